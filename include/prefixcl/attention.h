@@ -1,0 +1,123 @@
+/*
+ * prefixcl: prefix attention with per-head gain, forward and backward.
+ *
+ * The math is the contract of docs/design.md ("The math"): for head h of
+ * item b, keys and values are the prefix followed by the input,
+ *   K~ = [Kp ; K], V~ = [Vp ; V]  ((P + M) x D),
+ *   z_ij = c_h * sum_d q_id (1 + G_hd) k~_jd,   c_h = scale * gamma(r * g_h),
+ *   gamma = 1 (off), 1 + x (linear), 1 + tanh(x) (tanh),
+ * softmax over the visible j (prefix always; input column t = j - P iff
+ * t < kv_len[b] and, when causal, t <= i + M - N), O_i = sum_j p_ij v~_j,
+ * LSE_i = log sum_j exp(z_ij). A row with nothing visible, or i >= q_len[b],
+ * gives O_i = 0 and LSE_i = -inf. Nothing of size N x (P + M) is stored.
+ *
+ * Tensor shapes (float32 or half storage, chosen per tensor):
+ *   Q, O, dQ, dO : [B, H, N, D]   (PFX_LAYOUT_BHND) or [B, N, H, D] (BNHD)
+ *   K, V, dK, dV : [B, Hkv, M, D] (PFX_LAYOUT_BHND) or [B, M, Hkv, D] (BNHD)
+ *   prefix K/V   : [Hkv, P, D] shared by the batch, or [T, Hkv, P, D] a bank
+ *                  with desc.bank_index[b] choosing the entry of item b
+ *   LSE          : [B, H, N] float32
+ * Gradients are float32.
+ *
+ * Every call validates all of its arguments before it enqueues anything; a bad
+ * argument returns its status and pfx_last_error(rt) names it. Work is
+ * enqueued on the runtime's in-order queue; the call returns without waiting.
+ */
+#ifndef PREFIXCL_ATTENTION_H
+#define PREFIXCL_ATTENTION_H
+
+#include "prefixcl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pfx_layout {
+    PFX_LAYOUT_BHND = 0,
+    PFX_LAYOUT_BNHD = 1,
+} pfx_layout;
+
+typedef enum pfx_gain_mode {
+    PFX_GAIN_OFF = 0,     /* gamma = 1 */
+    PFX_GAIN_LINEAR = 1,  /* gamma = 1 + r g */
+    PFX_GAIN_TANH = 2,    /* gamma = 1 + tanh(r g) */
+} pfx_gain_mode;
+
+typedef struct pfx_attention_desc {
+    size_t batch;          /* B */
+    size_t heads;          /* H */
+    size_t kv_heads;       /* Hkv, H % Hkv == 0 */
+    size_t queries;        /* N */
+    size_t keys;           /* M, >= N when causal */
+    size_t prefix_len;     /* P, 0 allowed */
+    size_t head_dim;       /* D */
+    pfx_layout q_layout;   /* Q and dQ */
+    pfx_layout kv_layout;  /* K, V, dK and dV */
+    pfx_layout o_layout;   /* O and dO */
+    bool causal;
+    float scale;           /* 0: 1 / sqrt(D) */
+    pfx_gain_mode gain_mode;
+    const float *gain;     /* host [H]: g_h; required unless gain_mode is OFF */
+    float gain_ramp;       /* r in [0, 1] */
+    const float *dim_gain; /* host [H * D]: structured gain G_hd, or NULL */
+    const int32_t *q_lens;     /* host [B]: valid queries per item (0..N), or NULL for N */
+    const int32_t *kv_lens;    /* host [B]: valid input keys per item (0..M), or NULL for M */
+    const int32_t *bank_index; /* host [B]: bank entry per item; required with a 4-D prefix */
+} pfx_attention_desc;
+
+/* Defaults: BHND layouts, no gain, ramp 1, default scale, no masks. */
+PFX_API void pfx_attention_desc_init(pfx_attention_desc *desc);
+
+typedef struct pfx_attention_inputs {
+    const pfx_tensor *q;
+    const pfx_tensor *k;
+    const pfx_tensor *v;
+    const pfx_tensor *prefix_k;  /* NULL when P == 0 */
+    const pfx_tensor *prefix_v;
+} pfx_attention_inputs;
+
+/* O (same layout rules as Q, float32 or half) and, when lse is not NULL, the
+ * per-row log-sum-exp (float32 [B, H, N]) that the backward needs. */
+PFX_API pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc,
+                                         const pfx_attention_inputs *in,
+                                         pfx_tensor *o, pfx_tensor *lse);
+
+typedef struct pfx_attention_grads {
+    pfx_tensor *dq;          /* like Q */
+    pfx_tensor *dk;          /* like K */
+    pfx_tensor *dv;          /* like V */
+    pfx_tensor *dprefix_k;   /* like the prefix (a bank gets a gradient per entry) */
+    pfx_tensor *dprefix_v;
+    pfx_tensor *dgain;       /* [H] */
+    pfx_tensor *ddim_gain;   /* [H, D], only with desc.dim_gain */
+    bool accumulate;         /* add into the tensors instead of overwriting them */
+} pfx_attention_grads;
+
+/* Gradients of sum(dO * O) for every non-NULL tensor in grads (a NULL one is
+ * not computed). Deterministic: bit-identical results run after run. */
+PFX_API pfx_status pfx_attention_backward(pfx_runtime *rt, const pfx_attention_desc *desc,
+                                          const pfx_attention_inputs *in,
+                                          const pfx_tensor *o, const pfx_tensor *lse,
+                                          const pfx_tensor *d_o,
+                                          const pfx_attention_grads *grads);
+
+/* Per head, averaged over the valid rows (i < q_len[b] with at least one
+ * visible key) of every item, without storing the map: entropy
+ * LSE_i - sum_j p_ij z_ij, the mass of the top_k (1..32) largest p_ij, and
+ * the mass on the prefix sum_{j<P} p_ij. Each output is float32 [H] or NULL. */
+PFX_API pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
+                                       const pfx_attention_inputs *in, unsigned top_k,
+                                       pfx_tensor *entropy, pfx_tensor *topk_mass,
+                                       pfx_tensor *prefix_mass);
+
+/* The explicit probability map p_ij of one (item, head) as float32 [N, P + M]
+ * (hidden entries 0). Meant for heat maps of small problems. */
+PFX_API pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *desc,
+                                          const pfx_attention_inputs *in,
+                                          size_t item, size_t head, pfx_tensor *probs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

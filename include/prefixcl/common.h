@@ -1,0 +1,58 @@
+/*
+ * prefixcl: common definitions shared by every public header.
+ *
+ * Return convention: every fallible call returns a pfx_status; 0 (PFX_SUCCESS)
+ * means success, negative values are errors. pfx_last_error() gives the
+ * detail of the most recent error (argument name, shapes, OpenCL error name,
+ * kernel build log).
+ */
+#ifndef PREFIXCL_COMMON_H
+#define PREFIXCL_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#if defined(_WIN32) && defined(PFX_BUILDING_DLL)
+#define PFX_API __declspec(dllexport)
+#elif defined(__GNUC__) && defined(PFX_BUILDING_LIBRARY)
+#define PFX_API __attribute__((visibility("default")))
+#else
+#define PFX_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PFX_MAX_DIMS 4
+
+typedef enum pfx_status {
+    PFX_SUCCESS = 0,
+    PFX_ERROR_NULL_ARGUMENT = -1,      /* a required handle or pointer is NULL */
+    PFX_ERROR_INVALID_ARGUMENT = -2,   /* a value out of its domain (flag, enum, count) */
+    PFX_ERROR_INVALID_SHAPE = -3,      /* zero/too many dimensions, shapes that do not agree */
+    PFX_ERROR_SIZE_OVERFLOW = -4,      /* a byte size that does not fit in size_t */
+    PFX_ERROR_OUT_OF_RANGE = -5,       /* read/write past a tensor, index beyond a bank, length > N */
+    PFX_ERROR_DTYPE_MISMATCH = -6,     /* element type not accepted here */
+    PFX_ERROR_RUNTIME_MISMATCH = -7,   /* tensors from different runtimes */
+    PFX_ERROR_ALIASING = -8,           /* an output tensor is also an input */
+    PFX_ERROR_NOT_FINITE = -9,         /* NaN or infinite gain, scale or ramp */
+    PFX_ERROR_UNSUPPORTED = -10,       /* valid, but beyond what this device/kernel handles */
+    PFX_ERROR_OUT_OF_MEMORY = -11,     /* host or device allocation failed */
+    PFX_ERROR_NO_DEVICE = -12,         /* no OpenCL platform or device at all */
+    PFX_ERROR_DEVICE_NOT_FOUND = -13,  /* a selector that matches no device */
+    PFX_ERROR_BUILD_FAILED = -14,      /* kernel compilation failed; the log is in pfx_last_error */
+    PFX_ERROR_OPENCL = -15,            /* any other OpenCL error; its name is in pfx_last_error */
+    PFX_ERROR_CLBLAST = -16,           /* a CLBlast error; its name is in pfx_last_error */
+    PFX_ERROR_IO = -17,                /* a file could not be read or written */
+} pfx_status;
+
+/* Static name of a status ("PFX_ERROR_INVALID_SHAPE"); never NULL. */
+PFX_API const char *pfx_status_string(pfx_status status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,11 @@
+/* prefixcl: the whole public API. See README.md and docs/. */
+#ifndef PREFIXCL_PREFIXCL_H
+#define PREFIXCL_PREFIXCL_H
+
+#include "prefixcl/common.h"
+#include "prefixcl/runtime.h"
+#include "prefixcl/tensor.h"
+#include "prefixcl/elementwise.h"
+#include "prefixcl/attention.h"
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * prefixcl: device discovery and selection, and the per-device runtime.
+ *
+ * Thread safety: device discovery (pfx_device_*) may be called from any
+ * thread. A pfx_runtime and the tensors created from it must be used by one
+ * thread at a time; two runtimes, even on the same device, are independent and
+ * may be used from two threads at once. pfx_last_error(NULL) is per thread.
+ */
+#ifndef PREFIXCL_RUNTIME_H
+#define PREFIXCL_RUNTIME_H
+
+#include "prefixcl/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pfx_runtime pfx_runtime;
+
+typedef enum pfx_device_type {
+    PFX_DEVICE_CPU = 1,
+    PFX_DEVICE_GPU = 2,
+    PFX_DEVICE_ACCELERATOR = 3,
+    PFX_DEVICE_OTHER = 4,
+} pfx_device_type;
+
+typedef struct pfx_device_info {
+    unsigned platform_index;      /* P of the "P:D" selector */
+    unsigned device_index;        /* D of the "P:D" selector */
+    char platform_name[128];
+    char device_name[128];
+    char vendor[128];
+    char driver_version[64];
+    char device_version[64];      /* "OpenCL 3.0 ..." */
+    char opencl_c_version[64];    /* "OpenCL C 1.2 ..." */
+    pfx_device_type type;
+    bool unified_memory;          /* integrated GPU or CPU: shares host memory */
+    unsigned compute_units;
+    unsigned clock_mhz;
+    uint64_t global_mem_bytes;
+    uint64_t max_alloc_bytes;
+    uint64_t local_mem_bytes;
+    size_t max_work_group_size;
+    bool has_fp16;                /* cl_khr_fp16 */
+    bool has_fp64;                /* cl_khr_fp64 */
+    bool has_subgroups;           /* cl_khr_subgroups or cl_intel_subgroups */
+    bool has_nv_attributes;       /* cl_nv_device_attribute_query */
+    bool has_amd_attributes;      /* cl_amd_device_attribute_query */
+    bool has_intel_attributes;    /* cl_intel_device_attribute_query */
+} pfx_device_info;
+
+/* Number of OpenCL devices over every platform. 0 devices is PFX_SUCCESS
+ * with *count = 0 (no platform at all is also reported as 0). */
+PFX_API pfx_status pfx_device_count(size_t *count);
+
+/* Fills up to `capacity` records (platform order, then device order) and
+ * sets *count to the total number of devices. */
+PFX_API pfx_status pfx_device_list(pfx_device_info *infos, size_t capacity, size_t *count);
+
+/* Resolves a selector to one device.
+ *   NULL or ""  : $PREFIXCL_DEVICE if set, else the default policy: the
+ *                 strongest GPU (discrete before integrated, then compute
+ *                 units x clock), else the first CPU, else any device.
+ *   "P:D"       : platform index P, device index D.
+ *   "gpu","cpu","accelerator": the strongest device of that type.
+ *   other text  : case-insensitive substring of platform, vendor or device
+ *                 name ("nvidia", "pocl", "h200"); the strongest match wins.
+ * A selector that matches nothing returns PFX_ERROR_DEVICE_NOT_FOUND with a
+ * message (pfx_last_error(NULL)) that names it and lists every device. */
+PFX_API pfx_status pfx_device_select(const char *selector, pfx_device_info *info);
+
+/* Same, ignoring $PREFIXCL_DEVICE: what the default policy picks. */
+PFX_API pfx_status pfx_device_default(pfx_device_info *info);
+
+typedef struct pfx_runtime_params {
+    const char *device;       /* selector as for pfx_device_select; NULL: env, then default */
+    const char *cache_dir;    /* NULL: $PREFIXCL_CACHE_DIR, $XDG_CACHE_HOME/prefixcl, ~/.cache/prefixcl */
+    bool disable_cache;       /* never read or write kernel binaries on disk */
+} pfx_runtime_params;
+
+PFX_API void pfx_runtime_default_params(pfx_runtime_params *params);
+
+/* Creates a runtime on the selected device: context, one in-order queue with
+ * profiling, kernel cache, allocation accounting. params may be NULL. On
+ * failure *out is NULL and pfx_last_error(NULL) has the detail. */
+PFX_API pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *params);
+
+/* Releases everything the runtime owns and sets *rt to NULL. Tensors must be
+ * destroyed first. NULL and a pointer to NULL are accepted. */
+PFX_API void pfx_runtime_destroy(pfx_runtime **rt);
+
+PFX_API const pfx_device_info *pfx_runtime_device(const pfx_runtime *rt);
+
+/* Waits for everything enqueued on the runtime's queue. */
+PFX_API pfx_status pfx_runtime_finish(pfx_runtime *rt);
+
+/* Detail of the last error of this runtime, or of this thread's last call
+ * that had no runtime (rt == NULL). Never NULL; "" when there is none. */
+PFX_API const char *pfx_last_error(const pfx_runtime *rt);
+
+typedef struct pfx_memory_stats {
+    size_t live_bytes;        /* device bytes held now: tensors and workspaces */
+    size_t peak_bytes;        /* high-water mark of live_bytes */
+    size_t live_buffers;      /* device allocations held now */
+} pfx_memory_stats;
+
+PFX_API pfx_status pfx_runtime_memory(const pfx_runtime *rt, pfx_memory_stats *stats);
+
+typedef struct pfx_cache_stats {
+    unsigned programs_built;   /* compiled from source in this runtime */
+    unsigned cache_hits;       /* loaded from the on-disk binary cache */
+    unsigned cache_writes;     /* binaries written to the cache */
+    unsigned cache_rejects;    /* cache files found unusable (truncated, corrupt) and rebuilt */
+} pfx_cache_stats;
+
+PFX_API pfx_status pfx_runtime_cache_stats(const pfx_runtime *rt, pfx_cache_stats *stats);
+
+/* The cache folder this runtime uses ("" when disabled). */
+PFX_API const char *pfx_runtime_cache_dir(const pfx_runtime *rt);
+
+/* Builds (or loads from cache) every embedded kernel program for this device,
+ * so later calls do not pay for compilation. */
+PFX_API pfx_status pfx_runtime_warm_up(pfx_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,58 @@
+/*
+ * prefixcl: device tensors. Contiguous, row-major, 1 to 4 dimensions,
+ * float32 or half (storage only: the host always reads and writes float).
+ */
+#ifndef PREFIXCL_TENSOR_H
+#define PREFIXCL_TENSOR_H
+
+#include "prefixcl/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pfx_tensor pfx_tensor;
+
+typedef enum pfx_dtype {
+    PFX_DTYPE_F32 = 0,
+    PFX_DTYPE_F16 = 1,
+} pfx_dtype;
+
+/* Bytes of one element (4 or 2); 0 for an unknown dtype. */
+PFX_API size_t pfx_dtype_size(pfx_dtype dtype);
+
+/* Creates an uninitialized tensor of `ndim` (1..4) dimensions, each >= 1.
+ * Errors: NULL rt/shape/out, a bad dtype or ndim, a zero dimension, a byte
+ * size that overflows size_t, or more than the device can allocate
+ * (PFX_ERROR_OUT_OF_MEMORY). */
+PFX_API pfx_status pfx_tensor_create(pfx_runtime *rt, pfx_dtype dtype, unsigned ndim,
+                                     const size_t *shape, pfx_tensor **out);
+
+/* Releases the tensor and sets *t to NULL; NULL-safe. */
+PFX_API void pfx_tensor_destroy(pfx_tensor **t);
+
+PFX_API pfx_dtype pfx_tensor_dtype(const pfx_tensor *t);
+PFX_API unsigned pfx_tensor_ndim(const pfx_tensor *t);
+/* Size of dimension i; 0 when i >= ndim. */
+PFX_API size_t pfx_tensor_dim(const pfx_tensor *t, unsigned i);
+PFX_API size_t pfx_tensor_numel(const pfx_tensor *t);
+PFX_API pfx_runtime *pfx_tensor_runtime(const pfx_tensor *t);
+
+/* Copies `count` floats from host memory into elements [offset, offset+count)
+ * (converted to half for F16 tensors); blocks until done. */
+PFX_API pfx_status pfx_tensor_write(pfx_tensor *t, size_t offset, size_t count, const float *src);
+
+/* Copies elements [offset, offset+count) to host memory as floats; blocks. */
+PFX_API pfx_status pfx_tensor_read(const pfx_tensor *t, size_t offset, size_t count, float *dst);
+
+/* Sets every element to `value` (enqueued). */
+PFX_API pfx_status pfx_tensor_fill(pfx_tensor *t, float value);
+
+/* Copies src into dst: same dtype and element count (enqueued). */
+PFX_API pfx_status pfx_tensor_copy(pfx_tensor *dst, const pfx_tensor *src);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,19 @@
+/* Kernel argument setting and ND-range enqueue with named errors. */
+#include <stdio.h>
+
+#include "internal.h"
+
+pfx_status pfx_launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
+                      const size_t *global, const size_t *local, size_t nargs, const pfx_arg *args)
+{
+    for (size_t i = 0; i < nargs; i++) {
+        cl_int err = clSetKernelArg(kernel, (cl_uint)i, args[i].size, args[i].value);
+        if (err != CL_SUCCESS) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "%s: setting argument %zu", what, i);
+            return pfx_cl_error(rt, err, msg);
+        }
+    }
+    cl_int err = clEnqueueNDRangeKernel(rt->queue, kernel, dims, NULL, global, local, 0, NULL, NULL);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
+}

@@ -1,0 +1,33 @@
+/* Device buffers with allocation accounting (live and peak bytes). */
+#include "internal.h"
+
+pfx_status pfx_buffer_create(pfx_runtime *rt, size_t bytes, const void *host_copy, cl_mem *out)
+{
+    *out = NULL;
+    if (bytes == 0)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "buffer of 0 bytes");
+    if (bytes > rt->info.max_alloc_bytes)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                         "buffer of %zu bytes exceeds the device's largest allocation (%llu bytes)",
+                         bytes, (unsigned long long)rt->info.max_alloc_bytes);
+    cl_int err = CL_SUCCESS;
+    cl_mem_flags flags = CL_MEM_READ_WRITE | (host_copy ? CL_MEM_COPY_HOST_PTR : 0);
+    cl_mem mem = clCreateBuffer(rt->context, flags, bytes, (void *)host_copy, &err);
+    if (err != CL_SUCCESS)
+        return pfx_cl_error(rt, err, "allocating a device buffer");
+    rt->memory.live_bytes += bytes;
+    rt->memory.live_buffers++;
+    if (rt->memory.live_bytes > rt->memory.peak_bytes)
+        rt->memory.peak_bytes = rt->memory.live_bytes;
+    *out = mem;
+    return PFX_SUCCESS;
+}
+
+void pfx_buffer_release(pfx_runtime *rt, cl_mem mem, size_t bytes)
+{
+    if (!mem)
+        return;
+    clReleaseMemObject(mem);
+    rt->memory.live_bytes -= bytes;
+    rt->memory.live_buffers--;
+}

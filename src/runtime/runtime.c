@@ -1,0 +1,125 @@
+/* Runtime lifecycle: context, in-order profiling queue, cache folder. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "program.h"
+
+void pfx_runtime_default_params(pfx_runtime_params *params)
+{
+    if (params)
+        memset(params, 0, sizeof(*params));
+}
+
+static pfx_vendor classify_vendor(const pfx_device_info *info)
+{
+    if (info->type == PFX_DEVICE_CPU)
+        return PFX_VENDOR_CPU;
+    const char *v = info->vendor;
+    if (strstr(v, "NVIDIA") || info->has_nv_attributes)
+        return PFX_VENDOR_NVIDIA;
+    if (strstr(v, "Advanced Micro Devices") || strstr(v, "AMD") || info->has_amd_attributes)
+        return PFX_VENDOR_AMD;
+    if (strstr(v, "Intel") && info->type == PFX_DEVICE_GPU)
+        return PFX_VENDOR_INTEL_GPU;
+    return PFX_VENDOR_OTHER;
+}
+
+pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *params)
+{
+    if (!out)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "out is NULL");
+    *out = NULL;
+    pfx_runtime_params defaults;
+    pfx_runtime_default_params(&defaults);
+    if (!params)
+        params = &defaults;
+
+    pfx_runtime *rt = calloc(1, sizeof(*rt));
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "runtime: host allocation failed");
+    pfx_status st = pfx_device_resolve(params->device, true, &rt->info, &rt->platform, &rt->device);
+    if (st != PFX_SUCCESS) {
+        free(rt);
+        return st;
+    }
+    rt->vendor = classify_vendor(&rt->info);
+
+    cl_int err = CL_SUCCESS;
+    cl_context_properties props[] = { CL_CONTEXT_PLATFORM, (cl_context_properties)rt->platform, 0 };
+    rt->context = clCreateContext(props, 1, &rt->device, NULL, NULL, &err);
+    if (err == CL_SUCCESS)
+        rt->queue = clCreateCommandQueue(rt->context, rt->device, CL_QUEUE_PROFILING_ENABLE, &err);
+    if (err == CL_SUCCESS)
+        st = pfx_cache_dir_resolve(params->disable_cache ? NULL : params->cache_dir,
+                                   params->disable_cache, rt->cache_dir, sizeof(rt->cache_dir));
+    if (err != CL_SUCCESS || st != PFX_SUCCESS) {
+        if (err != CL_SUCCESS)
+            st = pfx_cl_error(NULL, err, "creating the OpenCL context and queue");
+        else
+            pfx_error(NULL, st, "%s", "cache folder path too long");
+        if (rt->queue)
+            clReleaseCommandQueue(rt->queue);
+        if (rt->context)
+            clReleaseContext(rt->context);
+        free(rt);
+        return st;
+    }
+    *out = rt;
+    return PFX_SUCCESS;
+}
+
+void pfx_runtime_destroy(pfx_runtime **rtp)
+{
+    if (!rtp || !*rtp)
+        return;
+    pfx_runtime *rt = *rtp;
+    if (rt->queue)
+        clFinish(rt->queue);
+    pfx_programs_release(rt);
+    if (rt->queue)
+        clReleaseCommandQueue(rt->queue);
+    if (rt->context)
+        clReleaseContext(rt->context);
+    free(rt);
+    *rtp = NULL;
+}
+
+const pfx_device_info *pfx_runtime_device(const pfx_runtime *rt)
+{
+    return rt ? &rt->info : NULL;
+}
+
+pfx_status pfx_runtime_finish(pfx_runtime *rt)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "rt is NULL");
+    cl_int err = clFinish(rt->queue);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, "waiting for the queue");
+}
+
+pfx_status pfx_runtime_memory(const pfx_runtime *rt, pfx_memory_stats *stats)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "rt is NULL");
+    if (!stats)
+        return pfx_error((pfx_runtime *)rt, PFX_ERROR_NULL_ARGUMENT, "stats is NULL");
+    *stats = rt->memory;
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_runtime_cache_stats(const pfx_runtime *rt, pfx_cache_stats *stats)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "rt is NULL");
+    if (!stats)
+        return pfx_error((pfx_runtime *)rt, PFX_ERROR_NULL_ARGUMENT, "stats is NULL");
+    *stats = rt->cache;
+    return PFX_SUCCESS;
+}
+
+const char *pfx_runtime_cache_dir(const pfx_runtime *rt)
+{
+    return rt ? rt->cache_dir : "";
+}

@@ -1,0 +1,189 @@
+/* Device tensors: creation with checked sizes, host transfers, fill, copy. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "half.h"
+#include "internal.h"
+
+size_t pfx_dtype_size(pfx_dtype dtype)
+{
+    switch (dtype) {
+    case PFX_DTYPE_F32: return 4;
+    case PFX_DTYPE_F16: return 2;
+    }
+    return 0;
+}
+
+pfx_status pfx_tensor_create(pfx_runtime *rt, pfx_dtype dtype, unsigned ndim, const size_t *shape,
+                             pfx_tensor **out)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "tensor_create: rt is NULL");
+    if (!out)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "tensor_create: out is NULL");
+    *out = NULL;
+    if (!shape)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "tensor_create: shape is NULL");
+    size_t esize = pfx_dtype_size(dtype);
+    if (!esize)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "tensor_create: dtype %d is unknown",
+                         (int)dtype);
+    if (ndim < 1 || ndim > PFX_MAX_DIMS)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "tensor_create: ndim %u is not in 1..%d",
+                         ndim, PFX_MAX_DIMS);
+    size_t numel = 1, bytes = 0;
+    for (unsigned i = 0; i < ndim; i++) {
+        if (shape[i] == 0)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "tensor_create: shape[%u] is 0", i);
+        if (pfx_mul_overflows(numel, shape[i], &numel))
+            return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                             "tensor_create: element count overflows size_t at shape[%u] = %zu",
+                             i, shape[i]);
+    }
+    if (pfx_mul_overflows(numel, esize, &bytes))
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                         "tensor_create: %zu elements of %zu bytes overflow size_t", numel, esize);
+
+    pfx_tensor *t = calloc(1, sizeof(*t));
+    if (!t)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "tensor_create: host allocation failed");
+    pfx_status st = pfx_buffer_create(rt, bytes, NULL, &t->mem);
+    if (st == PFX_SUCCESS) {
+        /* Drivers may allocate lazily and fail at first use: touch the last
+         * byte now, so that failure comes back here as OUT_OF_MEMORY. */
+        const unsigned char zero = 0;
+        cl_int err = clEnqueueFillBuffer(rt->queue, t->mem, &zero, 1, bytes - 1, 1, 0, NULL, NULL);
+        if (err == CL_SUCCESS)
+            err = clFinish(rt->queue);
+        if (err != CL_SUCCESS) {
+            st = pfx_cl_error(rt, err, "tensor_create: first use of the device buffer");
+            pfx_buffer_release(rt, t->mem, bytes);
+        }
+    }
+    if (st != PFX_SUCCESS) {
+        free(t);
+        return st;
+    }
+    t->rt = rt;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, ndim * sizeof(size_t));
+    t->numel = numel;
+    t->bytes = bytes;
+    *out = t;
+    return PFX_SUCCESS;
+}
+
+void pfx_tensor_destroy(pfx_tensor **tp)
+{
+    if (!tp || !*tp)
+        return;
+    pfx_tensor *t = *tp;
+    pfx_buffer_release(t->rt, t->mem, t->bytes);
+    free(t);
+    *tp = NULL;
+}
+
+pfx_dtype pfx_tensor_dtype(const pfx_tensor *t) { return t ? t->dtype : PFX_DTYPE_F32; }
+unsigned pfx_tensor_ndim(const pfx_tensor *t) { return t ? t->ndim : 0; }
+size_t pfx_tensor_dim(const pfx_tensor *t, unsigned i) { return t && i < t->ndim ? t->shape[i] : 0; }
+size_t pfx_tensor_numel(const pfx_tensor *t) { return t ? t->numel : 0; }
+pfx_runtime *pfx_tensor_runtime(const pfx_tensor *t) { return t ? t->rt : NULL; }
+
+/* Checks a transfer of [offset, offset + count) against the tensor. */
+static pfx_status check_range(const pfx_tensor *t, size_t offset, size_t count, const void *host,
+                              const char *what, const char *host_name)
+{
+    if (!t)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: t is NULL", what);
+    if (!host)
+        return pfx_error(t->rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", what, host_name);
+    if (offset > t->numel || count > t->numel - offset)
+        return pfx_error(t->rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: elements [%zu, %zu + %zu) are outside the tensor of %zu elements",
+                         what, offset, offset, count, t->numel);
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_tensor_write(pfx_tensor *t, size_t offset, size_t count, const float *src)
+{
+    pfx_status st = check_range(t, offset, count, src, "tensor_write", "src");
+    if (st != PFX_SUCCESS || count == 0)
+        return st;
+    size_t esize = pfx_dtype_size(t->dtype);
+    const void *data = src;
+    uint16_t *halves = NULL;
+    if (t->dtype == PFX_DTYPE_F16) {
+        halves = malloc(count * sizeof(uint16_t));
+        if (!halves)
+            return pfx_error(t->rt, PFX_ERROR_OUT_OF_MEMORY, "tensor_write: host staging failed");
+        for (size_t i = 0; i < count; i++)
+            halves[i] = pfx_float_to_half(src[i]);
+        data = halves;
+    }
+    cl_int err = clEnqueueWriteBuffer(t->rt->queue, t->mem, CL_TRUE, offset * esize, count * esize,
+                                      data, 0, NULL, NULL);
+    free(halves);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_write");
+}
+
+pfx_status pfx_tensor_read(const pfx_tensor *t, size_t offset, size_t count, float *dst)
+{
+    pfx_status st = check_range(t, offset, count, dst, "tensor_read", "dst");
+    if (st != PFX_SUCCESS || count == 0)
+        return st;
+    size_t esize = pfx_dtype_size(t->dtype);
+    void *data = dst;
+    uint16_t *halves = NULL;
+    if (t->dtype == PFX_DTYPE_F16) {
+        halves = malloc(count * sizeof(uint16_t));
+        if (!halves)
+            return pfx_error(t->rt, PFX_ERROR_OUT_OF_MEMORY, "tensor_read: host staging failed");
+        data = halves;
+    }
+    cl_int err = clEnqueueReadBuffer(t->rt->queue, t->mem, CL_TRUE, offset * esize, count * esize,
+                                     data, 0, NULL, NULL);
+    if (err == CL_SUCCESS && halves)
+        for (size_t i = 0; i < count; i++)
+            dst[i] = pfx_half_to_float(halves[i]);
+    free(halves);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_read");
+}
+
+pfx_status pfx_tensor_fill(pfx_tensor *t, float value)
+{
+    if (!t)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "tensor_fill: t is NULL");
+    cl_int err;
+    if (t->dtype == PFX_DTYPE_F16) {
+        uint16_t h = pfx_float_to_half(value);
+        err = clEnqueueFillBuffer(t->rt->queue, t->mem, &h, sizeof(h), 0, t->bytes, 0, NULL, NULL);
+    } else {
+        err = clEnqueueFillBuffer(t->rt->queue, t->mem, &value, sizeof(value), 0, t->bytes, 0,
+                                  NULL, NULL);
+    }
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_fill");
+}
+
+pfx_status pfx_tensor_copy(pfx_tensor *dst, const pfx_tensor *src)
+{
+    if (!dst)
+        return pfx_error(src ? src->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "tensor_copy: dst is NULL");
+    if (!src)
+        return pfx_error(dst->rt, PFX_ERROR_NULL_ARGUMENT, "tensor_copy: src is NULL");
+    if (dst->rt != src->rt)
+        return pfx_error(dst->rt, PFX_ERROR_RUNTIME_MISMATCH,
+                         "tensor_copy: src and dst belong to different runtimes");
+    if (dst->dtype != src->dtype)
+        return pfx_error(dst->rt, PFX_ERROR_DTYPE_MISMATCH,
+                         "tensor_copy: src dtype %d differs from dst dtype %d", (int)src->dtype,
+                         (int)dst->dtype);
+    if (dst->numel != src->numel)
+        return pfx_error(dst->rt, PFX_ERROR_INVALID_SHAPE,
+                         "tensor_copy: src has %zu elements, dst %zu", src->numel, dst->numel);
+    if (dst == src)
+        return PFX_SUCCESS;
+    cl_int err = clEnqueueCopyBuffer(dst->rt->queue, src->mem, dst->mem, 0, 0, dst->bytes, 0, NULL,
+                                     NULL);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(dst->rt, err, "tensor_copy");
+}

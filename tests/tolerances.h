@@ -1,0 +1,34 @@
+/*
+ * Every tolerance the tests use, in one place. Errors are relative L2 norms,
+ * ||ref - got|| / ||ref|| over a whole tensor (see rel_l2 in
+ * reference/reference.h), against the double-precision reference.
+ */
+#ifndef PFX_TEST_TOLERANCES_H
+#define PFX_TEST_TOLERANCES_H
+
+/* Forward O and LSE, float32 storage and compute. */
+#define TOL_FWD_F32 2e-5
+/* Forward O with half storage for inputs and/or O (10-bit mantissa). */
+#define TOL_FWD_F16 3e-3
+/* Backward gradients (dQ, dK, dV, dKp, dVp, dgain, ddim_gain), float32. */
+#define TOL_BWD_F32 1e-4
+/* Stats (entropy, top-k mass, prefix mass) and the probability map, float32. */
+#define TOL_STATS_F32 1e-4
+#define TOL_PROBS_F32 2e-5
+
+/*
+ * Reference self-checks (double precision throughout).
+ * TOL_REF_EXACT: two reference evaluations of the same math in a different
+ * order (layouts, prefix as keys, bank vs shared).
+ * Finite differences: central differences with step TOL_FD_STEP on float
+ * inputs in [-1, 1] (a power of two, so x +- step stays nearly exact in
+ * float; the test divides by the step actually taken). The truncation error is
+ * O(step^2) ~ 1e-7 relative, rounding ~1e-13 / step; TOL_FD_REL sits between
+ * them and far below any real derivative mistake (a missing factor or term is
+ * O(1)).
+ */
+#define TOL_REF_EXACT 1e-12
+#define TOL_FD_STEP 0x1p-10
+#define TOL_FD_REL 1e-6
+
+#endif

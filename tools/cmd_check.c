@@ -1,0 +1,39 @@
+/* prefixcl check [--device SEL]: every operation on random problems against
+ * the double-precision C reference; a table and exit 0 only if all pass. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "commands.h"
+
+int cmd_check(int argc, char **argv)
+{
+    const char *selector = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            selector = argv[++i];
+        } else {
+            fprintf(stderr, "usage: prefixcl check [--device SEL]\n");
+            return 2;
+        }
+    }
+    pfx_runtime_params params;
+    pfx_runtime_default_params(&params);
+    params.device = selector;
+    pfx_runtime *rt = NULL;
+    if (pfx_runtime_create(&rt, &params) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl check: %s\n", pfx_last_error(NULL));
+        return 1;
+    }
+    const pfx_device_info *info = pfx_runtime_device(rt);
+    printf("device: %s / %s (%s)\n\n", info->platform_name, info->device_name, info->driver_version);
+    printf("%-22s %-44s %12s %12s  %s\n", "operation", "shape", "error", "tolerance", "result");
+    check_totals totals = { 0, 0 };
+    for (size_t i = 0; i < check_case_count; i++)
+        check_cases[i](rt, &totals);
+    printf("\n%d of %d checks passed\n", totals.passed, totals.run);
+    pfx_runtime_destroy(&rt);
+    return totals.passed == totals.run && totals.run > 0 ? 0 : 1;
+}

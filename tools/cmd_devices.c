@@ -1,0 +1,130 @@
+/* prefixcl devices [--json]: every device, the default marked. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "prefixcl/prefixcl.h"
+
+static const char *type_name(pfx_device_type type)
+{
+    switch (type) {
+    case PFX_DEVICE_CPU: return "cpu";
+    case PFX_DEVICE_GPU: return "gpu";
+    case PFX_DEVICE_ACCELERATOR: return "accelerator";
+    default: return "other";
+    }
+}
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info *def)
+{
+    printf("{\n  \"devices\": [");
+    for (size_t i = 0; i < n; i++) {
+        const pfx_device_info *x = &d[i];
+        bool is_default = def && def->platform_index == x->platform_index &&
+                          def->device_index == x->device_index;
+        printf("%s\n    {\"selector\": \"%u:%u\", \"default\": %s, \"platform\": ", i ? "," : "",
+               x->platform_index, x->device_index, is_default ? "true" : "false");
+        json_string(x->platform_name);
+        printf(", \"name\": ");
+        json_string(x->device_name);
+        printf(", \"vendor\": ");
+        json_string(x->vendor);
+        printf(", \"driver_version\": ");
+        json_string(x->driver_version);
+        printf(", \"device_version\": ");
+        json_string(x->device_version);
+        printf(", \"opencl_c_version\": ");
+        json_string(x->opencl_c_version);
+        printf(", \"type\": \"%s\", \"unified_memory\": %s, \"compute_units\": %u, "
+               "\"clock_mhz\": %u, \"global_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, "
+               "\"local_mem_bytes\": %llu, \"max_work_group_size\": %zu, \"fp16\": %s, "
+               "\"fp64\": %s, \"subgroups\": %s, \"nv_attributes\": %s, \"amd_attributes\": %s, "
+               "\"intel_attributes\": %s}",
+               type_name(x->type), x->unified_memory ? "true" : "false", x->compute_units,
+               x->clock_mhz, (unsigned long long)x->global_mem_bytes,
+               (unsigned long long)x->max_alloc_bytes, (unsigned long long)x->local_mem_bytes,
+               x->max_work_group_size, x->has_fp16 ? "true" : "false",
+               x->has_fp64 ? "true" : "false", x->has_subgroups ? "true" : "false",
+               x->has_nv_attributes ? "true" : "false", x->has_amd_attributes ? "true" : "false",
+               x->has_intel_attributes ? "true" : "false");
+    }
+    printf("\n  ]\n}\n");
+}
+
+static const char *yes(bool b) { return b ? "yes" : "no"; }
+
+static void print_text(const pfx_device_info *d, size_t n, const pfx_device_info *def)
+{
+    for (size_t i = 0; i < n; i++) {
+        const pfx_device_info *x = &d[i];
+        bool is_default = def && def->platform_index == x->platform_index &&
+                          def->device_index == x->device_index;
+        printf("%s %u:%u  %s\n", is_default ? "*" : " ", x->platform_index, x->device_index,
+               x->device_name);
+        printf("      platform          : %s\n", x->platform_name);
+        printf("      vendor            : %s\n", x->vendor);
+        printf("      type              : %s%s\n", type_name(x->type),
+               x->type == PFX_DEVICE_GPU ? (x->unified_memory ? " (integrated)" : " (discrete)") : "");
+        printf("      driver            : %s\n", x->driver_version);
+        printf("      version           : %s / %s\n", x->device_version, x->opencl_c_version);
+        printf("      compute units     : %u @ %u MHz\n", x->compute_units, x->clock_mhz);
+        printf("      global memory     : %.2f GiB (largest allocation %.2f GiB)\n",
+               (double)x->global_mem_bytes / (1 << 30), (double)x->max_alloc_bytes / (1 << 30));
+        printf("      local memory      : %.2f KiB\n", (double)x->local_mem_bytes / 1024);
+        printf("      max work-group    : %zu\n", x->max_work_group_size);
+        printf("      fp16 / fp64       : %s / %s\n", yes(x->has_fp16), yes(x->has_fp64));
+        printf("      sub-groups        : %s\n", yes(x->has_subgroups));
+        printf("      vendor attributes : nv %s, amd %s, intel %s\n", yes(x->has_nv_attributes),
+               yes(x->has_amd_attributes), yes(x->has_intel_attributes));
+    }
+    if (def)
+        printf("\n* the default device (no selector)\n");
+}
+
+int cmd_devices(int argc, char **argv)
+{
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else {
+            fprintf(stderr, "prefixcl devices: unknown option '%s'\nusage: prefixcl devices [--json]\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    size_t n = 0;
+    if (pfx_device_count(&n) != PFX_SUCCESS)
+        return 1;
+    pfx_device_info *infos = calloc(n ? n : 1, sizeof(*infos));
+    if (!infos || pfx_device_list(infos, n, &n) != PFX_SUCCESS) {
+        free(infos);
+        return 1;
+    }
+    pfx_device_info def;
+    bool have_default = pfx_device_default(&def) == PFX_SUCCESS;
+    if (json)
+        print_json(infos, n, have_default ? &def : NULL);
+    else if (n == 0)
+        printf("no OpenCL device found (install an ICD, e.g. pocl-opencl-icd)\n");
+    else
+        print_text(infos, n, have_default ? &def : NULL);
+    free(infos);
+    return n ? 0 : 1;
+}

@@ -1,0 +1,9 @@
+/* Subcommands of the prefixcl tool; each returns the process exit status. */
+#ifndef PFX_TOOLS_COMMANDS_H
+#define PFX_TOOLS_COMMANDS_H
+
+int cmd_devices(int argc, char **argv);
+int cmd_kernel_configs(int argc, char **argv);
+int cmd_check(int argc, char **argv);
+
+#endif

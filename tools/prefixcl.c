@@ -1,0 +1,41 @@
+/* prefixcl: the command-line tool. One program, one subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    { "devices", cmd_devices, "list every OpenCL device and mark the default [--json]" },
+    { "check", cmd_check, "run every operation against the C reference [--device SEL]" },
+    { "kernel-configs", cmd_kernel_configs,
+      "print every kernel program x vendor x options the runtime may build [--build]" },
+};
+
+static int usage(FILE *out)
+{
+    fprintf(out, "usage: prefixcl <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-15s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "\nThe device is chosen by --device SEL or $PREFIXCL_DEVICE: P:D, gpu, cpu,\n"
+                 "or a name substring (nvidia, amd, intel, pocl, h200).\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage(stderr);
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "prefixcl: unknown command '%s'\n\n", argv[1]);
+    return usage(stderr);
+}
