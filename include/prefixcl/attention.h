@@ -48,7 +48,7 @@ typedef struct pfx_attention_desc {
     size_t heads;          /* H */
     size_t kv_heads;       /* Hkv, H % Hkv == 0 */
     size_t queries;        /* N */
-    size_t keys;           /* M, >= N when causal */
+    size_t keys;           /* M (M >= N: a decode step against a cache) */
     size_t prefix_len;     /* P, 0 allowed */
     size_t head_dim;       /* D */
     pfx_layout q_layout;   /* Q and dQ */

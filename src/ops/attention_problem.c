@@ -1,0 +1,351 @@
+/* Validation of attention calls (see attention_problem.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_problem.h"
+
+void pfx_attention_desc_init(pfx_attention_desc *desc)
+{
+    if (!desc)
+        return;
+    memset(desc, 0, sizeof(*desc));
+    desc->q_layout = desc->kv_layout = desc->o_layout = PFX_LAYOUT_BHND;
+    desc->gain_mode = PFX_GAIN_OFF;
+    desc->gain_ramp = 1.0f;
+}
+
+static bool layout_ok(pfx_layout l)
+{
+    return l == PFX_LAYOUT_BHND || l == PFX_LAYOUT_BNHD;
+}
+
+static pfx_attn_strides strides_for(pfx_layout layout, size_t heads, size_t rows, size_t D)
+{
+    pfx_attn_strides s;
+    s.batch = (cl_ulong)heads * rows * D;
+    if (layout == PFX_LAYOUT_BHND) {
+        s.head = (cl_ulong)rows * D;
+        s.row = D;
+    } else {
+        s.head = D;
+        s.row = (cl_ulong)heads * D;
+    }
+    return s;
+}
+
+static const char *layout_dims(pfx_layout layout, bool kv)
+{
+    if (kv)
+        return layout == PFX_LAYOUT_BHND ? "[B, Hkv, M, D]" : "[B, M, Hkv, D]";
+    return layout == PFX_LAYOUT_BHND ? "[B, H, N, D]" : "[B, N, H, D]";
+}
+
+/* Expected shape of a tensor in a role; returns ndim. */
+static unsigned expected_shape(const pfx_attn_problem *p, pfx_attn_role role, pfx_layout layout,
+                               size_t *shape)
+{
+    switch (role) {
+    case PFX_ATTN_LIKE_Q:
+    case PFX_ATTN_LIKE_O:
+    case PFX_ATTN_LIKE_KV: {
+        bool kv = role == PFX_ATTN_LIKE_KV;
+        size_t heads = kv ? p->Hkv : p->H, rows = kv ? p->M : p->N;
+        shape[0] = p->B;
+        shape[1] = layout == PFX_LAYOUT_BHND ? heads : rows;
+        shape[2] = layout == PFX_LAYOUT_BHND ? rows : heads;
+        shape[3] = p->D;
+        return 4;
+    }
+    case PFX_ATTN_LIKE_PREFIX:
+        if (p->bank_entries) {
+            shape[0] = p->bank_entries;
+            shape[1] = p->Hkv;
+            shape[2] = p->P;
+            shape[3] = p->D;
+            return 4;
+        }
+        shape[0] = p->Hkv;
+        shape[1] = p->P;
+        shape[2] = p->D;
+        return 3;
+    case PFX_ATTN_LSE:
+        shape[0] = p->B;
+        shape[1] = p->H;
+        shape[2] = p->N;
+        return 3;
+    case PFX_ATTN_PER_HEAD:
+        shape[0] = p->H;
+        return 1;
+    case PFX_ATTN_PER_HEAD_DIM:
+        shape[0] = p->H;
+        shape[1] = p->D;
+        return 2;
+    }
+    return 0;
+}
+
+static void format_shape(char *buf, size_t cap, unsigned ndim, const size_t *shape)
+{
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    for (unsigned i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i ? ", " : "", shape[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
+}
+
+static pfx_status check_shape(pfx_runtime *rt, const char *op, const pfx_attn_problem *p,
+                              const pfx_tensor *t, const char *name, pfx_attn_role role,
+                              pfx_layout layout, bool f32_only)
+{
+    if (!t)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", op, name);
+    if (t->rt != rt)
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
+                         "%s: %s belongs to another runtime", op, name);
+    if (f32_only && t->dtype != PFX_DTYPE_F32)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", op, name);
+    size_t want[PFX_MAX_DIMS];
+    unsigned ndim = expected_shape(p, role, layout, want);
+    bool same = ndim == t->ndim;
+    for (unsigned i = 0; same && i < ndim; i++)
+        same = want[i] == t->shape[i];
+    if (!same) {
+        char got_s[96], want_s[96];
+        format_shape(got_s, sizeof(got_s), t->ndim, t->shape);
+        format_shape(want_s, sizeof(want_s), ndim, want);
+        const char *layout_text = role == PFX_ATTN_LIKE_KV ? layout_dims(layout, true)
+                                  : role <= PFX_ATTN_LIKE_O ? layout_dims(layout, false)
+                                                            : "";
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has shape %s, expected %s %s", op,
+                         name, got_s, want_s, layout_text);
+    }
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_attn_check_tensor(pfx_runtime *rt, const char *op, const pfx_attn_problem *p,
+                                 const pfx_tensor *t, const char *name, pfx_attn_role role,
+                                 bool f32_only)
+{
+    pfx_layout layout = PFX_LAYOUT_BHND;
+    if (role == PFX_ATTN_LIKE_Q)
+        layout = p->q.head == p->D && p->H > 1 && p->N > 1 ? PFX_LAYOUT_BNHD : PFX_LAYOUT_BHND;
+    return check_shape(rt, op, p, t, name, role, layout, f32_only);
+}
+
+pfx_status pfx_attn_check_alias(pfx_runtime *rt, const char *op, const pfx_tensor *out,
+                                const char *name, const pfx_tensor *const *others,
+                                const char *const *other_names, size_t count)
+{
+    for (size_t i = 0; out && i < count; i++)
+        if (others[i] && (others[i] == out || others[i]->mem == out->mem))
+            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: output %s is the same tensor as %s", op,
+                             name, other_names[i]);
+    return PFX_SUCCESS;
+}
+
+void pfx_attn_problem_free(pfx_attn_problem *p)
+{
+    free(p->head_scale);
+    free(p->dim_factor);
+    free(p->dscale_dgain);
+    free(p->item_meta);
+    p->head_scale = p->dim_factor = p->dscale_dgain = NULL;
+    p->item_meta = NULL;
+}
+
+static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attention_desc *d)
+{
+    const struct { size_t value; const char *name; } dims[] = {
+        { d->batch, "batch" }, { d->heads, "heads" }, { d->kv_heads, "kv_heads" },
+        { d->queries, "queries" }, { d->keys, "keys" }, { d->head_dim, "head_dim" },
+    };
+    for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++)
+        if (dims[i].value == 0)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: desc.%s is 0", op, dims[i].name);
+    if (d->heads % d->kv_heads)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: desc.heads (%zu) is not a multiple of desc.kv_heads (%zu)", op,
+                         d->heads, d->kv_heads);
+    if (!layout_ok(d->q_layout) || !layout_ok(d->kv_layout) || !layout_ok(d->o_layout))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: desc.%s is not a pfx_layout", op,
+                         !layout_ok(d->q_layout) ? "q_layout"
+                         : !layout_ok(d->kv_layout) ? "kv_layout" : "o_layout");
+    if (d->gain_mode != PFX_GAIN_OFF && d->gain_mode != PFX_GAIN_LINEAR &&
+        d->gain_mode != PFX_GAIN_TANH)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: desc.gain_mode %d is unknown", op,
+                         (int)d->gain_mode);
+    if (!isfinite(d->scale) || d->scale < 0)
+        return pfx_error(rt, isfinite(d->scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
+                         "%s: desc.scale (%g) must be finite and >= 0 (0: 1/sqrt(D))", op,
+                         (double)d->scale);
+    if (!isfinite(d->gain_ramp))
+        return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.gain_ramp is not finite", op);
+    if (d->gain_ramp < 0 || d->gain_ramp > 1)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: desc.gain_ramp (%g) is not in [0, 1]",
+                         op, (double)d->gain_ramp);
+    if (d->gain_mode != PFX_GAIN_OFF) {
+        if (!d->gain)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                             "%s: desc.gain is NULL with a gain mode other than OFF", op);
+        for (size_t h = 0; h < d->heads; h++)
+            if (!isfinite(d->gain[h]))
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.gain[%zu] is not finite", op, h);
+    }
+    if (d->dim_gain) {
+        size_t n = d->heads * d->head_dim; /* both fit: tensors of these sizes exist */
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(d->dim_gain[i]))
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.dim_gain[%zu] is not finite", op, i);
+    }
+    for (size_t b = 0; b < d->batch; b++) {
+        if (d->q_lens && (d->q_lens[b] < 0 || (size_t)d->q_lens[b] > d->queries))
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: desc.q_lens[%zu] = %d is not in [0, queries = %zu]", op, b,
+                             (int)d->q_lens[b], d->queries);
+        if (d->kv_lens && (d->kv_lens[b] < 0 || (size_t)d->kv_lens[b] > d->keys))
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: desc.kv_lens[%zu] = %d is not in [0, keys = %zu]", op, b,
+                             (int)d->kv_lens[b], d->keys);
+    }
+    return PFX_SUCCESS;
+}
+
+static double gamma_of(pfx_gain_mode mode, double x)
+{
+    return mode == PFX_GAIN_LINEAR ? 1 + x : mode == PFX_GAIN_TANH ? 1 + tanh(x) : 1;
+}
+
+static double gamma_slope(pfx_gain_mode mode, double x)
+{
+    return mode == PFX_GAIN_LINEAR ? 1 : mode == PFX_GAIN_TANH ? 1 - tanh(x) * tanh(x) : 0;
+}
+
+/* Checks the prefix tensors against P and finds T for a bank. */
+static pfx_status check_prefix(pfx_runtime *rt, const char *op, const pfx_attention_desc *d,
+                               const pfx_attention_inputs *in, pfx_attn_problem *p)
+{
+    if (d->prefix_len == 0) {
+        if (in->prefix_k || in->prefix_v)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                             "%s: in.%s is given but desc.prefix_len is 0", op,
+                             in->prefix_k ? "prefix_k" : "prefix_v");
+        return PFX_SUCCESS;
+    }
+    if (!in->prefix_k || !in->prefix_v)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: in.%s is NULL with desc.prefix_len %zu",
+                         op, in->prefix_k ? "prefix_v" : "prefix_k", d->prefix_len);
+    if (in->prefix_k->ndim == 4) {
+        p->bank_entries = in->prefix_k->shape[0];
+        if (!d->bank_index)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                             "%s: desc.bank_index is NULL with a prefix bank [T, Hkv, P, D]", op);
+        for (size_t b = 0; b < d->batch; b++)
+            if (d->bank_index[b] < 0 || (size_t)d->bank_index[b] >= p->bank_entries)
+                return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                                 "%s: desc.bank_index[%zu] = %d is outside the bank of %zu entries",
+                                 op, b, (int)d->bank_index[b], p->bank_entries);
+    }
+    pfx_status st = check_shape(rt, op, p, in->prefix_k, "in.prefix_k", PFX_ATTN_LIKE_PREFIX,
+                                PFX_LAYOUT_BHND, false);
+    if (st == PFX_SUCCESS)
+        st = check_shape(rt, op, p, in->prefix_v, "in.prefix_v", PFX_ATTN_LIKE_PREFIX,
+                         PFX_LAYOUT_BHND, false);
+    return st;
+}
+
+pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_attention_desc *d,
+                                 const pfx_attention_inputs *in, pfx_attn_problem *p)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", op);
+    if (!d)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: desc is NULL", op);
+    if (!in)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: in is NULL", op);
+    memset(p, 0, sizeof(*p));
+    pfx_status st = check_desc(rt, op, d);
+    if (st != PFX_SUCCESS)
+        return st;
+    p->B = d->batch;
+    p->H = d->heads;
+    p->Hkv = d->kv_heads;
+    p->N = d->queries;
+    p->M = d->keys;
+    p->P = d->prefix_len;
+    p->D = d->head_dim;
+    p->group = p->H / p->Hkv;
+    p->causal = d->causal;
+    p->scale = d->scale > 0 ? d->scale : (float)(1.0 / sqrt((double)p->D));
+
+    if ((st = check_shape(rt, op, p, in->q, "in.q", PFX_ATTN_LIKE_Q, d->q_layout, false)) ||
+        (st = check_shape(rt, op, p, in->k, "in.k", PFX_ATTN_LIKE_KV, d->kv_layout, false)) ||
+        (st = check_shape(rt, op, p, in->v, "in.v", PFX_ATTN_LIKE_KV, d->kv_layout, false)) ||
+        (st = check_prefix(rt, op, d, in, p)))
+        return st;
+
+    p->q = strides_for(d->q_layout, p->H, p->N, p->D);
+    p->kv = strides_for(d->kv_layout, p->Hkv, p->M, p->D);
+    p->o = strides_for(d->o_layout, p->H, p->N, p->D);
+    p->prefix.batch = p->bank_entries ? (cl_ulong)p->Hkv * p->P * p->D : 0;
+    p->prefix.head = (cl_ulong)p->P * p->D;
+    p->prefix.row = p->D;
+    p->q_half = in->q->dtype == PFX_DTYPE_F16;
+    p->k_half = in->k->dtype == PFX_DTYPE_F16;
+    p->v_half = in->v->dtype == PFX_DTYPE_F16;
+    p->pk_half = in->prefix_k && in->prefix_k->dtype == PFX_DTYPE_F16;
+    p->pv_half = in->prefix_v && in->prefix_v->dtype == PFX_DTYPE_F16;
+
+    p->head_scale = malloc(p->H * sizeof(float));
+    p->dscale_dgain = malloc(p->H * sizeof(float));
+    p->item_meta = malloc(3 * p->B * sizeof(cl_int));
+    if (d->dim_gain)
+        p->dim_factor = malloc(p->H * p->D * sizeof(float));
+    if (!p->head_scale || !p->dscale_dgain || !p->item_meta || (d->dim_gain && !p->dim_factor)) {
+        pfx_attn_problem_free(p);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host allocation failed", op);
+    }
+    for (size_t h = 0; h < p->H; h++) {
+        double x = d->gain_mode == PFX_GAIN_OFF ? 0 : (double)d->gain_ramp * d->gain[h];
+        p->head_scale[h] = (float)(p->scale * gamma_of(d->gain_mode, x));
+        p->dscale_dgain[h] = (float)(p->scale * d->gain_ramp * gamma_slope(d->gain_mode, x));
+    }
+    for (size_t i = 0; d->dim_gain && i < p->H * p->D; i++)
+        p->dim_factor[i] = 1.0f + d->dim_gain[i];
+    for (size_t b = 0; b < p->B; b++) {
+        p->item_meta[b] = d->q_lens ? d->q_lens[b] : (cl_int)p->N;
+        p->item_meta[p->B + b] = d->kv_lens ? d->kv_lens[b] : (cl_int)p->M;
+        p->item_meta[2 * p->B + b] = p->bank_entries ? d->bank_index[b] : 0;
+    }
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pfx_attn_params *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t head_floats = p->H + (p->dim_factor ? p->H * p->D : 0);
+    float *head = malloc(head_floats * sizeof(float));
+    if (!head)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "attention parameters: host allocation failed");
+    memcpy(head, p->head_scale, p->H * sizeof(float));
+    if (p->dim_factor)
+        memcpy(head + p->H, p->dim_factor, p->H * p->D * sizeof(float));
+    out->head_bytes = head_floats * sizeof(float);
+    out->items_bytes = 3 * p->B * sizeof(cl_int);
+    pfx_status st = pfx_buffer_create(rt, out->head_bytes, head, &out->head);
+    free(head);
+    if (st == PFX_SUCCESS)
+        st = pfx_buffer_create(rt, out->items_bytes, p->item_meta, &out->items);
+    if (st != PFX_SUCCESS)
+        pfx_attn_params_release(rt, out);
+    return st;
+}
+
+void pfx_attn_params_release(pfx_runtime *rt, pfx_attn_params *params)
+{
+    pfx_buffer_release(rt, params->head, params->head_bytes);
+    pfx_buffer_release(rt, params->items, params->items_bytes);
+    params->head = params->items = NULL;
+}

@@ -1,0 +1,83 @@
+/*
+ * One attention call, validated: dimensions, per-tensor strides for the
+ * chosen layouts, storage types, and the per-head and per-item parameters
+ * that the kernels read. Shared by the forward, the backward, the stats and
+ * the probability map, so every entry point checks exactly the same things
+ * before it enqueues anything.
+ */
+#ifndef PFX_OPS_ATTENTION_PROBLEM_H
+#define PFX_OPS_ATTENTION_PROBLEM_H
+
+#include "../runtime/internal.h"
+
+/* Element strides of a [B, heads, rows, D] view (the D stride is 1). */
+typedef struct pfx_attn_strides {
+    cl_ulong batch;
+    cl_ulong head;
+    cl_ulong row;
+} pfx_attn_strides;
+
+typedef struct pfx_attn_problem {
+    size_t B, H, Hkv, N, M, P, D;
+    size_t group;          /* H / Hkv: query heads per kv head */
+    size_t bank_entries;   /* T for a bank prefix, 0 for a shared prefix */
+    bool causal;
+    float scale;           /* resolved (1/sqrt(D) by default) */
+
+    pfx_attn_strides q, kv, o;  /* Q/dQ, K/V/dK/dV, O/dO */
+    pfx_attn_strides prefix;    /* batch = bank entry stride (0 when shared) */
+    bool q_half, k_half, v_half, pk_half, pv_half;
+
+    /* Host copies of the kernel parameters (owned, see pfx_attn_problem_free):
+     * head_scale[h] = c_h = scale * gamma(r g_h); dim_factor[h*D + d] = 1 + G_hd
+     * (NULL: no structured gain); dscale_dgain[h] = d c_h / d g_h
+     * = scale * r * gamma'(r g_h) (0 with gain off), so that
+     * dg_h = dscale_dgain[h] * sum_{b,i,j} dz_ij s_ij with s_ij the unscaled
+     * logit sum_d q_id (1 + G_hd) k~_jd: exact also where gamma is 0. */
+    float *head_scale;
+    float *dim_factor;
+    float *dscale_dgain;
+    /* item_meta = [q_len[B], kv_len[B], bank_index[B]] */
+    cl_int *item_meta;
+} pfx_attn_problem;
+
+/* Validates desc and the input tensors; op names the entry point in messages.
+ * On success the problem owns host memory: release it with pfx_attn_problem_free. */
+pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_attention_desc *desc,
+                                 const pfx_attention_inputs *in, pfx_attn_problem *out);
+void pfx_attn_problem_free(pfx_attn_problem *p);
+
+/* Shape checks of the other tensors a call takes; name is the argument's name. */
+typedef enum pfx_attn_role {
+    PFX_ATTN_LIKE_Q,       /* [B,H,N,D] or [B,N,H,D] by q_layout */
+    PFX_ATTN_LIKE_O,       /* same shape, by o_layout */
+    PFX_ATTN_LIKE_KV,      /* [B,Hkv,M,D] or [B,M,Hkv,D] by kv_layout */
+    PFX_ATTN_LIKE_PREFIX,  /* [Hkv,P,D] or [T,Hkv,P,D] as the inputs' prefix */
+    PFX_ATTN_LSE,          /* [B,H,N] */
+    PFX_ATTN_PER_HEAD,     /* [H] */
+    PFX_ATTN_PER_HEAD_DIM, /* [H,D] */
+} pfx_attn_role;
+
+/* Checks runtime, shape and dtype (f32_only: float32 storage required). */
+pfx_status pfx_attn_check_tensor(pfx_runtime *rt, const char *op, const pfx_attn_problem *p,
+                                 const pfx_tensor *t, const char *name, pfx_attn_role role,
+                                 bool f32_only);
+
+/* PFX_ERROR_ALIASING when out is one of the inputs (or another output). */
+pfx_status pfx_attn_check_alias(pfx_runtime *rt, const char *op, const pfx_tensor *out,
+                                const char *name, const pfx_tensor *const *others,
+                                const char *const *other_names, size_t count);
+
+/* Uploads head_scale (+ dim_factor) as one float buffer and item_meta as an
+ * int buffer; both are workspace released with pfx_attn_params_release. */
+typedef struct pfx_attn_params {
+    cl_mem head;   /* float [H] c_h, then [H*D] (1 + G_hd) when structured */
+    size_t head_bytes;
+    cl_mem items;  /* int [3*B] */
+    size_t items_bytes;
+} pfx_attn_params;
+
+pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pfx_attn_params *out);
+void pfx_attn_params_release(pfx_runtime *rt, pfx_attn_params *params);
+
+#endif
