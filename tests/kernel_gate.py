@@ -243,7 +243,7 @@ def target_amd(tc, gfx, src, opts, work):
         note = " (no oclc_isa_version_%s.bc)" % num
     obj = os.path.join(work, gfx + ".o")
     cmd = ([t["clang"]] + cl_flags(opts) + ["-target", "amdgcn-amd-amdhsa", "-mcpu=" + gfx,
-           "-O3", "-nogpulib", "-Rpass-analysis=kernel-resource-usage", "-c", "-o", obj, src]
+           "-O3", "-nogpulib", "-fno-caret-diagnostics", "-Rpass-analysis=kernel-resource-usage", "-c", "-o", obj, src]
            + link_bc(os.path.join(bc, l + ".bc") for l in libs))
     rc, out = run(cmd)
     if rc:
@@ -254,10 +254,16 @@ def target_amd(tc, gfx, src, opts, work):
         return Cell("FAIL", msg="undefined symbols%s: %s" % (note, " ".join(undef)))
     entries = {l.split()[-1][:-3] for l in nm.splitlines() if l.endswith(".kd")}
     kernels, fail = {}, False
-    for fn, body in re.findall(r"Function Name: (\S+) \[.*?\n((?:.*remark: {5}.*\n)+)", out):
+    usage, cur = {}, None
+    for line in out.splitlines():
+        m = re.search(r"remark: +([A-Za-z][A-Za-z ]*?)(?: \[[^\]]*\])?: (\S+) \[-Rpass", line)
+        if m and m.group(1) == "Function Name":
+            cur = usage.setdefault(m.group(2), {})
+        elif m and cur is not None:
+            cur[m.group(1)] = m.group(2)
+    for fn, m in usage.items():
         if fn not in entries:
             continue
-        m = dict(re.findall(r"remark: +([A-Za-z ]+?)(?: \[[^\]]*\])?: (\d+) \[", body))
         spill = int(m.get("VGPRs Spill", 0)) + int(m.get("SGPRs Spill", 0))
         fail |= spill > 0
         kernels[fn] = "v%s%s s%s scr%s occ%s%s" % (

@@ -128,9 +128,10 @@ pfx_status pfx_attn_check_tensor(pfx_runtime *rt, const char *op, const pfx_attn
                                  const pfx_tensor *t, const char *name, pfx_attn_role role,
                                  bool f32_only)
 {
-    pfx_layout layout = PFX_LAYOUT_BHND;
-    if (role == PFX_ATTN_LIKE_Q)
-        layout = p->q.head == p->D && p->H > 1 && p->N > 1 ? PFX_LAYOUT_BNHD : PFX_LAYOUT_BHND;
+    pfx_layout layout = role == PFX_ATTN_LIKE_Q    ? p->q_layout
+                        : role == PFX_ATTN_LIKE_KV ? p->kv_layout
+                        : role == PFX_ATTN_LIKE_O  ? p->o_layout
+                                                   : PFX_LAYOUT_BHND;
     return check_shape(rt, op, p, t, name, role, layout, f32_only);
 }
 
@@ -286,6 +287,9 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
         (st = check_prefix(rt, op, d, in, p)))
         return st;
 
+    p->q_layout = d->q_layout;
+    p->kv_layout = d->kv_layout;
+    p->o_layout = d->o_layout;
     p->q = strides_for(d->q_layout, p->H, p->N, p->D);
     p->kv = strides_for(d->kv_layout, p->Hkv, p->M, p->D);
     p->o = strides_for(d->o_layout, p->H, p->N, p->D);

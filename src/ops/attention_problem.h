@@ -24,6 +24,7 @@ typedef struct pfx_attn_problem {
     bool causal;
     float scale;           /* resolved (1/sqrt(D) by default) */
 
+    pfx_layout q_layout, kv_layout, o_layout;
     pfx_attn_strides q, kv, o;  /* Q/dQ, K/V/dK/dV, O/dO */
     pfx_attn_strides prefix;    /* batch = bank entry stride (0 when shared) */
     bool q_half, k_half, v_half, pk_half, pv_half;
