@@ -326,7 +326,7 @@ def target_intel(tc, dev, src, opts, work):
         return Cell("SKIP", msg=t)
     device = INTEL_DEVICES[dev]
     std = [] if any(o.startswith("-cl-std=") for o in opts) else ["-cl-std=CL1.2"]
-    rc, out = run([t["ocloc"], "compile", "-q", "-file", src, "-device", device,
+    rc, out = run([t["ocloc"], "compile", "-file", src, "-device", device,
                    "-options", " ".join(shlex.quote(o) for o in std + opts),
                    "-out_dir", work, "-output", "k_" + device])
     bins = glob.glob(os.path.join(work, "k_%s*.bin" % device))
@@ -400,7 +400,8 @@ def target_pocl(binary):
 
 
 def errors_of(out):
-    lines = [l for l in out.splitlines() if re.search(r"error|undefined|fatal", l, re.I)]
+    lines = [l for l in out.splitlines()
+             if re.search(r"error|undefined|fatal", l, re.I) and not l.startswith("Command was")]
     return "\n".join((lines or out.strip().splitlines() or ["(no output)"])[:8])
 
 
