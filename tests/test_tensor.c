@@ -1,1 +1,253 @@
-int main(void){return 0;}
+/* Tensors: round trips at awkward sizes, half precision, fill, copy, and every
+ * bad input with its status, its message and clean accounting. */
+#include <math.h>
+
+#include "pfx_test.h"
+#include "reference/random.h"
+
+static void round_trip(pfx_runtime *rt, pfx_dtype dtype, size_t n)
+{
+    float *src = malloc(n * sizeof(float)), *dst = malloc(n * sizeof(float));
+    assert_non_null(src);
+    assert_non_null(dst);
+    ref_rng rng;
+    ref_rng_seed(&rng, 1000 + n);
+    ref_rng_fill(&rng, src, n, -3.0f, 3.0f);
+    pfx_tensor *t = NULL;
+    assert_int_equal(pfx_tensor_create(rt, dtype, 1, &n, &t), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_numel(t), n);
+    assert_int_equal(pfx_tensor_write(t, 0, n, src), PFX_SUCCESS);
+    memset(dst, 0, n * sizeof(float));
+    assert_int_equal(pfx_tensor_read(t, 0, n, dst), PFX_SUCCESS);
+    for (size_t i = 0; i < n; i++) {
+        if (dtype == PFX_DTYPE_F32) {
+            assert_memory_equal(&src[i], &dst[i], sizeof(float));
+        } else if (fabsf(dst[i] - src[i]) > fabsf(src[i]) * 0x1p-11f + 0x1p-25f) {
+            /* half keeps 11 significant bits: relative error <= 2^-11 */
+            fail_msg("half round trip at %zu: %g -> %g", i, (double)src[i], (double)dst[i]);
+        }
+    }
+    /* A partial write and read in the middle. */
+    if (n > 2) {
+        float mid[2] = { 1.5f, -2.25f }, back[2];
+        assert_int_equal(pfx_tensor_write(t, n / 2, 2, mid), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_read(t, n / 2, 2, back), PFX_SUCCESS);
+        assert_memory_equal(mid, back, sizeof(mid)); /* both exact in half too */
+    }
+    pfx_tensor_destroy(&t);
+    assert_null(t);
+    free(src);
+    free(dst);
+}
+
+static void test_round_trip_f32(void **state)
+{
+    const size_t sizes[] = { 1, 7, 1023, (1u << 20) + 3 };
+    for (size_t i = 0; i < 4; i++)
+        round_trip(*state, PFX_DTYPE_F32, sizes[i]);
+    assert_int_equal(pfx_test_live_bytes(*state), 0);
+}
+
+static void test_round_trip_f16(void **state)
+{
+    const size_t sizes[] = { 1, 7, 1023, (1u << 20) + 3 };
+    for (size_t i = 0; i < 4; i++)
+        round_trip(*state, PFX_DTYPE_F16, sizes[i]);
+    assert_int_equal(pfx_test_live_bytes(*state), 0);
+}
+
+static void test_half_special_values(void **state)
+{
+    pfx_runtime *rt = *state;
+    const float in[] = { 0.0f, -0.0f, 65504.0f, 1e6f, -1e6f, 0x1p-24f, 0x1p-14f, INFINITY, NAN };
+    const size_t n = sizeof(in) / sizeof(in[0]);
+    float out[sizeof(in) / sizeof(in[0])];
+    pfx_tensor *t = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 1, &n, &t), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_write(t, 0, n, in), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(t, 0, n, out), PFX_SUCCESS);
+    assert_true(out[0] == 0.0f && !signbit(out[0]));
+    assert_true(out[1] == 0.0f && signbit(out[1]));
+    assert_true(out[2] == 65504.0f);
+    assert_true(isinf(out[3]) && out[3] > 0); /* overflow rounds to inf */
+    assert_true(isinf(out[4]) && out[4] < 0);
+    assert_true(out[5] == 0x1p-24f);          /* smallest subnormal */
+    assert_true(out[6] == 0x1p-14f);          /* smallest normal */
+    assert_true(isinf(out[7]));
+    assert_true(isnan(out[8]));
+    pfx_tensor_destroy(&t);
+}
+
+static void test_fill_and_copy(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t shape[3] = { 3, 5, 7 };
+    const size_t n = 105;
+    for (pfx_dtype dt = PFX_DTYPE_F32; dt <= PFX_DTYPE_F16; dt++) {
+        pfx_tensor *a = NULL, *b = NULL;
+        assert_int_equal(pfx_tensor_create(rt, dt, 3, shape, &a), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_create(rt, dt, 3, shape, &b), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_ndim(a), 3);
+        assert_int_equal(pfx_tensor_dim(a, 2), 7);
+        assert_int_equal(pfx_tensor_dim(a, 3), 0);
+        assert_int_equal(pfx_tensor_dtype(a), dt);
+        assert_ptr_equal(pfx_tensor_runtime(a), rt);
+        assert_int_equal(pfx_tensor_fill(a, -1.25f), PFX_SUCCESS);
+        float out[105];
+        assert_int_equal(pfx_tensor_read(a, 0, n, out), PFX_SUCCESS);
+        for (size_t i = 0; i < n; i++)
+            assert_true(out[i] == -1.25f);
+        float src[105];
+        ref_rng rng;
+        ref_rng_seed(&rng, 7);
+        ref_rng_fill(&rng, src, n, -1.0f, 1.0f);
+        assert_int_equal(pfx_tensor_write(a, 0, n, src), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_fill(b, 9.0f), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_copy(b, a), PFX_SUCCESS);
+        float got_a[105], got_b[105];
+        assert_int_equal(pfx_tensor_read(a, 0, n, got_a), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_read(b, 0, n, got_b), PFX_SUCCESS);
+        assert_memory_equal(got_a, got_b, sizeof(got_a));
+        pfx_tensor_destroy(&a);
+        pfx_tensor_destroy(&b);
+    }
+    assert_int_equal(pfx_test_live_bytes(rt), 0);
+}
+
+static void test_accounting(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t shape[2] = { 10, 10 };
+    pfx_tensor *a = NULL, *b = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &a), PFX_SUCCESS);
+    assert_int_equal(pfx_test_live_bytes(rt), 400);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 2, shape, &b), PFX_SUCCESS);
+    pfx_memory_stats m;
+    assert_int_equal(pfx_runtime_memory(rt, &m), PFX_SUCCESS);
+    assert_int_equal(m.live_bytes, 600);
+    assert_int_equal(m.live_buffers, 2);
+    assert_true(m.peak_bytes >= 600);
+    pfx_tensor_destroy(&a);
+    pfx_tensor_destroy(&b);
+    pfx_tensor_destroy(&b); /* NULL-safe */
+    pfx_tensor_destroy(NULL);
+    assert_int_equal(pfx_test_live_bytes(rt), 0);
+}
+
+static void test_bad_create(void **state)
+{
+    pfx_runtime *rt = *state;
+    pfx_tensor *t = (pfx_tensor *)0x1;
+    const size_t shape[4] = { 2, 3, 4, 5 };
+    assert_status_names(NULL, pfx_tensor_create(NULL, PFX_DTYPE_F32, 1, shape, &t),
+                        PFX_ERROR_NULL_ARGUMENT, "rt");
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "out");
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 1, NULL, &t),
+                        PFX_ERROR_NULL_ARGUMENT, "shape");
+    assert_null(t);
+    assert_status_names(rt, pfx_tensor_create(rt, (pfx_dtype)7, 1, shape, &t),
+                        PFX_ERROR_INVALID_ARGUMENT, "dtype");
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 0, shape, &t),
+                        PFX_ERROR_INVALID_SHAPE, "ndim");
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 5, shape, &t),
+                        PFX_ERROR_INVALID_SHAPE, "ndim");
+    const size_t zero[3] = { 4, 0, 2 };
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 3, zero, &t),
+                        PFX_ERROR_INVALID_SHAPE, "shape[1]");
+    const size_t huge[2] = { SIZE_MAX / 2, 3 };
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 2, huge, &t),
+                        PFX_ERROR_SIZE_OVERFLOW, "shape[1]");
+    const size_t bytes_overflow[1] = { SIZE_MAX / 3 };
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 1, bytes_overflow, &t),
+                        PFX_ERROR_SIZE_OVERFLOW, "overflow");
+    /* Fits in size_t but not on the device. */
+    const size_t too_big[1] = { (size_t)1 << 60 };
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 1, too_big, &t),
+                        PFX_ERROR_OUT_OF_MEMORY, "bytes");
+    assert_null(t);
+    assert_int_equal(pfx_test_live_bytes(rt), 0);
+}
+
+static void test_bad_transfers(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t n = 10;
+    float host[11] = { 0 };
+    pfx_tensor *t = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &n, &t), PFX_SUCCESS);
+    assert_status_names(NULL, pfx_tensor_write(NULL, 0, 1, host), PFX_ERROR_NULL_ARGUMENT, "t");
+    assert_status_names(rt, pfx_tensor_write(t, 0, 1, NULL), PFX_ERROR_NULL_ARGUMENT, "src");
+    assert_status_names(rt, pfx_tensor_read(t, 0, 1, NULL), PFX_ERROR_NULL_ARGUMENT, "dst");
+    assert_status_names(rt, pfx_tensor_write(t, 0, 11, host), PFX_ERROR_OUT_OF_RANGE, "10 elements");
+    assert_status_names(rt, pfx_tensor_read(t, 5, 6, host), PFX_ERROR_OUT_OF_RANGE, "10 elements");
+    assert_status_names(rt, pfx_tensor_read(t, 11, 0, host), PFX_ERROR_OUT_OF_RANGE, "10 elements");
+    assert_status_names(rt, pfx_tensor_read(t, SIZE_MAX, 2, host), PFX_ERROR_OUT_OF_RANGE, "outside");
+    assert_int_equal(pfx_tensor_read(t, 10, 0, host), PFX_SUCCESS); /* empty range at the end */
+    assert_status_names(NULL, pfx_tensor_fill(NULL, 1.0f), PFX_ERROR_NULL_ARGUMENT, "t");
+
+    pfx_tensor *other = NULL, *half = NULL, *small = NULL;
+    const size_t m = 9;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 1, &n, &half), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &m, &small), PFX_SUCCESS);
+    assert_status_names(rt, pfx_tensor_copy(t, NULL), PFX_ERROR_NULL_ARGUMENT, "src");
+    assert_status_names(rt, pfx_tensor_copy(NULL, t), PFX_ERROR_NULL_ARGUMENT, "dst");
+    assert_status_names(rt, pfx_tensor_copy(t, half), PFX_ERROR_DTYPE_MISMATCH, "dtype");
+    assert_status_names(rt, pfx_tensor_copy(t, small), PFX_ERROR_INVALID_SHAPE, "elements");
+
+    /* A tensor of another runtime. */
+    pfx_runtime *rt2 = pfx_test_runtime();
+    assert_int_equal(pfx_tensor_create(rt2, PFX_DTYPE_F32, 1, &n, &other), PFX_SUCCESS);
+    assert_status_names(rt, pfx_tensor_copy(t, other), PFX_ERROR_RUNTIME_MISMATCH, "runtimes");
+    pfx_tensor_destroy(&other);
+    assert_int_equal(pfx_test_live_bytes(rt2), 0);
+    pfx_runtime_destroy(&rt2);
+    assert_null(rt2);
+    pfx_runtime_destroy(&rt2); /* NULL-safe */
+    pfx_runtime_destroy(NULL);
+
+    pfx_tensor_destroy(&half);
+    pfx_tensor_destroy(&small);
+    pfx_tensor_destroy(&t);
+    assert_int_equal(pfx_test_live_bytes(rt), 0);
+}
+
+static void test_axpby(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t n = 1031;
+    float x[1031], y[1031], got[1031];
+    ref_rng rng;
+    ref_rng_seed(&rng, 99);
+    ref_rng_fill(&rng, x, n, -2.0f, 2.0f);
+    ref_rng_fill(&rng, y, n, -2.0f, 2.0f);
+    pfx_tensor *tx = NULL, *ty = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &n, &tx), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &n, &ty), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_write(tx, 0, n, x), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_write(ty, 0, n, y), PFX_SUCCESS);
+    assert_int_equal(pfx_axpby(ty, 0.5f, tx, 2.0f), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(ty, 0, n, got), PFX_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+        assert_float_equal(got[i], 0.5f * x[i] + 2.0f * y[i], 1e-6);
+    assert_status_names(rt, pfx_axpby(ty, NAN, tx, 1.0f), PFX_ERROR_NOT_FINITE, "alpha");
+    assert_status_names(rt, pfx_axpby(ty, 1.0f, NULL, 1.0f), PFX_ERROR_NULL_ARGUMENT, "x");
+    pfx_tensor_destroy(&tx);
+    pfx_tensor_destroy(&ty);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_f32),
+        cmocka_unit_test(test_round_trip_f16),
+        cmocka_unit_test(test_half_special_values),
+        cmocka_unit_test(test_fill_and_copy),
+        cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_bad_create),
+        cmocka_unit_test(test_bad_transfers),
+        cmocka_unit_test(test_axpby),
+    };
+    return cmocka_run_group_tests_name("tensors", tests, pfx_test_group_setup,
+                                       pfx_test_group_teardown);
+}
