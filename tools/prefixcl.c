@@ -11,6 +11,8 @@ static const struct {
 } commands[] = {
     { "devices", cmd_devices, "list every OpenCL device and mark the default [--json]" },
     { "check", cmd_check, "run every operation against the C reference [--device SEL]" },
+    { "attn-map", cmd_attn_map,
+      "write one head's attention probabilities as a PNG/PGM heat map [--out FILE]" },
     { "kernel-configs", cmd_kernel_configs,
       "print every kernel program x vendor x options the runtime may build [--build]" },
 };
