@@ -46,6 +46,7 @@ typedef enum pfx_status {
     PFX_ERROR_OPENCL = -15,            /* any other OpenCL error; its name is in pfx_last_error */
     PFX_ERROR_CLBLAST = -16,           /* a CLBlast error; its name is in pfx_last_error */
     PFX_ERROR_IO = -17,                /* a file could not be read or written */
+    PFX_ERROR_FORMAT = -18,            /* a file's content is malformed (bad header, JSON, layout) */
 } pfx_status;
 
 /* Static name of a status ("PFX_ERROR_INVALID_SHAPE"); never NULL. */

@@ -30,6 +30,7 @@ const char *pfx_status_string(pfx_status status)
     NAME(PFX_ERROR_OPENCL)
     NAME(PFX_ERROR_CLBLAST)
     NAME(PFX_ERROR_IO)
+    NAME(PFX_ERROR_FORMAT)
 #undef NAME
     }
     return "PFX_ERROR_UNKNOWN";
