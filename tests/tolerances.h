@@ -12,6 +12,15 @@
 #define TOL_FWD_F16 3e-3
 /* Backward gradients (dQ, dK, dV, dKp, dVp, dgain, ddim_gain), float32. */
 #define TOL_BWD_F32 1e-4
+/* Backward with half storage of the inputs, O and dO (gradients float32):
+ * Delta_i = dO_i . O_i is formed from a half-rounded O (2^-11 relative per
+ * element) and dz_ij = p_ij (dp_ij - Delta_i) is a difference of similar
+ * sized terms, so the rounding of O reaches the gradients amplified; the
+ * reference sees the same half-rounded Q, K, V, dO but recomputes O exactly.
+ * Measured up to 1.4e-4 (dgain, a sum over every row) on the suite's
+ * problems; 2e-3 leaves headroom for other data while a real mistake (a wrong
+ * term or factor) is O(1). */
+#define TOL_BWD_F16 2e-3
 /* Stats (entropy, top-k mass, prefix mass) and the probability map, float32. */
 #define TOL_STATS_F32 1e-4
 #define TOL_PROBS_F32 2e-5

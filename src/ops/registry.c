@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "registry.h"
+#include "attention_backward.h"
 
 const char *pfx_vendor_name(pfx_vendor vendor)
 {
@@ -40,6 +41,15 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes, pfx_prog
     size_t n = 0;
     add(out, cap, &n, "elementwise", "");
     add(out, cap, &n, "attention_stats", ""); /* attention_stats.c: stats_options */
+    /* attention_backward.c: one option set per head-size bucket */
+    for (unsigned i = 0; i < PFX_ATTN_BWD_BUCKETS; i++) {
+        pfx_attn_bwd_tiles t;
+        char options[PFX_OPTIONS_MAX];
+        if (pfx_attn_bwd_tiles_for(vendor, local_mem_bytes, pfx_attn_bwd_buckets[i], &t)) {
+            pfx_attn_bwd_options(&t, options, sizeof(options));
+            add(out, cap, &n, "attention_bwd", options);
+        }
+    }
     return n;
 }
 

@@ -1,0 +1,425 @@
+/*
+ * Attention backward (docs/design.md "The math", backward part), flash-style:
+ * p_ij is recomputed from the forward's LSE, nothing of size N x (P + M) is
+ * stored. Deterministic: every sum runs in a fixed order, no atomics.
+ *
+ *   pfx_attn_bwd_delta          Delta_i = dO_i . O_i, one work-item per row.
+ *   pfx_attn_bwd_dkv            one work-group per tile of PFX_BK keys of one
+ *                               (item, kv head): loops over the query heads of
+ *                               the group and the query tiles that can see the
+ *                               tile, accumulates dK~, dV~ in registers. Input
+ *                               keys go straight to dK/dV; prefix keys to a
+ *                               per-item partial [B, Hkv, P, D].
+ *   pfx_attn_bwd_dq             one work-group per tile of PFX_BQ queries of
+ *                               one (item, head): loops over the visible key
+ *                               tiles, accumulates dQ in registers; writes the
+ *                               per-tile gain partial R = sum_i q_id dQraw_id.
+ *   pfx_attn_bwd_prefix_reduce  dKp, dVp: sum of the partials over the items
+ *                               that use the prefix (entry), item order.
+ *   pfx_attn_bwd_gain_reduce    dgain, ddim_gain from the gain partials.
+ *
+ * With dQraw_id = sum_j dz_ij k~_jd (dz without the factor c_h):
+ *   dQ_id        = c_h (1 + G_hd) dQraw_id
+ *   ddim_gain_hd = c_h sum_{b,i} q_id dQraw_id
+ *   dgain_h      = (dc_h/dg_h) sum_d (1 + G_hd) sum_{b,i} q_id dQraw_id
+ * (the last is dc/dg * sum dz_ij s_ij with the unscaled logit s_ij), exact
+ * also where c_h = 0.
+ *
+ * Options: PFX_BQ (query rows per tile), PFX_BK (keys per tile), PFX_DT
+ * (work-items per row sharing its D dimensions), PFX_DMAX (head size bucket,
+ * D <= PFX_DMAX, a multiple of PFX_DT).
+ * dkv runs PFX_BK * PFX_DT work-items, dq PFX_BQ * PFX_DT.
+ */
+#ifndef PFX_BQ
+#define PFX_BQ 32
+#endif
+#ifndef PFX_BK
+#define PFX_BK 32
+#endif
+#ifndef PFX_DT
+#define PFX_DT 1
+#endif
+#ifndef PFX_DMAX
+#define PFX_DMAX 64
+#endif
+
+#define LD (PFX_DMAX + 1)            /* local row stride (padded: no bank conflicts) */
+#define DCH (PFX_DMAX / PFX_DT)      /* dimensions per work-item */
+
+__kernel void pfx_attn_bwd_delta(int B, int H, int N, int D,
+                                 __global const void *o, int o_half,
+                                 __global const void *d_o, int do_half,
+                                 ulong osb, ulong osh, ulong osr,
+                                 __global float *delta)
+{
+    int row = get_global_id(0);
+    if (row >= B * H * N)
+        return;
+    int i = row % N, bh = row / N;
+    int h = bh % H, b = bh / H;
+    ulong base = (ulong)b * osb + (ulong)h * osh + (ulong)i * osr;
+    float acc = 0.0f;
+    for (int d = 0; d < D; d++)
+        acc += pfx_load(d_o, base + d, do_half) * pfx_load(o, base + d, o_half);
+    delta[row] = acc;
+}
+
+/* Scores of a (query tile, key tile) pair: P[r][jj] = p_ij and
+ * Z[r][jj] = p_ij (dp_ij - Delta_i) (without c), 0 where hidden. Qs holds
+ * q_i (1 + G_hd), rows beyond the tile's valid rows carry lse = -inf. */
+void bwd_scores(__local const float *Qs, __local const float *dOs, __local const float *Ks,
+                __local const float *Vs, __local const float *rl, __local const float *rd,
+                __local float *Pl, __local float *Zl, float c, int D, int i0, int j0,
+                int prefix_tile, int key_rows, int kv_len, int causal, int shift, int lid,
+                int wg)
+{
+    for (int e = lid; e < PFX_BQ * PFX_BK; e += wg) {
+        int r = e / PFX_BK, jj = e - r * PFX_BK;
+        float lse = rl[r];
+        int vis = lse != -INFINITY && jj < key_rows;
+        if (!prefix_tile) {
+            int t = j0 + jj;
+            vis = vis && t < kv_len && (!causal || t <= i0 + r + shift);
+        }
+        float p = 0.0f, dz = 0.0f;
+        if (vis) {
+            __local const float *qr = Qs + r * LD, *gr = dOs + r * LD;
+            __local const float *kr = Ks + jj * LD, *vr = Vs + jj * LD;
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < D; d++) {
+                s = mad(qr[d], kr[d], s);
+                dp = mad(gr[d], vr[d], dp);
+            }
+            p = exp(c * s - lse);
+            dz = p * (dp - rd[r]);
+        }
+        Pl[e] = p;
+        Zl[e] = dz;
+    }
+}
+
+/* Loads rows [i0, i0 + PFX_BQ) of Q (times 1 + G_hd) and dO of (b, h), their
+ * LSE and Delta; rows past q_len (or N) get zeros and lse = -inf. */
+void bwd_load_queries(__local float *Qs, __local float *dOs, __local float *rl,
+                      __local float *rd, __global const void *q, int q_half, ulong qbase,
+                      ulong qsr, __global const void *d_o, int do_half, ulong obase, ulong osr,
+                      __global const float *lse_row, __global const float *delta_row,
+                      __global const float *dimf, int i0, int q_end, int D, int lid, int wg)
+{
+    for (int e = lid; e < PFX_BQ * PFX_DMAX; e += wg) {
+        int r = e / PFX_DMAX, d = e - r * PFX_DMAX;
+        int i = i0 + r;
+        float qv = 0.0f, gv = 0.0f;
+        if (i < q_end && d < D) {
+            qv = pfx_load(q, qbase + (ulong)i * qsr + d, q_half);
+            if (dimf)
+                qv *= dimf[d];
+            gv = pfx_load(d_o, obase + (ulong)i * osr + d, do_half);
+        }
+        Qs[r * LD + d] = qv;
+        dOs[r * LD + d] = gv;
+    }
+    for (int r = lid; r < PFX_BQ; r += wg) {
+        int i = i0 + r;
+        rl[r] = i < q_end ? lse_row[i] : -INFINITY;
+        rd[r] = i < q_end ? delta_row[i] : 0.0f;
+    }
+}
+
+/* Loads key rows [j0, j0 + rows) of K~ and V~ (zeros past rows or D). */
+void bwd_load_keys(__local float *Ks, __local float *Vs, __global const void *k, int k_half,
+                   __global const void *v, int v_half, ulong base, ulong sr, int j0, int rows,
+                   int D, int lid, int wg)
+{
+    for (int e = lid; e < PFX_BK * PFX_DMAX; e += wg) {
+        int r = e / PFX_DMAX, d = e - r * PFX_DMAX;
+        float kv = 0.0f, vv = 0.0f;
+        if (r < rows && d < D) {
+            ulong at = base + (ulong)(j0 + r) * sr + d;
+            kv = pfx_load(k, at, k_half);
+            vv = pfx_load(v, at, v_half);
+        }
+        Ks[r * LD + d] = kv;
+        Vs[r * LD + d] = vv;
+    }
+}
+
+#define BWD_LOCALS                                   \
+    __local float Ks[PFX_BK * LD], Vs[PFX_BK * LD];  \
+    __local float Qs[PFX_BQ * LD], dOs[PFX_BQ * LD]; \
+    __local float Pl[PFX_BQ * PFX_BK], Zl[PFX_BQ * PFX_BK]; \
+    __local float rl[PFX_BQ], rd[PFX_BQ]
+
+/*
+ * Grid: (tiles * PFX_BK * PFX_DT, B * Hkv); tile t = group(0) + tile_offset,
+ * t < prefix_tiles: prefix keys [t * BK, ...), else input keys.
+ * items = [q_len B | kv_len B | bank entry B]; head = [c_h H | 1 + G_hd H*D].
+ */
+__kernel __attribute__((reqd_work_group_size(PFX_BK * PFX_DT, 1, 1)))
+void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int causal,
+                      __global const void *q, int q_half, ulong qsb, ulong qsh, ulong qsr,
+                      __global const void *k, int k_half, __global const void *v, int v_half,
+                      ulong ksb, ulong ksh, ulong ksr,
+                      __global const void *pk, int pk_half, __global const void *pv, int pv_half,
+                      ulong psb, ulong psh, ulong psr,
+                      __global const void *d_o, int do_half, ulong osb, ulong osh, ulong osr,
+                      __global const float *lse, __global const float *delta,
+                      __global const float *head, int structured, __global const int *items,
+                      __global float *dk, __global float *dv, int accumulate,
+                      __global float *dpk_part, __global float *dpv_part,
+                      int tile_offset, int prefix_tiles)
+{
+    BWD_LOCALS;
+    const int wg = PFX_BK * PFX_DT;
+    int lid = get_local_id(0);
+    int jj = lid % PFX_BK, ch = lid / PFX_BK;
+    int tile = get_group_id(0) + tile_offset;
+    int b = get_group_id(1) / Hkv, hk = get_group_id(1) % Hkv;
+    int group = H / Hkv;
+    int q_len = items[b], kv_len = items[B + b], entry = items[2 * B + b];
+    int shift = M - N;
+
+    int is_prefix = tile < prefix_tiles;
+    int j0 = (is_prefix ? tile : tile - prefix_tiles) * PFX_BK;
+    int rows = min(PFX_BK, (is_prefix ? P : M) - j0);
+    if (is_prefix)
+        bwd_load_keys(Ks, Vs, pk, pk_half, pv, pv_half,
+                      (ulong)entry * psb + (ulong)hk * psh, psr, j0, rows, D, lid, wg);
+    else
+        bwd_load_keys(Ks, Vs, k, k_half, v, v_half, (ulong)b * ksb + (ulong)hk * ksh, ksr, j0,
+                      rows, D, lid, wg);
+
+    /* Query rows that can see a key of this tile: [i_begin, q_len). */
+    int i_begin = 0, i_end = q_len;
+    if (!is_prefix) {
+        if (j0 >= kv_len)
+            i_end = 0;
+        else if (causal)
+            i_begin = max(0, j0 - shift);
+    }
+    i_begin = (i_begin / PFX_BQ) * PFX_BQ;
+
+    float dk_acc[DCH], dv_acc[DCH];
+    for (int u = 0; u < DCH; u++)
+        dk_acc[u] = dv_acc[u] = 0.0f;
+
+    for (int g = 0; g < group; g++) {
+        int h = hk * group + g;
+        float c = head[h];
+        __global const float *dimf = structured ? head + H + h * D : 0;
+        ulong qbase = (ulong)b * qsb + (ulong)h * qsh, obase = (ulong)b * osb + (ulong)h * osh;
+        __global const float *lse_row = lse + ((ulong)b * H + h) * N;
+        __global const float *delta_row = delta + ((ulong)b * H + h) * N;
+        for (int i0 = i_begin; i0 < i_end; i0 += PFX_BQ) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            bwd_load_queries(Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase, osr,
+                             lse_row, delta_row, dimf, i0, q_len, D, lid, wg);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            bwd_scores(Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows, kv_len,
+                       causal, shift, lid, wg);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int r = 0; r < PFX_BQ; r++) {
+                float w = Pl[r * PFX_BK + jj], z = c * Zl[r * PFX_BK + jj];
+                __local const float *qr = Qs + r * LD + ch, *gr = dOs + r * LD + ch;
+                for (int u = 0; u < DCH; u++) {
+                    dv_acc[u] = mad(w, gr[u * PFX_DT], dv_acc[u]);
+                    dk_acc[u] = mad(z, qr[u * PFX_DT], dk_acc[u]);
+                }
+            }
+        }
+    }
+
+    if (jj >= rows)
+        return;
+    int j = j0 + jj;
+    if (is_prefix) {
+        ulong base = (((ulong)b * Hkv + hk) * P + j) * D;
+        for (int u = 0; u < DCH; u++) {
+            int d = ch + u * PFX_DT;
+            if (d < D) {
+                if (dpk_part)
+                    dpk_part[base + d] = dk_acc[u];
+                if (dpv_part)
+                    dpv_part[base + d] = dv_acc[u];
+            }
+        }
+    } else {
+        ulong base = (ulong)b * ksb + (ulong)hk * ksh + (ulong)j * ksr;
+        for (int u = 0; u < DCH; u++) {
+            int d = ch + u * PFX_DT;
+            if (d < D) {
+                if (dk)
+                    dk[base + d] = accumulate ? dk[base + d] + dk_acc[u] : dk_acc[u];
+                if (dv)
+                    dv[base + d] = accumulate ? dv[base + d] + dv_acc[u] : dv_acc[u];
+            }
+        }
+    }
+}
+
+/*
+ * Grid: (ceil(N / BQ) * PFX_BQ * PFX_DT, B * H). gain_part: [H, B, q tiles, D]
+ * (written when not NULL).
+ */
+__kernel __attribute__((reqd_work_group_size(PFX_BQ * PFX_DT, 1, 1)))
+void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int causal,
+                     __global const void *q, int q_half, ulong qsb, ulong qsh, ulong qsr,
+                     __global const void *k, int k_half, __global const void *v, int v_half,
+                     ulong ksb, ulong ksh, ulong ksr,
+                     __global const void *pk, int pk_half, __global const void *pv, int pv_half,
+                     ulong psb, ulong psh, ulong psr,
+                     __global const void *d_o, int do_half, ulong osb, ulong osh, ulong osr,
+                     __global const float *lse, __global const float *delta,
+                     __global const float *head, int structured, __global const int *items,
+                     __global float *dq, int accumulate, __global float *gain_part)
+{
+    BWD_LOCALS;
+    const int wg = PFX_BQ * PFX_DT;
+    int lid = get_local_id(0);
+    int r = lid % PFX_BQ, ch = lid / PFX_BQ;
+    int qt = get_group_id(0), ntq = get_num_groups(0);
+    int b = get_group_id(1) / H, h = get_group_id(1) % H;
+    int hk = h / (H / Hkv);
+    int q_len = items[b], kv_len = items[B + b], entry = items[2 * B + b];
+    int shift = M - N;
+    int i0 = qt * PFX_BQ;
+    float c = head[h];
+    __global const float *dimf = structured ? head + H + h * D : 0;
+    ulong qbase = (ulong)b * qsb + (ulong)h * qsh, obase = (ulong)b * osb + (ulong)h * osh;
+
+    bwd_load_queries(Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase, osr,
+                     lse + ((ulong)b * H + h) * N, delta + ((ulong)b * H + h) * N, dimf, i0,
+                     q_len, D, lid, wg);
+
+    /* Visible keys: every prefix key, input keys [0, t_end). */
+    int p_end = P, t_end = kv_len;
+    if (i0 >= q_len) {
+        p_end = t_end = 0;
+    } else if (causal) {
+        int i_last = min(i0 + PFX_BQ, q_len) - 1;
+        t_end = min(t_end, max(0, i_last + shift + 1));
+    }
+
+    float acc[DCH];
+    for (int u = 0; u < DCH; u++)
+        acc[u] = 0.0f;
+
+    ulong pbase = (ulong)entry * psb + (ulong)hk * psh;
+    ulong kbase = (ulong)b * ksb + (ulong)hk * ksh;
+    int prefix_tiles = (p_end + PFX_BK - 1) / PFX_BK;
+    int tiles = prefix_tiles + (t_end + PFX_BK - 1) / PFX_BK;
+    for (int tile = 0; tile < tiles; tile++) {
+        int is_prefix = tile < prefix_tiles;
+        int j0 = (is_prefix ? tile : tile - prefix_tiles) * PFX_BK;
+        int rows = min(PFX_BK, (is_prefix ? P : M) - j0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (is_prefix)
+            bwd_load_keys(Ks, Vs, pk, pk_half, pv, pv_half, pbase, psr, j0, rows, D, lid, wg);
+        else
+            bwd_load_keys(Ks, Vs, k, k_half, v, v_half, kbase, ksr, j0, rows, D, lid, wg);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        bwd_scores(Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows, kv_len,
+                   causal, shift, lid, wg);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int jj = 0; jj < PFX_BK; jj++) {
+            float z = Zl[r * PFX_BK + jj];
+            __local const float *kr = Ks + jj * LD + ch;
+            for (int u = 0; u < DCH; u++)
+                acc[u] = mad(z, kr[u * PFX_DT], acc[u]);
+        }
+    }
+
+    int i = i0 + r;
+    if (dq && i < N) {
+        ulong base = qbase + (ulong)i * qsr;
+        for (int u = 0; u < DCH; u++) {
+            int d = ch + u * PFX_DT;
+            if (d < D) {
+                float g = c * (dimf ? dimf[d] : 1.0f) * acc[u];
+                dq[base + d] = accumulate ? dq[base + d] + g : g;
+            }
+        }
+    }
+    if (!gain_part)
+        return;
+    /* R_d = sum_r q_id dQraw_id over the tile's rows, in row order. */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int u = 0; u < DCH; u++) {
+        int d = ch + u * PFX_DT;
+        float qv = 0.0f;
+        if (i < q_len && d < D)
+            qv = pfx_load(q, qbase + (ulong)i * qsr + d, q_half);
+        dOs[r * LD + d] = qv * acc[u];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global float *out = gain_part + (((ulong)h * B + b) * ntq + qt) * D;
+    for (int d = lid; d < D; d += wg) {
+        float s = 0.0f;
+        for (int rr = 0; rr < PFX_BQ; rr++)
+            s += dOs[rr * LD + d];
+        out[d] = s;
+    }
+}
+
+/* dKp / dVp [T, Hkv, P, D] (T = 1 shared) from part [B, Hkv, P, D]: the sum
+ * over the items using each entry, in item order. bank: items[2B + b] is the
+ * entry of item b; shared: every item. An unused entry gets 0, or is left as
+ * it is with accumulate. */
+__kernel void pfx_attn_bwd_prefix_reduce(int B, ulong per_entry, ulong total, int bank,
+                                         __global const int *items,
+                                         __global const float *part, __global float *out,
+                                         int accumulate)
+{
+    ulong idx = get_global_id(0);
+    if (idx >= total)
+        return;
+    int e = (int)(idx / per_entry);
+    ulong rest = idx - (ulong)e * per_entry;
+    float s = 0.0f;
+    int used = 0;
+    for (int b = 0; b < B; b++)
+        if (!bank || items[2 * B + b] == e) {
+            s += part[(ulong)b * per_entry + rest];
+            used = 1;
+        }
+    if (!accumulate)
+        out[idx] = s;
+    else if (used)
+        out[idx] += s;
+}
+
+/* One work-group (64 work-items) per head: R_hd = sum over (b, q tile) of
+ * part [H, B * ntq, D]; ddim_gain_hd = c_h R_hd;
+ * dgain_h = dscale_h * sum_d (1 + G_hd) R_hd. */
+#define GAIN_WG 64
+__kernel __attribute__((reqd_work_group_size(GAIN_WG, 1, 1)))
+void pfx_attn_bwd_gain_reduce(int H, int D, int parts, __global const float *part,
+                              __global const float *head, int structured,
+                              __global const float *dscale, __global float *dgain,
+                              __global float *ddim_gain, int accumulate)
+{
+    __local float red[GAIN_WG];
+    int h = get_group_id(0), lid = get_local_id(0);
+    float c = head[h];
+    float mine = 0.0f;
+    for (int d = lid; d < D; d += GAIN_WG) {
+        float s = 0.0f;
+        for (int p = 0; p < parts; p++)
+            s += part[((ulong)h * parts + p) * D + d];
+        float g = structured ? head[H + h * D + d] : 1.0f;
+        mine = mad(g, s, mine);
+        if (ddim_gain) {
+            float v = c * s;
+            ddim_gain[h * D + d] = accumulate ? ddim_gain[h * D + d] + v : v;
+        }
+    }
+    red[lid] = mine;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0 && dgain) {
+        float s = 0.0f;
+        for (int t = 0; t < GAIN_WG; t++)
+            s += red[t];
+        float v = dscale[h] * s;
+        dgain[h] = accumulate ? dgain[h] + v : v;
+    }
+}

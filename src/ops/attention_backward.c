@@ -1,0 +1,346 @@
+/* Attention backward (cl/attention_bwd.cl); see include/prefixcl/attention.h
+ * and docs/design.md "The math" (backward part). */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "attention_backward.h"
+#include "attention_problem.h"
+
+#define OP "attention_backward"
+
+const unsigned pfx_attn_bwd_buckets[PFX_ATTN_BWD_BUCKETS] = { 32, 64, 128, 256 };
+
+static size_t tiles_local_bytes(const pfx_attn_bwd_tiles *t)
+{
+    size_t ld = t->dmax + 1;
+    return sizeof(float) * (2 * (size_t)t->bk * ld + 2 * (size_t)t->bq * ld +
+                            2 * (size_t)t->bq * t->bk + 2 * (size_t)t->bq);
+}
+
+/*
+ * Defaults per family. The kernels keep a (query tile, key tile) of Q, dO, K,
+ * V in local memory plus the BQ x BK scores, and DMAX / DT accumulators per
+ * work-item for dK and dV (2x) or dQ (1x) in registers.
+ *  NVIDIA: 48 KiB local, no sub-groups: 32x32 tiles up to D = 64 (41 KiB),
+ *          16x16 at 128, 8x8 at 256; DT = 4 keeps 2 * DMAX/4 <= 64 registers
+ *          of accumulators (no spill) and 128 or 64 work-items per group.
+ *  AMD:    64 KiB local: the same tiles (32x32 at 128 needs 66 KiB), DT = 4
+ *          (wave64: 128 work-items per group at D <= 64).
+ *  Intel:  64 KiB local (SLM), SIMD8-32: 32x32 with DT = 2 up to D = 64.
+ *  CPU:    PoCL vectorizes across work-items; DT = 1 (one work-item owns a
+ *          whole row), 32x32 tiles, local memory is just cache.
+ *  other:  conservative 16x16, DT = 2.
+ * Tiles are halved until they fit the device's local memory.
+ */
+bool pfx_attn_bwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, size_t D,
+                            pfx_attn_bwd_tiles *out)
+{
+    unsigned dmax = 0;
+    for (unsigned i = 0; i < PFX_ATTN_BWD_BUCKETS && !dmax; i++)
+        if (D <= pfx_attn_bwd_buckets[i])
+            dmax = pfx_attn_bwd_buckets[i];
+    if (!dmax)
+        return false;
+    pfx_attn_bwd_tiles t = { 32, 32, 4, dmax, 0 };
+    switch (vendor) {
+    case PFX_VENDOR_NVIDIA:
+    case PFX_VENDOR_AMD:
+        t.bq = t.bk = dmax <= 64 ? 32 : dmax == 128 ? 16 : 8;
+        t.dt = dmax <= 128 ? 4 : 8;
+        break;
+    case PFX_VENDOR_INTEL_GPU:
+        t.bq = t.bk = dmax <= 64 ? 32 : dmax == 128 ? 16 : 8;
+        t.dt = dmax <= 64 ? 2 : dmax == 128 ? 4 : 8;
+        break;
+    case PFX_VENDOR_CPU:
+        t.bq = t.bk = 32;
+        t.dt = 1;
+        break;
+    default:
+        t.bq = t.bk = dmax <= 128 ? 16 : 8;
+        t.dt = dmax <= 64 ? 2 : 4;
+        break;
+    }
+    while ((t.local_bytes = tiles_local_bytes(&t)) > local_mem_bytes) {
+        if (t.bq <= 4)
+            return false;
+        t.bq /= 2;
+        t.bk /= 2;
+    }
+    *out = t;
+    return true;
+}
+
+void pfx_attn_bwd_options(const pfx_attn_bwd_tiles *t, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "-DPFX_BQ=%u -DPFX_BK=%u -DPFX_DT=%u -DPFX_DMAX=%u", t->bq, t->bk, t->dt,
+             t->dmax);
+}
+
+static size_t ceil_div(size_t a, size_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
+                           const pfx_attention_inputs *in, const pfx_tensor *o,
+                           const pfx_tensor *lse, const pfx_tensor *d_o,
+                           const pfx_attention_grads *g, pfx_attn_problem *p,
+                           pfx_attn_bwd_tiles *tiles)
+{
+    pfx_status st;
+    if ((st = pfx_attn_check_tensor(rt, OP, p, o, "o", PFX_ATTN_LIKE_O, false)) ||
+        (st = pfx_attn_check_tensor(rt, OP, p, lse, "lse", PFX_ATTN_LSE, true)) ||
+        (st = pfx_attn_check_tensor(rt, OP, p, d_o, "d_o", PFX_ATTN_LIKE_O, false)))
+        return st;
+    if (!g)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: grads is NULL", OP);
+    if (!g->dq && !g->dk && !g->dv && !g->dprefix_k && !g->dprefix_v && !g->dgain &&
+        !g->ddim_gain)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: grads requests no gradient (every output is NULL)", OP);
+    if (p->P == 0 && (g->dprefix_k || g->dprefix_v))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: grads.%s is given but desc.prefix_len is 0", OP,
+                         g->dprefix_k ? "dprefix_k" : "dprefix_v");
+    if (g->ddim_gain && !desc->dim_gain)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: grads.ddim_gain is given but desc.dim_gain is NULL", OP);
+    const struct { const pfx_tensor *t; const char *name; pfx_attn_role role; } outs[] = {
+        { g->dq, "grads.dq", PFX_ATTN_LIKE_Q },
+        { g->dk, "grads.dk", PFX_ATTN_LIKE_KV },
+        { g->dv, "grads.dv", PFX_ATTN_LIKE_KV },
+        { g->dprefix_k, "grads.dprefix_k", PFX_ATTN_LIKE_PREFIX },
+        { g->dprefix_v, "grads.dprefix_v", PFX_ATTN_LIKE_PREFIX },
+        { g->dgain, "grads.dgain", PFX_ATTN_PER_HEAD },
+        { g->ddim_gain, "grads.ddim_gain", PFX_ATTN_PER_HEAD_DIM },
+    };
+    enum { NOUT = sizeof(outs) / sizeof(outs[0]), NIN = 8 };
+    const pfx_tensor *all[NIN + NOUT] = { in->q, in->k, in->v, in->prefix_k, in->prefix_v, o,
+                                          lse, d_o };
+    const char *names[NIN + NOUT] = { "in.q", "in.k", "in.v", "in.prefix_k", "in.prefix_v",
+                                      "o", "lse", "d_o" };
+    for (size_t i = 0; i < NOUT; i++) {
+        all[NIN + i] = outs[i].t;
+        names[NIN + i] = outs[i].name;
+    }
+    for (size_t i = 0; i < NOUT; i++) {
+        if (!outs[i].t)
+            continue;
+        if ((st = pfx_attn_check_tensor(rt, OP, p, outs[i].t, outs[i].name, outs[i].role, true)))
+            return st;
+        /* against every input and the outputs before it */
+        if ((st = pfx_attn_check_alias(rt, OP, outs[i].t, outs[i].name, all, names, NIN + i)))
+            return st;
+    }
+    /* int indexing in the kernels */
+    if (p->B * p->H * p->N > INT_MAX || p->M > INT_MAX || p->P > INT_MAX)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: B * H * N = %zu rows is beyond the kernels' 32-bit indexing", OP,
+                         p->B * p->H * p->N);
+    if (!pfx_attn_bwd_tiles_for(rt->vendor, rt->info.local_mem_bytes, p->D, tiles))
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: desc.head_dim %zu is beyond what the backward kernels hold in this "
+                         "device's %llu bytes of local memory (at most 256)",
+                         OP, p->D, (unsigned long long)rt->info.local_mem_bytes);
+    size_t wg = (size_t)(tiles->bq > tiles->bk ? tiles->bq : tiles->bk) * tiles->dt;
+    if (wg > rt->info.max_work_group_size)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: the backward needs work-groups of %zu, the device allows %zu", OP,
+                         wg, rt->info.max_work_group_size);
+    return PFX_SUCCESS;
+}
+
+typedef struct bwd_workspace {
+    pfx_attn_params params;
+    cl_mem delta, dpk_part, dpv_part, gain_part, dscale;
+    size_t delta_bytes, part_bytes, gain_bytes, dscale_bytes;
+} bwd_workspace;
+
+static void workspace_release(pfx_runtime *rt, bwd_workspace *w)
+{
+    pfx_attn_params_release(rt, &w->params);
+    pfx_buffer_release(rt, w->delta, w->delta_bytes);
+    pfx_buffer_release(rt, w->dpk_part, w->part_bytes);
+    pfx_buffer_release(rt, w->dpv_part, w->part_bytes);
+    pfx_buffer_release(rt, w->gain_part, w->gain_bytes);
+    pfx_buffer_release(rt, w->dscale, w->dscale_bytes);
+    memset(w, 0, sizeof(*w));
+}
+
+static cl_mem mem_of(const pfx_tensor *t)
+{
+    return t ? t->mem : NULL;
+}
+
+static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
+                          const pfx_attention_inputs *in, const pfx_tensor *o,
+                          const pfx_tensor *lse, const pfx_tensor *d_o,
+                          const pfx_attention_grads *g, const pfx_attn_bwd_tiles *tiles,
+                          bwd_workspace *w)
+{
+    char options[128];
+    pfx_attn_bwd_options(tiles, options, sizeof(options));
+    cl_kernel k_delta, k_dkv, k_dq, k_prefix, k_gain;
+    pfx_status st;
+    if ((st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_delta", &k_delta)) ||
+        (st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_dkv", &k_dkv)) ||
+        (st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_dq", &k_dq)) ||
+        (st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_prefix_reduce",
+                             &k_prefix)) ||
+        (st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_gain_reduce", &k_gain)))
+        return st;
+
+    bool want_prefix = g->dprefix_k || g->dprefix_v;
+    bool want_kv = g->dk || g->dv;
+    bool want_gain = g->dgain || g->ddim_gain;
+    bool want_q = g->dq || want_gain;
+    size_t ntq = ceil_div(p->N, tiles->bq);
+
+    if ((st = pfx_attn_params_upload(rt, p, &w->params)))
+        return st;
+    w->delta_bytes = p->B * p->H * p->N * sizeof(float);
+    if ((st = pfx_buffer_create(rt, w->delta_bytes, NULL, &w->delta)))
+        return st;
+    w->part_bytes = p->B * p->Hkv * p->P * p->D * sizeof(float);
+    if (g->dprefix_k && (st = pfx_buffer_create(rt, w->part_bytes, NULL, &w->dpk_part)))
+        return st;
+    if (g->dprefix_v && (st = pfx_buffer_create(rt, w->part_bytes, NULL, &w->dpv_part)))
+        return st;
+    if (want_gain) {
+        w->gain_bytes = p->H * p->B * ntq * p->D * sizeof(float);
+        w->dscale_bytes = p->H * sizeof(float);
+        if ((st = pfx_buffer_create(rt, w->gain_bytes, NULL, &w->gain_part)) ||
+            (st = pfx_buffer_create(rt, w->dscale_bytes, p->dscale_dgain, &w->dscale)))
+            return st;
+    }
+
+    cl_int B = (cl_int)p->B, H = (cl_int)p->H, Hkv = (cl_int)p->Hkv, N = (cl_int)p->N,
+           M = (cl_int)p->M, P = (cl_int)p->P, D = (cl_int)p->D, causal = p->causal;
+    cl_int q_half = p->q_half, k_half = p->k_half, v_half = p->v_half, pk_half = p->pk_half,
+           pv_half = p->pv_half;
+    cl_int o_half = o->dtype == PFX_DTYPE_F16, do_half = d_o->dtype == PFX_DTYPE_F16;
+    cl_int structured = p->dim_factor != NULL, accumulate = g->accumulate;
+    cl_mem q = in->q->mem, k = in->k->mem, v = in->v->mem, pk = mem_of(in->prefix_k),
+           pv = mem_of(in->prefix_v), om = o->mem, dom = d_o->mem, lsem = lse->mem;
+    cl_mem dq = mem_of(g->dq), dk = mem_of(g->dk), dv = mem_of(g->dv);
+    cl_mem dpk = mem_of(g->dprefix_k), dpv = mem_of(g->dprefix_v);
+    cl_mem dgain = mem_of(g->dgain), ddim = mem_of(g->ddim_gain);
+
+    /* Delta */
+    {
+        size_t local = 64, global = ceil_div(p->B * p->H * p->N, local) * local;
+        pfx_arg args[] = { PFX_ARG(B), PFX_ARG(H), PFX_ARG(N), PFX_ARG(D), PFX_ARG(om),
+                           PFX_ARG(o_half), PFX_ARG(dom), PFX_ARG(do_half), PFX_ARG(p->o.batch),
+                           PFX_ARG(p->o.head), PFX_ARG(p->o.row), PFX_ARG(w->delta) };
+        if ((st = pfx_launch(rt, k_delta, OP ": delta", 1, &global, &local,
+                             sizeof(args) / sizeof(args[0]), args)))
+            return st;
+    }
+
+    if (want_kv || want_prefix) {
+        cl_int prefix_tiles = (cl_int)ceil_div(p->P, tiles->bk);
+        cl_int input_tiles = (cl_int)ceil_div(p->M, tiles->bk);
+        cl_int tile_offset = want_prefix ? 0 : prefix_tiles;
+        size_t count = (size_t)(want_kv ? prefix_tiles + input_tiles : prefix_tiles) -
+                       (size_t)tile_offset;
+        size_t local[2] = { (size_t)tiles->bk * tiles->dt, 1 };
+        size_t global[2] = { count * local[0], p->B * p->Hkv };
+        pfx_arg args[] = {
+            PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),
+            PFX_ARG(causal),
+            PFX_ARG(q), PFX_ARG(q_half), PFX_ARG(p->q.batch), PFX_ARG(p->q.head), PFX_ARG(p->q.row),
+            PFX_ARG(k), PFX_ARG(k_half), PFX_ARG(v), PFX_ARG(v_half),
+            PFX_ARG(p->kv.batch), PFX_ARG(p->kv.head), PFX_ARG(p->kv.row),
+            PFX_ARG(pk), PFX_ARG(pk_half), PFX_ARG(pv), PFX_ARG(pv_half),
+            PFX_ARG(p->prefix.batch), PFX_ARG(p->prefix.head), PFX_ARG(p->prefix.row),
+            PFX_ARG(dom), PFX_ARG(do_half), PFX_ARG(p->o.batch), PFX_ARG(p->o.head),
+            PFX_ARG(p->o.row),
+            PFX_ARG(lsem), PFX_ARG(w->delta), PFX_ARG(w->params.head), PFX_ARG(structured),
+            PFX_ARG(w->params.items),
+            PFX_ARG(dk), PFX_ARG(dv), PFX_ARG(accumulate), PFX_ARG(w->dpk_part),
+            PFX_ARG(w->dpv_part), PFX_ARG(tile_offset), PFX_ARG(prefix_tiles),
+        };
+        if (count && (st = pfx_launch(rt, k_dkv, OP ": dK/dV", 2, global, local,
+                                      sizeof(args) / sizeof(args[0]), args)))
+            return st;
+    }
+
+    if (want_q) {
+        size_t local[2] = { (size_t)tiles->bq * tiles->dt, 1 };
+        size_t global[2] = { ntq * local[0], p->B * p->H };
+        pfx_arg args[] = {
+            PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),
+            PFX_ARG(causal),
+            PFX_ARG(q), PFX_ARG(q_half), PFX_ARG(p->q.batch), PFX_ARG(p->q.head), PFX_ARG(p->q.row),
+            PFX_ARG(k), PFX_ARG(k_half), PFX_ARG(v), PFX_ARG(v_half),
+            PFX_ARG(p->kv.batch), PFX_ARG(p->kv.head), PFX_ARG(p->kv.row),
+            PFX_ARG(pk), PFX_ARG(pk_half), PFX_ARG(pv), PFX_ARG(pv_half),
+            PFX_ARG(p->prefix.batch), PFX_ARG(p->prefix.head), PFX_ARG(p->prefix.row),
+            PFX_ARG(dom), PFX_ARG(do_half), PFX_ARG(p->o.batch), PFX_ARG(p->o.head),
+            PFX_ARG(p->o.row),
+            PFX_ARG(lsem), PFX_ARG(w->delta), PFX_ARG(w->params.head), PFX_ARG(structured),
+            PFX_ARG(w->params.items),
+            PFX_ARG(dq), PFX_ARG(accumulate), PFX_ARG(w->gain_part),
+        };
+        if ((st = pfx_launch(rt, k_dq, OP ": dQ", 2, global, local,
+                             sizeof(args) / sizeof(args[0]), args)))
+            return st;
+    }
+
+    if (want_prefix) {
+        cl_ulong per_entry = (cl_ulong)p->Hkv * p->P * p->D;
+        size_t entries = p->bank_entries ? p->bank_entries : 1;
+        cl_ulong total = per_entry * entries;
+        cl_int bank = p->bank_entries != 0;
+        size_t local = 64, global = ceil_div((size_t)total, local) * local;
+        const struct { cl_mem part, out; } pv_pairs[2] = { { w->dpk_part, dpk },
+                                                           { w->dpv_part, dpv } };
+        for (int i = 0; i < 2; i++) {
+            if (!pv_pairs[i].out)
+                continue;
+            pfx_arg args[] = { PFX_ARG(B), PFX_ARG(per_entry), PFX_ARG(total), PFX_ARG(bank),
+                               PFX_ARG(w->params.items), PFX_ARG(pv_pairs[i].part),
+                               PFX_ARG(pv_pairs[i].out), PFX_ARG(accumulate) };
+            if ((st = pfx_launch(rt, k_prefix, OP ": prefix reduction", 1, &global, &local,
+                                 sizeof(args) / sizeof(args[0]), args)))
+                return st;
+        }
+    }
+
+    if (want_gain) {
+        cl_int parts = (cl_int)(p->B * ntq);
+        size_t local = 64, global = p->H * local;
+        pfx_arg args[] = { PFX_ARG(H), PFX_ARG(D), PFX_ARG(parts), PFX_ARG(w->gain_part),
+                           PFX_ARG(w->params.head), PFX_ARG(structured), PFX_ARG(w->dscale),
+                           PFX_ARG(dgain), PFX_ARG(ddim), PFX_ARG(accumulate) };
+        if ((st = pfx_launch(rt, k_gain, OP ": gain reduction", 1, &global, &local,
+                             sizeof(args) / sizeof(args[0]), args)))
+            return st;
+    }
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_attention_backward(pfx_runtime *rt, const pfx_attention_desc *desc,
+                                  const pfx_attention_inputs *in, const pfx_tensor *o,
+                                  const pfx_tensor *lse, const pfx_tensor *d_o,
+                                  const pfx_attention_grads *grads)
+{
+    pfx_attn_problem p;
+    pfx_status st = pfx_attn_problem_init(rt, OP, desc, in, &p);
+    if (st != PFX_SUCCESS)
+        return st;
+    pfx_attn_bwd_tiles tiles;
+    st = validate(rt, desc, in, o, lse, d_o, grads, &p, &tiles);
+    if (st == PFX_SUCCESS) {
+        bwd_workspace w;
+        memset(&w, 0, sizeof(w));
+        st = enqueue(rt, &p, in, o, lse, d_o, grads, &tiles, &w);
+        /* released while the queue may still run: OpenCL keeps a buffer alive
+         * until the commands using it have finished */
+        workspace_release(rt, &w);
+    }
+    pfx_attn_problem_free(&p);
+    return st;
+}
