@@ -7,5 +7,6 @@
 #include "prefixcl/tensor.h"
 #include "prefixcl/elementwise.h"
 #include "prefixcl/attention.h"
+#include "prefixcl/io.h"
 
 #endif

@@ -1,0 +1,228 @@
+/*
+ * prefixcl: files. safetensors (the format of PEFT and the Hugging Face hub)
+ * and PEFT prefix-tuning adapter folders.
+ *
+ * safetensors layout: an 8-byte little-endian header length n, n bytes of
+ * UTF-8 JSON (an object: tensor name -> {"dtype", "shape", "data_offsets":
+ * [begin, end)} relative to the data section, plus an optional
+ * "__metadata__" string -> string map), then the raw little-endian data.
+ *
+ * The reader validates the whole file when it opens it and never reads out of
+ * bounds: a truncated file, a header length past the end of the file or above
+ * 100 MB, bad UTF-8 or JSON, a header that is not an object, missing or extra
+ * fields, an unknown dtype, a shape whose product overflows, offsets outside
+ * the data section or reversed, a byte size that is not numel * dtype size,
+ * overlapping tensors, holes (the data section must be covered exactly) and
+ * duplicate names are all rejected. Statuses: PFX_ERROR_IO (cannot read or
+ * write the file), PFX_ERROR_FORMAT (malformed content), PFX_ERROR_OUT_OF_RANGE
+ * (offsets outside the data, absurd header length), PFX_ERROR_SIZE_OVERFLOW
+ * (shape product), PFX_ERROR_INVALID_SHAPE (byte size disagrees with the
+ * shape), PFX_ERROR_DTYPE_MISMATCH (unknown dtype). The message names the
+ * file, the tensor and the field.
+ *
+ * Calls without a runtime record their error detail in pfx_last_error(NULL)
+ * (per thread); calls with one in pfx_last_error(rt).
+ */
+#ifndef PREFIXCL_IO_H
+#define PREFIXCL_IO_H
+
+#include "prefixcl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- safetensors */
+
+/* Element types of the safetensors format. Every one is accepted by the
+ * parser; the float readers convert F32, F16, BF16 and F64. */
+typedef enum pfx_st_dtype {
+    PFX_ST_F32 = 0,
+    PFX_ST_F16,
+    PFX_ST_BF16,
+    PFX_ST_F64,
+    PFX_ST_I64,
+    PFX_ST_I32,
+    PFX_ST_I16,
+    PFX_ST_I8,
+    PFX_ST_U64,
+    PFX_ST_U32,
+    PFX_ST_U16,
+    PFX_ST_U8,
+    PFX_ST_BOOL,
+    PFX_ST_F8_E4M3,
+    PFX_ST_F8_E5M2,
+} pfx_st_dtype;
+
+/* Most dimensions a tensor in a file may have. */
+#define PFX_ST_MAX_DIMS 8
+/* Largest header accepted (bytes). */
+#define PFX_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
+
+/* The format's name of a dtype ("F32", "BF16"); "?" for a bad value. */
+PFX_API const char *pfx_st_dtype_name(pfx_st_dtype dtype);
+/* Bytes per element; 0 for a bad value. */
+PFX_API size_t pfx_st_dtype_size(pfx_st_dtype dtype);
+
+/* A parsed, validated file held in host memory. */
+typedef struct pfx_safetensors pfx_safetensors;
+
+/* Reads and validates the whole file. On failure *out is NULL and
+ * pfx_last_error(NULL) names the file and the problem. */
+PFX_API pfx_status pfx_safetensors_open(const char *path, pfx_safetensors **out);
+
+/* Same, from `size` bytes in memory (copied; `data` may be freed afterwards).
+ * `label` names the source in messages (NULL: "<memory>"). */
+PFX_API pfx_status pfx_safetensors_open_memory(const void *data, size_t size, const char *label,
+                                               pfx_safetensors **out);
+
+/* Releases the file and sets *f to NULL; NULL-safe. */
+PFX_API void pfx_safetensors_close(pfx_safetensors **f);
+
+/* Number of tensors (0 for NULL). */
+PFX_API size_t pfx_safetensors_count(const pfx_safetensors *f);
+
+typedef struct pfx_st_info {
+    const char *name;               /* owned by the file */
+    pfx_st_dtype dtype;
+    unsigned ndim;                  /* 0 for a scalar */
+    size_t shape[PFX_ST_MAX_DIMS];
+    size_t numel;                   /* product of shape (1 for a scalar) */
+    size_t bytes;                   /* numel * dtype size */
+} pfx_st_info;
+
+/* Tensor i in header order. PFX_ERROR_OUT_OF_RANGE when i >= count. */
+PFX_API pfx_status pfx_safetensors_info(const pfx_safetensors *f, size_t i, pfx_st_info *info);
+
+/* Index of the tensor named `name`, or -1 (also for NULL arguments). */
+PFX_API long pfx_safetensors_find(const pfx_safetensors *f, const char *name);
+
+/* Raw little-endian bytes of a tensor (owned by the file), or NULL. */
+PFX_API const void *pfx_safetensors_data(const pfx_safetensors *f, size_t i);
+
+/* Copies tensor `name` into dst as float (F16, BF16 and F64 converted).
+ * `count` must equal its number of elements (PFX_ERROR_INVALID_SHAPE);
+ * a missing name is PFX_ERROR_INVALID_ARGUMENT, an integer dtype
+ * PFX_ERROR_DTYPE_MISMATCH. */
+PFX_API pfx_status pfx_safetensors_read_f32(const pfx_safetensors *f, const char *name,
+                                            float *dst, size_t count);
+
+/* __metadata__ entries: count, entry i (key and value owned by the file),
+ * and the value of a key (NULL when absent). */
+PFX_API size_t pfx_safetensors_metadata_count(const pfx_safetensors *f);
+PFX_API pfx_status pfx_safetensors_metadata(const pfx_safetensors *f, size_t i,
+                                            const char **key, const char **value);
+PFX_API const char *pfx_safetensors_metadata_get(const pfx_safetensors *f, const char *key);
+
+/* Copies tensor `name` into the device tensor dst, whose shape must equal the
+ * file's (PFX_ERROR_INVALID_SHAPE otherwise; a file scalar matches shape [1]).
+ * Any float dtype in the file goes into an F32 or F16 tensor. Errors go to
+ * pfx_last_error(rt). */
+PFX_API pfx_status pfx_safetensors_load_tensor(pfx_runtime *rt, const pfx_safetensors *f,
+                                               const char *name, pfx_tensor *dst);
+
+/* Creates a device tensor of `dtype` with the file's shape (1 to 4
+ * dimensions; a scalar becomes [1]) and loads it. The caller owns *out
+ * (pfx_tensor_destroy); *out is NULL on failure. */
+PFX_API pfx_status pfx_safetensors_create_tensor(pfx_runtime *rt, const pfx_safetensors *f,
+                                                 const char *name, pfx_dtype dtype,
+                                                 pfx_tensor **out);
+
+/* One tensor to save: either a device tensor (saved in its dtype: F32, or F16
+ * for half tensors), or host floats with a shape, stored as `dtype`
+ * (PFX_DTYPE_F32 or PFX_DTYPE_F16). */
+typedef struct pfx_named_tensor {
+    const char *name;
+    const pfx_tensor *tensor;       /* device tensor, or NULL for host data */
+    const float *host;              /* host data when tensor is NULL */
+    unsigned ndim;                  /* host data: 0 (scalar) to PFX_MAX_DIMS */
+    size_t shape[PFX_MAX_DIMS];     /* host data */
+    pfx_dtype dtype;                /* host data: storage type in the file */
+} pfx_named_tensor;
+
+typedef struct pfx_st_metadata {
+    const char *key;
+    const char *value;
+} pfx_st_metadata;
+
+/* Writes a safetensors file atomically (a temporary file in the same folder,
+ * then rename): header padded with spaces to a multiple of 8 bytes, tensors
+ * in the order given, contiguous. Names must be non-empty, unique, valid
+ * UTF-8 and not "__metadata__"; metadata keys unique. rt may be NULL when
+ * every item is host data; errors go to pfx_last_error(rt). On failure the
+ * destination is untouched and no temporary file remains. */
+PFX_API pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path,
+                                        const pfx_named_tensor *items, size_t count,
+                                        const pfx_st_metadata *metadata, size_t metadata_count);
+
+/* ------------------------------------------------- PEFT prefix-tuning folders */
+
+/* adapter_config.json of a PREFIX_TUNING adapter. */
+typedef struct pfx_peft_config {
+    size_t num_virtual_tokens;      /* P */
+    size_t num_layers;              /* L */
+    size_t token_dim;               /* Hkv * D (PEFT's view: num_attention_heads * D) */
+    size_t num_attention_heads;     /* the heads PEFT splits token_dim into */
+    size_t num_transformer_submodules; /* 1 (decoder-only) or 2 (encoder-decoder); 1 if absent */
+    size_t encoder_hidden_size;     /* the MLP's hidden size; 0 if absent */
+    bool prefix_projection;         /* trained through the MLP */
+    bool inference_mode;
+    char task_type[64];             /* "" if absent or null */
+    char base_model_name_or_path[512]; /* "" if absent or null */
+    pfx_st_dtype dtype;             /* of prompt_embeddings (set by the loaders) */
+} pfx_peft_config;
+
+/* Reads and checks dir/adapter_config.json: peft_type "PREFIX_TUNING",
+ * positive num_virtual_tokens, num_layers, token_dim, num_attention_heads.
+ * Errors (PFX_ERROR_IO, PFX_ERROR_FORMAT, PFX_ERROR_INVALID_ARGUMENT for
+ * another peft_type) go to pfx_last_error(NULL). */
+PFX_API pfx_status pfx_peft_read_config(const char *dir, pfx_peft_config *config);
+
+/* Loads a PEFT prefix-tuning folder into per-layer prefixes.
+ * dir/adapter_model.safetensors must hold "prompt_embeddings" (the name PEFT's
+ * get_peft_model_state_dict writes) of shape (num_virtual_tokens,
+ * num_layers * 2 * token_dim) in F32, F16 or BF16: the baked prefixes, viewed
+ * as [P][L][2][Hkv][D]. Layer l's keys[l][hk][t][d] = Y[t][l][0][hk][d] and
+ * values[l][hk][t][d] = Y[t][l][1][hk][d].
+ * Adapters trained with prefix_projection keep only baked embeddings in this
+ * file when PEFT saved them in training mode (the usual case); a file whose
+ * prompt_embeddings is the MLP's input table (num_virtual_tokens, token_dim)
+ * is refused (PFX_ERROR_UNSUPPORTED): only baked adapters are read.
+ *   kv_heads   Hkv; 0 takes num_attention_heads from the config (PEFT's own
+ *              view). token_dim must be a multiple of it; D = token_dim / Hkv.
+ *   keys, values  arrays of num_layers entries (must equal the config's).
+ *              A NULL entry is allocated here (F32, [Hkv, P, D]) and owned by
+ *              the caller afterwards; a non-NULL entry must be an F32 or F16
+ *              tensor of shape [Hkv, P, D] and is overwritten. On failure the
+ *              entries allocated here are destroyed and set back to NULL;
+ *              caller tensors may have been partly written.
+ *   config     filled when not NULL.
+ * Errors go to pfx_last_error(rt). */
+PFX_API pfx_status pfx_peft_load_prefixes(pfx_runtime *rt, const char *dir, size_t kv_heads,
+                                          pfx_tensor **keys, pfx_tensor **values,
+                                          size_t num_layers, pfx_peft_config *config);
+
+typedef struct pfx_peft_save_params {
+    const char *task_type;          /* NULL: "CAUSAL_LM" */
+    const char *base_model_name_or_path; /* NULL: null */
+    size_t num_attention_heads;     /* 0: Hkv (the heads the prefixes are split into) */
+    size_t encoder_hidden_size;     /* 0: token_dim */
+} pfx_peft_save_params;
+
+PFX_API void pfx_peft_default_save_params(pfx_peft_save_params *params);
+
+/* Writes baked prefixes as a PEFT prefix-tuning folder (created if missing):
+ * adapter_config.json (peft_type PREFIX_TUNING, prefix_projection false,
+ * inference_mode true, num_transformer_submodules 1) and
+ * adapter_model.safetensors with prompt_embeddings (P, L*2*Hkv*D) in F32.
+ * keys[l] and values[l] are [Hkv, P, D] tensors (F32 or F16), all of one
+ * shape. params may be NULL. Each file is written atomically. */
+PFX_API pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir,
+                                          pfx_tensor *const *keys, pfx_tensor *const *values,
+                                          size_t num_layers, const pfx_peft_save_params *params);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

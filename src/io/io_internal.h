@@ -1,0 +1,52 @@
+/* Shared by src/io: small-file reading, UTF-8 checks, JSON number fields and
+ * atomic file replacement. Not installed. */
+#ifndef PFX_IO_INTERNAL_H
+#define PFX_IO_INTERNAL_H
+
+#include <stdio.h>
+
+#include <cjson/cJSON.h>
+
+#include "internal.h"
+#include "prefixcl/io.h"
+
+/* Largest integer a JSON number carries exactly (2^53). */
+#define PFX_JSON_MAX_INT ((double)9007199254740992.0)
+
+/* True when [s, s+n) is well-formed UTF-8 without NUL bytes. */
+bool pfx_utf8_valid(const unsigned char *s, size_t n);
+
+/* Reads a whole file of at most `max_bytes` into a malloc'ed buffer with a
+ * NUL after the last byte. PFX_ERROR_IO (cannot open/read, not a regular
+ * file) or PFX_ERROR_OUT_OF_RANGE (larger than max_bytes), recorded for rt. */
+pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
+                         unsigned char **out, size_t *size);
+
+/* A non-negative integral JSON number no larger than 2^53 into *out. */
+bool pfx_json_uint(const cJSON *item, uint64_t *out);
+
+/* Atomic replacement: a temporary file next to `path`, then rename. */
+typedef struct pfx_atomic_file {
+    FILE *fp;
+    char *tmp_path;
+    char *path;
+} pfx_atomic_file;
+
+pfx_status pfx_atomic_begin(pfx_runtime *rt, const char *path, pfx_atomic_file *af);
+/* Writes n bytes; PFX_ERROR_IO on a short write. */
+pfx_status pfx_atomic_write(pfx_runtime *rt, pfx_atomic_file *af, const void *data, size_t n);
+/* Flushes, syncs, closes and renames over the destination. On failure the
+ * temporary file is removed. Always releases af. */
+pfx_status pfx_atomic_commit(pfx_runtime *rt, pfx_atomic_file *af);
+/* Removes the temporary file and releases af; safe after a failed begin. */
+void pfx_atomic_abort(pfx_atomic_file *af);
+
+/* Internal entry points that record errors for rt (NULL: the thread). */
+pfx_status pfx_st_open_rt(pfx_runtime *rt, const char *path, pfx_safetensors **out);
+pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size,
+                              const char *label, pfx_safetensors **out);
+pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index,
+                              float *dst, size_t count);
+pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_config *config);
+
+#endif

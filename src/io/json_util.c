@@ -1,0 +1,163 @@
+/* Helpers shared by the safetensors and PEFT readers and writers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io_internal.h"
+
+bool pfx_utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c == 0)
+            return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        uint32_t cp, min;
+        if ((c & 0xe0) == 0xc0) {
+            len = 2; cp = c & 0x1f; min = 0x80;
+        } else if ((c & 0xf0) == 0xe0) {
+            len = 3; cp = c & 0x0f; min = 0x800;
+        } else if ((c & 0xf8) == 0xf0) {
+            len = 4; cp = c & 0x07; min = 0x10000;
+        } else {
+            return false;
+        }
+        if (n - i < len)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false; /* overlong, beyond Unicode, surrogate */
+        i += len;
+    }
+    return true;
+}
+
+pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
+                         unsigned char **out, size_t *size)
+{
+    *out = NULL;
+    *size = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return pfx_error(rt, PFX_ERROR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(fp);
+        return pfx_error(rt, PFX_ERROR_IO, "'%s' is not a regular file", path);
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)max_bytes) {
+        fclose(fp);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "'%s' has %lld bytes, more than the %zu accepted",
+                         path, (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    unsigned char *buf = malloc(n + 1);
+    if (!buf) {
+        fclose(fp);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "reading '%s': %zu bytes of host memory", path, n + 1);
+    }
+    size_t got = n ? fread(buf, 1, n, fp) : 0;
+    int extra = fgetc(fp); /* the file must end where fstat said */
+    bool err = ferror(fp);
+    fclose(fp);
+    if (got != n || extra != EOF || err) {
+        free(buf);
+        return pfx_error(rt, PFX_ERROR_IO, "reading '%s': size changed or read error", path);
+    }
+    buf[n] = 0;
+    *out = buf;
+    *size = n;
+    return PFX_SUCCESS;
+}
+
+bool pfx_json_uint(const cJSON *item, uint64_t *out)
+{
+    if (!cJSON_IsNumber(item))
+        return false;
+    double v = item->valuedouble;
+    if (!(v >= 0.0) || v > PFX_JSON_MAX_INT || floor(v) != v)
+        return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+pfx_status pfx_atomic_begin(pfx_runtime *rt, const char *path, pfx_atomic_file *af)
+{
+    memset(af, 0, sizeof(*af));
+    size_t len = strlen(path);
+    af->path = malloc(len + 1);
+    af->tmp_path = malloc(len + 16);
+    if (!af->path || !af->tmp_path) {
+        pfx_atomic_abort(af);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "writing '%s': host memory", path);
+    }
+    memcpy(af->path, path, len + 1);
+    snprintf(af->tmp_path, len + 16, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(af->tmp_path);
+    if (fd < 0) {
+        pfx_status st = pfx_error(rt, PFX_ERROR_IO, "cannot create a temporary file for '%s': %s",
+                                  path, strerror(errno));
+        free(af->tmp_path);
+        af->tmp_path = NULL;
+        pfx_atomic_abort(af);
+        return st;
+    }
+    (void)fchmod(fd, 0644);
+    af->fp = fdopen(fd, "wb");
+    if (!af->fp) {
+        close(fd);
+        pfx_atomic_abort(af);
+        return pfx_error(rt, PFX_ERROR_IO, "cannot open a temporary file for '%s'", path);
+    }
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_atomic_write(pfx_runtime *rt, pfx_atomic_file *af, const void *data, size_t n)
+{
+    if (n && fwrite(data, 1, n, af->fp) != n)
+        return pfx_error(rt, PFX_ERROR_IO, "writing '%s': %s", af->path, strerror(errno));
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_atomic_commit(pfx_runtime *rt, pfx_atomic_file *af)
+{
+    pfx_status st = PFX_SUCCESS;
+    if (fflush(af->fp) != 0 || fsync(fileno(af->fp)) != 0)
+        st = pfx_error(rt, PFX_ERROR_IO, "writing '%s': %s", af->path, strerror(errno));
+    if (fclose(af->fp) != 0 && st == PFX_SUCCESS)
+        st = pfx_error(rt, PFX_ERROR_IO, "closing '%s': %s", af->path, strerror(errno));
+    af->fp = NULL;
+    if (st == PFX_SUCCESS && rename(af->tmp_path, af->path) != 0)
+        st = pfx_error(rt, PFX_ERROR_IO, "cannot rename '%s' to '%s': %s", af->tmp_path, af->path,
+                       strerror(errno));
+    if (st == PFX_SUCCESS) {
+        free(af->tmp_path);
+        af->tmp_path = NULL;
+    }
+    pfx_atomic_abort(af);
+    return st;
+}
+
+void pfx_atomic_abort(pfx_atomic_file *af)
+{
+    if (af->fp)
+        fclose(af->fp);
+    if (af->tmp_path)
+        unlink(af->tmp_path);
+    free(af->tmp_path);
+    free(af->path);
+    memset(af, 0, sizeof(*af));
+}

@@ -1,0 +1,395 @@
+/* PEFT prefix-tuning adapter folders: adapter_config.json and
+ * adapter_model.safetensors ("prompt_embeddings", [P][L][2][Hkv][D]). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "io_internal.h"
+
+#define CONFIG_NAME "adapter_config.json"
+#define MODEL_NAME "adapter_model.safetensors"
+#define EMBEDDINGS "prompt_embeddings"
+#define CONFIG_MAX_BYTES ((size_t)1 << 20)
+/* Largest count accepted in a config field (keeps products far from overflow). */
+#define FIELD_MAX ((uint64_t)1 << 31)
+
+static char *join_path(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    size_t at = a;
+    if (a && dir[a - 1] != '/')
+        p[at++] = '/';
+    memcpy(p + at, name, b + 1);
+    return p;
+}
+
+static pfx_status field_count(pfx_runtime *rt, const char *path, const cJSON *root, const char *key,
+                              bool required, size_t fallback, size_t *out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!item || cJSON_IsNull(item)) {
+        if (required)
+            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is missing", path, key);
+        *out = fallback;
+        return PFX_SUCCESS;
+    }
+    uint64_t v;
+    if (!pfx_json_uint(item, &v) || v == 0 || v > FIELD_MAX)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a positive integer (at most %llu)",
+                         path, key, (unsigned long long)FIELD_MAX);
+    *out = (size_t)v;
+    return PFX_SUCCESS;
+}
+
+static pfx_status field_bool(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, bool *out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!item || cJSON_IsNull(item)) {
+        *out = false;
+        return PFX_SUCCESS;
+    }
+    if (!cJSON_IsBool(item))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not true or false", path, key);
+    *out = cJSON_IsTrue(item);
+    return PFX_SUCCESS;
+}
+
+static pfx_status field_string(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, char *out,
+                               size_t cap)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    out[0] = 0;
+    if (!item || cJSON_IsNull(item))
+        return PFX_SUCCESS;
+    if (!cJSON_IsString(item))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a string", path, key);
+    size_t n = strlen(item->valuestring);
+    if (n >= cap)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is longer than %zu bytes", path, key, cap - 1);
+    memcpy(out, item->valuestring, n + 1);
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_config *config)
+{
+    if (!dir || !config)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_read_config: %s is NULL", !dir ? "dir" : "config");
+    memset(config, 0, sizeof(*config));
+    char *path = join_path(dir, CONFIG_NAME);
+    if (!path)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_read_config: host memory");
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    cJSON *root = NULL;
+    pfx_peft_config c = { 0 };
+    pfx_status st = pfx_read_file(rt, path, CONFIG_MAX_BYTES, &buf, &size);
+    if (st != PFX_SUCCESS)
+        goto out;
+    if (!pfx_utf8_valid(buf, size)) {
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid UTF-8 (or holds a NUL byte)", path);
+        goto out;
+    }
+    root = cJSON_ParseWithLength((const char *)buf, size);
+    if (!root) {
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid JSON", path);
+        goto out;
+    }
+    if (!cJSON_IsObject(root)) {
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", path);
+        goto out;
+    }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "peft_type");
+    if (!cJSON_IsString(type)) {
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field 'peft_type' is missing or not a string", path);
+        goto out;
+    }
+    if (strcmp(type->valuestring, "PREFIX_TUNING") != 0) {
+        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: peft_type is '%.64s'; only PREFIX_TUNING adapters are read",
+                       path, type->valuestring);
+        goto out;
+    }
+    if ((st = field_count(rt, path, root, "num_virtual_tokens", true, 0, &c.num_virtual_tokens)) ||
+        (st = field_count(rt, path, root, "num_layers", true, 0, &c.num_layers)) ||
+        (st = field_count(rt, path, root, "token_dim", true, 0, &c.token_dim)) ||
+        (st = field_count(rt, path, root, "num_attention_heads", true, 0, &c.num_attention_heads)) ||
+        (st = field_count(rt, path, root, "num_transformer_submodules", false, 1, &c.num_transformer_submodules)) ||
+        (st = field_count(rt, path, root, "encoder_hidden_size", false, 0, &c.encoder_hidden_size)) ||
+        (st = field_bool(rt, path, root, "prefix_projection", &c.prefix_projection)) ||
+        (st = field_bool(rt, path, root, "inference_mode", &c.inference_mode)) ||
+        (st = field_string(rt, path, root, "task_type", c.task_type, sizeof(c.task_type))) ||
+        (st = field_string(rt, path, root, "base_model_name_or_path", c.base_model_name_or_path,
+                           sizeof(c.base_model_name_or_path))))
+        goto out;
+    c.dtype = PFX_ST_F32;
+    *config = c;
+out:
+    cJSON_Delete(root);
+    free(buf);
+    free(path);
+    return st;
+}
+
+pfx_status pfx_peft_read_config(const char *dir, pfx_peft_config *config)
+{
+    return pfx_peft_read_config_rt(NULL, dir, config);
+}
+
+static pfx_status check_prefix_tensor(pfx_runtime *rt, const pfx_tensor *t, const char *what, size_t l,
+                                      size_t hkv, size_t p, size_t d)
+{
+    if (t->rt != rt)
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s[%zu] belongs to another runtime", what, l);
+    if (t->dtype != PFX_DTYPE_F32 && t->dtype != PFX_DTYPE_F16)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s[%zu]: dtype %d", what, l, (int)t->dtype);
+    if (t->ndim != 3 || t->shape[0] != hkv || t->shape[1] != p || t->shape[2] != d)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s[%zu] is not [Hkv=%zu, P=%zu, D=%zu]", what, l, hkv, p, d);
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_peft_load_prefixes(pfx_runtime *rt, const char *dir, size_t kv_heads, pfx_tensor **keys,
+                                  pfx_tensor **values, size_t num_layers, pfx_peft_config *config)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_load_prefixes: rt is NULL");
+    if (!dir || !keys || !values)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_load_prefixes: %s is NULL",
+                         !dir ? "dir" : !keys ? "keys" : "values");
+    pfx_peft_config c;
+    pfx_status st = pfx_peft_read_config_rt(rt, dir, &c);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (num_layers != c.num_layers)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: the adapter has num_layers %zu, %zu asked for", dir,
+                         c.num_layers, num_layers);
+    size_t hkv = kv_heads ? kv_heads : c.num_attention_heads;
+    if (c.token_dim % hkv != 0)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: token_dim %zu is not a multiple of the %zu kv heads (token_dim = Hkv * D)", dir,
+                         c.token_dim, hkv);
+    size_t p = c.num_virtual_tokens, d = c.token_dim / hkv, L = c.num_layers;
+    for (size_t l = 0; l < L; l++) {
+        if ((keys[l] && (st = check_prefix_tensor(rt, keys[l], "keys", l, hkv, p, d))) ||
+            (values[l] && (st = check_prefix_tensor(rt, values[l], "values", l, hkv, p, d))))
+            return st;
+    }
+
+    char *path = join_path(dir, MODEL_NAME);
+    if (!path)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_load_prefixes: host memory");
+    pfx_safetensors *f = NULL;
+    float *y = NULL, *kbuf = NULL, *vbuf = NULL;
+    bool *made = NULL;
+    st = pfx_st_open_rt(rt, path, &f);
+    if (st != PFX_SUCCESS)
+        goto out;
+    long idx = pfx_safetensors_find(f, EMBEDDINGS);
+    if (idx < 0) {
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: no tensor '" EMBEDDINGS "' (the file has no tensor)", path);
+        if (pfx_safetensors_count(f)) {
+            pfx_st_info first;
+            pfx_safetensors_info(f, 0, &first);
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: no tensor '" EMBEDDINGS "' (%zu tensors, the first is '%.100s')",
+                           path, pfx_safetensors_count(f), first.name);
+        }
+        goto out;
+    }
+    pfx_st_info info;
+    pfx_safetensors_info(f, (size_t)idx, &info);
+    c.dtype = info.dtype;
+    if (info.dtype != PFX_ST_F32 && info.dtype != PFX_ST_F16 && info.dtype != PFX_ST_BF16) {
+        st = pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: " EMBEDDINGS " is %s; F32, F16 or BF16 expected", path,
+                       pfx_st_dtype_name(info.dtype));
+        goto out;
+    }
+    size_t width = L * 2 * c.token_dim; /* fields are <= 2^31: no overflow in 64-bit size_t */
+    if (info.ndim == 2 && info.shape[0] == p && info.shape[1] == c.token_dim && c.prefix_projection &&
+        width != c.token_dim) {
+        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                       "%s: " EMBEDDINGS " is the prefix_projection MLP's input table (%zu x %zu), not baked "
+                       "prefixes; only baked adapters (%zu x %zu) are read", path, p, c.token_dim, p, width);
+        goto out;
+    }
+    if (info.ndim != 2 || info.shape[0] != p || info.shape[1] != width) {
+        char shape[128];
+        size_t used = 0;
+        shape[0] = 0;
+        for (unsigned k = 0; k < info.ndim && used < sizeof(shape); k++)
+            used += (size_t)snprintf(shape + used, sizeof(shape) - used, "%s%zu", k ? ", " : "", info.shape[k]);
+        st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                       "%s: " EMBEDDINGS " has shape [%s]; the config asks for [num_virtual_tokens=%zu, "
+                       "num_layers*2*token_dim=%zu]", path, shape, p, width);
+        goto out;
+    }
+    size_t per = hkv * p * d;
+    y = malloc(p * width * sizeof(float));
+    kbuf = malloc(per * sizeof(float));
+    vbuf = malloc(per * sizeof(float));
+    made = calloc(2 * L, sizeof(bool));
+    if (!y || !kbuf || !vbuf || !made) {
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory for the prefixes", path);
+        goto out;
+    }
+    if ((st = pfx_st_read_f32_rt(rt, f, (size_t)idx, y, p * width)) != PFX_SUCCESS)
+        goto out;
+    const size_t shape[3] = { hkv, p, d };
+    for (size_t l = 0; l < L; l++) {
+        /* Y[t][l][s][hk][dd] -> prefix_s[hk][t][dd] */
+        for (size_t hk = 0; hk < hkv; hk++)
+            for (size_t t = 0; t < p; t++) {
+                const float *row = y + t * width + l * 2 * c.token_dim + hk * d;
+                memcpy(kbuf + (hk * p + t) * d, row, d * sizeof(float));
+                memcpy(vbuf + (hk * p + t) * d, row + c.token_dim, d * sizeof(float));
+            }
+        for (int s = 0; s < 2; s++) {
+            pfx_tensor **slot = s ? &values[l] : &keys[l];
+            if (!*slot) {
+                if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, slot)) != PFX_SUCCESS)
+                    goto out;
+                made[2 * l + (size_t)s] = true;
+            }
+            if ((st = pfx_tensor_write(*slot, 0, per, s ? vbuf : kbuf)) != PFX_SUCCESS)
+                goto out;
+        }
+    }
+    if (config)
+        *config = c;
+out:
+    if (st != PFX_SUCCESS && made) {
+        for (size_t l = 0; l < L; l++) {
+            if (made[2 * l])
+                pfx_tensor_destroy(&keys[l]);
+            if (made[2 * l + 1])
+                pfx_tensor_destroy(&values[l]);
+        }
+    }
+    free(made);
+    free(y);
+    free(kbuf);
+    free(vbuf);
+    pfx_safetensors_close(&f);
+    free(path);
+    return st;
+}
+
+void pfx_peft_default_save_params(pfx_peft_save_params *params)
+{
+    if (params)
+        memset(params, 0, sizeof(*params));
+}
+
+static pfx_status write_config(pfx_runtime *rt, const char *path, const pfx_peft_save_params *pp, size_t p,
+                               size_t L, size_t token_dim, size_t heads)
+{
+    cJSON *root = cJSON_CreateObject();
+    bool ok = root != NULL;
+    ok = ok && cJSON_AddNullToObject(root, "auto_mapping");
+    ok = ok && (pp->base_model_name_or_path
+                    ? cJSON_AddStringToObject(root, "base_model_name_or_path", pp->base_model_name_or_path) != NULL
+                    : cJSON_AddNullToObject(root, "base_model_name_or_path") != NULL);
+    ok = ok && cJSON_AddNumberToObject(root, "encoder_hidden_size",
+                                       (double)(pp->encoder_hidden_size ? pp->encoder_hidden_size : token_dim));
+    ok = ok && cJSON_AddBoolToObject(root, "inference_mode", 1);
+    ok = ok && cJSON_AddNumberToObject(root, "num_attention_heads", (double)heads);
+    ok = ok && cJSON_AddNumberToObject(root, "num_layers", (double)L);
+    ok = ok && cJSON_AddNumberToObject(root, "num_transformer_submodules", 1.0);
+    ok = ok && cJSON_AddNumberToObject(root, "num_virtual_tokens", (double)p);
+    ok = ok && cJSON_AddStringToObject(root, "peft_type", "PREFIX_TUNING");
+    ok = ok && cJSON_AddBoolToObject(root, "prefix_projection", 0);
+    ok = ok && cJSON_AddNullToObject(root, "revision");
+    ok = ok && cJSON_AddStringToObject(root, "task_type", pp->task_type ? pp->task_type : "CAUSAL_LM");
+    ok = ok && cJSON_AddNumberToObject(root, "token_dim", (double)token_dim);
+    char *text = ok ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (!text)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: building the JSON", path);
+    pfx_atomic_file af;
+    pfx_status st = pfx_atomic_begin(rt, path, &af);
+    if (st == PFX_SUCCESS) {
+        if ((st = pfx_atomic_write(rt, &af, text, strlen(text))) == PFX_SUCCESS &&
+            (st = pfx_atomic_write(rt, &af, "\n", 1)) == PFX_SUCCESS)
+            st = pfx_atomic_commit(rt, &af);
+        else
+            pfx_atomic_abort(&af);
+    }
+    cJSON_free(text);
+    return st;
+}
+
+pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *const *keys,
+                                  pfx_tensor *const *values, size_t num_layers, const pfx_peft_save_params *params)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_save_prefixes: rt is NULL");
+    if (!dir || !keys || !values)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_save_prefixes: %s is NULL",
+                         !dir ? "dir" : !keys ? "keys" : "values");
+    if (num_layers == 0)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_peft_save_prefixes: num_layers is 0");
+    pfx_peft_save_params pp;
+    pfx_peft_default_save_params(&pp);
+    if (params)
+        pp = *params;
+    for (size_t l = 0; l < num_layers; l++)
+        if (!keys[l] || !values[l])
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_save_prefixes: %s[%zu] is NULL",
+                             !keys[l] ? "keys" : "values", l);
+    if (keys[0]->ndim != 3)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "pfx_peft_save_prefixes: keys[0] is not [Hkv, P, D]");
+    size_t hkv = keys[0]->shape[0], p = keys[0]->shape[1], d = keys[0]->shape[2];
+    pfx_status st;
+    for (size_t l = 0; l < num_layers; l++) {
+        if ((st = check_prefix_tensor(rt, keys[l], "keys", l, hkv, p, d)) ||
+            (st = check_prefix_tensor(rt, values[l], "values", l, hkv, p, d)))
+            return st;
+    }
+    size_t token_dim, width, total;
+    if (pfx_mul_overflows(hkv, d, &token_dim) || pfx_mul_overflows(token_dim, 2 * num_layers, &width) ||
+        pfx_mul_overflows(width, p, &total) || total > SIZE_MAX / sizeof(float))
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_peft_save_prefixes: the prefixes are too large");
+    size_t heads = pp.num_attention_heads ? pp.num_attention_heads : hkv;
+    if (token_dim % heads != 0)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_peft_save_prefixes: num_attention_heads %zu does not divide token_dim %zu", heads,
+                         token_dim);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return pfx_error(rt, PFX_ERROR_IO, "cannot create the folder '%s': %s", dir, strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return pfx_error(rt, PFX_ERROR_IO, "'%s' is not a folder", dir);
+
+    size_t per = hkv * p * d;
+    float *y = malloc(total * sizeof(float));
+    float *buf = malloc(per * sizeof(float));
+    char *cfg_path = join_path(dir, CONFIG_NAME), *model_path = join_path(dir, MODEL_NAME);
+    if (!y || !buf || !cfg_path || !model_path) {
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_save_prefixes: host memory");
+        goto out;
+    }
+    for (size_t l = 0; l < num_layers; l++) {
+        for (int s = 0; s < 2; s++) {
+            if ((st = pfx_tensor_read(s ? values[l] : keys[l], 0, per, buf)) != PFX_SUCCESS)
+                goto out;
+            for (size_t hk = 0; hk < hkv; hk++)
+                for (size_t t = 0; t < p; t++)
+                    memcpy(y + t * width + (l * 2 + (size_t)s) * token_dim + hk * d, buf + (hk * p + t) * d,
+                           d * sizeof(float));
+        }
+    }
+    pfx_named_tensor item = { .name = EMBEDDINGS, .host = y, .ndim = 2, .shape = { p, width },
+                              .dtype = PFX_DTYPE_F32 };
+    pfx_st_metadata meta = { "format", "pt" };
+    if ((st = pfx_safetensors_save(rt, model_path, &item, 1, &meta, 1)) != PFX_SUCCESS)
+        goto out;
+    st = write_config(rt, cfg_path, &pp, p, num_layers, token_dim, heads);
+out:
+    free(y);
+    free(buf);
+    free(cfg_path);
+    free(model_path);
+    return st;
+}
