@@ -7,6 +7,7 @@
 #include "prefixcl/tensor.h"
 #include "prefixcl/elementwise.h"
 #include "prefixcl/attention.h"
+#include "prefixcl/optimizer.h"
 #include "prefixcl/io.h"
 
 #endif
