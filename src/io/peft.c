@@ -103,6 +103,12 @@ pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_co
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", path);
         goto out;
     }
+    for (const cJSON *a = root->child; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (strcmp(a->string, b->string) == 0) {
+                st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice", path, a->string);
+                goto out;
+            }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "peft_type");
     if (!cJSON_IsString(type)) {
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field 'peft_type' is missing or not a string", path);

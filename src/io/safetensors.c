@@ -159,6 +159,9 @@ static pfx_status parse_entry(pfx_runtime *rt, const char *label, const cJSON *o
     unsigned k = 0;
     for (const cJSON *c = shape->child; c; c = c->next, k++) {
         uint64_t v;
+        if (cJSON_IsNumber(c) && c->valuedouble > PFX_JSON_MAX_INT)
+            return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                             "%s: tensor " NAME_FMT ": shape[%u] is absurd (above 2^53)", label, name, k);
         if (!pfx_json_uint(c, &v))
             return pfx_error(rt, PFX_ERROR_FORMAT,
                              "%s: tensor " NAME_FMT ": shape[%u] is not a non-negative integer", label, name, k);
@@ -177,6 +180,11 @@ static pfx_status parse_entry(pfx_runtime *rt, const char *label, const cJSON *o
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT ": data_offsets is not [begin, end]",
                          label, name);
     uint64_t b, en;
+    if ((cJSON_IsNumber(offsets->child) && offsets->child->valuedouble > PFX_JSON_MAX_INT) ||
+        (cJSON_IsNumber(offsets->child->next) && offsets->child->next->valuedouble > PFX_JSON_MAX_INT))
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: tensor " NAME_FMT ": data_offsets lie outside the data section of %zu bytes (above 2^53)",
+                         label, name, data_size);
     if (!pfx_json_uint(offsets->child, &b) || !pfx_json_uint(offsets->child->next, &en))
         return pfx_error(rt, PFX_ERROR_FORMAT,
                          "%s: tensor " NAME_FMT ": data_offsets are not non-negative integers", label, name);
