@@ -3,8 +3,10 @@
  * sizes, clipping on and off, the NaN/Inf skip, schedules, state export and
  * import, determinism, bad inputs and accounting. */
 #include <math.h>
+#include <unistd.h>
 
 #include "pfx_test.h"
+#include "prefixcl/io.h"
 #include "prefixcl/optimizer.h"
 #include "reference/adamw_ref.h"
 #include "reference/random.h"
@@ -376,6 +378,10 @@ static void test_state_round_trip(void **state)
     assert_int_equal(pfx_optimizer_param_count(a.opt), NP);
     snapshot mid;
     snap(&a, &mid);
+    char path[256];
+    snprintf(path, sizeof(path), "%s/pfx_optimizer_state_%d.safetensors",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    assert_int_equal(pfx_optimizer_save(a.opt, path), PFX_SUCCESS);
     for (uint64_t s = 3; s < 6; s++) {
         rig_grads(&a, s, 1.0f);
         assert_int_equal(pfx_optimizer_step(a.opt, NULL), PFX_SUCCESS);
@@ -407,6 +413,44 @@ static void test_state_round_trip(void **state)
     snapshot end_b;
     snap(&b, &end_b);
     snap_equal(&a, &end_a, &end_b, "restored run");
+
+    /* The same through a safetensors file. */
+    rig c;
+    rig_init(&c, rt, &params, 7);
+    for (unsigned i = 0; i < NP; i++)
+        assert_int_equal(pfx_tensor_write(c.p[i], 0, c.n[i], mid.p[i]), PFX_SUCCESS);
+    assert_int_equal(pfx_optimizer_load(c.opt, path), PFX_SUCCESS);
+    assert_int_equal(pfx_optimizer_step_count(c.opt), 3);
+    for (uint64_t s = 3; s < 6; s++) {
+        rig_grads(&c, s, 1.0f);
+        assert_int_equal(pfx_optimizer_step(c.opt, NULL), PFX_SUCCESS);
+    }
+    snapshot end_c;
+    snap(&c, &end_c);
+    snap_equal(&a, &end_a, &end_c, "run restored from a file");
+    snap_free(&end_c);
+    rig_free(&c);
+
+    /* A file of another optimizer (one parameter less, another name) is refused
+     * and changes nothing; so is a missing file. */
+    pfx_optimizer *other = NULL;
+    assert_int_equal(pfx_optimizer_create(rt, &params, &other), PFX_SUCCESS);
+    unsigned gid;
+    assert_int_equal(pfx_optimizer_add_group(other, &groups[0], &gid), PFX_SUCCESS);
+    for (unsigned i = 0; i < NP; i++)
+        assert_int_equal(pfx_optimizer_add_param(other, 0, b.p[i], b.g[i],
+                                                 i == 2 ? "renamed" : param_name[i]), PFX_SUCCESS);
+    assert_status_names(rt, pfx_optimizer_load(other, path), PFX_ERROR_FORMAT, "renamed");
+    assert_int_equal(pfx_optimizer_step_count(other), 0);
+    uint64_t st0 = 99;
+    assert_int_equal(pfx_optimizer_export_param(other, 0, &st0, NULL, NULL), PFX_SUCCESS);
+    assert_int_equal(st0, 0);
+    assert_status_names(rt, pfx_optimizer_load(b.opt, "/nonexistent/state.safetensors"), PFX_ERROR_IO,
+                        "nonexistent");
+    assert_status_names(rt, pfx_optimizer_load(b.opt, NULL), PFX_ERROR_NULL_ARGUMENT, "path");
+    assert_status_names(rt, pfx_optimizer_save(b.opt, NULL), PFX_ERROR_NULL_ARGUMENT, "path");
+    pfx_optimizer_destroy(&other);
+    remove(path);
 
     snap_free(&mid);
     snap_free(&end_a);

@@ -205,6 +205,20 @@ PFX_API pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, 
 /* Sets the optimizer's step count (the position of the schedules). */
 PFX_API pfx_status pfx_optimizer_set_step_count(pfx_optimizer *opt, uint64_t step);
 
+/* The whole state as a safetensors file (include/prefixcl/io.h), written
+ * atomically: per parameter the F32 tensors "<name>.exp_avg" (m) and
+ * "<name>.exp_avg_sq" (v) in its shape (torch's state names), and
+ * __metadata__ {"format": "prefixcl-adamw-1", "step": "<count>",
+ * "<name>.step": "<its t>"}. Parameter values are not in it (save them with
+ * the prefixes). */
+PFX_API pfx_status pfx_optimizer_save(pfx_optimizer *opt, const char *path);
+/* Loads such a file into an optimizer with the same parameter names and
+ * shapes (any float dtype in the file is converted). Everything is read and
+ * checked before anything changes: a missing or extra tensor, a wrong shape,
+ * missing or bad metadata (PFX_ERROR_FORMAT / INVALID_SHAPE) or a non-finite
+ * moment (PFX_ERROR_NOT_FINITE) leaves the optimizer as it was. */
+PFX_API pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

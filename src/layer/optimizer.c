@@ -9,6 +9,7 @@
  * round trip), then one blocking 12-byte read of the status for the report
  * and the step counts.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "../runtime/internal.h"
 #include "../ops/registry.h"
 #include "prefixcl/optimizer.h"
+#include "prefixcl/io.h"
 
 #define OPT_PROGRAM "optimizer"
 #define OPT_WG 64              /* PFX_OPT_WG default of the program */
@@ -36,7 +38,7 @@ typedef struct opt_param {
     pfx_tensor *param, *grad;
     unsigned group;
     char *name;
-    cl_mem m, v;
+    pfx_tensor *m, *v;       /* moments, the parameter's shape (accounted) */
     size_t bytes;            /* of m (and of v) */
     uint64_t step;
     cl_uint partial_offset;  /* first slot of this gradient's partials */
@@ -168,8 +170,8 @@ void pfx_optimizer_destroy(pfx_optimizer **popt)
     /* Nothing of ours may still be in flight when the buffers go. */
     clFinish(rt->queue);
     for (size_t i = 0; i < opt->count; i++) {
-        pfx_buffer_release(rt, opt->items[i].m, opt->items[i].bytes);
-        pfx_buffer_release(rt, opt->items[i].v, opt->items[i].bytes);
+        pfx_tensor_destroy(&opt->items[i].m);
+        pfx_tensor_destroy(&opt->items[i].v);
         free(opt->items[i].name);
     }
     pfx_buffer_release(rt, opt->partial, opt->partial_cap * sizeof(float));
@@ -354,21 +356,17 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
     if (!it.name)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_add_param: host allocation failed");
     memcpy(it.name, name, name_len + 1);
-    pfx_status st = pfx_buffer_create(rt, it.bytes, NULL, &it.m);
+    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, param->ndim, param->shape, &it.m);
     if (st == PFX_SUCCESS)
-        st = pfx_buffer_create(rt, it.bytes, NULL, &it.v);
-    if (st == PFX_SUCCESS) {
-        const float zero = 0.0f;
-        cl_int err = clEnqueueFillBuffer(rt->queue, it.m, &zero, sizeof(zero), 0, it.bytes, 0, NULL, NULL);
-        if (err == CL_SUCCESS)
-            err = clEnqueueFillBuffer(rt->queue, it.v, &zero, sizeof(zero), 0, it.bytes, 0, NULL, NULL);
-        if (err != CL_SUCCESS)
-            st = pfx_cl_error(rt, err, "optimizer_add_param: zeroing the moments");
-    }
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, param->ndim, param->shape, &it.v);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_fill(it.m, 0.0f);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_fill(it.v, 0.0f);
     if (st != PFX_SUCCESS) {
         clFinish(rt->queue);
-        pfx_buffer_release(rt, it.m, it.bytes);
-        pfx_buffer_release(rt, it.v, it.bytes);
+        pfx_tensor_destroy(&it.m);
+        pfx_tensor_destroy(&it.v);
         free(it.name);
         return st;
     }
@@ -455,7 +453,7 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
             groups = OPT_UPDATE_GROUPS;
         size_t global = groups * local;
         pfx_arg args[] = { PFX_ARG(n),      PFX_ARG(it->param->mem), PFX_ARG(it->grad->mem),
-                           PFX_ARG(it->m),  PFX_ARG(it->v),          PFX_ARG(opt->status),
+                           PFX_ARG(it->m->mem), PFX_ARG(it->v->mem), PFX_ARG(opt->status),
                            PFX_ARG(beta1),  PFX_ARG(beta2),          PFX_ARG(eps),
                            PFX_ARG(decay),  PFX_ARG(step_size),      PFX_ARG(inv_sqrt_bc2) };
         if ((st = pfx_launch(rt, k_update, "optimizer_step: AdamW update", 1, &global, &local,
@@ -555,12 +553,12 @@ pfx_status pfx_optimizer_export_param(pfx_optimizer *opt, size_t index, uint64_t
     const opt_param *it = &opt->items[index];
     if (step)
         *step = it->step;
-    cl_int err = CL_SUCCESS;
+    pfx_status st = PFX_SUCCESS;
     if (m)
-        err = clEnqueueReadBuffer(rt->queue, it->m, CL_TRUE, 0, it->bytes, m, 0, NULL, NULL);
-    if (err == CL_SUCCESS && v)
-        err = clEnqueueReadBuffer(rt->queue, it->v, CL_TRUE, 0, it->bytes, v, 0, NULL, NULL);
-    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, "optimizer_export_param: reading m, v");
+        st = pfx_tensor_read(it->m, 0, it->m->numel, m);
+    if (st == PFX_SUCCESS && v)
+        st = pfx_tensor_read(it->v, 0, it->v->numel, v);
+    return st;
 }
 
 pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t step, const float *m,
@@ -592,11 +590,11 @@ pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t
                              "optimizer_import_param '%s': v[%zu] (%g) is negative", it->name, i,
                              (double)v[i]);
     }
-    cl_int err = clEnqueueWriteBuffer(rt->queue, it->m, CL_TRUE, 0, it->bytes, m, 0, NULL, NULL);
-    if (err == CL_SUCCESS)
-        err = clEnqueueWriteBuffer(rt->queue, it->v, CL_TRUE, 0, it->bytes, v, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return pfx_cl_error(rt, err, "optimizer_import_param: writing m, v");
+    pfx_status st = pfx_tensor_write(it->m, 0, n, m);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_write(it->v, 0, n, v);
+    if (st != PFX_SUCCESS)
+        return st;
     it->step = step;
     return PFX_SUCCESS;
 }
@@ -607,4 +605,160 @@ pfx_status pfx_optimizer_set_step_count(pfx_optimizer *opt, uint64_t step)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_set_step_count: opt is NULL");
     opt->step = step;
     return PFX_SUCCESS;
+}
+
+/* ---- state as a safetensors file ---- */
+
+#define STATE_FORMAT "prefixcl-adamw-1"
+
+static pfx_status parse_u64(pfx_runtime *rt, const char *path, const char *key, const char *text,
+                            uint64_t *out)
+{
+    if (!text)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata '%s' is missing", path, key);
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-' || text[0] == '+')
+        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata '%s' ('%s') is not a count",
+                         path, key, text);
+    *out = v;
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_optimizer_save(pfx_optimizer *opt, const char *path)
+{
+    if (!opt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_save: opt is NULL");
+    pfx_runtime *rt = opt->rt;
+    if (!path)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_save: path is NULL");
+    size_t n = opt->count;
+    pfx_named_tensor *items = calloc(2 * n + 1, sizeof(*items));
+    pfx_st_metadata *meta = calloc(n + 2, sizeof(*meta));
+    char *names = calloc(n + 1, 3 * (OPT_NAME_MAX + 32)); /* exp_avg, exp_avg_sq, step key */
+    char *values = calloc(n + 1, 24);
+    if (!items || !meta || !names || !values) {
+        free(items);
+        free(meta);
+        free(names);
+        free(values);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_save: host allocation failed");
+    }
+    meta[0] = (pfx_st_metadata){ "format", STATE_FORMAT };
+    snprintf(values, 24, "%llu", (unsigned long long)opt->step);
+    meta[1] = (pfx_st_metadata){ "step", values };
+    for (size_t i = 0; i < n; i++) {
+        const opt_param *it = &opt->items[i];
+        char *nm = names + i * 3 * (OPT_NAME_MAX + 32), *nv = nm + OPT_NAME_MAX + 32,
+             *ns = nv + OPT_NAME_MAX + 32;
+        snprintf(nm, OPT_NAME_MAX + 32, "%s.exp_avg", it->name);
+        snprintf(nv, OPT_NAME_MAX + 32, "%s.exp_avg_sq", it->name);
+        snprintf(ns, OPT_NAME_MAX + 32, "%s.step", it->name);
+        char *val = values + (i + 1) * 24;
+        snprintf(val, 24, "%llu", (unsigned long long)it->step);
+        items[2 * i] = (pfx_named_tensor){ .name = nm, .tensor = it->m };
+        items[2 * i + 1] = (pfx_named_tensor){ .name = nv, .tensor = it->v };
+        meta[i + 2] = (pfx_st_metadata){ ns, val };
+    }
+    pfx_status st = pfx_safetensors_save(rt, path, items, 2 * n, meta, n + 2);
+    free(items);
+    free(meta);
+    free(names);
+    free(values);
+    return st;
+}
+
+/* Host copy of one moment tensor of the file, checked against the parameter. */
+static pfx_status load_moment(pfx_runtime *rt, const char *path, const pfx_safetensors *f,
+                              const opt_param *it, const char *suffix, float *dst)
+{
+    char key[OPT_NAME_MAX + 32];
+    snprintf(key, sizeof(key), "%s.%s", it->name, suffix);
+    long idx = pfx_safetensors_find(f, key);
+    if (idx < 0)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': tensor '%s' is missing", path, key);
+    pfx_st_info info;
+    pfx_status st = pfx_safetensors_info(f, (size_t)idx, &info);
+    if (st != PFX_SUCCESS)
+        return st;
+    bool same = info.ndim == it->param->ndim;
+    for (unsigned d = 0; same && d < info.ndim; d++)
+        same = info.shape[d] == it->param->shape[d];
+    if (!same)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "optimizer_load '%s': tensor '%s' has another shape than the parameter", path,
+                         key);
+    st = pfx_safetensors_read_f32(f, key, dst, it->param->numel);
+    if (st != PFX_SUCCESS)
+        return pfx_error(rt, st, "optimizer_load '%s': tensor '%s': %s", path, key, pfx_last_error(NULL));
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path)
+{
+    if (!opt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_load: opt is NULL");
+    pfx_runtime *rt = opt->rt;
+    if (!path)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_load: path is NULL");
+    pfx_safetensors *f = NULL;
+    pfx_status st = pfx_safetensors_open(path, &f);
+    if (st != PFX_SUCCESS)
+        return pfx_error(rt, st, "%s", pfx_last_error(NULL));
+    const char *format = pfx_safetensors_metadata_get(f, "format");
+    if (!format || strcmp(format, STATE_FORMAT) != 0) {
+        pfx_safetensors_close(&f);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata 'format' is not '%s'", path,
+                         STATE_FORMAT);
+    }
+    if (pfx_safetensors_count(f) != 2 * opt->count) {
+        size_t have = pfx_safetensors_count(f);
+        pfx_safetensors_close(&f);
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "optimizer_load '%s': %zu tensors, the optimizer has %zu parameters (2 each)", path,
+                         have, opt->count);
+    }
+    /* Everything is read and checked before anything changes. */
+    uint64_t step = 0;
+    uint64_t *steps = calloc(opt->count + 1, sizeof(*steps));
+    float **host = calloc(2 * opt->count + 1, sizeof(*host));
+    if (!steps || !host)
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_load: host allocation failed");
+    if (st == PFX_SUCCESS)
+        st = parse_u64(rt, path, "step", pfx_safetensors_metadata_get(f, "step"), &step);
+    for (size_t i = 0; st == PFX_SUCCESS && i < opt->count; i++) {
+        const opt_param *it = &opt->items[i];
+        char key[OPT_NAME_MAX + 32];
+        snprintf(key, sizeof(key), "%s.step", it->name);
+        st = parse_u64(rt, path, key, pfx_safetensors_metadata_get(f, key), &steps[i]);
+        for (unsigned k = 0; st == PFX_SUCCESS && k < 2; k++) {
+            host[2 * i + k] = malloc(it->param->numel * sizeof(float));
+            if (!host[2 * i + k])
+                st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_load: host allocation failed");
+            else
+                st = load_moment(rt, path, f, it, k ? "exp_avg_sq" : "exp_avg", host[2 * i + k]);
+        }
+    }
+    /* Values are checked by import_param before the first write of each parameter. */
+    for (size_t i = 0; st == PFX_SUCCESS && i < opt->count; i++) {
+        const opt_param *it = &opt->items[i];
+        for (size_t j = 0; j < it->param->numel && st == PFX_SUCCESS; j++)
+            if (!isfinite(host[2 * i][j]) || !isfinite(host[2 * i + 1][j]) || host[2 * i + 1][j] < 0.0f)
+                st = pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                               "optimizer_load '%s': '%s' has a non-finite moment or negative exp_avg_sq "
+                               "at %zu",
+                               path, it->name, j);
+    }
+    for (size_t i = 0; st == PFX_SUCCESS && i < opt->count; i++)
+        st = pfx_optimizer_import_param(opt, i, steps[i], host[2 * i], host[2 * i + 1]);
+    if (st == PFX_SUCCESS)
+        opt->step = step;
+    if (host)
+        for (size_t i = 0; i < 2 * opt->count; i++)
+            free(host[i]);
+    free(host);
+    free(steps);
+    pfx_safetensors_close(&f);
+    return st;
 }
