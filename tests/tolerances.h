@@ -24,6 +24,18 @@
 /* Stats (entropy, top-k mass, prefix mass) and the probability map, float32. */
 #define TOL_STATS_F32 1e-4
 #define TOL_PROBS_F32 2e-5
+
+/*
+ * Prefix encoder and the CLBlast GEMM wrapper, float32: sums of up to a few
+ * hundred products of values in [-1, 1] (sqrt(k) * 2^-24 ~ 2e-6 relative)
+ * plus the device tanh (a few ulp). TOL_ENC_F32: one GEMM or the forward
+ * (two GEMMs through tanh). TOL_ENC_BWD_F32: the backward, up to three
+ * chained products (dE = ((dY W2) * tanh') W1). TOL_ENC_F16: prefixes stored
+ * as half (10-bit mantissa, 2^-11 relative rounding).
+ */
+#define TOL_ENC_F32 2e-5
+#define TOL_ENC_BWD_F32 5e-5
+#define TOL_ENC_F16 2e-3
 /* AdamW (parameters, m, v, gradient norm and clipping scale) after a few
  * steps, float32 on the device vs the double reference: each step adds a few
  * float roundings per element (relative 6e-8 each) and sqrt / division of up

@@ -9,5 +9,6 @@
 #include "prefixcl/attention.h"
 #include "prefixcl/optimizer.h"
 #include "prefixcl/io.h"
+#include "prefixcl/encoder.h"
 
 #endif
