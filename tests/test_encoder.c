@@ -279,7 +279,6 @@ static void test_gemm_errors(void **state)
 
 static void test_counts(void **state)
 {
-    (void)state;
     pfx_encoder_params gpt2 = { .layers = 12, .kv_heads = 12, .head_dim = 64,
                                 .prefix_len = 20, .embed_dim = 512, .hidden_dim = 512 };
     pfx_encoder_param_counts c;
@@ -293,6 +292,24 @@ static void test_counts(void **state)
     assert_int_equal(c.trainable, 20 * 18432);
     assert_int_equal(c.mlp, 0);
     assert_int_equal(c.baked_per_position, 18432);
+
+    /* The same from an encoder object; its parameters are exactly that big. */
+    pfx_runtime *rt = *state;
+    gpt2.direct = false;
+    size_t base = pfx_test_live_bytes(rt);
+    pfx_encoder *enc = NULL;
+    assert_int_equal(pfx_encoder_create(rt, &gpt2, &enc), PFX_SUCCESS);
+    assert_int_equal(pfx_encoder_counts(enc, &c), PFX_SUCCESS);
+    assert_int_equal(c.trainable, 9728512);
+    assert_int_equal(c.baked_per_position, 18432);
+    size_t held = 0;
+    for (int i = 0; i < 5; i++)
+        held += pfx_tensor_numel(pfx_encoder_tensor(enc, (pfx_encoder_param)i));
+    assert_int_equal(held, 9728512);
+    assert_true(pfx_test_live_bytes(rt) >= base + 9728512 * sizeof(float));
+    pfx_encoder_destroy(&enc);
+    assert_int_equal(pfx_test_live_bytes(rt), base);
+    gpt2.direct = true;
 
     pfx_encoder_params bad = gpt2;
     bad.head_dim = 0;
@@ -442,6 +459,11 @@ static void backward_case(pfx_runtime *rt, const ref_encoder_dims *d, uint64_t s
         dkl[l] = dt[l];
         dvl[l] = l == 1 ? NULL : dt[d->layers + l];
     }
+    /* Layer 0's dK in half storage; the reference sees the rounded values. */
+    pfx_tensor *dk_half = tensor(rt, PFX_DTYPE_F16, 3, d->kv_heads, d->prefix_len, d->head_dim);
+    assert_int_equal(pfx_tensor_write(dk_half, 0, n, dk), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(dk_half, 0, n, dk), PFX_SUCCESS);
+    dkl[0] = dk_half;
     pfx_tensor *g[5];
     float *init[5];
     grad_tensors(rt, enc, &rng, g, init);
@@ -500,6 +522,7 @@ static void backward_case(pfx_runtime *rt, const ref_encoder_dims *d, uint64_t s
         free(init[i]);
         pfx_tensor_destroy(&g[i]);
     }
+    pfx_tensor_destroy(&dk_half);
     free(dk);
     free(dv);
     free_prefixes(dt, d->layers);
