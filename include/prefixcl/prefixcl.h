@@ -10,5 +10,6 @@
 #include "prefixcl/optimizer.h"
 #include "prefixcl/io.h"
 #include "prefixcl/encoder.h"
+#include "prefixcl/layer.h"
 
 #endif

@@ -41,6 +41,7 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes, pfx_prog
     size_t n = 0;
     add(out, cap, &n, "elementwise", "");
     add(out, cap, &n, "encoder", ""); /* layer/encoder.c: no tunables */
+    add(out, cap, &n, "layer", ""); /* layer/attention_layer.c: no tunables */
     add(out, cap, &n, "optimizer", ""); /* layer/optimizer.c: no tunables */
     add(out, cap, &n, "attention_stats", ""); /* attention_stats.c: stats_options */
     /* attention_backward.c: one option set per head-size bucket */

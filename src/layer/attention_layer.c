@@ -1,0 +1,762 @@
+/*
+ * The attention layer of a frozen model (include/prefixcl/layer.h):
+ * projections and output projection through the CLBlast wrapper
+ * (ops/gemm.h), prefix gain attention (attention.h) in BNHD layouts, bias,
+ * residual, bias gradients and the MSE loss in cl/layer.cl.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../runtime/internal.h"
+#include "../ops/gemm.h"
+
+/* cl/layer.cl has no tunables; registered as ("layer", "") in ops/registry.c. */
+#define LAYER_PROGRAM "layer"
+#define LAYER_OPTIONS ""
+#define MSE_LOCAL 64
+#define MSE_GROUPS_MAX 256
+
+/* Workspace buffers, each [max_batch * max_tokens, width] float32 (LSE:
+ * [max_batch, H, max_tokens]). */
+enum { WS_Q, WS_K, WS_V, WS_O, WS_LSE, WS_DO, WS_DQ, WS_DK, WS_DV, WS_COUNT };
+
+struct pfx_layer {
+    pfx_runtime *rt;
+    pfx_layer_params p;
+    size_t qdim, kvdim;  /* H*D, Hkv*D */
+    pfx_tensor *w[PFX_LAYER_WEIGHT_COUNT];
+    cl_mem ws[WS_COUNT];
+    size_t ws_bytes[WS_COUNT];
+    /* the most recent forward */
+    bool have_forward;
+    size_t fwd_b, fwd_n;
+    cl_mem fwd_x;
+};
+
+/* ---- helpers ---- */
+
+static pfx_status launch_1d(pfx_runtime *rt, const char *kernel_name, const char *what, size_t n,
+                            size_t nargs, const pfx_arg *args)
+{
+    cl_kernel kernel;
+    pfx_status st = pfx_kernel_get(rt, LAYER_PROGRAM, LAYER_OPTIONS, kernel_name, &kernel);
+    if (st != PFX_SUCCESS)
+        return st;
+    size_t local = 64, groups = (n + local - 1) / local;
+    if (groups > 4096)
+        groups = 4096; /* grid-stride loops cover the rest */
+    if (groups == 0)
+        groups = 1;
+    size_t global = groups * local;
+    return pfx_launch(rt, kernel, what, 1, &global, &local, nargs, args);
+}
+
+/* out = src (or 0) + bias (broadcast over rows). */
+static pfx_status init_rows(pfx_runtime *rt, const char *what, size_t rows, size_t cols,
+                            cl_mem out, cl_mem src, cl_mem bias)
+{
+    cl_ulong r = rows, c = cols;
+    cl_int has_src = src != NULL, has_bias = bias != NULL;
+    pfx_arg args[] = { PFX_ARG(r), PFX_ARG(c), PFX_ARG(out), PFX_ARG(src), PFX_ARG(has_src),
+                       PFX_ARG(bias), PFX_ARG(has_bias) };
+    return launch_1d(rt, "pfx_layer_init", what, rows * cols, 7, args);
+}
+
+static pfx_status bias_grad(pfx_runtime *rt, const char *what, size_t rows, size_t cols,
+                            cl_mem src, cl_mem db, bool accumulate)
+{
+    cl_ulong r = rows, c = cols;
+    cl_int acc = accumulate;
+    pfx_arg args[] = { PFX_ARG(r), PFX_ARG(c), PFX_ARG(src), PFX_ARG(db), PFX_ARG(acc) };
+    return launch_1d(rt, "pfx_layer_bias_grad", what, cols, 5, args);
+}
+
+/* A stack view of a workspace buffer with a shape (not accounted, not owned). */
+static pfx_tensor view(pfx_runtime *rt, cl_mem mem, unsigned ndim, size_t d0, size_t d1,
+                       size_t d2, size_t d3)
+{
+    pfx_tensor t;
+    memset(&t, 0, sizeof(t));
+    t.rt = rt;
+    t.mem = mem;
+    t.dtype = PFX_DTYPE_F32;
+    t.ndim = ndim;
+    const size_t s[4] = { d0, d1, d2, d3 };
+    t.numel = 1;
+    for (unsigned i = 0; i < ndim; i++) {
+        t.shape[i] = s[i];
+        t.numel *= s[i];
+    }
+    t.bytes = t.numel * sizeof(float);
+    return t;
+}
+
+static const char *weight_name(pfx_layer_weight_id which)
+{
+    static const char *const names[PFX_LAYER_WEIGHT_COUNT] = { "Wq", "Wk", "Wv", "Wo",
+                                                               "bq", "bk", "bv", "bo" };
+    return (unsigned)which < PFX_LAYER_WEIGHT_COUNT ? names[which] : "?";
+}
+
+/* ---- lifetime ---- */
+
+void pfx_layer_destroy(pfx_layer **layerp)
+{
+    if (!layerp || !*layerp)
+        return;
+    pfx_layer *layer = *layerp;
+    for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++)
+        pfx_tensor_destroy(&layer->w[i]);
+    for (int i = 0; i < WS_COUNT; i++)
+        if (layer->ws[i])
+            pfx_buffer_release(layer->rt, layer->ws[i], layer->ws_bytes[i]);
+    free(layer);
+    *layerp = NULL;
+}
+
+pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx_layer **out)
+{
+    static const char fn[] = "layer_create";
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", fn);
+    if (!out)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!params)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: params is NULL", fn);
+    const pfx_layer_params *p = params;
+    const struct { const char *name; size_t value; } dims[] = {
+        { "model_dim", p->model_dim }, { "heads", p->heads },       { "kv_heads", p->kv_heads },
+        { "head_dim", p->head_dim },   { "max_batch", p->max_batch }, { "max_tokens", p->max_tokens },
+    };
+    for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++)
+        if (dims[i].value == 0)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: params.%s is 0", fn, dims[i].name);
+    if (p->heads % p->kv_heads)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: params.heads (%zu) is not a multiple of params.kv_heads (%zu)", fn,
+                         p->heads, p->kv_heads);
+    if (p->gain_mode != PFX_GAIN_OFF && p->gain_mode != PFX_GAIN_LINEAR &&
+        p->gain_mode != PFX_GAIN_TANH)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.gain_mode %d is unknown", fn,
+                         (int)p->gain_mode);
+    if (!isfinite(p->scale) || p->scale < 0.0f)
+        return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                         "%s: params.scale (%g) must be finite and >= 0 (0: 1/sqrt(D))", fn,
+                         (double)p->scale);
+    size_t qdim, kvdim, rows, big, lse;
+    if (pfx_mul_overflows(p->heads, p->head_dim, &qdim) ||
+        pfx_mul_overflows(p->kv_heads, p->head_dim, &kvdim) ||
+        pfx_mul_overflows(p->max_batch, p->max_tokens, &rows) ||
+        pfx_mul_overflows(rows, qdim > p->model_dim ? qdim : p->model_dim, &big) ||
+        pfx_mul_overflows(big, sizeof(float), &big) ||
+        pfx_mul_overflows(rows, p->heads, &lse) || pfx_mul_overflows(lse, sizeof(float), &lse) ||
+        pfx_mul_overflows(qdim, p->model_dim, &big))
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                         "%s: sizes (C %zu, H %zu, Hkv %zu, D %zu, max_batch %zu, max_tokens %zu) "
+                         "overflow size_t",
+                         fn, p->model_dim, p->heads, p->kv_heads, p->head_dim, p->max_batch,
+                         p->max_tokens);
+
+    pfx_layer *layer = calloc(1, sizeof(*layer));
+    if (!layer)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host allocation failed", fn);
+    layer->rt = rt;
+    layer->p = *p;
+    layer->qdim = qdim;
+    layer->kvdim = kvdim;
+    const size_t C = p->model_dim;
+    const size_t shapes[PFX_LAYER_WEIGHT_COUNT][2] = {
+        { qdim, C }, { kvdim, C }, { kvdim, C }, { C, qdim },
+        { qdim, 0 }, { kvdim, 0 }, { kvdim, 0 }, { C, 0 },
+    };
+    pfx_status st = PFX_SUCCESS;
+    for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT && st == PFX_SUCCESS; i++) {
+        if (i >= PFX_LAYER_BQ && !p->bias)
+            continue;
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, shapes[i][1] ? 2 : 1, shapes[i], &layer->w[i]);
+    }
+    const size_t widths[WS_COUNT] = { qdim, kvdim, kvdim, qdim, p->heads, qdim, qdim, kvdim, kvdim };
+    for (int i = 0; i < WS_COUNT && st == PFX_SUCCESS; i++) {
+        layer->ws_bytes[i] = rows * widths[i] * sizeof(float);
+        st = pfx_buffer_create(rt, layer->ws_bytes[i], NULL, &layer->ws[i]);
+    }
+    if (st != PFX_SUCCESS) {
+        pfx_layer_destroy(&layer);
+        return st;
+    }
+    *out = layer;
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_layer_get_params(const pfx_layer *layer, pfx_layer_params *params)
+{
+    if (!layer)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "layer_get_params: layer is NULL");
+    if (!params)
+        return pfx_error(layer->rt, PFX_ERROR_NULL_ARGUMENT, "layer_get_params: params is NULL");
+    *params = layer->p;
+    return PFX_SUCCESS;
+}
+
+pfx_tensor *pfx_layer_weight(const pfx_layer *layer, pfx_layer_weight_id which)
+{
+    if (!layer || (unsigned)which >= PFX_LAYER_WEIGHT_COUNT)
+        return NULL;
+    return layer->w[which];
+}
+
+size_t pfx_layer_workspace_bytes(const pfx_layer *layer)
+{
+    size_t total = 0;
+    for (int i = 0; layer && i < WS_COUNT; i++)
+        total += layer->ws_bytes[i];
+    return total;
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float scale)
+{
+    if (!layer)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "layer_init_random: layer is NULL");
+    if (!isfinite(scale) || scale < 0.0f)
+        return pfx_error(layer->rt, PFX_ERROR_NOT_FINITE,
+                         "layer_init_random: scale (%g) must be finite and >= 0", (double)scale);
+    size_t largest = 0;
+    for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++)
+        if (layer->w[i] && layer->w[i]->numel > largest)
+            largest = layer->w[i]->numel;
+    float *host = malloc(largest * sizeof(float));
+    if (!host)
+        return pfx_error(layer->rt, PFX_ERROR_OUT_OF_MEMORY,
+                         "layer_init_random: host allocation failed");
+    uint64_t state = seed;
+    pfx_status st = PFX_SUCCESS;
+    for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT && st == PFX_SUCCESS; i++) {
+        pfx_tensor *t = layer->w[i];
+        if (!t)
+            continue;
+        size_t fan_in = (i == PFX_LAYER_WO || i == PFX_LAYER_BO) ? layer->qdim : layer->p.model_dim;
+        float a = scale / sqrtf((float)fan_in);
+        for (size_t j = 0; j < t->numel; j++) {
+            float u = (float)(splitmix64(&state) >> 40) * 0x1p-24f;
+            host[j] = a * (2.0f * u - 1.0f);
+        }
+        st = pfx_tensor_write(t, 0, t->numel, host);
+    }
+    free(host);
+    return st;
+}
+
+/* ---- validation ---- */
+
+static pfx_status check_act(const pfx_layer *layer, const char *fn, const char *name,
+                            const pfx_tensor *t, size_t b, size_t n)
+{
+    pfx_runtime *rt = layer->rt;
+    if (!t)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, name);
+    if (t->rt != rt)
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
+                         "%s: %s belongs to another runtime than the layer", fn, name);
+    if (t->dtype != PFX_DTYPE_F32)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", fn, name);
+    if (t->ndim != 3 || t->shape[2] != layer->p.model_dim || (b && t->shape[0] != b) ||
+        (n && t->shape[1] != n))
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: %s has shape [%zu, %zu, %zu] (ndim %u), expected [B, N, C=%zu]%s",
+                         fn, name, t->shape[0], t->ndim > 1 ? t->shape[1] : 0,
+                         t->ndim > 2 ? t->shape[2] : 0, t->ndim, layer->p.model_dim,
+                         b ? " like x" : "");
+    if (!b && (t->shape[0] > layer->p.max_batch || t->shape[1] > layer->p.max_tokens))
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: %s has B=%zu, N=%zu beyond the layer's max_batch %zu / "
+                         "max_tokens %zu",
+                         fn, name, t->shape[0], t->shape[1], layer->p.max_batch,
+                         layer->p.max_tokens);
+    return PFX_SUCCESS;
+}
+
+static pfx_status check_prefix(const pfx_layer *layer, const char *fn,
+                               const pfx_layer_prefix *pre)
+{
+    pfx_runtime *rt = layer->rt;
+    if (!pre)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix is NULL", fn);
+    if (layer->p.gain_mode != PFX_GAIN_OFF) {
+        if (!pre->gain)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                             "%s: prefix.gain is NULL with a gain mode", fn);
+        for (size_t h = 0; h < layer->p.heads; h++)
+            if (!isfinite(pre->gain[h]))
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gain[%zu] is %g", fn, h,
+                                 (double)pre->gain[h]);
+    }
+    if (!isfinite(pre->gain_ramp) || pre->gain_ramp < 0.0f || pre->gain_ramp > 1.0f)
+        return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gain_ramp (%g) must be in [0, 1]",
+                         fn, (double)pre->gain_ramp);
+    if (layer->p.prefix_len == 0) {
+        if (pre->k || pre->v)
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                             "%s: prefix.%s given but the layer has prefix_len 0", fn,
+                             pre->k ? "k" : "v");
+        return PFX_SUCCESS;
+    }
+    const pfx_tensor *kv[2] = { pre->k, pre->v };
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "prefix.v" : "prefix.k";
+        const pfx_tensor *t = kv[i];
+        if (!t)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL (prefix_len %zu)", fn,
+                             name, layer->p.prefix_len);
+        if (t->rt != rt)
+            return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
+                             "%s: %s belongs to another runtime than the layer", fn, name);
+        if (t->ndim != 3 || t->shape[0] != layer->p.kv_heads ||
+            t->shape[1] != layer->p.prefix_len || t->shape[2] != layer->p.head_dim)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                             "%s: %s must have shape [Hkv=%zu, P=%zu, D=%zu]", fn, name,
+                             layer->p.kv_heads, layer->p.prefix_len, layer->p.head_dim);
+    }
+    return PFX_SUCCESS;
+}
+
+static pfx_attention_desc make_desc(const pfx_layer *layer, size_t b, size_t n,
+                                    const pfx_layer_prefix *pre)
+{
+    pfx_attention_desc d;
+    pfx_attention_desc_init(&d);
+    d.batch = b;
+    d.heads = layer->p.heads;
+    d.kv_heads = layer->p.kv_heads;
+    d.queries = n;
+    d.keys = n;
+    d.prefix_len = layer->p.prefix_len;
+    d.head_dim = layer->p.head_dim;
+    d.q_layout = d.kv_layout = d.o_layout = PFX_LAYOUT_BNHD;
+    d.causal = layer->p.causal;
+    d.scale = layer->p.scale;
+    d.gain_mode = layer->p.gain_mode;
+    d.gain = layer->p.gain_mode != PFX_GAIN_OFF ? pre->gain : NULL;
+    d.gain_ramp = pre->gain_ramp;
+    return d;
+}
+
+/* ---- forward ---- */
+
+pfx_status pfx_layer_forward(pfx_layer *layer, const pfx_tensor *x,
+                             const pfx_layer_prefix *prefix, pfx_tensor *y)
+{
+    static const char fn[] = "layer_forward";
+    if (!layer)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layer is NULL", fn);
+    pfx_runtime *rt = layer->rt;
+    pfx_status st;
+    if ((st = check_act(layer, fn, "x", x, 0, 0)) || (st = check_act(layer, fn, "y", y, 0, 0)))
+        return st;
+    const size_t B = x->shape[0], N = x->shape[1], C = layer->p.model_dim;
+    if ((st = check_act(layer, fn, "y", y, B, N)) || (st = check_prefix(layer, fn, prefix)))
+        return st;
+    if (x == y || x->mem == y->mem)
+        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: y is the same tensor as x", fn);
+    if ((prefix->k && prefix->k->mem == y->mem) || (prefix->v && prefix->v->mem == y->mem))
+        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: y is the same tensor as a prefix", fn);
+
+    const size_t H = layer->p.heads, Hkv = layer->p.kv_heads, D = layer->p.head_dim;
+    const size_t rows = B * N, qd = layer->qdim, kvd = layer->kvdim;
+    pfx_tensor q = view(rt, layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = view(rt, layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = view(rt, layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_tensor o = view(rt, layer->ws[WS_O], 4, B, N, H, D);
+    pfx_tensor lse = view(rt, layer->ws[WS_LSE], 3, B, H, N, 0);
+    pfx_attention_desc d = make_desc(layer, B, N, prefix);
+    pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
+
+    layer->have_forward = false;
+    /* Q, K, V = X W^T (+ b) */
+    const struct { int ws; int w; int b; size_t width; const char *what; } proj[3] = {
+        { WS_Q, PFX_LAYER_WQ, PFX_LAYER_BQ, qd, "layer_forward: Q = X Wq^T" },
+        { WS_K, PFX_LAYER_WK, PFX_LAYER_BK, kvd, "layer_forward: K = X Wk^T" },
+        { WS_V, PFX_LAYER_WV, PFX_LAYER_BV, kvd, "layer_forward: V = X Wv^T" },
+    };
+    for (int i = 0; i < 3; i++) {
+        float beta = 0.0f;
+        if (layer->p.bias) {
+            st = init_rows(rt, "layer_forward: bias", rows, proj[i].width, layer->ws[proj[i].ws],
+                           NULL, layer->w[proj[i].b]->mem);
+            if (st != PFX_SUCCESS)
+                return st;
+            beta = 1.0f;
+        }
+        st = pfx_gemm(rt, proj[i].what, false, true, rows, proj[i].width, C, 1.0f,
+                      PFX_GEMM_OP(x->mem, 0, C), PFX_GEMM_OP(layer->w[proj[i].w]->mem, 0, C), beta,
+                      PFX_GEMM_OP(layer->ws[proj[i].ws], 0, proj[i].width));
+        if (st != PFX_SUCCESS)
+            return st;
+    }
+    st = pfx_attention_forward(rt, &d, &in, &o, &lse);
+    if (st != PFX_SUCCESS)
+        return st;
+    /* Y = O Wo^T (+ bo) (+ X) */
+    float beta = 0.0f;
+    if (layer->p.bias || layer->p.residual) {
+        st = init_rows(rt, "layer_forward: residual/bias", rows, C, y->mem,
+                       layer->p.residual ? x->mem : NULL,
+                       layer->p.bias ? layer->w[PFX_LAYER_BO]->mem : NULL);
+        if (st != PFX_SUCCESS)
+            return st;
+        beta = 1.0f;
+    }
+    st = pfx_gemm(rt, "layer_forward: Y = O Wo^T", false, true, rows, C, qd, 1.0f,
+                  PFX_GEMM_OP(layer->ws[WS_O], 0, qd),
+                  PFX_GEMM_OP(layer->w[PFX_LAYER_WO]->mem, 0, qd), beta, PFX_GEMM_OP(y->mem, 0, C));
+    if (st != PFX_SUCCESS)
+        return st;
+    layer->have_forward = true;
+    layer->fwd_b = B;
+    layer->fwd_n = N;
+    layer->fwd_x = x->mem;
+    return PFX_SUCCESS;
+}
+
+/* ---- backward ---- */
+
+static pfx_status check_grad(const pfx_layer *layer, const char *fn, const char *name,
+                             const pfx_tensor *t, unsigned ndim, const size_t *shape)
+{
+    pfx_runtime *rt = layer->rt;
+    if (t->rt != rt)
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
+                         "%s: %s belongs to another runtime than the layer", fn, name);
+    if (t->dtype != PFX_DTYPE_F32)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", fn, name);
+    bool same = t->ndim == ndim;
+    for (unsigned i = 0; same && i < ndim; i++)
+        same = t->shape[i] == shape[i];
+    if (!same)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has the wrong shape (ndim %u)", fn,
+                         name, t->ndim);
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
+                              const pfx_layer_prefix *prefix, const pfx_tensor *dy,
+                              const pfx_layer_grads *grads)
+{
+    static const char fn[] = "layer_backward";
+    if (!layer)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layer is NULL", fn);
+    pfx_runtime *rt = layer->rt;
+    if (!grads)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: grads is NULL", fn);
+    pfx_status st;
+    if ((st = check_act(layer, fn, "x", x, 0, 0)))
+        return st;
+    const size_t B = x->shape[0], N = x->shape[1], C = layer->p.model_dim;
+    if ((st = check_act(layer, fn, "dy", dy, B, N)) || (st = check_prefix(layer, fn, prefix)))
+        return st;
+    if (!layer->have_forward)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: no forward of this layer to take the gradient of", fn);
+    if (layer->fwd_b != B || layer->fwd_n != N || layer->fwd_x != x->mem)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: x is not the input of the layer's most recent forward", fn);
+    const size_t H = layer->p.heads, Hkv = layer->p.kv_heads, D = layer->p.head_dim;
+    const size_t P = layer->p.prefix_len, qd = layer->qdim, kvd = layer->kvdim, rows = B * N;
+
+    /* validate every gradient output */
+    const pfx_tensor *outs[4 + PFX_LAYER_WEIGHT_COUNT] = { grads->dx, grads->dprefix_k,
+                                                           grads->dprefix_v, grads->dgain };
+    const char *out_names[4 + PFX_LAYER_WEIGHT_COUNT] = { "grads.dx", "grads.dprefix_k",
+                                                          "grads.dprefix_v", "grads.dgain" };
+    char wnames[PFX_LAYER_WEIGHT_COUNT][32];
+    if (grads->dx && (st = check_act(layer, fn, "grads.dx", grads->dx, B, N)))
+        return st;
+    const size_t pshape[3] = { Hkv, P, D }, gshape[1] = { H };
+    if ((grads->dprefix_k || grads->dprefix_v) && P == 0)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: grads.dprefix_%s given but the layer has prefix_len 0", fn,
+                         grads->dprefix_k ? "k" : "v");
+    if (grads->dprefix_k &&
+        (st = check_grad(layer, fn, "grads.dprefix_k", grads->dprefix_k, 3, pshape)))
+        return st;
+    if (grads->dprefix_v &&
+        (st = check_grad(layer, fn, "grads.dprefix_v", grads->dprefix_v, 3, pshape)))
+        return st;
+    if (grads->dgain && (st = check_grad(layer, fn, "grads.dgain", grads->dgain, 1, gshape)))
+        return st;
+    for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++) {
+        snprintf(wnames[i], sizeof(wnames[i]), "grads.dweight[%s]",
+                 weight_name((pfx_layer_weight_id)i));
+        outs[4 + i] = grads->dweight[i];
+        out_names[4 + i] = wnames[i];
+        if (!grads->dweight[i])
+            continue;
+        if (!layer->w[i])
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                             "%s: %s given but the layer has no biases", fn, wnames[i]);
+        if ((st = check_grad(layer, fn, wnames[i], grads->dweight[i], layer->w[i]->ndim,
+                             layer->w[i]->shape)))
+            return st;
+    }
+    /* no output may alias an input or another output */
+    const pfx_tensor *ins[3] = { x, dy, prefix->k };
+    const pfx_tensor *ins2[2] = { prefix->v, NULL };
+    for (int i = 0; i < 4 + PFX_LAYER_WEIGHT_COUNT; i++) {
+        if (!outs[i])
+            continue;
+        for (int j = 0; j < 3; j++)
+            if (ins[j] && ins[j]->mem == outs[i]->mem)
+                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: output %s is also an input", fn,
+                                 out_names[i]);
+        if (ins2[0] && ins2[0]->mem == outs[i]->mem)
+            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: output %s is also an input", fn,
+                             out_names[i]);
+        for (int j = 0; j < i; j++)
+            if (outs[j] && outs[j]->mem == outs[i]->mem)
+                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: outputs %s and %s are the same",
+                                 fn, out_names[j], out_names[i]);
+        for (int w = 0; w < PFX_LAYER_WEIGHT_COUNT; w++)
+            if (layer->w[w] && layer->w[w]->mem == outs[i]->mem)
+                return pfx_error(rt, PFX_ERROR_ALIASING,
+                                 "%s: output %s is the layer's own weight %s", fn, out_names[i],
+                                 weight_name((pfx_layer_weight_id)w));
+    }
+
+    const bool acc = grads->accumulate;
+    const float pbeta = acc ? 1.0f : 0.0f;
+    pfx_tensor q = view(rt, layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = view(rt, layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = view(rt, layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_tensor o = view(rt, layer->ws[WS_O], 4, B, N, H, D);
+    pfx_tensor lse = view(rt, layer->ws[WS_LSE], 3, B, H, N, 0);
+    pfx_tensor d_o = view(rt, layer->ws[WS_DO], 4, B, N, H, D);
+    pfx_tensor dq = view(rt, layer->ws[WS_DQ], 4, B, N, H, D);
+    pfx_tensor dk = view(rt, layer->ws[WS_DK], 4, B, N, Hkv, D);
+    pfx_tensor dv = view(rt, layer->ws[WS_DV], 4, B, N, Hkv, D);
+
+    /* output projection: dO = dY Wo, dWo = dY^T O, dbo = colsum dY */
+    st = pfx_gemm(rt, "layer_backward: dO = dY Wo", false, false, rows, qd, C, 1.0f,
+                  PFX_GEMM_OP(dy->mem, 0, C), PFX_GEMM_OP(layer->w[PFX_LAYER_WO]->mem, 0, qd),
+                  0.0f, PFX_GEMM_OP(layer->ws[WS_DO], 0, qd));
+    if (st == PFX_SUCCESS && grads->dweight[PFX_LAYER_WO])
+        st = pfx_gemm(rt, "layer_backward: dWo = dY^T O", true, false, C, qd, rows, 1.0f,
+                      PFX_GEMM_OP(dy->mem, 0, C), PFX_GEMM_OP(layer->ws[WS_O], 0, qd), pbeta,
+                      PFX_GEMM_OP(grads->dweight[PFX_LAYER_WO]->mem, 0, qd));
+    if (st == PFX_SUCCESS && grads->dweight[PFX_LAYER_BO])
+        st = bias_grad(rt, "layer_backward: dbo", rows, C, dy->mem,
+                       grads->dweight[PFX_LAYER_BO]->mem, acc);
+    if (st != PFX_SUCCESS)
+        return st;
+
+    /* attention */
+    pfx_attention_desc d = make_desc(layer, B, N, prefix);
+    pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
+    bool want_gain = grads->dgain && layer->p.gain_mode != PFX_GAIN_OFF;
+    pfx_attention_grads ag = { .dq = &dq, .dk = &dk, .dv = &dv,
+                               .dprefix_k = grads->dprefix_k, .dprefix_v = grads->dprefix_v,
+                               .dgain = want_gain ? grads->dgain : NULL, .accumulate = false };
+    if (acc && (grads->dprefix_k || grads->dprefix_v || want_gain)) {
+        /* dQ/dK/dV are overwritten, the parameter gradients accumulated:
+         * two calls would recompute; instead accumulate everything and clear
+         * dQ/dK/dV first. */
+        ag.accumulate = true;
+        if ((st = init_rows(rt, "layer_backward: clear dQ", rows, qd, layer->ws[WS_DQ], NULL, NULL)) ||
+            (st = init_rows(rt, "layer_backward: clear dK", rows, kvd, layer->ws[WS_DK], NULL, NULL)) ||
+            (st = init_rows(rt, "layer_backward: clear dV", rows, kvd, layer->ws[WS_DV], NULL, NULL)))
+            return st;
+    }
+    st = pfx_attention_backward(rt, &d, &in, &o, &lse, &d_o, &ag);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (grads->dgain && !want_gain && !acc && (st = pfx_tensor_fill(grads->dgain, 0.0f)))
+        return st;
+
+    /* projections: dX = dQ Wq + dK Wk + dV Wv (+ dY), dW = dZ^T X, db = colsum dZ */
+    const struct { int ws; int w; int b; size_t width; const char *dx, *dw, *db; } proj[3] = {
+        { WS_DQ, PFX_LAYER_WQ, PFX_LAYER_BQ, qd, "layer_backward: dX += dQ Wq",
+          "layer_backward: dWq = dQ^T X", "layer_backward: dbq" },
+        { WS_DK, PFX_LAYER_WK, PFX_LAYER_BK, kvd, "layer_backward: dX += dK Wk",
+          "layer_backward: dWk = dK^T X", "layer_backward: dbk" },
+        { WS_DV, PFX_LAYER_WV, PFX_LAYER_BV, kvd, "layer_backward: dX += dV Wv",
+          "layer_backward: dWv = dV^T X", "layer_backward: dbv" },
+    };
+    float xbeta = 0.0f;
+    if (grads->dx && layer->p.residual) {
+        if ((st = init_rows(rt, "layer_backward: residual", rows, C, grads->dx->mem, dy->mem, NULL)))
+            return st;
+        xbeta = 1.0f;
+    }
+    for (int i = 0; i < 3; i++) {
+        cl_mem dz = layer->ws[proj[i].ws];
+        if (grads->dx) {
+            st = pfx_gemm(rt, proj[i].dx, false, false, rows, C, proj[i].width, 1.0f,
+                          PFX_GEMM_OP(dz, 0, proj[i].width),
+                          PFX_GEMM_OP(layer->w[proj[i].w]->mem, 0, C), xbeta,
+                          PFX_GEMM_OP(grads->dx->mem, 0, C));
+            xbeta = 1.0f;
+        }
+        if (st == PFX_SUCCESS && grads->dweight[proj[i].w])
+            st = pfx_gemm(rt, proj[i].dw, true, false, proj[i].width, C, rows, 1.0f,
+                          PFX_GEMM_OP(dz, 0, proj[i].width), PFX_GEMM_OP(x->mem, 0, C), pbeta,
+                          PFX_GEMM_OP(grads->dweight[proj[i].w]->mem, 0, C));
+        if (st == PFX_SUCCESS && grads->dweight[proj[i].b])
+            st = bias_grad(rt, proj[i].db, rows, proj[i].width, dz,
+                           grads->dweight[proj[i].b]->mem, acc);
+        if (st != PFX_SUCCESS)
+            return st;
+    }
+    return PFX_SUCCESS;
+}
+
+/* ---- stack ---- */
+
+pfx_status pfx_stack_forward(pfx_layer *const *layers, size_t count,
+                             const pfx_layer_prefix *prefixes, pfx_tensor *const *acts)
+{
+    static const char fn[] = "stack_forward";
+    if (!layers || !prefixes || !acts)
+        return pfx_error(layers && layers[0] ? layers[0]->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "%s: %s is NULL", fn, !layers ? "layers" : !prefixes ? "prefixes" : "acts");
+    if (count == 0)
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
+    for (size_t l = 0; l < count; l++)
+        if (!layers[l])
+            return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layers[%zu] is NULL", fn, l);
+    pfx_runtime *rt = layers[0]->rt;
+    for (size_t l = 0; l <= count; l++) {
+        if (!acts[l])
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: acts[%zu] is NULL", fn, l);
+        for (size_t j = 0; j < l; j++)
+            if (acts[j]->mem == acts[l]->mem)
+                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: acts[%zu] and acts[%zu] are the same",
+                                 fn, j, l);
+    }
+    for (size_t l = 0; l < count; l++) {
+        pfx_status st = pfx_layer_forward(layers[l], acts[l], &prefixes[l], acts[l + 1]);
+        if (st != PFX_SUCCESS)
+            return st;
+    }
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_stack_backward(pfx_layer *const *layers, size_t count,
+                              const pfx_layer_prefix *prefixes, pfx_tensor *const *acts,
+                              const pfx_tensor *dy, const pfx_layer_grads *grads, pfx_tensor *dx,
+                              pfx_tensor *const *scratch)
+{
+    static const char fn[] = "stack_backward";
+    if (!layers || !prefixes || !acts || !grads || !dy)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
+                         !layers ? "layers" : !prefixes ? "prefixes" : !acts ? "acts"
+                                                                     : !grads ? "grads" : "dy");
+    if (count == 0)
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
+    for (size_t l = 0; l < count; l++)
+        if (!layers[l])
+            return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layers[%zu] is NULL", fn, l);
+    pfx_runtime *rt = layers[0]->rt;
+    if (count > 1) {
+        if (!scratch || !scratch[0] || !scratch[1])
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                             "%s: scratch needs two tensors for %zu layers", fn, count);
+        if (scratch[0]->mem == scratch[1]->mem || scratch[0]->mem == dy->mem ||
+            scratch[1]->mem == dy->mem || (dx && (dx->mem == scratch[0]->mem ||
+                                                  dx->mem == scratch[1]->mem)))
+            return pfx_error(rt, PFX_ERROR_ALIASING,
+                             "%s: scratch tensors must be distinct from each other, dy and dx",
+                             fn);
+        for (size_t l = 0; l <= count; l++)
+            if (acts[l] && (acts[l]->mem == scratch[0]->mem || acts[l]->mem == scratch[1]->mem))
+                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: scratch is acts[%zu]", fn, l);
+    }
+    /* gradient of acts[l] (l >= 1) lives in scratch[l % 2]; of acts[0] in dx */
+    for (size_t i = count; i-- > 0;) {
+        pfx_layer_grads g = grads[i];
+        const pfx_tensor *gy = i + 1 == count ? dy : scratch[(i + 1) % 2];
+        g.dx = i == 0 ? dx : scratch[i % 2];
+        pfx_status st = pfx_layer_backward(layers[i], acts[i], &prefixes[i], gy, &g);
+        if (st != PFX_SUCCESS)
+            return st;
+    }
+    return PFX_SUCCESS;
+}
+
+/* ---- MSE ---- */
+
+pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_tensor *grad,
+                        double *loss)
+{
+    static const char fn[] = "mse_loss";
+    if (!pred)
+        return pfx_error(target ? target->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: pred is NULL",
+                         fn);
+    pfx_runtime *rt = pred->rt;
+    if (!target)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: target is NULL", fn);
+    if (!loss)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: loss is NULL", fn);
+    const pfx_tensor *ts[3] = { pred, target, grad };
+    const char *names[3] = { "pred", "target", "grad" };
+    for (int i = 0; i < 3; i++) {
+        if (!ts[i])
+            continue;
+        if (ts[i]->rt != rt)
+            return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: %s belongs to another runtime",
+                             fn, names[i]);
+        if (ts[i]->dtype != PFX_DTYPE_F32)
+            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", fn, names[i]);
+        if (ts[i]->numel != pred->numel)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has %zu elements, pred %zu", fn,
+                             names[i], ts[i]->numel, pred->numel);
+    }
+    if (grad && (grad->mem == pred->mem || grad->mem == target->mem))
+        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grad is the same tensor as %s", fn,
+                         grad->mem == pred->mem ? "pred" : "target");
+    const size_t n = pred->numel;
+    size_t groups = (n + MSE_LOCAL - 1) / MSE_LOCAL;
+    if (groups > MSE_GROUPS_MAX)
+        groups = MSE_GROUPS_MAX;
+    cl_mem partial = NULL;
+    size_t pbytes = groups * sizeof(float);
+    pfx_status st = pfx_buffer_create(rt, pbytes, NULL, &partial);
+    if (st != PFX_SUCCESS)
+        return st;
+    cl_kernel kernel;
+    st = pfx_kernel_get(rt, LAYER_PROGRAM, LAYER_OPTIONS, "pfx_layer_mse", &kernel);
+    if (st == PFX_SUCCESS) {
+        cl_ulong nn = n;
+        cl_mem gmem = grad ? grad->mem : NULL;
+        cl_int has_grad = grad != NULL;
+        float scale = (float)(2.0 / (double)n);
+        size_t local = MSE_LOCAL, global = groups * MSE_LOCAL;
+        pfx_arg args[] = { PFX_ARG(nn), PFX_ARG(pred->mem), PFX_ARG(target->mem), PFX_ARG(gmem),
+                           PFX_ARG(has_grad), PFX_ARG(scale), PFX_ARG(partial) };
+        st = pfx_launch(rt, kernel, "mse_loss", 1, &global, &local, 7, args);
+    }
+    float host[MSE_GROUPS_MAX];
+    if (st == PFX_SUCCESS) {
+        cl_int err = clEnqueueReadBuffer(rt->queue, partial, CL_TRUE, 0, pbytes, host, 0, NULL,
+                                         NULL);
+        if (err != CL_SUCCESS)
+            st = pfx_cl_error(rt, err, "mse_loss: reading the partial sums");
+    }
+    pfx_buffer_release(rt, partial, pbytes);
+    if (st != PFX_SUCCESS)
+        return st;
+    double sum = 0.0;
+    for (size_t i = 0; i < groups; i++)
+        sum += host[i];
+    *loss = sum / (double)n;
+    return PFX_SUCCESS;
+}
