@@ -763,6 +763,67 @@ static void test_bad_inputs(void **state)
     assert_int_equal(pfx_test_live_bytes(rt), before);
 }
 
+/* Layer stats = pfx_attention_stats on the forward's own Q and K. */
+static void test_stats(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t before = pfx_test_live_bytes(rt);
+    problem pr = { .d = { .batch = 2, .tokens = 6, .model_dim = 9, .heads = 4, .kv_heads = 2,
+                          .head_dim = 5, .prefix_len = 3, .causal = true,
+                          .gain_mode = PFX_GAIN_TANH },
+                   .ramp = 0.8f };
+    problem_init(&pr, 1, true, 71);
+    const ref_layer_dims *d = &pr.d;
+    const size_t B = d->batch, N = d->tokens, C = d->model_dim, H = d->heads;
+    const size_t qd = H * d->head_dim, kvd = d->kv_heads * d->head_dim;
+    device dv;
+    device_init(rt, &pr, &dv);
+    pfx_tensor *x = upload(rt, 3, B, N, C, pr.x), *y = tensor(rt, 3, B, N, C);
+    pfx_tensor *ent = tensor(rt, 1, H, 0, 0), *top = tensor(rt, 1, H, 0, 0);
+    pfx_tensor *mass = tensor(rt, 1, H, 0, 0);
+    assert_status_names(rt, pfx_layer_attention_stats(dv.layer[0], &dv.pre[0], 2, ent, top, mass),
+                        PFX_ERROR_INVALID_ARGUMENT, "no forward");
+    assert_int_equal(pfx_layer_forward(dv.layer[0], x, &dv.pre[0], y), PFX_SUCCESS);
+    pfx_status st = pfx_layer_attention_stats(dv.layer[0], &dv.pre[0], 2, ent, top, mass);
+    if (st != PFX_SUCCESS)
+        fail_msg("stats: %s", pfx_last_error(rt));
+    /* host Q, K as float from the double projections */
+    float *q = malloc(B * N * qd * sizeof(float)), *k = malloc(B * N * kvd * sizeof(float));
+    for (size_t r = 0; r < B * N; r++) {
+        for (size_t o = 0; o < qd; o++) {
+            double s = pr.wd[0][PFX_LAYER_BQ][o];
+            for (size_t c = 0; c < C; c++)
+                s += pr.xd[r * C + c] * pr.wd[0][PFX_LAYER_WQ][o * C + c];
+            q[r * qd + o] = (float)s;
+        }
+        for (size_t o = 0; o < kvd; o++) {
+            double s = pr.wd[0][PFX_LAYER_BK][o];
+            for (size_t c = 0; c < C; c++)
+                s += pr.xd[r * C + c] * pr.wd[0][PFX_LAYER_WK][o * C + c];
+            k[r * kvd + o] = (float)s;
+        }
+    }
+    pfx_attention_desc ad;
+    ref_desc_init(&ad, B, H, d->kv_heads, N, N, d->prefix_len, d->head_dim);
+    ad.q_layout = ad.kv_layout = ad.o_layout = PFX_LAYOUT_BNHD;
+    ad.causal = true;
+    ad.gain_mode = PFX_GAIN_TANH;
+    ad.gain = pr.gain[0];
+    ad.gain_ramp = pr.ramp;
+    double re[8], rt_[8], rm[8];
+    ref_attention_stats(&ad, q, k, pr.pk[0], 2, re, rt_, rm);
+    expect_close_t("entropy", re, ent, TOL_STATS_F32);
+    expect_close_t("top-2 mass", rt_, top, TOL_STATS_F32);
+    expect_close_t("prefix mass", rm, mass, TOL_STATS_F32);
+    free(q);
+    free(k);
+    pfx_tensor_destroy(&x); pfx_tensor_destroy(&y); pfx_tensor_destroy(&ent);
+    pfx_tensor_destroy(&top); pfx_tensor_destroy(&mass);
+    device_free(&dv);
+    problem_free(&pr);
+    assert_int_equal(pfx_test_live_bytes(rt), before);
+}
+
 /* Accounting: a layer's weights and workspace are accounted and released. */
 static void test_accounting(void **state)
 {
@@ -796,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_accumulate_determinism),
         cmocka_unit_test(test_mse),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_stats),
         cmocka_unit_test(test_accounting),
     };
     return cmocka_run_group_tests_name("layer", tests, pfx_test_group_setup,

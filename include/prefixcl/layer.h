@@ -113,6 +113,13 @@ PFX_API pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
                                       const pfx_layer_prefix *prefix, const pfx_tensor *dy,
                                       const pfx_layer_grads *grads);
 
+/* pfx_attention_stats (attention.h) of the layer's most recent forward,
+ * which must have used this prefix: per head [H] float32 entropy, top_k mass
+ * and prefix mass (each may be NULL). */
+PFX_API pfx_status pfx_layer_attention_stats(pfx_layer *layer, const pfx_layer_prefix *prefix,
+                                             unsigned top_k, pfx_tensor *entropy,
+                                             pfx_tensor *topk_mass, pfx_tensor *prefix_mass);
+
 /* Workspace bytes the layer holds beyond its weights. */
 PFX_API size_t pfx_layer_workspace_bytes(const pfx_layer *layer);
 

@@ -619,6 +619,32 @@ pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
     return PFX_SUCCESS;
 }
 
+/* ---- analysis ---- */
+
+pfx_status pfx_layer_attention_stats(pfx_layer *layer, const pfx_layer_prefix *prefix,
+                                     unsigned top_k, pfx_tensor *entropy, pfx_tensor *topk_mass,
+                                     pfx_tensor *prefix_mass)
+{
+    static const char fn[] = "layer_attention_stats";
+    if (!layer)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layer is NULL", fn);
+    pfx_runtime *rt = layer->rt;
+    pfx_status st = check_prefix(layer, fn, prefix);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (!layer->have_forward)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: no forward of this layer to analyse", fn);
+    const size_t B = layer->fwd_b, N = layer->fwd_n;
+    const size_t H = layer->p.heads, Hkv = layer->p.kv_heads, D = layer->p.head_dim;
+    pfx_tensor q = view(rt, layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = view(rt, layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = view(rt, layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_attention_desc d = make_desc(layer, B, N, prefix);
+    pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
+    return pfx_attention_stats(rt, &d, &in, top_k, entropy, topk_mass, prefix_mass);
+}
+
 /* ---- stack ---- */
 
 pfx_status pfx_stack_forward(pfx_layer *const *layers, size_t count,
