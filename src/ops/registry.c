@@ -5,6 +5,7 @@
 
 #include "registry.h"
 #include "attention_backward.h"
+#include "attention_tuning.h"
 
 const char *pfx_vendor_name(pfx_vendor vendor)
 {
@@ -43,6 +44,7 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes, pfx_prog
     add(out, cap, &n, "encoder", ""); /* layer/encoder.c: no tunables */
     add(out, cap, &n, "layer", ""); /* layer/attention_layer.c: no tunables */
     add(out, cap, &n, "optimizer", ""); /* layer/optimizer.c: no tunables */
+    pfx_attn_fwd_add_configs(vendor, local_mem_bytes, out, cap, &n); /* attention_tuning.c */
     add(out, cap, &n, "attention_stats", ""); /* attention_stats.c: stats_options */
     /* attention_backward.c: one option set per head-size bucket */
     for (unsigned i = 0; i < PFX_ATTN_BWD_BUCKETS; i++) {

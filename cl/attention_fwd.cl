@@ -1,0 +1,390 @@
+/*
+ * Fused prefix attention forward (flash-style), OpenCL C 1.2, no extension.
+ * The math is docs/design.md "The math (the contract)".
+ *
+ * Rows. The rows of one work-group all read the same kv head hk: row r of
+ * the R = group * N rows of hk is query i = r % N of head h = hk * group +
+ * r / N (group = H / Hkv). With N large a tile of rows is a tile of queries
+ * of one head; for a decode step (N small) the query heads that share a kv
+ * head share one K/V stream, so GQA costs one read of K/V per kv head.
+ *
+ * Keys. Key j < P is prefix row j (always visible), key j >= P is input row
+ * t = j - P, visible iff t < kv_len[b] and (causal) t <= i + M - N. Tiles of
+ * BLOCK_N keys are staged through local memory (K and V, zero beyond the
+ * last key any row of the tile can see, so tiles hidden by the causal mask
+ * for the whole row tile are never loaded or computed).
+ *
+ * Work-items. BLOCK_M rows x KSPLIT work-items: the KSPLIT work-items of a
+ * row take interleaved keys of each tile (key c * KSPLIT + ks) and keep their
+ * own online-softmax state (m, l, acc[D]), merged through local memory at
+ * the end. KSPLIT = 1 (CPU: the PoCL kernel compiler vectorizes across the
+ * work-items, i.e. across rows, and every K/V read is a broadcast).
+ *
+ * Split-K. The key range [0, P + M) may also be cut into `splits` ranges of
+ * keys_per_split keys handled by different work-groups (decode: one sequence
+ * must fill a GPU); each writes its partial (m, l, acc) and
+ * pfx_attn_fwd_merge combines them.
+ *
+ * Softmax runs in float32 in base 2: q is scaled once by c_h (1 + G_hd)
+ * log2(e), logits are in log2 units, LSE = (m + log2 l) ln 2. A running max
+ * of -inf (nothing visible yet) is replaced by 0 before exponentiating, so
+ * hidden keys give exp2(-inf) = 0 and never NaN; a row with l == 0 gives
+ * O = 0 and LSE = -inf.
+ *
+ * Options (-D), defaults below: HEAD_DIM (compile-time head size class; the
+ * runtime D <= HEAD_DIM, dims beyond D are zero), BLOCK_M, BLOCK_N, KSPLIT,
+ * KV_PAD (local row padding, avoids bank conflicts when KSPLIT > 1),
+ * Q_LOCAL (keep the scaled q tile in local memory instead of registers),
+ * UNROLL (fully unroll the per-tile loops: needed for PoCL to vectorize),
+ * POLY_EXP2 (exp2 by a polynomial, vectorizable on CPUs).
+ */
+#ifndef HEAD_DIM
+#define HEAD_DIM 64
+#endif
+#ifndef BLOCK_M
+#define BLOCK_M 32
+#endif
+#ifndef BLOCK_N
+#define BLOCK_N 32
+#endif
+#ifndef KSPLIT
+#define KSPLIT 1
+#endif
+#ifndef KV_PAD
+#define KV_PAD 0
+#endif
+#ifndef Q_LOCAL
+#define Q_LOCAL 0
+#endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+#ifndef POLY_EXP2
+#define POLY_EXP2 0
+#endif
+
+#define WG_SIZE (BLOCK_M * KSPLIT)
+#define KPL (BLOCK_N / KSPLIT)        /* keys per work-item per tile */
+#define KV_STRIDE (HEAD_DIM + KV_PAD)
+#define Q_STRIDE (HEAD_DIM + KV_PAD)
+
+#if BLOCK_N % KSPLIT
+#error "BLOCK_N must be a multiple of KSPLIT"
+#endif
+#if KSPLIT > 1 && (BLOCK_N * KV_STRIDE < 2 * WG_SIZE || BLOCK_N * KV_STRIDE < BLOCK_M * HEAD_DIM)
+#error "KSPLIT > 1 merges through the K/V tiles: BLOCK_N * (HEAD_DIM + KV_PAD) too small"
+#endif
+
+#if UNROLL
+#define PFX_UNROLL _Pragma("unroll")
+#else
+#define PFX_UNROLL
+#endif
+
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+/* 2^x for x <= 0 (and NaN): 0 below -126, else 2^round(x) * poly(frac). */
+inline float pfx_exp2(float x)
+{
+#if POLY_EXP2
+    float n = rint(x);
+    float f = x - n; /* [-0.5, 0.5] */
+    float p = 1.5252733804059840e-05f;
+    p = mad(p, f, 1.5403530393381606e-04f);
+    p = mad(p, f, 1.3333558146428443e-03f);
+    p = mad(p, f, 9.6181291076284772e-03f);
+    p = mad(p, f, 5.5504108664821580e-02f);
+    p = mad(p, f, 2.4022650695910071e-01f);
+    p = mad(p, f, 6.9314718055994531e-01f);
+    p = mad(p, f, 1.0f);
+    int e = (int)fmax(n, -127.0f) + 127;
+    float r = as_float(max(e, 0) << 23) * p;
+    return x < -126.0f ? 0.0f : r;
+#else
+    return exp2(x);
+#endif
+}
+
+typedef struct {
+    int B, H, Hkv, N, M, P, D, group, R;
+} pfx_attn_dims;
+
+/* Half flags: bit 0 q, 1 k, 2 v, 3 prefix k, 4 prefix v, 5 o. */
+#define HALF_Q 1
+#define HALF_K 2
+#define HALF_V 4
+#define HALF_PK 8
+#define HALF_PV 16
+#define HALF_O 32
+
+/* Rows [r0, r0 + BLOCK_M) of kv head hk: smallest and largest query index
+ * among the rows that exist, for the causal bounds of the tile. */
+inline void pfx_row_range(int r0, int R, int N, int *i_min, int *i_max)
+{
+    int r_last = min(r0 + BLOCK_M, R) - 1;
+    if (r0 / N != r_last / N) {
+        *i_min = 0;
+        *i_max = N - 1;
+    } else {
+        *i_min = r0 % N;
+        *i_max = r_last % N;
+    }
+}
+
+/* Writes the final row (splits == 1) or the partial of this split. */
+inline void pfx_store_row(__global void *o, __global float *lse, __global float *part_ml,
+                          __global float *part_acc, int splits, int split, int b, int h, int i,
+                          int valid, int D, int N, int H, ulong ob, ulong oh, ulong orow,
+                          int flags, int has_lse, ulong rowid, float m, float l, int d, float a)
+{
+    if (splits > 1) {
+        ulong pr = rowid * (ulong)splits + (ulong)split;
+        if (d == 0) {
+            part_ml[2 * pr] = (valid && l > 0.0f) ? m : -INFINITY;
+            part_ml[2 * pr + 1] = valid ? l : 0.0f;
+        }
+        if (d < D)
+            part_acc[pr * (ulong)D + (ulong)d] = valid ? a : 0.0f;
+        return;
+    }
+    int live = valid && l > 0.0f;
+    if (d < D) {
+        float val = live ? a / l : 0.0f;
+        pfx_store(o, (ulong)b * ob + (ulong)h * oh + (ulong)i * orow + (ulong)d, val,
+                  flags & HALF_O);
+    }
+    if (d == 0 && has_lse)
+        lse[((ulong)b * H + h) * N + i] = live ? (m + log2(l)) * LN2 : -INFINITY;
+}
+
+__kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
+void pfx_attn_fwd(__global const void *q, __global const void *k, __global const void *v,
+                  __global const void *pk, __global const void *pv,
+                  __global void *o, __global float *lse,
+                  __global const float *head_params, __global const int *items,
+                  __global float *part_ml, __global float *part_acc,
+                  const pfx_attn_dims dims, const int causal, const int has_dim_gain,
+                  const int has_lse, const int flags, const int splits,
+                  const int keys_per_split,
+                  const ulong qb, const ulong qh, const ulong qr,
+                  const ulong kvb, const ulong kvh, const ulong kvr,
+                  const ulong ob, const ulong oh, const ulong orow,
+                  const ulong pb, const ulong ph)
+{
+    __local float Kt[BLOCK_N * KV_STRIDE];
+    __local float Vt[BLOCK_N * KV_STRIDE];
+#if Q_LOCAL
+    __local float Qs[BLOCK_M * Q_STRIDE];
+#endif
+
+    const int N = dims.N, M = dims.M, P = dims.P, D = dims.D, R = dims.R;
+    const int lid = (int)get_local_id(0);
+    const int row = lid / KSPLIT, ks = lid % KSPLIT;
+    const int gid = (int)get_group_id(0);
+    const int tile = gid / splits, split = gid % splits;
+    const int hk = (int)get_group_id(1), b = (int)get_group_id(2);
+
+    const int q_len = items[b], kv_len = items[dims.B + b], entry = items[2 * dims.B + b];
+    const int r0 = tile * BLOCK_M;
+    const int r = r0 + row;
+    const int rr = min(r, R - 1);
+    const int h = hk * dims.group + rr / N, i = rr % N;
+    const int valid = r < R && i < q_len;
+    const ulong rowid = ((ulong)b * dims.Hkv + hk) * (ulong)R + (ulong)rr;
+
+    /* Keys this row tile may see: [0, P + t_end); fully visible below
+     * P + t_full. */
+    int i_min, i_max;
+    pfx_row_range(r0, R, N, &i_min, &i_max);
+    i_max = min(i_max, q_len - 1);
+    int t_end = causal ? min(kv_len, i_max + M - N + 1) : kv_len;
+    int t_full = causal ? min(kv_len, i_min + M - N + 1) : kv_len;
+    t_end = q_len > 0 ? max(t_end, 0) : 0;
+    t_full = max(t_full, 0);
+    const int j_begin = split * keys_per_split;
+    const int j_end = (q_len > 0) ? min(P + t_end, j_begin + keys_per_split) : 0;
+    const int row_t_max = causal ? min(kv_len, i + M - N + 1) : kv_len; /* t < this */
+
+    /* Scaled query: q_d c_h (1 + G_hd) log2 e. */
+    const float ch = head_params[h] * LOG2E;
+    __global const float *factor = head_params + dims.H + (ulong)h * D;
+    const ulong q_off = (ulong)b * qb + (ulong)h * qh + (ulong)i * qr;
+#if Q_LOCAL
+    for (int idx = lid; idx < BLOCK_M * HEAD_DIM; idx += WG_SIZE) {
+        int qrow = idx / HEAD_DIM, d = idx % HEAD_DIM;
+        int rq = min(r0 + qrow, R - 1);
+        int hq = hk * dims.group + rq / N, iq = rq % N;
+        float val = 0.0f;
+        if (d < D) {
+            val = pfx_load(q, (ulong)b * qb + (ulong)hq * qh + (ulong)iq * qr + (ulong)d,
+                           flags & HALF_Q) * head_params[hq] * LOG2E;
+            if (has_dim_gain)
+                val *= head_params[dims.H + (ulong)hq * D + d];
+        }
+        Qs[qrow * Q_STRIDE + d] = val;
+    }
+#define QV(d) Qs[row * Q_STRIDE + (d)]
+#else
+    float qv[HEAD_DIM];
+    PFX_UNROLL
+    for (int d = 0; d < HEAD_DIM; d++) {
+        float val = 0.0f;
+        if (d < D) {
+            val = pfx_load(q, q_off + (ulong)d, flags & HALF_Q) * ch;
+            if (has_dim_gain)
+                val *= factor[d];
+        }
+        qv[d] = val;
+    }
+#define QV(d) qv[d]
+#endif
+
+    float acc[HEAD_DIM];
+    PFX_UNROLL
+    for (int d = 0; d < HEAD_DIM; d++)
+        acc[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+
+    const ulong kv_base = (ulong)b * kvb + (ulong)hk * kvh;
+    const ulong p_base = (ulong)entry * pb + (ulong)hk * ph;
+
+    for (int j0 = j_begin; j0 < j_end; j0 += BLOCK_N) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int idx = lid; idx < BLOCK_N * HEAD_DIM; idx += WG_SIZE) {
+            int jj = idx / HEAD_DIM, d = idx % HEAD_DIM;
+            int j = j0 + jj;
+            float kx = 0.0f, vx = 0.0f;
+            if (d < D && j < j_end) {
+                if (j < P) {
+                    ulong off = p_base + (ulong)j * D + d;
+                    kx = pfx_load(pk, off, flags & HALF_PK);
+                    vx = pfx_load(pv, off, flags & HALF_PV);
+                } else {
+                    ulong off = kv_base + (ulong)(j - P) * kvr + d;
+                    kx = pfx_load(k, off, flags & HALF_K);
+                    vx = pfx_load(v, off, flags & HALF_V);
+                }
+            }
+            Kt[jj * KV_STRIDE + d] = kx;
+            Vt[jj * KV_STRIDE + d] = vx;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        float s[KPL];
+        PFX_UNROLL
+        for (int c = 0; c < KPL; c++)
+            s[c] = 0.0f;
+        PFX_UNROLL
+        for (int d = 0; d < HEAD_DIM; d++) {
+            float qd = QV(d);
+            PFX_UNROLL
+            for (int c = 0; c < KPL; c++)
+                s[c] = mad(qd, Kt[(c * KSPLIT + ks) * KV_STRIDE + d], s[c]);
+        }
+        const int full = j0 + BLOCK_N <= min(j_end, P + t_full);
+        float mt = m;
+        PFX_UNROLL
+        for (int c = 0; c < KPL; c++) {
+            if (!full) {
+                int j = j0 + c * KSPLIT + ks;
+                int t = j - P;
+                int vis = j < j_end && (j < P || t < row_t_max);
+                s[c] = vis ? s[c] : -INFINITY;
+            }
+            mt = fmax(mt, s[c]);
+        }
+        const float mu = mt == -INFINITY ? 0.0f : mt;
+        const float alpha = pfx_exp2(m - mu);
+        l *= alpha;
+        PFX_UNROLL
+        for (int c = 0; c < KPL; c++) {
+            s[c] = pfx_exp2(s[c] - mu);
+            l += s[c];
+        }
+        PFX_UNROLL
+        for (int d = 0; d < HEAD_DIM; d++) {
+            float a = acc[d] * alpha;
+            PFX_UNROLL
+            for (int c = 0; c < KPL; c++)
+                a = mad(s[c], Vt[(c * KSPLIT + ks) * KV_STRIDE + d], a);
+            acc[d] = a;
+        }
+        m = mt;
+    }
+
+#if KSPLIT > 1
+    /* Merge the KSPLIT states of each row through local memory (Kt, Vt). */
+    __local float *ml = Kt;        /* [BLOCK_M][KSPLIT][2] */
+    __local float *sum = Vt;       /* [BLOCK_M][HEAD_DIM] */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ml[2 * lid] = m;
+    ml[2 * lid + 1] = l;
+    for (int idx = lid; idx < BLOCK_M * HEAD_DIM; idx += WG_SIZE)
+        sum[idx] = 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float mrow = -INFINITY;
+    for (int x = 0; x < KSPLIT; x++)
+        mrow = fmax(mrow, ml[2 * (row * KSPLIT + x)]);
+    const float mru = mrow == -INFINITY ? 0.0f : mrow;
+    float lrow = 0.0f;
+    for (int x = 0; x < KSPLIT; x++)
+        lrow += ml[2 * (row * KSPLIT + x) + 1] * pfx_exp2(ml[2 * (row * KSPLIT + x)] - mru);
+    const float mine = pfx_exp2(m - mru);
+    for (int x = 0; x < KSPLIT; x++) {
+        if (x == ks)
+            for (int d = 0; d < HEAD_DIM; d++)
+                sum[row * HEAD_DIM + d] += acc[d] * mine;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (r < R)
+        for (int d = ks; d < HEAD_DIM; d += KSPLIT)
+            pfx_store_row(o, lse, part_ml, part_acc, splits, split, b, h, i, valid, D, N,
+                          dims.H, ob, oh, orow, flags, has_lse, rowid, mrow, lrow, d,
+                          sum[row * HEAD_DIM + d]);
+#else
+    if (r < R) {
+        PFX_UNROLL
+        for (int d = 0; d < HEAD_DIM; d++)
+            pfx_store_row(o, lse, part_ml, part_acc, splits, split, b, h, i, valid, D, N,
+                          dims.H, ob, oh, orow, flags, has_lse, rowid, m, l, d, acc[d]);
+    }
+#endif
+}
+
+/* Combines the `splits` partials of every row: global (D, rows) where rows
+ * enumerates (b, hk, r) like rowid above. */
+__kernel void pfx_attn_fwd_merge(__global const float *part_ml, __global const float *part_acc,
+                                 __global void *o, __global float *lse,
+                                 __global const int *items, const pfx_attn_dims dims,
+                                 const int has_lse, const int flags, const int splits,
+                                 const ulong ob, const ulong oh, const ulong orow)
+{
+    const int d = (int)get_global_id(0);
+    const ulong rowid = get_global_id(1);
+    const int R = dims.R, N = dims.N, D = dims.D;
+    if (d >= D || rowid >= (ulong)dims.B * dims.Hkv * R)
+        return;
+    const int r = (int)(rowid % (ulong)R);
+    const int hk = (int)((rowid / (ulong)R) % (ulong)dims.Hkv);
+    const int b = (int)(rowid / ((ulong)R * dims.Hkv));
+    const int h = hk * dims.group + r / N, i = r % N;
+    const int valid = i < items[b];
+
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; s++)
+        mx = fmax(mx, part_ml[2 * (rowid * splits + s)]);
+    const float mu = mx == -INFINITY ? 0.0f : mx;
+    float l = 0.0f, a = 0.0f;
+    for (int s = 0; s < splits; s++) {
+        ulong pr = rowid * splits + s;
+        float w = pfx_exp2(part_ml[2 * pr] - mu);
+        l += part_ml[2 * pr + 1] * w;
+        a += part_acc[pr * D + d] * w;
+    }
+    int live = valid && l > 0.0f;
+    pfx_store(o, (ulong)b * ob + (ulong)h * oh + (ulong)i * orow + (ulong)d,
+              live ? a / l : 0.0f, flags & HALF_O);
+    if (d == 0 && has_lse)
+        lse[((ulong)b * dims.H + h) * N + i] = live ? (mx + log2(l)) * LN2 : -INFINITY;
+}

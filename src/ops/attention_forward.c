@@ -1,0 +1,150 @@
+/* pfx_attention_forward: validation, tile choice, split-K and enqueue of
+ * cl/attention_fwd.cl. */
+#include <stdio.h>
+#include <string.h>
+
+#include "attention_problem.h"
+#include "attention_tuning.h"
+
+#define OP "attention_forward"
+
+/* Mirrors pfx_attn_dims of cl/attention_fwd.cl. */
+typedef struct fwd_dims {
+    cl_int B, H, Hkv, N, M, P, D, group, R;
+} fwd_dims;
+
+static size_t ceil_div(size_t a, size_t b)
+{
+    return (a + b - 1) / b;
+}
+
+pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc,
+                                 const pfx_attention_inputs *in, pfx_tensor *o, pfx_tensor *lse)
+{
+    pfx_attn_problem p;
+    pfx_status st = pfx_attn_problem_init(rt, OP, desc, in, &p);
+    if (st != PFX_SUCCESS)
+        return st;
+
+    const pfx_tensor *inputs[] = { in->q, in->k, in->v, in->prefix_k, in->prefix_v };
+    const char *input_names[] = { "in.q", "in.k", "in.v", "in.prefix_k", "in.prefix_v" };
+    if ((st = pfx_attn_check_tensor(rt, OP, &p, o, "o", PFX_ATTN_LIKE_O, false)) ||
+        (lse && (st = pfx_attn_check_tensor(rt, OP, &p, lse, "lse", PFX_ATTN_LSE, true))) ||
+        (st = pfx_attn_check_alias(rt, OP, o, "o", inputs, input_names, 5)))
+        goto done;
+    if (lse) {
+        const pfx_tensor *all[] = { in->q, in->k, in->v, in->prefix_k, in->prefix_v, o };
+        const char *all_names[] = { "in.q", "in.k", "in.v", "in.prefix_k", "in.prefix_v", "o" };
+        if ((st = pfx_attn_check_alias(rt, OP, lse, "lse", all, all_names, 6)))
+            goto done;
+    }
+
+    /* Sizes the kernel indexes with int. */
+    const size_t R = p.group * p.N;
+    if (p.P + p.M > (size_t)INT32_MAX / 2 || R > (size_t)INT32_MAX / 2 || p.B > (size_t)INT32_MAX ||
+        p.H > (size_t)INT32_MAX) {
+        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: the problem is too large for 32-bit indices",
+                       OP);
+        goto done;
+    }
+
+    unsigned dc = pfx_attn_fwd_dim_class(p.D);
+    if (!dc) {
+        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                       "%s: desc.head_dim %zu is above the largest supported head size %d", OP,
+                       p.D, PFX_ATTN_FWD_MAX_D);
+        goto done;
+    }
+    const bool decode = R <= pfx_attn_fwd_decode_rows(rt->vendor);
+    pfx_attn_fwd_tiles t;
+    if (!pfx_attn_fwd_tiles_for(rt->vendor, rt->info.local_mem_bytes, dc, decode, &t)) {
+        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                       "%s: desc.head_dim %zu needs more local memory than the device has "
+                       "(%llu bytes)",
+                       OP, p.D, (unsigned long long)rt->info.local_mem_bytes);
+        goto done;
+    }
+    const size_t wg = pfx_attn_fwd_wg_size(&t);
+    if (wg > rt->info.max_work_group_size) {
+        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                       "%s: desc.head_dim %zu needs work-groups of %zu, the device allows %zu", OP,
+                       p.D, wg, rt->info.max_work_group_size);
+        goto done;
+    }
+
+    char options[PFX_OPTIONS_MAX];
+    pfx_attn_fwd_options(&t, options, sizeof(options));
+    cl_kernel kernel, merge = NULL;
+    if ((st = pfx_kernel_get(rt, "attention_fwd", options, "pfx_attn_fwd", &kernel)))
+        goto done;
+
+    const size_t row_tiles = ceil_div(R, t.block_m);
+    size_t keys_per_split;
+    const size_t splits = pfx_attn_fwd_splits(rt->vendor, rt->info.compute_units, &t, p.B, p.Hkv,
+                                              R, p.P + p.M, &keys_per_split);
+    if (splits > 1 && (st = pfx_kernel_get(rt, "attention_fwd", options, "pfx_attn_fwd_merge",
+                                           &merge)))
+        goto done;
+
+    pfx_attn_params params;
+    if ((st = pfx_attn_params_upload(rt, &p, &params)))
+        goto done;
+
+    cl_mem part_ml = NULL, part_acc = NULL;
+    size_t ml_bytes = 0, acc_bytes = 0;
+    const size_t rows_total = p.B * p.Hkv * R;
+    if (splits > 1) {
+        ml_bytes = rows_total * splits * 2 * sizeof(float);
+        acc_bytes = rows_total * splits * p.D * sizeof(float);
+        if ((st = pfx_buffer_create(rt, ml_bytes, NULL, &part_ml)) ||
+            (st = pfx_buffer_create(rt, acc_bytes, NULL, &part_acc)))
+            goto release;
+    }
+
+    {
+        fwd_dims dims = { (cl_int)p.B, (cl_int)p.H, (cl_int)p.Hkv, (cl_int)p.N, (cl_int)p.M,
+                          (cl_int)p.P, (cl_int)p.D, (cl_int)p.group, (cl_int)R };
+        cl_int causal = p.causal, has_dg = p.dim_factor != NULL, has_lse = lse != NULL;
+        cl_int flags = (p.q_half ? 1 : 0) | (p.k_half ? 2 : 0) | (p.v_half ? 4 : 0) |
+                       (p.pk_half ? 8 : 0) | (p.pv_half ? 16 : 0) |
+                       (o->dtype == PFX_DTYPE_F16 ? 32 : 0);
+        cl_int splits_i = (cl_int)splits, kps = (cl_int)keys_per_split;
+        cl_mem pk = in->prefix_k ? in->prefix_k->mem : NULL;
+        cl_mem pv = in->prefix_v ? in->prefix_v->mem : NULL;
+        cl_mem lse_mem = lse ? lse->mem : NULL;
+        pfx_arg args[] = {
+            PFX_ARG(in->q->mem), PFX_ARG(in->k->mem), PFX_ARG(in->v->mem), PFX_ARG(pk),
+            PFX_ARG(pv), PFX_ARG(o->mem), PFX_ARG(lse_mem), PFX_ARG(params.head),
+            PFX_ARG(params.items), PFX_ARG(part_ml), PFX_ARG(part_acc), PFX_ARG(dims),
+            PFX_ARG(causal), PFX_ARG(has_dg), PFX_ARG(has_lse), PFX_ARG(flags),
+            PFX_ARG(splits_i), PFX_ARG(kps),
+            PFX_ARG(p.q.batch), PFX_ARG(p.q.head), PFX_ARG(p.q.row),
+            PFX_ARG(p.kv.batch), PFX_ARG(p.kv.head), PFX_ARG(p.kv.row),
+            PFX_ARG(p.o.batch), PFX_ARG(p.o.head), PFX_ARG(p.o.row),
+            PFX_ARG(p.prefix.batch), PFX_ARG(p.prefix.head),
+        };
+        size_t global[3] = { row_tiles * splits * wg, p.Hkv, p.B };
+        size_t local[3] = { wg, 1, 1 };
+        st = pfx_launch(rt, kernel, OP, 3, global, local, sizeof(args) / sizeof(args[0]), args);
+        if (st == PFX_SUCCESS && splits > 1) {
+            pfx_arg margs[] = {
+                PFX_ARG(part_ml), PFX_ARG(part_acc), PFX_ARG(o->mem), PFX_ARG(lse_mem),
+                PFX_ARG(params.items), PFX_ARG(dims), PFX_ARG(has_lse), PFX_ARG(flags),
+                PFX_ARG(splits_i), PFX_ARG(p.o.batch), PFX_ARG(p.o.head), PFX_ARG(p.o.row),
+            };
+            size_t mlocal[2] = { 32, 4 };
+            size_t mglobal[2] = { ceil_div(p.D, 32) * 32, ceil_div(rows_total, 4) * 4 };
+            st = pfx_launch(rt, merge, OP " (split-K merge)", 2, mglobal, mlocal,
+                            sizeof(margs) / sizeof(margs[0]), margs);
+        }
+    }
+
+release:
+    /* OpenCL keeps the buffers alive until the enqueued kernels are done. */
+    pfx_buffer_release(rt, part_ml, ml_bytes);
+    pfx_buffer_release(rt, part_acc, acc_bytes);
+    pfx_attn_params_release(rt, &params);
+done:
+    pfx_attn_problem_free(&p);
+    return st;
+}
