@@ -12,10 +12,10 @@ void check_report(check_totals *totals, const char *op, const char *shape, pfx_s
     totals->run++;
     totals->passed += ok;
     if (status != PFX_SUCCESS)
-        printf("%-22s %-44s %12s %12.1e  FAIL (%s)\n", op, shape, "-", tolerance,
+        printf("%-22s %-56s %12s %12.1e  FAIL (%s)\n", op, shape, "-", tolerance,
                pfx_last_error(rt));
     else
-        printf("%-22s %-44s %12.2e %12.1e  %s\n", op, shape, error, tolerance, ok ? "pass" : "FAIL");
+        printf("%-22s %-56s %12.2e %12.1e  %s\n", op, shape, error, tolerance, ok ? "pass" : "FAIL");
 }
 
 /* axpby on a float32 and a half destination of awkward length. */
@@ -63,5 +63,8 @@ static void check_axpby(pfx_runtime *rt, check_totals *totals)
 
 const check_case check_cases[] = {
     check_axpby,
+    check_attention_forward,
+    check_attention_backward,
+    check_attention_stats,
 };
 const size_t check_case_count = sizeof(check_cases) / sizeof(check_cases[0]);

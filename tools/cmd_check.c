@@ -29,7 +29,7 @@ int cmd_check(int argc, char **argv)
     }
     const pfx_device_info *info = pfx_runtime_device(rt);
     printf("device: %s / %s (%s)\n\n", info->platform_name, info->device_name, info->driver_version);
-    printf("%-22s %-44s %12s %12s  %s\n", "operation", "shape", "error", "tolerance", "result");
+    printf("%-22s %-56s %12s %12s  %s\n", "operation", "shape", "error", "tolerance", "result");
     check_totals totals = { 0, 0 };
     for (size_t i = 0; i < check_case_count; i++)
         check_cases[i](rt, &totals);
