@@ -42,6 +42,16 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
+/* CPU time of the whole process (every PoCL worker thread): on a CPU device
+ * shared with other jobs it measures the work where wall time measures the
+ * contention too. */
+static double cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -102,26 +112,30 @@ static pfx_status run_bwd(pfx_runtime *rt, void *p)
     return pfx_attention_backward(rt, &c->d, &c->in, c->o, c->lse, c->d_o, &c->g);
 }
 
-/* Median ms of reps timed calls after one warm-up; -1 on failure. */
-static double time_it(pfx_runtime *rt, run_fn fn, ctx *c, int reps)
+/* Median wall ms of reps timed calls after one warm-up (*cpu: median
+ * process CPU ms); -1 on failure. */
+static double time_it(pfx_runtime *rt, run_fn fn, ctx *c, int reps, double *cpu)
 {
-    double *t = malloc((size_t)reps * sizeof(double));
+    double *t = malloc(2 * (size_t)reps * sizeof(double)), *tc = t + reps;
     if (fn(rt, c) != PFX_SUCCESS || pfx_runtime_finish(rt) != PFX_SUCCESS) {
         fprintf(stderr, "%s\n", pfx_last_error(rt));
         free(t);
         return -1;
     }
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = now_ms(), c0 = cpu_ms();
         if (fn(rt, c) != PFX_SUCCESS || pfx_runtime_finish(rt) != PFX_SUCCESS) {
             fprintf(stderr, "%s\n", pfx_last_error(rt));
             free(t);
             return -1;
         }
         t[r] = now_ms() - t0;
+        tc[r] = cpu_ms() - c0;
     }
     qsort(t, (size_t)reps, sizeof(double), cmp_double);
+    qsort(tc, (size_t)reps, sizeof(double), cmp_double);
     double m = t[reps / 2];
+    *cpu = tc[reps / 2];
     free(t);
     return m;
 }
@@ -171,10 +185,10 @@ static int bench_shape(pfx_runtime *rt, const shape *s, int reps)
     c.g = (pfx_attention_grads){ dq, dk, dv, dpk, dpv, dg, NULL, false };
 
     double fwd_flops = 4.0 * s->B * s->H * visible_pairs(s) * s->D;
-    double fwd_ms = -1;
+    double fwd_ms = -1, fwd_cpu = 0, bwd_cpu = 0;
     if (pfx_attention_forward)
-        fwd_ms = time_it(rt, run_fwd, &c, reps); /* also gives the backward real O, LSE */
-    double bwd_ms = time_it(rt, run_bwd, &c, reps);
+        fwd_ms = time_it(rt, run_fwd, &c, reps, &fwd_cpu); /* also gives the backward O, LSE */
+    double bwd_ms = time_it(rt, run_bwd, &c, reps, &bwd_cpu);
     char label[96];
     snprintf(label, sizeof(label), "(%c) B=%zu H=%zu N=M=%zu P=%zu D=%zu%s", s->tag, s->B, s->H,
              s->N, s->P, s->D, s->causal ? " causal" : "");
@@ -185,6 +199,11 @@ static int bench_shape(pfx_runtime *rt, const shape *s, int reps)
     else
         printf("%-44s fwd %9s    %7s         | bwd %9.2f ms %7.2f GFLOP/s\n", label, "n/a", "",
                bwd_ms, 2.5 * fwd_flops / bwd_ms * 1e-6);
+    if (fwd_ms > 0)
+        printf("%-44s process CPU: fwd %9.1f ms, bwd %9.1f ms, bwd/fwd %.2f\n", "", fwd_cpu,
+               bwd_cpu, bwd_cpu / fwd_cpu);
+    else
+        printf("%-44s process CPU: bwd %9.1f ms\n", "", bwd_cpu);
     fflush(stdout);
     pfx_tensor *all[] = { q, k, v, pk, pv, c.o, c.lse, c.d_o, dq, dk, dv, dpk, dpv, dg };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)

@@ -64,17 +64,35 @@ __kernel void pfx_attn_bwd_delta(int B, int H, int N, int D,
     delta[row] = acc;
 }
 
-/* Scores of a (query tile, key tile) pair: P[r][jj] = p_ij and
- * Z[r][jj] = p_ij (dp_ij - Delta_i) (without c), 0 where hidden. Qs holds
- * q_i (1 + G_hd), rows beyond the tile's valid rows carry lse = -inf. */
-void bwd_scores(__local const float *Qs, __local const float *dOs, __local const float *Ks,
-                __local const float *Vs, __local const float *rl, __local const float *rd,
-                __local float *Pl, __local float *Zl, float c, int D, int i0, int j0,
-                int prefix_tile, int key_rows, int kv_len, int causal, int shift, int lid,
-                int wg)
+/*
+ * Local layouts. Each kernel keeps the operand whose index runs across
+ * neighbouring work-items transposed, so that neighbours read neighbouring
+ * words (GPU banks, CPU vector lanes) and the other operand is a broadcast:
+ *   dkv: K~, V~ transposed [d][BK + 1], Q, dO rows [r][DMAX + 1], scores [r][BK]
+ *   dq:  Q, dO transposed [d][BQ + 1], K~, V~ rows [j][DMAX + 1], scores [j][BQ]
+ * The flag `kt` (1 in dkv, 0 in dq) is a literal at every call, so the
+ * compiler folds the layout.
+ */
+#define QIDX(kt, r, d) ((kt) ? (r) * LD + (d) : (d) * (PFX_BQ + 1) + (r))
+#define KIDX(kt, j, d) ((kt) ? (d) * (PFX_BK + 1) + (j) : (j) * LD + (d))
+#define SIDX(kt, r, j) ((kt) ? (r) * PFX_BK + (j) : (j) * PFX_BQ + (r))
+#define MAXI(a, b) ((a) > (b) ? (a) : (b))
+#define KSZ MAXI(PFX_BK * LD, PFX_DMAX * (PFX_BK + 1))
+#define QSZ MAXI(PFX_BQ * LD, PFX_DMAX * (PFX_BQ + 1))
+
+/* Scores of a (query tile, key tile) pair: P = p_ij and
+ * Z = p_ij (dp_ij - Delta_i) (without c), 0 where hidden. Qs holds
+ * q_i (1 + G_hd); rows beyond the tile's valid rows carry lse = -inf. */
+void bwd_scores(int kt, __local const float *Qs, __local const float *dOs,
+                __local const float *Ks, __local const float *Vs, __local const float *rl,
+                __local const float *rd, __local float *Pl, __local float *Zl, float c, int D,
+                int i0, int j0, int prefix_tile, int key_rows, int kv_len, int causal, int shift,
+                int lid, int wg)
 {
     for (int e = lid; e < PFX_BQ * PFX_BK; e += wg) {
-        int r = e / PFX_BK, jj = e - r * PFX_BK;
+        /* neighbours: neighbouring keys (dkv) or queries (dq) */
+        int r = kt ? e / PFX_BK : e % PFX_BQ;
+        int jj = kt ? e % PFX_BK : e / PFX_BQ;
         float lse = rl[r];
         int vis = lse != -INFINITY && jj < key_rows;
         if (!prefix_tile) {
@@ -83,24 +101,22 @@ void bwd_scores(__local const float *Qs, __local const float *dOs, __local const
         }
         float p = 0.0f, dz = 0.0f;
         if (vis) {
-            __local const float *qr = Qs + r * LD, *gr = dOs + r * LD;
-            __local const float *kr = Ks + jj * LD, *vr = Vs + jj * LD;
             float s = 0.0f, dp = 0.0f;
             for (int d = 0; d < D; d++) {
-                s = mad(qr[d], kr[d], s);
-                dp = mad(gr[d], vr[d], dp);
+                s = mad(Qs[QIDX(kt, r, d)], Ks[KIDX(kt, jj, d)], s);
+                dp = mad(dOs[QIDX(kt, r, d)], Vs[KIDX(kt, jj, d)], dp);
             }
             p = exp(c * s - lse);
             dz = p * (dp - rd[r]);
         }
-        Pl[e] = p;
-        Zl[e] = dz;
+        Pl[SIDX(kt, r, jj)] = p;
+        Zl[SIDX(kt, r, jj)] = dz;
     }
 }
 
 /* Loads rows [i0, i0 + PFX_BQ) of Q (times 1 + G_hd) and dO of (b, h), their
  * LSE and Delta; rows past q_len (or N) get zeros and lse = -inf. */
-void bwd_load_queries(__local float *Qs, __local float *dOs, __local float *rl,
+void bwd_load_queries(int kt, __local float *Qs, __local float *dOs, __local float *rl,
                       __local float *rd, __global const void *q, int q_half, ulong qbase,
                       ulong qsr, __global const void *d_o, int do_half, ulong obase, ulong osr,
                       __global const float *lse_row, __global const float *delta_row,
@@ -116,8 +132,8 @@ void bwd_load_queries(__local float *Qs, __local float *dOs, __local float *rl,
                 qv *= dimf[d];
             gv = pfx_load(d_o, obase + (ulong)i * osr + d, do_half);
         }
-        Qs[r * LD + d] = qv;
-        dOs[r * LD + d] = gv;
+        Qs[QIDX(kt, r, d)] = qv;
+        dOs[QIDX(kt, r, d)] = gv;
     }
     for (int r = lid; r < PFX_BQ; r += wg) {
         int i = i0 + r;
@@ -127,9 +143,9 @@ void bwd_load_queries(__local float *Qs, __local float *dOs, __local float *rl,
 }
 
 /* Loads key rows [j0, j0 + rows) of K~ and V~ (zeros past rows or D). */
-void bwd_load_keys(__local float *Ks, __local float *Vs, __global const void *k, int k_half,
-                   __global const void *v, int v_half, ulong base, ulong sr, int j0, int rows,
-                   int D, int lid, int wg)
+void bwd_load_keys(int kt, __local float *Ks, __local float *Vs, __global const void *k,
+                   int k_half, __global const void *v, int v_half, ulong base, ulong sr, int j0,
+                   int rows, int D, int lid, int wg)
 {
     for (int e = lid; e < PFX_BK * PFX_DMAX; e += wg) {
         int r = e / PFX_DMAX, d = e - r * PFX_DMAX;
@@ -139,14 +155,14 @@ void bwd_load_keys(__local float *Ks, __local float *Vs, __global const void *k,
             kv = pfx_load(k, at, k_half);
             vv = pfx_load(v, at, v_half);
         }
-        Ks[r * LD + d] = kv;
-        Vs[r * LD + d] = vv;
+        Ks[KIDX(kt, r, d)] = kv;
+        Vs[KIDX(kt, r, d)] = vv;
     }
 }
 
 #define BWD_LOCALS                                   \
-    __local float Ks[PFX_BK * LD], Vs[PFX_BK * LD];  \
-    __local float Qs[PFX_BQ * LD], dOs[PFX_BQ * LD]; \
+    __local float Ks[KSZ], Vs[KSZ];                  \
+    __local float Qs[QSZ], dOs[QSZ];                 \
     __local float Pl[PFX_BQ * PFX_BK], Zl[PFX_BQ * PFX_BK]; \
     __local float rl[PFX_BQ], rd[PFX_BQ]
 
@@ -183,10 +199,10 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
     int j0 = (is_prefix ? tile : tile - prefix_tiles) * PFX_BK;
     int rows = min(PFX_BK, (is_prefix ? P : M) - j0);
     if (is_prefix)
-        bwd_load_keys(Ks, Vs, pk, pk_half, pv, pv_half,
+        bwd_load_keys(1, Ks, Vs, pk, pk_half, pv, pv_half,
                       (ulong)entry * psb + (ulong)hk * psh, psr, j0, rows, D, lid, wg);
     else
-        bwd_load_keys(Ks, Vs, k, k_half, v, v_half, (ulong)b * ksb + (ulong)hk * ksh, ksr, j0,
+        bwd_load_keys(1, Ks, Vs, k, k_half, v, v_half, (ulong)b * ksb + (ulong)hk * ksh, ksr, j0,
                       rows, D, lid, wg);
 
     /* Query rows that can see a key of this tile: [i_begin, q_len). */
@@ -212,11 +228,11 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
         __global const float *delta_row = delta + ((ulong)b * H + h) * N;
         for (int i0 = i_begin; i0 < i_end; i0 += PFX_BQ) {
             barrier(CLK_LOCAL_MEM_FENCE);
-            bwd_load_queries(Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase, osr,
-                             lse_row, delta_row, dimf, i0, q_len, D, lid, wg);
+            bwd_load_queries(1, Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase,
+                             osr, lse_row, delta_row, dimf, i0, q_len, D, lid, wg);
             barrier(CLK_LOCAL_MEM_FENCE);
-            bwd_scores(Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows, kv_len,
-                       causal, shift, lid, wg);
+            bwd_scores(1, Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows,
+                       kv_len, causal, shift, lid, wg);
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int r = 0; r < PFX_BQ; r++) {
                 float w = Pl[r * PFX_BK + jj], z = c * Zl[r * PFX_BK + jj];
@@ -287,7 +303,7 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
     __global const float *dimf = structured ? head + H + h * D : 0;
     ulong qbase = (ulong)b * qsb + (ulong)h * qsh, obase = (ulong)b * osb + (ulong)h * osh;
 
-    bwd_load_queries(Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase, osr,
+    bwd_load_queries(0, Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase, osr,
                      lse + ((ulong)b * H + h) * N, delta + ((ulong)b * H + h) * N, dimf, i0,
                      q_len, D, lid, wg);
 
@@ -314,15 +330,15 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
         int rows = min(PFX_BK, (is_prefix ? P : M) - j0);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (is_prefix)
-            bwd_load_keys(Ks, Vs, pk, pk_half, pv, pv_half, pbase, psr, j0, rows, D, lid, wg);
+            bwd_load_keys(0, Ks, Vs, pk, pk_half, pv, pv_half, pbase, psr, j0, rows, D, lid, wg);
         else
-            bwd_load_keys(Ks, Vs, k, k_half, v, v_half, kbase, ksr, j0, rows, D, lid, wg);
+            bwd_load_keys(0, Ks, Vs, k, k_half, v, v_half, kbase, ksr, j0, rows, D, lid, wg);
         barrier(CLK_LOCAL_MEM_FENCE);
-        bwd_scores(Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows, kv_len,
+        bwd_scores(0, Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows, kv_len,
                    causal, shift, lid, wg);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int jj = 0; jj < PFX_BK; jj++) {
-            float z = Zl[r * PFX_BK + jj];
+            float z = Zl[jj * PFX_BQ + r];
             __local const float *kr = Ks + jj * LD + ch;
             for (int u = 0; u < DCH; u++)
                 acc[u] = mad(z, kr[u * PFX_DT], acc[u]);

@@ -7,7 +7,8 @@
  * (the backward does not need the forward kernel). */
 #include <math.h>
 
-#include "internal.h" /* struct pfx_tensor */
+#include "attention_backward.h" /* tile override */
+#include "internal.h"           /* struct pfx_tensor */
 #include "pfx_test.h"
 #include "reference/random.h"
 #include "reference/reference.h"
@@ -27,7 +28,7 @@ typedef struct spec {
 typedef struct problem {
     pfx_attention_desc d;
     size_t bank;
-    float gain[16], dim_gain[16 * 128];
+    float gain[16], dim_gain[16 * 256];
     int32_t q_lens[8], kv_lens[8], bank_index[8];
     float *q, *k, *v, *pk, *pv, *o, *lse, *d_o;
     pfx_tensor *tq, *tk, *tv, *tpk, *tpv, *to, *tlse, *tdo;
@@ -72,7 +73,7 @@ static void shape_of(pfx_layout l, size_t B, size_t heads, size_t rows, size_t D
 static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
 {
     memset(p, 0, sizeof(*p));
-    assert_true(s->H <= 16 && s->D <= 128 && s->B <= 8);
+    assert_true(s->H <= 16 && s->D <= 256 && s->B <= 8);
     ref_rng rng;
     ref_rng_seed(&rng, s->seed);
     pfx_attention_desc *d = &p->d;
@@ -621,7 +622,6 @@ static void test_head_dim_unsupported(void **state)
     s.M = 2;
     s.P = 0;
     s.D = 300;
-    /* problem_make caps D at 128 for its gain arrays; build by hand */
     pfx_attention_desc d;
     pfx_attention_desc_init(&d);
     d.batch = d.heads = d.kv_heads = 1;
@@ -641,6 +641,36 @@ static void test_head_dim_unsupported(void **state)
         pfx_tensor_destroy(all[i]);
     pfx_tensor_destroy(&lse);
     assert_int_equal(pfx_test_live_bytes(rt), base);
+}
+
+/* Every vendor's option set (registry) gives the reference's gradients here
+ * too: DT > 1 (several work-items per row), other tile sizes. */
+static void test_vendor_tiles(void **state)
+{
+    const pfx_vendor vendors[] = { PFX_VENDOR_NVIDIA, PFX_VENDOR_AMD, PFX_VENDOR_INTEL_GPU,
+                                   PFX_VENDOR_OTHER };
+    const uint64_t local[] = { 48 * 1024, 64 * 1024, 64 * 1024, 32 * 1024 };
+    const size_t dims[] = { 32, 80, 128, 160 };
+    for (size_t v = 0; v < sizeof(vendors) / sizeof(vendors[0]); v++)
+        for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+            pfx_attn_bwd_tiles t;
+            assert_true(pfx_attn_bwd_tiles_for(vendors[v], local[v], dims[i], &t));
+            printf(" tiles BQ=%u BK=%u DT=%u DMAX=%u (%zu bytes local)\n", t.bq, t.bk, t.dt,
+                   t.dmax, t.local_bytes);
+            pfx_attn_bwd_override_tiles(&t);
+            spec s = base_spec();
+            s.N = 21;
+            s.M = 26;
+            s.P = 5;
+            s.D = dims[i];
+            s.causal = v % 2;
+            s.lens = v >= 2;
+            s.gain = PFX_GAIN_TANH;
+            s.dim_gain = true;
+            s.seed = 100 + v * 10 + i;
+            run_spec(*state, &s);
+            pfx_attn_bwd_override_tiles(NULL);
+        }
 }
 
 static void test_accounting(void **state)
@@ -673,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_head_dim_unsupported),
+        cmocka_unit_test(test_vendor_tiles),
         cmocka_unit_test(test_accounting),
     };
     return cmocka_run_group_tests_name("attention_backward", tests, pfx_test_group_setup,

@@ -13,9 +13,13 @@ const unsigned pfx_attn_bwd_buckets[PFX_ATTN_BWD_BUCKETS] = { 32, 64, 128, 256 }
 
 static size_t tiles_local_bytes(const pfx_attn_bwd_tiles *t)
 {
-    size_t ld = t->dmax + 1;
-    return sizeof(float) * (2 * (size_t)t->bk * ld + 2 * (size_t)t->bq * ld +
-                            2 * (size_t)t->bq * t->bk + 2 * (size_t)t->bq);
+    /* as BWD_LOCALS in cl/attention_bwd.cl: K~, V~ and Q, dO tiles (rows
+     * padded to DMAX + 1, or transposed with BK + 1 / BQ + 1), two score
+     * tiles, LSE and Delta */
+    size_t dm = t->dmax, bq = t->bq, bk = t->bk;
+    size_t ksz = bk * (dm + 1) > dm * (bk + 1) ? bk * (dm + 1) : dm * (bk + 1);
+    size_t qsz = bq * (dm + 1) > dm * (bq + 1) ? bq * (dm + 1) : dm * (bq + 1);
+    return sizeof(float) * (2 * ksz + 2 * qsz + 2 * bq * bk + 2 * bq);
 }
 
 /*
@@ -76,6 +80,16 @@ void pfx_attn_bwd_options(const pfx_attn_bwd_tiles *t, char *buf, size_t cap)
 {
     snprintf(buf, cap, "-DPFX_BQ=%u -DPFX_BK=%u -DPFX_DT=%u -DPFX_DMAX=%u", t->bq, t->bk, t->dt,
              t->dmax);
+}
+
+static bool tiles_forced;
+static pfx_attn_bwd_tiles forced_tiles;
+
+void pfx_attn_bwd_override_tiles(const pfx_attn_bwd_tiles *tiles)
+{
+    tiles_forced = tiles != NULL;
+    if (tiles)
+        forced_tiles = *tiles;
 }
 
 static size_t ceil_div(size_t a, size_t b)
@@ -144,6 +158,8 @@ static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
                          "%s: desc.head_dim %zu is beyond what the backward kernels hold in this "
                          "device's %llu bytes of local memory (at most 256)",
                          OP, p->D, (unsigned long long)rt->info.local_mem_bytes);
+    if (tiles_forced && p->D <= forced_tiles.dmax)
+        *tiles = forced_tiles;
     size_t wg = (size_t)(tiles->bq > tiles->bk ? tiles->bq : tiles->bk) * tiles->dt;
     if (wg > rt->info.max_work_group_size)
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,

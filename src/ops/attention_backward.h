@@ -29,4 +29,9 @@ bool pfx_attn_bwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, size_t 
 /* The -D options of a tile choice. */
 void pfx_attn_bwd_options(const pfx_attn_bwd_tiles *t, char *buf, size_t cap);
 
+/* Tests only: run the op with these tiles instead of the device's (NULL:
+ * back to the defaults), so every vendor's option set can be checked for
+ * correctness on PoCL. Not thread-safe; not part of the public API. */
+void pfx_attn_bwd_override_tiles(const pfx_attn_bwd_tiles *tiles);
+
 #endif
