@@ -13,6 +13,8 @@ static const struct {
     { "check", cmd_check, "run every operation against the C reference [--device SEL]" },
     { "attn-map", cmd_attn_map,
       "write one head's attention probabilities as a PNG/PGM heat map [--out FILE]" },
+    { "bench", cmd_bench,
+      "measure the device's ceilings, SGEMM, attention and the encoder [--all] [--quick]" },
     { "kernel-configs", cmd_kernel_configs,
       "print every kernel program x vendor x options the runtime may build [--build]" },
 };

@@ -1,0 +1,56 @@
+#!/bin/sh
+# `prefixcl bench` bad input: each case must fail with a clear message and a
+# non-zero exit before any measurement, leaving no output (or temporary) file.
+# Usage: test_bench_input.sh PATH/TO/prefixcl
+set -u
+exe=${1:?usage: test_bench_input.sh PATH/TO/prefixcl}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/pfx-bench-test.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failures=0
+
+# expect NAME PATTERN ARGS...: non-zero exit, PATTERN in stderr, no file in $dir/out
+expect() {
+    name=$1 pattern=$2
+    shift 2
+    rm -rf "$dir/out" && mkdir "$dir/out"
+    timeout 60 "$exe" bench "$@" >"$dir/stdout" 2>"$dir/stderr"
+    rc=$?
+    if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+        echo "FAIL $name: exit status $rc"
+        failures=$((failures + 1))
+    elif ! grep -q -- "$pattern" "$dir/stderr"; then
+        echo "FAIL $name: stderr lacks '$pattern':"
+        sed 's/^/    /' "$dir/stderr"
+        failures=$((failures + 1))
+    elif [ -n "$(ls -A "$dir/out")" ]; then
+        echo "FAIL $name: files left behind: $(ls -A "$dir/out")"
+        failures=$((failures + 1))
+    else
+        echo "ok   $name (exit $rc): $(head -n 1 "$dir/stderr")"
+    fi
+}
+
+expect "unknown option" "unknown option '--bogus'" --bogus --json "$dir/out/run.json"
+expect "option without its file" "--json needs a file name" --json
+expect "--all with --device" "exclude each other" --all --device cpu --json "$dir/out/run.json"
+expect "selector matching nothing" "no-such-device-xyz" \
+    --device no-such-device-xyz --quick --json "$dir/out/run.json" --csv "$dir/out/run.csv"
+expect "unwritable --json folder" "cannot write there" --quick --json "$dir/out/missing/run.json"
+expect "--csv names a folder" "is a folder" --quick --csv "$dir/out"
+expect "same file twice" "name the same file" --quick --json "$dir/out/x" --csv "$dir/out/x"
+
+printf '{"tool": "prefixcl bench", "devices": [ {"name": "x", "tests": [' >"$dir/truncated.json"
+expect "truncated --compare file" "not valid JSON" \
+    --quick --compare "$dir/truncated.json" --json "$dir/out/run.json" --plot "$dir/out/run.png"
+printf '{"tool": "prefixcl bench", "devices": [{"name": "x", "tests": [{"id": "sgemm.512", "status": "ok", "median_ms": "fast"}]}]}' \
+    >"$dir/badfield.json"
+expect "--compare with a bad field" "median_ms" --quick --compare "$dir/badfield.json" --json "$dir/out/run.json"
+printf '[1, 2, 3]' >"$dir/other.json"
+expect "--compare not a bench run" "not an object" --quick --compare "$dir/other.json"
+expect "--compare file missing" "cannot open" --quick --compare "$dir/none.json"
+
+if [ "$failures" -ne 0 ]; then
+    echo "$failures case(s) failed"
+    exit 1
+fi
+echo "all bad-input cases passed"

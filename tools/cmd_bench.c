@@ -1,0 +1,353 @@
+/*
+ * prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE] [--csv FILE]
+ *                [--compare FILE] [--plot FILE]
+ *
+ * One fixed suite (tools/bench_suite.c) on each chosen device, reported as
+ * clpeak reports: device -> test -> value, units in the headers, two decimals.
+ * Everything the user gave is checked before the suite starts (options,
+ * selectors, output paths, the --compare file); outputs are written to a
+ * temporary file in the same folder and renamed, so a failure leaves no
+ * partial file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "commands.h"
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
+            "                      [--csv FILE] [--compare FILE] [--plot FILE.png]\n"
+            "  --device SEL    a device to measure (repeatable): P:D, gpu, cpu, or a name\n"
+            "                  substring; default: $PREFIXCL_DEVICE, else the default device\n"
+            "  --all           every OpenCL device\n"
+            "  --quick         about 0.2 s of timed runs per test instead of 1 s\n"
+            "  --json FILE     the run as JSON (input of --compare and bench/peer_torch.py)\n"
+            "  --csv FILE      the run as CSV, one row per device and test\n"
+            "  --compare FILE  each figure's change against a saved --json run\n"
+            "  --plot FILE     a bar chart (PNG): each test's share of the device's ceiling\n");
+    return 2;
+}
+
+/* ---------------------------------------------------------------- output files */
+
+static mode_t file_mode(void)
+{
+    mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
+/* Creates "<path>.tmp-XXXXXX" beside path; -1 with errno set on failure. */
+static int make_temp(const char *path, char *tmp, size_t cap)
+{
+    if ((size_t)snprintf(tmp, cap, "%s.tmp-XXXXXX", path) >= cap) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = mkstemp(tmp);
+    if (fd >= 0)
+        fchmod(fd, file_mode());
+    return fd;
+}
+
+/* Whether the suite's results could be written to path, checked by creating
+ * (and removing) a temporary file in its folder. */
+static bool check_writable(const char *option, const char *path)
+{
+    struct stat st;
+    if (!path[0]) {
+        fprintf(stderr, "prefixcl bench: %s: empty file name\n", option);
+        return false;
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "prefixcl bench: %s %s: is a folder\n", option, path);
+        return false;
+    }
+    if (stat(path, &st) == 0 && access(path, W_OK) != 0) {
+        fprintf(stderr, "prefixcl bench: %s %s: not writable: %s\n", option, path,
+                strerror(errno));
+        return false;
+    }
+    char tmp[4096];
+    int fd = make_temp(path, tmp, sizeof(tmp));
+    if (fd < 0) {
+        fprintf(stderr, "prefixcl bench: %s %s: cannot write there: %s\n", option, path,
+                strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(tmp);
+    return true;
+}
+
+typedef int (*writer_fn)(FILE *out, const bench_run *run);
+
+static bool write_atomic(const char *option, const char *path, writer_fn writer,
+                         const bench_run *run)
+{
+    char tmp[4096];
+    int fd = make_temp(path, tmp, sizeof(tmp));
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    bool ok = f != NULL;
+    if (!f && fd >= 0)
+        close(fd);
+    if (ok)
+        ok = writer(f, run) == 0;
+    if (f)
+        ok = (fclose(f) == 0) && ok;
+    if (ok)
+        ok = rename(tmp, path) == 0;
+    if (!ok) {
+        fprintf(stderr, "prefixcl bench: %s %s: cannot write: %s\n", option, path,
+                strerror(errno));
+        if (fd >= 0)
+            unlink(tmp);
+    }
+    return ok;
+}
+
+static bool write_plot(const char *path, const bench_run *run)
+{
+    char tmp[4096];
+    int fd = make_temp(path, tmp, sizeof(tmp));
+    bool ok = fd >= 0;
+    if (ok) {
+        close(fd);
+        ok = bench_plot_png(tmp, run) == 0 && rename(tmp, path) == 0;
+    }
+    if (!ok) {
+        fprintf(stderr, "prefixcl bench: --plot %s: cannot write: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            unlink(tmp);
+    }
+    return ok;
+}
+
+/* ---------------------------------------------------------------- progress */
+
+typedef struct progress {
+    bool tty;
+    size_t device, devices;
+    const char *name;
+} progress;
+
+static void on_test(void *user, const char *test_id, size_t index, size_t total)
+{
+    progress *p = user;
+    if (p->tty)
+        fprintf(stderr, "\r\033[K[device %zu/%zu] %.40s: test %zu/%zu %s ...", p->device + 1,
+                p->devices, p->name, index, total, test_id);
+    else
+        fprintf(stderr, "prefixcl bench: device %zu/%zu: test %zu/%zu %s\n", p->device + 1,
+                p->devices, index, total, test_id);
+    fflush(stderr);
+}
+
+static void progress_clear(const progress *p)
+{
+    if (p->tty) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+}
+
+/* ---------------------------------------------------------------- devices */
+
+static bool add_device(bench_run *run, const pfx_device_info *info)
+{
+    char sel[16];
+    snprintf(sel, sizeof(sel), "%u:%u", info->platform_index, info->device_index);
+    for (size_t d = 0; d < run->device_count; d++)
+        if (!strcmp(run->devices[d].selector, sel))
+            return true; /* the same device named twice: measured once */
+    if (run->device_count >= BENCH_MAX_DEVICES) {
+        fprintf(stderr, "prefixcl bench: at most %d devices\n", BENCH_MAX_DEVICES);
+        return false;
+    }
+    bench_device *dev = &run->devices[run->device_count++];
+    memset(dev, 0, sizeof(*dev));
+    snprintf(dev->selector, sizeof(dev->selector), "%s", sel);
+    dev->info = *info;
+    return true;
+}
+
+static bool choose_devices(bench_run *run, const char **selectors, size_t nsel, bool all)
+{
+    if (all) {
+        size_t count = 0;
+        if (pfx_device_count(&count) != PFX_SUCCESS || count == 0) {
+            fprintf(stderr, "prefixcl bench: no OpenCL device found\n");
+            return false;
+        }
+        pfx_device_info *infos = calloc(count, sizeof(*infos));
+        if (!infos || pfx_device_list(infos, count, &count) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl bench: listing devices: %s\n", pfx_last_error(NULL));
+            free(infos);
+            return false;
+        }
+        bool ok = true;
+        for (size_t i = 0; i < count && ok; i++)
+            ok = add_device(run, &infos[i]);
+        free(infos);
+        return ok;
+    }
+    if (nsel == 0) {
+        pfx_device_info info;
+        if (pfx_device_select(NULL, &info) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl bench: %s\n", pfx_last_error(NULL));
+            return false;
+        }
+        return add_device(run, &info);
+    }
+    for (size_t i = 0; i < nsel; i++) {
+        pfx_device_info info;
+        if (!selectors[i][0]) {
+            fprintf(stderr, "prefixcl bench: --device: empty selector\n");
+            return false;
+        }
+        if (pfx_device_select(selectors[i], &info) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl bench: --device %s: %s\n", selectors[i],
+                    pfx_last_error(NULL));
+            return false;
+        }
+        if (!add_device(run, &info))
+            return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- command */
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *selectors[BENCH_MAX_DEVICES];
+    size_t nsel = 0;
+    bool all = false, quick = false;
+    const char *json_path = NULL, *csv_path = NULL, *compare_path = NULL, *plot_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **target = NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--all")) {
+            all = true;
+            continue;
+        } else if (!strcmp(a, "--quick")) {
+            quick = true;
+            continue;
+        } else if (!strcmp(a, "--device")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "prefixcl bench: --device needs a selector\n");
+                return usage(stderr);
+            }
+            if (nsel >= BENCH_MAX_DEVICES) {
+                fprintf(stderr, "prefixcl bench: at most %d --device options\n",
+                        BENCH_MAX_DEVICES);
+                return 2;
+            }
+            selectors[nsel++] = argv[++i];
+            continue;
+        } else if (!strcmp(a, "--json")) {
+            target = &json_path;
+        } else if (!strcmp(a, "--csv")) {
+            target = &csv_path;
+        } else if (!strcmp(a, "--compare")) {
+            target = &compare_path;
+        } else if (!strcmp(a, "--plot")) {
+            target = &plot_path;
+        } else {
+            fprintf(stderr, "prefixcl bench: unknown option '%s'\n", a);
+            return usage(stderr);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "prefixcl bench: %s needs a file name\n", a);
+            return usage(stderr);
+        }
+        if (*target) {
+            fprintf(stderr, "prefixcl bench: %s given twice\n", a);
+            return 2;
+        }
+        *target = argv[++i];
+    }
+    if (all && nsel) {
+        fprintf(stderr, "prefixcl bench: --all and --device exclude each other\n");
+        return 2;
+    }
+
+    /* Check everything before the first measurement. */
+    static bench_run base;
+    if (compare_path) {
+        char err[512];
+        if (bench_load_json(compare_path, &base, err, sizeof(err)) != 0) {
+            fprintf(stderr, "prefixcl bench: --compare %s: %s\n", compare_path, err);
+            return 2;
+        }
+    }
+    const char *outs[][2] = { { "--json", json_path }, { "--csv", csv_path },
+                              { "--plot", plot_path } };
+    for (size_t i = 0; i < 3; i++) {
+        if (!outs[i][1])
+            continue;
+        for (size_t j = 0; j < i; j++)
+            if (outs[j][1] && !strcmp(outs[i][1], outs[j][1])) {
+                fprintf(stderr, "prefixcl bench: %s and %s name the same file\n", outs[j][0],
+                        outs[i][0]);
+                return 2;
+            }
+        if (!check_writable(outs[i][0], outs[i][1]))
+            return 2;
+    }
+    static bench_run run;
+    memset(&run, 0, sizeof(run));
+    run.quick = quick;
+    if (!choose_devices(&run, selectors, nsel, all))
+        return 2;
+    time_t now = time(NULL);
+    strftime(run.date, sizeof(run.date), "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
+
+    progress prog = { .tty = isatty(STDERR_FILENO) != 0, .devices = run.device_count };
+    int rc = 0;
+    for (size_t d = 0; d < run.device_count; d++) {
+        bench_device *dev = &run.devices[d];
+        prog.device = d;
+        prog.name = dev->info.device_name;
+        pfx_runtime_params params;
+        pfx_runtime_default_params(&params);
+        params.device = dev->selector;
+        pfx_runtime *rt = NULL;
+        if (pfx_runtime_create(&rt, &params) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl bench: device %s (%s): %s\n", dev->selector,
+                    dev->info.device_name, pfx_last_error(NULL));
+            snprintf(dev->timer, sizeof(dev->timer), "none");
+            rc = 1;
+            continue;
+        }
+        dev->info = *pfx_runtime_device(rt);
+        bench_suite_run(rt, quick, dev, on_test, &prog);
+        pfx_runtime_destroy(&rt);
+        progress_clear(&prog);
+        bench_print_device(stdout, dev);
+        fflush(stdout);
+    }
+    if (run.device_count > 1)
+        bench_print_side_by_side(stdout, &run);
+    if (compare_path)
+        bench_print_compare(stdout, &run, &base, compare_path);
+    if (json_path && !write_atomic("--json", json_path, bench_write_json, &run))
+        rc = 1;
+    if (csv_path && !write_atomic("--csv", csv_path, bench_write_csv, &run))
+        rc = 1;
+    if (plot_path && !write_plot(plot_path, &run))
+        rc = 1;
+    return rc;
+}
