@@ -1,0 +1,193 @@
+/*
+ * Suite 'train': the prefix-tuning job of `prefixcl train` (tools/train_loop.c,
+ * tools/cmd_train.c) run in-process. A short library-level run whose loss
+ * falls at least tenfold; the command's outputs (CSV rows, PNG signature,
+ * safetensors with per-layer prefixes and gains, a PEFT folder that
+ * pfx_peft_read_* reads back and that matches the safetensors); bad options
+ * exit non-zero.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pfx_test.h"
+#include "commands.h"
+#include "train_loop.h"
+
+static const char *out_dir;
+
+static int run_cmd(int argc, const char **argv)
+{
+    return cmd_train(argc, (char **)argv);
+}
+
+static void test_loss_falls_tenfold(void **state)
+{
+    (void)state;
+    train_config cfg;
+    train_default_config(&cfg);
+    cfg.steps = 100;
+    cfg.layers = 2;
+    train_fit_schedules(&cfg);
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/lib-run", out_dir);
+    train_result r;
+    assert_int_equal(train_run(NULL, &cfg, dir, NULL, NULL, &r), 0);
+    assert_int_equal(r.steps_done, 100);
+    for (size_t i = 0; i < r.steps_done; i++)
+        assert_true(isfinite(r.losses[i]) && r.losses[i] >= 0);
+    double ratio = r.final_loss / r.first_loss;
+    fprintf(stderr, "loss %.4e -> %.4e (final/first %.4f)\n", r.first_loss, r.final_loss, ratio);
+    assert_true(r.first_loss > 0);
+    assert_true(ratio <= 0.1);
+    /* counts: the encoder MLP is trainable, 2 L Hkv D values per position baked */
+    pfx_encoder_params ep = { .layers = 2, .kv_heads = cfg.kv_heads, .head_dim = cfg.head_dim,
+                              .prefix_len = cfg.prefix_len, .embed_dim = cfg.embed_dim,
+                              .hidden_dim = cfg.hidden_dim };
+    pfx_encoder_param_counts c;
+    assert_int_equal(pfx_encoder_params_counts(&ep, &c), PFX_SUCCESS);
+    assert_int_equal(r.counts.trainable, c.trainable);
+    assert_int_equal(r.counts.baked_per_position, 2 * 2 * cfg.kv_heads * cfg.head_dim);
+    assert_int_equal(r.gain_params, 2 * cfg.heads);
+    for (size_t l = 0; l < 2; l++) {
+        assert_true(r.layer_stats[l].prefix_mass > 0 && r.layer_stats[l].prefix_mass < 1);
+        assert_true(r.layer_stats[l].entropy > 0);
+    }
+    train_result_free(&r);
+}
+
+static size_t count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = 0;
+    int ch;
+    while ((ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+static void test_command_outputs(void **state)
+{
+    (void)state;
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof(dir), "%s/cmd-run", out_dir);
+    const char *argv[] = { "train", "--steps", "12", "--layers", "2", "--seed", "5",
+                           "--out", dir, "--quiet" };
+    assert_int_equal(run_cmd(10, argv), 0);
+
+    snprintf(path, sizeof(path), "%s/loss.csv", dir);
+    assert_int_equal(count_lines(path), 1 + 12);
+    FILE *f = fopen(path, "r");
+    char line[256];
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_string_equal(line, "step,loss,grad_norm\n");
+    assert_non_null(fgets(line, sizeof(line), f));
+    assert_int_equal(strncmp(line, "1,", 2), 0);
+    fclose(f);
+
+    snprintf(path, sizeof(path), "%s/loss.png", dir);
+    f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char sig[8];
+    assert_int_equal(fread(sig, 1, 8, f), 8);
+    fclose(f);
+    static const unsigned char png[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n' };
+    assert_memory_equal(sig, png, 8);
+
+    train_config cfg;
+    train_default_config(&cfg);
+    const size_t Hkv = cfg.kv_heads, P = cfg.prefix_len, D = cfg.head_dim, n = Hkv * P * D;
+    snprintf(path, sizeof(path), "%s/prefixes.safetensors", dir);
+    pfx_safetensors *st = NULL;
+    assert_int_equal(pfx_safetensors_open(path, &st), PFX_SUCCESS);
+    assert_int_equal(pfx_safetensors_count(st), 6);
+    assert_string_equal(pfx_safetensors_metadata_get(st, "num_layers"), "2");
+    float *file_k[2], *gain = malloc(cfg.heads * sizeof(float));
+    for (int l = 0; l < 2; l++) {
+        char name[64];
+        pfx_st_info info;
+        snprintf(name, sizeof(name), "layers.%d.prefix_k", l);
+        long i = pfx_safetensors_find(st, name);
+        assert_true(i >= 0);
+        assert_int_equal(pfx_safetensors_info(st, (size_t)i, &info), PFX_SUCCESS);
+        assert_int_equal(info.ndim, 3);
+        assert_int_equal(info.shape[0], Hkv);
+        assert_int_equal(info.shape[1], P);
+        assert_int_equal(info.shape[2], D);
+        file_k[l] = malloc(n * sizeof(float));
+        assert_int_equal(pfx_safetensors_read_f32(st, name, file_k[l], n), PFX_SUCCESS);
+        snprintf(name, sizeof(name), "layers.%d.gain", l);
+        assert_int_equal(pfx_safetensors_read_f32(st, name, gain, cfg.heads), PFX_SUCCESS);
+        for (size_t h = 0; h < cfg.heads; h++)
+            assert_true(isfinite(gain[h]));
+    }
+    pfx_safetensors_close(&st);
+
+    /* the PEFT folder reads back and holds the same prefixes */
+    snprintf(path, sizeof(path), "%s/peft", dir);
+    pfx_peft_config pc;
+    assert_int_equal(pfx_peft_read_config(path, &pc), PFX_SUCCESS);
+    assert_int_equal(pc.num_layers, 2);
+    assert_int_equal(pc.num_virtual_tokens, P);
+    assert_int_equal(pc.token_dim, Hkv * D);
+    pfx_runtime *rt = pfx_test_runtime();
+    pfx_tensor *keys[2] = { NULL, NULL }, *values[2] = { NULL, NULL };
+    pfx_status s = pfx_peft_load_prefixes(rt, path, Hkv, keys, values, 2, NULL);
+    if (s != PFX_SUCCESS)
+        fail_msg("peft load: %s", pfx_last_error(rt));
+    float *k = malloc(n * sizeof(float));
+    for (int l = 0; l < 2; l++) {
+        assert_int_equal(pfx_tensor_read(keys[l], 0, n, k), PFX_SUCCESS);
+        assert_memory_equal(k, file_k[l], n * sizeof(float));
+        pfx_tensor_destroy(&keys[l]);
+        pfx_tensor_destroy(&values[l]);
+        free(file_k[l]);
+    }
+    free(k);
+    free(gain);
+    pfx_runtime_destroy(&rt);
+}
+
+static void test_bad_options(void **state)
+{
+    (void)state;
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s/bad", out_dir);
+    const char *cases[][4] = {
+        { "train", "--bogus", NULL, NULL },     { "train", "--steps", "0", NULL },
+        { "train", "--steps", "abc", NULL },    { "train", "--steps", NULL, NULL },
+        { "train", "--layers", "65", NULL },    { "train", "--layers", "-1", NULL },
+        { "train", "--seed", "1x", NULL },      { "train", "--out", "", NULL },
+        { "train", "--device", "", NULL },      { "train", "extra", NULL, NULL },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int argc = 0;
+        while (argc < 4 && cases[i][argc])
+            argc++;
+        int rc = run_cmd(argc, cases[i]);
+        if (rc == 0)
+            fail_msg("case %zu (%s %s) exited 0", i, cases[i][1], cases[i][2] ? cases[i][2] : "");
+    }
+    /* a selector that matches no device: non-zero too */
+    const char *argv[] = { "train", "--device", "no-such-device-xyz", "--steps", "1",
+                           "--out", dir, "--quiet" };
+    assert_int_not_equal(run_cmd(8, argv), 0);
+}
+
+int main(int argc, char **argv)
+{
+    out_dir = argc > 1 ? argv[1] : "train-test-out";
+    mkdir(out_dir, 0777);
+    pfx_runtime *probe = pfx_test_runtime(); /* exit 77 without a device */
+    pfx_runtime_destroy(&probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_command_outputs),
+        cmocka_unit_test(test_loss_falls_tenfold),
+    };
+    return cmocka_run_group_tests_name("train", tests, NULL, NULL);
+}

@@ -1,0 +1,198 @@
+/* prefixcl train: the main job. An end-to-end prefix-tuning run
+ * (train_loop.h) with a progress bar (terminal) or plain lines, the loss
+ * curve as CSV and PNG, baked prefixes saved as safetensors and as a PEFT
+ * folder, and a summary: parameter counts, loss ratio, per-layer attention
+ * mass on the prefix and entropy. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "train_loop.h"
+#include "train_plot.h"
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: prefixcl train [--device SEL] [--steps N] [--layers L] [--seed S]\n"
+            "                      [--out DIR] [--quiet]\n"
+            "  --device SEL  P:D, gpu, cpu or a name substring (default: $PREFIXCL_DEVICE,\n"
+            "                then the strongest GPU)\n"
+            "  --steps N     optimizer steps, 1..100000 (default 300)\n"
+            "  --layers L    frozen attention layers, 1..64 (default 3)\n"
+            "  --seed S      seed of the weights, the teacher and the data (default 1)\n"
+            "  --out DIR     output folder (default ./train-out): loss.csv, loss.png,\n"
+            "                prefixes.safetensors, peft/\n"
+            "  --quiet       no progress output, only the summary\n");
+    return 2;
+}
+
+static bool parse_u64(const char *s, unsigned long long lo, unsigned long long hi,
+                      unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || s[0] == '-' || s[0] == '+')
+        return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+typedef struct progress {
+    bool tty, quiet;
+    size_t steps, every;
+} progress;
+
+static void on_step(const train_step_info *s, void *user)
+{
+    progress *p = user;
+    if (p->quiet)
+        return;
+    if (p->tty) {
+        const int width = 30;
+        int filled = (int)((double)s->step / (double)p->steps * width);
+        char bar[64];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < filled ? '#' : '-';
+        bar[width] = '\0';
+        fprintf(stdout, "\r[%s] step %zu/%zu  loss %.4e  |g| %.3e  %.0f tok/s%s", bar, s->step,
+                p->steps, s->loss, (double)s->grad_norm, s->tokens_per_s,
+                s->skipped ? "  (skipped)" : "");
+        if (s->step == p->steps)
+            fputc('\n', stdout);
+        fflush(stdout);
+    } else if (s->step == 1 || s->step % p->every == 0 || s->step == p->steps) {
+        fprintf(stdout, "step %zu/%zu loss %.4e grad_norm %.3e lr_factor %.3f gain_ramp %.2f "
+                        "tokens/s %.0f%s\n",
+                s->step, p->steps, s->loss, (double)s->grad_norm, (double)s->lr_factor,
+                (double)s->gain_ramp, s->tokens_per_s, s->skipped ? " skipped" : "");
+        fflush(stdout);
+    }
+}
+
+static int write_csv(const char *path, const train_result *r)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "step,loss,grad_norm\n");
+    for (size_t i = 0; i < r->steps_done; i++)
+        fprintf(f, "%zu,%.9g,%.9g\n", i + 1, r->losses[i], (double)r->grad_norms[i]);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    const char *device = NULL, *out = "train-out";
+    bool quiet = false;
+    train_config cfg;
+    train_default_config(&cfg);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        unsigned long long n;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet")) {
+            quiet = true;
+            continue;
+        } else if (strcmp(a, "--device") && strcmp(a, "--out") && strcmp(a, "--steps") &&
+                   strcmp(a, "--layers") && strcmp(a, "--seed")) {
+            fprintf(stderr, "prefixcl train: unknown option '%s'\n\n", a);
+            return usage(stderr);
+        } else if (!v) {
+            fprintf(stderr, "prefixcl train: %s needs a value\n\n", a);
+            return usage(stderr);
+        } else if (!strcmp(a, "--device")) {
+            if (!*v) {
+                fprintf(stderr, "prefixcl train: --device is empty\n\n");
+                return usage(stderr);
+            }
+            device = v;
+        } else if (!strcmp(a, "--out")) {
+            if (!*v) {
+                fprintf(stderr, "prefixcl train: --out is empty\n\n");
+                return usage(stderr);
+            }
+            out = v;
+        } else if (!strcmp(a, "--steps")) {
+            if (!parse_u64(v, 1, 100000, &n)) {
+                fprintf(stderr, "prefixcl train: bad --steps '%s' (1..100000)\n\n", v);
+                return usage(stderr);
+            }
+            cfg.steps = (size_t)n;
+        } else if (!strcmp(a, "--layers")) {
+            if (!parse_u64(v, 1, 64, &n)) {
+                fprintf(stderr, "prefixcl train: bad --layers '%s' (1..64)\n\n", v);
+                return usage(stderr);
+            }
+            cfg.layers = (size_t)n;
+        } else if (!strcmp(a, "--seed")) {
+            if (!parse_u64(v, 0, UINT64_MAX, &n)) {
+                fprintf(stderr, "prefixcl train: bad --seed '%s'\n\n", v);
+                return usage(stderr);
+            }
+            cfg.seed = n;
+        } else {
+            fprintf(stderr, "prefixcl train: unknown option '%s'\n\n", a);
+            return usage(stderr);
+        }
+        i++;
+    }
+    train_fit_schedules(&cfg); /* warm-up and gain ramp shrink for short runs */
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "prefixcl train: cannot create %s: %s\n", out, strerror(errno));
+        return 1;
+    }
+
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0, .quiet = quiet, .steps = cfg.steps,
+                      .every = cfg.steps >= 10 ? cfg.steps / 10 : 1 };
+    if (!quiet)
+        printf("prefixcl train: %zu layers (C=%zu, H=%zu, Hkv=%zu, D=%zu), prefix %zu, "
+               "batch %zu x %zu tokens, %zu steps, seed %llu\n",
+               cfg.layers, cfg.model_dim, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.prefix_len,
+               cfg.batch, cfg.tokens, cfg.steps, (unsigned long long)cfg.seed);
+    train_result r;
+    if (train_run(device, &cfg, out, on_step, &prog, &r)) {
+        train_result_free(&r);
+        return 1;
+    }
+    char path[4096];
+    int rc = 0;
+    snprintf(path, sizeof(path), "%s/loss.csv", out);
+    if (write_csv(path, &r)) {
+        fprintf(stderr, "prefixcl train: cannot write %s: %s\n", path, strerror(errno));
+        rc = 1;
+    }
+    snprintf(path, sizeof(path), "%s/loss.png", out);
+    if (train_plot_loss(path, r.losses, r.steps_done)) {
+        fprintf(stderr, "prefixcl train: cannot write %s\n", path);
+        rc = 1;
+    }
+    double ratio = r.final_loss / r.first_loss;
+    printf("device: %s\n", r.device);
+    printf("time: %.1f s for %zu steps (step 1: %.1f s, kernel builds included; setup %.1f s)\n",
+           r.train_seconds, r.steps_done, r.first_step_seconds, r.setup_seconds);
+    printf("parameters: encoder %zu trainable + %zu gains; baked %zu per prefix position "
+           "(%zu in all)\n",
+           r.counts.trainable, r.gain_params, r.counts.baked_per_position, r.counts.baked);
+    printf("loss: first %.4e, final %.4e (mean of the last %zu steps), final/first %.4f "
+           "(%.1fx lower)\n",
+           r.first_loss, r.final_loss, r.steps_done < 10 ? r.steps_done : (size_t)10, ratio,
+           1.0 / ratio);
+    for (size_t l = 0; l < cfg.layers; l++)
+        printf("layer %zu: prefix mass %.4f (teacher %.4f), entropy %.4f (teacher %.4f)\n", l,
+               r.layer_stats[l].prefix_mass, r.layer_stats[l].teacher_prefix_mass,
+               r.layer_stats[l].entropy, r.layer_stats[l].teacher_entropy);
+    printf("wrote %s/loss.csv, %s/loss.png, %s/prefixes.safetensors, %s/peft/\n", out, out, out,
+           out);
+    train_result_free(&r);
+    return rc;
+}
