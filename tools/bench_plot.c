@@ -146,7 +146,7 @@ int bench_plot_png(const char *path, const bench_run *run)
                 ids[nids++] = id;
         }
     const long margin = 16, label_w = 13 * CHAR_W, plot_w = 600, value_w = 10 * CHAR_W;
-    const long bar_h = 14, gap = 10;
+    const long bar_h = 8 * SCALE + 2, gap = 10; /* one text line per bar */
     const long nd = (long)run->device_count;
     const long title_h = LINE_H * 3;
     const long legend_h = LINE_H * (nd + 1);

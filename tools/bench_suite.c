@@ -11,7 +11,8 @@
  *              counted as 2.5x the forward FLOPs (the FlashAttention convention:
  *              five products instead of two); (d) as GB/s of K/V read + dK/dV written
  *   encoder.*  the prefix encoder MLP at GPT-2-small sizes, forward and backward
- *   layer.step one training step of a layer (needs a layer API)
+ *   layer.step one training step of a GPT-2-small attention layer: forward, MSE
+ *              loss, backward (dX, prefix, gains), AdamW on the prefix and gains
  *
  * Every test owns its buffers for its own duration only, so the largest one
  * bounds the memory a device needs. A test that cannot run is skipped with its
@@ -30,6 +31,10 @@
 #include <clblast_c.h>
 #if PFX_BENCH_HAVE_ENCODER
 #include "prefixcl/encoder.h"
+#endif
+#if PFX_BENCH_HAVE_LAYER
+#include "prefixcl/layer.h"
+#include "prefixcl/optimizer.h"
 #endif
 
 typedef struct suite {
@@ -682,11 +687,131 @@ static void test_encoder(suite *s, bool backward)
 #endif
 }
 
-static void test_layer_step(suite *s)
+/* ---------------------------------------------------------------- layer step */
+
+/* One training step of one GPT-2-small attention layer: forward, MSE loss
+ * against a target (its gradient), backward to dX and the prefix and gain
+ * gradients (frozen weights get none), AdamW on the prefix and the gains. */
+#define STEP_B 2
+#define STEP_N 512
+#define STEP_C 768
+#define STEP_H 12
+#define STEP_D 64
+#define STEP_P 20
+
+#if PFX_BENCH_HAVE_LAYER
+typedef struct step_ctx {
+    pfx_layer *layer;
+    pfx_optimizer *opt;
+    pfx_tensor *x, *y, *target, *dy, *dx, *kp, *vp, *dkp, *dvp, *gain, *dgain;
+    float gains[STEP_H];
+    pfx_layer_prefix prefix;
+    pfx_layer_grads grads;
+} step_ctx;
+
+static pfx_status step_enqueue(pfx_runtime *rt, void *ctx, void **ev)
 {
-    bench_result *r = begin(s, "layer.step", "Training step", "one layer, forward + backward + update");
-    if (r)
-        skip(r, "no layer API yet");
+    (void)rt;
+    (void)ev;
+    step_ctx *c = ctx;
+    double loss = 0;
+    pfx_status st = pfx_layer_forward(c->layer, c->x, &c->prefix, c->y);
+    if (st == PFX_SUCCESS)
+        st = pfx_mse_loss(c->y, c->target, c->dy, &loss);
+    if (st == PFX_SUCCESS)
+        st = pfx_layer_backward(c->layer, c->x, &c->prefix, c->dy, &c->grads);
+    if (st == PFX_SUCCESS)
+        st = pfx_optimizer_step(c->opt, NULL);
+    return st;
+}
+#endif
+
+static void test_layer_step(suite *s, double hint_gflops)
+{
+    char label[64];
+    snprintf(label, sizeof(label), "B%d N%d C%d H%d D%d P%d causal, fwd+loss+bwd+AdamW", STEP_B,
+             STEP_N, STEP_C, STEP_H, STEP_D, STEP_P);
+    bench_result *r = begin(s, "layer.step", "Training step of a layer", label);
+    if (!r)
+        return;
+#if !PFX_BENCH_HAVE_LAYER
+    (void)hint_gflops;
+    skip(r, "no layer API yet");
+#else
+    const double T = (double)STEP_B * STEP_N, C = STEP_C, HD = (double)STEP_H * STEP_D;
+    attn_shape sh = { 's', STEP_B, STEP_H, STEP_H, STEP_N, STEP_N, STEP_P, STEP_D, true, false };
+    double attn = 4.0 * attn_pairs(&sh) * STEP_D;
+    /* forward: Q, K, V and output projections + attention; backward: the same
+     * products for dX (no weight gradients) + attention backward (2.5x) */
+    double proj = 2.0 * T * C * 3.0 * HD + 2.0 * T * HD * C;
+    double flops = 2.0 * proj + 3.5 * attn;
+    double act = 4.0 * T * C;
+    if (!fits(s, r, 4.0 * C * HD * 4 + 12 * act, 4.0 * C * HD) ||
+        quick_too_slow(s, r, flops, hint_gflops, "CLBlast SGEMM"))
+        return;
+    step_ctx c;
+    memset(&c, 0, sizeof(c));
+    pfx_runtime *rt = s->rt;
+    pfx_layer_params lp = { .model_dim = STEP_C, .heads = STEP_H, .kv_heads = STEP_H,
+                            .head_dim = STEP_D, .prefix_len = STEP_P, .max_batch = STEP_B,
+                            .max_tokens = STEP_N, .bias = true, .causal = true, .residual = true,
+                            .gain_mode = PFX_GAIN_TANH };
+    size_t xs[3] = { STEP_B, STEP_N, STEP_C }, ps[3] = { STEP_H, STEP_P, STEP_D },
+           gs[1] = { STEP_H };
+    pfx_status st = pfx_layer_create(rt, &lp, &c.layer);
+    if (st == PFX_SUCCESS)
+        st = pfx_layer_init_random(c.layer, 7, 1.0f);
+    if (st == PFX_SUCCESS)
+        st = random_tensor(rt, 3, xs, 21, 1.0f, &c.x);
+    if (st == PFX_SUCCESS)
+        st = random_tensor(rt, 3, xs, 22, 1.0f, &c.target);
+    if (st == PFX_SUCCESS)
+        st = random_tensor(rt, 3, ps, 23, 0.5f, &c.kp);
+    if (st == PFX_SUCCESS)
+        st = random_tensor(rt, 3, ps, 24, 0.5f, &c.vp);
+    if (st == PFX_SUCCESS)
+        st = random_tensor(rt, 1, gs, 25, 0.1f, &c.gain);
+    pfx_tensor **outs[] = { &c.y, &c.dy, &c.dx };
+    for (size_t i = 0; i < 3 && st == PFX_SUCCESS; i++)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, xs, outs[i]);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &c.dkp);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &c.dvp);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, gs, &c.dgain);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_read(c.gain, 0, STEP_H, c.gains);
+    /* The host gains stay those of the start: reading the updated ones back
+     * each step would add a transfer that a trainer batches differently. */
+    c.prefix = (pfx_layer_prefix){ .k = c.kp, .v = c.vp, .gain = c.gains, .gain_ramp = 1.0f };
+    c.grads = (pfx_layer_grads){ .dx = c.dx, .dprefix_k = c.dkp, .dprefix_v = c.dvp,
+                                 .dgain = c.dgain };
+    pfx_optimizer_params op = { .max_grad_norm = 1.0f };
+    unsigned group = 0;
+    if (st == PFX_SUCCESS)
+        st = pfx_optimizer_create(rt, &op, &c.opt);
+    if (st == PFX_SUCCESS) {
+        pfx_optimizer_group_params gp = PFX_OPTIMIZER_GROUP_DEFAULTS;
+        st = pfx_optimizer_add_group(c.opt, &gp, &group);
+    }
+    if (st == PFX_SUCCESS)
+        st = pfx_optimizer_add_param(c.opt, group, c.kp, c.dkp, "prefix_k");
+    if (st == PFX_SUCCESS)
+        st = pfx_optimizer_add_param(c.opt, group, c.vp, c.dvp, "prefix_v");
+    if (st == PFX_SUCCESS)
+        st = pfx_optimizer_add_param(c.opt, group, c.gain, c.dgain, "gain");
+    if (st == PFX_SUCCESS)
+        measure(s, r, step_enqueue, &c, flops, 0, BENCH_CEIL_FMA);
+    else
+        skip_status(s, r, st);
+    pfx_optimizer_destroy(&c.opt);
+    pfx_tensor **all[] = { &c.x, &c.y, &c.target, &c.dy, &c.dx, &c.kp, &c.vp, &c.dkp, &c.dvp,
+                           &c.gain, &c.dgain };
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        pfx_tensor_destroy(all[i]);
+    pfx_layer_destroy(&c.layer);
+#endif
 }
 
 /* ---------------------------------------------------------------- suite */
@@ -724,6 +849,6 @@ void bench_suite_run(pfx_runtime *rt, bool quick, bench_device *dev, bench_progr
         test_attention(&s, &attn_shapes[i], true);
     test_encoder(&s, false);
     test_encoder(&s, true);
-    test_layer_step(&s);
+    test_layer_step(&s, sgemm_rate);
     snprintf(dev->timer, sizeof(dev->timer), "%s", s.host_timer ? "host" : "events");
 }
