@@ -53,7 +53,7 @@ typedef struct suite {
 
 /* --quick skips a test whose one run would take longer than this, predicted
  * from a smaller test of the same operation measured just before. */
-#define QUICK_MAX_RUN_S 3.0
+#define QUICK_MAX_RUN_S 6.0
 
 /* ---------------------------------------------------------------- helpers */
 
