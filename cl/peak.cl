@@ -39,10 +39,12 @@ PEAK_KERNEL(peak_fma_f16, float16, 16,
             (float16)((float)get_local_id(0), 0.5f, 0.25f, 0.125f, 1.5f, 2.5f, 3.5f, 4.5f,
                       5.5f, 6.5f, 7.5f, 8.5f, 9.5f, 10.5f, 11.5f, 12.5f))
 
-/* The same with 8 independent chain pairs per work-item (32768 FLOPs each):
- * enough instruction-level parallelism to fill the FMA pipes of a CPU, whose
- * OpenCL compiler runs a work-item's loop serially; on GPUs the plain kernels
- * above usually win. The host keeps the best of all. */
+#ifdef PEAK_ILP
+/* CPUs only (-DPEAK_ILP, see src/ops/registry.c): the same with 8 independent
+ * chain pairs per work-item (32768 FLOPs each), enough instruction-level
+ * parallelism to fill the FMA pipes of a CPU, whose OpenCL compiler runs a
+ * work-item's loop serially. On GPUs they would spill registers, and the plain
+ * kernels above already reach the peak there. The host keeps the best of all. */
 #define PEAK_ILP_KERNEL(name, type, width)                                       \
 __kernel void name(__global float *out, float a)                                \
 {                                                                               \
@@ -64,6 +66,7 @@ __kernel void name(__global float *out, float a)                                
 PEAK_ILP_KERNEL(peak_fma_ilp_f4, float4, 4)
 PEAK_ILP_KERNEL(peak_fma_ilp_f8, float8, 8)
 PEAK_ILP_KERNEL(peak_fma_ilp_f16, float16, 16)
+#endif
 
 /* Bytes moved per call: 2 * 16 * global size (read and write). */
 __kernel void peak_copy(__global const float4 *restrict in, __global float4 *restrict out)

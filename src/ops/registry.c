@@ -41,7 +41,9 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes, pfx_prog
     (void)local_mem_bytes;
     size_t n = 0;
     add(out, cap, &n, "elementwise", "");
-    add(out, cap, &n, "peak", ""); /* cl/peak.cl: device ceilings for `prefixcl bench` */
+    /* cl/peak.cl: device ceilings for `prefixcl bench` (tools/bench_suite.c
+     * uses the same rule: the many-chain FMA kernels on CPUs only) */
+    add(out, cap, &n, "peak", vendor == PFX_VENDOR_CPU ? "-DPEAK_ILP=1" : "");
     add(out, cap, &n, "encoder", ""); /* layer/encoder.c: no tunables */
     add(out, cap, &n, "layer", ""); /* layer/attention_layer.c: no tunables */
     add(out, cap, &n, "optimizer", ""); /* layer/optimizer.c: no tunables */
