@@ -163,7 +163,7 @@ int bench_plot_png(const char *path, const bench_run *run)
     long y = margin;
     text(&c, margin, y, "prefixcl bench: share of the device ceiling (%)", 80, 0);
     y += LINE_H;
-    char line[160];
+    char line[256];
     snprintf(line, sizeof(line), "%s%s", run->date, run->quick ? " --quick" : "");
     text(&c, margin, y, line, 80, 90);
     y += LINE_H;
