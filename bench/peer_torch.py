@@ -76,8 +76,12 @@ def main():
 
     prefixcl = load_prefixcl(args.json) if args.json else []
 
-    import torch  # lazily: --help works without torch
-    import torch.nn.functional as F
+    try:  # lazily: --help works without torch
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        print("peer_torch.py: PyTorch is not installed here; run it where torch is", file=sys.stderr)
+        return 2
 
     dev = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False
