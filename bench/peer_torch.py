@@ -74,7 +74,11 @@ def main():
     ap.add_argument("--shapes", default="abcd", help="which of the shapes a-d to run (default abcd)")
     args = ap.parse_args()
 
-    prefixcl = load_prefixcl(args.json) if args.json else []
+    try:
+        prefixcl = load_prefixcl(args.json) if args.json else []
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        print("peer_torch.py: --json %s: %s" % (args.json, e), file=sys.stderr)
+        return 2
 
     try:  # lazily: --help works without torch
         import torch
