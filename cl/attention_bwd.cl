@@ -45,6 +45,15 @@
 
 #define LD (PFX_DMAX + 1)            /* local row stride (padded: no bank conflicts) */
 #define DCH (PFX_DMAX / PFX_DT)      /* dimensions per work-item */
+/* GPU tiles (DT > 1): the per-dimension loops over the DCH accumulators are
+ * unrolled so that dk_acc / dv_acc / acc stay in registers (not rolled up in
+ * a stack frame, as NVPTX did at DCH = 16). With DT = 1 (CPU) a work-item
+ * owns a whole row, up to 256 accumulators, left to the compiler. */
+#if PFX_DT > 1
+#define UNROLL_D _Pragma("unroll")
+#else
+#define UNROLL_D
+#endif
 
 __kernel void pfx_attn_bwd_delta(int B, int H, int N, int D,
                                  __global const void *o, int o_half,
@@ -80,6 +89,15 @@ __kernel void pfx_attn_bwd_delta(int B, int H, int N, int D,
 #define KSZ MAXI(PFX_BK * LD, PFX_DMAX * (PFX_BK + 1))
 #define QSZ MAXI(PFX_BQ * LD, PFX_DMAX * (PFX_BQ + 1))
 
+/* for (e = lid; e < n; e += wg) with a trip count that is the same for every
+ * work-item (ceil(n / wg)); the bound check folds away when wg divides n, as
+ * it does for the tiles in use, so the loop needs no per-lane exec mask (on
+ * wave64 each saved mask costs two SGPRs). */
+#define FOR_LANES(e, n, lid, wg)                                                \
+    _Pragma("unroll 1")                                                         \
+    for (int e##_it = 0, e = (lid); e##_it < ((n) + (wg) - 1) / (wg); e##_it++, e += (wg)) \
+        if ((n) % (wg) == 0 || e < (n))
+
 /* Scores of a (query tile, key tile) pair: P = p_ij and
  * Z = p_ij (dp_ij - Delta_i) (without c), 0 where hidden. Qs holds
  * q_i (1 + G_hd); rows beyond the tile's valid rows carry lse = -inf. */
@@ -89,7 +107,7 @@ void bwd_scores(int kt, __local const float *Qs, __local const float *dOs,
                 int i0, int j0, int prefix_tile, int key_rows, int kv_len, int causal, int shift,
                 int lid, int wg)
 {
-    for (int e = lid; e < PFX_BQ * PFX_BK; e += wg) {
+    FOR_LANES(e, PFX_BQ * PFX_BK, lid, wg) {
         /* neighbours: neighbouring keys (dkv) or queries (dq) */
         int r = kt ? e / PFX_BK : e % PFX_BQ;
         int jj = kt ? e % PFX_BK : e / PFX_BQ;
@@ -122,7 +140,7 @@ void bwd_load_queries(int kt, __local float *Qs, __local float *dOs, __local flo
                       __global const float *lse_row, __global const float *delta_row,
                       __global const float *dimf, int i0, int q_end, int D, int lid, int wg)
 {
-    for (int e = lid; e < PFX_BQ * PFX_DMAX; e += wg) {
+    FOR_LANES(e, PFX_BQ * PFX_DMAX, lid, wg) {
         int r = e / PFX_DMAX, d = e - r * PFX_DMAX;
         int i = i0 + r;
         float qv = 0.0f, gv = 0.0f;
@@ -147,7 +165,7 @@ void bwd_load_keys(int kt, __local float *Ks, __local float *Vs, __global const 
                    int k_half, __global const void *v, int v_half, ulong base, ulong sr, int j0,
                    int rows, int D, int lid, int wg)
 {
-    for (int e = lid; e < PFX_BK * PFX_DMAX; e += wg) {
+    FOR_LANES(e, PFX_BK * PFX_DMAX, lid, wg) {
         int r = e / PFX_DMAX, d = e - r * PFX_DMAX;
         float kv = 0.0f, vv = 0.0f;
         if (r < rows && d < D) {
@@ -215,21 +233,34 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
     }
     i_begin = (i_begin / PFX_BQ) * PFX_BQ;
 
+    /* Where the results go, fixed before the loops so that only two pointers,
+     * a base and a row stride stay live across them (wave64 keeps 64-bit exec
+     * masks in SGPRs too; with every argument live, gfx90a spilled SGPRs):
+     * prefix keys to the partial [B, Hkv, P, D] (overwritten), input keys to
+     * dK / dV (accumulated on request). */
+    __global float *out_k = is_prefix ? dpk_part : dk;
+    __global float *out_v = is_prefix ? dpv_part : dv;
+    ulong out_base = is_prefix ? (((ulong)b * Hkv + hk) * P + j0) * D
+                               : (ulong)b * ksb + (ulong)hk * ksh + (ulong)j0 * ksr;
+    ulong out_row = is_prefix ? (ulong)D : ksr;
+    int out_add = !is_prefix && accumulate;
+
     float dk_acc[DCH], dv_acc[DCH];
-    for (int u = 0; u < DCH; u++)
+    UNROLL_D for (int u = 0; u < DCH; u++)
         dk_acc[u] = dv_acc[u] = 0.0f;
 
-    for (int g = 0; g < group; g++) {
-        int h = hk * group + g;
+    /* q and dO of head h start at qhead + h * qsh (ohead + h * osh); LSE and
+     * Delta rows at (b * H + h) * N */
+    ulong qhead = (ulong)b * qsb, ohead = (ulong)b * osb;
+    for (int h = hk * group; h < (hk + 1) * group; h++) {
         float c = head[h];
         __global const float *dimf = structured ? head + H + h * D : 0;
-        ulong qbase = (ulong)b * qsb + (ulong)h * qsh, obase = (ulong)b * osb + (ulong)h * osh;
-        __global const float *lse_row = lse + ((ulong)b * H + h) * N;
-        __global const float *delta_row = delta + ((ulong)b * H + h) * N;
+        ulong stats = ((ulong)b * H + h) * N;
         for (int i0 = i_begin; i0 < i_end; i0 += PFX_BQ) {
             barrier(CLK_LOCAL_MEM_FENCE);
-            bwd_load_queries(1, Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase,
-                             osr, lse_row, delta_row, dimf, i0, q_len, D, lid, wg);
+            bwd_load_queries(1, Qs, dOs, rl, rd, q, q_half, qhead + (ulong)h * qsh, qsr, d_o,
+                             do_half, ohead + (ulong)h * osh, osr, lse + stats, delta + stats,
+                             dimf, i0, q_len, D, lid, wg);
             barrier(CLK_LOCAL_MEM_FENCE);
             bwd_scores(1, Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows,
                        kv_len, causal, shift, lid, wg);
@@ -237,7 +268,7 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
             for (int r = 0; r < PFX_BQ; r++) {
                 float w = Pl[r * PFX_BK + jj], z = c * Zl[r * PFX_BK + jj];
                 __local const float *qr = Qs + r * LD + ch, *gr = dOs + r * LD + ch;
-                for (int u = 0; u < DCH; u++) {
+                UNROLL_D for (int u = 0; u < DCH; u++) {
                     dv_acc[u] = mad(w, gr[u * PFX_DT], dv_acc[u]);
                     dk_acc[u] = mad(z, qr[u * PFX_DT], dk_acc[u]);
                 }
@@ -247,28 +278,14 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
 
     if (jj >= rows)
         return;
-    int j = j0 + jj;
-    if (is_prefix) {
-        ulong base = (((ulong)b * Hkv + hk) * P + j) * D;
-        for (int u = 0; u < DCH; u++) {
-            int d = ch + u * PFX_DT;
-            if (d < D) {
-                if (dpk_part)
-                    dpk_part[base + d] = dk_acc[u];
-                if (dpv_part)
-                    dpv_part[base + d] = dv_acc[u];
-            }
-        }
-    } else {
-        ulong base = (ulong)b * ksb + (ulong)hk * ksh + (ulong)j * ksr;
-        for (int u = 0; u < DCH; u++) {
-            int d = ch + u * PFX_DT;
-            if (d < D) {
-                if (dk)
-                    dk[base + d] = accumulate ? dk[base + d] + dk_acc[u] : dk_acc[u];
-                if (dv)
-                    dv[base + d] = accumulate ? dv[base + d] + dv_acc[u] : dv_acc[u];
-            }
+    ulong base = out_base + (ulong)jj * out_row;
+    UNROLL_D for (int u = 0; u < DCH; u++) {
+        int d = ch + u * PFX_DT;
+        if (d < D) {
+            if (out_k)
+                out_k[base + d] = out_add ? out_k[base + d] + dk_acc[u] : dk_acc[u];
+            if (out_v)
+                out_v[base + d] = out_add ? out_v[base + d] + dv_acc[u] : dv_acc[u];
         }
     }
 }
@@ -317,7 +334,7 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
     }
 
     float acc[DCH];
-    for (int u = 0; u < DCH; u++)
+    UNROLL_D for (int u = 0; u < DCH; u++)
         acc[u] = 0.0f;
 
     ulong pbase = (ulong)entry * psb + (ulong)hk * psh;
@@ -340,7 +357,7 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
         for (int jj = 0; jj < PFX_BK; jj++) {
             float z = Zl[jj * PFX_BQ + r];
             __local const float *kr = Ks + jj * LD + ch;
-            for (int u = 0; u < DCH; u++)
+            UNROLL_D for (int u = 0; u < DCH; u++)
                 acc[u] = mad(z, kr[u * PFX_DT], acc[u]);
         }
     }
@@ -348,7 +365,7 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
     int i = i0 + r;
     if (dq && i < N) {
         ulong base = qbase + (ulong)i * qsr;
-        for (int u = 0; u < DCH; u++) {
+        UNROLL_D for (int u = 0; u < DCH; u++) {
             int d = ch + u * PFX_DT;
             if (d < D) {
                 float g = c * (dimf ? dimf[d] : 1.0f) * acc[u];
@@ -360,7 +377,7 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
         return;
     /* R_d = sum_r q_id dQraw_id over the tile's rows, in row order. */
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int u = 0; u < DCH; u++) {
+    UNROLL_D for (int u = 0; u < DCH; u++) {
         int d = ch + u * PFX_DT;
         float qv = 0.0f;
         if (i < q_len && d < D)

@@ -20,9 +20,11 @@ Targets per vendor of a config (cpu/other configs are only built by PoCL):
 What each target checks, and its limits:
   gfx*   clang (newest installed) -target amdgcn-amd-amdhsa, linked with the
          ROCm device libraries (Debian rocm-device-libs: opencl, ocml, ockl,
-         oclc_*; when there is no oclc_isa_version_<gfx>.bc, e.g. gfx11 with
-         libs 5.2.3, it is left out and any reference to it shows up as an
-         undefined symbol).  Real ISA code generation: VGPRs, SGPRs, scratch
+         oclc_*).  Where the libs have no oclc_isa_version_<gfx>.bc (gfx11
+         with Debian's 5.2.3), the gate builds the equivalent itself: the one
+         constant __oclc_ISA_version = major*1000 + minor*100 + stepping
+         (11000 for gfx1100), linkonce_odr protected in addrspace(4), as in
+         the real files; the output says which targets use it.  Real ISA code generation: VGPRs, SGPRs, scratch
          bytes/lane, waves/SIMD from -Rpass-analysis=kernel-resource-usage.
          Fails on compile error, undefined symbol, or any VGPR/SGPR spill.
          Scratch without spill (private arrays) is shown, not failed.
@@ -54,6 +56,7 @@ for targets named in --require (default: amd,spirv,intel,pocl; everything
 tools/install-gate-deps.sh installs).  Exit status: 0 pass, 1 fail, 2 usage.
 """
 import argparse
+import atexit
 import glob
 import os
 import re
@@ -63,6 +66,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -225,6 +229,41 @@ def link_bc(files):
     return out
 
 
+_ISA_LOCK = threading.Lock()
+_ISA_DIR = []                                # created on first use, removed at exit
+ISA_IR = """target triple = "amdgcn-amd-amdhsa"
+@__oclc_ISA_version = linkonce_odr protected local_unnamed_addr addrspace(4) constant i32 %d, align 4
+"""
+
+
+def isa_version_value(num):
+    """gfx number -> __oclc_ISA_version: '1100' -> 11000, '1030' -> 10300, '90a' -> 9010."""
+    return int(num[:-2]) * 1000 + int(num[-2], 16) * 100 + int(num[-1], 16)
+
+
+def amd_isa_bc(tc, num):
+    """(path of oclc_isa_version_<num>.bc, generated?): the device libs' file, or one the gate
+    builds with the same clang when the libs predate the target (None, msg on failure)."""
+    t = tc["amd"]
+    real = os.path.join(t["bc"], "oclc_isa_version_%s.bc" % num)
+    if os.path.exists(real):
+        return real, False
+    with _ISA_LOCK:
+        if not _ISA_DIR:
+            _ISA_DIR.append(tempfile.mkdtemp(prefix="gate_isa_"))
+            atexit.register(shutil.rmtree, _ISA_DIR[0], True)
+        path = os.path.join(_ISA_DIR[0], "oclc_isa_version_%s.bc" % num)
+        if not os.path.exists(path):
+            ll = path[:-3] + ".ll"
+            with open(ll, "w") as f:
+                f.write(ISA_IR % isa_version_value(num))
+            rc, out = run([t["clang"], "-target", "amdgcn-amd-amdhsa", "-nogpulib", "-x", "ir",
+                           "-c", "-emit-llvm", "-o", path, ll])
+            if rc:
+                return None, "cannot build oclc_isa_version_%s.bc: %s" % (num, errors_of(out))
+    return path, True
+
+
 def target_amd(tc, gfx, src, opts, work):
     """amdgcn ISA via clang + ROCm device libs; metrics from resource-usage remarks."""
     t = tc["amd"]
@@ -236,15 +275,14 @@ def target_amd(tc, gfx, src, opts, work):
     libs = ["opencl", "ocml", "ockl", "oclc_wavefrontsize64_" + ("on" if wave64 else "off"),
             "oclc_daz_opt_off", "oclc_finite_only_off", "oclc_unsafe_math_off",
             "oclc_correctly_rounded_sqrt_on", "oclc_abi_version_400"]
-    note = ""
-    if os.path.exists(os.path.join(bc, "oclc_isa_version_%s.bc" % num)):
-        libs.append("oclc_isa_version_" + num)
-    else:
-        note = " (no oclc_isa_version_%s.bc)" % num
+    isa, generated = amd_isa_bc(tc, num)
+    if isa is None:
+        return Cell("FAIL", msg=generated)
+    note = " (gate-built oclc_isa_version_%s.bc)" % num if generated else ""
     obj = os.path.join(work, gfx + ".o")
     cmd = ([t["clang"]] + cl_flags(opts) + ["-target", "amdgcn-amd-amdhsa", "-mcpu=" + gfx,
            "-O3", "-nogpulib", "-fno-caret-diagnostics", "-Rpass-analysis=kernel-resource-usage", "-c", "-o", obj, src]
-           + link_bc(os.path.join(bc, l + ".bc") for l in libs))
+           + link_bc([os.path.join(bc, l + ".bc") for l in libs] + [isa]))
     rc, out = run(cmd)
     if rc:
         return Cell("FAIL", msg=errors_of(out))
@@ -425,33 +463,59 @@ def load_configs(source):
     return configs, binary
 
 
-def compile_config(tc, cl_dir, cfg, newest):
-    program, vendor, options = cfg
+def write_sources(cl_dir, programs, work):
+    """cl/common.cl + cl/<program>.cl per program, as the runtime concatenates them."""
+    srcs = {}
+    for program in programs:
+        parts = [os.path.join(cl_dir, "common.cl"), os.path.join(cl_dir, program + ".cl")]
+        if not os.path.exists(parts[1]):
+            srcs[program] = None
+            continue
+        srcs[program] = os.path.join(work, program + ".cl")
+        with open(srcs[program], "w") as out:
+            for p in parts:
+                if os.path.exists(p):
+                    out.write(open(p).read() + "\n")
+    return srcs
+
+
+def compile_one(tc, src, options, target):
+    """One (program source, options, concrete target) compile in its own folder."""
+    if src is None:
+        return Cell("FAIL", msg="missing kernel source")
     work = tempfile.mkdtemp(prefix="gate_")
-    src = os.path.join(work, program + ".cl")
-    parts = [os.path.join(cl_dir, "common.cl"), os.path.join(cl_dir, program + ".cl")]
-    if not os.path.exists(parts[1]):
-        return {t: Cell("FAIL", msg="missing " + parts[1]) for t in VENDOR_TARGETS[vendor]}
-    with open(src, "w") as out:
-        for p in parts:
-            if os.path.exists(p):
-                out.write(open(p).read() + "\n")
     opts = shlex.split(options)
-    res = {}
-    for target in VENDOR_TARGETS[vendor]:
-        t0 = time.time()
-        if target.startswith("gfx"):
-            cell = target_amd(tc, newest if target == "gfx-newest" else target, src, opts, work)
-        elif target == "spirv":
-            cell = target_spirv(tc, src, opts, work)
-        elif target.startswith("xe-"):
-            cell = target_intel(tc, target, src, opts, work)
-        else:
-            cell = target_nvidia(tc, target, src, opts, work)
-        cell.secs = time.time() - t0
-        res[target] = cell
+    t0 = time.time()
+    if target.startswith("gfx"):
+        cell = target_amd(tc, target, src, opts, work)
+    elif target == "spirv":
+        cell = target_spirv(tc, src, opts, work)
+    elif target.startswith("xe-"):
+        cell = target_intel(tc, target, src, opts, work)
+    else:
+        cell = target_nvidia(tc, target, src, opts, work)
+    cell.secs = time.time() - t0
     shutil.rmtree(work, ignore_errors=True)
-    return res
+    return cell
+
+
+# rough relative cost per target, so that the slowest compiles start first
+TARGET_COST = {"gfx": 3, "xe-": 2, "sm_": 2, "spi": 1}
+
+
+def compile_all(tc, cl_dir, configs, newest, jobs):
+    """Every (config, target) as its own task; a (program, options, target) shared by several
+    configs is compiled once. Returns ({config: {target: Cell}}, unique compile count)."""
+    work = tempfile.mkdtemp(prefix="gate_src_")
+    srcs = write_sources(cl_dir, sorted({c[0] for c in configs}), work)
+    real = lambda t: newest if t == "gfx-newest" else t
+    keys = sorted({(c[0], c[2], real(t)) for c in configs for t in VENDOR_TARGETS[c[1]]},
+                  key=lambda k: -TARGET_COST.get(k[2][:3], 1))
+    with ThreadPoolExecutor(jobs) as ex:
+        futs = {k: ex.submit(compile_one, tc, srcs[k[0]], k[1], k[2]) for k in keys}
+        done = {k: f.result() for k, f in futs.items()}
+    shutil.rmtree(work, ignore_errors=True)
+    return {c: {t: done[(c[0], c[2], real(t))] for t in VENDOR_TARGETS[c[1]]} for c in configs}, len(keys)
 
 
 def print_table(configs, results, newest):
@@ -497,12 +561,22 @@ def main():
         ap.error("need a prefixcl binary or configs TSV")
     configs, binary = load_configs(args.source)
     newest = args.amd_newest or (amd_newest(tc["amd"]["clang"]) if isinstance(tc["amd"], dict) else "gfx1100")
+    if isinstance(tc["amd"], dict):
+        gen = [g for g in ("gfx90a", "gfx1030", newest)
+               if not os.path.exists(os.path.join(tc["amd"]["bc"], "oclc_isa_version_%s.bc" % g[3:]))]
+        print("AMD targets: gfx90a, gfx1030, %s (newest family clang-%d knows)%s" % (
+            newest, tc["amd"]["ver"],
+            "; device libs lack oclc_isa_version for %s: the gate supplies __oclc_ISA_version (%s)"
+            % (", ".join(gen), ", ".join("%s=%d" % (g, isa_version_value(g[3:])) for g in gen))
+            if gen else ""))
     t0 = time.time()
-    with ThreadPoolExecutor(args.jobs) as ex:
-        futs = {c: ex.submit(compile_config, tc, args.cl_dir, c, newest) for c in configs}
-        results = {c: f.result() for c, f in futs.items()}
-    compile_secs = time.time() - t0
-    pocl = target_pocl(binary) if binary else Cell("SKIP", msg="needs the prefixcl binary, not a TSV")
+    # PoCL (the real runtime, one process) overlaps the offline compiles
+    with ThreadPoolExecutor(1) as pocl_ex:
+        pocl_fut = pocl_ex.submit(target_pocl, binary) if binary else None
+        results, unique = compile_all(tc, args.cl_dir, configs, newest, args.jobs)
+        compile_secs = time.time() - t0
+        pocl = pocl_fut.result() if pocl_fut else Cell("SKIP", msg="needs the prefixcl binary, not a TSV")
+    total_secs = time.time() - t0
     print_table(configs, results, newest)
 
     require = set(args.require.split(","))
@@ -522,9 +596,16 @@ def main():
     for s in skips:
         print("SKIP: " + s)
     n = sum(len(r) for r in results.values())
-    print("%d configs, %d offline compiles in %.1fs (%.2fs per compile, %d jobs)"
-          % (len(configs), n, compile_secs, sum(c.secs for r in results.values() for c in r.values()) / max(n, 1),
-             args.jobs))
+    cells = {id(c): c for r in results.values() for c in r.values()}.values()
+    per_family = {}
+    for r in results.values():
+        for t, c in r.items():
+            per_family.setdefault(family[t[:3]], {})[id(c)] = c.secs
+    print("%d configs, %d cells, %d distinct offline compiles in %.1fs (%.2fs per compile, %d jobs; %s);"
+          " with pocl %.1fs wall"
+          % (len(configs), n, unique, compile_secs, sum(c.secs for c in cells) / max(unique, 1), args.jobs,
+             ", ".join("%s %.0fs" % (f, sum(v.values())) for f, v in sorted(per_family.items())),
+             total_secs))
     if failures:
         print("\nGATE FAILED:")
         for f in failures:
