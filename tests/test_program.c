@@ -280,13 +280,25 @@ static void test_kernel_dir_override(void **state)
     remove_dir(dir);
 }
 
+/* Warm-up builds every registered program; it uses the suite's shared cache
+ * (PREFIXCL_CACHE_DIR), so the suites after this one find them built. */
 static void test_warm_up(void **state)
 {
-    fixture *f = *state;
-    pfx_runtime *rt = runtime_in(f->dir);
+    (void)state;
+    pfx_runtime *rt = pfx_test_runtime();
     assert_int_equal(pfx_runtime_warm_up(rt), PFX_SUCCESS);
     pfx_cache_stats s = stats_of(rt);
-    assert_true(s.programs_built + s.cache_hits >= 1);
+    assert_true(s.programs_built + s.cache_hits >= 5);
+    pfx_runtime_destroy(&rt);
+
+    /* A second runtime finds everything built: no compilation at all. */
+    rt = pfx_test_runtime();
+    assert_int_equal(pfx_runtime_warm_up(rt), PFX_SUCCESS);
+    s = stats_of(rt);
+    if (pfx_runtime_cache_dir(rt)[0]) {
+        assert_int_equal(s.programs_built, 0);
+        assert_true(s.cache_hits >= 5);
+    }
     assert_status_names(NULL, pfx_runtime_warm_up(NULL), PFX_ERROR_NULL_ARGUMENT, "rt");
     pfx_runtime_destroy(&rt);
 }
@@ -322,7 +334,7 @@ int main(void)
         cmocka_unit_test(test_cache_dir_resolution),
         cmocka_unit_test_setup_teardown(test_syntax_error_gives_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kernel_dir_override, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_warm_up, setup, teardown),
+        cmocka_unit_test(test_warm_up),
         cmocka_unit_test_setup_teardown(test_two_runtimes_two_threads, setup, teardown),
     };
     return cmocka_run_group_tests_name("programs and cache", tests, NULL, NULL);
