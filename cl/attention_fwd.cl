@@ -36,7 +36,10 @@
  * KV_PAD (local row padding, avoids bank conflicts when KSPLIT > 1),
  * Q_LOCAL (keep the scaled q tile in local memory instead of registers),
  * UNROLL (fully unroll the per-tile loops: needed for PoCL to vectorize),
- * POLY_EXP2 (exp2 by a polynomial, vectorizable on CPUs).
+ * POLY_EXP2 (exp2 by a polynomial, vectorizable on CPUs), VEC (1, 4, 8
+ * or 16 rows per work-item as the lanes of a float vector: the CPU path,
+ * explicit SIMD that does not depend on the work-item vectorizer; needs
+ * KSPLIT 1 and Q_LOCAL 0).
  */
 #ifndef HEAD_DIM
 #define HEAD_DIM 64
@@ -62,12 +65,42 @@
 #ifndef POLY_EXP2
 #define POLY_EXP2 0
 #endif
+#ifndef VEC
+#define VEC 1
+#endif
 
-#define WG_SIZE (BLOCK_M * KSPLIT)
+#define WG_SIZE (BLOCK_M / VEC * KSPLIT)
 #define KPL (BLOCK_N / KSPLIT)        /* keys per work-item per tile */
 #define KV_STRIDE (HEAD_DIM + KV_PAD)
 #define Q_STRIDE (HEAD_DIM + KV_PAD)
 
+#if VEC > 1 && (KSPLIT != 1 || Q_LOCAL || BLOCK_M % VEC)
+#error "VEC > 1 needs KSPLIT 1, Q_LOCAL 0 and BLOCK_M a multiple of VEC"
+#endif
+#if VEC == 4
+typedef float4 floatv;
+typedef int4 intv;
+#define vloadv vload4
+#define vstorev vstore4
+#define as_floatv as_float4
+#define convert_intv convert_int4
+#elif VEC == 8
+typedef float8 floatv;
+typedef int8 intv;
+#define vloadv vload8
+#define vstorev vstore8
+#define as_floatv as_float8
+#define convert_intv convert_int8
+#elif VEC == 16
+typedef float16 floatv;
+typedef int16 intv;
+#define vloadv vload16
+#define vstorev vstore16
+#define as_floatv as_float16
+#define convert_intv convert_int16
+#elif VEC != 1
+#error "VEC must be 1, 4, 8 or 16"
+#endif
 #if BLOCK_N % KSPLIT
 #error "BLOCK_N must be a multiple of KSPLIT"
 #endif
@@ -79,6 +112,16 @@
 #define PFX_UNROLL _Pragma("unroll")
 #else
 #define PFX_UNROLL
+#endif
+/* The VEC path: loops over the head dimension unrolled only with UNROLL_D
+ * (compile time on PoCL grows fast with HEAD_DIM x BLOCK_N). */
+#ifndef UNROLL_D
+#define UNROLL_D UNROLL
+#endif
+#if UNROLL_D
+#define PFX_UNROLL_D _Pragma("unroll")
+#else
+#define PFX_UNROLL_D
 #endif
 
 #define LOG2E 1.4426950408889634f
@@ -105,6 +148,29 @@ inline float pfx_exp2(float x)
     return exp2(x);
 #endif
 }
+
+#if VEC > 1
+inline floatv pfx_exp2v(floatv x)
+{
+#if POLY_EXP2
+    floatv n = rint(x);
+    floatv f = x - n;
+    floatv p = (floatv)1.5252733804059840e-05f;
+    p = mad(p, f, (floatv)1.5403530393381606e-04f);
+    p = mad(p, f, (floatv)1.3333558146428443e-03f);
+    p = mad(p, f, (floatv)9.6181291076284772e-03f);
+    p = mad(p, f, (floatv)5.5504108664821580e-02f);
+    p = mad(p, f, (floatv)2.4022650695910071e-01f);
+    p = mad(p, f, (floatv)6.9314718055994531e-01f);
+    p = mad(p, f, (floatv)1.0f);
+    intv e = convert_intv(fmax(n, (floatv)-127.0f)) + 127;
+    floatv r = as_floatv(max(e, (intv)0) << 23) * p;
+    return select(r, (floatv)0.0f, x < (floatv)-126.0f);
+#else
+    return exp2(x);
+#endif
+}
+#endif
 
 typedef struct {
     int B, H, Hkv, N, M, P, D, group, R;
@@ -206,6 +272,40 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     const int j_end = (q_len > 0) ? min(P + t_end, j_begin + keys_per_split) : 0;
     const int row_t_max = causal ? min(kv_len, i + M - N + 1) : kv_len; /* t < this */
 
+#if VEC > 1
+    /* Rows r0 + lid * VEC + lane are the lanes of the vectors. */
+    float tmp[VEC], ml_m[VEC], ml_l[VEC];
+    int tm[VEC], hl[VEC], il[VEC], vl[VEC], rl[VEC];
+    ulong qo[VEC], rid[VEC];
+    float chl[VEC];
+    for (int x = 0; x < VEC; x++) {
+        int rx = r0 + lid * VEC + x, rrx = min(rx, R - 1);
+        rl[x] = rx;
+        hl[x] = hk * dims.group + rrx / N;
+        il[x] = rrx % N;
+        vl[x] = rx < R && il[x] < q_len;
+        tm[x] = causal ? min(kv_len, il[x] + M - N + 1) : kv_len;
+        qo[x] = (ulong)b * qb + (ulong)hl[x] * qh + (ulong)il[x] * qr;
+        rid[x] = ((ulong)b * dims.Hkv + hk) * (ulong)R + (ulong)rrx;
+        chl[x] = head_params[hl[x]] * LOG2E;
+    }
+    const intv tmax = vloadv(0, tm);
+    floatv qv[HEAD_DIM], acc[HEAD_DIM];
+    for (int d = 0; d < HEAD_DIM; d++) {
+        for (int x = 0; x < VEC; x++) {
+            float val = 0.0f;
+            if (d < D) {
+                val = pfx_load(q, qo[x] + (ulong)d, flags & HALF_Q) * chl[x];
+                if (has_dim_gain)
+                    val *= head_params[dims.H + (ulong)hl[x] * D + d];
+            }
+            tmp[x] = val;
+        }
+        qv[d] = vloadv(0, tmp);
+        acc[d] = (floatv)0.0f;
+    }
+    floatv m = (floatv)(-INFINITY), l = (floatv)0.0f;
+#else
     /* Scaled query: q_d c_h (1 + G_hd) log2 e. */
     const float ch = head_params[h] * LOG2E;
     __global const float *factor = head_params + dims.H + (ulong)h * D;
@@ -245,6 +345,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     for (int d = 0; d < HEAD_DIM; d++)
         acc[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
+#endif
 
     const ulong kv_base = (ulong)b * kvb + (ulong)hk * kvh;
     const ulong p_base = (ulong)entry * pb + (ulong)hk * ph;
@@ -271,6 +372,49 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
+#if VEC > 1
+        {
+            floatv sv[BLOCK_N];
+            PFX_UNROLL
+            for (int c = 0; c < BLOCK_N; c++)
+                sv[c] = (floatv)0.0f;
+            PFX_UNROLL_D
+            for (int d = 0; d < HEAD_DIM; d++) {
+                floatv qd = qv[d];
+                PFX_UNROLL
+                for (int c = 0; c < BLOCK_N; c++)
+                    sv[c] = mad(qd, (floatv)Kt[c * KV_STRIDE + d], sv[c]);
+            }
+            const int full = j0 + BLOCK_N <= min(j_end, P + t_full);
+            floatv mt = m;
+            PFX_UNROLL
+            for (int c = 0; c < BLOCK_N; c++) {
+                if (!full) {
+                    int j = j0 + c, t = j - P;
+                    intv vis = j >= j_end ? (intv)0 : j < P ? (intv)(-1) : ((intv)t < tmax);
+                    sv[c] = select((floatv)(-INFINITY), sv[c], vis);
+                }
+                mt = fmax(mt, sv[c]);
+            }
+            const floatv mu = select(mt, (floatv)0.0f, mt == (floatv)(-INFINITY));
+            const floatv alpha = pfx_exp2v(m - mu);
+            l *= alpha;
+            PFX_UNROLL
+            for (int c = 0; c < BLOCK_N; c++) {
+                sv[c] = pfx_exp2v(sv[c] - mu);
+                l += sv[c];
+            }
+            PFX_UNROLL_D
+            for (int d = 0; d < HEAD_DIM; d++) {
+                floatv a = acc[d] * alpha;
+                PFX_UNROLL
+                for (int c = 0; c < BLOCK_N; c++)
+                    a = mad(sv[c], (floatv)Vt[c * KV_STRIDE + d], a);
+                acc[d] = a;
+            }
+            m = mt;
+        }
+#else
         float s[KPL];
         PFX_UNROLL
         for (int c = 0; c < KPL; c++)
@@ -311,9 +455,21 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             acc[d] = a;
         }
         m = mt;
+#endif
     }
 
-#if KSPLIT > 1
+#if VEC > 1
+    vstorev(m, 0, ml_m);
+    vstorev(l, 0, ml_l);
+    for (int d = 0; d < HEAD_DIM; d++) {
+        vstorev(acc[d], 0, tmp);
+        for (int x = 0; x < VEC; x++)
+            if (rl[x] < R)
+                pfx_store_row(o, lse, part_ml, part_acc, splits, split, b, hl[x], il[x], vl[x], D,
+                              N, dims.H, ob, oh, orow, flags, has_lse, rid[x], ml_m[x], ml_l[x], d,
+                              tmp[x]);
+    }
+#elif KSPLIT > 1
     /* Merge the KSPLIT states of each row through local memory (Kt, Vt). */
     __local float *ml = Kt;        /* [BLOCK_M][KSPLIT][2] */
     __local float *sum = Vt;       /* [BLOCK_M][HEAD_DIM] */

@@ -21,6 +21,8 @@ typedef struct pfx_attn_fwd_tiles {
     bool q_local;       /* scaled q tile in local memory */
     bool unroll;        /* fully unrolled tile loops */
     bool poly_exp2;     /* polynomial exp2 (vectorizable on CPUs) */
+    unsigned vec;       /* rows per work-item as vector lanes (CPU), 1 otherwise */
+    bool unroll_d;      /* VEC path: unroll the head-dimension loops too */
 } pfx_attn_fwd_tiles;
 
 /* Head-size class for D: 32, 64, 80, 96, 128, 256; 0 when D > 256. */
