@@ -10,6 +10,7 @@
 #include "attention_backward.h" /* tile override */
 #include "internal.h"           /* struct pfx_tensor */
 #include "pfx_test.h"
+#include "reference/attn_fixture.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tolerances.h"
@@ -26,13 +27,9 @@ typedef struct spec {
 } spec;
 
 typedef struct problem {
-    pfx_attention_desc d;
-    size_t bank;
-    float gain[16], dim_gain[16 * 256];
-    int32_t q_lens[8], kv_lens[8], bank_index[8];
-    float *q, *k, *v, *pk, *pv, *o, *lse, *d_o;
-    pfx_tensor *tq, *tk, *tv, *tpk, *tpv, *to, *tlse, *tdo;
-    pfx_attention_inputs in;
+    attn_fixture f; /* descriptor, Q, K, V, prefix K/V */
+    float *o, *lse, *d_o;
+    pfx_tensor *to, *tlse, *tdo;
 } problem;
 
 /* The seven gradients: device tensors and the reference. */
@@ -47,21 +44,6 @@ typedef struct grads {
     pfx_attention_grads g;
 } grads;
 
-static float *upload(pfx_runtime *rt, ref_rng *rng, pfx_dtype dt, unsigned ndim,
-                     const size_t *shape, float amp, pfx_tensor **t)
-{
-    size_t n = 1;
-    for (unsigned i = 0; i < ndim; i++)
-        n *= shape[i];
-    float *x = malloc(n * sizeof(float));
-    assert_non_null(x);
-    ref_rng_fill(rng, x, n, -amp, amp);
-    assert_int_equal(pfx_tensor_create(rt, dt, ndim, shape, t), PFX_SUCCESS);
-    assert_int_equal(pfx_tensor_write(*t, 0, n, x), PFX_SUCCESS);
-    assert_int_equal(pfx_tensor_read(*t, 0, n, x), PFX_SUCCESS); /* half-rounded */
-    return x;
-}
-
 static void shape_of(pfx_layout l, size_t B, size_t heads, size_t rows, size_t D, size_t *s)
 {
     s[0] = B;
@@ -74,69 +56,23 @@ static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
 {
     memset(p, 0, sizeof(*p));
     assert_true(s->H <= 16 && s->D <= 256 && s->B <= 8);
+    attn_fixture_spec fs = { .B = s->B, .H = s->H, .Hkv = s->Hkv, .N = s->N, .M = s->M,
+                             .P = s->P, .D = s->D, .bank = s->bank, .q_layout = s->q_layout,
+                             .kv_layout = s->kv_layout, .o_layout = s->o_layout,
+                             .causal = s->causal, .lens = s->lens, .dim_gain = s->dim_gain,
+                             .half = s->half, .gain = s->gain, .ramp = s->ramp,
+                             .amplitude = s->amplitude, .hidden_item = 1,
+                             .bank_alternate = true, /* entries 1..T-2 unused */
+                             .seed = s->seed };
     ref_rng rng;
-    ref_rng_seed(&rng, s->seed);
-    pfx_attention_desc *d = &p->d;
-    pfx_attention_desc_init(d);
-    d->batch = s->B;
-    d->heads = s->H;
-    d->kv_heads = s->Hkv;
-    d->queries = s->N;
-    d->keys = s->M;
-    d->prefix_len = s->P;
-    d->head_dim = s->D;
-    d->q_layout = s->q_layout;
-    d->kv_layout = s->kv_layout;
-    d->o_layout = s->o_layout;
-    d->causal = s->causal;
-    d->gain_mode = s->gain;
-    if (s->gain != PFX_GAIN_OFF) {
-        for (size_t h = 0; h < s->H; h++)
-            p->gain[h] = (float)ref_rng_uniform(&rng, -0.9, 3.0);
-        d->gain = p->gain;
-        d->gain_ramp = s->ramp;
-        if (s->zero_gamma)
-            p->gain[0] = -1.0f / s->ramp; /* ramp a power of two: exact */
-    }
-    if (s->dim_gain) {
-        for (size_t i = 0; i < s->H * s->D; i++)
-            p->dim_gain[i] = (float)ref_rng_uniform(&rng, -0.5, 0.5);
-        d->dim_gain = p->dim_gain;
-    }
-    if (s->lens) {
-        for (size_t b = 0; b < s->B; b++) {
-            p->q_lens[b] = (int32_t)ref_rng_index(&rng, s->N + 1);
-            p->kv_lens[b] = (int32_t)ref_rng_index(&rng, s->M + 1);
-        }
-        p->q_lens[0] = (int32_t)s->N;
-        if (s->B > 1)
-            p->kv_lens[1] = 0; /* only the prefix (or nothing) visible */
-        d->q_lens = p->q_lens;
-        d->kv_lens = p->kv_lens;
-    }
-    p->bank = s->bank;
-    if (s->bank) {
-        for (size_t b = 0; b < s->B; b++)
-            p->bank_index[b] = (int32_t)(b % 2 ? s->bank - 1 : 0); /* entries 1..T-2 unused */
-        d->bank_index = p->bank_index;
-    }
+    assert_int_equal(attn_fixture_make(rt, &fs, &rng, &p->f), PFX_SUCCESS);
+    pfx_attention_desc *d = &p->f.d;
+    if (s->gain != PFX_GAIN_OFF && s->zero_gamma)
+        p->f.gain[0] = -1.0f / s->ramp; /* ramp a power of two: exact */
     pfx_dtype dt = s->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
-    size_t qs[4], ks[4], os[4];
-    shape_of(s->q_layout, s->B, s->H, s->N, s->D, qs);
-    shape_of(s->kv_layout, s->B, s->Hkv, s->M, s->D, ks);
+    size_t os[4];
     shape_of(s->o_layout, s->B, s->H, s->N, s->D, os);
-    p->q = upload(rt, &rng, dt, 4, qs, s->amplitude, &p->tq);
-    p->k = upload(rt, &rng, dt, 4, ks, s->amplitude, &p->tk);
-    p->v = upload(rt, &rng, dt, 4, ks, 1.0f, &p->tv);
-    if (s->P) {
-        size_t pshape[4] = { s->bank, s->Hkv, s->P, s->D };
-        const size_t *ps = s->bank ? pshape : pshape + 1;
-        unsigned nd = s->bank ? 4 : 3;
-        p->pk = upload(rt, &rng, dt, nd, ps, s->amplitude, &p->tpk);
-        p->pv = upload(rt, &rng, dt, nd, ps, 1.0f, &p->tpv);
-    }
-    p->in = (pfx_attention_inputs){ p->tq, p->tk, p->tv, p->tpk, p->tpv };
-    p->d_o = upload(rt, &rng, dt, 4, os, 1.0f, &p->tdo);
+    assert_int_equal(attn_upload(rt, &rng, dt, 4, os, 1.0f, &p->d_o, &p->tdo), PFX_SUCCESS);
 
     /* O and LSE from the reference (float; -inf rows stay -inf). */
     size_t nq = ref_q_count(d), nl = ref_lse_count(d);
@@ -144,7 +80,7 @@ static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
     p->o = malloc(nq * sizeof(float));
     p->lse = malloc(nl * sizeof(float));
     assert_true(o && lse && p->o && p->lse);
-    ref_attention_forward(d, p->q, p->k, p->v, p->pk, p->pv, o, lse);
+    ref_attention_forward(d, p->f.q, p->f.k, p->f.v, p->f.pk, p->f.pv, o, lse);
     for (size_t i = 0; i < nq; i++)
         p->o[i] = (float)o[i];
     for (size_t i = 0; i < nl; i++)
@@ -160,10 +96,11 @@ static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
 
 static void problem_free(problem *p)
 {
-    pfx_tensor **ts[] = { &p->tq, &p->tk, &p->tv, &p->tpk, &p->tpv, &p->to, &p->tlse, &p->tdo };
+    attn_fixture_free(&p->f);
+    pfx_tensor **ts[] = { &p->to, &p->tlse, &p->tdo };
     for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++)
         pfx_tensor_destroy(ts[i]);
-    float *hs[] = { p->q, p->k, p->v, p->pk, p->pv, p->o, p->lse, p->d_o };
+    float *hs[] = { p->o, p->lse, p->d_o };
     for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
         free(hs[i]);
 }
@@ -173,14 +110,14 @@ static void problem_free(problem *p)
 static void grads_make(pfx_runtime *rt, const problem *p, unsigned mask, float fill, grads *g)
 {
     memset(g, 0, sizeof(*g));
-    const pfx_attention_desc *d = &p->d;
-    size_t qs[4], ks[4], ps[4] = { p->bank, d->kv_heads, d->prefix_len, d->head_dim };
+    const pfx_attention_desc *d = &p->f.d;
+    size_t qs[4], ks[4], ps[4] = { p->f.bank, d->kv_heads, d->prefix_len, d->head_dim };
     shape_of(d->q_layout, d->batch, d->heads, d->queries, d->head_dim, qs);
     shape_of(d->kv_layout, d->batch, d->kv_heads, d->keys, d->head_dim, ks);
     size_t hs[2] = { d->heads, d->head_dim };
-    const size_t *shapes[G_COUNT] = { qs, ks, ks, p->bank ? ps : ps + 1, p->bank ? ps : ps + 1,
+    const size_t *shapes[G_COUNT] = { qs, ks, ks, p->f.bank ? ps : ps + 1, p->f.bank ? ps : ps + 1,
                                       hs, hs };
-    unsigned ndims[G_COUNT] = { 4, 4, 4, p->bank ? 4 : 3, p->bank ? 4 : 3, 1, 2 };
+    unsigned ndims[G_COUNT] = { 4, 4, 4, p->f.bank ? 4 : 3, p->f.bank ? 4 : 3, 1, 2 };
     for (int i = 0; i < G_COUNT; i++) {
         g->n[i] = 1;
         for (unsigned j = 0; j < ndims[i]; j++)
@@ -193,7 +130,7 @@ static void grads_make(pfx_runtime *rt, const problem *p, unsigned mask, float f
                          PFX_SUCCESS);
         assert_int_equal(pfx_tensor_fill(g->t[i], fill), PFX_SUCCESS);
     }
-    ref_attention_backward(d, p->bank, p->q, p->k, p->v, p->pk, p->pv, p->d_o, g->ref[G_DQ],
+    ref_attention_backward(d, p->f.bank, p->f.q, p->f.k, p->f.v, p->f.pk, p->f.pv, p->d_o, g->ref[G_DQ],
                            g->ref[G_DK], g->ref[G_DV], g->ref[G_DPK], g->ref[G_DPV],
                            g->ref[G_DGAIN], g->ref[G_DDIM]);
     g->g = (pfx_attention_grads){ g->t[G_DQ], g->t[G_DK], g->t[G_DV], g->t[G_DPK],
@@ -219,9 +156,9 @@ static float *read_all(const pfx_tensor *t, size_t n)
 static unsigned all_mask(const problem *p)
 {
     unsigned m = (1u << G_DQ) | (1u << G_DK) | (1u << G_DV) | (1u << G_DGAIN);
-    if (p->d.prefix_len)
+    if (p->f.d.prefix_len)
         m |= (1u << G_DPK) | (1u << G_DPV);
-    if (p->d.dim_gain)
+    if (p->f.d.dim_gain)
         m |= 1u << G_DDIM;
     return m;
 }
@@ -234,7 +171,7 @@ static void run_spec_mask(pfx_runtime *rt, const spec *s, unsigned mask, double 
         mask = all_mask(&p);
     grads g;
     grads_make(rt, &p, mask, NAN, &g); /* NaN: every element must be written */
-    pfx_status st = pfx_attention_backward(rt, &p.d, &p.in, p.to, p.tlse, p.tdo, &g.g);
+    pfx_status st = pfx_attention_backward(rt, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &g.g);
     if (st != PFX_SUCCESS)
         fail_msg("backward: %s", pfx_last_error(rt));
     for (int i = 0; i < G_COUNT; i++) {
@@ -435,9 +372,9 @@ static void test_determinism(void **state)
     grads g1, g2;
     grads_make(rt, &p, all_mask(&p), 0.0f, &g1);
     grads_make(rt, &p, all_mask(&p), 1.0f, &g2);
-    assert_int_equal(pfx_attention_backward(rt, &p.d, &p.in, p.to, p.tlse, p.tdo, &g1.g),
+    assert_int_equal(pfx_attention_backward(rt, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &g1.g),
                      PFX_SUCCESS);
-    assert_int_equal(pfx_attention_backward(rt, &p.d, &p.in, p.to, p.tlse, p.tdo, &g2.g),
+    assert_int_equal(pfx_attention_backward(rt, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &g2.g),
                      PFX_SUCCESS);
     for (int i = 0; i < G_COUNT; i++) {
         if (!g1.t[i])
@@ -479,9 +416,9 @@ static void test_accumulate(void **state)
         assert_int_equal(pfx_tensor_write(acc.t[i], 0, acc.n[i], init[i]), PFX_SUCCESS);
     }
     acc.g.accumulate = true;
-    assert_int_equal(pfx_attention_backward(rt, &p.d, &p.in, p.to, p.tlse, p.tdo, &fresh.g),
+    assert_int_equal(pfx_attention_backward(rt, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &fresh.g),
                      PFX_SUCCESS);
-    assert_int_equal(pfx_attention_backward(rt, &p.d, &p.in, p.to, p.tlse, p.tdo, &acc.g),
+    assert_int_equal(pfx_attention_backward(rt, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &acc.g),
                      PFX_SUCCESS);
     for (int i = 0; i < G_COUNT; i++) {
         if (!acc.t[i])
@@ -524,16 +461,16 @@ static void test_bad_inputs(void **state)
     size_t live = pfx_test_live_bytes(rt);
     pfx_attention_grads gg = g.g;
 #define BWD(o_, lse_, do_, grads_) \
-    pfx_attention_backward(rt, &p.d, &p.in, (o_), (lse_), (do_), (grads_))
+    pfx_attention_backward(rt, &p.f.d, &p.f.in, (o_), (lse_), (do_), (grads_))
 
-    assert_status_names(NULL, pfx_attention_backward(NULL, &p.d, &p.in, p.to, p.tlse, p.tdo, &gg),
+    assert_status_names(NULL, pfx_attention_backward(NULL, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &gg),
                         PFX_ERROR_NULL_ARGUMENT, "rt");
     assert_status_names(rt, BWD(NULL, p.tlse, p.tdo, &gg), PFX_ERROR_NULL_ARGUMENT, "o");
     assert_status_names(rt, BWD(p.to, p.tlse, NULL, &gg), PFX_ERROR_NULL_ARGUMENT, "d_o");
     assert_status_names(rt, BWD(p.to, bad_lse, p.tdo, &gg), PFX_ERROR_INVALID_SHAPE, "lse");
     assert_status_names(rt, BWD(p.to, half_lse, p.tdo, &gg), PFX_ERROR_DTYPE_MISMATCH, "lse");
-    assert_status_names(rt, BWD(p.tk, p.tlse, p.tdo, &gg), PFX_ERROR_INVALID_SHAPE, "o");
-    assert_status_names(rt, BWD(p.to, p.tlse, p.tk, &gg), PFX_ERROR_INVALID_SHAPE, "d_o");
+    assert_status_names(rt, BWD(p.f.tk, p.tlse, p.tdo, &gg), PFX_ERROR_INVALID_SHAPE, "o");
+    assert_status_names(rt, BWD(p.to, p.tlse, p.f.tk, &gg), PFX_ERROR_INVALID_SHAPE, "d_o");
     assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, NULL), PFX_ERROR_NULL_ARGUMENT, "grads");
     pfx_attention_grads none = { 0 };
     assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &none), PFX_ERROR_INVALID_ARGUMENT, "grads");
@@ -564,7 +501,7 @@ static void test_bad_inputs(void **state)
 
     /* aliasing: an output that is an input, or another output */
     bad = gg;
-    bad.dq = p.tq->dtype == PFX_DTYPE_F32 ? (pfx_tensor *)p.tq : bad.dq;
+    bad.dq = p.f.tq->dtype == PFX_DTYPE_F32 ? (pfx_tensor *)p.f.tq : bad.dq;
     assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &bad), PFX_ERROR_ALIASING, "in.q");
     bad = gg;
     bad.dq = (pfx_tensor *)p.tdo;
@@ -573,30 +510,30 @@ static void test_bad_inputs(void **state)
     bad.dv = bad.dk;
     assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &bad), PFX_ERROR_ALIASING, "grads.dk");
     bad = gg;
-    bad.dk = (pfx_tensor *)p.tk;
+    bad.dk = (pfx_tensor *)p.f.tk;
     assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &bad), PFX_ERROR_ALIASING, "in.k");
     bad = gg;
-    bad.dprefix_k = (pfx_tensor *)p.tpv;
+    bad.dprefix_k = (pfx_tensor *)p.f.tpv;
     assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &bad), PFX_ERROR_ALIASING, "in.prefix_v");
 
     /* prefix gradients with P = 0 */
-    pfx_attention_desc d0 = p.d;
+    pfx_attention_desc d0 = p.f.d;
     d0.prefix_len = 0;
-    pfx_attention_inputs in0 = { p.tq, p.tk, p.tv, NULL, NULL };
+    pfx_attention_inputs in0 = { p.f.tq, p.f.tk, p.f.tv, NULL, NULL };
     bad = gg;
     assert_status_names(rt, pfx_attention_backward(rt, &d0, &in0, p.to, p.tlse, p.tdo, &bad),
                         PFX_ERROR_INVALID_ARGUMENT, "grads.dprefix_k");
 
     /* shared validation names the desc field */
-    pfx_attention_desc d = p.d;
-    d.kv_lens = p.kv_lens;
-    p.kv_lens[0] = 12; /* > M */
-    p.kv_lens[1] = 1;
-    assert_status_names(rt, pfx_attention_backward(rt, &d, &p.in, p.to, p.tlse, p.tdo, &gg),
+    pfx_attention_desc d = p.f.d;
+    d.kv_lens = p.f.kv_lens;
+    p.f.kv_lens[0] = 12; /* > M */
+    p.f.kv_lens[1] = 1;
+    assert_status_names(rt, pfx_attention_backward(rt, &d, &p.f.in, p.to, p.tlse, p.tdo, &gg),
                         PFX_ERROR_OUT_OF_RANGE, "kv_lens[0]");
-    d = p.d;
+    d = p.f.d;
     d.head_dim = 300;
-    assert_status_names(rt, pfx_attention_backward(rt, &d, &p.in, p.to, p.tlse, p.tdo, &gg),
+    assert_status_names(rt, pfx_attention_backward(rt, &d, &p.f.in, p.to, p.tlse, p.tdo, &gg),
                         PFX_ERROR_INVALID_SHAPE, "in.q");
     (void)dpk_none;
     assert_int_equal(pfx_test_live_bytes(rt), live); /* no workspace left, nothing enqueued */

@@ -6,20 +6,13 @@
 
 #include "internal.h" /* struct pfx_tensor, for aliased views */
 #include "pfx_test.h"
+#include "reference/attn_fixture.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tolerances.h"
 
 /* One random problem: host data (as the device holds it) and its tensors. */
-typedef struct problem {
-    pfx_attention_desc d;
-    size_t bank;            /* T, 0 for a shared prefix */
-    float gain[16], dim_gain[16 * 128];
-    int32_t q_lens[8], kv_lens[8], bank_index[8];
-    float *q, *k, *v, *pk, *pv;
-    pfx_tensor *tq, *tk, *tv, *tpk, *tpv;
-    pfx_attention_inputs in;
-} problem;
+typedef attn_fixture problem;
 
 typedef struct spec {
     size_t B, H, Hkv, N, M, P, D, bank;
@@ -30,98 +23,22 @@ typedef struct spec {
     uint64_t seed;
 } spec;
 
-static float *upload(pfx_runtime *rt, ref_rng *rng, pfx_dtype dt, unsigned ndim,
-                     const size_t *shape, float amp, pfx_tensor **t)
-{
-    size_t n = 1;
-    for (unsigned i = 0; i < ndim; i++)
-        n *= shape[i];
-    float *x = malloc(n * sizeof(float));
-    assert_non_null(x);
-    ref_rng_fill(rng, x, n, -amp, amp);
-    assert_int_equal(pfx_tensor_create(rt, dt, ndim, shape, t), PFX_SUCCESS);
-    assert_int_equal(pfx_tensor_write(*t, 0, n, x), PFX_SUCCESS);
-    assert_int_equal(pfx_tensor_read(*t, 0, n, x), PFX_SUCCESS); /* half-rounded */
-    return x;
-}
-
 static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
 {
-    memset(p, 0, sizeof(*p));
     assert_true(s->H <= 16 && s->D <= 128 && s->B <= 8);
+    attn_fixture_spec fs = { .B = s->B, .H = s->H, .Hkv = s->Hkv, .N = s->N, .M = s->M,
+                             .P = s->P, .D = s->D, .bank = s->bank, .q_layout = s->q_layout,
+                             .kv_layout = s->kv_layout, .o_layout = s->q_layout,
+                             .causal = s->causal, .lens = s->lens, .dim_gain = s->dim_gain,
+                             .half = s->half, .gain = s->gain, .ramp = 0.75f,
+                             .amplitude = s->amplitude, .hidden_item = 1, .seed = s->seed };
     ref_rng rng;
-    ref_rng_seed(&rng, s->seed);
-    pfx_attention_desc_init(&p->d);
-    pfx_attention_desc *d = &p->d;
-    d->batch = s->B;
-    d->heads = s->H;
-    d->kv_heads = s->Hkv;
-    d->queries = s->N;
-    d->keys = s->M;
-    d->prefix_len = s->P;
-    d->head_dim = s->D;
-    d->q_layout = d->o_layout = s->q_layout;
-    d->kv_layout = s->kv_layout;
-    d->causal = s->causal;
-    d->gain_mode = s->gain;
-    if (s->gain != PFX_GAIN_OFF) {
-        for (size_t h = 0; h < s->H; h++)
-            p->gain[h] = (float)ref_rng_uniform(&rng, -0.9, 3.0);
-        d->gain = p->gain;
-        d->gain_ramp = 0.75f;
-    }
-    if (s->dim_gain) {
-        for (size_t i = 0; i < s->H * s->D; i++)
-            p->dim_gain[i] = (float)ref_rng_uniform(&rng, -0.5, 0.5);
-        d->dim_gain = p->dim_gain;
-    }
-    if (s->lens) {
-        for (size_t b = 0; b < s->B; b++) {
-            p->q_lens[b] = (int32_t)ref_rng_index(&rng, s->N + 1);
-            p->kv_lens[b] = (int32_t)ref_rng_index(&rng, s->M + 1);
-        }
-        p->q_lens[0] = (int32_t)s->N; /* at least one full item */
-        if (s->B > 1)
-            p->kv_lens[1] = 0; /* only the prefix (or nothing) visible */
-        d->q_lens = p->q_lens;
-        d->kv_lens = p->kv_lens;
-    }
-    p->bank = s->bank;
-    if (s->bank) {
-        for (size_t b = 0; b < s->B; b++)
-            p->bank_index[b] = (int32_t)ref_rng_index(&rng, s->bank);
-        d->bank_index = p->bank_index;
-    }
-    pfx_dtype dt = s->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
-    size_t qshape[4] = { s->B, s->q_layout == PFX_LAYOUT_BHND ? s->H : s->N,
-                         s->q_layout == PFX_LAYOUT_BHND ? s->N : s->H, s->D };
-    size_t kshape[4] = { s->B, s->kv_layout == PFX_LAYOUT_BHND ? s->Hkv : s->M,
-                         s->kv_layout == PFX_LAYOUT_BHND ? s->M : s->Hkv, s->D };
-    p->q = upload(rt, &rng, dt, 4, qshape, s->amplitude, &p->tq);
-    p->k = upload(rt, &rng, dt, 4, kshape, s->amplitude, &p->tk);
-    p->v = upload(rt, &rng, dt, 4, kshape, 1.0f, &p->tv);
-    if (s->P) {
-        size_t pshape[4] = { s->bank, s->Hkv, s->P, s->D };
-        const size_t *ps = s->bank ? pshape : pshape + 1;
-        unsigned nd = s->bank ? 4 : 3;
-        p->pk = upload(rt, &rng, dt, nd, ps, s->amplitude, &p->tpk);
-        p->pv = upload(rt, &rng, dt, nd, ps, 1.0f, &p->tpv);
-    }
-    p->in = (pfx_attention_inputs){ p->tq, p->tk, p->tv, p->tpk, p->tpv };
+    assert_int_equal(attn_fixture_make(rt, &fs, &rng, p), PFX_SUCCESS);
 }
 
 static void problem_free(problem *p)
 {
-    pfx_tensor_destroy(&p->tq);
-    pfx_tensor_destroy(&p->tk);
-    pfx_tensor_destroy(&p->tv);
-    pfx_tensor_destroy(&p->tpk);
-    pfx_tensor_destroy(&p->tpv);
-    free(p->q);
-    free(p->k);
-    free(p->v);
-    free(p->pk);
-    free(p->pv);
+    attn_fixture_free(p);
 }
 
 static pfx_tensor *head_tensor(pfx_runtime *rt, size_t H)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "reference/attn_fixture.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tolerances.h"
@@ -23,113 +24,26 @@ typedef struct att_spec {
 } att_spec;
 
 typedef struct att_problem {
-    pfx_attention_desc d;
-    float gain[64], *dim_gain;
-    int32_t q_lens[16], kv_lens[16], bank_index[16];
-    float *q, *k, *v, *pk, *pv;
-    pfx_tensor *tq, *tk, *tv, *tpk, *tpv;
-    pfx_attention_inputs in;
+    attn_fixture f; /* descriptor, Q, K, V, prefix K/V */
     char shape[96];
 } att_problem;
 
-static pfx_status upload(pfx_runtime *rt, ref_rng *rng, pfx_dtype dt, unsigned ndim,
-                         const size_t *shape, float amp, float **host, pfx_tensor **t)
-{
-    size_t n = 1;
-    for (unsigned i = 0; i < ndim; i++)
-        n *= shape[i];
-    *host = malloc(n * sizeof(float));
-    if (!*host)
-        return PFX_ERROR_OUT_OF_MEMORY;
-    ref_rng_fill(rng, *host, n, -amp, amp);
-    pfx_status st = pfx_tensor_create(rt, dt, ndim, shape, t);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_write(*t, 0, n, *host);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_read(*t, 0, n, *host); /* what the device holds (half-rounded) */
-    return st;
-}
-
 static void problem_free(att_problem *p)
 {
-    pfx_tensor_destroy(&p->tq);
-    pfx_tensor_destroy(&p->tk);
-    pfx_tensor_destroy(&p->tv);
-    pfx_tensor_destroy(&p->tpk);
-    pfx_tensor_destroy(&p->tpv);
-    free(p->q);
-    free(p->k);
-    free(p->v);
-    free(p->pk);
-    free(p->pv);
-    free(p->dim_gain);
-    memset(p, 0, sizeof(*p));
+    attn_fixture_free(&p->f);
 }
 
 static pfx_status problem_make(pfx_runtime *rt, const att_spec *s, att_problem *p)
 {
-    memset(p, 0, sizeof(*p));
+    attn_fixture_spec fs = { .B = s->B, .H = s->H, .Hkv = s->Hkv, .N = s->N, .M = s->M,
+                             .P = s->P, .D = s->D, .bank = s->bank, .q_layout = s->q_layout,
+                             .kv_layout = s->kv_layout, .o_layout = s->o_layout,
+                             .causal = s->causal, .lens = s->lens, .dim_gain = s->dim_gain,
+                             .half = s->half, .gain = s->gain, .ramp = 0.8f,
+                             .amplitude = s->amplitude, .hidden_item = s->B - 1,
+                             .seed = s->seed };
     ref_rng rng;
-    ref_rng_seed(&rng, s->seed);
-    pfx_attention_desc *d = &p->d;
-    pfx_attention_desc_init(d);
-    d->batch = s->B;
-    d->heads = s->H;
-    d->kv_heads = s->Hkv;
-    d->queries = s->N;
-    d->keys = s->M;
-    d->prefix_len = s->P;
-    d->head_dim = s->D;
-    d->q_layout = s->q_layout;
-    d->kv_layout = s->kv_layout;
-    d->o_layout = s->o_layout;
-    d->causal = s->causal;
-    d->gain_mode = s->gain;
-    if (s->gain != PFX_GAIN_OFF) {
-        for (size_t h = 0; h < s->H; h++)
-            p->gain[h] = (float)ref_rng_uniform(&rng, -0.9, 3.0);
-        d->gain = p->gain;
-        d->gain_ramp = 0.8f;
-    }
-    if (s->dim_gain) {
-        p->dim_gain = malloc(s->H * s->D * sizeof(float));
-        if (!p->dim_gain)
-            return PFX_ERROR_OUT_OF_MEMORY;
-        ref_rng_fill(&rng, p->dim_gain, s->H * s->D, -0.5f, 0.5f);
-        d->dim_gain = p->dim_gain;
-    }
-    if (s->lens) {
-        for (size_t b = 0; b < s->B; b++) {
-            p->q_lens[b] = (int32_t)ref_rng_index(&rng, s->N + 1);
-            p->kv_lens[b] = (int32_t)ref_rng_index(&rng, s->M + 1);
-        }
-        p->q_lens[0] = (int32_t)s->N;
-        if (s->B > 1)
-            p->kv_lens[s->B - 1] = 0; /* only the prefix visible (or nothing) */
-        d->q_lens = p->q_lens;
-        d->kv_lens = p->kv_lens;
-    }
-    if (s->bank) {
-        for (size_t b = 0; b < s->B; b++)
-            p->bank_index[b] = (int32_t)ref_rng_index(&rng, s->bank);
-        d->bank_index = p->bank_index;
-    }
-    pfx_dtype dt = s->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
-    bool qb = s->q_layout == PFX_LAYOUT_BHND, kb = s->kv_layout == PFX_LAYOUT_BHND;
-    size_t qs[4] = { s->B, qb ? s->H : s->N, qb ? s->N : s->H, s->D };
-    size_t ks[4] = { s->B, kb ? s->Hkv : s->M, kb ? s->M : s->Hkv, s->D };
-    size_t ps[4] = { s->bank, s->Hkv, s->P, s->D };
-    unsigned pnd = s->bank ? 4 : 3;
-    pfx_status st = upload(rt, &rng, dt, 4, qs, s->amplitude, &p->q, &p->tq);
-    if (st == PFX_SUCCESS)
-        st = upload(rt, &rng, dt, 4, ks, s->amplitude, &p->k, &p->tk);
-    if (st == PFX_SUCCESS)
-        st = upload(rt, &rng, dt, 4, ks, 1.0f, &p->v, &p->tv);
-    if (st == PFX_SUCCESS && s->P)
-        st = upload(rt, &rng, dt, pnd, s->bank ? ps : ps + 1, s->amplitude, &p->pk, &p->tpk);
-    if (st == PFX_SUCCESS && s->P)
-        st = upload(rt, &rng, dt, pnd, s->bank ? ps : ps + 1, 1.0f, &p->pv, &p->tpv);
-    p->in = (pfx_attention_inputs){ p->tq, p->tk, p->tv, p->tpk, p->tpv };
+    pfx_status st = attn_fixture_make(rt, &fs, &rng, &p->f);
     static const char *gains[] = { "off", "lin", "tanh" };
     snprintf(p->shape, sizeof(p->shape), "B%zu H%zu/%zu N%zu M%zu P%zu D%zu %s%s%s %s", s->B,
              s->H, s->Hkv, s->N, s->M, s->P, s->D, gains[s->gain], s->half ? " f16" : "",
@@ -141,13 +55,6 @@ static pfx_status tensor_f32(pfx_runtime *rt, unsigned ndim, const size_t *shape
 {
     pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, ndim, shape, t);
     return st == PFX_SUCCESS ? pfx_tensor_fill(*t, NAN) : st;
-}
-
-static pfx_status read_all(const pfx_tensor *t, float **out)
-{
-    size_t n = pfx_tensor_numel(t);
-    *out = malloc(n * sizeof(float));
-    return *out ? pfx_tensor_read(t, 0, n, *out) : PFX_ERROR_OUT_OF_MEMORY;
 }
 
 static size_t q_shape(const pfx_attention_desc *d, pfx_layout l, size_t *s)
@@ -178,7 +85,7 @@ static void forward_case(pfx_runtime *rt, check_totals *totals, const att_spec *
     double *ro = NULL, *rlse = NULL;
     size_t os[4], ls[3] = { s->B, s->H, s->N };
     pfx_status st = problem_make(rt, s, &p);
-    q_shape(&p.d, s->o_layout, os);
+    q_shape(&p.f.d, s->o_layout, os);
     if (st == PFX_SUCCESS) {
         st = pfx_tensor_create(rt, s->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 4, os, &o);
         if (st == PFX_SUCCESS)
@@ -187,18 +94,18 @@ static void forward_case(pfx_runtime *rt, check_totals *totals, const att_spec *
     if (st == PFX_SUCCESS)
         st = tensor_f32(rt, 3, ls, &lse);
     if (st == PFX_SUCCESS)
-        st = pfx_attention_forward(rt, &p.d, &p.in, o, lse);
+        st = pfx_attention_forward(rt, &p.f.d, &p.f.in, o, lse);
     if (st == PFX_SUCCESS)
-        st = read_all(o, &go);
+        st = attn_read_all(o, &go);
     if (st == PFX_SUCCESS)
-        st = read_all(lse, &glse);
+        st = attn_read_all(lse, &glse);
     double eo = INFINITY, el = INFINITY;
     if (st == PFX_SUCCESS) {
-        ro = malloc(ref_q_count(&p.d) * sizeof(double));
-        rlse = malloc(ref_lse_count(&p.d) * sizeof(double));
-        ref_attention_forward(&p.d, p.q, p.k, p.v, p.pk, p.pv, ro, rlse);
-        eo = rel_l2(ro, go, ref_q_count(&p.d));
-        el = rel_l2(rlse, glse, ref_lse_count(&p.d));
+        ro = malloc(ref_q_count(&p.f.d) * sizeof(double));
+        rlse = malloc(ref_lse_count(&p.f.d) * sizeof(double));
+        ref_attention_forward(&p.f.d, p.f.q, p.f.k, p.f.v, p.f.pk, p.f.pv, ro, rlse);
+        eo = rel_l2(ro, go, ref_q_count(&p.f.d));
+        el = rel_l2(rlse, glse, ref_lse_count(&p.f.d));
     }
     check_report(totals, "attn_fwd O", p.shape, st, rt, eo,
                  s->half ? TOL_FWD_F16 : TOL_FWD_F32);
@@ -230,7 +137,7 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
 {
     att_problem p;
     pfx_status st = problem_make(rt, s, &p);
-    const pfx_attention_desc *d = &p.d;
+    const pfx_attention_desc *d = &p.f.d;
     size_t os[4], qs[4], ls[3] = { s->B, s->H, s->N }, hs[2] = { s->H, s->D };
     q_shape(d, s->o_layout, os);
     q_shape(d, s->q_layout, qs);
@@ -244,9 +151,9 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
     if (st == PFX_SUCCESS) {
         ref_rng rng;
         ref_rng_seed(&rng, s->seed + 1000);
-        st = upload(rt, &rng, PFX_DTYPE_F32, 4, os, 1.0f, &hdo, &d_o);
+        st = attn_upload(rt, &rng, PFX_DTYPE_F32, 4, os, 1.0f, &hdo, &d_o);
     }
-    const pfx_tensor *like[5] = { p.tq, p.tk, p.tv, p.tpk, p.tpv };
+    const pfx_tensor *like[5] = { p.f.tq, p.f.tk, p.f.tv, p.f.tpk, p.f.tpv };
     for (int i = 0; i < 5 && st == PFX_SUCCESS; i++) {
         if (!like[i])
             continue;
@@ -261,10 +168,10 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
     if (st == PFX_SUCCESS && s->dim_gain)
         st = tensor_f32(rt, 2, hs, &g[6]);
     if (st == PFX_SUCCESS)
-        st = pfx_attention_forward(rt, d, &p.in, o, lse);
+        st = pfx_attention_forward(rt, d, &p.f.in, o, lse);
     pfx_attention_grads grads = { g[0], g[1], g[2], g[3], g[4], g[5], g[6], false };
     if (st == PFX_SUCCESS)
-        st = pfx_attention_backward(rt, d, &p.in, o, lse, d_o, &grads);
+        st = pfx_attention_backward(rt, d, &p.f.in, o, lse, d_o, &grads);
 
     static const char *names[7] = { "dQ", "dK", "dV", "dKp", "dVp", "dgain", "ddim_gain" };
     size_t counts[7] = { ref_q_count(d), ref_kv_count(d), ref_kv_count(d),
@@ -275,13 +182,13 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
         if (g[i])
             ref[i] = malloc(counts[i] * sizeof(double));
     if (st == PFX_SUCCESS)
-        ref_attention_backward(d, s->bank, p.q, p.k, p.v, p.pk, p.pv, hdo, ref[0], ref[1], ref[2],
-                               ref[3], ref[4], ref[5], ref[6]);
+        ref_attention_backward(d, s->bank, p.f.q, p.f.k, p.f.v, p.f.pk, p.f.pv, hdo, ref[0],
+                               ref[1], ref[2], ref[3], ref[4], ref[5], ref[6]);
     for (int i = 0; i < 7; i++) {
         if (!g[i])
             continue;
         float *got = NULL;
-        pfx_status rs = st == PFX_SUCCESS ? read_all(g[i], &got) : st;
+        pfx_status rs = st == PFX_SUCCESS ? attn_read_all(g[i], &got) : st;
         double err = rs == PFX_SUCCESS ? rel_l2(ref[i], got, counts[i]) : INFINITY;
         char op[32];
         snprintf(op, sizeof(op), "attn_bwd %s", names[i]);
@@ -321,15 +228,15 @@ static void stats_case(pfx_runtime *rt, check_totals *totals, const att_spec *s,
     for (int i = 0; i < 3 && st == PFX_SUCCESS; i++)
         st = tensor_f32(rt, 1, &H, &t[i]);
     if (st == PFX_SUCCESS)
-        st = pfx_attention_stats(rt, &p.d, &p.in, top_k, t[0], t[1], t[2]);
+        st = pfx_attention_stats(rt, &p.f.d, &p.f.in, top_k, t[0], t[1], t[2]);
     double *ref = malloc(3 * H * sizeof(double));
     if (st == PFX_SUCCESS)
-        ref_attention_stats(&p.d, p.q, p.k, p.pk, top_k, ref, ref + H, ref + 2 * H);
+        ref_attention_stats(&p.f.d, p.f.q, p.f.k, p.f.pk, top_k, ref, ref + H, ref + 2 * H);
     static const char *names[3] = { "attn_stats entropy", "attn_stats top-k mass",
                                     "attn_stats prefix mass" };
     for (int i = 0; i < 3; i++) {
         float *got = NULL;
-        pfx_status rs = st == PFX_SUCCESS ? read_all(t[i], &got) : st;
+        pfx_status rs = st == PFX_SUCCESS ? attn_read_all(t[i], &got) : st;
         double err = rs == PFX_SUCCESS ? rel_l2(ref + i * H, got, H) : INFINITY;
         check_report(totals, names[i], p.shape, rs, rt, err, TOL_STATS_F32);
         free(got);
@@ -342,14 +249,14 @@ static void stats_case(pfx_runtime *rt, check_totals *totals, const att_spec *s,
     pfx_tensor *map = NULL;
     float *got = NULL;
     double *rp = NULL, err = INFINITY;
-    st = p.tq ? tensor_f32(rt, 2, ms, &map) : st;
+    st = p.f.tq ? tensor_f32(rt, 2, ms, &map) : st;
     if (st == PFX_SUCCESS)
-        st = pfx_gain_softmax_probs(rt, &p.d, &p.in, s->B - 1, s->H - 1, map);
+        st = pfx_gain_softmax_probs(rt, &p.f.d, &p.f.in, s->B - 1, s->H - 1, map);
     if (st == PFX_SUCCESS)
-        st = read_all(map, &got);
+        st = attn_read_all(map, &got);
     if (st == PFX_SUCCESS) {
         rp = malloc(n * sizeof(double));
-        ref_softmax_probs(&p.d, p.q, p.k, p.pk, s->B - 1, s->H - 1, rp);
+        ref_softmax_probs(&p.f.d, p.f.q, p.f.k, p.f.pk, s->B - 1, s->H - 1, rp);
         err = rel_l2(rp, got, n);
     }
     check_report(totals, "gain_softmax_probs map", p.shape, st, rt, err, TOL_PROBS_F32);
