@@ -2,9 +2,11 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "timing.h"
 
-pfx_status pfx_launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
-                      const size_t *global, const size_t *local, size_t nargs, const pfx_arg *args)
+pfx_status pfx_launch_event(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
+                            const size_t *global, const size_t *local, size_t nargs,
+                            const pfx_arg *args, cl_event *event)
 {
     for (size_t i = 0; i < nargs; i++) {
         cl_int err = clSetKernelArg(kernel, (cl_uint)i, args[i].size, args[i].value);
@@ -14,6 +16,12 @@ pfx_status pfx_launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsig
             return pfx_cl_error(rt, err, msg);
         }
     }
-    cl_int err = clEnqueueNDRangeKernel(rt->queue, kernel, dims, NULL, global, local, 0, NULL, NULL);
+    cl_int err = clEnqueueNDRangeKernel(rt->queue, kernel, dims, NULL, global, local, 0, NULL, event);
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
+}
+
+pfx_status pfx_launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
+                      const size_t *global, const size_t *local, size_t nargs, const pfx_arg *args)
+{
+    return pfx_launch_event(rt, kernel, what, dims, global, local, nargs, args, NULL);
 }
