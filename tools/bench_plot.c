@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "image.h"
+#include "plot.h"
 
 typedef struct glyph {
     char c;
@@ -76,41 +77,28 @@ static const glyph font[] = {
 #define CHAR_W (6 * SCALE)
 #define LINE_H (9 * SCALE)
 
-typedef struct canvas {
-    uint8_t *px;
-    size_t w, h;
-} canvas;
+typedef plot_canvas canvas;
 
 static void rect(canvas *c, long x0, long y0, long w, long h, uint8_t v)
 {
-    for (long y = y0; y < y0 + h; y++)
-        for (long x = x0; x < x0 + w; x++)
-            if (x >= 0 && y >= 0 && (size_t)x < c->w && (size_t)y < c->h)
-                c->px[(size_t)y * c->w + (size_t)x] = v;
+    plot_rect(c, x0, y0, w, h, v);
 }
 
-static const glyph *find_glyph(char ch)
+/* Upper case only: lower case is drawn as upper, a missing glyph as '?'. */
+static const uint8_t *find_glyph(char ch)
 {
     if (ch >= 'a' && ch <= 'z')
         ch = (char)(ch - 'a' + 'A');
     for (size_t i = 0; i < sizeof(font) / sizeof(font[0]); i++)
         if (font[i].c == ch)
-            return &font[i];
-    return ch == ' ' ? NULL : &font[sizeof(font) / sizeof(font[0]) - 1];
+            return font[i].rows;
+    return ch == ' ' ? NULL : font[sizeof(font) / sizeof(font[0]) - 1].rows;
 }
 
 /* Draws text with its top-left corner at (x, y); at most max_chars. */
 static void text(canvas *c, long x, long y, const char *s, size_t max_chars, uint8_t v)
 {
-    for (size_t i = 0; s[i] && i < max_chars; i++, x += CHAR_W) {
-        const glyph *g = find_glyph(s[i]);
-        if (!g)
-            continue;
-        for (int row = 0; row < 7; row++)
-            for (int col = 0; col < 5; col++)
-                if (g->rows[row] & (0x10 >> col))
-                    rect(c, x + col * SCALE, y + row * SCALE, SCALE, SCALE, v);
-    }
+    plot_text(c, x, y, s, max_chars, SCALE, v, find_glyph);
 }
 
 /* Device d's bar: a fill shade, hatched for the fourth and later devices. */

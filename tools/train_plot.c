@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "image.h"
+#include "plot.h"
 
 #define W 640
 #define HGT 400
@@ -52,29 +53,22 @@ static const struct { char c; uint8_t rows[7]; } font[] = {
 
 static void put(uint8_t *img, long x, long y, uint8_t v)
 {
-    if (x >= 0 && x < W && y >= 0 && y < HGT)
-        img[y * W + x] = v;
+    plot_put(&(plot_canvas){ img, W, HGT }, x, y, v);
+}
+
+/* A glyph the font lacks (and space) is skipped. */
+static const uint8_t *find_glyph(char ch)
+{
+    for (size_t i = 0; i < sizeof(font) / sizeof(font[0]); i++)
+        if (font[i].c == ch)
+            return font[i].rows;
+    return NULL;
 }
 
 /* Text at (x, y) top-left, scale 1 or 2. */
 static void text(uint8_t *img, long x, long y, const char *s, int scale)
 {
-    for (; *s; s++, x += 6 * scale) {
-        const uint8_t *rows = NULL;
-        for (size_t i = 0; i < sizeof(font) / sizeof(font[0]); i++)
-            if (font[i].c == *s) {
-                rows = font[i].rows;
-                break;
-            }
-        if (!rows)
-            continue; /* space or a glyph the font lacks */
-        for (int r = 0; r < 7; r++)
-            for (int c = 0; c < 5; c++)
-                if (rows[r] & (0x10 >> c))
-                    for (int dy = 0; dy < scale; dy++)
-                        for (int dx = 0; dx < scale; dx++)
-                            put(img, x + c * scale + dx, y + r * scale + dy, 0);
-    }
+    plot_text(&(plot_canvas){ img, W, HGT }, x, y, s, SIZE_MAX, scale, 0, find_glyph);
 }
 
 static void line(uint8_t *img, long x0, long y0, long x1, long y1, uint8_t v)
