@@ -14,11 +14,16 @@
  * last key any row of the tile can see, so tiles hidden by the causal mask
  * for the whole row tile are never loaded or computed).
  *
- * Work-items. BLOCK_M rows x KSPLIT work-items: the KSPLIT work-items of a
- * row take interleaved keys of each tile (key c * KSPLIT + ks) and keep their
- * own online-softmax state (m, l, acc[D]), merged through local memory at
- * the end. KSPLIT = 1 (CPU: the PoCL kernel compiler vectorizes across the
- * work-items, i.e. across rows, and every K/V read is a broadcast).
+ * Work-items (VEC 1, GPUs). BLOCK_M rows x KSPLIT work-items. Per K/V
+ * tile, work-item ks of a row computes the logits of keys c KSPLIT + ks
+ * (q from local memory) into local Ss; after a barrier every work-item of
+ * the row takes the row max, exponentiates its own keys into local Ps;
+ * after a second barrier it accumulates its slice of the head dimension
+ * (d = ks + KSPLIT x, DPL = HEAD_DIM / KSPLIT accumulators) over all keys
+ * of the tile. m and l are identical across the row's work-items, so no
+ * merge is needed, and no private array is larger than DPL or KPL (all
+ * indexed only in fully unrolled loops: registers, never scratch).
+ * VEC > 1 (CPU): VEC rows per work-item as the lanes of a float vector.
  *
  * Split-K. The key range [0, P + M) may also be cut into `splits` ranges of
  * keys_per_split keys handled by different work-groups (decode: one sequence
@@ -104,9 +109,11 @@ typedef int16 intv;
 #if BLOCK_N % KSPLIT
 #error "BLOCK_N must be a multiple of KSPLIT"
 #endif
-#if KSPLIT > 1 && (BLOCK_N * KV_STRIDE < 2 * WG_SIZE || BLOCK_N * KV_STRIDE < BLOCK_M * HEAD_DIM)
-#error "KSPLIT > 1 merges through the K/V tiles: BLOCK_N * (HEAD_DIM + KV_PAD) too small"
+#if HEAD_DIM % KSPLIT
+#error "HEAD_DIM must be a multiple of KSPLIT"
 #endif
+#define DPL (HEAD_DIM / KSPLIT)       /* head dims (accumulators) per work-item */
+#define S_STRIDE (BLOCK_N + 1)
 
 #if UNROLL
 #define PFX_UNROLL _Pragma("unroll")
@@ -120,8 +127,10 @@ typedef int16 intv;
 #endif
 #if UNROLL_D
 #define PFX_UNROLL_D _Pragma("unroll")
+#define D_LOOP HEAD_DIM
 #else
 #define PFX_UNROLL_D
+#define D_LOOP D /* runtime head size: dims beyond D are zero, skip them */
 #endif
 
 #define LOG2E 1.4426950408889634f
@@ -240,8 +249,10 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
 {
     __local float Kt[BLOCK_N * KV_STRIDE];
     __local float Vt[BLOCK_N * KV_STRIDE];
-#if Q_LOCAL
+#if VEC == 1
     __local float Qs[BLOCK_M * Q_STRIDE];
+    __local float Ss[BLOCK_M * S_STRIDE]; /* logits of the tile */
+    __local float Ps[BLOCK_M * S_STRIDE]; /* probabilities of the tile */
 #endif
 
     const int N = dims.N, M = dims.M, P = dims.P, D = dims.D, R = dims.R;
@@ -306,11 +317,9 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     }
     floatv m = (floatv)(-INFINITY), l = (floatv)0.0f;
 #else
-    /* Scaled query: q_d c_h (1 + G_hd) log2 e. */
-    const float ch = head_params[h] * LOG2E;
-    __global const float *factor = head_params + dims.H + (ulong)h * D;
-    const ulong q_off = (ulong)b * qb + (ulong)h * qh + (ulong)i * qr;
-#if Q_LOCAL
+    /* Scaled query tile in local memory: q_d c_h (1 + G_hd) log2 e. A
+     * work-item holds only its DPL accumulators (d = ks + KSPLIT x) and KPL
+     * logits in registers, whatever HEAD_DIM is (no spills on GPUs). */
     for (int idx = lid; idx < BLOCK_M * HEAD_DIM; idx += WG_SIZE) {
         int qrow = idx / HEAD_DIM, d = idx % HEAD_DIM;
         int rq = min(r0 + qrow, R - 1);
@@ -324,26 +333,16 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         }
         Qs[qrow * Q_STRIDE + d] = val;
     }
-#define QV(d) Qs[row * Q_STRIDE + (d)]
-#else
-    float qv[HEAD_DIM];
-    PFX_UNROLL
-    for (int d = 0; d < HEAD_DIM; d++) {
-        float val = 0.0f;
-        if (d < D) {
-            val = pfx_load(q, q_off + (ulong)d, flags & HALF_Q) * ch;
-            if (has_dim_gain)
-                val *= factor[d];
-        }
-        qv[d] = val;
-    }
-#define QV(d) qv[d]
-#endif
+    __local const float *q_row = Qs + row * Q_STRIDE;
+    __local float *s_row = Ss + row * S_STRIDE;
+    __local float *p_row = Ps + row * S_STRIDE;
+    __local const float *k_mine = Kt + ks * KV_STRIDE;
+    __local const float *v_mine = Vt + ks;
 
-    float acc[HEAD_DIM];
-    PFX_UNROLL
-    for (int d = 0; d < HEAD_DIM; d++)
-        acc[d] = 0.0f;
+    float acc[DPL];
+#pragma unroll
+    for (int x = 0; x < DPL; x++)
+        acc[x] = 0.0f;
     float m = -INFINITY, l = 0.0f;
 #endif
 
@@ -379,7 +378,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             for (int c = 0; c < BLOCK_N; c++)
                 sv[c] = (floatv)0.0f;
             PFX_UNROLL_D
-            for (int d = 0; d < HEAD_DIM; d++) {
+            for (int d = 0; d < D_LOOP; d++) {
                 floatv qd = qv[d];
                 PFX_UNROLL
                 for (int c = 0; c < BLOCK_N; c++)
@@ -405,7 +404,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                 l += sv[c];
             }
             PFX_UNROLL_D
-            for (int d = 0; d < HEAD_DIM; d++) {
+            for (int d = 0; d < D_LOOP; d++) {
                 floatv a = acc[d] * alpha;
                 PFX_UNROLL
                 for (int c = 0; c < BLOCK_N; c++)
@@ -415,20 +414,19 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             m = mt;
         }
 #else
+        /* Logits of this work-item's keys c KSPLIT + ks (full dot products). */
         float s[KPL];
-        PFX_UNROLL
+#pragma unroll
         for (int c = 0; c < KPL; c++)
             s[c] = 0.0f;
-        PFX_UNROLL
-        for (int d = 0; d < HEAD_DIM; d++) {
-            float qd = QV(d);
-            PFX_UNROLL
+        for (int d = 0; d < D; d++) {
+            float qd = q_row[d];
+#pragma unroll
             for (int c = 0; c < KPL; c++)
-                s[c] = mad(qd, Kt[(c * KSPLIT + ks) * KV_STRIDE + d], s[c]);
+                s[c] = mad(qd, k_mine[c * KSPLIT * KV_STRIDE + d], s[c]);
         }
         const int full = j0 + BLOCK_N <= min(j_end, P + t_full);
-        float mt = m;
-        PFX_UNROLL
+#pragma unroll
         for (int c = 0; c < KPL; c++) {
             if (!full) {
                 int j = j0 + c * KSPLIT + ks;
@@ -436,23 +434,31 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                 int vis = j < j_end && (j < P || t < row_t_max);
                 s[c] = vis ? s[c] : -INFINITY;
             }
-            mt = fmax(mt, s[c]);
+            s_row[c * KSPLIT + ks] = s[c];
         }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* Row max over the whole tile (every work-item of the row alike). */
+        float mt = m;
+        for (int c = 0; c < BLOCK_N; c++)
+            mt = fmax(mt, s_row[c]);
         const float mu = mt == -INFINITY ? 0.0f : mt;
         const float alpha = pfx_exp2(m - mu);
+#pragma unroll
+        for (int c = 0; c < KPL; c++)
+            p_row[c * KSPLIT + ks] = pfx_exp2(s[c] - mu);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* O slice: acc[x] (d = ks + KSPLIT x) over every key of the tile. */
         l *= alpha;
-        PFX_UNROLL
-        for (int c = 0; c < KPL; c++) {
-            s[c] = pfx_exp2(s[c] - mu);
-            l += s[c];
-        }
-        PFX_UNROLL
-        for (int d = 0; d < HEAD_DIM; d++) {
-            float a = acc[d] * alpha;
-            PFX_UNROLL
-            for (int c = 0; c < KPL; c++)
-                a = mad(s[c], Vt[(c * KSPLIT + ks) * KV_STRIDE + d], a);
-            acc[d] = a;
+#pragma unroll
+        for (int x = 0; x < DPL; x++)
+            acc[x] *= alpha;
+        for (int c = 0; c < BLOCK_N; c++) {
+            const float pc = p_row[c];
+            __local const float *vr = v_mine + c * KV_STRIDE;
+            l += pc;
+#pragma unroll
+            for (int x = 0; x < DPL; x++)
+                acc[x] = mad(pc, vr[x * KSPLIT], acc[x]);
         }
         m = mt;
 #endif
@@ -469,41 +475,13 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                               N, dims.H, ob, oh, orow, flags, has_lse, rid[x], ml_m[x], ml_l[x], d,
                               tmp[x]);
     }
-#elif KSPLIT > 1
-    /* Merge the KSPLIT states of each row through local memory (Kt, Vt). */
-    __local float *ml = Kt;        /* [BLOCK_M][KSPLIT][2] */
-    __local float *sum = Vt;       /* [BLOCK_M][HEAD_DIM] */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    ml[2 * lid] = m;
-    ml[2 * lid + 1] = l;
-    for (int idx = lid; idx < BLOCK_M * HEAD_DIM; idx += WG_SIZE)
-        sum[idx] = 0.0f;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    float mrow = -INFINITY;
-    for (int x = 0; x < KSPLIT; x++)
-        mrow = fmax(mrow, ml[2 * (row * KSPLIT + x)]);
-    const float mru = mrow == -INFINITY ? 0.0f : mrow;
-    float lrow = 0.0f;
-    for (int x = 0; x < KSPLIT; x++)
-        lrow += ml[2 * (row * KSPLIT + x) + 1] * pfx_exp2(ml[2 * (row * KSPLIT + x)] - mru);
-    const float mine = pfx_exp2(m - mru);
-    for (int x = 0; x < KSPLIT; x++) {
-        if (x == ks)
-            for (int d = 0; d < HEAD_DIM; d++)
-                sum[row * HEAD_DIM + d] += acc[d] * mine;
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (r < R)
-        for (int d = ks; d < HEAD_DIM; d += KSPLIT)
-            pfx_store_row(o, lse, part_ml, part_acc, splits, split, b, h, i, valid, D, N,
-                          dims.H, ob, oh, orow, flags, has_lse, rowid, mrow, lrow, d,
-                          sum[row * HEAD_DIM + d]);
 #else
     if (r < R) {
-        PFX_UNROLL
-        for (int d = 0; d < HEAD_DIM; d++)
+#pragma unroll
+        for (int x = 0; x < DPL; x++)
             pfx_store_row(o, lse, part_ml, part_acc, splits, split, b, h, i, valid, D, N,
-                          dims.H, ob, oh, orow, flags, has_lse, rowid, m, l, d, acc[d]);
+                          dims.H, ob, oh, orow, flags, has_lse, rowid, m, l, ks + KSPLIT * x,
+                          acc[x]);
     }
 #endif
 }

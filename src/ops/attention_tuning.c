@@ -23,7 +23,9 @@
 
 #include "attention_tuning.h"
 
-static const unsigned dim_classes[] = { 32, 64, 80, 96, 128, 256 };
+/* Few classes (compile time on PoCL): the kernel's head-dimension loops
+ * run to the runtime D where they are not unrolled. */
+static const unsigned dim_classes[] = { 64, 128, 256 };
 #define DIM_CLASS_COUNT (sizeof(dim_classes) / sizeof(dim_classes[0]))
 
 unsigned pfx_attn_fwd_dim_class(size_t D)
@@ -43,8 +45,8 @@ size_t pfx_attn_fwd_local_bytes(const pfx_attn_fwd_tiles *t)
 {
     size_t stride = t->head_dim + t->kv_pad;
     size_t floats = 2 * (size_t)t->block_n * stride;
-    if (t->q_local)
-        floats += (size_t)t->block_m * stride;
+    if (t->vec == 1) /* q tile, logits and probabilities */
+        floats += (size_t)t->block_m * stride + 2 * (size_t)t->block_m * (t->block_n + 1);
     return floats * sizeof(float);
 }
 
@@ -64,14 +66,6 @@ unsigned pfx_attn_fwd_groups_per_cu(pfx_vendor vendor)
     }
 }
 
-/* The KSPLIT > 1 merge reuses the K/V tiles (see the #error in the kernel). */
-static bool merge_fits(const pfx_attn_fwd_tiles *t)
-{
-    if (t->ksplit <= 1)
-        return true;
-    size_t tile = (size_t)t->block_n * (t->head_dim + t->kv_pad);
-    return tile >= 2 * pfx_attn_fwd_wg_size(t) && tile >= (size_t)t->block_m * t->head_dim;
-}
 
 static pfx_attn_fwd_tiles table(pfx_vendor vendor, unsigned dc, bool decode)
 {
@@ -81,8 +75,9 @@ static pfx_attn_fwd_tiles table(pfx_vendor vendor, unsigned dc, bool decode)
         /* BLOCK_M rows = vector lanes x 2 (AVX-512: 16 floats); BLOCK_N keys
          * = the register block of logits per row. See bench/README.md. */
         t.poly_exp2 = true;
-        /* Unrolling D = 256 takes PoCL minutes to compile: loops instead. */
-        t.unroll = dc <= 128;
+        /* Unrolling D = 256 takes PoCL minutes to compile: loops instead.
+         * Decode: unrolled only for D <= 64 (minutes of PoCL compile). */
+        t.unroll = decode ? dc <= 64 : dc <= 128;
         /* Explicit SIMD: VEC rows per work-item as float16 lanes (the PoCL
          * work-item vectorizer gave up on this kernel: 2 GFLOP/s). Measured
          * on (a), B=1 H=8 N=M=1024 P=32 D=64, PoCL 2 cores, GFLOP/s
@@ -98,52 +93,23 @@ static pfx_attn_fwd_tiles table(pfx_vendor vendor, unsigned dc, bool decode)
         t.unroll_d = dc <= 64;
         break;
     case PFX_VENDOR_NVIDIA:
-        t.unroll = dc <= 128;
-        t.kv_pad = 1;
-        t.q_local = dc >= 96;
-        if (decode) {
-            t.block_m = 8;
-            t.ksplit = 32;
-            t.block_n = 64;
-        } else if (dc <= 64) {
-            t.block_m = 64;
-            t.ksplit = 2;
-            t.block_n = 32;
-        } else if (dc <= 128) {
-            t.block_m = 32;
-            t.ksplit = 4;
-            t.block_n = 32;
-        } else {
-            t.block_m = 16;
-            t.ksplit = 8;
-            t.block_n = 16;
-        }
-        break;
     case PFX_VENDOR_AMD:
-        t.unroll = dc <= 96;
-        t.kv_pad = 1;
-        t.q_local = dc >= 96;
-        if (decode) {
-            t.block_m = 8;
-            t.ksplit = 32;
-            t.block_n = 64;
-        } else {
-            t.block_m = dc <= 64 ? 64 : 32;
-            t.ksplit = dc <= 64 ? 2 : 4;
-            t.block_n = 32;
-        }
-        break;
     case PFX_VENDOR_INTEL_GPU:
-        t.unroll = dc <= 64;
+        /* KSPLIT work-items per row, each owning HEAD_DIM / KSPLIT output
+         * dims (<= 16 accumulators) and BLOCK_N / KSPLIT logits; q in local
+         * memory. Gate (tests/kernel_gate.py): no spills on sm_80/90,
+         * gfx90a/1030/1100, xe-lp/xe-hpg. Work-groups of 128 on Intel, 256
+         * on NVIDIA/AMD. */
         t.kv_pad = 1;
-        t.q_local = dc >= 96;
+        t.q_local = true;
+        t.unroll = true;
         if (decode) {
             t.block_m = 8;
             t.ksplit = 16;
-            t.block_n = 32;
+            t.block_n = 64;
         } else {
-            t.block_m = 32;
-            t.ksplit = 4;
+            t.ksplit = dc <= 128 ? 8 : 16;
+            t.block_m = (vendor == PFX_VENDOR_INTEL_GPU ? 128 : 256) / t.ksplit;
             t.block_n = 32;
         }
         break;
@@ -152,6 +118,7 @@ static pfx_attn_fwd_tiles table(pfx_vendor vendor, unsigned dc, bool decode)
         t.unroll = false;
         t.block_m = decode ? 8 : 16;
         t.block_n = 16;
+        t.q_local = true;
         break;
     }
     return t;
@@ -162,8 +129,8 @@ bool pfx_attn_fwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, unsigne
 {
     pfx_attn_fwd_tiles t = table(vendor, dim_class, decode);
     /* Shrink the key tile, then the row tile, until local memory holds it. */
-    while (pfx_attn_fwd_local_bytes(&t) > local_mem_bytes || !merge_fits(&t)) {
-        if (t.block_n > t.ksplit && t.block_n > 8 && merge_fits(&t))
+    while (pfx_attn_fwd_local_bytes(&t) > local_mem_bytes) {
+        if (t.block_n > t.ksplit && t.block_n > 8)
             t.block_n /= 2;
         else if (t.block_m > 1)
             t.block_m /= 2;
