@@ -32,8 +32,11 @@ static size_t tiles_local_bytes(const pfx_attn_bwd_tiles *t)
  *  AMD:    64 KiB local: the same tiles (32x32 at 128 needs 66 KiB), DT = 4
  *          (wave64: 128 work-items per group at D <= 64).
  *  Intel:  64 KiB local (SLM), SIMD8-32: 32x32 with DT = 2 up to D = 64.
- *  CPU:    PoCL vectorizes across work-items; DT = 1 (one work-item owns a
- *          whole row), 32x32 tiles, local memory is just cache.
+ *  CPU:    explicit SIMD (PFX_CPU_VEC = 16): a work-item owns 16 query rows
+ *          (dQ) or 16 keys (dK/dV) as float16 lanes, the other side is a
+ *          broadcast from local memory (PoCL's work-item vectorizer gave
+ *          8.8 GFLOP/s on this kernel with DT = 1, one row per work-item);
+ *          64x64 tiles, 4 work-items per group; local memory is just cache.
  *  other:  conservative 16x16, DT = 2.
  * Tiles are halved until they fit the device's local memory.
  */
@@ -46,7 +49,7 @@ bool pfx_attn_bwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, size_t 
             dmax = pfx_attn_bwd_buckets[i];
     if (!dmax)
         return false;
-    pfx_attn_bwd_tiles t = { 32, 32, 4, dmax, 0 };
+    pfx_attn_bwd_tiles t = { 32, 32, 4, dmax, 0, 0 };
     switch (vendor) {
     case PFX_VENDOR_NVIDIA:
     case PFX_VENDOR_AMD:
@@ -58,8 +61,9 @@ bool pfx_attn_bwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, size_t 
         t.dt = dmax <= 64 ? 2 : dmax == 128 ? 4 : 8;
         break;
     case PFX_VENDOR_CPU:
-        t.bq = t.bk = 32;
+        t.bq = t.bk = 64;
         t.dt = 1;
+        t.vec = 16;
         break;
     default:
         t.bq = t.bk = dmax <= 128 ? 16 : 8;
@@ -78,8 +82,20 @@ bool pfx_attn_bwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, size_t 
 
 void pfx_attn_bwd_options(const pfx_attn_bwd_tiles *t, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "-DPFX_BQ=%u -DPFX_BK=%u -DPFX_DT=%u -DPFX_DMAX=%u", t->bq, t->bk, t->dt,
-             t->dmax);
+    int n = snprintf(buf, cap, "-DPFX_BQ=%u -DPFX_BK=%u -DPFX_DT=%u -DPFX_DMAX=%u", t->bq, t->bk,
+                     t->dt, t->dmax);
+    if (t->vec > 1 && n > 0 && (size_t)n < cap) /* CPU only: GPU option sets unchanged */
+        snprintf(buf + n, cap - (size_t)n, " -DPFX_CPU_VEC=%u", t->vec);
+}
+
+size_t pfx_attn_bwd_wg_dkv(const pfx_attn_bwd_tiles *t)
+{
+    return t->vec > 1 ? t->bk / t->vec : (size_t)t->bk * t->dt;
+}
+
+size_t pfx_attn_bwd_wg_dq(const pfx_attn_bwd_tiles *t)
+{
+    return t->vec > 1 ? t->bq / t->vec : (size_t)t->bq * t->dt;
 }
 
 static bool tiles_forced;
@@ -160,7 +176,8 @@ static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
                          OP, p->D, (unsigned long long)rt->info.local_mem_bytes);
     if (tiles_forced && p->D <= forced_tiles.dmax)
         *tiles = forced_tiles;
-    size_t wg = (size_t)(tiles->bq > tiles->bk ? tiles->bq : tiles->bk) * tiles->dt;
+    size_t wg = pfx_attn_bwd_wg_dkv(tiles) > pfx_attn_bwd_wg_dq(tiles) ? pfx_attn_bwd_wg_dkv(tiles)
+                                                                       : pfx_attn_bwd_wg_dq(tiles);
     if (wg > rt->info.max_work_group_size)
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
                          "%s: the backward needs work-groups of %zu, the device allows %zu", OP,
@@ -261,7 +278,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
         cl_int tile_offset = want_prefix ? 0 : prefix_tiles;
         size_t count = (size_t)(want_kv ? prefix_tiles + input_tiles : prefix_tiles) -
                        (size_t)tile_offset;
-        size_t local[2] = { (size_t)tiles->bk * tiles->dt, 1 };
+        size_t local[2] = { pfx_attn_bwd_wg_dkv(tiles), 1 };
         size_t global[2] = { count * local[0], p->B * p->Hkv };
         pfx_arg args[] = {
             PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),
@@ -284,7 +301,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     }
 
     if (want_q) {
-        size_t local[2] = { (size_t)tiles->bq * tiles->dt, 1 };
+        size_t local[2] = { pfx_attn_bwd_wg_dq(tiles), 1 };
         size_t global[2] = { ntq * local[0], p->B * p->H };
         pfx_arg args[] = {
             PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),

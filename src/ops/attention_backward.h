@@ -14,7 +14,13 @@ typedef struct pfx_attn_bwd_tiles {
     unsigned dt;    /* work-items sharing a row's D dimensions (PFX_DT) */
     unsigned dmax;  /* head size bucket (PFX_DMAX), D <= dmax */
     size_t local_bytes;
+    unsigned vec;   /* CPU path (PFX_CPU_VEC): rows or keys per work-item as
+                     * float vector lanes; 0 on GPUs (option unset) */
 } pfx_attn_bwd_tiles;
+
+/* Work-items per group of the dK/dV and dQ kernels. */
+size_t pfx_attn_bwd_wg_dkv(const pfx_attn_bwd_tiles *t);
+size_t pfx_attn_bwd_wg_dq(const pfx_attn_bwd_tiles *t);
 
 /* Head-size buckets the kernels are built for (D is a run-time argument up to
  * the bucket): 32, 64, 128, 256. */
