@@ -209,24 +209,8 @@ typedef int16 intv;
 #define LOG2E 1.4426950408889634f
 #define LANES ((intv)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 
-/* The forward's 2^x (cl/attention_fwd.cl pfx_exp2v), x <= 0: 0 below -126,
- * else 2^round(x) * poly(frac). */
-inline floatv bwd_exp2v(floatv x)
-{
-    floatv n = rint(x);
-    floatv f = x - n;
-    floatv p = (floatv)1.5252733804059840e-05f;
-    p = mad(p, f, (floatv)1.5403530393381606e-04f);
-    p = mad(p, f, (floatv)1.3333558146428443e-03f);
-    p = mad(p, f, (floatv)9.6181291076284772e-03f);
-    p = mad(p, f, (floatv)5.5504108664821580e-02f);
-    p = mad(p, f, (floatv)2.4022650695910071e-01f);
-    p = mad(p, f, (floatv)6.9314718055994531e-01f);
-    p = mad(p, f, (floatv)1.0f);
-    intv e = convert_int16(fmax(n, (floatv)-127.0f)) + 127;
-    floatv r = as_float16(max(e, (intv)0) << 23) * p;
-    return select(r, (floatv)0.0f, x < (floatv)-126.0f);
-}
+/* 2^x, x <= 0, vectorizable: the forward's polynomial (cl/common.cl). */
+PFX_DEFINE_POLY_EXP2(bwd_exp2v, floatv, intv, convert_int16, as_float16)
 
 /* Grid: (tiles * BK / VEC, B * Hkv); keys j0 + lid * VEC + lane. */
 __kernel __attribute__((reqd_work_group_size(PFX_BK / VEC, 1, 1)))

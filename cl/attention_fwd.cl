@@ -136,45 +136,24 @@ typedef int16 intv;
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
-/* 2^x for x <= 0 (and NaN): 0 below -126, else 2^round(x) * poly(frac). */
+/* 2^x for x <= 0 (and NaN): the polynomial of cl/common.cl on CPUs
+ * (POLY_EXP2), the built-in elsewhere. */
+PFX_DEFINE_POLY_EXP2(pfx_exp2_poly, float, int, convert_int, as_float)
 inline float pfx_exp2(float x)
 {
 #if POLY_EXP2
-    float n = rint(x);
-    float f = x - n; /* [-0.5, 0.5] */
-    float p = 1.5252733804059840e-05f;
-    p = mad(p, f, 1.5403530393381606e-04f);
-    p = mad(p, f, 1.3333558146428443e-03f);
-    p = mad(p, f, 9.6181291076284772e-03f);
-    p = mad(p, f, 5.5504108664821580e-02f);
-    p = mad(p, f, 2.4022650695910071e-01f);
-    p = mad(p, f, 6.9314718055994531e-01f);
-    p = mad(p, f, 1.0f);
-    int e = (int)fmax(n, -127.0f) + 127;
-    float r = as_float(max(e, 0) << 23) * p;
-    return x < -126.0f ? 0.0f : r;
+    return pfx_exp2_poly(x);
 #else
     return exp2(x);
 #endif
 }
 
 #if VEC > 1
+PFX_DEFINE_POLY_EXP2(pfx_exp2v_poly, floatv, intv, convert_intv, as_floatv)
 inline floatv pfx_exp2v(floatv x)
 {
 #if POLY_EXP2
-    floatv n = rint(x);
-    floatv f = x - n;
-    floatv p = (floatv)1.5252733804059840e-05f;
-    p = mad(p, f, (floatv)1.5403530393381606e-04f);
-    p = mad(p, f, (floatv)1.3333558146428443e-03f);
-    p = mad(p, f, (floatv)9.6181291076284772e-03f);
-    p = mad(p, f, (floatv)5.5504108664821580e-02f);
-    p = mad(p, f, (floatv)2.4022650695910071e-01f);
-    p = mad(p, f, (floatv)6.9314718055994531e-01f);
-    p = mad(p, f, (floatv)1.0f);
-    intv e = convert_intv(fmax(n, (floatv)-127.0f)) + 127;
-    floatv r = as_floatv(max(e, (intv)0) << 23) * p;
-    return select(r, (floatv)0.0f, x < (floatv)-126.0f);
+    return pfx_exp2v_poly(x);
 #else
     return exp2(x);
 #endif
