@@ -207,6 +207,18 @@ static cl_mem mem_of(const pfx_tensor *t)
     return t ? t->mem : NULL;
 }
 
+/* The leading arguments of the dK/dV and dQ kernels (the same in both, in
+ * this order), from the locals of enqueue(). */
+#define SHARED_ARGS                                                                          \
+    PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),      \
+        PFX_ARG(causal), PFX_ARG(q), PFX_ARG(q_half), PFX_ARG(p->q.batch), PFX_ARG(p->q.head), \
+        PFX_ARG(p->q.row), PFX_ARG(k), PFX_ARG(k_half), PFX_ARG(v), PFX_ARG(v_half),           \
+        PFX_ARG(p->kv.batch), PFX_ARG(p->kv.head), PFX_ARG(p->kv.row), PFX_ARG(pk),            \
+        PFX_ARG(pk_half), PFX_ARG(pv), PFX_ARG(pv_half), PFX_ARG(p->prefix.batch),             \
+        PFX_ARG(p->prefix.head), PFX_ARG(p->prefix.row), PFX_ARG(dom), PFX_ARG(do_half),       \
+        PFX_ARG(p->o.batch), PFX_ARG(p->o.head), PFX_ARG(p->o.row), PFX_ARG(lsem),             \
+        PFX_ARG(w->delta), PFX_ARG(w->params.head), PFX_ARG(structured), PFX_ARG(w->params.items)
+
 static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
                           const pfx_attention_inputs *in, const pfx_tensor *o,
                           const pfx_tensor *lse, const pfx_tensor *d_o,
@@ -281,17 +293,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
         size_t local[2] = { pfx_attn_bwd_wg_dkv(tiles), 1 };
         size_t global[2] = { count * local[0], p->B * p->Hkv };
         pfx_arg args[] = {
-            PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),
-            PFX_ARG(causal),
-            PFX_ARG(q), PFX_ARG(q_half), PFX_ARG(p->q.batch), PFX_ARG(p->q.head), PFX_ARG(p->q.row),
-            PFX_ARG(k), PFX_ARG(k_half), PFX_ARG(v), PFX_ARG(v_half),
-            PFX_ARG(p->kv.batch), PFX_ARG(p->kv.head), PFX_ARG(p->kv.row),
-            PFX_ARG(pk), PFX_ARG(pk_half), PFX_ARG(pv), PFX_ARG(pv_half),
-            PFX_ARG(p->prefix.batch), PFX_ARG(p->prefix.head), PFX_ARG(p->prefix.row),
-            PFX_ARG(dom), PFX_ARG(do_half), PFX_ARG(p->o.batch), PFX_ARG(p->o.head),
-            PFX_ARG(p->o.row),
-            PFX_ARG(lsem), PFX_ARG(w->delta), PFX_ARG(w->params.head), PFX_ARG(structured),
-            PFX_ARG(w->params.items),
+            SHARED_ARGS,
             PFX_ARG(dk), PFX_ARG(dv), PFX_ARG(accumulate), PFX_ARG(w->dpk_part),
             PFX_ARG(w->dpv_part), PFX_ARG(tile_offset), PFX_ARG(prefix_tiles),
         };
@@ -304,17 +306,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
         size_t local[2] = { pfx_attn_bwd_wg_dq(tiles), 1 };
         size_t global[2] = { ntq * local[0], p->B * p->H };
         pfx_arg args[] = {
-            PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),
-            PFX_ARG(causal),
-            PFX_ARG(q), PFX_ARG(q_half), PFX_ARG(p->q.batch), PFX_ARG(p->q.head), PFX_ARG(p->q.row),
-            PFX_ARG(k), PFX_ARG(k_half), PFX_ARG(v), PFX_ARG(v_half),
-            PFX_ARG(p->kv.batch), PFX_ARG(p->kv.head), PFX_ARG(p->kv.row),
-            PFX_ARG(pk), PFX_ARG(pk_half), PFX_ARG(pv), PFX_ARG(pv_half),
-            PFX_ARG(p->prefix.batch), PFX_ARG(p->prefix.head), PFX_ARG(p->prefix.row),
-            PFX_ARG(dom), PFX_ARG(do_half), PFX_ARG(p->o.batch), PFX_ARG(p->o.head),
-            PFX_ARG(p->o.row),
-            PFX_ARG(lsem), PFX_ARG(w->delta), PFX_ARG(w->params.head), PFX_ARG(structured),
-            PFX_ARG(w->params.items),
+            SHARED_ARGS,
             PFX_ARG(dq), PFX_ARG(accumulate), PFX_ARG(w->gain_part),
         };
         if ((st = pfx_launch(rt, k_dq, OP ": dQ", 2, global, local,
