@@ -10,6 +10,7 @@
 #include "prefixcl/optimizer.h"
 #include "prefixcl/io.h"
 #include "prefixcl/tokenizer.h"
+#include "prefixcl/data.h"
 #include "prefixcl/encoder.h"
 #include "prefixcl/layer.h"
 

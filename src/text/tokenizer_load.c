@@ -576,6 +576,10 @@ static bool ids_append(int32_t **arr, size_t *n, const int32_t *ids, size_t k, b
     int32_t *p = realloc(*arr, (*n + k + 1) * sizeof(*p));
     if (!p)
         return false;
+    if (k == 0) {
+        *arr = p;
+        return true;
+    }
     if (front) {
         memmove(p + k, p, *n * sizeof(*p));
         memcpy(p, ids, k * sizeof(*p));
@@ -604,6 +608,8 @@ static pfx_status template_ids(const cJSON *specials, const char *name, int32_t 
 {
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(specials, name);
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(sp, "ids");
+    *ids = NULL;
+    *n = 0;
     if (!cJSON_IsArray(arr))
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.special_tokens has no ids for '%s'",
                          label, name);
