@@ -415,6 +415,42 @@ static void test_bad_input(void **state)
     pfx_dataset_free(&ds);
 }
 
+/* The corpus and tokenizer shipped for the demonstration load as a data set
+ * and decode back to the file's lines. */
+static void test_demo_corpus(void **state)
+{
+    (void)state;
+    char dir[1024], path[1100];
+    snprintf(dir, sizeof(dir), "%s/../../../data/demo", fixture_dir);
+    pfx_tokenizer *tok = NULL;
+    assert_int_equal(pfx_tokenizer_load(dir, &tok), PFX_SUCCESS);
+    assert_true(pfx_tokenizer_vocab_size(tok) >= 2000);
+    static const char *files[] = { "train.txt", "eval.txt" };
+    for (int f = 0; f < 2; f++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[f]);
+        pfx_dataset *ds = NULL;
+        assert_int_equal(pfx_dataset_load(path, tok, NULL, &ds), PFX_SUCCESS);
+        pfx_dataset_info info;
+        pfx_dataset_get_info(ds, &info);
+        assert_int_equal(info.examples, f ? 40 : 600);
+        assert_int_equal(info.truncated, 0);
+        const int32_t *ids, *labels;
+        size_t len, dl;
+        char *dec;
+        assert_int_equal(pfx_dataset_example(ds, 0, &ids, &labels, &len), PFX_SUCCESS);
+        assert_int_equal(pfx_tokenizer_decode(tok, ids, len, 0, &dec, &dl), PFX_SUCCESS);
+        FILE *fp = fopen(path, "r");
+        char line[4096];
+        assert_non_null(fgets(line, sizeof(line), fp));
+        fclose(fp);
+        line[strcspn(line, "\n")] = 0;
+        assert_string_equal(dec, line);
+        free(dec);
+        pfx_dataset_free(&ds);
+    }
+    pfx_tokenizer_free(&tok);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -453,6 +489,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_hold_out),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_demo_corpus),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

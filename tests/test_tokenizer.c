@@ -162,6 +162,14 @@ static void test_llama2(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+static void test_splits(void **state)
+{
+    (void)state;
+    pfx_tokenizer *tok = load_dir("splits");
+    check_cases(tok, "splits", false, NULL); /* "-" is removed, tabs normalized */
+    pfx_tokenizer_free(&tok);
+}
+
 /* Random byte strings (mostly invalid UTF-8, NULs, specials' pieces)
  * through the byte-level tokenizers come back byte for byte. */
 static void test_round_trip_random(void **state)
@@ -306,6 +314,8 @@ static void test_refusals(void **state)
                    PFX_ERROR_FORMAT, "merges[0]");
     assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}"),
                    PFX_ERROR_FORMAT, "merges[0]");
+    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":0},\"merges\":[]}}"),
+                   PFX_ERROR_FORMAT, "id 0 to both 'a' and 'b'");
     assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}"),
                    PFX_ERROR_FORMAT, "vocabulary is empty");
     assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":2000000000},\"merges\":[]}}"),
@@ -322,6 +332,10 @@ static void test_refusals(void **state)
     assert_refused(load_mem(MODEL("},\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":"
                                   "[{\"SpecialToken\":{\"id\":\"<s>\"}}],\"special_tokens\":{}}")),
                    PFX_ERROR_FORMAT, "no ids for '<s>'");
+    assert_refused(load_mem(MODEL("},\"added_tokens\":[{\"id\":5,\"content\":\"<s>\"}],\"post_processor\":"
+                                  "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},"
+                                  "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":{\"ids\":[4]}}}")),
+                   PFX_ERROR_FORMAT, "post_processor id 4 is not a token");
     assert_refused(load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"ab\"}")),
                    PFX_ERROR_FORMAT, "replacement is not one character");
     assert_refused(pfx_tokenizer_load_json_memory("{\"a\xff\":1}", 8, "x.json", out_), PFX_ERROR_FORMAT,
@@ -408,6 +422,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_metaspace),
         cmocka_unit_test(test_llama2),
+        cmocka_unit_test(test_splits),
         cmocka_unit_test(test_round_trip_random),
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_refusals),

@@ -16,7 +16,8 @@ pcre2_code *pfx_regex_compile(const char *pattern, size_t len, bool literal, con
 {
     int err;
     PCRE2_SIZE at;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : 0);
+    /* UCP does not combine with LITERAL, which needs no character classes. */
+    uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &err, &at, NULL);
     if (!re) {
         PCRE2_UCHAR msg[256];

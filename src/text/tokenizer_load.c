@@ -730,12 +730,6 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
     if (max_id >= count + MAX_ID_SLACK)
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: id %zu is far beyond the %zu tokens (holes of "
                          "more than %zu ids)", label, max_id, count, MAX_ID_SLACK);
-    for (size_t i = 0; i < tok->prefix_count + tok->suffix_count; i++) {
-        int32_t id = i < tok->prefix_count ? tok->prefix_ids[i] : tok->suffix_ids[i - tok->prefix_count];
-        if ((size_t)id > max_id)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor id %d is not in the "
-                             "vocabulary", label, (int)id);
-    }
     tok->vocab_size = max_id + 1;
     tok->id_token = calloc(tok->vocab_size, sizeof(*tok->id_token));
     tok->id_len = calloc(tok->vocab_size, sizeof(*tok->id_len));
@@ -744,6 +738,10 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
         return oom(label);
     for (size_t e = 0; e < tok->vocab.count; e++) {
         int32_t id = tok->vocab.entries[e].value;
+        if (tok->id_token[id])
+            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: the vocabulary gives id %d to both '%s' and "
+                             "'%s'", label, (int)id, tok->id_token[id],
+                             pfx_strmap_key(&tok->vocab, e, &tok->id_len[id]));
         tok->id_token[id] = pfx_strmap_key(&tok->vocab, e, &tok->id_len[id]);
     }
     pcre2_match_data *md = pcre2_match_data_create(1, NULL);
@@ -773,6 +771,12 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
     pcre2_match_data_free(md);
     if (st != PFX_SUCCESS)
         return st;
+    for (size_t i = 0; i < tok->prefix_count + tok->suffix_count; i++) {
+        int32_t id = i < tok->prefix_count ? tok->prefix_ids[i] : tok->suffix_ids[i - tok->prefix_count];
+        if ((size_t)id >= tok->vocab_size || !tok->id_token[id])
+            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor id %d is not a token of the "
+                             "vocabulary", label, (int)id);
+    }
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof(name), "<0x%02X>", b);
