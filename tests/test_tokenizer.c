@@ -162,6 +162,14 @@ static void test_llama2(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+static void test_qwen2(void **state)
+{
+    (void)state;
+    pfx_tokenizer *tok = load_dir("qwen2");
+    check_cases(tok, "qwen2", false, NULL); /* NFC rewrites decomposed text */
+    pfx_tokenizer_free(&tok);
+}
+
 static void test_splits(void **state)
 {
     (void)state;
@@ -288,7 +296,8 @@ static void test_refusals(void **state)
                    "WordPiece");
     assert_refused(load_mem("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}"), PFX_ERROR_UNSUPPORTED,
                    "Unigram");
-    assert_refused(load_mem(MODEL("},\"normalizer\":{\"type\":\"NFKC\"}")), PFX_ERROR_UNSUPPORTED, "NFKC");
+    assert_refused(load_mem(MODEL("},\"normalizer\":{\"type\":\"Lowercase\"}")), PFX_ERROR_UNSUPPORTED,
+                   "Lowercase");
     assert_refused(load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"}")),
                    PFX_ERROR_UNSUPPORTED, "BertPreTokenizer");
     assert_refused(load_mem(MODEL("},\"decoder\":{\"type\":\"WordPiece\"}")), PFX_ERROR_UNSUPPORTED,
@@ -423,6 +432,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_metaspace),
         cmocka_unit_test(test_llama2),
         cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_round_trip_random),
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_refusals),

@@ -5,7 +5,8 @@
  * or from GPT-2's vocab.json + merges.txt:
  *  - byte-level BPE (GPT-2, Llama 3, Qwen2, SmolLM): pre-tokenizer ByteLevel
  *    (add_prefix_space, use_regex with GPT-2's regex), Split (regex or string
- *    pattern, every behavior, invert), Digits, Sequence; decoder ByteLevel;
+ *    pattern, every behavior, invert), Digits, Sequence; normalizers NFC,
+ *    NFD, NFKC, NFKD (utf8proc); decoder ByteLevel;
  *  - BPE with byte_fallback (<0xNN> tokens), unk_token / fuse_unk, Metaspace
  *    (Llama 2, Mistral, TinyLlama): pre-tokenizer and decoder Metaspace
  *    (replacement, prepend_scheme, split), normalizers Prepend / Replace /
@@ -14,8 +15,8 @@
  *    matched before pre-tokenization, leftmost-longest;
  *  - post-processors TemplateProcessing (single sequence), ByteLevel,
  *    RobertaProcessing, BertProcessing and Sequence.
- * Anything else (WordPiece, Unigram, WordLevel models, NFC/NFKC/Lowercase
- * normalizers, BPE dropout, subword prefixes) is refused with
+ * Anything else (WordPiece, Unigram, WordLevel models, Lowercase, Strip and
+ * other normalizers, BPE dropout, subword prefixes) is refused with
  * PFX_ERROR_UNSUPPORTED and a message naming it. Pre-tokenizer regexes run
  * on PCRE2 (UTF + UCP).
  *

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "text_internal.h"
 
 /* GPT-2's regex, which the ByteLevel pre-tokenizer uses with use_regex. */
@@ -225,6 +227,42 @@ static pfx_status replace_all(const pfx_norm *nm, pcre2_match_data *md, const pf
     return PFX_SUCCESS;
 }
 
+/* NFC / NFD / NFKC / NFKD through utf8proc, run by run of valid UTF-8;
+ * invalid bytes pass through unchanged. */
+static pfx_status unicode_form(const pfx_norm *nm, const pfx_buf *in, pfx_buf *out)
+{
+    out->len = 0;
+    const unsigned char *s = (const unsigned char *)in->data;
+    for (size_t at = 0; at < in->len;) {
+        size_t end = at;
+        uint32_t cp;
+        while (end < in->len) {
+            size_t cl = pfx_utf8_next(s + end, in->len - end, &cp);
+            if (cp == 0xffffffffu)
+                break;
+            end += cl;
+        }
+        if (end > at) {
+            utf8proc_uint8_t *mapped = NULL;
+            utf8proc_ssize_t n = utf8proc_map(s + at, (utf8proc_ssize_t)(end - at), &mapped,
+                                              (utf8proc_option_t)nm->unicode_options);
+            bool ok = n >= 0 && pfx_buf_add(out, mapped, (size_t)n);
+            free(mapped);
+            if (!ok)
+                return n == UTF8PROC_ERROR_NOMEM || n >= 0 ? oom()
+                       : pfx_error(NULL, PFX_ERROR_FORMAT, "tokenizer: normalizer: %s",
+                                   utf8proc_errmsg(n));
+            at = end;
+        }
+        if (at < in->len) { /* one invalid byte */
+            if (!pfx_buf_add(out, s + at, 1))
+                return oom();
+            at++;
+        }
+    }
+    return PFX_SUCCESS;
+}
+
 pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const char *s, size_t n,
                          pfx_buf *cur)
 {
@@ -241,6 +279,8 @@ pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const c
                 continue;
             if (!pfx_buf_add(&tmp, nm->text, nm->text_len) || !pfx_buf_add(&tmp, cur->data, cur->len))
                 st = oom();
+        } else if (nm->kind == PFX_NORM_UNICODE) {
+            st = unicode_form(nm, cur, &tmp);
         } else {
             st = replace_all(nm, md, cur, &tmp);
         }

@@ -70,7 +70,7 @@ typedef struct pfx_pretok {
     bool split;                     /* Metaspace: split on the replacement */
 } pfx_pretok;
 
-typedef enum pfx_norm_kind { PFX_NORM_PREPEND = 0, PFX_NORM_REPLACE } pfx_norm_kind;
+typedef enum pfx_norm_kind { PFX_NORM_PREPEND = 0, PFX_NORM_REPLACE, PFX_NORM_UNICODE } pfx_norm_kind;
 
 typedef struct pfx_norm {
     pfx_norm_kind kind;
@@ -79,6 +79,7 @@ typedef struct pfx_norm {
     char *pattern;                  /* Replace with a string pattern */
     size_t pattern_len;
     pcre2_code *re;                 /* Replace with a regex pattern */
+    int unicode_options;            /* NFC / NFD / NFKC / NFKD: utf8proc_map's options */
 } pfx_norm;
 
 typedef enum pfx_dec_kind {

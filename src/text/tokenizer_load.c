@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <cjson/cJSON.h>
+#include <utf8proc.h>
 
 #include "../io/io_internal.h"
 #include "text_internal.h"
@@ -378,13 +379,28 @@ static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const cha
                 return st;
         return PFX_SUCCESS;
     }
+    static const struct { const char *name; int options; } forms[] = {
+        { "NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE },
+        { "NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE },
+        { "NFKC", UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT },
+        { "NFKD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT },
+    };
+    int form = -1;
+    for (int k = 0; k < 4; k++)
+        if (strcmp(type, forms[k].name) == 0)
+            form = k;
     bool prepend = strcmp(type, "Prepend") == 0;
-    if (!prepend && strcmp(type, "Replace") != 0)
+    if (form < 0 && !prepend && strcmp(type, "Replace") != 0)
         return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: normalizer '%s' is not supported (only "
-                         "Prepend, Replace and Sequence)", label, type);
+                         "NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence)", label, type);
     if (!grow((void **)&tok->norms, &tok->norm_count, sizeof(*tok->norms)))
         return oom(label);
     pfx_norm *nm = &tok->norms[tok->norm_count - 1];
+    if (form >= 0) {
+        nm->kind = PFX_NORM_UNICODE;
+        nm->unicode_options = forms[form].options;
+        return PFX_SUCCESS;
+    }
     nm->kind = prepend ? PFX_NORM_PREPEND : PFX_NORM_REPLACE;
     const char *text;
     if ((st = get_string(n, prepend ? "prepend" : "content", true, &text, label, where)))
