@@ -51,38 +51,6 @@ int pfx_byte_from_codepoint(uint32_t cp)
     return cp < 324 ? cp_byte[cp] : -1;
 }
 
-size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    unsigned c = s[0];
-    *cp = 0xffffffffu;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if ((c & 0xe0) == 0xc0) {
-        len = 2; v = c & 0x1f; min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3; v = c & 0x0f; min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4; v = c & 0x07; min = 0x10000;
-    } else {
-        return 1;
-    }
-    if (n < len)
-        return 1;
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xc0) != 0x80)
-            return 1;
-        v = (v << 6) | (s[k] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 1;
-    *cp = v;
-    return len;
-}
-
 bool pfx_is_white_space(uint32_t cp)
 {
     /* Unicode's White_Space property (Rust's char::is_whitespace). */

@@ -7,7 +7,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "../io/io_internal.h"
 #include "prefixcl/data.h"
 #include "text_internal.h"
 

@@ -135,22 +135,17 @@ static void apply_behavior(spans *v, pfx_split_behavior behavior)
         v->n = w;
         return;
     case PFX_SPLIT_CONTIGUOUS:
-        for (size_t i = 0; i < v->n; i++) {
-            if (w && v->s[i].match == prev_match)
-                v->s[w - 1].e = v->s[i].e;
-            else
-                v->s[w++] = v->s[i];
-            prev_match = v->s[i].match;
-        }
-        v->n = w;
-        return;
     case PFX_SPLIT_MERGED_WITH_PREVIOUS:
+        /* Contiguous: a span joins the previous one of the same kind;
+         * MergedWithPrevious: a match joins the text before it. */
         for (size_t i = 0; i < v->n; i++) {
-            if (w && v->s[i].match && !prev_match)
+            bool m = v->s[i].match;
+            bool join = behavior == PFX_SPLIT_CONTIGUOUS ? m == prev_match : m && !prev_match;
+            if (w && join)
                 v->s[w - 1].e = v->s[i].e;
             else
                 v->s[w++] = v->s[i];
-            prev_match = v->s[i].match;
+            prev_match = m;
         }
         v->n = w;
         return;
@@ -314,20 +309,17 @@ static size_t last_char(const char *s, size_t n)
 static long find_added(const pfx_tokenizer *tok, bool normalized, const char *s, size_t n, size_t from,
                        size_t *at)
 {
+    const uint32_t *bucket = tok->added_bucket[normalized];
+    if (bucket[256] == bucket[0])
+        return -1; /* no token of this kind */
     for (size_t i = from; i < n; i++) {
-        long best = -1;
-        for (size_t k = 0; k < tok->added_count; k++) {
-            const pfx_added *a = &tok->added[k];
-            if (a->normalized != normalized || a->pattern_len == 0 || a->pattern_len > n - i ||
-                (unsigned char)a->pattern[0] != (unsigned char)s[i] ||
-                (best >= 0 && a->pattern_len <= tok->added[best].pattern_len))
-                continue;
-            if (memcmp(a->pattern, s + i, a->pattern_len) == 0)
-                best = (long)k;
-        }
-        if (best >= 0) {
-            *at = i;
-            return best;
+        unsigned c = (unsigned char)s[i];
+        for (uint32_t k = bucket[c]; k < bucket[c + 1]; k++) {
+            const pfx_added *a = &tok->added[tok->added_order[k]];
+            if (a->pattern_len <= n - i && memcmp(a->pattern, s + i, a->pattern_len) == 0) {
+                *at = i;
+                return (long)tok->added_order[k]; /* the longest: buckets are longest first */
+            }
         }
     }
     return -1;

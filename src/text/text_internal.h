@@ -5,7 +5,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "internal.h"
+#include "../io/io_internal.h"
 #include "prefixcl/tokenizer.h"
 
 /* ---- growable byte buffer ---- */
@@ -123,6 +123,11 @@ struct pfx_tokenizer {
 
     pfx_added *added;
     size_t added_count;
+    /* Added tokens by (normalized, first byte, longest first): those of
+     * bucket [normalized][byte] are added_order[added_bucket[n][b] ..
+     * added_bucket[n][b + 1]). */
+    uint32_t *added_order;
+    uint32_t added_bucket[2][257];
     int32_t *prefix_ids, *suffix_ids; /* post-processor, single sequence */
     size_t prefix_count, suffix_count;
 
@@ -148,9 +153,7 @@ const char *pfx_byte_to_utf8(unsigned char b, size_t *len);
 /* Byte of a code point of the table, or -1. */
 int pfx_byte_from_codepoint(uint32_t cp);
 
-/* Length of the UTF-8 character at s (1 for an invalid byte) and its code
- * point (0xFFFFFFFF when invalid). */
-size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+/* Unicode's White_Space property. (pfx_utf8_next: src/io/io_internal.h.) */
 bool pfx_is_white_space(uint32_t cp);
 
 /* ---- encode pipeline ---- */

@@ -3,6 +3,7 @@
  * Every field is checked; a malformed one is PFX_ERROR_FORMAT naming the
  * file and the field, a kind this library does not run PFX_ERROR_UNSUPPORTED
  * naming the kind. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,6 @@
 #include <cjson/cJSON.h>
 #include <utf8proc.h>
 
-#include "../io/io_internal.h"
 #include "text_internal.h"
 
 /* Ids may leave holes, but not millions of them (an embedding table's rows). */
@@ -58,6 +58,7 @@ void pfx_tokenizer_free(pfx_tokenizer **ptok)
         free(tok->added[i].content);
     }
     free(tok->added);
+    free(tok->added_order);
     free(tok->prefix_ids);
     free(tok->suffix_ids);
     free(tok->id_token);
@@ -360,25 +361,36 @@ static pfx_status parse_added(pfx_tokenizer *tok, const cJSON *arr, const char *
     return PFX_SUCCESS;
 }
 
-/* ---- normalizer ---- */
-static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const char *label,
-                                   const char *where, int depth)
+/* ---- Sequence: a list of components, each parsed by fn ---- */
+typedef pfx_status (*parse_fn)(pfx_tokenizer *tok, const cJSON *item, const char *label, int depth);
+
+static pfx_status parse_sequence(pfx_tokenizer *tok, const cJSON *obj, const char *key, parse_fn fn,
+                                 const char *label, const char *where, int depth)
 {
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsArray(list) || depth > 8)
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.%s is not an array (or nests too deep)",
+                         label, where, key);
+    for (const cJSON *c = list->child; c; c = c->next) {
+        pfx_status st = fn(tok, c, label, depth + 1);
+        if (st != PFX_SUCCESS)
+            return st;
+    }
+    return PFX_SUCCESS;
+}
+
+/* ---- normalizer ---- */
+static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const char *label, int depth)
+{
+    static const char where[] = "normalizer";
     if (is_absent(n))
         return PFX_SUCCESS;
     const char *type;
     pfx_status st = get_type(n, &type, label, where);
     if (st != PFX_SUCCESS)
         return st;
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(n, "normalizers");
-        if (!cJSON_IsArray(list) || depth > 8)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.normalizers is not an array", label, where);
-        for (const cJSON *c = list->child; c; c = c->next)
-            if ((st = parse_normalizer(tok, c, label, where, depth + 1)))
-                return st;
-        return PFX_SUCCESS;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return parse_sequence(tok, n, "normalizers", parse_normalizer, label, where, depth);
     static const struct { const char *name; int options; } forms[] = {
         { "NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE },
         { "NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE },
@@ -449,15 +461,8 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
     pfx_status st = get_type(p, &type, label, where);
     if (st != PFX_SUCCESS)
         return st;
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "pretokenizers");
-        if (!cJSON_IsArray(list) || depth > 8)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.pretokenizers is not an array", label, where);
-        for (const cJSON *c = list->child; c; c = c->next)
-            if ((st = parse_pretok(tok, c, label, depth + 1)))
-                return st;
-        return PFX_SUCCESS;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return parse_sequence(tok, p, "pretokenizers", parse_pretok, label, where, depth);
     pfx_pretok pt = { 0 };
     if (strcmp(type, "ByteLevel") == 0) {
         bool use_regex = true;
@@ -517,15 +522,8 @@ static pfx_status parse_decoder(pfx_tokenizer *tok, const cJSON *d, const char *
     pfx_status st = get_type(d, &type, label, where);
     if (st != PFX_SUCCESS)
         return st;
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(d, "decoders");
-        if (!cJSON_IsArray(list) || depth > 8)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.decoders is not an array", label, where);
-        for (const cJSON *c = list->child; c; c = c->next)
-            if ((st = parse_decoder(tok, c, label, depth + 1)))
-                return st;
-        return PFX_SUCCESS;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return parse_sequence(tok, d, "decoders", parse_decoder, label, where, depth);
     pfx_dec dc = { 0 };
     const char *s;
     if (strcmp(type, "ByteLevel") == 0) {
@@ -712,21 +710,61 @@ static pfx_status parse_post(pfx_tokenizer *tok, const cJSON *p, const char *lab
             return oom(label);
         return PFX_SUCCESS;
     }
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = cJSON_GetObjectItemCaseSensitive(p, "processors");
-        if (!cJSON_IsArray(list) || depth > 8)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.processors is not an array", label, where);
-        for (const cJSON *c = list->child; c; c = c->next)
-            if ((st = parse_post(tok, c, label, depth + 1)))
-                return st;
-        return PFX_SUCCESS;
-    }
+    if (strcmp(type, "Sequence") == 0)
+        return parse_sequence(tok, p, "processors", parse_post, label, where, depth);
     return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: post-processor '%s' is not supported (only "
                      "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing and Sequence)",
                      label, type);
 }
 
 /* ---- tables once everything is in ---- */
+static const pfx_tokenizer *sort_tok; /* qsort has no context argument */
+
+static int added_cmp(const void *pa, const void *pb)
+{
+    const pfx_added *a = &sort_tok->added[*(const uint32_t *)pa], *b = &sort_tok->added[*(const uint32_t *)pb];
+    if (a->normalized != b->normalized)
+        return a->normalized ? 1 : -1;
+    unsigned ca = (unsigned char)a->pattern[0], cb = (unsigned char)b->pattern[0];
+    if (ca != cb)
+        return ca < cb ? -1 : 1;
+    if (a->pattern_len != b->pattern_len)
+        return a->pattern_len > b->pattern_len ? -1 : 1;
+    uint32_t ia = *(const uint32_t *)pa, ib = *(const uint32_t *)pb; /* the first added wins a tie */
+    return ia < ib ? -1 : ia > ib;
+}
+
+/* The bucket index find_added scans; tokens with an empty pattern never match. */
+static pfx_status index_added(pfx_tokenizer *tok, const char *label)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    tok->added_order = malloc((tok->added_count + 1) * sizeof(*tok->added_order));
+    if (!tok->added_order)
+        return oom(label);
+    size_t n = 0;
+    for (size_t k = 0; k < tok->added_count; k++)
+        if (tok->added[k].pattern_len)
+            tok->added_order[n++] = (uint32_t)k;
+    pthread_mutex_lock(&lock);
+    sort_tok = tok;
+    qsort(tok->added_order, n, sizeof(*tok->added_order), added_cmp);
+    pthread_mutex_unlock(&lock);
+    memset(tok->added_bucket, 0, sizeof(tok->added_bucket));
+    for (size_t k = 0; k < n; k++) {
+        const pfx_added *a = &tok->added[tok->added_order[k]];
+        tok->added_bucket[a->normalized][(unsigned char)a->pattern[0] + 1]++;
+    }
+    /* Prefix sums; the normalized buckets start after the others. */
+    uint32_t at = 0;
+    for (int nz = 0; nz < 2; nz++) {
+        for (int b = 0; b <= 256; b++) {
+            uint32_t c = b < 256 ? tok->added_bucket[nz][b + 1] : 0;
+            tok->added_bucket[nz][b] = at;
+            at += c;
+        }
+    }
+    return PFX_SUCCESS;
+}
 pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
 {
     size_t max_id = 0, count = tok->vocab.count + tok->added_count;
@@ -793,6 +831,8 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
             return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor id %d is not a token of the "
                              "vocabulary", label, (int)id);
     }
+    if ((st = index_added(tok, label)))
+        return st;
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof(name), "<0x%02X>", b);
@@ -860,8 +900,7 @@ PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size,
     if (!st)
         st = parse_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), label);
     if (!st)
-        st = parse_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), label,
-                              "normalizer", 0);
+        st = parse_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), label, 0);
     if (!st)
         st = parse_pretok(tok, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), label, 0);
     if (!st)
