@@ -67,6 +67,14 @@ static pfx_status oom(void)
     return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "tokenizer: host memory");
 }
 
+/* A failed match (a match or depth limit of PCRE2 reached). */
+static pfx_status match_error(int rc)
+{
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(rc, msg, sizeof(msg));
+    return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "tokenizer: regex match failed: %s", (const char *)msg);
+}
+
 /* ---- regex split with HF's behaviors ---- */
 typedef struct span { size_t b, e; bool match; } span;
 
@@ -98,7 +106,7 @@ static pfx_status find_matches(const pcre2_code *re, pcre2_match_data *md, const
         if (rc == PCRE2_ERROR_NOMATCH)
             break;
         if (rc < 0)
-            return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "tokenizer: regex match failed (%d)", rc);
+            return match_error(rc);
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t b = ov[0], e = ov[1];
         if (b > prev && !spans_add(out, prev, b, invert))
@@ -193,7 +201,7 @@ static pfx_status replace_all(const pfx_norm *nm, pcre2_match_data *md, const pf
             if (rc == PCRE2_ERROR_NOMATCH)
                 break;
             if (rc < 0)
-                return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "tokenizer: regex match failed (%d)", rc);
+                return match_error(rc);
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
             b = ov[0];
             e = ov[1];
