@@ -154,6 +154,14 @@ static void test_metaspace(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+static void test_metaspace_split(void **state)
+{
+    (void)state;
+    pfx_tokenizer *tok = load_dir("metaspace-split");
+    check_cases(tok, "metaspace-split", false, NULL); /* unknown characters become <unk> */
+    pfx_tokenizer_free(&tok);
+}
+
 static void test_llama2(void **state)
 {
     (void)state;
@@ -252,6 +260,16 @@ static void test_accessors(void **state)
     assert_non_null(ids);
     assert_int_equal(count, 0);
     free(ids);
+    pfx_tokenizer_free(&tok);
+
+    /* A normalized added token: found by its content, named by its normalized form. */
+    tok = load_dir("llama2");
+    int32_t hw = pfx_tokenizer_token_to_id(tok, "hello world");
+    assert_true(hw > 0);
+    assert_false(pfx_tokenizer_is_special(tok, hw));
+    assert_string_equal(pfx_tokenizer_id_to_token(tok, hw, NULL), "\xe2\x96\x81hello\xe2\x96\x81world");
+    assert_int_equal(pfx_tokenizer_special_id(tok, PFX_TOKEN_UNK), pfx_tokenizer_token_to_id(tok, "<unk>"));
+    assert_int_equal(pfx_tokenizer_special_id(tok, PFX_TOKEN_BOS), pfx_tokenizer_token_to_id(tok, "<s>"));
     pfx_tokenizer_free(&tok);
 
     /* tokenizer_config.json beside vocab.json + merges.txt names the specials. */
@@ -431,6 +449,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_metaspace),
         cmocka_unit_test(test_llama2),
+        cmocka_unit_test(test_metaspace_split),
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_round_trip_random),

@@ -79,7 +79,8 @@ PFX_API size_t pfx_tokenizer_vocab_size(const pfx_tokenizer *tok);
 PFX_API int32_t pfx_tokenizer_token_to_id(const pfx_tokenizer *tok, const char *token);
 
 /* The token string of an id (owned by the tokenizer, NUL-terminated; *len
- * gets its length when len is not NULL), or NULL for an unknown id. */
+ * gets its length when len is not NULL), or NULL for an unknown id. As in
+ * HF, an added token marked normalized gives its normalized content. */
 PFX_API const char *pfx_tokenizer_id_to_token(const pfx_tokenizer *tok, int32_t id, size_t *len);
 
 /* True when id is an added token marked special. */

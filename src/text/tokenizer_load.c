@@ -804,8 +804,6 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
     pfx_status st = PFX_SUCCESS;
     for (size_t k = 0; k < tok->added_count && st == PFX_SUCCESS; k++) {
         pfx_added *a = &tok->added[k];
-        tok->id_token[a->id] = a->content;
-        tok->id_len[a->id] = a->len;
         tok->id_added[a->id] = a->special ? 2 : 1;
         a->pattern = a->content;
         a->pattern_len = a->len;
@@ -821,6 +819,9 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
                 a->pattern = a->content;
             }
         }
+        /* HF's token string (id_to_token, decode) is the normalized content. */
+        tok->id_token[a->id] = a->pattern;
+        tok->id_len[a->id] = a->pattern_len;
     }
     pcre2_match_data_free(md);
     if (st != PFX_SUCCESS)
