@@ -178,6 +178,14 @@ static void test_qwen2(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+static void test_roberta(void **state)
+{
+    (void)state;
+    pfx_tokenizer *tok = load_dir("roberta");
+    check_cases(tok, "roberta", false, NULL); /* no decoder: HF joins the tokens with spaces */
+    pfx_tokenizer_free(&tok);
+}
+
 static void test_splits(void **state)
 {
     (void)state;
@@ -452,6 +460,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_metaspace_split),
         cmocka_unit_test(test_splits),
         cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_roberta),
         cmocka_unit_test(test_round_trip_random),
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_refusals),
