@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "prefixcl/data.h"
+#include "text/text_internal.h" /* the byte-level table */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label);
@@ -22,14 +23,15 @@ static pfx_tokenizer *tokenizer(void)
     static pfx_tokenizer *tok;
     if (tok)
         return tok;
-    /* vocab.json of the byte-level table, built as GPT-2 numbers it. */
+    /* vocab.json of the byte-level table: byte b's character has id b. */
     static char vocab[8192];
     size_t at = 0;
-    unsigned next = 256;
+    pfx_byte_level_init();
     at += (size_t)snprintf(vocab + at, sizeof(vocab) - at, "{");
     for (unsigned b = 0; b < 256; b++) {
-        bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-        unsigned cp = keep ? b : next++;
+        size_t n;
+        const unsigned char *u = (const unsigned char *)pfx_byte_to_utf8((unsigned char)b, &n);
+        unsigned cp = n == 1 ? u[0] : ((u[0] & 0x1fu) << 6) | (u[1] & 0x3fu);
         at += (size_t)snprintf(vocab + at, sizeof(vocab) - at, "\"\\u%04x\":%u,", cp, b);
     }
     at += (size_t)snprintf(vocab + at, sizeof(vocab) - at,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "prefixcl/tokenizer.h"
+#include "text/text_internal.h" /* the byte-level table */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label);
@@ -32,22 +33,12 @@ bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label)
 /* Every byte's character of the byte-level table is a token. */
 static bool has_all_bytes(const pfx_tokenizer *tok)
 {
+    pfx_byte_level_init();
     for (unsigned b = 0; b < 256; b++) {
-        bool keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-        unsigned cp = keep ? b : 0; /* the others map past 255 in table order */
-        if (!keep) {
-            unsigned k = 0;
-            for (unsigned c = 0; c < b; c++)
-                k += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174);
-            cp = 256 + k;
-        }
+        size_t n;
+        const char *u = pfx_byte_to_utf8((unsigned char)b, &n);
         char s[3] = { 0 };
-        if (cp < 0x80) {
-            s[0] = (char)cp;
-        } else {
-            s[0] = (char)(0xc0 | (cp >> 6));
-            s[1] = (char)(0x80 | (cp & 0x3f));
-        }
+        memcpy(s, u, n);
         if (pfx_tokenizer_token_to_id(tok, s) < 0)
             return false;
     }
