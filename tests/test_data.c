@@ -171,6 +171,39 @@ static void test_jsonl(void **state)
     pfx_dataset_free(&ds);
 }
 
+/* A post-processor with tokens on both sides (RobertaProcessing: <s> A
+ * </s>): the leading one and the prompt are not counted, the trailing one is. */
+static void test_special_tokens(void **state)
+{
+    (void)state;
+    char dir[1024];
+    snprintf(dir, sizeof(dir), "%s/roberta", fixture_dir);
+    pfx_tokenizer *tok = NULL;
+    assert_int_equal(pfx_tokenizer_load(dir, &tok), PFX_SUCCESS);
+    pfx_dataset *ds = load("r.jsonl", "{\"prompt\": \"Q: 12 apples?\", \"completion\": \" yes 345\"}\n", tok, NULL);
+    const int32_t *ids, *labels;
+    size_t len;
+    pfx_dataset_example(ds, 0, &ids, &labels, &len);
+    int32_t *p, *c;
+    size_t pn, cn;
+    pfx_tokenizer_encode(tok, "Q: 12 apples?", 13, 0, &p, &pn);
+    pfx_tokenizer_encode(tok, " yes 345", 8, 0, &c, &cn);
+    assert_int_equal(len, 1 + pn + cn + 1);
+    assert_int_equal(ids[0], pfx_tokenizer_token_to_id(tok, "<s>"));
+    assert_int_equal(ids[len - 1], pfx_tokenizer_token_to_id(tok, "</s>"));
+    assert_memory_equal(ids + 1, p, pn * sizeof(int32_t));
+    assert_memory_equal(ids + 1 + pn, c, cn * sizeof(int32_t));
+    for (size_t t = 0; t < len; t++)
+        assert_int_equal(labels[t], t < 1 + pn ? PFX_LABEL_IGNORE : ids[t]);
+    pfx_dataset_info info;
+    pfx_dataset_get_info(ds, &info);
+    assert_int_equal(info.counted, cn + 1);
+    free(p);
+    free(c);
+    pfx_dataset_free(&ds);
+    pfx_tokenizer_free(&tok);
+}
+
 /* 7 examples of distinct lengths: the i-th has i + 2 words, i + 3 tokens. */
 static pfx_dataset *seven(uint64_t seed, bool shuffle)
 {
@@ -485,6 +518,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_text_file),
         cmocka_unit_test(test_truncation_and_skips),
         cmocka_unit_test(test_jsonl),
+        cmocka_unit_test(test_special_tokens),
         cmocka_unit_test(test_batches),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_hold_out),
