@@ -52,8 +52,10 @@ typedef struct pfx_tokenizer pfx_tokenizer;
 
 /* Loads the tokenizer of a model folder: DIR/tokenizer.json, or else
  * DIR/vocab.json + DIR/merges.txt (GPT-2's byte-level files). When
- * DIR/tokenizer_config.json exists, its bos_token / eos_token / pad_token
- * name the ids returned by pfx_tokenizer_special_id. PFX_ERROR_IO when the
+ * DIR/tokenizer_config.json exists, its bos_token / eos_token / pad_token /
+ * unk_token name the ids returned by pfx_tokenizer_special_id (its
+ * add_bos_token / add_eos_token are not read: transformers 5 keeps
+ * tokenizer.json's post-processor too). PFX_ERROR_IO when the
  * folder has neither, PFX_ERROR_FORMAT for malformed files,
  * PFX_ERROR_UNSUPPORTED for a tokenizer kind this library does not run. */
 PFX_API pfx_status pfx_tokenizer_load(const char *dir, pfx_tokenizer **out);
