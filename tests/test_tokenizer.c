@@ -186,6 +186,14 @@ static void test_roberta(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+static void test_empty_matches(void **state)
+{
+    (void)state;
+    pfx_tokenizer *tok = load_dir("empty-matches");
+    check_cases(tok, "empty-matches", true, NULL);
+    pfx_tokenizer_free(&tok);
+}
+
 static void test_splits(void **state)
 {
     (void)state;
@@ -459,6 +467,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_llama2),
         cmocka_unit_test(test_metaspace_split),
         cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_empty_matches),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_roberta),
         cmocka_unit_test(test_round_trip_random),

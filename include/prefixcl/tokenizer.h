@@ -29,7 +29,9 @@
  * pipeline (tests/fixtures/make_tokenizer_fixture.py). Known differences:
  * decode returns bytes where HF substitutes U+FFFD; invalid UTF-8 input (HF
  * takes only valid strings); after an rstrip token the search for the next
- * added token resumes past the stripped spaces; Unicode tables are PCRE2's
+ * added token resumes past the stripped spaces; a Replace normalizer whose
+ * regex matches the empty string at the start (HF inserts its content twice
+ * there); Unicode tables are PCRE2's
  * and utf8proc's, whose versions may differ from HF's for new characters.
  *
  * A loaded tokenizer is read-only: encode and decode may run from several

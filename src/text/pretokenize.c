@@ -94,34 +94,61 @@ static bool spans_add(spans *v, size_t b, size_t e, bool match)
     return true;
 }
 
-/* Matches and the text between them, covering [0, n). An empty match moves
- * the search one character on, as the regex engines of HF do. */
+/* Matches one by one as onig's find_iter (which HF runs) yields them: an
+ * empty match where the previous match ended is skipped and the search
+ * moves one character on. */
+typedef struct match_iter {
+    size_t at, last_end;
+    bool have_last;
+} match_iter;
+
+static pfx_status next_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
+                             match_iter *it, bool *found, size_t *b, size_t *e)
+{
+    *found = false;
+    while (it->at <= n) {
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, it->at, 0, md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH)
+            return PFX_SUCCESS;
+        if (rc < 0)
+            return match_error(rc);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        *b = ov[0];
+        *e = ov[1];
+        if (*b == *e && it->have_last && it->last_end == *e) {
+            if (it->at >= n)
+                return PFX_SUCCESS;
+            uint32_t cp;
+            it->at += pfx_utf8_next((const unsigned char *)s + it->at, n - it->at, &cp);
+            continue;
+        }
+        it->at = it->last_end = *e;
+        it->have_last = true;
+        *found = true;
+        return PFX_SUCCESS;
+    }
+    return PFX_SUCCESS;
+}
+
+/* Matches and the text between them, covering [0, n). */
 static pfx_status find_matches(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
                                bool invert, spans *out)
 {
     out->n = 0;
-    size_t prev = 0, at = 0;
-    while (at <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, at, 0, md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH)
+    size_t prev = 0, b, e;
+    match_iter it = { 0 };
+    for (;;) {
+        bool found;
+        pfx_status st = next_match(re, md, s, n, &it, &found, &b, &e);
+        if (st != PFX_SUCCESS)
+            return st;
+        if (!found)
             break;
-        if (rc < 0)
-            return match_error(rc);
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        size_t b = ov[0], e = ov[1];
         if (b > prev && !spans_add(out, prev, b, invert))
             return oom();
         if (!spans_add(out, b, e, !invert))
             return oom();
         prev = e;
-        if (e > b) {
-            at = e;
-        } else {
-            if (e >= n)
-                break;
-            uint32_t cp;
-            at = e + pfx_utf8_next((const unsigned char *)s + e, n - e, &cp);
-        }
     }
     if (prev < n && !spans_add(out, prev, n, invert))
         return oom();
@@ -193,36 +220,24 @@ static pfx_status replace_all(const pfx_norm *nm, pcre2_match_data *md, const pf
                               pfx_buf *out)
 {
     out->len = 0;
-    size_t at = 0;
-    while (at < in->len) {
-        size_t b, e;
+    size_t at = 0, b, e;
+    match_iter it = { 0 };
+    for (;;) {
+        bool found = false;
         if (nm->re) {
-            int rc = pcre2_match(nm->re, (PCRE2_SPTR)in->data, in->len, at, 0, md, NULL);
-            if (rc == PCRE2_ERROR_NOMATCH)
-                break;
-            if (rc < 0)
-                return match_error(rc);
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            b = ov[0];
-            e = ov[1];
-        } else {
-            const char *hit = nm->pattern_len ? memmem(in->data + at, in->len - at, nm->pattern,
-                                                       nm->pattern_len) : NULL;
-            if (!hit)
-                break;
-            b = (size_t)(hit - in->data);
+            pfx_status st = next_match(nm->re, md, in->data, in->len, &it, &found, &b, &e);
+            if (st != PFX_SUCCESS)
+                return st;
+        } else if (nm->pattern_len) { /* an empty string pattern matches nothing, as in HF */
+            const char *hit = memmem(in->data + at, in->len - at, nm->pattern, nm->pattern_len);
+            found = hit != NULL;
+            b = found ? (size_t)(hit - in->data) : 0;
             e = b + nm->pattern_len;
         }
+        if (!found)
+            break;
         if (!pfx_buf_add(out, in->data + at, b - at) || !pfx_buf_add(out, nm->text, nm->text_len))
             return oom();
-        if (e == b) { /* an empty regex match: keep one character and go on */
-            if (b >= in->len)
-                break;
-            uint32_t cp;
-            e = b + pfx_utf8_next((const unsigned char *)in->data + b, in->len - b, &cp);
-            if (!pfx_buf_add(out, in->data + b, e - b))
-                return oom();
-        }
         at = e;
     }
     if (!pfx_buf_add(out, in->data + at, in->len - at))
@@ -493,6 +508,8 @@ pfx_status pfx_pretokenize(const pfx_tokenizer *tok, const pfx_pretok *pt, pfx_e
             st = byte_level(pt, sc, p, s, out, &v, &tmp);
         } else if (pt->kind == PFX_PRE_METASPACE) {
             st = metaspace(pt, p, s, out, &tmp);
+        } else if (!pt->re) { /* an empty string pattern matches nothing, as in HF */
+            st = pfx_pieces_add(out, s, p->len, -1, p->first) ? PFX_SUCCESS : oom();
         } else {
             st = split_piece(pt->re, sc, s, p->len, p->first, pt->invert, pt->behavior, out, &v);
         }

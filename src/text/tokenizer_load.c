@@ -481,7 +481,7 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
             (st = parse_behavior(p, &pt.behavior, label, where)) ||
             (st = get_bool(p, "invert", false, &pt.invert, label, where)))
             return st;
-        if (!(pt.re = pfx_regex_compile(pat, strlen(pat), !regex, label, where)))
+        if ((regex || *pat) && !(pt.re = pfx_regex_compile(pat, strlen(pat), !regex, label, where)))
             return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Digits") == 0) {
         bool single = false;
