@@ -299,6 +299,33 @@ static void test_accessors(void **state)
     pfx_tokenizer_free(NULL);
 }
 
+/* Decoder chains on hand-made tokens; the expected strings are HF's. */
+static void test_decoders(void **state)
+{
+    (void)state;
+    static const char *json[] = {
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"_a\":0,\"<0x+A>\":1,\"<0x4a>\":2,\"<0x-1>\":3,"
+        "\"b_\":4,\"__a_\":5,\"_b__\":6},\"merges\":[]},\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
+        "{\"type\":\"Replace\",\"pattern\":{\"String\":\"_\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},"
+        "{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":1}]}}",
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"__a_\":0,\"_b__\":1},\"merges\":[]},\"decoder\":"
+        "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"_\"},"
+        "\"content\":\" \"},{\"type\":\"Strip\",\"content\":\" \",\"start\":2,\"stop\":1}]}}",
+    };
+    static const int32_t ids0[] = { 0, 1, 2, 3, 4 }, ids1[] = { 0, 1 };
+    static const char *want[] = { "a\nJ<0x-1>b", "ab " };
+    for (int k = 0; k < 2; k++) {
+        pfx_tokenizer *tok = NULL;
+        assert_int_equal(pfx_tokenizer_load_json_memory(json[k], strlen(json[k]), "dec", &tok), PFX_SUCCESS);
+        char *dec;
+        size_t dl;
+        assert_int_equal(pfx_tokenizer_decode(tok, k ? ids1 : ids0, k ? 2 : 5, 0, &dec, &dl), PFX_SUCCESS);
+        assert_string_equal(dec, want[k]);
+        free(dec);
+        pfx_tokenizer_free(&tok);
+    }
+}
+
 #define assert_refused(call, status, needle)                                              \
     do {                                                                                  \
         pfx_tokenizer *t_ = (pfx_tokenizer *)1;                                           \
@@ -472,6 +499,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_roberta),
         cmocka_unit_test(test_round_trip_random),
         cmocka_unit_test(test_accessors),
+        cmocka_unit_test(test_decoders),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_speed),
     };
