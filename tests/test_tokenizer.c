@@ -6,6 +6,7 @@
  * malformed files, bad arguments. No OpenCL.
  *
  * argv[1]: tests/fixtures/tokenizers. */
+#include <pthread.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -450,6 +451,65 @@ static void test_refusals(void **state)
     assert_refused(pfx_tokenizer_load_vocab_merges("/x", NULL, out_), PFX_ERROR_NULL_ARGUMENT, "merges_path");
 }
 
+/* One tokenizer, four threads encoding and decoding the same text at once:
+ * every thread gets the single-threaded ids. */
+typedef struct thread_job {
+    const pfx_tokenizer *tok;
+    const char *text;
+    size_t len;
+    const int32_t *want;
+    size_t want_count;
+    int failures;
+} thread_job;
+
+static void *encode_many(void *arg)
+{
+    thread_job *job = arg;
+    for (int rep = 0; rep < 8; rep++) {
+        int32_t *ids;
+        size_t count;
+        char *dec;
+        size_t dl;
+        if (pfx_tokenizer_encode(job->tok, job->text, job->len, 0, &ids, &count) != PFX_SUCCESS) {
+            job->failures++;
+            continue;
+        }
+        if (count != job->want_count || memcmp(ids, job->want, count * sizeof(int32_t)) != 0)
+            job->failures++;
+        if (pfx_tokenizer_decode(job->tok, ids, count, 0, &dec, &dl) != PFX_SUCCESS ||
+            dl != job->len || memcmp(dec, job->text, dl) != 0)
+            job->failures++;
+        else
+            free(dec);
+        free(ids);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    size_t n;
+    char *text = read_all(path_of("llama3", "cases.jsonl"), &n); /* any bytes will do */
+    pfx_tokenizer *tok = load_dir("llama3");
+    int32_t *want;
+    size_t count;
+    assert_int_equal(pfx_tokenizer_encode(tok, text, n, 0, &want, &count), PFX_SUCCESS);
+    thread_job jobs[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        jobs[t] = (thread_job){ tok, text, n, want, count, 0 };
+        assert_int_equal(pthread_create(&th[t], NULL, encode_many, &jobs[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        assert_int_equal(jobs[t].failures, 0);
+    }
+    free(want);
+    free(text);
+    pfx_tokenizer_free(&tok);
+}
+
 /* Informational: encode speed on the demo corpus (no threshold). */
 static void test_speed(void **state)
 {
@@ -501,6 +561,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_accessors),
         cmocka_unit_test(test_decoders),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
