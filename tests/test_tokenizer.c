@@ -476,11 +476,11 @@ static void *encode_many(void *arg)
         }
         if (count != job->want_count || memcmp(ids, job->want, count * sizeof(int32_t)) != 0)
             job->failures++;
-        if (pfx_tokenizer_decode(job->tok, ids, count, 0, &dec, &dl) != PFX_SUCCESS ||
-            dl != job->len || memcmp(dec, job->text, dl) != 0)
+        if (pfx_tokenizer_decode(job->tok, ids, count, 0, &dec, &dl) != PFX_SUCCESS)
             job->failures++;
-        else
-            free(dec);
+        else if (dl != job->len || memcmp(dec, job->text, dl) != 0)
+            job->failures++;
+        free(dec); /* NULL after a failed decode */
         free(ids);
     }
     return NULL;
