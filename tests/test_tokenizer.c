@@ -195,6 +195,17 @@ static void test_empty_matches(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+static void test_whitespace(void **state)
+{
+    (void)state;
+    const char *dirs[] = { "whitespace", "punctuation" };
+    for (int d = 0; d < 2; d++) {
+        pfx_tokenizer *tok = load_dir(dirs[d]);
+        check_cases(tok, dirs[d], false, NULL); /* spaces removed, unknown characters [UNK] */
+        pfx_tokenizer_free(&tok);
+    }
+}
+
 static void test_splits(void **state)
 {
     (void)state;
@@ -554,6 +565,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_llama2),
         cmocka_unit_test(test_metaspace_split),
         cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_whitespace),
         cmocka_unit_test(test_empty_matches),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_roberta),

@@ -11,6 +11,8 @@
  *    (Llama 2, Mistral, TinyLlama): pre-tokenizer and decoder Metaspace
  *    (replacement, prepend_scheme, split), normalizers Prepend / Replace /
  *    Sequence, decoders Replace / ByteFallback / Fuse / Strip / Sequence;
+ *  - BPE with the Whitespace, WhitespaceSplit and Punctuation pre-tokenizers
+ *    (HF's quick-tour tokenizers);
  *  - added tokens (special or not; lstrip, rstrip, single_word, normalized)
  *    matched before pre-tokenization, leftmost-longest;
  *  - post-processors TemplateProcessing (single sequence), ByteLevel,

@@ -493,6 +493,34 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
         const char *pat = single ? "\\p{N}" : "\\p{N}+";
         if (!(pt.re = pfx_regex_compile(pat, PCRE2_ZERO_TERMINATED, false, label, where)))
             return PFX_ERROR_FORMAT;
+    } else if (strcmp(type, "Whitespace") == 0 || strcmp(type, "WhitespaceSplit") == 0 ||
+               strcmp(type, "Punctuation") == 0) {
+        /* HF's fixed splitters as regexes: \w+|[^\w\s]+ kept (Whitespace),
+         * runs of White_Space removed (WhitespaceSplit), punctuation split
+         * off by a behavior (Punctuation: Unicode P* and ASCII punctuation). */
+#define PFX_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
+#define PFX_SPACE "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}" \
+                  "\\x{202f}\\x{205f}\\x{3000}"
+        const char *pat;
+        pt.kind = PFX_PRE_SPLIT;
+        if (type[0] == 'P') {
+            pat = "[\\p{P}!-/:-@\\[-`{-~]";
+            pt.behavior = PFX_SPLIT_ISOLATED;
+            if (cJSON_GetObjectItemCaseSensitive(p, "behavior") &&
+                (st = parse_behavior(p, &pt.behavior, label, where)))
+                return st;
+        } else if (strcmp(type, "Whitespace") == 0) {
+            pat = "[" PFX_WORD "]+|[^" PFX_WORD PFX_SPACE "]+";
+            pt.behavior = PFX_SPLIT_REMOVED;
+            pt.invert = true;
+        } else {
+            pat = "[" PFX_SPACE "]+";
+            pt.behavior = PFX_SPLIT_REMOVED;
+        }
+#undef PFX_WORD
+#undef PFX_SPACE
+        if (!(pt.re = pfx_regex_compile(pat, PCRE2_ZERO_TERMINATED, false, label, where)))
+            return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Metaspace") == 0) {
         pt.kind = PFX_PRE_METASPACE;
         if ((st = get_char(p, "replacement", pt.repl, &pt.repl_len, label, where)) ||
@@ -501,7 +529,8 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
             return st;
     } else {
         return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: pre-tokenizer '%s' is not supported (only "
-                         "ByteLevel, Split, Digits, Metaspace and Sequence)", label, type);
+                         "ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation and "
+                         "Sequence)", label, type);
     }
     if (!grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {
         pcre2_code_free(pt.re);
