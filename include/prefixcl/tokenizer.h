@@ -25,7 +25,8 @@
  * Input text is bytes: invalid UTF-8 is tokenized too (byte-level tokenizers
  * map every byte through their byte table; others fall back to <0xNN> or
  * unk), and decoding never substitutes U+FFFD, so for a byte-level tokenizer
- * encode then decode gives back any input byte for byte.
+ * without a normalizer (nor lstrip / rstrip added tokens) encode then decode
+ * gives back any input byte for byte.
  *
  * Tests compare the ids with HF tokenizers 0.23 on hundreds of strings per
  * pipeline (tests/fixtures/make_tokenizer_fixture.py). Known differences:
@@ -33,8 +34,8 @@
  * takes only valid strings); after an rstrip token the search for the next
  * added token resumes past the stripped spaces; a Replace normalizer whose
  * regex matches the empty string at the start (HF inserts its content twice
- * there); Unicode tables are PCRE2's
- * and utf8proc's, whose versions may differ from HF's for new characters.
+ * there); the Unicode tables are PCRE2's and utf8proc's, whose versions may
+ * differ from HF's for newly assigned characters.
  *
  * A loaded tokenizer is read-only: encode and decode may run from several
  * threads at once. Errors are recorded per thread in pfx_last_error(NULL);
