@@ -369,8 +369,8 @@ static void test_refusals(void **state)
                    "WordPiece");
     assert_refused(load_mem("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}"), PFX_ERROR_UNSUPPORTED,
                    "Unigram");
-    assert_refused(load_mem(MODEL("},\"normalizer\":{\"type\":\"Lowercase\"}")), PFX_ERROR_UNSUPPORTED,
-                   "Lowercase");
+    assert_refused(load_mem(MODEL("},\"normalizer\":{\"type\":\"Precompiled\"}")), PFX_ERROR_UNSUPPORTED,
+                   "Precompiled");
     assert_refused(load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"}")),
                    PFX_ERROR_UNSUPPORTED, "BertPreTokenizer");
     assert_refused(load_mem(MODEL("},\"decoder\":{\"type\":\"WordPiece\"}")), PFX_ERROR_UNSUPPORTED,

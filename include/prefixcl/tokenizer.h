@@ -12,13 +12,14 @@
  *    (replacement, prepend_scheme, split), normalizers Prepend / Replace /
  *    Sequence, decoders Replace / ByteFallback / Fuse / Strip / Sequence;
  *  - BPE with the Whitespace, WhitespaceSplit and Punctuation pre-tokenizers
- *    (HF's quick-tour tokenizers);
+ *    and the Lowercase, StripAccents and Strip normalizers (HF's quick-tour
+ *    tokenizers);
  *  - added tokens (special or not; lstrip, rstrip, single_word, normalized)
  *    matched before pre-tokenization, leftmost-longest;
  *  - post-processors TemplateProcessing (single sequence), ByteLevel,
  *    RobertaProcessing, BertProcessing and Sequence.
- * Anything else (WordPiece, Unigram, WordLevel models, Lowercase, Strip and
- * other normalizers, BPE dropout, subword prefixes) is refused with
+ * Anything else (WordPiece, Unigram, WordLevel models, BertNormalizer,
+ * Precompiled and other normalizers, BPE dropout, subword prefixes) is refused with
  * PFX_ERROR_UNSUPPORTED and a message naming it. Pre-tokenizer regexes run
  * on PCRE2 (UTF + UCP).
  *

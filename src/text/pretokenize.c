@@ -281,6 +281,55 @@ static pfx_status unicode_form(const pfx_norm *nm, const pfx_buf *in, pfx_buf *o
     return PFX_SUCCESS;
 }
 
+/* Lowercase (Rust's char::to_lowercase: the simple mapping, and U+0130 to
+ * "i" U+0307), StripAccents (drops marks: Mn, Mc, Me) and Strip (White_Space
+ * at either end); invalid bytes pass through unchanged. */
+static pfx_status per_character(const pfx_norm *nm, const pfx_buf *in, pfx_buf *out)
+{
+    out->len = 0;
+    const unsigned char *s = (const unsigned char *)in->data;
+    size_t b = 0, e = in->len;
+    uint32_t cp;
+    if (nm->kind == PFX_NORM_STRIP) {
+        while (nm->strip_left && b < e) {
+            size_t cl = pfx_utf8_next(s + b, e - b, &cp);
+            if (!pfx_is_white_space(cp))
+                break;
+            b += cl;
+        }
+        while (nm->strip_right && e > b) {
+            size_t c = e - 1;
+            while (c > b && e - c < 4 && (s[c] & 0xc0) == 0x80)
+                c--;
+            if (pfx_utf8_next(s + c, e - c, &cp) != e - c || !pfx_is_white_space(cp))
+                break;
+            e = c;
+        }
+        return pfx_buf_add(out, s + b, e - b) ? PFX_SUCCESS : oom();
+    }
+    for (size_t i = 0; i < in->len;) {
+        size_t cl = pfx_utf8_next(s + i, in->len - i, &cp);
+        bool ok = true;
+        if (cp == 0xffffffffu) {
+            ok = pfx_buf_add(out, s + i, 1);
+        } else if (nm->kind == PFX_NORM_STRIP_ACCENTS) {
+            utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
+            if (cat != UTF8PROC_CATEGORY_MN && cat != UTF8PROC_CATEGORY_MC && cat != UTF8PROC_CATEGORY_ME)
+                ok = pfx_buf_add(out, s + i, cl);
+        } else if (cp == 0x130) {
+            ok = pfx_buf_add(out, "i\xcc\x87", 3);
+        } else {
+            utf8proc_uint8_t u[4];
+            utf8proc_ssize_t n = utf8proc_encode_char(utf8proc_tolower((utf8proc_int32_t)cp), u);
+            ok = pfx_buf_add(out, u, (size_t)n);
+        }
+        if (!ok)
+            return oom();
+        i += cl;
+    }
+    return PFX_SUCCESS;
+}
+
 pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const char *s, size_t n,
                          pfx_buf *cur)
 {
@@ -299,6 +348,8 @@ pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const c
                 st = oom();
         } else if (nm->kind == PFX_NORM_UNICODE) {
             st = unicode_form(nm, cur, &tmp);
+        } else if (nm->kind != PFX_NORM_REPLACE) {
+            st = per_character(nm, cur, &tmp);
         } else {
             st = replace_all(nm, md, cur, &tmp);
         }

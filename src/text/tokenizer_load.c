@@ -402,15 +402,29 @@ static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const cha
         if (strcmp(type, forms[k].name) == 0)
             form = k;
     bool prepend = strcmp(type, "Prepend") == 0;
-    if (form < 0 && !prepend && strcmp(type, "Replace") != 0)
+    bool lower = strcmp(type, "Lowercase") == 0, accents = strcmp(type, "StripAccents") == 0;
+    bool strip = strcmp(type, "Strip") == 0;
+    if (form < 0 && !prepend && !lower && !accents && !strip && strcmp(type, "Replace") != 0)
         return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: normalizer '%s' is not supported (only "
-                         "NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence)", label, type);
+                         "NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Prepend, Replace and "
+                         "Sequence)", label, type);
     if (!grow((void **)&tok->norms, &tok->norm_count, sizeof(*tok->norms)))
         return oom(label);
     pfx_norm *nm = &tok->norms[tok->norm_count - 1];
     if (form >= 0) {
         nm->kind = PFX_NORM_UNICODE;
         nm->unicode_options = forms[form].options;
+        return PFX_SUCCESS;
+    }
+    if (lower || accents) {
+        nm->kind = lower ? PFX_NORM_LOWERCASE : PFX_NORM_STRIP_ACCENTS;
+        return PFX_SUCCESS;
+    }
+    if (strip) {
+        nm->kind = PFX_NORM_STRIP;
+        if ((st = get_bool(n, "strip_left", true, &nm->strip_left, label, where)) ||
+            (st = get_bool(n, "strip_right", true, &nm->strip_right, label, where)))
+            return st;
         return PFX_SUCCESS;
     }
     nm->kind = prepend ? PFX_NORM_PREPEND : PFX_NORM_REPLACE;
