@@ -379,18 +379,34 @@ static pfx_status parse_sequence(pfx_tokenizer *tok, const cJSON *obj, const cha
     return PFX_SUCCESS;
 }
 
+/* The start every component shares: absent or null is nothing to do, else
+ * its "type"; a Sequence is its list `list_key` through fn. *type is NULL
+ * when nothing is left to parse. */
+static pfx_status component(pfx_tokenizer *tok, const cJSON *obj, const char *where,
+                            const char *list_key, parse_fn fn, const char *label, int depth,
+                            const char **type)
+{
+    *type = NULL;
+    if (is_absent(obj))
+        return PFX_SUCCESS;
+    const char *t;
+    pfx_status st = get_type(obj, &t, label, where);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (strcmp(t, "Sequence") == 0)
+        return parse_sequence(tok, obj, list_key, fn, label, where, depth);
+    *type = t;
+    return PFX_SUCCESS;
+}
+
 /* ---- normalizer ---- */
 static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const char *label, int depth)
 {
     static const char where[] = "normalizer";
-    if (is_absent(n))
-        return PFX_SUCCESS;
     const char *type;
-    pfx_status st = get_type(n, &type, label, where);
-    if (st != PFX_SUCCESS)
+    pfx_status st = component(tok, n, where, "normalizers", parse_normalizer, label, depth, &type);
+    if (st != PFX_SUCCESS || !type)
         return st;
-    if (strcmp(type, "Sequence") == 0)
-        return parse_sequence(tok, n, "normalizers", parse_normalizer, label, where, depth);
     static const struct { const char *name; int options; } forms[] = {
         { "NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE },
         { "NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE },
@@ -469,14 +485,10 @@ static pfx_status parse_behavior(const cJSON *p, pfx_split_behavior *out, const 
 static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *label, int depth)
 {
     static const char where[] = "pre_tokenizer";
-    if (is_absent(p))
-        return PFX_SUCCESS;
     const char *type;
-    pfx_status st = get_type(p, &type, label, where);
-    if (st != PFX_SUCCESS)
+    pfx_status st = component(tok, p, where, "pretokenizers", parse_pretok, label, depth, &type);
+    if (st != PFX_SUCCESS || !type)
         return st;
-    if (strcmp(type, "Sequence") == 0)
-        return parse_sequence(tok, p, "pretokenizers", parse_pretok, label, where, depth);
     pfx_pretok pt = { 0 };
     if (strcmp(type, "ByteLevel") == 0) {
         bool use_regex = true;
@@ -558,15 +570,12 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
 static pfx_status parse_decoder(pfx_tokenizer *tok, const cJSON *d, const char *label, int depth)
 {
     static const char where[] = "decoder";
-    if (is_absent(d))
-        return PFX_SUCCESS;
-    tok->has_decoder = true;
+    if (!is_absent(d))
+        tok->has_decoder = true;
     const char *type;
-    pfx_status st = get_type(d, &type, label, where);
-    if (st != PFX_SUCCESS)
+    pfx_status st = component(tok, d, where, "decoders", parse_decoder, label, depth, &type);
+    if (st != PFX_SUCCESS || !type)
         return st;
-    if (strcmp(type, "Sequence") == 0)
-        return parse_sequence(tok, d, "decoders", parse_decoder, label, where, depth);
     pfx_dec dc = { 0 };
     const char *s;
     if (strcmp(type, "ByteLevel") == 0) {
@@ -734,11 +743,9 @@ static pfx_status parse_template(pfx_tokenizer *tok, const cJSON *p, const char 
 static pfx_status parse_post(pfx_tokenizer *tok, const cJSON *p, const char *label, int depth)
 {
     static const char where[] = "post_processor";
-    if (is_absent(p))
-        return PFX_SUCCESS;
     const char *type;
-    pfx_status st = get_type(p, &type, label, where);
-    if (st != PFX_SUCCESS)
+    pfx_status st = component(tok, p, where, "processors", parse_post, label, depth, &type);
+    if (st != PFX_SUCCESS || !type)
         return st;
     if (strcmp(type, "ByteLevel") == 0)
         return PFX_SUCCESS; /* offsets only */
@@ -753,8 +760,6 @@ static pfx_status parse_post(pfx_tokenizer *tok, const cJSON *p, const char *lab
             return oom(label);
         return PFX_SUCCESS;
     }
-    if (strcmp(type, "Sequence") == 0)
-        return parse_sequence(tok, p, "processors", parse_post, label, where, depth);
     return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: post-processor '%s' is not supported (only "
                      "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing and Sequence)",
                      label, type);
