@@ -3,7 +3,8 @@
  *
  *   ceilings   float32 FMA throughput (cl/peak.cl, best vector width) and copy
  *              bandwidth (float4 copy, bytes read + written), as clpeak does
- *   sgemm.N    CLBlast SGEMM, row-major N x N x N, 2 N^3 FLOPs
+ *   sgemm.N    SGEMM through the library's GEMM wrapper (the runtime's backend:
+ *              CLBlast or the host BLAS), row-major N x N x N, 2 N^3 FLOPs
  *   attn_fwd.* pfx_attention_forward at the shapes (a)-(d) of the forward issue,
  *              4 B H N (P+M) D FLOPs over visible pairs only (causal);
  *              decode (d) also as GB/s of K/V read (input and prefix, once)
@@ -26,9 +27,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "timing.h" /* before clblast_c.h: sets CL_TARGET_OPENCL_VERSION */
-
-#include <clblast_c.h>
+#include "gemm.h"
+#include "timing.h"
 #if PFX_BENCH_HAVE_ENCODER
 #include "prefixcl/encoder.h"
 #endif
@@ -342,22 +342,11 @@ typedef struct sgemm_ctx {
 
 static pfx_status sgemm_enqueue(pfx_runtime *rt, void *ctx, void **ev)
 {
-    (void)ev; /* CLBlast may run helper kernels: timed between markers */
+    (void)ev; /* CLBlast may run helper kernels, the host backend none: timed between markers */
     sgemm_ctx *g = ctx;
-    cl_event done = NULL;
-    CLBlastStatusCode code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                          CLBlastTransposeNo, g->n, g->n, g->n, 1.0f, g->a->mem, 0,
-                                          g->n, g->b->mem, 0, g->n, 0.0f, g->c->mem, 0, g->n,
-                                          &rt->queue, &done);
-    if (done)
-        clReleaseEvent(done);
-    if (code == CLBlastSuccess)
-        return PFX_SUCCESS;
-    if (code == CLBlastOpenCLOutOfResources || code == CLBlastOpenCLOutOfHostMemory ||
-        code == (CLBlastStatusCode)CL_MEM_OBJECT_ALLOCATION_FAILURE)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "CLBlastSgemm: out of memory (%d)",
-                         (int)code);
-    return pfx_error(rt, PFX_ERROR_CLBLAST, "CLBlastSgemm returned %d", (int)code);
+    return pfx_gemm(rt, "bench sgemm", false, false, g->n, g->n, g->n, 1.0f,
+                    PFX_GEMM_OP(g->a->mem, 0, g->n), PFX_GEMM_OP(g->b->mem, 0, g->n), 0.0f,
+                    PFX_GEMM_OP(g->c->mem, 0, g->n));
 }
 
 static void test_sgemm(suite *s, size_t n, double *hint_gflops)
@@ -365,7 +354,10 @@ static void test_sgemm(suite *s, size_t n, double *hint_gflops)
     char id[32], label[64];
     snprintf(id, sizeof(id), "sgemm.%zu", n);
     snprintf(label, sizeof(label), "%zux%zux%zu", n, n, n);
-    bench_result *r = begin(s, id, "CLBlast SGEMM", label);
+    bench_result *r = begin(s, id,
+                            pfx_runtime_gemm_backend(s->rt) == PFX_GEMM_HOST ? "SGEMM (host BLAS)"
+                                                                             : "SGEMM (CLBlast)",
+                            label);
     if (!r)
         return;
     double bytes = (double)n * (double)n * 4.0;
@@ -751,7 +743,7 @@ static void test_layer_step(suite *s, double hint_gflops)
     double flops = 2.0 * proj + 3.5 * attn;
     double act = 4.0 * T * C;
     if (!fits(s, r, 4.0 * C * HD * 4 + 12 * act, 4.0 * C * HD) ||
-        quick_too_slow(s, r, flops, hint_gflops, "CLBlast SGEMM"))
+        quick_too_slow(s, r, flops, hint_gflops, "SGEMM"))
         return;
     step_ctx c;
     memset(&c, 0, sizeof(c));

@@ -34,6 +34,7 @@ typedef struct pfx_kernel_entry {
 struct pfx_runtime {
     pfx_device_info info;
     pfx_vendor vendor;
+    pfx_gemm_backend gemm;    /* never PFX_GEMM_AUTO */
     cl_platform_id platform;
     cl_device_id device;
     cl_context context;
@@ -85,6 +86,13 @@ static inline bool pfx_mul_overflows(size_t a, size_t b, size_t *out)
 /* Allocates a device buffer; host_copy may be NULL. Zero bytes is refused. */
 pfx_status pfx_buffer_create(pfx_runtime *rt, size_t bytes, const void *host_copy, cl_mem *out);
 void pfx_buffer_release(pfx_runtime *rt, cl_mem mem, size_t bytes);
+
+/* ---- dense products (src/ops/gemm_setup.c) ---- */
+/* Chooses rt->gemm from params, $PREFIXCL_GEMM and the device, and applies a
+ * stored CLBlast GEMM tuning for the device; called once by runtime_create
+ * before any buffer exists (the host backend allocates host-mappable ones).
+ * Errors are recorded for the thread (pfx_last_error(NULL)). */
+pfx_status pfx_gemm_setup(pfx_runtime *rt, const pfx_runtime_params *params);
 
 /* ---- programs and kernels (src/runtime/program.c) ---- */
 /* Returns a kernel of program `program` (a cl/<program>.cl file) built with
