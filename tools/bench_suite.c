@@ -49,6 +49,7 @@ typedef struct suite {
     double fma_gflops;   /* measured ceilings; 0 when unknown */
     double copy_gbs;
     double attn_gflops[2]; /* forward, backward rate at shape (a): predicts (c) */
+    const char *only;      /* comma-separated id prefixes; NULL: every test */
 } suite;
 
 /* --quick skips a test whose one run would take longer than this, predicted
@@ -57,9 +58,25 @@ typedef struct suite {
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Whether `id` starts with one of the comma-separated prefixes of `only`. */
+static bool selected(const char *only, const char *id)
+{
+    if (!only)
+        return true;
+    for (const char *p = only; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len && !strncmp(id, p, len))
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
 static bench_result *begin(suite *s, const char *id, const char *group, const char *label)
 {
     bench_device *dev = s->dev;
+    if (!selected(s->only, id))
+        return NULL;
     if (dev->count >= BENCH_MAX_TESTS)
         return NULL;
     bench_result *r = &dev->tests[dev->count++];
@@ -824,10 +841,11 @@ size_t bench_suite_size(const pfx_device_info *info)
     return 2 + sgemm_count(info) + 2 * (sizeof(attn_shapes) / sizeof(attn_shapes[0])) + 2 + 1;
 }
 
-void bench_suite_run(pfx_runtime *rt, bool quick, bench_device *dev, bench_progress_fn progress,
-                     void *user)
+void bench_suite_run(pfx_runtime *rt, bool quick, const char *only, bench_device *dev,
+                     bench_progress_fn progress, void *user)
 {
-    suite s = { .rt = rt, .quick = quick, .dev = dev, .progress = progress, .user = user };
+    suite s = { .rt = rt, .quick = quick, .dev = dev, .progress = progress, .user = user,
+                .only = only };
     s.timing.target_s = quick ? 0.2 : 1.0;
     s.timing.min_runs = quick ? 3 : 5;
     s.timing.max_runs = quick ? 200 : 1000;

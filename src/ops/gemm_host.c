@@ -5,6 +5,7 @@
  * storage: no copy in either direction (tests/test_encoder.c checks that).
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -21,6 +22,40 @@ bool pfx_gemm_host_built(void)
 bool pfx_gemm_host_usable(const pfx_device_info *info)
 {
     return info->type == PFX_DEVICE_CPU && info->unified_memory;
+}
+
+/* Vector level of an OpenBLAS kernel set: 3 AVX-512, 2 AVX2 + FMA, else 1. */
+static int core_level(const char *core)
+{
+    static const char *const avx512[] = { "SkylakeX", "Cooperlake", "SapphireRapids" };
+    static const char *const avx2[] = { "Haswell", "Zen", "SkylakeX" };
+    for (size_t i = 0; i < sizeof(avx512) / sizeof(avx512[0]); i++)
+        if (!strcmp(core, avx512[i]))
+            return 3;
+    for (size_t i = 0; i < sizeof(avx2) / sizeof(avx2[0]); i++)
+        if (!strcmp(core, avx2[i]))
+            return 2;
+    return 1;
+}
+
+const char *pfx_gemm_host_core_hint(void)
+{
+#if PFX_HAVE_OPENBLAS && defined(__x86_64__)
+    if (getenv("OPENBLAS_CORETYPE"))
+        return NULL;
+    __builtin_cpu_init();
+    int cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+                  ? 3
+              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2
+                                                                                 : 1;
+    const char *core = openblas_get_corename();
+    if (!core || core_level(core) >= cpu)
+        return NULL;
+    return cpu == 3 ? "SkylakeX" : "Haswell";
+#else
+    return NULL;
+#endif
 }
 
 #if PFX_HAVE_CBLAS
