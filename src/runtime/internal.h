@@ -25,8 +25,12 @@ typedef struct pfx_program_entry {
     cl_program program;
 } pfx_program_entry;
 
+/* A kernel of an embedded program, found again by the three names alone:
+ * the source is read, joined and hashed only on the first launch. */
 typedef struct pfx_kernel_entry {
     cl_program program;
+    char *program_name;
+    char *options;
     char *name;
     cl_kernel kernel;
 } pfx_kernel_entry;
