@@ -125,6 +125,7 @@ typedef struct pfx_memory_stats {
     size_t live_bytes;        /* device bytes held now: tensors and workspaces */
     size_t peak_bytes;        /* high-water mark of live_bytes */
     size_t live_buffers;      /* device allocations held now */
+    size_t workspace_bytes;   /* of live_bytes: the runtime's scratch, kept and reused by ops */
 } pfx_memory_stats;
 
 PFX_API pfx_status pfx_runtime_memory(const pfx_runtime *rt, pfx_memory_stats *stats);

@@ -338,10 +338,12 @@ pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pf
         memcpy(head + p->H, p->dim_factor, p->H * p->D * sizeof(float));
     out->head_bytes = head_floats * sizeof(float);
     out->items_bytes = 3 * p->B * sizeof(cl_int);
-    pfx_status st = pfx_buffer_create(rt, out->head_bytes, head, &out->head);
+    /* Runtime workspace slots: no buffer created per call, nothing waits. */
+    pfx_status st = pfx_workspace_upload(rt, PFX_WS_PARAMS_HEAD, head, out->head_bytes, &out->head);
     free(head);
     if (st == PFX_SUCCESS)
-        st = pfx_buffer_create(rt, out->items_bytes, p->item_meta, &out->items);
+        st = pfx_workspace_upload(rt, PFX_WS_PARAMS_ITEMS, p->item_meta, out->items_bytes,
+                                  &out->items);
     if (st != PFX_SUCCESS)
         pfx_attn_params_release(rt, out);
     return st;
@@ -349,7 +351,6 @@ pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pf
 
 void pfx_attn_params_release(pfx_runtime *rt, pfx_attn_params *params)
 {
-    pfx_buffer_release(rt, params->head, params->head_bytes);
-    pfx_buffer_release(rt, params->items, params->items_bytes);
+    (void)rt; /* the buffers are the runtime's workspace: kept for the next call */
     params->head = params->items = NULL;
 }

@@ -79,6 +79,7 @@ void pfx_runtime_destroy(pfx_runtime **rtp)
     pfx_runtime *rt = *rtp;
     if (rt->queue)
         clFinish(rt->queue);
+    pfx_workspace_release(rt);
     pfx_programs_release(rt);
     if (rt->queue)
         clReleaseCommandQueue(rt->queue);
