@@ -416,6 +416,22 @@ static void test_bad_input(void **state)
                         PFX_ERROR_NULL_ARGUMENT, "desc");
     assert_status_names(rt, pfx_attention_forward(rt, &d, NULL, t.o, t.lse),
                         PFX_ERROR_NULL_ARGUMENT, "in");
+    {
+        /* device gains: float32 [H] of this runtime */
+        pfx_tensor *bad_gain = NULL;
+        const size_t gs = 3;
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &gs, &bad_gain), PFX_SUCCESS);
+        pfx_attention_desc dg = d;
+        dg.gain_mode = PFX_GAIN_TANH;
+        dg.gain = NULL;
+        dg.gain_tensor = bad_gain;
+        assert_status_names(rt, pfx_attention_forward(rt, &dg, &in, t.o, t.lse),
+                            PFX_ERROR_INVALID_SHAPE, "desc.gain_tensor");
+        dg.gain_tensor = NULL;
+        assert_status_names(rt, pfx_attention_forward(rt, &dg, &in, t.o, t.lse),
+                            PFX_ERROR_NULL_ARGUMENT, "desc.gain_tensor");
+        pfx_tensor_destroy(&bad_gain);
+    }
     assert_status_names(rt, pfx_attention_forward(rt, &d, &in, NULL, t.lse),
                         PFX_ERROR_NULL_ARGUMENT, "o");
     pfx_attention_inputs bad = in;

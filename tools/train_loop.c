@@ -290,10 +290,9 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         CHECK(pfx_encoder_forward(j->enc, j->s_pk, j->s_pv));
-        for (size_t l = 0; l < L; l++) {
-            CHECK(pfx_tensor_read(j->gain[l], 0, H, j->s_gain[l]));
-            spre[l] = (pfx_layer_prefix){ j->s_pk[l], j->s_pv[l], j->s_gain[l], ramp };
-        }
+        /* gains stay on the device: no read back inside a step */
+        for (size_t l = 0; l < L; l++)
+            spre[l] = (pfx_layer_prefix){ j->s_pk[l], j->s_pv[l], NULL, ramp, j->gain[l] };
         CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
         double loss;
         CHECK(pfx_mse_loss(j->s_act[L], j->t_act[L], j->dy, &loss));

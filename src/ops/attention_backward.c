@@ -252,8 +252,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
         w->gain_bytes = p->H * p->B * ntq * p->D * sizeof(float);
         w->dscale_bytes = p->H * sizeof(float);
         if ((st = pfx_workspace_get(rt, PFX_WS_TMP3, w->gain_bytes, &w->gain_part)) ||
-            (st = pfx_workspace_upload(rt, PFX_WS_PARAMS_DSCALE, p->dscale_dgain,
-                                       w->dscale_bytes, &w->dscale)))
+            (st = pfx_attn_dscale(rt, p, w->dscale_bytes, &w->dscale)))
             return st;
     }
 
