@@ -225,7 +225,7 @@ static void device_init(pfx_runtime *rt, const problem *pr, device *dv)
             dv->pk[l] = upload(rt, 3, d->kv_heads, d->prefix_len, d->head_dim, pr->pk[l]);
             dv->pv[l] = upload(rt, 3, d->kv_heads, d->prefix_len, d->head_dim, pr->pv[l]);
         }
-        dv->pre[l] = (pfx_layer_prefix){ dv->pk[l], dv->pv[l], pr->gain[l], pr->ramp };
+        dv->pre[l] = (pfx_layer_prefix){ dv->pk[l], dv->pv[l], pr->gain[l], pr->ramp, NULL };
         if (pr->device_gain && d->gain_mode != PFX_GAIN_OFF) {
             dv->gain[l] = upload(rt, 1, d->heads, 0, 0, pr->gain[l]);
             dv->pre[l].gain = NULL; /* only the tensor: the test fails if it is ignored */

@@ -273,7 +273,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     pfx_layer_grads grads[MAX_LAYERS];
     memset(grads, 0, sizeof(grads));
     for (size_t l = 0; l < L; l++) {
-        tpre[l] = (pfx_layer_prefix){ j->t_pk[l], j->t_pv[l], j->t_gain[l], 1.0f };
+        tpre[l] = (pfx_layer_prefix){ j->t_pk[l], j->t_pv[l], j->t_gain[l], 1.0f, NULL };
         grads[l] = (pfx_layer_grads){ .dprefix_k = j->dpk[l], .dprefix_v = j->dpv[l],
                                       .dgain = j->dgain[l] };
     }
@@ -331,7 +331,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         baked_k[l] = pfx_encoder_prefix_k(j->enc, l);
         baked_v[l] = pfx_encoder_prefix_v(j->enc, l);
         CHECK(pfx_tensor_read(j->gain[l], 0, H, j->s_gain[l]));
-        spre[l] = (pfx_layer_prefix){ baked_k[l], baked_v[l], j->s_gain[l], 1.0f };
+        spre[l] = (pfx_layer_prefix){ baked_k[l], baked_v[l], j->s_gain[l], 1.0f, NULL };
     }
     for (size_t l = 0; l < L; l++) {
         /* teacher, layer by layer (stats of each layer's own forward) */

@@ -111,6 +111,14 @@ PFX_API const pfx_device_info *pfx_runtime_device(const pfx_runtime *rt);
 /* The GEMM backend this runtime chose (never PFX_GEMM_AUTO; CLBlast for NULL). */
 PFX_API pfx_gemm_backend pfx_runtime_gemm_backend(const pfx_runtime *rt);
 
+/* What became of this device's stored CLBlast GEMM tuning (`prefixcl
+ * gemm-tune`, a file in the kernel cache folder) when the runtime was
+ * created: "applied <file>", "none (<file> absent)", "ignored <file>:
+ * <reason>" (a corrupt or foreign file is rejected and CLBlast keeps its own
+ * choice), "off" (params.gemm_untuned or no cache folder). CLBlast holds
+ * tunings per device for the whole process. Never NULL. */
+PFX_API const char *pfx_runtime_gemm_tuning(const pfx_runtime *rt);
+
 /* "clblast", "host" or "auto"; "unknown" for any other value. */
 PFX_API const char *pfx_gemm_backend_name(pfx_gemm_backend backend);
 

@@ -53,6 +53,7 @@ struct pfx_runtime {
     pfx_device_info info;
     pfx_vendor vendor;
     pfx_gemm_backend gemm;    /* never PFX_GEMM_AUTO */
+    char gemm_tuning[1700];   /* what became of the stored CLBlast tuning (pfx_runtime_gemm_tuning) */
     cl_platform_id platform;
     cl_device_id device;
     cl_context context;

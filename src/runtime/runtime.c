@@ -99,6 +99,11 @@ pfx_gemm_backend pfx_runtime_gemm_backend(const pfx_runtime *rt)
     return rt ? rt->gemm : PFX_GEMM_CLBLAST;
 }
 
+const char *pfx_runtime_gemm_tuning(const pfx_runtime *rt)
+{
+    return rt ? rt->gemm_tuning : "";
+}
+
 const char *pfx_gemm_backend_name(pfx_gemm_backend backend)
 {
     switch (backend) {
