@@ -111,8 +111,9 @@ static bool check(tuner *t, const pfx_gemm_tune_shape *s)
     return true;
 }
 
-/* Seconds of each selected shape (best of two runs after a checked warm-up
- * run that also builds the kernels); false when CLBlast fails or is wrong. */
+/* Seconds of each selected shape (one run, the best of three for small
+ * ones, after a checked warm-up run that also builds the kernels); false
+ * when CLBlast fails or is wrong. which: 1 large, 0 small, -1 all. */
 static bool time_shapes(tuner *t, int which, double *secs)
 {
     for (size_t i = 0; i < t->count; i++) {
@@ -123,7 +124,7 @@ static bool time_shapes(tuner *t, int which, double *secs)
         if (run(t, s) != CLBlastSuccess || clFinish(t->rt->queue) != CL_SUCCESS || !check(t, s))
             return false;
         double best = INFINITY;
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < (t->large[i] ? 1 : 3); r++) { /* small ones are noisier */
             double t0 = now_s();
             if (run(t, s) != CLBlastSuccess || clFinish(t->rt->queue) != CL_SUCCESS)
                 return false;
@@ -244,7 +245,7 @@ static size_t direct_candidates(tuner *t, size_t **out)
 
 /* Tries candidates of one kernel (direct or not) until `until` (a fraction
  * of the limit), at least one; copies the fastest into best[]. */
-static pfx_status search(tuner *t, bool direct, double until, size_t *best)
+static pfx_status search(tuner *t, bool direct, double until, size_t *best, double *best_secs)
 {
     size_t *cands = NULL;
     size_t count = direct ? direct_candidates(t, &cands) : xgemm_candidates(t, &cands);
@@ -282,6 +283,7 @@ static pfx_status search(tuner *t, bool direct, double until, size_t *best)
             best_s = sum;
             found = true;
             memcpy(best, v, width * sizeof(size_t));
+            memcpy(best_secs, secs, t->count * sizeof(double));
             double g = gflops_of(t, secs, which);
             t->best_gflops = g > t->best_gflops ? g : t->best_gflops;
         }
@@ -425,27 +427,36 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
     pfx_gemm_tuning best;
     pfx_gemm_tuning_defaults(&best);
     if (st == PFX_SUCCESS)
-        st = search(&t, false, 0.55, best.xgemm);
+        st = search(&t, false, 0.45, best.xgemm, ind);
     if (st == PFX_SUCCESS)
-        st = search(&t, true, 0.85, best.direct);
+        st = search(&t, true, 0.7, best.direct, dir);
 
-    /* Both winners on every shape, then the threshold between them. */
-    if (st == PFX_SUCCESS) {
+    /* Each winner on the shapes the other one was judged on, then the
+     * threshold between them; the tuned times follow from those. */
+    double other[64];
+    if (st == PFX_SUCCESS && !t.one_kind) {
         best.min_indirect = ALL_INDIRECT;
         st = pfx_gemm_tuning_override(rt, &best);
+        if (st == PFX_SUCCESS && !time_shapes(&t, 0, other))
+            st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the Xgemm winner failed on a shape");
+        for (size_t i = 0; st == PFX_SUCCESS && i < t.count; i++)
+            ind[i] = t.large[i] ? ind[i] : other[i];
+        if (st == PFX_SUCCESS && (st = pfx_gemm_min_indirect_override(rt, ALL_DIRECT)) ==
+                                     PFX_SUCCESS && !time_shapes(&t, 1, other))
+            st = pfx_error(rt, PFX_ERROR_CLBLAST,
+                           "gemm-tune: the XgemmDirect winner failed on a shape");
+        for (size_t i = 0; st == PFX_SUCCESS && i < t.count; i++)
+            dir[i] = t.large[i] ? other[i] : dir[i];
     }
-    if (st == PFX_SUCCESS && !time_shapes(&t, -1, ind))
-        st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the Xgemm winner failed on a shape");
-    if (st == PFX_SUCCESS && (st = pfx_gemm_min_indirect_override(rt, ALL_DIRECT)) == PFX_SUCCESS &&
-        !time_shapes(&t, -1, dir))
-        st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the XgemmDirect winner failed on a shape");
     if (st == PFX_SUCCESS) {
         progress(&t, "threshold");
         best.min_indirect = pick_threshold(&t, ind, dir);
         st = pfx_gemm_tuning_override(rt, &best);
+        for (size_t i = 0; i < t.count; i++) {
+            double c = (double)best.min_indirect;
+            tuned[i] = mnk(&t.shapes[i]) < c * c * c ? dir[i] : ind[i];
+        }
     }
-    if (st == PFX_SUCCESS && !time_shapes(&t, -1, tuned))
-        st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the tuned GEMM failed or was wrong");
     if (st == PFX_SUCCESS) {
         report->tuned_gflops = gflops_of(&t, tuned, -1);
         best.untuned_gflops = report->untuned_gflops;
