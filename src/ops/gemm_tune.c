@@ -155,6 +155,53 @@ static double gflops_of(const tuner *t, const double *secs, int which)
     return s > 0 ? flops / s * 1e-9 : 0;
 }
 
+/* Moves the rows of [fixed, n) that `prefer` accepts in front of the others,
+ * keeping their shuffled order: on CPU devices, where each candidate costs a
+ * CLBlast build of seconds, the likely ones come first. */
+static void prefer_first(size_t *all, size_t fixed, size_t n, size_t width,
+                         bool (*prefer)(const size_t *))
+{
+    size_t *tmp = malloc((n - fixed) * width * sizeof(size_t));
+    if (!tmp)
+        return;
+    size_t out = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = fixed; i < n; i++)
+            if (prefer(all + i * width) == (pass == 0))
+                memcpy(tmp + (out++) * width, all + i * width, width * sizeof(size_t));
+    memcpy(all + fixed * width, tmp, (n - fixed) * width * sizeof(size_t));
+    free(tmp);
+}
+
+/* Shuffles rows [fixed, n) (Fisher-Yates, the tuner's seed), then on CPU
+ * devices moves the ones `cpu_prefers` accepts first. */
+static void order(tuner *t, size_t *all, size_t fixed, size_t n, size_t width,
+                  bool (*cpu_prefers)(const size_t *))
+{
+    size_t tmp[PFX_XGEMM_PARAMS];
+    for (size_t i = n - 1; i > fixed; i--) {
+        size_t j = fixed + next(&t->rng) % (i - fixed + 1);
+        memcpy(tmp, all + i * width, width * sizeof(size_t));
+        memcpy(all + i * width, all + j * width, width * sizeof(size_t));
+        memcpy(all + j * width, tmp, width * sizeof(size_t));
+    }
+    if (t->rt->info.type == PFX_DEVICE_CPU)
+        prefer_first(all, fixed, n, width, cpu_prefers);
+}
+
+/* CPUs: no local-memory staging (it is ordinary memory there), wide vectors,
+ * large tiles (what the PoCL profile favoured). */
+static bool cpu_xgemm(const size_t *v)
+{
+    return !v[PFX_XG_SA] && !v[PFX_XG_SB] && v[PFX_XG_VWM] >= 4 && v[PFX_XG_VWN] >= 4 &&
+           v[PFX_XG_MWG] >= 32 && v[PFX_XG_NWG] >= 32;
+}
+
+static bool cpu_direct(const size_t *v)
+{
+    return v[PFX_XD_VWMD] >= 2 && v[PFX_XD_VWND] >= 2 && v[PFX_XD_WGD] >= 16;
+}
+
 /* Every Xgemm kernel-0 configuration of CLBlast's tuner variation 2 that
  * passes the rules, shuffled, after CLBlast's defaults and a CPU seed (64x64
  * tiles, float8 vectors: what worked on PoCL). */
@@ -191,13 +238,7 @@ static size_t xgemm_candidates(tuner *t, size_t **out)
         if (n < cap && pfx_xgemm_valid(v, &t->rt->info, why, sizeof(why)))
             memcpy(all + (n++) * PFX_XGEMM_PARAMS, v, sizeof(v));
     }
-    for (size_t i = n - 1; i > fixed; i--) { /* Fisher-Yates over the sampled part */
-        size_t j = fixed + next(&t->rng) % (i - fixed + 1);
-        size_t tmp[PFX_XGEMM_PARAMS];
-        memcpy(tmp, all + i * PFX_XGEMM_PARAMS, sizeof(tmp));
-        memcpy(all + i * PFX_XGEMM_PARAMS, all + j * PFX_XGEMM_PARAMS, sizeof(tmp));
-        memcpy(all + j * PFX_XGEMM_PARAMS, tmp, sizeof(tmp));
-    }
+    order(t, all, fixed, n, PFX_XGEMM_PARAMS, cpu_xgemm);
     *out = all;
     return n;
 }
@@ -232,13 +273,7 @@ static size_t direct_candidates(tuner *t, size_t **out)
         if (n < cap && pfx_xgemm_direct_valid(v, &t->rt->info, why, sizeof(why)))
             memcpy(all + (n++) * PFX_XGEMM_DIRECT_PARAMS, v, sizeof(v));
     }
-    for (size_t i = n - 1; i > fixed; i--) {
-        size_t j = fixed + next(&t->rng) % (i - fixed + 1);
-        size_t tmp[PFX_XGEMM_DIRECT_PARAMS];
-        memcpy(tmp, all + i * PFX_XGEMM_DIRECT_PARAMS, sizeof(tmp));
-        memcpy(all + i * PFX_XGEMM_DIRECT_PARAMS, all + j * PFX_XGEMM_DIRECT_PARAMS, sizeof(tmp));
-        memcpy(all + j * PFX_XGEMM_DIRECT_PARAMS, tmp, sizeof(tmp));
-    }
+    order(t, all, fixed, n, PFX_XGEMM_DIRECT_PARAMS, cpu_direct);
     *out = all;
     return n;
 }
