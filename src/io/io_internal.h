@@ -22,6 +22,9 @@ bool pfx_utf8_valid(const unsigned char *s, size_t n);
 pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
                          unsigned char **out, size_t *size);
 
+/* qsort comparison of two char pointers by strcmp. */
+int pfx_cmp_str_ptr(const void *a, const void *b);
+
 /* A non-negative integral JSON number no larger than 2^53 into *out. */
 bool pfx_json_uint(const cJSON *item, uint64_t *out);
 

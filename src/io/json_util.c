@@ -83,6 +83,11 @@ pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
     return PFX_SUCCESS;
 }
 
+int pfx_cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 bool pfx_json_uint(const cJSON *item, uint64_t *out)
 {
     if (!cJSON_IsNumber(item))
