@@ -216,6 +216,9 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the JSON header does not start with '{'", label);
     if (!pfx_utf8_valid(hdr, hlen))
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the header is not valid UTF-8 (or holds a NUL byte)", label);
+    if (pfx_json_has_nul_escape((const char *)hdr, hlen))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: a name or metadata string holds the escape \\u0000 (NUL)",
+                         label);
     /* A NUL-terminated copy: cJSON never reads past it. */
     char *text = malloc(hlen + 1);
     if (!text)
