@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../io/io_internal.h"
 #include "../ops/registry.h"
 #include "optimizer_internal.h"
 
@@ -262,6 +263,9 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "optimizer_add_param: name must have 1 to %d bytes (has %zu)",
                          OPT_NAME_MAX - 1, name_len);
+    /* The name goes into the state file's JSON header, which must be UTF-8. */
+    if (!pfx_utf8_valid((const unsigned char *)name, name_len))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "optimizer_add_param: name is not valid UTF-8");
     if (group_id >= opt->group_count)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "optimizer_add_param '%s': group_id %u is unknown (%zu groups)", name, group_id,
@@ -546,6 +550,10 @@ pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
                          "optimizer_import_param: index %zu beyond %zu parameters", index, opt->count);
     opt_param *it = &opt->items[index];
+    if (step > PFX_OPTIMIZER_MAX_STEP)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_import_param '%s': step %llu cannot advance (at most %llu)", it->name,
+                         (unsigned long long)step, (unsigned long long)PFX_OPTIMIZER_MAX_STEP);
     size_t n = it->param->numel;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(m[i]))
@@ -574,6 +582,10 @@ pfx_status pfx_optimizer_set_step_count(pfx_optimizer *opt, uint64_t step)
 {
     if (!opt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_set_step_count: opt is NULL");
+    if (step > PFX_OPTIMIZER_MAX_STEP)
+        return pfx_error(opt->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_set_step_count: step %llu cannot advance (at most %llu)",
+                         (unsigned long long)step, (unsigned long long)PFX_OPTIMIZER_MAX_STEP);
     opt->step = step;
     return PFX_SUCCESS;
 }

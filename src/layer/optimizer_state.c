@@ -1,7 +1,6 @@
 /* AdamW state as a safetensors file: per parameter "<name>.exp_avg" and
  * "<name>.exp_avg_sq" tensors and a "<name>.step" metadata count, plus the
  * optimizer's "step" and "format". */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +16,9 @@ static pfx_status parse_u64(pfx_runtime *rt, const char *path, const char *key, 
 {
     if (!text)
         return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata '%s' is missing", path, key);
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || text[0] == '+')
-        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata '%s' ('%s') is not a count",
-                         path, key, text);
-    *out = v;
+    if (pfx_parse_uint(text, PFX_OPTIMIZER_MAX_STEP, out) != PFX_SUCCESS)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata '%s' ('%.64s') is not a count "
+                         "(decimal digits, at most %llu)", path, key, text, (unsigned long long)PFX_OPTIMIZER_MAX_STEP);
     return PFX_SUCCESS;
 }
 
