@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ops/attention_tuning.h"
 #include "../ops/gemm.h"
 #include "layer_internal.h"
 
@@ -117,12 +118,17 @@ pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
                          "%s: params.heads (%zu) is not a multiple of params.kv_heads (%zu)", fn,
                          p->heads, p->kv_heads);
+    /* What no forward can run is refused here, not at every forward. */
+    if (!pfx_attn_fwd_dim_class(p->head_dim))
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: params.head_dim %zu is above the largest head size the attention kernels "
+                         "support (%d)", fn, p->head_dim, PFX_ATTN_FWD_MAX_D);
     if (p->gain_mode != PFX_GAIN_OFF && p->gain_mode != PFX_GAIN_LINEAR &&
         p->gain_mode != PFX_GAIN_TANH)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.gain_mode %d is unknown", fn,
                          (int)p->gain_mode);
     if (!isfinite(p->scale) || p->scale < 0.0f)
-        return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+        return pfx_error(rt, isfinite(p->scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
                          "%s: params.scale (%g) must be finite and >= 0 (0: 1/sqrt(D))", fn,
                          (double)p->scale);
     size_t qdim, kvdim, rows, big, lse;
@@ -208,7 +214,7 @@ pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float scale)
     if (!layer)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "layer_init_random: layer is NULL");
     if (!isfinite(scale) || scale < 0.0f)
-        return pfx_error(layer->rt, PFX_ERROR_NOT_FINITE,
+        return pfx_error(layer->rt, isfinite(scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
                          "layer_init_random: scale (%g) must be finite and >= 0", (double)scale);
     size_t largest = 0;
     for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++)
@@ -281,7 +287,7 @@ static pfx_status check_prefix(const pfx_layer *layer, const char *fn,
                                  (double)pre->gain[h]);
     }
     if (!isfinite(pre->gain_ramp) || pre->gain_ramp < 0.0f || pre->gain_ramp > 1.0f)
-        return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gain_ramp (%g) must be in [0, 1]",
+        return pfx_error(rt, isfinite(pre->gain_ramp) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE, "%s: prefix.gain_ramp (%g) must be in [0, 1]",
                          fn, (double)pre->gain_ramp);
     if (layer->p.prefix_len == 0) {
         if (pre->k || pre->v)

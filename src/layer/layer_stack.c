@@ -2,19 +2,38 @@
  * acts[l + 1] = acts[l] + layer_l(acts[l]) forward, and the chained backward. */
 #include "layer_internal.h"
 
+/* Errors go to the stack's runtime (that of layers[0]); to the thread's only
+ * when there is no layer to name one. */
+static pfx_runtime *stack_runtime(pfx_layer *const *layers, size_t count)
+{
+    return layers && count && layers[0] ? layers[0]->rt : NULL;
+}
+
+static pfx_status check_layers(pfx_runtime *rt, const char *fn, pfx_layer *const *layers, size_t count)
+{
+    if (count == 0)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
+    for (size_t l = 0; l < count; l++) {
+        if (!layers[l])
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: layers[%zu] is NULL", fn, l);
+        if (layers[l]->rt != rt)
+            return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: layers[%zu] belongs to another runtime than "
+                             "layers[0]", fn, l);
+    }
+    return PFX_SUCCESS;
+}
+
 pfx_status pfx_stack_forward(pfx_layer *const *layers, size_t count,
                              const pfx_layer_prefix *prefixes, pfx_tensor *const *acts)
 {
     static const char fn[] = "stack_forward";
+    pfx_runtime *rt = stack_runtime(layers, count);
     if (!layers || !prefixes || !acts)
-        return pfx_error(layers && layers[0] ? layers[0]->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
-                         "%s: %s is NULL", fn, !layers ? "layers" : !prefixes ? "prefixes" : "acts");
-    if (count == 0)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
-    for (size_t l = 0; l < count; l++)
-        if (!layers[l])
-            return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layers[%zu] is NULL", fn, l);
-    pfx_runtime *rt = layers[0]->rt;
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
+                         !layers ? "layers" : !prefixes ? "prefixes" : "acts");
+    pfx_status st = check_layers(rt, fn, layers, count);
+    if (st != PFX_SUCCESS)
+        return st;
     for (size_t l = 0; l <= count; l++) {
         if (!acts[l])
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: acts[%zu] is NULL", fn, l);
@@ -24,7 +43,7 @@ pfx_status pfx_stack_forward(pfx_layer *const *layers, size_t count,
                                  fn, j, l);
     }
     for (size_t l = 0; l < count; l++) {
-        pfx_status st = pfx_layer_forward(layers[l], acts[l], &prefixes[l], acts[l + 1]);
+        st = pfx_layer_forward(layers[l], acts[l], &prefixes[l], acts[l + 1]);
         if (st != PFX_SUCCESS)
             return st;
     }
@@ -37,16 +56,14 @@ pfx_status pfx_stack_backward(pfx_layer *const *layers, size_t count,
                               pfx_tensor *const *scratch)
 {
     static const char fn[] = "stack_backward";
+    pfx_runtime *rt = stack_runtime(layers, count);
     if (!layers || !prefixes || !acts || !grads || !dy)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
                          !layers ? "layers" : !prefixes ? "prefixes" : !acts ? "acts"
                                                                      : !grads ? "grads" : "dy");
-    if (count == 0)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
-    for (size_t l = 0; l < count; l++)
-        if (!layers[l])
-            return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layers[%zu] is NULL", fn, l);
-    pfx_runtime *rt = layers[0]->rt;
+    pfx_status st = check_layers(rt, fn, layers, count);
+    if (st != PFX_SUCCESS)
+        return st;
     if (count > 1) {
         if (!scratch || !scratch[0] || !scratch[1])
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
@@ -66,7 +83,7 @@ pfx_status pfx_stack_backward(pfx_layer *const *layers, size_t count,
         pfx_layer_grads g = grads[i];
         const pfx_tensor *gy = i + 1 == count ? dy : scratch[(i + 1) % 2];
         g.dx = i == 0 ? dx : scratch[i % 2];
-        pfx_status st = pfx_layer_backward(layers[i], acts[i], &prefixes[i], gy, &g);
+        st = pfx_layer_backward(layers[i], acts[i], &prefixes[i], gy, &g);
         if (st != PFX_SUCCESS)
             return st;
     }
