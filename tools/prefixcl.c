@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 
 static const struct {
@@ -37,11 +38,11 @@ int main(int argc, char **argv)
         return usage(stderr);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return cli_finish_stdout(0);
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            return cli_finish_stdout(commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "prefixcl: unknown command '%s'\n\n", argv[1]);
     return usage(stderr);
 }
