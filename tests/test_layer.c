@@ -27,6 +27,7 @@ typedef struct problem {
     float *x, *dy;
     double *xd, *dyd;
     float ramp;
+    bool device_gain; /* gains as device tensors (prefix.gain NULL) */
 } problem;
 
 static size_t weight_count(const ref_layer_dims *d, int i)
@@ -185,7 +186,7 @@ static void expect_close_t(const char *what, const double *ref, const pfx_tensor
 
 typedef struct device {
     pfx_layer *layer[MAXL];
-    pfx_tensor *pk[MAXL], *pv[MAXL];
+    pfx_tensor *pk[MAXL], *pv[MAXL], *gain[MAXL];
     pfx_layer_prefix pre[MAXL];
 } device;
 
@@ -224,7 +225,12 @@ static void device_init(pfx_runtime *rt, const problem *pr, device *dv)
             dv->pk[l] = upload(rt, 3, d->kv_heads, d->prefix_len, d->head_dim, pr->pk[l]);
             dv->pv[l] = upload(rt, 3, d->kv_heads, d->prefix_len, d->head_dim, pr->pv[l]);
         }
-        dv->pre[l] = (pfx_layer_prefix){ dv->pk[l], dv->pv[l], pr->gain[l], pr->ramp };
+        dv->pre[l] = (pfx_layer_prefix){ dv->pk[l], dv->pv[l], pr->gain[l], pr->ramp, NULL };
+        if (pr->device_gain && d->gain_mode != PFX_GAIN_OFF) {
+            dv->gain[l] = upload(rt, 1, d->heads, 0, 0, pr->gain[l]);
+            dv->pre[l].gain = NULL; /* only the tensor: the test fails if it is ignored */
+            dv->pre[l].gain_tensor = dv->gain[l];
+        }
     }
 }
 
@@ -234,6 +240,7 @@ static void device_free(device *dv)
         pfx_layer_destroy(&dv->layer[l]);
         pfx_tensor_destroy(&dv->pk[l]);
         pfx_tensor_destroy(&dv->pv[l]);
+        pfx_tensor_destroy(&dv->gain[l]);
     }
 }
 
@@ -534,6 +541,27 @@ static void test_layer_single(void **state)
     problem_init(&c, 1, true, 23);
     device_case(rt, &c, true);
     problem_free(&c);
+}
+
+/* Gains held on the device (prefix.gain_tensor), forward and backward
+ * against the reference: the step reads nothing back for them. */
+static void test_device_gains(void **state)
+{
+    pfx_runtime *rt = *state;
+    problem a = { .d = { .batch = 2, .tokens = 6, .model_dim = 11, .heads = 4, .kv_heads = 2,
+                         .head_dim = 5, .prefix_len = 3, .causal = true,
+                         .gain_mode = PFX_GAIN_TANH },
+                  .ramp = 0.7f, .device_gain = true };
+    problem_init(&a, 2, true, 41);
+    device_case(rt, &a, false);
+    problem_free(&a);
+    problem b = { .d = { .batch = 1, .tokens = 5, .model_dim = 9, .heads = 3, .kv_heads = 3,
+                         .head_dim = 4, .prefix_len = 2, .residual = true,
+                         .gain_mode = PFX_GAIN_LINEAR },
+                  .ramp = 1.0f, .device_gain = true };
+    problem_init(&b, 1, true, 42);
+    device_case(rt, &b, true);
+    problem_free(&b);
 }
 
 static void test_stack(void **state)
@@ -901,6 +929,7 @@ int main(void)
         cmocka_unit_test(test_reference_attention),
         cmocka_unit_test(test_layer_single),
         cmocka_unit_test(test_stack),
+        cmocka_unit_test(test_device_gains),
         cmocka_unit_test(test_accumulate_determinism),
         cmocka_unit_test(test_mse),
         cmocka_unit_test(test_bad_inputs),

@@ -25,7 +25,7 @@ static int usage(FILE *out)
 {
     fprintf(out,
             "usage: prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
-            "                      [--csv FILE] [--compare FILE] [--plot FILE.png]\n"
+            "                      [--csv FILE] [--compare FILE] [--plot FILE.png] [--only IDS]\n"
             "  --device SEL    a device to measure (repeatable): P:D, gpu, cpu, or a name\n"
             "                  substring; default: $PREFIXCL_DEVICE, else the default device\n"
             "  --all           every OpenCL device\n"
@@ -33,7 +33,9 @@ static int usage(FILE *out)
             "  --json FILE     the run as JSON (input of --compare and bench/peer_torch.py)\n"
             "  --csv FILE      the run as CSV, one row per device and test\n"
             "  --compare FILE  each figure's change against a saved --json run\n"
-            "  --plot FILE     a bar chart (PNG): each test's share of the device's ceiling\n");
+            "  --plot FILE     a bar chart (PNG): each test's share of the device's ceiling\n"
+            "  --only IDS      only the tests whose id starts with one of these comma-separated\n"
+            "                  prefixes (sgemm,attn_fwd.a,layer.step)\n");
     return 2;
 }
 
@@ -198,7 +200,8 @@ int cmd_bench(int argc, char **argv)
     const char *selectors[BENCH_MAX_DEVICES];
     size_t nsel = 0;
     bool all = false, quick = false;
-    const char *json_path = NULL, *csv_path = NULL, *compare_path = NULL, *plot_path = NULL;
+    const char *json_path = NULL, *csv_path = NULL, *compare_path = NULL, *plot_path = NULL,
+               *only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **target = NULL;
@@ -231,12 +234,15 @@ int cmd_bench(int argc, char **argv)
             target = &compare_path;
         } else if (!strcmp(a, "--plot")) {
             target = &plot_path;
+        } else if (!strcmp(a, "--only")) {
+            target = &only;
         } else {
             fprintf(stderr, "prefixcl bench: unknown option '%s'\n", a);
             return usage(stderr);
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "prefixcl bench: %s needs a file name\n", a);
+            fprintf(stderr, "prefixcl bench: %s needs a %s\n", a,
+                    target == &only ? "list of test ids" : "file name");
             return usage(stderr);
         }
         if (*target) {
@@ -299,7 +305,7 @@ int cmd_bench(int argc, char **argv)
             continue;
         }
         dev->info = *pfx_runtime_device(rt);
-        bench_suite_run(rt, quick, dev, on_test, &prog);
+        bench_suite_run(rt, quick, only, dev, on_test, &prog);
         pfx_runtime_destroy(&rt);
         progress_clear(&prog);
         bench_print_device(stdout, dev);

@@ -1,9 +1,12 @@
 /* prefixcl: the command-line tool. One program, one subcommand per job. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
+#include "gemm.h"
 
 static const struct {
     const char *name;
@@ -34,6 +37,11 @@ static int usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* OpenBLAS chose its kernels at load time, too weak for this CPU: start
+     * again with the right ones (once: the variable is set now). */
+    const char *core = pfx_gemm_host_core_hint();
+    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0)
+        execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
     if (argc < 2)
         return usage(stderr);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {

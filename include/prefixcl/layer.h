@@ -92,8 +92,11 @@ PFX_API pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float 
 typedef struct pfx_layer_prefix {
     const pfx_tensor *k;    /* [Hkv, P, D] float32 or half; NULL when P == 0 */
     const pfx_tensor *v;
-    const float *gain;      /* host [H]: g_h; required unless the gain mode is OFF */
+    const float *gain;      /* host [H]: g_h; required unless the gain mode is OFF or gain_tensor is set */
     float gain_ramp;        /* r in [0, 1] */
+    /* device [H] float32 g_h, or NULL: used instead of `gain`, read on the
+     * device (no blocking read in a training step; values not checked) */
+    const pfx_tensor *gain_tensor;
 } pfx_layer_prefix;
 
 /* y [B, N, C] from x [B, N, C] (float32, distinct, B <= max_batch,

@@ -77,6 +77,21 @@ PFX_API pfx_status pfx_device_select(const char *selector, pfx_device_info *info
 /* Same, ignoring $PREFIXCL_DEVICE: what the default policy picks. */
 PFX_API pfx_status pfx_device_default(pfx_device_info *info);
 
+/* Where dense products (the projections, the encoder's MLP) run.
+ *   PFX_GEMM_AUTO    : $PREFIXCL_GEMM ("host" or "clblast") when set, else the
+ *                      host's BLAS on a CPU device whose buffers live in host
+ *                      memory (PoCL), else CLBlast.
+ *   PFX_GEMM_CLBLAST : CLBlast kernels on the device (any device).
+ *   PFX_GEMM_HOST    : the host's CBLAS on mapped buffers, without copies; only
+ *                      on a CPU device with host-unified memory, and only when
+ *                      the library was built with a CBLAS (else
+ *                      PFX_ERROR_UNSUPPORTED at runtime creation). */
+typedef enum pfx_gemm_backend {
+    PFX_GEMM_AUTO = 0,
+    PFX_GEMM_CLBLAST = 1,
+    PFX_GEMM_HOST = 2,
+} pfx_gemm_backend;
+
 typedef struct pfx_runtime_params {
     const char *device;       /* selector as for pfx_device_select; NULL: env, then default */
     const char *cache_dir;    /* NULL: $PREFIXCL_CACHE_DIR, $XDG_CACHE_HOME/prefixcl, ~/.cache/prefixcl */
@@ -85,6 +100,8 @@ typedef struct pfx_runtime_params {
                                  driver may then fail or swap); by default
                                  live_bytes never exceeds global_mem_bytes and
                                  an allocation past it is PFX_ERROR_OUT_OF_MEMORY */
+    pfx_gemm_backend gemm;    /* PFX_GEMM_AUTO (0) unless set */
+    bool gemm_untuned;        /* ignore a stored CLBlast GEMM tuning (prefixcl gemm-tune) */
 } pfx_runtime_params;
 
 PFX_API void pfx_runtime_default_params(pfx_runtime_params *params);
@@ -100,6 +117,20 @@ PFX_API void pfx_runtime_destroy(pfx_runtime **rt);
 
 PFX_API const pfx_device_info *pfx_runtime_device(const pfx_runtime *rt);
 
+/* The GEMM backend this runtime chose (never PFX_GEMM_AUTO; CLBlast for NULL). */
+PFX_API pfx_gemm_backend pfx_runtime_gemm_backend(const pfx_runtime *rt);
+
+/* What became of this device's stored CLBlast GEMM tuning (`prefixcl
+ * gemm-tune`, a file in the kernel cache folder) when the runtime was
+ * created: "applied <file>", "none (<file> absent)", "ignored <file>:
+ * <reason>" (a corrupt or foreign file is rejected and CLBlast keeps its own
+ * choice), "off" (params.gemm_untuned or no cache folder). CLBlast holds
+ * tunings per device for the whole process. Never NULL. */
+PFX_API const char *pfx_runtime_gemm_tuning(const pfx_runtime *rt);
+
+/* "clblast", "host" or "auto"; "unknown" for any other value. */
+PFX_API const char *pfx_gemm_backend_name(pfx_gemm_backend backend);
+
 /* Waits for everything enqueued on the runtime's queue. */
 PFX_API pfx_status pfx_runtime_finish(pfx_runtime *rt);
 
@@ -111,6 +142,7 @@ typedef struct pfx_memory_stats {
     size_t live_bytes;        /* device bytes held now: tensors and workspaces */
     size_t peak_bytes;        /* high-water mark of live_bytes */
     size_t live_buffers;      /* device allocations held now */
+    size_t workspace_bytes;   /* of live_bytes: the runtime's scratch, kept and reused by ops */
 } pfx_memory_stats;
 
 PFX_API pfx_status pfx_runtime_memory(const pfx_runtime *rt, pfx_memory_stats *stats);

@@ -277,10 +277,24 @@ static pfx_status check_prefix(const pfx_layer *layer, const char *fn,
     pfx_runtime *rt = layer->rt;
     if (!pre)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix is NULL", fn);
-    if (layer->p.gain_mode != PFX_GAIN_OFF) {
+    const pfx_tensor *g = pre->gain_tensor;
+    if (layer->p.gain_mode != PFX_GAIN_OFF && g) {
+        if (g->rt != rt)
+            return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
+                             "%s: prefix.gain_tensor belongs to another runtime than the layer",
+                             fn);
+        if (g->dtype != PFX_DTYPE_F32)
+            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                             "%s: prefix.gain_tensor must be float32", fn);
+        if (g->ndim != 1 || g->shape[0] != layer->p.heads)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                             "%s: prefix.gain_tensor must have shape [H=%zu]", fn,
+                             layer->p.heads);
+    } else if (layer->p.gain_mode != PFX_GAIN_OFF) {
         if (!pre->gain)
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
-                             "%s: prefix.gain is NULL with a gain mode", fn);
+                             "%s: prefix.gain and prefix.gain_tensor are NULL with a gain mode",
+                             fn);
         for (size_t h = 0; h < layer->p.heads; h++)
             if (!isfinite(pre->gain[h]))
                 return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gain[%zu] is %g", fn, h,
@@ -332,6 +346,7 @@ static pfx_attention_desc make_desc(const pfx_layer *layer, size_t b, size_t n,
     d.scale = layer->p.scale;
     d.gain_mode = layer->p.gain_mode;
     d.gain = layer->p.gain_mode != PFX_GAIN_OFF ? pre->gain : NULL;
+    d.gain_tensor = layer->p.gain_mode != PFX_GAIN_OFF ? pre->gain_tensor : NULL;
     d.gain_ramp = pre->gain_ramp;
     return d;
 }

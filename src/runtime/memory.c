@@ -18,6 +18,9 @@ static pfx_status buffer_create(pfx_runtime *rt, size_t bytes, const void *host_
                          bytes, rt->memory.live_bytes, (unsigned long long)rt->info.global_mem_bytes);
     cl_int err = CL_SUCCESS;
     cl_mem_flags flags = CL_MEM_READ_WRITE | (host_copy ? CL_MEM_COPY_HOST_PTR : 0);
+    /* The host GEMM backend maps buffers in place: ask for host memory. */
+    if (rt->gemm == PFX_GEMM_HOST)
+        flags |= CL_MEM_ALLOC_HOST_PTR;
     cl_mem mem = clCreateBuffer(rt->context, flags, bytes, (void *)host_copy, &err);
     if (err != CL_SUCCESS)
         return pfx_cl_error(rt, err, "allocating a device buffer");

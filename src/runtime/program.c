@@ -286,6 +286,14 @@ pfx_status pfx_program_get_source(pfx_runtime *rt, const char *name, const char 
 static pfx_status kernel_get(pfx_runtime *rt, const char *program_name, const char *options,
                              const char *kernel_name, cl_kernel *out)
 {
+    for (size_t i = 0; i < rt->kernel_count; i++) {
+        const pfx_kernel_entry *e = &rt->kernels[i];
+        if (!strcmp(e->name, kernel_name) && !strcmp(e->program_name, program_name) &&
+            !strcmp(e->options, options)) {
+            *out = e->kernel;
+            return PFX_SUCCESS;
+        }
+    }
     char *source = pfx_kernel_source(program_name);
     if (!source)
         return pfx_error(rt, PFX_ERROR_BUILD_FAILED, "kernel program '%s' not found%s",
@@ -295,12 +303,6 @@ static pfx_status kernel_get(pfx_runtime *rt, const char *program_name, const ch
     free(source);
     if (st != PFX_SUCCESS)
         return st;
-    for (size_t i = 0; i < rt->kernel_count; i++) {
-        if (rt->kernels[i].program == program && !strcmp(rt->kernels[i].name, kernel_name)) {
-            *out = rt->kernels[i].kernel;
-            return PFX_SUCCESS;
-        }
-    }
     pfx_kernel_entry *grown = realloc(rt->kernels, (rt->kernel_count + 1) * sizeof(*grown));
     if (!grown)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "kernel table: host allocation failed");
@@ -313,12 +315,16 @@ static pfx_status kernel_get(pfx_runtime *rt, const char *program_name, const ch
                  program_name);
         return pfx_cl_error(rt, err, what);
     }
-    char *name = strdup(kernel_name);
-    if (!name) {
+    pfx_kernel_entry e = { program, strdup(program_name), strdup(options), strdup(kernel_name),
+                           kernel };
+    if (!e.program_name || !e.options || !e.name) {
+        free(e.program_name);
+        free(e.options);
+        free(e.name);
         clReleaseKernel(kernel);
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "kernel table: host allocation failed");
     }
-    rt->kernels[rt->kernel_count++] = (pfx_kernel_entry){ program, name, kernel };
+    rt->kernels[rt->kernel_count++] = e;
     *out = kernel;
     return PFX_SUCCESS;
 }
@@ -338,6 +344,8 @@ void pfx_programs_release(pfx_runtime *rt)
 {
     for (size_t i = 0; i < rt->kernel_count; i++) {
         clReleaseKernel(rt->kernels[i].kernel);
+        free(rt->kernels[i].program_name);
+        free(rt->kernels[i].options);
         free(rt->kernels[i].name);
     }
     for (size_t i = 0; i < rt->program_count; i++) {
