@@ -890,7 +890,7 @@ static void test_init_random(void **state)
     free(x);
     free(y);
     assert_status_names(rt, pfx_encoder_init_random(a, 1, NAN), PFX_ERROR_NOT_FINITE, "scale");
-    assert_status_names(rt, pfx_encoder_init_random(a, 1, -1.0f), PFX_ERROR_NOT_FINITE, "scale");
+    assert_status_names(rt, pfx_encoder_init_random(a, 1, -1.0f), PFX_ERROR_INVALID_ARGUMENT, "scale");
     assert_string_equal(pfx_encoder_param_name(PFX_ENCODER_W2), "prefix_encoder.transform.2.weight");
     assert_null(pfx_encoder_param_name((pfx_encoder_param)5));
     assert_null(pfx_encoder_tensor(a, (pfx_encoder_param)5));

@@ -705,7 +705,7 @@ static void test_bad_inputs(void **state)
     device dv;
     device_init(rt, &pr, &dv);
     pfx_layer *L = dv.layer[0];
-    assert_status_names(rt, pfx_layer_init_random(L, 1, -1.0f), PFX_ERROR_NOT_FINITE, "scale");
+    assert_status_names(rt, pfx_layer_init_random(L, 1, -1.0f), PFX_ERROR_INVALID_ARGUMENT, "scale");
     const size_t B = d->batch, N = d->tokens, C = d->model_dim;
     pfx_tensor *x = upload(rt, 3, B, N, C, pr.x), *y = tensor(rt, 3, B, N, C);
     pfx_tensor *dy = upload(rt, 3, B, N, C, pr.dy), *dx = tensor(rt, 3, B, N, C);
@@ -735,7 +735,7 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_NOT_FINITE, "gain[1]");
     p2 = pre;
     p2.gain_ramp = 1.5f;
-    assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_NOT_FINITE, "gain_ramp");
+    assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_INVALID_ARGUMENT, "gain_ramp");
     p2 = pre;
     p2.gain = NULL;
     p2.gain_tensor = x; /* device gains: [H] float32 */
@@ -889,6 +889,53 @@ static void test_accounting(void **state)
     assert_int_equal(pfx_test_live_bytes(rt), before);
 }
 
+/* Refusals of the hardening pass: what no forward can run is refused at
+ * create; the stack records its errors for the layers' runtime; finite values
+ * out of range are INVALID_ARGUMENT, NaN and infinities NOT_FINITE. */
+static void test_hostile(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t before = pfx_test_live_bytes(rt);
+    pfx_layer_params lp = { .model_dim = 8, .heads = 2, .kv_heads = 1, .head_dim = 300, .prefix_len = 1,
+                            .max_batch = 1, .max_tokens = 3, .residual = true, .gain_mode = PFX_GAIN_TANH };
+    pfx_layer *L = NULL;
+    assert_status_names(rt, pfx_layer_create(rt, &lp, &L), PFX_ERROR_UNSUPPORTED, "head_dim 300");
+    assert_null(L);
+    assert_int_equal(pfx_test_live_bytes(rt), before);
+    lp.scale = -1.0f;
+    lp.head_dim = 4;
+    assert_status_names(rt, pfx_layer_create(rt, &lp, &L), PFX_ERROR_INVALID_ARGUMENT, "scale");
+    lp.scale = INFINITY;
+    assert_status_names(rt, pfx_layer_create(rt, &lp, &L), PFX_ERROR_NOT_FINITE, "scale");
+    lp.scale = 0.0f;
+    lp.head_dim = 256;
+    assert_int_equal(pfx_layer_create(rt, &lp, &L), PFX_SUCCESS);
+    assert_status_names(rt, pfx_layer_init_random(L, 1, NAN), PFX_ERROR_NOT_FINITE, "scale");
+
+    /* Stack errors land in pfx_last_error(rt), not in the thread's. */
+    pfx_layer *layers[2] = { L, NULL };
+    pfx_layer_prefix pre[2] = { 0 };
+    size_t shape[3] = { 1, 3, 8 };
+    pfx_tensor *acts[3] = { NULL };
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &acts[i]), PFX_SUCCESS);
+    pfx_device_info unused;
+    (void)pfx_device_select("no-such-device-for-this-test", &unused); /* an older, unrelated thread message */
+    assert_status_names(rt, pfx_stack_forward(layers, 2, pre, acts), PFX_ERROR_NULL_ARGUMENT, "layers[1]");
+    assert_status_names(rt, pfx_stack_forward(layers, 1, NULL, acts), PFX_ERROR_NULL_ARGUMENT, "prefixes");
+    pfx_layer_grads grads[2] = { 0 };
+    assert_status_names(rt, pfx_stack_backward(layers, 2, pre, acts, acts[2], grads, NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "layers[1]");
+    assert_status_names(rt, pfx_stack_backward(layers, 1, pre, acts, NULL, grads, NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "dy");
+    assert_null(strstr(pfx_last_error(rt), "no-such-device"));
+    assert_int_equal(strncmp(pfx_last_error(rt), "PFX_", 4) == 0, 0);
+    for (int i = 0; i < 3; i++)
+        pfx_tensor_destroy(&acts[i]);
+    pfx_layer_destroy(&L);
+    assert_int_equal(pfx_test_live_bytes(rt), before);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -902,6 +949,7 @@ int main(void)
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_hostile),
     };
     return cmocka_run_group_tests_name("layer", tests, pfx_test_group_setup,
                                        pfx_test_group_teardown);

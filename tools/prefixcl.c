@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "gemm.h"
 
@@ -47,11 +48,11 @@ int main(int argc, char **argv)
         return usage(stderr);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return cli_finish_stdout(0);
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            return cli_finish_stdout(commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "prefixcl: unknown command '%s'\n\n", argv[1]);
     return usage(stderr);
 }

@@ -3,8 +3,13 @@
  *
  * Thread safety: device discovery (pfx_device_*) may be called from any
  * thread. A pfx_runtime and the tensors created from it must be used by one
- * thread at a time; two runtimes, even on the same device, are independent and
- * may be used from two threads at once. pfx_last_error(NULL) is per thread.
+ * thread at a time (handing it to another thread between calls is fine); two
+ * runtimes, even on the same device, are independent and may be used from two
+ * threads at once. pfx_last_error(NULL) is per thread. A call that reaches the
+ * device (kernel builds, launches, allocations) while another thread is inside
+ * the same runtime fails with PFX_ERROR_BUSY, its detail in
+ * pfx_last_error(NULL), instead of racing inside the driver; this is a check
+ * (one atomic compare-and-swap), not a lock: the program is still wrong.
  */
 #ifndef PREFIXCL_RUNTIME_H
 #define PREFIXCL_RUNTIME_H
@@ -91,6 +96,10 @@ typedef struct pfx_runtime_params {
     const char *device;       /* selector as for pfx_device_select; NULL: env, then default */
     const char *cache_dir;    /* NULL: $PREFIXCL_CACHE_DIR, $XDG_CACHE_HOME/prefixcl, ~/.cache/prefixcl */
     bool disable_cache;       /* never read or write kernel binaries on disk */
+    bool allow_overcommit;    /* allocate past the device's global memory (the
+                                 driver may then fail or swap); by default
+                                 live_bytes never exceeds global_mem_bytes and
+                                 an allocation past it is PFX_ERROR_OUT_OF_MEMORY */
     pfx_gemm_backend gemm;    /* PFX_GEMM_AUTO (0) unless set */
     bool gemm_untuned;        /* ignore a stored CLBlast GEMM tuning (prefixcl gemm-tune) */
 } pfx_runtime_params;

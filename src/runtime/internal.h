@@ -6,6 +6,8 @@
 
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 
 #include "prefixcl/prefixcl.h"
 
@@ -71,6 +73,10 @@ struct pfx_runtime {
     pfx_kernel_entry *kernels;
     size_t kernel_count;
 
+    bool allow_overcommit;    /* pfx_runtime_params.allow_overcommit */
+    _Atomic(uintptr_t) owner; /* the thread inside the runtime (0: none), see guard.c */
+    unsigned owner_depth;     /* nested enters of that thread */
+
     char error[PFX_ERROR_MAX];
 };
 
@@ -97,6 +103,19 @@ pfx_status pfx_cl_error(pfx_runtime *rt, cl_int err, const char *what);
 const char *pfx_cl_error_name(cl_int err);
 /* Appends text to the recorded message (build logs). */
 void pfx_error_append(pfx_runtime *rt, const char *text);
+
+/* ---- one thread at a time (src/runtime/guard.c) ---- */
+/* Marks the calling thread as inside rt (nesting allowed); PFX_ERROR_BUSY,
+ * recorded for the calling thread (pfx_last_error(NULL)), when another thread
+ * is inside. Every successful enter is paired with a leave. */
+pfx_status pfx_rt_enter(pfx_runtime *rt, const char *what);
+void pfx_rt_leave(pfx_runtime *rt);
+
+/* ---- files (src/runtime/file.c) ---- */
+/* Opens an existing file for reading without blocking on a FIFO or a device:
+ * NULL (errno set) when it cannot be opened, NULL with *not_regular set when
+ * it is anything but a regular file. */
+FILE *pfx_fopen_regular(const char *path, bool *not_regular);
 
 /* ---- checked size arithmetic ---- */
 static inline bool pfx_mul_overflows(size_t a, size_t b, size_t *out)

@@ -45,6 +45,7 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
         return st;
     }
     rt->vendor = classify_vendor(&rt->info);
+    rt->allow_overcommit = params->allow_overcommit;
 
     cl_int err = CL_SUCCESS;
     cl_context_properties props[] = { CL_CONTEXT_PLATFORM, (cl_context_properties)rt->platform, 0 };
