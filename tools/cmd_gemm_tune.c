@@ -2,13 +2,12 @@
  * tunes CLBlast's GEMM kernels for one device (src/ops/gemm_tune.h) and
  * stores the winner in the kernel cache folder, where every later runtime on
  * that device and driver applies it. */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "gemm_tune.h"
 
@@ -54,21 +53,10 @@ static void on_progress(void *user, double fraction, const char *phase, unsigned
     }
 }
 
-static bool parse_number(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = s && *s ? strtod(s, &end) : NAN;
-    if (!s || !*s || errno || *end || !(v >= lo && v <= hi))
-        return false;
-    *out = v;
-    return true;
-}
-
 int cmd_gemm_tune(int argc, char **argv)
 {
     const char *device = NULL;
-    double limit = 300, seed = 1;
+    uint64_t limit = 300, seed = 1;
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -86,9 +74,9 @@ int cmd_gemm_tune(int argc, char **argv)
             return usage(stderr);
         } else if (!strcmp(a, "--device")) {
             device = v;
-        } else if (!strcmp(a, "--time-limit") ? !parse_number(v, 1, 86400, &limit)
-                                               : !parse_number(v, 0, 1e15, &seed)) {
-            fprintf(stderr, "prefixcl gemm-tune: %s %s: not a number in range\n\n", a, v);
+        } else if (!strcmp(a, "--time-limit") ? !cli_uint(v, 1, 86400, &limit)
+                                               : !cli_uint(v, 0, UINT64_MAX, &seed)) {
+            fprintf(stderr, "prefixcl gemm-tune: %s %s: not an integer in range\n\n", a, v);
             return usage(stderr);
         }
         i++;
@@ -105,10 +93,10 @@ int cmd_gemm_tune(int argc, char **argv)
     }
     const pfx_device_info *info = pfx_runtime_device(rt);
     if (!quiet)
-        fprintf(stderr, "gemm-tune: %s (%s, driver %s), up to %.0f s\n", info->device_name,
-                info->platform_name, info->driver_version, limit);
+        fprintf(stderr, "gemm-tune: %s (%s, driver %s), up to %llu s\n", info->device_name,
+                info->platform_name, info->driver_version, (unsigned long long)limit);
     progress prog = { .tty = isatty(STDERR_FILENO) != 0, .quiet = quiet, .last_line = -1 };
-    pfx_gemm_tune_params params = { .time_limit_s = limit, .seed = (uint64_t)seed,
+    pfx_gemm_tune_params params = { .time_limit_s = (double)limit, .seed = seed,
                                     .progress = on_progress, .user = &prog };
     pfx_gemm_tune_report rep;
     pfx_status st = pfx_gemm_tune(rt, &params, &rep);

@@ -448,8 +448,11 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
     if (t.count == 0 || t.count > 64)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "gemm-tune: %zu shapes (1..64 accepted)",
                          t.count);
+    pfx_status st = pfx_rt_enter(rt, "gemm-tune");
+    if (st != PFX_SUCCESS)
+        return st;
     t.start = now_s();
-    pfx_status st = setup(&t);
+    st = setup(&t);
 
     /* Untuned: whatever CLBlast chooses for this device now. */
     double untuned[64], ind[64], dir[64], tuned[64];
@@ -502,5 +505,6 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
         st = pfx_gemm_tuning_write(rt, report->path, &best);
     }
     teardown(&t);
+    pfx_rt_leave(rt);
     return st;
 }
