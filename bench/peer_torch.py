@@ -100,13 +100,15 @@ def run_prefixcl(exe, ids, device, quick):
         if os.path.exists(path):
             os.remove(path)
     dev = run["devices"][0]
+    name = "%s; GEMM %s, CLBlast tuning %s" % (dev.get("name", "?"), dev.get("gemm_backend", "?"),
+                                              dev.get("gemm_tuning", "?"))
     out = {}
     for t in dev.get("tests", []):
         if t.get("status") == "ok":
             out[t["id"]] = (t.get("median_ms"), "")
         else:
             out[t["id"]] = (None, t.get("reason", "skipped"))
-    return out, dev.get("name", "?")
+    return out, name
 
 
 # ---------------------------------------------------------------- torch side
