@@ -1,7 +1,6 @@
-/* Replays files (or every file of folders) through the fuzz harness without
- * libFuzzer, so the corpus runs in every build, sanitizers included.
- * usage: run_corpus PATH...   Prints how many inputs parsed (when the
- * harness defines pfx_fuzz_valid). */
+/* Replays files (or every file of folders) through a fuzz harness (fuzz.h)
+ * without libFuzzer, so each corpus runs in every build, sanitizers included.
+ * usage: run_corpus PATH...   Prints how many inputs parsed. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,12 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fuzz.h"
 #include "prefixcl/prefixcl.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-/* Optional, from the harness: whether the input is valid (the summary counts
- * the valid ones; the others are listed with pfx_last_error(NULL)). */
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label) __attribute__((weak));
 
 static int run_file(const char *path, size_t *ok)
 {
@@ -40,9 +35,9 @@ static int run_file(const char *path, size_t *ok)
     if (!buf)
         return 1;
     LLVMFuzzerTestOneInput(buf, n);
-    if (pfx_fuzz_valid && pfx_fuzz_valid(buf, n, path))
+    if (pfx_fuzz_accepts(buf, n, path))
         (*ok)++;
-    else if (pfx_fuzz_valid)
+    else
         printf("  %s: %s\n", path, pfx_last_error(NULL));
     /* Every prefix of a small file too: truncations must be rejected cleanly. */
     if (n <= 4096)
