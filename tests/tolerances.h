@@ -76,4 +76,16 @@
 #define TOL_LAYER_FD_STEP 1e-5
 #define TOL_LAYER_FD 1e-7
 
+/*
+ * Whole-model pieces (src/ops/model_ops.h), float32 compute against the
+ * double reference fed the very values the device holds (half weights
+ * half-rounded first, so half storage keeps the float32 bound).
+ * TOL_OPS_F32: row reductions of up to a few thousand terms (norm statistics,
+ * softmax sums: sqrt(n) * 2^-24 ~ 1e-6), device exp/log/tanh/erf/cos/sin of a
+ * few ulp; a wrong term or factor is O(1e-2) or more.
+ * TOL_OPS_GEMM: one SGEMM of a widened half weight (as TOL_ENC_F32).
+ */
+#define TOL_OPS_F32 1e-5
+#define TOL_OPS_GEMM 2e-5
+
 #endif

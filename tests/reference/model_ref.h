@@ -42,6 +42,7 @@
 #include <stdint.h>
 
 #include "prefixcl/attention.h"
+#include "reference/model_ops_ref.h" /* ref_activation, ref_rope */
 
 #ifdef __cplusplus
 extern "C" {
@@ -51,20 +52,6 @@ typedef enum ref_model_family {
     REF_MODEL_GPT2 = 0,
     REF_MODEL_LLAMA = 1, /* llama, qwen2 (qkv_bias), mistral */
 } ref_model_family;
-
-/* Same order as pfx_activation (src/ops/model_ops.h). */
-typedef enum ref_activation {
-    REF_ACT_GELU_TANH = 0, /* gelu_new, gelu_pytorch_tanh */
-    REF_ACT_GELU = 1,      /* exact, erf */
-    REF_ACT_RELU = 2,
-    REF_ACT_SILU = 3,
-} ref_activation;
-
-typedef struct ref_rope {
-    double theta;           /* rope_theta */
-    bool llama3;            /* rope_scaling type llama3 */
-    double factor, low_freq_factor, high_freq_factor, original_max_position_embeddings;
-} ref_rope;
 
 typedef struct ref_model_config {
     ref_model_family family;
@@ -115,9 +102,6 @@ typedef struct ref_model_batch {
 
 /* Counted labels of the batch (labels[b, t] != -100 for 1 <= t < N). */
 size_t ref_model_label_count(const ref_model_batch *x);
-
-/* inv_freq[i], i < D/2 (default or llama3, as transformers computes it). */
-void ref_rope_inv_freq(const ref_rope *r, size_t head_dim, double *inv_freq);
 
 /* Logits [B, N, V] (or NULL) and the loss (or NULL; needs labels). */
 void ref_model_forward(const ref_model_config *c, const ref_model_weights *w,
