@@ -43,6 +43,7 @@
 
 #include "prefixcl/attention.h"
 #include "reference/model_ops_ref.h" /* ref_activation, ref_rope */
+#include "reference/random.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,6 +115,19 @@ void ref_model_forward(const ref_model_config *c, const ref_model_weights *w,
 void ref_model_backward(const ref_model_config *c, const ref_model_weights *w,
                         const ref_model_prefix *p, const ref_model_batch *x, double *loss,
                         double *dkp, double *dvp, double *dgain);
+
+/* Random weights for a config, in HF layouts, held in one block: norm
+ * weights 1 + U(-0.2, 0.2), biases U(-0.1, 0.1), embeddings U(-1, 1) (wpe
+ * U(-0.5, 0.5)), matrices U(-1, 1) / sqrt(fan-in); the LM head tied
+ * (lm_head NULL: point it at a [V, C] array to untie). */
+typedef struct ref_model_storage {
+    float *data;
+    size_t count, used;
+    ref_model_layer *layers;
+} ref_model_storage;
+void ref_model_random(const ref_model_config *c, ref_rng *rng, ref_model_weights *w,
+                      ref_model_storage *s);
+void ref_model_storage_free(ref_model_storage *s);
 
 #ifdef __cplusplus
 }
