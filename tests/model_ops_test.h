@@ -27,6 +27,15 @@ static inline pfx_tensor *mo_upload(pfx_runtime *rt, ref_rng *rng, pfx_dtype dt,
     return t;
 }
 
+/* The same without the host copy (bad-argument tests). */
+static inline pfx_tensor *mo_random(pfx_runtime *rt, ref_rng *rng, pfx_dtype dt, size_t n)
+{
+    float *host = NULL;
+    pfx_tensor *t = mo_upload(rt, rng, dt, n, 1.0f, &host);
+    free(host);
+    return t;
+}
+
 static inline float *mo_read(const pfx_tensor *t)
 {
     float *x = NULL;

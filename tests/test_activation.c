@@ -150,14 +150,10 @@ static void test_bad_arguments(void **state)
     pfx_runtime *rt = *state;
     ref_rng rng;
     ref_rng_seed(&rng, 9);
-    float *h;
-    pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, 64, 1.0f, &h);
-    free(h);
-    pfx_tensor *xh = mo_upload(rt, &rng, PFX_DTYPE_F16, 64, 1.0f, &h);
-    free(h);
+    pfx_tensor *x = mo_random(rt, &rng, PFX_DTYPE_F32, 64);
+    pfx_tensor *xh = mo_random(rt, &rng, PFX_DTYPE_F16, 64);
     pfx_runtime *rt2 = pfx_test_runtime();
-    pfx_tensor *other = mo_upload(rt2, &rng, PFX_DTYPE_F32, 64, 1.0f, &h);
-    free(h);
+    pfx_tensor *other = mo_random(rt2, &rng, PFX_DTYPE_F32, 64);
     const size_t live = pfx_test_live_bytes(rt);
     pfx_mat a = PFX_MAT(x, 4, 8), b = pfx_mat_of(x, 32, 4, 8, 8);
     assert_status_names(rt, pfx_op_activation_forward(rt, (pfx_activation)7, a, b),

@@ -129,13 +129,9 @@ static void test_bad_arguments(void **state)
     pfx_runtime *rt = *state;
     ref_rng rng;
     ref_rng_seed(&rng, 56);
-    float *h;
-    pfx_tensor *z = mo_upload(rt, &rng, PFX_DTYPE_F32, 4 * 10, 1.0f, &h);
-    free(h);
-    pfx_tensor *zh = mo_upload(rt, &rng, PFX_DTYPE_F16, 4 * 10, 1.0f, &h);
-    free(h);
-    pfx_tensor *loss = mo_upload(rt, &rng, PFX_DTYPE_F32, 4, 1.0f, &h);
-    free(h);
+    pfx_tensor *z = mo_random(rt, &rng, PFX_DTYPE_F32, 4 * 10);
+    pfx_tensor *zh = mo_random(rt, &rng, PFX_DTYPE_F16, 4 * 10);
+    pfx_tensor *loss = mo_random(rt, &rng, PFX_DTYPE_F32, 4);
     pfx_ids *ids = NULL;
     assert_int_equal(pfx_ids_create(rt, 6, &ids), PFX_SUCCESS);
     const int32_t labels[6] = { 1, -100, 9, 0, 10, -5 };
