@@ -98,6 +98,16 @@ static void test_cross_entropy(void **state)
         run_case(*state, &ce_cases[i]);
 }
 
+static void test_labels_shift(void **state)
+{
+    (void)state;
+    const int32_t labels[2 * 4] = { 5, 6, -100, 7, -100, 1, 2, -100 };
+    int32_t shifted[8];
+    assert_int_equal(pfx_labels_shift(labels, 2, 4, shifted), 4);
+    const int32_t want[8] = { 6, -100, 7, -100, 1, 2, -100, -100 };
+    assert_memory_equal(shifted, want, sizeof(want));
+}
+
 static void test_deterministic(void **state)
 {
     pfx_runtime *rt = *state;
@@ -167,6 +177,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cross_entropy),
+        cmocka_unit_test(test_labels_shift),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_bad_arguments),
     };
