@@ -130,15 +130,16 @@ static void test_bias(void **state)
             ref_rng_seed(&rng, 400 + i * 2 + (uint64_t)half);
             float *hy, *hb;
             pfx_tensor *y = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hy);
-            /* the bias is the middle third of a fused [3C] bias, like GPT-2's key slice */
+            /* the bias inside a fused [3C] bias, like GPT-2's key slice */
             pfx_tensor *b = mo_upload(rt, &rng, half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 3 * C, 1.0f,
                                       &hb);
+            /* float: the middle slice; half: a strided column (every third element) */
+            const pfx_mat bv = half ? pfx_mat_of(b, 1, C, 1, 3) : PFX_VEC(b, C, C);
             double *Y = mo_gather(hy, off, R, C, ld);
             for (size_t r = 0; r < R; r++)
                 for (size_t c = 0; c < C; c++)
-                    Y[r * C + c] += hb[C + c];
-            assert_int_equal(pfx_op_bias_add(rt, pfx_mat_of(y, off, R, C, ld), PFX_VEC(b, C, C)),
-                             PFX_SUCCESS);
+                    Y[r * C + c] += hb[half ? 1 + 3 * c : C + c];
+            assert_int_equal(pfx_op_bias_add(rt, pfx_mat_of(y, off, R, C, ld), bv), PFX_SUCCESS);
             mo_expect_view("bias", y, hy, off, R, C, R > 1 ? ld : C, Y, TOL_OPS_F32);
             free(hy); free(hb); free(Y);
             pfx_tensor_destroy(&y); pfx_tensor_destroy(&b);
