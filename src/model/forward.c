@@ -515,7 +515,7 @@ static pfx_status check_call(pfx_model *m, const char *fn, const pfx_model_batch
     return PFX_SUCCESS;
 }
 
-static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t, size_t rows)
+static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t, size_t rows, const call *c)
 {
     pfx_runtime *rt = m->rt;
     if (!t)
@@ -527,6 +527,9 @@ static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t
     if (t->numel != rows * m->cfg.shape.vocab)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: logits has %zu elements, %zu x V=%zu expected", fn,
                          t->numel, rows, m->cfg.shape.vocab);
+    for (size_t l = 0; c->P && l < m->cfg.shape.layers; l++)
+        if (t->mem == c->pre.keys[l]->mem || t->mem == c->pre.values[l]->mem)
+            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: logits is also prefix %zu", fn, l);
     return PFX_SUCCESS;
 }
 
@@ -588,6 +591,16 @@ static pfx_status check_grads(pfx_model *m, const char *fn, const call *c, const
             for (size_t j = 0; c->P && j < L; j++)
                 if (t->mem == c->pre.keys[j]->mem || t->mem == c->pre.values[j]->mem)
                     return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] is also a prefix", fn, names[i], l);
+            /* distinct from every gradient before it */
+            for (size_t j = 0; j <= l; j++)
+                for (int k = 0; k < 3; k++) {
+                    pfx_tensor *const *arr = k == 0 ? g->keys : k == 1 ? g->values : g->gains;
+                    if ((j == l && k >= i) || !arr || !arr[j])
+                        continue;
+                    if (arr[j]->mem == t->mem)
+                        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] and %s[%zu] are the same tensor", fn,
+                                         names[k], j, names[i], l);
+                }
         }
     }
     return PFX_SUCCESS;
@@ -624,7 +637,7 @@ pfx_status pfx_model_forward(pfx_model *model, const pfx_model_batch *batch, con
     call c;
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = check_output(model, fn, logits, c.R);
+        st = check_output(model, fn, logits, c.R, &c);
     if (st == PFX_SUCCESS)
         st = run_blocks(model, batch, &c);
     if (st == PFX_SUCCESS)
@@ -643,7 +656,7 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
     call c;
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = check_output(model, fn, logits, c.B);
+        st = check_output(model, fn, logits, c.B, &c);
     if (st != PFX_SUCCESS)
         return st;
     int32_t *lens = malloc(c.B * sizeof(int32_t));
