@@ -533,32 +533,29 @@ static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t
     return PFX_SUCCESS;
 }
 
-/* Shifted labels: row b*N + t is scored against label t + 1 of its item. */
+/* Shifted labels: row b*N + t is scored against label t + 1 of its item;
+ * without labels, the ids with the padding (t >= lens[b]) not counted. */
 static pfx_status write_labels(pfx_model *m, const char *fn, const pfx_model_batch *batch, call *c)
 {
-    int32_t *shifted = malloc(c->R * sizeof(int32_t));
+    int32_t *shifted = malloc(2 * c->R * sizeof(int32_t));
     if (!shifted)
         return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
-    size_t counted = 0;
-    for (size_t b = 0; b < c->B; b++) {
-        size_t len = c->lens ? (size_t)c->lens[b] : c->N;
-        for (size_t t = 0; t < c->N; t++) {
-            int32_t y = PFX_LABEL_IGNORE;
-            size_t next = b * c->N + t + 1;
-            if (t + 1 < c->N)
-                y = batch->labels ? batch->labels[next] : (t + 1 < len ? batch->ids[next] : PFX_LABEL_IGNORE);
-            shifted[b * c->N + t] = y;
-            counted += y != PFX_LABEL_IGNORE;
-        }
+    const int32_t *labels = batch->labels;
+    if (!labels) {
+        int32_t *plain = shifted + c->R;
+        for (size_t b = 0; b < c->B; b++)
+            for (size_t t = 0; t < c->N; t++)
+                plain[b * c->N + t] = !c->lens || t < (size_t)c->lens[b] ? batch->ids[b * c->N + t] : PFX_LABEL_IGNORE;
+        labels = plain;
     }
+    c->counted = pfx_labels_shift(labels, c->B, c->N, shifted);
     pfx_status st = PFX_SUCCESS;
-    if (counted == 0)
+    if (c->counted == 0)
         st = pfx_error(m->rt, PFX_ERROR_INVALID_ARGUMENT, "%s: no label is counted (every one is -100 or padding)",
                        fn);
     else
         st = pfx_ids_write(m->labels, 0, c->R, shifted);
     free(shifted);
-    c->counted = counted;
     return st;
 }
 
