@@ -13,5 +13,6 @@
 #include "prefixcl/data.h"
 #include "prefixcl/encoder.h"
 #include "prefixcl/layer.h"
+#include "prefixcl/model.h"
 
 #endif
