@@ -19,13 +19,14 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "chart.h"
 #include "commands.h"
 
 static int usage(FILE *out)
 {
     fprintf(out,
             "usage: prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
-            "                      [--csv FILE] [--compare FILE] [--plot FILE.png]\n"
+            "                      [--csv FILE] [--compare FILE] [--plot FILE.png|.svg]\n"
             "  --device SEL    a device to measure (repeatable): P:D, gpu, cpu, or a name\n"
             "                  substring; default: $PREFIXCL_DEVICE, else the default device\n"
             "  --all           every OpenCL device\n"
@@ -33,7 +34,9 @@ static int usage(FILE *out)
             "  --json FILE     the run as JSON (input of --compare and bench/peer_torch.py)\n"
             "  --csv FILE      the run as CSV, one row per device and test\n"
             "  --compare FILE  each figure's change against a saved --json run\n"
-            "  --plot FILE     a bar chart (PNG): each test's share of the device's ceiling\n");
+            "  --plot FILE     a bar chart (PNG, or SVG for a .svg name): each test's figure\n"
+            "                  on its bar, the device's ceiling as a marker, with --compare\n"
+            "                  the saved run beside it and the change in percent\n");
     return 2;
 }
 
@@ -115,21 +118,35 @@ static bool write_atomic(const char *option, const char *path, writer_fn writer,
     return ok;
 }
 
-static bool write_plot(const char *path, const bench_run *run)
+/* The chart through a temporary file that keeps the extension (it picks PNG
+ * or SVG). Without cairo nothing is drawn and that is said, not failed. */
+static bool write_plot(const char *path, const bench_run *run, const bench_run *base)
 {
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    const char *ext = dot && (!slash || dot > slash) ? dot : "";
     char tmp[4096];
-    int fd = make_temp(path, tmp, sizeof(tmp));
-    bool ok = fd >= 0;
-    if (ok) {
-        close(fd);
-        ok = bench_plot_png(tmp, run) == 0 && rename(tmp, path) == 0;
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp-XXXXXX%s", path, ext) >= sizeof(tmp)) {
+        fprintf(stderr, "prefixcl bench: --plot %s: %s\n", path, strerror(ENAMETOOLONG));
+        return false;
     }
-    if (!ok) {
+    int fd = mkstemps(tmp, (int)strlen(ext));
+    if (fd < 0) {
         fprintf(stderr, "prefixcl bench: --plot %s: cannot write: %s\n", path, strerror(errno));
-        if (fd >= 0)
-            unlink(tmp);
+        return false;
     }
-    return ok;
+    fchmod(fd, file_mode());
+    close(fd);
+    int rc = bench_plot(tmp, run, base);
+    if (rc == CHART_OK && rename(tmp, path) == 0)
+        return true;
+    unlink(tmp);
+    if (rc == CHART_UNAVAILABLE) {
+        printf("prefixcl bench: --plot %s: %s\n", path, chart_strerror(rc));
+        return true;
+    }
+    fprintf(stderr, "prefixcl bench: --plot %s: %s%s%s\n", path, chart_strerror(rc),
+            rc == CHART_ERR_IO ? ": " : "", rc == CHART_ERR_IO ? strerror(errno) : "");
+    return false;
 }
 
 /* ---------------------------------------------------------------- progress */
@@ -347,7 +364,7 @@ int cmd_bench(int argc, char **argv)
         rc = 1;
     if (csv_path && !write_atomic("--csv", csv_path, bench_write_csv, &run))
         rc = 1;
-    if (plot_path && !write_plot(plot_path, &run))
+    if (plot_path && !write_plot(plot_path, &run, compare_path ? &base : NULL))
         rc = 1;
     return rc;
 }

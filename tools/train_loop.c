@@ -37,9 +37,12 @@ void train_result_free(train_result *r)
     free(r->losses);
     free(r->grad_norms);
     free(r->layer_stats);
-    r->losses = NULL;
-    r->grad_norms = NULL;
-    r->layer_stats = NULL;
+    free(r->lrs);
+    free(r->eval_steps);
+    free(r->eval_losses);
+    free(r->gains);
+    free(r->teacher_gains);
+    memset(r, 0, sizeof(*r));
 }
 
 static double now_s(void)
@@ -76,7 +79,7 @@ typedef struct job {
     pfx_tensor *dy, *scratch[2];
     pfx_tensor *stat[3]; /* entropy, top-k, prefix mass [H] */
     pfx_optimizer *opt;
-    float *x_host;
+    float *x_host, *x_eval;
 } job;
 
 static void job_free(job *j)
@@ -108,6 +111,7 @@ static void job_free(job *j)
     pfx_tensor_destroy(&j->scratch[1]);
     pfx_encoder_destroy(&j->enc);
     free(j->x_host);
+    free(j->x_eval);
     pfx_runtime_destroy(&j->rt);
 }
 
@@ -184,8 +188,16 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     res->losses = calloc(c->steps, sizeof(double));
     res->grad_norms = calloc(c->steps, sizeof(float));
     res->layer_stats = calloc(L, sizeof(train_layer_stats));
+    res->lrs = calloc(c->steps, sizeof(float));
+    const size_t evals = c->eval_every ? c->steps / c->eval_every : 0;
+    res->eval_steps = calloc(evals ? evals : 1, sizeof(size_t));
+    res->eval_losses = calloc(evals ? evals : 1, sizeof(double));
+    res->gains = calloc(L * H, sizeof(float));
+    res->teacher_gains = calloc(L * H, sizeof(float));
     j->x_host = malloc(B * N * C * sizeof(float));
-    if (!res->losses || !res->grad_norms || !res->layer_stats || !j->x_host) {
+    j->x_eval = malloc(B * N * C * sizeof(float));
+    if (!res->losses || !res->grad_norms || !res->layer_stats || !res->lrs || !res->eval_steps ||
+        !res->eval_losses || !res->gains || !res->teacher_gains || !j->x_host || !j->x_eval) {
         fprintf(stderr, "prefixcl train: out of host memory\n");
         goto fail;
     }
@@ -209,7 +221,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         if (!j->t_gain[l] || !j->s_gain[l])
             goto fail;
         for (size_t h = 0; h < H; h++)
-            j->t_gain[l][h] = uniform(&rng, c->teacher_gain_scale);
+            res->teacher_gains[l * H + h] = j->t_gain[l][h] = uniform(&rng, c->teacher_gain_scale);
     }
     for (size_t l = 0; l <= L; l++) {
         CHECK(pfx_tensor_create(j->rt, PFX_DTYPE_F32, 3, act, &j->s_act[l]));
@@ -281,19 +293,32 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     pfx_encoder_grads eg = { j->enc_grad[0], j->enc_grad[1], j->enc_grad[2], j->enc_grad[3],
                              j->enc_grad[4], false };
     uint64_t data_rng = c->seed * UINT64_C(0xD1B54A32D192ED03) + 99;
+    uint64_t eval_rng = c->seed * UINT64_C(0xD1B54A32D192ED03) + 7777; /* the held-out batch */
+    for (size_t i = 0; i < B * N * C; i++)
+        j->x_eval[i] = uniform(&eval_rng, 1.0f);
     res->setup_seconds = now_s() - t0;
     const double t1 = now_s();
     for (size_t s = 0; s < c->steps; s++) {
-        for (size_t i = 0; i < B * N * C; i++)
-            j->x_host[i] = uniform(&data_rng, 1.0f);
-        CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
-        CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         CHECK(pfx_encoder_forward(j->enc, j->s_pk, j->s_pv));
         for (size_t l = 0; l < L; l++) {
             CHECK(pfx_tensor_read(j->gain[l], 0, H, j->s_gain[l]));
             spre[l] = (pfx_layer_prefix){ j->s_pk[l], j->s_pv[l], j->s_gain[l], ramp };
         }
+        if (c->eval_every && (s + 1) % c->eval_every == 0) {
+            /* the parameters this step trains from, on the held-out batch */
+            double eval_loss;
+            CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_eval));
+            CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
+            CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
+            CHECK(pfx_mse_loss(j->s_act[L], j->t_act[L], j->dy, &eval_loss));
+            res->eval_steps[res->eval_count] = s + 1;
+            res->eval_losses[res->eval_count++] = eval_loss;
+        }
+        for (size_t i = 0; i < B * N * C; i++)
+            j->x_host[i] = uniform(&data_rng, 1.0f);
+        CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
+        CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
         CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
         double loss;
         CHECK(pfx_mse_loss(j->s_act[L], j->t_act[L], j->dy, &loss));
@@ -304,6 +329,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_optimizer_step(j->opt, &rep));
         res->losses[s] = loss;
         res->grad_norms[s] = rep.grad_norm;
+        res->lrs[s] = c->lr * rep.lr_factor;
         res->steps_done = s + 1;
         if (s == 0)
             res->first_step_seconds = now_s() - t1;
@@ -346,6 +372,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_layer_attention_stats(j->layer[l], &spre[l], 1, j->stat[0], NULL, j->stat[2]));
         res->layer_stats[l].entropy = head_mean(j->stat[0], H);
         res->layer_stats[l].prefix_mass = head_mean(j->stat[2], H);
+        memcpy(res->gains + l * H, j->s_gain[l], H * sizeof(float));
     }
 
     /* save: per-layer prefixes and gains (safetensors), and a PEFT folder */
