@@ -101,9 +101,9 @@ static void train_data(train_config *cfg, train_result *r)
     static double losses[STEPS], eval_losses[4];
     static float grad[STEPS], lrs[STEPS], gains[LAYERS * HEADS], tgains[LAYERS * HEADS];
     static size_t eval_steps[4] = { 10, 20, 30, 40 };
-    static train_layer_stats stats[LAYERS] = {
-        { 0.21, 1.9, 0.25, 2.1 }, { 0.35, 1.6, 0.31, 1.7 }, { 0.12, 2.3, 0.15, 2.2 }
-    };
+    static train_layer_stats stats[LAYERS] = { { 0.21, 1.9, 0.25, 2.1 },
+                                               { 0.35, 1.6, 0.31, 1.7 },
+                                               { 0.12, 2.3, 0.15, 2.2 } };
     for (int i = 0; i < STEPS; i++) {
         losses[i] = 2.0 * exp(-i / 9.0) + 0.004;
         grad[i] = (float)(3.0 * exp(-i / 15.0));
@@ -144,7 +144,7 @@ static void bench_data(bench_run *run, bench_run *base)
     snprintf(r[2].reason, sizeof(r[2].reason), "not built");
     r[2].gflops = r[2].gbs = r[2].share = -1;
     *base = *run;
-    base->devices[0].tests[0].gflops = 107.6; /* now +12.0 % */
+    base->devices[0].tests[0].gflops = 107.6;   /* now +12.0 % */
     base->devices[0].tests[1].gbs = 12.5 / 0.8; /* now -20.0 % */
     snprintf(base->date, sizeof(base->date), "2026-11-30T09:00:00+0000");
 }
@@ -173,7 +173,12 @@ static void test_train_pictures(void **state)
     expect(train_plot_loss(out("loss-no-eval.png"), &cfg, &r), "loss-no-eval.png");
 }
 
-static const char *const tokens[] = { "The", "\xc4\xa0" "cat", "\xc4\xa0" "sat", "a<b&c", "." };
+static const char *const tokens[] = { "The",
+                                      "\xc4\xa0"
+                                      "cat",
+                                      "\xc4\xa0"
+                                      "sat",
+                                      "a<b&c", "." };
 
 static float head_probs[5 * 8];
 
@@ -184,8 +189,8 @@ static void attention_data(void)
         double sum = 0;
         for (int j = 0; j < 8; j++) {
             bool visible = j < 3 || j - 3 <= i;
-            head_probs[i * 8 + j] = visible ? (float)exp(-0.5 * (i - j + 3) * (i - j + 3) / 4.0)
-                                            : 0.0f;
+            head_probs[i * 8 + j] =
+                visible ? (float)exp(-0.5 * (i - j + 3) * (i - j + 3) / 4.0) : 0.0f;
             sum += head_probs[i * 8 + j];
         }
         for (int j = 0; j < 8; j++)
@@ -197,10 +202,22 @@ static void test_attention_pictures(void **state)
 {
     (void)state;
     attention_data();
-    const char *keys[] = { "p0", "p1", "p2", "The", "\xc4\xa0" "cat", "\xc4\xa0" "sat", "a<b&c",
+    const char *keys[] = { "p0",
+                           "p1",
+                           "p2",
+                           "The",
+                           "\xc4\xa0"
+                           "cat",
+                           "\xc4\xa0"
+                           "sat",
+                           "a<b&c",
                            "." };
-    attn_plot_map m = { .probs = head_probs, .queries = 5, .keys = 8, .prefix_len = 3,
-                        .query_labels = tokens, .key_labels = keys,
+    attn_plot_map m = { .probs = head_probs,
+                        .queries = 5,
+                        .keys = 8,
+                        .prefix_len = 3,
+                        .query_labels = tokens,
+                        .key_labels = keys,
                         .title = "layer 1, head 2, gain 1.25" };
     expect(attn_plot_head(out("attn-head.png"), &m), "attn-head.png");
     expect(attn_plot_head(out("attn-head.svg"), &m), "attn-head.svg");
@@ -306,8 +323,8 @@ int main(int argc, char **argv)
     with_cairo = !strcmp(argv[2], "cairo");
     mkdir(dir, 0777);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_train_pictures),   cmocka_unit_test(test_attention_pictures),
-        cmocka_unit_test(test_bench_pictures),   cmocka_unit_test(test_heatmap_colours),
+        cmocka_unit_test(test_train_pictures), cmocka_unit_test(test_attention_pictures),
+        cmocka_unit_test(test_bench_pictures), cmocka_unit_test(test_heatmap_colours),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests_name("chart", tests, NULL, NULL);

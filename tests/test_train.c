@@ -75,8 +75,8 @@ static void test_command_outputs(void **state)
     (void)state;
     char dir[4096], path[4200];
     snprintf(dir, sizeof(dir), "%s/cmd-run", out_dir);
-    const char *argv[] = { "train", "--steps", "12", "--layers", "2", "--seed", "5",
-                           "--out", dir, "--quiet", "--eval-every", "4" };
+    const char *argv[] = { "train", "--steps", "12",      "--layers",     "2", "--seed", "5",
+                           "--out", dir,       "--quiet", "--eval-every", "4" };
     assert_int_equal(run_cmd(12, argv), 0);
 
     snprintf(path, sizeof(path), "%s/loss.csv", dir);

@@ -9,8 +9,8 @@
 #include <stddef.h>
 
 typedef struct attn_plot_map {
-    const float *probs;             /* queries x keys, row-major */
-    size_t queries, keys;           /* keys counts the prefix_len prefix keys first */
+    const float *probs;   /* queries x keys, row-major */
+    size_t queries, keys; /* keys counts the prefix_len prefix keys first */
     size_t prefix_len;
     const char *const *query_labels; /* [queries]; NULL: indices */
     const char *const *key_labels;   /* [keys], the prefix's first; NULL: indices */

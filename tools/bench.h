@@ -96,8 +96,8 @@ const bench_result *bench_find_test(const bench_device *dev, const char *id);
 /* The saved device that dev (index-th in its run) is compared with: the one of
  * the same name and platform, else the one at the same index (then
  * *by_position is set), else NULL. */
-const bench_device *bench_match_device(const bench_run *base, const bench_device *dev,
-                                       size_t index, bool *by_position);
+const bench_device *bench_match_device(const bench_run *base, const bench_device *dev, size_t index,
+                                       bool *by_position);
 /* The figure a test is judged by (GB/s for memory-bound tests, else GFLOP/s)
  * and its unit; < 0 when the test has none. */
 double bench_primary(const bench_result *r, const char **unit);

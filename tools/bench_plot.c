@@ -101,7 +101,8 @@ int bench_plot(const char *path, const bench_run *run, const bench_run *base)
                 used += (size_t)snprintf(notes[i].s + used, sizeof(text) - used, "%s%+.1f %%",
                                          used ? ", " : "", 100.0 * (v / ov - 1.0));
         }
-        groups[i] = (chart_bar_group){ .label = ids[i], .bars = &bars[i * ns],
+        groups[i] = (chart_bar_group){ .label = ids[i],
+                                       .bars = &bars[i * ns],
                                        .note = notes[i].s[0] ? notes[i].s : NULL };
     }
     char subtitle[160];

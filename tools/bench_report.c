@@ -494,8 +494,8 @@ int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- compare */
 
-const bench_device *bench_match_device(const bench_run *base, const bench_device *dev,
-                                       size_t index, bool *by_position)
+const bench_device *bench_match_device(const bench_run *base, const bench_device *dev, size_t index,
+                                       bool *by_position)
 {
     *by_position = false;
     for (size_t d = 0; d < base->device_count; d++)

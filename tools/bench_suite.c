@@ -29,13 +29,6 @@
 #include "timing.h" /* before clblast_c.h: sets CL_TARGET_OPENCL_VERSION */
 
 #include <clblast_c.h>
-#if PFX_BENCH_HAVE_ENCODER
-#include "prefixcl/encoder.h"
-#endif
-#if PFX_BENCH_HAVE_LAYER
-#include "prefixcl/layer.h"
-#include "prefixcl/optimizer.h"
-#endif
 
 typedef struct suite {
     pfx_runtime *rt;
@@ -439,44 +432,18 @@ static double attn_pairs(const attn_shape *sh)
     return per_head * (double)sh->B * (double)sh->H;
 }
 
-/* Operations not in this build yet are reported as skipped ("not built"); the
- * stubs keep the suite linking without them. */
-#if PFX_BENCH_HAVE_ATTENTION_FORWARD
-#define bench_attention_forward pfx_attention_forward
-#else
-static pfx_status bench_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc,
-                                          const pfx_attention_inputs *in, pfx_tensor *o,
-                                          pfx_tensor *lse)
-{
-    (void)desc, (void)in, (void)o, (void)lse;
-    return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "pfx_attention_forward is not built");
-}
-#endif
-#if PFX_BENCH_HAVE_ATTENTION_BACKWARD
-#define bench_attention_backward pfx_attention_backward
-#else
-static pfx_status bench_attention_backward(pfx_runtime *rt, const pfx_attention_desc *desc,
-                                           const pfx_attention_inputs *in, const pfx_tensor *o,
-                                           const pfx_tensor *lse, const pfx_tensor *d_o,
-                                           const pfx_attention_grads *grads)
-{
-    (void)desc, (void)in, (void)o, (void)lse, (void)d_o, (void)grads;
-    return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "pfx_attention_backward is not built");
-}
-#endif
-
 static pfx_status attn_forward_enqueue(pfx_runtime *rt, void *ctx, void **ev)
 {
     (void)ev;
     attn_ctx *a = ctx;
-    return bench_attention_forward(rt, &a->desc, &a->in, a->o, a->lse);
+    return pfx_attention_forward(rt, &a->desc, &a->in, a->o, a->lse);
 }
 
 static pfx_status attn_backward_enqueue(pfx_runtime *rt, void *ctx, void **ev)
 {
     (void)ev;
     attn_ctx *a = ctx;
-    return bench_attention_backward(rt, &a->desc, &a->in, a->o, a->lse, a->d_o, &a->grads);
+    return pfx_attention_backward(rt, &a->desc, &a->in, a->o, a->lse, a->d_o, &a->grads);
 }
 
 static void attn_label(const attn_shape *sh, char *out, size_t cap)
@@ -497,16 +464,6 @@ static void test_attention(suite *s, const attn_shape *sh, bool backward)
     bench_result *r = begin(s, id, backward ? "Attention backward" : "Attention forward", label);
     if (!r)
         return;
-#if !PFX_BENCH_HAVE_ATTENTION_FORWARD
-    skip(r, "not built: pfx_attention_forward is not in this build yet");
-    return;
-#endif
-#if !PFX_BENCH_HAVE_ATTENTION_BACKWARD
-    if (backward) {
-        skip(r, "not built: pfx_attention_backward is not in this build yet");
-        return;
-    }
-#endif
     double qbytes = 4.0 * (double)(sh->B * sh->H * sh->N * sh->D);
     double kvbytes = 4.0 * (double)(sh->B * sh->Hkv * sh->M * sh->D);
     double pbytes = 4.0 * (double)(sh->Hkv * sh->P * sh->D);
@@ -554,7 +511,7 @@ static void test_attention(suite *s, const attn_shape *sh, bool backward)
     double bytes = sh->decode ? 2 * kvbytes + 2 * pbytes : 0;
     if (backward) {
         if (st == PFX_SUCCESS)
-            st = bench_attention_forward(rt, &a.desc, &a.in, a.o, a.lse);
+            st = pfx_attention_forward(rt, &a.desc, &a.in, a.o, a.lse);
         if (st == PFX_SUCCESS)
             st = random_tensor(rt, 4, qs, 6, 1.0f, &a.d_o);
         if (st == PFX_SUCCESS)
@@ -590,7 +547,6 @@ static void test_attention(suite *s, const attn_shape *sh, bool backward)
 #define ENC_E 512
 #define ENC_H 512
 
-#if PFX_BENCH_HAVE_ENCODER
 typedef struct enc_ctx {
     pfx_encoder *enc;
     pfx_tensor *kp[ENC_L], *vp[ENC_L], *dkp[ENC_L], *dvp[ENC_L];
@@ -614,7 +570,6 @@ static pfx_status enc_backward_enqueue(pfx_runtime *rt, void *ctx, void **ev)
     return pfx_encoder_backward(e->enc, (const pfx_tensor *const *)e->dkp,
                                 (const pfx_tensor *const *)e->dvp, &e->grads);
 }
-#endif
 
 static void test_encoder(suite *s, bool backward)
 {
@@ -625,9 +580,6 @@ static void test_encoder(suite *s, bool backward)
                             backward ? "Prefix encoder backward" : "Prefix encoder forward", label);
     if (!r)
         return;
-#if !PFX_BENCH_HAVE_ENCODER
-    skip(r, "not built: the prefix encoder (include/prefixcl/encoder.h) is not in this build yet");
-#else
     const double out_dim = 2.0 * ENC_L * ENC_HKV * ENC_D;
     const double params = (double)ENC_M * ENC_E + (double)ENC_H * ENC_E + ENC_H +
                           out_dim * ENC_H + out_dim;
@@ -688,7 +640,6 @@ static void test_encoder(suite *s, bool backward)
     for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++)
         pfx_tensor_destroy(&e.g[i]);
     pfx_encoder_destroy(&e.enc);
-#endif
 }
 
 /* ---------------------------------------------------------------- layer step */
@@ -703,7 +654,6 @@ static void test_encoder(suite *s, bool backward)
 #define STEP_D 64
 #define STEP_P 20
 
-#if PFX_BENCH_HAVE_LAYER
 typedef struct step_ctx {
     pfx_layer *layer;
     pfx_optimizer *opt;
@@ -728,7 +678,6 @@ static pfx_status step_enqueue(pfx_runtime *rt, void *ctx, void **ev)
         st = pfx_optimizer_step(c->opt, NULL);
     return st;
 }
-#endif
 
 static void test_layer_step(suite *s, double hint_gflops)
 {
@@ -738,10 +687,6 @@ static void test_layer_step(suite *s, double hint_gflops)
     bench_result *r = begin(s, "layer.step", "Training step of a layer", label);
     if (!r)
         return;
-#if !PFX_BENCH_HAVE_LAYER
-    (void)hint_gflops;
-    skip(r, "no layer API yet");
-#else
     const double T = (double)STEP_B * STEP_N, C = STEP_C, HD = (double)STEP_H * STEP_D;
     attn_shape sh = { 's', STEP_B, STEP_H, STEP_H, STEP_N, STEP_N, STEP_P, STEP_D, true, false };
     double attn = 4.0 * attn_pairs(&sh) * STEP_D;
@@ -815,7 +760,6 @@ static void test_layer_step(suite *s, double hint_gflops)
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         pfx_tensor_destroy(all[i]);
     pfx_layer_destroy(&c.layer);
-#endif
 }
 
 /* ---------------------------------------------------------------- suite */

@@ -124,8 +124,8 @@ static int report(const char *out, const char *csv, const float *map, size_t map
         printf("head %zu of %zu: mean prefix mass %.4f over %zu rows, max |row sum - 1| %.2e\n",
                head + h, desc->heads, rows ? prefix_mass / (double)rows : 0.0, rows, worst_row);
     }
-    printf("keys %zu = prefix %zu + input %zu, queries %zu, D %zu, gain %s %g%s, seed %zu\n",
-           cols, P, M, N, desc->head_dim, mode_name(desc->gain_mode), (double)gain,
+    printf("keys %zu = prefix %zu + input %zu, queries %zu, D %zu, gain %s %g%s, seed %zu\n", cols,
+           P, M, N, desc->head_dim, mode_name(desc->gain_mode), (double)gain,
            desc->causal ? ", causal" : "", seed);
     if (csv) {
         if (write_map_csv(csv, map, N, P, M) != 0) {
@@ -136,7 +136,8 @@ static int report(const char *out, const char *csv, const float *map, size_t map
     }
     char(*keys)[24] = key_labels(P, M);
     char(*queries)[24] = malloc((N + 1) * sizeof(*queries));
-    const char **klab = malloc((cols + 1) * sizeof(char *)), **qlab = malloc((N + 1) * sizeof(char *));
+    const char **klab = malloc((cols + 1) * sizeof(char *)),
+               **qlab = malloc((N + 1) * sizeof(char *));
     attn_plot_map *pm = malloc(maps * sizeof(*pm));
     char(*titles)[96] = malloc(maps * sizeof(*titles));
     int rc = CHART_ERR_IO;
@@ -150,8 +151,12 @@ static int report(const char *out, const char *csv, const float *map, size_t map
         for (size_t h = 0; h < maps; h++) {
             snprintf(titles[h], sizeof(titles[h]), "head %zu, gain %s %g", head + h,
                      mode_name(desc->gain_mode), (double)gain);
-            pm[h] = (attn_plot_map){ .probs = map + h * N * cols, .queries = N, .keys = cols,
-                                     .prefix_len = P, .query_labels = qlab, .key_labels = klab,
+            pm[h] = (attn_plot_map){ .probs = map + h * N * cols,
+                                     .queries = N,
+                                     .keys = cols,
+                                     .prefix_len = P,
+                                     .query_labels = qlab,
+                                     .key_labels = klab,
                                      .title = titles[h] };
         }
         char title[160];
@@ -241,8 +246,10 @@ int cmd_attn_map(int argc, char **argv)
     }
     size_t cols = P + M;
     if (N > 4096 || cols > 4096) {
-        fprintf(stderr, "prefixcl attn-map: a map of %zu x %zu cells is too large to draw "
-                        "(4096 at most)\n", N, cols);
+        fprintf(stderr,
+                "prefixcl attn-map: a map of %zu x %zu cells is too large to draw "
+                "(4096 at most)\n",
+                N, cols);
         return 2;
     }
 

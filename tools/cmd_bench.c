@@ -24,19 +24,18 @@
 
 static int usage(FILE *out)
 {
-    fprintf(out,
-            "usage: prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
-            "                      [--csv FILE] [--compare FILE] [--plot FILE.png|.svg]\n"
-            "  --device SEL    a device to measure (repeatable): P:D, gpu, cpu, or a name\n"
-            "                  substring; default: $PREFIXCL_DEVICE, else the default device\n"
-            "  --all           every OpenCL device\n"
-            "  --quick         about 0.2 s of timed runs per test instead of 1 s\n"
-            "  --json FILE     the run as JSON (input of --compare and bench/peer_torch.py)\n"
-            "  --csv FILE      the run as CSV, one row per device and test\n"
-            "  --compare FILE  each figure's change against a saved --json run\n"
-            "  --plot FILE     a bar chart (PNG, or SVG for a .svg name): each test's figure\n"
-            "                  on its bar, the device's ceiling as a marker, with --compare\n"
-            "                  the saved run beside it and the change in percent\n");
+    fprintf(out, "usage: prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
+                 "                      [--csv FILE] [--compare FILE] [--plot FILE.png|.svg]\n"
+                 "  --device SEL    a device to measure (repeatable): P:D, gpu, cpu, or a name\n"
+                 "                  substring; default: $PREFIXCL_DEVICE, else the default device\n"
+                 "  --all           every OpenCL device\n"
+                 "  --quick         about 0.2 s of timed runs per test instead of 1 s\n"
+                 "  --json FILE     the run as JSON (input of --compare and bench/peer_torch.py)\n"
+                 "  --csv FILE      the run as CSV, one row per device and test\n"
+                 "  --compare FILE  each figure's change against a saved --json run\n"
+                 "  --plot FILE     a bar chart (PNG, or SVG for a .svg name): each test's figure\n"
+                 "                  on its bar, the device's ceiling as a marker, with --compare\n"
+                 "                  the saved run beside it and the change in percent\n");
     return 2;
 }
 

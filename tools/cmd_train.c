@@ -19,19 +19,18 @@
 
 static int usage(FILE *out)
 {
-    fprintf(out,
-            "usage: prefixcl train [--device SEL] [--steps N] [--layers L] [--seed S]\n"
-            "                      [--eval-every N] [--out DIR] [--svg] [--quiet]\n"
-            "  --device SEL  P:D, gpu, cpu or a name substring (default: $PREFIXCL_DEVICE,\n"
-            "                then the strongest GPU)\n"
-            "  --steps N     optimizer steps, 1..100000 (default 300)\n"
-            "  --layers L    frozen attention layers, 1..64 (default 3)\n"
-            "  --seed S      seed of the weights, the teacher and the data (default 1)\n"
-            "  --eval-every N  the loss on a held-out batch every N steps (default 0: never)\n"
-            "  --out DIR     output folder (default ./train-out): loss, attention and gains\n"
-            "                as .csv and .png, prefixes.safetensors, peft/\n"
-            "  --svg         pictures as SVG instead of PNG\n"
-            "  --quiet       no progress output, only the summary\n");
+    fprintf(out, "usage: prefixcl train [--device SEL] [--steps N] [--layers L] [--seed S]\n"
+                 "                      [--eval-every N] [--out DIR] [--svg] [--quiet]\n"
+                 "  --device SEL  P:D, gpu, cpu or a name substring (default: $PREFIXCL_DEVICE,\n"
+                 "                then the strongest GPU)\n"
+                 "  --steps N     optimizer steps, 1..100000 (default 300)\n"
+                 "  --layers L    frozen attention layers, 1..64 (default 3)\n"
+                 "  --seed S      seed of the weights, the teacher and the data (default 1)\n"
+                 "  --eval-every N  the loss on a held-out batch every N steps (default 0: never)\n"
+                 "  --out DIR     output folder (default ./train-out): loss, attention and gains\n"
+                 "                as .csv and .png, prefixes.safetensors, peft/\n"
+                 "  --svg         pictures as SVG instead of PNG\n"
+                 "  --quiet       no progress output, only the summary\n");
     return 2;
 }
 
@@ -253,8 +252,8 @@ int cmd_train(int argc, char **argv)
     for (size_t i = 0; i < r.eval_count; i++)
         printf("held-out loss at step %zu: %.4e\n", r.eval_steps[i], r.eval_losses[i]);
     if (drawn)
-        printf("wrote %s/{loss,attention,gains}.{csv,%s}, %s/prefixes.safetensors, %s/peft/\n",
-               out, ext, out, out);
+        printf("wrote %s/{loss,attention,gains}.{csv,%s}, %s/prefixes.safetensors, %s/peft/\n", out,
+               ext, out, out);
     else
         printf("wrote %s/{loss,attention,gains}.csv, %s/prefixes.safetensors, %s/peft/; %s\n", out,
                out, out, chart_strerror(CHART_UNAVAILABLE));

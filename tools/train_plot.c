@@ -21,10 +21,16 @@ int train_plot_loss(const char *path, const train_config *cfg, const train_resul
         }
         chart_series s[] = {
             { .name = "training loss", .y = r->losses, .count = n, .line = true },
-            { .name = "held-out loss", .x = eval_x, .y = r->eval_losses, .count = r->eval_count,
+            { .name = "held-out loss",
+              .x = eval_x,
+              .y = r->eval_losses,
+              .count = r->eval_count,
               .points = true },
             { .name = "learning rate", .y = lr, .count = n, .line = true, .right = true },
-            { .name = "gradient norm (before clipping)", .y = gn, .count = n, .line = true,
+            { .name = "gradient norm (before clipping)",
+              .y = gn,
+              .count = n,
+              .line = true,
               .right = true },
         };
         char sub[200];
@@ -82,11 +88,17 @@ int train_plot_attention(const char *path, const train_config *cfg, const train_
               .subtitle = "a fresh batch after training",
               .x = { .label = "layer" },
               .y = { .label = "prefix mass", .min = 0, .max = 1 },
-              .x_ticks = ticks, .x_tick_count = L, .series = mass, .series_count = 2 },
+              .x_ticks = ticks,
+              .x_tick_count = L,
+              .series = mass,
+              .series_count = 2 },
             { .title = "attention entropy per layer (mean over heads)",
               .x = { .label = "layer" },
               .y = { .label = "entropy (nats)" },
-              .x_ticks = ticks, .x_tick_count = L, .series = ent, .series_count = 2 },
+              .x_ticks = ticks,
+              .x_tick_count = L,
+              .series = ent,
+              .series_count = 2 },
         };
         rc = chart_lines(path, panels, 2);
     }
@@ -110,9 +122,16 @@ int train_plot_gains(const char *path, const train_config *cfg, const train_resu
         for (size_t i = 0; i < L + H; i++)
             labels[i] = names[i];
         chart_heatmap_spec panels[2] = {
-            { .title = "learned (student)", .values = r->gains, .rows = L, .cols = H,
-              .row_labels = labels, .col_labels = labels + L, .row_axis = "layer",
-              .col_axis = "head", .diverging = true, .scale_label = "gain parameter g" },
+            { .title = "learned (student)",
+              .values = r->gains,
+              .rows = L,
+              .cols = H,
+              .row_labels = labels,
+              .col_labels = labels + L,
+              .row_axis = "layer",
+              .col_axis = "head",
+              .diverging = true,
+              .scale_label = "gain parameter g" },
         };
         panels[1] = panels[0];
         panels[1].title = "hidden (teacher)";

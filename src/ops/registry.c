@@ -18,12 +18,6 @@ const char *pfx_vendor_name(pfx_vendor vendor)
     }
 }
 
-const char *pfx_elementwise_options(const pfx_runtime *rt)
-{
-    (void)rt;
-    return "";
-}
-
 static void add(pfx_program_config *out, size_t cap, size_t *n, const char *program,
                 const char *options)
 {

@@ -23,7 +23,4 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes,
 
 const char *pfx_vendor_name(pfx_vendor vendor);
 
-/* Options of cl/elementwise.cl (no tunables). */
-const char *pfx_elementwise_options(const pfx_runtime *rt);
-
 #endif

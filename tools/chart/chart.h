@@ -35,13 +35,13 @@ typedef struct chart_axis {
 } chart_axis;
 
 typedef struct chart_series {
-    const char *name;  /* in the legend; NULL: not listed */
-    const double *x;   /* NULL: 1, 2, ..., count */
-    const double *y;   /* non-finite values break the line */
+    const char *name; /* in the legend; NULL: not listed */
+    const double *x;  /* NULL: 1, 2, ..., count */
+    const double *y;  /* non-finite values break the line */
     size_t count;
-    bool line;         /* a line through the points */
-    bool points;       /* a marker at each point */
-    bool right;        /* against the second (right) y axis */
+    bool line;   /* a line through the points */
+    bool points; /* a marker at each point */
+    bool right;  /* against the second (right) y axis */
 } chart_series;
 
 typedef struct chart_line_spec {
@@ -61,16 +61,16 @@ int chart_lines(const char *path, const chart_line_spec *panels, size_t count);
 /* ---- bar charts ------------------------------------------------------- */
 
 typedef struct chart_bar {
-    double value;       /* bar length; NAN: no bar, text alone (e.g. "skipped") */
-    const char *text;   /* printed on the bar (or after it when it does not fit) */
-    double marker;      /* a tick across the bar at this value; NAN: none */
+    double value;            /* bar length; NAN: no bar, text alone (e.g. "skipped") */
+    const char *text;        /* printed on the bar (or after it when it does not fit) */
+    double marker;           /* a tick across the bar at this value; NAN: none */
     const char *marker_text; /* printed after the marker; NULL: none */
 } chart_bar;
 
 typedef struct chart_bar_group {
-    const char *label;      /* left of the group */
-    const chart_bar *bars;  /* series_count bars, in series order */
-    const char *note;       /* right of the group (e.g. "+12.5 %"); NULL: none */
+    const char *label;     /* left of the group */
+    const chart_bar *bars; /* series_count bars, in series order */
+    const char *note;      /* right of the group (e.g. "+12.5 %"); NULL: none */
 } chart_bar_group;
 
 typedef struct chart_bar_spec {
@@ -91,8 +91,8 @@ int chart_bars(const char *path, const chart_bar_spec *spec);
 /* ---- heat maps -------------------------------------------------------- */
 
 typedef struct chart_heatmap_spec {
-    const char *title;           /* of the panel */
-    const float *values;         /* rows x cols, row-major; non-finite: drawn grey */
+    const char *title;   /* of the panel */
+    const float *values; /* rows x cols, row-major; non-finite: drawn grey */
     size_t rows, cols;
     /* Strings for each row / column; NULL: indices. Labels are drawn where
      * they fit (every k-th otherwise). */
@@ -102,9 +102,9 @@ typedef struct chart_heatmap_spec {
      * marked_name above them (e.g. the prefix keys of an attention map). */
     size_t marked_cols;
     const char *marked_name;
-    double vmin, vmax;           /* vmin == vmax: from the data */
-    bool diverging;              /* blue-white-red around 0 (else dark-to-bright) */
-    const char *scale_label;     /* beside the colour bar */
+    double vmin, vmax;       /* vmin == vmax: from the data */
+    bool diverging;          /* blue-white-red around 0 (else dark-to-bright) */
+    const char *scale_label; /* beside the colour bar */
 } chart_heatmap_spec;
 
 /* One heat map with its colour bar. */

@@ -8,12 +8,12 @@
 #include "chart_pic.h"
 
 #define FONT_SIZE 11.0
-#define BAR_H 20.0
+#define BAR_H     20.0
 #define GROUP_GAP 14.0
-#define BARS_W 560.0
-#define INK ((chart_rgb){ 0.1, 0.1, 0.1 })
-#define GREY ((chart_rgb){ 0.4, 0.4, 0.4 })
-#define WHITE ((chart_rgb){ 1, 1, 1 })
+#define BARS_W    560.0
+#define INK       ((chart_rgb){ 0.1, 0.1, 0.1 })
+#define GREY      ((chart_rgb){ 0.4, 0.4, 0.4 })
+#define WHITE     ((chart_rgb){ 1, 1, 1 })
 
 static double group_max(const chart_bar_spec *s, const chart_bar_group *g)
 {

@@ -9,11 +9,11 @@
 #include "chart.h"
 #include "chart_pic.h"
 
-#define FONT_SIZE 10.0
-#define TITLE_SIZE 13.0
+#define FONT_SIZE   10.0
+#define TITLE_SIZE  13.0
 #define LABEL_MAX_W 110.0
-#define INK ((chart_rgb){ 0.1, 0.1, 0.1 })
-#define GREY ((chart_rgb){ 0.4, 0.4, 0.4 })
+#define INK         ((chart_rgb){ 0.1, 0.1, 0.1 })
+#define GREY        ((chart_rgb){ 0.4, 0.4, 0.4 })
 
 typedef struct geom {
     double cell;         /* pixels per matrix cell */
@@ -74,8 +74,9 @@ static double widest_label(cairo_t *m, const char *const *labels, size_t n, size
     double w = 0;
     char buf[32], fit[64];
     for (size_t i = 0; i < n; i += every)
-        w = fmax(w, chart_text_width(m, chart_fit(m, label_of(labels, i, buf, sizeof(buf)),
-                                                  FONT_SIZE, LABEL_MAX_W, fit, sizeof(fit)),
+        w = fmax(w, chart_text_width(m,
+                                     chart_fit(m, label_of(labels, i, buf, sizeof(buf)), FONT_SIZE,
+                                               LABEL_MAX_W, fit, sizeof(fit)),
                                      FONT_SIZE));
     return w;
 }
@@ -137,9 +138,9 @@ static void draw_cells(chart_pic *pic, const chart_heatmap_spec *s, const range 
             for (size_t i = 0; i < s->rows; i++)
                 for (size_t j = 0; j < s->cols; j++) {
                     float v = s->values[i * s->cols + j];
-                    chart_rgb c = isfinite(v) ? colour_at((v - r->lo) / (r->hi - r->lo),
-                                                          r->diverging)
-                                              : (chart_rgb){ 0.6, 0.6, 0.6 };
+                    chart_rgb c = isfinite(v)
+                                      ? colour_at((v - r->lo) / (r->hi - r->lo), r->diverging)
+                                      : (chart_rgb){ 0.6, 0.6, 0.6 };
                     uint32_t p = (uint32_t)lround(c.r * 255) << 16 |
                                  (uint32_t)lround(c.g * 255) << 8 | (uint32_t)lround(c.b * 255);
                     memcpy(px + (size_t)stride * i + 4 * j, &p, 4);
@@ -171,8 +172,8 @@ static void draw_cells(chart_pic *pic, const chart_heatmap_spec *s, const range 
         }
 }
 
-static void draw_panel(chart_pic *pic, const chart_heatmap_spec *s, const geom *g,
-                       const range *r, double ox, double oy)
+static void draw_panel(chart_pic *pic, const chart_heatmap_spec *s, const geom *g, const range *r,
+                       double ox, double oy)
 {
     cairo_t *cr = pic->cr;
     double mx = ox + g->map_x, my = oy + g->map_y;
@@ -315,8 +316,8 @@ int chart_heatmap_grid(const char *path, const char *title, const chart_heatmap_
     if (title)
         width = fmax(width, chart_text_width(m, title, 15) + 32);
     double bar_h = fmax(100, g[0].cell * (double)panels[0].rows);
-    double height = fmax(12 + title_h + cell.h * (double)rows + 8,
-                         12 + title_h + g[0].map_y + bar_h + 24);
+    double height =
+        fmax(12 + title_h + cell.h * (double)rows + 8, 12 + title_h + g[0].map_y + bar_h + 24);
     chart_measure_free(m);
 
     chart_pic pic;

@@ -7,12 +7,12 @@
 #include "chart.h"
 #include "chart_pic.h"
 
-#define PANEL_W 760.0
-#define PANEL_H 400.0
-#define TICK_FONT 11.0
+#define PANEL_W    760.0
+#define PANEL_H    400.0
+#define TICK_FONT  11.0
 #define LABEL_FONT 12.0
-#define INK ((chart_rgb){ 0.1, 0.1, 0.1 })
-#define GREY ((chart_rgb){ 0.4, 0.4, 0.4 })
+#define INK        ((chart_rgb){ 0.1, 0.1, 0.1 })
+#define GREY       ((chart_rgb){ 0.4, 0.4, 0.4 })
 
 typedef struct scale {
     bool log, used;
@@ -246,8 +246,9 @@ static void draw_panel(chart_pic *pic, const chart_line_spec *p, double ox, doub
     for (size_t k = 0; k < p->series_count; k++)
         any_right |= p->series[k].right;
     if (p->x_ticks && p->x_tick_count) {
-        sx = (scale){ .log = false, .used = true, .lo = 0.5,
-                      .hi = (double)p->x_tick_count + 0.5, .step = 1 };
+        sx = (scale){
+            .log = false, .used = true, .lo = 0.5, .hi = (double)p->x_tick_count + 0.5, .step = 1
+        };
     } else {
         make_scale(p, 0, &p->x, &sx); /* drawable() checked the ranges */
     }
@@ -310,8 +311,7 @@ static void draw_panel(chart_pic *pic, const chart_line_spec *p, double ox, doub
     if (p->y.label)
         chart_text(pic, p->y.label, ox + 16, (y0 + y1) / 2, LABEL_FONT, 0.5, 1, -90, INK);
     if (right_ok && p->y2.label)
-        chart_text(pic, p->y2.label, ox + PANEL_W - 14, (y0 + y1) / 2, LABEL_FONT, 0.5, 1, 90,
-                   INK);
+        chart_text(pic, p->y2.label, ox + PANEL_W - 14, (y0 + y1) / 2, LABEL_FONT, 0.5, 1, 90, INK);
 
     for (size_t k = 0; k < p->series_count; k++) {
         const chart_series *s = &p->series[k];

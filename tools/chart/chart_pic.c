@@ -80,8 +80,7 @@ const char *chart_fit(cairo_t *cr, const char *text, double size, double max_w, 
     return out;
 }
 
-int chart_pic_open(chart_pic *pic, const char *path, double width, double height,
-                   const char *title)
+int chart_pic_open(chart_pic *pic, const char *path, double width, double height, const char *title)
 {
     memset(pic, 0, sizeof(*pic));
     pic->svg = ends_with_svg(path);
@@ -90,8 +89,8 @@ int chart_pic_open(chart_pic *pic, const char *path, double width, double height
     if (pic->svg)
         pic->surface = cairo_svg_surface_create(path, pic->width, pic->height);
     else
-        pic->surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)pic->width,
-                                                  (int)pic->height);
+        pic->surface =
+            cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)pic->width, (int)pic->height);
     if (cairo_surface_status(pic->surface) != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(pic->surface);
         pic->surface = NULL;
