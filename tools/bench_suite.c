@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "tool_util.h"
 #include "timing.h" /* before clblast_c.h: sets CL_TARGET_OPENCL_VERSION */
 
 #include <clblast_c.h>
@@ -145,16 +146,6 @@ static void measure(suite *s, bench_result *r, bench_enqueue_fn fn, void *ctx, d
         r->share = 100.0 * r->gbs / s->copy_gbs;
 }
 
-/* splitmix64, uniform in [-amp, amp]. */
-static float uniform(uint64_t *state, float amp)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    z ^= z >> 31;
-    return amp * (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
 /* A float32 tensor of random values in [-amp, amp]: a 64 Ki-value random
  * block written over and over (benchmark data need not be unique). */
 static pfx_status random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape, uint64_t seed,
@@ -170,7 +161,7 @@ static pfx_status random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *sh
         return PFX_ERROR_OUT_OF_MEMORY;
     }
     for (size_t i = 0; i < BLOCK; i++)
-        block[i] = uniform(&seed, amp);
+        block[i] = tool_uniform(&seed, amp);
     size_t n = pfx_tensor_numel(*out);
     for (size_t off = 0; off < n && st == PFX_SUCCESS; off += BLOCK)
         st = pfx_tensor_write(*out, off, n - off < BLOCK ? n - off : BLOCK, block);

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "attn_plot.h"
 #include "chart.h"
+#include "tool_util.h"
 #include "prefixcl/prefixcl.h"
 
 static int usage(void)
@@ -30,41 +31,11 @@ static int usage(void)
 
 static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi)
+    unsigned long long v;
+    if (!tool_parse_uint(s, lo, hi, &v))
         return false;
     *out = (size_t)v;
     return true;
-}
-
-/* splitmix64, uniform in [-1, 1]. */
-static float next_uniform(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    z ^= z >> 31;
-    return (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
-static pfx_status random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape, uint64_t *rng,
-                                float amp, pfx_tensor **t)
-{
-    size_t n = 1;
-    for (unsigned i = 0; i < ndim; i++)
-        n *= shape[i];
-    float *x = malloc(n * sizeof(float));
-    if (!x)
-        return PFX_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; i < n; i++)
-        x[i] = amp * next_uniform(rng);
-    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, ndim, shape, t);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_write(*t, 0, n, x);
-    free(x);
-    return st;
 }
 
 static const char *mode_name(pfx_gain_mode mode)
@@ -282,15 +253,15 @@ int cmd_attn_map(int argc, char **argv)
     size_t qs[4] = { 1, H, N, D }, ks[4] = { 1, H, M, D }, ps[3] = { H, P, D };
     size_t map_shape[2] = { N, cols };
     float amp = 2.0f; /* logits of a few units with D around 32..128 */
-    pfx_status st = random_tensor(rt, 4, qs, &rng, amp, &q);
+    pfx_status st = tool_random_tensor(rt, 4, qs, &rng, amp, &q);
     if (st == PFX_SUCCESS)
-        st = random_tensor(rt, 4, ks, &rng, amp, &k);
+        st = tool_random_tensor(rt, 4, ks, &rng, amp, &k);
     if (st == PFX_SUCCESS)
-        st = random_tensor(rt, 4, ks, &rng, 1.0f, &v);
+        st = tool_random_tensor(rt, 4, ks, &rng, 1.0f, &v);
     if (st == PFX_SUCCESS && P)
-        st = random_tensor(rt, 3, ps, &rng, amp, &pk);
+        st = tool_random_tensor(rt, 3, ps, &rng, amp, &pk);
     if (st == PFX_SUCCESS && P)
-        st = random_tensor(rt, 3, ps, &rng, 1.0f, &pv);
+        st = tool_random_tensor(rt, 3, ps, &rng, 1.0f, &pv);
     if (st == PFX_SUCCESS)
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, map_shape, &probs);
     pfx_attention_inputs in = { q, k, v, pk, pv };

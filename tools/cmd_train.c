@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "chart.h"
+#include "tool_util.h"
 #include "train_loop.h"
 #include "train_plot.h"
 
@@ -32,20 +33,6 @@ static int usage(FILE *out)
                  "  --svg         pictures as SVG instead of PNG\n"
                  "  --quiet       no progress output, only the summary\n");
     return 2;
-}
-
-static bool parse_u64(const char *s, unsigned long long lo, unsigned long long hi,
-                      unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || s[0] == '-' || s[0] == '+')
-        return false;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
 }
 
 typedef struct progress {
@@ -161,25 +148,25 @@ int cmd_train(int argc, char **argv)
             }
             out = v;
         } else if (!strcmp(a, "--steps")) {
-            if (!parse_u64(v, 1, 100000, &n)) {
+            if (!tool_parse_uint(v, 1, 100000, &n)) {
                 fprintf(stderr, "prefixcl train: bad --steps '%s' (1..100000)\n\n", v);
                 return usage(stderr);
             }
             cfg.steps = (size_t)n;
         } else if (!strcmp(a, "--layers")) {
-            if (!parse_u64(v, 1, 64, &n)) {
+            if (!tool_parse_uint(v, 1, 64, &n)) {
                 fprintf(stderr, "prefixcl train: bad --layers '%s' (1..64)\n\n", v);
                 return usage(stderr);
             }
             cfg.layers = (size_t)n;
         } else if (!strcmp(a, "--seed")) {
-            if (!parse_u64(v, 0, UINT64_MAX, &n)) {
+            if (!tool_parse_uint(v, 0, UINT64_MAX, &n)) {
                 fprintf(stderr, "prefixcl train: bad --seed '%s'\n\n", v);
                 return usage(stderr);
             }
             cfg.seed = n;
         } else if (!strcmp(a, "--eval-every")) {
-            if (!parse_u64(v, 0, 100000, &n)) {
+            if (!tool_parse_uint(v, 0, 100000, &n)) {
                 fprintf(stderr, "prefixcl train: bad --eval-every '%s' (0..100000)\n\n", v);
                 return usage(stderr);
             }

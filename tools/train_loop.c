@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "tool_util.h"
+
 #define MAX_LAYERS 64
 
 void train_default_config(train_config *c)
@@ -43,22 +45,6 @@ void train_result_free(train_result *r)
     free(r->gains);
     free(r->teacher_gains);
     memset(r, 0, sizeof(*r));
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static float uniform(uint64_t *state, float a)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    z ^= z >> 31;
-    return a * (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
 }
 
 typedef struct job {
@@ -125,23 +111,6 @@ static void job_free(job *j)
         }                                                                             \
     } while (0)
 
-static pfx_status random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape,
-                                uint64_t *rng, float a, pfx_tensor **out)
-{
-    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, ndim, shape, out);
-    if (st != PFX_SUCCESS)
-        return st;
-    size_t n = pfx_tensor_numel(*out);
-    float *h = malloc(n * sizeof(float));
-    if (!h)
-        return PFX_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; i < n; i++)
-        h[i] = uniform(rng, a);
-    st = pfx_tensor_write(*out, 0, n, h);
-    free(h);
-    return st;
-}
-
 static int make_dir(const char *path)
 {
     if (mkdir(path, 0777) == 0 || errno == EEXIST)
@@ -168,7 +137,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     memset(res, 0, sizeof(*res));
     job jj, *j = &jj;
     memset(j, 0, sizeof(*j));
-    const double t0 = now_s();
+    const double t0 = tool_now_s();
     const size_t L = c->layers, B = c->batch, N = c->tokens, C = c->model_dim, H = c->heads;
     const size_t Hkv = c->kv_heads, D = c->head_dim, P = c->prefix_len;
     if (L == 0 || L > MAX_LAYERS || H > 256 || c->steps == 0) {
@@ -214,14 +183,14 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     /* the teacher: hidden random prefixes and gains */
     const size_t pshape[3] = { Hkv, P, D }, gshape[1] = { H }, act[3] = { B, N, C };
     for (size_t l = 0; l < L; l++) {
-        CHECK(random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pk[l]));
-        CHECK(random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pv[l]));
+        CHECK(tool_random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pk[l]));
+        CHECK(tool_random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pv[l]));
         j->t_gain[l] = malloc(H * sizeof(float));
         j->s_gain[l] = calloc(H, sizeof(float));
         if (!j->t_gain[l] || !j->s_gain[l])
             goto fail;
         for (size_t h = 0; h < H; h++)
-            res->teacher_gains[l * H + h] = j->t_gain[l][h] = uniform(&rng, c->teacher_gain_scale);
+            res->teacher_gains[l * H + h] = j->t_gain[l][h] = tool_uniform(&rng, c->teacher_gain_scale);
     }
     for (size_t l = 0; l <= L; l++) {
         CHECK(pfx_tensor_create(j->rt, PFX_DTYPE_F32, 3, act, &j->s_act[l]));
@@ -295,9 +264,9 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     uint64_t data_rng = c->seed * UINT64_C(0xD1B54A32D192ED03) + 99;
     uint64_t eval_rng = c->seed * UINT64_C(0xD1B54A32D192ED03) + 7777; /* the held-out batch */
     for (size_t i = 0; i < B * N * C; i++)
-        j->x_eval[i] = uniform(&eval_rng, 1.0f);
-    res->setup_seconds = now_s() - t0;
-    const double t1 = now_s();
+        j->x_eval[i] = tool_uniform(&eval_rng, 1.0f);
+    res->setup_seconds = tool_now_s() - t0;
+    const double t1 = tool_now_s();
     for (size_t s = 0; s < c->steps; s++) {
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         CHECK(pfx_encoder_forward(j->enc, j->s_pk, j->s_pv));
@@ -316,7 +285,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
             res->eval_losses[res->eval_count++] = eval_loss;
         }
         for (size_t i = 0; i < B * N * C; i++)
-            j->x_host[i] = uniform(&data_rng, 1.0f);
+            j->x_host[i] = tool_uniform(&data_rng, 1.0f);
         CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
         CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
         CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
@@ -332,9 +301,9 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         res->lrs[s] = c->lr * rep.lr_factor;
         res->steps_done = s + 1;
         if (s == 0)
-            res->first_step_seconds = now_s() - t1;
+            res->first_step_seconds = tool_now_s() - t1;
         if (on_step) {
-            double el = now_s() - t1;
+            double el = tool_now_s() - t1;
             train_step_info si = { .step = s + 1, .loss = loss, .grad_norm = rep.grad_norm,
                                    .lr_factor = rep.lr_factor, .gain_ramp = ramp,
                                    .skipped = rep.skipped, .elapsed_s = el,
@@ -342,7 +311,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
             on_step(&si, user);
         }
     }
-    res->train_seconds = now_s() - t1;
+    res->train_seconds = tool_now_s() - t1;
     res->first_loss = res->losses[0];
     size_t tail = c->steps < 10 ? c->steps : 10;
     for (size_t s = c->steps - tail; s < c->steps; s++)
@@ -351,7 +320,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     /* bake, then analyse one more batch with the baked prefixes */
     CHECK(pfx_encoder_bake(j->enc));
     for (size_t i = 0; i < B * N * C; i++)
-        j->x_host[i] = uniform(&data_rng, 1.0f);
+        j->x_host[i] = tool_uniform(&data_rng, 1.0f);
     CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
     pfx_tensor *baked_k[MAX_LAYERS], *baked_v[MAX_LAYERS];
     for (size_t l = 0; l < L; l++) {

@@ -1,0 +1,58 @@
+/* Helpers the tool's commands share (tool_util.h). */
+#include "tool_util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+float tool_uniform(uint64_t *state, float amp)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    z ^= z >> 31;
+    return amp * (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape, uint64_t *rng,
+                              float amp, pfx_tensor **out)
+{
+    *out = NULL;
+    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, ndim, shape, out);
+    if (st != PFX_SUCCESS)
+        return st;
+    size_t n = pfx_tensor_numel(*out);
+    float *h = malloc(n * sizeof(float));
+    if (!h) {
+        pfx_tensor_destroy(out);
+        return PFX_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++)
+        h[i] = tool_uniform(rng, amp);
+    st = pfx_tensor_write(*out, 0, n, h);
+    free(h);
+    if (st != PFX_SUCCESS)
+        pfx_tensor_destroy(out);
+    return st;
+}
+
+double tool_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+bool tool_parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
+                     unsigned long long *out)
+{
+    if (!s || *s < '0' || *s > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}

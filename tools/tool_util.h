@@ -1,0 +1,26 @@
+/* Helpers the tool's commands share: seeded random numbers and tensors, a
+ * monotonic clock, and option values. One copy each (tool_util.c). */
+#ifndef PFX_TOOLS_TOOL_UTIL_H
+#define PFX_TOOLS_TOOL_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "prefixcl/prefixcl.h"
+
+/* splitmix64: the next value of *state, uniform in [-amp, amp). */
+float tool_uniform(uint64_t *state, float amp);
+
+/* A new float32 tensor of tool_uniform(rng, amp) values, drawn in order. On
+ * failure *out is NULL. */
+pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape, uint64_t *rng,
+                              float amp, pfx_tensor **out);
+
+/* Seconds of CLOCK_MONOTONIC. */
+double tool_now_s(void);
+
+/* A decimal integer in [lo, hi] with nothing around it (no sign, no space). */
+bool tool_parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
+                     unsigned long long *out);
+
+#endif
