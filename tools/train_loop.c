@@ -190,7 +190,8 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         if (!j->t_gain[l] || !j->s_gain[l])
             goto fail;
         for (size_t h = 0; h < H; h++)
-            res->teacher_gains[l * H + h] = j->t_gain[l][h] = tool_uniform(&rng, c->teacher_gain_scale);
+            res->teacher_gains[l * H + h] = j->t_gain[l][h] =
+                tool_uniform(&rng, c->teacher_gain_scale);
     }
     for (size_t l = 0; l <= L; l++) {
         CHECK(pfx_tensor_create(j->rt, PFX_DTYPE_F32, 3, act, &j->s_act[l]));
