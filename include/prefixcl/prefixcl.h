@@ -11,5 +11,6 @@
 #include "prefixcl/io.h"
 #include "prefixcl/encoder.h"
 #include "prefixcl/layer.h"
+#include "prefixcl/profile.h"
 
 #endif
