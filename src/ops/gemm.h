@@ -24,7 +24,7 @@
 #ifndef PFX_OPS_GEMM_H
 #define PFX_OPS_GEMM_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 typedef struct pfx_gemm_operand {
     cl_mem mem;

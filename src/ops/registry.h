@@ -7,7 +7,7 @@
 #ifndef PFX_OPS_REGISTRY_H
 #define PFX_OPS_REGISTRY_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 #define PFX_OPTIONS_MAX 256
 
