@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "attn_plot.h"
 #include "chart.h"
@@ -29,10 +30,11 @@ static int usage(void)
     return 2;
 }
 
+/* A size option through the one strict parser (tools/cli.h). */
 static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 {
-    unsigned long long v;
-    if (!tool_parse_uint(s, lo, hi, &v))
+    uint64_t v;
+    if (!cli_uint(s, lo, hi, &v))
         return false;
     *out = (size_t)v;
     return true;

@@ -12,9 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "chart.h"
 #include "tool_util.h"
+#include "prefixcl/io.h"
 #include "train_loop.h"
 #include "train_plot.h"
 
@@ -99,13 +101,15 @@ static void gains_csv(FILE *f, const train_config *cfg, const train_result *r)
 
 typedef void (*csv_fn)(FILE *f, const train_config *cfg, const train_result *r);
 
+/* Atomically (include/prefixcl/io.h, "Output files"): an interrupted run
+ * leaves the previous file whole. */
 static int write_csv(const char *path, csv_fn fn, const train_config *cfg, const train_result *r)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
+    pfx_output_file *out = NULL;
+    if (pfx_output_open(path, &out) != PFX_SUCCESS)
         return -1;
-    fn(f, cfg, r);
-    return fclose(f) == 0 ? 0 : -1;
+    fn(pfx_output_stream(out), cfg, r);
+    return pfx_output_commit(&out) == PFX_SUCCESS ? 0 : -1;
 }
 
 typedef int (*plot_fn)(const char *path, const train_config *cfg, const train_result *r);
@@ -118,7 +122,7 @@ int cmd_train(int argc, char **argv)
     train_default_config(&cfg);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        unsigned long long n;
+        uint64_t n;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -148,25 +152,25 @@ int cmd_train(int argc, char **argv)
             }
             out = v;
         } else if (!strcmp(a, "--steps")) {
-            if (!tool_parse_uint(v, 1, 100000, &n)) {
+            if (!cli_uint(v, 1, 100000, &n)) {
                 fprintf(stderr, "prefixcl train: bad --steps '%s' (1..100000)\n\n", v);
                 return usage(stderr);
             }
             cfg.steps = (size_t)n;
         } else if (!strcmp(a, "--layers")) {
-            if (!tool_parse_uint(v, 1, 64, &n)) {
+            if (!cli_uint(v, 1, 64, &n)) {
                 fprintf(stderr, "prefixcl train: bad --layers '%s' (1..64)\n\n", v);
                 return usage(stderr);
             }
             cfg.layers = (size_t)n;
         } else if (!strcmp(a, "--seed")) {
-            if (!tool_parse_uint(v, 0, UINT64_MAX, &n)) {
+            if (!cli_uint(v, 0, UINT64_MAX, &n)) {
                 fprintf(stderr, "prefixcl train: bad --seed '%s'\n\n", v);
                 return usage(stderr);
             }
             cfg.seed = n;
         } else if (!strcmp(a, "--eval-every")) {
-            if (!tool_parse_uint(v, 0, 100000, &n)) {
+            if (!cli_uint(v, 0, 100000, &n)) {
                 fprintf(stderr, "prefixcl train: bad --eval-every '%s' (0..100000)\n\n", v);
                 return usage(stderr);
             }
@@ -209,7 +213,7 @@ int cmd_train(int argc, char **argv)
     for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s.csv", out, outputs[i].name);
         if (write_csv(path, outputs[i].csv, &cfg, &r)) {
-            fprintf(stderr, "prefixcl train: cannot write %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "prefixcl train: cannot write %s: %s\n", path, pfx_last_error(NULL));
             rc = 1;
         }
         snprintf(path, sizeof(path), "%s/%s.%s", out, outputs[i].name, ext);
@@ -217,7 +221,8 @@ int cmd_train(int argc, char **argv)
         if (pc == CHART_UNAVAILABLE) {
             drawn = false;
         } else if (pc != CHART_OK) {
-            fprintf(stderr, "prefixcl train: cannot draw %s: %s\n", path, chart_strerror(pc));
+            fprintf(stderr, "prefixcl train: cannot draw %s: %s%s%s\n", path, chart_strerror(pc),
+                    pc == CHART_ERR_IO ? ": " : "", pc == CHART_ERR_IO ? pfx_last_error(NULL) : "");
             rc = 1;
         }
     }

@@ -1,7 +1,6 @@
 /* Helpers the tool's commands share (tool_util.h). */
 #include "tool_util.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -41,18 +40,4 @@ double tool_now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-bool tool_parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
-                     unsigned long long *out)
-{
-    if (!s || *s < '0' || *s > '9')
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
 }

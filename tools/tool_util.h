@@ -1,9 +1,8 @@
 /* Helpers the tool's commands share: seeded random numbers and tensors, a
- * monotonic clock, and option values. One copy each (tool_util.c). */
+ * monotonic clock. One copy each (tool_util.c); option values: cli.h. */
 #ifndef PFX_TOOLS_TOOL_UTIL_H
 #define PFX_TOOLS_TOOL_UTIL_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "prefixcl/prefixcl.h"
@@ -18,9 +17,5 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
 
 /* Seconds of CLOCK_MONOTONIC. */
 double tool_now_s(void);
-
-/* A decimal integer in [lo, hi] with nothing around it (no sign, no space). */
-bool tool_parse_uint(const char *s, unsigned long long lo, unsigned long long hi,
-                     unsigned long long *out);
 
 #endif

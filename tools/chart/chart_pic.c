@@ -3,14 +3,13 @@
 
 #include <cairo-svg.h>
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "chart.h"
+#include "prefixcl/io.h"
 
 #define FONT "DejaVu Sans"
 
@@ -80,6 +79,31 @@ const char *chart_fit(cairo_t *cr, const char *text, double size, double max_w, 
     return out;
 }
 
+/* Cairo's SVG output, kept in memory. */
+static cairo_status_t collect_svg(void *closure, const unsigned char *data, unsigned int length)
+{
+    chart_pic *pic = closure;
+    if (pic->svg_len + length > pic->svg_cap) {
+        size_t cap = pic->svg_cap ? 2 * pic->svg_cap : 65536;
+        while (cap < pic->svg_len + length)
+            cap *= 2;
+        unsigned char *t = realloc(pic->svg_text, cap);
+        if (!t)
+            return CAIRO_STATUS_NO_MEMORY;
+        pic->svg_text = t;
+        pic->svg_cap = cap;
+    }
+    memcpy(pic->svg_text + pic->svg_len, data, length);
+    pic->svg_len += length;
+    return CAIRO_STATUS_SUCCESS;
+}
+
+static cairo_status_t write_stream(void *closure, const unsigned char *data, unsigned int length)
+{
+    return fwrite(data, 1, length, closure) == length ? CAIRO_STATUS_SUCCESS
+                                                      : CAIRO_STATUS_WRITE_ERROR;
+}
+
 int chart_pic_open(chart_pic *pic, const char *path, double width, double height, const char *title)
 {
     memset(pic, 0, sizeof(*pic));
@@ -87,7 +111,8 @@ int chart_pic_open(chart_pic *pic, const char *path, double width, double height
     pic->width = ceil(width);
     pic->height = ceil(height);
     if (pic->svg)
-        pic->surface = cairo_svg_surface_create(path, pic->width, pic->height);
+        pic->surface =
+            cairo_svg_surface_create_for_stream(collect_svg, pic, pic->width, pic->height);
     else
         pic->surface =
             cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)pic->width, (int)pic->height);
@@ -113,6 +138,7 @@ static void free_pic(chart_pic *pic)
         free(pic->labels[i].text);
     free(pic->labels);
     free(pic->title);
+    free(pic->svg_text);
     memset(pic, 0, sizeof(*pic));
 }
 
@@ -131,33 +157,20 @@ static void put_escaped(FILE *f, const char *s)
     }
 }
 
-/* Cairo wrote the SVG; the title and the invisible label layer go in before
- * its closing tag. */
-static int add_svg_text(const chart_pic *pic, const char *path)
+/* Cairo's SVG with the title and the invisible label layer before its
+ * closing tag. */
+static bool write_svg(const chart_pic *pic, FILE *f)
 {
-    FILE *f = fopen(path, "r+b");
-    if (!f)
-        return CHART_ERR_IO;
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return CHART_ERR_IO;
-    }
-    long size = ftell(f);
-    const long tail_max = 64;
-    char tail[65];
-    long from = size > tail_max ? size - tail_max : 0;
-    fseek(f, from, SEEK_SET);
-    size_t n = fread(tail, 1, (size_t)(size - from), f);
-    tail[n] = 0;
-    char *end = NULL;
-    for (char *p = strstr(tail, "</svg>"); p; p = strstr(p + 1, "</svg>"))
-        end = p;
-    if (!end) {
-        fclose(f);
-        errno = EINVAL;
-        return CHART_ERR_IO;
-    }
-    fseek(f, from + (end - tail), SEEK_SET);
+    const unsigned char *t = pic->svg_text;
+    size_t end = pic->svg_len;
+    static const char close_tag[] = "</svg>";
+    const size_t n = sizeof(close_tag) - 1;
+    while (end >= n && memcmp(t + end - n, close_tag, n) != 0)
+        end--;
+    if (end < n)
+        return false;
+    end -= n;
+    fwrite(t, 1, end, f);
     if (pic->title) {
         fputs("<title>", f);
         put_escaped(f, pic->title);
@@ -174,31 +187,33 @@ static int add_svg_text(const chart_pic *pic, const char *path)
         fputs("</text>\n", f);
     }
     fputs("</g>\n</svg>\n", f);
-    /* what stood after </svg> (a newline) is now overwritten or shorter */
-    long at = ftell(f);
-    int ok = fflush(f) == 0 && at >= 0;
-    if (ok && at < size)
-        ok = ftruncate(fileno(f), at) == 0;
-    ok = (fclose(f) == 0) && ok;
-    return ok ? CHART_OK : CHART_ERR_IO;
+    return true;
 }
 
 int chart_pic_close(chart_pic *pic, const char *path)
 {
-    int rc = pic->failed ? CHART_ERR_IO : CHART_OK;
-    if (rc == CHART_OK && cairo_status(pic->cr) != CAIRO_STATUS_SUCCESS)
-        rc = CHART_ERR_IO;
-    if (rc == CHART_OK && !pic->svg &&
-        cairo_surface_write_to_png(pic->surface, path) != CAIRO_STATUS_SUCCESS)
-        rc = CHART_ERR_IO;
+    int rc = pic->failed || cairo_status(pic->cr) != CAIRO_STATUS_SUCCESS ? CHART_ERR_IO : CHART_OK;
     if (pic->svg) {
         cairo_destroy(pic->cr);
         pic->cr = NULL;
-        cairo_surface_finish(pic->surface);
-        if (rc == CHART_OK && cairo_surface_status(pic->surface) != CAIRO_STATUS_SUCCESS)
+        cairo_surface_finish(pic->surface); /* the rest of the SVG reaches collect_svg */
+        if (cairo_surface_status(pic->surface) != CAIRO_STATUS_SUCCESS)
             rc = CHART_ERR_IO;
-        if (rc == CHART_OK)
-            rc = add_svg_text(pic, path);
+    }
+    pfx_output_file *out = NULL;
+    if (rc == CHART_OK && pfx_output_open(path, &out) != PFX_SUCCESS)
+        rc = CHART_ERR_IO;
+    if (rc == CHART_OK) {
+        FILE *f = pfx_output_stream(out);
+        bool ok = pic->svg ? write_svg(pic, f)
+                           : cairo_surface_write_to_png_stream(pic->surface, write_stream, f) ==
+                                 CAIRO_STATUS_SUCCESS;
+        if (!ok) {
+            pfx_output_discard(&out);
+            rc = CHART_ERR_IO;
+        } else if (pfx_output_commit(&out) != PFX_SUCCESS) {
+            rc = CHART_ERR_IO;
+        }
     }
     free_pic(pic);
     return rc;

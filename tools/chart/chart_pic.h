@@ -24,6 +24,8 @@ typedef struct chart_pic {
     char *title;
     chart_label *labels;
     size_t label_count, label_cap;
+    unsigned char *svg_text; /* what cairo writes of an SVG, until the label layer joins it */
+    size_t svg_len, svg_cap;
     bool failed; /* out of memory while recording */
 } chart_pic;
 
@@ -38,11 +40,14 @@ void chart_measure_free(cairo_t *cr);
 /* Width of text at this size (DejaVu Sans). */
 double chart_text_width(cairo_t *cr, const char *text, double size);
 
-/* 0, or CHART_ERR_IO when cairo cannot make a surface of this size. */
+/* 0, or CHART_ERR_IO when cairo cannot make a surface of this size. Nothing
+ * is written before chart_pic_close. */
 int chart_pic_open(chart_pic *pic, const char *path, double width, double height,
                    const char *title);
-/* Writes the file (PNG, or SVG with its label layer) and frees the picture,
- * also on failure. CHART_OK or CHART_ERR_IO. */
+/* Writes the file (PNG, or SVG with its label layer), replacing it atomically
+ * (pfx_output_open: an interrupted run leaves the old one whole), and frees
+ * the picture, also on failure. CHART_OK or CHART_ERR_IO (the detail in
+ * pfx_last_error(NULL) when the file could not be written). */
 int chart_pic_close(chart_pic *pic, const char *path);
 
 /* Text with its anchor at (x, y): ha 0 left, 0.5 centre, 1 right; va 0 top,
