@@ -72,30 +72,40 @@ static int write_map_csv(const char *path, const float *map, size_t N, size_t P,
     return fclose(f) == 0 ? 0 : -1;
 }
 
-/* The statistics of each map, the CSV and the picture. */
+/* The statistics of each map beside the library's (pfx_attention_stats: the
+ * same quantities without the map; tests/check_attn_map.py compares them),
+ * the CSV and the picture. */
 static int report(const char *out, const char *csv, const float *map, size_t maps, size_t head,
-                  const pfx_attention_desc *desc, float gain, size_t seed)
+                  const pfx_attention_desc *desc, const float *lib_mass, const float *lib_entropy,
+                  float gain, size_t seed)
 {
     const size_t N = desc->queries, P = desc->prefix_len, M = desc->keys, cols = P + M;
     for (size_t h = 0; h < maps; h++) {
         const float *m = map + h * N * cols;
-        double prefix_mass = 0, worst_row = 0;
+        double prefix_mass = 0, entropy = 0, worst_row = 0;
         size_t rows = 0;
         for (size_t i = 0; i < N; i++) {
-            double sum = 0, pre = 0;
+            double sum = 0, pre = 0, ent = 0;
             for (size_t j = 0; j < cols; j++) {
-                sum += m[i * cols + j];
+                double p = m[i * cols + j];
+                sum += p;
                 if (j < P)
-                    pre += m[i * cols + j];
+                    pre += p;
+                if (p > 0)
+                    ent -= p * log(p);
             }
             if (sum > 0) {
                 rows++;
                 prefix_mass += pre;
+                entropy += ent;
                 worst_row = fmax(worst_row, fabs(sum - 1.0));
             }
         }
-        printf("head %zu of %zu: mean prefix mass %.4f over %zu rows, max |row sum - 1| %.2e\n",
-               head + h, desc->heads, rows ? prefix_mass / (double)rows : 0.0, rows, worst_row);
+        printf("head %zu of %zu: mean prefix mass %.6f (library %.6f), entropy %.6f (library "
+               "%.6f) over %zu rows, max |row sum - 1| %.2e\n",
+               head + h, desc->heads, rows ? prefix_mass / (double)rows : 0.0,
+               (double)lib_mass[head + h], rows ? entropy / (double)rows : 0.0,
+               (double)lib_entropy[head + h], rows, worst_row);
     }
     printf("keys %zu = prefix %zu + input %zu, queries %zu, D %zu, gain %s %g%s, seed %zu\n", cols,
            P, M, N, desc->head_dim, mode_name(desc->gain_mode), (double)gain,
@@ -279,13 +289,34 @@ int cmd_attn_map(int argc, char **argv)
         if (st == PFX_SUCCESS)
             st = pfx_tensor_read(probs, 0, N * cols, map + i * N * cols);
     }
+    /* the library's statistics of every head, without the map */
+    pfx_tensor *mass_t = NULL, *entropy_t = NULL;
+    float *lib_mass = malloc(H * sizeof(float)), *lib_entropy = malloc(H * sizeof(float));
+    const size_t hshape[1] = { H };
+    if (st == PFX_SUCCESS && (!lib_mass || !lib_entropy))
+        st = PFX_ERROR_OUT_OF_MEMORY;
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hshape, &mass_t);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hshape, &entropy_t);
+    if (st == PFX_SUCCESS)
+        st = pfx_attention_stats(rt, &desc, &in, 1, entropy_t, NULL, mass_t);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_read(mass_t, 0, H, lib_mass);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_read(entropy_t, 0, H, lib_entropy);
     int rc = 1;
     if (st != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(rt));
     } else {
-        rc = report(out, csv, map, maps, grid ? 0 : head, &desc, gain, seed);
+        rc = report(out, csv, map, maps, grid ? 0 : head, &desc, lib_mass, lib_entropy, gain,
+                    seed);
     }
     free(map);
+    free(lib_mass);
+    free(lib_entropy);
+    pfx_tensor_destroy(&mass_t);
+    pfx_tensor_destroy(&entropy_t);
     free(gains);
     pfx_tensor_destroy(&q);
     pfx_tensor_destroy(&k);
