@@ -309,8 +309,7 @@ int cmd_attn_map(int argc, char **argv)
     if (st != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(rt));
     } else {
-        rc = report(out, csv, map, maps, grid ? 0 : head, &desc, lib_mass, lib_entropy, gain,
-                    seed);
+        rc = report(out, csv, map, maps, grid ? 0 : head, &desc, lib_mass, lib_entropy, gain, seed);
     }
     free(map);
     free(lib_mass);
