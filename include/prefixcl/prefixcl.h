@@ -11,6 +11,7 @@
 #include "prefixcl/io.h"
 #include "prefixcl/encoder.h"
 #include "prefixcl/layer.h"
+#include "prefixcl/matmul.h"
 #include "prefixcl/profile.h"
 
 #endif

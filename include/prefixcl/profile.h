@@ -7,6 +7,12 @@
  * calls): the time from the end of one marker on the in-order queue to the
  * end of another.
  *
+ * An event times one command alone, from its start to its end.
+ *
+ * The peak kernels (cl/peak.cl) measure a device's ceilings as clpeak does:
+ * float32 multiply-add throughput at each vector width and global-memory
+ * copy bandwidth.
+ *
  * The kernel configurations are every kernel program and -D option set the
  * runtime may build, per vendor family: what warm-up builds and what the
  * cross-vendor compile gate compiles.
@@ -16,6 +22,7 @@
 
 #include "prefixcl/common.h"
 #include "prefixcl/runtime.h"
+#include "prefixcl/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,11 +32,49 @@ typedef struct pfx_span pfx_span;
 
 /* Enqueues the opening marker of a span; *out is set only on success. */
 PFX_API pfx_status pfx_span_begin(pfx_runtime *rt, pfx_span **out);
-/* Enqueues the closing marker, waits for it and gives the device time since
- * the opening one in *ns. The span is freed and *span NULLed on every
- * outcome. PFX_ERROR_UNSUPPORTED: the device gives no times for markers (the
- * caller may time on the host instead). */
-PFX_API pfx_status pfx_span_end(pfx_span **span, uint64_t *ns);
+/* Enqueues the closing marker; does not wait. Once per span. */
+PFX_API pfx_status pfx_span_end(pfx_span *span);
+/* Waits for the closing marker and gives the device time since the opening
+ * one in *ns. PFX_ERROR_UNSUPPORTED: the device gives no times for markers
+ * (the caller may time on the host instead). */
+PFX_API pfx_status pfx_span_time_ns(pfx_span *span, uint64_t *ns);
+/* Releases *span (ended or not) and NULLs it; NULL-safe. */
+PFX_API void pfx_span_release(pfx_span **span);
+
+typedef struct pfx_event pfx_event;
+
+/* Nanoseconds from the start to the end of the command (waits for it).
+ * PFX_ERROR_UNSUPPORTED when the device gives no times for it. */
+PFX_API pfx_status pfx_event_time_ns(pfx_event *event, uint64_t *ns);
+/* Releases *event and NULLs it; NULL-safe. */
+PFX_API void pfx_event_release(pfx_event **event);
+
+typedef enum pfx_peak_kernel {
+    PFX_PEAK_FMA_F1 = 0, /* two dependent chains of float mads per work-item */
+    PFX_PEAK_FMA_F2,
+    PFX_PEAK_FMA_F4,
+    PFX_PEAK_FMA_F8,
+    PFX_PEAK_FMA_F16,
+    PFX_PEAK_FMA_ILP_F4, /* eight chains (CPU devices only: PFX_ERROR_UNSUPPORTED elsewhere) */
+    PFX_PEAK_FMA_ILP_F8,
+    PFX_PEAK_FMA_ILP_F16,
+    PFX_PEAK_COPY, /* float4 copy: 32 bytes read and written per work-item */
+    PFX_PEAK_KERNEL_COUNT
+} pfx_peak_kernel;
+
+/* FLOPs of one work-item of an FMA kernel (4096; 32768 with eight chains);
+ * 0 for PFX_PEAK_COPY and out-of-range values. */
+PFX_API double pfx_peak_flops_per_item(pfx_peak_kernel kernel);
+
+/* Enqueues one run of kernel over global work-items in groups of local
+ * (global a multiple of local; local at most the device's work-group size).
+ * FMA kernels write one float per work-item to out (float32, at least global
+ * values) and take no in; PFX_PEAK_COPY copies 4 * global floats from in to
+ * out (both float32, at least that long, distinct). When event is not NULL it
+ * receives the run's event (release it with pfx_event_release). */
+PFX_API pfx_status pfx_peak_enqueue(pfx_runtime *rt, pfx_peak_kernel kernel, size_t global,
+                                    size_t local, const pfx_tensor *in, pfx_tensor *out,
+                                    pfx_event **event);
 
 #define PFX_KERNEL_OPTIONS_MAX 256
 
