@@ -34,6 +34,7 @@ EXPECTED = {
                           ["sgemm.1024", "copy", "layer.step", "120.5 GFLOP/s", "12.5 GB/s",
                            "107.6 GFLOP/s", "30.1 % of FMA peak", "100.0 % of copy bandwidth",
                            "+12.0 %", "-20.0 %", "skipped: not built",
+                           "sgemm.512", "136.2 GFLOP/s", "275.9 % of FMA peak",
                            "1 [0:0] Chart Test Device: this run",
                            "1: saved run 2026-11-30T09:00:00+0000"]),
 }

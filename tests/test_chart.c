@@ -132,7 +132,7 @@ static void bench_data(bench_run *run, bench_run *base)
     bench_device *d = &run->devices[0];
     snprintf(d->selector, sizeof(d->selector), "0:0");
     snprintf(d->info.device_name, sizeof(d->info.device_name), "Chart Test Device");
-    d->count = 3;
+    d->count = 4;
     bench_result *r = d->tests;
     snprintf(r[0].id, sizeof(r[0].id), "sgemm.1024");
     r[0].ok = true, r[0].ms = 17.8, r[0].gflops = 120.5, r[0].gbs = -1;
@@ -143,6 +143,10 @@ static void bench_data(bench_run *run, bench_run *base)
     snprintf(r[2].id, sizeof(r[2].id), "layer.step");
     snprintf(r[2].reason, sizeof(r[2].reason), "not built");
     r[2].gflops = r[2].gbs = r[2].share = -1;
+    /* above the measured ceiling: the marker lies on the bar */
+    snprintf(r[3].id, sizeof(r[3].id), "sgemm.512");
+    r[3].ok = true, r[3].ms = 1.97, r[3].gflops = 136.2, r[3].gbs = -1;
+    r[3].ceiling = BENCH_CEIL_FMA, r[3].share = 275.9;
     *base = *run;
     base->devices[0].tests[0].gflops = 107.6;   /* now +12.0 % */
     base->devices[0].tests[1].gbs = 12.5 / 0.8; /* now -20.0 % */

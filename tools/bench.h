@@ -63,13 +63,14 @@ typedef struct bench_timing {
 /* One run of a test: enqueue its work on the runtime's queue. When the work is
  * a single kernel the callback may return that kernel's event in *ev (then it
  * is timed from its start to its end); otherwise leave *ev NULL and the run is
- * timed between two markers. */
-typedef pfx_status (*bench_enqueue_fn)(pfx_runtime *rt, void *ctx, void **ev);
+ * timed as a span (prefixcl/profile.h). */
+typedef pfx_status (*bench_enqueue_fn)(pfx_runtime *rt, void *ctx, pfx_event **ev);
 
 /* One untimed warm-up run, then timed runs (count from the first timed one),
- * the median in r->ms. On failure returns the status (message in
- * pfx_last_error(rt)). *host_timer is set when the device gives no times for
- * markers and host wall time (with a finish per run) was used instead. */
+ * the median in r->ms. On failure returns the status, the message in
+ * pfx_last_error(rt) or, for the timer's own failures, in r->reason.
+ * *host_timer is set when the device gives no times for spans and host wall
+ * time (with a finish per run) was used instead. */
 pfx_status bench_measure(pfx_runtime *rt, const bench_timing *timing, bench_enqueue_fn fn,
                          void *ctx, bench_result *r, bool *host_timer);
 

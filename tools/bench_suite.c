@@ -28,8 +28,6 @@
 
 #include "bench.h"
 #include "tool_util.h"
-#include "gemm.h"
-#include "timing.h"
 
 typedef struct suite {
     pfx_runtime *rt;
@@ -145,9 +143,13 @@ static bool quick_too_slow(suite *s, bench_result *r, double flops, double hint_
 static void measure(suite *s, bench_result *r, bench_enqueue_fn fn, void *ctx, double flops,
                     double bytes, bench_ceiling ceiling)
 {
+    r->reason[0] = '\0';
     pfx_status st = bench_measure(s->rt, &s->timing, fn, ctx, r, &s->host_timer);
     if (st != PFX_SUCCESS) {
-        skip_status(s, r, st);
+        if (r->reason[0]) /* the timer's own message */
+            r->ok = false;
+        else
+            skip_status(s, r, st);
         return;
     }
     r->ok = true;
@@ -199,70 +201,63 @@ static size_t local_size(const pfx_device_info *info)
 /* ---------------------------------------------------------------- ceilings */
 
 typedef struct kernel_ctx {
-    cl_kernel kernel;
-    const char *what;
+    pfx_peak_kernel kernel;
     size_t global, local;
-    size_t nargs;
-    pfx_arg args[3];
+    const pfx_tensor *in;
+    pfx_tensor *out;
 } kernel_ctx;
 
-static pfx_status kernel_enqueue(pfx_runtime *rt, void *ctx, void **ev)
+static pfx_status kernel_enqueue(pfx_runtime *rt, void *ctx, pfx_event **ev)
 {
     kernel_ctx *k = ctx;
-    return pfx_launch_event(rt, k->kernel, k->what, 1, &k->global, &k->local, k->nargs, k->args,
-                            (cl_event *)ev);
+    return pfx_peak_enqueue(rt, k->kernel, k->global, k->local, k->in, k->out, ev);
 }
 
 static void test_fma_peak(suite *s)
 {
     static const struct {
-        const char *kernel, *label;
-        double flops_per_item; /* per work-item */
+        pfx_peak_kernel kernel;
+        const char *label;
     } variants[] = {
-        { "peak_fma_f1", "float", 4096 },        { "peak_fma_f2", "float2", 4096 },
-        { "peak_fma_f4", "float4", 4096 },       { "peak_fma_f8", "float8", 4096 },
-        { "peak_fma_f16", "float16", 4096 },     { "peak_fma_ilp_f4", "float4 x8 chains", 32768 },
-        { "peak_fma_ilp_f8", "float8 x8 chains", 32768 },
-        { "peak_fma_ilp_f16", "float16 x8 chains", 32768 },
+        { PFX_PEAK_FMA_F1, "float" },
+        { PFX_PEAK_FMA_F2, "float2" },
+        { PFX_PEAK_FMA_F4, "float4" },
+        { PFX_PEAK_FMA_F8, "float8" },
+        { PFX_PEAK_FMA_F16, "float16" },
+        { PFX_PEAK_FMA_ILP_F4, "float4 x8 chains" },
+        { PFX_PEAK_FMA_ILP_F8, "float8 x8 chains" },
+        { PFX_PEAK_FMA_ILP_F16, "float16 x8 chains" },
     };
-    /* The many-chain kernels exist on CPUs only (the rule of src/ops/registry.c). */
-    const bool cpu = s->rt->vendor == PFX_VENDOR_CPU;
-    const char *options = cpu ? "-DPEAK_ILP=1" : "";
+    /* The many-chain kernels exist on CPUs only (pfx_peak_enqueue). */
+    const pfx_device_info *info = &s->dev->info;
+    const bool cpu = info->type == PFX_DEVICE_CPU;
     const size_t nvar = cpu ? sizeof(variants) / sizeof(variants[0]) : 5;
     bench_result *r = begin(s, "peak.fma", "Ceilings", "float32 FMA (mad)");
     if (!r)
         return;
-    const pfx_device_info *info = &s->dev->info;
     /* 64 Ki work-items per compute unit at 4096 FLOPs each (an eighth of that
      * for the 32768-FLOP kernels): the same work for every variant. */
     size_t items = (size_t)(info->compute_units ? info->compute_units : 1) * 65536;
     if (items > ((size_t)1 << 26))
         items = (size_t)1 << 26;
-    cl_mem out = NULL;
-    size_t out_bytes = items * sizeof(float);
-    pfx_status st = pfx_buffer_create(s->rt, out_bytes, NULL, &out);
+    kernel_ctx k = { .local = local_size(info) };
+    size_t out_shape[1] = { (items + k.local - 1) / k.local * k.local };
+    pfx_status st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 1, out_shape, &k.out);
     if (st != PFX_SUCCESS) {
         skip_status(s, r, st);
         return;
     }
-    float a = 1.3f;
-    kernel_ctx k = { .what = "peak FMA", .local = local_size(info), .nargs = 2 };
-    k.args[0] = PFX_ARG(out);
-    k.args[1] = PFX_ARG(a);
     bench_timing saved = s->timing;
     s->timing.target_s /= (double)nvar;
     bench_result best = *r, trial;
     size_t best_variant = 0;
     for (size_t i = 0; i < nvar; i++) {
-        k.global = variants[i].flops_per_item > 4096 ? items / 8 : items;
+        double per_item = pfx_peak_flops_per_item(variants[i].kernel);
+        k.kernel = variants[i].kernel;
+        k.global = per_item > 4096 ? items / 8 : items;
         k.global = (k.global + k.local - 1) / k.local * k.local;
-        st = pfx_kernel_get(s->rt, "peak", options, variants[i].kernel, &k.kernel);
         trial = *r;
-        if (st == PFX_SUCCESS)
-            measure(s, &trial, kernel_enqueue, &k, variants[i].flops_per_item * (double)k.global,
-                    0, BENCH_CEIL_NONE);
-        else
-            skip_status(s, &trial, st);
+        measure(s, &trial, kernel_enqueue, &k, per_item * (double)k.global, 0, BENCH_CEIL_NONE);
         if (trial.ok && (!best.ok || trial.gflops > best.gflops)) {
             best = trial;
             best_variant = i;
@@ -271,7 +266,7 @@ static void test_fma_peak(suite *s)
         }
     }
     s->timing = saved;
-    pfx_buffer_release(s->rt, out, out_bytes);
+    pfx_tensor_destroy(&k.out);
     *r = best;
     if (r->ok) {
         snprintf(r->label, sizeof(r->label), "float32 FMA (mad), best of %zu: %s", nvar,
@@ -300,33 +295,21 @@ static void test_copy_bandwidth(suite *s)
         skip(r, "too little memory for a copy buffer");
         return;
     }
-    cl_mem in = NULL, out = NULL;
-    pfx_status st = pfx_buffer_create(s->rt, bytes, NULL, &in);
+    kernel_ctx k = { .kernel = PFX_PEAK_COPY, .local = local_size(info), .global = bytes / 16 };
+    size_t shape[1] = { bytes / sizeof(float) };
+    pfx_tensor *in = NULL;
+    pfx_status st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 1, shape, &in);
     if (st == PFX_SUCCESS)
-        st = pfx_buffer_create(s->rt, bytes, NULL, &out);
-    kernel_ctx k = { .what = "peak copy", .local = local_size(info), .nargs = 2 };
-    k.global = bytes / 16;
-    if (st == PFX_SUCCESS) {
-        float zero = 0.0f;
-        cl_int err = clEnqueueFillBuffer(s->rt->queue, in, &zero, sizeof(zero), 0, bytes, 0, NULL,
-                                         NULL);
-        if (err != CL_SUCCESS)
-            st = pfx_cl_error(s->rt, err, "filling the copy buffer");
-    }
+        st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 1, shape, &k.out);
     if (st == PFX_SUCCESS)
-        st = pfx_kernel_get(s->rt, "peak", s->rt->vendor == PFX_VENDOR_CPU ? "-DPEAK_ILP=1" : "",
-                            "peak_copy", &k.kernel);
-    if (st == PFX_SUCCESS) {
-        k.args[0] = PFX_ARG(in);
-        k.args[1] = PFX_ARG(out);
+        st = pfx_tensor_fill(in, 0.0f);
+    k.in = in;
+    if (st == PFX_SUCCESS)
         measure(s, r, kernel_enqueue, &k, 0, 2.0 * (double)bytes, BENCH_CEIL_NONE);
-    } else {
+    else
         skip_status(s, r, st);
-    }
-    if (in)
-        pfx_buffer_release(s->rt, in, bytes);
-    if (out)
-        pfx_buffer_release(s->rt, out, bytes);
+    pfx_tensor_destroy(&in);
+    pfx_tensor_destroy(&k.out);
     if (r->ok) {
         s->copy_gbs = r->gbs;
         r->ceiling = BENCH_CEIL_COPY;
@@ -341,13 +324,11 @@ typedef struct sgemm_ctx {
     pfx_tensor *a, *b, *c;
 } sgemm_ctx;
 
-static pfx_status sgemm_enqueue(pfx_runtime *rt, void *ctx, void **ev)
+static pfx_status sgemm_enqueue(pfx_runtime *rt, void *ctx, pfx_event **ev)
 {
-    (void)ev; /* CLBlast may run helper kernels, the host backend none: timed between markers */
+    (void)ev; /* CLBlast may run helper kernels, the host backend none: timed as a span */
     sgemm_ctx *g = ctx;
-    return pfx_gemm(rt, "bench sgemm", false, false, g->n, g->n, g->n, 1.0f,
-                    PFX_GEMM_OP(g->a->mem, 0, g->n), PFX_GEMM_OP(g->b->mem, 0, g->n), 0.0f,
-                    PFX_GEMM_OP(g->c->mem, 0, g->n));
+    return pfx_matmul(rt, g->a, g->b, g->c);
 }
 
 static void test_sgemm(suite *s, size_t n, double *hint_gflops)
@@ -432,14 +413,14 @@ static double attn_pairs(const attn_shape *sh)
     return per_head * (double)sh->B * (double)sh->H;
 }
 
-static pfx_status attn_forward_enqueue(pfx_runtime *rt, void *ctx, void **ev)
+static pfx_status attn_forward_enqueue(pfx_runtime *rt, void *ctx, pfx_event **ev)
 {
     (void)ev;
     attn_ctx *a = ctx;
     return pfx_attention_forward(rt, &a->desc, &a->in, a->o, a->lse);
 }
 
-static pfx_status attn_backward_enqueue(pfx_runtime *rt, void *ctx, void **ev)
+static pfx_status attn_backward_enqueue(pfx_runtime *rt, void *ctx, pfx_event **ev)
 {
     (void)ev;
     attn_ctx *a = ctx;
@@ -554,7 +535,7 @@ typedef struct enc_ctx {
     pfx_encoder_grads grads;
 } enc_ctx;
 
-static pfx_status enc_forward_enqueue(pfx_runtime *rt, void *ctx, void **ev)
+static pfx_status enc_forward_enqueue(pfx_runtime *rt, void *ctx, pfx_event **ev)
 {
     (void)rt;
     (void)ev;
@@ -562,7 +543,7 @@ static pfx_status enc_forward_enqueue(pfx_runtime *rt, void *ctx, void **ev)
     return pfx_encoder_forward(e->enc, e->kp, e->vp);
 }
 
-static pfx_status enc_backward_enqueue(pfx_runtime *rt, void *ctx, void **ev)
+static pfx_status enc_backward_enqueue(pfx_runtime *rt, void *ctx, pfx_event **ev)
 {
     (void)rt;
     (void)ev;
@@ -662,7 +643,7 @@ typedef struct step_ctx {
     pfx_layer_grads grads;
 } step_ctx;
 
-static pfx_status step_enqueue(pfx_runtime *rt, void *ctx, void **ev)
+static pfx_status step_enqueue(pfx_runtime *rt, void *ctx, pfx_event **ev)
 {
     (void)rt;
     (void)ev;

@@ -33,13 +33,17 @@ static chart_rgb on_colour(chart_rgb c)
     return 0.299 * c.r + 0.587 * c.g + 0.114 * c.b < 0.6 ? WHITE : INK;
 }
 
+/* A bar, its text inside when it fits (else after it), a marker line with
+ * its text after the line, or after the bar when the line lies on the bar. */
 static void draw_bar(chart_pic *pic, const chart_bar *b, size_t k, double x0, double y,
                      double per_unit, double right_edge)
 {
     cairo_t *cr = pic->cr;
     double mid = y + BAR_H / 2;
     double w = isfinite(b->value) && b->value > 0 ? b->value * per_unit : 0;
+    double end = x0 + w;
     double mx = isfinite(b->marker) ? x0 + b->marker * per_unit : NAN;
+    double tw = b->text ? chart_text_width(cr, b->text, FONT_SIZE) : 0;
     double mtw = b->marker_text ? chart_text_width(cr, b->marker_text, FONT_SIZE) : 0;
     if (isfinite(b->value)) {
         chart_set_colour(cr, chart_series_colour(k));
@@ -52,25 +56,33 @@ static void draw_bar(chart_pic *pic, const chart_bar *b, size_t k, double x0, do
         cairo_move_to(cr, mx, y);
         cairo_line_to(cr, mx, y + BAR_H);
         cairo_stroke(cr);
+    }
+    /* inside, unless the marker crosses the text */
+    bool inside = b->text && isfinite(b->value) && tw + 10 <= w &&
+                  !(isfinite(mx) && mx > end - tw - 10 && mx < end - 2);
+    if (inside)
+        chart_text(pic, b->text, end - 5, mid, FONT_SIZE, 1, 0.5, 0,
+                   on_colour(chart_series_colour(k)));
+    const bool marker_after = isfinite(mx) && mx >= end - 2;
+    chart_rgb text_colour = isfinite(b->value) ? INK : GREY;
+    if (marker_after) {
         if (b->marker_text)
             chart_text(pic, b->marker_text, mx + 4, mid, FONT_SIZE, 0, 0.5, 0, GREY);
-    }
-    if (!b->text)
-        return;
-    double tw = chart_text_width(cr, b->text, FONT_SIZE);
-    if (isfinite(b->value) && tw + 10 <= w &&
-        !(isfinite(mx) && mx > x0 + w - tw - 10 && mx < x0 + w)) {
-        chart_text(pic, b->text, x0 + w - 5, mid, FONT_SIZE, 1, 0.5, 0,
-                   on_colour(chart_series_colour(k)));
+        if (b->text && !inside) {
+            /* before the marker when it fits there, else after its text */
+            double tx = end + 5 + tw < mx - 3 ? end + 5 : mx + 4 + mtw + 10;
+            chart_text(pic, b->text, fmin(tx, right_edge - tw), mid, FONT_SIZE, 0, 0.5, 0,
+                       text_colour);
+        }
         return;
     }
-    double tx = x0 + w + 5;
-    /* after the marker's text when the two would overlap */
-    if (isfinite(mx) && tx < mx + mtw + 8 && tx + tw > mx - 3)
-        tx = mx + mtw + 12;
-    if (tx + tw > right_edge)
-        tx = fmax(x0 + 4, right_edge - tw);
-    chart_text(pic, b->text, tx, mid, FONT_SIZE, 0, 0.5, 0, isfinite(b->value) ? INK : GREY);
+    double cursor = end + 5;
+    if (b->text && !inside) {
+        chart_text(pic, b->text, cursor, mid, FONT_SIZE, 0, 0.5, 0, text_colour);
+        cursor += tw + 10;
+    }
+    if (b->marker_text && isfinite(mx)) /* the marker lies on the bar */
+        chart_text(pic, b->marker_text, cursor, mid, FONT_SIZE, 0, 0.5, 0, GREY);
 }
 
 int chart_bars(const char *path, const chart_bar_spec *s)
@@ -99,7 +111,7 @@ int chart_bars(const char *path, const chart_bar_spec *s)
 
     const double margin = 16;
     /* room after the longest bar for its text and marker text */
-    const double text_room = 190;
+    const double text_room = 300;
     double x0 = margin + label_w + 12;
     double right_edge = x0 + BARS_W + text_room;
     double width = fmax(right_edge + (note_w > 0 ? note_w + 24 : 0) + margin,
