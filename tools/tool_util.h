@@ -1,5 +1,5 @@
 /* Helpers the tool's commands share: seeded random numbers and tensors, a
- * monotonic clock. One copy each (tool_util.c); option values: cli.h. */
+ * monotonic and the process clock. One copy each (tool_util.c); option values: cli.h. */
 #ifndef PFX_TOOLS_TOOL_UTIL_H
 #define PFX_TOOLS_TOOL_UTIL_H
 
@@ -17,5 +17,9 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
 
 /* Seconds of CLOCK_MONOTONIC. */
 double tool_now_s(void);
+/* CPU seconds of the whole process (every thread: PoCL's workers too), which
+ * on a CPU device shared with other jobs measures the work where wall time
+ * measures the contention too. */
+double tool_cpu_s(void);
 
 #endif
