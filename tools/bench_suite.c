@@ -5,7 +5,7 @@
  *              bandwidth (float4 copy, bytes read + written), as clpeak does
  *   sgemm.N    SGEMM through the library's GEMM wrapper (the runtime's backend:
  *              CLBlast or the host BLAS), row-major N x N x N, 2 N^3 FLOPs
- *   attn_fwd.* pfx_attention_forward at the shapes (a)-(d) of the forward issue,
+ *   attn_fwd.* pfx_attention_forward at the shapes (a)-(d) of bench/bench_attention.c,
  *              4 B H N (P+M) D FLOPs over visible pairs only (causal);
  *              decode (d) also as GB/s of K/V read (input and prefix, once)
  *   attn_bwd.* pfx_attention_backward (dQ, dK, dV, dKp, dVp) at the same shapes,
