@@ -1,7 +1,9 @@
 /*
  * prefixcl bench: shared types of the device benchmark (tools/cmd_bench.c).
- *   bench_timer.c  : warm-up, calibrated run count, device-event medians
- *   bench_suite.c  : the fixed suite (ceilings, SGEMM, attention, encoder, layer)
+ *   bench_timer.c  : warm-up, calibrated run count, medians of spans and events
+ *   bench_suite.c  : the fixed suite and the framework of its families
+ *                    (bench_family.h): bench_ceilings.c (FMA, copy) and
+ *                    bench_ops.c (SGEMM, attention, encoder, layer step)
  *   bench_report.c : text tables, JSON, CSV, --compare
  *   bench_json.c   : a small JSON reader for --compare files
  *   bench_plot.c   : the --plot bar chart (PNG or SVG through tools/chart/)
