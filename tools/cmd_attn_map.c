@@ -236,14 +236,9 @@ int cmd_attn_map(int argc, char **argv)
         return 2;
     }
 
-    pfx_runtime_params params;
-    pfx_runtime_default_params(&params);
-    params.device = selector;
-    pfx_runtime *rt = NULL;
-    if (pfx_runtime_create(&rt, &params) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(NULL));
+    pfx_runtime *rt = tool_runtime("attn-map", selector);
+    if (!rt)
         return 1;
-    }
 
     uint64_t rng = (uint64_t)seed;
     float *gains = malloc(H * sizeof(float));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "tool_util.h"
 #include "prefixcl/prefixcl.h"
 
 /* Every configuration (malloc'ed), or NULL with a message. */
@@ -32,9 +33,8 @@ static int build_all(void)
     pfx_kernel_config *configs = list(&n);
     if (!configs)
         return 1;
-    pfx_runtime *rt = NULL;
-    if (pfx_runtime_create(&rt, NULL) != PFX_SUCCESS) {
-        fprintf(stderr, "%s\n", pfx_last_error(NULL));
+    pfx_runtime *rt = tool_runtime("kernel-configs", NULL);
+    if (!rt) {
         free(configs);
         return 1;
     }

@@ -1,6 +1,7 @@
 /* Helpers the tool's commands share (tool_util.h). */
 #include "tool_util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -33,6 +34,19 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
     if (st != PFX_SUCCESS)
         pfx_tensor_destroy(out);
     return st;
+}
+
+pfx_runtime *tool_runtime(const char *command, const char *selector)
+{
+    pfx_runtime_params params;
+    pfx_runtime_default_params(&params);
+    params.device = selector;
+    pfx_runtime *rt = NULL;
+    if (pfx_runtime_create(&rt, &params) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", command, pfx_last_error(NULL));
+        return NULL;
+    }
+    return rt;
 }
 
 double tool_now_s(void)

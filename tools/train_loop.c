@@ -145,13 +145,8 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         return 1;
     }
     j->L = L;
-    pfx_runtime_params rp;
-    pfx_runtime_default_params(&rp);
-    rp.device = device;
-    if (pfx_runtime_create(&j->rt, &rp) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl train: %s\n", pfx_last_error(NULL));
+    if (!(j->rt = tool_runtime("train", device)))
         return 1;
-    }
     const pfx_device_info *info = pfx_runtime_device(j->rt);
     snprintf(res->device, sizeof(res->device), "%s (%s)", info->device_name, info->platform_name);
     res->losses = calloc(c->steps, sizeof(double));
