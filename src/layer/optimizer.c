@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/io_internal.h"
-#include "../ops/registry.h"
+#include "io_internal.h"
+#include "registry.h"
 #include "optimizer_internal.h"
 
 #define OPT_PROGRAM "optimizer"
