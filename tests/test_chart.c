@@ -92,6 +92,27 @@ static size_t check_png(const char *name, int width, int height)
 }
 #endif
 
+#if PFX_TEST_CAIRO
+/* How many pixels of exactly this colour the PNG has (the inside of a marker
+ * or a bar keeps its colour through anti-aliasing). */
+static size_t colour_count(const char *name, int r, int g, int b)
+{
+    cairo_surface_t *s = cairo_image_surface_create_from_png(out(name));
+    assert_int_equal(cairo_surface_status(s), CAIRO_STATUS_SUCCESS);
+    const unsigned char *px = cairo_image_surface_get_data(s);
+    int stride = cairo_image_surface_get_stride(s), w = cairo_image_surface_get_width(s);
+    int h = cairo_image_surface_get_height(s);
+    size_t found = 0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            const unsigned char *p = px + (size_t)y * (size_t)stride + 4 * (size_t)x;
+            found += p[2] == r && p[1] == g && p[0] == b;
+        }
+    cairo_surface_destroy(s);
+    return found;
+}
+#endif
+
 /* ---- fixed data ---------------------------------------------------------- */
 
 enum { STEPS = 40, LAYERS = 3, HEADS = 4 };
@@ -110,7 +131,7 @@ static void train_data(train_config *cfg, train_result *r)
         lrs[i] = (float)(i < 4 ? 1e-2 * (i + 1) / 4 : 1e-2 * (0.55 + 0.45 * cos(i / 12.0)));
     }
     for (int i = 0; i < 4; i++)
-        eval_losses[i] = 2.2 * exp(-eval_steps[i] / 9.0) + 0.006;
+        eval_losses[i] = 2.2 * exp(-(double)eval_steps[i] / 9.0) + 0.006;
     for (int i = 0; i < LAYERS * HEADS; i++) {
         tgains[i] = (float)sin(1.7 * i);
         gains[i] = 0.9f * tgains[i] + 0.05f;
@@ -169,6 +190,11 @@ static void test_train_pictures(void **state)
     expect(train_plot_gains(out("gains.svg"), &cfg, &r), "gains.svg");
 #if PFX_TEST_CAIRO
     assert_true(check_png("loss.png", 760, 400) > 6);
+    /* the held-out points: the second series colour (orange), four markers
+     * beside the legend's one (a marker has some 25 pixels of pure colour) */
+    size_t orange = colour_count("loss.png", 255, 127, 14);
+    if (orange < 3 * 25)
+        fail_msg("loss.png: %zu orange pixels, not the legend's and four markers", orange);
     assert_true(check_png("attention.png", 760, 800) > 4); /* two panels */
     assert_true(check_png("gains.png", 0, 0) > 8);
 #endif

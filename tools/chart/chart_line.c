@@ -1,6 +1,7 @@
 /* Line charts (chart.h): one or two y axes, linear or log10, legend,
  * category ticks or numbers on x. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -188,8 +189,48 @@ static void draw_series(chart_pic *pic, const chart_series *s, size_t k, const s
     cairo_restore(cr);
 }
 
-static void legend(chart_pic *pic, const chart_line_spec *p, double x1, double y0)
+/* The plot area and the scales the series are drawn with, for placing the
+ * legend where it hides the fewest points. */
+typedef struct frame {
+    double x0, x1, y0, y1;
+    const scale *sx, *sy, *sy2;
+} frame;
+
+static size_t points_under(const chart_line_spec *p, const frame *f, double bx, double by,
+                           double bw, double bh)
 {
+    size_t n = 0;
+    for (size_t k = 0; k < p->series_count; k++) {
+        const chart_series *s = &p->series[k];
+        const scale *sy = s->right ? f->sy2 : f->sy;
+        const chart_axis *ax = s->right ? &p->y2 : &p->y;
+        if (!sy->used)
+            continue;
+        double qx = NAN, qy = NAN; /* the previous point, for a line's segments */
+        for (size_t i = 0; i < s->count; i++) {
+            double xv = series_x(s, i), yv = s->y[i];
+            if (!isfinite(xv) || !usable(ax, yv)) {
+                qx = NAN;
+                continue;
+            }
+            double px = place(f->sx, xv, f->x0, f->x1), py = place(sy, yv, f->y1, f->y0);
+            int steps = s->line && isfinite(qx) ? 8 : 1; /* samples along the segment */
+            for (int t = 1; t <= steps; t++) {
+                double u = (double)t / steps;
+                double x = steps > 1 ? qx + u * (px - qx) : px,
+                       y = steps > 1 ? qy + u * (py - qy) : py;
+                n += x >= bx && x <= bx + bw && y >= by && y <= by + bh;
+            }
+            qx = px;
+            qy = py;
+        }
+    }
+    return n;
+}
+
+static void legend(chart_pic *pic, const chart_line_spec *p, const frame *f)
+{
+    const double x1 = f->x1, y0 = f->y0;
     cairo_t *cr = pic->cr;
     double w = 0;
     size_t n = 0;
@@ -204,7 +245,18 @@ static void legend(chart_pic *pic, const chart_line_spec *p, double x1, double y
     if (!n)
         return;
     const double row = 18, bw = w + 44, bh = (double)n * row + 8;
+    /* the corner of the plot where the box hides the fewest points */
     double bx = x1 - bw - 8, by = y0 + 8;
+    size_t best = SIZE_MAX;
+    const double xs[2] = { x1 - bw - 8, f->x0 + 8 }, ys[2] = { y0 + 8, f->y1 - bh - 8 };
+    for (int c = 0; c < 4; c++) {
+        size_t hidden = points_under(p, f, xs[c % 2], ys[c / 2], bw, bh);
+        if (hidden < best) {
+            best = hidden;
+            bx = xs[c % 2];
+            by = ys[c / 2];
+        }
+    }
     cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
     cairo_rectangle(cr, bx, by, bw, bh);
     cairo_fill_preserve(cr);
@@ -320,7 +372,8 @@ static void draw_panel(chart_pic *pic, const chart_line_spec *p, double ox, doub
         draw_series(pic, s, k, &sx, s->right ? &sy2 : &sy, s->right ? &p->y2 : &p->y, x0, x1, y0,
                     y1);
     }
-    legend(pic, p, x1, y0);
+    frame f = { x0, x1, y0, y1, &sx, &sy, right_ok ? &sy2 : &sy };
+    legend(pic, p, &f);
 }
 
 /* Whether a panel has an x range and data on at least one y axis. */
