@@ -1,5 +1,5 @@
 /*
- * Attention forward benchmark (issue 3): median ms and GFLOP/s of
+ * Attention forward benchmark: median ms and GFLOP/s of
  * pfx_attention_forward for
  *   (a) B=1 H=8 N=M=1024 P=32 D=64, (b) the same causal,
  *   (c) B=4 H=16 N=M=2048 P=64 D=64,
@@ -8,7 +8,7 @@
  * CLBlast SGEMM 1024^3 in the same run with the ratio (a) / SGEMM.
  *
  * usage: bench_attention [--device SEL] [--quick] [--reps N] [--json FILE]
- * Each timing is wall-clock from enqueue to clFinish after warm-up calls
+ * Each timing is wall-clock from enqueue to pfx_runtime_finish after warm-up calls
  * (kernel builds excluded); the median over the repetitions is reported,
  * together with the process CPU time (on a CPU device shared with other
  * jobs, wall time also measures the contention).
@@ -20,12 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "internal.h"
 #include "prefixcl/prefixcl.h"
-
-#include <clblast_c.h>
+#include "tool_util.h"
 
 typedef struct shape {
     char tag;
@@ -72,16 +69,12 @@ static const struct {
 
 static double now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+    return tool_now_s() * 1e3;
 }
 
 static double cpu_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+    return tool_cpu_s() * 1e3;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -176,7 +169,7 @@ static result time_pass(pfx_runtime *rt, pass_fn fn, problem *p, double flops, i
         }
     for (int i = 0; i < reps; i++) {
         double t0 = now_ms(), c0 = cpu_ms();
-        if (fn(rt, p) != PFX_SUCCESS || clFinish(rt->queue) != CL_SUCCESS) {
+        if (fn(rt, p) != PFX_SUCCESS || pfx_runtime_finish(rt) != PFX_SUCCESS) {
             fprintf(stderr, "pass failed: %s\n", pfx_last_error(rt));
             return r;
         }
@@ -190,39 +183,46 @@ static result time_pass(pfx_runtime *rt, pass_fn fn, problem *p, double flops, i
     return r;
 }
 
-/* CLBlast SGEMM n^3 on the runtime's queue: GFLOP/s (median), 0 on error. */
+/* CLBlast SGEMM n^3 through pfx_matmul (the runtime is made with the CLBlast
+ * backend, untuned): GFLOP/s (median), 0 on error. */
 static double sgemm_gflops(pfx_runtime *rt, size_t n, int reps, double *ms_out)
 {
-    cl_int err;
-    size_t bytes = n * n * sizeof(float);
-    float *h = malloc(bytes);
-    for (size_t i = 0; i < n * n; i++)
+    float *h = malloc(n * n * sizeof(float));
+    size_t shape[2] = { n, n };
+    pfx_tensor *a = NULL, *b = NULL, *c = NULL;
+    pfx_status st = h ? PFX_SUCCESS : PFX_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; h && i < n * n; i++)
         h[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
-    cl_mem a = clCreateBuffer(rt->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, h, &err);
-    cl_mem b = clCreateBuffer(rt->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, h, &err);
-    cl_mem c = clCreateBuffer(rt->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &a);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &b);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &c);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_write(a, 0, n * n, h);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_write(b, 0, n * n, h);
     free(h);
     double wall[64];
     double gf = 0;
-    for (int i = -1; i < reps; i++) { /* i = -1: warm-up (CLBlast compiles) */
+    for (int i = -1; i < reps && st == PFX_SUCCESS; i++) { /* i = -1: warm-up (CLBlast compiles) */
         double t0 = now_ms();
-        CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                           CLBlastTransposeNo, n, n, n, 1.0f, a, 0, n, b, 0, n,
-                                           0.0f, c, 0, n, &rt->queue, NULL);
-        if (s != CLBlastSuccess) {
-            fprintf(stderr, "CLBlastSgemm: status %d\n", (int)s);
-            goto out;
-        }
-        clFinish(rt->queue);
+        st = pfx_matmul(rt, a, b, c);
+        if (st == PFX_SUCCESS)
+            st = pfx_runtime_finish(rt);
         if (i >= 0)
             wall[i] = now_ms() - t0;
     }
-    *ms_out = median(wall, reps);
-    gf = 2.0 * n * n * n / (*ms_out * 1e6);
-out:
-    clReleaseMemObject(a);
-    clReleaseMemObject(b);
-    clReleaseMemObject(c);
+    if (st == PFX_SUCCESS) {
+        *ms_out = median(wall, reps);
+        gf = 2.0 * n * n * n / (*ms_out * 1e6);
+    } else {
+        fprintf(stderr, "SGEMM: %s\n", pfx_last_error(rt));
+    }
+    pfx_tensor_destroy(&a);
+    pfx_tensor_destroy(&b);
+    pfx_tensor_destroy(&c);
     return gf;
 }
 
@@ -230,6 +230,8 @@ int main(int argc, char **argv)
 {
     pfx_runtime_params params;
     pfx_runtime_default_params(&params);
+    params.gemm = PFX_GEMM_CLBLAST; /* the SGEMM figure is CLBlast's, without a stored tuning */
+    params.gemm_untuned = true;
     const char *json = NULL, *only = NULL;
     int reps = 5;
     bool quick = false;

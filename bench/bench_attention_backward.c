@@ -1,6 +1,6 @@
 /*
- * Attention backward beside the forward (issue 4): median ms and GFLOP/s for
- * the shapes of the forward issue
+ * Attention backward beside the forward: median ms and GFLOP/s for the shapes
+ * of bench_attention.c
  *   (a) B=1 H=8 N=M=1024 P=32 D=64, (b) the same causal,
  *   (c) B=4 H=16 N=M=2048 P=64 D=64,
  * the backward counted as 2.5x the forward's FLOPs 4*B*H*N*(P+M)*D (only the
@@ -14,14 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "prefixcl/prefixcl.h"
-
-/* The forward may not be in every build: time it only when it links. */
-#if defined(__GNUC__)
-#pragma weak pfx_attention_forward
-#endif
+#include "tool_util.h"
 
 typedef struct shape {
     char tag;
@@ -37,19 +32,12 @@ static const shape shapes[] = {
 
 static double now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+    return tool_now_s() * 1e3;
 }
 
-/* CPU time of the whole process (every PoCL worker thread): on a CPU device
- * shared with other jobs it measures the work where wall time measures the
- * contention too. */
 static double cpu_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+    return tool_cpu_s() * 1e3;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -186,8 +174,7 @@ static int bench_shape(pfx_runtime *rt, const shape *s, int reps)
 
     double fwd_flops = 4.0 * s->B * s->H * visible_pairs(s) * s->D;
     double fwd_ms = -1, fwd_cpu = 0, bwd_cpu = 0;
-    if (pfx_attention_forward)
-        fwd_ms = time_it(rt, run_fwd, &c, reps, &fwd_cpu); /* also gives the backward O, LSE */
+    fwd_ms = time_it(rt, run_fwd, &c, reps, &fwd_cpu); /* also gives the backward O, LSE */
     double bwd_ms = time_it(rt, run_bwd, &c, reps, &bwd_cpu);
     char label[96];
     snprintf(label, sizeof(label), "(%c) B=%zu H=%zu N=M=%zu P=%zu D=%zu%s", s->tag, s->B, s->H,

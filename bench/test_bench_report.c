@@ -1,6 +1,7 @@
 /* prefixcl bench's outputs without a device: a run written as JSON and read
  * back (what --compare loads), the JSON reader's rejections, CSV quoting, the
- * comparison table and the bar chart's PNG. */
+ * comparison table and the bar chart (its pictures are checked in detail by
+ * tests/test_chart.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 
 #include "bench.h"
 #include "bench_json.h"
+#include "chart.h"
 
 static void make_run(bench_run *run)
 {
@@ -177,7 +179,10 @@ static void test_csv_and_plot(void **state)
     assert_int_equal(lines, 4);
 
     const char *png = temp_path(".png");
-    assert_int_equal(bench_plot_png(png, &run), 0);
+    int rc = bench_plot(png, &run, NULL);
+    if (rc == CHART_UNAVAILABLE) /* a build without cairo draws nothing */
+        return;
+    assert_int_equal(rc, CHART_OK);
     f = fopen(png, "rb");
     assert_non_null(f);
     unsigned char sig[8];

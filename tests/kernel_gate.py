@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cross-vendor OpenCL kernel compile gate (issue 7).
+"""Cross-vendor OpenCL kernel compile gate.
 
 Usage:
   tests/kernel_gate.py build/tools/prefixcl     # configs from `prefixcl kernel-configs`

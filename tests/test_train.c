@@ -1,7 +1,7 @@
 /*
  * Suite 'train': the prefix-tuning job of `prefixcl train` (tools/train_loop.c,
  * tools/cmd_train.c) run in-process. A short library-level run whose loss
- * falls at least tenfold; the command's outputs (CSV rows, PNG signature,
+ * falls at least tenfold; the command's outputs (CSV rows with held-out losses, the pictures,
  * safetensors with per-layer prefixes and gains, a PEFT folder that
  * pfx_peft_read_* reads back and that matches the safetensors); bad options
  * exit non-zero.
@@ -76,28 +76,52 @@ static void test_command_outputs(void **state)
     (void)state;
     char dir[4096], path[4200];
     snprintf(dir, sizeof(dir), "%s/cmd-run", out_dir);
-    const char *argv[] = { "train", "--steps", "12", "--layers", "2", "--seed", "5",
-                           "--out", dir, "--quiet" };
-    assert_int_equal(run_cmd(10, argv), 0);
+    const char *argv[] = { "train", "--steps", "12",      "--layers",     "2", "--seed", "5",
+                           "--out", dir,       "--quiet", "--eval-every", "4" };
+    assert_int_equal(run_cmd(12, argv), 0);
 
     snprintf(path, sizeof(path), "%s/loss.csv", dir);
     assert_int_equal(count_lines(path), 1 + 12);
     FILE *f = fopen(path, "r");
     char line[256];
     assert_non_null(fgets(line, sizeof(line), f));
-    assert_string_equal(line, "step,loss,grad_norm\n");
-    assert_non_null(fgets(line, sizeof(line), f));
-    assert_int_equal(strncmp(line, "1,", 2), 0);
+    assert_string_equal(line, "step,loss,grad_norm,lr,heldout_loss\n");
+    /* held-out losses at steps 4, 8, 12 only, finite and positive */
+    for (int step = 1; step <= 12; step++) {
+        assert_non_null(fgets(line, sizeof(line), f));
+        unsigned got;
+        double loss, gn, lr, heldout = -1;
+        int fields = sscanf(line, "%u,%lf,%lf,%lf,%lf", &got, &loss, &gn, &lr, &heldout);
+        assert_int_equal(got, step);
+        assert_true(lr > 0 && lr <= 1e-2 * 1.0001);
+        assert_int_equal(fields, step % 4 == 0 ? 5 : 4);
+        if (fields == 5)
+            assert_true(isfinite(heldout) && heldout > 0);
+    }
     fclose(f);
+    snprintf(path, sizeof(path), "%s/attention.csv", dir);
+    assert_int_equal(count_lines(path), 1 + 2);
+    snprintf(path, sizeof(path), "%s/gains.csv", dir);
+    train_config defaults;
+    train_default_config(&defaults);
+    assert_int_equal(count_lines(path), 1 + 2 * defaults.heads);
 
-    snprintf(path, sizeof(path), "%s/loss.png", dir);
-    f = fopen(path, "rb");
-    assert_non_null(f);
-    unsigned char sig[8];
-    assert_int_equal(fread(sig, 1, 8, f), 8);
-    fclose(f);
-    static const unsigned char png[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n' };
-    assert_memory_equal(sig, png, 8);
+    /* the pictures (their content: tests/test_chart.c); none without cairo */
+    static const char *const pictures[] = { "loss.png", "attention.png", "gains.png" };
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, pictures[i]);
+        f = fopen(path, "rb");
+#if PFX_TEST_CAIRO
+        assert_non_null(f);
+        unsigned char sig[8];
+        assert_int_equal(fread(sig, 1, 8, f), 8);
+        fclose(f);
+        static const unsigned char png[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n' };
+        assert_memory_equal(sig, png, 8);
+#else
+        assert_null(f);
+#endif
+    }
 
     train_config cfg;
     train_default_config(&cfg);

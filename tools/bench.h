@@ -1,10 +1,12 @@
 /*
  * prefixcl bench: shared types of the device benchmark (tools/cmd_bench.c).
- *   bench_timer.c  : warm-up, calibrated run count, device-event medians
- *   bench_suite.c  : the fixed suite (ceilings, SGEMM, attention, encoder, layer)
+ *   bench_timer.c  : warm-up, calibrated run count, medians of spans and events
+ *   bench_suite.c  : the fixed suite and the framework of its families
+ *                    (bench_family.h): bench_ceilings.c (FMA, copy) and
+ *                    bench_ops.c (SGEMM, attention, encoder, layer step)
  *   bench_report.c : text tables, JSON, CSV, --compare
  *   bench_json.c   : a small JSON reader for --compare files
- *   bench_plot.c   : the --plot bar chart (PNG through tools/image.c)
+ *   bench_plot.c   : the --plot bar chart (PNG or SVG through tools/chart/)
  */
 #ifndef PFX_TOOLS_BENCH_H
 #define PFX_TOOLS_BENCH_H
@@ -65,13 +67,14 @@ typedef struct bench_timing {
 /* One run of a test: enqueue its work on the runtime's queue. When the work is
  * a single kernel the callback may return that kernel's event in *ev (then it
  * is timed from its start to its end); otherwise leave *ev NULL and the run is
- * timed between two markers. */
-typedef pfx_status (*bench_enqueue_fn)(pfx_runtime *rt, void *ctx, void **ev);
+ * timed as a span (prefixcl/profile.h). */
+typedef pfx_status (*bench_enqueue_fn)(pfx_runtime *rt, void *ctx, pfx_event **ev);
 
 /* One untimed warm-up run, then timed runs (count from the first timed one),
- * the median in r->ms. On failure returns the status (message in
- * pfx_last_error(rt)). *host_timer is set when the device gives no times for
- * markers and host wall time (with a finish per run) was used instead. */
+ * the median in r->ms. On failure returns the status, the message in
+ * pfx_last_error(rt) or, for the timer's own failures, in r->reason.
+ * *host_timer is set when the device gives no times for spans and host wall
+ * time (with a finish per run) was used instead. */
 pfx_status bench_measure(pfx_runtime *rt, const bench_timing *timing, bench_enqueue_fn fn,
                          void *ctx, bench_result *r, bool *host_timer);
 
@@ -94,13 +97,23 @@ int bench_write_csv(FILE *out, const bench_run *run);
 /* Loads a saved JSON run; 0 on success, else -1 with a message in err. */
 int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen);
 void bench_print_compare(FILE *out, const bench_run *now, const bench_run *base, const char *path);
+/* The test of that id on a device; NULL when it has none. */
+const bench_result *bench_find_test(const bench_device *dev, const char *id);
+/* The saved device that dev (index-th in its run) is compared with: the one of
+ * the same name and platform, else the one at the same index (then
+ * *by_position is set), else NULL. */
+const bench_device *bench_match_device(const bench_run *base, const bench_device *dev, size_t index,
+                                       bool *by_position);
 /* The figure a test is judged by (GB/s for memory-bound tests, else GFLOP/s)
  * and its unit; < 0 when the test has none. */
 double bench_primary(const bench_result *r, const char **unit);
 
 /* ---- bench_plot.c ---- */
-/* Horizontal bars: each test's share of its device's ceiling, one bar per
- * device, labels in a pixel font. 0 on success, -1 on an I/O error. */
-int bench_plot_png(const char *path, const bench_run *run);
+/* Horizontal bars, one group per test, one bar per device (and per saved
+ * device when base is not NULL): the figure and its unit on the bar, the
+ * device's ceiling as a marker with the share beside it, the change against
+ * base in percent beside the group. PNG, or SVG for a ".svg" name. Returns a
+ * chart.h code (CHART_UNAVAILABLE in a build without cairo). */
+int bench_plot(const char *path, const bench_run *run, const bench_run *base);
 
 #endif

@@ -92,7 +92,7 @@ void bench_print_device(FILE *out, const bench_device *dev)
     fprintf(out, "\n");
 }
 
-static const bench_result *find_test(const bench_device *dev, const char *id)
+const bench_result *bench_find_test(const bench_device *dev, const char *id)
 {
     for (size_t t = 0; t < dev->count; t++)
         if (!strcmp(dev->tests[t].id, id))
@@ -118,19 +118,19 @@ void bench_print_side_by_side(FILE *out, const bench_run *run)
             const char *id = run->devices[d0].tests[t].id;
             bool seen = false;
             for (size_t e = 0; e < d0 && !seen; e++)
-                seen = find_test(&run->devices[e], id) != NULL;
+                seen = bench_find_test(&run->devices[e], id) != NULL;
             if (seen)
                 continue;
             const char *unit = "";
             for (size_t d = 0; d < run->device_count && !unit[0]; d++) {
-                const bench_result *r = find_test(&run->devices[d], id);
+                const bench_result *r = bench_find_test(&run->devices[d], id);
                 if (r)
                     bench_primary(r, &unit);
             }
             fprintf(out, "  %-12s %-8s", id, unit[0] ? unit : "-");
             double first = -1;
             for (size_t d = 0; d < run->device_count; d++) {
-                const bench_result *r = find_test(&run->devices[d], id);
+                const bench_result *r = bench_find_test(&run->devices[d], id);
                 const char *u;
                 double v = r ? bench_primary(r, &u) : -1;
                 if (d == 0)
@@ -141,7 +141,7 @@ void bench_print_side_by_side(FILE *out, const bench_run *run)
                     fprintf(out, " %13s", r ? "skipped" : "-");
             }
             for (size_t d = 1; d < run->device_count; d++) {
-                const bench_result *r = find_test(&run->devices[d], id);
+                const bench_result *r = bench_find_test(&run->devices[d], id);
                 const char *u;
                 double v = r ? bench_primary(r, &u) : -1;
                 if (v >= 0 && first > 0)
@@ -515,8 +515,8 @@ int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- compare */
 
-static const bench_device *match_device(const bench_run *base, const bench_device *dev,
-                                        size_t index, bool *by_position)
+const bench_device *bench_match_device(const bench_run *base, const bench_device *dev, size_t index,
+                                       bool *by_position)
 {
     *by_position = false;
     for (size_t d = 0; d < base->device_count; d++)
@@ -538,7 +538,7 @@ void bench_print_compare(FILE *out, const bench_run *now, const bench_run *base,
     for (size_t d = 0; d < now->device_count; d++) {
         const bench_device *dev = &now->devices[d];
         bool by_position;
-        const bench_device *old = match_device(base, dev, d, &by_position);
+        const bench_device *old = bench_match_device(base, dev, d, &by_position);
         fprintf(out, "  Device: %s [%s]\n", dev->info.device_name, dev->selector);
         if (!old) {
             fprintf(out, "    no device of that name in the saved run\n\n");
@@ -551,7 +551,7 @@ void bench_print_compare(FILE *out, const bench_run *now, const bench_run *base,
                 "now", "change %", "saved ms", "now ms", "time %");
         for (size_t t = 0; t < dev->count; t++) {
             const bench_result *r = &dev->tests[t];
-            const bench_result *o = find_test(old, r->id);
+            const bench_result *o = bench_find_test(old, r->id);
             const char *unit, *ounit = "";
             double v = bench_primary(r, &unit);
             double ov = o ? bench_primary(o, &ounit) : -1;

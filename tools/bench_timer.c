@@ -1,18 +1,11 @@
 /* prefixcl bench: untimed warm-up, a run count calibrated to a target time,
- * device-event times, the median. */
+ * device times of spans and events (prefixcl/profile.h), the median. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench.h"
-#include "timing.h"
-
-static double host_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+#include "tool_util.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -22,39 +15,39 @@ static int cmp_double(const void *a, const void *b)
 
 /* Enqueues `count` runs and stores each run's device time (ns) in out[]. */
 static pfx_status timed_runs(pfx_runtime *rt, bench_enqueue_fn fn, void *ctx, unsigned count,
-                             bool host, double *out)
+                             bool host, double *out, bench_result *r)
 {
     if (host) {
         for (unsigned i = 0; i < count; i++) {
             pfx_status st = pfx_runtime_finish(rt);
-            double t0 = host_now_ns();
-            void *ev = NULL;
+            double t0 = tool_now_s();
+            pfx_event *ev = NULL;
             if (st == PFX_SUCCESS)
                 st = fn(rt, ctx, &ev);
-            if (ev)
-                clReleaseEvent((cl_event)ev);
+            pfx_event_release(&ev);
             if (st == PFX_SUCCESS)
                 st = pfx_runtime_finish(rt);
             if (st != PFX_SUCCESS)
                 return st;
-            out[i] = host_now_ns() - t0;
+            out[i] = (tool_now_s() - t0) * 1e9;
         }
         return PFX_SUCCESS;
     }
-    /* markers[i] precedes run i; markers[count] follows the last one. */
-    cl_event *markers = calloc((size_t)count + 1, sizeof(cl_event));
-    cl_event *kernels = calloc(count, sizeof(cl_event));
-    pfx_status st = markers && kernels ? PFX_SUCCESS
-                                       : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "bench: timer");
+    /* spans[i] holds run i; kernels[i] its event when it is one kernel */
+    pfx_span **spans = calloc(count, sizeof(*spans));
+    pfx_event **kernels = calloc(count, sizeof(*kernels));
+    pfx_status st = PFX_SUCCESS;
+    if (!spans || !kernels) {
+        snprintf(r->reason, sizeof(r->reason), "bench: no host memory for the timer");
+        st = PFX_ERROR_OUT_OF_MEMORY;
+    }
     unsigned queued = 0;
-    if (st == PFX_SUCCESS)
-        st = pfx_marker(rt, &markers[0]);
     for (unsigned i = 0; i < count && st == PFX_SUCCESS; i++) {
-        void *ev = NULL;
-        st = fn(rt, ctx, &ev);
-        kernels[i] = (cl_event)ev;
+        st = pfx_span_begin(rt, &spans[i]);
         if (st == PFX_SUCCESS)
-            st = pfx_marker(rt, &markers[i + 1]);
+            st = fn(rt, ctx, &kernels[i]);
+        if (st == PFX_SUCCESS)
+            st = pfx_span_end(spans[i]);
         if (st == PFX_SUCCESS)
             queued++;
     }
@@ -62,19 +55,14 @@ static pfx_status timed_runs(pfx_runtime *rt, bench_enqueue_fn fn, void *ctx, un
         st = pfx_runtime_finish(rt);
     for (unsigned i = 0; i < queued && st == PFX_SUCCESS; i++) {
         uint64_t ns = 0;
-        st = kernels[i] ? pfx_event_ns(rt, kernels[i], &ns)
-                        : pfx_event_span_ns(rt, markers[i], markers[i + 1], &ns);
+        st = kernels[i] ? pfx_event_time_ns(kernels[i], &ns) : pfx_span_time_ns(spans[i], &ns);
         out[i] = (double)ns;
     }
-    if (markers)
-        for (unsigned i = 0; i <= count; i++)
-            if (markers[i])
-                clReleaseEvent(markers[i]);
-    if (kernels)
-        for (unsigned i = 0; i < count; i++)
-            if (kernels[i])
-                clReleaseEvent(kernels[i]);
-    free(markers);
+    for (unsigned i = 0; i < count && spans && kernels; i++) {
+        pfx_span_release(&spans[i]);
+        pfx_event_release(&kernels[i]);
+    }
+    free(spans);
     free(kernels);
     return st;
 }
@@ -83,10 +71,9 @@ pfx_status bench_measure(pfx_runtime *rt, const bench_timing *timing, bench_enqu
                          void *ctx, bench_result *r, bool *host_timer)
 {
     /* Warm-up: builds kernels, touches buffers, fills caches; not timed. */
-    void *ev = NULL;
+    pfx_event *ev = NULL;
     pfx_status st = fn(rt, ctx, &ev);
-    if (ev)
-        clReleaseEvent((cl_event)ev);
+    pfx_event_release(&ev);
     if (st == PFX_SUCCESS)
         st = pfx_runtime_finish(rt);
     if (st != PFX_SUCCESS)
@@ -94,13 +81,15 @@ pfx_status bench_measure(pfx_runtime *rt, const bench_timing *timing, bench_enqu
 
     unsigned max_runs = timing->max_runs < 1 ? 1 : timing->max_runs;
     double *ns = calloc(max_runs, sizeof(double));
-    if (!ns)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "bench: timer");
+    if (!ns) {
+        snprintf(r->reason, sizeof(r->reason), "bench: no host memory for the timer");
+        return PFX_ERROR_OUT_OF_MEMORY;
+    }
     /* The first timed run calibrates the count. */
-    st = timed_runs(rt, fn, ctx, 1, *host_timer, ns);
+    st = timed_runs(rt, fn, ctx, 1, *host_timer, ns, r);
     if (st == PFX_ERROR_UNSUPPORTED && !*host_timer) {
         *host_timer = true;
-        st = timed_runs(rt, fn, ctx, 1, true, ns);
+        st = timed_runs(rt, fn, ctx, 1, true, ns, r);
     }
     unsigned runs = 1;
     if (st == PFX_SUCCESS) {
@@ -114,7 +103,7 @@ pfx_status bench_measure(pfx_runtime *rt, const bench_timing *timing, bench_enqu
         /* Batches of at most 64 runs keep the queue and the event count small. */
         while (st == PFX_SUCCESS && runs < n) {
             unsigned batch = n - runs > 64 ? 64 : n - runs;
-            st = timed_runs(rt, fn, ctx, batch, *host_timer, ns + runs);
+            st = timed_runs(rt, fn, ctx, batch, *host_timer, ns + runs, r);
             runs += batch;
         }
     }
@@ -125,8 +114,10 @@ pfx_status bench_measure(pfx_runtime *rt, const bench_timing *timing, bench_enqu
         r->ms = median * 1e-6;
         r->ms_min = ns[0] * 1e-6;
         r->ms_max = ns[runs - 1] * 1e-6;
-        if (r->ms <= 0.0)
-            st = pfx_error(rt, PFX_ERROR_UNSUPPORTED, "the device reported a zero time");
+        if (r->ms <= 0.0) {
+            snprintf(r->reason, sizeof(r->reason), "the device reported a zero time");
+            st = PFX_ERROR_UNSUPPORTED;
+        }
     }
     free(ns);
     return st;

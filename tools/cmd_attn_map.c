@@ -1,6 +1,9 @@
-/* prefixcl attn-map: the probability map of one head of a small random
- * problem (pfx_gain_softmax_probs), written as a grayscale heat map. Rows are
- * queries, columns keys (the prefix first); brightness is sqrt(p / max p). */
+/* prefixcl attn-map: the probability map of one head (or, with --grid, of
+ * every head) of a small random problem (pfx_gain_softmax_probs), drawn as a
+ * heat map (attn_plot.h): rows are queries, columns keys with the prefix
+ * keys first and marked, a colour bar, the gain in the title. --csv writes
+ * the probabilities too (also in a build without cairo). For kernel
+ * debugging: the inputs are random, not a model's. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -10,17 +13,20 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "image.h"
+#include "attn_plot.h"
+#include "chart.h"
+#include "tool_util.h"
 #include "prefixcl/prefixcl.h"
 
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: prefixcl attn-map [--device SEL] [--out FILE.png|FILE.pgm] [--seed S]\n"
-            "         [--n N] [--m M] [--p P] [--d D] [--heads H] [--head I]\n"
-            "         [--gain G] [--gain-mode off|linear|tanh] [--causal] [--scale PIXELS]\n"
+            "usage: prefixcl attn-map [--device SEL] [--out FILE.png|FILE.svg] [--csv FILE]\n"
+            "         [--seed S] [--n N] [--m M] [--p P] [--d D] [--heads H] [--head I | --grid]\n"
+            "         [--gain G] [--gain-mode off|linear|tanh] [--causal]\n"
+            "  --grid      every head in one picture (--csv: head 0)\n"
             "defaults: --out attn-map.png --seed 1 --n 64 --m 64 --p 8 --d 32 --heads 4\n"
-            "          --head 0 --gain 1.0 --gain-mode linear --scale 4\n");
+            "          --head 0 --gain 1.0 --gain-mode linear\n");
     return 2;
 }
 
@@ -34,47 +40,148 @@ static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
     return true;
 }
 
-/* splitmix64, uniform in [-1, 1]. */
-static float next_uniform(uint64_t *state)
+static const char *mode_name(pfx_gain_mode mode)
 {
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    z ^= z >> 31;
-    return (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+    return mode == PFX_GAIN_OFF ? "off" : mode == PFX_GAIN_LINEAR ? "linear" : "tanh";
 }
 
-static pfx_status random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape, uint64_t *rng,
-                                float amp, pfx_tensor **t)
+/* Column labels: "p0".. for the prefix keys, "k0".. for the input's. */
+static char (*key_labels(size_t P, size_t M))[24]
 {
-    size_t n = 1;
-    for (unsigned i = 0; i < ndim; i++)
-        n *= shape[i];
-    float *x = malloc(n * sizeof(float));
-    if (!x)
-        return PFX_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; i < n; i++)
-        x[i] = amp * next_uniform(rng);
-    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, ndim, shape, t);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_write(*t, 0, n, x);
-    free(x);
-    return st;
+    char(*l)[24] = malloc((P + M + 1) * sizeof(*l));
+    for (size_t j = 0; l && j < P + M; j++)
+        snprintf(l[j], sizeof(l[j]), j < P ? "p%zu" : "k%zu", j < P ? j : j - P);
+    return l;
+}
+
+static int write_map_csv(const char *path, const float *map, size_t N, size_t P, size_t M)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "query");
+    for (size_t j = 0; j < P + M; j++)
+        fprintf(f, j < P ? ",p%zu" : ",k%zu", j < P ? j : j - P);
+    fputc('\n', f);
+    for (size_t i = 0; i < N; i++) {
+        fprintf(f, "q%zu", i);
+        for (size_t j = 0; j < P + M; j++)
+            fprintf(f, ",%.9g", (double)map[i * (P + M) + j]);
+        fputc('\n', f);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* The statistics of each map beside the library's (pfx_attention_stats: the
+ * same quantities without the map; tests/check_attn_map.py compares them),
+ * the CSV and the picture. */
+static int report(const char *out, const char *csv, const float *map, size_t maps, size_t head,
+                  const pfx_attention_desc *desc, const float *lib_mass, const float *lib_entropy,
+                  float gain, size_t seed)
+{
+    const size_t N = desc->queries, P = desc->prefix_len, M = desc->keys, cols = P + M;
+    for (size_t h = 0; h < maps; h++) {
+        const float *m = map + h * N * cols;
+        double prefix_mass = 0, entropy = 0, worst_row = 0;
+        size_t rows = 0;
+        for (size_t i = 0; i < N; i++) {
+            double sum = 0, pre = 0, ent = 0;
+            for (size_t j = 0; j < cols; j++) {
+                double p = m[i * cols + j];
+                sum += p;
+                if (j < P)
+                    pre += p;
+                if (p > 0)
+                    ent -= p * log(p);
+            }
+            if (sum > 0) {
+                rows++;
+                prefix_mass += pre;
+                entropy += ent;
+                worst_row = fmax(worst_row, fabs(sum - 1.0));
+            }
+        }
+        printf("head %zu of %zu: mean prefix mass %.6f (library %.6f), entropy %.6f (library "
+               "%.6f) over %zu rows, max |row sum - 1| %.2e\n",
+               head + h, desc->heads, rows ? prefix_mass / (double)rows : 0.0,
+               (double)lib_mass[head + h], rows ? entropy / (double)rows : 0.0,
+               (double)lib_entropy[head + h], rows, worst_row);
+    }
+    printf("keys %zu = prefix %zu + input %zu, queries %zu, D %zu, gain %s %g%s, seed %zu\n", cols,
+           P, M, N, desc->head_dim, mode_name(desc->gain_mode), (double)gain,
+           desc->causal ? ", causal" : "", seed);
+    if (csv) {
+        if (write_map_csv(csv, map, N, P, M) != 0) {
+            fprintf(stderr, "prefixcl attn-map: cannot write %s: %s\n", csv, strerror(errno));
+            return 1;
+        }
+        printf("wrote %s\n", csv);
+    }
+    char(*keys)[24] = key_labels(P, M);
+    char(*queries)[24] = malloc((N + 1) * sizeof(*queries));
+    const char **klab = malloc((cols + 1) * sizeof(char *)),
+               **qlab = malloc((N + 1) * sizeof(char *));
+    attn_plot_map *pm = malloc(maps * sizeof(*pm));
+    char(*titles)[96] = malloc(maps * sizeof(*titles));
+    int rc = CHART_ERR_IO;
+    if (keys && queries && klab && qlab && pm && titles) {
+        for (size_t j = 0; j < cols; j++)
+            klab[j] = keys[j];
+        for (size_t i = 0; i < N; i++) {
+            snprintf(queries[i], sizeof(queries[i]), "q%zu", i);
+            qlab[i] = queries[i];
+        }
+        for (size_t h = 0; h < maps; h++) {
+            snprintf(titles[h], sizeof(titles[h]), "head %zu, gain %s %g", head + h,
+                     mode_name(desc->gain_mode), (double)gain);
+            pm[h] = (attn_plot_map){ .probs = map + h * N * cols,
+                                     .queries = N,
+                                     .keys = cols,
+                                     .prefix_len = P,
+                                     .query_labels = qlab,
+                                     .key_labels = klab,
+                                     .title = titles[h] };
+        }
+        char title[160];
+        snprintf(title, sizeof(title), "random attention problem: %zu heads, D %zu, seed %zu%s",
+                 desc->heads, desc->head_dim, seed, desc->causal ? ", causal" : "");
+        rc = maps > 1 ? attn_plot_grid(out, title, pm, maps) : attn_plot_head(out, pm);
+    }
+    free(keys);
+    free(queries);
+    free(klab);
+    free(qlab);
+    free(pm);
+    free(titles);
+    if (rc == CHART_UNAVAILABLE) {
+        printf("%s: %s\n", out, chart_strerror(rc));
+        return 0;
+    }
+    if (rc != CHART_OK) {
+        fprintf(stderr, "prefixcl attn-map: cannot draw %s: %s\n", out, chart_strerror(rc));
+        return 1;
+    }
+    printf("wrote %s\n", out);
+    return 0;
 }
 
 int cmd_attn_map(int argc, char **argv)
 {
-    const char *selector = NULL, *out = "attn-map.png";
-    size_t N = 64, M = 64, P = 8, D = 32, H = 4, head = 0, scale = 4, seed = 1;
+    const char *selector = NULL, *out = "attn-map.png", *csv = NULL;
+    size_t N = 64, M = 64, P = 8, D = 32, H = 4, head = 0, seed = 1;
     float gain = 1.0f;
     pfx_gain_mode mode = PFX_GAIN_LINEAR;
-    bool causal = false;
+    bool causal = false, grid = false;
     const size_t big = 1 << 14;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
         if (!strcmp(a, "--causal")) {
             causal = true;
+            continue;
+        }
+        if (!strcmp(a, "--grid")) {
+            grid = true;
             continue;
         }
         if (!v)
@@ -84,6 +191,8 @@ int cmd_attn_map(int argc, char **argv)
             selector = v;
         else if (!strcmp(a, "--out"))
             out = v;
+        else if (!strcmp(a, "--csv"))
+            csv = v;
         else if (!strcmp(a, "--seed"))
             ok = parse_size(v, 0, SIZE_MAX, &seed);
         else if (!strcmp(a, "--n"))
@@ -98,8 +207,6 @@ int cmd_attn_map(int argc, char **argv)
             ok = parse_size(v, 1, 256, &H);
         else if (!strcmp(a, "--head"))
             ok = parse_size(v, 0, 255, &head);
-        else if (!strcmp(a, "--scale"))
-            ok = parse_size(v, 1, 64, &scale);
         else if (!strcmp(a, "--gain")) {
             char *end;
             gain = strtof(v, &end);
@@ -121,20 +228,17 @@ int cmd_attn_map(int argc, char **argv)
         return 2;
     }
     size_t cols = P + M;
-    if ((N * scale) * (cols * scale) > ((size_t)1 << 28)) {
-        fprintf(stderr, "prefixcl attn-map: image of %zu x %zu pixels is too large\n",
-                cols * scale, N * scale);
+    if (N > 4096 || cols > 4096) {
+        fprintf(stderr,
+                "prefixcl attn-map: a map of %zu x %zu cells is too large to draw "
+                "(4096 at most)\n",
+                N, cols);
         return 2;
     }
 
-    pfx_runtime_params params;
-    pfx_runtime_default_params(&params);
-    params.device = selector;
-    pfx_runtime *rt = NULL;
-    if (pfx_runtime_create(&rt, &params) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(NULL));
+    pfx_runtime *rt = tool_runtime("attn-map", selector);
+    if (!rt)
         return 1;
-    }
 
     uint64_t rng = (uint64_t)seed;
     float *gains = malloc(H * sizeof(float));
@@ -156,66 +260,57 @@ int cmd_attn_map(int argc, char **argv)
     size_t qs[4] = { 1, H, N, D }, ks[4] = { 1, H, M, D }, ps[3] = { H, P, D };
     size_t map_shape[2] = { N, cols };
     float amp = 2.0f; /* logits of a few units with D around 32..128 */
-    pfx_status st = random_tensor(rt, 4, qs, &rng, amp, &q);
+    pfx_status st = tool_random_tensor(rt, 4, qs, &rng, amp, &q);
     if (st == PFX_SUCCESS)
-        st = random_tensor(rt, 4, ks, &rng, amp, &k);
+        st = tool_random_tensor(rt, 4, ks, &rng, amp, &k);
     if (st == PFX_SUCCESS)
-        st = random_tensor(rt, 4, ks, &rng, 1.0f, &v);
+        st = tool_random_tensor(rt, 4, ks, &rng, 1.0f, &v);
     if (st == PFX_SUCCESS && P)
-        st = random_tensor(rt, 3, ps, &rng, amp, &pk);
+        st = tool_random_tensor(rt, 3, ps, &rng, amp, &pk);
     if (st == PFX_SUCCESS && P)
-        st = random_tensor(rt, 3, ps, &rng, 1.0f, &pv);
+        st = tool_random_tensor(rt, 3, ps, &rng, 1.0f, &pv);
     if (st == PFX_SUCCESS)
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, map_shape, &probs);
     pfx_attention_inputs in = { q, k, v, pk, pv };
-    if (st == PFX_SUCCESS)
-        st = pfx_gain_softmax_probs(rt, &desc, &in, 0, head, probs);
-
+    const size_t maps = grid ? H : 1;
     float *map = NULL;
-    uint8_t *pixels = NULL;
-    int rc = 1;
     if (st == PFX_SUCCESS) {
-        map = malloc(N * cols * sizeof(float));
-        pixels = malloc(N * scale * cols * scale);
-        if (!map || !pixels)
+        map = malloc(maps * N * cols * sizeof(float));
+        if (!map)
             st = PFX_ERROR_OUT_OF_MEMORY;
-        else
-            st = pfx_tensor_read(probs, 0, N * cols, map);
     }
+    for (size_t i = 0; i < maps && st == PFX_SUCCESS; i++) {
+        st = pfx_gain_softmax_probs(rt, &desc, &in, 0, grid ? i : head, probs);
+        if (st == PFX_SUCCESS)
+            st = pfx_tensor_read(probs, 0, N * cols, map + i * N * cols);
+    }
+    /* the library's statistics of every head, without the map */
+    pfx_tensor *mass_t = NULL, *entropy_t = NULL;
+    float *lib_mass = malloc(H * sizeof(float)), *lib_entropy = malloc(H * sizeof(float));
+    const size_t hshape[1] = { H };
+    if (st == PFX_SUCCESS && (!lib_mass || !lib_entropy))
+        st = PFX_ERROR_OUT_OF_MEMORY;
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hshape, &mass_t);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hshape, &entropy_t);
+    if (st == PFX_SUCCESS)
+        st = pfx_attention_stats(rt, &desc, &in, 1, entropy_t, NULL, mass_t);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_read(mass_t, 0, H, lib_mass);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_read(entropy_t, 0, H, lib_entropy);
+    int rc = 1;
     if (st != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(rt));
     } else {
-        double prefix_mass = 0, worst_row = 0;
-        size_t rows = 0;
-        for (size_t i = 0; i < N; i++) {
-            double sum = 0, pre = 0;
-            for (size_t j = 0; j < cols; j++) {
-                sum += map[i * cols + j];
-                if (j < P)
-                    pre += map[i * cols + j];
-            }
-            if (sum > 0) {
-                rows++;
-                prefix_mass += pre;
-                worst_row = fmax(worst_row, fabs(sum - 1.0));
-            }
-        }
-        image_gray_from_floats(map, cols, N, scale, pixels);
-        if (image_write(out, pixels, cols * scale, N * scale) != 0) {
-            fprintf(stderr, "prefixcl attn-map: cannot write %s: %s\n", out, strerror(errno));
-        } else {
-            printf("%s: %zu x %zu pixels (keys %zu = prefix %zu + input %zu, queries %zu, scale %zu)\n"
-                   "head %zu of %zu, D %zu, gain %s %g%s, seed %zu\n"
-                   "mean prefix mass %.4f over %zu rows, max |row sum - 1| %.2e\n",
-                   out, cols * scale, N * scale, cols, P, M, N, scale, head, H, D,
-                   mode == PFX_GAIN_OFF ? "off" : mode == PFX_GAIN_LINEAR ? "linear" : "tanh",
-                   (double)gain, causal ? ", causal" : "", seed,
-                   rows ? prefix_mass / (double)rows : 0.0, rows, worst_row);
-            rc = 0;
-        }
+        rc = report(out, csv, map, maps, grid ? 0 : head, &desc, lib_mass, lib_entropy, gain, seed);
     }
     free(map);
-    free(pixels);
+    free(lib_mass);
+    free(lib_entropy);
+    pfx_tensor_destroy(&mass_t);
+    pfx_tensor_destroy(&entropy_t);
     free(gains);
     pfx_tensor_destroy(&q);
     pfx_tensor_destroy(&k);

@@ -19,13 +19,15 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "chart.h"
 #include "commands.h"
 
 static int usage(FILE *out)
 {
     fprintf(out,
             "usage: prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
-            "                      [--csv FILE] [--compare FILE] [--plot FILE.png] [--only IDS]\n"
+            "                      [--csv FILE] [--compare FILE] [--plot FILE.png|.svg]\n"
+            "                      [--only IDS]\n"
             "  --device SEL    a device to measure (repeatable): P:D, gpu, cpu, or a name\n"
             "                  substring; default: $PREFIXCL_DEVICE, else the default device\n"
             "  --all           every OpenCL device\n"
@@ -33,7 +35,9 @@ static int usage(FILE *out)
             "  --json FILE     the run as JSON (input of --compare and bench/peer_torch.py)\n"
             "  --csv FILE      the run as CSV, one row per device and test\n"
             "  --compare FILE  each figure's change against a saved --json run\n"
-            "  --plot FILE     a bar chart (PNG): each test's share of the device's ceiling\n"
+            "  --plot FILE     a bar chart (PNG, or SVG for a .svg name): each test's figure\n"
+            "                  on its bar, the device's ceiling as a marker, with --compare\n"
+            "                  the saved run beside it and the change in percent\n"
             "  --only IDS      only the tests whose id starts with one of these comma-separated\n"
             "                  prefixes (sgemm,attn_fwd.a,layer.step)\n");
     return 2;
@@ -91,13 +95,17 @@ static bool write_atomic(const char *option, const char *path, writer_fn writer,
     return ok;
 }
 
-/* The PNG writer (tools/image.c) replaces the file atomically itself. */
-static bool write_plot(const char *path, const bench_run *run)
+/* The chart (tools/chart/) replaces the file atomically itself. Without cairo
+ * nothing is drawn and that is said, not failed. */
+static bool write_plot(const char *path, const bench_run *run, const bench_run *base)
 {
-    bool ok = bench_plot_png(path, run) == 0;
-    if (!ok)
-        fprintf(stderr, "prefixcl bench: --plot %s: cannot write: %s\n", path, pfx_last_error(NULL));
-    return ok;
+    int rc = bench_plot(path, run, base);
+    if (rc == CHART_UNAVAILABLE)
+        printf("prefixcl bench: --plot %s: %s\n", path, chart_strerror(rc));
+    else if (rc != CHART_OK)
+        fprintf(stderr, "prefixcl bench: --plot %s: %s%s%s\n", path, chart_strerror(rc),
+                rc == CHART_ERR_IO ? ": " : "", rc == CHART_ERR_IO ? pfx_last_error(NULL) : "");
+    return rc == CHART_OK || rc == CHART_UNAVAILABLE;
 }
 
 /* ---------------------------------------------------------------- progress */
@@ -319,7 +327,7 @@ int cmd_bench(int argc, char **argv)
         rc = 1;
     if (csv_path && !write_atomic("--csv", csv_path, bench_write_csv, &run))
         rc = 1;
-    if (plot_path && !write_plot(plot_path, &run))
+    if (plot_path && !write_plot(plot_path, &run, compare_path ? &base : NULL))
         rc = 1;
     return rc;
 }

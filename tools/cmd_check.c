@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "commands.h"
+#include "tool_util.h"
 
 int cmd_check(int argc, char **argv)
 {
@@ -19,14 +20,9 @@ int cmd_check(int argc, char **argv)
             return 2;
         }
     }
-    pfx_runtime_params params;
-    pfx_runtime_default_params(&params);
-    params.device = selector;
-    pfx_runtime *rt = NULL;
-    if (pfx_runtime_create(&rt, &params) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl check: %s\n", pfx_last_error(NULL));
+    pfx_runtime *rt = tool_runtime("check", selector);
+    if (!rt)
         return 1;
-    }
     const pfx_device_info *info = pfx_runtime_device(rt);
     printf("device: %s / %s (%s)\n\n", info->platform_name, info->device_name, info->driver_version);
     printf("%-22s %-56s %12s %12s  %s\n", "operation", "shape", "error", "tolerance", "result");

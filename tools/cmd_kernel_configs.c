@@ -6,49 +6,50 @@
 #include <string.h>
 
 #include "commands.h"
-#include "registry.h"
+#include "tool_util.h"
+#include "prefixcl/prefixcl.h"
 
-static const pfx_vendor vendors[] = { PFX_VENDOR_NVIDIA, PFX_VENDOR_AMD, PFX_VENDOR_INTEL_GPU,
-                                      PFX_VENDOR_CPU, PFX_VENDOR_OTHER };
-
-/* Local memory the tile tables assume per family (NVIDIA 48 KiB, AMD 64 KiB,
- * Intel 64 KiB, PoCL CPU 1 MiB... the runtime passes the real figure). */
-static uint64_t typical_local_mem(pfx_vendor v)
+/* Every configuration (malloc'ed), or NULL with a message. */
+static pfx_kernel_config *list(size_t *count)
 {
-    switch (v) {
-    case PFX_VENDOR_NVIDIA: return 48 * 1024;
-    case PFX_VENDOR_CPU: return 1024 * 1024;
-    default: return 64 * 1024;
+    size_t n = 0;
+    pfx_kernel_config *c = NULL;
+    pfx_status st = pfx_kernel_configs(NULL, 0, &n);
+    if (st == PFX_SUCCESS && !(c = calloc(n ? n : 1, sizeof(*c))))
+        st = PFX_ERROR_OUT_OF_MEMORY;
+    if (st == PFX_SUCCESS)
+        st = pfx_kernel_configs(c, n, count);
+    if (st != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl kernel-configs: %s\n", pfx_last_error(NULL));
+        free(c);
+        return NULL;
     }
+    return c;
 }
 
 static int build_all(void)
 {
-    pfx_runtime *rt = NULL;
-    if (pfx_runtime_create(&rt, NULL) != PFX_SUCCESS) {
-        fprintf(stderr, "%s\n", pfx_last_error(NULL));
+    size_t n;
+    pfx_kernel_config *configs = list(&n);
+    if (!configs)
+        return 1;
+    pfx_runtime *rt = tool_runtime("kernel-configs", NULL);
+    if (!rt) {
+        free(configs);
         return 1;
     }
     int failures = 0;
-    pfx_program_config configs[256];
-    for (size_t v = 0; v < sizeof(vendors) / sizeof(vendors[0]); v++) {
-        size_t n = pfx_program_configs(vendors[v], typical_local_mem(vendors[v]), configs, 256);
-        for (size_t i = 0; i < n && i < 256; i++) {
-            char *source = pfx_kernel_source(configs[i].program);
-            cl_program program;
-            pfx_status st = source ? pfx_program_get_source(rt, configs[i].program, source,
-                                                            configs[i].options, &program)
-                                   : PFX_ERROR_BUILD_FAILED;
-            free(source);
-            printf("%s\t%s\t%s\t%s\n", configs[i].program, pfx_vendor_name(vendors[v]),
-                   configs[i].options, st == PFX_SUCCESS ? "ok" : "FAILED");
-            if (st != PFX_SUCCESS) {
-                fprintf(stderr, "%s\n", pfx_last_error(rt));
-                failures++;
-            }
+    for (size_t i = 0; i < n; i++) {
+        pfx_status st = pfx_kernel_config_build(rt, &configs[i]);
+        printf("%s\t%s\t%s\t%s\n", configs[i].program, configs[i].vendor, configs[i].options,
+               st == PFX_SUCCESS ? "ok" : "FAILED");
+        if (st != PFX_SUCCESS) {
+            fprintf(stderr, "%s\n", pfx_last_error(rt));
+            failures++;
         }
     }
     pfx_runtime_destroy(&rt);
+    free(configs);
     return failures ? 1 : 0;
 }
 
@@ -60,12 +61,12 @@ int cmd_kernel_configs(int argc, char **argv)
         fprintf(stderr, "usage: prefixcl kernel-configs [--build]\n");
         return 2;
     }
-    pfx_program_config configs[256];
-    for (size_t v = 0; v < sizeof(vendors) / sizeof(vendors[0]); v++) {
-        size_t n = pfx_program_configs(vendors[v], typical_local_mem(vendors[v]), configs, 256);
-        for (size_t i = 0; i < n && i < 256; i++)
-            printf("%s\t%s\t%s\n", configs[i].program, pfx_vendor_name(vendors[v]),
-                   configs[i].options);
-    }
+    size_t n;
+    pfx_kernel_config *configs = list(&n);
+    if (!configs)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        printf("%s\t%s\t%s\n", configs[i].program, configs[i].vendor, configs[i].options);
+    free(configs);
     return 0;
 }

@@ -1,8 +1,9 @@
 /* prefixcl train: the main job. An end-to-end prefix-tuning run
- * (train_loop.h) with a progress bar (terminal) or plain lines, the loss
- * curve as CSV and PNG, baked prefixes saved as safetensors and as a PEFT
- * folder, and a summary: parameter counts, loss ratio, per-layer attention
- * mass on the prefix and entropy. */
+ * (train_loop.h) with a progress bar (terminal) or plain lines; the loss
+ * curve, the attention per layer and the gains as CSV and as pictures
+ * (train_plot.h); baked prefixes saved as safetensors and as a PEFT folder;
+ * and a summary: parameter counts, loss ratio, per-layer attention mass on
+ * the prefix and entropy. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,23 +14,26 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "chart.h"
+#include "tool_util.h"
 #include "prefixcl/io.h"
 #include "train_loop.h"
 #include "train_plot.h"
 
 static int usage(FILE *out)
 {
-    fprintf(out,
-            "usage: prefixcl train [--device SEL] [--steps N] [--layers L] [--seed S]\n"
-            "                      [--out DIR] [--quiet]\n"
-            "  --device SEL  P:D, gpu, cpu or a name substring (default: $PREFIXCL_DEVICE,\n"
-            "                then the strongest GPU)\n"
-            "  --steps N     optimizer steps, 1..100000 (default 300)\n"
-            "  --layers L    frozen attention layers, 1..64 (default 3)\n"
-            "  --seed S      seed of the weights, the teacher and the data (default 1)\n"
-            "  --out DIR     output folder (default ./train-out): loss.csv, loss.png,\n"
-            "                prefixes.safetensors, peft/\n"
-            "  --quiet       no progress output, only the summary\n");
+    fprintf(out, "usage: prefixcl train [--device SEL] [--steps N] [--layers L] [--seed S]\n"
+                 "                      [--eval-every N] [--out DIR] [--svg] [--quiet]\n"
+                 "  --device SEL  P:D, gpu, cpu or a name substring (default: $PREFIXCL_DEVICE,\n"
+                 "                then the strongest GPU)\n"
+                 "  --steps N     optimizer steps, 1..100000 (default 300)\n"
+                 "  --layers L    frozen attention layers, 1..64 (default 3)\n"
+                 "  --seed S      seed of the weights, the teacher and the data (default 1)\n"
+                 "  --eval-every N  the loss on a held-out batch every N steps (default 0: never)\n"
+                 "  --out DIR     output folder (default ./train-out): loss, attention and gains\n"
+                 "                as .csv and .png, prefixes.safetensors, peft/\n"
+                 "  --svg         pictures as SVG instead of PNG\n"
+                 "  --quiet       no progress output, only the summary\n");
     return 2;
 }
 
@@ -65,24 +69,55 @@ static void on_step(const train_step_info *s, void *user)
     }
 }
 
+static void loss_csv(FILE *f, const train_config *cfg, const train_result *r)
+{
+    fprintf(f, "step,loss,grad_norm,lr,heldout_loss\n");
+    for (size_t i = 0, e = 0; i < r->steps_done; i++) {
+        fprintf(f, "%zu,%.9g,%.9g,%.9g,", i + 1, r->losses[i], (double)r->grad_norms[i],
+                (double)r->lrs[i]);
+        if (e < r->eval_count && r->eval_steps[e] == i + 1)
+            fprintf(f, "%.9g", r->eval_losses[e++]);
+        fputc('\n', f);
+    }
+}
+
+static void attention_csv(FILE *f, const train_config *cfg, const train_result *r)
+{
+    fprintf(f, "layer,prefix_mass,teacher_prefix_mass,entropy,teacher_entropy\n");
+    for (size_t l = 0; l < cfg->layers; l++)
+        fprintf(f, "%zu,%.9g,%.9g,%.9g,%.9g\n", l, r->layer_stats[l].prefix_mass,
+                r->layer_stats[l].teacher_prefix_mass, r->layer_stats[l].entropy,
+                r->layer_stats[l].teacher_entropy);
+}
+
+static void gains_csv(FILE *f, const train_config *cfg, const train_result *r)
+{
+    fprintf(f, "layer,head,gain,teacher_gain\n");
+    for (size_t l = 0; l < cfg->layers; l++)
+        for (size_t h = 0; h < cfg->heads; h++)
+            fprintf(f, "%zu,%zu,%.9g,%.9g\n", l, h, (double)r->gains[l * cfg->heads + h],
+                    (double)r->teacher_gains[l * cfg->heads + h]);
+}
+
+typedef void (*csv_fn)(FILE *f, const train_config *cfg, const train_result *r);
+
 /* Atomically (include/prefixcl/io.h, "Output files"): an interrupted run
- * leaves the previous loss.csv whole. */
-static int write_csv(const char *path, const train_result *r)
+ * leaves the previous file whole. */
+static int write_csv(const char *path, csv_fn fn, const train_config *cfg, const train_result *r)
 {
     pfx_output_file *out = NULL;
     if (pfx_output_open(path, &out) != PFX_SUCCESS)
         return -1;
-    FILE *f = pfx_output_stream(out);
-    fprintf(f, "step,loss,grad_norm\n");
-    for (size_t i = 0; i < r->steps_done; i++)
-        fprintf(f, "%zu,%.9g,%.9g\n", i + 1, r->losses[i], (double)r->grad_norms[i]);
+    fn(pfx_output_stream(out), cfg, r);
     return pfx_output_commit(&out) == PFX_SUCCESS ? 0 : -1;
 }
+
+typedef int (*plot_fn)(const char *path, const train_config *cfg, const train_result *r);
 
 int cmd_train(int argc, char **argv)
 {
     const char *device = NULL, *out = "train-out";
-    bool quiet = false;
+    bool quiet = false, svg = false;
     train_config cfg;
     train_default_config(&cfg);
     for (int i = 1; i < argc; i++) {
@@ -94,8 +129,11 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--quiet")) {
             quiet = true;
             continue;
+        } else if (!strcmp(a, "--svg")) {
+            svg = true;
+            continue;
         } else if (strcmp(a, "--device") && strcmp(a, "--out") && strcmp(a, "--steps") &&
-                   strcmp(a, "--layers") && strcmp(a, "--seed")) {
+                   strcmp(a, "--layers") && strcmp(a, "--seed") && strcmp(a, "--eval-every")) {
             fprintf(stderr, "prefixcl train: unknown option '%s'\n\n", a);
             return usage(stderr);
         } else if (!v) {
@@ -131,6 +169,12 @@ int cmd_train(int argc, char **argv)
                 return usage(stderr);
             }
             cfg.seed = n;
+        } else if (!strcmp(a, "--eval-every")) {
+            if (!cli_uint(v, 0, 100000, &n)) {
+                fprintf(stderr, "prefixcl train: bad --eval-every '%s' (0..100000)\n\n", v);
+                return usage(stderr);
+            }
+            cfg.eval_every = (size_t)n;
         } else {
             fprintf(stderr, "prefixcl train: unknown option '%s'\n\n", a);
             return usage(stderr);
@@ -157,15 +201,30 @@ int cmd_train(int argc, char **argv)
     }
     char path[4096];
     int rc = 0;
-    snprintf(path, sizeof(path), "%s/loss.csv", out);
-    if (write_csv(path, &r)) {
-        fprintf(stderr, "prefixcl train: cannot write %s: %s\n", path, pfx_last_error(NULL));
-        rc = 1;
-    }
-    snprintf(path, sizeof(path), "%s/loss.png", out);
-    if (train_plot_loss(path, r.losses, r.steps_done)) {
-        fprintf(stderr, "prefixcl train: cannot write %s\n", path);
-        rc = 1;
+    static const struct {
+        const char *name;
+        csv_fn csv;
+        plot_fn plot;
+    } outputs[] = { { "loss", loss_csv, train_plot_loss },
+                    { "attention", attention_csv, train_plot_attention },
+                    { "gains", gains_csv, train_plot_gains } };
+    const char *ext = svg ? "svg" : "png";
+    bool drawn = true;
+    for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s.csv", out, outputs[i].name);
+        if (write_csv(path, outputs[i].csv, &cfg, &r)) {
+            fprintf(stderr, "prefixcl train: cannot write %s: %s\n", path, pfx_last_error(NULL));
+            rc = 1;
+        }
+        snprintf(path, sizeof(path), "%s/%s.%s", out, outputs[i].name, ext);
+        int pc = outputs[i].plot(path, &cfg, &r);
+        if (pc == CHART_UNAVAILABLE) {
+            drawn = false;
+        } else if (pc != CHART_OK) {
+            fprintf(stderr, "prefixcl train: cannot draw %s: %s%s%s\n", path, chart_strerror(pc),
+                    pc == CHART_ERR_IO ? ": " : "", pc == CHART_ERR_IO ? pfx_last_error(NULL) : "");
+            rc = 1;
+        }
     }
     double ratio = r.final_loss / r.first_loss;
     printf("device: %s\n", r.device);
@@ -182,8 +241,14 @@ int cmd_train(int argc, char **argv)
         printf("layer %zu: prefix mass %.4f (teacher %.4f), entropy %.4f (teacher %.4f)\n", l,
                r.layer_stats[l].prefix_mass, r.layer_stats[l].teacher_prefix_mass,
                r.layer_stats[l].entropy, r.layer_stats[l].teacher_entropy);
-    printf("wrote %s/loss.csv, %s/loss.png, %s/prefixes.safetensors, %s/peft/\n", out, out, out,
-           out);
+    for (size_t i = 0; i < r.eval_count; i++)
+        printf("held-out loss at step %zu: %.4e\n", r.eval_steps[i], r.eval_losses[i]);
+    if (drawn)
+        printf("wrote %s/{loss,attention,gains}.{csv,%s}, %s/prefixes.safetensors, %s/peft/\n", out,
+               ext, out, out);
+    else
+        printf("wrote %s/{loss,attention,gains}.csv, %s/prefixes.safetensors, %s/peft/; %s\n", out,
+               out, out, chart_strerror(CHART_UNAVAILABLE));
     train_result_free(&r);
     return rc;
 }

@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "gemm.h"
+#include "prefixcl/prefixcl.h"
 
 static const struct {
     const char *name;

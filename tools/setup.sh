@@ -2,7 +2,8 @@
 # Sets up a Debian 12 (or Ubuntu) machine to build and test prefixcl, then
 # configures the build folder `build/` if it does not exist yet.
 # Packages: PoCL (the CPU OpenCL device), the ICD loader and headers, CLBlast,
-# cmocka, cJSON, PCRE2, utf8proc, Meson, Ninja, pkg-config, clinfo, Python 3.
+# cmocka, cJSON, PCRE2, utf8proc, Meson, Ninja, pkg-config, clinfo, Python 3,
+# cairo and a font (the tools' pictures).
 set -eu
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -10,7 +11,7 @@ SUDO=""
 missing=""
 for pkg in pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers libclblast-dev libopenblas-dev libcmocka-dev \
            meson ninja-build pkg-config clinfo python3 gcc libc6-dev libcjson-dev libpcre2-dev \
-           libutf8proc-dev; do
+           libutf8proc-dev libcairo2-dev fonts-dejavu-core; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
         missing="$missing $pkg"
 done

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "tool_util.h"
+
 #define MAX_LAYERS 64
 
 void train_default_config(train_config *c)
@@ -37,25 +39,12 @@ void train_result_free(train_result *r)
     free(r->losses);
     free(r->grad_norms);
     free(r->layer_stats);
-    r->losses = NULL;
-    r->grad_norms = NULL;
-    r->layer_stats = NULL;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static float uniform(uint64_t *state, float a)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    z ^= z >> 31;
-    return a * (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+    free(r->lrs);
+    free(r->eval_steps);
+    free(r->eval_losses);
+    free(r->gains);
+    free(r->teacher_gains);
+    memset(r, 0, sizeof(*r));
 }
 
 typedef struct job {
@@ -76,7 +65,7 @@ typedef struct job {
     pfx_tensor *dy, *scratch[2];
     pfx_tensor *stat[3]; /* entropy, top-k, prefix mass [H] */
     pfx_optimizer *opt;
-    float *x_host;
+    float *x_host, *x_eval;
 } job;
 
 static void job_free(job *j)
@@ -108,6 +97,7 @@ static void job_free(job *j)
     pfx_tensor_destroy(&j->scratch[1]);
     pfx_encoder_destroy(&j->enc);
     free(j->x_host);
+    free(j->x_eval);
     pfx_runtime_destroy(&j->rt);
 }
 
@@ -120,23 +110,6 @@ static void job_free(job *j)
             goto fail;                                                                \
         }                                                                             \
     } while (0)
-
-static pfx_status random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape,
-                                uint64_t *rng, float a, pfx_tensor **out)
-{
-    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, ndim, shape, out);
-    if (st != PFX_SUCCESS)
-        return st;
-    size_t n = pfx_tensor_numel(*out);
-    float *h = malloc(n * sizeof(float));
-    if (!h)
-        return PFX_ERROR_OUT_OF_MEMORY;
-    for (size_t i = 0; i < n; i++)
-        h[i] = uniform(rng, a);
-    st = pfx_tensor_write(*out, 0, n, h);
-    free(h);
-    return st;
-}
 
 static int make_dir(const char *path)
 {
@@ -164,7 +137,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     memset(res, 0, sizeof(*res));
     job jj, *j = &jj;
     memset(j, 0, sizeof(*j));
-    const double t0 = now_s();
+    const double t0 = tool_now_s();
     const size_t L = c->layers, B = c->batch, N = c->tokens, C = c->model_dim, H = c->heads;
     const size_t Hkv = c->kv_heads, D = c->head_dim, P = c->prefix_len;
     if (L == 0 || L > MAX_LAYERS || H > 256 || c->steps == 0) {
@@ -172,20 +145,23 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         return 1;
     }
     j->L = L;
-    pfx_runtime_params rp;
-    pfx_runtime_default_params(&rp);
-    rp.device = device;
-    if (pfx_runtime_create(&j->rt, &rp) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl train: %s\n", pfx_last_error(NULL));
+    if (!(j->rt = tool_runtime("train", device)))
         return 1;
-    }
     const pfx_device_info *info = pfx_runtime_device(j->rt);
     snprintf(res->device, sizeof(res->device), "%s (%s)", info->device_name, info->platform_name);
     res->losses = calloc(c->steps, sizeof(double));
     res->grad_norms = calloc(c->steps, sizeof(float));
     res->layer_stats = calloc(L, sizeof(train_layer_stats));
+    res->lrs = calloc(c->steps, sizeof(float));
+    const size_t evals = c->eval_every ? c->steps / c->eval_every : 0;
+    res->eval_steps = calloc(evals ? evals : 1, sizeof(size_t));
+    res->eval_losses = calloc(evals ? evals : 1, sizeof(double));
+    res->gains = calloc(L * H, sizeof(float));
+    res->teacher_gains = calloc(L * H, sizeof(float));
     j->x_host = malloc(B * N * C * sizeof(float));
-    if (!res->losses || !res->grad_norms || !res->layer_stats || !j->x_host) {
+    j->x_eval = malloc(B * N * C * sizeof(float));
+    if (!res->losses || !res->grad_norms || !res->layer_stats || !res->lrs || !res->eval_steps ||
+        !res->eval_losses || !res->gains || !res->teacher_gains || !j->x_host || !j->x_eval) {
         fprintf(stderr, "prefixcl train: out of host memory\n");
         goto fail;
     }
@@ -202,14 +178,15 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     /* the teacher: hidden random prefixes and gains */
     const size_t pshape[3] = { Hkv, P, D }, gshape[1] = { H }, act[3] = { B, N, C };
     for (size_t l = 0; l < L; l++) {
-        CHECK(random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pk[l]));
-        CHECK(random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pv[l]));
+        CHECK(tool_random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pk[l]));
+        CHECK(tool_random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pv[l]));
         j->t_gain[l] = malloc(H * sizeof(float));
         j->s_gain[l] = calloc(H, sizeof(float));
         if (!j->t_gain[l] || !j->s_gain[l])
             goto fail;
         for (size_t h = 0; h < H; h++)
-            j->t_gain[l][h] = uniform(&rng, c->teacher_gain_scale);
+            res->teacher_gains[l * H + h] = j->t_gain[l][h] =
+                tool_uniform(&rng, c->teacher_gain_scale);
     }
     for (size_t l = 0; l <= L; l++) {
         CHECK(pfx_tensor_create(j->rt, PFX_DTYPE_F32, 3, act, &j->s_act[l]));
@@ -281,18 +258,31 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     pfx_encoder_grads eg = { j->enc_grad[0], j->enc_grad[1], j->enc_grad[2], j->enc_grad[3],
                              j->enc_grad[4], false };
     uint64_t data_rng = c->seed * UINT64_C(0xD1B54A32D192ED03) + 99;
-    res->setup_seconds = now_s() - t0;
-    const double t1 = now_s();
+    uint64_t eval_rng = c->seed * UINT64_C(0xD1B54A32D192ED03) + 7777; /* the held-out batch */
+    for (size_t i = 0; i < B * N * C; i++)
+        j->x_eval[i] = tool_uniform(&eval_rng, 1.0f);
+    res->setup_seconds = tool_now_s() - t0;
+    const double t1 = tool_now_s();
     for (size_t s = 0; s < c->steps; s++) {
-        for (size_t i = 0; i < B * N * C; i++)
-            j->x_host[i] = uniform(&data_rng, 1.0f);
-        CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
-        CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         CHECK(pfx_encoder_forward(j->enc, j->s_pk, j->s_pv));
         /* gains stay on the device: no read back inside a step */
         for (size_t l = 0; l < L; l++)
             spre[l] = (pfx_layer_prefix){ j->s_pk[l], j->s_pv[l], NULL, ramp, j->gain[l] };
+        if (c->eval_every && (s + 1) % c->eval_every == 0) {
+            /* the parameters this step trains from, on the held-out batch */
+            double eval_loss;
+            CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_eval));
+            CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
+            CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
+            CHECK(pfx_mse_loss(j->s_act[L], j->t_act[L], j->dy, &eval_loss));
+            res->eval_steps[res->eval_count] = s + 1;
+            res->eval_losses[res->eval_count++] = eval_loss;
+        }
+        for (size_t i = 0; i < B * N * C; i++)
+            j->x_host[i] = tool_uniform(&data_rng, 1.0f);
+        CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
+        CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
         CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
         double loss;
         CHECK(pfx_mse_loss(j->s_act[L], j->t_act[L], j->dy, &loss));
@@ -303,11 +293,12 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_optimizer_step(j->opt, &rep));
         res->losses[s] = loss;
         res->grad_norms[s] = rep.grad_norm;
+        res->lrs[s] = c->lr * rep.lr_factor;
         res->steps_done = s + 1;
         if (s == 0)
-            res->first_step_seconds = now_s() - t1;
+            res->first_step_seconds = tool_now_s() - t1;
         if (on_step) {
-            double el = now_s() - t1;
+            double el = tool_now_s() - t1;
             train_step_info si = { .step = s + 1, .loss = loss, .grad_norm = rep.grad_norm,
                                    .lr_factor = rep.lr_factor, .gain_ramp = ramp,
                                    .skipped = rep.skipped, .elapsed_s = el,
@@ -315,7 +306,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
             on_step(&si, user);
         }
     }
-    res->train_seconds = now_s() - t1;
+    res->train_seconds = tool_now_s() - t1;
     res->first_loss = res->losses[0];
     size_t tail = c->steps < 10 ? c->steps : 10;
     for (size_t s = c->steps - tail; s < c->steps; s++)
@@ -324,7 +315,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     /* bake, then analyse one more batch with the baked prefixes */
     CHECK(pfx_encoder_bake(j->enc));
     for (size_t i = 0; i < B * N * C; i++)
-        j->x_host[i] = uniform(&data_rng, 1.0f);
+        j->x_host[i] = tool_uniform(&data_rng, 1.0f);
     CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
     pfx_tensor *baked_k[MAX_LAYERS], *baked_v[MAX_LAYERS];
     for (size_t l = 0; l < L; l++) {
@@ -345,6 +336,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_layer_attention_stats(j->layer[l], &spre[l], 1, j->stat[0], NULL, j->stat[2]));
         res->layer_stats[l].entropy = head_mean(j->stat[0], H);
         res->layer_stats[l].prefix_mass = head_mean(j->stat[2], H);
+        memcpy(res->gains + l * H, j->s_gain[l], H * sizeof(float));
     }
 
     /* save: per-layer prefixes and gains (safetensors), and a PEFT folder */

@@ -23,6 +23,7 @@ typedef struct train_config {
     float weight_scale;               /* frozen weights: uniform +-scale/sqrt(fan_in) */
     float teacher_prefix_scale;       /* teacher prefixes: uniform +-scale */
     float teacher_gain_scale;         /* teacher gains: uniform +-scale */
+    size_t eval_every;                /* loss on a held-out batch every N steps; 0: never */
 } train_config;
 
 void train_default_config(train_config *cfg);
@@ -50,10 +51,17 @@ typedef struct train_layer_stats {
 typedef struct train_result {
     double *losses;                  /* [steps] (malloc'ed; train_result_free) */
     float *grad_norms;               /* [steps] */
+    float *lrs;                      /* [steps] learning rate of the prefix group */
     size_t steps_done;
+    size_t eval_count;               /* held-out evaluations (train_config.eval_every) */
+    size_t *eval_steps;              /* [eval_count] 1-based step of each */
+    double *eval_losses;             /* [eval_count] MSE on the held-out batch, before that
+                                        step's update */
     double first_loss, final_loss;   /* loss of step 1, mean of the last min(10, steps) */
     pfx_encoder_param_counts counts; /* before bake (trainable = the MLP) */
     size_t gain_params;              /* L * H */
+    float *gains, *teacher_gains;    /* [L * H] the learned gain parameters and the hidden
+                                        ones (tanh mode: gamma = 1 + tanh(g)) */
     train_layer_stats *layer_stats;  /* [layers] */
     double train_seconds, setup_seconds; /* the loop; runtime + allocation before it */
     double first_step_seconds;         /* step 1 alone: kernel builds land here */

@@ -1,154 +1,145 @@
-/* Loss curve plot (train_plot.h). */
+/* The pictures of `prefixcl train` (train_plot.h). */
 #include "train_plot.h"
 
-#include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "image.h"
-#include "plot.h"
+#include "chart.h"
 
-#define W 640
-#define HGT 400
-#define LEFT 70
-#define RIGHT 20
-#define TOP 30
-#define BOTTOM 50
-
-/* 5x7 glyphs, one byte per row, bit 4 = leftmost column. */
-static const struct { char c; uint8_t rows[7]; } font[] = {
-    { '0', { 0x0E, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0E } },
-    { '1', { 0x04, 0x0C, 0x04, 0x04, 0x04, 0x04, 0x0E } },
-    { '2', { 0x0E, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1F } },
-    { '3', { 0x1F, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0E } },
-    { '4', { 0x02, 0x06, 0x0A, 0x12, 0x1F, 0x02, 0x02 } },
-    { '5', { 0x1F, 0x10, 0x1E, 0x01, 0x01, 0x11, 0x0E } },
-    { '6', { 0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E } },
-    { '7', { 0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08 } },
-    { '8', { 0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E } },
-    { '9', { 0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C } },
-    { '.', { 0x00, 0x00, 0x00, 0x00, 0x00, 0x0C, 0x0C } },
-    { '-', { 0x00, 0x00, 0x00, 0x1F, 0x00, 0x00, 0x00 } },
-    { '+', { 0x00, 0x04, 0x04, 0x1F, 0x04, 0x04, 0x00 } },
-    { '(', { 0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02 } },
-    { ')', { 0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08 } },
-    { 'e', { 0x00, 0x00, 0x0E, 0x11, 0x1F, 0x10, 0x0E } },
-    { 'g', { 0x00, 0x0F, 0x11, 0x11, 0x0F, 0x01, 0x0E } },
-    { 'l', { 0x0C, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0E } },
-    { 'o', { 0x00, 0x00, 0x0E, 0x11, 0x11, 0x11, 0x0E } },
-    { 'p', { 0x00, 0x00, 0x1E, 0x11, 0x1E, 0x10, 0x10 } },
-    { 'r', { 0x00, 0x00, 0x16, 0x19, 0x10, 0x10, 0x10 } },
-    { 's', { 0x00, 0x00, 0x0E, 0x10, 0x0E, 0x01, 0x1E } },
-    { 't', { 0x08, 0x08, 0x1C, 0x08, 0x08, 0x09, 0x06 } },
-    { 'v', { 0x00, 0x00, 0x11, 0x11, 0x11, 0x0A, 0x04 } },
-    { 'i', { 0x04, 0x00, 0x0C, 0x04, 0x04, 0x04, 0x0E } },
-    { 'n', { 0x00, 0x00, 0x16, 0x19, 0x11, 0x11, 0x11 } },
-    { 'a', { 0x00, 0x00, 0x0E, 0x01, 0x0F, 0x11, 0x0F } },
-    { 'M', { 0x11, 0x1B, 0x15, 0x15, 0x11, 0x11, 0x11 } },
-    { 'S', { 0x0F, 0x10, 0x10, 0x0E, 0x01, 0x01, 0x1E } },
-    { 'E', { 0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x1F } },
-};
-
-static void put(uint8_t *img, long x, long y, uint8_t v)
+int train_plot_loss(const char *path, const train_config *cfg, const train_result *r)
 {
-    plot_put(&(plot_canvas){ img, W, HGT }, x, y, v);
-}
-
-/* A glyph the font lacks (and space) is skipped. */
-static const uint8_t *find_glyph(char ch)
-{
-    for (size_t i = 0; i < sizeof(font) / sizeof(font[0]); i++)
-        if (font[i].c == ch)
-            return font[i].rows;
-    return NULL;
-}
-
-/* Text at (x, y) top-left, scale 1 or 2. */
-static void text(uint8_t *img, long x, long y, const char *s, int scale)
-{
-    plot_text(&(plot_canvas){ img, W, HGT }, x, y, s, SIZE_MAX, scale, 0, find_glyph);
-}
-
-static void line(uint8_t *img, long x0, long y0, long x1, long y1, uint8_t v)
-{
-    long dx = labs(x1 - x0), dy = -labs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    long err = dx + dy;
-    for (;;) {
-        put(img, x0, y0, v);
-        put(img, x0, y0 + 1, v); /* 2 pixels thick */
-        if (x0 == x1 && y0 == y1)
-            break;
-        long e2 = 2 * err;
-        if (e2 >= dy) {
-            err += dy;
-            x0 += sx;
+    const size_t n = r->steps_done;
+    double *eval_x = malloc((r->eval_count ? r->eval_count : 1) * sizeof(double));
+    double *lr = malloc((n ? n : 1) * sizeof(double)), *gn = malloc((n ? n : 1) * sizeof(double));
+    int rc = CHART_ERR_IO;
+    if (eval_x && lr && gn) {
+        for (size_t i = 0; i < r->eval_count; i++)
+            eval_x[i] = (double)r->eval_steps[i];
+        for (size_t i = 0; i < n; i++) {
+            lr[i] = r->lrs[i];
+            gn[i] = r->grad_norms[i];
         }
-        if (e2 <= dx) {
-            err += dx;
-            y0 += sy;
+        chart_series s[] = {
+            { .name = "training loss", .y = r->losses, .count = n, .line = true },
+            { .name = "held-out loss",
+              .x = eval_x,
+              .y = r->eval_losses,
+              .count = r->eval_count,
+              .points = true },
+            { .name = "learning rate", .y = lr, .count = n, .line = true, .right = true },
+            { .name = "gradient norm (before clipping)",
+              .y = gn,
+              .count = n,
+              .line = true,
+              .right = true },
+        };
+        char sub[200];
+        snprintf(sub, sizeof(sub), "%zu layers, prefix %zu, batch %zu x %zu tokens, seed %llu",
+                 cfg->layers, cfg->prefix_len, cfg->batch, cfg->tokens,
+                 (unsigned long long)cfg->seed);
+        chart_line_spec spec = {
+            .title = "prefixcl train: loss (MSE against the teacher)",
+            .subtitle = sub,
+            .x = { .label = "step" },
+            .y = { .label = "MSE loss", .log = true },
+            .y2 = { .label = "learning rate, gradient norm", .log = true },
+            .series = s,
+            .series_count = r->eval_count ? 4 : 3,
+        };
+        if (!r->eval_count) { /* no held-out points: the legend stays short */
+            s[1] = s[2];
+            s[2] = s[3];
         }
+        rc = chart_lines(path, &spec, 1);
     }
+    free(eval_x);
+    free(lr);
+    free(gn);
+    return rc;
 }
 
-int train_plot_loss(const char *path, const double *losses, size_t count)
+int train_plot_attention(const char *path, const train_config *cfg, const train_result *r)
 {
-    double lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < count; i++)
-        if (isfinite(losses[i]) && losses[i] > 0) {
-            double v = log10(losses[i]);
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
+    const size_t L = cfg->layers;
+    double *v = malloc(4 * L * sizeof(double));
+    char(*names)[32] = malloc(L * sizeof(*names));
+    const char **ticks = malloc(L * sizeof(char *));
+    int rc = CHART_ERR_IO;
+    if (v && names && ticks) {
+        double *mass_t = v, *mass_s = v + L, *ent_t = v + 2 * L, *ent_s = v + 3 * L;
+        for (size_t l = 0; l < L; l++) {
+            mass_t[l] = r->layer_stats[l].teacher_prefix_mass;
+            mass_s[l] = r->layer_stats[l].prefix_mass;
+            ent_t[l] = r->layer_stats[l].teacher_entropy;
+            ent_s[l] = r->layer_stats[l].entropy;
+            snprintf(names[l], sizeof(names[l]), "layer %zu", l);
+            ticks[l] = names[l];
         }
-    if (!isfinite(lo))
-        return -1;
-    lo = floor(lo);
-    hi = ceil(hi);
-    if (hi <= lo)
-        hi = lo + 1;
-    uint8_t *img = malloc((size_t)W * HGT);
-    if (!img)
-        return -1;
-    memset(img, 255, (size_t)W * HGT);
-    const long x0 = LEFT, x1 = W - RIGHT, y0 = TOP, y1 = HGT - BOTTOM;
-    /* grid and y ticks: one per decade */
-    char buf[32];
-    for (double dec = lo; dec <= hi + 1e-9; dec += 1) {
-        long y = y1 - (long)lround((dec - lo) / (hi - lo) * (double)(y1 - y0));
-        for (long x = x0; x <= x1; x += 4)
-            put(img, x, y, 200);
-        snprintf(buf, sizeof(buf), "1e%d", (int)dec);
-        text(img, x0 - 8 - 6 * (long)strlen(buf), y - 3, buf, 1);
+        chart_series mass[] = {
+            { .name = "teacher", .y = mass_t, .count = L, .line = true, .points = true },
+            { .name = "student (baked)", .y = mass_s, .count = L, .line = true, .points = true },
+        };
+        chart_series ent[] = {
+            { .name = "teacher", .y = ent_t, .count = L, .line = true, .points = true },
+            { .name = "student (baked)", .y = ent_s, .count = L, .line = true, .points = true },
+        };
+        chart_line_spec panels[] = {
+            { .title = "attention mass on the prefix per layer (mean over heads)",
+              .subtitle = "a fresh batch after training",
+              .x = { .label = "layer" },
+              .y = { .label = "prefix mass", .min = 0, .max = 1 },
+              .x_ticks = ticks,
+              .x_tick_count = L,
+              .series = mass,
+              .series_count = 2 },
+            { .title = "attention entropy per layer (mean over heads)",
+              .x = { .label = "layer" },
+              .y = { .label = "entropy (nats)" },
+              .x_ticks = ticks,
+              .x_tick_count = L,
+              .series = ent,
+              .series_count = 2 },
+        };
+        rc = chart_lines(path, panels, 2);
     }
-    /* x ticks: 5 intervals */
-    for (int t = 0; t <= 5; t++) {
-        size_t step = count > 1 ? (size_t)lround((double)(count - 1) * t / 5.0) : 0;
-        long x = x0 + (count > 1 ? (long)lround((double)step / (double)(count - 1) *
-                                                (double)(x1 - x0)) : 0);
-        line(img, x, y1, x, y1 + 4, 0);
-        snprintf(buf, sizeof(buf), "%zu", step + 1);
-        text(img, x - 3 * (long)strlen(buf), y1 + 9, buf, 1);
+    free(v);
+    free(names);
+    free(ticks);
+    return rc;
+}
+
+int train_plot_gains(const char *path, const train_config *cfg, const train_result *r)
+{
+    const size_t L = cfg->layers, H = cfg->heads;
+    char(*names)[32] = malloc((L + H) * sizeof(*names));
+    const char **labels = malloc((L + H) * sizeof(char *));
+    int rc = CHART_ERR_IO;
+    if (names && labels) {
+        for (size_t l = 0; l < L; l++)
+            snprintf(names[l], sizeof(names[l]), "layer %zu", l);
+        for (size_t h = 0; h < H; h++)
+            snprintf(names[L + h], sizeof(names[0]), "head %zu", h);
+        for (size_t i = 0; i < L + H; i++)
+            labels[i] = names[i];
+        chart_heatmap_spec panels[2] = {
+            { .title = "learned (student)",
+              .values = r->gains,
+              .rows = L,
+              .cols = H,
+              .row_labels = labels,
+              .col_labels = labels + L,
+              .row_axis = "layer",
+              .col_axis = "head",
+              .diverging = true,
+              .scale_label = "gain parameter g" },
+        };
+        panels[1] = panels[0];
+        panels[1].title = "hidden (teacher)";
+        panels[1].values = r->teacher_gains;
+        rc = chart_heatmap_grid(path, "gain per layer and head (tanh mode: gamma = 1 + tanh(g))",
+                                panels, 2, 2);
     }
-    /* axes */
-    line(img, x0, y0, x0, y1, 0);
-    line(img, x0, y1, x1, y1, 0);
-    text(img, (x0 + x1) / 2 - 24, HGT - 22, "step", 2);
-    text(img, 8, 8, "MSE loss (log) vs step", 2);
-    /* the curve */
-    long px = -1, py = -1;
-    for (size_t i = 0; i < count; i++) {
-        if (!(isfinite(losses[i]) && losses[i] > 0))
-            continue;
-        long x = x0 + (count > 1 ? (long)lround((double)i / (double)(count - 1) *
-                                                (double)(x1 - x0)) : 0);
-        long y = y1 - (long)lround((log10(losses[i]) - lo) / (hi - lo) * (double)(y1 - y0));
-        if (px >= 0)
-            line(img, px, py, x, y, 40);
-        px = x;
-        py = y;
-    }
-    int rc = image_write_png(path, img, W, HGT);
-    free(img);
+    free(names);
+    free(labels);
     return rc;
 }

@@ -14,5 +14,7 @@
 #include "prefixcl/encoder.h"
 #include "prefixcl/layer.h"
 #include "prefixcl/model.h"
+#include "prefixcl/matmul.h"
+#include "prefixcl/profile.h"
 
 #endif

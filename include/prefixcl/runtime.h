@@ -92,6 +92,15 @@ typedef enum pfx_gemm_backend {
     PFX_GEMM_HOST = 2,
 } pfx_gemm_backend;
 
+/* OpenBLAS picks its kernels from the CPU model when it loads; on a model it
+ * does not know (new CPUs, some VMs) it falls back to SSE3 kernels at a
+ * fraction of the speed. Returns the OPENBLAS_CORETYPE that matches this
+ * CPU's vector units (AVX2, AVX-512) when OpenBLAS chose weaker kernels and
+ * the variable is unset; NULL otherwise (also in a build without the host
+ * backend). Only a fresh process can apply it (the prefixcl tool re-executes
+ * itself). */
+PFX_API const char *pfx_gemm_host_core_hint(void);
+
 typedef struct pfx_runtime_params {
     const char *device;       /* selector as for pfx_device_select; NULL: env, then default */
     const char *cache_dir;    /* NULL: $PREFIXCL_CACHE_DIR, $XDG_CACHE_HOME/prefixcl, ~/.cache/prefixcl */

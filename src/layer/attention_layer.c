@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/attention_tuning.h"
-#include "../ops/gemm.h"
+#include "attention_tuning.h"
+#include "gemm.h"
 #include "layer_internal.h"
 
 /* ---- helpers ---- */

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/internal.h"
-#include "../ops/gemm.h"
+#include "internal.h"
+#include "gemm.h"
 
 /* cl/encoder.cl has no tunables; registered as ("encoder", "") in ops/registry.c. */
 #define ENCODER_PROGRAM "encoder"

@@ -3,7 +3,7 @@
 #ifndef PFX_LAYER_INTERNAL_H
 #define PFX_LAYER_INTERNAL_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 /* cl/layer.cl has no tunables; registered as ("layer", "") in ops/registry.c. */
 #define LAYER_PROGRAM "layer"

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/io_internal.h"
-#include "../ops/registry.h"
+#include "io_internal.h"
+#include "registry.h"
 #include "optimizer_internal.h"
 
 #define OPT_PROGRAM "optimizer"
@@ -25,12 +25,6 @@
 #define OPT_UPDATE_GROUPS 4096 /* grid-stride loop covers the rest */
 
 /* Options of cl/optimizer.cl (registered in registry.c; no tunables). */
-static const char *opt_options(const pfx_runtime *rt)
-{
-    (void)rt;
-    return "";
-}
-
 #define STATUS_BYTES (3 * sizeof(float))
 
 /* ---- schedules ---- */
@@ -381,7 +375,7 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         return st;
 
     cl_kernel k_sumsq, k_final, k_update;
-    const char *options = opt_options(rt);
+    const char *options = ""; /* cl/optimizer.cl has no tunables */
     if ((st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_opt_sumsq", &k_sumsq)) != PFX_SUCCESS ||
         (st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_opt_finalize", &k_final)) != PFX_SUCCESS ||
         (st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_adamw_update", &k_update)) != PFX_SUCCESS)

@@ -3,8 +3,7 @@
 #ifndef PFX_OPTIMIZER_INTERNAL_H
 #define PFX_OPTIMIZER_INTERNAL_H
 
-#include "../runtime/internal.h"
-#include "prefixcl/optimizer.h"
+#include "internal.h"
 
 #define OPT_NAME_MAX 128
 

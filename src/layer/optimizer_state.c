@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "optimizer_internal.h"
-#include "prefixcl/io.h"
 
 #define STATE_FORMAT "prefixcl-adamw-1"
 

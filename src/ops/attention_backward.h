@@ -6,7 +6,7 @@
 #ifndef PFX_OPS_ATTENTION_BACKWARD_H
 #define PFX_OPS_ATTENTION_BACKWARD_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 typedef struct pfx_attn_bwd_tiles {
     unsigned bq;    /* query rows per tile (PFX_BQ) */

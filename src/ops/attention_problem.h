@@ -8,7 +8,7 @@
 #ifndef PFX_OPS_ATTENTION_PROBLEM_H
 #define PFX_OPS_ATTENTION_PROBLEM_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 /* Element strides of a [B, heads, rows, D] view (the D stride is 1). */
 typedef struct pfx_attn_strides {

@@ -1,8 +1,7 @@
 /* Elementwise operations (cl/elementwise.cl). */
 #include <math.h>
 
-#include "../runtime/internal.h"
-#include "registry.h"
+#include "internal.h"
 
 pfx_status pfx_axpby(pfx_tensor *y, float alpha, const pfx_tensor *x, float beta)
 {
@@ -21,7 +20,7 @@ pfx_status pfx_axpby(pfx_tensor *y, float alpha, const pfx_tensor *x, float beta
                          (double)alpha, (double)beta);
 
     cl_kernel kernel;
-    pfx_status st = pfx_kernel_get(rt, "elementwise", pfx_elementwise_options(rt), "pfx_axpby", &kernel);
+    pfx_status st = pfx_kernel_get(rt, "elementwise", "", "pfx_axpby", &kernel); /* no tunables */
     if (st != PFX_SUCCESS)
         return st;
     cl_ulong n = y->numel;

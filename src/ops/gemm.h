@@ -33,7 +33,7 @@
 #ifndef PFX_OPS_GEMM_H
 #define PFX_OPS_GEMM_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 typedef struct pfx_gemm_operand {
     cl_mem mem;
@@ -82,14 +82,6 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
  * (a CPU device whose memory is the host's: host-unified, or PoCL). */
 bool pfx_gemm_host_built(void);
 bool pfx_gemm_host_usable(const pfx_device_info *info);
-
-/* OpenBLAS picks its kernels from the CPU model when it loads; on a model it
- * does not know (new CPUs, some VMs) it falls back to SSE3 kernels at a
- * fraction of the speed. Returns the OPENBLAS_CORETYPE that matches this
- * CPU's vector units (AVX2, AVX-512) when OpenBLAS chose weaker kernels and
- * the variable is unset; NULL otherwise. Only a fresh process can apply it
- * (the prefixcl tool re-executes itself). */
-const char *pfx_gemm_host_core_hint(void);
 
 /* The CLBlastStatusCode name of a status ("CLBlastInvalidLeadDimA");
  * "CLBlastUnknownStatus" for a code CLBlast does not define. */

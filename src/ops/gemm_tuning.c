@@ -6,7 +6,7 @@
 
 #include <clblast_c.h>
 
-#include "../io/io_internal.h"
+#include "io_internal.h"
 #include "gemm.h"
 #include "program.h"
 

@@ -15,7 +15,7 @@
 #ifndef PFX_OPS_GEMM_TUNING_H
 #define PFX_OPS_GEMM_TUNING_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 /* In CLBlast's database order (alphabetical). */
 enum { PFX_XGEMM_PARAMS = 16, PFX_XGEMM_DIRECT_PARAMS = 10 };

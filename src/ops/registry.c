@@ -1,4 +1,4 @@
-/* The table of kernel programs and their per-vendor options; warm-up. */
+/* The table of kernel programs and their per-vendor options. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,12 +16,6 @@ const char *pfx_vendor_name(pfx_vendor vendor)
     case PFX_VENDOR_CPU: return "cpu";
     default: return "other";
     }
-}
-
-const char *pfx_elementwise_options(const pfx_runtime *rt)
-{
-    (void)rt;
-    return "";
 }
 
 static void add(pfx_program_config *out, size_t cap, size_t *n, const char *program,
@@ -67,25 +61,4 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes, pfx_prog
         }
     }
     return n;
-}
-
-pfx_status pfx_runtime_warm_up(pfx_runtime *rt)
-{
-    if (!rt)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "rt is NULL");
-    pfx_program_config configs[64];
-    size_t n = pfx_program_configs(rt->vendor, rt->info.local_mem_bytes, configs, 64);
-    for (size_t i = 0; i < n && i < 64; i++) {
-        char *source = pfx_kernel_source(configs[i].program);
-        if (!source)
-            return pfx_error(rt, PFX_ERROR_BUILD_FAILED, "kernel program '%s' not found",
-                             configs[i].program);
-        cl_program program;
-        pfx_status st = pfx_program_get_source(rt, configs[i].program, source,
-                                               configs[i].options, &program);
-        free(source);
-        if (st != PFX_SUCCESS)
-            return st;
-    }
-    return PFX_SUCCESS;
 }

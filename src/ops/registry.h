@@ -7,7 +7,7 @@
 #ifndef PFX_OPS_REGISTRY_H
 #define PFX_OPS_REGISTRY_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 #define PFX_OPTIONS_MAX 256
 
@@ -22,8 +22,5 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes,
                            pfx_program_config *out, size_t cap);
 
 const char *pfx_vendor_name(pfx_vendor vendor);
-
-/* Options of cl/elementwise.cl (no tunables). */
-const char *pfx_elementwise_options(const pfx_runtime *rt);
 
 #endif

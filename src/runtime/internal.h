@@ -13,7 +13,7 @@
 
 #define PFX_ERROR_MAX 16384
 
-/* Vendor family that picks kernel tile defaults (see src/ops/tuning.c). */
+/* Vendor family that picks kernel tile defaults (the tile tables of src/ops/). */
 typedef enum pfx_vendor {
     PFX_VENDOR_OTHER = 0,
     PFX_VENDOR_NVIDIA,

@@ -1,10 +1,12 @@
-/* Runtime lifecycle: context, in-order profiling queue, cache folder. */
+/* Runtime lifecycle: context, in-order profiling queue, cache folder, and
+ * warm-up (every program the ops may build on this device, from the registry). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "device.h"
 #include "program.h"
+#include "registry.h"
 
 void pfx_runtime_default_params(pfx_runtime_params *params)
 {
@@ -146,4 +148,25 @@ pfx_status pfx_runtime_cache_stats(const pfx_runtime *rt, pfx_cache_stats *stats
 const char *pfx_runtime_cache_dir(const pfx_runtime *rt)
 {
     return rt ? rt->cache_dir : "";
+}
+
+pfx_status pfx_runtime_warm_up(pfx_runtime *rt)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "rt is NULL");
+    pfx_program_config configs[64];
+    size_t n = pfx_program_configs(rt->vendor, rt->info.local_mem_bytes, configs, 64);
+    for (size_t i = 0; i < n && i < 64; i++) {
+        char *source = pfx_kernel_source(configs[i].program);
+        if (!source)
+            return pfx_error(rt, PFX_ERROR_BUILD_FAILED, "kernel program '%s' not found",
+                             configs[i].program);
+        cl_program program;
+        pfx_status st = pfx_program_get_source(rt, configs[i].program, source,
+                                               configs[i].options, &program);
+        free(source);
+        if (st != PFX_SUCCESS)
+            return st;
+    }
+    return PFX_SUCCESS;
 }

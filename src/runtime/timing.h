@@ -23,6 +23,9 @@ pfx_status pfx_event_span_ns(pfx_runtime *rt, cl_event from, cl_event to, uint64
 /* Nanoseconds from the start to the end of one command (waits for it). */
 pfx_status pfx_event_ns(pfx_runtime *rt, cl_event ev, uint64_t *ns);
 
+/* A public pfx_event owning ev (released on failure, after waiting for it). */
+pfx_status pfx_event_wrap(pfx_runtime *rt, cl_event ev, pfx_event **out);
+
 /* pfx_launch that also returns the kernel's event. */
 pfx_status pfx_launch_event(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
                             const size_t *global, const size_t *local, size_t nargs,

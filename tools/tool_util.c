@@ -1,0 +1,64 @@
+/* Helpers the tool's commands share (tool_util.h). */
+#include "tool_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+float tool_uniform(uint64_t *state, float amp)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    z ^= z >> 31;
+    return amp * (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape, uint64_t *rng,
+                              float amp, pfx_tensor **out)
+{
+    *out = NULL;
+    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, ndim, shape, out);
+    if (st != PFX_SUCCESS)
+        return st;
+    size_t n = pfx_tensor_numel(*out);
+    float *h = malloc(n * sizeof(float));
+    if (!h) {
+        pfx_tensor_destroy(out);
+        return PFX_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++)
+        h[i] = tool_uniform(rng, amp);
+    st = pfx_tensor_write(*out, 0, n, h);
+    free(h);
+    if (st != PFX_SUCCESS)
+        pfx_tensor_destroy(out);
+    return st;
+}
+
+pfx_runtime *tool_runtime(const char *command, const char *selector)
+{
+    pfx_runtime_params params;
+    pfx_runtime_default_params(&params);
+    params.device = selector;
+    pfx_runtime *rt = NULL;
+    if (pfx_runtime_create(&rt, &params) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", command, pfx_last_error(NULL));
+        return NULL;
+    }
+    return rt;
+}
+
+double tool_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double tool_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

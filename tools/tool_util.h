@@ -1,0 +1,30 @@
+/* Helpers the tool's commands share: seeded random numbers and tensors, the
+ * runtime of a command, a monotonic and the process clock. One copy each (tool_util.c); option values: cli.h. */
+#ifndef PFX_TOOLS_TOOL_UTIL_H
+#define PFX_TOOLS_TOOL_UTIL_H
+
+#include <stdint.h>
+
+#include "prefixcl/prefixcl.h"
+
+/* splitmix64: the next value of *state, uniform in [-amp, amp). */
+float tool_uniform(uint64_t *state, float amp);
+
+/* A new float32 tensor of tool_uniform(rng, amp) values, drawn in order. On
+ * failure *out is NULL. */
+pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape, uint64_t *rng,
+                              float amp, pfx_tensor **out);
+
+/* A runtime on the device a command was given (selector NULL: the default,
+ * $PREFIXCL_DEVICE first), or NULL after "prefixcl <command>: <why>" on
+ * stderr. */
+pfx_runtime *tool_runtime(const char *command, const char *selector);
+
+/* Seconds of CLOCK_MONOTONIC. */
+double tool_now_s(void);
+/* CPU seconds of the whole process (every thread: PoCL's workers too), which
+ * on a CPU device shared with other jobs measures the work where wall time
+ * measures the contention too. */
+double tool_cpu_s(void);
+
+#endif
