@@ -12,5 +12,6 @@
 #include "prefixcl/encoder.h"
 #include "prefixcl/layer.h"
 #include "prefixcl/model.h"
+#include "prefixcl/generate.h"
 
 #endif
