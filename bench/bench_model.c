@@ -7,8 +7,13 @@
  * thread) beside it, and the device memory the step holds (pfx_runtime_memory
  * peak).
  *
+ * With --profile, one more step runs with every product, attention call and
+ * loss chunk bracketed by pfx_runtime_finish, and says where the model's time
+ * goes: the blocks' GEMMs, the LM head's GEMMs, attention forward and
+ * backward, the fused loss, and the rest (norms, activations, RoPE, copies).
+ *
  * usage: bench_model [--device SEL] [--batch 4] [--tokens 128] [--steps 3]
- *                    [--warmup 1] [--half] [--json PATH]
+ *                    [--warmup 1] [--half] [--profile] [--json PATH]
  * The step is the one bench/peer_model_torch.py times with PyTorch + PEFT.
  */
 #include <stdio.h>
@@ -18,6 +23,7 @@
 #include <unistd.h>
 
 #include "prefixcl/prefixcl.h"
+#include "model/model_internal.h"
 
 #define L 12
 #define HKV 12
@@ -75,7 +81,7 @@ int main(int argc, char **argv)
     const char *device = NULL, *json = NULL;
     size_t B = 4, N = 128;
     int steps = 3, warmup = 1;
-    bool half = false;
+    bool half = false, profile = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
@@ -89,11 +95,13 @@ int main(int argc, char **argv)
             warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--half"))
             half = true;
+        else if (!strcmp(argv[i], "--profile"))
+            profile = true;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] "
-                            "[--half] [--json PATH]\n", argv[0]);
+                            "[--half] [--profile] [--json PATH]\n", argv[0]);
             return 2;
         }
     }
@@ -202,6 +210,20 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "step %d: loss %.4f, %.0f ms\n", it, loss, t[4] - t[0]);
     }
+    static const char *const prof_names[PFX_PROF_COUNT] = { "block GEMMs", "LM head GEMMs", "attention forward",
+                                                            "attention backward", "fused loss" };
+    double prof_total = 0, prof_ms[PFX_PROF_COUNT] = { 0 };
+    if (profile) {
+        pfx_model_profile *pr = pfx_model_profiling(model);
+        memset(pr->ms, 0, sizeof(pr->ms));
+        pr->on = true;
+        double t0 = now_ms();
+        CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
+        CHECK(pfx_runtime_finish(rt));
+        prof_total = now_ms() - t0;
+        pr->on = false;
+        memcpy(prof_ms, pr->ms, sizeof(prof_ms));
+    }
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
     const pfx_device_info *dev = pfx_runtime_device(rt);
@@ -217,6 +239,15 @@ int main(int argc, char **argv)
     printf("  %-28s %10.2f MiB (weights and workspace %.2f MiB)\n", "device memory peak",
            (double)mem.peak_bytes / 1048576.0, (double)mem_model.live_bytes / 1048576.0);
     printf("  %-28s %10.4f\n", "loss", loss);
+    if (profile) {
+        double rest = prof_total;
+        printf("profile: model forward+loss+backward %.2f ms wall, serialized\n", prof_total);
+        for (int i = 0; i < PFX_PROF_COUNT; i++) {
+            printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i], 100.0 * prof_ms[i] / prof_total);
+            rest -= prof_ms[i];
+        }
+        printf("  %-28s %10.2f ms %5.1f %%\n", "rest", rest, 100.0 * rest / prof_total);
+    }
     if (json) {
         FILE *out = fopen(json, "w");
         if (!out)

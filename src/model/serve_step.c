@@ -156,17 +156,18 @@ static pfx_status embed(pfx_model *m, pfx_kv_cache *c, const pfx_serve_step *st,
             pos[b * p->N + t] = p->pos0[b] + (t < (size_t)p->lens[b] ? (int32_t)t : 0);
     e = pfx_ids_write(c->positions, 0, p->R, pos);
     free(pos);
-    pfx_tensor h = pfx_model_view(m->hidden[0], 2, p->R, C, 0, 0), a = pfx_model_view(m->ws[WS_A], 2, p->R, C, 0, 0);
+    pfx_tensor *tmp = pfx_model_ws(m, 0, WS_A); /* free until block 0 writes it */
+    pfx_tensor h = pfx_model_view(m->hidden[0], 2, p->R, C, 0, 0), a = pfx_model_view(tmp, 2, p->R, C, 0, 0);
     if (e == PFX_SUCCESS)
         e = pfx_op_embedding(m->rt, c->positions, p->B, p->N, PFX_MAT(wpe, s->max_positions, C), NULL, 0,
-                             PFX_MAT(m->ws[WS_A], p->R, C));
+                             PFX_MAT(tmp, p->R, C));
     if (e == PFX_SUCCESS)
         e = pfx_axpby(&h, 1.0f, &a, 1.0f);
     return e;
 }
 
 /* RoPE of each slot's new queries and keys at its own positions. */
-static pfx_status rope(pfx_model *m, const plan *p)
+static pfx_status rope(pfx_model *m, size_t l, const plan *p)
 {
     const pfx_model_shape *s = &m->cfg.shape;
     const size_t D = s->head_dim, QD = s->heads * D, KVD = s->kv_heads * D;
@@ -176,9 +177,9 @@ static pfx_status rope(pfx_model *m, const plan *p)
         if (!p->lens[b])
             continue;
         const size_t n = (size_t)p->lens[b], r0 = b * p->N;
-        if ((e = pfx_op_rope_forward(m->rt, pfx_mat_of(m->ws[WS_Q], r0 * QD, n, QD, QD), 1, n, s->heads, D,
+        if ((e = pfx_op_rope_forward(m->rt, pfx_mat_of(pfx_model_ws(m, l, WS_Q), r0 * QD, n, QD, QD), 1, n, s->heads, D,
                                      (size_t)p->pos0[b], freq)) == PFX_SUCCESS)
-            e = pfx_op_rope_forward(m->rt, pfx_mat_of(m->ws[WS_K], r0 * KVD, n, KVD, KVD), 1, n, s->kv_heads, D,
+            e = pfx_op_rope_forward(m->rt, pfx_mat_of(pfx_model_ws(m, l, WS_K), r0 * KVD, n, KVD, KVD), 1, n, s->kv_heads, D,
                                     (size_t)p->pos0[b], freq);
     }
     return e;
@@ -193,10 +194,10 @@ static pfx_status append(pfx_model *m, pfx_kv_cache *c, size_t l, const plan *p)
             continue;
         const size_t n = (size_t)p->lens[b];
         const size_t src = b * p->N * KVD * f, dst = (b * c->max_len + c->len[b]) * KVD * f;
-        cl_int err = clEnqueueCopyBuffer(m->rt->queue, m->ws[WS_K]->mem, c->keys[l]->mem, src, dst, n * KVD * f, 0,
+        cl_int err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_K)->mem, c->keys[l]->mem, src, dst, n * KVD * f, 0,
                                          NULL, NULL);
         if (err == CL_SUCCESS)
-            err = clEnqueueCopyBuffer(m->rt->queue, m->ws[WS_V]->mem, c->values[l]->mem, src, dst, n * KVD * f, 0,
+            err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_V)->mem, c->values[l]->mem, src, dst, n * KVD * f, 0,
                                       NULL, NULL);
         if (err != CL_SUCCESS)
             return pfx_cl_error(m->rt, err, FN ": cache append");
@@ -221,15 +222,16 @@ static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *
     d.gain_mode = p->gain_mode;
     d.gain = p->gains ? p->gains + l * H : NULL;
     d.q_lens = p->lens;
-    pfx_tensor q = pfx_model_view(m->ws[WS_Q], 4, B, N, H, D), o = pfx_model_view(m->ws[WS_O], 4, B, N, H, D);
+    pfx_tensor q = pfx_model_view(pfx_model_ws(m, l, WS_Q), 4, B, N, H, D);
+    pfx_tensor o = pfx_model_view(pfx_model_ws(m, l, WS_O), 4, B, N, H, D);
     pfx_tensor k, v;
     if (p->prefill) {
         /* empty slots: causal attention over the prompt's own keys */
         d.keys = N;
         d.causal = true;
         d.kv_lens = p->lens;
-        k = pfx_model_view(m->ws[WS_K], 4, B, N, Hkv, D);
-        v = pfx_model_view(m->ws[WS_V], 4, B, N, Hkv, D);
+        k = pfx_model_view(pfx_model_ws(m, l, WS_K), 4, B, N, Hkv, D);
+        v = pfx_model_view(pfx_model_ws(m, l, WS_V), 4, B, N, Hkv, D);
     } else {
         /* one query per slot against everything it holds (the new token's
          * row included): nothing later is in the cache, so no causal mask */
@@ -264,18 +266,19 @@ pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache, const pfx_a
     for (size_t l = 0; l < L && e == PFX_SUCCESS; l++) {
         if ((e = pfx_model_block_qkv(model, l, p.R)))
             break;
-        if (model->cfg.family == PFX_FAMILY_LLAMA && (e = rope(model, &p)))
+        if (model->cfg.family == PFX_FAMILY_LLAMA && (e = rope(model, l, &p)))
             break;
         /* decode reads the new row from the cache, so it goes in first */
         if ((e = append(model, cache, l, &p)) || (e = attend(model, cache, bank, l, &p)))
             break;
         e = pfx_model_block_mlp(model, l, p.R, true);
     }
+    pfx_tensor *last = pfx_model_ws(model, 0, WS_A); /* free after the blocks */
     if (e == PFX_SUCCESS && (e = pfx_model_final_norm(model, p.R)) == PFX_SUCCESS)
         e = pfx_op_gather_last(model->rt, PFX_MAT(model->ws[WS_LN], p.R, C), p.B, p.N, p.gather,
-                               PFX_MAT(model->ws[WS_A], p.B, C));
+                               PFX_MAT(last, p.B, C));
     if (e == PFX_SUCCESS)
-        e = pfx_model_head(model, model->ws[WS_A], p.B, logits);
+        e = pfx_model_head(model, last, p.B, logits);
     if (e == PFX_SUCCESS) {
         for (size_t b = 0; b < p.B; b++) {
             if (p.lens[b] && !cache->len[b])
