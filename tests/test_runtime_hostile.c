@@ -218,7 +218,7 @@ static void test_cache_fifo(void **state)
     assert_int_equal(unlink(path), 0);
     assert_int_equal(mkfifo(path, 0600), 0);
 
-    alarm(300); /* a blocking open fails the test instead of hanging it */
+    alarm(120); /* a blocking open fails the test instead of hanging it */
     assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
     assert_int_equal(pfx_kernel_get(rt, "layer", "", "pfx_layer_init", &k), PFX_SUCCESS);
     pfx_cache_stats cs;

@@ -197,7 +197,7 @@ static void test_outputs_atomic(void **state)
     remove(png);
     assert_int_equal(mkfifo(csv, 0600), 0);
     assert_int_equal(mkfifo(png, 0600), 0);
-    alarm(300); /* a blocking open fails the test instead of hanging it */
+    alarm(100); /* a blocking open fails the test instead of hanging it */
     const char *argv[] = { "train", "--steps", "1", "--layers", "1", "--out", dir, "--quiet" };
     assert_int_not_equal(run_cmd(8, argv), 0);
     alarm(0);

@@ -41,8 +41,9 @@ extern "C" {
 
 /* ---------------------------------------------------------------- output files */
 
-/* Every file the library writes (safetensors, PEFT folders, optimizer state)
- * and every file of the prefixcl tool goes through this atomic replacement:
+/* Every file the library writes (safetensors, PEFT folders, optimizer state;
+ * the kernel cache has its own temp-and-rename writer) and every file of the
+ * prefixcl tool goes through this atomic replacement:
  *  - the bytes go to "<path>.tmp-<pid>-XXXXXX" in the destination's folder,
  *    created with mode 0666 less the umask (as fopen would);
  *  - commit checks every write, flushes, fsyncs, closes and renames it over
