@@ -9,6 +9,7 @@
 
 #include "pfx_test.h"
 #include "prefixcl/generate.h"
+#include "prefixcl/io.h"
 
 static const char *g_fixtures;
 
@@ -432,6 +433,141 @@ static void test_bad_adapters_and_steps(void **state)
     close_world(&w);
 }
 
+/* Writes a prefixcl prefixes file for `w`'s model: random prefixes of
+ * length P, random gains (gain_mode), kv heads `hkv` (the model's to fit). */
+static void write_prefixes(const world *w, const char *path, size_t P, size_t hkv, const char *gain_mode,
+                           uint64_t seed)
+{
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
+    const size_t L = s.layers, n = hkv * P * s.head_dim;
+    pfx_named_tensor items[3 * 4];
+    char names[3 * 4][48];
+    float *data = malloc((2 * n + s.heads) * L * sizeof(float));
+    assert_non_null(data);
+    uint64_t x = seed;
+    for (size_t i = 0; i < (2 * n + s.heads) * L; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        data[i] = (float)((double)(x >> 40) / (double)(1ull << 24) * 3.0 - 1.5);
+    }
+    assert_true(L <= 4);
+    for (size_t l = 0; l < L; l++) {
+        snprintf(names[3 * l], 48, "layers.%zu.prefix_k", l);
+        snprintf(names[3 * l + 1], 48, "layers.%zu.prefix_v", l);
+        snprintf(names[3 * l + 2], 48, "layers.%zu.gain", l);
+        float *base = data + l * (2 * n + s.heads);
+        items[3 * l] = (pfx_named_tensor){ .name = names[3 * l], .host = base, .ndim = 3,
+                                           .shape = { hkv, P, s.head_dim }, .dtype = PFX_DTYPE_F32 };
+        items[3 * l + 1] = (pfx_named_tensor){ .name = names[3 * l + 1], .host = base + n, .ndim = 3,
+                                               .shape = { hkv, P, s.head_dim }, .dtype = PFX_DTYPE_F32 };
+        items[3 * l + 2] = (pfx_named_tensor){ .name = names[3 * l + 2], .host = base + 2 * n, .ndim = 1,
+                                               .shape = { s.heads }, .dtype = PFX_DTYPE_F32 };
+    }
+    pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", gain_mode } };
+    assert_int_equal(pfx_safetensors_save(NULL, path, items, 3 * L, meta, 2), PFX_SUCCESS);
+    free(data);
+}
+
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* The step's logits equal pfx_model_last_logits with the same bank (two
+ * adapters, prompts of different lengths; then a prefixcl file with tanh
+ * gains); adapters with different gains cannot share a step; prefixcl
+ * files that do not fit are refused. */
+static void test_step_matches_model_and_gains(void **state)
+{
+    pfx_runtime *rt = *state;
+    world w;
+    open_world(&w, rt, "llama");
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(w.model, &s), PFX_SUCCESS);
+    const size_t V = s.vocab;
+    int32_t ids[2 * 9] = { 0 }, lens[2] = { 9, 4 }, entry[2] = { 3, 1 };
+    for (int i = 0; i < 18; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % (int)V);
+    pfx_tensor *la = NULL, *lb = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, V }, &la), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, V }, &lb), PFX_SUCCESS);
+    float *a = malloc(2 * V * sizeof(float)), *b = malloc(2 * V * sizeof(float));
+    pfx_serve_step step = { 2, 9, ids, lens, entry };
+    pfx_model_prefix pre;
+    assert_int_equal(pfx_adapter_bank_prefix(w.bank, entry, 2, &pre), PFX_SUCCESS);
+    pfx_model_batch mb = { 2, 9, ids, lens, NULL };
+    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &step, la), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
+    assert_true(rel_err(a, b, 2 * V) < 1e-5);
+
+    /* a prefixcl file with gains beside a PEFT adapter of the same P */
+    char dir[] = "/tmp/pfx-gen-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/prefixes.safetensors", dir);
+    write_prefixes(&w, path, 5, s.kv_heads, "tanh", 7);
+    pfx_adapter_bank *bank = NULL;
+    pfx_kv_cache *cache = NULL;
+    int32_t e = -1;
+    assert_int_equal(pfx_adapter_bank_create(w.model, 2, &bank), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_create(w.model, 2, 16, &cache), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_add(bank, dir, &e), PFX_SUCCESS);
+    assert_int_equal(e, 0);
+    char peft[1200];
+    snprintf(peft, sizeof(peft), "%s/adapter2", w.dir);
+    assert_int_equal(pfx_adapter_bank_add(bank, peft, &e), PFX_SUCCESS);
+    assert_int_equal(e, 1);
+    int32_t one[2] = { 0, 0 };
+    step.adapter = one;
+    assert_int_equal(pfx_adapter_bank_prefix(bank, one, 2, &pre), PFX_SUCCESS);
+    assert_int_equal(pre.gain_mode, PFX_GAIN_TANH);
+    assert_int_equal(pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
+    assert_true(rel_err(a, b, 2 * V) < 1e-5);
+    /* the gains matter: the same prefixes without them differ */
+    pre.gain_mode = PFX_GAIN_OFF;
+    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
+    assert_true(rel_err(a, b, 2 * V) > 1e-3);
+    /* gains and no gains in one step */
+    int32_t mixed[2] = { 0, 1 };
+    step.adapter = mixed;
+    assert_int_equal(pfx_kv_cache_reset(cache, 0), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
+    assert_status_names(rt, pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_ERROR_UNSUPPORTED,
+                        "different gains");
+    /* files that do not fit */
+    pfx_adapter_bank *b3 = NULL;
+    assert_int_equal(pfx_adapter_bank_create(w.model, 2, &b3), PFX_SUCCESS);
+    write_prefixes(&w, path, 5, s.kv_heads + 1, "off", 8);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE, "kv heads");
+    write_prefixes(&w, path, 4, s.kv_heads, "off", 9);
+    assert_status_names(rt, pfx_adapter_bank_add(bank, path, &e), PFX_ERROR_OUT_OF_RANGE, "full");
+    assert_int_equal(pfx_adapter_bank_add(b3, path, &e), PFX_SUCCESS);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, peft, &e), PFX_ERROR_INVALID_SHAPE, "prefix length");
+    write_prefixes(&w, path, 4, s.kv_heads, "sigmoid", 9);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_FORMAT, "gain_mode");
+    assert_int_equal(pfx_adapter_bank_count(b3), 1);
+    remove(path);
+    rmdir(dir);
+    pfx_adapter_bank_destroy(&b3);
+    pfx_adapter_bank_destroy(&bank);
+    pfx_kv_cache_destroy(&cache);
+    pfx_tensor_destroy(&la);
+    pfx_tensor_destroy(&lb);
+    free(a);
+    free(b);
+    close_world(&w);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -448,6 +584,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cache_growth),
         cmocka_unit_test(test_stop_and_seed),
         cmocka_unit_test(test_bad_adapters_and_steps),
+        cmocka_unit_test(test_step_matches_model_and_gains),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }
