@@ -392,11 +392,13 @@ static void test_bad_adapters_and_steps(void **state)
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 1000, &w.cache), PFX_ERROR_OUT_OF_RANGE);
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 6, &w.cache), PFX_SUCCESS);
 
+    pfx_model_shape shape;
+    assert_int_equal(pfx_model_get_shape(w.model, &shape), PFX_SUCCESS);
     pfx_tensor *logits = NULL;
-    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, 97 }, &logits), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, shape.vocab }, &logits), PFX_SUCCESS);
     int32_t ids[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, lens[2] = { 4, 3 }, ad[2] = { 0, -1 };
     pfx_serve_step st = { 2, 4, ids, lens, ad };
-    ids[5] = 97;
+    ids[5] = (int32_t)shape.vocab;
     assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
                         "step.ids[5]");
     ids[5] = 6;

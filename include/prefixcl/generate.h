@@ -49,6 +49,11 @@ PFX_API void pfx_adapter_bank_destroy(pfx_adapter_bank **bank);
  * unchanged. */
 PFX_API pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_t *entry);
 
+/* The prefix length of the adapter at `path` (as pfx_adapter_bank_add reads
+ * it), without a model: to size a model's positions before loading it.
+ * Errors go to pfx_last_error(NULL). */
+PFX_API pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len);
+
 PFX_API size_t pfx_adapter_bank_count(const pfx_adapter_bank *bank);
 /* P of the bank (0 while empty). */
 PFX_API size_t pfx_adapter_bank_prefix_len(const pfx_adapter_bank *bank);

@@ -259,6 +259,52 @@ static pfx_status bank_alloc(pfx_adapter_bank *b, size_t P)
     return st;
 }
 
+/* Which kind of adapter `path` is, and the file to read for a prefixcl one
+ * (own: path itself or path/prefixes.safetensors). */
+static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *own, size_t own_size)
+{
+    *peft = false;
+    snprintf(own, own_size, "%s", path);
+    if (is_dir(path)) {
+        snprintf(own, own_size, "%s/adapter_config.json", path);
+        *peft = exists(own);
+        snprintf(own, own_size, "%s/prefixes.safetensors", path);
+        if (!*peft && !exists(own))
+            return pfx_error(rt, PFX_ERROR_IO, "%s: %s holds neither adapter_config.json nor prefixes.safetensors",
+                             FN, path);
+    } else if (!exists(path)) {
+        return pfx_error(rt, PFX_ERROR_IO, "%s: %s does not exist", FN, path);
+    }
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len)
+{
+    if (!path || !prefix_len)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "adapter_prefix_len: %s is NULL", !path ? "path" : "prefix_len");
+    char own[4096];
+    bool peft;
+    pfx_status st = resolve(NULL, path, &peft, own, sizeof(own));
+    if (st == PFX_SUCCESS && peft) {
+        pfx_peft_config cfg;
+        if ((st = pfx_peft_read_config(path, &cfg)) == PFX_SUCCESS)
+            *prefix_len = cfg.num_virtual_tokens;
+        return st;
+    }
+    pfx_safetensors *f = NULL;
+    if (st == PFX_SUCCESS && (st = pfx_safetensors_open(own, &f)) == PFX_SUCCESS) {
+        long i = pfx_safetensors_find(f, "layers.0.prefix_k");
+        pfx_st_info info;
+        if (i < 0 || pfx_safetensors_info(f, (size_t)i, &info) != PFX_SUCCESS || info.ndim != 3)
+            st = pfx_error(NULL, PFX_ERROR_FORMAT, "adapter_prefix_len: %s: no tensor layers.0.prefix_k [Hkv, P, D]",
+                           own);
+        else
+            *prefix_len = info.shape[1];
+        pfx_safetensors_close(&f);
+    }
+    return st;
+}
+
 pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_t *entry)
 {
     if (!bank || !path || !entry)
@@ -270,22 +316,13 @@ pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_
     if (bank->count == bank->capacity)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: the bank is full (%zu adapters)", FN, bank->capacity);
     char own[4096];
-    const char *file = path;
-    bool peft = false;
-    if (is_dir(path)) {
-        snprintf(own, sizeof(own), "%s/adapter_config.json", path);
-        peft = exists(own);
-        snprintf(own, sizeof(own), "%s/prefixes.safetensors", path);
-        file = own;
-        if (!peft && !exists(own))
-            return pfx_error(rt, PFX_ERROR_IO, "%s: %s holds neither adapter_config.json nor prefixes.safetensors",
-                             FN, path);
-    } else if (!exists(path)) {
-        return pfx_error(rt, PFX_ERROR_IO, "%s: %s does not exist", FN, path);
-    }
+    bool peft;
+    pfx_status st = resolve(rt, path, &peft, own, sizeof(own));
+    if (st != PFX_SUCCESS)
+        return st;
     staged a;
     memset(&a, 0, sizeof(a));
-    pfx_status st = peft ? stage_peft(m, path, &a) : stage_own(m, file, &a);
+    st = peft ? stage_peft(m, path, &a) : stage_own(m, own, &a);
     if (st == PFX_SUCCESS && bank->P && a.P != bank->P)
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has prefix length %zu, the bank holds %zu", FN, path, a.P,
                        bank->P);

@@ -23,6 +23,10 @@ pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, p
     if (max_len == 0 || max_len > s->max_positions || max_len > INT32_MAX / 2)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: max_len %zu outside 1..%zu (the model's positions)", fn,
                          max_len, s->max_positions);
+    if (model->cfg.sliding_window && max_len > model->cfg.sliding_window)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: max_len %zu is longer than the model's sliding_window %zu (not computed)", fn, max_len,
+                         model->cfg.sliding_window);
     pfx_kv_cache *c = calloc(1, sizeof(*c));
     if (c) {
         c->model = model;

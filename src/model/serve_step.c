@@ -112,6 +112,10 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
         if (P + c->len[b] + (size_t)len > s->max_positions)
             return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slot %zu reaches position %zu, the model has %zu", FN, b,
                              P + c->len[b] + (size_t)len, s->max_positions);
+        if (m->cfg.sliding_window && P + c->len[b] + (size_t)len > m->cfg.sliding_window)
+            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                             "%s: slot %zu would attend over %zu keys, past the sliding_window %zu (not computed)",
+                             FN, b, P + c->len[b] + (size_t)len, m->cfg.sliding_window);
         if (c->len[b])
             p->prefill = false;
         p->pos0[b] = (int32_t)(P + c->len[b]);
