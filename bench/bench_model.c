@@ -13,7 +13,8 @@
  * backward, the fused loss, and the rest (norms, activations, RoPE, copies).
  *
  * usage: bench_model [--device SEL] [--batch 4] [--tokens 128] [--steps 3]
- *                    [--warmup 1] [--half] [--profile] [--json PATH]
+ *                    [--warmup 1] [--half] [--recompute] [--profile] [--json PATH]
+ * --recompute: the model keeps only each block's input (params.recompute).
  * The step is the one bench/peer_model_torch.py times with PyTorch + PEFT.
  */
 #include <stdio.h>
@@ -81,7 +82,7 @@ int main(int argc, char **argv)
     const char *device = NULL, *json = NULL;
     size_t B = 4, N = 128;
     int steps = 3, warmup = 1;
-    bool half = false, profile = false;
+    bool half = false, profile = false, recompute = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
@@ -97,11 +98,13 @@ int main(int argc, char **argv)
             half = true;
         else if (!strcmp(argv[i], "--profile"))
             profile = true;
+        else if (!strcmp(argv[i], "--recompute"))
+            recompute = true;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] "
-                            "[--half] [--profile] [--json PATH]\n", argv[0]);
+                            "[--half] [--recompute] [--profile] [--json PATH]\n", argv[0]);
             return 2;
         }
     }
@@ -128,7 +131,7 @@ int main(int argc, char **argv)
 
     pfx_model *model = NULL;
     pfx_model_params mp = { .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, .max_batch = B, .max_tokens = N,
-                            .max_prefix_len = PREFIX };
+                            .max_prefix_len = PREFIX, .recompute = recompute };
     CHECK(pfx_model_create_random(rt, dir, &mp, 1234, &model));
     unlink(path);
     rmdir(dir);
@@ -228,8 +231,8 @@ int main(int argc, char **argv)
     CHECK(pfx_runtime_memory(rt, &mem));
     const pfx_device_info *dev = pfx_runtime_device(rt);
     printf("device: %s (%s)\n", dev->device_name, dev->platform_name);
-    printf("test: GPT-2 small prefix-tuning step, B=%zu N=%zu P=%d, encoder hidden %d, %s weights\n", B, N,
-           PREFIX, ENC_HIDDEN, half ? "half" : "float32");
+    printf("test: GPT-2 small prefix-tuning step, B=%zu N=%zu P=%d, encoder hidden %d, %s weights, %s\n", B, N,
+           PREFIX, ENC_HIDDEN, half ? "half" : "float32", recompute ? "blocks recomputed" : "activations kept");
     double med_wall[PH_COUNT], med_cpu[PH_COUNT];
     for (int ph = 0; ph < PH_COUNT; ph++) {
         med_wall[ph] = median(wall[ph], steps);
@@ -253,9 +256,9 @@ int main(int argc, char **argv)
         if (!out)
             return 1;
         fprintf(out, "{\"tool\": \"bench_model\", \"device\": \"%s\", \"batch\": %zu, \"tokens\": %zu, "
-                     "\"prefix\": %d, \"half\": %s, \"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, "
+                     "\"prefix\": %d, \"half\": %s, \"recompute\": %s, \"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, "
                      "\"model_bytes\": %zu, \"phases\": {",
-                dev->device_name, B, N, PREFIX, half ? "true" : "false", steps, loss, mem.peak_bytes,
+                dev->device_name, B, N, PREFIX, half ? "true" : "false", recompute ? "true" : "false", steps, loss, mem.peak_bytes,
                 mem_model.live_bytes);
         for (int ph = 0; ph < PH_COUNT; ph++)
             fprintf(out, "%s\"%s\": {\"wall_ms\": %.3f, \"cpu_ms\": %.3f}", ph ? ", " : "", phase_names[ph],

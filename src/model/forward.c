@@ -542,7 +542,7 @@ static pfx_status check_call(pfx_model *m, const char *fn, const pfx_model_batch
     return PFX_SUCCESS;
 }
 
-static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t, size_t rows)
+static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t, size_t rows, const call *c)
 {
     pfx_runtime *rt = m->rt;
     if (!t)
@@ -554,35 +554,35 @@ static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t
     if (t->numel != rows * m->cfg.shape.vocab)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: logits has %zu elements, %zu x V=%zu expected", fn,
                          t->numel, rows, m->cfg.shape.vocab);
+    for (size_t l = 0; c->P && l < m->cfg.shape.layers; l++)
+        if (t->mem == c->pre.keys[l]->mem || t->mem == c->pre.values[l]->mem)
+            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: logits is also prefix %zu", fn, l);
     return PFX_SUCCESS;
 }
 
-/* Shifted labels: row b*N + t is scored against label t + 1 of its item. */
+/* Shifted labels: row b*N + t is scored against label t + 1 of its item;
+ * without labels, the ids with the padding (t >= lens[b]) not counted. */
 static pfx_status write_labels(pfx_model *m, const char *fn, const pfx_model_batch *batch, call *c)
 {
-    int32_t *shifted = malloc(c->R * sizeof(int32_t));
+    int32_t *shifted = malloc(2 * c->R * sizeof(int32_t));
     if (!shifted)
         return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
-    size_t counted = 0;
-    for (size_t b = 0; b < c->B; b++) {
-        size_t len = c->lens ? (size_t)c->lens[b] : c->N;
-        for (size_t t = 0; t < c->N; t++) {
-            int32_t y = PFX_LABEL_IGNORE;
-            size_t next = b * c->N + t + 1;
-            if (t + 1 < c->N)
-                y = batch->labels ? batch->labels[next] : (t + 1 < len ? batch->ids[next] : PFX_LABEL_IGNORE);
-            shifted[b * c->N + t] = y;
-            counted += y != PFX_LABEL_IGNORE;
-        }
+    const int32_t *labels = batch->labels;
+    if (!labels) {
+        int32_t *plain = shifted + c->R;
+        for (size_t b = 0; b < c->B; b++)
+            for (size_t t = 0; t < c->N; t++)
+                plain[b * c->N + t] = !c->lens || t < (size_t)c->lens[b] ? batch->ids[b * c->N + t] : PFX_LABEL_IGNORE;
+        labels = plain;
     }
+    c->counted = pfx_labels_shift(labels, c->B, c->N, shifted);
     pfx_status st = PFX_SUCCESS;
-    if (counted == 0)
+    if (c->counted == 0)
         st = pfx_error(m->rt, PFX_ERROR_INVALID_ARGUMENT, "%s: no label is counted (every one is -100 or padding)",
                        fn);
     else
         st = pfx_ids_write(m->labels, 0, c->R, shifted);
     free(shifted);
-    c->counted = counted;
     return st;
 }
 
@@ -615,6 +615,16 @@ static pfx_status check_grads(pfx_model *m, const char *fn, const call *c, const
             for (size_t j = 0; c->P && j < L; j++)
                 if (t->mem == c->pre.keys[j]->mem || t->mem == c->pre.values[j]->mem)
                     return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] is also a prefix", fn, names[i], l);
+            /* distinct from every gradient before it */
+            for (size_t j = 0; j <= l; j++)
+                for (int k = 0; k < 3; k++) {
+                    pfx_tensor *const *arr = k == 0 ? g->keys : k == 1 ? g->values : g->gains;
+                    if ((j == l && k >= i) || !arr || !arr[j])
+                        continue;
+                    if (arr[j]->mem == t->mem)
+                        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] and %s[%zu] are the same tensor", fn,
+                                         names[k], j, names[i], l);
+                }
         }
     }
     return PFX_SUCCESS;
@@ -662,7 +672,7 @@ pfx_status pfx_model_forward(pfx_model *model, const pfx_model_batch *batch, con
     call c;
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = check_output(model, fn, logits, c.R);
+        st = check_output(model, fn, logits, c.R, &c);
     if (st == PFX_SUCCESS)
         st = run_blocks(model, batch, &c);
     if (st == PFX_SUCCESS)
@@ -681,7 +691,7 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
     call c;
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = check_output(model, fn, logits, c.B);
+        st = check_output(model, fn, logits, c.B, &c);
     if (st != PFX_SUCCESS)
         return st;
     int32_t *lens = malloc(c.B * sizeof(int32_t));
