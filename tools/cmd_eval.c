@@ -80,14 +80,10 @@ int cmd_eval(int argc, char **argv)
     serve_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return usage(stdout);
-        if (!v) {
-            fprintf(stderr, "prefixcl eval: %s needs a value\n", a);
-            return usage(stderr);
-        }
-        i++;
+        const char *a, *v;
+        int got = serve_option(argc, argv, &i, "eval", &a, &v);
+        if (got <= 0)
+            return usage(got ? stderr : stdout);
         if (!strcmp(a, "--model")) {
             model = v;
         } else if (!strcmp(a, "--data")) {

@@ -101,14 +101,10 @@ int cmd_generate(int argc, char **argv)
     serve_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
-            return usage(stdout);
-        if (!v) {
-            fprintf(stderr, "prefixcl generate: %s needs a value\n", a);
-            return usage(stderr);
-        }
-        i++;
+        const char *a, *v;
+        int got = serve_option(argc, argv, &i, "generate", &a, &v);
+        if (got <= 0)
+            return usage(got ? stderr : stdout);
         char *end = NULL;
         if (!strcmp(a, "--model")) {
             model = v;

@@ -85,6 +85,20 @@ void serve_close(serve_ctx *ctx)
     pfx_runtime_destroy(&ctx->rt);
 }
 
+int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name, const char **value)
+{
+    *name = argv[*i];
+    *value = NULL;
+    if (!strcmp(*name, "--help") || !strcmp(*name, "-h"))
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "prefixcl %s: %s needs a value\n", cmd, *name);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
 bool serve_parse_ids(const char *text, size_t vocab, int32_t **ids, size_t *count)
 {
     size_t cap = strlen(text) / 2 + 1, n = 0;
