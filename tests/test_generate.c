@@ -435,6 +435,12 @@ static void test_bad_adapters_and_steps(void **state)
     close_world(&w);
 }
 
+static void count_token(void *user, size_t r, int32_t token)
+{
+    (void)token;
+    ((size_t *)user)[r]++;
+}
+
 /* Writes a prefixcl prefixes file for `w`'s model: random prefixes of
  * length P, random gains (gain_mode), kv heads `hkv` (the model's to fit). */
 static void write_prefixes(const world *w, const char *path, size_t P, size_t hkv, const char *gain_mode,
@@ -546,6 +552,38 @@ static void test_step_matches_model_and_gains(void **state)
     assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
     assert_status_names(rt, pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_ERROR_UNSUPPORTED,
                         "different gains");
+    /* ... but pfx_generate runs them as two batches: each equals its run alone */
+    int32_t out[3][NEW], alone[NEW];
+    pfx_request q[3] = { { ids, 9, 0, 5, out[0], 0 }, { ids + 9, 4, 1, 6, out[1], 0 }, { ids + 9, 4, 0, 7, out[2], 0 } };
+    size_t seen[3] = { 0, 0, 0 };
+    pfx_kv_cache *small = NULL; /* 9 + 7 - 1 tokens do not fit 14 */
+    assert_int_equal(pfx_kv_cache_create(w.model, 2, 14, &small), PFX_SUCCESS);
+    assert_status_names(rt, pfx_generate(w.model, small, bank, q, 2, &greedy, NULL, NULL, NULL),
+                        PFX_ERROR_OUT_OF_RANGE, "requests[0]");
+    pfx_kv_cache_destroy(&small);
+    assert_int_equal(pfx_generate(w.model, cache, bank, q, 2, &greedy, count_token, seen, NULL), PFX_SUCCESS);
+    assert_int_equal(seen[0], NEW);
+    assert_int_equal(seen[1], NEW);
+    for (int r = 0; r < 3; r++) {
+        pfx_request one = q[r];
+        one.out = alone;
+        assert_int_equal(pfx_generate(w.model, cache, bank, &one, 1, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+        if (r < 2)
+            assert_memory_equal(alone, out[r], NEW * sizeof(int32_t));
+        else
+            memcpy(out[2], alone, sizeof(alone));
+    }
+    /* gains x2 requests in one call: entry 0 twice beside entry 1 */
+    pfx_request q3[2] = { q[2], q[1] };
+    int32_t o3[2][NEW];
+    q3[0].out = o3[0];
+    q3[1].out = o3[1];
+    assert_int_equal(pfx_generate(w.model, cache, bank, q3, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+    assert_memory_equal(o3[0], out[2], sizeof(alone));
+    assert_memory_equal(o3[1], out[1], sizeof(alone));
+    q3[0].adapter = 2;
+    assert_status_names(rt, pfx_generate(w.model, cache, bank, q3, 2, &greedy, NULL, NULL, NULL),
+                        PFX_ERROR_OUT_OF_RANGE, "requests[0].adapter");
     /* files that do not fit */
     pfx_adapter_bank *b3 = NULL;
     assert_int_equal(pfx_adapter_bank_create(w.model, 2, &b3), PFX_SUCCESS);

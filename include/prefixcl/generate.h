@@ -146,9 +146,11 @@ typedef void (*pfx_token_fn)(void *user, size_t request, int32_t token);
 
 /* Generates for `count` requests (<= the cache's slots) as one batch: one
  * prefill of every prompt, then decode steps until each request has
- * max_new_tokens or a stop token. Slots 0..count-1 are reset first. The
- * tokens of a request do not depend on the others in the batch. stats and
- * on_token may be NULL. */
+ * max_new_tokens or a stop token. Requests whose adapters carry different
+ * gains run as separate batches, one after the other (an attention call has
+ * one gain vector). Slots 0..count-1 are reset first. The tokens of a
+ * request do not depend on the others in the batch. stats and on_token may
+ * be NULL. */
 PFX_API pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
                                 pfx_request *requests, size_t count, const pfx_sampling *sampling,
                                 pfx_token_fn on_token, void *user, pfx_generate_stats *stats);

@@ -128,38 +128,31 @@ static bool is_stop(const pfx_sampling *s, int32_t t)
     return false;
 }
 
-pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank, pfx_request *requests,
-                        size_t count, const pfx_sampling *sampling, pfx_token_fn on_token, void *user,
-                        pfx_generate_stats *stats)
+/* Maps the token callback of a group back to the caller's request index. */
+typedef struct group_cb {
+    pfx_token_fn fn;
+    void *user;
+    const size_t *index;
+} group_cb;
+
+static void group_token(void *user, size_t r, int32_t token)
+{
+    const group_cb *g = user;
+    g->fn(g->user, g->index[r], token);
+}
+
+/* One batch (every request with the same gains), validated by the caller. */
+static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+                                 pfx_request *requests, size_t count, const pfx_sampling *sampling,
+                                 pfx_token_fn on_token, void *user, pfx_generate_stats *stats)
 {
     static const char fn[] = "generate";
-    if (!model)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
     pfx_runtime *rt = model->rt;
-    if (!cache || !requests)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, !cache ? "cache" : "requests");
-    pfx_status st = check_sampling(rt, fn, sampling);
-    if (st != PFX_SUCCESS)
-        return st;
-    if (count == 0 || count > cache->slots)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: count %zu outside 1..%zu (the cache's slots)", fn, count,
-                         cache->slots);
+    pfx_status st = PFX_SUCCESS;
     const size_t V = model->cfg.shape.vocab;
     size_t N = 0;
-    for (size_t r = 0; r < count; r++) {
-        const pfx_request *q = &requests[r];
-        if (!q->prompt || !q->out)
-            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: requests[%zu].%s is NULL", fn, r,
-                             !q->prompt ? "prompt" : "out");
-        if (q->prompt_len == 0 || q->prompt_len > model->p.max_tokens)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: requests[%zu].prompt_len %zu outside 1..max_tokens %zu",
-                             fn, r, q->prompt_len, model->p.max_tokens);
-        if (q->prompt_len + sampling->max_new_tokens - 1 > cache->max_len)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                             "%s: requests[%zu] needs %zu cached tokens, the cache holds %zu per slot", fn, r,
-                             q->prompt_len + sampling->max_new_tokens - 1, cache->max_len);
-        N = q->prompt_len > N ? q->prompt_len : N;
-    }
+    for (size_t r = 0; r < count; r++)
+        N = requests[r].prompt_len > N ? requests[r].prompt_len : N;
     int32_t *ids = calloc(count * N, sizeof(int32_t)), *lens = calloc(count, sizeof(int32_t));
     int32_t *adapter = calloc(count, sizeof(int32_t));
     uint64_t *rng = calloc(count, sizeof(uint64_t));
@@ -218,14 +211,85 @@ pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter
             lens[r] = done[r] ? 0 : 1;
         }
     }
-    if (stats)
-        *stats = acc;
+    stats->prefill_tokens += acc.prefill_tokens;
+    stats->prefill_seconds += acc.prefill_seconds;
+    stats->decode_tokens += acc.decode_tokens;
+    stats->decode_seconds += acc.decode_seconds;
     pfx_tensor_destroy(&logits);
     free(ids);
     free(lens);
     free(adapter);
     free(rng);
     free(host);
+    free(done);
+    return st;
+}
+
+pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank, pfx_request *requests,
+                        size_t count, const pfx_sampling *sampling, pfx_token_fn on_token, void *user,
+                        pfx_generate_stats *stats)
+{
+    static const char fn[] = "generate";
+    if (!model)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
+    pfx_runtime *rt = model->rt;
+    if (!cache || !requests)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, !cache ? "cache" : "requests");
+    pfx_status st = check_sampling(rt, fn, sampling);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (count == 0 || count > cache->slots)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: count %zu outside 1..%zu (the cache's slots)", fn, count,
+                         cache->slots);
+    for (size_t r = 0; r < count; r++) {
+        const pfx_request *q = &requests[r];
+        if (!q->prompt || !q->out)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: requests[%zu].%s is NULL", fn, r,
+                             !q->prompt ? "prompt" : "out");
+        if (q->prompt_len == 0 || q->prompt_len > model->p.max_tokens)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: requests[%zu].prompt_len %zu outside 1..max_tokens %zu",
+                             fn, r, q->prompt_len, model->p.max_tokens);
+        if (q->prompt_len + sampling->max_new_tokens - 1 > cache->max_len)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: requests[%zu] needs %zu cached tokens, the cache holds %zu per slot", fn, r,
+                             q->prompt_len + sampling->max_new_tokens - 1, cache->max_len);
+        if (q->adapter < -1 || (q->adapter >= 0 && (!bank || (size_t)q->adapter >= bank->count)))
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: requests[%zu].adapter %d is neither -1 nor in the bank (%zu adapters)", fn, r,
+                             (int)q->adapter, bank ? bank->count : 0);
+        for (size_t i = 0; i < q->prompt_len; i++)
+            if (q->prompt[i] < 0 || (size_t)q->prompt[i] >= model->cfg.shape.vocab)
+                return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: requests[%zu].prompt[%zu] = %d outside [0, %zu)",
+                                 fn, r, i, (int)q->prompt[i], model->cfg.shape.vocab);
+    }
+    /* requests whose adapters carry different gains go to separate batches
+     * (one gain vector per attention call), in order of first appearance */
+    pfx_request *group = malloc(count * sizeof(*group));
+    size_t *index = malloc(count * sizeof(*index));
+    bool *done = calloc(count, sizeof(bool));
+    pfx_generate_stats acc;
+    memset(&acc, 0, sizeof(acc));
+    if (!group || !index || !done)
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    for (size_t first = 0; st == PFX_SUCCESS && first < count; first++) {
+        if (done[first])
+            continue;
+        size_t n = 0;
+        for (size_t r = first; r < count; r++)
+            if (!done[r] && (!bank || pfx_bank_same_gain(bank, requests[first].adapter, requests[r].adapter))) {
+                group[n] = requests[r];
+                index[n++] = r;
+                done[r] = true;
+            }
+        group_cb cb = { on_token, user, index };
+        st = generate_batch(model, cache, bank, group, n, sampling, on_token ? group_token : NULL, &cb, &acc);
+        for (size_t i = 0; i < n; i++)
+            requests[index[i]].out_len = group[i].out_len;
+    }
+    if (stats)
+        *stats = acc;
+    free(group);
+    free(index);
     free(done);
     return st;
 }

@@ -33,15 +33,6 @@ static void plan_free(plan *p)
     free(p->gather);
 }
 
-static bool same_gain(const pfx_adapter_bank *bank, int32_t a, int32_t b, size_t LH)
-{
-    pfx_gain_mode ma = a < 0 ? PFX_GAIN_OFF : bank->gain_mode[a], mb = b < 0 ? PFX_GAIN_OFF : bank->gain_mode[b];
-    if (ma != mb)
-        return false;
-    return ma == PFX_GAIN_OFF || memcmp(bank->gains + (size_t)a * LH, bank->gains + (size_t)b * LH,
-                                        LH * sizeof(float)) == 0;
-}
-
 static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank, const pfx_serve_step *st,
                              const pfx_tensor *logits, plan *p)
 {
@@ -123,7 +114,7 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
         p->any_prefix |= e >= 0;
         if (first == -2) {
             first = e;
-        } else if (!same_gain(bank, first, e, LH)) {
+        } else if (!pfx_bank_same_gain(bank, first, e)) {
             return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
                              "%s: slots with adapters %d and %d have different gains: run them in separate steps", FN,
                              (int)first, (int)e);
