@@ -443,12 +443,12 @@ static void count_token(void *user, size_t r, int32_t token)
 
 /* Writes a prefixcl prefixes file for `w`'s model: random prefixes of
  * length P, random gains (gain_mode), kv heads `hkv` (the model's to fit). */
-static void write_prefixes(const world *w, const char *path, size_t P, size_t hkv, const char *gain_mode,
-                           uint64_t seed)
+static void write_layers(const world *w, const char *path, size_t L, size_t P, size_t hkv, const char *gain_mode,
+                         uint64_t seed)
 {
     pfx_model_shape s;
     assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
-    const size_t L = s.layers, n = hkv * P * s.head_dim;
+    const size_t n = hkv * P * s.head_dim;
     pfx_named_tensor items[3 * 4];
     char names[3 * 4][48];
     float *data = malloc((2 * n + s.heads) * L * sizeof(float));
@@ -474,6 +474,14 @@ static void write_prefixes(const world *w, const char *path, size_t P, size_t hk
     pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", gain_mode } };
     assert_int_equal(pfx_safetensors_save(NULL, path, items, 3 * L, meta, 2), PFX_SUCCESS);
     free(data);
+}
+
+static void write_prefixes(const world *w, const char *path, size_t P, size_t hkv, const char *gain_mode,
+                           uint64_t seed)
+{
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
+    write_layers(w, path, s.layers, P, hkv, gain_mode, seed);
 }
 
 static double rel_err(const float *a, const float *b, size_t n)
@@ -593,6 +601,10 @@ static void test_step_matches_model_and_gains(void **state)
     assert_status_names(rt, pfx_adapter_bank_add(bank, path, &e), PFX_ERROR_OUT_OF_RANGE, "full");
     assert_int_equal(pfx_adapter_bank_add(b3, path, &e), PFX_SUCCESS);
     assert_status_names(rt, pfx_adapter_bank_add(b3, peft, &e), PFX_ERROR_INVALID_SHAPE, "prefix length");
+    write_layers(&w, path, s.layers - 1, 4, s.kv_heads, "off", 9);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE, "layers");
+    write_layers(&w, path, s.layers + 1, 4, s.kv_heads, "off", 9);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE, "layers");
     write_prefixes(&w, path, 4, s.kv_heads, "sigmoid", 9);
     assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_FORMAT, "gain_mode");
     assert_int_equal(pfx_adapter_bank_count(b3), 1);

@@ -208,13 +208,13 @@ static pfx_status stage_own(pfx_model *m, const char *path, staged *a)
     else if ((st = pfx_safetensors_info(f, (size_t)k0, &info)) == PFX_SUCCESS && info.ndim != 3)
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s: layers.0.prefix_k has %u dimensions, not [Hkv, P, D]",
                        FN, path, info.ndim);
-    if (st == PFX_SUCCESS && pfx_safetensors_find(f, "layers.0.prefix_k") >= 0 && s->layers &&
-        pfx_safetensors_find(f, "layers.0.prefix_v") >= 0) {
+    if (st == PFX_SUCCESS) {
+        /* layers 0, 1, ... as long as they are there */
+        size_t layers = 0;
         char name[64];
-        snprintf(name, sizeof(name), "layers.%zu.prefix_k", s->layers);
-        size_t layers = s->layers;
-        while (pfx_safetensors_find(f, name) >= 0)
-            snprintf(name, sizeof(name), "layers.%zu.prefix_k", ++layers);
+        do
+            snprintf(name, sizeof(name), "layers.%zu.prefix_k", layers);
+        while (pfx_safetensors_find(f, name) >= 0 && ++layers);
         st = check_fit(rt, path, "layers", layers, s->layers);
     }
     if (st == PFX_SUCCESS && !((st = check_fit(rt, path, "kv heads", info.shape[0], s->kv_heads)) ||
@@ -326,12 +326,21 @@ pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_
     if (st == PFX_SUCCESS && bank->P && a.P != bank->P)
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has prefix length %zu, the bank holds %zu", FN, path, a.P,
                        bank->P);
-    if (st == PFX_SUCCESS && !bank->P)
+    const bool fresh = st == PFX_SUCCESS && !bank->P;
+    if (fresh)
         st = bank_alloc(bank, a.P);
     const size_t L = s->layers, n = s->kv_heads * a.P * s->head_dim, e = bank->count;
     for (size_t l = 0; st == PFX_SUCCESS && l < L; l++)
         if ((st = pfx_tensor_write(bank->keys[l], e * n, n, a.kv + l * n)) == PFX_SUCCESS)
             st = pfx_tensor_write(bank->values[l], e * n, n, a.kv + (L + l) * n);
+    if (st != PFX_SUCCESS && fresh && bank->P) {
+        /* the first adapter failed after the allocation: back to an empty bank */
+        for (size_t l = 0; l < L; l++) {
+            pfx_tensor_destroy(&bank->keys[l]);
+            pfx_tensor_destroy(&bank->values[l]);
+        }
+        bank->P = 0;
+    }
     if (st == PFX_SUCCESS) {
         bank->gain_mode[e] = a.gain_mode;
         memcpy(bank->gains + e * L * s->heads, a.gains, L * s->heads * sizeof(float));
