@@ -234,7 +234,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     __local float Ps[BLOCK_M * S_STRIDE]; /* probabilities of the tile */
 #endif
 
-    const int N = dims.N, M = dims.M, P = dims.P, D = dims.D, R = dims.R;
+    const int N = dims.N, M = dims.M, D = dims.D, R = dims.R;
     const int lid = (int)get_local_id(0);
     const int row = lid / KSPLIT, ks = lid % KSPLIT;
     const int gid = (int)get_group_id(0);
@@ -242,6 +242,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     const int hk = (int)get_group_id(1), b = (int)get_group_id(2);
 
     const int q_len = items[b], kv_len = items[dims.B + b], entry = items[2 * dims.B + b];
+    const int P = entry < 0 ? 0 : dims.P; /* bank entry -1: an item without prefix */
     const int r0 = tile * BLOCK_M;
     const int r = r0 + row;
     const int rr = min(r, R - 1);
@@ -326,7 +327,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
 #endif
 
     const ulong kv_base = (ulong)b * kvb + (ulong)hk * kvh;
-    const ulong p_base = (ulong)entry * pb + (ulong)hk * ph;
+    const ulong p_base = (ulong)max(entry, 0) * pb + (ulong)hk * ph;
 
     for (int j0 = j_begin; j0 < j_end; j0 += BLOCK_N) {
         barrier(CLK_LOCAL_MEM_FENCE);

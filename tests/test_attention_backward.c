@@ -324,6 +324,20 @@ static void test_bank(void **state)
     s.gain = PFX_GAIN_LINEAR;
     s.seed = 11;
     run_spec(*state, &s);
+    /* entry -1 (an item without prefix) is a forward-only batch */
+    pfx_runtime *rt = *state;
+    problem p;
+    problem_make(rt, &s, &p);
+    grads g;
+    grads_make(rt, &p, 1u << G_DQ, 0.0f, &g);
+    p.f.bank_index[1] = -1;
+    pfx_attention_inputs in = { p.f.tq, p.f.tk, p.f.tv, p.f.tpk, p.f.tpv };
+    assert_status_names(rt, pfx_attention_backward(rt, &p.f.d, &in, p.to, p.tlse, p.tdo, &g.g),
+                        PFX_ERROR_UNSUPPORTED, "bank_index[1]");
+    assert_status_names(rt, pfx_attention_stats(rt, &p.f.d, &in, 1, g.t[G_DQ], NULL, NULL),
+                        PFX_ERROR_UNSUPPORTED, "bank_index[1]");
+    grads_free(&g);
+    problem_free(&p);
 }
 
 static void test_half(void **state)

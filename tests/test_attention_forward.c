@@ -310,6 +310,18 @@ static void test_bank(void **state)
     run_case(rt, &c);
     c = base_case(3, 4, 2, 13, 20, 9, 64, 82); /* shared */
     run_case(rt, &c);
+    /* entry -1: an item without prefix beside items with one (serving),
+     * prefill and decode (split-K) */
+    int32_t none[4] = { 1, -1, 0, -1 };
+    c = base_case(4, 4, 2, 11, 11, 7, 40, 83);
+    c.bank = 2;
+    c.d.bank_index = none;
+    c.d.causal = true;
+    run_case(rt, &c);
+    c = base_case(4, 6, 3, 1, 77, 5, 24, 84);
+    c.bank = 2;
+    c.d.bank_index = none;
+    run_case(rt, &c);
 }
 
 static void test_half(void **state)

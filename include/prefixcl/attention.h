@@ -15,7 +15,10 @@
  *   Q, O, dQ, dO : [B, H, N, D]   (PFX_LAYOUT_BHND) or [B, N, H, D] (BNHD)
  *   K, V, dK, dV : [B, Hkv, M, D] (PFX_LAYOUT_BHND) or [B, M, Hkv, D] (BNHD)
  *   prefix K/V   : [Hkv, P, D] shared by the batch, or [T, Hkv, P, D] a bank
- *                  with desc.bank_index[b] choosing the entry of item b
+ *                  with desc.bank_index[b] choosing the entry of item b; in
+ *                  the forward, entry -1 is an item without prefix (P = 0 for
+ *                  it: several tasks and bare requests in one batch; the
+ *                  backward and the statistics refuse it)
  *   LSE          : [B, H, N] float32
  * Gradients are float32.
  *
@@ -62,7 +65,7 @@ typedef struct pfx_attention_desc {
     const float *dim_gain; /* host [H * D]: structured gain G_hd, or NULL */
     const int32_t *q_lens;     /* host [B]: valid queries per item (0..N), or NULL for N */
     const int32_t *kv_lens;    /* host [B]: valid input keys per item (0..M), or NULL for M */
-    const int32_t *bank_index; /* host [B]: bank entry per item; required with a 4-D prefix */
+    const int32_t *bank_index; /* host [B]: bank entry per item (forward: or -1, none); required with a 4-D prefix */
     /* device [H] float32 g_h, or NULL. When set it is used instead of `gain`
      * and read on the device: nothing waits for it (a training step keeps its
      * gains there), and its values are not checked for NaN/Inf. */

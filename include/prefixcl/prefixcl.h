@@ -16,5 +16,6 @@
 #include "prefixcl/model.h"
 #include "prefixcl/matmul.h"
 #include "prefixcl/profile.h"
+#include "prefixcl/generate.h"
 
 #endif

@@ -185,6 +185,11 @@ static pfx_tensor shaped(const pfx_tensor *t, unsigned ndim, size_t a, size_t b,
     return v;
 }
 
+pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d)
+{
+    return shaped(t, ndim, a, b, c, d);
+}
+
 static pfx_status norm_fwd(pfx_model *m, size_t l, pfx_weight_role w, pfx_weight_role b, size_t rows,
                            const pfx_tensor *x, int mean, int rstd)
 {
@@ -252,38 +257,31 @@ static attn_views views(const pfx_model *m, size_t l, const call *c)
     return v;
 }
 
-/* Block l from hidden[l]: every intermediate the backward reads goes to the
- * workspace; with `output` the block's result goes to hidden[l + 1]. */
-static pfx_status block_forward(pfx_model *m, size_t l, const call *c, bool output)
+pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot)
+{
+    return wsl(m, l, slot);
+}
+
+pfx_status pfx_model_block_qkv(pfx_model *m, size_t l, size_t R)
+{
+    const lin q = get_lin(m, l, L_Q), k = get_lin(m, l, L_K), v = get_lin(m, l, L_V);
+    pfx_status st;
+    if ((st = norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, m->hidden[l], WS_MEAN1, WS_RSTD1)) ||
+        (st = lin_fwd(m, "model: q", &q, R, m->ws[WS_LN], 0, wsl(m, l, WS_Q), 0, 0.0f, true)) ||
+        (st = lin_fwd(m, "model: k", &k, R, m->ws[WS_LN], 0, wsl(m, l, WS_K), 0, 0.0f, true)))
+        return st;
+    return lin_fwd(m, "model: v", &v, R, m->ws[WS_LN], 0, wsl(m, l, WS_V), 0, 0.0f, true);
+}
+
+pfx_status pfx_model_block_mlp(pfx_model *m, size_t l, size_t R, bool output)
 {
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
     const bool llama = m->cfg.family == PFX_FAMILY_LLAMA;
-    const size_t R = c->R, C = s->hidden, I = s->intermediate;
-    const lin q = get_lin(m, l, L_Q), k = get_lin(m, l, L_K), v = get_lin(m, l, L_V), o = get_lin(m, l, L_O);
-    const pfx_tensor *x = m->hidden[l];
+    const size_t C = s->hidden, I = s->intermediate;
+    const lin o = get_lin(m, l, L_O);
     pfx_status st;
-    if ((st = norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, x, WS_MEAN1, WS_RSTD1)) ||
-        (st = lin_fwd(m, "model: q", &q, R, m->ws[WS_LN], 0, wsl(m, l, WS_Q), 0, 0.0f, true)) ||
-        (st = lin_fwd(m, "model: k", &k, R, m->ws[WS_LN], 0, wsl(m, l, WS_K), 0, 0.0f, true)) ||
-        (st = lin_fwd(m, "model: v", &v, R, m->ws[WS_LN], 0, wsl(m, l, WS_V), 0, 0.0f, true)))
-        return st;
-    if (llama) {
-        pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
-        if ((st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_Q), R, q.out), c->B, c->N, s->heads, s->head_dim,
-                                      c->P, freq)) ||
-            (st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_K), R, k.out), c->B, c->N, s->kv_heads,
-                                      s->head_dim, c->P, freq)))
-            return st;
-    }
-    attn_views av = views(m, l, c);
-    pfx_attention_desc d = attn_desc(m, l, c);
-    pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
-                                c->P ? c->pre.values[l] : NULL };
-    double t0 = prof_begin(m);
-    st = prof_end(m, PFX_PROF_ATTN_FWD, t0, pfx_attention_forward(rt, &d, &in, &av.o, &av.lse));
-    if (st != PFX_SUCCESS ||
-        (st = copy_rows(m, "model: residual", x, wsl(m, l, WS_A), R * C)) ||
+    if ((st = copy_rows(m, "model: residual", m->hidden[l], wsl(m, l, WS_A), R * C)) ||
         (st = lin_fwd(m, "model: attention output", &o, R, wsl(m, l, WS_O), 0, wsl(m, l, WS_A), 0, 1.0f, true)) ||
         (st = norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2)))
         return st;
@@ -309,6 +307,35 @@ static pfx_status block_forward(pfx_model *m, size_t l, const call *c, bool outp
     if ((st = copy_rows(m, "model: residual", wsl(m, l, WS_A), m->hidden[l + 1], R * C)))
         return st;
     return lin_fwd(m, "model: mlp output", &down, R, m->ws[mlp_out], 0, m->hidden[l + 1], 0, 1.0f, true);
+}
+
+/* Block l from hidden[l]: every intermediate the backward reads goes to the
+ * workspace; with `output` the block's result goes to hidden[l + 1]. */
+static pfx_status block_forward(pfx_model *m, size_t l, const call *c, bool output)
+{
+    pfx_runtime *rt = m->rt;
+    const pfx_model_shape *s = &m->cfg.shape;
+    const size_t R = c->R;
+    pfx_status st = pfx_model_block_qkv(m, l, R);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (m->cfg.family == PFX_FAMILY_LLAMA) {
+        pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
+        if ((st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_Q), R, s->heads * s->head_dim), c->B, c->N,
+                                      s->heads, s->head_dim, c->P, freq)) ||
+            (st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_K), R, s->kv_heads * s->head_dim), c->B, c->N,
+                                      s->kv_heads, s->head_dim, c->P, freq)))
+            return st;
+    }
+    attn_views av = views(m, l, c);
+    pfx_attention_desc d = attn_desc(m, l, c);
+    pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
+                                c->P ? c->pre.values[l] : NULL };
+    double t0 = prof_begin(m);
+    st = prof_end(m, PFX_PROF_ATTN_FWD, t0, pfx_attention_forward(rt, &d, &in, &av.o, &av.lse));
+    if (st != PFX_SUCCESS)
+        return st;
+    return pfx_model_block_mlp(m, l, R, output);
 }
 
 /* From dy (gradient of hidden[l + 1]) to dx (of hidden[l], when not NULL),
@@ -619,6 +646,17 @@ static pfx_status run_blocks(pfx_model *m, const pfx_model_batch *batch, const c
     for (size_t l = 0; l < s->layers && st == PFX_SUCCESS; l++)
         st = block_forward(m, l, c, true);
     return st;
+}
+
+pfx_status pfx_model_final_norm(pfx_model *m, size_t R)
+{
+    return norm_fwd(m, 0, PFX_W_NORM_F, PFX_W_NORM_F_B, R, m->hidden[m->cfg.shape.layers], WS_MEANF, WS_RSTDF);
+}
+
+pfx_status pfx_model_head(pfx_model *m, const pfx_tensor *x, size_t rows, pfx_tensor *logits)
+{
+    lin head = head_lin(m);
+    return lin_fwd(m, "model: lm_head", &head, rows, x, 0, logits, 0, 0.0f, false);
 }
 
 static pfx_status final_norm(pfx_model *m, const call *c)

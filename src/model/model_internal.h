@@ -167,4 +167,23 @@ static inline const pfx_tensor *pfx_model_w(const pfx_model *m, size_t l, pfx_we
     return m->layer_w[l * (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE) + (role - PFX_W_FIRST_LAYER_ROLE)];
 }
 
+/* ---- block pieces (forward.c), shared with the serving step (decode.c) ----
+ * Rows are the R = B * N rows of the workspace; hidden[l] is block l's input. */
+
+/* Norm 1 of hidden[l] into WS_LN and the q, k, v projections (biases added,
+ * no RoPE) into WS_Q, WS_K, WS_V. */
+pfx_status pfx_model_block_qkv(pfx_model *m, size_t l, size_t R);
+/* With the attention output in WS_O: the residual and output projection into
+ * WS_A, norm 2 and the MLP; with `output` the block's result in hidden[l + 1]. */
+pfx_status pfx_model_block_mlp(pfx_model *m, size_t l, size_t R, bool output);
+/* The final norm of hidden[L] into WS_LN. */
+pfx_status pfx_model_final_norm(pfx_model *m, size_t R);
+/* logits rows [0, rows) = LM head of x rows [0, rows) (F32 [rows, C]). */
+pfx_status pfx_model_head(pfx_model *m, const pfx_tensor *x, size_t rows, pfx_tensor *logits);
+/* Workspace tensor `slot` of block l (its own one while activations are
+ * kept for the backward, else the shared one). */
+pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot);
+/* A view of t's storage with another shape (not owned; numel must fit). */
+pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d);
+
 #endif

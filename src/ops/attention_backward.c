@@ -351,6 +351,10 @@ pfx_status pfx_attention_backward(pfx_runtime *rt, const pfx_attention_desc *des
     pfx_status st = pfx_attn_problem_init(rt, OP, desc, in, &p);
     if (st != PFX_SUCCESS)
         return st;
+    if ((st = pfx_attn_problem_require_prefixes(rt, OP, &p))) {
+        pfx_attn_problem_free(&p);
+        return st;
+    }
     pfx_attn_bwd_tiles tiles;
     st = validate(rt, desc, in, o, lse, d_o, grads, &p, &tiles);
     if (st == PFX_SUCCESS) {

@@ -245,9 +245,9 @@ static pfx_status check_prefix(pfx_runtime *rt, const char *op, const pfx_attent
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
                              "%s: desc.bank_index is NULL with a prefix bank [T, Hkv, P, D]", op);
         for (size_t b = 0; b < d->batch; b++)
-            if (d->bank_index[b] < 0 || (size_t)d->bank_index[b] >= p->bank_entries)
+            if (d->bank_index[b] < -1 || (d->bank_index[b] >= 0 && (size_t)d->bank_index[b] >= p->bank_entries))
                 return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                                 "%s: desc.bank_index[%zu] = %d is outside the bank of %zu entries",
+                                 "%s: desc.bank_index[%zu] = %d is outside the bank of %zu entries (or -1)",
                                  op, b, (int)d->bank_index[b], p->bank_entries);
     }
     pfx_status st = check_shape(rt, op, p, in->prefix_k, "in.prefix_k", PFX_ATTN_LIKE_PREFIX,
@@ -256,6 +256,15 @@ static pfx_status check_prefix(pfx_runtime *rt, const char *op, const pfx_attent
         st = check_shape(rt, op, p, in->prefix_v, "in.prefix_v", PFX_ATTN_LIKE_PREFIX,
                          PFX_LAYOUT_BHND, false);
     return st;
+}
+
+pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op, const pfx_attn_problem *p)
+{
+    for (size_t b = 0; p->bank_entries && b < p->B; b++)
+        if (p->item_meta[2 * p->B + b] < 0)
+            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                             "%s: desc.bank_index[%zu] is -1 (no prefix): only the forward takes such items", op, b);
+    return PFX_SUCCESS;
 }
 
 pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_attention_desc *d,

@@ -49,6 +49,10 @@ typedef struct pfx_attn_problem {
 
 /* Validates desc and the input tensors; op names the entry point in messages.
  * On success the problem owns host memory: release it with pfx_attn_problem_free. */
+/* PFX_ERROR_UNSUPPORTED when an item has bank entry -1 (no prefix): only
+ * the forward computes such batches. */
+pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op, const pfx_attn_problem *p);
+
 pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_attention_desc *desc,
                                  const pfx_attention_inputs *in, pfx_attn_problem *out);
 void pfx_attn_problem_free(pfx_attn_problem *p);

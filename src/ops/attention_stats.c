@@ -124,6 +124,10 @@ pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
     pfx_status st = pfx_attn_problem_init(rt, op, desc, in, &p);
     if (st != PFX_SUCCESS)
         return st;
+    if ((st = pfx_attn_problem_require_prefixes(rt, op, &p))) {
+        pfx_attn_problem_free(&p);
+        return st;
+    }
 
     pfx_tensor *outs[3] = { entropy, topk_mass, prefix_mass };
     const char *out_names[3] = { "entropy", "topk_mass", "prefix_mass" };
@@ -219,6 +223,10 @@ pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *des
     pfx_status st = pfx_attn_problem_init(rt, op, desc, in, &p);
     if (st != PFX_SUCCESS)
         return st;
+    if ((st = pfx_attn_problem_require_prefixes(rt, op, &p))) {
+        pfx_attn_problem_free(&p);
+        return st;
+    }
     if (item >= p.B) {
         st = pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: item (%zu) is not below batch (%zu)", op,
                        item, p.B);

@@ -198,8 +198,9 @@ static void check_desc(const pfx_attention_desc *d, size_t bank_entries, const f
         if (d->kv_lens && (d->kv_lens[b] < 0 || (size_t)d->kv_lens[b] > d->keys))
             ref_fail("kv_lens[b] outside [0, M]");
         if (d->bank_index &&
-            (d->bank_index[b] < 0 || (bank_entries && (size_t)d->bank_index[b] >= bank_entries)))
-            ref_fail("bank_index[b] outside [0, T)");
+            (d->bank_index[b] < -1 || (bank_entries && d->bank_index[b] >= 0 &&
+                                       (size_t)d->bank_index[b] >= bank_entries)))
+            ref_fail("bank_index[b] outside [0, T) and not -1");
     }
 }
 
@@ -269,8 +270,10 @@ static double row_softmax(const pfx_attention_desc *d, const float *q, const flo
         r->p[j] = 0.0;
         r->s[j] = 0.0;
         r->z[j] = 0.0;
+        /* bank entry -1: the item has no prefix */
         r->vis[j] = i < q_len(d, b) &&
-                    (j < d->prefix_len || input_visible(d, b, i, j - d->prefix_len));
+                    (j < d->prefix_len ? !(d->bank_index && d->bank_index[b] < 0)
+                                       : input_visible(d, b, i, j - d->prefix_len));
         if (!r->vis[j])
             continue;
         const float *kj = key_row(d, k, pk, b, hk, j);

@@ -1,0 +1,197 @@
+/*
+ * Serving prefix adapters: GPT-2 small's shape (config.json alone, random
+ * weights), one adapter per request (random prefixes of 20 positions in one
+ * bank), prompts of N tokens, greedy generation of NEW tokens through the KV
+ * cache. Prefill and decode tokens/s (medians over the runs after a warm-up
+ * run) for each batch size, and the device memory of the bank and the cache.
+ *
+ * usage: bench_generate [--device SEL] [--batch 1,8] [--tokens 128] [--new 32]
+ *                       [--runs 3] [--json PATH]
+ * bench/peer_generate_torch.py times the same with transformers + PEFT.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prefixcl/io.h"
+#include "prefixcl/prefixcl.h"
+
+#define L 12
+#define HKV 12
+#define D 64
+#define PREFIX 20
+#define MAX_BATCHES 8
+
+static const char gpt2_small[] =
+    "{\"model_type\": \"gpt2\", \"activation_function\": \"gelu_new\", \"n_embd\": 768, \"n_head\": 12, "
+    "\"n_inner\": null, \"n_layer\": 12, \"n_positions\": 1024, \"vocab_size\": 50257, "
+    "\"layer_norm_epsilon\": 1e-05, \"tie_word_embeddings\": true}\n";
+
+#define CHECK(call)                                                                                        \
+    do {                                                                                                   \
+        pfx_status st_ = (call);                                                                           \
+        if (st_ != PFX_SUCCESS) {                                                                          \
+            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));          \
+            exit(1);                                                                                       \
+        }                                                                                                  \
+    } while (0)
+
+static uint64_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 33;
+}
+
+/* A prefixcl prefixes file of random prefixes (no gains) at `path`. */
+static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed)
+{
+    const size_t n = HKV * PREFIX * D;
+    float *data = malloc(2 * L * n * sizeof(float));
+    pfx_named_tensor items[2 * L];
+    char names[2 * L][40];
+    if (!data)
+        exit(1);
+    for (size_t i = 0; i < 2 * L * n; i++)
+        data[i] = (float)((double)lcg(&seed) / (double)(1ull << 31) - 0.5);
+    for (size_t l = 0; l < 2 * L; l++) {
+        snprintf(names[l], sizeof(names[l]), "layers.%zu.prefix_%c", l / 2, l % 2 ? 'v' : 'k');
+        items[l] = (pfx_named_tensor){ .name = names[l], .host = data + l * n, .ndim = 3,
+                                       .shape = { HKV, PREFIX, D }, .dtype = PFX_DTYPE_F32 };
+    }
+    pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", "off" } };
+    CHECK(pfx_safetensors_save(NULL, path, items, 2 * L, meta, 2));
+    free(data);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv)
+{
+    const char *device = NULL, *json = NULL;
+    size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
+    int runs = 3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            device = argv[++i];
+        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            nb = 0;
+            for (char *t = strtok(argv[++i], ","); t && nb < MAX_BATCHES; t = strtok(NULL, ","))
+                batches[nb++] = strtoul(t, NULL, 10);
+        } else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
+            N = strtoul(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--new") && i + 1 < argc) {
+            NEW = strtoul(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
+            runs = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+            json = argv[++i];
+        } else {
+            fprintf(stderr, "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
+                            "[--json PATH]\n", argv[0]);
+            return 2;
+        }
+    }
+    size_t maxb = 0;
+    for (size_t i = 0; i < nb; i++)
+        maxb = batches[i] > maxb ? batches[i] : maxb;
+    if (!nb || !maxb || maxb > 64 || N < 1 || NEW < 2 || PREFIX + N + NEW > 1024 || runs < 1) {
+        fprintf(stderr, "bad sizes: batches 1..64, N >= 1, NEW >= 2, %d + N + NEW <= 1024, runs >= 1\n", PREFIX);
+        return 2;
+    }
+    pfx_runtime *rt = NULL;
+    pfx_runtime_params rp;
+    pfx_runtime_default_params(&rp);
+    rp.device = device;
+    if (pfx_runtime_create(&rt, &rp) != PFX_SUCCESS) {
+        fprintf(stderr, "runtime: %s\n", pfx_last_error(NULL));
+        return 1;
+    }
+    char dir[] = "/tmp/pfx-bench-generate-XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    char path[sizeof(dir) + 32];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    FILE *fp = fopen(path, "w");
+    if (!fp || fputs(gpt2_small, fp) < 0 || fclose(fp) != 0)
+        return 1;
+    pfx_model *model = NULL;
+    pfx_model_params mp = { .max_batch = maxb, .max_tokens = N, .max_prefix_len = PREFIX, .recompute = true };
+    CHECK(pfx_model_create_random(rt, dir, &mp, 1234, &model));
+    unlink(path);
+    pfx_adapter_bank *bank = NULL;
+    CHECK(pfx_adapter_bank_create(model, maxb, &bank));
+    snprintf(path, sizeof(path), "%s/prefixes.safetensors", dir);
+    for (size_t a = 0; a < maxb; a++) {
+        int32_t e;
+        write_adapter(rt, path, 77 + a);
+        CHECK(pfx_adapter_bank_add(bank, path, &e));
+    }
+    unlink(path);
+    rmdir(dir);
+    pfx_kv_cache *cache = NULL;
+    CHECK(pfx_kv_cache_create(model, maxb, N + NEW, &cache));
+    pfx_memory_stats mem;
+    CHECK(pfx_runtime_memory(rt, &mem));
+
+    int32_t *prompts = malloc(maxb * N * sizeof(int32_t)), *outs = malloc(maxb * NEW * sizeof(int32_t));
+    pfx_request *req = malloc(maxb * sizeof(*req));
+    double *pre = malloc((size_t)runs * sizeof(double)), *dec = malloc((size_t)runs * sizeof(double));
+    if (!prompts || !outs || !req || !pre || !dec)
+        return 1;
+    uint64_t seed = 5;
+    for (size_t i = 0; i < maxb * N; i++)
+        prompts[i] = (int32_t)(lcg(&seed) % 50257);
+    const pfx_sampling s = { .max_new_tokens = NEW };
+    FILE *js = json ? fopen(json, "w") : NULL;
+    if (js)
+        fprintf(js, "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, \"results\": [",
+                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX);
+    printf("GPT-2 small (random weights), prefix %d (one adapter per request), prompt %zu, %zu new tokens, %s\n",
+           PREFIX, N, NEW, pfx_runtime_device(rt)->device_name);
+    printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",
+           pfx_adapter_bank_bytes(bank) / 1048576.0, pfx_adapter_bank_count(bank),
+           pfx_kv_cache_bytes(cache) / 1048576.0, mem.live_bytes / 1048576.0);
+    for (size_t k = 0; k < nb; k++) {
+        const size_t B = batches[k];
+        for (size_t r = 0; r < B; r++)
+            req[r] = (pfx_request){ prompts + r * N, N, (int32_t)r, r, outs + r * NEW, 0 };
+        for (int run = -1; run < runs; run++) { /* run -1: warm-up (kernel builds) */
+            pfx_generate_stats gs;
+            CHECK(pfx_generate(model, cache, bank, req, B, &s, NULL, NULL, &gs));
+            if (run >= 0) {
+                pre[run] = gs.prefill_tokens / gs.prefill_seconds;
+                dec[run] = gs.decode_tokens / gs.decode_seconds;
+            }
+        }
+        double p = median(pre, runs), d = median(dec, runs);
+        printf("batch %2zu: prefill %8.1f tokens/s, decode %8.1f tokens/s\n", B, p, d);
+        if (js)
+            fprintf(js, "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f}",
+                    k ? ", " : "", B, p, d);
+    }
+    if (js) {
+        fprintf(js, "]}\n");
+        fclose(js);
+    }
+    free(prompts);
+    free(outs);
+    free(req);
+    free(pre);
+    free(dec);
+    pfx_kv_cache_destroy(&cache);
+    pfx_adapter_bank_destroy(&bank);
+    pfx_model_destroy(&model);
+    pfx_runtime_destroy(&rt);
+    return 0;
+}

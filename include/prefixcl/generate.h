@@ -1,0 +1,162 @@
+/*
+ * prefixcl: serving prefix adapters. A bank holds the baked prefixes of many
+ * adapters once ([T, Hkv, P, D] per layer, shared by every request that uses
+ * them); a KV cache holds, per request slot and layer, the keys and values
+ * of the tokens seen so far, grown in place up to a maximum length (the
+ * prefixes are never copied into it: the attention reads them from the bank
+ * with a bank index per item). A step runs a prefill (prompts into empty
+ * slots) or a decode step (one token per slot, through the split-K decode
+ * path of the attention forward, keys = the cache) and returns the
+ * next-token logits of every slot; every slot may use another adapter or
+ * none and be at another length.
+ *
+ * Positions are those of transformers + PEFT (docs/design.md, "Whole
+ * models"): the input token t of a slot with an adapter of prefix length P
+ * sits at P + t, of a slot without adapter at t.
+ *
+ * Every call validates all of its arguments before it enqueues anything; a
+ * bad argument returns its status and pfx_last_error(rt) names it.
+ */
+#ifndef PREFIXCL_GENERATE_H
+#define PREFIXCL_GENERATE_H
+
+#include "prefixcl/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- adapter bank ---- */
+
+typedef struct pfx_adapter_bank pfx_adapter_bank;
+
+/* A bank of up to `capacity` adapters for `model`; its prefix length is
+ * that of the first adapter added (every later one must have the same:
+ * PFX_ERROR_INVALID_SHAPE naming both). Device memory is allocated then:
+ * 2 * L tensors [capacity, Hkv, P, D] float32. */
+PFX_API pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity, pfx_adapter_bank **out);
+PFX_API void pfx_adapter_bank_destroy(pfx_adapter_bank **bank);
+
+/* Adds the adapter at `path`: a PEFT prefix-tuning folder (adapter_config.json
+ * + adapter_model.safetensors; encoder-decoder adapters,
+ * num_transformer_submodules 2, are PFX_ERROR_UNSUPPORTED), or a prefixcl
+ * prefixes file (safetensors with metadata format "prefixcl-prefixes-1",
+ * tensors layers.l.prefix_k / prefix_v [Hkv, P, D] and layers.l.gain [H],
+ * gain_mode in the metadata) or a folder holding prefixes.safetensors. The
+ * adapter must fit the model: layers, kv heads and head size
+ * (PFX_ERROR_INVALID_SHAPE naming the field and both values). *entry gets
+ * its index. A full bank is PFX_ERROR_OUT_OF_RANGE. On failure the bank is
+ * unchanged. */
+PFX_API pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_t *entry);
+
+/* The prefix length of the adapter at `path` (as pfx_adapter_bank_add reads
+ * it), without a model: to size a model's positions before loading it.
+ * Errors go to pfx_last_error(NULL). */
+PFX_API pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len);
+
+PFX_API size_t pfx_adapter_bank_count(const pfx_adapter_bank *bank);
+/* P of the bank (0 while empty). */
+PFX_API size_t pfx_adapter_bank_prefix_len(const pfx_adapter_bank *bank);
+/* Device bytes of the prefixes (2 * L * capacity * Hkv * P * D * 4): held
+ * once however many requests use them. */
+PFX_API size_t pfx_adapter_bank_bytes(const pfx_adapter_bank *bank);
+
+/* The bank as the prefix of a whole-model call (pfx_model_forward, ...):
+ * bank_index[b] (host, kept by the caller) chooses each item's entry. The
+ * gains of entry bank_index[0] are used (the model call has one gain vector
+ * per call). */
+PFX_API pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *bank_index,
+                                           size_t batch, pfx_model_prefix *prefix);
+
+/* ---- KV cache ---- */
+
+typedef struct pfx_kv_cache pfx_kv_cache;
+
+/* `slots` request slots (<= the model's max_batch) of up to `max_len`
+ * tokens each (<= the model's positions): 2 * L tensors
+ * [slots, max_len, Hkv, D] float32, allocated once. */
+PFX_API pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, pfx_kv_cache **out);
+PFX_API void pfx_kv_cache_destroy(pfx_kv_cache **cache);
+
+/* Tokens held by a slot (0 for a slot out of range). */
+PFX_API size_t pfx_kv_cache_len(const pfx_kv_cache *cache, size_t slot);
+/* Empties a slot (its adapter is chosen again by its next prefill). */
+PFX_API pfx_status pfx_kv_cache_reset(pfx_kv_cache *cache, size_t slot);
+PFX_API size_t pfx_kv_cache_bytes(const pfx_kv_cache *cache);
+/* Token rows (keys and values of one token in one layer) written into the
+ * cache since its creation: each token once per layer, never recopied. */
+PFX_API uint64_t pfx_kv_cache_rows_written(const pfx_kv_cache *cache);
+/* Layer l's key and value tensors [slots, max_len, Hkv, D] (owned by the
+ * cache; for inspection). */
+PFX_API pfx_status pfx_kv_cache_layer(const pfx_kv_cache *cache, size_t layer, const pfx_tensor **keys,
+                                      const pfx_tensor **values);
+
+/* ---- one step ---- */
+
+typedef struct pfx_serve_step {
+    size_t batch;            /* slots 0 .. batch-1 take part (<= the cache's slots) */
+    size_t tokens;           /* N: new tokens per slot; N > 1 only into empty slots (prefill) */
+    const int32_t *ids;      /* host [batch * N], right-padded */
+    const int32_t *lens;     /* host [batch]: new tokens of each slot, 0..N (0: the slot
+                              * idles); NULL: N for every slot */
+    const int32_t *adapter;  /* host [batch]: bank entry of each slot or -1 (none); NULL:
+                              * none. A slot keeps the adapter of its prefill. */
+} pfx_serve_step;
+
+/* Appends the new tokens' keys and values to their slots and writes, into
+ * logits (F32 [batch, V]), each slot's next-token logits after its last new
+ * token (rows of idle slots are unspecified). bank may be NULL when no slot
+ * has an adapter. Items whose adapters carry different gains cannot share a
+ * step (PFX_ERROR_UNSUPPORTED). */
+PFX_API pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+                                      const pfx_serve_step *step, pfx_tensor *logits);
+
+/* ---- sampling and generation ---- */
+
+typedef struct pfx_sampling {
+    float temperature;       /* 0: greedy (the lowest id among equal maxima) */
+    size_t top_k;            /* 0: off */
+    float top_p;             /* in (0, 1]; 0 or 1: off */
+    size_t max_new_tokens;   /* >= 1 */
+    const int32_t *stop;     /* stop tokens (the stop token is kept in the output) */
+    size_t stop_count;
+} pfx_sampling;
+
+/* One draw from logits[V] (host) with the state of a splitmix64 generator
+ * (*rng, advanced): deterministic for a given state. */
+PFX_API pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng,
+                                    int32_t *token);
+
+typedef struct pfx_request {
+    const int32_t *prompt;   /* host ids, 1..len */
+    size_t prompt_len;
+    int32_t adapter;         /* bank entry or -1 */
+    uint64_t seed;           /* of this request's sampling */
+    int32_t *out;            /* host, room for max_new_tokens ids */
+    size_t out_len;          /* set: ids generated */
+} pfx_request;
+
+typedef struct pfx_generate_stats {
+    size_t prefill_tokens, decode_tokens;
+    double prefill_seconds, decode_seconds;
+} pfx_generate_stats;
+
+/* Called after each step with every new token (request index, id). */
+typedef void (*pfx_token_fn)(void *user, size_t request, int32_t token);
+
+/* Generates for `count` requests (<= the cache's slots) as one batch: one
+ * prefill of every prompt, then decode steps until each request has
+ * max_new_tokens or a stop token. Requests whose adapters carry different
+ * gains run as separate batches, one after the other (an attention call has
+ * one gain vector). Slots 0..count-1 are reset first. The tokens of a
+ * request do not depend on the others in the batch. stats and on_token may
+ * be NULL. */
+PFX_API pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+                                pfx_request *requests, size_t count, const pfx_sampling *sampling,
+                                pfx_token_fn on_token, void *user, pfx_generate_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

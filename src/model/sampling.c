@@ -1,0 +1,295 @@
+/* Host-side sampling over one row of next-token logits (greedy, temperature,
+ * top-k, top-p) with a splitmix64 generator, and the generation loop over
+ * a batch of requests (one prefill, then decode steps). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve_internal.h"
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static pfx_status check_sampling(pfx_runtime *rt, const char *fn, const pfx_sampling *s)
+{
+    if (!s)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: sampling is NULL", fn);
+    if (!isfinite(s->temperature) || s->temperature < 0.0f)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: sampling.temperature %g must be finite and >= 0", fn,
+                         (double)s->temperature);
+    if (!isfinite(s->top_p) || s->top_p < 0.0f || s->top_p > 1.0f)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: sampling.top_p %g outside [0, 1]", fn,
+                         (double)s->top_p);
+    if (s->max_new_tokens == 0)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: sampling.max_new_tokens is 0", fn);
+    if (s->stop_count && !s->stop)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: sampling.stop is NULL with stop_count %zu", fn,
+                         s->stop_count);
+    return PFX_SUCCESS;
+}
+
+typedef struct cand {
+    float z;
+    int32_t id;
+} cand;
+
+/* Larger logit first, then the lower id: a total order, so the draw does
+ * not depend on qsort's handling of ties. */
+static int by_logit(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->z != y->z)
+        return x->z > y->z ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng, int32_t *token)
+{
+    static const char fn[] = "sample_token";
+    pfx_status st = check_sampling(NULL, fn, s);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (!logits || !rng || !token)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
+                         !logits ? "logits" : !rng ? "rng" : "token");
+    if (vocab == 0 || vocab > INT32_MAX)
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: vocab %zu outside 1..%d", fn, vocab, INT32_MAX);
+    for (size_t i = 0; i < vocab; i++)
+        if (isnan(logits[i]) || logits[i] == INFINITY)
+            return pfx_error(NULL, PFX_ERROR_NOT_FINITE, "%s: logits[%zu] is %g", fn, i, (double)logits[i]);
+    if (s->temperature == 0.0f) {
+        size_t best = 0;
+        for (size_t i = 1; i < vocab; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        *token = (int32_t)best;
+        return PFX_SUCCESS;
+    }
+    cand *c = malloc(vocab * sizeof(*c));
+    if (!c)
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    for (size_t i = 0; i < vocab; i++)
+        c[i] = (cand){ logits[i], (int32_t)i };
+    qsort(c, vocab, sizeof(*c), by_logit);
+    size_t keep = s->top_k && s->top_k < vocab ? s->top_k : vocab;
+    /* softmax of z / T over the kept candidates, in double */
+    double *w = malloc(keep * sizeof(double)), sum = 0.0;
+    if (!w) {
+        free(c);
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    }
+    for (size_t i = 0; i < keep; i++) {
+        w[i] = c[i].z == -INFINITY ? 0.0 : exp(((double)c[i].z - (double)c[0].z) / (double)s->temperature);
+        sum += w[i];
+    }
+    if (s->top_p > 0.0f && s->top_p < 1.0f) {
+        /* the smallest set of most likely tokens whose mass reaches top_p */
+        double acc = 0.0;
+        size_t n = 0;
+        while (n < keep && acc < (double)s->top_p * sum)
+            acc += w[n++];
+        keep = n ? n : 1;
+        sum = acc > 0.0 ? acc : w[0];
+    }
+    /* a 53-bit uniform in [0, sum) */
+    double u = (double)(splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0) * sum, acc = 0.0;
+    size_t pick = keep - 1;
+    for (size_t i = 0; i < keep; i++) {
+        acc += w[i];
+        if (u < acc) {
+            pick = i;
+            break;
+        }
+    }
+    *token = c[pick].id;
+    free(w);
+    free(c);
+    return PFX_SUCCESS;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool is_stop(const pfx_sampling *s, int32_t t)
+{
+    for (size_t i = 0; i < s->stop_count; i++)
+        if (s->stop[i] == t)
+            return true;
+    return false;
+}
+
+/* Maps the token callback of a group back to the caller's request index. */
+typedef struct group_cb {
+    pfx_token_fn fn;
+    void *user;
+    const size_t *index;
+} group_cb;
+
+static void group_token(void *user, size_t r, int32_t token)
+{
+    const group_cb *g = user;
+    g->fn(g->user, g->index[r], token);
+}
+
+/* One batch (every request with the same gains), validated by the caller. */
+static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+                                 pfx_request *requests, size_t count, const pfx_sampling *sampling,
+                                 pfx_token_fn on_token, void *user, pfx_generate_stats *stats)
+{
+    static const char fn[] = "generate";
+    pfx_runtime *rt = model->rt;
+    pfx_status st = PFX_SUCCESS;
+    const size_t V = model->cfg.shape.vocab;
+    size_t N = 0;
+    for (size_t r = 0; r < count; r++)
+        N = requests[r].prompt_len > N ? requests[r].prompt_len : N;
+    int32_t *ids = calloc(count * N, sizeof(int32_t)), *lens = calloc(count, sizeof(int32_t));
+    int32_t *adapter = calloc(count, sizeof(int32_t));
+    uint64_t *rng = calloc(count, sizeof(uint64_t));
+    float *host = malloc(count * V * sizeof(float));
+    bool *done = calloc(count, sizeof(bool));
+    pfx_tensor *logits = NULL;
+    const size_t shape[2] = { count, V };
+    if (!ids || !lens || !adapter || !rng || !host || !done)
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &logits);
+    for (size_t r = 0; st == PFX_SUCCESS && r < count; r++) {
+        memcpy(ids + r * N, requests[r].prompt, requests[r].prompt_len * sizeof(int32_t));
+        lens[r] = (int32_t)requests[r].prompt_len;
+        adapter[r] = requests[r].adapter;
+        rng[r] = requests[r].seed;
+        requests[r].out_len = 0;
+        st = pfx_kv_cache_reset(cache, r);
+    }
+    pfx_generate_stats acc;
+    memset(&acc, 0, sizeof(acc));
+    pfx_serve_step step = { count, N, ids, lens, adapter };
+    size_t live = count;
+    for (size_t k = 0; st == PFX_SUCCESS && live; k++) {
+        const double t0 = now_seconds();
+        size_t fed = 0;
+        for (size_t r = 0; r < count; r++)
+            fed += (size_t)lens[r];
+        if ((st = pfx_serve_step_run(model, cache, bank, &step, logits)) ||
+            (st = pfx_tensor_read(logits, 0, count * V, host)))
+            break;
+        const double dt = now_seconds() - t0;
+        if (k == 0) {
+            acc.prefill_tokens += fed;
+            acc.prefill_seconds += dt;
+        } else {
+            acc.decode_tokens += fed;
+            acc.decode_seconds += dt;
+        }
+        step.tokens = 1;
+        for (size_t r = 0; r < count && st == PFX_SUCCESS; r++) {
+            pfx_request *q = &requests[r];
+            if (done[r])
+                continue;
+            int32_t t;
+            if ((st = pfx_sample_token(host + r * V, V, sampling, &rng[r], &t)))
+                st = pfx_error(rt, st, "%s: requests[%zu]: %s", fn, r, pfx_last_error(NULL));
+            if (st)
+                break;
+            q->out[q->out_len++] = t;
+            if (on_token)
+                on_token(user, r, t);
+            done[r] = q->out_len == sampling->max_new_tokens || is_stop(sampling, t);
+            live -= done[r];
+            ids[r] = t;
+            lens[r] = done[r] ? 0 : 1;
+        }
+    }
+    stats->prefill_tokens += acc.prefill_tokens;
+    stats->prefill_seconds += acc.prefill_seconds;
+    stats->decode_tokens += acc.decode_tokens;
+    stats->decode_seconds += acc.decode_seconds;
+    pfx_tensor_destroy(&logits);
+    free(ids);
+    free(lens);
+    free(adapter);
+    free(rng);
+    free(host);
+    free(done);
+    return st;
+}
+
+pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank, pfx_request *requests,
+                        size_t count, const pfx_sampling *sampling, pfx_token_fn on_token, void *user,
+                        pfx_generate_stats *stats)
+{
+    static const char fn[] = "generate";
+    if (!model)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
+    pfx_runtime *rt = model->rt;
+    if (!cache || !requests)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, !cache ? "cache" : "requests");
+    pfx_status st = check_sampling(rt, fn, sampling);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (count == 0 || count > cache->slots)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: count %zu outside 1..%zu (the cache's slots)", fn, count,
+                         cache->slots);
+    for (size_t r = 0; r < count; r++) {
+        const pfx_request *q = &requests[r];
+        if (!q->prompt || !q->out)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: requests[%zu].%s is NULL", fn, r,
+                             !q->prompt ? "prompt" : "out");
+        if (q->prompt_len == 0 || q->prompt_len > model->p.max_tokens)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: requests[%zu].prompt_len %zu outside 1..max_tokens %zu",
+                             fn, r, q->prompt_len, model->p.max_tokens);
+        if (q->prompt_len + sampling->max_new_tokens - 1 > cache->max_len)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: requests[%zu] needs %zu cached tokens, the cache holds %zu per slot", fn, r,
+                             q->prompt_len + sampling->max_new_tokens - 1, cache->max_len);
+        if (q->adapter < -1 || (q->adapter >= 0 && (!bank || (size_t)q->adapter >= bank->count)))
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: requests[%zu].adapter %d is neither -1 nor in the bank (%zu adapters)", fn, r,
+                             (int)q->adapter, bank ? bank->count : 0);
+        for (size_t i = 0; i < q->prompt_len; i++)
+            if (q->prompt[i] < 0 || (size_t)q->prompt[i] >= model->cfg.shape.vocab)
+                return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: requests[%zu].prompt[%zu] = %d outside [0, %zu)",
+                                 fn, r, i, (int)q->prompt[i], model->cfg.shape.vocab);
+    }
+    /* requests whose adapters carry different gains go to separate batches
+     * (one gain vector per attention call), in order of first appearance */
+    pfx_request *group = malloc(count * sizeof(*group));
+    size_t *index = malloc(count * sizeof(*index));
+    bool *done = calloc(count, sizeof(bool));
+    pfx_generate_stats acc;
+    memset(&acc, 0, sizeof(acc));
+    if (!group || !index || !done)
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    for (size_t first = 0; st == PFX_SUCCESS && first < count; first++) {
+        if (done[first])
+            continue;
+        size_t n = 0;
+        for (size_t r = first; r < count; r++)
+            if (!done[r] && (!bank || pfx_bank_same_gain(bank, requests[first].adapter, requests[r].adapter))) {
+                group[n] = requests[r];
+                index[n++] = r;
+                done[r] = true;
+            }
+        group_cb cb = { on_token, user, index };
+        st = generate_batch(model, cache, bank, group, n, sampling, on_token ? group_token : NULL, &cb, &acc);
+        for (size_t i = 0; i < n; i++)
+            requests[index[i]].out_len = group[i].out_len;
+    }
+    if (stats)
+        *stats = acc;
+    free(group);
+    free(index);
+    free(done);
+    return st;
+}

@@ -1,0 +1,288 @@
+/* One serving step: embeddings at each slot's own positions, the blocks of
+ * forward.c around an attention that reads the slot's cached keys (decode:
+ * one query per slot, keys = the cache, split-K decode path) or the fresh
+ * keys of a prompt (prefill into empty slots), the new keys and values
+ * appended to the cache, and the next-token logits of every slot. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve_internal.h"
+
+#define FN "serve_step"
+
+typedef struct plan {
+    size_t B, N, R;
+    bool prefill;             /* every active slot is empty: attention over the fresh keys */
+    int32_t *lens;            /* [B] new tokens */
+    int32_t *pos0;            /* [B] position of each slot's first new token */
+    int32_t *kv_lens;         /* [B] cached + new (decode) */
+    int32_t *entry;           /* [B] bank entry or -1 */
+    int32_t *gather;          /* [B] max(lens, 1) */
+    bool any_prefix;
+    pfx_gain_mode gain_mode;
+    const float *gains;       /* [L * H] of the step (one vector for every item) */
+} plan;
+
+static void plan_free(plan *p)
+{
+    free(p->lens);
+    free(p->pos0);
+    free(p->kv_lens);
+    free(p->entry);
+    free(p->gather);
+}
+
+static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank, const pfx_serve_step *st,
+                             const pfx_tensor *logits, plan *p)
+{
+    pfx_runtime *rt = m->rt;
+    const pfx_model_shape *s = &m->cfg.shape;
+    if (!c || !st || !logits)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", FN, !c ? "cache" : !st ? "step" : "logits");
+    if (c->model != m || (bank && bank->model != m))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: the %s belongs to another model", FN,
+                         c->model != m ? "cache" : "bank");
+    const size_t B = st->batch, N = st->tokens;
+    if (B == 0 || B > c->slots)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.batch %zu outside 1..%zu (the cache's slots)", FN, B,
+                         c->slots);
+    if (N == 0 || N > m->p.max_tokens)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.tokens %zu outside 1..max_tokens %zu", FN, N,
+                         m->p.max_tokens);
+    if (!st->ids)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: step.ids is NULL", FN);
+    for (size_t i = 0; i < B * N; i++)
+        if (st->ids[i] < 0 || (size_t)st->ids[i] >= s->vocab)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.ids[%zu] = %d outside the vocabulary [0, %zu)", FN,
+                             i, (int)st->ids[i], s->vocab);
+    if (logits->rt != rt)
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: logits belongs to another runtime", FN);
+    if (logits->dtype != PFX_DTYPE_F32 || logits->numel != B * s->vocab)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: logits must be float32 [B=%zu, V=%zu]", FN, B, s->vocab);
+    p->lens = calloc(B, sizeof(int32_t));
+    p->pos0 = calloc(B, sizeof(int32_t));
+    p->kv_lens = calloc(B, sizeof(int32_t));
+    p->entry = calloc(B, sizeof(int32_t));
+    p->gather = calloc(B, sizeof(int32_t));
+    if (!p->lens || !p->pos0 || !p->kv_lens || !p->entry || !p->gather)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
+    p->B = B;
+    p->N = N;
+    p->R = B * N;
+    p->prefill = true;
+    const size_t LH = s->layers * s->heads;
+    int32_t first = -2; /* entry of the first active slot, for the gain check */
+    size_t active = 0;
+    for (size_t b = 0; b < B; b++) {
+        const int32_t len = st->lens ? st->lens[b] : (int32_t)N;
+        if (len < 0 || (size_t)len > N)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.lens[%zu] = %d outside 0..%zu", FN, b, (int)len, N);
+        int32_t e = st->adapter ? st->adapter[b] : -1;
+        if (e < -1 || (e >= 0 && (!bank || (size_t)e >= bank->count)))
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.adapter[%zu] = %d is neither -1 nor in the bank "
+                             "(%zu adapters)", FN, b, (int)e, bank ? bank->count : 0);
+        if (c->len[b] && e != c->adapter[b])
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                             "%s: step.adapter[%zu] = %d, but the slot was prefilled with %d (reset it first)", FN, b,
+                             (int)e, (int)c->adapter[b]);
+        p->lens[b] = len;
+        p->entry[b] = e;
+        p->gather[b] = len > 0 ? len : 1;
+        if (!len)
+            continue;
+        active++;
+        if (c->len[b] && N > 1)
+            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                             "%s: step.tokens %zu into slot %zu that holds %zu tokens (only empty slots take a "
+                             "prompt)", FN, N, b, c->len[b]);
+        const size_t P = e >= 0 ? bank->P : 0;
+        if (c->len[b] + (size_t)len > c->max_len)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slot %zu would hold %zu tokens, the cache %zu", FN, b,
+                             c->len[b] + (size_t)len, c->max_len);
+        if (P + c->len[b] + (size_t)len > s->max_positions)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slot %zu reaches position %zu, the model has %zu", FN, b,
+                             P + c->len[b] + (size_t)len, s->max_positions);
+        if (m->cfg.sliding_window && P + c->len[b] + (size_t)len > m->cfg.sliding_window)
+            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                             "%s: slot %zu would attend over %zu keys, past the sliding_window %zu (not computed)",
+                             FN, b, P + c->len[b] + (size_t)len, m->cfg.sliding_window);
+        if (c->len[b])
+            p->prefill = false;
+        p->pos0[b] = (int32_t)(P + c->len[b]);
+        p->kv_lens[b] = (int32_t)(c->len[b] + (size_t)len);
+        p->any_prefix |= e >= 0;
+        if (first == -2) {
+            first = e;
+        } else if (!pfx_bank_same_gain(bank, first, e)) {
+            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                             "%s: slots with adapters %d and %d have different gains: run them in separate steps", FN,
+                             (int)first, (int)e);
+        }
+    }
+    if (!active)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: every step.lens entry is 0", FN);
+    if (first >= 0 && bank->gain_mode[first] != PFX_GAIN_OFF) {
+        p->gain_mode = bank->gain_mode[first];
+        p->gains = bank->gains + (size_t)first * LH;
+    }
+    return PFX_SUCCESS;
+}
+
+/* hidden[0] = wte[ids] + (learned positions: wpe[pos0[b] + t]). */
+static pfx_status embed(pfx_model *m, pfx_kv_cache *c, const pfx_serve_step *st, const plan *p)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    const size_t C = s->hidden;
+    pfx_status e = pfx_ids_write(m->ids, 0, p->R, st->ids);
+    if (e == PFX_SUCCESS)
+        e = pfx_op_embedding(m->rt, m->ids, p->B, p->N, PFX_MAT(m->global[PFX_W_EMBED], s->vocab, C), NULL, 0,
+                             PFX_MAT(m->hidden[0], p->R, C));
+    const pfx_tensor *wpe = m->global[PFX_W_POS];
+    if (e != PFX_SUCCESS || !wpe)
+        return e;
+    /* positions as ids into the table of learned positions, added to the
+     * token embeddings (each slot at its own position) */
+    int32_t *pos = malloc(p->R * sizeof(int32_t));
+    if (!pos)
+        return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
+    for (size_t b = 0; b < p->B; b++)
+        for (size_t t = 0; t < p->N; t++)
+            pos[b * p->N + t] = p->pos0[b] + (t < (size_t)p->lens[b] ? (int32_t)t : 0);
+    e = pfx_ids_write(c->positions, 0, p->R, pos);
+    free(pos);
+    pfx_tensor *tmp = pfx_model_ws(m, 0, WS_A); /* free until block 0 writes it */
+    pfx_tensor h = pfx_model_view(m->hidden[0], 2, p->R, C, 0, 0), a = pfx_model_view(tmp, 2, p->R, C, 0, 0);
+    if (e == PFX_SUCCESS)
+        e = pfx_op_embedding(m->rt, c->positions, p->B, p->N, PFX_MAT(wpe, s->max_positions, C), NULL, 0,
+                             PFX_MAT(tmp, p->R, C));
+    if (e == PFX_SUCCESS)
+        e = pfx_axpby(&h, 1.0f, &a, 1.0f);
+    return e;
+}
+
+/* RoPE of each slot's new queries and keys at its own positions. */
+static pfx_status rope(pfx_model *m, size_t l, const plan *p)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    const size_t D = s->head_dim, QD = s->heads * D, KVD = s->kv_heads * D;
+    pfx_mat freq = PFX_VEC(m->inv_freq, 0, D / 2);
+    pfx_status e = PFX_SUCCESS;
+    for (size_t b = 0; b < p->B && e == PFX_SUCCESS; b++) {
+        if (!p->lens[b])
+            continue;
+        const size_t n = (size_t)p->lens[b], r0 = b * p->N;
+        if ((e = pfx_op_rope_forward(m->rt, pfx_mat_of(pfx_model_ws(m, l, WS_Q), r0 * QD, n, QD, QD), 1, n, s->heads, D,
+                                     (size_t)p->pos0[b], freq)) == PFX_SUCCESS)
+            e = pfx_op_rope_forward(m->rt, pfx_mat_of(pfx_model_ws(m, l, WS_K), r0 * KVD, n, KVD, KVD), 1, n, s->kv_heads, D,
+                                    (size_t)p->pos0[b], freq);
+    }
+    return e;
+}
+
+/* The new keys and values of layer l appended to their slots. */
+static pfx_status append(pfx_model *m, pfx_kv_cache *c, size_t l, const plan *p)
+{
+    const size_t KVD = m->cfg.shape.kv_heads * m->cfg.shape.head_dim, f = sizeof(float);
+    for (size_t b = 0; b < p->B; b++) {
+        if (!p->lens[b])
+            continue;
+        const size_t n = (size_t)p->lens[b];
+        const size_t src = b * p->N * KVD * f, dst = (b * c->max_len + c->len[b]) * KVD * f;
+        cl_int err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_K)->mem, c->keys[l]->mem, src, dst, n * KVD * f, 0,
+                                         NULL, NULL);
+        if (err == CL_SUCCESS)
+            err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_V)->mem, c->values[l]->mem, src, dst, n * KVD * f, 0,
+                                      NULL, NULL);
+        if (err != CL_SUCCESS)
+            return pfx_cl_error(m->rt, err, FN ": cache append");
+        c->rows_written += n;
+    }
+    return PFX_SUCCESS;
+}
+
+static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_t l, const plan *p)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    const size_t B = p->B, N = p->N, H = s->heads, Hkv = s->kv_heads, D = s->head_dim;
+    pfx_attention_desc d;
+    pfx_attention_desc_init(&d);
+    d.batch = B;
+    d.heads = H;
+    d.kv_heads = Hkv;
+    d.queries = N;
+    d.head_dim = D;
+    d.q_layout = d.kv_layout = d.o_layout = PFX_LAYOUT_BNHD;
+    d.scale = m->cfg.attn_scale;
+    d.gain_mode = p->gain_mode;
+    d.gain = p->gains ? p->gains + l * H : NULL;
+    d.q_lens = p->lens;
+    pfx_tensor q = pfx_model_view(pfx_model_ws(m, l, WS_Q), 4, B, N, H, D);
+    pfx_tensor o = pfx_model_view(pfx_model_ws(m, l, WS_O), 4, B, N, H, D);
+    pfx_tensor k, v;
+    if (p->prefill) {
+        /* empty slots: causal attention over the prompt's own keys */
+        d.keys = N;
+        d.causal = true;
+        d.kv_lens = p->lens;
+        k = pfx_model_view(pfx_model_ws(m, l, WS_K), 4, B, N, Hkv, D);
+        v = pfx_model_view(pfx_model_ws(m, l, WS_V), 4, B, N, Hkv, D);
+    } else {
+        /* one query per slot against everything it holds (the new token's
+         * row included): nothing later is in the cache, so no causal mask */
+        d.keys = c->max_len;
+        d.causal = false;
+        d.kv_lens = p->kv_lens;
+        k = pfx_model_view(c->keys[l], 4, B, c->max_len, Hkv, D);
+        v = pfx_model_view(c->values[l], 4, B, c->max_len, Hkv, D);
+    }
+    pfx_attention_inputs in = { &q, &k, &v, NULL, NULL };
+    if (p->any_prefix) {
+        d.prefix_len = bank->P;
+        d.bank_index = p->entry;
+        in.prefix_k = bank->keys[l];
+        in.prefix_v = bank->values[l];
+    }
+    return pfx_attention_forward(m->rt, &d, &in, &o, NULL);
+}
+
+pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+                              const pfx_serve_step *step, pfx_tensor *logits)
+{
+    if (!model)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", FN);
+    plan p;
+    memset(&p, 0, sizeof(p));
+    pfx_status e = check_step(model, cache, bank, step, logits, &p);
+    const size_t L = model->cfg.shape.layers, C = model->cfg.shape.hidden;
+    if (e == PFX_SUCCESS)
+        e = embed(model, cache, step, &p);
+    const uint64_t written = cache ? cache->rows_written : 0;
+    for (size_t l = 0; l < L && e == PFX_SUCCESS; l++) {
+        if ((e = pfx_model_block_qkv(model, l, p.R)))
+            break;
+        if (model->cfg.family == PFX_FAMILY_LLAMA && (e = rope(model, l, &p)))
+            break;
+        /* decode reads the new row from the cache, so it goes in first */
+        if ((e = append(model, cache, l, &p)) || (e = attend(model, cache, bank, l, &p)))
+            break;
+        e = pfx_model_block_mlp(model, l, p.R, true);
+    }
+    pfx_tensor *last = pfx_model_ws(model, 0, WS_A); /* free after the blocks */
+    if (e == PFX_SUCCESS && (e = pfx_model_final_norm(model, p.R)) == PFX_SUCCESS)
+        e = pfx_op_gather_last(model->rt, PFX_MAT(model->ws[WS_LN], p.R, C), p.B, p.N, p.gather,
+                               PFX_MAT(last, p.B, C));
+    if (e == PFX_SUCCESS)
+        e = pfx_model_head(model, last, p.B, logits);
+    if (e == PFX_SUCCESS) {
+        for (size_t b = 0; b < p.B; b++) {
+            if (p.lens[b] && !cache->len[b])
+                cache->adapter[b] = p.entry[b];
+            cache->len[b] += (size_t)p.lens[b];
+        }
+    } else if (cache) {
+        cache->rows_written = written; /* the slots keep their lengths: partial rows are overwritten later */
+    }
+    plan_free(&p);
+    return e;
+}

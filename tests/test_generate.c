@@ -1,0 +1,642 @@
+/* Serving prefix adapters (generate.h) on the tiny GPT-2 and Llama models of
+ * tests/fixtures/generate (made by make_generate_fixture.py): greedy tokens
+ * equal to transformers + PEFT generate, a batch of four adapters equal to
+ * each request alone, the cache's growth and memory, sampling, bad
+ * adapters and steps. argv[1]: the fixture folder. */
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pfx_test.h"
+#include "prefixcl/generate.h"
+#include "prefixcl/io.h"
+
+static const char *g_fixtures;
+
+#define MAX_CASES 32
+#define MAX_IDS 16
+#define NEW 7
+
+typedef struct gcase {
+    int32_t adapter;
+    int32_t prompt[MAX_IDS];
+    size_t prompt_len;
+    int32_t expect[MAX_IDS];
+    size_t expect_len;
+} gcase;
+
+typedef struct world {
+    pfx_runtime *rt;
+    pfx_model *model;
+    pfx_adapter_bank *bank;
+    pfx_kv_cache *cache;
+    gcase cases[MAX_CASES];
+    size_t count;
+    char dir[1024];
+} world;
+
+static size_t parse_ids(char *s, int32_t *out)
+{
+    size_t n = 0;
+    for (char *tok = strtok(s, " "); tok && n < MAX_IDS; tok = strtok(NULL, " "))
+        out[n++] = (int32_t)strtol(tok, NULL, 10);
+    return n;
+}
+
+static void read_cases(world *w)
+{
+    char path[1200], line[512];
+    snprintf(path, sizeof(path), "%s/expected.txt", w->dir);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) && w->count < MAX_CASES) {
+        gcase *c = &w->cases[w->count++];
+        char *a = strtok(line, "\t"), *p = strtok(NULL, "\t"), *g = strtok(NULL, "\t\n");
+        assert_non_null(g);
+        c->adapter = a[0] == '-' ? -1 : (int32_t)strtol(a + strlen("adapter"), NULL, 10);
+        char pb[256], gb[256];
+        snprintf(pb, sizeof(pb), "%s", p);
+        snprintf(gb, sizeof(gb), "%s", g);
+        c->prompt_len = parse_ids(pb, c->prompt);
+        c->expect_len = parse_ids(gb, c->expect);
+        assert_int_equal(c->expect_len, NEW);
+    }
+    fclose(f);
+    assert_true(w->count >= 8);
+}
+
+static void open_world(world *w, pfx_runtime *rt, const char *family)
+{
+    memset(w, 0, sizeof(*w));
+    w->rt = rt;
+    snprintf(w->dir, sizeof(w->dir), "%s/%s", g_fixtures, family);
+    pfx_model_params mp = { .max_batch = 4, .max_tokens = 12, .max_prefix_len = 8 };
+    assert_int_equal(pfx_model_load(rt, w->dir, &mp, &w->model), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_create(w->model, 4, &w->bank), PFX_SUCCESS);
+    for (int a = 0; a < 4; a++) {
+        char path[1200];
+        int32_t entry = -1;
+        snprintf(path, sizeof(path), "%s/adapter%d", w->dir, a);
+        pfx_status st = pfx_adapter_bank_add(w->bank, path, &entry);
+        if (st != PFX_SUCCESS)
+            fail_msg("%s: %s", path, pfx_last_error(rt));
+        assert_int_equal(entry, a);
+    }
+    assert_int_equal(pfx_kv_cache_create(w->model, 4, 24, &w->cache), PFX_SUCCESS);
+    read_cases(w);
+}
+
+static void close_world(world *w)
+{
+    pfx_kv_cache_destroy(&w->cache);
+    pfx_adapter_bank_destroy(&w->bank);
+    pfx_model_destroy(&w->model);
+}
+
+static const pfx_sampling greedy = { .max_new_tokens = NEW };
+
+static void expect_tokens(const gcase *c, const pfx_request *q, const char *what)
+{
+    assert_int_equal(q->out_len, NEW);
+    for (size_t i = 0; i < NEW; i++)
+        if (q->out[i] != c->expect[i])
+            fail_msg("%s: adapter %d, token %zu: %d, HF + PEFT %d", what, (int)c->adapter, i, (int)q->out[i],
+                     (int)c->expect[i]);
+}
+
+static pfx_request request_of(const gcase *c, int32_t *out)
+{
+    pfx_request q = { c->prompt, c->prompt_len, c->adapter, 1, out, 0 };
+    return q;
+}
+
+/* Every case alone: greedy tokens equal HF + PEFT generate. */
+static void hf_greedy(void **state, const char *family)
+{
+    world w;
+    open_world(&w, *state, family);
+    for (size_t i = 0; i < w.count; i++) {
+        int32_t out[NEW];
+        pfx_request q = request_of(&w.cases[i], out);
+        pfx_status st = pfx_generate(w.model, w.cache, w.bank, &q, 1, &greedy, NULL, NULL, NULL);
+        if (st != PFX_SUCCESS)
+            fail_msg("generate: %s", pfx_last_error(w.rt));
+        expect_tokens(&w.cases[i], &q, family);
+    }
+    close_world(&w);
+}
+
+static void test_hf_greedy_gpt2(void **state)
+{
+    hf_greedy(state, "gpt2");
+}
+
+static void test_hf_greedy_llama(void **state)
+{
+    hf_greedy(state, "llama");
+}
+
+/* Four requests, four adapters (and then three adapters and a bare request)
+ * in one batch: each gets the tokens it gets alone (= HF + PEFT). */
+static void batch_of_four(void **state, const char *family)
+{
+    world w;
+    open_world(&w, *state, family);
+    for (int round = 0; round < 2; round++) {
+        const gcase *pick[4] = { NULL, NULL, NULL, NULL };
+        const int32_t want[4] = { 0, round ? -1 : 1, 2, 3 };
+        for (size_t i = w.count; i-- > 0;)
+            for (int r = 0; r < 4; r++)
+                if (w.cases[i].adapter == want[r])
+                    pick[r] = &w.cases[i];
+        int32_t out[4][NEW];
+        pfx_request q[4];
+        for (int r = 0; r < 4; r++) {
+            assert_non_null(pick[r]);
+            q[r] = request_of(pick[r], out[r]);
+        }
+        assert_true(q[0].prompt_len != q[1].prompt_len || q[1].prompt_len != q[2].prompt_len);
+        pfx_generate_stats stats;
+        pfx_status st = pfx_generate(w.model, w.cache, w.bank, q, 4, &greedy, NULL, NULL, &stats);
+        if (st != PFX_SUCCESS)
+            fail_msg("generate: %s", pfx_last_error(w.rt));
+        for (int r = 0; r < 4; r++)
+            expect_tokens(pick[r], &q[r], "batch of four");
+        size_t prompt_tokens = 0;
+        for (int r = 0; r < 4; r++)
+            prompt_tokens += q[r].prompt_len;
+        assert_int_equal(stats.prefill_tokens, prompt_tokens);
+        assert_int_equal(stats.decode_tokens, 4 * (NEW - 1));
+    }
+    close_world(&w);
+}
+
+static void test_batch_gpt2(void **state)
+{
+    batch_of_four(state, "gpt2");
+}
+
+static void test_batch_llama(void **state)
+{
+    batch_of_four(state, "llama");
+}
+
+/* The cache grows in place: each token's row is written once per layer,
+ * earlier rows stay bit for bit, and its size and the bank's do not depend
+ * on the requests (the prefixes are stored once, not per request). */
+static void test_cache_growth(void **state)
+{
+    world w;
+    open_world(&w, *state, "llama");
+    const pfx_model_shape *s = &(pfx_model_shape){ 0 };
+    pfx_model_shape shape;
+    assert_int_equal(pfx_model_get_shape(w.model, &shape), PFX_SUCCESS);
+    s = &shape;
+    const size_t L = s->layers, KVD = s->kv_heads * s->head_dim, P = pfx_adapter_bank_prefix_len(w.bank);
+    assert_int_equal(P, 5);
+    assert_int_equal(pfx_adapter_bank_bytes(w.bank), 2 * L * 4 * s->kv_heads * P * s->head_dim * sizeof(float));
+    assert_int_equal(pfx_kv_cache_bytes(w.cache), 2 * L * 4 * 24 * KVD * sizeof(float));
+    const size_t live0 = pfx_test_live_bytes(w.rt);
+
+    const gcase *c = &w.cases[w.count - 1];
+    int32_t ids[MAX_IDS];
+    memcpy(ids, c->prompt, c->prompt_len * sizeof(int32_t));
+    const size_t V = s->vocab, n = c->prompt_len;
+    pfx_tensor *logits = NULL;
+    assert_int_equal(pfx_tensor_create(w.rt, PFX_DTYPE_F32, 2, (size_t[]){ 1, V }, &logits), PFX_SUCCESS);
+    int32_t lens = (int32_t)n, adapter = c->adapter;
+    pfx_serve_step step = { 1, n, ids, &lens, &adapter };
+    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &step, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_len(w.cache, 0), n);
+    assert_int_equal(pfx_kv_cache_rows_written(w.cache), L * n);
+    const pfx_tensor *k0, *v0;
+    assert_int_equal(pfx_kv_cache_layer(w.cache, L - 1, &k0, &v0), PFX_SUCCESS);
+    float *before = malloc(n * KVD * sizeof(float)), *after = malloc(n * KVD * sizeof(float));
+    assert_int_equal(pfx_tensor_read(k0, 0, n * KVD, before), PFX_SUCCESS);
+    for (int i = 0; i < 3; i++) {
+        step.tokens = 1;
+        lens = 1;
+        ids[0] = (int32_t)(7 * i + 3);
+        assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &step, logits), PFX_SUCCESS);
+        assert_int_equal(pfx_kv_cache_len(w.cache, 0), n + (size_t)i + 1);
+        assert_int_equal(pfx_kv_cache_rows_written(w.cache), L * (n + (size_t)i + 1));
+    }
+    assert_int_equal(pfx_tensor_read(k0, 0, n * KVD, after), PFX_SUCCESS);
+    assert_memory_equal(before, after, n * KVD * sizeof(float));
+    for (size_t i = 0; i < n * KVD; i++)
+        assert_true(before[i] != 0.0f || after[i] == 0.0f);
+    /* nothing new was allocated by the steps beyond the logits */
+    assert_int_equal(pfx_test_live_bytes(w.rt), live0 + V * sizeof(float));
+    /* a slot holds only up to max_len tokens */
+    assert_int_equal(pfx_kv_cache_reset(w.cache, 0), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_len(w.cache, 0), 0);
+    free(before);
+    free(after);
+    pfx_tensor_destroy(&logits);
+    close_world(&w);
+}
+
+/* Sampling: deterministic for a seed; top-k 1 and a tiny top-p are greedy;
+ * temperature draws follow the softmax. */
+static void test_sampling(void **state)
+{
+    (void)state;
+    float z[6] = { 0.5f, 2.0f, -1.0f, 1.9f, 0.0f, -3.0f };
+    pfx_sampling s = { .temperature = 1.0f, .max_new_tokens = 1 };
+    uint64_t a = 42, b = 42;
+    int32_t ta[64], tb[64];
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(pfx_sample_token(z, 6, &s, &a, &ta[i]), PFX_SUCCESS);
+        assert_int_equal(pfx_sample_token(z, 6, &s, &b, &tb[i]), PFX_SUCCESS);
+    }
+    assert_memory_equal(ta, tb, sizeof(ta));
+    int32_t t;
+    pfx_sampling k1 = { .temperature = 2.0f, .top_k = 1, .max_new_tokens = 1 };
+    pfx_sampling p0 = { .temperature = 2.0f, .top_p = 0.01f, .max_new_tokens = 1 };
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(pfx_sample_token(z, 6, &k1, &a, &t), PFX_SUCCESS);
+        assert_int_equal(t, 1);
+        assert_int_equal(pfx_sample_token(z, 6, &p0, &a, &t), PFX_SUCCESS);
+        assert_int_equal(t, 1);
+    }
+    /* frequencies of 20000 draws against the softmax (5 sigma) and top-k 2 */
+    size_t hist[6] = { 0 }, hist2[6] = { 0 };
+    pfx_sampling k2 = { .temperature = 1.0f, .top_k = 2, .max_new_tokens = 1 };
+    const int draws = 20000;
+    for (int i = 0; i < draws; i++) {
+        assert_int_equal(pfx_sample_token(z, 6, &s, &a, &t), PFX_SUCCESS);
+        hist[t]++;
+        assert_int_equal(pfx_sample_token(z, 6, &k2, &a, &t), PFX_SUCCESS);
+        hist2[t]++;
+    }
+    double sum = 0;
+    for (int i = 0; i < 6; i++)
+        sum += exp(z[i]);
+    for (int i = 0; i < 6; i++) {
+        double p = exp(z[i]) / sum, sd = sqrt(p * (1 - p) / draws);
+        assert_true(fabs((double)hist[i] / draws - p) < 5 * sd + 1e-9);
+    }
+    assert_int_equal(hist2[0] + hist2[2] + hist2[4] + hist2[5], 0);
+    double p1 = exp(2.0) / (exp(2.0) + exp(1.9));
+    assert_true(fabs((double)hist2[1] / draws - p1) < 5 * sqrt(p1 * (1 - p1) / draws));
+    /* greedy: the lowest id among equal maxima */
+    float tie[3] = { 1.0f, 3.0f, 3.0f };
+    pfx_sampling g = { .max_new_tokens = 1 };
+    assert_int_equal(pfx_sample_token(tie, 3, &g, &a, &t), PFX_SUCCESS);
+    assert_int_equal(t, 1);
+    /* bad arguments */
+    pfx_sampling bad = { .temperature = -1.0f, .max_new_tokens = 1 };
+    assert_int_equal(pfx_sample_token(z, 6, &bad, &a, &t), PFX_ERROR_INVALID_ARGUMENT);
+    bad = (pfx_sampling){ .top_p = 1.5f, .max_new_tokens = 1 };
+    assert_int_equal(pfx_sample_token(z, 6, &bad, &a, &t), PFX_ERROR_INVALID_ARGUMENT);
+    bad = (pfx_sampling){ .max_new_tokens = 0 };
+    assert_int_equal(pfx_sample_token(z, 6, &bad, &a, &t), PFX_ERROR_INVALID_ARGUMENT);
+    float nan_z[2] = { 0.0f, NAN };
+    assert_int_equal(pfx_sample_token(nan_z, 2, &s, &a, &t), PFX_ERROR_NOT_FINITE);
+}
+
+/* Stop tokens end a request early (the stop token kept); a seeded sampled
+ * run repeats itself and does not depend on the batch. */
+static void test_stop_and_seed(void **state)
+{
+    world w;
+    open_world(&w, *state, "gpt2");
+    const gcase *c = &w.cases[3];
+    int32_t out[NEW], out2[4][NEW];
+    pfx_sampling s = greedy;
+    s.stop = &c->expect[2];
+    s.stop_count = 1;
+    pfx_request q = request_of(c, out);
+    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, &q, 1, &s, NULL, NULL, NULL), PFX_SUCCESS);
+    size_t first = 0;
+    while (c->expect[first] != c->expect[2])
+        first++;
+    assert_int_equal(q.out_len, first + 1);
+    assert_memory_equal(out, c->expect, q.out_len * sizeof(int32_t));
+
+    pfx_sampling t = { .temperature = 0.9f, .top_k = 20, .top_p = 0.95f, .max_new_tokens = NEW };
+    q = request_of(c, out);
+    q.seed = 1234;
+    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, &q, 1, &t, NULL, NULL, NULL), PFX_SUCCESS);
+    pfx_request qs[4];
+    for (int r = 0; r < 4; r++) {
+        qs[r] = request_of(&w.cases[r * 3], out2[r]);
+        qs[r].seed = 99 + (uint64_t)r;
+    }
+    qs[2] = request_of(c, out2[2]);
+    qs[2].seed = 1234;
+    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, qs, 4, &t, NULL, NULL, NULL), PFX_SUCCESS);
+    assert_int_equal(qs[2].out_len, NEW);
+    assert_memory_equal(out2[2], out, NEW * sizeof(int32_t));
+    close_world(&w);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    assert_non_null(a);
+    assert_non_null(b);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, b), n);
+    fclose(a);
+    fclose(b);
+}
+
+/* Adapters that do not fit the model, encoder-decoder adapters, a full
+ * bank, bad steps: each with its status and a message naming the cause. */
+static void test_bad_adapters_and_steps(void **state)
+{
+    pfx_runtime *rt = *state;
+    world w;
+    open_world(&w, rt, "gpt2");
+    int32_t e = -1;
+    char path[1200], tmp[] = "/tmp/pfx-gen-XXXXXX";
+    snprintf(path, sizeof(path), "%s/adapter0", w.dir);
+    assert_status_names(rt, pfx_adapter_bank_add(w.bank, path, &e), PFX_ERROR_OUT_OF_RANGE, "full");
+    pfx_adapter_bank *b2 = NULL;
+    assert_int_equal(pfx_adapter_bank_create(w.model, 2, &b2), PFX_SUCCESS);
+    assert_status_names(rt, pfx_adapter_bank_add(b2, w.dir, &e), PFX_ERROR_IO, "neither");
+    snprintf(path, sizeof(path), "%s/../llama/adapter0", w.dir);
+    assert_status_names(rt, pfx_adapter_bank_add(b2, path, &e), PFX_ERROR_INVALID_SHAPE, "token_dim");
+    assert_int_equal(pfx_adapter_bank_count(b2), 0);
+    /* an encoder-decoder adapter */
+    assert_non_null(mkdtemp(tmp));
+    char cfg[1400], from[1400];
+    snprintf(from, sizeof(from), "%s/adapter0/adapter_model.safetensors", w.dir);
+    snprintf(cfg, sizeof(cfg), "%s/adapter_model.safetensors", tmp);
+    copy_file(from, cfg);
+    snprintf(cfg, sizeof(cfg), "%s/adapter_config.json", tmp);
+    write_text(cfg, "{\"peft_type\": \"PREFIX_TUNING\", \"task_type\": \"SEQ_2_SEQ_LM\", \"num_virtual_tokens\": 3,"
+                    " \"num_layers\": 2, \"token_dim\": 36, \"num_attention_heads\": 3,"
+                    " \"num_transformer_submodules\": 2, \"prefix_projection\": false}");
+    assert_status_names(rt, pfx_adapter_bank_add(b2, tmp, &e), PFX_ERROR_UNSUPPORTED, "num_transformer_submodules");
+    remove(cfg);
+    snprintf(cfg, sizeof(cfg), "%s/adapter_model.safetensors", tmp);
+    remove(cfg);
+    rmdir(tmp);
+    pfx_adapter_bank_destroy(&b2);
+    assert_int_equal(pfx_adapter_bank_create(w.model, 0, &b2), PFX_ERROR_INVALID_ARGUMENT);
+    assert_null(b2);
+    assert_int_equal(pfx_kv_cache_create(w.model, 5, 8, &w.cache), PFX_ERROR_OUT_OF_RANGE);
+    assert_null(w.cache);
+    assert_int_equal(pfx_kv_cache_create(w.model, 2, 1000, &w.cache), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_kv_cache_create(w.model, 2, 6, &w.cache), PFX_SUCCESS);
+
+    pfx_model_shape shape;
+    assert_int_equal(pfx_model_get_shape(w.model, &shape), PFX_SUCCESS);
+    pfx_tensor *logits = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, shape.vocab }, &logits), PFX_SUCCESS);
+    int32_t ids[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, lens[2] = { 4, 3 }, ad[2] = { 0, -1 };
+    pfx_serve_step st = { 2, 4, ids, lens, ad };
+    ids[5] = (int32_t)shape.vocab;
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "step.ids[5]");
+    ids[5] = 6;
+    ad[1] = 4;
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "step.adapter[1]");
+    ad[1] = -1;
+    lens[0] = 5;
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "step.lens[0]");
+    lens[0] = 4;
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, NULL, &st, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "step.adapter[0]");
+    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_len(w.cache, 0), 4);
+    assert_int_equal(pfx_kv_cache_len(w.cache, 1), 3);
+    /* a prompt into a slot that holds tokens; another adapter for a slot */
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_UNSUPPORTED,
+                        "step.tokens");
+    st.tokens = 1;
+    lens[0] = lens[1] = 1;
+    ad[1] = 1;
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_INVALID_ARGUMENT,
+                        "prefilled");
+    ad[1] = -1;
+    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
+    /* slot 0 holds 6 = max_len now */
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "slot 0");
+    lens[0] = lens[1] = 0;
+    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_INVALID_ARGUMENT);
+    pfx_tensor_destroy(&logits);
+    close_world(&w);
+}
+
+static void count_token(void *user, size_t r, int32_t token)
+{
+    (void)token;
+    ((size_t *)user)[r]++;
+}
+
+/* Writes a prefixcl prefixes file for `w`'s model: random prefixes of
+ * length P, random gains (gain_mode), kv heads `hkv` (the model's to fit). */
+static void write_layers(const world *w, const char *path, size_t L, size_t P, size_t hkv, const char *gain_mode,
+                         uint64_t seed)
+{
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
+    const size_t n = hkv * P * s.head_dim;
+    pfx_named_tensor items[3 * 4];
+    char names[3 * 4][48];
+    float *data = malloc((2 * n + s.heads) * L * sizeof(float));
+    assert_non_null(data);
+    uint64_t x = seed;
+    for (size_t i = 0; i < (2 * n + s.heads) * L; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        data[i] = (float)((double)(x >> 40) / (double)(1ull << 24) * 3.0 - 1.5);
+    }
+    assert_true(L <= 4);
+    for (size_t l = 0; l < L; l++) {
+        snprintf(names[3 * l], 48, "layers.%zu.prefix_k", l);
+        snprintf(names[3 * l + 1], 48, "layers.%zu.prefix_v", l);
+        snprintf(names[3 * l + 2], 48, "layers.%zu.gain", l);
+        float *base = data + l * (2 * n + s.heads);
+        items[3 * l] = (pfx_named_tensor){ .name = names[3 * l], .host = base, .ndim = 3,
+                                           .shape = { hkv, P, s.head_dim }, .dtype = PFX_DTYPE_F32 };
+        items[3 * l + 1] = (pfx_named_tensor){ .name = names[3 * l + 1], .host = base + n, .ndim = 3,
+                                               .shape = { hkv, P, s.head_dim }, .dtype = PFX_DTYPE_F32 };
+        items[3 * l + 2] = (pfx_named_tensor){ .name = names[3 * l + 2], .host = base + 2 * n, .ndim = 1,
+                                               .shape = { s.heads }, .dtype = PFX_DTYPE_F32 };
+    }
+    pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", gain_mode } };
+    assert_int_equal(pfx_safetensors_save(NULL, path, items, 3 * L, meta, 2), PFX_SUCCESS);
+    free(data);
+}
+
+static void write_prefixes(const world *w, const char *path, size_t P, size_t hkv, const char *gain_mode,
+                           uint64_t seed)
+{
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
+    write_layers(w, path, s.layers, P, hkv, gain_mode, seed);
+}
+
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* The step's logits equal pfx_model_last_logits with the same bank (two
+ * adapters, prompts of different lengths; then a prefixcl file with tanh
+ * gains); adapters with different gains cannot share a step; prefixcl
+ * files that do not fit are refused. */
+static void test_step_matches_model_and_gains(void **state)
+{
+    pfx_runtime *rt = *state;
+    world w;
+    open_world(&w, rt, "llama");
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(w.model, &s), PFX_SUCCESS);
+    const size_t V = s.vocab;
+    int32_t ids[2 * 9] = { 0 }, lens[2] = { 9, 4 }, entry[2] = { 3, 1 };
+    for (int i = 0; i < 18; i++)
+        ids[i] = (int32_t)((i * 37 + 11) % (int)V);
+    pfx_tensor *la = NULL, *lb = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, V }, &la), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, V }, &lb), PFX_SUCCESS);
+    float *a = malloc(2 * V * sizeof(float)), *b = malloc(2 * V * sizeof(float));
+    pfx_serve_step step = { 2, 9, ids, lens, entry };
+    pfx_model_prefix pre;
+    assert_int_equal(pfx_adapter_bank_prefix(w.bank, entry, 2, &pre), PFX_SUCCESS);
+    pfx_model_batch mb = { 2, 9, ids, lens, NULL };
+    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &step, la), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
+    assert_true(rel_err(a, b, 2 * V) < 1e-5);
+
+    /* a prefixcl file with gains beside a PEFT adapter of the same P */
+    char dir[] = "/tmp/pfx-gen-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/prefixes.safetensors", dir);
+    write_prefixes(&w, path, 5, s.kv_heads, "tanh", 7);
+    pfx_adapter_bank *bank = NULL;
+    pfx_kv_cache *cache = NULL;
+    int32_t e = -1;
+    assert_int_equal(pfx_adapter_bank_create(w.model, 2, &bank), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_create(w.model, 2, 16, &cache), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_add(bank, dir, &e), PFX_SUCCESS);
+    assert_int_equal(e, 0);
+    char peft[1200];
+    snprintf(peft, sizeof(peft), "%s/adapter2", w.dir);
+    assert_int_equal(pfx_adapter_bank_add(bank, peft, &e), PFX_SUCCESS);
+    assert_int_equal(e, 1);
+    int32_t one[2] = { 0, 0 };
+    step.adapter = one;
+    assert_int_equal(pfx_adapter_bank_prefix(bank, one, 2, &pre), PFX_SUCCESS);
+    assert_int_equal(pre.gain_mode, PFX_GAIN_TANH);
+    assert_int_equal(pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
+    assert_true(rel_err(a, b, 2 * V) < 1e-5);
+    /* the gains matter: the same prefixes without them differ */
+    pre.gain_mode = PFX_GAIN_OFF;
+    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
+    assert_true(rel_err(a, b, 2 * V) > 1e-3);
+    /* gains and no gains in one step */
+    int32_t mixed[2] = { 0, 1 };
+    step.adapter = mixed;
+    assert_int_equal(pfx_kv_cache_reset(cache, 0), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
+    assert_status_names(rt, pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_ERROR_UNSUPPORTED,
+                        "different gains");
+    /* ... but pfx_generate runs them as two batches: each equals its run alone */
+    int32_t out[3][NEW], alone[NEW];
+    pfx_request q[3] = { { ids, 9, 0, 5, out[0], 0 }, { ids + 9, 4, 1, 6, out[1], 0 }, { ids + 9, 4, 0, 7, out[2], 0 } };
+    size_t seen[3] = { 0, 0, 0 };
+    pfx_kv_cache *small = NULL; /* 9 + 7 - 1 tokens do not fit 14 */
+    assert_int_equal(pfx_kv_cache_create(w.model, 2, 14, &small), PFX_SUCCESS);
+    assert_status_names(rt, pfx_generate(w.model, small, bank, q, 2, &greedy, NULL, NULL, NULL),
+                        PFX_ERROR_OUT_OF_RANGE, "requests[0]");
+    pfx_kv_cache_destroy(&small);
+    assert_int_equal(pfx_generate(w.model, cache, bank, q, 2, &greedy, count_token, seen, NULL), PFX_SUCCESS);
+    assert_int_equal(seen[0], NEW);
+    assert_int_equal(seen[1], NEW);
+    for (int r = 0; r < 3; r++) {
+        pfx_request one = q[r];
+        one.out = alone;
+        assert_int_equal(pfx_generate(w.model, cache, bank, &one, 1, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+        if (r < 2)
+            assert_memory_equal(alone, out[r], NEW * sizeof(int32_t));
+        else
+            memcpy(out[2], alone, sizeof(alone));
+    }
+    /* gains x2 requests in one call: entry 0 twice beside entry 1 */
+    pfx_request q3[2] = { q[2], q[1] };
+    int32_t o3[2][NEW];
+    q3[0].out = o3[0];
+    q3[1].out = o3[1];
+    assert_int_equal(pfx_generate(w.model, cache, bank, q3, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+    assert_memory_equal(o3[0], out[2], sizeof(alone));
+    assert_memory_equal(o3[1], out[1], sizeof(alone));
+    q3[0].adapter = 2;
+    assert_status_names(rt, pfx_generate(w.model, cache, bank, q3, 2, &greedy, NULL, NULL, NULL),
+                        PFX_ERROR_OUT_OF_RANGE, "requests[0].adapter");
+    /* files that do not fit */
+    pfx_adapter_bank *b3 = NULL;
+    assert_int_equal(pfx_adapter_bank_create(w.model, 2, &b3), PFX_SUCCESS);
+    write_prefixes(&w, path, 5, s.kv_heads + 1, "off", 8);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE, "kv heads");
+    write_prefixes(&w, path, 4, s.kv_heads, "off", 9);
+    assert_status_names(rt, pfx_adapter_bank_add(bank, path, &e), PFX_ERROR_OUT_OF_RANGE, "full");
+    assert_int_equal(pfx_adapter_bank_add(b3, path, &e), PFX_SUCCESS);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, peft, &e), PFX_ERROR_INVALID_SHAPE, "prefix length");
+    write_layers(&w, path, s.layers - 1, 4, s.kv_heads, "off", 9);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE, "layers");
+    write_layers(&w, path, s.layers + 1, 4, s.kv_heads, "off", 9);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE, "layers");
+    write_prefixes(&w, path, 4, s.kv_heads, "sigmoid", 9);
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_FORMAT, "gain_mode");
+    assert_int_equal(pfx_adapter_bank_count(b3), 1);
+    remove(path);
+    rmdir(dir);
+    pfx_adapter_bank_destroy(&b3);
+    pfx_adapter_bank_destroy(&bank);
+    pfx_kv_cache_destroy(&cache);
+    pfx_tensor_destroy(&la);
+    pfx_tensor_destroy(&lb);
+    free(a);
+    free(b);
+    close_world(&w);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_generate FIXTURE_DIR\n");
+        return 2;
+    }
+    g_fixtures = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sampling),
+        cmocka_unit_test(test_hf_greedy_gpt2),
+        cmocka_unit_test(test_hf_greedy_llama),
+        cmocka_unit_test(test_batch_gpt2),
+        cmocka_unit_test(test_batch_llama),
+        cmocka_unit_test(test_cache_growth),
+        cmocka_unit_test(test_stop_and_seed),
+        cmocka_unit_test(test_bad_adapters_and_steps),
+        cmocka_unit_test(test_step_matches_model_and_gains),
+    };
+    return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
+}

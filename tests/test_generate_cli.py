@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""prefixcl generate and eval on the tiny GPT-2 fixture with its tokenizer
+(tests/fixtures/generate/gpt2, made by make_generate_fixture.py): greedy
+text equals HF's decode of HF generate (text.txt), a batch of prompts x
+adapters is labelled, eval prints loss and perplexity with and without the
+adapter, bad options and adapters fail with a message.
+
+usage: test_generate_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
+"""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def run(exe, args, code=0):
+    p = subprocess.run([exe] + args, capture_output=True, timeout=300)
+    if p.returncode != code:
+        sys.exit("%s: exit %d, expected %d\n%s" % (" ".join(args), p.returncode, code, p.stderr.decode(errors="replace")))
+    return p.stdout.decode("utf-8", errors="replace"), p.stderr.decode("utf-8", errors="replace")
+
+
+def main():
+    exe, fix = sys.argv[1], sys.argv[2]
+    model = os.path.join(fix, "gpt2")
+    with open(os.path.join(model, "text.txt")) as f:
+        cases = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    for adapter, prompt, expect in cases:
+        prompt, expect = json.loads(prompt), json.loads(expect)
+        args = ["generate", "--model", model, "--prompt", prompt, "--max-new-tokens", "7"]
+        if adapter != "-":
+            args += ["--adapter", os.path.join(model, adapter)]
+        out, err = run(exe, args)
+        if out != expect + "\n":
+            sys.exit("%s %r: %r, HF %r" % (adapter, prompt, out, expect))
+        if not re.search(r"prefill: \d+ tokens, [0-9.]+ tokens/s; decode: 6 tokens, [0-9.]+ tokens/s", err):
+            sys.exit("no tokens/s line: %r" % err)
+
+    # two prompts x two adapters in one batch, each labelled and equal to its single run
+    a0, a1 = os.path.join(model, "adapter0"), os.path.join(model, "adapter1")
+    out, _ = run(exe, ["generate", "--model", model, "--adapter", a0, "--adapter", a1,
+                       "--prompt", "the quick brown fox", "--prompt", "Hello, world", "--max-new-tokens", "7"])
+    lines = out.splitlines()
+    if len(lines) != 4 or not lines[1].startswith("[%s | prompt 0] " % a1):
+        sys.exit("batch output: %r" % out)
+    single = {(a, json.loads(p)): json.loads(e) for a, p, e in cases}
+    if lines[3] != "[%s | prompt 1] %s" % (a1, single[("adapter1", "Hello, world")]):
+        sys.exit("batch %r != single %r" % (lines[3], single[("adapter1", "Hello, world")]))
+
+    # eval: a frozen and an adapted loss, perplexity = exp(loss)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "eval.txt")
+        with open(data, "w") as f:
+            f.write("the quick brown fox jumps over the lazy dog\nHello, world\nsketched harbour\n")
+        out, _ = run(exe, ["eval", "--model", model, "--adapter", a1, "--data", data, "--batch", "2"])
+        m = re.findall(r"loss ([0-9.]+), perplexity ([0-9.]+)", out)
+        if len(m) != 2 or "frozen model" not in out or "with " + a1 not in out:
+            sys.exit("eval output: %r" % out)
+        for loss, ppl in m:
+            if abs(math.exp(float(loss)) - float(ppl)) > 1e-3 * float(ppl):
+                sys.exit("perplexity %s is not exp(%s)" % (ppl, loss))
+        if m[0][0] == m[1][0]:
+            sys.exit("the adapter does not change the loss: %r" % out)
+        # batch size does not change the mean
+        out1, _ = run(exe, ["eval", "--model", model, "--data", data, "--batch", "3"])
+        if re.findall(r"loss ([0-9.]+)", out1)[0][:6] != m[0][0][:6]:
+            sys.exit("eval depends on --batch: %r vs %r" % (out1, out))
+
+    # errors
+    _, err = run(exe, ["generate", "--model", model], 2)
+    _, err = run(exe, ["generate", "--model", model, "--prompt-ids", "5 99999"], 1)
+    if "prompt-ids" not in err:
+        sys.exit("bad ids: %r" % err)
+    _, err = run(exe, ["generate", "--model", model, "--adapter", os.path.join(fix, "llama", "adapter0"),
+                       "--prompt", "hi"], 1)
+    if "token_dim" not in err:
+        sys.exit("mismatched adapter: %r" % err)
+    _, err = run(exe, ["generate", "--model", os.path.join(fix, "llama"), "--prompt", "hi"], 1)
+    if "tokenizer" not in err:
+        sys.exit("no tokenizer: %r" % err)
+    out, _ = run(exe, ["generate", "--model", os.path.join(fix, "llama"), "--prompt-ids", "5 17 3 44 9",
+                       "--max-new-tokens", "7"])
+    with open(os.path.join(fix, "llama", "expected.txt")) as f:
+        first = f.readline().rstrip("\n").split("\t")
+    if out.strip() != first[2]:
+        sys.exit("ids output %r, HF %r" % (out, first[2]))
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

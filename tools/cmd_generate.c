@@ -1,0 +1,255 @@
+/* prefixcl generate: text (or ids) from a model folder with prefix adapters,
+ * every prompt with every adapter in one batch, prefill and decode tokens/s. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "serve_cli.h"
+
+#define MAX_PROMPTS 64
+#define MAX_STOPS 16
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: prefixcl generate --model DIR [--adapter PATH]... (--prompt TEXT | --prompts FILE |\n"
+            "                         --prompt-ids IDS)... [options]\n"
+            "  --adapter PATH     a PEFT prefix-tuning folder or a prefixcl prefixes file (repeatable);\n"
+            "                     every prompt runs with every adapter, in batches of up to 8\n"
+            "  --prompt TEXT      a prompt (needs the folder's tokenizer)\n"
+            "  --prompts FILE     one prompt a line\n"
+            "  --prompt-ids IDS   a prompt as token ids (\"5 17 3\"), for folders without tokenizer\n"
+            "  --max-new-tokens N (default 32)   --temperature T (0: greedy)   --top-k K   --top-p P\n"
+            "  --seed S (request i samples with seed S + i)   --stop ID (repeatable; default: EOS)\n"
+            "  --device SEL\n");
+    return out == stdout ? 0 : 2;
+}
+
+typedef struct prompt {
+    int32_t *ids;
+    size_t len;
+} prompt;
+
+typedef struct stream {
+    const serve_ctx *ctx;
+    pfx_request *req;
+    size_t printed;     /* bytes of the decoded output already written */
+    bool live;          /* a single request: print as the tokens come */
+} stream;
+
+/* The decoded text of a request's output so far (or its ids). */
+static char *render(const serve_ctx *ctx, const pfx_request *q)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (ctx->tok && pfx_tokenizer_decode(ctx->tok, q->out, q->out_len, PFX_DECODE_SKIP_SPECIAL, &text, &len) ==
+                        PFX_SUCCESS)
+        return text;
+    size_t cap = q->out_len * 12 + 1, n = 0;
+    text = malloc(cap);
+    if (!text)
+        return NULL;
+    text[0] = '\0';
+    for (size_t i = 0; i < q->out_len; i++)
+        n += (size_t)snprintf(text + n, cap - n, i ? " %d" : "%d", (int)q->out[i]);
+    return text;
+}
+
+static void on_token(void *user, size_t r, int32_t token)
+{
+    (void)token;
+    stream *s = user;
+    if (!s->live || r != 0)
+        return;
+    char *text = render(s->ctx, s->req);
+    if (!text)
+        return;
+    size_t n = strlen(text);
+    if (n > s->printed) {
+        fputs(text + s->printed, stdout);
+        fflush(stdout);
+        s->printed = n;
+    }
+    free(text);
+}
+
+static bool add_text_prompt(serve_ctx *ctx, const char *text, prompt *p)
+{
+    if (!ctx->tok) {
+        fprintf(stderr, "prefixcl generate: the model folder has no tokenizer: use --prompt-ids\n");
+        return false;
+    }
+    if (pfx_tokenizer_encode(ctx->tok, text, strlen(text), PFX_ENCODE_ADD_SPECIAL, &p->ids, &p->len) !=
+            PFX_SUCCESS ||
+        p->len == 0) {
+        fprintf(stderr, "prefixcl generate: prompt \"%s\": %s\n", text,
+                p->len ? pfx_last_error(NULL) : "no tokens");
+        return false;
+    }
+    return true;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *model = NULL, *device = NULL, *texts[MAX_PROMPTS], *files[MAX_PROMPTS], *idtexts[MAX_PROMPTS];
+    size_t ntexts = 0, nfiles = 0, nids = 0, nstop = 0;
+    int32_t stops[MAX_STOPS];
+    uint64_t max_new = 32, top_k = 0, seed = 0, u;
+    float temperature = 0.0f, top_p = 0.0f;
+    serve_ctx ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    for (int i = 1; i < argc; i++) {
+        const char *a, *v;
+        int got = serve_option(argc, argv, &i, "generate", &a, &v);
+        if (got <= 0)
+            return usage(got ? stderr : stdout);
+        char *end = NULL;
+        if (!strcmp(a, "--model")) {
+            model = v;
+        } else if (!strcmp(a, "--device")) {
+            device = v;
+        } else if (!strcmp(a, "--adapter") && ctx.adapters < SERVE_MAX_ADAPTERS) {
+            ctx.adapter[ctx.adapters++] = v;
+        } else if (!strcmp(a, "--prompt") && ntexts < MAX_PROMPTS) {
+            texts[ntexts++] = v;
+        } else if (!strcmp(a, "--prompts") && nfiles < MAX_PROMPTS) {
+            files[nfiles++] = v;
+        } else if (!strcmp(a, "--prompt-ids") && nids < MAX_PROMPTS) {
+            idtexts[nids++] = v;
+        } else if (!strcmp(a, "--max-new-tokens") && cli_uint(v, 1, 1u << 20, &u)) {
+            max_new = u;
+        } else if (!strcmp(a, "--top-k") && cli_uint(v, 0, 1u << 30, &u)) {
+            top_k = u;
+        } else if (!strcmp(a, "--seed") && cli_uint(v, 0, UINT64_MAX, &u)) {
+            seed = u;
+        } else if (!strcmp(a, "--stop") && nstop < MAX_STOPS && cli_uint(v, 0, INT32_MAX, &u)) {
+            stops[nstop++] = (int32_t)u;
+        } else if (!strcmp(a, "--temperature") && (temperature = strtof(v, &end), *end == '\0') &&
+                   temperature >= 0.0f) {
+        } else if (!strcmp(a, "--top-p") && (top_p = strtof(v, &end), *end == '\0') && top_p >= 0.0f &&
+                   top_p <= 1.0f) {
+        } else {
+            fprintf(stderr, "prefixcl generate: bad option or value: %s %s\n", a, v);
+            return usage(stderr);
+        }
+    }
+    if (!model || ntexts + nfiles + nids == 0) {
+        fprintf(stderr, "prefixcl generate: --model and a prompt are required\n");
+        return usage(stderr);
+    }
+
+    /* prompts: read the files first (their lines are prompts) */
+    char *lines[MAX_PROMPTS];
+    size_t nlines = 0;
+    for (size_t f = 0; f < nfiles; f++) {
+        FILE *in = fopen(files[f], "r");
+        if (!in) {
+            fprintf(stderr, "prefixcl generate: cannot read %s\n", files[f]);
+            return 1;
+        }
+        char buf[8192];
+        while (fgets(buf, sizeof(buf), in) && nlines + ntexts < MAX_PROMPTS) {
+            buf[strcspn(buf, "\r\n")] = '\0';
+            if (buf[0])
+                lines[nlines++] = strdup(buf);
+        }
+        fclose(in);
+    }
+    size_t nprompts = ntexts + nlines + nids, adapters = ctx.adapters ? ctx.adapters : 1;
+    size_t total = nprompts * adapters, batch = total < 8 ? total : 8;
+    prompt ps[3 * MAX_PROMPTS];
+    memset(ps, 0, sizeof(ps));
+    int status = 1;
+    pfx_model_shape shape;
+    if (pfx_model_read_config(model, &shape) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(NULL));
+        goto out;
+    }
+    const size_t tokens = shape.max_positions < 256 ? shape.max_positions : 256;
+    if (!serve_open(&ctx, "generate", device, model, batch, tokens))
+        goto out;
+    size_t k = 0, longest = 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i < ntexts; i++)
+        ok = add_text_prompt(&ctx, texts[i], &ps[k++]);
+    for (size_t i = 0; ok && i < nlines; i++)
+        ok = add_text_prompt(&ctx, lines[i], &ps[k++]);
+    for (size_t i = 0; ok && i < nids; i++, k++)
+        if (!(ok = serve_parse_ids(idtexts[i], ctx.shape.vocab, &ps[k].ids, &ps[k].len)))
+            fprintf(stderr, "prefixcl generate: --prompt-ids \"%s\": ids in [0, %zu) expected\n", idtexts[i],
+                    ctx.shape.vocab);
+    for (size_t i = 0; ok && i < nprompts; i++)
+        longest = ps[i].len > longest ? ps[i].len : longest;
+    if (!ok)
+        goto out;
+    if (longest > ctx.tokens) {
+        fprintf(stderr, "prefixcl generate: a prompt of %zu tokens (%zu at most)\n", longest, ctx.tokens);
+        goto out;
+    }
+    if (!nstop && ctx.tok && pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) >= 0)
+        stops[nstop++] = pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS);
+    size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
+    if (max_len + P > ctx.shape.max_positions) {
+        fprintf(stderr, "prefixcl generate: %zu prompt + %zu new tokens (+ prefix %zu) exceed the model's %zu positions\n",
+                longest, (size_t)max_new, P, ctx.shape.max_positions);
+        goto out;
+    }
+    pfx_kv_cache *cache = NULL;
+    if (pfx_kv_cache_create(ctx.model, batch, max_len, &cache) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(ctx.rt));
+        goto out;
+    }
+    pfx_sampling s = { temperature, top_k, top_p, max_new, stops, nstop };
+    pfx_generate_stats all = { 0 };
+    status = 0;
+    for (size_t r0 = 0; r0 < total && !status; r0 += batch) {
+        size_t n = total - r0 < batch ? total - r0 : batch;
+        pfx_request req[8];
+        int32_t *outs = calloc(n * max_new, sizeof(int32_t));
+        if (!outs) {
+            status = 1;
+            break;
+        }
+        for (size_t i = 0; i < n; i++) {
+            size_t r = r0 + i, p = r / adapters, a = r % adapters;
+            req[i] = (pfx_request){ ps[p].ids, ps[p].len, ctx.adapters ? (int32_t)a : -1, seed + r,
+                                    outs + i * max_new, 0 };
+        }
+        stream st = { &ctx, &req[0], 0, total == 1 };
+        pfx_generate_stats gs;
+        if (pfx_generate(ctx.model, cache, ctx.bank, req, n, &s, on_token, &st, &gs) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(ctx.rt));
+            status = 1;
+        }
+        for (size_t i = 0; i < n && !status; i++) {
+            size_t r = r0 + i;
+            char *text = render(&ctx, &req[i]);
+            if (total == 1)
+                printf("%s\n", text && strlen(text) > st.printed ? text + st.printed : "");
+            else
+                printf("[%s | prompt %zu] %s\n", ctx.adapters ? ctx.adapter[r % adapters] : "no adapter",
+                       r / adapters, text ? text : "");
+            free(text);
+        }
+        all.prefill_tokens += gs.prefill_tokens;
+        all.prefill_seconds += gs.prefill_seconds;
+        all.decode_tokens += gs.decode_tokens;
+        all.decode_seconds += gs.decode_seconds;
+        free(outs);
+    }
+    if (!status)
+        fprintf(stderr, "prefill: %zu tokens, %.1f tokens/s; decode: %zu tokens, %.1f tokens/s (%s)\n",
+                all.prefill_tokens, all.prefill_seconds > 0 ? all.prefill_tokens / all.prefill_seconds : 0.0,
+                all.decode_tokens, all.decode_seconds > 0 ? all.decode_tokens / all.decode_seconds : 0.0,
+                pfx_runtime_device(ctx.rt)->device_name);
+    pfx_kv_cache_destroy(&cache);
+out:
+    for (size_t i = 0; i < nprompts; i++)
+        free(ps[i].ids);
+    for (size_t i = 0; i < nlines; i++)
+        free(lines[i]);
+    serve_close(&ctx);
+    return status;
+}

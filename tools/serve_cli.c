@@ -1,0 +1,130 @@
+/* Shared setup of the serving commands (serve_cli.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "serve_cli.h"
+
+static bool has_tokenizer(const char *dir)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/tokenizer.json", dir);
+    if (stat(path, &sb) == 0)
+        return true;
+    snprintf(path, sizeof(path), "%s/vocab.json", dir);
+    return stat(path, &sb) == 0;
+}
+
+bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char *dir, size_t batch,
+                size_t tokens)
+{
+    pfx_runtime_params rp;
+    pfx_runtime_default_params(&rp);
+    rp.device = device;
+    if (pfx_runtime_create(&ctx->rt, &rp) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(NULL));
+        return false;
+    }
+    pfx_model_shape shape;
+    if (pfx_model_read_config(dir, &shape) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(NULL));
+        serve_close(ctx);
+        return false;
+    }
+    /* the adapters' prefix takes positions before the tokens */
+    size_t P = 0;
+    if (ctx->adapters && pfx_adapter_prefix_len(ctx->adapter[0], &P) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(NULL));
+        serve_close(ctx);
+        return false;
+    }
+    if (P >= shape.max_positions) {
+        fprintf(stderr, "prefixcl %s: %s: a prefix of %zu leaves none of the model's %zu positions\n", cmd,
+                ctx->adapter[0], P, shape.max_positions);
+        serve_close(ctx);
+        return false;
+    }
+    if (tokens + P > shape.max_positions)
+        tokens = shape.max_positions - P;
+    ctx->tokens = tokens;
+    pfx_model_params mp = { .max_batch = batch, .max_tokens = tokens, .recompute = true, .max_prefix_len = P };
+    if (pfx_model_load(ctx->rt, dir, &mp, &ctx->model) != PFX_SUCCESS ||
+        pfx_model_get_shape(ctx->model, &ctx->shape) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
+        serve_close(ctx);
+        return false;
+    }
+    if (has_tokenizer(dir) && pfx_tokenizer_load(dir, &ctx->tok) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(NULL));
+        serve_close(ctx);
+        return false;
+    }
+    if (ctx->adapters && pfx_adapter_bank_create(ctx->model, ctx->adapters, &ctx->bank) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
+        serve_close(ctx);
+        return false;
+    }
+    for (size_t i = 0; i < ctx->adapters; i++) {
+        int32_t entry;
+        if (pfx_adapter_bank_add(ctx->bank, ctx->adapter[i], &entry) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
+            serve_close(ctx);
+            return false;
+        }
+    }
+    return true;
+}
+
+void serve_close(serve_ctx *ctx)
+{
+    pfx_adapter_bank_destroy(&ctx->bank);
+    pfx_tokenizer_free(&ctx->tok);
+    pfx_model_destroy(&ctx->model);
+    pfx_runtime_destroy(&ctx->rt);
+}
+
+int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name, const char **value)
+{
+    *name = argv[*i];
+    *value = NULL;
+    if (!strcmp(*name, "--help") || !strcmp(*name, "-h"))
+        return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "prefixcl %s: %s needs a value\n", cmd, *name);
+        return -1;
+    }
+    *value = argv[++*i];
+    return 1;
+}
+
+bool serve_parse_ids(const char *text, size_t vocab, int32_t **ids, size_t *count)
+{
+    size_t cap = strlen(text) / 2 + 1, n = 0;
+    int32_t *out = malloc(cap * sizeof(int32_t));
+    if (!out)
+        return false;
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || (unsigned long)v >= vocab || (*end && *end != ' ' && *end != ',')) {
+            free(out);
+            return false;
+        }
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+    if (!n) {
+        free(out);
+        return false;
+    }
+    *ids = out;
+    *count = n;
+    return true;
+}

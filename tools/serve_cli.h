@@ -1,0 +1,38 @@
+/* What `prefixcl generate` and `prefixcl eval` share: the runtime, the model
+ * folder, its tokenizer (when the folder has one) and the adapter bank. */
+#ifndef PFX_TOOLS_SERVE_CLI_H
+#define PFX_TOOLS_SERVE_CLI_H
+
+#include "prefixcl/prefixcl.h"
+#include "prefixcl/tokenizer.h"
+
+#define SERVE_MAX_ADAPTERS 8
+
+typedef struct serve_ctx {
+    pfx_runtime *rt;
+    pfx_model *model;
+    pfx_model_shape shape;
+    pfx_tokenizer *tok;          /* NULL when the folder has none */
+    pfx_adapter_bank *bank;      /* NULL without adapters */
+    const char *adapter[SERVE_MAX_ADAPTERS];
+    size_t adapters;
+    size_t tokens;               /* the model's max_tokens (what fits beside the prefix) */
+} serve_ctx;
+
+/* Runtime on `device` (NULL: default), the model of `dir` (forward only:
+ * no activations kept) with room for batch x tokens (fewer when the first
+ * adapter's prefix needs the positions; ctx->tokens says), its tokenizer when
+ * present, and the adapters in one bank. Prints the error as "prefixcl CMD:
+ * ..." and returns false on failure (ctx is then closed). */
+bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char *dir, size_t batch,
+                size_t tokens);
+void serve_close(serve_ctx *ctx);
+
+/* Option argv[*i] and its value (*i advanced past the value): 1; --help or
+ * -h: 0; no value: -1 (said on stderr). */
+int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name, const char **value);
+
+/* Space- or comma-separated ids, each in [0, vocab); a malloc'ed array. */
+bool serve_parse_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
+
+#endif
