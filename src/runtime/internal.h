@@ -11,7 +11,7 @@
 
 #define PFX_ERROR_MAX 16384
 
-/* Vendor family that picks kernel tile defaults (see src/ops/tuning.c). */
+/* Vendor family that picks kernel tile defaults (see src/ops/attention_tuning_db.c). */
 typedef enum pfx_vendor {
     PFX_VENDOR_OTHER = 0,
     PFX_VENDOR_NVIDIA,
@@ -47,6 +47,9 @@ struct pfx_runtime {
     size_t program_count;
     pfx_kernel_entry *kernels;
     size_t kernel_count;
+
+    /* Attention tile override (src/ops/attention_tuning.h); NULL: none. */
+    struct pfx_attn_override *attn_override;
 
     char error[PFX_ERROR_MAX];
 };

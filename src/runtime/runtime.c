@@ -5,6 +5,7 @@
 
 #include "device.h"
 #include "program.h"
+#include "../ops/attention_tuning.h"
 
 void pfx_runtime_default_params(pfx_runtime_params *params)
 {
@@ -54,10 +55,22 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
     if (err == CL_SUCCESS)
         st = pfx_cache_dir_resolve(params->disable_cache ? NULL : params->cache_dir,
                                    params->disable_cache, rt->cache_dir, sizeof(rt->cache_dir));
+    bool tuning_failed = false;
+    if (err == CL_SUCCESS && st == PFX_SUCCESS) {
+        pfx_attn_override override;
+        st = pfx_attn_override_load(NULL, params->kernel_tuning, rt->cache_dir, &override);
+        tuning_failed = st != PFX_SUCCESS;
+        if (!tuning_failed && override.count && !(rt->attn_override = malloc(sizeof(override)))) {
+            st = pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "runtime: host allocation failed");
+            tuning_failed = true;
+        }
+        if (rt->attn_override)
+            *rt->attn_override = override;
+    }
     if (err != CL_SUCCESS || st != PFX_SUCCESS) {
         if (err != CL_SUCCESS)
             st = pfx_cl_error(NULL, err, "creating the OpenCL context and queue");
-        else
+        else if (!tuning_failed)
             pfx_error(NULL, st, "%s", "cache folder path too long");
         if (rt->queue)
             clReleaseCommandQueue(rt->queue);
@@ -78,6 +91,7 @@ void pfx_runtime_destroy(pfx_runtime **rtp)
     if (rt->queue)
         clFinish(rt->queue);
     pfx_programs_release(rt);
+    free(rt->attn_override);
     if (rt->queue)
         clReleaseCommandQueue(rt->queue);
     if (rt->context)
