@@ -639,17 +639,18 @@ static void test_override_text(void **state)
     assert_status_names(rt, pfx_attn_override_set(rt, "attention_fwd BLOCK_M=-3"),
                         PFX_ERROR_INVALID_ARGUMENT, "BLOCK_M=-3");
     /* a valid text: comments, ';', the -D spelling, a line per class */
-    assert_int_equal(pfx_attn_override_set(rt, "# mine\nattention_fwd -DPFX_ATTN_BLOCK_M=16 "
-                                               "KSPLIT=1 VEC=1 Q_LOCAL=1; attention_fwd "
-                                               "HEAD_DIM=128 BLOCK_N=8 VEC=1 KSPLIT=1 BLOCK_M=8"),
+    /* (tiles that fit 32 KiB of local memory: rusticl's) */
+    assert_int_equal(pfx_attn_override_set(rt, "# mine\nattention_fwd -DPFX_ATTN_BLOCK_M=8 "
+                                               "BLOCK_N=8 KSPLIT=1 VEC=1 Q_LOCAL=1; attention_fwd "
+                                               "HEAD_DIM=128 BLOCK_N=16 VEC=1 KSPLIT=1 BLOCK_M=8"),
                      PFX_SUCCESS);
     pfx_attn_fwd_tiles t;
     assert_int_equal(pfx_attn_fwd_select(rt, "test", 100, 50, &t), PFX_SUCCESS);
     assert_int_equal(t.head_dim, 128);
-    assert_int_equal(t.block_n, 8);
+    assert_int_equal(t.block_n, 16);
     assert_int_equal(pfx_attn_fwd_select(rt, "test", 200, 50, &t), PFX_SUCCESS);
     assert_int_equal(t.head_dim, 256);
-    assert_int_equal(t.block_m, 16);
+    assert_int_equal(t.block_n, 8);
     fwd_case c = base_case(1, 2, 1, 9, 14, 3, 100, 140);
     run_case(rt, &c);
     /* VEC 16 with KSPLIT 2 breaks the kernel's rule: refused, named */
