@@ -1,6 +1,7 @@
 /* pfx_attention_forward against the double-precision reference, and its
  * argument checks (suite 'attention_forward'). */
 #include <math.h>
+#include <unistd.h>
 
 #include "pfx_test.h"
 #include "reference/random.h"
@@ -606,6 +607,51 @@ static void test_every_config(void **state)
     assert_true(attn_for_each_config(*state, "attention_fwd", config_cases, &seed) > 0);
 }
 
+/* The override a runtime takes at creation: pfx_runtime_params, else
+ * $PREFIXCL_TUNING, else tuning.txt in the cache folder; a malformed text
+ * fails the creation, naming the part at fault. */
+static void test_override_sources(void **state)
+{
+    (void)state;
+    pfx_runtime_params params;
+    pfx_runtime_default_params(&params);
+    pfx_runtime *rt = NULL;
+    params.kernel_tuning = "attention_bwd DSPLIT=x";
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_ERROR_INVALID_ARGUMENT);
+    assert_null(rt);
+    assert_non_null(strstr(pfx_last_error(NULL), "DSPLIT=x"));
+    params.kernel_tuning = "attention_bwd BLOCK_M=16 BLOCK_N=16";
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
+    assert_non_null(rt->attn_override);
+    assert_string_equal(rt->attn_override->text,
+                        "attention_bwd -DPFX_ATTN_BLOCK_M=16 -DPFX_ATTN_BLOCK_N=16");
+    pfx_runtime_destroy(&rt);
+
+    char dir[] = "/tmp/pfx-tuning-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/tuning.txt", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("# from the cache folder\nattention_fwd BLOCK_N=8\n", f);
+    fclose(f);
+    params.kernel_tuning = NULL;
+    params.cache_dir = dir;
+    const char *env = getenv("PREFIXCL_TUNING");
+    assert_null(env); /* the suite runs without one */
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
+    assert_non_null(rt->attn_override);
+    assert_non_null(strstr(rt->attn_override->source, "tuning.txt"));
+    assert_string_equal(rt->attn_override->text, "attention_fwd -DPFX_ATTN_BLOCK_N=8");
+    pfx_runtime_destroy(&rt);
+    setenv("PREFIXCL_TUNING", "attention_fwd BLOCK_M=4", 1);
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
+    assert_string_equal(rt->attn_override->source, "$PREFIXCL_TUNING");
+    pfx_runtime_destroy(&rt);
+    unsetenv("PREFIXCL_TUNING");
+    remove(path);
+    rmdir(dir);
+}
+
 /* Small heads run their own classes (16, 32), not the D = 64 variant, in the
  * forward and the backward alike. */
 static void test_head_classes(void **state)
@@ -688,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_local_memory_limit),
         cmocka_unit_test(test_head_classes),
+        cmocka_unit_test(test_override_sources),
         cmocka_unit_test(test_override_text),
         cmocka_unit_test(test_every_config),
     };
