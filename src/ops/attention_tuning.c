@@ -1,17 +1,12 @@
 /*
- * The attention tuning database (see attention_tuning.h): lookup, fit to the
- * device, option text, and the user override. The entries themselves are in
+ * The attention tuning database (see attention_tuning.h): sizes, fit to the
+ * device, option text and kernel rules, the choice the ops make; the user
+ * override is read in attention_override.c. The entries themselves are in
  * attention_tuning_db.c; the sweeps behind them are in bench/README.md.
  */
-#include <ctype.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "attention_tuning.h"
 
@@ -23,6 +18,11 @@ static int class_index(unsigned dim_class)
         if (pfx_attn_classes[c] == dim_class)
             return c;
     return -1;
+}
+
+bool pfx_attn_is_class(unsigned dim_class)
+{
+    return class_index(dim_class) >= 0;
 }
 
 unsigned pfx_attn_dim_class(size_t D)
@@ -121,13 +121,8 @@ bool pfx_attn_bwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
 
 /* ---- the vocabulary: field names, option text ---- */
 
-typedef struct field {
-    const char *name; /* the -D option without PFX_ATTN_ */
-    size_t offset;
-} field;
-
 #define FWD_FIELD(f, NAME) { NAME, offsetof(pfx_attn_fwd_tiles, f) }
-static const field fwd_fields[] = {
+const pfx_attn_field pfx_attn_fwd_fields[PFX_ATTN_FWD_FIELDS] = {
     FWD_FIELD(head_dim, "HEAD_DIM"), FWD_FIELD(block_m, "BLOCK_M"),
     FWD_FIELD(block_n, "BLOCK_N"),   FWD_FIELD(ksplit, "KSPLIT"),
     FWD_FIELD(kv_pad, "KV_PAD"),     FWD_FIELD(q_local, "Q_LOCAL"),
@@ -135,26 +130,24 @@ static const field fwd_fields[] = {
     FWD_FIELD(vec, "VEC"),           FWD_FIELD(unroll_d, "UNROLL_D"),
 };
 #define BWD_FIELD(f, NAME) { NAME, offsetof(pfx_attn_bwd_tiles, f) }
-static const field bwd_fields[] = {
+const pfx_attn_field pfx_attn_bwd_fields[PFX_ATTN_BWD_FIELDS] = {
     BWD_FIELD(head_dim, "HEAD_DIM"), BWD_FIELD(block_m, "BLOCK_M"),
     BWD_FIELD(block_n, "BLOCK_N"),   BWD_FIELD(dsplit, "DSPLIT"),
     BWD_FIELD(vec, "VEC"),
 };
-#define FWD_FIELD_COUNT (sizeof(fwd_fields) / sizeof(fwd_fields[0]))
-#define BWD_FIELD_COUNT (sizeof(bwd_fields) / sizeof(bwd_fields[0]))
-
-static unsigned *field_at(void *tiles, const field *f)
+unsigned *pfx_attn_field_at(void *tiles, const pfx_attn_field *f)
 {
     return (unsigned *)((char *)tiles + f->offset);
 }
 
-static void options_of(const void *tiles, const field *fields, size_t count, char *buf, size_t cap)
+static void options_of(const void *tiles, const pfx_attn_field *fields, size_t count, char *buf,
+                       size_t cap)
 {
     size_t at = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < count && at < cap; i++) {
         int n = snprintf(buf + at, cap - at, "%s-DPFX_ATTN_%s=%u", i ? " " : "", fields[i].name,
-                         *field_at((void *)tiles, &fields[i]));
+                         *pfx_attn_field_at((void *)tiles, &fields[i]));
         if (n < 0)
             break;
         at += (size_t)n;
@@ -163,12 +156,12 @@ static void options_of(const void *tiles, const field *fields, size_t count, cha
 
 void pfx_attn_fwd_options(const pfx_attn_fwd_tiles *t, char *buf, size_t cap)
 {
-    options_of(t, fwd_fields, FWD_FIELD_COUNT, buf, cap);
+    options_of(t, pfx_attn_fwd_fields, PFX_ATTN_FWD_FIELDS, buf, cap);
 }
 
 void pfx_attn_bwd_options(const pfx_attn_bwd_tiles *t, char *buf, size_t cap)
 {
-    options_of(t, bwd_fields, BWD_FIELD_COUNT, buf, cap);
+    options_of(t, pfx_attn_bwd_fields, PFX_ATTN_BWD_FIELDS, buf, cap);
 }
 
 /* ---- kernel constraints (the #error checks of the kernels) ---- */
@@ -208,217 +201,6 @@ static const char *bwd_invalid(const pfx_attn_bwd_tiles *t)
     return NULL;
 }
 
-/* ---- the override ---- */
-
-static bool name_is(const char *s, size_t n, const char *name)
-{
-    return strlen(name) == n && !strncmp(s, name, n);
-}
-
-static pfx_status parse_line(pfx_runtime *rt, const char *line, size_t len,
-                             pfx_attn_override *out)
-{
-    const char *end = line + len;
-    while (line < end && isspace((unsigned char)*line))
-        line++;
-    while (end > line && isspace((unsigned char)end[-1]))
-        end--;
-    if (line == end)
-        return PFX_SUCCESS;
-    const char *p = line;
-    while (p < end && !isspace((unsigned char)*p))
-        p++;
-    pfx_attn_override_line ol;
-    memset(&ol, 0, sizeof(ol));
-    if (name_is(line, (size_t)(p - line), "attention_fwd"))
-        ol.bwd = false;
-    else if (name_is(line, (size_t)(p - line), "attention_bwd"))
-        ol.bwd = true;
-    else
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "kernel tuning: '%.*s' is not a tuned program (attention_fwd or "
-                         "attention_bwd)",
-                         (int)(p - line), line);
-    const field *fields = ol.bwd ? bwd_fields : fwd_fields;
-    const size_t count = ol.bwd ? BWD_FIELD_COUNT : FWD_FIELD_COUNT;
-    while (p < end) {
-        while (p < end && isspace((unsigned char)*p))
-            p++;
-        if (p == end)
-            break;
-        const char *tok = p;
-        while (p < end && !isspace((unsigned char)*p))
-            p++;
-        const char *name = tok, *eq = memchr(tok, '=', (size_t)(p - tok));
-        if (!strncmp(name, "-D", 2))
-            name += 2;
-        if (!strncmp(name, "PFX_ATTN_", 9))
-            name += 9;
-        size_t f = count;
-        if (eq)
-            for (f = 0; f < count && !name_is(name, (size_t)(eq - name), fields[f].name); f++)
-                ;
-        char *num_end = NULL;
-        unsigned long v = 0;
-        if (eq && eq + 1 < p && isdigit((unsigned char)eq[1]))
-            v = strtoul(eq + 1, &num_end, 10);
-        if (f == count || num_end != p || v > 65536)
-            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                             "kernel tuning: '%.*s' is not NAME=VALUE with a field of %s "
-                             "(see `prefixcl kernel-configs`) and a value up to 65536",
-                             (int)(p - tok), tok, ol.bwd ? "attention_bwd" : "attention_fwd");
-        ol.values[f] = (unsigned)v;
-        ol.mask |= 1u << f;
-    }
-    if (out->count == PFX_ATTN_OVERRIDE_LINES)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "kernel tuning: more than %d lines", PFX_ATTN_OVERRIDE_LINES);
-    if ((ol.mask & 1u) && class_index(ol.values[0]) < 0)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "kernel tuning: %s HEAD_DIM=%u is not a head-size class (16, 32, 64, "
-                         "128 or 256)",
-                         ol.bwd ? "attention_bwd" : "attention_fwd", ol.values[0]);
-    out->lines[out->count++] = ol;
-    return PFX_SUCCESS;
-}
-
-static void normalize(pfx_attn_override *o)
-{
-    size_t at = 0;
-    o->text[0] = '\0';
-    for (size_t i = 0; i < o->count; i++) {
-        const pfx_attn_override_line *l = &o->lines[i];
-        const field *fields = l->bwd ? bwd_fields : fwd_fields;
-        size_t count = l->bwd ? BWD_FIELD_COUNT : FWD_FIELD_COUNT;
-        at += (size_t)snprintf(o->text + at, sizeof(o->text) - at, "%s%s", i ? "\n" : "",
-                               l->bwd ? "attention_bwd" : "attention_fwd");
-        for (size_t f = 0; f < count && at < sizeof(o->text); f++)
-            if (l->mask & (1u << f))
-                at += (size_t)snprintf(o->text + at, sizeof(o->text) - at, " -DPFX_ATTN_%s=%u",
-                                       fields[f].name, l->values[f]);
-        if (at >= sizeof(o->text))
-            break;
-    }
-}
-
-pfx_status pfx_attn_override_parse(pfx_runtime *rt, const char *text, const char *source,
-                                   pfx_attn_override *out)
-{
-    memset(out, 0, sizeof(*out));
-    snprintf(out->source, sizeof(out->source), "%s", source ? source : "");
-    if (!text)
-        return PFX_SUCCESS;
-    if (strlen(text) > 8192)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "kernel tuning (%s): longer than 8192 characters", out->source);
-    const char *p = text;
-    while (*p) {
-        size_t len = strcspn(p, "\n;#");
-        pfx_status st = parse_line(rt, p, len, out);
-        if (st != PFX_SUCCESS)
-            return st;
-        p += len;
-        if (*p == '#')
-            p += strcspn(p, "\n");
-        if (*p)
-            p++;
-    }
-    normalize(out);
-    return PFX_SUCCESS;
-}
-
-/* Reads <dir>/tuning.txt; *text NULL when it does not exist. Non-blocking
- * open and a regular-file check, so a FIFO there cannot hang the runtime. */
-static pfx_status read_tuning_file(pfx_runtime *rt, const char *path, char **text)
-{
-    *text = NULL;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? PFX_SUCCESS
-                               : pfx_error(rt, PFX_ERROR_IO, "kernel tuning: cannot open %s", path);
-    struct stat sb;
-    char *buf = NULL;
-    ssize_t got = -1;
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= 8192 &&
-        (buf = malloc((size_t)sb.st_size + 1)))
-        got = read(fd, buf, (size_t)sb.st_size);
-    close(fd);
-    if (got != (ssize_t)sb.st_size || !buf) {
-        free(buf);
-        return pfx_error(rt, PFX_ERROR_IO,
-                         "kernel tuning: %s is not a readable regular file of at most 8192 bytes",
-                         path);
-    }
-    buf[got] = '\0';
-    *text = buf;
-    return PFX_SUCCESS;
-}
-
-pfx_status pfx_attn_override_load(pfx_runtime *rt, const char *params_text, const char *cache_dir,
-                                  pfx_attn_override *out)
-{
-    if (params_text)
-        return pfx_attn_override_parse(rt, params_text, "pfx_runtime_params.kernel_tuning", out);
-    const char *env = getenv("PREFIXCL_TUNING");
-    if (env && *env)
-        return pfx_attn_override_parse(rt, env, "$PREFIXCL_TUNING", out);
-    pfx_attn_override_parse(rt, NULL, "", out);
-    if (!cache_dir || !*cache_dir)
-        return PFX_SUCCESS;
-    char path[1100], *text;
-    snprintf(path, sizeof(path), "%s/tuning.txt", cache_dir);
-    pfx_status st = read_tuning_file(rt, path, &text);
-    if (st == PFX_SUCCESS && text)
-        st = pfx_attn_override_parse(rt, text, path, out);
-    free(text);
-    return st;
-}
-
-pfx_status pfx_attn_override_set(pfx_runtime *rt, const char *text)
-{
-    if (!rt)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "rt is NULL");
-    pfx_attn_override *o = calloc(1, sizeof(*o));
-    if (!o)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "kernel tuning: host allocation failed");
-    pfx_status st = pfx_attn_override_parse(rt, text, "pfx_attn_override_set", o);
-    if (st != PFX_SUCCESS || !o->count) {
-        free(o);
-        o = NULL;
-    }
-    if (st == PFX_SUCCESS) {
-        free(rt->attn_override);
-        rt->attn_override = o;
-    }
-    return st;
-}
-
-/* The override line for a head size, or NULL: the smallest HEAD_DIM that
- * holds D, else a line without HEAD_DIM. */
-static const pfx_attn_override_line *override_for(const pfx_attn_override *o, bool bwd, size_t D)
-{
-    const pfx_attn_override_line *best = NULL, *any = NULL;
-    for (size_t i = 0; o && i < o->count; i++) {
-        const pfx_attn_override_line *l = &o->lines[i];
-        if (l->bwd != bwd)
-            continue;
-        if (!(l->mask & 1u)) {
-            if (!any)
-                any = l;
-        } else if (D <= l->values[0] && (!best || l->values[0] < best->values[0])) {
-            best = l;
-        }
-    }
-    return best ? best : any;
-}
-
-static void apply(void *tiles, const field *fields, size_t count, const pfx_attn_override_line *l)
-{
-    for (size_t f = 0; f < count; f++)
-        if (l->mask & (1u << f))
-            *field_at(tiles, &fields[f]) = l->values[f];
-}
-
 /* ---- what the ops use ---- */
 
 static const pfx_attn_tuning *db_of(const pfx_runtime *rt)
@@ -444,12 +226,12 @@ pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t
                          "%s: desc.head_dim %zu is above the largest supported head size %d", op,
                          D, PFX_ATTN_MAX_D);
     const bool decode = rows_per_kv_head <= db->decode_rows;
-    const pfx_attn_override_line *l = override_for(rt->attn_override, false, D);
+    const pfx_attn_override_line *l = pfx_attn_override_for(rt->attn_override, false, D);
     pfx_attn_fwd_tiles t;
     char options[PFX_OPTIONS_MAX];
     if (l) {
         t = decode ? db->decode[class_index(dc)] : db->fwd[class_index(dc)];
-        apply(&t, fwd_fields, FWD_FIELD_COUNT, l);
+        pfx_attn_override_apply(&t, false, l);
         pfx_attn_fwd_options(&t, options, sizeof(options));
         const char *bad = fwd_invalid(&t);
         if (bad)
@@ -478,14 +260,14 @@ pfx_status pfx_attn_bwd_select(pfx_runtime *rt, const char *op, size_t D, pfx_at
     unsigned dc = pfx_attn_dim_class(D);
     pfx_attn_bwd_tiles t;
     char options[PFX_OPTIONS_MAX];
-    const pfx_attn_override_line *l = override_for(rt->attn_override, true, D);
+    const pfx_attn_override_line *l = pfx_attn_override_for(rt->attn_override, true, D);
     if (!dc)
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
                          "%s: desc.head_dim %zu is above the largest supported head size %d", op,
                          D, PFX_ATTN_MAX_D);
     if (l) {
         t = db->bwd[class_index(dc)];
-        apply(&t, bwd_fields, BWD_FIELD_COUNT, l);
+        pfx_attn_override_apply(&t, true, l);
         pfx_attn_bwd_options(&t, options, sizeof(options));
         const char *bad = bwd_invalid(&t);
         if (bad)

@@ -104,6 +104,27 @@ typedef struct pfx_attn_override {
     char text[1024];   /* the text, normalized: one line per override, options spelled out */
 } pfx_attn_override;
 
+/* The vocabulary: each field's option name (without PFX_ATTN_) and place. */
+typedef struct pfx_attn_field {
+    const char *name;
+    size_t offset;
+} pfx_attn_field;
+#define PFX_ATTN_FWD_FIELDS 10
+#define PFX_ATTN_BWD_FIELDS 5
+extern const pfx_attn_field pfx_attn_fwd_fields[PFX_ATTN_FWD_FIELDS];
+extern const pfx_attn_field pfx_attn_bwd_fields[PFX_ATTN_BWD_FIELDS];
+unsigned *pfx_attn_field_at(void *tiles, const pfx_attn_field *f);
+
+/* dim_class is one of pfx_attn_classes. */
+bool pfx_attn_is_class(unsigned dim_class);
+
+/* The line of o (may be NULL) for head size D: the smallest HEAD_DIM that
+ * holds D, else a line without HEAD_DIM; NULL when none applies. */
+const pfx_attn_override_line *pfx_attn_override_for(const pfx_attn_override *o, bool bwd,
+                                                    size_t D);
+/* Sets the fields the line gives in tiles (pfx_attn_bwd_tiles when bwd). */
+void pfx_attn_override_apply(void *tiles, bool bwd, const pfx_attn_override_line *l);
+
 /* Parses text; on error returns PFX_ERROR_INVALID_ARGUMENT with a message
  * (for rt, or the thread when rt is NULL) naming the part at fault. */
 pfx_status pfx_attn_override_parse(pfx_runtime *rt, const char *text, const char *source,
