@@ -2,10 +2,13 @@
  * in every header, two decimals), the side-by-side table, JSON, CSV and the
  * comparison against a saved JSON run. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "bench_json.h"
@@ -60,6 +63,9 @@ void bench_print_device(FILE *out, const bench_device *dev)
     fprintf(out, "    Timer             : %s\n",
             !strcmp(dev->timer, "host") ? "host wall clock (the device gives no marker times)"
                                         : "device events (profiling queue), median of runs");
+    if (dev->gemm[0])
+        fprintf(out, "    Dense products    : %s (CLBlast tuning %s)\n", dev->gemm,
+                dev->gemm_tuning);
     const char *group = "";
     for (size_t t = 0; t < dev->count; t++) {
         const bench_result *r = &dev->tests[t];
@@ -193,6 +199,10 @@ int bench_write_json(FILE *out, const bench_run *run)
                      "      \"global_mem_bytes\": %llu,\n      \"timer\": ",
                 type_name(i->type), i->compute_units, (unsigned long long)i->global_mem_bytes);
         json_str(out, dev->timer);
+        fprintf(out, ",\n      \"gemm_backend\": ");
+        json_str(out, dev->gemm);
+        fprintf(out, ",\n      \"gemm_tuning\": ");
+        json_str(out, dev->gemm_tuning);
         fprintf(out, ",\n      \"tests\": [");
         for (size_t t = 0; t < dev->count; t++) {
             const bench_result *r = &dev->tests[t];
@@ -283,9 +293,17 @@ int bench_write_csv(FILE *out, const bench_run *run)
 
 static char *read_file(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* Non-blocking, and only a regular file: a FIFO would block forever. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
         snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "not a regular file");
+        close(fd);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -408,7 +426,10 @@ static bool load_run(const json_value *root, bench_run *run, char *err, size_t e
                      false, err, errlen, where) ||
             !get_str(jd, "selector", dev->selector, sizeof(dev->selector), false, err, errlen,
                      where) ||
-            !get_str(jd, "timer", dev->timer, sizeof(dev->timer), false, err, errlen, where))
+            !get_str(jd, "timer", dev->timer, sizeof(dev->timer), false, err, errlen, where) ||
+            !get_str(jd, "gemm_backend", dev->gemm, sizeof(dev->gemm), false, err, errlen, where) ||
+            !get_str(jd, "gemm_tuning", dev->gemm_tuning, sizeof(dev->gemm_tuning), false, err,
+                     errlen, where))
             return false;
         const json_value *tests = json_get(jd, "tests");
         if (!tests || tests->type != JSON_ARRAY) {

@@ -16,16 +16,32 @@
 /* True when [s, s+n) is well-formed UTF-8 without NUL bytes. */
 bool pfx_utf8_valid(const unsigned char *s, size_t n);
 
+/* Length of the UTF-8 character at s (n >= 1 bytes left; 1 for an invalid
+ * byte) and its code point in *cp (0xFFFFFFFF when invalid). */
+size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+
 /* Reads a whole file of at most `max_bytes` into a malloc'ed buffer with a
  * NUL after the last byte. PFX_ERROR_IO (cannot open/read, not a regular
  * file) or PFX_ERROR_OUT_OF_RANGE (larger than max_bytes), recorded for rt. */
 pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
                          unsigned char **out, size_t *size);
 
+/* True when JSON text [s, s+n) holds a "\u0000" escape, which cJSON would
+ * turn into a NUL that silently cuts the string short. */
+bool pfx_json_has_nul_escape(const char *s, size_t n);
+
+/* The first key of a JSON object that appears twice, or NULL (n log n). An
+ * allocation failure sets *oom. */
+const char *pfx_json_duplicate_key(const cJSON *object, bool *oom);
+
+/* qsort comparison of two char pointers by strcmp. */
+int pfx_cmp_str_ptr(const void *a, const void *b);
+
 /* A non-negative integral JSON number no larger than 2^53 into *out. */
 bool pfx_json_uint(const cJSON *item, uint64_t *out);
 
-/* Atomic replacement: a temporary file next to `path`, then rename. */
+/* Atomic replacement (atomic_file.c): a temporary file next to `path`, then
+ * rename. Refuses a destination that exists and is not a regular file. */
 typedef struct pfx_atomic_file {
     FILE *fp;
     char *tmp_path;
@@ -48,5 +64,8 @@ pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size,
 pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index,
                               float *dst, size_t count);
 pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_config *config);
+/* Parses adapter_config.json text (need not be NUL-terminated). */
+pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
+                                 pfx_peft_config *config);
 
 #endif

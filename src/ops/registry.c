@@ -59,6 +59,7 @@ static void add_fixed(pfx_vendor vendor, pfx_program_config *out, size_t cap, si
     add(out, cap, n, "layer", ""); /* layer/attention_layer.c: no tunables */
     add(out, cap, n, "optimizer", ""); /* layer/optimizer.c: no tunables */
     add(out, cap, n, "attention_stats", ""); /* attention_stats.c: stats_options */
+    add(out, cap, n, "attention_gain", ""); /* attention_problem.c: device gains */
 }
 
 size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,

@@ -46,6 +46,7 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
         return st;
     }
     rt->vendor = classify_vendor(&rt->info);
+    rt->allow_overcommit = params->allow_overcommit;
 
     cl_int err = CL_SUCCESS;
     cl_context_properties props[] = { CL_CONTEXT_PLATFORM, (cl_context_properties)rt->platform, 0 };
@@ -55,23 +56,25 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
     if (err == CL_SUCCESS)
         st = pfx_cache_dir_resolve(params->disable_cache ? NULL : params->cache_dir,
                                    params->disable_cache, rt->cache_dir, sizeof(rt->cache_dir));
-    bool tuning_failed = false;
+    if (err == CL_SUCCESS && st != PFX_SUCCESS)
+        pfx_error(NULL, st, "%s", "cache folder path too long");
     if (err == CL_SUCCESS && st == PFX_SUCCESS) {
+        /* the kernel tuning override; parse errors are recorded for the thread */
         pfx_attn_override override;
         st = pfx_attn_override_load(NULL, params->kernel_tuning, rt->cache_dir, &override);
-        tuning_failed = st != PFX_SUCCESS;
-        if (!tuning_failed && override.count && !(rt->attn_override = malloc(sizeof(override)))) {
-            st = pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "runtime: host allocation failed");
-            tuning_failed = true;
+        if (st == PFX_SUCCESS && override.count) {
+            if ((rt->attn_override = malloc(sizeof(override))))
+                *rt->attn_override = override;
+            else
+                st = pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "runtime: host allocation failed");
         }
-        if (rt->attn_override)
-            *rt->attn_override = override;
     }
+    if (err == CL_SUCCESS && st == PFX_SUCCESS)
+        st = pfx_gemm_setup(rt, params); /* records its errors for the thread */
     if (err != CL_SUCCESS || st != PFX_SUCCESS) {
         if (err != CL_SUCCESS)
             st = pfx_cl_error(NULL, err, "creating the OpenCL context and queue");
-        else if (!tuning_failed)
-            pfx_error(NULL, st, "%s", "cache folder path too long");
+        free(rt->attn_override);
         if (rt->queue)
             clReleaseCommandQueue(rt->queue);
         if (rt->context)
@@ -90,6 +93,7 @@ void pfx_runtime_destroy(pfx_runtime **rtp)
     pfx_runtime *rt = *rtp;
     if (rt->queue)
         clFinish(rt->queue);
+    pfx_workspace_release(rt);
     pfx_programs_release(rt);
     free(rt->attn_override);
     if (rt->queue)
@@ -103,6 +107,26 @@ void pfx_runtime_destroy(pfx_runtime **rtp)
 const pfx_device_info *pfx_runtime_device(const pfx_runtime *rt)
 {
     return rt ? &rt->info : NULL;
+}
+
+pfx_gemm_backend pfx_runtime_gemm_backend(const pfx_runtime *rt)
+{
+    return rt ? rt->gemm : PFX_GEMM_CLBLAST;
+}
+
+const char *pfx_runtime_gemm_tuning(const pfx_runtime *rt)
+{
+    return rt ? rt->gemm_tuning : "";
+}
+
+const char *pfx_gemm_backend_name(pfx_gemm_backend backend)
+{
+    switch (backend) {
+    case PFX_GEMM_AUTO: return "auto";
+    case PFX_GEMM_CLBLAST: return "clblast";
+    case PFX_GEMM_HOST: return "host";
+    }
+    return "unknown";
 }
 
 pfx_status pfx_runtime_finish(pfx_runtime *rt)

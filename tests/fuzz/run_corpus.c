@@ -1,5 +1,5 @@
-/* Replays files (or every file of folders) through the fuzz harness without
- * libFuzzer, so the corpus runs in every build, sanitizers included.
+/* Replays files (or every file of folders) through a fuzz harness (fuzz.h)
+ * without libFuzzer, so each corpus runs in every build, sanitizers included.
  * usage: run_corpus PATH...   Prints how many inputs parsed. */
 #include <dirent.h>
 #include <stdint.h>
@@ -8,9 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "prefixcl/io.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
+#include "prefixcl/prefixcl.h"
 
 static int run_file(const char *path, size_t *ok)
 {
@@ -36,12 +35,10 @@ static int run_file(const char *path, size_t *ok)
     if (!buf)
         return 1;
     LLVMFuzzerTestOneInput(buf, n);
-    pfx_safetensors *f = NULL;
-    if (pfx_safetensors_open_memory(buf, n, path, &f) == PFX_SUCCESS)
+    if (pfx_fuzz_accepts(buf, n, path))
         (*ok)++;
     else
         printf("  %s: %s\n", path, pfx_last_error(NULL));
-    pfx_safetensors_close(&f);
     /* Every prefix of a small file too: truncations must be rejected cleanly. */
     if (n <= 4096)
         for (size_t k = 0; k < n; k++)
