@@ -30,49 +30,68 @@
  * must fill a GPU); each writes its partial (m, l, acc) and
  * pfx_attn_fwd_merge combines them.
  *
- * Softmax runs in float32 in base 2: q is scaled once by c_h (1 + G_hd)
- * log2(e), logits are in log2 units, LSE = (m + log2 l) ln 2. A running max
- * of -inf (nothing visible yet) is replaced by 0 before exponentiating, so
- * hidden keys give exp2(-inf) = 0 and never NaN; a row with l == 0 gives
- * O = 0 and LSE = -inf.
+ * Softmax runs in float32: q is scaled once by (1 + G_hd), a logit is
+ * z = c_h (q~ . k), exponentiated as exp2((z - m) log2 e) after the running
+ * max m is subtracted, and LSE = m + log l. So every logit that float32
+ * represents gives the right answer, up to |z| near FLT_MAX (log2 e is never
+ * applied before the max is subtracted). A running max of -inf (nothing
+ * visible yet) is replaced by 0 before exponentiating, so hidden keys give
+ * exp2(-inf) = 0 and never NaN; a row with l == 0 (no visible key) gives
+ * O = 0 and LSE = -inf. NaN propagates as IEEE arithmetic does: fmax skips a
+ * NaN logit but its exp2 makes l NaN, and a NaN l is live (l != 0), so O
+ * and LSE of that row are NaN; a +Inf logit gives exp2(Inf - Inf) = NaN.
  *
- * Options (-D), defaults below: HEAD_DIM (compile-time head size class; the
- * runtime D <= HEAD_DIM, dims beyond D are zero), BLOCK_M, BLOCK_N, KSPLIT,
- * KV_PAD (local row padding, avoids bank conflicts when KSPLIT > 1),
+ * Options (-D PFX_ATTN_<NAME>, see src/ops/attention_tuning.h; defaults
+ * below, the short names inside): HEAD_DIM (compile-time head size class;
+ * the runtime D <= HEAD_DIM, dims beyond D are zero), BLOCK_M, BLOCK_N,
+ * KSPLIT, KV_PAD (local row padding, avoids bank conflicts when KSPLIT > 1),
  * Q_LOCAL (keep the scaled q tile in local memory instead of registers),
  * UNROLL (fully unroll the per-tile loops: needed for PoCL to vectorize),
  * POLY_EXP2 (exp2 by a polynomial, vectorizable on CPUs), VEC (1, 4, 8
  * or 16 rows per work-item as the lanes of a float vector: the CPU path,
  * explicit SIMD that does not depend on the work-item vectorizer; needs
- * KSPLIT 1 and Q_LOCAL 0).
+ * KSPLIT 1 and Q_LOCAL 0), UNROLL_D (the VEC path's head-dimension loops).
  */
-#ifndef HEAD_DIM
-#define HEAD_DIM 64
+#ifndef PFX_ATTN_HEAD_DIM
+#define PFX_ATTN_HEAD_DIM 64
 #endif
-#ifndef BLOCK_M
-#define BLOCK_M 32
+#ifndef PFX_ATTN_BLOCK_M
+#define PFX_ATTN_BLOCK_M 32
 #endif
-#ifndef BLOCK_N
-#define BLOCK_N 32
+#ifndef PFX_ATTN_BLOCK_N
+#define PFX_ATTN_BLOCK_N 32
 #endif
-#ifndef KSPLIT
-#define KSPLIT 1
+#ifndef PFX_ATTN_KSPLIT
+#define PFX_ATTN_KSPLIT 1
 #endif
-#ifndef KV_PAD
-#define KV_PAD 0
+#ifndef PFX_ATTN_KV_PAD
+#define PFX_ATTN_KV_PAD 0
 #endif
-#ifndef Q_LOCAL
-#define Q_LOCAL 0
+#ifndef PFX_ATTN_Q_LOCAL
+#define PFX_ATTN_Q_LOCAL 0
 #endif
-#ifndef UNROLL
-#define UNROLL 1
+#ifndef PFX_ATTN_UNROLL
+#define PFX_ATTN_UNROLL 1
 #endif
-#ifndef POLY_EXP2
-#define POLY_EXP2 0
+#ifndef PFX_ATTN_POLY_EXP2
+#define PFX_ATTN_POLY_EXP2 0
 #endif
-#ifndef VEC
-#define VEC 1
+#ifndef PFX_ATTN_VEC
+#define PFX_ATTN_VEC 1
 #endif
+#ifndef PFX_ATTN_UNROLL_D
+#define PFX_ATTN_UNROLL_D PFX_ATTN_UNROLL
+#endif
+#define HEAD_DIM PFX_ATTN_HEAD_DIM
+#define BLOCK_M PFX_ATTN_BLOCK_M
+#define BLOCK_N PFX_ATTN_BLOCK_N
+#define KSPLIT PFX_ATTN_KSPLIT
+#define KV_PAD PFX_ATTN_KV_PAD
+#define Q_LOCAL PFX_ATTN_Q_LOCAL
+#define UNROLL PFX_ATTN_UNROLL
+#define POLY_EXP2 PFX_ATTN_POLY_EXP2
+#define VEC PFX_ATTN_VEC
+#define UNROLL_D PFX_ATTN_UNROLL_D
 
 #define WG_SIZE (BLOCK_M / VEC * KSPLIT)
 #define KPL (BLOCK_N / KSPLIT)        /* keys per work-item per tile */
@@ -122,9 +141,6 @@ typedef int16 intv;
 #endif
 /* The VEC path: loops over the head dimension unrolled only with UNROLL_D
  * (compile time on PoCL grows fast with HEAD_DIM x BLOCK_N). */
-#ifndef UNROLL_D
-#define UNROLL_D UNROLL
-#endif
 #if UNROLL_D
 #define PFX_UNROLL_D _Pragma("unroll")
 #define D_LOOP HEAD_DIM
@@ -134,7 +150,6 @@ typedef int16 intv;
 #endif
 
 #define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
 
 /* 2^x for x <= 0 (and NaN): the polynomial of cl/common.cl on CPUs
  * (POLY_EXP2), the built-in elsewhere. */
@@ -195,21 +210,21 @@ inline void pfx_store_row(__global void *o, __global float *lse, __global float 
     if (splits > 1) {
         ulong pr = rowid * (ulong)splits + (ulong)split;
         if (d == 0) {
-            part_ml[2 * pr] = (valid && l > 0.0f) ? m : -INFINITY;
+            part_ml[2 * pr] = (valid && l != 0.0f) ? m : -INFINITY;
             part_ml[2 * pr + 1] = valid ? l : 0.0f;
         }
         if (d < D)
             part_acc[pr * (ulong)D + (ulong)d] = valid ? a : 0.0f;
         return;
     }
-    int live = valid && l > 0.0f;
+    int live = valid && l != 0.0f; /* NaN l: live, NaN out */
     if (d < D) {
         float val = live ? a / l : 0.0f;
         pfx_store(o, (ulong)b * ob + (ulong)h * oh + (ulong)i * orow + (ulong)d, val,
                   flags & HALF_O);
     }
     if (d == 0 && has_lse)
-        lse[((ulong)b * H + h) * N + i] = live ? (m + log2(l)) * LN2 : -INFINITY;
+        lse[((ulong)b * H + h) * N + i] = live ? m + log(l) : -INFINITY;
 }
 
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
@@ -278,15 +293,16 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         tm[x] = causal ? min(kv_len, il[x] + M - N + 1) : kv_len;
         qo[x] = (ulong)b * qb + (ulong)hl[x] * qh + (ulong)il[x] * qr;
         rid[x] = ((ulong)b * dims.Hkv + hk) * (ulong)R + (ulong)rrx;
-        chl[x] = head_params[hl[x]] * LOG2E;
+        chl[x] = head_params[hl[x]];
     }
     const intv tmax = vloadv(0, tm);
+    const floatv chv = vloadv(0, chl); /* c_h per lane */
     floatv qv[HEAD_DIM], acc[HEAD_DIM];
     for (int d = 0; d < HEAD_DIM; d++) {
         for (int x = 0; x < VEC; x++) {
             float val = 0.0f;
             if (d < D) {
-                val = pfx_load(q, qo[x] + (ulong)d, flags & HALF_Q) * chl[x];
+                val = pfx_load(q, qo[x] + (ulong)d, flags & HALF_Q);
                 if (has_dim_gain)
                     val *= head_params[dims.H + (ulong)hl[x] * D + d];
             }
@@ -297,7 +313,8 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     }
     floatv m = (floatv)(-INFINITY), l = (floatv)0.0f;
 #else
-    /* Scaled query tile in local memory: q_d c_h (1 + G_hd) log2 e. A
+    /* Query tile in local memory: q_d (1 + G_hd) (c_h is applied to the
+     * logit, so that c_h q never overflows where c_h (q . k) does not). A
      * work-item holds only its DPL accumulators (d = ks + KSPLIT x) and KPL
      * logits in registers, whatever HEAD_DIM is (no spills on GPUs). */
     for (int idx = lid; idx < BLOCK_M * HEAD_DIM; idx += WG_SIZE) {
@@ -307,7 +324,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         float val = 0.0f;
         if (d < D) {
             val = pfx_load(q, (ulong)b * qb + (ulong)hq * qh + (ulong)iq * qr + (ulong)d,
-                           flags & HALF_Q) * head_params[hq] * LOG2E;
+                           flags & HALF_Q);
             if (has_dim_gain)
                 val *= head_params[dims.H + (ulong)hq * D + d];
         }
@@ -319,6 +336,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     __local const float *k_mine = Kt + ks * KV_STRIDE;
     __local const float *v_mine = Vt + ks;
 
+    const float ch = head_params[h];
     float acc[DPL];
 #pragma unroll
     for (int x = 0; x < DPL; x++)
@@ -368,6 +386,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             floatv mt = m;
             PFX_UNROLL
             for (int c = 0; c < BLOCK_N; c++) {
+                sv[c] *= chv;
                 if (!full) {
                     int j = j0 + c, t = j - P;
                     intv vis = j >= j_end ? (intv)0 : j < P ? (intv)(-1) : ((intv)t < tmax);
@@ -376,11 +395,11 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                 mt = fmax(mt, sv[c]);
             }
             const floatv mu = select(mt, (floatv)0.0f, mt == (floatv)(-INFINITY));
-            const floatv alpha = pfx_exp2v(m - mu);
+            const floatv alpha = pfx_exp2v((m - mu) * LOG2E);
             l *= alpha;
             PFX_UNROLL
             for (int c = 0; c < BLOCK_N; c++) {
-                sv[c] = pfx_exp2v(sv[c] - mu);
+                sv[c] = pfx_exp2v((sv[c] - mu) * LOG2E);
                 l += sv[c];
             }
             PFX_UNROLL_D
@@ -408,6 +427,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         const int full = j0 + BLOCK_N <= min(j_end, P + t_full);
 #pragma unroll
         for (int c = 0; c < KPL; c++) {
+            s[c] *= ch;
             if (!full) {
                 int j = j0 + c * KSPLIT + ks;
                 int t = j - P;
@@ -422,10 +442,10 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         for (int c = 0; c < BLOCK_N; c++)
             mt = fmax(mt, s_row[c]);
         const float mu = mt == -INFINITY ? 0.0f : mt;
-        const float alpha = pfx_exp2(m - mu);
+        const float alpha = pfx_exp2((m - mu) * LOG2E);
 #pragma unroll
         for (int c = 0; c < KPL; c++)
-            p_row[c * KSPLIT + ks] = pfx_exp2(s[c] - mu);
+            p_row[c * KSPLIT + ks] = pfx_exp2((s[c] - mu) * LOG2E);
         barrier(CLK_LOCAL_MEM_FENCE);
         /* O slice: acc[x] (d = ks + KSPLIT x) over every key of the tile. */
         l *= alpha;
@@ -492,13 +512,13 @@ __kernel void pfx_attn_fwd_merge(__global const float *part_ml, __global const f
     float l = 0.0f, a = 0.0f;
     for (int s = 0; s < splits; s++) {
         ulong pr = rowid * splits + s;
-        float w = pfx_exp2(part_ml[2 * pr] - mu);
+        float w = pfx_exp2((part_ml[2 * pr] - mu) * LOG2E);
         l += part_ml[2 * pr + 1] * w;
         a += part_acc[pr * D + d] * w;
     }
-    int live = valid && l > 0.0f;
+    int live = valid && l != 0.0f; /* NaN l: live, NaN out */
     pfx_store(o, (ulong)b * ob + (ulong)h * oh + (ulong)i * orow + (ulong)d,
               live ? a / l : 0.0f, flags & HALF_O);
     if (d == 0 && has_lse)
-        lse[((ulong)b * dims.H + h) * N + i] = live ? (mx + log2(l)) * LN2 : -INFINITY;
+        lse[((ulong)b * dims.H + h) * N + i] = live ? mx + log(l) : -INFINITY;
 }

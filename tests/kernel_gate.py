@@ -464,10 +464,12 @@ def load_configs(source):
 
 
 def write_sources(cl_dir, programs, work):
-    """cl/common.cl + cl/<program>.cl per program, as the runtime concatenates them."""
+    """cl/common.cl + cl/<program>.cl + cl/<program>.<part>.cl per program, as the runtime joins them."""
     srcs = {}
     for program in programs:
+        # as src/runtime/source.c joins them: common, the program, its parts
         parts = [os.path.join(cl_dir, "common.cl"), os.path.join(cl_dir, program + ".cl")]
+        parts += sorted(glob.glob(os.path.join(cl_dir, glob.escape(program) + ".*.cl")))
         if not os.path.exists(parts[1]):
             srcs[program] = None
             continue

@@ -7,13 +7,15 @@
  * (the backward does not need the forward kernel). */
 #include <math.h>
 
-#include "attention_backward.h" /* tile override */
-#include "internal.h"           /* struct pfx_tensor */
+#include "attn_configs.h" /* every tile configuration, forced */
+#include "internal.h"     /* struct pfx_tensor */
 #include "pfx_test.h"
 #include "reference/attn_fixture.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tolerances.h"
+
+struct problem;
 
 typedef struct spec {
     size_t B, H, Hkv, N, M, P, D, bank;
@@ -24,6 +26,7 @@ typedef struct spec {
     bool zero_gamma; /* head 0 gets gamma(r g_0) = 0 (linear, g_0 = -1 / r) */
     float amplitude; /* Q, K, prefix K uniform in [-a, a] */
     uint64_t seed;
+    void (*poke)(struct problem *p); /* changes inputs (host and device) before the reference runs */
 } spec;
 
 typedef struct problem {
@@ -74,6 +77,8 @@ static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
     shape_of(s->o_layout, s->B, s->H, s->N, s->D, os);
     assert_int_equal(attn_upload(rt, &rng, dt, 4, os, 1.0f, &p->d_o, &p->tdo), PFX_SUCCESS);
 
+    if (s->poke)
+        s->poke(p);
     /* O and LSE from the reference (float; -inf rows stay -inf). */
     size_t nq = ref_q_count(d), nl = ref_lse_count(d);
     double *o = malloc(nq * sizeof(double)), *lse = malloc(nl * sizeof(double));
@@ -594,34 +599,112 @@ static void test_head_dim_unsupported(void **state)
     assert_int_equal(pfx_test_live_bytes(rt), base);
 }
 
-/* Every vendor's option set (registry) gives the reference's gradients here
- * too: DT > 1 (several work-items per row), other tile sizes. */
-static void test_vendor_tiles(void **state)
+/* Every configuration the registry may pick, for any vendor family or this
+ * device (DSPLIT > 1: several work-items per row; other tile sizes; both
+ * paths), gives the reference's gradients here too: the full head size of
+ * the class and an awkward smaller one, causal with lengths, GQA, the gain
+ * and dim gain. */
+static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
 {
-    const pfx_vendor vendors[] = { PFX_VENDOR_NVIDIA, PFX_VENDOR_AMD, PFX_VENDOR_INTEL_GPU,
-                                   PFX_VENDOR_OTHER };
-    const uint64_t local[] = { 48 * 1024, 64 * 1024, 64 * 1024, 32 * 1024 };
-    const size_t dims[] = { 32, 80, 128, 160 };
-    for (size_t v = 0; v < sizeof(vendors) / sizeof(vendors[0]); v++)
-        for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
-            pfx_attn_bwd_tiles t;
-            assert_true(pfx_attn_bwd_tiles_for(vendors[v], local[v], dims[i], &t));
-            printf(" tiles BQ=%u BK=%u DT=%u DMAX=%u (%zu bytes local)\n", t.bq, t.bk, t.dt,
-                   t.dmax, t.local_bytes);
-            pfx_attn_bwd_override_tiles(&t);
-            spec s = base_spec();
-            s.N = 21;
-            s.M = 26;
-            s.P = 5;
-            s.D = dims[i];
-            s.causal = v % 2;
-            s.lens = v >= 2;
-            s.gain = PFX_GAIN_TANH;
-            s.dim_gain = true;
-            s.seed = 100 + v * 10 + i;
-            run_spec(*state, &s);
-            pfx_attn_bwd_override_tiles(NULL);
-        }
+    unsigned *seed = arg;
+    const size_t dims[2] = { head_dim, head_dim > 16 ? head_dim / 2 + 3 : 13 };
+    for (int i = 0; i < 2; i++) {
+        spec s = base_spec();
+        s.N = 21;
+        s.M = 26;
+        s.P = 5;
+        s.D = dims[i];
+        s.causal = i == 0;
+        s.lens = i == 1;
+        s.gain = PFX_GAIN_TANH;
+        s.dim_gain = true;
+        s.seed = 100 + (*seed)++;
+        run_spec(rt, &s);
+    }
+}
+
+static void test_every_config(void **state)
+{
+    unsigned seed = 0;
+    assert_true(attn_for_each_config(*state, "attention_bwd", config_cases, &seed) > 0);
+}
+
+/* Gradient i where a row of Q is NaN: NaN must reach every entry the
+ * reference has NaN (the row's dQ, the dK/dV of the keys it sees, dgain...)
+ * and every other entry of dQ must match. dK, dV and the reductions may be NaN
+ * beyond the reference (a hidden pair of a tile multiplies the NaN q by a
+ * zero weight); their finite entries must match. */
+static void check_nan_grad(int i, const double *ref, const float *got, size_t n)
+{
+    double *r = malloc(n * sizeof(double));
+    float *g = malloc(n * sizeof(float));
+    size_t nan_ref = 0;
+    for (size_t x = 0; x < n; x++) {
+        if (isnan(ref[x]) && !isnan(got[x]))
+            fail_msg("%s[%zu]: reference NaN, got %g (NaN lost)", grad_names[i], x,
+                     (double)got[x]);
+        if (i == G_DQ && !isnan(ref[x]) && isnan(got[x]))
+            fail_msg("dq[%zu]: NaN where the reference has %g", x, ref[x]);
+        nan_ref += isnan(ref[x]);
+        bool skip = isnan(ref[x]) || isnan(got[x]);
+        r[x] = skip ? 0.0 : ref[x];
+        g[x] = skip ? 0.0f : got[x];
+    }
+    double err = rel_l2(r, g, n);
+    printf("  NaN row: %-10s %zu reference NaN, finite rel_l2 %.2e\n", grad_names[i], nan_ref,
+           err);
+    if (!(err <= TOL_BWD_F32))
+        fail_msg("%s: rel_l2 %.3e of the finite entries", grad_names[i], err);
+    free(r);
+    free(g);
+}
+
+static void poke_nan_q(struct problem *p)
+{
+    size_t at = (2 * 37 + 2) * 32 + 5; /* (b0, h2, i2), d5; BHND, N 37, D 32 */
+    p->f.q[at] = NAN;
+    assert_int_equal(pfx_tensor_write(p->f.tq, at, 1, &p->f.q[at]), PFX_SUCCESS);
+}
+
+/* One NaN in Q: the backward's outputs for that row (dQ; O and LSE from the
+ * reference are NaN there) are NaN, the other rows' dQ exact. */
+static void test_nan_propagates(void **state)
+{
+    pfx_runtime *rt = *state;
+    spec s = base_spec();
+    s.D = 32;
+    s.causal = true;
+    s.gain = PFX_GAIN_LINEAR;
+    s.seed = 17;
+    s.poke = poke_nan_q;
+    problem p;
+    problem_make(rt, &s, &p);
+    grads g;
+    grads_make(rt, &p, all_mask(&p), 0.0f, &g);
+    assert_true(isnan(p.lse[2 * 37 + 2]));
+    assert_int_equal(pfx_attention_backward(rt, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &g.g),
+                     PFX_SUCCESS);
+    for (int i = 0; i < G_COUNT; i++) {
+        if (!g.t[i])
+            continue;
+        float *got = read_all(g.t[i], g.n[i]);
+        check_nan_grad(i, g.ref[i], got, g.n[i]);
+        free(got);
+    }
+    /* O and LSE from the device's forward instead: its NaN row (not an empty
+     * row's 0 and -inf) carries on into the backward */
+    assert_int_equal(pfx_attention_forward(rt, &p.f.d, &p.f.in, p.to, p.tlse), PFX_SUCCESS);
+    assert_int_equal(pfx_attention_backward(rt, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &g.g),
+                     PFX_SUCCESS);
+    for (int i = 0; i < G_COUNT; i++) {
+        if (!g.t[i])
+            continue;
+        float *got = read_all(g.t[i], g.n[i]);
+        check_nan_grad(i, g.ref[i], got, g.n[i]);
+        free(got);
+    }
+    grads_free(&g);
+    problem_free(&p);
 }
 
 static void test_accounting(void **state)
@@ -654,7 +737,8 @@ int main(void)
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_head_dim_unsupported),
-        cmocka_unit_test(test_vendor_tiles),
+        cmocka_unit_test(test_nan_propagates),
+        cmocka_unit_test(test_every_config),
         cmocka_unit_test(test_accounting),
     };
     return cmocka_run_group_tests_name("attention_backward", tests, pfx_test_group_setup,

@@ -1,14 +1,18 @@
 /* pfx_attention_forward against the double-precision reference, and its
  * argument checks (suite 'attention_forward'). */
 #include <math.h>
+#include <unistd.h>
 
 #include "pfx_test.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tolerances.h"
 
+#include "attn_configs.h"
 #include "attention_tuning.h"
 #include "internal.h"
+
+struct fwd_tensors;
 
 typedef struct fwd_case {
     pfx_attention_desc d;
@@ -16,6 +20,7 @@ typedef struct fwd_case {
     bool half_q, half_kv, half_prefix, half_o;
     float data_range;     /* inputs uniform in [-range, range] (default 1) */
     uint64_t seed;
+    void (*poke)(struct fwd_tensors *t); /* changes inputs (host and device) before the run */
     bool with_lse;
 } fwd_case;
 
@@ -119,6 +124,8 @@ static void run_case(pfx_runtime *rt, fwd_case *c)
     c->with_lse = true;
     fwd_tensors t;
     tensors_create(rt, c, &t);
+    if (c->poke)
+        c->poke(&t);
     pfx_attention_inputs in = inputs_of(&t);
     pfx_status st = pfx_attention_forward(rt, &c->d, &in, t.o, t.lse);
     if (st != PFX_SUCCESS)
@@ -180,7 +187,7 @@ static void test_basic(void **state)
 static void test_head_dims(void **state)
 {
     pfx_runtime *rt = *state;
-    const size_t dims[] = { 32, 64, 80, 96, 128, 40, 72, 200 };
+    const size_t dims[] = { 16, 20, 32, 64, 80, 96, 128, 40, 72, 200 };
     for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
         fwd_case c = base_case(1, 2, 1, 21, 29, 5, dims[i], 10 + i);
         c.d.causal = i % 2;
@@ -197,9 +204,10 @@ static void test_decode_split_k(void **state)
     /* One sequence, one kv head: the split-K path must be taken. */
     fwd_case c = base_case(1, 4, 1, 1, 300, 5, 64, 30);
     pfx_attn_fwd_tiles t;
-    assert_true(pfx_attn_fwd_tiles_for(rt->vendor, rt->info.local_mem_bytes, 64, true, &t));
+    assert_int_equal(pfx_attn_fwd_select(rt, "test", 64, 4, &t), PFX_SUCCESS);
     size_t kps;
-    size_t splits = pfx_attn_fwd_splits(rt->vendor, rt->info.compute_units, &t, 1, 1, 4, 305, &kps);
+    size_t splits = pfx_attn_fwd_splits(pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL),
+                                        rt->info.compute_units, &t, 1, 1, 4, 305, &kps);
     assert_true(splits > 1);
     run_case(rt, &c);
     /* N = 4 causal decode, GQA, with lengths. */
@@ -357,32 +365,95 @@ static void test_random_sizes(void **state)
     }
 }
 
+/* Sets element `at` of a device tensor and of its host copy. */
+static void poke_one(pfx_tensor *t, float *host, size_t at, float value)
+{
+    host[at] = value;
+    assert_int_equal(pfx_tensor_write(t, at, 1, &value), PFX_SUCCESS);
+}
+
+/* B1 H2/1 N9 M12 P3 D32, causal, q_lens 7: NaN in one Q element of row
+ * (h0, i2); NaN in input key t = 4 (causally hidden from rows i < 1) and +Inf
+ * in prefix key 1 of the kv head: every row that sees them is NaN (O and
+ * LSE), the rows that do not see them stay finite, the hidden rows i >= 7
+ * stay O = 0 and LSE = -inf. The reference decides each row (IEEE in
+ * double); run_case compares NaN against NaN. */
+static void poke_nonfinite(fwd_tensors *t)
+{
+    poke_one(t->q, t->hq, 2 * 32 + 5, NAN);       /* (h0, i2), d5 */
+    poke_one(t->k, t->hk, 4 * 32 + 7, NAN);       /* t4, d7 */
+    if (t->pk)
+        poke_one(t->pk, t->hpk, 1 * 32 + 3, INFINITY); /* prefix row 1, d3 */
+}
+
+static void poke_nan_q(fwd_tensors *t)
+{
+    poke_one(t->q, t->hq, 9, NAN); /* decode row of head 0 */
+}
+
 static void test_nonfinite_data(void **state)
 {
     pfx_runtime *rt = *state;
+    int32_t ql[1] = { 7 };
     fwd_case c = base_case(1, 2, 1, 9, 12, 3, 32, 110);
-    c.with_lse = true;
+    c.d.causal = true;
+    c.d.q_lens = ql;
+    c.poke = poke_nonfinite;
+    run_case(rt, &c);
+    /* only the NaN key: rows before it stay finite */
+    c.seed = 111;
+    c.d.prefix_len = 0;
+    run_case(rt, &c);
+    /* decode tiles, and split-K with the merge */
+    c = base_case(1, 2, 1, 1, 300, 4, 32, 112);
+    c.poke = poke_nan_q;
+    run_case(rt, &c);
+}
+
+/* Logits near the top of float32 (c_h (q . k) up to ~1.9e38, differences of
+ * ~1e37 between keys): the online softmax subtracts the row max before any
+ * factor is applied, so O (one-hot) and LSE (~ the max logit) are right; a
+ * factor c_h that float32 cannot hold is refused by every entry point. */
+static void test_huge_logits(void **state)
+{
+    pfx_runtime *rt = *state;
+    fwd_case c = base_case(1, 2, 1, 11, 37, 5, 32, 120);
+    c.d.scale = 3.0e38f; /* |q . k| <= 32 x 0.0225 = 0.72 */
+    c.data_range = 0.15f;
+    run_case(rt, &c);
+    c = base_case(1, 2, 1, 1, 300, 5, 32, 121); /* decode, split-K merge */
+    c.d.scale = 3.0e38f;
+    c.data_range = 0.15f;
+    run_case(rt, &c);
+    float gain[2] = { 2.9e38f, 1.0f };
+    c = base_case(2, 2, 2, 13, 40, 3, 64, 122);
+    c.d.gain_mode = PFX_GAIN_LINEAR;
+    c.d.gain = gain;
+    c.d.scale = 0.9f;
+    c.data_range = 0.1f; /* |q . k| <= 64 x 0.01 = 0.64: |z| <= 1.7e38 */
+    run_case(rt, &c);
+
+    /* scale 3e38 with gamma = 1 + 2.9e38: not representable, refused alike */
+    c.d.scale = 3.0e38f;
     fwd_tensors t;
     tensors_create(rt, &c, &t);
-    float bad[3] = { NAN, INFINITY, -INFINITY };
-    assert_int_equal(pfx_tensor_write(t.q, 5, 1, bad), PFX_SUCCESS);
-    assert_int_equal(pfx_tensor_write(t.k, 40, 2, bad + 1), PFX_SUCCESS);
-    assert_int_equal(pfx_tensor_write(t.v, 7, 3, bad), PFX_SUCCESS);
     pfx_attention_inputs in = inputs_of(&t);
-    assert_int_equal(pfx_attention_forward(rt, &c.d, &in, t.o, t.lse), PFX_SUCCESS);
-    assert_int_equal(pfx_runtime_finish(rt), PFX_SUCCESS);
-    c.d.queries = 1; /* decode tiles too */
-    pfx_tensor_destroy(&t.o);
-    pfx_tensor_destroy(&t.lse);
-    size_t s[4] = { 1, 2, 1, 32 }, ls[3] = { 1, 2, 1 };
-    pfx_tensor *q1 = make(rt, false, 4, s), *o1 = make(rt, false, 4, s), *l1 = make(rt, false, 3, ls);
-    assert_int_equal(pfx_tensor_fill(q1, NAN), PFX_SUCCESS);
-    in.q = q1;
-    assert_int_equal(pfx_attention_forward(rt, &c.d, &in, o1, l1), PFX_SUCCESS);
-    assert_int_equal(pfx_runtime_finish(rt), PFX_SUCCESS);
-    pfx_tensor_destroy(&q1);
-    pfx_tensor_destroy(&o1);
-    pfx_tensor_destroy(&l1);
+    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, t.o, t.lse),
+                        PFX_ERROR_NOT_FINITE, "beyond float32");
+    size_t hs[1] = { 2 }, ps[2] = { 13, 43 }, qs[4] = { 2, 2, 13, 64 };
+    pfx_tensor *ent = make(rt, false, 1, hs), *probs = make(rt, false, 2, ps);
+    pfx_tensor *dq = make(rt, false, 4, qs), *d_o = make(rt, false, 4, qs);
+    assert_status_names(rt, pfx_attention_stats(rt, &c.d, &in, 1, ent, NULL, NULL),
+                        PFX_ERROR_NOT_FINITE, "beyond float32");
+    assert_status_names(rt, pfx_gain_softmax_probs(rt, &c.d, &in, 1, 0, probs),
+                        PFX_ERROR_NOT_FINITE, "beyond float32");
+    pfx_attention_grads g = { .dq = dq };
+    assert_status_names(rt, pfx_attention_backward(rt, &c.d, &in, t.o, t.lse, d_o, &g),
+                        PFX_ERROR_NOT_FINITE, "beyond float32");
+    pfx_tensor_destroy(&ent);
+    pfx_tensor_destroy(&probs);
+    pfx_tensor_destroy(&dq);
+    pfx_tensor_destroy(&d_o);
     tensors_destroy(&t);
 }
 
@@ -550,8 +621,9 @@ static void test_local_memory_limit(void **state)
     pfx_runtime *rt = *state;
     /* A device with too little local memory for a head size: no tiles. */
     pfx_attn_fwd_tiles t;
-    assert_false(pfx_attn_fwd_tiles_for(PFX_VENDOR_NVIDIA, 1024, 256, false, &t));
-    assert_true(pfx_attn_fwd_tiles_for(PFX_VENDOR_NVIDIA, 48 * 1024, 256, false, &t));
+    const pfx_attn_tuning *nv = pfx_attn_tuning_lookup(PFX_VENDOR_NVIDIA, NULL, NULL);
+    assert_false(pfx_attn_fwd_tiles_for(nv, 1024, 256, false, &t));
+    assert_true(pfx_attn_fwd_tiles_for(nv, 48 * 1024, 256, false, &t));
     assert_true(pfx_attn_fwd_local_bytes(&t) <= 48 * 1024);
     /* and the op says so, naming head_dim */
     uint64_t saved = rt->info.local_mem_bytes;
@@ -564,6 +636,136 @@ static void test_local_memory_limit(void **state)
                         PFX_ERROR_UNSUPPORTED, "head_dim");
     rt->info.local_mem_bytes = saved;
     tensors_destroy(&tt);
+}
+
+/* Every configuration the registry may pick, for any vendor family or this
+ * device (the GPU paths with KSPLIT work-items per row, the CPU vector path,
+ * the decode tiles), against the reference: a wide causal GQA shape at the
+ * class's full head size, and a decode shape with split-K and an awkward
+ * head size below the class. */
+static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
+{
+    unsigned *seed = arg;
+    fwd_case c = base_case(2, 4, 2, 37, 45, 6, head_dim, 300 + (*seed)++);
+    c.d.causal = true;
+    run_case(rt, &c);
+    c = base_case(1, 4, 1, 1, 300, 5, head_dim > 16 ? head_dim / 2 + 3 : 13, 300 + (*seed)++);
+    run_case(rt, &c);
+}
+
+static void test_every_config(void **state)
+{
+    unsigned seed = 0;
+    assert_true(attn_for_each_config(*state, "attention_fwd", config_cases, &seed) > 0);
+}
+
+/* The override a runtime takes at creation: pfx_runtime_params, else
+ * $PREFIXCL_TUNING, else tuning.txt in the cache folder; a malformed text
+ * fails the creation, naming the part at fault. */
+static void test_override_sources(void **state)
+{
+    (void)state;
+    pfx_runtime_params params;
+    pfx_runtime_default_params(&params);
+    pfx_runtime *rt = NULL;
+    params.kernel_tuning = "attention_bwd DSPLIT=x";
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_ERROR_INVALID_ARGUMENT);
+    assert_null(rt);
+    assert_non_null(strstr(pfx_last_error(NULL), "DSPLIT=x"));
+    params.kernel_tuning = "attention_bwd BLOCK_M=16 BLOCK_N=16";
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
+    assert_non_null(rt->attn_override);
+    assert_string_equal(rt->attn_override->text,
+                        "attention_bwd -DPFX_ATTN_BLOCK_M=16 -DPFX_ATTN_BLOCK_N=16");
+    pfx_runtime_destroy(&rt);
+
+    char dir[] = "/tmp/pfx-tuning-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/tuning.txt", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("# from the cache folder\nattention_fwd BLOCK_N=8\n", f);
+    fclose(f);
+    params.kernel_tuning = NULL;
+    params.cache_dir = dir;
+    const char *env = getenv("PREFIXCL_TUNING");
+    assert_null(env); /* the suite runs without one */
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
+    assert_non_null(rt->attn_override);
+    assert_non_null(strstr(rt->attn_override->source, "tuning.txt"));
+    assert_string_equal(rt->attn_override->text, "attention_fwd -DPFX_ATTN_BLOCK_N=8");
+    pfx_runtime_destroy(&rt);
+    setenv("PREFIXCL_TUNING", "attention_fwd BLOCK_M=4", 1);
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
+    assert_string_equal(rt->attn_override->source, "$PREFIXCL_TUNING");
+    pfx_runtime_destroy(&rt);
+    unsetenv("PREFIXCL_TUNING");
+    remove(path);
+    rmdir(dir);
+}
+
+/* Small heads run their own classes (16, 32), not the D = 64 variant, in the
+ * forward and the backward alike. */
+static void test_head_classes(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t D[] = { 1, 16, 17, 32, 33, 64, 65, 128, 129, 256 };
+    const unsigned cls[] = { 16, 16, 32, 32, 64, 64, 128, 128, 256, 256 };
+    for (size_t i = 0; i < sizeof(D) / sizeof(D[0]); i++) {
+        pfx_attn_fwd_tiles f;
+        pfx_attn_bwd_tiles b;
+        assert_int_equal(pfx_attn_dim_class(D[i]), cls[i]);
+        assert_int_equal(pfx_attn_fwd_select(rt, "test", D[i], 100, &f), PFX_SUCCESS);
+        assert_int_equal(f.head_dim, cls[i]);
+        assert_int_equal(pfx_attn_bwd_select(rt, "test", D[i], &b), PFX_SUCCESS);
+        assert_int_equal(b.head_dim, cls[i]);
+    }
+    assert_int_equal(pfx_attn_dim_class(257), 0);
+}
+
+/* The override's text is checked when it is set, naming the part at fault,
+ * and tiles that break a kernel rule are refused by the op. */
+static void test_override_text(void **state)
+{
+    pfx_runtime *rt = *state;
+    assert_status_names(rt, pfx_attn_override_set(rt, "attention_fwd BLOCK_Q=4"),
+                        PFX_ERROR_INVALID_ARGUMENT, "BLOCK_Q=4");
+    assert_status_names(rt, pfx_attn_override_set(rt, "attention_xyz BLOCK_M=4"),
+                        PFX_ERROR_INVALID_ARGUMENT, "attention_xyz");
+    assert_status_names(rt, pfx_attn_override_set(rt, "attention_bwd HEAD_DIM=48"),
+                        PFX_ERROR_INVALID_ARGUMENT, "HEAD_DIM=48");
+    assert_status_names(rt, pfx_attn_override_set(rt, "attention_fwd BLOCK_M=-3"),
+                        PFX_ERROR_INVALID_ARGUMENT, "BLOCK_M=-3");
+    /* a valid text: comments, ';', the -D spelling, a line per class */
+    /* (tiles that fit 32 KiB of local memory: rusticl's) */
+    assert_int_equal(pfx_attn_override_set(rt, "# mine\nattention_fwd -DPFX_ATTN_BLOCK_M=8 "
+                                               "BLOCK_N=8 KSPLIT=1 VEC=1 Q_LOCAL=1; attention_fwd "
+                                               "HEAD_DIM=128 BLOCK_N=16 VEC=1 KSPLIT=1 BLOCK_M=8"),
+                     PFX_SUCCESS);
+    pfx_attn_fwd_tiles t;
+    assert_int_equal(pfx_attn_fwd_select(rt, "test", 100, 50, &t), PFX_SUCCESS);
+    assert_int_equal(t.head_dim, 128);
+    assert_int_equal(t.block_n, 16);
+    assert_int_equal(pfx_attn_fwd_select(rt, "test", 200, 50, &t), PFX_SUCCESS);
+    assert_int_equal(t.head_dim, 256);
+    assert_int_equal(t.block_n, 8);
+    fwd_case c = base_case(1, 2, 1, 9, 14, 3, 100, 140);
+    run_case(rt, &c);
+    /* VEC 16 with KSPLIT 2 breaks the kernel's rule: refused, named */
+    assert_int_equal(pfx_attn_override_set(rt, "attention_fwd VEC=16 KSPLIT=2"), PFX_SUCCESS);
+    fwd_tensors tt;
+    tensors_create(rt, &c, &tt);
+    pfx_attention_inputs in = inputs_of(&tt);
+    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, tt.o, NULL),
+                        PFX_ERROR_INVALID_ARGUMENT, "KSPLIT");
+    /* tiles larger than the device's local memory: refused, with the figure */
+    assert_int_equal(pfx_attn_override_set(rt, "attention_fwd VEC=1 KSPLIT=1 BLOCK_M=4096 "
+                                               "BLOCK_N=4096"),
+                     PFX_SUCCESS);
+    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, tt.o, NULL),
+                        PFX_ERROR_UNSUPPORTED, "local memory");
+    tensors_destroy(&tt);
+    assert_int_equal(pfx_attn_override_set(rt, NULL), PFX_SUCCESS);
 }
 
 int main(void)
@@ -580,9 +782,14 @@ int main(void)
         cmocka_unit_test(test_half),
         cmocka_unit_test(test_random_sizes),
         cmocka_unit_test(test_nonfinite_data),
+        cmocka_unit_test(test_huge_logits),
         cmocka_unit_test(test_workspace_reused),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_local_memory_limit),
+        cmocka_unit_test(test_head_classes),
+        cmocka_unit_test(test_override_sources),
+        cmocka_unit_test(test_override_text),
+        cmocka_unit_test(test_every_config),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

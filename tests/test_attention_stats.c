@@ -21,6 +21,7 @@ typedef struct spec {
     pfx_gain_mode gain;
     float amplitude; /* inputs uniform in [-a, a] */
     uint64_t seed;
+    float scale; /* desc.scale when > 0 */
 } spec;
 
 static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
@@ -34,6 +35,8 @@ static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
                              .amplitude = s->amplitude, .hidden_item = 1, .seed = s->seed };
     ref_rng rng;
     assert_int_equal(attn_fixture_make(rt, &fs, &rng, p), PFX_SUCCESS);
+    if (s->scale > 0)
+        p->d.scale = s->scale;
 }
 
 static void problem_free(problem *p)
@@ -175,6 +178,15 @@ static void test_decode_topk1(void **state)
     run_spec(*state, &f, &k32, 1);
 }
 
+/* Logits near the top of float32 (scale 3e38, |q . k| <= 0.72): the same
+ * numbers as the reference (one-hot rows), as in the forward. */
+static void test_huge_logits(void **state)
+{
+    spec s = { .B = 2, .H = 4, .Hkv = 2, .N = 9, .M = 31, .P = 5, .D = 32, .causal = true,
+               .amplitude = 0.15f, .seed = 18, .scale = 3.0e38f };
+    run_spec(*state, &s, all_k, 3);
+}
+
 static void test_bad_inputs(void **state)
 {
     pfx_runtime *rt = *state;
@@ -289,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_no_prefix_hidden_rows),
         cmocka_unit_test(test_half_bnhd_dim_gain_large_logits),
         cmocka_unit_test(test_decode_topk1),
+        cmocka_unit_test(test_huge_logits),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_aliasing),
     };

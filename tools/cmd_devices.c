@@ -45,6 +45,21 @@ static void json_string(const char *s)
     putchar('"');
 }
 
+/* How the project has validated this kind of device (README "Devices"). */
+static const char *validation_of(const pfx_device_info *x)
+{
+    if (strstr(x->platform_name, "Portable Computing Language"))
+        return "CI: test suite and check on PoCL (CPU), every tile configuration forced";
+    if (strstr(x->platform_name, "rusticl") && strstr(x->device_name, "llvmpipe"))
+        return "CI: test suite and check on Mesa rusticl (llvmpipe), every tile configuration "
+               "that fits forced";
+    if (x->type == PFX_DEVICE_GPU &&
+        (strstr(x->vendor, "NVIDIA") || strstr(x->vendor, "AMD") ||
+         strstr(x->vendor, "Advanced Micro Devices") || strstr(x->vendor, "Intel")))
+        return "offline compile gate only (tests/kernel_gate.py): not yet run on such a device";
+    return "not validated: run `prefixcl check` first";
+}
+
 static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info *def)
 {
     printf("{\n  \"devices\": [");
@@ -77,6 +92,8 @@ static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info
                x->has_fp64 ? "true" : "false", x->has_subgroups ? "true" : "false",
                x->has_nv_attributes ? "true" : "false", x->has_amd_attributes ? "true" : "false",
                x->has_intel_attributes ? "true" : "false");
+        printf(", \"validated\": ");
+        json_string(validation_of(x));
         const char *backend;
         char tuning[1800];
         gemm_status(x, &backend, tuning, sizeof(tuning));
@@ -114,6 +131,7 @@ static void print_text(const pfx_device_info *d, size_t n, const pfx_device_info
         printf("      sub-groups        : %s\n", yes(x->has_subgroups));
         printf("      vendor attributes : nv %s, amd %s, intel %s\n", yes(x->has_nv_attributes),
                yes(x->has_amd_attributes), yes(x->has_intel_attributes));
+        printf("      validated         : %s\n", validation_of(x));
         const char *backend;
         char tuning[1800];
         gemm_status(x, &backend, tuning, sizeof(tuning));

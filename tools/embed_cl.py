@@ -3,7 +3,9 @@
 
 usage: embed_cl.py OUTPUT.c INPUT.cl [INPUT.cl ...]
 Each file cl/<name>.cl becomes the entry {"<name>", <text>} of
-pfx_embedded_sources[] (see src/runtime/internal.h).
+pfx_embedded_sources[] (see src/runtime/internal.h), in name order; a part
+cl/<program>.<part>.cl becomes "<program>.<part>", which the runtime joins
+after cl/<program>.cl.
 """
 import os
 import sys

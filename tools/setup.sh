@@ -3,7 +3,8 @@
 # configures the build folder `build/` if it does not exist yet.
 # Packages: PoCL (the CPU OpenCL device), the ICD loader and headers, CLBlast,
 # cmocka, cJSON, PCRE2, utf8proc, Meson, Ninja, pkg-config, clinfo, Python 3,
-# cairo and a font (the tools' pictures).
+# cairo and a font (the tools' pictures); Mesa's rusticl (mesa-opencl-icd),
+# the second OpenCL implementation the tests run on.
 set -eu
 cd "$(dirname "$0")/.."
 SUDO=""
@@ -11,9 +12,16 @@ SUDO=""
 missing=""
 for pkg in pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers libclblast-dev libopenblas-dev libcmocka-dev \
            meson ninja-build pkg-config clinfo python3 gcc libc6-dev libcjson-dev libpcre2-dev \
-           libutf8proc-dev libcairo2-dev fonts-dejavu-core; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
-        missing="$missing $pkg"
+           libutf8proc-dev libcairo2-dev fonts-dejavu-core mesa-opencl-icd; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" && continue
+    # Debian 12's mesa-opencl-icd needs libclc-15, which the compile gate's
+    # libclc-16 (tools/install-gate-deps.sh) replaces: keep the gate's.
+    if [ "$pkg" = mesa-opencl-icd ] &&
+       dpkg-query -W -f='${Status}' libclc-16 2>/dev/null | grep -q "install ok installed"; then
+        echo "setup: not installing mesa-opencl-icd (rusticl): it conflicts with libclc-16 of the compile gate"
+        continue
+    fi
+    missing="$missing $pkg"
 done
 if [ -n "$missing" ]; then
     echo "setup: installing$missing"

@@ -105,6 +105,15 @@ typedef struct pfx_runtime_params {
     const char *device;       /* selector as for pfx_device_select; NULL: env, then default */
     const char *cache_dir;    /* NULL: $PREFIXCL_CACHE_DIR, $XDG_CACHE_HOME/prefixcl, ~/.cache/prefixcl */
     bool disable_cache;       /* never read or write kernel binaries on disk */
+    /* Attention tile override, lines "<program> NAME=VALUE ..." (program
+     * attention_fwd or attention_bwd; the names and values `prefixcl
+     * kernel-configs` prints, e.g. "attention_fwd BLOCK_M=32 BLOCK_N=16").
+     * A line with HEAD_DIM=C applies to head sizes up to C. The tiles are used
+     * as given: an attention call on a device that cannot hold them returns
+     * PFX_ERROR_UNSUPPORTED saying why. NULL: $PREFIXCL_TUNING, else the file
+     * tuning.txt in the cache folder, else none. A malformed text fails
+     * pfx_runtime_create with PFX_ERROR_INVALID_ARGUMENT. */
+    const char *kernel_tuning;
     bool allow_overcommit;    /* allocate past the device's global memory (the
                                  driver may then fail or swap); by default
                                  live_bytes never exceeds global_mem_bytes and

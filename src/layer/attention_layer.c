@@ -119,10 +119,10 @@ pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx
                          "%s: params.heads (%zu) is not a multiple of params.kv_heads (%zu)", fn,
                          p->heads, p->kv_heads);
     /* What no forward can run is refused here, not at every forward. */
-    if (!pfx_attn_fwd_dim_class(p->head_dim))
+    if (!pfx_attn_dim_class(p->head_dim))
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
                          "%s: params.head_dim %zu is above the largest head size the attention kernels "
-                         "support (%d)", fn, p->head_dim, PFX_ATTN_FWD_MAX_D);
+                         "support (%d)", fn, p->head_dim, PFX_ATTN_MAX_D);
     if (p->gain_mode != PFX_GAIN_OFF && p->gain_mode != PFX_GAIN_LINEAR &&
         p->gain_mode != PFX_GAIN_TANH)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.gain_mode %d is unknown", fn,

@@ -4,109 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "attention_backward.h"
 #include "attention_problem.h"
+#include "attention_tuning.h"
 
 #define OP "attention_backward"
-
-const unsigned pfx_attn_bwd_buckets[PFX_ATTN_BWD_BUCKETS] = { 32, 64, 128, 256 };
-
-static size_t tiles_local_bytes(const pfx_attn_bwd_tiles *t)
-{
-    /* as BWD_LOCALS in cl/attention_bwd.cl: K~, V~ and Q, dO tiles (rows
-     * padded to DMAX + 1, or transposed with BK + 1 / BQ + 1), two score
-     * tiles, LSE and Delta */
-    size_t dm = t->dmax, bq = t->bq, bk = t->bk;
-    size_t ksz = bk * (dm + 1) > dm * (bk + 1) ? bk * (dm + 1) : dm * (bk + 1);
-    size_t qsz = bq * (dm + 1) > dm * (bq + 1) ? bq * (dm + 1) : dm * (bq + 1);
-    return sizeof(float) * (2 * ksz + 2 * qsz + 2 * bq * bk + 2 * bq);
-}
-
-/*
- * Defaults per family. The kernels keep a (query tile, key tile) of Q, dO, K,
- * V in local memory plus the BQ x BK scores, and DMAX / DT accumulators per
- * work-item for dK and dV (2x) or dQ (1x) in registers.
- *  NVIDIA: 48 KiB local, no sub-groups: 32x32 tiles up to D = 64 (41 KiB),
- *          16x16 at 128, 8x8 at 256; DT = 4 keeps 2 * DMAX/4 <= 64 registers
- *          of accumulators (no spill) and 128 or 64 work-items per group.
- *  AMD:    64 KiB local: the same tiles (32x32 at 128 needs 66 KiB), DT = 4
- *          (wave64: 128 work-items per group at D <= 64).
- *  Intel:  64 KiB local (SLM), SIMD8-32: 32x32 with DT = 2 up to D = 64.
- *  CPU:    explicit SIMD (PFX_CPU_VEC = 16): a work-item owns 16 query rows
- *          (dQ) or 16 keys (dK/dV) as float16 lanes, the other side is a
- *          broadcast from local memory (PoCL's work-item vectorizer gave
- *          8.8 GFLOP/s on this kernel with DT = 1, one row per work-item);
- *          64x64 tiles, 4 work-items per group; local memory is just cache.
- *  other:  conservative 16x16, DT = 2.
- * Tiles are halved until they fit the device's local memory.
- */
-bool pfx_attn_bwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, size_t D,
-                            pfx_attn_bwd_tiles *out)
-{
-    unsigned dmax = 0;
-    for (unsigned i = 0; i < PFX_ATTN_BWD_BUCKETS && !dmax; i++)
-        if (D <= pfx_attn_bwd_buckets[i])
-            dmax = pfx_attn_bwd_buckets[i];
-    if (!dmax)
-        return false;
-    pfx_attn_bwd_tiles t = { 32, 32, 4, dmax, 0, 0 };
-    switch (vendor) {
-    case PFX_VENDOR_NVIDIA:
-    case PFX_VENDOR_AMD:
-        t.bq = t.bk = dmax <= 64 ? 32 : dmax == 128 ? 16 : 8;
-        t.dt = dmax <= 128 ? 4 : 8;
-        break;
-    case PFX_VENDOR_INTEL_GPU:
-        t.bq = t.bk = dmax <= 64 ? 32 : dmax == 128 ? 16 : 8;
-        t.dt = dmax <= 64 ? 2 : dmax == 128 ? 4 : 8;
-        break;
-    case PFX_VENDOR_CPU:
-        t.bq = t.bk = 64;
-        t.dt = 1;
-        t.vec = 16;
-        break;
-    default:
-        t.bq = t.bk = dmax <= 128 ? 16 : 8;
-        t.dt = dmax <= 64 ? 2 : 4;
-        break;
-    }
-    while ((t.local_bytes = tiles_local_bytes(&t)) > local_mem_bytes) {
-        if (t.bq <= 4)
-            return false;
-        t.bq /= 2;
-        t.bk /= 2;
-    }
-    *out = t;
-    return true;
-}
-
-void pfx_attn_bwd_options(const pfx_attn_bwd_tiles *t, char *buf, size_t cap)
-{
-    int n = snprintf(buf, cap, "-DPFX_BQ=%u -DPFX_BK=%u -DPFX_DT=%u -DPFX_DMAX=%u", t->bq, t->bk,
-                     t->dt, t->dmax);
-    if (t->vec > 1 && n > 0 && (size_t)n < cap) /* CPU only: GPU option sets unchanged */
-        snprintf(buf + n, cap - (size_t)n, " -DPFX_CPU_VEC=%u", t->vec);
-}
-
-size_t pfx_attn_bwd_wg_dkv(const pfx_attn_bwd_tiles *t)
-{
-    return t->vec > 1 ? t->bk / t->vec : (size_t)t->bk * t->dt;
-}
-
-size_t pfx_attn_bwd_wg_dq(const pfx_attn_bwd_tiles *t)
-{
-    return t->vec > 1 ? t->bq / t->vec : (size_t)t->bq * t->dt;
-}
-
-static bool tiles_forced;
-static pfx_attn_bwd_tiles forced_tiles;
-
-void pfx_attn_bwd_override_tiles(const pfx_attn_bwd_tiles *tiles)
-{
-    tiles_forced = tiles != NULL;
-    if (tiles)
-        forced_tiles = *tiles;
-}
 
 static size_t ceil_div(size_t a, size_t b)
 {
@@ -169,20 +70,7 @@ static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
                          "%s: B * H * N = %zu rows is beyond the kernels' 32-bit indexing", OP,
                          p->B * p->H * p->N);
-    if (!pfx_attn_bwd_tiles_for(rt->vendor, rt->info.local_mem_bytes, p->D, tiles))
-        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "%s: desc.head_dim %zu is beyond what the backward kernels hold in this "
-                         "device's %llu bytes of local memory (at most 256)",
-                         OP, p->D, (unsigned long long)rt->info.local_mem_bytes);
-    if (tiles_forced && p->D <= forced_tiles.dmax)
-        *tiles = forced_tiles;
-    size_t wg = pfx_attn_bwd_wg_dkv(tiles) > pfx_attn_bwd_wg_dq(tiles) ? pfx_attn_bwd_wg_dkv(tiles)
-                                                                       : pfx_attn_bwd_wg_dq(tiles);
-    if (wg > rt->info.max_work_group_size)
-        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "%s: the backward needs work-groups of %zu, the device allows %zu", OP,
-                         wg, rt->info.max_work_group_size);
-    return PFX_SUCCESS;
+    return pfx_attn_bwd_select(rt, OP, p->D, tiles);
 }
 
 typedef struct bwd_workspace {
@@ -220,7 +108,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
                           const pfx_attention_grads *g, const pfx_attn_bwd_tiles *tiles,
                           bwd_workspace *w)
 {
-    char options[128];
+    char options[PFX_OPTIONS_MAX];
     pfx_attn_bwd_options(tiles, options, sizeof(options));
     cl_kernel k_delta, k_dkv, k_dq, k_prefix, k_gain;
     pfx_status st;
@@ -236,7 +124,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     bool want_kv = g->dk || g->dv;
     bool want_gain = g->dgain || g->ddim_gain;
     bool want_q = g->dq || want_gain;
-    size_t ntq = ceil_div(p->N, tiles->bq);
+    size_t ntq = ceil_div(p->N, tiles->block_m);
 
     if ((st = pfx_attn_params_upload(rt, p, &w->params)))
         return st;
@@ -280,8 +168,8 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     }
 
     if (want_kv || want_prefix) {
-        cl_int prefix_tiles = (cl_int)ceil_div(p->P, tiles->bk);
-        cl_int input_tiles = (cl_int)ceil_div(p->M, tiles->bk);
+        cl_int prefix_tiles = (cl_int)ceil_div(p->P, tiles->block_n);
+        cl_int input_tiles = (cl_int)ceil_div(p->M, tiles->block_n);
         cl_int tile_offset = want_prefix ? 0 : prefix_tiles;
         size_t count = (size_t)(want_kv ? prefix_tiles + input_tiles : prefix_tiles) -
                        (size_t)tile_offset;

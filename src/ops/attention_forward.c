@@ -48,29 +48,10 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
         goto done;
     }
 
-    unsigned dc = pfx_attn_fwd_dim_class(p.D);
-    if (!dc) {
-        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                       "%s: desc.head_dim %zu is above the largest supported head size %d", OP,
-                       p.D, PFX_ATTN_FWD_MAX_D);
-        goto done;
-    }
-    const bool decode = R <= pfx_attn_fwd_decode_rows(rt->vendor);
     pfx_attn_fwd_tiles t;
-    if (!pfx_attn_fwd_tiles_for(rt->vendor, rt->info.local_mem_bytes, dc, decode, &t)) {
-        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                       "%s: desc.head_dim %zu needs more local memory than the device has "
-                       "(%llu bytes)",
-                       OP, p.D, (unsigned long long)rt->info.local_mem_bytes);
+    if ((st = pfx_attn_fwd_select(rt, OP, p.D, R, &t)))
         goto done;
-    }
     const size_t wg = pfx_attn_fwd_wg_size(&t);
-    if (wg > rt->info.max_work_group_size) {
-        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                       "%s: desc.head_dim %zu needs work-groups of %zu, the device allows %zu", OP,
-                       p.D, wg, rt->info.max_work_group_size);
-        goto done;
-    }
 
     char options[PFX_OPTIONS_MAX];
     pfx_attn_fwd_options(&t, options, sizeof(options));
@@ -80,7 +61,8 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
 
     const size_t row_tiles = ceil_div(R, t.block_m);
     size_t keys_per_split;
-    const size_t splits = pfx_attn_fwd_splits(rt->vendor, rt->info.compute_units, &t, p.B, p.Hkv,
+    const size_t splits = pfx_attn_fwd_splits(pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL),
+                                              rt->info.compute_units, &t, p.B, p.Hkv,
                                               R, p.P + p.M, &keys_per_split);
     if (splits > 1 && (st = pfx_kernel_get(rt, "attention_fwd", options, "pfx_attn_fwd_merge",
                                            &merge)))

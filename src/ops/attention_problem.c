@@ -335,6 +335,17 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
                                                                 : (double)d->gain_ramp * d->gain[h];
         p->head_scale[h] = (float)(p->scale * gamma_of(d->gain_mode, x));
         p->dscale_dgain[h] = (float)(p->scale * d->gain_ramp * gamma_slope(d->gain_mode, x));
+        /* Every entry point (forward, backward, stats, map) refuses alike a
+         * factor that float32 cannot hold; finite factors are computed right
+         * (the kernels subtract the row max before exponentiating). */
+        if (!isfinite(p->head_scale[h]) || !isfinite(p->dscale_dgain[h])) {
+            double c = p->scale * gamma_of(d->gain_mode, x);
+            pfx_attn_problem_free(p);
+            return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                             "%s: the logit factor of head %zu, desc.scale x gamma(desc.gain_ramp "
+                             "x desc.gain[%zu]) = %g, is beyond float32",
+                             op, h, h, c);
+        }
     }
     for (size_t i = 0; d->dim_gain && i < p->H * p->D; i++)
         p->dim_factor[i] = 1.0f + d->dim_gain[i];

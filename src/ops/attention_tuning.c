@@ -1,40 +1,39 @@
 /*
- * Tile tables of the attention forward per vendor family (see
- * attention_tuning.h and the design comment in cl/attention_fwd.cl).
- *
- * PoCL on CPU (measured, see bench/README.md): one work-item per row
- * (KSPLIT 1) so that every K/V read is a broadcast, the tile loops fully
- * unrolled (PoCL vectorizes the work-item loop only when it is innermost),
- * a polynomial exp2 (the libm call does not vectorize). Local memory is
- * plentiful (1 MiB) and only 2 to a few compute units exist.
- *
- * GPUs (not measured in this session, reasoned defaults):
- * NVIDIA: 48 KiB local, warps of 32, no sub-groups or fp16 needed. KSPLIT
- * work-items share a row and take interleaved keys (padding 1 keeps their
- * strided local reads conflict-free); the scaled q tile lives in local
- * memory for D >= 96 so that a work-item holds only acc[D] in registers.
- * Decode: 8 rows (the query heads of a kv head x N) x 32 work-items, and
- * split-K across work-groups fills the 132 SMs of an H200.
- * AMD: 64 KiB LDS, wave 64; work-groups of 128/256. Intel: 64 KiB SLM,
- * SIMD16/32; work-groups of 128.
+ * The attention tuning database (see attention_tuning.h): sizes, fit to the
+ * device, option text and kernel rules, the choice the ops make; the user
+ * override is read in attention_override.c. The entries themselves are in
+ * attention_tuning_db.c; the sweeps behind them are in bench/README.md.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "attention_tuning.h"
 
-/* Few classes (compile time on PoCL): the kernel's head-dimension loops
- * run to the runtime D where they are not unrolled. */
-static const unsigned dim_classes[] = { 64, 128, 256 };
-#define DIM_CLASS_COUNT (sizeof(dim_classes) / sizeof(dim_classes[0]))
+const unsigned pfx_attn_classes[PFX_ATTN_CLASS_COUNT] = { 16, 32, 64, 128, 256 };
 
-unsigned pfx_attn_fwd_dim_class(size_t D)
+static int class_index(unsigned dim_class)
 {
-    for (size_t c = 0; c < DIM_CLASS_COUNT; c++)
-        if (D <= dim_classes[c])
-            return dim_classes[c];
+    for (int c = 0; c < PFX_ATTN_CLASS_COUNT; c++)
+        if (pfx_attn_classes[c] == dim_class)
+            return c;
+    return -1;
+}
+
+bool pfx_attn_is_class(unsigned dim_class)
+{
+    return class_index(dim_class) >= 0;
+}
+
+unsigned pfx_attn_dim_class(size_t D)
+{
+    for (int c = 0; c < PFX_ATTN_CLASS_COUNT; c++)
+        if (D <= pfx_attn_classes[c])
+            return pfx_attn_classes[c];
     return 0;
 }
+
+/* ---- sizes ---- */
 
 size_t pfx_attn_fwd_wg_size(const pfx_attn_fwd_tiles *t)
 {
@@ -50,89 +49,41 @@ size_t pfx_attn_fwd_local_bytes(const pfx_attn_fwd_tiles *t)
     return floats * sizeof(float);
 }
 
-unsigned pfx_attn_fwd_decode_rows(pfx_vendor vendor)
+size_t pfx_attn_bwd_local_bytes(const pfx_attn_bwd_tiles *t)
 {
-    (void)vendor;
-    return 8;
+    /* as BWD_LOCALS in cl/attention_bwd.cl: K~, V~ and Q, dO tiles (rows
+     * padded to HEAD_DIM + 1, or transposed with BLOCK_N + 1 / BLOCK_M + 1),
+     * two score tiles, LSE and Delta */
+    size_t dm = t->head_dim, bq = t->block_m, bk = t->block_n;
+    size_t ksz = bk * (dm + 1) > dm * (bk + 1) ? bk * (dm + 1) : dm * (bk + 1);
+    size_t qsz = bq * (dm + 1) > dm * (bq + 1) ? bq * (dm + 1) : dm * (bq + 1);
+    return sizeof(float) * (2 * ksz + 2 * qsz + 2 * bq * bk + 2 * bq);
 }
 
-unsigned pfx_attn_fwd_groups_per_cu(pfx_vendor vendor)
+size_t pfx_attn_bwd_wg_dkv(const pfx_attn_bwd_tiles *t)
 {
-    switch (vendor) {
-    case PFX_VENDOR_CPU: return 2;
-    case PFX_VENDOR_NVIDIA:
-    case PFX_VENDOR_AMD: return 4;
-    default: return 2;
-    }
+    return t->vec > 1 ? t->block_n / t->vec : (size_t)t->block_n * t->dsplit;
 }
 
-
-static pfx_attn_fwd_tiles table(pfx_vendor vendor, unsigned dc, bool decode)
+size_t pfx_attn_bwd_wg_dq(const pfx_attn_bwd_tiles *t)
 {
-    pfx_attn_fwd_tiles t = { dc, 16, 16, 1, 0, false, true, false, 1, true };
-    switch (vendor) {
-    case PFX_VENDOR_CPU:
-        /* BLOCK_M rows = vector lanes x 2 (AVX-512: 16 floats); BLOCK_N keys
-         * = the register block of logits per row. See bench/README.md. */
-        t.poly_exp2 = true;
-        /* Unrolling D = 256 takes PoCL minutes to compile: loops instead.
-         * Decode: unrolled only for D <= 64 (minutes of PoCL compile). */
-        t.unroll = decode ? dc <= 64 : dc <= 128;
-        /* Explicit SIMD: VEC rows per work-item as float16 lanes (the PoCL
-         * work-item vectorizer gave up on this kernel: 2 GFLOP/s). Measured
-         * on (a), B=1 H=8 N=M=1024 P=32 D=64, PoCL 2 cores, GFLOP/s
-         * (BLOCK_M, BLOCK_N, VEC): (16,16,16) 15, (32,16,16) 14,
-         * (32,32,16) 21, (64,16,16) 23, (64,32,16) 40, (64,64,16) 21,
-         * (128,16,16) 25, (128,32,16) 24, (64,16,8) 12: 64 x 32 keeps the
-         * 32 logit vectors and the 16-wide broadcast FMAs busiest. Large
-         * head sizes take 16-key tiles (register pressure, compile time).
-         * Decode: 8 rows (the heads of a kv head x N) in one float8. */
-        t.block_m = decode ? 8 : 64;
-        t.block_n = decode ? 32 : dc <= 64 ? 32 : 16;
-        t.vec = decode ? 8 : 16;
-        t.unroll_d = dc <= 64;
-        break;
-    case PFX_VENDOR_NVIDIA:
-    case PFX_VENDOR_AMD:
-    case PFX_VENDOR_INTEL_GPU:
-        /* KSPLIT work-items per row, each owning HEAD_DIM / KSPLIT output
-         * dims (<= 16 accumulators) and BLOCK_N / KSPLIT logits; q in local
-         * memory. Gate (tests/kernel_gate.py): no spills on sm_80/90,
-         * gfx90a/1030/1100, xe-lp/xe-hpg. Work-groups of 128 on Intel, 256
-         * on NVIDIA/AMD. */
-        t.kv_pad = 1;
-        t.q_local = true;
-        t.unroll = true;
-        if (decode) {
-            t.block_m = 8;
-            t.ksplit = 16;
-            t.block_n = 64;
-        } else {
-            t.ksplit = dc <= 128 ? 8 : 16;
-            t.block_m = (vendor == PFX_VENDOR_INTEL_GPU ? 128 : 256) / t.ksplit;
-            t.block_n = 32;
-        }
-        break;
-    default:
-        /* Unknown device: small, conservative, no unrolling. */
-        t.unroll = false;
-        t.block_m = decode ? 8 : 16;
-        t.block_n = 16;
-        t.q_local = true;
-        break;
-    }
-    return t;
+    return t->vec > 1 ? t->block_m / t->vec : (size_t)t->block_m * t->dsplit;
 }
 
-bool pfx_attn_fwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, unsigned dim_class,
-                            bool decode, pfx_attn_fwd_tiles *out)
+/* ---- database tiles, fitted ---- */
+
+bool pfx_attn_fwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
+                            unsigned dim_class, bool decode, pfx_attn_fwd_tiles *out)
 {
-    pfx_attn_fwd_tiles t = table(vendor, dim_class, decode);
+    int c = class_index(dim_class);
+    if (c < 0)
+        return false;
+    pfx_attn_fwd_tiles t = decode ? db->decode[c] : db->fwd[c];
     /* Shrink the key tile, then the row tile, until local memory holds it. */
     while (pfx_attn_fwd_local_bytes(&t) > local_mem_bytes) {
         if (t.block_n > t.ksplit && t.block_n > 8)
             t.block_n /= 2;
-        else if (t.block_m > 1)
+        else if (t.block_m > t.vec)
             t.block_m /= 2;
         else
             return false;
@@ -143,39 +94,202 @@ bool pfx_attn_fwd_tiles_for(pfx_vendor vendor, uint64_t local_mem_bytes, unsigne
     return true;
 }
 
-void pfx_attn_fwd_options(const pfx_attn_fwd_tiles *t, char *buf, size_t cap)
+bool pfx_attn_bwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
+                            unsigned dim_class, pfx_attn_bwd_tiles *out)
 {
-    snprintf(buf, cap,
-             "-DHEAD_DIM=%u -DBLOCK_M=%u -DBLOCK_N=%u -DKSPLIT=%u -DKV_PAD=%u -DQ_LOCAL=%d "
-             "-DUNROLL=%d -DPOLY_EXP2=%d -DVEC=%u -DUNROLL_D=%d",
-             t->head_dim, t->block_m, t->block_n, t->ksplit, t->kv_pad, t->q_local ? 1 : 0,
-             t->unroll ? 1 : 0, t->poly_exp2 ? 1 : 0, t->vec, t->unroll_d ? 1 : 0);
+    int c = class_index(dim_class);
+    if (c < 0)
+        return false;
+    pfx_attn_bwd_tiles t = db->bwd[c];
+    /* Halve both tiles (keeping them multiples of VEC) until they fit; when
+     * the CPU path's 16-wide tiles do not fit (rusticl's 32 KiB at D = 128),
+     * take the GPU path, whose tiles go down to 8 x 8. */
+    while (pfx_attn_bwd_local_bytes(&t) > local_mem_bytes) {
+        if (t.vec > 1 && (t.block_m / 2 < t.vec || t.block_n / 2 < t.vec)) {
+            t.vec = 1;
+            t.dsplit = 1;
+            continue;
+        }
+        if (t.block_m <= 4)
+            return false;
+        t.block_m /= 2;
+        t.block_n /= 2;
+    }
+    *out = t;
+    return true;
 }
 
-void pfx_attn_fwd_add_configs(pfx_vendor vendor, uint64_t local_mem_bytes,
-                              pfx_program_config *out, size_t cap, size_t *n)
+/* ---- the vocabulary: field names, option text ---- */
+
+#define FWD_FIELD(f, NAME) { NAME, offsetof(pfx_attn_fwd_tiles, f) }
+const pfx_attn_field pfx_attn_fwd_fields[PFX_ATTN_FWD_FIELDS] = {
+    FWD_FIELD(head_dim, "HEAD_DIM"), FWD_FIELD(block_m, "BLOCK_M"),
+    FWD_FIELD(block_n, "BLOCK_N"),   FWD_FIELD(ksplit, "KSPLIT"),
+    FWD_FIELD(kv_pad, "KV_PAD"),     FWD_FIELD(q_local, "Q_LOCAL"),
+    FWD_FIELD(unroll, "UNROLL"),     FWD_FIELD(poly_exp2, "POLY_EXP2"),
+    FWD_FIELD(vec, "VEC"),           FWD_FIELD(unroll_d, "UNROLL_D"),
+};
+#define BWD_FIELD(f, NAME) { NAME, offsetof(pfx_attn_bwd_tiles, f) }
+const pfx_attn_field pfx_attn_bwd_fields[PFX_ATTN_BWD_FIELDS] = {
+    BWD_FIELD(head_dim, "HEAD_DIM"), BWD_FIELD(block_m, "BLOCK_M"),
+    BWD_FIELD(block_n, "BLOCK_N"),   BWD_FIELD(dsplit, "DSPLIT"),
+    BWD_FIELD(vec, "VEC"),
+};
+unsigned *pfx_attn_field_at(void *tiles, const pfx_attn_field *f)
 {
-    char seen[2 * DIM_CLASS_COUNT][PFX_OPTIONS_MAX];
-    size_t seen_count = 0;
-    for (size_t c = 0; c < DIM_CLASS_COUNT; c++)
-        for (int decode = 0; decode < 2; decode++) {
-            pfx_attn_fwd_tiles t;
-            if (!pfx_attn_fwd_tiles_for(vendor, local_mem_bytes, dim_classes[c], decode, &t))
-                continue;
-            char options[PFX_OPTIONS_MAX];
-            pfx_attn_fwd_options(&t, options, sizeof(options));
-            bool dup = false;
-            for (size_t s = 0; s < seen_count && !dup; s++)
-                dup = !strcmp(seen[s], options);
-            if (dup)
-                continue;
-            memcpy(seen[seen_count++], options, sizeof(options));
-            if (*n < cap) {
-                out[*n].program = "attention_fwd";
-                snprintf(out[*n].options, sizeof(out[*n].options), "%s", options);
-            }
-            (*n)++;
-        }
+    return (unsigned *)((char *)tiles + f->offset);
+}
+
+static void options_of(const void *tiles, const pfx_attn_field *fields, size_t count, char *buf,
+                       size_t cap)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < count && at < cap; i++) {
+        int n = snprintf(buf + at, cap - at, "%s-DPFX_ATTN_%s=%u", i ? " " : "", fields[i].name,
+                         *pfx_attn_field_at((void *)tiles, &fields[i]));
+        if (n < 0)
+            break;
+        at += (size_t)n;
+    }
+}
+
+void pfx_attn_fwd_options(const pfx_attn_fwd_tiles *t, char *buf, size_t cap)
+{
+    options_of(t, pfx_attn_fwd_fields, PFX_ATTN_FWD_FIELDS, buf, cap);
+}
+
+void pfx_attn_bwd_options(const pfx_attn_bwd_tiles *t, char *buf, size_t cap)
+{
+    options_of(t, pfx_attn_bwd_fields, PFX_ATTN_BWD_FIELDS, buf, cap);
+}
+
+/* ---- kernel constraints (the #error checks of the kernels) ---- */
+
+static const char *fwd_invalid(const pfx_attn_fwd_tiles *t)
+{
+    if (class_index(t->head_dim) < 0)
+        return "HEAD_DIM must be a head-size class (16, 32, 64, 128 or 256)";
+    if (!t->block_m || !t->block_n || !t->ksplit)
+        return "BLOCK_M, BLOCK_N and KSPLIT must be positive";
+    if (t->vec != 1 && t->vec != 4 && t->vec != 8 && t->vec != 16)
+        return "VEC must be 1, 4, 8 or 16";
+    if (t->vec > 1 && (t->ksplit != 1 || t->q_local || t->block_m % t->vec))
+        return "VEC > 1 needs KSPLIT 1, Q_LOCAL 0 and BLOCK_M a multiple of VEC";
+    if (t->block_n % t->ksplit || t->head_dim % t->ksplit)
+        return "BLOCK_N and HEAD_DIM must be multiples of KSPLIT";
+    if (t->block_m > 4096 || t->block_n > 4096 || t->kv_pad > 64)
+        return "BLOCK_M, BLOCK_N above 4096 or KV_PAD above 64";
+    if (t->q_local > 1 || t->unroll > 1 || t->poly_exp2 > 1 || t->unroll_d > 1)
+        return "Q_LOCAL, UNROLL, POLY_EXP2 and UNROLL_D are 0 or 1";
+    return NULL;
+}
+
+static const char *bwd_invalid(const pfx_attn_bwd_tiles *t)
+{
+    if (class_index(t->head_dim) < 0)
+        return "HEAD_DIM must be a head-size class (16, 32, 64, 128 or 256)";
+    if (!t->block_m || !t->block_n || !t->dsplit || t->block_m > 4096 || t->block_n > 4096)
+        return "BLOCK_M, BLOCK_N and DSPLIT must be in 1..4096";
+    if (t->vec != 1 && t->vec != 16)
+        return "VEC must be 1 (GPU path) or 16 (CPU path)";
+    if (t->vec > 1 && (t->block_m % t->vec || t->block_n % t->vec || t->block_m % 8 ||
+                       t->block_n % 8))
+        return "VEC 16 needs BLOCK_M and BLOCK_N multiples of 16";
+    if (t->head_dim % t->dsplit)
+        return "HEAD_DIM must be a multiple of DSPLIT";
+    return NULL;
+}
+
+/* ---- what the ops use ---- */
+
+static const pfx_attn_tuning *db_of(const pfx_runtime *rt)
+{
+    return pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL);
+}
+
+static pfx_status unsupported(pfx_runtime *rt, const char *op, size_t D, const char *what,
+                              size_t need, size_t have, const char *options)
+{
+    return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                     "%s: desc.head_dim %zu: the tiles (%s) need %zu %s, the device has %zu", op,
+                     D, options, need, what, have);
+}
+
+pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t rows_per_kv_head,
+                               pfx_attn_fwd_tiles *out)
+{
+    const pfx_attn_tuning *db = db_of(rt);
+    unsigned dc = pfx_attn_dim_class(D);
+    if (!dc)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: desc.head_dim %zu is above the largest supported head size %d", op,
+                         D, PFX_ATTN_MAX_D);
+    const bool decode = rows_per_kv_head <= db->decode_rows;
+    const pfx_attn_override_line *l = pfx_attn_override_for(rt->attn_override, false, D);
+    pfx_attn_fwd_tiles t;
+    char options[PFX_OPTIONS_MAX];
+    if (l) {
+        t = decode ? db->decode[class_index(dc)] : db->fwd[class_index(dc)];
+        pfx_attn_override_apply(&t, false, l);
+        pfx_attn_fwd_options(&t, options, sizeof(options));
+        const char *bad = fwd_invalid(&t);
+        if (bad)
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: kernel tuning (%s): %s (%s)",
+                             op, rt->attn_override->source, bad, options);
+        if (pfx_attn_fwd_local_bytes(&t) > rt->info.local_mem_bytes)
+            return unsupported(rt, op, D, "bytes of local memory", pfx_attn_fwd_local_bytes(&t),
+                               (size_t)rt->info.local_mem_bytes, options);
+    } else if (!pfx_attn_fwd_tiles_for(db, rt->info.local_mem_bytes, dc, decode, &t)) {
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: desc.head_dim %zu needs more local memory than the device has "
+                         "(%llu bytes)",
+                         op, D, (unsigned long long)rt->info.local_mem_bytes);
+    }
+    pfx_attn_fwd_options(&t, options, sizeof(options));
+    if (pfx_attn_fwd_wg_size(&t) > rt->info.max_work_group_size)
+        return unsupported(rt, op, D, "work-items per group", pfx_attn_fwd_wg_size(&t),
+                           rt->info.max_work_group_size, options);
+    *out = t;
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_attn_bwd_select(pfx_runtime *rt, const char *op, size_t D, pfx_attn_bwd_tiles *out)
+{
+    const pfx_attn_tuning *db = db_of(rt);
+    unsigned dc = pfx_attn_dim_class(D);
+    pfx_attn_bwd_tiles t;
+    char options[PFX_OPTIONS_MAX];
+    const pfx_attn_override_line *l = pfx_attn_override_for(rt->attn_override, true, D);
+    if (!dc)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: desc.head_dim %zu is above the largest supported head size %d", op,
+                         D, PFX_ATTN_MAX_D);
+    if (l) {
+        t = db->bwd[class_index(dc)];
+        pfx_attn_override_apply(&t, true, l);
+        pfx_attn_bwd_options(&t, options, sizeof(options));
+        const char *bad = bwd_invalid(&t);
+        if (bad)
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: kernel tuning (%s): %s (%s)",
+                             op, rt->attn_override->source, bad, options);
+        if (pfx_attn_bwd_local_bytes(&t) > rt->info.local_mem_bytes)
+            return unsupported(rt, op, D, "bytes of local memory", pfx_attn_bwd_local_bytes(&t),
+                               (size_t)rt->info.local_mem_bytes, options);
+    } else if (!pfx_attn_bwd_tiles_for(db, rt->info.local_mem_bytes, dc, &t)) {
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: desc.head_dim %zu is beyond what the backward kernels hold in this "
+                         "device's %llu bytes of local memory",
+                         op, D, (unsigned long long)rt->info.local_mem_bytes);
+    }
+    pfx_attn_bwd_options(&t, options, sizeof(options));
+    size_t wg = pfx_attn_bwd_wg_dkv(&t) > pfx_attn_bwd_wg_dq(&t) ? pfx_attn_bwd_wg_dkv(&t)
+                                                                 : pfx_attn_bwd_wg_dq(&t);
+    if (wg > rt->info.max_work_group_size)
+        return unsupported(rt, op, D, "work-items per group", wg, rt->info.max_work_group_size,
+                           options);
+    *out = t;
+    return PFX_SUCCESS;
 }
 
 static size_t ceil_div(size_t a, size_t b)
@@ -183,16 +297,15 @@ static size_t ceil_div(size_t a, size_t b)
     return (a + b - 1) / b;
 }
 
-size_t pfx_attn_fwd_splits(pfx_vendor vendor, unsigned compute_units, const pfx_attn_fwd_tiles *t,
-                           size_t batch, size_t kv_heads, size_t rows_per_kv_head, size_t keys,
-                           size_t *keys_per_split)
+size_t pfx_attn_fwd_splits(const pfx_attn_tuning *db, unsigned compute_units,
+                           const pfx_attn_fwd_tiles *t, size_t batch, size_t kv_heads,
+                           size_t rows_per_kv_head, size_t keys, size_t *keys_per_split)
 {
     /* Cut the key range when the row tiles alone do not fill the device;
      * each split keeps at least two key tiles. */
     const size_t base_groups = ceil_div(rows_per_kv_head, t->block_m) * kv_heads * batch;
     const size_t key_tiles = ceil_div(keys, t->block_n);
-    const size_t target = (size_t)(compute_units ? compute_units : 1) *
-                          pfx_attn_fwd_groups_per_cu(vendor);
+    const size_t target = (size_t)(compute_units ? compute_units : 1) * db->groups_per_cu;
     size_t splits = 1;
     if (base_groups < target && key_tiles >= 4) {
         splits = ceil_div(target, base_groups);
@@ -203,4 +316,41 @@ size_t pfx_attn_fwd_splits(pfx_vendor vendor, unsigned compute_units, const pfx_
     }
     *keys_per_split = ceil_div(key_tiles, splits) * t->block_n;
     return ceil_div(keys, *keys_per_split);
+}
+
+/* ---- the registry's view ---- */
+
+void pfx_attn_add_unique(pfx_program_config *out, size_t cap, size_t *n, size_t first,
+                         const char *program, const char *options)
+{
+    for (size_t s = first; s < *n && s < cap; s++)
+        if (!strcmp(out[s].program, program) && !strcmp(out[s].options, options))
+            return;
+    if (*n < cap) {
+        out[*n].program = program;
+        snprintf(out[*n].options, sizeof(out[*n].options), "%s", options);
+    }
+    (*n)++;
+}
+
+void pfx_attn_add_configs(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
+                          pfx_program_config *out, size_t cap, size_t *n)
+{
+    const size_t first = *n;
+    char options[PFX_OPTIONS_MAX];
+    for (int c = 0; c < PFX_ATTN_CLASS_COUNT; c++)
+        for (int decode = 0; decode < 2; decode++) {
+            pfx_attn_fwd_tiles t;
+            if (!pfx_attn_fwd_tiles_for(db, local_mem_bytes, pfx_attn_classes[c], decode, &t))
+                continue;
+            pfx_attn_fwd_options(&t, options, sizeof(options));
+            pfx_attn_add_unique(out, cap, n, first, "attention_fwd", options);
+        }
+    for (int c = 0; c < PFX_ATTN_CLASS_COUNT; c++) {
+        pfx_attn_bwd_tiles t;
+        if (!pfx_attn_bwd_tiles_for(db, local_mem_bytes, pfx_attn_classes[c], &t))
+            continue;
+        pfx_attn_bwd_options(&t, options, sizeof(options));
+        pfx_attn_add_unique(out, cap, n, first, "attention_bwd", options);
+    }
 }

@@ -6,39 +6,26 @@
 
 #include "registry.h"
 
-static const pfx_vendor vendors[] = { PFX_VENDOR_NVIDIA, PFX_VENDOR_AMD, PFX_VENDOR_INTEL_GPU,
-                                      PFX_VENDOR_CPU, PFX_VENDOR_OTHER };
-
-/* Local memory the tile tables assume per family (NVIDIA 48 KiB, AMD and
- * Intel 64 KiB, PoCL's CPU device 1 MiB); a runtime passes its device's. */
-static uint64_t typical_local_mem(pfx_vendor v)
-{
-    switch (v) {
-    case PFX_VENDOR_NVIDIA: return 48 * 1024;
-    case PFX_VENDOR_CPU: return 1024 * 1024;
-    default: return 64 * 1024;
-    }
-}
-
 pfx_status pfx_kernel_configs(pfx_kernel_config *out, size_t capacity, size_t *count)
 {
     if (!count || (!out && capacity))
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_kernel_configs: %s is NULL",
                          !count ? "count" : "out");
     size_t total = 0;
-    for (size_t v = 0; v < sizeof(vendors) / sizeof(vendors[0]); v++) {
-        size_t n = pfx_program_configs(vendors[v], typical_local_mem(vendors[v]), NULL, 0);
+    for (size_t v = 0; v < PFX_VENDOR_FAMILIES; v++) {
+        const pfx_vendor vendor = pfx_vendor_families[v];
+        size_t n = pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), NULL, 0);
         pfx_program_config *c = malloc((n ? n : 1) * sizeof(*c));
         if (!c)
             return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_kernel_configs: out of memory");
-        pfx_program_configs(vendors[v], typical_local_mem(vendors[v]), c, n);
+        pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), c, n);
         for (size_t i = 0; i < n; i++, total++) {
             if (total >= capacity)
                 continue;
             pfx_kernel_config *k = &out[total];
             memset(k, 0, sizeof(*k));
             snprintf(k->program, sizeof(k->program), "%s", c[i].program);
-            snprintf(k->vendor, sizeof(k->vendor), "%s", pfx_vendor_name(vendors[v]));
+            snprintf(k->vendor, sizeof(k->vendor), "%s", pfx_vendor_name(vendor));
             snprintf(k->options, sizeof(k->options), "%s", c[i].options);
         }
         free(c);

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "registry.h"
-#include "attention_backward.h"
 #include "attention_tuning.h"
 
 const char *pfx_vendor_name(pfx_vendor vendor)
@@ -18,6 +17,21 @@ const char *pfx_vendor_name(pfx_vendor vendor)
     }
 }
 
+const pfx_vendor pfx_vendor_families[PFX_VENDOR_FAMILIES] = {
+    PFX_VENDOR_NVIDIA, PFX_VENDOR_AMD, PFX_VENDOR_INTEL_GPU, PFX_VENDOR_CPU, PFX_VENDOR_OTHER,
+};
+
+uint64_t pfx_vendor_typical_local_mem(pfx_vendor vendor)
+{
+    switch (vendor) {
+    case PFX_VENDOR_NVIDIA: return 48 * 1024;
+    case PFX_VENDOR_AMD:
+    case PFX_VENDOR_INTEL_GPU: return 64 * 1024;
+    case PFX_VENDOR_CPU: return 1024 * 1024;
+    default: return 32 * 1024;
+    }
+}
+
 static void add(pfx_program_config *out, size_t cap, size_t *n, const char *program,
                 const char *options)
 {
@@ -28,37 +42,63 @@ static void add(pfx_program_config *out, size_t cap, size_t *n, const char *prog
     (*n)++;
 }
 
-size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes, pfx_program_config *out,
-                           size_t cap)
+/* The programs without tunables, and the peak kernels. */
+static void add_fixed(pfx_vendor vendor, pfx_program_config *out, size_t cap, size_t *n)
 {
-    (void)vendor;
-    (void)local_mem_bytes;
-    size_t n = 0;
-    add(out, cap, &n, "elementwise", "");
+    add(out, cap, n, "elementwise", "");
     /* cl/peak.cl: device ceilings for `prefixcl bench` (tools/bench_suite.c
      * uses the same rule: the many-chain FMA kernels on CPUs only) */
-    add(out, cap, &n, "peak", vendor == PFX_VENDOR_CPU ? "-DPEAK_ILP=1" : "");
-    add(out, cap, &n, "encoder", ""); /* layer/encoder.c: no tunables */
-    add(out, cap, &n, "layer", ""); /* layer/attention_layer.c: no tunables */
-    add(out, cap, &n, "optimizer", ""); /* layer/optimizer.c: no tunables */
+    add(out, cap, n, "peak", vendor == PFX_VENDOR_CPU ? "-DPEAK_ILP=1" : "");
+    add(out, cap, n, "encoder", ""); /* layer/encoder.c: no tunables */
+    add(out, cap, n, "layer", ""); /* layer/attention_layer.c: no tunables */
+    add(out, cap, n, "optimizer", ""); /* layer/optimizer.c: no tunables */
     /* whole-model pieces (model_ops.h): no tunables, in-kernel defaults */
-    add(out, cap, &n, "embedding", "");     /* embedding.c */
-    add(out, cap, &n, "norm", "");          /* norm.c: NORM_LOCAL 64 */
-    add(out, cap, &n, "activation", "");    /* activation.c, bias.c */
-    add(out, cap, &n, "rope", "");          /* rope.c */
-    add(out, cap, &n, "convert", "");       /* convert.c, gemm.c (half weights) */
-    add(out, cap, &n, "cross_entropy", ""); /* cross_entropy.c: CE_LOCAL 64 */
-    pfx_attn_fwd_add_configs(vendor, local_mem_bytes, out, cap, &n); /* attention_tuning.c */
-    add(out, cap, &n, "attention_stats", ""); /* attention_stats.c: stats_options */
-    add(out, cap, &n, "attention_gain", ""); /* attention_problem.c: device gains */
-    /* attention_backward.c: one option set per head-size bucket */
-    for (unsigned i = 0; i < PFX_ATTN_BWD_BUCKETS; i++) {
-        pfx_attn_bwd_tiles t;
+    add(out, cap, n, "embedding", "");     /* embedding.c */
+    add(out, cap, n, "norm", "");          /* norm.c: NORM_LOCAL 64 */
+    add(out, cap, n, "activation", "");    /* activation.c, bias.c */
+    add(out, cap, n, "rope", "");          /* rope.c */
+    add(out, cap, n, "convert", "");       /* convert.c, gemm.c (half weights) */
+    add(out, cap, n, "cross_entropy", ""); /* cross_entropy.c: CE_LOCAL 64 */
+    add(out, cap, n, "attention_stats", ""); /* attention_stats.c: stats_options */
+    add(out, cap, n, "attention_gain", ""); /* attention_problem.c: device gains */
+}
+
+size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,
+                           uint64_t local_mem_bytes, pfx_program_config *out, size_t cap)
+{
+    size_t n = 0;
+    add_fixed(vendor, out, cap, &n);
+    /* attention_forward.c / attention_backward.c: the tuning database */
+    pfx_attn_add_configs(pfx_attn_tuning_lookup(vendor, info, NULL), local_mem_bytes, out, cap,
+                         &n);
+    return n;
+}
+
+size_t pfx_runtime_configs(pfx_runtime *rt, pfx_program_config *out, size_t cap)
+{
+    size_t n = 0;
+    add_fixed(rt->vendor, out, cap, &n);
+    const size_t first = n;
+    char saved[PFX_ERROR_MAX];
+    snprintf(saved, sizeof(saved), "%s", rt->error);
+    for (int c = 0; c < PFX_ATTN_CLASS_COUNT; c++) {
+        const size_t D = pfx_attn_classes[c];
+        const pfx_attn_tuning *db = pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL);
+        pfx_attn_fwd_tiles f;
+        pfx_attn_bwd_tiles b;
         char options[PFX_OPTIONS_MAX];
-        if (pfx_attn_bwd_tiles_for(vendor, local_mem_bytes, pfx_attn_bwd_buckets[i], &t)) {
-            pfx_attn_bwd_options(&t, options, sizeof(options));
-            add(out, cap, &n, "attention_bwd", options);
+        /* the decode and the wide shape; tiles the device cannot hold are left out */
+        for (int decode = 0; decode < 2; decode++)
+            if (pfx_attn_fwd_select(rt, "warm-up", D, decode ? 1 : db->decode_rows + 1, &f) ==
+                PFX_SUCCESS) {
+                pfx_attn_fwd_options(&f, options, sizeof(options));
+                pfx_attn_add_unique(out, cap, &n, first, "attention_fwd", options);
+            }
+        if (pfx_attn_bwd_select(rt, "warm-up", D, &b) == PFX_SUCCESS) {
+            pfx_attn_bwd_options(&b, options, sizeof(options));
+            pfx_attn_add_unique(out, cap, &n, first, "attention_bwd", options);
         }
     }
+    snprintf(rt->error, sizeof(rt->error), "%s", saved);
     return n;
 }

@@ -179,7 +179,7 @@ static double device_strength(const pfx_device_info *info)
     return tier * 1e12 + (double)info->compute_units * (double)info->clock_mhz;
 }
 
-static bool contains_nocase(const char *hay, const char *needle)
+bool pfx_contains_nocase(const char *hay, const char *needle)
 {
     size_t n = strlen(needle);
     for (; *hay; hay++) {
@@ -231,7 +231,7 @@ bool pfx_selector_parse(const char *selector, pfx_selector *out)
         { "accelerator", PFX_DEVICE_ACCELERATOR },
     };
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-        if (strlen(types[i].name) == len && contains_nocase(out->text, types[i].name)) {
+        if (strlen(types[i].name) == len && pfx_contains_nocase(out->text, types[i].name)) {
             out->kind = PFX_SELECT_TYPE;
             out->type = types[i].type;
             return true;
@@ -249,9 +249,9 @@ bool pfx_selector_matches(const pfx_selector *sel, const pfx_device_info *info)
         return info->platform_index == sel->platform && info->device_index == sel->device;
     case PFX_SELECT_TYPE: return info->type == sel->type;
     case PFX_SELECT_NAME:
-        return contains_nocase(info->platform_name, sel->text) ||
-               contains_nocase(info->vendor, sel->text) ||
-               contains_nocase(info->device_name, sel->text);
+        return pfx_contains_nocase(info->platform_name, sel->text) ||
+               pfx_contains_nocase(info->vendor, sel->text) ||
+               pfx_contains_nocase(info->device_name, sel->text);
     }
     return false;
 }

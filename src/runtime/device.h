@@ -28,4 +28,7 @@ pfx_status pfx_device_resolve(const char *selector, bool use_env, pfx_device_inf
 
 const char *pfx_device_type_name(pfx_device_type type);
 
+/* needle occurs in hay, ignoring ASCII case ("" occurs everywhere). */
+bool pfx_contains_nocase(const char *hay, const char *needle);
+
 #endif

@@ -13,7 +13,7 @@
 
 #define PFX_ERROR_MAX 16384
 
-/* Vendor family that picks kernel tile defaults (the tile tables of src/ops/). */
+/* Vendor family that picks kernel tile defaults (see src/ops/attention_tuning_db.c). */
 typedef enum pfx_vendor {
     PFX_VENDOR_OTHER = 0,
     PFX_VENDOR_NVIDIA,
@@ -73,6 +73,8 @@ struct pfx_runtime {
     pfx_kernel_entry *kernels;
     size_t kernel_count;
 
+    /* Attention tile override (src/ops/attention_tuning.h); NULL: none. */
+    struct pfx_attn_override *attn_override;
     bool allow_overcommit;    /* pfx_runtime_params.allow_overcommit */
     _Atomic(uintptr_t) owner; /* the thread inside the runtime (0: none), see guard.c */
     unsigned owner_depth;     /* nested enters of that thread */

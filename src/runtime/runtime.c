@@ -7,6 +7,7 @@
 #include "device.h"
 #include "program.h"
 #include "registry.h"
+#include "attention_tuning.h"
 
 void pfx_runtime_default_params(pfx_runtime_params *params)
 {
@@ -59,11 +60,23 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
                                    params->disable_cache, rt->cache_dir, sizeof(rt->cache_dir));
     if (err == CL_SUCCESS && st != PFX_SUCCESS)
         pfx_error(NULL, st, "%s", "cache folder path too long");
-    else if (err == CL_SUCCESS)
+    if (err == CL_SUCCESS && st == PFX_SUCCESS) {
+        /* the kernel tuning override; parse errors are recorded for the thread */
+        pfx_attn_override override;
+        st = pfx_attn_override_load(NULL, params->kernel_tuning, rt->cache_dir, &override);
+        if (st == PFX_SUCCESS && override.count) {
+            if ((rt->attn_override = malloc(sizeof(override))))
+                *rt->attn_override = override;
+            else
+                st = pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "runtime: host allocation failed");
+        }
+    }
+    if (err == CL_SUCCESS && st == PFX_SUCCESS)
         st = pfx_gemm_setup(rt, params); /* records its errors for the thread */
     if (err != CL_SUCCESS || st != PFX_SUCCESS) {
         if (err != CL_SUCCESS)
             st = pfx_cl_error(NULL, err, "creating the OpenCL context and queue");
+        free(rt->attn_override);
         if (rt->queue)
             clReleaseCommandQueue(rt->queue);
         if (rt->context)
@@ -84,6 +97,7 @@ void pfx_runtime_destroy(pfx_runtime **rtp)
         clFinish(rt->queue);
     pfx_workspace_release(rt);
     pfx_programs_release(rt);
+    free(rt->attn_override);
     if (rt->queue)
         clReleaseCommandQueue(rt->queue);
     if (rt->context)
@@ -155,7 +169,7 @@ pfx_status pfx_runtime_warm_up(pfx_runtime *rt)
     if (!rt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "rt is NULL");
     pfx_program_config configs[64];
-    size_t n = pfx_program_configs(rt->vendor, rt->info.local_mem_bytes, configs, 64);
+    size_t n = pfx_runtime_configs(rt, configs, 64);
     for (size_t i = 0; i < n && i < 64; i++) {
         char *source = pfx_kernel_source(configs[i].program);
         if (!source)

@@ -41,21 +41,44 @@ static char *lookup(const char *name)
     return dir && *dir ? read_file(dir, name) : embedded(name);
 }
 
+/* Appends text to *buf (length *len); false when out of memory. */
+static bool append(char **buf, size_t *len, const char *text)
+{
+    size_t n = strlen(text);
+    char *grown = realloc(*buf, *len + n + 2);
+    if (!grown)
+        return false;
+    memcpy(grown + *len, text, n);
+    grown[*len + n] = '\n';
+    grown[*len + n + 1] = '\0';
+    *buf = grown;
+    *len += n + 1;
+    return true;
+}
+
+/* cl/common.cl, cl/<name>.cl, then every part cl/<name>.<part>.cl in name
+ * order (a program split by purpose, such as attention_bwd's CPU and GPU
+ * paths). The parts are those embedded, read from $PREFIXCL_KERNEL_DIR when
+ * it is set. */
 char *pfx_kernel_source(const char *name)
 {
-    char *common = lookup("common");
-    char *body = lookup(name);
     char *joined = NULL;
-    if (common && body) {
-        size_t a = strlen(common), b = strlen(body);
-        joined = malloc(a + b + 2);
-        if (joined) {
-            memcpy(joined, common, a);
-            joined[a] = '\n';
-            memcpy(joined + a + 1, body, b + 1);
-        }
-    }
+    size_t len = 0, n = strlen(name);
+    char *common = lookup("common"), *body = lookup(name);
+    bool ok = common && body && append(&joined, &len, common) && append(&joined, &len, body);
     free(common);
     free(body);
+    for (size_t i = 0; ok && i < pfx_embedded_source_count; i++) {
+        const char *part = pfx_embedded_sources[i].name;
+        if (strncmp(part, name, n) || part[n] != '.')
+            continue;
+        char *text = lookup(part);
+        ok = text && append(&joined, &len, text);
+        free(text);
+    }
+    if (!ok) {
+        free(joined);
+        return NULL;
+    }
     return joined;
 }

@@ -529,6 +529,8 @@ static double rel_l2_impl(const double *ref, const float *gotf, const double *go
                 continue;
             return INFINITY;
         }
+        if (isnan(ref[i]) && isnan(g))
+            continue; /* NaN propagated where the reference has it */
         if (!isfinite(ref[i]) || !isfinite(g))
             return INFINITY;
         diff2 += (ref[i] - g) * (ref[i] - g);

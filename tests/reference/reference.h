@@ -92,8 +92,9 @@ void ref_softmax_probs(const pfx_attention_desc *d, const float *q, const float 
 /*
  * ||ref - got||_2 / ||ref||_2 (||got - ref||_2 itself when ref is all zero).
  * Entries where ref is -INFINITY (hidden LSE rows) must be -INFINITY in got
- * and are left out of both norms; any other non-finite value in got, or a
- * mismatch at an infinite entry, gives INFINITY. Never NaN.
+ * and are left out of both norms, and so are entries NaN in both (NaN data
+ * that propagated as IEEE arithmetic does); any other non-finite value in
+ * got, or a mismatch at a non-finite entry, gives INFINITY. Never NaN.
  */
 double rel_l2(const double *ref, const float *got, size_t n);
 double rel_l2_d(const double *ref, const double *got, size_t n);

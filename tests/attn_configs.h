@@ -1,0 +1,72 @@
+/* Every tile configuration the registry may pick for any vendor family (and
+ * for this device), forced on the test runtime one after the other through
+ * the runtime's kernel tuning override, so the suites check each against the
+ * double reference on whatever device they run on. A configuration the
+ * device cannot hold (local memory, work-group size) is skipped with the
+ * reason printed. */
+#ifndef PFX_TEST_ATTN_CONFIGS_H
+#define PFX_TEST_ATTN_CONFIGS_H
+
+#include "attention_tuning.h"
+#include "internal.h"
+#include "pfx_test.h"
+
+#define ATTN_CONFIGS_MAX 256
+
+/* Runs fn(rt, head_dim_class, arg) per distinct configuration of program
+ * ("attention_fwd" or "attention_bwd"); returns how many ran. */
+static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
+                                          void (*fn)(pfx_runtime *, unsigned, void *), void *arg)
+{
+    static pfx_program_config all[ATTN_CONFIGS_MAX * (PFX_VENDOR_FAMILIES + 1)];
+    size_t count = 0, ran = 0, skipped = 0;
+    for (size_t v = 0; v <= PFX_VENDOR_FAMILIES; v++) {
+        pfx_program_config c[ATTN_CONFIGS_MAX];
+        size_t n;
+        if (v < PFX_VENDOR_FAMILIES) {
+            pfx_vendor vendor = pfx_vendor_families[v];
+            n = pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), c,
+                                    ATTN_CONFIGS_MAX);
+        } else {
+            n = pfx_runtime_configs(rt, c, ATTN_CONFIGS_MAX); /* this device's, shrunk to fit */
+        }
+        assert_true(n <= ATTN_CONFIGS_MAX);
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(c[i].program, program))
+                continue;
+            bool seen = false;
+            for (size_t s = 0; s < count && !seen; s++)
+                seen = !strcmp(all[s].options, c[i].options);
+            if (!seen)
+                all[count++] = c[i];
+        }
+    }
+    const bool bwd = !strcmp(program, "attention_bwd");
+    for (size_t i = 0; i < count; i++) {
+        const char *hd = strstr(all[i].options, "PFX_ATTN_HEAD_DIM=");
+        assert_non_null(hd);
+        unsigned head_dim = (unsigned)strtoul(hd + strlen("PFX_ATTN_HEAD_DIM="), NULL, 10);
+        char text[PFX_OPTIONS_MAX + 32];
+        snprintf(text, sizeof(text), "%s %s", program, all[i].options);
+        assert_int_equal(pfx_attn_override_set(rt, text), PFX_SUCCESS);
+        pfx_attn_fwd_tiles f;
+        pfx_attn_bwd_tiles b;
+        pfx_status st = bwd ? pfx_attn_bwd_select(rt, "config", head_dim, &b)
+                            : pfx_attn_fwd_select(rt, "config", head_dim, 1, &f);
+        if (st == PFX_ERROR_UNSUPPORTED) {
+            printf("  skipped on this device: %s\n", pfx_last_error(rt));
+            skipped++;
+            continue;
+        }
+        assert_int_equal(st, PFX_SUCCESS);
+        printf("  %s\n", text);
+        fflush(stdout);
+        fn(rt, head_dim, arg);
+        ran++;
+    }
+    assert_int_equal(pfx_attn_override_set(rt, NULL), PFX_SUCCESS);
+    printf("  %s: %zu configurations run, %zu skipped\n", program, ran, skipped);
+    return ran;
+}
+
+#endif
