@@ -2,7 +2,8 @@
 # Sets up a Debian 12 (or Ubuntu) machine to build and test prefixcl, then
 # configures the build folder `build/` if it does not exist yet.
 # Packages: PoCL (the CPU OpenCL device), the ICD loader and headers, CLBlast,
-# cmocka, Meson, Ninja, pkg-config, clinfo, Python 3.
+# cmocka, Meson, Ninja, pkg-config, clinfo, Python 3. Not MPI: the `mpi`
+# feature is optional (libopenmpi-dev openmpi-bin; see README, .ci/run).
 set -eu
 cd "$(dirname "$0")/.."
 SUDO=""
