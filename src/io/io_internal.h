@@ -16,6 +16,10 @@
 /* True when [s, s+n) is well-formed UTF-8 without NUL bytes. */
 bool pfx_utf8_valid(const unsigned char *s, size_t n);
 
+/* Length of the UTF-8 character at s (n >= 1 bytes left; 1 for an invalid
+ * byte) and its code point in *cp (0xFFFFFFFF when invalid). */
+size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+
 /* Reads a whole file of at most `max_bytes` into a malloc'ed buffer with a
  * NUL after the last byte. PFX_ERROR_IO (cannot open/read, not a regular
  * file) or PFX_ERROR_OUT_OF_RANGE (larger than max_bytes), recorded for rt. */
@@ -35,6 +39,42 @@ int pfx_cmp_str_ptr(const void *a, const void *b);
 
 /* A non-negative integral JSON number no larger than 2^53 into *out. */
 bool pfx_json_uint(const cJSON *item, uint64_t *out);
+
+/* Largest count accepted in a config field (keeps products far from overflow). */
+#define PFX_JSON_FIELD_MAX ((uint64_t)1 << 31)
+
+/* Parses [buf, buf+size) as one JSON object: UTF-8 without NUL bytes or
+ * \u0000 escapes, nothing but white space after it, no key twice
+ * (PFX_ERROR_FORMAT naming `label` otherwise). */
+pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf, size_t size,
+                                 cJSON **out);
+/* Config fields of an object `root` read from `path` (named in messages).
+ * count: a positive integer <= PFX_JSON_FIELD_MAX; absent or null gives
+ * `fallback` unless required. bool: absent or null is false. string: absent
+ * or null is "", longer than cap - 1 bytes is refused. */
+pfx_status pfx_json_field_count(pfx_runtime *rt, const char *path, const cJSON *root, const char *key,
+                                bool required, size_t fallback, size_t *out);
+pfx_status pfx_json_field_bool(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, bool *out);
+pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON *root, const char *key,
+                                 char *out, size_t cap);
+/* dir + "/" + name, malloc'ed (NULL when out of memory). */
+char *pfx_join_path(const char *dir, const char *name);
+
+/* The index of a sharded checkpoint (model.safetensors.index.json): every
+ * tensor name (unique, non-empty) and the shard file it lives in (a plain
+ * file name beside the index, never a path). */
+typedef struct pfx_st_index {
+    size_t count;        /* tensors */
+    char **names;        /* [count] */
+    size_t *shard;       /* [count]: index into shards */
+    char **shards;       /* [shard_count], distinct, in order of first use */
+    size_t shard_count;
+} pfx_st_index;
+
+/* Parses an index held in memory; `label` names it in messages. */
+pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
+                              pfx_st_index **out);
+void pfx_st_index_free(pfx_st_index **index);
 
 /* Atomic replacement (atomic_file.c): a temporary file next to `path`, then
  * rename. Refuses a destination that exists and is not a regular file. */

@@ -6,42 +6,50 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "io_internal.h"
 
+size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned c = s[0];
+    *cp = 0xffffffffu;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    size_t len;
+    uint32_t v, min;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2; v = c & 0x1f; min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3; v = c & 0x0f; min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4; v = c & 0x07; min = 0x10000;
+    } else {
+        return 1;
+    }
+    if (n < len)
+        return 1;
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 1;
+        v = (v << 6) | (s[k] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 1; /* overlong, beyond Unicode, surrogate */
+    *cp = v;
+    return len;
+}
+
 bool pfx_utf8_valid(const unsigned char *s, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c == 0)
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        i += pfx_utf8_next(s + i, n - i, &cp);
+        if (cp == 0 || cp == 0xffffffffu)
             return false;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        uint32_t cp, min;
-        if ((c & 0xe0) == 0xc0) {
-            len = 2; cp = c & 0x1f; min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3; cp = c & 0x0f; min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4; cp = c & 0x07; min = 0x10000;
-        } else {
-            return false;
-        }
-        if (n - i < len)
-            return false;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false; /* overlong, beyond Unicode, surrogate */
-        i += len;
     }
     return true;
 }
@@ -141,4 +149,100 @@ const char *pfx_json_duplicate_key(const cJSON *object, bool *oom)
             dup = keys[i];
     free(keys);
     return dup;
+}
+
+char *pfx_join_path(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, a);
+    size_t at = a;
+    if (a && dir[a - 1] != '/')
+        p[at++] = '/';
+    memcpy(p + at, name, b + 1);
+    return p;
+}
+
+pfx_status pfx_json_field_count(pfx_runtime *rt, const char *path, const cJSON *root, const char *key,
+                              bool required, size_t fallback, size_t *out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!item || cJSON_IsNull(item)) {
+        if (required)
+            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is missing", path, key);
+        *out = fallback;
+        return PFX_SUCCESS;
+    }
+    uint64_t v;
+    if (!pfx_json_uint(item, &v) || v == 0 || v > PFX_JSON_FIELD_MAX)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a positive integer (at most %llu)",
+                         path, key, (unsigned long long)PFX_JSON_FIELD_MAX);
+    *out = (size_t)v;
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_json_field_bool(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, bool *out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!item || cJSON_IsNull(item)) {
+        *out = false;
+        return PFX_SUCCESS;
+    }
+    if (!cJSON_IsBool(item))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not true or false", path, key);
+    *out = cJSON_IsTrue(item);
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, char *out,
+                               size_t cap)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+    out[0] = 0;
+    if (!item || cJSON_IsNull(item))
+        return PFX_SUCCESS;
+    if (!cJSON_IsString(item))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a string", path, key);
+    size_t n = strlen(item->valuestring);
+    if (n >= cap)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is longer than %zu bytes", path, key, cap - 1);
+    memcpy(out, item->valuestring, n + 1);
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf, size_t size,
+                                 cJSON **out)
+{
+    *out = NULL;
+    if (!pfx_utf8_valid(buf, size))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid UTF-8 (or holds a NUL byte)", label);
+    if (pfx_json_has_nul_escape((const char *)buf, size))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: a string holds the escape \\u0000 (NUL)", label);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts((const char *)buf, size, &end, 0);
+    if (!root)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid JSON", label);
+    pfx_status st = PFX_SUCCESS;
+    for (const char *p = end; p < (const char *)buf + size && st == PFX_SUCCESS; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: bytes after the JSON object (at byte %zu)", label,
+                           (size_t)(p - (const char *)buf));
+    if (st == PFX_SUCCESS && !cJSON_IsObject(root))
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", label);
+    if (st == PFX_SUCCESS) {
+        bool oom = false;
+        const char *dup = pfx_json_duplicate_key(root, &oom);
+        if (oom)
+            st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
+        else if (dup)
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice", label, dup);
+    }
+    if (st != PFX_SUCCESS) {
+        cJSON_Delete(root);
+        return st;
+    }
+    *out = root;
+    return PFX_SUCCESS;
 }

@@ -11,70 +11,6 @@
 #define MODEL_NAME "adapter_model.safetensors"
 #define EMBEDDINGS "prompt_embeddings"
 #define CONFIG_MAX_BYTES ((size_t)1 << 20)
-/* Largest count accepted in a config field (keeps products far from overflow). */
-#define FIELD_MAX ((uint64_t)1 << 31)
-
-static char *join_path(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p)
-        return NULL;
-    memcpy(p, dir, a);
-    size_t at = a;
-    if (a && dir[a - 1] != '/')
-        p[at++] = '/';
-    memcpy(p + at, name, b + 1);
-    return p;
-}
-
-static pfx_status field_count(pfx_runtime *rt, const char *path, const cJSON *root, const char *key,
-                              bool required, size_t fallback, size_t *out)
-{
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!item || cJSON_IsNull(item)) {
-        if (required)
-            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is missing", path, key);
-        *out = fallback;
-        return PFX_SUCCESS;
-    }
-    uint64_t v;
-    if (!pfx_json_uint(item, &v) || v == 0 || v > FIELD_MAX)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a positive integer (at most %llu)",
-                         path, key, (unsigned long long)FIELD_MAX);
-    *out = (size_t)v;
-    return PFX_SUCCESS;
-}
-
-static pfx_status field_bool(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, bool *out)
-{
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!item || cJSON_IsNull(item)) {
-        *out = false;
-        return PFX_SUCCESS;
-    }
-    if (!cJSON_IsBool(item))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not true or false", path, key);
-    *out = cJSON_IsTrue(item);
-    return PFX_SUCCESS;
-}
-
-static pfx_status field_string(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, char *out,
-                               size_t cap)
-{
-    const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
-    out[0] = 0;
-    if (!item || cJSON_IsNull(item))
-        return PFX_SUCCESS;
-    if (!cJSON_IsString(item))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a string", path, key);
-    size_t n = strlen(item->valuestring);
-    if (n >= cap)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is longer than %zu bytes", path, key, cap - 1);
-    memcpy(out, item->valuestring, n + 1);
-    return PFX_SUCCESS;
-}
-
 pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
                                  pfx_peft_config *config)
 {
@@ -83,36 +19,11 @@ pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size
     if (size > CONFIG_MAX_BYTES)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: %zu bytes, more than the %zu accepted", path, size,
                          CONFIG_MAX_BYTES);
-    if (!pfx_utf8_valid(buf, size))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid UTF-8 (or holds a NUL byte)", path);
-    if (pfx_json_has_nul_escape((const char *)buf, size))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: a string holds the escape \\u0000 (NUL)", path);
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts((const char *)buf, size, &end, 0);
+    cJSON *root = NULL;
     pfx_peft_config c = { 0 };
-    pfx_status st = PFX_SUCCESS;
-    if (!root) {
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid JSON", path);
+    pfx_status st = pfx_json_parse_object(rt, path, buf, size, &root);
+    if (st != PFX_SUCCESS)
         goto out;
-    }
-    for (const char *p = end; p < (const char *)buf + size; p++) {
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: bytes after the JSON object (at byte %zu)", path,
-                           (size_t)(p - (const char *)buf));
-            goto out;
-        }
-    }
-    if (!cJSON_IsObject(root)) {
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", path);
-        goto out;
-    }
-    bool oom;
-    const char *dup = pfx_json_duplicate_key(root, &oom);
-    if (oom || dup) {
-        st = oom ? pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", path)
-                 : pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice", path, dup);
-        goto out;
-    }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "peft_type");
     if (!cJSON_IsString(type)) {
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field 'peft_type' is missing or not a string", path);
@@ -123,16 +34,16 @@ pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size
                        path, type->valuestring);
         goto out;
     }
-    if ((st = field_count(rt, path, root, "num_virtual_tokens", true, 0, &c.num_virtual_tokens)) ||
-        (st = field_count(rt, path, root, "num_layers", true, 0, &c.num_layers)) ||
-        (st = field_count(rt, path, root, "token_dim", true, 0, &c.token_dim)) ||
-        (st = field_count(rt, path, root, "num_attention_heads", true, 0, &c.num_attention_heads)) ||
-        (st = field_count(rt, path, root, "num_transformer_submodules", false, 1, &c.num_transformer_submodules)) ||
-        (st = field_count(rt, path, root, "encoder_hidden_size", false, 0, &c.encoder_hidden_size)) ||
-        (st = field_bool(rt, path, root, "prefix_projection", &c.prefix_projection)) ||
-        (st = field_bool(rt, path, root, "inference_mode", &c.inference_mode)) ||
-        (st = field_string(rt, path, root, "task_type", c.task_type, sizeof(c.task_type))) ||
-        (st = field_string(rt, path, root, "base_model_name_or_path", c.base_model_name_or_path,
+    if ((st = pfx_json_field_count(rt, path, root, "num_virtual_tokens", true, 0, &c.num_virtual_tokens)) ||
+        (st = pfx_json_field_count(rt, path, root, "num_layers", true, 0, &c.num_layers)) ||
+        (st = pfx_json_field_count(rt, path, root, "token_dim", true, 0, &c.token_dim)) ||
+        (st = pfx_json_field_count(rt, path, root, "num_attention_heads", true, 0, &c.num_attention_heads)) ||
+        (st = pfx_json_field_count(rt, path, root, "num_transformer_submodules", false, 1, &c.num_transformer_submodules)) ||
+        (st = pfx_json_field_count(rt, path, root, "encoder_hidden_size", false, 0, &c.encoder_hidden_size)) ||
+        (st = pfx_json_field_bool(rt, path, root, "prefix_projection", &c.prefix_projection)) ||
+        (st = pfx_json_field_bool(rt, path, root, "inference_mode", &c.inference_mode)) ||
+        (st = pfx_json_field_string(rt, path, root, "task_type", c.task_type, sizeof(c.task_type))) ||
+        (st = pfx_json_field_string(rt, path, root, "base_model_name_or_path", c.base_model_name_or_path,
                            sizeof(c.base_model_name_or_path))))
         goto out;
     /* Encoder-decoder adapters interleave the encoder's and the decoder's
@@ -158,7 +69,7 @@ pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_co
     memset(config, 0, sizeof(*config));
     if (!dir[0])
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_peft_read_config: dir is empty");
-    char *path = join_path(dir, CONFIG_NAME);
+    char *path = pfx_join_path(dir, CONFIG_NAME);
     if (!path)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_read_config: host memory");
     unsigned char *buf = NULL;
@@ -266,7 +177,7 @@ pfx_status pfx_peft_load_prefixes(pfx_runtime *rt, const char *dir, size_t kv_he
             return st;
     }
 
-    char *path = join_path(dir, MODEL_NAME);
+    char *path = pfx_join_path(dir, MODEL_NAME);
     if (!path)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_load_prefixes: host memory");
     pfx_safetensors *f = NULL;
@@ -461,16 +372,16 @@ pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *
         return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_peft_save_prefixes: the prefixes are too large");
     size_t heads = pp.num_attention_heads ? pp.num_attention_heads : hkv;
     size_t hidden = pp.encoder_hidden_size ? pp.encoder_hidden_size : token_dim;
-    /* The counts the reader checks (field_count): each at most FIELD_MAX. */
+    /* The counts the reader checks (pfx_json_field_count): each at most PFX_JSON_FIELD_MAX. */
     const struct { const char *name; size_t v; } counts[] = {
         { "num_virtual_tokens", p }, { "num_layers", num_layers }, { "token_dim", token_dim },
         { "num_attention_heads", heads }, { "encoder_hidden_size", hidden },
     };
     for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
-        if (counts[i].v > FIELD_MAX)
+        if (counts[i].v > PFX_JSON_FIELD_MAX)
             return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                              "pfx_peft_save_prefixes: %s %zu is above %llu, which the reader refuses", counts[i].name,
-                             counts[i].v, (unsigned long long)FIELD_MAX);
+                             counts[i].v, (unsigned long long)PFX_JSON_FIELD_MAX);
     if (token_dim % heads != 0)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "pfx_peft_save_prefixes: num_attention_heads %zu does not divide token_dim %zu", heads,
@@ -484,7 +395,7 @@ pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *
     size_t per = hkv * p * d;
     float *y = malloc(total * sizeof(float));
     float *buf = malloc(per * sizeof(float));
-    char *cfg_path = join_path(dir, CONFIG_NAME), *model_path = join_path(dir, MODEL_NAME);
+    char *cfg_path = pfx_join_path(dir, CONFIG_NAME), *model_path = pfx_join_path(dir, MODEL_NAME);
     if (!y || !buf || !cfg_path || !model_path) {
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_save_prefixes: host memory");
         goto out;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "gemm.h" /* first: sets CL_TARGET_OPENCL_VERSION before CL/cl.h */
+#include "model_args.h"
 
 #include <clblast_c.h>
 
@@ -272,4 +273,57 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
         st = dispatch(rt, what, &g);
     free(items);
     return st;
+}
+
+/* ---- frozen weights of either storage (model_ops.h) ---- */
+
+pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
+                           float alpha, pfx_gemm_operand a, pfx_mat w, bool trans_w, float beta,
+                           pfx_gemm_operand c, const pfx_tensor *workspace)
+{
+    const char *op = what ? what : "gemm";
+    pfx_status st = check_dims(rt, op, m, n, k, 1);
+    if (st != PFX_SUCCESS)
+        return st;
+    if ((st = pfx_mat_check(rt, op, "weight", &w, PFX_MAT_WEIGHT)))
+        return st;
+    const size_t w_rows = trans_w ? n : k, w_cols = trans_w ? k : n;
+    if (w.rows != w_rows || w.cols != w_cols)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: weight is %zu x %zu, expected %zu x %zu (%s)", op, w.rows, w.cols,
+                         w_rows, w_cols, trans_w ? "[n, k]" : "[k, n]");
+    const size_t ldw = w.rows > 1 ? w.ld : w.cols;
+    if (w.t->dtype == PFX_DTYPE_F32)
+        return pfx_gemm(rt, op, false, trans_w, m, n, k, alpha, a,
+                        PFX_GEMM_OP(w.t->mem, w.offset, ldw), beta, c);
+
+    /* half: output columns in blocks of nb, each block widened first */
+    if (!workspace)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: a half weight needs a workspace", op);
+    if (workspace->rt != rt)
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: workspace belongs to another runtime",
+                         op);
+    if (workspace->dtype != PFX_DTYPE_F32)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: workspace must be float32", op);
+    if (workspace->numel < k)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: workspace of %zu elements holds less than one column (k = %zu)", op,
+                         workspace->numel, k);
+    if (workspace->mem == a.mem || workspace->mem == c.mem)
+        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: workspace is also an operand", op);
+    const size_t nb_max = workspace->numel / k < n ? workspace->numel / k : n;
+    for (size_t n0 = 0; n0 < n; n0 += nb_max) {
+        const size_t nb = n - n0 < nb_max ? n - n0 : nb_max;
+        /* trans_w: rows n0.. of [n, k]; else columns n0.. of [k, n] */
+        pfx_mat block = trans_w ? pfx_mat_of(w.t, w.offset + n0 * ldw, nb, k, ldw)
+                                : pfx_mat_of(w.t, w.offset + n0, k, nb, ldw);
+        pfx_mat wide = trans_w ? PFX_MAT(workspace, nb, k) : PFX_MAT(workspace, k, nb);
+        pfx_gemm_operand cb = c;
+        cb.offset += n0;
+        if ((st = pfx_op_to_float(rt, block, wide)) ||
+            (st = pfx_gemm(rt, op, false, trans_w, m, nb, k, alpha, a,
+                           PFX_GEMM_OP(workspace->mem, 0, trans_w ? k : nb), beta, cb)))
+            return st;
+    }
+    return PFX_SUCCESS;
 }

@@ -47,6 +47,13 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes, pfx_prog
     add(out, cap, &n, "encoder", ""); /* layer/encoder.c: no tunables */
     add(out, cap, &n, "layer", ""); /* layer/attention_layer.c: no tunables */
     add(out, cap, &n, "optimizer", ""); /* layer/optimizer.c: no tunables */
+    /* whole-model pieces (model_ops.h): no tunables, in-kernel defaults */
+    add(out, cap, &n, "embedding", "");     /* embedding.c */
+    add(out, cap, &n, "norm", "");          /* norm.c: NORM_LOCAL 64 */
+    add(out, cap, &n, "activation", "");    /* activation.c, bias.c */
+    add(out, cap, &n, "rope", "");          /* rope.c */
+    add(out, cap, &n, "convert", "");       /* convert.c, gemm.c (half weights) */
+    add(out, cap, &n, "cross_entropy", ""); /* cross_entropy.c: CE_LOCAL 64 */
     pfx_attn_fwd_add_configs(vendor, local_mem_bytes, out, cap, &n); /* attention_tuning.c */
     add(out, cap, &n, "attention_stats", ""); /* attention_stats.c: stats_options */
     add(out, cap, &n, "attention_gain", ""); /* attention_problem.c: device gains */

@@ -80,9 +80,17 @@ static void row_probs(const ref_layer_dims *d, const ref_layer_prefix *p, const 
     const size_t hk = h / (H / d->kv_heads);
     const double c = head_factor(d, p, h);
     const double *qi = q + ((b * N + i) * H + h) * D;
+    const size_t len = d->lens ? (size_t)d->lens[b] : N;
+    if (i >= len) { /* a padding row: nothing visible, O = 0 */
+        for (size_t j = 0; j < P + N; j++) {
+            z[j] = -INFINITY;
+            prob[j] = 0.0;
+        }
+        return;
+    }
     double mx = -INFINITY;
     for (size_t j = 0; j < P + N; j++) {
-        bool vis = j < P || !d->causal || j - P <= i;
+        bool vis = j < P || ((!d->causal || j - P <= i) && j - P < len);
         z[j] = vis ? c * dot(qi, key_row(d, p, k, b, hk, j), D) : -INFINITY;
         if (z[j] > mx)
             mx = z[j];

@@ -4,7 +4,8 @@
  * on the BNHD layouts, so finite differences through it are exact to double
  * rounding):
  *   Q = X Wq^T + bq, K = X Wk^T + bk, V = X Wv^T + bv
- *   O = prefix gain attention (docs/design.md "The math"; M = N, no masks)
+ *   O = prefix gain attention (docs/design.md "The math"; M = N, optional
+ *       per-item lengths, see ref_layer_dims.lens)
  *   Y = O Wo^T + bo (+ X when residual)
  * All arrays are double, row-major: X, Y [B*N, C]; weights in PyTorch's
  * [out, in] layout; prefixes [Hkv, P, D]; gains [H]. Outputs overwritten.
@@ -14,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "prefixcl/attention.h"
 
@@ -22,6 +24,10 @@ typedef struct ref_layer_dims {
     bool causal, residual;
     pfx_gain_mode gain_mode;
     double scale;  /* 0: 1/sqrt(D) */
+    /* [B] valid tokens per item (right padding), NULL: all N. Input key t is
+     * visible iff t < lens[b]; query rows i >= lens[b] give O = 0 and no
+     * gradient (the attention contract's kv_len = q_len = lens[b]). */
+    const int32_t *lens;
 } ref_layer_dims;
 
 /* Weights of one layer; the biases may be NULL (no bias). */

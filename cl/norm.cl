@@ -1,0 +1,119 @@
+/*
+ * LayerNorm and RMSNorm over rows, forward and dX backward (src/ops/norm.c).
+ * One work-group of NORM_LOCAL items per row (row_base + group id: no loop
+ * around the barriers; the host launches slices of rows); each item sums the columns
+ * lid, lid + NORM_LOCAL, ... in order, then a fixed-order tree combines the
+ * items: deterministic for a given NORM_LOCAL. Activations are float32
+ * (offset, row stride); weights float or half (offset, step, half flag).
+ */
+#ifndef NORM_LOCAL
+#define NORM_LOCAL 64
+#endif
+
+/* Sum of v over the work-group (every item gets it). */
+inline float norm_group_sum(__local float *s, float v)
+{
+    const uint lid = get_local_id(0);
+    s[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint w = NORM_LOCAL / 2; w > 0; w >>= 1) {
+        if (lid < w)
+            s[lid] += s[lid + w];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = s[0];
+    barrier(CLK_LOCAL_MEM_FENCE); /* s is reused by the next sum */
+    return r;
+}
+
+#define NORM_W(c) pfx_load(w, w_off + (ulong)(c) * w_step, w_half)
+
+/* y = (x - mean) * rstd * w (+ b); rms: y = x * rstd * w (no mean). Stats
+ * (when has_stats) go to mean[mean_off + row * step] (LayerNorm only) and
+ * rstd[...]. y may be x: every element is read before its item writes it. */
+__kernel __attribute__((reqd_work_group_size(NORM_LOCAL, 1, 1)))
+void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
+                      __global const float *x, const ulong x_off, const ulong x_ld,
+                      __global const void *w, const ulong w_off, const ulong w_step,
+                      const int w_half,
+                      __global const void *b, const ulong b_off, const ulong b_step,
+                      const int b_half, const int has_b, const float eps,
+                      __global float *y, const ulong y_off, const ulong y_ld,
+                      __global float *mean, const ulong mean_off, const ulong mean_step,
+                      __global float *rstd, const ulong rstd_off, const ulong rstd_step,
+                      const int has_stats)
+{
+    __local float s[NORM_LOCAL];
+    const uint lid = get_local_id(0);
+    const float inv_cols = 1.0f / (float)cols;
+    {
+        const ulong row = row_base + get_group_id(0);
+        __global const float *xr = x + x_off + row * x_ld;
+        float mu = 0.0f;
+        if (!rms) {
+            float a = 0.0f;
+            for (ulong c = lid; c < cols; c += NORM_LOCAL)
+                a += xr[c];
+            mu = norm_group_sum(s, a) * inv_cols;
+        }
+        float q = 0.0f;
+        for (ulong c = lid; c < cols; c += NORM_LOCAL) {
+            const float d = xr[c] - mu;
+            q += d * d;
+        }
+        const float r = rsqrt(norm_group_sum(s, q) * inv_cols + eps);
+        __global float *yr = y + y_off + row * y_ld;
+        for (ulong c = lid; c < cols; c += NORM_LOCAL) {
+            float v = (xr[c] - mu) * r * NORM_W(c);
+            if (has_b)
+                v += pfx_load(b, b_off + c * b_step, b_half);
+            yr[c] = v;
+        }
+        if (has_stats && lid == 0) {
+            if (!rms)
+                mean[mean_off + row * mean_step] = mu;
+            rstd[rstd_off + row * rstd_step] = r;
+        }
+    }
+}
+
+/* dX: xhat = (x - mean) * rstd (mean 0 for rms), g = dy * w,
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) (no mean(g) for rms),
+ * written or added (accumulate). */
+__kernel __attribute__((reqd_work_group_size(NORM_LOCAL, 1, 1)))
+void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
+                       __global const float *x, const ulong x_off, const ulong x_ld,
+                       __global const void *w, const ulong w_off, const ulong w_step,
+                       const int w_half,
+                       __global const float *mean, const ulong mean_off, const ulong mean_step,
+                       __global const float *rstd, const ulong rstd_off, const ulong rstd_step,
+                       __global const float *dy, const ulong dy_off, const ulong dy_ld,
+                       __global float *dx, const ulong dx_off, const ulong dx_ld,
+                       const int accumulate)
+{
+    __local float s[NORM_LOCAL];
+    const uint lid = get_local_id(0);
+    const float inv_cols = 1.0f / (float)cols;
+    {
+        const ulong row = row_base + get_group_id(0);
+        __global const float *xr = x + x_off + row * x_ld;
+        __global const float *dyr = dy + dy_off + row * dy_ld;
+        const float mu = rms ? 0.0f : mean[mean_off + row * mean_step];
+        const float r = rstd[rstd_off + row * rstd_step];
+        float sg = 0.0f, sgx = 0.0f;
+        for (ulong c = lid; c < cols; c += NORM_LOCAL) {
+            const float g = dyr[c] * NORM_W(c);
+            sg += g;
+            sgx += g * (xr[c] - mu) * r;
+        }
+        const float mg = rms ? 0.0f : norm_group_sum(s, sg) * inv_cols;
+        const float mgx = norm_group_sum(s, sgx) * inv_cols;
+        __global float *dxr = dx + dx_off + row * dx_ld;
+        for (ulong c = lid; c < cols; c += NORM_LOCAL) {
+            const float g = dyr[c] * NORM_W(c);
+            const float xhat = (xr[c] - mu) * r;
+            const float v = r * (g - mg - xhat * mgx);
+            dxr[c] = accumulate ? dxr[c] + v : v;
+        }
+    }
+}

@@ -1,0 +1,167 @@
+/*
+ * prefixcl: whole decoder-only models loaded from Hugging Face folders
+ * (what save_pretrained writes), forward, causal-LM loss and the backward to
+ * per-layer prefixes and gains. The math is docs/design.md, "Whole models".
+ *
+ * A folder holds config.json and either model.safetensors or a sharded
+ * checkpoint (model.safetensors.index.json naming the shard of every
+ * tensor). Families (config.json "model_type"):
+ *   gpt2                    LayerNorm, Conv1D weights [in, out], learned
+ *                           positions, activation_function, lm_head = wte
+ *   llama, qwen2, mistral   RMSNorm, Linear weights [out, in], RoPE
+ *                           (rotate-half; rope type default or llama3), GQA,
+ *                           SwiGLU; q/k/v biases for qwen2 (attention_bias
+ *                           for llama); lm_head or tied embed_tokens
+ * Anything else, or a field this library does not compute (an unknown
+ * activation, another rope type, scale_attn_by_inverse_layer_idx,
+ * reorder_and_upcast_attn, a sliding window shorter than the requested
+ * length, mlp_bias, cross-attention), is PFX_ERROR_UNSUPPORTED naming the
+ * model_type or the field.
+ *
+ * Weights are read from F32, F16 or BF16 tensors and stored float32
+ * (default) or half on the device; compute is float32 and every dense
+ * product goes through CLBlast. Tied embeddings are stored once. A checkpoint
+ * whose tensor names or shapes disagree with its config (PFX_ERROR_FORMAT for
+ * a missing or unexpected name, PFX_ERROR_INVALID_SHAPE for a shape), an
+ * integer tensor where a weight is expected (PFX_ERROR_DTYPE_MISMATCH), a
+ * missing shard (PFX_ERROR_IO) or a truncated one (the safetensors reader's
+ * status, io.h) fails the load with a message naming the file and the tensor;
+ * nothing stays allocated.
+ *
+ * Positions: with a prefix of length P (PEFT passes it as past_key_values),
+ * the input token t of every item sits at position P + t (GPT-2's wpe row
+ * P + t, Llama's RoPE angle of P + t); prefix keys are used as stored, never
+ * rotated. Padding is on the right: item b has lens[b] valid tokens; rows
+ * t >= lens[b] attend to nothing (their logits are those of a zero attention
+ * output and mean nothing).
+ *
+ * Every call validates all of its arguments before it enqueues anything; a
+ * bad argument returns its status and pfx_last_error(rt) names it.
+ */
+#ifndef PREFIXCL_MODEL_H
+#define PREFIXCL_MODEL_H
+
+#include "prefixcl/attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct pfx_model pfx_model;
+
+/* Zero fields take their defaults; use designated initializers. */
+typedef struct pfx_model_params {
+    pfx_dtype storage;       /* weights on the device: PFX_DTYPE_F32 (default) or F16 */
+    size_t max_batch;        /* B capacity of the workspace; 0: 1 */
+    size_t max_tokens;       /* N capacity; 0: min(max positions, 1024) */
+    size_t max_prefix_len;   /* largest P a call may use (0: none); P + N must fit
+                              * the model's positions and a sliding window */
+    size_t logits_chunk_rows;/* rows of logits held at once by the loss; 0: as many
+                              * as fit 64 MiB (at least 1) */
+    bool recompute;          /* the backward keeps only each block's input and runs
+                              * the block again (less memory, one more forward);
+                              * default: every block's activations are kept */
+} pfx_model_params;
+
+/* What config.json says, and the parameter count of the frozen model
+ * (tied embeddings counted once, as torch's parameters() does). */
+typedef struct pfx_model_shape {
+    char model_type[32];     /* "gpt2", "llama", "qwen2", "mistral" */
+    size_t layers;           /* L */
+    size_t heads;            /* H */
+    size_t kv_heads;         /* Hkv */
+    size_t head_dim;         /* D */
+    size_t hidden;           /* C */
+    size_t intermediate;     /* MLP width */
+    size_t vocab;            /* V */
+    size_t max_positions;    /* n_positions / max_position_embeddings */
+    bool tied_embeddings;    /* LM head = input embeddings */
+    size_t parameters;
+} pfx_model_shape;
+
+/* The shape of dir/config.json (no runtime, no weights). Errors go to
+ * pfx_last_error(NULL). */
+PFX_API pfx_status pfx_model_read_config(const char *dir, pfx_model_shape *shape);
+
+/* Loads the folder onto rt. params may be NULL (defaults). On failure *out
+ * is NULL and nothing stays allocated. */
+PFX_API pfx_status pfx_model_load(pfx_runtime *rt, const char *dir,
+                                  const pfx_model_params *params, pfx_model **out);
+
+/* Same shape from dir/config.json alone, weights drawn from a seeded
+ * generator instead of a checkpoint (matrices and embeddings uniform with
+ * standard deviation 0.02, norm weights 1, biases 0): benchmarks and memory
+ * figures of real shapes without their files. */
+PFX_API pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir,
+                                           const pfx_model_params *params, uint64_t seed,
+                                           pfx_model **out);
+
+/* Releases everything and sets *model to NULL; NULL-safe. */
+PFX_API void pfx_model_destroy(pfx_model **model);
+
+PFX_API pfx_status pfx_model_get_shape(const pfx_model *model, pfx_model_shape *shape);
+PFX_API pfx_status pfx_model_get_params(const pfx_model *model, pfx_model_params *params);
+
+/* One batch of token ids, right-padded. */
+typedef struct pfx_model_batch {
+    size_t batch;            /* B, 1..max_batch */
+    size_t tokens;           /* N, 1..max_tokens */
+    const int32_t *ids;      /* host [B * N], each in [0, V) (padding included) */
+    const int32_t *lens;     /* host [B], 1..N valid tokens; NULL: all N */
+    const int32_t *labels;   /* host [B * N] HF labels (the loss of position t
+                              * predicts labels[t + 1]; -100 not counted);
+                              * NULL: the ids, with t >= lens[b] not counted */
+} pfx_model_batch;
+
+/* The per-layer prefixes and gains a call attends with. A zeroed struct is
+ * no prefix and no gain: exactly the frozen model. */
+typedef struct pfx_model_prefix {
+    size_t prefix_len;            /* P (0: none) */
+    pfx_tensor *const *keys;      /* L tensors [Hkv, P, D] (shared by the batch) or
+                                   * [T, Hkv, P, D] (a bank; F32 or F16) */
+    pfx_tensor *const *values;    /* like keys */
+    const int32_t *bank_index;    /* host [B]: entry of each item, with a bank */
+    pfx_gain_mode gain_mode;      /* OFF (default), LINEAR or TANH */
+    const float *gains;           /* host [L * H]: g of layer l head h at l * H + h */
+    float gain_ramp;              /* r in [0, 1] (read only with a gain mode) */
+} pfx_model_prefix;
+
+/* logits: F32 [B, N, V] (the whole tensor: small vocabularies and tests). */
+PFX_API pfx_status pfx_model_forward(pfx_model *model, const pfx_model_batch *batch,
+                                     const pfx_model_prefix *prefix, pfx_tensor *logits);
+
+/* logits: F32 [B, V], the logits of each item's last valid position
+ * (lens[b] - 1): the next-token distribution for generation. */
+PFX_API pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
+                                         const pfx_model_prefix *prefix, pfx_tensor *logits);
+
+/* HF's causal-LM cross-entropy: mean over the counted labels of
+ * logsumexp(z_t) - z_t[label_{t+1}], computed in chunks of rows (never the
+ * whole [B, N, V]). No counted label at all: PFX_ERROR_INVALID_ARGUMENT.
+ * Blocks for the result. */
+PFX_API pfx_status pfx_model_loss(pfx_model *model, const pfx_model_batch *batch,
+                                  const pfx_model_prefix *prefix, double *loss);
+
+/* Gradients of that loss. keys / values: L float32 tensors shaped like the
+ * prefixes (a bank gets one gradient per entry); gains: L float32 tensors
+ * [H] (zeros with the gain OFF). Any array or entry may be NULL (not
+ * computed). The frozen weights get no gradient and are never written. */
+typedef struct pfx_model_grads {
+    pfx_tensor *const *keys;
+    pfx_tensor *const *values;
+    pfx_tensor *const *gains;
+    bool accumulate;              /* add into the tensors instead of overwriting them */
+} pfx_model_grads;
+
+/* Forward, loss and backward in one call (each block's activations kept, or
+ * with params.recompute recomputed from the block's input); the loss goes to
+ * *loss when it is not NULL. Blocks for the loss. */
+PFX_API pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
+                                      const pfx_model_prefix *prefix,
+                                      const pfx_model_grads *grads, double *loss);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

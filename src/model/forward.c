@@ -1,0 +1,759 @@
+/* Whole-model forward, causal-LM loss and backward to the prefixes and
+ * gains. One block forward serves both families (the weight table of
+ * weights.c decides what each product reads). The backward reads each
+ * block's kept activations, or, with params.recompute, runs the block's
+ * forward again from its kept input first. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model_internal.h"
+
+pfx_model_profile *pfx_model_profiling(pfx_model *m)
+{
+    return m ? &m->prof : NULL;
+}
+
+static double prof_begin(pfx_model *m)
+{
+    if (!m->prof.on)
+        return 0.0;
+    pfx_runtime_finish(m->rt);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static pfx_status prof_end(pfx_model *m, pfx_prof_cat cat, double t0, pfx_status st)
+{
+    if (m->prof.on) {
+        pfx_runtime_finish(m->rt);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        m->prof.ms[cat] += ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6 - t0;
+    }
+    return st;
+}
+
+/* The tensor `slot` that block l reads and writes: its own when the model
+ * keeps every block's activations, else the shared workspace's. */
+static pfx_tensor *wsl(const pfx_model *m, size_t l, int slot)
+{
+    int k = pfx_model_kept_slot(m, slot);
+    return k < 0 ? m->ws[slot] : m->kept[l * PFX_KEPT_COUNT + (size_t)k];
+}
+
+/* What one call computes with, after validation. */
+typedef struct call {
+    size_t B, N, R, P;
+    const int32_t *lens;            /* NULL: every item has N tokens */
+    pfx_model_prefix pre;           /* a zeroed one for NULL */
+    size_t counted;                 /* labels the loss counts */
+} call;
+
+/* One dense product of a block: y[R, out] = x[R, in] op(W) (+ b). */
+typedef struct lin {
+    pfx_mat w;
+    bool trans;                     /* W stored [out, in] (Linear) rather than [in, out] (Conv1D) */
+    size_t in, out;
+    bool has_b;
+    pfx_mat b;
+    bool head;                      /* the LM head (profiled apart) */
+} lin;
+
+enum { L_Q, L_K, L_V, L_O, L_UP, L_GATE, L_DOWN };
+
+static lin get_lin(const pfx_model *m, size_t l, int which)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    const size_t C = s->hidden, I = s->intermediate;
+    const size_t QD = s->heads * s->head_dim, KVD = s->kv_heads * s->head_dim;
+    lin r;
+    memset(&r, 0, sizeof(r));
+    if (m->cfg.family == PFX_FAMILY_GPT2) {
+        /* Conv1D [in, out]; c_attn holds q | k | v side by side */
+        const pfx_tensor *qkv = pfx_model_w(m, l, PFX_W_QKV), *qkv_b = pfx_model_w(m, l, PFX_W_QKV_B);
+        const size_t width = QD + 2 * KVD;
+        const size_t col[3] = { 0, QD, QD + KVD }, cols[3] = { QD, KVD, KVD };
+        switch (which) {
+        case L_Q: case L_K: case L_V:
+            r.w = pfx_mat_of(qkv, col[which], C, cols[which], width);
+            r.b = PFX_VEC(qkv_b, col[which], cols[which]);
+            r.in = C;
+            r.out = cols[which];
+            break;
+        case L_O:
+            r.w = PFX_MAT(pfx_model_w(m, l, PFX_W_O), QD, C);
+            r.b = PFX_VEC(pfx_model_w(m, l, PFX_W_O_B), 0, C);
+            r.in = QD;
+            r.out = C;
+            break;
+        case L_UP:
+            r.w = PFX_MAT(pfx_model_w(m, l, PFX_W_UP), C, I);
+            r.b = PFX_VEC(pfx_model_w(m, l, PFX_W_UP_B), 0, I);
+            r.in = C;
+            r.out = I;
+            break;
+        default: /* L_DOWN */
+            r.w = PFX_MAT(pfx_model_w(m, l, PFX_W_DOWN), I, C);
+            r.b = PFX_VEC(pfx_model_w(m, l, PFX_W_DOWN_B), 0, C);
+            r.in = I;
+            r.out = C;
+            break;
+        }
+        r.has_b = true;
+        return r;
+    }
+    /* Linear [out, in] */
+    static const pfx_weight_role roles[] = { PFX_W_Q, PFX_W_K, PFX_W_V, PFX_W_O, PFX_W_UP, PFX_W_GATE, PFX_W_DOWN };
+    static const pfx_weight_role biases[] = { PFX_W_Q_B, PFX_W_K_B, PFX_W_V_B, PFX_W_O_B,
+                                              PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT };
+    const size_t outs[] = { QD, KVD, KVD, C, I, I, C }, ins[] = { C, C, C, QD, C, C, I };
+    r.in = ins[which];
+    r.out = outs[which];
+    r.trans = true;
+    r.w = PFX_MAT(pfx_model_w(m, l, roles[which]), r.out, r.in);
+    const pfx_tensor *b = biases[which] < PFX_W_ROLE_COUNT ? pfx_model_w(m, l, biases[which]) : NULL;
+    if (b) {
+        r.has_b = true;
+        r.b = PFX_VEC(b, 0, r.out);
+    }
+    return r;
+}
+
+static lin head_lin(const pfx_model *m)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    const pfx_tensor *w = s->tied_embeddings ? m->global[PFX_W_EMBED] : m->global[PFX_W_LM_HEAD];
+    lin r;
+    memset(&r, 0, sizeof(r));
+    r.w = PFX_MAT(w, s->vocab, s->hidden);
+    r.trans = true;
+    r.in = s->hidden;
+    r.out = s->vocab;
+    r.head = true;
+    return r;
+}
+
+/* y rows [y0, y0 + rows) = x rows [x0, ...) op(W) (+ b); beta 1 adds to y. */
+static pfx_status lin_fwd(pfx_model *m, const char *what, const lin *f, size_t rows, const pfx_tensor *x,
+                          size_t x0, const pfx_tensor *y, size_t y0, float beta, bool bias)
+{
+    double t0 = prof_begin(m);
+    pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->out, f->in, 1.0f,
+                                    PFX_GEMM_OP(x->mem, x0 * f->in, f->in), f->w, f->trans, beta,
+                                    PFX_GEMM_OP(y->mem, y0 * f->out, f->out), m->ws[WS_CONV]);
+    st = prof_end(m, f->head ? PFX_PROF_HEAD : PFX_PROF_GEMM, t0, st);
+    if (st == PFX_SUCCESS && bias && f->has_b)
+        st = pfx_op_bias_add(m->rt, pfx_mat_of(y, y0 * f->out, rows, f->out, f->out), f->b);
+    return st;
+}
+
+/* dx[rows, in] (+)= dy[rows, out] op(W)^T. */
+static pfx_status lin_bwd(pfx_model *m, const char *what, const lin *f, size_t rows, const pfx_tensor *dy,
+                          size_t dy0, const pfx_tensor *dx, size_t dx0, float beta)
+{
+    double t0 = prof_begin(m);
+    pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->in, f->out, 1.0f,
+                                    PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out), f->w, !f->trans, beta,
+                                    PFX_GEMM_OP(dx->mem, dx0 * f->in, f->in), m->ws[WS_CONV]);
+    return prof_end(m, f->head ? PFX_PROF_HEAD : PFX_PROF_GEMM, t0, st);
+}
+
+static pfx_status copy_rows(pfx_model *m, const char *what, const pfx_tensor *src, const pfx_tensor *dst,
+                            size_t count)
+{
+    cl_int err = clEnqueueCopyBuffer(m->rt->queue, src->mem, dst->mem, 0, 0, count * sizeof(float), 0, NULL,
+                                     NULL);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(m->rt, err, what);
+}
+
+/* A shaped view of a workspace tensor (same storage, not owned). */
+static pfx_tensor shaped(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d)
+{
+    pfx_tensor v = *t;
+    const size_t s[4] = { a, b, c, d };
+    v.ndim = ndim;
+    v.numel = 1;
+    for (unsigned i = 0; i < PFX_MAX_DIMS; i++) {
+        v.shape[i] = i < ndim ? s[i] : 0;
+        v.numel *= i < ndim ? s[i] : 1;
+    }
+    v.bytes = v.numel * pfx_dtype_size(v.dtype);
+    return v;
+}
+
+static pfx_status norm_fwd(pfx_model *m, size_t l, pfx_weight_role w, pfx_weight_role b, size_t rows,
+                           const pfx_tensor *x, int mean, int rstd)
+{
+    const size_t C = m->cfg.shape.hidden;
+    pfx_mat wv = PFX_VEC(pfx_model_w(m, l, w), 0, C);
+    pfx_mat xm = PFX_MAT(x, rows, C), y = PFX_MAT(m->ws[WS_LN], rows, C);
+    pfx_mat rs = PFX_VEC(wsl(m, l, rstd), 0, rows);
+    if (m->cfg.family == PFX_FAMILY_LLAMA)
+        return pfx_op_rmsnorm_forward(m->rt, xm, wv, (float)m->cfg.norm_eps, y, &rs);
+    pfx_mat bv = PFX_VEC(pfx_model_w(m, l, b), 0, C), mu = PFX_VEC(wsl(m, l, mean), 0, rows);
+    return pfx_op_layernorm_forward(m->rt, xm, wv, &bv, (float)m->cfg.norm_eps, y, &mu, &rs);
+}
+
+/* dx (+)= norm backward of dy, x the norm's input. */
+static pfx_status norm_bwd(pfx_model *m, size_t l, pfx_weight_role w, size_t rows, const pfx_tensor *x,
+                           int mean, int rstd, const pfx_tensor *dy, const pfx_tensor *dx, bool accumulate)
+{
+    const size_t C = m->cfg.shape.hidden;
+    pfx_mat wv = PFX_VEC(pfx_model_w(m, l, w), 0, C);
+    pfx_mat xm = PFX_MAT(x, rows, C), dym = PFX_MAT(dy, rows, C), dxm = PFX_MAT(dx, rows, C);
+    pfx_mat rs = PFX_VEC(wsl(m, l, rstd), 0, rows);
+    if (m->cfg.family == PFX_FAMILY_LLAMA)
+        return pfx_op_rmsnorm_backward(m->rt, xm, wv, rs, dym, dxm, accumulate);
+    return pfx_op_layernorm_backward(m->rt, xm, wv, PFX_VEC(wsl(m, l, mean), 0, rows), rs, dym, dxm, accumulate);
+}
+
+static pfx_attention_desc attn_desc(const pfx_model *m, size_t l, const call *c)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    pfx_attention_desc d;
+    pfx_attention_desc_init(&d);
+    d.batch = c->B;
+    d.heads = s->heads;
+    d.kv_heads = s->kv_heads;
+    d.queries = d.keys = c->N;
+    d.prefix_len = c->P;
+    d.head_dim = s->head_dim;
+    d.q_layout = d.kv_layout = d.o_layout = PFX_LAYOUT_BNHD;
+    d.causal = true;
+    d.scale = m->cfg.attn_scale;
+    d.gain_mode = c->pre.gain_mode;
+    d.gain = c->pre.gain_mode != PFX_GAIN_OFF ? c->pre.gains + l * s->heads : NULL;
+    d.gain_ramp = c->pre.gain_mode != PFX_GAIN_OFF ? c->pre.gain_ramp : 1.0f;
+    d.q_lens = d.kv_lens = c->lens;
+    if (c->P && c->pre.keys[l]->ndim == 4)
+        d.bank_index = c->pre.bank_index;
+    return d;
+}
+
+typedef struct attn_views {
+    pfx_tensor q, k, v, o, lse, dq, dk, dv, d_o;
+} attn_views;
+
+static attn_views views(const pfx_model *m, size_t l, const call *c)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    const size_t B = c->B, N = c->N, H = s->heads, Hkv = s->kv_heads, D = s->head_dim;
+    attn_views v = {
+        shaped(wsl(m, l, WS_Q), 4, B, N, H, D),    shaped(wsl(m, l, WS_K), 4, B, N, Hkv, D),
+        shaped(wsl(m, l, WS_V), 4, B, N, Hkv, D),  shaped(wsl(m, l, WS_O), 4, B, N, H, D),
+        shaped(wsl(m, l, WS_LSE), 3, B, H, N, 0),  shaped(m->ws[WS_DQ], 4, B, N, H, D),
+        shaped(m->ws[WS_DK], 4, B, N, Hkv, D), shaped(m->ws[WS_DV], 4, B, N, Hkv, D),
+        shaped(m->ws[WS_DO], 4, B, N, H, D),
+    };
+    return v;
+}
+
+/* Block l from hidden[l]: every intermediate the backward reads goes to the
+ * workspace; with `output` the block's result goes to hidden[l + 1]. */
+static pfx_status block_forward(pfx_model *m, size_t l, const call *c, bool output)
+{
+    pfx_runtime *rt = m->rt;
+    const pfx_model_shape *s = &m->cfg.shape;
+    const bool llama = m->cfg.family == PFX_FAMILY_LLAMA;
+    const size_t R = c->R, C = s->hidden, I = s->intermediate;
+    const lin q = get_lin(m, l, L_Q), k = get_lin(m, l, L_K), v = get_lin(m, l, L_V), o = get_lin(m, l, L_O);
+    const pfx_tensor *x = m->hidden[l];
+    pfx_status st;
+    if ((st = norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, x, WS_MEAN1, WS_RSTD1)) ||
+        (st = lin_fwd(m, "model: q", &q, R, m->ws[WS_LN], 0, wsl(m, l, WS_Q), 0, 0.0f, true)) ||
+        (st = lin_fwd(m, "model: k", &k, R, m->ws[WS_LN], 0, wsl(m, l, WS_K), 0, 0.0f, true)) ||
+        (st = lin_fwd(m, "model: v", &v, R, m->ws[WS_LN], 0, wsl(m, l, WS_V), 0, 0.0f, true)))
+        return st;
+    if (llama) {
+        pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
+        if ((st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_Q), R, q.out), c->B, c->N, s->heads, s->head_dim,
+                                      c->P, freq)) ||
+            (st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_K), R, k.out), c->B, c->N, s->kv_heads,
+                                      s->head_dim, c->P, freq)))
+            return st;
+    }
+    attn_views av = views(m, l, c);
+    pfx_attention_desc d = attn_desc(m, l, c);
+    pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
+                                c->P ? c->pre.values[l] : NULL };
+    double t0 = prof_begin(m);
+    st = prof_end(m, PFX_PROF_ATTN_FWD, t0, pfx_attention_forward(rt, &d, &in, &av.o, &av.lse));
+    if (st != PFX_SUCCESS ||
+        (st = copy_rows(m, "model: residual", x, wsl(m, l, WS_A), R * C)) ||
+        (st = lin_fwd(m, "model: attention output", &o, R, wsl(m, l, WS_O), 0, wsl(m, l, WS_A), 0, 1.0f, true)) ||
+        (st = norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2)))
+        return st;
+    const lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN);
+    int mlp_out;
+    if (llama) {
+        const lin gate = get_lin(m, l, L_GATE);
+        if ((st = lin_fwd(m, "model: gate", &gate, R, m->ws[WS_LN], 0, wsl(m, l, WS_M0), 0, 0.0f, true)) ||
+            (st = lin_fwd(m, "model: up", &up, R, m->ws[WS_LN], 0, wsl(m, l, WS_M1), 0, 0.0f, true)) ||
+            (st = pfx_op_swiglu_forward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
+                                        PFX_MAT(m->ws[WS_M2], R, I))))
+            return st;
+        mlp_out = WS_M2;
+    } else {
+        if ((st = lin_fwd(m, "model: c_fc", &up, R, m->ws[WS_LN], 0, wsl(m, l, WS_M0), 0, 0.0f, true)) ||
+            (st = pfx_op_activation_forward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                            PFX_MAT(wsl(m, l, WS_M1), R, I))))
+            return st;
+        mlp_out = WS_M1;
+    }
+    if (!output)
+        return PFX_SUCCESS;
+    if ((st = copy_rows(m, "model: residual", wsl(m, l, WS_A), m->hidden[l + 1], R * C)))
+        return st;
+    return lin_fwd(m, "model: mlp output", &down, R, m->ws[mlp_out], 0, m->hidden[l + 1], 0, 1.0f, true);
+}
+
+/* From dy (gradient of hidden[l + 1]) to dx (of hidden[l], when not NULL),
+ * the prefix and gain gradients of layer l; block_forward(l) ran just before. */
+static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pfx_tensor *dy,
+                                 const pfx_tensor *dx, const pfx_model_grads *g)
+{
+    pfx_runtime *rt = m->rt;
+    const pfx_model_shape *s = &m->cfg.shape;
+    const bool llama = m->cfg.family == PFX_FAMILY_LLAMA;
+    const size_t R = c->R, C = s->hidden, I = s->intermediate;
+    pfx_tensor *const *ws = m->ws;
+    const lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN), o = get_lin(m, l, L_O);
+    pfx_status st;
+    /* MLP */
+    if ((st = lin_bwd(m, "model: d mlp output", &down, R, dy, 0, ws[WS_DM], 0, 0.0f)))
+        return st;
+    if (llama) {
+        const lin gate = get_lin(m, l, L_GATE);
+        if ((st = pfx_op_swiglu_backward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
+                                         PFX_MAT(ws[WS_DM], R, I), PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                         PFX_MAT(wsl(m, l, WS_M1), R, I))) ||
+            (st = lin_bwd(m, "model: d gate", &gate, R, wsl(m, l, WS_M0), 0, ws[WS_DLN], 0, 0.0f)) ||
+            (st = lin_bwd(m, "model: d up", &up, R, wsl(m, l, WS_M1), 0, ws[WS_DLN], 0, 1.0f)))
+            return st;
+    } else if ((st = pfx_op_activation_backward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                                PFX_MAT(ws[WS_DM], R, I), PFX_MAT(ws[WS_DM], R, I))) ||
+               (st = lin_bwd(m, "model: d c_fc", &up, R, ws[WS_DM], 0, ws[WS_DLN], 0, 0.0f))) {
+        return st;
+    }
+    if ((st = copy_rows(m, "model: d residual", dy, ws[WS_DA], R * C)) ||
+        (st = norm_bwd(m, l, PFX_W_NORM2, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2, ws[WS_DLN], ws[WS_DA], true)) ||
+        (st = lin_bwd(m, "model: d attention output", &o, R, ws[WS_DA], 0, ws[WS_DO], 0, 0.0f)))
+        return st;
+
+    /* attention: input gradients and this layer's prefix and gain gradients */
+    attn_views av = views(m, l, c);
+    pfx_attention_desc d = attn_desc(m, l, c);
+    pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
+                                c->P ? c->pre.values[l] : NULL };
+    pfx_tensor *dgain = g && g->gains ? g->gains[l] : NULL;
+    const bool want_gain = dgain && c->pre.gain_mode != PFX_GAIN_OFF;
+    pfx_attention_grads ag = {
+        .dq = dx ? &av.dq : NULL, .dk = dx ? &av.dk : NULL, .dv = dx ? &av.dv : NULL,
+        .dprefix_k = c->P && g && g->keys ? g->keys[l] : NULL,
+        .dprefix_v = c->P && g && g->values ? g->values[l] : NULL,
+        .dgain = want_gain ? dgain : NULL,
+    };
+    if (g && g->accumulate && (ag.dprefix_k || ag.dprefix_v || ag.dgain)) {
+        /* one call accumulates everything: clear dQ, dK, dV first */
+        ag.accumulate = true;
+        if (dx && ((st = pfx_tensor_fill(ws[WS_DQ], 0.0f)) || (st = pfx_tensor_fill(ws[WS_DK], 0.0f)) ||
+                   (st = pfx_tensor_fill(ws[WS_DV], 0.0f))))
+            return st;
+    }
+    if (ag.dq || ag.dprefix_k || ag.dprefix_v || ag.dgain) {
+        double t0 = prof_begin(m);
+        st = prof_end(m, PFX_PROF_ATTN_BWD, t0, pfx_attention_backward(rt, &d, &in, &av.o, &av.lse, &av.d_o, &ag));
+        if (st != PFX_SUCCESS)
+            return st;
+    }
+    if (dgain && !want_gain && !(g && g->accumulate) && (st = pfx_tensor_fill(dgain, 0.0f)))
+        return st;
+    if (!dx)
+        return PFX_SUCCESS;
+    const lin q = get_lin(m, l, L_Q), k = get_lin(m, l, L_K), v = get_lin(m, l, L_V);
+    if (llama) {
+        pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
+        if ((st = pfx_op_rope_backward(rt, PFX_MAT(ws[WS_DQ], R, q.out), c->B, c->N, s->heads, s->head_dim,
+                                       c->P, freq)) ||
+            (st = pfx_op_rope_backward(rt, PFX_MAT(ws[WS_DK], R, k.out), c->B, c->N, s->kv_heads,
+                                       s->head_dim, c->P, freq)))
+            return st;
+    }
+    if ((st = lin_bwd(m, "model: d q", &q, R, ws[WS_DQ], 0, ws[WS_DLN], 0, 0.0f)) ||
+        (st = lin_bwd(m, "model: d k", &k, R, ws[WS_DK], 0, ws[WS_DLN], 0, 1.0f)) ||
+        (st = lin_bwd(m, "model: d v", &v, R, ws[WS_DV], 0, ws[WS_DLN], 0, 1.0f)) ||
+        (st = copy_rows(m, "model: d residual", ws[WS_DA], dx, R * C)))
+        return st;
+    return norm_bwd(m, l, PFX_W_NORM1, R, m->hidden[l], WS_MEAN1, WS_RSTD1, ws[WS_DLN], dx, true);
+}
+
+/* ---- validation ---- */
+
+static pfx_status check_tensor(pfx_runtime *rt, const char *fn, const char *what, size_t l, const pfx_tensor *t,
+                               bool f32_only)
+{
+    if (!t)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s[%zu] is NULL", fn, what, l);
+    if (t->rt != rt)
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: %s[%zu] belongs to another runtime", fn, what, l);
+    if (t->dtype != PFX_DTYPE_F32 && (f32_only || t->dtype != PFX_DTYPE_F16))
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s[%zu] must be float32%s", fn, what, l,
+                         f32_only ? "" : " or half");
+    return PFX_SUCCESS;
+}
+
+static pfx_status check_prefix(const pfx_model *m, const char *fn, const pfx_model_prefix *pre, size_t B)
+{
+    pfx_runtime *rt = m->rt;
+    const pfx_model_shape *s = &m->cfg.shape;
+    if (pre->gain_mode != PFX_GAIN_OFF && pre->gain_mode != PFX_GAIN_LINEAR && pre->gain_mode != PFX_GAIN_TANH)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: prefix.gain_mode %d is unknown", fn,
+                         (int)pre->gain_mode);
+    if (pre->gain_mode != PFX_GAIN_OFF) {
+        if (!pre->gains)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix.gains is NULL with a gain mode", fn);
+        for (size_t i = 0; i < s->layers * s->heads; i++)
+            if (!isfinite(pre->gains[i]))
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gains[%zu] is %g", fn, i,
+                                 (double)pre->gains[i]);
+        if (!isfinite(pre->gain_ramp) || pre->gain_ramp < 0.0f || pre->gain_ramp > 1.0f)
+            return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gain_ramp (%g) must be in [0, 1]", fn,
+                             (double)pre->gain_ramp);
+    }
+    const size_t P = pre->prefix_len;
+    if (P == 0) {
+        if (pre->keys || pre->values)
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: prefix.%s given with prefix_len 0", fn,
+                             pre->keys ? "keys" : "values");
+        return PFX_SUCCESS;
+    }
+    if (P > m->p.max_prefix_len)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: prefix.prefix_len %zu exceeds params.max_prefix_len %zu",
+                         fn, P, m->p.max_prefix_len);
+    if (!pre->keys || !pre->values)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix.%s is NULL (prefix_len %zu)", fn,
+                         !pre->keys ? "keys" : "values", P);
+    unsigned ndim = 0;
+    size_t T = 0;
+    for (size_t l = 0; l < s->layers; l++) {
+        const pfx_tensor *kv[2] = { pre->keys[l], pre->values[l] };
+        for (int i = 0; i < 2; i++) {
+            const char *what = i ? "prefix.values" : "prefix.keys";
+            pfx_status st = check_tensor(rt, fn, what, l, kv[i], false);
+            if (st != PFX_SUCCESS)
+                return st;
+            const pfx_tensor *t = kv[i];
+            unsigned o = t->ndim == 4;
+            if (!ndim) {
+                ndim = t->ndim;
+                T = o ? t->shape[0] : 1;
+            }
+            if ((t->ndim != 3 && t->ndim != 4) || t->ndim != ndim || (o && t->shape[0] != T) ||
+                t->shape[o] != s->kv_heads || t->shape[o + 1] != P || t->shape[o + 2] != s->head_dim)
+                return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                                 "%s: %s[%zu] must be [Hkv=%zu, P=%zu, D=%zu] (or a bank [T, Hkv, P, D] like "
+                                 "every other layer's)",
+                                 fn, what, l, s->kv_heads, P, s->head_dim);
+        }
+    }
+    if (ndim == 4) {
+        if (!pre->bank_index)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix.bank_index is NULL with a bank", fn);
+        for (size_t b = 0; b < B; b++)
+            if (pre->bank_index[b] < 0 || (size_t)pre->bank_index[b] >= T)
+                return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: prefix.bank_index[%zu] = %d outside [0, %zu)",
+                                 fn, b, (int)pre->bank_index[b], T);
+    }
+    return PFX_SUCCESS;
+}
+
+static pfx_status check_call(pfx_model *m, const char *fn, const pfx_model_batch *batch,
+                             const pfx_model_prefix *prefix, call *c)
+{
+    if (!m)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
+    pfx_runtime *rt = m->rt;
+    const pfx_model_shape *s = &m->cfg.shape;
+    if (!batch)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: batch is NULL", fn);
+    memset(c, 0, sizeof(*c));
+    const size_t B = batch->batch, N = batch->tokens;
+    if (B == 0 || B > m->p.max_batch)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: batch.batch %zu outside 1..max_batch %zu", fn, B,
+                         m->p.max_batch);
+    if (N == 0 || N > m->p.max_tokens)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: batch.tokens %zu outside 1..max_tokens %zu", fn, N,
+                         m->p.max_tokens);
+    if (!batch->ids)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: batch.ids is NULL", fn);
+    for (size_t i = 0; i < B * N; i++)
+        if (batch->ids[i] < 0 || (size_t)batch->ids[i] >= s->vocab)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: batch.ids[%zu] = %d outside the vocabulary [0, %zu)",
+                             fn, i, (int)batch->ids[i], s->vocab);
+    for (size_t b = 0; batch->lens && b < B; b++)
+        if (batch->lens[b] < 1 || (size_t)batch->lens[b] > N)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: batch.lens[%zu] = %d outside 1..%zu", fn, b,
+                             (int)batch->lens[b], N);
+    for (size_t i = 0; batch->labels && i < B * N; i++)
+        if (batch->labels[i] != PFX_LABEL_IGNORE && (batch->labels[i] < 0 || (size_t)batch->labels[i] >= s->vocab))
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: batch.labels[%zu] = %d is neither -100 nor in [0, %zu)",
+                             fn, i, (int)batch->labels[i], s->vocab);
+    if (prefix)
+        c->pre = *prefix;
+    pfx_status st = check_prefix(m, fn, &c->pre, B);
+    if (st != PFX_SUCCESS)
+        return st;
+    c->B = B;
+    c->N = N;
+    c->R = B * N;
+    c->P = c->pre.prefix_len;
+    c->lens = batch->lens;
+    return PFX_SUCCESS;
+}
+
+static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t, size_t rows, const call *c)
+{
+    pfx_runtime *rt = m->rt;
+    if (!t)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: logits is NULL", fn);
+    if (t->rt != rt)
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: logits belongs to another runtime", fn);
+    if (t->dtype != PFX_DTYPE_F32)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: logits must be float32", fn);
+    if (t->numel != rows * m->cfg.shape.vocab)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: logits has %zu elements, %zu x V=%zu expected", fn,
+                         t->numel, rows, m->cfg.shape.vocab);
+    for (size_t l = 0; c->P && l < m->cfg.shape.layers; l++)
+        if (t->mem == c->pre.keys[l]->mem || t->mem == c->pre.values[l]->mem)
+            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: logits is also prefix %zu", fn, l);
+    return PFX_SUCCESS;
+}
+
+/* Shifted labels: row b*N + t is scored against label t + 1 of its item;
+ * without labels, the ids with the padding (t >= lens[b]) not counted. */
+static pfx_status write_labels(pfx_model *m, const char *fn, const pfx_model_batch *batch, call *c)
+{
+    int32_t *shifted = malloc(2 * c->R * sizeof(int32_t));
+    if (!shifted)
+        return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    const int32_t *labels = batch->labels;
+    if (!labels) {
+        int32_t *plain = shifted + c->R;
+        for (size_t b = 0; b < c->B; b++)
+            for (size_t t = 0; t < c->N; t++)
+                plain[b * c->N + t] = !c->lens || t < (size_t)c->lens[b] ? batch->ids[b * c->N + t] : PFX_LABEL_IGNORE;
+        labels = plain;
+    }
+    c->counted = pfx_labels_shift(labels, c->B, c->N, shifted);
+    pfx_status st = PFX_SUCCESS;
+    if (c->counted == 0)
+        st = pfx_error(m->rt, PFX_ERROR_INVALID_ARGUMENT, "%s: no label is counted (every one is -100 or padding)",
+                       fn);
+    else
+        st = pfx_ids_write(m->labels, 0, c->R, shifted);
+    free(shifted);
+    return st;
+}
+
+static pfx_status check_grads(pfx_model *m, const char *fn, const call *c, const pfx_model_grads *g)
+{
+    pfx_runtime *rt = m->rt;
+    const size_t L = m->cfg.shape.layers;
+    if (!g)
+        return PFX_SUCCESS;
+    for (size_t l = 0; l < L; l++) {
+        pfx_tensor *const arrays[3] = { g->keys ? g->keys[l] : NULL, g->values ? g->values[l] : NULL,
+                                        g->gains ? g->gains[l] : NULL };
+        static const char *const names[3] = { "grads.keys", "grads.values", "grads.gains" };
+        for (int i = 0; i < 3; i++) {
+            const pfx_tensor *t = arrays[i];
+            if (!t)
+                continue;
+            pfx_status st = check_tensor(rt, fn, names[i], l, t, true);
+            if (st != PFX_SUCCESS)
+                return st;
+            if (i < 2 && !c->P)
+                return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: %s[%zu] given without a prefix", fn,
+                                 names[i], l);
+            const pfx_tensor *like = i == 0 ? c->pre.keys[l] : i == 1 ? c->pre.values[l] : NULL;
+            bool same = like ? t->ndim == like->ndim && memcmp(t->shape, like->shape, sizeof(t->shape)) == 0
+                             : t->ndim == 1 && t->shape[0] == m->cfg.shape.heads;
+            if (!same)
+                return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s[%zu] must be shaped like %s", fn, names[i], l,
+                                 i == 0 ? "prefix.keys[l]" : i == 1 ? "prefix.values[l]" : "[H]");
+            for (size_t j = 0; c->P && j < L; j++)
+                if (t->mem == c->pre.keys[j]->mem || t->mem == c->pre.values[j]->mem)
+                    return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] is also a prefix", fn, names[i], l);
+            /* distinct from every gradient before it */
+            for (size_t j = 0; j <= l; j++)
+                for (int k = 0; k < 3; k++) {
+                    pfx_tensor *const *arr = k == 0 ? g->keys : k == 1 ? g->values : g->gains;
+                    if ((j == l && k >= i) || !arr || !arr[j])
+                        continue;
+                    if (arr[j]->mem == t->mem)
+                        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] and %s[%zu] are the same tensor", fn,
+                                         names[k], j, names[i], l);
+                }
+        }
+    }
+    return PFX_SUCCESS;
+}
+
+/* ---- passes ---- */
+
+/* Embeddings and every block: hidden[0..L] hold the residual streams. */
+static pfx_status run_blocks(pfx_model *m, const pfx_model_batch *batch, const call *c)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    pfx_status st = pfx_ids_write(m->ids, 0, c->R, batch->ids);
+    if (st != PFX_SUCCESS)
+        return st;
+    const pfx_tensor *wpe = m->global[PFX_W_POS];
+    pfx_mat pos = wpe ? PFX_MAT(wpe, s->max_positions, s->hidden) : PFX_MAT(m->global[PFX_W_EMBED], 1, 1);
+    st = pfx_op_embedding(m->rt, m->ids, c->B, c->N, PFX_MAT(m->global[PFX_W_EMBED], s->vocab, s->hidden),
+                          wpe ? &pos : NULL, c->P, PFX_MAT(m->hidden[0], c->R, s->hidden));
+    for (size_t l = 0; l < s->layers && st == PFX_SUCCESS; l++)
+        st = block_forward(m, l, c, true);
+    return st;
+}
+
+static pfx_status final_norm(pfx_model *m, const call *c)
+{
+    return norm_fwd(m, 0, PFX_W_NORM_F, PFX_W_NORM_F_B, c->R, m->hidden[m->cfg.shape.layers], WS_MEANF,
+                    WS_RSTDF);
+}
+
+pfx_status pfx_model_forward(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
+                             pfx_tensor *logits)
+{
+    static const char fn[] = "model_forward";
+    call c;
+    pfx_status st = check_call(model, fn, batch, prefix, &c);
+    if (st == PFX_SUCCESS)
+        st = check_output(model, fn, logits, c.R, &c);
+    if (st == PFX_SUCCESS)
+        st = run_blocks(model, batch, &c);
+    if (st == PFX_SUCCESS)
+        st = final_norm(model, &c);
+    if (st == PFX_SUCCESS) {
+        lin head = head_lin(model);
+        st = lin_fwd(model, "model: lm_head", &head, c.R, model->ws[WS_LN], 0, logits, 0, 0.0f, false);
+    }
+    return st;
+}
+
+pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
+                                 pfx_tensor *logits)
+{
+    static const char fn[] = "model_last_logits";
+    call c;
+    pfx_status st = check_call(model, fn, batch, prefix, &c);
+    if (st == PFX_SUCCESS)
+        st = check_output(model, fn, logits, c.B, &c);
+    if (st != PFX_SUCCESS)
+        return st;
+    int32_t *lens = malloc(c.B * sizeof(int32_t));
+    if (!lens)
+        return pfx_error(model->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    for (size_t b = 0; b < c.B; b++)
+        lens[b] = c.lens ? c.lens[b] : (int32_t)c.N;
+    const size_t C = model->cfg.shape.hidden;
+    if ((st = run_blocks(model, batch, &c)) == PFX_SUCCESS && (st = final_norm(model, &c)) == PFX_SUCCESS)
+        st = pfx_op_gather_last(model->rt, PFX_MAT(model->ws[WS_LN], c.R, C), c.B, c.N, lens,
+                                PFX_MAT(model->ws[WS_DA], c.B, C));
+    free(lens);
+    if (st == PFX_SUCCESS) {
+        lin head = head_lin(model);
+        st = lin_fwd(model, "model: lm_head", &head, c.B, model->ws[WS_DA], 0, logits, 0, 0.0f, false);
+    }
+    return st;
+}
+
+/* The head and the loss in chunks of rows; with `grad` the gradient of the
+ * final norm's output goes to WS_DH1. */
+static pfx_status head_loss(pfx_model *m, const call *c, bool grad, double *loss)
+{
+    const size_t V = m->cfg.shape.vocab;
+    lin head = head_lin(m);
+    pfx_status st = PFX_SUCCESS;
+    for (size_t r0 = 0; r0 < c->R && st == PFX_SUCCESS; r0 += m->chunk_rows) {
+        size_t rows = c->R - r0 < m->chunk_rows ? c->R - r0 : m->chunk_rows;
+        pfx_mat rl = PFX_VEC(m->ws[WS_ROWLOSS], r0, rows);
+        if ((st = lin_fwd(m, "model: lm_head", &head, rows, m->ws[WS_LN], r0, m->ws[WS_LOGITS], 0, 0.0f, false)))
+            break;
+        double t0 = prof_begin(m);
+        st = prof_end(m, PFX_PROF_LOSS, t0,
+                      pfx_op_cross_entropy(m->rt, PFX_MAT(m->ws[WS_LOGITS], rows, V), m->labels, r0, c->counted,
+                                           grad, &rl));
+        if (st != PFX_SUCCESS)
+            break;
+        if (grad)
+            st = lin_bwd(m, "model: d lm_head", &head, rows, m->ws[WS_LOGITS], 0, m->ws[WS_DH1], r0, 0.0f);
+    }
+    if (st != PFX_SUCCESS)
+        return st;
+    float *host = malloc(c->R * sizeof(float));
+    if (!host)
+        return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    st = pfx_tensor_read(m->ws[WS_ROWLOSS], 0, c->R, host);
+    double sum = 0.0;
+    for (size_t i = 0; i < c->R; i++)
+        sum += host[i];
+    free(host);
+    if (loss)
+        *loss = sum / (double)c->counted;
+    return st;
+}
+
+pfx_status pfx_model_loss(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
+                          double *loss)
+{
+    static const char fn[] = "model_loss";
+    call c;
+    pfx_status st = check_call(model, fn, batch, prefix, &c);
+    if (st == PFX_SUCCESS && !loss)
+        st = pfx_error(model->rt, PFX_ERROR_NULL_ARGUMENT, "%s: loss is NULL", fn);
+    if (st == PFX_SUCCESS)
+        st = write_labels(model, fn, batch, &c);
+    if (st == PFX_SUCCESS)
+        st = run_blocks(model, batch, &c);
+    if (st == PFX_SUCCESS)
+        st = final_norm(model, &c);
+    if (st == PFX_SUCCESS)
+        st = head_loss(model, &c, false, loss);
+    return st;
+}
+
+pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
+                              const pfx_model_grads *grads, double *loss)
+{
+    static const char fn[] = "model_backward";
+    call c;
+    pfx_status st = check_call(model, fn, batch, prefix, &c);
+    if (st == PFX_SUCCESS)
+        st = check_grads(model, fn, &c, grads);
+    if (st == PFX_SUCCESS)
+        st = write_labels(model, fn, batch, &c);
+    if (st == PFX_SUCCESS)
+        st = run_blocks(model, batch, &c);
+    if (st == PFX_SUCCESS)
+        st = final_norm(model, &c);
+    if (st == PFX_SUCCESS)
+        st = head_loss(model, &c, true, loss);
+    const size_t L = model ? model->cfg.shape.layers : 0;
+    if (st == PFX_SUCCESS)
+        st = norm_bwd(model, 0, PFX_W_NORM_F, c.R, model->hidden[L], WS_MEANF, WS_RSTDF, model->ws[WS_DH1],
+                      model->ws[WS_DH0], false);
+    /* the gradient of hidden[l + 1] sits in DH0 for l = L - 1, then alternates */
+    for (size_t l = L; l-- > 0 && st == PFX_SUCCESS;) {
+        const pfx_tensor *dy = model->ws[(L - 1 - l) % 2 ? WS_DH1 : WS_DH0];
+        const pfx_tensor *dx = l ? model->ws[(L - 1 - l) % 2 ? WS_DH0 : WS_DH1] : NULL;
+        if (!model->p.recompute || (st = block_forward(model, l, &c, false)) == PFX_SUCCESS)
+            st = block_backward(model, l, &c, dy, dx, grads);
+    }
+    return st;
+}

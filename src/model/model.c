@@ -1,0 +1,455 @@
+/* Whole models: loading a Hugging Face folder (single or sharded
+ * safetensors checkpoint) or drawing random weights for a config, the
+ * workspace, shape queries. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../io/io_internal.h"
+#include "model_internal.h"
+
+#define SINGLE_NAME "model.safetensors"
+#define INDEX_NAME "model.safetensors.index.json"
+#define INDEX_MAX_BYTES ((size_t)64 << 20)
+#define LOGITS_CHUNK_BYTES ((size_t)64 << 20)
+#define CONV_MIN_FLOATS ((size_t)1 << 22)
+#define LAYER_ROLES (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE)
+
+void pfx_model_destroy(pfx_model **mp)
+{
+    if (!mp || !*mp)
+        return;
+    pfx_model *m = *mp;
+    for (size_t i = 0; m->tensors && i < m->spec_count; i++)
+        pfx_tensor_destroy(&m->tensors[i]);
+    for (size_t l = 0; m->hidden && l <= m->cfg.shape.layers; l++)
+        pfx_tensor_destroy(&m->hidden[l]);
+    for (int i = 0; i < WS_COUNT; i++)
+        pfx_tensor_destroy(&m->ws[i]);
+    for (size_t i = 0; m->kept && i < m->cfg.shape.layers * PFX_KEPT_COUNT; i++)
+        pfx_tensor_destroy(&m->kept[i]);
+    free(m->kept);
+    pfx_tensor_destroy(&m->inv_freq);
+    pfx_ids_destroy(&m->ids);
+    pfx_ids_destroy(&m->labels);
+    free(m->tensors);
+    free(m->hidden);
+    free(m->layer_w);
+    free(m->specs);
+    free(m);
+    *mp = NULL;
+}
+
+/* Re-records the last message of rt with `path: ` in front. */
+static pfx_status with_path(pfx_runtime *rt, pfx_status st, const char *path)
+{
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", pfx_last_error(rt));
+    return pfx_error(rt, st, "%s: %s", path, msg);
+}
+
+static pfx_status check_params(pfx_runtime *rt, const pfx_model_config *cfg, const pfx_model_params *in,
+                               pfx_model_params *p)
+{
+    static const char fn[] = "model_load";
+    if (in)
+        *p = *in;
+    else
+        memset(p, 0, sizeof(*p));
+    if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.storage %d is not F32 or F16", fn,
+                         (int)p->storage);
+    if (!p->max_batch)
+        p->max_batch = 1;
+    if (!p->max_tokens)
+        p->max_tokens = cfg->shape.max_positions < 1024 ? cfg->shape.max_positions : 1024;
+    size_t rows, len;
+    if (pfx_mul_overflows(p->max_batch, p->max_tokens, &rows) || rows > ((size_t)1 << 31) ||
+        __builtin_add_overflow(p->max_tokens, p->max_prefix_len, &len))
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                         "%s: params.max_batch %zu x max_tokens %zu (+ max_prefix_len %zu) is too large", fn,
+                         p->max_batch, p->max_tokens, p->max_prefix_len);
+    if (cfg->family == PFX_FAMILY_GPT2 && len > cfg->shape.max_positions)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: params.max_prefix_len %zu + max_tokens %zu exceed n_positions %zu (GPT-2's "
+                         "learned positions)",
+                         fn, p->max_prefix_len, p->max_tokens, cfg->shape.max_positions);
+    if (cfg->sliding_window && len > cfg->sliding_window)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: sliding_window %zu is smaller than the requested length %zu (max_prefix_len "
+                         "+ max_tokens); sliding-window attention is not computed",
+                         fn, cfg->sliding_window, len);
+    return PFX_SUCCESS;
+}
+
+/* The model without weights: specs and tensors allocated, the workspace. */
+static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, const pfx_model_params *p,
+                               bool gpt2_prefix, pfx_model **out)
+{
+    pfx_model *m = calloc(1, sizeof(*m));
+    if (!m)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    m->rt = rt;
+    m->cfg = *cfg;
+    m->p = *p;
+    const pfx_model_shape *s = &cfg->shape;
+    const size_t L = s->layers, C = s->hidden, I = s->intermediate, V = s->vocab;
+    const size_t QD = s->heads * s->head_dim, KVD = s->kv_heads * s->head_dim;
+    const size_t R = p->max_batch * p->max_tokens;
+    pfx_status st = pfx_weight_specs(rt, cfg, gpt2_prefix, &m->specs, &m->spec_count);
+    if (st == PFX_SUCCESS) {
+        m->tensors = calloc(m->spec_count, sizeof(*m->tensors));
+        m->layer_w = calloc(L * LAYER_ROLES, sizeof(*m->layer_w));
+        m->hidden = calloc(L + 1, sizeof(*m->hidden));
+        if (!m->tensors || !m->layer_w || !m->hidden)
+            st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    }
+    for (size_t i = 0; st == PFX_SUCCESS && i < m->spec_count; i++) {
+        const pfx_weight_spec *w = &m->specs[i];
+        st = pfx_tensor_create(rt, p->storage, w->ndim, w->shape, &m->tensors[i]);
+        if (st != PFX_SUCCESS)
+            st = with_path(rt, st, w->name);
+        else if (w->role < PFX_W_FIRST_LAYER_ROLE)
+            m->global[w->role] = m->tensors[i];
+        else
+            m->layer_w[w->layer * LAYER_ROLES + (w->role - PFX_W_FIRST_LAYER_ROLE)] = m->tensors[i];
+    }
+    size_t chunk = p->logits_chunk_rows ? p->logits_chunk_rows : LOGITS_CHUNK_BYTES / (V * sizeof(float));
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > R)
+        chunk = R;
+    m->chunk_rows = chunk;
+    size_t maxk = C > I ? C : I;
+    maxk = maxk > QD ? maxk : QD;
+    maxk = maxk > V ? maxk : V;
+    const bool llama = cfg->family == PFX_FAMILY_LLAMA;
+    size_t sizes[WS_COUNT] = {
+        [WS_LN] = R * C,     [WS_A] = R * C,       [WS_Q] = R * QD,     [WS_K] = R * KVD,
+        [WS_V] = R * KVD,    [WS_O] = R * QD,      [WS_LSE] = R * s->heads,
+        [WS_MEAN1] = R,      [WS_RSTD1] = R,       [WS_MEAN2] = R,      [WS_RSTD2] = R,
+        [WS_MEANF] = R,      [WS_RSTDF] = R,       [WS_M0] = R * I,     [WS_M1] = R * I,
+        [WS_M2] = llama ? R * I : 0,               [WS_DH0] = R * C,    [WS_DH1] = R * C,
+        [WS_DLN] = R * C,    [WS_DA] = R * C,      [WS_DQ] = R * QD,    [WS_DK] = R * KVD,
+        [WS_DV] = R * KVD,   [WS_DO] = R * QD,     [WS_DM] = R * I,     [WS_LOGITS] = chunk * V,
+        [WS_ROWLOSS] = R,
+        [WS_CONV] = p->storage == PFX_DTYPE_F16 ? (64 * maxk > CONV_MIN_FLOATS ? 64 * maxk : CONV_MIN_FLOATS) : 0,
+    };
+    if (st == PFX_SUCCESS && !p->recompute && !(m->kept = calloc(L * PFX_KEPT_COUNT, sizeof(*m->kept))))
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    for (int i = 0; st == PFX_SUCCESS && i < WS_COUNT; i++) {
+        int k = pfx_model_kept_slot(m, i);
+        for (size_t l = 0; k >= 0 && sizes[i] && l < L && st == PFX_SUCCESS; l++)
+            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i], &m->kept[l * PFX_KEPT_COUNT + (size_t)k]);
+        if (k < 0 && sizes[i] && st == PFX_SUCCESS)
+            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i], &m->ws[i]);
+    }
+    for (size_t l = 0; st == PFX_SUCCESS && l <= L; l++) {
+        size_t shape[2] = { R, C };
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &m->hidden[l]);
+    }
+    if (st == PFX_SUCCESS)
+        st = pfx_ids_create(rt, R, &m->ids);
+    if (st == PFX_SUCCESS)
+        st = pfx_ids_create(rt, R, &m->labels);
+    if (st == PFX_SUCCESS && llama) {
+        size_t half = s->head_dim / 2;
+        float *freq = malloc(half * sizeof(float));
+        if (!freq)
+            st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+        if (st == PFX_SUCCESS)
+            st = pfx_rope_inv_freq(rt, &cfg->rope, freq);
+        if (st == PFX_SUCCESS)
+            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &half, &m->inv_freq);
+        if (st == PFX_SUCCESS)
+            st = pfx_tensor_write(m->inv_freq, 0, half, freq);
+        free(freq);
+    }
+    if (st != PFX_SUCCESS) {
+        pfx_model_destroy(&m);
+        return st;
+    }
+    *out = m;
+    return PFX_SUCCESS;
+}
+
+/* Index of the spec named `name`, or -1. */
+static long find_spec(const pfx_model *m, const char *name)
+{
+    for (size_t i = 0; i < m->spec_count; i++)
+        if (strcmp(m->specs[i].name, name) == 0)
+            return (long)i;
+    return -1;
+}
+
+static bool skipped(const pfx_model *m, const char *name)
+{
+    /* a tied head saved anyway is the embedding again */
+    return pfx_weight_name_ignored(name) || (m->cfg.shape.tied_embeddings && strcmp(name, "lm_head.weight") == 0);
+}
+
+/* Loads every tensor of the open file f (read from path) and closes it. */
+static pfx_status load_open(pfx_model *m, pfx_safetensors *f, const char *path, bool *loaded)
+{
+    pfx_runtime *rt = m->rt;
+    pfx_status st = PFX_SUCCESS;
+    size_t n = pfx_safetensors_count(f);
+    for (size_t i = 0; i < n && st == PFX_SUCCESS; i++) {
+        pfx_st_info info;
+        if ((st = pfx_safetensors_info(f, i, &info)))
+            break;
+        if (skipped(m, info.name))
+            continue;
+        long k = find_spec(m, info.name);
+        if (k < 0) {
+            st = pfx_error(rt, PFX_ERROR_FORMAT,
+                           "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)", path,
+                           info.name, m->cfg.shape.model_type, m->cfg.shape.layers);
+            break;
+        }
+        if (loaded[k]) {
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' was already read from another shard", path,
+                           info.name);
+            break;
+        }
+        st = pfx_safetensors_load_tensor(rt, f, info.name, m->tensors[k]);
+        if (st != PFX_SUCCESS)
+            st = with_path(rt, st, path);
+        loaded[k] = true;
+    }
+    pfx_safetensors_close(&f);
+    return st;
+}
+
+static pfx_status load_file(pfx_model *m, const char *path, bool *loaded)
+{
+    pfx_safetensors *f = NULL;
+    pfx_status st = pfx_st_open_rt(m->rt, path, &f);
+    return st == PFX_SUCCESS ? load_open(m, f, path, loaded) : st;
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* Whether GPT-2 names carry "transformer." (GPT2LMHeadModel) or not (GPT2Model). */
+static bool names_have_gpt2_prefix(const pfx_model_config *cfg, char *const *names, size_t n)
+{
+    if (cfg->family != PFX_FAMILY_GPT2)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(names[i], "transformer.", 12) == 0)
+            return true;
+    return false;
+}
+
+static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_model_config *cfg,
+                                  const pfx_model_params *p, pfx_model **out)
+{
+    char *single = pfx_join_path(dir, SINGLE_NAME), *index_path = pfx_join_path(dir, INDEX_NAME);
+    pfx_st_index *index = NULL;
+    pfx_safetensors *probe = NULL;
+    pfx_model *m = NULL;
+    bool *loaded = NULL;
+    char **names = NULL;
+    pfx_status st = PFX_SUCCESS;
+    if (!single || !index_path) {
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+        goto out;
+    }
+    const bool sharded = !file_exists(single) && file_exists(index_path);
+    bool prefix = false;
+    if (sharded) {
+        unsigned char *buf = NULL;
+        size_t size = 0;
+        st = pfx_read_file(rt, index_path, INDEX_MAX_BYTES, &buf, &size);
+        if (st == PFX_SUCCESS)
+            st = pfx_st_index_parse(rt, buf, size, index_path, &index);
+        free(buf);
+        if (st != PFX_SUCCESS)
+            goto out;
+        prefix = names_have_gpt2_prefix(cfg, index->names, index->count);
+    } else if (cfg->family == PFX_FAMILY_GPT2) {
+        /* the names decide the prefix */
+        if ((st = pfx_st_open_rt(rt, single, &probe)))
+            goto out;
+        size_t n = pfx_safetensors_count(probe);
+        names = calloc(n ? n : 1, sizeof(char *));
+        if (!names) {
+            st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            pfx_st_info info;
+            pfx_safetensors_info(probe, i, &info);
+            names[i] = (char *)info.name;
+        }
+        prefix = names_have_gpt2_prefix(cfg, names, n);
+    }
+    if ((st = create_empty(rt, cfg, p, prefix, &m)))
+        goto out;
+    loaded = calloc(m->spec_count, sizeof(bool));
+    if (!loaded) {
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+        goto out;
+    }
+    if (probe) {
+        st = load_open(m, probe, single, loaded);
+        probe = NULL;
+    } else if (!sharded) {
+        st = load_file(m, single, loaded);
+    } else {
+        for (size_t i = 0; i < index->count && st == PFX_SUCCESS; i++)
+            if (!skipped(m, index->names[i]) && find_spec(m, index->names[i]) < 0)
+                st = pfx_error(rt, PFX_ERROR_FORMAT,
+                               "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)",
+                               index_path, index->names[i], cfg->shape.model_type, cfg->shape.layers);
+        for (size_t s = 0; s < index->shard_count && st == PFX_SUCCESS; s++) {
+            char *shard = pfx_join_path(dir, index->shards[s]);
+            if (!shard) {
+                st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+                break;
+            }
+            st = load_file(m, shard, loaded);
+            free(shard);
+        }
+    }
+    for (size_t k = 0; st == PFX_SUCCESS && k < m->spec_count; k++) {
+        if (loaded[k])
+            continue;
+        const char *where = single;
+        for (size_t i = 0; sharded && i < index->count; i++)
+            if (strcmp(index->names[i], m->specs[k].name) == 0)
+                where = index->shards[index->shard[i]];
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%s' is missing (%s, %zu layers)",
+                       sharded ? where : single, m->specs[k].name, cfg->shape.model_type, cfg->shape.layers);
+    }
+    if (st == PFX_SUCCESS)
+        st = pfx_runtime_finish(rt);
+out:
+    if (st != PFX_SUCCESS)
+        pfx_model_destroy(&m);
+    *out = m;
+    free(loaded);
+    free(names);
+    pfx_safetensors_close(&probe);
+    pfx_st_index_free(&index);
+    free(single);
+    free(index_path);
+    return st;
+}
+
+static pfx_status begin(pfx_runtime *rt, const char *fn, const char *dir, pfx_model **out)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", fn);
+    if (!out)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!dir)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: dir is NULL", fn);
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_params *params, pfx_model **out)
+{
+    pfx_status st = begin(rt, "model_load", dir, out);
+    pfx_model_config cfg;
+    pfx_model_params p;
+    if (st == PFX_SUCCESS)
+        st = pfx_model_config_read(rt, dir, &cfg);
+    if (st == PFX_SUCCESS)
+        st = check_params(rt, &cfg, params, &p);
+    if (st == PFX_SUCCESS)
+        st = load_checkpoint(rt, dir, &cfg, &p, out);
+    return st;
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static bool is_norm_weight(pfx_weight_role r)
+{
+    return r == PFX_W_NORM1 || r == PFX_W_NORM2 || r == PFX_W_NORM_F;
+}
+
+static bool is_bias(pfx_weight_role r)
+{
+    return r == PFX_W_NORM1_B || r == PFX_W_NORM2_B || r == PFX_W_NORM_F_B || r == PFX_W_QKV_B ||
+           r == PFX_W_Q_B || r == PFX_W_K_B || r == PFX_W_V_B || r == PFX_W_O_B || r == PFX_W_UP_B ||
+           r == PFX_W_DOWN_B;
+}
+
+pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
+                                   uint64_t seed, pfx_model **out)
+{
+    pfx_status st = begin(rt, "model_create_random", dir, out);
+    pfx_model_config cfg;
+    pfx_model_params p;
+    pfx_model *m = NULL;
+    if (st == PFX_SUCCESS)
+        st = pfx_model_config_read(rt, dir, &cfg);
+    if (st == PFX_SUCCESS)
+        st = check_params(rt, &cfg, params, &p);
+    if (st == PFX_SUCCESS)
+        st = create_empty(rt, &cfg, &p, true, &m);
+    if (st != PFX_SUCCESS)
+        return st;
+    size_t largest = 0;
+    for (size_t i = 0; i < m->spec_count; i++)
+        largest = m->tensors[i]->numel > largest ? m->tensors[i]->numel : largest;
+    float *host = malloc(largest * sizeof(float));
+    if (!host)
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model_create_random: host memory");
+    uint64_t state = seed;
+    const float a = 0.02f * sqrtf(3.0f); /* uniform with standard deviation 0.02 */
+    for (size_t i = 0; st == PFX_SUCCESS && i < m->spec_count; i++) {
+        pfx_weight_role r = m->specs[i].role;
+        size_t n = m->tensors[i]->numel;
+        for (size_t j = 0; j < n; j++) {
+            if (is_norm_weight(r))
+                host[j] = 1.0f;
+            else if (is_bias(r))
+                host[j] = 0.0f;
+            else
+                host[j] = a * (2.0f * (float)(splitmix64(&state) >> 40) * 0x1p-24f - 1.0f);
+        }
+        st = pfx_tensor_write(m->tensors[i], 0, n, host);
+    }
+    free(host);
+    if (st != PFX_SUCCESS) {
+        pfx_model_destroy(&m);
+        return st;
+    }
+    *out = m;
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_model_get_shape(const pfx_model *model, pfx_model_shape *shape)
+{
+    if (!model || !shape)
+        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "model_get_shape: %s is NULL",
+                         !model ? "model" : "shape");
+    *shape = model->cfg.shape;
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_model_get_params(const pfx_model *model, pfx_model_params *params)
+{
+    if (!model || !params)
+        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "model_get_params: %s is NULL",
+                         !model ? "model" : "params");
+    *params = model->p;
+    params->logits_chunk_rows = model->chunk_rows;
+    return PFX_SUCCESS;
+}

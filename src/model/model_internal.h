@@ -1,0 +1,170 @@
+/* Internal interface of whole models (src/model): the parsed config.json
+ * and the table of tensor names per family. Not installed. */
+#ifndef PFX_MODEL_INTERNAL_H
+#define PFX_MODEL_INTERNAL_H
+
+#include "../runtime/internal.h"
+#include "../ops/model_ops.h"
+#include "prefixcl/model.h"
+
+typedef enum pfx_model_family {
+    PFX_FAMILY_GPT2 = 0,  /* LayerNorm, Conv1D [in, out], learned positions */
+    PFX_FAMILY_LLAMA = 1, /* RMSNorm, Linear [out, in], RoPE, SwiGLU */
+} pfx_model_family;
+
+typedef struct pfx_model_config {
+    pfx_model_shape shape;
+    pfx_model_family family;
+    pfx_activation act;      /* GPT-2's MLP activation (Llama: SiLU inside SwiGLU) */
+    double norm_eps;
+    bool qkv_bias;           /* q, k, v projections have biases (GPT-2, qwen2) */
+    float attn_scale;        /* 0: 1/sqrt(D); GPT-2 with scale_attn_weights false: 1 */
+    pfx_rope_params rope;    /* Llama family */
+    size_t sliding_window;   /* 0: none (every key visible) */
+} pfx_model_config;
+
+/* Parses and checks a config.json held in memory; `label` names it in
+ * messages. PFX_ERROR_FORMAT (malformed, a missing or mistyped field),
+ * PFX_ERROR_UNSUPPORTED (a model_type or field this library does not
+ * compute), PFX_ERROR_INVALID_SHAPE (sizes that do not agree),
+ * PFX_ERROR_SIZE_OVERFLOW (a parameter count past size_t). */
+pfx_status pfx_model_config_parse(pfx_runtime *rt, const unsigned char *json, size_t size,
+                                  const char *label, pfx_model_config *cfg);
+
+/* Reads dir/config.json and parses it. */
+pfx_status pfx_model_config_read(pfx_runtime *rt, const char *dir, pfx_model_config *cfg);
+
+/* ---- the table of tensor names ---- */
+
+/* What a checkpoint tensor is to the forward. */
+typedef enum pfx_weight_role {
+    PFX_W_EMBED = 0,   /* [V, C] */
+    PFX_W_POS,         /* [max positions, C] (GPT-2) */
+    PFX_W_NORM_F,      /* [C] final norm weight */
+    PFX_W_NORM_F_B,    /* [C] final norm bias (LayerNorm) */
+    PFX_W_LM_HEAD,     /* [V, C] when not tied */
+    /* per layer */
+    PFX_W_NORM1, PFX_W_NORM1_B, PFX_W_NORM2, PFX_W_NORM2_B,
+    PFX_W_QKV, PFX_W_QKV_B,        /* fused (GPT-2 c_attn [C, 3C], [3C]) */
+    PFX_W_Q, PFX_W_K, PFX_W_V,     /* separate (Llama [out, in]) */
+    PFX_W_Q_B, PFX_W_K_B, PFX_W_V_B,
+    PFX_W_O, PFX_W_O_B,
+    PFX_W_UP, PFX_W_UP_B,          /* GPT-2 c_fc / Llama up_proj */
+    PFX_W_GATE,                    /* Llama gate_proj */
+    PFX_W_DOWN, PFX_W_DOWN_B,      /* GPT-2 mlp.c_proj / Llama down_proj */
+    PFX_W_ROLE_COUNT
+} pfx_weight_role;
+#define PFX_W_FIRST_LAYER_ROLE PFX_W_NORM1
+
+/* One tensor a model of `cfg` holds: its checkpoint name, shape and role. */
+typedef struct pfx_weight_spec {
+    pfx_weight_role role;
+    size_t layer;             /* for per-layer roles */
+    char name[96];
+    unsigned ndim;            /* 1 or 2 */
+    size_t shape[2];
+} pfx_weight_spec;
+
+/* The tensors of a model of `cfg`, in checkpoint order (embeddings, then
+ * layer by layer, then the final norm and head); *count set. The caller
+ * frees *specs. Names are those of save_pretrained (GPT-2 with
+ * "transformer." when `gpt2_prefix`). */
+pfx_status pfx_weight_specs(pfx_runtime *rt, const pfx_model_config *cfg, bool gpt2_prefix,
+                            pfx_weight_spec **specs, size_t *count);
+
+/* Names a checkpoint may hold that are no weights (causal-mask buffers of
+ * old GPT-2 files, rotary inv_freq buffers): skipped. */
+bool pfx_weight_name_ignored(const char *name);
+
+/* ---- the loaded model ---- */
+
+/* Workspace tensors (float32), rows R = max_batch * max_tokens. */
+enum {
+    WS_LN,      /* [R, C] norm output */
+    WS_A,       /* [R, C] residual stream after the attention */
+    WS_Q,       /* [R, H*D] */
+    WS_K,       /* [R, Hkv*D] */
+    WS_V,       /* [R, Hkv*D] */
+    WS_O,       /* [R, H*D] attention output */
+    WS_LSE,     /* [B, H, N] */
+    WS_MEAN1, WS_RSTD1, WS_MEAN2, WS_RSTD2, WS_MEANF, WS_RSTDF, /* [R] norm statistics */
+    WS_M0,      /* [R, I] GPT-2 c_fc output / Llama gate */
+    WS_M1,      /* [R, I] GPT-2 activation / Llama up */
+    WS_M2,      /* [R, I] Llama SwiGLU output */
+    WS_DH0, WS_DH1, /* [R, C] gradients of the residual stream, alternating */
+    WS_DLN,     /* [R, C] gradient at a norm output */
+    WS_DA,      /* [R, C] */
+    WS_DQ, WS_DK, WS_DV, WS_DO,
+    WS_DM,      /* [R, I] */
+    WS_LOGITS,  /* [chunk, V] */
+    WS_ROWLOSS, /* [R] */
+    WS_CONV,    /* half storage: float32 blocks of a weight for SGEMM */
+    WS_COUNT
+};
+
+/* Where the time of a call goes (bench_model): with `on`, each product,
+ * attention call and loss chunk is bracketed by pfx_runtime_finish and its
+ * wall time added to its category (serializing the queue costs a little). */
+typedef enum pfx_prof_cat {
+    PFX_PROF_GEMM = 0,   /* the blocks' dense products */
+    PFX_PROF_HEAD,       /* the LM head's products (forward and backward) */
+    PFX_PROF_ATTN_FWD,
+    PFX_PROF_ATTN_BWD,
+    PFX_PROF_LOSS,       /* the fused cross-entropy */
+    PFX_PROF_COUNT
+} pfx_prof_cat;
+
+typedef struct pfx_model_profile {
+    bool on;
+    double ms[PFX_PROF_COUNT];
+} pfx_model_profile;
+
+/* The model's profile (to switch on, read and clear). */
+pfx_model_profile *pfx_model_profiling(pfx_model *m);
+
+struct pfx_model {
+    pfx_runtime *rt;
+    pfx_model_config cfg;
+    pfx_model_params p;
+    size_t chunk_rows;
+    pfx_weight_spec *specs;
+    size_t spec_count;
+    pfx_tensor **tensors;               /* [spec_count], owned */
+    const pfx_tensor *global[PFX_W_FIRST_LAYER_ROLE];
+    const pfx_tensor **layer_w;         /* [L][PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE] */
+    pfx_tensor *inv_freq;               /* [D/2] (Llama family) */
+    pfx_tensor **hidden;                /* L + 1 residual streams [R, C]: each block's input */
+    pfx_tensor *ws[WS_COUNT];
+    pfx_ids *ids;                       /* [R] */
+    pfx_ids *labels;                    /* [R], shifted */
+    pfx_tensor **kept;                  /* [L][PFX_KEPT_COUNT] without params.recompute */
+    pfx_model_profile prof;
+};
+
+/* The activations a block's backward reads, kept per layer unless
+ * params.recompute: A, Q, K, V, O, LSE, the four norm statistics, M0 and
+ * (Llama family) M1. */
+#define PFX_KEPT_COUNT 12
+static inline int pfx_model_kept_slot(const pfx_model *m, int slot)
+{
+    static const int kept[WS_COUNT] = {
+        [WS_LN] = -1, [WS_A] = 0, [WS_Q] = 1, [WS_K] = 2, [WS_V] = 3, [WS_O] = 4, [WS_LSE] = 5,
+        [WS_MEAN1] = 6, [WS_RSTD1] = 7, [WS_MEAN2] = 8, [WS_RSTD2] = 9, [WS_MEANF] = -1, [WS_RSTDF] = -1,
+        [WS_M0] = 10, [WS_M1] = 11, [WS_M2] = -1, [WS_DH0] = -1, [WS_DH1] = -1, [WS_DLN] = -1, [WS_DA] = -1,
+        [WS_DQ] = -1, [WS_DK] = -1, [WS_DV] = -1, [WS_DO] = -1, [WS_DM] = -1, [WS_LOGITS] = -1,
+        [WS_ROWLOSS] = -1, [WS_CONV] = -1,
+    };
+    if (m->p.recompute || (slot == WS_M1 && m->cfg.family == PFX_FAMILY_GPT2))
+        return -1; /* GPT-2's activation output is not read by the backward */
+    return kept[slot];
+}
+
+/* Weight of `role` in layer `l` (NULL when the family has none). */
+static inline const pfx_tensor *pfx_model_w(const pfx_model *m, size_t l, pfx_weight_role role)
+{
+    if (role < PFX_W_FIRST_LAYER_ROLE)
+        return m->global[role];
+    return m->layer_w[l * (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE) + (role - PFX_W_FIRST_LAYER_ROLE)];
+}
+
+#endif

@@ -1,0 +1,24 @@
+/* Bias added to every row (cl/activation.cl, pfx_bias_add). */
+#include "model_args.h"
+
+#define BIAS_LOCAL 64
+
+pfx_status pfx_op_bias_add(pfx_runtime *rt, pfx_mat y, pfx_mat bias)
+{
+    const char *op = "bias add";
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", op);
+    pfx_status st;
+    if ((st = pfx_mat_check(rt, op, "y", &y, PFX_MAT_F32)) ||
+        (st = pfx_mat_check_vector(rt, op, "bias", &bias, y.cols, PFX_MAT_WEIGHT)) ||
+        (st = pfx_mat_check_alias(rt, op, "y", &y, "bias", &bias, false)))
+        return st;
+    pfx_mat_args ya = pfx_mat_kernel_args(&y), ba = pfx_mat_kernel_args(&bias);
+    cl_ulong rows = y.rows, cols = y.cols, step = pfx_mat_vector_step(&bias);
+    pfx_arg args[] = { PFX_ARG(rows),   PFX_ARG(cols),      PFX_ARG(ya.mem), PFX_ARG(ya.offset),
+                       PFX_ARG(ya.ld),  PFX_ARG(ba.mem),    PFX_ARG(ba.offset), PFX_ARG(step),
+                       PFX_ARG(ba.half) };
+    return pfx_model_launch(rt, "activation", "pfx_bias_add", op,
+                            pfx_grid_groups(y.rows * y.cols, BIAS_LOCAL), BIAS_LOCAL,
+                            sizeof(args) / sizeof(args[0]), args);
+}

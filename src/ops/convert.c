@@ -1,0 +1,25 @@
+/* Half (or float) views widened into float32 (cl/convert.cl). */
+#include "model_args.h"
+
+#define CONVERT_LOCAL 64
+
+pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst)
+{
+    const char *op = "to float";
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", op);
+    pfx_status st;
+    if ((st = pfx_mat_check(rt, op, "src", &src, PFX_MAT_WEIGHT)) ||
+        (st = pfx_mat_check(rt, op, "dst", &dst, PFX_MAT_F32)) ||
+        (st = pfx_mat_same_shape(rt, op, "src", &src, "dst", &dst)) ||
+        (st = pfx_mat_check_alias(rt, op, "dst", &dst, "src", &src, false)))
+        return st;
+    pfx_mat_args s = pfx_mat_kernel_args(&src), d = pfx_mat_kernel_args(&dst);
+    cl_ulong rows = src.rows, cols = src.cols;
+    pfx_arg args[] = { PFX_ARG(rows),  PFX_ARG(cols),  PFX_ARG(s.mem),  PFX_ARG(s.offset),
+                       PFX_ARG(s.ld),  PFX_ARG(s.half), PFX_ARG(d.mem), PFX_ARG(d.offset),
+                       PFX_ARG(d.ld) };
+    return pfx_model_launch(rt, "convert", "pfx_to_float", op,
+                            pfx_grid_groups(src.rows * src.cols, CONVERT_LOCAL), CONVERT_LOCAL,
+                            sizeof(args) / sizeof(args[0]), args);
+}

@@ -1,0 +1,200 @@
+/*
+ * Suite 'activation': the MLP activations (gelu_new, gelu, relu, silu)
+ * forward and backward, SwiGLU forward and backward, the bias added to rows
+ * (src/ops/activation.c, bias.c) against the double reference, on awkward
+ * sizes, strided views (gate and up as halves of one fused buffer), in place,
+ * half biases; name parsing; bad arguments.
+ */
+#include "model_ops_test.h"
+#include "reference/model_ops_ref.h"
+
+static void test_parse(void **state)
+{
+    pfx_runtime *rt = *state;
+    static const struct {
+        const char *name;
+        pfx_activation act;
+    } ok[] = { { "gelu_new", PFX_ACT_GELU_TANH }, { "gelu_pytorch_tanh", PFX_ACT_GELU_TANH },
+               { "gelu", PFX_ACT_GELU },          { "relu", PFX_ACT_RELU },
+               { "silu", PFX_ACT_SILU },          { "swish", PFX_ACT_SILU } };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        pfx_activation a = PFX_ACT_RELU;
+        assert_int_equal(pfx_activation_parse(rt, ok[i].name, &a), PFX_SUCCESS);
+        assert_int_equal(a, ok[i].act);
+    }
+    assert_string_equal(pfx_activation_name(PFX_ACT_GELU_TANH), "gelu_new");
+    pfx_activation a;
+    assert_status_names(rt, pfx_activation_parse(rt, "quick_gelu", &a), PFX_ERROR_UNSUPPORTED,
+                        "quick_gelu");
+    assert_status_names(rt, pfx_activation_parse(rt, "GELU", &a), PFX_ERROR_UNSUPPORTED, "GELU");
+    assert_int_equal(pfx_activation_parse(rt, NULL, &a), PFX_ERROR_UNSUPPORTED);
+    assert_int_equal(pfx_activation_parse(rt, "gelu", NULL), PFX_ERROR_NULL_ARGUMENT);
+}
+
+typedef struct act_case {
+    size_t rows, cols, offset, ld;
+    bool in_place;
+    uint64_t seed;
+} act_case;
+
+static const act_case act_cases[] = {
+    { 1, 1, 0, 1, false, 21 },
+    { 7, 33, 3, 40, true, 22 },
+    { 129, 257, 0, 257, false, 23 },
+};
+
+static void test_activations(void **state)
+{
+    pfx_runtime *rt = *state;
+    for (int act = PFX_ACT_GELU_TANH; act <= PFX_ACT_SILU; act++)
+        for (size_t i = 0; i < sizeof(act_cases) / sizeof(act_cases[0]); i++) {
+            const act_case *k = &act_cases[i];
+            ref_rng rng;
+            ref_rng_seed(&rng, k->seed * 10 + (uint64_t)act);
+            const size_t R = k->rows, C = k->cols, n = k->offset + (R - 1) * k->ld + C + 2;
+            float *hx, *hy, *hdy;
+            pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 6.0f, &hx);
+            pfx_tensor *y = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hy);
+            pfx_tensor *dy = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hdy);
+            double *X = mo_gather(hx, k->offset, R, C, k->ld);
+            double *DY = mo_gather(hdy, k->offset, R, C, k->ld);
+            double *Y = malloc(R * C * sizeof(double)), *DX = malloc(R * C * sizeof(double));
+            for (size_t j = 0; j < R * C; j++) {
+                Y[j] = ref_act((ref_activation)act, X[j]);
+                DX[j] = ref_act_grad((ref_activation)act, X[j]) * DY[j];
+            }
+            pfx_mat vx = pfx_mat_of(x, k->offset, R, C, k->ld);
+            pfx_mat vdy = pfx_mat_of(dy, k->offset, R, C, k->ld);
+            /* backward in place on dy (dx may be dy) */
+            assert_int_equal(pfx_op_activation_backward(rt, (pfx_activation)act, vx, vdy, vdy),
+                             PFX_SUCCESS);
+            mo_expect_view("activation dx", dy, hdy, k->offset, R, C, k->ld, DX, TOL_OPS_F32);
+            pfx_tensor *out = k->in_place ? x : y;
+            const float *before = k->in_place ? hx : hy;
+            assert_int_equal(pfx_op_activation_forward(rt, (pfx_activation)act, vx,
+                                                       pfx_mat_of(out, k->offset, R, C, k->ld)),
+                             PFX_SUCCESS);
+            mo_expect_view("activation y", out, before, k->offset, R, C, k->ld, Y, TOL_OPS_F32);
+            free(hx); free(hy); free(hdy); free(X); free(DY); free(Y); free(DX);
+            pfx_tensor_destroy(&x); pfx_tensor_destroy(&y); pfx_tensor_destroy(&dy);
+        }
+}
+
+/* gate and up as the two halves of one fused [R, 2C] buffer (ld 2C); the
+ * backward writes dgate over gate and dup over up. */
+static void test_swiglu(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t sizes[][2] = { { 1, 1 }, { 7, 33 }, { 129, 257 } };
+    for (size_t i = 0; i < 3; i++) {
+        const size_t R = sizes[i][0], C = sizes[i][1], n = R * 2 * C;
+        ref_rng rng;
+        ref_rng_seed(&rng, 300 + i);
+        float *hgu, *hd, *ho;
+        pfx_tensor *gu = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 5.0f, &hgu);
+        pfx_tensor *d = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C, 1.0f, &hd);
+        pfx_tensor *o = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C, 1.0f, &ho);
+        double *G = mo_gather(hgu, 0, R, C, 2 * C), *U = mo_gather(hgu, C, R, C, 2 * C);
+        double *O = malloc(R * C * sizeof(double)), *DG = malloc(R * C * sizeof(double));
+        double *DU = malloc(R * C * sizeof(double));
+        for (size_t j = 0; j < R * C; j++) {
+            const double s = 1.0 / (1.0 + exp(-G[j]));
+            O[j] = G[j] * s * U[j];
+            DG[j] = hd[j] * U[j] * ref_act_grad(REF_ACT_SILU, G[j]);
+            DU[j] = hd[j] * G[j] * s;
+        }
+        pfx_mat vg = pfx_mat_of(gu, 0, R, C, 2 * C), vu = pfx_mat_of(gu, C, R, C, 2 * C);
+        assert_int_equal(pfx_op_swiglu_forward(rt, vg, vu, PFX_MAT(o, R, C)), PFX_SUCCESS);
+        mo_expect_view("swiglu out", o, ho, 0, R, C, C, O, TOL_OPS_F32);
+        assert_int_equal(pfx_op_swiglu_backward(rt, vg, vu, PFX_MAT(d, R, C), vg, vu), PFX_SUCCESS);
+        float *got = mo_read(gu);
+        float *gd = mo_gather_f(got, 0, R, C, 2 * C), *ud = mo_gather_f(got, C, R, C, 2 * C);
+        mo_expect_close("swiglu dgate", DG, gd, R * C, TOL_OPS_F32);
+        mo_expect_close("swiglu dup", DU, ud, R * C, TOL_OPS_F32);
+        /* out in place over up */
+        free(got); free(gd); free(ud);
+        free(hgu); free(hd); free(ho); free(G); free(U); free(O); free(DG); free(DU);
+        pfx_tensor_destroy(&gu); pfx_tensor_destroy(&d); pfx_tensor_destroy(&o);
+    }
+}
+
+static void test_bias(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t sizes[][2] = { { 1, 1 }, { 7, 33 }, { 129, 257 } };
+    for (size_t i = 0; i < 3; i++)
+        for (int half = 0; half < 2; half++) {
+            const size_t R = sizes[i][0], C = sizes[i][1], ld = C + 5, off = 2;
+            const size_t n = off + (R - 1) * ld + C;
+            ref_rng rng;
+            ref_rng_seed(&rng, 400 + i * 2 + (uint64_t)half);
+            float *hy, *hb;
+            pfx_tensor *y = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hy);
+            /* the bias inside a fused [3C] bias, like GPT-2's key slice */
+            pfx_tensor *b = mo_upload(rt, &rng, half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 3 * C, 1.0f,
+                                      &hb);
+            /* float: the middle slice; half: a strided column (every third element) */
+            const pfx_mat bv = half ? pfx_mat_of(b, 1, C, 1, 3) : PFX_VEC(b, C, C);
+            double *Y = mo_gather(hy, off, R, C, ld);
+            for (size_t r = 0; r < R; r++)
+                for (size_t c = 0; c < C; c++)
+                    Y[r * C + c] += hb[half ? 1 + 3 * c : C + c];
+            assert_int_equal(pfx_op_bias_add(rt, pfx_mat_of(y, off, R, C, ld), bv), PFX_SUCCESS);
+            mo_expect_view("bias", y, hy, off, R, C, R > 1 ? ld : C, Y, TOL_OPS_F32);
+            free(hy); free(hb); free(Y);
+            pfx_tensor_destroy(&y); pfx_tensor_destroy(&b);
+        }
+}
+
+static void test_bad_arguments(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_rng rng;
+    ref_rng_seed(&rng, 9);
+    pfx_tensor *x = mo_random(rt, &rng, PFX_DTYPE_F32, 64);
+    pfx_tensor *xh = mo_random(rt, &rng, PFX_DTYPE_F16, 64);
+    pfx_runtime *rt2 = pfx_test_runtime();
+    pfx_tensor *other = mo_random(rt2, &rng, PFX_DTYPE_F32, 64);
+    const size_t live = pfx_test_live_bytes(rt);
+    pfx_mat a = PFX_MAT(x, 4, 8), b = pfx_mat_of(x, 32, 4, 8, 8);
+    assert_status_names(rt, pfx_op_activation_forward(rt, (pfx_activation)7, a, b),
+                        PFX_ERROR_INVALID_ARGUMENT, "act");
+    assert_status_names(rt, pfx_op_activation_forward(rt, PFX_ACT_GELU, PFX_MAT(xh, 4, 8), b),
+                        PFX_ERROR_DTYPE_MISMATCH, "x");
+    assert_status_names(rt, pfx_op_activation_forward(rt, PFX_ACT_GELU, a, pfx_mat_of(x, 1, 4, 8, 8)),
+                        PFX_ERROR_ALIASING, "y");
+    assert_status_names(rt, pfx_op_activation_forward(rt, PFX_ACT_GELU, a, PFX_MAT(other, 4, 8)),
+                        PFX_ERROR_RUNTIME_MISMATCH, "y");
+    assert_status_names(rt, pfx_op_activation_backward(rt, PFX_ACT_SILU, a, b, a),
+                        PFX_ERROR_ALIASING, "dx");
+    assert_status_names(rt, pfx_op_activation_backward(rt, PFX_ACT_SILU, a, b, PFX_MAT(x, 4, 9)),
+                        PFX_ERROR_INVALID_SHAPE, "dx");
+    assert_status_names(rt, pfx_op_swiglu_forward(rt, a, pfx_mat_of(x, 33, 4, 8, 8), b),
+                        PFX_ERROR_OUT_OF_RANGE, "up");
+    assert_status_names(rt, pfx_op_swiglu_forward(rt, a, b, pfx_mat_of(x, 4, 4, 8, 8)),
+                        PFX_ERROR_ALIASING, "out");
+    assert_status_names(rt, pfx_op_swiglu_backward(rt, a, b, PFX_MAT(other, 4, 8), a, b),
+                        PFX_ERROR_RUNTIME_MISMATCH, "dout");
+    assert_status_names(rt, pfx_op_swiglu_backward(rt, a, b, a, a, b), PFX_ERROR_ALIASING, "dgate");
+    assert_status_names(rt, pfx_op_bias_add(rt, a, PFX_VEC(x, 40, 7)), PFX_ERROR_INVALID_SHAPE,
+                        "bias");
+    assert_status_names(rt, pfx_op_bias_add(rt, a, PFX_VEC(x, 4, 8)), PFX_ERROR_ALIASING, "bias");
+    assert_status_names(NULL, pfx_op_bias_add(NULL, a, PFX_VEC(x, 40, 8)), PFX_ERROR_NULL_ARGUMENT,
+                        "rt");
+    assert_int_equal(pfx_test_live_bytes(rt), live);
+    pfx_tensor_destroy(&x); pfx_tensor_destroy(&xh); pfx_tensor_destroy(&other);
+    pfx_runtime_destroy(&rt2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_bias),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests_name("activation", tests, pfx_test_group_setup,
+                                       pfx_test_group_teardown);
+}

@@ -1,0 +1,142 @@
+/*
+ * Suite 'gemm_weight': products with a frozen weight of either storage
+ * (pfx_gemm_weight in src/ops/gemm.c; half widened block by block into a
+ * float32 workspace with vload_half, then CLBlast SGEMM) and the conversion
+ * itself (pfx_op_to_float), against a double product of the values the
+ * device holds; both orientations (GPT-2 Conv1D [in, out], Llama [out, in]),
+ * workspaces from one column to the whole weight, alpha/beta, strided
+ * weights; bad arguments.
+ */
+#include "model_ops_test.h"
+
+typedef struct gw_case {
+    size_t m, n, k, ws_cols; /* ws_cols: workspace of ws_cols * k elements (0: none) */
+    bool trans_w, half;
+    float alpha, beta;
+    uint64_t seed;
+} gw_case;
+
+static const gw_case gw_cases[] = {
+    { 1, 1, 1, 1, false, true, 1.0f, 0.0f, 61 },
+    { 7, 33, 48, 5, false, true, 1.0f, 1.0f, 62 },
+    { 7, 33, 48, 5, true, true, 0.5f, 1.0f, 63 },
+    { 129, 101, 48, 1, true, true, 1.0f, 0.0f, 64 },    /* one column per block */
+    { 13, 257, 33, 1000, false, true, 1.0f, 0.0f, 65 }, /* one block */
+    { 13, 257, 33, 0, false, false, 1.0f, 1.0f, 66 },
+    { 13, 257, 33, 0, true, false, 2.0f, 0.0f, 67 },
+};
+
+static void test_gemm_weight(void **state)
+{
+    pfx_runtime *rt = *state;
+    for (size_t i = 0; i < sizeof(gw_cases) / sizeof(gw_cases[0]); i++) {
+        const gw_case *g = &gw_cases[i];
+        ref_rng rng;
+        ref_rng_seed(&rng, g->seed);
+        const size_t m = g->m, n = g->n, k = g->k;
+        /* W stored [n, k] (trans) or [k, n], inside a wider buffer: ld = cols + 3, offset 2 */
+        const size_t wr = g->trans_w ? n : k, wc = g->trans_w ? k : n, ld = wc + 3, off = 2;
+        float *ha, *hw, *hc, *hws = NULL;
+        pfx_tensor *a = mo_upload(rt, &rng, PFX_DTYPE_F32, m * k, 1.0f, &ha);
+        pfx_tensor *w = mo_upload(rt, &rng, g->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32,
+                                  off + wr * ld, 1.0f, &hw);
+        pfx_tensor *c = mo_upload(rt, &rng, PFX_DTYPE_F32, m * n, 1.0f, &hc);
+        pfx_tensor *ws = g->ws_cols ? mo_upload(rt, &rng, PFX_DTYPE_F32, g->ws_cols * k + 1, 1.0f,
+                                                &hws)
+                                    : NULL;
+        double *want = malloc(m * n * sizeof(double));
+        for (size_t r = 0; r < m; r++)
+            for (size_t j = 0; j < n; j++) {
+                double s = 0.0;
+                for (size_t e = 0; e < k; e++)
+                    s += (double)ha[r * k + e] *
+                         hw[off + (g->trans_w ? j * ld + e : e * ld + j)];
+                want[r * n + j] = g->alpha * s + g->beta * (double)hc[r * n + j];
+            }
+        assert_int_equal(pfx_gemm_weight(rt, "test", m, n, k, g->alpha, PFX_GEMM_OP(a->mem, 0, k),
+                                         pfx_mat_of(w, off, wr, wc, ld), g->trans_w, g->beta,
+                                         PFX_GEMM_OP(c->mem, 0, n), ws),
+                         PFX_SUCCESS);
+        float *got = mo_read(c);
+        mo_expect_close("gemm_weight", want, got, m * n, TOL_OPS_GEMM);
+        free(got); free(want); free(ha); free(hw); free(hc); free(hws);
+        pfx_tensor_destroy(&a); pfx_tensor_destroy(&w); pfx_tensor_destroy(&c);
+        pfx_tensor_destroy(&ws);
+    }
+}
+
+static void test_to_float(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_rng rng;
+    ref_rng_seed(&rng, 68);
+    const size_t R = 9, C = 33, ld = 40;
+    float *hs, *hd;
+    pfx_tensor *src = mo_upload(rt, &rng, PFX_DTYPE_F16, 1 + (R - 1) * ld + C, 70000.0f, &hs);
+    pfx_tensor *dst = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C + 2, 1.0f, &hd);
+    double *want = mo_gather(hs, 1, R, C, ld); /* half values, inf beyond 65504 */
+    assert_int_equal(pfx_op_to_float(rt, pfx_mat_of(src, 1, R, C, ld), pfx_mat_of(dst, 1, R, C, C)),
+                     PFX_SUCCESS);
+    float *got = mo_read(dst);
+    for (size_t i = 0; i < R * C; i++)
+        assert_memory_equal(&got[1 + i], &(float){ (float)want[i] }, sizeof(float));
+    assert_true(got[0] == hd[0] && got[R * C + 1] == hd[R * C + 1]);
+    free(got); free(want); free(hs); free(hd);
+    pfx_tensor_destroy(&src); pfx_tensor_destroy(&dst);
+}
+
+static void test_bad_arguments(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_rng rng;
+    ref_rng_seed(&rng, 69);
+    pfx_tensor *a = mo_random(rt, &rng, PFX_DTYPE_F32, 4 * 6);
+    pfx_tensor *w = mo_random(rt, &rng, PFX_DTYPE_F16, 6 * 5);
+    pfx_tensor *c = mo_random(rt, &rng, PFX_DTYPE_F32, 4 * 5);
+    pfx_tensor *ws = mo_random(rt, &rng, PFX_DTYPE_F32, 6);
+    pfx_tensor *wsh = mo_random(rt, &rng, PFX_DTYPE_F16, 60);
+    const size_t live = pfx_test_live_bytes(rt);
+    pfx_gemm_operand oa = PFX_GEMM_OP(a->mem, 0, 6), oc = PFX_GEMM_OP(c->mem, 0, 5);
+    pfx_mat vw = PFX_MAT(w, 6, 5);
+    assert_int_equal(pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, vw, false, 0.0f, oc, ws),
+                     PFX_SUCCESS);
+    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, vw, false, 0.0f, oc, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "workspace");
+    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, vw, false, 0.0f, oc, wsh),
+                        PFX_ERROR_DTYPE_MISMATCH, "workspace");
+    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, vw, true, 0.0f, oc, ws),
+                        PFX_ERROR_INVALID_SHAPE, "weight");
+    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 7, 1.0f, oa, vw, false, 0.0f, oc, ws),
+                        PFX_ERROR_INVALID_SHAPE, "weight");
+    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, PFX_MAT(w, 7, 5), false,
+                                            0.0f, oc, ws),
+                        PFX_ERROR_OUT_OF_RANGE, "weight");
+    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, vw, false, 0.0f,
+                                            PFX_GEMM_OP(ws->mem, 0, 5), ws),
+                        PFX_ERROR_ALIASING, "workspace");
+    assert_status_names(rt, pfx_gemm_weight(rt, "t", 0, 5, 6, 1.0f, oa, vw, false, 0.0f, oc, ws),
+                        PFX_ERROR_INVALID_SHAPE, "m=0");
+    pfx_tensor *tiny = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, (size_t[]){ 5 }, &tiny), PFX_SUCCESS);
+    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, vw, false, 0.0f, oc, tiny),
+                        PFX_ERROR_INVALID_SHAPE, "workspace");
+    pfx_tensor_destroy(&tiny);
+    assert_status_names(rt, pfx_op_to_float(rt, vw, PFX_MAT(c, 4, 5)), PFX_ERROR_INVALID_SHAPE,
+                        "dst");
+    assert_status_names(rt, pfx_op_to_float(rt, PFX_MAT(c, 4, 5), PFX_MAT(c, 4, 5)),
+                        PFX_ERROR_ALIASING, "dst");
+    assert_int_equal(pfx_test_live_bytes(rt), live);
+    pfx_tensor_destroy(&a); pfx_tensor_destroy(&w); pfx_tensor_destroy(&c);
+    pfx_tensor_destroy(&ws); pfx_tensor_destroy(&wsh);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm_weight),
+        cmocka_unit_test(test_to_float),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests_name("gemm_weight", tests, pfx_test_group_setup,
+                                       pfx_test_group_teardown);
+}

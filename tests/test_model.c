@@ -1,0 +1,611 @@
+/* Whole models (include/prefixcl/model.h) against the double reference of
+ * tests/reference/model_ref.h: tiny GPT-2 and Llama-family folders written
+ * here with random weights, logits, loss, prefix and gain gradients; padding,
+ * P = 0, GQA, RoPE (default and llama3), q/k/v biases, tied and untied heads,
+ * half storage, sharded checkpoints, a prefix bank, the last-position logits. */
+#include <math.h>
+
+#include "pfx_test.h"
+#include "model_folder.h"
+#include "reference/encoder_ref.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+#include "tolerances.h"
+
+typedef struct problem {
+    size_t B, N, P;
+    int32_t ids[4 * 32];
+    int32_t lens[4];
+    int32_t labels[4 * 32];     /* unshifted, -100 for padding */
+    float *kp, *vp;             /* [L, Hkv, P, D] */
+    float gain[TF_MAX_LAYERS * 8];
+} problem;
+
+static void make_problem(const tf_model *m, problem *p, size_t B, size_t N, size_t P, const int32_t *lens,
+                         uint64_t seed)
+{
+    const ref_model_config *c = &m->rc;
+    memset(p, 0, sizeof(*p));
+    p->B = B;
+    p->N = N;
+    p->P = P;
+    ref_rng rng;
+    ref_rng_seed(&rng, seed);
+    for (size_t b = 0; b < B; b++) {
+        p->lens[b] = lens ? lens[b] : (int32_t)N;
+        for (size_t t = 0; t < N; t++) {
+            p->ids[b * N + t] = (int32_t)ref_rng_index(&rng, c->vocab);
+            p->labels[b * N + t] = t < (size_t)p->lens[b] ? p->ids[b * N + t] : -100;
+        }
+    }
+    size_t n = c->layers * c->kv_heads * (P ? P : 1) * c->head_dim;
+    p->kp = malloc(n * sizeof(float));
+    p->vp = malloc(n * sizeof(float));
+    assert_non_null(p->kp);
+    assert_non_null(p->vp);
+    ref_rng_fill(&rng, p->kp, n, -1.0f, 1.0f);
+    ref_rng_fill(&rng, p->vp, n, -1.0f, 1.0f);
+    ref_rng_fill(&rng, p->gain, c->layers * c->heads, -0.6f, 0.6f);
+}
+
+static void free_problem(problem *p)
+{
+    free(p->kp);
+    free(p->vp);
+}
+
+/* Library prefixes [Hkv, P, D] per layer from the problem's [L, Hkv, P, D]. */
+typedef struct lib_prefix {
+    pfx_tensor *k[TF_MAX_LAYERS], *v[TF_MAX_LAYERS];
+    pfx_tensor *dk[TF_MAX_LAYERS], *dv[TF_MAX_LAYERS], *dg[TF_MAX_LAYERS];
+    pfx_model_prefix pre;
+    pfx_model_grads grads;
+} lib_prefix;
+
+static void make_lib_prefix(pfx_runtime *rt, const tf_model *m, const problem *p, pfx_gain_mode mode, float ramp,
+                            lib_prefix *lp)
+{
+    const ref_model_config *c = &m->rc;
+    memset(lp, 0, sizeof(*lp));
+    size_t shape[3] = { c->kv_heads, p->P, c->head_dim }, per = c->kv_heads * p->P * c->head_dim;
+    size_t hshape[1] = { c->heads };
+    for (size_t l = 0; l < c->layers; l++) {
+        if (p->P) {
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->k[l]), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->v[l]), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->dk[l]), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->dv[l]), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_write(lp->k[l], 0, per, p->kp + l * per), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_write(lp->v[l], 0, per, p->vp + l * per), PFX_SUCCESS);
+        }
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hshape, &lp->dg[l]), PFX_SUCCESS);
+    }
+    lp->pre.prefix_len = p->P;
+    lp->pre.keys = p->P ? lp->k : NULL;
+    lp->pre.values = p->P ? lp->v : NULL;
+    lp->pre.gain_mode = mode;
+    lp->pre.gains = mode != PFX_GAIN_OFF ? p->gain : NULL;
+    lp->pre.gain_ramp = ramp;
+    lp->grads.keys = p->P ? lp->dk : NULL;
+    lp->grads.values = p->P ? lp->dv : NULL;
+    lp->grads.gains = lp->dg;
+}
+
+static void free_lib_prefix(lib_prefix *lp)
+{
+    for (size_t l = 0; l < TF_MAX_LAYERS; l++) {
+        pfx_tensor_destroy(&lp->k[l]);
+        pfx_tensor_destroy(&lp->v[l]);
+        pfx_tensor_destroy(&lp->dk[l]);
+        pfx_tensor_destroy(&lp->dv[l]);
+        pfx_tensor_destroy(&lp->dg[l]);
+    }
+}
+
+static ref_model_prefix ref_prefix(const tf_model *m, const problem *p, pfx_gain_mode mode)
+{
+    (void)m;
+    ref_model_prefix r = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL, mode != PFX_GAIN_OFF ? p->gain : NULL };
+    return r;
+}
+
+static pfx_model *load(pfx_runtime *rt, const char *dir, pfx_dtype storage, size_t B, size_t N, size_t P,
+                       size_t chunk, bool recompute)
+{
+    pfx_model_params params = { .storage = storage, .max_batch = B, .max_tokens = N, .max_prefix_len = P,
+                                .logits_chunk_rows = chunk, .recompute = recompute };
+    pfx_model *model = NULL;
+    pfx_status st = pfx_model_load(rt, dir, &params, &model);
+    if (st != PFX_SUCCESS)
+        fail_msg("load %s: %s", dir, pfx_last_error(rt));
+    return model;
+}
+
+/* Reads [L] device tensors of `per` floats into one host array. */
+static void read_layers(pfx_tensor *const *t, size_t L, size_t per, float *out)
+{
+    for (size_t l = 0; l < L; l++)
+        assert_int_equal(pfx_tensor_read(t[l], 0, per, out + l * per), PFX_SUCCESS);
+}
+
+typedef struct check_opts {
+    pfx_dtype storage;
+    unsigned shards;
+    pfx_gain_mode gain_mode;
+    float ramp;
+    bool explicit_labels;
+    size_t chunk;               /* logits rows per chunk (0: default) */
+    bool recompute;             /* the backward recomputes each block */
+    double tol_fwd, tol_bwd;
+} check_opts;
+
+/* Writes the folder, loads it, compares logits, loss and gradients. */
+static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const check_opts *o)
+{
+    char *dir = tf_tempdir("model");
+    assert_int_equal(tf_write(m, dir, o->shards), 0);
+    size_t live0 = pfx_test_live_bytes(rt);
+    pfx_model *model = load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk, o->recompute);
+    pfx_model_shape shape;
+    assert_int_equal(pfx_model_get_shape(model, &shape), PFX_SUCCESS);
+    const ref_model_config *rc = &m->rc;
+    assert_int_equal(shape.layers, rc->layers);
+    assert_int_equal(shape.kv_heads, rc->kv_heads);
+    assert_int_equal(shape.head_dim, rc->head_dim);
+
+    ref_model_config cfg = *rc;
+    cfg.gain_mode = o->gain_mode;
+    cfg.gain_ramp = o->ramp;
+    lib_prefix lp;
+    make_lib_prefix(rt, m, p, o->gain_mode, o->ramp, &lp);
+    ref_model_prefix rp = ref_prefix(m, p, o->gain_mode);
+    ref_model_batch rb = { p->B, p->N, p->ids, p->lens, p->labels };
+    pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, o->explicit_labels ? p->labels : NULL };
+
+    /* logits */
+    const size_t V = rc->vocab, R = p->B * p->N;
+    double *ref_logits = malloc(R * V * sizeof(double)), ref_loss = 0;
+    float *got = malloc(R * V * sizeof(float));
+    assert_non_null(ref_logits);
+    assert_non_null(got);
+    ref_model_forward(&cfg, &m->w, &rp, &rb, ref_logits, &ref_loss);
+    size_t lshape[3] = { p->B, p->N, V };
+    pfx_tensor *logits = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, lshape, &logits), PFX_SUCCESS);
+    pfx_status st = pfx_model_forward(model, &batch, &lp.pre, logits);
+    if (st != PFX_SUCCESS)
+        fail_msg("forward: %s", pfx_last_error(rt));
+    assert_int_equal(pfx_tensor_read(logits, 0, R * V, got), PFX_SUCCESS);
+    double e = rel_l2(ref_logits, got, R * V);
+    print_message("  logits rel %.3g\n", e);
+    assert_true(e < o->tol_fwd);
+
+    /* last-position logits: the rows lens[b] - 1 of the full logits */
+    size_t last_shape[2] = { p->B, V };
+    pfx_tensor *last = NULL;
+    float *last_host = malloc(p->B * V * sizeof(float));
+    assert_non_null(last_host);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, last_shape, &last), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(model, &batch, &lp.pre, last), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(last, 0, p->B * V, last_host), PFX_SUCCESS);
+    for (size_t b = 0; b < p->B; b++) {
+        const double *row = ref_logits + (b * p->N + (size_t)p->lens[b] - 1) * V;
+        double el = rel_l2(row, last_host + b * V, V);
+        assert_true(el < o->tol_fwd);
+    }
+
+    /* loss */
+    double loss = 0;
+    st = pfx_model_loss(model, &batch, &lp.pre, &loss);
+    if (st != PFX_SUCCESS)
+        fail_msg("loss: %s", pfx_last_error(rt));
+    print_message("  loss %.8f ref %.8f\n", loss, ref_loss);
+    assert_true(fabs(loss - ref_loss) <= o->tol_fwd * fabs(ref_loss));
+
+    /* gradients */
+    const size_t L = rc->layers, per = rc->kv_heads * p->P * rc->head_dim, H = rc->heads;
+    size_t np = L * (per ? per : 1);
+    double *rdk = calloc(np, sizeof(double)), *rdv = calloc(np, sizeof(double));
+    double *rdg = calloc(L * H, sizeof(double)), rloss = 0;
+    float *gdk = calloc(np, sizeof(float)), *gdv = calloc(np, sizeof(float)), *gdg = calloc(L * H, sizeof(float));
+    assert_true(rdk && rdv && rdg && gdk && gdv && gdg);
+    ref_model_backward(&cfg, &m->w, &rp, &rb, &rloss, p->P ? rdk : NULL, p->P ? rdv : NULL, rdg);
+    double bloss = 0;
+    st = pfx_model_backward(model, &batch, &lp.pre, &lp.grads, &bloss);
+    if (st != PFX_SUCCESS)
+        fail_msg("backward: %s", pfx_last_error(rt));
+    assert_true(fabs(bloss - rloss) <= o->tol_fwd * fabs(rloss));
+    if (p->P) {
+        read_layers(lp.dk, L, per, gdk);
+        read_layers(lp.dv, L, per, gdv);
+        double ek = rel_l2(rdk, gdk, L * per), ev = rel_l2(rdv, gdv, L * per);
+        print_message("  dKp rel %.3g dVp rel %.3g\n", ek, ev);
+        assert_true(ek < o->tol_bwd);
+        assert_true(ev < o->tol_bwd);
+    }
+    read_layers(lp.dg, L, H, gdg);
+    if (o->gain_mode != PFX_GAIN_OFF) {
+        double eg = rel_l2(rdg, gdg, L * H);
+        print_message("  dgain rel %.3g\n", eg);
+        assert_true(eg < o->tol_bwd);
+    } else {
+        for (size_t i = 0; i < L * H; i++)
+            assert_true(gdg[i] == 0.0f);
+    }
+
+    /* accumulate: a second backward adds the same gradients */
+    if (p->P) {
+        pfx_model_grads acc = lp.grads;
+        acc.accumulate = true;
+        float *again = malloc(np * sizeof(float));
+        assert_non_null(again);
+        assert_int_equal(pfx_model_backward(model, &batch, &lp.pre, &acc, NULL), PFX_SUCCESS);
+        read_layers(lp.dk, L, per, again);
+        for (size_t i = 0; i < L * per; i++)
+            assert_true(fabsf(again[i] - 2.0f * gdk[i]) <= 1e-5f * (fabsf(gdk[i]) + 1e-3f));
+        free(again);
+    }
+
+    free(rdk);
+    free(rdv);
+    free(rdg);
+    free(gdk);
+    free(gdv);
+    free(gdg);
+    free(last_host);
+    free(ref_logits);
+    free(got);
+    pfx_tensor_destroy(&last);
+    pfx_tensor_destroy(&logits);
+    free_lib_prefix(&lp);
+    pfx_model_destroy(&model);
+    assert_null(model);
+    assert_int_equal(pfx_test_live_bytes(rt), live0);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+static ref_model_config gpt2_config(void)
+{
+    ref_model_config c = { 0 };
+    c.family = REF_MODEL_GPT2;
+    c.layers = 2;
+    c.hidden = 42;
+    c.heads = 3;
+    c.kv_heads = 3;
+    c.head_dim = 14;
+    c.inner = 62;
+    c.vocab = 53;
+    c.max_positions = 40;
+    c.eps = 1e-5;
+    c.act = REF_ACT_GELU_TANH;
+    return c;
+}
+
+static ref_model_config llama_config(void)
+{
+    ref_model_config c = { 0 };
+    c.family = REF_MODEL_LLAMA;
+    c.layers = 2;
+    c.hidden = 40;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.head_dim = 10;
+    c.inner = 54;
+    c.vocab = 61;
+    c.max_positions = 64;
+    c.eps = 1e-6;
+    c.act = REF_ACT_SILU;
+    c.rope.theta = 10000.0;
+    return c;
+}
+
+static const check_opts default_opts = { PFX_DTYPE_F32, 1, PFX_GAIN_OFF, 1.0f, false, 0, false,
+                                          TOL_MODEL_FWD, TOL_MODEL_BWD };
+
+static void test_gpt2(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = gpt2_config();
+    tf_model m;
+    tf_model_init(&m, &c, true, "gpt2", 101);
+    problem p;
+    const int32_t lens[3] = { 11, 7, 4 };
+    make_problem(&m, &p, 3, 11, 5, lens, 7);
+    check_opts o = default_opts;
+    o.chunk = 5; /* several chunks of logits, the last one short */
+    check_model(rt, &m, &p, &o);
+    /* per-head gains and explicit labels with a prompt masked out */
+    for (size_t t = 0; t < 3; t++)
+        p.labels[t] = -100;
+    o.gain_mode = PFX_GAIN_TANH;
+    o.ramp = 0.7f;
+    o.explicit_labels = true;
+    check_model(rt, &m, &p, &o);
+    o.recompute = true; /* the same with each block recomputed in the backward */
+    check_model(rt, &m, &p, &o);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+static void test_gpt2_no_prefix(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = gpt2_config();
+    c.act = REF_ACT_GELU;
+    c.layers = 3;
+    tf_model m;
+    tf_model_init(&m, &c, true, "gpt2", 102);
+    problem p;
+    const int32_t lens[2] = { 6, 9 };
+    make_problem(&m, &p, 2, 9, 0, lens, 8);
+    check_opts o = default_opts;
+    o.gain_mode = PFX_GAIN_LINEAR;
+    o.ramp = 1.0f;
+    check_model(rt, &m, &p, &o);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+static void test_llama_gqa(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = llama_config();
+    tf_model m;
+    tf_model_init(&m, &c, false, "llama", 103);
+    problem p;
+    const int32_t lens[3] = { 13, 5, 10 };
+    make_problem(&m, &p, 3, 13, 6, lens, 9);
+    check_opts o = default_opts;
+    o.gain_mode = PFX_GAIN_LINEAR;
+    o.ramp = 0.5f;
+    check_model(rt, &m, &p, &o);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+static void test_llama3_rope_tied(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = llama_config();
+    c.rope.theta = 500000.0;
+    c.rope.llama3 = true;
+    c.rope.factor = 8.0;
+    c.rope.low_freq_factor = 1.0;
+    c.rope.high_freq_factor = 4.0;
+    c.rope.original_max_position_embeddings = 16.0;
+    c.kv_heads = 1;
+    tf_model m;
+    tf_model_init(&m, &c, true, "mistral", 104);
+    problem p;
+    make_problem(&m, &p, 2, 9, 3, NULL, 10);
+    check_model(rt, &m, &p, &default_opts);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+static void test_qwen2_bias(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = llama_config();
+    c.qkv_bias = true;
+    c.heads = 6;
+    c.kv_heads = 3;
+    c.head_dim = 8;
+    c.layers = 3;
+    tf_model m;
+    tf_model_init(&m, &c, false, "qwen2", 105);
+    problem p;
+    const int32_t lens[2] = { 4, 12 };
+    make_problem(&m, &p, 2, 12, 4, lens, 11);
+    check_opts o = default_opts;
+    o.shards = 3;
+    o.recompute = true;
+    o.gain_mode = PFX_GAIN_TANH;
+    o.ramp = 1.0f;
+    check_model(rt, &m, &p, &o);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+/* Weights read from BF16 and F16 files into half storage. */
+static void test_half_storage(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = llama_config();
+    tf_model m;
+    tf_model_init(&m, &c, false, "llama", 106);
+    for (size_t i = 0; i < m.count; i++)
+        snprintf(m.t[i].dtype, sizeof(m.t[i].dtype), "%s", i % 2 ? "BF16" : "F16");
+    problem p;
+    const int32_t lens[2] = { 10, 7 };
+    make_problem(&m, &p, 2, 10, 5, lens, 12);
+    check_opts o = default_opts;
+    o.storage = PFX_DTYPE_F16;
+    o.tol_fwd = TOL_MODEL_F16;
+    check_model(rt, &m, &p, &o);
+    /* GPT-2 with half storage, files F32 */
+    ref_model_config g = gpt2_config();
+    tf_model m2;
+    tf_model_init(&m2, &g, true, "gpt2", 107);
+    for (size_t i = 0; i < m2.count; i++) /* F16 files: the reference sees the stored values */
+        snprintf(m2.t[i].dtype, sizeof(m2.t[i].dtype), "F16");
+    problem p2;
+    make_problem(&m2, &p2, 2, 8, 3, NULL, 13);
+    check_model(rt, &m2, &p2, &o);
+    free_problem(&p2);
+    tf_model_free(&m2);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+/* A bank: item b attends with entry bank_index[b]; its logits are those of
+ * the item alone with that entry as a shared prefix. */
+static void test_bank(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = llama_config();
+    tf_model m;
+    tf_model_init(&m, &c, false, "llama", 108);
+    char *dir = tf_tempdir("bank");
+    assert_int_equal(tf_write(&m, dir, 1), 0);
+    const size_t B = 3, N = 7, P = 4, T = 2, L = c.layers, V = c.vocab;
+    const size_t per = c.kv_heads * P * c.head_dim;
+    problem e[2];
+    make_problem(&m, &e[0], B, N, P, NULL, 21);
+    make_problem(&m, &e[1], B, N, P, NULL, 22);
+    const int32_t bank_index[3] = { 1, 0, 1 };
+    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
+    pfx_tensor *k[TF_MAX_LAYERS], *v[TF_MAX_LAYERS];
+    size_t shape[4] = { T, c.kv_heads, P, c.head_dim };
+    for (size_t l = 0; l < L; l++) {
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 4, shape, &k[l]), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 4, shape, &v[l]), PFX_SUCCESS);
+        for (size_t t = 0; t < T; t++) {
+            assert_int_equal(pfx_tensor_write(k[l], t * per, per, e[t].kp + l * per), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_write(v[l], t * per, per, e[t].vp + l * per), PFX_SUCCESS);
+        }
+    }
+    pfx_model_prefix pre = { .prefix_len = P, .keys = k, .values = v, .bank_index = bank_index };
+    pfx_model_batch batch = { B, N, e[0].ids, NULL, NULL };
+    size_t lshape[3] = { B, N, V };
+    pfx_tensor *logits = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, lshape, &logits), PFX_SUCCESS);
+    assert_int_equal(pfx_model_forward(model, &batch, &pre, logits), PFX_SUCCESS);
+    float *got = malloc(B * N * V * sizeof(float));
+    double *ref = malloc(N * V * sizeof(double));
+    assert_non_null(got);
+    assert_non_null(ref);
+    assert_int_equal(pfx_tensor_read(logits, 0, B * N * V, got), PFX_SUCCESS);
+    for (size_t b = 0; b < B; b++) {
+        const problem *pe = &e[bank_index[b]];
+        ref_model_prefix rp = { P, pe->kp, pe->vp, NULL };
+        ref_model_batch rb = { 1, N, e[0].ids + b * N, NULL, NULL };
+        ref_model_forward(&m.rc, &m.w, &rp, &rb, ref, NULL);
+        assert_true(rel_l2(ref, got + b * N * V, N * V) < TOL_MODEL_FWD);
+    }
+    /* a bank index outside the bank */
+    const int32_t bad[3] = { 0, 2, 1 };
+    pre.bank_index = bad;
+    assert_status_names(rt, pfx_model_forward(model, &batch, &pre, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "bank_index[1]");
+    free(got);
+    free(ref);
+    pfx_tensor_destroy(&logits);
+    for (size_t l = 0; l < L; l++) {
+        pfx_tensor_destroy(&k[l]);
+        pfx_tensor_destroy(&v[l]);
+    }
+    pfx_model_destroy(&model);
+    free_problem(&e[0]);
+    free_problem(&e[1]);
+    tf_model_free(&m);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+/* Through the prefix encoder: its forward gives the prefixes, the model's
+ * backward their gradients, pfx_encoder_backward those of E, W1, b1, W2, b2;
+ * the reference chains ref_model_backward into ref_encoder_backward. */
+static void test_encoder_chain(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = gpt2_config();
+    tf_model m;
+    tf_model_init(&m, &c, true, "gpt2", 109);
+    char *dir = tf_tempdir("chain");
+    assert_int_equal(tf_write(&m, dir, 1), 0);
+    const size_t B = 2, N = 9, P = 4, L = c.layers;
+    const ref_encoder_dims ed = { L, c.kv_heads, c.head_dim, P, 9, 11 };
+    pfx_encoder_params ep = { .layers = L, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .prefix_len = P,
+                              .embed_dim = 9, .hidden_dim = 11 };
+    pfx_encoder *enc = NULL;
+    assert_int_equal(pfx_encoder_create(rt, &ep, &enc), PFX_SUCCESS);
+    assert_int_equal(pfx_encoder_init_random(enc, 77, 1.0f), PFX_SUCCESS);
+    float *host[PFX_ENCODER_PARAM_COUNT];
+    pfx_tensor *grad[PFX_ENCODER_PARAM_COUNT];
+    for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++) {
+        pfx_tensor *t = pfx_encoder_tensor(enc, (pfx_encoder_param)i);
+        size_t n = pfx_tensor_numel(t), shp[PFX_MAX_DIMS];
+        for (unsigned k = 0; k < pfx_tensor_ndim(t); k++)
+            shp[k] = pfx_tensor_dim(t, k);
+        host[i] = malloc(n * sizeof(float));
+        assert_non_null(host[i]);
+        assert_int_equal(pfx_tensor_read(t, 0, n, host[i]), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, pfx_tensor_ndim(t), shp, &grad[i]), PFX_SUCCESS);
+    }
+    problem p;
+    const int32_t lens[2] = { 9, 6 };
+    make_problem(&m, &p, B, N, P, lens, 31);
+    lib_prefix lp;
+    make_lib_prefix(rt, &m, &p, PFX_GAIN_OFF, 1.0f, &lp);
+    assert_int_equal(pfx_encoder_forward(enc, lp.k, lp.v), PFX_SUCCESS);
+    const size_t per = c.kv_heads * P * c.head_dim;
+    read_layers(lp.k, L, per, p.kp); /* the reference attends with the encoder's prefixes */
+    read_layers(lp.v, L, per, p.vp);
+    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
+    assert_int_equal(pfx_model_backward(model, &(pfx_model_batch){ B, N, p.ids, p.lens, NULL }, &lp.pre, &lp.grads,
+                                        NULL),
+                     PFX_SUCCESS);
+    pfx_encoder_grads eg = { grad[0], grad[1], grad[2], grad[3], grad[4], false };
+    assert_int_equal(pfx_encoder_backward(enc, (const pfx_tensor *const *)lp.dk, (const pfx_tensor *const *)lp.dv,
+                                          &eg),
+                     PFX_SUCCESS);
+
+    double *rdk = malloc(L * per * sizeof(double)), *rdv = malloc(L * per * sizeof(double));
+    float *fdk = malloc(L * per * sizeof(float)), *fdv = malloc(L * per * sizeof(float));
+    assert_true(rdk && rdv && fdk && fdv);
+    ref_model_prefix rp = { P, p.kp, p.vp, NULL };
+    ref_model_batch rb = { B, N, p.ids, p.lens, p.labels };
+    ref_model_backward(&m.rc, &m.w, &rp, &rb, NULL, rdk, rdv, NULL);
+    for (size_t i = 0; i < L * per; i++) {
+        fdk[i] = (float)rdk[i];
+        fdv[i] = (float)rdv[i];
+    }
+    ref_encoder_params rpar = { host[0], host[1], host[2], host[3], host[4] };
+    double *rg[PFX_ENCODER_PARAM_COUNT];
+    for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++) {
+        rg[i] = malloc(ref_encoder_param_count(&ed, i) * sizeof(double));
+        assert_non_null(rg[i]);
+    }
+    ref_encoder_backward(&ed, &rpar, fdk, fdv, rg[0], rg[1], rg[2], rg[3], rg[4]);
+    for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++) {
+        size_t n = ref_encoder_param_count(&ed, i);
+        float *got = malloc(n * sizeof(float));
+        assert_non_null(got);
+        assert_int_equal(pfx_tensor_read(grad[i], 0, n, got), PFX_SUCCESS);
+        double e = rel_l2(rg[i], got, n);
+        print_message("  d%s rel %.3g\n", pfx_encoder_param_name((pfx_encoder_param)i), e);
+        assert_true(e < TOL_MODEL_BWD);
+        free(got);
+        free(rg[i]);
+        free(host[i]);
+        pfx_tensor_destroy(&grad[i]);
+    }
+    free(rdk);
+    free(rdv);
+    free(fdk);
+    free(fdv);
+    pfx_model_destroy(&model);
+    free_lib_prefix(&lp);
+    free_problem(&p);
+    pfx_encoder_destroy(&enc);
+    tf_model_free(&m);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_gpt2_no_prefix),
+        cmocka_unit_test(test_llama_gqa),
+        cmocka_unit_test(test_llama3_rope_tied),
+        cmocka_unit_test(test_qwen2_bias),
+        cmocka_unit_test(test_half_storage),
+        cmocka_unit_test(test_bank),
+        cmocka_unit_test(test_encoder_chain),
+    };
+    return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
+}

@@ -1,0 +1,387 @@
+/* Loading whole models (include/prefixcl/model.h): shapes from config.json
+ * alone (GPT-2 small, a Llama-3.2-1B-shaped config), every refused config
+ * field and every bad checkpoint with its status and a message naming the
+ * file and tensor, nothing left allocated; argument checks of the calls. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "pfx_test.h"
+#include "model_folder.h"
+
+static ref_model_config tiny_gpt2(void)
+{
+    ref_model_config c = { 0 };
+    c.family = REF_MODEL_GPT2;
+    c.layers = 2;
+    c.hidden = 18;
+    c.heads = 3;
+    c.kv_heads = 3;
+    c.head_dim = 6;
+    c.inner = 25;
+    c.vocab = 29;
+    c.max_positions = 24;
+    c.eps = 1e-5;
+    return c;
+}
+
+static ref_model_config tiny_llama(void)
+{
+    ref_model_config c = { 0 };
+    c.family = REF_MODEL_LLAMA;
+    c.layers = 2;
+    c.hidden = 16;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.head_dim = 4;
+    c.inner = 22;
+    c.vocab = 31;
+    c.max_positions = 64;
+    c.eps = 1e-6;
+    c.act = REF_ACT_SILU;
+    c.rope.theta = 10000.0;
+    return c;
+}
+
+static const char gpt2_small[] =
+    "{\"model_type\": \"gpt2\", \"activation_function\": \"gelu_new\", \"n_embd\": 768, \"n_head\": 12, "
+    "\"n_inner\": null, \"n_layer\": 12, \"n_positions\": 1024, \"vocab_size\": 50257, "
+    "\"layer_norm_epsilon\": 1e-05, \"scale_attn_weights\": true, \"scale_attn_by_inverse_layer_idx\": false, "
+    "\"reorder_and_upcast_attn\": false, \"tie_word_embeddings\": true}";
+
+static void test_shape_from_config(void **state)
+{
+    (void)state;
+    char *dir = tf_tempdir("cfg");
+    assert_int_equal(tf_write_config_text(dir, gpt2_small), 0);
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_read_config(dir, &s), PFX_SUCCESS);
+    assert_string_equal(s.model_type, "gpt2");
+    assert_int_equal(s.parameters, 124439808);
+    assert_int_equal(s.layers, 12);
+    assert_int_equal(s.heads, 12);
+    assert_int_equal(s.kv_heads, 12);
+    assert_int_equal(s.head_dim, 64);
+    assert_int_equal(s.intermediate, 3072);
+    assert_true(s.tied_embeddings);
+    /* the seeds' encoder on it: prefix 20, hidden 512 */
+    pfx_encoder_params ep = { .layers = s.layers, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
+                              .prefix_len = 20, .embed_dim = 512, .hidden_dim = 512 };
+    pfx_encoder_param_counts counts;
+    assert_int_equal(pfx_encoder_params_counts(&ep, &counts), PFX_SUCCESS);
+    assert_int_equal(counts.trainable, 9728512);
+
+    /* Llama 3.2 1B's published shape: 1,235,814,400 parameters (tied) */
+    assert_int_equal(tf_write_config_text(dir,
+        "{\"model_type\": \"llama\", \"hidden_size\": 2048, \"intermediate_size\": 8192, "
+        "\"num_hidden_layers\": 16, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"head_dim\": 64, "
+        "\"vocab_size\": 128256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-05, "
+        "\"hidden_act\": \"silu\", \"tie_word_embeddings\": true, \"rope_theta\": 500000.0, "
+        "\"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+        "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}}"), 0);
+    assert_int_equal(pfx_model_read_config(dir, &s), PFX_SUCCESS);
+    assert_int_equal(s.parameters, 1235814400);
+    assert_int_equal(s.kv_heads, 8);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+typedef struct bad_config {
+    const char *json;
+    pfx_status status;
+    const char *needle;
+} bad_config;
+
+static void test_bad_configs(void **state)
+{
+    pfx_runtime *rt = *state;
+    static const bad_config cases[] = {
+        { "{\"model_type\": \"bert\", \"hidden_size\": 8}", PFX_ERROR_UNSUPPORTED, "bert" },
+        { "{\"n_embd\": 8}", PFX_ERROR_FORMAT, "model_type" },
+        { "{\"model_type\": \"gpt2\", \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, \"n_positions\": 8}",
+          PFX_ERROR_FORMAT, "n_embd" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"activation_function\": \"swishy\"}", PFX_ERROR_UNSUPPORTED, "activation_function" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"scale_attn_by_inverse_layer_idx\": true}", PFX_ERROR_UNSUPPORTED,
+          "scale_attn_by_inverse_layer_idx" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"reorder_and_upcast_attn\": true}", PFX_ERROR_UNSUPPORTED, "reorder_and_upcast_attn" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 3, \"vocab_size\": 9, "
+          "\"n_positions\": 8}", PFX_ERROR_INVALID_SHAPE, "n_head" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": -8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8}", PFX_ERROR_FORMAT, "n_embd" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
+          "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2.0}}", PFX_ERROR_UNSUPPORTED, "yarn" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
+          "\"rope_parameters\": {\"rope_type\": \"dynamic\", \"rope_theta\": 10000.0}}", PFX_ERROR_UNSUPPORTED,
+          "dynamic" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
+          "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 2.0}}", PFX_ERROR_FORMAT, "low_freq_factor" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, \"hidden_act\": \"gelu\"}",
+          PFX_ERROR_UNSUPPORTED, "hidden_act" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, \"mlp_bias\": true}",
+          PFX_ERROR_UNSUPPORTED, "mlp_bias" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, \"attention_bias\": true}",
+          PFX_ERROR_UNSUPPORTED, "attention_bias" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"vocab_size\": 9, "
+          "\"max_position_embeddings\": 8}", PFX_ERROR_INVALID_SHAPE, "num_key_value_heads" },
+        { "{\"model_type\": \"qwen2\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
+          "\"is_encoder_decoder\": true}", PFX_ERROR_UNSUPPORTED, "is_encoder_decoder" },
+        { "{\"model_type\": \"gpt2\", \"model_type\": \"llama\"}", PFX_ERROR_FORMAT, "twice" },
+        { "[1, 2]", PFX_ERROR_FORMAT, "object" },
+        { "{\"model_type\": ", PFX_ERROR_FORMAT, "JSON" },
+    };
+    char *dir = tf_tempdir("badcfg");
+    size_t live0 = pfx_test_live_bytes(rt);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(tf_write_config_text(dir, cases[i].json), 0);
+        pfx_model_shape s;
+        assert_status_names(NULL, pfx_model_read_config(dir, &s), cases[i].status, cases[i].needle);
+        pfx_model *m = (pfx_model *)&s; /* must come back NULL */
+        assert_status_names(rt, pfx_model_load(rt, dir, NULL, &m), cases[i].status, cases[i].needle);
+        assert_null(m);
+        assert_status_names(rt, pfx_model_create_random(rt, dir, NULL, 1, &m), cases[i].status, cases[i].needle);
+        assert_null(m);
+        assert_int_equal(pfx_test_live_bytes(rt), live0);
+    }
+    /* mistral: a sliding window shorter than what the caller asks for */
+    assert_int_equal(tf_write_config_text(dir,
+        "{\"model_type\": \"mistral\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+        "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 64, \"sliding_window\": 12}"), 0);
+    pfx_model *m = NULL;
+    pfx_model_params p = { .max_tokens = 10, .max_prefix_len = 3 };
+    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_UNSUPPORTED, "sliding_window");
+    assert_null(m);
+    p.max_prefix_len = 2; /* 12 keys fit the window */
+    assert_int_equal(pfx_model_create_random(rt, dir, &p, 1, &m), PFX_SUCCESS);
+    pfx_model_destroy(&m);
+    /* GPT-2: P + N beyond n_positions */
+    assert_int_equal(tf_write_config_text(dir,
+        "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+        "\"n_positions\": 16}"), 0);
+    p.max_tokens = 12;
+    p.max_prefix_len = 5;
+    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_OUT_OF_RANGE, "n_positions");
+    p.storage = (pfx_dtype)7;
+    p.max_prefix_len = 4;
+    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_INVALID_ARGUMENT, "storage");
+    assert_int_equal(pfx_test_live_bytes(rt), live0);
+    /* no config at all */
+    char path[600];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    unlink(path);
+    assert_status_names(rt, pfx_model_load(rt, dir, NULL, &m), PFX_ERROR_IO, "config.json");
+    assert_status_names(rt, pfx_model_load(rt, NULL, NULL, &m), PFX_ERROR_NULL_ARGUMENT, "dir");
+    assert_status_names(NULL, pfx_model_load(NULL, dir, NULL, &m), PFX_ERROR_NULL_ARGUMENT, "rt");
+    tf_rmdir(dir);
+    free(dir);
+}
+
+/* Writes `m` into a fresh folder, expects the load to fail with `status`
+ * and a message naming every needle, and nothing left allocated. */
+static void expect_load_failure(pfx_runtime *rt, tf_model *m, unsigned shards, void (*mutate)(const char *dir),
+                                pfx_status status, const char *needle, const char *needle2)
+{
+    char *dir = tf_tempdir("badckpt");
+    assert_int_equal(tf_write(m, dir, shards), 0);
+    if (mutate)
+        mutate(dir);
+    size_t live0 = pfx_test_live_bytes(rt);
+    pfx_model *model = NULL;
+    assert_status_names(rt, pfx_model_load(rt, dir, NULL, &model), status, needle);
+    if (needle2 && !strstr(pfx_last_error(rt), needle2))
+        fail_msg("message '%s' does not name '%s'", pfx_last_error(rt), needle2);
+    assert_null(model);
+    assert_int_equal(pfx_test_live_bytes(rt), live0);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+static void remove_shard2(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/model-00002-of-00003.safetensors", dir);
+    assert_int_equal(unlink(path), 0);
+}
+
+static void truncate_shard3(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/model-00003-of-00003.safetensors", dir);
+    FILE *fp = fopen(path, "rb+");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fclose(fp);
+    assert_int_equal(truncate(path, n - 10), 0);
+}
+
+static void index_escapes(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs("{\"weight_map\": {\"model.embed_tokens.weight\": \"../model-00001-of-00003.safetensors\"}}", fp);
+    fclose(fp);
+}
+
+static void remove_single(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    assert_int_equal(unlink(path), 0);
+}
+
+static void test_bad_checkpoints(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config g = tiny_gpt2(), l = tiny_llama();
+    tf_model m;
+
+    /* a missing tensor: the last one (ln_f.bias) left out of the file */
+    tf_model_init(&m, &g, true, "gpt2", 1);
+    m.count--;
+    expect_load_failure(rt, &m, 1, NULL, PFX_ERROR_FORMAT, "transformer.ln_f.bias", "model.safetensors");
+    m.count++;
+    tf_model_free(&m);
+
+    /* a shape that disagrees with the config */
+    tf_model_init(&m, &g, true, "gpt2", 2);
+    tf_tensor *t = tf_find(&m, "transformer.h.1.mlp.c_fc.weight");
+    assert_non_null(t);
+    t->shape[0] = g.inner;
+    t->shape[1] = g.hidden; /* [I, C]: a Linear's orientation, not Conv1D's */
+    expect_load_failure(rt, &m, 1, NULL, PFX_ERROR_INVALID_SHAPE, "transformer.h.1.mlp.c_fc.weight",
+                        "model.safetensors");
+    tf_model_free(&m);
+
+    /* an integer tensor where a weight is expected */
+    tf_model_init(&m, &g, true, "gpt2", 3);
+    t = tf_find(&m, "transformer.h.0.ln_2.weight");
+    snprintf(t->dtype, sizeof(t->dtype), "I32");
+    expect_load_failure(rt, &m, 1, NULL, PFX_ERROR_DTYPE_MISMATCH, "transformer.h.0.ln_2.weight", "I32");
+    tf_model_free(&m);
+
+    /* a tensor of a layer the config does not have */
+    tf_model_init(&m, &g, true, "gpt2", 4);
+    t = tf_find(&m, "transformer.h.1.ln_1.bias");
+    snprintf(t->name, sizeof(t->name), "transformer.h.2.ln_1.bias");
+    expect_load_failure(rt, &m, 1, NULL, PFX_ERROR_FORMAT, "transformer.h.2.ln_1.bias", "2 layers");
+    tf_model_free(&m);
+
+    /* no weights file at all */
+    tf_model_init(&m, &g, true, "gpt2", 5);
+    expect_load_failure(rt, &m, 1, remove_single, PFX_ERROR_IO, "model.safetensors", NULL);
+    tf_model_free(&m);
+
+    /* sharded: a missing shard, a truncated shard, an index that leaves the folder */
+    tf_model_init(&m, &l, false, "llama", 6);
+    expect_load_failure(rt, &m, 3, remove_shard2, PFX_ERROR_IO, "model-00002-of-00003.safetensors", NULL);
+    expect_load_failure(rt, &m, 3, truncate_shard3, PFX_ERROR_OUT_OF_RANGE, "model-00003-of-00003.safetensors",
+                        NULL);
+    expect_load_failure(rt, &m, 3, index_escapes, PFX_ERROR_FORMAT, "model.embed_tokens.weight", "index");
+    /* the untied head missing from an untied model */
+    t = tf_find(&m, "lm_head.weight");
+    snprintf(t->name, sizeof(t->name), "lm_head.bias");
+    expect_load_failure(rt, &m, 2, NULL, PFX_ERROR_FORMAT, "lm_head.bias", "index");
+    tf_model_free(&m);
+}
+
+/* Argument checks of the calls, on a loaded tiny model. */
+static void test_call_arguments(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config g = tiny_gpt2();
+    tf_model tm;
+    tf_model_init(&tm, &g, true, "gpt2", 9);
+    char *dir = tf_tempdir("args");
+    assert_int_equal(tf_write(&tm, dir, 1), 0);
+    pfx_model_params p = { .max_batch = 2, .max_tokens = 6, .max_prefix_len = 2 };
+    pfx_model *m = NULL;
+    assert_int_equal(pfx_model_load(rt, dir, &p, &m), PFX_SUCCESS);
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
+    assert_int_equal(s.vocab, g.vocab);
+    int32_t ids[12] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12 };
+    int32_t lens[2] = { 6, 3 };
+    pfx_model_batch b = { 2, 6, ids, lens, NULL };
+    size_t shape[3] = { 2, 6, g.vocab };
+    pfx_tensor *logits = NULL, *small = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &logits), PFX_SUCCESS);
+    shape[2] = g.vocab - 1;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &small), PFX_SUCCESS);
+    assert_int_equal(pfx_model_forward(m, &b, NULL, logits), PFX_SUCCESS);
+    assert_status_names(rt, pfx_model_forward(m, &b, NULL, small), PFX_ERROR_INVALID_SHAPE, "logits");
+    assert_status_names(rt, pfx_model_forward(m, NULL, NULL, logits), PFX_ERROR_NULL_ARGUMENT, "batch");
+    ids[4] = (int32_t)g.vocab;
+    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE, "ids[4]");
+    ids[4] = 0;
+    lens[1] = 0;
+    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE, "lens[1]");
+    lens[1] = 3;
+    b.batch = 3;
+    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE, "max_batch");
+    b.batch = 2;
+    pfx_model_prefix pre = { .prefix_len = 3 };
+    assert_status_names(rt, pfx_model_forward(m, &b, &pre, logits), PFX_ERROR_OUT_OF_RANGE, "max_prefix_len");
+    pre.prefix_len = 2;
+    assert_status_names(rt, pfx_model_forward(m, &b, &pre, logits), PFX_ERROR_NULL_ARGUMENT, "prefix.keys");
+    pfx_model_prefix gain = { .gain_mode = PFX_GAIN_TANH, .gain_ramp = 1.0f };
+    assert_status_names(rt, pfx_model_forward(m, &b, &gain, logits), PFX_ERROR_NULL_ARGUMENT, "gains");
+    int32_t labels[12];
+    for (int i = 0; i < 12; i++)
+        labels[i] = -100;
+    b.labels = labels;
+    double loss;
+    assert_status_names(rt, pfx_model_loss(m, &b, NULL, &loss), PFX_ERROR_INVALID_ARGUMENT, "no label");
+    labels[3] = 1000;
+    assert_status_names(rt, pfx_model_loss(m, &b, NULL, &loss), PFX_ERROR_OUT_OF_RANGE, "labels[3]");
+    b.labels = NULL;
+    assert_int_equal(pfx_model_loss(m, &b, NULL, &loss), PFX_SUCCESS);
+    assert_true(loss > 0.0);
+    assert_status_names(rt, pfx_model_loss(m, &b, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "loss");
+    /* a gradient of the wrong shape */
+    size_t hs[1] = { g.heads + 1 };
+    pfx_tensor *dg = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs, &dg), PFX_SUCCESS);
+    pfx_tensor *dgs[2] = { dg, NULL };
+    pfx_model_grads grads = { .gains = dgs };
+    assert_status_names(rt, pfx_model_backward(m, &b, NULL, &grads, NULL), PFX_ERROR_INVALID_SHAPE,
+                        "grads.gains[0]");
+    /* one tensor given twice */
+    size_t hs2[1] = { g.heads };
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs2, &dgs[1]), PFX_SUCCESS);
+    pfx_tensor *twice[2] = { dgs[1], dgs[1] };
+    grads.gains = twice;
+    assert_status_names(rt, pfx_model_backward(m, &b, NULL, &grads, NULL), PFX_ERROR_ALIASING, "grads.gains[1]");
+    pfx_tensor_destroy(&dgs[1]);
+    pfx_tensor_destroy(&dg);
+    pfx_tensor_destroy(&logits);
+    pfx_tensor_destroy(&small);
+    pfx_model_destroy(&m);
+    pfx_model_destroy(&m); /* NULL-safe */
+    pfx_model_destroy(NULL);
+    tf_rmdir(dir);
+    free(dir);
+    tf_model_free(&tm);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shape_from_config),
+        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_bad_checkpoints),
+        cmocka_unit_test(test_call_arguments),
+    };
+    return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
+}

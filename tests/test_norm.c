@@ -1,0 +1,227 @@
+/*
+ * Suite 'norm': LayerNorm and RMSNorm forward (with the kept statistics) and
+ * their dX backward (src/ops/norm.c) against the double reference
+ * (tests/reference/model_ops_ref.h) on awkward sizes, strided views, half
+ * weights, in place; bad arguments.
+ */
+#include "model_ops_test.h"
+#include "reference/model_ops_ref.h"
+
+typedef struct norm_case {
+    size_t rows, cols, offset, ld; /* x, y, dy, dx views share offset and ld */
+    bool half, bias, in_place, accumulate;
+    uint64_t seed;
+} norm_case;
+
+static const norm_case cases[] = {
+    { 1, 1, 0, 1, false, true, false, false, 11 },
+    { 7, 33, 0, 33, false, true, false, true, 12 },
+    { 129, 257, 0, 257, true, true, true, false, 13 },
+    { 5, 1000, 7, 1003, false, false, false, true, 14 },
+    { 3, 63, 2, 70, true, false, true, true, 15 },
+};
+
+static void run_case(pfx_runtime *rt, const norm_case *k, bool rms)
+{
+    ref_rng rng;
+    ref_rng_seed(&rng, k->seed + (rms ? 100 : 0));
+    /* RMSNorm of one column is x / |x|: its dx vanishes up to eps and a relative
+     * comparison is meaningless, so rms runs that case on two columns */
+    const size_t C = rms && k->cols == 1 ? 2 : k->cols, R = k->rows;
+    const size_t ld = k->ld < C ? C : k->ld;
+    const size_t n = k->offset + (R - 1) * ld + C + 3;
+    const pfx_dtype wdt = k->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    const double eps = rms ? 1e-6 : 1e-5;
+    float *hx, *hy, *hdy, *hdx, *hw, *hb, *hm, *hr;
+    pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 3.0f, &hx);
+    pfx_tensor *y = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hy);
+    pfx_tensor *dy = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hdy);
+    pfx_tensor *dx = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hdx);
+    pfx_tensor *w = mo_upload(rt, &rng, wdt, C, 1.5f, &hw);
+    pfx_tensor *b = mo_upload(rt, &rng, wdt, C, 1.0f, &hb);
+    pfx_tensor *mean = mo_upload(rt, &rng, PFX_DTYPE_F32, R + 2, 1.0f, &hm);
+    pfx_tensor *rstd = mo_upload(rt, &rng, PFX_DTYPE_F32, R + 2, 1.0f, &hr);
+
+    double *X = mo_gather(hx, k->offset, R, C, ld), *W = mo_f2d(hw, C), *Bv = mo_f2d(hb, C);
+    double *DY = mo_gather(hdy, k->offset, R, C, ld);
+    double *Y = calloc(R * C, sizeof(double)), *M = calloc(R, sizeof(double));
+    double *RS = calloc(R, sizeof(double)), *DX = calloc(R * C, sizeof(double));
+    if (rms) {
+        ref_rmsnorm(R, C, X, W, eps, Y, RS);
+        ref_rmsnorm_backward(R, C, X, W, eps, DY, DX);
+    } else {
+        ref_layernorm(R, C, X, W, k->bias ? Bv : NULL, eps, Y, M, RS);
+        ref_layernorm_backward(R, C, X, W, eps, DY, DX);
+    }
+    if (k->accumulate)
+        for (size_t r = 0; r < R; r++)
+            for (size_t c = 0; c < C; c++)
+                DX[r * C + c] += hdx[k->offset + r * ld + c];
+
+    /* backward first: the in-place forward overwrites x */
+    pfx_mat vx = pfx_mat_of(x, k->offset, R, C, ld);
+    pfx_mat vdy = pfx_mat_of(dy, k->offset, R, C, ld), vdx = pfx_mat_of(dx, k->offset, R, C, ld);
+    pfx_mat vw = PFX_VEC(w, 0, C), vb = PFX_VEC(b, 0, C);
+    pfx_mat vm = PFX_VEC(mean, 1, R), vr = PFX_VEC(rstd, 1, R);
+    pfx_mat vy = k->in_place ? vx : pfx_mat_of(y, k->offset, R, C, ld);
+    /* statistics from a first forward into y's tensor (not in place) */
+    pfx_mat vtmp = pfx_mat_of(y, k->offset, R, C, ld);
+    if (rms) {
+        assert_int_equal(pfx_op_rmsnorm_forward(rt, vx, vw, (float)eps, vtmp, &vr), PFX_SUCCESS);
+        assert_int_equal(pfx_op_rmsnorm_backward(rt, vx, vw, vr, vdy, vdx, k->accumulate),
+                         PFX_SUCCESS);
+    } else {
+        assert_int_equal(pfx_op_layernorm_forward(rt, vx, vw, k->bias ? &vb : NULL, (float)eps,
+                                                  vtmp, &vm, &vr),
+                         PFX_SUCCESS);
+        assert_int_equal(pfx_op_layernorm_backward(rt, vx, vw, vm, vr, vdy, vdx, k->accumulate),
+                         PFX_SUCCESS);
+    }
+    mo_expect_view("dx", dx, hdx, k->offset, R, C, ld, DX, TOL_OPS_F32);
+    float *got_r = mo_read(rstd);
+    mo_expect_close("rstd", RS, got_r + 1, R, TOL_OPS_F32);
+    assert_true(got_r[0] == hr[0] && got_r[R + 1] == hr[R + 1]);
+    if (!rms) {
+        float *got_m = mo_read(mean);
+        /* mean is compared absolutely: it may be near 0 */
+        for (size_t r = 0; r < R; r++)
+            assert_true(fabs(got_m[r + 1] - M[r]) <= TOL_OPS_F32 * 3.0);
+        free(got_m);
+    }
+    free(got_r);
+    if (!k->in_place) {
+        mo_expect_view("y", y, hy, k->offset, R, C, ld, Y, TOL_OPS_F32);
+    } else {
+        float *before = mo_read(x);
+        if (rms)
+            assert_int_equal(pfx_op_rmsnorm_forward(rt, vx, vw, (float)eps, vy, NULL), PFX_SUCCESS);
+        else
+            assert_int_equal(pfx_op_layernorm_forward(rt, vx, vw, k->bias ? &vb : NULL,
+                                                      (float)eps, vy, NULL, NULL),
+                             PFX_SUCCESS);
+        mo_expect_view("y in place", x, before, k->offset, R, C, ld, Y, TOL_OPS_F32);
+        free(before);
+    }
+
+    free(X); free(W); free(Bv); free(DY); free(Y); free(M); free(RS); free(DX);
+    free(hx); free(hy); free(hdy); free(hdx); free(hw); free(hb); free(hm); free(hr);
+    pfx_tensor_destroy(&x); pfx_tensor_destroy(&y); pfx_tensor_destroy(&dy);
+    pfx_tensor_destroy(&dx); pfx_tensor_destroy(&w); pfx_tensor_destroy(&b);
+    pfx_tensor_destroy(&mean); pfx_tensor_destroy(&rstd);
+}
+
+static void test_layernorm(void **state)
+{
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        run_case(*state, &cases[i], false);
+}
+
+static void test_rmsnorm(void **state)
+{
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        run_case(*state, &cases[i], true);
+}
+
+/* Two runs give bit-identical outputs (fixed-order reductions). */
+static void test_deterministic(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_rng rng;
+    ref_rng_seed(&rng, 77);
+    const size_t R = 9, C = 3001;
+    float *hx, *hw, *h1, *h2;
+    pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C, 2.0f, &hx);
+    pfx_tensor *w = mo_upload(rt, &rng, PFX_DTYPE_F32, C, 1.0f, &hw);
+    pfx_tensor *y = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C, 1.0f, &h1);
+    free(h1);
+    assert_int_equal(pfx_op_layernorm_forward(rt, PFX_MAT(x, R, C), PFX_VEC(w, 0, C), NULL, 1e-5f,
+                                              PFX_MAT(y, R, C), NULL, NULL),
+                     PFX_SUCCESS);
+    h1 = mo_read(y);
+    assert_int_equal(pfx_op_layernorm_forward(rt, PFX_MAT(x, R, C), PFX_VEC(w, 0, C), NULL, 1e-5f,
+                                              PFX_MAT(y, R, C), NULL, NULL),
+                     PFX_SUCCESS);
+    h2 = mo_read(y);
+    assert_memory_equal(h1, h2, R * C * sizeof(float));
+    free(hx); free(hw); free(h1); free(h2);
+    pfx_tensor_destroy(&x); pfx_tensor_destroy(&w); pfx_tensor_destroy(&y);
+}
+
+static void test_bad_arguments(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_rng rng;
+    ref_rng_seed(&rng, 5);
+    pfx_tensor *x = mo_random(rt, &rng, PFX_DTYPE_F32, 40);
+    pfx_tensor *xh = mo_random(rt, &rng, PFX_DTYPE_F16, 40);
+    pfx_tensor *y = mo_random(rt, &rng, PFX_DTYPE_F32, 40);
+    pfx_tensor *w = mo_random(rt, &rng, PFX_DTYPE_F32, 8);
+    pfx_tensor *s = mo_random(rt, &rng, PFX_DTYPE_F32, 8);
+    pfx_runtime *rt2 = pfx_test_runtime();
+    pfx_tensor *other = mo_random(rt2, &rng, PFX_DTYPE_F32, 40);
+    const size_t live = pfx_test_live_bytes(rt);
+    pfx_mat vx = PFX_MAT(x, 5, 8), vy = PFX_MAT(y, 5, 8), vw = PFX_VEC(w, 0, 8);
+    pfx_mat vs = PFX_VEC(s, 0, 5), vs2 = PFX_VEC(s, 3, 5), vs_far = PFX_VEC(s, 4, 5);
+
+    assert_status_names(NULL, pfx_op_layernorm_forward(NULL, vx, vw, NULL, 1e-5f, vy, NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "rt");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, PFX_MAT(NULL, 5, 8), vw, NULL, 1e-5f, vy,
+                                                     NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "x");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, PFX_MAT(xh, 5, 8), vw, NULL, 1e-5f, vy,
+                                                     NULL, NULL),
+                        PFX_ERROR_DTYPE_MISMATCH, "x");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, PFX_MAT(other, 5, 8),
+                                                     NULL, NULL),
+                        PFX_ERROR_RUNTIME_MISMATCH, "y");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, PFX_MAT(x, 6, 8), vw, NULL, 1e-5f,
+                                                     PFX_MAT(y, 6, 8), NULL, NULL),
+                        PFX_ERROR_OUT_OF_RANGE, "x");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, pfx_mat_of(x, 0, 5, 8, 7), vw, NULL,
+                                                     1e-5f, vy, NULL, NULL),
+                        PFX_ERROR_INVALID_SHAPE, "x");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, PFX_MAT(y, 5, 7),
+                                                     NULL, NULL),
+                        PFX_ERROR_INVALID_SHAPE, "y");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, PFX_VEC(w, 0, 7), NULL, 1e-5f, vy,
+                                                     NULL, NULL),
+                        PFX_ERROR_INVALID_SHAPE, "w");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, NAN, vy, NULL, NULL),
+                        PFX_ERROR_NOT_FINITE, "eps");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, vy, &vs, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "rstd");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, vy, &vs, &vs2),
+                        PFX_ERROR_ALIASING, "mean");
+    assert_status_names(rt, pfx_op_layernorm_forward(rt, PFX_MAT(x, 4, 8), vw, NULL, 1e-5f,
+                                                     pfx_mat_of(x, 1, 4, 8, 8), NULL, NULL),
+                        PFX_ERROR_ALIASING, "y");
+    assert_status_names(rt, pfx_op_rmsnorm_forward(rt, vx, vw, 1e-5f, vy, &vs_far),
+                        PFX_ERROR_OUT_OF_RANGE,
+                        "rstd");
+    assert_status_names(rt, pfx_op_rmsnorm_backward(rt, vx, vw, vs, vy, vy, false),
+                        PFX_ERROR_ALIASING, "dx");
+    assert_status_names(rt, pfx_op_rmsnorm_backward(rt, vx, vw, vs, vy, vx, false),
+                        PFX_ERROR_ALIASING, "dx");
+    assert_status_names(rt, pfx_op_layernorm_backward(rt, vx, vw, PFX_VEC(s, 0, 4), vs, vy,
+                                                      PFX_MAT(other, 5, 8), false),
+                        PFX_ERROR_RUNTIME_MISMATCH, "dx");
+    assert_status_names(rt, pfx_op_layernorm_backward(rt, vx, vw, PFX_VEC(s, 0, 4), vs, vy,
+                                                      PFX_MAT(y, 2, 8), false),
+                        PFX_ERROR_INVALID_SHAPE, "dx");
+    assert_int_equal(pfx_test_live_bytes(rt), live);
+
+    pfx_tensor_destroy(&x); pfx_tensor_destroy(&xh); pfx_tensor_destroy(&y);
+    pfx_tensor_destroy(&w); pfx_tensor_destroy(&s); pfx_tensor_destroy(&other);
+    pfx_runtime_destroy(&rt2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests_name("norm", tests, pfx_test_group_setup, pfx_test_group_teardown);
+}
