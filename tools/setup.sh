@@ -2,14 +2,14 @@
 # Sets up a Debian 12 (or Ubuntu) machine to build and test prefixcl, then
 # configures the build folder `build/` if it does not exist yet.
 # Packages: PoCL (the CPU OpenCL device), the ICD loader and headers, CLBlast,
-# cmocka, Meson, Ninja, pkg-config, clinfo, Python 3.
+# cmocka, cJSON, PCRE2, utf8proc, Meson, Ninja, pkg-config, clinfo, Python 3.
 set -eu
 cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""
 for pkg in pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers libclblast-dev libcmocka-dev \
-           meson ninja-build pkg-config clinfo python3 gcc libc6-dev libcjson-dev; do
+           meson ninja-build pkg-config clinfo python3 gcc libc6-dev libcjson-dev libpcre2-dev libutf8proc-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
         missing="$missing $pkg"
 done

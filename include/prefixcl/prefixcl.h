@@ -9,6 +9,8 @@
 #include "prefixcl/attention.h"
 #include "prefixcl/optimizer.h"
 #include "prefixcl/io.h"
+#include "prefixcl/tokenizer.h"
+#include "prefixcl/data.h"
 #include "prefixcl/encoder.h"
 #include "prefixcl/layer.h"
 #include "prefixcl/model.h"

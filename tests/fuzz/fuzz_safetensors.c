@@ -10,6 +10,16 @@
 #include "prefixcl/io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label);
+
+/* For run_corpus.c's summary. */
+bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label)
+{
+    pfx_safetensors *f = NULL;
+    bool ok = pfx_safetensors_open_memory(data, size, label, &f) == PFX_SUCCESS;
+    pfx_safetensors_close(&f);
+    return ok;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,6 +1,7 @@
 /* Replays files (or every file of folders) through the fuzz harness without
  * libFuzzer, so the corpus runs in every build, sanitizers included.
- * usage: run_corpus PATH...   Prints how many inputs parsed. */
+ * usage: run_corpus PATH...   Prints how many inputs parsed (when the
+ * harness defines pfx_fuzz_valid). */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,12 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "prefixcl/io.h"
+#include "prefixcl/prefixcl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-/* Built with -DPFX_FUZZ_ACCEPTS=fn, the harness's fn(data, size) says
- * whether an input parses (its error in pfx_last_error(NULL)); without it
- * the inputs are safetensors files. */
+/* Optional, from the harness: whether the input is valid (the summary counts
+ * the valid ones; the others are listed with pfx_last_error(NULL)). Either
+ * the weak pfx_fuzz_valid or, built with -DPFX_FUZZ_ACCEPTS=fn, fn(data, size). */
+bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label) __attribute__((weak));
 #ifdef PFX_FUZZ_ACCEPTS
 bool PFX_FUZZ_ACCEPTS(const uint8_t *data, size_t size);
 #endif
@@ -43,18 +45,14 @@ static int run_file(const char *path, size_t *ok)
         return 1;
     LLVMFuzzerTestOneInput(buf, n);
 #ifdef PFX_FUZZ_ACCEPTS
-    if (PFX_FUZZ_ACCEPTS(buf, n))
-        (*ok)++;
-    else
-        printf("  %s: %s\n", path, pfx_last_error(NULL));
+    bool checked = true, valid = PFX_FUZZ_ACCEPTS(buf, n);
 #else
-    pfx_safetensors *f = NULL;
-    if (pfx_safetensors_open_memory(buf, n, path, &f) == PFX_SUCCESS)
-        (*ok)++;
-    else
-        printf("  %s: %s\n", path, pfx_last_error(NULL));
-    pfx_safetensors_close(&f);
+    bool checked = pfx_fuzz_valid != NULL, valid = checked && pfx_fuzz_valid(buf, n, path);
 #endif
+    if (valid)
+        (*ok)++;
+    else if (checked)
+        printf("  %s: %s\n", path, pfx_last_error(NULL));
     /* Every prefix of a small file too: truncations must be rejected cleanly. */
     if (n <= 4096)
         for (size_t k = 0; k < n; k++)

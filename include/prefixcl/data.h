@@ -1,0 +1,118 @@
+/*
+ * prefixcl: training data sets. A file of examples, tokenized once, served
+ * as padded batches for causal-LM training.
+ *
+ * Formats:
+ *  - plain text: one example a line (empty lines are skipped, a trailing
+ *    "\r" dropped; the bytes go to the tokenizer as they are);
+ *  - JSONL: one JSON object a line (blank lines skipped), either
+ *    {"text": "..."} or {"prompt": "...", "completion": "..."}; other fields
+ *    are ignored. Prompt + completion is supervised fine-tuning: the loss
+ *    counts the completion's tokens only.
+ *
+ * An example's tokens: the post-processor's leading tokens (BOS ...) when
+ * add_special, the text (or prompt, then completion, each encoded alone), the
+ * post-processor's trailing tokens, EOS when append_eos; then cut to
+ * max_length. Labels are HF's: the token id where the loss counts it, -100
+ * elsewhere (leading special tokens and prompt, padding); the model shifts
+ * them (logits at t predict label t+1). Examples that leave no counted label
+ * at a position t >= 1 teach nothing and are skipped (counted in the info).
+ *
+ * Errors name the file and the line: PFX_ERROR_IO (cannot read it),
+ * PFX_ERROR_FORMAT (a line that is not a JSON object, lacks the fields or
+ * holds a non-string, invalid UTF-8 in a JSONL line, no example at all).
+ * Messages go to pfx_last_error(NULL).
+ */
+#ifndef PREFIXCL_DATA_H
+#define PREFIXCL_DATA_H
+
+#include "prefixcl/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The label of tokens the loss does not count (HF's ignore index). */
+#define PFX_LABEL_IGNORE (-100)
+
+typedef enum pfx_data_format {
+    PFX_DATA_AUTO = 0,   /* JSONL for names ending .jsonl or .json, else text */
+    PFX_DATA_TEXT,
+    PFX_DATA_JSONL,
+} pfx_data_format;
+
+typedef struct pfx_dataset_options {
+    pfx_data_format format;
+    size_t max_length;   /* tokens kept per example, >= 2 */
+    bool add_special;    /* the post-processor's tokens (BOS ...) */
+    bool append_eos;     /* EOS after each example (the tokenizer must have one) */
+    bool shuffle;        /* a new order every epoch, from seed and epoch */
+    uint64_t seed;
+} pfx_dataset_options;
+
+/* Defaults: AUTO, max_length 512, add_special, no EOS, shuffle, seed 0. */
+PFX_API void pfx_dataset_default_options(pfx_dataset_options *options);
+
+typedef struct pfx_dataset pfx_dataset;
+
+/* Reads and tokenizes a whole file. The tokenizer is only used here (the
+ * data set keeps its padding id). options NULL: the defaults. */
+PFX_API pfx_status pfx_dataset_load(const char *path, const pfx_tokenizer *tok,
+                                    const pfx_dataset_options *options, pfx_dataset **out);
+
+/* The same from bytes in memory; `label` names them in messages (NULL:
+ * "<memory>") and decides PFX_DATA_AUTO. */
+PFX_API pfx_status pfx_dataset_load_memory(const void *data, size_t size, const char *label,
+                                           const pfx_tokenizer *tok,
+                                           const pfx_dataset_options *options, pfx_dataset **out);
+
+/* Releases the data set and sets *ds to NULL; NULL-safe. */
+PFX_API void pfx_dataset_free(pfx_dataset **ds);
+
+typedef struct pfx_dataset_info {
+    size_t examples;        /* kept */
+    size_t skipped;         /* examples without a counted label at t >= 1 */
+    size_t truncated;       /* examples cut to max_length */
+    size_t tokens;          /* tokens of the kept examples */
+    size_t counted;         /* labels the loss counts (t >= 1) */
+    size_t longest;         /* longest kept example */
+    size_t max_length;
+    int32_t pad_id;         /* the tokenizer's pad, else EOS, else 0 */
+} pfx_dataset_info;
+
+PFX_API pfx_status pfx_dataset_get_info(const pfx_dataset *ds, pfx_dataset_info *info);
+
+/* Example i in file order: its ids and labels (owned by the data set). */
+PFX_API pfx_status pfx_dataset_example(const pfx_dataset *ds, size_t i, const int32_t **ids,
+                                       const int32_t **labels, size_t *len);
+
+/* Where an iteration stands: `index` examples of epoch `epoch` served.
+ * Plain numbers: save them with a checkpoint, restore them to resume. */
+typedef struct pfx_data_position {
+    uint64_t epoch;
+    uint64_t index;
+} pfx_data_position;
+
+/* The next batch from *pos, which it advances. Rows are examples in the
+ * epoch's order; an epoch ends with a short batch (*rows < batch) and the
+ * next call starts the following epoch. Writes ids and labels as [batch, N]
+ * with N = *width, the longest example of the batch, right-padded (pad id,
+ * label -100), and lengths[batch] (0 for rows past *rows). ids and labels
+ * must hold batch * max_length values. */
+PFX_API pfx_status pfx_dataset_next_batch(pfx_dataset *ds, pfx_data_position *pos, size_t batch,
+                                          int32_t *ids, int32_t *lengths, int32_t *labels,
+                                          size_t *rows, size_t *width);
+
+/* Batches per epoch (the last one short when batch does not divide). */
+PFX_API size_t pfx_dataset_batches_per_epoch(const pfx_dataset *ds, size_t batch);
+
+/* Moves `count` examples (chosen from the seed) into a new data set *eval,
+ * which is not shuffled; ds keeps the others, both in file order.
+ * PFX_ERROR_OUT_OF_RANGE unless 0 < count < the number of examples. */
+PFX_API pfx_status pfx_dataset_hold_out(pfx_dataset *ds, size_t count, pfx_dataset **eval);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

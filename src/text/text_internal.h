@@ -1,0 +1,212 @@
+/* Shared by src/text: the tokenizer's tables and pipeline stages. Not installed. */
+#ifndef PFX_TEXT_INTERNAL_H
+#define PFX_TEXT_INTERNAL_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "../io/io_internal.h"
+#include "prefixcl/tokenizer.h"
+
+/* ---- growable byte buffer ---- */
+typedef struct pfx_buf {
+    char *data;
+    size_t len, cap;
+} pfx_buf;
+
+bool pfx_buf_reserve(pfx_buf *b, size_t extra);
+bool pfx_buf_add(pfx_buf *b, const void *data, size_t n);
+void pfx_buf_free(pfx_buf *b);
+
+/* ---- string -> int32 map; keys are copied (NUL-terminated) into an arena ---- */
+typedef struct pfx_strmap {
+    uint32_t *slots;       /* entry index + 1; 0 is empty */
+    size_t cap;            /* power of two */
+    struct pfx_strmap_entry { size_t off, len; int32_t value; } *entries;
+    size_t count, entries_cap;
+    pfx_buf keys;
+} pfx_strmap;
+
+/* Inserts or overwrites; false when out of memory. */
+bool pfx_strmap_put(pfx_strmap *m, const char *key, size_t len, int32_t value);
+/* The value, or -1 when absent. */
+int32_t pfx_strmap_get(const pfx_strmap *m, const char *key, size_t len);
+const char *pfx_strmap_key(const pfx_strmap *m, size_t entry, size_t *len);
+void pfx_strmap_free(pfx_strmap *m);
+
+/* ---- (id, id) -> (rank, merged id) ---- */
+typedef struct pfx_pairmap {
+    struct pfx_pair_slot { uint64_t key; uint32_t rank; int32_t id; } *slots; /* id < 0: empty */
+    size_t cap, count;
+} pfx_pairmap;
+
+bool pfx_pairmap_put(pfx_pairmap *m, int32_t a, int32_t b, uint32_t rank, int32_t id);
+/* The slot of (a, b), or NULL. */
+const struct pfx_pair_slot *pfx_pairmap_get(const pfx_pairmap *m, int32_t a, int32_t b);
+void pfx_pairmap_free(pfx_pairmap *m);
+
+/* ---- pipeline description ---- */
+typedef enum pfx_split_behavior {
+    PFX_SPLIT_REMOVED = 0,
+    PFX_SPLIT_ISOLATED,
+    PFX_SPLIT_MERGED_WITH_PREVIOUS,
+    PFX_SPLIT_MERGED_WITH_NEXT,
+    PFX_SPLIT_CONTIGUOUS,
+} pfx_split_behavior;
+
+typedef enum pfx_prepend_scheme { PFX_PREPEND_ALWAYS = 0, PFX_PREPEND_FIRST, PFX_PREPEND_NEVER } pfx_prepend_scheme;
+
+typedef enum pfx_pretok_kind { PFX_PRE_BYTE_LEVEL = 0, PFX_PRE_SPLIT, PFX_PRE_METASPACE } pfx_pretok_kind;
+
+typedef struct pfx_pretok {
+    pfx_pretok_kind kind;
+    pcre2_code *re;                 /* Split, Digits, ByteLevel with use_regex */
+    pfx_split_behavior behavior;
+    bool invert;
+    bool add_prefix_space;          /* ByteLevel */
+    char repl[8];                   /* Metaspace replacement (UTF-8) */
+    size_t repl_len;
+    pfx_prepend_scheme prepend;
+    bool split;                     /* Metaspace: split on the replacement */
+} pfx_pretok;
+
+typedef enum pfx_norm_kind { PFX_NORM_PREPEND = 0, PFX_NORM_REPLACE, PFX_NORM_UNICODE } pfx_norm_kind;
+
+typedef struct pfx_norm {
+    pfx_norm_kind kind;
+    char *text;                     /* Prepend: the prefix; Replace: the content */
+    size_t text_len;
+    char *pattern;                  /* Replace with a string pattern */
+    size_t pattern_len;
+    pcre2_code *re;                 /* Replace with a regex pattern */
+    int unicode_options;            /* NFC / NFD / NFKC / NFKD: utf8proc_map's options */
+} pfx_norm;
+
+typedef enum pfx_dec_kind {
+    PFX_DEC_BYTE_LEVEL = 0, PFX_DEC_METASPACE, PFX_DEC_REPLACE, PFX_DEC_BYTE_FALLBACK,
+    PFX_DEC_FUSE, PFX_DEC_STRIP,
+} pfx_dec_kind;
+
+typedef struct pfx_dec {
+    pfx_dec_kind kind;
+    char *pattern, *content;        /* Replace (string pattern); Strip: content */
+    size_t pattern_len, content_len;
+    char repl[8];                   /* Metaspace */
+    size_t repl_len;
+    pfx_prepend_scheme prepend;
+    size_t start, stop;             /* Strip */
+} pfx_dec;
+
+typedef struct pfx_added {
+    int32_t id;
+    char *content;
+    size_t len;
+    char *pattern;                  /* what is matched: content, normalized when `normalized` */
+    size_t pattern_len;
+    bool special, lstrip, rstrip, single_word, normalized;
+} pfx_added;
+
+struct pfx_tokenizer {
+    pfx_strmap vocab;               /* the model's vocabulary */
+    pfx_pairmap merges;
+    bool byte_fallback, fuse_unk, ignore_merges;
+    int32_t unk_id;                 /* -1: none */
+    int32_t byte_ids[256];          /* <0xNN> tokens, -1 when absent */
+
+    pfx_norm *norms;
+    size_t norm_count;
+    pfx_pretok *pretoks;
+    size_t pretok_count;
+    pfx_dec *decs;
+    size_t dec_count;
+    bool has_decoder;               /* false: tokens joined with spaces, as HF does */
+
+    pfx_added *added;
+    size_t added_count;
+    /* Added tokens by (normalized, first byte, longest first): those of
+     * bucket [normalized][byte] are added_order[added_bucket[n][b] ..
+     * added_bucket[n][b + 1]). */
+    uint32_t *added_order;
+    uint32_t added_bucket[2][257];
+    int32_t *prefix_ids, *suffix_ids; /* post-processor, single sequence */
+    size_t prefix_count, suffix_count;
+
+    size_t vocab_size;              /* 1 + largest id */
+    const char **id_token;          /* [vocab_size]: NUL-terminated, or NULL */
+    size_t *id_len;
+    signed char *id_added;          /* [vocab_size]: 1 added, 2 added and special */
+    int32_t special[4];
+    pcre2_code *word_re;            /* Unicode \w, for single_word tokens */
+};
+
+/* GPT-2's pre-tokenizer regex (ByteLevel with use_regex). */
+extern const char pfx_gpt2_pattern[];
+
+/* Compiles a pattern (regex, or a literal when `literal`) in UTF + UCP mode;
+ * NULL with the reason recorded, naming `what` of `label`. */
+pcre2_code *pfx_regex_compile(const char *pattern, size_t len, bool literal, const char *label,
+                              const char *what);
+
+/* The byte-level table: byte -> UTF-8 of its code point (1-2 bytes) and back. */
+void pfx_byte_level_init(void);
+const char *pfx_byte_to_utf8(unsigned char b, size_t *len);
+/* Byte of a code point of the table, or -1. */
+int pfx_byte_from_codepoint(uint32_t cp);
+
+/* Unicode's White_Space property. (pfx_utf8_next: src/io/io_internal.h.) */
+bool pfx_is_white_space(uint32_t cp);
+
+/* ---- encode pipeline ---- */
+typedef struct pfx_piece {
+    size_t off, len;
+    int32_t added;                  /* an added token's id, or -1 for text */
+    bool first;                     /* starts at offset 0 of the original text */
+} pfx_piece;
+
+typedef struct pfx_pieces {
+    pfx_buf text;
+    pfx_piece *p;
+    size_t count, cap;
+} pfx_pieces;
+
+typedef struct pfx_encode_scratch {
+    pcre2_match_data *md;
+    pfx_pieces a, b;                /* ping-pong buffers of the stages */
+    struct pfx_bpe_symbol *sym;
+    size_t sym_cap;
+    struct pfx_bpe_merge *heap;
+    size_t heap_cap;
+    int32_t *ids;
+    size_t id_count, id_cap;
+} pfx_encode_scratch;
+
+bool pfx_pieces_add(pfx_pieces *ps, const char *data, size_t len, int32_t added, bool first);
+void pfx_pieces_clear(pfx_pieces *ps);
+void pfx_pieces_free(pfx_pieces *ps);
+
+/* Splits text on added tokens (those with normalized == `normalized`), runs
+ * the normalizers when `normalize`, and appends the pieces to out. */
+pfx_status pfx_split_added(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const pfx_pieces *in,
+                           bool normalized, bool normalize, pfx_pieces *out);
+/* Runs the normalizers over [s, s+n) into out (replacing its content). */
+pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const char *s, size_t n,
+                         pfx_buf *out);
+/* One pre-tokenizer over every text piece of in (added pieces pass through). */
+pfx_status pfx_pretokenize(const pfx_tokenizer *tok, const pfx_pretok *pt, pfx_encode_scratch *sc,
+                           const pfx_pieces *in, pfx_pieces *out);
+/* BPE of one word; appends its ids to sc->ids. */
+pfx_status pfx_bpe_word(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *word,
+                        size_t len);
+bool pfx_ids_add(pfx_encode_scratch *sc, int32_t id);
+
+/* ---- loading (tokenizer_load.c) ---- */
+pfx_tokenizer *pfx_tokenizer_alloc(void);
+/* Builds the id tables and checks merges once vocab and added tokens are in. */
+pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label);
+/* Parses GPT-2's merges.txt into tok->merges. */
+pfx_status pfx_parse_merges_txt(pfx_tokenizer *tok, const char *data, size_t size, const char *label);
+/* Adds a merge (a, b) of rank `rank`; FORMAT when a, b or a+b is not in the vocabulary. */
+pfx_status pfx_add_merge(pfx_tokenizer *tok, const char *a, size_t alen, const char *b, size_t blen,
+                         uint32_t rank, const char *label);
+
+#endif
