@@ -238,8 +238,14 @@ int main(int argc, char **argv)
             params.device = argv[++i];
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            uint64_t n = 0; /* the library's strict parser: digits only */
+            if (pfx_parse_uint(argv[++i], 1000000, &n) != PFX_SUCCESS || n == 0) {
+                fprintf(stderr, "%s: --reps '%s': 1 to 1000000\n", argv[0], argv[i]);
+                return 2;
+            }
+            reps = (int)n;
+        }
         else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
             only = argv[++i];
         else if (!strcmp(argv[i], "--quick"))

@@ -49,6 +49,20 @@ printf '[1, 2, 3]' >"$dir/other.json"
 expect "--compare not a bench run" "not an object" --quick --compare "$dir/other.json"
 expect "--compare file missing" "cannot open" --quick --compare "$dir/none.json"
 
+mkfifo "$dir/fifo.json"
+expect "--compare a FIFO" "not a regular file" --quick --compare "$dir/fifo.json"
+rm -f "$dir/fifo.json"
+# A private copy of a device node: it must be refused, not replaced.
+if mknod "$dir/null-copy" c 1 3 2>/dev/null; then
+    expect "--json a device node" "not a regular file" --quick --json "$dir/null-copy"
+    if [ ! -c "$dir/null-copy" ]; then
+        echo "FAIL --json a device node: the node was replaced"
+        failures=$((failures + 1))
+    fi
+else
+    echo "skip --json a device node (mknod not allowed)"
+fi
+
 if [ "$failures" -ne 0 ]; then
     echo "$failures case(s) failed"
     exit 1

@@ -374,6 +374,30 @@ static void test_nonfinite_data(void **state)
     tensors_destroy(&t);
 }
 
+/* Calls reuse the runtime's workspace: after the first call no device
+ * buffer is created or released, and the workspace stays for the next. */
+static void test_workspace_reused(void **state)
+{
+    pfx_runtime *rt = *state;
+    fwd_case c = base_case(2, 4, 2, 8, 10, 3, 32, 121);
+    c.with_lse = true;
+    fwd_tensors t;
+    tensors_create(rt, &c, &t);
+    pfx_attention_inputs in = inputs_of(&t);
+    assert_int_equal(pfx_attention_forward(rt, &c.d, &in, t.o, t.lse), PFX_SUCCESS);
+    pfx_memory_stats first, second;
+    assert_int_equal(pfx_runtime_memory(rt, &first), PFX_SUCCESS);
+    assert_true(first.workspace_bytes > 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pfx_attention_forward(rt, &c.d, &in, t.o, t.lse), PFX_SUCCESS);
+    assert_int_equal(pfx_runtime_finish(rt), PFX_SUCCESS);
+    assert_int_equal(pfx_runtime_memory(rt, &second), PFX_SUCCESS);
+    assert_int_equal(second.live_buffers, first.live_buffers);
+    assert_int_equal(second.workspace_bytes, first.workspace_bytes);
+    assert_int_equal(second.peak_bytes, first.peak_bytes);
+    tensors_destroy(&t);
+}
+
 static void test_bad_input(void **state)
 {
     pfx_runtime *rt = *state;
@@ -392,6 +416,22 @@ static void test_bad_input(void **state)
                         PFX_ERROR_NULL_ARGUMENT, "desc");
     assert_status_names(rt, pfx_attention_forward(rt, &d, NULL, t.o, t.lse),
                         PFX_ERROR_NULL_ARGUMENT, "in");
+    {
+        /* device gains: float32 [H] of this runtime */
+        pfx_tensor *bad_gain = NULL;
+        const size_t gs = 3;
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &gs, &bad_gain), PFX_SUCCESS);
+        pfx_attention_desc dg = d;
+        dg.gain_mode = PFX_GAIN_TANH;
+        dg.gain = NULL;
+        dg.gain_tensor = bad_gain;
+        assert_status_names(rt, pfx_attention_forward(rt, &dg, &in, t.o, t.lse),
+                            PFX_ERROR_INVALID_SHAPE, "desc.gain_tensor");
+        dg.gain_tensor = NULL;
+        assert_status_names(rt, pfx_attention_forward(rt, &dg, &in, t.o, t.lse),
+                            PFX_ERROR_NULL_ARGUMENT, "desc.gain_tensor");
+        pfx_tensor_destroy(&bad_gain);
+    }
     assert_status_names(rt, pfx_attention_forward(rt, &d, &in, NULL, t.lse),
                         PFX_ERROR_NULL_ARGUMENT, "o");
     pfx_attention_inputs bad = in;
@@ -528,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_half),
         cmocka_unit_test(test_random_sizes),
         cmocka_unit_test(test_nonfinite_data),
+        cmocka_unit_test(test_workspace_reused),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_local_memory_limit),
     };

@@ -243,24 +243,42 @@ static void test_gemm_errors(void **state)
 {
     pfx_runtime *rt = *state;
     pfx_tensor *t = tensor(rt, PFX_DTYPE_F32, 1, 64, 0, 0);
-    /* C needs 8 * 8 elements past offset 10: CLBlast refuses the buffer. */
+    /* C needs 8 * 8 elements past offset 10: refused before either backend runs. */
     assert_status_names(rt,
                         pfx_gemm(rt, "gemm test", false, false, 8, 8, 4, 1.0f,
                                  PFX_GEMM_OP(t->mem, 0, 4), PFX_GEMM_OP(t->mem, 0, 8), 0.0f,
                                  PFX_GEMM_OP(t->mem, 10, 8)),
-                        PFX_ERROR_CLBLAST, "CLBlastInsufficientMemoryC");
+                        PFX_ERROR_OUT_OF_RANGE, "C of item 0");
     assert_non_null(strstr(pfx_last_error(rt), "gemm test"));
     /* Leading dimension of A smaller than its row. */
     assert_status_names(rt,
                         pfx_gemm(rt, "gemm test", false, false, 4, 4, 4, 1.0f,
                                  PFX_GEMM_OP(t->mem, 0, 2), PFX_GEMM_OP(t->mem, 0, 4), 0.0f,
                                  PFX_GEMM_OP(t->mem, 0, 4)),
-                        PFX_ERROR_CLBLAST, "CLBlastInvalidLeadDimA");
+                        PFX_ERROR_INVALID_SHAPE, "lda=2");
+    /* B^T stored n x k: ldb must cover k. */
+    assert_status_names(rt,
+                        pfx_gemm(rt, "gemm test", false, true, 2, 3, 5, 1.0f,
+                                 PFX_GEMM_OP(t->mem, 0, 5), PFX_GEMM_OP(t->mem, 0, 4), 0.0f,
+                                 PFX_GEMM_OP(t->mem, 0, 3)),
+                        PFX_ERROR_INVALID_SHAPE, "ldb=4");
     assert_status_names(rt,
                         pfx_gemm(rt, "gemm test", false, false, 4, 0, 4, 1.0f,
                                  PFX_GEMM_OP(t->mem, 0, 4), PFX_GEMM_OP(t->mem, 0, 4), 0.0f,
                                  PFX_GEMM_OP(t->mem, 0, 4)),
                         PFX_ERROR_INVALID_SHAPE, "n=0");
+    assert_status_names(rt,
+                        pfx_gemm(rt, "gemm test", false, false, 2, 2, 2, 1.0f,
+                                 PFX_GEMM_OP(NULL, 0, 2), PFX_GEMM_OP(t->mem, 0, 2), 0.0f,
+                                 PFX_GEMM_OP(t->mem, 0, 2)),
+                        PFX_ERROR_NULL_ARGUMENT, "buffer of A");
+    /* The third item of a strided batch runs past B. */
+    assert_status_names(rt,
+                        pfx_gemm_strided_batched(rt, "gemm test", false, false, 2, 2, 2, 1.0f,
+                                                 PFX_GEMM_OPS(t->mem, 0, 2, 4),
+                                                 PFX_GEMM_OPS(t->mem, 0, 2, 31), 0.0f,
+                                                 PFX_GEMM_OPS(t->mem, 16, 2, 4), 3),
+                        PFX_ERROR_OUT_OF_RANGE, "B of item 2");
     pfx_tensor_destroy(&t);
     /* The name table and the mapping of OpenCL-range codes. */
     assert_string_equal(pfx_clblast_status_name(-1017), "CLBlastInvalidDimension");
@@ -273,6 +291,146 @@ static void test_gemm_errors(void **state)
                         "CL_MEM_OBJECT_ALLOCATION_FAILURE");
     assert_status_names(rt, pfx_clblast_error(rt, -30, "x"), PFX_ERROR_OPENCL, "CL_INVALID_VALUE");
     assert_non_null(strstr(pfx_last_error(rt), "CLBlastInvalidValue"));
+}
+
+/* The backend this runtime runs: the one $PREFIXCL_GEMM asks for (the test
+ * suite runs every GEMM test once per backend), else the device's default. */
+static void test_gemm_backend(void **state)
+{
+    pfx_runtime *rt = *state;
+    const pfx_device_info *info = pfx_runtime_device(rt);
+    bool host_ok = pfx_gemm_host_built() && pfx_gemm_host_usable(info);
+    const char *env = getenv("PREFIXCL_GEMM");
+    pfx_gemm_backend want = env && !strcmp(env, "host")      ? PFX_GEMM_HOST
+                            : env && !strcmp(env, "clblast") ? PFX_GEMM_CLBLAST
+                            : host_ok                        ? PFX_GEMM_HOST
+                                                             : PFX_GEMM_CLBLAST;
+    print_message("gemm backend: %s\n", pfx_gemm_backend_name(pfx_runtime_gemm_backend(rt)));
+    assert_int_equal(pfx_runtime_gemm_backend(rt), want);
+    assert_string_equal(pfx_gemm_backend_name(PFX_GEMM_HOST), "host");
+    assert_string_equal(pfx_gemm_backend_name((pfx_gemm_backend)9), "unknown");
+
+    /* An explicit parameter beats the environment. */
+    pfx_runtime_params params;
+    pfx_runtime_default_params(&params);
+    params.device = info->device_name;
+    params.gemm = PFX_GEMM_CLBLAST;
+    pfx_runtime *other = NULL;
+    assert_int_equal(pfx_runtime_create(&other, &params), PFX_SUCCESS);
+    assert_int_equal(pfx_runtime_gemm_backend(other), PFX_GEMM_CLBLAST);
+    pfx_runtime_destroy(&other);
+    params.gemm = PFX_GEMM_HOST;
+    if (host_ok) {
+        assert_int_equal(pfx_runtime_create(&other, &params), PFX_SUCCESS);
+        assert_int_equal(pfx_runtime_gemm_backend(other), PFX_GEMM_HOST);
+        pfx_runtime_destroy(&other);
+    } else {
+        assert_status_names(NULL, pfx_runtime_create(&other, &params), PFX_ERROR_UNSUPPORTED,
+                            "gemm backend host");
+        assert_null(other);
+    }
+    params.gemm = (pfx_gemm_backend)7;
+    assert_status_names(NULL, pfx_runtime_create(&other, &params), PFX_ERROR_INVALID_ARGUMENT,
+                        "gemm backend 7");
+    assert_null(other);
+
+    /* A value of $PREFIXCL_GEMM that names no backend is refused. */
+    char *saved = env ? strdup(env) : NULL;
+    setenv("PREFIXCL_GEMM", "mkl", 1);
+    params.gemm = PFX_GEMM_AUTO;
+    assert_status_names(NULL, pfx_runtime_create(&other, &params), PFX_ERROR_INVALID_ARGUMENT,
+                        "PREFIXCL_GEMM='mkl'");
+    assert_null(other);
+    if (saved)
+        setenv("PREFIXCL_GEMM", saved, 1);
+    else
+        unsetenv("PREFIXCL_GEMM");
+    free(saved);
+}
+
+/* The host backend works on the buffers themselves: a map returns the
+ * buffer's storage (the same address every time, and a later device write
+ * shows through it), so no product ever copies an operand. */
+static void test_gemm_zero_copy(void **state)
+{
+    pfx_runtime *rt = *state;
+    if (pfx_runtime_gemm_backend(rt) != PFX_GEMM_HOST) {
+        print_message("backend %s: no host mapping to check\n",
+                      pfx_gemm_backend_name(pfx_runtime_gemm_backend(rt)));
+        return;
+    }
+    const size_t n = 1 << 20;
+    pfx_tensor *t = tensor(rt, PFX_DTYPE_F32, 1, n, 0, 0);
+    assert_int_equal(pfx_tensor_fill(t, 1.0f), PFX_SUCCESS);
+    cl_int err = CL_SUCCESS;
+    float *p1 = clEnqueueMapBuffer(rt->queue, t->mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
+                                   n * sizeof(float), 0, NULL, NULL, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    assert_true(p1[n - 1] == 1.0f);
+    assert_int_equal(clEnqueueUnmapMemObject(rt->queue, t->mem, p1, 0, NULL, NULL), CL_SUCCESS);
+    assert_int_equal(pfx_tensor_fill(t, 2.0f), PFX_SUCCESS);
+    assert_int_equal(pfx_runtime_finish(rt), PFX_SUCCESS);
+    /* Still allocated: reading the old address shows where the device wrote. */
+    assert_true(p1[0] == 2.0f && p1[n - 1] == 2.0f);
+    float *p2 = clEnqueueMapBuffer(rt->queue, t->mem, CL_TRUE, CL_MAP_READ, 4096,
+                                   4096, 0, NULL, NULL, &err);
+    assert_int_equal(err, CL_SUCCESS);
+    assert_ptr_equal(p2, (char *)p1 + 4096);
+    assert_int_equal(clEnqueueUnmapMemObject(rt->queue, t->mem, p2, 0, NULL, NULL), CL_SUCCESS);
+    pfx_tensor_destroy(&t);
+}
+
+/* Queue order: a product sees what was enqueued before it and not what comes
+ * after; beta = 0 never reads C (NaN stays out); A, B and C in one buffer. */
+static void test_gemm_order(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t m = 5, n = 3, k = 4, oa = 0, ob = 32, oc = 64, oc2 = 96, total = 128;
+    pfx_tensor *t = tensor(rt, PFX_DTYPE_F32, 1, total, 0, 0);
+    float *host = malloc(total * sizeof(float));
+    assert_non_null(host);
+    for (size_t i = 0; i < total; i++)
+        host[i] = NAN;
+    assert_int_equal(pfx_tensor_write(t, 0, total, host), PFX_SUCCESS);
+    ref_rng rng;
+    ref_rng_seed(&rng, 29);
+    float a[20], b[12], a2[20];
+    ref_rng_fill(&rng, a, m * k, -1.0f, 1.0f);
+    ref_rng_fill(&rng, b, k * n, -1.0f, 1.0f);
+    ref_rng_fill(&rng, a2, m * k, -1.0f, 1.0f);
+    assert_int_equal(pfx_tensor_write(t, ob, k * n, b), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_write(t, oa, m * k, a), PFX_SUCCESS);
+    assert_int_equal(pfx_gemm(rt, "order 1", false, false, m, n, k, 1.0f, PFX_GEMM_OP(t->mem, oa, k),
+                              PFX_GEMM_OP(t->mem, ob, n), 0.0f, PFX_GEMM_OP(t->mem, oc, n)),
+                     PFX_SUCCESS);
+    /* A device copy (not a host write) replaces A after the first product. */
+    pfx_tensor *src = tensor(rt, PFX_DTYPE_F32, 1, total, 0, 0);
+    memcpy(host, a2, sizeof(a2));
+    assert_int_equal(pfx_tensor_write(src, 0, total, host), PFX_SUCCESS);
+    cl_int err = clEnqueueCopyBuffer(rt->queue, src->mem, t->mem, 0, oa * sizeof(float),
+                                     m * k * sizeof(float), 0, NULL, NULL);
+    assert_int_equal(err, CL_SUCCESS);
+    assert_int_equal(pfx_gemm(rt, "order 2", false, false, m, n, k, 1.0f, PFX_GEMM_OP(t->mem, oa, k),
+                              PFX_GEMM_OP(t->mem, ob, n), 0.0f, PFX_GEMM_OP(t->mem, oc2, n)),
+                     PFX_SUCCESS);
+    float *got = read_all(t);
+    double ref[15] = { 0 }; /* C held NaN: beta = 0 must not read it */
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            for (size_t p = 0; p < k; p++)
+                ref[i * n + j] += (double)a[i * k + p] * b[p * n + j];
+    expect_close("before the copy", ref, got + oc, m * n, TOL_ENC_F32);
+    for (size_t i = 0; i < m * n; i++)
+        ref[i] = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++)
+            for (size_t p = 0; p < k; p++)
+                ref[i * n + j] += (double)a2[i * k + p] * b[p * n + j];
+    expect_close("after the copy", ref, got + oc2, m * n, TOL_ENC_F32);
+    free(got);
+    free(host);
+    pfx_tensor_destroy(&t);
+    pfx_tensor_destroy(&src);
 }
 
 /* ---- counts ---- */
@@ -732,7 +890,7 @@ static void test_init_random(void **state)
     free(x);
     free(y);
     assert_status_names(rt, pfx_encoder_init_random(a, 1, NAN), PFX_ERROR_NOT_FINITE, "scale");
-    assert_status_names(rt, pfx_encoder_init_random(a, 1, -1.0f), PFX_ERROR_NOT_FINITE, "scale");
+    assert_status_names(rt, pfx_encoder_init_random(a, 1, -1.0f), PFX_ERROR_INVALID_ARGUMENT, "scale");
     assert_string_equal(pfx_encoder_param_name(PFX_ENCODER_W2), "prefix_encoder.transform.2.weight");
     assert_null(pfx_encoder_param_name((pfx_encoder_param)5));
     assert_null(pfx_encoder_tensor(a, (pfx_encoder_param)5));
@@ -877,6 +1035,9 @@ int main(void)
         cmocka_unit_test(test_gemm_shapes),
         cmocka_unit_test(test_gemm_batched),
         cmocka_unit_test(test_gemm_errors),
+        cmocka_unit_test(test_gemm_backend),
+        cmocka_unit_test(test_gemm_zero_copy),
+        cmocka_unit_test(test_gemm_order),
         cmocka_unit_test(test_forward),
         cmocka_unit_test(test_backward),
         cmocka_unit_test(test_determinism),

@@ -27,6 +27,7 @@ typedef struct problem {
     float *x, *dy;
     double *xd, *dyd;
     float ramp;
+    bool device_gain; /* gains as device tensors (prefix.gain NULL) */
 } problem;
 
 static size_t weight_count(const ref_layer_dims *d, int i)
@@ -185,7 +186,7 @@ static void expect_close_t(const char *what, const double *ref, const pfx_tensor
 
 typedef struct device {
     pfx_layer *layer[MAXL];
-    pfx_tensor *pk[MAXL], *pv[MAXL];
+    pfx_tensor *pk[MAXL], *pv[MAXL], *gain[MAXL];
     pfx_layer_prefix pre[MAXL];
 } device;
 
@@ -224,7 +225,12 @@ static void device_init(pfx_runtime *rt, const problem *pr, device *dv)
             dv->pk[l] = upload(rt, 3, d->kv_heads, d->prefix_len, d->head_dim, pr->pk[l]);
             dv->pv[l] = upload(rt, 3, d->kv_heads, d->prefix_len, d->head_dim, pr->pv[l]);
         }
-        dv->pre[l] = (pfx_layer_prefix){ dv->pk[l], dv->pv[l], pr->gain[l], pr->ramp };
+        dv->pre[l] = (pfx_layer_prefix){ dv->pk[l], dv->pv[l], pr->gain[l], pr->ramp, NULL };
+        if (pr->device_gain && d->gain_mode != PFX_GAIN_OFF) {
+            dv->gain[l] = upload(rt, 1, d->heads, 0, 0, pr->gain[l]);
+            dv->pre[l].gain = NULL; /* only the tensor: the test fails if it is ignored */
+            dv->pre[l].gain_tensor = dv->gain[l];
+        }
     }
 }
 
@@ -234,6 +240,7 @@ static void device_free(device *dv)
         pfx_layer_destroy(&dv->layer[l]);
         pfx_tensor_destroy(&dv->pk[l]);
         pfx_tensor_destroy(&dv->pv[l]);
+        pfx_tensor_destroy(&dv->gain[l]);
     }
 }
 
@@ -536,6 +543,27 @@ static void test_layer_single(void **state)
     problem_free(&c);
 }
 
+/* Gains held on the device (prefix.gain_tensor), forward and backward
+ * against the reference: the step reads nothing back for them. */
+static void test_device_gains(void **state)
+{
+    pfx_runtime *rt = *state;
+    problem a = { .d = { .batch = 2, .tokens = 6, .model_dim = 11, .heads = 4, .kv_heads = 2,
+                         .head_dim = 5, .prefix_len = 3, .causal = true,
+                         .gain_mode = PFX_GAIN_TANH },
+                  .ramp = 0.7f, .device_gain = true };
+    problem_init(&a, 2, true, 41);
+    device_case(rt, &a, false);
+    problem_free(&a);
+    problem b = { .d = { .batch = 1, .tokens = 5, .model_dim = 9, .heads = 3, .kv_heads = 3,
+                         .head_dim = 4, .prefix_len = 2, .residual = true,
+                         .gain_mode = PFX_GAIN_LINEAR },
+                  .ramp = 1.0f, .device_gain = true };
+    problem_init(&b, 1, true, 42);
+    device_case(rt, &b, true);
+    problem_free(&b);
+}
+
 static void test_stack(void **state)
 {
     pfx_runtime *rt = *state;
@@ -677,7 +705,7 @@ static void test_bad_inputs(void **state)
     device dv;
     device_init(rt, &pr, &dv);
     pfx_layer *L = dv.layer[0];
-    assert_status_names(rt, pfx_layer_init_random(L, 1, -1.0f), PFX_ERROR_NOT_FINITE, "scale");
+    assert_status_names(rt, pfx_layer_init_random(L, 1, -1.0f), PFX_ERROR_INVALID_ARGUMENT, "scale");
     const size_t B = d->batch, N = d->tokens, C = d->model_dim;
     pfx_tensor *x = upload(rt, 3, B, N, C, pr.x), *y = tensor(rt, 3, B, N, C);
     pfx_tensor *dy = upload(rt, 3, B, N, C, pr.dy), *dx = tensor(rt, 3, B, N, C);
@@ -707,7 +735,7 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_NOT_FINITE, "gain[1]");
     p2 = pre;
     p2.gain_ramp = 1.5f;
-    assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_NOT_FINITE, "gain_ramp");
+    assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_INVALID_ARGUMENT, "gain_ramp");
     p2 = pre;
     p2.v = NULL;
     assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_NULL_ARGUMENT, "prefix.v");
@@ -847,6 +875,53 @@ static void test_accounting(void **state)
     assert_int_equal(pfx_test_live_bytes(rt), before);
 }
 
+/* Refusals of the hardening pass: what no forward can run is refused at
+ * create; the stack records its errors for the layers' runtime; finite values
+ * out of range are INVALID_ARGUMENT, NaN and infinities NOT_FINITE. */
+static void test_hostile(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t before = pfx_test_live_bytes(rt);
+    pfx_layer_params lp = { .model_dim = 8, .heads = 2, .kv_heads = 1, .head_dim = 300, .prefix_len = 1,
+                            .max_batch = 1, .max_tokens = 3, .residual = true, .gain_mode = PFX_GAIN_TANH };
+    pfx_layer *L = NULL;
+    assert_status_names(rt, pfx_layer_create(rt, &lp, &L), PFX_ERROR_UNSUPPORTED, "head_dim 300");
+    assert_null(L);
+    assert_int_equal(pfx_test_live_bytes(rt), before);
+    lp.scale = -1.0f;
+    lp.head_dim = 4;
+    assert_status_names(rt, pfx_layer_create(rt, &lp, &L), PFX_ERROR_INVALID_ARGUMENT, "scale");
+    lp.scale = INFINITY;
+    assert_status_names(rt, pfx_layer_create(rt, &lp, &L), PFX_ERROR_NOT_FINITE, "scale");
+    lp.scale = 0.0f;
+    lp.head_dim = 256;
+    assert_int_equal(pfx_layer_create(rt, &lp, &L), PFX_SUCCESS);
+    assert_status_names(rt, pfx_layer_init_random(L, 1, NAN), PFX_ERROR_NOT_FINITE, "scale");
+
+    /* Stack errors land in pfx_last_error(rt), not in the thread's. */
+    pfx_layer *layers[2] = { L, NULL };
+    pfx_layer_prefix pre[2] = { 0 };
+    size_t shape[3] = { 1, 3, 8 };
+    pfx_tensor *acts[3] = { NULL };
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &acts[i]), PFX_SUCCESS);
+    pfx_device_info unused;
+    (void)pfx_device_select("no-such-device-for-this-test", &unused); /* an older, unrelated thread message */
+    assert_status_names(rt, pfx_stack_forward(layers, 2, pre, acts), PFX_ERROR_NULL_ARGUMENT, "layers[1]");
+    assert_status_names(rt, pfx_stack_forward(layers, 1, NULL, acts), PFX_ERROR_NULL_ARGUMENT, "prefixes");
+    pfx_layer_grads grads[2] = { 0 };
+    assert_status_names(rt, pfx_stack_backward(layers, 2, pre, acts, acts[2], grads, NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "layers[1]");
+    assert_status_names(rt, pfx_stack_backward(layers, 1, pre, acts, NULL, grads, NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "dy");
+    assert_null(strstr(pfx_last_error(rt), "no-such-device"));
+    assert_int_equal(strncmp(pfx_last_error(rt), "PFX_", 4) == 0, 0);
+    for (int i = 0; i < 3; i++)
+        pfx_tensor_destroy(&acts[i]);
+    pfx_layer_destroy(&L);
+    assert_int_equal(pfx_test_live_bytes(rt), before);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -854,11 +929,13 @@ int main(void)
         cmocka_unit_test(test_reference_attention),
         cmocka_unit_test(test_layer_single),
         cmocka_unit_test(test_stack),
+        cmocka_unit_test(test_device_gains),
         cmocka_unit_test(test_accumulate_determinism),
         cmocka_unit_test(test_mse),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_hostile),
     };
     return cmocka_run_group_tests_name("layer", tests, pfx_test_group_setup,
                                        pfx_test_group_teardown);

@@ -635,6 +635,71 @@ static void test_bad_inputs(void **state)
     assert_int_equal(pfx_test_live_bytes(rt), base);
 }
 
+/* Counts that cannot advance, sloppy integers in a state file and a name the
+ * state file could not hold are refused. */
+static void test_hostile_state(void **state)
+{
+    pfx_runtime *rt = *state;
+    size_t base = pfx_test_live_bytes(rt);
+    pfx_optimizer_params params = { 0 };
+    pfx_optimizer *opt = NULL;
+    assert_int_equal(pfx_optimizer_create(rt, &params, &opt), PFX_SUCCESS);
+    unsigned gid;
+    assert_int_equal(pfx_optimizer_add_group(opt, &groups[0], &gid), PFX_SUCCESS);
+    const size_t shape[1] = { 5 };
+    pfx_tensor *p = NULL, *g = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &p), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &g), PFX_SUCCESS);
+    assert_status_names(rt, pfx_optimizer_add_param(opt, gid, p, g, "caf\xe9"), PFX_ERROR_INVALID_ARGUMENT,
+                        "UTF-8");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, gid, p, g, "a\xc3"), PFX_ERROR_INVALID_ARGUMENT,
+                        "UTF-8");
+    assert_int_equal(pfx_optimizer_param_count(opt), 0);
+    assert_int_equal(pfx_optimizer_add_param(opt, gid, p, g, "w"), PFX_SUCCESS);
+
+    float m[5] = { 0.1f, -0.2f, 0.3f, 0, 1 }, v[5] = { 0.01f, 0.02f, 0, 0.5f, 1 };
+    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, UINT64_MAX, m, v), PFX_ERROR_INVALID_ARGUMENT,
+                        "cannot advance");
+    assert_status_names(rt, pfx_optimizer_set_step_count(opt, UINT64_MAX), PFX_ERROR_INVALID_ARGUMENT,
+                        "cannot advance");
+    assert_int_equal(pfx_optimizer_import_param(opt, 0, PFX_OPTIMIZER_MAX_STEP, m, v), PFX_SUCCESS);
+    assert_int_equal(pfx_optimizer_import_param(opt, 0, 2, m, v), PFX_SUCCESS);
+
+    char path[256];
+    snprintf(path, sizeof(path), "%s/pfx_optimizer_hostile_%d.safetensors",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    pfx_named_tensor items[2] = {
+        { .name = "w.exp_avg", .host = m, .ndim = 1, .shape = { 5 }, .dtype = PFX_DTYPE_F32 },
+        { .name = "w.exp_avg_sq", .host = v, .ndim = 1, .shape = { 5 }, .dtype = PFX_DTYPE_F32 },
+    };
+    static const char *bad[] = { " 5", " -5", "-5", "+5", "5 ", "0x5", "", "18446744073709551615",
+                                 "18446744073709551616" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (int which = 0; which < 2; which++) {
+            pfx_st_metadata meta[3] = { { "format", "prefixcl-adamw-1" },
+                                        { "step", which ? "3" : bad[i] },
+                                        { "w.step", which ? bad[i] : "3" } };
+            assert_int_equal(pfx_safetensors_save(NULL, path, items, 2, meta, 3), PFX_SUCCESS);
+            pfx_status st = pfx_optimizer_load(opt, path);
+            if (st != PFX_ERROR_FORMAT || !strstr(pfx_last_error(rt), "is not a count"))
+                fail_msg("%s '%s': %s, '%s'", which ? "w.step" : "step", bad[i], pfx_status_string(st),
+                         pfx_last_error(rt));
+            uint64_t t = 0;
+            assert_int_equal(pfx_optimizer_export_param(opt, 0, &t, NULL, NULL), PFX_SUCCESS);
+            assert_int_equal(t, 2); /* unchanged */
+        }
+    }
+    pfx_st_metadata good[3] = { { "format", "prefixcl-adamw-1" }, { "step", "007" }, { "w.step", "18446744073709551614" } };
+    assert_int_equal(pfx_safetensors_save(NULL, path, items, 2, good, 3), PFX_SUCCESS);
+    assert_int_equal(pfx_optimizer_load(opt, path), PFX_SUCCESS);
+    assert_int_equal(pfx_optimizer_step_count(opt), 7);
+    remove(path);
+    pfx_optimizer_destroy(&opt);
+    pfx_tensor_destroy(&p);
+    pfx_tensor_destroy(&g);
+    assert_int_equal(pfx_test_live_bytes(rt), base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -645,6 +710,7 @@ int main(void)
         cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_hostile_state),
     };
     return cmocka_run_group_tests_name("optimizer", tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

@@ -280,6 +280,29 @@ static void test_kernel_dir_override(void **state)
     remove_dir(dir);
 }
 
+/* A kernel seen once is found again by its program, options and name alone:
+ * later launches never read (or join, or hash) the source again. */
+static void test_kernel_table(void **state)
+{
+    fixture *f = *state;
+    pfx_runtime *rt = runtime_in(f->dir);
+    cl_kernel first = NULL, again = NULL, other = NULL;
+    assert_int_equal(pfx_kernel_get(rt, "elementwise", "", "pfx_axpby", &first), PFX_SUCCESS);
+    char dir[] = "/tmp/prefixcl-kernels-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_text(dir, "common.cl", "/* empty */\n");
+    write_text(dir, "elementwise.cl", "__kernel void pfx_axpby(syntax error here\n");
+    setenv("PREFIXCL_KERNEL_DIR", dir, 1);
+    assert_int_equal(pfx_kernel_get(rt, "elementwise", "", "pfx_axpby", &again), PFX_SUCCESS);
+    assert_ptr_equal(first, again);
+    /* Other options are another program: that one reads the (broken) source. */
+    assert_status_names(rt, pfx_kernel_get(rt, "elementwise", "-DPFX_UNUSED=1", "pfx_axpby", &other),
+                        PFX_ERROR_BUILD_FAILED, "build log");
+    unsetenv("PREFIXCL_KERNEL_DIR");
+    remove_dir(dir);
+    pfx_runtime_destroy(&rt);
+}
+
 /* Warm-up builds every registered program; it uses the suite's shared cache
  * (PREFIXCL_CACHE_DIR), so the suites after this one find them built. */
 static void test_warm_up(void **state)
@@ -334,6 +357,7 @@ int main(void)
         cmocka_unit_test(test_cache_dir_resolution),
         cmocka_unit_test_setup_teardown(test_syntax_error_gives_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kernel_dir_override, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kernel_table, setup, teardown),
         cmocka_unit_test(test_warm_up),
         cmocka_unit_test_setup_teardown(test_two_runtimes_two_threads, setup, teardown),
     };

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pfx_test.h"
 #include "commands.h"
@@ -163,6 +164,9 @@ static void test_bad_options(void **state)
         { "train", "--layers", "65", NULL },    { "train", "--layers", "-1", NULL },
         { "train", "--seed", "1x", NULL },      { "train", "--out", "", NULL },
         { "train", "--device", "", NULL },      { "train", "extra", NULL, NULL },
+        { "train", "--steps", " 5", NULL },     { "train", "--steps", "+5", NULL },
+        { "train", "--seed", " -5", NULL },     { "train", "--layers", "2 ", NULL },
+        { "train", "--steps", "\t5", NULL },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int argc = 0;
@@ -178,6 +182,35 @@ static void test_bad_options(void **state)
     assert_int_not_equal(run_cmd(8, argv), 0);
 }
 
+/* Every output goes through the atomic replacement: a FIFO (or device) where
+ * loss.csv and loss.png go is refused and left as it is, never opened for
+ * writing (which would block) nor truncated; no temporary file remains. */
+static void test_outputs_atomic(void **state)
+{
+    (void)state;
+    char dir[4096], csv[4200], png[4200];
+    snprintf(dir, sizeof(dir), "%s/fifo-run", out_dir);
+    mkdir(dir, 0777);
+    snprintf(csv, sizeof(csv), "%s/loss.csv", dir);
+    snprintf(png, sizeof(png), "%s/loss.png", dir);
+    remove(csv);
+    remove(png);
+    assert_int_equal(mkfifo(csv, 0600), 0);
+    assert_int_equal(mkfifo(png, 0600), 0);
+    alarm(100); /* a blocking open fails the test instead of hanging it */
+    const char *argv[] = { "train", "--steps", "1", "--layers", "1", "--out", dir, "--quiet" };
+    assert_int_not_equal(run_cmd(8, argv), 0);
+    alarm(0);
+    struct stat sb;
+    assert_int_equal(stat(csv, &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    assert_int_equal(stat(png, &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    char cmd[4400];
+    snprintf(cmd, sizeof(cmd), "ls -a '%s' | grep -q '\\.tmp-'", dir);
+    assert_int_not_equal(system(cmd), 0);
+}
+
 int main(int argc, char **argv)
 {
     out_dir = argc > 1 ? argv[1] : "train-test-out";
@@ -186,6 +219,7 @@ int main(int argc, char **argv)
     pfx_runtime_destroy(&probe);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_outputs_atomic),
         cmocka_unit_test(test_command_outputs),
         cmocka_unit_test(test_loss_falls_tenfold),
     };

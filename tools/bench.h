@@ -77,9 +77,10 @@ pfx_status bench_measure(pfx_runtime *rt, const bench_timing *timing, bench_enqu
 typedef void (*bench_progress_fn)(void *user, const char *test_id, size_t index, size_t total);
 
 /* Runs the fixed suite on one runtime, filling dev->tests. Never stops at a
- * failing test: it is recorded as skipped with its reason. */
-void bench_suite_run(pfx_runtime *rt, bool quick, bench_device *dev, bench_progress_fn progress,
-                     void *user);
+ * failing test: it is recorded as skipped with its reason. `only`: comma-
+ * separated test id prefixes ("sgemm,attn_fwd.a"); NULL runs every test. */
+void bench_suite_run(pfx_runtime *rt, bool quick, const char *only, bench_device *dev,
+                     bench_progress_fn progress, void *user);
 /* Number of tests the suite reports on a device of this type. */
 size_t bench_suite_size(const pfx_device_info *info);
 

@@ -2,10 +2,13 @@
  * in every header, two decimals), the side-by-side table, JSON, CSV and the
  * comparison against a saved JSON run. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "bench_json.h"
@@ -283,9 +286,17 @@ int bench_write_csv(FILE *out, const bench_run *run)
 
 static char *read_file(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* Non-blocking, and only a regular file: a FIFO would block forever. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
         snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "not a regular file");
+        close(fd);
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;

@@ -3,7 +3,8 @@
  *
  *   ceilings   float32 FMA throughput (cl/peak.cl, best vector width) and copy
  *              bandwidth (float4 copy, bytes read + written), as clpeak does
- *   sgemm.N    CLBlast SGEMM, row-major N x N x N, 2 N^3 FLOPs
+ *   sgemm.N    SGEMM through the library's GEMM wrapper (the runtime's backend:
+ *              CLBlast or the host BLAS), row-major N x N x N, 2 N^3 FLOPs
  *   attn_fwd.* pfx_attention_forward at the shapes (a)-(d) of the forward issue,
  *              4 B H N (P+M) D FLOPs over visible pairs only (causal);
  *              decode (d) also as GB/s of K/V read (input and prefix, once)
@@ -26,9 +27,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "timing.h" /* before clblast_c.h: sets CL_TARGET_OPENCL_VERSION */
-
-#include <clblast_c.h>
+#include "gemm.h"
+#include "timing.h"
 #if PFX_BENCH_HAVE_ENCODER
 #include "prefixcl/encoder.h"
 #endif
@@ -49,6 +49,7 @@ typedef struct suite {
     double fma_gflops;   /* measured ceilings; 0 when unknown */
     double copy_gbs;
     double attn_gflops[2]; /* forward, backward rate at shape (a): predicts (c) */
+    const char *only;      /* comma-separated id prefixes; NULL: every test */
 } suite;
 
 /* --quick skips a test whose one run would take longer than this, predicted
@@ -57,9 +58,25 @@ typedef struct suite {
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Whether `id` starts with one of the comma-separated prefixes of `only`. */
+static bool selected(const char *only, const char *id)
+{
+    if (!only)
+        return true;
+    for (const char *p = only; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len && !strncmp(id, p, len))
+            return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
 static bench_result *begin(suite *s, const char *id, const char *group, const char *label)
 {
     bench_device *dev = s->dev;
+    if (!selected(s->only, id))
+        return NULL;
     if (dev->count >= BENCH_MAX_TESTS)
         return NULL;
     bench_result *r = &dev->tests[dev->count++];
@@ -342,22 +359,11 @@ typedef struct sgemm_ctx {
 
 static pfx_status sgemm_enqueue(pfx_runtime *rt, void *ctx, void **ev)
 {
-    (void)ev; /* CLBlast may run helper kernels: timed between markers */
+    (void)ev; /* CLBlast may run helper kernels, the host backend none: timed between markers */
     sgemm_ctx *g = ctx;
-    cl_event done = NULL;
-    CLBlastStatusCode code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                          CLBlastTransposeNo, g->n, g->n, g->n, 1.0f, g->a->mem, 0,
-                                          g->n, g->b->mem, 0, g->n, 0.0f, g->c->mem, 0, g->n,
-                                          &rt->queue, &done);
-    if (done)
-        clReleaseEvent(done);
-    if (code == CLBlastSuccess)
-        return PFX_SUCCESS;
-    if (code == CLBlastOpenCLOutOfResources || code == CLBlastOpenCLOutOfHostMemory ||
-        code == (CLBlastStatusCode)CL_MEM_OBJECT_ALLOCATION_FAILURE)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "CLBlastSgemm: out of memory (%d)",
-                         (int)code);
-    return pfx_error(rt, PFX_ERROR_CLBLAST, "CLBlastSgemm returned %d", (int)code);
+    return pfx_gemm(rt, "bench sgemm", false, false, g->n, g->n, g->n, 1.0f,
+                    PFX_GEMM_OP(g->a->mem, 0, g->n), PFX_GEMM_OP(g->b->mem, 0, g->n), 0.0f,
+                    PFX_GEMM_OP(g->c->mem, 0, g->n));
 }
 
 static void test_sgemm(suite *s, size_t n, double *hint_gflops)
@@ -365,7 +371,10 @@ static void test_sgemm(suite *s, size_t n, double *hint_gflops)
     char id[32], label[64];
     snprintf(id, sizeof(id), "sgemm.%zu", n);
     snprintf(label, sizeof(label), "%zux%zux%zu", n, n, n);
-    bench_result *r = begin(s, id, "CLBlast SGEMM", label);
+    bench_result *r = begin(s, id,
+                            pfx_runtime_gemm_backend(s->rt) == PFX_GEMM_HOST ? "SGEMM (host BLAS)"
+                                                                             : "SGEMM (CLBlast)",
+                            label);
     if (!r)
         return;
     double bytes = (double)n * (double)n * 4.0;
@@ -708,7 +717,6 @@ typedef struct step_ctx {
     pfx_layer *layer;
     pfx_optimizer *opt;
     pfx_tensor *x, *y, *target, *dy, *dx, *kp, *vp, *dkp, *dvp, *gain, *dgain;
-    float gains[STEP_H];
     pfx_layer_prefix prefix;
     pfx_layer_grads grads;
 } step_ctx;
@@ -751,7 +759,7 @@ static void test_layer_step(suite *s, double hint_gflops)
     double flops = 2.0 * proj + 3.5 * attn;
     double act = 4.0 * T * C;
     if (!fits(s, r, 4.0 * C * HD * 4 + 12 * act, 4.0 * C * HD) ||
-        quick_too_slow(s, r, flops, hint_gflops, "CLBlast SGEMM"))
+        quick_too_slow(s, r, flops, hint_gflops, "SGEMM"))
         return;
     step_ctx c;
     memset(&c, 0, sizeof(c));
@@ -784,11 +792,8 @@ static void test_layer_step(suite *s, double hint_gflops)
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &c.dvp);
     if (st == PFX_SUCCESS)
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, gs, &c.dgain);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_read(c.gain, 0, STEP_H, c.gains);
-    /* The host gains stay those of the start: reading the updated ones back
-     * each step would add a transfer that a trainer batches differently. */
-    c.prefix = (pfx_layer_prefix){ .k = c.kp, .v = c.vp, .gain = c.gains, .gain_ramp = 1.0f };
+    /* The gains the optimizer updates, read on the device: nothing waits. */
+    c.prefix = (pfx_layer_prefix){ .k = c.kp, .v = c.vp, .gain_tensor = c.gain, .gain_ramp = 1.0f };
     c.grads = (pfx_layer_grads){ .dx = c.dx, .dprefix_k = c.dkp, .dprefix_v = c.dvp,
                                  .dgain = c.dgain };
     pfx_optimizer_params op = { .max_grad_norm = 1.0f };
@@ -832,10 +837,11 @@ size_t bench_suite_size(const pfx_device_info *info)
     return 2 + sgemm_count(info) + 2 * (sizeof(attn_shapes) / sizeof(attn_shapes[0])) + 2 + 1;
 }
 
-void bench_suite_run(pfx_runtime *rt, bool quick, bench_device *dev, bench_progress_fn progress,
-                     void *user)
+void bench_suite_run(pfx_runtime *rt, bool quick, const char *only, bench_device *dev,
+                     bench_progress_fn progress, void *user)
 {
-    suite s = { .rt = rt, .quick = quick, .dev = dev, .progress = progress, .user = user };
+    suite s = { .rt = rt, .quick = quick, .dev = dev, .progress = progress, .user = user,
+                .only = only };
     s.timing.target_s = quick ? 0.2 : 1.0;
     s.timing.min_runs = quick ? 3 : 5;
     s.timing.max_runs = quick ? 200 : 1000;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "image.h"
 #include "prefixcl/prefixcl.h"
@@ -23,12 +24,11 @@ static int usage(void)
     return 2;
 }
 
+/* A size option through the one strict parser (tools/cli.h). */
 static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || end == s || s[0] == '-' || v < lo || v > hi)
+    uint64_t v;
+    if (!cli_uint(s, lo, hi, &v))
         return false;
     *out = (size_t)v;
     return true;

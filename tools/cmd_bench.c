@@ -5,9 +5,9 @@
  * One fixed suite (tools/bench_suite.c) on each chosen device, reported as
  * clpeak reports: device -> test -> value, units in the headers, two decimals.
  * Everything the user gave is checked before the suite starts (options,
- * selectors, output paths, the --compare file); outputs are written to a
- * temporary file in the same folder and renamed, so a failure leaves no
- * partial file.
+ * selectors, output paths, the --compare file); outputs go through the
+ * library's atomic replacement (include/prefixcl/io.h, "Output files"), so a
+ * failure leaves no partial file and a device node or FIFO is never replaced.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +25,7 @@ static int usage(FILE *out)
 {
     fprintf(out,
             "usage: prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
-            "                      [--csv FILE] [--compare FILE] [--plot FILE.png]\n"
+            "                      [--csv FILE] [--compare FILE] [--plot FILE.png] [--only IDS]\n"
             "  --device SEL    a device to measure (repeatable): P:D, gpu, cpu, or a name\n"
             "                  substring; default: $PREFIXCL_DEVICE, else the default device\n"
             "  --all           every OpenCL device\n"
@@ -33,34 +33,17 @@ static int usage(FILE *out)
             "  --json FILE     the run as JSON (input of --compare and bench/peer_torch.py)\n"
             "  --csv FILE      the run as CSV, one row per device and test\n"
             "  --compare FILE  each figure's change against a saved --json run\n"
-            "  --plot FILE     a bar chart (PNG): each test's share of the device's ceiling\n");
+            "  --plot FILE     a bar chart (PNG): each test's share of the device's ceiling\n"
+            "  --only IDS      only the tests whose id starts with one of these comma-separated\n"
+            "                  prefixes (sgemm,attn_fwd.a,layer.step)\n");
     return 2;
 }
 
 /* ---------------------------------------------------------------- output files */
 
-static mode_t file_mode(void)
-{
-    mode_t mask = umask(0);
-    umask(mask);
-    return 0666 & ~mask;
-}
-
-/* Creates "<path>.tmp-XXXXXX" beside path; -1 with errno set on failure. */
-static int make_temp(const char *path, char *tmp, size_t cap)
-{
-    if ((size_t)snprintf(tmp, cap, "%s.tmp-XXXXXX", path) >= cap) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = mkstemp(tmp);
-    if (fd >= 0)
-        fchmod(fd, file_mode());
-    return fd;
-}
-
-/* Whether the suite's results could be written to path, checked by creating
- * (and removing) a temporary file in its folder. */
+/* Whether the suite's results could be written to path, checked by starting
+ * (and abandoning) the atomic replacement: a folder, a device node or a FIFO
+ * is refused as an unwritable folder is. */
 static bool check_writable(const char *option, const char *path)
 {
     struct stat st;
@@ -77,58 +60,43 @@ static bool check_writable(const char *option, const char *path)
                 strerror(errno));
         return false;
     }
-    char tmp[4096];
-    int fd = make_temp(path, tmp, sizeof(tmp));
-    if (fd < 0) {
+    pfx_output_file *out = NULL;
+    if (pfx_output_open(path, &out) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl bench: %s %s: cannot write there: %s\n", option, path,
-                strerror(errno));
+                pfx_last_error(NULL));
         return false;
     }
-    close(fd);
-    unlink(tmp);
+    pfx_output_discard(&out);
     return true;
 }
 
 typedef int (*writer_fn)(FILE *out, const bench_run *run);
 
+/* Through the library's atomic replacement (include/prefixcl/io.h). */
 static bool write_atomic(const char *option, const char *path, writer_fn writer,
                          const bench_run *run)
 {
-    char tmp[4096];
-    int fd = make_temp(path, tmp, sizeof(tmp));
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    bool ok = f != NULL;
-    if (!f && fd >= 0)
-        close(fd);
-    if (ok)
-        ok = writer(f, run) == 0;
-    if (f)
-        ok = (fclose(f) == 0) && ok;
-    if (ok)
-        ok = rename(tmp, path) == 0;
-    if (!ok) {
-        fprintf(stderr, "prefixcl bench: %s %s: cannot write: %s\n", option, path,
-                strerror(errno));
-        if (fd >= 0)
-            unlink(tmp);
+    pfx_output_file *out = NULL;
+    bool ok = pfx_output_open(path, &out) == PFX_SUCCESS;
+    if (ok && writer(pfx_output_stream(out), run) != 0) {
+        pfx_output_discard(&out);
+        fprintf(stderr, "prefixcl bench: %s %s: cannot write\n", option, path);
+        return false;
     }
+    if (ok)
+        ok = pfx_output_commit(&out) == PFX_SUCCESS;
+    if (!ok)
+        fprintf(stderr, "prefixcl bench: %s %s: cannot write: %s\n", option, path,
+                pfx_last_error(NULL));
     return ok;
 }
 
+/* The PNG writer (tools/image.c) replaces the file atomically itself. */
 static bool write_plot(const char *path, const bench_run *run)
 {
-    char tmp[4096];
-    int fd = make_temp(path, tmp, sizeof(tmp));
-    bool ok = fd >= 0;
-    if (ok) {
-        close(fd);
-        ok = bench_plot_png(tmp, run) == 0 && rename(tmp, path) == 0;
-    }
-    if (!ok) {
-        fprintf(stderr, "prefixcl bench: --plot %s: cannot write: %s\n", path, strerror(errno));
-        if (fd >= 0)
-            unlink(tmp);
-    }
+    bool ok = bench_plot_png(path, run) == 0;
+    if (!ok)
+        fprintf(stderr, "prefixcl bench: --plot %s: cannot write: %s\n", path, pfx_last_error(NULL));
     return ok;
 }
 
@@ -232,7 +200,8 @@ int cmd_bench(int argc, char **argv)
     const char *selectors[BENCH_MAX_DEVICES];
     size_t nsel = 0;
     bool all = false, quick = false;
-    const char *json_path = NULL, *csv_path = NULL, *compare_path = NULL, *plot_path = NULL;
+    const char *json_path = NULL, *csv_path = NULL, *compare_path = NULL, *plot_path = NULL,
+               *only = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **target = NULL;
@@ -265,12 +234,15 @@ int cmd_bench(int argc, char **argv)
             target = &compare_path;
         } else if (!strcmp(a, "--plot")) {
             target = &plot_path;
+        } else if (!strcmp(a, "--only")) {
+            target = &only;
         } else {
             fprintf(stderr, "prefixcl bench: unknown option '%s'\n", a);
             return usage(stderr);
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "prefixcl bench: %s needs a file name\n", a);
+            fprintf(stderr, "prefixcl bench: %s needs a %s\n", a,
+                    target == &only ? "list of test ids" : "file name");
             return usage(stderr);
         }
         if (*target) {
@@ -333,7 +305,7 @@ int cmd_bench(int argc, char **argv)
             continue;
         }
         dev->info = *pfx_runtime_device(rt);
-        bench_suite_run(rt, quick, dev, on_test, &prog);
+        bench_suite_run(rt, quick, only, dev, on_test, &prog);
         pfx_runtime_destroy(&rt);
         progress_clear(&prog);
         bench_print_device(stdout, dev);

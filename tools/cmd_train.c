@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
+#include "prefixcl/io.h"
 #include "train_loop.h"
 #include "train_plot.h"
 
@@ -29,20 +31,6 @@ static int usage(FILE *out)
             "                prefixes.safetensors, peft/\n"
             "  --quiet       no progress output, only the summary\n");
     return 2;
-}
-
-static bool parse_u64(const char *s, unsigned long long lo, unsigned long long hi,
-                      unsigned long long *out)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || s[0] == '-' || s[0] == '+')
-        return false;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
 }
 
 typedef struct progress {
@@ -77,15 +65,18 @@ static void on_step(const train_step_info *s, void *user)
     }
 }
 
+/* Atomically (include/prefixcl/io.h, "Output files"): an interrupted run
+ * leaves the previous loss.csv whole. */
 static int write_csv(const char *path, const train_result *r)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
+    pfx_output_file *out = NULL;
+    if (pfx_output_open(path, &out) != PFX_SUCCESS)
         return -1;
+    FILE *f = pfx_output_stream(out);
     fprintf(f, "step,loss,grad_norm\n");
     for (size_t i = 0; i < r->steps_done; i++)
         fprintf(f, "%zu,%.9g,%.9g\n", i + 1, r->losses[i], (double)r->grad_norms[i]);
-    return fclose(f) == 0 ? 0 : -1;
+    return pfx_output_commit(&out) == PFX_SUCCESS ? 0 : -1;
 }
 
 int cmd_train(int argc, char **argv)
@@ -96,7 +87,7 @@ int cmd_train(int argc, char **argv)
     train_default_config(&cfg);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        unsigned long long n;
+        uint64_t n;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -123,19 +114,19 @@ int cmd_train(int argc, char **argv)
             }
             out = v;
         } else if (!strcmp(a, "--steps")) {
-            if (!parse_u64(v, 1, 100000, &n)) {
+            if (!cli_uint(v, 1, 100000, &n)) {
                 fprintf(stderr, "prefixcl train: bad --steps '%s' (1..100000)\n\n", v);
                 return usage(stderr);
             }
             cfg.steps = (size_t)n;
         } else if (!strcmp(a, "--layers")) {
-            if (!parse_u64(v, 1, 64, &n)) {
+            if (!cli_uint(v, 1, 64, &n)) {
                 fprintf(stderr, "prefixcl train: bad --layers '%s' (1..64)\n\n", v);
                 return usage(stderr);
             }
             cfg.layers = (size_t)n;
         } else if (!strcmp(a, "--seed")) {
-            if (!parse_u64(v, 0, UINT64_MAX, &n)) {
+            if (!cli_uint(v, 0, UINT64_MAX, &n)) {
                 fprintf(stderr, "prefixcl train: bad --seed '%s'\n\n", v);
                 return usage(stderr);
             }
@@ -168,7 +159,7 @@ int cmd_train(int argc, char **argv)
     int rc = 0;
     snprintf(path, sizeof(path), "%s/loss.csv", out);
     if (write_csv(path, &r)) {
-        fprintf(stderr, "prefixcl train: cannot write %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "prefixcl train: cannot write %s: %s\n", path, pfx_last_error(NULL));
         rc = 1;
     }
     snprintf(path, sizeof(path), "%s/loss.png", out);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "image.h"
+#include "prefixcl/io.h"
 
 uint32_t image_crc32(uint32_t crc, const uint8_t *data, size_t n)
 {
@@ -42,17 +43,28 @@ uint32_t image_adler32(uint32_t adler, const uint8_t *data, size_t n)
     return (b << 16) | a;
 }
 
+/* Files are replaced atomically (include/prefixcl/io.h, "Output files"): an
+ * interrupted run leaves the previous image whole. */
+static int finish(pfx_output_file **out, int ok)
+{
+    if (!ok) {
+        pfx_output_discard(out);
+        return -1;
+    }
+    return pfx_output_commit(out) == PFX_SUCCESS ? 0 : -1;
+}
+
 int image_write_pgm(const char *path, const uint8_t *pixels, size_t width, size_t height)
 {
     if (!width || !height)
         return -1;
-    FILE *f = fopen(path, "wb");
-    if (!f)
+    pfx_output_file *out = NULL;
+    if (pfx_output_open(path, &out) != PFX_SUCCESS)
         return -1;
+    FILE *f = pfx_output_stream(out);
     int ok = fprintf(f, "P5\n%zu %zu\n255\n", width, height) > 0 &&
              fwrite(pixels, 1, width * height, f) == width * height;
-    ok = (fclose(f) == 0) && ok;
-    return ok ? 0 : -1;
+    return finish(&out, ok);
 }
 
 static void put32(uint8_t *p, uint32_t v)
@@ -128,11 +140,12 @@ int image_write_png(const char *path, const uint8_t *pixels, size_t width, size_
     static const uint8_t signature[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n' };
 
     int ok = 0;
-    FILE *f = fopen(path, "wb");
-    if (f) {
+    pfx_output_file *out = NULL;
+    if (pfx_output_open(path, &out) == PFX_SUCCESS) {
+        FILE *f = pfx_output_stream(out);
         ok = fwrite(signature, 1, 8, f) == 8 && put_chunk(f, "IHDR", ihdr, 13) &&
              put_chunk(f, "IDAT", z, o) && put_chunk(f, "IEND", NULL, 0);
-        ok = (fclose(f) == 0) && ok;
+        ok = finish(&out, ok) == 0;
     }
     free(raw);
     free(z);

@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 0 on success, -1 on an I/O error or bad dimensions (errno set by stdio). */
+/* 0 on success, -1 on an I/O error or bad dimensions (detail in
+ * pfx_last_error(NULL) for I/O). The file is replaced atomically
+ * (pfx_output_open), so an interrupted write leaves the old one whole. */
 int image_write_pgm(const char *path, const uint8_t *pixels, size_t width, size_t height);
 int image_write_png(const char *path, const uint8_t *pixels, size_t width, size_t height);
 /* By extension: ".png" (any case) writes PNG, anything else PGM. */

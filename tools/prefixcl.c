@@ -1,8 +1,12 @@
 /* prefixcl: the command-line tool. One program, one subcommand per job. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
+#include "gemm.h"
 
 static const struct {
     const char *name;
@@ -33,15 +37,20 @@ static int usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* OpenBLAS chose its kernels at load time, too weak for this CPU: start
+     * again with the right ones (once: the variable is set now). */
+    const char *core = pfx_gemm_host_core_hint();
+    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0)
+        execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
     if (argc < 2)
         return usage(stderr);
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return cli_finish_stdout(0);
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            return cli_finish_stdout(commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "prefixcl: unknown command '%s'\n\n", argv[1]);
     return usage(stderr);
 }

@@ -273,7 +273,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     pfx_layer_grads grads[MAX_LAYERS];
     memset(grads, 0, sizeof(grads));
     for (size_t l = 0; l < L; l++) {
-        tpre[l] = (pfx_layer_prefix){ j->t_pk[l], j->t_pv[l], j->t_gain[l], 1.0f };
+        tpre[l] = (pfx_layer_prefix){ j->t_pk[l], j->t_pv[l], j->t_gain[l], 1.0f, NULL };
         grads[l] = (pfx_layer_grads){ .dprefix_k = j->dpk[l], .dprefix_v = j->dpv[l],
                                       .dgain = j->dgain[l] };
     }
@@ -290,10 +290,9 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         CHECK(pfx_encoder_forward(j->enc, j->s_pk, j->s_pv));
-        for (size_t l = 0; l < L; l++) {
-            CHECK(pfx_tensor_read(j->gain[l], 0, H, j->s_gain[l]));
-            spre[l] = (pfx_layer_prefix){ j->s_pk[l], j->s_pv[l], j->s_gain[l], ramp };
-        }
+        /* gains stay on the device: no read back inside a step */
+        for (size_t l = 0; l < L; l++)
+            spre[l] = (pfx_layer_prefix){ j->s_pk[l], j->s_pv[l], NULL, ramp, j->gain[l] };
         CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
         double loss;
         CHECK(pfx_mse_loss(j->s_act[L], j->t_act[L], j->dy, &loss));
@@ -332,7 +331,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         baked_k[l] = pfx_encoder_prefix_k(j->enc, l);
         baked_v[l] = pfx_encoder_prefix_v(j->enc, l);
         CHECK(pfx_tensor_read(j->gain[l], 0, H, j->s_gain[l]));
-        spre[l] = (pfx_layer_prefix){ baked_k[l], baked_v[l], j->s_gain[l], 1.0f };
+        spre[l] = (pfx_layer_prefix){ baked_k[l], baked_v[l], j->s_gain[l], 1.0f, NULL };
     }
     for (size_t l = 0; l < L; l++) {
         /* teacher, layer by layer (stats of each layer's own forward) */

@@ -57,12 +57,16 @@ typedef struct pfx_attention_desc {
     bool causal;
     float scale;           /* 0: 1 / sqrt(D) */
     pfx_gain_mode gain_mode;
-    const float *gain;     /* host [H]: g_h; required unless gain_mode is OFF */
+    const float *gain;     /* host [H]: g_h; required unless gain_mode is OFF or gain_tensor is set */
     float gain_ramp;       /* r in [0, 1] */
     const float *dim_gain; /* host [H * D]: structured gain G_hd, or NULL */
     const int32_t *q_lens;     /* host [B]: valid queries per item (0..N), or NULL for N */
     const int32_t *kv_lens;    /* host [B]: valid input keys per item (0..M), or NULL for M */
     const int32_t *bank_index; /* host [B]: bank entry per item; required with a 4-D prefix */
+    /* device [H] float32 g_h, or NULL. When set it is used instead of `gain`
+     * and read on the device: nothing waits for it (a training step keeps its
+     * gains there), and its values are not checked for NaN/Inf. */
+    const pfx_tensor *gain_tensor;
 } pfx_attention_desc;
 
 /* Defaults: BHND layouts, no gain, ramp 1, default scale, no masks. */

@@ -47,10 +47,19 @@ typedef enum pfx_status {
     PFX_ERROR_CLBLAST = -16,           /* a CLBlast error; its name is in pfx_last_error */
     PFX_ERROR_IO = -17,                /* a file could not be read or written */
     PFX_ERROR_FORMAT = -18,            /* a file's content is malformed (bad header, JSON, layout) */
+    PFX_ERROR_BUSY = -19,              /* a runtime entered from a second thread while in use */
 } pfx_status;
 
-/* Static name of a status ("PFX_ERROR_INVALID_SHAPE"); never NULL. */
+/* Static name of a status ("PFX_ERROR_INVALID_SHAPE"); never NULL.
+ * pfx_last_error() holds the detail only, never this name. */
 PFX_API const char *pfx_status_string(pfx_status status);
+
+/* The one integer parser of the library and its tools (options, selectors,
+ * file metadata): decimal digits only, no sign, space, prefix or suffix, and
+ * at most `max`. PFX_ERROR_NULL_ARGUMENT, PFX_ERROR_INVALID_ARGUMENT (not
+ * digits only, or empty) or PFX_ERROR_OUT_OF_RANGE (above max); the detail,
+ * quoting the text, goes to pfx_last_error(NULL). *out is set on success only. */
+PFX_API pfx_status pfx_parse_uint(const char *text, uint64_t max, uint64_t *out);
 
 #ifdef __cplusplus
 }

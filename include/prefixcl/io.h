@@ -12,13 +12,18 @@
  * 100 MB, bad UTF-8 or JSON, a header that is not an object, missing or extra
  * fields, an unknown dtype, a shape whose product overflows, offsets outside
  * the data section or reversed, a byte size that is not numel * dtype size,
- * overlapping tensors, holes (the data section must be covered exactly) and
- * duplicate names are all rejected. Statuses: PFX_ERROR_IO (cannot read or
+ * overlapping tensors, holes (the data section must be covered exactly),
+ * duplicate names and a "\u0000" escape in a name or metadata string are all
+ * rejected. Statuses: PFX_ERROR_IO (cannot read or
  * write the file), PFX_ERROR_FORMAT (malformed content), PFX_ERROR_OUT_OF_RANGE
  * (offsets outside the data, absurd header length), PFX_ERROR_SIZE_OVERFLOW
  * (shape product), PFX_ERROR_INVALID_SHAPE (byte size disagrees with the
  * shape), PFX_ERROR_DTYPE_MISMATCH (unknown dtype). The message names the
  * file, the tensor and the field.
+ *
+ * Every file is read only when it is a regular file: a FIFO, a device or a
+ * folder where a file is expected is PFX_ERROR_IO at once (never a read that
+ * blocks).
  *
  * Calls without a runtime record their error detail in pfx_last_error(NULL)
  * (per thread); calls with one in pfx_last_error(rt).
@@ -26,11 +31,43 @@
 #ifndef PREFIXCL_IO_H
 #define PREFIXCL_IO_H
 
+#include <stdio.h>
+
 #include "prefixcl/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---------------------------------------------------------------- output files */
+
+/* Every file the library writes (safetensors, PEFT folders, optimizer state;
+ * the kernel cache has its own temp-and-rename writer) and every file of the
+ * prefixcl tool goes through this atomic replacement:
+ *  - the bytes go to "<path>.tmp-<pid>-XXXXXX" in the destination's folder,
+ *    created with mode 0666 less the umask (as fopen would);
+ *  - commit checks every write, flushes, fsyncs, closes and renames it over
+ *    path, so path holds the old content or the new one, never a part;
+ *  - a destination that exists and is not a regular file (a device node, a
+ *    FIFO, a folder) is refused with PFX_ERROR_IO and left as it is; a symbolic
+ *    link to a regular file is replaced by the new file;
+ *  - interrupted saves (Ctrl-C, SIGTERM, SIGKILL, a crash): the library
+ *    installs no signal handler, so a killed process leaves its temporary
+ *    file; the next save to the same path removes every "<path>.tmp-<pid>-*"
+ *    whose process no longer exists. A failed save removes its own at once.
+ * Errors go to pfx_last_error(NULL). */
+typedef struct pfx_output_file pfx_output_file;
+
+/* Starts replacing path. *out is NULL on failure (PFX_ERROR_IO,
+ * PFX_ERROR_INVALID_ARGUMENT for an empty path). */
+PFX_API pfx_status pfx_output_open(const char *path, pfx_output_file **out);
+/* The stream to write to (NULL for NULL). */
+PFX_API FILE *pfx_output_stream(pfx_output_file *file);
+/* Finishes: PFX_ERROR_IO when any write, the flush, sync, close or rename
+ * failed (the destination is then untouched). Releases *file, sets it NULL. */
+PFX_API pfx_status pfx_output_commit(pfx_output_file **file);
+/* Abandons the new content (removes the temporary file); NULL-safe. */
+PFX_API void pfx_output_discard(pfx_output_file **file);
 
 /* ---------------------------------------------------------------- safetensors */
 
@@ -145,12 +182,12 @@ typedef struct pfx_st_metadata {
     const char *value;
 } pfx_st_metadata;
 
-/* Writes a safetensors file atomically (a temporary file in the same folder,
- * then rename): header padded with spaces to a multiple of 8 bytes, tensors
+/* Writes a safetensors file atomically (see "Output files"): header padded with spaces to a multiple of 8 bytes, tensors
  * in the order given, contiguous. Names must be non-empty, unique, valid
  * UTF-8 and not "__metadata__"; metadata keys unique. rt may be NULL when
  * every item is host data; errors go to pfx_last_error(rt). On failure the
- * destination is untouched and no temporary file remains. */
+ * destination is untouched and no temporary file remains (a killed process's
+ * is removed by the next save, see "Output files"). */
 PFX_API pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path,
                                         const pfx_named_tensor *items, size_t count,
                                         const pfx_st_metadata *metadata, size_t metadata_count);
@@ -163,7 +200,7 @@ typedef struct pfx_peft_config {
     size_t num_layers;              /* L */
     size_t token_dim;               /* Hkv * D (PEFT's view: num_attention_heads * D) */
     size_t num_attention_heads;     /* the heads PEFT splits token_dim into */
-    size_t num_transformer_submodules; /* 1 (decoder-only) or 2 (encoder-decoder); 1 if absent */
+    size_t num_transformer_submodules; /* 1: decoder-only (encoder-decoder adapters are refused) */
     size_t encoder_hidden_size;     /* the MLP's hidden size; 0 if absent */
     bool prefix_projection;         /* trained through the MLP */
     bool inference_mode;
@@ -172,11 +209,21 @@ typedef struct pfx_peft_config {
     pfx_st_dtype dtype;             /* of prompt_embeddings (set by the loaders) */
 } pfx_peft_config;
 
-/* Reads and checks dir/adapter_config.json: peft_type "PREFIX_TUNING",
- * positive num_virtual_tokens, num_layers, token_dim, num_attention_heads.
- * Errors (PFX_ERROR_IO, PFX_ERROR_FORMAT, PFX_ERROR_INVALID_ARGUMENT for
- * another peft_type) go to pfx_last_error(NULL). */
+/* Reads and checks dir/adapter_config.json (at most 1 MiB): one UTF-8 JSON
+ * object and nothing after it but white space, no key twice, no "\u0000"
+ * escape, peft_type "PREFIX_TUNING", positive num_virtual_tokens, num_layers,
+ * token_dim, num_attention_heads (each at most 2^31), task_type shorter than
+ * 64 bytes and base_model_name_or_path shorter than 512.
+ * num_transformer_submodules must be 1 (absent means 1): encoder-decoder
+ * adapters (2) are PFX_ERROR_UNSUPPORTED. Errors: PFX_ERROR_INVALID_ARGUMENT
+ * (an empty dir), PFX_ERROR_IO, PFX_ERROR_FORMAT, PFX_ERROR_UNSUPPORTED
+ * (another peft_type, two submodules), in pfx_last_error(NULL). */
 PFX_API pfx_status pfx_peft_read_config(const char *dir, pfx_peft_config *config);
+
+/* Same checks on `size` bytes of adapter_config.json in memory; `label` names
+ * the source in messages (NULL: "<memory>"). */
+PFX_API pfx_status pfx_peft_read_config_memory(const void *data, size_t size, const char *label,
+                                               pfx_peft_config *config);
 
 /* Loads a PEFT prefix-tuning folder into per-layer prefixes.
  * dir/adapter_model.safetensors must hold "prompt_embeddings" (the name PEFT's
@@ -188,12 +235,15 @@ PFX_API pfx_status pfx_peft_read_config(const char *dir, pfx_peft_config *config
  * file when PEFT saved them in training mode (the usual case); a file whose
  * prompt_embeddings is the MLP's input table (num_virtual_tokens, token_dim)
  * is refused (PFX_ERROR_UNSUPPORTED): only baked adapters are read.
+ * dir must not be empty (PFX_ERROR_INVALID_ARGUMENT).
  *   kv_heads   Hkv; 0 takes num_attention_heads from the config (PEFT's own
  *              view). token_dim must be a multiple of it; D = token_dim / Hkv.
  *   keys, values  arrays of num_layers entries (must equal the config's).
  *              A NULL entry is allocated here (F32, [Hkv, P, D]) and owned by
  *              the caller afterwards; a non-NULL entry must be an F32 or F16
- *              tensor of shape [Hkv, P, D] and is overwritten. On failure the
+ *              tensor of shape [Hkv, P, D] and is overwritten; no tensor may
+ *              appear twice in keys and values together (PFX_ERROR_ALIASING).
+ *              On failure the
  *              entries allocated here are destroyed and set back to NULL;
  *              caller tensors may have been partly written.
  *   config     filled when not NULL.
@@ -202,9 +252,10 @@ PFX_API pfx_status pfx_peft_load_prefixes(pfx_runtime *rt, const char *dir, size
                                           pfx_tensor **keys, pfx_tensor **values,
                                           size_t num_layers, pfx_peft_config *config);
 
+/* The writer accepts exactly what pfx_peft_read_config reads back. */
 typedef struct pfx_peft_save_params {
-    const char *task_type;          /* NULL: "CAUSAL_LM" */
-    const char *base_model_name_or_path; /* NULL: null */
+    const char *task_type;          /* NULL: "CAUSAL_LM"; UTF-8, < 64 bytes */
+    const char *base_model_name_or_path; /* NULL: null; UTF-8, < 512 bytes */
     size_t num_attention_heads;     /* 0: Hkv (the heads the prefixes are split into) */
     size_t encoder_hidden_size;     /* 0: token_dim */
 } pfx_peft_save_params;
@@ -216,7 +267,9 @@ PFX_API void pfx_peft_default_save_params(pfx_peft_save_params *params);
  * inference_mode true, num_transformer_submodules 1) and
  * adapter_model.safetensors with prompt_embeddings (P, L*2*Hkv*D) in F32.
  * keys[l] and values[l] are [Hkv, P, D] tensors (F32 or F16), all of one
- * shape. params may be NULL. Each file is written atomically. */
+ * shape. params may be NULL. Each file is written atomically. A string or
+ * count the reader would refuse is PFX_ERROR_INVALID_ARGUMENT, an empty dir
+ * too. */
 PFX_API pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir,
                                           pfx_tensor *const *keys, pfx_tensor *const *values,
                                           size_t num_layers, const pfx_peft_save_params *params);

@@ -44,7 +44,8 @@ typedef struct pfx_layer_params {
     size_t model_dim;       /* C >= 1 */
     size_t heads;           /* H >= 1 */
     size_t kv_heads;        /* Hkv >= 1, H % Hkv == 0 */
-    size_t head_dim;        /* D >= 1 */
+    size_t head_dim;        /* D >= 1, at most the attention kernels' largest head
+                               size (256; PFX_ERROR_UNSUPPORTED above) */
     size_t prefix_len;      /* P (0: no prefix) */
     size_t max_batch;       /* B capacity of the workspace, >= 1 */
     size_t max_tokens;      /* N capacity of the workspace, >= 1 */
@@ -81,15 +82,21 @@ PFX_API pfx_tensor *pfx_layer_weight(const pfx_layer *layer, pfx_layer_weight_id
 /* Seeded host initialization (blocks): one splitmix64 stream from `seed`
  * fills Wq, Wk, Wv, Wo, bq, bk, bv, bo in that order (the biases only when
  * present) uniformly in [-a, a], a = scale / sqrt(fan_in) (C for Wq/Wk/Wv
- * and their biases, H*D for Wo and bo). scale finite, >= 0. */
+ * and their biases, H*D for Wo and bo). scale finite, >= 0.
+ * As in attention.h: a NaN or infinite scale, gain or ramp is
+ * PFX_ERROR_NOT_FINITE, a finite one outside its range (scale < 0, ramp
+ * outside [0, 1]) PFX_ERROR_INVALID_ARGUMENT. */
 PFX_API pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float scale);
 
 /* What the layer attends with, per call. */
 typedef struct pfx_layer_prefix {
     const pfx_tensor *k;    /* [Hkv, P, D] float32 or half; NULL when P == 0 */
     const pfx_tensor *v;
-    const float *gain;      /* host [H]: g_h; required unless the gain mode is OFF */
+    const float *gain;      /* host [H]: g_h; required unless the gain mode is OFF or gain_tensor is set */
     float gain_ramp;        /* r in [0, 1] */
+    /* device [H] float32 g_h, or NULL: used instead of `gain`, read on the
+     * device (no blocking read in a training step; values not checked) */
+    const pfx_tensor *gain_tensor;
 } pfx_layer_prefix;
 
 /* y [B, N, C] from x [B, N, C] (float32, distinct, B <= max_batch,
@@ -126,7 +133,10 @@ PFX_API size_t pfx_layer_workspace_bytes(const pfx_layer *layer);
 /* ---- a residual stack of layers ----
  * acts[0] is the input X_0, acts[l + 1] = layer_l(acts[l]) for l < count
  * (each layer created with residual = true gives X_{l+1} = X_l + ...); all
- * count + 1 tensors [B, N, C], distinct. prefixes[l] belongs to layer l. */
+ * count + 1 tensors [B, N, C], distinct. prefixes[l] belongs to layer l.
+ * Every layer of one runtime; errors of both stack calls go to
+ * pfx_last_error(layers[0]'s runtime), to pfx_last_error(NULL) only when no
+ * layer is given (layers NULL, count 0 or layers[0] NULL). */
 PFX_API pfx_status pfx_stack_forward(pfx_layer *const *layers, size_t count,
                                      const pfx_layer_prefix *prefixes, pfx_tensor *const *acts);
 

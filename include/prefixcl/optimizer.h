@@ -157,7 +157,7 @@ PFX_API pfx_status pfx_optimizer_add_group(pfx_optimizer *opt,
  * (INVALID_ARGUMENT), a non-f32 tensor (DTYPE_MISMATCH), shapes that differ
  * (INVALID_SHAPE), a tensor of another runtime (RUNTIME_MISMATCH), param ==
  * grad or a tensor already registered as any parameter or gradient
- * (ALIASING), a duplicate or bad name (INVALID_ARGUMENT). */
+ * (ALIASING), a duplicate, empty, too long or non-UTF-8 name (INVALID_ARGUMENT). */
 PFX_API pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_tensor *param,
                                            pfx_tensor *grad, const char *name);
 
@@ -194,12 +194,17 @@ PFX_API pfx_status pfx_optimizer_find_param(const pfx_optimizer *opt, const char
 /* Floats of all moments together: 2 x the sum of the parameters' numel. */
 PFX_API pfx_status pfx_optimizer_state_size(const pfx_optimizer *opt, size_t *floats);
 
+/* Largest step count accepted (import, set_step_count, a state file): a count
+ * that cannot advance would divide by a zero bias correction. Larger counts are
+ * PFX_ERROR_INVALID_ARGUMENT (PFX_ERROR_FORMAT in a file). */
+#define PFX_OPTIMIZER_MAX_STEP (UINT64_MAX - 1)
+
 /* Reads parameter index's step, m and v (numel floats each; any of the three
  * may be NULL to skip it); blocks. */
 PFX_API pfx_status pfx_optimizer_export_param(pfx_optimizer *opt, size_t index, uint64_t *step,
                                               float *m, float *v);
 /* Writes them back; blocks. m and v must be finite and v >= 0
- * (PFX_ERROR_NOT_FINITE / INVALID_ARGUMENT). */
+ * (PFX_ERROR_NOT_FINITE / INVALID_ARGUMENT), step at most PFX_OPTIMIZER_MAX_STEP. */
 PFX_API pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t step,
                                               const float *m, const float *v);
 /* Sets the optimizer's step count (the position of the schedules). */
@@ -215,7 +220,8 @@ PFX_API pfx_status pfx_optimizer_save(pfx_optimizer *opt, const char *path);
 /* Loads such a file into an optimizer with the same parameter names and
  * shapes (any float dtype in the file is converted). Everything is read and
  * checked before anything changes: a missing or extra tensor, a wrong shape,
- * missing or bad metadata (PFX_ERROR_FORMAT / INVALID_SHAPE) or a non-finite
+ * missing or bad metadata (PFX_ERROR_FORMAT / INVALID_SHAPE; counts are
+ * decimal digits only, at most PFX_OPTIMIZER_MAX_STEP) or a non-finite
  * moment (PFX_ERROR_NOT_FINITE) leaves the optimizer as it was. */
 PFX_API pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path);
 

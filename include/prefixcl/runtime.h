@@ -3,8 +3,13 @@
  *
  * Thread safety: device discovery (pfx_device_*) may be called from any
  * thread. A pfx_runtime and the tensors created from it must be used by one
- * thread at a time; two runtimes, even on the same device, are independent and
- * may be used from two threads at once. pfx_last_error(NULL) is per thread.
+ * thread at a time (handing it to another thread between calls is fine); two
+ * runtimes, even on the same device, are independent and may be used from two
+ * threads at once. pfx_last_error(NULL) is per thread. A call that reaches the
+ * device (kernel builds, launches, allocations) while another thread is inside
+ * the same runtime fails with PFX_ERROR_BUSY, its detail in
+ * pfx_last_error(NULL), instead of racing inside the driver; this is a check
+ * (one atomic compare-and-swap), not a lock: the program is still wrong.
  */
 #ifndef PREFIXCL_RUNTIME_H
 #define PREFIXCL_RUNTIME_H
@@ -72,10 +77,31 @@ PFX_API pfx_status pfx_device_select(const char *selector, pfx_device_info *info
 /* Same, ignoring $PREFIXCL_DEVICE: what the default policy picks. */
 PFX_API pfx_status pfx_device_default(pfx_device_info *info);
 
+/* Where dense products (the projections, the encoder's MLP) run.
+ *   PFX_GEMM_AUTO    : $PREFIXCL_GEMM ("host" or "clblast") when set, else the
+ *                      host's BLAS on a CPU device whose buffers live in host
+ *                      memory (PoCL), else CLBlast.
+ *   PFX_GEMM_CLBLAST : CLBlast kernels on the device (any device).
+ *   PFX_GEMM_HOST    : the host's CBLAS on mapped buffers, without copies; only
+ *                      on a CPU device with host-unified memory, and only when
+ *                      the library was built with a CBLAS (else
+ *                      PFX_ERROR_UNSUPPORTED at runtime creation). */
+typedef enum pfx_gemm_backend {
+    PFX_GEMM_AUTO = 0,
+    PFX_GEMM_CLBLAST = 1,
+    PFX_GEMM_HOST = 2,
+} pfx_gemm_backend;
+
 typedef struct pfx_runtime_params {
     const char *device;       /* selector as for pfx_device_select; NULL: env, then default */
     const char *cache_dir;    /* NULL: $PREFIXCL_CACHE_DIR, $XDG_CACHE_HOME/prefixcl, ~/.cache/prefixcl */
     bool disable_cache;       /* never read or write kernel binaries on disk */
+    bool allow_overcommit;    /* allocate past the device's global memory (the
+                                 driver may then fail or swap); by default
+                                 live_bytes never exceeds global_mem_bytes and
+                                 an allocation past it is PFX_ERROR_OUT_OF_MEMORY */
+    pfx_gemm_backend gemm;    /* PFX_GEMM_AUTO (0) unless set */
+    bool gemm_untuned;        /* ignore a stored CLBlast GEMM tuning (prefixcl gemm-tune) */
 } pfx_runtime_params;
 
 PFX_API void pfx_runtime_default_params(pfx_runtime_params *params);
@@ -91,6 +117,20 @@ PFX_API void pfx_runtime_destroy(pfx_runtime **rt);
 
 PFX_API const pfx_device_info *pfx_runtime_device(const pfx_runtime *rt);
 
+/* The GEMM backend this runtime chose (never PFX_GEMM_AUTO; CLBlast for NULL). */
+PFX_API pfx_gemm_backend pfx_runtime_gemm_backend(const pfx_runtime *rt);
+
+/* What became of this device's stored CLBlast GEMM tuning (`prefixcl
+ * gemm-tune`, a file in the kernel cache folder) when the runtime was
+ * created: "applied <file>", "none (<file> absent)", "ignored <file>:
+ * <reason>" (a corrupt or foreign file is rejected and CLBlast keeps its own
+ * choice), "off" (params.gemm_untuned or no cache folder). CLBlast holds
+ * tunings per device for the whole process. Never NULL. */
+PFX_API const char *pfx_runtime_gemm_tuning(const pfx_runtime *rt);
+
+/* "clblast", "host" or "auto"; "unknown" for any other value. */
+PFX_API const char *pfx_gemm_backend_name(pfx_gemm_backend backend);
+
 /* Waits for everything enqueued on the runtime's queue. */
 PFX_API pfx_status pfx_runtime_finish(pfx_runtime *rt);
 
@@ -102,6 +142,7 @@ typedef struct pfx_memory_stats {
     size_t live_bytes;        /* device bytes held now: tensors and workspaces */
     size_t peak_bytes;        /* high-water mark of live_bytes */
     size_t live_buffers;      /* device allocations held now */
+    size_t workspace_bytes;   /* of live_bytes: the runtime's scratch, kept and reused by ops */
 } pfx_memory_stats;
 
 PFX_API pfx_status pfx_runtime_memory(const pfx_runtime *rt, pfx_memory_stats *stats);

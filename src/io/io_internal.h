@@ -26,14 +26,26 @@ size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
                          unsigned char **out, size_t *size);
 
+/* True when JSON text [s, s+n) holds a "\u0000" escape, which cJSON would
+ * turn into a NUL that silently cuts the string short. */
+bool pfx_json_has_nul_escape(const char *s, size_t n);
+
+/* The first key of a JSON object that appears twice, or NULL (n log n). An
+ * allocation failure sets *oom. */
+const char *pfx_json_duplicate_key(const cJSON *object, bool *oom);
+
+/* qsort comparison of two char pointers by strcmp. */
+int pfx_cmp_str_ptr(const void *a, const void *b);
+
 /* A non-negative integral JSON number no larger than 2^53 into *out. */
 bool pfx_json_uint(const cJSON *item, uint64_t *out);
 
 /* Largest count accepted in a config field (keeps products far from overflow). */
 #define PFX_JSON_FIELD_MAX ((uint64_t)1 << 31)
 
-/* Parses [buf, buf+size) as UTF-8 JSON whose root is an object without
- * duplicate keys (PFX_ERROR_FORMAT naming `label` otherwise). */
+/* Parses [buf, buf+size) as UTF-8 JSON whose root is an object, with no
+ * \u0000 escape, no duplicate key and nothing but white space after it
+ * (PFX_ERROR_FORMAT naming `label` otherwise). */
 pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf, size_t size,
                                  cJSON **out);
 /* Config fields of an object `root` read from `path` (named in messages).
@@ -48,7 +60,8 @@ pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON 
 /* dir + "/" + name, malloc'ed (NULL when out of memory). */
 char *pfx_join_path(const char *dir, const char *name);
 
-/* Atomic replacement: a temporary file next to `path`, then rename. */
+/* Atomic replacement (atomic_file.c): a temporary file next to `path`, then
+ * rename. Refuses a destination that exists and is not a regular file. */
 typedef struct pfx_atomic_file {
     FILE *fp;
     char *tmp_path;
@@ -87,5 +100,8 @@ pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size,
 pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index,
                               float *dst, size_t count);
 pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_config *config);
+/* Parses adapter_config.json text (need not be NUL-terminated). */
+pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
+                                 pfx_peft_config *config);
 
 #endif

@@ -1,4 +1,5 @@
-/* Helpers shared by the safetensors and PEFT readers and writers. */
+/* Helpers shared by the safetensors and PEFT readers: UTF-8, whole-file
+ * reads, JSON numbers. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -58,13 +59,16 @@ pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
 {
     *out = NULL;
     *size = 0;
-    FILE *fp = fopen(path, "rb");
+    bool not_regular;
+    FILE *fp = pfx_fopen_regular(path, &not_regular);
+    if (!fp && not_regular)
+        return pfx_error(rt, PFX_ERROR_IO, "'%s' is not a regular file", path);
     if (!fp)
         return pfx_error(rt, PFX_ERROR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fileno(fp), &st) != 0) {
         fclose(fp);
-        return pfx_error(rt, PFX_ERROR_IO, "'%s' is not a regular file", path);
+        return pfx_error(rt, PFX_ERROR_IO, "cannot stat '%s': %s", path, strerror(errno));
     }
     if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)max_bytes) {
         fclose(fp);
@@ -91,6 +95,11 @@ pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
     return PFX_SUCCESS;
 }
 
+int pfx_cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 bool pfx_json_uint(const cJSON *item, uint64_t *out)
 {
     if (!cJSON_IsNumber(item))
@@ -102,72 +111,44 @@ bool pfx_json_uint(const cJSON *item, uint64_t *out)
     return true;
 }
 
-pfx_status pfx_atomic_begin(pfx_runtime *rt, const char *path, pfx_atomic_file *af)
+bool pfx_json_has_nul_escape(const char *s, size_t n)
 {
-    memset(af, 0, sizeof(*af));
-    size_t len = strlen(path);
-    af->path = malloc(len + 1);
-    af->tmp_path = malloc(len + 16);
-    if (!af->path || !af->tmp_path) {
-        pfx_atomic_abort(af);
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "writing '%s': host memory", path);
+    /* Outside strings a backslash is a syntax error anyway; inside, each one
+     * starts an escape, so skipping the escaped character keeps "\\u0000"
+     * (a backslash, then text) apart from "\u0000". */
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '\\')
+            continue;
+        if (i + 5 < n && s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4))
+            return true;
+        i++;
     }
-    memcpy(af->path, path, len + 1);
-    snprintf(af->tmp_path, len + 16, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(af->tmp_path);
-    if (fd < 0) {
-        pfx_status st = pfx_error(rt, PFX_ERROR_IO, "cannot create a temporary file for '%s': %s",
-                                  path, strerror(errno));
-        free(af->tmp_path);
-        af->tmp_path = NULL;
-        pfx_atomic_abort(af);
-        return st;
-    }
-    (void)fchmod(fd, 0644);
-    af->fp = fdopen(fd, "wb");
-    if (!af->fp) {
-        close(fd);
-        pfx_atomic_abort(af);
-        return pfx_error(rt, PFX_ERROR_IO, "cannot open a temporary file for '%s'", path);
-    }
-    return PFX_SUCCESS;
+    return false;
 }
 
-pfx_status pfx_atomic_write(pfx_runtime *rt, pfx_atomic_file *af, const void *data, size_t n)
+const char *pfx_json_duplicate_key(const cJSON *object, bool *oom)
 {
-    if (n && fwrite(data, 1, n, af->fp) != n)
-        return pfx_error(rt, PFX_ERROR_IO, "writing '%s': %s", af->path, strerror(errno));
-    return PFX_SUCCESS;
-}
-
-pfx_status pfx_atomic_commit(pfx_runtime *rt, pfx_atomic_file *af)
-{
-    pfx_status st = PFX_SUCCESS;
-    if (fflush(af->fp) != 0 || fsync(fileno(af->fp)) != 0)
-        st = pfx_error(rt, PFX_ERROR_IO, "writing '%s': %s", af->path, strerror(errno));
-    if (fclose(af->fp) != 0 && st == PFX_SUCCESS)
-        st = pfx_error(rt, PFX_ERROR_IO, "closing '%s': %s", af->path, strerror(errno));
-    af->fp = NULL;
-    if (st == PFX_SUCCESS && rename(af->tmp_path, af->path) != 0)
-        st = pfx_error(rt, PFX_ERROR_IO, "cannot rename '%s' to '%s': %s", af->tmp_path, af->path,
-                       strerror(errno));
-    if (st == PFX_SUCCESS) {
-        free(af->tmp_path);
-        af->tmp_path = NULL;
+    *oom = false;
+    size_t n = 0;
+    for (const cJSON *c = object->child; c; c = c->next)
+        n++;
+    if (n < 2)
+        return NULL;
+    const char **keys = malloc(n * sizeof(*keys));
+    if (!keys) {
+        *oom = true;
+        return NULL;
     }
-    pfx_atomic_abort(af);
-    return st;
-}
-
-void pfx_atomic_abort(pfx_atomic_file *af)
-{
-    if (af->fp)
-        fclose(af->fp);
-    if (af->tmp_path)
-        unlink(af->tmp_path);
-    free(af->tmp_path);
-    free(af->path);
-    memset(af, 0, sizeof(*af));
+    size_t i = 0;
+    for (const cJSON *c = object->child; c; c = c->next)
+        keys[i++] = c->string;
+    qsort(keys, n, sizeof(*keys), pfx_cmp_str_ptr);
+    const char *dup = NULL;
+    for (i = 1; i < n && !dup; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0)
+            dup = keys[i];
+    free(keys);
+    return dup;
 }
 
 char *pfx_join_path(const char *dir, const char *name)
@@ -237,21 +218,30 @@ pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsig
     *out = NULL;
     if (!pfx_utf8_valid(buf, size))
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid UTF-8 (or holds a NUL byte)", label);
-    cJSON *root = cJSON_ParseWithLength((const char *)buf, size);
+    if (pfx_json_has_nul_escape((const char *)buf, size))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: a string holds the escape \\u0000 (NUL)", label);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts((const char *)buf, size, &end, 0);
     if (!root)
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid JSON", label);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", label);
+    pfx_status st = PFX_SUCCESS;
+    for (const char *p = end; p < (const char *)buf + size && st == PFX_SUCCESS; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: bytes after the JSON object (at byte %zu)", label,
+                           (size_t)(p - (const char *)buf));
+    if (st == PFX_SUCCESS && !cJSON_IsObject(root))
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", label);
+    if (st == PFX_SUCCESS) {
+        bool oom;
+        const char *dup = pfx_json_duplicate_key(root, &oom);
+        if (oom || dup)
+            st = oom ? pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label)
+                     : pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice", label, dup);
     }
-    for (const cJSON *a = root->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (strcmp(a->string, b->string) == 0) {
-                pfx_status st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice", label,
-                                          a->string);
-                cJSON_Delete(root);
-                return st;
-            }
+    if (st != PFX_SUCCESS) {
+        cJSON_Delete(root);
+        return st;
+    }
     *out = root;
     return PFX_SUCCESS;
 }

@@ -12,20 +12,18 @@
 #define EMBEDDINGS "prompt_embeddings"
 #define CONFIG_MAX_BYTES ((size_t)1 << 20)
 
-pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_config *config)
+pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
+                                 pfx_peft_config *config)
 {
-    if (!dir || !config)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_read_config: %s is NULL", !dir ? "dir" : "config");
+    const char *path = label ? label : "<memory>";
     memset(config, 0, sizeof(*config));
-    char *path = pfx_join_path(dir, CONFIG_NAME);
-    if (!path)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_read_config: host memory");
-    unsigned char *buf = NULL;
-    size_t size = 0;
+    if (size > CONFIG_MAX_BYTES)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: %zu bytes, more than the %zu accepted", path, size,
+                         CONFIG_MAX_BYTES);
     cJSON *root = NULL;
     pfx_peft_config c = { 0 };
-    pfx_status st = pfx_read_file(rt, path, CONFIG_MAX_BYTES, &buf, &size);
-    if (st != PFX_SUCCESS || (st = pfx_json_parse_object(rt, path, buf, size, &root)))
+    pfx_status st = pfx_json_parse_object(rt, path, buf, size, &root);
+    if (st != PFX_SUCCESS)
         goto out;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "peft_type");
     if (!cJSON_IsString(type)) {
@@ -49,10 +47,37 @@ pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_co
         (st = pfx_json_field_string(rt, path, root, "base_model_name_or_path", c.base_model_name_or_path,
                            sizeof(c.base_model_name_or_path))))
         goto out;
+    /* Encoder-decoder adapters interleave the encoder's and the decoder's
+     * layers in one table; reading them as decoder-only puts wrong slots in
+     * every layer. */
+    if (c.num_transformer_submodules != 1) {
+        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                       "%s: num_transformer_submodules is %zu; only decoder-only adapters (1) are read", path,
+                       c.num_transformer_submodules);
+        goto out;
+    }
     c.dtype = PFX_ST_F32;
     *config = c;
 out:
     cJSON_Delete(root);
+    return st;
+}
+
+pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_config *config)
+{
+    if (!dir || !config)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_read_config: %s is NULL", !dir ? "dir" : "config");
+    memset(config, 0, sizeof(*config));
+    if (!dir[0])
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_peft_read_config: dir is empty");
+    char *path = pfx_join_path(dir, CONFIG_NAME);
+    if (!path)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_read_config: host memory");
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    pfx_status st = pfx_read_file(rt, path, CONFIG_MAX_BYTES, &buf, &size);
+    if (st == PFX_SUCCESS)
+        st = pfx_peft_parse_config(rt, buf, size, path, config);
     free(buf);
     free(path);
     return st;
@@ -61,6 +86,14 @@ out:
 pfx_status pfx_peft_read_config(const char *dir, pfx_peft_config *config)
 {
     return pfx_peft_read_config_rt(NULL, dir, config);
+}
+
+pfx_status pfx_peft_read_config_memory(const void *data, size_t size, const char *label, pfx_peft_config *config)
+{
+    if ((!data && size) || !config)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_read_config_memory: %s is NULL",
+                         !config ? "config" : "data");
+    return pfx_peft_parse_config(NULL, data ? data : "", size, label, config);
 }
 
 static pfx_status check_prefix_tensor(pfx_runtime *rt, const pfx_tensor *t, const char *what, size_t l,
@@ -75,6 +108,45 @@ static pfx_status check_prefix_tensor(pfx_runtime *rt, const pfx_tensor *t, cons
     return PFX_SUCCESS;
 }
 
+typedef struct slot_ref {
+    cl_mem mem;
+    size_t layer;
+    int is_value;
+} slot_ref;
+
+static int cmp_slot(const void *a, const void *b)
+{
+    const slot_ref *x = a, *y = b;
+    return x->mem < y->mem ? -1 : x->mem > y->mem;
+}
+
+/* Every caller tensor in keys and values is written once: one that appears
+ * twice would end up holding the last write only. */
+static pfx_status check_distinct(pfx_runtime *rt, pfx_tensor *const *keys, pfx_tensor *const *values, size_t L)
+{
+    if (L > SIZE_MAX / (2 * sizeof(slot_ref)))
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_peft_load_prefixes: num_layers %zu", L);
+    slot_ref *refs = malloc((2 * L + 1) * sizeof(*refs));
+    if (!refs)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_load_prefixes: host memory");
+    size_t n = 0;
+    for (size_t l = 0; l < L; l++) {
+        if (keys[l])
+            refs[n++] = (slot_ref){ keys[l]->mem, l, 0 };
+        if (values[l])
+            refs[n++] = (slot_ref){ values[l]->mem, l, 1 };
+    }
+    qsort(refs, n, sizeof(*refs), cmp_slot);
+    pfx_status st = PFX_SUCCESS;
+    for (size_t i = 1; i < n && st == PFX_SUCCESS; i++)
+        if (refs[i].mem == refs[i - 1].mem)
+            st = pfx_error(rt, PFX_ERROR_ALIASING, "pfx_peft_load_prefixes: %s[%zu] and %s[%zu] are the same tensor",
+                           refs[i - 1].is_value ? "values" : "keys", refs[i - 1].layer,
+                           refs[i].is_value ? "values" : "keys", refs[i].layer);
+    free(refs);
+    return st;
+}
+
 pfx_status pfx_peft_load_prefixes(pfx_runtime *rt, const char *dir, size_t kv_heads, pfx_tensor **keys,
                                   pfx_tensor **values, size_t num_layers, pfx_peft_config *config)
 {
@@ -83,9 +155,13 @@ pfx_status pfx_peft_load_prefixes(pfx_runtime *rt, const char *dir, size_t kv_he
     if (!dir || !keys || !values)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_load_prefixes: %s is NULL",
                          !dir ? "dir" : !keys ? "keys" : "values");
-    pfx_peft_config c;
-    pfx_status st = pfx_peft_read_config_rt(rt, dir, &c);
+    if (!dir[0])
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_peft_load_prefixes: dir is empty");
+    pfx_status st = check_distinct(rt, keys, values, num_layers);
     if (st != PFX_SUCCESS)
+        return st;
+    pfx_peft_config c;
+    if ((st = pfx_peft_read_config_rt(rt, dir, &c)) != PFX_SUCCESS)
         return st;
     if (num_layers != c.num_layers)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: the adapter has num_layers %zu, %zu asked for", dir,
@@ -206,8 +282,23 @@ void pfx_peft_default_save_params(pfx_peft_save_params *params)
         memset(params, 0, sizeof(*params));
 }
 
+/* A string field as pfx_peft_parse_config reads it back: UTF-8 (the whole
+ * file must be) and shorter than its slot in pfx_peft_config. */
+static pfx_status check_save_string(pfx_runtime *rt, const char *field, const char *text, size_t cap)
+{
+    if (!text)
+        return PFX_SUCCESS;
+    size_t n = strlen(text);
+    if (n >= cap)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_peft_save_prefixes: %s has %zu bytes; the reader takes at most %zu", field, n, cap - 1);
+    if (!pfx_utf8_valid((const unsigned char *)text, n))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_peft_save_prefixes: %s is not valid UTF-8", field);
+    return PFX_SUCCESS;
+}
+
 static pfx_status write_config(pfx_runtime *rt, const char *path, const pfx_peft_save_params *pp, size_t p,
-                               size_t L, size_t token_dim, size_t heads)
+                               size_t L, size_t token_dim, size_t heads, size_t hidden)
 {
     cJSON *root = cJSON_CreateObject();
     bool ok = root != NULL;
@@ -215,8 +306,7 @@ static pfx_status write_config(pfx_runtime *rt, const char *path, const pfx_peft
     ok = ok && (pp->base_model_name_or_path
                     ? cJSON_AddStringToObject(root, "base_model_name_or_path", pp->base_model_name_or_path) != NULL
                     : cJSON_AddNullToObject(root, "base_model_name_or_path") != NULL);
-    ok = ok && cJSON_AddNumberToObject(root, "encoder_hidden_size",
-                                       (double)(pp->encoder_hidden_size ? pp->encoder_hidden_size : token_dim));
+    ok = ok && cJSON_AddNumberToObject(root, "encoder_hidden_size", (double)hidden);
     ok = ok && cJSON_AddBoolToObject(root, "inference_mode", 1);
     ok = ok && cJSON_AddNumberToObject(root, "num_attention_heads", (double)heads);
     ok = ok && cJSON_AddNumberToObject(root, "num_layers", (double)L);
@@ -254,10 +344,17 @@ pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *
                          !dir ? "dir" : !keys ? "keys" : "values");
     if (num_layers == 0)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_peft_save_prefixes: num_layers is 0");
+    if (!dir[0])
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_peft_save_prefixes: dir is empty");
     pfx_peft_save_params pp;
     pfx_peft_default_save_params(&pp);
     if (params)
         pp = *params;
+    pfx_status st;
+    if ((st = check_save_string(rt, "task_type", pp.task_type, sizeof(((pfx_peft_config *)0)->task_type))) ||
+        (st = check_save_string(rt, "base_model_name_or_path", pp.base_model_name_or_path,
+                                sizeof(((pfx_peft_config *)0)->base_model_name_or_path))))
+        return st;
     for (size_t l = 0; l < num_layers; l++)
         if (!keys[l] || !values[l])
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peft_save_prefixes: %s[%zu] is NULL",
@@ -265,7 +362,6 @@ pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *
     if (keys[0]->ndim != 3)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "pfx_peft_save_prefixes: keys[0] is not [Hkv, P, D]");
     size_t hkv = keys[0]->shape[0], p = keys[0]->shape[1], d = keys[0]->shape[2];
-    pfx_status st;
     for (size_t l = 0; l < num_layers; l++) {
         if ((st = check_prefix_tensor(rt, keys[l], "keys", l, hkv, p, d)) ||
             (st = check_prefix_tensor(rt, values[l], "values", l, hkv, p, d)))
@@ -276,6 +372,17 @@ pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *
         pfx_mul_overflows(width, p, &total) || total > SIZE_MAX / sizeof(float))
         return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_peft_save_prefixes: the prefixes are too large");
     size_t heads = pp.num_attention_heads ? pp.num_attention_heads : hkv;
+    size_t hidden = pp.encoder_hidden_size ? pp.encoder_hidden_size : token_dim;
+    /* The counts the reader checks (pfx_json_field_count): each at most PFX_JSON_FIELD_MAX. */
+    const struct { const char *name; size_t v; } counts[] = {
+        { "num_virtual_tokens", p }, { "num_layers", num_layers }, { "token_dim", token_dim },
+        { "num_attention_heads", heads }, { "encoder_hidden_size", hidden },
+    };
+    for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+        if (counts[i].v > PFX_JSON_FIELD_MAX)
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                             "pfx_peft_save_prefixes: %s %zu is above %llu, which the reader refuses", counts[i].name,
+                             counts[i].v, (unsigned long long)PFX_JSON_FIELD_MAX);
     if (token_dim % heads != 0)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "pfx_peft_save_prefixes: num_attention_heads %zu does not divide token_dim %zu", heads,
@@ -309,7 +416,7 @@ pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *
     pfx_st_metadata meta = { "format", "pt" };
     if ((st = pfx_safetensors_save(rt, model_path, &item, 1, &meta, 1)) != PFX_SUCCESS)
         goto out;
-    st = write_config(rt, cfg_path, &pp, p, num_layers, token_dim, heads);
+    st = write_config(rt, cfg_path, &pp, p, num_layers, token_dim, heads, hidden);
 out:
     free(y);
     free(buf);

@@ -2,7 +2,8 @@
  * The attention layer of a frozen model (include/prefixcl/layer.h):
  * projections and output projection through the CLBlast wrapper
  * (ops/gemm.h), prefix gain attention (attention.h) in BNHD layouts, bias,
- * residual, bias gradients and the MSE loss in cl/layer.cl.
+ * residual and bias gradients in cl/layer.cl. The residual stack is in
+ * layer_stack.c, the MSE loss in mse_loss.c.
  */
 #include <math.h>
 #include <stdint.h>
@@ -10,31 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/internal.h"
+#include "../ops/attention_tuning.h"
 #include "../ops/gemm.h"
-
-/* cl/layer.cl has no tunables; registered as ("layer", "") in ops/registry.c. */
-#define LAYER_PROGRAM "layer"
-#define LAYER_OPTIONS ""
-#define MSE_LOCAL 64
-#define MSE_GROUPS_MAX 256
-
-/* Workspace buffers, each [max_batch * max_tokens, width] float32 (LSE:
- * [max_batch, H, max_tokens]). */
-enum { WS_Q, WS_K, WS_V, WS_O, WS_LSE, WS_DO, WS_DQ, WS_DK, WS_DV, WS_COUNT };
-
-struct pfx_layer {
-    pfx_runtime *rt;
-    pfx_layer_params p;
-    size_t qdim, kvdim;  /* H*D, Hkv*D */
-    pfx_tensor *w[PFX_LAYER_WEIGHT_COUNT];
-    cl_mem ws[WS_COUNT];
-    size_t ws_bytes[WS_COUNT];
-    /* the most recent forward */
-    bool have_forward;
-    size_t fwd_b, fwd_n;
-    cl_mem fwd_x;
-};
+#include "layer_internal.h"
 
 /* ---- helpers ---- */
 
@@ -139,12 +118,17 @@ pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
                          "%s: params.heads (%zu) is not a multiple of params.kv_heads (%zu)", fn,
                          p->heads, p->kv_heads);
+    /* What no forward can run is refused here, not at every forward. */
+    if (!pfx_attn_fwd_dim_class(p->head_dim))
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: params.head_dim %zu is above the largest head size the attention kernels "
+                         "support (%d)", fn, p->head_dim, PFX_ATTN_FWD_MAX_D);
     if (p->gain_mode != PFX_GAIN_OFF && p->gain_mode != PFX_GAIN_LINEAR &&
         p->gain_mode != PFX_GAIN_TANH)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.gain_mode %d is unknown", fn,
                          (int)p->gain_mode);
     if (!isfinite(p->scale) || p->scale < 0.0f)
-        return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+        return pfx_error(rt, isfinite(p->scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
                          "%s: params.scale (%g) must be finite and >= 0 (0: 1/sqrt(D))", fn,
                          (double)p->scale);
     size_t qdim, kvdim, rows, big, lse;
@@ -230,7 +214,7 @@ pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float scale)
     if (!layer)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "layer_init_random: layer is NULL");
     if (!isfinite(scale) || scale < 0.0f)
-        return pfx_error(layer->rt, PFX_ERROR_NOT_FINITE,
+        return pfx_error(layer->rt, isfinite(scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
                          "layer_init_random: scale (%g) must be finite and >= 0", (double)scale);
     size_t largest = 0;
     for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++)
@@ -293,17 +277,31 @@ static pfx_status check_prefix(const pfx_layer *layer, const char *fn,
     pfx_runtime *rt = layer->rt;
     if (!pre)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix is NULL", fn);
-    if (layer->p.gain_mode != PFX_GAIN_OFF) {
+    const pfx_tensor *g = pre->gain_tensor;
+    if (layer->p.gain_mode != PFX_GAIN_OFF && g) {
+        if (g->rt != rt)
+            return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
+                             "%s: prefix.gain_tensor belongs to another runtime than the layer",
+                             fn);
+        if (g->dtype != PFX_DTYPE_F32)
+            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                             "%s: prefix.gain_tensor must be float32", fn);
+        if (g->ndim != 1 || g->shape[0] != layer->p.heads)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                             "%s: prefix.gain_tensor must have shape [H=%zu]", fn,
+                             layer->p.heads);
+    } else if (layer->p.gain_mode != PFX_GAIN_OFF) {
         if (!pre->gain)
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
-                             "%s: prefix.gain is NULL with a gain mode", fn);
+                             "%s: prefix.gain and prefix.gain_tensor are NULL with a gain mode",
+                             fn);
         for (size_t h = 0; h < layer->p.heads; h++)
             if (!isfinite(pre->gain[h]))
                 return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gain[%zu] is %g", fn, h,
                                  (double)pre->gain[h]);
     }
     if (!isfinite(pre->gain_ramp) || pre->gain_ramp < 0.0f || pre->gain_ramp > 1.0f)
-        return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gain_ramp (%g) must be in [0, 1]",
+        return pfx_error(rt, isfinite(pre->gain_ramp) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE, "%s: prefix.gain_ramp (%g) must be in [0, 1]",
                          fn, (double)pre->gain_ramp);
     if (layer->p.prefix_len == 0) {
         if (pre->k || pre->v)
@@ -348,6 +346,7 @@ static pfx_attention_desc make_desc(const pfx_layer *layer, size_t b, size_t n,
     d.scale = layer->p.scale;
     d.gain_mode = layer->p.gain_mode;
     d.gain = layer->p.gain_mode != PFX_GAIN_OFF ? pre->gain : NULL;
+    d.gain_tensor = layer->p.gain_mode != PFX_GAIN_OFF ? pre->gain_tensor : NULL;
     d.gain_ramp = pre->gain_ramp;
     return d;
 }
@@ -643,146 +642,4 @@ pfx_status pfx_layer_attention_stats(pfx_layer *layer, const pfx_layer_prefix *p
     pfx_attention_desc d = make_desc(layer, B, N, prefix);
     pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
     return pfx_attention_stats(rt, &d, &in, top_k, entropy, topk_mass, prefix_mass);
-}
-
-/* ---- stack ---- */
-
-pfx_status pfx_stack_forward(pfx_layer *const *layers, size_t count,
-                             const pfx_layer_prefix *prefixes, pfx_tensor *const *acts)
-{
-    static const char fn[] = "stack_forward";
-    if (!layers || !prefixes || !acts)
-        return pfx_error(layers && layers[0] ? layers[0]->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
-                         "%s: %s is NULL", fn, !layers ? "layers" : !prefixes ? "prefixes" : "acts");
-    if (count == 0)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
-    for (size_t l = 0; l < count; l++)
-        if (!layers[l])
-            return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layers[%zu] is NULL", fn, l);
-    pfx_runtime *rt = layers[0]->rt;
-    for (size_t l = 0; l <= count; l++) {
-        if (!acts[l])
-            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: acts[%zu] is NULL", fn, l);
-        for (size_t j = 0; j < l; j++)
-            if (acts[j]->mem == acts[l]->mem)
-                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: acts[%zu] and acts[%zu] are the same",
-                                 fn, j, l);
-    }
-    for (size_t l = 0; l < count; l++) {
-        pfx_status st = pfx_layer_forward(layers[l], acts[l], &prefixes[l], acts[l + 1]);
-        if (st != PFX_SUCCESS)
-            return st;
-    }
-    return PFX_SUCCESS;
-}
-
-pfx_status pfx_stack_backward(pfx_layer *const *layers, size_t count,
-                              const pfx_layer_prefix *prefixes, pfx_tensor *const *acts,
-                              const pfx_tensor *dy, const pfx_layer_grads *grads, pfx_tensor *dx,
-                              pfx_tensor *const *scratch)
-{
-    static const char fn[] = "stack_backward";
-    if (!layers || !prefixes || !acts || !grads || !dy)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !layers ? "layers" : !prefixes ? "prefixes" : !acts ? "acts"
-                                                                     : !grads ? "grads" : "dy");
-    if (count == 0)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
-    for (size_t l = 0; l < count; l++)
-        if (!layers[l])
-            return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: layers[%zu] is NULL", fn, l);
-    pfx_runtime *rt = layers[0]->rt;
-    if (count > 1) {
-        if (!scratch || !scratch[0] || !scratch[1])
-            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
-                             "%s: scratch needs two tensors for %zu layers", fn, count);
-        if (scratch[0]->mem == scratch[1]->mem || scratch[0]->mem == dy->mem ||
-            scratch[1]->mem == dy->mem || (dx && (dx->mem == scratch[0]->mem ||
-                                                  dx->mem == scratch[1]->mem)))
-            return pfx_error(rt, PFX_ERROR_ALIASING,
-                             "%s: scratch tensors must be distinct from each other, dy and dx",
-                             fn);
-        for (size_t l = 0; l <= count; l++)
-            if (acts[l] && (acts[l]->mem == scratch[0]->mem || acts[l]->mem == scratch[1]->mem))
-                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: scratch is acts[%zu]", fn, l);
-    }
-    /* gradient of acts[l] (l >= 1) lives in scratch[l % 2]; of acts[0] in dx */
-    for (size_t i = count; i-- > 0;) {
-        pfx_layer_grads g = grads[i];
-        const pfx_tensor *gy = i + 1 == count ? dy : scratch[(i + 1) % 2];
-        g.dx = i == 0 ? dx : scratch[i % 2];
-        pfx_status st = pfx_layer_backward(layers[i], acts[i], &prefixes[i], gy, &g);
-        if (st != PFX_SUCCESS)
-            return st;
-    }
-    return PFX_SUCCESS;
-}
-
-/* ---- MSE ---- */
-
-pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_tensor *grad,
-                        double *loss)
-{
-    static const char fn[] = "mse_loss";
-    if (!pred)
-        return pfx_error(target ? target->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: pred is NULL",
-                         fn);
-    pfx_runtime *rt = pred->rt;
-    if (!target)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: target is NULL", fn);
-    if (!loss)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: loss is NULL", fn);
-    const pfx_tensor *ts[3] = { pred, target, grad };
-    const char *names[3] = { "pred", "target", "grad" };
-    for (int i = 0; i < 3; i++) {
-        if (!ts[i])
-            continue;
-        if (ts[i]->rt != rt)
-            return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: %s belongs to another runtime",
-                             fn, names[i]);
-        if (ts[i]->dtype != PFX_DTYPE_F32)
-            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", fn, names[i]);
-        if (ts[i]->numel != pred->numel)
-            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has %zu elements, pred %zu", fn,
-                             names[i], ts[i]->numel, pred->numel);
-    }
-    if (grad && (grad->mem == pred->mem || grad->mem == target->mem))
-        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grad is the same tensor as %s", fn,
-                         grad->mem == pred->mem ? "pred" : "target");
-    const size_t n = pred->numel;
-    size_t groups = (n + MSE_LOCAL - 1) / MSE_LOCAL;
-    if (groups > MSE_GROUPS_MAX)
-        groups = MSE_GROUPS_MAX;
-    cl_mem partial = NULL;
-    size_t pbytes = groups * sizeof(float);
-    pfx_status st = pfx_buffer_create(rt, pbytes, NULL, &partial);
-    if (st != PFX_SUCCESS)
-        return st;
-    cl_kernel kernel;
-    st = pfx_kernel_get(rt, LAYER_PROGRAM, LAYER_OPTIONS, "pfx_layer_mse", &kernel);
-    if (st == PFX_SUCCESS) {
-        cl_ulong nn = n;
-        cl_mem gmem = grad ? grad->mem : NULL;
-        cl_int has_grad = grad != NULL;
-        float scale = (float)(2.0 / (double)n);
-        size_t local = MSE_LOCAL, global = groups * MSE_LOCAL;
-        pfx_arg args[] = { PFX_ARG(nn), PFX_ARG(pred->mem), PFX_ARG(target->mem), PFX_ARG(gmem),
-                           PFX_ARG(has_grad), PFX_ARG(scale), PFX_ARG(partial) };
-        st = pfx_launch(rt, kernel, "mse_loss", 1, &global, &local, 7, args);
-    }
-    float host[MSE_GROUPS_MAX];
-    if (st == PFX_SUCCESS) {
-        cl_int err = clEnqueueReadBuffer(rt->queue, partial, CL_TRUE, 0, pbytes, host, 0, NULL,
-                                         NULL);
-        if (err != CL_SUCCESS)
-            st = pfx_cl_error(rt, err, "mse_loss: reading the partial sums");
-    }
-    pfx_buffer_release(rt, partial, pbytes);
-    if (st != PFX_SUCCESS)
-        return st;
-    double sum = 0.0;
-    for (size_t i = 0; i < groups; i++)
-        sum += host[i];
-    *loss = sum / (double)n;
-    return PFX_SUCCESS;
 }

@@ -311,7 +311,7 @@ pfx_status pfx_encoder_init_random(pfx_encoder *enc, uint64_t seed, float scale)
     if (!enc)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "encoder_init_random: enc is NULL");
     if (!isfinite(scale) || scale < 0.0f)
-        return pfx_error(enc->rt, PFX_ERROR_NOT_FINITE,
+        return pfx_error(enc->rt, isfinite(scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
                          "encoder_init_random: scale (%g) must be finite and >= 0", (double)scale);
     size_t count = enc->p.direct ? 2 * enc->p.layers : PFX_ENCODER_PARAM_COUNT;
     pfx_tensor **list = enc->p.direct ? enc->prefix : enc->param;

@@ -193,12 +193,7 @@ typedef struct bwd_workspace {
 
 static void workspace_release(pfx_runtime *rt, bwd_workspace *w)
 {
-    pfx_attn_params_release(rt, &w->params);
-    pfx_buffer_release(rt, w->delta, w->delta_bytes);
-    pfx_buffer_release(rt, w->dpk_part, w->part_bytes);
-    pfx_buffer_release(rt, w->dpv_part, w->part_bytes);
-    pfx_buffer_release(rt, w->gain_part, w->gain_bytes);
-    pfx_buffer_release(rt, w->dscale, w->dscale_bytes);
+    pfx_attn_params_release(rt, &w->params); /* every buffer here is the runtime's workspace */
     memset(w, 0, sizeof(*w));
 }
 
@@ -246,18 +241,18 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     if ((st = pfx_attn_params_upload(rt, p, &w->params)))
         return st;
     w->delta_bytes = p->B * p->H * p->N * sizeof(float);
-    if ((st = pfx_buffer_create(rt, w->delta_bytes, NULL, &w->delta)))
+    if ((st = pfx_workspace_get(rt, PFX_WS_TMP0, w->delta_bytes, &w->delta)))
         return st;
     w->part_bytes = p->B * p->Hkv * p->P * p->D * sizeof(float);
-    if (g->dprefix_k && (st = pfx_buffer_create(rt, w->part_bytes, NULL, &w->dpk_part)))
+    if (g->dprefix_k && (st = pfx_workspace_get(rt, PFX_WS_TMP1, w->part_bytes, &w->dpk_part)))
         return st;
-    if (g->dprefix_v && (st = pfx_buffer_create(rt, w->part_bytes, NULL, &w->dpv_part)))
+    if (g->dprefix_v && (st = pfx_workspace_get(rt, PFX_WS_TMP2, w->part_bytes, &w->dpv_part)))
         return st;
     if (want_gain) {
         w->gain_bytes = p->H * p->B * ntq * p->D * sizeof(float);
         w->dscale_bytes = p->H * sizeof(float);
-        if ((st = pfx_buffer_create(rt, w->gain_bytes, NULL, &w->gain_part)) ||
-            (st = pfx_buffer_create(rt, w->dscale_bytes, p->dscale_dgain, &w->dscale)))
+        if ((st = pfx_workspace_get(rt, PFX_WS_TMP3, w->gain_bytes, &w->gain_part)) ||
+            (st = pfx_attn_dscale(rt, p, w->dscale_bytes, &w->dscale)))
             return st;
     }
 

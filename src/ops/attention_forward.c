@@ -96,8 +96,8 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
     if (splits > 1) {
         ml_bytes = rows_total * splits * 2 * sizeof(float);
         acc_bytes = rows_total * splits * p.D * sizeof(float);
-        if ((st = pfx_buffer_create(rt, ml_bytes, NULL, &part_ml)) ||
-            (st = pfx_buffer_create(rt, acc_bytes, NULL, &part_acc)))
+        if ((st = pfx_workspace_get(rt, PFX_WS_TMP0, ml_bytes, &part_ml)) ||
+            (st = pfx_workspace_get(rt, PFX_WS_TMP1, acc_bytes, &part_acc)))
             goto release;
     }
 
@@ -140,10 +140,7 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
     }
 
 release:
-    /* OpenCL keeps the buffers alive until the enqueued kernels are done. */
-    pfx_buffer_release(rt, part_ml, ml_bytes);
-    pfx_buffer_release(rt, part_acc, acc_bytes);
-    pfx_attn_params_release(rt, &params);
+    pfx_attn_params_release(rt, &params); /* the split-K partials are workspace too */
 done:
     pfx_attn_problem_free(&p);
     return st;

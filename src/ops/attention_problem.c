@@ -187,10 +187,11 @@ static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attentio
     if (d->gain_ramp < 0 || d->gain_ramp > 1)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: desc.gain_ramp (%g) is not in [0, 1]",
                          op, (double)d->gain_ramp);
-    if (d->gain_mode != PFX_GAIN_OFF) {
+    if (d->gain_mode != PFX_GAIN_OFF && !d->gain_tensor) {
         if (!d->gain)
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
-                             "%s: desc.gain is NULL with a gain mode other than OFF", op);
+                             "%s: desc.gain and desc.gain_tensor are NULL with a gain mode "
+                             "other than OFF", op);
         for (size_t h = 0; h < d->heads; h++)
             if (!isfinite(d->gain[h]))
                 return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.gain[%zu] is not finite", op, h);
@@ -281,6 +282,14 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
     p->causal = d->causal;
     p->scale = d->scale > 0 ? d->scale : (float)(1.0 / sqrt((double)p->D));
 
+    if (d->gain_tensor && d->gain_mode != PFX_GAIN_OFF &&
+        (st = pfx_attn_check_tensor(rt, op, p, d->gain_tensor, "desc.gain_tensor",
+                                    PFX_ATTN_PER_HEAD, true)))
+        return st;
+    p->gain_dev = d->gain_mode != PFX_GAIN_OFF ? d->gain_tensor : NULL;
+    p->gain_mode = d->gain_mode;
+    p->gain_ramp = d->gain_ramp;
+
     if ((st = check_shape(rt, op, p, in->q, "in.q", PFX_ATTN_LIKE_Q, d->q_layout, false)) ||
         (st = check_shape(rt, op, p, in->k, "in.k", PFX_ATTN_LIKE_KV, d->kv_layout, false)) ||
         (st = check_shape(rt, op, p, in->v, "in.v", PFX_ATTN_LIKE_KV, d->kv_layout, false)) ||
@@ -312,7 +321,9 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host allocation failed", op);
     }
     for (size_t h = 0; h < p->H; h++) {
-        double x = d->gain_mode == PFX_GAIN_OFF ? 0 : (double)d->gain_ramp * d->gain[h];
+        /* device gains: placeholders, pfx_attn_params_upload computes them */
+        double x = d->gain_mode == PFX_GAIN_OFF || p->gain_dev ? 0
+                                                                : (double)d->gain_ramp * d->gain[h];
         p->head_scale[h] = (float)(p->scale * gamma_of(d->gain_mode, x));
         p->dscale_dgain[h] = (float)(p->scale * d->gain_ramp * gamma_slope(d->gain_mode, x));
     }
@@ -324,6 +335,25 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
         p->item_meta[2 * p->B + b] = p->bank_entries ? d->bank_index[b] : 0;
     }
     return PFX_SUCCESS;
+}
+
+/* c_h into head[0, H) and d c_h / d g_h into the dscale slot, from device gains. */
+static pfx_status gain_scales(pfx_runtime *rt, const pfx_attn_problem *p, cl_mem head)
+{
+    cl_kernel kernel;
+    cl_mem dscale;
+    pfx_status st = pfx_kernel_get(rt, "attention_gain", "", "pfx_attn_gain_scales", &kernel);
+    if (st == PFX_SUCCESS)
+        st = pfx_workspace_get(rt, PFX_WS_PARAMS_DSCALE, p->H * sizeof(float), &dscale);
+    if (st != PFX_SUCCESS)
+        return st;
+    cl_int heads = (cl_int)p->H, mode = (cl_int)p->gain_mode;
+    float ramp = p->gain_ramp, scale = p->scale;
+    pfx_arg args[] = { PFX_ARG(p->gain_dev->mem), PFX_ARG(heads), PFX_ARG(mode), PFX_ARG(ramp),
+                       PFX_ARG(scale), PFX_ARG(head), PFX_ARG(dscale) };
+    size_t local = 64, global = (p->H + local - 1) / local * local;
+    return pfx_launch(rt, kernel, "attention: gains from desc.gain_tensor", 1, &global, &local,
+                      sizeof(args) / sizeof(args[0]), args);
 }
 
 pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pfx_attn_params *out)
@@ -338,18 +368,28 @@ pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pf
         memcpy(head + p->H, p->dim_factor, p->H * p->D * sizeof(float));
     out->head_bytes = head_floats * sizeof(float);
     out->items_bytes = 3 * p->B * sizeof(cl_int);
-    pfx_status st = pfx_buffer_create(rt, out->head_bytes, head, &out->head);
+    /* Runtime workspace slots: no buffer created per call, nothing waits. */
+    pfx_status st = pfx_workspace_upload(rt, PFX_WS_PARAMS_HEAD, head, out->head_bytes, &out->head);
     free(head);
     if (st == PFX_SUCCESS)
-        st = pfx_buffer_create(rt, out->items_bytes, p->item_meta, &out->items);
+        st = pfx_workspace_upload(rt, PFX_WS_PARAMS_ITEMS, p->item_meta, out->items_bytes,
+                                  &out->items);
+    if (st == PFX_SUCCESS && p->gain_dev)
+        st = gain_scales(rt, p, out->head);
     if (st != PFX_SUCCESS)
         pfx_attn_params_release(rt, out);
     return st;
 }
 
+pfx_status pfx_attn_dscale(pfx_runtime *rt, const pfx_attn_problem *p, size_t bytes, cl_mem *out)
+{
+    if (p->gain_dev)
+        return pfx_workspace_get(rt, PFX_WS_PARAMS_DSCALE, bytes, out);
+    return pfx_workspace_upload(rt, PFX_WS_PARAMS_DSCALE, p->dscale_dgain, bytes, out);
+}
+
 void pfx_attn_params_release(pfx_runtime *rt, pfx_attn_params *params)
 {
-    pfx_buffer_release(rt, params->head, params->head_bytes);
-    pfx_buffer_release(rt, params->items, params->items_bytes);
+    (void)rt; /* the buffers are the runtime's workspace: kept for the next call */
     params->head = params->items = NULL;
 }

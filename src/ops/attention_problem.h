@@ -40,6 +40,11 @@ typedef struct pfx_attn_problem {
     float *dscale_dgain;
     /* item_meta = [q_len[B], kv_len[B], bank_index[B]] */
     cl_int *item_meta;
+    /* desc.gain_tensor with a gain mode: head_scale and dscale_dgain are
+     * then computed on the device when the parameters are uploaded. */
+    const pfx_tensor *gain_dev;
+    pfx_gain_mode gain_mode;
+    float gain_ramp;
 } pfx_attn_problem;
 
 /* Validates desc and the input tensors; op names the entry point in messages.
@@ -80,5 +85,10 @@ typedef struct pfx_attn_params {
 
 pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pfx_attn_params *out);
 void pfx_attn_params_release(pfx_runtime *rt, pfx_attn_params *params);
+
+/* The float [H] buffer of dscale_dgain for the backward: uploaded from the
+ * host copy, or, with device gains, the one pfx_attn_params_upload wrote. */
+pfx_status pfx_attn_dscale(pfx_runtime *rt, const pfx_attn_problem *p, size_t bytes,
+                           cl_mem *out);
 
 #endif

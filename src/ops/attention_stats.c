@@ -174,7 +174,7 @@ pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
     if ((st = pfx_attn_params_upload(rt, &p, &params)))
         goto done;
     cl_mem rows = NULL;
-    if ((st = pfx_buffer_create(rt, rows_bytes, NULL, &rows))) {
+    if ((st = pfx_workspace_get(rt, PFX_WS_TMP0, rows_bytes, &rows))) {
         pfx_attn_params_release(rt, &params);
         goto done;
     }
@@ -204,8 +204,6 @@ pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
         st = pfx_launch(rt, reduce_k, "pfx_attention_stats reduce", 1, &rg, &rl,
                         sizeof(rargs) / sizeof(rargs[0]), rargs);
     }
-    /* Released buffers stay alive until the enqueued kernels are done. */
-    pfx_buffer_release(rt, rows, rows_bytes);
     pfx_attn_params_release(rt, &params);
 done:
     pfx_attn_problem_free(&p);
@@ -273,7 +271,7 @@ pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *des
         goto done;
     size_t lse_bytes = p.N * sizeof(float);
     cl_mem lse = NULL;
-    if ((st = pfx_buffer_create(rt, lse_bytes, NULL, &lse))) {
+    if ((st = pfx_workspace_get(rt, PFX_WS_TMP0, lse_bytes, &lse))) {
         pfx_attn_params_release(rt, &params);
         goto done;
     }
@@ -295,7 +293,6 @@ pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *des
         size_t global2[2] = { round_up(cols, local2[0]), round_up(p.N, local2[1]) };
         st = pfx_launch(rt, map_k, "pfx_gain_softmax_probs map", 2, global2, local2, n, args);
     }
-    pfx_buffer_release(rt, lse, lse_bytes);
     pfx_attn_params_release(rt, &params);
 done:
     pfx_attn_problem_free(&p);

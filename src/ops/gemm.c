@@ -1,5 +1,6 @@
-/* Dense products through CLBlast (see gemm.h). */
+/* Dense products: argument checks, then CLBlast or the host backend (see gemm.h). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "gemm.h" /* first: sets CL_TARGET_OPENCL_VERSION before CL/cl.h */
 #include "model_args.h"
@@ -98,6 +99,52 @@ static pfx_status check_dims(pfx_runtime *rt, const char *what, size_t m, size_t
     return PFX_SUCCESS;
 }
 
+/* One operand stored rows x cols with leading dimension ld: ld covers a row
+ * and every item's [offset, offset + (rows - 1) ld + cols) lies in the buffer.
+ * `pick` selects the item's offset of this operand (0 A, 1 B, 2 C). */
+static pfx_status check_operand(pfx_runtime *rt, const char *what, char name, cl_mem mem,
+                                size_t ld, size_t rows, size_t cols,
+                                const pfx_gemm_item *items, size_t count, int pick)
+{
+    what = what ? what : "gemm";
+    if (!mem)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: buffer of %c is NULL", what, name);
+    if (ld < cols)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: ld%c=%zu is smaller than a stored row of %c (%zu elements)", what,
+                         (char)(name - 'A' + 'a'), ld, name, cols);
+    size_t bytes = 0, span = 0;
+    cl_int err = clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof(bytes), &bytes, NULL);
+    if (err != CL_SUCCESS)
+        return pfx_cl_error(rt, err, what);
+    if (pfx_mul_overflows(rows - 1, ld, &span) || __builtin_add_overflow(span, cols, &span))
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "%s: the extent of %c overflows", what, name);
+    size_t have = bytes / sizeof(float);
+    for (size_t i = 0; i < count; i++) {
+        size_t off = pick == 0 ? items[i].a : pick == 1 ? items[i].b : items[i].c;
+        if (off > have || span > have - off)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: %c of item %zu needs elements [%zu, %zu + %zu) but its buffer "
+                             "holds %zu", what, name, i, off, off, span, have);
+    }
+    return PFX_SUCCESS;
+}
+
+static pfx_status check_operands(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b,
+                                 size_t m, size_t n, size_t k, cl_mem a, size_t lda, cl_mem b,
+                                 size_t ldb, cl_mem c, size_t ldc, const pfx_gemm_item *items,
+                                 size_t count)
+{
+    pfx_status st = check_operand(rt, what, 'A', a, lda, trans_a ? k : m, trans_a ? m : k, items,
+                                  count, 0);
+    if (st == PFX_SUCCESS)
+        st = check_operand(rt, what, 'B', b, ldb, trans_b ? n : k, trans_b ? k : n, items, count,
+                           1);
+    if (st == PFX_SUCCESS)
+        st = check_operand(rt, what, 'C', c, ldc, m, n, items, count, 2);
+    return st;
+}
+
 static CLBlastTranspose op(bool t)
 {
     return t ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -108,8 +155,15 @@ pfx_status pfx_gemm(pfx_runtime *rt, const char *what, bool trans_a, bool trans_
                     float beta, pfx_gemm_operand c)
 {
     pfx_status st = check_dims(rt, what, m, n, k, 1);
+    const pfx_gemm_item item = { a.offset, b.offset, c.offset, alpha, beta };
+    if (st == PFX_SUCCESS)
+        st = check_operands(rt, what, trans_a, trans_b, m, n, k, a.mem, a.ld, b.mem, b.ld, c.mem,
+                            c.ld, &item, 1);
     if (st != PFX_SUCCESS)
         return st;
+    if (rt->gemm == PFX_GEMM_HOST)
+        return pfx_gemm_host(rt, what, trans_a, trans_b, m, n, k, a.mem, a.ld, b.mem, b.ld, c.mem,
+                             c.ld, &item, 1);
     CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, op(trans_a), op(trans_b), m, n, k,
                                        alpha, a.mem, a.offset, a.ld, b.mem, b.offset, b.ld, beta,
                                        c.mem, c.offset, c.ld, &rt->queue, NULL);
@@ -124,11 +178,34 @@ pfx_status pfx_gemm_strided_batched(pfx_runtime *rt, const char *what, bool tran
     pfx_status st = check_dims(rt, what, m, n, k, batch);
     if (st != PFX_SUCCESS)
         return st;
-    CLBlastStatusCode s = CLBlastSgemmStridedBatched(
-        CLBlastLayoutRowMajor, op(trans_a), op(trans_b), m, n, k, alpha, a.mem, a.offset, a.ld,
-        a.stride, b.mem, b.offset, b.ld, b.stride, beta, c.mem, c.offset, c.ld, c.stride, batch,
-        &rt->queue, NULL);
-    return pfx_clblast_error(rt, s, what);
+    pfx_gemm_item *items = calloc(batch, sizeof(*items));
+    if (!items)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host allocation failed",
+                         what ? what : "gemm");
+    for (size_t i = 0; i < batch && st == PFX_SUCCESS; i++) {
+        size_t oa = 0, ob = 0, oc = 0;
+        if (pfx_mul_overflows(i, a.stride, &oa) || __builtin_add_overflow(oa, a.offset, &oa) ||
+            pfx_mul_overflows(i, b.stride, &ob) || __builtin_add_overflow(ob, b.offset, &ob) ||
+            pfx_mul_overflows(i, c.stride, &oc) || __builtin_add_overflow(oc, c.offset, &oc))
+            st = pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "%s: batch item %zu's offset overflows",
+                           what ? what : "gemm", i);
+        items[i] = (pfx_gemm_item){ oa, ob, oc, alpha, beta };
+    }
+    if (st == PFX_SUCCESS)
+        st = check_operands(rt, what, trans_a, trans_b, m, n, k, a.mem, a.ld, b.mem, b.ld, c.mem,
+                            c.ld, items, batch);
+    if (st == PFX_SUCCESS && rt->gemm == PFX_GEMM_HOST) {
+        st = pfx_gemm_host(rt, what, trans_a, trans_b, m, n, k, a.mem, a.ld, b.mem, b.ld, c.mem,
+                           c.ld, items, batch);
+    } else if (st == PFX_SUCCESS) {
+        CLBlastStatusCode s = CLBlastSgemmStridedBatched(
+            CLBlastLayoutRowMajor, op(trans_a), op(trans_b), m, n, k, alpha, a.mem, a.offset,
+            a.ld, a.stride, b.mem, b.offset, b.ld, b.stride, beta, c.mem, c.offset, c.ld,
+            c.stride, batch, &rt->queue, NULL);
+        st = pfx_clblast_error(rt, s, what);
+    }
+    free(items);
+    return st;
 }
 
 pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b,
@@ -144,10 +221,25 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
                          "%s: batched gemm needs alphas, betas and the three offset arrays",
                          what ? what : "gemm");
-    CLBlastStatusCode s = CLBlastSgemmBatched(CLBlastLayoutRowMajor, op(trans_a), op(trans_b), m,
-                                              n, k, alphas, a, a_offsets, lda, b, b_offsets, ldb,
-                                              betas, c, c_offsets, ldc, batch, &rt->queue, NULL);
-    return pfx_clblast_error(rt, s, what);
+    pfx_gemm_item *items = calloc(batch, sizeof(*items));
+    if (!items)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host allocation failed",
+                         what ? what : "gemm");
+    for (size_t i = 0; i < batch; i++)
+        items[i] = (pfx_gemm_item){ a_offsets[i], b_offsets[i], c_offsets[i], alphas[i],
+                                    betas[i] };
+    st = check_operands(rt, what, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, items, batch);
+    if (st == PFX_SUCCESS && rt->gemm == PFX_GEMM_HOST) {
+        st = pfx_gemm_host(rt, what, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, items,
+                           batch);
+    } else if (st == PFX_SUCCESS) {
+        CLBlastStatusCode s = CLBlastSgemmBatched(
+            CLBlastLayoutRowMajor, op(trans_a), op(trans_b), m, n, k, alphas, a, a_offsets, lda,
+            b, b_offsets, ldb, betas, c, c_offsets, ldc, batch, &rt->queue, NULL);
+        st = pfx_clblast_error(rt, s, what);
+    }
+    free(items);
+    return st;
 }
 
 /* ---- frozen weights of either storage (model_ops.h) ---- */

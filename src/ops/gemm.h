@@ -1,6 +1,13 @@
 /*
- * The one dense-product wrapper of the library: every matrix product goes
- * through CLBlast (no hand-written GEMM kernels). Internal, not installed.
+ * The one dense-product wrapper of the library (no hand-written GEMM
+ * kernels). Internal, not installed. Two backends behind the same calls,
+ * chosen per runtime (rt->gemm, see pfx_gemm_backend in runtime.h):
+ *   CLBlast  kernels enqueued on the runtime's in-order queue; nothing waits.
+ *   host     the host's CBLAS (OpenBLAS) on the buffers mapped in place (a CPU
+ *            device whose buffers are host memory, so mapping copies
+ *            nothing): a blocking map waits for the work enqueued before,
+ *            the product runs on the calling thread, the unmap is enqueued,
+ *            so the queue order is that of the calls either way.
  *
  * Row-major throughout: an operand is a cl_mem, an element offset into it, a
  * leading dimension (the distance in elements between two rows as stored) and,
@@ -14,12 +21,14 @@
  * first use per device and precision (seconds on PoCL) and keeps them in its
  * own in-memory cache for the life of the process.
  *
- * Errors: m, n, k, batch of 0 are PFX_ERROR_INVALID_SHAPE (checked here);
- * what CLBlast itself rejects (a leading dimension too small, a buffer too
- * small for the offsets and shapes, ...) comes back as PFX_ERROR_CLBLAST with
- * the CLBlast name ("CLBlastInsufficientMemoryC") in pfx_last_error(rt), or,
- * for codes in the OpenCL range, through pfx_cl_error (allocation failures as
- * PFX_ERROR_OUT_OF_MEMORY). `what` prefixes the message ("encoder: dW2").
+ * Errors, the same for both backends and checked before anything is
+ * enqueued: m, n, k, batch of 0 and a leading dimension smaller than a stored
+ * row are PFX_ERROR_INVALID_SHAPE; an operand that reaches past its buffer is
+ * PFX_ERROR_OUT_OF_RANGE (both name the operand). What CLBlast rejects beyond
+ * that comes back as PFX_ERROR_CLBLAST with the CLBlast name in
+ * pfx_last_error(rt), or, for codes in the OpenCL range, through pfx_cl_error
+ * (allocation failures as PFX_ERROR_OUT_OF_MEMORY). `what` prefixes the
+ * message ("encoder: dW2").
  */
 #ifndef PFX_OPS_GEMM_H
 #define PFX_OPS_GEMM_H
@@ -56,6 +65,31 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
                             const size_t *a_offsets, size_t lda, cl_mem b,
                             const size_t *b_offsets, size_t ldb, const float *betas, cl_mem c,
                             const size_t *c_offsets, size_t ldc, size_t batch);
+
+/* One product of a batch: element offsets of A, B, C and its scalars. */
+typedef struct pfx_gemm_item {
+    size_t a, b, c;
+    float alpha, beta;
+} pfx_gemm_item;
+
+/* The host backend (gemm_host.c): `count` products on buffers a, b, c,
+ * already validated. PFX_ERROR_UNSUPPORTED when built without a CBLAS. */
+pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
+                         size_t n, size_t k, cl_mem a, size_t lda, cl_mem b, size_t ldb, cl_mem c,
+                         size_t ldc, const pfx_gemm_item *items, size_t count);
+
+/* Whether this build has the host backend, and whether a device can use it
+ * (a CPU device whose memory is the host's). */
+bool pfx_gemm_host_built(void);
+bool pfx_gemm_host_usable(const pfx_device_info *info);
+
+/* OpenBLAS picks its kernels from the CPU model when it loads; on a model it
+ * does not know (new CPUs, some VMs) it falls back to SSE3 kernels at a
+ * fraction of the speed. Returns the OPENBLAS_CORETYPE that matches this
+ * CPU's vector units (AVX2, AVX-512) when OpenBLAS chose weaker kernels and
+ * the variable is unset; NULL otherwise. Only a fresh process can apply it
+ * (the prefixcl tool re-executes itself). */
+const char *pfx_gemm_host_core_hint(void);
 
 /* The CLBlastStatusCode name of a status ("CLBlastInvalidLeadDimA");
  * "CLBlastUnknownStatus" for a code CLBlast does not define. */

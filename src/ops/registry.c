@@ -56,6 +56,7 @@ size_t pfx_program_configs(pfx_vendor vendor, uint64_t local_mem_bytes, pfx_prog
     add(out, cap, &n, "cross_entropy", ""); /* cross_entropy.c: CE_LOCAL 64 */
     pfx_attn_fwd_add_configs(vendor, local_mem_bytes, out, cap, &n); /* attention_tuning.c */
     add(out, cap, &n, "attention_stats", ""); /* attention_stats.c: stats_options */
+    add(out, cap, &n, "attention_gain", ""); /* attention_problem.c: device gains */
     /* attention_backward.c: one option set per head-size bucket */
     for (unsigned i = 0; i < PFX_ATTN_BWD_BUCKETS; i++) {
         pfx_attn_bwd_tiles t;

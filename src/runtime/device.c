@@ -1,5 +1,6 @@
 /* Device discovery over every platform, and selection by selector string. */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,16 +209,22 @@ bool pfx_selector_parse(const char *selector, pfx_selector *out)
     memcpy(out->text, selector, len);
     out->text[len] = '\0';
 
-    unsigned p, d;
-    int consumed = 0;
     if (isdigit((unsigned char)out->text[0])) {
-        if (sscanf(out->text, "%u:%u%n", &p, &d, &consumed) == 2 && (size_t)consumed == len) {
-            out->kind = PFX_SELECT_INDEX;
-            out->platform = p;
-            out->device = d;
-            return true;
-        }
-        return false; /* "1", "1:", "1:x" are malformed index pairs */
+        /* "1", "1:", "1:x", "4294967296:0" are malformed index pairs */
+        char *colon = strchr(out->text, ':');
+        uint64_t p, d;
+        if (!colon)
+            return false;
+        *colon = '\0';
+        bool ok = pfx_parse_uint(out->text, UINT_MAX, &p) == PFX_SUCCESS &&
+                  pfx_parse_uint(colon + 1, UINT_MAX, &d) == PFX_SUCCESS;
+        *colon = ':';
+        if (!ok)
+            return false;
+        out->kind = PFX_SELECT_INDEX;
+        out->platform = (unsigned)p;
+        out->device = (unsigned)d;
+        return true;
     }
     static const struct { const char *name; pfx_device_type type; } types[] = {
         { "gpu", PFX_DEVICE_GPU }, { "cpu", PFX_DEVICE_CPU },

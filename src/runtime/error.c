@@ -31,6 +31,7 @@ const char *pfx_status_string(pfx_status status)
     NAME(PFX_ERROR_CLBLAST)
     NAME(PFX_ERROR_IO)
     NAME(PFX_ERROR_FORMAT)
+    NAME(PFX_ERROR_BUSY)
 #undef NAME
     }
     return "PFX_ERROR_UNKNOWN";
@@ -112,13 +113,11 @@ static char *error_buffer(pfx_runtime *rt)
 
 pfx_status pfx_error(pfx_runtime *rt, pfx_status status, const char *fmt, ...)
 {
+    /* The detail only: callers print pfx_status_string() beside it. */
     char *buf = error_buffer(rt);
-    int n = snprintf(buf, PFX_ERROR_MAX, "%s: ", pfx_status_string(status));
-    if (n < 0 || n >= PFX_ERROR_MAX)
-        n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf + n, PFX_ERROR_MAX - (size_t)n, fmt, ap);
+    vsnprintf(buf, PFX_ERROR_MAX, fmt, ap);
     va_end(ap);
     return status;
 }

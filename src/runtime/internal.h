@@ -6,6 +6,8 @@
 
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
+#include <stdatomic.h>
+#include <stdio.h>
 
 #include "prefixcl/prefixcl.h"
 
@@ -25,15 +27,35 @@ typedef struct pfx_program_entry {
     cl_program program;
 } pfx_program_entry;
 
+/* A kernel of an embedded program, found again by the three names alone:
+ * the source is read, joined and hashed only on the first launch. */
 typedef struct pfx_kernel_entry {
     cl_program program;
+    char *program_name;
+    char *options;
     char *name;
     cl_kernel kernel;
 } pfx_kernel_entry;
 
+/* Slots of the runtime-owned workspace (src/runtime/workspace.c). One call
+ * uses each slot for one purpose; calls follow each other on the in-order
+ * queue, so the next call's writes come after the last one's reads. */
+typedef enum pfx_ws_slot {
+    PFX_WS_PARAMS_HEAD = 0, /* attention: per-head scales and structured gains */
+    PFX_WS_PARAMS_ITEMS,    /* attention: per-item lengths and bank indices */
+    PFX_WS_PARAMS_DSCALE,   /* attention backward: d c_h / d g_h */
+    PFX_WS_TMP0,            /* per-op scratch (split-K partials, Delta, ...) */
+    PFX_WS_TMP1,
+    PFX_WS_TMP2,
+    PFX_WS_TMP3,
+    PFX_WS_SLOTS
+} pfx_ws_slot;
+
 struct pfx_runtime {
     pfx_device_info info;
     pfx_vendor vendor;
+    pfx_gemm_backend gemm;    /* never PFX_GEMM_AUTO */
+    char gemm_tuning[1700];   /* what became of the stored CLBlast tuning (pfx_runtime_gemm_tuning) */
     cl_platform_id platform;
     cl_device_id device;
     cl_context context;
@@ -43,10 +65,17 @@ struct pfx_runtime {
     pfx_cache_stats cache;
     char cache_dir[1024];     /* "" when the disk cache is off */
 
+    cl_mem workspace[PFX_WS_SLOTS];
+    size_t workspace_bytes[PFX_WS_SLOTS];
+
     pfx_program_entry *programs;
     size_t program_count;
     pfx_kernel_entry *kernels;
     size_t kernel_count;
+
+    bool allow_overcommit;    /* pfx_runtime_params.allow_overcommit */
+    _Atomic(uintptr_t) owner; /* the thread inside the runtime (0: none), see guard.c */
+    unsigned owner_depth;     /* nested enters of that thread */
 
     char error[PFX_ERROR_MAX];
 };
@@ -75,6 +104,19 @@ const char *pfx_cl_error_name(cl_int err);
 /* Appends text to the recorded message (build logs). */
 void pfx_error_append(pfx_runtime *rt, const char *text);
 
+/* ---- one thread at a time (src/runtime/guard.c) ---- */
+/* Marks the calling thread as inside rt (nesting allowed); PFX_ERROR_BUSY,
+ * recorded for the calling thread (pfx_last_error(NULL)), when another thread
+ * is inside. Every successful enter is paired with a leave. */
+pfx_status pfx_rt_enter(pfx_runtime *rt, const char *what);
+void pfx_rt_leave(pfx_runtime *rt);
+
+/* ---- files (src/runtime/file.c) ---- */
+/* Opens an existing file for reading without blocking on a FIFO or a device:
+ * NULL (errno set) when it cannot be opened, NULL with *not_regular set when
+ * it is anything but a regular file. */
+FILE *pfx_fopen_regular(const char *path, bool *not_regular);
+
 /* ---- checked size arithmetic ---- */
 static inline bool pfx_mul_overflows(size_t a, size_t b, size_t *out)
 {
@@ -85,6 +127,24 @@ static inline bool pfx_mul_overflows(size_t a, size_t b, size_t *out)
 /* Allocates a device buffer; host_copy may be NULL. Zero bytes is refused. */
 pfx_status pfx_buffer_create(pfx_runtime *rt, size_t bytes, const void *host_copy, cl_mem *out);
 void pfx_buffer_release(pfx_runtime *rt, cl_mem mem, size_t bytes);
+
+/* ---- dense products (src/ops/gemm_setup.c) ---- */
+/* Chooses rt->gemm from params, $PREFIXCL_GEMM and the device, and applies a
+ * stored CLBlast GEMM tuning for the device; called once by runtime_create
+ * before any buffer exists (the host backend allocates host-mappable ones).
+ * Errors are recorded for the thread (pfx_last_error(NULL)). */
+pfx_status pfx_gemm_setup(pfx_runtime *rt, const pfx_runtime_params *params);
+
+/* ---- the runtime's workspace (src/runtime/workspace.c) ---- */
+/* A buffer of at least `bytes` in `slot`, kept for later calls; it grows (the
+ * old one lives on until the commands using it are done). Its content is
+ * whatever the last user left. */
+pfx_status pfx_workspace_get(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl_mem *out);
+/* The same, filled with `bytes` of `data` by a non-blocking write from a
+ * private host copy (freed when the write completes): nothing waits. */
+pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *data,
+                                size_t bytes, cl_mem *out);
+void pfx_workspace_release(pfx_runtime *rt);
 
 /* ---- programs and kernels (src/runtime/program.c) ---- */
 /* Returns a kernel of program `program` (a cl/<program>.cl file) built with

@@ -4,9 +4,9 @@
 #include "internal.h"
 #include "timing.h"
 
-pfx_status pfx_launch_event(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
-                            const size_t *global, const size_t *local, size_t nargs,
-                            const pfx_arg *args, cl_event *event)
+static pfx_status launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
+                         const size_t *global, const size_t *local, size_t nargs, const pfx_arg *args,
+                         cl_event *event)
 {
     for (size_t i = 0; i < nargs; i++) {
         cl_int err = clSetKernelArg(kernel, (cl_uint)i, args[i].size, args[i].value);
@@ -18,6 +18,20 @@ pfx_status pfx_launch_event(pfx_runtime *rt, cl_kernel kernel, const char *what,
     }
     cl_int err = clEnqueueNDRangeKernel(rt->queue, kernel, dims, NULL, global, local, 0, NULL, event);
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
+}
+
+/* Arguments and enqueue as one step of one thread: a kernel object's
+ * arguments are shared by every caller. */
+pfx_status pfx_launch_event(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
+                            const size_t *global, const size_t *local, size_t nargs,
+                            const pfx_arg *args, cl_event *event)
+{
+    pfx_status st = pfx_rt_enter(rt, what);
+    if (st != PFX_SUCCESS)
+        return st;
+    st = launch(rt, kernel, what, dims, global, local, nargs, args, event);
+    pfx_rt_leave(rt);
+    return st;
 }
 
 pfx_status pfx_launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,

@@ -93,11 +93,11 @@ static uint64_t get_u64(const unsigned char *src)
  * whether a file existed at all (absent is a miss, not a reject). */
 static unsigned char *cache_read(const char *path, uint64_t key, size_t *size, bool *present)
 {
-    *present = false;
-    FILE *f = fopen(path, "rb");
+    bool not_regular;
+    FILE *f = pfx_fopen_regular(path, &not_regular);
+    *present = f || not_regular; /* a FIFO or device there is rejected and replaced */
     if (!f)
         return NULL;
-    *present = true;
     unsigned char header[CACHE_HEADER];
     unsigned char *payload = NULL;
     if (fread(header, 1, CACHE_HEADER, f) != CACHE_HEADER || memcmp(header, cache_magic, 8) ||
@@ -217,8 +217,8 @@ static void store_cached(pfx_runtime *rt, cl_program program, const char *path, 
     free(bin);
 }
 
-pfx_status pfx_program_get_source(pfx_runtime *rt, const char *name, const char *source,
-                                  const char *options, cl_program *out)
+static pfx_status program_get(pfx_runtime *rt, const char *name, const char *source,
+                              const char *options, cl_program *out)
 {
     uint64_t key = PFX_FNV_OFFSET;
     key = hash_str(key, rt->info.platform_name);
@@ -272,24 +272,37 @@ pfx_status pfx_program_get_source(pfx_runtime *rt, const char *name, const char 
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_kernel_get(pfx_runtime *rt, const char *program_name, const char *options,
-                          const char *kernel_name, cl_kernel *out)
+pfx_status pfx_program_get_source(pfx_runtime *rt, const char *name, const char *source,
+                                  const char *options, cl_program *out)
 {
+    pfx_status st = pfx_rt_enter(rt, name);
+    if (st != PFX_SUCCESS)
+        return st;
+    st = program_get(rt, name, source, options, out);
+    pfx_rt_leave(rt);
+    return st;
+}
+
+static pfx_status kernel_get(pfx_runtime *rt, const char *program_name, const char *options,
+                             const char *kernel_name, cl_kernel *out)
+{
+    for (size_t i = 0; i < rt->kernel_count; i++) {
+        const pfx_kernel_entry *e = &rt->kernels[i];
+        if (!strcmp(e->name, kernel_name) && !strcmp(e->program_name, program_name) &&
+            !strcmp(e->options, options)) {
+            *out = e->kernel;
+            return PFX_SUCCESS;
+        }
+    }
     char *source = pfx_kernel_source(program_name);
     if (!source)
         return pfx_error(rt, PFX_ERROR_BUILD_FAILED, "kernel program '%s' not found%s",
                          program_name, getenv("PREFIXCL_KERNEL_DIR") ? " in $PREFIXCL_KERNEL_DIR" : "");
     cl_program program = NULL;
-    pfx_status st = pfx_program_get_source(rt, program_name, source, options, &program);
+    pfx_status st = program_get(rt, program_name, source, options, &program);
     free(source);
     if (st != PFX_SUCCESS)
         return st;
-    for (size_t i = 0; i < rt->kernel_count; i++) {
-        if (rt->kernels[i].program == program && !strcmp(rt->kernels[i].name, kernel_name)) {
-            *out = rt->kernels[i].kernel;
-            return PFX_SUCCESS;
-        }
-    }
     pfx_kernel_entry *grown = realloc(rt->kernels, (rt->kernel_count + 1) * sizeof(*grown));
     if (!grown)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "kernel table: host allocation failed");
@@ -302,20 +315,37 @@ pfx_status pfx_kernel_get(pfx_runtime *rt, const char *program_name, const char 
                  program_name);
         return pfx_cl_error(rt, err, what);
     }
-    char *name = strdup(kernel_name);
-    if (!name) {
+    pfx_kernel_entry e = { program, strdup(program_name), strdup(options), strdup(kernel_name),
+                           kernel };
+    if (!e.program_name || !e.options || !e.name) {
+        free(e.program_name);
+        free(e.options);
+        free(e.name);
         clReleaseKernel(kernel);
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "kernel table: host allocation failed");
     }
-    rt->kernels[rt->kernel_count++] = (pfx_kernel_entry){ program, name, kernel };
+    rt->kernels[rt->kernel_count++] = e;
     *out = kernel;
     return PFX_SUCCESS;
+}
+
+pfx_status pfx_kernel_get(pfx_runtime *rt, const char *program_name, const char *options,
+                          const char *kernel_name, cl_kernel *out)
+{
+    pfx_status st = pfx_rt_enter(rt, kernel_name);
+    if (st != PFX_SUCCESS)
+        return st;
+    st = kernel_get(rt, program_name, options, kernel_name, out);
+    pfx_rt_leave(rt);
+    return st;
 }
 
 void pfx_programs_release(pfx_runtime *rt)
 {
     for (size_t i = 0; i < rt->kernel_count; i++) {
         clReleaseKernel(rt->kernels[i].kernel);
+        free(rt->kernels[i].program_name);
+        free(rt->kernels[i].options);
         free(rt->kernels[i].name);
     }
     for (size_t i = 0; i < rt->program_count; i++) {

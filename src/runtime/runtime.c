@@ -45,6 +45,7 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
         return st;
     }
     rt->vendor = classify_vendor(&rt->info);
+    rt->allow_overcommit = params->allow_overcommit;
 
     cl_int err = CL_SUCCESS;
     cl_context_properties props[] = { CL_CONTEXT_PLATFORM, (cl_context_properties)rt->platform, 0 };
@@ -54,11 +55,13 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
     if (err == CL_SUCCESS)
         st = pfx_cache_dir_resolve(params->disable_cache ? NULL : params->cache_dir,
                                    params->disable_cache, rt->cache_dir, sizeof(rt->cache_dir));
+    if (err == CL_SUCCESS && st != PFX_SUCCESS)
+        pfx_error(NULL, st, "%s", "cache folder path too long");
+    else if (err == CL_SUCCESS)
+        st = pfx_gemm_setup(rt, params); /* records its errors for the thread */
     if (err != CL_SUCCESS || st != PFX_SUCCESS) {
         if (err != CL_SUCCESS)
             st = pfx_cl_error(NULL, err, "creating the OpenCL context and queue");
-        else
-            pfx_error(NULL, st, "%s", "cache folder path too long");
         if (rt->queue)
             clReleaseCommandQueue(rt->queue);
         if (rt->context)
@@ -77,6 +80,7 @@ void pfx_runtime_destroy(pfx_runtime **rtp)
     pfx_runtime *rt = *rtp;
     if (rt->queue)
         clFinish(rt->queue);
+    pfx_workspace_release(rt);
     pfx_programs_release(rt);
     if (rt->queue)
         clReleaseCommandQueue(rt->queue);
@@ -89,6 +93,26 @@ void pfx_runtime_destroy(pfx_runtime **rtp)
 const pfx_device_info *pfx_runtime_device(const pfx_runtime *rt)
 {
     return rt ? &rt->info : NULL;
+}
+
+pfx_gemm_backend pfx_runtime_gemm_backend(const pfx_runtime *rt)
+{
+    return rt ? rt->gemm : PFX_GEMM_CLBLAST;
+}
+
+const char *pfx_runtime_gemm_tuning(const pfx_runtime *rt)
+{
+    return rt ? rt->gemm_tuning : "";
+}
+
+const char *pfx_gemm_backend_name(pfx_gemm_backend backend)
+{
+    switch (backend) {
+    case PFX_GEMM_AUTO: return "auto";
+    case PFX_GEMM_CLBLAST: return "clblast";
+    case PFX_GEMM_HOST: return "host";
+    }
+    return "unknown";
 }
 
 pfx_status pfx_runtime_finish(pfx_runtime *rt)

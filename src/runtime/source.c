@@ -10,7 +10,8 @@ static char *read_file(const char *dir, const char *name)
 {
     char path[1024];
     snprintf(path, sizeof(path), "%s/%s.cl", dir, name);
-    FILE *f = fopen(path, "rb");
+    bool not_regular;
+    FILE *f = pfx_fopen_regular(path, &not_regular);
     if (!f)
         return NULL;
     char *text = NULL;

@@ -3,17 +3,16 @@
  * "<|endoftext|>" and a few merges); a data set that loads is served for
  * two epochs of batches whose invariants are checked (labels are the ids or
  * -100, padding past each length, every example once an epoch), then split
- * by hold_out. Replayed over corpus-jsonl/ by run_corpus.c in every build. */
+ * by hold_out. Replayed over corpus/data_jsonl/ by run_corpus.c in every build. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "prefixcl/data.h"
 #include "text/text_internal.h" /* the byte-level table */
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label);
 
 #define MAX_LEN 12
 #define BATCH 3
@@ -54,7 +53,7 @@ static pfx_status load(const uint8_t *data, size_t size, const char *label, pfx_
     return pfx_dataset_load_memory(data, size, label, tokenizer(), &opt, ds);
 }
 
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label)
+bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_dataset *ds = NULL;
     bool ok = load(data, size, label, &ds) == PFX_SUCCESS;

@@ -2,20 +2,18 @@
  * (src/model/config.c): every input goes through pfx_model_config_parse; a
  * config that parses must describe a consistent shape, and its table of
  * tensor names is built. Also linked into the normal build by run_corpus.c,
- * which replays tests/fuzz/corpus_model_config/. */
+ * which replays tests/fuzz/corpus/model_config/. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "fuzz.h"
 #include "model/model_internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-bool fuzz_model_config_accepts(const uint8_t *data, size_t size);
-
 /* For run_corpus.c's report. */
-bool fuzz_model_config_accepts(const uint8_t *data, size_t size)
+bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_model_config cfg;
-    return pfx_model_config_parse(NULL, data, size, "corpus", &cfg) == PFX_SUCCESS;
+    return pfx_model_config_parse(NULL, data, size, label, &cfg) == PFX_SUCCESS;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

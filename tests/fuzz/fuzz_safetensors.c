@@ -2,18 +2,15 @@
  * pfx_safetensors_open_memory; a file that parses is walked completely
  * (info, data pointers, float conversion, metadata) so that any offset the
  * validator let through is actually read. Also linked into the normal build
- * by run_corpus.c, which replays tests/fuzz/corpus/. */
+ * by run_corpus.c, which replays tests/fuzz/corpus/safetensors/. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "prefixcl/io.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label);
-
-/* For run_corpus.c's summary. */
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label)
+bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_safetensors *f = NULL;
     bool ok = pfx_safetensors_open_memory(data, size, label, &f) == PFX_SUCCESS;

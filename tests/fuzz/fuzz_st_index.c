@@ -2,21 +2,19 @@
  * (model.safetensors.index.json, src/io/st_index.c): every input goes
  * through pfx_st_index_parse; an index that parses must name only plain
  * shard files beside it, each tensor once. Also linked into the normal
- * build by run_corpus.c, which replays tests/fuzz/corpus_st_index/. */
+ * build by run_corpus.c, which replays tests/fuzz/corpus/st_index/. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "io/io_internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-bool fuzz_st_index_accepts(const uint8_t *data, size_t size);
-
 /* For run_corpus.c's report. */
-bool fuzz_st_index_accepts(const uint8_t *data, size_t size)
+bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_st_index *x = NULL;
-    pfx_status st = pfx_st_index_parse(NULL, data, size, "corpus", &x);
+    pfx_status st = pfx_st_index_parse(NULL, data, size, label, &x);
     pfx_st_index_free(&x);
     return st == PFX_SUCCESS;
 }

@@ -1,17 +1,16 @@
 /* libFuzzer harness for the tokenizer.json loader: every input goes through
  * pfx_tokenizer_load_json_memory; a tokenizer that loads encodes a few fixed
  * strings and the input itself, its ids must lie in the vocabulary and
- * decode. Replayed over corpus-tokenizer/ by run_corpus.c in every build. */
+ * decode. Replayed over corpus/tokenizer_json/ by run_corpus.c in every build. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "prefixcl/tokenizer.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label);
 
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label)
+bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_tokenizer *tok = NULL;
     bool ok = pfx_tokenizer_load_json_memory(data, size, label, &tok) == PFX_SUCCESS;

@@ -3,16 +3,15 @@
  * all vocab.json, no merges). A tokenizer that loads encodes fixed strings
  * and the input; when the vocabulary has all 256 byte characters, decode
  * must give back every string byte for byte. Replayed over
- * corpus-vocab-merges/ by run_corpus.c in every build. */
+ * corpus/vocab_merges/ by run_corpus.c in every build. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "prefixcl/tokenizer.h"
 #include "text/text_internal.h" /* the byte-level table */
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label);
 
 static pfx_status load(const uint8_t *data, size_t size, const char *label, pfx_tokenizer **tok)
 {
@@ -22,7 +21,7 @@ static pfx_status load(const uint8_t *data, size_t size, const char *label, pfx_
     return pfx_tokenizer_load_vocab_merges_memory(data, vn, m, size - vn - (nul ? 1 : 0), label, tok);
 }
 
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label)
+bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_tokenizer *tok = NULL;
     bool ok = load(data, size, label, &tok) == PFX_SUCCESS;

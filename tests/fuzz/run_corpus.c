@@ -1,7 +1,6 @@
-/* Replays files (or every file of folders) through the fuzz harness without
- * libFuzzer, so the corpus runs in every build, sanitizers included.
- * usage: run_corpus PATH...   Prints how many inputs parsed (when the
- * harness defines pfx_fuzz_valid). */
+/* Replays files (or every file of folders) through a fuzz harness (fuzz.h)
+ * without libFuzzer, so each corpus runs in every build, sanitizers included.
+ * usage: run_corpus PATH...   Prints how many inputs parsed. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,16 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fuzz.h"
 #include "prefixcl/prefixcl.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-/* Optional, from the harness: whether the input is valid (the summary counts
- * the valid ones; the others are listed with pfx_last_error(NULL)). Either
- * the weak pfx_fuzz_valid or, built with -DPFX_FUZZ_ACCEPTS=fn, fn(data, size). */
-bool pfx_fuzz_valid(const uint8_t *data, size_t size, const char *label) __attribute__((weak));
-#ifdef PFX_FUZZ_ACCEPTS
-bool PFX_FUZZ_ACCEPTS(const uint8_t *data, size_t size);
-#endif
 
 static int run_file(const char *path, size_t *ok)
 {
@@ -44,14 +35,9 @@ static int run_file(const char *path, size_t *ok)
     if (!buf)
         return 1;
     LLVMFuzzerTestOneInput(buf, n);
-#ifdef PFX_FUZZ_ACCEPTS
-    bool checked = true, valid = PFX_FUZZ_ACCEPTS(buf, n);
-#else
-    bool checked = pfx_fuzz_valid != NULL, valid = checked && pfx_fuzz_valid(buf, n, path);
-#endif
-    if (valid)
+    if (pfx_fuzz_accepts(buf, n, path))
         (*ok)++;
-    else if (checked)
+    else
         printf("  %s: %s\n", path, pfx_last_error(NULL));
     /* Every prefix of a small file too: truncations must be rejected cleanly. */
     if (n <= 4096)

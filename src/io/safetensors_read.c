@@ -1,31 +1,9 @@
-/* safetensors: a validating host-side reader and an atomic writer. */
-#include <errno.h>
+/* safetensors: the validating host-side reader. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "half.h"
-#include "io_internal.h"
-
-typedef struct st_entry {
-    char *name;
-    pfx_st_dtype dtype;
-    unsigned ndim;
-    size_t shape[PFX_ST_MAX_DIMS];
-    size_t numel;
-    size_t begin, end;              /* relative to the data section */
-} st_entry;
-
-struct pfx_safetensors {
-    unsigned char *buf;             /* the whole file */
-    size_t size;
-    const unsigned char *data;      /* the data section */
-    size_t data_size;
-    st_entry *entries;
-    size_t count;
-    char **meta_keys;
-    char **meta_values;
-    size_t meta_count;
-};
+#include "safetensors_internal.h"
 
 static const struct {
     const char *name;
@@ -63,11 +41,6 @@ static bool dtype_from_name(const char *name, pfx_st_dtype *out)
     return false;
 }
 
-static bool is_float_dtype(pfx_st_dtype d)
-{
-    return d == PFX_ST_F32 || d == PFX_ST_F16 || d == PFX_ST_BF16 || d == PFX_ST_F64;
-}
-
 void pfx_safetensors_close(pfx_safetensors **f)
 {
     if (!f || !*f)
@@ -97,13 +70,6 @@ static char *dup_string(const char *s)
 }
 
 /* Names in messages: at most 200 bytes. */
-#define NAME_FMT "'%.200s'"
-
-static int cmp_str_ptr(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int cmp_entry_offset(const void *a, const void *b)
 {
     const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
@@ -230,7 +196,7 @@ static pfx_status parse_metadata(pfx_runtime *rt, const char *label, const cJSON
     if (!sorted)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory for metadata", label);
     memcpy(sorted, s->meta_keys, n * sizeof(char *));
-    qsort(sorted, n, sizeof(char *), cmp_str_ptr);
+    qsort(sorted, n, sizeof(char *), pfx_cmp_str_ptr);
     for (size_t i = 1; i < n; i++) {
         if (strcmp(sorted[i - 1], sorted[i]) == 0) {
             pfx_status st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: __metadata__ key " NAME_FMT " appears twice",
@@ -250,6 +216,9 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the JSON header does not start with '{'", label);
     if (!pfx_utf8_valid(hdr, hlen))
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the header is not valid UTF-8 (or holds a NUL byte)", label);
+    if (pfx_json_has_nul_escape((const char *)hdr, hlen))
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: a name or metadata string holds the escape \\u0000 (NUL)",
+                         label);
     /* A NUL-terminated copy: cJSON never reads past it. */
     char *text = malloc(hlen + 1);
     if (!text)
@@ -322,7 +291,7 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
         }
         for (size_t i = 0; i < n; i++)
             idx[i] = s->entries[i].name;
-        qsort(idx, n, sizeof(void *), cmp_str_ptr);
+        qsort(idx, n, sizeof(void *), pfx_cmp_str_ptr);
         for (size_t i = 1; i < n && st == PFX_SUCCESS; i++)
             if (strcmp(idx[i - 1], idx[i]) == 0)
                 st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor name " NAME_FMT " appears twice", label,
@@ -484,7 +453,7 @@ pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t 
                               size_t count)
 {
     const st_entry *e = &f->entries[index];
-    if (!is_float_dtype(e->dtype))
+    if (!pfx_st_is_float(e->dtype))
         return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "tensor " NAME_FMT " is %s, not a float type", e->name,
                          pfx_st_dtype_name(e->dtype));
     if (count != e->numel)
@@ -563,319 +532,3 @@ const char *pfx_safetensors_metadata_get(const pfx_safetensors *f, const char *k
     return NULL;
 }
 
-/* ---------------------------------------------------------------- device */
-
-static pfx_status find_for_load(pfx_runtime *rt, const pfx_safetensors *f, const char *name, size_t *index)
-{
-    long i = pfx_safetensors_find(f, name);
-    if (i < 0)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "no tensor named " NAME_FMT " in the file", name);
-    const st_entry *e = &f->entries[i];
-    if (!is_float_dtype(e->dtype))
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "tensor " NAME_FMT " is %s, not a float type", name,
-                         pfx_st_dtype_name(e->dtype));
-    *index = (size_t)i;
-    return PFX_SUCCESS;
-}
-
-static pfx_status upload(pfx_runtime *rt, const pfx_safetensors *f, size_t index, pfx_tensor *dst)
-{
-    const st_entry *e = &f->entries[index];
-    float *host = malloc(e->numel * sizeof(float));
-    if (!host)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "loading " NAME_FMT ": host memory", e->name);
-    pfx_status st = pfx_st_read_f32_rt(rt, f, index, host, e->numel);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_write(dst, 0, e->numel, host);
-    free(host);
-    return st;
-}
-
-static void format_shape(char *buf, size_t cap, unsigned ndim, const size_t *shape)
-{
-    size_t used = (size_t)snprintf(buf, cap, "[");
-    for (unsigned i = 0; i < ndim && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i ? ", " : "", shape[i]);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "]");
-}
-
-pfx_status pfx_safetensors_load_tensor(pfx_runtime *rt, const pfx_safetensors *f, const char *name,
-                                       pfx_tensor *dst)
-{
-    if (!rt)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_load_tensor: rt is NULL");
-    if (!f || !name || !dst)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_load_tensor: %s is NULL",
-                         !f ? "f" : !name ? "name" : "dst");
-    if (dst->rt != rt)
-        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "loading " NAME_FMT ": dst belongs to another runtime",
-                         name);
-    size_t index;
-    pfx_status st = find_for_load(rt, f, name, &index);
-    if (st != PFX_SUCCESS)
-        return st;
-    const st_entry *e = &f->entries[index];
-    bool same = e->ndim == dst->ndim;
-    for (unsigned i = 0; same && i < e->ndim; i++)
-        same = e->shape[i] == dst->shape[i];
-    if (e->ndim == 0 && dst->ndim == 1 && dst->shape[0] == 1)
-        same = true;
-    if (!same) {
-        char a[160], b[160];
-        format_shape(a, sizeof(a), e->ndim, e->shape);
-        format_shape(b, sizeof(b), dst->ndim, dst->shape);
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "tensor " NAME_FMT " has shape %s in the file, dst has %s",
-                         name, a, b);
-    }
-    return upload(rt, f, index, dst);
-}
-
-pfx_status pfx_safetensors_create_tensor(pfx_runtime *rt, const pfx_safetensors *f, const char *name,
-                                         pfx_dtype dtype, pfx_tensor **out)
-{
-    if (!rt)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_create_tensor: rt is NULL");
-    if (!f || !name || !out)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_create_tensor: %s is NULL",
-                         !f ? "f" : !name ? "name" : "out");
-    *out = NULL;
-    size_t index;
-    pfx_status st = find_for_load(rt, f, name, &index);
-    if (st != PFX_SUCCESS)
-        return st;
-    const st_entry *e = &f->entries[index];
-    if (e->ndim > PFX_MAX_DIMS || e->numel == 0)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                         "tensor " NAME_FMT ": %u dimensions and %zu elements; a device tensor has 1 to %d "
-                         "dimensions and at least one element", name, e->ndim, e->numel, PFX_MAX_DIMS);
-    size_t one = 1;
-    pfx_tensor *t = NULL;
-    st = pfx_tensor_create(rt, dtype, e->ndim ? e->ndim : 1, e->ndim ? e->shape : &one, &t);
-    if (st != PFX_SUCCESS)
-        return st;
-    st = upload(rt, f, index, t);
-    if (st != PFX_SUCCESS) {
-        pfx_tensor_destroy(&t);
-        return st;
-    }
-    *out = t;
-    return PFX_SUCCESS;
-}
-
-/* ---------------------------------------------------------------- writer */
-
-typedef struct save_item {
-    pfx_st_dtype dtype;
-    unsigned ndim;
-    size_t shape[PFX_MAX_DIMS];
-    size_t numel;
-    size_t bytes;
-} save_item;
-
-static pfx_status check_item(pfx_runtime *rt, const pfx_named_tensor *it, size_t i, save_item *out)
-{
-    if (!it->name)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: items[%zu].name is NULL", i);
-    size_t nlen = strlen(it->name);
-    if (nlen == 0 || strcmp(it->name, "__metadata__") == 0 ||
-        !pfx_utf8_valid((const unsigned char *)it->name, nlen))
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "pfx_safetensors_save: items[%zu].name " NAME_FMT " is empty, reserved or not UTF-8", i,
-                         it->name);
-    pfx_dtype dt;
-    if (it->tensor) {
-        if (it->tensor->rt != rt)
-            return pfx_error(rt, rt ? PFX_ERROR_RUNTIME_MISMATCH : PFX_ERROR_NULL_ARGUMENT,
-                             "pfx_safetensors_save: tensor " NAME_FMT " %s", it->name,
-                             rt ? "belongs to another runtime" : "is a device tensor but rt is NULL");
-        dt = it->tensor->dtype;
-        out->ndim = it->tensor->ndim;
-        memcpy(out->shape, it->tensor->shape, sizeof(out->shape));
-        out->numel = it->tensor->numel;
-    } else {
-        if (!it->host)
-            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: " NAME_FMT
-                             " has neither a tensor nor host data", it->name);
-        if (it->ndim > PFX_MAX_DIMS)
-            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "pfx_safetensors_save: " NAME_FMT ": ndim %u > %d",
-                             it->name, it->ndim, PFX_MAX_DIMS);
-        dt = it->dtype;
-        out->ndim = it->ndim;
-        out->numel = 1;
-        for (unsigned k = 0; k < it->ndim; k++) {
-            out->shape[k] = it->shape[k];
-            if (pfx_mul_overflows(out->numel, it->shape[k], &out->numel))
-                return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_safetensors_save: " NAME_FMT
-                                 ": the shape's element count overflows", it->name);
-        }
-        if ((double)out->numel * 4.0 > PFX_JSON_MAX_INT)
-            return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_safetensors_save: " NAME_FMT " is too large",
-                             it->name);
-    }
-    if (dt == PFX_DTYPE_F32)
-        out->dtype = PFX_ST_F32;
-    else if (dt == PFX_DTYPE_F16)
-        out->dtype = PFX_ST_F16;
-    else
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "pfx_safetensors_save: " NAME_FMT ": dtype %d", it->name,
-                         (int)dt);
-    if (pfx_mul_overflows(out->numel, pfx_st_dtype_size(out->dtype), &out->bytes))
-        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_safetensors_save: " NAME_FMT " is too large", it->name);
-    return PFX_SUCCESS;
-}
-
-static pfx_status build_header(pfx_runtime *rt, const pfx_named_tensor *items, const save_item *si,
-                               size_t count, const pfx_st_metadata *meta, size_t nmeta, char **out)
-{
-    *out = NULL;
-    cJSON *root = cJSON_CreateObject();
-    bool ok = root != NULL;
-    if (ok && nmeta) {
-        cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
-        ok = m != NULL;
-        for (size_t i = 0; ok && i < nmeta; i++)
-            ok = cJSON_AddStringToObject(m, meta[i].key, meta[i].value) != NULL;
-    }
-    size_t offset = 0;
-    for (size_t i = 0; ok && i < count; i++) {
-        cJSON *t = cJSON_AddObjectToObject(root, items[i].name);
-        ok = t && cJSON_AddStringToObject(t, "dtype", pfx_st_dtype_name(si[i].dtype));
-        cJSON *shape = ok ? cJSON_AddArrayToObject(t, "shape") : NULL;
-        ok = ok && shape;
-        for (unsigned k = 0; ok && k < si[i].ndim; k++) {
-            cJSON *v = cJSON_CreateNumber((double)si[i].shape[k]);
-            ok = v && cJSON_AddItemToArray(shape, v);
-        }
-        cJSON *offs = ok ? cJSON_AddArrayToObject(t, "data_offsets") : NULL;
-        ok = ok && offs;
-        cJSON *b = ok ? cJSON_CreateNumber((double)offset) : NULL;
-        ok = ok && b && cJSON_AddItemToArray(offs, b);
-        offset += si[i].bytes;
-        cJSON *e = ok ? cJSON_CreateNumber((double)offset) : NULL;
-        ok = ok && e && cJSON_AddItemToArray(offs, e);
-    }
-    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
-    cJSON_Delete(root);
-    if (!text)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_safetensors_save: building the JSON header");
-    *out = text;
-    return PFX_SUCCESS;
-}
-
-static void put_le(unsigned char *p, uint64_t v, unsigned bytes)
-{
-    for (unsigned i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path, const pfx_named_tensor *items, size_t count,
-                                const pfx_st_metadata *metadata, size_t metadata_count)
-{
-    if (!path)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: path is NULL");
-    if ((!items && count) || (!metadata && metadata_count))
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: %s is NULL",
-                         !items && count ? "items" : "metadata");
-    save_item *si = calloc(count ? count : 1, sizeof(save_item));
-    const char **names = calloc(count + metadata_count + 1, sizeof(char *));
-    char *header = NULL;
-    float *host = NULL;
-    unsigned char *bytes = NULL;
-    pfx_atomic_file af = { 0 };
-    pfx_status st = PFX_SUCCESS;
-    if (!si || !names) {
-        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_safetensors_save: host memory");
-        goto out;
-    }
-    size_t total = 0, largest = 0;
-    for (size_t i = 0; i < count; i++) {
-        if ((st = check_item(rt, &items[i], i, &si[i])) != PFX_SUCCESS)
-            goto out;
-        if (__builtin_add_overflow(total, si[i].bytes, &total) || (double)total > PFX_JSON_MAX_INT) {
-            st = pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_safetensors_save: the data is too large");
-            goto out;
-        }
-        if (si[i].numel > largest)
-            largest = si[i].numel;
-        names[i] = items[i].name;
-    }
-    qsort(names, count, sizeof(char *), cmp_str_ptr);
-    for (size_t i = 1; i < count; i++) {
-        if (strcmp(names[i - 1], names[i]) == 0) {
-            st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_safetensors_save: tensor name " NAME_FMT
-                           " appears twice", names[i]);
-            goto out;
-        }
-    }
-    for (size_t i = 0; i < metadata_count; i++) {
-        const char *k = metadata[i].key, *v = metadata[i].value;
-        if (!k || !v) {
-            st = pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: metadata[%zu] has a NULL %s", i,
-                           !k ? "key" : "value");
-            goto out;
-        }
-        if (!pfx_utf8_valid((const unsigned char *)k, strlen(k)) ||
-            !pfx_utf8_valid((const unsigned char *)v, strlen(v))) {
-            st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_safetensors_save: metadata " NAME_FMT
-                           " is not UTF-8", k);
-            goto out;
-        }
-        names[i] = k;
-    }
-    qsort(names, metadata_count, sizeof(char *), cmp_str_ptr);
-    for (size_t i = 1; i < metadata_count; i++) {
-        if (strcmp(names[i - 1], names[i]) == 0) {
-            st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_safetensors_save: metadata key " NAME_FMT
-                           " appears twice", names[i]);
-            goto out;
-        }
-    }
-    if ((st = build_header(rt, items, si, count, metadata, metadata_count, &header)) != PFX_SUCCESS)
-        goto out;
-    size_t hlen = strlen(header), padded = (hlen + 7) & ~(size_t)7;
-    host = malloc((largest ? largest : 1) * sizeof(float));
-    bytes = malloc((largest ? largest : 1) * 4);
-    if (!host || !bytes) {
-        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_safetensors_save: host memory");
-        goto out;
-    }
-    if ((st = pfx_atomic_begin(rt, path, &af)) != PFX_SUCCESS)
-        goto out;
-    unsigned char len8[8];
-    put_le(len8, padded, 8);
-    static const char spaces[8] = "        ";
-    if ((st = pfx_atomic_write(rt, &af, len8, 8)) != PFX_SUCCESS ||
-        (st = pfx_atomic_write(rt, &af, header, hlen)) != PFX_SUCCESS ||
-        (st = pfx_atomic_write(rt, &af, spaces, padded - hlen)) != PFX_SUCCESS)
-        goto out;
-    for (size_t i = 0; i < count; i++) {
-        const float *src = items[i].host;
-        if (items[i].tensor) {
-            if ((st = pfx_tensor_read(items[i].tensor, 0, si[i].numel, host)) != PFX_SUCCESS)
-                goto out;
-            src = host;
-        }
-        for (size_t k = 0; k < si[i].numel; k++) {
-            if (si[i].dtype == PFX_ST_F32) {
-                uint32_t u;
-                memcpy(&u, &src[k], 4);
-                put_le(bytes + 4 * k, u, 4);
-            } else {
-                put_le(bytes + 2 * k, pfx_float_to_half(src[k]), 2);
-            }
-        }
-        if ((st = pfx_atomic_write(rt, &af, bytes, si[i].bytes)) != PFX_SUCCESS)
-            goto out;
-    }
-    st = pfx_atomic_commit(rt, &af);
-out:
-    if (st != PFX_SUCCESS)
-        pfx_atomic_abort(&af);
-    free(si);
-    free(names);
-    free(header);
-    free(host);
-    free(bytes);
-    return st;
-}

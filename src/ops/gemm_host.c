@@ -1,0 +1,157 @@
+/*
+ * The host backend of the GEMM wrapper (see gemm.h): the host's CBLAS on the
+ * device buffers mapped in place. Used only on CPU devices whose buffers are
+ * host memory (pfx_gemm_host_usable), where a map returns the buffer's own
+ * storage: no copy in either direction (tests/test_encoder.c checks that).
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gemm.h"
+
+#if PFX_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+bool pfx_gemm_host_built(void)
+{
+    return PFX_HAVE_CBLAS != 0;
+}
+
+bool pfx_gemm_host_usable(const pfx_device_info *info)
+{
+    return info->type == PFX_DEVICE_CPU && info->unified_memory;
+}
+
+/* Vector level of an OpenBLAS kernel set: 3 AVX-512, 2 AVX2 + FMA, else 1. */
+static int core_level(const char *core)
+{
+    static const char *const avx512[] = { "SkylakeX", "Cooperlake", "SapphireRapids" };
+    static const char *const avx2[] = { "Haswell", "Zen", "SkylakeX" };
+    for (size_t i = 0; i < sizeof(avx512) / sizeof(avx512[0]); i++)
+        if (!strcmp(core, avx512[i]))
+            return 3;
+    for (size_t i = 0; i < sizeof(avx2) / sizeof(avx2[0]); i++)
+        if (!strcmp(core, avx2[i]))
+            return 2;
+    return 1;
+}
+
+const char *pfx_gemm_host_core_hint(void)
+{
+#if PFX_HAVE_OPENBLAS && defined(__x86_64__)
+    if (getenv("OPENBLAS_CORETYPE"))
+        return NULL;
+    __builtin_cpu_init();
+    int cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+                  ? 3
+              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2
+                                                                                 : 1;
+    const char *core = openblas_get_corename();
+    if (!core || core_level(core) >= cpu)
+        return NULL;
+    return cpu == 3 ? "SkylakeX" : "Haswell";
+#else
+    return NULL;
+#endif
+}
+
+#if PFX_HAVE_CBLAS
+
+/* The distinct buffers of one call, each mapped once (two overlapping
+ * writable maps of one buffer would be undefined). */
+typedef struct mapped {
+    cl_mem mem;
+    cl_map_flags flags;
+    float *ptr;
+} mapped;
+
+static int add_buffer(mapped *set, int n, cl_mem mem, cl_map_flags flags)
+{
+    for (int i = 0; i < n; i++) {
+        if (set[i].mem == mem) {
+            set[i].flags |= flags;
+            return n;
+        }
+    }
+    set[n] = (mapped){ mem, flags, NULL };
+    return n + 1;
+}
+
+static float *pointer_of(const mapped *set, int n, cl_mem mem)
+{
+    for (int i = 0; i < n; i++)
+        if (set[i].mem == mem)
+            return set[i].ptr;
+    return NULL;
+}
+
+/* Returns the first error; every mapped buffer is unmapped regardless. */
+static cl_int unmap_all(pfx_runtime *rt, mapped *set, int n)
+{
+    cl_int first = CL_SUCCESS;
+    for (int i = 0; i < n; i++) {
+        if (!set[i].ptr)
+            continue;
+        cl_int err = clEnqueueUnmapMemObject(rt->queue, set[i].mem, set[i].ptr, 0, NULL, NULL);
+        if (first == CL_SUCCESS)
+            first = err;
+    }
+    return first;
+}
+
+pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
+                         size_t n, size_t k, cl_mem a, size_t lda, cl_mem b, size_t ldb, cl_mem c,
+                         size_t ldc, const pfx_gemm_item *items, size_t count)
+{
+    what = what ? what : "gemm";
+    size_t dims[6] = { m, n, k, lda, ldb, ldc };
+    for (int i = 0; i < 6; i++)
+        if (dims[i] > INT_MAX)
+            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                             "%s: the host BLAS takes sizes up to %d (got %zu)", what, INT_MAX,
+                             dims[i]);
+    mapped set[3];
+    int nset = add_buffer(set, 0, a, CL_MAP_READ);
+    nset = add_buffer(set, nset, b, CL_MAP_READ);
+    nset = add_buffer(set, nset, c, CL_MAP_READ | CL_MAP_WRITE);
+    /* Blocking maps: the in-order queue has finished everything enqueued
+     * before this call when the first one returns. */
+    for (int i = 0; i < nset; i++) {
+        size_t bytes = 0;
+        cl_int err = clGetMemObjectInfo(set[i].mem, CL_MEM_SIZE, sizeof(bytes), &bytes, NULL);
+        if (err == CL_SUCCESS)
+            set[i].ptr = clEnqueueMapBuffer(rt->queue, set[i].mem, CL_TRUE, set[i].flags, 0,
+                                            bytes, 0, NULL, NULL, &err);
+        if (err != CL_SUCCESS) {
+            set[i].ptr = NULL;
+            unmap_all(rt, set, nset);
+            return pfx_cl_error(rt, err, what);
+        }
+    }
+    const float *pa = pointer_of(set, nset, a), *pb = pointer_of(set, nset, b);
+    float *pc = pointer_of(set, nset, c);
+    for (size_t i = 0; i < count; i++) {
+        const pfx_gemm_item *it = &items[i];
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                    trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, it->alpha,
+                    pa + it->a, (int)lda, pb + it->b, (int)ldb, it->beta, pc + it->c, (int)ldc);
+    }
+    /* Enqueued, not waited for: later commands on the queue follow them. */
+    cl_int err = unmap_all(rt, set, nset);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
+}
+
+#else
+
+pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
+                         size_t n, size_t k, cl_mem a, size_t lda, cl_mem b, size_t ldb, cl_mem c,
+                         size_t ldc, const pfx_gemm_item *items, size_t count)
+{
+    return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: built without a host BLAS (CBLAS)",
+                     what ? what : "gemm");
+}
+
+#endif

@@ -1,0 +1,70 @@
+/* The runtime-owned workspace: scratch buffers per slot that grow and are
+ * reused, so an op does not create and release device buffers per call. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+pfx_status pfx_workspace_get(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl_mem *out)
+{
+    *out = NULL;
+    if (rt->workspace[slot] && rt->workspace_bytes[slot] >= bytes) {
+        *out = rt->workspace[slot];
+        return PFX_SUCCESS;
+    }
+    /* Released while enqueued kernels may still use it: OpenCL keeps it alive. */
+    pfx_buffer_release(rt, rt->workspace[slot], rt->workspace_bytes[slot]);
+    rt->memory.workspace_bytes -= rt->workspace_bytes[slot];
+    rt->workspace[slot] = NULL;
+    rt->workspace_bytes[slot] = 0;
+    pfx_status st = pfx_buffer_create(rt, bytes, NULL, &rt->workspace[slot]);
+    if (st != PFX_SUCCESS)
+        return st;
+    rt->workspace_bytes[slot] = bytes;
+    rt->memory.workspace_bytes += bytes;
+    *out = rt->workspace[slot];
+    return PFX_SUCCESS;
+}
+
+static void CL_CALLBACK free_staging(cl_event event, cl_int status, void *staging)
+{
+    (void)event;
+    (void)status;
+    free(staging);
+}
+
+pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *data,
+                                size_t bytes, cl_mem *out)
+{
+    cl_mem mem = NULL;
+    pfx_status st = pfx_workspace_get(rt, slot, bytes, &mem);
+    if (st != PFX_SUCCESS)
+        return st;
+    void *staging = malloc(bytes);
+    if (!staging)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "workspace: host allocation failed");
+    memcpy(staging, data, bytes);
+    cl_event done = NULL;
+    cl_int err = clEnqueueWriteBuffer(rt->queue, mem, CL_FALSE, 0, bytes, staging, 0, NULL, &done);
+    if (err != CL_SUCCESS) {
+        free(staging);
+        return pfx_cl_error(rt, err, "workspace: enqueueing an upload");
+    }
+    if (clSetEventCallback(done, CL_COMPLETE, free_staging, staging) != CL_SUCCESS) {
+        clWaitForEvents(1, &done); /* no callback: free it once written */
+        free(staging);
+    }
+    clReleaseEvent(done);
+    *out = mem;
+    return PFX_SUCCESS;
+}
+
+void pfx_workspace_release(pfx_runtime *rt)
+{
+    for (int i = 0; i < PFX_WS_SLOTS; i++) {
+        pfx_buffer_release(rt, rt->workspace[i], rt->workspace_bytes[i]);
+        rt->workspace[i] = NULL;
+        rt->workspace_bytes[i] = 0;
+    }
+    rt->memory.workspace_bytes = 0;
+}
