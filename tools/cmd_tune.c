@@ -22,8 +22,8 @@
 
 /* The demonstration: small enough for about two minutes on PoCL with two
  * cores (GPT-2 small forward and backward per step, kernels cached). */
-#define DEMO_STEPS 24
-#define DEMO_BATCH 4
+#define DEMO_STEPS 40
+#define DEMO_BATCH 8
 #define DEMO_LENGTH 32
 
 static int usage(FILE *out)
@@ -287,7 +287,7 @@ int cmd_tune(int argc, char **argv)
         return interrupted ? 130 : 0;
     }
     printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
-    printf("evaluation loss: before %.4f (perplexity %.2f), after %.4f (perplexity %.2f)\n", r.eval_before,
+    printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n", r.eval_before,
            exp(r.eval_before), r.eval_after, exp(r.eval_after));
     printf("attention mass on the prefix per layer (mean of the heads), before -> after:\n");
     for (size_t l = 0; l < s->layers; l++) {
