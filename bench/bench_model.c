@@ -7,8 +7,14 @@
  * thread) beside it, and the device memory the step holds (pfx_runtime_memory
  * peak).
  *
+ * With --profile, one more step runs with every product, attention call and
+ * loss chunk bracketed by pfx_runtime_finish, and says where the model's time
+ * goes: the blocks' GEMMs, the LM head's GEMMs, attention forward and
+ * backward, the fused loss, and the rest (norms, activations, RoPE, copies).
+ *
  * usage: bench_model [--device SEL] [--batch 4] [--tokens 128] [--steps 3]
- *                    [--warmup 1] [--half] [--json PATH]
+ *                    [--warmup 1] [--half] [--recompute] [--profile] [--json PATH]
+ * --recompute: the model keeps only each block's input (params.recompute).
  * The step is the one bench/peer_model_torch.py times with PyTorch + PEFT.
  */
 #include <stdio.h>
@@ -18,6 +24,7 @@
 #include <unistd.h>
 
 #include "prefixcl/prefixcl.h"
+#include "model/model_internal.h"
 
 #define L 12
 #define HKV 12
@@ -75,7 +82,7 @@ int main(int argc, char **argv)
     const char *device = NULL, *json = NULL;
     size_t B = 4, N = 128;
     int steps = 3, warmup = 1;
-    bool half = false;
+    bool half = false, profile = false, recompute = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
@@ -89,11 +96,15 @@ int main(int argc, char **argv)
             warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--half"))
             half = true;
+        else if (!strcmp(argv[i], "--profile"))
+            profile = true;
+        else if (!strcmp(argv[i], "--recompute"))
+            recompute = true;
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] "
-                            "[--half] [--json PATH]\n", argv[0]);
+                            "[--half] [--recompute] [--profile] [--json PATH]\n", argv[0]);
             return 2;
         }
     }
@@ -120,7 +131,7 @@ int main(int argc, char **argv)
 
     pfx_model *model = NULL;
     pfx_model_params mp = { .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, .max_batch = B, .max_tokens = N,
-                            .max_prefix_len = PREFIX };
+                            .max_prefix_len = PREFIX, .recompute = recompute };
     CHECK(pfx_model_create_random(rt, dir, &mp, 1234, &model));
     unlink(path);
     rmdir(dir);
@@ -202,12 +213,26 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "step %d: loss %.4f, %.0f ms\n", it, loss, t[4] - t[0]);
     }
+    static const char *const prof_names[PFX_PROF_COUNT] = { "block GEMMs", "LM head GEMMs", "attention forward",
+                                                            "attention backward", "fused loss" };
+    double prof_total = 0, prof_ms[PFX_PROF_COUNT] = { 0 };
+    if (profile) {
+        pfx_model_profile *pr = pfx_model_profiling(model);
+        memset(pr->ms, 0, sizeof(pr->ms));
+        pr->on = true;
+        double t0 = now_ms();
+        CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
+        CHECK(pfx_runtime_finish(rt));
+        prof_total = now_ms() - t0;
+        pr->on = false;
+        memcpy(prof_ms, pr->ms, sizeof(prof_ms));
+    }
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
     const pfx_device_info *dev = pfx_runtime_device(rt);
     printf("device: %s (%s)\n", dev->device_name, dev->platform_name);
-    printf("test: GPT-2 small prefix-tuning step, B=%zu N=%zu P=%d, encoder hidden %d, %s weights\n", B, N,
-           PREFIX, ENC_HIDDEN, half ? "half" : "float32");
+    printf("test: GPT-2 small prefix-tuning step, B=%zu N=%zu P=%d, encoder hidden %d, %s weights, %s\n", B, N,
+           PREFIX, ENC_HIDDEN, half ? "half" : "float32", recompute ? "blocks recomputed" : "activations kept");
     double med_wall[PH_COUNT], med_cpu[PH_COUNT];
     for (int ph = 0; ph < PH_COUNT; ph++) {
         med_wall[ph] = median(wall[ph], steps);
@@ -217,14 +242,23 @@ int main(int argc, char **argv)
     printf("  %-28s %10.2f MiB (weights and workspace %.2f MiB)\n", "device memory peak",
            (double)mem.peak_bytes / 1048576.0, (double)mem_model.live_bytes / 1048576.0);
     printf("  %-28s %10.4f\n", "loss", loss);
+    if (profile) {
+        double rest = prof_total;
+        printf("profile: model forward+loss+backward %.2f ms wall, serialized\n", prof_total);
+        for (int i = 0; i < PFX_PROF_COUNT; i++) {
+            printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i], 100.0 * prof_ms[i] / prof_total);
+            rest -= prof_ms[i];
+        }
+        printf("  %-28s %10.2f ms %5.1f %%\n", "rest", rest, 100.0 * rest / prof_total);
+    }
     if (json) {
         FILE *out = fopen(json, "w");
         if (!out)
             return 1;
         fprintf(out, "{\"tool\": \"bench_model\", \"device\": \"%s\", \"batch\": %zu, \"tokens\": %zu, "
-                     "\"prefix\": %d, \"half\": %s, \"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, "
+                     "\"prefix\": %d, \"half\": %s, \"recompute\": %s, \"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, "
                      "\"model_bytes\": %zu, \"phases\": {",
-                dev->device_name, B, N, PREFIX, half ? "true" : "false", steps, loss, mem.peak_bytes,
+                dev->device_name, B, N, PREFIX, half ? "true" : "false", recompute ? "true" : "false", steps, loss, mem.peak_bytes,
                 mem_model.live_bytes);
         for (int ph = 0; ph < PH_COUNT; ph++)
             fprintf(out, "%s\"%s\": {\"wall_ms\": %.3f, \"cpu_ms\": %.3f}", ph ? ", " : "", phase_names[ph],

@@ -27,6 +27,15 @@ static inline pfx_tensor *mo_upload(pfx_runtime *rt, ref_rng *rng, pfx_dtype dt,
     return t;
 }
 
+/* The same without the host copy (bad-argument tests). */
+static inline pfx_tensor *mo_random(pfx_runtime *rt, ref_rng *rng, pfx_dtype dt, size_t n)
+{
+    float *host = NULL;
+    pfx_tensor *t = mo_upload(rt, rng, dt, n, 1.0f, &host);
+    free(host);
+    return t;
+}
+
 static inline float *mo_read(const pfx_tensor *t)
 {
     float *x = NULL;
@@ -34,18 +43,8 @@ static inline float *mo_read(const pfx_tensor *t)
     return x;
 }
 
-/* The rows x cols view at offset, row stride ld, of host as double. */
-static inline double *mo_gather(const float *host, size_t offset, size_t rows, size_t cols,
-                                size_t ld)
-{
-    double *x = malloc((rows && cols ? rows * cols : 1) * sizeof(double));
-    assert_non_null(x);
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++)
-            x[r * cols + c] = host[offset + r * ld + c];
-    return x;
-}
-
+/* The rows x cols view at offset, row stride ld, of host (as float, and as
+ * double for the reference). */
 static inline float *mo_gather_f(const float *host, size_t offset, size_t rows, size_t cols,
                                  size_t ld)
 {
@@ -55,6 +54,24 @@ static inline float *mo_gather_f(const float *host, size_t offset, size_t rows, 
         for (size_t c = 0; c < cols; c++)
             x[r * cols + c] = host[offset + r * ld + c];
     return x;
+}
+
+static inline double *mo_f2d(const float *x, size_t n)
+{
+    double *y = malloc((n ? n : 1) * sizeof(double));
+    assert_non_null(y);
+    for (size_t i = 0; i < n; i++)
+        y[i] = x[i];
+    return y;
+}
+
+static inline double *mo_gather(const float *host, size_t offset, size_t rows, size_t cols,
+                                size_t ld)
+{
+    float *f = mo_gather_f(host, offset, rows, cols, ld);
+    double *d = mo_f2d(f, rows * cols);
+    free(f);
+    return d;
 }
 
 static inline void mo_expect_close(const char *what, const double *ref, const float *got,
@@ -83,15 +100,6 @@ static inline void mo_expect_view(const char *what, const pfx_tensor *t, const f
     }
     free(got);
     free(after);
-}
-
-static inline double *mo_f2d(const float *x, size_t n)
-{
-    double *y = malloc((n ? n : 1) * sizeof(double));
-    assert_non_null(y);
-    for (size_t i = 0; i < n; i++)
-        y[i] = x[i];
-    return y;
 }
 
 #endif

@@ -98,6 +98,16 @@ static void test_cross_entropy(void **state)
         run_case(*state, &ce_cases[i]);
 }
 
+static void test_labels_shift(void **state)
+{
+    (void)state;
+    const int32_t labels[2 * 4] = { 5, 6, -100, 7, -100, 1, 2, -100 };
+    int32_t shifted[8];
+    assert_int_equal(pfx_labels_shift(labels, 2, 4, shifted), 4);
+    const int32_t want[8] = { 6, -100, 7, -100, 1, 2, -100, -100 };
+    assert_memory_equal(shifted, want, sizeof(want));
+}
+
 static void test_deterministic(void **state)
 {
     pfx_runtime *rt = *state;
@@ -129,13 +139,9 @@ static void test_bad_arguments(void **state)
     pfx_runtime *rt = *state;
     ref_rng rng;
     ref_rng_seed(&rng, 56);
-    float *h;
-    pfx_tensor *z = mo_upload(rt, &rng, PFX_DTYPE_F32, 4 * 10, 1.0f, &h);
-    free(h);
-    pfx_tensor *zh = mo_upload(rt, &rng, PFX_DTYPE_F16, 4 * 10, 1.0f, &h);
-    free(h);
-    pfx_tensor *loss = mo_upload(rt, &rng, PFX_DTYPE_F32, 4, 1.0f, &h);
-    free(h);
+    pfx_tensor *z = mo_random(rt, &rng, PFX_DTYPE_F32, 4 * 10);
+    pfx_tensor *zh = mo_random(rt, &rng, PFX_DTYPE_F16, 4 * 10);
+    pfx_tensor *loss = mo_random(rt, &rng, PFX_DTYPE_F32, 4);
     pfx_ids *ids = NULL;
     assert_int_equal(pfx_ids_create(rt, 6, &ids), PFX_SUCCESS);
     const int32_t labels[6] = { 1, -100, 9, 0, 10, -5 };
@@ -171,6 +177,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cross_entropy),
+        cmocka_unit_test(test_labels_shift),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_bad_arguments),
     };

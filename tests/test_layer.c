@@ -737,6 +737,20 @@ static void test_bad_inputs(void **state)
     p2.gain_ramp = 1.5f;
     assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_INVALID_ARGUMENT, "gain_ramp");
     p2 = pre;
+    p2.gain = NULL;
+    p2.gain_tensor = x; /* device gains: [H] float32 */
+    assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_INVALID_SHAPE,
+                        "prefix.gain_tensor");
+    {
+        const size_t hs = d->heads;
+        pfx_tensor *half_gain = NULL;
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 1, &hs, &half_gain), PFX_SUCCESS);
+        p2.gain_tensor = half_gain;
+        assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_DTYPE_MISMATCH,
+                            "prefix.gain_tensor");
+        pfx_tensor_destroy(&half_gain);
+    }
+    p2 = pre;
     p2.v = NULL;
     assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_NULL_ARGUMENT, "prefix.v");
     p2 = pre;

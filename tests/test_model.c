@@ -110,10 +110,10 @@ static ref_model_prefix ref_prefix(const tf_model *m, const problem *p, pfx_gain
 }
 
 static pfx_model *load(pfx_runtime *rt, const char *dir, pfx_dtype storage, size_t B, size_t N, size_t P,
-                       size_t chunk)
+                       size_t chunk, bool recompute)
 {
     pfx_model_params params = { .storage = storage, .max_batch = B, .max_tokens = N, .max_prefix_len = P,
-                                .logits_chunk_rows = chunk };
+                                .logits_chunk_rows = chunk, .recompute = recompute };
     pfx_model *model = NULL;
     pfx_status st = pfx_model_load(rt, dir, &params, &model);
     if (st != PFX_SUCCESS)
@@ -135,6 +135,7 @@ typedef struct check_opts {
     float ramp;
     bool explicit_labels;
     size_t chunk;               /* logits rows per chunk (0: default) */
+    bool recompute;             /* the backward recomputes each block */
     double tol_fwd, tol_bwd;
 } check_opts;
 
@@ -144,7 +145,7 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     char *dir = tf_tempdir("model");
     assert_int_equal(tf_write(m, dir, o->shards), 0);
     size_t live0 = pfx_test_live_bytes(rt);
-    pfx_model *model = load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk);
+    pfx_model *model = load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk, o->recompute);
     pfx_model_shape shape;
     assert_int_equal(pfx_model_get_shape(model, &shape), PFX_SUCCESS);
     const ref_model_config *rc = &m->rc;
@@ -299,7 +300,7 @@ static ref_model_config llama_config(void)
     return c;
 }
 
-static const check_opts default_opts = { PFX_DTYPE_F32, 1, PFX_GAIN_OFF, 1.0f, false, 0,
+static const check_opts default_opts = { PFX_DTYPE_F32, 1, PFX_GAIN_OFF, 1.0f, false, 0, false,
                                           TOL_MODEL_FWD, TOL_MODEL_BWD };
 
 static void test_gpt2(void **state)
@@ -320,6 +321,8 @@ static void test_gpt2(void **state)
     o.gain_mode = PFX_GAIN_TANH;
     o.ramp = 0.7f;
     o.explicit_labels = true;
+    check_model(rt, &m, &p, &o);
+    o.recompute = true; /* the same with each block recomputed in the backward */
     check_model(rt, &m, &p, &o);
     free_problem(&p);
     tf_model_free(&m);
@@ -397,6 +400,7 @@ static void test_qwen2_bias(void **state)
     make_problem(&m, &p, 2, 12, 4, lens, 11);
     check_opts o = default_opts;
     o.shards = 3;
+    o.recompute = true;
     o.gain_mode = PFX_GAIN_TANH;
     o.ramp = 1.0f;
     check_model(rt, &m, &p, &o);
@@ -451,7 +455,7 @@ static void test_bank(void **state)
     make_problem(&m, &e[0], B, N, P, NULL, 21);
     make_problem(&m, &e[1], B, N, P, NULL, 22);
     const int32_t bank_index[3] = { 1, 0, 1 };
-    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0);
+    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
     pfx_tensor *k[TF_MAX_LAYERS], *v[TF_MAX_LAYERS];
     size_t shape[4] = { T, c.kv_heads, P, c.head_dim };
     for (size_t l = 0; l < L; l++) {
@@ -539,7 +543,7 @@ static void test_encoder_chain(void **state)
     const size_t per = c.kv_heads * P * c.head_dim;
     read_layers(lp.k, L, per, p.kp); /* the reference attends with the encoder's prefixes */
     read_layers(lp.v, L, per, p.vp);
-    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0);
+    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
     assert_int_equal(pfx_model_backward(model, &(pfx_model_batch){ B, N, p.ids, p.lens, NULL }, &lp.pre, &lp.grads,
                                         NULL),
                      PFX_SUCCESS);

@@ -357,6 +357,13 @@ static void test_call_arguments(void **state)
     pfx_model_grads grads = { .gains = dgs };
     assert_status_names(rt, pfx_model_backward(m, &b, NULL, &grads, NULL), PFX_ERROR_INVALID_SHAPE,
                         "grads.gains[0]");
+    /* one tensor given twice */
+    size_t hs2[1] = { g.heads };
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs2, &dgs[1]), PFX_SUCCESS);
+    pfx_tensor *twice[2] = { dgs[1], dgs[1] };
+    grads.gains = twice;
+    assert_status_names(rt, pfx_model_backward(m, &b, NULL, &grads, NULL), PFX_ERROR_ALIASING, "grads.gains[1]");
+    pfx_tensor_destroy(&dgs[1]);
     pfx_tensor_destroy(&dg);
     pfx_tensor_destroy(&logits);
     pfx_tensor_destroy(&small);

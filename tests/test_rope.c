@@ -127,13 +127,9 @@ static void test_bad_arguments(void **state)
     pfx_runtime *rt = *state;
     ref_rng rng;
     ref_rng_seed(&rng, 35);
-    float *h;
-    pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, 96, 1.0f, &h);
-    free(h);
-    pfx_tensor *f = mo_upload(rt, &rng, PFX_DTYPE_F32, 8, 1.0f, &h);
-    free(h);
-    pfx_tensor *fh = mo_upload(rt, &rng, PFX_DTYPE_F16, 8, 1.0f, &h);
-    free(h);
+    pfx_tensor *x = mo_random(rt, &rng, PFX_DTYPE_F32, 96);
+    pfx_tensor *f = mo_random(rt, &rng, PFX_DTYPE_F32, 8);
+    pfx_tensor *fh = mo_random(rt, &rng, PFX_DTYPE_F16, 8);
     const size_t live = pfx_test_live_bytes(rt);
     pfx_mat vx = PFX_MAT(x, 4, 24), vf = PFX_VEC(f, 0, 6);
     assert_int_equal(pfx_op_rope_forward(rt, vx, 2, 2, 2, 12, 0, vf), PFX_SUCCESS);

@@ -43,6 +43,8 @@ typedef struct bench_device {
     char selector[16];    /* "P:D" */
     pfx_device_info info;
     char timer[16];       /* "events" or "host" */
+    char gemm[16];        /* the runtime's GEMM backend: "host" or "clblast" ("" when unknown) */
+    char gemm_tuning[24]; /* the CLBlast tuning: "applied", "none", "ignored", "off" */
     size_t count;
     bench_result tests[BENCH_MAX_TESTS];
 } bench_device;

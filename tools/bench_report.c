@@ -63,6 +63,9 @@ void bench_print_device(FILE *out, const bench_device *dev)
     fprintf(out, "    Timer             : %s\n",
             !strcmp(dev->timer, "host") ? "host wall clock (the device gives no marker times)"
                                         : "device events (profiling queue), median of runs");
+    if (dev->gemm[0])
+        fprintf(out, "    Dense products    : %s (CLBlast tuning %s)\n", dev->gemm,
+                dev->gemm_tuning);
     const char *group = "";
     for (size_t t = 0; t < dev->count; t++) {
         const bench_result *r = &dev->tests[t];
@@ -196,6 +199,10 @@ int bench_write_json(FILE *out, const bench_run *run)
                      "      \"global_mem_bytes\": %llu,\n      \"timer\": ",
                 type_name(i->type), i->compute_units, (unsigned long long)i->global_mem_bytes);
         json_str(out, dev->timer);
+        fprintf(out, ",\n      \"gemm_backend\": ");
+        json_str(out, dev->gemm);
+        fprintf(out, ",\n      \"gemm_tuning\": ");
+        json_str(out, dev->gemm_tuning);
         fprintf(out, ",\n      \"tests\": [");
         for (size_t t = 0; t < dev->count; t++) {
             const bench_result *r = &dev->tests[t];
@@ -419,7 +426,10 @@ static bool load_run(const json_value *root, bench_run *run, char *err, size_t e
                      false, err, errlen, where) ||
             !get_str(jd, "selector", dev->selector, sizeof(dev->selector), false, err, errlen,
                      where) ||
-            !get_str(jd, "timer", dev->timer, sizeof(dev->timer), false, err, errlen, where))
+            !get_str(jd, "timer", dev->timer, sizeof(dev->timer), false, err, errlen, where) ||
+            !get_str(jd, "gemm_backend", dev->gemm, sizeof(dev->gemm), false, err, errlen, where) ||
+            !get_str(jd, "gemm_tuning", dev->gemm_tuning, sizeof(dev->gemm_tuning), false, err,
+                     errlen, where))
             return false;
         const json_value *tests = json_get(jd, "tests");
         if (!tests || tests->type != JSON_ARRAY) {

@@ -861,4 +861,7 @@ void bench_suite_run(pfx_runtime *rt, bool quick, const char *only, bench_device
     test_encoder(&s, true);
     test_layer_step(&s, sgemm_rate);
     snprintf(dev->timer, sizeof(dev->timer), "%s", s.host_timer ? "host" : "events");
+    snprintf(dev->gemm, sizeof(dev->gemm), "%s", pfx_gemm_backend_name(pfx_runtime_gemm_backend(rt)));
+    const char *tuning = pfx_runtime_gemm_tuning(rt); /* its first word */
+    snprintf(dev->gemm_tuning, sizeof(dev->gemm_tuning), "%.*s", (int)strcspn(tuning, " "), tuning);
 }

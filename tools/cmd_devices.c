@@ -4,7 +4,21 @@
 #include <string.h>
 
 #include "commands.h"
+#include "gemm_tuning.h"
 #include "prefixcl/prefixcl.h"
+#include "program.h"
+
+/* The GEMM backend a runtime would pick here and the stored CLBlast tuning. */
+static void gemm_status(const pfx_device_info *x, const char **backend, char *tuning, size_t cap)
+{
+    char dir[1024];
+    if (pfx_cache_dir_resolve(NULL, false, dir, sizeof(dir)) != PFX_SUCCESS)
+        dir[0] = '\0';
+    pfx_gemm_backend b = PFX_GEMM_CLBLAST;
+    *backend = pfx_gemm_device_status(x, dir, &b, tuning, cap) == PFX_SUCCESS
+                   ? pfx_gemm_backend_name(b)
+                   : "refused (see $PREFIXCL_GEMM)";
+}
 
 static const char *type_name(pfx_device_type type)
 {
@@ -55,7 +69,7 @@ static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info
                "\"clock_mhz\": %u, \"global_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, "
                "\"local_mem_bytes\": %llu, \"max_work_group_size\": %zu, \"fp16\": %s, "
                "\"fp64\": %s, \"subgroups\": %s, \"nv_attributes\": %s, \"amd_attributes\": %s, "
-               "\"intel_attributes\": %s}",
+               "\"intel_attributes\": %s",
                type_name(x->type), x->unified_memory ? "true" : "false", x->compute_units,
                x->clock_mhz, (unsigned long long)x->global_mem_bytes,
                (unsigned long long)x->max_alloc_bytes, (unsigned long long)x->local_mem_bytes,
@@ -63,6 +77,14 @@ static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info
                x->has_fp64 ? "true" : "false", x->has_subgroups ? "true" : "false",
                x->has_nv_attributes ? "true" : "false", x->has_amd_attributes ? "true" : "false",
                x->has_intel_attributes ? "true" : "false");
+        const char *backend;
+        char tuning[1800];
+        gemm_status(x, &backend, tuning, sizeof(tuning));
+        printf(", \"gemm_backend\": ");
+        json_string(backend);
+        printf(", \"clblast_gemm_tuning\": ");
+        json_string(tuning);
+        printf("}");
     }
     printf("\n  ]\n}\n");
 }
@@ -92,6 +114,11 @@ static void print_text(const pfx_device_info *d, size_t n, const pfx_device_info
         printf("      sub-groups        : %s\n", yes(x->has_subgroups));
         printf("      vendor attributes : nv %s, amd %s, intel %s\n", yes(x->has_nv_attributes),
                yes(x->has_amd_attributes), yes(x->has_intel_attributes));
+        const char *backend;
+        char tuning[1800];
+        gemm_status(x, &backend, tuning, sizeof(tuning));
+        printf("      dense products    : %s\n", backend);
+        printf("      CLBlast GEMM      : %s\n", tuning);
     }
     if (def)
         printf("\n* the default device (no selector)\n");

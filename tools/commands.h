@@ -9,5 +9,6 @@ int cmd_attn_map(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_gemm_tune(int argc, char **argv);
 
 #endif

@@ -23,6 +23,8 @@ static const struct {
       "write one head's attention probabilities as a PNG/PGM heat map [--out FILE]" },
     { "bench", cmd_bench,
       "measure the device's ceilings, SGEMM, attention and the encoder [--all] [--quick]" },
+    { "gemm-tune", cmd_gemm_tune,
+      "tune CLBlast's GEMM kernels for a device and store the result [--time-limit S]" },
     { "kernel-configs", cmd_kernel_configs,
       "print every kernel program x vendor x options the runtime may build [--build]" },
 };

@@ -58,6 +58,9 @@ typedef struct pfx_model_params {
                               * the model's positions and a sliding window */
     size_t logits_chunk_rows;/* rows of logits held at once by the loss; 0: as many
                               * as fit 64 MiB (at least 1) */
+    bool recompute;          /* the backward keeps only each block's input and runs
+                              * the block again (less memory, one more forward);
+                              * default: every block's activations are kept */
 } pfx_model_params;
 
 /* What config.json says, and the parameter count of the frozen model
@@ -150,9 +153,9 @@ typedef struct pfx_model_grads {
     bool accumulate;              /* add into the tensors instead of overwriting them */
 } pfx_model_grads;
 
-/* Forward, loss and backward in one call (activations of each block are
- * recomputed during the backward from the block's kept input); the loss goes
- * to *loss when it is not NULL. Blocks for the loss. */
+/* Forward, loss and backward in one call (each block's activations kept, or
+ * with params.recompute recomputed from the block's input); the loss goes to
+ * *loss when it is not NULL. Blocks for the loss. */
 PFX_API pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
                                       const pfx_model_prefix *prefix,
                                       const pfx_model_grads *grads, double *loss);

@@ -16,10 +16,6 @@
 /* True when [s, s+n) is well-formed UTF-8 without NUL bytes. */
 bool pfx_utf8_valid(const unsigned char *s, size_t n);
 
-/* Length of the UTF-8 character at s (n >= 1 bytes left; 1 for an invalid
- * byte) and its code point in *cp (0xFFFFFFFF when invalid). */
-size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
-
 /* Reads a whole file of at most `max_bytes` into a malloc'ed buffer with a
  * NUL after the last byte. PFX_ERROR_IO (cannot open/read, not a regular
  * file) or PFX_ERROR_OUT_OF_RANGE (larger than max_bytes), recorded for rt. */
@@ -43,8 +39,8 @@ bool pfx_json_uint(const cJSON *item, uint64_t *out);
 /* Largest count accepted in a config field (keeps products far from overflow). */
 #define PFX_JSON_FIELD_MAX ((uint64_t)1 << 31)
 
-/* Parses [buf, buf+size) as UTF-8 JSON whose root is an object, with no
- * \u0000 escape, no duplicate key and nothing but white space after it
+/* Parses [buf, buf+size) as one JSON object: UTF-8 without NUL bytes or
+ * \u0000 escapes, nothing but white space after it, no key twice
  * (PFX_ERROR_FORMAT naming `label` otherwise). */
 pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf, size_t size,
                                  cJSON **out);
@@ -59,6 +55,22 @@ pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON 
                                  char *out, size_t cap);
 /* dir + "/" + name, malloc'ed (NULL when out of memory). */
 char *pfx_join_path(const char *dir, const char *name);
+
+/* The index of a sharded checkpoint (model.safetensors.index.json): every
+ * tensor name (unique, non-empty) and the shard file it lives in (a plain
+ * file name beside the index, never a path). */
+typedef struct pfx_st_index {
+    size_t count;        /* tensors */
+    char **names;        /* [count] */
+    size_t *shard;       /* [count]: index into shards */
+    char **shards;       /* [shard_count], distinct, in order of first use */
+    size_t shard_count;
+} pfx_st_index;
+
+/* Parses an index held in memory; `label` names it in messages. */
+pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
+                              pfx_st_index **out);
+void pfx_st_index_free(pfx_st_index **index);
 
 /* Atomic replacement (atomic_file.c): a temporary file next to `path`, then
  * rename. Refuses a destination that exists and is not a regular file. */
@@ -76,22 +88,6 @@ pfx_status pfx_atomic_write(pfx_runtime *rt, pfx_atomic_file *af, const void *da
 pfx_status pfx_atomic_commit(pfx_runtime *rt, pfx_atomic_file *af);
 /* Removes the temporary file and releases af; safe after a failed begin. */
 void pfx_atomic_abort(pfx_atomic_file *af);
-
-/* The index of a sharded checkpoint (model.safetensors.index.json): every
- * tensor name (unique, non-empty) and the shard file it lives in (a plain
- * file name beside the index, never a path). */
-typedef struct pfx_st_index {
-    size_t count;        /* tensors */
-    char **names;        /* [count] */
-    size_t *shard;       /* [count]: index into shards */
-    char **shards;       /* [shard_count], distinct, in order of first use */
-    size_t shard_count;
-} pfx_st_index;
-
-/* Parses an index held in memory; `label` names it in messages. */
-pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
-                              pfx_st_index **out);
-void pfx_st_index_free(pfx_st_index **index);
 
 /* Internal entry points that record errors for rt (NULL: the thread). */
 pfx_status pfx_st_open_rt(pfx_runtime *rt, const char *path, pfx_safetensors **out);

@@ -11,45 +11,38 @@
 
 #include "io_internal.h"
 
-size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    unsigned c = s[0];
-    *cp = 0xffffffffu;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if ((c & 0xe0) == 0xc0) {
-        len = 2; v = c & 0x1f; min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3; v = c & 0x0f; min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4; v = c & 0x07; min = 0x10000;
-    } else {
-        return 1;
-    }
-    if (n < len)
-        return 1;
-    for (size_t k = 1; k < len; k++) {
-        if ((s[k] & 0xc0) != 0x80)
-            return 1;
-        v = (v << 6) | (s[k] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 1; /* overlong, beyond Unicode, surrogate */
-    *cp = v;
-    return len;
-}
-
 bool pfx_utf8_valid(const unsigned char *s, size_t n)
 {
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        i += pfx_utf8_next(s + i, n - i, &cp);
-        if (cp == 0 || cp == 0xffffffffu)
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c == 0)
             return false;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        uint32_t cp, min;
+        if ((c & 0xe0) == 0xc0) {
+            len = 2; cp = c & 0x1f; min = 0x80;
+        } else if ((c & 0xf0) == 0xe0) {
+            len = 3; cp = c & 0x0f; min = 0x800;
+        } else if ((c & 0xf8) == 0xf0) {
+            len = 4; cp = c & 0x07; min = 0x10000;
+        } else {
+            return false;
+        }
+        if (n - i < len)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return false; /* overlong, beyond Unicode, surrogate */
+        i += len;
     }
     return true;
 }
@@ -232,11 +225,12 @@ pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsig
     if (st == PFX_SUCCESS && !cJSON_IsObject(root))
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", label);
     if (st == PFX_SUCCESS) {
-        bool oom;
+        bool oom = false;
         const char *dup = pfx_json_duplicate_key(root, &oom);
-        if (oom || dup)
-            st = oom ? pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label)
-                     : pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice", label, dup);
+        if (oom)
+            st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
+        else if (dup)
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice", label, dup);
     }
     if (st != PFX_SUCCESS) {
         cJSON_Delete(root);

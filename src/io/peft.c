@@ -11,7 +11,6 @@
 #define MODEL_NAME "adapter_model.safetensors"
 #define EMBEDDINGS "prompt_embeddings"
 #define CONFIG_MAX_BYTES ((size_t)1 << 20)
-
 pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
                                  pfx_peft_config *config)
 {

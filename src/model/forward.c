@@ -1,13 +1,49 @@
 /* Whole-model forward, causal-LM loss and backward to the prefixes and
  * gains. One block forward serves both families (the weight table of
- * weights.c decides what each product reads); the backward recomputes each
- * block from its kept input, then runs the block backward. */
+ * weights.c decides what each product reads). The backward reads each
+ * block's kept activations, or, with params.recompute, runs the block's
+ * forward again from its kept input first. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model_internal.h"
+
+pfx_model_profile *pfx_model_profiling(pfx_model *m)
+{
+    return m ? &m->prof : NULL;
+}
+
+static double prof_begin(pfx_model *m)
+{
+    if (!m->prof.on)
+        return 0.0;
+    pfx_runtime_finish(m->rt);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static pfx_status prof_end(pfx_model *m, pfx_prof_cat cat, double t0, pfx_status st)
+{
+    if (m->prof.on) {
+        pfx_runtime_finish(m->rt);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        m->prof.ms[cat] += ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6 - t0;
+    }
+    return st;
+}
+
+/* The tensor `slot` that block l reads and writes: its own when the model
+ * keeps every block's activations, else the shared workspace's. */
+static pfx_tensor *wsl(const pfx_model *m, size_t l, int slot)
+{
+    int k = pfx_model_kept_slot(m, slot);
+    return k < 0 ? m->ws[slot] : m->kept[l * PFX_KEPT_COUNT + (size_t)k];
+}
 
 /* What one call computes with, after validation. */
 typedef struct call {
@@ -24,6 +60,7 @@ typedef struct lin {
     size_t in, out;
     bool has_b;
     pfx_mat b;
+    bool head;                      /* the LM head (profiled apart) */
 } lin;
 
 enum { L_Q, L_K, L_V, L_O, L_UP, L_GATE, L_DOWN };
@@ -96,6 +133,7 @@ static lin head_lin(const pfx_model *m)
     r.trans = true;
     r.in = s->hidden;
     r.out = s->vocab;
+    r.head = true;
     return r;
 }
 
@@ -103,9 +141,11 @@ static lin head_lin(const pfx_model *m)
 static pfx_status lin_fwd(pfx_model *m, const char *what, const lin *f, size_t rows, const pfx_tensor *x,
                           size_t x0, const pfx_tensor *y, size_t y0, float beta, bool bias)
 {
+    double t0 = prof_begin(m);
     pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->out, f->in, 1.0f,
                                     PFX_GEMM_OP(x->mem, x0 * f->in, f->in), f->w, f->trans, beta,
                                     PFX_GEMM_OP(y->mem, y0 * f->out, f->out), m->ws[WS_CONV]);
+    st = prof_end(m, f->head ? PFX_PROF_HEAD : PFX_PROF_GEMM, t0, st);
     if (st == PFX_SUCCESS && bias && f->has_b)
         st = pfx_op_bias_add(m->rt, pfx_mat_of(y, y0 * f->out, rows, f->out, f->out), f->b);
     return st;
@@ -115,8 +155,11 @@ static pfx_status lin_fwd(pfx_model *m, const char *what, const lin *f, size_t r
 static pfx_status lin_bwd(pfx_model *m, const char *what, const lin *f, size_t rows, const pfx_tensor *dy,
                           size_t dy0, const pfx_tensor *dx, size_t dx0, float beta)
 {
-    return pfx_gemm_weight(m->rt, what, rows, f->in, f->out, 1.0f, PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out),
-                           f->w, !f->trans, beta, PFX_GEMM_OP(dx->mem, dx0 * f->in, f->in), m->ws[WS_CONV]);
+    double t0 = prof_begin(m);
+    pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->in, f->out, 1.0f,
+                                    PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out), f->w, !f->trans, beta,
+                                    PFX_GEMM_OP(dx->mem, dx0 * f->in, f->in), m->ws[WS_CONV]);
+    return prof_end(m, f->head ? PFX_PROF_HEAD : PFX_PROF_GEMM, t0, st);
 }
 
 static pfx_status copy_rows(pfx_model *m, const char *what, const pfx_tensor *src, const pfx_tensor *dst,
@@ -148,10 +191,10 @@ static pfx_status norm_fwd(pfx_model *m, size_t l, pfx_weight_role w, pfx_weight
     const size_t C = m->cfg.shape.hidden;
     pfx_mat wv = PFX_VEC(pfx_model_w(m, l, w), 0, C);
     pfx_mat xm = PFX_MAT(x, rows, C), y = PFX_MAT(m->ws[WS_LN], rows, C);
-    pfx_mat rs = PFX_VEC(m->ws[rstd], 0, rows);
+    pfx_mat rs = PFX_VEC(wsl(m, l, rstd), 0, rows);
     if (m->cfg.family == PFX_FAMILY_LLAMA)
         return pfx_op_rmsnorm_forward(m->rt, xm, wv, (float)m->cfg.norm_eps, y, &rs);
-    pfx_mat bv = PFX_VEC(pfx_model_w(m, l, b), 0, C), mu = PFX_VEC(m->ws[mean], 0, rows);
+    pfx_mat bv = PFX_VEC(pfx_model_w(m, l, b), 0, C), mu = PFX_VEC(wsl(m, l, mean), 0, rows);
     return pfx_op_layernorm_forward(m->rt, xm, wv, &bv, (float)m->cfg.norm_eps, y, &mu, &rs);
 }
 
@@ -162,10 +205,10 @@ static pfx_status norm_bwd(pfx_model *m, size_t l, pfx_weight_role w, size_t row
     const size_t C = m->cfg.shape.hidden;
     pfx_mat wv = PFX_VEC(pfx_model_w(m, l, w), 0, C);
     pfx_mat xm = PFX_MAT(x, rows, C), dym = PFX_MAT(dy, rows, C), dxm = PFX_MAT(dx, rows, C);
-    pfx_mat rs = PFX_VEC(m->ws[rstd], 0, rows);
+    pfx_mat rs = PFX_VEC(wsl(m, l, rstd), 0, rows);
     if (m->cfg.family == PFX_FAMILY_LLAMA)
         return pfx_op_rmsnorm_backward(m->rt, xm, wv, rs, dym, dxm, accumulate);
-    return pfx_op_layernorm_backward(m->rt, xm, wv, PFX_VEC(m->ws[mean], 0, rows), rs, dym, dxm, accumulate);
+    return pfx_op_layernorm_backward(m->rt, xm, wv, PFX_VEC(wsl(m, l, mean), 0, rows), rs, dym, dxm, accumulate);
 }
 
 static pfx_attention_desc attn_desc(const pfx_model *m, size_t l, const call *c)
@@ -195,14 +238,14 @@ typedef struct attn_views {
     pfx_tensor q, k, v, o, lse, dq, dk, dv, d_o;
 } attn_views;
 
-static attn_views views(const pfx_model *m, const call *c)
+static attn_views views(const pfx_model *m, size_t l, const call *c)
 {
     const pfx_model_shape *s = &m->cfg.shape;
     const size_t B = c->B, N = c->N, H = s->heads, Hkv = s->kv_heads, D = s->head_dim;
     attn_views v = {
-        shaped(m->ws[WS_Q], 4, B, N, H, D),    shaped(m->ws[WS_K], 4, B, N, Hkv, D),
-        shaped(m->ws[WS_V], 4, B, N, Hkv, D),  shaped(m->ws[WS_O], 4, B, N, H, D),
-        shaped(m->ws[WS_LSE], 3, B, H, N, 0),  shaped(m->ws[WS_DQ], 4, B, N, H, D),
+        shaped(wsl(m, l, WS_Q), 4, B, N, H, D),    shaped(wsl(m, l, WS_K), 4, B, N, Hkv, D),
+        shaped(wsl(m, l, WS_V), 4, B, N, Hkv, D),  shaped(wsl(m, l, WS_O), 4, B, N, H, D),
+        shaped(wsl(m, l, WS_LSE), 3, B, H, N, 0),  shaped(m->ws[WS_DQ], 4, B, N, H, D),
         shaped(m->ws[WS_DK], 4, B, N, Hkv, D), shaped(m->ws[WS_DV], 4, B, N, Hkv, D),
         shaped(m->ws[WS_DO], 4, B, N, H, D),
     };
@@ -221,47 +264,49 @@ static pfx_status block_forward(pfx_model *m, size_t l, const call *c, bool outp
     const pfx_tensor *x = m->hidden[l];
     pfx_status st;
     if ((st = norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, x, WS_MEAN1, WS_RSTD1)) ||
-        (st = lin_fwd(m, "model: q", &q, R, m->ws[WS_LN], 0, m->ws[WS_Q], 0, 0.0f, true)) ||
-        (st = lin_fwd(m, "model: k", &k, R, m->ws[WS_LN], 0, m->ws[WS_K], 0, 0.0f, true)) ||
-        (st = lin_fwd(m, "model: v", &v, R, m->ws[WS_LN], 0, m->ws[WS_V], 0, 0.0f, true)))
+        (st = lin_fwd(m, "model: q", &q, R, m->ws[WS_LN], 0, wsl(m, l, WS_Q), 0, 0.0f, true)) ||
+        (st = lin_fwd(m, "model: k", &k, R, m->ws[WS_LN], 0, wsl(m, l, WS_K), 0, 0.0f, true)) ||
+        (st = lin_fwd(m, "model: v", &v, R, m->ws[WS_LN], 0, wsl(m, l, WS_V), 0, 0.0f, true)))
         return st;
     if (llama) {
         pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
-        if ((st = pfx_op_rope_forward(rt, PFX_MAT(m->ws[WS_Q], R, q.out), c->B, c->N, s->heads, s->head_dim,
+        if ((st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_Q), R, q.out), c->B, c->N, s->heads, s->head_dim,
                                       c->P, freq)) ||
-            (st = pfx_op_rope_forward(rt, PFX_MAT(m->ws[WS_K], R, k.out), c->B, c->N, s->kv_heads,
+            (st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_K), R, k.out), c->B, c->N, s->kv_heads,
                                       s->head_dim, c->P, freq)))
             return st;
     }
-    attn_views av = views(m, c);
+    attn_views av = views(m, l, c);
     pfx_attention_desc d = attn_desc(m, l, c);
     pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
                                 c->P ? c->pre.values[l] : NULL };
-    if ((st = pfx_attention_forward(rt, &d, &in, &av.o, &av.lse)) ||
-        (st = copy_rows(m, "model: residual", x, m->ws[WS_A], R * C)) ||
-        (st = lin_fwd(m, "model: attention output", &o, R, m->ws[WS_O], 0, m->ws[WS_A], 0, 1.0f, true)) ||
-        (st = norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, m->ws[WS_A], WS_MEAN2, WS_RSTD2)))
+    double t0 = prof_begin(m);
+    st = prof_end(m, PFX_PROF_ATTN_FWD, t0, pfx_attention_forward(rt, &d, &in, &av.o, &av.lse));
+    if (st != PFX_SUCCESS ||
+        (st = copy_rows(m, "model: residual", x, wsl(m, l, WS_A), R * C)) ||
+        (st = lin_fwd(m, "model: attention output", &o, R, wsl(m, l, WS_O), 0, wsl(m, l, WS_A), 0, 1.0f, true)) ||
+        (st = norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2)))
         return st;
     const lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN);
     int mlp_out;
     if (llama) {
         const lin gate = get_lin(m, l, L_GATE);
-        if ((st = lin_fwd(m, "model: gate", &gate, R, m->ws[WS_LN], 0, m->ws[WS_M0], 0, 0.0f, true)) ||
-            (st = lin_fwd(m, "model: up", &up, R, m->ws[WS_LN], 0, m->ws[WS_M1], 0, 0.0f, true)) ||
-            (st = pfx_op_swiglu_forward(rt, PFX_MAT(m->ws[WS_M0], R, I), PFX_MAT(m->ws[WS_M1], R, I),
+        if ((st = lin_fwd(m, "model: gate", &gate, R, m->ws[WS_LN], 0, wsl(m, l, WS_M0), 0, 0.0f, true)) ||
+            (st = lin_fwd(m, "model: up", &up, R, m->ws[WS_LN], 0, wsl(m, l, WS_M1), 0, 0.0f, true)) ||
+            (st = pfx_op_swiglu_forward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
                                         PFX_MAT(m->ws[WS_M2], R, I))))
             return st;
         mlp_out = WS_M2;
     } else {
-        if ((st = lin_fwd(m, "model: c_fc", &up, R, m->ws[WS_LN], 0, m->ws[WS_M0], 0, 0.0f, true)) ||
-            (st = pfx_op_activation_forward(rt, m->cfg.act, PFX_MAT(m->ws[WS_M0], R, I),
-                                            PFX_MAT(m->ws[WS_M1], R, I))))
+        if ((st = lin_fwd(m, "model: c_fc", &up, R, m->ws[WS_LN], 0, wsl(m, l, WS_M0), 0, 0.0f, true)) ||
+            (st = pfx_op_activation_forward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                            PFX_MAT(wsl(m, l, WS_M1), R, I))))
             return st;
         mlp_out = WS_M1;
     }
     if (!output)
         return PFX_SUCCESS;
-    if ((st = copy_rows(m, "model: residual", m->ws[WS_A], m->hidden[l + 1], R * C)))
+    if ((st = copy_rows(m, "model: residual", wsl(m, l, WS_A), m->hidden[l + 1], R * C)))
         return st;
     return lin_fwd(m, "model: mlp output", &down, R, m->ws[mlp_out], 0, m->hidden[l + 1], 0, 1.0f, true);
 }
@@ -283,24 +328,24 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
         return st;
     if (llama) {
         const lin gate = get_lin(m, l, L_GATE);
-        if ((st = pfx_op_swiglu_backward(rt, PFX_MAT(ws[WS_M0], R, I), PFX_MAT(ws[WS_M1], R, I),
-                                         PFX_MAT(ws[WS_DM], R, I), PFX_MAT(ws[WS_M0], R, I),
-                                         PFX_MAT(ws[WS_M1], R, I))) ||
-            (st = lin_bwd(m, "model: d gate", &gate, R, ws[WS_M0], 0, ws[WS_DLN], 0, 0.0f)) ||
-            (st = lin_bwd(m, "model: d up", &up, R, ws[WS_M1], 0, ws[WS_DLN], 0, 1.0f)))
+        if ((st = pfx_op_swiglu_backward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
+                                         PFX_MAT(ws[WS_DM], R, I), PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                         PFX_MAT(wsl(m, l, WS_M1), R, I))) ||
+            (st = lin_bwd(m, "model: d gate", &gate, R, wsl(m, l, WS_M0), 0, ws[WS_DLN], 0, 0.0f)) ||
+            (st = lin_bwd(m, "model: d up", &up, R, wsl(m, l, WS_M1), 0, ws[WS_DLN], 0, 1.0f)))
             return st;
-    } else if ((st = pfx_op_activation_backward(rt, m->cfg.act, PFX_MAT(ws[WS_M0], R, I),
+    } else if ((st = pfx_op_activation_backward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
                                                 PFX_MAT(ws[WS_DM], R, I), PFX_MAT(ws[WS_DM], R, I))) ||
                (st = lin_bwd(m, "model: d c_fc", &up, R, ws[WS_DM], 0, ws[WS_DLN], 0, 0.0f))) {
         return st;
     }
     if ((st = copy_rows(m, "model: d residual", dy, ws[WS_DA], R * C)) ||
-        (st = norm_bwd(m, l, PFX_W_NORM2, R, ws[WS_A], WS_MEAN2, WS_RSTD2, ws[WS_DLN], ws[WS_DA], true)) ||
+        (st = norm_bwd(m, l, PFX_W_NORM2, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2, ws[WS_DLN], ws[WS_DA], true)) ||
         (st = lin_bwd(m, "model: d attention output", &o, R, ws[WS_DA], 0, ws[WS_DO], 0, 0.0f)))
         return st;
 
     /* attention: input gradients and this layer's prefix and gain gradients */
-    attn_views av = views(m, c);
+    attn_views av = views(m, l, c);
     pfx_attention_desc d = attn_desc(m, l, c);
     pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
                                 c->P ? c->pre.values[l] : NULL };
@@ -319,9 +364,12 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
                    (st = pfx_tensor_fill(ws[WS_DV], 0.0f))))
             return st;
     }
-    if ((ag.dq || ag.dprefix_k || ag.dprefix_v || ag.dgain) &&
-        (st = pfx_attention_backward(rt, &d, &in, &av.o, &av.lse, &av.d_o, &ag)))
-        return st;
+    if (ag.dq || ag.dprefix_k || ag.dprefix_v || ag.dgain) {
+        double t0 = prof_begin(m);
+        st = prof_end(m, PFX_PROF_ATTN_BWD, t0, pfx_attention_backward(rt, &d, &in, &av.o, &av.lse, &av.d_o, &ag));
+        if (st != PFX_SUCCESS)
+            return st;
+    }
     if (dgain && !want_gain && !(g && g->accumulate) && (st = pfx_tensor_fill(dgain, 0.0f)))
         return st;
     if (!dx)
@@ -467,7 +515,7 @@ static pfx_status check_call(pfx_model *m, const char *fn, const pfx_model_batch
     return PFX_SUCCESS;
 }
 
-static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t, size_t rows)
+static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t, size_t rows, const call *c)
 {
     pfx_runtime *rt = m->rt;
     if (!t)
@@ -479,35 +527,35 @@ static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t
     if (t->numel != rows * m->cfg.shape.vocab)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: logits has %zu elements, %zu x V=%zu expected", fn,
                          t->numel, rows, m->cfg.shape.vocab);
+    for (size_t l = 0; c->P && l < m->cfg.shape.layers; l++)
+        if (t->mem == c->pre.keys[l]->mem || t->mem == c->pre.values[l]->mem)
+            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: logits is also prefix %zu", fn, l);
     return PFX_SUCCESS;
 }
 
-/* Shifted labels: row b*N + t is scored against label t + 1 of its item. */
+/* Shifted labels: row b*N + t is scored against label t + 1 of its item;
+ * without labels, the ids with the padding (t >= lens[b]) not counted. */
 static pfx_status write_labels(pfx_model *m, const char *fn, const pfx_model_batch *batch, call *c)
 {
-    int32_t *shifted = malloc(c->R * sizeof(int32_t));
+    int32_t *shifted = malloc(2 * c->R * sizeof(int32_t));
     if (!shifted)
         return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
-    size_t counted = 0;
-    for (size_t b = 0; b < c->B; b++) {
-        size_t len = c->lens ? (size_t)c->lens[b] : c->N;
-        for (size_t t = 0; t < c->N; t++) {
-            int32_t y = PFX_LABEL_IGNORE;
-            size_t next = b * c->N + t + 1;
-            if (t + 1 < c->N)
-                y = batch->labels ? batch->labels[next] : (t + 1 < len ? batch->ids[next] : PFX_LABEL_IGNORE);
-            shifted[b * c->N + t] = y;
-            counted += y != PFX_LABEL_IGNORE;
-        }
+    const int32_t *labels = batch->labels;
+    if (!labels) {
+        int32_t *plain = shifted + c->R;
+        for (size_t b = 0; b < c->B; b++)
+            for (size_t t = 0; t < c->N; t++)
+                plain[b * c->N + t] = !c->lens || t < (size_t)c->lens[b] ? batch->ids[b * c->N + t] : PFX_LABEL_IGNORE;
+        labels = plain;
     }
+    c->counted = pfx_labels_shift(labels, c->B, c->N, shifted);
     pfx_status st = PFX_SUCCESS;
-    if (counted == 0)
+    if (c->counted == 0)
         st = pfx_error(m->rt, PFX_ERROR_INVALID_ARGUMENT, "%s: no label is counted (every one is -100 or padding)",
                        fn);
     else
         st = pfx_ids_write(m->labels, 0, c->R, shifted);
     free(shifted);
-    c->counted = counted;
     return st;
 }
 
@@ -540,6 +588,16 @@ static pfx_status check_grads(pfx_model *m, const char *fn, const call *c, const
             for (size_t j = 0; c->P && j < L; j++)
                 if (t->mem == c->pre.keys[j]->mem || t->mem == c->pre.values[j]->mem)
                     return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] is also a prefix", fn, names[i], l);
+            /* distinct from every gradient before it */
+            for (size_t j = 0; j <= l; j++)
+                for (int k = 0; k < 3; k++) {
+                    pfx_tensor *const *arr = k == 0 ? g->keys : k == 1 ? g->values : g->gains;
+                    if ((j == l && k >= i) || !arr || !arr[j])
+                        continue;
+                    if (arr[j]->mem == t->mem)
+                        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] and %s[%zu] are the same tensor", fn,
+                                         names[k], j, names[i], l);
+                }
         }
     }
     return PFX_SUCCESS;
@@ -576,7 +634,7 @@ pfx_status pfx_model_forward(pfx_model *model, const pfx_model_batch *batch, con
     call c;
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = check_output(model, fn, logits, c.R);
+        st = check_output(model, fn, logits, c.R, &c);
     if (st == PFX_SUCCESS)
         st = run_blocks(model, batch, &c);
     if (st == PFX_SUCCESS)
@@ -595,7 +653,7 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
     call c;
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = check_output(model, fn, logits, c.B);
+        st = check_output(model, fn, logits, c.B, &c);
     if (st != PFX_SUCCESS)
         return st;
     int32_t *lens = malloc(c.B * sizeof(int32_t));
@@ -606,11 +664,11 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
     const size_t C = model->cfg.shape.hidden;
     if ((st = run_blocks(model, batch, &c)) == PFX_SUCCESS && (st = final_norm(model, &c)) == PFX_SUCCESS)
         st = pfx_op_gather_last(model->rt, PFX_MAT(model->ws[WS_LN], c.R, C), c.B, c.N, lens,
-                                PFX_MAT(model->ws[WS_A], c.B, C));
+                                PFX_MAT(model->ws[WS_DA], c.B, C));
     free(lens);
     if (st == PFX_SUCCESS) {
         lin head = head_lin(model);
-        st = lin_fwd(model, "model: lm_head", &head, c.B, model->ws[WS_A], 0, logits, 0, 0.0f, false);
+        st = lin_fwd(model, "model: lm_head", &head, c.B, model->ws[WS_DA], 0, logits, 0, 0.0f, false);
     }
     return st;
 }
@@ -625,9 +683,13 @@ static pfx_status head_loss(pfx_model *m, const call *c, bool grad, double *loss
     for (size_t r0 = 0; r0 < c->R && st == PFX_SUCCESS; r0 += m->chunk_rows) {
         size_t rows = c->R - r0 < m->chunk_rows ? c->R - r0 : m->chunk_rows;
         pfx_mat rl = PFX_VEC(m->ws[WS_ROWLOSS], r0, rows);
-        if ((st = lin_fwd(m, "model: lm_head", &head, rows, m->ws[WS_LN], r0, m->ws[WS_LOGITS], 0, 0.0f, false)) ||
-            (st = pfx_op_cross_entropy(m->rt, PFX_MAT(m->ws[WS_LOGITS], rows, V), m->labels, r0, c->counted, grad,
-                                       &rl)))
+        if ((st = lin_fwd(m, "model: lm_head", &head, rows, m->ws[WS_LN], r0, m->ws[WS_LOGITS], 0, 0.0f, false)))
+            break;
+        double t0 = prof_begin(m);
+        st = prof_end(m, PFX_PROF_LOSS, t0,
+                      pfx_op_cross_entropy(m->rt, PFX_MAT(m->ws[WS_LOGITS], rows, V), m->labels, r0, c->counted,
+                                           grad, &rl));
+        if (st != PFX_SUCCESS)
             break;
         if (grad)
             st = lin_bwd(m, "model: d lm_head", &head, rows, m->ws[WS_LOGITS], 0, m->ws[WS_DH1], r0, 0.0f);
@@ -690,7 +752,7 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch, co
     for (size_t l = L; l-- > 0 && st == PFX_SUCCESS;) {
         const pfx_tensor *dy = model->ws[(L - 1 - l) % 2 ? WS_DH1 : WS_DH0];
         const pfx_tensor *dx = l ? model->ws[(L - 1 - l) % 2 ? WS_DH0 : WS_DH1] : NULL;
-        if ((st = block_forward(model, l, &c, false)) == PFX_SUCCESS)
+        if (!model->p.recompute || (st = block_forward(model, l, &c, false)) == PFX_SUCCESS)
             st = block_backward(model, l, &c, dy, dx, grads);
     }
     return st;

@@ -29,6 +29,9 @@ void pfx_model_destroy(pfx_model **mp)
         pfx_tensor_destroy(&m->hidden[l]);
     for (int i = 0; i < WS_COUNT; i++)
         pfx_tensor_destroy(&m->ws[i]);
+    for (size_t i = 0; m->kept && i < m->cfg.shape.layers * PFX_KEPT_COUNT; i++)
+        pfx_tensor_destroy(&m->kept[i]);
+    free(m->kept);
     pfx_tensor_destroy(&m->inv_freq);
     pfx_ids_destroy(&m->ids);
     pfx_ids_destroy(&m->labels);
@@ -135,9 +138,15 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
         [WS_ROWLOSS] = R,
         [WS_CONV] = p->storage == PFX_DTYPE_F16 ? (64 * maxk > CONV_MIN_FLOATS ? 64 * maxk : CONV_MIN_FLOATS) : 0,
     };
-    for (int i = 0; st == PFX_SUCCESS && i < WS_COUNT; i++)
-        if (sizes[i])
+    if (st == PFX_SUCCESS && !p->recompute && !(m->kept = calloc(L * PFX_KEPT_COUNT, sizeof(*m->kept))))
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    for (int i = 0; st == PFX_SUCCESS && i < WS_COUNT; i++) {
+        int k = pfx_model_kept_slot(m, i);
+        for (size_t l = 0; k >= 0 && sizes[i] && l < L && st == PFX_SUCCESS; l++)
+            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i], &m->kept[l * PFX_KEPT_COUNT + (size_t)k]);
+        if (k < 0 && sizes[i] && st == PFX_SUCCESS)
             st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i], &m->ws[i]);
+    }
     for (size_t l = 0; st == PFX_SUCCESS && l <= L; l++) {
         size_t shape[2] = { R, C };
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &m->hidden[l]);

@@ -102,6 +102,26 @@ enum {
     WS_COUNT
 };
 
+/* Where the time of a call goes (bench_model): with `on`, each product,
+ * attention call and loss chunk is bracketed by pfx_runtime_finish and its
+ * wall time added to its category (serializing the queue costs a little). */
+typedef enum pfx_prof_cat {
+    PFX_PROF_GEMM = 0,   /* the blocks' dense products */
+    PFX_PROF_HEAD,       /* the LM head's products (forward and backward) */
+    PFX_PROF_ATTN_FWD,
+    PFX_PROF_ATTN_BWD,
+    PFX_PROF_LOSS,       /* the fused cross-entropy */
+    PFX_PROF_COUNT
+} pfx_prof_cat;
+
+typedef struct pfx_model_profile {
+    bool on;
+    double ms[PFX_PROF_COUNT];
+} pfx_model_profile;
+
+/* The model's profile (to switch on, read and clear). */
+pfx_model_profile *pfx_model_profiling(pfx_model *m);
+
 struct pfx_model {
     pfx_runtime *rt;
     pfx_model_config cfg;
@@ -117,7 +137,27 @@ struct pfx_model {
     pfx_tensor *ws[WS_COUNT];
     pfx_ids *ids;                       /* [R] */
     pfx_ids *labels;                    /* [R], shifted */
+    pfx_tensor **kept;                  /* [L][PFX_KEPT_COUNT] without params.recompute */
+    pfx_model_profile prof;
 };
+
+/* The activations a block's backward reads, kept per layer unless
+ * params.recompute: A, Q, K, V, O, LSE, the four norm statistics, M0 and
+ * (Llama family) M1. */
+#define PFX_KEPT_COUNT 12
+static inline int pfx_model_kept_slot(const pfx_model *m, int slot)
+{
+    static const int kept[WS_COUNT] = {
+        [WS_LN] = -1, [WS_A] = 0, [WS_Q] = 1, [WS_K] = 2, [WS_V] = 3, [WS_O] = 4, [WS_LSE] = 5,
+        [WS_MEAN1] = 6, [WS_RSTD1] = 7, [WS_MEAN2] = 8, [WS_RSTD2] = 9, [WS_MEANF] = -1, [WS_RSTDF] = -1,
+        [WS_M0] = 10, [WS_M1] = 11, [WS_M2] = -1, [WS_DH0] = -1, [WS_DH1] = -1, [WS_DLN] = -1, [WS_DA] = -1,
+        [WS_DQ] = -1, [WS_DK] = -1, [WS_DV] = -1, [WS_DO] = -1, [WS_DM] = -1, [WS_LOGITS] = -1,
+        [WS_ROWLOSS] = -1, [WS_CONV] = -1,
+    };
+    if (m->p.recompute || (slot == WS_M1 && m->cfg.family == PFX_FAMILY_GPT2))
+        return -1; /* GPT-2's activation output is not read by the backward */
+    return kept[slot];
+}
 
 /* Weight of `role` in layer `l` (NULL when the family has none). */
 static inline const pfx_tensor *pfx_model_w(const pfx_model *m, size_t l, pfx_weight_role role)

@@ -58,3 +58,15 @@ pfx_status pfx_op_cross_entropy(pfx_runtime *rt, pfx_mat logits, const pfx_ids *
     }
     return PFX_SUCCESS;
 }
+
+size_t pfx_labels_shift(const int32_t *labels, size_t batch, size_t tokens, int32_t *shifted)
+{
+    size_t count = 0;
+    for (size_t b = 0; b < batch; b++)
+        for (size_t t = 0; t < tokens; t++) {
+            const int32_t v = t + 1 < tokens ? labels[b * tokens + t + 1] : PFX_LABEL_IGNORE;
+            shifted[b * tokens + t] = v;
+            count += v != PFX_LABEL_IGNORE;
+        }
+    return count;
+}

@@ -150,6 +150,51 @@ static CLBlastTranspose op(bool t)
     return t ? CLBlastTransposeYes : CLBlastTransposeNo;
 }
 
+/* One validated call: its kind picks the CLBlast entry point; the host
+ * backend takes the items. */
+typedef struct gemm_call {
+    enum { CALL_ONE, CALL_STRIDED, CALL_BATCHED } kind;
+    bool trans_a, trans_b;
+    size_t m, n, k, batch;
+    pfx_gemm_operand a, b, c;  /* offsets/strides: CALL_ONE, CALL_STRIDED */
+    const float *alphas, *betas;
+    const size_t *a_offsets, *b_offsets, *c_offsets;
+    const pfx_gemm_item *items;
+} gemm_call;
+
+static pfx_status dispatch(pfx_runtime *rt, const char *what, const gemm_call *g)
+{
+    pfx_status st = pfx_rt_enter(rt, what ? what : "gemm");
+    if (st != PFX_SUCCESS)
+        return st;
+    if (rt->gemm == PFX_GEMM_HOST) {
+        st = pfx_gemm_host(rt, what, g->trans_a, g->trans_b, g->m, g->n, g->k, g->a.mem, g->a.ld,
+                           g->b.mem, g->b.ld, g->c.mem, g->c.ld, g->items, g->batch);
+        pfx_rt_leave(rt);
+        return st;
+    }
+    CLBlastStatusCode s;
+    const CLBlastLayout row = CLBlastLayoutRowMajor;
+    const float alpha = g->items[0].alpha, beta = g->items[0].beta;
+    if (g->kind == CALL_ONE)
+        s = CLBlastSgemm(row, op(g->trans_a), op(g->trans_b), g->m, g->n, g->k, alpha, g->a.mem,
+                         g->a.offset, g->a.ld, g->b.mem, g->b.offset, g->b.ld, beta, g->c.mem,
+                         g->c.offset, g->c.ld, &rt->queue, NULL);
+    else if (g->kind == CALL_STRIDED)
+        s = CLBlastSgemmStridedBatched(row, op(g->trans_a), op(g->trans_b), g->m, g->n, g->k,
+                                       alpha, g->a.mem, g->a.offset, g->a.ld, g->a.stride,
+                                       g->b.mem, g->b.offset, g->b.ld, g->b.stride, beta,
+                                       g->c.mem, g->c.offset, g->c.ld, g->c.stride, g->batch,
+                                       &rt->queue, NULL);
+    else
+        s = CLBlastSgemmBatched(row, op(g->trans_a), op(g->trans_b), g->m, g->n, g->k, g->alphas,
+                                g->a.mem, g->a_offsets, g->a.ld, g->b.mem, g->b_offsets, g->b.ld,
+                                g->betas, g->c.mem, g->c_offsets, g->c.ld, g->batch, &rt->queue,
+                                NULL);
+    pfx_rt_leave(rt);
+    return pfx_clblast_error(rt, s, what);
+}
+
 pfx_status pfx_gemm(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
                     size_t n, size_t k, float alpha, pfx_gemm_operand a, pfx_gemm_operand b,
                     float beta, pfx_gemm_operand c)
@@ -161,13 +206,9 @@ pfx_status pfx_gemm(pfx_runtime *rt, const char *what, bool trans_a, bool trans_
                             c.ld, &item, 1);
     if (st != PFX_SUCCESS)
         return st;
-    if (rt->gemm == PFX_GEMM_HOST)
-        return pfx_gemm_host(rt, what, trans_a, trans_b, m, n, k, a.mem, a.ld, b.mem, b.ld, c.mem,
-                             c.ld, &item, 1);
-    CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, op(trans_a), op(trans_b), m, n, k,
-                                       alpha, a.mem, a.offset, a.ld, b.mem, b.offset, b.ld, beta,
-                                       c.mem, c.offset, c.ld, &rt->queue, NULL);
-    return pfx_clblast_error(rt, s, what);
+    gemm_call g = { .kind = CALL_ONE, .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n,
+                    .k = k, .batch = 1, .a = a, .b = b, .c = c, .items = &item };
+    return dispatch(rt, what, &g);
 }
 
 pfx_status pfx_gemm_strided_batched(pfx_runtime *rt, const char *what, bool trans_a,
@@ -194,16 +235,10 @@ pfx_status pfx_gemm_strided_batched(pfx_runtime *rt, const char *what, bool tran
     if (st == PFX_SUCCESS)
         st = check_operands(rt, what, trans_a, trans_b, m, n, k, a.mem, a.ld, b.mem, b.ld, c.mem,
                             c.ld, items, batch);
-    if (st == PFX_SUCCESS && rt->gemm == PFX_GEMM_HOST) {
-        st = pfx_gemm_host(rt, what, trans_a, trans_b, m, n, k, a.mem, a.ld, b.mem, b.ld, c.mem,
-                           c.ld, items, batch);
-    } else if (st == PFX_SUCCESS) {
-        CLBlastStatusCode s = CLBlastSgemmStridedBatched(
-            CLBlastLayoutRowMajor, op(trans_a), op(trans_b), m, n, k, alpha, a.mem, a.offset,
-            a.ld, a.stride, b.mem, b.offset, b.ld, b.stride, beta, c.mem, c.offset, c.ld,
-            c.stride, batch, &rt->queue, NULL);
-        st = pfx_clblast_error(rt, s, what);
-    }
+    gemm_call g = { .kind = CALL_STRIDED, .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n,
+                    .k = k, .batch = batch, .a = a, .b = b, .c = c, .items = items };
+    if (st == PFX_SUCCESS)
+        st = dispatch(rt, what, &g);
     free(items);
     return st;
 }
@@ -229,15 +264,13 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
         items[i] = (pfx_gemm_item){ a_offsets[i], b_offsets[i], c_offsets[i], alphas[i],
                                     betas[i] };
     st = check_operands(rt, what, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, items, batch);
-    if (st == PFX_SUCCESS && rt->gemm == PFX_GEMM_HOST) {
-        st = pfx_gemm_host(rt, what, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, items,
-                           batch);
-    } else if (st == PFX_SUCCESS) {
-        CLBlastStatusCode s = CLBlastSgemmBatched(
-            CLBlastLayoutRowMajor, op(trans_a), op(trans_b), m, n, k, alphas, a, a_offsets, lda,
-            b, b_offsets, ldb, betas, c, c_offsets, ldc, batch, &rt->queue, NULL);
-        st = pfx_clblast_error(rt, s, what);
-    }
+    gemm_call g = { .kind = CALL_BATCHED, .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n,
+                    .k = k, .batch = batch, .a = PFX_GEMM_OP(a, 0, lda), .b = PFX_GEMM_OP(b, 0, ldb),
+                    .c = PFX_GEMM_OP(c, 0, ldc), .alphas = alphas, .betas = betas,
+                    .a_offsets = a_offsets, .b_offsets = b_offsets, .c_offsets = c_offsets,
+                    .items = items };
+    if (st == PFX_SUCCESS)
+        st = dispatch(rt, what, &g);
     free(items);
     return st;
 }

@@ -79,7 +79,7 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
                          size_t ldc, const pfx_gemm_item *items, size_t count);
 
 /* Whether this build has the host backend, and whether a device can use it
- * (a CPU device whose memory is the host's). */
+ * (a CPU device whose memory is the host's: host-unified, or PoCL). */
 bool pfx_gemm_host_built(void);
 bool pfx_gemm_host_usable(const pfx_device_info *info);
 

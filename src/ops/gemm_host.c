@@ -21,7 +21,10 @@ bool pfx_gemm_host_built(void)
 
 bool pfx_gemm_host_usable(const pfx_device_info *info)
 {
-    return info->type == PFX_DEVICE_CPU && info->unified_memory;
+    /* CL_DEVICE_HOST_UNIFIED_MEMORY is deprecated since OpenCL 2.0: PoCL's CPU
+     * devices qualify by name even where a driver stops reporting it. */
+    return info->type == PFX_DEVICE_CPU &&
+           (info->unified_memory || strstr(info->platform_name, "Portable Computing Language"));
 }
 
 /* Vector level of an OpenBLAS kernel set: 3 AVX-512, 2 AVX2 + FMA, else 1. */

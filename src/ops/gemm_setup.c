@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gemm.h"
 #include "gemm_tuning.h"
@@ -24,7 +25,8 @@ static pfx_status backend_from_env(pfx_gemm_backend *out)
     return PFX_SUCCESS;
 }
 
-static pfx_status choose_backend(pfx_runtime *rt, const pfx_runtime_params *params)
+static pfx_status choose_backend(const pfx_device_info *info, const pfx_runtime_params *params,
+                                 pfx_gemm_backend *out)
 {
     pfx_gemm_backend want = params->gemm;
     if (want != PFX_GEMM_AUTO && want != PFX_GEMM_CLBLAST && want != PFX_GEMM_HOST)
@@ -34,7 +36,7 @@ static pfx_status choose_backend(pfx_runtime *rt, const pfx_runtime_params *para
     pfx_status st = PFX_SUCCESS;
     if (want == PFX_GEMM_AUTO && (st = backend_from_env(&want)) != PFX_SUCCESS)
         return st;
-    bool usable = pfx_gemm_host_built() && pfx_gemm_host_usable(&rt->info);
+    bool usable = pfx_gemm_host_built() && pfx_gemm_host_usable(info);
     if (want == PFX_GEMM_AUTO)
         want = usable ? PFX_GEMM_HOST : PFX_GEMM_CLBLAST;
     if (want == PFX_GEMM_HOST && !pfx_gemm_host_built())
@@ -43,9 +45,28 @@ static pfx_status choose_backend(pfx_runtime *rt, const pfx_runtime_params *para
     if (want == PFX_GEMM_HOST && !usable)
         return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
                          "gemm backend host: device '%s' is not a CPU device whose memory is the "
-                         "host's; use clblast", rt->info.device_name);
-    rt->gemm = want;
+                         "host's; use clblast", info->device_name);
+    *out = want;
     return PFX_SUCCESS;
+}
+
+pfx_status pfx_gemm_device_status(const pfx_device_info *info, const char *cache_dir,
+                                  pfx_gemm_backend *backend, char *tuning, size_t cap)
+{
+    pfx_runtime_params params;
+    pfx_runtime_default_params(&params);
+    pfx_status st = choose_backend(info, &params, backend);
+    char path[1200], why[400] = "";
+    pfx_gemm_tuning t;
+    if (!pfx_gemm_tuning_path(info, cache_dir, path, sizeof(path)))
+        snprintf(tuning, cap, "no cache folder");
+    else if (pfx_gemm_tuning_read(path, info, &t, why, sizeof(why)) == PFX_SUCCESS)
+        snprintf(tuning, cap, "tuned (%.1f -> %.1f GFLOP/s)", t.untuned_gflops, t.tuned_gflops);
+    else if (access(path, F_OK) == 0)
+        snprintf(tuning, cap, "rejected file %s: %s", path, why);
+    else
+        snprintf(tuning, cap, "not tuned (prefixcl gemm-tune)");
+    return st;
 }
 
 /* Applies the stored tuning when there is a valid one; never fails the
@@ -76,7 +97,7 @@ static void apply_tuning(pfx_runtime *rt, const pfx_runtime_params *params)
 
 pfx_status pfx_gemm_setup(pfx_runtime *rt, const pfx_runtime_params *params)
 {
-    pfx_status st = choose_backend(rt, params);
+    pfx_status st = choose_backend(&rt->info, params, &rt->gemm);
     if (st == PFX_SUCCESS)
         apply_tuning(rt, params);
     return st;

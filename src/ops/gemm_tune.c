@@ -111,8 +111,9 @@ static bool check(tuner *t, const pfx_gemm_tune_shape *s)
     return true;
 }
 
-/* Seconds of each selected shape (best of two runs after a checked warm-up
- * run that also builds the kernels); false when CLBlast fails or is wrong. */
+/* Seconds of each selected shape (one run, the best of three for small
+ * ones, after a checked warm-up run that also builds the kernels); false
+ * when CLBlast fails or is wrong. which: 1 large, 0 small, -1 all. */
 static bool time_shapes(tuner *t, int which, double *secs)
 {
     for (size_t i = 0; i < t->count; i++) {
@@ -123,7 +124,7 @@ static bool time_shapes(tuner *t, int which, double *secs)
         if (run(t, s) != CLBlastSuccess || clFinish(t->rt->queue) != CL_SUCCESS || !check(t, s))
             return false;
         double best = INFINITY;
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < (t->large[i] ? 1 : 3); r++) { /* small ones are noisier */
             double t0 = now_s();
             if (run(t, s) != CLBlastSuccess || clFinish(t->rt->queue) != CL_SUCCESS)
                 return false;
@@ -152,6 +153,53 @@ static double gflops_of(const tuner *t, const double *secs, int which)
             s += secs[i];
         }
     return s > 0 ? flops / s * 1e-9 : 0;
+}
+
+/* Moves the rows of [fixed, n) that `prefer` accepts in front of the others,
+ * keeping their shuffled order: on CPU devices, where each candidate costs a
+ * CLBlast build of seconds, the likely ones come first. */
+static void prefer_first(size_t *all, size_t fixed, size_t n, size_t width,
+                         bool (*prefer)(const size_t *))
+{
+    size_t *tmp = malloc((n - fixed) * width * sizeof(size_t));
+    if (!tmp)
+        return;
+    size_t out = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = fixed; i < n; i++)
+            if (prefer(all + i * width) == (pass == 0))
+                memcpy(tmp + (out++) * width, all + i * width, width * sizeof(size_t));
+    memcpy(all + fixed * width, tmp, (n - fixed) * width * sizeof(size_t));
+    free(tmp);
+}
+
+/* Shuffles rows [fixed, n) (Fisher-Yates, the tuner's seed), then on CPU
+ * devices moves the ones `cpu_prefers` accepts first. */
+static void order(tuner *t, size_t *all, size_t fixed, size_t n, size_t width,
+                  bool (*cpu_prefers)(const size_t *))
+{
+    size_t tmp[PFX_XGEMM_PARAMS];
+    for (size_t i = n - 1; i > fixed; i--) {
+        size_t j = fixed + next(&t->rng) % (i - fixed + 1);
+        memcpy(tmp, all + i * width, width * sizeof(size_t));
+        memcpy(all + i * width, all + j * width, width * sizeof(size_t));
+        memcpy(all + j * width, tmp, width * sizeof(size_t));
+    }
+    if (t->rt->info.type == PFX_DEVICE_CPU)
+        prefer_first(all, fixed, n, width, cpu_prefers);
+}
+
+/* CPUs: no local-memory staging (it is ordinary memory there), wide vectors,
+ * large tiles (what the PoCL profile favoured). */
+static bool cpu_xgemm(const size_t *v)
+{
+    return !v[PFX_XG_SA] && !v[PFX_XG_SB] && v[PFX_XG_VWM] >= 4 && v[PFX_XG_VWN] >= 4 &&
+           v[PFX_XG_MWG] >= 32 && v[PFX_XG_NWG] >= 32;
+}
+
+static bool cpu_direct(const size_t *v)
+{
+    return v[PFX_XD_VWMD] >= 2 && v[PFX_XD_VWND] >= 2 && v[PFX_XD_WGD] >= 16;
 }
 
 /* Every Xgemm kernel-0 configuration of CLBlast's tuner variation 2 that
@@ -190,13 +238,7 @@ static size_t xgemm_candidates(tuner *t, size_t **out)
         if (n < cap && pfx_xgemm_valid(v, &t->rt->info, why, sizeof(why)))
             memcpy(all + (n++) * PFX_XGEMM_PARAMS, v, sizeof(v));
     }
-    for (size_t i = n - 1; i > fixed; i--) { /* Fisher-Yates over the sampled part */
-        size_t j = fixed + next(&t->rng) % (i - fixed + 1);
-        size_t tmp[PFX_XGEMM_PARAMS];
-        memcpy(tmp, all + i * PFX_XGEMM_PARAMS, sizeof(tmp));
-        memcpy(all + i * PFX_XGEMM_PARAMS, all + j * PFX_XGEMM_PARAMS, sizeof(tmp));
-        memcpy(all + j * PFX_XGEMM_PARAMS, tmp, sizeof(tmp));
-    }
+    order(t, all, fixed, n, PFX_XGEMM_PARAMS, cpu_xgemm);
     *out = all;
     return n;
 }
@@ -231,20 +273,14 @@ static size_t direct_candidates(tuner *t, size_t **out)
         if (n < cap && pfx_xgemm_direct_valid(v, &t->rt->info, why, sizeof(why)))
             memcpy(all + (n++) * PFX_XGEMM_DIRECT_PARAMS, v, sizeof(v));
     }
-    for (size_t i = n - 1; i > fixed; i--) {
-        size_t j = fixed + next(&t->rng) % (i - fixed + 1);
-        size_t tmp[PFX_XGEMM_DIRECT_PARAMS];
-        memcpy(tmp, all + i * PFX_XGEMM_DIRECT_PARAMS, sizeof(tmp));
-        memcpy(all + i * PFX_XGEMM_DIRECT_PARAMS, all + j * PFX_XGEMM_DIRECT_PARAMS, sizeof(tmp));
-        memcpy(all + j * PFX_XGEMM_DIRECT_PARAMS, tmp, sizeof(tmp));
-    }
+    order(t, all, fixed, n, PFX_XGEMM_DIRECT_PARAMS, cpu_direct);
     *out = all;
     return n;
 }
 
 /* Tries candidates of one kernel (direct or not) until `until` (a fraction
  * of the limit), at least one; copies the fastest into best[]. */
-static pfx_status search(tuner *t, bool direct, double until, size_t *best)
+static pfx_status search(tuner *t, bool direct, double until, size_t *best, double *best_secs)
 {
     size_t *cands = NULL;
     size_t count = direct ? direct_candidates(t, &cands) : xgemm_candidates(t, &cands);
@@ -282,6 +318,7 @@ static pfx_status search(tuner *t, bool direct, double until, size_t *best)
             best_s = sum;
             found = true;
             memcpy(best, v, width * sizeof(size_t));
+            memcpy(best_secs, secs, t->count * sizeof(double));
             double g = gflops_of(t, secs, which);
             t->best_gflops = g > t->best_gflops ? g : t->best_gflops;
         }
@@ -411,8 +448,11 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
     if (t.count == 0 || t.count > 64)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "gemm-tune: %zu shapes (1..64 accepted)",
                          t.count);
+    pfx_status st = pfx_rt_enter(rt, "gemm-tune");
+    if (st != PFX_SUCCESS)
+        return st;
     t.start = now_s();
-    pfx_status st = setup(&t);
+    st = setup(&t);
 
     /* Untuned: whatever CLBlast chooses for this device now. */
     double untuned[64], ind[64], dir[64], tuned[64];
@@ -425,27 +465,36 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
     pfx_gemm_tuning best;
     pfx_gemm_tuning_defaults(&best);
     if (st == PFX_SUCCESS)
-        st = search(&t, false, 0.55, best.xgemm);
+        st = search(&t, false, 0.45, best.xgemm, ind);
     if (st == PFX_SUCCESS)
-        st = search(&t, true, 0.85, best.direct);
+        st = search(&t, true, 0.7, best.direct, dir);
 
-    /* Both winners on every shape, then the threshold between them. */
-    if (st == PFX_SUCCESS) {
+    /* Each winner on the shapes the other one was judged on, then the
+     * threshold between them; the tuned times follow from those. */
+    double other[64];
+    if (st == PFX_SUCCESS && !t.one_kind) {
         best.min_indirect = ALL_INDIRECT;
         st = pfx_gemm_tuning_override(rt, &best);
+        if (st == PFX_SUCCESS && !time_shapes(&t, 0, other))
+            st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the Xgemm winner failed on a shape");
+        for (size_t i = 0; st == PFX_SUCCESS && i < t.count; i++)
+            ind[i] = t.large[i] ? ind[i] : other[i];
+        if (st == PFX_SUCCESS && (st = pfx_gemm_min_indirect_override(rt, ALL_DIRECT)) ==
+                                     PFX_SUCCESS && !time_shapes(&t, 1, other))
+            st = pfx_error(rt, PFX_ERROR_CLBLAST,
+                           "gemm-tune: the XgemmDirect winner failed on a shape");
+        for (size_t i = 0; st == PFX_SUCCESS && i < t.count; i++)
+            dir[i] = t.large[i] ? other[i] : dir[i];
     }
-    if (st == PFX_SUCCESS && !time_shapes(&t, -1, ind))
-        st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the Xgemm winner failed on a shape");
-    if (st == PFX_SUCCESS && (st = pfx_gemm_min_indirect_override(rt, ALL_DIRECT)) == PFX_SUCCESS &&
-        !time_shapes(&t, -1, dir))
-        st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the XgemmDirect winner failed on a shape");
     if (st == PFX_SUCCESS) {
         progress(&t, "threshold");
         best.min_indirect = pick_threshold(&t, ind, dir);
         st = pfx_gemm_tuning_override(rt, &best);
+        for (size_t i = 0; i < t.count; i++) {
+            double c = (double)best.min_indirect;
+            tuned[i] = mnk(&t.shapes[i]) < c * c * c ? dir[i] : ind[i];
+        }
     }
-    if (st == PFX_SUCCESS && !time_shapes(&t, -1, tuned))
-        st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the tuned GEMM failed or was wrong");
     if (st == PFX_SUCCESS) {
         report->tuned_gflops = gflops_of(&t, tuned, -1);
         best.untuned_gflops = report->untuned_gflops;
@@ -456,5 +505,6 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
         st = pfx_gemm_tuning_write(rt, report->path, &best);
     }
     teardown(&t);
+    pfx_rt_leave(rt);
     return st;
 }

@@ -7,7 +7,9 @@
  * dot product on sampled entries; then it picks XGEMM_MIN_INDIRECT_SIZE from
  * the two winners' times per shape, and stores the result for the device
  * (gemm_tuning.h). Candidates are tried in a seeded random order after
- * CLBlast's defaults and a CPU-shaped seed, until the time limit.
+ * CLBlast's defaults and a CPU-shaped seed (on CPU devices the CPU-shaped
+ * ones of the sample first: each candidate costs a CLBlast build there),
+ * until the time limit.
  */
 #ifndef PFX_OPS_GEMM_TUNE_H
 #define PFX_OPS_GEMM_TUNE_H

@@ -64,6 +64,13 @@ pfx_status pfx_gemm_tuning_write(pfx_runtime *rt, const char *path, const pfx_ge
  * process: CLBlast keeps one database per device. */
 pfx_status pfx_gemm_tuning_override(pfx_runtime *rt, const pfx_gemm_tuning *t);
 
+/* For `prefixcl devices`: the backend a runtime on this device would choose
+ * by default ($PREFIXCL_GEMM included; its error recorded for the thread)
+ * and a line on the stored tuning ("tuned (...)", "not tuned ...",
+ * "rejected file ...: reason"). */
+pfx_status pfx_gemm_device_status(const pfx_device_info *info, const char *cache_dir,
+                                  pfx_gemm_backend *backend, char *tuning, size_t cap);
+
 /* Only the routine's direct/indirect threshold (the tuner forces one kernel). */
 pfx_status pfx_gemm_min_indirect_override(pfx_runtime *rt, size_t min_indirect);
 

@@ -240,6 +240,12 @@ pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n
 pfx_status pfx_op_cross_entropy(pfx_runtime *rt, pfx_mat logits, const pfx_ids *labels,
                                 size_t label0, size_t count, bool grad, const pfx_mat *row_loss);
 
+/* Host helper: HF's shift of causal-LM labels. shifted[b * tokens + t] =
+ * labels[b * tokens + t + 1] for t < tokens - 1, PFX_LABEL_IGNORE for the
+ * last position of each item; returns the number of counted (not ignored)
+ * entries, the `count` of pfx_op_cross_entropy. shifted may not be labels. */
+size_t pfx_labels_shift(const int32_t *labels, size_t batch, size_t tokens, int32_t *shifted);
+
 /* ---- generation ---- */
 
 /* out row b ([batch, C] F32 view) = hidden row b * tokens + lengths[b] - 1

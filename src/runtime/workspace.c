@@ -5,7 +5,7 @@
 
 #include "internal.h"
 
-pfx_status pfx_workspace_get(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl_mem *out)
+static pfx_status get_slot(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl_mem *out)
 {
     *out = NULL;
     if (rt->workspace[slot] && rt->workspace_bytes[slot] >= bytes) {
@@ -26,6 +26,16 @@ pfx_status pfx_workspace_get(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl
     return PFX_SUCCESS;
 }
 
+pfx_status pfx_workspace_get(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl_mem *out)
+{
+    pfx_status st = pfx_rt_enter(rt, "workspace"); /* the slot table is the runtime's */
+    if (st != PFX_SUCCESS)
+        return st;
+    st = get_slot(rt, slot, bytes, out);
+    pfx_rt_leave(rt);
+    return st;
+}
+
 static void CL_CALLBACK free_staging(cl_event event, cl_int status, void *staging)
 {
     (void)event;
@@ -37,26 +47,32 @@ pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *d
                                 size_t bytes, cl_mem *out)
 {
     cl_mem mem = NULL;
-    pfx_status st = pfx_workspace_get(rt, slot, bytes, &mem);
+    pfx_status st = pfx_rt_enter(rt, "workspace upload");
     if (st != PFX_SUCCESS)
         return st;
-    void *staging = malloc(bytes);
-    if (!staging)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "workspace: host allocation failed");
-    memcpy(staging, data, bytes);
+    void *staging = NULL;
+    if ((st = get_slot(rt, slot, bytes, &mem)) == PFX_SUCCESS && !(staging = malloc(bytes)))
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "workspace: host allocation failed");
     cl_event done = NULL;
-    cl_int err = clEnqueueWriteBuffer(rt->queue, mem, CL_FALSE, 0, bytes, staging, 0, NULL, &done);
-    if (err != CL_SUCCESS) {
-        free(staging);
-        return pfx_cl_error(rt, err, "workspace: enqueueing an upload");
+    if (st == PFX_SUCCESS) {
+        memcpy(staging, data, bytes);
+        cl_int err = clEnqueueWriteBuffer(rt->queue, mem, CL_FALSE, 0, bytes, staging, 0, NULL,
+                                          &done);
+        if (err != CL_SUCCESS) {
+            free(staging);
+            st = pfx_cl_error(rt, err, "workspace: enqueueing an upload");
+        }
     }
-    if (clSetEventCallback(done, CL_COMPLETE, free_staging, staging) != CL_SUCCESS) {
-        clWaitForEvents(1, &done); /* no callback: free it once written */
-        free(staging);
+    if (st == PFX_SUCCESS) {
+        if (clSetEventCallback(done, CL_COMPLETE, free_staging, staging) != CL_SUCCESS) {
+            clWaitForEvents(1, &done); /* no callback: free it once written */
+            free(staging);
+        }
+        clReleaseEvent(done);
+        *out = mem;
     }
-    clReleaseEvent(done);
-    *out = mem;
-    return PFX_SUCCESS;
+    pfx_rt_leave(rt);
+    return st;
 }
 
 void pfx_workspace_release(pfx_runtime *rt)

@@ -9,7 +9,6 @@
 #include "fuzz.h"
 #include "model/model_internal.h"
 
-/* For run_corpus.c's report. */
 bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_model_config cfg;

@@ -10,7 +10,6 @@
 #include "fuzz.h"
 #include "io/io_internal.h"
 
-/* For run_corpus.c's report. */
 bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_st_index *x = NULL;
