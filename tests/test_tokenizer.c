@@ -6,6 +6,7 @@
  * malformed files, bad arguments. No OpenCL.
  *
  * argv[1]: tests/fixtures/tokenizers. */
+#include <pthread.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -186,6 +187,25 @@ static void test_roberta(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+static void test_empty_matches(void **state)
+{
+    (void)state;
+    pfx_tokenizer *tok = load_dir("empty-matches");
+    check_cases(tok, "empty-matches", true, NULL);
+    pfx_tokenizer_free(&tok);
+}
+
+static void test_whitespace(void **state)
+{
+    (void)state;
+    const char *dirs[] = { "whitespace", "punctuation" };
+    for (int d = 0; d < 2; d++) {
+        pfx_tokenizer *tok = load_dir(dirs[d]);
+        check_cases(tok, dirs[d], false, NULL); /* spaces removed, unknown characters [UNK] */
+        pfx_tokenizer_free(&tok);
+    }
+}
+
 static void test_splits(void **state)
 {
     (void)state;
@@ -291,6 +311,33 @@ static void test_accessors(void **state)
     pfx_tokenizer_free(NULL);
 }
 
+/* Decoder chains on hand-made tokens; the expected strings are HF's. */
+static void test_decoders(void **state)
+{
+    (void)state;
+    static const char *json[] = {
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"_a\":0,\"<0x+A>\":1,\"<0x4a>\":2,\"<0x-1>\":3,"
+        "\"b_\":4,\"__a_\":5,\"_b__\":6},\"merges\":[]},\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
+        "{\"type\":\"Replace\",\"pattern\":{\"String\":\"_\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},"
+        "{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":1}]}}",
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"__a_\":0,\"_b__\":1},\"merges\":[]},\"decoder\":"
+        "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"_\"},"
+        "\"content\":\" \"},{\"type\":\"Strip\",\"content\":\" \",\"start\":2,\"stop\":1}]}}",
+    };
+    static const int32_t ids0[] = { 0, 1, 2, 3, 4 }, ids1[] = { 0, 1 };
+    static const char *want[] = { "a\nJ<0x-1>b", "ab " };
+    for (int k = 0; k < 2; k++) {
+        pfx_tokenizer *tok = NULL;
+        assert_int_equal(pfx_tokenizer_load_json_memory(json[k], strlen(json[k]), "dec", &tok), PFX_SUCCESS);
+        char *dec;
+        size_t dl;
+        assert_int_equal(pfx_tokenizer_decode(tok, k ? ids1 : ids0, k ? 2 : 5, 0, &dec, &dl), PFX_SUCCESS);
+        assert_string_equal(dec, want[k]);
+        free(dec);
+        pfx_tokenizer_free(&tok);
+    }
+}
+
 #define assert_refused(call, status, needle)                                              \
     do {                                                                                  \
         pfx_tokenizer *t_ = (pfx_tokenizer *)1;                                           \
@@ -322,8 +369,8 @@ static void test_refusals(void **state)
                    "WordPiece");
     assert_refused(load_mem("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}"), PFX_ERROR_UNSUPPORTED,
                    "Unigram");
-    assert_refused(load_mem(MODEL("},\"normalizer\":{\"type\":\"Lowercase\"}")), PFX_ERROR_UNSUPPORTED,
-                   "Lowercase");
+    assert_refused(load_mem(MODEL("},\"normalizer\":{\"type\":\"Precompiled\"}")), PFX_ERROR_UNSUPPORTED,
+                   "Precompiled");
     assert_refused(load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"}")),
                    PFX_ERROR_UNSUPPORTED, "BertPreTokenizer");
     assert_refused(load_mem(MODEL("},\"decoder\":{\"type\":\"WordPiece\"}")), PFX_ERROR_UNSUPPORTED,
@@ -415,6 +462,65 @@ static void test_refusals(void **state)
     assert_refused(pfx_tokenizer_load_vocab_merges("/x", NULL, out_), PFX_ERROR_NULL_ARGUMENT, "merges_path");
 }
 
+/* One tokenizer, four threads encoding and decoding the same text at once:
+ * every thread gets the single-threaded ids. */
+typedef struct thread_job {
+    const pfx_tokenizer *tok;
+    const char *text;
+    size_t len;
+    const int32_t *want;
+    size_t want_count;
+    int failures;
+} thread_job;
+
+static void *encode_many(void *arg)
+{
+    thread_job *job = arg;
+    for (int rep = 0; rep < 8; rep++) {
+        int32_t *ids;
+        size_t count;
+        char *dec;
+        size_t dl;
+        if (pfx_tokenizer_encode(job->tok, job->text, job->len, 0, &ids, &count) != PFX_SUCCESS) {
+            job->failures++;
+            continue;
+        }
+        if (count != job->want_count || memcmp(ids, job->want, count * sizeof(int32_t)) != 0)
+            job->failures++;
+        if (pfx_tokenizer_decode(job->tok, ids, count, 0, &dec, &dl) != PFX_SUCCESS)
+            job->failures++;
+        else if (dl != job->len || memcmp(dec, job->text, dl) != 0)
+            job->failures++;
+        free(dec); /* NULL after a failed decode */
+        free(ids);
+    }
+    return NULL;
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    size_t n;
+    char *text = read_all(path_of("llama3", "cases.jsonl"), &n); /* any bytes will do */
+    pfx_tokenizer *tok = load_dir("llama3");
+    int32_t *want;
+    size_t count;
+    assert_int_equal(pfx_tokenizer_encode(tok, text, n, 0, &want, &count), PFX_SUCCESS);
+    thread_job jobs[4];
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        jobs[t] = (thread_job){ tok, text, n, want, count, 0 };
+        assert_int_equal(pthread_create(&th[t], NULL, encode_many, &jobs[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        assert_int_equal(jobs[t].failures, 0);
+    }
+    free(want);
+    free(text);
+    pfx_tokenizer_free(&tok);
+}
+
 /* Informational: encode speed on the demo corpus (no threshold). */
 static void test_speed(void **state)
 {
@@ -459,11 +565,15 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_llama2),
         cmocka_unit_test(test_metaspace_split),
         cmocka_unit_test(test_splits),
+        cmocka_unit_test(test_whitespace),
+        cmocka_unit_test(test_empty_matches),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_roberta),
         cmocka_unit_test(test_round_trip_random),
         cmocka_unit_test(test_accessors),
+        cmocka_unit_test(test_decoders),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,7 +9,8 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 missing=""
 for pkg in pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers libclblast-dev libopenblas-dev libcmocka-dev \
-           meson ninja-build pkg-config clinfo python3 gcc libc6-dev libcjson-dev libpcre2-dev libutf8proc-dev; do
+           meson ninja-build pkg-config clinfo python3 gcc libc6-dev libcjson-dev libpcre2-dev \
+           libutf8proc-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
         missing="$missing $pkg"
 done

@@ -21,7 +21,8 @@
  * Errors name the file and the line: PFX_ERROR_IO (cannot read it),
  * PFX_ERROR_FORMAT (a line that is not a JSON object, lacks the fields or
  * holds a non-string, invalid UTF-8 in a JSONL line, no example at all).
- * Messages go to pfx_last_error(NULL).
+ * Messages go to pfx_last_error(NULL). A data set serves one thread at a
+ * time (pfx_dataset_next_batch keeps the epoch's order).
  */
 #ifndef PREFIXCL_DATA_H
 #define PREFIXCL_DATA_H

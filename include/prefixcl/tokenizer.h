@@ -11,26 +11,32 @@
  *    (Llama 2, Mistral, TinyLlama): pre-tokenizer and decoder Metaspace
  *    (replacement, prepend_scheme, split), normalizers Prepend / Replace /
  *    Sequence, decoders Replace / ByteFallback / Fuse / Strip / Sequence;
+ *  - BPE with the Whitespace, WhitespaceSplit and Punctuation pre-tokenizers
+ *    and the Lowercase, StripAccents and Strip normalizers (HF's quick-tour
+ *    tokenizers);
  *  - added tokens (special or not; lstrip, rstrip, single_word, normalized)
  *    matched before pre-tokenization, leftmost-longest;
  *  - post-processors TemplateProcessing (single sequence), ByteLevel,
  *    RobertaProcessing, BertProcessing and Sequence.
- * Anything else (WordPiece, Unigram, WordLevel models, Lowercase, Strip and
- * other normalizers, BPE dropout, subword prefixes) is refused with
+ * Anything else (WordPiece, Unigram, WordLevel models, BertNormalizer,
+ * Precompiled and other normalizers, BPE dropout, subword prefixes) is refused with
  * PFX_ERROR_UNSUPPORTED and a message naming it. Pre-tokenizer regexes run
  * on PCRE2 (UTF + UCP).
  *
  * Input text is bytes: invalid UTF-8 is tokenized too (byte-level tokenizers
  * map every byte through their byte table; others fall back to <0xNN> or
  * unk), and decoding never substitutes U+FFFD, so for a byte-level tokenizer
- * encode then decode gives back any input byte for byte.
+ * without a normalizer (nor lstrip / rstrip added tokens) encode then decode
+ * gives back any input byte for byte.
  *
  * Tests compare the ids with HF tokenizers 0.23 on hundreds of strings per
  * pipeline (tests/fixtures/make_tokenizer_fixture.py). Known differences:
  * decode returns bytes where HF substitutes U+FFFD; invalid UTF-8 input (HF
  * takes only valid strings); after an rstrip token the search for the next
- * added token resumes past the stripped spaces; Unicode tables are PCRE2's
- * and utf8proc's, whose versions may differ from HF's for new characters.
+ * added token resumes past the stripped spaces; a Replace normalizer whose
+ * regex matches the empty string at the start (HF inserts its content twice
+ * there); the Unicode tables are PCRE2's and utf8proc's, whose versions may
+ * differ from HF's for newly assigned characters.
  *
  * A loaded tokenizer is read-only: encode and decode may run from several
  * threads at once. Errors are recorded per thread in pfx_last_error(NULL);
@@ -52,8 +58,10 @@ typedef struct pfx_tokenizer pfx_tokenizer;
 
 /* Loads the tokenizer of a model folder: DIR/tokenizer.json, or else
  * DIR/vocab.json + DIR/merges.txt (GPT-2's byte-level files). When
- * DIR/tokenizer_config.json exists, its bos_token / eos_token / pad_token
- * name the ids returned by pfx_tokenizer_special_id. PFX_ERROR_IO when the
+ * DIR/tokenizer_config.json exists, its bos_token / eos_token / pad_token /
+ * unk_token name the ids returned by pfx_tokenizer_special_id (its
+ * add_bos_token / add_eos_token are not read: transformers 5 keeps
+ * tokenizer.json's post-processor too). PFX_ERROR_IO when the
  * folder has neither, PFX_ERROR_FORMAT for malformed files,
  * PFX_ERROR_UNSUPPORTED for a tokenizer kind this library does not run. */
 PFX_API pfx_status pfx_tokenizer_load(const char *dir, pfx_tokenizer **out);

@@ -16,6 +16,10 @@
 /* True when [s, s+n) is well-formed UTF-8 without NUL bytes. */
 bool pfx_utf8_valid(const unsigned char *s, size_t n);
 
+/* Length of the UTF-8 character at s (n >= 1 bytes left; 1 for an invalid
+ * byte) and its code point in *cp (0xFFFFFFFF when invalid). */
+size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+
 /* Reads a whole file of at most `max_bytes` into a malloc'ed buffer with a
  * NUL after the last byte. PFX_ERROR_IO (cannot open/read, not a regular
  * file) or PFX_ERROR_OUT_OF_RANGE (larger than max_bytes), recorded for rt. */

@@ -11,38 +11,45 @@
 
 #include "io_internal.h"
 
+size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned c = s[0];
+    *cp = 0xffffffffu;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    size_t len;
+    uint32_t v, min;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2; v = c & 0x1f; min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3; v = c & 0x0f; min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4; v = c & 0x07; min = 0x10000;
+    } else {
+        return 1;
+    }
+    if (n < len)
+        return 1;
+    for (size_t k = 1; k < len; k++) {
+        if ((s[k] & 0xc0) != 0x80)
+            return 1;
+        v = (v << 6) | (s[k] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 1; /* overlong, beyond Unicode, surrogate */
+    *cp = v;
+    return len;
+}
+
 bool pfx_utf8_valid(const unsigned char *s, size_t n)
 {
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        if (c == 0)
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        i += pfx_utf8_next(s + i, n - i, &cp);
+        if (cp == 0 || cp == 0xffffffffu)
             return false;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len;
-        uint32_t cp, min;
-        if ((c & 0xe0) == 0xc0) {
-            len = 2; cp = c & 0x1f; min = 0x80;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3; cp = c & 0x0f; min = 0x800;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4; cp = c & 0x07; min = 0x10000;
-        } else {
-            return false;
-        }
-        if (n - i < len)
-            return false;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return false; /* overlong, beyond Unicode, surrogate */
-        i += len;
     }
     return true;
 }

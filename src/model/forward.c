@@ -778,7 +778,7 @@ pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_batch *ba
         goto out;
     /* block l again from its kept input: Q, K, V of that layer in the workspace */
     for (size_t l = 0; l < s->layers && st == PFX_SUCCESS; l++) {
-        attn_views av = views(model, &c);
+        attn_views av = views(model, l, &c);
         pfx_attention_desc d = attn_desc(model, l, &c);
         pfx_attention_inputs in = { &av.q, &av.k, &av.v, c.P ? c.pre.keys[l] : NULL, c.P ? c.pre.values[l] : NULL };
         if ((st = block_forward(model, l, &c, false)) ||

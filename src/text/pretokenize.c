@@ -94,34 +94,61 @@ static bool spans_add(spans *v, size_t b, size_t e, bool match)
     return true;
 }
 
-/* Matches and the text between them, covering [0, n). An empty match moves
- * the search one character on, as the regex engines of HF do. */
+/* Matches one by one as onig's find_iter (which HF runs) yields them: an
+ * empty match where the previous match ended is skipped and the search
+ * moves one character on. */
+typedef struct match_iter {
+    size_t at, last_end;
+    bool have_last;
+} match_iter;
+
+static pfx_status next_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
+                             match_iter *it, bool *found, size_t *b, size_t *e)
+{
+    *found = false;
+    while (it->at <= n) {
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, it->at, 0, md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH)
+            return PFX_SUCCESS;
+        if (rc < 0)
+            return match_error(rc);
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        *b = ov[0];
+        *e = ov[1];
+        if (*b == *e && it->have_last && it->last_end == *e) {
+            if (it->at >= n)
+                return PFX_SUCCESS;
+            uint32_t cp;
+            it->at += pfx_utf8_next((const unsigned char *)s + it->at, n - it->at, &cp);
+            continue;
+        }
+        it->at = it->last_end = *e;
+        it->have_last = true;
+        *found = true;
+        return PFX_SUCCESS;
+    }
+    return PFX_SUCCESS;
+}
+
+/* Matches and the text between them, covering [0, n). */
 static pfx_status find_matches(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
                                bool invert, spans *out)
 {
     out->n = 0;
-    size_t prev = 0, at = 0;
-    while (at <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, at, 0, md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH)
+    size_t prev = 0, b, e;
+    match_iter it = { 0 };
+    for (;;) {
+        bool found;
+        pfx_status st = next_match(re, md, s, n, &it, &found, &b, &e);
+        if (st != PFX_SUCCESS)
+            return st;
+        if (!found)
             break;
-        if (rc < 0)
-            return match_error(rc);
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        size_t b = ov[0], e = ov[1];
         if (b > prev && !spans_add(out, prev, b, invert))
             return oom();
         if (!spans_add(out, b, e, !invert))
             return oom();
         prev = e;
-        if (e > b) {
-            at = e;
-        } else {
-            if (e >= n)
-                break;
-            uint32_t cp;
-            at = e + pfx_utf8_next((const unsigned char *)s + e, n - e, &cp);
-        }
     }
     if (prev < n && !spans_add(out, prev, n, invert))
         return oom();
@@ -193,36 +220,24 @@ static pfx_status replace_all(const pfx_norm *nm, pcre2_match_data *md, const pf
                               pfx_buf *out)
 {
     out->len = 0;
-    size_t at = 0;
-    while (at < in->len) {
-        size_t b, e;
+    size_t at = 0, b, e;
+    match_iter it = { 0 };
+    for (;;) {
+        bool found = false;
         if (nm->re) {
-            int rc = pcre2_match(nm->re, (PCRE2_SPTR)in->data, in->len, at, 0, md, NULL);
-            if (rc == PCRE2_ERROR_NOMATCH)
-                break;
-            if (rc < 0)
-                return match_error(rc);
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-            b = ov[0];
-            e = ov[1];
-        } else {
-            const char *hit = nm->pattern_len ? memmem(in->data + at, in->len - at, nm->pattern,
-                                                       nm->pattern_len) : NULL;
-            if (!hit)
-                break;
-            b = (size_t)(hit - in->data);
+            pfx_status st = next_match(nm->re, md, in->data, in->len, &it, &found, &b, &e);
+            if (st != PFX_SUCCESS)
+                return st;
+        } else if (nm->pattern_len) { /* an empty string pattern matches nothing, as in HF */
+            const char *hit = memmem(in->data + at, in->len - at, nm->pattern, nm->pattern_len);
+            found = hit != NULL;
+            b = found ? (size_t)(hit - in->data) : 0;
             e = b + nm->pattern_len;
         }
+        if (!found)
+            break;
         if (!pfx_buf_add(out, in->data + at, b - at) || !pfx_buf_add(out, nm->text, nm->text_len))
             return oom();
-        if (e == b) { /* an empty regex match: keep one character and go on */
-            if (b >= in->len)
-                break;
-            uint32_t cp;
-            e = b + pfx_utf8_next((const unsigned char *)in->data + b, in->len - b, &cp);
-            if (!pfx_buf_add(out, in->data + b, e - b))
-                return oom();
-        }
         at = e;
     }
     if (!pfx_buf_add(out, in->data + at, in->len - at))
@@ -266,6 +281,55 @@ static pfx_status unicode_form(const pfx_norm *nm, const pfx_buf *in, pfx_buf *o
     return PFX_SUCCESS;
 }
 
+/* Lowercase (Rust's char::to_lowercase: the simple mapping, and U+0130 to
+ * "i" U+0307), StripAccents (drops marks: Mn, Mc, Me) and Strip (White_Space
+ * at either end); invalid bytes pass through unchanged. */
+static pfx_status per_character(const pfx_norm *nm, const pfx_buf *in, pfx_buf *out)
+{
+    out->len = 0;
+    const unsigned char *s = (const unsigned char *)in->data;
+    size_t b = 0, e = in->len;
+    uint32_t cp;
+    if (nm->kind == PFX_NORM_STRIP) {
+        while (nm->strip_left && b < e) {
+            size_t cl = pfx_utf8_next(s + b, e - b, &cp);
+            if (!pfx_is_white_space(cp))
+                break;
+            b += cl;
+        }
+        while (nm->strip_right && e > b) {
+            size_t c = e - 1;
+            while (c > b && e - c < 4 && (s[c] & 0xc0) == 0x80)
+                c--;
+            if (pfx_utf8_next(s + c, e - c, &cp) != e - c || !pfx_is_white_space(cp))
+                break;
+            e = c;
+        }
+        return pfx_buf_add(out, s + b, e - b) ? PFX_SUCCESS : oom();
+    }
+    for (size_t i = 0; i < in->len;) {
+        size_t cl = pfx_utf8_next(s + i, in->len - i, &cp);
+        bool ok = true;
+        if (cp == 0xffffffffu) {
+            ok = pfx_buf_add(out, s + i, 1);
+        } else if (nm->kind == PFX_NORM_STRIP_ACCENTS) {
+            utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
+            if (cat != UTF8PROC_CATEGORY_MN && cat != UTF8PROC_CATEGORY_MC && cat != UTF8PROC_CATEGORY_ME)
+                ok = pfx_buf_add(out, s + i, cl);
+        } else if (cp == 0x130) {
+            ok = pfx_buf_add(out, "i\xcc\x87", 3);
+        } else {
+            utf8proc_uint8_t u[4];
+            utf8proc_ssize_t n = utf8proc_encode_char(utf8proc_tolower((utf8proc_int32_t)cp), u);
+            ok = pfx_buf_add(out, u, (size_t)n);
+        }
+        if (!ok)
+            return oom();
+        i += cl;
+    }
+    return PFX_SUCCESS;
+}
+
 pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const char *s, size_t n,
                          pfx_buf *cur)
 {
@@ -284,6 +348,8 @@ pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const c
                 st = oom();
         } else if (nm->kind == PFX_NORM_UNICODE) {
             st = unicode_form(nm, cur, &tmp);
+        } else if (nm->kind != PFX_NORM_REPLACE) {
+            st = per_character(nm, cur, &tmp);
         } else {
             st = replace_all(nm, md, cur, &tmp);
         }
@@ -493,6 +559,8 @@ pfx_status pfx_pretokenize(const pfx_tokenizer *tok, const pfx_pretok *pt, pfx_e
             st = byte_level(pt, sc, p, s, out, &v, &tmp);
         } else if (pt->kind == PFX_PRE_METASPACE) {
             st = metaspace(pt, p, s, out, &tmp);
+        } else if (!pt->re) { /* an empty string pattern matches nothing, as in HF */
+            st = pfx_pieces_add(out, s, p->len, -1, p->first) ? PFX_SUCCESS : oom();
         } else {
             st = split_piece(pt->re, sc, s, p->len, p->first, pt->invert, pt->behavior, out, &v);
         }

@@ -70,7 +70,10 @@ typedef struct pfx_pretok {
     bool split;                     /* Metaspace: split on the replacement */
 } pfx_pretok;
 
-typedef enum pfx_norm_kind { PFX_NORM_PREPEND = 0, PFX_NORM_REPLACE, PFX_NORM_UNICODE } pfx_norm_kind;
+typedef enum pfx_norm_kind {
+    PFX_NORM_PREPEND = 0, PFX_NORM_REPLACE, PFX_NORM_UNICODE, PFX_NORM_LOWERCASE, PFX_NORM_STRIP_ACCENTS,
+    PFX_NORM_STRIP,
+} pfx_norm_kind;
 
 typedef struct pfx_norm {
     pfx_norm_kind kind;
@@ -80,6 +83,7 @@ typedef struct pfx_norm {
     size_t pattern_len;
     pcre2_code *re;                 /* Replace with a regex pattern */
     int unicode_options;            /* NFC / NFD / NFKC / NFKD: utf8proc_map's options */
+    bool strip_left, strip_right;   /* Strip */
 } pfx_norm;
 
 typedef enum pfx_dec_kind {

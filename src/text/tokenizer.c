@@ -126,6 +126,22 @@ static bool starts(const char *s, size_t n, const char *p, size_t pn)
     return n >= pn && memcmp(s, p, pn) == 0;
 }
 
+static int hex_digit(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The two characters of <0xNN> as Rust's u8::from_str_radix(.., 16) reads
+ * them (HF's ByteFallback): two hex digits, or '+' and one; else -1. */
+static int hex_byte(const char *h)
+{
+    int a = hex_digit(h[0]), b = hex_digit(h[1]);
+    if (h[0] == '+')
+        return b;
+    return a < 0 || b < 0 ? -1 : a * 16 + b;
+}
+
 static bool dec_step(const pfx_dec *d, const pfx_pieces *in, pfx_pieces *out)
 {
     pfx_buf one = { 0 };
@@ -158,17 +174,10 @@ static bool dec_step(const pfx_dec *d, const pfx_pieces *in, pfx_pieces *out)
         for (size_t i = 0; i <= in->count && ok; i++) {
             const char *s = i < in->count ? in->text.data + in->p[i].off : "";
             size_t n = i < in->count ? in->p[i].len : 0;
-            char *end;
-            char hex[3] = { 0 };
-            bool is_byte = n == 6 && starts(s, n, "<0x", 3) && s[5] == '>';
-            if (is_byte) {
-                memcpy(hex, s + 3, 2);
-                unsigned long v = strtoul(hex, &end, 16);
-                is_byte = end == hex + 2 && hex[0] != '-' && hex[0] != '+' && hex[0] != ' ';
-                if (is_byte) {
-                    ok = pfx_buf_add(&one, &(char){ (char)v }, 1);
-                    continue;
-                }
+            int v;
+            if (n == 6 && starts(s, n, "<0x", 3) && s[5] == '>' && (v = hex_byte(s + 3)) >= 0) {
+                ok = pfx_buf_add(&one, &(char){ (char)v }, 1);
+                continue;
             }
             if (one.len) {
                 ok = pfx_pieces_add(out, one.data, one.len, -1, false);

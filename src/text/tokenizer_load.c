@@ -379,18 +379,34 @@ static pfx_status parse_sequence(pfx_tokenizer *tok, const cJSON *obj, const cha
     return PFX_SUCCESS;
 }
 
+/* The start every component shares: absent or null is nothing to do, else
+ * its "type"; a Sequence is its list `list_key` through fn. *type is NULL
+ * when nothing is left to parse. */
+static pfx_status component(pfx_tokenizer *tok, const cJSON *obj, const char *where,
+                            const char *list_key, parse_fn fn, const char *label, int depth,
+                            const char **type)
+{
+    *type = NULL;
+    if (is_absent(obj))
+        return PFX_SUCCESS;
+    const char *t;
+    pfx_status st = get_type(obj, &t, label, where);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (strcmp(t, "Sequence") == 0)
+        return parse_sequence(tok, obj, list_key, fn, label, where, depth);
+    *type = t;
+    return PFX_SUCCESS;
+}
+
 /* ---- normalizer ---- */
 static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const char *label, int depth)
 {
     static const char where[] = "normalizer";
-    if (is_absent(n))
-        return PFX_SUCCESS;
     const char *type;
-    pfx_status st = get_type(n, &type, label, where);
-    if (st != PFX_SUCCESS)
+    pfx_status st = component(tok, n, where, "normalizers", parse_normalizer, label, depth, &type);
+    if (st != PFX_SUCCESS || !type)
         return st;
-    if (strcmp(type, "Sequence") == 0)
-        return parse_sequence(tok, n, "normalizers", parse_normalizer, label, where, depth);
     static const struct { const char *name; int options; } forms[] = {
         { "NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE },
         { "NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE },
@@ -402,15 +418,29 @@ static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const cha
         if (strcmp(type, forms[k].name) == 0)
             form = k;
     bool prepend = strcmp(type, "Prepend") == 0;
-    if (form < 0 && !prepend && strcmp(type, "Replace") != 0)
+    bool lower = strcmp(type, "Lowercase") == 0, accents = strcmp(type, "StripAccents") == 0;
+    bool strip = strcmp(type, "Strip") == 0;
+    if (form < 0 && !prepend && !lower && !accents && !strip && strcmp(type, "Replace") != 0)
         return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: normalizer '%s' is not supported (only "
-                         "NFC, NFD, NFKC, NFKD, Prepend, Replace and Sequence)", label, type);
+                         "NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Prepend, Replace and "
+                         "Sequence)", label, type);
     if (!grow((void **)&tok->norms, &tok->norm_count, sizeof(*tok->norms)))
         return oom(label);
     pfx_norm *nm = &tok->norms[tok->norm_count - 1];
     if (form >= 0) {
         nm->kind = PFX_NORM_UNICODE;
         nm->unicode_options = forms[form].options;
+        return PFX_SUCCESS;
+    }
+    if (lower || accents) {
+        nm->kind = lower ? PFX_NORM_LOWERCASE : PFX_NORM_STRIP_ACCENTS;
+        return PFX_SUCCESS;
+    }
+    if (strip) {
+        nm->kind = PFX_NORM_STRIP;
+        if ((st = get_bool(n, "strip_left", true, &nm->strip_left, label, where)) ||
+            (st = get_bool(n, "strip_right", true, &nm->strip_right, label, where)))
+            return st;
         return PFX_SUCCESS;
     }
     nm->kind = prepend ? PFX_NORM_PREPEND : PFX_NORM_REPLACE;
@@ -455,14 +485,10 @@ static pfx_status parse_behavior(const cJSON *p, pfx_split_behavior *out, const 
 static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *label, int depth)
 {
     static const char where[] = "pre_tokenizer";
-    if (is_absent(p))
-        return PFX_SUCCESS;
     const char *type;
-    pfx_status st = get_type(p, &type, label, where);
-    if (st != PFX_SUCCESS)
+    pfx_status st = component(tok, p, where, "pretokenizers", parse_pretok, label, depth, &type);
+    if (st != PFX_SUCCESS || !type)
         return st;
-    if (strcmp(type, "Sequence") == 0)
-        return parse_sequence(tok, p, "pretokenizers", parse_pretok, label, where, depth);
     pfx_pretok pt = { 0 };
     if (strcmp(type, "ByteLevel") == 0) {
         bool use_regex = true;
@@ -481,7 +507,7 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
             (st = parse_behavior(p, &pt.behavior, label, where)) ||
             (st = get_bool(p, "invert", false, &pt.invert, label, where)))
             return st;
-        if (!(pt.re = pfx_regex_compile(pat, strlen(pat), !regex, label, where)))
+        if ((regex || *pat) && !(pt.re = pfx_regex_compile(pat, strlen(pat), !regex, label, where)))
             return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Digits") == 0) {
         bool single = false;
@@ -493,6 +519,34 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
         const char *pat = single ? "\\p{N}" : "\\p{N}+";
         if (!(pt.re = pfx_regex_compile(pat, PCRE2_ZERO_TERMINATED, false, label, where)))
             return PFX_ERROR_FORMAT;
+    } else if (strcmp(type, "Whitespace") == 0 || strcmp(type, "WhitespaceSplit") == 0 ||
+               strcmp(type, "Punctuation") == 0) {
+        /* HF's fixed splitters as regexes: \w+|[^\w\s]+ kept (Whitespace),
+         * runs of White_Space removed (WhitespaceSplit), punctuation split
+         * off by a behavior (Punctuation: Unicode P* and ASCII punctuation). */
+#define PFX_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
+#define PFX_SPACE "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}" \
+                  "\\x{202f}\\x{205f}\\x{3000}"
+        const char *pat;
+        pt.kind = PFX_PRE_SPLIT;
+        if (type[0] == 'P') {
+            pat = "[\\p{P}!-/:-@\\[-`{-~]";
+            pt.behavior = PFX_SPLIT_ISOLATED;
+            if (cJSON_GetObjectItemCaseSensitive(p, "behavior") &&
+                (st = parse_behavior(p, &pt.behavior, label, where)))
+                return st;
+        } else if (strcmp(type, "Whitespace") == 0) {
+            pat = "[" PFX_WORD "]+|[^" PFX_WORD PFX_SPACE "]+";
+            pt.behavior = PFX_SPLIT_REMOVED;
+            pt.invert = true;
+        } else {
+            pat = "[" PFX_SPACE "]+";
+            pt.behavior = PFX_SPLIT_REMOVED;
+        }
+#undef PFX_WORD
+#undef PFX_SPACE
+        if (!(pt.re = pfx_regex_compile(pat, PCRE2_ZERO_TERMINATED, false, label, where)))
+            return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Metaspace") == 0) {
         pt.kind = PFX_PRE_METASPACE;
         if ((st = get_char(p, "replacement", pt.repl, &pt.repl_len, label, where)) ||
@@ -501,7 +555,8 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
             return st;
     } else {
         return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: pre-tokenizer '%s' is not supported (only "
-                         "ByteLevel, Split, Digits, Metaspace and Sequence)", label, type);
+                         "ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation and "
+                         "Sequence)", label, type);
     }
     if (!grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {
         pcre2_code_free(pt.re);
@@ -515,15 +570,12 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
 static pfx_status parse_decoder(pfx_tokenizer *tok, const cJSON *d, const char *label, int depth)
 {
     static const char where[] = "decoder";
-    if (is_absent(d))
-        return PFX_SUCCESS;
-    tok->has_decoder = true;
+    if (!is_absent(d))
+        tok->has_decoder = true;
     const char *type;
-    pfx_status st = get_type(d, &type, label, where);
-    if (st != PFX_SUCCESS)
+    pfx_status st = component(tok, d, where, "decoders", parse_decoder, label, depth, &type);
+    if (st != PFX_SUCCESS || !type)
         return st;
-    if (strcmp(type, "Sequence") == 0)
-        return parse_sequence(tok, d, "decoders", parse_decoder, label, where, depth);
     pfx_dec dc = { 0 };
     const char *s;
     if (strcmp(type, "ByteLevel") == 0) {
@@ -691,11 +743,9 @@ static pfx_status parse_template(pfx_tokenizer *tok, const cJSON *p, const char 
 static pfx_status parse_post(pfx_tokenizer *tok, const cJSON *p, const char *label, int depth)
 {
     static const char where[] = "post_processor";
-    if (is_absent(p))
-        return PFX_SUCCESS;
     const char *type;
-    pfx_status st = get_type(p, &type, label, where);
-    if (st != PFX_SUCCESS)
+    pfx_status st = component(tok, p, where, "processors", parse_post, label, depth, &type);
+    if (st != PFX_SUCCESS || !type)
         return st;
     if (strcmp(type, "ByteLevel") == 0)
         return PFX_SUCCESS; /* offsets only */
@@ -710,8 +760,6 @@ static pfx_status parse_post(pfx_tokenizer *tok, const cJSON *p, const char *lab
             return oom(label);
         return PFX_SUCCESS;
     }
-    if (strcmp(type, "Sequence") == 0)
-        return parse_sequence(tok, p, "processors", parse_post, label, where, depth);
     return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: post-processor '%s' is not supported (only "
                      "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing and Sequence)",
                      label, type);

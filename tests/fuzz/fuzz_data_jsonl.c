@@ -13,7 +13,6 @@
 #include "prefixcl/data.h"
 #include "text/text_internal.h" /* the byte-level table */
 
-
 #define MAX_LEN 12
 #define BATCH 3
 

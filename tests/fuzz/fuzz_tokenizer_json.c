@@ -9,7 +9,6 @@
 #include "fuzz.h"
 #include "prefixcl/tokenizer.h"
 
-
 bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 {
     pfx_tokenizer *tok = NULL;

@@ -12,7 +12,6 @@
 #include "prefixcl/tokenizer.h"
 #include "text/text_internal.h" /* the byte-level table */
 
-
 static pfx_status load(const uint8_t *data, size_t size, const char *label, pfx_tokenizer **tok)
 {
     const uint8_t *nul = memchr(data, 0, size);
