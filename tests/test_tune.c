@@ -10,6 +10,7 @@
  * usage: test_tune OUT_DIR DEMO_DIR
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,8 +186,19 @@ static void assert_files_equal(const char *a, const char *b)
     free(y);
 }
 
-/* Stopped after step 5 (as Ctrl-C stops), then resumed: the same curve and
- * the same adapter bit for bit, gains and a held-back slice included. */
+/* Raises the stop flag during step 5, as cmd_tune's SIGINT handler does. */
+static volatile sig_atomic_t stop_now;
+
+static void stop_at_5(const tune_step_info *s, void *user)
+{
+    (void)user;
+    if (s->step == 5)
+        stop_now = 1;
+}
+
+/* Stopped by the flag after step 5 (Ctrl-C), then resumed: the same curve
+ * and the same adapter bit for bit, gains and a held-back slice included;
+ * no temporary file is left. Then stop_after (step 7 of a run resumed at 5). */
 static void test_resume_bit_for_bit(void **state)
 {
     (void)state;
@@ -200,15 +212,27 @@ static void test_resume_bit_for_bit(void **state)
     tune_result a, b, d;
     assert_int_equal(tune_run(&c, NULL, NULL, &a), 0);
     c.out_dir = parts;
-    c.stop_after = 5;
-    assert_int_equal(tune_run(&c, NULL, NULL, &b), 0);
+    c.stop_flag = &stop_now;
+    stop_now = 0;
+    assert_int_equal(tune_run(&c, stop_at_5, NULL, &b), 0);
     assert_true(b.stopped);
     assert_int_equal(b.steps_done, 5);
-    c.stop_after = 0;
+    char cmd[4400];
+    snprintf(cmd, sizeof(cmd), "ls -a '%s' | grep -q '\\.tmp-'", parts);
+    assert_int_not_equal(system(cmd), 0);
+    stop_now = 0;
+    c.stop_flag = NULL;
+    tune_result_free(&b);
     c.resume = true;
+    c.stop_after = 7;
+    assert_int_equal(tune_run(&c, NULL, NULL, &b), 0);
+    assert_true(b.stopped);
+    assert_int_equal(b.first_step, 5);
+    assert_int_equal(b.steps_done, 7);
+    c.stop_after = 0;
     assert_int_equal(tune_run(&c, NULL, NULL, &d), 0);
     assert_false(d.stopped);
-    assert_int_equal(d.first_step, 5);
+    assert_int_equal(d.first_step, 7);
     assert_int_equal(d.steps_done, 12);
     assert_memory_equal(a.losses, d.losses, 12 * sizeof(double));
     assert_memory_equal(a.grad_norms, d.grad_norms, 12 * sizeof(float));
