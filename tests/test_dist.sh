@@ -1,7 +1,8 @@
 #!/bin/sh
 # Suite 'dist' (built with -Dmpi=enabled): `mpirun -n 2 prefixcl train`.
-#   usage: test_dist.sh PREFIXCL MPIRUN OUT_DIR [CASE]
-#   CASE: curve (two ranks against one), kill, stop, fail (default: all).
+#   usage: test_dist.sh PREFIXCL MPIRUN OUT_DIR [CASE [DIST_MODEL DEMO_DIR]]
+#   CASE: curve (two ranks against one), kill, stop, fail, tune (default:
+#   all but tune). tune needs tests/dist_model.c's program and data/demo.
 #
 # curve: the loss curve of two ranks (uneven shards: batch 5 = 2 + 3) matches
 #   one rank's within a relative 1e-5 per step (LOSS_RTOL below); the
@@ -12,11 +13,18 @@
 #   step 1: the job ends within BOUND_S seconds with a message naming rank 1.
 # fail: rank 1 started with another seed, or on a device that does not
 #   exist: the job ends with a message naming rank 1.
+# tune: `prefixcl tune` of a tiny GPT-2 (batch 5 = 2 + 3 rows with uneven
+#   label counts): two ranks against one as in curve; then a two-rank run
+#   whose rank 1 is killed once a checkpoint exists, resumed with two ranks:
+#   the checkpoint was whole and the resumed run ends bit for bit like an
+#   uninterrupted one (loss.csv, the adapter, the gains).
 set -u
 PREFIXCL=$1
 MPIRUN=$2
 OUT=$3
 CASE=${4:-all}
+DIST_MODEL=${5:-}
+DEMO_DIR=${6:-}
 # Why 1e-5: the ranks' gradients are the same sums in another order (each
 # rank sums its rows on the device, rank 0 adds the ranks' sums in double),
 # so they differ from one rank's by float32 rounding, a few 1e-7 relative;
@@ -46,11 +54,18 @@ case_curve() {
     done
     checks=$(grep -c "^dist check: step [0-9]*: parameters identical on 2 ranks" "$OUT/two.log")
     [ "$checks" = "$STEPS" ] || bad "parameters compared after $checks of $STEPS steps"
-    python3 - "$OUT/one/loss.csv" "$OUT/two/loss.csv" "$LOSS_RTOL" "$STEPS" <<'EOF' ||
+    compare_curves "$OUT/one/loss.csv" "$OUT/two/loss.csv" $STEPS 0.5
+    for f in loss.csv prefixes.safetensors; do
+        cmp -s "$OUT/two/$f" "$OUT/two-again/$f" || bad "two-rank runs differ in $f"
+    done
+}
+
+compare_curves() { # one.csv two.csv steps fall (last loss below fall x the first)
+    python3 - "$1" "$2" "$LOSS_RTOL" "$3" "$4" <<'EOF' ||
 import csv, sys
 one = list(csv.DictReader(open(sys.argv[1])))
 two = list(csv.DictReader(open(sys.argv[2])))
-rtol, steps = float(sys.argv[3]), int(sys.argv[4])
+rtol, steps, fall = float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 if len(one) != steps or len(two) != steps:
     sys.exit(f"rows: {len(one)} and {len(two)}, want {steps}")
 worst = 0.0
@@ -60,13 +75,58 @@ for a, b in zip(one, two):
     worst = max(worst, rel)
     if not rel <= rtol:
         sys.exit(f"step {a['step']}: loss {x!r} with one rank, {y!r} with two (rel {rel:.2e})")
-if float(one[-1]["loss"]) >= 0.5 * float(one[0]["loss"]):
+if not float(one[-1]["loss"]) < fall * float(one[0]["loss"]):
     sys.exit("the loss did not fall: the curves compared are not a training run")
 print(f"loss curves agree: worst relative difference {worst:.2e} (tolerance {rtol:g})")
 EOF
         bad "loss curves differ"
-    for f in loss.csv prefixes.safetensors; do
-        cmp -s "$OUT/two/$f" "$OUT/two-again/$f" || bad "two-rank runs differ in $f"
+}
+
+case_tune() {
+    [ -n "$DIST_MODEL" ] && [ -n "$DEMO_DIR" ] || { bad "tune needs DIST_MODEL DEMO_DIR"; return; }
+    "$DIST_MODEL" "$OUT/model" "$DEMO_DIR" || { bad "dist_model failed"; return; }
+    args="--model $OUT/model/gpt2-tiny --data $OUT/model/train.txt --prefix-len 5 --hidden 16 \
+          --batch 5 --max-length 20 --gain tanh --quiet"
+    "$PREFIXCL" tune $args --steps 30 --out "$OUT/tune-one" >"$OUT/tune-one.log" 2>&1 ||
+        bad "tune, one rank: $(tail -3 "$OUT/tune-one.log")"
+    for run in tune-two tune-two-again; do
+        PREFIXCL_DIST_CHECK=1 "$MPIRUN" $MPI_ARGS -x PREFIXCL_DIST_CHECK "$PREFIXCL" tune $args \
+            --steps 30 --out "$OUT/$run" >"$OUT/$run.log" 2>&1 ||
+            bad "tune, $run: $(tail -5 "$OUT/$run.log")"
+    done
+    checks=$(grep -c "^dist check: step [0-9]*: parameters identical on 2 ranks" "$OUT/tune-two.log")
+    [ "$checks" = 30 ] || bad "tune: parameters compared after $checks of 30 steps"
+    compare_curves "$OUT/tune-one/loss.csv" "$OUT/tune-two/loss.csv" 30 0.9
+    for f in loss.csv adapter_model.safetensors gains.safetensors; do
+        cmp -s "$OUT/tune-two/$f" "$OUT/tune-two-again/$f" || bad "tune: two-rank runs differ in $f"
+    done
+
+    # killed after a checkpoint, resumed, against an uninterrupted run
+    long="$args --steps 400 --checkpoint-every 2"
+    "$MPIRUN" $MPI_ARGS "$PREFIXCL" tune $long --out "$OUT/tune-whole" >"$OUT/tune-whole.log" 2>&1 ||
+        bad "tune, uninterrupted: $(tail -5 "$OUT/tune-whole.log")"
+    wrapper tune
+    rm -f "$OUT/rank1.pid"
+    "$MPIRUN" $MPI_ARGS "$OUT/rank.sh" $long --out "$OUT/tune-cut" >"$OUT/tune-cut.log" 2>&1 &
+    job=$!
+    n=0
+    until [ -f "$OUT/tune-cut/checkpoint.safetensors" ] && [ -f "$OUT/rank1.pid" ]; do
+        n=$((n + 1))
+        if [ $n -gt 3000 ] || ! kill -0 $job 2>/dev/null; then
+            bad "tune: no checkpoint while the job ran: $(tail -5 "$OUT/tune-cut.log")"
+            kill -TERM $job 2>/dev/null
+            wait $job
+            return
+        fi
+        sleep 0.1
+    done
+    kill -KILL "$(cat "$OUT/rank1.pid")"
+    wait_job $job
+    [ $rc -ne 0 ] || bad "tune: the job whose rank 1 was killed exited 0 (it ended first?)"
+    "$MPIRUN" $MPI_ARGS "$PREFIXCL" tune $long --resume --out "$OUT/tune-cut" >"$OUT/tune-resume.log" 2>&1 ||
+        bad "tune, resumed: $(tail -5 "$OUT/tune-resume.log")"
+    for f in loss.csv adapter_model.safetensors gains.safetensors; do
+        cmp -s "$OUT/tune-whole/$f" "$OUT/tune-cut/$f" || bad "tune: the resumed run differs in $f"
     done
 }
 
@@ -77,9 +137,9 @@ wrapper() {
 rank=\${OMPI_COMM_WORLD_RANK:-0}
 [ "\$rank" = 1 ] && echo \$\$ >"$OUT/rank1.pid"
 if [ "\$rank" = 1 ] && [ -n "\${RANK1_ARGS:-}" ]; then
-    exec "$PREFIXCL" train \$RANK1_ARGS "\$@"
+    exec "$PREFIXCL" ${1:-train} \$RANK1_ARGS "\$@"
 fi
-exec "$PREFIXCL" train "\$@"
+exec "$PREFIXCL" ${1:-train} "\$@"
 EOF
     chmod +x "$OUT/rank.sh"
 }
@@ -153,6 +213,7 @@ curve) case_curve ;;
 kill) case_lost KILL ;;
 stop) case_lost STOP ;;
 fail) case_fail ;;
+tune) case_tune ;;
 all) case_curve; case_lost KILL; case_lost STOP; case_fail ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac

@@ -15,8 +15,10 @@ static const struct {
     const char *help;
 } commands[] = {
     { "devices", cmd_devices, "list every OpenCL device and mark the default [--json]" },
+    { "tune", cmd_tune,
+      "the main job: prefix-tune a model folder on a text file, write a PEFT adapter [--model DIR --data FILE]" },
     { "train", cmd_train,
-      "the main job: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
+      "regression run: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
     { "check", cmd_check, "run every operation against the C reference [--device SEL]" },
     { "attn-map", cmd_attn_map,
       "write one head's attention probabilities as a PNG/PGM heat map [--out FILE]" },

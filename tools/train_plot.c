@@ -49,6 +49,19 @@ static const struct { char c; uint8_t rows[7]; } font[] = {
     { 'M', { 0x11, 0x1B, 0x15, 0x15, 0x11, 0x11, 0x11 } },
     { 'S', { 0x0F, 0x10, 0x10, 0x0E, 0x01, 0x01, 0x1E } },
     { 'E', { 0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x1F } },
+    { 'b', { 0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x1E } },
+    { 'c', { 0x00, 0x00, 0x0E, 0x10, 0x10, 0x11, 0x0E } },
+    { 'd', { 0x01, 0x01, 0x0D, 0x13, 0x11, 0x11, 0x0F } },
+    { 'f', { 0x06, 0x09, 0x08, 0x1C, 0x08, 0x08, 0x08 } },
+    { 'h', { 0x10, 0x10, 0x16, 0x19, 0x11, 0x11, 0x11 } },
+    { 'k', { 0x10, 0x10, 0x12, 0x14, 0x18, 0x14, 0x12 } },
+    { 'm', { 0x00, 0x00, 0x1A, 0x15, 0x15, 0x11, 0x11 } },
+    { 'u', { 0x00, 0x00, 0x11, 0x11, 0x11, 0x13, 0x0D } },
+    { 'w', { 0x00, 0x00, 0x11, 0x11, 0x15, 0x15, 0x0A } },
+    { 'x', { 0x00, 0x00, 0x11, 0x0A, 0x04, 0x0A, 0x11 } },
+    { 'y', { 0x00, 0x00, 0x11, 0x11, 0x0F, 0x01, 0x0E } },
+    { ':', { 0x00, 0x0C, 0x0C, 0x00, 0x0C, 0x0C, 0x00 } },
+    { ',', { 0x00, 0x00, 0x00, 0x00, 0x0C, 0x04, 0x08 } },
 };
 
 static void put(uint8_t *img, long x, long y, uint8_t v)
@@ -57,7 +70,7 @@ static void put(uint8_t *img, long x, long y, uint8_t v)
 }
 
 /* A glyph the font lacks (and space) is skipped. */
-static const uint8_t *find_glyph(char ch)
+const uint8_t *train_plot_glyph(char ch)
 {
     for (size_t i = 0; i < sizeof(font) / sizeof(font[0]); i++)
         if (font[i].c == ch)
@@ -68,7 +81,7 @@ static const uint8_t *find_glyph(char ch)
 /* Text at (x, y) top-left, scale 1 or 2. */
 static void text(uint8_t *img, long x, long y, const char *s, int scale)
 {
-    plot_text(&(plot_canvas){ img, W, HGT }, x, y, s, SIZE_MAX, scale, 0, find_glyph);
+    plot_text(&(plot_canvas){ img, W, HGT }, x, y, s, SIZE_MAX, scale, 0, train_plot_glyph);
 }
 
 static void line(uint8_t *img, long x0, long y0, long x1, long y1, uint8_t v)
@@ -93,6 +106,11 @@ static void line(uint8_t *img, long x0, long y0, long x1, long y1, uint8_t v)
 }
 
 int train_plot_loss(const char *path, const double *losses, size_t count)
+{
+    return train_plot_curve(path, losses, count, "MSE loss (log) vs step");
+}
+
+int train_plot_curve(const char *path, const double *losses, size_t count, const char *title)
 {
     double lo = INFINITY, hi = -INFINITY;
     for (size_t i = 0; i < count; i++)
@@ -134,7 +152,7 @@ int train_plot_loss(const char *path, const double *losses, size_t count)
     line(img, x0, y0, x0, y1, 0);
     line(img, x0, y1, x1, y1, 0);
     text(img, (x0 + x1) / 2 - 24, HGT - 22, "step", 2);
-    text(img, 8, 8, "MSE loss (log) vs step", 2);
+    text(img, 8, 8, title, 2);
     /* the curve */
     long px = -1, py = -1;
     for (size_t i = 0; i < count; i++) {
