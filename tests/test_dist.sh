@@ -17,7 +17,8 @@
 #   label counts): two ranks against one as in curve; then a two-rank run
 #   whose rank 1 is killed once a checkpoint exists, resumed with two ranks:
 #   the checkpoint was whole and the resumed run ends bit for bit like an
-#   uninterrupted one (loss.csv, the adapter, the gains).
+#   uninterrupted one (loss.csv, the adapter, the gains); the same after a
+#   SIGINT to rank 0 alone, which stops both ranks at one step (exit 130).
 set -u
 PREFIXCL=$1
 MPIRUN=$2
@@ -128,6 +129,31 @@ case_tune() {
     for f in loss.csv adapter_model.safetensors gains.safetensors; do
         cmp -s "$OUT/tune-whole/$f" "$OUT/tune-cut/$f" || bad "tune: the resumed run differs in $f"
     done
+
+    # SIGINT to rank 0 alone: both ranks stop at the same step, resumable
+    rm -f "$OUT/rank0.pid" "$OUT/rank1.pid"
+    "$MPIRUN" $MPI_ARGS "$OUT/rank.sh" $long --out "$OUT/tune-int" >"$OUT/tune-int.log" 2>&1 &
+    job=$!
+    n=0
+    until [ -f "$OUT/tune-int/checkpoint.safetensors" ] && [ -f "$OUT/rank0.pid" ]; do
+        n=$((n + 1))
+        if [ $n -gt 3000 ] || ! kill -0 $job 2>/dev/null; then
+            bad "tune: no checkpoint while the job ran: $(tail -5 "$OUT/tune-int.log")"
+            kill -TERM $job 2>/dev/null
+            wait $job
+            return
+        fi
+        sleep 0.1
+    done
+    kill -INT "$(cat "$OUT/rank0.pid")"
+    wait_job $job
+    [ $rc -eq 130 ] || bad "tune: SIGINT to rank 0: exit $rc, not 130: $(tail -5 "$OUT/tune-int.log")"
+    grep -q "^stopped after step" "$OUT/tune-int.log" || bad "tune: SIGINT to rank 0 did not stop the run"
+    "$MPIRUN" $MPI_ARGS "$PREFIXCL" tune $long --resume --out "$OUT/tune-int" >"$OUT/tune-int2.log" 2>&1 ||
+        bad "tune, resumed after SIGINT: $(tail -5 "$OUT/tune-int2.log")"
+    for f in loss.csv adapter_model.safetensors gains.safetensors; do
+        cmp -s "$OUT/tune-whole/$f" "$OUT/tune-int/$f" || bad "tune: the run resumed after SIGINT differs in $f"
+    done
 }
 
 # Rank 1 runs through a wrapper that records its pid.
@@ -135,7 +161,7 @@ wrapper() {
     cat >"$OUT/rank.sh" <<EOF
 #!/bin/sh
 rank=\${OMPI_COMM_WORLD_RANK:-0}
-[ "\$rank" = 1 ] && echo \$\$ >"$OUT/rank1.pid"
+echo \$\$ >"$OUT/rank\$rank.pid"
 if [ "\$rank" = 1 ] && [ -n "\${RANK1_ARGS:-}" ]; then
     exec "$PREFIXCL" ${1:-train} \$RANK1_ARGS "\$@"
 fi

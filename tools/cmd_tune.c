@@ -272,8 +272,10 @@ int cmd_tune(int argc, char **argv)
     int rc = tune_run(&c, on_step, &prog, &r);
     sigaction(SIGINT, &old, NULL);
     if (rc || !lead) {
+        /* a stop is agreed by every rank (dist_any): each exits as rank 0 */
+        bool stopped = r.stopped;
         tune_result_free(&r);
-        return rc ? 1 : 0;
+        return rc ? 1 : stopped && dist_any(interrupted != 0) ? DIST_EXIT_STOPPED : 0;
     }
     if (prog.tty && !quiet && r.stopped)
         fputc('\n', stdout);
@@ -289,7 +291,7 @@ int cmd_tune(int argc, char **argv)
         printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r.steps_done,
                r.steps, c.out_dir, TUNE_CHECKPOINT);
         tune_result_free(&r);
-        return interrupted ? 130 : 0;
+        return dist_any(interrupted != 0) ? DIST_EXIT_STOPPED : 0;
     }
     printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
     printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n", r.eval_before,

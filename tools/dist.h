@@ -32,8 +32,14 @@
 /* Joins the MPI job when started by mpirun (the launcher's environment says
  * so); otherwise nothing. Returns 0, or 1 after printing why. */
 int dist_init(int *argc, char ***argv);
-/* Leaves the job: rc != 0 on any rank of a job of several aborts all of them
- * with a message naming this rank (it does not return then). Returns rc. */
+/* The exit status of a run stopped by SIGINT (128 + 2). Under several
+ * ranks a command returns it on every rank, after dist_any agreed on the
+ * stop, so it is not a failure. */
+#define DIST_EXIT_STOPPED 130
+
+/* Leaves the job: rc other than 0 and DIST_EXIT_STOPPED on any rank of a job
+ * of several aborts all of them with a message naming this rank (it does not
+ * return then). Returns rc. */
 int dist_finish(int rc);
 
 int dist_rank(void);        /* 0 without MPI */
@@ -63,6 +69,10 @@ void dist_agree(const char *what, const char *text);
  * rank with count 0 adds nothing. N = 0 leaves the gradients at zero.
  * Returns 0, or -1 after printing a device error (the command then fails). */
 int dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss);
+
+/* True on every rank when `mine` is true on any (a stop asked of one rank,
+ * e.g. by SIGINT, so that all stop at the same step boundary). */
+bool dist_any(bool mine);
 
 /* After optimizer step `step`: with $PREFIXCL_DIST_CHECK=1 and several ranks,
  * rank 0 compares a hash of every rank's parameters and prints

@@ -16,7 +16,7 @@
 #include "cli.h"
 #include "device.h"
 
-enum { TAG_AGREE = 1, TAG_COUNT, TAG_GRAD, TAG_SUM_COUNT, TAG_SUM_GRAD, TAG_HASH };
+enum { TAG_AGREE = 1, TAG_COUNT, TAG_GRAD, TAG_SUM_COUNT, TAG_SUM_GRAD, TAG_HASH, TAG_ANY, TAG_ANY_BACK };
 
 static struct {
     bool on;
@@ -141,7 +141,7 @@ int dist_finish(int rc)
 {
     if (!g.on)
         return rc;
-    if (rc != 0 && g.size > 1)
+    if (rc != 0 && rc != DIST_EXIT_STOPPED && g.size > 1)
         fatal(rc, "the command failed (exit status %d)", rc);
     free(g.buf);
     free(g.all);
@@ -246,6 +246,41 @@ void dist_agree(const char *what, const char *text)
             if (vals[r] != vals[0])
                 fatal(2, "rank %d was started with another %s than rank 0", r, what);
     free(vals);
+}
+
+bool dist_any(bool mine)
+{
+    if (!g.on || g.size == 1)
+        return mine;
+    const char *what = "agreeing on a stop";
+    uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
+    if (g.rank == 0 && !vals)
+        fatal(5, "%s: out of host memory", what);
+    gather_u64(mine, vals, TAG_ANY, what);
+    uint64_t any = 0;
+    if (g.rank == 0) {
+        for (int r = 0; r < g.size; r++)
+            any |= vals[r];
+        MPI_Request *req = calloc((size_t)g.size, sizeof(*req));
+        int *peer = calloc((size_t)g.size, sizeof(*peer));
+        if (!req || !peer)
+            fatal(5, "%s: out of host memory", what);
+        for (int r = 1; r < g.size; r++) {
+            peer[r - 1] = r;
+            mpi_ok(MPI_Isend(&any, 1, MPI_UINT64_T, r, TAG_ANY_BACK, MPI_COMM_WORLD, &req[r - 1]),
+                   what);
+        }
+        wait_all(req, peer, g.size - 1, what);
+        free(req);
+        free(peer);
+    } else {
+        MPI_Request req;
+        int peer = 0;
+        mpi_ok(MPI_Irecv(&any, 1, MPI_UINT64_T, 0, TAG_ANY_BACK, MPI_COMM_WORLD, &req), what);
+        wait_all(&req, &peer, 1, what);
+    }
+    free(vals);
+    return any != 0;
 }
 
 /* Packs (or, with back = true, unpacks) every registered gradient into g.buf. */

@@ -466,7 +466,8 @@ static int train_steps(tune_job *j, tune_step_fn on_step, void *user, tune_resul
                                   .eta_s = el / (double)here * (double)(j->steps - s - 1) };
             on_step(&si, user);
         }
-        const bool stop = (c->stop_flag && *c->stop_flag) || (c->stop_after && s + 1 >= c->stop_after);
+        /* every rank stops at the same step when any was asked to */
+        const bool stop = dist_any((c->stop_flag && *c->stop_flag) || (c->stop_after && s + 1 >= c->stop_after));
         if (stop && s + 1 < j->steps) {
             r->stopped = true;
             break;
