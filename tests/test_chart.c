@@ -1,6 +1,6 @@
 /*
- * The tools' pictures (tools/chart/ and its users train_plot.c, attn_plot.c,
- * bench_plot.c), each drawn from small fixed data into the folder argv[1]
+ * The tools' pictures (tools/chart/ and its users train_plot.c, tune_plot.c,
+ * attn_plot.c, bench_plot.c), each drawn from small fixed data into the folder argv[1]
  * as PNG and SVG. The PNGs are read back with cairo: size, and pixels where
  * the layout puts known colours. tests/check_charts.py runs this program and
  * then parses the SVGs and looks for their labels. With argv[2] "none" (a
@@ -25,6 +25,7 @@
 #include "bench.h"
 #include "chart.h"
 #include "train_plot.h"
+#include "tune_plot.h"
 
 #if PFX_TEST_CAIRO
 #include <cairo.h>
@@ -203,6 +204,62 @@ static void test_train_pictures(void **state)
     expect(train_plot_loss(out("loss-no-eval.png"), &cfg, &r), "loss-no-eval.png");
 }
 
+/* A finished tune run of 40 steps (the evaluation before and after) over
+ * 3 layers x 4 heads, with its prefix masses and gains. */
+static void tune_data(tune_result *r)
+{
+    static double losses[STEPS];
+    static float grad[STEPS], before[LAYERS * HEADS], after[LAYERS * HEADS], gains[LAYERS * HEADS];
+    for (int i = 0; i < STEPS; i++) {
+        losses[i] = 5.0 + 2.8 * exp(-i / 11.0);
+        grad[i] = (float)(4.0 * exp(-i / 20.0) + 0.2);
+    }
+    for (int i = 0; i < LAYERS * HEADS; i++) {
+        before[i] = (float)(0.05 + 0.02 * (i % HEADS));
+        after[i] = (float)(0.30 + 0.1 * (i / HEADS) + 0.01 * (i % HEADS));
+        gains[i] = (float)(0.6 * cos(1.3 * i));
+    }
+    memset(r, 0, sizeof(*r));
+    r->losses = losses, r->grad_norms = grad, r->steps = r->steps_done = STEPS;
+    r->eval_before = 7.9, r->eval_after = 5.3;
+    r->shape.layers = LAYERS, r->shape.heads = HEADS;
+    r->gains = gains, r->mass_before = before, r->mass_after = after;
+}
+
+static void test_tune_pictures(void **state)
+{
+    (void)state;
+    tune_result r;
+    tune_data(&r);
+    expect(tune_plot_loss(out("tune-loss.png"), &r), "tune-loss.png");
+    expect(tune_plot_loss(out("tune-loss.svg"), &r), "tune-loss.svg");
+    expect(tune_plot_prefix_mass(out("tune-attention.png"), r.mass_before, r.mass_after, LAYERS, HEADS),
+           "tune-attention.png");
+    expect(tune_plot_prefix_mass(out("tune-attention.svg"), r.mass_before, r.mass_after, LAYERS, HEADS),
+           "tune-attention.svg");
+    expect(tune_plot_gains(out("tune-gains.png"), r.gains, LAYERS, HEADS), "tune-gains.png");
+    expect(tune_plot_gains(out("tune-gains.svg"), r.gains, LAYERS, HEADS), "tune-gains.svg");
+#if PFX_TEST_CAIRO
+    assert_true(check_png("tune-loss.png", 760, 400) > 6);
+    /* the evaluation points: the third series colour (green), two markers
+     * beside the legend's one */
+    size_t green = colour_count("tune-loss.png", 44, 160, 44);
+    if (green < 2 * 25)
+        fail_msg("tune-loss.png: %zu green pixels, not the legend's and two markers", green);
+    /* base and tuned: three markers each beside the legend's */
+    assert_true(check_png("tune-attention.png", 760, 400) > 4);
+    if (colour_count("tune-attention.png", 255, 127, 14) < 3 * 25)
+        fail_msg("tune-attention.png: the tuned line's markers are missing");
+    assert_true(check_png("tune-gains.png", 0, 0) > 8);
+#endif
+    /* a resumed run that stopped: no evaluation point, the curve still drawn */
+    r.first_step = 10, r.stopped = true, r.steps_done = 20;
+    expect(tune_plot_loss(out("tune-loss-stopped.png"), &r), "tune-loss-stopped.png");
+    /* nothing to draw */
+    if (with_cairo)
+        assert_int_equal(tune_plot_gains(out("tune-none.png"), r.gains, 0, HEADS), CHART_ERR_ARG);
+}
+
 static const char *const tokens[] = { "The",
                                       "\xc4\xa0"
                                       "cat",
@@ -353,7 +410,8 @@ int main(int argc, char **argv)
     with_cairo = !strcmp(argv[2], "cairo");
     mkdir(dir, 0777);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_train_pictures), cmocka_unit_test(test_attention_pictures),
+        cmocka_unit_test(test_train_pictures), cmocka_unit_test(test_tune_pictures),
+        cmocka_unit_test(test_attention_pictures),
         cmocka_unit_test(test_bench_pictures), cmocka_unit_test(test_heatmap_colours),
         cmocka_unit_test(test_refusals),
     };

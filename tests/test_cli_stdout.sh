@@ -34,6 +34,7 @@ check "devices --json" devices --json
 check "kernel-configs" kernel-configs
 check "bench --help" bench --help
 check "train --help" train --help
+check "tune --help" tune --help
 check "gemm-tune --help" gemm-tune --help
 # and a command that succeeds still exits 0 when stdout is fine
 if ! "$exe" devices >"$dir/ok" 2>&1; then

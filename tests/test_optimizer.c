@@ -606,6 +606,15 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, pfx_optimizer_get_param(opt, 1, &info), PFX_ERROR_OUT_OF_RANGE, "index");
     assert_status_names(rt, pfx_optimizer_get_param(opt, 0, NULL), PFX_ERROR_NULL_ARGUMENT, "info");
     assert_status_names(rt, pfx_optimizer_find_param(opt, "nope", &idx), PFX_ERROR_INVALID_ARGUMENT, "nope");
+    pfx_tensor *tp = NULL, *tg = NULL;
+    assert_int_equal(pfx_optimizer_param_tensors(opt, 0, &tp, &tg), PFX_SUCCESS);
+    assert_ptr_equal(tp, p);
+    assert_ptr_equal(tg, g);
+    assert_int_equal(pfx_optimizer_param_tensors(opt, 0, NULL, NULL), PFX_SUCCESS);
+    assert_status_names(rt, pfx_optimizer_param_tensors(opt, 1, &tp, &tg), PFX_ERROR_OUT_OF_RANGE,
+                        "index");
+    assert_status_names(NULL, pfx_optimizer_param_tensors(NULL, 0, &tp, &tg),
+                        PFX_ERROR_NULL_ARGUMENT, "opt");
     assert_status_names(rt, pfx_optimizer_state_size(opt, NULL), PFX_ERROR_NULL_ARGUMENT, "floats");
     assert_status_names(rt, pfx_optimizer_export_param(opt, 3, NULL, buf, vbuf), PFX_ERROR_OUT_OF_RANGE,
                         "index");

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "chart.h"
+#include "dist.h"
 #include "tool_util.h"
 #include "prefixcl/io.h"
 #include "train_loop.h"
@@ -22,12 +23,14 @@
 
 static int usage(FILE *out)
 {
-    fprintf(out, "usage: prefixcl train [--device SEL] [--steps N] [--layers L] [--seed S]\n"
-                 "                      [--eval-every N] [--out DIR] [--svg] [--quiet]\n"
+    fprintf(out, "usage: prefixcl train [--device SEL] [--steps N] [--layers L] [--batch B]\n"
+                 "                      [--seed S] [--eval-every N] [--out DIR] [--svg] [--quiet]\n"
                  "  --device SEL  P:D, gpu, cpu or a name substring (default: $PREFIXCL_DEVICE,\n"
                  "                then the strongest GPU)\n"
                  "  --steps N     optimizer steps, 1..100000 (default 300)\n"
                  "  --layers L    frozen attention layers, 1..64 (default 3)\n"
+                 "  --batch B     sequences per step, 1..1024 (default 4); under mpirun -n R\n"
+                 "                the global batch, split across the R ranks (R <= B)\n"
                  "  --seed S      seed of the weights, the teacher and the data (default 1)\n"
                  "  --eval-every N  the loss on a held-out batch every N steps (default 0: never)\n"
                  "  --out DIR     output folder (default ./train-out): loss, attention and gains\n"
@@ -133,7 +136,8 @@ int cmd_train(int argc, char **argv)
             svg = true;
             continue;
         } else if (strcmp(a, "--device") && strcmp(a, "--out") && strcmp(a, "--steps") &&
-                   strcmp(a, "--layers") && strcmp(a, "--seed") && strcmp(a, "--eval-every")) {
+                   strcmp(a, "--layers") && strcmp(a, "--seed") && strcmp(a, "--batch") &&
+                   strcmp(a, "--eval-every")) {
             fprintf(stderr, "prefixcl train: unknown option '%s'\n\n", a);
             return usage(stderr);
         } else if (!v) {
@@ -163,6 +167,12 @@ int cmd_train(int argc, char **argv)
                 return usage(stderr);
             }
             cfg.layers = (size_t)n;
+        } else if (!strcmp(a, "--batch")) {
+            if (!cli_uint(v, 1, 1024, &n)) {
+                fprintf(stderr, "prefixcl train: bad --batch '%s' (1..1024)\n\n", v);
+                return usage(stderr);
+            }
+            cfg.batch = (size_t)n;
         } else if (!strcmp(a, "--seed")) {
             if (!cli_uint(v, 0, UINT64_MAX, &n)) {
                 fprintf(stderr, "prefixcl train: bad --seed '%s'\n\n", v);
@@ -182,22 +192,34 @@ int cmd_train(int argc, char **argv)
         i++;
     }
     train_fit_schedules(&cfg); /* warm-up and gain ramp shrink for short runs */
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+    const bool lead = dist_rank() == 0; /* rank 0 alone prints and writes */
+    if (lead && mkdir(out, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "prefixcl train: cannot create %s: %s\n", out, strerror(errno));
         return 1;
     }
 
-    progress prog = { .tty = isatty(STDOUT_FILENO) != 0, .quiet = quiet, .steps = cfg.steps,
+    /* plain lines under mpirun: it gives the ranks a pty whatever its own
+     * stdout is */
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1, .quiet = quiet,
+                      .steps = cfg.steps,
                       .every = cfg.steps >= 10 ? cfg.steps / 10 : 1 };
-    if (!quiet)
+    if (!quiet && lead) {
         printf("prefixcl train: %zu layers (C=%zu, H=%zu, Hkv=%zu, D=%zu), prefix %zu, "
                "batch %zu x %zu tokens, %zu steps, seed %llu\n",
                cfg.layers, cfg.model_dim, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.prefix_len,
                cfg.batch, cfg.tokens, cfg.steps, (unsigned long long)cfg.seed);
+        if (dist_size() > 1)
+            printf("data parallel: %d ranks, each on its own shard of every batch\n",
+                   dist_size());
+    }
     train_result r;
     if (train_run(device, &cfg, out, on_step, &prog, &r)) {
         train_result_free(&r);
         return 1;
+    }
+    if (!lead) {
+        train_result_free(&r);
+        return 0;
     }
     char path[4096];
     int rc = 0;
@@ -237,6 +259,8 @@ int cmd_train(int argc, char **argv)
            "(%.1fx lower)\n",
            r.first_loss, r.final_loss, r.steps_done < 10 ? r.steps_done : (size_t)10, ratio,
            1.0 / ratio);
+    if (dist_size() > 1)
+        printf("layer statistics below: rank 0's shard of one more batch\n");
     for (size_t l = 0; l < cfg.layers; l++)
         printf("layer %zu: prefix mass %.4f (teacher %.4f), entropy %.4f (teacher %.4f)\n", l,
                r.layer_stats[l].prefix_mass, r.layer_stats[l].teacher_prefix_mass,

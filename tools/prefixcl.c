@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "dist.h"
 #include "prefixcl/prefixcl.h"
 
 static const struct {
@@ -14,8 +15,10 @@ static const struct {
     const char *help;
 } commands[] = {
     { "devices", cmd_devices, "list every OpenCL device and mark the default [--json]" },
+    { "tune", cmd_tune,
+      "the main job: prefix-tune a model folder on a text file, write a PEFT adapter [--model DIR --data FILE]" },
     { "train", cmd_train,
-      "the main job: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
+      "regression run: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
     { "generate", cmd_generate,
       "text from a model folder with prefix adapters, batched, tokens/s [--model DIR --prompt TEXT]" },
     { "eval", cmd_eval, "loss and perplexity of a data set, without and with an adapter [--model DIR --data FILE]" },
@@ -47,15 +50,18 @@ int main(int argc, char **argv)
     const char *core = pfx_gemm_host_core_hint();
     if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0)
         execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
+    /* under mpirun: join the job (tools/dist.h); otherwise nothing */
+    if (dist_init(&argc, &argv))
+        return 1;
     if (argc < 2)
-        return usage(stderr);
+        return dist_finish(usage(stderr));
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return cli_finish_stdout(0);
+        return dist_finish(cli_finish_stdout(0));
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
-            return cli_finish_stdout(commands[i].run(argc - 1, argv + 1));
+            return dist_finish(cli_finish_stdout(commands[i].run(argc - 1, argv + 1)));
     fprintf(stderr, "prefixcl: unknown command '%s'\n\n", argv[1]);
-    return usage(stderr);
+    return dist_finish(usage(stderr));
 }

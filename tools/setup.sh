@@ -5,6 +5,8 @@
 # cmocka, cJSON, PCRE2, utf8proc, Meson, Ninja, pkg-config, clinfo, Python 3,
 # cairo and a font (the tools' pictures); Mesa's rusticl (mesa-opencl-icd),
 # the second OpenCL implementation the tests run on.
+# Not MPI: the `mpi` feature is optional (libopenmpi-dev openmpi-bin; see
+# README, .ci/run).
 set -eu
 cd "$(dirname "$0")/.."
 SUDO=""

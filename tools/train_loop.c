@@ -1,6 +1,8 @@
 /* The training job of `prefixcl train` (train_loop.h). */
 #include "train_loop.h"
 
+#include "dist.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -140,10 +142,35 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     const double t0 = tool_now_s();
     const size_t L = c->layers, B = c->batch, N = c->tokens, C = c->model_dim, H = c->heads;
     const size_t Hkv = c->kv_heads, D = c->head_dim, P = c->prefix_len;
-    if (L == 0 || L > MAX_LAYERS || H > 256 || c->steps == 0) {
-        fprintf(stderr, "prefixcl train: layers must be 1..%d, steps >= 1\n", MAX_LAYERS);
+    if (L == 0 || L > MAX_LAYERS || H > 256 || c->steps == 0 || B == 0) {
+        fprintf(stderr, "prefixcl train: layers must be 1..%d, steps and batch >= 1\n",
+                MAX_LAYERS);
         return 1;
     }
+    /* data parallel (dist.h): this rank's rows [b0, b0 + Bl) of each batch */
+    size_t b0, Bl;
+    dist_shard(B, &b0, &Bl);
+    if (Bl == 0) {
+        fprintf(stderr, "prefixcl train: rank %d: batch %zu has fewer sequences than the %d ranks\n",
+                dist_rank(), B, dist_size());
+        return 1;
+    }
+    {
+        char text[512];
+        snprintf(text, sizeof(text),
+                 "steps %zu layers %zu seed %llu batch %zu tokens %zu C %zu H %zu Hkv %zu D %zu "
+                 "P %zu E %zu M %zu lr %a clip %a warmup %u ramp %u scales %a %a %a eval %zu",
+                 c->steps, L, (unsigned long long)c->seed, B, N, C, H, Hkv, D, P, c->embed_dim,
+                 c->hidden_dim, (double)c->lr, (double)c->max_grad_norm, c->warmup_steps,
+                 c->gain_ramp_steps, (double)c->weight_scale, (double)c->teacher_prefix_scale,
+                 (double)c->teacher_gain_scale, c->eval_every);
+        dist_agree("training configuration", text);
+    }
+    const bool lead = dist_rank() == 0;
+    char devbuf[32];
+    device = dist_device(device, devbuf, sizeof(devbuf));
+    if (!device && dist_size() > 1)
+        return 1;
     j->L = L;
     if (!(j->rt = tool_runtime("train", device)))
         return 1;
@@ -168,7 +195,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
 
     /* the frozen stack */
     pfx_layer_params lp = { .model_dim = C, .heads = H, .kv_heads = Hkv, .head_dim = D,
-                            .prefix_len = P, .max_batch = B, .max_tokens = N, .bias = true,
+                            .prefix_len = P, .max_batch = Bl, .max_tokens = N, .bias = true,
                             .causal = true, .residual = true, .gain_mode = PFX_GAIN_TANH };
     uint64_t rng = c->seed * UINT64_C(0x9E3779B97F4A7C15) + 12345;
     for (size_t l = 0; l < L; l++) {
@@ -176,7 +203,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_layer_init_random(j->layer[l], c->seed * 1000 + l, c->weight_scale));
     }
     /* the teacher: hidden random prefixes and gains */
-    const size_t pshape[3] = { Hkv, P, D }, gshape[1] = { H }, act[3] = { B, N, C };
+    const size_t pshape[3] = { Hkv, P, D }, gshape[1] = { H }, act[3] = { Bl, N, C };
     for (size_t l = 0; l < L; l++) {
         CHECK(tool_random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pk[l]));
         CHECK(tool_random_tensor(j->rt, 3, pshape, &rng, c->teacher_prefix_scale, &j->t_pv[l]));
@@ -270,18 +297,21 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         for (size_t l = 0; l < L; l++)
             spre[l] = (pfx_layer_prefix){ j->s_pk[l], j->s_pv[l], NULL, ramp, j->gain[l] };
         if (c->eval_every && (s + 1) % c->eval_every == 0) {
-            /* the parameters this step trains from, on the held-out batch */
-            double eval_loss;
-            CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_eval));
+            /* the parameters this step trains from, on the held-out batch
+             * (this rank's rows of it; rank 0 gets the global mean) */
+            double eval_loss, eval_count = (double)(Bl * N * C);
+            CHECK(pfx_tensor_write(j->s_act[0], 0, Bl * N * C, j->x_eval + b0 * N * C));
             CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
             CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
             CHECK(pfx_mse_loss(j->s_act[L], j->t_act[L], j->dy, &eval_loss));
+            dist_mean(&eval_count, &eval_loss);
             res->eval_steps[res->eval_count] = s + 1;
             res->eval_losses[res->eval_count++] = eval_loss;
         }
+        /* every rank draws the whole global batch and keeps its rows */
         for (size_t i = 0; i < B * N * C; i++)
             j->x_host[i] = tool_uniform(&data_rng, 1.0f);
-        CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
+        CHECK(pfx_tensor_write(j->s_act[0], 0, Bl * N * C, j->x_host + b0 * N * C));
         CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
         CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
         double loss;
@@ -289,15 +319,22 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_stack_backward(j->layer, L, spre, j->s_act, j->dy, grads, NULL, j->scratch));
         CHECK(pfx_encoder_backward(j->enc, (const pfx_tensor *const *)j->dpk,
                                    (const pfx_tensor *const *)j->dpv, &eg));
+        /* the MSE is a mean over this rank's Bl x N x C elements: the global
+         * gradient weighs each rank by its share (dist.h) */
+        double count = (double)(Bl * N * C);
+        if (dist_reduce_grads(j->opt, &count, &loss))
+            goto fail;
         pfx_optimizer_report rep;
         CHECK(pfx_optimizer_step(j->opt, &rep));
+        if (dist_check_params(j->opt, s + 1))
+            goto fail;
         res->losses[s] = loss;
         res->grad_norms[s] = rep.grad_norm;
         res->lrs[s] = c->lr * rep.lr_factor;
         res->steps_done = s + 1;
         if (s == 0)
             res->first_step_seconds = tool_now_s() - t1;
-        if (on_step) {
+        if (on_step && lead) {
             double el = tool_now_s() - t1;
             train_step_info si = { .step = s + 1, .loss = loss, .grad_norm = rep.grad_norm,
                                    .lr_factor = rep.lr_factor, .gain_ramp = ramp,
@@ -312,11 +349,18 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     for (size_t s = c->steps - tail; s < c->steps; s++)
         res->final_loss += res->losses[s] / (double)tail;
 
-    /* bake, then analyse one more batch with the baked prefixes */
+    if (!lead) {
+        /* rank 0 alone analyses and writes the outputs */
+        j->t_act[0] = NULL;
+        job_free(j);
+        return 0;
+    }
+    /* bake, then analyse one more batch (rank 0's rows of it) with the
+     * baked prefixes */
     CHECK(pfx_encoder_bake(j->enc));
     for (size_t i = 0; i < B * N * C; i++)
         j->x_host[i] = tool_uniform(&data_rng, 1.0f);
-    CHECK(pfx_tensor_write(j->s_act[0], 0, B * N * C, j->x_host));
+    CHECK(pfx_tensor_write(j->s_act[0], 0, Bl * N * C, j->x_host + b0 * N * C));
     pfx_tensor *baked_k[MAX_LAYERS], *baked_v[MAX_LAYERS];
     for (size_t l = 0; l < L; l++) {
         baked_k[l] = pfx_encoder_prefix_k(j->enc, l);

@@ -188,6 +188,12 @@ PFX_API float pfx_schedule_cosine(uint64_t x, uint64_t n, float floor);
 PFX_API size_t pfx_optimizer_param_count(const pfx_optimizer *opt);
 PFX_API pfx_status pfx_optimizer_get_param(const pfx_optimizer *opt, size_t index,
                                             pfx_optimizer_param_info *info);
+/* The tensors registered as parameter index (either out pointer may be NULL):
+ * for work done on the gradients between the backward and the step, such as
+ * summing them across processes (tools/dist.h). Errors: NULL opt, an index
+ * beyond the count (OUT_OF_RANGE). */
+PFX_API pfx_status pfx_optimizer_param_tensors(pfx_optimizer *opt, size_t index,
+                                               pfx_tensor **param, pfx_tensor **grad);
 /* Index of the parameter called name; PFX_ERROR_INVALID_ARGUMENT when none. */
 PFX_API pfx_status pfx_optimizer_find_param(const pfx_optimizer *opt, const char *name,
                                             size_t *index);

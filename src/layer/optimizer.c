@@ -476,6 +476,22 @@ pfx_status pfx_optimizer_get_param(const pfx_optimizer *opt, size_t index,
     return PFX_SUCCESS;
 }
 
+pfx_status pfx_optimizer_param_tensors(pfx_optimizer *opt, size_t index, pfx_tensor **param,
+                                       pfx_tensor **grad)
+{
+    if (!opt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_param_tensors: opt is NULL");
+    if (index >= opt->count)
+        return pfx_error(opt->rt, PFX_ERROR_OUT_OF_RANGE,
+                         "optimizer_param_tensors: index %zu beyond %zu parameters", index,
+                         opt->count);
+    if (param)
+        *param = opt->items[index].param;
+    if (grad)
+        *grad = opt->items[index].grad;
+    return PFX_SUCCESS;
+}
+
 pfx_status pfx_optimizer_find_param(const pfx_optimizer *opt, const char *name, size_t *index)
 {
     if (!opt)

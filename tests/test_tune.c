@@ -1,0 +1,475 @@
+/*
+ * Suite 'tune': the prefix-tuning job of `prefixcl tune` (tools/tune_*.c,
+ * tools/cmd_tune.c) run in-process on tiny model folders written here
+ * (model_folder.c, the demonstration's tokenizer.json copied in) and a small
+ * text file written here: the loss falls; a run stopped after step k and
+ * resumed gives the uninterrupted run's loss curve and adapter bit for bit;
+ * the adapter read back by pfx_peft_load_prefixes holds the prefixes of the
+ * checkpoint's encoder; a GQA Llama-family model's adapter has PEFT's
+ * token_dim (kv heads x head size); bad options are refused with a message.
+ * usage: test_tune OUT_DIR DEMO_DIR
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pfx_test.h"
+#include "commands.h"
+#include "model_folder.h"
+#include "tune_loop.h"
+#include "tune_out.h"
+
+static const char *out_dir, *demo_dir;
+static char gpt2_dir[4096], llama_dir[4096], data_path[4200];
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len + 1);
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf)
+        buf[len] = 0;
+    *n = (size_t)len;
+    return buf;
+}
+
+static void copy_tokenizer(const char *dir)
+{
+    char src[4200], dst[4200];
+    snprintf(src, sizeof(src), "%s/tokenizer.json", demo_dir);
+    snprintf(dst, sizeof(dst), "%s/tokenizer.json", dir);
+    size_t n;
+    char *buf = slurp(src, &n);
+    assert_non_null(buf);
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    fclose(f);
+    free(buf);
+}
+
+static int write_folders(void **state)
+{
+    (void)state;
+    /* vocabulary: the demonstration tokenizer's 2,197 ids fit */
+    ref_model_config g = { .family = REF_MODEL_GPT2, .layers = 2, .hidden = 24, .heads = 3, .kv_heads = 3,
+                           .head_dim = 8, .inner = 40, .vocab = 2200, .max_positions = 64, .eps = 1e-5,
+                           .act = REF_ACT_GELU_TANH };
+    ref_model_config l = { .family = REF_MODEL_LLAMA, .layers = 2, .hidden = 24, .heads = 4, .kv_heads = 2,
+                           .head_dim = 6, .inner = 34, .vocab = 2200, .max_positions = 64, .eps = 1e-6,
+                           .act = REF_ACT_SILU };
+    l.rope.theta = 10000.0;
+    snprintf(gpt2_dir, sizeof(gpt2_dir), "%s/gpt2-tiny", out_dir);
+    snprintf(llama_dir, sizeof(llama_dir), "%s/llama-gqa-tiny", out_dir);
+    mkdir(gpt2_dir, 0777);
+    mkdir(llama_dir, 0777);
+    tf_model m;
+    tf_model_init(&m, &g, true, "gpt2", 5);
+    if (tf_write(&m, gpt2_dir, 1))
+        return -1;
+    tf_model_free(&m);
+    tf_model_init(&m, &l, false, "llama", 6);
+    if (tf_write(&m, llama_dir, 1))
+        return -1;
+    tf_model_free(&m);
+    copy_tokenizer(gpt2_dir);
+    copy_tokenizer(llama_dir);
+    /* the training text: a few patterns a prefix can learn to expect */
+    snprintf(data_path, sizeof(data_path), "%s/train.txt", out_dir);
+    FILE *f = fopen(data_path, "w");
+    if (!f)
+        return -1;
+    static const char *const who[] = { "The sailor", "A clever goat", "Karin", "The teacher", "An old swan" };
+    static const char *const what[] = { "measured the small clock", "sold a dark brooch", "cleaned the notebook",
+                                        "carried a black anvil" };
+    for (int i = 0; i < 48; i++)
+        fprintf(f, "%s %s near the mill.\n", who[i % 5], what[(i / 5) % 4]);
+    fclose(f);
+    return 0;
+}
+
+static void base_config(tune_config *c, const char *model, const char *out)
+{
+    tune_default_config(c);
+    c->model_dir = model;
+    c->demo_dir = demo_dir;
+    c->data_path = data_path;
+    c->out_dir = out;
+    c->prefix_len = 5;
+    c->hidden = 16;
+    c->batch = 4;
+    c->max_length = 20;
+    c->steps = 12;
+    c->lr = 2e-2f;
+    c->warmup_steps = 2;
+    c->seed = 11;
+}
+
+static void out_path(char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "%s/%s", out_dir, name);
+}
+
+static void test_loss_falls(void **state)
+{
+    (void)state;
+    char dir[4200];
+    out_path(dir, sizeof(dir), "falls");
+    tune_config c;
+    base_config(&c, gpt2_dir, dir);
+    c.steps = 40;
+    c.gain_mode = PFX_GAIN_TANH;
+    c.gain_ramp_steps = 5;
+    tune_result r;
+    assert_int_equal(tune_run(&c, NULL, NULL, &r), 0);
+    assert_int_equal(r.steps_done, 40);
+    assert_false(r.stopped);
+    double first = 0, last = 0;
+    for (size_t i = 0; i < 5; i++) {
+        first += r.losses[i] / 5;
+        last += r.losses[35 + i] / 5;
+    }
+    fprintf(stderr, "loss %.4f -> %.4f, eval %.4f -> %.4f\n", first, last, r.eval_before, r.eval_after);
+    assert_true(isfinite(first) && isfinite(last));
+    assert_true(last < 0.8 * first);
+    assert_true(r.eval_after < r.eval_before);
+    /* the attention statistics and the gains come back */
+    for (size_t i = 0; i < r.shape.layers * r.shape.heads; i++) {
+        assert_true(r.mass_before[i] > 0 && r.mass_before[i] < 1);
+        assert_true(r.mass_after[i] > 0 && r.mass_after[i] < 1);
+        assert_true(isfinite(r.gains[i]));
+    }
+    /* gains.safetensors: one [H] tensor a layer, equal to the run's, with its note */
+    char path[4300];
+    snprintf(path, sizeof(path), "%s/%s", dir, TUNE_GAINS);
+    pfx_safetensors *f = NULL;
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    assert_string_equal(pfx_safetensors_metadata_get(f, "gain_mode"), "tanh");
+    assert_non_null(pfx_safetensors_metadata_get(f, "note"));
+    float g[3];
+    assert_int_equal(pfx_safetensors_read_f32(f, "layers.1.gain", g, 3), PFX_SUCCESS);
+    assert_memory_equal(g, r.gains + 3, sizeof(g));
+    pfx_safetensors_close(&f);
+    static const char *const files[] = { "loss.csv", "adapter_config.json", "adapter_model.safetensors",
+                                         TUNE_CHECKPOINT };
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        struct stat sb;
+        if (stat(path, &sb) != 0 || sb.st_size == 0)
+            fail_msg("%s missing or empty", path);
+    }
+    /* the pictures: PNGs with cairo (their drawing: tests/test_chart.c), none without */
+    static const char *const pictures[] = { "loss.png", "attention.png", "gains.png" };
+    assert_int_equal(r.pictures, PFX_TEST_CAIRO);
+    for (size_t i = 0; i < sizeof(pictures) / sizeof(pictures[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, pictures[i]);
+        FILE *png = fopen(path, "rb");
+#if PFX_TEST_CAIRO
+        if (!png)
+            fail_msg("%s missing", path);
+        unsigned char sig[8] = { 0 };
+        size_t got = fread(sig, 1, sizeof(sig), png);
+        fclose(png);
+        static const unsigned char magic[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n' };
+        assert_int_equal(got, sizeof(sig));
+        assert_memory_equal(sig, magic, sizeof(sig));
+#else
+        if (png) {
+            fclose(png);
+            fail_msg("%s drawn in a build without cairo", path);
+        }
+#endif
+    }
+    tune_result_free(&r);
+}
+
+static void assert_files_equal(const char *a, const char *b)
+{
+    size_t na, nb;
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    assert_non_null(x);
+    assert_non_null(y);
+    if (na != nb || memcmp(x, y, na))
+        fail_msg("%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+/* Raises the stop flag during step 5, as cmd_tune's SIGINT handler does. */
+static volatile sig_atomic_t stop_now;
+
+static void stop_at_5(const tune_step_info *s, void *user)
+{
+    (void)user;
+    if (s->step == 5)
+        stop_now = 1;
+}
+
+/* Stopped by the flag after step 5 (Ctrl-C), then resumed: the same curve
+ * and the same adapter bit for bit, gains and a held-back slice included;
+ * no temporary file is left. Then stop_after (step 7 of a run resumed at 5). */
+static void test_resume_bit_for_bit(void **state)
+{
+    (void)state;
+    char whole[4200], parts[4200];
+    out_path(whole, sizeof(whole), "resume-whole");
+    out_path(parts, sizeof(parts), "resume-parts");
+    tune_config c;
+    base_config(&c, gpt2_dir, whole);
+    c.gain_mode = PFX_GAIN_LINEAR;
+    c.gain_ramp_steps = 4;
+    tune_result a, b, d;
+    assert_int_equal(tune_run(&c, NULL, NULL, &a), 0);
+    c.out_dir = parts;
+    c.stop_flag = &stop_now;
+    stop_now = 0;
+    assert_int_equal(tune_run(&c, stop_at_5, NULL, &b), 0);
+    assert_true(b.stopped);
+    assert_int_equal(b.steps_done, 5);
+    char cmd[4400];
+    snprintf(cmd, sizeof(cmd), "ls -a '%s' | grep -q '\\.tmp-'", parts);
+    assert_int_not_equal(system(cmd), 0);
+    stop_now = 0;
+    c.stop_flag = NULL;
+    tune_result_free(&b);
+    c.resume = true;
+    c.stop_after = 7;
+    assert_int_equal(tune_run(&c, NULL, NULL, &b), 0);
+    assert_true(b.stopped);
+    assert_int_equal(b.first_step, 5);
+    assert_int_equal(b.steps_done, 7);
+    c.stop_after = 0;
+    assert_int_equal(tune_run(&c, NULL, NULL, &d), 0);
+    assert_false(d.stopped);
+    assert_int_equal(d.first_step, 7);
+    assert_int_equal(d.steps_done, 12);
+    assert_memory_equal(a.losses, d.losses, 12 * sizeof(double));
+    assert_memory_equal(a.grad_norms, d.grad_norms, 12 * sizeof(float));
+    assert_memory_equal(a.gains, d.gains, a.shape.layers * a.shape.heads * sizeof(float));
+    assert_true(a.eval_before == d.eval_before && a.eval_after == d.eval_after);
+    static const char *const same[] = { "loss.csv", "adapter_model.safetensors", TUNE_GAINS };
+    for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+        char x[4300], y[4300];
+        snprintf(x, sizeof(x), "%s/%s", whole, same[i]);
+        snprintf(y, sizeof(y), "%s/%s", parts, same[i]);
+        assert_files_equal(x, y);
+    }
+    /* other options: refused */
+    tune_result e;
+    c.lr = 3e-2f;
+    assert_int_not_equal(tune_run(&c, NULL, NULL, &e), 0);
+    tune_result_free(&e);
+    tune_result_free(&a);
+    tune_result_free(&b);
+    tune_result_free(&d);
+}
+
+/* The adapter's prompt_embeddings, read by the library's PEFT reader, are
+ * the prefixes of the checkpoint's encoder MLP, exactly. */
+static void test_adapter_reads_back(void **state)
+{
+    (void)state;
+    char dir[4200], path[4300];
+    out_path(dir, sizeof(dir), "adapter");
+    tune_config c;
+    base_config(&c, gpt2_dir, dir);
+    c.steps = 4;
+    tune_result r;
+    assert_int_equal(tune_run(&c, NULL, NULL, &r), 0);
+    const size_t L = r.shape.layers, Hkv = r.shape.kv_heads, D = r.shape.head_dim, P = c.prefix_len;
+    pfx_runtime *rt = pfx_test_runtime();
+    pfx_tensor *k[2] = { NULL, NULL }, *v[2] = { NULL, NULL };
+    pfx_peft_config pc;
+    assert_int_equal(pfx_peft_load_prefixes(rt, dir, 0, k, v, L, &pc), PFX_SUCCESS);
+    assert_int_equal(pc.num_virtual_tokens, P);
+    assert_string_equal(pc.task_type, "CAUSAL_LM");
+    char *abs = realpath(gpt2_dir, NULL);
+    assert_string_equal(pc.base_model_name_or_path, abs);
+    free(abs);
+    /* the same encoder from the checkpoint */
+    pfx_encoder_params ep = { .layers = L, .kv_heads = Hkv, .head_dim = D, .prefix_len = P, .embed_dim = c.hidden,
+                              .hidden_dim = c.hidden };
+    pfx_encoder *enc = NULL;
+    assert_int_equal(pfx_encoder_create(rt, &ep, &enc), PFX_SUCCESS);
+    snprintf(path, sizeof(path), "%s/%s", dir, TUNE_CHECKPOINT);
+    pfx_safetensors *f = NULL;
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++)
+        assert_int_equal(pfx_safetensors_load_tensor(rt, f, pfx_encoder_param_name((pfx_encoder_param)i),
+                                                     pfx_encoder_tensor(enc, (pfx_encoder_param)i)),
+                         PFX_SUCCESS);
+    pfx_safetensors_close(&f);
+    pfx_tensor *ek[2], *ev[2];
+    const size_t shape[3] = { Hkv, P, D };
+    for (size_t l = 0; l < L; l++) {
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &ek[l]), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &ev[l]), PFX_SUCCESS);
+    }
+    assert_int_equal(pfx_encoder_forward(enc, ek, ev), PFX_SUCCESS);
+    const size_t n = Hkv * P * D;
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+    size_t nonzero = 0;
+    for (size_t l = 0; l < L; l++) {
+        pfx_tensor *pairs[2][2] = { { k[l], ek[l] }, { v[l], ev[l] } };
+        for (int p = 0; p < 2; p++) {
+            assert_int_equal(pfx_tensor_read(pairs[p][0], 0, n, x), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_read(pairs[p][1], 0, n, y), PFX_SUCCESS);
+            assert_memory_equal(x, y, n * sizeof(float));
+            for (size_t i = 0; i < n; i++)
+                nonzero += x[i] != 0.0f;
+        }
+        pfx_tensor_destroy(&k[l]);
+        pfx_tensor_destroy(&v[l]);
+        pfx_tensor_destroy(&ek[l]);
+        pfx_tensor_destroy(&ev[l]);
+    }
+    assert_true(nonzero > n);
+    free(x);
+    free(y);
+    pfx_encoder_destroy(&enc);
+    pfx_runtime_destroy(&rt);
+    tune_result_free(&r);
+}
+
+/* A GQA Llama-family model (4 heads on 2 kv heads of 6): PEFT's token_dim is
+ * kv heads x head size, num_attention_heads the kv heads; direct prefixes. */
+static void test_gqa_token_dim(void **state)
+{
+    (void)state;
+    char dir[4200];
+    out_path(dir, sizeof(dir), "gqa");
+    tune_config c;
+    base_config(&c, llama_dir, dir);
+    c.steps = 3;
+    c.hidden = 0;
+    tune_result r;
+    assert_int_equal(tune_run(&c, NULL, NULL, &r), 0);
+    assert_int_equal(r.counts.trainable, 2 * 2 * 2 * 5 * 6);
+    pfx_peft_config pc;
+    assert_int_equal(pfx_peft_read_config(dir, &pc), PFX_SUCCESS);
+    assert_int_equal(pc.token_dim, 2 * 6);
+    assert_int_equal(pc.num_attention_heads, 2);
+    assert_int_equal(pc.num_layers, 2);
+    assert_int_equal(pc.num_virtual_tokens, 5);
+    assert_false(pc.prefix_projection);
+    char path[4300];
+    snprintf(path, sizeof(path), "%s/adapter_model.safetensors", dir);
+    pfx_safetensors *f = NULL;
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    pfx_st_info info;
+    assert_int_equal(pfx_safetensors_info(f, (size_t)pfx_safetensors_find(f, "prompt_embeddings"), &info),
+                     PFX_SUCCESS);
+    assert_int_equal(info.ndim, 2);
+    assert_int_equal(info.shape[0], 5);
+    assert_int_equal(info.shape[1], 2 * 2 * 2 * 6);
+    pfx_safetensors_close(&f);
+    tune_result_free(&r);
+}
+
+/* Runs cmd_tune with stderr into a file; returns the exit status and the
+ * message in msg. */
+static int run_captured(int argc, const char **argv, char *msg, size_t cap)
+{
+    char path[4200];
+    out_path(path, sizeof(path), "stderr.txt");
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w");
+    dup2(fileno(f), 2);
+    int rc = cmd_tune(argc, (char **)argv);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+    size_t n;
+    char *text = slurp(path, &n);
+    snprintf(msg, cap, "%s", text ? text : "");
+    free(text);
+    return rc;
+}
+
+static void test_bad_options(void **state)
+{
+    (void)state;
+    char dir[4200];
+    out_path(dir, sizeof(dir), "bad");
+    static const struct {
+        const char *args[4];
+        const char *message;
+    } cases[] = {
+        { { "--bogus" }, "unknown option '--bogus'" },
+        { { "--steps", "0" }, "bad --steps '0'" },
+        { { "--steps", "5x" }, "bad --steps '5x'" },
+        { { "--steps", " 5" }, "bad --steps ' 5'" },
+        { { "--batch", "-1" }, "bad --batch '-1'" },
+        { { "--max-length", "1" }, "bad --max-length '1'" },
+        { { "--prefix-len", "0" }, "bad --prefix-len '0'" },
+        { { "--hidden", "x" }, "bad --hidden 'x'" },
+        { { "--lr", "nan" }, "bad --lr 'nan'" },
+        { { "--lr", "-1" }, "bad --lr '-1'" },
+        { { "--lr", "1e-3x" }, "bad --lr '1e-3x'" },
+        { { "--gain", "sigmoid" }, "bad --gain 'sigmoid' (off, linear or tanh)" },
+        { { "--storage", "bf16" }, "bad --storage 'bf16' (f32 or f16)" },
+        { { "--clip", "inf" }, "bad --clip 'inf'" },
+        { { "--seed", "-5" }, "bad --seed '-5'" },
+        { { "--steps" }, "--steps needs a value" },
+        { { "--out", "" }, "--out is empty" },
+        { { "stray" }, "unexpected argument 'stray'" },
+        { { "--model", "x" }, "--model needs --data" },
+    };
+    char msg[4096];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *argv[6] = { "tune" };
+        int argc = 1;
+        while (argc < 5 && cases[i].args[argc - 1])
+            argv[argc] = cases[i].args[argc - 1], argc++;
+        int rc = run_captured(argc, argv, msg, sizeof(msg));
+        if (rc != 2 || !strstr(msg, cases[i].message))
+            fail_msg("case %zu: exit %d, message '%s' (expected '%s')", i, rc, msg, cases[i].message);
+    }
+    /* errors found later exit 1 and name the problem */
+    char missing[4300];
+    snprintf(missing, sizeof(missing), "%s/no-such.txt", out_dir);
+    const char *a1[] = { "tune", "--model", gpt2_dir, "--data", missing, "--out", dir, "--quiet",
+                         "--max-length", "20" };
+    assert_int_equal(run_captured(10, a1, msg, sizeof(msg)), 1);
+    assert_non_null(strstr(msg, "no-such.txt"));
+    const char *a2[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
+                         "--prefix-len", "50", "--max-length", "20" };
+    assert_int_equal(run_captured(12, a2, msg, sizeof(msg)), 1);
+    assert_non_null(strstr(msg, "exceed n_positions 64"));
+    const char *a3[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet", "--resume",
+                         "--max-length", "20" };
+    assert_int_equal(run_captured(11, a3, msg, sizeof(msg)), 1);
+    assert_non_null(strstr(msg, TUNE_CHECKPOINT));
+}
+
+int main(int argc, char **argv)
+{
+    out_dir = argc > 1 ? argv[1] : "tune-test-out";
+    demo_dir = argc > 2 ? argv[2] : "data/demo";
+    mkdir(out_dir, 0777);
+    pfx_runtime *probe = pfx_test_runtime(); /* exit 77 without a device */
+    pfx_runtime_destroy(&probe);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_gqa_token_dim),
+        cmocka_unit_test(test_adapter_reads_back),
+        cmocka_unit_test(test_resume_bit_for_bit),
+        cmocka_unit_test(test_loss_falls),
+    };
+    return cmocka_run_group_tests_name("tune", tests, write_folders, NULL);
+}

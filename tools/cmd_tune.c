@@ -1,0 +1,322 @@
+/* prefixcl tune: the main job. Prefix-tunes a model folder on a text or
+ * JSONL file (tune_loop.h) and writes a PEFT adapter, the gains, the loss
+ * curve, the pictures and a checkpoint; with no --model it runs the
+ * self-contained demonstration (a GPT-2 small shape with seeded random
+ * weights, the byte-level tokenizer and corpus of data/demo). Ctrl-C stops at
+ * the next step boundary with a checkpoint that --resume continues. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chart.h"
+#include "cli.h"
+#include "commands.h"
+#include "dist.h"
+#include "tune_loop.h"
+#include "tune_out.h"
+
+#ifndef PFX_DEMO_DIR
+#define PFX_DEMO_DIR "data/demo"
+#endif
+
+/* The demonstration: small enough for about two minutes on PoCL with two
+ * cores (GPT-2 small forward and backward per step, kernels cached). */
+#define DEMO_STEPS 40
+#define DEMO_BATCH 8
+#define DEMO_LENGTH 32
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: prefixcl tune [--model DIR --data FILE] [--eval FILE] [--out DIR] [options]\n"
+            "  --model DIR         Hugging Face folder (config.json, safetensors, tokenizer);\n"
+            "                      none: the demonstration (GPT-2 small shape, random weights,\n"
+            "                      data/demo's tokenizer and corpus, %d steps of %d x %d tokens)\n"
+            "  --data FILE         training text (one example a line) or JSONL (text, or\n"
+            "                      prompt + completion: loss on the completion only)\n"
+            "  --eval FILE         evaluation set (default: a tenth of --data held back)\n"
+            "  --out DIR           output folder (default ./tune-out)\n"
+            "  --device SEL        P:D, gpu, cpu or a name substring\n"
+            "  --prefix-len N      prefix positions (default 20)\n"
+            "  --hidden N          prefix encoder hidden size; 0: direct prefixes (default 512)\n"
+            "  --epochs N          passes over the data (default 1), unless --steps\n"
+            "  --steps N           optimizer steps\n"
+            "  --batch N           examples per step (default 8)\n"
+            "  --max-length N      tokens kept per example (default 128)\n"
+            "  --lr X              prefix learning rate (default 0.01)\n"
+            "  --gain MODE         off, linear or tanh per-head gains (default off)\n"
+            "  --gain-lr X         gain learning rate (default: half of --lr)\n"
+            "  --gain-ramp N       steps over which the gains ramp in (default 20)\n"
+            "  --weight-decay X    on the prefix parameters (default 0)\n"
+            "  --clip X            gradient-norm clipping, 0: off (default 1)\n"
+            "  --warmup N          learning-rate warm-up steps (default 10), then cosine decay\n"
+            "  --seed S            seed of the prefixes, the data order (default 1)\n"
+            "  --storage T         frozen weights as f32 or f16 (default f32)\n"
+            "  --checkpoint-every N  also write the checkpoint every N steps\n"
+            "  --resume            continue from OUT/" TUNE_CHECKPOINT " (same options)\n"
+            "  --quiet             no progress output\n",
+            DEMO_STEPS, DEMO_BATCH, DEMO_LENGTH);
+    return 2;
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct progress {
+    bool tty, quiet;
+    size_t every;
+} progress;
+
+static void on_step(const tune_step_info *s, void *user)
+{
+    progress *p = user;
+    if (p->quiet)
+        return;
+    if (p->tty) {
+        const int width = 24;
+        int filled = (int)((double)s->step / (double)s->steps * width);
+        char bar[32];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < filled ? '#' : '-';
+        bar[width] = '\0';
+        fprintf(stdout, "\r[%s] step %zu/%zu  epoch %llu  loss %.4f  |g| %.3e  %.0f tok/s  %.0f s left%s ", bar,
+                s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm, s->tokens_per_s,
+                s->eta_s, s->skipped ? "  (skipped)" : "");
+        if (s->step == s->steps)
+            fputc('\n', stdout);
+    } else if (s->step == 1 || s->step % p->every == 0 || s->step == s->steps) {
+        fprintf(stdout, "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e tokens/s %.0f eta_s %.0f%s\n", s->step,
+                s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm, s->tokens_per_s, s->eta_s,
+                s->skipped ? " skipped" : "");
+    }
+    fflush(stdout);
+}
+
+/* A finite number in [lo, hi], the whole text. */
+static bool parse_float(const char *v, double lo, double hi, float *out)
+{
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (!*v || !end || *end || !isfinite(x) || x < lo || x > hi)
+        return false;
+    *out = (float)x;
+    return true;
+}
+
+typedef struct opt_spec {
+    const char *name;
+    uint64_t lo, hi;
+    size_t *target;
+} opt_spec;
+
+int cmd_tune(int argc, char **argv)
+{
+    tune_config c;
+    tune_default_config(&c);
+    c.out_dir = "tune-out";
+    c.demo_dir = PFX_DEMO_DIR;
+    bool quiet = false, steps_set = false, batch_set = false, length_set = false;
+    size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
+    const opt_spec counts[] = {
+        { "--prefix-len", 1, 4096, &c.prefix_len },   { "--hidden", 0, 65536, &c.hidden },
+        { "--epochs", 1, 100000, &c.epochs },         { "--steps", 1, 10000000, &c.steps },
+        { "--batch", 1, 4096, &c.batch },             { "--max-length", 2, 1 << 20, &c.max_length },
+        { "--gain-ramp", 0, 10000000, &gain_ramp },   { "--warmup", 0, 10000000, &warmup },
+        { "--checkpoint-every", 1, 10000000, &c.checkpoint_every },
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--quiet") || !strcmp(a, "--resume")) {
+            quiet |= a[2] == 'q';
+            c.resume |= a[2] == 'r';
+            continue;
+        }
+        if (strncmp(a, "--", 2)) {
+            fprintf(stderr, "prefixcl tune: unexpected argument '%s'\n\n", a);
+            return usage(stderr);
+        }
+        static const char *const valued[] = { "--prefix-len", "--hidden", "--epochs", "--steps", "--batch",
+                                               "--max-length", "--gain-ramp", "--warmup", "--checkpoint-every",
+                                               "--model", "--data", "--eval", "--out", "--device", "--lr",
+                                               "--gain-lr", "--weight-decay", "--clip", "--gain", "--storage",
+                                               "--seed" };
+        bool known = false;
+        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
+            known |= !strcmp(a, valued[k]);
+        if (!known) {
+            fprintf(stderr, "prefixcl tune: unknown option '%s'\n\n", a);
+            return usage(stderr);
+        }
+        if (!v) {
+            fprintf(stderr, "prefixcl tune: %s needs a value\n\n", a);
+            return usage(stderr);
+        }
+        i++;
+        const opt_spec *cs = NULL;
+        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+            if (!strcmp(a, counts[k].name))
+                cs = &counts[k];
+        if (cs) {
+            uint64_t n;
+            if (!cli_uint(v, cs->lo, cs->hi, &n)) {
+                fprintf(stderr, "prefixcl tune: bad %s '%s' (%llu..%llu)\n\n", a, v, (unsigned long long)cs->lo,
+                        (unsigned long long)cs->hi);
+                return usage(stderr);
+            }
+            *cs->target = (size_t)n;
+            steps_set |= cs->target == &c.steps;
+            batch_set |= cs->target == &c.batch;
+            length_set |= cs->target == &c.max_length;
+            continue;
+        }
+        const char **paths[] = { &c.model_dir, &c.data_path, &c.eval_path, &c.out_dir, &c.device };
+        static const char *const path_names[] = { "--model", "--data", "--eval", "--out", "--device" };
+        bool done = false;
+        for (size_t k = 0; k < 5 && !done; k++)
+            if (!strcmp(a, path_names[k])) {
+                if (!*v) {
+                    fprintf(stderr, "prefixcl tune: %s is empty\n\n", a);
+                    return usage(stderr);
+                }
+                *paths[k] = v;
+                done = true;
+            }
+        if (done)
+            continue;
+        if (!strcmp(a, "--lr") || !strcmp(a, "--gain-lr") || !strcmp(a, "--weight-decay") || !strcmp(a, "--clip")) {
+            float *t = a[2] == 'l' ? &c.lr : a[2] == 'g' ? &c.gain_lr : a[2] == 'w' ? &c.weight_decay
+                                                                                    : &c.max_grad_norm;
+            double hi = a[2] == 'l' || a[2] == 'g' ? 10.0 : 1e6;
+            if (!parse_float(v, 0.0, hi, t)) {
+                fprintf(stderr, "prefixcl tune: bad %s '%s' (a number in [0, %g])\n\n", a, v, hi);
+                return usage(stderr);
+            }
+        } else if (!strcmp(a, "--gain")) {
+            if (!strcmp(v, "off"))
+                c.gain_mode = PFX_GAIN_OFF;
+            else if (!strcmp(v, "linear"))
+                c.gain_mode = PFX_GAIN_LINEAR;
+            else if (!strcmp(v, "tanh"))
+                c.gain_mode = PFX_GAIN_TANH;
+            else {
+                fprintf(stderr, "prefixcl tune: bad --gain '%s' (off, linear or tanh)\n\n", v);
+                return usage(stderr);
+            }
+        } else if (!strcmp(a, "--storage")) {
+            if (strcmp(v, "f32") && strcmp(v, "f16")) {
+                fprintf(stderr, "prefixcl tune: bad --storage '%s' (f32 or f16)\n\n", v);
+                return usage(stderr);
+            }
+            c.storage = v[1] == '1' ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+        } else if (!strcmp(a, "--seed")) {
+            uint64_t n;
+            if (!cli_uint(v, 0, UINT64_MAX, &n)) {
+                fprintf(stderr, "prefixcl tune: bad --seed '%s'\n\n", v);
+                return usage(stderr);
+            }
+            c.seed = n;
+        }
+    }
+    c.gain_ramp_steps = (uint32_t)gain_ramp;
+    c.warmup_steps = (uint32_t)warmup;
+    if (c.model_dir && !c.data_path) {
+        fprintf(stderr, "prefixcl tune: --model needs --data\n\n");
+        return usage(stderr);
+    }
+    static char demo_train[4096], demo_eval[4096];
+    if (!c.model_dir) {
+        snprintf(demo_train, sizeof(demo_train), "%s/train.txt", c.demo_dir);
+        snprintf(demo_eval, sizeof(demo_eval), "%s/eval.txt", c.demo_dir);
+        if (!c.data_path) {
+            c.data_path = demo_train;
+            if (!c.eval_path)
+                c.eval_path = demo_eval;
+        }
+        if (!steps_set)
+            c.steps = DEMO_STEPS;
+        if (!batch_set)
+            c.batch = DEMO_BATCH;
+        if (!length_set)
+            c.max_length = DEMO_LENGTH;
+    }
+
+    /* rank 0 alone prints (dist.h); plain lines under mpirun, which gives
+     * the ranks a pty whatever its own stdout is */
+    const bool lead = dist_rank() == 0;
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1,
+                      .quiet = quiet || !lead, .every = 10 };
+    if (!prog.quiet)
+        printf("prefixcl tune: %s, data %s, prefix %zu (%s), batch %zu x %zu tokens, seed %llu%s\n",
+               c.model_dir ? c.model_dir : "demonstration model (GPT-2 small shape, seeded random weights)",
+               c.data_path, c.prefix_len, c.hidden ? "encoder" : "direct", c.batch, c.max_length,
+               (unsigned long long)c.seed, c.resume ? ", resuming" : "");
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    c.stop_flag = &interrupted;
+    sigaction(SIGINT, &sa, &old);
+    tune_result r;
+    int rc = tune_run(&c, on_step, &prog, &r);
+    sigaction(SIGINT, &old, NULL);
+    if (rc || !lead) {
+        /* a stop is agreed by every rank (dist_any): each exits as rank 0 */
+        bool stopped = r.stopped;
+        tune_result_free(&r);
+        return rc ? 1 : stopped && dist_any(interrupted != 0) ? DIST_EXIT_STOPPED : 0;
+    }
+    if (prog.tty && !quiet && r.stopped)
+        fputc('\n', stdout);
+    const pfx_model_shape *s = &r.shape;
+    printf("device: %s\n", r.device);
+    printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu parameters (frozen)\n",
+           s->model_type, s->layers, s->heads, s->kv_heads, s->head_dim, s->vocab, s->parameters);
+    printf("trainable: %zu prefix parameters (%s) + %zu gains; %zu values per prefix position baked\n",
+           r.counts.trainable, c.hidden ? "encoder MLP" : "direct", r.gain_params, r.counts.baked_per_position);
+    printf("data: %zu training examples, evaluation %zu examples (%zu tokens)\n", r.train_examples, r.eval_examples,
+           r.eval_tokens);
+    if (r.stopped) {
+        printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r.steps_done,
+               r.steps, c.out_dir, TUNE_CHECKPOINT);
+        tune_result_free(&r);
+        return dist_any(interrupted != 0) ? DIST_EXIT_STOPPED : 0;
+    }
+    printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
+    printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n", r.eval_before,
+           exp(r.eval_before), r.eval_after, exp(r.eval_after));
+    printf("attention mass on the prefix per layer (mean of the heads), before -> after:\n");
+    for (size_t l = 0; l < s->layers; l++) {
+        double b = 0, a = 0;
+        for (size_t h = 0; h < s->heads; h++) {
+            b += r.mass_before[l * s->heads + h] / (double)s->heads;
+            a += r.mass_after[l * s->heads + h] / (double)s->heads;
+        }
+        printf("  layer %2zu: %.4f -> %.4f\n", l, b, a);
+    }
+    if (r.pictures)
+        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, loss.png, "
+               "attention.png%s, %s\n",
+               c.out_dir, r.gains ? ", gains.png" : "", TUNE_CHECKPOINT);
+    else
+        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, %s; %s\n",
+               c.out_dir, TUNE_CHECKPOINT, chart_strerror(CHART_UNAVAILABLE));
+    if (r.gains)
+        printf("note: the learned gains are in %s/%s (prefixcl's own file); PEFT consumers of the adapter do not "
+               "see them and attend without gains\n",
+               c.out_dir, TUNE_GAINS);
+    tune_result_free(&r);
+    return 0;
+}

@@ -1,0 +1,486 @@
+/* dist.h over MPI (the `mpi` feature). Every exchange is point to point with
+ * rank 0 (nonblocking, polled against a deadline), so that a rank that
+ * stops answering is named instead of hanging the job, and so that rank 0
+ * sums in rank order. MPI errors return (MPI_ERRORS_RETURN) and abort the
+ * job with MPI's message. */
+#include "dist.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "device.h"
+
+enum { TAG_AGREE = 1, TAG_COUNT, TAG_GRAD, TAG_SUM_COUNT, TAG_SUM_GRAD, TAG_HASH, TAG_ANY, TAG_ANY_BACK,
+       TAG_MEAN_COUNT, TAG_MEAN_SUM };
+
+static struct {
+    bool on;
+    int rank, size, local_rank;
+    unsigned timeout_s;
+    bool check;
+    float *buf;         /* this rank's packed gradients, then the sum */
+    float *all;         /* rank 0: every other rank's, [size - 1][floats] */
+    size_t floats, all_floats;
+} g = { .size = 1, .timeout_s = 600 };
+
+int dist_rank(void)
+{
+    return g.rank;
+}
+
+int dist_size(void)
+{
+    return g.size;
+}
+
+int dist_local_rank(void)
+{
+    return g.local_rank;
+}
+
+static _Noreturn void fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static _Noreturn void fatal(int code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "prefixcl: rank %d of %d: %s; stopping every rank\n", g.rank, g.size, msg);
+    fflush(stderr);
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code); /* MPI_Abort does not return; keeps _Noreturn honest */
+}
+
+static void mpi_ok(int rc, const char *what)
+{
+    if (rc == MPI_SUCCESS)
+        return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    fatal(3, "%s: %s", what, text);
+}
+
+/* Waits for n requests; each request i is an exchange with rank peer[i]. */
+static void wait_all(MPI_Request *req, const int *peer, int n, const char *what)
+{
+    struct timespec start, now, nap = { 0, 200000 };
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        int done = 0;
+        mpi_ok(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), what);
+        if (done)
+            return;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - start.tv_sec) + 1e-9 * (double)(now.tv_nsec - start.tv_nsec) >
+            (double)g.timeout_s)
+            break;
+        nanosleep(&nap, NULL);
+    }
+    char late[512] = "";
+    size_t used = 0;
+    int last = -1; /* a rank's requests are adjacent: name it once */
+    for (int i = 0; i < n; i++) {
+        int flag = 0;
+        if (req[i] == MPI_REQUEST_NULL)
+            continue;
+        MPI_Request_get_status(req[i], &flag, MPI_STATUS_IGNORE);
+        if (flag || peer[i] == last)
+            continue;
+        last = peer[i];
+        if (used < sizeof(late))
+            used += (size_t)snprintf(late + used, sizeof(late) - used, "%s%d", used ? ", " : "",
+                                     peer[i]);
+    }
+    if (!used) { /* all of them completed after the last test: collect them */
+        mpi_ok(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), what);
+        return;
+    }
+    fatal(4, "%s: nothing from rank %s within %u s (PREFIXCL_DIST_TIMEOUT)", what, late,
+          g.timeout_s);
+}
+
+int dist_init(int *argc, char ***argv)
+{
+    /* Only a launcher's child joins a job: run by hand, prefixcl stays one
+     * process and never starts MPI. */
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK"))
+        return 0;
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+        fprintf(stderr, "prefixcl: MPI_Init failed\n");
+        return 1;
+    }
+    g.on = true;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &g.rank), "MPI_Comm_rank");
+    mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &g.size), "MPI_Comm_size");
+    MPI_Comm node;
+    mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &node),
+           "MPI_Comm_split_type");
+    mpi_ok(MPI_Comm_rank(node, &g.local_rank), "MPI_Comm_rank (node)");
+    MPI_Comm_free(&node);
+    const char *t = getenv("PREFIXCL_DIST_TIMEOUT");
+    uint64_t v;
+    if (t && *t) {
+        if (!cli_uint(t, 1, 86400, &v))
+            fatal(2, "bad PREFIXCL_DIST_TIMEOUT '%s' (seconds, 1..86400)", t);
+        g.timeout_s = (unsigned)v;
+    }
+    const char *c = getenv("PREFIXCL_DIST_CHECK");
+    g.check = c && !strcmp(c, "1");
+    return 0;
+}
+
+int dist_finish(int rc)
+{
+    if (!g.on)
+        return rc;
+    if (rc != 0 && rc != DIST_EXIT_STOPPED && g.size > 1)
+        fatal(rc, "the command failed (exit status %d)", rc);
+    free(g.buf);
+    free(g.all);
+    g.buf = g.all = NULL;
+    MPI_Finalize();
+    g.on = false;
+    return rc;
+}
+
+const char *dist_device(const char *selector, char *buf, size_t cap)
+{
+    if (!g.on || g.size == 1)
+        return selector;
+    if (!selector || !*selector) {
+        const char *env = getenv("PREFIXCL_DEVICE");
+        selector = env && *env ? env : NULL;
+    }
+    pfx_device_info first;
+    if (pfx_device_select(selector, &first) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl: rank %d: %s\n", g.rank, pfx_last_error(NULL));
+        return NULL;
+    }
+    pfx_selector sel;
+    if (!pfx_selector_parse(selector, &sel))
+        return NULL; /* pfx_device_select refused it already */
+    size_t count = 0;
+    if (pfx_device_list(NULL, 0, &count) != PFX_SUCCESS || count == 0) {
+        fprintf(stderr, "prefixcl: rank %d: cannot list the devices\n", g.rank);
+        return NULL;
+    }
+    pfx_device_info *all = calloc(2 * count + 1, sizeof(*all));
+    size_t listed = 0;
+    if (!all || pfx_device_list(all, count, &listed) != PFX_SUCCESS || listed != count) {
+        fprintf(stderr, "prefixcl: rank %d: cannot list the devices\n", g.rank);
+        free(all);
+        return NULL;
+    }
+    pfx_device_info *cand = all + count;
+    /* candidates: the selected device first, then the other matches in
+     * platform and device order; local ranks take them round robin */
+    size_t n = 0;
+    cand[n++] = first;
+    for (size_t i = 0; i < count; i++) {
+        const pfx_device_info *d = &all[i];
+        bool match = sel.kind == PFX_SELECT_DEFAULT ? d->type == first.type
+                                                    : pfx_selector_matches(&sel, d);
+        if (match && !(d->platform_index == first.platform_index &&
+                       d->device_index == first.device_index))
+            cand[n++] = *d;
+    }
+    const pfx_device_info *pick = &cand[(size_t)g.local_rank % n];
+    snprintf(buf, cap, "%u:%u", pick->platform_index, pick->device_index);
+    free(all);
+    return buf;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+#define FNV_START UINT64_C(0xcbf29ce484222325)
+
+/* Every rank's 64-bit value at rank 0 (vals[size]); other ranks send theirs. */
+static void gather_u64(uint64_t mine, uint64_t *vals, int tag, const char *what)
+{
+    if (g.rank != 0) {
+        MPI_Request req;
+        int peer = 0;
+        mpi_ok(MPI_Isend(&mine, 1, MPI_UINT64_T, 0, tag, MPI_COMM_WORLD, &req), what);
+        wait_all(&req, &peer, 1, what);
+        return;
+    }
+    MPI_Request *req = calloc((size_t)g.size, sizeof(*req));
+    int *peer = calloc((size_t)g.size, sizeof(*peer));
+    if (!req || !peer)
+        fatal(5, "%s: out of host memory", what);
+    vals[0] = mine;
+    for (int r = 1; r < g.size; r++) {
+        peer[r - 1] = r;
+        mpi_ok(MPI_Irecv(&vals[r], 1, MPI_UINT64_T, r, tag, MPI_COMM_WORLD, &req[r - 1]), what);
+    }
+    wait_all(req, peer, g.size - 1, what);
+    free(req);
+    free(peer);
+}
+
+void dist_agree(const char *what, const char *text)
+{
+    if (!g.on || g.size == 1)
+        return;
+    uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
+    if (g.rank == 0 && !vals)
+        fatal(5, "comparing the %s: out of host memory", what);
+    char label[128];
+    snprintf(label, sizeof(label), "comparing the %s", what);
+    gather_u64(fnv1a(FNV_START, text, strlen(text)), vals, TAG_AGREE, label);
+    if (g.rank == 0)
+        for (int r = 1; r < g.size; r++)
+            if (vals[r] != vals[0])
+                fatal(2, "rank %d was started with another %s than rank 0", r, what);
+    free(vals);
+}
+
+void dist_mean(double *count, double *mean)
+{
+    if (!g.on || g.size == 1)
+        return;
+    const char *what = "averaging over the ranks";
+    uint64_t *vals = g.rank == 0 ? calloc(2 * (size_t)g.size, sizeof(uint64_t)) : NULL;
+    if (g.rank == 0 && !vals)
+        fatal(5, "%s: out of host memory", what);
+    /* doubles travel bit for bit as 64-bit words */
+    double sum = *count > 0 ? *count * *mean : 0.0;
+    uint64_t c, s;
+    memcpy(&c, count, sizeof(c));
+    memcpy(&s, &sum, sizeof(s));
+    gather_u64(c, vals, TAG_MEAN_COUNT, what);
+    gather_u64(s, vals ? vals + g.size : NULL, TAG_MEAN_SUM, what);
+    if (g.rank == 0) {
+        double n = 0.0, total = 0.0;
+        for (int r = 0; r < g.size; r++) {
+            double cr, sr;
+            memcpy(&cr, &vals[r], sizeof(cr));
+            memcpy(&sr, &vals[g.size + r], sizeof(sr));
+            n += cr;
+            total += sr;
+        }
+        *count = n;
+        *mean = n > 0 ? total / n : 0.0;
+    }
+    free(vals);
+}
+
+bool dist_any(bool mine)
+{
+    if (!g.on || g.size == 1)
+        return mine;
+    const char *what = "agreeing on a stop";
+    uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
+    if (g.rank == 0 && !vals)
+        fatal(5, "%s: out of host memory", what);
+    gather_u64(mine, vals, TAG_ANY, what);
+    uint64_t any = 0;
+    if (g.rank == 0) {
+        for (int r = 0; r < g.size; r++)
+            any |= vals[r];
+        MPI_Request *req = calloc((size_t)g.size, sizeof(*req));
+        int *peer = calloc((size_t)g.size, sizeof(*peer));
+        if (!req || !peer)
+            fatal(5, "%s: out of host memory", what);
+        for (int r = 1; r < g.size; r++) {
+            peer[r - 1] = r;
+            mpi_ok(MPI_Isend(&any, 1, MPI_UINT64_T, r, TAG_ANY_BACK, MPI_COMM_WORLD, &req[r - 1]),
+                   what);
+        }
+        wait_all(req, peer, g.size - 1, what);
+        free(req);
+        free(peer);
+    } else {
+        MPI_Request req;
+        int peer = 0;
+        mpi_ok(MPI_Irecv(&any, 1, MPI_UINT64_T, 0, TAG_ANY_BACK, MPI_COMM_WORLD, &req), what);
+        wait_all(&req, &peer, 1, what);
+    }
+    free(vals);
+    return any != 0;
+}
+
+/* Packs (or, with back = true, unpacks) every registered gradient into g.buf. */
+static int pack(pfx_optimizer *opt, bool back)
+{
+    size_t n = pfx_optimizer_param_count(opt), off = 0;
+    for (size_t i = 0; i < n; i++) {
+        pfx_tensor *grad = NULL;
+        if (pfx_optimizer_param_tensors(opt, i, NULL, &grad) != PFX_SUCCESS)
+            return -1;
+        size_t k = pfx_tensor_numel(grad);
+        pfx_status st = back ? pfx_tensor_write(grad, 0, k, g.buf + off)
+                             : pfx_tensor_read(grad, 0, k, g.buf + off);
+        if (st != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl: rank %d: %s gradients: %s (%s)\n", g.rank,
+                    back ? "writing the summed" : "reading the", pfx_status_string(st),
+                    pfx_last_error(pfx_tensor_runtime(grad)));
+            return -1;
+        }
+        off += k;
+    }
+    return 0;
+}
+
+static size_t grad_floats(pfx_optimizer *opt)
+{
+    size_t n = pfx_optimizer_param_count(opt), total = 0;
+    for (size_t i = 0; i < n; i++) {
+        pfx_optimizer_param_info info;
+        if (pfx_optimizer_get_param(opt, i, &info) == PFX_SUCCESS)
+            total += info.numel;
+    }
+    return total;
+}
+
+static void ensure_buffers(size_t floats)
+{
+    if (floats > (size_t)INT_MAX)
+        fatal(5, "%zu gradient floats exceed one MPI message (%d)", floats, INT_MAX);
+    if (!g.buf || g.floats != floats) {
+        free(g.buf);
+        g.buf = malloc((floats ? floats : 1) * sizeof(float));
+        g.floats = floats;
+    }
+    size_t want = g.rank == 0 ? floats * (size_t)(g.size - 1) : 1;
+    if (!g.all || g.all_floats != want) {
+        free(g.all);
+        g.all = malloc((want ? want : 1) * sizeof(float));
+        g.all_floats = want;
+    }
+    if (!g.buf || !g.all)
+        fatal(5, "no host memory for %zu gradient floats", floats);
+}
+
+int dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss)
+{
+    if (!g.on || g.size == 1)
+        return 0;
+    const char *what = "summing the gradients";
+    const size_t F = grad_floats(opt);
+    ensure_buffers(F);
+    if (pack(opt, false))
+        return -1;
+    /* header: this rank's count and loss sum */
+    double head[2] = { *count, *count > 0 ? *count * *mean_loss : 0.0 };
+    if (g.rank != 0) {
+        MPI_Request req[4];
+        int peer[4] = { 0, 0, 0, 0 };
+        double sum[2];
+        mpi_ok(MPI_Isend(head, 2, MPI_DOUBLE, 0, TAG_COUNT, MPI_COMM_WORLD, &req[0]), what);
+        mpi_ok(MPI_Isend(g.buf, (int)F, MPI_FLOAT, 0, TAG_GRAD, MPI_COMM_WORLD, &req[1]), what);
+        wait_all(req, peer, 2, what);
+        mpi_ok(MPI_Irecv(sum, 2, MPI_DOUBLE, 0, TAG_SUM_COUNT, MPI_COMM_WORLD, &req[2]), what);
+        mpi_ok(MPI_Irecv(g.buf, (int)F, MPI_FLOAT, 0, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[3]), what);
+        wait_all(req + 2, peer, 2, what);
+        *count = sum[0];
+        *mean_loss = sum[0] > 0 ? sum[1] / sum[0] : 0.0;
+        return pack(opt, true);
+    }
+    const int R = g.size;
+    double *heads = malloc((size_t)R * 2 * sizeof(double));
+    MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
+    int *peer = calloc((size_t)R * 2, sizeof(int));
+    if (!heads || !req || !peer)
+        fatal(5, "%s: out of host memory", what);
+    heads[0] = head[0];
+    heads[1] = head[1];
+    for (int r = 1; r < R; r++) {
+        peer[2 * (r - 1)] = peer[2 * (r - 1) + 1] = r;
+        mpi_ok(MPI_Irecv(heads + 2 * r, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD,
+                         &req[2 * (r - 1)]), what);
+        mpi_ok(MPI_Irecv(g.all + (size_t)(r - 1) * F, (int)F, MPI_FLOAT, r, TAG_GRAD,
+                         MPI_COMM_WORLD, &req[2 * (r - 1) + 1]), what);
+    }
+    wait_all(req, peer, 2 * (R - 1), what);
+    /* in rank order: N, the loss sum, the weights */
+    double sum[2] = { 0.0, 0.0 };
+    for (int r = 0; r < R; r++) {
+        if (!(heads[2 * r] >= 0.0))
+            fatal(5, "rank %d reported a count of %g", r, heads[2 * r]);
+        sum[0] += heads[2 * r];
+        sum[1] += heads[2 * r + 1];
+    }
+    double *w = malloc((size_t)R * sizeof(double));
+    if (!w)
+        fatal(5, "%s: out of host memory", what);
+    for (int r = 0; r < R; r++)
+        w[r] = sum[0] > 0 ? heads[2 * r] / sum[0] : 0.0;
+    for (size_t i = 0; i < F; i++) {
+        double acc = 0.0;
+        if (w[0] > 0)
+            acc += w[0] * (double)g.buf[i];
+        for (int r = 1; r < R; r++)
+            if (w[r] > 0)
+                acc += w[r] * (double)g.all[(size_t)(r - 1) * F + i];
+        g.buf[i] = (float)acc;
+    }
+    for (int r = 1; r < R; r++) {
+        mpi_ok(MPI_Isend(sum, 2, MPI_DOUBLE, r, TAG_SUM_COUNT, MPI_COMM_WORLD,
+                         &req[2 * (r - 1)]), what);
+        mpi_ok(MPI_Isend(g.buf, (int)F, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD,
+                         &req[2 * (r - 1) + 1]), what);
+    }
+    wait_all(req, peer, 2 * (R - 1), what);
+    free(w);
+    free(heads);
+    free(req);
+    free(peer);
+    *count = sum[0];
+    *mean_loss = sum[0] > 0 ? sum[1] / sum[0] : 0.0;
+    return pack(opt, true);
+}
+
+int dist_check_params(pfx_optimizer *opt, uint64_t step)
+{
+    if (!g.on || g.size == 1 || !g.check)
+        return 0;
+    size_t n = pfx_optimizer_param_count(opt);
+    uint64_t h = FNV_START;
+    for (size_t i = 0; i < n; i++) {
+        pfx_tensor *param = NULL;
+        if (pfx_optimizer_param_tensors(opt, i, &param, NULL) != PFX_SUCCESS)
+            return -1;
+        size_t k = pfx_tensor_numel(param);
+        float *v = malloc((k ? k : 1) * sizeof(float));
+        if (!v || pfx_tensor_read(param, 0, k, v) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl: rank %d: reading the parameters: %s\n", g.rank,
+                    pfx_last_error(pfx_tensor_runtime(param)));
+            free(v);
+            return -1;
+        }
+        h = fnv1a(h, v, k * sizeof(float));
+        free(v);
+    }
+    uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
+    if (g.rank == 0 && !vals)
+        fatal(5, "comparing the parameters: out of host memory");
+    gather_u64(h, vals, TAG_HASH, "comparing the parameters");
+    if (g.rank == 0) {
+        for (int r = 1; r < g.size; r++)
+            if (vals[r] != vals[0])
+                fatal(6, "after step %llu the parameters of rank %d differ from rank 0's",
+                      (unsigned long long)step, r);
+        printf("dist check: step %llu: parameters identical on %d ranks (%016llx)\n",
+               (unsigned long long)step, g.size, (unsigned long long)h);
+        fflush(stdout);
+    }
+    free(vals);
+    return 0;
+}
