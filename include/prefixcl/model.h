@@ -160,6 +160,14 @@ PFX_API pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *b
                                       const pfx_model_prefix *prefix,
                                       const pfx_model_grads *grads, double *loss);
 
+/* Per layer and head, averaged over the valid rows of the batch (see
+ * pfx_attention_stats): the attention mass on the prefix and the entropy,
+ * into host arrays [L * H] (layer l head h at l * H + h; either may be NULL,
+ * not both). A separate forward pass; blocks for the results. */
+PFX_API pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_batch *batch,
+                                             const pfx_model_prefix *prefix, float *prefix_mass,
+                                             float *entropy);
+
 #ifdef __cplusplus
 }
 #endif

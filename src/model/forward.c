@@ -757,3 +757,40 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch, co
     }
     return st;
 }
+
+/* ---- attention statistics per layer (a separate pass, for reports) ---- */
+
+pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
+                                     float *prefix_mass, float *entropy)
+{
+    static const char fn[] = "model_attention_stats";
+    call c;
+    pfx_status st = check_call(model, fn, batch, prefix, &c);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (!prefix_mass && !entropy)
+        return pfx_error(model->rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix_mass and entropy are both NULL", fn);
+    const pfx_model_shape *s = &model->cfg.shape;
+    const size_t H = s->heads;
+    pfx_tensor *mass = NULL, *ent = NULL;
+    if ((st = pfx_tensor_create(model->rt, PFX_DTYPE_F32, 1, &H, &mass)) ||
+        (st = pfx_tensor_create(model->rt, PFX_DTYPE_F32, 1, &H, &ent)) || (st = run_blocks(model, batch, &c)))
+        goto out;
+    /* block l again from its kept input: Q, K, V of that layer in the workspace */
+    for (size_t l = 0; l < s->layers && st == PFX_SUCCESS; l++) {
+        attn_views av = views(model, &c);
+        pfx_attention_desc d = attn_desc(model, l, &c);
+        pfx_attention_inputs in = { &av.q, &av.k, &av.v, c.P ? c.pre.keys[l] : NULL, c.P ? c.pre.values[l] : NULL };
+        if ((st = block_forward(model, l, &c, false)) ||
+            (st = pfx_attention_stats(model->rt, &d, &in, 1, ent, NULL, mass)))
+            break;
+        if (prefix_mass && (st = pfx_tensor_read(mass, 0, H, prefix_mass + l * H)))
+            break;
+        if (entropy)
+            st = pfx_tensor_read(ent, 0, H, entropy + l * H);
+    }
+out:
+    pfx_tensor_destroy(&mass);
+    pfx_tensor_destroy(&ent);
+    return st;
+}
