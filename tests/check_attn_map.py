@@ -5,9 +5,15 @@ and entropy of its rows equal what pfx_attention_stats computes without the
 map (the "library" figures the command prints). Tolerances come from
 tests/tolerances.h.
 
-usage: check_attn_map.py PREFIXCL TOLERANCES_H OUT_DIR
+With MODELS_DIR (tests/fixtures/models), the same checks of `attn-map
+--model` on the tiny GPT-2 (with its PEFT adapter and a small BPE
+tokenizer.json written here, the text's tokens on the picture's axes) and
+Llama folders (--ids), and the arguments it refuses.
+
+usage: check_attn_map.py PREFIXCL TOLERANCES_H OUT_DIR [MODELS_DIR]
 """
 import csv
+import json
 import math
 import os
 import re
@@ -56,6 +62,70 @@ def check(tool, out_dir, tol_probs, tol_stats, head, extra):
         "entropy differs from the library's"
 
 
+def tiny_tokenizer(folder):
+    """A BPE over letters (ids below the tiny model's vocabulary of 101)."""
+    vocab = {"[UNK]": 0}
+    for c in "abcdefghijklmnopqrstuvwxyz":
+        vocab[c] = len(vocab)
+    merges = [["t", "h"], ["th", "e"], ["a", "t"], ["c", "at"], ["s", "at"]]
+    for a, b in merges:
+        vocab[a + b] = len(vocab)
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+           "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None,
+           "decoder": None,
+           "model": {"type": "BPE", "dropout": None, "unk_token": "[UNK]",
+                     "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                     "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                     "vocab": vocab, "merges": merges}}
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+
+
+def refused(tool, args, words):
+    r = subprocess.run([tool, "attn-map", *args], capture_output=True, text=True)
+    assert r.returncode != 0, f"{args} was accepted"
+    for w in words:
+        assert w in r.stderr, f"{args}: {w!r} not in {r.stderr!r}"
+
+
+def check_models(tool, out_dir, models, tol_probs, tol_stats):
+    gpt2, llama = os.path.join(models, "gpt2"), os.path.join(models, "llama")
+    folder = os.path.join(out_dir, "gpt2-tok")
+    os.makedirs(folder, exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        link = os.path.join(folder, name)
+        if not os.path.lexists(link):
+            os.symlink(os.path.abspath(os.path.join(gpt2, name)), link)
+    tiny_tokenizer(folder)
+    adapter = ["--adapter", os.path.join(gpt2, "adapter")]
+    text = ["--text", "the cat sat on the mat"]
+    check(tool, out_dir, tol_probs, tol_stats, 1,
+          ["--model", folder, *adapter, *text, "--layer", "1", "--gain-mode", "tanh", "--gain", "0.8"])
+    # the picture: the text's tokens on the axes, the gain in the title
+    svg_path = os.path.join(out_dir, "attn-map-model.svg")
+    subprocess.run([tool, "attn-map", "--model", folder, *adapter, *text, "--layer", "0", "--head", "3",
+                    "--gain-mode", "linear", "--gain", "0.25", "--out", svg_path],
+                   check=True, capture_output=True)
+    svg = open(svg_path).read()
+    for label in ("the", "cat", "sat", "prefix", "head 3", "gain linear 0.25"):
+        assert label in svg, f"{label!r} not in the picture's text"
+    check(tool, out_dir, tol_probs, tol_stats, 2,
+          ["--model", llama, "--adapter", os.path.join(llama, "adapter"), "--ids", "5,90,1,33,7,7,64",
+           "--layer", "1"])
+    check(tool, out_dir, tol_probs, tol_stats, 0, ["--model", llama, "--ids", "12,3,80", "--layer", "0"])
+    ids = ["--ids", "1,2,3"]
+    refused(tool, ["--model", gpt2, "--text", "the cat", "--layer", "0", "--head", "0"], ["tokenizer", "--ids"])
+    refused(tool, ["--model", folder, "--text", "", "--layer", "0", "--head", "0"], ["--text"])
+    long_text = " ".join(["cat"] * 60)  # 60 tokens + 5 prefix > 64 positions
+    refused(tool, ["--model", folder, *adapter, "--text", long_text, "--layer", "0", "--head", "0"], ["positions"])
+    refused(tool, ["--model", gpt2, *ids, "--layer", "2", "--head", "0"], ["--layer 2"])
+    refused(tool, ["--model", gpt2, *ids, "--layer", "1", "--head", "4"], ["--head 4"])
+    refused(tool, ["--model", gpt2, "--ids", "1,101", "--layer", "1", "--head", "0"], ["--ids"])
+    refused(tool, ["--model", llama, *adapter, *ids, "--layer", "1", "--head", "0"], ["does not fit"])
+    refused(tool, ["--model", gpt2, *ids, "--layer", "1"], ["--head or --grid"])
+    print("attn-map --model: maps, picture and refusals as expected")
+
+
 def main():
     tool, header, out_dir = sys.argv[1:4]
     os.makedirs(out_dir, exist_ok=True)
@@ -63,6 +133,8 @@ def main():
     shape = ["--n", "19", "--m", "19", "--p", "7", "--d", "24", "--heads", "3", "--seed", "4"]
     check(tool, out_dir, tol_probs, tol_stats, 2, shape + ["--causal", "--gain", "0.7"])
     check(tool, out_dir, tol_probs, tol_stats, 0, shape + ["--gain-mode", "tanh", "--gain", "-0.9"])
+    if len(sys.argv) > 4:
+        check_models(tool, out_dir, sys.argv[4], tol_probs, tol_stats)
     return 0
 
 

@@ -167,4 +167,14 @@ static inline const pfx_tensor *pfx_model_w(const pfx_model *m, size_t l, pfx_we
     return m->layer_w[l * (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE) + (role - PFX_W_FIRST_LAYER_ROLE)];
 }
 
+/* After the checks of every model call (pfx_model_forward's) and a layer in
+ * range: the embeddings and blocks 0..layer, then `visit` with layer's
+ * attention problem (its description and Q, K, V, prefix as attention.h
+ * reads them; valid during the call). */
+typedef pfx_status (*pfx_model_attention_visit)(pfx_runtime *rt, const pfx_attention_desc *desc,
+                                                const pfx_attention_inputs *in, void *ctx);
+pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx_model_batch *batch,
+                                     const pfx_model_prefix *prefix, size_t layer, pfx_model_attention_visit visit,
+                                     void *ctx);
+
 #endif
