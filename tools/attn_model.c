@@ -117,24 +117,6 @@ static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t 
     return rc;
 }
 
-static int write_csv(const char *path, const float *map, size_t N, size_t P)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "query");
-    for (size_t j = 0; j < P + N; j++)
-        fprintf(f, j < P ? ",p%zu" : ",t%zu", j < P ? j : j - P);
-    fputc('\n', f);
-    for (size_t i = 0; i < N; i++) {
-        fprintf(f, "t%zu", i);
-        for (size_t j = 0; j < P + N; j++)
-            fprintf(f, ",%.9g", (double)map[i * (P + N) + j]);
-        fputc('\n', f);
-    }
-    return fclose(f) == 0 ? 0 : -1;
-}
-
 /* "linear 0.25", or "off" without a gain. */
 static const char *gain_text(const job *j, char *buf, size_t size)
 {
@@ -171,7 +153,7 @@ static int report(const job *j, const float *map, size_t maps, size_t N, size_t 
     gain_text(j, gain, sizeof(gain));
     printf("layer %zu, keys %zu = prefix %zu + tokens %zu, gain %s\n", j->layer, cols, P, N, gain);
     if (j->csv) {
-        if (write_csv(j->csv, map, N, P) != 0) {
+        if (tool_write_map_csv(j->csv, map, N, P, N, 't', 't') != 0) {
             fprintf(stderr, "prefixcl attn-map: cannot write %s: %s\n", j->csv, strerror(errno));
             return 1;
         }

@@ -57,24 +57,6 @@ static char (*key_labels(size_t P, size_t M))[24]
     return l;
 }
 
-static int write_map_csv(const char *path, const float *map, size_t N, size_t P, size_t M)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "query");
-    for (size_t j = 0; j < P + M; j++)
-        fprintf(f, j < P ? ",p%zu" : ",k%zu", j < P ? j : j - P);
-    fputc('\n', f);
-    for (size_t i = 0; i < N; i++) {
-        fprintf(f, "q%zu", i);
-        for (size_t j = 0; j < P + M; j++)
-            fprintf(f, ",%.9g", (double)map[i * (P + M) + j]);
-        fputc('\n', f);
-    }
-    return fclose(f) == 0 ? 0 : -1;
-}
-
 /* The statistics of each map beside the library's (pfx_attention_stats: the
  * same quantities without the map; tests/check_attn_map.py compares them),
  * the CSV and the picture. */
@@ -114,7 +96,7 @@ static int report(const char *out, const char *csv, const float *map, size_t map
            P, M, N, desc->head_dim, mode_name(desc->gain_mode), (double)gain,
            desc->causal ? ", causal" : "", seed);
     if (csv) {
-        if (write_map_csv(csv, map, N, P, M) != 0) {
+        if (tool_write_map_csv(csv, map, N, P, M, 'k', 'q') != 0) {
             fprintf(stderr, "prefixcl attn-map: cannot write %s: %s\n", csv, strerror(errno));
             return 1;
         }
