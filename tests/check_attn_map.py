@@ -81,6 +81,42 @@ def tiny_tokenizer(folder):
         json.dump(tok, f)
 
 
+def byte_char(b):
+    """GPT-2's byte-to-character table (ByteLevel)."""
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    if b in keep:
+        return chr(b)
+    return chr(256 + [x for x in range(256) if x not in keep].index(b))
+
+
+def byte_tokenizer(folder, text):
+    """Byte-level BPE whose tokens are the text's bytes, no merges: a character
+    of two bytes is two tokens, neither of them a character."""
+    vocab = {}
+    for b in text.encode():
+        vocab.setdefault(byte_char(b), len(vocab))
+    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+           "normalizer": None, "pre_tokenizer": level, "post_processor": None, "decoder": level,
+           "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                     "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                     "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                     "vocab": vocab, "merges": []}}
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+
+
+def model_folder(out_dir, name, source):
+    """The weights of `source` beside a tokenizer of this script's."""
+    folder = os.path.join(out_dir, name)
+    os.makedirs(folder, exist_ok=True)
+    for file in ("config.json", "model.safetensors"):
+        link = os.path.join(folder, file)
+        if not os.path.lexists(link):
+            os.symlink(os.path.abspath(os.path.join(source, file)), link)
+    return folder
+
+
 def refused(tool, args, words):
     r = subprocess.run([tool, "attn-map", *args], capture_output=True, text=True)
     assert r.returncode != 0, f"{args} was accepted"
@@ -90,12 +126,7 @@ def refused(tool, args, words):
 
 def check_models(tool, out_dir, models, tol_probs, tol_stats):
     gpt2, llama = os.path.join(models, "gpt2"), os.path.join(models, "llama")
-    folder = os.path.join(out_dir, "gpt2-tok")
-    os.makedirs(folder, exist_ok=True)
-    for name in ("config.json", "model.safetensors"):
-        link = os.path.join(folder, name)
-        if not os.path.lexists(link):
-            os.symlink(os.path.abspath(os.path.join(gpt2, name)), link)
+    folder = model_folder(out_dir, "gpt2-tok", gpt2)
     tiny_tokenizer(folder)
     adapter = ["--adapter", os.path.join(gpt2, "adapter")]
     text = ["--text", "the cat sat on the mat"]
@@ -109,6 +140,15 @@ def check_models(tool, out_dir, models, tol_probs, tol_stats):
     svg = open(svg_path).read()
     for label in ("the", "cat", "sat", "prefix", "head 3", "gain linear 0.25"):
         assert label in svg, f"{label!r} not in the picture's text"
+    # tokens that are no text of their own (half a character, a newline) still label the axes
+    bytes_dir, odd = model_folder(out_dir, "gpt2-bytes", gpt2), "d\u00e9j\u00e0\nvu"
+    byte_tokenizer(bytes_dir, odd)
+    svg_path = os.path.join(out_dir, "attn-map-bytes.svg")
+    subprocess.run([tool, "attn-map", "--model", bytes_dir, "--text", odd, "--layer", "1", "--head", "0",
+                    "--out", svg_path], check=True, capture_output=True)
+    svg = open(svg_path).read()
+    assert svg.count(">?<") == 2 * 4, "the halves of \u00e9 and \u00e0 are not labelled '?' on both axes"
+    assert "gain off" in svg, "no gain in the title"
     check(tool, out_dir, tol_probs, tol_stats, 2,
           ["--model", llama, "--adapter", os.path.join(llama, "adapter"), "--ids", "5,90,1,33,7,7,64",
            "--layer", "1"])

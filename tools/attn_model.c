@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 #include "attn_model.h"
 #include "attn_plot.h"
@@ -66,7 +67,34 @@ static bool parse_ids(const char *s, size_t vocab, int32_t **ids, size_t *count)
     return true;
 }
 
-/* The text's ids, or --ids; each token's string for the axes. */
+/* A token's bytes as an axis label cairo can draw: whole UTF-8 characters
+ * that fit, a control character as a space, a byte that is no character
+ * (a byte-level token is often part of one) as '?'. */
+static void label_of(const char *bytes, size_t len, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        utf8proc_int32_t c;
+        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)bytes + i, (utf8proc_ssize_t)(len - i), &c);
+        if (n <= 0) {
+            c = '?';
+            n = 1;
+        } else if (c < 0x20 || c == 0x7f) {
+            c = ' ';
+        }
+        utf8proc_uint8_t enc[4];
+        utf8proc_ssize_t w = utf8proc_encode_char(c, enc);
+        if (o + (size_t)w >= LABEL_LEN)
+            break;
+        memcpy(out + o, enc, (size_t)w);
+        o += (size_t)w;
+        i += (size_t)n;
+    }
+    out[o] = 0;
+}
+
+/* The text's ids (with the tokenizer's special tokens, as transformers
+ * encodes by default), or --ids; each token's string for the axes. */
 static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t *n, char (**labels)[LABEL_LEN])
 {
     pfx_tokenizer *tok = NULL;
@@ -76,7 +104,7 @@ static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t 
                     pfx_last_error(NULL));
             return 2;
         }
-        if (pfx_tokenizer_encode(tok, j->text, strlen(j->text), 0, ids, n) != PFX_SUCCESS) {
+        if (pfx_tokenizer_encode(tok, j->text, strlen(j->text), PFX_ENCODE_ADD_SPECIAL, ids, n) != PFX_SUCCESS) {
             fprintf(stderr, "prefixcl attn-map: --text: %s\n", pfx_last_error(NULL));
             pfx_tokenizer_free(&tok);
             return 1;
@@ -104,7 +132,7 @@ static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t 
         char *text = NULL;
         size_t len = 0;
         if (tok && pfx_tokenizer_decode(tok, *ids + i, 1, 0, &text, &len) == PFX_SUCCESS && len)
-            snprintf((*labels)[i], LABEL_LEN, "%.*s", (int)len, text);
+            label_of(text, len, (*labels)[i]);
         else
             snprintf((*labels)[i], LABEL_LEN, "%d", (int)(*ids)[i]);
         free(text);
@@ -149,8 +177,8 @@ static int report(const job *j, const float *map, size_t maps, size_t N, size_t 
                h0 + m, heads, mass / (double)N, (double)lib_mass[k], ent / (double)N, (double)lib_entropy[k], N,
                worst);
     }
-    char gain[48];
-    gain_text(j, gain, sizeof(gain));
+    char buf[48];
+    const char *gain = gain_text(j, buf, sizeof(buf));
     printf("layer %zu, keys %zu = prefix %zu + tokens %zu, gain %s\n", j->layer, cols, P, N, gain);
     if (j->csv) {
         if (tool_write_map_csv(j->csv, map, N, P, N, 't', 't') != 0) {
