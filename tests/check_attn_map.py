@@ -17,6 +17,7 @@ import json
 import math
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -117,6 +118,36 @@ def model_folder(out_dir, name, source):
     return folder
 
 
+def gains_file(path, mode, ramp, gains):
+    """prefixcl tune's gains.safetensors: layers.<l>.gain [H] float32."""
+    header, blob = {"__metadata__": {"format": "prefixcl-gains-1", "gain_mode": mode,
+                                     "gain_ramp": str(ramp)}}, b""
+    for l, row in enumerate(gains):
+        header[f"layers.{l}.gain"] = {"dtype": "F32", "shape": [len(row)],
+                                      "data_offsets": [len(blob), len(blob) + 4 * len(row)]}
+        blob += struct.pack(f"<{len(row)}f", *row)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + blob)
+
+
+def adapter_with_gains(out_dir, name, adapter, mode, ramp, gains):
+    folder = os.path.join(out_dir, name)
+    os.makedirs(folder, exist_ok=True)
+    for file in ("adapter_config.json", "adapter_model.safetensors"):
+        link = os.path.join(folder, file)
+        if not os.path.lexists(link):
+            os.symlink(os.path.abspath(os.path.join(adapter, file)), link)
+    gains_file(os.path.join(folder, "gains.safetensors"), mode, ramp, gains)
+    return folder
+
+
+def prefix_mass(tool, args, head):
+    text = subprocess.run([tool, "attn-map", *args], check=True, capture_output=True, text=True).stdout
+    return float(re.search(r"head %d of \d+: mean prefix mass ([0-9.]+)" % head, text).group(1))
+
+
 def refused(tool, args, words):
     r = subprocess.run([tool, "attn-map", *args], capture_output=True, text=True)
     assert r.returncode != 0, f"{args} was accepted"
@@ -140,6 +171,23 @@ def check_models(tool, out_dir, models, tol_probs, tol_stats):
     svg = open(svg_path).read()
     for label in ("the", "cat", "sat", "prefix", "head 3", "gain linear 0.25"):
         assert label in svg, f"{label!r} not in the picture's text"
+    # the learned gains beside the adapter (prefixcl tune's file) reach the map and the titles
+    tuned = adapter_with_gains(out_dir, "adapter-gains", os.path.join(gpt2, "adapter"), "tanh", 0.5,
+                               [[0.3, -0.7, 1.9, 0.1], [-1.2, 0.37, 2.5, -0.05]])
+    with_gains = ["--model", folder, "--adapter", tuned, *text, "--layer", "1"]
+    check(tool, out_dir, tol_probs, tol_stats, 1, with_gains)
+    svg_path = os.path.join(out_dir, "attn-map-gains.svg")
+    subprocess.run([tool, "attn-map", *with_gains, "--grid", "--out", svg_path], check=True, capture_output=True)
+    svg = open(svg_path).read()
+    for label in ("head 1, gain tanh 0.37 (ramp 0.5)", "head 2, gain tanh 2.5 (ramp 0.5)"):
+        assert label in svg, f"{label!r} not in the picture's text"
+    base = prefix_mass(tool, [*with_gains, "--head", "2", "--gain-mode", "off"], 2)
+    gained = prefix_mass(tool, [*with_gains, "--head", "2"], 2)
+    assert abs(base - gained) > 1e-3, f"the gains change nothing ({base} vs {gained})"
+    misfit = adapter_with_gains(out_dir, "adapter-gains-3", os.path.join(gpt2, "adapter"), "linear", 1.0,
+                                [[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]])
+    refused(tool, ["--model", folder, "--adapter", misfit, *text, "--layer", "0", "--head", "0"],
+            ["does not fit", "4 heads"])
     # tokens that are no text of their own (half a character, a newline) still label the axes
     bytes_dir, odd = model_folder(out_dir, "gpt2-bytes", gpt2), "d\u00e9j\u00e0\nvu"
     byte_tokenizer(bytes_dir, odd)

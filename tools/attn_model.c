@@ -1,7 +1,8 @@
 /* prefixcl attn-map --model: the attention of one head (or, with --grid, of
  * every head of a layer) of a Hugging Face model folder over a text
  * (pfx_model_attention_probs), with an optional PEFT prefix-tuning adapter
- * whose prefix columns come first. Tokens from the folder's tokenizer, or
+ * whose prefix columns come first and whose gains (prefixcl tune's
+ * gains.safetensors beside it) are in the titles. Tokens from the folder's tokenizer, or
  * --ids for a folder without one. Prints each map's mean prefix mass and
  * entropy beside the library's (pfx_model_attention_stats), writes --csv and
  * the picture (attn_plot.h). */
@@ -29,7 +30,11 @@ typedef struct job {
     bool grid;
     pfx_gain_mode mode;
     float gain;
+    bool gain_given;   /* --gain / --gain-mode: every head's, over the adapter's file */
 } job;
+
+/* What `prefixcl tune` writes beside a PEFT adapter: PEFT has no place for gains. */
+#define GAINS_FILE "gains.safetensors"
 
 static int usage(void)
 {
@@ -38,7 +43,9 @@ static int usage(void)
             "         --layer L (--head H | --grid) [--gain G --gain-mode off|linear|tanh]\n"
             "         [--out FILE.png|FILE.svg] [--csv FILE] [--device SEL]\n"
             "  --text   tokenized with DIR's tokenizer; --ids for a folder without one\n"
-            "  --grid   every head of layer L (--csv: the first head)\n");
+            "  --grid   every head of layer L (--csv: the first head)\n"
+            "  gains    ADAPTER/" GAINS_FILE " (prefixcl tune's) when there is one, unless --gain or\n"
+            "           --gain-mode sets every head's; default off\n");
     return 2;
 }
 
@@ -145,20 +152,79 @@ static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t 
     return rc;
 }
 
-/* "linear 0.25", or "off" without a gain. */
-static const char *gain_text(const job *j, char *buf, size_t size)
+/* The gain of head k of the [L * H] gains: "linear 0.25", "tanh -0.4 (ramp
+ * 0.5)", or "off"; k SIZE_MAX: the mode alone. */
+static const char *gain_text(const pfx_model_prefix *pre, size_t k, char *buf, size_t size)
 {
-    if (j->mode == PFX_GAIN_OFF)
+    if (pre->gain_mode == PFX_GAIN_OFF)
         return "off";
-    snprintf(buf, size, "%s %g", j->mode == PFX_GAIN_LINEAR ? "linear" : "tanh", (double)j->gain);
+    int n = snprintf(buf, size, "%s", pre->gain_mode == PFX_GAIN_LINEAR ? "linear" : "tanh");
+    if (k != SIZE_MAX)
+        n += snprintf(buf + n, size - (size_t)n, " %.4g", (double)pre->gains[k]);
+    if (pre->gain_ramp != 1.0f)
+        snprintf(buf + n, size - (size_t)n, " (ramp %g)", (double)pre->gain_ramp);
     return buf;
 }
 
-/* Row statistics of each map beside the library's, the CSV, the picture. */
-static int report(const job *j, const float *map, size_t maps, size_t N, size_t P, const float *lib_mass,
-                  const float *lib_entropy, size_t heads, char (*labels)[LABEL_LEN])
+/* The gains of ADAPTER/gains.safetensors (format prefixcl-gains-1:
+ * layers.<l>.gain [H], gain_mode linear or tanh, gain_ramp) into gains
+ * [L * H], *mode and *ramp; 0 when there is no such file, 1 when it is
+ * there and does not fit the model, 2 when read. */
+static int adapter_gains(const char *adapter, const pfx_model_shape *s, float *gains, pfx_gain_mode *mode,
+                         float *ramp)
 {
-    const size_t cols = P + N, h0 = j->grid ? 0 : j->head;
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/%s", adapter, GAINS_FILE) >= (int)sizeof(path))
+        return 1;
+    FILE *probe = fopen(path, "rb");
+    if (!probe)
+        return 0;
+    fclose(probe);
+    pfx_safetensors *f = NULL;
+    if (pfx_safetensors_open(path, &f) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(NULL));
+        return 1;
+    }
+    const char *format = pfx_safetensors_metadata_get(f, "format"), *m = pfx_safetensors_metadata_get(f, "gain_mode"),
+               *r = pfx_safetensors_metadata_get(f, "gain_ramp");
+    char *end = NULL;
+    *ramp = r ? strtof(r, &end) : 1.0f;
+    *mode = m && !strcmp(m, "linear") ? PFX_GAIN_LINEAR : m && !strcmp(m, "tanh") ? PFX_GAIN_TANH : PFX_GAIN_OFF;
+    int rc = 2;
+    if (!format || strcmp(format, "prefixcl-gains-1") || *mode == PFX_GAIN_OFF || (r && (*end || end == r)) ||
+        !(*ramp >= 0.0f && *ramp <= 1.0f)) {
+        fprintf(stderr, "prefixcl attn-map: %s: not a prefixcl-gains-1 file with gain_mode linear or tanh and a "
+                        "gain_ramp in [0, 1]\n", path);
+        rc = 1;
+    }
+    for (size_t l = 0; rc == 2 && l < s->layers; l++) {
+        char name[48];
+        snprintf(name, sizeof(name), "layers.%zu.gain", l);
+        if (pfx_safetensors_read_f32(f, name, gains + l * s->heads, s->heads) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl attn-map: %s does not fit the model's %zu layers x %zu heads: %s\n", path,
+                    s->layers, s->heads, pfx_last_error(NULL));
+            rc = 1;
+        }
+    }
+    if (rc == 2 && pfx_safetensors_count(f) != s->layers) {
+        fprintf(stderr, "prefixcl attn-map: %s holds %zu tensors, the model has %zu layers\n", path,
+                pfx_safetensors_count(f), s->layers);
+        rc = 1;
+    }
+    for (size_t i = 0; rc == 2 && i < s->layers * s->heads; i++)
+        if (!isfinite(gains[i])) {
+            fprintf(stderr, "prefixcl attn-map: %s: gain %zu is %g\n", path, i, (double)gains[i]);
+            rc = 1;
+        }
+    pfx_safetensors_close(&f);
+    return rc;
+}
+
+/* Row statistics of each map beside the library's, the CSV, the picture. */
+static int report(const job *j, const pfx_model_prefix *pre, const float *map, size_t maps, size_t N,
+                  const float *lib_mass, const float *lib_entropy, size_t heads, char (*labels)[LABEL_LEN])
+{
+    const size_t P = pre->prefix_len, cols = P + N, h0 = j->grid ? 0 : j->head;
     for (size_t m = 0; m < maps; m++) {
         const float *p = map + m * N * cols;
         double mass = 0, ent = 0, worst = 0;
@@ -177,8 +243,8 @@ static int report(const job *j, const float *map, size_t maps, size_t N, size_t 
                h0 + m, heads, mass / (double)N, (double)lib_mass[k], ent / (double)N, (double)lib_entropy[k], N,
                worst);
     }
-    char buf[48];
-    const char *gain = gain_text(j, buf, sizeof(buf));
+    char buf[64];
+    const char *gain = gain_text(pre, j->grid ? SIZE_MAX : j->layer * heads + j->head, buf, sizeof(buf));
     printf("layer %zu, keys %zu = prefix %zu + tokens %zu, gain %s\n", j->layer, cols, P, N, gain);
     if (j->csv) {
         if (tool_write_map_csv(j->csv, map, N, P, N, 't', 't') != 0) {
@@ -203,7 +269,9 @@ static int report(const job *j, const float *map, size_t maps, size_t N, size_t 
         for (size_t i = 0; i < N; i++)
             qlab[i] = labels[i];
         for (size_t m = 0; m < maps; m++) {
-            snprintf(titles[m], sizeof(titles[m]), "layer %zu, head %zu, gain %s", j->layer, h0 + m, gain);
+            char hb[64];
+            snprintf(titles[m], sizeof(titles[m]), "layer %zu, head %zu, gain %s", j->layer, h0 + m,
+                     gain_text(pre, j->layer * heads + h0 + m, hb, sizeof(hb)));
             pm[m] = (attn_plot_map){ .probs = map + m * N * cols, .queries = N, .keys = cols, .prefix_len = P,
                                      .query_labels = qlab, .key_labels = klab, .title = titles[m] };
         }
@@ -260,28 +328,35 @@ static int run(const job *j, const pfx_model_shape *s)
                         "model's %zu positions\n", N, P, (size_t)MAX_MAP_TOKENS, s->max_positions);
         rc = 2;
     }
+    /* every head's --gain, or the adapter's gains file */
+    const size_t L = s->layers, H = s->heads, maps = j->grid ? H : 1;
+    float *gains = rc ? NULL : malloc(L * H * sizeof(float)), ramp = 1.0f;
+    pfx_gain_mode mode = j->mode;
+    if (rc == 0 && !gains)
+        rc = 1;
+    for (size_t i = 0; gains && i < L * H; i++)
+        gains[i] = j->gain;
+    if (rc == 0 && j->adapter && !j->gain_given && adapter_gains(j->adapter, s, gains, &mode, &ramp) == 1)
+        rc = 2;
     pfx_runtime *rt = rc ? NULL : tool_runtime("attn-map", j->selector);
     if (rc == 0 && !rt)
         rc = 1;
     pfx_model *model = NULL;
     pfx_tensor *keys[64] = { 0 }, *values[64] = { 0 }, *probs = NULL;
-    const size_t L = s->layers, H = s->heads, maps = j->grid ? H : 1;
-    float *gains = rc ? NULL : malloc(L * H * sizeof(float)), *mass = rc ? NULL : malloc(L * H * sizeof(float)),
+    float *mass = rc ? NULL : malloc(L * H * sizeof(float)),
           *ent = rc ? NULL : malloc(L * H * sizeof(float)), *map = rc ? NULL : malloc(maps * N * (P + N) * sizeof(float));
     pfx_status st = PFX_SUCCESS;
     if (rc == 0) {
         pfx_model_params params = { .max_batch = 1, .max_tokens = N, .max_prefix_len = P };
-        if (!gains || !mass || !ent || !map)
+        if (!mass || !ent || !map)
             st = PFX_ERROR_OUT_OF_MEMORY;
         if (st == PFX_SUCCESS)
             st = pfx_model_load(rt, j->dir, &params, &model);
         if (st == PFX_SUCCESS && P)
             st = pfx_peft_load_prefixes(rt, j->adapter, s->kv_heads, keys, values, L, NULL);
-        for (size_t i = 0; gains && i < L * H; i++)
-            gains[i] = j->gain;
         const pfx_model_batch batch = { .batch = 1, .tokens = N, .ids = ids };
         const pfx_model_prefix pre = { .prefix_len = P, .keys = P ? keys : NULL, .values = P ? values : NULL,
-                                       .gain_mode = j->mode, .gains = gains, .gain_ramp = 1.0f };
+                                       .gain_mode = mode, .gains = gains, .gain_ramp = ramp };
         const size_t shape[2] = { N, P + N };
         if (st == PFX_SUCCESS)
             st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &probs);
@@ -296,7 +371,7 @@ static int run(const job *j, const pfx_model_shape *s)
             fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(rt));
             rc = 1;
         } else {
-            rc = report(j, map, maps, N, P, mass, ent, H, labels);
+            rc = report(j, &pre, map, maps, N, mass, ent, H, labels);
         }
     }
     for (size_t l = 0; l < 64; l++) {
@@ -350,9 +425,11 @@ int attn_map_model(int argc, char **argv)
             j.head = (size_t)u, have_head = true;
         else if (!strcmp(a, "--gain")) {
             char *end;
+            j.gain_given = true;
             j.gain = strtof(v, &end);
             ok = *end == 0 && end != v && isfinite(j.gain);
         } else if (!strcmp(a, "--gain-mode")) {
+            j.gain_given = true;
             j.mode = !strcmp(v, "off") ? PFX_GAIN_OFF
                      : !strcmp(v, "linear") ? PFX_GAIN_LINEAR
                      : !strcmp(v, "tanh") ? PFX_GAIN_TANH : (pfx_gain_mode)-1;
