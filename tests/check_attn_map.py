@@ -107,15 +107,19 @@ def byte_tokenizer(folder, text):
         json.dump(tok, f)
 
 
-def model_folder(out_dir, name, source):
-    """The weights of `source` beside a tokenizer of this script's."""
+def linked_folder(out_dir, name, source, files):
+    """out_dir/name with links to source's files (a tokenizer or gains of this script's go beside them)."""
     folder = os.path.join(out_dir, name)
     os.makedirs(folder, exist_ok=True)
-    for file in ("config.json", "model.safetensors"):
+    for file in files:
         link = os.path.join(folder, file)
         if not os.path.lexists(link):
             os.symlink(os.path.abspath(os.path.join(source, file)), link)
     return folder
+
+
+def model_folder(out_dir, name, source):
+    return linked_folder(out_dir, name, source, ("config.json", "model.safetensors"))
 
 
 def gains_file(path, mode, ramp, gains):
@@ -133,12 +137,7 @@ def gains_file(path, mode, ramp, gains):
 
 
 def adapter_with_gains(out_dir, name, adapter, mode, ramp, gains):
-    folder = os.path.join(out_dir, name)
-    os.makedirs(folder, exist_ok=True)
-    for file in ("adapter_config.json", "adapter_model.safetensors"):
-        link = os.path.join(folder, file)
-        if not os.path.lexists(link):
-            os.symlink(os.path.abspath(os.path.join(adapter, file)), link)
+    folder = linked_folder(out_dir, name, adapter, ("adapter_config.json", "adapter_model.safetensors"))
     gains_file(os.path.join(folder, "gains.safetensors"), mode, ramp, gains)
     return folder
 
