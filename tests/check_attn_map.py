@@ -5,12 +5,19 @@ and entropy of its rows equal what pfx_attention_stats computes without the
 map (the "library" figures the command prints). Tolerances come from
 tests/tolerances.h.
 
-usage: check_attn_map.py PREFIXCL TOLERANCES_H OUT_DIR
+With MODELS_DIR (tests/fixtures/models), the same checks of `attn-map
+--model` on the tiny GPT-2 (with its PEFT adapter and a small BPE
+tokenizer.json written here, the text's tokens on the picture's axes) and
+Llama folders (--ids), and the arguments it refuses.
+
+usage: check_attn_map.py PREFIXCL TOLERANCES_H OUT_DIR [MODELS_DIR]
 """
 import csv
+import json
 import math
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -56,6 +63,156 @@ def check(tool, out_dir, tol_probs, tol_stats, head, extra):
         "entropy differs from the library's"
 
 
+def tiny_tokenizer(folder):
+    """A BPE over letters (ids below the tiny model's vocabulary of 101)."""
+    vocab = {"[UNK]": 0}
+    for c in "abcdefghijklmnopqrstuvwxyz":
+        vocab[c] = len(vocab)
+    merges = [["t", "h"], ["th", "e"], ["a", "t"], ["c", "at"], ["s", "at"]]
+    for a, b in merges:
+        vocab[a + b] = len(vocab)
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+           "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None,
+           "decoder": None,
+           "model": {"type": "BPE", "dropout": None, "unk_token": "[UNK]",
+                     "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                     "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                     "vocab": vocab, "merges": merges}}
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+
+
+def byte_char(b):
+    """GPT-2's byte-to-character table (ByteLevel)."""
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    if b in keep:
+        return chr(b)
+    return chr(256 + [x for x in range(256) if x not in keep].index(b))
+
+
+def byte_tokenizer(folder, text):
+    """Byte-level BPE whose tokens are the text's bytes, no merges: a character
+    of two bytes is two tokens, neither of them a character."""
+    vocab = {}
+    for b in text.encode():
+        vocab.setdefault(byte_char(b), len(vocab))
+    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+           "normalizer": None, "pre_tokenizer": level, "post_processor": None, "decoder": level,
+           "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                     "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                     "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                     "vocab": vocab, "merges": []}}
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+        json.dump(tok, f)
+
+
+def linked_folder(out_dir, name, source, files):
+    """out_dir/name with links to source's files (a tokenizer or gains of this script's go beside them)."""
+    folder = os.path.join(out_dir, name)
+    os.makedirs(folder, exist_ok=True)
+    for file in files:
+        link = os.path.join(folder, file)
+        if not os.path.lexists(link):
+            os.symlink(os.path.abspath(os.path.join(source, file)), link)
+    return folder
+
+
+def model_folder(out_dir, name, source):
+    return linked_folder(out_dir, name, source, ("config.json", "model.safetensors"))
+
+
+def gains_file(path, mode, ramp, gains):
+    """prefixcl tune's gains.safetensors: layers.<l>.gain [H] float32."""
+    header, blob = {"__metadata__": {"format": "prefixcl-gains-1", "gain_mode": mode,
+                                     "gain_ramp": str(ramp)}}, b""
+    for l, row in enumerate(gains):
+        header[f"layers.{l}.gain"] = {"dtype": "F32", "shape": [len(row)],
+                                      "data_offsets": [len(blob), len(blob) + 4 * len(row)]}
+        blob += struct.pack(f"<{len(row)}f", *row)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + blob)
+
+
+def adapter_with_gains(out_dir, name, adapter, mode, ramp, gains):
+    folder = linked_folder(out_dir, name, adapter, ("adapter_config.json", "adapter_model.safetensors"))
+    gains_file(os.path.join(folder, "gains.safetensors"), mode, ramp, gains)
+    return folder
+
+
+def prefix_mass(tool, args, head):
+    text = subprocess.run([tool, "attn-map", *args], check=True, capture_output=True, text=True).stdout
+    return float(re.search(r"head %d of \d+: mean prefix mass ([0-9.]+)" % head, text).group(1))
+
+
+def refused(tool, args, words):
+    r = subprocess.run([tool, "attn-map", *args], capture_output=True, text=True)
+    assert r.returncode != 0, f"{args} was accepted"
+    for w in words:
+        assert w in r.stderr, f"{args}: {w!r} not in {r.stderr!r}"
+
+
+def check_models(tool, out_dir, models, tol_probs, tol_stats):
+    gpt2, llama = os.path.join(models, "gpt2"), os.path.join(models, "llama")
+    folder = model_folder(out_dir, "gpt2-tok", gpt2)
+    tiny_tokenizer(folder)
+    adapter = ["--adapter", os.path.join(gpt2, "adapter")]
+    text = ["--text", "the cat sat on the mat"]
+    check(tool, out_dir, tol_probs, tol_stats, 1,
+          ["--model", folder, *adapter, *text, "--layer", "1", "--gain-mode", "tanh", "--gain", "0.8"])
+    # the picture: the text's tokens on the axes, the gain in the title
+    svg_path = os.path.join(out_dir, "attn-map-model.svg")
+    subprocess.run([tool, "attn-map", "--model", folder, *adapter, *text, "--layer", "0", "--head", "3",
+                    "--gain-mode", "linear", "--gain", "0.25", "--out", svg_path],
+                   check=True, capture_output=True)
+    svg = open(svg_path).read()
+    for label in ("the", "cat", "sat", "prefix", "head 3", "gain linear 0.25"):
+        assert label in svg, f"{label!r} not in the picture's text"
+    # the learned gains beside the adapter (prefixcl tune's file) reach the map and the titles
+    tuned = adapter_with_gains(out_dir, "adapter-gains", os.path.join(gpt2, "adapter"), "tanh", 0.5,
+                               [[0.3, -0.7, 1.9, 0.1], [-1.2, 0.37, 2.5, -0.05]])
+    with_gains = ["--model", folder, "--adapter", tuned, *text, "--layer", "1"]
+    check(tool, out_dir, tol_probs, tol_stats, 1, with_gains)
+    svg_path = os.path.join(out_dir, "attn-map-gains.svg")
+    subprocess.run([tool, "attn-map", *with_gains, "--grid", "--out", svg_path], check=True, capture_output=True)
+    svg = open(svg_path).read()
+    for label in ("head 1, gain tanh 0.37 (ramp 0.5)", "head 2, gain tanh 2.5 (ramp 0.5)"):
+        assert label in svg, f"{label!r} not in the picture's text"
+    base = prefix_mass(tool, [*with_gains, "--head", "2", "--gain-mode", "off"], 2)
+    gained = prefix_mass(tool, [*with_gains, "--head", "2"], 2)
+    assert abs(base - gained) > 1e-3, f"the gains change nothing ({base} vs {gained})"
+    misfit = adapter_with_gains(out_dir, "adapter-gains-3", os.path.join(gpt2, "adapter"), "linear", 1.0,
+                                [[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]])
+    refused(tool, ["--model", folder, "--adapter", misfit, *text, "--layer", "0", "--head", "0"],
+            ["does not fit", "4 heads"])
+    # tokens that are no text of their own (half a character, a newline) still label the axes
+    bytes_dir, odd = model_folder(out_dir, "gpt2-bytes", gpt2), "d\u00e9j\u00e0\nvu"
+    byte_tokenizer(bytes_dir, odd)
+    svg_path = os.path.join(out_dir, "attn-map-bytes.svg")
+    subprocess.run([tool, "attn-map", "--model", bytes_dir, "--text", odd, "--layer", "1", "--head", "0",
+                    "--out", svg_path], check=True, capture_output=True)
+    svg = open(svg_path).read()
+    assert svg.count(">?<") == 2 * 4, "the halves of \u00e9 and \u00e0 are not labelled '?' on both axes"
+    assert "gain off" in svg, "no gain in the title"
+    check(tool, out_dir, tol_probs, tol_stats, 2,
+          ["--model", llama, "--adapter", os.path.join(llama, "adapter"), "--ids", "5,90,1,33,7,7,64",
+           "--layer", "1"])
+    check(tool, out_dir, tol_probs, tol_stats, 0, ["--model", llama, "--ids", "12,3,80", "--layer", "0"])
+    ids = ["--ids", "1,2,3"]
+    refused(tool, ["--model", gpt2, "--text", "the cat", "--layer", "0", "--head", "0"], ["tokenizer", "--ids"])
+    refused(tool, ["--model", folder, "--text", "", "--layer", "0", "--head", "0"], ["--text"])
+    long_text = " ".join(["cat"] * 60)  # 60 tokens + 5 prefix > 64 positions
+    refused(tool, ["--model", folder, *adapter, "--text", long_text, "--layer", "0", "--head", "0"], ["positions"])
+    refused(tool, ["--model", gpt2, *ids, "--layer", "2", "--head", "0"], ["--layer 2"])
+    refused(tool, ["--model", gpt2, *ids, "--layer", "1", "--head", "4"], ["--head 4"])
+    refused(tool, ["--model", gpt2, "--ids", "1,101", "--layer", "1", "--head", "0"], ["--ids"])
+    refused(tool, ["--model", llama, *adapter, *ids, "--layer", "1", "--head", "0"], ["does not fit"])
+    refused(tool, ["--model", gpt2, *ids, "--layer", "1"], ["--head or --grid"])
+    print("attn-map --model: maps, picture and refusals as expected")
+
+
 def main():
     tool, header, out_dir = sys.argv[1:4]
     os.makedirs(out_dir, exist_ok=True)
@@ -63,6 +220,8 @@ def main():
     shape = ["--n", "19", "--m", "19", "--p", "7", "--d", "24", "--heads", "3", "--seed", "4"]
     check(tool, out_dir, tol_probs, tol_stats, 2, shape + ["--causal", "--gain", "0.7"])
     check(tool, out_dir, tol_probs, tol_stats, 0, shape + ["--gain-mode", "tanh", "--gain", "-0.9"])
+    if len(sys.argv) > 4:
+        check_models(tool, out_dir, sys.argv[4], tol_probs, tol_stats)
     return 0
 
 

@@ -595,6 +595,121 @@ static void test_encoder_chain(void **state)
     free(dir);
 }
 
+/* Every head's map of every layer and item (pfx_model_attention_probs)
+ * against the reference's; each valid row sums to 1, a padding row to 0, and
+ * the mean mass on the prefix over the valid rows of the batch is that of
+ * pfx_model_attention_stats. Then the arguments it refuses. */
+static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain_mode mode)
+{
+    char *dir = tf_tempdir("probs");
+    assert_int_equal(tf_write(m, dir, 1), 0);
+    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, p->B, p->N, p->P, 0, false);
+    ref_model_config cfg = m->rc;
+    cfg.gain_mode = mode;
+    cfg.gain_ramp = 0.8;
+    lib_prefix lp;
+    make_lib_prefix(rt, m, p, mode, 0.8f, &lp);
+    ref_model_prefix rp = ref_prefix(m, p, mode);
+    ref_model_batch rb = { p->B, p->N, p->ids, p->lens, NULL };
+    pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, NULL };
+    const size_t L = cfg.layers, H = cfg.heads, N = p->N, P = p->P, cols = P + N;
+    float lib_mass[TF_MAX_LAYERS * 8];
+    double mass[TF_MAX_LAYERS * 8] = { 0 };
+    size_t rows = 0;
+    assert_int_equal(pfx_model_attention_stats(model, &batch, &lp.pre, lib_mass, NULL), PFX_SUCCESS);
+    size_t pshape[2] = { N, cols };
+    pfx_tensor *probs = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, pshape, &probs), PFX_SUCCESS);
+    double *ref = malloc(N * cols * sizeof(double));
+    float *got = malloc(N * cols * sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+    for (size_t b = 0; b < p->B; b++) {
+        rows += (size_t)p->lens[b];
+        for (size_t l = 0; l < L; l++)
+            for (size_t h = 0; h < H; h++) {
+                pfx_status st = pfx_model_attention_probs(model, &batch, &lp.pre, b, l, h, probs);
+                if (st != PFX_SUCCESS)
+                    fail_msg("probs: %s", pfx_last_error(rt));
+                assert_int_equal(pfx_tensor_read(probs, 0, N * cols, got), PFX_SUCCESS);
+                ref_model_attention_probs(&cfg, &m->w, &rp, &rb, b, l, h, ref);
+                assert_true(rel_l2(ref, got, N * cols) < TOL_PROBS_F32);
+                for (size_t i = 0; i < N; i++) {
+                    double sum = 0, pre = 0;
+                    for (size_t j = 0; j < cols; j++) {
+                        sum += got[i * cols + j];
+                        pre += j < P ? got[i * cols + j] : 0.0;
+                    }
+                    assert_true(fabs(sum - (i < (size_t)p->lens[b] ? 1.0 : 0.0)) < TOL_PROBS_F32 * (double)cols);
+                    mass[l * H + h] += pre;
+                }
+            }
+    }
+    for (size_t i = 0; i < L * H; i++)
+        assert_true(fabs(mass[i] / (double)rows - (double)lib_mass[i]) < TOL_STATS_F32);
+
+    /* refused before anything runs: item, layer, head, shape, dtype, NULL */
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, p->B, 0, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_non_null(strstr(pfx_last_error(rt), "item"));
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, L, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_non_null(strstr(pfx_last_error(rt), "layer"));
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, 0, H, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_non_null(strstr(pfx_last_error(rt), "head"));
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, 0, 0, NULL), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_attention_probs(NULL, &batch, &lp.pre, 0, 0, 0, probs), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_attention_probs(model, NULL, &lp.pre, 0, 0, 0, probs), PFX_ERROR_NULL_ARGUMENT);
+    pfx_tensor *wrong = NULL;
+    size_t wshape[2] = { N, cols + 1 };
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, wshape, &wrong), PFX_SUCCESS);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, 0, 0, wrong), PFX_ERROR_INVALID_SHAPE);
+    pfx_tensor_destroy(&wrong);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 2, pshape, &wrong), PFX_SUCCESS);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, 0, 0, wrong), PFX_ERROR_DTYPE_MISMATCH);
+    pfx_tensor_destroy(&wrong);
+    int32_t bad_ids[4 * 32];
+    memcpy(bad_ids, p->ids, sizeof(bad_ids));
+    bad_ids[0] = (int32_t)cfg.vocab;
+    pfx_model_batch bad = batch;
+    bad.ids = bad_ids;
+    assert_int_equal(pfx_model_attention_probs(model, &bad, &lp.pre, 0, 0, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+
+    free(ref);
+    free(got);
+    pfx_tensor_destroy(&probs);
+    free_lib_prefix(&lp);
+    pfx_model_destroy(&model);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+static void test_attention_probs(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = gpt2_config();
+    tf_model m;
+    tf_model_init(&m, &c, true, "gpt2", 111);
+    problem p;
+    const int32_t lens[2] = { 9, 5 };
+    make_problem(&m, &p, 2, 9, 4, lens, 12);
+    check_probs(rt, &m, &p, PFX_GAIN_TANH);
+    free_problem(&p);
+    make_problem(&m, &p, 1, 7, 0, NULL, 13); /* no prefix: the frozen model */
+    check_probs(rt, &m, &p, PFX_GAIN_OFF);
+    free_problem(&p);
+    tf_model_free(&m);
+
+    c = llama_config(); /* GQA, RoPE */
+    tf_model_init(&m, &c, false, "llama", 112);
+    const int32_t llens[2] = { 6, 11 };
+    make_problem(&m, &p, 2, 11, 3, llens, 14);
+    check_probs(rt, &m, &p, PFX_GAIN_LINEAR);
+    free_problem(&p);
+    make_problem(&m, &p, 1, 10, 0, NULL, 15);
+    check_probs(rt, &m, &p, PFX_GAIN_OFF);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -606,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_half_storage),
         cmocka_unit_test(test_bank),
         cmocka_unit_test(test_encoder_chain),
+        cmocka_unit_test(test_attention_probs),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

@@ -3,7 +3,8 @@
  * heat map (attn_plot.h): rows are queries, columns keys with the prefix
  * keys first and marked, a colour bar, the gain in the title. --csv writes
  * the probabilities too (also in a build without cairo). For kernel
- * debugging: the inputs are random, not a model's. */
+ * debugging: the inputs are random, not a model's; with --model the map is
+ * a model's over a text (attn_model.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -13,6 +14,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "attn_model.h"
 #include "attn_plot.h"
 #include "chart.h"
 #include "tool_util.h"
@@ -21,7 +23,8 @@
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: prefixcl attn-map [--device SEL] [--out FILE.png|FILE.svg] [--csv FILE]\n"
+            "usage: prefixcl attn-map --model DIR ... (a model's attention over a text; --model alone: its usage)\n"
+            "       prefixcl attn-map [--device SEL] [--out FILE.png|FILE.svg] [--csv FILE]\n"
             "         [--seed S] [--n N] [--m M] [--p P] [--d D] [--heads H] [--head I | --grid]\n"
             "         [--gain G] [--gain-mode off|linear|tanh] [--causal]\n"
             "  --grid      every head in one picture (--csv: head 0)\n"
@@ -52,24 +55,6 @@ static char (*key_labels(size_t P, size_t M))[24]
     for (size_t j = 0; l && j < P + M; j++)
         snprintf(l[j], sizeof(l[j]), j < P ? "p%zu" : "k%zu", j < P ? j : j - P);
     return l;
-}
-
-static int write_map_csv(const char *path, const float *map, size_t N, size_t P, size_t M)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "query");
-    for (size_t j = 0; j < P + M; j++)
-        fprintf(f, j < P ? ",p%zu" : ",k%zu", j < P ? j : j - P);
-    fputc('\n', f);
-    for (size_t i = 0; i < N; i++) {
-        fprintf(f, "q%zu", i);
-        for (size_t j = 0; j < P + M; j++)
-            fprintf(f, ",%.9g", (double)map[i * (P + M) + j]);
-        fputc('\n', f);
-    }
-    return fclose(f) == 0 ? 0 : -1;
 }
 
 /* The statistics of each map beside the library's (pfx_attention_stats: the
@@ -111,7 +96,7 @@ static int report(const char *out, const char *csv, const float *map, size_t map
            P, M, N, desc->head_dim, mode_name(desc->gain_mode), (double)gain,
            desc->causal ? ", causal" : "", seed);
     if (csv) {
-        if (write_map_csv(csv, map, N, P, M) != 0) {
+        if (tool_write_map_csv(csv, map, N, P, M, 'k', 'q') != 0) {
             fprintf(stderr, "prefixcl attn-map: cannot write %s: %s\n", csv, strerror(errno));
             return 1;
         }
@@ -173,6 +158,9 @@ int cmd_attn_map(int argc, char **argv)
     pfx_gain_mode mode = PFX_GAIN_LINEAR;
     bool causal = false, grid = false;
     const size_t big = 1 << 14;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--model"))
+            return attn_map_model(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;

@@ -62,3 +62,22 @@ double tool_cpu_s(void)
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M, char key_tag,
+                       char row_tag)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "query");
+    for (size_t j = 0; j < P + M; j++)
+        fprintf(f, ",%c%zu", j < P ? 'p' : key_tag, j < P ? j : j - P);
+    fputc('\n', f);
+    for (size_t i = 0; i < rows; i++) {
+        fprintf(f, "%c%zu", row_tag, i);
+        for (size_t j = 0; j < P + M; j++)
+            fprintf(f, ",%.9g", (double)map[i * (P + M) + j]);
+        fputc('\n', f);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}

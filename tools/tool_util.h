@@ -20,6 +20,11 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
  * stderr. */
 pfx_runtime *tool_runtime(const char *command, const char *selector);
 
+/* An attention map [rows, P + M] as CSV: header "query,p0..,<key_tag>0..",
+ * then one line per row named "<row_tag>i". 0, or -1 with errno set. */
+int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M, char key_tag,
+                       char row_tag);
+
 /* Seconds of CLOCK_MONOTONIC. */
 double tool_now_s(void);
 /* CPU seconds of the whole process (every thread: PoCL's workers too), which

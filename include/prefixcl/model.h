@@ -168,6 +168,14 @@ PFX_API pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_b
                                              const pfx_model_prefix *prefix, float *prefix_mass,
                                              float *entropy);
 
+/* The attention probabilities p_ij of one head of one layer for batch item
+ * `item` (see pfx_gain_softmax_probs, attention.h): probs F32 [N, P + N],
+ * the prefix columns first; rows past lens[item] and hidden entries are 0.
+ * Runs the blocks before `layer` (a separate pass; for heat maps). */
+PFX_API pfx_status pfx_model_attention_probs(pfx_model *model, const pfx_model_batch *batch,
+                                             const pfx_model_prefix *prefix, size_t item, size_t layer,
+                                             size_t head, pfx_tensor *probs);
+
 #ifdef __cplusplus
 }
 #endif

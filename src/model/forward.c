@@ -632,8 +632,8 @@ static pfx_status check_grads(pfx_model *m, const char *fn, const call *c, const
 
 /* ---- passes ---- */
 
-/* Embeddings and every block: hidden[0..L] hold the residual streams. */
-static pfx_status run_blocks(pfx_model *m, const pfx_model_batch *batch, const call *c)
+/* Embeddings and blocks 0..upto-1: hidden[0..upto] hold the residual streams. */
+static pfx_status run_blocks_upto(pfx_model *m, const pfx_model_batch *batch, const call *c, size_t upto)
 {
     const pfx_model_shape *s = &m->cfg.shape;
     pfx_status st = pfx_ids_write(m->ids, 0, c->R, batch->ids);
@@ -643,7 +643,7 @@ static pfx_status run_blocks(pfx_model *m, const pfx_model_batch *batch, const c
     pfx_mat pos = wpe ? PFX_MAT(wpe, s->max_positions, s->hidden) : PFX_MAT(m->global[PFX_W_EMBED], 1, 1);
     st = pfx_op_embedding(m->rt, m->ids, c->B, c->N, PFX_MAT(m->global[PFX_W_EMBED], s->vocab, s->hidden),
                           wpe ? &pos : NULL, c->P, PFX_MAT(m->hidden[0], c->R, s->hidden));
-    for (size_t l = 0; l < s->layers && st == PFX_SUCCESS; l++)
+    for (size_t l = 0; l < upto && st == PFX_SUCCESS; l++)
         st = block_forward(m, l, c, true);
     return st;
 }
@@ -657,6 +657,12 @@ pfx_status pfx_model_head(pfx_model *m, const pfx_tensor *x, size_t rows, pfx_te
 {
     lin head = head_lin(m);
     return lin_fwd(m, "model: lm_head", &head, rows, x, 0, logits, 0, 0.0f, false);
+}
+
+/* Embeddings and every block: hidden[0..L] hold the residual streams. */
+static pfx_status run_blocks(pfx_model *m, const pfx_model_batch *batch, const call *c)
+{
+    return run_blocks_upto(m, batch, c, m->cfg.shape.layers);
 }
 
 static pfx_status final_norm(pfx_model *m, const call *c)
@@ -831,4 +837,27 @@ out:
     pfx_tensor_destroy(&mass);
     pfx_tensor_destroy(&ent);
     return st;
+}
+
+/* ---- one layer's attention inputs (probs.c) ---- */
+
+pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx_model_batch *batch,
+                                     const pfx_model_prefix *prefix, size_t layer, pfx_model_attention_visit visit,
+                                     void *ctx)
+{
+    call c;
+    pfx_status st = check_call(model, fn, batch, prefix, &c);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (layer >= model->cfg.shape.layers)
+        return pfx_error(model->rt, PFX_ERROR_OUT_OF_RANGE, "%s: layer %zu is not below the model's %zu layers", fn,
+                         layer, model->cfg.shape.layers);
+    /* blocks before `layer` only; block `layer` leaves its Q, K, V in the workspace */
+    if ((st = run_blocks_upto(model, batch, &c, layer)) || (st = block_forward(model, layer, &c, false)))
+        return st;
+    attn_views av = views(model, layer, &c);
+    pfx_attention_desc d = attn_desc(model, layer, &c);
+    pfx_attention_inputs in = { &av.q, &av.k, &av.v, c.P ? c.pre.keys[layer] : NULL,
+                                c.P ? c.pre.values[layer] : NULL };
+    return visit(model->rt, &d, &in, ctx);
 }

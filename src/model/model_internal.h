@@ -186,4 +186,14 @@ pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot);
 /* A view of t's storage with another shape (not owned; numel must fit). */
 pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d);
 
+/* After the checks of every model call (pfx_model_forward's) and a layer in
+ * range: the embeddings and blocks 0..layer, then `visit` with layer's
+ * attention problem (its description and Q, K, V, prefix as attention.h
+ * reads them; valid during the call). */
+typedef pfx_status (*pfx_model_attention_visit)(pfx_runtime *rt, const pfx_attention_desc *desc,
+                                                const pfx_attention_inputs *in, void *ctx);
+pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx_model_batch *batch,
+                                     const pfx_model_prefix *prefix, size_t layer, pfx_model_attention_visit visit,
+                                     void *ctx);
+
 #endif

@@ -419,6 +419,50 @@ void ref_model_forward(const ref_model_config *c, const ref_model_weights *w,
     run_free(&r);
 }
 
+void ref_model_attention_probs(const ref_model_config *c, const ref_model_weights *w,
+                               const ref_model_prefix *p, const ref_model_batch *x, size_t item,
+                               size_t layer, size_t head, double *probs)
+{
+    model_run r;
+    run_forward(&r, c, w, p, x);
+    const dims *d = &r.d;
+    if (item >= d->B || layer >= d->L || head >= d->H)
+        fail("item, layer or head out of range");
+    const size_t P = d->P, N = d->N, D = d->D, cols = P + N, hk = head / (d->H / d->Hkv);
+    const size_t len = x->lengths ? (size_t)x->lengths[item] : N;
+    double g = 1.0;
+    if (c->gain_mode != PFX_GAIN_OFF) {
+        double a = c->gain_ramp * (double)p->gain[layer * d->H + head];
+        g = c->gain_mode == PFX_GAIN_LINEAR ? 1.0 + a : 1.0 + tanh(a);
+    }
+    const double scale = g / sqrt((double)D);
+    const block_acts *s = &r.blocks[layer];
+    const double *kp = r.pk + (layer * d->Hkv + hk) * P * D;
+    double *z = dalloc(cols);
+    for (size_t i = 0; i < N; i++) {
+        double *row = probs + i * cols, mx = -INFINITY, sum = 0.0;
+        const double *q = s->q + ((item * N + i) * d->H + head) * D;
+        const size_t vis = i < len ? P + i + 1 : 0; /* causal: prefix, then keys t <= i */
+        for (size_t j = 0; j < cols; j++) {
+            row[j] = 0.0;
+            if (j >= vis)
+                continue;
+            const double *k = j < P ? kp + j * D : s->k + ((item * N + j - P) * d->Hkv + hk) * D;
+            double dot = 0.0;
+            for (size_t e = 0; e < D; e++)
+                dot += q[e] * k[e];
+            z[j] = scale * dot;
+            mx = fmax(mx, z[j]);
+        }
+        for (size_t j = 0; j < vis; j++)
+            sum += (row[j] = exp(z[j] - mx));
+        for (size_t j = 0; j < vis; j++)
+            row[j] /= sum;
+    }
+    free(z);
+    run_free(&r);
+}
+
 void ref_model_backward(const ref_model_config *c, const ref_model_weights *w,
                         const ref_model_prefix *p, const ref_model_batch *x, double *loss,
                         double *dkp, double *dvp, double *dgain)

@@ -109,6 +109,13 @@ void ref_model_forward(const ref_model_config *c, const ref_model_weights *w,
                        const ref_model_prefix *p, const ref_model_batch *x, double *logits,
                        double *loss);
 
+/* The attention probabilities of one (layer, head) of item `item`: probs
+ * [N, P + N], the prefix columns first (causal; rows past the item's length
+ * and hidden entries 0). The default scale 1/sqrt(D) times the head's gain. */
+void ref_model_attention_probs(const ref_model_config *c, const ref_model_weights *w,
+                               const ref_model_prefix *p, const ref_model_batch *x, size_t item,
+                               size_t layer, size_t head, double *probs);
+
 /* The loss and its exact gradients with respect to the prefixes (dkp, dvp
  * [L, Hkv, P, D]) and the gains (dgain [L, H], 0 when the gain is off); any
  * output may be NULL. Needs labels with at least one counted entry. */
