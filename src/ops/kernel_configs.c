@@ -18,7 +18,9 @@ pfx_status pfx_kernel_configs(pfx_kernel_config *out, size_t capacity, size_t *c
         pfx_program_config *c = malloc((n ? n : 1) * sizeof(*c));
         if (!c)
             return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_kernel_configs: out of memory");
-        pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), c, n);
+        /* the count above cannot drop repeated options (nothing stored to
+         * compare with): with room for all, the real count is this one */
+        n = pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), c, n);
         for (size_t i = 0; i < n; i++, total++) {
             if (total >= capacity)
                 continue;

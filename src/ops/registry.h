@@ -17,7 +17,9 @@ typedef struct pfx_program_config {
 } pfx_program_config;
 
 /* Fills up to cap configurations a device of this vendor family (with this
- * much local memory) may build; returns how many there are in all. info
+ * much local memory) may build; returns how many there are in all (when
+ * they do not all fit, a bound: repeated options are dropped only among the
+ * stored ones, so call again with that capacity for the count). info
  * picks the architecture and device entries of the tuning database (NULL:
  * the vendor's defaults). */
 size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,
