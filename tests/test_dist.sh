@@ -46,11 +46,13 @@ bad() {
 }
 
 case_curve() {
-    "$PREFIXCL" train --steps $STEPS --batch 5 --out "$OUT/one" >"$OUT/one.log" 2>&1 ||
+    # --eval-every: each rank evaluates its rows of the held-out batch, rank 0
+    # records their weighted mean (compared with one rank's below)
+    "$PREFIXCL" train --steps $STEPS --batch 5 --eval-every 10 --out "$OUT/one" >"$OUT/one.log" 2>&1 ||
         bad "one rank: $(tail -3 "$OUT/one.log")"
     for run in two two-again; do
         PREFIXCL_DIST_CHECK=1 "$MPIRUN" $MPI_ARGS -x PREFIXCL_DIST_CHECK -x PREFIXCL_CACHE_DIR \
-            "$PREFIXCL" train --steps $STEPS --batch 5 --out "$OUT/$run" >"$OUT/$run.log" 2>&1 ||
+            "$PREFIXCL" train --steps $STEPS --batch 5 --eval-every 10 --out "$OUT/$run" >"$OUT/$run.log" 2>&1 ||
             bad "$run ranks: $(tail -5 "$OUT/$run.log")"
     done
     checks=$(grep -c "^dist check: step [0-9]*: parameters identical on 2 ranks" "$OUT/two.log")
@@ -76,6 +78,19 @@ for a, b in zip(one, two):
     worst = max(worst, rel)
     if not rel <= rtol:
         sys.exit(f"step {a['step']}: loss {x!r} with one rank, {y!r} with two (rel {rel:.2e})")
+held = 0
+for a, b in zip(one, two):
+    x, y = a.get("heldout_loss", ""), b.get("heldout_loss", "")
+    if (x == "") != (y == ""):
+        sys.exit(f"step {a['step']}: a held-out loss in one run only")
+    if x:
+        held += 1
+        rel = abs(float(x) - float(y)) / abs(float(x))
+        worst = max(worst, rel)
+        if not rel <= rtol:
+            sys.exit(f"step {a['step']}: held-out loss {x} with one rank, {y} with two (rel {rel:.2e})")
+if "heldout_loss" in one[0] and held != steps // 10:
+    sys.exit(f"{held} held-out losses, want {steps // 10}")
 if not float(one[-1]["loss"]) < fall * float(one[0]["loss"]):
     sys.exit("the loss did not fall: the curves compared are not a training run")
 print(f"loss curves agree: worst relative difference {worst:.2e} (tolerance {rtol:g})")
