@@ -14,11 +14,24 @@ pfx_status pfx_kernel_configs(pfx_kernel_config *out, size_t capacity, size_t *c
     size_t total = 0;
     for (size_t v = 0; v < PFX_VENDOR_FAMILIES; v++) {
         const pfx_vendor vendor = pfx_vendor_families[v];
-        size_t n = pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), NULL, 0);
-        pfx_program_config *c = malloc((n ? n : 1) * sizeof(*c));
-        if (!c)
-            return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_kernel_configs: out of memory");
-        pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), c, n);
+        /* The registry drops repeated configurations only among those it has
+         * stored, so a count taken without room overstates: fill until the
+         * table holds them all. */
+        const uint64_t local_mem = pfx_vendor_typical_local_mem(vendor);
+        size_t cap = 128, n;
+        pfx_program_config *c = NULL;
+        for (;;) {
+            pfx_program_config *grown = realloc(c, cap * sizeof(*c));
+            if (!grown) {
+                free(c);
+                return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_kernel_configs: out of memory");
+            }
+            c = grown;
+            n = pfx_program_configs(vendor, NULL, local_mem, c, cap);
+            if (n <= cap)
+                break;
+            cap = n;
+        }
         for (size_t i = 0; i < n; i++, total++) {
             if (total >= capacity)
                 continue;
