@@ -4,18 +4,13 @@
 #include <string.h>
 
 #include "commands.h"
-#include "gemm_tuning.h"
 #include "prefixcl/prefixcl.h"
-#include "program.h"
 
 /* The GEMM backend a runtime would pick here and the stored CLBlast tuning. */
 static void gemm_status(const pfx_device_info *x, const char **backend, char *tuning, size_t cap)
 {
-    char dir[1024];
-    if (pfx_cache_dir_resolve(NULL, false, dir, sizeof(dir)) != PFX_SUCCESS)
-        dir[0] = '\0';
     pfx_gemm_backend b = PFX_GEMM_CLBLAST;
-    *backend = pfx_gemm_device_status(x, dir, &b, tuning, cap) == PFX_SUCCESS
+    *backend = pfx_gemm_device_status(x, NULL, &b, tuning, cap) == PFX_SUCCESS
                    ? pfx_gemm_backend_name(b)
                    : "refused (see $PREFIXCL_GEMM)";
 }
