@@ -25,7 +25,6 @@
 
 #include "prefixcl/prefixcl.h"
 #include "tool_util.h"
-#include "model/model_internal.h"
 
 #define L 12
 #define HKV 12
@@ -188,19 +187,18 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "step %d: loss %.4f, %.0f ms\n", it, loss, t[4] - t[0]);
     }
-    static const char *const prof_names[PFX_PROF_COUNT] = { "block GEMMs", "LM head GEMMs", "attention forward",
-                                                            "attention backward", "fused loss" };
-    double prof_total = 0, prof_ms[PFX_PROF_COUNT] = { 0 };
+    static const char *const prof_names[PFX_MODEL_PART_COUNT] = {
+        "block GEMMs", "LM head GEMMs", "attention forward", "attention backward", "fused loss"
+    };
+    double prof_total = 0, prof_ms[PFX_MODEL_PART_COUNT] = { 0 };
     if (profile) {
-        pfx_model_profile *pr = pfx_model_profiling(model);
-        memset(pr->ms, 0, sizeof(pr->ms));
-        pr->on = true;
+        CHECK(pfx_model_profile_enable(model, true));
         double t0 = tool_now_s() * 1e3;
         CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
         CHECK(pfx_runtime_finish(rt));
         prof_total = tool_now_s() * 1e3 - t0;
-        pr->on = false;
-        memcpy(prof_ms, pr->ms, sizeof(prof_ms));
+        CHECK(pfx_model_profile_enable(model, false));
+        CHECK(pfx_model_profile_read(model, prof_ms, PFX_MODEL_PART_COUNT));
     }
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
@@ -220,7 +218,7 @@ int main(int argc, char **argv)
     if (profile) {
         double rest = prof_total;
         printf("profile: model forward+loss+backward %.2f ms wall, serialized\n", prof_total);
-        for (int i = 0; i < PFX_PROF_COUNT; i++) {
+        for (int i = 0; i < PFX_MODEL_PART_COUNT; i++) {
             printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i], 100.0 * prof_ms[i] / prof_total);
             rest -= prof_ms[i];
         }
