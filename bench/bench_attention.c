@@ -67,28 +67,6 @@ static const struct {
 };
 #define PASS_COUNT (sizeof(passes) / sizeof(passes[0]))
 
-static double now_ms(void)
-{
-    return tool_now_s() * 1e3;
-}
-
-static double cpu_ms(void)
-{
-    return tool_cpu_s() * 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 /* 4 D per visible (query, key) pair. */
 static double flops_of(const shape *s)
 {
@@ -168,17 +146,17 @@ static result time_pass(pfx_runtime *rt, pass_fn fn, problem *p, double flops, i
             return r;
         }
     for (int i = 0; i < reps; i++) {
-        double t0 = now_ms(), c0 = cpu_ms();
+        double t0 = tool_now_s() * 1e3, c0 = tool_cpu_s() * 1e3;
         if (fn(rt, p) != PFX_SUCCESS || pfx_runtime_finish(rt) != PFX_SUCCESS) {
             fprintf(stderr, "pass failed: %s\n", pfx_last_error(rt));
             return r;
         }
-        wall[i] = now_ms() - t0;
-        cpu[i] = cpu_ms() - c0;
+        wall[i] = tool_now_s() * 1e3 - t0;
+        cpu[i] = tool_cpu_s() * 1e3 - c0;
     }
     r.done = true;
-    r.ms = median(wall, reps);
-    r.cpu_ms = median(cpu, reps);
+    r.ms = tool_median(wall, (size_t)reps);
+    r.cpu_ms = tool_median(cpu, (size_t)reps);
     r.gflops = flops / (r.ms * 1e6);
     return r;
 }
@@ -207,15 +185,15 @@ static double sgemm_gflops(pfx_runtime *rt, size_t n, int reps, double *ms_out)
     double wall[64];
     double gf = 0;
     for (int i = -1; i < reps && st == PFX_SUCCESS; i++) { /* i = -1: warm-up (CLBlast compiles) */
-        double t0 = now_ms();
+        double t0 = tool_now_s() * 1e3;
         st = pfx_matmul(rt, a, b, c);
         if (st == PFX_SUCCESS)
             st = pfx_runtime_finish(rt);
         if (i >= 0)
-            wall[i] = now_ms() - t0;
+            wall[i] = tool_now_s() * 1e3 - t0;
     }
     if (st == PFX_SUCCESS) {
-        *ms_out = median(wall, reps);
+        *ms_out = tool_median(wall, (size_t)reps);
         gf = 2.0 * n * n * n / (*ms_out * 1e6);
     } else {
         fprintf(stderr, "SGEMM: %s\n", pfx_last_error(rt));

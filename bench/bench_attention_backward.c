@@ -30,22 +30,6 @@ static const shape shapes[] = {
     { 'c', 4, 16, 2048, 2048, 64, 64, false },
 };
 
-static double now_ms(void)
-{
-    return tool_now_s() * 1e3;
-}
-
-static double cpu_ms(void)
-{
-    return tool_cpu_s() * 1e3;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double visible_pairs(const shape *s)
 {
     if (!s->causal)
@@ -111,17 +95,17 @@ static double time_it(pfx_runtime *rt, run_fn fn, ctx *c, int reps, double *cpu)
         return -1;
     }
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ms(), c0 = cpu_ms();
+        double t0 = tool_now_s() * 1e3, c0 = tool_cpu_s() * 1e3;
         if (fn(rt, c) != PFX_SUCCESS || pfx_runtime_finish(rt) != PFX_SUCCESS) {
             fprintf(stderr, "%s\n", pfx_last_error(rt));
             free(t);
             return -1;
         }
-        t[r] = now_ms() - t0;
-        tc[r] = cpu_ms() - c0;
+        t[r] = tool_now_s() * 1e3 - t0;
+        tc[r] = tool_cpu_s() * 1e3 - c0;
     }
-    qsort(t, (size_t)reps, sizeof(double), cmp_double);
-    qsort(tc, (size_t)reps, sizeof(double), cmp_double);
+    qsort(t, (size_t)reps, sizeof(double), tool_cmp_double);
+    qsort(tc, (size_t)reps, sizeof(double), tool_cmp_double);
     double m = t[reps / 2];
     *cpu = tc[reps / 2];
     free(t);

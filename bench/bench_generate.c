@@ -16,6 +16,7 @@
 
 #include "prefixcl/io.h"
 #include "prefixcl/prefixcl.h"
+#include "tool_util.h"
 
 #define L 12
 #define HKV 12
@@ -62,18 +63,6 @@ static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed)
     pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", "off" } };
     CHECK(pfx_safetensors_save(NULL, path, items, 2 * L, meta, 2));
     free(data);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int main(int argc, char **argv)
@@ -174,7 +163,7 @@ int main(int argc, char **argv)
                 dec[run] = gs.decode_tokens / gs.decode_seconds;
             }
         }
-        double p = median(pre, runs), d = median(dec, runs);
+        double p = tool_median(pre, (size_t)runs), d = tool_median(dec, (size_t)runs);
         printf("batch %2zu: prefill %8.1f tokens/s, decode %8.1f tokens/s\n", B, p, d);
         if (js)
             fprintf(js, "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f}",

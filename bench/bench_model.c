@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "prefixcl/prefixcl.h"
-#include "model/model_internal.h"
+#include "tool_util.h"
 
 #define L 12
 #define HKV 12
@@ -36,32 +36,6 @@ static const char gpt2_small[] =
     "{\"model_type\": \"gpt2\", \"activation_function\": \"gelu_new\", \"n_embd\": 768, \"n_head\": 12, "
     "\"n_inner\": null, \"n_layer\": 12, \"n_positions\": 1024, \"vocab_size\": 50257, "
     "\"layer_norm_epsilon\": 1e-05, \"tie_word_embeddings\": true}\n";
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static double cpu_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 #define CHECK(call)                                                                 \
     do {                                                                            \
@@ -184,25 +158,25 @@ int main(int argc, char **argv)
         steps = 64;
     for (int it = -warmup; it < steps; it++) {
         double t[PH_COUNT + 1], c[PH_COUNT + 1];
-        t[0] = now_ms();
-        c[0] = cpu_ms();
+        t[0] = tool_now_s() * 1e3;
+        c[0] = tool_cpu_s() * 1e3;
         CHECK(pfx_encoder_forward(enc, kp, vp));
         CHECK(pfx_runtime_finish(rt));
-        t[1] = now_ms();
-        c[1] = cpu_ms();
+        t[1] = tool_now_s() * 1e3;
+        c[1] = tool_cpu_s() * 1e3;
         CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
         CHECK(pfx_runtime_finish(rt));
-        t[2] = now_ms();
-        c[2] = cpu_ms();
+        t[2] = tool_now_s() * 1e3;
+        c[2] = tool_cpu_s() * 1e3;
         CHECK(pfx_encoder_backward(enc, (const pfx_tensor *const *)dkp, (const pfx_tensor *const *)dvp, &eg));
         CHECK(pfx_runtime_finish(rt));
-        t[3] = now_ms();
-        c[3] = cpu_ms();
+        t[3] = tool_now_s() * 1e3;
+        c[3] = tool_cpu_s() * 1e3;
         pfx_optimizer_report rep;
         CHECK(pfx_optimizer_step(opt, &rep));
         CHECK(pfx_runtime_finish(rt));
-        t[4] = now_ms();
-        c[4] = cpu_ms();
+        t[4] = tool_now_s() * 1e3;
+        c[4] = tool_cpu_s() * 1e3;
         if (it >= 0) {
             for (int ph = 0; ph < PH_STEP; ph++) {
                 wall[ph][it] = t[ph + 1] - t[ph];
@@ -213,19 +187,18 @@ int main(int argc, char **argv)
         }
         fprintf(stderr, "step %d: loss %.4f, %.0f ms\n", it, loss, t[4] - t[0]);
     }
-    static const char *const prof_names[PFX_PROF_COUNT] = { "block GEMMs", "LM head GEMMs", "attention forward",
-                                                            "attention backward", "fused loss" };
-    double prof_total = 0, prof_ms[PFX_PROF_COUNT] = { 0 };
+    static const char *const prof_names[PFX_MODEL_PART_COUNT] = {
+        "block GEMMs", "LM head GEMMs", "attention forward", "attention backward", "fused loss"
+    };
+    double prof_total = 0, prof_ms[PFX_MODEL_PART_COUNT] = { 0 };
     if (profile) {
-        pfx_model_profile *pr = pfx_model_profiling(model);
-        memset(pr->ms, 0, sizeof(pr->ms));
-        pr->on = true;
-        double t0 = now_ms();
+        CHECK(pfx_model_profile_enable(model, true));
+        double t0 = tool_now_s() * 1e3;
         CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
         CHECK(pfx_runtime_finish(rt));
-        prof_total = now_ms() - t0;
-        pr->on = false;
-        memcpy(prof_ms, pr->ms, sizeof(prof_ms));
+        prof_total = tool_now_s() * 1e3 - t0;
+        CHECK(pfx_model_profile_enable(model, false));
+        CHECK(pfx_model_profile_read(model, prof_ms, PFX_MODEL_PART_COUNT));
     }
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
@@ -235,8 +208,8 @@ int main(int argc, char **argv)
            PREFIX, ENC_HIDDEN, half ? "half" : "float32", recompute ? "blocks recomputed" : "activations kept");
     double med_wall[PH_COUNT], med_cpu[PH_COUNT];
     for (int ph = 0; ph < PH_COUNT; ph++) {
-        med_wall[ph] = median(wall[ph], steps);
-        med_cpu[ph] = median(cpu[ph], steps);
+        med_wall[ph] = tool_median(wall[ph], (size_t)steps);
+        med_cpu[ph] = tool_median(cpu[ph], (size_t)steps);
         printf("  %-28s %10.2f ms wall %10.2f ms cpu\n", phase_names[ph], med_wall[ph], med_cpu[ph]);
     }
     printf("  %-28s %10.2f MiB (weights and workspace %.2f MiB)\n", "device memory peak",
@@ -245,7 +218,7 @@ int main(int argc, char **argv)
     if (profile) {
         double rest = prof_total;
         printf("profile: model forward+loss+backward %.2f ms wall, serialized\n", prof_total);
-        for (int i = 0; i < PFX_PROF_COUNT; i++) {
+        for (int i = 0; i < PFX_MODEL_PART_COUNT; i++) {
             printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i], 100.0 * prof_ms[i] / prof_total);
             rest -= prof_ms[i];
         }

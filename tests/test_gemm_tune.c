@@ -10,7 +10,7 @@
 
 #include "pfx_test.h"
 #include "gemm.h"
-#include "gemm_tune.h"
+#include "gemm_tuning.h"
 #include "reference/random.h"
 #include "tolerances.h"
 
@@ -123,6 +123,48 @@ static void expect_ignored(const char *needle)
     pfx_runtime_destroy(&rt);
 }
 
+/* pfx_gemm_device_status's line on the tuning in cache_dir. */
+static void expect_status(const pfx_device_info *dev, const char *start)
+{
+    char line[1800];
+    pfx_gemm_backend b = PFX_GEMM_AUTO;
+    assert_int_equal(pfx_gemm_device_status(dev, cache_dir, &b, line, sizeof(line)), PFX_SUCCESS);
+    if (strncmp(line, start, strlen(start)))
+        fail_msg("device status '%s' does not start with '%s'", line, start);
+    assert_true(b == PFX_GEMM_CLBLAST || b == PFX_GEMM_HOST);
+}
+
+/* The public face beside the tuner: parameter names and the status's arguments. */
+static void test_names_and_status_args(void **state)
+{
+    (void)state;
+    assert_string_equal(pfx_gemm_param_name(false, 0), "GEMMK");
+    assert_string_equal(pfx_gemm_param_name(false, PFX_XGEMM_PARAMS - 1), "VWN");
+    assert_string_equal(pfx_gemm_param_name(true, 0), "KWID");
+    assert_string_equal(pfx_gemm_param_name(true, PFX_XGEMM_DIRECT_PARAMS - 1), "WGD");
+    assert_null(pfx_gemm_param_name(false, PFX_XGEMM_PARAMS));
+    assert_null(pfx_gemm_param_name(true, PFX_XGEMM_DIRECT_PARAMS));
+    pfx_device_info info;
+    assert_int_equal(pfx_device_default(&info), PFX_SUCCESS);
+    const pfx_device_info *dev = &info;
+    char line[64];
+    pfx_gemm_backend b;
+    assert_int_equal(pfx_gemm_device_status(NULL, NULL, &b, line, sizeof(line)),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_non_null(strstr(pfx_last_error(NULL), "info"));
+    assert_int_equal(pfx_gemm_device_status(dev, NULL, NULL, line, sizeof(line)),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_non_null(strstr(pfx_last_error(NULL), "backend"));
+    assert_int_equal(pfx_gemm_device_status(dev, NULL, &b, NULL, sizeof(line)),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_non_null(strstr(pfx_last_error(NULL), "tuning"));
+    assert_int_equal(pfx_gemm_device_status(dev, NULL, &b, line, 0), PFX_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pfx_last_error(NULL), "cap"));
+    /* "" is no cache folder */
+    assert_int_equal(pfx_gemm_device_status(dev, "", &b, line, sizeof(line)), PFX_SUCCESS);
+    assert_string_equal(line, "no cache folder");
+}
+
 static void test_tune_apply_reject(void **state)
 {
     (void)state;
@@ -150,7 +192,9 @@ static void test_tune_apply_reject(void **state)
     assert_true(rep.untuned_gflops > 0 && rep.tuned_gflops > 0);
     struct stat sb;
     assert_int_equal(stat(rep.path, &sb), 0);
+    const pfx_device_info dev = *pfx_runtime_device(rt);
     pfx_runtime_destroy(&rt);
+    expect_status(&dev, "tuned (");
     char path[1200];
     snprintf(path, sizeof(path), "%s", rep.path);
 
@@ -175,9 +219,11 @@ static void test_tune_apply_reject(void **state)
     expect_ignored("another device");
     write_text(path, "");
     expect_ignored("not valid JSON");
+    expect_status(&dev, "rejected file ");
     free(orig);
 
     remove(path);
+    expect_status(&dev, "not tuned");
     rt = clblast_runtime(false);
     assert_int_equal(strncmp(pfx_runtime_gemm_tuning(rt), "none", 4), 0);
     pfx_runtime_destroy(&rt);
@@ -187,6 +233,7 @@ static void test_tune_apply_reject(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names_and_status_args),
         cmocka_unit_test(test_tune_apply_reject),
     };
     return cmocka_run_group_tests_name("gemm_tune", tests, NULL, NULL);

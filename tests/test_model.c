@@ -194,11 +194,24 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
         assert_true(el < o->tol_fwd);
     }
 
-    /* loss */
-    double loss = 0;
+    /* loss, profiled: every part of a forward takes time, the backward none */
+    double loss = 0, ms[PFX_MODEL_PART_COUNT];
+    assert_int_equal(pfx_model_profile_enable(model, true), PFX_SUCCESS);
     st = pfx_model_loss(model, &batch, &lp.pre, &loss);
     if (st != PFX_SUCCESS)
         fail_msg("loss: %s", pfx_last_error(rt));
+    assert_int_equal(pfx_model_profile_enable(model, false), PFX_SUCCESS);
+    assert_int_equal(pfx_model_profile_read(model, ms, PFX_MODEL_PART_COUNT), PFX_SUCCESS);
+    assert_true(ms[PFX_MODEL_PART_GEMM] > 0 && ms[PFX_MODEL_PART_HEAD] > 0);
+    assert_true(ms[PFX_MODEL_PART_ATTN_FWD] > 0 && ms[PFX_MODEL_PART_LOSS] > 0);
+    assert_true(ms[PFX_MODEL_PART_ATTN_BWD] == 0);
+    assert_int_equal(pfx_model_profile_read(model, ms, PFX_MODEL_PART_COUNT - 1),
+                     PFX_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(pfx_model_profile_read(model, NULL, PFX_MODEL_PART_COUNT),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_profile_read(NULL, ms, PFX_MODEL_PART_COUNT),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_profile_enable(NULL, true), PFX_ERROR_NULL_ARGUMENT);
     print_message("  loss %.8f ref %.8f\n", loss, ref_loss);
     assert_true(fabs(loss - ref_loss) <= o->tol_fwd * fabs(ref_loss));
 

@@ -1,7 +1,8 @@
 /*
  * Suite 'profile': prefixcl/profile.h and prefixcl/matmul.h. The kernel
  * configurations listed to a short and a full buffer, every vendor family
- * present, one built on the device and a made-up one refused; spans of device
+ * present, one built on the device and a made-up one refused; the runtime's
+ * own configurations; the kernel tuning override in effect; spans of device
  * time around real work; the peak kernels with their events (the copy's
  * output checked); pfx_matmul against the double reference at awkward sizes;
  * every argument refused where it must be. Run once per GEMM backend.
@@ -48,7 +49,66 @@ static void test_kernel_configs(void **state)
     assert_int_equal(pfx_kernel_config_build(rt, NULL), PFX_ERROR_NULL_ARGUMENT);
     assert_int_equal(pfx_kernel_configs(NULL, 0, NULL), PFX_ERROR_NULL_ARGUMENT);
     assert_int_equal(pfx_kernel_configs(NULL, 3, &again), PFX_ERROR_NULL_ARGUMENT);
+    /* each family's entries name its database entry and local memory */
+    for (size_t i = 0; i < total; i++) {
+        size_t len = strlen(all[i].vendor);
+        if (strncmp(all[i].tuning_entry, all[i].vendor, len) || all[i].tuning_entry[len] != '/' ||
+            all[i].local_mem_bytes < 16384)
+            fail_msg("%s %s: entry '%s', %llu bytes", all[i].program, all[i].vendor,
+                     all[i].tuning_entry, (unsigned long long)all[i].local_mem_bytes);
+    }
     free(all);
+}
+
+/* What this runtime builds: its device's entry, both attention programs,
+ * every configuration one that builds here. */
+static void test_runtime_kernel_configs(void **state)
+{
+    pfx_runtime *rt = *state;
+    size_t total = 0, again = 0;
+    assert_int_equal(pfx_runtime_kernel_configs(rt, NULL, 0, &total), PFX_SUCCESS);
+    assert_true(total > 5);
+    pfx_kernel_config *all = calloc(total, sizeof(*all));
+    assert_int_equal(pfx_runtime_kernel_configs(rt, all, total, &again), PFX_SUCCESS);
+    assert_int_equal(again, total);
+    size_t fwd = 0, bwd = 0;
+    for (size_t i = 0; i < total; i++) {
+        assert_string_equal(all[i].vendor, "device");
+        assert_string_equal(all[i].tuning_entry, all[0].tuning_entry);
+        assert_int_equal(all[i].local_mem_bytes, pfx_runtime_device(rt)->local_mem_bytes);
+        fwd += !strcmp(all[i].program, "attention_fwd");
+        bwd += !strcmp(all[i].program, "attention_bwd");
+    }
+    assert_true(fwd > 0 && bwd > 0);
+    assert_non_null(strchr(all[0].tuning_entry, '/'));
+    pfx_kernel_config one;
+    assert_int_equal(pfx_runtime_kernel_configs(rt, &one, 1, &again), PFX_SUCCESS);
+    assert_int_equal(again, total);
+    assert_memory_equal(&one, all, sizeof(one));
+    assert_int_equal(pfx_kernel_config_build(rt, &all[total - 1]), PFX_SUCCESS);
+    assert_int_equal(pfx_runtime_kernel_configs(NULL, NULL, 0, &again), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_runtime_kernel_configs(rt, NULL, 0, NULL), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_runtime_kernel_configs(rt, NULL, 2, &again), PFX_ERROR_NULL_ARGUMENT);
+    free(all);
+}
+
+/* The override a runtime would apply: from $PREFIXCL_TUNING, normalized; a
+ * malformed one refused. */
+static void test_kernel_tuning_override(void **state)
+{
+    (void)state;
+    assert_null(getenv("PREFIXCL_TUNING")); /* the suite runs without one */
+    pfx_kernel_tuning_override o;
+    setenv("PREFIXCL_TUNING", "attention_fwd BLOCK_M=4", 1);
+    assert_int_equal(pfx_kernel_tuning_override_get(&o), PFX_SUCCESS);
+    assert_true(o.present);
+    assert_string_equal(o.source, "$PREFIXCL_TUNING");
+    assert_string_equal(o.text, "attention_fwd -DPFX_ATTN_BLOCK_M=4");
+    setenv("PREFIXCL_TUNING", "attention_fwd NO_SUCH_FIELD=4", 1);
+    assert_int_equal(pfx_kernel_tuning_override_get(&o), PFX_ERROR_INVALID_ARGUMENT);
+    assert_non_null(strstr(pfx_last_error(NULL), "NO_SUCH_FIELD"));
+    unsetenv("PREFIXCL_TUNING");
+    assert_int_equal(pfx_kernel_tuning_override_get(NULL), PFX_ERROR_NULL_ARGUMENT);
 }
 
 static void test_span(void **state)
@@ -271,6 +331,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_configs),
+        cmocka_unit_test(test_runtime_kernel_configs),
+        cmocka_unit_test(test_kernel_tuning_override),
         cmocka_unit_test(test_span),
         cmocka_unit_test(test_peak_kernels),
         cmocka_unit_test(test_matmul),

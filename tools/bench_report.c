@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "bench_json.h"
+#include "tool_util.h"
 
 static const char *ceiling_name(bench_ceiling c)
 {
@@ -32,16 +33,6 @@ double bench_primary(const bench_result *r, const char **unit)
     return r->gflops;
 }
 
-static const char *type_name(pfx_device_type t)
-{
-    switch (t) {
-    case PFX_DEVICE_CPU: return "cpu";
-    case PFX_DEVICE_GPU: return "gpu";
-    case PFX_DEVICE_ACCELERATOR: return "accelerator";
-    default: return "other";
-    }
-}
-
 static void num(char *out, size_t cap, double v)
 {
     if (v < 0 || !isfinite(v))
@@ -56,8 +47,8 @@ void bench_print_device(FILE *out, const bench_device *dev)
     fprintf(out, "Platform: %s\n", i->platform_name);
     fprintf(out, "  Device: %s [%s]\n", i->device_name, dev->selector);
     fprintf(out, "    Driver version    : %s\n", i->driver_version);
-    fprintf(out, "    Type              : %s, %u compute units, %u MHz\n", type_name(i->type),
-            i->compute_units, i->clock_mhz);
+    fprintf(out, "    Type              : %s, %u compute units, %u MHz\n",
+            tool_device_type(i->type), i->compute_units, i->clock_mhz);
     fprintf(out, "    Global memory     : %.0f MiB (max allocation %.0f MiB)\n",
             (double)i->global_mem_bytes / 1048576.0, (double)i->max_alloc_bytes / 1048576.0);
     fprintf(out, "    Timer             : %s\n",
@@ -157,20 +148,6 @@ void bench_print_side_by_side(FILE *out, const bench_run *run)
 
 /* ---------------------------------------------------------------- JSON / CSV */
 
-static void json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            fprintf(out, "\\%c", *c);
-        else if (*c < 0x20)
-            fprintf(out, "\\u%04x", *c);
-        else
-            fputc(*c, out);
-    }
-    fputc('"', out);
-}
-
 static void json_num(FILE *out, double v)
 {
     if (v < 0 || !isfinite(v))
@@ -182,39 +159,41 @@ static void json_num(FILE *out, double v)
 int bench_write_json(FILE *out, const bench_run *run)
 {
     fprintf(out, "{\n  \"tool\": \"prefixcl bench\",\n  \"format\": 1,\n  \"date\": ");
-    json_str(out, run->date);
+    tool_json_string(out, run->date);
     fprintf(out, ",\n  \"quick\": %s,\n  \"devices\": [", run->quick ? "true" : "false");
     for (size_t d = 0; d < run->device_count; d++) {
         const bench_device *dev = &run->devices[d];
         const pfx_device_info *i = &dev->info;
         fprintf(out, "%s\n    {\n      \"selector\": ", d ? "," : "");
-        json_str(out, dev->selector);
+        tool_json_string(out, dev->selector);
         fprintf(out, ",\n      \"name\": ");
-        json_str(out, i->device_name);
+        tool_json_string(out, i->device_name);
         fprintf(out, ",\n      \"platform\": ");
-        json_str(out, i->platform_name);
+        tool_json_string(out, i->platform_name);
         fprintf(out, ",\n      \"driver\": ");
-        json_str(out, i->driver_version);
-        fprintf(out, ",\n      \"type\": \"%s\",\n      \"compute_units\": %u,\n"
-                     "      \"global_mem_bytes\": %llu,\n      \"timer\": ",
-                type_name(i->type), i->compute_units, (unsigned long long)i->global_mem_bytes);
-        json_str(out, dev->timer);
+        tool_json_string(out, i->driver_version);
+        fprintf(out,
+                ",\n      \"type\": \"%s\",\n      \"compute_units\": %u,\n"
+                "      \"global_mem_bytes\": %llu,\n      \"timer\": ",
+                tool_device_type(i->type), i->compute_units,
+                (unsigned long long)i->global_mem_bytes);
+        tool_json_string(out, dev->timer);
         fprintf(out, ",\n      \"gemm_backend\": ");
-        json_str(out, dev->gemm);
+        tool_json_string(out, dev->gemm);
         fprintf(out, ",\n      \"gemm_tuning\": ");
-        json_str(out, dev->gemm_tuning);
+        tool_json_string(out, dev->gemm_tuning);
         fprintf(out, ",\n      \"tests\": [");
         for (size_t t = 0; t < dev->count; t++) {
             const bench_result *r = &dev->tests[t];
             fprintf(out, "%s\n        {\"id\": ", t ? "," : "");
-            json_str(out, r->id);
+            tool_json_string(out, r->id);
             fprintf(out, ", \"group\": ");
-            json_str(out, r->group);
+            tool_json_string(out, r->group);
             fprintf(out, ", \"label\": ");
-            json_str(out, r->label);
+            tool_json_string(out, r->label);
             if (!r->ok) {
                 fprintf(out, ", \"status\": \"skipped\", \"reason\": ");
-                json_str(out, r->reason);
+                tool_json_string(out, r->reason);
                 fprintf(out, "}");
                 continue;
             }

@@ -7,12 +7,6 @@
 #include "bench.h"
 #include "tool_util.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Enqueues `count` runs and stores each run's device time (ns) in out[]. */
 static pfx_status timed_runs(pfx_runtime *rt, bench_enqueue_fn fn, void *ctx, unsigned count,
                              bool host, double *out, bench_result *r)
@@ -108,8 +102,7 @@ pfx_status bench_measure(pfx_runtime *rt, const bench_timing *timing, bench_enqu
         }
     }
     if (st == PFX_SUCCESS) {
-        qsort(ns, runs, sizeof(double), cmp_double);
-        double median = runs % 2 ? ns[runs / 2] : 0.5 * (ns[runs / 2 - 1] + ns[runs / 2]);
+        double median = tool_median(ns, runs); /* sorts ns */
         r->runs = runs;
         r->ms = median * 1e-6;
         r->ms_min = ns[0] * 1e-6;

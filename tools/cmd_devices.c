@@ -4,45 +4,16 @@
 #include <string.h>
 
 #include "commands.h"
-#include "gemm_tuning.h"
+#include "tool_util.h"
 #include "prefixcl/prefixcl.h"
-#include "program.h"
 
 /* The GEMM backend a runtime would pick here and the stored CLBlast tuning. */
 static void gemm_status(const pfx_device_info *x, const char **backend, char *tuning, size_t cap)
 {
-    char dir[1024];
-    if (pfx_cache_dir_resolve(NULL, false, dir, sizeof(dir)) != PFX_SUCCESS)
-        dir[0] = '\0';
     pfx_gemm_backend b = PFX_GEMM_CLBLAST;
-    *backend = pfx_gemm_device_status(x, dir, &b, tuning, cap) == PFX_SUCCESS
+    *backend = pfx_gemm_device_status(x, NULL, &b, tuning, cap) == PFX_SUCCESS
                    ? pfx_gemm_backend_name(b)
                    : "refused (see $PREFIXCL_GEMM)";
-}
-
-static const char *type_name(pfx_device_type type)
-{
-    switch (type) {
-    case PFX_DEVICE_CPU: return "cpu";
-    case PFX_DEVICE_GPU: return "gpu";
-    case PFX_DEVICE_ACCELERATOR: return "accelerator";
-    default: return "other";
-    }
-}
-
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
 }
 
 /* How the project has validated this kind of device (README "Devices"). */
@@ -69,23 +40,23 @@ static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info
                           def->device_index == x->device_index;
         printf("%s\n    {\"selector\": \"%u:%u\", \"default\": %s, \"platform\": ", i ? "," : "",
                x->platform_index, x->device_index, is_default ? "true" : "false");
-        json_string(x->platform_name);
+        tool_json_string(stdout, x->platform_name);
         printf(", \"name\": ");
-        json_string(x->device_name);
+        tool_json_string(stdout, x->device_name);
         printf(", \"vendor\": ");
-        json_string(x->vendor);
+        tool_json_string(stdout, x->vendor);
         printf(", \"driver_version\": ");
-        json_string(x->driver_version);
+        tool_json_string(stdout, x->driver_version);
         printf(", \"device_version\": ");
-        json_string(x->device_version);
+        tool_json_string(stdout, x->device_version);
         printf(", \"opencl_c_version\": ");
-        json_string(x->opencl_c_version);
+        tool_json_string(stdout, x->opencl_c_version);
         printf(", \"type\": \"%s\", \"unified_memory\": %s, \"compute_units\": %u, "
                "\"clock_mhz\": %u, \"global_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, "
                "\"local_mem_bytes\": %llu, \"max_work_group_size\": %zu, \"fp16\": %s, "
                "\"fp64\": %s, \"subgroups\": %s, \"nv_attributes\": %s, \"amd_attributes\": %s, "
                "\"intel_attributes\": %s",
-               type_name(x->type), x->unified_memory ? "true" : "false", x->compute_units,
+               tool_device_type(x->type), x->unified_memory ? "true" : "false", x->compute_units,
                x->clock_mhz, (unsigned long long)x->global_mem_bytes,
                (unsigned long long)x->max_alloc_bytes, (unsigned long long)x->local_mem_bytes,
                x->max_work_group_size, x->has_fp16 ? "true" : "false",
@@ -93,14 +64,14 @@ static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info
                x->has_nv_attributes ? "true" : "false", x->has_amd_attributes ? "true" : "false",
                x->has_intel_attributes ? "true" : "false");
         printf(", \"validated\": ");
-        json_string(validation_of(x));
+        tool_json_string(stdout, validation_of(x));
         const char *backend;
         char tuning[1800];
         gemm_status(x, &backend, tuning, sizeof(tuning));
         printf(", \"gemm_backend\": ");
-        json_string(backend);
+        tool_json_string(stdout, backend);
         printf(", \"clblast_gemm_tuning\": ");
-        json_string(tuning);
+        tool_json_string(stdout, tuning);
         printf("}");
     }
     printf("\n  ]\n}\n");
@@ -118,8 +89,9 @@ static void print_text(const pfx_device_info *d, size_t n, const pfx_device_info
                x->device_name);
         printf("      platform          : %s\n", x->platform_name);
         printf("      vendor            : %s\n", x->vendor);
-        printf("      type              : %s%s\n", type_name(x->type),
-               x->type == PFX_DEVICE_GPU ? (x->unified_memory ? " (integrated)" : " (discrete)") : "");
+        printf("      type              : %s%s\n", tool_device_type(x->type),
+               x->type == PFX_DEVICE_GPU ? (x->unified_memory ? " (integrated)" : " (discrete)")
+                                         : "");
         printf("      driver            : %s\n", x->driver_version);
         printf("      version           : %s / %s\n", x->device_version, x->opencl_c_version);
         printf("      compute units     : %u @ %u MHz\n", x->compute_units, x->clock_mhz);

@@ -1,5 +1,5 @@
 /* prefixcl gemm-tune [--device SEL] [--time-limit S] [--seed N] [--quiet]:
- * tunes CLBlast's GEMM kernels for one device (src/ops/gemm_tune.h) and
+ * tunes CLBlast's GEMM kernels for one device (prefixcl/gemm_tune.h) and
  * stores the winner in the kernel cache folder, where every later runtime on
  * that device and driver applies it. */
 #include <stdio.h>
@@ -9,7 +9,7 @@
 
 #include "cli.h"
 #include "commands.h"
-#include "gemm_tune.h"
+#include "prefixcl/prefixcl.h"
 
 static int usage(FILE *out)
 {
@@ -115,10 +115,10 @@ int cmd_gemm_tune(int argc, char **argv)
            rep.untuned_gflops > 0 ? rep.tuned_gflops / rep.untuned_gflops : 0.0);
     printf("Xgemm    :");
     for (int i = 0; i < PFX_XGEMM_PARAMS; i++)
-        printf(" %s=%zu", pfx_xgemm_names[i], t->xgemm[i]);
+        printf(" %s=%zu", pfx_gemm_param_name(false, (size_t)i), t->xgemm[i]);
     printf("\nDirect   :");
     for (int i = 0; i < PFX_XGEMM_DIRECT_PARAMS; i++)
-        printf(" %s=%zu", pfx_xgemm_direct_names[i], t->direct[i]);
+        printf(" %s=%zu", pfx_gemm_param_name(true, (size_t)i), t->direct[i]);
     printf("\nthreshold: XGEMM_MIN_INDIRECT_SIZE=%zu\n", t->min_indirect);
     printf("stored   : %s\n", rep.path);
     pfx_runtime_destroy(&rt);

@@ -8,24 +8,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention_tuning.h"
 #include "commands.h"
-#include "program.h"
-#include "registry.h"
+#include "prefixcl/prefixcl.h"
 
-#define MAX_CONFIGS 256
-
-static int build_one(pfx_runtime *rt, const pfx_program_config *c, const char *vendor)
+/* Every configuration of the families (rt NULL) or of rt's device; NULL
+ * with the library's message printed on failure. */
+static pfx_kernel_config *list_configs(pfx_runtime *rt, size_t *count)
 {
-    char *source = pfx_kernel_source(c->program);
-    cl_program program;
-    pfx_status st = source ? pfx_program_get_source(rt, c->program, source, c->options, &program)
-                           : PFX_ERROR_BUILD_FAILED;
-    free(source);
-    printf("%s\t%s\t%s\t%s\n", c->program, vendor, c->options, st == PFX_SUCCESS ? "ok" : "FAILED");
-    if (st != PFX_SUCCESS)
-        fprintf(stderr, "%s\n", pfx_last_error(rt));
-    return st != PFX_SUCCESS;
+    size_t n = 0;
+    pfx_status st =
+        rt ? pfx_runtime_kernel_configs(rt, NULL, 0, &n) : pfx_kernel_configs(NULL, 0, &n);
+    pfx_kernel_config *c = st == PFX_SUCCESS ? calloc(n ? n : 1, sizeof(*c)) : NULL;
+    if (c && (rt ? pfx_runtime_kernel_configs(rt, c, n, &n) : pfx_kernel_configs(c, n, &n)) ==
+                 PFX_SUCCESS) {
+        *count = n;
+        return c;
+    }
+    fprintf(stderr, "prefixcl: %s\n",
+            c || st != PFX_SUCCESS ? pfx_last_error(rt) : "out of memory");
+    free(c);
+    return NULL;
+}
+
+static int build_list(pfx_runtime *rt, const pfx_kernel_config *c, size_t n)
+{
+    int failures = 0;
+    for (size_t i = 0; i < n; i++) {
+        pfx_status st = pfx_kernel_config_build(rt, &c[i]);
+        printf("%s\t%s\t%s\t%s\n", c[i].program, c[i].vendor, c[i].options,
+               st == PFX_SUCCESS ? "ok" : "FAILED");
+        if (st != PFX_SUCCESS) {
+            fprintf(stderr, "%s\n", pfx_last_error(rt));
+            failures++;
+        }
+    }
+    return failures;
 }
 
 static int build_all(void)
@@ -36,17 +53,13 @@ static int build_all(void)
         return 1;
     }
     int failures = 0;
-    pfx_program_config configs[MAX_CONFIGS];
-    for (size_t v = 0; v < PFX_VENDOR_FAMILIES; v++) {
-        pfx_vendor vendor = pfx_vendor_families[v];
-        size_t n = pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), configs,
-                                       MAX_CONFIGS);
-        for (size_t i = 0; i < n && i < MAX_CONFIGS; i++)
-            failures += build_one(rt, &configs[i], pfx_vendor_name(vendor));
-    }
-    size_t n = pfx_runtime_configs(rt, configs, MAX_CONFIGS);
-    for (size_t i = 0; i < n && i < MAX_CONFIGS; i++)
-        failures += build_one(rt, &configs[i], "device");
+    size_t n;
+    pfx_kernel_config *c = list_configs(NULL, &n);
+    failures += c ? build_list(rt, c, n) : 1;
+    free(c);
+    c = list_configs(rt, &n);
+    failures += c ? build_list(rt, c, n) : 1;
+    free(c);
     pfx_runtime_destroy(&rt);
     return failures ? 1 : 0;
 }
@@ -54,17 +67,14 @@ static int build_all(void)
 /* The override a runtime created now would use ('#' lines). */
 static int print_override(void)
 {
-    char cache_dir[1024];
-    pfx_attn_override o;
-    if (pfx_cache_dir_resolve(NULL, false, cache_dir, sizeof(cache_dir)) != PFX_SUCCESS)
-        cache_dir[0] = '\0';
-    if (pfx_attn_override_load(NULL, NULL, cache_dir, &o) != PFX_SUCCESS) {
+    pfx_kernel_tuning_override o;
+    if (pfx_kernel_tuning_override_get(&o) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl: %s\n", pfx_last_error(NULL));
         return 1;
     }
-    if (!o.count) {
+    if (!o.present) {
         printf("# kernel tuning override: none ($PREFIXCL_TUNING unset, no %s/tuning.txt)\n",
-               cache_dir[0] ? cache_dir : "<cache>");
+               o.cache_dir[0] ? o.cache_dir : "<cache>");
         return 0;
     }
     printf("# kernel tuning override (%s), applied on top of the entries below:\n", o.source);
@@ -86,19 +96,16 @@ int cmd_kernel_configs(int argc, char **argv)
     }
     if (print_override())
         return 1;
-    pfx_program_config configs[MAX_CONFIGS];
-    for (size_t v = 0; v < PFX_VENDOR_FAMILIES; v++) {
-        pfx_vendor vendor = pfx_vendor_families[v];
-        const char *entry;
-        pfx_attn_tuning_lookup(vendor, NULL, &entry);
-        printf("# %s: tuning database entry %s, %llu bytes of local memory assumed\n",
-               pfx_vendor_name(vendor), entry,
-               (unsigned long long)pfx_vendor_typical_local_mem(vendor));
-        size_t n = pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), configs,
-                                       MAX_CONFIGS);
-        for (size_t i = 0; i < n && i < MAX_CONFIGS; i++)
-            printf("%s\t%s\t%s\n", configs[i].program, pfx_vendor_name(vendor),
-                   configs[i].options);
+    size_t n;
+    pfx_kernel_config *c = list_configs(NULL, &n);
+    if (!c)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || strcmp(c[i].vendor, c[i - 1].vendor))
+            printf("# %s: tuning database entry %s, %llu bytes of local memory assumed\n",
+                   c[i].vendor, c[i].tuning_entry, (unsigned long long)c[i].local_mem_bytes);
+        printf("%s\t%s\t%s\n", c[i].program, c[i].vendor, c[i].options);
     }
+    free(c);
     return 0;
 }

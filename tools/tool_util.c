@@ -81,3 +81,39 @@ int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P
     }
     return fclose(f) == 0 ? 0 : -1;
 }
+
+int tool_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double tool_median(double *x, size_t n)
+{
+    qsort(x, n, sizeof(double), tool_cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+const char *tool_device_type(pfx_device_type type)
+{
+    switch (type) {
+    case PFX_DEVICE_CPU: return "cpu";
+    case PFX_DEVICE_GPU: return "gpu";
+    case PFX_DEVICE_ACCELERATOR: return "accelerator";
+    default: return "other";
+    }
+}
+
+void tool_json_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else if (*c < 0x20)
+            fprintf(out, "\\u%04x", *c);
+        else
+            fputc(*c, out);
+    }
+    fputc('"', out);
+}

@@ -1,9 +1,11 @@
 /* Helpers the tool's commands share: seeded random numbers and tensors, the
- * runtime of a command, a monotonic and the process clock. One copy each (tool_util.c); option values: cli.h. */
+ * runtime of a command, a monotonic and the process clock, the median of
+ * timings. One copy each (tool_util.c); option values: cli.h. */
 #ifndef PFX_TOOLS_TOOL_UTIL_H
 #define PFX_TOOLS_TOOL_UTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "prefixcl/prefixcl.h"
 
@@ -31,5 +33,17 @@ double tool_now_s(void);
  * on a CPU device shared with other jobs measures the work where wall time
  * measures the contention too. */
 double tool_cpu_s(void);
+
+/* "cpu", "gpu", "accelerator" or "other". */
+const char *tool_device_type(pfx_device_type type);
+
+/* s as a JSON string, quotes and escapes included. */
+void tool_json_string(FILE *out, const char *s);
+
+/* qsort's order of doubles (ascending). */
+int tool_cmp_double(const void *a, const void *b);
+/* The median of x[0, n) (n > 0; the mean of the middle two for even n),
+ * sorting x in place. */
+double tool_median(double *x, size_t n);
 
 #endif

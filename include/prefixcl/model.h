@@ -176,6 +176,26 @@ PFX_API pfx_status pfx_model_attention_probs(pfx_model *model, const pfx_model_b
                                              const pfx_model_prefix *prefix, size_t item, size_t layer,
                                              size_t head, pfx_tensor *probs);
 
+/* Where the time of the model's calls goes: while profiling is on, each
+ * product, attention call and loss chunk is bracketed by pfx_runtime_finish
+ * and its wall time added to its part (serializing the queue costs a
+ * little). */
+typedef enum pfx_model_part {
+    PFX_MODEL_PART_GEMM = 0, /* the blocks' dense products */
+    PFX_MODEL_PART_HEAD,     /* the LM head's products (forward and backward) */
+    PFX_MODEL_PART_ATTN_FWD,
+    PFX_MODEL_PART_ATTN_BWD,
+    PFX_MODEL_PART_LOSS, /* the fused cross-entropy */
+    PFX_MODEL_PART_COUNT
+} pfx_model_part;
+
+/* Switches profiling on (clearing the times) or off. */
+PFX_API pfx_status pfx_model_profile_enable(pfx_model *model, bool on);
+
+/* The wall ms of each part since profiling was last switched on, into
+ * ms[0, PFX_MODEL_PART_COUNT) (count at least that). */
+PFX_API pfx_status pfx_model_profile_read(const pfx_model *model, double *ms, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

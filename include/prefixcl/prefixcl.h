@@ -15,6 +15,7 @@
 #include "prefixcl/layer.h"
 #include "prefixcl/model.h"
 #include "prefixcl/matmul.h"
+#include "prefixcl/gemm_tune.h"
 #include "prefixcl/profile.h"
 #include "prefixcl/generate.h"
 

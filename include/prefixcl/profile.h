@@ -76,12 +76,15 @@ PFX_API pfx_status pfx_peak_enqueue(pfx_runtime *rt, pfx_peak_kernel kernel, siz
                                     size_t local, const pfx_tensor *in, pfx_tensor *out,
                                     pfx_event **event);
 
-#define PFX_KERNEL_OPTIONS_MAX 256
+#define PFX_KERNEL_OPTIONS_MAX 384
 
 typedef struct pfx_kernel_config {
     char program[32];                     /* cl/<program>.cl */
-    char vendor[16];                      /* "nvidia", "amd", "intel", "cpu" or "other" */
+    char vendor[16];                      /* "nvidia", "amd", "intel", "cpu", "other"; "device" */
     char options[PFX_KERNEL_OPTIONS_MAX]; /* -D options; "" when none */
+    char tuning_entry[128];               /* the attention tuning database entry the tiles come
+                                             from: "nvidia/default/default" */
+    uint64_t local_mem_bytes;             /* local memory the tiles were fitted to */
 } pfx_kernel_config;
 
 /* Every configuration of every vendor family (in the order nvidia, amd,
@@ -89,6 +92,27 @@ typedef struct pfx_kernel_config {
  * have). Fills up to capacity entries of out (out may be NULL when capacity
  * is 0) and sets *count to the number there are in all. */
 PFX_API pfx_status pfx_kernel_configs(pfx_kernel_config *out, size_t capacity, size_t *count);
+
+/* What rt itself builds (what pfx_runtime_warm_up compiles): the
+ * configurations of its device's database entry, with rt's kernel tuning
+ * override applied and tiles the device cannot hold left out; vendor
+ * "device". Fills out as pfx_kernel_configs does. */
+PFX_API pfx_status pfx_runtime_kernel_configs(pfx_runtime *rt, pfx_kernel_config *out,
+                                              size_t capacity, size_t *count);
+
+/* The kernel tuning override a runtime created now with default parameters
+ * would apply: $PREFIXCL_TUNING if set, else tuning.txt in the default
+ * kernel cache folder. */
+typedef struct pfx_kernel_tuning_override {
+    bool present;
+    char source[1100];    /* "$PREFIXCL_TUNING" or the file's path; "" when none */
+    char text[1024];      /* normalized: one line per override, options spelled out */
+    char cache_dir[1024]; /* the folder looked in; "" when caching is off */
+} pfx_kernel_tuning_override;
+
+/* PFX_ERROR_INVALID_ARGUMENT (message for the thread) when the override
+ * there does not parse. */
+PFX_API pfx_status pfx_kernel_tuning_override_get(pfx_kernel_tuning_override *out);
 
 /* Builds one configuration on rt's device, through the kernel cache.
  * PFX_ERROR_INVALID_ARGUMENT for a program that does not exist,

@@ -215,13 +215,12 @@ pfx_status pfx_peft_load_prefixes(pfx_runtime *rt, const char *dir, size_t kv_he
     }
     if (info.ndim != 2 || info.shape[0] != p || info.shape[1] != width) {
         char shape[128];
-        size_t used = 0;
-        shape[0] = 0;
-        for (unsigned k = 0; k < info.ndim && used < sizeof(shape); k++)
-            used += (size_t)snprintf(shape + used, sizeof(shape) - used, "%s%zu", k ? ", " : "", info.shape[k]);
+        pfx_shape_text(shape, sizeof(shape), info.ndim, info.shape);
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                       "%s: " EMBEDDINGS " has shape [%s]; the config asks for [num_virtual_tokens=%zu, "
-                       "num_layers*2*token_dim=%zu]", path, shape, p, width);
+                       "%s: " EMBEDDINGS
+                       " has shape %s; the config asks for [num_virtual_tokens=%zu, "
+                       "num_layers*2*token_dim=%zu]",
+                       path, shape, p, width);
         goto out;
     }
     size_t per = hkv * p * d;

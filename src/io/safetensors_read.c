@@ -60,15 +60,6 @@ void pfx_safetensors_close(pfx_safetensors **f)
     *f = NULL;
 }
 
-static char *dup_string(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 /* Names in messages: at most 200 bytes. */
 static int cmp_entry_offset(const void *a, const void *b)
 {
@@ -186,8 +177,8 @@ static pfx_status parse_metadata(pfx_runtime *rt, const char *label, const cJSON
             return pfx_error(rt, PFX_ERROR_FORMAT, "%s: __metadata__ value of " NAME_FMT " is not a string",
                              label, c->string);
         size_t i = s->meta_count;
-        s->meta_keys[i] = dup_string(c->string);
-        s->meta_values[i] = dup_string(c->valuestring);
+        s->meta_keys[i] = strdup(c->string);
+        s->meta_values[i] = strdup(c->valuestring);
         s->meta_count++;
         if (!s->meta_keys[i] || !s->meta_values[i])
             return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory for metadata", label);
@@ -275,7 +266,7 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
         st_entry *e = &s->entries[s->count];
         if ((st = parse_entry(rt, label, c, s->data_size, e)) != PFX_SUCCESS)
             goto out;
-        if (!(e->name = dup_string(c->string))) {
+        if (!(e->name = strdup(c->string))) {
             st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory for names", label);
             goto out;
         }

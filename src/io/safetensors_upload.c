@@ -31,15 +31,6 @@ static pfx_status upload(pfx_runtime *rt, const pfx_safetensors *f, size_t index
     return st;
 }
 
-static void format_shape(char *buf, size_t cap, unsigned ndim, const size_t *shape)
-{
-    size_t used = (size_t)snprintf(buf, cap, "[");
-    for (unsigned i = 0; i < ndim && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i ? ", " : "", shape[i]);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "]");
-}
-
 pfx_status pfx_safetensors_load_tensor(pfx_runtime *rt, const pfx_safetensors *f, const char *name,
                                        pfx_tensor *dst)
 {
@@ -63,8 +54,8 @@ pfx_status pfx_safetensors_load_tensor(pfx_runtime *rt, const pfx_safetensors *f
         same = true;
     if (!same) {
         char a[160], b[160];
-        format_shape(a, sizeof(a), e->ndim, e->shape);
-        format_shape(b, sizeof(b), dst->ndim, dst->shape);
+        pfx_shape_text(a, sizeof(a), e->ndim, e->shape);
+        pfx_shape_text(b, sizeof(b), dst->ndim, dst->shape);
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "tensor " NAME_FMT " has shape %s in the file, dst has %s",
                          name, a, b);
     }

@@ -35,15 +35,6 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
                               pfx_st_index **out)
 {
@@ -100,13 +91,13 @@ pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t 
         while (s < x->shard_count && strcmp(x->shards[s], e->valuestring) != 0)
             s++;
         if (s == x->shard_count) {
-            if (!(x->shards[s] = dup_str(e->valuestring))) {
+            if (!(x->shards[s] = strdup(e->valuestring))) {
                 st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
                 goto out;
             }
             x->shard_count++;
         }
-        if (!(x->names[x->count] = dup_str(e->string))) {
+        if (!(x->names[x->count] = strdup(e->string))) {
             st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
             goto out;
         }

@@ -20,17 +20,7 @@
 static pfx_status launch_1d(pfx_runtime *rt, const char *kernel_name, const char *what, size_t n,
                             size_t nargs, const pfx_arg *args)
 {
-    cl_kernel kernel;
-    pfx_status st = pfx_kernel_get(rt, LAYER_PROGRAM, LAYER_OPTIONS, kernel_name, &kernel);
-    if (st != PFX_SUCCESS)
-        return st;
-    size_t local = 64, groups = (n + local - 1) / local;
-    if (groups > 4096)
-        groups = 4096; /* grid-stride loops cover the rest */
-    if (groups == 0)
-        groups = 1;
-    size_t global = groups * local;
-    return pfx_launch(rt, kernel, what, 1, &global, &local, nargs, args);
+    return pfx_launch_1d(rt, LAYER_PROGRAM, LAYER_OPTIONS, kernel_name, what, n, nargs, args);
 }
 
 /* out = src (or 0) + bias (broadcast over rows). */

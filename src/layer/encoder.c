@@ -368,15 +368,8 @@ static bool same_storage(const pfx_tensor *a, const pfx_tensor *b)
 static pfx_status launch_1d(pfx_encoder *enc, const char *kernel_name, const char *what,
                             size_t n, size_t nargs, const pfx_arg *args)
 {
-    cl_kernel kernel;
-    pfx_status st = pfx_kernel_get(enc->rt, ENCODER_PROGRAM, ENCODER_OPTIONS, kernel_name, &kernel);
-    if (st != PFX_SUCCESS)
-        return st;
-    size_t local = 64, groups = (n + local - 1) / local;
-    if (groups > 4096)
-        groups = 4096; /* grid-stride loop covers the rest */
-    size_t global = groups * local;
-    return pfx_launch(enc->rt, kernel, what, 1, &global, &local, nargs, args);
+    return pfx_launch_1d(enc->rt, ENCODER_PROGRAM, ENCODER_OPTIONS, kernel_name, what, n, nargs,
+                         args);
 }
 
 /* T = tanh(E W1^T + b1) into enc->t. */

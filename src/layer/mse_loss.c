@@ -35,7 +35,7 @@ pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_te
         return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grad is the same tensor as %s", fn,
                          grad->mem == pred->mem ? "pred" : "target");
     const size_t n = pred->numel;
-    size_t groups = (n + MSE_LOCAL - 1) / MSE_LOCAL;
+    size_t groups = pfx_ceil_div(n, MSE_LOCAL);
     if (groups > MSE_GROUPS_MAX)
         groups = MSE_GROUPS_MAX;
     cl_mem partial = NULL;

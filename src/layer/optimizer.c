@@ -224,19 +224,9 @@ static bool same_shape(const pfx_tensor *a, const pfx_tensor *b)
     return true;
 }
 
-static void shape_text(const pfx_tensor *t, char *buf, size_t cap)
-{
-    size_t n = 0;
-    n += (size_t)snprintf(buf + n, cap - n, "[");
-    for (unsigned i = 0; i < t->ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, i ? ", %zu" : "%zu", t->shape[i]);
-    if (n < cap)
-        snprintf(buf + n, cap - n, "]");
-}
-
 static size_t sumsq_groups(size_t numel)
 {
-    size_t g = (numel + OPT_WG - 1) / OPT_WG;
+    size_t g = pfx_ceil_div(numel, OPT_WG);
     return g > OPT_MAX_GROUPS ? OPT_MAX_GROUPS : g;
 }
 
@@ -278,8 +268,8 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
                          name);
     if (!same_shape(param, grad)) {
         char ps[96], gs[96];
-        shape_text(param, ps, sizeof(ps));
-        shape_text(grad, gs, sizeof(gs));
+        pfx_shape_text(ps, sizeof(ps), param->ndim, param->shape);
+        pfx_shape_text(gs, sizeof(gs), grad->ndim, grad->shape);
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
                          "optimizer_add_param '%s': grad shape %s differs from param shape %s", name, gs,
                          ps);
@@ -417,7 +407,7 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         float decay = (float)(1.0 - lr * (double)g->weight_decay);
         float step_size = (float)(lr / bc1);
         float inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-        size_t local = OPT_UPDATE_WG, groups = (it->param->numel + local - 1) / local;
+        size_t local = OPT_UPDATE_WG, groups = pfx_ceil_div(it->param->numel, local);
         if (groups > OPT_UPDATE_GROUPS)
             groups = OPT_UPDATE_GROUPS;
         size_t global = groups * local;

@@ -11,9 +11,27 @@
 
 #include "model_internal.h"
 
-pfx_model_profile *pfx_model_profiling(pfx_model *m)
+pfx_status pfx_model_profile_enable(pfx_model *model, bool on)
 {
-    return m ? &m->prof : NULL;
+    if (!model)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_model_profile_enable: model is NULL");
+    if (on)
+        memset(model->prof.ms, 0, sizeof(model->prof.ms));
+    model->prof.on = on;
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_model_profile_read(const pfx_model *model, double *ms, size_t count)
+{
+    if (!model || !ms)
+        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "pfx_model_profile_read: %s is NULL", !model ? "model" : "ms");
+    if (count < PFX_MODEL_PART_COUNT)
+        return pfx_error(model->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_model_profile_read: count %zu is below PFX_MODEL_PART_COUNT (%d)",
+                         count, (int)PFX_MODEL_PART_COUNT);
+    memcpy(ms, model->prof.ms, sizeof(model->prof.ms));
+    return PFX_SUCCESS;
 }
 
 static double prof_begin(pfx_model *m)
@@ -26,7 +44,7 @@ static double prof_begin(pfx_model *m)
     return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-static pfx_status prof_end(pfx_model *m, pfx_prof_cat cat, double t0, pfx_status st)
+static pfx_status prof_end(pfx_model *m, pfx_model_part cat, double t0, pfx_status st)
 {
     if (m->prof.on) {
         pfx_runtime_finish(m->rt);
@@ -145,7 +163,7 @@ static pfx_status lin_fwd(pfx_model *m, const char *what, const lin *f, size_t r
     pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->out, f->in, 1.0f,
                                     PFX_GEMM_OP(x->mem, x0 * f->in, f->in), f->w, f->trans, beta,
                                     PFX_GEMM_OP(y->mem, y0 * f->out, f->out), m->ws[WS_CONV]);
-    st = prof_end(m, f->head ? PFX_PROF_HEAD : PFX_PROF_GEMM, t0, st);
+    st = prof_end(m, f->head ? PFX_MODEL_PART_HEAD : PFX_MODEL_PART_GEMM, t0, st);
     if (st == PFX_SUCCESS && bias && f->has_b)
         st = pfx_op_bias_add(m->rt, pfx_mat_of(y, y0 * f->out, rows, f->out, f->out), f->b);
     return st;
@@ -159,7 +177,7 @@ static pfx_status lin_bwd(pfx_model *m, const char *what, const lin *f, size_t r
     pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->in, f->out, 1.0f,
                                     PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out), f->w, !f->trans, beta,
                                     PFX_GEMM_OP(dx->mem, dx0 * f->in, f->in), m->ws[WS_CONV]);
-    return prof_end(m, f->head ? PFX_PROF_HEAD : PFX_PROF_GEMM, t0, st);
+    return prof_end(m, f->head ? PFX_MODEL_PART_HEAD : PFX_MODEL_PART_GEMM, t0, st);
 }
 
 static pfx_status copy_rows(pfx_model *m, const char *what, const pfx_tensor *src, const pfx_tensor *dst,
@@ -332,7 +350,8 @@ static pfx_status block_forward(pfx_model *m, size_t l, const call *c, bool outp
     pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
                                 c->P ? c->pre.values[l] : NULL };
     double t0 = prof_begin(m);
-    st = prof_end(m, PFX_PROF_ATTN_FWD, t0, pfx_attention_forward(rt, &d, &in, &av.o, &av.lse));
+    st = prof_end(m, PFX_MODEL_PART_ATTN_FWD, t0,
+                  pfx_attention_forward(rt, &d, &in, &av.o, &av.lse));
     if (st != PFX_SUCCESS)
         return st;
     return pfx_model_block_mlp(m, l, R, output);
@@ -393,7 +412,8 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
     }
     if (ag.dq || ag.dprefix_k || ag.dprefix_v || ag.dgain) {
         double t0 = prof_begin(m);
-        st = prof_end(m, PFX_PROF_ATTN_BWD, t0, pfx_attention_backward(rt, &d, &in, &av.o, &av.lse, &av.d_o, &ag));
+        st = prof_end(m, PFX_MODEL_PART_ATTN_BWD, t0,
+                      pfx_attention_backward(rt, &d, &in, &av.o, &av.lse, &av.d_o, &ag));
         if (st != PFX_SUCCESS)
             return st;
     }
@@ -730,9 +750,9 @@ static pfx_status head_loss(pfx_model *m, const call *c, bool grad, double *loss
         if ((st = lin_fwd(m, "model: lm_head", &head, rows, m->ws[WS_LN], r0, m->ws[WS_LOGITS], 0, 0.0f, false)))
             break;
         double t0 = prof_begin(m);
-        st = prof_end(m, PFX_PROF_LOSS, t0,
-                      pfx_op_cross_entropy(m->rt, PFX_MAT(m->ws[WS_LOGITS], rows, V), m->labels, r0, c->counted,
-                                           grad, &rl));
+        st = prof_end(m, PFX_MODEL_PART_LOSS, t0,
+                      pfx_op_cross_entropy(m->rt, PFX_MAT(m->ws[WS_LOGITS], rows, V), m->labels, r0,
+                                           c->counted, grad, &rl));
         if (st != PFX_SUCCESS)
             break;
         if (grad)

@@ -102,25 +102,11 @@ enum {
     WS_COUNT
 };
 
-/* Where the time of a call goes (bench_model): with `on`, each product,
- * attention call and loss chunk is bracketed by pfx_runtime_finish and its
- * wall time added to its category (serializing the queue costs a little). */
-typedef enum pfx_prof_cat {
-    PFX_PROF_GEMM = 0,   /* the blocks' dense products */
-    PFX_PROF_HEAD,       /* the LM head's products (forward and backward) */
-    PFX_PROF_ATTN_FWD,
-    PFX_PROF_ATTN_BWD,
-    PFX_PROF_LOSS,       /* the fused cross-entropy */
-    PFX_PROF_COUNT
-} pfx_prof_cat;
-
+/* The per-part times of prefixcl/model.h's profile. */
 typedef struct pfx_model_profile {
     bool on;
-    double ms[PFX_PROF_COUNT];
+    double ms[PFX_MODEL_PART_COUNT];
 } pfx_model_profile;
-
-/* The model's profile (to switch on, read and clear). */
-pfx_model_profile *pfx_model_profiling(pfx_model *m);
 
 struct pfx_model {
     pfx_runtime *rt;

@@ -9,11 +9,6 @@
 
 #define OP "attention_backward"
 
-static size_t ceil_div(size_t a, size_t b)
-{
-    return (a + b - 1) / b;
-}
-
 static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
                            const pfx_attention_inputs *in, const pfx_tensor *o,
                            const pfx_tensor *lse, const pfx_tensor *d_o,
@@ -124,7 +119,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     bool want_kv = g->dk || g->dv;
     bool want_gain = g->dgain || g->ddim_gain;
     bool want_q = g->dq || want_gain;
-    size_t ntq = ceil_div(p->N, tiles->block_m);
+    size_t ntq = pfx_ceil_div(p->N, tiles->block_m);
 
     if ((st = pfx_attn_params_upload(rt, p, &w->params)))
         return st;
@@ -158,7 +153,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
 
     /* Delta */
     {
-        size_t local = 64, global = ceil_div(p->B * p->H * p->N, local) * local;
+        size_t local = 64, global = pfx_ceil_div(p->B * p->H * p->N, local) * local;
         pfx_arg args[] = { PFX_ARG(B), PFX_ARG(H), PFX_ARG(N), PFX_ARG(D), PFX_ARG(om),
                            PFX_ARG(o_half), PFX_ARG(dom), PFX_ARG(do_half), PFX_ARG(p->o.batch),
                            PFX_ARG(p->o.head), PFX_ARG(p->o.row), PFX_ARG(w->delta) };
@@ -168,8 +163,8 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     }
 
     if (want_kv || want_prefix) {
-        cl_int prefix_tiles = (cl_int)ceil_div(p->P, tiles->block_n);
-        cl_int input_tiles = (cl_int)ceil_div(p->M, tiles->block_n);
+        cl_int prefix_tiles = (cl_int)pfx_ceil_div(p->P, tiles->block_n);
+        cl_int input_tiles = (cl_int)pfx_ceil_div(p->M, tiles->block_n);
         cl_int tile_offset = want_prefix ? 0 : prefix_tiles;
         size_t count = (size_t)(want_kv ? prefix_tiles + input_tiles : prefix_tiles) -
                        (size_t)tile_offset;
@@ -202,7 +197,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
         size_t entries = p->bank_entries ? p->bank_entries : 1;
         cl_ulong total = per_entry * entries;
         cl_int bank = p->bank_entries != 0;
-        size_t local = 64, global = ceil_div((size_t)total, local) * local;
+        size_t local = 64, global = pfx_ceil_div((size_t)total, local) * local;
         const struct { cl_mem part, out; } pv_pairs[2] = { { w->dpk_part, dpk },
                                                            { w->dpv_part, dpv } };
         for (int i = 0; i < 2; i++) {

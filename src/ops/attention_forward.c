@@ -13,11 +13,6 @@ typedef struct fwd_dims {
     cl_int B, H, Hkv, N, M, P, D, group, R;
 } fwd_dims;
 
-static size_t ceil_div(size_t a, size_t b)
-{
-    return (a + b - 1) / b;
-}
-
 pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc,
                                  const pfx_attention_inputs *in, pfx_tensor *o, pfx_tensor *lse)
 {
@@ -59,7 +54,7 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
     if ((st = pfx_kernel_get(rt, "attention_fwd", options, "pfx_attn_fwd", &kernel)))
         goto done;
 
-    const size_t row_tiles = ceil_div(R, t.block_m);
+    const size_t row_tiles = pfx_ceil_div(R, t.block_m);
     size_t keys_per_split;
     const size_t splits = pfx_attn_fwd_splits(pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL),
                                               rt->info.compute_units, &t, p.B, p.Hkv,
@@ -115,7 +110,7 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
                 PFX_ARG(splits_i), PFX_ARG(p.o.batch), PFX_ARG(p.o.head), PFX_ARG(p.o.row),
             };
             size_t mlocal[2] = { 32, 4 };
-            size_t mglobal[2] = { ceil_div(p.D, 32) * 32, ceil_div(rows_total, 4) * 4 };
+            size_t mglobal[2] = { pfx_ceil_div(p.D, 32) * 32, pfx_ceil_div(rows_total, 4) * 4 };
             st = pfx_launch(rt, merge, OP " (split-K merge)", 2, mglobal, mlocal,
                             sizeof(margs) / sizeof(margs[0]), margs);
         }

@@ -86,15 +86,6 @@ static unsigned expected_shape(const pfx_attn_problem *p, pfx_attn_role role, pf
     return 0;
 }
 
-static void format_shape(char *buf, size_t cap, unsigned ndim, const size_t *shape)
-{
-    size_t used = (size_t)snprintf(buf, cap, "[");
-    for (unsigned i = 0; i < ndim && used < cap; i++)
-        used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i ? ", " : "", shape[i]);
-    if (used < cap)
-        snprintf(buf + used, cap - used, "]");
-}
-
 static pfx_status check_shape(pfx_runtime *rt, const char *op, const pfx_attn_problem *p,
                               const pfx_tensor *t, const char *name, pfx_attn_role role,
                               pfx_layout layout, bool f32_only)
@@ -113,8 +104,8 @@ static pfx_status check_shape(pfx_runtime *rt, const char *op, const pfx_attn_pr
         same = want[i] == t->shape[i];
     if (!same) {
         char got_s[96], want_s[96];
-        format_shape(got_s, sizeof(got_s), t->ndim, t->shape);
-        format_shape(want_s, sizeof(want_s), ndim, want);
+        pfx_shape_text(got_s, sizeof(got_s), t->ndim, t->shape);
+        pfx_shape_text(want_s, sizeof(want_s), ndim, want);
         const char *layout_text = role == PFX_ATTN_LIKE_KV ? layout_dims(layout, true)
                                   : role <= PFX_ATTN_LIKE_O ? layout_dims(layout, false)
                                                             : "";
@@ -371,7 +362,7 @@ static pfx_status gain_scales(pfx_runtime *rt, const pfx_attn_problem *p, cl_mem
     float ramp = p->gain_ramp, scale = p->scale;
     pfx_arg args[] = { PFX_ARG(p->gain_dev->mem), PFX_ARG(heads), PFX_ARG(mode), PFX_ARG(ramp),
                        PFX_ARG(scale), PFX_ARG(head), PFX_ARG(dscale) };
-    size_t local = 64, global = (p->H + local - 1) / local * local;
+    size_t local = 64, global = pfx_ceil_div(p->H, local) * local;
     return pfx_launch(rt, kernel, "attention: gains from desc.gain_tensor", 1, &global, &local,
                       sizeof(args) / sizeof(args[0]), args);
 }

@@ -21,13 +21,6 @@
 #define STATS_REDUCE_WG 64 /* PFX_REDUCE_WG default of the program */
 #define STATS_TOPK_MAX 32
 
-/* Options of the program (registered in registry.c; no tunables yet). */
-static const char *stats_options(const pfx_runtime *rt)
-{
-    (void)rt;
-    return "";
-}
-
 /* Kernel arguments common to the row kernels (values must outlive the launch). */
 typedef struct row_args {
     cl_uint B, H, group, N, M, P, D;
@@ -109,11 +102,6 @@ static pfx_status check_limits(pfx_runtime *rt, const char *op, const pfx_attn_p
     return PFX_SUCCESS;
 }
 
-static size_t round_up(size_t x, size_t m)
-{
-    return (x + m - 1) / m * m;
-}
-
 pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
                                const pfx_attention_inputs *in, unsigned top_k,
                                pfx_tensor *entropy, pfx_tensor *topk_mass,
@@ -164,7 +152,7 @@ pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
         goto done;
 
     cl_kernel rows_k, reduce_k;
-    const char *options = stats_options(rt);
+    const char *options = ""; /* cl/attention_stats.cl has no tunables */
     if ((st = pfx_kernel_get(rt, STATS_PROGRAM, options, "pfx_attn_stats_rows", &rows_k)) ||
         (st = pfx_kernel_get(rt, STATS_PROGRAM, options, "pfx_attn_stats_reduce", &reduce_k)))
         goto done;
@@ -193,7 +181,7 @@ pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
     size_t local[2] = { STATS_ROW_WG, 1 };
     if (p.N < STATS_ROW_WG)
         local[0] = p.N;
-    size_t global[2] = { round_up(p.N, local[0]), p.B * p.H };
+    size_t global[2] = { pfx_ceil_div(p.N, local[0]) * local[0], p.B * p.H };
     st = pfx_launch(rt, rows_k, "pfx_attention_stats rows", 2, global, local, n, args);
 
     if (st == PFX_SUCCESS) {
@@ -251,12 +239,7 @@ pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *des
     }
     if (probs->ndim != 2 || probs->shape[0] != p.N || probs->shape[1] != p.P + p.M) {
         char got[96];
-        size_t used = (size_t)snprintf(got, sizeof(got), "[");
-        for (unsigned i = 0; i < probs->ndim && used < sizeof(got); i++)
-            used += (size_t)snprintf(got + used, sizeof(got) - used, "%s%zu", i ? ", " : "",
-                                     probs->shape[i]);
-        if (used < sizeof(got))
-            snprintf(got + used, sizeof(got) - used, "]");
+        pfx_shape_text(got, sizeof(got), probs->ndim, probs->shape);
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
                        "%s: probs has shape %s, expected [N, P + M] = [%zu, %zu]", op, got, p.N,
                        p.P + p.M);
@@ -269,7 +252,7 @@ pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *des
         goto done;
 
     cl_kernel lse_k, map_k;
-    const char *options = stats_options(rt);
+    const char *options = ""; /* cl/attention_stats.cl has no tunables */
     if ((st = pfx_kernel_get(rt, STATS_PROGRAM, options, "pfx_attn_probs_lse", &lse_k)) ||
         (st = pfx_kernel_get(rt, STATS_PROGRAM, options, "pfx_attn_probs_map", &map_k)))
         goto done;
@@ -292,13 +275,14 @@ pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *des
     args[n++] = PFX_ARG(h);
     n += row_args_fill(&a, args + n);
     args[n++] = PFX_ARG(lse);
-    size_t local = p.N < 64 ? p.N : 64, global = round_up(p.N, local);
+    size_t local = p.N < 64 ? p.N : 64, global = pfx_ceil_div(p.N, local) * local;
     st = pfx_launch(rt, lse_k, "pfx_gain_softmax_probs lse", 1, &global, &local, n, args);
     if (st == PFX_SUCCESS) {
         args[n++] = PFX_ARG(probs->mem);
         size_t cols = p.P + p.M;
         size_t local2[2] = { cols < 16 ? cols : 16, p.N < 4 ? p.N : 4 };
-        size_t global2[2] = { round_up(cols, local2[0]), round_up(p.N, local2[1]) };
+        size_t global2[2] = { pfx_ceil_div(cols, local2[0]) * local2[0],
+                              pfx_ceil_div(p.N, local2[1]) * local2[1] };
         st = pfx_launch(rt, map_k, "pfx_gain_softmax_probs map", 2, global2, local2, n, args);
     }
     pfx_attn_params_release(rt, &params);

@@ -292,30 +292,25 @@ pfx_status pfx_attn_bwd_select(pfx_runtime *rt, const char *op, size_t D, pfx_at
     return PFX_SUCCESS;
 }
 
-static size_t ceil_div(size_t a, size_t b)
-{
-    return (a + b - 1) / b;
-}
-
 size_t pfx_attn_fwd_splits(const pfx_attn_tuning *db, unsigned compute_units,
                            const pfx_attn_fwd_tiles *t, size_t batch, size_t kv_heads,
                            size_t rows_per_kv_head, size_t keys, size_t *keys_per_split)
 {
     /* Cut the key range when the row tiles alone do not fill the device;
      * each split keeps at least two key tiles. */
-    const size_t base_groups = ceil_div(rows_per_kv_head, t->block_m) * kv_heads * batch;
-    const size_t key_tiles = ceil_div(keys, t->block_n);
+    const size_t base_groups = pfx_ceil_div(rows_per_kv_head, t->block_m) * kv_heads * batch;
+    const size_t key_tiles = pfx_ceil_div(keys, t->block_n);
     const size_t target = (size_t)(compute_units ? compute_units : 1) * db->groups_per_cu;
     size_t splits = 1;
     if (base_groups < target && key_tiles >= 4) {
-        splits = ceil_div(target, base_groups);
+        splits = pfx_ceil_div(target, base_groups);
         if (splits > key_tiles / 2)
             splits = key_tiles / 2;
         if (splits > 256)
             splits = 256;
     }
-    *keys_per_split = ceil_div(key_tiles, splits) * t->block_n;
-    return ceil_div(keys, *keys_per_split);
+    *keys_per_split = pfx_ceil_div(key_tiles, splits) * t->block_n;
+    return pfx_ceil_div(keys, *keys_per_split);
 }
 
 /* ---- the registry's view ---- */

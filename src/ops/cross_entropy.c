@@ -50,9 +50,9 @@ pfx_status pfx_op_cross_entropy(pfx_runtime *rt, pfx_mat logits, const pfx_ids *
     /* one work-group per row, in slices of at most CE_GROUPS_MAX rows */
     for (base = 0; base < logits.rows; base += CE_GROUPS_MAX) {
         const size_t left = logits.rows - base;
-        st = pfx_model_launch(rt, "cross_entropy", "pfx_cross_entropy", op,
-                              left < CE_GROUPS_MAX ? left : CE_GROUPS_MAX, CE_LOCAL,
-                              sizeof(args) / sizeof(args[0]), args);
+        st = pfx_launch_groups(rt, "cross_entropy", "", "pfx_cross_entropy", op,
+                               left < CE_GROUPS_MAX ? left : CE_GROUPS_MAX, CE_LOCAL,
+                               sizeof(args) / sizeof(args[0]), args);
         if (st != PFX_SUCCESS)
             return st;
     }

@@ -25,10 +25,7 @@ pfx_status pfx_axpby(pfx_tensor *y, float alpha, const pfx_tensor *x, float beta
         return st;
     cl_ulong n = y->numel;
     cl_int x_half = x->dtype == PFX_DTYPE_F16, y_half = y->dtype == PFX_DTYPE_F16;
-    size_t local = 64, groups = (y->numel + local - 1) / local;
-    if (groups > 4096)
-        groups = 4096; /* grid-stride loop covers the rest */
-    size_t global = groups * local;
+    size_t local = 64, global = pfx_grid_groups(y->numel, local) * local;
     pfx_arg args[] = { PFX_ARG(n), PFX_ARG(alpha), PFX_ARG(x->mem), PFX_ARG(x_half),
                        PFX_ARG(beta), PFX_ARG(y->mem), PFX_ARG(y_half) };
     return pfx_launch(rt, kernel, "axpby", 1, &global, &local, sizeof(args) / sizeof(args[0]), args);

@@ -49,7 +49,7 @@ pfx_status pfx_op_embedding(pfx_runtime *rt, const pfx_ids *ids, size_t batch, s
                        PFX_ARG(pa.mem),  PFX_ARG(pa.offset), PFX_ARG(pa.ld),  PFX_ARG(pa.half),
                        PFX_ARG(has_wpe), PFX_ARG(p0),        PFX_ARG(oa.mem), PFX_ARG(oa.offset),
                        PFX_ARG(oa.ld) };
-    return pfx_model_launch(rt, "embedding", "pfx_embedding", op,
-                            pfx_grid_groups(rows * wte.cols, EMB_LOCAL), EMB_LOCAL,
-                            sizeof(args) / sizeof(args[0]), args);
+    return pfx_launch_groups(rt, "embedding", "", "pfx_embedding", op,
+                             pfx_grid_groups(rows * wte.cols, EMB_LOCAL), EMB_LOCAL,
+                             sizeof(args) / sizeof(args[0]), args);
 }

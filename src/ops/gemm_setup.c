@@ -7,6 +7,7 @@
 
 #include "gemm.h"
 #include "gemm_tuning.h"
+#include "program.h"
 
 /* $PREFIXCL_GEMM: unset or "" or "auto" leaves the choice to the device. */
 static pfx_status backend_from_env(pfx_gemm_backend *out)
@@ -53,6 +54,20 @@ static pfx_status choose_backend(const pfx_device_info *info, const pfx_runtime_
 pfx_status pfx_gemm_device_status(const pfx_device_info *info, const char *cache_dir,
                                   pfx_gemm_backend *backend, char *tuning, size_t cap)
 {
+    if (!info || !backend || !tuning)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_gemm_device_status: %s is NULL",
+                         !info      ? "info"
+                         : !backend ? "backend"
+                                    : "tuning");
+    if (!cap)
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "pfx_gemm_device_status: cap is 0");
+    char dir[1024];
+    if (!cache_dir) {
+        if (pfx_cache_dir_resolve(NULL, false, dir, sizeof(dir)) != PFX_SUCCESS)
+            dir[0] = '\0';
+        cache_dir = dir;
+    }
+    *backend = PFX_GEMM_CLBLAST;
     pfx_runtime_params params;
     pfx_runtime_default_params(&params);
     pfx_status st = choose_backend(info, &params, backend);

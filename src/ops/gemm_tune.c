@@ -1,4 +1,4 @@
-/* The CLBlast GEMM tuner (see gemm_tune.h). */
+/* The CLBlast GEMM tuner (see prefixcl/gemm_tune.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "gemm_tune.h"
+#include "gemm_tuning.h"
 
 #include <clblast_c.h>
 

@@ -20,6 +20,13 @@ const char *const pfx_xgemm_direct_names[PFX_XGEMM_DIRECT_PARAMS] = {
     "KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD",
 };
 
+const char *pfx_gemm_param_name(bool direct, size_t index)
+{
+    if (direct)
+        return index < PFX_XGEMM_DIRECT_PARAMS ? pfx_xgemm_direct_names[index] : NULL;
+    return index < PFX_XGEMM_PARAMS ? pfx_xgemm_names[index] : NULL;
+}
+
 void pfx_gemm_tuning_defaults(pfx_gemm_tuning *t)
 {
     static const size_t xgemm[PFX_XGEMM_PARAMS] = { 0, 1, 32, 2, 8, 8, 32, 16,

@@ -17,8 +17,8 @@
 
 #include "internal.h"
 
-/* In CLBlast's database order (alphabetical). */
-enum { PFX_XGEMM_PARAMS = 16, PFX_XGEMM_DIRECT_PARAMS = 10 };
+/* Indexes into pfx_gemm_tuning's arrays (prefixcl/gemm_tune.h), in
+ * CLBlast's database order. */
 enum {
     PFX_XG_GEMMK, PFX_XG_KREG, PFX_XG_KWG, PFX_XG_KWI, PFX_XG_MDIMA, PFX_XG_MDIMC, PFX_XG_MWG,
     PFX_XG_NDIMB, PFX_XG_NDIMC, PFX_XG_NWG, PFX_XG_SA, PFX_XG_SB, PFX_XG_STRM, PFX_XG_STRN,
@@ -30,14 +30,6 @@ enum {
 };
 extern const char *const pfx_xgemm_names[PFX_XGEMM_PARAMS];
 extern const char *const pfx_xgemm_direct_names[PFX_XGEMM_DIRECT_PARAMS];
-
-typedef struct pfx_gemm_tuning {
-    size_t xgemm[PFX_XGEMM_PARAMS];
-    size_t direct[PFX_XGEMM_DIRECT_PARAMS];
-    size_t min_indirect;        /* XGEMM_MIN_INDIRECT_SIZE */
-    double untuned_gflops;      /* informative: the tuner's shapes before and after */
-    double tuned_gflops;
-} pfx_gemm_tuning;
 
 /* CLBlast 1.5's generic defaults (its database's "default" entries). */
 void pfx_gemm_tuning_defaults(pfx_gemm_tuning *t);
@@ -63,13 +55,6 @@ pfx_status pfx_gemm_tuning_write(pfx_runtime *rt, const char *path, const pfx_ge
 /* Makes CLBlast use these values on rt's device (float32), for the whole
  * process: CLBlast keeps one database per device. */
 pfx_status pfx_gemm_tuning_override(pfx_runtime *rt, const pfx_gemm_tuning *t);
-
-/* For `prefixcl devices`: the backend a runtime on this device would choose
- * by default ($PREFIXCL_GEMM included; its error recorded for the thread)
- * and a line on the stored tuning ("tuned (...)", "not tuned ...",
- * "rejected file ...: reason"). */
-pfx_status pfx_gemm_device_status(const pfx_device_info *info, const char *cache_dir,
-                                  pfx_gemm_backend *backend, char *tuning, size_t cap);
 
 /* Only the routine's direct/indirect threshold (the tuner forces one kernel). */
 pfx_status pfx_gemm_min_indirect_override(pfx_runtime *rt, size_t min_indirect);

@@ -156,23 +156,3 @@ pfx_status pfx_ids_check(pfx_runtime *rt, const char *op, const char *name, cons
         *counted = c;
     return PFX_SUCCESS;
 }
-
-size_t pfx_grid_groups(size_t n, size_t local)
-{
-    size_t groups = (n + local - 1) / local;
-    if (groups > 4096)
-        groups = 4096; /* grid-stride loops cover the rest */
-    return groups ? groups : 1;
-}
-
-pfx_status pfx_model_launch(pfx_runtime *rt, const char *program, const char *name,
-                            const char *what, size_t groups, size_t local, size_t nargs,
-                            const pfx_arg *args)
-{
-    cl_kernel kernel;
-    pfx_status st = pfx_kernel_get(rt, program, "", name, &kernel);
-    if (st != PFX_SUCCESS)
-        return st;
-    size_t global = groups * local;
-    return pfx_launch(rt, kernel, what, 1, &global, &local, nargs, args);
-}

@@ -58,13 +58,4 @@ pfx_status pfx_ids_check(pfx_runtime *rt, const char *op, const char *name, cons
                          size_t first, size_t n, size_t limit, bool allow_ignore,
                          size_t *counted);
 
-/* Kernel `name` of cl/<program>.cl (no tunables: options ""), launched over
- * `groups` work-groups of `local` items in one dimension. */
-pfx_status pfx_model_launch(pfx_runtime *rt, const char *program, const char *name,
-                            const char *what, size_t groups, size_t local, size_t nargs,
-                            const pfx_arg *args);
-
-/* Work-groups for a grid-stride loop over n items with `local` per group. */
-size_t pfx_grid_groups(size_t n, size_t local);
-
 #endif

@@ -17,9 +17,9 @@ static pfx_status launch_rows(pfx_runtime *rt, const char *kernel, const char *o
 {
     for (*base = 0; *base < rows; *base += NORM_GROUPS_MAX) {
         const size_t left = rows - *base;
-        pfx_status st = pfx_model_launch(rt, NORM_PROGRAM, kernel, op,
-                                         left < NORM_GROUPS_MAX ? left : NORM_GROUPS_MAX,
-                                         NORM_LOCAL, nargs, args);
+        pfx_status st = pfx_launch_groups(rt, NORM_PROGRAM, "", kernel, op,
+                                          left < NORM_GROUPS_MAX ? left : NORM_GROUPS_MAX,
+                                          NORM_LOCAL, nargs, args);
         if (st != PFX_SUCCESS)
             return st;
     }

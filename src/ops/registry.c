@@ -59,7 +59,7 @@ static void add_fixed(pfx_vendor vendor, pfx_program_config *out, size_t cap, si
     add(out, cap, n, "rope", "");          /* rope.c */
     add(out, cap, n, "convert", "");       /* convert.c, gemm.c (half weights) */
     add(out, cap, n, "cross_entropy", ""); /* cross_entropy.c: CE_LOCAL 64 */
-    add(out, cap, n, "attention_stats", ""); /* attention_stats.c: stats_options */
+    add(out, cap, n, "attention_stats", ""); /* attention_stats.c: no tunables */
     add(out, cap, n, "attention_gain", ""); /* attention_problem.c: device gains */
 }
 

@@ -96,9 +96,9 @@ static pfx_status rope(pfx_runtime *rt, const char *op, float sign, pfx_mat x, s
     pfx_arg args[] = { PFX_ARG(r),      PFX_ARG(n),         PFX_ARG(h),     PFX_ARG(hd),
                        PFX_ARG(p0),     PFX_ARG(sign),      PFX_ARG(xa.mem), PFX_ARG(xa.offset),
                        PFX_ARG(xa.ld),  PFX_ARG(inv_freq.t->mem), PFX_ARG(f_off), PFX_ARG(f_step) };
-    return pfx_model_launch(rt, "rope", "pfx_rope", op,
-                            pfx_grid_groups(rows * heads * (head_dim / 2), ROPE_LOCAL), ROPE_LOCAL,
-                            sizeof(args) / sizeof(args[0]), args);
+    return pfx_launch_groups(rt, "rope", "", "pfx_rope", op,
+                             pfx_grid_groups(rows * heads * (head_dim / 2), ROPE_LOCAL), ROPE_LOCAL,
+                             sizeof(args) / sizeof(args[0]), args);
 }
 
 pfx_status pfx_op_rope_forward(pfx_runtime *rt, pfx_mat x, size_t batch, size_t tokens,

@@ -125,6 +125,16 @@ static inline bool pfx_mul_overflows(size_t a, size_t b, size_t *out)
     return __builtin_mul_overflow(a, b, out);
 }
 
+/* a / b rounded up (b > 0). */
+static inline size_t pfx_ceil_div(size_t a, size_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* ---- shape text (src/runtime/tensor.c) ---- */
+/* "[2, 3, 4]" (truncated to cap) for error messages. */
+void pfx_shape_text(char *buf, size_t cap, unsigned ndim, const size_t *shape);
+
 /* ---- device memory with accounting (src/runtime/memory.c) ---- */
 /* Allocates a device buffer; host_copy may be NULL. Zero bytes is refused. */
 pfx_status pfx_buffer_create(pfx_runtime *rt, size_t bytes, const void *host_copy, cl_mem *out);
@@ -181,5 +191,20 @@ typedef struct pfx_arg {
 pfx_status pfx_launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
                       const size_t *global, const size_t *local,
                       size_t nargs, const pfx_arg *args);
+
+/* Work-groups for a grid-stride loop over n items with `local` per group:
+ * ceil(n / local), at most 4096 (the loop covers the rest), at least 1. */
+size_t pfx_grid_groups(size_t n, size_t local);
+
+/* Kernel `name` of cl/<program>.cl with options, launched over
+ * `groups` work-groups of `local` items in one dimension. */
+pfx_status pfx_launch_groups(pfx_runtime *rt, const char *program, const char *options,
+                             const char *name, const char *what, size_t groups, size_t local,
+                             size_t nargs, const pfx_arg *args);
+
+/* A grid-stride kernel over n items: pfx_grid_groups(n, 64) groups of 64. */
+pfx_status pfx_launch_1d(pfx_runtime *rt, const char *program, const char *options,
+                         const char *name, const char *what, size_t n, size_t nargs,
+                         const pfx_arg *args);
 
 #endif

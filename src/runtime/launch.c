@@ -39,3 +39,32 @@ pfx_status pfx_launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsig
 {
     return pfx_launch_event(rt, kernel, what, dims, global, local, nargs, args, NULL);
 }
+
+size_t pfx_grid_groups(size_t n, size_t local)
+{
+    size_t groups = pfx_ceil_div(n, local);
+    if (groups > 4096)
+        groups = 4096; /* grid-stride loops cover the rest */
+    return groups ? groups : 1;
+}
+
+pfx_status pfx_launch_groups(pfx_runtime *rt, const char *program, const char *options,
+                             const char *name, const char *what, size_t groups, size_t local,
+                             size_t nargs, const pfx_arg *args)
+{
+    cl_kernel kernel;
+    pfx_status st = pfx_kernel_get(rt, program, options, name, &kernel);
+    if (st != PFX_SUCCESS)
+        return st;
+    size_t global = groups * local;
+    return pfx_launch(rt, kernel, what, 1, &global, &local, nargs, args);
+}
+
+pfx_status pfx_launch_1d(pfx_runtime *rt, const char *program, const char *options,
+                         const char *name, const char *what, size_t n, size_t nargs,
+                         const pfx_arg *args)
+{
+    const size_t local = 64;
+    return pfx_launch_groups(rt, program, options, name, what, pfx_grid_groups(n, local), local,
+                             nargs, args);
+}

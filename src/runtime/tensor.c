@@ -1,9 +1,19 @@
 /* Device tensors: creation with checked sizes, host transfers, fill, copy. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "half.h"
 #include "internal.h"
+
+void pfx_shape_text(char *buf, size_t cap, unsigned ndim, const size_t *shape)
+{
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    for (unsigned i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%zu", i ? ", " : "", shape[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, "]");
+}
 
 size_t pfx_dtype_size(pfx_dtype dtype)
 {
