@@ -146,8 +146,9 @@ static void test_span(void **state)
         pfx_span_release(&work);
         fprintf(stderr, "empty span %llu ns, 8 axpby of 1 Mi values %llu ns\n",
                 (unsigned long long)empty_ns, (unsigned long long)work_ns);
+        /* no comparison of the two: on a loaded host an empty span can
+         * take longer than real work, and timing is for benchmarks */
         assert_true(work_ns > 0);
-        assert_true(work_ns >= empty_ns);
     }
     /* the work happened: y = 2 + 9 * 0.5 */
     float v[3];
