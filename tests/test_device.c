@@ -141,6 +141,39 @@ static void test_environment_variable(void **state)
     assert_int_equal(pfx_device_select(NULL, &info), PFX_SUCCESS);
 }
 
+/* pfx_device_matches: "P:D" names one record, "" the default's type, "cpu"
+ * the CPU devices; bad input refused. */
+static void test_device_matches(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    assert_int_equal(pfx_device_list(NULL, 0, &n), PFX_SUCCESS);
+    pfx_device_info *all = calloc(n, sizeof(*all));
+    assert_non_null(all);
+    assert_int_equal(pfx_device_list(all, n, &n), PFX_SUCCESS);
+    pfx_device_info def;
+    assert_int_equal(pfx_device_default(&def), PFX_SUCCESS);
+    for (size_t i = 0; i < n; i++) {
+        char sel[32];
+        snprintf(sel, sizeof(sel), "%u:%u", all[i].platform_index, all[i].device_index);
+        for (size_t j = 0; j < n; j++) {
+            bool m = !(i == j);
+            assert_int_equal(pfx_device_matches(sel, &all[j], &m), PFX_SUCCESS);
+            assert_true(m == (i == j));
+        }
+        bool m = false;
+        assert_int_equal(pfx_device_matches("", &all[i], &m), PFX_SUCCESS);
+        assert_true(m == (all[i].type == def.type));
+        assert_int_equal(pfx_device_matches("cpu", &all[i], &m), PFX_SUCCESS);
+        assert_true(m == (all[i].type == PFX_DEVICE_CPU));
+    }
+    bool m;
+    assert_int_equal(pfx_device_matches("1:x", &all[0], &m), PFX_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(pfx_device_matches("0:0", NULL, &m), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_device_matches("0:0", &all[0], NULL), PFX_ERROR_NULL_ARGUMENT);
+    free(all);
+}
+
 int main(void)
 {
     const struct CMUnitTest parsing[] = {
@@ -158,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_list_and_default),
         cmocka_unit_test(test_no_match_lists_devices),
         cmocka_unit_test(test_environment_variable),
+        cmocka_unit_test(test_device_matches),
     };
     unsetenv("PREFIXCL_DEVICE");
     return failed + cmocka_run_group_tests_name("devices", devices, NULL, NULL);

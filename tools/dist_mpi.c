@@ -14,7 +14,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "device.h"
 
 enum { TAG_AGREE = 1, TAG_COUNT, TAG_GRAD, TAG_SUM_COUNT, TAG_SUM_GRAD, TAG_HASH, TAG_ANY, TAG_ANY_BACK,
        TAG_MEAN_COUNT, TAG_MEAN_SUM };
@@ -167,9 +166,6 @@ const char *dist_device(const char *selector, char *buf, size_t cap)
         fprintf(stderr, "prefixcl: rank %d: %s\n", g.rank, pfx_last_error(NULL));
         return NULL;
     }
-    pfx_selector sel;
-    if (!pfx_selector_parse(selector, &sel))
-        return NULL; /* pfx_device_select refused it already */
     size_t count = 0;
     if (pfx_device_list(NULL, 0, &count) != PFX_SUCCESS || count == 0) {
         fprintf(stderr, "prefixcl: rank %d: cannot list the devices\n", g.rank);
@@ -189,8 +185,12 @@ const char *dist_device(const char *selector, char *buf, size_t cap)
     cand[n++] = first;
     for (size_t i = 0; i < count; i++) {
         const pfx_device_info *d = &all[i];
-        bool match = sel.kind == PFX_SELECT_DEFAULT ? d->type == first.type
-                                                    : pfx_selector_matches(&sel, d);
+        bool match = false;
+        if (pfx_device_matches(selector, d, &match) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl: rank %d: %s\n", g.rank, pfx_last_error(NULL));
+            free(all);
+            return NULL;
+        }
         if (match && !(d->platform_index == first.platform_index &&
                        d->device_index == first.device_index))
             cand[n++] = *d;

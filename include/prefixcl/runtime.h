@@ -77,6 +77,15 @@ PFX_API pfx_status pfx_device_select(const char *selector, pfx_device_info *info
 /* Same, ignoring $PREFIXCL_DEVICE: what the default policy picks. */
 PFX_API pfx_status pfx_device_default(pfx_device_info *info);
 
+/* Whether `info` (a record of pfx_device_list) is one of the devices the
+ * selector names: "P:D" that one device, a type or a name substring every
+ * device of that type or name. A NULL or "" selector (read without
+ * $PREFIXCL_DEVICE) matches every device of the default device's type. For
+ * spreading processes over the matching devices; an unparsable selector is
+ * PFX_ERROR_INVALID_ARGUMENT. */
+PFX_API pfx_status pfx_device_matches(const char *selector, const pfx_device_info *info,
+                                      bool *match);
+
 /* Where dense products (the projections, the encoder's MLP) run.
  *   PFX_GEMM_AUTO    : $PREFIXCL_GEMM ("host" or "clblast") when set, else the
  *                      host's BLAS on a CPU device whose buffers live in host

@@ -355,3 +355,23 @@ pfx_status pfx_device_default(pfx_device_info *info)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "info is NULL");
     return pfx_device_resolve(NULL, false, info, NULL, NULL);
 }
+
+pfx_status pfx_device_matches(const char *selector, const pfx_device_info *info, bool *match)
+{
+    if (!info || !match)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s is NULL", !info ? "info" : "match");
+    pfx_selector sel;
+    if (!pfx_selector_parse(selector, &sel))
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "device selector '%s' cannot be parsed",
+                         selector);
+    if (sel.kind != PFX_SELECT_DEFAULT) {
+        *match = pfx_selector_matches(&sel, info);
+        return PFX_SUCCESS;
+    }
+    pfx_device_info def;
+    pfx_status st = pfx_device_default(&def);
+    if (st != PFX_SUCCESS)
+        return st;
+    *match = info->type == def.type;
+    return PFX_SUCCESS;
+}
