@@ -35,8 +35,9 @@ PFX_API pfx_status pfx_span_begin(pfx_runtime *rt, pfx_span **out);
 /* Enqueues the closing marker; does not wait. Once per span. */
 PFX_API pfx_status pfx_span_end(pfx_span *span);
 /* Waits for the closing marker and gives the device time since the opening
- * one in *ns. PFX_ERROR_UNSUPPORTED: the device gives no times for markers
- * (the caller may time on the host instead). */
+ * one in *ns. PFX_ERROR_UNSUPPORTED: the device gives no times for markers,
+ * or stamps both with the same instant (rusticl); the caller may time on the
+ * host instead. */
 PFX_API pfx_status pfx_span_time_ns(pfx_span *span, uint64_t *ns);
 /* Releases *span (ended or not) and NULLs it; NULL-safe. */
 PFX_API void pfx_span_release(pfx_span **span);

@@ -49,7 +49,18 @@ pfx_status pfx_span_time_ns(pfx_span *span, uint64_t *ns)
     if (!span->end)
         return pfx_error(span->rt, PFX_ERROR_INVALID_ARGUMENT,
                          "pfx_span_time_ns: the span has not ended (pfx_span_end)");
-    return pfx_event_span_ns(span->rt, span->begin, span->end, ns);
+    uint64_t t = 0;
+    pfx_status st = pfx_event_span_ns(span->rt, span->begin, span->end, &t);
+    if (st != PFX_SUCCESS)
+        return st;
+    /* Some drivers (Mesa's rusticl 22.3) stamp every marker with the same
+     * instant whatever ran between them: a span of no time is no measure. */
+    if (t == 0)
+        return pfx_error(span->rt, PFX_ERROR_UNSUPPORTED,
+                         "pfx_span_time_ns: the device's markers carry no time (both report the "
+                         "same instant); time on the host instead");
+    *ns = t;
+    return PFX_SUCCESS;
 }
 
 void pfx_span_release(pfx_span **span)
