@@ -387,6 +387,7 @@ static void test_bad_adapters_and_steps(void **state)
     pfx_adapter_bank_destroy(&b2);
     assert_int_equal(pfx_adapter_bank_create(w.model, 0, &b2), PFX_ERROR_INVALID_ARGUMENT);
     assert_null(b2);
+    pfx_kv_cache_destroy(&w.cache); /* the world's cache: a failed create clears the pointer */
     assert_int_equal(pfx_kv_cache_create(w.model, 5, 8, &w.cache), PFX_ERROR_OUT_OF_RANGE);
     assert_null(w.cache);
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 1000, &w.cache), PFX_ERROR_OUT_OF_RANGE);

@@ -211,10 +211,10 @@ static void test_attention_lengths(void **state)
     d.kv_lens = lens;
     double want[3 * 5 * 4 * 3], got[3 * 5 * 4 * 3];
     ref_attention_forward(&d, q, k, v, pk, pv, want, NULL);
-    double qd[60], kd[30], vd[30], pkd[12], pvd[12], gd[4];
-    for (size_t i = 0; i < 60; i++)
+    double qd[3 * 5 * 4 * 3], kd[3 * 5 * 2 * 3], vd[3 * 5 * 2 * 3], pkd[12], pvd[12], gd[4];
+    for (size_t i = 0; i < 180; i++)
         qd[i] = q[i];
-    for (size_t i = 0; i < 30; i++) {
+    for (size_t i = 0; i < 90; i++) {
         kd[i] = k[i];
         vd[i] = v[i];
     }
@@ -229,7 +229,7 @@ static void test_attention_lengths(void **state)
                           .gain_mode = PFX_GAIN_TANH, .lens = lens };
     ref_layer_prefix lp = { pkd, pvd, gd, (double)0.5f };
     ref_layer_attention(&ld, &lp, qd, kd, vd, got);
-    assert_true(rel_l2_d(want, got, 60) <= TOL_REF_EXACT);
+    assert_true(rel_l2_d(want, got, 180) <= TOL_REF_EXACT);
     /* padding rows are 0 */
     for (size_t e = 0; e < H * D; e++)
         assert_true(got[(1 * N + 3) * H * D + e] == 0.0);
