@@ -32,11 +32,6 @@
 #define PREFIX 20
 #define ENC_HIDDEN 512
 
-static const char gpt2_small[] =
-    "{\"model_type\": \"gpt2\", \"activation_function\": \"gelu_new\", \"n_embd\": 768, \"n_head\": 12, "
-    "\"n_inner\": null, \"n_layer\": 12, \"n_positions\": 1024, \"vocab_size\": 50257, "
-    "\"layer_norm_epsilon\": 1e-05, \"tie_word_embeddings\": true}\n";
-
 #define CHECK(call)                                                                 \
     do {                                                                            \
         pfx_status st_ = (call);                                                    \
@@ -86,29 +81,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "bad sizes: B >= 1, 1 <= N <= %d, steps >= 1\n", 1024 - PREFIX);
         return 2;
     }
-    pfx_runtime *rt = NULL;
-    pfx_runtime_params rp;
-    pfx_runtime_default_params(&rp);
-    rp.device = device;
-    if (pfx_runtime_create(&rt, &rp) != PFX_SUCCESS) {
-        fprintf(stderr, "runtime: %s\n", pfx_last_error(NULL));
+    pfx_runtime *rt = tool_runtime("bench_model", device);
+    if (!rt)
         return 1;
-    }
-    char dir[] = "/tmp/pfx-bench-model-XXXXXX";
-    if (!mkdtemp(dir))
-        return 1;
-    char path[sizeof(dir) + 16];
-    snprintf(path, sizeof(path), "%s/config.json", dir);
-    FILE *fp = fopen(path, "w");
-    if (!fp || fputs(gpt2_small, fp) < 0 || fclose(fp) != 0)
-        return 1;
-
     pfx_model *model = NULL;
     pfx_model_params mp = { .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, .max_batch = B, .max_tokens = N,
                             .max_prefix_len = PREFIX, .recompute = recompute };
-    CHECK(pfx_model_create_random(rt, dir, &mp, 1234, &model));
-    unlink(path);
-    rmdir(dir);
+    CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
     pfx_memory_stats mem_model;
     CHECK(pfx_runtime_memory(rt, &mem_model));
 

@@ -1,6 +1,10 @@
 /* Helpers the tool's commands share (tool_util.h). */
 #include "tool_util.h"
 
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -116,4 +120,34 @@ void tool_json_string(FILE *out, const char *s)
             fputc(*c, out);
     }
     fputc('"', out);
+}
+
+pfx_status tool_gpt2_small_random(pfx_runtime *rt, const pfx_model_params *params, uint64_t seed,
+                                  pfx_model **out)
+{
+    static const char config[] =
+        "{\"model_type\": \"gpt2\", \"activation_function\": \"gelu_new\", \"n_embd\": 768, "
+        "\"n_head\": 12, \"n_inner\": null, \"n_layer\": 12, \"n_positions\": 1024, "
+        "\"vocab_size\": 50257, \"layer_norm_epsilon\": 1e-05, \"tie_word_embeddings\": true}\n";
+    if (out)
+        *out = NULL;
+    char dir[] = "/tmp/pfx-gpt2-small-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "cannot create a folder under /tmp: %s\n", strerror(errno));
+        return PFX_ERROR_IO;
+    }
+    char path[sizeof(dir) + 16];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    bool written = f && fputs(config, f) >= 0;
+    if (f && fclose(f) != 0)
+        written = false;
+    pfx_status st = PFX_ERROR_IO;
+    if (written)
+        st = pfx_model_create_random(rt, dir, params, seed, out);
+    else
+        fprintf(stderr, "cannot write %s\n", path);
+    unlink(path);
+    rmdir(dir);
+    return st;
 }

@@ -22,6 +22,13 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
  * stderr. */
 pfx_runtime *tool_runtime(const char *command, const char *selector);
 
+/* GPT-2 small's shape (12 layers, 12 heads, 768 wide, 50257 tokens, tied
+ * head) with seeded random weights (pfx_model_create_random), for the
+ * benchmarks: the config.json goes to a temporary folder that is removed
+ * again. On failure *out is NULL and pfx_last_error(rt) says why. */
+pfx_status tool_gpt2_small_random(pfx_runtime *rt, const pfx_model_params *params, uint64_t seed,
+                                  pfx_model **out);
+
 /* An attention map [rows, P + M] as CSV: header "query,p0..,<key_tag>0..",
  * then one line per row named "<row_tag>i". 0, or -1 with errno set. */
 int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M, char key_tag,
