@@ -2,7 +2,7 @@
  * Attention backward (docs/design.md "The math", backward part), flash-style.
  * The program is this file (options, Delta, the tile loaders, the
  * reductions) followed by attention_bwd.cpu.cl (the dK/dV and dQ kernels of
- * the CPU path, PFX_ATTN_VEC 16) and attention_bwd.gpu.cl (the GPU path):
+ * the CPU path, PFX_ATTN_VEC > 1) and attention_bwd.gpu.cl (the GPU path):
  * the runtime joins cl/<program>.cl and every cl/<program>.<part>.cl.
  *
  * p_ij is recomputed from the forward's LSE, nothing of size N x (P + M) is
@@ -34,8 +34,8 @@
  * rows per tile, BQ below), PFX_ATTN_BLOCK_N (keys per tile, BK),
  * PFX_ATTN_DSPLIT (work-items per row sharing its D dimensions, DT),
  * PFX_ATTN_HEAD_DIM (head size class, D <= DMAX, a multiple of DT),
- * PFX_ATTN_VEC (16: the CPU path, rows or keys as float16 lanes; 1: the GPU
- * path). dkv runs BK * DT work-items, dq BQ * DT (GPU path).
+ * PFX_ATTN_VEC (4, 8 or 16: the CPU path at that float vector width, one
+ * work-item per group; 1: the GPU path). dkv runs BK * DT work-items, dq BQ * DT (GPU path).
  */
 #ifndef PFX_ATTN_BLOCK_M
 #define PFX_ATTN_BLOCK_M 32

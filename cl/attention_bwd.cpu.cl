@@ -1,35 +1,217 @@
 /* The CPU path of the attention backward's dK/dV and dQ kernels; built after
- * cl/attention_bwd.cl (options, loaders), see there. */
+ * cl/attention_bwd.cl (options, Delta, the reductions), see there.
+ */
 #if CPU_VEC
 /*
- * CPU path (CPU_VEC = 16, set only in the CPU option set): PoCL
- * vectorizes across work-items poorly once loops over keys or dimensions sit
- * inside (8.8 GFLOP/s here), so, as in the forward's VEC path, a work-item
- * owns 16 query rows (dQ) or 16 keys (dK/dV) as the lanes of float16
- * vectors; the other side comes from local memory as broadcasts, CB rows at
- * a time (2 CB score vectors stay in registers). p is recomputed as
- * exp2((c s - lse) log2e) with the forward's polynomial exp2 (libm exp
- * does not vectorize). Sums run in a fixed order (lanes, then work-items).
- * Loops over D run to the runtime D, not unrolled (PoCL compile time).
+ * CPU path (PFX_ATTN_VEC = the device's native float width: 4, 8 or 16).
+ * As the forward's CPU path (cl/attention_fwd.cpu.cl): one work-item per
+ * work-group, every tile product register-blocked as a CPU GEMM with fma():
+ * RB rows x NVK vectors of keys for the scores (S = Q K~^T, dP = dO V~^T;
+ * the K/V side transposed in local memory so that keys are the lanes), RB
+ * keys (dK, dV) or rows (dQ) x NVD vectors of head dimensions for the
+ * products that accumulate. Local memory is the CPU's cache.
+ *
+ * dkv: BK keys of one (item, kv head); K~^T, V~^T staged once; for every
+ * query head of the group and query tile of BQ rows that can see the keys:
+ * S and dP, then P = exp2((c s - lse) log2e) and dS = c P (dP - Delta)
+ * (0 where hidden), then dV += P^T dO and dK += dS^T Q~.
+ * dq: BQ rows of one (item, head); for every visible key tile: S and dP, Z =
+ * P (dP - Delta) (without c), dQraw += Z K~. Sums run in a fixed order.
  */
-#if CPU_VEC != 16
-#error "CPU_VEC must be 16"
-#endif
-#if BQ % (CPU_VEC * 1) || BK % CPU_VEC
-#error "BQ and BK must be multiples of CPU_VEC"
-#endif
-#define VEC 16
-#define CB 8 /* broadcast rows per register block; divides BQ and BK */
+#define VEC CPU_VEC
+#if VEC == 4
+typedef float4 floatv;
+typedef int4 intv;
+#define vloadv vload4
+#define vstorev vstore4
+#define as_floatv as_float4
+#define convert_intv convert_int4
+#define LANES ((intv)(0, 1, 2, 3))
+#elif VEC == 8
+typedef float8 floatv;
+typedef int8 intv;
+#define vloadv vload8
+#define vstorev vstore8
+#define as_floatv as_float8
+#define convert_intv convert_int8
+#define LANES ((intv)(0, 1, 2, 3, 4, 5, 6, 7))
+#elif VEC == 16
 typedef float16 floatv;
 typedef int16 intv;
-#define LOG2E 1.4426950408889634f
+#define vloadv vload16
+#define vstorev vstore16
+#define as_floatv as_float16
+#define convert_intv convert_int16
 #define LANES ((intv)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+#else
+#error "PFX_ATTN_VEC must be 1 (GPU path), 4, 8 or 16"
+#endif
+#define RB (VEC >= 16 ? 8 : 4) /* rows (or keys) per register block */
+#if DMAX % VEC || BK % VEC || BQ % RB || BK % RB
+#error "the CPU path needs HEAD_DIM and BLOCK_N multiples of VEC, BLOCK_M and BLOCK_N of RB"
+#endif
+#define NVK (BK >= 2 * VEC ? 2 : 1)   /* key vectors per score block */
+#define NVD (DMAX >= 2 * VEC ? 2 : 1) /* head-dimension vectors per block */
+#define LOG2E 1.4426950408889634f
 
 /* 2^x, x <= 0, vectorizable: the forward's polynomial (cl/common.cl). */
-PFX_DEFINE_POLY_EXP2(bwd_exp2v, floatv, intv, convert_int16, as_float16)
+PFX_DEFINE_POLY_EXP2(bwd_exp2v, floatv, intv, convert_intv, as_floatv)
 
-/* Grid: (tiles * BK / VEC, B * Hkv); keys j0 + lid * VEC + lane. */
-__kernel __attribute__((reqd_work_group_size(BK / VEC, 1, 1)))
+/* out[r][c] = sum_d a[r][d] bt[d][c] for rows [0, rows) (a multiple of RB) and
+ * keys [0, cols): a [rows][DMAX] (broadcast), bt [DMAX][BK] (vectors); out
+ * row stride BK. Lanes past cols hold whatever bt holds there. */
+void bwd_scores_cpu(__local const float *a, __local const float *bt, __local float *out,
+                    int rows, int cols, int D)
+{
+    const int key_blocks = (cols + NVK * VEC - 1) / (NVK * VEC);
+    for (int rb = 0; rb < rows; rb += RB)
+        for (int kb = 0; kb < key_blocks; kb++) {
+            const int c0 = kb * NVK * VEC;
+            floatv s[RB][NVK];
+#pragma unroll
+            for (int x = 0; x < RB; x++)
+#pragma unroll
+                for (int y = 0; y < NVK; y++)
+                    s[x][y] = (floatv)0.0f;
+            for (int d = 0; d < D; d++) {
+                floatv bv[NVK];
+#pragma unroll
+                for (int y = 0; y < NVK; y++)
+                    bv[y] = vloadv(0, bt + d * BK + c0 + y * VEC);
+#pragma unroll
+                for (int x = 0; x < RB; x++) {
+                    floatv av = (floatv)a[(rb + x) * DMAX + d];
+#pragma unroll
+                    for (int y = 0; y < NVK; y++)
+                        s[x][y] = fma(av, bv[y], s[x][y]);
+                }
+            }
+#pragma unroll
+            for (int x = 0; x < RB; x++)
+#pragma unroll
+                for (int y = 0; y < NVK; y++)
+                    vstorev(s[x][y], 0, out + (rb + x) * BK + c0 + y * VEC);
+        }
+}
+
+/* acc[o][d] += sum_{u < inner} w[u][o] b[u][d] for outputs [0, outs) (a
+ * multiple of RB): w read at w[u * w_u + o * w_o] (broadcast), b [inner][DMAX]
+ * (vectors), acc [outs][DMAX]; head dimensions up to D rounded to vectors. */
+void bwd_accumulate_cpu(__local float *acc, __local const float *w, int w_u, int w_o,
+                        __local const float *b, int outs, int inner, int D)
+{
+    const int d_end = (D + NVD * VEC - 1) / (NVD * VEC) * (NVD * VEC);
+    for (int ob = 0; ob < outs; ob += RB)
+        for (int d0 = 0; d0 < d_end; d0 += NVD * VEC) {
+            floatv a[RB][NVD];
+#pragma unroll
+            for (int x = 0; x < RB; x++)
+#pragma unroll
+                for (int y = 0; y < NVD; y++)
+                    a[x][y] = vloadv(0, acc + (ob + x) * DMAX + d0 + y * VEC);
+            for (int u = 0; u < inner; u++) {
+                floatv bv[NVD];
+#pragma unroll
+                for (int y = 0; y < NVD; y++)
+                    bv[y] = vloadv(0, b + u * DMAX + d0 + y * VEC);
+#pragma unroll
+                for (int x = 0; x < RB; x++) {
+                    floatv wv = (floatv)w[u * w_u + (ob + x) * w_o];
+#pragma unroll
+                    for (int y = 0; y < NVD; y++)
+                        a[x][y] = fma(wv, bv[y], a[x][y]);
+                }
+            }
+#pragma unroll
+            for (int x = 0; x < RB; x++)
+#pragma unroll
+                for (int y = 0; y < NVD; y++)
+                    vstorev(a[x][y], 0, acc + (ob + x) * DMAX + d0 + y * VEC);
+        }
+}
+
+/* Key rows [j0, j0 + rows) of K~ and V~ transposed into kt, vt [DMAX][BK]
+ * and, when kn is not NULL, K~ as rows into kn [BK][DMAX]; zeros past rows
+ * or D. */
+void bwd_stage_keys_cpu(__local float *kt, __local float *vt, __local float *kn,
+                        __global const void *k, int k_half, __global const void *v, int v_half,
+                        ulong base, ulong sr, int j0, int rows, int D)
+{
+    for (int c = 0; c < BK; c++) {
+        ulong row = base + (ulong)(j0 + c) * sr;
+        if (c < rows && !k_half && !v_half && D == DMAX) { /* float rows: vector loads */
+            for (int d0 = 0; d0 < DMAX; d0 += VEC) {
+                floatv kx = vloadv(0, (__global const float *)k + row + d0);
+                floatv vx = vloadv(0, (__global const float *)v + row + d0);
+                float kl[VEC], vl[VEC];
+                vstorev(kx, 0, kl);
+                vstorev(vx, 0, vl);
+                if (kn)
+                    vstorev(kx, 0, kn + c * DMAX + d0);
+#pragma unroll
+                for (int x = 0; x < VEC; x++) {
+                    kt[(d0 + x) * BK + c] = kl[x];
+                    vt[(d0 + x) * BK + c] = vl[x];
+                }
+            }
+            continue;
+        }
+        for (int d = 0; d < DMAX; d++) {
+            float kx = 0.0f, vx = 0.0f;
+            if (c < rows && d < D) {
+                kx = pfx_load(k, row + d, k_half);
+                vx = pfx_load(v, row + d, v_half);
+            }
+            kt[d * BK + c] = kx;
+            vt[d * BK + c] = vx;
+            if (kn)
+                kn[c * DMAX + d] = kx;
+        }
+    }
+}
+
+/* Rows [i0, i0 + BQ) of Q (times 1 + G_hd) and dO of one (item, head) as
+ * rows [BQ][DMAX], their LSE and Delta; rows past q_end get zeros and
+ * lse = -inf (no visible key). */
+void bwd_load_queries_cpu(__local float *Qs, __local float *dOs, __local float *rl,
+                          __local float *rd, __global const void *q, int q_half, ulong qbase,
+                          ulong qsr, __global const void *d_o, int do_half, ulong obase,
+                          ulong osr, __global const float *lse_row,
+                          __global const float *delta_row, __global const float *dimf, int i0,
+                          int q_end, int D)
+{
+    for (int r = 0; r < BQ; r++) {
+        int i = i0 + r, live = i < q_end;
+        ulong qrow = qbase + (ulong)i * qsr, orow = obase + (ulong)i * osr;
+        if (live && !q_half && !do_half && D == DMAX) { /* float rows: vector loads */
+            for (int d0 = 0; d0 < DMAX; d0 += VEC) {
+                floatv qv = vloadv(0, (__global const float *)q + qrow + d0);
+                if (dimf)
+                    qv *= vloadv(0, dimf + d0);
+                vstorev(qv, 0, Qs + r * DMAX + d0);
+                vstorev(vloadv(0, (__global const float *)d_o + orow + d0), 0,
+                        dOs + r * DMAX + d0);
+            }
+        } else {
+            for (int d = 0; d < DMAX; d++) {
+                float qv = 0.0f, gv = 0.0f;
+                if (live && d < D) {
+                    qv = pfx_load(q, qrow + d, q_half);
+                    if (dimf)
+                        qv *= dimf[d];
+                    gv = pfx_load(d_o, orow + d, do_half);
+                }
+                Qs[r * DMAX + d] = qv;
+                dOs[r * DMAX + d] = gv;
+            }
+        }
+        rl[r] = live ? lse_row[i] : -INFINITY;
+        rd[r] = live ? delta_row[i] : 0.0f;
+    }
+}
+
+/* Grid: (tiles, B * Hkv); keys j0 + [0, BK) of tile get_group_id(0) + tile_offset. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int causal,
                       __global const void *q, int q_half, ulong qsb, ulong qsh, ulong qsr,
                       __global const void *k, int k_half, __global const void *v, int v_half,
@@ -43,9 +225,11 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                       __global float *dpk_part, __global float *dpv_part,
                       int tile_offset, int prefix_tiles)
 {
-    __local float Qs[BQ * LD], dOs[BQ * LD], rl[BQ], rd[BQ];
-    const int wg = BK / VEC;
-    int lid = get_local_id(0);
+    __local float Kt[DMAX * BK], Vt[DMAX * BK]; /* K~^T, V~^T */
+    __local float Qs[BQ * DMAX], dOs[BQ * DMAX];
+    __local float Ps[BQ * BK], dSs[BQ * BK];
+    __local float dKa[BK * DMAX], dVa[BK * DMAX];
+    __local float rl[BQ], rd[BQ];
     int tile = get_group_id(0) + tile_offset;
     int b = get_group_id(1) / Hkv, hk = get_group_id(1) % Hkv;
     int group = H / Hkv;
@@ -55,83 +239,54 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
     int is_prefix = tile < prefix_tiles;
     int j0 = (is_prefix ? tile : tile - prefix_tiles) * BK;
     int rows = min(BK, (is_prefix ? P : M) - j0);
-    int jl = lid * VEC; /* first key of this work-item in the tile */
+    /* keys [j0, j0 + keys) exist and are not past kv_len */
+    int keys = is_prefix ? rows : max(0, min(rows, kv_len - j0));
 
-    /* This work-item's keys, straight from global memory (read once). */
-    __global const void *ksrc = is_prefix ? pk : k, *vsrc = is_prefix ? pv : v;
-    int kh = is_prefix ? pk_half : k_half, vh = is_prefix ? pv_half : v_half;
-    ulong kbase = is_prefix ? (ulong)entry * psb + (ulong)hk * psh
-                            : (ulong)b * ksb + (ulong)hk * ksh;
-    ulong ksr_ = is_prefix ? psr : ksr;
-    floatv kv[DMAX], vv[DMAX], dk_acc[DMAX], dv_acc[DMAX];
-    float tk[VEC], tv[VEC];
-    for (int d = 0; d < D; d++) {
-        for (int x = 0; x < VEC; x++) {
-            int ok = jl + x < rows;
-            ulong at = kbase + (ulong)(j0 + jl + x) * ksr_ + d;
-            tk[x] = ok ? pfx_load(ksrc, at, kh) : 0.0f;
-            tv[x] = ok ? pfx_load(vsrc, at, vh) : 0.0f;
-        }
-        kv[d] = vload16(0, tk);
-        vv[d] = vload16(0, tv);
-        dk_acc[d] = dv_acc[d] = (floatv)0.0f;
-    }
-    /* Key index per lane; keys past the tile or kv_len are never visible. */
-    const intv tix = (intv)(j0 + jl) + LANES;
-    const intv key_ok = (tix - j0 < rows) & (is_prefix ? (intv)(-1) : tix < kv_len);
-    const int causal_keys = causal && !is_prefix;
+    if (is_prefix)
+        bwd_stage_keys_cpu(Kt, Vt, 0, pk, pk_half, pv, pv_half,
+                           (ulong)entry * psb + (ulong)hk * psh, psr, j0, rows, D);
+    else
+        bwd_stage_keys_cpu(Kt, Vt, 0, k, k_half, v, v_half, (ulong)b * ksb + (ulong)hk * ksh,
+                           ksr, j0, rows, D);
+    for (int e = 0; e < BK * DMAX; e++)
+        dKa[e] = dVa[e] = 0.0f;
+    const int kb_end = (keys + RB - 1) / RB * RB; /* key register blocks */
 
-    int i_begin = 0, i_end = q_len;
-    if (!is_prefix) {
-        if (j0 >= kv_len)
-            i_end = 0;
-        else if (causal)
-            i_begin = max(0, j0 - shift);
-    }
+    int i_begin = 0, i_end = keys > 0 ? q_len : 0;
+    if (!is_prefix && causal)
+        i_begin = max(0, j0 - shift);
     i_begin = (i_begin / BQ) * BQ;
 
-    ulong qhead = (ulong)b * qsb, ohead = (ulong)b * osb;
     for (int h = hk * group; h < (hk + 1) * group; h++) {
         float c = head[h];
         __global const float *dimf = structured ? head + H + h * D : 0;
         ulong stats = ((ulong)b * H + h) * N;
         for (int i0 = i_begin; i0 < i_end; i0 += BQ) {
-            barrier(CLK_LOCAL_MEM_FENCE);
-            bwd_load_queries(1, Qs, dOs, rl, rd, q, q_half, qhead + (ulong)h * qsh, qsr, d_o,
-                             do_half, ohead + (ulong)h * osh, osr, lse + stats, delta + stats,
-                             dimf, i0, q_len, D, lid, wg);
-            barrier(CLK_LOCAL_MEM_FENCE);
-            for (int r0 = 0; r0 < BQ && i0 + r0 < q_len; r0 += CB) {
-                floatv s[CB], dp[CB];
-                _Pragma("unroll") for (int u = 0; u < CB; u++)
-                    s[u] = dp[u] = (floatv)0.0f;
-                for (int d = 0; d < D; d++) {
-                    floatv kd = kv[d], vd = vv[d];
-                    _Pragma("unroll") for (int u = 0; u < CB; u++) {
-                        s[u] = mad((floatv)Qs[(r0 + u) * LD + d], kd, s[u]);
-                        dp[u] = mad((floatv)dOs[(r0 + u) * LD + d], vd, dp[u]);
-                    }
-                }
-                /* s[u] becomes p, dp[u] becomes c p (dp - Delta); 0 where hidden */
-                _Pragma("unroll") for (int u = 0; u < CB; u++) {
-                    float l = rl[r0 + u];
-                    intv vis = key_ok & (intv)(l != -INFINITY ? -1 : 0);
-                    if (causal_keys)
-                        vis &= tix <= (intv)(i0 + r0 + u + shift);
-                    floatv p = select((floatv)0.0f, bwd_exp2v((s[u] * c - l) * LOG2E), vis);
-                    s[u] = p;
-                    dp[u] = c * p * (dp[u] - rd[r0 + u]);
-                }
-                for (int d = 0; d < D; d++) {
-                    floatv a = dv_acc[d], g = dk_acc[d];
-                    _Pragma("unroll") for (int u = 0; u < CB; u++) {
-                        a = mad(s[u], (floatv)dOs[(r0 + u) * LD + d], a);
-                        g = mad(dp[u], (floatv)Qs[(r0 + u) * LD + d], g);
-                    }
-                    dv_acc[d] = a;
-                    dk_acc[d] = g;
+            bwd_load_queries_cpu(Qs, dOs, rl, rd, q, q_half, (ulong)b * qsb + (ulong)h * qsh,
+                                 qsr, d_o, do_half, (ulong)b * osb + (ulong)h * osh, osr,
+                                 lse + stats, delta + stats, dimf, i0, q_len, D);
+            const int qrows = (min(BQ, q_len - i0) + RB - 1) / RB * RB;
+            bwd_scores_cpu(Qs, Kt, Ps, qrows, keys, D);
+            bwd_scores_cpu(dOs, Vt, dSs, qrows, keys, D);
+            const int vecs = (keys + VEC - 1) / VEC;
+            for (int r = 0; r < qrows; r++) {
+                const float l = rl[r], dl = rd[r];
+                /* visible: key < keys, row live, causal: t <= i + shift */
+                const int limit = l == -INFINITY ? 0
+                                  : (causal && !is_prefix) ? min(keys, i0 + r + shift + 1 - j0)
+                                                           : keys;
+                for (int y = 0; y < vecs; y++) {
+                    __local float *sp = Ps + r * BK + y * VEC, *dp = dSs + r * BK + y * VEC;
+                    intv vis = LANES + (intv)(y * VEC) < (intv)limit;
+                    floatv p = select((floatv)0.0f,
+                                      bwd_exp2v((vloadv(0, sp) * c - l) * LOG2E), vis);
+                    vstorev(p, 0, sp);
+                    vstorev(c * p * (vloadv(0, dp) - dl), 0, dp);
                 }
             }
+            /* dV += P^T dO, dK += dS^T Q~ over the tile's rows */
+            bwd_accumulate_cpu(dVa, Ps, BK, 1, dOs, kb_end, qrows, D);
+            bwd_accumulate_cpu(dKa, dSs, BK, 1, Qs, kb_end, qrows, D);
         }
     }
 
@@ -141,21 +296,20 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                                : (ulong)b * ksb + (ulong)hk * ksh + (ulong)j0 * ksr;
     ulong out_row = is_prefix ? (ulong)D : ksr;
     int out_add = !is_prefix && accumulate;
-    for (int d = 0; d < D; d++) {
-        vstore16(dk_acc[d], 0, tk);
-        vstore16(dv_acc[d], 0, tv);
-        for (int x = 0; x < VEC && jl + x < rows; x++) {
-            ulong at = out_base + (ulong)(jl + x) * out_row + d;
+    for (int x = 0; x < rows; x++)
+        for (int d = 0; d < D; d++) {
+            ulong at = out_base + (ulong)x * out_row + d;
+            float gk = x < keys ? dKa[x * DMAX + d] : 0.0f;
+            float gv = x < keys ? dVa[x * DMAX + d] : 0.0f;
             if (out_k)
-                out_k[at] = out_add ? out_k[at] + tk[x] : tk[x];
+                out_k[at] = out_add ? out_k[at] + gk : gk;
             if (out_v)
-                out_v[at] = out_add ? out_v[at] + tv[x] : tv[x];
+                out_v[at] = out_add ? out_v[at] + gv : gv;
         }
-    }
 }
 
-/* Grid: (ceil(N / BQ) * BQ / VEC, B * H); rows i0 + lid * VEC + lane. */
-__kernel __attribute__((reqd_work_group_size(BQ / VEC, 1, 1)))
+/* Grid: (ceil(N / BQ), B * H); rows i0 + [0, BQ). */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int causal,
                      __global const void *q, int q_half, ulong qsb, ulong qsh, ulong qsr,
                      __global const void *k, int k_half, __global const void *v, int v_half,
@@ -167,44 +321,27 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
                      __global const float *head, int structured, __global const int *items,
                      __global float *dq, int accumulate, __global float *gain_part)
 {
-    __local float Ks[BK * LD], Vs[BK * LD];
-    __local float red[BQ / VEC * DMAX];
-    const int wg = BQ / VEC;
-    int lid = get_local_id(0);
+    __local float Kt[DMAX * BK], Vt[DMAX * BK], Kn[BK * DMAX];
+    __local float Qs[BQ * DMAX], dOs[BQ * DMAX];
+    __local float Ss[BQ * BK], Zs[BQ * BK];
+    __local float dQa[BQ * DMAX];
+    __local float rl[BQ], rd[BQ];
     int qt = get_group_id(0), ntq = get_num_groups(0);
     int b = get_group_id(1) / H, h = get_group_id(1) % H;
     int hk = h / (H / Hkv);
     int q_len = items[b], kv_len = items[B + b], entry = items[2 * B + b];
     int shift = M - N;
-    int i0 = qt * BQ, il = i0 + lid * VEC; /* first row of this work-item */
+    int i0 = qt * BQ;
     float c = head[h];
     __global const float *dimf = structured ? head + H + h * D : 0;
     ulong qbase = (ulong)b * qsb + (ulong)h * qsh, obase = (ulong)b * osb + (ulong)h * osh;
-    __global const float *lse_row = lse + ((ulong)b * H + h) * N;
-    __global const float *delta_row = delta + ((ulong)b * H + h) * N;
+    ulong stats = ((ulong)b * H + h) * N;
 
-    /* Lanes: q (1 + G_hd), dO, LSE (-inf past q_len: p = 0), Delta. */
-    floatv qv[DMAX], gv[DMAX], acc[DMAX];
-    float t1[VEC], t2[VEC];
-    for (int x = 0; x < VEC; x++) {
-        int i = il + x, ok = i < q_len;
-        t1[x] = ok ? lse_row[i] : -INFINITY;
-        t2[x] = ok ? delta_row[i] : 0.0f;
-    }
-    const floatv lsev = vload16(0, t1), dlt = vload16(0, t2);
-    const intv row_ok = lsev != (floatv)(-INFINITY);
-    const intv iv = (intv)il + LANES;
-    for (int d = 0; d < D; d++) {
-        for (int x = 0; x < VEC; x++) {
-            int i = il + x, ok = i < q_len;
-            t1[x] = ok ? pfx_load(q, qbase + (ulong)i * qsr + d, q_half) * (dimf ? dimf[d] : 1.0f)
-                       : 0.0f;
-            t2[x] = ok ? pfx_load(d_o, obase + (ulong)i * osr + d, do_half) : 0.0f;
-        }
-        qv[d] = vload16(0, t1);
-        gv[d] = vload16(0, t2);
-        acc[d] = (floatv)0.0f;
-    }
+    bwd_load_queries_cpu(Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase, osr,
+                         lse + stats, delta + stats, dimf, i0, q_len, D);
+    for (int e = 0; e < BQ * DMAX; e++)
+        dQa[e] = 0.0f;
+    const int qrows = i0 < q_len ? (min(BQ, q_len - i0) + RB - 1) / RB * RB : 0;
 
     int p_end = P, t_end = kv_len;
     if (i0 >= q_len) {
@@ -221,70 +358,49 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
         int is_prefix = tile < prefix_tiles;
         int j0 = (is_prefix ? tile : tile - prefix_tiles) * BK;
         int rows = min(BK, (is_prefix ? P : M) - j0);
-        barrier(CLK_LOCAL_MEM_FENCE);
         if (is_prefix)
-            bwd_load_keys(0, Ks, Vs, pk, pk_half, pv, pv_half, pbase, psr, j0, rows, D, lid, wg);
+            bwd_stage_keys_cpu(Kt, Vt, Kn, pk, pk_half, pv, pv_half, pbase, psr, j0, rows, D);
         else
-            bwd_load_keys(0, Ks, Vs, k, k_half, v, v_half, kbase, ksr, j0, rows, D, lid, wg);
-        barrier(CLK_LOCAL_MEM_FENCE);
+            bwd_stage_keys_cpu(Kt, Vt, Kn, k, k_half, v, v_half, kbase, ksr, j0, rows, D);
         int kend = is_prefix ? rows : min(rows, t_end - j0);
-        for (int c0 = 0; c0 < kend; c0 += CB) {
-            floatv s[CB], dp[CB];
-            _Pragma("unroll") for (int u = 0; u < CB; u++)
-                s[u] = dp[u] = (floatv)0.0f;
-            for (int d = 0; d < D; d++) {
-                floatv qd = qv[d], gd = gv[d];
-                _Pragma("unroll") for (int u = 0; u < CB; u++) {
-                    s[u] = mad(qd, (floatv)Ks[(c0 + u) * LD + d], s[u]);
-                    dp[u] = mad(gd, (floatv)Vs[(c0 + u) * LD + d], dp[u]);
-                }
-            }
-            /* dp[u] becomes dz = p (dp - Delta) (without c); 0 where hidden */
-            _Pragma("unroll") for (int u = 0; u < CB; u++) {
-                int jj = c0 + u, t = j0 + jj;
-                intv vis = row_ok & (intv)(jj < rows && (is_prefix || t < kv_len) ? -1 : 0);
-                if (causal && !is_prefix)
-                    vis &= (intv)t <= iv + shift;
-                floatv p = select((floatv)0.0f, bwd_exp2v((s[u] * c - lsev) * LOG2E), vis);
-                dp[u] = p * (dp[u] - dlt);
-            }
-            for (int d = 0; d < D; d++) {
-                floatv a = acc[d];
-                _Pragma("unroll") for (int u = 0; u < CB; u++)
-                    a = mad(dp[u], (floatv)Ks[(c0 + u) * LD + d], a);
-                acc[d] = a;
+        bwd_scores_cpu(Qs, Kt, Ss, qrows, kend, D);
+        bwd_scores_cpu(dOs, Vt, Zs, qrows, kend, D);
+        const int vecs = (kend + VEC - 1) / VEC;
+        for (int r = 0; r < qrows; r++) {
+            const float l = rl[r], dl = rd[r];
+            const int limit = l == -INFINITY ? 0
+                              : (causal && !is_prefix) ? min(kend, i0 + r + shift + 1 - j0)
+                                                       : kend;
+            for (int y = 0; y < vecs; y++) {
+                __local float *sp = Ss + r * BK + y * VEC, *zp = Zs + r * BK + y * VEC;
+                intv vis = LANES + (intv)(y * VEC) < (intv)limit;
+                floatv p = select((floatv)0.0f, bwd_exp2v((vloadv(0, sp) * c - l) * LOG2E), vis);
+                vstorev(p * (vloadv(0, zp) - dl), 0, zp);
             }
         }
+        /* dQraw += Z K~ over the tile's keys */
+        bwd_accumulate_cpu(dQa, Zs, 1, BK, Kn, qrows, kend, D);
     }
 
+    __global float *out = gain_part ? gain_part + (((ulong)h * B + b) * ntq + qt) * D : 0;
     for (int d = 0; d < D; d++) {
         /* dQ = c (1 + G_hd) dQraw, rounded before the accumulate add (a
-         * vector product: not fused into it), as on the GPU path */
-        vstore16(acc[d] * (c * (dimf ? dimf[d] : 1.0f)), 0, t2);
-        vstore16(acc[d], 0, t1);
-        float r = 0.0f; /* R_d partial over this work-item's rows, lane order */
-        for (int x = 0; x < VEC; x++) {
-            int i = il + x;
+         * product, not fused into it), as on the GPU path */
+        const float scale = c * (dimf ? dimf[d] : 1.0f);
+        float r = 0.0f; /* R_d partial over this tile's rows, row order */
+        for (int x = 0; x < BQ; x++) {
+            int i = i0 + x;
+            float raw = dQa[x * DMAX + d];
             if (dq && i < N) {
                 ulong at = qbase + (ulong)i * qsr + d;
-                volatile float gx = t2[x]; /* PoCL would fuse the product into the add */
+                volatile float gx = raw * scale; /* PoCL would fuse the product into the add */
                 dq[at] = accumulate ? dq[at] + gx : gx;
             }
             if (i < q_len)
-                r += pfx_load(q, qbase + (ulong)i * qsr + d, q_half) * t1[x];
+                r += pfx_load(q, qbase + (ulong)i * qsr + d, q_half) * raw;
         }
-        red[lid * DMAX + d] = r;
-    }
-    if (!gain_part)
-        return;
-    /* R_d = sum over the work-items' partials, in work-item order. */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    __global float *out = gain_part + (((ulong)h * B + b) * ntq + qt) * D;
-    for (int d = lid; d < D; d += wg) {
-        float s = 0.0f;
-        for (int w = 0; w < wg; w++)
-            s += red[w * DMAX + d];
-        out[d] = s;
+        if (out)
+            out[d] = r;
     }
 }
 #endif /* CPU_VEC */

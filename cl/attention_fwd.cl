@@ -23,7 +23,8 @@
  * of the tile. m and l are identical across the row's work-items, so no
  * merge is needed, and no private array is larger than DPL or KPL (all
  * indexed only in fully unrolled loops: registers, never scratch).
- * VEC > 1 (CPU): VEC rows per work-item as the lanes of a float vector.
+ * VEC > 1 (CPUs): cl/attention_fwd.cpu.cl, register-blocked tile products
+ * with keys or head dimensions as the lanes of float VEC vectors.
  *
  * Split-K. The key range [0, P + M) may also be cut into `splits` ranges of
  * keys_per_split keys handled by different work-groups (decode: one sequence
@@ -45,12 +46,10 @@
  * below, the short names inside): HEAD_DIM (compile-time head size class;
  * the runtime D <= HEAD_DIM, dims beyond D are zero), BLOCK_M, BLOCK_N,
  * KSPLIT, KV_PAD (local row padding, avoids bank conflicts when KSPLIT > 1),
- * Q_LOCAL (keep the scaled q tile in local memory instead of registers),
- * UNROLL (fully unroll the per-tile loops: needed for PoCL to vectorize),
- * POLY_EXP2 (exp2 by a polynomial, vectorizable on CPUs), VEC (1, 4, 8
- * or 16 rows per work-item as the lanes of a float vector: the CPU path,
- * explicit SIMD that does not depend on the work-item vectorizer; needs
- * KSPLIT 1 and Q_LOCAL 0), UNROLL_D (the VEC path's head-dimension loops).
+ * Q_LOCAL (must be 0 on the CPU path), POLY_EXP2 (exp2 by a polynomial,
+ * vectorizable on CPUs), VEC (1: the GPU path; 4, 8 or 16: the CPU path at
+ * that float vector width, explicit SIMD that does not depend on the
+ * work-item vectorizer; needs KSPLIT 1 and Q_LOCAL 0).
  */
 #ifndef PFX_ATTN_HEAD_DIM
 #define PFX_ATTN_HEAD_DIM 64
@@ -70,17 +69,11 @@
 #ifndef PFX_ATTN_Q_LOCAL
 #define PFX_ATTN_Q_LOCAL 0
 #endif
-#ifndef PFX_ATTN_UNROLL
-#define PFX_ATTN_UNROLL 1
-#endif
 #ifndef PFX_ATTN_POLY_EXP2
 #define PFX_ATTN_POLY_EXP2 0
 #endif
 #ifndef PFX_ATTN_VEC
 #define PFX_ATTN_VEC 1
-#endif
-#ifndef PFX_ATTN_UNROLL_D
-#define PFX_ATTN_UNROLL_D PFX_ATTN_UNROLL
 #endif
 #define HEAD_DIM PFX_ATTN_HEAD_DIM
 #define BLOCK_M PFX_ATTN_BLOCK_M
@@ -88,18 +81,16 @@
 #define KSPLIT PFX_ATTN_KSPLIT
 #define KV_PAD PFX_ATTN_KV_PAD
 #define Q_LOCAL PFX_ATTN_Q_LOCAL
-#define UNROLL PFX_ATTN_UNROLL
 #define POLY_EXP2 PFX_ATTN_POLY_EXP2
 #define VEC PFX_ATTN_VEC
-#define UNROLL_D PFX_ATTN_UNROLL_D
 
 #define WG_SIZE (BLOCK_M / VEC * KSPLIT)
 #define KPL (BLOCK_N / KSPLIT)        /* keys per work-item per tile */
 #define KV_STRIDE (HEAD_DIM + KV_PAD)
 #define Q_STRIDE (HEAD_DIM + KV_PAD)
 
-#if VEC > 1 && (KSPLIT != 1 || Q_LOCAL || BLOCK_M % VEC)
-#error "VEC > 1 needs KSPLIT 1, Q_LOCAL 0 and BLOCK_M a multiple of VEC"
+#if VEC > 1 && (KSPLIT != 1 || Q_LOCAL)
+#error "VEC > 1 (the CPU path) needs KSPLIT 1 and Q_LOCAL 0"
 #endif
 #if VEC == 4
 typedef float4 floatv;
@@ -133,21 +124,6 @@ typedef int16 intv;
 #endif
 #define DPL (HEAD_DIM / KSPLIT)       /* head dims (accumulators) per work-item */
 #define S_STRIDE (BLOCK_N + 1)
-
-#if UNROLL
-#define PFX_UNROLL _Pragma("unroll")
-#else
-#define PFX_UNROLL
-#endif
-/* The VEC path: loops over the head dimension unrolled only with UNROLL_D
- * (compile time on PoCL grows fast with HEAD_DIM x BLOCK_N). */
-#if UNROLL_D
-#define PFX_UNROLL_D _Pragma("unroll")
-#define D_LOOP HEAD_DIM
-#else
-#define PFX_UNROLL_D
-#define D_LOOP D /* runtime head size: dims beyond D are zero, skip them */
-#endif
 
 #define LOG2E 1.4426950408889634f
 
@@ -227,6 +203,7 @@ inline void pfx_store_row(__global void *o, __global float *lse, __global float 
         lse[((ulong)b * H + h) * N + i] = live ? m + log(l) : -INFINITY;
 }
 
+#if VEC == 1
 __kernel __attribute__((reqd_work_group_size(WG_SIZE, 1, 1)))
 void pfx_attn_fwd(__global const void *q, __global const void *k, __global const void *v,
                   __global const void *pk, __global const void *pv,
@@ -243,11 +220,9 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
 {
     __local float Kt[BLOCK_N * KV_STRIDE];
     __local float Vt[BLOCK_N * KV_STRIDE];
-#if VEC == 1
     __local float Qs[BLOCK_M * Q_STRIDE];
     __local float Ss[BLOCK_M * S_STRIDE]; /* logits of the tile */
     __local float Ps[BLOCK_M * S_STRIDE]; /* probabilities of the tile */
-#endif
 
     const int N = dims.N, M = dims.M, D = dims.D, R = dims.R;
     const int lid = (int)get_local_id(0);
@@ -278,41 +253,6 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     const int j_end = (q_len > 0) ? min(P + t_end, j_begin + keys_per_split) : 0;
     const int row_t_max = causal ? min(kv_len, i + M - N + 1) : kv_len; /* t < this */
 
-#if VEC > 1
-    /* Rows r0 + lid * VEC + lane are the lanes of the vectors. */
-    float tmp[VEC], ml_m[VEC], ml_l[VEC];
-    int tm[VEC], hl[VEC], il[VEC], vl[VEC], rl[VEC];
-    ulong qo[VEC], rid[VEC];
-    float chl[VEC];
-    for (int x = 0; x < VEC; x++) {
-        int rx = r0 + lid * VEC + x, rrx = min(rx, R - 1);
-        rl[x] = rx;
-        hl[x] = hk * dims.group + rrx / N;
-        il[x] = rrx % N;
-        vl[x] = rx < R && il[x] < q_len;
-        tm[x] = causal ? min(kv_len, il[x] + M - N + 1) : kv_len;
-        qo[x] = (ulong)b * qb + (ulong)hl[x] * qh + (ulong)il[x] * qr;
-        rid[x] = ((ulong)b * dims.Hkv + hk) * (ulong)R + (ulong)rrx;
-        chl[x] = head_params[hl[x]];
-    }
-    const intv tmax = vloadv(0, tm);
-    const floatv chv = vloadv(0, chl); /* c_h per lane */
-    floatv qv[HEAD_DIM], acc[HEAD_DIM];
-    for (int d = 0; d < HEAD_DIM; d++) {
-        for (int x = 0; x < VEC; x++) {
-            float val = 0.0f;
-            if (d < D) {
-                val = pfx_load(q, qo[x] + (ulong)d, flags & HALF_Q);
-                if (has_dim_gain)
-                    val *= head_params[dims.H + (ulong)hl[x] * D + d];
-            }
-            tmp[x] = val;
-        }
-        qv[d] = vloadv(0, tmp);
-        acc[d] = (floatv)0.0f;
-    }
-    floatv m = (floatv)(-INFINITY), l = (floatv)0.0f;
-#else
     /* Query tile in local memory: q_d (1 + G_hd) (c_h is applied to the
      * logit, so that c_h q never overflows where c_h (q . k) does not). A
      * work-item holds only its DPL accumulators (d = ks + KSPLIT x) and KPL
@@ -342,7 +282,6 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     for (int x = 0; x < DPL; x++)
         acc[x] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-#endif
 
     const ulong kv_base = (ulong)b * kvb + (ulong)hk * kvh;
     const ulong p_base = (ulong)max(entry, 0) * pb + (ulong)hk * ph;
@@ -369,50 +308,6 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
-#if VEC > 1
-        {
-            floatv sv[BLOCK_N];
-            PFX_UNROLL
-            for (int c = 0; c < BLOCK_N; c++)
-                sv[c] = (floatv)0.0f;
-            PFX_UNROLL_D
-            for (int d = 0; d < D_LOOP; d++) {
-                floatv qd = qv[d];
-                PFX_UNROLL
-                for (int c = 0; c < BLOCK_N; c++)
-                    sv[c] = mad(qd, (floatv)Kt[c * KV_STRIDE + d], sv[c]);
-            }
-            const int full = j0 + BLOCK_N <= min(j_end, P + t_full);
-            floatv mt = m;
-            PFX_UNROLL
-            for (int c = 0; c < BLOCK_N; c++) {
-                sv[c] *= chv;
-                if (!full) {
-                    int j = j0 + c, t = j - P;
-                    intv vis = j >= j_end ? (intv)0 : j < P ? (intv)(-1) : ((intv)t < tmax);
-                    sv[c] = select((floatv)(-INFINITY), sv[c], vis);
-                }
-                mt = fmax(mt, sv[c]);
-            }
-            const floatv mu = select(mt, (floatv)0.0f, mt == (floatv)(-INFINITY));
-            const floatv alpha = pfx_exp2v((m - mu) * LOG2E);
-            l *= alpha;
-            PFX_UNROLL
-            for (int c = 0; c < BLOCK_N; c++) {
-                sv[c] = pfx_exp2v((sv[c] - mu) * LOG2E);
-                l += sv[c];
-            }
-            PFX_UNROLL_D
-            for (int d = 0; d < D_LOOP; d++) {
-                floatv a = acc[d] * alpha;
-                PFX_UNROLL
-                for (int c = 0; c < BLOCK_N; c++)
-                    a = mad(sv[c], (floatv)Vt[c * KV_STRIDE + d], a);
-                acc[d] = a;
-            }
-            m = mt;
-        }
-#else
         /* Logits of this work-item's keys c KSPLIT + ks (full dot products). */
         float s[KPL];
 #pragma unroll
@@ -461,21 +356,8 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                 acc[x] = mad(pc, vr[x * KSPLIT], acc[x]);
         }
         m = mt;
-#endif
     }
 
-#if VEC > 1
-    vstorev(m, 0, ml_m);
-    vstorev(l, 0, ml_l);
-    for (int d = 0; d < HEAD_DIM; d++) {
-        vstorev(acc[d], 0, tmp);
-        for (int x = 0; x < VEC; x++)
-            if (rl[x] < R)
-                pfx_store_row(o, lse, part_ml, part_acc, splits, split, b, hl[x], il[x], vl[x], D,
-                              N, dims.H, ob, oh, orow, flags, has_lse, rid[x], ml_m[x], ml_l[x], d,
-                              tmp[x]);
-    }
-#else
     if (r < R) {
 #pragma unroll
         for (int x = 0; x < DPL; x++)
@@ -483,8 +365,8 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                           dims.H, ob, oh, orow, flags, has_lse, rowid, m, l, ks + KSPLIT * x,
                           acc[x]);
     }
-#endif
 }
+#endif /* VEC == 1; the CPU path (VEC > 1): cl/attention_fwd.cpu.cl */
 
 /* Combines the `splits` partials of every row: global (D, rows) where rows
  * enumerates (b, hk, r) like rowid above. */

@@ -622,8 +622,8 @@ static void test_local_memory_limit(void **state)
     /* A device with too little local memory for a head size: no tiles. */
     pfx_attn_fwd_tiles t;
     const pfx_attn_tuning *nv = pfx_attn_tuning_lookup(PFX_VENDOR_NVIDIA, NULL, NULL);
-    assert_false(pfx_attn_fwd_tiles_for(nv, 1024, 256, false, &t));
-    assert_true(pfx_attn_fwd_tiles_for(nv, 48 * 1024, 256, false, &t));
+    assert_false(pfx_attn_fwd_tiles_for(nv, 1024, 0, 256, false, &t));
+    assert_true(pfx_attn_fwd_tiles_for(nv, 48 * 1024, 0, 256, false, &t));
     assert_true(pfx_attn_fwd_local_bytes(&t) <= 48 * 1024);
     /* and the op says so, naming head_dim */
     uint64_t saved = rt->info.local_mem_bytes;

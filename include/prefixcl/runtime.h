@@ -46,6 +46,7 @@ typedef struct pfx_device_info {
     uint64_t max_alloc_bytes;
     uint64_t local_mem_bytes;
     size_t max_work_group_size;
+    unsigned native_float_width;  /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (CPU SIMD lanes) */
     bool has_fp16;                /* cl_khr_fp16 */
     bool has_fp64;                /* cl_khr_fp64 */
     bool has_subgroups;           /* cl_khr_subgroups or cl_intel_subgroups */

@@ -37,16 +37,16 @@ unsigned pfx_attn_dim_class(size_t D)
 
 size_t pfx_attn_fwd_wg_size(const pfx_attn_fwd_tiles *t)
 {
-    return (size_t)t->block_m / t->vec * t->ksplit;
+    return t->vec > 1 ? 1 : (size_t)t->block_m * t->ksplit; /* the CPU path: one */
 }
 
 size_t pfx_attn_fwd_local_bytes(const pfx_attn_fwd_tiles *t)
 {
-    size_t stride = t->head_dim + t->kv_pad;
-    size_t floats = 2 * (size_t)t->block_n * stride;
-    if (t->vec == 1) /* q tile, logits and probabilities */
-        floats += (size_t)t->block_m * stride + 2 * (size_t)t->block_m * (t->block_n + 1);
-    return floats * sizeof(float);
+    size_t bm = t->block_m, bn = t->block_n, dm = t->head_dim;
+    if (t->vec > 1) /* as cl/attention_fwd.cpu.cl: q and O, K^T and V, logits, 5 per row */
+        return sizeof(float) * (2 * bm * dm + 2 * bn * dm + bm * bn + 5 * bm);
+    size_t stride = dm + t->kv_pad; /* K, V; q tile, logits and probabilities */
+    return sizeof(float) * (2 * bn * stride + bm * stride + 2 * bm * (bn + 1));
 }
 
 size_t pfx_attn_bwd_local_bytes(const pfx_attn_bwd_tiles *t)
@@ -55,6 +55,11 @@ size_t pfx_attn_bwd_local_bytes(const pfx_attn_bwd_tiles *t)
      * padded to HEAD_DIM + 1, or transposed with BLOCK_N + 1 / BLOCK_M + 1),
      * two score tiles, LSE and Delta */
     size_t dm = t->head_dim, bq = t->block_m, bk = t->block_n;
+    if (t->vec > 1) { /* as cl/attention_bwd.cpu.cl: the larger of dkv and dq */
+        size_t dkv = 4 * dm * bk + 2 * bq * dm + 2 * bq * bk + 2 * bq;
+        size_t dq = 3 * dm * bk + 3 * bq * dm + 2 * bq * bk + 2 * bq;
+        return sizeof(float) * (dkv > dq ? dkv : dq);
+    }
     size_t ksz = bk * (dm + 1) > dm * (bk + 1) ? bk * (dm + 1) : dm * (bk + 1);
     size_t qsz = bq * (dm + 1) > dm * (bq + 1) ? bq * (dm + 1) : dm * (bq + 1);
     return sizeof(float) * (2 * ksz + 2 * qsz + 2 * bq * bk + 2 * bq);
@@ -62,28 +67,47 @@ size_t pfx_attn_bwd_local_bytes(const pfx_attn_bwd_tiles *t)
 
 size_t pfx_attn_bwd_wg_dkv(const pfx_attn_bwd_tiles *t)
 {
-    return t->vec > 1 ? t->block_n / t->vec : (size_t)t->block_n * t->dsplit;
+    return t->vec > 1 ? 1 : (size_t)t->block_n * t->dsplit; /* the CPU path: one */
 }
 
 size_t pfx_attn_bwd_wg_dq(const pfx_attn_bwd_tiles *t)
 {
-    return t->vec > 1 ? t->block_m / t->vec : (size_t)t->block_m * t->dsplit;
+    return t->vec > 1 ? 1 : (size_t)t->block_m * t->dsplit;
 }
 
 /* ---- database tiles, fitted ---- */
 
+unsigned pfx_attn_cpu_vec(unsigned native_float_width)
+{
+    return native_float_width >= 16 ? 16 : native_float_width >= 8 ? 8 : 4;
+}
+
+/* The database entry of a class with its vector width resolved. */
+static pfx_attn_fwd_tiles fwd_entry(const pfx_attn_tuning *db, int c, bool decode,
+                                    unsigned native_float_width)
+{
+    pfx_attn_fwd_tiles t = decode ? db->decode[c] : db->fwd[c];
+    if (t.vec == PFX_ATTN_VEC_NATIVE)
+        t.vec = pfx_attn_cpu_vec(native_float_width);
+    return t;
+}
+
 bool pfx_attn_fwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
-                            unsigned dim_class, bool decode, pfx_attn_fwd_tiles *out)
+                            unsigned native_float_width, unsigned dim_class, bool decode,
+                            pfx_attn_fwd_tiles *out)
 {
     int c = class_index(dim_class);
     if (c < 0)
         return false;
-    pfx_attn_fwd_tiles t = decode ? db->decode[c] : db->fwd[c];
-    /* Shrink the key tile, then the row tile, until local memory holds it. */
+    pfx_attn_fwd_tiles t = fwd_entry(db, c, decode, native_float_width);
+    /* Shrink the key tile, then the row tile, until local memory holds it
+     * (the CPU path keeps whole vectors of keys and register blocks of 8
+     * rows). */
+    const unsigned min_n = t.vec > 1 ? (t.vec > 8 ? t.vec : 8) : 8, min_m = t.vec > 1 ? 8 : 1;
     while (pfx_attn_fwd_local_bytes(&t) > local_mem_bytes) {
-        if (t.block_n > t.ksplit && t.block_n > 8)
+        if (t.block_n > t.ksplit && t.block_n > min_n)
             t.block_n /= 2;
-        else if (t.block_m > t.vec)
+        else if (t.block_m > min_m)
             t.block_m /= 2;
         else
             return false;
@@ -94,18 +118,29 @@ bool pfx_attn_fwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
     return true;
 }
 
+static pfx_attn_bwd_tiles bwd_entry(const pfx_attn_tuning *db, int c,
+                                    unsigned native_float_width)
+{
+    pfx_attn_bwd_tiles t = db->bwd[c];
+    if (t.vec == PFX_ATTN_VEC_NATIVE)
+        t.vec = pfx_attn_cpu_vec(native_float_width);
+    return t;
+}
+
 bool pfx_attn_bwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
-                            unsigned dim_class, pfx_attn_bwd_tiles *out)
+                            unsigned native_float_width, unsigned dim_class,
+                            pfx_attn_bwd_tiles *out)
 {
     int c = class_index(dim_class);
     if (c < 0)
         return false;
-    pfx_attn_bwd_tiles t = db->bwd[c];
-    /* Halve both tiles (keeping them multiples of VEC) until they fit; when
-     * the CPU path's 16-wide tiles do not fit (rusticl's 32 KiB at D = 128),
-     * take the GPU path, whose tiles go down to 8 x 8. */
+    pfx_attn_bwd_tiles t = bwd_entry(db, c, native_float_width);
+    /* Halve both tiles (the CPU path's keep whole vectors of keys and
+     * register blocks of 8) until they fit; when the CPU path's do not
+     * (rusticl's 32 KiB at D = 128), take the GPU path, whose tiles go down
+     * to 8 x 8. */
     while (pfx_attn_bwd_local_bytes(&t) > local_mem_bytes) {
-        if (t.vec > 1 && (t.block_m / 2 < t.vec || t.block_n / 2 < t.vec)) {
+        if (t.vec > 1 && (t.block_m / 2 < 8 || t.block_n / 2 < (t.vec > 8 ? t.vec : 8))) {
             t.vec = 1;
             t.dsplit = 1;
             continue;
@@ -126,8 +161,7 @@ const pfx_attn_field pfx_attn_fwd_fields[PFX_ATTN_FWD_FIELDS] = {
     FWD_FIELD(head_dim, "HEAD_DIM"), FWD_FIELD(block_m, "BLOCK_M"),
     FWD_FIELD(block_n, "BLOCK_N"),   FWD_FIELD(ksplit, "KSPLIT"),
     FWD_FIELD(kv_pad, "KV_PAD"),     FWD_FIELD(q_local, "Q_LOCAL"),
-    FWD_FIELD(unroll, "UNROLL"),     FWD_FIELD(poly_exp2, "POLY_EXP2"),
-    FWD_FIELD(vec, "VEC"),           FWD_FIELD(unroll_d, "UNROLL_D"),
+    FWD_FIELD(poly_exp2, "POLY_EXP2"), FWD_FIELD(vec, "VEC"),
 };
 #define BWD_FIELD(f, NAME) { NAME, offsetof(pfx_attn_bwd_tiles, f) }
 const pfx_attn_field pfx_attn_bwd_fields[PFX_ATTN_BWD_FIELDS] = {
@@ -174,14 +208,18 @@ static const char *fwd_invalid(const pfx_attn_fwd_tiles *t)
         return "BLOCK_M, BLOCK_N and KSPLIT must be positive";
     if (t->vec != 1 && t->vec != 4 && t->vec != 8 && t->vec != 16)
         return "VEC must be 1, 4, 8 or 16";
-    if (t->vec > 1 && (t->ksplit != 1 || t->q_local || t->block_m % t->vec))
-        return "VEC > 1 needs KSPLIT 1, Q_LOCAL 0 and BLOCK_M a multiple of VEC";
+    if (t->vec > 1 && (t->ksplit != 1 || t->q_local))
+        return "VEC > 1 (the CPU path) needs KSPLIT 1 and Q_LOCAL 0";
+    if (t->vec > 1 && (t->head_dim % t->vec || t->block_n % t->vec ||
+                       t->block_m % (t->vec >= 16 ? 8 : 4)))
+        return "VEC > 1 needs HEAD_DIM and BLOCK_N multiples of VEC and BLOCK_M of 4 "
+               "(VEC 4, 8) or 8 (VEC 16)";
     if (t->block_n % t->ksplit || t->head_dim % t->ksplit)
         return "BLOCK_N and HEAD_DIM must be multiples of KSPLIT";
     if (t->block_m > 4096 || t->block_n > 4096 || t->kv_pad > 64)
         return "BLOCK_M, BLOCK_N above 4096 or KV_PAD above 64";
-    if (t->q_local > 1 || t->unroll > 1 || t->poly_exp2 > 1 || t->unroll_d > 1)
-        return "Q_LOCAL, UNROLL, POLY_EXP2 and UNROLL_D are 0 or 1";
+    if (t->q_local > 1 || t->poly_exp2 > 1)
+        return "Q_LOCAL and POLY_EXP2 are 0 or 1";
     return NULL;
 }
 
@@ -191,11 +229,13 @@ static const char *bwd_invalid(const pfx_attn_bwd_tiles *t)
         return "HEAD_DIM must be a head-size class (16, 32, 64, 128 or 256)";
     if (!t->block_m || !t->block_n || !t->dsplit || t->block_m > 4096 || t->block_n > 4096)
         return "BLOCK_M, BLOCK_N and DSPLIT must be in 1..4096";
-    if (t->vec != 1 && t->vec != 16)
-        return "VEC must be 1 (GPU path) or 16 (CPU path)";
-    if (t->vec > 1 && (t->block_m % t->vec || t->block_n % t->vec || t->block_m % 8 ||
-                       t->block_n % 8))
-        return "VEC 16 needs BLOCK_M and BLOCK_N multiples of 16";
+    if (t->vec != 1 && t->vec != 4 && t->vec != 8 && t->vec != 16)
+        return "VEC must be 1 (GPU path), 4, 8 or 16 (CPU path)";
+    const unsigned rb = t->vec >= 16 ? 8 : 4; /* the CPU path's register block */
+    if (t->vec > 1 && (t->head_dim % t->vec || t->block_n % t->vec || t->block_m % rb ||
+                       t->block_n % rb))
+        return "VEC > 1 needs HEAD_DIM and BLOCK_N multiples of VEC, BLOCK_M and BLOCK_N of 4 "
+               "(VEC 4, 8) or 8 (VEC 16)";
     if (t->head_dim % t->dsplit)
         return "HEAD_DIM must be a multiple of DSPLIT";
     return NULL;
@@ -230,7 +270,7 @@ pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t
     pfx_attn_fwd_tiles t;
     char options[PFX_OPTIONS_MAX];
     if (l) {
-        t = decode ? db->decode[class_index(dc)] : db->fwd[class_index(dc)];
+        t = fwd_entry(db, class_index(dc), decode, rt->info.native_float_width);
         pfx_attn_override_apply(&t, false, l);
         pfx_attn_fwd_options(&t, options, sizeof(options));
         const char *bad = fwd_invalid(&t);
@@ -240,7 +280,8 @@ pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t
         if (pfx_attn_fwd_local_bytes(&t) > rt->info.local_mem_bytes)
             return unsupported(rt, op, D, "bytes of local memory", pfx_attn_fwd_local_bytes(&t),
                                (size_t)rt->info.local_mem_bytes, options);
-    } else if (!pfx_attn_fwd_tiles_for(db, rt->info.local_mem_bytes, dc, decode, &t)) {
+    } else if (!pfx_attn_fwd_tiles_for(db, rt->info.local_mem_bytes, rt->info.native_float_width,
+                                       dc, decode, &t)) {
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
                          "%s: desc.head_dim %zu needs more local memory than the device has "
                          "(%llu bytes)",
@@ -266,7 +307,7 @@ pfx_status pfx_attn_bwd_select(pfx_runtime *rt, const char *op, size_t D, pfx_at
                          "%s: desc.head_dim %zu is above the largest supported head size %d", op,
                          D, PFX_ATTN_MAX_D);
     if (l) {
-        t = db->bwd[class_index(dc)];
+        t = bwd_entry(db, class_index(dc), rt->info.native_float_width);
         pfx_attn_override_apply(&t, true, l);
         pfx_attn_bwd_options(&t, options, sizeof(options));
         const char *bad = bwd_invalid(&t);
@@ -276,7 +317,8 @@ pfx_status pfx_attn_bwd_select(pfx_runtime *rt, const char *op, size_t D, pfx_at
         if (pfx_attn_bwd_local_bytes(&t) > rt->info.local_mem_bytes)
             return unsupported(rt, op, D, "bytes of local memory", pfx_attn_bwd_local_bytes(&t),
                                (size_t)rt->info.local_mem_bytes, options);
-    } else if (!pfx_attn_bwd_tiles_for(db, rt->info.local_mem_bytes, dc, &t)) {
+    } else if (!pfx_attn_bwd_tiles_for(db, rt->info.local_mem_bytes, rt->info.native_float_width,
+                                       dc, &t)) {
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
                          "%s: desc.head_dim %zu is beyond what the backward kernels hold in this "
                          "device's %llu bytes of local memory",
@@ -329,23 +371,29 @@ void pfx_attn_add_unique(pfx_program_config *out, size_t cap, size_t *n, size_t 
 }
 
 void pfx_attn_add_configs(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
-                          pfx_program_config *out, size_t cap, size_t *n)
+                          unsigned native_float_width, pfx_program_config *out, size_t cap,
+                          size_t *n)
 {
     const size_t first = *n;
     char options[PFX_OPTIONS_MAX];
+    const unsigned widths[2] = { native_float_width ? native_float_width : 8,
+                                 native_float_width ? native_float_width : 16 };
     for (int c = 0; c < PFX_ATTN_CLASS_COUNT; c++)
-        for (int decode = 0; decode < 2; decode++) {
-            pfx_attn_fwd_tiles t;
-            if (!pfx_attn_fwd_tiles_for(db, local_mem_bytes, pfx_attn_classes[c], decode, &t))
+        for (int decode = 0; decode < 2; decode++)
+            for (int w = 0; w < 2; w++) {
+                pfx_attn_fwd_tiles t;
+                if (!pfx_attn_fwd_tiles_for(db, local_mem_bytes, widths[w], pfx_attn_classes[c],
+                                            decode, &t))
+                    continue;
+                pfx_attn_fwd_options(&t, options, sizeof(options));
+                pfx_attn_add_unique(out, cap, n, first, "attention_fwd", options);
+            }
+    for (int c = 0; c < PFX_ATTN_CLASS_COUNT; c++)
+        for (int w = 0; w < 2; w++) {
+            pfx_attn_bwd_tiles t;
+            if (!pfx_attn_bwd_tiles_for(db, local_mem_bytes, widths[w], pfx_attn_classes[c], &t))
                 continue;
-            pfx_attn_fwd_options(&t, options, sizeof(options));
-            pfx_attn_add_unique(out, cap, n, first, "attention_fwd", options);
+            pfx_attn_bwd_options(&t, options, sizeof(options));
+            pfx_attn_add_unique(out, cap, n, first, "attention_bwd", options);
         }
-    for (int c = 0; c < PFX_ATTN_CLASS_COUNT; c++) {
-        pfx_attn_bwd_tiles t;
-        if (!pfx_attn_bwd_tiles_for(db, local_mem_bytes, pfx_attn_classes[c], &t))
-            continue;
-        pfx_attn_bwd_options(&t, options, sizeof(options));
-        pfx_attn_add_unique(out, cap, n, first, "attention_bwd", options);
-    }
 }

@@ -32,19 +32,24 @@ typedef struct pfx_attn_fwd_tiles {
     unsigned ksplit;    /* KSPLIT: work-items per row (interleaved keys) */
     unsigned kv_pad;    /* KV_PAD: local row padding */
     unsigned q_local;   /* Q_LOCAL: scaled q tile in local memory */
-    unsigned unroll;    /* UNROLL: fully unrolled tile loops */
     unsigned poly_exp2; /* POLY_EXP2: polynomial exp2 (vectorizable on CPUs) */
-    unsigned vec;       /* VEC: rows per work-item as vector lanes (CPU), 1 otherwise */
-    unsigned unroll_d;  /* UNROLL_D: VEC path, unroll the head-dimension loops too */
+    unsigned vec;       /* VEC: 1, the GPU path; 4, 8 or 16, the CPU path with that float
+                         * vector width (PFX_ATTN_VEC_NATIVE in the database) */
 } pfx_attn_fwd_tiles;
+
+/* Database value of pfx_attn_fwd_tiles.vec: the CPU path at the device's
+ * native float vector width (pfx_attn_cpu_vec). */
+#define PFX_ATTN_VEC_NATIVE 0
+/* The CPU path's vector width for a device's native float width (16, 8, else 4). */
+unsigned pfx_attn_cpu_vec(unsigned native_float_width);
 
 typedef struct pfx_attn_bwd_tiles {
     unsigned head_dim;  /* HEAD_DIM: compile-time class >= the runtime D */
     unsigned block_m;   /* BLOCK_M: query rows per tile */
     unsigned block_n;   /* BLOCK_N: keys per tile */
     unsigned dsplit;    /* DSPLIT: work-items sharing a row's head dimensions (GPU path) */
-    unsigned vec;       /* VEC: rows or keys per work-item as float16 lanes (CPU path: 16),
-                         * 1 for the GPU path */
+    unsigned vec;       /* VEC: 1, the GPU path; 4, 8 or 16, the CPU path with that float
+                         * vector width (PFX_ATTN_VEC_NATIVE in the database) */
 } pfx_attn_bwd_tiles;
 
 /* The parameters of one database entry. */
@@ -69,11 +74,14 @@ size_t pfx_attn_bwd_wg_dkv(const pfx_attn_bwd_tiles *t);
 size_t pfx_attn_bwd_wg_dq(const pfx_attn_bwd_tiles *t);
 
 /* Database tiles for a head-size class, shrunk until they fit
- * local_mem_bytes; false when nothing fits. */
+ * local_mem_bytes; false when nothing fits. native_float_width resolves
+ * PFX_ATTN_VEC_NATIVE (the device's CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT). */
 bool pfx_attn_fwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
-                            unsigned dim_class, bool decode, pfx_attn_fwd_tiles *out);
+                            unsigned native_float_width, unsigned dim_class, bool decode,
+                            pfx_attn_fwd_tiles *out);
 bool pfx_attn_bwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
-                            unsigned dim_class, pfx_attn_bwd_tiles *out);
+                            unsigned native_float_width, unsigned dim_class,
+                            pfx_attn_bwd_tiles *out);
 
 /* The -D options of a tile choice. */
 void pfx_attn_fwd_options(const pfx_attn_fwd_tiles *t, char *buf, size_t cap);
@@ -109,7 +117,7 @@ typedef struct pfx_attn_field {
     const char *name;
     size_t offset;
 } pfx_attn_field;
-#define PFX_ATTN_FWD_FIELDS 10
+#define PFX_ATTN_FWD_FIELDS 8
 #define PFX_ATTN_BWD_FIELDS 5
 extern const pfx_attn_field pfx_attn_fwd_fields[PFX_ATTN_FWD_FIELDS];
 extern const pfx_attn_field pfx_attn_bwd_fields[PFX_ATTN_BWD_FIELDS];
@@ -161,7 +169,9 @@ size_t pfx_attn_fwd_splits(const pfx_attn_tuning *db, unsigned compute_units,
 void pfx_attn_add_unique(pfx_program_config *out, size_t cap, size_t *n, size_t first,
                          const char *program, const char *options);
 
+/* native_float_width 0: every width the CPU path may take (8 and 16). */
 void pfx_attn_add_configs(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
-                          pfx_program_config *out, size_t cap, size_t *n);
+                          unsigned native_float_width, pfx_program_config *out, size_t cap,
+                          size_t *n);
 
 #endif

@@ -21,12 +21,12 @@
  * xe-lp/xe-hpg. WG: work-items per group. */
 #define FWD_GPU(dc, ks, wg)                                                                  \
     { .head_dim = (dc), .block_m = (wg) / (ks), .block_n = 32, .ksplit = (ks), .kv_pad = 1,  \
-      .q_local = 1, .unroll = 1, .poly_exp2 = 0, .vec = 1, .unroll_d = 1 }
+      .q_local = 1, .poly_exp2 = 0, .vec = 1 }
 /* Decode: 8 rows (the query heads of a kv head x N) x 16 work-items; split-K
  * across work-groups fills the device. */
 #define FWD_GPU_DECODE(dc)                                                                   \
     { .head_dim = (dc), .block_m = 8, .block_n = 64, .ksplit = 16, .kv_pad = 1, .q_local = 1, \
-      .unroll = 1, .poly_exp2 = 0, .vec = 1, .unroll_d = 1 }
+      .poly_exp2 = 0, .vec = 1 }
 /* The backward keeps (query tile, key tile) of Q, dO, K, V in local memory
  * plus the BQ x BK scores, and DMAX / DSPLIT accumulators per work-item for
  * dK and dV (2x) or dQ (1x) in registers. */
@@ -61,36 +61,35 @@ static const pfx_attn_tuning intel_default = {
     .groups_per_cu = 2,
 };
 
-/* CPUs (PoCL, measured: bench/README.md "Attention tiles"): explicit SIMD,
- * VEC rows per work-item as float16 lanes (PoCL's work-item vectorizer gave
- * 2 GFLOP/s on the forward), 64 rows x 32 keys, a polynomial exp2 (the libm
- * call does not vectorize). Large head sizes take 16-key tiles (register
- * pressure, compile time); unrolling D = 256 (or decode D > 64) takes PoCL
- * minutes to compile, so those run loops. Decode: 8 rows in one float8.
- * Backward: a work-item owns 16 query rows (dQ) or 16 keys (dK/dV) as float16
- * lanes, the other side a broadcast from local memory; 64x64 tiles, 4
- * work-items per group; local memory is just cache. */
-#define FWD_CPU(dc, bn, unr, unr_d)                                                          \
-    { .head_dim = (dc), .block_m = 64, .block_n = (bn), .ksplit = 1, .kv_pad = 0,             \
-      .q_local = 0, .unroll = (unr), .poly_exp2 = 1, .vec = 16, .unroll_d = (unr_d) }
-#define FWD_CPU_DECODE(dc, unr)                                                              \
-    { .head_dim = (dc), .block_m = 8, .block_n = 32, .ksplit = 1, .kv_pad = 0, .q_local = 0,  \
-      .unroll = (unr), .poly_exp2 = 1, .vec = 8, .unroll_d = (unr) }
-#define BWD_CPU(dc) { .head_dim = (dc), .block_m = 64, .block_n = 64, .dsplit = 1, .vec = 16 }
+/* CPUs (PoCL, measured: bench/README.md "Attention tiles"): the forward's
+ * CPU path (cl/attention_fwd.cpu.cl) at the device's native float width, one
+ * work-item per group owning BLOCK_M rows, tile products register-blocked as
+ * a CPU GEMM; 128 x 64 tiles up to D = 64 (64 x 64 measured 10-15% slower),
+ * 64 rows above (local memory is cache: 130-210 KiB per group). Decode: the
+ * 8 rows of a kv head. A polynomial exp2 (libm's does not vectorize).
+ * Backward: the same register-blocked CPU path (cl/attention_bwd.cpu.cl), one
+ * work-item per group owning 64 keys (dK/dV) or 128 query rows (dQ; 64 above
+ * D = 64; 128 x 64 measured 8% faster than 64 x 64 at D = 64). */
+#define FWD_CPU(dc, bm, bn)                                                                  \
+    { .head_dim = (dc), .block_m = (bm), .block_n = (bn), .ksplit = 1, .kv_pad = 0,         \
+      .q_local = 0, .poly_exp2 = 1, .vec = PFX_ATTN_VEC_NATIVE }
+#define BWD_CPU(dc, bm)                                                                      \
+    { .head_dim = (dc), .block_m = (bm), .block_n = 64, .dsplit = 1, .vec = PFX_ATTN_VEC_NATIVE }
 static const pfx_attn_tuning cpu_default = {
-    .fwd = { FWD_CPU(16, 32, 1, 1), FWD_CPU(32, 32, 1, 1), FWD_CPU(64, 32, 1, 1),
-             FWD_CPU(128, 16, 1, 0), FWD_CPU(256, 16, 0, 0) },
-    .decode = { FWD_CPU_DECODE(16, 1), FWD_CPU_DECODE(32, 1), FWD_CPU_DECODE(64, 1),
-                FWD_CPU_DECODE(128, 0), FWD_CPU_DECODE(256, 0) },
-    .bwd = { BWD_CPU(16), BWD_CPU(32), BWD_CPU(64), BWD_CPU(128), BWD_CPU(256) },
+    .fwd = { FWD_CPU(16, 128, 64), FWD_CPU(32, 128, 64), FWD_CPU(64, 128, 64),
+             FWD_CPU(128, 64, 64), FWD_CPU(256, 64, 32) },
+    .decode = { FWD_CPU(16, 8, 64), FWD_CPU(32, 8, 64), FWD_CPU(64, 8, 64), FWD_CPU(128, 8, 64),
+                FWD_CPU(256, 8, 32) },
+    .bwd = { BWD_CPU(16, 128), BWD_CPU(32, 128), BWD_CPU(64, 128), BWD_CPU(128, 64),
+             BWD_CPU(256, 64) },
     .decode_rows = 8,
     .groups_per_cu = 2,
 };
 
-/* Unknown devices: small, conservative, no unrolling. */
+/* Unknown devices: small, conservative. */
 #define FWD_OTHER(dc, bm)                                                                    \
     { .head_dim = (dc), .block_m = (bm), .block_n = 16, .ksplit = 1, .kv_pad = 0,             \
-      .q_local = 1, .unroll = 0, .poly_exp2 = 0, .vec = 1, .unroll_d = 1 }
+      .q_local = 1, .poly_exp2 = 0, .vec = 1 }
 static const pfx_attn_tuning other_default = {
     .fwd = { FWD_OTHER(16, 16), FWD_OTHER(32, 16), FWD_OTHER(64, 16), FWD_OTHER(128, 16),
              FWD_OTHER(256, 16) },

@@ -69,8 +69,8 @@ size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,
     size_t n = 0;
     add_fixed(vendor, out, cap, &n);
     /* attention_forward.c / attention_backward.c: the tuning database */
-    pfx_attn_add_configs(pfx_attn_tuning_lookup(vendor, info, NULL), local_mem_bytes, out, cap,
-                         &n);
+    pfx_attn_add_configs(pfx_attn_tuning_lookup(vendor, info, NULL), local_mem_bytes,
+                         info ? info->native_float_width : 0, out, cap, &n);
     return n;
 }
 

@@ -77,6 +77,9 @@ static void describe(cl_platform_id plat, cl_device_id dev, unsigned pi, unsigne
     size_t wg = 0;
     clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(wg), &wg, NULL);
     info->max_work_group_size = wg;
+    u = 0;
+    clGetDeviceInfo(dev, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof(u), &u, NULL);
+    info->native_float_width = u;
 
     size_t ext_len = 0;
     if (clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, 0, NULL, &ext_len) == CL_SUCCESS && ext_len) {
