@@ -50,22 +50,34 @@ typedef int16 intv;
 #if DMAX % VEC || BK % VEC || BQ % RB || BK % RB
 #error "the CPU path needs HEAD_DIM and BLOCK_N multiples of VEC, BLOCK_M and BLOCK_N of RB"
 #endif
-#define NVK (BK >= 2 * VEC ? 2 : 1)   /* key vectors per score block */
+#define NVK (BK >= 2 * VEC && BQ >= 2 * VEC ? 2 : 1) /* vectors per score block */
+#if NVK == 2 && (BQ % (2 * VEC) || BK % (2 * VEC))
+#error "the CPU path needs BLOCK_M and BLOCK_N multiples of 2 VEC when both are at least 2 VEC"
+#endif
 #define NVD (DMAX >= 2 * VEC ? 2 : 1) /* head-dimension vectors per block */
 #define LOG2E 1.4426950408889634f
+/* The vector at p + i of a local array declared as floatv (i a multiple of
+ * VEC): an aligned access (PoCL splits a vstore16 of unknown alignment into
+ * four 16-byte stores), usable on both sides of '='. */
+#define LVEC(p, i) (*(__local floatv *)((p) + (i)))
+/* A local float array of n floats (n a multiple of VEC), aligned as floatv. */
+#define LOCAL_FLOATS(name, n)                                                  \
+    __local floatv name##_[(n) / VEC];                                         \
+    __local float *name = (__local float *)name##_
 
 /* 2^x, x <= 0, vectorizable: the forward's polynomial (cl/common.cl). */
 PFX_DEFINE_POLY_EXP2(bwd_exp2v, floatv, intv, convert_intv, as_floatv)
 
-/* out[r][c] = sum_d a[r][d] bt[d][c] for rows [0, rows) (a multiple of RB) and
- * keys [0, cols): a [rows][DMAX] (broadcast), bt [DMAX][BK] (vectors); out
- * row stride BK. Lanes past cols hold whatever bt holds there. */
+/* out[r][c] = sum_d a[r][d] bt[d][c] for r in [0, rows) (a multiple of RB)
+ * and c in [0, cols): a rows of stride DMAX (broadcast), bt rows of stride
+ * ld (vectors, at least cols rounded up to NVK vectors), out rows of stride
+ * ld. Lanes past cols hold whatever bt holds there. */
 void bwd_scores_cpu(__local const float *a, __local const float *bt, __local float *out,
-                    int rows, int cols, int D)
+                    int ld, int rows, int cols, int D)
 {
-    const int key_blocks = (cols + NVK * VEC - 1) / (NVK * VEC);
+    const int blocks = (cols + NVK * VEC - 1) / (NVK * VEC);
     for (int rb = 0; rb < rows; rb += RB)
-        for (int kb = 0; kb < key_blocks; kb++) {
+        for (int kb = 0; kb < blocks; kb++) {
             const int c0 = kb * NVK * VEC;
             floatv s[RB][NVK];
 #pragma unroll
@@ -73,14 +85,16 @@ void bwd_scores_cpu(__local const float *a, __local const float *bt, __local flo
 #pragma unroll
                 for (int y = 0; y < NVK; y++)
                     s[x][y] = (floatv)0.0f;
-            for (int d = 0; d < D; d++) {
+            /* pointers stepped per d: constant offsets inside the block */
+            __local const float *ap = a + rb * DMAX, *bp = bt + c0;
+            for (int d = 0; d < D; d++, ap++, bp += ld) {
                 floatv bv[NVK];
 #pragma unroll
                 for (int y = 0; y < NVK; y++)
-                    bv[y] = vloadv(0, bt + d * BK + c0 + y * VEC);
+                    bv[y] = LVEC(bp, y * VEC);
 #pragma unroll
                 for (int x = 0; x < RB; x++) {
-                    floatv av = (floatv)a[(rb + x) * DMAX + d];
+                    floatv av = (floatv)ap[x * DMAX];
 #pragma unroll
                     for (int y = 0; y < NVK; y++)
                         s[x][y] = fma(av, bv[y], s[x][y]);
@@ -90,7 +104,7 @@ void bwd_scores_cpu(__local const float *a, __local const float *bt, __local flo
             for (int x = 0; x < RB; x++)
 #pragma unroll
                 for (int y = 0; y < NVK; y++)
-                    vstorev(s[x][y], 0, out + (rb + x) * BK + c0 + y * VEC);
+                    LVEC(out, (rb + x) * ld + c0 + y * VEC) = s[x][y];
         }
 }
 
@@ -108,15 +122,16 @@ void bwd_accumulate_cpu(__local float *acc, __local const float *w, int w_u, int
             for (int x = 0; x < RB; x++)
 #pragma unroll
                 for (int y = 0; y < NVD; y++)
-                    a[x][y] = vloadv(0, acc + (ob + x) * DMAX + d0 + y * VEC);
-            for (int u = 0; u < inner; u++) {
+                    a[x][y] = LVEC(acc, (ob + x) * DMAX + d0 + y * VEC);
+            __local const float *wp = w + ob * w_o, *bp = b + d0;
+            for (int u = 0; u < inner; u++, wp += w_u, bp += DMAX) {
                 floatv bv[NVD];
 #pragma unroll
                 for (int y = 0; y < NVD; y++)
-                    bv[y] = vloadv(0, b + u * DMAX + d0 + y * VEC);
+                    bv[y] = LVEC(bp, y * VEC);
 #pragma unroll
                 for (int x = 0; x < RB; x++) {
-                    floatv wv = (floatv)w[u * w_u + (ob + x) * w_o];
+                    floatv wv = (floatv)wp[x * w_o];
 #pragma unroll
                     for (int y = 0; y < NVD; y++)
                         a[x][y] = fma(wv, bv[y], a[x][y]);
@@ -126,28 +141,23 @@ void bwd_accumulate_cpu(__local float *acc, __local const float *w, int w_u, int
             for (int x = 0; x < RB; x++)
 #pragma unroll
                 for (int y = 0; y < NVD; y++)
-                    vstorev(a[x][y], 0, acc + (ob + x) * DMAX + d0 + y * VEC);
+                    LVEC(acc, (ob + x) * DMAX + d0 + y * VEC) = a[x][y];
         }
 }
 
-/* Key rows [j0, j0 + rows) of K~ and V~ transposed into kt, vt [DMAX][BK]
- * and, when kn is not NULL, K~ as rows into kn [BK][DMAX]; zeros past rows
- * or D. */
-void bwd_stage_keys_cpu(__local float *kt, __local float *vt, __local float *kn,
-                        __global const void *k, int k_half, __global const void *v, int v_half,
-                        ulong base, ulong sr, int j0, int rows, int D)
+/* Key rows [j0, j0 + rows) of K~ and V~ transposed into kt, vt [DMAX][BK];
+ * zeros past rows or D. */
+void bwd_stage_keys_cpu(__local float *kt, __local float *vt, __global const void *k, int k_half,
+                        __global const void *v, int v_half, ulong base, ulong sr, int j0,
+                        int rows, int D)
 {
     for (int c = 0; c < BK; c++) {
         ulong row = base + (ulong)(j0 + c) * sr;
         if (c < rows && !k_half && !v_half && D == DMAX) { /* float rows: vector loads */
             for (int d0 = 0; d0 < DMAX; d0 += VEC) {
-                floatv kx = vloadv(0, (__global const float *)k + row + d0);
-                floatv vx = vloadv(0, (__global const float *)v + row + d0);
                 float kl[VEC], vl[VEC];
-                vstorev(kx, 0, kl);
-                vstorev(vx, 0, vl);
-                if (kn)
-                    vstorev(kx, 0, kn + c * DMAX + d0);
+                vstorev(vloadv(0, (__global const float *)k + row + d0), 0, kl);
+                vstorev(vloadv(0, (__global const float *)v + row + d0), 0, vl);
 #pragma unroll
                 for (int x = 0; x < VEC; x++) {
                     kt[(d0 + x) * BK + c] = kl[x];
@@ -157,15 +167,31 @@ void bwd_stage_keys_cpu(__local float *kt, __local float *vt, __local float *kn,
             continue;
         }
         for (int d = 0; d < DMAX; d++) {
-            float kx = 0.0f, vx = 0.0f;
-            if (c < rows && d < D) {
-                kx = pfx_load(k, row + d, k_half);
-                vx = pfx_load(v, row + d, v_half);
+            int ok = c < rows && d < D;
+            kt[d * BK + c] = ok ? pfx_load(k, row + d, k_half) : 0.0f;
+            vt[d * BK + c] = ok ? pfx_load(v, row + d, v_half) : 0.0f;
+        }
+    }
+}
+
+/* The same rows as rows: kn, vn [BK][DMAX]. */
+void bwd_stage_rows_cpu(__local float *kn, __local float *vn, __global const void *k, int k_half,
+                        __global const void *v, int v_half, ulong base, ulong sr, int j0,
+                        int rows, int D)
+{
+    for (int c = 0; c < BK; c++) {
+        ulong row = base + (ulong)(j0 + c) * sr;
+        if (c < rows && !k_half && !v_half && D == DMAX) { /* float rows: vector copies */
+            for (int d0 = 0; d0 < DMAX; d0 += VEC) {
+                LVEC(kn, c * DMAX + d0) = vloadv(0, (__global const float *)k + row + d0);
+                LVEC(vn, c * DMAX + d0) = vloadv(0, (__global const float *)v + row + d0);
             }
-            kt[d * BK + c] = kx;
-            vt[d * BK + c] = vx;
-            if (kn)
-                kn[c * DMAX + d] = kx;
+            continue;
+        }
+        for (int d = 0; d < DMAX; d++) {
+            int ok = c < rows && d < D;
+            kn[c * DMAX + d] = ok ? pfx_load(k, row + d, k_half) : 0.0f;
+            vn[c * DMAX + d] = ok ? pfx_load(v, row + d, v_half) : 0.0f;
         }
     }
 }
@@ -188,9 +214,8 @@ void bwd_load_queries_cpu(__local float *Qs, __local float *dOs, __local float *
                 floatv qv = vloadv(0, (__global const float *)q + qrow + d0);
                 if (dimf)
                     qv *= vloadv(0, dimf + d0);
-                vstorev(qv, 0, Qs + r * DMAX + d0);
-                vstorev(vloadv(0, (__global const float *)d_o + orow + d0), 0,
-                        dOs + r * DMAX + d0);
+                LVEC(Qs, r * DMAX + d0) = qv;
+                LVEC(dOs, r * DMAX + d0) = vloadv(0, (__global const float *)d_o + orow + d0);
             }
         } else {
             for (int d = 0; d < DMAX; d++) {
@@ -225,10 +250,14 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                       __global float *dpk_part, __global float *dpv_part,
                       int tile_offset, int prefix_tiles)
 {
-    __local float Kt[DMAX * BK], Vt[DMAX * BK]; /* K~^T, V~^T */
-    __local float Qs[BQ * DMAX], dOs[BQ * DMAX];
-    __local float Ps[BQ * BK], dSs[BQ * BK];
-    __local float dKa[BK * DMAX], dVa[BK * DMAX];
+    LOCAL_FLOATS(Kt, DMAX * BK); /* K~^T */
+    LOCAL_FLOATS(Vt, DMAX * BK); /* V~^T */
+    LOCAL_FLOATS(Qs, BQ * DMAX);
+    LOCAL_FLOATS(dOs, BQ * DMAX);
+    LOCAL_FLOATS(Ps, BQ * BK);
+    LOCAL_FLOATS(dSs, BQ * BK);
+    LOCAL_FLOATS(dKa, BK * DMAX);
+    LOCAL_FLOATS(dVa, BK * DMAX);
     __local float rl[BQ], rd[BQ];
     int tile = get_group_id(0) + tile_offset;
     int b = get_group_id(1) / Hkv, hk = get_group_id(1) % Hkv;
@@ -243,10 +272,10 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
     int keys = is_prefix ? rows : max(0, min(rows, kv_len - j0));
 
     if (is_prefix)
-        bwd_stage_keys_cpu(Kt, Vt, 0, pk, pk_half, pv, pv_half,
+        bwd_stage_keys_cpu(Kt, Vt, pk, pk_half, pv, pv_half,
                            (ulong)entry * psb + (ulong)hk * psh, psr, j0, rows, D);
     else
-        bwd_stage_keys_cpu(Kt, Vt, 0, k, k_half, v, v_half, (ulong)b * ksb + (ulong)hk * ksh,
+        bwd_stage_keys_cpu(Kt, Vt, k, k_half, v, v_half, (ulong)b * ksb + (ulong)hk * ksh,
                            ksr, j0, rows, D);
     for (int e = 0; e < BK * DMAX; e++)
         dKa[e] = dVa[e] = 0.0f;
@@ -266,8 +295,8 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                                  qsr, d_o, do_half, (ulong)b * osb + (ulong)h * osh, osr,
                                  lse + stats, delta + stats, dimf, i0, q_len, D);
             const int qrows = (min(BQ, q_len - i0) + RB - 1) / RB * RB;
-            bwd_scores_cpu(Qs, Kt, Ps, qrows, keys, D);
-            bwd_scores_cpu(dOs, Vt, dSs, qrows, keys, D);
+            bwd_scores_cpu(Qs, Kt, Ps, BK, qrows, keys, D);
+            bwd_scores_cpu(dOs, Vt, dSs, BK, qrows, keys, D);
             const int vecs = (keys + VEC - 1) / VEC;
             for (int r = 0; r < qrows; r++) {
                 const float l = rl[r], dl = rd[r];
@@ -278,10 +307,9 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                 for (int y = 0; y < vecs; y++) {
                     __local float *sp = Ps + r * BK + y * VEC, *dp = dSs + r * BK + y * VEC;
                     intv vis = LANES + (intv)(y * VEC) < (intv)limit;
-                    floatv p = select((floatv)0.0f,
-                                      bwd_exp2v((vloadv(0, sp) * c - l) * LOG2E), vis);
-                    vstorev(p, 0, sp);
-                    vstorev(c * p * (vloadv(0, dp) - dl), 0, dp);
+                    floatv p = select((floatv)0.0f, bwd_exp2v((LVEC(sp, 0) * c - l) * LOG2E), vis);
+                    LVEC(sp, 0) = p;
+                    LVEC(dp, 0) = c * p * (LVEC(dp, 0) - dl);
                 }
             }
             /* dV += P^T dO, dK += dS^T Q~ over the tile's rows */
@@ -308,7 +336,9 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
         }
 }
 
-/* Grid: (ceil(N / BQ), B * H); rows i0 + [0, BQ). */
+/* Grid: (ceil(N / BQ), B * H); rows i0 + [0, BQ), as lanes: Q~ and dO are
+ * transposed once per work-group, every key tile is staged as rows (no
+ * transposition per tile), S^T = K~ Q~^T and dP^T = V~ dO^T. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int causal,
                      __global const void *q, int q_half, ulong qsb, ulong qsh, ulong qsr,
@@ -321,11 +351,15 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
                      __global const float *head, int structured, __global const int *items,
                      __global float *dq, int accumulate, __global float *gain_part)
 {
-    __local float Kt[DMAX * BK], Vt[DMAX * BK], Kn[BK * DMAX];
-    __local float Qs[BQ * DMAX], dOs[BQ * DMAX];
-    __local float Ss[BQ * BK], Zs[BQ * BK];
-    __local float dQa[BQ * DMAX];
-    __local float rl[BQ], rd[BQ];
+    LOCAL_FLOATS(Kn, BK * DMAX); /* K~ rows */
+    LOCAL_FLOATS(Vn, BK * DMAX); /* V~ rows */
+    LOCAL_FLOATS(Qt, DMAX * BQ); /* Q~^T */
+    LOCAL_FLOATS(dOt, DMAX * BQ); /* dO^T */
+    LOCAL_FLOATS(St, BK * BQ);   /* S^T, then P^T */
+    LOCAL_FLOATS(Zt, BK * BQ);   /* dP^T, then Z^T */
+    LOCAL_FLOATS(dQa, BQ * DMAX);
+    LOCAL_FLOATS(rl, BQ);
+    LOCAL_FLOATS(rd, BQ);
     int qt = get_group_id(0), ntq = get_num_groups(0);
     int b = get_group_id(1) / H, h = get_group_id(1) % H;
     int hk = h / (H / Hkv);
@@ -337,11 +371,26 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
     ulong qbase = (ulong)b * qsb + (ulong)h * qsh, obase = (ulong)b * osb + (ulong)h * osh;
     ulong stats = ((ulong)b * H + h) * N;
 
-    bwd_load_queries_cpu(Qs, dOs, rl, rd, q, q_half, qbase, qsr, d_o, do_half, obase, osr,
-                         lse + stats, delta + stats, dimf, i0, q_len, D);
-    for (int e = 0; e < BQ * DMAX; e++)
-        dQa[e] = 0.0f;
-    const int qrows = i0 < q_len ? (min(BQ, q_len - i0) + RB - 1) / RB * RB : 0;
+    for (int r = 0; r < BQ; r++) {
+        int i = i0 + r, live = i < q_len;
+        for (int d = 0; d < DMAX; d++) {
+            float qv = 0.0f, gv = 0.0f;
+            if (live && d < D) {
+                qv = pfx_load(q, qbase + (ulong)i * qsr + d, q_half);
+                if (dimf)
+                    qv *= dimf[d];
+                gv = pfx_load(d_o, obase + (ulong)i * osr + d, do_half);
+            }
+            Qt[d * BQ + r] = qv;
+            dOt[d * BQ + r] = gv;
+            dQa[r * DMAX + d] = 0.0f;
+        }
+        rl[r] = live ? lse[stats + i] : -INFINITY;
+        rd[r] = live ? delta[stats + i] : 0.0f;
+    }
+    /* rows of the tile that exist, rounded up to score vectors */
+    const int qrows = i0 < q_len ? (min(BQ, q_len - i0) + NVK * VEC - 1) / (NVK * VEC) * NVK * VEC
+                                 : 0;
 
     int p_end = P, t_end = kv_len;
     if (i0 >= q_len) {
@@ -359,27 +408,30 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
         int j0 = (is_prefix ? tile : tile - prefix_tiles) * BK;
         int rows = min(BK, (is_prefix ? P : M) - j0);
         if (is_prefix)
-            bwd_stage_keys_cpu(Kt, Vt, Kn, pk, pk_half, pv, pv_half, pbase, psr, j0, rows, D);
+            bwd_stage_rows_cpu(Kn, Vn, pk, pk_half, pv, pv_half, pbase, psr, j0, rows, D);
         else
-            bwd_stage_keys_cpu(Kt, Vt, Kn, k, k_half, v, v_half, kbase, ksr, j0, rows, D);
-        int kend = is_prefix ? rows : min(rows, t_end - j0);
-        bwd_scores_cpu(Qs, Kt, Ss, qrows, kend, D);
-        bwd_scores_cpu(dOs, Vt, Zs, qrows, kend, D);
-        const int vecs = (kend + VEC - 1) / VEC;
-        for (int r = 0; r < qrows; r++) {
-            const float l = rl[r], dl = rd[r];
-            const int limit = l == -INFINITY ? 0
-                              : (causal && !is_prefix) ? min(kend, i0 + r + shift + 1 - j0)
-                                                       : kend;
-            for (int y = 0; y < vecs; y++) {
-                __local float *sp = Ss + r * BK + y * VEC, *zp = Zs + r * BK + y * VEC;
-                intv vis = LANES + (intv)(y * VEC) < (intv)limit;
-                floatv p = select((floatv)0.0f, bwd_exp2v((vloadv(0, sp) * c - l) * LOG2E), vis);
-                vstorev(p * (vloadv(0, zp) - dl), 0, zp);
+            bwd_stage_rows_cpu(Kn, Vn, k, k_half, v, v_half, kbase, ksr, j0, rows, D);
+        const int kend = is_prefix ? rows : min(rows, t_end - j0);
+        const int kblocks = (kend + RB - 1) / RB * RB;
+        bwd_scores_cpu(Kn, Qt, St, BQ, kblocks, qrows, D);
+        bwd_scores_cpu(Vn, dOt, Zt, BQ, kblocks, qrows, D);
+        /* Z = p (dP - Delta) (without c), 0 where hidden: row r sees key
+         * jj < kend (causal: t = j0 + jj <= i0 + r + shift) when it is live */
+        for (int rv = 0; rv < qrows; rv += VEC) {
+            const floatv l = LVEC(rl, rv), dl = LVEC(rd, rv);
+            const intv live = l != (floatv)(-INFINITY);
+            const intv limit = (causal && !is_prefix)
+                                   ? min((intv)kend, LANES + (intv)(i0 + rv + shift + 1 - j0))
+                                   : (intv)kend;
+            for (int jj = 0; jj < kend; jj++) {
+                intv vis = live & ((intv)jj < limit);
+                floatv p = select((floatv)0.0f,
+                                  bwd_exp2v((LVEC(St, jj * BQ + rv) * c - l) * LOG2E), vis);
+                LVEC(Zt, jj * BQ + rv) = p * (LVEC(Zt, jj * BQ + rv) - dl);
             }
         }
         /* dQraw += Z K~ over the tile's keys */
-        bwd_accumulate_cpu(dQa, Zs, 1, BK, Kn, qrows, kend, D);
+        bwd_accumulate_cpu(dQa, Zt, BQ, 1, Kn, qrows, kend, D);
     }
 
     __global float *out = gain_part ? gain_part + (((ulong)h * B + b) * ntq + qt) * D : 0;

@@ -2,32 +2,36 @@
  * cl/attention_fwd.cl (options, helpers, the math), see there.
  *
  * One work-item per work-group owns BLOCK_M rows and runs the tile products
- * as a CPU GEMM does: register blocks of RB rows x NVK vectors of VEC keys
- * (logits: q broadcast, K staged transposed so that keys are the lanes) and
- * RB rows x NVD vectors of VEC head dimensions (O += P V: p broadcast, V rows
- * as vectors), accumulated with fma(). VEC is the device's native float
- * vector width (8 on AVX2, 16 on AVX-512), so a register block is RB * NV
- * accumulators plus the NV vectors it reads and one broadcast: 11 of AVX2's
- * 16 registers (RB 4, NV 2), 19 of AVX-512's 32 (RB 8). PoCL's work-item
- * vectorizer is not involved (one work-item per group).
+ * as a CPU GEMM does, register-blocked, accumulated with fma(). VEC is the
+ * device's native float vector width (8 on AVX2, 16 on AVX-512); a register
+ * block is RB x 2 accumulators plus the two vectors it reads and one
+ * broadcast: 11 of AVX2's 16 registers (RB 4), 19 of AVX-512's 32 (RB 8).
+ * PoCL's work-item vectorizer is not involved (one work-item per group).
  *
- * Local memory is the CPU's cache here: the q tile, K^T and V tiles, the
- * logits/probabilities of the tile and the O accumulators of BLOCK_M rows
- * (pfx_attn_fwd_local_bytes). The softmax runs row by row over the tile with
- * keys as lanes, with the polynomial exp2 (POLY_EXP2; libm's exp2 does not
- * vectorize); the visible keys of a row are a prefix of the tile, so a mask
- * is one compare per vector. Masked keys are -inf before the max, which also
- * discards whatever unstaged lanes hold.
+ * Two layouts of the logits, by BLOCK_M:
+ *  - rows as lanes (BLOCK_M >= 2 VEC, the wide shapes): S^T = K Q^T with k
+ *    broadcast and q^T vectors (q transposed once per work-group, K staged
+ *    as rows: no transposition per key tile), and the online softmax runs
+ *    down the keys with every row's m, l and alpha as vector lanes (no
+ *    horizontal reductions);
+ *  - keys as lanes (BLOCK_M < 2 VEC, decode: a kv head's few rows): S = Q K^T
+ *    with q broadcast and K^T vectors (K transposed per tile), the softmax
+ *    row by row along the keys.
+ * Then O = alpha O + P V with p broadcast and V rows as vectors of head
+ * dimensions. Local memory is the CPU's cache here (pfx_attn_fwd_local_bytes):
+ * q, K and V tiles, the logits/probabilities of the tile and the O
+ * accumulators of BLOCK_M rows. exp2 is the polynomial (POLY_EXP2; libm's does
+ * not vectorize). The visible keys of a row are a prefix of the tile, so a
+ * mask is one compare per vector; masked logits are -inf before the max.
  */
 #if VEC > 1
-#if HEAD_DIM % VEC || BLOCK_N % VEC
-#error "the CPU path needs HEAD_DIM and BLOCK_N multiples of VEC"
+#define RB (VEC >= 16 ? 8 : 4) /* broadcast rows or keys per register block */
+#define ROW_LANES (BLOCK_M >= 2 * VEC)
+#define NVR 2 /* row vectors per block (rows as lanes) */
+#if HEAD_DIM % VEC || BLOCK_N % VEC || BLOCK_M % RB || (ROW_LANES && BLOCK_M % (NVR * VEC))
+#error "the CPU path needs HEAD_DIM, BLOCK_N multiples of VEC, BLOCK_M of RB (of 2 VEC if >= 2 VEC)"
 #endif
-#define RB (VEC >= 16 ? 8 : 4) /* rows per register block */
-#if BLOCK_M % RB
-#error "the CPU path needs BLOCK_M a multiple of 4 (VEC 8) or 8 (VEC 16)"
-#endif
-#define NVK (BLOCK_N >= 2 * VEC ? 2 : 1)  /* key vectors per register block */
+#define NVK (BLOCK_N >= 2 * VEC ? 2 : 1)  /* key vectors per block (keys as lanes) */
 #define NVD (HEAD_DIM >= 2 * VEC ? 2 : 1) /* head-dimension vectors per block */
 #if VEC == 4
 #define LANE_IDS ((intv)(0, 1, 2, 3))
@@ -36,6 +40,15 @@
 #else
 #define LANE_IDS ((intv)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 #endif
+
+/* The vector at p + i of a local array declared as floatv (i a multiple of
+ * VEC): an aligned access (PoCL splits a vstore16 of unknown alignment into
+ * four 16-byte stores), usable on both sides of '='. */
+#define LVEC(p, i) (*(__local floatv *)((p) + (i)))
+/* A local float array of n floats (n a multiple of VEC), aligned as floatv. */
+#define LOCAL_FLOATS(name, n)                                                  \
+    __local floatv name##_[(n) / VEC];                                         \
+    __local float *name = (__local float *)name##_
 
 inline float pfx_hmax(floatv x)
 {
@@ -81,13 +94,26 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                   const ulong ob, const ulong oh, const ulong orow,
                   const ulong pb, const ulong ph)
 {
-    __local float Qs[BLOCK_M * HEAD_DIM]; /* q (1 + G_hd), zero beyond D */
-    __local float Kt[HEAD_DIM * BLOCK_N]; /* K^T: Kt[d * BLOCK_N + c] */
-    __local float Vs[BLOCK_N * HEAD_DIM];
-    __local float Ss[BLOCK_M * BLOCK_N];  /* logits, then probabilities */
-    __local float Os[BLOCK_M * HEAD_DIM]; /* unnormalized O */
+    /* q (1 + G_hd), zero beyond D: q^T [HEAD_DIM][BLOCK_M] (rows as lanes)
+     * or rows [BLOCK_M][HEAD_DIM]; K: rows [BLOCK_N][HEAD_DIM] (rows as
+     * lanes) or K^T [HEAD_DIM][BLOCK_N]; logits then probabilities:
+     * [BLOCK_N][BLOCK_M] (rows as lanes) or [BLOCK_M][BLOCK_N]. */
+    LOCAL_FLOATS(Qs, BLOCK_M * HEAD_DIM);
+    LOCAL_FLOATS(Ks, HEAD_DIM * BLOCK_N);
+    LOCAL_FLOATS(Vs, BLOCK_N * HEAD_DIM);
+    LOCAL_FLOATS(Ss, BLOCK_M * BLOCK_N);
+    LOCAL_FLOATS(Os, BLOCK_M * HEAD_DIM); /* unnormalized O, rows */
+#if ROW_LANES
+    LOCAL_FLOATS(row_m, BLOCK_M);
+    LOCAL_FLOATS(row_l, BLOCK_M);
+    LOCAL_FLOATS(row_alpha, BLOCK_M);
+    LOCAL_FLOATS(row_c, BLOCK_M);
+    __local intv row_keys_[BLOCK_M / VEC]; /* keys j < row_keys[r] are visible to row r */
+    __local int *row_keys = (__local int *)row_keys_;
+#else
     __local float row_m[BLOCK_M], row_l[BLOCK_M], row_alpha[BLOCK_M], row_c[BLOCK_M];
-    __local int row_keys[BLOCK_M]; /* keys j < row_keys[r] are visible to row r */
+    __local int row_keys[BLOCK_M];
+#endif
 
     const int N = dims.N, M = dims.M, D = dims.D, R = dims.R;
     const int gid = (int)get_group_id(0);
@@ -96,8 +122,10 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     const int q_len = items[b], kv_len = items[dims.B + b], entry = items[2 * dims.B + b];
     const int P = entry < 0 ? 0 : dims.P; /* bank entry -1: an item without prefix */
     const int r0 = tile * BLOCK_M;
-    /* rows that exist in this tile, rounded up to a register block */
-    const int rows = min(BLOCK_M, (min(R - r0, BLOCK_M) + RB - 1) / RB * RB);
+    /* rows that exist in this tile, rounded up to a register block (rows as
+     * lanes: to a block of row vectors) */
+    const int row_block = ROW_LANES ? NVR * VEC : RB;
+    const int rows = min(BLOCK_M, (min(R - r0, BLOCK_M) + row_block - 1) / row_block * row_block);
 
     int i_min, i_max;
     pfx_row_range(r0, R, N, &i_min, &i_max);
@@ -123,14 +151,14 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                 if (has_dim_gain)
                     val *= head_params[dims.H + (ulong)h * D + d];
             }
-            Qs[x * HEAD_DIM + d] = val;
+            Qs[ROW_LANES ? d * BLOCK_M + x : x * HEAD_DIM + d] = val;
             Os[x * HEAD_DIM + d] = 0.0f;
         }
     }
 
     const ulong kv_base = (ulong)b * kvb + (ulong)hk * kvh;
     const ulong p_base = (ulong)max(entry, 0) * pb + (ulong)hk * ph;
-    const int d_vecs = (D + NVD * VEC - 1) / (NVD * VEC) * NVD; /* O vectors per row */
+    const int d_end = (D + NVD * VEC - 1) / (NVD * VEC) * (NVD * VEC); /* O lanes per row */
 
     for (int j0 = j_begin; j0 < j_end; j0 += BLOCK_N) {
         const int cols = min(BLOCK_N, j_end - j0);
@@ -142,25 +170,88 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             if (!kh && !vh && D == HEAD_DIM) { /* float rows: vector loads */
                 for (int d0 = 0; d0 < HEAD_DIM; d0 += VEC) {
                     floatv kx = vloadv(0, (__global const float *)ksrc + off + d0);
-                    vstorev(vloadv(0, (__global const float *)vsrc + off + d0), 0,
-                            Vs + c * HEAD_DIM + d0);
+                    LVEC(Vs, c * HEAD_DIM + d0) = vloadv(0, (__global const float *)vsrc + off + d0);
+#if ROW_LANES
+                    LVEC(Ks, c * HEAD_DIM + d0) = kx;
+#else
                     float lanes[VEC];
                     vstorev(kx, 0, lanes);
 #pragma unroll
                     for (int x = 0; x < VEC; x++)
-                        Kt[(d0 + x) * BLOCK_N + c] = lanes[x];
+                        Ks[(d0 + x) * BLOCK_N + c] = lanes[x];
+#endif
                 }
                 continue;
             }
             for (int d = 0; d < HEAD_DIM; d++) {
                 float kx = d < D ? pfx_load(ksrc, off + (ulong)d, kh) : 0.0f;
                 float vx = d < D ? pfx_load(vsrc, off + (ulong)d, vh) : 0.0f;
-                Kt[d * BLOCK_N + c] = kx;
+                Ks[ROW_LANES ? c * HEAD_DIM + d : d * BLOCK_N + c] = kx;
                 Vs[c * HEAD_DIM + d] = vx;
             }
         }
 
-        /* Logits: Ss = c_h (Q K^T) over the staged keys. */
+#if ROW_LANES
+        /* Logits: Ss[c][r] = c_h (k_c . q_r), RB keys x NVR row vectors per
+         * block; keys past cols (up to a whole block) are never read. */
+        for (int c0 = 0; c0 < cols; c0 += RB)
+            for (int rv = 0; rv < rows; rv += NVR * VEC) {
+                floatv s[RB][NVR];
+#pragma unroll
+                for (int x = 0; x < RB; x++)
+#pragma unroll
+                    for (int y = 0; y < NVR; y++)
+                        s[x][y] = (floatv)0.0f;
+                /* pointers stepped per d: constant offsets inside the block */
+                __local const float *qp = Qs + rv, *kp = Ks + c0 * HEAD_DIM;
+                for (int d = 0; d < D; d++, qp += BLOCK_M, kp++) {
+                    floatv qv[NVR];
+#pragma unroll
+                    for (int y = 0; y < NVR; y++)
+                        qv[y] = LVEC(qp, y * VEC);
+#pragma unroll
+                    for (int x = 0; x < RB; x++) {
+                        floatv kd = (floatv)kp[x * HEAD_DIM];
+#pragma unroll
+                        for (int y = 0; y < NVR; y++)
+                            s[x][y] = fma(kd, qv[y], s[x][y]);
+                    }
+                }
+#pragma unroll
+                for (int x = 0; x < RB; x++)
+#pragma unroll
+                    for (int y = 0; y < NVR; y++)
+                        LVEC(Ss, (c0 + x) * BLOCK_M + rv + y * VEC) =
+                            s[x][y] * LVEC(row_c, rv + y * VEC);
+            }
+
+        /* Online softmax down the keys, VEC rows at a time. */
+        for (int rv = 0; rv < rows; rv += VEC) {
+            const intv visible = *(__local intv *)(row_keys + rv) - (intv)j0;
+            const floatv m_old = LVEC(row_m, rv);
+            floatv mt = m_old;
+            for (int c = 0; c < cols; c++) {
+                floatv sv = select((floatv)(-INFINITY), LVEC(Ss, c * BLOCK_M + rv),
+                                   (intv)c < visible);
+                LVEC(Ss, c * BLOCK_M + rv) = sv;
+                mt = fmax(mt, sv);
+            }
+            const floatv mu = select(mt, (floatv)0.0f, mt == (floatv)(-INFINITY));
+            floatv lv = (floatv)0.0f;
+            for (int c = 0; c < cols; c++) {
+                floatv p = pfx_exp2v((LVEC(Ss, c * BLOCK_M + rv) - mu) * LOG2E);
+                LVEC(Ss, c * BLOCK_M + rv) = p;
+                lv += p;
+            }
+            const floatv alpha = pfx_exp2v((m_old - mu) * LOG2E);
+            LVEC(row_alpha, rv) = alpha;
+            LVEC(row_l, rv) = LVEC(row_l, rv) * alpha + lv;
+            LVEC(row_m, rv) = mt;
+        }
+#define P_KEY_STEP BLOCK_M /* p of (r, c) at Ss[c BLOCK_M + r] */
+#define P_ROW_STEP 1
+#else
+        /* Logits: Ss[r][c] = c_h (q_r . k_c), RB rows x NVK key vectors. */
         const int key_blocks = (cols + NVK * VEC - 1) / (NVK * VEC);
         for (int rb = 0; rb < rows; rb += RB)
             for (int kb = 0; kb < key_blocks; kb++) {
@@ -171,14 +262,15 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
 #pragma unroll
                     for (int y = 0; y < NVK; y++)
                         s[x][y] = (floatv)0.0f;
-                for (int d = 0; d < D; d++) {
+                __local const float *qp = Qs + rb * HEAD_DIM, *kp = Ks + c0;
+                for (int d = 0; d < D; d++, qp++, kp += BLOCK_N) {
                     floatv kv[NVK];
 #pragma unroll
                     for (int y = 0; y < NVK; y++)
-                        kv[y] = vloadv(0, Kt + d * BLOCK_N + c0 + y * VEC);
+                        kv[y] = LVEC(kp, y * VEC);
 #pragma unroll
                     for (int x = 0; x < RB; x++) {
-                        floatv qd = (floatv)Qs[(rb + x) * HEAD_DIM + d];
+                        floatv qd = (floatv)qp[x * HEAD_DIM];
 #pragma unroll
                         for (int y = 0; y < NVK; y++)
                             s[x][y] = fma(qd, kv[y], s[x][y]);
@@ -188,20 +280,19 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                 for (int x = 0; x < RB; x++)
 #pragma unroll
                     for (int y = 0; y < NVK; y++)
-                        vstorev(s[x][y] * row_c[rb + x], 0,
-                                Ss + (rb + x) * BLOCK_N + c0 + y * VEC);
+                        LVEC(Ss, (rb + x) * BLOCK_N + c0 + y * VEC) = s[x][y] * row_c[rb + x];
             }
 
-        /* Online softmax per row: keys as lanes; Ss becomes p. */
+        /* Online softmax row by row, keys as lanes. */
         const int vecs = key_blocks * NVK;
         for (int x = 0; x < rows; x++) {
             __local float *srow = Ss + x * BLOCK_N;
             const intv visible = (intv)(row_keys[x] - j0);
             floatv mv = (floatv)(-INFINITY);
             for (int y = 0; y < vecs; y++) {
-                floatv sv = vloadv(0, srow + y * VEC);
-                sv = select((floatv)(-INFINITY), sv, LANE_IDS + (intv)(y * VEC) < visible);
-                vstorev(sv, 0, srow + y * VEC);
+                floatv sv = select((floatv)(-INFINITY), LVEC(srow, y * VEC),
+                                   LANE_IDS + (intv)(y * VEC) < visible);
+                LVEC(srow, y * VEC) = sv;
                 mv = fmax(mv, sv);
             }
             const float m_old = row_m[x];
@@ -210,8 +301,8 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             const floatv muv = (floatv)mu;
             floatv lv = (floatv)0.0f;
             for (int y = 0; y < vecs; y++) {
-                floatv p = pfx_exp2v((vloadv(0, srow + y * VEC) - muv) * LOG2E);
-                vstorev(p, 0, srow + y * VEC);
+                floatv p = pfx_exp2v((LVEC(srow, y * VEC) - muv) * LOG2E);
+                LVEC(srow, y * VEC) = p;
                 lv += p;
             }
             const float alpha = pfx_exp2((m_old - mu) * LOG2E);
@@ -219,25 +310,28 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             row_l[x] = row_l[x] * alpha + pfx_hsum(lv);
             row_m[x] = mt;
         }
+#define P_KEY_STEP 1 /* p of (r, c) at Ss[r BLOCK_N + c] */
+#define P_ROW_STEP BLOCK_N
+#endif
 
-        /* O = alpha O + P V. */
+        /* O = alpha O + P V: RB rows x NVD vectors of head dimensions. */
         for (int rb = 0; rb < rows; rb += RB)
-            for (int d0 = 0; d0 < d_vecs * VEC; d0 += NVD * VEC) {
+            for (int d0 = 0; d0 < d_end; d0 += NVD * VEC) {
                 floatv a[RB][NVD];
 #pragma unroll
                 for (int x = 0; x < RB; x++)
 #pragma unroll
                     for (int y = 0; y < NVD; y++)
-                        a[x][y] = vloadv(0, Os + (rb + x) * HEAD_DIM + d0 + y * VEC) *
-                                  row_alpha[rb + x];
-                for (int c = 0; c < cols; c++) {
+                        a[x][y] = LVEC(Os, (rb + x) * HEAD_DIM + d0 + y * VEC) * row_alpha[rb + x];
+                __local const float *pp = Ss + rb * P_ROW_STEP, *vp = Vs + d0;
+                for (int c = 0; c < cols; c++, pp += P_KEY_STEP, vp += HEAD_DIM) {
                     floatv vv[NVD];
 #pragma unroll
                     for (int y = 0; y < NVD; y++)
-                        vv[y] = vloadv(0, Vs + c * HEAD_DIM + d0 + y * VEC);
+                        vv[y] = LVEC(vp, y * VEC);
 #pragma unroll
                     for (int x = 0; x < RB; x++) {
-                        floatv p = (floatv)Ss[(rb + x) * BLOCK_N + c];
+                        floatv p = (floatv)pp[x * P_ROW_STEP];
 #pragma unroll
                         for (int y = 0; y < NVD; y++)
                             a[x][y] = fma(p, vv[y], a[x][y]);
@@ -247,7 +341,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                 for (int x = 0; x < RB; x++)
 #pragma unroll
                     for (int y = 0; y < NVD; y++)
-                        vstorev(a[x][y], 0, Os + (rb + x) * HEAD_DIM + d0 + y * VEC);
+                        LVEC(Os, (rb + x) * HEAD_DIM + d0 + y * VEC) = a[x][y];
             }
     }
 

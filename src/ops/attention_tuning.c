@@ -214,6 +214,8 @@ static const char *fwd_invalid(const pfx_attn_fwd_tiles *t)
                        t->block_m % (t->vec >= 16 ? 8 : 4)))
         return "VEC > 1 needs HEAD_DIM and BLOCK_N multiples of VEC and BLOCK_M of 4 "
                "(VEC 4, 8) or 8 (VEC 16)";
+    if (t->vec > 1 && t->block_m >= 2 * t->vec && t->block_m % (2 * t->vec))
+        return "VEC > 1 needs BLOCK_M below 2 VEC or a multiple of 2 VEC";
     if (t->block_n % t->ksplit || t->head_dim % t->ksplit)
         return "BLOCK_N and HEAD_DIM must be multiples of KSPLIT";
     if (t->block_m > 4096 || t->block_n > 4096 || t->kv_pad > 64)
@@ -236,6 +238,10 @@ static const char *bwd_invalid(const pfx_attn_bwd_tiles *t)
                        t->block_n % rb))
         return "VEC > 1 needs HEAD_DIM and BLOCK_N multiples of VEC, BLOCK_M and BLOCK_N of 4 "
                "(VEC 4, 8) or 8 (VEC 16)";
+    if (t->vec > 1 && t->block_m >= 2 * t->vec && t->block_n >= 2 * t->vec &&
+        (t->block_m % (2 * t->vec) || t->block_n % (2 * t->vec)))
+        return "VEC > 1 needs BLOCK_M and BLOCK_N multiples of 2 VEC when both are at least "
+               "2 VEC";
     if (t->head_dim % t->dsplit)
         return "HEAD_DIM must be a multiple of DSPLIT";
     return NULL;
