@@ -206,6 +206,7 @@ static double sgemm_gflops(pfx_runtime *rt, size_t n, int reps, double *ms_out)
 
 int main(int argc, char **argv)
 {
+    tool_openblas_settings(argv);
     pfx_runtime_params params;
     pfx_runtime_default_params(&params);
     params.gemm = PFX_GEMM_CLBLAST; /* the SGEMM figure is CLBlast's, without a stored tuning */

@@ -184,6 +184,7 @@ static int bench_shape(pfx_runtime *rt, const shape *s, int reps)
 
 int main(int argc, char **argv)
 {
+    tool_openblas_settings(argv);
     const char *device = NULL, *which = "abc";
     int reps = 3;
     for (int i = 1; i < argc; i++) {

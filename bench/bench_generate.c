@@ -60,8 +60,48 @@ static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed)
     free(data);
 }
 
+/* Per decode step, from two generations with the launch statistics on (one
+ * new token: the prefill alone; `new` tokens: the prefill and new - 1 decode
+ * steps): the difference over new - 1. */
+typedef struct step_costs {
+    double wall_ms, kernels, device_ms, enqueue_ms, host_gemms, host_gemm_ms;
+} step_costs;
+
+static step_costs costs_of(const pfx_launch_stats *a, const pfx_launch_stats *b, double wall_s,
+                           double steps)
+{
+    const double ms = 1e-6 / steps;
+    return (step_costs){ wall_s * 1e3 / steps, (double)(b->kernels - a->kernels) / steps,
+                         (double)(b->device_ns - a->device_ns) * ms,
+                         (double)(b->enqueue_ns - a->enqueue_ns) * ms,
+                         (double)(b->host_gemms - a->host_gemms) / steps,
+                         (double)(b->host_gemm_ns - a->host_gemm_ns) * ms };
+}
+
+static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *cache,
+                                    const pfx_adapter_bank *bank, pfx_request *req, size_t B, size_t new,
+                                    step_costs *prefill, step_costs *out)
+{
+    pfx_launch_stats st[2];
+    pfx_generate_stats gs;
+    const pfx_launch_stats none = { 0 };
+    for (int i = 0; i < 2; i++) {
+        const pfx_sampling s = { .max_new_tokens = i ? new : 1 };
+        pfx_status e;
+        if ((e = pfx_launch_stats_enable(rt, true)) ||
+            (e = pfx_generate(model, cache, bank, req, B, &s, NULL, NULL, &gs)) ||
+            (e = pfx_launch_stats_read(rt, &st[i])) || (e = pfx_launch_stats_enable(rt, false)))
+            return e;
+        if (i == 0)
+            *prefill = costs_of(&none, &st[0], gs.prefill_seconds, 1.0);
+    }
+    *out = costs_of(&st[0], &st[1], gs.decode_seconds, (double)(new - 1));
+    return PFX_SUCCESS;
+}
+
 int main(int argc, char **argv)
 {
+    tool_openblas_settings(argv);
     const char *device = NULL, *json = NULL;
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
@@ -150,9 +190,21 @@ int main(int argc, char **argv)
         }
         double p = tool_median(pre, (size_t)runs), d = tool_median(dec, (size_t)runs);
         printf("batch %2zu: prefill %8.1f tokens/s, decode %8.1f tokens/s\n", B, p, d);
+        step_costs pc, c;
+        CHECK(decode_step_costs(rt, model, cache, bank, req, B, NEW, &pc, &c));
+        const step_costs *both[2] = { &pc, &c };
+        for (int i = 0; i < 2; i++)
+            printf("          %-7s wall %7.2f ms; %4.0f kernels, %7.2f ms on the device, %6.2f ms "
+                   "launching them on the host; %3.0f host-BLAS products, %7.2f ms\n",
+                   i ? "decode:" : "prefill:", both[i]->wall_ms, both[i]->kernels,
+                   both[i]->device_ms, both[i]->enqueue_ms, both[i]->host_gemms,
+                   both[i]->host_gemm_ms);
         if (js)
-            fprintf(js, "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f}",
-                    k ? ", " : "", B, p, d);
+            fprintf(js, "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f, "
+                        "\"decode_step\": {\"wall_ms\": %.3f, \"kernels\": %.1f, \"device_ms\": %.3f, "
+                        "\"enqueue_ms\": %.3f, \"host_gemms\": %.1f, \"host_gemm_ms\": %.3f}}",
+                    k ? ", " : "", B, p, d, c.wall_ms, c.kernels, c.device_ms, c.enqueue_ms, c.host_gemms,
+                    c.host_gemm_ms);
     }
     if (js) {
         fprintf(js, "]}\n");

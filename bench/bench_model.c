@@ -48,6 +48,7 @@ static const char *const phase_names[PH_COUNT] = { "encoder forward", "model for
 
 int main(int argc, char **argv)
 {
+    tool_openblas_settings(argv);
     const char *device = NULL, *json = NULL;
     size_t B = 4, N = 128;
     int steps = 3, warmup = 1;

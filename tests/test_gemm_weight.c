@@ -24,6 +24,9 @@ static const gw_case gw_cases[] = {
     { 13, 257, 33, 1000, false, true, 1.0f, 0.0f, 65 }, /* one block */
     { 13, 257, 33, 0, false, false, 1.0f, 1.0f, 66 },
     { 13, 257, 33, 0, true, false, 2.0f, 0.0f, 67 },
+    { 1, 257, 33, 0, false, false, 0.5f, 1.0f, 68 }, /* one row: matrix-vector on the host */
+    { 1, 257, 33, 0, true, false, 1.0f, 1.0f, 69 },
+    { 1, 101, 48, 1, true, true, 1.0f, 0.0f, 70 },
 };
 
 static void test_gemm_weight(void **state)

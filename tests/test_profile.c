@@ -111,6 +111,63 @@ static void test_kernel_tuning_override(void **state)
     assert_int_equal(pfx_kernel_tuning_override_get(NULL), PFX_ERROR_NULL_ARGUMENT);
 }
 
+/* Launch statistics: counts what ran while on, nothing while off; a host
+ * product is counted apart when the runtime's products run on the host. */
+static void test_launch_stats(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t n = 1 << 16;
+    size_t shape[1] = { n }, sq[2] = { 96, 96 };
+    pfx_tensor *x = NULL, *y = NULL, *a = NULL, *c = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &x), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &y), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, sq, &a), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, sq, &c), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_fill(x, 0.5f), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_fill(y, 2.0f), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_fill(a, 0.25f), PFX_SUCCESS);
+    assert_int_equal(pfx_matmul(rt, a, a, c), PFX_SUCCESS); /* builds before counting */
+
+    pfx_launch_stats s;
+    assert_int_equal(pfx_launch_stats_read(NULL, &s), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_launch_stats_read(rt, NULL), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_launch_stats_enable(NULL, true), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_launch_stats_read(rt, &s), PFX_ERROR_INVALID_ARGUMENT); /* off */
+    assert_non_null(strstr(pfx_last_error(rt), "off"));
+
+    assert_int_equal(pfx_launch_stats_enable(rt, true), PFX_SUCCESS);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(pfx_axpby(y, 1.0f, x, 1.0f), PFX_SUCCESS);
+    assert_int_equal(pfx_matmul(rt, a, a, c), PFX_SUCCESS);
+    pfx_status st = pfx_launch_stats_read(rt, &s);
+    if (st == PFX_ERROR_UNSUPPORTED) {
+        fprintf(stderr, "this device gives no kernel times: %s\n", pfx_last_error(rt));
+    } else {
+        assert_int_equal(st, PFX_SUCCESS);
+        const bool host = pfx_runtime_gemm_backend(rt) == PFX_GEMM_HOST;
+        /* five axpby kernels; CLBlast's kernels are not counted */
+        assert_int_equal(s.kernels, 5);
+        assert_true(s.device_ns > 0 && s.enqueue_ns > 0);
+        assert_int_equal(s.host_gemms, host ? 1 : 0);
+        assert_true(host ? s.host_gemm_ns > 0 : s.host_gemm_ns == 0);
+        /* switching on again clears; off drops them */
+        assert_int_equal(pfx_launch_stats_enable(rt, true), PFX_SUCCESS);
+        assert_int_equal(pfx_launch_stats_read(rt, &s), PFX_SUCCESS);
+        assert_int_equal(s.kernels, 0);
+        assert_int_equal(s.device_ns, 0);
+    }
+    assert_int_equal(pfx_launch_stats_enable(rt, false), PFX_SUCCESS);
+    assert_int_equal(pfx_axpby(y, 1.0f, x, 1.0f), PFX_SUCCESS);
+    assert_int_equal(pfx_launch_stats_read(rt, &s), PFX_ERROR_INVALID_ARGUMENT);
+    float v[1];
+    assert_int_equal(pfx_tensor_read(y, 0, 1, v), PFX_SUCCESS);
+    assert_true(v[0] == 5.0f); /* 2 + 6 * 0.5: the counted launches ran */
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&y);
+    pfx_tensor_destroy(&a);
+    pfx_tensor_destroy(&c);
+}
+
 static void test_span(void **state)
 {
     pfx_runtime *rt = *state;
@@ -265,7 +322,8 @@ static pfx_tensor *matrix(pfx_runtime *rt, pfx_dtype dtype, size_t rows, size_t 
 static void test_matmul(void **state)
 {
     pfx_runtime *rt = *state;
-    static const size_t sizes[][3] = { { 1, 1, 1 }, { 7, 13, 5 }, { 33, 17, 29 }, { 64, 3, 71 } };
+    static const size_t sizes[][3] = { { 1, 1, 1 }, { 7, 13, 5 }, { 33, 17, 29 }, { 64, 3, 71 },
+                                       { 1, 37, 53 } /* one row: matrix-vector on the host */ };
     ref_rng rng;
     ref_rng_seed(&rng, 4242);
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
@@ -335,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_runtime_kernel_configs),
         cmocka_unit_test(test_kernel_tuning_override),
         cmocka_unit_test(test_span),
+        cmocka_unit_test(test_launch_stats),
         cmocka_unit_test(test_peak_kernels),
         cmocka_unit_test(test_matmul),
     };

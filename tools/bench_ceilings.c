@@ -42,7 +42,7 @@ void family_fma_peak(suite *s)
     const pfx_device_info *info = &s->dev->info;
     const bool cpu = info->type == PFX_DEVICE_CPU;
     const size_t nvar = cpu ? sizeof(variants) / sizeof(variants[0]) : 5;
-    bench_result *r = suite_begin(s, "peak.fma", "Ceilings", "float32 FMA (mad)");
+    bench_result *r = suite_begin(s, "peak.fma", "Ceilings", "float32 FMA (fma)");
     if (!r)
         return;
     /* 64 Ki work-items per compute unit at 4096 FLOPs each (an eighth of that
@@ -79,7 +79,7 @@ void family_fma_peak(suite *s)
     pfx_tensor_destroy(&k.out);
     *r = best;
     if (r->ok) {
-        snprintf(r->label, sizeof(r->label), "float32 FMA (mad), best of %zu: %s", nvar,
+        snprintf(r->label, sizeof(r->label), "float32 FMA (fma), best of %zu: %s", nvar,
                  variants[best_variant].label);
         s->fma_gflops = r->gflops;
         r->ceiling = BENCH_CEIL_FMA;

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "dist.h"
 #include "prefixcl/prefixcl.h"
+#include "tool_util.h"
 
 static const struct {
     const char *name;
@@ -45,11 +46,7 @@ static int usage(FILE *out)
 
 int main(int argc, char **argv)
 {
-    /* OpenBLAS chose its kernels at load time, too weak for this CPU: start
-     * again with the right ones (once: the variable is set now). */
-    const char *core = pfx_gemm_host_core_hint();
-    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0)
-        execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
+    tool_openblas_settings(argv);
     /* under mpirun: join the job (tools/dist.h); otherwise nothing */
     if (dist_init(&argc, &argv))
         return 1;

@@ -151,3 +151,15 @@ pfx_status tool_gpt2_small_random(pfx_runtime *rt, const pfx_model_params *param
     rmdir(dir);
     return st;
 }
+
+void tool_openblas_settings(char **argv)
+{
+    int again = 0;
+    const char *core = pfx_gemm_host_core_hint();
+    if (core && setenv("OPENBLAS_CORETYPE", core, 1) == 0)
+        again = 1;
+    if (!getenv("OPENBLAS_THREAD_TIMEOUT") && setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0)
+        again = 1;
+    if (again)
+        execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
+}

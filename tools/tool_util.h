@@ -9,6 +9,14 @@
 
 #include "prefixcl/prefixcl.h"
 
+/* OpenBLAS reads its settings when it loads: restarts the program (argv,
+ * once) with OPENBLAS_CORETYPE when OpenBLAS chose kernels too weak for this
+ * CPU, and with OPENBLAS_THREAD_TIMEOUT=4 unless set (idle OpenBLAS threads
+ * otherwise spin after each product on the cores that PoCL's kernels run on
+ * next: a GPT-2 prefill's kernels on 2 cores took 62 ms spinning, 35 ms
+ * sleeping). Returns only when no restart is needed or it failed. */
+void tool_openblas_settings(char **argv);
+
 /* splitmix64: the next value of *state, uniform in [-amp, amp). */
 float tool_uniform(uint64_t *state, float amp);
 

@@ -42,6 +42,27 @@ PFX_API pfx_status pfx_span_time_ns(pfx_span *span, uint64_t *ns);
 /* Releases *span (ended or not) and NULLs it; NULL-safe. */
 PFX_API void pfx_span_release(pfx_span **span);
 
+/* Launch statistics: where the time of a stretch of library calls goes.
+ * While on, every kernel the runtime enqueues keeps its event and the host
+ * time its launch took (setting arguments and enqueueing: the launch path);
+ * dense products on the host BLAS keep their host time. Reading waits for
+ * the kernels. device_ns is the sum of the kernels' own times (the device's
+ * busy time, without its idle gaps); CLBlast's kernels are not counted. */
+typedef struct pfx_launch_stats {
+    uint64_t kernels;      /* kernels enqueued */
+    uint64_t device_ns;    /* sum of their start-to-end times on the device */
+    uint64_t enqueue_ns;   /* host time in the launch path */
+    uint64_t host_gemms;   /* products run on the host BLAS */
+    uint64_t host_gemm_ns; /* their host time (mapping included) */
+} pfx_launch_stats;
+
+/* Switches the statistics on (clearing them) or off (dropping them). */
+PFX_API pfx_status pfx_launch_stats_enable(pfx_runtime *rt, bool on);
+/* Waits for the kernels counted so far and gives the totals since the
+ * statistics were switched on; PFX_ERROR_INVALID_ARGUMENT while they are
+ * off; PFX_ERROR_UNSUPPORTED when the device gives no kernel times. */
+PFX_API pfx_status pfx_launch_stats_read(pfx_runtime *rt, pfx_launch_stats *out);
+
 typedef struct pfx_event pfx_event;
 
 /* Nanoseconds from the start to the end of the command (waits for it).

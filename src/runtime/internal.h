@@ -79,6 +79,8 @@ struct pfx_runtime {
     _Atomic(uintptr_t) owner; /* the thread inside the runtime (0: none), see guard.c */
     unsigned owner_depth;     /* nested enters of that thread */
 
+    struct pfx_launch_log *launch_log; /* pfx_launch_stats_enable; NULL: off */
+
     char error[PFX_ERROR_MAX];
 };
 
@@ -105,6 +107,16 @@ pfx_status pfx_cl_error(pfx_runtime *rt, cl_int err, const char *what);
 const char *pfx_cl_error_name(cl_int err);
 /* Appends text to the recorded message (build logs). */
 void pfx_error_append(pfx_runtime *rt, const char *text);
+
+/* ---- launch statistics (src/runtime/launch_stats.c) ---- */
+/* Host time now, ns (CLOCK_MONOTONIC). */
+uint64_t pfx_host_ns(void);
+/* Records a launched kernel (takes ev; NULL: none) and the host time of its
+ * launch path, or a host product's time. No-ops while the statistics are off. */
+void pfx_launch_log_kernel(pfx_runtime *rt, cl_event ev, uint64_t enqueue_ns);
+void pfx_launch_log_host_gemm(pfx_runtime *rt, uint64_t ns);
+/* Frees the log (runtime destruction). */
+void pfx_launch_log_free(pfx_runtime *rt);
 
 /* ---- one thread at a time (src/runtime/guard.c) ---- */
 /* Marks the calling thread as inside rt (nesting allowed); PFX_ERROR_BUSY,

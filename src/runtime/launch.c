@@ -20,6 +20,25 @@ static pfx_status launch(pfx_runtime *rt, cl_kernel kernel, const char *what, un
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
 }
 
+/* launch, counted in the statistics when they are on. */
+static pfx_status launch_counted(pfx_runtime *rt, cl_kernel kernel, const char *what,
+                                 unsigned dims, const size_t *global, const size_t *local,
+                                 size_t nargs, const pfx_arg *args, cl_event *event)
+{
+    if (!rt->launch_log)
+        return launch(rt, kernel, what, dims, global, local, nargs, args, event);
+    const uint64_t t0 = pfx_host_ns();
+    cl_event mine = NULL;
+    pfx_status st = launch(rt, kernel, what, dims, global, local, nargs, args, &mine);
+    const uint64_t t1 = pfx_host_ns();
+    if (st != PFX_SUCCESS)
+        return st;
+    if (event && clRetainEvent(mine) == CL_SUCCESS)
+        *event = mine;
+    pfx_launch_log_kernel(rt, mine, t1 - t0);
+    return PFX_SUCCESS;
+}
+
 /* Arguments and enqueue as one step of one thread: a kernel object's
  * arguments are shared by every caller. */
 pfx_status pfx_launch_event(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
@@ -29,7 +48,7 @@ pfx_status pfx_launch_event(pfx_runtime *rt, cl_kernel kernel, const char *what,
     pfx_status st = pfx_rt_enter(rt, what);
     if (st != PFX_SUCCESS)
         return st;
-    st = launch(rt, kernel, what, dims, global, local, nargs, args, event);
+    st = launch_counted(rt, kernel, what, dims, global, local, nargs, args, event);
     pfx_rt_leave(rt);
     return st;
 }

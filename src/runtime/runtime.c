@@ -98,6 +98,7 @@ void pfx_runtime_destroy(pfx_runtime **rtp)
     pfx_workspace_release(rt);
     pfx_programs_release(rt);
     free(rt->attn_override);
+    pfx_launch_log_free(rt);
     if (rt->queue)
         clReleaseCommandQueue(rt->queue);
     if (rt->context)
