@@ -6,8 +6,9 @@
  * CPU path (PFX_ATTN_VEC = the device's native float width: 4, 8 or 16).
  * As the forward's CPU path (cl/attention_fwd.cpu.cl): one work-item per
  * work-group, every tile product register-blocked as a CPU GEMM with fma():
- * RB rows x NVK vectors of keys for the scores (S = Q K~^T, dP = dO V~^T;
- * the K/V side transposed in local memory so that keys are the lanes), RB
+ * RB rows x NVK vectors for the scores (dK/dV: S = Q K~^T, dP = dO V~^T with
+ * K~, V~ transposed once per group so that keys are the lanes; dQ: S^T and
+ * dP^T with Q~, dO transposed once per group so that rows are the lanes), RB
  * keys (dK, dV) or rows (dQ) x NVD vectors of head dimensions for the
  * products that accumulate. Local memory is the CPU's cache.
  *
@@ -47,13 +48,11 @@ typedef int16 intv;
 #error "PFX_ATTN_VEC must be 1 (GPU path), 4, 8 or 16"
 #endif
 #define RB (VEC >= 16 ? 8 : 4) /* rows (or keys) per register block */
-#if DMAX % VEC || BK % VEC || BQ % RB || BK % RB
-#error "the CPU path needs HEAD_DIM and BLOCK_N multiples of VEC, BLOCK_M and BLOCK_N of RB"
+#if DMAX % VEC || BK % VEC || BQ % VEC || BQ % RB || BK % RB
+#error "the CPU path needs HEAD_DIM, BLOCK_M and BLOCK_N multiples of VEC and of RB"
 #endif
-#define NVK (BK >= 2 * VEC && BQ >= 2 * VEC ? 2 : 1) /* vectors per score block */
-#if NVK == 2 && (BQ % (2 * VEC) || BK % (2 * VEC))
-#error "the CPU path needs BLOCK_M and BLOCK_N multiples of 2 VEC when both are at least 2 VEC"
-#endif
+/* vectors per score block: keys (dK/dV) or rows (dQ) */
+#define NVK (BK % (2 * VEC) || BQ % (2 * VEC) ? 1 : 2)
 #define NVD (DMAX >= 2 * VEC ? 2 : 1) /* head-dimension vectors per block */
 #define LOG2E 1.4426950408889634f
 /* The vector at p + i of a local array declared as floatv (i a multiple of

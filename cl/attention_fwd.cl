@@ -12,7 +12,8 @@
  * t = j - P, visible iff t < kv_len[b] and (causal) t <= i + M - N. Tiles of
  * BLOCK_N keys are staged through local memory (K and V, zero beyond the
  * last key any row of the tile can see, so tiles hidden by the causal mask
- * for the whole row tile are never loaded or computed).
+ * for the whole row tile are never loaded or computed; the CPU path leaves
+ * those slots as they are and masks them).
  *
  * Work-items (VEC 1, GPUs). BLOCK_M rows x KSPLIT work-items. Per K/V
  * tile, work-item ks of a row computes the logits of keys c KSPLIT + ks

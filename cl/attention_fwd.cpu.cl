@@ -14,9 +14,11 @@
  *    as rows: no transposition per key tile), and the online softmax runs
  *    down the keys with every row's m, l and alpha as vector lanes (no
  *    horizontal reductions);
- *  - keys as lanes (BLOCK_M < 2 VEC, decode: a kv head's few rows): S = Q K^T
- *    with q broadcast and K^T vectors (K transposed per tile), the softmax
- *    row by row along the keys.
+ *  - keys as lanes (BLOCK_M < 2 VEC: the decode tiles of 8 rows at VEC 8
+ *    and 16, a kv head's few rows): S = Q K^T with q broadcast and K^T
+ *    vectors (K transposed per tile), the softmax row by row along the keys.
+ * Unlike the GPU path, key slots past the last visible key keep whatever the
+ * previous tile left: they are masked (-inf) or never read.
  * Then O = alpha O + P V with p broadcast and V rows as vectors of head
  * dimensions. Local memory is the CPU's cache here (pfx_attn_fwd_local_bytes):
  * q, K and V tiles, the logits/probabilities of the tile and the O
@@ -31,7 +33,7 @@
 #if HEAD_DIM % VEC || BLOCK_N % VEC || BLOCK_M % RB || (ROW_LANES && BLOCK_M % (NVR * VEC))
 #error "the CPU path needs HEAD_DIM, BLOCK_N multiples of VEC, BLOCK_M of RB (of 2 VEC if >= 2 VEC)"
 #endif
-#define NVK (BLOCK_N >= 2 * VEC ? 2 : 1)  /* key vectors per block (keys as lanes) */
+#define NVK (BLOCK_N % (2 * VEC) ? 1 : 2) /* key vectors per block (keys as lanes) */
 #define NVD (HEAD_DIM >= 2 * VEC ? 2 : 1) /* head-dimension vectors per block */
 #if VEC == 4
 #define LANE_IDS ((intv)(0, 1, 2, 3))

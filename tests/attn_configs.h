@@ -13,6 +13,27 @@
 
 #define ATTN_CONFIGS_MAX 256
 
+/* Valid tiles no database entry uses, for the CPU paths' rounded loop
+ * bounds: key and row tiles that are multiples of VEC but not of 2 VEC,
+ * and each vector width. */
+static const pfx_program_config attn_extra_configs[] = {
+    { "attention_fwd", "-DPFX_ATTN_HEAD_DIM=64 -DPFX_ATTN_BLOCK_M=16 -DPFX_ATTN_BLOCK_N=48 "
+                       "-DPFX_ATTN_KSPLIT=1 -DPFX_ATTN_KV_PAD=0 -DPFX_ATTN_Q_LOCAL=0 "
+                       "-DPFX_ATTN_POLY_EXP2=1 -DPFX_ATTN_VEC=16" },
+    { "attention_fwd", "-DPFX_ATTN_HEAD_DIM=32 -DPFX_ATTN_BLOCK_M=48 -DPFX_ATTN_BLOCK_N=24 "
+                       "-DPFX_ATTN_KSPLIT=1 -DPFX_ATTN_KV_PAD=0 -DPFX_ATTN_Q_LOCAL=0 "
+                       "-DPFX_ATTN_POLY_EXP2=1 -DPFX_ATTN_VEC=8" },
+    { "attention_fwd", "-DPFX_ATTN_HEAD_DIM=16 -DPFX_ATTN_BLOCK_M=8 -DPFX_ATTN_BLOCK_N=12 "
+                       "-DPFX_ATTN_KSPLIT=1 -DPFX_ATTN_KV_PAD=0 -DPFX_ATTN_Q_LOCAL=0 "
+                       "-DPFX_ATTN_POLY_EXP2=1 -DPFX_ATTN_VEC=4" },
+    { "attention_bwd", "-DPFX_ATTN_HEAD_DIM=64 -DPFX_ATTN_BLOCK_M=16 -DPFX_ATTN_BLOCK_N=48 "
+                       "-DPFX_ATTN_DSPLIT=1 -DPFX_ATTN_VEC=16" },
+    { "attention_bwd", "-DPFX_ATTN_HEAD_DIM=32 -DPFX_ATTN_BLOCK_M=24 -DPFX_ATTN_BLOCK_N=40 "
+                       "-DPFX_ATTN_DSPLIT=1 -DPFX_ATTN_VEC=8" },
+    { "attention_bwd", "-DPFX_ATTN_HEAD_DIM=16 -DPFX_ATTN_BLOCK_M=12 -DPFX_ATTN_BLOCK_N=8 "
+                       "-DPFX_ATTN_DSPLIT=1 -DPFX_ATTN_VEC=4" },
+};
+
 /* Runs fn(rt, head_dim_class, arg) per distinct configuration of program
  * ("attention_fwd" or "attention_bwd"); returns how many ran. */
 static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
@@ -41,6 +62,9 @@ static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
                 all[count++] = c[i];
         }
     }
+    for (size_t e = 0; e < sizeof(attn_extra_configs) / sizeof(attn_extra_configs[0]); e++)
+        if (!strcmp(attn_extra_configs[e].program, program))
+            all[count++] = attn_extra_configs[e];
     const bool bwd = !strcmp(program, "attention_bwd");
     for (size_t i = 0; i < count; i++) {
         const char *hd = strstr(all[i].options, "PFX_ATTN_HEAD_DIM=");

@@ -51,13 +51,13 @@ size_t pfx_attn_fwd_local_bytes(const pfx_attn_fwd_tiles *t)
 
 size_t pfx_attn_bwd_local_bytes(const pfx_attn_bwd_tiles *t)
 {
-    /* as BWD_LOCALS in cl/attention_bwd.cl: K~, V~ and Q, dO tiles (rows
+    /* as BWD_LOCALS in cl/attention_bwd.gpu.cl: K~, V~ and Q, dO tiles (rows
      * padded to HEAD_DIM + 1, or transposed with BLOCK_N + 1 / BLOCK_M + 1),
      * two score tiles, LSE and Delta */
     size_t dm = t->head_dim, bq = t->block_m, bk = t->block_n;
     if (t->vec > 1) { /* as cl/attention_bwd.cpu.cl: the larger of dkv and dq */
         size_t dkv = 4 * dm * bk + 2 * bq * dm + 2 * bq * bk + 2 * bq;
-        size_t dq = 3 * dm * bk + 3 * bq * dm + 2 * bq * bk + 2 * bq;
+        size_t dq = 2 * dm * bk + 3 * bq * dm + 2 * bq * bk + 2 * bq;
         return sizeof(float) * (dkv > dq ? dkv : dq);
     }
     size_t ksz = bk * (dm + 1) > dm * (bk + 1) ? bk * (dm + 1) : dm * (bk + 1);
@@ -135,12 +135,13 @@ bool pfx_attn_bwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
     if (c < 0)
         return false;
     pfx_attn_bwd_tiles t = bwd_entry(db, c, native_float_width);
-    /* Halve both tiles (the CPU path's keep whole vectors of keys and
-     * register blocks of 8) until they fit; when the CPU path's do not
+    /* Halve both tiles (the CPU path's keep whole vectors of rows and keys
+     * and register blocks of 8) until they fit; when the CPU path's do not
      * (rusticl's 32 KiB at D = 128), take the GPU path, whose tiles go down
      * to 8 x 8. */
     while (pfx_attn_bwd_local_bytes(&t) > local_mem_bytes) {
-        if (t.vec > 1 && (t.block_m / 2 < 8 || t.block_n / 2 < (t.vec > 8 ? t.vec : 8))) {
+        const unsigned min_cpu = t.vec > 8 ? t.vec : 8; /* whole vectors, register blocks */
+        if (t.vec > 1 && (t.block_m / 2 < min_cpu || t.block_n / 2 < min_cpu)) {
             t.vec = 1;
             t.dsplit = 1;
             continue;
@@ -234,14 +235,10 @@ static const char *bwd_invalid(const pfx_attn_bwd_tiles *t)
     if (t->vec != 1 && t->vec != 4 && t->vec != 8 && t->vec != 16)
         return "VEC must be 1 (GPU path), 4, 8 or 16 (CPU path)";
     const unsigned rb = t->vec >= 16 ? 8 : 4; /* the CPU path's register block */
-    if (t->vec > 1 && (t->head_dim % t->vec || t->block_n % t->vec || t->block_m % rb ||
-                       t->block_n % rb))
-        return "VEC > 1 needs HEAD_DIM and BLOCK_N multiples of VEC, BLOCK_M and BLOCK_N of 4 "
-               "(VEC 4, 8) or 8 (VEC 16)";
-    if (t->vec > 1 && t->block_m >= 2 * t->vec && t->block_n >= 2 * t->vec &&
-        (t->block_m % (2 * t->vec) || t->block_n % (2 * t->vec)))
-        return "VEC > 1 needs BLOCK_M and BLOCK_N multiples of 2 VEC when both are at least "
-               "2 VEC";
+    if (t->vec > 1 && (t->head_dim % t->vec || t->block_m % t->vec || t->block_n % t->vec ||
+                       t->block_m % rb || t->block_n % rb))
+        return "VEC > 1 needs HEAD_DIM, BLOCK_M and BLOCK_N multiples of VEC and of 4 (VEC 4, "
+               "8) or 8 (VEC 16)";
     if (t->head_dim % t->dsplit)
         return "HEAD_DIM must be a multiple of DSPLIT";
     return NULL;

@@ -33,8 +33,15 @@ static pfx_status launch_counted(pfx_runtime *rt, cl_kernel kernel, const char *
     const uint64_t t1 = pfx_host_ns();
     if (st != PFX_SUCCESS)
         return st;
-    if (event && clRetainEvent(mine) == CL_SUCCESS)
+    if (event) { /* the caller's reference; the log keeps its own */
+        cl_int err = clRetainEvent(mine);
+        if (err != CL_SUCCESS) {
+            *event = mine; /* the caller owns the only reference: not counted */
+            pfx_launch_log_kernel(rt, NULL, t1 - t0);
+            return PFX_SUCCESS;
+        }
         *event = mine;
+    }
     pfx_launch_log_kernel(rt, mine, t1 - t0);
     return PFX_SUCCESS;
 }

@@ -97,13 +97,15 @@ pfx_status pfx_launch_stats_read(pfx_runtime *rt, pfx_launch_stats *out)
     if (!rt || !out)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_launch_stats_read: %s is NULL",
                          !rt ? "rt" : "out");
-    if (!rt->launch_log)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "pfx_launch_stats_read: the statistics are off "
-                         "(pfx_launch_stats_enable)");
     pfx_status st = pfx_rt_enter(rt, "pfx_launch_stats_read");
     if (st != PFX_SUCCESS)
         return st;
+    if (!rt->launch_log) {
+        pfx_rt_leave(rt);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_launch_stats_read: the statistics are off "
+                         "(pfx_launch_stats_enable)");
+    }
     fold(rt, rt->launch_log);
     st = rt->launch_log->failed;
     if (st == PFX_SUCCESS)
