@@ -32,16 +32,16 @@
  * 2^x for x <= 0 (and NaN): 0 below -126, else 2^round(x) times a degree-7
  * polynomial of the fraction. exp2() is a libm call on CPUs that blocks
  * vectorization; this is plain arithmetic: fma() (one instruction where the
- * device has FMA, exact rounding everywhere) and round-to-nearest by adding
- * and subtracting 1.5 * 2^23 (exact for |x| < 2^22; below -126 the result is
- * 0 anyway), which PoCL's rint() lowers to a dozen instructions.
+ * device has FMA, exact rounding everywhere) and the nearest integer as
+ * floor(x + 0.5) (one instruction on CPUs; PoCL lowers rint() to a dozen, and
+ * adding and subtracting 1.5 * 2^23 is folded away by Mesa's compiler).
  * Instantiated per float type:
  * PFX_DEFINE_POLY_EXP2(name, float16, int16, convert_int16, as_float16).
  */
 #define PFX_DEFINE_POLY_EXP2(name, T, I, CONVERT_I, AS_T)                     \
     inline T name(T x)                                                        \
     {                                                                         \
-        T n = (x + (T)12582912.0f) - (T)12582912.0f;                          \
+        T n = floor(x + (T)0.5f);                                             \
         T f = x - n; /* [-0.5, 0.5] */                                        \
         T p = (T)1.5252733804059840e-05f;                                     \
         p = fma(p, f, (T)1.5403530393381606e-04f);                            \

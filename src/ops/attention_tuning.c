@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attention_tuning.h"
+#include "../runtime/device.h"
 
 const unsigned pfx_attn_classes[PFX_ATTN_CLASS_COUNT] = { 16, 32, 64, 128, 256 };
 
@@ -259,6 +260,17 @@ static pfx_status unsupported(pfx_runtime *rt, const char *op, size_t D, const c
                      D, options, need, what, have);
 }
 
+/* The CPU paths (VEC > 1) are refused on Mesa's rusticl: on Mesa 22.3's
+ * llvmpipe they give wrong outputs for some shapes that PoCL computes right
+ * with the same tiles (not understood yet); its database entry takes the
+ * work-item path. NULL when allowed, else the reason. */
+static const char *cpu_path_refused(const pfx_runtime *rt, unsigned vec)
+{
+    if (vec > 1 && pfx_contains_nocase(rt->info.platform_name, "rusticl"))
+        return "the CPU path (VEC > 1) gives wrong results on Mesa's rusticl";
+    return NULL;
+}
+
 pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t rows_per_kv_head,
                                pfx_attn_fwd_tiles *out)
 {
@@ -291,6 +303,10 @@ pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t
                          op, D, (unsigned long long)rt->info.local_mem_bytes);
     }
     pfx_attn_fwd_options(&t, options, sizeof(options));
+    const char *refused = cpu_path_refused(rt, t.vec);
+    if (refused)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: desc.head_dim %zu: the tiles (%s): %s",
+                         op, D, options, refused);
     if (pfx_attn_fwd_wg_size(&t) > rt->info.max_work_group_size)
         return unsupported(rt, op, D, "work-items per group", pfx_attn_fwd_wg_size(&t),
                            rt->info.max_work_group_size, options);
@@ -328,6 +344,10 @@ pfx_status pfx_attn_bwd_select(pfx_runtime *rt, const char *op, size_t D, pfx_at
                          op, D, (unsigned long long)rt->info.local_mem_bytes);
     }
     pfx_attn_bwd_options(&t, options, sizeof(options));
+    const char *refused = cpu_path_refused(rt, t.vec);
+    if (refused)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: desc.head_dim %zu: the tiles (%s): %s",
+                         op, D, options, refused);
     size_t wg = pfx_attn_bwd_wg_dkv(&t) > pfx_attn_bwd_wg_dq(&t) ? pfx_attn_bwd_wg_dkv(&t)
                                                                  : pfx_attn_bwd_wg_dq(&t);
     if (wg > rt->info.max_work_group_size)
