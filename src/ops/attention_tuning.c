@@ -260,14 +260,15 @@ static pfx_status unsupported(pfx_runtime *rt, const char *op, size_t D, const c
                      D, options, need, what, have);
 }
 
-/* The CPU paths (VEC > 1) are refused on Mesa's rusticl: on Mesa 22.3's
- * llvmpipe they give wrong outputs for some shapes that PoCL computes right
- * with the same tiles (not understood yet); its database entry takes the
+/* The CPU paths (VEC > 1) are refused on Mesa's rusticl: Mesa 22.3's
+ * llvmpipe computes their vector fma() wrong (the same kernels with mad()
+ * pass, and PoCL computes them right), so its database entry takes the
  * work-item path. NULL when allowed, else the reason. */
 static const char *cpu_path_refused(const pfx_runtime *rt, unsigned vec)
 {
     if (vec > 1 && pfx_contains_nocase(rt->info.platform_name, "rusticl"))
-        return "the CPU path (VEC > 1) gives wrong results on Mesa's rusticl";
+        return "the CPU path (VEC > 1) is not used on Mesa's rusticl, whose vector fma() gives "
+               "wrong results";
     return NULL;
 }
 

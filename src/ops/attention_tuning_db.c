@@ -130,9 +130,10 @@ static const db_arch amd_archs[] = {
 static const db_arch intel_archs[] = {
     { .name = NULL, .devices = DEFAULT_ONLY(intel_default) },
 };
-/* Mesa's rusticl on llvmpipe: the CPU paths give wrong results there (see
- * pfx_attn_cpu_path_refused), so its CPU device takes the work-item tiles of
- * unknown devices, which fit its 32 KiB of local memory. */
+/* Mesa's rusticl on llvmpipe: the CPU paths give wrong results there (its
+ * vector fma(); see cpu_path_refused in attention_tuning.c), so its CPU
+ * device takes the work-item tiles of unknown devices, which fit its 32 KiB
+ * of local memory. */
 static const db_arch cpu_archs[] = {
     { .name = "rusticl", .devices = DEFAULT_ONLY(other_default) },
     { .name = NULL, .devices = DEFAULT_ONLY(cpu_default) },
