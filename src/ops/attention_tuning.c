@@ -261,8 +261,8 @@ static pfx_status unsupported(pfx_runtime *rt, const char *op, size_t D, const c
 }
 
 /* The CPU paths (VEC > 1) are refused on Mesa's rusticl: Mesa 22.3's
- * llvmpipe computes their vector fma() wrong (the same kernels with mad()
- * pass, and PoCL computes them right), so its database entry takes the
+ * llvmpipe computes their vector fma() wrong (the forward with mad() passes
+ * there; PoCL computes them right), so its database entry takes the
  * work-item path. NULL when allowed, else the reason. */
 static const char *cpu_path_refused(const pfx_runtime *rt, unsigned vec)
 {
