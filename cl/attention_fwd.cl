@@ -85,7 +85,7 @@
 #define POLY_EXP2 PFX_ATTN_POLY_EXP2
 #define VEC PFX_ATTN_VEC
 
-#define WG_SIZE (BLOCK_M / VEC * KSPLIT)
+#define WG_SIZE (BLOCK_M * KSPLIT) /* the VEC 1 kernel; the CPU path runs one */
 #define KPL (BLOCK_N / KSPLIT)        /* keys per work-item per tile */
 #define KV_STRIDE (HEAD_DIM + KV_PAD)
 #define Q_STRIDE (HEAD_DIM + KV_PAD)

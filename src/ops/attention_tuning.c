@@ -83,13 +83,24 @@ unsigned pfx_attn_cpu_vec(unsigned native_float_width)
     return native_float_width >= 16 ? 16 : native_float_width >= 8 ? 8 : 4;
 }
 
+/* A database VEC with PFX_ATTN_VEC_NATIVE resolved. */
+static unsigned resolved_vec(unsigned vec, unsigned native_float_width)
+{
+    return vec == PFX_ATTN_VEC_NATIVE ? pfx_attn_cpu_vec(native_float_width) : vec;
+}
+
+/* The CPU path's smallest tile side: whole vectors and register blocks of 8. */
+static unsigned cpu_min_tile(unsigned vec)
+{
+    return vec > 8 ? vec : 8;
+}
+
 /* The database entry of a class with its vector width resolved. */
 static pfx_attn_fwd_tiles fwd_entry(const pfx_attn_tuning *db, int c, bool decode,
                                     unsigned native_float_width)
 {
     pfx_attn_fwd_tiles t = decode ? db->decode[c] : db->fwd[c];
-    if (t.vec == PFX_ATTN_VEC_NATIVE)
-        t.vec = pfx_attn_cpu_vec(native_float_width);
+    t.vec = resolved_vec(t.vec, native_float_width);
     return t;
 }
 
@@ -104,7 +115,7 @@ bool pfx_attn_fwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
     /* Shrink the key tile, then the row tile, until local memory holds it
      * (the CPU path keeps whole vectors of keys and register blocks of 8
      * rows). */
-    const unsigned min_n = t.vec > 1 ? (t.vec > 8 ? t.vec : 8) : 8, min_m = t.vec > 1 ? 8 : 1;
+    const unsigned min_n = t.vec > 1 ? cpu_min_tile(t.vec) : 8, min_m = t.vec > 1 ? 8 : 1;
     while (pfx_attn_fwd_local_bytes(&t) > local_mem_bytes) {
         if (t.block_n > t.ksplit && t.block_n > min_n)
             t.block_n /= 2;
@@ -123,8 +134,7 @@ static pfx_attn_bwd_tiles bwd_entry(const pfx_attn_tuning *db, int c,
                                     unsigned native_float_width)
 {
     pfx_attn_bwd_tiles t = db->bwd[c];
-    if (t.vec == PFX_ATTN_VEC_NATIVE)
-        t.vec = pfx_attn_cpu_vec(native_float_width);
+    t.vec = resolved_vec(t.vec, native_float_width);
     return t;
 }
 
@@ -141,7 +151,7 @@ bool pfx_attn_bwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
      * (rusticl's 32 KiB at D = 128), take the GPU path, whose tiles go down
      * to 8 x 8. */
     while (pfx_attn_bwd_local_bytes(&t) > local_mem_bytes) {
-        const unsigned min_cpu = t.vec > 8 ? t.vec : 8; /* whole vectors, register blocks */
+        const unsigned min_cpu = cpu_min_tile(t.vec);
         if (t.vec > 1 && (t.block_m / 2 < min_cpu || t.block_n / 2 < min_cpu)) {
             t.vec = 1;
             t.dsplit = 1;
