@@ -19,6 +19,12 @@
  *                               one (item, head): loops over the visible key
  *                               tiles, accumulates dQ in registers; writes the
  *                               per-tile gain partial R = sum_i q_id dQraw_id.
+ *   pfx_attn_bwd_dkvq           (CPU path) the single pass, when dK/dV and dQ
+ *                               are both wanted: one work-item per (item, kv
+ *                               head, chunk of key tiles) does dkv's work and
+ *                               adds Z K~ to its own dQraw partial.
+ *   pfx_attn_bwd_dq_finish      (CPU path) sums the chunks' partials (chunk
+ *                               order) and writes dQ and the gain partials.
  *   pfx_attn_bwd_prefix_reduce  dKp, dVp: sum of the partials over the items
  *                               that use the prefix (entry), item order.
  *   pfx_attn_bwd_gain_reduce    dgain, ddim_gain from the gain partials.

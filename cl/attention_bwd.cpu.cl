@@ -18,6 +18,10 @@
  * (0 where hidden), then dV += P^T dO and dK += dS^T Q~.
  * dq: BQ rows of one (item, head); for every visible key tile: S and dP, Z =
  * P (dP - Delta) (without c), dQraw += Z K~. Sums run in a fixed order.
+ * dkvq, the single pass (both wanted): dkv's work for a chunk of key tiles,
+ * and dQraw += Z K~ into the rows of a partial that only this work-item
+ * writes: 5 tile products per tile pair where dkv + dq take 7, the price
+ * being a dQraw partial per chunk (few chunks: a CPU has few cores).
  */
 #define VEC CPU_VEC
 #if VEC == 4
@@ -173,25 +177,19 @@ void bwd_stage_keys_cpu(__local float *kt, __local float *vt, __global const voi
     }
 }
 
-/* The same rows as rows: kn, vn [BK][DMAX]. */
-void bwd_stage_rows_cpu(__local float *kn, __local float *vn, __global const void *k, int k_half,
-                        __global const void *v, int v_half, ulong base, ulong sr, int j0,
-                        int rows, int D)
+/* The same rows of one of them as rows: xn [BK][DMAX]. */
+void bwd_stage_rows_cpu(__local float *xn, __global const void *x, int x_half, ulong base,
+                        ulong sr, int j0, int rows, int D)
 {
     for (int c = 0; c < BK; c++) {
         ulong row = base + (ulong)(j0 + c) * sr;
-        if (c < rows && !k_half && !v_half && D == DMAX) { /* float rows: vector copies */
-            for (int d0 = 0; d0 < DMAX; d0 += VEC) {
-                LVEC(kn, c * DMAX + d0) = vloadv(0, (__global const float *)k + row + d0);
-                LVEC(vn, c * DMAX + d0) = vloadv(0, (__global const float *)v + row + d0);
-            }
+        if (c < rows && !x_half && D == DMAX) { /* float rows: vector copies */
+            for (int d0 = 0; d0 < DMAX; d0 += VEC)
+                LVEC(xn, c * DMAX + d0) = vloadv(0, (__global const float *)x + row + d0);
             continue;
         }
-        for (int d = 0; d < DMAX; d++) {
-            int ok = c < rows && d < D;
-            kn[c * DMAX + d] = ok ? pfx_load(k, row + d, k_half) : 0.0f;
-            vn[c * DMAX + d] = ok ? pfx_load(v, row + d, v_half) : 0.0f;
-        }
+        for (int d = 0; d < DMAX; d++)
+            xn[c * DMAX + d] = c < rows && d < D ? pfx_load(x, row + d, x_half) : 0.0f;
     }
 }
 
@@ -234,32 +232,50 @@ void bwd_load_queries_cpu(__local float *Qs, __local float *dOs, __local float *
     }
 }
 
-/* Grid: (tiles, B * Hkv); keys j0 + [0, BK) of tile get_group_id(0) + tile_offset. */
-__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
-void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int causal,
-                      __global const void *q, int q_half, ulong qsb, ulong qsh, ulong qsr,
-                      __global const void *k, int k_half, __global const void *v, int v_half,
-                      ulong ksb, ulong ksh, ulong ksr,
-                      __global const void *pk, int pk_half, __global const void *pv, int pv_half,
-                      ulong psb, ulong psh, ulong psr,
-                      __global const void *d_o, int do_half, ulong osb, ulong osh, ulong osr,
-                      __global const float *lse, __global const float *delta,
-                      __global const float *head, int structured, __global const int *items,
+/* The arguments every dK/dV and dQ kernel of this path takes first (the
+ * host's SHARED_ARGS), as parameters and as the names passed on. */
+#define BWD_SHARED_PARAMS                                                                    \
+    int B, int H, int Hkv, int N, int M, int P, int D, int causal, __global const void *q,    \
+        int q_half, ulong qsb, ulong qsh, ulong qsr, __global const void *k, int k_half,       \
+        __global const void *v, int v_half, ulong ksb, ulong ksh, ulong ksr,                   \
+        __global const void *pk, int pk_half, __global const void *pv, int pv_half, ulong psb, \
+        ulong psh, ulong psr, __global const void *d_o, int do_half, ulong osb, ulong osh,     \
+        ulong osr, __global const float *lse, __global const float *delta,                     \
+        __global const float *head, int structured, __global const int *items
+#define BWD_SHARED_NAMES                                                                     \
+    B, H, Hkv, N, M, P, D, causal, q, q_half, qsb, qsh, qsr, k, k_half, v, v_half, ksb, ksh,  \
+        ksr, pk, pk_half, pv, pv_half, psb, psh, psr, d_o, do_half, osb, osh, osr, lse, delta, \
+        head, structured, items
+/* The local tiles of one key tile's work (declared in the kernels: OpenCL
+ * has __local variables at kernel scope only). Kn and Zs only with dQ. */
+#define BWD_KEY_TILE_LOCALS                                                                  \
+    LOCAL_FLOATS(Kt, DMAX * BK); /* K~^T */                                                   \
+    LOCAL_FLOATS(Vt, DMAX * BK); /* V~^T */                                                   \
+    LOCAL_FLOATS(Qs, BQ * DMAX);                                                              \
+    LOCAL_FLOATS(dOs, BQ * DMAX);                                                             \
+    LOCAL_FLOATS(Ps, BQ * BK);                                                                \
+    LOCAL_FLOATS(dSs, BQ * BK);                                                               \
+    LOCAL_FLOATS(dKa, BK * DMAX);                                                             \
+    LOCAL_FLOATS(dVa, BK * DMAX);                                                             \
+    __local float rl[BQ], rd[BQ]
+#define BWD_KEY_TILE_LOCAL_NAMES Kt, Vt, Qs, dOs, Ps, dSs, dKa, dVa, rl, rd
+
+/* Tile `tile` of BK keys of (item b, kv head hk) (prefix tiles first): for
+ * every query head of the group and query tile of BQ rows that can see the
+ * keys, S and dP, P and dS, then dV~ += P^T dO and dK~ += dS^T Q~, written to
+ * dk/dv (input keys) or dpk_part/dpv_part (prefix keys) where not NULL.
+ * With dqp (the single pass): also dQraw += Z K~ for those rows, added to
+ * dqp's rows [N][DMAX] of each head (heads of item b at h * N * DMAX), with
+ * Kn (K~ rows) and Zs (Z) as further locals. */
+void bwd_key_tile_cpu(BWD_SHARED_PARAMS, int tile, int prefix_tiles, int b, int hk,
                       __global float *dk, __global float *dv, int accumulate,
                       __global float *dpk_part, __global float *dpv_part,
-                      int tile_offset, int prefix_tiles)
+                      __global float *dqp, __local float *Kn, __local float *Zs,
+                      __local float *Kt, __local float *Vt, __local float *Qs,
+                      __local float *dOs, __local float *Ps, __local float *dSs,
+                      __local float *dKa, __local float *dVa, __local float *rl,
+                      __local float *rd)
 {
-    LOCAL_FLOATS(Kt, DMAX * BK); /* K~^T */
-    LOCAL_FLOATS(Vt, DMAX * BK); /* V~^T */
-    LOCAL_FLOATS(Qs, BQ * DMAX);
-    LOCAL_FLOATS(dOs, BQ * DMAX);
-    LOCAL_FLOATS(Ps, BQ * BK);
-    LOCAL_FLOATS(dSs, BQ * BK);
-    LOCAL_FLOATS(dKa, BK * DMAX);
-    LOCAL_FLOATS(dVa, BK * DMAX);
-    __local float rl[BQ], rd[BQ];
-    int tile = get_group_id(0) + tile_offset;
-    int b = get_group_id(1) / Hkv, hk = get_group_id(1) % Hkv;
     int group = H / Hkv;
     int q_len = items[b], kv_len = items[B + b], entry = items[2 * B + b];
     int shift = M - N;
@@ -270,12 +286,14 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
     /* keys [j0, j0 + keys) exist and are not past kv_len */
     int keys = is_prefix ? rows : max(0, min(rows, kv_len - j0));
 
-    if (is_prefix)
-        bwd_stage_keys_cpu(Kt, Vt, pk, pk_half, pv, pv_half,
-                           (ulong)entry * psb + (ulong)hk * psh, psr, j0, rows, D);
-    else
-        bwd_stage_keys_cpu(Kt, Vt, k, k_half, v, v_half, (ulong)b * ksb + (ulong)hk * ksh,
-                           ksr, j0, rows, D);
+    __global const void *ks = is_prefix ? pk : k, *vs = is_prefix ? pv : v;
+    int ks_half = is_prefix ? pk_half : k_half, vs_half = is_prefix ? pv_half : v_half;
+    ulong kbase = is_prefix ? (ulong)entry * psb + (ulong)hk * psh
+                            : (ulong)b * ksb + (ulong)hk * ksh;
+    ulong ksr_ = is_prefix ? psr : ksr;
+    bwd_stage_keys_cpu(Kt, Vt, ks, ks_half, vs, vs_half, kbase, ksr_, j0, rows, D);
+    if (dqp)
+        bwd_stage_rows_cpu(Kn, ks, ks_half, kbase, ksr_, j0, rows, D);
     for (int e = 0; e < BK * DMAX; e++)
         dKa[e] = dVa[e] = 0.0f;
     const int kb_end = (keys + RB - 1) / RB * RB; /* key register blocks */
@@ -293,7 +311,8 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
             bwd_load_queries_cpu(Qs, dOs, rl, rd, q, q_half, (ulong)b * qsb + (ulong)h * qsh,
                                  qsr, d_o, do_half, (ulong)b * osb + (ulong)h * osh, osr,
                                  lse + stats, delta + stats, dimf, i0, q_len, D);
-            const int qrows = (min(BQ, q_len - i0) + RB - 1) / RB * RB;
+            const int live_rows = min(BQ, q_len - i0);
+            const int qrows = (live_rows + RB - 1) / RB * RB;
             bwd_scores_cpu(Qs, Kt, Ps, BK, qrows, keys, D);
             bwd_scores_cpu(dOs, Vt, dSs, BK, qrows, keys, D);
             const int vecs = (keys + VEC - 1) / VEC;
@@ -307,13 +326,27 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                     __local float *sp = Ps + r * BK + y * VEC, *dp = dSs + r * BK + y * VEC;
                     intv vis = LANES + (intv)(y * VEC) < (intv)limit;
                     floatv p = select((floatv)0.0f, bwd_exp2v((LVEC(sp, 0) * c - l) * LOG2E), vis);
+                    floatv z = p * (LVEC(dp, 0) - dl);
                     LVEC(sp, 0) = p;
-                    LVEC(dp, 0) = c * p * (LVEC(dp, 0) - dl);
+                    LVEC(dp, 0) = c * z;
+                    if (dqp)
+                        LVEC(Zs + r * BK + y * VEC, 0) = z;
                 }
             }
             /* dV += P^T dO, dK += dS^T Q~ over the tile's rows */
             bwd_accumulate_cpu(dVa, Ps, BK, 1, dOs, kb_end, qrows, D);
             bwd_accumulate_cpu(dKa, dSs, BK, 1, Qs, kb_end, qrows, D);
+            if (dqp) { /* dQraw += Z K~, through Qs (Q~ is no longer needed) */
+                __global float *rows_q = dqp + ((ulong)(b * H + h) * N + i0) * DMAX;
+                for (int r = 0; r < qrows; r++)
+                    for (int d0 = 0; d0 < DMAX; d0 += VEC)
+                        LVEC(Qs, r * DMAX + d0) =
+                            r < live_rows ? vloadv(0, rows_q + r * DMAX + d0) : (floatv)0.0f;
+                bwd_accumulate_cpu(Qs, Zs, 1, BK, Kn, qrows, keys, D);
+                for (int r = 0; r < live_rows; r++)
+                    for (int d0 = 0; d0 < DMAX; d0 += VEC)
+                        vstorev(LVEC(Qs, r * DMAX + d0), 0, rows_q + r * DMAX + d0);
+            }
         }
     }
 
@@ -335,20 +368,110 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
         }
 }
 
+/* Grid: (tiles, B * Hkv); keys j0 + [0, BK) of tile get_group_id(0) + tile_offset. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void pfx_attn_bwd_dkv(BWD_SHARED_PARAMS, __global float *dk, __global float *dv, int accumulate,
+                      __global float *dpk_part, __global float *dpv_part,
+                      int tile_offset, int prefix_tiles)
+{
+    BWD_KEY_TILE_LOCALS;
+    bwd_key_tile_cpu(BWD_SHARED_NAMES, get_group_id(0) + tile_offset, prefix_tiles,
+                     get_group_id(1) / Hkv, get_group_id(1) % Hkv, dk, dv, accumulate,
+                     dpk_part, dpv_part, 0, 0, 0, BWD_KEY_TILE_LOCAL_NAMES);
+}
+
+/* The single pass. Grid: (chunks, B * Hkv); the key tiles chunk, chunk +
+ * chunks, ... (interleaved: causal tiles differ in cost) of one (item, kv
+ * head), each as in dkv and also adding Z K~ to this chunk's dQraw partial
+ * dq_part[chunk][B][H][N][DMAX], which this work-item alone writes: it
+ * zeroes it first, then adds in tile order (a fixed order: deterministic).
+ * pfx_attn_bwd_dq_finish sums the chunks' partials in chunk order. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void pfx_attn_bwd_dkvq(BWD_SHARED_PARAMS, __global float *dk, __global float *dv, int accumulate,
+                       __global float *dpk_part, __global float *dpv_part, int prefix_tiles,
+                       int tiles, __global float *dq_part)
+{
+    BWD_KEY_TILE_LOCALS;
+    LOCAL_FLOATS(Kn, BK * DMAX); /* K~ rows */
+    LOCAL_FLOATS(Zs, BQ * BK);
+    int chunk = get_group_id(0), chunks = get_num_groups(0);
+    int b = get_group_id(1) / Hkv, hk = get_group_id(1) % Hkv;
+    int group = H / Hkv;
+    __global float *dqp = dq_part + (ulong)chunk * B * H * N * DMAX;
+    for (int h = hk * group; h < (hk + 1) * group; h++) {
+        __global float *rows_q = dqp + (ulong)(b * H + h) * N * DMAX;
+        for (ulong e = 0; e < (ulong)N * DMAX; e += VEC)
+            vstorev((floatv)0.0f, 0, rows_q + e);
+    }
+    for (int tile = chunk; tile < tiles; tile += chunks)
+        bwd_key_tile_cpu(BWD_SHARED_NAMES, tile, prefix_tiles, b, hk, dk, dv, accumulate,
+                         dpk_part, dpv_part, dqp, Kn, Zs, BWD_KEY_TILE_LOCAL_NAMES);
+}
+
+/* dQ = c (1 + G_hd) dQraw of rows i0 + [0, BQ) from dQa [BQ][DMAX] (rows past
+ * N not written), and the tile's gain partial R_d = sum_i q_id dQraw_id (row
+ * order) into gain_part when not NULL. */
+void bwd_store_dq_cpu(__local const float *dQa, int i0, int q_len, int N, int D, float c,
+                      __global const float *dimf, __global const void *q, int q_half,
+                      ulong qbase, ulong qsr, __global float *dq, int accumulate,
+                      __global float *gain_out)
+{
+    for (int d = 0; d < D; d++) {
+        /* rounded before the accumulate add (a product, not fused into it),
+         * as on the GPU path */
+        const float scale = c * (dimf ? dimf[d] : 1.0f);
+        float r = 0.0f;
+        for (int x = 0; x < BQ; x++) {
+            int i = i0 + x;
+            float raw = dQa[x * DMAX + d];
+            if (dq && i < N) {
+                ulong at = qbase + (ulong)i * qsr + d;
+                volatile float gx = raw * scale; /* PoCL would fuse the product into the add */
+                dq[at] = accumulate ? dq[at] + gx : gx;
+            }
+            if (i < q_len)
+                r += pfx_load(q, qbase + (ulong)i * qsr + d, q_half) * raw;
+        }
+        if (gain_out)
+            gain_out[d] = r;
+    }
+}
+
+/* After pfx_attn_bwd_dkvq. Grid: (ceil(N / BQ), B * H); rows i0 + [0, BQ) of
+ * one (item, head): dQraw = the sum of the chunks' partials (chunk order),
+ * then dQ and the gain partial as the dQ kernel writes them. */
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void pfx_attn_bwd_dq_finish(int B, int H, int N, int D, __global const void *q, int q_half,
+                            ulong qsb, ulong qsh, ulong qsr, __global const float *head,
+                            int structured, __global const int *items,
+                            __global const float *dq_part, int chunks, __global float *dq,
+                            int accumulate, __global float *gain_part)
+{
+    LOCAL_FLOATS(dQa, BQ * DMAX);
+    int qt = get_group_id(0), ntq = get_num_groups(0);
+    int b = get_group_id(1) / H, h = get_group_id(1) % H;
+    int i0 = qt * BQ;
+    ulong part = (ulong)B * H * N * DMAX;
+    __global const float *rows_q = dq_part + ((ulong)(b * H + h) * N + i0) * DMAX;
+    for (int r = 0; r < BQ; r++)
+        for (int d0 = 0; d0 < DMAX; d0 += VEC) {
+            floatv sum = (floatv)0.0f;
+            if (i0 + r < N)
+                for (int ch = 0; ch < chunks; ch++)
+                    sum += vloadv(0, rows_q + ch * part + r * DMAX + d0);
+            LVEC(dQa, r * DMAX + d0) = sum;
+        }
+    __global float *out = gain_part ? gain_part + (((ulong)h * B + b) * ntq + qt) * D : 0;
+    bwd_store_dq_cpu(dQa, i0, items[b], N, D, head[h], structured ? head + H + h * D : 0, q,
+                     q_half, (ulong)b * qsb + (ulong)h * qsh, qsr, dq, accumulate, out);
+}
+
 /* Grid: (ceil(N / BQ), B * H); rows i0 + [0, BQ), as lanes: Q~ and dO are
  * transposed once per work-group, every key tile is staged as rows (no
  * transposition per tile), S^T = K~ Q~^T and dP^T = V~ dO^T. */
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
-void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int causal,
-                     __global const void *q, int q_half, ulong qsb, ulong qsh, ulong qsr,
-                     __global const void *k, int k_half, __global const void *v, int v_half,
-                     ulong ksb, ulong ksh, ulong ksr,
-                     __global const void *pk, int pk_half, __global const void *pv, int pv_half,
-                     ulong psb, ulong psh, ulong psr,
-                     __global const void *d_o, int do_half, ulong osb, ulong osh, ulong osr,
-                     __global const float *lse, __global const float *delta,
-                     __global const float *head, int structured, __global const int *items,
-                     __global float *dq, int accumulate, __global float *gain_part)
+void pfx_attn_bwd_dq(BWD_SHARED_PARAMS, __global float *dq, int accumulate,
+                     __global float *gain_part)
 {
     LOCAL_FLOATS(Kn, BK * DMAX); /* K~ rows */
     LOCAL_FLOATS(Vn, BK * DMAX); /* V~ rows */
@@ -406,10 +529,13 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
         int is_prefix = tile < prefix_tiles;
         int j0 = (is_prefix ? tile : tile - prefix_tiles) * BK;
         int rows = min(BK, (is_prefix ? P : M) - j0);
-        if (is_prefix)
-            bwd_stage_rows_cpu(Kn, Vn, pk, pk_half, pv, pv_half, pbase, psr, j0, rows, D);
-        else
-            bwd_stage_rows_cpu(Kn, Vn, k, k_half, v, v_half, kbase, ksr, j0, rows, D);
+        if (is_prefix) {
+            bwd_stage_rows_cpu(Kn, pk, pk_half, pbase, psr, j0, rows, D);
+            bwd_stage_rows_cpu(Vn, pv, pv_half, pbase, psr, j0, rows, D);
+        } else {
+            bwd_stage_rows_cpu(Kn, k, k_half, kbase, ksr, j0, rows, D);
+            bwd_stage_rows_cpu(Vn, v, v_half, kbase, ksr, j0, rows, D);
+        }
         const int kend = is_prefix ? rows : min(rows, t_end - j0);
         const int kblocks = (kend + RB - 1) / RB * RB;
         bwd_scores_cpu(Kn, Qt, St, BQ, kblocks, qrows, D);
@@ -434,24 +560,6 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
     }
 
     __global float *out = gain_part ? gain_part + (((ulong)h * B + b) * ntq + qt) * D : 0;
-    for (int d = 0; d < D; d++) {
-        /* dQ = c (1 + G_hd) dQraw, rounded before the accumulate add (a
-         * product, not fused into it), as on the GPU path */
-        const float scale = c * (dimf ? dimf[d] : 1.0f);
-        float r = 0.0f; /* R_d partial over this tile's rows, row order */
-        for (int x = 0; x < BQ; x++) {
-            int i = i0 + x;
-            float raw = dQa[x * DMAX + d];
-            if (dq && i < N) {
-                ulong at = qbase + (ulong)i * qsr + d;
-                volatile float gx = raw * scale; /* PoCL would fuse the product into the add */
-                dq[at] = accumulate ? dq[at] + gx : gx;
-            }
-            if (i < q_len)
-                r += pfx_load(q, qbase + (ulong)i * qsr + d, q_half) * raw;
-        }
-        if (out)
-            out[d] = r;
-    }
+    bwd_store_dq_cpu(dQa, i0, q_len, N, D, c, dimf, q, q_half, qbase, qsr, dq, accumulate, out);
 }
 #endif /* CPU_VEC */

@@ -101,7 +101,9 @@ typedef struct pfx_attention_grads {
 } pfx_attention_grads;
 
 /* Gradients of sum(dO * O) for every non-NULL tensor in grads (a NULL one is
- * not computed). Deterministic: bit-identical results run after run. */
+ * not computed). Deterministic: bit-identical results run after run on one
+ * device (the order of the sums follows the tiles and, on CPU devices, the
+ * compute unit count). */
 PFX_API pfx_status pfx_attention_backward(pfx_runtime *rt, const pfx_attention_desc *desc,
                                           const pfx_attention_inputs *in,
                                           const pfx_tensor *o, const pfx_tensor *lse,

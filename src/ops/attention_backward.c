@@ -70,9 +70,30 @@ static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
 
 typedef struct bwd_workspace {
     pfx_attn_params params;
-    cl_mem delta, dpk_part, dpv_part, gain_part, dscale;
-    size_t delta_bytes, part_bytes, gain_bytes, dscale_bytes;
+    cl_mem delta, dpk_part, dpv_part, gain_part, dscale, dq_part;
+    size_t delta_bytes, part_bytes, gain_bytes, dscale_bytes, dq_part_bytes;
 } bwd_workspace;
+
+/* The CPU path computes dK/dV and dQ in one pass over the keys when both
+ * are wanted (5 tile products per tile pair instead of the two kernels' 7):
+ * one work-item per (item, kv head, chunk of key tiles), each with its own
+ * dQraw partial of B * H * N * HEAD_DIM floats. Chunks: enough work-items
+ * for 4 per compute unit, at most the key tiles, and partials of at most
+ * 256 MiB in all (at least one chunk). */
+#define SINGLE_PASS_ITEMS_PER_CU 4
+#define SINGLE_PASS_PARTIAL_BYTES ((size_t)256 << 20)
+
+static size_t single_pass_chunks(const pfx_runtime *rt, const pfx_attn_problem *p,
+                                 size_t key_tiles, size_t partial_bytes)
+{
+    size_t want = SINGLE_PASS_ITEMS_PER_CU * (rt->info.compute_units ? rt->info.compute_units : 1);
+    size_t chunks = pfx_ceil_div(want, p->B * p->Hkv);
+    if (chunks > key_tiles)
+        chunks = key_tiles;
+    if (chunks * partial_bytes > SINGLE_PASS_PARTIAL_BYTES)
+        chunks = SINGLE_PASS_PARTIAL_BYTES / partial_bytes;
+    return chunks ? chunks : 1;
+}
 
 static void workspace_release(pfx_runtime *rt, bwd_workspace *w)
 {
@@ -105,7 +126,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
 {
     char options[PFX_OPTIONS_MAX];
     pfx_attn_bwd_options(tiles, options, sizeof(options));
-    cl_kernel k_delta, k_dkv, k_dq, k_prefix, k_gain;
+    cl_kernel k_delta, k_dkv, k_dq, k_prefix, k_gain, k_dkvq = NULL, k_finish = NULL;
     pfx_status st;
     if ((st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_delta", &k_delta)) ||
         (st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_dkv", &k_dkv)) ||
@@ -119,7 +140,13 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     bool want_kv = g->dk || g->dv;
     bool want_gain = g->dgain || g->ddim_gain;
     bool want_q = g->dq || want_gain;
+    bool single_pass = tiles->vec > 1 && want_q && (want_kv || want_prefix);
     size_t ntq = pfx_ceil_div(p->N, tiles->block_m);
+    if (single_pass &&
+        ((st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_dkvq", &k_dkvq)) ||
+         (st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_dq_finish",
+                              &k_finish))))
+        return st;
 
     if ((st = pfx_attn_params_upload(rt, p, &w->params)))
         return st;
@@ -162,9 +189,40 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
             return st;
     }
 
-    if (want_kv || want_prefix) {
-        cl_int prefix_tiles = (cl_int)pfx_ceil_div(p->P, tiles->block_n);
-        cl_int input_tiles = (cl_int)pfx_ceil_div(p->M, tiles->block_n);
+    cl_int prefix_tiles = (cl_int)pfx_ceil_div(p->P, tiles->block_n);
+    cl_int input_tiles = (cl_int)pfx_ceil_div(p->M, tiles->block_n);
+    if (single_pass) {
+        /* every key tile: dQ needs the prefix keys and the input keys */
+        cl_int all_tiles = prefix_tiles + input_tiles;
+        size_t partial = p->B * p->H * p->N * tiles->head_dim * sizeof(float);
+        size_t chunks = single_pass_chunks(rt, p, (size_t)all_tiles, partial);
+        cl_int nchunks = (cl_int)chunks;
+        w->dq_part_bytes = chunks * partial;
+        if ((st = pfx_workspace_get(rt, PFX_WS_TMP4, w->dq_part_bytes, &w->dq_part)))
+            return st;
+        size_t local[2] = { 1, 1 };
+        size_t global[2] = { chunks, p->B * p->Hkv };
+        pfx_arg args[] = {
+            SHARED_ARGS,
+            PFX_ARG(dk), PFX_ARG(dv), PFX_ARG(accumulate), PFX_ARG(w->dpk_part),
+            PFX_ARG(w->dpv_part), PFX_ARG(prefix_tiles), PFX_ARG(all_tiles), PFX_ARG(w->dq_part),
+        };
+        if ((st = pfx_launch(rt, k_dkvq, OP ": dK/dV/dQ", 2, global, local,
+                             sizeof(args) / sizeof(args[0]), args)))
+            return st;
+        size_t fglobal[2] = { ntq, p->B * p->H };
+        pfx_arg fargs[] = {
+            PFX_ARG(B), PFX_ARG(H), PFX_ARG(N), PFX_ARG(D), PFX_ARG(q), PFX_ARG(q_half),
+            PFX_ARG(p->q.batch), PFX_ARG(p->q.head), PFX_ARG(p->q.row), PFX_ARG(w->params.head),
+            PFX_ARG(structured), PFX_ARG(w->params.items), PFX_ARG(w->dq_part),
+            PFX_ARG(nchunks), PFX_ARG(dq), PFX_ARG(accumulate), PFX_ARG(w->gain_part),
+        };
+        if ((st = pfx_launch(rt, k_finish, OP ": dQ sum", 2, fglobal, local,
+                             sizeof(fargs) / sizeof(fargs[0]), fargs)))
+            return st;
+    }
+
+    if (!single_pass && (want_kv || want_prefix)) {
         cl_int tile_offset = want_prefix ? 0 : prefix_tiles;
         size_t count = (size_t)(want_kv ? prefix_tiles + input_tiles : prefix_tiles) -
                        (size_t)tile_offset;
@@ -180,7 +238,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
             return st;
     }
 
-    if (want_q) {
+    if (!single_pass && want_q) {
         size_t local[2] = { pfx_attn_bwd_wg_dq(tiles), 1 };
         size_t global[2] = { ntq * local[0], p->B * p->H };
         pfx_arg args[] = {

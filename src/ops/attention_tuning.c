@@ -56,10 +56,10 @@ size_t pfx_attn_bwd_local_bytes(const pfx_attn_bwd_tiles *t)
      * padded to HEAD_DIM + 1, or transposed with BLOCK_N + 1 / BLOCK_M + 1),
      * two score tiles, LSE and Delta */
     size_t dm = t->head_dim, bq = t->block_m, bk = t->block_n;
-    if (t->vec > 1) { /* as cl/attention_bwd.cpu.cl: the larger of dkv and dq */
-        size_t dkv = 4 * dm * bk + 2 * bq * dm + 2 * bq * bk + 2 * bq;
+    if (t->vec > 1) { /* as cl/attention_bwd.cpu.cl: the largest, the single pass or dq */
+        size_t dkvq = 5 * dm * bk + 2 * bq * dm + 3 * bq * bk + 2 * bq;
         size_t dq = 2 * dm * bk + 3 * bq * dm + 2 * bq * bk + 2 * bq;
-        return sizeof(float) * (dkv > dq ? dkv : dq);
+        return sizeof(float) * (dkvq > dq ? dkvq : dq);
     }
     size_t ksz = bk * (dm + 1) > dm * (bk + 1) ? bk * (dm + 1) : dm * (bk + 1);
     size_t qsz = bq * (dm + 1) > dm * (bq + 1) ? bq * (dm + 1) : dm * (bq + 1);

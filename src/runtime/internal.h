@@ -48,6 +48,7 @@ typedef enum pfx_ws_slot {
     PFX_WS_TMP1,
     PFX_WS_TMP2,
     PFX_WS_TMP3,
+    PFX_WS_TMP4,
     PFX_WS_SLOTS
 } pfx_ws_slot;
 
