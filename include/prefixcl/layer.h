@@ -151,8 +151,9 @@ PFX_API pfx_status pfx_stack_backward(pfx_layer *const *layers, size_t count,
                                       pfx_tensor *const *scratch);
 
 /* loss = mean((pred - target)^2) over every element (float32 tensors of one
- * element count), a deterministic reduction (blocks for the result); grad,
- * when not NULL, receives 2 (pred - target) / n. */
+ * element count), a deterministic reduction; grad, when not NULL, receives
+ * 2 (pred - target) / n. loss may be NULL when grad is not: then nothing
+ * blocks (with loss, the call waits for the result). */
 PFX_API pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target,
                                 pfx_tensor *grad, double *loss);
 

@@ -155,7 +155,9 @@ typedef struct pfx_model_grads {
 
 /* Forward, loss and backward in one call (each block's activations kept, or
  * with params.recompute recomputed from the block's input); the loss goes to
- * *loss when it is not NULL. Blocks for the loss. */
+ * *loss when it is not NULL. With loss, one blocking read at the end, after
+ * the whole backward is enqueued; without, nothing blocks (a step can run
+ * ahead of the device, the loss of a logging step only being read). */
 PFX_API pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
                                       const pfx_model_prefix *prefix,
                                       const pfx_model_grads *grads, double *loss);

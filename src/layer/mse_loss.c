@@ -15,8 +15,8 @@ pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_te
     pfx_runtime *rt = pred->rt;
     if (!target)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: target is NULL", fn);
-    if (!loss)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: loss is NULL", fn);
+    if (!loss && !grad)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: loss and grad are both NULL", fn);
     const pfx_tensor *ts[3] = { pred, target, grad };
     const char *names[3] = { "pred", "target", "grad" };
     for (int i = 0; i < 3; i++) {
@@ -40,7 +40,7 @@ pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_te
         groups = MSE_GROUPS_MAX;
     cl_mem partial = NULL;
     size_t pbytes = groups * sizeof(float);
-    pfx_status st = pfx_buffer_create(rt, pbytes, NULL, &partial);
+    pfx_status st = pfx_workspace_get(rt, PFX_WS_TMP0, pbytes, &partial);
     if (st != PFX_SUCCESS)
         return st;
     cl_kernel kernel;
@@ -55,16 +55,12 @@ pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_te
                            PFX_ARG(has_grad), PFX_ARG(scale), PFX_ARG(partial) };
         st = pfx_launch(rt, kernel, "mse_loss", 1, &global, &local, 7, args);
     }
-    float host[MSE_GROUPS_MAX];
-    if (st == PFX_SUCCESS) {
-        cl_int err = clEnqueueReadBuffer(rt->queue, partial, CL_TRUE, 0, pbytes, host, 0, NULL,
-                                         NULL);
-        if (err != CL_SUCCESS)
-            st = pfx_cl_error(rt, err, "mse_loss: reading the partial sums");
-    }
-    pfx_buffer_release(rt, partial, pbytes);
-    if (st != PFX_SUCCESS)
+    if (st != PFX_SUCCESS || !loss) /* without loss nothing waits */
         return st;
+    float host[MSE_GROUPS_MAX];
+    cl_int err = clEnqueueReadBuffer(rt->queue, partial, CL_TRUE, 0, pbytes, host, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return pfx_cl_error(rt, err, "mse_loss: reading the partial sums");
     double sum = 0.0;
     for (size_t i = 0; i < groups; i++)
         sum += host[i];

@@ -737,9 +737,10 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
     return st;
 }
 
-/* The head and the loss in chunks of rows; with `grad` the gradient of the
- * final norm's output goes to WS_DH1. */
-static pfx_status head_loss(pfx_model *m, const call *c, bool grad, double *loss)
+/* The head and the per-row losses (WS_ROWLOSS) in chunks of rows; with
+ * `grad` the gradient of the final norm's output goes to WS_DH1. Enqueues
+ * only: read_loss waits for the value. */
+static pfx_status head_loss(pfx_model *m, const call *c, bool grad)
 {
     const size_t V = m->cfg.shape.vocab;
     lin head = head_lin(m);
@@ -758,17 +759,23 @@ static pfx_status head_loss(pfx_model *m, const call *c, bool grad, double *loss
         if (grad)
             st = lin_bwd(m, "model: d lm_head", &head, rows, m->ws[WS_LOGITS], 0, m->ws[WS_DH1], r0, 0.0f);
     }
-    if (st != PFX_SUCCESS)
-        return st;
+    return st;
+}
+
+/* The mean of head_loss's per-row losses over the counted labels: the one
+ * blocking read of a loss or a backward (at the end, after everything else
+ * is enqueued). */
+static pfx_status read_loss(pfx_model *m, const call *c, double *loss)
+{
     float *host = malloc(c->R * sizeof(float));
     if (!host)
         return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
-    st = pfx_tensor_read(m->ws[WS_ROWLOSS], 0, c->R, host);
+    pfx_status st = pfx_tensor_read(m->ws[WS_ROWLOSS], 0, c->R, host);
     double sum = 0.0;
     for (size_t i = 0; i < c->R; i++)
         sum += host[i];
     free(host);
-    if (loss)
+    if (st == PFX_SUCCESS)
         *loss = sum / (double)c->counted;
     return st;
 }
@@ -788,7 +795,9 @@ pfx_status pfx_model_loss(pfx_model *model, const pfx_model_batch *batch, const 
     if (st == PFX_SUCCESS)
         st = final_norm(model, &c);
     if (st == PFX_SUCCESS)
-        st = head_loss(model, &c, false, loss);
+        st = head_loss(model, &c, false);
+    if (st == PFX_SUCCESS)
+        st = read_loss(model, &c, loss);
     return st;
 }
 
@@ -807,7 +816,7 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch, co
     if (st == PFX_SUCCESS)
         st = final_norm(model, &c);
     if (st == PFX_SUCCESS)
-        st = head_loss(model, &c, true, loss);
+        st = head_loss(model, &c, true);
     const size_t L = model ? model->cfg.shape.layers : 0;
     if (st == PFX_SUCCESS)
         st = norm_bwd(model, 0, PFX_W_NORM_F, c.R, model->hidden[L], WS_MEANF, WS_RSTDF, model->ws[WS_DH1],
@@ -819,6 +828,8 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch, co
         if (!model->p.recompute || (st = block_forward(model, l, &c, false)) == PFX_SUCCESS)
             st = block_backward(model, l, &c, dy, dx, grads);
     }
+    if (st == PFX_SUCCESS && loss)
+        st = read_loss(model, &c, loss);
     return st;
 }
 

@@ -68,8 +68,9 @@ static const pfx_attn_tuning intel_default = {
  * 64 rows above (local memory is cache: 130-210 KiB per group). Decode: the
  * 8 rows of a kv head. A polynomial exp2 (libm's does not vectorize).
  * Backward: the same register-blocked CPU path (cl/attention_bwd.cpu.cl), one
- * work-item per group owning 64 keys (dK/dV) or 128 query rows (dQ; 64 above
- * D = 64; 128 x 64 measured 8% faster than 64 x 64 at D = 64). */
+ * work-item per group owning 64 keys (dK/dV, and the single pass) or 64 query
+ * rows (dQ); the single pass measured 64 x 64 about 7% faster than 128 x 64
+ * (its dQraw rows are read and written once per tile pair). */
 #define FWD_CPU(dc, bm, bn)                                                                  \
     { .head_dim = (dc), .block_m = (bm), .block_n = (bn), .ksplit = 1, .kv_pad = 0,         \
       .q_local = 0, .poly_exp2 = 1, .vec = PFX_ATTN_VEC_NATIVE }
@@ -80,7 +81,7 @@ static const pfx_attn_tuning cpu_default = {
              FWD_CPU(128, 64, 64), FWD_CPU(256, 64, 32) },
     .decode = { FWD_CPU(16, 8, 64), FWD_CPU(32, 8, 64), FWD_CPU(64, 8, 64), FWD_CPU(128, 8, 64),
                 FWD_CPU(256, 8, 32) },
-    .bwd = { BWD_CPU(16, 128), BWD_CPU(32, 128), BWD_CPU(64, 128), BWD_CPU(128, 64),
+    .bwd = { BWD_CPU(16, 64), BWD_CPU(32, 64), BWD_CPU(64, 64), BWD_CPU(128, 64),
              BWD_CPU(256, 64) },
     .decode_rows = 8,
     .groups_per_cu = 2,

@@ -36,6 +36,18 @@ pfx_status pfx_ids_create(pfx_runtime *rt, size_t count, pfx_ids **out)
     return PFX_SUCCESS;
 }
 
+/* Waits for the last upload from the host copy (OpenCL reads it until the
+ * write command completes). */
+static pfx_status wait_upload(pfx_ids *ids)
+{
+    if (!ids->pending)
+        return PFX_SUCCESS;
+    cl_int err = clWaitForEvents(1, &ids->pending);
+    clReleaseEvent(ids->pending);
+    ids->pending = NULL;
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(ids->rt, err, "ids write: the last upload");
+}
+
 pfx_status pfx_ids_write(pfx_ids *ids, size_t offset, size_t n, const int32_t *src)
 {
     if (!ids)
@@ -48,11 +60,18 @@ pfx_status pfx_ids_write(pfx_ids *ids, size_t offset, size_t n, const int32_t *s
                          ids->count);
     if (n == 0)
         return PFX_SUCCESS;
-    cl_int err = clEnqueueWriteBuffer(ids->rt->queue, ids->mem, CL_TRUE, offset * sizeof(int32_t),
-                                      n * sizeof(int32_t), src, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return pfx_cl_error(ids->rt, err, "ids write");
+    pfx_status st = wait_upload(ids);
+    if (st != PFX_SUCCESS)
+        return st;
     memcpy(ids->host + offset, src, n * sizeof(int32_t));
+    /* not blocking: a step's uploads do not wait for the previous step */
+    cl_int err = clEnqueueWriteBuffer(ids->rt->queue, ids->mem, CL_FALSE, offset * sizeof(int32_t),
+                                      n * sizeof(int32_t), ids->host + offset, 0, NULL,
+                                      &ids->pending);
+    if (err != CL_SUCCESS) {
+        ids->pending = NULL;
+        return pfx_cl_error(ids->rt, err, "ids write");
+    }
     return PFX_SUCCESS;
 }
 
@@ -61,6 +80,7 @@ void pfx_ids_destroy(pfx_ids **idsp)
     if (!idsp || !*idsp)
         return;
     pfx_ids *ids = *idsp;
+    (void)wait_upload(ids); /* before the host copy is freed */
     pfx_buffer_release(ids->rt, ids->mem, ids->count * sizeof(int32_t));
     free(ids->host);
     free(ids);

@@ -65,11 +65,14 @@ typedef struct pfx_ids {
     cl_mem mem;     /* int32 [count] */
     int32_t *host;  /* the same values */
     size_t count;
+    cl_event pending; /* the last upload from host, or NULL */
 } pfx_ids;
 
 /* An id buffer of count (>= 1) entries, all 0. */
 pfx_status pfx_ids_create(pfx_runtime *rt, size_t count, pfx_ids **out);
-/* Writes src[0..n) at [offset, offset + n) (device and host copy; blocks). */
+/* Writes src[0..n) at [offset, offset + n) (host copy now; the device copy
+ * is uploaded from it without blocking: the next write waits for the last
+ * upload before it changes the host copy). */
 pfx_status pfx_ids_write(pfx_ids *ids, size_t offset, size_t n, const int32_t *src);
 /* NULL-safe; sets *ids to NULL. */
 void pfx_ids_destroy(pfx_ids **ids);
