@@ -36,21 +36,25 @@
  * floor(x + 0.5) (one instruction on CPUs; PoCL lowers rint() to a dozen, and
  * adding and subtracting 1.5 * 2^23 is folded away by Mesa's compiler).
  * Instantiated per float type:
- * PFX_DEFINE_POLY_EXP2(name, float16, int16, convert_int16, as_float16).
+ * PFX_DEFINE_POLY_EXP2(name, float16, int16, convert_int16, as_float16);
+ * PFX_DEFINE_POLY_EXP2_WITH(..., mad) takes mad() for the steps instead
+ * (for code that must also run where a driver's vector fma() is wrong).
  */
 #define PFX_DEFINE_POLY_EXP2(name, T, I, CONVERT_I, AS_T)                     \
+    PFX_DEFINE_POLY_EXP2_WITH(name, T, I, CONVERT_I, AS_T, fma)
+#define PFX_DEFINE_POLY_EXP2_WITH(name, T, I, CONVERT_I, AS_T, MULADD)        \
     inline T name(T x)                                                        \
     {                                                                         \
         T n = floor(x + (T)0.5f);                                             \
         T f = x - n; /* [-0.5, 0.5] */                                        \
         T p = (T)1.5252733804059840e-05f;                                     \
-        p = fma(p, f, (T)1.5403530393381606e-04f);                            \
-        p = fma(p, f, (T)1.3333558146428443e-03f);                            \
-        p = fma(p, f, (T)9.6181291076284772e-03f);                            \
-        p = fma(p, f, (T)5.5504108664821580e-02f);                            \
-        p = fma(p, f, (T)2.4022650695910071e-01f);                            \
-        p = fma(p, f, (T)6.9314718055994531e-01f);                            \
-        p = fma(p, f, (T)1.0f);                                               \
+        p = MULADD(p, f, (T)1.5403530393381606e-04f);                         \
+        p = MULADD(p, f, (T)1.3333558146428443e-03f);                         \
+        p = MULADD(p, f, (T)9.6181291076284772e-03f);                         \
+        p = MULADD(p, f, (T)5.5504108664821580e-02f);                         \
+        p = MULADD(p, f, (T)2.4022650695910071e-01f);                         \
+        p = MULADD(p, f, (T)6.9314718055994531e-01f);                         \
+        p = MULADD(p, f, (T)1.0f);                                            \
         I e = CONVERT_I(fmax(n, (T)-127.0f)) + 127;                           \
         T r = AS_T(max(e, (I)0) << 23) * p;                                   \
         return select(r, (T)0.0f, x < (T)-126.0f);                            \

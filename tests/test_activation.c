@@ -41,6 +41,10 @@ static const act_case act_cases[] = {
     { 1, 1, 0, 1, false, 21 },
     { 7, 33, 3, 40, true, 22 },
     { 129, 257, 0, 257, false, 23 },
+    /* contiguous from an odd offset (8-element steps off alignment), one
+     * strided row (contiguous too), a tail-free count */
+    { 5, 24, 5, 24, true, 24 },
+    { 1, 37, 2, 50, false, 25 },
 };
 
 static void test_activations(void **state)
@@ -80,21 +84,25 @@ static void test_activations(void **state)
         }
 }
 
-/* gate and up as the two halves of one fused [R, 2C] buffer (ld 2C); the
- * backward writes dgate over gate and dup over up. */
+/* gate and up as the two halves of one fused [R, 2C] buffer (ld 2C), or
+ * (contiguous views) as its first and second R x C blocks; the backward
+ * writes dgate over gate and dup over up. */
 static void test_swiglu(void **state)
 {
     pfx_runtime *rt = *state;
-    const size_t sizes[][2] = { { 1, 1 }, { 7, 33 }, { 129, 257 } };
-    for (size_t i = 0; i < 3; i++) {
+    const size_t sizes[][3] = { { 1, 1, 0 }, { 7, 33, 0 }, { 129, 257, 0 }, { 9, 41, 1 },
+                                { 64, 96, 1 } };
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         const size_t R = sizes[i][0], C = sizes[i][1], n = R * 2 * C;
+        const bool blocks = sizes[i][2];
+        const size_t ld = blocks ? C : 2 * C, up_at = blocks ? R * C : C;
         ref_rng rng;
         ref_rng_seed(&rng, 300 + i);
         float *hgu, *hd, *ho;
         pfx_tensor *gu = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 5.0f, &hgu);
         pfx_tensor *d = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C, 1.0f, &hd);
         pfx_tensor *o = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C, 1.0f, &ho);
-        double *G = mo_gather(hgu, 0, R, C, 2 * C), *U = mo_gather(hgu, C, R, C, 2 * C);
+        double *G = mo_gather(hgu, 0, R, C, ld), *U = mo_gather(hgu, up_at, R, C, ld);
         double *O = malloc(R * C * sizeof(double)), *DG = malloc(R * C * sizeof(double));
         double *DU = malloc(R * C * sizeof(double));
         for (size_t j = 0; j < R * C; j++) {
@@ -103,12 +111,12 @@ static void test_swiglu(void **state)
             DG[j] = hd[j] * U[j] * ref_act_grad(REF_ACT_SILU, G[j]);
             DU[j] = hd[j] * G[j] * s;
         }
-        pfx_mat vg = pfx_mat_of(gu, 0, R, C, 2 * C), vu = pfx_mat_of(gu, C, R, C, 2 * C);
+        pfx_mat vg = pfx_mat_of(gu, 0, R, C, ld), vu = pfx_mat_of(gu, up_at, R, C, ld);
         assert_int_equal(pfx_op_swiglu_forward(rt, vg, vu, PFX_MAT(o, R, C)), PFX_SUCCESS);
         mo_expect_view("swiglu out", o, ho, 0, R, C, C, O, TOL_OPS_F32);
         assert_int_equal(pfx_op_swiglu_backward(rt, vg, vu, PFX_MAT(d, R, C), vg, vu), PFX_SUCCESS);
         float *got = mo_read(gu);
-        float *gd = mo_gather_f(got, 0, R, C, 2 * C), *ud = mo_gather_f(got, C, R, C, 2 * C);
+        float *gd = mo_gather_f(got, 0, R, C, ld), *ud = mo_gather_f(got, up_at, R, C, ld);
         mo_expect_close("swiglu dgate", DG, gd, R * C, TOL_OPS_F32);
         mo_expect_close("swiglu dup", DU, ud, R * C, TOL_OPS_F32);
         /* out in place over up */

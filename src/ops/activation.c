@@ -71,8 +71,10 @@ static pfx_status check_views(pfx_runtime *rt, const char *op, size_t n, const p
 static pfx_status launch(pfx_runtime *rt, const char *kernel, const char *op, const pfx_mat *m,
                          size_t nargs, const pfx_arg *args)
 {
-    return pfx_launch_groups(rt, ACT_PROGRAM, "", kernel, op,
-                             pfx_grid_groups(m->rows * m->cols, ACT_LOCAL), ACT_LOCAL, nargs, args);
+    /* a work-item per 8 elements (the kernels' step on contiguous views) */
+    const size_t items = pfx_ceil_div(m->rows * m->cols, 8);
+    return pfx_launch_groups(rt, ACT_PROGRAM, "", kernel, op, pfx_grid_groups(items, ACT_LOCAL),
+                             ACT_LOCAL, nargs, args);
 }
 
 pfx_status pfx_op_activation_forward(pfx_runtime *rt, pfx_activation act, pfx_mat x, pfx_mat y)
