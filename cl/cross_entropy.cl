@@ -1,8 +1,9 @@
 /*
  * Fused causal-LM cross-entropy over one chunk of logit rows
  * (src/ops/cross_entropy.c). One work-group of CE_LOCAL items per row: the
- * row's max, then sum(exp(z - max)), each a per-item fixed-order loop plus a
- * fixed-order tree, so the result is deterministic; no atomics. Labels were
+ * row's max, then sum(exp(z - max)), each a per-item fixed-order loop (8
+ * logits a step) plus a fixed-order tree, so the result is deterministic; no
+ * atomics. Labels were
  * range-checked on the host (IGNORE or in [0, V)).
  *   loss[r] = max + log(sum) - z[label]            (0 when ignored)
  *   z[r, :] <- (softmax(z) - onehot(label)) * inv_count   (with grad; 0 when ignored)
@@ -11,6 +12,27 @@
 #define CE_LOCAL 64
 #endif
 #define CE_IGNORE (-100)
+#define LOG2E 1.4426950408889634f
+
+/* exp(z - max) = 2^((z - max) log2 e), an argument <= 0: the polynomial of
+ * cl/common.cl (with mad(): rusticl's vector fma() is wrong) on 8 logits at
+ * a time, where the library exp is a call per element on CPU compilers. */
+PFX_DEFINE_POLY_EXP2_WITH(ce_exp2v, float8, int8, convert_int8, as_float8, mad)
+PFX_DEFINE_POLY_EXP2_WITH(ce_exp2, float, int, convert_int, as_float, mad)
+
+inline float ce_max8(float8 v)
+{
+    const float4 a = fmax(v.lo, v.hi);
+    const float2 b = fmax(a.lo, a.hi);
+    return fmax(b.lo, b.hi);
+}
+
+inline float ce_sum8(float8 v)
+{
+    const float4 a = v.lo + v.hi;
+    const float2 b = a.lo + a.hi;
+    return b.lo + b.hi;
+}
 
 __kernel __attribute__((reqd_work_group_size(CE_LOCAL, 1, 1)))
 void pfx_cross_entropy(const ulong row_base, const ulong vocab,
@@ -33,8 +55,14 @@ void pfx_cross_entropy(const ulong row_base, const ulong vocab,
         if (has_loss && lid == 0)
             loss[loss_off + row * loss_step] = 0.0f;
     } else {
-        float m = -INFINITY;
-        for (ulong c = lid; c < vocab; c += CE_LOCAL)
+        /* item lid owns the 8-logit chunks lid, lid + CE_LOCAL, ... and the
+         * tail logits past the last whole chunk at the same stride */
+        const ulong chunks = vocab / 8, tail = chunks * 8;
+        float8 m8 = (float8)(-INFINITY);
+        for (ulong j = lid; j < chunks; j += CE_LOCAL)
+            m8 = fmax(m8, vload8(j, zr));
+        float m = ce_max8(m8);
+        for (ulong c = tail + lid; c < vocab; c += CE_LOCAL)
             m = fmax(m, zr[c]);
         s[lid] = m;
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -45,9 +73,12 @@ void pfx_cross_entropy(const ulong row_base, const ulong vocab,
         }
         const float mx = s[0];
         barrier(CLK_LOCAL_MEM_FENCE);
-        float e = 0.0f;
-        for (ulong c = lid; c < vocab; c += CE_LOCAL)
-            e += exp(zr[c] - mx);
+        float8 e8 = (float8)0.0f;
+        for (ulong j = lid; j < chunks; j += CE_LOCAL)
+            e8 += ce_exp2v((vload8(j, zr) - mx) * LOG2E);
+        float e = ce_sum8(e8);
+        for (ulong c = tail + lid; c < vocab; c += CE_LOCAL)
+            e += ce_exp2((zr[c] - mx) * LOG2E);
         s[lid] = e;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint w = CE_LOCAL / 2; w > 0; w >>= 1) {
@@ -62,8 +93,14 @@ void pfx_cross_entropy(const ulong row_base, const ulong vocab,
             loss[loss_off + row * loss_step] = mx + log(sum) - zl;
         if (grad) {
             const float inv_sum = 1.0f / sum;
-            for (ulong c = lid; c < vocab; c += CE_LOCAL) {
-                const float p = exp(zr[c] - mx) * inv_sum;
+            const int8 lanes = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+            for (ulong j = lid; j < chunks; j += CE_LOCAL) {
+                const float8 p = ce_exp2v((vload8(j, zr) - mx) * LOG2E) * inv_sum;
+                const int8 hit = lanes + (int8)(8 * (int)j) == (int8)label;
+                vstore8((p - select((float8)0.0f, (float8)1.0f, hit)) * inv_count, j, zr);
+            }
+            for (ulong c = tail + lid; c < vocab; c += CE_LOCAL) {
+                const float p = ce_exp2((zr[c] - mx) * LOG2E) * inv_sum;
                 zr[c] = (p - ((long)c == (long)label ? 1.0f : 0.0f)) * inv_count;
             }
         }

@@ -407,7 +407,8 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         float decay = (float)(1.0 - lr * (double)g->weight_decay);
         float step_size = (float)(lr / bc1);
         float inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-        size_t local = OPT_UPDATE_WG, groups = pfx_ceil_div(it->param->numel, local);
+        /* a work-item per 8 elements (the kernel's step) */
+        size_t local = OPT_UPDATE_WG, groups = pfx_ceil_div(pfx_ceil_div(it->param->numel, 8), local);
         if (groups > OPT_UPDATE_GROUPS)
             groups = OPT_UPDATE_GROUPS;
         size_t global = groups * local;
