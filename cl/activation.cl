@@ -186,6 +186,15 @@ __kernel void pfx_bias_add(const ulong rows, const ulong cols,
                            __global const void *b, const ulong b_off, const ulong b_step,
                            const int b_half)
 {
+    if (cols % 8 == 0 && b_step == 1) { /* rows of whole 8-column chunks (c: the chunk) */
+        FOR_ELEMENTS(rows, cols / 8) {
+            __global float *yr = y + y_off + r * y_ld + 8 * c;
+            const float8 bv = b_half ? vload_half8(0, (__global const half *)b + b_off + 8 * c)
+                                     : vload8(0, (__global const float *)b + b_off + 8 * c);
+            vstore8(vload8(0, yr) + bv, 0, yr);
+        }
+        return;
+    }
     FOR_ELEMENTS(rows, cols) {
         AT(y, y_off, y_ld) += pfx_load(b, b_off + c * b_step, b_half);
     }

@@ -410,31 +410,33 @@ void pfx_attn_bwd_dkvq(BWD_SHARED_PARAMS, __global float *dk, __global float *dv
 
 /* dQ = c (1 + G_hd) dQraw of rows i0 + [0, BQ) from dQa [BQ][DMAX] (rows past
  * N not written), and the tile's gain partial R_d = sum_i q_id dQraw_id (row
- * order) into gain_part when not NULL. */
-void bwd_store_dq_cpu(__local const float *dQa, int i0, int q_len, int N, int D, float c,
-                      __global const float *dimf, __global const void *q, int q_half,
-                      ulong qbase, ulong qsr, __global float *dq, int accumulate,
+ * order) into gain_out when not NULL; gain (DMAX floats) is scratch. Row by
+ * row, so dq and q are read along their rows. */
+void bwd_store_dq_cpu(__local const float *dQa, __local float *gain, int i0, int q_len, int N,
+                      int D, float c, __global const float *dimf, __global const void *q,
+                      int q_half, ulong qbase, ulong qsr, __global float *dq, int accumulate,
                       __global float *gain_out)
 {
-    for (int d = 0; d < D; d++) {
-        /* rounded before the accumulate add (a product, not fused into it),
-         * as on the GPU path */
-        const float scale = c * (dimf ? dimf[d] : 1.0f);
-        float r = 0.0f;
-        for (int x = 0; x < BQ; x++) {
-            int i = i0 + x;
-            float raw = dQa[x * DMAX + d];
+    for (int d = 0; d < D; d++)
+        gain[d] = 0.0f;
+    for (int x = 0; x < BQ; x++) {
+        const int i = i0 + x;
+        const ulong row = qbase + (ulong)i * qsr;
+        for (int d = 0; d < D; d++) {
+            const float raw = dQa[x * DMAX + d];
             if (dq && i < N) {
-                ulong at = qbase + (ulong)i * qsr + d;
-                volatile float gx = raw * scale; /* PoCL would fuse the product into the add */
-                dq[at] = accumulate ? dq[at] + gx : gx;
+                /* rounded before the accumulate add (a product, not fused
+                 * into it), as on the GPU path */
+                volatile float gx = raw * (c * (dimf ? dimf[d] : 1.0f));
+                dq[row + d] = accumulate ? dq[row + d] + gx : gx;
             }
             if (i < q_len)
-                r += pfx_load(q, qbase + (ulong)i * qsr + d, q_half) * raw;
+                gain[d] += pfx_load(q, row + d, q_half) * raw;
         }
-        if (gain_out)
-            gain_out[d] = r;
     }
+    if (gain_out)
+        for (int d = 0; d < D; d++)
+            gain_out[d] = gain[d];
 }
 
 /* After pfx_attn_bwd_dkvq. Grid: (ceil(N / BQ), B * H); rows i0 + [0, BQ) of
@@ -448,6 +450,7 @@ void pfx_attn_bwd_dq_finish(int B, int H, int N, int D, __global const void *q, 
                             int accumulate, __global float *gain_part)
 {
     LOCAL_FLOATS(dQa, BQ * DMAX);
+    LOCAL_FLOATS(gain, DMAX);
     int qt = get_group_id(0), ntq = get_num_groups(0);
     int b = get_group_id(1) / H, h = get_group_id(1) % H;
     int i0 = qt * BQ;
@@ -462,8 +465,8 @@ void pfx_attn_bwd_dq_finish(int B, int H, int N, int D, __global const void *q, 
             LVEC(dQa, r * DMAX + d0) = sum;
         }
     __global float *out = gain_part ? gain_part + (((ulong)h * B + b) * ntq + qt) * D : 0;
-    bwd_store_dq_cpu(dQa, i0, items[b], N, D, head[h], structured ? head + H + h * D : 0, q,
-                     q_half, (ulong)b * qsb + (ulong)h * qsh, qsr, dq, accumulate, out);
+    bwd_store_dq_cpu(dQa, gain, i0, items[b], N, D, head[h], structured ? head + H + h * D : 0,
+                     q, q_half, (ulong)b * qsb + (ulong)h * qsh, qsr, dq, accumulate, out);
 }
 
 /* Grid: (ceil(N / BQ), B * H); rows i0 + [0, BQ), as lanes: Q~ and dO are
@@ -560,6 +563,8 @@ void pfx_attn_bwd_dq(BWD_SHARED_PARAMS, __global float *dq, int accumulate,
     }
 
     __global float *out = gain_part ? gain_part + (((ulong)h * B + b) * ntq + qt) * D : 0;
-    bwd_store_dq_cpu(dQa, i0, q_len, N, D, c, dimf, q, q_half, qbase, qsr, dq, accumulate, out);
+    /* Kn is free now: the gain partial's scratch */
+    bwd_store_dq_cpu(dQa, Kn, i0, q_len, N, D, c, dimf, q, q_half, qbase, qsr, dq, accumulate,
+                     out);
 }
 #endif /* CPU_VEC */

@@ -19,8 +19,16 @@ void pfx_opt_sumsq(const ulong n, __global const float *g, __global float *parti
 {
     __local float scratch[PFX_OPT_WG];
     const uint lid = (uint)get_local_id(0);
-    float acc = 0.0f;
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
+    /* 8 elements a step, then the tail: a fixed order per work-item */
+    float8 acc8 = (float8)0.0f;
+    for (ulong j = get_global_id(0); j < n / 8; j += get_global_size(0)) {
+        const float8 x = vload8(j, g);
+        acc8 += x * x;
+    }
+    const float4 a4 = acc8.lo + acc8.hi;
+    const float2 a2 = a4.lo + a4.hi;
+    float acc = a2.lo + a2.hi;
+    for (ulong i = n / 8 * 8 + get_global_id(0); i < n; i += get_global_size(0)) {
         const float x = g[i];
         acc += x * x;
     }

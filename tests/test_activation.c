@@ -129,24 +129,26 @@ static void test_swiglu(void **state)
 static void test_bias(void **state)
 {
     pfx_runtime *rt = *state;
-    const size_t sizes[][2] = { { 1, 1 }, { 7, 33 }, { 129, 257 } };
-    for (size_t i = 0; i < 3; i++)
-        for (int half = 0; half < 2; half++) {
+    /* and widths of whole 8-column chunks (the kernel's vector form) */
+    const size_t sizes[][2] = { { 1, 1 }, { 7, 33 }, { 129, 257 }, { 5, 24 }, { 3, 64 } };
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        for (int kind = 0; kind < 3; kind++) {
+            const int half = kind > 0, strided = kind == 1;
             const size_t R = sizes[i][0], C = sizes[i][1], ld = C + 5, off = 2;
             const size_t n = off + (R - 1) * ld + C;
             ref_rng rng;
-            ref_rng_seed(&rng, 400 + i * 2 + (uint64_t)half);
+            ref_rng_seed(&rng, 400 + i * 3 + (uint64_t)kind);
             float *hy, *hb;
             pfx_tensor *y = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hy);
             /* the bias inside a fused [3C] bias, like GPT-2's key slice */
             pfx_tensor *b = mo_upload(rt, &rng, half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 3 * C, 1.0f,
                                       &hb);
-            /* float: the middle slice; half: a strided column (every third element) */
-            const pfx_mat bv = half ? pfx_mat_of(b, 1, C, 1, 3) : PFX_VEC(b, C, C);
+            /* the middle slice, or (half) a strided column: every third element */
+            const pfx_mat bv = strided ? pfx_mat_of(b, 1, C, 1, 3) : PFX_VEC(b, C, C);
             double *Y = mo_gather(hy, off, R, C, ld);
             for (size_t r = 0; r < R; r++)
                 for (size_t c = 0; c < C; c++)
-                    Y[r * C + c] += hb[half ? 1 + 3 * c : C + c];
+                    Y[r * C + c] += hb[strided ? 1 + 3 * c : C + c];
             assert_int_equal(pfx_op_bias_add(rt, pfx_mat_of(y, off, R, C, ld), bv), PFX_SUCCESS);
             mo_expect_view("bias", y, hy, off, R, C, R > 1 ? ld : C, Y, TOL_OPS_F32);
             free(hy); free(hb); free(Y);
