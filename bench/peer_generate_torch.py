@@ -88,9 +88,17 @@ def main():
         for run in range(args.runs + 1):
             t1 = timed(ids, 1)
             tn = timed(ids, args.new)
-            if run:
-                pre.append(B * args.tokens / t1)
-                dec.append(B * (args.new - 1) / max(tn - t1, 1e-9))
+            if not run:
+                continue
+            if tn <= t1:  # a disturbed pair: the longer run was not longer
+                print("batch %d run %d left out: %d tokens took %.3f s, 1 token %.3f s"
+                      % (B, run, args.new, tn, t1), file=sys.stderr)
+                continue
+            pre.append(B * args.tokens / t1)
+            dec.append(B * (args.new - 1) / (tn - t1))
+        if not pre:
+            print("batch %2d: every run was disturbed (see above)" % B)
+            continue
         p, d = statistics.median(pre), statistics.median(dec)
         line = "batch %2d: prefill %8.1f tokens/s, decode %8.1f tokens/s" % (B, p, d)
         if B in ours:
