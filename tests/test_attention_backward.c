@@ -254,6 +254,34 @@ static void test_decode_no_prefix(void **state)
     run_spec(*state, &s);
 }
 
+/* The CPU path's single pass splits each (item, kv head)'s key tiles into
+ * chunks for 4 work-items per compute unit: one chunk once B * Hkv reaches
+ * that, several (as many as the key tiles at most) below it. Both, on any
+ * device (elsewhere the two-kernel path runs them). */
+static void test_single_pass_chunks(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t cus = rt->info.compute_units ? rt->info.compute_units : 1;
+    spec s = base_spec();
+    s.gain = PFX_GAIN_LINEAR;
+    s.H = s.Hkv = 1;
+    s.B = 4 * cus; /* one chunk */
+    s.N = 9;
+    s.M = 70;
+    s.P = 3;
+    s.causal = true;
+    s.seed = 31;
+    run_spec(rt, &s);
+    s.B = 1; /* 4 * cus chunks of the key tiles, fewer when there are fewer tiles */
+    s.H = 2;
+    s.N = 75;
+    s.M = 400;
+    s.P = 70;
+    s.lens = true;
+    s.seed = 32;
+    run_spec(rt, &s);
+}
+
 static void test_causal_m_less_than_n(void **state)
 {
     /* causal with M < N: the first N - M rows see only the prefix */
@@ -726,6 +754,7 @@ int main(void)
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_causal_lens_mqa_decode_cache),
         cmocka_unit_test(test_decode_no_prefix),
+        cmocka_unit_test(test_single_pass_chunks),
         cmocka_unit_test(test_causal_m_less_than_n),
         cmocka_unit_test(test_layouts_mixed),
         cmocka_unit_test(test_gains),
