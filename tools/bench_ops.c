@@ -309,10 +309,9 @@ static pfx_status step_enqueue(pfx_runtime *rt, void *ctx, pfx_event **ev)
     (void)rt;
     (void)ev;
     step_ctx *c = ctx;
-    double loss = 0;
     pfx_status st = pfx_layer_forward(c->layer, c->x, &c->prefix, c->y);
-    if (st == PFX_SUCCESS)
-        st = pfx_mse_loss(c->y, c->target, c->dy, &loss);
+    if (st == PFX_SUCCESS) /* the gradient only: nothing waits for the loss's value */
+        st = pfx_mse_loss(c->y, c->target, c->dy, NULL);
     if (st == PFX_SUCCESS)
         st = pfx_layer_backward(c->layer, c->x, &c->prefix, c->dy, &c->grads);
     if (st == PFX_SUCCESS)
