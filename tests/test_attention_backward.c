@@ -264,8 +264,13 @@ static void test_single_pass_chunks(void **state)
     const size_t cus = rt->info.compute_units ? rt->info.compute_units : 1;
     spec s = base_spec();
     s.gain = PFX_GAIN_LINEAR;
-    s.H = s.Hkv = 1;
-    s.B = 4 * cus; /* one chunk */
+    /* one chunk: B * Hkv >= 4 per compute unit (the fixture holds B <= 8, H <= 16) */
+    s.B = 4 * cus < 8 ? 4 * cus : 8;
+    s.H = s.Hkv = (4 * cus + s.B - 1) / s.B;
+    if (s.H > 16) {
+        printf("  %zu compute units: B * Hkv = 128 takes several chunks here\n", cus);
+        s.H = s.Hkv = 16;
+    }
     s.N = 9;
     s.M = 70;
     s.P = 3;
@@ -274,6 +279,7 @@ static void test_single_pass_chunks(void **state)
     run_spec(rt, &s);
     s.B = 1; /* 4 * cus chunks of the key tiles, fewer when there are fewer tiles */
     s.H = 2;
+    s.Hkv = 1;
     s.N = 75;
     s.M = 400;
     s.P = 70;
