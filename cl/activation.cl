@@ -29,17 +29,17 @@
 #define LOG2E 1.4426950408889634f
 #define PFX_DEFINE_ACT_MATH(SUF, T, I, CONVERT_I, AS_T)                                      \
     PFX_DEFINE_POLY_EXP2_WITH(exp2_neg##SUF, T, I, CONVERT_I, AS_T, mad)                     \
-    inline T sigmoid##SUF(T u)                                                               \
+    T sigmoid##SUF(T u)                                                                      \
     {                                                                                        \
         const T e = exp2_neg##SUF(-fabs(u) * LOG2E);                                         \
         return select(e, (T)1.0f, u >= (T)0.0f) / ((T)1.0f + e);                             \
     }                                                                                        \
-    inline T tanh##SUF(T y)                                                                  \
+    T tanh##SUF(T y)                                                                         \
     {                                                                                        \
         const T e = exp2_neg##SUF((-2.0f * LOG2E) * fabs(y));                                \
         return copysign(((T)1.0f - e) / ((T)1.0f + e), y);                                   \
     }                                                                                        \
-    inline T act_forward##SUF(int act, T u)                                                  \
+    T act_forward##SUF(int act, T u)                                                         \
     {                                                                                        \
         switch (act) {                                                                       \
         case ACT_GELU_TANH:                                                                  \
@@ -52,7 +52,7 @@
             return u * sigmoid##SUF(u);                                                      \
         }                                                                                    \
     }                                                                                        \
-    inline T act_derivative##SUF(int act, T u)                                               \
+    T act_derivative##SUF(int act, T u)                                                      \
     {                                                                                        \
         switch (act) {                                                                       \
         case ACT_GELU_TANH: {                                                                \

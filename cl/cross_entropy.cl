@@ -20,14 +20,14 @@
 PFX_DEFINE_POLY_EXP2_WITH(ce_exp2v, float8, int8, convert_int8, as_float8, mad)
 PFX_DEFINE_POLY_EXP2_WITH(ce_exp2, float, int, convert_int, as_float, mad)
 
-inline float ce_max8(float8 v)
+float ce_max8(float8 v)
 {
     const float4 a = fmax(v.lo, v.hi);
     const float2 b = fmax(a.lo, a.hi);
     return fmax(b.lo, b.hi);
 }
 
-inline float ce_sum8(float8 v)
+float ce_sum8(float8 v)
 {
     const float4 a = v.lo + v.hi;
     const float2 b = a.lo + a.hi;
