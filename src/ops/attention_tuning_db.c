@@ -66,7 +66,9 @@ static const pfx_attn_tuning intel_default = {
  * work-item per group owning BLOCK_M rows, tile products register-blocked as
  * a CPU GEMM; 128 x 64 tiles up to D = 64 (64 x 64 measured 10-15% slower),
  * 64 rows above (local memory is cache: 130-210 KiB per group). Decode: the
- * 8 rows of a kv head. A polynomial exp2 (libm's does not vectorize).
+ * 8 rows of a kv head, 32 keys a tile at D = 128 (decode (d): 32 keys about
+ * 10% faster than 64, 128 twice as slow). A polynomial exp2 (libm's does not
+ * vectorize).
  * Backward: the same register-blocked CPU path (cl/attention_bwd.cpu.cl), one
  * work-item per group owning 64 keys (dK/dV, and the single pass) or 64 query
  * rows (dQ); the single pass measured 64 x 64 about 7% faster than 128 x 64
@@ -79,7 +81,7 @@ static const pfx_attn_tuning intel_default = {
 static const pfx_attn_tuning cpu_default = {
     .fwd = { FWD_CPU(16, 128, 64), FWD_CPU(32, 128, 64), FWD_CPU(64, 128, 64),
              FWD_CPU(128, 64, 64), FWD_CPU(256, 64, 32) },
-    .decode = { FWD_CPU(16, 8, 64), FWD_CPU(32, 8, 64), FWD_CPU(64, 8, 64), FWD_CPU(128, 8, 64),
+    .decode = { FWD_CPU(16, 8, 64), FWD_CPU(32, 8, 64), FWD_CPU(64, 8, 64), FWD_CPU(128, 8, 32),
                 FWD_CPU(256, 8, 32) },
     .bwd = { BWD_CPU(16, 64), BWD_CPU(32, 64), BWD_CPU(64, 64), BWD_CPU(128, 64),
              BWD_CPU(256, 64) },
