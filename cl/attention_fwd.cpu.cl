@@ -5,7 +5,8 @@
  * as a CPU GEMM does, register-blocked, accumulated with fma(). VEC is the
  * device's native float vector width (8 on AVX2, 16 on AVX-512); a register
  * block is RB x 2 accumulators plus the two vectors it reads and one
- * broadcast: 11 of AVX2's 16 registers (RB 4), 19 of AVX-512's 32 (RB 8).
+ * broadcast: 11 of AVX2's 16 registers (RB 4), 19 of AVX-512's 32 (RB 8;
+ * 4 in tiles of at most 8 rows).
  * PoCL's work-item vectorizer is not involved (one work-item per group).
  *
  * Two layouts of the logits, by BLOCK_M:
@@ -27,7 +28,10 @@
  * mask is one compare per vector; masked logits are -inf before the max.
  */
 #if VEC > 1
-#define RB (VEC >= 16 ? 8 : 4) /* broadcast rows or keys per register block */
+/* broadcast rows or keys per register block: 4 on AVX2; 8 with AVX-512's 32
+ * registers, except in tiles of at most 8 rows (decode: a GQA kv head's 4
+ * rows would compute a block of 8) */
+#define RB (VEC >= 16 && BLOCK_M > 8 ? 8 : 4)
 #define ROW_LANES (BLOCK_M >= 2 * VEC)
 #define NVR 2 /* row vectors per block (rows as lanes) */
 #if HEAD_DIM % VEC || BLOCK_N % VEC || BLOCK_M % RB || (ROW_LANES && BLOCK_M % (NVR * VEC))

@@ -26,6 +26,10 @@ static const pfx_program_config attn_extra_configs[] = {
     { "attention_fwd", "-DPFX_ATTN_HEAD_DIM=16 -DPFX_ATTN_BLOCK_M=8 -DPFX_ATTN_BLOCK_N=12 "
                        "-DPFX_ATTN_KSPLIT=1 -DPFX_ATTN_KV_PAD=0 -DPFX_ATTN_Q_LOCAL=0 "
                        "-DPFX_ATTN_POLY_EXP2=1 -DPFX_ATTN_VEC=4" },
+    /* VEC 16 in a tile of 4 rows (register blocks of 4 rows up to 8 rows) */
+    { "attention_fwd", "-DPFX_ATTN_HEAD_DIM=32 -DPFX_ATTN_BLOCK_M=4 -DPFX_ATTN_BLOCK_N=48 "
+                       "-DPFX_ATTN_KSPLIT=1 -DPFX_ATTN_KV_PAD=0 -DPFX_ATTN_Q_LOCAL=0 "
+                       "-DPFX_ATTN_POLY_EXP2=1 -DPFX_ATTN_VEC=16" },
     { "attention_bwd", "-DPFX_ATTN_HEAD_DIM=64 -DPFX_ATTN_BLOCK_M=16 -DPFX_ATTN_BLOCK_N=48 "
                        "-DPFX_ATTN_DSPLIT=1 -DPFX_ATTN_VEC=16" },
     { "attention_bwd", "-DPFX_ATTN_HEAD_DIM=32 -DPFX_ATTN_BLOCK_M=24 -DPFX_ATTN_BLOCK_N=40 "

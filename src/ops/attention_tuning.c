@@ -222,10 +222,11 @@ static const char *fwd_invalid(const pfx_attn_fwd_tiles *t)
         return "VEC must be 1, 4, 8 or 16";
     if (t->vec > 1 && (t->ksplit != 1 || t->q_local))
         return "VEC > 1 (the CPU path) needs KSPLIT 1 and Q_LOCAL 0";
-    if (t->vec > 1 && (t->head_dim % t->vec || t->block_n % t->vec ||
-                       t->block_m % (t->vec >= 16 ? 8 : 4)))
+    /* the register block of cl/attention_fwd.cpu.cl (RB) */
+    const unsigned rb = t->vec >= 16 && t->block_m > 8 ? 8 : 4;
+    if (t->vec > 1 && (t->head_dim % t->vec || t->block_n % t->vec || t->block_m % rb))
         return "VEC > 1 needs HEAD_DIM and BLOCK_N multiples of VEC and BLOCK_M of 4 "
-               "(VEC 4, 8) or 8 (VEC 16)";
+               "(VEC 4, 8; VEC 16 up to 8 rows) or 8 (VEC 16)";
     if (t->vec > 1 && t->block_m >= 2 * t->vec && t->block_m % (2 * t->vec))
         return "VEC > 1 needs BLOCK_M below 2 VEC or a multiple of 2 VEC";
     if (t->block_n % t->ksplit || t->head_dim % t->ksplit)
