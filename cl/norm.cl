@@ -1,9 +1,10 @@
 /*
  * LayerNorm and RMSNorm over rows, forward and dX backward (src/ops/norm.c).
  * One work-group of NORM_LOCAL items per row (row_base + group id: no loop
- * around the barriers; the host launches slices of rows); each item sums the columns
- * lid, lid + NORM_LOCAL, ... in order, then a fixed-order tree combines the
- * items: deterministic for a given NORM_LOCAL. Activations are float32
+ * around the barriers; the host launches slices of rows); each item sums its
+ * 8-column chunks lid, lid + NORM_LOCAL, ... and then its tail columns in
+ * order, then a fixed-order tree combines the items: deterministic for a
+ * given NORM_LOCAL. Activations are float32
  * (offset, row stride); weights float or half (offset, step, half flag).
  */
 #ifndef NORM_LOCAL
@@ -28,6 +29,31 @@ inline float norm_group_sum(__local float *s, float v)
 
 #define NORM_W(c) pfx_load(w, w_off + (ulong)(c) * w_step, w_half)
 
+/* Item lid's columns, 8 at a time: the chunks lid, lid + NORM_LOCAL, ... of
+ * whole 8-column chunks (j the chunk), then the tail columns one by one at
+ * the same stride (c the column); a fixed order per item. */
+#define FOR_CHUNKS for (ulong j = lid; j < cols / 8; j += NORM_LOCAL)
+#define FOR_TAIL for (ulong c = cols / 8 * 8 + lid; c < cols; c += NORM_LOCAL)
+
+float norm_hsum8(float8 v)
+{
+    const float4 a = v.lo + v.hi;
+    const float2 b = a.lo + a.hi;
+    return b.lo + b.hi;
+}
+
+/* The 8 weights (float or half, element c at off + c * step) of chunk j. */
+float8 norm_load8(__global const void *p, ulong off, ulong step, int is_half, ulong j)
+{
+    if (step == 1)
+        return is_half ? vload_half8(0, (__global const half *)p + off + 8 * j)
+                       : vload8(0, (__global const float *)p + off + 8 * j);
+    float t[8];
+    for (int k = 0; k < 8; k++)
+        t[k] = pfx_load(p, off + (8 * j + k) * step, is_half);
+    return vload8(0, t);
+}
+
 /* y = (x - mean) * rstd * w (+ b); rms: y = x * rstd * w (no mean). Stats
  * (when has_stats) go to mean[mean_off + row * step] (LayerNorm only) and
  * rstd[...]. y may be x: every element is read before its item writes it. */
@@ -51,19 +77,31 @@ void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
         __global const float *xr = x + x_off + row * x_ld;
         float mu = 0.0f;
         if (!rms) {
-            float a = 0.0f;
-            for (ulong c = lid; c < cols; c += NORM_LOCAL)
-                a += xr[c];
+            float8 a8 = (float8)0.0f;
+            FOR_CHUNKS a8 += vload8(j, xr);
+            float a = norm_hsum8(a8);
+            FOR_TAIL a += xr[c];
             mu = norm_group_sum(s, a) * inv_cols;
         }
-        float q = 0.0f;
-        for (ulong c = lid; c < cols; c += NORM_LOCAL) {
+        float8 q8 = (float8)0.0f;
+        FOR_CHUNKS {
+            const float8 d = vload8(j, xr) - mu;
+            q8 += d * d;
+        }
+        float q = norm_hsum8(q8);
+        FOR_TAIL {
             const float d = xr[c] - mu;
             q += d * d;
         }
         const float r = rsqrt(norm_group_sum(s, q) * inv_cols + eps);
         __global float *yr = y + y_off + row * y_ld;
-        for (ulong c = lid; c < cols; c += NORM_LOCAL) {
+        FOR_CHUNKS {
+            float8 v = (vload8(j, xr) - mu) * r * norm_load8(w, w_off, w_step, w_half, j);
+            if (has_b)
+                v += norm_load8(b, b_off, b_step, b_half, j);
+            vstore8(v, j, yr);
+        }
+        FOR_TAIL {
             float v = (xr[c] - mu) * r * NORM_W(c);
             if (has_b)
                 v += pfx_load(b, b_off + c * b_step, b_half);
@@ -100,8 +138,14 @@ void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
         __global const float *dyr = dy + dy_off + row * dy_ld;
         const float mu = rms ? 0.0f : mean[mean_off + row * mean_step];
         const float r = rstd[rstd_off + row * rstd_step];
-        float sg = 0.0f, sgx = 0.0f;
-        for (ulong c = lid; c < cols; c += NORM_LOCAL) {
+        float8 sg8 = (float8)0.0f, sgx8 = (float8)0.0f;
+        FOR_CHUNKS {
+            const float8 g = vload8(j, dyr) * norm_load8(w, w_off, w_step, w_half, j);
+            sg8 += g;
+            sgx8 += g * (vload8(j, xr) - mu) * r;
+        }
+        float sg = norm_hsum8(sg8), sgx = norm_hsum8(sgx8);
+        FOR_TAIL {
             const float g = dyr[c] * NORM_W(c);
             sg += g;
             sgx += g * (xr[c] - mu) * r;
@@ -109,7 +153,13 @@ void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
         const float mg = rms ? 0.0f : norm_group_sum(s, sg) * inv_cols;
         const float mgx = norm_group_sum(s, sgx) * inv_cols;
         __global float *dxr = dx + dx_off + row * dx_ld;
-        for (ulong c = lid; c < cols; c += NORM_LOCAL) {
+        FOR_CHUNKS {
+            const float8 g = vload8(j, dyr) * norm_load8(w, w_off, w_step, w_half, j);
+            const float8 xhat = (vload8(j, xr) - mu) * r;
+            const float8 v = r * (g - mg - xhat * mgx);
+            vstore8(accumulate ? vload8(j, dxr) + v : v, j, dxr);
+        }
+        FOR_TAIL {
             const float g = dyr[c] * NORM_W(c);
             const float xhat = (xr[c] - mu) * r;
             const float v = r * (g - mg - xhat * mgx);

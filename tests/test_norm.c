@@ -11,14 +11,18 @@ typedef struct norm_case {
     size_t rows, cols, offset, ld; /* x, y, dy, dx views share offset and ld */
     bool half, bias, in_place, accumulate;
     uint64_t seed;
+    size_t wstep; /* weights and bias every wstep elements from 1 (0: contiguous from 0) */
 } norm_case;
 
 static const norm_case cases[] = {
-    { 1, 1, 0, 1, false, true, false, false, 11 },
-    { 7, 33, 0, 33, false, true, false, true, 12 },
-    { 129, 257, 0, 257, true, true, true, false, 13 },
-    { 5, 1000, 7, 1003, false, false, false, true, 14 },
-    { 3, 63, 2, 70, true, false, true, true, 15 },
+    { 1, 1, 0, 1, false, true, false, false, 11, 0 },
+    { 7, 33, 0, 33, false, true, false, true, 12, 0 },
+    { 129, 257, 0, 257, true, true, true, false, 13, 0 },
+    { 5, 1000, 7, 1003, false, false, false, true, 14, 0 },
+    { 3, 63, 2, 70, true, false, true, true, 15, 0 },
+    /* strided weights and bias (the 8-column chunks gather them) */
+    { 4, 45, 1, 50, false, true, false, false, 16, 3 },
+    { 6, 64, 0, 64, true, true, false, true, 17, 2 },
 };
 
 static void run_case(pfx_runtime *rt, const norm_case *k, bool rms)
@@ -37,12 +41,14 @@ static void run_case(pfx_runtime *rt, const norm_case *k, bool rms)
     pfx_tensor *y = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hy);
     pfx_tensor *dy = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hdy);
     pfx_tensor *dx = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hdx);
-    pfx_tensor *w = mo_upload(rt, &rng, wdt, C, 1.5f, &hw);
-    pfx_tensor *b = mo_upload(rt, &rng, wdt, C, 1.0f, &hb);
+    const size_t wstep = k->wstep ? k->wstep : 1, w0 = k->wstep ? 1 : 0;
+    pfx_tensor *w = mo_upload(rt, &rng, wdt, w0 + C * wstep, 1.5f, &hw);
+    pfx_tensor *b = mo_upload(rt, &rng, wdt, w0 + C * wstep, 1.0f, &hb);
     pfx_tensor *mean = mo_upload(rt, &rng, PFX_DTYPE_F32, R + 2, 1.0f, &hm);
     pfx_tensor *rstd = mo_upload(rt, &rng, PFX_DTYPE_F32, R + 2, 1.0f, &hr);
 
-    double *X = mo_gather(hx, k->offset, R, C, ld), *W = mo_f2d(hw, C), *Bv = mo_f2d(hb, C);
+    double *X = mo_gather(hx, k->offset, R, C, ld);
+    double *W = mo_gather(hw, w0, C, 1, wstep), *Bv = mo_gather(hb, w0, C, 1, wstep);
     double *DY = mo_gather(hdy, k->offset, R, C, ld);
     double *Y = calloc(R * C, sizeof(double)), *M = calloc(R, sizeof(double));
     double *RS = calloc(R, sizeof(double)), *DX = calloc(R * C, sizeof(double));
@@ -61,7 +67,7 @@ static void run_case(pfx_runtime *rt, const norm_case *k, bool rms)
     /* backward first: the in-place forward overwrites x */
     pfx_mat vx = pfx_mat_of(x, k->offset, R, C, ld);
     pfx_mat vdy = pfx_mat_of(dy, k->offset, R, C, ld), vdx = pfx_mat_of(dx, k->offset, R, C, ld);
-    pfx_mat vw = PFX_VEC(w, 0, C), vb = PFX_VEC(b, 0, C);
+    pfx_mat vw = pfx_mat_of(w, w0, C, 1, wstep), vb = pfx_mat_of(b, w0, C, 1, wstep);
     pfx_mat vm = PFX_VEC(mean, 1, R), vr = PFX_VEC(rstd, 1, R);
     pfx_mat vy = k->in_place ? vx : pfx_mat_of(y, k->offset, R, C, ld);
     /* statistics from a first forward into y's tensor (not in place) */
