@@ -26,17 +26,16 @@
  * sigmoid and tanh take it on -|u| so its range is never left. tanh as
  * (1 - e) / (1 + e), e = exp(-2|y|): absolute error a few ulps of 1, what
  * 1 + tanh in the GELU needs. */
-#define LOG2E 1.4426950408889634f
 #define PFX_DEFINE_ACT_MATH(SUF, T, I, CONVERT_I, AS_T)                                      \
     PFX_DEFINE_POLY_EXP2_WITH(exp2_neg##SUF, T, I, CONVERT_I, AS_T, mad)                     \
     T sigmoid##SUF(T u)                                                                      \
     {                                                                                        \
-        const T e = exp2_neg##SUF(-fabs(u) * LOG2E);                                         \
+        const T e = exp2_neg##SUF(-fabs(u) * PFX_LOG2E);                                     \
         return select(e, (T)1.0f, u >= (T)0.0f) / ((T)1.0f + e);                             \
     }                                                                                        \
     T tanh##SUF(T y)                                                                         \
     {                                                                                        \
-        const T e = exp2_neg##SUF((-2.0f * LOG2E) * fabs(y));                                \
+        const T e = exp2_neg##SUF((-2.0f * PFX_LOG2E) * fabs(y));                            \
         return copysign(((T)1.0f - e) / ((T)1.0f + e), y);                                   \
     }                                                                                        \
     T act_forward##SUF(int act, T u)                                                         \
@@ -186,12 +185,10 @@ __kernel void pfx_bias_add(const ulong rows, const ulong cols,
                            __global const void *b, const ulong b_off, const ulong b_step,
                            const int b_half)
 {
-    if (cols % 8 == 0 && b_step == 1) { /* rows of whole 8-column chunks (c: the chunk) */
+    if (cols % 8 == 0) { /* rows of whole 8-column chunks (c: the chunk) */
         FOR_ELEMENTS(rows, cols / 8) {
             __global float *yr = y + y_off + r * y_ld + 8 * c;
-            const float8 bv = b_half ? vload_half8(0, (__global const half *)b + b_off + 8 * c)
-                                     : vload8(0, (__global const float *)b + b_off + 8 * c);
-            vstore8(vload8(0, yr) + bv, 0, yr);
+            vstore8(vload8(0, yr) + pfx_load8(b, b_off, b_step, b_half, c), 0, yr);
         }
         return;
     }

@@ -58,7 +58,6 @@ typedef int16 intv;
 /* vectors per score block: keys (dK/dV) or rows (dQ) */
 #define NVK (BK % (2 * VEC) || BQ % (2 * VEC) ? 1 : 2)
 #define NVD (DMAX >= 2 * VEC ? 2 : 1) /* head-dimension vectors per block */
-#define LOG2E 1.4426950408889634f
 /* The vector at p + i of a local array declared as floatv (i a multiple of
  * VEC): an aligned access (PoCL splits a vstore16 of unknown alignment into
  * four 16-byte stores), usable on both sides of '='. */
@@ -325,7 +324,8 @@ void bwd_key_tile_cpu(BWD_SHARED_PARAMS, int tile, int prefix_tiles, int b, int 
                 for (int y = 0; y < vecs; y++) {
                     __local float *sp = Ps + r * BK + y * VEC, *dp = dSs + r * BK + y * VEC;
                     intv vis = LANES + (intv)(y * VEC) < (intv)limit;
-                    floatv p = select((floatv)0.0f, bwd_exp2v((LVEC(sp, 0) * c - l) * LOG2E), vis);
+                    floatv p = select((floatv)0.0f,
+                                      bwd_exp2v((LVEC(sp, 0) * c - l) * PFX_LOG2E), vis);
                     floatv z = p * (LVEC(dp, 0) - dl);
                     LVEC(sp, 0) = p;
                     LVEC(dp, 0) = c * z;
@@ -554,7 +554,7 @@ void pfx_attn_bwd_dq(BWD_SHARED_PARAMS, __global float *dq, int accumulate,
             for (int jj = 0; jj < kend; jj++) {
                 intv vis = live & ((intv)jj < limit);
                 floatv p = select((floatv)0.0f,
-                                  bwd_exp2v((LVEC(St, jj * BQ + rv) * c - l) * LOG2E), vis);
+                                  bwd_exp2v((LVEC(St, jj * BQ + rv) * c - l) * PFX_LOG2E), vis);
                 LVEC(Zt, jj * BQ + rv) = p * (LVEC(Zt, jj * BQ + rv) - dl);
             }
         }

@@ -126,7 +126,6 @@ typedef int16 intv;
 #define DPL (HEAD_DIM / KSPLIT)       /* head dims (accumulators) per work-item */
 #define S_STRIDE (BLOCK_N + 1)
 
-#define LOG2E 1.4426950408889634f
 
 /* 2^x for x <= 0 (and NaN): the polynomial of cl/common.cl on CPUs
  * (POLY_EXP2), the built-in elsewhere. */
@@ -338,10 +337,10 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         for (int c = 0; c < BLOCK_N; c++)
             mt = fmax(mt, s_row[c]);
         const float mu = mt == -INFINITY ? 0.0f : mt;
-        const float alpha = pfx_exp2((m - mu) * LOG2E);
+        const float alpha = pfx_exp2((m - mu) * PFX_LOG2E);
 #pragma unroll
         for (int c = 0; c < KPL; c++)
-            p_row[c * KSPLIT + ks] = pfx_exp2((s[c] - mu) * LOG2E);
+            p_row[c * KSPLIT + ks] = pfx_exp2((s[c] - mu) * PFX_LOG2E);
         barrier(CLK_LOCAL_MEM_FENCE);
         /* O slice: acc[x] (d = ks + KSPLIT x) over every key of the tile. */
         l *= alpha;
@@ -395,7 +394,7 @@ __kernel void pfx_attn_fwd_merge(__global const float *part_ml, __global const f
     float l = 0.0f, a = 0.0f;
     for (int s = 0; s < splits; s++) {
         ulong pr = rowid * splits + s;
-        float w = pfx_exp2((part_ml[2 * pr] - mu) * LOG2E);
+        float w = pfx_exp2((part_ml[2 * pr] - mu) * PFX_LOG2E);
         l += part_ml[2 * pr + 1] * w;
         a += part_acc[pr * D + d] * w;
     }

@@ -245,11 +245,11 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             const floatv mu = select(mt, (floatv)0.0f, mt == (floatv)(-INFINITY));
             floatv lv = (floatv)0.0f;
             for (int c = 0; c < cols; c++) {
-                floatv p = pfx_exp2v((LVEC(Ss, c * BLOCK_M + rv) - mu) * LOG2E);
+                floatv p = pfx_exp2v((LVEC(Ss, c * BLOCK_M + rv) - mu) * PFX_LOG2E);
                 LVEC(Ss, c * BLOCK_M + rv) = p;
                 lv += p;
             }
-            const floatv alpha = pfx_exp2v((m_old - mu) * LOG2E);
+            const floatv alpha = pfx_exp2v((m_old - mu) * PFX_LOG2E);
             LVEC(row_alpha, rv) = alpha;
             LVEC(row_l, rv) = LVEC(row_l, rv) * alpha + lv;
             LVEC(row_m, rv) = mt;
@@ -307,11 +307,11 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             const floatv muv = (floatv)mu;
             floatv lv = (floatv)0.0f;
             for (int y = 0; y < vecs; y++) {
-                floatv p = pfx_exp2v((LVEC(srow, y * VEC) - muv) * LOG2E);
+                floatv p = pfx_exp2v((LVEC(srow, y * VEC) - muv) * PFX_LOG2E);
                 LVEC(srow, y * VEC) = p;
                 lv += p;
             }
-            const float alpha = pfx_exp2((m_old - mu) * LOG2E);
+            const float alpha = pfx_exp2((m_old - mu) * PFX_LOG2E);
             row_alpha[x] = alpha;
             row_l[x] = row_l[x] * alpha + pfx_hsum(lv);
             row_m[x] = mt;

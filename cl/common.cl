@@ -28,6 +28,36 @@
             ((__global float *)(ptr))[(i)] = (value);                 \
     } while (0)
 
+/* Elements 8 j .. 8 j + 7 of a float or half tensor whose element c is at
+ * off + c * step: one vector load when step is 1. */
+float8 pfx_load8(__global const void *p, ulong off, ulong step, int is_half, ulong j)
+{
+    if (step == 1)
+        return is_half ? vload_half8(0, (__global const half *)p + off + 8 * j)
+                       : vload8(0, (__global const float *)p + off + 8 * j);
+    float t[8];
+    for (int k = 0; k < 8; k++)
+        t[k] = pfx_load(p, off + (8 * j + k) * step, is_half);
+    return vload8(0, t);
+}
+
+/* The sum and the max of a float8's lanes, in one fixed order (halves). */
+float pfx_sum8(float8 v)
+{
+    const float4 a = v.lo + v.hi;
+    const float2 b = a.lo + a.hi;
+    return b.lo + b.hi;
+}
+
+float pfx_max8(float8 v)
+{
+    const float4 a = fmax(v.lo, v.hi);
+    const float2 b = fmax(a.lo, a.hi);
+    return fmax(b.lo, b.hi);
+}
+
+#define PFX_LOG2E 1.4426950408889634f
+
 /*
  * 2^x for x <= 0 (and NaN): 0 below -126, else 2^round(x) times a degree-7
  * polynomial of the fraction. exp2() is a libm call on CPUs that blocks

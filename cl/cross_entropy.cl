@@ -12,27 +12,12 @@
 #define CE_LOCAL 64
 #endif
 #define CE_IGNORE (-100)
-#define LOG2E 1.4426950408889634f
 
 /* exp(z - max) = 2^((z - max) log2 e), an argument <= 0: the polynomial of
  * cl/common.cl (with mad(): rusticl's vector fma() is wrong) on 8 logits at
  * a time, where the library exp is a call per element on CPU compilers. */
 PFX_DEFINE_POLY_EXP2_WITH(ce_exp2v, float8, int8, convert_int8, as_float8, mad)
 PFX_DEFINE_POLY_EXP2_WITH(ce_exp2, float, int, convert_int, as_float, mad)
-
-float ce_max8(float8 v)
-{
-    const float4 a = fmax(v.lo, v.hi);
-    const float2 b = fmax(a.lo, a.hi);
-    return fmax(b.lo, b.hi);
-}
-
-float ce_sum8(float8 v)
-{
-    const float4 a = v.lo + v.hi;
-    const float2 b = a.lo + a.hi;
-    return b.lo + b.hi;
-}
 
 __kernel __attribute__((reqd_work_group_size(CE_LOCAL, 1, 1)))
 void pfx_cross_entropy(const ulong row_base, const ulong vocab,
@@ -61,7 +46,7 @@ void pfx_cross_entropy(const ulong row_base, const ulong vocab,
         float8 m8 = (float8)(-INFINITY);
         for (ulong j = lid; j < chunks; j += CE_LOCAL)
             m8 = fmax(m8, vload8(j, zr));
-        float m = ce_max8(m8);
+        float m = pfx_max8(m8);
         for (ulong c = tail + lid; c < vocab; c += CE_LOCAL)
             m = fmax(m, zr[c]);
         s[lid] = m;
@@ -75,10 +60,10 @@ void pfx_cross_entropy(const ulong row_base, const ulong vocab,
         barrier(CLK_LOCAL_MEM_FENCE);
         float8 e8 = (float8)0.0f;
         for (ulong j = lid; j < chunks; j += CE_LOCAL)
-            e8 += ce_exp2v((vload8(j, zr) - mx) * LOG2E);
-        float e = ce_sum8(e8);
+            e8 += ce_exp2v((vload8(j, zr) - mx) * PFX_LOG2E);
+        float e = pfx_sum8(e8);
         for (ulong c = tail + lid; c < vocab; c += CE_LOCAL)
-            e += ce_exp2((zr[c] - mx) * LOG2E);
+            e += ce_exp2((zr[c] - mx) * PFX_LOG2E);
         s[lid] = e;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (uint w = CE_LOCAL / 2; w > 0; w >>= 1) {
@@ -95,12 +80,12 @@ void pfx_cross_entropy(const ulong row_base, const ulong vocab,
             const float inv_sum = 1.0f / sum;
             const int8 lanes = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
             for (ulong j = lid; j < chunks; j += CE_LOCAL) {
-                const float8 p = ce_exp2v((vload8(j, zr) - mx) * LOG2E) * inv_sum;
+                const float8 p = ce_exp2v((vload8(j, zr) - mx) * PFX_LOG2E) * inv_sum;
                 const int8 hit = lanes + (int8)(8 * (int)j) == (int8)label;
                 vstore8((p - select((float8)0.0f, (float8)1.0f, hit)) * inv_count, j, zr);
             }
             for (ulong c = tail + lid; c < vocab; c += CE_LOCAL) {
-                const float p = ce_exp2((zr[c] - mx) * LOG2E) * inv_sum;
+                const float p = ce_exp2((zr[c] - mx) * PFX_LOG2E) * inv_sum;
                 zr[c] = (p - ((long)c == (long)label ? 1.0f : 0.0f)) * inv_count;
             }
         }

@@ -35,24 +35,6 @@ inline float norm_group_sum(__local float *s, float v)
 #define FOR_CHUNKS for (ulong j = lid; j < cols / 8; j += NORM_LOCAL)
 #define FOR_TAIL for (ulong c = cols / 8 * 8 + lid; c < cols; c += NORM_LOCAL)
 
-float norm_hsum8(float8 v)
-{
-    const float4 a = v.lo + v.hi;
-    const float2 b = a.lo + a.hi;
-    return b.lo + b.hi;
-}
-
-/* The 8 weights (float or half, element c at off + c * step) of chunk j. */
-float8 norm_load8(__global const void *p, ulong off, ulong step, int is_half, ulong j)
-{
-    if (step == 1)
-        return is_half ? vload_half8(0, (__global const half *)p + off + 8 * j)
-                       : vload8(0, (__global const float *)p + off + 8 * j);
-    float t[8];
-    for (int k = 0; k < 8; k++)
-        t[k] = pfx_load(p, off + (8 * j + k) * step, is_half);
-    return vload8(0, t);
-}
 
 /* y = (x - mean) * rstd * w (+ b); rms: y = x * rstd * w (no mean). Stats
  * (when has_stats) go to mean[mean_off + row * step] (LayerNorm only) and
@@ -79,7 +61,7 @@ void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
         if (!rms) {
             float8 a8 = (float8)0.0f;
             FOR_CHUNKS a8 += vload8(j, xr);
-            float a = norm_hsum8(a8);
+            float a = pfx_sum8(a8);
             FOR_TAIL a += xr[c];
             mu = norm_group_sum(s, a) * inv_cols;
         }
@@ -88,7 +70,7 @@ void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
             const float8 d = vload8(j, xr) - mu;
             q8 += d * d;
         }
-        float q = norm_hsum8(q8);
+        float q = pfx_sum8(q8);
         FOR_TAIL {
             const float d = xr[c] - mu;
             q += d * d;
@@ -96,9 +78,9 @@ void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
         const float r = rsqrt(norm_group_sum(s, q) * inv_cols + eps);
         __global float *yr = y + y_off + row * y_ld;
         FOR_CHUNKS {
-            float8 v = (vload8(j, xr) - mu) * r * norm_load8(w, w_off, w_step, w_half, j);
+            float8 v = (vload8(j, xr) - mu) * r * pfx_load8(w, w_off, w_step, w_half, j);
             if (has_b)
-                v += norm_load8(b, b_off, b_step, b_half, j);
+                v += pfx_load8(b, b_off, b_step, b_half, j);
             vstore8(v, j, yr);
         }
         FOR_TAIL {
@@ -140,11 +122,11 @@ void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
         const float r = rstd[rstd_off + row * rstd_step];
         float8 sg8 = (float8)0.0f, sgx8 = (float8)0.0f;
         FOR_CHUNKS {
-            const float8 g = vload8(j, dyr) * norm_load8(w, w_off, w_step, w_half, j);
+            const float8 g = vload8(j, dyr) * pfx_load8(w, w_off, w_step, w_half, j);
             sg8 += g;
             sgx8 += g * (vload8(j, xr) - mu) * r;
         }
-        float sg = norm_hsum8(sg8), sgx = norm_hsum8(sgx8);
+        float sg = pfx_sum8(sg8), sgx = pfx_sum8(sgx8);
         FOR_TAIL {
             const float g = dyr[c] * NORM_W(c);
             sg += g;
@@ -154,7 +136,7 @@ void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
         const float mgx = norm_group_sum(s, sgx) * inv_cols;
         __global float *dxr = dx + dx_off + row * dx_ld;
         FOR_CHUNKS {
-            const float8 g = vload8(j, dyr) * norm_load8(w, w_off, w_step, w_half, j);
+            const float8 g = vload8(j, dyr) * pfx_load8(w, w_off, w_step, w_half, j);
             const float8 xhat = (vload8(j, xr) - mu) * r;
             const float8 v = r * (g - mg - xhat * mgx);
             vstore8(accumulate ? vload8(j, dxr) + v : v, j, dxr);

@@ -25,9 +25,7 @@ void pfx_opt_sumsq(const ulong n, __global const float *g, __global float *parti
         const float8 x = vload8(j, g);
         acc8 += x * x;
     }
-    const float4 a4 = acc8.lo + acc8.hi;
-    const float2 a2 = a4.lo + a4.hi;
-    float acc = a2.lo + a2.hi;
+    float acc = pfx_sum8(acc8);
     for (ulong i = n / 8 * 8 + get_global_id(0); i < n; i += get_global_size(0)) {
         const float x = g[i];
         acc += x * x;

@@ -19,7 +19,7 @@ pfx_status pfx_op_bias_add(pfx_runtime *rt, pfx_mat y, pfx_mat bias)
                        PFX_ARG(ya.ld),  PFX_ARG(ba.mem),    PFX_ARG(ba.offset), PFX_ARG(step),
                        PFX_ARG(ba.half) };
     /* a work-item per 8 columns where the kernel takes them 8 at a time */
-    const size_t items = y.cols % 8 == 0 && step == 1 ? y.rows * y.cols / 8 : y.rows * y.cols;
+    const size_t items = y.cols % 8 == 0 ? y.rows * y.cols / 8 : y.rows * y.cols;
     return pfx_launch_groups(rt, "activation", "", "pfx_bias_add", op,
                              pfx_grid_groups(items, BIAS_LOCAL), BIAS_LOCAL,
                              sizeof(args) / sizeof(args[0]), args);
