@@ -1,7 +1,8 @@
 /*
  * Elementwise pieces of the MLP over float32 [rows, cols] views (offset, row
- * stride): activations forward and backward, SwiGLU, and the bias added to
- * every row (src/ops/activation.c, src/ops/bias.c). Grid-stride loops over
+ * stride): activations forward and backward, SwiGLU, the bias added to
+ * every row, and column blocks split and joined (src/ops/activation.c,
+ * src/ops/bias.c, src/ops/columns.c). Grid-stride loops over
  * rows * cols (8 elements a step where the views are contiguous); every
  * element is read and written by one work-item, so the in-place forms are
  * safe.
@@ -194,5 +195,65 @@ __kernel void pfx_bias_add(const ulong rows, const ulong cols,
     }
     FOR_ELEMENTS(rows, cols) {
         AT(y, y_off, y_ld) += pfx_load(b, b_off + c * b_step, b_half);
+    }
+}
+
+/* The element of part p's view at row r, column col of the side-by-side
+ * matrix (parts of widths w0, w1, the rest). */
+__global float *part_at(ulong r, ulong col, ulong w0, ulong w1,
+                        __global float *y0, ulong y0_off, ulong y0_ld,
+                        __global float *y1, ulong y1_off, ulong y1_ld,
+                        __global float *y2, ulong y2_off, ulong y2_ld)
+{
+    if (col < w0)
+        return y0 + y0_off + r * y0_ld + col;
+    if (col < w0 + w1)
+        return y1 + y1_off + r * y1_ld + (col - w0);
+    return y2 + y2_off + r * y2_ld + (col - w0 - w1);
+}
+
+#define PART_AT(col) part_at(r, (col), w0, w1, y0, y0_off, y0_ld, y1, y1_off, y1_ld, y2, y2_off, y2_ld)
+#define PARTS_ARGS                                                                           \
+    const ulong rows, const ulong w0, const ulong w1, const ulong w2,                        \
+        __global float *x, const ulong x_off, const ulong x_ld,                              \
+        __global float *y0, const ulong y0_off, const ulong y0_ld,                           \
+        __global float *y1, const ulong y1_off, const ulong y1_ld,                           \
+        __global float *y2, const ulong y2_off, const ulong y2_ld
+
+/* Columns [0, w0), [w0, w0 + w1) and the last w2 of x, plus the bias when
+ * has_b, to y0, y1 and y2 (src/ops/columns.c: the fused Q/K/V projection's
+ * output into Q, K and V). 8 columns a step when every width is a multiple
+ * of 8 (a chunk then lies in one part). */
+__kernel void pfx_split_columns(PARTS_ARGS, __global const void *b, const ulong b_off,
+                                const ulong b_step, const int b_half, const int has_b)
+{
+    const ulong cols = w0 + w1 + w2;
+    if (w0 % 8 == 0 && w1 % 8 == 0 && w2 % 8 == 0) {
+        FOR_ELEMENTS(rows, cols / 8) {
+            float8 v = vload8(0, x + x_off + r * x_ld + 8 * c);
+            if (has_b)
+                v += pfx_load8(b, b_off, b_step, b_half, c);
+            vstore8(v, 0, PART_AT(8 * c));
+        }
+        return;
+    }
+    FOR_ELEMENTS(rows, cols) {
+        *PART_AT(c) = AT(x, x_off, x_ld) + (has_b ? pfx_load(b, b_off + c * b_step, b_half) : 0.0f);
+    }
+}
+
+/* The reverse: y0, y1, y2 side by side into x (the Q, K, V gradients into
+ * the fused projection's). */
+__kernel void pfx_join_columns(PARTS_ARGS)
+{
+    const ulong cols = w0 + w1 + w2;
+    if (w0 % 8 == 0 && w1 % 8 == 0 && w2 % 8 == 0) {
+        FOR_ELEMENTS(rows, cols / 8) {
+            vstore8(vload8(0, PART_AT(8 * c)), 0, x + x_off + r * x_ld + 8 * c);
+        }
+        return;
+    }
+    FOR_ELEMENTS(rows, cols) {
+        AT(x, x_off, x_ld) = *PART_AT(c);
     }
 }

@@ -1,7 +1,8 @@
 /*
  * Suite 'activation': the MLP activations (gelu_new, gelu, relu, silu)
- * forward and backward, SwiGLU forward and backward, the bias added to rows
- * (src/ops/activation.c, bias.c) against the double reference, on awkward
+ * forward and backward, SwiGLU forward and backward, the bias added to rows,
+ * column blocks split and joined (src/ops/activation.c, bias.c, columns.c)
+ * against the double reference, on awkward
  * sizes, strided views (gate and up as halves of one fused buffer), in place,
  * half biases; name parsing; bad arguments.
  */
@@ -156,6 +157,71 @@ static void test_bias(void **state)
         }
 }
 
+/* Column blocks: x split into parts (with a bias slice, float or half, or
+ * none) and the parts joined back, on strided views of awkward widths and
+ * of whole 8-column chunks (the kernels' vector form). */
+static void test_columns(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t sizes[][4] = { { 1, 1, 1, 1 }, { 7, 5, 3, 9 }, { 33, 24, 8, 16 }, { 5, 64, 16, 16 },
+                                { 129, 40, 8, 24 }, { 3, 6, 0, 0 }, { 2, 16, 8, 0 } };
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        for (int kind = 0; kind < 3; kind++) {
+            const size_t R = sizes[i][0], parts = sizes[i][3] ? 3 : sizes[i][2] ? 2 : 1;
+            size_t W = 0, col[3];
+            for (size_t p = 0; p < parts; p++) {
+                col[p] = W;
+                W += sizes[i][1 + p];
+            }
+            const size_t xld = W + 3, xoff = 1;
+            ref_rng rng;
+            ref_rng_seed(&rng, 700 + i * 3 + (uint64_t)kind);
+            float *hx, *hb, *hy[3];
+            pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, xoff + (R - 1) * xld + W, 1.0f, &hx);
+            pfx_tensor *b = mo_upload(rt, &rng, kind == 2 ? PFX_DTYPE_F16 : PFX_DTYPE_F32, W + 2, 1.0f, &hb);
+            pfx_tensor *y[3] = { NULL, NULL, NULL };
+            pfx_mat yv[3];
+            size_t yld[3], yoff[3];
+            for (size_t p = 0; p < parts; p++) {
+                const size_t w = sizes[i][1 + p];
+                yld[p] = w + p;  /* strided but the first */
+                yoff[p] = 2 * p;
+                y[p] = mo_upload(rt, &rng, PFX_DTYPE_F32, yoff[p] + (R - 1) * yld[p] + w, 1.0f, &hy[p]);
+                yv[p] = pfx_mat_of(y[p], yoff[p], R, w, yld[p]);
+            }
+            /* split: the bias from element 2 of its tensor (kind 0: none) */
+            const pfx_mat bv = PFX_VEC(b, 2, W);
+            assert_int_equal(pfx_op_split_columns(rt, pfx_mat_of(x, xoff, R, W, xld), kind ? &bv : NULL, parts, yv),
+                             PFX_SUCCESS);
+            for (size_t p = 0; p < parts; p++) {
+                const size_t w = sizes[i][1 + p];
+                double *Y = mo_gather(hx, xoff + col[p], R, w, xld);
+                for (size_t r = 0; kind && r < R; r++)
+                    for (size_t c = 0; c < w; c++)
+                        Y[r * w + c] += hb[2 + col[p] + c];
+                mo_expect_view("split columns", y[p], hy[p], yoff[p], R, w, R > 1 ? yld[p] : w, Y, TOL_OPS_F32);
+                free(Y);
+                free(hy[p]);
+                hy[p] = mo_read(y[p]);
+            }
+            /* join: the parts as they are now back into x */
+            assert_int_equal(pfx_op_join_columns(rt, parts, yv, pfx_mat_of(x, xoff, R, W, xld)), PFX_SUCCESS);
+            double *X = malloc(R * W * sizeof(double));
+            assert_non_null(X);
+            for (size_t p = 0; p < parts; p++)
+                for (size_t r = 0; r < R; r++)
+                    for (size_t c = 0; c < sizes[i][1 + p]; c++)
+                        X[r * W + col[p] + c] = hy[p][yoff[p] + r * yld[p] + c];
+            mo_expect_view("join columns", x, hx, xoff, R, W, R > 1 ? xld : W, X, 0.0);
+            free(X); free(hx); free(hb);
+            for (size_t p = 0; p < parts; p++) {
+                free(hy[p]);
+                pfx_tensor_destroy(&y[p]);
+            }
+            pfx_tensor_destroy(&x); pfx_tensor_destroy(&b);
+        }
+}
+
 static void test_bad_arguments(void **state)
 {
     pfx_runtime *rt = *state;
@@ -191,6 +257,25 @@ static void test_bad_arguments(void **state)
     assert_status_names(rt, pfx_op_bias_add(rt, a, PFX_VEC(x, 4, 8)), PFX_ERROR_ALIASING, "bias");
     assert_status_names(NULL, pfx_op_bias_add(NULL, a, PFX_VEC(x, 40, 8)), PFX_ERROR_NULL_ARGUMENT,
                         "rt");
+    pfx_mat parts[3] = { pfx_mat_of(x, 32, 4, 3, 3), pfx_mat_of(x, 44, 4, 5, 5), PFX_MAT(xh, 4, 5) };
+    pfx_mat bias8 = PFX_VEC(xh, 0, 8);
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 0, parts), PFX_ERROR_INVALID_ARGUMENT, "parts");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 4, parts), PFX_ERROR_INVALID_ARGUMENT, "parts");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 2, NULL), PFX_ERROR_NULL_ARGUMENT, "y");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 3, parts), PFX_ERROR_DTYPE_MISMATCH, "y[2]");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 1, parts), PFX_ERROR_INVALID_SHAPE, "widths");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, &parts[0], 2, parts), PFX_ERROR_INVALID_SHAPE, "bias");
+    assert_int_equal(pfx_op_split_columns(rt, a, &bias8, 2, parts), PFX_SUCCESS);
+    parts[1] = pfx_mat_of(x, 40, 4, 5, 5);
+    assert_status_names(rt, pfx_op_split_columns(rt, a, &bias8, 2, parts), PFX_ERROR_ALIASING, "y[1]");
+    parts[1] = pfx_mat_of(x, 20, 4, 5, 5);
+    assert_status_names(rt, pfx_op_join_columns(rt, 2, parts, a), PFX_ERROR_ALIASING, "y[1]");
+    parts[1] = pfx_mat_of(x, 44, 3, 5, 5);
+    assert_status_names(rt, pfx_op_join_columns(rt, 2, parts, a), PFX_ERROR_INVALID_SHAPE, "y[1]");
+    parts[1] = pfx_mat_of(x, 44, 4, 5, 5);
+    assert_status_names(rt, pfx_op_join_columns(rt, 2, parts, PFX_MAT(other, 4, 8)), PFX_ERROR_RUNTIME_MISMATCH,
+                        "x");
+    assert_status_names(NULL, pfx_op_join_columns(NULL, 2, parts, a), PFX_ERROR_NULL_ARGUMENT, "rt");
     assert_int_equal(pfx_test_live_bytes(rt), live);
     pfx_tensor_destroy(&x); pfx_tensor_destroy(&xh); pfx_tensor_destroy(&other);
     pfx_runtime_destroy(&rt2);
@@ -203,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_bias),
+        cmocka_unit_test(test_columns),
         cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests_name("activation", tests, pfx_test_group_setup,

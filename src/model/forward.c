@@ -81,7 +81,7 @@ typedef struct lin {
     bool head;                      /* the LM head (profiled apart) */
 } lin;
 
-enum { L_Q, L_K, L_V, L_O, L_UP, L_GATE, L_DOWN };
+enum { L_Q, L_K, L_V, L_QKV, L_O, L_UP, L_GATE, L_DOWN };
 
 static lin get_lin(const pfx_model *m, size_t l, int which)
 {
@@ -94,9 +94,9 @@ static lin get_lin(const pfx_model *m, size_t l, int which)
         /* Conv1D [in, out]; c_attn holds q | k | v side by side */
         const pfx_tensor *qkv = pfx_model_w(m, l, PFX_W_QKV), *qkv_b = pfx_model_w(m, l, PFX_W_QKV_B);
         const size_t width = QD + 2 * KVD;
-        const size_t col[3] = { 0, QD, QD + KVD }, cols[3] = { QD, KVD, KVD };
+        const size_t col[4] = { 0, QD, QD + KVD, 0 }, cols[4] = { QD, KVD, KVD, width };
         switch (which) {
-        case L_Q: case L_K: case L_V:
+        case L_Q: case L_K: case L_V: case L_QKV:
             r.w = pfx_mat_of(qkv, col[which], C, cols[which], width);
             r.b = PFX_VEC(qkv_b, col[which], cols[which]);
             r.in = C;
@@ -124,19 +124,21 @@ static lin get_lin(const pfx_model *m, size_t l, int which)
         r.has_b = true;
         return r;
     }
-    /* Linear [out, in] */
-    static const pfx_weight_role roles[] = { PFX_W_Q, PFX_W_K, PFX_W_V, PFX_W_O, PFX_W_UP, PFX_W_GATE, PFX_W_DOWN };
-    static const pfx_weight_role biases[] = { PFX_W_Q_B, PFX_W_K_B, PFX_W_V_B, PFX_W_O_B,
-                                              PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT };
-    const size_t outs[] = { QD, KVD, KVD, C, I, I, C }, ins[] = { C, C, C, QD, C, C, I };
+    /* Linear [out, in]; q, k, v are row blocks of the stacked [QD + 2 KVD, C] */
+    static const pfx_weight_role roles[] = { PFX_W_QKV, PFX_W_QKV, PFX_W_QKV, PFX_W_QKV,
+                                             PFX_W_O,   PFX_W_UP,  PFX_W_GATE, PFX_W_DOWN };
+    static const pfx_weight_role biases[] = { PFX_W_QKV_B, PFX_W_QKV_B, PFX_W_QKV_B, PFX_W_QKV_B,
+                                              PFX_W_O_B, PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT };
+    const size_t outs[] = { QD, KVD, KVD, QD + 2 * KVD, C, I, I, C }, ins[] = { C, C, C, C, QD, C, C, I };
+    const size_t row0[] = { 0, QD, QD + KVD, 0, 0, 0, 0, 0 };
     r.in = ins[which];
     r.out = outs[which];
     r.trans = true;
-    r.w = PFX_MAT(pfx_model_w(m, l, roles[which]), r.out, r.in);
+    r.w = pfx_mat_of(pfx_model_w(m, l, roles[which]), row0[which] * r.in, r.out, r.in, r.in);
     const pfx_tensor *b = biases[which] < PFX_W_ROLE_COUNT ? pfx_model_w(m, l, biases[which]) : NULL;
     if (b) {
         r.has_b = true;
-        r.b = PFX_VEC(b, 0, r.out);
+        r.b = PFX_VEC(b, row0[which], r.out);
     }
     return r;
 }
@@ -280,15 +282,26 @@ pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot)
     return wsl(m, l, slot);
 }
 
+/* Q, K, V of block l's R rows as the three column blocks of WS_QKV. */
+static void qkv_parts(const pfx_model *m, size_t l, size_t R, pfx_mat part[3])
+{
+    static const int slots[3] = { WS_Q, WS_K, WS_V };
+    for (int i = 0; i < 3; i++) {
+        const size_t cols = get_lin(m, l, L_Q + i).out;
+        part[i] = PFX_MAT(wsl(m, l, slots[i]), R, cols);
+    }
+}
+
 pfx_status pfx_model_block_qkv(pfx_model *m, size_t l, size_t R)
 {
-    const lin q = get_lin(m, l, L_Q), k = get_lin(m, l, L_K), v = get_lin(m, l, L_V);
+    const lin qkv = get_lin(m, l, L_QKV);
+    pfx_mat part[3];
+    qkv_parts(m, l, R, part);
     pfx_status st;
     if ((st = norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, m->hidden[l], WS_MEAN1, WS_RSTD1)) ||
-        (st = lin_fwd(m, "model: q", &q, R, m->ws[WS_LN], 0, wsl(m, l, WS_Q), 0, 0.0f, true)) ||
-        (st = lin_fwd(m, "model: k", &k, R, m->ws[WS_LN], 0, wsl(m, l, WS_K), 0, 0.0f, true)))
+        (st = lin_fwd(m, "model: q, k, v", &qkv, R, m->ws[WS_LN], 0, m->ws[WS_QKV], 0, 0.0f, false)))
         return st;
-    return lin_fwd(m, "model: v", &v, R, m->ws[WS_LN], 0, wsl(m, l, WS_V), 0, 0.0f, true);
+    return pfx_op_split_columns(m->rt, PFX_MAT(m->ws[WS_QKV], R, qkv.out), qkv.has_b ? &qkv.b : NULL, 3, part);
 }
 
 pfx_status pfx_model_block_mlp(pfx_model *m, size_t l, size_t R, bool output)
@@ -430,9 +443,12 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
                                        s->head_dim, c->P, freq)))
             return st;
     }
-    if ((st = lin_bwd(m, "model: d q", &q, R, ws[WS_DQ], 0, ws[WS_DLN], 0, 0.0f)) ||
-        (st = lin_bwd(m, "model: d k", &k, R, ws[WS_DK], 0, ws[WS_DLN], 0, 1.0f)) ||
-        (st = lin_bwd(m, "model: d v", &v, R, ws[WS_DV], 0, ws[WS_DLN], 0, 1.0f)) ||
+    /* dQ | dK | dV side by side, then one product back through the fused projection */
+    const lin qkv = get_lin(m, l, L_QKV);
+    const pfx_mat dparts[3] = { PFX_MAT(ws[WS_DQ], R, q.out), PFX_MAT(ws[WS_DK], R, k.out),
+                                PFX_MAT(ws[WS_DV], R, v.out) };
+    if ((st = pfx_op_join_columns(rt, 3, dparts, PFX_MAT(ws[WS_QKV], R, qkv.out))) ||
+        (st = lin_bwd(m, "model: d q, k, v", &qkv, R, ws[WS_QKV], 0, ws[WS_DLN], 0, 0.0f)) ||
         (st = copy_rows(m, "model: d residual", ws[WS_DA], dx, R * C)))
         return st;
     return norm_bwd(m, l, PFX_W_NORM1, R, m->hidden[l], WS_MEAN1, WS_RSTD1, ws[WS_DLN], dx, true);

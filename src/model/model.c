@@ -32,6 +32,9 @@ void pfx_model_destroy(pfx_model **mp)
     for (size_t i = 0; m->kept && i < m->cfg.shape.layers * PFX_KEPT_COUNT; i++)
         pfx_tensor_destroy(&m->kept[i]);
     free(m->kept);
+    for (size_t i = 0; m->fused_qkv && i < 2 * m->cfg.shape.layers; i++)
+        pfx_tensor_destroy(&m->fused_qkv[i]);
+    free(m->fused_qkv);
     pfx_tensor_destroy(&m->inv_freq);
     pfx_ids_destroy(&m->ids);
     pfx_ids_destroy(&m->labels);
@@ -137,6 +140,7 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
         [WS_DV] = R * KVD,   [WS_DO] = R * QD,     [WS_DM] = R * I,     [WS_LOGITS] = chunk * V,
         [WS_ROWLOSS] = R,
         [WS_CONV] = p->storage == PFX_DTYPE_F16 ? (64 * maxk > CONV_MIN_FLOATS ? 64 * maxk : CONV_MIN_FLOATS) : 0,
+        [WS_QKV] = R * (QD + 2 * KVD),
     };
     if (st == PFX_SUCCESS && !p->recompute && !(m->kept = calloc(L * PFX_KEPT_COUNT, sizeof(*m->kept))))
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
@@ -248,6 +252,57 @@ static bool names_have_gpt2_prefix(const pfx_model_config *cfg, char *const *nam
     return false;
 }
 
+/* The Llama family's q, k and v projections stacked into one tensor per
+ * layer ([QD + 2 KVD, C], biases likewise), so that one product computes
+ * all three (GPT-2's c_attn is stored so already); the separate tensors are
+ * released layer by layer (device copies: released buffers live until the
+ * copies that read them are done). */
+static pfx_status fuse_qkv(pfx_model *m)
+{
+    if (m->cfg.family != PFX_FAMILY_LLAMA)
+        return PFX_SUCCESS;
+    pfx_runtime *rt = m->rt;
+    const size_t L = m->cfg.shape.layers;
+    if (!(m->fused_qkv = calloc(2 * L, sizeof(*m->fused_qkv))))
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    static const pfx_weight_role parts[2][3] = { { PFX_W_Q, PFX_W_K, PFX_W_V }, { PFX_W_Q_B, PFX_W_K_B, PFX_W_V_B } };
+    static const pfx_weight_role fused[2] = { PFX_W_QKV, PFX_W_QKV_B };
+    for (size_t l = 0; l < L; l++) {
+        const pfx_tensor **w = m->layer_w + l * LAYER_ROLES;
+        for (int bias = 0; bias < 2; bias++) {
+            const pfx_tensor *q = w[parts[bias][0] - PFX_W_FIRST_LAYER_ROLE];
+            if (!q)
+                continue; /* no q, k, v biases */
+            size_t shape[2] = { 0, q->ndim == 2 ? q->shape[1] : 0 };
+            for (int i = 0; i < 3; i++)
+                shape[0] += w[parts[bias][i] - PFX_W_FIRST_LAYER_ROLE]->shape[0];
+            pfx_tensor **out = &m->fused_qkv[2 * l + (size_t)bias];
+            pfx_status st = pfx_tensor_create(rt, q->dtype, q->ndim, shape, out);
+            size_t at = 0;
+            for (int i = 0; i < 3 && st == PFX_SUCCESS; i++) {
+                const pfx_tensor *src = w[parts[bias][i] - PFX_W_FIRST_LAYER_ROLE];
+                cl_int err = clEnqueueCopyBuffer(rt->queue, src->mem, (*out)->mem, 0, at, src->bytes, 0, NULL, NULL);
+                if (err != CL_SUCCESS)
+                    st = pfx_cl_error(rt, err, "model: q, k, v stacked");
+                at += src->bytes;
+            }
+            if (st != PFX_SUCCESS)
+                return st;
+            w[fused[bias] - PFX_W_FIRST_LAYER_ROLE] = *out;
+            for (int i = 0; i < 3; i++)
+                w[parts[bias][i] - PFX_W_FIRST_LAYER_ROLE] = NULL;
+        }
+        for (size_t i = 0; i < m->spec_count; i++) {
+            const pfx_weight_role r = m->specs[i].role;
+            const bool part = r == PFX_W_Q || r == PFX_W_K || r == PFX_W_V || r == PFX_W_Q_B || r == PFX_W_K_B ||
+                              r == PFX_W_V_B;
+            if (part && m->specs[i].layer == l)
+                pfx_tensor_destroy(&m->tensors[i]);
+        }
+    }
+    return PFX_SUCCESS;
+}
+
 static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_model_config *cfg,
                                   const pfx_model_params *p, pfx_model **out)
 {
@@ -329,6 +384,8 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%s' is missing (%s, %zu layers)",
                        sharded ? where : single, m->specs[k].name, cfg->shape.model_type, cfg->shape.layers);
     }
+    if (st == PFX_SUCCESS)
+        st = fuse_qkv(m);
     if (st == PFX_SUCCESS)
         st = pfx_runtime_finish(rt);
 out:
@@ -427,6 +484,8 @@ pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_m
         st = pfx_tensor_write(m->tensors[i], 0, n, host);
     }
     free(host);
+    if (st == PFX_SUCCESS)
+        st = fuse_qkv(m);
     if (st != PFX_SUCCESS) {
         pfx_model_destroy(&m);
         return st;

@@ -45,8 +45,9 @@ typedef enum pfx_weight_role {
     PFX_W_LM_HEAD,     /* [V, C] when not tied */
     /* per layer */
     PFX_W_NORM1, PFX_W_NORM1_B, PFX_W_NORM2, PFX_W_NORM2_B,
-    PFX_W_QKV, PFX_W_QKV_B,        /* fused (GPT-2 c_attn [C, 3C], [3C]) */
-    PFX_W_Q, PFX_W_K, PFX_W_V,     /* separate (Llama [out, in]) */
+    PFX_W_QKV, PFX_W_QKV_B,        /* fused: GPT-2 c_attn [C, 3C], [3C]; the Llama family's
+                                      q | k | v rows [QD + 2 KVD, C] (and biases), stacked at load */
+    PFX_W_Q, PFX_W_K, PFX_W_V,     /* separate (Llama [out, in] checkpoints; released once fused) */
     PFX_W_Q_B, PFX_W_K_B, PFX_W_V_B,
     PFX_W_O, PFX_W_O_B,
     PFX_W_UP, PFX_W_UP_B,          /* GPT-2 c_fc / Llama up_proj */
@@ -99,6 +100,7 @@ enum {
     WS_LOGITS,  /* [chunk, V] */
     WS_ROWLOSS, /* [R] */
     WS_CONV,    /* half storage: float32 blocks of a weight for SGEMM */
+    WS_QKV,     /* [R, QD + 2 KVD] the fused projection's output (forward), its gradient (backward) */
     WS_COUNT
 };
 
@@ -115,7 +117,8 @@ struct pfx_model {
     size_t chunk_rows;
     pfx_weight_spec *specs;
     size_t spec_count;
-    pfx_tensor **tensors;               /* [spec_count], owned */
+    pfx_tensor **tensors;               /* [spec_count], owned (Llama q, k, v: NULL once fused) */
+    pfx_tensor **fused_qkv;             /* [L][2] Llama family: q | k | v weights and biases, owned */
     const pfx_tensor *global[PFX_W_FIRST_LAYER_ROLE];
     const pfx_tensor **layer_w;         /* [L][PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE] */
     pfx_tensor *inv_freq;               /* [D/2] (Llama family) */
@@ -138,7 +141,7 @@ static inline int pfx_model_kept_slot(const pfx_model *m, int slot)
         [WS_MEAN1] = 6, [WS_RSTD1] = 7, [WS_MEAN2] = 8, [WS_RSTD2] = 9, [WS_MEANF] = -1, [WS_RSTDF] = -1,
         [WS_M0] = 10, [WS_M1] = 11, [WS_M2] = -1, [WS_DH0] = -1, [WS_DH1] = -1, [WS_DLN] = -1, [WS_DA] = -1,
         [WS_DQ] = -1, [WS_DK] = -1, [WS_DV] = -1, [WS_DO] = -1, [WS_DM] = -1, [WS_LOGITS] = -1,
-        [WS_ROWLOSS] = -1, [WS_CONV] = -1,
+        [WS_ROWLOSS] = -1, [WS_CONV] = -1, [WS_QKV] = -1,
     };
     if (m->p.recompute || (slot == WS_M1 && m->cfg.family == PFX_FAMILY_GPT2))
         return -1; /* GPT-2's activation output is not read by the backward */
@@ -156,8 +159,8 @@ static inline const pfx_tensor *pfx_model_w(const pfx_model *m, size_t l, pfx_we
 /* ---- block pieces (forward.c), shared with the serving step (decode.c) ----
  * Rows are the R = B * N rows of the workspace; hidden[l] is block l's input. */
 
-/* Norm 1 of hidden[l] into WS_LN and the q, k, v projections (biases added,
- * no RoPE) into WS_Q, WS_K, WS_V. */
+/* Norm 1 of hidden[l] into WS_LN and the q, k, v projections (one product
+ * into WS_QKV, split with the biases added, no RoPE) into WS_Q, WS_K, WS_V. */
 pfx_status pfx_model_block_qkv(pfx_model *m, size_t l, size_t R);
 /* With the attention output in WS_O: the residual and output projection into
  * WS_A, norm 2 and the MLP; with `output` the block's result in hidden[l + 1]. */

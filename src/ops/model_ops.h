@@ -163,6 +163,22 @@ pfx_status pfx_op_swiglu_backward(pfx_runtime *rt, pfx_mat gate, pfx_mat up, pfx
  * No backward: biases are frozen and the gradient passes through unchanged. */
 pfx_status pfx_op_bias_add(pfx_runtime *rt, pfx_mat y, pfx_mat bias);
 
+/* ---- column blocks (the fused Q/K/V projection) ---- */
+
+#define PFX_COLUMN_PARTS_MAX 3
+
+/* y[i] = columns [c_i, c_i + y[i].cols) of x (c_i: the widths before it),
+ * plus that slice of bias when bias is not NULL ([x.cols], F32 or F16):
+ * one product's output split into Q, K and V with their biases. The parts'
+ * widths add up to x.cols, every view has x's rows, the parts overlap
+ * neither x nor each other. 1 <= parts <= PFX_COLUMN_PARTS_MAX. */
+pfx_status pfx_op_split_columns(pfx_runtime *rt, pfx_mat x, const pfx_mat *bias, size_t parts,
+                                const pfx_mat *y);
+
+/* The reverse without a bias: x = y[0] | y[1] | ... side by side (the Q,
+ * K, V gradients as one for the projection's backward product). */
+pfx_status pfx_op_join_columns(pfx_runtime *rt, size_t parts, const pfx_mat *y, pfx_mat x);
+
 /* ---- RoPE (HF rotate-half) ---- */
 
 typedef enum pfx_rope_type {

@@ -55,7 +55,7 @@ static void add_fixed(pfx_vendor vendor, pfx_program_config *out, size_t cap, si
     /* whole-model pieces (model_ops.h): no tunables, in-kernel defaults */
     add(out, cap, n, "embedding", "");     /* embedding.c */
     add(out, cap, n, "norm", "");          /* norm.c: NORM_LOCAL 64 */
-    add(out, cap, n, "activation", "");    /* activation.c, bias.c */
+    add(out, cap, n, "activation", "");    /* activation.c, bias.c, columns.c */
     add(out, cap, n, "rope", "");          /* rope.c */
     add(out, cap, n, "convert", "");       /* convert.c, gemm.c (half weights) */
     add(out, cap, n, "cross_entropy", ""); /* cross_entropy.c: CE_LOCAL 64 */
