@@ -163,8 +163,9 @@ static void test_bias(void **state)
 static void test_columns(void **state)
 {
     pfx_runtime *rt = *state;
+    /* { 3, 4, 4, 8 }: a total of whole chunks with parts that are not */
     const size_t sizes[][4] = { { 1, 1, 1, 1 }, { 7, 5, 3, 9 }, { 33, 24, 8, 16 }, { 5, 64, 16, 16 },
-                                { 129, 40, 8, 24 }, { 3, 6, 0, 0 }, { 2, 16, 8, 0 } };
+                                { 129, 40, 8, 24 }, { 3, 6, 0, 0 }, { 2, 16, 8, 0 }, { 3, 4, 4, 8 } };
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         for (int kind = 0; kind < 3; kind++) {
             const size_t R = sizes[i][0], parts = sizes[i][3] ? 3 : sizes[i][2] ? 2 : 1;
@@ -178,7 +179,7 @@ static void test_columns(void **state)
             ref_rng_seed(&rng, 700 + i * 3 + (uint64_t)kind);
             float *hx, *hb, *hy[3];
             pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, xoff + (R - 1) * xld + W, 1.0f, &hx);
-            pfx_tensor *b = mo_upload(rt, &rng, kind == 2 ? PFX_DTYPE_F16 : PFX_DTYPE_F32, W + 2, 1.0f, &hb);
+            pfx_tensor *b = mo_upload(rt, &rng, kind == 2 ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 2 * W + 2, 1.0f, &hb);
             pfx_tensor *y[3] = { NULL, NULL, NULL };
             pfx_mat yv[3];
             size_t yld[3], yoff[3];
@@ -189,8 +190,10 @@ static void test_columns(void **state)
                 y[p] = mo_upload(rt, &rng, PFX_DTYPE_F32, yoff[p] + (R - 1) * yld[p] + w, 1.0f, &hy[p]);
                 yv[p] = pfx_mat_of(y[p], yoff[p], R, w, yld[p]);
             }
-            /* split: the bias from element 2 of its tensor (kind 0: none) */
-            const pfx_mat bv = PFX_VEC(b, 2, W);
+            /* split: the bias from element 2 of its tensor, every element
+             * (float) or every second one (half); kind 0: none */
+            const size_t bstep = kind == 2 ? 2 : 1;
+            const pfx_mat bv = pfx_mat_of(b, 2, W, 1, bstep);
             assert_int_equal(pfx_op_split_columns(rt, pfx_mat_of(x, xoff, R, W, xld), kind ? &bv : NULL, parts, yv),
                              PFX_SUCCESS);
             for (size_t p = 0; p < parts; p++) {
@@ -198,13 +201,17 @@ static void test_columns(void **state)
                 double *Y = mo_gather(hx, xoff + col[p], R, w, xld);
                 for (size_t r = 0; kind && r < R; r++)
                     for (size_t c = 0; c < w; c++)
-                        Y[r * w + c] += hb[2 + col[p] + c];
+                        Y[r * w + c] += hb[2 + (col[p] + c) * bstep];
                 mo_expect_view("split columns", y[p], hy[p], yoff[p], R, w, R > 1 ? yld[p] : w, Y, TOL_OPS_F32);
                 free(Y);
                 free(hy[p]);
                 hy[p] = mo_read(y[p]);
             }
-            /* join: the parts as they are now back into x */
+            /* join: the parts as they are now back into x, cleared first
+             * (without a bias the parts are x's own values) */
+            assert_int_equal(pfx_tensor_fill(x, 0.5f), PFX_SUCCESS);
+            for (size_t e = 0; e < pfx_tensor_numel(x); e++)
+                hx[e] = 0.5f;
             assert_int_equal(pfx_op_join_columns(rt, parts, yv, pfx_mat_of(x, xoff, R, W, xld)), PFX_SUCCESS);
             double *X = malloc(R * W * sizeof(double));
             assert_non_null(X);
@@ -268,6 +275,9 @@ static void test_bad_arguments(void **state)
     assert_int_equal(pfx_op_split_columns(rt, a, &bias8, 2, parts), PFX_SUCCESS);
     parts[1] = pfx_mat_of(x, 40, 4, 5, 5);
     assert_status_names(rt, pfx_op_split_columns(rt, a, &bias8, 2, parts), PFX_ERROR_ALIASING, "y[1]");
+    pfx_mat bias_over_y0 = PFX_VEC(x, 32, 8);
+    parts[1] = pfx_mat_of(x, 44, 4, 5, 5);
+    assert_status_names(rt, pfx_op_split_columns(rt, a, &bias_over_y0, 2, parts), PFX_ERROR_ALIASING, "y[0]");
     parts[1] = pfx_mat_of(x, 20, 4, 5, 5);
     assert_status_names(rt, pfx_op_join_columns(rt, 2, parts, a), PFX_ERROR_ALIASING, "y[1]");
     parts[1] = pfx_mat_of(x, 44, 3, 5, 5);

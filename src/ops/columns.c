@@ -34,7 +34,8 @@ static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t par
                              y[i].rows, x.rows);
         if ((st = pfx_mat_check_alias(rt, op, names[i], &y[i], "x", &x, false)))
             return st;
-        for (size_t j = 0; j < i; j++)
+        /* the split's outputs: apart from each other and from the bias it reads */
+        for (size_t j = 0; split && j < i; j++)
             if ((st = pfx_mat_check_alias(rt, op, names[i], &y[i], names[j], &y[j], false)))
                 return st;
         width += y[i].cols;
@@ -42,9 +43,11 @@ static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t par
     if (width != x.cols)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: the parts' widths add up to %zu, x has %zu columns", op,
                          width, x.cols);
-    if (bias && ((st = pfx_mat_check_vector(rt, op, "bias", bias, x.cols, PFX_MAT_WEIGHT)) ||
-                 (st = pfx_mat_check_alias(rt, op, "x", &x, "bias", bias, false))))
+    if (bias && (st = pfx_mat_check_vector(rt, op, "bias", bias, x.cols, PFX_MAT_WEIGHT)))
         return st;
+    for (size_t i = 0; bias && i < parts; i++)
+        if ((st = pfx_mat_check_alias(rt, op, names[i], &y[i], "bias", bias, false)))
+            return st;
     pfx_mat part[PFX_COLUMN_PARTS_MAX];
     for (size_t i = 0; i < PFX_COLUMN_PARTS_MAX; i++)
         part[i] = i < parts ? y[i] : no_part;

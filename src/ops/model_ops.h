@@ -171,12 +171,13 @@ pfx_status pfx_op_bias_add(pfx_runtime *rt, pfx_mat y, pfx_mat bias);
  * plus that slice of bias when bias is not NULL ([x.cols], F32 or F16):
  * one product's output split into Q, K and V with their biases. The parts'
  * widths add up to x.cols, every view has x's rows, the parts overlap
- * neither x nor each other. 1 <= parts <= PFX_COLUMN_PARTS_MAX. */
+ * neither x, the bias nor each other. 1 <= parts <= PFX_COLUMN_PARTS_MAX. */
 pfx_status pfx_op_split_columns(pfx_runtime *rt, pfx_mat x, const pfx_mat *bias, size_t parts,
                                 const pfx_mat *y);
 
 /* The reverse without a bias: x = y[0] | y[1] | ... side by side (the Q,
- * K, V gradients as one for the projection's backward product). */
+ * K, V gradients as one for the projection's backward product); x overlaps
+ * no part. */
 pfx_status pfx_op_join_columns(pfx_runtime *rt, size_t parts, const pfx_mat *y, pfx_mat x);
 
 /* ---- RoPE (HF rotate-half) ---- */
