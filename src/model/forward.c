@@ -81,7 +81,7 @@ typedef struct lin {
     bool head;                      /* the LM head (profiled apart) */
 } lin;
 
-enum { L_Q, L_K, L_V, L_QKV, L_O, L_UP, L_GATE, L_DOWN };
+enum { L_QKV, L_O, L_UP, L_GATE, L_DOWN };
 
 static lin get_lin(const pfx_model *m, size_t l, int which)
 {
@@ -94,13 +94,12 @@ static lin get_lin(const pfx_model *m, size_t l, int which)
         /* Conv1D [in, out]; c_attn holds q | k | v side by side */
         const pfx_tensor *qkv = pfx_model_w(m, l, PFX_W_QKV), *qkv_b = pfx_model_w(m, l, PFX_W_QKV_B);
         const size_t width = QD + 2 * KVD;
-        const size_t col[4] = { 0, QD, QD + KVD, 0 }, cols[4] = { QD, KVD, KVD, width };
         switch (which) {
-        case L_Q: case L_K: case L_V: case L_QKV:
-            r.w = pfx_mat_of(qkv, col[which], C, cols[which], width);
-            r.b = PFX_VEC(qkv_b, col[which], cols[which]);
+        case L_QKV:
+            r.w = PFX_MAT(qkv, C, width);
+            r.b = PFX_VEC(qkv_b, 0, width);
             r.in = C;
-            r.out = cols[which];
+            r.out = width;
             break;
         case L_O:
             r.w = PFX_MAT(pfx_model_w(m, l, PFX_W_O), QD, C);
@@ -124,21 +123,19 @@ static lin get_lin(const pfx_model *m, size_t l, int which)
         r.has_b = true;
         return r;
     }
-    /* Linear [out, in]; q, k, v are row blocks of the stacked [QD + 2 KVD, C] */
-    static const pfx_weight_role roles[] = { PFX_W_QKV, PFX_W_QKV, PFX_W_QKV, PFX_W_QKV,
-                                             PFX_W_O,   PFX_W_UP,  PFX_W_GATE, PFX_W_DOWN };
-    static const pfx_weight_role biases[] = { PFX_W_QKV_B, PFX_W_QKV_B, PFX_W_QKV_B, PFX_W_QKV_B,
-                                              PFX_W_O_B, PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT };
-    const size_t outs[] = { QD, KVD, KVD, QD + 2 * KVD, C, I, I, C }, ins[] = { C, C, C, C, QD, C, C, I };
-    const size_t row0[] = { 0, QD, QD + KVD, 0, 0, 0, 0, 0 };
+    /* Linear [out, in]; q, k, v stacked at load: [QD + 2 KVD, C] */
+    static const pfx_weight_role roles[] = { PFX_W_QKV, PFX_W_O, PFX_W_UP, PFX_W_GATE, PFX_W_DOWN };
+    static const pfx_weight_role biases[] = { PFX_W_QKV_B, PFX_W_O_B, PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT,
+                                              PFX_W_ROLE_COUNT };
+    const size_t outs[] = { QD + 2 * KVD, C, I, I, C }, ins[] = { C, QD, C, C, I };
     r.in = ins[which];
     r.out = outs[which];
     r.trans = true;
-    r.w = pfx_mat_of(pfx_model_w(m, l, roles[which]), row0[which] * r.in, r.out, r.in, r.in);
+    r.w = PFX_MAT(pfx_model_w(m, l, roles[which]), r.out, r.in);
     const pfx_tensor *b = biases[which] < PFX_W_ROLE_COUNT ? pfx_model_w(m, l, biases[which]) : NULL;
     if (b) {
         r.has_b = true;
-        r.b = PFX_VEC(b, row0[which], r.out);
+        r.b = PFX_VEC(b, 0, r.out);
     }
     return r;
 }
@@ -282,21 +279,22 @@ pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot)
     return wsl(m, l, slot);
 }
 
-/* Q, K, V of block l's R rows as the three column blocks of WS_QKV. */
-static void qkv_parts(const pfx_model *m, size_t l, size_t R, pfx_mat part[3])
+/* The R rows of block l's slots q, k, v ([R, QD], [R, KVD], [R, KVD]):
+ * the three column blocks of WS_QKV (Q, K, V; dQ, dK, dV). */
+static void qkv_parts(const pfx_model *m, size_t l, size_t R, int q, int k, int v, pfx_mat part[3])
 {
-    static const int slots[3] = { WS_Q, WS_K, WS_V };
-    for (int i = 0; i < 3; i++) {
-        const size_t cols = get_lin(m, l, L_Q + i).out;
-        part[i] = PFX_MAT(wsl(m, l, slots[i]), R, cols);
-    }
+    const pfx_model_shape *s = &m->cfg.shape;
+    const size_t QD = s->heads * s->head_dim, KVD = s->kv_heads * s->head_dim;
+    part[0] = PFX_MAT(wsl(m, l, q), R, QD);
+    part[1] = PFX_MAT(wsl(m, l, k), R, KVD);
+    part[2] = PFX_MAT(wsl(m, l, v), R, KVD);
 }
 
 pfx_status pfx_model_block_qkv(pfx_model *m, size_t l, size_t R)
 {
     const lin qkv = get_lin(m, l, L_QKV);
     pfx_mat part[3];
-    qkv_parts(m, l, R, part);
+    qkv_parts(m, l, R, WS_Q, WS_K, WS_V, part);
     pfx_status st;
     if ((st = norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, m->hidden[l], WS_MEAN1, WS_RSTD1)) ||
         (st = lin_fwd(m, "model: q, k, v", &qkv, R, m->ws[WS_LN], 0, m->ws[WS_QKV], 0, 0.0f, false)))
@@ -434,19 +432,16 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
         return st;
     if (!dx)
         return PFX_SUCCESS;
-    const lin q = get_lin(m, l, L_Q), k = get_lin(m, l, L_K), v = get_lin(m, l, L_V);
+    pfx_mat dparts[3];
+    qkv_parts(m, l, R, WS_DQ, WS_DK, WS_DV, dparts);
     if (llama) {
         pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
-        if ((st = pfx_op_rope_backward(rt, PFX_MAT(ws[WS_DQ], R, q.out), c->B, c->N, s->heads, s->head_dim,
-                                       c->P, freq)) ||
-            (st = pfx_op_rope_backward(rt, PFX_MAT(ws[WS_DK], R, k.out), c->B, c->N, s->kv_heads,
-                                       s->head_dim, c->P, freq)))
+        if ((st = pfx_op_rope_backward(rt, dparts[0], c->B, c->N, s->heads, s->head_dim, c->P, freq)) ||
+            (st = pfx_op_rope_backward(rt, dparts[1], c->B, c->N, s->kv_heads, s->head_dim, c->P, freq)))
             return st;
     }
     /* dQ | dK | dV side by side, then one product back through the fused projection */
     const lin qkv = get_lin(m, l, L_QKV);
-    const pfx_mat dparts[3] = { PFX_MAT(ws[WS_DQ], R, q.out), PFX_MAT(ws[WS_DK], R, k.out),
-                                PFX_MAT(ws[WS_DV], R, v.out) };
     if ((st = pfx_op_join_columns(rt, 3, dparts, PFX_MAT(ws[WS_QKV], R, qkv.out))) ||
         (st = lin_bwd(m, "model: d q, k, v", &qkv, R, ws[WS_QKV], 0, ws[WS_DLN], 0, 0.0f)) ||
         (st = copy_rows(m, "model: d residual", ws[WS_DA], dx, R * C)))

@@ -6,9 +6,6 @@
 
 #define COLUMNS_LOCAL 64
 
-/* An unused part: a NULL buffer of width 0 the kernel never reaches. */
-static const pfx_mat no_part = { NULL, 0, 1, 0, 1 };
-
 /* split: x to the parts (pfx_split_columns, with the bias arguments);
  * else the parts to x. */
 static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t parts, const pfx_mat *y,
@@ -48,14 +45,12 @@ static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t par
     for (size_t i = 0; bias && i < parts; i++)
         if ((st = pfx_mat_check_alias(rt, op, names[i], &y[i], "bias", bias, false)))
             return st;
-    pfx_mat part[PFX_COLUMN_PARTS_MAX];
-    for (size_t i = 0; i < PFX_COLUMN_PARTS_MAX; i++)
-        part[i] = i < parts ? y[i] : no_part;
+    /* unused parts: a NULL buffer of width 0 the kernel never reaches */
     pfx_mat_args xa = pfx_mat_kernel_args(&x), pa[PFX_COLUMN_PARTS_MAX];
     cl_ulong w[PFX_COLUMN_PARTS_MAX];
     for (size_t i = 0; i < PFX_COLUMN_PARTS_MAX; i++) {
-        pa[i] = part[i].t ? pfx_mat_kernel_args(&part[i]) : (pfx_mat_args){ NULL, 0, 1, 0 };
-        w[i] = part[i].cols;
+        pa[i] = i < parts ? pfx_mat_kernel_args(&y[i]) : (pfx_mat_args){ NULL, 0, 1, 0 };
+        w[i] = i < parts ? y[i].cols : 0;
     }
     cl_ulong rows = x.rows;
     pfx_mat_args ba = bias ? pfx_mat_kernel_args(bias) : (pfx_mat_args){ NULL, 0, 1, 0 };
