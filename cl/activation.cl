@@ -257,3 +257,19 @@ __kernel void pfx_join_columns(PARTS_ARGS)
         AT(x, x_off, x_ld) = *PART_AT(c);
     }
 }
+
+/* The bias gradient: db[c] (+)= sum_r dy[r, c], one work-item a column
+ * (grid-stride), the rows in order: deterministic, no atomics. */
+__kernel void pfx_bias_grad(const ulong rows, const ulong cols,
+                            __global const float *dy, const ulong dy_off, const ulong dy_ld,
+                            __global float *db, const ulong db_off, const ulong db_step,
+                            const int accumulate)
+{
+    for (ulong c = get_global_id(0); c < cols; c += get_global_size(0)) {
+        float s = 0.0f;
+        for (ulong r = 0; r < rows; r++)
+            s += dy[dy_off + r * dy_ld + c];
+        __global float *b = db + db_off + c * db_step;
+        *b = accumulate ? *b + s : s;
+    }
+}

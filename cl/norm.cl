@@ -149,3 +149,34 @@ void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
         }
     }
 }
+
+/* Gradients of the norm's weight and bias: per column c,
+ *   dw[c] (+)= sum_r dy[r, c] * xhat[r, c],  xhat = (x - mean) * rstd (mean 0 for rms),
+ *   db[c] (+)= sum_r dy[r, c]                (when has_db),
+ * one work-item a column (grid-stride), the rows in order: deterministic,
+ * no atomics; neighbouring work-items read neighbouring columns. */
+__kernel void pfx_norm_param_grad(const ulong rows, const ulong cols, const int rms,
+                                  __global const float *x, const ulong x_off, const ulong x_ld,
+                                  __global const float *mean, const ulong mean_off, const ulong mean_step,
+                                  __global const float *rstd, const ulong rstd_off, const ulong rstd_step,
+                                  __global const float *dy, const ulong dy_off, const ulong dy_ld,
+                                  __global float *dw, const ulong dw_off, const ulong dw_step,
+                                  __global float *db, const ulong db_off, const ulong db_step,
+                                  const int has_db, const int accumulate)
+{
+    for (ulong c = get_global_id(0); c < cols; c += get_global_size(0)) {
+        float sw = 0.0f, sb = 0.0f;
+        for (ulong r = 0; r < rows; r++) {
+            const float g = dy[dy_off + r * dy_ld + c];
+            const float mu = rms ? 0.0f : mean[mean_off + r * mean_step];
+            sw += g * (x[x_off + r * x_ld + c] - mu) * rstd[rstd_off + r * rstd_step];
+            sb += g;
+        }
+        __global float *w = dw + dw_off + c * dw_step;
+        *w = accumulate ? *w + sw : sw;
+        if (has_db) {
+            __global float *b = db + db_off + c * db_step;
+            *b = accumulate ? *b + sb : sb;
+        }
+    }
+}

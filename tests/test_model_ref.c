@@ -1,7 +1,7 @@
 /*
  * Suite 'reference': the whole-model double reference (reference/model_ref.h)
- * checked on its own: prefix and gain gradients of the causal-LM loss by
- * central finite differences (GPT-2 and Llama family: GQA, qkv biases,
+ * checked on its own: prefix, gain and weight gradients of the causal-LM
+ * loss by central finite differences (GPT-2 and Llama family: GQA, qkv biases,
  * llama3 RoPE, padding, ignored labels, P = 0), its attention with lengths
  * against the contract reference (reference.h), tied and untied heads, a zero
  * linear gain equal to no gain. No OpenCL.
@@ -155,6 +155,136 @@ static void check_gradients(const model_case *k)
     problem_free(&pr);
 }
 
+/* One weight array and its gradient, for the finite differences. */
+typedef struct weight_pair {
+    const char *name;
+    float *w;
+    const double *g;
+    size_t n;
+} weight_pair;
+
+/* Every weight of pr (cast: the arrays live in pr->s, which the test owns)
+ * with its gradient in g; returns the count. */
+static size_t weight_pairs(problem *pr, const ref_model_grads *g, weight_pair *out)
+{
+    const ref_model_config *c = &pr->c;
+    const size_t L = c->layers, C = c->hidden, I = c->inner, V = c->vocab;
+    const size_t qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
+    size_t n = 0;
+#define PAIR(label, wp, gp, count)                                                    \
+    do {                                                                              \
+        if ((wp) && (gp))                                                             \
+            out[n++] = (weight_pair){ label, (float *)(wp), (gp), (count) };          \
+    } while (0)
+    PAIR("wte", pr->w.wte, g->wte, V * C);
+    PAIR("wpe", pr->w.wpe, g->wpe, c->max_positions * C);
+    PAIR("final_w", pr->w.final_w, g->final_w, C);
+    PAIR("final_b", pr->w.final_b, g->final_b, C);
+    PAIR("lm_head", pr->w.lm_head, g->lm_head, V * C);
+    for (size_t l = 0; l < L; l++) {
+        const ref_model_layer *w = &pr->w.layer[l];
+        const ref_model_layer_grads *y = &g->layer[l];
+        PAIR("ln_1_w", w->ln_1_w, y->ln_1_w, C);
+        PAIR("ln_1_b", w->ln_1_b, y->ln_1_b, C);
+        PAIR("c_attn_w", w->c_attn_w, y->c_attn_w, 3 * C * C);
+        PAIR("c_attn_b", w->c_attn_b, y->c_attn_b, 3 * C);
+        PAIR("attn_proj_w", w->attn_proj_w, y->attn_proj_w, C * C);
+        PAIR("attn_proj_b", w->attn_proj_b, y->attn_proj_b, C);
+        PAIR("ln_2_w", w->ln_2_w, y->ln_2_w, C);
+        PAIR("ln_2_b", w->ln_2_b, y->ln_2_b, C);
+        PAIR("c_fc_w", w->c_fc_w, y->c_fc_w, C * I);
+        PAIR("c_fc_b", w->c_fc_b, y->c_fc_b, I);
+        PAIR("mlp_proj_w", w->mlp_proj_w, y->mlp_proj_w, I * C);
+        PAIR("mlp_proj_b", w->mlp_proj_b, y->mlp_proj_b, C);
+        PAIR("input_norm_w", w->input_norm_w, y->input_norm_w, C);
+        PAIR("q_w", w->q_w, y->q_w, qd * C);
+        PAIR("k_w", w->k_w, y->k_w, kvd * C);
+        PAIR("v_w", w->v_w, y->v_w, kvd * C);
+        PAIR("q_b", c->qkv_bias ? w->q_b : NULL, y->q_b, qd);
+        PAIR("k_b", c->qkv_bias ? w->k_b : NULL, y->k_b, kvd);
+        PAIR("v_b", c->qkv_bias ? w->v_b : NULL, y->v_b, kvd);
+        PAIR("o_w", w->o_w, y->o_w, C * qd);
+        PAIR("post_norm_w", w->post_norm_w, y->post_norm_w, C);
+        PAIR("gate_w", w->gate_w, y->gate_w, I * C);
+        PAIR("up_w", w->up_w, y->up_w, I * C);
+        PAIR("down_w", w->down_w, y->down_w, C * I);
+    }
+#undef PAIR
+    return n;
+}
+
+/* The weight gradients of ref_model_backward_weights against central
+ * differences: a few entries of every weight array (wpe: the rows in use),
+ * each array's error on its own; the prefix and gain gradients it returns
+ * equal ref_model_backward's. `untied` gives the model its own LM head. */
+static void check_weight_gradients(const model_case *k, bool untied)
+{
+    problem pr;
+    problem_make(&pr, k);
+    float *head = NULL;
+    if (untied) {
+        head = malloc(pr.c.vocab * pr.c.hidden * sizeof(float));
+        for (size_t i = 0; i < pr.c.vocab * pr.c.hidden; i++)
+            head[i] = 0.5f * pr.w.wte[(i * 7) % (pr.c.vocab * pr.c.hidden)];
+        pr.w.lm_head = head;
+    }
+    ref_model_grads g;
+    ref_model_grads_alloc(&pr.c, untied, &g);
+    const size_t LH = pr.c.layers * pr.c.heads;
+    double *dg = calloc(LH, sizeof(double)), *dg0 = calloc(LH, sizeof(double)), loss = 0.0, loss0 = 0.0;
+    ref_model_backward_weights(&pr.c, &pr.w, &pr.p, &pr.x, &loss, NULL, NULL, dg, &g);
+    ref_model_backward(&pr.c, &pr.w, &pr.p, &pr.x, &loss0, NULL, NULL, dg0);
+    assert_true(loss == loss0);
+    assert_memory_equal(dg, dg0, LH * sizeof(double));
+    weight_pair pairs[64 + 24 * 8];
+    const size_t count = weight_pairs(&pr, &g, pairs);
+    assert_true(count >= 5);
+    for (size_t a = 0; a < count; a++) {
+        const weight_pair *wp = &pairs[a];
+        /* wpe: only rows P .. P + N - 1 are read */
+        const size_t first = wp->g == g.wpe ? k->P * pr.c.hidden : 0;
+        const size_t span = wp->g == g.wpe ? k->N * pr.c.hidden : wp->n;
+        double want[8], got[8], norm = 0.0;
+        size_t n = 0;
+        for (size_t i = first + (a * 5) % 7 % span; n < 8 && i < first + span; i += span / 8 + 1) {
+            want[n] = fd(&pr, &wp->w[i]);
+            got[n++] = wp->g[i];
+            norm += wp->g[i] * wp->g[i];
+        }
+        const double err = rel_l2_d(want, got, n);
+        if (!(err <= TOL_FD_REL) || !(norm > 1e-14))
+            fail_msg("seed %llu: %s gradient error %.3g (> %.3g), norm %.3g", (unsigned long long)k->seed, wp->name,
+                     err, TOL_FD_REL, sqrt(norm));
+    }
+    ref_model_grads_free(&g);
+    free(dg); free(dg0); free(head);
+    problem_free(&pr);
+}
+
+static void test_gpt2_weight_gradients(void **state)
+{
+    (void)state;
+    model_case k = { .c = gpt2_config(), .B = 2, .N = 7, .P = 3, .lengths = { 7, 5 }, .seed = 111 };
+    check_weight_gradients(&k, false);
+    k.P = 0;
+    k.c.gain_mode = PFX_GAIN_LINEAR;
+    k.seed = 112;
+    check_weight_gradients(&k, true);
+}
+
+static void test_llama_weight_gradients(void **state)
+{
+    (void)state;
+    model_case k = { .c = llama_config(), .B = 2, .N = 6, .P = 2, .lengths = { 6, 4 }, .seed = 113 };
+    check_weight_gradients(&k, true);
+    k.c.qkv_bias = false;
+    k.c.kv_heads = 1;
+    k.c.gain_mode = PFX_GAIN_OFF;
+    k.P = 0;
+    k.seed = 114;
+    check_weight_gradients(&k, false);
+}
+
 static void test_gpt2_gradients(void **state)
 {
     (void)state;
@@ -271,6 +401,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2_gradients),
         cmocka_unit_test(test_llama_gradients),
+        cmocka_unit_test(test_gpt2_weight_gradients),
+        cmocka_unit_test(test_llama_weight_gradients),
         cmocka_unit_test(test_attention_lengths),
         cmocka_unit_test(test_tied_and_zero_gain),
     };

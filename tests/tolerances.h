@@ -109,6 +109,10 @@
 #define TOL_MODEL_FWD 1e-5
 #define TOL_MODEL_BWD 2e-5
 #define TOL_MODEL_F16 1e-5
+/* Weight gradients, each tensor on its own: a sum over every row of the
+ * batch of products already within TOL_MODEL_BWD (the bias and norm sums
+ * of R terms add sqrt(R) 2^-24). */
+#define TOL_MODEL_WGRAD 2e-5
 /* Against transformers + PEFT (tests/fixtures/models): float32 on the device
  * vs float64 from the stored weights; the bound the model support is held to
  * (measured below 4e-7 on PoCL). */

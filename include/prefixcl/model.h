@@ -142,15 +142,60 @@ PFX_API pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch
 PFX_API pfx_status pfx_model_loss(pfx_model *model, const pfx_model_batch *batch,
                                   const pfx_model_prefix *prefix, double *loss);
 
+/* ---- weights (full training) ----
+ *
+ * The tensors a model holds, in checkpoint order, each by its checkpoint
+ * name, except that the Llama family's q, k and v projections (weights, and
+ * biases where the config has them) are held stacked as one tensor per
+ * layer, "model.layers.<l>.self_attn.qkv_proj.weight" [QD + 2 KVD, C]
+ * (q_proj's rows, then k_proj's, then v_proj's), as the forward uses them.
+ * A tied LM head is the token embedding: it has no entry of its own.
+ * pfx_model_weight_tensor gives the device tensor itself: an optimizer
+ * updates it in place, and every later call computes with the new values. */
+typedef enum pfx_weight_kind {
+    PFX_WEIGHT_MATRIX = 0,    /* a projection's weight (an untied LM head too) */
+    PFX_WEIGHT_EMBEDDING = 1, /* token embeddings, GPT-2's learned positions */
+    PFX_WEIGHT_BIAS = 2,      /* a projection's or a LayerNorm's bias */
+    PFX_WEIGHT_NORM = 3,      /* a LayerNorm / RMSNorm weight */
+} pfx_weight_kind;
+
+typedef struct pfx_model_weight_info {
+    char name[96];
+    pfx_weight_kind kind;
+    size_t layer;            /* its block, or SIZE_MAX (embeddings, final norm, head) */
+    unsigned ndim;           /* 1 or 2 */
+    size_t shape[2];
+    size_t numel;
+} pfx_model_weight_info;
+
+/* The number of weights (0 for a NULL model). */
+PFX_API size_t pfx_model_weight_count(const pfx_model *model);
+/* Weight `index` (< pfx_model_weight_count): PFX_ERROR_OUT_OF_RANGE beyond. */
+PFX_API pfx_status pfx_model_get_weight(const pfx_model *model, size_t index, pfx_model_weight_info *info);
+PFX_API pfx_status pfx_model_weight_tensor(pfx_model *model, size_t index, pfx_tensor **tensor);
+
 /* Gradients of that loss. keys / values: L float32 tensors shaped like the
  * prefixes (a bank gets one gradient per entry); gains: L float32 tensors
- * [H] (zeros with the gain OFF). Any array or entry may be NULL (not
- * computed). The frozen weights get no gradient and are never written. */
+ * [H] (zeros with the gain OFF); weights: pfx_model_weight_count entries,
+ * the gradient of weight i (float32, shaped like it) or NULL (frozen). Any
+ * array or entry may be NULL (not computed): prefix tuning, gain-only tuning
+ * and full training are the same call with other entries set. Weight
+ * gradients need float32 storage (params.storage F32); a weight is never
+ * written by the backward.
+ *
+ * Weight gradients are the dense products dW = X^T dY of each projection
+ * (through the runtime's GEMM backend, like the forward), column sums for
+ * biases, sum_rows dy * xhat for norm weights, and row gathers for the
+ * embeddings (a tied LM head's dlogits^T X adds into the token embedding's
+ * gradient; GPT-2's position row P + t gathers position t of every item).
+ * Every sum runs in a fixed order: the same call gives the same bits. */
 typedef struct pfx_model_grads {
     pfx_tensor *const *keys;
     pfx_tensor *const *values;
     pfx_tensor *const *gains;
-    bool accumulate;              /* add into the tensors instead of overwriting them */
+    pfx_tensor *const *weights;
+    bool accumulate;              /* add into the tensors instead of overwriting them
+                                   * (gradient accumulation over micro-batches) */
 } pfx_model_grads;
 
 /* Forward, loss and backward in one call (each block's activations kept, or

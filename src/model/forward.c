@@ -179,6 +179,40 @@ static pfx_status lin_bwd(pfx_model *m, const char *what, const lin *f, size_t r
     return prof_end(m, f->head ? PFX_MODEL_PART_HEAD : PFX_MODEL_PART_GEMM, t0, st);
 }
 
+/* The gradient of parameter (layer l, role) that g asks for, or NULL. */
+static pfx_tensor *pgrad(const pfx_model *m, const pfx_model_grads *g, size_t l, pfx_weight_role role)
+{
+    if (!g || !g->weights)
+        return NULL;
+    const size_t i = pfx_model_weight_index(m, l, role);
+    return i == SIZE_MAX ? NULL : g->weights[i];
+}
+
+/* The weight and bias gradients of product f (either may be NULL) over
+ * rows of its input x and output gradient dy: Conv1D [in, out]: dW = x^T dy;
+ * Linear [out, in]: dW = dy^T x; db = the column sums of dy. */
+static pfx_status lin_grads(pfx_model *m, const char *what, const lin *f, size_t rows, const pfx_tensor *x,
+                            size_t x0, const pfx_tensor *dy, size_t dy0, pfx_tensor *dw, pfx_tensor *db,
+                            bool accumulate)
+{
+    pfx_status st = PFX_SUCCESS;
+    if (dw) {
+        const pfx_gemm_operand xo = PFX_GEMM_OP(x->mem, x0 * f->in, f->in);
+        const pfx_gemm_operand yo = PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out);
+        const float beta = accumulate ? 1.0f : 0.0f;
+        double t0 = prof_begin(m);
+        st = f->trans ? pfx_gemm(m->rt, what, true, false, f->out, f->in, rows, 1.0f, yo, xo, beta,
+                                 PFX_GEMM_OP(dw->mem, 0, f->in))
+                      : pfx_gemm(m->rt, what, true, false, f->in, f->out, rows, 1.0f, xo, yo, beta,
+                                 PFX_GEMM_OP(dw->mem, 0, f->out));
+        st = prof_end(m, f->head ? PFX_MODEL_PART_HEAD : PFX_MODEL_PART_GEMM, t0, st);
+    }
+    if (st == PFX_SUCCESS && db)
+        st = pfx_op_bias_grad(m->rt, pfx_mat_of(dy, dy0 * f->out, rows, f->out, f->out), PFX_VEC(db, 0, f->out),
+                              accumulate);
+    return st;
+}
+
 static pfx_status copy_rows(pfx_model *m, const char *what, const pfx_tensor *src, const pfx_tensor *dst,
                             size_t count)
 {
@@ -231,6 +265,25 @@ static pfx_status norm_bwd(pfx_model *m, size_t l, pfx_weight_role w, size_t row
     if (m->cfg.family == PFX_FAMILY_LLAMA)
         return pfx_op_rmsnorm_backward(m->rt, xm, wv, rs, dym, dxm, accumulate);
     return pfx_op_layernorm_backward(m->rt, xm, wv, PFX_VEC(wsl(m, l, mean), 0, rows), rs, dym, dxm, accumulate);
+}
+
+/* The gradients of norm `w` (and its bias `b`) of block l, either may be
+ * NULL: dy the gradient of the norm's output, x its input. */
+static pfx_status norm_grads(pfx_model *m, size_t l, size_t rows, const pfx_tensor *x, int mean, int rstd,
+                             const pfx_tensor *dy, pfx_tensor *dw, pfx_tensor *db, bool accumulate)
+{
+    if (!dw && !db)
+        return PFX_SUCCESS;
+    const size_t C = m->cfg.shape.hidden;
+    pfx_mat mu = PFX_VEC(wsl(m, l, mean), 0, rows), bv = db ? PFX_VEC(db, 0, C) : PFX_VEC(dy, 0, C);
+    pfx_status st = PFX_SUCCESS;
+    if (dw)
+        st = pfx_op_norm_param_grad(m->rt, PFX_MAT(x, rows, C), m->cfg.family == PFX_FAMILY_LLAMA ? NULL : &mu,
+                                    PFX_VEC(wsl(m, l, rstd), 0, rows), PFX_MAT(dy, rows, C), PFX_VEC(dw, 0, C),
+                                    db ? &bv : NULL, accumulate);
+    else /* a LayerNorm bias alone: the column sums of dy */
+        st = pfx_op_bias_grad(m->rt, PFX_MAT(dy, rows, C), bv, accumulate);
+    return st;
 }
 
 static pfx_attention_desc attn_desc(const pfx_model *m, size_t l, const call *c)
@@ -369,39 +422,71 @@ static pfx_status block_forward(pfx_model *m, size_t l, const call *c, bool outp
 }
 
 /* From dy (gradient of hidden[l + 1]) to dx (of hidden[l], when not NULL),
- * the prefix and gain gradients of layer l; block_forward(l) ran just before. */
+ * the prefix, gain and weight gradients of layer l; block_forward(l) ran
+ * just before (or every activation of block l is kept). A weight gradient
+ * is computed from the product's input and output gradient before either
+ * is overwritten; inputs that are not kept (the norm outputs, the MLP's
+ * activation) are recomputed from what is. */
 static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pfx_tensor *dy,
                                  const pfx_tensor *dx, const pfx_model_grads *g)
 {
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
     const bool llama = m->cfg.family == PFX_FAMILY_LLAMA;
+    const bool acc = g && g->accumulate;
     const size_t R = c->R, C = s->hidden, I = s->intermediate;
     pfx_tensor *const *ws = m->ws;
     const lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN), o = get_lin(m, l, L_O);
+    pfx_tensor *g_up = pgrad(m, g, l, PFX_W_UP), *g_up_b = pgrad(m, g, l, PFX_W_UP_B);
+    pfx_tensor *g_gate = pgrad(m, g, l, PFX_W_GATE);
+    pfx_tensor *g_down = pgrad(m, g, l, PFX_W_DOWN), *g_down_b = pgrad(m, g, l, PFX_W_DOWN_B);
+    pfx_tensor *g_n2 = pgrad(m, g, l, PFX_W_NORM2), *g_n2_b = pgrad(m, g, l, PFX_W_NORM2_B);
+    pfx_tensor *g_n1 = pgrad(m, g, l, PFX_W_NORM1), *g_n1_b = pgrad(m, g, l, PFX_W_NORM1_B);
+    pfx_tensor *g_o = pgrad(m, g, l, PFX_W_O), *g_o_b = pgrad(m, g, l, PFX_W_O_B);
+    pfx_tensor *g_qkv = pgrad(m, g, l, PFX_W_QKV), *g_qkv_b = pgrad(m, g, l, PFX_W_QKV_B);
     pfx_status st;
-    /* MLP */
-    if ((st = lin_bwd(m, "model: d mlp output", &down, R, dy, 0, ws[WS_DM], 0, 0.0f)))
+    /* MLP: the output product's input (the activation) again, into DM */
+    if (g_down) {
+        st = llama ? pfx_op_swiglu_forward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
+                                           PFX_MAT(ws[WS_DM], R, I))
+                   : pfx_op_activation_forward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                               PFX_MAT(ws[WS_DM], R, I));
+        if (st != PFX_SUCCESS)
+            return st;
+    }
+    if ((st = lin_grads(m, "model: dW mlp output", &down, R, ws[WS_DM], 0, dy, 0, g_down, g_down_b, acc)) ||
+        (st = lin_bwd(m, "model: d mlp output", &down, R, dy, 0, ws[WS_DM], 0, 0.0f)))
+        return st;
+    /* the input products' input: norm 2's output, again, into LN */
+    const bool want_in = g_up || g_up_b || g_gate;
+    if (want_in && (st = norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2)))
         return st;
     if (llama) {
         const lin gate = get_lin(m, l, L_GATE);
         if ((st = pfx_op_swiglu_backward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
                                          PFX_MAT(ws[WS_DM], R, I), PFX_MAT(wsl(m, l, WS_M0), R, I),
                                          PFX_MAT(wsl(m, l, WS_M1), R, I))) ||
+            (st = lin_grads(m, "model: dW gate", &gate, R, ws[WS_LN], 0, wsl(m, l, WS_M0), 0, g_gate, NULL, acc)) ||
+            (st = lin_grads(m, "model: dW up", &up, R, ws[WS_LN], 0, wsl(m, l, WS_M1), 0, g_up, NULL, acc)) ||
             (st = lin_bwd(m, "model: d gate", &gate, R, wsl(m, l, WS_M0), 0, ws[WS_DLN], 0, 0.0f)) ||
             (st = lin_bwd(m, "model: d up", &up, R, wsl(m, l, WS_M1), 0, ws[WS_DLN], 0, 1.0f)))
             return st;
     } else if ((st = pfx_op_activation_backward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
                                                 PFX_MAT(ws[WS_DM], R, I), PFX_MAT(ws[WS_DM], R, I))) ||
+               (st = lin_grads(m, "model: dW c_fc", &up, R, ws[WS_LN], 0, ws[WS_DM], 0, g_up, g_up_b, acc)) ||
                (st = lin_bwd(m, "model: d c_fc", &up, R, ws[WS_DM], 0, ws[WS_DLN], 0, 0.0f))) {
         return st;
     }
-    if ((st = copy_rows(m, "model: d residual", dy, ws[WS_DA], R * C)) ||
+    if ((st = norm_grads(m, l, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2, ws[WS_DLN], g_n2, g_n2_b, acc)) ||
+        (st = copy_rows(m, "model: d residual", dy, ws[WS_DA], R * C)) ||
         (st = norm_bwd(m, l, PFX_W_NORM2, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2, ws[WS_DLN], ws[WS_DA], true)) ||
+        (st = lin_grads(m, "model: dW attention output", &o, R, wsl(m, l, WS_O), 0, ws[WS_DA], 0, g_o, g_o_b, acc)) ||
         (st = lin_bwd(m, "model: d attention output", &o, R, ws[WS_DA], 0, ws[WS_DO], 0, 0.0f)))
         return st;
 
     /* attention: input gradients and this layer's prefix and gain gradients */
+    const bool want_norm1 = g_n1 || g_n1_b;
+    const bool want_qkv = dx || want_norm1 || g_qkv || g_qkv_b;
     attn_views av = views(m, l, c);
     pfx_attention_desc d = attn_desc(m, l, c);
     pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
@@ -409,16 +494,16 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
     pfx_tensor *dgain = g && g->gains ? g->gains[l] : NULL;
     const bool want_gain = dgain && c->pre.gain_mode != PFX_GAIN_OFF;
     pfx_attention_grads ag = {
-        .dq = dx ? &av.dq : NULL, .dk = dx ? &av.dk : NULL, .dv = dx ? &av.dv : NULL,
+        .dq = want_qkv ? &av.dq : NULL, .dk = want_qkv ? &av.dk : NULL, .dv = want_qkv ? &av.dv : NULL,
         .dprefix_k = c->P && g && g->keys ? g->keys[l] : NULL,
         .dprefix_v = c->P && g && g->values ? g->values[l] : NULL,
         .dgain = want_gain ? dgain : NULL,
     };
-    if (g && g->accumulate && (ag.dprefix_k || ag.dprefix_v || ag.dgain)) {
+    if (acc && (ag.dprefix_k || ag.dprefix_v || ag.dgain)) {
         /* one call accumulates everything: clear dQ, dK, dV first */
         ag.accumulate = true;
-        if (dx && ((st = pfx_tensor_fill(ws[WS_DQ], 0.0f)) || (st = pfx_tensor_fill(ws[WS_DK], 0.0f)) ||
-                   (st = pfx_tensor_fill(ws[WS_DV], 0.0f))))
+        if (want_qkv && ((st = pfx_tensor_fill(ws[WS_DQ], 0.0f)) || (st = pfx_tensor_fill(ws[WS_DK], 0.0f)) ||
+                         (st = pfx_tensor_fill(ws[WS_DV], 0.0f))))
             return st;
     }
     if (ag.dq || ag.dprefix_k || ag.dprefix_v || ag.dgain) {
@@ -428,9 +513,9 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
         if (st != PFX_SUCCESS)
             return st;
     }
-    if (dgain && !want_gain && !(g && g->accumulate) && (st = pfx_tensor_fill(dgain, 0.0f)))
+    if (dgain && !want_gain && !acc && (st = pfx_tensor_fill(dgain, 0.0f)))
         return st;
-    if (!dx)
+    if (!want_qkv)
         return PFX_SUCCESS;
     pfx_mat dparts[3];
     qkv_parts(m, l, R, WS_DQ, WS_DK, WS_DV, dparts);
@@ -442,9 +527,20 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
     }
     /* dQ | dK | dV side by side, then one product back through the fused projection */
     const lin qkv = get_lin(m, l, L_QKV);
-    if ((st = pfx_op_join_columns(rt, 3, dparts, PFX_MAT(ws[WS_QKV], R, qkv.out))) ||
-        (st = lin_bwd(m, "model: d q, k, v", &qkv, R, ws[WS_QKV], 0, ws[WS_DLN], 0, 0.0f)) ||
-        (st = copy_rows(m, "model: d residual", ws[WS_DA], dx, R * C)))
+    if ((st = pfx_op_join_columns(rt, 3, dparts, PFX_MAT(ws[WS_QKV], R, qkv.out))))
+        return st;
+    if (g_qkv && (st = norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, m->hidden[l], WS_MEAN1, WS_RSTD1)))
+        return st;
+    if ((st = lin_grads(m, "model: dW q, k, v", &qkv, R, ws[WS_LN], 0, ws[WS_QKV], 0, g_qkv, g_qkv_b, acc)))
+        return st;
+    if (!dx && !want_norm1)
+        return PFX_SUCCESS;
+    if ((st = lin_bwd(m, "model: d q, k, v", &qkv, R, ws[WS_QKV], 0, ws[WS_DLN], 0, 0.0f)) ||
+        (st = norm_grads(m, l, R, m->hidden[l], WS_MEAN1, WS_RSTD1, ws[WS_DLN], g_n1, g_n1_b, acc)))
+        return st;
+    if (!dx)
+        return PFX_SUCCESS;
+    if ((st = copy_rows(m, "model: d residual", ws[WS_DA], dx, R * C)))
         return st;
     return norm_bwd(m, l, PFX_W_NORM1, R, m->hidden[l], WS_MEAN1, WS_RSTD1, ws[WS_DLN], dx, true);
 }
@@ -617,12 +713,59 @@ static pfx_status write_labels(pfx_model *m, const char *fn, const pfx_model_bat
     return st;
 }
 
+/* The weight gradients of g: float32 storage, each entry float32 and shaped
+ * like its parameter, none the same tensor as a parameter, a prefix, another
+ * gradient or (checked by check_grads) a prefix or gain gradient. */
+static pfx_status check_param_grads(pfx_model *m, const char *fn, const call *c, const pfx_model_grads *g)
+{
+    pfx_runtime *rt = m->rt;
+    const size_t L = m->cfg.shape.layers, n = m->weight_count;
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        const pfx_tensor *t = g->weights[i], *p = m->weights[i].t;
+        if (!t)
+            continue;
+        any = true;
+        pfx_status st = check_tensor(rt, fn, "grads.weights", i, t, true);
+        if (st != PFX_SUCCESS)
+            return st;
+        if (t->ndim != p->ndim || memcmp(t->shape, p->shape, sizeof(t->shape)) != 0)
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: grads.weights[%zu] must be shaped like parameter %s", fn,
+                             i, m->weights[i].name);
+        for (size_t j = 0; j < n; j++)
+            if (t->mem == m->weights[j].t->mem || (j < i && g->weights[j] && g->weights[j]->mem == t->mem))
+                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grads.weights[%zu] is also %s %zu (%s)", fn, i,
+                                 j < i && g->weights[j] && g->weights[j]->mem == t->mem ? "grads.weights" : "parameter",
+                                 j, m->weights[j].name);
+        for (size_t l = 0; l < L; l++) {
+            pfx_tensor *const others[5] = { c->P ? c->pre.keys[l] : NULL, c->P ? c->pre.values[l] : NULL,
+                                            g->keys ? g->keys[l] : NULL, g->values ? g->values[l] : NULL,
+                                            g->gains ? g->gains[l] : NULL };
+            static const char *const names[5] = { "prefix.keys", "prefix.values", "grads.keys", "grads.values",
+                                                  "grads.gains" };
+            for (int k = 0; k < 5; k++)
+                if (others[k] && others[k]->mem == t->mem)
+                    return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grads.weights[%zu] is also %s[%zu]", fn, i,
+                                     names[k], l);
+        }
+    }
+    if (any && m->p.storage != PFX_DTYPE_F32)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: weight gradients need float32 weights (the model was loaded with half storage)", fn);
+    return PFX_SUCCESS;
+}
+
 static pfx_status check_grads(pfx_model *m, const char *fn, const call *c, const pfx_model_grads *g)
 {
     pfx_runtime *rt = m->rt;
     const size_t L = m->cfg.shape.layers;
     if (!g)
         return PFX_SUCCESS;
+    if (g->weights) {
+        pfx_status st = check_param_grads(m, fn, c, g);
+        if (st != PFX_SUCCESS)
+            return st;
+    }
     for (size_t l = 0; l < L; l++) {
         pfx_tensor *const arrays[3] = { g->keys ? g->keys[l] : NULL, g->values ? g->values[l] : NULL,
                                         g->gains ? g->gains[l] : NULL };
@@ -749,9 +892,10 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
 }
 
 /* The head and the per-row losses (WS_ROWLOSS) in chunks of rows; with
- * `grad` the gradient of the final norm's output goes to WS_DH1. Enqueues
- * only: read_loss waits for the value. */
-static pfx_status head_loss(pfx_model *m, const call *c, bool grad)
+ * `grad` the gradient of the final norm's output goes to WS_DH1, and with
+ * `dhead` the head's weight gradient there (written, or added with
+ * `accumulate`). Enqueues only: read_loss waits for the value. */
+static pfx_status head_loss(pfx_model *m, const call *c, bool grad, pfx_tensor *dhead, bool accumulate)
 {
     const size_t V = m->cfg.shape.vocab;
     lin head = head_lin(m);
@@ -769,6 +913,9 @@ static pfx_status head_loss(pfx_model *m, const call *c, bool grad)
             break;
         if (grad)
             st = lin_bwd(m, "model: d lm_head", &head, rows, m->ws[WS_LOGITS], 0, m->ws[WS_DH1], r0, 0.0f);
+        if (st == PFX_SUCCESS && grad && dhead)
+            st = lin_grads(m, "model: dW lm_head", &head, rows, m->ws[WS_LN], r0, m->ws[WS_LOGITS], 0, dhead, NULL,
+                           accumulate || r0 > 0);
     }
     return st;
 }
@@ -806,7 +953,7 @@ pfx_status pfx_model_loss(pfx_model *model, const pfx_model_batch *batch, const 
     if (st == PFX_SUCCESS)
         st = final_norm(model, &c);
     if (st == PFX_SUCCESS)
-        st = head_loss(model, &c, false);
+        st = head_loss(model, &c, false, NULL, false);
     if (st == PFX_SUCCESS)
         st = read_loss(model, &c, loss);
     return st;
@@ -822,22 +969,41 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch, co
         st = check_grads(model, fn, &c, grads);
     if (st == PFX_SUCCESS)
         st = write_labels(model, fn, batch, &c);
-    if (st == PFX_SUCCESS)
-        st = run_blocks(model, batch, &c);
-    if (st == PFX_SUCCESS)
-        st = final_norm(model, &c);
-    if (st == PFX_SUCCESS)
-        st = head_loss(model, &c, true);
-    const size_t L = model ? model->cfg.shape.layers : 0;
-    if (st == PFX_SUCCESS)
-        st = norm_bwd(model, 0, PFX_W_NORM_F, c.R, model->hidden[L], WS_MEANF, WS_RSTDF, model->ws[WS_DH1],
-                      model->ws[WS_DH0], false);
-    /* the gradient of hidden[l + 1] sits in DH0 for l = L - 1, then alternates */
+    if (st != PFX_SUCCESS)
+        return st;
+    const pfx_model_shape *s = &model->cfg.shape;
+    const size_t L = s->layers, C = s->hidden;
+    const bool acc = grads && grads->accumulate;
+    pfx_tensor *g_wte = pgrad(model, grads, 0, PFX_W_EMBED), *g_wpe = pgrad(model, grads, 0, PFX_W_POS);
+    pfx_tensor *g_head = s->tied_embeddings ? g_wte : pgrad(model, grads, 0, PFX_W_LM_HEAD);
+    if ((st = run_blocks(model, batch, &c)) || (st = final_norm(model, &c)) ||
+        (st = head_loss(model, &c, true, g_head, acc)) ||
+        (st = norm_bwd(model, 0, PFX_W_NORM_F, c.R, model->hidden[L], WS_MEANF, WS_RSTDF, model->ws[WS_DH1],
+                       model->ws[WS_DH0], false)) ||
+        (st = norm_grads(model, 0, c.R, model->hidden[L], WS_MEANF, WS_RSTDF, model->ws[WS_DH1],
+                         pgrad(model, grads, 0, PFX_W_NORM_F), pgrad(model, grads, 0, PFX_W_NORM_F_B), acc)))
+        return st;
+    /* the gradient of hidden[l + 1] sits in DH0 for l = L - 1, then
+     * alternates; block 0 passes one on only to the embeddings */
+    const bool want_embed = g_wte || g_wpe;
+    const pfx_tensor *d_embed = model->ws[(L - 1) % 2 ? WS_DH0 : WS_DH1];
     for (size_t l = L; l-- > 0 && st == PFX_SUCCESS;) {
         const pfx_tensor *dy = model->ws[(L - 1 - l) % 2 ? WS_DH1 : WS_DH0];
-        const pfx_tensor *dx = l ? model->ws[(L - 1 - l) % 2 ? WS_DH0 : WS_DH1] : NULL;
+        const pfx_tensor *dx = l || want_embed ? model->ws[(L - 1 - l) % 2 ? WS_DH0 : WS_DH1] : NULL;
         if (!model->p.recompute || (st = block_forward(model, l, &c, false)) == PFX_SUCCESS)
             st = block_backward(model, l, &c, dy, dx, grads);
+    }
+    if (st == PFX_SUCCESS && want_embed) {
+        /* a tied head wrote the token embedding's gradient already */
+        pfx_mat dout = PFX_MAT(d_embed, c.R, C);
+        if (g_wte && !acc && !s->tied_embeddings)
+            st = pfx_tensor_fill(g_wte, 0.0f);
+        if (st == PFX_SUCCESS && g_wte)
+            st = pfx_op_embedding_backward(model->rt, model->ids, c.B, c.N, dout, PFX_MAT(g_wte, s->vocab, C));
+        if (st == PFX_SUCCESS && g_wpe && !acc)
+            st = pfx_tensor_fill(g_wpe, 0.0f);
+        if (st == PFX_SUCCESS && g_wpe)
+            st = pfx_op_position_backward(model->rt, c.B, c.N, dout, PFX_MAT(g_wpe, s->max_positions, C), c.P);
     }
     if (st == PFX_SUCCESS && loss)
         st = read_loss(model, &c, loss);

@@ -35,6 +35,8 @@ void pfx_model_destroy(pfx_model **mp)
     for (size_t i = 0; m->fused_qkv && i < 2 * m->cfg.shape.layers; i++)
         pfx_tensor_destroy(&m->fused_qkv[i]);
     free(m->fused_qkv);
+    free(m->weights);
+    free(m->weight_at);
     pfx_tensor_destroy(&m->inv_freq);
     pfx_ids_destroy(&m->ids);
     pfx_ids_destroy(&m->labels);
@@ -387,6 +389,8 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
     if (st == PFX_SUCCESS)
         st = fuse_qkv(m);
     if (st == PFX_SUCCESS)
+        st = pfx_model_weights_index(m);
+    if (st == PFX_SUCCESS)
         st = pfx_runtime_finish(rt);
 out:
     if (st != PFX_SUCCESS)
@@ -486,6 +490,8 @@ pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_m
     free(host);
     if (st == PFX_SUCCESS)
         st = fuse_qkv(m);
+    if (st == PFX_SUCCESS)
+        st = pfx_model_weights_index(m);
     if (st != PFX_SUCCESS) {
         pfx_model_destroy(&m);
         return st;

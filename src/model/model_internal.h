@@ -110,6 +110,15 @@ typedef struct pfx_model_profile {
     double ms[PFX_MODEL_PART_COUNT];
 } pfx_model_profile;
 
+/* One trainable weight (weights_list.c): its name, role, block (SIZE_MAX:
+ * global) and tensor (owned by tensors[] or fused_qkv[]). */
+typedef struct pfx_model_weight_entry {
+    char name[96];
+    pfx_weight_role role;
+    size_t layer;
+    pfx_tensor *t;
+} pfx_model_weight_entry;
+
 struct pfx_model {
     pfx_runtime *rt;
     pfx_model_config cfg;
@@ -127,8 +136,18 @@ struct pfx_model {
     pfx_ids *ids;                       /* [R] */
     pfx_ids *labels;                    /* [R], shifted */
     pfx_tensor **kept;                  /* [L][PFX_KEPT_COUNT] without params.recompute */
+    pfx_model_weight_entry *weights;    /* [weight_count]: model.h's weight list */
+    size_t weight_count;
+    size_t *weight_at;                  /* the entry of (layer, role), or SIZE_MAX */
     pfx_model_profile prof;
 };
+
+/* Builds weights and weight_at once the tensors are final (after the q, k,
+ * v stacking). */
+pfx_status pfx_model_weights_index(pfx_model *m);
+/* Index of the weight of `role` in block `layer` (any layer for a global
+ * role), or SIZE_MAX when the model has none. */
+size_t pfx_model_weight_index(const pfx_model *m, size_t layer, pfx_weight_role role);
 
 /* The activations a block's backward reads, kept per layer unless
  * params.recompute: A, Q, K, V, O, LSE, the four norm statistics, M0 and

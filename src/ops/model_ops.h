@@ -80,7 +80,7 @@ void pfx_ids_destroy(pfx_ids **ids);
 /* Label value that the cross-entropy does not count (HF's ignore_index). */
 #define PFX_LABEL_IGNORE (-100)
 
-/* ---- embeddings (forward only: gradients stop at the embedding output) ---- */
+/* ---- embeddings ---- */
 
 /* out row r = b * tokens + t (r < batch * tokens) receives
  *   wte[ids[r]] + (wpe ? wpe[pos0 + t] : 0),
@@ -91,6 +91,20 @@ void pfx_ids_destroy(pfx_ids **ids);
  * the entry. */
 pfx_status pfx_op_embedding(pfx_runtime *rt, const pfx_ids *ids, size_t batch, size_t tokens,
                             pfx_mat wte, const pfx_mat *wpe, size_t pos0, pfx_mat out);
+
+/* The token table's gradient from dout (F32 [batch * tokens, C], the
+ * gradient of the embedding output), ADDED into dwte (F32 [V, C]): row
+ * ids[r] receives dout row r. Each element is one work-item's sum over its
+ * rows in ascending order (no atomics): deterministic. The ids are read from
+ * their host copy (a gather plan is uploaded per call). dwte does not
+ * overlap dout. */
+pfx_status pfx_op_embedding_backward(pfx_runtime *rt, const pfx_ids *ids, size_t batch, size_t tokens,
+                                     pfx_mat dout, pfx_mat dwte);
+
+/* GPT-2's learned positions' gradient, ADDED into dwpe (F32 [Pmax, C]): row
+ * pos0 + t receives the sum of dout's rows of position t, items in order. */
+pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens, pfx_mat dout, pfx_mat dwpe,
+                                    size_t pos0);
 
 /* ---- normalization ---- */
 
@@ -121,6 +135,15 @@ pfx_status pfx_op_rmsnorm_forward(pfx_runtime *rt, pfx_mat x, pfx_mat w, float e
  * dx must not overlap x or dy. */
 pfx_status pfx_op_rmsnorm_backward(pfx_runtime *rt, pfx_mat x, pfx_mat w, pfx_mat rstd,
                                    pfx_mat dy, pfx_mat dx, bool accumulate);
+
+/* The norm's weight and bias gradients, xhat = (x - mean) * rstd (x * rstd
+ * for RMSNorm: mean NULL):
+ *   dw[c] = sum_r dy[r, c] xhat[r, c],  db[c] = sum_r dy[r, c] (db may be NULL),
+ * written (accumulate false) or added. x, dy: F32 [R, C]; mean, rstd: F32
+ * [R] from the forward; dw, db: F32 [C], overlapping no input nor each
+ * other. One work-item a column, the rows in order (deterministic). */
+pfx_status pfx_op_norm_param_grad(pfx_runtime *rt, pfx_mat x, const pfx_mat *mean, pfx_mat rstd,
+                                  pfx_mat dy, pfx_mat dw, const pfx_mat *db, bool accumulate);
 
 /* ---- activations ---- */
 
@@ -160,8 +183,13 @@ pfx_status pfx_op_swiglu_backward(pfx_runtime *rt, pfx_mat gate, pfx_mat up, pfx
 
 /* y[r, c] += bias[c] over an [R, C] F32 view; bias: a [C] vector (F32 or F16,
  * e.g. PFX_VEC(c_attn_bias, C, C) for the key slice of GPT-2's fused bias).
- * No backward: biases are frozen and the gradient passes through unchanged. */
+ * The gradient of y passes to the input unchanged. */
 pfx_status pfx_op_bias_add(pfx_runtime *rt, pfx_mat y, pfx_mat bias);
+
+/* The bias's gradient: db[c] = sum_r dy[r, c] (accumulate: added), dy F32
+ * [R, C], db an F32 [C] vector not overlapping dy. One work-item a column,
+ * the rows in order (deterministic). */
+pfx_status pfx_op_bias_grad(pfx_runtime *rt, pfx_mat dy, pfx_mat db, bool accumulate);
 
 /* ---- column blocks (the fused Q/K/V projection) ---- */
 

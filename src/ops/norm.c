@@ -156,3 +156,51 @@ pfx_status pfx_op_rmsnorm_backward(pfx_runtime *rt, pfx_mat x, pfx_mat w, pfx_ma
 {
     return backward(rt, "rmsnorm backward", true, x, w, NULL, rstd, dy, dx, accumulate);
 }
+
+pfx_status pfx_op_norm_param_grad(pfx_runtime *rt, pfx_mat x, const pfx_mat *mean, pfx_mat rstd,
+                                  pfx_mat dy, pfx_mat dw, const pfx_mat *db, bool accumulate)
+{
+    const char *op = "norm weight grad";
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", op);
+    pfx_status st;
+    if ((st = pfx_mat_check(rt, op, "x", &x, PFX_MAT_F32)) ||
+        (st = pfx_mat_check(rt, op, "dy", &dy, PFX_MAT_F32)) ||
+        (st = pfx_mat_same_shape(rt, op, "x", &x, "dy", &dy)) ||
+        (st = pfx_mat_check_vector(rt, op, "rstd", &rstd, x.rows, PFX_MAT_F32)) ||
+        (st = pfx_mat_check_vector(rt, op, "dw", &dw, x.cols, PFX_MAT_F32)))
+        return st;
+    if (mean && (st = pfx_mat_check_vector(rt, op, "mean", mean, x.rows, PFX_MAT_F32)))
+        return st;
+    if (db && (st = pfx_mat_check_vector(rt, op, "db", db, x.cols, PFX_MAT_F32)))
+        return st;
+    /* the outputs overlap no input and not each other */
+    const pfx_mat *outs[2] = { &dw, db };
+    const char *out_names[2] = { "dw", "db" };
+    const pfx_mat *ins[4] = { &x, &dy, &rstd, mean };
+    const char *in_names[4] = { "x", "dy", "rstd", "mean" };
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; outs[o] && i < 4; i++)
+            if (ins[i] && (st = pfx_mat_check_alias(rt, op, out_names[o], outs[o], in_names[i], ins[i], false)))
+                return st;
+    if (db && pfx_mat_overlap(&dw, db))
+        return pfx_error(rt, PFX_ERROR_ALIASING, "%s: dw overlaps db", op);
+
+    const pfx_mat *mm = mean ? mean : &no_vec, *bm = db ? db : &no_vec;
+    pfx_mat_args xa = pfx_mat_kernel_args(&x), dya = pfx_mat_kernel_args(&dy);
+    cl_mem mmem = mean ? mean->t->mem : NULL, bmem = db ? db->t->mem : NULL;
+    cl_ulong rows = x.rows, cols = x.cols;
+    cl_ulong m_off = mm->offset, m_step = pfx_mat_vector_step(mm);
+    cl_ulong r_off = rstd.offset, r_step = pfx_mat_vector_step(&rstd);
+    cl_ulong w_off = dw.offset, w_step = pfx_mat_vector_step(&dw);
+    cl_ulong b_off = bm->offset, b_step = pfx_mat_vector_step(bm);
+    cl_int is_rms = mean == NULL, has_db = db != NULL, acc = accumulate;
+    pfx_arg args[] = { PFX_ARG(rows),     PFX_ARG(cols),        PFX_ARG(is_rms),  PFX_ARG(xa.mem),
+                       PFX_ARG(xa.offset), PFX_ARG(xa.ld),      PFX_ARG(mmem),    PFX_ARG(m_off),
+                       PFX_ARG(m_step),   PFX_ARG(rstd.t->mem), PFX_ARG(r_off),   PFX_ARG(r_step),
+                       PFX_ARG(dya.mem),  PFX_ARG(dya.offset),  PFX_ARG(dya.ld),  PFX_ARG(dw.t->mem),
+                       PFX_ARG(w_off),    PFX_ARG(w_step),      PFX_ARG(bmem),    PFX_ARG(b_off),
+                       PFX_ARG(b_step),   PFX_ARG(has_db),      PFX_ARG(acc) };
+    return pfx_launch_groups(rt, NORM_PROGRAM, "", "pfx_norm_param_grad", op, pfx_grid_groups(x.cols, NORM_LOCAL),
+                             NORM_LOCAL, sizeof(args) / sizeof(args[0]), args);
+}

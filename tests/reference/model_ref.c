@@ -71,6 +71,23 @@ static void linear_dx(size_t rows, size_t in_dim, size_t out_dim, const double *
         }
 }
 
+/* dw(i, o) += sum_r x[r][i] dy[r][o], stored like the weight; db[o] +=
+ * sum_r dy[r][o] (either may be NULL). */
+static void linear_dw(size_t rows, size_t in_dim, size_t out_dim, const double *x, const double *dy,
+                      bool io, double *dw, double *db)
+{
+    for (size_t i = 0; dw && i < in_dim; i++)
+        for (size_t o = 0; o < out_dim; o++) {
+            double s = 0.0;
+            for (size_t r = 0; r < rows; r++)
+                s += x[r * in_dim + i] * dy[r * out_dim + o];
+            dw[io ? i * out_dim + o : o * in_dim + i] += s;
+        }
+    for (size_t o = 0; db && o < out_dim; o++)
+        for (size_t r = 0; r < rows; r++)
+            db[o] += dy[r * out_dim + o];
+}
+
 static double *f2d(const float *x, size_t n)
 {
     double *y = dalloc(n);
@@ -194,6 +211,30 @@ static void norm_bwd(const dims *d, bool layer_norm, const float *w, double eps,
     free(g);
 }
 
+/* dw[c] += sum_r dy * xhat, db[c] += sum_r dy (db may be NULL; x the
+ * norm's input, statistics recomputed). */
+static void norm_dw(const dims *d, bool layer_norm, double eps, const double *x, const double *dy, double *dw,
+                    double *db)
+{
+    double *mean = dalloc(d->rows), *rstd = dalloc(d->rows), *one = dalloc(d->C);
+    for (size_t c = 0; c < d->C; c++)
+        one[c] = 1.0;
+    if (layer_norm)
+        ref_layernorm(d->rows, d->C, x, one, NULL, eps, NULL, mean, rstd);
+    else
+        ref_rmsnorm(d->rows, d->C, x, one, eps, NULL, rstd);
+    for (size_t r = 0; r < d->rows; r++)
+        for (size_t c = 0; c < d->C; c++) {
+            const double g = dy[r * d->C + c];
+            dw[c] += g * (x[r * d->C + c] - mean[r]) * rstd[r];
+            if (db)
+                db[c] += g;
+        }
+    free(mean);
+    free(rstd);
+    free(one);
+}
+
 static void block_forward(model_run *r, const ref_model_config *c, const ref_model_layer *w,
                           const ref_model_prefix *p, size_t l, const double *x, double *y)
 {
@@ -258,11 +299,16 @@ static void block_forward(model_run *r, const ref_model_config *c, const ref_mod
     free(t);
 }
 
-/* dy: gradient of the block output; dx receives the input's gradient (overwritten). */
+/* dy: gradient of the block output; dx receives the input's gradient
+ * (overwritten); gw (may be NULL) receives the weights' gradients (added). */
 static void block_backward(model_run *r, const ref_model_config *c, const ref_model_layer *w,
                            const ref_model_prefix *p, size_t l, const double *dy, double *dx,
-                           double *dkp, double *dvp, double *dgain)
+                           double *dkp, double *dvp, double *dgain, ref_model_layer_grads *gw)
 {
+    ref_model_layer_grads none;
+    memset(&none, 0, sizeof(none));
+    if (!gw)
+        gw = &none;
     const dims *d = &r->d;
     block_acts *s = &r->blocks[l];
     const size_t rows = d->rows, C = d->C, I = d->I;
@@ -270,20 +316,29 @@ static void block_backward(model_run *r, const ref_model_config *c, const ref_mo
     double *dm = dalloc(rows * I), *dn2 = dalloc(rows * C), *da = dalloc(rows * C);
     memcpy(da, dy, rows * C * sizeof(double));
     if (d->gpt2) {
+        linear_dw(rows, I, C, s->m, dy, true, gw->mlp_proj_w, gw->mlp_proj_b);
         linear_dx(rows, I, C, dy, w->mlp_proj_w, true, dm);
         for (size_t i = 0; i < rows * I; i++)
             dm[i] *= ref_act_grad(c->act, s->h[i]);
+        linear_dw(rows, C, I, s->n2, dm, true, gw->c_fc_w, gw->c_fc_b);
         linear_dx(rows, C, I, dm, w->c_fc_w, true, dn2);
+        if (gw->ln_2_w)
+            norm_dw(d, true, c->eps, s->a, dn2, gw->ln_2_w, gw->ln_2_b);
         norm_bwd(d, true, w->ln_2_w, c->eps, s->a, dn2, da);
     } else {
         double *dg = dalloc(rows * I), *du = dalloc(rows * I);
+        linear_dw(rows, I, C, s->m, dy, false, gw->down_w, NULL);
         linear_dx(rows, I, C, dy, w->down_w, false, dm);
         for (size_t i = 0; i < rows * I; i++) {
             dg[i] = dm[i] * s->up[i] * ref_act_grad(REF_ACT_SILU, s->h[i]);
             du[i] = dm[i] * ref_act(REF_ACT_SILU, s->h[i]);
         }
+        linear_dw(rows, C, I, s->n2, dg, false, gw->gate_w, NULL);
+        linear_dw(rows, C, I, s->n2, du, false, gw->up_w, NULL);
         linear_dx(rows, C, I, dg, w->gate_w, false, dn2);
         linear_dx(rows, C, I, du, w->up_w, false, dn2);
+        if (gw->post_norm_w)
+            norm_dw(d, false, c->eps, s->a, dn2, gw->post_norm_w, NULL);
         norm_bwd(d, false, w->post_norm_w, c->eps, s->a, dn2, da);
         free(dg);
         free(du);
@@ -291,10 +346,13 @@ static void block_backward(model_run *r, const ref_model_config *c, const ref_mo
     /* attention */
     double *d_o = dalloc(rows * d->qd), *dq = dalloc(rows * d->qd);
     double *dk = dalloc(rows * d->kvd), *dv = dalloc(rows * d->kvd), *dn1 = dalloc(rows * C);
-    if (d->gpt2)
+    if (d->gpt2) {
+        linear_dw(rows, C, C, s->o, da, true, gw->attn_proj_w, gw->attn_proj_b);
         linear_dx(rows, C, C, da, w->attn_proj_w, true, d_o);
-    else
+    } else {
+        linear_dw(rows, d->qd, C, s->o, da, false, gw->o_w, NULL);
         linear_dx(rows, d->qd, C, da, w->o_w, false, d_o);
+    }
     double gain[256], lg[256];
     ref_layer_prefix lp = layer_prefix(r, c, p, l, gain);
     const size_t span = d->Hkv * d->P * d->D;
@@ -311,15 +369,23 @@ static void block_backward(model_run *r, const ref_model_config *c, const ref_mo
                 dqkv[i * 3 * C + C + e] = dk[i * C + e];
                 dqkv[i * 3 * C + 2 * C + e] = dv[i * C + e];
             }
+        linear_dw(rows, C, 3 * C, s->n1, dqkv, true, gw->c_attn_w, gw->c_attn_b);
         linear_dx(rows, C, 3 * C, dqkv, w->c_attn_w, true, dn1);
         free(dqkv);
     } else {
         ref_rope_apply(d->B, d->N, d->H, d->D, d->P, r->inv_freq, -1.0, dq);
         ref_rope_apply(d->B, d->N, d->Hkv, d->D, d->P, r->inv_freq, -1.0, dk);
+        const bool b = c->qkv_bias;
+        linear_dw(rows, C, d->qd, s->n1, dq, false, gw->q_w, b ? gw->q_b : NULL);
+        linear_dw(rows, C, d->kvd, s->n1, dk, false, gw->k_w, b ? gw->k_b : NULL);
+        linear_dw(rows, C, d->kvd, s->n1, dv, false, gw->v_w, b ? gw->v_b : NULL);
         linear_dx(rows, C, d->qd, dq, w->q_w, false, dn1);
         linear_dx(rows, C, d->kvd, dk, w->k_w, false, dn1);
         linear_dx(rows, C, d->kvd, dv, w->v_w, false, dn1);
     }
+    double *n1w = d->gpt2 ? gw->ln_1_w : gw->input_norm_w;
+    if (n1w)
+        norm_dw(d, d->gpt2, c->eps, s->x, dn1, n1w, d->gpt2 ? gw->ln_1_b : NULL);
     memcpy(dx, da, rows * C * sizeof(double));
     norm_bwd(d, d->gpt2, d->gpt2 ? w->ln_1_w : w->input_norm_w, c->eps, s->x, dn1, dx);
     free(dm); free(dn2); free(da); free(d_o); free(dq); free(dk); free(dv); free(dn1);
@@ -467,6 +533,13 @@ void ref_model_backward(const ref_model_config *c, const ref_model_weights *w,
                         const ref_model_prefix *p, const ref_model_batch *x, double *loss,
                         double *dkp, double *dvp, double *dgain)
 {
+    ref_model_backward_weights(c, w, p, x, loss, dkp, dvp, dgain, NULL);
+}
+
+void ref_model_backward_weights(const ref_model_config *c, const ref_model_weights *w,
+                                const ref_model_prefix *p, const ref_model_batch *x, double *loss,
+                                double *dkp, double *dvp, double *dgain, ref_model_grads *g)
+{
     if (!x->labels || ref_model_label_count(x) == 0)
         fail("the backward needs labels with at least one counted entry");
     model_run r;
@@ -478,7 +551,12 @@ void ref_model_backward(const ref_model_config *c, const ref_model_weights *w,
         *loss = l;
     /* LM head and final norm */
     double *dh = dalloc(d->rows * d->C), *dxl = dalloc(d->rows * d->C);
-    linear_dx(d->rows, d->C, d->V, dz, w->lm_head ? w->lm_head : w->wte, false, dh);
+    const float *head = w->lm_head ? w->lm_head : w->wte;
+    if (g)
+        linear_dw(d->rows, d->C, d->V, r.hf, dz, false, w->lm_head ? g->lm_head : g->wte, NULL);
+    linear_dx(d->rows, d->C, d->V, dz, head, false, dh);
+    if (g)
+        norm_dw(d, d->gpt2, c->eps, r.xf, dh, g->final_w, d->gpt2 ? g->final_b : NULL);
     norm_bwd(d, d->gpt2, w->final_w, c->eps, r.xf, dh, dxl);
     const size_t span = d->L * d->Hkv * d->P * d->D;
     if (dkp)
@@ -487,13 +565,102 @@ void ref_model_backward(const ref_model_config *c, const ref_model_weights *w,
         memset(dvp, 0, span * sizeof(double));
     double *dprev = dalloc(d->rows * d->C);
     for (size_t li = d->L; li-- > 0;) {
-        block_backward(&r, c, &w->layer[li], p, li, dxl, dprev, dkp, dvp, dgain);
+        block_backward(&r, c, &w->layer[li], p, li, dxl, dprev, dkp, dvp, dgain, g ? &g->layer[li] : NULL);
         double *tmp = dxl;
         dxl = dprev;
         dprev = tmp;
     }
+    /* embeddings: dxl is the gradient of the first block's input */
+    for (size_t b = 0; g && b < d->B; b++)
+        for (size_t t = 0; t < d->N; t++) {
+            const size_t row = b * d->N + t, id = (size_t)x->ids[row];
+            for (size_t e = 0; e < d->C; e++) {
+                g->wte[id * d->C + e] += dxl[row * d->C + e];
+                if (d->gpt2)
+                    g->wpe[(d->P + t) * d->C + e] += dxl[row * d->C + e];
+            }
+        }
     free(dz); free(dh); free(dxl); free(dprev);
     run_free(&r);
+}
+
+/* ---- weight gradients' storage ---- */
+
+const double *ref_model_grad_of(const ref_model_config *c, const ref_model_weights *w, const ref_model_grads *g,
+                                const float *weight)
+{
+    if (!weight)
+        return NULL;
+    const float *globals[] = { w->wte, w->wpe, w->final_w, w->final_b, w->lm_head };
+    const double *gglobals[] = { g->wte, g->wpe, g->final_w, g->final_b, g->lm_head };
+    for (size_t i = 0; i < 5; i++)
+        if (globals[i] == weight)
+            return gglobals[i];
+    for (size_t l = 0; l < c->layers; l++) {
+        const ref_model_layer *y = &w->layer[l];
+        const ref_model_layer_grads *d = &g->layer[l];
+#define FIELD(f)          \
+    if (y->f == weight)   \
+        return d->f;
+        FIELD(ln_1_w) FIELD(ln_1_b) FIELD(c_attn_w) FIELD(c_attn_b) FIELD(attn_proj_w) FIELD(attn_proj_b)
+        FIELD(ln_2_w) FIELD(ln_2_b) FIELD(c_fc_w) FIELD(c_fc_b) FIELD(mlp_proj_w) FIELD(mlp_proj_b)
+        FIELD(input_norm_w) FIELD(q_w) FIELD(k_w) FIELD(v_w) FIELD(q_b) FIELD(k_b) FIELD(v_b) FIELD(o_w)
+        FIELD(post_norm_w) FIELD(gate_w) FIELD(up_w) FIELD(down_w)
+#undef FIELD
+    }
+    return NULL;
+}
+
+void ref_model_grads_alloc(const ref_model_config *c, bool untied, ref_model_grads *g)
+{
+    const size_t L = c->layers, C = c->hidden, I = c->inner, V = c->vocab;
+    const size_t qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
+    memset(g, 0, sizeof(*g));
+    g->layer = xcalloc(L, sizeof(ref_model_layer_grads));
+    g->wte = dalloc(V * C);
+    g->final_w = dalloc(C);
+    g->lm_head = untied ? dalloc(V * C) : NULL;
+    if (c->family == REF_MODEL_GPT2) {
+        g->wpe = dalloc(c->max_positions * C);
+        g->final_b = dalloc(C);
+    }
+    for (size_t l = 0; l < L; l++) {
+        ref_model_layer_grads *y = &g->layer[l];
+        if (c->family == REF_MODEL_GPT2) {
+            y->ln_1_w = dalloc(C); y->ln_1_b = dalloc(C);
+            y->c_attn_w = dalloc(C * 3 * C); y->c_attn_b = dalloc(3 * C);
+            y->attn_proj_w = dalloc(C * C); y->attn_proj_b = dalloc(C);
+            y->ln_2_w = dalloc(C); y->ln_2_b = dalloc(C);
+            y->c_fc_w = dalloc(C * I); y->c_fc_b = dalloc(I);
+            y->mlp_proj_w = dalloc(I * C); y->mlp_proj_b = dalloc(C);
+        } else {
+            y->input_norm_w = dalloc(C);
+            y->q_w = dalloc(qd * C); y->k_w = dalloc(kvd * C); y->v_w = dalloc(kvd * C);
+            if (c->qkv_bias) {
+                y->q_b = dalloc(qd); y->k_b = dalloc(kvd); y->v_b = dalloc(kvd);
+            }
+            y->o_w = dalloc(C * qd);
+            y->post_norm_w = dalloc(C);
+            y->gate_w = dalloc(I * C); y->up_w = dalloc(I * C); y->down_w = dalloc(C * I);
+        }
+    }
+    g->layers = L;
+}
+
+void ref_model_grads_free(ref_model_grads *g)
+{
+    for (size_t l = 0; g->layer && l < g->layers; l++) {
+        ref_model_layer_grads *y = &g->layer[l];
+        double *all[] = { y->ln_1_w, y->ln_1_b, y->c_attn_w, y->c_attn_b, y->attn_proj_w, y->attn_proj_b,
+                          y->ln_2_w, y->ln_2_b, y->c_fc_w, y->c_fc_b, y->mlp_proj_w, y->mlp_proj_b,
+                          y->input_norm_w, y->q_w, y->k_w, y->v_w, y->q_b, y->k_b, y->v_b, y->o_w,
+                          y->post_norm_w, y->gate_w, y->up_w, y->down_w };
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+            free(all[i]);
+    }
+    free(g->layer);
+    free(g->wte); free(g->wpe); free(g->final_w); free(g->final_b); free(g->lm_head);
+    memset(g, 0, sizeof(*g));
 }
 
 /* ---- random models ---- */

@@ -123,6 +123,39 @@ void ref_model_backward(const ref_model_config *c, const ref_model_weights *w,
                         const ref_model_prefix *p, const ref_model_batch *x, double *loss,
                         double *dkp, double *dvp, double *dgain);
 
+/* The gradients of every weight, double, laid out like the weights (a
+ * family fills its own fields; the others stay NULL). */
+typedef struct ref_model_layer_grads {
+    double *ln_1_w, *ln_1_b, *c_attn_w, *c_attn_b, *attn_proj_w, *attn_proj_b;
+    double *ln_2_w, *ln_2_b, *c_fc_w, *c_fc_b, *mlp_proj_w, *mlp_proj_b;
+    double *input_norm_w, *q_w, *k_w, *v_w, *q_b, *k_b, *v_b, *o_w;
+    double *post_norm_w, *gate_w, *up_w, *down_w;
+} ref_model_layer_grads;
+
+typedef struct ref_model_grads {
+    double *wte;             /* a tied LM head's gradient adds into it */
+    double *wpe;             /* GPT-2 */
+    double *final_w, *final_b;
+    double *lm_head;         /* untied only */
+    ref_model_layer_grads *layer;
+    size_t layers;
+} ref_model_grads;
+
+/* The gradient in g of the weight array `weight` (one of w's pointers), or
+ * NULL. */
+const double *ref_model_grad_of(const ref_model_config *c, const ref_model_weights *w, const ref_model_grads *g,
+                                const float *weight);
+
+/* Zeroed gradients for a config (lm_head only when `untied`). */
+void ref_model_grads_alloc(const ref_model_config *c, bool untied, ref_model_grads *g);
+void ref_model_grads_free(ref_model_grads *g);
+
+/* ref_model_backward and the gradient of every weight, ADDED into g (from
+ * ref_model_grads_alloc; may be NULL). */
+void ref_model_backward_weights(const ref_model_config *c, const ref_model_weights *w,
+                                const ref_model_prefix *p, const ref_model_batch *x, double *loss,
+                                double *dkp, double *dvp, double *dgain, ref_model_grads *g);
+
 /* Random weights for a config, in HF layouts, held in one block: norm
  * weights 1 + U(-0.2, 0.2), biases U(-0.1, 0.1), embeddings U(-1, 1) (wpe
  * U(-0.5, 0.5)), matrices U(-1, 1) / sqrt(fan-in); the LM head tied
