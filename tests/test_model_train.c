@@ -4,7 +4,8 @@
  * q/k/v biases, the stacked q | k | v, GPT-2's positions after a prefix),
  * with padding and ignored labels, chunked logits, recomputed blocks,
  * prefixes and gains trained alongside; accumulation, a frozen subset, the
- * weights left unwritten, the weight list, and bad gradient arguments. */
+ * weights left unwritten, the weight list, and bad gradient arguments;
+ * initialization from a config alone. */
 #include <math.h>
 
 #include "pfx_test.h"
@@ -434,12 +435,110 @@ static void test_bad_weight_grads(void **state)
     tf_model_free(&m);
 }
 
+/* Mean and standard deviation of a weight's values. */
+static void weight_stats(pfx_model *model, size_t i, size_t n, double *mean, double *sd, float *first)
+{
+    pfx_tensor *t = NULL;
+    assert_int_equal(pfx_model_weight_tensor(model, i, &t), PFX_SUCCESS);
+    float *x = malloc(n * sizeof(float));
+    assert_int_equal(pfx_tensor_read(t, 0, n, x), PFX_SUCCESS);
+    double s = 0.0, q = 0.0;
+    for (size_t j = 0; j < n; j++)
+        s += x[j];
+    *mean = s / (double)n;
+    for (size_t j = 0; j < n; j++)
+        q += (x[j] - *mean) * (x[j] - *mean);
+    *sd = sqrt(q / (double)n);
+    if (first)
+        memcpy(first, x, (n < 16 ? n : 16) * sizeof(float));
+    free(x);
+}
+
+/* Initialization from config.json alone, as transformers draws it: each
+ * matrix and embedding normal with the config's initializer_range (GPT-2's
+ * c_proj weights scaled by 1/sqrt(2 n_layer)), biases 0, norms 1, the
+ * Llama family's padding row 0; seeded. */
+static void test_init(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *dir = tf_tempdir("init");
+    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"gpt2\", \"n_embd\": 96, \"n_layer\": 3, "
+                                               "\"n_head\": 4, \"vocab_size\": 301, \"n_positions\": 70, "
+                                               "\"initializer_range\": 0.05}"),
+                     0);
+    pfx_model *a = NULL, *b = NULL, *c = NULL;
+    assert_int_equal(pfx_model_init(rt, dir, NULL, 7, &a), PFX_SUCCESS);
+    assert_int_equal(pfx_model_init(rt, dir, NULL, 7, &b), PFX_SUCCESS);
+    assert_int_equal(pfx_model_init(rt, dir, NULL, 8, &c), PFX_SUCCESS);
+    const double proj = 0.05 / sqrt(6.0);
+    size_t checked = 0;
+    for (size_t i = 0; i < pfx_model_weight_count(a); i++) {
+        pfx_model_weight_info info;
+        assert_int_equal(pfx_model_get_weight(a, i, &info), PFX_SUCCESS);
+        double mean, sd, mb, sb, mc, sc;
+        float fa[16], fb[16], fc[16];
+        weight_stats(a, i, info.numel, &mean, &sd, fa);
+        weight_stats(b, i, info.numel, &mb, &sb, fb);
+        weight_stats(c, i, info.numel, &mc, &sc, fc);
+        assert_memory_equal(fa, fb, sizeof(fa)); /* the same seed, the same values */
+        if (info.kind == PFX_WEIGHT_BIAS) {
+            assert_true(mean == 0.0 && sd == 0.0);
+            continue;
+        }
+        if (info.kind == PFX_WEIGHT_NORM) {
+            assert_true(mean == 1.0 && sd == 0.0);
+            continue;
+        }
+        assert_true(memcmp(fa, fc, sizeof(fa)) != 0); /* another seed, others */
+        const bool is_proj = strstr(info.name, "c_proj.weight") != NULL;
+        const double want = is_proj ? proj : 0.05, n = (double)info.numel;
+        /* 5 standard errors of the sample mean and deviation */
+        if (!(fabs(mean) < 5.0 * want / sqrt(n)) || !(fabs(sd / want - 1.0) < 5.0 / sqrt(2.0 * n)))
+            fail_msg("%s: mean %.3g sd %.4g, expected 0 and %.4g", info.name, mean, sd, want);
+        checked++;
+    }
+    assert_int_equal(checked, 2 + 4 * 3); /* wte, wpe; c_attn, c_proj, c_fc, mlp c_proj per layer */
+    pfx_model_destroy(&a);
+    pfx_model_destroy(&b);
+    pfx_model_destroy(&c);
+
+    /* the Llama family: the padding row of the embedding is 0 */
+    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"llama\", \"hidden_size\": 40, "
+                                               "\"intermediate_size\": 56, \"num_hidden_layers\": 2, "
+                                               "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                                               "\"vocab_size\": 77, \"max_position_embeddings\": 64, "
+                                               "\"pad_token_id\": 5}"),
+                     0);
+    assert_int_equal(pfx_model_init(rt, dir, NULL, 9, &a), PFX_SUCCESS);
+    pfx_tensor *wte = NULL;
+    assert_int_equal(pfx_model_weight_tensor(a, find_weight(a, "model.embed_tokens.weight"), &wte), PFX_SUCCESS);
+    float rows[7 * 40];
+    assert_int_equal(pfx_tensor_read(wte, 0, 7 * 40, rows), PFX_SUCCESS);
+    for (size_t e = 0; e < 40; e++) {
+        assert_true(rows[5 * 40 + e] == 0.0f);
+        assert_true(rows[4 * 40 + e] != 0.0f && rows[6 * 40 + e] != 0.0f);
+    }
+    pfx_model_destroy(&a);
+    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"llama\", \"hidden_size\": 40, "
+                                               "\"intermediate_size\": 56, \"num_hidden_layers\": 2, "
+                                               "\"num_attention_heads\": 4, \"vocab_size\": 77, "
+                                               "\"max_position_embeddings\": 64, \"pad_token_id\": 77}"),
+                     0);
+    const size_t live = pfx_test_live_bytes(rt);
+    assert_status_names(rt, pfx_model_init(rt, dir, NULL, 9, &a), PFX_ERROR_INVALID_SHAPE, "pad_token_id");
+    assert_null(a);
+    assert_int_equal(pfx_test_live_bytes(rt), live);
+    tf_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2_weights),
         cmocka_unit_test(test_llama_weights),
         cmocka_unit_test(test_bad_weight_grads),
+        cmocka_unit_test(test_init),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

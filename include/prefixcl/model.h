@@ -96,6 +96,19 @@ PFX_API pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir,
                                            const pfx_model_params *params, uint64_t seed,
                                            pfx_model **out);
 
+/* A new model from dir/config.json alone, initialized as transformers'
+ * _init_weights initializes the family (pre-training from scratch):
+ * matrices and embeddings normal(0, initializer_range) (config.json,
+ * default 0.02), GPT-2's attention and MLP c_proj weights
+ * normal(0, initializer_range / sqrt(2 n_layer)), biases 0, norm weights 1,
+ * and for the Llama family the embedding row of pad_token_id 0 (nn.Embedding's
+ * padding_idx; a pad_token_id outside the vocabulary is
+ * PFX_ERROR_INVALID_SHAPE). The values come from `seed` (splitmix64, normals
+ * by Box-Muller in double): the same seed gives the same weights on every
+ * device, but not the values torch draws for it. */
+PFX_API pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_params *params, uint64_t seed,
+                                  pfx_model **out);
+
 /* Releases everything and sets *model to NULL; NULL-safe. */
 PFX_API void pfx_model_destroy(pfx_model **model);
 

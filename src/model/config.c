@@ -259,6 +259,13 @@ pfx_status pfx_model_config_parse(pfx_runtime *rt, const unsigned char *json, si
     }
     if (st != PFX_SUCCESS)
         goto out;
+    if ((st = number(&c, root, "", "initializer_range", false, 0.02, &m.init_range)))
+        goto out;
+    /* read for initialization only (the forward never uses it): an integer
+     * or nothing */
+    const cJSON *pad = get(root, "pad_token_id");
+    m.has_pad = cJSON_IsNumber(pad) && pad->valuedouble == floor(pad->valuedouble) && fabs(pad->valuedouble) < 9e15;
+    m.pad_token = m.has_pad ? (long long)pad->valuedouble : 0;
     snprintf(m.shape.model_type, sizeof(m.shape.model_type), "%s", name);
     if (!count_parameters(&m, &m.shape.parameters)) {
         st = pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "%s: the parameter count overflows size_t", label);

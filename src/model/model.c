@@ -451,10 +451,71 @@ static bool is_bias(pfx_weight_role r)
            r == PFX_W_DOWN_B;
 }
 
-pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
-                                   uint64_t seed, pfx_model **out)
+/* How a model's weights are drawn from a seed. */
+typedef enum draw_kind {
+    DRAW_UNIFORM = 0, /* pfx_model_create_random: uniform, standard deviation 0.02 */
+    DRAW_HF_INIT = 1, /* pfx_model_init: transformers' _init_weights of the family */
+} draw_kind;
+
+/* A standard normal from two draws of the generator (Box-Muller in double). */
+static double normal01(uint64_t *state)
 {
-    pfx_status st = begin(rt, "model_create_random", dir, out);
+    const double u1 = (double)((splitmix64(state) >> 11) + 1) * 0x1p-53; /* (0, 1] */
+    const double u2 = (double)(splitmix64(state) >> 11) * 0x1p-53;
+    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* GPT-2's residual projections (attention and MLP c_proj), scaled at init. */
+static bool is_residual_proj(const pfx_model *m, pfx_weight_role r)
+{
+    return m->cfg.family == PFX_FAMILY_GPT2 && (r == PFX_W_O || r == PFX_W_DOWN);
+}
+
+/* Every weight of m (before the q, k, v stacking) drawn from `seed`. */
+static pfx_status draw_weights(pfx_model *m, const char *fn, uint64_t seed, draw_kind kind)
+{
+    pfx_runtime *rt = m->rt;
+    const pfx_model_shape *s = &m->cfg.shape;
+    if (kind == DRAW_HF_INIT && m->cfg.family == PFX_FAMILY_LLAMA && m->cfg.has_pad &&
+        (m->cfg.pad_token < 0 || (unsigned long long)m->cfg.pad_token >= s->vocab))
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: pad_token_id %lld is not a row of the %zu embeddings", fn,
+                         m->cfg.pad_token, s->vocab);
+    size_t largest = 0;
+    for (size_t i = 0; i < m->spec_count; i++)
+        largest = m->tensors[i]->numel > largest ? m->tensors[i]->numel : largest;
+    float *host = malloc(largest * sizeof(float));
+    if (!host)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    uint64_t state = seed;
+    const float a = 0.02f * sqrtf(3.0f); /* uniform with standard deviation 0.02 */
+    const double sd = m->cfg.init_range, sd_proj = sd / sqrt(2.0 * (double)s->layers);
+    pfx_status st = PFX_SUCCESS;
+    for (size_t i = 0; st == PFX_SUCCESS && i < m->spec_count; i++) {
+        const pfx_weight_role r = m->specs[i].role;
+        const size_t n = m->tensors[i]->numel;
+        const double scale = is_residual_proj(m, r) ? sd_proj : sd;
+        for (size_t j = 0; j < n; j++) {
+            if (is_norm_weight(r))
+                host[j] = 1.0f;
+            else if (is_bias(r))
+                host[j] = 0.0f;
+            else if (kind == DRAW_UNIFORM)
+                host[j] = a * (2.0f * (float)(splitmix64(&state) >> 40) * 0x1p-24f - 1.0f);
+            else
+                host[j] = (float)(scale * normal01(&state));
+        }
+        if (kind == DRAW_HF_INIT && r == PFX_W_EMBED && m->cfg.family == PFX_FAMILY_LLAMA && m->cfg.has_pad)
+            memset(host + (size_t)m->cfg.pad_token * s->hidden, 0, s->hidden * sizeof(float));
+        st = pfx_tensor_write(m->tensors[i], 0, n, host);
+    }
+    free(host);
+    return st;
+}
+
+static pfx_status create_drawn(pfx_runtime *rt, const char *fn, const char *dir, const pfx_model_params *params,
+                               uint64_t seed, draw_kind kind, pfx_model **out)
+{
+    pfx_status st = begin(rt, fn, dir, out);
     pfx_model_config cfg;
     pfx_model_params p;
     pfx_model *m = NULL;
@@ -466,28 +527,7 @@ pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_m
         st = create_empty(rt, &cfg, &p, true, &m);
     if (st != PFX_SUCCESS)
         return st;
-    size_t largest = 0;
-    for (size_t i = 0; i < m->spec_count; i++)
-        largest = m->tensors[i]->numel > largest ? m->tensors[i]->numel : largest;
-    float *host = malloc(largest * sizeof(float));
-    if (!host)
-        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model_create_random: host memory");
-    uint64_t state = seed;
-    const float a = 0.02f * sqrtf(3.0f); /* uniform with standard deviation 0.02 */
-    for (size_t i = 0; st == PFX_SUCCESS && i < m->spec_count; i++) {
-        pfx_weight_role r = m->specs[i].role;
-        size_t n = m->tensors[i]->numel;
-        for (size_t j = 0; j < n; j++) {
-            if (is_norm_weight(r))
-                host[j] = 1.0f;
-            else if (is_bias(r))
-                host[j] = 0.0f;
-            else
-                host[j] = a * (2.0f * (float)(splitmix64(&state) >> 40) * 0x1p-24f - 1.0f);
-        }
-        st = pfx_tensor_write(m->tensors[i], 0, n, host);
-    }
-    free(host);
+    st = draw_weights(m, fn, seed, kind);
     if (st == PFX_SUCCESS)
         st = fuse_qkv(m);
     if (st == PFX_SUCCESS)
@@ -498,6 +538,18 @@ pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_m
     }
     *out = m;
     return PFX_SUCCESS;
+}
+
+pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
+                                   uint64_t seed, pfx_model **out)
+{
+    return create_drawn(rt, "model_create_random", dir, params, seed, DRAW_UNIFORM, out);
+}
+
+pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_params *params, uint64_t seed,
+                          pfx_model **out)
+{
+    return create_drawn(rt, "model_init", dir, params, seed, DRAW_HF_INIT, out);
 }
 
 pfx_status pfx_model_get_shape(const pfx_model *model, pfx_model_shape *shape)

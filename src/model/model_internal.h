@@ -21,6 +21,9 @@ typedef struct pfx_model_config {
     float attn_scale;        /* 0: 1/sqrt(D); GPT-2 with scale_attn_weights false: 1 */
     pfx_rope_params rope;    /* Llama family */
     size_t sliding_window;   /* 0: none (every key visible) */
+    double init_range;       /* initializer_range (default 0.02): pfx_model_init's standard deviation */
+    bool has_pad;            /* pad_token_id is an integer (the Llama family's padding_idx) */
+    long long pad_token;
 } pfx_model_config;
 
 /* Parses and checks a config.json held in memory; `label` names it in
