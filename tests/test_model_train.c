@@ -5,8 +5,9 @@
  * with padding and ignored labels, chunked logits, recomputed blocks,
  * prefixes and gains trained alongside; accumulation, a frozen subset, the
  * weights left unwritten, the weight list, and bad gradient arguments;
- * initialization from a config alone. */
+ * initialization from a config alone; saving as a Hugging Face folder. */
 #include <math.h>
+#include <unistd.h>
 
 #include "pfx_test.h"
 #include "model_folder.h"
@@ -532,6 +533,105 @@ static void test_init(void **state)
     free(dir);
 }
 
+/* Logits of model on a fixed batch, into out [B * N * V]. */
+static void logits_of(pfx_runtime *rt, pfx_model *model, size_t V, float *out)
+{
+    int32_t ids[2 * 6] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8 };
+    const int32_t lens[2] = { 6, 4 };
+    pfx_model_batch batch = { 2, 6, ids, lens, NULL };
+    const size_t shape[3] = { 2, 6, V };
+    pfx_tensor *t = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &t), PFX_SUCCESS);
+    if (pfx_model_forward(model, &batch, NULL, t) != PFX_SUCCESS)
+        fail_msg("forward: %s", pfx_last_error(rt));
+    assert_int_equal(pfx_tensor_read(t, 0, 2 * 6 * V, out), PFX_SUCCESS);
+    pfx_tensor_destroy(&t);
+}
+
+/* A saved folder loads back with the same logits: a changed weight, the
+ * split q | k | v with biases, shards and the switch back to one file, a
+ * model initialized from a config. */
+static void check_save(pfx_runtime *rt, pfx_model *model, size_t V, const char *out)
+{
+    float *want = malloc(12 * V * sizeof(float)), *got = malloc(12 * V * sizeof(float));
+    logits_of(rt, model, V, want);
+    const pfx_model_params params = { .max_batch = 2, .max_tokens = 6 };
+    for (int sharded = 1; sharded >= 0; sharded--) {
+        pfx_model_save_params sp = { .max_shard_bytes = sharded ? 3000 : 0 };
+        if (pfx_model_save(model, out, &sp) != PFX_SUCCESS)
+            fail_msg("save: %s", pfx_last_error(rt));
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/model.safetensors.index.json", out);
+        assert_int_equal(access(path, F_OK) == 0, sharded);
+        snprintf(path, sizeof(path), "%s/model.safetensors", out);
+        assert_int_equal(access(path, F_OK) == 0, !sharded);
+        pfx_model *back = NULL;
+        if (pfx_model_load(rt, out, &params, &back) != PFX_SUCCESS)
+            fail_msg("load the saved folder: %s", pfx_last_error(rt));
+        logits_of(rt, back, V, got);
+        assert_memory_equal(want, got, 12 * V * sizeof(float));
+        pfx_model_destroy(&back);
+    }
+    free(want);
+    free(got);
+}
+
+static void test_save(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = llama_config();
+    c.qkv_bias = true;
+    tf_model m;
+    tf_model_init(&m, &c, false, "qwen2", 205);
+    char *dir = tf_tempdir("save-in"), *out = tf_tempdir("save-out");
+    assert_int_equal(tf_write(&m, dir, 1), 0);
+    const pfx_model_params params = { .max_batch = 2, .max_tokens = 6 };
+    pfx_model *model = NULL;
+    assert_int_equal(pfx_model_load(rt, dir, &params, &model), PFX_SUCCESS);
+    /* a trained weight: the stacked k | v rows and biases changed */
+    pfx_tensor *qkv = NULL, *qkv_b = NULL;
+    assert_int_equal(pfx_model_weight_tensor(model, find_weight(model, "model.layers.1.self_attn.qkv_proj.weight"),
+                                             &qkv),
+                     PFX_SUCCESS);
+    assert_int_equal(pfx_model_weight_tensor(model, find_weight(model, "model.layers.0.self_attn.qkv_proj.bias"),
+                                             &qkv_b),
+                     PFX_SUCCESS);
+    float vals[40];
+    for (size_t i = 0; i < 40; i++)
+        vals[i] = 0.01f * (float)i - 0.2f;
+    const size_t QD = c.heads * c.head_dim;
+    assert_int_equal(pfx_tensor_write(qkv, (QD + 1) * c.hidden, 40, vals), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_write(qkv_b, QD - 3, 9, vals), PFX_SUCCESS);
+    check_save(rt, model, c.vocab, out);
+    pfx_model_destroy(&model);
+
+    /* bad destinations */
+    char file[4096];
+    snprintf(file, sizeof(file), "%s/config.json", out);
+    assert_int_equal(pfx_model_load(rt, dir, &params, &model), PFX_SUCCESS);
+    assert_status_names(rt, pfx_model_save(model, file, NULL), PFX_ERROR_IO, "not a folder");
+    assert_status_names(rt, pfx_model_save(model, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "dir");
+    assert_status_names(rt, pfx_model_save(model, "", NULL), PFX_ERROR_INVALID_ARGUMENT, "dir");
+    assert_int_equal(pfx_model_save(NULL, out, NULL), PFX_ERROR_NULL_ARGUMENT);
+    pfx_model_destroy(&model);
+    tf_rmdir(out);
+    free(out);
+
+    /* GPT-2 from a config alone */
+    out = tf_tempdir("save-gpt2");
+    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"gpt2\", \"n_embd\": 24, \"n_layer\": 2, "
+                                               "\"n_head\": 3, \"vocab_size\": 50, \"n_positions\": 16}"),
+                     0);
+    assert_int_equal(pfx_model_init(rt, dir, &params, 11, &model), PFX_SUCCESS);
+    check_save(rt, model, 50, out);
+    pfx_model_destroy(&model);
+    tf_rmdir(out);
+    free(out);
+    tf_rmdir(dir);
+    free(dir);
+    tf_model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -539,6 +639,7 @@ int main(void)
         cmocka_unit_test(test_llama_weights),
         cmocka_unit_test(test_bad_weight_grads),
         cmocka_unit_test(test_init),
+        cmocka_unit_test(test_save),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

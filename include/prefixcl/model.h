@@ -109,6 +109,23 @@ PFX_API pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir,
 PFX_API pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_params *params, uint64_t seed,
                                   pfx_model **out);
 
+/* Writes the model as a Hugging Face folder that from_pretrained (and
+ * pfx_model_load) reads: dir/config.json as the model was created from,
+ * the weights under their checkpoint names in the storage dtype (the Llama
+ * family's stacked q | k | v as q_proj, k_proj and v_proj again), with
+ * metadata {"format": "pt"}: model.safetensors, or, past max_shard_bytes,
+ * model-0000k-of-0000n.safetensors shards in checkpoint order with
+ * model.safetensors.index.json (save_pretrained's layout); the other
+ * layout's main file left by an earlier save is removed. Every file is
+ * replaced atomically (io.h). The folder is created when missing. Trained
+ * gains and prefixes are not weights of the model: save them apart. */
+typedef struct pfx_model_save_params {
+    size_t max_shard_bytes;  /* 0: 5 GB, save_pretrained's default; a larger
+                              * tensor gets a shard of its own */
+} pfx_model_save_params;
+
+PFX_API pfx_status pfx_model_save(pfx_model *model, const char *dir, const pfx_model_save_params *params);
+
 /* Releases everything and sets *model to NULL; NULL-safe. */
 PFX_API void pfx_model_destroy(pfx_model **model);
 

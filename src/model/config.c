@@ -277,19 +277,30 @@ out:
     return st;
 }
 
-pfx_status pfx_model_config_read(pfx_runtime *rt, const char *dir, pfx_model_config *cfg)
+pfx_status pfx_model_config_read_text(pfx_runtime *rt, const char *dir, pfx_model_config *cfg, unsigned char **text,
+                                      size_t *size)
 {
     char *path = pfx_join_path(dir, "config.json");
     if (!path)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
     unsigned char *buf = NULL;
-    size_t size = 0;
-    pfx_status st = pfx_read_file(rt, path, CONFIG_MAX_BYTES, &buf, &size);
+    size_t n = 0;
+    pfx_status st = pfx_read_file(rt, path, CONFIG_MAX_BYTES, &buf, &n);
     if (st == PFX_SUCCESS)
-        st = pfx_model_config_parse(rt, buf, size, path, cfg);
+        st = pfx_model_config_parse(rt, buf, n, path, cfg);
+    if (st == PFX_SUCCESS && text) {
+        *text = buf;
+        *size = n;
+        buf = NULL;
+    }
     free(buf);
     free(path);
     return st;
+}
+
+pfx_status pfx_model_config_read(pfx_runtime *rt, const char *dir, pfx_model_config *cfg)
+{
+    return pfx_model_config_read_text(rt, dir, cfg, NULL, NULL);
 }
 
 pfx_status pfx_model_read_config(const char *dir, pfx_model_shape *shape)

@@ -37,6 +37,7 @@ void pfx_model_destroy(pfx_model **mp)
     free(m->fused_qkv);
     free(m->weights);
     free(m->weight_at);
+    free(m->config_text);
     pfx_tensor_destroy(&m->inv_freq);
     pfx_ids_destroy(&m->ids);
     pfx_ids_destroy(&m->labels);
@@ -422,12 +423,20 @@ pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_para
     pfx_status st = begin(rt, "model_load", dir, out);
     pfx_model_config cfg;
     pfx_model_params p;
+    unsigned char *text = NULL;
+    size_t size = 0;
     if (st == PFX_SUCCESS)
-        st = pfx_model_config_read(rt, dir, &cfg);
+        st = pfx_model_config_read_text(rt, dir, &cfg, &text, &size);
     if (st == PFX_SUCCESS)
         st = check_params(rt, &cfg, params, &p);
     if (st == PFX_SUCCESS)
         st = load_checkpoint(rt, dir, &cfg, &p, out);
+    if (st == PFX_SUCCESS) {
+        (*out)->config_text = text;
+        (*out)->config_size = size;
+    } else {
+        free(text);
+    }
     return st;
 }
 
@@ -519,14 +528,20 @@ static pfx_status create_drawn(pfx_runtime *rt, const char *fn, const char *dir,
     pfx_model_config cfg;
     pfx_model_params p;
     pfx_model *m = NULL;
+    unsigned char *text = NULL;
+    size_t size = 0;
     if (st == PFX_SUCCESS)
-        st = pfx_model_config_read(rt, dir, &cfg);
+        st = pfx_model_config_read_text(rt, dir, &cfg, &text, &size);
     if (st == PFX_SUCCESS)
         st = check_params(rt, &cfg, params, &p);
     if (st == PFX_SUCCESS)
         st = create_empty(rt, &cfg, &p, true, &m);
-    if (st != PFX_SUCCESS)
+    if (st != PFX_SUCCESS) {
+        free(text);
         return st;
+    }
+    m->config_text = text;
+    m->config_size = size;
     st = draw_weights(m, fn, seed, kind);
     if (st == PFX_SUCCESS)
         st = fuse_qkv(m);

@@ -36,6 +36,10 @@ pfx_status pfx_model_config_parse(pfx_runtime *rt, const unsigned char *json, si
 
 /* Reads dir/config.json and parses it. */
 pfx_status pfx_model_config_read(pfx_runtime *rt, const char *dir, pfx_model_config *cfg);
+/* The same, keeping the file's bytes in *text (*size of them; the caller
+ * frees it): what pfx_model_save writes back. */
+pfx_status pfx_model_config_read_text(pfx_runtime *rt, const char *dir, pfx_model_config *cfg, unsigned char **text,
+                                      size_t *size);
 
 /* ---- the table of tensor names ---- */
 
@@ -139,6 +143,8 @@ struct pfx_model {
     pfx_ids *ids;                       /* [R] */
     pfx_ids *labels;                    /* [R], shifted */
     pfx_tensor **kept;                  /* [L][PFX_KEPT_COUNT] without params.recompute */
+    unsigned char *config_text;         /* config.json as read (pfx_model_save writes it back) */
+    size_t config_size;
     pfx_model_weight_entry *weights;    /* [weight_count]: model.h's weight list */
     size_t weight_count;
     size_t *weight_at;                  /* the entry of (layer, role), or SIZE_MAX */
