@@ -117,5 +117,12 @@
  * vs float64 from the stored weights; the bound the model support is held to
  * (measured below 4e-7 on PoCL). */
 #define TOL_MODEL_HF 1e-5
+/* Full training against PyTorch (tests/fixtures/train): the loss, each
+ * weight's gradient as a tensor and the gains' against float64 torch from
+ * the same float32 weights; TOL_TRAIN_STEPS: the weights after ten AdamW
+ * steps, where a float32 gradient's rounding moves an update by up to
+ * lr * (its relative error) and the moments carry it forward. */
+#define TOL_TRAIN_HF 1e-5
+#define TOL_TRAIN_STEPS 1e-5
 
 #endif
