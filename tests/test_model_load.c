@@ -63,6 +63,7 @@ static void test_shape_from_config(void **state)
     assert_int_equal(s.head_dim, 64);
     assert_int_equal(s.intermediate, 3072);
     assert_true(s.tied_embeddings);
+    assert_int_equal(s.eos_count, 0); /* no eos_token_id */
     /* the seeds' encoder on it: prefix 20, hidden 512 */
     pfx_encoder_params ep = { .layers = s.layers, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
                               .prefix_len = 20, .embed_dim = 512, .hidden_dim = 512 };
@@ -81,6 +82,23 @@ static void test_shape_from_config(void **state)
     assert_int_equal(pfx_model_read_config(dir, &s), PFX_SUCCESS);
     assert_int_equal(s.parameters, 1235814400);
     assert_int_equal(s.kv_heads, 8);
+
+    /* eos_token_id: one id, a list (Llama 3's), null */
+    static const struct {
+        const char *value;
+        size_t count;
+        int32_t ids[3];
+    } eos[] = { { "50256", 1, { 50256 } }, { "[128001, 128008, 128009]", 3, { 128001, 128008, 128009 } },
+                { "null", 0, { 0 } } };
+    for (size_t k = 0; k < sizeof(eos) / sizeof(eos[0]); k++) {
+        char text[sizeof(gpt2_small) + 64];
+        snprintf(text, sizeof(text), "{\"eos_token_id\": %s, %s", eos[k].value, gpt2_small + 1);
+        assert_int_equal(tf_write_config_text(dir, text), 0);
+        assert_int_equal(pfx_model_read_config(dir, &s), PFX_SUCCESS);
+        assert_int_equal(s.eos_count, eos[k].count);
+        for (size_t i = 0; i < eos[k].count; i++)
+            assert_int_equal(s.eos_ids[i], eos[k].ids[i]);
+    }
     tf_rmdir(dir);
     free(dir);
 }
@@ -135,6 +153,12 @@ static void test_bad_configs(void **state)
         { "{\"model_type\": \"qwen2\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
           "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
           "\"is_encoder_decoder\": true}", PFX_ERROR_UNSUPPORTED, "is_encoder_decoder" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": -1}", PFX_ERROR_FORMAT, "eos_token_id" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": [1, \"2\"]}", PFX_ERROR_FORMAT, "eos_token_id" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}", PFX_ERROR_FORMAT, "eos_token_id" },
         { "{\"model_type\": \"gpt2\", \"model_type\": \"llama\"}", PFX_ERROR_FORMAT, "twice" },
         { "[1, 2]", PFX_ERROR_FORMAT, "object" },
         { "{\"model_type\": ", PFX_ERROR_FORMAT, "JSON" },

@@ -22,7 +22,9 @@ static int usage(FILE *out)
             "  --prompts FILE     one prompt a line\n"
             "  --prompt-ids IDS   a prompt as token ids (\"5 17 3\"), for folders without tokenizer\n"
             "  --max-new-tokens N (default 32)   --temperature T (0: greedy)   --top-k K   --top-p P\n"
-            "  --seed S (request i samples with seed S + i)   --stop ID (repeatable; default: EOS)\n"
+            "  --seed S (request i samples with seed S + i)\n"
+            "  --stop ID          a stop token (repeatable; default: config.json's eos_token_id and\n"
+            "                     the tokenizer's EOS)\n"
             "  --device SEL\n");
     return out == stdout ? 0 : 2;
 }
@@ -135,6 +137,7 @@ int cmd_generate(int argc, char **argv)
             return usage(stderr);
         }
     }
+    const bool nstops_given = nstop > 0;
     if (!model || ntexts + nfiles + nids == 0) {
         fprintf(stderr, "prefixcl generate: --model and a prompt are required\n");
         return usage(stderr);
@@ -188,8 +191,16 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "prefixcl generate: a prompt of %zu tokens (%zu at most)\n", longest, ctx.tokens);
         goto out;
     }
-    if (!nstop && ctx.tok && pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) >= 0)
-        stops[nstop++] = pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS);
+    /* default stops: config.json's eos_token_id (as transformers' generate),
+     * and the tokenizer's EOS */
+    for (size_t i = 0; !nstops_given && i < ctx.shape.eos_count; i++)
+        stops[nstop++] = ctx.shape.eos_ids[i];
+    const int32_t tok_eos = ctx.tok ? pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) : -1;
+    bool listed = false;
+    for (size_t i = 0; i < nstop; i++)
+        listed |= stops[i] == tok_eos;
+    if (!nstops_given && tok_eos >= 0 && !listed)
+        stops[nstop++] = tok_eos;
     size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
     if (max_len + P > ctx.shape.max_positions) {
         fprintf(stderr, "prefixcl generate: %zu prompt + %zu new tokens (+ prefix %zu) exceed the model's %zu positions\n",
