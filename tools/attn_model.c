@@ -326,7 +326,8 @@ static int run(const job *j, const pfx_model_shape *s)
     }
     if (rc == 0 && (N > MAX_MAP_TOKENS || P + N > s->max_positions)) {
         fprintf(stderr, "prefixcl attn-map: %zu tokens (+ %zu prefix) do not fit: at most %zu tokens and the "
-                        "model's %zu positions\n", N, P, (size_t)MAX_MAP_TOKENS, s->max_positions);
+                        "model's %zu positions: shorten --text (or --ids)\n", N, P, (size_t)MAX_MAP_TOKENS,
+                s->max_positions);
         rc = 2;
     }
     /* every head's --gain, or the adapter's gains file */

@@ -212,7 +212,8 @@ int cmd_generate(int argc, char **argv)
     if (!ok)
         goto out;
     if (longest > ctx.tokens) {
-        fprintf(stderr, "prefixcl generate: a prompt of %zu tokens (%zu at most)\n", longest, ctx.tokens);
+        fprintf(stderr, "prefixcl generate: a prompt of %zu tokens: at most %zu fit (the model's positions less the "
+                        "adapter's prefix): shorten the prompt\n", longest, ctx.tokens);
         goto out;
     }
     /* default stops: config.json's eos_token_id (as transformers' generate),
@@ -227,8 +228,13 @@ int cmd_generate(int argc, char **argv)
         stops[nstop++] = tok_eos;
     size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
     if (max_len + P > ctx.shape.max_positions) {
-        fprintf(stderr, "prefixcl generate: %zu prompt + %zu new tokens (+ prefix %zu) exceed the model's %zu positions\n",
+        const size_t room = ctx.shape.max_positions - P - longest;
+        fprintf(stderr, "prefixcl generate: %zu prompt + %zu new tokens (+ prefix %zu) exceed the model's %zu positions: ",
                 longest, (size_t)max_new, P, ctx.shape.max_positions);
+        if (room)
+            fprintf(stderr, "lower --max-new-tokens to %zu or shorten the prompt\n", room);
+        else
+            fprintf(stderr, "shorten the prompt\n");
         goto out;
     }
     pfx_kv_cache *cache = NULL;
