@@ -350,6 +350,10 @@ int cmd_tune(int argc, char **argv)
     else
         printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, %s; %s\n",
                c.out_dir, TUNE_CHECKPOINT, chart_strerror(CHART_UNAVAILABLE));
+    if (!c.model_dir)
+        printf("the demonstration model is in %s/demo-model/ (config.json, model.safetensors, tokenizer.json); try:\n"
+               "  prefixcl generate --model %s/demo-model --adapter %s --prompt \"The river\"\n",
+               c.out_dir, c.out_dir, c.out_dir);
     if (r.gains)
         printf("note: the learned gains are in %s/%s (prefixcl's own file); PEFT consumers of the adapter do not "
                "see them and attend without gains\n",

@@ -102,6 +102,16 @@ PFX_API pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir,
                                            const pfx_model_params *params, uint64_t seed,
                                            pfx_model **out);
 
+/* Writes the model's weights to `path` as one safetensors file, atomically,
+ * with save_pretrained's names and layout and metadata format "pt": beside
+ * the config.json the model was made from (pfx_model_create_random's too),
+ * the folder loads again with pfx_model_load, bit for bit, and in
+ * transformers. Stored in the storage type (F32, or F16 for half storage);
+ * the Llama family's stacked q, k, v projections are copied back out into
+ * temporary device tensors while it writes. Errors go to
+ * pfx_last_error(rt). */
+PFX_API pfx_status pfx_model_save_weights(pfx_model *model, const char *path);
+
 /* Releases everything and sets *model to NULL; NULL-safe. */
 PFX_API void pfx_model_destroy(pfx_model **model);
 
