@@ -12,17 +12,10 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
-
-def run(exe, args, code=0):
-    p = subprocess.run([exe] + args, capture_output=True, timeout=300)
-    if p.returncode != code:
-        sys.exit("%s: exit %d, expected %d\n%s" % (" ".join(args), p.returncode, code,
-                                                   p.stderr.decode(errors="replace")))
-    return p.stdout.decode("utf-8", errors="replace"), p.stderr.decode("utf-8", errors="replace")
+from cli_run import run
 
 
 def stops_at_config_eos(exe, fix, tmp):

@@ -10,17 +10,10 @@ usage: test_tokenize_cli.py PREFIXCL TOKENIZER_FIXTURES_DIR   (standard library 
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-
-def run(exe, args, code=0):
-    p = subprocess.run([exe] + args, capture_output=True, timeout=120)
-    if p.returncode != code:
-        sys.exit("%s: exit %d, expected %d\n%s" % (" ".join(args), p.returncode, code,
-                                                   p.stderr.decode(errors="replace")))
-    return p.stdout.decode("utf-8"), p.stderr.decode("utf-8", errors="replace")
+from cli_run import run
 
 
 def escaped(piece):

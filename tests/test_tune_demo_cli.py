@@ -10,16 +10,9 @@ usage: test_tune_demo_cli.py PREFIXCL WORK_DIR   (standard library only)
 import os
 import re
 import shutil
-import subprocess
 import sys
 
-
-def run(exe, args, cwd, code=0):
-    p = subprocess.run([exe] + args, capture_output=True, timeout=600, cwd=cwd)
-    if p.returncode != code:
-        sys.exit("%s: exit %d, expected %d\n%s" % (" ".join(args), p.returncode, code,
-                                                   p.stderr.decode(errors="replace")))
-    return p.stdout.decode("utf-8", errors="replace"), p.stderr.decode("utf-8", errors="replace")
+from cli_run import run
 
 
 def main():
@@ -28,7 +21,8 @@ def main():
     os.makedirs(work)
     with open(os.path.join(work, "eval.txt"), "w") as f:
         f.write("The river ran past the mill.\nA boat was on it.\n")
-    out, _ = run(exe, ["tune", "--steps", "1", "--batch", "2", "--max-length", "8", "--eval", "eval.txt"], work)
+    out, _ = run(exe, ["tune", "--steps", "1", "--batch", "2", "--max-length", "8", "--eval", "eval.txt"],
+                 cwd=work, timeout=600)
     model = os.path.join(work, "tune-out", "demo-model")
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         if not os.path.isfile(os.path.join(model, name)):
@@ -38,15 +32,15 @@ def main():
         sys.exit("tune does not show the next step: %r" % out)
 
     out, err = run(exe, ["generate", "--model", "tune-out/demo-model", "--adapter", "tune-out",
-                         "--prompt", "The river", "--max-new-tokens", "4"], work)
+                         "--prompt", "The river", "--max-new-tokens", "4"], cwd=work)
     if not out.strip() or not re.search(r"decode: 3 tokens", err):
         sys.exit("generate on the demonstration model: %r %r" % (out, err))
     out, _ = run(exe, ["eval", "--model", "tune-out/demo-model", "--adapter", "tune-out", "--data", "eval.txt",
-                       "--max-length", "8"], work)
+                       "--max-length", "8"], cwd=work)
     if not re.search(r"frozen model: loss [0-9.]+", out) or not re.search(r"with tune-out: loss [0-9.]+", out):
         sys.exit("eval on the demonstration model: %r" % out)
     run(exe, ["attn-map", "--model", "tune-out/demo-model", "--adapter", "tune-out", "--text", "The river",
-              "--layer", "0", "--head", "0", "--out", "map.png"], work)
+              "--layer", "0", "--head", "0", "--out", "map.png"], cwd=work)
     shutil.rmtree(work, ignore_errors=True)
     print("ok")
 

@@ -7,6 +7,7 @@
 #include <utf8proc.h>
 
 #include "gen_output.h"
+#include "tool_util.h"
 
 const char *gen_stop_reason(const gen_output *g)
 {
@@ -25,18 +26,7 @@ void gen_print_block(FILE *out, const gen_output *g, bool first)
         fputc('\n', out);
     fprintf(out, "=== prompt %zu: ", g->prompt);
     if (g->prompt_text) {
-        /* one line whatever the prompt holds */
-        fputc('"', out);
-        for (const unsigned char *c = (const unsigned char *)g->prompt_text; *c; c++)
-            if (*c == '\n')
-                fputs("\\n", out);
-            else if (*c == '"' || *c == '\\')
-                fprintf(out, "\\%c", *c);
-            else if (*c < 0x20)
-                fprintf(out, "\\x%02x", *c);
-            else
-                fputc(*c, out);
-        fputc('"', out);
+        tool_json_string(out, g->prompt_text); /* one line whatever the prompt holds */
     } else {
         fputs("ids ", out);
         print_ids(out, g->prompt_ids, g->prompt_len);
