@@ -161,7 +161,6 @@ int cmd_generate(int argc, char **argv)
             return usage(stderr);
         }
     }
-    const bool nstops_given = nstop > 0;
     if (!model || ntexts + nfiles + nids == 0) {
         fprintf(stderr, "prefixcl generate: --model and a prompt are required\n");
         return usage(stderr);
@@ -216,16 +215,17 @@ int cmd_generate(int argc, char **argv)
                         "adapter's prefix): shorten the prompt\n", longest, ctx.tokens);
         goto out;
     }
-    /* default stops: config.json's eos_token_id (as transformers' generate),
-     * and the tokenizer's EOS */
-    for (size_t i = 0; !nstops_given && i < ctx.shape.eos_count; i++)
-        stops[nstop++] = ctx.shape.eos_ids[i];
-    const int32_t tok_eos = ctx.tok ? pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) : -1;
-    bool listed = false;
-    for (size_t i = 0; i < nstop; i++)
-        listed |= stops[i] == tok_eos;
-    if (!nstops_given && tok_eos >= 0 && !listed)
-        stops[nstop++] = tok_eos;
+    if (!nstop) {
+        /* config.json's eos_token_id (as transformers' generate), and the tokenizer's EOS */
+        for (size_t i = 0; i < ctx.shape.eos_count; i++)
+            stops[nstop++] = ctx.shape.eos_ids[i];
+        const int32_t eos = ctx.tok ? pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) : -1;
+        bool listed = false;
+        for (size_t i = 0; i < nstop; i++)
+            listed |= stops[i] == eos;
+        if (eos >= 0 && !listed)
+            stops[nstop++] = eos;
+    }
     size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
     if (max_len + P > ctx.shape.max_positions) {
         const size_t room = ctx.shape.max_positions - P - longest;
