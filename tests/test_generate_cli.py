@@ -2,7 +2,7 @@
 """prefixcl generate and eval on the tiny GPT-2 fixture with its tokenizer
 (tests/fixtures/generate/gpt2, made by make_generate_fixture.py): greedy
 text equals HF's decode of HF generate (text.txt), a batch of prompts x
-adapters is labelled, eval prints loss and perplexity with and without the
+adapters prints a labelled block per request, eval prints loss and perplexity with and without the
 adapter, bad options and adapters fail with a message.
 
 usage: test_generate_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
@@ -43,12 +43,15 @@ def main():
     a0, a1 = os.path.join(model, "adapter0"), os.path.join(model, "adapter1")
     out, _ = run(exe, ["generate", "--model", model, "--adapter", a0, "--adapter", a1,
                        "--prompt", "the quick brown fox", "--prompt", "Hello, world", "--max-new-tokens", "7"])
-    lines = out.splitlines()
-    if len(lines) != 4 or not lines[1].startswith("[%s | prompt 0] " % a1):
+    blocks = re.findall(r'(?:^|\n)=== prompt (\d+): "(.*?)" \| adapter (\S+) ===\n(.*?)\n'
+                        r'--- 7 tokens, stop: length, [0-9.]+ tokens/s ---\n', out, re.S)
+    if [(b[0], b[1], b[2]) for b in blocks] != [("0", "the quick brown fox", a0), ("0", "the quick brown fox", a1),
+                                                ("1", "Hello, world", a0), ("1", "Hello, world", a1)]:
         sys.exit("batch output: %r" % out)
     single = {(a, json.loads(p)): json.loads(e) for a, p, e in cases}
-    if lines[3] != "[%s | prompt 1] %s" % (a1, single[("adapter1", "Hello, world")]):
-        sys.exit("batch %r != single %r" % (lines[3], single[("adapter1", "Hello, world")]))
+    for _, prompt, adapter, text in blocks[1::2]:
+        if text != single[("adapter1", prompt)]:
+            sys.exit("batch %r != single %r" % (text, single[("adapter1", prompt)]))
 
     # eval: a frozen and an adapted loss, perplexity = exp(loss)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,8 @@
 /* Loading whole models (include/prefixcl/model.h): shapes from config.json
  * alone (GPT-2 small, a Llama-3.2-1B-shaped config), every refused config
  * field and every bad checkpoint with its status and a message naming the
- * file and tensor, nothing left allocated; argument checks of the calls. */
+ * file and tensor, nothing left allocated; argument checks of the calls;
+ * saved weights load back bit for bit. */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -63,6 +64,7 @@ static void test_shape_from_config(void **state)
     assert_int_equal(s.head_dim, 64);
     assert_int_equal(s.intermediate, 3072);
     assert_true(s.tied_embeddings);
+    assert_int_equal(s.eos_count, 0); /* no eos_token_id */
     /* the seeds' encoder on it: prefix 20, hidden 512 */
     pfx_encoder_params ep = { .layers = s.layers, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
                               .prefix_len = 20, .embed_dim = 512, .hidden_dim = 512 };
@@ -81,6 +83,23 @@ static void test_shape_from_config(void **state)
     assert_int_equal(pfx_model_read_config(dir, &s), PFX_SUCCESS);
     assert_int_equal(s.parameters, 1235814400);
     assert_int_equal(s.kv_heads, 8);
+
+    /* eos_token_id: one id, a list (Llama 3's), null */
+    static const struct {
+        const char *value;
+        size_t count;
+        int32_t ids[3];
+    } eos[] = { { "50256", 1, { 50256 } }, { "[128001, 128008, 128009]", 3, { 128001, 128008, 128009 } },
+                { "null", 0, { 0 } } };
+    for (size_t k = 0; k < sizeof(eos) / sizeof(eos[0]); k++) {
+        char text[sizeof(gpt2_small) + 64];
+        snprintf(text, sizeof(text), "{\"eos_token_id\": %s, %s", eos[k].value, gpt2_small + 1);
+        assert_int_equal(tf_write_config_text(dir, text), 0);
+        assert_int_equal(pfx_model_read_config(dir, &s), PFX_SUCCESS);
+        assert_int_equal(s.eos_count, eos[k].count);
+        for (size_t i = 0; i < eos[k].count; i++)
+            assert_int_equal(s.eos_ids[i], eos[k].ids[i]);
+    }
     tf_rmdir(dir);
     free(dir);
 }
@@ -135,6 +154,12 @@ static void test_bad_configs(void **state)
         { "{\"model_type\": \"qwen2\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
           "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
           "\"is_encoder_decoder\": true}", PFX_ERROR_UNSUPPORTED, "is_encoder_decoder" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": -1}", PFX_ERROR_FORMAT, "eos_token_id" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": [1, \"2\"]}", PFX_ERROR_FORMAT, "eos_token_id" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}", PFX_ERROR_FORMAT, "eos_token_id" },
         { "{\"model_type\": \"gpt2\", \"model_type\": \"llama\"}", PFX_ERROR_FORMAT, "twice" },
         { "[1, 2]", PFX_ERROR_FORMAT, "object" },
         { "{\"model_type\": ", PFX_ERROR_FORMAT, "JSON" },
@@ -375,6 +400,62 @@ static void test_call_arguments(void **state)
     tf_model_free(&tm);
 }
 
+/* The logits of ids on m, to the host. */
+static float *logits_of(pfx_runtime *rt, pfx_model *m, size_t vocab)
+{
+    int32_t ids[10] = { 1, 5, 2, 7, 3, 0, 4, 6, 2, 1 };
+    pfx_model_batch b = { 2, 5, ids, NULL, NULL };
+    size_t shape[3] = { 2, 5, vocab };
+    pfx_tensor *t = NULL;
+    float *host = malloc(2 * 5 * vocab * sizeof(float));
+    assert_non_null(host);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &t), PFX_SUCCESS);
+    assert_int_equal(pfx_model_forward(m, &b, NULL, t), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(t, 0, 2 * 5 * vocab, host), PFX_SUCCESS);
+    pfx_tensor_destroy(&t);
+    return host;
+}
+
+/* pfx_model_save of a random model (GPT-2, Llama with its stacked
+ * q, k, v, Qwen2 with their biases too; float32 and half storage) writes
+ * what pfx_model_load reads back bit for bit: the same logits. */
+static void test_save_weights_round_trip(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config cfgs[3] = { tiny_gpt2(), tiny_llama(), tiny_llama() };
+    cfgs[2].qkv_bias = true;
+    static const char *const types[3] = { "gpt2", "llama", "qwen2" };
+    for (int k = 0; k < 3; k++)
+        for (int half = 0; half < 2; half++) {
+            tf_model tm;
+            tf_model_init(&tm, &cfgs[k], k == 0, types[k], 4);
+            char *dir = tf_tempdir("save");
+            assert_int_equal(tf_write(&tm, dir, 1), 0); /* config.json (the weights are replaced) */
+            pfx_model_params p = { .max_batch = 2, .max_tokens = 5,
+                                   .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32 };
+            pfx_model *made = NULL, *loaded = NULL;
+            assert_int_equal(pfx_model_create_random(rt, dir, &p, 77, &made), PFX_SUCCESS);
+            char path[4200];
+            snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+            assert_int_equal(pfx_model_save(made, dir, NULL), PFX_SUCCESS);
+            pfx_safetensors *f = NULL;
+            assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+            assert_string_equal(pfx_safetensors_metadata_get(f, "format"), "pt");
+            pfx_safetensors_close(&f);
+            assert_int_equal(pfx_model_load(rt, dir, &p, &loaded), PFX_SUCCESS);
+            float *a = logits_of(rt, made, cfgs[k].vocab), *b = logits_of(rt, loaded, cfgs[k].vocab);
+            assert_memory_equal(a, b, 2 * 5 * cfgs[k].vocab * sizeof(float));
+            free(a);
+            free(b);
+            assert_status_names(rt, pfx_model_save(made, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "dir");
+            pfx_model_destroy(&made);
+            pfx_model_destroy(&loaded);
+            tf_rmdir(dir);
+            free(dir);
+            tf_model_free(&tm);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_call_arguments),
+        cmocka_unit_test(test_save_weights_round_trip),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

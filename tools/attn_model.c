@@ -40,6 +40,7 @@ static int usage(void)
 {
     fprintf(stderr,
             "usage: prefixcl attn-map --model DIR [--adapter DIR] (--text TEXT | --ids I,J,..)\n"
+            "         (--adapter: a PEFT folder, or its adapter_model.safetensors)\n"
             "         --layer L (--head H | --grid) [--gain G --gain-mode off|linear|tanh]\n"
             "         [--out FILE.png|FILE.svg] [--csv FILE] [--device SEL]\n"
             "  --text   tokenized with DIR's tokenizer; --ids for a folder without one\n"
@@ -256,7 +257,7 @@ static int report(const job *j, const pfx_model_prefix *pre, const float *map, s
     char(*keys)[LABEL_LEN] = malloc((cols + 1) * sizeof(*keys));
     const char **klab = malloc((cols + 1) * sizeof(char *)), **qlab = malloc((N + 1) * sizeof(char *));
     attn_plot_map *pm = malloc(maps * sizeof(*pm));
-    char(*titles)[96] = malloc(maps * sizeof(*titles));
+    char(*titles)[128] = malloc(maps * sizeof(*titles));
     int rc = CHART_ERR_IO;
     if (keys && klab && qlab && pm && titles) {
         for (size_t c = 0; c < cols; c++) {
@@ -325,7 +326,8 @@ static int run(const job *j, const pfx_model_shape *s)
     }
     if (rc == 0 && (N > MAX_MAP_TOKENS || P + N > s->max_positions)) {
         fprintf(stderr, "prefixcl attn-map: %zu tokens (+ %zu prefix) do not fit: at most %zu tokens and the "
-                        "model's %zu positions\n", N, P, (size_t)MAX_MAP_TOKENS, s->max_positions);
+                        "model's %zu positions: shorten --text (or --ids)\n", N, P, (size_t)MAX_MAP_TOKENS,
+                s->max_positions);
         rc = 2;
     }
     /* every head's --gain, or the adapter's gains file */
@@ -448,6 +450,19 @@ int attn_map_model(int argc, char **argv)
     if (j.text && !*j.text) {
         fprintf(stderr, "prefixcl attn-map: --text is empty\n");
         return 2;
+    }
+    /* PEFT's weights file stands for its folder (as in generate and eval) */
+    static const char weights[] = "adapter_model.safetensors";
+    char folder[4096];
+    const size_t alen = j.adapter ? strlen(j.adapter) : 0;
+    if (alen >= sizeof(weights) - 1 && alen < sizeof(folder) && !strcmp(j.adapter + alen - (sizeof(weights) - 1), weights) &&
+        (alen == sizeof(weights) - 1 || j.adapter[alen - sizeof(weights)] == '/')) {
+        const size_t n = alen - (sizeof(weights) - 1);
+        if (n)
+            snprintf(folder, sizeof(folder), "%.*s", (int)(n > 1 ? n - 1 : n), j.adapter);
+        else
+            snprintf(folder, sizeof(folder), ".");
+        j.adapter = folder;
     }
     pfx_model_shape s;
     if (pfx_model_read_config(j.dir, &s) != PFX_SUCCESS) {

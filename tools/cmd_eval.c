@@ -107,6 +107,7 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "prefixcl eval: %s\n", pfx_last_error(NULL));
         return 1;
     }
+    const uint64_t asked = max_length;
     if (max_length > shape.max_positions)
         max_length = shape.max_positions;
     int status = 1;
@@ -118,6 +119,10 @@ int cmd_eval(int argc, char **argv)
         goto out;
     }
     max_length = ctx.tokens;
+    if (max_length < asked)
+        fprintf(stderr, "prefixcl eval: --max-length %llu capped at %llu: the model has %zu positions (%s/config.json)%s\n",
+                (unsigned long long)asked, (unsigned long long)max_length, shape.max_positions, model,
+                ctx.bank ? " and the adapter's prefix takes the rest" : "");
     pfx_dataset_options opt;
     pfx_dataset_default_options(&opt);
     opt.max_length = max_length;

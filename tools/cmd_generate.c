@@ -6,7 +6,9 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "gen_output.h"
 #include "serve_cli.h"
+#include "tool_util.h"
 
 #define MAX_PROMPTS 64
 #define MAX_STOPS 16
@@ -22,14 +24,20 @@ static int usage(FILE *out)
             "  --prompts FILE     one prompt a line\n"
             "  --prompt-ids IDS   a prompt as token ids (\"5 17 3\"), for folders without tokenizer\n"
             "  --max-new-tokens N (default 32)   --temperature T (0: greedy)   --top-k K   --top-p P\n"
-            "  --seed S (request i samples with seed S + i)   --stop ID (repeatable; default: EOS)\n"
-            "  --device SEL\n");
+            "  --seed S (request i samples with seed S + i)\n"
+            "  --stop ID          a stop token (repeatable; default: config.json's eos_token_id and\n"
+            "                     the tokenizer's EOS)\n"
+            "  --device SEL\n"
+            "  --json             one JSON object a line per request (prompt, prompt_ids, adapter, ids,\n"
+            "                     text, stop_reason, tokens_per_s); default: the text of a single\n"
+            "                     request as it comes, or a block per request\n");
     return out == stdout ? 0 : 2;
 }
 
 typedef struct prompt {
     int32_t *ids;
     size_t len;
+    const char *text;   /* NULL: given as ids */
 } prompt;
 
 typedef struct stream {
@@ -37,6 +45,7 @@ typedef struct stream {
     pfx_request *req;
     size_t printed;     /* bytes of the decoded output already written */
     bool live;          /* a single request: print as the tokens come */
+    double last[8];     /* tool_now_s() of each request's latest token */
 } stream;
 
 /* The decoded text of a request's output so far (or its ids). */
@@ -61,6 +70,8 @@ static void on_token(void *user, size_t r, int32_t token)
 {
     (void)token;
     stream *s = user;
+    if (r < sizeof(s->last) / sizeof(s->last[0]))
+        s->last[r] = tool_now_s();
     if (!s->live || r != 0)
         return;
     char *text = render(s->ctx, s->req);
@@ -88,7 +99,17 @@ static bool add_text_prompt(serve_ctx *ctx, const char *text, prompt *p)
                 p->len ? pfx_last_error(NULL) : "no tokens");
         return false;
     }
+    p->text = text;
     return true;
+}
+
+/* Whether the request ended at one of the stop tokens. */
+static bool ended_at_stop(const pfx_request *q, const int32_t *stops, size_t nstop)
+{
+    for (size_t i = 0; q->out_len && i < nstop; i++)
+        if (q->out[q->out_len - 1] == stops[i])
+            return true;
+    return false;
 }
 
 int cmd_generate(int argc, char **argv)
@@ -98,10 +119,15 @@ int cmd_generate(int argc, char **argv)
     int32_t stops[MAX_STOPS];
     uint64_t max_new = 32, top_k = 0, seed = 0, u;
     float temperature = 0.0f, top_p = 0.0f;
+    bool json = false;
     serve_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
+        if (!strcmp(argv[i], "--json")) {
+            json = true;
+            continue;
+        }
         int got = serve_option(argc, argv, &i, "generate", &a, &v);
         if (got <= 0)
             return usage(got ? stderr : stdout);
@@ -185,15 +211,30 @@ int cmd_generate(int argc, char **argv)
     if (!ok)
         goto out;
     if (longest > ctx.tokens) {
-        fprintf(stderr, "prefixcl generate: a prompt of %zu tokens (%zu at most)\n", longest, ctx.tokens);
+        fprintf(stderr, "prefixcl generate: a prompt of %zu tokens: at most %zu fit (the model's positions less the "
+                        "adapter's prefix): shorten the prompt\n", longest, ctx.tokens);
         goto out;
     }
-    if (!nstop && ctx.tok && pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) >= 0)
-        stops[nstop++] = pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS);
+    if (!nstop) {
+        /* config.json's eos_token_id (as transformers' generate), and the tokenizer's EOS */
+        for (size_t i = 0; i < ctx.shape.eos_count; i++)
+            stops[nstop++] = ctx.shape.eos_ids[i];
+        const int32_t eos = ctx.tok ? pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) : -1;
+        bool listed = false;
+        for (size_t i = 0; i < nstop; i++)
+            listed |= stops[i] == eos;
+        if (eos >= 0 && !listed)
+            stops[nstop++] = eos;
+    }
     size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
     if (max_len + P > ctx.shape.max_positions) {
-        fprintf(stderr, "prefixcl generate: %zu prompt + %zu new tokens (+ prefix %zu) exceed the model's %zu positions\n",
+        const size_t room = ctx.shape.max_positions - P - longest;
+        fprintf(stderr, "prefixcl generate: %zu prompt + %zu new tokens (+ prefix %zu) exceed the model's %zu positions: ",
                 longest, (size_t)max_new, P, ctx.shape.max_positions);
+        if (room)
+            fprintf(stderr, "lower --max-new-tokens to %zu or shorten the prompt\n", room);
+        else
+            fprintf(stderr, "shorten the prompt\n");
         goto out;
     }
     pfx_kv_cache *cache = NULL;
@@ -217,7 +258,8 @@ int cmd_generate(int argc, char **argv)
             req[i] = (pfx_request){ ps[p].ids, ps[p].len, ctx.adapters ? (int32_t)a : -1, seed + r,
                                     outs + i * max_new, 0 };
         }
-        stream st = { &ctx, &req[0], 0, total == 1 };
+        stream st = { &ctx, &req[0], 0, total == 1 && !json, { 0 } };
+        const double t0 = tool_now_s();
         pfx_generate_stats gs;
         if (pfx_generate(ctx.model, cache, ctx.bank, req, n, &s, on_token, &st, &gs) != PFX_SUCCESS) {
             fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(ctx.rt));
@@ -226,11 +268,22 @@ int cmd_generate(int argc, char **argv)
         for (size_t i = 0; i < n && !status; i++) {
             size_t r = r0 + i;
             char *text = render(&ctx, &req[i]);
-            if (total == 1)
+            if (total == 1 && !json) {
                 printf("%s\n", text && strlen(text) > st.printed ? text + st.printed : "");
-            else
-                printf("[%s | prompt %zu] %s\n", ctx.adapters ? ctx.adapter[r % adapters] : "no adapter",
-                       r / adapters, text ? text : "");
+                free(text);
+                continue;
+            }
+            const prompt *p = &ps[r / adapters];
+            const double t = i < 8 && st.last[i] > t0 ? st.last[i] - t0 : 0.0;
+            const gen_output g = { r / adapters, p->text, p->ids, p->len, ctx.adapters ? ctx.adapter[r % adapters] : NULL,
+                                   req[i].out, req[i].out_len, ctx.tok ? text : NULL,
+                                   ended_at_stop(&req[i], stops, nstop), t > 0 ? (double)req[i].out_len / t : 0.0 };
+            if (json && !gen_print_json(stdout, &g)) {
+                fprintf(stderr, "prefixcl generate: out of host memory\n");
+                status = 1;
+            } else if (!json) {
+                gen_print_block(stdout, &g, r == 0);
+            }
             free(text);
         }
         all.prefill_tokens += gs.prefill_tokens;

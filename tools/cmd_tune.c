@@ -45,7 +45,8 @@ static int usage(FILE *out)
             "  --epochs N          passes over the data (default 1), unless --steps\n"
             "  --steps N           optimizer steps\n"
             "  --batch N           examples per step (default 8)\n"
-            "  --max-length N      tokens kept per example (default 128)\n"
+            "  --max-length N      tokens kept per example (default 128; at most the model's\n"
+            "                      positions less --prefix-len)\n"
             "  --lr X              prefix learning rate (default 0.01)\n"
             "  --gain MODE         off, linear or tanh per-head gains (default off)\n"
             "  --gain-lr X         gain learning rate (default: half of --lr)\n"
@@ -109,6 +110,40 @@ static bool parse_float(const char *v, double lo, double hi, float *out)
         return false;
     *out = (float)x;
     return true;
+}
+
+/* The length fitted to the model's positions: the prefix takes --prefix-len
+ * of them before the tokens. The default --max-length is capped at the rest
+ * (as tokenizers cap a length at model_max_length), said once on stderr
+ * (rank 0); a --max-length given, or a prefix that leaves fewer than 2
+ * positions, that does not fit is an error naming the options (2). A config
+ * that cannot be read is left to the job to report (0). */
+static int fit_length(tune_config *c, bool length_given)
+{
+    pfx_model_shape s;
+    if (!c->model_dir || pfx_model_read_config(c->model_dir, &s) != PFX_SUCCESS)
+        return 0;
+    if (c->prefix_len + 2 > s.max_positions) {
+        fprintf(stderr, "prefixcl tune: --prefix-len %zu leaves fewer than 2 of the model's %zu positions for the "
+                        "tokens (%s/config.json): lower --prefix-len\n\n",
+                c->prefix_len, s.max_positions, c->model_dir);
+        return 2;
+    }
+    const size_t room = s.max_positions - c->prefix_len;
+    if (c->max_length > room && length_given) {
+        fprintf(stderr, "prefixcl tune: --max-length %zu + --prefix-len %zu exceed the model's %zu positions "
+                        "(%s/config.json): lower --max-length to %zu or less, or --prefix-len\n\n",
+                c->max_length, c->prefix_len, s.max_positions, c->model_dir, room);
+        return 2;
+    }
+    if (c->max_length > room) {
+        if (dist_rank() == 0)
+            fprintf(stderr, "prefixcl tune: --max-length %zu (the default) capped at %zu: the model has %zu positions "
+                            "(%s/config.json) and the prefix takes %zu (--prefix-len)\n",
+                    c->max_length, room, s.max_positions, c->model_dir, c->prefix_len);
+        c->max_length = room;
+    }
+    return 0;
 }
 
 typedef struct opt_spec {
@@ -251,6 +286,8 @@ int cmd_tune(int argc, char **argv)
         if (!length_set)
             c.max_length = DEMO_LENGTH;
     }
+    if (fit_length(&c, length_set))
+        return usage(stderr);
 
     /* rank 0 alone prints (dist.h); plain lines under mpirun, which gives
      * the ranks a pty whatever its own stdout is */
@@ -313,6 +350,10 @@ int cmd_tune(int argc, char **argv)
     else
         printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, %s; %s\n",
                c.out_dir, TUNE_CHECKPOINT, chart_strerror(CHART_UNAVAILABLE));
+    if (!c.model_dir)
+        printf("the demonstration model is in %s/demo-model/ (config.json, model.safetensors, tokenizer.json); try:\n"
+               "  prefixcl generate --model %s/demo-model --adapter %s --prompt \"The river\"\n",
+               c.out_dir, c.out_dir, c.out_dir);
     if (r.gains)
         printf("note: the learned gains are in %s/%s (prefixcl's own file); PEFT consumers of the adapter do not "
                "see them and attend without gains\n",

@@ -23,6 +23,7 @@ static const struct {
     { "generate", cmd_generate,
       "text from a model folder with prefix adapters, batched, tokens/s [--model DIR --prompt TEXT]" },
     { "eval", cmd_eval, "loss and perplexity of a data set, without and with an adapter [--model DIR --data FILE]" },
+    { "tokenize", cmd_tokenize, "a text's token ids and pieces, or a file's token count [--model DIR --text TEXT]" },
     { "check", cmd_check, "run every operation against the C reference [--device SEL]" },
     { "attn-map", cmd_attn_map,
       "write one head's attention probabilities as a PNG/PGM heat map [--out FILE]" },

@@ -40,4 +40,10 @@ int tune_ckpt_save(tune_job *j, const char *path, const tune_result *r);
 /* Loads it into the job; the file's options must equal j->config_text. */
 int tune_ckpt_load(tune_job *j, const char *path, tune_result *r);
 
+/* The demonstration model's folder (tune_demo.c): beside its config.json,
+ * the weights j->model holds (model.safetensors) and the demonstration's
+ * tokenizer.json, so that generate, eval and attn-map open the folder. 0, or
+ * 1 after printing the error. */
+int tune_demo_write_model(const tune_job *j, const char *dir);
+
 #endif

@@ -92,7 +92,8 @@ static char *join(const char *dir, const char *name)
 
 /* The demonstration model: GPT-2 small (12 layers of 768 wide, 12 heads)
  * over the demonstration tokenizer's vocabulary, as a config.json in
- * out_dir/demo-model/ (pfx_model_create_random reads it). */
+ * out_dir/demo-model/ (pfx_model_create_random reads it; the weights and the
+ * tokenizer follow, tune_demo.c). */
 static int write_demo_config(const tune_job *j, const char *dir, size_t vocab)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
@@ -151,6 +152,10 @@ static int load_model_and_data(tune_job *j, tune_result *r)
             return 1;
         }
         st = pfx_model_create_random(j->rt, dir, &mp, c->seed, &j->model);
+        if (st == PFX_SUCCESS && dist_rank() == 0 && tune_demo_write_model(j, dir)) {
+            free(dir);
+            return 1;
+        }
         char *abs = realpath(dir, NULL);
         snprintf(r->base_model, sizeof(r->base_model), "%s", abs ? abs : dir);
         free(abs);

@@ -38,7 +38,8 @@ PFX_API pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity, pf
 PFX_API void pfx_adapter_bank_destroy(pfx_adapter_bank **bank);
 
 /* Adds the adapter at `path`: a PEFT prefix-tuning folder (adapter_config.json
- * + adapter_model.safetensors; encoder-decoder adapters,
+ * + adapter_model.safetensors, or that adapter_model.safetensors itself,
+ * which stands for its folder; encoder-decoder adapters,
  * num_transformer_submodules 2, are PFX_ERROR_UNSUPPORTED), or a prefixcl
  * prefixes file (safetensors with metadata format "prefixcl-prefixes-1",
  * tensors layers.l.prefix_k / prefix_v [Hkv, P, D] and layers.l.gain [H],

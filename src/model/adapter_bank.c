@@ -259,12 +259,32 @@ static pfx_status bank_alloc(pfx_adapter_bank *b, size_t P)
     return st;
 }
 
-/* Which kind of adapter `path` is, and the file to read for a prefixcl one
- * (own: path itself or path/prefixes.safetensors). */
-static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *own, size_t own_size)
+/* Whether `path` names a PEFT folder's weights file (.../adapter_model.safetensors);
+ * its folder into dir (dir_size). */
+static bool peft_weights_file(const char *path, char *dir, size_t dir_size)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strcmp(base, "adapter_model.safetensors") != 0)
+        return false;
+    const int n = (int)(base - path);
+    if (n > 1)
+        snprintf(dir, dir_size, "%.*s", n - 1, path); /* without the trailing '/' */
+    else
+        snprintf(dir, dir_size, "%s", n ? "/" : ".");
+    return true;
+}
+
+/* Which kind of adapter `path` is: a PEFT folder (*peft; its folder in dir,
+ * also when `path` names the folder's adapter_model.safetensors) or a
+ * prefixcl one (the file to read in own: path itself or
+ * path/prefixes.safetensors). */
+static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *dir, size_t dir_size, char *own,
+                          size_t own_size)
 {
     *peft = false;
     snprintf(own, own_size, "%s", path);
+    snprintf(dir, dir_size, "%s", path);
     if (is_dir(path)) {
         snprintf(own, own_size, "%s/adapter_config.json", path);
         *peft = exists(own);
@@ -274,6 +294,15 @@ static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *o
                              FN, path);
     } else if (!exists(path)) {
         return pfx_error(rt, PFX_ERROR_IO, "%s: %s does not exist", FN, path);
+    } else if (peft_weights_file(path, dir, dir_size)) {
+        /* the weights of a PEFT folder stand for the folder */
+        snprintf(own, own_size, "%s/adapter_config.json", dir);
+        if (!exists(own))
+            return pfx_error(rt, PFX_ERROR_IO,
+                             "%s: %s is a PEFT adapter's weights but %s is missing: pass the PEFT folder "
+                             "(adapter_config.json + adapter_model.safetensors)",
+                             FN, path, own);
+        *peft = true;
     }
     return PFX_SUCCESS;
 }
@@ -282,12 +311,12 @@ pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len)
 {
     if (!path || !prefix_len)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "adapter_prefix_len: %s is NULL", !path ? "path" : "prefix_len");
-    char own[4096];
+    char own[4096], dir[4096];
     bool peft;
-    pfx_status st = resolve(NULL, path, &peft, own, sizeof(own));
+    pfx_status st = resolve(NULL, path, &peft, dir, sizeof(dir), own, sizeof(own));
     if (st == PFX_SUCCESS && peft) {
         pfx_peft_config cfg;
-        if ((st = pfx_peft_read_config(path, &cfg)) == PFX_SUCCESS)
+        if ((st = pfx_peft_read_config(dir, &cfg)) == PFX_SUCCESS)
             *prefix_len = cfg.num_virtual_tokens;
         return st;
     }
@@ -315,14 +344,14 @@ pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_
     const pfx_model_shape *s = &m->cfg.shape;
     if (bank->count == bank->capacity)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: the bank is full (%zu adapters)", FN, bank->capacity);
-    char own[4096];
+    char own[4096], dir[4096];
     bool peft;
-    pfx_status st = resolve(rt, path, &peft, own, sizeof(own));
+    pfx_status st = resolve(rt, path, &peft, dir, sizeof(dir), own, sizeof(own));
     if (st != PFX_SUCCESS)
         return st;
     staged a;
     memset(&a, 0, sizeof(a));
-    st = peft ? stage_peft(m, path, &a) : stage_own(m, own, &a);
+    st = peft ? stage_peft(m, dir, &a) : stage_own(m, own, &a);
     if (st == PFX_SUCCESS && bank->P && a.P != bank->P)
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has prefix length %zu, the bank holds %zu", FN, path, a.P,
                        bank->P);

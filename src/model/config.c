@@ -1,6 +1,7 @@
 /* config.json of a Hugging Face decoder-only model: the families this
  * library computes, every field that changes the math checked. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,6 +196,27 @@ static pfx_status parse_llama(const parse_ctx *c, const char *type, pfx_model_co
     return PFX_SUCCESS;
 }
 
+/* eos_token_id: absent, null, an id or a list of ids (each in [0, 2^31),
+ * at most PFX_MODEL_MAX_EOS). */
+static pfx_status parse_eos(const parse_ctx *c, pfx_model_shape *s)
+{
+    const cJSON *item = get(c->root, "eos_token_id");
+    s->eos_count = 0;
+    if (!item)
+        return PFX_SUCCESS;
+    const bool list = cJSON_IsArray(item);
+    const cJSON *e = list ? item->child : item;
+    for (; e; e = list ? e->next : NULL) {
+        uint64_t v;
+        if (s->eos_count == PFX_MODEL_MAX_EOS || !pfx_json_uint(e, &v) || v > INT32_MAX)
+            return pfx_error(c->rt, PFX_ERROR_FORMAT,
+                             "%s: the field 'eos_token_id' is not a token id or a list of at most %d ids", c->label,
+                             PFX_MODEL_MAX_EOS);
+        s->eos_ids[s->eos_count++] = (int32_t)v;
+    }
+    return PFX_SUCCESS;
+}
+
 /* Frozen parameters as torch counts them (tied embeddings once). */
 static bool count_parameters(const pfx_model_config *cfg, size_t *out)
 {
@@ -257,6 +279,8 @@ pfx_status pfx_model_config_parse(pfx_runtime *rt, const unsigned char *json, si
         st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
                        "%s: model_type '%.64s' is not supported (gpt2, llama, qwen2, mistral are)", label, name);
     }
+    if (st == PFX_SUCCESS)
+        st = parse_eos(&c, &m.shape);
     if (st != PFX_SUCCESS)
         goto out;
     if ((st = number(&c, root, "", "initializer_range", false, 0.02, &m.init_range)))

@@ -19,34 +19,34 @@
 #define INDEX_NAME "model.safetensors.index.json"
 #define DEFAULT_SHARD_BYTES ((size_t)5000 * 1000 * 1000) /* save_pretrained's "5GB" */
 
-/* One tensor of the folder: a device tensor, or (split from the stacked
- * q | k | v) host data that `host_owned` frees. */
+/* One tensor of the folder: the model's own, or (a part of the stacked
+ * q | k | v) a temporary device copy `copy` that the save releases. */
 typedef struct save_item {
     pfx_named_tensor nt;
     size_t bytes;
-    float *host_owned;
+    pfx_tensor *copy;
 } save_item;
 
-/* Rows [first, first + rows) of the stacked tensor fused (cols wide, 1 for a
- * bias) as host data of the file dtype. */
+/* The rows of spec s (a q, k or v weight or bias) copied out of its layer's
+ * stacked tensor on the device. */
 static pfx_status split_part(pfx_model *m, const pfx_weight_spec *s, save_item *it)
 {
     const pfx_model_shape *sh = &m->cfg.shape;
     const size_t QD = sh->heads * sh->head_dim, KVD = sh->kv_heads * sh->head_dim;
     const bool bias = s->role == PFX_W_Q_B || s->role == PFX_W_K_B || s->role == PFX_W_V_B;
-    const pfx_weight_role base = bias ? s->role - (PFX_W_Q_B - PFX_W_Q) : s->role;
+    const pfx_weight_role base = bias ? (pfx_weight_role)(s->role - PFX_W_Q_B + PFX_W_Q) : s->role;
     const size_t first = base == PFX_W_Q ? 0 : base == PFX_W_K ? QD : QD + KVD;
-    const size_t cols = s->ndim == 2 ? s->shape[1] : 1, n = s->shape[0] * cols;
+    const size_t cols = s->ndim == 2 ? s->shape[1] : 1;
     const pfx_tensor *fused = m->fused_qkv[2 * s->layer + bias];
-    it->host_owned = malloc(n * sizeof(float));
-    if (!it->host_owned)
-        return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "model_save: host memory");
-    it->nt.host = it->host_owned;
-    it->nt.ndim = s->ndim;
-    it->nt.shape[0] = s->shape[0];
-    it->nt.shape[1] = s->shape[1];
-    it->nt.dtype = fused->dtype;
-    return pfx_tensor_read(fused, first * cols, n, it->host_owned);
+    pfx_status st = pfx_tensor_create(m->rt, fused->dtype, s->ndim, s->shape, &it->copy);
+    if (st != PFX_SUCCESS)
+        return st;
+    cl_int err = clEnqueueCopyBuffer(m->rt->queue, fused->mem, it->copy->mem, first * cols * pfx_dtype_size(fused->dtype),
+                                     0, it->copy->bytes, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return pfx_cl_error(m->rt, err, "model_save: a q, k, v part copied out of the stacked tensor");
+    it->nt.tensor = it->copy;
+    return PFX_SUCCESS;
 }
 
 static pfx_status write_bytes(pfx_runtime *rt, const char *path, const void *data, size_t size)
@@ -183,7 +183,7 @@ pfx_status pfx_model_save(pfx_model *model, const char *dir, const pfx_model_sav
         free(path);
     }
     for (size_t i = 0; i < model->spec_count; i++)
-        free(items[i].host_owned);
+        pfx_tensor_destroy(&items[i].copy);
     free(items);
     return st;
 }

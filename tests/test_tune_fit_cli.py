@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""The defaults fit a small model, and what does not fit names the option to
+change, as a user runs the commands on the committed tiny GPT-2 (64
+positions, tests/fixtures/generate/gpt2): `prefixcl tune` with the default
+--max-length (128) and prefix (20) caps the length at 44 and says so once,
+then trains; the adapter it writes serves generate; a --max-length given
+that does not fit, a --prefix-len that leaves no room, eval's long
+--max-length (capped, said once), generate's --max-new-tokens and attn-map's
+long --ids are named in their messages.
+
+usage: test_tune_fit_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
+"""
+import os
+import sys
+import tempfile
+
+from cli_run import run
+
+
+def main():
+    exe, fix = sys.argv[1], sys.argv[2]
+    model = os.path.join(fix, "gpt2")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "train.txt")
+        with open(data, "w") as f:
+            for i in range(30):
+                f.write("the quick brown fox jumps over the lazy dog, number %d\n" % i)
+        out_dir = os.path.join(tmp, "out")
+        tune = ["tune", "--model", model, "--data", data, "--out", out_dir, "--steps", "2"]
+        out, err = run(exe, tune)
+        notes = [l for l in err.splitlines() if "capped" in l]
+        if len(notes) != 1 or "--max-length 128 (the default) capped at 44" not in notes[0] or "--prefix-len" not in notes[0] \
+                or "64 positions" not in notes[0]:
+            sys.exit("tune's note on the length: %r" % err)
+        if "batch 8 x 44 tokens" not in out:
+            sys.exit("tune does not train with the capped length: %r" % out)
+        # the next step: the adapter serves generate
+        out, _ = run(exe, ["generate", "--model", model, "--adapter", out_dir, "--prompt", "the quick",
+                           "--max-new-tokens", "3"])
+        if not out.strip():
+            sys.exit("generate with the tuned adapter printed nothing")
+
+        # a length that fits: no note; one given that does not: the options to change
+        _, err = run(exe, tune + ["--max-length", "30"])
+        if "capped" in err:
+            sys.exit("a fitting --max-length: %r" % err)
+        _, err = run(exe, tune + ["--max-length", "60"], 2)
+        if "lower --max-length to 44 or less, or --prefix-len" not in err:
+            sys.exit("tune --max-length 60: %r" % err)
+        # no room for tokens: the option to change
+        _, err = run(exe, tune + ["--prefix-len", "63"], 2)
+        if "lower --prefix-len" not in err or "64 positions" not in err:
+            sys.exit("tune --prefix-len 63: %r" % err)
+
+        # eval caps a long --max-length and says so once
+        out, err = run(exe, ["eval", "--model", model, "--adapter", out_dir, "--data", data, "--max-length", "500"])
+        if len([l for l in err.splitlines() if "--max-length 500 capped at 44" in l]) != 1:
+            sys.exit("eval's note on the length: %r" % err)
+        # generate: too many new tokens names --max-new-tokens and what fits
+        _, err = run(exe, ["generate", "--model", model, "--adapter", out_dir, "--prompt", "the quick",
+                           "--max-new-tokens", "100"], 1)
+        if "lower --max-new-tokens to" not in err:
+            sys.exit("generate --max-new-tokens 100: %r" % err)
+        # attn-map: too many ids for the positions
+        _, err = run(exe, ["attn-map", "--model", model, "--ids", ",".join(["5"] * 70), "--layer", "0",
+                           "--head", "0", "--out", os.path.join(tmp, "map.png")], 2)
+        if "shorten --text (or --ids)" not in err:
+            sys.exit("attn-map with 70 ids: %r" % err)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

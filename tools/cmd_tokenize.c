@@ -1,0 +1,159 @@
+/* prefixcl tokenize: how a text tokenizes with a model folder's tokenizer
+ * (the ids and their pieces, as transformers' convert_ids_to_tokens gives
+ * them), its ids for --prompt-ids, or the token count of a file. No device. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "prefixcl/prefixcl.h"
+#include "prefixcl/tokenizer.h"
+
+/* The largest --file read (the tokenizer's input is held in memory). */
+#define MAX_FILE_BYTES ((size_t)1 << 30)
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: prefixcl tokenize --model DIR (--text TEXT | --file FILE) [--ids | --count] [--no-special]\n"
+            "  --model DIR    a folder with tokenizer.json (or vocab.json + merges.txt)\n"
+            "  --text TEXT    the text to tokenize; --file FILE: a file's bytes, whole\n"
+            "  (default)      one line per token: its id, a tab, its piece (\\n, \\t, \\r, \\\\ and\n"
+            "                 other control bytes escaped)\n"
+            "  --ids          the ids on one line (for generate --prompt-ids)\n"
+            "  --count        the number of tokens alone\n"
+            "  --no-special   without the tokens the tokenizer adds around a text (BOS ...)\n");
+    return out == stdout ? 0 : 2;
+}
+
+/* The whole file, malloc'ed (NUL after the last byte). */
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "prefixcl tokenize: cannot read --file %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *more = cap < MAX_FILE_BYTES ? realloc(buf, 2 * cap + 1) : NULL;
+            if (!more) {
+                fprintf(stderr, "prefixcl tokenize: --file %s: more than %zu bytes%s\n", path, cap,
+                        cap < MAX_FILE_BYTES ? " (out of host memory)" : "");
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = more;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) {
+        fprintf(stderr, "prefixcl tokenize: reading --file %s failed\n", path);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        *len = n;
+    }
+    return buf;
+}
+
+/* A piece on one line: control bytes and the backslash escaped. */
+static void print_piece(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\t')
+            fputs("\\t", stdout);
+        else if (c == '\r')
+            fputs("\\r", stdout);
+        else if (c == '\\')
+            fputs("\\\\", stdout);
+        else if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *model = NULL, *text = NULL, *file = NULL;
+    bool ids_only = false, count_only = false, special = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return usage(stdout);
+        if (!strcmp(a, "--ids") || !strcmp(a, "--count") || !strcmp(a, "--no-special")) {
+            ids_only |= a[2] == 'i';
+            count_only |= a[2] == 'c';
+            special &= a[2] != 'n';
+            continue;
+        }
+        const char **target = !strcmp(a, "--model") ? &model : !strcmp(a, "--text") ? &text
+                              : !strcmp(a, "--file")                                 ? &file
+                                                                                     : NULL;
+        if (!target) {
+            fprintf(stderr, "prefixcl tokenize: unknown option '%s'\n\n", a);
+            return usage(stderr);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "prefixcl tokenize: %s needs a value\n\n", a);
+            return usage(stderr);
+        }
+        *target = argv[++i];
+    }
+    if (!model || !text == !file || (ids_only && count_only)) {
+        fprintf(stderr, "prefixcl tokenize: --model and one of --text or --file are required%s\n\n",
+                ids_only && count_only ? "; --ids and --count exclude each other" : "");
+        return usage(stderr);
+    }
+    pfx_tokenizer *tok = NULL;
+    if (pfx_tokenizer_load(model, &tok) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl tokenize: --model %s: %s\n", model, pfx_last_error(NULL));
+        return 1;
+    }
+    size_t len = text ? strlen(text) : 0;
+    char *bytes = file ? read_all(file, &len) : NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int status = 1;
+    if ((file && !bytes) ||
+        pfx_tokenizer_encode(tok, file ? bytes : text, len, special ? PFX_ENCODE_ADD_SPECIAL : 0u, &ids, &n) !=
+            PFX_SUCCESS) {
+        if (!file || bytes)
+            fprintf(stderr, "prefixcl tokenize: %s\n", pfx_last_error(NULL));
+        goto out;
+    }
+    if (count_only) {
+        printf("%zu\n", n);
+    } else if (ids_only) {
+        for (size_t i = 0; i < n; i++)
+            printf(i ? " %d" : "%d", (int)ids[i]);
+        putchar('\n');
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            size_t plen = 0;
+            const char *piece = pfx_tokenizer_id_to_token(tok, ids[i], &plen);
+            printf("%d\t", (int)ids[i]);
+            print_piece(piece ? piece : "", piece ? plen : 0);
+            putchar('\n');
+        }
+    }
+    status = 0;
+out:
+    free(ids);
+    free(bytes);
+    pfx_tokenizer_free(&tok);
+    return status;
+}
