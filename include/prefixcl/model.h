@@ -63,6 +63,9 @@ typedef struct pfx_model_params {
                               * default: every block's activations are kept */
 } pfx_model_params;
 
+/* The most end-of-sequence ids a config.json may list. */
+#define PFX_MODEL_MAX_EOS 8
+
 /* What config.json says, and the parameter count of the frozen model
  * (tied embeddings counted once, as torch's parameters() does). */
 typedef struct pfx_model_shape {
@@ -77,6 +80,9 @@ typedef struct pfx_model_shape {
     size_t max_positions;    /* n_positions / max_position_embeddings */
     bool tied_embeddings;    /* LM head = input embeddings */
     size_t parameters;
+    int32_t eos_ids[PFX_MODEL_MAX_EOS]; /* eos_token_id: one id or a list (transformers'
+                                         * generate stops at any of them) */
+    size_t eos_count;        /* 0: absent or null */
 } pfx_model_shape;
 
 /* The shape of dir/config.json (no runtime, no weights). Errors go to
