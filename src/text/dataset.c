@@ -334,8 +334,7 @@ static uint64_t splitmix64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* A permutation of 0..n-1 from (seed, salt); unbiased bounded draws. */
-static void permutation(size_t *p, size_t n, uint64_t seed, uint64_t salt)
+void pfx_data_permutation(size_t *p, size_t n, uint64_t seed, uint64_t salt)
 {
     uint64_t s = seed ^ (salt * 0xd1b54a32d192ed03ull);
     for (size_t i = 0; i < n; i++)
@@ -375,7 +374,7 @@ PFX_API pfx_status pfx_dataset_next_batch(pfx_dataset *ds, pfx_data_position *po
     if (ds->opt.shuffle && (!ds->perm_valid || ds->perm_epoch != pos->epoch)) {
         if (!ds->perm && !(ds->perm = malloc(ds->count * sizeof(*ds->perm))))
             return oom(fn);
-        permutation(ds->perm, ds->count, ds->opt.seed, pos->epoch);
+        pfx_data_permutation(ds->perm, ds->count, ds->opt.seed, pos->epoch);
         ds->perm_epoch = pos->epoch;
         ds->perm_valid = true;
     }
@@ -451,7 +450,7 @@ PFX_API pfx_status pfx_dataset_hold_out(pfx_dataset *ds, size_t count, pfx_datas
     bool *flag = calloc(ds->count, sizeof(*flag));
     pfx_dataset *ev = NULL, *rest = NULL;
     if (p && flag) {
-        permutation(p, ds->count, ds->opt.seed, UINT64_MAX); /* a salt no epoch reaches */
+        pfx_data_permutation(p, ds->count, ds->opt.seed, UINT64_MAX); /* a salt no epoch reaches */
         for (size_t k = 0; k < count; k++)
             flag[p[k]] = true;
         ev = subset(ds, flag, true);

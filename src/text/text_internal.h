@@ -8,6 +8,12 @@
 #include "../io/io_internal.h"
 #include "prefixcl/tokenizer.h"
 
+/* ---- data order (dataset.c) ---- */
+
+/* A permutation of 0..n-1 from (seed, salt): splitmix64 with unbiased
+ * bounded draws (Fisher-Yates). The order of an epoch (salt: the epoch). */
+void pfx_data_permutation(size_t *p, size_t n, uint64_t seed, uint64_t salt);
+
 /* ---- growable byte buffer ---- */
 typedef struct pfx_buf {
     char *data;
