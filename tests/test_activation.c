@@ -157,6 +157,108 @@ static void test_bias(void **state)
         }
 }
 
+/* The bias gradient db[c] (+)= sum_r dy[r, c]: dy a strided view; db the
+ * middle slice of a fused [3C] bias, a strided column (every third element)
+ * or a 1 x C row; written over random contents or added to them. Without
+ * accumulation a second run gives bit-identical results. */
+static void test_bias_grad(void **state)
+{
+    pfx_runtime *rt = *state;
+    /* one row, one column, more columns than a work-group, rows > 64 */
+    const size_t sizes[][2] = { { 1, 1 },   { 7, 33 },  { 129, 257 },
+                                { 1, 300 }, { 200, 1 }, { 65, 1000 } };
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        for (int kind = 0; kind < 3; kind++)
+            for (int acc = 0; acc < 2; acc++) {
+                const size_t R = sizes[i][0], C = sizes[i][1], ld = C + 5, off = 2;
+                const size_t n = off + (R - 1) * ld + C + 1;
+                ref_rng rng;
+                ref_rng_seed(&rng, 800 + i * 6 + (uint64_t)kind * 2 + (uint64_t)acc);
+                float *hy, *hb;
+                pfx_tensor *dy = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hy);
+                pfx_tensor *db = mo_upload(rt, &rng, PFX_DTYPE_F32, 3 * C + 1, 1.0f, &hb);
+                const size_t boff = kind == 0 ? C : 1, bstep = kind == 1 ? 3 : 1;
+                const pfx_mat bv = kind == 0   ? PFX_VEC(db, C, C)
+                                   : kind == 1 ? pfx_mat_of(db, 1, C, 1, 3)
+                                               : pfx_mat_of(db, 1, 1, C, C);
+                double *DB = calloc(C, sizeof(double));
+                assert_non_null(DB);
+                for (size_t c = 0; c < C; c++) {
+                    for (size_t r = 0; r < R; r++)
+                        DB[c] += hy[off + r * ld + c];
+                    if (acc)
+                        DB[c] += hb[boff + c * bstep];
+                }
+                const pfx_mat vdy = pfx_mat_of(dy, off, R, C, ld);
+                assert_int_equal(pfx_op_bias_grad(rt, vdy, bv, acc), PFX_SUCCESS);
+                mo_expect_view("bias grad", db, hb, boff, C, 1, bstep, DB, TOL_OPS_F32);
+                float *after = mo_read(dy);
+                assert_memory_equal(after, hy, n * sizeof(float));
+                free(after);
+                if (!acc) {
+                    float *b1 = mo_read(db);
+                    assert_int_equal(pfx_op_bias_grad(rt, vdy, bv, false), PFX_SUCCESS);
+                    float *b2 = mo_read(db);
+                    assert_memory_equal(b1, b2, (3 * C + 1) * sizeof(float));
+                    free(b1); free(b2);
+                }
+                free(hy); free(hb); free(DB);
+                pfx_tensor_destroy(&dy); pfx_tensor_destroy(&db);
+            }
+}
+
+/* Bad arguments of the bias gradient: each status, nothing written. */
+static void test_bias_grad_bad(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_rng rng;
+    ref_rng_seed(&rng, 10);
+    pfx_tensor *x = mo_random(rt, &rng, PFX_DTYPE_F32, 64);
+    pfx_tensor *xh = mo_random(rt, &rng, PFX_DTYPE_F16, 64);
+    pfx_runtime *rt2 = pfx_test_runtime();
+    pfx_tensor *other = mo_random(rt2, &rng, PFX_DTYPE_F32, 64);
+    float *hx = mo_read(x), *hxh = mo_read(xh);
+    const size_t live = pfx_test_live_bytes(rt);
+    const pfx_mat a = PFX_MAT(x, 4, 8);
+    assert_status_names(NULL, pfx_op_bias_grad(NULL, a, PFX_VEC(x, 40, 8), true),
+                        PFX_ERROR_NULL_ARGUMENT, "rt");
+    assert_status_names(rt, pfx_op_bias_grad(rt, PFX_MAT(NULL, 4, 8), PFX_VEC(x, 40, 8), true),
+                        PFX_ERROR_NULL_ARGUMENT, "dy");
+    assert_status_names(rt, pfx_op_bias_grad(rt, a, PFX_VEC(NULL, 40, 8), true),
+                        PFX_ERROR_NULL_ARGUMENT, "db");
+    assert_status_names(rt, pfx_op_bias_grad(rt, PFX_MAT(xh, 4, 8), PFX_VEC(x, 40, 8), true),
+                        PFX_ERROR_DTYPE_MISMATCH, "dy");
+    assert_status_names(rt, pfx_op_bias_grad(rt, a, PFX_VEC(xh, 40, 8), true),
+                        PFX_ERROR_DTYPE_MISMATCH, "db");
+    assert_status_names(rt, pfx_op_bias_grad(rt, a, PFX_VEC(other, 40, 8), true),
+                        PFX_ERROR_RUNTIME_MISMATCH, "db");
+    assert_status_names(rt, pfx_op_bias_grad(rt, a, PFX_VEC(x, 40, 7), true),
+                        PFX_ERROR_INVALID_SHAPE, "db");
+    assert_status_names(rt, pfx_op_bias_grad(rt, a, pfx_mat_of(x, 40, 2, 8, 8), true),
+                        PFX_ERROR_INVALID_SHAPE, "db");
+    assert_status_names(rt,
+                        pfx_op_bias_grad(rt, pfx_mat_of(x, 0, 4, 8, 7), PFX_VEC(x, 40, 8), true),
+                        PFX_ERROR_INVALID_SHAPE, "dy");
+    assert_status_names(rt, pfx_op_bias_grad(rt, a, PFX_VEC(x, 57, 8), true),
+                        PFX_ERROR_OUT_OF_RANGE, "db");
+    assert_status_names(rt, pfx_op_bias_grad(rt, a, pfx_mat_of(x, 40, 8, 1, 4), true),
+                        PFX_ERROR_OUT_OF_RANGE, "db");
+    assert_status_names(rt, pfx_op_bias_grad(rt, PFX_MAT(x, 9, 8), PFX_VEC(xh, 0, 8), true),
+                        PFX_ERROR_OUT_OF_RANGE, "dy");
+    assert_status_names(rt, pfx_op_bias_grad(rt, a, PFX_VEC(x, 28, 8), true), PFX_ERROR_ALIASING,
+                        "db");
+    assert_status_names(
+        rt, pfx_op_bias_grad(rt, pfx_mat_of(x, 1, 4, 3, 8), pfx_mat_of(x, 2, 1, 3, 3), true),
+        PFX_ERROR_ALIASING, "db");
+    assert_int_equal(pfx_test_live_bytes(rt), live);
+    float *ax = mo_read(x), *axh = mo_read(xh);
+    assert_memory_equal(ax, hx, 64 * sizeof(float));
+    assert_memory_equal(axh, hxh, 64 * sizeof(float));
+    free(ax); free(axh); free(hx); free(hxh);
+    pfx_tensor_destroy(&x); pfx_tensor_destroy(&xh); pfx_tensor_destroy(&other);
+    pfx_runtime_destroy(&rt2);
+}
+
 /* Column blocks: x split into parts (with a bias slice, float or half, or
  * none) and the parts joined back, on strided views of awkward widths and
  * of whole 8-column chunks (the kernels' vector form). */
@@ -203,8 +305,7 @@ static void test_columns(void **state)
                     for (size_t c = 0; c < w; c++)
                         Y[r * w + c] += hb[2 + (col[p] + c) * bstep];
                 mo_expect_view("split columns", y[p], hy[p], yoff[p], R, w, R > 1 ? yld[p] : w, Y, TOL_OPS_F32);
-                free(Y);
-                free(hy[p]);
+                free(Y); free(hy[p]);
                 hy[p] = mo_read(y[p]);
             }
             /* join: the parts as they are now back into x, cleared first
@@ -298,6 +399,8 @@ int main(void)
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_bias),
+        cmocka_unit_test(test_bias_grad),
+        cmocka_unit_test(test_bias_grad_bad),
         cmocka_unit_test(test_columns),
         cmocka_unit_test(test_bad_arguments),
     };

@@ -114,6 +114,22 @@ void ref_rmsnorm_backward(size_t rows, size_t cols, const double *x, const doubl
     norm_backward(rows, cols, true, x, w, eps, dy, dx);
 }
 
+void ref_norm_param_grad(size_t rows, size_t cols, const double *x, const double *mean,
+                         const double *rstd, const double *dy, double *dw, double *db)
+{
+    for (size_t c = 0; c < cols; c++) {
+        double sw = 0.0, sb = 0.0;
+        for (size_t r = 0; r < rows; r++) {
+            const double g = dy[r * cols + c];
+            sw += g * (x[r * cols + c] - (mean ? mean[r] : 0.0)) * rstd[r];
+            sb += g;
+        }
+        dw[c] = sw;
+        if (db)
+            db[c] = sb;
+    }
+}
+
 void ref_rope_inv_freq(const ref_rope *r, size_t head_dim, double *inv_freq)
 {
     for (size_t i = 0; i < head_dim / 2; i++) {

@@ -1,8 +1,9 @@
 /*
  * Double-precision references of the whole-model pieces (src/ops/model_ops.h):
- * LayerNorm, RMSNorm, activations, SwiGLU, RoPE and inv_freq, causal-LM
- * cross-entropy. Plain loops over row-major double arrays; outputs are
- * overwritten. The whole-model reference (model_ref.h) is built from them.
+ * LayerNorm, RMSNorm (and their weight gradients), activations, SwiGLU, RoPE
+ * and inv_freq, causal-LM cross-entropy. Plain loops over row-major double
+ * arrays; outputs are overwritten. The whole-model reference (model_ref.h)
+ * is built from them.
  */
 #ifndef PFX_TEST_MODEL_OPS_REF_H
 #define PFX_TEST_MODEL_OPS_REF_H
@@ -39,6 +40,13 @@ void ref_rmsnorm(size_t rows, size_t cols, const double *x, const double *w, dou
                  double *y, double *rstd);
 void ref_rmsnorm_backward(size_t rows, size_t cols, const double *x, const double *w,
                           double eps, const double *dy, double *dx);
+
+/* The norm's weight and bias gradients from the given statistics (those the
+ * forward kept): xhat = (x - mean) * rstd (x * rstd when mean is NULL:
+ * RMSNorm), dw[c] = sum_r dy[r, c] xhat[r, c], db[c] = sum_r dy[r, c] (db
+ * may be NULL). x, dy [rows, cols]; mean, rstd [rows]; dw, db [cols]. */
+void ref_norm_param_grad(size_t rows, size_t cols, const double *x, const double *mean,
+                         const double *rstd, const double *dy, double *dw, double *db);
 
 typedef struct ref_rope {
     double theta;           /* rope_theta */
