@@ -157,8 +157,8 @@ pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens
         (st = pfx_mat_check_alias(rt, op, "dwpe", &dwpe, "dout", &dout, false)))
         return st;
     if (pos0 > dwpe.rows || tokens > dwpe.rows - pos0)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: positions %zu .. %zu beyond dwpe's %zu rows", op, pos0,
-                         pos0 + tokens - 1, dwpe.rows);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: %zu positions from pos0 %zu pass dwpe's %zu rows", op,
+                         tokens, pos0, dwpe.rows);
     pfx_mat_args da = pfx_mat_kernel_args(&dout), pa = pfx_mat_kernel_args(&dwpe);
     cl_ulong b = batch, n = tokens, c = dwpe.cols, p0 = pos0;
     pfx_arg args[] = { PFX_ARG(b),     PFX_ARG(n),      PFX_ARG(c),         PFX_ARG(da.mem), PFX_ARG(da.offset),
