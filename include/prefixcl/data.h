@@ -112,6 +112,31 @@ PFX_API size_t pfx_dataset_batches_per_epoch(const pfx_dataset *ds, size_t batch
  * PFX_ERROR_OUT_OF_RANGE unless 0 < count < the number of examples. */
 PFX_API pfx_status pfx_dataset_hold_out(pfx_dataset *ds, size_t count, pfx_dataset **eval);
 
+/* ---- pre-training blocks ----
+ * The examples of a data set (load it with append_eos, so that documents
+ * stay apart, and a max_length that keeps them whole) joined end to end in
+ * file order and cut into blocks of `block` tokens, every position a label
+ * (no padding); the tail that fills no block is dropped (what nanoGPT and
+ * transformers' group_texts do). Errors go to pfx_last_error(NULL). */
+typedef struct pfx_blocks pfx_blocks;
+
+/* PFX_ERROR_OUT_OF_RANGE when the data does not fill one block. */
+PFX_API pfx_status pfx_blocks_pack(const pfx_dataset *ds, size_t block, pfx_blocks **out);
+PFX_API void pfx_blocks_free(pfx_blocks **b);
+PFX_API size_t pfx_blocks_count(const pfx_blocks *b);
+/* Moves the last `tail` blocks into *out (a held-out evaluation slice); at
+ * least one stays (PFX_ERROR_OUT_OF_RANGE). */
+PFX_API pfx_status pfx_blocks_split(pfx_blocks *b, size_t tail, pfx_blocks **out);
+/* Block i in order: `block` ids owned by b. */
+PFX_API pfx_status pfx_blocks_get(const pfx_blocks *b, size_t i, const int32_t **ids);
+/* The next rows from *pos, which it advances: blocks in the order of epoch
+ * pos->epoch (a permutation from seed and the epoch), *rows of them (fewer
+ * than batch at the end of an epoch; the next call starts the following
+ * one) as [rows, block] ids. A position is plain numbers: save it with a
+ * checkpoint, restore it to resume. */
+PFX_API pfx_status pfx_blocks_next_batch(pfx_blocks *b, pfx_data_position *pos, size_t batch, uint64_t seed,
+                                         int32_t *ids, size_t *rows);
+
 #ifdef __cplusplus
 }
 #endif
