@@ -213,6 +213,8 @@ static void test_tune_apply_reject(void **state)
     expect_ignored("not valid JSON");
     write_edited(path, orig, "\"MWG\":", "\"MWG\": 24, \"unused\":");
     expect_ignored("Xgemm");
+    write_edited(path, orig, "\"MWG\":", "\"MWG\": 24, \"MWG\":"); /* the rule of every JSON reader */
+    expect_ignored("'MWG' appears twice");
     write_edited(path, orig, "\"WGD\":", "\"WGDX\":");
     expect_ignored("XgemmDirect.WGD");
     write_edited(path, orig, "\"device\":", "\"device\": \"another\", \"was\":");
