@@ -74,6 +74,16 @@ def main():
     _, err = run(exe, ["generate", "--model", model, "--prompt-ids", "5 99999"], 1)
     if "prompt-ids" not in err:
         sys.exit("bad ids: %r" % err)
+    # one strict parser for every number and id list (tools/cli.h), the option named
+    for opt, val in (("--temperature", ""), ("--top-p", ""), ("--temperature", " 1"), ("--top-p", "0.5x"),
+                     ("--temperature", "nan")):
+        _, err = run(exe, ["generate", "--model", model, "--prompt", "hi", opt, val], 2)
+        if opt not in err:
+            sys.exit("%s %r: %r" % (opt, val, err))
+    for ids in ("1,,2", ",1", "1,", "1, ,2", "+1"):
+        _, err = run(exe, ["generate", "--model", model, "--prompt-ids", ids, "--max-new-tokens", "1"], 1)
+        if "--prompt-ids" not in err:
+            sys.exit("--prompt-ids %r: %r" % (ids, err))
     _, err = run(exe, ["generate", "--model", model, "--adapter", os.path.join(fix, "llama", "adapter0"),
                        "--prompt", "hi"], 1)
     if "token_dim" not in err:

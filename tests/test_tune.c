@@ -421,6 +421,8 @@ static void test_bad_options(void **state)
         { { "--lr", "nan" }, "bad --lr 'nan'" },
         { { "--lr", "-1" }, "bad --lr '-1'" },
         { { "--lr", "1e-3x" }, "bad --lr '1e-3x'" },
+        { { "--lr", "" }, "bad --lr ''" },
+        { { "--gain-lr", " 1e-3" }, "bad --gain-lr ' 1e-3'" },
         { { "--gain", "sigmoid" }, "bad --gain 'sigmoid' (off, linear or tanh)" },
         { { "--storage", "bf16" }, "bad --storage 'bf16' (f32 or f16)" },
         { { "--clip", "inf" }, "bad --clip 'inf'" },

@@ -49,31 +49,6 @@ static int usage(void)
     return 2;
 }
 
-/* "3,17,5" into ids (malloc'ed); false on anything else. */
-static bool parse_ids(const char *s, size_t vocab, int32_t **ids, size_t *count)
-{
-    size_t cap = 1;
-    for (const char *c = s; *c; c++)
-        cap += *c == ',';
-    int32_t *v = malloc(cap * sizeof(*v));
-    char *copy = strdup(s);
-    size_t n = 0;
-    bool ok = v && copy && *s;
-    for (char *save = NULL, *t = ok ? strtok_r(copy, ",", &save) : NULL; ok && t; t = strtok_r(NULL, ",", &save)) {
-        uint64_t id;
-        ok = cli_uint(t, 0, vocab - 1, &id);
-        v[n++] = (int32_t)id;
-    }
-    free(copy);
-    if (!ok || n == 0) {
-        free(v);
-        return false;
-    }
-    *ids = v;
-    *count = n;
-    return true;
-}
-
 /* A token's bytes as an axis label cairo can draw: whole UTF-8 characters
  * that fit, a control character as a space, a byte that is no character
  * (a byte-level token is often part of one) as '?'. */
@@ -116,7 +91,7 @@ static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t 
             pfx_tokenizer_free(&tok);
             return 1;
         }
-    } else if (!parse_ids(j->ids_arg, s->vocab, ids, n)) {
+    } else if (!cli_ids(j->ids_arg, s->vocab, ids, n)) {
         fprintf(stderr, "prefixcl attn-map: --ids must be comma-separated ids below the vocabulary's %zu\n",
                 s->vocab);
         return 2;
@@ -424,10 +399,8 @@ int attn_map_model(int argc, char **argv)
         else if (!strcmp(a, "--head") && (ok = cli_uint(v, 0, 1u << 20, &u)))
             j.head = (size_t)u, have_head = true;
         else if (!strcmp(a, "--gain")) {
-            char *end;
             j.gain_given = true;
-            j.gain = strtof(v, &end);
-            ok = *end == 0 && end != v && isfinite(j.gain);
+            ok = cli_float(v, -HUGE_VAL, HUGE_VAL, &j.gain);
         } else if (!strcmp(a, "--gain-mode")) {
             j.gain_given = true;
             j.mode = !strcmp(v, "off") ? PFX_GAIN_OFF

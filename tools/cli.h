@@ -4,11 +4,21 @@
 #define PFX_TOOLS_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* An option value in [lo, hi]: decimal digits only (pfx_parse_uint), so
  * " 5", "+5", "-5" and "5x" are refused. */
 bool cli_uint(const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
+
+/* A finite number in [lo, hi], the whole text (strtod's syntax), so "",
+ * " 5", "5x", "nan" and "inf" are refused. */
+bool cli_float(const char *text, double lo, double hi, float *out);
+
+/* Token ids in [0, vocab): each by cli_uint, separated by one comma (spaces
+ * around it allowed) or by spaces; "1,,2", ",1", "1," and "" are refused.
+ * A malloc'ed array in *ids. */
+bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
 
 /* Flushes and closes stdout; a failed write or close (a full disk, a closed
  * pipe, /dev/full) is reported on stderr and turns a 0 exit status into 1.

@@ -196,9 +196,7 @@ int cmd_attn_map(int argc, char **argv)
         else if (!strcmp(a, "--head"))
             ok = parse_size(v, 0, 255, &head);
         else if (!strcmp(a, "--gain")) {
-            char *end;
-            gain = strtof(v, &end);
-            ok = *end == 0 && end != v && isfinite(gain);
+            ok = cli_float(v, -HUGE_VAL, HUGE_VAL, &gain);
         } else if (!strcmp(a, "--gain-mode")) {
             mode = !strcmp(v, "off") ? PFX_GAIN_OFF
                    : !strcmp(v, "linear") ? PFX_GAIN_LINEAR

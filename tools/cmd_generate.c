@@ -1,5 +1,6 @@
 /* prefixcl generate: text (or ids) from a model folder with prefix adapters,
  * every prompt with every adapter in one batch, prefill and decode tokens/s. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +106,6 @@ int cmd_generate(int argc, char **argv)
         int got = serve_option(argc, argv, &i, "generate", &a, &v);
         if (got <= 0)
             return usage(got ? stderr : stdout);
-        char *end = NULL;
         if (!strcmp(a, "--model")) {
             model = v;
         } else if (!strcmp(a, "--device")) {
@@ -126,12 +126,10 @@ int cmd_generate(int argc, char **argv)
             seed = u;
         } else if (!strcmp(a, "--stop") && nstop < MAX_STOPS && cli_uint(v, 0, INT32_MAX, &u)) {
             stops[nstop++] = (int32_t)u;
-        } else if (!strcmp(a, "--temperature") && (temperature = strtof(v, &end), *end == '\0') &&
-                   temperature >= 0.0f) {
-        } else if (!strcmp(a, "--top-p") && (top_p = strtof(v, &end), *end == '\0') && top_p >= 0.0f &&
-                   top_p <= 1.0f) {
+        } else if (!strcmp(a, "--temperature") && cli_float(v, 0.0, HUGE_VAL, &temperature)) {
+        } else if (!strcmp(a, "--top-p") && cli_float(v, 0.0, 1.0, &top_p)) {
         } else {
-            fprintf(stderr, "prefixcl generate: bad option or value: %s %s\n", a, v);
+            fprintf(stderr, "prefixcl generate: bad option or value: %s \"%s\"\n", a, v);
             return usage(stderr);
         }
     }
@@ -177,9 +175,9 @@ int cmd_generate(int argc, char **argv)
     for (size_t i = 0; ok && i < nlines; i++)
         ok = add_text_prompt(&ctx, lines[i], &ps[k++]);
     for (size_t i = 0; ok && i < nids; i++, k++)
-        if (!(ok = serve_parse_ids(idtexts[i], ctx.shape.vocab, &ps[k].ids, &ps[k].len)))
-            fprintf(stderr, "prefixcl generate: --prompt-ids \"%s\": ids in [0, %zu) expected\n", idtexts[i],
-                    ctx.shape.vocab);
+        if (!(ok = cli_ids(idtexts[i], ctx.shape.vocab, &ps[k].ids, &ps[k].len)))
+            fprintf(stderr, "prefixcl generate: --prompt-ids \"%s\": ids in [0, %zu) expected, separated by "
+                    "spaces or single commas\n", idtexts[i], ctx.shape.vocab);
     for (size_t i = 0; ok && i < nprompts; i++)
         longest = ps[i].len > longest ? ps[i].len : longest;
     if (!ok)

@@ -100,17 +100,6 @@ static void on_step(const tune_step_info *s, void *user)
     fflush(stdout);
 }
 
-/* A finite number in [lo, hi], the whole text. */
-static bool parse_float(const char *v, double lo, double hi, float *out)
-{
-    char *end = NULL;
-    double x = strtod(v, &end);
-    if (!*v || !end || *end || !isfinite(x) || x < lo || x > hi)
-        return false;
-    *out = (float)x;
-    return true;
-}
-
 typedef struct opt_spec {
     const char *name;
     uint64_t lo, hi;
@@ -199,7 +188,7 @@ int cmd_tune(int argc, char **argv)
             float *t = a[2] == 'l' ? &c.lr : a[2] == 'g' ? &c.gain_lr : a[2] == 'w' ? &c.weight_decay
                                                                                     : &c.max_grad_norm;
             double hi = a[2] == 'l' || a[2] == 'g' ? 10.0 : 1e6;
-            if (!parse_float(v, 0.0, hi, t)) {
+            if (!cli_float(v, 0.0, hi, t)) {
                 fprintf(stderr, "prefixcl tune: bad %s '%s' (a number in [0, %g])\n\n", a, v, hi);
                 return usage(stderr);
             }
