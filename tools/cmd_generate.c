@@ -1,5 +1,6 @@
 /* prefixcl generate: text (or ids) from a model folder with prefix adapters,
  * every prompt with every adapter in one batch, prefill and decode tokens/s. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include "commands.h"
 #include "serve_cli.h"
 
-#define MAX_PROMPTS 64
+#define MAX_PROMPTS 64 /* of each prompt option; a --prompts file may hold any number of lines */
 #define MAX_STOPS 16
 
 static int usage(FILE *out)
@@ -31,6 +32,8 @@ static int usage(FILE *out)
 typedef struct prompt {
     int32_t *ids;
     size_t len;
+    const char *from; /* the option, or the file it is a line of */
+    size_t line;      /* 1-based; 0: not from a file */
 } prompt;
 
 typedef struct stream {
@@ -74,6 +77,62 @@ static void on_token(void *user, size_t r, int32_t token)
         s->printed = n;
     }
     free(text);
+}
+
+typedef struct text_line {
+    char *text;
+    const char *file;
+    size_t line; /* 1-based */
+} text_line;
+
+/* The non-empty lines of `path` appended to *lines (*n of *cap), each a
+ * prompt, of any length; a line holding a NUL byte is refused. */
+static bool read_prompt_lines(const char *path, text_line **lines, size_t *n, size_t *cap)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        fprintf(stderr, "prefixcl generate: --prompts %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    char *buf = NULL;
+    size_t bufcap = 0, lineno = 0;
+    ssize_t got;
+    bool ok = true;
+    while (ok && (got = getline(&buf, &bufcap, in)) >= 0) {
+        size_t len = (size_t)got;
+        lineno++;
+        if (len && buf[len - 1] == '\n')
+            len--;
+        if (len && buf[len - 1] == '\r')
+            len--;
+        buf[len] = '\0';
+        if (strlen(buf) != len) {
+            fprintf(stderr, "prefixcl generate: %s:%zu: the line holds a NUL byte\n", path, lineno);
+            ok = false;
+            break;
+        }
+        if (!len)
+            continue;
+        if (*n == *cap) {
+            size_t c = *cap ? 2 * *cap : 64;
+            text_line *l = realloc(*lines, c * sizeof(*l));
+            ok = l != NULL;
+            if (ok)
+                *lines = l, *cap = c;
+        }
+        char *copy = ok ? strdup(buf) : NULL;
+        if (copy)
+            (*lines)[(*n)++] = (text_line){ copy, path, lineno };
+        else
+            fprintf(stderr, "prefixcl generate: %s: out of host memory\n", path), ok = false;
+    }
+    if (ok && ferror(in)) {
+        fprintf(stderr, "prefixcl generate: reading %s: %s\n", path, strerror(errno));
+        ok = false;
+    }
+    free(buf);
+    fclose(in);
+    return ok;
 }
 
 static bool add_text_prompt(serve_ctx *ctx, const char *text, prompt *p)
@@ -129,7 +188,17 @@ int cmd_generate(int argc, char **argv)
         } else if (!strcmp(a, "--temperature") && cli_float(v, 0.0, HUGE_VAL, &temperature)) {
         } else if (!strcmp(a, "--top-p") && cli_float(v, 0.0, 1.0, &top_p)) {
         } else {
-            fprintf(stderr, "prefixcl generate: bad option or value: %s \"%s\"\n", a, v);
+            bool full = (!strcmp(a, "--adapter") && ctx.adapters == SERVE_MAX_ADAPTERS) ||
+                        (!strcmp(a, "--stop") && nstop == MAX_STOPS) ||
+                        (!strcmp(a, "--prompt") && ntexts == MAX_PROMPTS) ||
+                        (!strcmp(a, "--prompts") && nfiles == MAX_PROMPTS) ||
+                        (!strcmp(a, "--prompt-ids") && nids == MAX_PROMPTS);
+            if (full)
+                fprintf(stderr, "prefixcl generate: at most %d %s options (more prompts: one a line of a "
+                        "--prompts file)\n", !strcmp(a, "--adapter") ? SERVE_MAX_ADAPTERS :
+                        !strcmp(a, "--stop") ? MAX_STOPS : MAX_PROMPTS, a);
+            else
+                fprintf(stderr, "prefixcl generate: bad option or value: %s \"%s\"\n", a, v);
             return usage(stderr);
         }
     }
@@ -138,28 +207,24 @@ int cmd_generate(int argc, char **argv)
         return usage(stderr);
     }
 
-    /* prompts: read the files first (their lines are prompts) */
-    char *lines[MAX_PROMPTS];
-    size_t nlines = 0;
-    for (size_t f = 0; f < nfiles; f++) {
-        FILE *in = fopen(files[f], "r");
-        if (!in) {
-            fprintf(stderr, "prefixcl generate: cannot read %s\n", files[f]);
-            return 1;
-        }
-        char buf[8192];
-        while (fgets(buf, sizeof(buf), in) && nlines + ntexts < MAX_PROMPTS) {
-            buf[strcspn(buf, "\r\n")] = '\0';
-            if (buf[0])
-                lines[nlines++] = strdup(buf);
-        }
-        fclose(in);
-    }
+    /* prompts: read the files first (their lines are prompts, any number, any length) */
+    text_line *lines = NULL;
+    size_t nlines = 0, lines_cap = 0;
+    bool read_ok = true;
+    for (size_t f = 0; f < nfiles && read_ok; f++)
+        read_ok = read_prompt_lines(files[f], &lines, &nlines, &lines_cap);
     size_t nprompts = ntexts + nlines + nids, adapters = ctx.adapters ? ctx.adapters : 1;
     size_t total = nprompts * adapters, batch = total < 8 ? total : 8;
-    prompt ps[3 * MAX_PROMPTS];
-    memset(ps, 0, sizeof(ps));
+    prompt *ps = read_ok ? calloc(nprompts ? nprompts : 1, sizeof(*ps)) : NULL;
+    if (read_ok && !ps)
+        fprintf(stderr, "prefixcl generate: out of host memory for %zu prompts\n", nprompts);
     int status = 1;
+    if (!ps)
+        goto out;
+    if (nprompts == 0) {
+        fprintf(stderr, "prefixcl generate: no prompt (the --prompts files hold only empty lines)\n");
+        goto out;
+    }
     pfx_model_shape shape;
     if (pfx_model_read_config(model, &shape) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(NULL));
@@ -170,22 +235,34 @@ int cmd_generate(int argc, char **argv)
         goto out;
     size_t k = 0, longest = 0;
     bool ok = true;
-    for (size_t i = 0; ok && i < ntexts; i++)
-        ok = add_text_prompt(&ctx, texts[i], &ps[k++]);
-    for (size_t i = 0; ok && i < nlines; i++)
-        ok = add_text_prompt(&ctx, lines[i], &ps[k++]);
-    for (size_t i = 0; ok && i < nids; i++, k++)
+    for (size_t i = 0; ok && i < ntexts; i++, k++) {
+        ps[k].from = "--prompt";
+        ok = add_text_prompt(&ctx, texts[i], &ps[k]);
+    }
+    for (size_t i = 0; ok && i < nlines; i++, k++) {
+        ps[k].from = lines[i].file;
+        ps[k].line = lines[i].line;
+        ok = add_text_prompt(&ctx, lines[i].text, &ps[k]);
+    }
+    for (size_t i = 0; ok && i < nids; i++, k++) {
+        ps[k].from = "--prompt-ids";
         if (!(ok = cli_ids(idtexts[i], ctx.shape.vocab, &ps[k].ids, &ps[k].len)))
             fprintf(stderr, "prefixcl generate: --prompt-ids \"%s\": ids in [0, %zu) expected, separated by "
                     "spaces or single commas\n", idtexts[i], ctx.shape.vocab);
-    for (size_t i = 0; ok && i < nprompts; i++)
+    }
+    for (size_t i = 0; ok && i < nprompts; i++) {
         longest = ps[i].len > longest ? ps[i].len : longest;
+        if (ps[i].len > ctx.tokens) {
+            if (ps[i].line)
+                fprintf(stderr, "prefixcl generate: %s:%zu: ", ps[i].from, ps[i].line);
+            else
+                fprintf(stderr, "prefixcl generate: %s: ", ps[i].from);
+            fprintf(stderr, "a prompt of %zu tokens (%zu at most)\n", ps[i].len, ctx.tokens);
+            ok = false;
+        }
+    }
     if (!ok)
         goto out;
-    if (longest > ctx.tokens) {
-        fprintf(stderr, "prefixcl generate: a prompt of %zu tokens (%zu at most)\n", longest, ctx.tokens);
-        goto out;
-    }
     if (!nstop && ctx.tok && pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) >= 0)
         stops[nstop++] = pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS);
     size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
@@ -244,10 +321,12 @@ int cmd_generate(int argc, char **argv)
                 pfx_runtime_device(ctx.rt)->device_name);
     pfx_kv_cache_destroy(&cache);
 out:
-    for (size_t i = 0; i < nprompts; i++)
+    for (size_t i = 0; ps && i < nprompts; i++)
         free(ps[i].ids);
+    free(ps);
     for (size_t i = 0; i < nlines; i++)
-        free(lines[i]);
+        free(lines[i].text);
+    free(lines);
     serve_close(&ctx);
     return status;
 }
