@@ -457,6 +457,31 @@ static void test_bad_options(void **state)
                          "--max-length", "20" };
     assert_int_equal(run_captured(11, a3, msg, sizeof(msg)), 1);
     assert_non_null(strstr(msg, TUNE_CHECKPOINT));
+
+    /* every output checked before the first step: a file named as --out, a
+     * folder where loss.csv goes (no step runs: no checkpoint appears) */
+    char file[4300], ckpt[4400], csv[4400];
+    out_path(file, sizeof(file), "a-file");
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    const char *a4[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", file, "--quiet",
+                         "--max-length", "20", "--steps", "2" };
+    assert_int_equal(run_captured(12, a4, msg, sizeof(msg)), 1);
+    if (!strstr(msg, "--out") || !strstr(msg, "a-file: exists and is not a folder"))
+        fail_msg("--out FILE: '%s'", msg);
+    out_path(dir, sizeof(dir), "blocked");
+    mkdir(dir, 0777);
+    snprintf(csv, sizeof(csv), "%s/loss.csv", dir);
+    snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, TUNE_CHECKPOINT);
+    mkdir(csv, 0777);
+    remove(ckpt);
+    const char *a5[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
+                         "--max-length", "20", "--steps", "2" };
+    assert_int_equal(run_captured(12, a5, msg, sizeof(msg)), 1);
+    if (!strstr(msg, "loss.csv is a folder"))
+        fail_msg("loss.csv a folder: '%s'", msg);
+    assert_int_not_equal(access(ckpt, F_OK), 0);
 }
 
 int main(int argc, char **argv)

@@ -49,6 +49,15 @@ static int usage(void)
     return 2;
 }
 
+bool attn_check_outputs(const char *picture, const char *csv)
+{
+    if (csv && !strcmp(picture, csv)) {
+        fprintf(stderr, "prefixcl attn-map: --out and --csv name the same file %s\n", csv);
+        return false;
+    }
+    return cli_check_output("attn-map", "--out", picture) && (!csv || cli_check_output("attn-map", "--csv", csv));
+}
+
 /* A token's bytes as an axis label cairo can draw: whole UTF-8 characters
  * that fit, a control character as a space, a byte that is no character
  * (a byte-level token is often part of one) as '?'. */
@@ -418,6 +427,8 @@ int attn_map_model(int argc, char **argv)
         fprintf(stderr, "prefixcl attn-map: --model needs --layer, one of --head or --grid, one of --text or --ids\n");
         return usage();
     }
+    if (!attn_check_outputs(j.out, j.csv))
+        return 1;
     if (j.text && !*j.text) {
         fprintf(stderr, "prefixcl attn-map: --text is empty\n");
         return 2;

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "prefixcl/prefixcl.h"
@@ -70,6 +72,90 @@ bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count)
     *ids = v;
     *count = n;
     return true;
+}
+
+/* "prefixcl CMD: OPTION SHOWN: " then PATH when it is not SHOWN itself. */
+static void say(const char *cmd, const char *option, const char *shown, const char *path)
+{
+    fprintf(stderr, "prefixcl %s: %s %s: ", cmd, option, shown);
+    if (path != shown)
+        fprintf(stderr, "%s ", path);
+}
+
+static bool check_file(const char *cmd, const char *option, const char *shown, const char *path)
+{
+    struct stat st;
+    if (!path[0]) {
+        fprintf(stderr, "prefixcl %s: %s: empty file name\n", cmd, option);
+        return false;
+    }
+    bool exists = stat(path, &st) == 0;
+    pfx_output_file *out = NULL;
+    if (exists && S_ISDIR(st.st_mode)) {
+        say(cmd, option, shown, path);
+        fprintf(stderr, "is a folder\n");
+    } else if (exists && access(path, W_OK) != 0) {
+        say(cmd, option, shown, path);
+        fprintf(stderr, "not writable: %s\n", strerror(errno));
+    } else if (pfx_output_open(path, &out) != PFX_SUCCESS) {
+        say(cmd, option, shown, path);
+        fprintf(stderr, "cannot write there: %s\n", pfx_last_error(NULL));
+    } else {
+        pfx_output_discard(&out);
+        return true;
+    }
+    return false;
+}
+
+bool cli_check_output(const char *cmd, const char *option, const char *path)
+{
+    return check_file(cmd, option, path, path);
+}
+
+static bool make_dir(const char *cmd, const char *option, const char *shown, const char *dir)
+{
+    struct stat st;
+    if (!dir[0]) {
+        fprintf(stderr, "prefixcl %s: %s: empty folder name\n", cmd, option);
+        return false;
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        say(cmd, option, shown, dir);
+        fprintf(stderr, "cannot create the folder: %s\n", strerror(errno));
+        return false;
+    }
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        say(cmd, option, shown, dir);
+        fprintf(stderr, "exists and is not a folder\n");
+        return false;
+    }
+    return true;
+}
+
+bool cli_check_output_dir(const char *cmd, const char *option, const char *dir, const char *const *names,
+                          size_t n)
+{
+    if (!make_dir(cmd, option, dir, dir))
+        return false;
+    bool ok = true;
+    for (size_t i = 0; ok && i < n; i++) {
+        size_t len = strlen(dir) + strlen(names[i]) + 2;
+        char *path = malloc(len);
+        if (!path) {
+            fprintf(stderr, "prefixcl %s: out of host memory\n", cmd);
+            return false;
+        }
+        snprintf(path, len, "%s/%s", dir, names[i]);
+        size_t plen = strlen(path);
+        if (path[plen - 1] == '/') {
+            path[plen - 1] = '\0';
+            ok = make_dir(cmd, option, dir, path);
+        } else {
+            ok = check_file(cmd, option, dir, path);
+        }
+        free(path);
+    }
+    return ok;
 }
 
 int cli_finish_stdout(int status)

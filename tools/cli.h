@@ -20,6 +20,19 @@ bool cli_float(const char *text, double lo, double hi, float *out);
  * A malloc'ed array in *ids. */
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
 
+/* An output file of command `cmd`, checked before any work: named, not a
+ * folder, writable if it exists, and a new file can be made beside it (one
+ * is opened and discarded: pfx_output_open). False after "prefixcl CMD:
+ * OPTION PATH: why" on stderr. */
+bool cli_check_output(const char *cmd, const char *option, const char *path);
+
+/* An output folder: made when absent (its parent must exist), refused when
+ * something else has its name, and each of names[0 .. n) inside it checked
+ * as by cli_check_output (a name ending in '/' is a folder inside: made,
+ * then checked as one). False after saying why. */
+bool cli_check_output_dir(const char *cmd, const char *option, const char *dir, const char *const *names,
+                          size_t n);
+
 /* Flushes and closes stdout; a failed write or close (a full disk, a closed
  * pipe, /dev/full) is reported on stderr and turns a 0 exit status into 1.
  * Returns the exit status to use. */

@@ -222,6 +222,8 @@ int cmd_attn_map(int argc, char **argv)
         return 2;
     }
 
+    if (!attn_check_outputs(out, csv))
+        return 1;
     pfx_runtime *rt = tool_runtime("attn-map", selector);
     if (!rt)
         return 1;

@@ -193,10 +193,14 @@ int cmd_train(int argc, char **argv)
     }
     train_fit_schedules(&cfg); /* warm-up and gain ramp shrink for short runs */
     const bool lead = dist_rank() == 0; /* rank 0 alone prints and writes */
-    if (lead && mkdir(out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "prefixcl train: cannot create %s: %s\n", out, strerror(errno));
+    /* every output checked before the first step (train_loop.c writes the
+     * prefixes and the PEFT folder, this file the rest) */
+    const char *names[] = { "loss.csv", "attention.csv", "gains.csv", svg ? "loss.svg" : "loss.png",
+                            svg ? "attention.svg" : "attention.png", svg ? "gains.svg" : "gains.png",
+                            "prefixes.safetensors", "peft/", "peft/adapter_config.json",
+                            "peft/adapter_model.safetensors" };
+    if (lead && !cli_check_output_dir("train", "--out", out, names, sizeof(names) / sizeof(names[0])))
         return 1;
-    }
 
     /* plain lines under mpirun: it gives the ranks a pty whatever its own
      * stdout is */

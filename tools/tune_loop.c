@@ -483,10 +483,8 @@ int tune_run(const tune_config *c, tune_step_fn on_step, void *user, tune_result
     memset(j, 0, sizeof(*j));
     j->cfg = c;
     int rc = 1;
-    if (mkdir(c->out_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "prefixcl tune: cannot create %s: %s\n", c->out_dir, strerror(errno));
+    if (tune_out_check(c))
         return 1;
-    }
     if (load_model_and_data(j, r) || build_trainables(j, r))
         goto out;
     dist_agree("tuning configuration", j->config_text);
