@@ -158,6 +158,43 @@ bool cli_check_output_dir(const char *cmd, const char *option, const char *dir, 
     return ok;
 }
 
+volatile sig_atomic_t cli_stop;
+static struct sigaction old_int, old_term;
+static bool catching;
+
+static void on_stop_signal(int sig)
+{
+    cli_stop = sig;
+}
+
+void cli_stop_catch(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    cli_stop = 0;
+    if (catching)
+        return;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    catching = true;
+}
+
+void cli_stop_release(void)
+{
+    if (!catching)
+        return;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    catching = false;
+}
+
+int cli_stop_status(void)
+{
+    return 128 + (cli_stop ? (int)cli_stop : SIGINT);
+}
+
 int cli_finish_stdout(int status)
 {
     /* Output is the command's result: losing it silently is a failure. */

@@ -3,6 +3,7 @@
 #ifndef PFX_TOOLS_CLI_H
 #define PFX_TOOLS_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,18 @@ bool cli_check_output(const char *cmd, const char *option, const char *path);
  * then checked as one). False after saying why. */
 bool cli_check_output_dir(const char *cmd, const char *option, const char *dir, const char *const *names,
                           size_t n);
+
+/* A stop asked by SIGINT (Ctrl-C) or SIGTERM (what kill, systemd and Slurm
+ * send): between cli_stop_catch and cli_stop_release both only set cli_stop
+ * to the signal's number, which a long command polls at its step
+ * boundaries to stop cleanly there (tune saves its checkpoint, train and
+ * eval and generate keep what is done). */
+extern volatile sig_atomic_t cli_stop;
+void cli_stop_catch(void);
+void cli_stop_release(void);
+/* The exit status of a run stopped so: 128 + the signal (130 for SIGINT, 143
+ * for SIGTERM; 130 when the stop came from elsewhere, e.g. another rank). */
+int cli_stop_status(void);
 
 /* Flushes and closes stdout; a failed write or close (a full disk, a closed
  * pipe, /dev/full) is reported on stderr and turns a 0 exit status into 1.

@@ -207,6 +207,9 @@ int cmd_generate(int argc, char **argv)
         return usage(stderr);
     }
 
+    /* SIGINT or SIGTERM: stop after the round of requests under way */
+    cli_stop_catch();
+
     /* prompts: read the files first (their lines are prompts, any number, any length) */
     text_line *lines = NULL;
     size_t nlines = 0, lines_cap = 0;
@@ -279,7 +282,8 @@ int cmd_generate(int argc, char **argv)
     pfx_sampling s = { temperature, top_k, top_p, max_new, stops, nstop };
     pfx_generate_stats all = { 0 };
     status = 0;
-    for (size_t r0 = 0; r0 < total && !status; r0 += batch) {
+    size_t r0 = 0;
+    for (; r0 < total && !status && !cli_stop; r0 += batch) {
         size_t n = total - r0 < batch ? total - r0 : batch;
         pfx_request req[8];
         int32_t *outs = calloc(n * max_new, sizeof(int32_t));
@@ -314,6 +318,11 @@ int cmd_generate(int argc, char **argv)
         all.decode_seconds += gs.decode_seconds;
         free(outs);
     }
+    if (!status && r0 < total) {
+        fprintf(stderr, "prefixcl generate: stopped by signal %d after %zu of %zu requests\n", (int)cli_stop,
+                r0, total);
+        status = cli_stop_status();
+    }
     if (!status)
         fprintf(stderr, "prefill: %zu tokens, %.1f tokens/s; decode: %zu tokens, %.1f tokens/s (%s)\n",
                 all.prefill_tokens, all.prefill_seconds > 0 ? all.prefill_tokens / all.prefill_seconds : 0.0,
@@ -328,5 +337,6 @@ out:
         free(lines[i].text);
     free(lines);
     serve_close(&ctx);
+    cli_stop_release();
     return status;
 }

@@ -216,15 +216,27 @@ int cmd_train(int argc, char **argv)
             printf("data parallel: %d ranks, each on its own shard of every batch\n",
                    dist_size());
     }
+    /* SIGINT or SIGTERM: stop after the step under way, keep what is trained */
+    cli_stop_catch();
+    cfg.stop_flag = &cli_stop;
     train_result r;
-    if (train_run(device, &cfg, out, on_step, &prog, &r)) {
+    int failed = train_run(device, &cfg, out, on_step, &prog, &r);
+    cli_stop_release();
+    if (failed) {
         train_result_free(&r);
         return 1;
     }
+    /* a stop is agreed by every rank (dist_any): each exits as the one signalled */
+    const int stop_rc = r.stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
     if (!lead) {
         train_result_free(&r);
-        return 0;
+        return stop_rc;
     }
+    if (prog.tty && !quiet && r.stopped)
+        fputc('\n', stdout);
+    if (r.stopped)
+        printf("stopped after step %zu of %zu (signal): the outputs below are of those steps\n", r.steps_done,
+               cfg.steps);
     char path[4096];
     int rc = 0;
     static const struct {
@@ -278,5 +290,5 @@ int cmd_train(int argc, char **argv)
         printf("wrote %s/{loss,attention,gains}.csv, %s/prefixes.safetensors, %s/peft/; %s\n", out,
                out, out, chart_strerror(CHART_UNAVAILABLE));
     train_result_free(&r);
-    return rc;
+    return rc ? rc : stop_rc;
 }
