@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """SIGTERM (what kill, systemd and Slurm send) stops every long command as
 SIGINT does: at a step boundary, exit 128 + 15 = 143, nothing lost. tune saves
-its checkpoint and --resume continues; train analyses and writes what it
-trained; generate prints the rounds done; eval prints no partial loss. Then
-SIGINT once more for tune (130). Runs on the tiny GPT-2 generate fixture.
+its checkpoint and --resume continues (stopped by SIGINT then: 130); train
+analyses and writes what it trained; generate prints the rounds done; eval
+prints no partial loss; bench writes the tests it measured. Runs on the tiny
+GPT-2 generate fixture.
 
 usage: test_stop_signals.py PREFIXCL FIXTURE_DIR OUT_DIR   (standard library only)
 """
+import json
 import os
 import shutil
 import signal
@@ -19,14 +21,15 @@ def fail(what, p_out, p_err):
     sys.exit("%s\n--- stdout\n%s\n--- stderr\n%s" % (what, p_out[-2000:], p_err[-2000:]))
 
 
-def stopped_run(args, sig, wait_for=None, delay=1.0):
-    """Starts args, sends sig once wait_for appears on stdout (a flushed line)
-    or after delay seconds, and returns (exit status, stdout, stderr)."""
+def stopped_run(args, sig, wait_for=None, delay=1.0, on_stderr=False):
+    """Starts args, sends sig once wait_for appears on stdout (a flushed line;
+    stderr when on_stderr) or after delay seconds, and returns (exit status,
+    stdout, stderr)."""
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          errors="replace")
     head = ""
     if wait_for:
-        for line in p.stdout:
+        for line in p.stderr if on_stderr else p.stdout:
             head += line
             if wait_for in line:
                 break
@@ -38,8 +41,8 @@ def stopped_run(args, sig, wait_for=None, delay=1.0):
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate()
-        fail("%s: did not stop within 120 s of the signal" % args[1], head + out, err)
-    return p.returncode, head + out, err
+        fail("%s: did not stop within 120 s of the signal" % args[1], out, head + err)
+    return (p.returncode, out, head + err) if on_stderr else (p.returncode, head + out, err)
 
 
 def main():
@@ -98,6 +101,16 @@ def main():
                                delay=1.0)
     if rc != 143 or "stopped by signal 15" not in err or "loss" in out:
         fail("eval, SIGTERM: exit %d, not 143 without a loss" % rc, out, err)
+    # bench: SIGTERM once the second test runs; the tests measured are written
+    run_json = os.path.join(out_dir, "bench.json")
+    rc, out, err = stopped_run([exe, "bench", "--quick", "--json", run_json], signal.SIGTERM, wait_for="test 2/",
+                               on_stderr=True)
+    if rc != 143 or "stopped by signal 15" not in err or not os.path.isfile(run_json):
+        fail("bench, SIGTERM: exit %d, not 143 with %s written" % (rc, run_json), out, err)
+    with open(run_json) as f:
+        tests = json.load(f)["devices"][0]["tests"]
+    if not 1 <= len(tests) < 10:
+        fail("bench, SIGTERM: %d tests in %s" % (len(tests), run_json), out, err)
     print("ok")
 
 

@@ -269,7 +269,10 @@ int cmd_bench(int argc, char **argv)
 
     progress prog = { .tty = isatty(STDERR_FILENO) != 0, .devices = run.device_count };
     int rc = 0;
-    for (size_t d = 0; d < run.device_count; d++) {
+    /* SIGINT or SIGTERM: the test under way ends, the rest are left out and
+     * what was measured is reported and written */
+    cli_stop_catch();
+    for (size_t d = 0; d < run.device_count && !cli_stop; d++) {
         bench_device *dev = &run.devices[d];
         prog.device = d;
         prog.name = dev->info.device_name;
@@ -291,6 +294,9 @@ int cmd_bench(int argc, char **argv)
         bench_print_device(stdout, dev);
         fflush(stdout);
     }
+    if (cli_stop)
+        fprintf(stderr, "prefixcl bench: stopped by signal %d: the tests not run are left out of the results\n",
+                (int)cli_stop);
     if (run.device_count > 1)
         bench_print_side_by_side(stdout, &run);
     if (compare_path)
@@ -301,5 +307,8 @@ int cmd_bench(int argc, char **argv)
         rc = 1;
     if (plot_path && !write_plot(plot_path, &run, compare_path ? &base : NULL))
         rc = 1;
+    if (!rc && cli_stop)
+        rc = cli_stop_status();
+    cli_stop_release();
     return rc;
 }
