@@ -1,5 +1,7 @@
-/* What every prefixcl command shares: one strict integer parser for options
- * and the final check of standard output. */
+/* What every prefixcl command shares: one strict parser for each kind of
+ * option value (integers, numbers, id lists), the check of its outputs before
+ * any work, the stop on SIGINT or SIGTERM, and the final check of standard
+ * output. */
 #ifndef PFX_TOOLS_CLI_H
 #define PFX_TOOLS_CLI_H
 
@@ -37,8 +39,8 @@ bool cli_check_output_dir(const char *cmd, const char *option, const char *dir, 
 /* A stop asked by SIGINT (Ctrl-C) or SIGTERM (what kill, systemd and Slurm
  * send): between cli_stop_catch and cli_stop_release both only set cli_stop
  * to the signal's number, which a long command polls at its step
- * boundaries to stop cleanly there (tune saves its checkpoint, train and
- * eval and generate keep what is done). */
+ * boundaries to stop cleanly there (tune saves its checkpoint; train,
+ * generate and bench keep what is done; eval prints no partial loss). */
 extern volatile sig_atomic_t cli_stop;
 void cli_stop_catch(void);
 void cli_stop_release(void);
