@@ -96,6 +96,9 @@ def main():
         _, err = run(exe, one + ["--prompts", os.path.join(tmp, "absent.txt")], 1)
         if "--prompts" not in err or "absent.txt" not in err:
             sys.exit("a missing --prompts file: %r" % err)
+        _, err = run(exe, one + ["--prompt", "x"] * 65, 2)
+        if "at most 64 --prompt options" not in err:
+            sys.exit("65 --prompt options: %r" % err)
 
     # errors
     _, err = run(exe, ["generate", "--model", model], 2)

@@ -121,10 +121,12 @@ static bool read_prompt_lines(const char *path, text_line **lines, size_t *n, si
                 *lines = l, *cap = c;
         }
         char *copy = ok ? strdup(buf) : NULL;
-        if (copy)
-            (*lines)[(*n)++] = (text_line){ copy, path, lineno };
-        else
-            fprintf(stderr, "prefixcl generate: %s: out of host memory\n", path), ok = false;
+        if (!copy) {
+            fprintf(stderr, "prefixcl generate: %s: out of host memory\n", path);
+            ok = false;
+            break;
+        }
+        (*lines)[(*n)++] = (text_line){ copy, path, lineno };
     }
     if (ok && ferror(in)) {
         fprintf(stderr, "prefixcl generate: reading %s: %s\n", path, strerror(errno));
@@ -188,15 +190,16 @@ int cmd_generate(int argc, char **argv)
         } else if (!strcmp(a, "--temperature") && cli_float(v, 0.0, HUGE_VAL, &temperature)) {
         } else if (!strcmp(a, "--top-p") && cli_float(v, 0.0, 1.0, &top_p)) {
         } else {
-            bool full = (!strcmp(a, "--adapter") && ctx.adapters == SERVE_MAX_ADAPTERS) ||
-                        (!strcmp(a, "--stop") && nstop == MAX_STOPS) ||
-                        (!strcmp(a, "--prompt") && ntexts == MAX_PROMPTS) ||
-                        (!strcmp(a, "--prompts") && nfiles == MAX_PROMPTS) ||
-                        (!strcmp(a, "--prompt-ids") && nids == MAX_PROMPTS);
-            if (full)
+            const bool prompts_full = (!strcmp(a, "--prompt") && ntexts == MAX_PROMPTS) ||
+                                      (!strcmp(a, "--prompts") && nfiles == MAX_PROMPTS) ||
+                                      (!strcmp(a, "--prompt-ids") && nids == MAX_PROMPTS);
+            if (prompts_full)
                 fprintf(stderr, "prefixcl generate: at most %d %s options (more prompts: one a line of a "
-                        "--prompts file)\n", !strcmp(a, "--adapter") ? SERVE_MAX_ADAPTERS :
-                        !strcmp(a, "--stop") ? MAX_STOPS : MAX_PROMPTS, a);
+                        "--prompts file)\n", MAX_PROMPTS, a);
+            else if (!strcmp(a, "--adapter") && ctx.adapters == SERVE_MAX_ADAPTERS)
+                fprintf(stderr, "prefixcl generate: at most %d --adapter options\n", SERVE_MAX_ADAPTERS);
+            else if (!strcmp(a, "--stop") && nstop == MAX_STOPS)
+                fprintf(stderr, "prefixcl generate: at most %d --stop options\n", MAX_STOPS);
             else
                 fprintf(stderr, "prefixcl generate: bad option or value: %s \"%s\"\n", a, v);
             return usage(stderr);
