@@ -154,6 +154,13 @@ static void test_json_reader(void **state)
     assert_null(json_parse("{\"a\" 1}", err, sizeof(err)));
     assert_non_null(strstr(err, "expected ':'"));
     assert_null(json_parse("[01x]", err, sizeof(err)));
+    /* the rule of every JSON reader: no \u0000, no key twice at any depth */
+    assert_null(json_parse("{\"a\": \"x\\u0000y\"}", err, sizeof(err)));
+    assert_non_null(strstr(err, "\\u0000"));
+    assert_null(json_parse("{\"a\": [{\"c\": 1, \"c\": 2}]}", err, sizeof(err)));
+    assert_non_null(strstr(err, "'c' appears twice"));
+    assert_null(json_parse("{\"a\": 1, \"a\": 1}", err, sizeof(err)));
+    assert_non_null(strstr(err, "'a' appears twice"));
 }
 
 static void test_csv_and_plot(void **state)

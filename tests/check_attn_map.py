@@ -219,8 +219,16 @@ def check_models(tool, out_dir, models, tol_probs, tol_stats, drawn):
     refused(tool, ["--model", gpt2, *ids, "--layer", "2", "--head", "0"], ["--layer 2"])
     refused(tool, ["--model", gpt2, *ids, "--layer", "1", "--head", "4"], ["--head 4"])
     refused(tool, ["--model", gpt2, "--ids", "1,101", "--layer", "1", "--head", "0"], ["--ids"])
+    for bad in ("1,,2", ",1", "1,", "1, ,2"):  # one strict id-list parser (tools/cli.h)
+        refused(tool, ["--model", gpt2, "--ids", bad, "--layer", "1", "--head", "0"], ["--ids"])
+    refused(tool, ["--model", gpt2, *ids, "--layer", "1", "--head", "0", "--gain", " 0.5"], ["--gain"])
     refused(tool, ["--model", llama, *adapter, *ids, "--layer", "1", "--head", "0"], ["does not fit"])
     refused(tool, ["--model", gpt2, *ids, "--layer", "1"], ["--head or --grid"])
+    # the outputs checked before the model loads
+    refused(tool, ["--model", gpt2, *ids, "--layer", "1", "--head", "0", "--out", out_dir], ["--out", "is a folder"])
+    same = os.path.join(out_dir, "same.png")
+    refused(tool, ["--model", gpt2, *ids, "--layer", "1", "--head", "0", "--out", same, "--csv", same],
+            ["--out and --csv name the same file"])
     print("attn-map --model: maps, picture and refusals as expected")
 
 
@@ -231,6 +239,8 @@ def main():
     shape = ["--n", "19", "--m", "19", "--p", "7", "--d", "24", "--heads", "3", "--seed", "4"]
     check(tool, out_dir, tol_probs, tol_stats, 2, shape + ["--causal", "--gain", "0.7"])
     check(tool, out_dir, tol_probs, tol_stats, 0, shape + ["--gain-mode", "tanh", "--gain", "-0.9"])
+    refused(tool, shape + ["--out", out_dir], ["--out", "is a folder"])  # checked before any work
+    refused(tool, shape + ["--csv", out_dir], ["--csv", "is a folder"])
     if len(sys.argv) > 4:
         drawn = len(sys.argv) <= 5 or sys.argv[5] == "cairo"
         check_models(tool, out_dir, sys.argv[4], tol_probs, tol_stats, drawn)

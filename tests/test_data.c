@@ -162,6 +162,12 @@ static void test_jsonl(void **state)
     }
     pfx_dataset_free(&ds);
 
+    /* An escaped backslash before "u0000" is text, not a NUL. */
+    ds = load("n.jsonl", "{\"text\": \"a\\\\u0000 b\"}\n", gpt2, &opt);
+    pfx_dataset_example(ds, 0, &ids, &labels, &len);
+    expect_encoding(gpt2, "a\\u0000 b", false, ids, len - 1);
+    pfx_dataset_free(&ds);
+
     /* format TEXT reads a .jsonl name as text: one example, the raw line. */
     opt.append_eos = false;
     opt.format = PFX_DATA_TEXT;
@@ -411,8 +417,17 @@ static void test_bad_input(void **state)
         { "b3.jsonl", "{\"text\": 5}\n", "b3.jsonl:1: field 'text' is not a string" },
         { "b4.jsonl", "{\"prompt\": \"a\"}\n", "b4.jsonl:1: 'prompt' and 'completion'" },
         { "b5.jsonl", "{\"text\":\"a\"}\n{\"text\":\"\xff\"}\n", "b5.jsonl:2: not UTF-8" },
-        { "b6.jsonl", "{\"text\":\"a\"} x\n", "b6.jsonl:1: not a JSON object" },
-        { "b7.jsonl", "{\"text\":\"a\"\n", "b7.jsonl:1: not a JSON object" },
+        /* The rule of every JSON reader: no \u0000 (cJSON would cut the text
+         * there), no key twice at any depth (Python keeps the last, cJSON the
+         * first). */
+        { "b11.jsonl", "{\"text\":\"a\"}\n{\"text\":\"abc\\u0000def ghi\"}\n",
+          "b11.jsonl:2: a string holds the escape \\u0000" },
+        { "b12.jsonl", "{\"text\":\"first\",\"text\":\"second\"}\n", "b12.jsonl:1: the field 'text' appears twice" },
+        { "b13.jsonl", "{\"prompt\":\"a\",\"completion\":\"b\",\"prompt\":\"c\"}\n",
+          "b13.jsonl:1: the field 'prompt' appears twice" },
+        { "b14.jsonl", "{\"text\":\"a\",\"meta\":[{\"k\":1,\"k\":2}]}\n", "b14.jsonl:1: the field 'k' appears twice" },
+        { "b6.jsonl", "{\"text\":\"a\"} x\n", "b6.jsonl:1: bytes after the JSON object" },
+        { "b7.jsonl", "{\"text\":\"a\"\n", "b7.jsonl:1: not valid JSON" },
         { "b8.jsonl", "\n  \n", "b8.jsonl: no examples" },
         { "b9.txt", "", "b9.txt: no examples" },
         { "b10.json", "{\"text\": \"\"}\n", "b10.json: no examples" },

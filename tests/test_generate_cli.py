@@ -72,11 +72,52 @@ def main():
         if re.findall(r"loss ([0-9.]+)", out1)[0][:6] != m[0][0][:6]:
             sys.exit("eval depends on --batch: %r vs %r" % (out1, out))
 
+    # --prompts FILE: every line a prompt, however many (in batches), however long
+    with tempfile.TemporaryDirectory() as tmp:
+        one = ["generate", "--model", model, "--max-new-tokens", "1"]
+        _, err = run(exe, one + ["--prompt", "hello world"])
+        single = int(re.search(r"prefill: (\d+) tokens", err).group(1))
+        many = os.path.join(tmp, "many.txt")
+        with open(many, "w") as f:
+            f.write("hello world\n" * 70)
+        _, err = run(exe, one + ["--prompts", many])
+        got = int(re.search(r"prefill: (\d+) tokens", err).group(1))
+        if got != 70 * single:
+            sys.exit("--prompts with 70 lines: %d prefill tokens, %d expected: %r" % (got, 70 * single, err))
+        long = os.path.join(tmp, "long.txt")
+        with open(long, "w") as f:
+            f.write("short\r\n" + "a" * 9000 + "\n")
+        _, err = run(exe, one + ["--prompts", long], 1)
+        if "long.txt:2: a prompt of 9000 tokens" not in err or not re.search(r"\(\d+ at most\)", err):
+            sys.exit("a line of 9000 bytes: %r" % err)
+        nul = os.path.join(tmp, "nul.txt")
+        with open(nul, "wb") as f:
+            f.write(b"ok\nab\0cd\n")
+        _, err = run(exe, one + ["--prompts", nul], 1)
+        if "nul.txt:2: the line holds a NUL byte" not in err:
+            sys.exit("a line with a NUL byte: %r" % err)
+        _, err = run(exe, one + ["--prompts", os.path.join(tmp, "absent.txt")], 1)
+        if "--prompts" not in err or "absent.txt" not in err:
+            sys.exit("a missing --prompts file: %r" % err)
+        _, err = run(exe, one + ["--prompt", "x"] * 65, 2)
+        if "at most 64 --prompt options" not in err:
+            sys.exit("65 --prompt options: %r" % err)
+
     # errors
     _, err = run(exe, ["generate", "--model", model], 2)
     _, err = run(exe, ["generate", "--model", model, "--prompt-ids", "5 99999"], 1)
     if "prompt-ids" not in err:
         sys.exit("bad ids: %r" % err)
+    # one strict parser for every number and id list (tools/cli.h), the option named
+    for opt, val in (("--temperature", ""), ("--top-p", ""), ("--temperature", " 1"), ("--top-p", "0.5x"),
+                     ("--temperature", "nan")):
+        _, err = run(exe, ["generate", "--model", model, "--prompt", "hi", opt, val], 2)
+        if opt not in err:
+            sys.exit("%s %r: %r" % (opt, val, err))
+    for ids in ("1,,2", ",1", "1,", "1, ,2", "+1"):
+        _, err = run(exe, ["generate", "--model", model, "--prompt-ids", ids, "--max-new-tokens", "1"], 1)
+        if "--prompt-ids" not in err:
+            sys.exit("--prompt-ids %r: %r" % (ids, err))
     _, err = run(exe, ["generate", "--model", model, "--adapter", os.path.join(fix, "llama", "adapter0"),
                        "--prompt", "hi"], 1)
     if "token_dim" not in err:

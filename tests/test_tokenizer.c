@@ -381,7 +381,14 @@ static void test_refusals(void **state)
     assert_refused(load_mem(MODEL("},\"post_processor\":{\"type\":\"Mystery\"}")), PFX_ERROR_UNSUPPORTED,
                    "Mystery");
     /* Malformed. */
-    assert_refused(load_mem("{\"model\":"), PFX_ERROR_FORMAT, "mem.json: not a JSON object");
+    /* The rule of every JSON reader: no \u0000 (it would cut a token short),
+     * no key twice at any depth (HF keeps the last, cJSON the first). */
+    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\\u0000b\":0},\"merges\":[]}}"),
+                   PFX_ERROR_FORMAT, "mem.json: a string holds the escape \\u0000");
+    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"a\":1},\"merges\":[]}}"),
+                   PFX_ERROR_FORMAT, "mem.json: the field 'a' appears twice");
+    assert_refused(load_mem(MODEL(",\"type\":\"BPE\"}")), PFX_ERROR_FORMAT, "the field 'type' appears twice");
+    assert_refused(load_mem("{\"model\":"), PFX_ERROR_FORMAT, "mem.json: not valid JSON");
     assert_refused(load_mem("[1]"), PFX_ERROR_FORMAT, "not a JSON object");
     assert_refused(load_mem("{}"), PFX_ERROR_FORMAT, "no object 'model'");
     assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1},\"merges\":[]}}"),

@@ -235,6 +235,36 @@ static void test_outputs_atomic(void **state)
     assert_int_not_equal(system(cmd), 0);
 }
 
+/* Every output is checked before the first step: a folder where loss.png
+ * goes stops the run before it trains (nothing written), and so does a file
+ * named as --out. */
+static void test_outputs_checked_first(void **state)
+{
+    (void)state;
+    char dir[4096], png[4200], prefixes[4200];
+    snprintf(dir, sizeof(dir), "%s/blocked-run", out_dir);
+    mkdir(dir, 0777);
+    snprintf(png, sizeof(png), "%s/loss.png", dir);
+    snprintf(prefixes, sizeof(prefixes), "%s/prefixes.safetensors", dir);
+    remove(prefixes);
+    mkdir(png, 0777);
+    const char *argv[] = { "train", "--steps", "1", "--layers", "1", "--out", dir, "--quiet" };
+    assert_int_equal(run_cmd(8, argv), 1);
+    struct stat sb;
+    assert_int_not_equal(stat(prefixes, &sb), 0);
+    assert_int_equal(stat(png, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+
+    snprintf(dir, sizeof(dir), "%s/a-file", out_dir);
+    FILE *f = fopen(dir, "w");
+    assert_non_null(f);
+    fclose(f);
+    const char *argv2[] = { "train", "--steps", "1", "--layers", "1", "--out", dir, "--quiet" };
+    assert_int_equal(run_cmd(8, argv2), 1);
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode) && sb.st_size == 0);
+}
+
 int main(int argc, char **argv)
 {
     out_dir = argc > 1 ? argv[1] : "train-test-out";
@@ -244,6 +274,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_outputs_atomic),
+        cmocka_unit_test(test_outputs_checked_first),
         cmocka_unit_test(test_command_outputs),
         cmocka_unit_test(test_loss_falls_tenfold),
     };

@@ -421,6 +421,8 @@ static void test_bad_options(void **state)
         { { "--lr", "nan" }, "bad --lr 'nan'" },
         { { "--lr", "-1" }, "bad --lr '-1'" },
         { { "--lr", "1e-3x" }, "bad --lr '1e-3x'" },
+        { { "--lr", "" }, "bad --lr ''" },
+        { { "--gain-lr", " 1e-3" }, "bad --gain-lr ' 1e-3'" },
         { { "--gain", "sigmoid" }, "bad --gain 'sigmoid' (off, linear or tanh)" },
         { { "--storage", "bf16" }, "bad --storage 'bf16' (f32 or f16)" },
         { { "--clip", "inf" }, "bad --clip 'inf'" },
@@ -456,6 +458,112 @@ static void test_bad_options(void **state)
                          "--max-length", "20" };
     assert_int_equal(run_captured(11, a3, msg, sizeof(msg)), 1);
     assert_non_null(strstr(msg, TUNE_CHECKPOINT));
+
+    /* every output checked before the first step: a file named as --out, a
+     * folder where loss.csv goes (no step runs: no checkpoint appears) */
+    char file[4300], ckpt[4400], csv[4400];
+    out_path(file, sizeof(file), "a-file");
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    const char *a4[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", file, "--quiet",
+                         "--max-length", "20", "--steps", "2" };
+    assert_int_equal(run_captured(12, a4, msg, sizeof(msg)), 1);
+    if (!strstr(msg, "--out") || !strstr(msg, "a-file: exists and is not a folder"))
+        fail_msg("--out FILE: '%s'", msg);
+    out_path(dir, sizeof(dir), "blocked");
+    mkdir(dir, 0777);
+    snprintf(csv, sizeof(csv), "%s/loss.csv", dir);
+    snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, TUNE_CHECKPOINT);
+    mkdir(csv, 0777);
+    remove(ckpt);
+    const char *a5[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
+                         "--max-length", "20", "--steps", "2" };
+    assert_int_equal(run_captured(12, a5, msg, sizeof(msg)), 1);
+    if (!strstr(msg, "loss.csv is a folder"))
+        fail_msg("loss.csv a folder: '%s'", msg);
+    assert_int_not_equal(access(ckpt, F_OK), 0);
+}
+
+/* `src` (a safetensors file) written to `dst` with the value of the metadata
+ * `key` (its first "key":"value") replaced by `value`, or with `value`
+ * appended to it when `append`; the header padded to 8 bytes again. */
+static void edit_checkpoint(const char *src, const char *dst, const char *key, const char *value, bool append)
+{
+    size_t n;
+    unsigned char *b = (unsigned char *)slurp(src, &n);
+    assert_non_null(b);
+    assert_true(n >= 8);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | b[i];
+    assert_true(hl <= n - 8);
+    char *hdr = strndup((const char *)b + 8, (size_t)hl), pat[200];
+    assert_non_null(hdr);
+    snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+    char *at = strstr(hdr, pat);
+    if (!at)
+        fail_msg("%s: no metadata %s", src, key);
+    char *v = at + strlen(pat), *q = strchr(v, '"');
+    assert_non_null(q);
+    size_t cap = hl + strlen(value) + 16;
+    char *out = calloc(1, cap);
+    assert_non_null(out);
+    int len = snprintf(out, cap, "%.*s%s%s", (int)((append ? q : v) - hdr), hdr, value, q);
+    while (len % 8)
+        out[len++] = ' ';
+    FILE *f = fopen(dst, "wb");
+    assert_non_null(f);
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    assert_int_equal(fwrite(le, 1, 8, f), 8);
+    assert_int_equal(fwrite(out, 1, (size_t)len, f), (size_t)len);
+    assert_int_equal(fwrite(b + 8 + hl, 1, n - 8 - hl, f), n - 8 - hl);
+    fclose(f);
+    free(out);
+    free(hdr);
+    free(b);
+}
+
+/* --resume reads its checkpoint as strictly as any input file: each bad
+ * field is refused with a message naming it, before any step. */
+static void test_resume_checkpoint_checked(void **state)
+{
+    (void)state;
+    char dir[4200], ckpt[4400], good[4400], msg[4096];
+    out_path(dir, sizeof(dir), "resume-checked");
+    snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, TUNE_CHECKPOINT);
+    snprintf(good, sizeof(good), "%s/good.safetensors", dir);
+    const char *argv[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
+                           "--max-length", "20", "--steps", "5", "--resume" };
+    assert_int_equal(run_captured(12, argv, msg, sizeof(msg)), 0); /* without --resume */
+    assert_int_equal(rename(ckpt, good), 0);
+    static const struct {
+        const char *key, *value;
+        bool append;
+        const char *message;
+    } cases[] = {
+        { "eval_before", "junk", false, "the metadata 'eval_before' is not a number" },
+        { "eval_before", " 1", false, "the metadata 'eval_before' is not a number" },
+        { "steps_done", "0", false, "the metadata 'optimizer_step' (5) is more than 'steps_done' (0)" },
+        { "optimizer_step", "", false, "the metadata 'optimizer_step' is not a whole number" },
+        { "optimizer_step", "4", false, ".step' (5) differs from 'optimizer_step' (4)" },
+        { "data_index", "99999", false, "the metadata 'data_index' (99999) is past the" },
+        { "data_epoch", "7", false, "the metadata 'data_epoch' (7) and 'data_index'" },
+        { "losses", ",1.5", true, "the metadata 'losses' does not hold 5 numbers" },
+        { "losses", "x", true, "the metadata 'losses' does not hold 5 numbers" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        edit_checkpoint(good, ckpt, cases[i].key, cases[i].value, cases[i].append);
+        int rc = run_captured(13, argv, msg, sizeof(msg));
+        if (rc != 1 || !strstr(msg, cases[i].message) || !strstr(msg, TUNE_CHECKPOINT))
+            fail_msg("%s = '%s': exit %d, message '%s' (expected '%s')", cases[i].key, cases[i].value, rc, msg,
+                     cases[i].message);
+    }
+    /* the checkpoint as written resumes */
+    edit_checkpoint(good, ckpt, "format", "prefixcl-tune-checkpoint-1", false);
+    assert_int_equal(run_captured(13, argv, msg, sizeof(msg)), 0);
 }
 
 int main(int argc, char **argv)
@@ -470,6 +578,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gqa_token_dim),
         cmocka_unit_test(test_adapter_reads_back),
         cmocka_unit_test(test_resume_bit_for_bit),
+        cmocka_unit_test(test_resume_checkpoint_checked),
         cmocka_unit_test(test_loss_falls),
     };
     return cmocka_run_group_tests_name("tune", tests, write_folders, NULL);

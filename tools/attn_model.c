@@ -50,29 +50,13 @@ static int usage(void)
     return 2;
 }
 
-/* "3,17,5" into ids (malloc'ed); false on anything else. */
-static bool parse_ids(const char *s, size_t vocab, int32_t **ids, size_t *count)
+bool attn_check_outputs(const char *picture, const char *csv)
 {
-    size_t cap = 1;
-    for (const char *c = s; *c; c++)
-        cap += *c == ',';
-    int32_t *v = malloc(cap * sizeof(*v));
-    char *copy = strdup(s);
-    size_t n = 0;
-    bool ok = v && copy && *s;
-    for (char *save = NULL, *t = ok ? strtok_r(copy, ",", &save) : NULL; ok && t; t = strtok_r(NULL, ",", &save)) {
-        uint64_t id;
-        ok = cli_uint(t, 0, vocab - 1, &id);
-        v[n++] = (int32_t)id;
-    }
-    free(copy);
-    if (!ok || n == 0) {
-        free(v);
+    if (csv && !strcmp(picture, csv)) {
+        fprintf(stderr, "prefixcl attn-map: --out and --csv name the same file %s\n", csv);
         return false;
     }
-    *ids = v;
-    *count = n;
-    return true;
+    return cli_check_output("attn-map", "--out", picture) && (!csv || cli_check_output("attn-map", "--csv", csv));
 }
 
 /* A token's bytes as an axis label cairo can draw: whole UTF-8 characters
@@ -117,7 +101,7 @@ static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t 
             pfx_tokenizer_free(&tok);
             return 1;
         }
-    } else if (!parse_ids(j->ids_arg, s->vocab, ids, n)) {
+    } else if (!cli_ids(j->ids_arg, s->vocab, ids, n)) {
         fprintf(stderr, "prefixcl attn-map: --ids must be comma-separated ids below the vocabulary's %zu\n",
                 s->vocab);
         return 2;
@@ -426,10 +410,8 @@ int attn_map_model(int argc, char **argv)
         else if (!strcmp(a, "--head") && (ok = cli_uint(v, 0, 1u << 20, &u)))
             j.head = (size_t)u, have_head = true;
         else if (!strcmp(a, "--gain")) {
-            char *end;
             j.gain_given = true;
-            j.gain = strtof(v, &end);
-            ok = *end == 0 && end != v && isfinite(j.gain);
+            ok = cli_float(v, -HUGE_VAL, HUGE_VAL, &j.gain);
         } else if (!strcmp(a, "--gain-mode")) {
             j.gain_given = true;
             j.mode = !strcmp(v, "off") ? PFX_GAIN_OFF
@@ -447,6 +429,8 @@ int attn_map_model(int argc, char **argv)
         fprintf(stderr, "prefixcl attn-map: --model needs --layer, one of --head or --grid, one of --text or --ids\n");
         return usage();
     }
+    if (!attn_check_outputs(j.out, j.csv))
+        return 1;
     if (j.text && !*j.text) {
         fprintf(stderr, "prefixcl attn-map: --text is empty\n");
         return 2;

@@ -3,6 +3,13 @@
 #ifndef PFX_TOOLS_ATTN_MODEL_H
 #define PFX_TOOLS_ATTN_MODEL_H
 
+#include <stdbool.h>
+
 int attn_map_model(int argc, char **argv);
+
+/* Both ways of attn-map: the picture (--out) and the CSV (--csv, NULL when
+ * not asked for) writable, and not one file, before any work; false after
+ * saying why. */
+bool attn_check_outputs(const char *picture, const char *csv);
 
 #endif

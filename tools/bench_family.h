@@ -35,8 +35,9 @@ typedef struct suite {
 
 /* ---- the framework (bench_suite.c) ---- */
 
-/* The next result slot for test id, or NULL when --only leaves it out (then
- * nothing is recorded); reports progress. */
+/* The next result slot for test id, or NULL when --only leaves it out or a
+ * stop was asked (cli_stop: SIGINT, SIGTERM; then nothing is recorded);
+ * reports progress. */
 bench_result *suite_begin(suite *s, const char *id, const char *group, const char *label);
 /* Marks r skipped with a reason (printf format). */
 void suite_skip(bench_result *r, const char *fmt, ...)

@@ -118,6 +118,11 @@ static char *parse_string(parser *ps)
                     return NULL;
                 }
             }
+            if (cp == 0) { /* the rule of every JSON reader: it would cut the string */
+                fail(ps, "the escape \\u0000 (NUL) in a string");
+                free(out);
+                return NULL;
+            }
             put_utf8(out, &n, cp);
             break;
         }
@@ -187,6 +192,36 @@ static bool push(parser *ps, json_value *parent, size_t *cap, json_value **slot)
     return true;
 }
 
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The rule of every JSON reader: no key twice in an object (n log n). */
+static bool unique_keys(parser *ps, const json_value *obj)
+{
+    if (obj->count < 2)
+        return true;
+    char **keys = malloc(obj->count * sizeof(*keys));
+    if (!keys) {
+        fail(ps, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < obj->count; i++)
+        keys[i] = obj->items[i].key;
+    qsort(keys, obj->count, sizeof(*keys), cmp_key);
+    bool ok = true;
+    for (size_t i = 1; i < obj->count && ok; i++)
+        if (!strcmp(keys[i - 1], keys[i])) {
+            char what[120];
+            snprintf(what, sizeof(what), "the key '%.64s' appears twice in an object", keys[i]);
+            fail(ps, what);
+            ok = false;
+        }
+    free(keys);
+    return ok;
+}
+
 static bool parse_container(parser *ps, json_value *out, bool object)
 {
     out->type = object ? JSON_OBJECT : JSON_ARRAY;
@@ -233,7 +268,7 @@ static bool parse_container(parser *ps, json_value *out, bool object)
         }
         if (*ps->p == close) {
             ps->p++;
-            return true;
+            return !object || unique_keys(ps, out);
         }
         fail(ps, object ? "expected ',' or '}'" : "expected ',' or ']'");
         return false;

@@ -1,5 +1,7 @@
 /* A small JSON reader (RFC 8259 syntax, UTF-8 passed through, \u escapes of
- * the Basic Multilingual Plane) for `prefixcl bench --compare`. */
+ * the Basic Multilingual Plane) for `prefixcl bench --compare`. The rule of
+ * every JSON reader of the project: the escape \u0000 and a key twice in an
+ * object are refused. */
 #ifndef PFX_TOOLS_BENCH_JSON_H
 #define PFX_TOOLS_BENCH_JSON_H
 

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "bench_family.h"
+#include "cli.h"
 #include "tool_util.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -48,7 +49,7 @@ static bool selected(const char *only, const char *id)
 bench_result *suite_begin(suite *s, const char *id, const char *group, const char *label)
 {
     bench_device *dev = s->dev;
-    if (!selected(s->only, id))
+    if (!selected(s->only, id) || cli_stop) /* left out as --only leaves tests out */
         return NULL;
     if (dev->count >= BENCH_MAX_TESTS)
         return NULL;

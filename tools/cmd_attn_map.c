@@ -196,9 +196,7 @@ int cmd_attn_map(int argc, char **argv)
         else if (!strcmp(a, "--head"))
             ok = parse_size(v, 0, 255, &head);
         else if (!strcmp(a, "--gain")) {
-            char *end;
-            gain = strtof(v, &end);
-            ok = *end == 0 && end != v && isfinite(gain);
+            ok = cli_float(v, -HUGE_VAL, HUGE_VAL, &gain);
         } else if (!strcmp(a, "--gain-mode")) {
             mode = !strcmp(v, "off") ? PFX_GAIN_OFF
                    : !strcmp(v, "linear") ? PFX_GAIN_LINEAR
@@ -224,6 +222,8 @@ int cmd_attn_map(int argc, char **argv)
         return 2;
     }
 
+    if (!attn_check_outputs(out, csv))
+        return 1;
     pfx_runtime *rt = tool_runtime("attn-map", selector);
     if (!rt)
         return 1;

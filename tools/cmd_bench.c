@@ -20,6 +20,7 @@
 
 #include "bench.h"
 #include "chart.h"
+#include "cli.h"
 #include "commands.h"
 
 static int usage(FILE *out)
@@ -44,35 +45,6 @@ static int usage(FILE *out)
 }
 
 /* ---------------------------------------------------------------- output files */
-
-/* Whether the suite's results could be written to path, checked by starting
- * (and abandoning) the atomic replacement: a folder, a device node or a FIFO
- * is refused as an unwritable folder is. */
-static bool check_writable(const char *option, const char *path)
-{
-    struct stat st;
-    if (!path[0]) {
-        fprintf(stderr, "prefixcl bench: %s: empty file name\n", option);
-        return false;
-    }
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "prefixcl bench: %s %s: is a folder\n", option, path);
-        return false;
-    }
-    if (stat(path, &st) == 0 && access(path, W_OK) != 0) {
-        fprintf(stderr, "prefixcl bench: %s %s: not writable: %s\n", option, path,
-                strerror(errno));
-        return false;
-    }
-    pfx_output_file *out = NULL;
-    if (pfx_output_open(path, &out) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl bench: %s %s: cannot write there: %s\n", option, path,
-                pfx_last_error(NULL));
-        return false;
-    }
-    pfx_output_discard(&out);
-    return true;
-}
 
 typedef int (*writer_fn)(FILE *out, const bench_run *run);
 
@@ -284,7 +256,7 @@ int cmd_bench(int argc, char **argv)
                         outs[i][0]);
                 return 2;
             }
-        if (!check_writable(outs[i][0], outs[i][1]))
+        if (!cli_check_output("bench", outs[i][0], outs[i][1]))
             return 2;
     }
     static bench_run run;
@@ -297,7 +269,10 @@ int cmd_bench(int argc, char **argv)
 
     progress prog = { .tty = isatty(STDERR_FILENO) != 0, .devices = run.device_count };
     int rc = 0;
-    for (size_t d = 0; d < run.device_count; d++) {
+    /* SIGINT or SIGTERM: the test under way ends, the rest are left out and
+     * what was measured is reported and written */
+    cli_stop_catch();
+    for (size_t d = 0; d < run.device_count && !cli_stop; d++) {
         bench_device *dev = &run.devices[d];
         prog.device = d;
         prog.name = dev->info.device_name;
@@ -319,6 +294,9 @@ int cmd_bench(int argc, char **argv)
         bench_print_device(stdout, dev);
         fflush(stdout);
     }
+    if (cli_stop)
+        fprintf(stderr, "prefixcl bench: stopped by signal %d: the tests not run are left out of the results\n",
+                (int)cli_stop);
     if (run.device_count > 1)
         bench_print_side_by_side(stdout, &run);
     if (compare_path)
@@ -329,5 +307,8 @@ int cmd_bench(int argc, char **argv)
         rc = 1;
     if (plot_path && !write_plot(plot_path, &run, compare_path ? &base : NULL))
         rc = 1;
+    if (!rc && cli_stop)
+        rc = cli_stop_status();
+    cli_stop_release();
     return rc;
 }

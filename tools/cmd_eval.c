@@ -36,6 +36,12 @@ static bool dataset_loss(serve_ctx *ctx, pfx_dataset *ds, size_t batch, size_t m
     const size_t batches = pfx_dataset_batches_per_epoch(ds, batch);
     for (size_t k = 0; ok && k < batches; k++) {
         size_t rows = 0, width = 0;
+        if (cli_stop) { /* SIGINT or SIGTERM: a part of the data set gives no result */
+            fprintf(stderr, "prefixcl eval: stopped by signal %d after %zu of %zu batches\n", (int)cli_stop, k,
+                    batches);
+            ok = false;
+            break;
+        }
         if (pfx_dataset_next_batch(ds, &pos, batch, ids, lens, labels, &rows, &width) != PFX_SUCCESS) {
             fprintf(stderr, "prefixcl eval: %s\n", pfx_last_error(NULL));
             ok = false;
@@ -112,8 +118,11 @@ int cmd_eval(int argc, char **argv)
         max_length = shape.max_positions;
     int status = 1;
     pfx_dataset *ds = NULL;
-    if (!serve_open(&ctx, "eval", device, model, batch, max_length))
+    cli_stop_catch();
+    if (!serve_open(&ctx, "eval", device, model, batch, max_length)) {
+        cli_stop_release();
         return 1;
+    }
     if (!ctx.tok) {
         fprintf(stderr, "prefixcl eval: %s has no tokenizer (tokenizer.json or vocab.json + merges.txt)\n", model);
         goto out;
@@ -143,7 +152,10 @@ int cmd_eval(int argc, char **argv)
     }
     status = 0;
 out:
+    if (status && cli_stop)
+        status = cli_stop_status();
     pfx_dataset_free(&ds);
     serve_close(&ctx);
+    cli_stop_release();
     return status;
 }

@@ -1,5 +1,7 @@
 /* prefixcl generate: text (or ids) from a model folder with prefix adapters,
  * every prompt with every adapter in one batch, prefill and decode tokens/s. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +12,7 @@
 #include "serve_cli.h"
 #include "tool_util.h"
 
-#define MAX_PROMPTS 64
+#define MAX_PROMPTS 64 /* of each prompt option; a --prompts file may hold any number of lines */
 #define MAX_STOPS 16
 
 static int usage(FILE *out)
@@ -37,7 +39,9 @@ static int usage(FILE *out)
 typedef struct prompt {
     int32_t *ids;
     size_t len;
-    const char *text;   /* NULL: given as ids */
+    const char *text; /* NULL: given as ids */
+    const char *from; /* the option, or the file it is a line of */
+    size_t line;      /* 1-based; 0: not from a file */
 } prompt;
 
 typedef struct stream {
@@ -86,6 +90,64 @@ static void on_token(void *user, size_t r, int32_t token)
     free(text);
 }
 
+typedef struct text_line {
+    char *text;
+    const char *file;
+    size_t line; /* 1-based */
+} text_line;
+
+/* The non-empty lines of `path` appended to *lines (*n of *cap), each a
+ * prompt, of any length; a line holding a NUL byte is refused. */
+static bool read_prompt_lines(const char *path, text_line **lines, size_t *n, size_t *cap)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        fprintf(stderr, "prefixcl generate: --prompts %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    char *buf = NULL;
+    size_t bufcap = 0, lineno = 0;
+    ssize_t got;
+    bool ok = true;
+    while (ok && (got = getline(&buf, &bufcap, in)) >= 0) {
+        size_t len = (size_t)got;
+        lineno++;
+        if (len && buf[len - 1] == '\n')
+            len--;
+        if (len && buf[len - 1] == '\r')
+            len--;
+        buf[len] = '\0';
+        if (strlen(buf) != len) {
+            fprintf(stderr, "prefixcl generate: %s:%zu: the line holds a NUL byte\n", path, lineno);
+            ok = false;
+            break;
+        }
+        if (!len)
+            continue;
+        if (*n == *cap) {
+            size_t c = *cap ? 2 * *cap : 64;
+            text_line *l = realloc(*lines, c * sizeof(*l));
+            ok = l != NULL;
+            if (ok)
+                *lines = l, *cap = c;
+        }
+        char *copy = ok ? strdup(buf) : NULL;
+        if (!copy) {
+            fprintf(stderr, "prefixcl generate: %s: out of host memory\n", path);
+            ok = false;
+            break;
+        }
+        (*lines)[(*n)++] = (text_line){ copy, path, lineno };
+    }
+    if (ok && ferror(in)) {
+        fprintf(stderr, "prefixcl generate: reading %s: %s\n", path, strerror(errno));
+        ok = false;
+    }
+    free(buf);
+    fclose(in);
+    return ok;
+}
+
 static bool add_text_prompt(serve_ctx *ctx, const char *text, prompt *p)
 {
     if (!ctx->tok) {
@@ -131,7 +193,6 @@ int cmd_generate(int argc, char **argv)
         int got = serve_option(argc, argv, &i, "generate", &a, &v);
         if (got <= 0)
             return usage(got ? stderr : stdout);
-        char *end = NULL;
         if (!strcmp(a, "--model")) {
             model = v;
         } else if (!strcmp(a, "--device")) {
@@ -152,12 +213,21 @@ int cmd_generate(int argc, char **argv)
             seed = u;
         } else if (!strcmp(a, "--stop") && nstop < MAX_STOPS && cli_uint(v, 0, INT32_MAX, &u)) {
             stops[nstop++] = (int32_t)u;
-        } else if (!strcmp(a, "--temperature") && (temperature = strtof(v, &end), *end == '\0') &&
-                   temperature >= 0.0f) {
-        } else if (!strcmp(a, "--top-p") && (top_p = strtof(v, &end), *end == '\0') && top_p >= 0.0f &&
-                   top_p <= 1.0f) {
+        } else if (!strcmp(a, "--temperature") && cli_float(v, 0.0, HUGE_VAL, &temperature)) {
+        } else if (!strcmp(a, "--top-p") && cli_float(v, 0.0, 1.0, &top_p)) {
         } else {
-            fprintf(stderr, "prefixcl generate: bad option or value: %s %s\n", a, v);
+            const bool prompts_full = (!strcmp(a, "--prompt") && ntexts == MAX_PROMPTS) ||
+                                      (!strcmp(a, "--prompts") && nfiles == MAX_PROMPTS) ||
+                                      (!strcmp(a, "--prompt-ids") && nids == MAX_PROMPTS);
+            if (prompts_full)
+                fprintf(stderr, "prefixcl generate: at most %d %s options (more prompts: one a line of a "
+                        "--prompts file)\n", MAX_PROMPTS, a);
+            else if (!strcmp(a, "--adapter") && ctx.adapters == SERVE_MAX_ADAPTERS)
+                fprintf(stderr, "prefixcl generate: at most %d --adapter options\n", SERVE_MAX_ADAPTERS);
+            else if (!strcmp(a, "--stop") && nstop == MAX_STOPS)
+                fprintf(stderr, "prefixcl generate: at most %d --stop options\n", MAX_STOPS);
+            else
+                fprintf(stderr, "prefixcl generate: bad option or value: %s \"%s\"\n", a, v);
             return usage(stderr);
         }
     }
@@ -166,28 +236,27 @@ int cmd_generate(int argc, char **argv)
         return usage(stderr);
     }
 
-    /* prompts: read the files first (their lines are prompts) */
-    char *lines[MAX_PROMPTS];
-    size_t nlines = 0;
-    for (size_t f = 0; f < nfiles; f++) {
-        FILE *in = fopen(files[f], "r");
-        if (!in) {
-            fprintf(stderr, "prefixcl generate: cannot read %s\n", files[f]);
-            return 1;
-        }
-        char buf[8192];
-        while (fgets(buf, sizeof(buf), in) && nlines + ntexts < MAX_PROMPTS) {
-            buf[strcspn(buf, "\r\n")] = '\0';
-            if (buf[0])
-                lines[nlines++] = strdup(buf);
-        }
-        fclose(in);
-    }
+    /* SIGINT or SIGTERM: stop after the round of requests under way */
+    cli_stop_catch();
+
+    /* prompts: read the files first (their lines are prompts, any number, any length) */
+    text_line *lines = NULL;
+    size_t nlines = 0, lines_cap = 0;
+    bool read_ok = true;
+    for (size_t f = 0; f < nfiles && read_ok; f++)
+        read_ok = read_prompt_lines(files[f], &lines, &nlines, &lines_cap);
     size_t nprompts = ntexts + nlines + nids, adapters = ctx.adapters ? ctx.adapters : 1;
     size_t total = nprompts * adapters, batch = total < 8 ? total : 8;
-    prompt ps[3 * MAX_PROMPTS];
-    memset(ps, 0, sizeof(ps));
+    prompt *ps = read_ok ? calloc(nprompts ? nprompts : 1, sizeof(*ps)) : NULL;
+    if (read_ok && !ps)
+        fprintf(stderr, "prefixcl generate: out of host memory for %zu prompts\n", nprompts);
     int status = 1;
+    if (!ps)
+        goto out;
+    if (nprompts == 0) {
+        fprintf(stderr, "prefixcl generate: no prompt (the --prompts files hold only empty lines)\n");
+        goto out;
+    }
     pfx_model_shape shape;
     if (pfx_model_read_config(model, &shape) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(NULL));
@@ -198,23 +267,35 @@ int cmd_generate(int argc, char **argv)
         goto out;
     size_t k = 0, longest = 0;
     bool ok = true;
-    for (size_t i = 0; ok && i < ntexts; i++)
-        ok = add_text_prompt(&ctx, texts[i], &ps[k++]);
-    for (size_t i = 0; ok && i < nlines; i++)
-        ok = add_text_prompt(&ctx, lines[i], &ps[k++]);
-    for (size_t i = 0; ok && i < nids; i++, k++)
-        if (!(ok = serve_parse_ids(idtexts[i], ctx.shape.vocab, &ps[k].ids, &ps[k].len)))
-            fprintf(stderr, "prefixcl generate: --prompt-ids \"%s\": ids in [0, %zu) expected\n", idtexts[i],
-                    ctx.shape.vocab);
-    for (size_t i = 0; ok && i < nprompts; i++)
+    for (size_t i = 0; ok && i < ntexts; i++, k++) {
+        ps[k].from = "--prompt";
+        ok = add_text_prompt(&ctx, texts[i], &ps[k]);
+    }
+    for (size_t i = 0; ok && i < nlines; i++, k++) {
+        ps[k].from = lines[i].file;
+        ps[k].line = lines[i].line;
+        ok = add_text_prompt(&ctx, lines[i].text, &ps[k]);
+    }
+    for (size_t i = 0; ok && i < nids; i++, k++) {
+        ps[k].from = "--prompt-ids";
+        if (!(ok = cli_ids(idtexts[i], ctx.shape.vocab, &ps[k].ids, &ps[k].len)))
+            fprintf(stderr, "prefixcl generate: --prompt-ids \"%s\": ids in [0, %zu) expected, separated by "
+                    "spaces or single commas\n", idtexts[i], ctx.shape.vocab);
+    }
+    for (size_t i = 0; ok && i < nprompts; i++) {
         longest = ps[i].len > longest ? ps[i].len : longest;
+        if (ps[i].len > ctx.tokens) {
+            if (ps[i].line)
+                fprintf(stderr, "prefixcl generate: %s:%zu: ", ps[i].from, ps[i].line);
+            else
+                fprintf(stderr, "prefixcl generate: %s: ", ps[i].from);
+            fprintf(stderr, "a prompt of %zu tokens: at most %zu fit (the model's positions less the adapter's "
+                            "prefix): shorten it\n", ps[i].len, ctx.tokens);
+            ok = false;
+        }
+    }
     if (!ok)
         goto out;
-    if (longest > ctx.tokens) {
-        fprintf(stderr, "prefixcl generate: a prompt of %zu tokens: at most %zu fit (the model's positions less the "
-                        "adapter's prefix): shorten the prompt\n", longest, ctx.tokens);
-        goto out;
-    }
     if (!nstop) {
         /* config.json's eos_token_id (as transformers' generate), and the tokenizer's EOS */
         for (size_t i = 0; i < ctx.shape.eos_count; i++)
@@ -245,7 +326,8 @@ int cmd_generate(int argc, char **argv)
     pfx_sampling s = { temperature, top_k, top_p, max_new, stops, nstop };
     pfx_generate_stats all = { 0 };
     status = 0;
-    for (size_t r0 = 0; r0 < total && !status; r0 += batch) {
+    size_t r0 = 0;
+    for (; r0 < total && !status && !cli_stop; r0 += batch) {
         size_t n = total - r0 < batch ? total - r0 : batch;
         pfx_request req[8];
         int32_t *outs = calloc(n * max_new, sizeof(int32_t));
@@ -292,6 +374,11 @@ int cmd_generate(int argc, char **argv)
         all.decode_seconds += gs.decode_seconds;
         free(outs);
     }
+    if (!status && r0 < total) {
+        fprintf(stderr, "prefixcl generate: stopped by signal %d after %zu of %zu requests\n", (int)cli_stop,
+                r0, total);
+        status = cli_stop_status();
+    }
     if (!status)
         fprintf(stderr, "prefill: %zu tokens, %.1f tokens/s; decode: %zu tokens, %.1f tokens/s (%s)\n",
                 all.prefill_tokens, all.prefill_seconds > 0 ? all.prefill_tokens / all.prefill_seconds : 0.0,
@@ -299,10 +386,13 @@ int cmd_generate(int argc, char **argv)
                 pfx_runtime_device(ctx.rt)->device_name);
     pfx_kv_cache_destroy(&cache);
 out:
-    for (size_t i = 0; i < nprompts; i++)
+    for (size_t i = 0; ps && i < nprompts; i++)
         free(ps[i].ids);
+    free(ps);
     for (size_t i = 0; i < nlines; i++)
-        free(lines[i]);
+        free(lines[i].text);
+    free(lines);
     serve_close(&ctx);
+    cli_stop_release();
     return status;
 }

@@ -193,10 +193,14 @@ int cmd_train(int argc, char **argv)
     }
     train_fit_schedules(&cfg); /* warm-up and gain ramp shrink for short runs */
     const bool lead = dist_rank() == 0; /* rank 0 alone prints and writes */
-    if (lead && mkdir(out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "prefixcl train: cannot create %s: %s\n", out, strerror(errno));
+    /* every output checked before the first step (train_loop.c writes the
+     * prefixes and the PEFT folder, this file the rest) */
+    const char *names[] = { "loss.csv", "attention.csv", "gains.csv", svg ? "loss.svg" : "loss.png",
+                            svg ? "attention.svg" : "attention.png", svg ? "gains.svg" : "gains.png",
+                            "prefixes.safetensors", "peft/", "peft/adapter_config.json",
+                            "peft/adapter_model.safetensors" };
+    if (lead && !cli_check_output_dir("train", "--out", out, names, sizeof(names) / sizeof(names[0])))
         return 1;
-    }
 
     /* plain lines under mpirun: it gives the ranks a pty whatever its own
      * stdout is */
@@ -212,15 +216,27 @@ int cmd_train(int argc, char **argv)
             printf("data parallel: %d ranks, each on its own shard of every batch\n",
                    dist_size());
     }
+    /* SIGINT or SIGTERM: stop after the step under way, keep what is trained */
+    cli_stop_catch();
+    cfg.stop_flag = &cli_stop;
     train_result r;
-    if (train_run(device, &cfg, out, on_step, &prog, &r)) {
+    int failed = train_run(device, &cfg, out, on_step, &prog, &r);
+    cli_stop_release();
+    if (failed) {
         train_result_free(&r);
         return 1;
     }
+    /* a stop is agreed by every rank (dist_any): each exits as the one signalled */
+    const int stop_rc = r.stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
     if (!lead) {
         train_result_free(&r);
-        return 0;
+        return stop_rc;
     }
+    if (prog.tty && !quiet && r.stopped)
+        fputc('\n', stdout);
+    if (r.stopped)
+        printf("stopped after step %zu of %zu (signal): the outputs below are of those steps\n", r.steps_done,
+               cfg.steps);
     char path[4096];
     int rc = 0;
     static const struct {
@@ -274,5 +290,5 @@ int cmd_train(int argc, char **argv)
         printf("wrote %s/{loss,attention,gains}.csv, %s/prefixes.safetensors, %s/peft/; %s\n", out,
                out, out, chart_strerror(CHART_UNAVAILABLE));
     train_result_free(&r);
-    return rc;
+    return rc ? rc : stop_rc;
 }

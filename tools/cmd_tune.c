@@ -2,10 +2,10 @@
  * JSONL file (tune_loop.h) and writes a PEFT adapter, the gains, the loss
  * curve, the pictures and a checkpoint; with no --model it runs the
  * self-contained demonstration (a GPT-2 small shape with seeded random
- * weights, the byte-level tokenizer and corpus of data/demo). Ctrl-C stops at
- * the next step boundary with a checkpoint that --resume continues. */
+ * weights, the byte-level tokenizer and corpus of data/demo). Ctrl-C or
+ * SIGTERM stops at the next step boundary with a checkpoint that --resume
+ * continues. */
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,14 +63,6 @@ static int usage(FILE *out)
     return 2;
 }
 
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig)
-{
-    (void)sig;
-    interrupted = 1;
-}
-
 typedef struct progress {
     bool tty, quiet;
     size_t every;
@@ -99,17 +91,6 @@ static void on_step(const tune_step_info *s, void *user)
                 s->skipped ? " skipped" : "");
     }
     fflush(stdout);
-}
-
-/* A finite number in [lo, hi], the whole text. */
-static bool parse_float(const char *v, double lo, double hi, float *out)
-{
-    char *end = NULL;
-    double x = strtod(v, &end);
-    if (!*v || !end || *end || !isfinite(x) || x < lo || x > hi)
-        return false;
-    *out = (float)x;
-    return true;
 }
 
 /* The length fitted to the model's positions: the prefix takes --prefix-len
@@ -234,7 +215,7 @@ int cmd_tune(int argc, char **argv)
             float *t = a[2] == 'l' ? &c.lr : a[2] == 'g' ? &c.gain_lr : a[2] == 'w' ? &c.weight_decay
                                                                                     : &c.max_grad_norm;
             double hi = a[2] == 'l' || a[2] == 'g' ? 10.0 : 1e6;
-            if (!parse_float(v, 0.0, hi, t)) {
+            if (!cli_float(v, 0.0, hi, t)) {
                 fprintf(stderr, "prefixcl tune: bad %s '%s' (a number in [0, %g])\n\n", a, v, hi);
                 return usage(stderr);
             }
@@ -299,21 +280,17 @@ int cmd_tune(int argc, char **argv)
                c.model_dir ? c.model_dir : "demonstration model (GPT-2 small shape, seeded random weights)",
                c.data_path, c.prefix_len, c.hidden ? "encoder" : "direct", c.batch, c.max_length,
                (unsigned long long)c.seed, c.resume ? ", resuming" : "");
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigint;
-    sigemptyset(&sa.sa_mask);
-    interrupted = 0;
-    c.stop_flag = &interrupted;
-    sigaction(SIGINT, &sa, &old);
+    /* SIGINT or SIGTERM: stop at the next step boundary, checkpoint saved */
+    cli_stop_catch();
+    c.stop_flag = &cli_stop;
     tune_result r;
     int rc = tune_run(&c, on_step, &prog, &r);
-    sigaction(SIGINT, &old, NULL);
+    cli_stop_release();
     if (rc || !lead) {
         /* a stop is agreed by every rank (dist_any): each exits as rank 0 */
         bool stopped = r.stopped;
         tune_result_free(&r);
-        return rc ? 1 : stopped && dist_any(interrupted != 0) ? DIST_EXIT_STOPPED : 0;
+        return rc ? 1 : stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
     }
     if (prog.tty && !quiet && r.stopped)
         fputc('\n', stdout);
@@ -329,7 +306,7 @@ int cmd_tune(int argc, char **argv)
         printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r.steps_done,
                r.steps, c.out_dir, TUNE_CHECKPOINT);
         tune_result_free(&r);
-        return dist_any(interrupted != 0) ? DIST_EXIT_STOPPED : 0;
+        return dist_any(cli_stop != 0) ? cli_stop_status() : 0;
     }
     printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
     printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n", r.eval_before,

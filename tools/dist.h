@@ -32,10 +32,11 @@
 /* Joins the MPI job when started by mpirun (the launcher's environment says
  * so); otherwise nothing. Returns 0, or 1 after printing why. */
 int dist_init(int *argc, char ***argv);
-/* The exit status of a run stopped by SIGINT (128 + 2). Under several
- * ranks a command returns it on every rank, after dist_any agreed on the
- * stop, so it is not a failure. */
+/* The exit status of a run stopped by SIGINT (128 + 2), and by SIGTERM
+ * (128 + 15). Under several ranks a command returns one of them on every
+ * rank, after dist_any agreed on the stop, so it is not a failure. */
 #define DIST_EXIT_STOPPED 130
+#define DIST_EXIT_TERMINATED 143
 
 /* Leaves the job: rc other than 0 and DIST_EXIT_STOPPED on any rank of a job
  * of several aborts all of them with a message naming this rank (it does not

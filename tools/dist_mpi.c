@@ -143,7 +143,7 @@ int dist_finish(int rc)
 {
     if (!g.on)
         return rc;
-    if (rc != 0 && rc != DIST_EXIT_STOPPED && g.size > 1)
+    if (rc != 0 && rc != DIST_EXIT_STOPPED && rc != DIST_EXIT_TERMINATED && g.size > 1)
         fatal(rc, "the command failed (exit status %d)", rc);
     free(g.buf);
     free(g.all);

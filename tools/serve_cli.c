@@ -98,33 +98,3 @@ int serve_option(int argc, char **argv, int *i, const char *cmd, const char **na
     *value = argv[++*i];
     return 1;
 }
-
-bool serve_parse_ids(const char *text, size_t vocab, int32_t **ids, size_t *count)
-{
-    size_t cap = strlen(text) / 2 + 1, n = 0;
-    int32_t *out = malloc(cap * sizeof(int32_t));
-    if (!out)
-        return false;
-    const char *p = text;
-    while (*p) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (!*p)
-            break;
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || (unsigned long)v >= vocab || (*end && *end != ' ' && *end != ',')) {
-            free(out);
-            return false;
-        }
-        out[n++] = (int32_t)v;
-        p = end;
-    }
-    if (!n) {
-        free(out);
-        return false;
-    }
-    *ids = out;
-    *count = n;
-    return true;
-}

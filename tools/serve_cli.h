@@ -32,7 +32,4 @@ void serve_close(serve_ctx *ctx);
  * -h: 0; no value: -1 (said on stderr). */
 int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name, const char **value);
 
-/* Space- or comma-separated ids, each in [0, vocab); a malloc'ed array. */
-bool serve_parse_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
-
 #endif

@@ -342,11 +342,17 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
                                    .tokens_per_s = el > 0 ? (double)(B * N * (s + 1)) / el : 0 };
             on_step(&si, user);
         }
+        /* every rank stops at the same step when any was asked to */
+        if (dist_any(c->stop_flag && *c->stop_flag) && s + 1 < c->steps) {
+            res->stopped = true;
+            break;
+        }
     }
     res->train_seconds = tool_now_s() - t1;
     res->first_loss = res->losses[0];
-    size_t tail = c->steps < 10 ? c->steps : 10;
-    for (size_t s = c->steps - tail; s < c->steps; s++)
+    const size_t done = res->steps_done;
+    size_t tail = done < 10 ? done : 10;
+    for (size_t s = done - tail; s < done; s++)
         res->final_loss += res->losses[s] / (double)tail;
 
     if (!lead) {

@@ -6,6 +6,7 @@
 #ifndef PFX_TOOLS_TRAIN_LOOP_H
 #define PFX_TOOLS_TRAIN_LOOP_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +25,8 @@ typedef struct train_config {
     float teacher_prefix_scale;       /* teacher prefixes: uniform +-scale */
     float teacher_gain_scale;         /* teacher gains: uniform +-scale */
     size_t eval_every;                /* loss on a held-out batch every N steps; 0: never */
+    volatile sig_atomic_t *stop_flag; /* set (by SIGINT or SIGTERM): stop after the step under way,
+                                         then analyse and save what is trained (NULL: none) */
 } train_config;
 
 void train_default_config(train_config *cfg);
@@ -53,6 +56,7 @@ typedef struct train_result {
     float *grad_norms;               /* [steps] */
     float *lrs;                      /* [steps] learning rate of the prefix group */
     size_t steps_done;
+    bool stopped;                    /* ended early by stop_flag (outputs of steps_done) */
     size_t eval_count;               /* held-out evaluations (train_config.eval_every) */
     size_t *eval_steps;              /* [eval_count] 1-based step of each */
     double *eval_losses;             /* [eval_count] MSE on the held-out batch, before that

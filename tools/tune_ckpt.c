@@ -100,17 +100,34 @@ out:
     return rc;
 }
 
+/* The checkpoint is an input file like any other: every field read
+ * strictly, and each error names the file and the field. */
+static int bad_field(const char *path, const char *key, const char *why)
+{
+    fprintf(stderr, "prefixcl tune: %s: the metadata '%s' %s\n", path, key, why);
+    return 1;
+}
+
 static int meta_u64(const pfx_safetensors *f, const char *path, const char *key, unsigned long long *out)
 {
     const char *v = pfx_safetensors_metadata_get(f, key);
-    char *end = NULL;
-    if (v && *v >= '0' && *v <= '9')
-        *out = strtoull(v, &end, 10);
-    if (!v || !end || *end) {
-        fprintf(stderr, "prefixcl tune: %s: the metadata '%s' is missing or not a number\n", path, key);
-        return 1;
-    }
+    uint64_t x;
+    if (!v || pfx_parse_uint(v, UINT64_MAX, &x) != PFX_SUCCESS)
+        return bad_field(path, key, v ? "is not a whole number" : "is missing");
+    *out = x;
     return 0;
+}
+
+/* One number as "%a" writes it (a loss may be inf or nan): the whole text,
+ * no leading space. End of the number in *end. */
+static bool parse_loss(const char *s, double *out, const char **end)
+{
+    char *e = NULL;
+    if (!*s || strchr(" \t\n\v\f\r", *s))
+        return false;
+    *out = strtod(s, &e);
+    *end = e;
+    return e != s;
 }
 
 int tune_ckpt_load(tune_job *j, const char *path, tune_result *r)
@@ -139,21 +156,48 @@ int tune_ckpt_load(tune_job *j, const char *path, tune_result *r)
         fprintf(stderr, "prefixcl tune: %s has %llu steps done, more than the %zu planned\n", path, done, j->steps);
         goto out;
     }
-    /* the loss curve so far */
-    const char *ls = pfx_safetensors_metadata_get(f, "losses"), *eb = pfx_safetensors_metadata_get(f, "eval_before");
-    if (!ls || !eb) {
-        fprintf(stderr, "prefixcl tune: %s: the metadata 'losses' or 'eval_before' is missing\n", path);
+    /* a step advances the optimizer unless it was skipped (NaN/Inf gradients) */
+    if (opt_step > done) {
+        fprintf(stderr, "prefixcl tune: %s: the metadata 'optimizer_step' (%llu) is more than 'steps_done' (%llu)\n",
+                path, opt_step, done);
         goto out;
     }
-    char *end;
-    r->eval_before = strtod(eb, &end);
+    /* each step reads one batch: the position `done` batches reach */
+    const size_t examples = r->train_examples, per_epoch = pfx_dataset_batches_per_epoch(j->train, j->cfg->batch);
+    if (index >= examples) {
+        fprintf(stderr, "prefixcl tune: %s: the metadata 'data_index' (%llu) is past the %zu training examples\n",
+                path, index, examples);
+        goto out;
+    }
+    if (per_epoch == 0 || epoch != done / per_epoch || index != done % per_epoch * j->cfg->batch) {
+        fprintf(stderr, "prefixcl tune: %s: the metadata 'data_epoch' (%llu) and 'data_index' (%llu) are not where "
+                        "%llu steps of %zu examples a batch end (epoch %llu, index %llu of %zu examples)\n",
+                path, epoch, index, done, j->cfg->batch, per_epoch ? done / per_epoch : 0ULL,
+                per_epoch ? done % per_epoch * j->cfg->batch : 0ULL, examples);
+        goto out;
+    }
+    /* the loss curve so far */
+    const char *ls = pfx_safetensors_metadata_get(f, "losses"), *eb = pfx_safetensors_metadata_get(f, "eval_before");
+    const char *end;
+    if (!eb || !parse_loss(eb, &r->eval_before, &end) || *end) {
+        bad_field(path, "eval_before", eb ? "is not a number" : "is missing");
+        goto out;
+    }
+    if (!ls) {
+        bad_field(path, "losses", "is missing");
+        goto out;
+    }
     for (size_t i = 0; i < done; i++) {
-        r->losses[i] = strtod(ls, &end);
-        if (end == ls || (*end != ',' && *end != 0) || (*end == 0 && i + 1 < done)) {
-            fprintf(stderr, "prefixcl tune: %s: the metadata 'losses' does not hold %llu numbers\n", path, done);
+        if (!parse_loss(ls, &r->losses[i], &end) || (*end != ',' && *end != 0) || (*end == 0) != (i + 1 == done)) {
+            fprintf(stderr, "prefixcl tune: %s: the metadata 'losses' does not hold %llu numbers separated by "
+                            "commas\n", path, done);
             goto out;
         }
         ls = *end ? end + 1 : end;
+    }
+    if (done == 0 && *ls) {
+        bad_field(path, "losses", "holds numbers, but 'steps_done' is 0");
+        goto out;
     }
     if (done && pfx_safetensors_read_f32(f, "report.grad_norms", r->grad_norms, done) != PFX_SUCCESS) {
         fail_io("reading", path);
@@ -176,6 +220,11 @@ int tune_ckpt_load(tune_job *j, const char *path, tune_result *r)
         snprintf(key, sizeof(key), "%s.step", info.name);
         if (!mv || meta_u64(f, path, key, &step))
             goto out;
+        if (step != opt_step) { /* every parameter advances with the optimizer */
+            fprintf(stderr, "prefixcl tune: %s: the metadata '%s' (%llu) differs from 'optimizer_step' (%llu)\n",
+                    path, key, step, opt_step);
+            goto out;
+        }
         if (tune_fail(j, pfx_safetensors_load_tensor(j->rt, f, info.name, j->params[i]), "loading the checkpoint"))
             goto out;
         snprintf(key, sizeof(key), "%s.exp_avg", info.name);

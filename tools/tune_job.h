@@ -29,7 +29,8 @@ typedef struct tune_job {
 } tune_job;
 
 /* Prints "prefixcl tune: what: status (detail)" and returns 1 unless st is
- * PFX_SUCCESS (then 0). */
+ * PFX_SUCCESS (then 0). The detail is j's runtime's, or the thread's when j
+ * is NULL (calls without a runtime: the data set's) or the runtime has none. */
 int tune_fail(const tune_job *j, pfx_status st, const char *what);
 
 /* The checkpoint (tune_ckpt.c): every optimizer parameter's value, AdamW

@@ -40,8 +40,11 @@ int tune_fail(const tune_job *j, pfx_status st, const char *what)
 {
     if (st == PFX_SUCCESS)
         return 0;
-    fprintf(stderr, "prefixcl tune: %s: %s (%s)\n", what, pfx_status_string(st),
-            pfx_last_error(j && j->rt ? j->rt : NULL));
+    /* a call without the runtime (the data set's) leaves its detail with the thread */
+    const char *detail = pfx_last_error(j && j->rt ? j->rt : NULL);
+    if (!*detail)
+        detail = pfx_last_error(NULL);
+    fprintf(stderr, "prefixcl tune: %s: %s (%s)\n", what, pfx_status_string(st), *detail ? detail : "no detail");
     return 1;
 }
 
@@ -356,7 +359,7 @@ static int evaluate(tune_job *j, const pfx_model_prefix *pre, double *out)
         size_t rows, width;
         pfx_status st = pfx_dataset_next_batch(j->eval, &pos, j->cfg->batch, j->ids, j->lens, j->labels, &rows,
                                                &width);
-        if (tune_fail(j, st, "evaluation batch"))
+        if (tune_fail(NULL, st, "evaluation batch")) /* the data set's errors are the thread's */
             return 1;
         if (rows == 0)
             break;
@@ -385,7 +388,7 @@ static int prefix_mass(tune_job *j, const pfx_model_prefix *pre, float **out)
         return 1;
     pfx_data_position pos = { 0, 0 };
     size_t rows, width;
-    if (tune_fail(j, pfx_dataset_next_batch(j->eval, &pos, j->cfg->batch, j->ids, j->lens, j->labels, &rows, &width),
+    if (tune_fail(NULL, pfx_dataset_next_batch(j->eval, &pos, j->cfg->batch, j->ids, j->lens, j->labels, &rows, &width),
                   "statistics batch"))
         return 1;
     pfx_model_batch mb = { .batch = rows, .tokens = width, .ids = j->ids, .lens = j->lens, .labels = j->labels };
@@ -410,12 +413,12 @@ static int train_steps(tune_job *j, tune_step_fn on_step, void *user, tune_resul
         size_t rows, width;
         uint64_t epoch = j->pos.epoch;
         pfx_status st = pfx_dataset_next_batch(j->train, &j->pos, c->batch, j->ids, j->lens, j->labels, &rows, &width);
-        if ((rc = tune_fail(j, st, "training batch")))
+        if ((rc = tune_fail(NULL, st, "training batch")))
             break;
         if (rows == 0) { /* an epoch ended exactly: take the next one's first batch */
             epoch = j->pos.epoch;
             st = pfx_dataset_next_batch(j->train, &j->pos, c->batch, j->ids, j->lens, j->labels, &rows, &width);
-            if ((rc = tune_fail(j, st, "training batch")))
+            if ((rc = tune_fail(NULL, st, "training batch")))
                 break;
         }
         pfx_model_prefix pre;
@@ -488,10 +491,8 @@ int tune_run(const tune_config *c, tune_step_fn on_step, void *user, tune_result
     memset(j, 0, sizeof(*j));
     j->cfg = c;
     int rc = 1;
-    if (mkdir(c->out_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "prefixcl tune: cannot create %s: %s\n", c->out_dir, strerror(errno));
+    if (tune_out_check(c))
         return 1;
-    }
     if (load_model_and_data(j, r) || build_trainables(j, r))
         goto out;
     dist_agree("tuning configuration", j->config_text);

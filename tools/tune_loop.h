@@ -46,7 +46,7 @@ typedef struct tune_config {
     size_t checkpoint_every;   /* also every N steps; 0: only at the end or on a stop */
     bool resume;               /* continue from out_dir's checkpoint */
     size_t stop_after;         /* stop (with a checkpoint) once this many steps are done; 0: never */
-    volatile sig_atomic_t *stop_flag; /* set (by SIGINT): stop at the next step boundary */
+    volatile sig_atomic_t *stop_flag; /* set (by SIGINT or SIGTERM): stop at the next step boundary */
 } tune_config;
 
 /* Defaults: prefix 20, hidden 512, 1 epoch, batch 8, max length 128, lr 1e-2,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "chart.h"
+#include "cli.h"
 #include "tune_plot.h"
 
 static int path_in(char *buf, size_t cap, const char *dir, const char *name)
@@ -85,6 +86,22 @@ static int write_gains(tune_job *j, const char *path, float ramp)
     if (st != PFX_SUCCESS)
         fprintf(stderr, "prefixcl tune: writing %s: %s\n", path, pfx_last_error(NULL));
     return st != PFX_SUCCESS;
+}
+
+int tune_out_check(const tune_config *c)
+{
+    const char *names[10] = { "adapter_config.json", "adapter_model.safetensors", "loss.csv", "loss.png",
+                              "attention.png", TUNE_CHECKPOINT };
+    size_t n = 6;
+    if (c->gain_mode != PFX_GAIN_OFF) {
+        names[n++] = TUNE_GAINS;
+        names[n++] = "gains.png";
+    }
+    if (!c->model_dir) { /* the demonstration model's config.json (tune_loop.c) */
+        names[n++] = "demo-model/";
+        names[n++] = "demo-model/config.json";
+    }
+    return !cli_check_output_dir("tune", "--out", c->out_dir, names, n);
 }
 
 int tune_out_write(tune_job *j, tune_result *r, float ramp)

@@ -12,6 +12,11 @@
 /* The gains' file name inside the output folder. */
 #define TUNE_GAINS "gains.safetensors"
 
+/* Before any work: the output folder made (or there already as a folder) and
+ * every file the run may write in it writable there, so that a run never
+ * trains to fail at its end. 0, or 1 after printing why. */
+int tune_out_check(const tune_config *c);
+
 /* loss.csv (step, loss, grad_norm) and loss.png of the steps done; sets
  * r->pictures when the picture was drawn. */
 int tune_out_curve(const char *dir, tune_result *r);

@@ -33,6 +33,9 @@ bool pfx_json_has_nul_escape(const char *s, size_t n);
 /* The first key of a JSON object that appears twice, or NULL (n log n). An
  * allocation failure sets *oom. */
 const char *pfx_json_duplicate_key(const cJSON *object, bool *oom);
+/* The same over every object nested in `item` (itself included), depth
+ * first: the first object holding a key twice names it. */
+const char *pfx_json_duplicate_key_deep(const cJSON *item, bool *oom);
 
 /* qsort comparison of two char pointers by strcmp. */
 int pfx_cmp_str_ptr(const void *a, const void *b);
@@ -44,8 +47,11 @@ bool pfx_json_uint(const cJSON *item, uint64_t *out);
 #define PFX_JSON_FIELD_MAX ((uint64_t)1 << 31)
 
 /* Parses [buf, buf+size) as one JSON object: UTF-8 without NUL bytes or
- * \u0000 escapes, nothing but white space after it, no key twice
- * (PFX_ERROR_FORMAT naming `label` otherwise). */
+ * \u0000 escapes, nothing but white space after it, no key twice in any
+ * object, nested ones included (PFX_ERROR_FORMAT naming `label` otherwise).
+ * The one rule of every JSON reader of the library: config.json, the PEFT
+ * adapter config, the shard index, tokenizer.json, JSONL data lines, the
+ * GEMM tuning file. */
 pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf, size_t size,
                                  cJSON **out);
 /* Config fields of an object `root` read from `path` (named in messages).

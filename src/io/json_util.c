@@ -151,6 +151,17 @@ const char *pfx_json_duplicate_key(const cJSON *object, bool *oom)
     return dup;
 }
 
+const char *pfx_json_duplicate_key_deep(const cJSON *item, bool *oom)
+{
+    *oom = false;
+    /* cJSON's nesting limit bounds the depth of this recursion. */
+    const char *dup = cJSON_IsObject(item) ? pfx_json_duplicate_key(item, oom) : NULL;
+    if (cJSON_IsObject(item) || cJSON_IsArray(item))
+        for (const cJSON *c = item->child; c && !dup && !*oom; c = c->next)
+            dup = pfx_json_duplicate_key_deep(c, oom);
+    return dup;
+}
+
 char *pfx_join_path(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);
@@ -233,7 +244,7 @@ pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsig
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", label);
     if (st == PFX_SUCCESS) {
         bool oom = false;
-        const char *dup = pfx_json_duplicate_key(root, &oom);
+        const char *dup = pfx_json_duplicate_key_deep(root, &oom);
         if (oom)
             st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
         else if (dup)

@@ -11,6 +11,7 @@
 #include <clblast_c.h>
 
 #include "gemm.h"
+#include "io_internal.h"
 
 /* Products at or above this m n k are "large": they score Xgemm. */
 #define LARGE_MNK (128.0 * 128.0 * 128.0)
@@ -435,6 +436,15 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
     if (!pfx_gemm_tuning_path(&rt->info, rt->cache_dir, report->path, sizeof(report->path)))
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "gemm-tune: the runtime has no kernel cache folder to store the result");
+    /* where the result goes, checked before the first candidate runs */
+    make_dirs(rt->cache_dir);
+    pfx_atomic_file probe;
+    if (pfx_atomic_begin(rt, report->path, &probe) != PFX_SUCCESS) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", pfx_last_error(rt));
+        return pfx_error(rt, PFX_ERROR_IO, "gemm-tune: cannot store the result: %s", why);
+    }
+    pfx_atomic_abort(&probe);
     tuner t;
     memset(&t, 0, sizeof(t));
     t.rt = rt;

@@ -191,10 +191,14 @@ pfx_status pfx_gemm_tuning_read(const char *path, const pfx_device_info *info,
         snprintf(why, cap, "%s", pfx_last_error(NULL));
         return PFX_ERROR_IO;
     }
-    cJSON *root = cJSON_ParseWithLength((const char *)buf, size);
+    /* The rule of every JSON reader: no \u0000, no key twice. */
+    cJSON *root = NULL;
+    pfx_status pst = pfx_json_parse_object(NULL, "the tuning file", buf, size, &root);
     free(buf);
-    if (!root)
-        return fail(why, cap, "not valid JSON (truncated or corrupt)"), PFX_ERROR_FORMAT;
+    if (pst != PFX_SUCCESS) {
+        snprintf(why, cap, "%s", pfx_last_error(NULL));
+        return pst;
+    }
     pfx_gemm_tuning t;
     memset(&t, 0, sizeof(t));
     pfx_status st = parse(root, info, &t, why, cap);

@@ -162,19 +162,24 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
-/* One JSONL line: {"text": s} or {"prompt": s, "completion": s}. */
+/* One JSONL line: {"text": s} or {"prompt": s, "completion": s}, read by
+ * the rule of every JSON reader (pfx_json_parse_object: no \u0000, no key
+ * twice). */
 static pfx_status jsonl_line(load_ctx *c, const char *s, size_t n, size_t line)
 {
     if (!pfx_utf8_valid((const unsigned char *)s, n))
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s:%zu: not UTF-8 text (or holds a NUL byte)",
                          c->label, line);
-    const char *end = NULL;
-    cJSON *obj = cJSON_ParseWithLengthOpts(s, n, &end, false);
-    bool trailing = obj && end && !blank(end, n - (size_t)(end - s));
-    if (!obj || trailing || !cJSON_IsObject(obj)) {
-        cJSON_Delete(obj);
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s:%zu: not a JSON object", c->label, line);
-    }
+    size_t cap = strlen(c->label) + 24;
+    char *where = malloc(cap);
+    if (!where)
+        return oom(c->label);
+    snprintf(where, cap, "%s:%zu", c->label, line);
+    cJSON *obj = NULL;
+    pfx_status pst = pfx_json_parse_object(NULL, where, (const unsigned char *)s, n, &obj);
+    free(where);
+    if (pst != PFX_SUCCESS)
+        return pst;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(obj, "text");
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(obj, "prompt");
     const cJSON *completion = cJSON_GetObjectItemCaseSensitive(obj, "completion");

@@ -907,18 +907,15 @@ static pfx_status check_out(pfx_tokenizer **out, const char *fn)
     return PFX_SUCCESS;
 }
 
+/* The rule of every JSON reader (pfx_json_parse_object): no \u0000, no key
+ * twice. */
 static pfx_status parse_json(const unsigned char *data, size_t size, const char *label, cJSON **root)
 {
-    *root = NULL;
-    if (!pfx_utf8_valid(data, size))
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)", label);
-    *root = cJSON_ParseWithLength((const char *)data, size);
-    if (!*root || !cJSON_IsObject(*root)) {
-        cJSON_Delete(*root);
+    if (!pfx_utf8_valid(data, size)) {
         *root = NULL;
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not a JSON object", label);
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)", label);
     }
-    return PFX_SUCCESS;
+    return pfx_json_parse_object(NULL, label, data, size, root);
 }
 
 PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size, const char *label,
