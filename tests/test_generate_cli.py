@@ -88,7 +88,7 @@ def main():
         with open(long, "w") as f:
             f.write("short\r\n" + "a" * 9000 + "\n")
         _, err = run(exe, one + ["--prompts", long], 1)
-        if "long.txt:2: a prompt of 9000 tokens" not in err or not re.search(r"\(\d+ at most\)", err):
+        if "long.txt:2: a prompt of 9000 tokens" not in err or not re.search(r"at most \d+ fit", err):
             sys.exit("a line of 9000 bytes: %r" % err)
         nul = os.path.join(tmp, "nul.txt")
         with open(nul, "wb") as f:
