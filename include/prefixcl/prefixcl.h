@@ -18,5 +18,6 @@
 #include "prefixcl/gemm_tune.h"
 #include "prefixcl/profile.h"
 #include "prefixcl/generate.h"
+#include "prefixcl/pretrain.h"
 
 #endif

@@ -1,0 +1,141 @@
+/*
+ * prefixcl: the full-training job. Every weight of a decoder-only model
+ * (model.h) trains, with or without a learnable gain per head on the
+ * attention logits (docs/design.md, "Full training"): pre-training from a
+ * config.json alone (pfx_model_init) or full fine-tuning of a Hugging Face
+ * checkpoint.
+ *
+ * Data: a text or JSONL file (data.h) tokenized with append_eos and the
+ * post-processor's tokens, its documents joined and cut into blocks of
+ * `block` tokens (pfx_blocks), every position a label, positions 0 .. T-1;
+ * evaluation on eval_path's blocks, else on the last twentieth of the blocks
+ * (at least one) held out. The blocks are served in an order shuffled per
+ * epoch from the seed.
+ *
+ * One step: r and the learning rate of the step from the optimizer's
+ * schedules; `accumulate` micro-batches of `batch` blocks, each a forward
+ * and backward into the gradients (added after the first), which are then
+ * averaged; global gradient-norm clipping over every trained tensor, gains
+ * included; AdamW with the weights in one group (lr, weight_decay), biases
+ * and norm weights in a second without decay when no_decay_norms, and the
+ * gains in their own (gain_lr, no decay, since decay would pull them back to
+ * plain attention); a step whose gradient norm is NaN or Inf is skipped.
+ * Learning rate: linear warm-up over warmup_steps, then cosine to
+ * min_lr_ratio at the last step; gain ramp r from 0 to 1 over
+ * gain_ramp_steps (optimizer.h's schedules).
+ *
+ * Outputs in out_dir, each file replaced atomically: config.json and
+ * model.safetensors (pfx_model_save: a folder transformers loads; it does
+ * not apply the gains), gains.safetensors with the gain on ("gains" [L, H],
+ * metadata gain_mode), loss.csv (step, loss, gradient norm, evaluation loss
+ * where measured) and checkpoint.safetensors: every trained tensor's value
+ * and AdamW moments and step, the data position, the curves so far and the
+ * options; resume continues from it bit for bit. A stop (stop_flag or
+ * stop_after) takes effect at a step boundary and writes the checkpoint; an
+ * interrupted write leaves the previous checkpoint whole.
+ *
+ * Every option and input is checked before the first step: a missing or
+ * unreadable file (PFX_ERROR_IO), an out_dir that is not a folder
+ * (PFX_ERROR_IO), a bad option (PFX_ERROR_INVALID_ARGUMENT naming the field),
+ * data that fills no block or leaves nothing to hold out
+ * (PFX_ERROR_OUT_OF_RANGE), a freeze list that leaves nothing to train
+ * (PFX_ERROR_INVALID_ARGUMENT), token ids beyond the model's vocabulary
+ * (PFX_ERROR_INVALID_SHAPE), a checkpoint written with other options
+ * (PFX_ERROR_INVALID_ARGUMENT naming the option); the message is in
+ * pfx_last_error(rt).
+ */
+#ifndef PREFIXCL_PRETRAIN_H
+#define PREFIXCL_PRETRAIN_H
+
+#include <signal.h>
+
+#include "prefixcl/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PFX_PRETRAIN_CHECKPOINT "checkpoint.safetensors"
+
+typedef struct pfx_pretrain_config {
+    const char *model_dir;     /* a Hugging Face folder to fine-tune, or NULL */
+    const char *config_dir;    /* or a folder with config.json: a new model (pfx_model_init) */
+    const char *tokenizer_dir; /* NULL: model_dir, else config_dir */
+    const char *data_path;     /* text or JSONL */
+    const char *eval_path;     /* NULL: a held-out slice of the data */
+    const char *out_dir;
+    size_t block;              /* T, tokens a row */
+    size_t batch;              /* rows a micro-batch */
+    size_t accumulate;         /* micro-batches a step */
+    size_t steps;              /* optimizer steps; 0: epochs over the data */
+    size_t epochs;
+    float lr;                  /* the weights */
+    float gain_lr;             /* the gains */
+    float weight_decay;        /* the weights (never the gains) */
+    bool no_decay_norms;       /* no decay on biases and norm weights either */
+    float max_grad_norm;       /* 0: no clipping */
+    uint32_t warmup_steps;
+    float min_lr_ratio;        /* the cosine's floor, a fraction of each lr */
+    pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH; gains start at 0 */
+    uint32_t gain_ramp_steps;  /* 0: r = 1 from the start */
+    const char *freeze;        /* comma-separated name parts: weights whose name
+                                * contains one stay frozen; NULL: none */
+    size_t eval_every;         /* also evaluate every N steps; 0: before and after */
+    size_t eval_blocks;        /* blocks an evaluation reads; 0: all */
+    size_t checkpoint_every;   /* also write the checkpoint every N steps */
+    bool recompute;            /* the backward recomputes each block (less memory) */
+    uint64_t seed;             /* a new model's weights and the data order */
+    bool resume;               /* continue from out_dir's checkpoint (same options) */
+    size_t stop_after;         /* stop (with a checkpoint) after this many steps of this run; 0: never */
+    volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */
+} pfx_pretrain_config;
+
+/* The recipe of gain pre-training: block 128, batch 8, accumulate 1, 1
+ * epoch, lr 1e-4, gain_lr 5e-5, weight decay 0.01 on every weight,
+ * clipping 1.0, warm-up 100 steps, cosine to 0.1, gain off (ramp 100
+ * steps when on), seed 1. */
+PFX_API void pfx_pretrain_default_config(pfx_pretrain_config *cfg);
+
+/* What the step callback sees after each step. */
+typedef struct pfx_pretrain_step {
+    size_t step, steps;        /* 1-based, and the total */
+    uint64_t epoch;            /* of the step's last batch (1-based) */
+    double loss;               /* mean token loss of the step's micro-batches */
+    float grad_norm;           /* before clipping */
+    bool skipped;              /* non-finite gradients: nothing changed */
+    float lr_factor, gain_ramp;
+    double eval_loss;          /* NAN unless evaluated after this step */
+    double tokens_per_s, eta_s;
+} pfx_pretrain_step;
+
+typedef void (*pfx_pretrain_step_fn)(const pfx_pretrain_step *step, void *user);
+
+typedef struct pfx_pretrain_result {
+    size_t steps, steps_done;  /* planned, completed (resumed ones included) */
+    size_t first_step;         /* where this run started (0, or the checkpoint's) */
+    bool stopped;              /* ended early, checkpoint written */
+    double *losses;            /* [steps] */
+    float *grad_norms;         /* [steps] */
+    double *eval_losses;       /* [steps + 1]: after step s at s (0: before); NAN where not measured */
+    float *gains;              /* [steps + 1][L * H]: the gains after each step (0: at the start);
+                                * NULL with the gain off */
+    size_t train_blocks, eval_blocks, tokens_per_step;
+    size_t trained_weights, trained_values; /* tensors and values the optimizer updates */
+    pfx_model_shape shape;
+    double seconds;            /* the steps of this run */
+} pfx_pretrain_result;
+
+/* Runs the job on rt. on_step may be NULL. On an error before the first
+ * step nothing is written to out_dir; later errors leave the last
+ * checkpoint. */
+PFX_API pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg, pfx_pretrain_step_fn on_step,
+                                    void *user, pfx_pretrain_result *result);
+
+/* Releases the result's arrays; NULL-safe. */
+PFX_API void pfx_pretrain_result_free(pfx_pretrain_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

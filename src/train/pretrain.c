@@ -1,0 +1,544 @@
+/* The full-training job (prefixcl/pretrain.h): set-up and checks, the
+ * steps, evaluation, outputs. The checkpoint is pretrain_ckpt.c's. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../io/io_internal.h"
+#include "pretrain_internal.h"
+
+void pfx_pretrain_default_config(pfx_pretrain_config *cfg)
+{
+    if (!cfg)
+        return;
+    *cfg = (pfx_pretrain_config){
+        .block = 128, .batch = 8, .accumulate = 1, .epochs = 1, .lr = 1e-4f, .gain_lr = 5e-5f,
+        .weight_decay = 0.01f, .max_grad_norm = 1.0f, .warmup_steps = 100, .min_lr_ratio = 0.1f,
+        .gain_ramp_steps = 100, .seed = 1,
+    };
+}
+
+void pfx_pretrain_result_free(pfx_pretrain_result *r)
+{
+    if (!r)
+        return;
+    free(r->losses);
+    free(r->grad_norms);
+    free(r->eval_losses);
+    free(r->gains);
+    memset(r, 0, sizeof(*r));
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void destroy_all(pfx_tensor **t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++)
+        pfx_tensor_destroy(&t[i]);
+    free(t);
+}
+
+static void job_free(pfx_pretrain_job *j)
+{
+    pfx_optimizer_destroy(&j->opt);
+    destroy_all(j->dw, j->weight_count);
+    destroy_all(j->gain, j->L);
+    destroy_all(j->dgain, j->L);
+    pfx_model_destroy(&j->model);
+    pfx_blocks_free(&j->train);
+    pfx_blocks_free(&j->eval);
+    pfx_tokenizer_free(&j->tok);
+    free(j->gains_host);
+    free(j->params);
+    free(j->ids);
+}
+
+/* ---- options ---- */
+
+static pfx_status bad(pfx_runtime *rt, const char *field, const char *why)
+{
+    return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pretrain: config.%s %s", field, why);
+}
+
+static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
+{
+    if (!c->model_dir == !c->config_dir)
+        return bad(rt, c->model_dir ? "config_dir" : "model_dir",
+                   c->model_dir ? "is given with model_dir: fine-tune a checkpoint or start from a config, not both"
+                                : "is NULL: give model_dir (a checkpoint) or config_dir (a config.json)");
+    if (!c->data_path)
+        return bad(rt, "data_path", "is NULL");
+    if (!c->out_dir || !*c->out_dir)
+        return bad(rt, "out_dir", "is NULL or empty");
+    if (c->block < 2)
+        return bad(rt, "block", "must be at least 2 tokens");
+    if (c->batch == 0)
+        return bad(rt, "batch", "must be at least 1");
+    if (c->accumulate == 0)
+        return bad(rt, "accumulate", "must be at least 1");
+    if (c->steps == 0 && c->epochs == 0)
+        return bad(rt, "steps", "and config.epochs are both 0");
+    const struct { const char *name; float v; bool unit; } f[] = {
+        { "lr", c->lr, false }, { "gain_lr", c->gain_lr, false }, { "weight_decay", c->weight_decay, false },
+        { "max_grad_norm", c->max_grad_norm, false }, { "min_lr_ratio", c->min_lr_ratio, true },
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        if (!isfinite(f[i].v) || f[i].v < 0.0f || (f[i].unit && f[i].v > 1.0f))
+            return bad(rt, f[i].name, f[i].unit ? "must be in [0, 1]" : "must be finite and >= 0");
+    if (c->gain_mode != PFX_GAIN_OFF && c->gain_mode != PFX_GAIN_LINEAR && c->gain_mode != PFX_GAIN_TANH)
+        return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
+    return PFX_SUCCESS;
+}
+
+/* The options a checkpoint must agree with, one "key=value" a line
+ * (floats exact, %a). */
+static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
+{
+    snprintf(out, cap,
+             "model_dir=%s\nconfig_dir=%s\ntokenizer_dir=%s\ndata_path=%s\neval_path=%s\nblock=%zu\nbatch=%zu\n"
+             "accumulate=%zu\nsteps=%zu\nepochs=%zu\nlr=%a\ngain_lr=%a\nweight_decay=%a\nno_decay_norms=%d\n"
+             "max_grad_norm=%a\nwarmup_steps=%u\nmin_lr_ratio=%a\ngain_mode=%d\ngain_ramp_steps=%u\nfreeze=%s\n"
+             "seed=%llu\n",
+             c->model_dir ? c->model_dir : "", c->config_dir ? c->config_dir : "",
+             c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path, c->eval_path ? c->eval_path : "", c->block,
+             c->batch, c->accumulate, c->steps, c->epochs, (double)c->lr, (double)c->gain_lr,
+             (double)c->weight_decay, (int)c->no_decay_norms, (double)c->max_grad_norm, c->warmup_steps,
+             (double)c->min_lr_ratio, (int)c->gain_mode, c->gain_ramp_steps, c->freeze ? c->freeze : "",
+             (unsigned long long)c->seed);
+}
+
+/* The output folder, created when missing: refused before any work when it
+ * is something else. */
+static pfx_status prepare_out(pfx_runtime *rt, const char *dir)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return pfx_error(rt, PFX_ERROR_IO, "pretrain: cannot create the output folder '%s': %s", dir,
+                         strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return pfx_error(rt, PFX_ERROR_IO, "pretrain: the output '%s' exists and is not a folder", dir);
+    return PFX_SUCCESS;
+}
+
+/* ---- data ---- */
+
+static pfx_status load_blocks(pfx_pretrain_job *j, const char *path, pfx_blocks **out)
+{
+    pfx_dataset_options o;
+    pfx_dataset_default_options(&o);
+    o.max_length = (size_t)1 << 24; /* documents whole (the largest the data set keeps): the blocks cut them */
+    o.append_eos = true;
+    o.shuffle = false;
+    pfx_dataset *ds = NULL;
+    pfx_status st = pfx_dataset_load(path, j->tok, &o, &ds);
+    if (st == PFX_SUCCESS)
+        st = pfx_blocks_pack(ds, j->cfg->block, out);
+    pfx_dataset_free(&ds);
+    if (st != PFX_SUCCESS)
+        return pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
+    return PFX_SUCCESS;
+}
+
+static pfx_status load_data(pfx_pretrain_job *j)
+{
+    const pfx_pretrain_config *c = j->cfg;
+    const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir : c->model_dir ? c->model_dir : c->config_dir;
+    pfx_status st = pfx_tokenizer_load(tok_dir, &j->tok);
+    if (st != PFX_SUCCESS)
+        return pfx_error(j->rt, st, "pretrain: the tokenizer: %s", pfx_last_error(NULL));
+    if (pfx_tokenizer_special_id(j->tok, PFX_TOKEN_EOS) < 0)
+        return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pretrain: the tokenizer of %s names no end-of-text token to separate the documents",
+                         tok_dir);
+    if ((st = load_blocks(j, c->data_path, &j->train)))
+        return st;
+    if (c->eval_path)
+        return load_blocks(j, c->eval_path, &j->eval);
+    const size_t n = pfx_blocks_count(j->train), held = n / 20 ? n / 20 : 1;
+    if (n < 2)
+        return pfx_error(j->rt, PFX_ERROR_OUT_OF_RANGE,
+                         "pretrain: %s fills %zu block of %zu tokens; holding one out for evaluation needs two "
+                         "(give more data, a smaller --block, or --eval FILE)",
+                         c->data_path, n, c->block);
+    st = pfx_blocks_split(j->train, held, &j->eval);
+    return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
+}
+
+/* Every id of the blocks within the model's vocabulary. */
+static pfx_status check_ids(pfx_pretrain_job *j, const pfx_blocks *b, const char *what)
+{
+    for (size_t i = 0; i < pfx_blocks_count(b); i++) {
+        const int32_t *ids;
+        pfx_blocks_get(b, i, &ids);
+        for (size_t t = 0; t < j->cfg->block; t++)
+            if (ids[t] < 0 || (size_t)ids[t] >= j->shape.vocab)
+                return pfx_error(j->rt, PFX_ERROR_INVALID_SHAPE,
+                                 "pretrain: the %s data holds token id %d; the model's vocab_size is %zu (the "
+                                 "tokenizer does not belong to the model)",
+                                 what, (int)ids[t], j->shape.vocab);
+    }
+    return PFX_SUCCESS;
+}
+
+/* ---- model, gradients, optimizer ---- */
+
+/* Whether weight `name` matches a comma-separated part of `freeze`. */
+static bool frozen(const char *freeze, const char *name)
+{
+    for (const char *p = freeze; p && *p;) {
+        const char *end = strchr(p, ',');
+        const size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n) {
+            for (const char *s = name; *s; s++)
+                if (strncmp(s, p, n) == 0)
+                    return true;
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
+{
+    const pfx_pretrain_config *c = j->cfg;
+    pfx_runtime *rt = j->rt;
+    pfx_model_params mp = { .max_batch = c->batch, .max_tokens = c->block, .recompute = c->recompute };
+    pfx_status st = c->model_dir ? pfx_model_load(rt, c->model_dir, &mp, &j->model)
+                                 : pfx_model_init(rt, c->config_dir, &mp, c->seed, &j->model);
+    if (st != PFX_SUCCESS)
+        return st;
+    pfx_model_get_shape(j->model, &j->shape);
+    if ((st = check_ids(j, j->train, "training")) || (st = check_ids(j, j->eval, "evaluation")))
+        return st;
+    j->L = j->shape.layers;
+    j->H = j->shape.heads;
+    j->weight_count = pfx_model_weight_count(j->model);
+    j->dw = calloc(j->weight_count, sizeof(*j->dw));
+    j->params = calloc(j->weight_count + j->L, sizeof(*j->params));
+    j->ids = malloc(c->batch * c->block * sizeof(int32_t));
+    if (!j->dw || !j->params || !j->ids)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    const bool gains = c->gain_mode != PFX_GAIN_OFF;
+    for (size_t i = 0; i < j->weight_count; i++) {
+        pfx_model_weight_info info;
+        pfx_model_get_weight(j->model, i, &info);
+        if (frozen(c->freeze, info.name))
+            continue;
+        if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, info.ndim, info.shape, &j->dw[i])))
+            return st;
+        r->trained_weights++;
+        r->trained_values += info.numel;
+    }
+    if (r->trained_weights == 0 && !gains)
+        return bad(rt, "freeze", "leaves nothing to train (every weight frozen and no gain)");
+    if (!gains)
+        return PFX_SUCCESS;
+    j->gain = calloc(j->L, sizeof(*j->gain));
+    j->dgain = calloc(j->L, sizeof(*j->dgain));
+    j->gains_host = calloc(j->L * j->H, sizeof(float));
+    if (!j->gain || !j->dgain || !j->gains_host)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    const size_t shape[1] = { j->H };
+    for (size_t l = 0; l < j->L; l++) {
+        if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &j->gain[l])) ||
+            (st = pfx_tensor_fill(j->gain[l], 0.0f)) ||
+            (st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &j->dgain[l])))
+            return st;
+    }
+    r->trained_values += j->L * j->H;
+    return PFX_SUCCESS;
+}
+
+static pfx_status build_optimizer(pfx_pretrain_job *j, size_t steps)
+{
+    const pfx_pretrain_config *c = j->cfg;
+    const uint32_t warmup = c->warmup_steps < steps ? c->warmup_steps : (uint32_t)steps;
+    pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm, .warmup_steps = warmup,
+                                .decay = PFX_LR_COSINE, .decay_steps = steps > warmup ? (uint32_t)(steps - warmup) : 1,
+                                .min_lr_ratio = c->min_lr_ratio, .gain_ramp_steps = c->gain_ramp_steps };
+    pfx_status st = pfx_optimizer_create(j->rt, &op, &j->opt);
+    pfx_optimizer_group_params decay = PFX_OPTIMIZER_GROUP_DEFAULTS, plain = PFX_OPTIMIZER_GROUP_DEFAULTS;
+    decay.lr = c->lr;
+    decay.weight_decay = c->weight_decay;
+    plain.lr = c->lr;
+    plain.weight_decay = 0.0f;
+    pfx_optimizer_group_params gains = plain;
+    gains.lr = c->gain_lr;
+    unsigned g_decay = 0, g_plain = 0, g_gain = 0;
+    if (st == PFX_SUCCESS)
+        st = pfx_optimizer_add_group(j->opt, &decay, &g_decay);
+    if (st == PFX_SUCCESS && c->no_decay_norms)
+        st = pfx_optimizer_add_group(j->opt, &plain, &g_plain);
+    if (st == PFX_SUCCESS && j->gain)
+        st = pfx_optimizer_add_group(j->opt, &gains, &g_gain);
+    for (size_t i = 0; st == PFX_SUCCESS && i < j->weight_count; i++) {
+        if (!j->dw[i])
+            continue;
+        pfx_model_weight_info info;
+        pfx_tensor *w = NULL;
+        pfx_model_get_weight(j->model, i, &info);
+        pfx_model_weight_tensor(j->model, i, &w);
+        const bool norm = info.kind == PFX_WEIGHT_BIAS || info.kind == PFX_WEIGHT_NORM;
+        st = pfx_optimizer_add_param(j->opt, c->no_decay_norms && norm ? g_plain : g_decay, w, j->dw[i], info.name);
+        j->params[j->param_count++] = w;
+    }
+    for (size_t l = 0; st == PFX_SUCCESS && j->gain && l < j->L; l++) {
+        char name[32];
+        snprintf(name, sizeof(name), "gains.%zu", l);
+        st = pfx_optimizer_add_param(j->opt, g_gain, j->gain[l], j->dgain[l], name);
+        j->params[j->param_count++] = j->gain[l];
+    }
+    return st;
+}
+
+/* ---- steps ---- */
+
+static pfx_status read_gains(pfx_pretrain_job *j, float *out)
+{
+    pfx_status st = PFX_SUCCESS;
+    for (size_t l = 0; st == PFX_SUCCESS && l < j->L; l++)
+        st = pfx_tensor_read(j->gain[l], 0, j->H, out + l * j->H);
+    return st;
+}
+
+static pfx_model_prefix prefix_of(const pfx_pretrain_job *j, float ramp)
+{
+    pfx_model_prefix p = { .gain_mode = j->cfg->gain_mode, .gains = j->gain ? j->gains_host : NULL,
+                           .gain_ramp = ramp };
+    return p;
+}
+
+/* Mean token loss over (up to eval_blocks of) the evaluation blocks, with
+ * the gains as they are and r of the next step. */
+static pfx_status evaluate(pfx_pretrain_job *j, double *out)
+{
+    const pfx_pretrain_config *c = j->cfg;
+    size_t n = pfx_blocks_count(j->eval);
+    if (c->eval_blocks && c->eval_blocks < n)
+        n = c->eval_blocks;
+    pfx_status st = j->gain ? read_gains(j, j->gains_host) : PFX_SUCCESS;
+    const pfx_model_prefix pre = prefix_of(j, pfx_optimizer_gain_ramp(j->opt));
+    double sum = 0.0;
+    for (size_t i = 0; st == PFX_SUCCESS && i < n; i += c->batch) {
+        const size_t rows = n - i < c->batch ? n - i : c->batch;
+        for (size_t k = 0; k < rows; k++) {
+            const int32_t *ids;
+            pfx_blocks_get(j->eval, i + k, &ids);
+            memcpy(j->ids + k * c->block, ids, c->block * sizeof(int32_t));
+        }
+        pfx_model_batch b = { rows, c->block, j->ids, NULL, NULL };
+        double loss = 0.0;
+        st = pfx_model_loss(j->model, &b, &pre, &loss);
+        sum += loss * (double)rows; /* every block counts block - 1 labels */
+    }
+    if (st == PFX_SUCCESS)
+        *out = sum / (double)n;
+    return st;
+}
+
+/* One optimizer step: the micro-batches' forward and backward, the
+ * gradients averaged, AdamW. */
+static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *rep)
+{
+    const pfx_pretrain_config *c = j->cfg;
+    pfx_status st = j->gain ? read_gains(j, j->gains_host) : PFX_SUCCESS;
+    const pfx_model_prefix pre = prefix_of(j, pfx_optimizer_gain_ramp(j->opt));
+    double sum = 0.0;
+    for (size_t m = 0; st == PFX_SUCCESS && m < c->accumulate; m++) {
+        size_t rows = 0;
+        if ((st = pfx_blocks_next_batch(j->train, &j->pos, c->batch, c->seed, j->ids, &rows)))
+            return pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
+        pfx_model_batch b = { rows, c->block, j->ids, NULL, NULL };
+        pfx_model_grads g = { .gains = j->dgain, .weights = j->dw, .accumulate = m > 0 };
+        double l = 0.0;
+        st = pfx_model_backward(j->model, &b, &pre, &g, &l);
+        sum += l;
+    }
+    /* the mean over the micro-batches (HF divides each one's loss) */
+    const float inv = 1.0f / (float)c->accumulate;
+    for (size_t i = 0; st == PFX_SUCCESS && c->accumulate > 1 && i < j->param_count; i++) {
+        pfx_tensor *grad = NULL;
+        if ((st = pfx_optimizer_param_tensors(j->opt, i, NULL, &grad)) == PFX_SUCCESS)
+            st = pfx_axpby(grad, 0.0f, grad, inv);
+    }
+    if (st == PFX_SUCCESS)
+        st = pfx_optimizer_step(j->opt, rep);
+    *loss = sum / (double)c->accumulate;
+    return st;
+}
+
+/* ---- outputs ---- */
+
+static pfx_status write_gains(pfx_pretrain_job *j)
+{
+    char *path = pfx_join_path(j->cfg->out_dir, "gains.safetensors");
+    if (!path)
+        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    pfx_status st = read_gains(j, j->gains_host);
+    pfx_named_tensor t = { .name = "gains", .host = j->gains_host, .ndim = 2, .shape = { j->L, j->H },
+                           .dtype = PFX_DTYPE_F32 };
+    const pfx_st_metadata meta[2] = { { "format", "prefixcl-gains-1" },
+                                      { "gain_mode", j->cfg->gain_mode == PFX_GAIN_LINEAR ? "linear" : "tanh" } };
+    if (st == PFX_SUCCESS)
+        st = pfx_safetensors_save(j->rt, path, &t, 1, meta, 2);
+    free(path);
+    return st;
+}
+
+static pfx_status write_curve(pfx_pretrain_job *j, const pfx_pretrain_result *r)
+{
+    char *path = pfx_join_path(j->cfg->out_dir, "loss.csv");
+    pfx_output_file *f = NULL;
+    pfx_status st = path ? pfx_output_open(path, &f) : PFX_ERROR_OUT_OF_MEMORY;
+    free(path);
+    if (st != PFX_SUCCESS)
+        return pfx_error(j->rt, st, "pretrain: loss.csv: %s", pfx_last_error(NULL));
+    FILE *out = pfx_output_stream(f);
+    fprintf(out, "step,loss,grad_norm,eval_loss\n");
+    if (isfinite(r->eval_losses[0]))
+        fprintf(out, "0,,,%.9g\n", r->eval_losses[0]);
+    for (size_t s = 0; s < r->steps_done; s++) {
+        fprintf(out, "%zu,%.9g,%.9g,", s + 1, r->losses[s], (double)r->grad_norms[s]);
+        if (isfinite(r->eval_losses[s + 1]))
+            fprintf(out, "%.9g", r->eval_losses[s + 1]);
+        fprintf(out, "\n");
+    }
+    st = pfx_output_commit(&f);
+    return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: loss.csv: %s", pfx_last_error(NULL));
+}
+
+static pfx_status write_outputs(pfx_pretrain_job *j, const pfx_pretrain_result *r, bool model)
+{
+    char *ckpt = pfx_join_path(j->cfg->out_dir, PFX_PRETRAIN_CHECKPOINT);
+    pfx_status st = ckpt ? pfx_pretrain_ckpt_save(j, ckpt, r)
+                         : pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    free(ckpt);
+    if (st == PFX_SUCCESS)
+        st = write_curve(j, r);
+    if (st == PFX_SUCCESS && model)
+        st = pfx_model_save(j->model, j->cfg->out_dir, NULL);
+    if (st == PFX_SUCCESS && model && j->gain)
+        st = write_gains(j);
+    return st;
+}
+
+/* ---- the run ---- */
+
+static pfx_status result_alloc(pfx_pretrain_job *j, pfx_pretrain_result *r, size_t steps)
+{
+    r->steps = steps;
+    r->losses = calloc(steps, sizeof(double));
+    r->grad_norms = calloc(steps, sizeof(float));
+    r->eval_losses = malloc((steps + 1) * sizeof(double));
+    if (j->gain)
+        r->gains = calloc((steps + 1) * j->L * j->H, sizeof(float));
+    if (!r->losses || !r->grad_norms || !r->eval_losses || (j->gain && !r->gains))
+        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory for %zu steps", steps);
+    for (size_t s = 0; s <= steps; s++)
+        r->eval_losses[s] = NAN;
+    return PFX_SUCCESS;
+}
+
+static size_t planned_steps(const pfx_pretrain_job *j)
+{
+    const pfx_pretrain_config *c = j->cfg;
+    if (c->steps)
+        return c->steps;
+    const size_t batches = (pfx_blocks_count(j->train) + c->batch - 1) / c->batch;
+    const size_t per_epoch = (batches + c->accumulate - 1) / c->accumulate;
+    return c->epochs * (per_epoch ? per_epoch : 1);
+}
+
+static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void *user, pfx_pretrain_result *r)
+{
+    const pfx_pretrain_config *c = j->cfg;
+    pfx_status st = PFX_SUCCESS;
+    const double t0 = now_s();
+    size_t done_here = 0;
+    for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
+        if ((c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after)) {
+            r->stopped = true;
+            break;
+        }
+        double loss = 0.0;
+        pfx_optimizer_report rep;
+        if ((st = step(j, &loss, &rep)))
+            break;
+        r->losses[s] = loss;
+        r->grad_norms[s] = rep.grad_norm;
+        r->steps_done = s + 1;
+        done_here++;
+        if (j->gain && (st = read_gains(j, r->gains + (s + 1) * j->L * j->H)))
+            break;
+        if (c->eval_every && (s + 1) % c->eval_every == 0 && s + 1 < r->steps &&
+            (st = evaluate(j, &r->eval_losses[s + 1])))
+            break;
+        if (s + 1 == r->steps && (st = evaluate(j, &r->eval_losses[s + 1])))
+            break;
+        const double elapsed = now_s() - t0;
+        pfx_pretrain_step info = {
+            .step = s + 1, .steps = r->steps, .epoch = j->pos.epoch + 1, .loss = loss, .grad_norm = rep.grad_norm,
+            .skipped = rep.skipped, .lr_factor = rep.lr_factor, .gain_ramp = pfx_optimizer_gain_ramp(j->opt),
+            .eval_loss = r->eval_losses[s + 1],
+            .tokens_per_s = (double)(done_here * r->tokens_per_step) / (elapsed > 0 ? elapsed : 1e-9),
+            .eta_s = elapsed / (double)done_here * (double)(r->steps - s - 1),
+        };
+        if (on_step)
+            on_step(&info, user);
+        if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps)
+            st = write_outputs(j, r, false);
+    }
+    r->seconds = now_s() - t0;
+    return st;
+}
+
+pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg, pfx_pretrain_step_fn on_step,
+                            void *user, pfx_pretrain_result *result)
+{
+    if (!rt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pretrain: rt is NULL");
+    if (!cfg || !result)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pretrain: %s is NULL", !cfg ? "cfg" : "result");
+    memset(result, 0, sizeof(*result));
+    pfx_status st = check_config(rt, cfg);
+    if (st != PFX_SUCCESS)
+        return st;
+    pfx_pretrain_job j;
+    memset(&j, 0, sizeof(j));
+    j.cfg = cfg;
+    j.rt = rt;
+    describe(cfg, j.options, sizeof(j.options));
+    if ((st = prepare_out(rt, cfg->out_dir)) || (st = load_data(&j)) || (st = build_model(&j, result)))
+        goto out;
+    const size_t steps = planned_steps(&j);
+    if ((st = build_optimizer(&j, steps)) || (st = result_alloc(&j, result, steps)))
+        goto out;
+    result->shape = j.shape;
+    result->train_blocks = pfx_blocks_count(j.train);
+    result->eval_blocks = pfx_blocks_count(j.eval);
+    result->tokens_per_step = cfg->batch * cfg->accumulate * cfg->block;
+    if (cfg->resume) {
+        char *path = pfx_join_path(cfg->out_dir, PFX_PRETRAIN_CHECKPOINT);
+        st = path ? pfx_pretrain_ckpt_load(&j, path, result)
+                  : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+        free(path);
+    } else {
+        st = evaluate(&j, &result->eval_losses[0]);
+    }
+    if (st == PFX_SUCCESS)
+        st = train(&j, on_step, user, result);
+    if (st == PFX_SUCCESS)
+        st = write_outputs(&j, result, !result->stopped);
+out:
+    job_free(&j);
+    return st;
+}

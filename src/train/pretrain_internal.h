@@ -1,0 +1,39 @@
+/* Shared by the full-training job (pretrain.c) and its checkpoint
+ * (pretrain_ckpt.c). Not installed. */
+#ifndef PFX_TRAIN_PRETRAIN_INTERNAL_H
+#define PFX_TRAIN_PRETRAIN_INTERNAL_H
+
+#include "prefixcl/data.h"
+#include "prefixcl/optimizer.h"
+#include "prefixcl/pretrain.h"
+#include "prefixcl/tokenizer.h"
+
+typedef struct pfx_pretrain_job {
+    const pfx_pretrain_config *cfg;
+    pfx_runtime *rt;
+    pfx_tokenizer *tok;
+    pfx_blocks *train, *eval;
+    pfx_model *model;
+    pfx_model_shape shape;
+    size_t weight_count;
+    pfx_tensor **dw;          /* [weight_count]: NULL for a frozen weight */
+    size_t L, H;
+    pfx_tensor **gain, **dgain; /* [L] of [H] with the gain on */
+    float *gains_host;        /* [L * H] */
+    pfx_optimizer *opt;
+    pfx_tensor **params;      /* the optimizer's tensors in registration order */
+    size_t param_count;
+    int32_t *ids;             /* [batch * block] */
+    pfx_data_position pos;
+    char options[4096];       /* what a checkpoint must agree with: "key=value" lines */
+} pfx_pretrain_job;
+
+/* The checkpoint (pretrain_ckpt.c): every optimizer tensor's value, moments
+ * and step, the data position and the curves of r, in one safetensors file
+ * written atomically. */
+pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path, const pfx_pretrain_result *r);
+/* Reads it into the job and r (the options must equal j->options): every
+ * field checked before anything changes. */
+pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pretrain_result *r);
+
+#endif

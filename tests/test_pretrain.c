@@ -1,0 +1,363 @@
+/* The full-training job (prefixcl/pretrain.h) on a tiny GPT-2 from a config
+ * and the demonstration's tokenizer and corpus (argv[1]: data/demo): the
+ * loss falls, the outputs load back, a stopped and resumed run equals an
+ * uninterrupted one bit for bit, gradient accumulation averages, full
+ * fine-tuning from the written folder, and the inputs it refuses. */
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pfx_test.h"
+#include "model_folder.h"
+#include "tolerances.h"
+
+static const char *demo_dir;
+static char train_path[1024], eval_path[1024];
+
+static const char tiny_gpt2[] = "{\"model_type\": \"gpt2\", \"n_embd\": 40, \"n_layer\": 2, \"n_head\": 4, "
+                                "\"vocab_size\": 2197, \"n_positions\": 48, \"initializer_range\": 0.05}";
+
+static void base_config(pfx_pretrain_config *c, const char *config_dir, const char *out)
+{
+    pfx_pretrain_default_config(c);
+    c->config_dir = config_dir;
+    c->tokenizer_dir = demo_dir;
+    c->data_path = train_path;
+    c->eval_path = eval_path;
+    c->out_dir = out;
+    c->block = 32;
+    c->batch = 4;
+    c->steps = 8;
+    c->lr = 3e-3f;
+    c->gain_lr = 1.5e-3f;
+    c->warmup_steps = 2;
+    c->eval_blocks = 8;
+    c->seed = 5;
+}
+
+static void run_ok(pfx_runtime *rt, const pfx_pretrain_config *c, pfx_pretrain_result *r)
+{
+    if (pfx_pretrain_run(rt, c, NULL, NULL, r) != PFX_SUCCESS)
+        fail_msg("pretrain: %s", pfx_last_error(rt));
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* The bytes of dir/name (malloc'ed), *size set. */
+static unsigned char *slurp(const char *dir, const char *name, size_t *size)
+{
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*size + 1);
+    assert_int_equal(fread(b, 1, *size, f), *size);
+    fclose(f);
+    return b;
+}
+
+static void assert_same_file(const char *a, const char *b, const char *name)
+{
+    size_t na, nb;
+    unsigned char *x = slurp(a, name, &na), *y = slurp(b, name, &nb);
+    assert_int_equal(na, nb);
+    if (memcmp(x, y, na) != 0)
+        fail_msg("%s differs between %s and %s", name, a, b);
+    free(x);
+    free(y);
+}
+
+typedef struct counter {
+    size_t calls, last;
+} counter;
+
+static void count_steps(const pfx_pretrain_step *s, void *user)
+{
+    counter *k = user;
+    k->calls++;
+    k->last = s->step;
+}
+
+/* Pre-training with a linear gain: the evaluation loss falls, every output
+ * is there, the written folder loads with pfx_model_load and gives the
+ * final evaluation loss again (gain off), the gains moved. */
+static void test_pretrain_learns(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *cfgdir = tf_tempdir("pt-config"), *out = tf_tempdir("pt-out");
+    assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
+    pfx_pretrain_config c;
+    base_config(&c, cfgdir, out);
+    c.steps = 12;
+    c.gain_mode = PFX_GAIN_LINEAR;
+    c.gain_ramp_steps = 4;
+    c.eval_every = 5;
+    pfx_pretrain_result r;
+    counter k = { 0, 0 };
+    if (pfx_pretrain_run(rt, &c, count_steps, &k, &r) != PFX_SUCCESS)
+        fail_msg("pretrain: %s", pfx_last_error(rt));
+    assert_int_equal(k.calls, 12);
+    assert_int_equal(k.last, 12);
+    assert_int_equal(r.steps_done, 12);
+    assert_false(r.stopped);
+    print_message("  eval %.4f -> %.4f (step 5: %.4f), %zu train blocks\n", r.eval_losses[0], r.eval_losses[12],
+                  r.eval_losses[5], r.train_blocks);
+    assert_true(isfinite(r.eval_losses[0]) && isfinite(r.eval_losses[5]) && isfinite(r.eval_losses[10]));
+    assert_true(isnan(r.eval_losses[3]));
+    assert_true(r.eval_losses[12] < r.eval_losses[0] - 0.5);
+    assert_true(r.losses[11] < r.losses[0]);
+    /* the gains left 0 once the ramp let them act */
+    const size_t LH = r.shape.layers * r.shape.heads;
+    double moved = 0.0;
+    for (size_t i = 0; i < LH; i++)
+        moved += fabs(r.gains[12 * LH + i]);
+    assert_true(moved > 0.0);
+    for (size_t i = 0; i < LH; i++)
+        assert_true(r.gains[i] == 0.0f);
+    const char *files[] = { "config.json", "model.safetensors", "gains.safetensors", "loss.csv",
+                            PFX_PRETRAIN_CHECKPOINT };
+    for (size_t i = 0; i < 5; i++)
+        assert_true(exists(out, files[i]));
+    pfx_pretrain_result_free(&r);
+
+    /* without a gain the folder is the whole model: its loss is the job's */
+    char *out2 = tf_tempdir("pt-out-plain");
+    c.gain_mode = PFX_GAIN_OFF;
+    c.out_dir = out2;
+    c.eval_every = 0;
+    run_ok(rt, &c, &r);
+    assert_false(exists(out2, "gains.safetensors"));
+    pfx_model_params mp = { .max_batch = 4, .max_tokens = 32 };
+    pfx_model *m = NULL;
+    assert_int_equal(pfx_model_load(rt, out2, &mp, &m), PFX_SUCCESS);
+    pfx_tokenizer *tok = NULL;
+    assert_int_equal(pfx_tokenizer_load(demo_dir, &tok), PFX_SUCCESS);
+    pfx_dataset_options o;
+    pfx_dataset_default_options(&o);
+    o.max_length = (size_t)1 << 24;
+    o.append_eos = true;
+    o.shuffle = false;
+    pfx_dataset *ds = NULL;
+    pfx_blocks *b = NULL;
+    assert_int_equal(pfx_dataset_load(eval_path, tok, &o, &ds), PFX_SUCCESS);
+    assert_int_equal(pfx_blocks_pack(ds, 32, &b), PFX_SUCCESS);
+    double sum = 0.0;
+    int32_t ids[4 * 32];
+    for (size_t i = 0; i < 8; i += 4) {
+        for (size_t row = 0; row < 4; row++) {
+            const int32_t *p;
+            assert_int_equal(pfx_blocks_get(b, i + row, &p), PFX_SUCCESS);
+            memcpy(ids + row * 32, p, sizeof(int32_t) * 32);
+        }
+        pfx_model_batch batch = { 4, 32, ids, NULL, NULL };
+        double l;
+        assert_int_equal(pfx_model_loss(m, &batch, NULL, &l), PFX_SUCCESS);
+        sum += 4 * l;
+    }
+    assert_true(fabs(sum / 8 - r.eval_losses[12]) <= 1e-6 * r.eval_losses[12]);
+    pfx_blocks_free(&b);
+    pfx_dataset_free(&ds);
+    pfx_model_destroy(&m);
+
+    /* full fine-tuning of the folder just written */
+    char *out3 = tf_tempdir("pt-finetune");
+    pfx_pretrain_config f = c;
+    f.config_dir = NULL;
+    f.model_dir = out2;
+    f.out_dir = out3;
+    f.steps = 3;
+    pfx_pretrain_result rf;
+    run_ok(rt, &f, &rf);
+    assert_true(fabs(rf.eval_losses[0] - r.eval_losses[12]) <= 1e-6 * r.eval_losses[12]);
+    assert_int_equal(rf.trained_values, r.trained_values);
+    pfx_pretrain_result_free(&rf);
+    pfx_pretrain_result_free(&r);
+    pfx_tokenizer_free(&tok);
+    tf_rmdir(out3);
+    free(out3);
+    tf_rmdir(out2);
+    free(out2);
+    tf_rmdir(out);
+    free(out);
+    tf_rmdir(cfgdir);
+    free(cfgdir);
+}
+
+/* Stopped after 3 steps and resumed: the same losses, gradient norms,
+ * weights and gains, byte for byte, as 7 steps without a stop. */
+static void test_resume(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-straight"), *b = tf_tempdir("pt-resumed");
+    assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
+    pfx_pretrain_config c;
+    base_config(&c, cfgdir, a);
+    c.steps = 7;
+    c.gain_mode = PFX_GAIN_TANH;
+    c.gain_ramp_steps = 3;
+    c.accumulate = 2;
+    c.batch = 3;
+    pfx_pretrain_result ra, rb;
+    run_ok(rt, &c, &ra);
+    c.out_dir = b;
+    c.stop_after = 3;
+    run_ok(rt, &c, &rb);
+    assert_true(rb.stopped);
+    assert_int_equal(rb.steps_done, 3);
+    assert_true(exists(b, PFX_PRETRAIN_CHECKPOINT));
+    assert_false(exists(b, "model.safetensors"));
+    pfx_pretrain_result_free(&rb);
+    c.stop_after = 0;
+    c.resume = true;
+    run_ok(rt, &c, &rb);
+    assert_int_equal(rb.first_step, 3);
+    assert_int_equal(rb.steps_done, 7);
+    assert_memory_equal(ra.losses, rb.losses, 7 * sizeof(double));
+    assert_memory_equal(ra.grad_norms, rb.grad_norms, 7 * sizeof(float));
+    assert_memory_equal(&ra.eval_losses[7], &rb.eval_losses[7], sizeof(double));
+    assert_same_file(a, b, "model.safetensors");
+    assert_same_file(a, b, "gains.safetensors");
+    assert_same_file(a, b, "loss.csv");
+
+    /* another option: refused, naming it */
+    pfx_pretrain_result rc;
+    c.block = 24;
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rc), PFX_ERROR_INVALID_ARGUMENT, "block=32");
+    pfx_pretrain_result_free(&rc);
+    pfx_pretrain_result_free(&ra);
+    pfx_pretrain_result_free(&rb);
+    tf_rmdir(a);
+    free(a);
+    tf_rmdir(b);
+    free(b);
+    tf_rmdir(cfgdir);
+    free(cfgdir);
+}
+
+/* Two micro-batches of 2 blocks average to one batch of the same 4 blocks. */
+static void test_accumulate(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-acc1"), *b = tf_tempdir("pt-acc2");
+    assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
+    pfx_pretrain_config c;
+    base_config(&c, cfgdir, a);
+    c.steps = 2;
+    pfx_pretrain_result ra, rb;
+    run_ok(rt, &c, &ra);
+    c.out_dir = b;
+    c.batch = 2;
+    c.accumulate = 2;
+    run_ok(rt, &c, &rb);
+    for (size_t s = 0; s < 2; s++) {
+        print_message("  step %zu: loss %.7f / %.7f, norm %.6f / %.6f\n", s + 1, ra.losses[s], rb.losses[s],
+                      (double)ra.grad_norms[s], (double)rb.grad_norms[s]);
+        assert_true(fabs(ra.losses[s] - rb.losses[s]) <= 1e-6 * ra.losses[s]);
+        assert_true(fabsf(ra.grad_norms[s] - rb.grad_norms[s]) <= 1e-4f * ra.grad_norms[s]);
+    }
+    pfx_pretrain_result_free(&ra);
+    pfx_pretrain_result_free(&rb);
+    tf_rmdir(a);
+    free(a);
+    tf_rmdir(b);
+    free(b);
+    tf_rmdir(cfgdir);
+    free(cfgdir);
+}
+
+/* Each refusal before the first step: its status, a message naming the
+ * cause, nothing written. */
+static void test_bad_inputs(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *cfgdir = tf_tempdir("pt-config"), *out = tf_tempdir("pt-bad");
+    assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
+    pfx_pretrain_config c;
+    pfx_pretrain_result r;
+    const size_t live = pfx_test_live_bytes(rt);
+#define REFUSED(status, needle)                                                                 \
+    do {                                                                                        \
+        assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &r), status, needle);      \
+        pfx_pretrain_result_free(&r);                                                           \
+        assert_false(exists(out, "loss.csv"));                                                  \
+        assert_false(exists(out, PFX_PRETRAIN_CHECKPOINT));                                     \
+        assert_int_equal(pfx_test_live_bytes(rt), live);                                        \
+        base_config(&c, cfgdir, out);                                                           \
+    } while (0)
+    base_config(&c, cfgdir, out);
+    c.model_dir = cfgdir;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "config_dir");
+    c.config_dir = NULL;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "model_dir");
+    c.block = 1;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "config.block");
+    c.lr = NAN;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "config.lr");
+    c.min_lr_ratio = 2.0f;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "min_lr_ratio");
+    c.gain_mode = (pfx_gain_mode)7;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "gain_mode");
+    c.block = 40;
+    c.eval_path = NULL;
+    c.data_path = eval_path; /* 8.6 KB: fills blocks of 40, but not of 4000 */
+    c.block = 4000;
+    REFUSED(PFX_ERROR_OUT_OF_RANGE, "block");
+    c.freeze = "h.,wte,wpe,ln_f";
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "freeze");
+    c.data_path = "/nonexistent/data.txt";
+    REFUSED(PFX_ERROR_IO, "/nonexistent/data.txt");
+    c.resume = true;
+    REFUSED(PFX_ERROR_IO, PFX_PRETRAIN_CHECKPOINT);
+    /* a vocabulary smaller than the tokenizer's ids */
+    char *small = tf_tempdir("pt-small");
+    assert_int_equal(tf_write_config_text(small, "{\"model_type\": \"gpt2\", \"n_embd\": 16, \"n_layer\": 1, "
+                                                 "\"n_head\": 2, \"vocab_size\": 100, \"n_positions\": 48}"),
+                     0);
+    c.config_dir = small;
+    REFUSED(PFX_ERROR_INVALID_SHAPE, "vocab_size is 100");
+    /* a block past the positions */
+    c.block = 64;
+    REFUSED(PFX_ERROR_OUT_OF_RANGE, "n_positions");
+    /* the output is a file */
+    char file[2048];
+    snprintf(file, sizeof(file), "%s/config.json", cfgdir);
+    c.out_dir = file;
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &r), PFX_ERROR_IO, "not a folder");
+    pfx_pretrain_result_free(&r);
+    assert_int_equal(pfx_pretrain_run(NULL, &c, NULL, NULL, &r), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_pretrain_run(rt, NULL, NULL, NULL, &r), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_pretrain_run(rt, &c, NULL, NULL, NULL), PFX_ERROR_NULL_ARGUMENT);
+#undef REFUSED
+    tf_rmdir(small);
+    free(small);
+    tf_rmdir(out);
+    free(out);
+    tf_rmdir(cfgdir);
+    free(cfgdir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s DEMO_DIR\n", argv[0]);
+        return 2;
+    }
+    demo_dir = argv[1];
+    snprintf(train_path, sizeof(train_path), "%s/train.txt", demo_dir);
+    snprintf(eval_path, sizeof(eval_path), "%s/eval.txt", demo_dir);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pretrain_learns),
+        cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_accumulate),
+        cmocka_unit_test(test_bad_inputs),
+    };
+    return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
+}
