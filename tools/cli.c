@@ -31,6 +31,112 @@ bool cli_float(const char *text, double lo, double hi, float *out)
     return true;
 }
 
+static int option_error(const char *cmd, int (*usage)(FILE *out), const char *msg)
+{
+    fprintf(stderr, "prefixcl %s: %s\n\n", cmd, msg);
+    usage(stderr);
+    return 2;
+}
+
+/* Sets o's target from v; false when v is not a value of o's kind. */
+static bool option_value(const cli_option *o, const char *v)
+{
+    uint64_t u;
+    switch (o->kind) {
+    case CLI_SIZE:
+        if (!cli_uint(v, (uint64_t)o->lo, (uint64_t)o->hi, &u) || u > SIZE_MAX)
+            return false;
+        *(size_t *)o->target = (size_t)u;
+        return true;
+    case CLI_U64:
+        if (!cli_uint(v, (uint64_t)o->lo, o->hi >= 1.8e19 ? UINT64_MAX : (uint64_t)o->hi, &u))
+            return false;
+        *(uint64_t *)o->target = u;
+        return true;
+    case CLI_FLOAT:
+        return cli_float(v, o->lo, o->hi, (float *)o->target);
+    case CLI_TEXT:
+        if (!*v)
+            return false;
+        *(const char **)o->target = v;
+        return true;
+    case CLI_CHOICE:
+        for (int i = 0; o->choices[i]; i++)
+            if (!strcmp(v, o->choices[i])) {
+                *(int *)o->target = i;
+                return true;
+            }
+        return false;
+    default:
+        return false;
+    }
+}
+
+/* What o accepts, for a message. */
+static void option_expect(const cli_option *o, char *out, size_t cap)
+{
+    switch (o->kind) {
+    case CLI_SIZE:
+    case CLI_U64:
+        snprintf(out, cap, "an integer in %.0f..%.0f", o->lo, o->hi);
+        break;
+    case CLI_FLOAT:
+        snprintf(out, cap, "a number in [%g, %g]", o->lo, o->hi);
+        break;
+    case CLI_CHOICE: {
+        size_t at = 0;
+        for (int i = 0; o->choices[i] && at < cap; i++)
+            at += (size_t)snprintf(out + at, cap - at, "%s%s", i ? ", " : "", o->choices[i]);
+        break;
+    }
+    default:
+        snprintf(out, cap, "a name");
+        break;
+    }
+}
+
+int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n, bool *given,
+              int (*usage)(FILE *out))
+{
+    for (size_t k = 0; given && k < n; k++)
+        given[k] = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 1;
+        }
+        const cli_option *o = NULL;
+        for (size_t k = 0; k < n && !o; k++)
+            if (!strcmp(a, opts[k].name)) {
+                o = &opts[k];
+                if (given)
+                    given[k] = true;
+            }
+        char msg[600];
+        if (!o) {
+            snprintf(msg, sizeof(msg), "%s '%s'", strncmp(a, "--", 2) ? "unexpected argument" : "unknown option", a);
+            return option_error(cmd, usage, msg);
+        }
+        if (o->kind == CLI_FLAG) {
+            *(bool *)o->target = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(msg, sizeof(msg), "%s needs a value", a);
+            return option_error(cmd, usage, msg);
+        }
+        const char *v = argv[++i];
+        if (!option_value(o, v)) {
+            char expect[256];
+            option_expect(o, expect, sizeof(expect));
+            snprintf(msg, sizeof(msg), "bad %s '%.200s' (%s)", a, v, expect);
+            return option_error(cmd, usage, msg);
+        }
+    }
+    return 0;
+}
+
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count)
 {
     if (!text || vocab == 0)

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* An option value in [lo, hi]: decimal digits only (pfx_parse_uint), so
  * " 5", "+5", "-5" and "5x" are refused. */
@@ -22,6 +23,33 @@ bool cli_float(const char *text, double lo, double hi, float *out);
  * around it allowed) or by spaces; "1,,2", ",1", "1," and "" are refused.
  * A malloc'ed array in *ids. */
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
+
+/* One option of a command's table (cli_parse). */
+typedef enum cli_kind {
+    CLI_FLAG = 0, /* no value: *(bool *)target = true */
+    CLI_SIZE,     /* size_t in [lo, hi] (cli_uint) */
+    CLI_U64,      /* uint64_t in [lo, hi] */
+    CLI_FLOAT,    /* float in [lo, hi] (cli_float) */
+    CLI_TEXT,     /* const char *, not empty */
+    CLI_CHOICE,   /* int: the index of the value in choices (NULL-terminated) */
+} cli_kind;
+
+typedef struct cli_option {
+    const char *name;            /* "--steps" */
+    cli_kind kind;
+    void *target;
+    double lo, hi;               /* CLI_SIZE, CLI_U64, CLI_FLOAT */
+    const char *const *choices;  /* CLI_CHOICE */
+} cli_option;
+
+/* Parses argv[1 .. argc) against the table: every argument an option of it
+ * (with its value where it takes one), each value checked by its kind's
+ * strict parser. Returns 0 (parsed), 1 (-h or --help: `usage` printed the
+ * help on stdout; exit 0) or 2 (after "prefixcl CMD: why" and usage on
+ * stderr; exit 2). given (may be NULL) gets, per option, whether it
+ * appeared. */
+int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n, bool *given,
+              int (*usage)(FILE *out));
 
 /* An output file of command `cmd`, checked before any work: named, not a
  * folder, writable if it exists, and a new file can be made beside it (one

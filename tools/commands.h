@@ -8,6 +8,7 @@ int cmd_check(int argc, char **argv);
 int cmd_attn_map(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_pretrain(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_gemm_tune(int argc, char **argv);
 int cmd_generate(int argc, char **argv);

@@ -18,6 +18,8 @@ static const struct {
     { "devices", cmd_devices, "list every OpenCL device and mark the default [--json]" },
     { "tune", cmd_tune,
       "the main job: prefix-tune a model folder on a text file, write a PEFT adapter [--model DIR --data FILE]" },
+    { "pretrain", cmd_pretrain,
+      "train every weight (and per-head attention gains) from a config or a checkpoint [--config PATH --data FILE]" },
     { "train", cmd_train,
       "regression run: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
     { "generate", cmd_generate,

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""`prefixcl pretrain` as a user types it, on a tiny GPT-2 config and the
+demonstration's tokenizer and corpus (data/demo): a run with a linear gain
+writes the Hugging Face folder, the gains, the curve and the pictures and
+lowers the evaluation loss; the folder fine-tunes again (--model); a run
+stopped by SIGINT at a step boundary leaves a checkpoint that --resume
+finishes with the same curve as an uninterrupted run; bad options and
+inputs are named.
+
+usage: test_pretrain_cli.py PREFIXCL DEMO_DIR   (standard library only)
+"""
+import csv
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+from cli_run import run
+
+CONFIG = ('{"model_type": "gpt2", "n_embd": 48, "n_layer": 2, "n_head": 4, "vocab_size": 2197, '
+          '"n_positions": 64, "bos_token_id": 0, "eos_token_id": 0}')
+
+
+def curve(path):
+    with open(path) as f:
+        return [row for row in csv.DictReader(f)]
+
+
+def main():
+    exe, demo = sys.argv[1], sys.argv[2]
+    data, held = os.path.join(demo, "train.txt"), os.path.join(demo, "eval.txt")
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = os.path.join(tmp, "tiny.json")
+        with open(cfg, "w") as f:
+            f.write(CONFIG)
+        common = ["--tokenizer", demo, "--data", data, "--block", "32", "--batch", "4", "--lr", "3e-3",
+                  "--warmup", "3", "--seed", "3"]
+        out = os.path.join(tmp, "out")
+        stdout, _ = run(exe, ["pretrain", "--config", cfg, "--out", out, "--steps", "16", "--gain", "linear",
+                              "--gain-lr", "1e-3", "--gain-ramp", "4", "--eval", held, "--eval-every", "8"] + common)
+        for name in ("config.json", "model.safetensors", "gains.safetensors", "loss.csv", "checkpoint.safetensors"):
+            if not os.path.exists(os.path.join(out, name)):
+                sys.exit("pretrain wrote no %s: %r" % (name, stdout))
+        rows = curve(os.path.join(out, "loss.csv"))
+        evals = [(r["step"], float(r["eval_loss"])) for r in rows if r["eval_loss"]]
+        if [s for s, _ in evals] != ["0", "8", "16"] or not evals[-1][1] < evals[0][1] - 0.5:
+            sys.exit("evaluation losses %r" % evals)
+        if "evaluation loss: before" not in stdout or "transformers loads the folder without the gains" not in stdout:
+            sys.exit("pretrain's report: %r" % stdout)
+        pictures = "built without cairo" not in stdout
+        if pictures and not all(os.path.exists(os.path.join(out, p)) for p in ("loss.png", "gains.png", "gains_steps.png")):
+            sys.exit("pictures missing: %r" % stdout)
+
+        # full fine-tuning of the folder just written
+        tuned = os.path.join(tmp, "tuned")
+        run(exe, ["pretrain", "--model", out, "--out", tuned, "--steps", "2"] + common)
+        if not os.path.exists(os.path.join(tuned, "model.safetensors")):
+            sys.exit("fine-tuning wrote no model")
+
+        # stopped by SIGINT, resumed: the curve of an uninterrupted run
+        straight, stopped = os.path.join(tmp, "straight"), os.path.join(tmp, "stopped")
+        long_run = ["--config", cfg, "--steps", "400", "--accumulate", "2"] + common
+        run(exe, ["pretrain", "--out", straight] + long_run)
+        p = subprocess.Popen([exe, "pretrain", "--out", stopped] + long_run, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        # plain progress lines (not a terminal): stop once step 10 is reported
+        for line in p.stdout:
+            if line.startswith(b"step 10/"):
+                break
+        p.send_signal(signal.SIGINT)
+        o, e = p.communicate(timeout=120)
+        if p.returncode != 130 or b"stopped after step" not in o:
+            sys.exit("SIGINT: exit %d\n%s\n%s" % (p.returncode, o.decode(), e.decode()))
+        if os.path.exists(os.path.join(stopped, "model.safetensors")):
+            sys.exit("a stopped run wrote the model")
+        run(exe, ["pretrain", "--out", stopped, "--resume"] + long_run)
+        if curve(os.path.join(stopped, "loss.csv")) != curve(os.path.join(straight, "loss.csv")):
+            sys.exit("the resumed run's curve differs from the uninterrupted one")
+        with open(os.path.join(stopped, "model.safetensors"), "rb") as a, \
+                open(os.path.join(straight, "model.safetensors"), "rb") as b:
+            if a.read() != b.read():
+                sys.exit("the resumed run's weights differ from the uninterrupted one's")
+
+        # named refusals
+        other = [a if a != "32" else "24" for a in long_run]  # --block 24
+        _, err = run(exe, ["pretrain", "--out", stopped, "--resume"] + other, code=1)
+        if "block=32" not in err or "same" not in err:
+            sys.exit("a resume with another --block: %r" % err)
+        _, err = run(exe, ["pretrain", "--config", cfg, "--model", out, "--data", data], code=2)
+        if "--config" not in err or "--model" not in err:
+            sys.exit("--config with --model: %r" % err)
+        _, err = run(exe, ["pretrain", "--config", cfg, "--data", data, "--block", ""], code=2)
+        if "bad --block ''" not in err:
+            sys.exit("an empty --block: %r" % err)
+        _, err = run(exe, ["pretrain", "--config", cfg, "--tokenizer", demo, "--data", held, "--block", "5000",
+                           "--out", os.path.join(tmp, "short")], code=1)
+        if "one block" not in err:
+            sys.exit("data shorter than one block: %r" % err)
+        _, err = run(exe, ["pretrain", "--config", cfg, "--data", data, "--out", cfg], code=2)
+        if "--out" not in err:
+            sys.exit("--out naming a file: %r" % err)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+/* prefixcl pretrain: full training of a model with or without attention
+ * gains (prefixcl/pretrain.h): from a config alone (pre-training) or a
+ * Hugging Face checkpoint (full fine-tuning). A thin command over the
+ * library's job: options, progress, the pictures; Ctrl-C or SIGTERM stops
+ * at the next step boundary with a checkpoint that --resume continues. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "chart.h"
+#include "cli.h"
+#include "commands.h"
+#include "pretrain_plot.h"
+#include "tool_util.h"
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: prefixcl pretrain (--config PATH | --model DIR) --data FILE [--tokenizer DIR] [--eval FILE]\n"
+            "                         [--out DIR] [options]\n"
+            "  --config PATH       config.json (or its folder): a new model, initialized as transformers does\n"
+            "  --model DIR         a Hugging Face folder: full fine-tuning of its weights\n"
+            "  --tokenizer DIR     tokenizer.json's folder (default: the --config or --model folder)\n"
+            "  --data FILE         text (one document a line) or JSONL with a text field\n"
+            "  --eval FILE         evaluation text (default: the last twentieth of the blocks held out)\n"
+            "  --out DIR           output folder (default ./pretrain-out)\n"
+            "  --device SEL        P:D, gpu, cpu or a name substring\n"
+            "  --block N           tokens a row (default 128)\n"
+            "  --batch N           rows a micro-batch (default 8)\n"
+            "  --accumulate N      micro-batches a step (default 1)\n"
+            "  --steps N           optimizer steps (default: --epochs over the data)\n"
+            "  --epochs N          passes over the data (default 1)\n"
+            "  --lr X              the weights' learning rate (default 1e-4)\n"
+            "  --gain MODE         off, linear or tanh: a learnable gain per head (default off)\n"
+            "  --gain-lr X         the gains' learning rate (default 5e-5)\n"
+            "  --gain-ramp N       steps over which the gains ramp in (default 100)\n"
+            "  --weight-decay X    on the weights, never the gains (default 0.01)\n"
+            "  --no-decay-norms    no decay on biases and norm weights either\n"
+            "  --clip X            global gradient-norm clipping, 0: off (default 1)\n"
+            "  --warmup N          learning-rate warm-up steps (default 100), then cosine decay\n"
+            "  --min-lr-ratio X    the cosine's floor (default 0.1)\n"
+            "  --freeze LIST       comma-separated parts of weight names to keep frozen\n"
+            "  --eval-every N      also evaluate every N steps\n"
+            "  --eval-blocks N     blocks an evaluation reads (default: all)\n"
+            "  --checkpoint-every N  also write the checkpoint every N steps\n"
+            "  --recompute         recompute each block in the backward (less memory)\n"
+            "  --seed S            the new model's weights and the data order (default 1)\n"
+            "  --resume            continue from OUT/" PFX_PRETRAIN_CHECKPOINT " (same options)\n"
+            "  --quiet             no progress output\n");
+    return 2;
+}
+
+typedef struct progress {
+    bool tty, quiet;
+    size_t every;
+} progress;
+
+static void on_step(const pfx_pretrain_step *s, void *user)
+{
+    const progress *p = user;
+    if (p->quiet)
+        return;
+    char eval[64] = "";
+    if (isfinite(s->eval_loss))
+        snprintf(eval, sizeof(eval), "  eval %.4f (ppl %.1f)", s->eval_loss, exp(s->eval_loss));
+    if (p->tty) {
+        const int width = 24, filled = (int)((double)s->step / (double)s->steps * width);
+        char bar[32];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < filled ? '#' : '-';
+        bar[width] = '\0';
+        fprintf(stdout, "\r[%s] step %zu/%zu  loss %.4f%s  |g| %.3e  %.0f tok/s  %.0f s left%s ", bar, s->step,
+                s->steps, s->loss, eval, (double)s->grad_norm, s->tokens_per_s, s->eta_s,
+                s->skipped ? "  (skipped)" : "");
+        if (s->step == s->steps || *eval)
+            fputc('\n', stdout);
+    } else if (s->step == 1 || s->step % p->every == 0 || s->step == s->steps || *eval) {
+        fprintf(stdout, "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e lr_factor %.4f gain_ramp %.3f tokens/s %.0f "
+                        "eta_s %.0f%s%s\n",
+                s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm, (double)s->lr_factor,
+                (double)s->gain_ramp, s->tokens_per_s, s->eta_s, eval, s->skipped ? " skipped" : "");
+    }
+    fflush(stdout);
+}
+
+/* --config names a config.json or its folder: the folder the job reads. A
+ * file of another name is copied into the output folder as config.json. */
+static const char *config_folder(const char *path, const char *out, char *buf, size_t cap)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        fprintf(stderr, "prefixcl pretrain: --config %s: no such file or folder\n", path);
+        return NULL;
+    }
+    if (S_ISDIR(sb.st_mode))
+        return path;
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (!strcmp(base, "config.json")) {
+        snprintf(buf, cap, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+        return buf;
+    }
+    FILE *in = fopen(path, "rb");
+    snprintf(buf, cap, "%s/config.json", out);
+    pfx_output_file *f = NULL;
+    if (!in || pfx_output_open(buf, &f) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl pretrain: --config %s: cannot copy it to %s\n", path, buf);
+        if (in)
+            fclose(in);
+        return NULL;
+    }
+    char chunk[1 << 14];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), in)) > 0)
+        fwrite(chunk, 1, n, pfx_output_stream(f));
+    fclose(in);
+    if (pfx_output_commit(&f) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl pretrain: writing %s: %s\n", buf, pfx_last_error(NULL));
+        return NULL;
+    }
+    snprintf(buf, cap, "%s", out);
+    return buf;
+}
+
+int cmd_pretrain(int argc, char **argv)
+{
+    pfx_pretrain_config c;
+    pfx_pretrain_default_config(&c);
+    c.out_dir = "pretrain-out";
+    const char *config = NULL, *device = NULL;
+    bool quiet = false, resume = false, no_decay = false, recompute = false;
+    int gain = 0;
+    size_t warmup = c.warmup_steps, ramp = c.gain_ramp_steps;
+    static const char *const gains[] = { "off", "linear", "tanh", NULL };
+    const cli_option opts[] = {
+        { "--config", CLI_TEXT, &config, 0, 0, NULL },
+        { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL },
+        { "--tokenizer", CLI_TEXT, &c.tokenizer_dir, 0, 0, NULL },
+        { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL },
+        { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL },
+        { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL },
+        { "--block", CLI_SIZE, &c.block, 2, 1 << 20, NULL },
+        { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL },
+        { "--accumulate", CLI_SIZE, &c.accumulate, 1, 65536, NULL },
+        { "--steps", CLI_SIZE, &c.steps, 1, 1e9, NULL },
+        { "--epochs", CLI_SIZE, &c.epochs, 1, 1e6, NULL },
+        { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL },
+        { "--gain", CLI_CHOICE, &gain, 0, 0, gains },
+        { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL },
+        { "--gain-ramp", CLI_SIZE, &ramp, 0, 1e9, NULL },
+        { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e3, NULL },
+        { "--no-decay-norms", CLI_FLAG, &no_decay, 0, 0, NULL },
+        { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL },
+        { "--warmup", CLI_SIZE, &warmup, 0, 1e9, NULL },
+        { "--min-lr-ratio", CLI_FLOAT, &c.min_lr_ratio, 0, 1, NULL },
+        { "--freeze", CLI_TEXT, &c.freeze, 0, 0, NULL },
+        { "--eval-every", CLI_SIZE, &c.eval_every, 1, 1e9, NULL },
+        { "--eval-blocks", CLI_SIZE, &c.eval_blocks, 1, 1e9, NULL },
+        { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 1e9, NULL },
+        { "--recompute", CLI_FLAG, &recompute, 0, 0, NULL },
+        { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL },
+        { "--resume", CLI_FLAG, &resume, 0, 0, NULL },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL },
+    };
+    const int parsed = cli_parse("pretrain", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    if (!config == !c.model_dir) {
+        fprintf(stderr, "prefixcl pretrain: give --config PATH (a new model) or --model DIR (fine-tuning), one of "
+                        "them\n\n");
+        return usage(stderr);
+    }
+    if (!c.data_path) {
+        fprintf(stderr, "prefixcl pretrain: --data FILE is needed\n\n");
+        return usage(stderr);
+    }
+    c.gain_mode = (pfx_gain_mode)gain;
+    c.warmup_steps = (uint32_t)warmup;
+    c.gain_ramp_steps = (uint32_t)ramp;
+    c.no_decay_norms = no_decay;
+    c.recompute = recompute;
+    c.resume = resume;
+    /* every output checked before the first step */
+    static const char *const outputs[] = { "config.json",  "model.safetensors", "gains.safetensors", "loss.csv",
+                                           "loss.png",     "gains.png",         "gains_steps.png",
+                                           PFX_PRETRAIN_CHECKPOINT };
+    if (!cli_check_output_dir("pretrain", "--out", c.out_dir, outputs, sizeof(outputs) / sizeof(outputs[0])))
+        return 2;
+    char cfgbuf[4096];
+    if (config && !(c.config_dir = config_folder(config, c.out_dir, cfgbuf, sizeof(cfgbuf))))
+        return 2;
+    pfx_runtime *rt = tool_runtime("pretrain", device);
+    if (!rt)
+        return 1;
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0, .quiet = quiet, .every = 10 };
+    if (!quiet)
+        printf("prefixcl pretrain: %s %s, data %s, blocks of %zu, %zu x %zu rows a step, gain %s, seed %llu%s\n",
+               c.model_dir ? "fine-tuning" : "a new model from", c.model_dir ? c.model_dir : c.config_dir,
+               c.data_path, c.block, c.batch, c.accumulate, gains[gain], (unsigned long long)c.seed,
+               c.resume ? ", resuming" : "");
+    cli_stop_catch();
+    c.stop_flag = &cli_stop;
+    pfx_pretrain_result r;
+    pfx_status st = pfx_pretrain_run(rt, &c, on_step, &prog, &r);
+    cli_stop_release();
+    if (st != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl pretrain: %s (%s)\n", pfx_status_string(st), pfx_last_error(rt));
+        pfx_pretrain_result_free(&r);
+        pfx_runtime_destroy(&rt);
+        return 1;
+    }
+    const pfx_model_shape *s = &r.shape;
+    printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name, pfx_runtime_device(rt)->platform_name);
+    printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu parameters\n",
+           s->model_type, s->layers, s->heads, s->kv_heads, s->head_dim, s->vocab, s->parameters);
+    printf("trained: %zu values: %zu weights%s\n", r.trained_values, r.trained_weights,
+           c.gain_mode ? " and a gain per layer and head" : "");
+    printf("data: %zu training blocks, %zu evaluation blocks of %zu tokens; %zu tokens a step\n", r.train_blocks,
+           r.eval_blocks, c.block, r.tokens_per_step);
+    int rc = 0;
+    if (r.stopped) {
+        printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r.steps_done,
+               r.steps, c.out_dir, PFX_PRETRAIN_CHECKPOINT);
+        rc = cli_stop ? cli_stop_status() : 0;
+    } else {
+        printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
+        if (r.first_step == 0)
+            printf("evaluation loss: before %.6f (perplexity %.2f), ", r.eval_losses[0], exp(r.eval_losses[0]));
+        else
+            printf("evaluation loss: ");
+        printf("after %.6f (perplexity %.2f)\n", r.eval_losses[r.steps], exp(r.eval_losses[r.steps]));
+        const int pics = pretrain_plot_all(c.out_dir, &r, c.gain_mode != PFX_GAIN_OFF);
+        printf("wrote %s/: config.json + model.safetensors (a Hugging Face folder)%s, loss.csv%s, %s\n", c.out_dir,
+               c.gain_mode ? ", gains.safetensors" : "",
+               pics == 0 ? (c.gain_mode ? ", loss.png, gains.png, gains_steps.png" : ", loss.png") : "",
+               PFX_PRETRAIN_CHECKPOINT);
+        if (pics)
+            printf("pictures: %s\n", chart_strerror(pics));
+        if (c.gain_mode)
+            printf("note: transformers loads the folder without the gains (gains.safetensors is prefixcl's own "
+                   "file): it computes the model as if every gain were 0\n");
+    }
+    pfx_pretrain_result_free(&r);
+    pfx_runtime_destroy(&rt);
+    return rc;
+}

@@ -1,0 +1,105 @@
+/* The pictures of `prefixcl pretrain` (pretrain_plot.h). */
+#include "pretrain_plot.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "chart.h"
+#include "tune_plot.h"
+
+static int plot_loss(const char *path, const pfx_pretrain_result *r)
+{
+    const size_t n = r->steps_done;
+    double *gn = malloc((n ? n : 1) * sizeof(double)), *ex = malloc((n + 1) * sizeof(double));
+    double *ey = malloc((n + 1) * sizeof(double));
+    int rc = CHART_ERR_IO;
+    if (gn && ex && ey) {
+        size_t evals = 0;
+        for (size_t i = 0; i < n; i++)
+            gn[i] = r->grad_norms[i];
+        for (size_t s = 0; s <= n; s++)
+            if (isfinite(r->eval_losses[s])) {
+                ex[evals] = (double)s;
+                ey[evals++] = r->eval_losses[s];
+            }
+        chart_series s[3] = {
+            { .name = "training loss", .y = r->losses, .count = n, .line = true },
+            { .name = "gradient norm (before clipping)", .y = gn, .count = n, .line = true, .right = true },
+            { .name = "evaluation loss", .x = ex, .y = ey, .count = evals, .line = true, .points = true },
+        };
+        char sub[200];
+        snprintf(sub, sizeof(sub), "%s, %zu layers, %zu heads, %zu of %zu steps, %zu tokens a step",
+                 r->shape.model_type, r->shape.layers, r->shape.heads, n, r->steps, r->tokens_per_step);
+        chart_line_spec spec = {
+            .title = "prefixcl pretrain: token loss",
+            .subtitle = sub,
+            .x = { .label = "step" },
+            .y = { .label = "mean token loss (nats)" },
+            .y2 = { .label = "gradient norm", .log = true },
+            .series = s,
+            .series_count = evals ? 3 : 2,
+        };
+        rc = chart_lines(path, &spec, 1);
+    }
+    free(gn);
+    free(ex);
+    free(ey);
+    return rc;
+}
+
+/* Rows: at most 120 steps, evenly picked (the first and the last kept);
+ * columns: layer-major heads. */
+static int plot_gain_steps(const char *path, const pfx_pretrain_result *r)
+{
+    const size_t LH = r->shape.layers * r->shape.heads, n = r->steps_done + 1;
+    const size_t rows = n < 120 ? n : 120;
+    float *v = malloc(rows * LH * sizeof(float));
+    char(*names)[24] = malloc(rows * sizeof(*names));
+    const char **labels = malloc(rows * sizeof(char *));
+    int rc = CHART_ERR_IO;
+    if (v && names && labels) {
+        for (size_t i = 0; i < rows; i++) {
+            const size_t s = rows > 1 ? i * (n - 1) / (rows - 1) : 0;
+            for (size_t k = 0; k < LH; k++)
+                v[i * LH + k] = r->gains[s * LH + k];
+            snprintf(names[i], sizeof(names[i]), "%zu", s);
+            labels[i] = names[i];
+        }
+        chart_heatmap_spec spec = {
+            .title = "gain per head over the steps (columns: layer 0's heads, then layer 1's, ...)",
+            .values = v,
+            .rows = rows,
+            .cols = LH,
+            .row_labels = labels,
+            .row_axis = "step",
+            .col_axis = "layer x head",
+            .diverging = true,
+            .scale_label = "gain parameter g",
+        };
+        rc = chart_heatmap(path, &spec);
+    }
+    free(v);
+    free(names);
+    free(labels);
+    return rc;
+}
+
+static char *in_dir(const char *dir, const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", dir, name);
+    return buf;
+}
+
+int pretrain_plot_all(const char *dir, const pfx_pretrain_result *r, bool gains)
+{
+    char path[4200];
+    int rc = plot_loss(in_dir(dir, "loss.png", path, sizeof(path)), r);
+    if (rc == CHART_OK && gains)
+        rc = tune_plot_gains(in_dir(dir, "gains.png", path, sizeof(path)),
+                             r->gains + r->steps_done * r->shape.layers * r->shape.heads, r->shape.layers,
+                             r->shape.heads);
+    if (rc == CHART_OK && gains)
+        rc = plot_gain_steps(in_dir(dir, "gains_steps.png", path, sizeof(path)), r);
+    return rc;
+}
