@@ -1,0 +1,207 @@
+/*
+ * One full-training step of GPT-2 small (124M parameters, random weights
+ * from its config.json): forward, loss, backward to every weight (and the
+ * gains with --gain), global clipping at 1.0 and AdamW (weight decay 0.01)
+ * over all of them. Median wall ms of the model's part and of the whole
+ * step after warm-up steps, process CPU ms beside them, and the device
+ * memory the step holds (pfx_runtime_memory peak: weights, gradients, two
+ * moments, the workspace and the activations).
+ *
+ * With --profile, one more step runs with every product, attention call and
+ * loss chunk bracketed by pfx_runtime_finish, and says where the model's time
+ * goes.
+ *
+ * usage: bench_train [--device SEL] [--batch 8] [--tokens 128] [--steps 3]
+ *                    [--warmup 1] [--gain] [--recompute] [--profile] [--json PATH]
+ * The step is the one bench/peer_train_torch.py times with PyTorch.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prefixcl/prefixcl.h"
+#include "tool_util.h"
+
+#define CHECK(call)                                                                 \
+    do {                                                                            \
+        pfx_status st_ = (call);                                                    \
+        if (st_ != PFX_SUCCESS) {                                                   \
+            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_),         \
+                    pfx_last_error(rt));                                            \
+            exit(1);                                                                \
+        }                                                                           \
+    } while (0)
+
+#define MAX_STEPS 64
+
+int main(int argc, char **argv)
+{
+    tool_openblas_settings(argv);
+    const char *device = NULL, *json = NULL;
+    size_t B = 8, N = 128;
+    int steps = 3, warmup = 1;
+    bool gain = false, profile = false, recompute = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            B = strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
+            N = strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gain"))
+            gain = true;
+        else if (!strcmp(argv[i], "--profile"))
+            profile = true;
+        else if (!strcmp(argv[i], "--recompute"))
+            recompute = true;
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] [--gain] "
+                            "[--recompute] [--profile] [--json PATH]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (B < 1 || N < 2 || N > 1024 || steps < 1 || steps > MAX_STEPS || warmup < 0) {
+        fprintf(stderr, "bad sizes: B >= 1, 2 <= N <= 1024, 1 <= steps <= %d\n", MAX_STEPS);
+        return 2;
+    }
+    pfx_runtime *rt = tool_runtime("bench_train", device);
+    if (!rt)
+        return 1;
+    pfx_model *model = NULL;
+    pfx_model_params mp = { .max_batch = B, .max_tokens = N, .recompute = recompute };
+    CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
+    pfx_model_shape shape;
+    CHECK(pfx_model_get_shape(model, &shape));
+    const size_t W = pfx_model_weight_count(model), L = shape.layers, H = shape.heads;
+
+    /* every weight and (with --gain) a gain per layer and head, AdamW in two groups */
+    pfx_optimizer *opt = NULL;
+    pfx_optimizer_params op = { .max_grad_norm = 1.0f };
+    CHECK(pfx_optimizer_create(rt, &op, &opt));
+    pfx_optimizer_group_params wg = PFX_OPTIMIZER_GROUP_DEFAULTS, gg = PFX_OPTIMIZER_GROUP_DEFAULTS;
+    wg.lr = 1e-4f;
+    gg.lr = 5e-5f;
+    gg.weight_decay = 0.0f;
+    unsigned g_w, g_g;
+    CHECK(pfx_optimizer_add_group(opt, &wg, &g_w));
+    CHECK(pfx_optimizer_add_group(opt, &gg, &g_g));
+    pfx_tensor **dw = calloc(W, sizeof(*dw)), **gt = calloc(L, sizeof(*gt)), **dg = calloc(L, sizeof(*dg));
+    float *gains = calloc(L * H, sizeof(float));
+    if (!dw || !gt || !dg || !gains)
+        return 1;
+    for (size_t i = 0; i < W; i++) {
+        pfx_model_weight_info info;
+        pfx_tensor *w = NULL;
+        CHECK(pfx_model_get_weight(model, i, &info));
+        CHECK(pfx_model_weight_tensor(model, i, &w));
+        CHECK(pfx_tensor_create(rt, PFX_DTYPE_F32, info.ndim, info.shape, &dw[i]));
+        CHECK(pfx_optimizer_add_param(opt, g_w, w, dw[i], info.name));
+    }
+    const size_t hs[1] = { H };
+    for (size_t l = 0; gain && l < L; l++) {
+        char name[32];
+        snprintf(name, sizeof(name), "gains.%zu", l);
+        CHECK(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs, &gt[l]));
+        CHECK(pfx_tensor_fill(gt[l], 0.0f));
+        CHECK(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs, &dg[l]));
+        CHECK(pfx_optimizer_add_param(opt, g_g, gt[l], dg[l], name));
+    }
+
+    int32_t *ids = malloc(B * N * sizeof(int32_t));
+    if (!ids)
+        return 1;
+    uint64_t s = 42;
+    for (size_t i = 0; i < B * N; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((s >> 33) % shape.vocab);
+    }
+    pfx_model_batch batch = { B, N, ids, NULL, NULL };
+    pfx_model_prefix pre = { .gain_mode = gain ? PFX_GAIN_LINEAR : PFX_GAIN_OFF, .gains = gain ? gains : NULL,
+                             .gain_ramp = 1.0f };
+    pfx_model_grads mg = { .gains = gain ? dg : NULL, .weights = dw };
+
+    double wall_model[MAX_STEPS], wall_step[MAX_STEPS], cpu_step[MAX_STEPS], loss = 0;
+    for (int it = -warmup; it < steps; it++) {
+        const double t0 = tool_now_s() * 1e3, c0 = tool_cpu_s() * 1e3;
+        for (size_t l = 0; gain && l < L; l++)
+            CHECK(pfx_tensor_read(gt[l], 0, H, gains + l * H));
+        CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
+        CHECK(pfx_runtime_finish(rt));
+        const double t1 = tool_now_s() * 1e3;
+        pfx_optimizer_report rep;
+        CHECK(pfx_optimizer_step(opt, &rep));
+        CHECK(pfx_runtime_finish(rt));
+        const double t2 = tool_now_s() * 1e3, c2 = tool_cpu_s() * 1e3;
+        if (it >= 0) {
+            wall_model[it] = t1 - t0;
+            wall_step[it] = t2 - t0;
+            cpu_step[it] = c2 - c0;
+        }
+        fprintf(stderr, "step %d: loss %.4f, |g| %.3f, %.0f ms\n", it, loss, (double)rep.grad_norm, t2 - t0);
+    }
+    static const char *const prof_names[PFX_MODEL_PART_COUNT] = {
+        "block GEMMs", "LM head GEMMs", "attention forward", "attention backward", "fused loss"
+    };
+    double prof_total = 0, prof_ms[PFX_MODEL_PART_COUNT] = { 0 };
+    if (profile) {
+        CHECK(pfx_model_profile_enable(model, true));
+        const double t0 = tool_now_s() * 1e3;
+        CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
+        CHECK(pfx_runtime_finish(rt));
+        prof_total = tool_now_s() * 1e3 - t0;
+        CHECK(pfx_model_profile_enable(model, false));
+        CHECK(pfx_model_profile_read(model, prof_ms, PFX_MODEL_PART_COUNT));
+    }
+    pfx_memory_stats mem;
+    CHECK(pfx_runtime_memory(rt, &mem));
+    const pfx_device_info *dev = pfx_runtime_device(rt);
+    const double med_model = tool_median(wall_model, (size_t)steps), med_step = tool_median(wall_step, (size_t)steps);
+    const double med_cpu = tool_median(cpu_step, (size_t)steps);
+    printf("device: %s (%s)\n", dev->device_name, dev->platform_name);
+    printf("test: GPT-2 small full-training step, B=%zu N=%zu, %zu parameters%s, %s, AdamW + clipping\n", B, N,
+           shape.parameters, gain ? " + gains" : "", recompute ? "blocks recomputed" : "activations kept");
+    printf("  %-28s %10.2f ms wall\n", "forward+loss+backward", med_model);
+    printf("  %-28s %10.2f ms wall %10.2f ms cpu\n", "step", med_step, med_cpu);
+    printf("  %-28s %10.0f tokens/s\n", "throughput", (double)(B * N) / (med_step / 1e3));
+    printf("  %-28s %10.2f MiB\n", "device memory peak", (double)mem.peak_bytes / 1048576.0);
+    printf("  %-28s %10.4f\n", "loss", loss);
+    if (profile) {
+        double rest = prof_total;
+        printf("profile: model forward+loss+backward %.2f ms wall, serialized\n", prof_total);
+        for (int i = 0; i < PFX_MODEL_PART_COUNT; i++) {
+            printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i], 100.0 * prof_ms[i] / prof_total);
+            rest -= prof_ms[i];
+        }
+        printf("  %-28s %10.2f ms %5.1f %%\n", "rest (norms, activations, copies)", rest, 100.0 * rest / prof_total);
+    }
+    if (json) {
+        FILE *out = fopen(json, "w");
+        if (!out)
+            return 1;
+        fprintf(out, "{\"tool\": \"bench_train\", \"device\": \"%s\", \"batch\": %zu, \"tokens\": %zu, \"gain\": %s, "
+                     "\"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, \"model_ms\": %.3f, \"step_ms\": %.3f}\n",
+                dev->device_name, B, N, gain ? "true" : "false", steps, loss, mem.peak_bytes, med_model, med_step);
+        fclose(out);
+    }
+    for (size_t i = 0; i < W; i++)
+        pfx_tensor_destroy(&dw[i]);
+    for (size_t l = 0; l < L; l++) {
+        pfx_tensor_destroy(&gt[l]);
+        pfx_tensor_destroy(&dg[l]);
+    }
+    free(dw);
+    free(gt);
+    free(dg);
+    free(gains);
+    free(ids);
+    pfx_optimizer_destroy(&opt);
+    pfx_model_destroy(&model);
+    pfx_runtime_destroy(&rt);
+    return 0;
+}
