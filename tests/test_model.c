@@ -105,7 +105,7 @@ static void free_lib_prefix(lib_prefix *lp)
 static ref_model_prefix ref_prefix(const tf_model *m, const problem *p, pfx_gain_mode mode)
 {
     (void)m;
-    ref_model_prefix r = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL, mode != PFX_GAIN_OFF ? p->gain : NULL };
+    ref_model_prefix r = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL, mode != PFX_GAIN_OFF ? p->gain : NULL, NULL };
     return r;
 }
 
@@ -492,7 +492,7 @@ static void test_bank(void **state)
     assert_int_equal(pfx_tensor_read(logits, 0, B * N * V, got), PFX_SUCCESS);
     for (size_t b = 0; b < B; b++) {
         const problem *pe = &e[bank_index[b]];
-        ref_model_prefix rp = { P, pe->kp, pe->vp, NULL };
+        ref_model_prefix rp = { P, pe->kp, pe->vp, NULL, NULL };
         ref_model_batch rb = { 1, N, e[0].ids + b * N, NULL, NULL };
         ref_model_forward(&m.rc, &m.w, &rp, &rb, ref, NULL);
         assert_true(rel_l2(ref, got + b * N * V, N * V) < TOL_MODEL_FWD);
@@ -568,7 +568,7 @@ static void test_encoder_chain(void **state)
     double *rdk = malloc(L * per * sizeof(double)), *rdv = malloc(L * per * sizeof(double));
     float *fdk = malloc(L * per * sizeof(float)), *fdv = malloc(L * per * sizeof(float));
     assert_true(rdk && rdv && fdk && fdv);
-    ref_model_prefix rp = { P, p.kp, p.vp, NULL };
+    ref_model_prefix rp = { P, p.kp, p.vp, NULL, NULL };
     ref_model_batch rb = { B, N, p.ids, p.lens, p.labels };
     ref_model_backward(&m.rc, &m.w, &rp, &rb, NULL, rdk, rdv, NULL);
     for (size_t i = 0; i < L * per; i++) {

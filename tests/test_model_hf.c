@@ -165,11 +165,11 @@ static void check_model(const char *name, ref_model_config c)
     ref_model_batch x = { B, N, ids, lengths, labels };
     double *got = malloc(B * N * V * sizeof(double)), l;
 
-    ref_model_prefix pre = { P, kp, vp, NULL };
+    ref_model_prefix pre = { P, kp, vp, NULL, NULL };
     ref_model_forward(&c, &w, &pre, &x, got, &l);
     const double e1 = valid_error(got, logits, B, N, V, lengths);
     const double e2 = fabs(l - loss[0]) / fabs(loss[0]);
-    ref_model_prefix none = { 0, NULL, NULL, NULL };
+    ref_model_prefix none = { 0, NULL, NULL, NULL, NULL };
     ref_model_forward(&c, &w, &none, &x, got, &l);
     const double e3 = valid_error(got, base_logits, B, N, V, lengths);
     const double e4 = fabs(l - base_loss[0]) / fabs(base_loss[0]);

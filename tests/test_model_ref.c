@@ -76,7 +76,7 @@ static void problem_make(problem *pr, const model_case *k)
     ref_rng_fill(&rng, pr->kp, pr->span, -1.0f, 1.0f);
     ref_rng_fill(&rng, pr->vp, pr->span, -1.0f, 1.0f);
     ref_rng_fill(&rng, pr->gain, L * H, -0.5f, 0.5f);
-    pr->p = (ref_model_prefix){ k->P, k->P ? pr->kp : NULL, k->P ? pr->vp : NULL, pr->gain };
+    pr->p = (ref_model_prefix){ k->P, k->P ? pr->kp : NULL, k->P ? pr->vp : NULL, pr->gain, NULL };
     pr->ids = malloc(rows * sizeof(int32_t));
     pr->labels = malloc(rows * sizeof(int32_t));
     for (size_t b = 0; b < k->B; b++)
@@ -261,6 +261,57 @@ static void check_weight_gradients(const model_case *k, bool untied)
     problem_free(&pr);
 }
 
+/* The structured gain's gradient (ref_model_grads.dim_gain) against
+ * central differences, alone and with a per-head gain, r below 1. */
+static void check_dim_gain(const model_case *k)
+{
+    problem pr;
+    problem_make(&pr, k);
+    const size_t n = pr.c.layers * pr.c.heads * pr.c.head_dim;
+    float *G = malloc(n * sizeof(float));
+    ref_rng rng;
+    ref_rng_seed(&rng, k->seed + 1000);
+    ref_rng_fill(&rng, G, n, -0.5f, 0.5f);
+    pr.p.dim_gain = G;
+    ref_model_grads g;
+    ref_model_grads_alloc(&pr.c, false, &g);
+    g.dim_gain = calloc(n, sizeof(double));
+    double loss = 0.0, want[64], got[64];
+    ref_model_backward_weights(&pr.c, &pr.w, &pr.p, &pr.x, &loss, NULL, NULL, NULL, &g);
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < 64; i += n / 40 + 1) {
+        want[m] = fd(&pr, &G[i]);
+        got[m++] = g.dim_gain[i];
+    }
+    const double err = rel_l2_d(want, got, m);
+    if (!(err <= TOL_FD_REL))
+        fail_msg("seed %llu: structured gain gradient error %.3g (> %.3g)", (unsigned long long)k->seed, err,
+                 TOL_FD_REL);
+    /* G = 0 is no structured gain */
+    double with = 0.0, without = 0.0;
+    memset(G, 0, n * sizeof(float));
+    ref_model_forward(&pr.c, &pr.w, &pr.p, &pr.x, NULL, &with);
+    pr.p.dim_gain = NULL;
+    ref_model_forward(&pr.c, &pr.w, &pr.p, &pr.x, NULL, &without);
+    assert_true(fabs(with - without) <= TOL_REF_EXACT * without);
+    free(g.dim_gain);
+    ref_model_grads_free(&g);
+    free(G);
+    problem_free(&pr);
+}
+
+static void test_dim_gain_gradients(void **state)
+{
+    (void)state;
+    model_case k = { .c = gpt2_config(), .B = 2, .N = 6, .P = 2, .lengths = { 6, 4 }, .seed = 121 };
+    k.c.gain_mode = PFX_GAIN_OFF;
+    k.c.gain_ramp = 0.7;
+    check_dim_gain(&k);
+    k = (model_case){ .c = llama_config(), .B = 2, .N = 5, .P = 0, .lengths = { 5, 5 }, .seed = 122 };
+    k.c.gain_ramp = 0.4; /* with the per-head linear gain */
+    check_dim_gain(&k);
+}
+
 static void test_gpt2_weight_gradients(void **state)
 {
     (void)state;
@@ -402,6 +453,7 @@ int main(void)
         cmocka_unit_test(test_gpt2_gradients),
         cmocka_unit_test(test_llama_gradients),
         cmocka_unit_test(test_gpt2_weight_gradients),
+        cmocka_unit_test(test_dim_gain_gradients),
         cmocka_unit_test(test_llama_weight_gradients),
         cmocka_unit_test(test_attention_lengths),
         cmocka_unit_test(test_tied_and_zero_gain),

@@ -92,6 +92,7 @@ typedef struct train_opts {
     float ramp;
     size_t chunk;
     bool recompute;
+    bool dim;                 /* a structured gain too */
 } train_opts;
 
 /* Loads the folder of m, computes every weight's gradient (and the
@@ -143,11 +144,20 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
         }
         assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hshape, &dg[l]), PFX_SUCCESS);
     }
+    /* a structured gain [L, H, D] and its gradients [H, D] */
+    const size_t HD = H * cfg.head_dim, dshape[2] = { H, cfg.head_dim };
+    float *G = malloc(L * HD * sizeof(float));
+    pfx_tensor *ddim[TF_MAX_LAYERS] = { 0 };
+    ref_rng grng;
+    ref_rng_seed(&grng, 77);
+    ref_rng_fill(&grng, G, L * HD, -0.5f, 0.5f);
+    for (size_t l = 0; o->dim && l < L; l++)
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, dshape, &ddim[l]), PFX_SUCCESS);
     pfx_model_prefix pre = { .prefix_len = p->P, .keys = p->P ? k : NULL, .values = p->P ? v : NULL,
                              .gain_mode = o->gain_mode, .gains = o->gain_mode ? p->gain : NULL,
-                             .gain_ramp = o->ramp };
+                             .dim_gains = o->dim ? G : NULL, .gain_ramp = o->ramp };
     pfx_model_grads grads = { .keys = p->P ? dk : NULL, .values = p->P ? dv : NULL, .gains = dg,
-                              .weights = grad };
+                              .dim_gains = o->dim ? ddim : NULL, .weights = grad };
     pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, p->labels };
 
     /* the reference */
@@ -155,8 +165,10 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     ref_model_grads_alloc(&cfg, !m->tied && cfg.family == REF_MODEL_LLAMA, &rg);
     double *rdk = calloc(L * per + 1, sizeof(double)), *rdv = calloc(L * per + 1, sizeof(double));
     double *rdg = calloc(L * H, sizeof(double)), rloss = 0.0;
-    ref_model_prefix rp = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL, o->gain_mode ? p->gain : NULL };
+    ref_model_prefix rp = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL, o->gain_mode ? p->gain : NULL,
+                            o->dim ? G : NULL };
     ref_model_batch rb = { p->B, p->N, p->ids, p->lens, p->labels };
+    rg.dim_gain = o->dim ? calloc(L * HD, sizeof(double)) : NULL;
     ref_model_backward_weights(&cfg, &m->w, &rp, &rb, &rloss, rdk, rdv, rdg, &rg);
 
     /* one weight read before, to see it unwritten after */
@@ -200,6 +212,16 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
         for (size_t l = 0; l < L; l++)
             assert_int_equal(pfx_tensor_read(dg[l], 0, H, gg + l * H), PFX_SUCCESS);
         assert_true(rel_l2(rdg, gg, L * H) < TOL_MODEL_BWD);
+    }
+
+    if (o->dim) {
+        float *gd = malloc(L * HD * sizeof(float));
+        for (size_t l = 0; l < L; l++)
+            assert_int_equal(pfx_tensor_read(ddim[l], 0, HD, gd + l * HD), PFX_SUCCESS);
+        const double e = rel_l2(rg.dim_gain, gd, L * HD);
+        print_message("  structured gain rel %.3g\n", e);
+        assert_true(e < TOL_MODEL_BWD);
+        free(gd);
     }
 
     /* accumulation adds a second backward's gradients */
@@ -247,6 +269,10 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
         pfx_tensor_destroy(&dv[l]);
         pfx_tensor_destroy(&dg[l]);
     }
+    for (size_t l = 0; l < L; l++)
+        pfx_tensor_destroy(&ddim[l]);
+    free(G);
+    free(rg.dim_gain);
     free(w_before);
     free(w_after);
     free(rdk);
@@ -309,7 +335,7 @@ static void test_gpt2_weights(void **state)
     free(p.vp);
     /* positions after a prefix, a gain, recomputed blocks */
     make_problem(&m, &p, 2, 7, 3, lens + 1, 22);
-    o = (train_opts){ .gain_mode = PFX_GAIN_TANH, .ramp = 0.5f, .recompute = true };
+    o = (train_opts){ .gain_mode = PFX_GAIN_TANH, .ramp = 0.5f, .recompute = true, .dim = true };
     check_weights(rt, &m, &p, &o);
     free(p.kp);
     free(p.vp);
@@ -336,7 +362,7 @@ static void test_llama_weights(void **state)
     c.kv_heads = 1;
     tf_model_init(&m, &c, true, "llama", 203);
     make_problem(&m, &p, 2, 8, 0, lens + 1, 24);
-    o = (train_opts){ .recompute = true };
+    o = (train_opts){ .ramp = 0.8f, .recompute = true, .dim = true }; /* structured gain alone */
     check_weights(rt, &m, &p, &o);
     free(p.kp);
     free(p.vp);
@@ -421,6 +447,30 @@ static void test_bad_weight_grads(void **state)
         before[i] = 3.0f;
     assert_memory_equal(before, after, n * sizeof(float));
     pfx_tensor_destroy(&grad[n1]);
+
+    /* a structured gain: finite values, gradients [H, D] */
+    {
+        const size_t LHD = c.layers * c.heads * c.head_dim;
+        float *G = calloc(LHD, sizeof(float));
+        pfx_tensor *dd[TF_MAX_LAYERS] = { 0 };
+        const size_t wrong_dim[2] = { c.heads, c.head_dim + 1 }, right_dim[2] = { c.heads, c.head_dim };
+        for (size_t l = 0; l < c.layers; l++)
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, l ? right_dim : wrong_dim, &dd[l]), PFX_SUCCESS);
+        pfx_model_prefix pre = { .dim_gains = G, .gain_ramp = 1.0f };
+        pfx_model_grads gd = { .dim_gains = dd };
+        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, &gd, NULL), PFX_ERROR_INVALID_SHAPE,
+                            "grads.dim_gains[0]");
+        G[5] = NAN;
+        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, NULL, NULL), PFX_ERROR_NOT_FINITE,
+                            "prefix.dim_gains[5]");
+        G[5] = 0.0f;
+        pre.gain_ramp = 1.5f;
+        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, NULL, NULL), PFX_ERROR_NOT_FINITE,
+                            "gain_ramp");
+        for (size_t l = 0; l < c.layers; l++)
+            pfx_tensor_destroy(&dd[l]);
+        free(G);
+    }
     pfx_model_destroy(&model);
 
     /* half storage: weight gradients need float32 weights */

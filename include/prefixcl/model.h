@@ -159,7 +159,11 @@ typedef struct pfx_model_prefix {
     const int32_t *bank_index;    /* host [B]: entry of each item, with a bank */
     pfx_gain_mode gain_mode;      /* OFF (default), LINEAR or TANH */
     const float *gains;           /* host [L * H]: g of layer l head h at l * H + h */
-    float gain_ramp;              /* r in [0, 1] (read only with a gain mode) */
+    const float *dim_gains;       /* host [L * H * D]: the structured gain G of layer l
+                                   * at l * H * D (head h, dim d at h * D + d): the
+                                   * query of head h scaled by 1 + r G_hd (docs/design.md),
+                                   * alone or with a per-head gain; NULL: none */
+    float gain_ramp;              /* r in [0, 1] (read with a gain mode or dim_gains) */
 } pfx_model_prefix;
 
 /* logits: F32 [B, N, V] (the whole tensor: small vocabularies and tests). */
@@ -212,7 +216,9 @@ PFX_API pfx_status pfx_model_weight_tensor(pfx_model *model, size_t index, pfx_t
 
 /* Gradients of that loss. keys / values: L float32 tensors shaped like the
  * prefixes (a bank gets one gradient per entry); gains: L float32 tensors
- * [H] (zeros with the gain OFF); weights: pfx_model_weight_count entries,
+ * [H] (zeros with the gain OFF); dim_gains: L float32 tensors [H, D], the
+ * gradient of the structured gain G (zeros without prefix.dim_gains; like a
+ * per-head gain's, it carries the factor r); weights: pfx_model_weight_count entries,
  * the gradient of weight i (float32, shaped like it) or NULL (frozen). Any
  * array or entry may be NULL (not computed): prefix tuning, gain-only tuning
  * and full training are the same call with other entries set. Weight
@@ -229,6 +235,7 @@ typedef struct pfx_model_grads {
     pfx_tensor *const *keys;
     pfx_tensor *const *values;
     pfx_tensor *const *gains;
+    pfx_tensor *const *dim_gains;
     pfx_tensor *const *weights;
     bool accumulate;              /* add into the tensors instead of overwriting them
                                    * (gradient accumulation over micro-batches) */

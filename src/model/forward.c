@@ -303,6 +303,13 @@ static pfx_attention_desc attn_desc(const pfx_model *m, size_t l, const call *c)
     d.gain_mode = c->pre.gain_mode;
     d.gain = c->pre.gain_mode != PFX_GAIN_OFF ? c->pre.gains + l * s->heads : NULL;
     d.gain_ramp = c->pre.gain_mode != PFX_GAIN_OFF ? c->pre.gain_ramp : 1.0f;
+    if (c->pre.dim_gains) {
+        /* the attention's factor is 1 + G: handed r G (the gradient then takes r, block_backward) */
+        const size_t HD = s->heads * s->head_dim;
+        for (size_t i = 0; i < HD; i++)
+            m->dim_scaled[i] = c->pre.gain_ramp * c->pre.dim_gains[l * HD + i];
+        d.dim_gain = m->dim_scaled;
+    }
     d.q_lens = d.kv_lens = c->lens;
     if (c->P && c->pre.keys[l]->ndim == 4)
         d.bank_index = c->pre.bank_index;
@@ -491,22 +498,30 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
     pfx_attention_desc d = attn_desc(m, l, c);
     pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
                                 c->P ? c->pre.values[l] : NULL };
-    pfx_tensor *dgain = g && g->gains ? g->gains[l] : NULL;
-    const bool want_gain = dgain && c->pre.gain_mode != PFX_GAIN_OFF;
+    pfx_tensor *dgain = g && g->gains ? g->gains[l] : NULL, *ddim = g && g->dim_gains ? g->dim_gains[l] : NULL;
+    const bool want_gain = dgain && c->pre.gain_mode != PFX_GAIN_OFF, want_dim = ddim && c->pre.dim_gains;
+    if (want_dim && !m->dim_grad) {
+        const size_t shape[2] = { s->heads, s->head_dim };
+        if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &m->dim_grad)))
+            return st;
+    }
     pfx_attention_grads ag = {
         .dq = want_qkv ? &av.dq : NULL, .dk = want_qkv ? &av.dk : NULL, .dv = want_qkv ? &av.dv : NULL,
         .dprefix_k = c->P && g && g->keys ? g->keys[l] : NULL,
         .dprefix_v = c->P && g && g->values ? g->values[l] : NULL,
         .dgain = want_gain ? dgain : NULL,
+        .ddim_gain = want_dim ? m->dim_grad : NULL, /* d/d(r G), scaled by r below */
     };
     if (acc && (ag.dprefix_k || ag.dprefix_v || ag.dgain)) {
-        /* one call accumulates everything: clear dQ, dK, dV first */
+        /* one call accumulates everything: clear dQ, dK, dV (and the d(r G) scratch) first */
         ag.accumulate = true;
         if (want_qkv && ((st = pfx_tensor_fill(ws[WS_DQ], 0.0f)) || (st = pfx_tensor_fill(ws[WS_DK], 0.0f)) ||
                          (st = pfx_tensor_fill(ws[WS_DV], 0.0f))))
             return st;
+        if (want_dim && (st = pfx_tensor_fill(m->dim_grad, 0.0f)))
+            return st;
     }
-    if (ag.dq || ag.dprefix_k || ag.dprefix_v || ag.dgain) {
+    if (ag.dq || ag.dprefix_k || ag.dprefix_v || ag.dgain || ag.ddim_gain) {
         double t0 = prof_begin(m);
         st = prof_end(m, PFX_MODEL_PART_ATTN_BWD, t0,
                       pfx_attention_backward(rt, &d, &in, &av.o, &av.lse, &av.d_o, &ag));
@@ -514,6 +529,11 @@ static pfx_status block_backward(pfx_model *m, size_t l, const call *c, const pf
             return st;
     }
     if (dgain && !want_gain && !acc && (st = pfx_tensor_fill(dgain, 0.0f)))
+        return st;
+    /* dL/dG = r dL/d(r G) */
+    if (want_dim && (st = pfx_axpby(ddim, c->pre.gain_ramp, m->dim_grad, acc ? 1.0f : 0.0f)))
+        return st;
+    if (ddim && !want_dim && !acc && (st = pfx_tensor_fill(ddim, 0.0f)))
         return st;
     if (!want_qkv)
         return PFX_SUCCESS;
@@ -567,13 +587,16 @@ static pfx_status check_prefix(const pfx_model *m, const char *fn, const pfx_mod
     if (pre->gain_mode != PFX_GAIN_OFF && pre->gain_mode != PFX_GAIN_LINEAR && pre->gain_mode != PFX_GAIN_TANH)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: prefix.gain_mode %d is unknown", fn,
                          (int)pre->gain_mode);
-    if (pre->gain_mode != PFX_GAIN_OFF) {
-        if (!pre->gains)
-            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix.gains is NULL with a gain mode", fn);
-        for (size_t i = 0; i < s->layers * s->heads; i++)
-            if (!isfinite(pre->gains[i]))
-                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gains[%zu] is %g", fn, i,
-                                 (double)pre->gains[i]);
+    if (pre->gain_mode != PFX_GAIN_OFF && !pre->gains)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix.gains is NULL with a gain mode", fn);
+    for (size_t i = 0; pre->gain_mode != PFX_GAIN_OFF && i < s->layers * s->heads; i++)
+        if (!isfinite(pre->gains[i]))
+            return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gains[%zu] is %g", fn, i, (double)pre->gains[i]);
+    for (size_t i = 0; pre->dim_gains && i < s->layers * s->heads * s->head_dim; i++)
+        if (!isfinite(pre->dim_gains[i]))
+            return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.dim_gains[%zu] is %g", fn, i,
+                             (double)pre->dim_gains[i]);
+    if (pre->gain_mode != PFX_GAIN_OFF || pre->dim_gains) {
         if (!isfinite(pre->gain_ramp) || pre->gain_ramp < 0.0f || pre->gain_ramp > 1.0f)
             return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: prefix.gain_ramp (%g) must be in [0, 1]", fn,
                              (double)pre->gain_ramp);
@@ -738,12 +761,12 @@ static pfx_status check_param_grads(pfx_model *m, const char *fn, const call *c,
                                  j < i && g->weights[j] && g->weights[j]->mem == t->mem ? "grads.weights" : "parameter",
                                  j, m->weights[j].name);
         for (size_t l = 0; l < L; l++) {
-            pfx_tensor *const others[5] = { c->P ? c->pre.keys[l] : NULL, c->P ? c->pre.values[l] : NULL,
+            pfx_tensor *const others[6] = { c->P ? c->pre.keys[l] : NULL, c->P ? c->pre.values[l] : NULL,
                                             g->keys ? g->keys[l] : NULL, g->values ? g->values[l] : NULL,
-                                            g->gains ? g->gains[l] : NULL };
-            static const char *const names[5] = { "prefix.keys", "prefix.values", "grads.keys", "grads.values",
-                                                  "grads.gains" };
-            for (int k = 0; k < 5; k++)
+                                            g->gains ? g->gains[l] : NULL, g->dim_gains ? g->dim_gains[l] : NULL };
+            static const char *const names[6] = { "prefix.keys", "prefix.values", "grads.keys", "grads.values",
+                                                  "grads.gains", "grads.dim_gains" };
+            for (int k = 0; k < 6; k++)
                 if (others[k] && others[k]->mem == t->mem)
                     return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grads.weights[%zu] is also %s[%zu]", fn, i,
                                      names[k], l);
@@ -766,12 +789,12 @@ static pfx_status check_grads(pfx_model *m, const char *fn, const call *c, const
         if (st != PFX_SUCCESS)
             return st;
     }
+    const pfx_model_shape *s = &m->cfg.shape;
+    pfx_tensor *const *const all[4] = { g->keys, g->values, g->gains, g->dim_gains };
+    static const char *const names[4] = { "grads.keys", "grads.values", "grads.gains", "grads.dim_gains" };
     for (size_t l = 0; l < L; l++) {
-        pfx_tensor *const arrays[3] = { g->keys ? g->keys[l] : NULL, g->values ? g->values[l] : NULL,
-                                        g->gains ? g->gains[l] : NULL };
-        static const char *const names[3] = { "grads.keys", "grads.values", "grads.gains" };
-        for (int i = 0; i < 3; i++) {
-            const pfx_tensor *t = arrays[i];
+        for (int i = 0; i < 4; i++) {
+            const pfx_tensor *t = all[i] ? all[i][l] : NULL;
             if (!t)
                 continue;
             pfx_status st = check_tensor(rt, fn, names[i], l, t, true);
@@ -782,20 +805,20 @@ static pfx_status check_grads(pfx_model *m, const char *fn, const call *c, const
                                  names[i], l);
             const pfx_tensor *like = i == 0 ? c->pre.keys[l] : i == 1 ? c->pre.values[l] : NULL;
             bool same = like ? t->ndim == like->ndim && memcmp(t->shape, like->shape, sizeof(t->shape)) == 0
-                             : t->ndim == 1 && t->shape[0] == m->cfg.shape.heads;
+                      : i == 2 ? t->ndim == 1 && t->shape[0] == s->heads
+                               : t->ndim == 2 && t->shape[0] == s->heads && t->shape[1] == s->head_dim;
             if (!same)
                 return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s[%zu] must be shaped like %s", fn, names[i], l,
-                                 i == 0 ? "prefix.keys[l]" : i == 1 ? "prefix.values[l]" : "[H]");
+                                 i == 0 ? "prefix.keys[l]" : i == 1 ? "prefix.values[l]" : i == 2 ? "[H]" : "[H, D]");
             for (size_t j = 0; c->P && j < L; j++)
                 if (t->mem == c->pre.keys[j]->mem || t->mem == c->pre.values[j]->mem)
                     return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] is also a prefix", fn, names[i], l);
             /* distinct from every gradient before it */
             for (size_t j = 0; j <= l; j++)
-                for (int k = 0; k < 3; k++) {
-                    pfx_tensor *const *arr = k == 0 ? g->keys : k == 1 ? g->values : g->gains;
-                    if ((j == l && k >= i) || !arr || !arr[j])
+                for (int k = 0; k < 4; k++) {
+                    if ((j == l && k >= i) || !all[k] || !all[k][j])
                         continue;
-                    if (arr[j]->mem == t->mem)
+                    if (all[k][j]->mem == t->mem)
                         return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s[%zu] and %s[%zu] are the same tensor", fn,
                                          names[k], j, names[i], l);
                 }

@@ -38,6 +38,8 @@ void pfx_model_destroy(pfx_model **mp)
     free(m->weights);
     free(m->weight_at);
     free(m->config_text);
+    free(m->dim_scaled);
+    pfx_tensor_destroy(&m->dim_grad);
     pfx_tensor_destroy(&m->inv_freq);
     pfx_ids_destroy(&m->ids);
     pfx_ids_destroy(&m->labels);
@@ -158,6 +160,8 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
         size_t shape[2] = { R, C };
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &m->hidden[l]);
     }
+    if (st == PFX_SUCCESS && !(m->dim_scaled = malloc(s->heads * s->head_dim * sizeof(float))))
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
     if (st == PFX_SUCCESS)
         st = pfx_ids_create(rt, R, &m->ids);
     if (st == PFX_SUCCESS)

@@ -143,6 +143,8 @@ struct pfx_model {
     pfx_ids *ids;                       /* [R] */
     pfx_ids *labels;                    /* [R], shifted */
     pfx_tensor **kept;                  /* [L][PFX_KEPT_COUNT] without params.recompute */
+    float *dim_scaled;                  /* [H * D]: r G of the layer being run (forward.c) */
+    pfx_tensor *dim_grad;               /* [H, D]: the attention's d/d(r G), made on first use */
     unsigned char *config_text;         /* config.json as read (pfx_model_save writes it back) */
     size_t config_size;
     pfx_model_weight_entry *weights;    /* [weight_count]: model.h's weight list */

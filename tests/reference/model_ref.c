@@ -235,6 +235,17 @@ static void norm_dw(const dims *d, bool layer_norm, double eps, const double *x,
     free(one);
 }
 
+/* The queries the attention of layer l reads: q scaled by 1 + r G_l[h, d]
+ * with a structured gain (else a copy). */
+static void scaled_queries(const dims *d, const ref_model_config *c, const ref_model_prefix *p, size_t l,
+                           const double *q, double *out)
+{
+    for (size_t i = 0; i < d->rows * d->qd; i++) {
+        const size_t hd = i % d->qd;
+        out[i] = q[i] * (p && p->dim_gain ? 1.0 + c->gain_ramp * (double)p->dim_gain[l * d->qd + hd] : 1.0);
+    }
+}
+
 static void block_forward(model_run *r, const ref_model_config *c, const ref_model_layer *w,
                           const ref_model_prefix *p, size_t l, const double *x, double *y)
 {
@@ -272,7 +283,10 @@ static void block_forward(model_run *r, const ref_model_config *c, const ref_mod
     }
     double gain[256];
     ref_layer_prefix lp = layer_prefix(r, c, p, l, gain);
-    ref_layer_attention(&r->ad, &lp, s->q, s->k, s->v, s->o);
+    double *qs = dalloc(rows * d->qd);
+    scaled_queries(d, c, p, l, s->q, qs);
+    ref_layer_attention(&r->ad, &lp, qs, s->k, s->v, s->o);
+    free(qs);
     if (d->gpt2)
         linear(rows, C, C, s->o, w->attn_proj_w, true, w->attn_proj_b, s->a);
     else
@@ -303,7 +317,7 @@ static void block_forward(model_run *r, const ref_model_config *c, const ref_mod
  * (overwritten); gw (may be NULL) receives the weights' gradients (added). */
 static void block_backward(model_run *r, const ref_model_config *c, const ref_model_layer *w,
                            const ref_model_prefix *p, size_t l, const double *dy, double *dx,
-                           double *dkp, double *dvp, double *dgain, ref_model_layer_grads *gw)
+                           double *dkp, double *dvp, double *dgain, ref_model_layer_grads *gw, double *ddim)
 {
     ref_model_layer_grads none;
     memset(&none, 0, sizeof(none));
@@ -356,9 +370,19 @@ static void block_backward(model_run *r, const ref_model_config *c, const ref_mo
     double gain[256], lg[256];
     ref_layer_prefix lp = layer_prefix(r, c, p, l, gain);
     const size_t span = d->Hkv * d->P * d->D;
-    ref_layer_attention_backward(&r->ad, &lp, s->q, s->k, s->v, d_o, dq, dk, dv,
+    double *qs = dalloc(rows * d->qd);
+    scaled_queries(d, c, p, l, s->q, qs);
+    ref_layer_attention_backward(&r->ad, &lp, qs, s->k, s->v, d_o, dq, dk, dv,
                                  dkp && d->P ? dkp + l * span : NULL,
                                  dvp && d->P ? dvp + l * span : NULL, lg);
+    /* through the scaling: dG = r sum_rows q dq', dq = (1 + r G) dq' */
+    for (size_t i = 0; p && p->dim_gain && i < rows * d->qd; i++) {
+        const size_t hd = i % d->qd;
+        if (ddim)
+            ddim[l * d->qd + hd] += c->gain_ramp * s->q[i] * dq[i];
+        dq[i] *= 1.0 + c->gain_ramp * (double)p->dim_gain[l * d->qd + hd];
+    }
+    free(qs);
     for (size_t h = 0; dgain && h < d->H; h++)
         dgain[l * d->H + h] = c->gain_mode == PFX_GAIN_OFF ? 0.0 : lg[h];
     if (d->gpt2) {
@@ -516,7 +540,8 @@ void ref_model_attention_probs(const ref_model_config *c, const ref_model_weight
             const double *k = j < P ? kp + j * D : s->k + ((item * N + j - P) * d->Hkv + hk) * D;
             double dot = 0.0;
             for (size_t e = 0; e < D; e++)
-                dot += q[e] * k[e];
+                dot += q[e] * k[e] *
+                       (p->dim_gain ? 1.0 + c->gain_ramp * (double)p->dim_gain[(layer * d->H + head) * D + e] : 1.0);
             z[j] = scale * dot;
             mx = fmax(mx, z[j]);
         }
@@ -565,7 +590,8 @@ void ref_model_backward_weights(const ref_model_config *c, const ref_model_weigh
         memset(dvp, 0, span * sizeof(double));
     double *dprev = dalloc(d->rows * d->C);
     for (size_t li = d->L; li-- > 0;) {
-        block_backward(&r, c, &w->layer[li], p, li, dxl, dprev, dkp, dvp, dgain, g ? &g->layer[li] : NULL);
+        block_backward(&r, c, &w->layer[li], p, li, dxl, dprev, dkp, dvp, dgain, g ? &g->layer[li] : NULL,
+                       g ? g->dim_gain : NULL);
         double *tmp = dxl;
         dxl = dprev;
         dprev = tmp;

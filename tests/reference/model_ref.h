@@ -92,6 +92,8 @@ typedef struct ref_model_prefix {
     size_t len;            /* P (0: no prefix; kp, vp may be NULL) */
     const float *kp, *vp;  /* [L, Hkv, P, D]: layer l's Kp_l at l * Hkv*P*D */
     const float *gain;     /* [L, H] (NULL when gain_mode is OFF) */
+    const float *dim_gain; /* [L, H, D]: the structured gain, queries scaled by
+                            * 1 + r G (c.gain_ramp); NULL: none */
 } ref_model_prefix;
 
 typedef struct ref_model_batch {
@@ -139,6 +141,7 @@ typedef struct ref_model_grads {
     double *lm_head;         /* untied only */
     ref_model_layer_grads *layer;
     size_t layers;
+    double *dim_gain;        /* [L, H, D] with a structured gain (else NULL) */
 } ref_model_grads;
 
 /* The gradient in g of the weight array `weight` (one of w's pointers), or
@@ -146,7 +149,8 @@ typedef struct ref_model_grads {
 const double *ref_model_grad_of(const ref_model_config *c, const ref_model_weights *w, const ref_model_grads *g,
                                 const float *weight);
 
-/* Zeroed gradients for a config (lm_head only when `untied`). */
+/* Zeroed gradients for a config (lm_head only when `untied`; dim_gain is
+ * left NULL: point it at L * H * D doubles to have the structured gain's). */
 void ref_model_grads_alloc(const ref_model_config *c, bool untied, ref_model_grads *g);
 void ref_model_grads_free(ref_model_grads *g);
 
