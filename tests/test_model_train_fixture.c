@@ -1,7 +1,7 @@
 /* Full training against PyTorch + transformers: the committed fixtures of
  * tests/fixtures/make_train_fixture.py (tiny GPT-2 and GQA Llama with an
  * untied head). The loss and the gradient of every weight and of the gains,
- * without gain and with linear and tanh gains; then ten AdamW steps with two
+ * without gain, with linear and tanh gains and with the structured gain; then ten AdamW steps with two
  * groups, clipping, warm-up and cosine decay and the gain ramp, step by step
  * (loss, gradient norm) and the weights and gains at the end. argv[1]: the
  * fixtures folder. */
@@ -153,12 +153,22 @@ static void check_tensor(const char *what, const char *name, const float *want, 
     free(got);
 }
 
-/* The loss and every gradient of one arm. */
-static void check_arm(pfx_runtime *rt, fixture *fx, const char *arm, pfx_gain_mode mode)
+/* The loss and every gradient of one arm (dim: the structured gain). */
+static void check_arm(pfx_runtime *rt, fixture *fx, const char *arm, pfx_gain_mode mode, bool dim)
 {
     pfx_model_batch batch = { fx->B, fx->N, fx->ids, NULL, fx->labels };
-    pfx_model_prefix pre = { .gain_mode = mode, .gains = mode ? fx->gains : NULL, .gain_ramp = fx->ramp };
-    pfx_model_grads grads = { .gains = fx->dg, .weights = fx->dw };
+    pfx_st_info info;
+    long gi = pfx_safetensors_find(fx->e, "dim_gains");
+    assert_true(gi >= 0 && pfx_safetensors_info(fx->e, (size_t)gi, &info) == PFX_SUCCESS);
+    const size_t HD = info.numel / fx->L;
+    float *G = expected(fx, "dim_gains", info.numel);
+    pfx_tensor *dd[8] = { 0 };
+    const size_t dshape[2] = { fx->H, HD / fx->H };
+    for (size_t l = 0; dim && l < fx->L; l++)
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, dshape, &dd[l]), PFX_SUCCESS);
+    pfx_model_prefix pre = { .gain_mode = mode, .gains = mode ? fx->gains : NULL, .dim_gains = dim ? G : NULL,
+                             .gain_ramp = fx->ramp };
+    pfx_model_grads grads = { .gains = fx->dg, .dim_gains = dim ? dd : NULL, .weights = fx->dw };
     double loss = 0.0;
     if (pfx_model_backward(fx->model, &batch, &pre, &grads, &loss) != PFX_SUCCESS)
         fail_msg("backward: %s", pfx_last_error(rt));
@@ -181,6 +191,14 @@ static void check_arm(pfx_runtime *rt, fixture *fx, const char *arm, pfx_gain_mo
     for (size_t l = 0; want && l < fx->L; l++)
         check_tensor(key, "layer", want + l * fx->H, fx->dg[l], fx->H, TOL_TRAIN_HF);
     free(want);
+    float *want_dim = dim ? expected(fx, "dim.grad.dim_gains", fx->L * HD) : NULL;
+    assert_true(!dim || want_dim);
+    for (size_t l = 0; dim && l < fx->L; l++)
+        check_tensor("dim.grad.dim_gains", "layer", want_dim + l * HD, dd[l], HD, TOL_TRAIN_HF);
+    for (size_t l = 0; l < fx->L; l++)
+        pfx_tensor_destroy(&dd[l]);
+    free(want_dim);
+    free(G);
 }
 
 static void test_gradients(void **state)
@@ -190,9 +208,10 @@ static void test_gradients(void **state)
     for (size_t m = 0; m < 2; m++) {
         fixture fx;
         open_fixture(rt, models[m], &fx);
-        check_arm(rt, &fx, "off", PFX_GAIN_OFF);
-        check_arm(rt, &fx, "linear", PFX_GAIN_LINEAR);
-        check_arm(rt, &fx, "tanh", PFX_GAIN_TANH);
+        check_arm(rt, &fx, "off", PFX_GAIN_OFF, false);
+        check_arm(rt, &fx, "linear", PFX_GAIN_LINEAR, false);
+        check_arm(rt, &fx, "tanh", PFX_GAIN_TANH, false);
+        check_arm(rt, &fx, "dim", PFX_GAIN_OFF, true);
         close_fixture(&fx);
     }
 }
