@@ -192,7 +192,8 @@ static void test_pretrain_learns(void **state)
 }
 
 /* Stopped after 3 steps and resumed: the same losses, gradient norms,
- * weights and gains, byte for byte, as 7 steps without a stop. */
+ * weights and gains (per head and structured), byte for byte, as 7 steps
+ * without a stop. */
 static void test_resume(void **state)
 {
     pfx_runtime *rt = *state;
@@ -202,6 +203,7 @@ static void test_resume(void **state)
     base_config(&c, cfgdir, a);
     c.steps = 7;
     c.gain_mode = PFX_GAIN_TANH;
+    c.structured_gain = true; /* with the per-head gain */
     c.gain_ramp_steps = 3;
     c.accumulate = 2;
     c.batch = 3;

@@ -34,7 +34,8 @@ static int usage(FILE *out)
             "  --steps N           optimizer steps (default: --epochs over the data)\n"
             "  --epochs N          passes over the data (default 1)\n"
             "  --lr X              the weights' learning rate (default 1e-4)\n"
-            "  --gain MODE         off, linear or tanh: a learnable gain per head (default off)\n"
+            "  --gain MODE         off, linear or tanh: a learnable gain per head; dim: one per head\n"
+            "                      and dimension, q * (1 + r G) (default off)\n"
             "  --gain-lr X         the gains' learning rate (default 5e-5)\n"
             "  --gain-ramp N       steps over which the gains ramp in (default 100)\n"
             "  --weight-decay X    on the weights, never the gains (default 0.01)\n"
@@ -133,7 +134,7 @@ int cmd_pretrain(int argc, char **argv)
     bool quiet = false, resume = false, no_decay = false, recompute = false;
     int gain = 0;
     size_t warmup = c.warmup_steps, ramp = c.gain_ramp_steps;
-    static const char *const gains[] = { "off", "linear", "tanh", NULL };
+    static const char *const gains[] = { "off", "linear", "tanh", "dim", NULL };
     const cli_option opts[] = {
         { "--config", CLI_TEXT, &config, 0, 0, NULL },
         { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL },
@@ -177,7 +178,9 @@ int cmd_pretrain(int argc, char **argv)
         fprintf(stderr, "prefixcl pretrain: --data FILE is needed\n\n");
         return usage(stderr);
     }
-    c.gain_mode = (pfx_gain_mode)gain;
+    c.gain_mode = gain == 3 ? PFX_GAIN_OFF : (pfx_gain_mode)gain;
+    c.structured_gain = gain == 3;
+    const bool any_gain = gain != 0;
     c.warmup_steps = (uint32_t)warmup;
     c.gain_ramp_steps = (uint32_t)ramp;
     c.no_decay_norms = no_decay;
@@ -217,7 +220,9 @@ int cmd_pretrain(int argc, char **argv)
     printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu parameters\n",
            s->model_type, s->layers, s->heads, s->kv_heads, s->head_dim, s->vocab, s->parameters);
     printf("trained: %zu values: %zu weights%s\n", r.trained_values, r.trained_weights,
-           c.gain_mode ? " and a gain per layer and head" : "");
+           c.structured_gain ? " and a gain per layer, head and dimension"
+           : any_gain         ? " and a gain per layer and head"
+                              : "");
     printf("data: %zu training blocks, %zu evaluation blocks of %zu tokens; %zu tokens a step\n", r.train_blocks,
            r.eval_blocks, c.block, r.tokens_per_step);
     int rc = 0;
@@ -232,14 +237,14 @@ int cmd_pretrain(int argc, char **argv)
         else
             printf("evaluation loss: ");
         printf("after %.6f (perplexity %.2f)\n", r.eval_losses[r.steps], exp(r.eval_losses[r.steps]));
-        const int pics = pretrain_plot_all(c.out_dir, &r, c.gain_mode != PFX_GAIN_OFF);
+        const int pics = pretrain_plot_all(c.out_dir, &r, any_gain);
         printf("wrote %s/: config.json + model.safetensors (a Hugging Face folder)%s, loss.csv%s, %s\n", c.out_dir,
-               c.gain_mode ? ", gains.safetensors" : "",
-               pics == 0 ? (c.gain_mode ? ", loss.png, gains.png, gains_steps.png" : ", loss.png") : "",
+               any_gain ? ", gains.safetensors" : "",
+               pics == 0 ? (any_gain ? ", loss.png, gains.png, gains_steps.png" : ", loss.png") : "",
                PFX_PRETRAIN_CHECKPOINT);
         if (pics)
             printf("pictures: %s\n", chart_strerror(pics));
-        if (c.gain_mode)
+        if (any_gain)
             printf("note: transformers loads the folder without the gains (gains.safetensors is prefixcl's own "
                    "file): it computes the model as if every gain were 0\n");
     }

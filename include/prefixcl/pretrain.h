@@ -26,8 +26,8 @@
  *
  * Outputs in out_dir, each file replaced atomically: config.json and
  * model.safetensors (pfx_model_save: a folder transformers loads; it does
- * not apply the gains), gains.safetensors with the gain on ("gains" [L, H],
- * metadata gain_mode), loss.csv (step, loss, gradient norm, evaluation loss
+ * not apply the gains), gains.safetensors with a gain ("gains" [L, H] and/or
+ * "dim_gains" [L, H, D], metadata gain_mode and structured), loss.csv (step, loss, gradient norm, evaluation loss
  * where measured) and checkpoint.safetensors: every trained tensor's value
  * and AdamW moments and step, the data position, the curves so far and the
  * options; resume continues from it bit for bit. A stop (stop_flag or
@@ -76,7 +76,9 @@ typedef struct pfx_pretrain_config {
     float max_grad_norm;       /* 0: no clipping */
     uint32_t warmup_steps;
     float min_lr_ratio;        /* the cosine's floor, a fraction of each lr */
-    pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH; gains start at 0 */
+    pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH: a gain per head; gains start at 0 */
+    bool structured_gain;      /* a gain per head and dimension, q * (1 + r G) (docs/design.md),
+                                * alone or with gain_mode; starts at 0 */
     uint32_t gain_ramp_steps;  /* 0: r = 1 from the start */
     const char *freeze;        /* comma-separated name parts: weights whose name
                                 * contains one stay frozen; NULL: none */
@@ -117,8 +119,9 @@ typedef struct pfx_pretrain_result {
     double *losses;            /* [steps] */
     float *grad_norms;         /* [steps] */
     double *eval_losses;       /* [steps + 1]: after step s at s (0: before); NAN where not measured */
-    float *gains;              /* [steps + 1][L * H]: the gains after each step (0: at the start);
-                                * NULL with the gain off */
+    float *gains;              /* [steps + 1][L * H]: each head's gain after each step (0: at the
+                                * start): g, or with the structured gain alone the mean of G over
+                                * the head's dimensions; NULL without a gain */
     size_t train_blocks, eval_blocks, tokens_per_step;
     size_t trained_weights, trained_values; /* tensors and values the optimizer updates */
     pfx_model_shape shape;

@@ -53,6 +53,9 @@ static void job_free(pfx_pretrain_job *j)
     destroy_all(j->dw, j->weight_count);
     destroy_all(j->gain, j->L);
     destroy_all(j->dgain, j->L);
+    destroy_all(j->dim, j->L);
+    destroy_all(j->ddim, j->L);
+    free(j->dim_host);
     pfx_model_destroy(&j->model);
     pfx_blocks_free(&j->train);
     pfx_blocks_free(&j->eval);
@@ -106,13 +109,14 @@ static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
     snprintf(out, cap,
              "model_dir=%s\nconfig_dir=%s\ntokenizer_dir=%s\ndata_path=%s\neval_path=%s\nblock=%zu\nbatch=%zu\n"
              "accumulate=%zu\nsteps=%zu\nepochs=%zu\nlr=%a\ngain_lr=%a\nweight_decay=%a\nno_decay_norms=%d\n"
-             "max_grad_norm=%a\nwarmup_steps=%u\nmin_lr_ratio=%a\ngain_mode=%d\ngain_ramp_steps=%u\nfreeze=%s\n"
-             "seed=%llu\n",
+             "max_grad_norm=%a\nwarmup_steps=%u\nmin_lr_ratio=%a\ngain_mode=%d\nstructured_gain=%d\n"
+             "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\n",
              c->model_dir ? c->model_dir : "", c->config_dir ? c->config_dir : "",
              c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path, c->eval_path ? c->eval_path : "", c->block,
              c->batch, c->accumulate, c->steps, c->epochs, (double)c->lr, (double)c->gain_lr,
              (double)c->weight_decay, (int)c->no_decay_norms, (double)c->max_grad_norm, c->warmup_steps,
-             (double)c->min_lr_ratio, (int)c->gain_mode, c->gain_ramp_steps, c->freeze ? c->freeze : "",
+             (double)c->min_lr_ratio, (int)c->gain_mode, (int)c->structured_gain, c->gain_ramp_steps,
+             c->freeze ? c->freeze : "",
              (unsigned long long)c->seed);
 }
 
@@ -207,6 +211,24 @@ static bool frozen(const char *freeze, const char *name)
     return false;
 }
 
+/* L gains of `shape` starting at 0, their gradients and a host copy. */
+static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *shape, pfx_tensor ***t,
+                             pfx_tensor ***dt, float **host)
+{
+    const size_t n = ndim == 1 ? shape[0] : shape[0] * shape[1];
+    *t = calloc(j->L, sizeof(**t));
+    *dt = calloc(j->L, sizeof(**dt));
+    *host = calloc(j->L * n, sizeof(float));
+    if (!*t || !*dt || !*host)
+        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    pfx_status st = PFX_SUCCESS;
+    for (size_t l = 0; st == PFX_SUCCESS && l < j->L; l++)
+        if (!(st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, ndim, shape, &(*t)[l])) &&
+            !(st = pfx_tensor_fill((*t)[l], 0.0f)))
+            st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, ndim, shape, &(*dt)[l]);
+    return st;
+}
+
 static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
 {
     const pfx_pretrain_config *c = j->cfg;
@@ -223,11 +245,12 @@ static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
     j->H = j->shape.heads;
     j->weight_count = pfx_model_weight_count(j->model);
     j->dw = calloc(j->weight_count, sizeof(*j->dw));
-    j->params = calloc(j->weight_count + j->L, sizeof(*j->params));
+    j->params = calloc(j->weight_count + 2 * j->L, sizeof(*j->params));
     j->ids = malloc(c->batch * c->block * sizeof(int32_t));
     if (!j->dw || !j->params || !j->ids)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-    const bool gains = c->gain_mode != PFX_GAIN_OFF;
+    const bool head = c->gain_mode != PFX_GAIN_OFF, dim = c->structured_gain;
+    j->any_gain = head || dim;
     for (size_t i = 0; i < j->weight_count; i++) {
         pfx_model_weight_info info;
         pfx_model_get_weight(j->model, i, &info);
@@ -238,23 +261,15 @@ static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
         r->trained_weights++;
         r->trained_values += info.numel;
     }
-    if (r->trained_weights == 0 && !gains)
+    if (r->trained_weights == 0 && !j->any_gain)
         return bad(rt, "freeze", "leaves nothing to train (every weight frozen and no gain)");
-    if (!gains)
-        return PFX_SUCCESS;
-    j->gain = calloc(j->L, sizeof(*j->gain));
-    j->dgain = calloc(j->L, sizeof(*j->dgain));
-    j->gains_host = calloc(j->L * j->H, sizeof(float));
-    if (!j->gain || !j->dgain || !j->gains_host)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-    const size_t shape[1] = { j->H };
-    for (size_t l = 0; l < j->L; l++) {
-        if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &j->gain[l])) ||
-            (st = pfx_tensor_fill(j->gain[l], 0.0f)) ||
-            (st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &j->dgain[l])))
-            return st;
-    }
-    r->trained_values += j->L * j->H;
+    j->D = j->shape.head_dim;
+    const size_t hshape[1] = { j->H }, dshape[2] = { j->H, j->D };
+    if (head && (st = make_gains(j, 1, hshape, &j->gain, &j->dgain, &j->gains_host)))
+        return st;
+    if (dim && (st = make_gains(j, 2, dshape, &j->dim, &j->ddim, &j->dim_host)))
+        return st;
+    r->trained_values += (head ? j->L * j->H : 0) + (dim ? j->L * j->H * j->D : 0);
     return PFX_SUCCESS;
 }
 
@@ -278,7 +293,7 @@ static pfx_status build_optimizer(pfx_pretrain_job *j, size_t steps)
         st = pfx_optimizer_add_group(j->opt, &decay, &g_decay);
     if (st == PFX_SUCCESS && c->no_decay_norms)
         st = pfx_optimizer_add_group(j->opt, &plain, &g_plain);
-    if (st == PFX_SUCCESS && j->gain)
+    if (st == PFX_SUCCESS && j->any_gain)
         st = pfx_optimizer_add_group(j->opt, &gains, &g_gain);
     for (size_t i = 0; st == PFX_SUCCESS && i < j->weight_count; i++) {
         if (!j->dw[i])
@@ -297,23 +312,46 @@ static pfx_status build_optimizer(pfx_pretrain_job *j, size_t steps)
         st = pfx_optimizer_add_param(j->opt, g_gain, j->gain[l], j->dgain[l], name);
         j->params[j->param_count++] = j->gain[l];
     }
+    for (size_t l = 0; st == PFX_SUCCESS && j->dim && l < j->L; l++) {
+        char name[32];
+        snprintf(name, sizeof(name), "dim_gains.%zu", l);
+        st = pfx_optimizer_add_param(j->opt, g_gain, j->dim[l], j->ddim[l], name);
+        j->params[j->param_count++] = j->dim[l];
+    }
     return st;
 }
 
 /* ---- steps ---- */
 
-static pfx_status read_gains(pfx_pretrain_job *j, float *out)
+/* The gains' host copies from the device (what the next forward reads). */
+static pfx_status read_gains(pfx_pretrain_job *j)
 {
     pfx_status st = PFX_SUCCESS;
-    for (size_t l = 0; st == PFX_SUCCESS && l < j->L; l++)
-        st = pfx_tensor_read(j->gain[l], 0, j->H, out + l * j->H);
+    for (size_t l = 0; st == PFX_SUCCESS && j->gain && l < j->L; l++)
+        st = pfx_tensor_read(j->gain[l], 0, j->H, j->gains_host + l * j->H);
+    for (size_t l = 0; st == PFX_SUCCESS && j->dim && l < j->L; l++)
+        st = pfx_tensor_read(j->dim[l], 0, j->H * j->D, j->dim_host + l * j->H * j->D);
+    return st;
+}
+
+/* Each head's gain for the trace (pfx_pretrain_result.gains): g, or the
+ * mean of G over the head's dimensions. */
+static pfx_status trace_gains(pfx_pretrain_job *j, float *out)
+{
+    pfx_status st = read_gains(j);
+    for (size_t i = 0; st == PFX_SUCCESS && i < j->L * j->H; i++) {
+        double m = 0.0;
+        for (size_t d = 0; !j->gain && d < j->D; d++)
+            m += j->dim_host[i * j->D + d];
+        out[i] = j->gain ? j->gains_host[i] : (float)(m / (double)j->D);
+    }
     return st;
 }
 
 static pfx_model_prefix prefix_of(const pfx_pretrain_job *j, float ramp)
 {
     pfx_model_prefix p = { .gain_mode = j->cfg->gain_mode, .gains = j->gain ? j->gains_host : NULL,
-                           .gain_ramp = ramp };
+                           .dim_gains = j->dim ? j->dim_host : NULL, .gain_ramp = ramp };
     return p;
 }
 
@@ -325,7 +363,7 @@ static pfx_status evaluate(pfx_pretrain_job *j, double *out)
     size_t n = pfx_blocks_count(j->eval);
     if (c->eval_blocks && c->eval_blocks < n)
         n = c->eval_blocks;
-    pfx_status st = j->gain ? read_gains(j, j->gains_host) : PFX_SUCCESS;
+    pfx_status st = read_gains(j);
     const pfx_model_prefix pre = prefix_of(j, pfx_optimizer_gain_ramp(j->opt));
     double sum = 0.0;
     for (size_t i = 0; st == PFX_SUCCESS && i < n; i += c->batch) {
@@ -350,7 +388,7 @@ static pfx_status evaluate(pfx_pretrain_job *j, double *out)
 static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *rep)
 {
     const pfx_pretrain_config *c = j->cfg;
-    pfx_status st = j->gain ? read_gains(j, j->gains_host) : PFX_SUCCESS;
+    pfx_status st = read_gains(j);
     const pfx_model_prefix pre = prefix_of(j, pfx_optimizer_gain_ramp(j->opt));
     double sum = 0.0;
     for (size_t m = 0; st == PFX_SUCCESS && m < c->accumulate; m++) {
@@ -358,7 +396,7 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
         if ((st = pfx_blocks_next_batch(j->train, &j->pos, c->batch, c->seed, j->ids, &rows)))
             return pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
         pfx_model_batch b = { rows, c->block, j->ids, NULL, NULL };
-        pfx_model_grads g = { .gains = j->dgain, .weights = j->dw, .accumulate = m > 0 };
+        pfx_model_grads g = { .gains = j->dgain, .dim_gains = j->ddim, .weights = j->dw, .accumulate = m > 0 };
         double l = 0.0;
         st = pfx_model_backward(j->model, &b, &pre, &g, &l);
         sum += l;
@@ -383,13 +421,23 @@ static pfx_status write_gains(pfx_pretrain_job *j)
     char *path = pfx_join_path(j->cfg->out_dir, "gains.safetensors");
     if (!path)
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-    pfx_status st = read_gains(j, j->gains_host);
-    pfx_named_tensor t = { .name = "gains", .host = j->gains_host, .ndim = 2, .shape = { j->L, j->H },
-                           .dtype = PFX_DTYPE_F32 };
-    const pfx_st_metadata meta[2] = { { "format", "prefixcl-gains-1" },
-                                      { "gain_mode", j->cfg->gain_mode == PFX_GAIN_LINEAR ? "linear" : "tanh" } };
+    pfx_status st = read_gains(j);
+    pfx_named_tensor t[2];
+    size_t n = 0;
+    if (j->gain)
+        t[n++] = (pfx_named_tensor){ .name = "gains", .host = j->gains_host, .ndim = 2, .shape = { j->L, j->H },
+                                     .dtype = PFX_DTYPE_F32 };
+    if (j->dim)
+        t[n++] = (pfx_named_tensor){ .name = "dim_gains", .host = j->dim_host, .ndim = 3,
+                                     .shape = { j->L, j->H, j->D }, .dtype = PFX_DTYPE_F32 };
+    const pfx_gain_mode mode = j->cfg->gain_mode;
+    const pfx_st_metadata meta[3] = {
+        { "format", "prefixcl-gains-1" },
+        { "gain_mode", mode == PFX_GAIN_LINEAR ? "linear" : mode == PFX_GAIN_TANH ? "tanh" : "off" },
+        { "structured", j->dim ? "true" : "false" },
+    };
     if (st == PFX_SUCCESS)
-        st = pfx_safetensors_save(j->rt, path, &t, 1, meta, 2);
+        st = pfx_safetensors_save(j->rt, path, t, n, meta, 3);
     free(path);
     return st;
 }
@@ -426,7 +474,7 @@ static pfx_status write_outputs(pfx_pretrain_job *j, const pfx_pretrain_result *
         st = write_curve(j, r);
     if (st == PFX_SUCCESS && model)
         st = pfx_model_save(j->model, j->cfg->out_dir, NULL);
-    if (st == PFX_SUCCESS && model && j->gain)
+    if (st == PFX_SUCCESS && model && j->any_gain)
         st = write_gains(j);
     return st;
 }
@@ -439,9 +487,9 @@ static pfx_status result_alloc(pfx_pretrain_job *j, pfx_pretrain_result *r, size
     r->losses = calloc(steps, sizeof(double));
     r->grad_norms = calloc(steps, sizeof(float));
     r->eval_losses = malloc((steps + 1) * sizeof(double));
-    if (j->gain)
+    if (j->any_gain)
         r->gains = calloc((steps + 1) * j->L * j->H, sizeof(float));
-    if (!r->losses || !r->grad_norms || !r->eval_losses || (j->gain && !r->gains))
+    if (!r->losses || !r->grad_norms || !r->eval_losses || (j->any_gain && !r->gains))
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory for %zu steps", steps);
     for (size_t s = 0; s <= steps; s++)
         r->eval_losses[s] = NAN;
@@ -477,7 +525,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         r->grad_norms[s] = rep.grad_norm;
         r->steps_done = s + 1;
         done_here++;
-        if (j->gain && (st = read_gains(j, r->gains + (s + 1) * j->L * j->H)))
+        if (j->any_gain && (st = trace_gains(j, r->gains + (s + 1) * j->L * j->H)))
             break;
         if (c->eval_every && (s + 1) % c->eval_every == 0 && s + 1 < r->steps &&
             (st = evaluate(j, &r->eval_losses[s + 1])))

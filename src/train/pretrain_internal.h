@@ -17,10 +17,13 @@ typedef struct pfx_pretrain_job {
     pfx_model_shape shape;
     size_t weight_count;
     pfx_tensor **dw;          /* [weight_count]: NULL for a frozen weight */
-    size_t L, H;
-    pfx_tensor **gain, **dgain; /* [L] of [H] with the gain on */
+    size_t L, H, D;
+    pfx_tensor **gain, **dgain; /* [L] of [H] with a per-head gain */
+    pfx_tensor **dim, **ddim;   /* [L] of [H, D] with the structured gain */
     float *gains_host;        /* [L * H] */
+    float *dim_host;          /* [L * H * D] */
     pfx_optimizer *opt;
+    bool any_gain;            /* a per-head or a structured gain */
     pfx_tensor **params;      /* the optimizer's tensors in registration order */
     size_t param_count;
     int32_t *ids;             /* [batch * block] */
