@@ -1,8 +1,9 @@
 #!/bin/sh
 # Suite 'dist' (built with -Dmpi=enabled): `mpirun -n 2 prefixcl train`.
 #   usage: test_dist.sh PREFIXCL MPIRUN OUT_DIR [CASE [DIST_MODEL DEMO_DIR]]
-#   CASE: curve (two ranks against one), kill, stop, fail, tune (default:
-#   all but tune). tune needs tests/dist_model.c's program and data/demo.
+#   CASE: curve (two ranks against one), kill, stop, fail, tune, pretrain
+#   (default: all but tune and pretrain). tune needs tests/dist_model.c's
+#   program and data/demo, pretrain data/demo.
 #
 # curve: the loss curve of two ranks (uneven shards: batch 5 = 2 + 3) matches
 #   one rank's within a relative 1e-5 per step (LOSS_RTOL below); the
@@ -171,6 +172,72 @@ case_tune() {
     done
 }
 
+# prefixcl pretrain of a tiny GPT-2 from a config: two ranks (batch 5 = 2 + 3
+# rows) against one within LOSS_RTOL per step, two two-rank runs identical,
+# then rank 1 killed once a checkpoint exists and the run resumed with two
+# ranks: bit for bit the uninterrupted run (loss.csv, weights, gains).
+case_pretrain() {
+    [ -n "$DEMO_DIR" ] || { bad "pretrain needs DEMO_DIR"; return; }
+    cfg="$OUT/tiny.json"
+    printf '{"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "vocab_size": 2197, "n_positions": 32}' >"$cfg"
+    args="--config $cfg --tokenizer $DEMO_DIR --data $DEMO_DIR/train.txt --block 16 --batch 5 --lr 3e-3 \
+          --warmup 2 --gain tanh --gain-ramp 3 --quiet"
+    "$PREFIXCL" pretrain $args --steps 20 --out "$OUT/pt-one" >"$OUT/pt-one.log" 2>&1 ||
+        bad "pretrain, one rank: $(tail -3 "$OUT/pt-one.log")"
+    for run in pt-two pt-two-again; do
+        PREFIXCL_DIST_CHECK=1 "$MPIRUN" $MPI_ARGS -x PREFIXCL_DIST_CHECK -x PREFIXCL_CACHE_DIR "$PREFIXCL" \
+            pretrain $args --steps 20 --out "$OUT/$run" >"$OUT/$run.log" 2>&1 ||
+            bad "pretrain, $run: $(tail -5 "$OUT/$run.log")"
+    done
+    grep -q "each sends about .* MiB of gradients a step" "$OUT/pt-two.log" ||
+        bad "pretrain: the bytes a rank sends are not printed: $(tail -3 "$OUT/pt-two.log")"
+    python3 - "$OUT/pt-one/loss.csv" "$OUT/pt-two/loss.csv" "$LOSS_RTOL" <<'EOF2' || bad "pretrain: the loss curves differ"
+import csv, sys
+one = [r for r in csv.DictReader(open(sys.argv[1])) if r["loss"]]
+two = [r for r in csv.DictReader(open(sys.argv[2])) if r["loss"]]
+rtol = float(sys.argv[3])
+if len(one) != 20 or len(two) != 20:
+    sys.exit(f"rows: {len(one)} and {len(two)}, want 20")
+worst = max(abs(float(a["loss"]) - float(b["loss"])) / float(a["loss"]) for a, b in zip(one, two))
+if not worst <= rtol:
+    sys.exit(f"worst relative difference {worst:.2e} > {rtol}")
+if not float(one[-1]["loss"]) < 0.9 * float(one[0]["loss"]):
+    sys.exit("the loss did not fall")
+print(f"pretrain loss curves agree: worst relative difference {worst:.2e}")
+EOF2
+    for f in loss.csv model.safetensors gains.safetensors; do
+        cmp -s "$OUT/pt-two/$f" "$OUT/pt-two-again/$f" || bad "pretrain: two-rank runs differ in $f"
+    done
+    long="$args --steps 300 --checkpoint-every 2"
+    "$MPIRUN" $MPI_ARGS "$PREFIXCL" pretrain $long --out "$OUT/pt-whole" >"$OUT/pt-whole.log" 2>&1 ||
+        bad "pretrain, uninterrupted: $(tail -5 "$OUT/pt-whole.log")"
+    wrapper pretrain
+    rm -f "$OUT/rank1.pid"
+    "$MPIRUN" $MPI_ARGS "$OUT/rank.sh" $long --out "$OUT/pt-cut" >"$OUT/pt-cut.log" 2>&1 &
+    job=$!
+    n=0
+    until [ -f "$OUT/pt-cut/checkpoint.safetensors" ] && [ -f "$OUT/rank1.pid" ]; do
+        n=$((n + 1))
+        if [ $n -gt 3000 ] || ! kill -0 $job 2>/dev/null; then
+            bad "pretrain: no checkpoint while the job ran: $(tail -5 "$OUT/pt-cut.log")"
+            kill -TERM $job 2>/dev/null
+            wait $job
+            return
+        fi
+        sleep 0.05
+    done
+    kill -KILL "$(cat "$OUT/rank1.pid")"
+    wait_job $job
+    [ $rc -ne 0 ] || bad "pretrain: the job whose rank 1 was killed exited 0 (it ended first?)"
+    grep -Eq "rank 1 .*(signal 9|Killed)|process rank 1" "$OUT/pt-cut.log" ||
+        bad "pretrain: no message naming the killed rank 1: $(tail -8 "$OUT/pt-cut.log")"
+    "$MPIRUN" $MPI_ARGS "$PREFIXCL" pretrain $long --resume --out "$OUT/pt-cut" >"$OUT/pt-resume.log" 2>&1 ||
+        bad "pretrain, resumed: $(tail -5 "$OUT/pt-resume.log")"
+    for f in loss.csv model.safetensors gains.safetensors; do
+        cmp -s "$OUT/pt-whole/$f" "$OUT/pt-cut/$f" || bad "pretrain: the resumed run differs in $f"
+    done
+}
+
 # Rank 1 runs through a wrapper that records its pid.
 wrapper() {
     cat >"$OUT/rank.sh" <<EOF
@@ -255,6 +322,7 @@ kill) case_lost KILL ;;
 stop) case_lost STOP ;;
 fail) case_fail ;;
 tune) case_tune ;;
+pretrain) case_pretrain ;;
 all) case_curve; case_lost KILL; case_lost STOP; case_fail ;;
 *) echo "unknown case $CASE"; exit 2 ;;
 esac

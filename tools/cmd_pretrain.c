@@ -2,7 +2,9 @@
  * gains (prefixcl/pretrain.h): from a config alone (pre-training) or a
  * Hugging Face checkpoint (full fine-tuning). A thin command over the
  * library's job: options, progress, the pictures; Ctrl-C or SIGTERM stops
- * at the next step boundary with a checkpoint that --resume continues. */
+ * at the next step boundary with a checkpoint that --resume continues.
+ * Under `mpirun -n R` every rank trains on its share of each batch, the
+ * gradients summed in rank order (tools/dist.h); rank 0 prints and writes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "chart.h"
 #include "cli.h"
 #include "commands.h"
+#include "dist.h"
 #include "pretrain_plot.h"
 #include "tool_util.h"
 
@@ -125,6 +128,19 @@ static const char *config_folder(const char *path, const char *out, char *buf, s
     return buf;
 }
 
+/* The job's data-parallel hooks over tools/dist.h. */
+static pfx_status reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
+{
+    (void)user;
+    return dist_reduce_grads(opt, count, mean_loss) ? PFX_ERROR_OPENCL : PFX_SUCCESS;
+}
+
+static bool any_hook(void *user, bool mine)
+{
+    (void)user;
+    return dist_any(mine);
+}
+
 int cmd_pretrain(int argc, char **argv)
 {
     pfx_pretrain_config c;
@@ -195,10 +211,26 @@ int cmd_pretrain(int argc, char **argv)
     char cfgbuf[4096];
     if (config && !(c.config_dir = config_folder(config, c.out_dir, cfgbuf, sizeof(cfgbuf))))
         return 2;
-    pfx_runtime *rt = tool_runtime("pretrain", device);
+    char devbuf[32];
+    const char *dev = dist_device(device, devbuf, sizeof(devbuf)); /* this rank's (dist.h) */
+    if (!dev && dist_size() > 1)
+        return 1;
+    pfx_runtime *rt = tool_runtime("pretrain", dev);
     if (!rt)
         return 1;
-    progress prog = { .tty = isatty(STDOUT_FILENO) != 0, .quiet = quiet, .every = 10 };
+    const bool lead = dist_rank() == 0;
+    c.rank = (size_t)dist_rank();
+    c.ranks = (size_t)dist_size();
+    c.reduce = reduce_hook;
+    c.any = any_hook;
+    char agreed[8192];
+    snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d",
+             config ? config : "", c.model_dir ? c.model_dir : "", c.tokenizer_dir ? c.tokenizer_dir : "",
+             c.data_path, c.eval_path ? c.eval_path : "", c.block, c.batch, c.accumulate, c.steps, c.epochs,
+             (double)c.lr, (double)c.gain_lr, (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
+             (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "", (unsigned long long)c.seed, (int)resume);
+    dist_agree("pretraining options", agreed);
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1, .quiet = quiet || !lead, .every = 10 };
     if (!quiet)
         printf("prefixcl pretrain: %s %s, data %s, blocks of %zu, %zu x %zu rows a step, gain %s, seed %llu%s\n",
                c.model_dir ? "fine-tuning" : "a new model from", c.model_dir ? c.model_dir : c.config_dir,
@@ -209,11 +241,14 @@ int cmd_pretrain(int argc, char **argv)
     pfx_pretrain_result r;
     pfx_status st = pfx_pretrain_run(rt, &c, on_step, &prog, &r);
     cli_stop_release();
-    if (st != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl pretrain: %s (%s)\n", pfx_status_string(st), pfx_last_error(rt));
+    if (st != PFX_SUCCESS || !lead) {
+        if (st != PFX_SUCCESS)
+            fprintf(stderr, "prefixcl pretrain: %s (%s)\n", pfx_status_string(st), pfx_last_error(rt));
+        const bool stopped = r.stopped;
         pfx_pretrain_result_free(&r);
         pfx_runtime_destroy(&rt);
-        return 1;
+        /* a stop is agreed by every rank: each exits as rank 0 */
+        return st != PFX_SUCCESS ? 1 : stopped && cli_stop ? cli_stop_status() : stopped ? DIST_EXIT_STOPPED : 0;
     }
     const pfx_model_shape *s = &r.shape;
     printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name, pfx_runtime_device(rt)->platform_name);
@@ -229,7 +264,7 @@ int cmd_pretrain(int argc, char **argv)
     if (r.stopped) {
         printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r.steps_done,
                r.steps, c.out_dir, PFX_PRETRAIN_CHECKPOINT);
-        rc = cli_stop ? cli_stop_status() : 0;
+        rc = cli_stop ? cli_stop_status() : dist_size() > 1 ? DIST_EXIT_STOPPED : 0;
     } else {
         printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
         if (r.first_step == 0)

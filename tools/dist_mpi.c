@@ -1,8 +1,8 @@
-/* dist.h over MPI (the `mpi` feature). Every exchange is point to point with
- * rank 0 (nonblocking, polled against a deadline), so that a rank that
- * stops answering is named instead of hanging the job, and so that rank 0
- * sums in rank order. MPI errors return (MPI_ERRORS_RETURN) and abort the
- * job with MPI's message. */
+/* dist.h over MPI (the `mpi` feature). Every exchange is point to point
+ * (nonblocking, polled against a deadline), so that a rank that stops
+ * answering is named instead of hanging the job, and every sum runs in rank
+ * order. MPI errors return (MPI_ERRORS_RETURN) and abort the job with MPI's
+ * message. */
 #include "dist.h"
 
 #include <limits.h>
@@ -15,8 +15,8 @@
 
 #include "cli.h"
 
-enum { TAG_AGREE = 1, TAG_COUNT, TAG_GRAD, TAG_SUM_COUNT, TAG_SUM_GRAD, TAG_HASH, TAG_ANY, TAG_ANY_BACK,
-       TAG_MEAN_COUNT, TAG_MEAN_SUM };
+enum { TAG_AGREE = 1, TAG_COUNT, TAG_GRAD, TAG_SUM_GRAD, TAG_HASH, TAG_ANY, TAG_ANY_BACK, TAG_MEAN_COUNT,
+       TAG_MEAN_SUM };
 
 static struct {
     bool on;
@@ -24,8 +24,9 @@ static struct {
     unsigned timeout_s;
     bool check;
     float *buf;         /* this rank's packed gradients, then the sum */
-    float *all;         /* rank 0: every other rank's, [size - 1][floats] */
+    float *all;         /* the other ranks' parts of this rank's chunk, [size - 1][chunk] */
     size_t floats, all_floats;
+    bool told;          /* the bytes a step sends were printed */
 } g = { .size = 1, .timeout_s = 600 };
 
 int dist_rank(void)
@@ -349,16 +350,23 @@ static size_t grad_floats(pfx_optimizer *opt)
     return total;
 }
 
+/* Chunk c of F floats over R ranks: [F c / R, F (c + 1) / R). */
+static size_t chunk_begin(size_t F, int c)
+{
+    return F / (size_t)g.size * (size_t)c + F % (size_t)g.size * (size_t)c / (size_t)g.size;
+}
+
 static void ensure_buffers(size_t floats)
 {
-    if (floats > (size_t)INT_MAX)
-        fatal(5, "%zu gradient floats exceed one MPI message (%d)", floats, INT_MAX);
+    const size_t chunk = chunk_begin(floats, 1) + 1; /* every chunk is at most this */
+    if (chunk > (size_t)INT_MAX)
+        fatal(5, "%zu gradient floats over %d ranks exceed one MPI message (%d)", floats, g.size, INT_MAX);
     if (!g.buf || g.floats != floats) {
         free(g.buf);
         g.buf = malloc((floats ? floats : 1) * sizeof(float));
         g.floats = floats;
     }
-    size_t want = g.rank == 0 ? floats * (size_t)(g.size - 1) : 1;
+    const size_t want = chunk * (size_t)(g.size - 1);
     if (!g.all || g.all_floats != want) {
         free(g.all);
         g.all = malloc((want ? want : 1) * sizeof(float));
@@ -368,48 +376,55 @@ static void ensure_buffers(size_t floats)
         fatal(5, "no host memory for %zu gradient floats", floats);
 }
 
+/* Every rank's (count, loss sum) on every rank, heads[2 r], heads[2 r + 1]. */
+static void exchange_heads(const double *mine, double *heads, const char *what)
+{
+    const int R = g.size;
+    MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
+    int *peer = malloc((size_t)R * 2 * sizeof(int));
+    if (!req || !peer)
+        fatal(5, "%s: out of host memory", what);
+    int n = 0;
+    heads[2 * g.rank] = mine[0];
+    heads[2 * g.rank + 1] = mine[1];
+    for (int r = 0; r < R; r++) {
+        if (r == g.rank)
+            continue;
+        peer[n] = r;
+        mpi_ok(MPI_Irecv(heads + 2 * r, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]), what);
+        peer[n] = r;
+        mpi_ok(MPI_Isend(mine, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]), what);
+    }
+    wait_all(req, peer, n, what);
+    free(req);
+    free(peer);
+}
+
+/* Reduce-scatter then all-gather, both point to point: rank c owns chunk c
+ * of the packed gradients, receives it from every other rank, sums the
+ * weighted parts in rank order (double, one rounding to float) and sends the
+ * sum to every other rank. Each rank sends 2 (R - 1) / R of the gradients a
+ * step (rank 0's old gather sent R - 1 times them and held them all), and
+ * every element is the same sum in the same order whatever the chunking: a
+ * run is reproducible bit for bit for a given R. */
 int dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss)
 {
     if (!g.on || g.size == 1)
         return 0;
     const char *what = "summing the gradients";
+    const int R = g.size;
     const size_t F = grad_floats(opt);
     ensure_buffers(F);
     if (pack(opt, false))
         return -1;
-    /* header: this rank's count and loss sum */
-    double head[2] = { *count, *count > 0 ? *count * *mean_loss : 0.0 };
-    if (g.rank != 0) {
-        MPI_Request req[4];
-        int peer[4] = { 0, 0, 0, 0 };
-        double sum[2];
-        mpi_ok(MPI_Isend(head, 2, MPI_DOUBLE, 0, TAG_COUNT, MPI_COMM_WORLD, &req[0]), what);
-        mpi_ok(MPI_Isend(g.buf, (int)F, MPI_FLOAT, 0, TAG_GRAD, MPI_COMM_WORLD, &req[1]), what);
-        wait_all(req, peer, 2, what);
-        mpi_ok(MPI_Irecv(sum, 2, MPI_DOUBLE, 0, TAG_SUM_COUNT, MPI_COMM_WORLD, &req[2]), what);
-        mpi_ok(MPI_Irecv(g.buf, (int)F, MPI_FLOAT, 0, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[3]), what);
-        wait_all(req + 2, peer, 2, what);
-        *count = sum[0];
-        *mean_loss = sum[0] > 0 ? sum[1] / sum[0] : 0.0;
-        return pack(opt, true);
-    }
-    const int R = g.size;
-    double *heads = malloc((size_t)R * 2 * sizeof(double));
+    const double mine[2] = { *count, *count > 0 ? *count * *mean_loss : 0.0 };
+    double *heads = malloc((size_t)R * 2 * sizeof(double)), *w = malloc((size_t)R * sizeof(double));
     MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
-    int *peer = calloc((size_t)R * 2, sizeof(int));
-    if (!heads || !req || !peer)
+    int *peer = malloc((size_t)R * 2 * sizeof(int));
+    if (!heads || !w || !req || !peer)
         fatal(5, "%s: out of host memory", what);
-    heads[0] = head[0];
-    heads[1] = head[1];
-    for (int r = 1; r < R; r++) {
-        peer[2 * (r - 1)] = peer[2 * (r - 1) + 1] = r;
-        mpi_ok(MPI_Irecv(heads + 2 * r, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD,
-                         &req[2 * (r - 1)]), what);
-        mpi_ok(MPI_Irecv(g.all + (size_t)(r - 1) * F, (int)F, MPI_FLOAT, r, TAG_GRAD,
-                         MPI_COMM_WORLD, &req[2 * (r - 1) + 1]), what);
-    }
-    wait_all(req, peer, 2 * (R - 1), what);
-    /* in rank order: N, the loss sum, the weights */
+    exchange_heads(mine, heads, what);
+    /* in rank order: N, the loss sum, the weights (the same on every rank) */
     double sum[2] = { 0.0, 0.0 };
     for (int r = 0; r < R; r++) {
         if (!(heads[2 * r] >= 0.0))
@@ -417,29 +432,53 @@ int dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss)
         sum[0] += heads[2 * r];
         sum[1] += heads[2 * r + 1];
     }
-    double *w = malloc((size_t)R * sizeof(double));
-    if (!w)
-        fatal(5, "%s: out of host memory", what);
     for (int r = 0; r < R; r++)
         w[r] = sum[0] > 0 ? heads[2 * r] / sum[0] : 0.0;
-    for (size_t i = 0; i < F; i++) {
+    const size_t b0 = chunk_begin(F, g.rank), n0 = chunk_begin(F, g.rank + 1) - b0;
+    const size_t stride = chunk_begin(F, 1) + 1; /* g.all's slots: every chunk fits */
+    /* reduce-scatter: my chunk from every rank, every rank's chunk from me */
+    int n = 0;
+    for (int r = 0, k = 0; r < R; r++) {
+        if (r == g.rank)
+            continue;
+        const size_t br = chunk_begin(F, r), nr = chunk_begin(F, r + 1) - br;
+        peer[n] = r;
+        mpi_ok(MPI_Irecv(g.all + (size_t)k++ * stride, (int)n0, MPI_FLOAT, r, TAG_GRAD, MPI_COMM_WORLD,
+                         &req[n++]), what);
+        peer[n] = r;
+        mpi_ok(MPI_Isend(g.buf + br, (int)nr, MPI_FLOAT, r, TAG_GRAD, MPI_COMM_WORLD, &req[n++]), what);
+    }
+    wait_all(req, peer, n, what);
+    for (size_t i = 0; i < n0; i++) {
         double acc = 0.0;
-        if (w[0] > 0)
-            acc += w[0] * (double)g.buf[i];
-        for (int r = 1; r < R; r++)
+        for (int r = 0, k = 0; r < R; r++) {
+            const float v = r == g.rank ? g.buf[b0 + i] : g.all[(size_t)k++ * stride + i];
             if (w[r] > 0)
-                acc += w[r] * (double)g.all[(size_t)(r - 1) * F + i];
-        g.buf[i] = (float)acc;
+                acc += w[r] * (double)v;
+        }
+        g.buf[b0 + i] = (float)acc;
     }
-    for (int r = 1; r < R; r++) {
-        mpi_ok(MPI_Isend(sum, 2, MPI_DOUBLE, r, TAG_SUM_COUNT, MPI_COMM_WORLD,
-                         &req[2 * (r - 1)]), what);
-        mpi_ok(MPI_Isend(g.buf, (int)F, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD,
-                         &req[2 * (r - 1) + 1]), what);
+    /* all-gather: my summed chunk to every rank, theirs into place */
+    n = 0;
+    for (int r = 0; r < R; r++) {
+        if (r == g.rank)
+            continue;
+        const size_t br = chunk_begin(F, r), nr = chunk_begin(F, r + 1) - br;
+        peer[n] = r;
+        mpi_ok(MPI_Irecv(g.buf + br, (int)nr, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[n++]), what);
+        peer[n] = r;
+        mpi_ok(MPI_Isend(g.buf + b0, (int)n0, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[n++]), what);
     }
-    wait_all(req, peer, 2 * (R - 1), what);
-    free(w);
+    wait_all(req, peer, n, what);
+    if (!g.told && g.rank == 0) {
+        const double sent = 2.0 * (double)(F - n0) * sizeof(float);
+        fprintf(stderr, "prefixcl: %d ranks: each sends about %.2f MiB of gradients a step (reduce-scatter and "
+                        "all-gather, summed in rank order)\n",
+                R, sent / 1048576.0);
+        g.told = true;
+    }
     free(heads);
+    free(w);
     free(req);
     free(peer);
     *count = sum[0];

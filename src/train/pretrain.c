@@ -99,6 +99,8 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
             return bad(rt, f[i].name, f[i].unit ? "must be in [0, 1]" : "must be finite and >= 0");
     if (c->gain_mode != PFX_GAIN_OFF && c->gain_mode != PFX_GAIN_LINEAR && c->gain_mode != PFX_GAIN_TANH)
         return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
+    if (c->ranks > 1 && (c->rank >= c->ranks || !c->reduce))
+        return bad(rt, c->reduce ? "rank" : "reduce", c->reduce ? "is not below config.ranks" : "is NULL with ranks > 1");
     return PFX_SUCCESS;
 }
 
@@ -383,34 +385,50 @@ static pfx_status evaluate(pfx_pretrain_job *j, double *out)
     return st;
 }
 
-/* One optimizer step: the micro-batches' forward and backward, the
- * gradients averaged, AdamW. */
+/* Whether any process asks for a stop (this one's answer alone without
+ * the hook). */
+static bool any_rank(const pfx_pretrain_config *c, bool mine)
+{
+    return c->ranks > 1 && c->any ? c->any(c->dist_user, mine) : mine;
+}
+
+/* One optimizer step: the micro-batches' forward and backward (this
+ * process's rows of each), the gradients averaged (and reduced over the
+ * processes), AdamW. */
 static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *rep)
 {
     const pfx_pretrain_config *c = j->cfg;
+    const size_t ranks = c->ranks > 1 ? c->ranks : 1, rank = ranks > 1 ? c->rank : 0;
     pfx_status st = read_gains(j);
     const pfx_model_prefix pre = prefix_of(j, pfx_optimizer_gain_ramp(j->opt));
-    double sum = 0.0;
+    double sum = 0.0, count = 0.0;
+    size_t added = 0;
     for (size_t m = 0; st == PFX_SUCCESS && m < c->accumulate; m++) {
         size_t rows = 0;
         if ((st = pfx_blocks_next_batch(j->train, &j->pos, c->batch, c->seed, j->ids, &rows)))
             return pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
-        pfx_model_batch b = { rows, c->block, j->ids, NULL, NULL };
-        pfx_model_grads g = { .gains = j->dgain, .dim_gains = j->ddim, .weights = j->dw, .accumulate = m > 0 };
+        const size_t b0 = rows * rank / ranks, n = rows * (rank + 1) / ranks - b0;
+        if (n == 0)
+            continue;
+        pfx_model_batch b = { n, c->block, j->ids + b0 * c->block, NULL, NULL };
+        pfx_model_grads g = { .gains = j->dgain, .dim_gains = j->ddim, .weights = j->dw, .accumulate = added > 0 };
         double l = 0.0;
         st = pfx_model_backward(j->model, &b, &pre, &g, &l);
         sum += l;
+        count += (double)(n * (c->block - 1));
+        added++;
     }
-    /* the mean over the micro-batches (HF divides each one's loss) */
-    const float inv = 1.0f / (float)c->accumulate;
-    for (size_t i = 0; st == PFX_SUCCESS && c->accumulate > 1 && i < j->param_count; i++) {
+    /* the mean over the micro-batches (HF divides each one's loss); none: zero */
+    for (size_t i = 0; st == PFX_SUCCESS && (added != 1) && i < j->param_count; i++) {
         pfx_tensor *grad = NULL;
         if ((st = pfx_optimizer_param_tensors(j->opt, i, NULL, &grad)) == PFX_SUCCESS)
-            st = pfx_axpby(grad, 0.0f, grad, inv);
+            st = added ? pfx_axpby(grad, 0.0f, grad, 1.0f / (float)added) : pfx_tensor_fill(grad, 0.0f);
     }
+    *loss = added ? sum / (double)added : 0.0;
+    if (st == PFX_SUCCESS && ranks > 1)
+        st = c->reduce(c->dist_user, j->opt, &count, loss);
     if (st == PFX_SUCCESS)
         st = pfx_optimizer_step(j->opt, rep);
-    *loss = sum / (double)c->accumulate;
     return st;
 }
 
@@ -506,6 +524,12 @@ static size_t planned_steps(const pfx_pretrain_job *j)
     return c->epochs * (per_epoch ? per_epoch : 1);
 }
 
+/* The process that writes: rank 0, or the only one. */
+static bool lead(const pfx_pretrain_config *c)
+{
+    return c->ranks <= 1 || c->rank == 0;
+}
+
 static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void *user, pfx_pretrain_result *r)
 {
     const pfx_pretrain_config *c = j->cfg;
@@ -513,7 +537,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
     const double t0 = now_s();
     size_t done_here = 0;
     for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
-        if ((c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after)) {
+        if (any_rank(c, (c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after))) {
             r->stopped = true;
             break;
         }
@@ -542,7 +566,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         };
         if (on_step)
             on_step(&info, user);
-        if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps)
+        if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps && lead(c))
             st = write_outputs(j, r, false);
     }
     r->seconds = now_s() - t0;
@@ -584,7 +608,7 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg, pfx
     }
     if (st == PFX_SUCCESS)
         st = train(&j, on_step, user, result);
-    if (st == PFX_SUCCESS)
+    if (st == PFX_SUCCESS && lead(cfg))
         st = write_outputs(&j, result, !result->stopped);
 out:
     job_free(&j);
