@@ -137,6 +137,16 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, si
     return 0;
 }
 
+const char *cli_bar(char buf[CLI_BAR_MAX + 1], double fraction, int width)
+{
+    width = width < 0 ? 0 : width > CLI_BAR_MAX ? CLI_BAR_MAX : width;
+    const int filled = fraction <= 0.0 ? 0 : fraction >= 1.0 ? width : (int)(fraction * width);
+    for (int i = 0; i < width; i++)
+        buf[i] = i < filled ? '#' : '-';
+    buf[width] = '\0';
+    return buf;
+}
+
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count)
 {
     if (!text || vocab == 0)

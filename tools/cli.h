@@ -51,6 +51,11 @@ typedef struct cli_option {
 int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n, bool *given,
               int (*usage)(FILE *out));
 
+/* A progress bar of `width` characters (at most CLI_BAR_MAX): '#' for the
+ * done fraction (clamped to [0, 1]), '-' for the rest; returns buf. */
+#define CLI_BAR_MAX 64
+const char *cli_bar(char buf[CLI_BAR_MAX + 1], double fraction, int width);
+
 /* An output file of command `cmd`, checked before any work: named, not a
  * folder, writable if it exists, and a new file can be made beside it (one
  * is opened and discarded: pfx_output_open). False after "prefixcl CMD:

@@ -36,12 +36,8 @@ static void on_progress(void *user, double fraction, const char *phase, unsigned
     if (p->quiet)
         return;
     if (p->tty) {
-        const int width = 30;
-        int filled = (int)(fraction * width);
-        char bar[64];
-        for (int i = 0; i < width; i++)
-            bar[i] = i < filled ? '#' : '-';
-        bar[width] = '\0';
+        char bar[CLI_BAR_MAX + 1];
+        cli_bar(bar, fraction, 30);
         fprintf(stderr, "\r[%s] %-11s %4u tried  best %7.2f GFLOP/s", bar, phase, tried,
                 best_gflops);
         fflush(stderr);

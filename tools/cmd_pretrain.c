@@ -71,11 +71,8 @@ static void on_step(const pfx_pretrain_step *s, void *user)
     if (isfinite(s->eval_loss))
         snprintf(eval, sizeof(eval), "  eval %.4f (ppl %.1f)", s->eval_loss, exp(s->eval_loss));
     if (p->tty) {
-        const int width = 24, filled = (int)((double)s->step / (double)s->steps * width);
-        char bar[32];
-        for (int i = 0; i < width; i++)
-            bar[i] = i < filled ? '#' : '-';
-        bar[width] = '\0';
+        char bar[CLI_BAR_MAX + 1];
+        cli_bar(bar, (double)s->step / (double)s->steps, 24);
         fprintf(stdout, "\r[%s] step %zu/%zu  loss %.4f%s  |g| %.3e  %.0f tok/s  %.0f s left%s ", bar, s->step,
                 s->steps, s->loss, eval, (double)s->grad_norm, s->tokens_per_s, s->eta_s,
                 s->skipped ? "  (skipped)" : "");

@@ -51,12 +51,8 @@ static void on_step(const train_step_info *s, void *user)
     if (p->quiet)
         return;
     if (p->tty) {
-        const int width = 30;
-        int filled = (int)((double)s->step / (double)p->steps * width);
-        char bar[64];
-        for (int i = 0; i < width; i++)
-            bar[i] = i < filled ? '#' : '-';
-        bar[width] = '\0';
+        char bar[CLI_BAR_MAX + 1];
+        cli_bar(bar, (double)s->step / (double)p->steps, 30);
         fprintf(stdout, "\r[%s] step %zu/%zu  loss %.4e  |g| %.3e  %.0f tok/s%s", bar, s->step,
                 p->steps, s->loss, (double)s->grad_norm, s->tokens_per_s,
                 s->skipped ? "  (skipped)" : "");

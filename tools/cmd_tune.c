@@ -74,12 +74,8 @@ static void on_step(const tune_step_info *s, void *user)
     if (p->quiet)
         return;
     if (p->tty) {
-        const int width = 24;
-        int filled = (int)((double)s->step / (double)s->steps * width);
-        char bar[32];
-        for (int i = 0; i < width; i++)
-            bar[i] = i < filled ? '#' : '-';
-        bar[width] = '\0';
+        char bar[CLI_BAR_MAX + 1];
+        cli_bar(bar, (double)s->step / (double)s->steps, 24);
         fprintf(stdout, "\r[%s] step %zu/%zu  epoch %llu  loss %.4f  |g| %.3e  %.0f tok/s  %.0f s left%s ", bar,
                 s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm, s->tokens_per_s,
                 s->eta_s, s->skipped ? "  (skipped)" : "");
