@@ -2,7 +2,8 @@
  * and the demonstration's tokenizer and corpus (argv[1]: data/demo): the
  * loss falls, the outputs load back, a stopped and resumed run equals an
  * uninterrupted one bit for bit, gradient accumulation averages, full
- * fine-tuning from the written folder, and the inputs it refuses. */
+ * fine-tuning from the written folder, a checkpoint read as strictly as any
+ * input, and the inputs it refuses. */
 #include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -244,6 +245,121 @@ static void test_resume(void **state)
     free(cfgdir);
 }
 
+/* dir/checkpoint.safetensors again with metadata key `key` set to `value`
+ * (NULL: left out) and tensor `drop` (NULL: none) left out. */
+static void rewrite_checkpoint(const char *dir, const char *key, const char *value, const char *drop)
+{
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/%s", dir, PFX_PRETRAIN_CHECKPOINT);
+    pfx_safetensors *f = NULL;
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    const size_t n = pfx_safetensors_count(f), m = pfx_safetensors_metadata_count(f);
+    pfx_named_tensor *items = calloc(n, sizeof(*items));
+    float **data = calloc(n, sizeof(*data));
+    pfx_st_metadata *meta = calloc(m + 1, sizeof(*meta));
+    char **names = calloc(n, sizeof(*names));
+    size_t k = 0, q = 0;
+    for (size_t i = 0; i < n; i++) {
+        pfx_st_info info;
+        assert_int_equal(pfx_safetensors_info(f, i, &info), PFX_SUCCESS);
+        if (drop && !strcmp(info.name, drop))
+            continue;
+        names[k] = strdup(info.name);
+        data[k] = malloc((info.numel ? info.numel : 1) * sizeof(float));
+        assert_int_equal(pfx_safetensors_read_f32(f, info.name, data[k], info.numel), PFX_SUCCESS);
+        items[k] = (pfx_named_tensor){ .name = names[k], .host = data[k], .ndim = info.ndim, .dtype = PFX_DTYPE_F32 };
+        for (unsigned d = 0; d < info.ndim; d++)
+            items[k].shape[d] = info.shape[d];
+        k++;
+    }
+    bool set = false;
+    for (size_t i = 0; i < m; i++) {
+        const char *mk, *mv;
+        assert_int_equal(pfx_safetensors_metadata(f, i, &mk, &mv), PFX_SUCCESS);
+        if (!strcmp(mk, key)) {
+            set = true;
+            if (!value)
+                continue;
+            mv = value;
+        }
+        meta[q++] = (pfx_st_metadata){ mk, mv };
+    }
+    if (!set && value)
+        meta[q++] = (pfx_st_metadata){ key, value };
+    assert_int_equal(pfx_safetensors_save(NULL, path, items, k, meta, q), PFX_SUCCESS);
+    pfx_safetensors_close(&f);
+    for (size_t i = 0; i < k; i++) {
+        free(names[i]);
+        free(data[i]);
+    }
+    free(names);
+    free(data);
+    free(items);
+    free(meta);
+}
+
+/* A checkpoint is read as strictly as any input: each bad field refused
+ * with a message naming it, the checkpoint's weights never half loaded. */
+static void test_checkpoint_checked(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *cfgdir = tf_tempdir("pt-config"), *out = tf_tempdir("pt-ckpt");
+    assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
+    pfx_pretrain_config c;
+    base_config(&c, cfgdir, out);
+    c.steps = 6;
+    c.stop_after = 2;
+    c.gain_mode = PFX_GAIN_LINEAR;
+    pfx_pretrain_result r;
+    run_ok(rt, &c, &r);
+    pfx_pretrain_result_free(&r);
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/%s", out, PFX_PRETRAIN_CHECKPOINT);
+    size_t size;
+    unsigned char *good = slurp(out, PFX_PRETRAIN_CHECKPOINT, &size);
+    c.stop_after = 0;
+    c.resume = true;
+    static const struct { const char *key, *value, *drop, *needle; } cases[] = {
+        { "losses", "junk", NULL, "losses" },
+        { "losses", "0x1p+1,0x1p+1,0x1p+1,", NULL, "losses" },
+        { "steps_done", "7", NULL, "steps_done" },
+        { "steps_done", "2x", NULL, "steps_done" },
+        { "optimizer_step", "3", NULL, "optimizer_step" },
+        { "data_index", "99999999", NULL, "data_index" },
+        { "eval_losses", "5:0x1p+1,", NULL, "eval_losses" },
+        { "eval_losses", "0:nan,", NULL, "eval_losses" },
+        { "format", "something-else", NULL, "format" },
+        { "format", NULL, NULL, "format" },
+        { "transformer.h.0.ln_1.weight.step", "1", NULL, "transformer.h.0.ln_1.weight.step" },
+        { "steps_done", "2", "transformer.wte.weight.exp_avg", "transformer.wte.weight.exp_avg" },
+        { "steps_done", "2", "grad_norms", "grad_norms" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        FILE *f = fopen(path, "wb");
+        assert_int_equal(fwrite(good, 1, size, f), size);
+        fclose(f);
+        rewrite_checkpoint(out, cases[i].key, cases[i].value, cases[i].drop);
+        const pfx_status st = pfx_pretrain_run(rt, &c, NULL, NULL, &r);
+        pfx_pretrain_result_free(&r);
+        if (st == PFX_SUCCESS || !strstr(pfx_last_error(rt), cases[i].needle))
+            fail_msg("case %zu (%s = %s): %s (%s)", i, cases[i].key, cases[i].value ? cases[i].value : "(none)",
+                     pfx_status_string(st), pfx_last_error(rt));
+    }
+    /* the good one still resumes */
+    FILE *f = fopen(path, "wb");
+    assert_int_equal(fwrite(good, 1, size, f), size);
+    fclose(f);
+    run_ok(rt, &c, &r);
+    assert_int_equal(r.first_step, 2);
+    assert_int_equal(r.steps_done, 6);
+    pfx_pretrain_result_free(&r);
+    free(good);
+    tf_rmdir(out);
+    free(out);
+    tf_rmdir(cfgdir);
+    free(cfgdir);
+}
+
 /* Two micro-batches of 2 blocks average to one batch of the same 4 blocks. */
 static void test_accumulate(void **state)
 {
@@ -359,6 +475,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pretrain_learns),
         cmocka_unit_test(test_resume),
         cmocka_unit_test(test_accumulate),
+        cmocka_unit_test(test_checkpoint_checked),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
