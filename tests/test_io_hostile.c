@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/io_internal.h"
 #include "pfx_test.h"
 #include "prefixcl/io.h"
 
@@ -176,6 +177,48 @@ static void test_config_refusals(void **state)
     write_config(".", "{" CONFIG_FIELDS "}"); /* what "" used to read */
     assert_status_names(NULL, pfx_peft_read_config("", &cfg), PFX_ERROR_INVALID_ARGUMENT, "dir is empty");
     assert_int_equal(chdir(cwd), 0);
+}
+
+/* ---------------------------------------------------------------- shard index */
+
+/* 200,000 tensors, each in a shard of its own: the shard lookup compared
+ * every entry with every shard seen (about 60 s at this size); sorting keeps
+ * it far below the limit. */
+static void test_index_many_shards(void **state)
+{
+    (void)state;
+    const size_t n = 200000;
+    size_t cap = 64 + n * 64, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "{\"weight_map\": {");
+    for (size_t i = 0; i < n; i++) /* shard names in reverse of the entries */
+        len += (size_t)snprintf(text + len, cap - len, "%s\"t%zu\": \"s%07zu.safetensors\"", i ? ", " : "",
+                                i, n - 1 - i);
+    len += (size_t)snprintf(text + len, cap - len, "}}");
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pfx_st_index *x = NULL;
+    assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "many-shards", &x), PFX_SUCCESS);
+    double s = seconds_since(&t0);
+    assert_int_equal(x->count, n);
+    assert_int_equal(x->shard_count, n);
+    for (size_t i = 0; i < n; i += 9973) {
+        char want[32];
+        snprintf(want, sizeof(want), "s%07zu.safetensors", n - 1 - i);
+        assert_string_equal(x->shards[x->shard[i]], want);
+    }
+    pfx_st_index_free(&x);
+    /* one shard for every tensor: still one shard */
+    len = (size_t)snprintf(text, cap, "{\"weight_map\": {\"a\": \"x\", \"b\": \"y\", \"c\": \"x\"}}");
+    assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "three", &x), PFX_SUCCESS);
+    assert_int_equal(x->shard_count, 2);
+    assert_int_equal(x->shard[0], x->shard[2]);
+    assert_string_equal(x->shards[x->shard[1]], "y");
+    pfx_st_index_free(&x);
+    free(text);
+    if (s > 3.0)
+        fail_msg("an index of %zu tensors in %zu shards took %.2f s", n, n, s);
 }
 
 static void test_nul_escape_in_tensor_name(void **state)
@@ -448,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_config_many_keys),
         cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_nul_escape_in_tensor_name),
+        cmocka_unit_test(test_index_many_shards),
         cmocka_unit_test(test_save_refuses_device_node),
         cmocka_unit_test(test_killed_save_cleaned_at_next_save),
         cmocka_unit_test(test_save_honours_umask),

@@ -67,7 +67,7 @@ typedef struct pfx_st_index {
     size_t count;        /* tensors */
     char **names;        /* [count] */
     size_t *shard;       /* [count]: index into shards */
-    char **shards;       /* [shard_count], distinct, in order of first use */
+    char **shards;       /* [shard_count], distinct, sorted by name */
     size_t shard_count;
 } pfx_st_index;
 
