@@ -426,6 +426,20 @@ static void test_peft_load_aliasing(void **state)
     assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, k3, v3, L, NULL), PFX_ERROR_ALIASING);
     assert_null(k3[0]); /* nothing allocated */
     assert_false(starts_with_status_name(pfx_last_error(rt)));
+    /* one array for both: NULL entries would be allocated twice into it,
+     * caller tensors written as keys then as values */
+    const size_t live = pfx_test_live_bytes(rt);
+    pfx_tensor *one[L] = { NULL, NULL };
+    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, one, one, L, NULL), PFX_ERROR_ALIASING,
+                        "the keys and values arrays overlap");
+    assert_null(one[0]);
+    assert_null(one[1]);
+    pfx_tensor *both[L + 1] = { NULL, NULL, NULL };
+    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, both, both + 1, L, NULL), PFX_ERROR_ALIASING,
+                        "overlap");
+    pfx_tensor *same[L] = { keys[0], keys[1] };
+    assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, same, same, L, NULL), PFX_ERROR_ALIASING);
+    assert_int_equal(pfx_test_live_bytes(rt), live); /* nothing allocated, nothing leaked */
     /* distinct tensors still load */
     assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, keys, values, L, NULL), PFX_SUCCESS);
     assert_status_names(rt, pfx_peft_load_prefixes(rt, "", HKV, keys, values, L, NULL),
