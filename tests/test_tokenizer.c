@@ -521,6 +521,45 @@ static void test_threads(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+/* The fixture's single_word added token "hello world" over 512 KiB of
+ * "hello world ": the word-boundary test was handed the rest of the text
+ * each time (quadratic: 7 s on the test machine); it looks at one character. */
+static void test_single_word_linear(void **state)
+{
+    (void)state;
+    pfx_tokenizer *tok = load_dir("gpt2");
+    int32_t hw = pfx_tokenizer_token_to_id(tok, "hello world");
+    assert_true(hw >= 0);
+    const char unit[] = "hello world ";
+    const size_t reps = ((size_t)512 << 10) / (sizeof(unit) - 1), n = reps * (sizeof(unit) - 1);
+    char *text = malloc(n + 1);
+    assert_non_null(text);
+    for (size_t i = 0; i < reps; i++)
+        memcpy(text + i * (sizeof(unit) - 1), unit, sizeof(unit) - 1);
+    text[n] = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int32_t *ids;
+    size_t count;
+    assert_int_equal(pfx_tokenizer_encode(tok, text, n, 0, &ids, &count), PFX_SUCCESS);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    size_t found = 0;
+    for (size_t i = 0; i < count; i++)
+        found += ids[i] == hw;
+    assert_int_equal(found, reps); /* every one is a whole word */
+    /* inside a word it is not the token */
+    free(ids);
+    assert_int_equal(pfx_tokenizer_encode(tok, "xhello world", 12, 0, &ids, &count), PFX_SUCCESS);
+    for (size_t i = 0; i < count; i++)
+        assert_int_not_equal(ids[i], hw);
+    free(ids);
+    free(text);
+    pfx_tokenizer_free(&tok);
+    if (s > 2.0)
+        fail_msg("encoding %zu bytes with a single_word token took %.2f s", n, s);
+}
+
 /* Informational: encode speed on the demo corpus (no threshold). */
 static void test_speed(void **state)
 {
@@ -574,6 +613,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_decoders),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_single_word_linear),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -364,9 +364,14 @@ pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const c
 }
 
 /* ---- added tokens ---- */
+/* Whether the character at s (of the n bytes left) is a word character. Only
+ * that character goes to PCRE2: it checks the UTF-8 of its whole subject
+ * per call, and the rest of the text made every test cost its length. */
 static bool is_word_char(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *s, size_t n)
 {
-    return pcre2_match(tok->word_re, (PCRE2_SPTR)s, n, 0, PCRE2_ANCHORED, sc->md, NULL) >= 0;
+    uint32_t cp;
+    size_t len = pfx_utf8_next((const unsigned char *)s, n, &cp);
+    return pcre2_match(tok->word_re, (PCRE2_SPTR)s, len ? len : 1, 0, PCRE2_ANCHORED, sc->md, NULL) >= 0;
 }
 
 /* Start of the last character of [s, s+n). */
