@@ -560,6 +560,49 @@ static void test_single_word_linear(void **state)
         fail_msg("encoding %zu bytes with a single_word token took %.2f s", n, s);
 }
 
+/* A backtracking Split regex, (a|a)*b|. over runs of 21 'a': PCRE2's match
+ * limit held per call, and every position spent up to it anew (4.6 KB:
+ * 6-26 s, 46 KB: minutes). One budget per encode, grown with the text: refused at
+ * once, naming the regex; ordinary text of the same regex still encodes. */
+static void test_backtracking_regex_budget(void **state)
+{
+    (void)state;
+    static const char json[] =
+        MODEL("},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a|a)*b|.\"},"
+              "\"behavior\":\"Isolated\",\"invert\":false}");
+    pfx_tokenizer *tok = NULL;
+    assert_int_equal(pfx_tokenizer_load_json_memory(json, strlen(json), "mem.json", &tok), PFX_SUCCESS);
+    const size_t sizes[] = { 4600, 46000 };
+    for (size_t k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        char *text = malloc(n);
+        assert_non_null(text);
+        for (size_t i = 0; i < n; i++) /* runs of 21: each call stays under PCRE2's own limit */
+            text[i] = i % 22 == 21 ? ' ' : 'a';
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int32_t *ids = NULL;
+        size_t count;
+        pfx_status st = pfx_tokenizer_encode(tok, text, n, 0, &ids, &count);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        assert_int_equal(st, PFX_ERROR_UNSUPPORTED);
+        assert_null(ids);
+        if (!strstr(pfx_last_error(NULL), "(a|a)*b|.") || !strstr(pfx_last_error(NULL), "backtracks beyond"))
+            fail_msg("message \"%s\" does not name the regex and what it ran into", pfx_last_error(NULL));
+        free(text);
+        if (s > 2.0)
+            fail_msg("%zu bytes against a backtracking regex took %.2f s", n, s);
+    }
+    /* short runs backtrack little: encoded */
+    int32_t *ids;
+    size_t count;
+    assert_int_equal(pfx_tokenizer_encode(tok, "aab ab b", 8, 0, &ids, &count), PFX_SUCCESS);
+    assert_true(count > 0);
+    free(ids);
+    pfx_tokenizer_free(&tok);
+}
+
 /* Informational: encode speed on the demo corpus (no threshold). */
 static void test_speed(void **state)
 {
@@ -614,6 +657,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_single_word_linear),
+        cmocka_unit_test(test_backtracking_regex_budget),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -119,7 +119,11 @@ PFX_API int32_t pfx_tokenizer_special_id(const pfx_tokenizer *tok, pfx_special_t
 
 /* Encodes len bytes of text (text may be NULL when len is 0). *ids gets a
  * malloc'ed array (release with free(); never NULL on success, even for no
- * ids) and *count its length. On failure *ids is NULL and *count 0. */
+ * ids) and *count its length. On failure *ids is NULL and *count 0.
+ * The regexes of the pre-tokenizers and normalizers share one budget per
+ * call, 4096 PCRE2 match-limit units per byte of text plus 2^22: a pattern
+ * that backtracks beyond it (or beyond PCRE2's JIT stack) is
+ * PFX_ERROR_UNSUPPORTED naming the regex, in time linear in len. */
 PFX_API pfx_status pfx_tokenizer_encode(const pfx_tokenizer *tok, const char *text, size_t len,
                                         unsigned flags, int32_t **ids, size_t *count);
 

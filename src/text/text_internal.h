@@ -61,6 +61,7 @@ typedef enum pfx_pretok_kind { PFX_PRE_BYTE_LEVEL = 0, PFX_PRE_SPLIT, PFX_PRE_ME
 typedef struct pfx_pretok {
     pfx_pretok_kind kind;
     pcre2_code *re;                 /* Split, Digits, ByteLevel with use_regex */
+    char *source;                   /* re's pattern, for messages */
     pfx_split_behavior behavior;
     bool invert;
     bool add_prefix_space;          /* ByteLevel */
@@ -82,6 +83,7 @@ typedef struct pfx_norm {
     char *pattern;                  /* Replace with a string pattern */
     size_t pattern_len;
     pcre2_code *re;                 /* Replace with a regex pattern */
+    char *source;                   /* re's pattern, for messages */
     int unicode_options;            /* NFC / NFD / NFKC / NFKD: utf8proc_map's options */
     bool strip_left, strip_right;   /* Strip */
 } pfx_norm;
@@ -175,6 +177,9 @@ typedef struct pfx_pieces {
 
 typedef struct pfx_encode_scratch {
     pcre2_match_data *md;
+    pcre2_match_context *mc;        /* carries each call's share of the budget */
+    uint64_t regex_left;            /* PCRE2 match-limit units this encode may still spend */
+    size_t text_len;                /* the encoded text's length, for messages */
     pfx_pieces a, b;                /* ping-pong buffers of the stages */
     struct pfx_bpe_symbol *sym;
     size_t sym_cap;
@@ -188,12 +193,22 @@ bool pfx_pieces_add(pfx_pieces *ps, const char *data, size_t len, int32_t added,
 void pfx_pieces_clear(pfx_pieces *ps);
 void pfx_pieces_free(pfx_pieces *ps);
 
+/* Prepares sc's regex matching for a text of len bytes: match data and a
+ * budget of PCRE2 match-limit units that grows with len, shared by every
+ * regex call of the encode (PCRE2's own limit holds per call, and a
+ * backtracking pattern called at every position multiplies it). False when
+ * out of memory. */
+bool pfx_scratch_regex_init(pfx_encode_scratch *sc, size_t len);
+/* A fresh budget for a text of len bytes. */
+void pfx_scratch_regex_budget(pfx_encode_scratch *sc, size_t len);
+void pfx_scratch_regex_free(pfx_encode_scratch *sc);
+
 /* Splits text on added tokens (those with normalized == `normalized`), runs
  * the normalizers when `normalize`, and appends the pieces to out. */
 pfx_status pfx_split_added(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const pfx_pieces *in,
                            bool normalized, bool normalize, pfx_pieces *out);
 /* Runs the normalizers over [s, s+n) into out (replacing its content). */
-pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const char *s, size_t n,
+pfx_status pfx_normalize(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *s, size_t n,
                          pfx_buf *out);
 /* One pre-tokenizer over every text piece of in (added pieces pass through). */
 pfx_status pfx_pretokenize(const pfx_tokenizer *tok, const pfx_pretok *pt, pfx_encode_scratch *sc,

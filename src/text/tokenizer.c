@@ -46,7 +46,7 @@ PFX_API int32_t pfx_tokenizer_special_id(const pfx_tokenizer *tok, pfx_special_t
 
 static void scratch_free(pfx_encode_scratch *sc)
 {
-    pcre2_match_data_free(sc->md);
+    pfx_scratch_regex_free(sc);
     pfx_pieces_free(&sc->a);
     pfx_pieces_free(&sc->b);
     free(sc->sym);
@@ -57,7 +57,7 @@ static void scratch_free(pfx_encode_scratch *sc)
 static pfx_status encode(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *text, size_t len,
                          unsigned flags)
 {
-    if (!(sc->md = pcre2_match_data_create(1, NULL)) || !pfx_pieces_add(&sc->a, text, len, -1, true))
+    if (!pfx_scratch_regex_init(sc, len) || !pfx_pieces_add(&sc->a, text, len, -1, true))
         return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
     pfx_pieces *in = &sc->a, *out = &sc->b, *t;
     /* Added tokens matched on the raw text, then the normalizers, then the

@@ -41,11 +41,14 @@ void pfx_tokenizer_free(pfx_tokenizer **ptok)
     for (size_t i = 0; i < tok->norm_count; i++) {
         free(tok->norms[i].text);
         free(tok->norms[i].pattern);
+        free(tok->norms[i].source);
         pcre2_code_free(tok->norms[i].re);
     }
     free(tok->norms);
-    for (size_t i = 0; i < tok->pretok_count; i++)
+    for (size_t i = 0; i < tok->pretok_count; i++) {
         pcre2_code_free(tok->pretoks[i].re);
+        free(tok->pretoks[i].source);
+    }
     free(tok->pretoks);
     for (size_t i = 0; i < tok->dec_count; i++) {
         free(tok->decs[i].pattern);
@@ -456,9 +459,11 @@ static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const cha
     bool regex;
     if ((st = get_pattern(n, &pat, &regex, label, where)))
         return st;
-    if (regex)
-        return (nm->re = pfx_regex_compile(pat, strlen(pat), false, label, where)) ? PFX_SUCCESS
-                                                                                 : PFX_ERROR_FORMAT;
+    if (regex) {
+        if (!(nm->re = pfx_regex_compile(pat, strlen(pat), false, label, where)))
+            return PFX_ERROR_FORMAT;
+        return (nm->source = dup_bytes(pat, strlen(pat))) ? PFX_SUCCESS : oom(label);
+    }
     nm->pattern_len = strlen(pat);
     return (nm->pattern = dup_bytes(pat, nm->pattern_len)) ? PFX_SUCCESS : oom(label);
 }
@@ -490,12 +495,14 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
     if (st != PFX_SUCCESS || !type)
         return st;
     pfx_pretok pt = { 0 };
+    const char *src = ""; /* the regex's pattern */
     if (strcmp(type, "ByteLevel") == 0) {
         bool use_regex = true;
         pt.kind = PFX_PRE_BYTE_LEVEL;
         if ((st = get_bool(p, "add_prefix_space", true, &pt.add_prefix_space, label, where)) ||
             (st = get_bool(p, "use_regex", true, &use_regex, label, where)))
             return st;
+        src = pfx_gpt2_pattern;
         if (use_regex && !(pt.re = pfx_regex_compile(pfx_gpt2_pattern, PCRE2_ZERO_TERMINATED, false,
                                                      label, where)))
             return PFX_ERROR_FORMAT;
@@ -507,6 +514,7 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
             (st = parse_behavior(p, &pt.behavior, label, where)) ||
             (st = get_bool(p, "invert", false, &pt.invert, label, where)))
             return st;
+        src = pat;
         if ((regex || *pat) && !(pt.re = pfx_regex_compile(pat, strlen(pat), !regex, label, where)))
             return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Digits") == 0) {
@@ -517,6 +525,7 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
             return st;
         /* Rust's char::is_numeric: the categories Nd, Nl, No. */
         const char *pat = single ? "\\p{N}" : "\\p{N}+";
+        src = pat;
         if (!(pt.re = pfx_regex_compile(pat, PCRE2_ZERO_TERMINATED, false, label, where)))
             return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Whitespace") == 0 || strcmp(type, "WhitespaceSplit") == 0 ||
@@ -545,6 +554,7 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
         }
 #undef PFX_WORD
 #undef PFX_SPACE
+        src = pat;
         if (!(pt.re = pfx_regex_compile(pat, PCRE2_ZERO_TERMINATED, false, label, where)))
             return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Metaspace") == 0) {
@@ -558,8 +568,10 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
                          "ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation and "
                          "Sequence)", label, type);
     }
-    if (!grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {
+    if ((pt.re && !(pt.source = dup_bytes(src, strlen(src)))) ||
+        !grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {
         pcre2_code_free(pt.re);
+        free(pt.source);
         return oom(label);
     }
     tok->pretoks[tok->pretok_count - 1] = pt;
@@ -846,9 +858,11 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
                              pfx_strmap_key(&tok->vocab, e, &tok->id_len[id]));
         tok->id_token[id] = pfx_strmap_key(&tok->vocab, e, &tok->id_len[id]);
     }
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md)
+    pfx_encode_scratch sc = { 0 };
+    if (!pfx_scratch_regex_init(&sc, 0)) {
+        pfx_scratch_regex_free(&sc);
         return oom(label);
+    }
     pfx_status st = PFX_SUCCESS;
     for (size_t k = 0; k < tok->added_count && st == PFX_SUCCESS; k++) {
         pfx_added *a = &tok->added[k];
@@ -857,7 +871,8 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
         a->pattern_len = a->len;
         if (a->normalized && tok->norm_count) { /* matched as the normalizers rewrite it */
             pfx_buf nb = { 0 };
-            st = pfx_normalize(tok, md, a->content, a->len, &nb);
+            pfx_scratch_regex_budget(&sc, a->len);
+            st = pfx_normalize(tok, &sc, a->content, a->len, &nb);
             if (st == PFX_SUCCESS && !nb.data && !pfx_buf_add(&nb, "", 0))
                 st = oom(label);
             a->pattern = nb.data;
@@ -871,7 +886,7 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
         tok->id_token[a->id] = a->pattern;
         tok->id_len[a->id] = a->pattern_len;
     }
-    pcre2_match_data_free(md);
+    pfx_scratch_regex_free(&sc);
     if (st != PFX_SUCCESS)
         return st;
     for (size_t i = 0; i < tok->prefix_count + tok->suffix_count; i++) {
@@ -1040,8 +1055,10 @@ PFX_API pfx_status pfx_tokenizer_load_vocab_merges_memory(const void *vocab, siz
     if (!st && !(pt.re = pfx_regex_compile(pfx_gpt2_pattern, PCRE2_ZERO_TERMINATED, false, label,
                                            "GPT-2 regex")))
         st = PFX_ERROR_FORMAT;
-    if (!st && !grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {
+    if (!st && (!(pt.source = dup_bytes(pfx_gpt2_pattern, strlen(pfx_gpt2_pattern))) ||
+                !grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks)))) {
         pcre2_code_free(pt.re);
+        free(pt.source);
         st = oom(label);
     }
     if (!st) {
