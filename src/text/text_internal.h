@@ -218,6 +218,14 @@ pfx_status pfx_bpe_word(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const 
                         size_t len);
 bool pfx_ids_add(pfx_encode_scratch *sc, int32_t id);
 
+/* The first ids of text's encoding (no special tokens): at least `want` of
+ * them when the text has that many (possibly more; the caller cuts), the
+ * same as pfx_tokenizer_encode's. Only a head of the text is tokenized,
+ * grown until its complete pieces give `want` ids: the work and memory
+ * follow what is kept, not the text's length. */
+pfx_status pfx_tokenizer_encode_head(const pfx_tokenizer *tok, const char *text, size_t len, size_t want,
+                                     int32_t **ids, size_t *count);
+
 /* ---- loading (tokenizer_load.c) ---- */
 pfx_tokenizer *pfx_tokenizer_alloc(void);
 /* Builds the id tables and checks merges once vocab and added tokens are in. */
