@@ -7,6 +7,10 @@
  *
  * argv[1]: tests/fixtures/tokenizers. */
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -603,6 +607,80 @@ static void test_backtracking_regex_budget(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+/* Address space of this process, in bytes (/proc/self/statm). */
+static size_t address_space(void)
+{
+    FILE *fp = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (fp) {
+        if (fscanf(fp, "%lu", &pages) != 1)
+            pages = 0;
+        fclose(fp);
+    }
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The child of test_load_memory, a fresh process (`test_tokenizer
+ * --load-within FACTOR FILE`): loads FILE with FACTOR times its size of
+ * address space beyond what the process holds. 0: loaded, 1: refused. */
+static int load_within(double factor, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return 3;
+    struct rlimit lim = { address_space() + (size_t)(factor * (double)sb.st_size), 0 };
+    lim.rlim_max = lim.rlim_cur;
+    if (setrlimit(RLIMIT_AS, &lim) != 0)
+        return 3;
+    pfx_tokenizer *tok = NULL;
+    if (pfx_tokenizer_load_json(path, &tok) != PFX_SUCCESS) {
+        fprintf(stderr, "%s: %s\n", path, pfx_last_error(NULL));
+        return 1;
+    }
+    bool ok = pfx_tokenizer_token_to_id(tok, "x7x9") == 1200 + 7 * 1200 + 9 &&
+              pfx_tokenizer_vocab_size(tok) == 1200 + 300000;
+    pfx_tokenizer_free(&tok);
+    return ok ? 0 : 2;
+}
+
+/* A tokenizer.json of about 9 MB (1,200 base tokens, 300,000 merges): a
+ * cJSON tree of its vocabulary and merges took about 11 times the file. A
+ * fresh process loads it within 7 times the file (the file read included)
+ * and finds the file's tokens. */
+static void test_load_memory(void **state)
+{
+    (void)state;
+    const size_t base = 1200, merges = 300000;
+    char path[] = "/tmp/pfx-test-tokenizer-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *fp = fdopen(fd, "w");
+    assert_non_null(fp);
+    fprintf(fp, "{\"model\": {\"type\": \"BPE\", \"vocab\": {");
+    for (size_t i = 0; i < base; i++)
+        fprintf(fp, "%s\"x%zu\": %zu", i ? ", " : "", i, i);
+    for (size_t k = 0; k < merges; k++)
+        fprintf(fp, ", \"x%zux%zu\": %zu", k / base, k % base, base + k);
+    fprintf(fp, "}, \"merges\": [");
+    for (size_t k = 0; k < merges; k++)
+        fprintf(fp, "%s\"x%zu x%zu\"", k ? ", " : "", k / base, k % base);
+    fprintf(fp, "]}, \"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"}}");
+    assert_int_equal(fclose(fp), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_tokenizer", "--load-within", "7", path, (char *)NULL);
+        _exit(4);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    unlink(path);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("loading a 9 MB tokenizer.json within 7 times its size: exit %d (1: refused, 2: other "
+                 "tokens)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* Informational: encode speed on the demo corpus (no threshold). */
 static void test_speed(void **state)
 {
@@ -634,6 +712,8 @@ static void test_speed(void **state)
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--load-within") == 0)
+        return load_within(atof(argv[2]), argv[3]);
     if (argc < 2) {
         fprintf(stderr, "usage: %s FIXTURE_DIR\n", argv[0]);
         return 2;
@@ -658,6 +738,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_single_word_linear),
         cmocka_unit_test(test_backtracking_regex_budget),
+        cmocka_unit_test(test_load_memory),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

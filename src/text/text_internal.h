@@ -22,7 +22,7 @@ void pfx_buf_free(pfx_buf *b);
 typedef struct pfx_strmap {
     uint32_t *slots;       /* entry index + 1; 0 is empty */
     size_t cap;            /* power of two */
-    struct pfx_strmap_entry { size_t off, len; int32_t value; } *entries;
+    struct pfx_strmap_entry { uint32_t off, len; int32_t value; } *entries; /* keys under 4 GB */
     size_t count, entries_cap;
     pfx_buf keys;
 } pfx_strmap;
@@ -226,7 +226,19 @@ bool pfx_ids_add(pfx_encode_scratch *sc, int32_t id);
 pfx_status pfx_tokenizer_encode_head(const pfx_tokenizer *tok, const char *text, size_t len, size_t want,
                                      int32_t **ids, size_t *count);
 
-/* ---- loading (tokenizer_load.c) ---- */
+/* ---- loading (tokenizer_load.c, vocab_stream.c) ---- */
+/* A value's bytes [b, e) in a JSON text; e == 0: none. */
+typedef struct pfx_json_span { size_t b, e; } pfx_json_span;
+/* Where model.vocab (an object) and model.merges (an array) of a
+ * tokenizer.json text lie, found without building a tree; none of them for
+ * a text that is not an object of well-nested values (cJSON then says what
+ * is wrong). */
+void pfx_tokenizer_json_spans(const char *s, size_t n, pfx_json_span *vocab, pfx_json_span *merges);
+/* Reads the object of token -> id at s[0] == '{' ([s, s+n)) into tok->vocab. */
+pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const char *label, const char *where);
+/* Reads the merges array at s[0] == '[' into tok->merges. */
+pfx_status pfx_stream_merges(pfx_tokenizer *tok, const char *s, size_t n, const char *label);
+
 pfx_tokenizer *pfx_tokenizer_alloc(void);
 /* Builds the id tables and checks merges once vocab and added tokens are in. */
 pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label);

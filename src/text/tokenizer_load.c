@@ -274,7 +274,13 @@ static pfx_status parse_merges(pfx_tokenizer *tok, const cJSON *merges, const ch
     return PFX_SUCCESS;
 }
 
-static pfx_status parse_model(pfx_tokenizer *tok, const cJSON *model, const char *label)
+/* model.vocab and model.merges left out of the cJSON tree (vocab_stream.c). */
+typedef struct streamed {
+    const char *text;
+    pfx_json_span vocab, merges;
+} streamed;
+
+static pfx_status parse_model(pfx_tokenizer *tok, const cJSON *model, const char *label, const streamed *sv)
 {
     if (!cJSON_IsObject(model))
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: no object 'model'", label);
@@ -302,9 +308,13 @@ static pfx_status parse_model(pfx_tokenizer *tok, const cJSON *model, const char
         (st = get_bool(model, "byte_fallback", false, &tok->byte_fallback, label, "model")) ||
         (st = get_bool(model, "ignore_merges", false, &tok->ignore_merges, label, "model")))
         return st;
-    if ((st = parse_vocab(tok, cJSON_GetObjectItemCaseSensitive(model, "vocab"), label, "model.vocab")))
+    st = sv->vocab.e ? pfx_stream_vocab(tok, sv->text + sv->vocab.b, sv->vocab.e - sv->vocab.b, label, "model.vocab")
+                     : parse_vocab(tok, cJSON_GetObjectItemCaseSensitive(model, "vocab"), label, "model.vocab");
+    if (st != PFX_SUCCESS)
         return st;
-    if ((st = parse_merges(tok, cJSON_GetObjectItemCaseSensitive(model, "merges"), label)))
+    st = sv->merges.e ? pfx_stream_merges(tok, sv->text + sv->merges.b, sv->merges.e - sv->merges.b, label)
+                      : parse_merges(tok, cJSON_GetObjectItemCaseSensitive(model, "merges"), label);
+    if (st != PFX_SUCCESS)
         return st;
     const char *unk;
     if ((st = get_string(model, "unk_token", false, &unk, label, "model")))
@@ -946,8 +956,41 @@ PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size,
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_tokenizer_load_json_memory: data is NULL");
     if (!label)
         label = "<memory>";
+    const char *text = data ? data : "";
+    if (!pfx_utf8_valid((const unsigned char *)text, size))
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)", label);
+    /* cJSON gets the text without model.vocab and model.merges (read from
+     * the text itself): a tree of them would cost ten times the file */
+    streamed sv = { text, { 0, 0 }, { 0, 0 } };
+    pfx_tokenizer_json_spans(text, size, &sv.vocab, &sv.merges);
+    char *rest = NULL;
+    size_t rest_len = size;
+    if (sv.vocab.e || sv.merges.e) {
+        if (!(rest = malloc(size + 1)))
+            return oom(label);
+        const pfx_json_span *cut[2] = { &sv.vocab, &sv.merges };
+        if (sv.merges.e && (!sv.vocab.e || sv.merges.b < sv.vocab.b)) {
+            cut[0] = &sv.merges;
+            cut[1] = &sv.vocab;
+        }
+        size_t from = 0;
+        rest_len = 0;
+        for (int k = 0; k < 2; k++) {
+            if (!cut[k]->e)
+                continue;
+            memcpy(rest + rest_len, text + from, cut[k]->b - from);
+            rest_len += cut[k]->b - from;
+            memcpy(rest + rest_len, cut[k] == &sv.vocab ? "{}" : "[]", 2);
+            rest_len += 2;
+            from = cut[k]->e;
+        }
+        memcpy(rest + rest_len, text + from, size - from);
+        rest_len += size - from;
+    }
     cJSON *root;
-    if ((st = parse_json(data ? data : (const void *)"", size, label, &root)))
+    st = parse_json((const unsigned char *)(rest ? rest : text), rest_len, label, &root);
+    free(rest);
+    if (st != PFX_SUCCESS)
         return st;
     pfx_tokenizer *tok = pfx_tokenizer_alloc();
     if (!tok) {
@@ -960,7 +1003,7 @@ PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size,
         st = pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: truncation / padding inside tokenizer.json "
                        "are not supported (the data set truncates and pads)", label);
     if (!st)
-        st = parse_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), label);
+        st = parse_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), label, &sv);
     if (!st)
         st = parse_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), label);
     if (!st)
