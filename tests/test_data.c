@@ -119,19 +119,6 @@ static void test_truncation_and_skips(void **state)
     pfx_dataset_free(&ds);
 }
 
-/* Address space of this process, in bytes (/proc/self/statm). */
-static size_t address_space(void)
-{
-    FILE *fp = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (fp) {
-        if (fscanf(fp, "%lu", &pages) != 1)
-            pages = 0;
-        fclose(fp);
-    }
-    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* A single JSONL line of 64 MB with max_length 64: only what the cut keeps
  * is tokenized. The whole line took about 17 bytes per byte of text (1.74 GB
  * for 100 MB); the load runs in a child allowed 512 MB more than it holds,
@@ -158,7 +145,7 @@ static void test_huge_line_cut(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        struct rlimit lim = { address_space() + ((size_t)512 << 20), RLIM_INFINITY };
+        struct rlimit lim = { pfx_test_address_space() + ((size_t)512 << 20), RLIM_INFINITY };
         lim.rlim_max = lim.rlim_cur;
         if (setrlimit(RLIMIT_AS, &lim) != 0)
             _exit(3);

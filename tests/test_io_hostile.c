@@ -100,13 +100,6 @@ static void test_fifo_is_not_a_file(void **state)
 
 /* ---------------------------------------------------------------- adapter_config.json */
 
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
-}
-
 /* The largest accepted config (1 MiB) with ~92,000 keys: the duplicate check
  * compared every pair (16-19 s); it must stay far below a second. */
 static void test_config_many_keys(void **state)
@@ -124,7 +117,7 @@ static void test_config_many_keys(void **state)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     assert_int_equal(pfx_peft_read_config_memory(text, n, "many-keys", &cfg), PFX_SUCCESS);
-    double s = seconds_since(&t0);
+    double s = pfx_test_seconds_since(&t0);
     assert_int_equal(cfg.num_layers, 2);
     if (s > 1.0)
         fail_msg("a 1 MiB config with ~92,000 keys took %.2f s", s);
@@ -200,7 +193,7 @@ static void test_index_many_shards(void **state)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pfx_st_index *x = NULL;
     assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "many-shards", &x), PFX_SUCCESS);
-    double s = seconds_since(&t0);
+    double s = pfx_test_seconds_since(&t0);
     assert_int_equal(x->count, n);
     assert_int_equal(x->shard_count, n);
     for (size_t i = 0; i < n; i += 9973) {

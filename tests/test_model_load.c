@@ -305,13 +305,6 @@ static pfx_runtime *fresh_runtime(void)
     return rt;
 }
 
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
-}
-
 /* Writes `m` (whose rc may disagree with its tensors) and expects the load
  * to fail with `status` naming both needles before the first device
  * allocation, within a second. */
@@ -325,7 +318,7 @@ static void expect_refused_before_allocation(tf_model *m, unsigned shards, pfx_s
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pfx_model *model = NULL;
     assert_status_names(rt, pfx_model_load(rt, dir, NULL, &model), status, needle);
-    double s = seconds_since(&t0);
+    double s = pfx_test_seconds_since(&t0);
     if (needle2 && !strstr(pfx_last_error(rt), needle2))
         fail_msg("message '%s' does not name '%s'", pfx_last_error(rt), needle2);
     assert_null(model);

@@ -541,13 +541,12 @@ static void test_single_word_linear(void **state)
     for (size_t i = 0; i < reps; i++)
         memcpy(text + i * (sizeof(unit) - 1), unit, sizeof(unit) - 1);
     text[n] = 0;
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int32_t *ids;
     size_t count;
     assert_int_equal(pfx_tokenizer_encode(tok, text, n, 0, &ids, &count), PFX_SUCCESS);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double s = pfx_test_seconds_since(&t0);
     size_t found = 0;
     for (size_t i = 0; i < count; i++)
         found += ids[i] == hw;
@@ -583,13 +582,12 @@ static void test_backtracking_regex_budget(void **state)
         assert_non_null(text);
         for (size_t i = 0; i < n; i++) /* runs of 21: each call stays under PCRE2's own limit */
             text[i] = i % 22 == 21 ? ' ' : 'a';
-        struct timespec t0, t1;
+        struct timespec t0;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         int32_t *ids = NULL;
         size_t count;
         pfx_status st = pfx_tokenizer_encode(tok, text, n, 0, &ids, &count);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        double s = pfx_test_seconds_since(&t0);
         assert_int_equal(st, PFX_ERROR_UNSUPPORTED);
         assert_null(ids);
         if (!strstr(pfx_last_error(NULL), "(a|a)*b|.") || !strstr(pfx_last_error(NULL), "backtracks beyond"))
@@ -607,19 +605,6 @@ static void test_backtracking_regex_budget(void **state)
     pfx_tokenizer_free(&tok);
 }
 
-/* Address space of this process, in bytes (/proc/self/statm). */
-static size_t address_space(void)
-{
-    FILE *fp = fopen("/proc/self/statm", "r");
-    unsigned long pages = 0;
-    if (fp) {
-        if (fscanf(fp, "%lu", &pages) != 1)
-            pages = 0;
-        fclose(fp);
-    }
-    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* The child of test_load_memory, a fresh process (`test_tokenizer
  * --load-within FACTOR FILE`): loads FILE with FACTOR times its size of
  * address space beyond what the process holds. 0: loaded, 1: refused. */
@@ -628,7 +613,7 @@ static int load_within(double factor, const char *path)
     struct stat sb;
     if (stat(path, &sb) != 0)
         return 3;
-    struct rlimit lim = { address_space() + (size_t)(factor * (double)sb.st_size), 0 };
+    struct rlimit lim = { pfx_test_address_space() + (size_t)(factor * (double)sb.st_size), 0 };
     lim.rlim_max = lim.rlim_cur;
     if (setrlimit(RLIMIT_AS, &lim) != 0)
         return 3;
