@@ -452,6 +452,32 @@ static void test_index_disagrees_with_shards(void **state)
     tf_model_free(&m);
 }
 
+/* A shard that is a symbolic link to a file outside the folder (Hugging
+ * Face's cache: snapshots/<rev>/ links to blobs/) is followed. */
+static void test_symlinked_shard(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config l = tiny_llama();
+    tf_model m;
+    tf_model_init(&m, &l, false, "llama", 14);
+    char *dir = tf_tempdir("snapshot"), *blobs = tf_tempdir("blobs");
+    assert_int_equal(tf_write(&m, dir, 3), 0);
+    char in[600], out[600];
+    snprintf(in, sizeof(in), "%s/model-00002-of-00003.safetensors", dir);
+    snprintf(out, sizeof(out), "%s/blob", blobs);
+    assert_int_equal(rename(in, out), 0);
+    assert_int_equal(symlink(out, in), 0);
+    pfx_model *model = NULL;
+    if (pfx_model_load(rt, dir, NULL, &model) != PFX_SUCCESS)
+        fail_msg("%s", pfx_last_error(rt));
+    pfx_model_destroy(&model);
+    tf_rmdir(dir);
+    tf_rmdir(blobs);
+    free(dir);
+    free(blobs);
+    tf_model_free(&m);
+}
+
 /* Argument checks of the calls, on a loaded tiny model. */
 static void test_call_arguments(void **state)
 {
@@ -539,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_bad_checkpoints),
         cmocka_unit_test(test_checked_before_allocation),
         cmocka_unit_test(test_index_disagrees_with_shards),
+        cmocka_unit_test(test_symlinked_shard),
         cmocka_unit_test(test_call_arguments),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
