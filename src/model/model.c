@@ -185,15 +185,6 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
     return PFX_SUCCESS;
 }
 
-/* Index of the spec named `name`, or -1. */
-static long find_spec(const pfx_model *m, const char *name)
-{
-    for (size_t i = 0; i < m->spec_count; i++)
-        if (strcmp(m->specs[i].name, name) == 0)
-            return (long)i;
-    return -1;
-}
-
 static bool skipped_by(const pfx_model_config *cfg, const char *name)
 {
     /* a tied head saved anyway is the embedding again */
@@ -203,46 +194,6 @@ static bool skipped_by(const pfx_model_config *cfg, const char *name)
 static bool skipped(const pfx_model *m, const char *name)
 {
     return skipped_by(&m->cfg, name);
-}
-
-/* Loads every tensor of the open file f (read from path) and closes it. */
-static pfx_status load_open(pfx_model *m, pfx_safetensors *f, const char *path, bool *loaded)
-{
-    pfx_runtime *rt = m->rt;
-    pfx_status st = PFX_SUCCESS;
-    size_t n = pfx_safetensors_count(f);
-    for (size_t i = 0; i < n && st == PFX_SUCCESS; i++) {
-        pfx_st_info info;
-        if ((st = pfx_safetensors_info(f, i, &info)))
-            break;
-        if (skipped(m, info.name))
-            continue;
-        long k = find_spec(m, info.name);
-        if (k < 0) {
-            st = pfx_error(rt, PFX_ERROR_FORMAT,
-                           "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)", path,
-                           info.name, m->cfg.shape.model_type, m->cfg.shape.layers);
-            break;
-        }
-        if (loaded[k]) {
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' was already read from another shard", path,
-                           info.name);
-            break;
-        }
-        st = pfx_safetensors_load_tensor(rt, f, info.name, m->tensors[k]);
-        if (st != PFX_SUCCESS)
-            st = with_path(rt, st, path);
-        loaded[k] = true;
-    }
-    pfx_safetensors_close(&f);
-    return st;
-}
-
-static pfx_status load_file(pfx_model *m, const char *path, bool *loaded)
-{
-    pfx_safetensors *f = NULL;
-    pfx_status st = pfx_st_open_rt(m->rt, path, &f);
-    return st == PFX_SUCCESS ? load_open(m, f, path, loaded) : st;
 }
 
 static bool file_exists(const char *path)
@@ -448,6 +399,34 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
     return PFX_SUCCESS;
 }
 
+/* Loads every tensor of the open file f (read from path), which passed
+ * check_file, and closes it. */
+static pfx_status load_open(pfx_model *m, const ckpt_check *c, pfx_safetensors *f, const char *path)
+{
+    pfx_status st = PFX_SUCCESS;
+    size_t n = pfx_safetensors_count(f);
+    for (size_t i = 0; i < n && st == PFX_SUCCESS; i++) {
+        pfx_st_info info;
+        if ((st = pfx_safetensors_info(f, i, &info)) || skipped(m, info.name))
+            continue;
+        long k = find_name(c->spec_names, c->spec_refs, c->spec_count, info.name);
+        if (k < 0) /* the file changed since it was checked */
+            st = pfx_error(m->rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' appeared after the check", path,
+                           info.name);
+        else if ((st = pfx_st_load_index_rt(m->rt, f, i, m->tensors[k])))
+            st = with_path(m->rt, st, path);
+    }
+    pfx_safetensors_close(&f);
+    return st;
+}
+
+static pfx_status load_file(pfx_model *m, const ckpt_check *c, const char *path)
+{
+    pfx_safetensors *f = NULL;
+    pfx_status st = pfx_st_open_rt(m->rt, path, &f);
+    return st == PFX_SUCCESS ? load_open(m, c, f, path) : st;
+}
+
 /* The first tensor of the config that the checkpoint lacks when it holds
  * fewer tensors than the config needs (`available` names): only the specs
  * of the layers that cannot all be there are made, so a huge n_layer costs
@@ -584,13 +563,12 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
     if (st != PFX_SUCCESS)
         goto out;
 
-    memset(loaded, 0, spec_count * sizeof(bool));
     st = create_empty(rt, cfg, p, prefix, specs, spec_count, &m);
     specs = NULL; /* the model's now */
     if (st != PFX_SUCCESS)
         goto out;
     if (probe) {
-        st = load_open(m, probe, single, loaded);
+        st = load_open(m, &check, probe, single);
         probe = NULL;
     } else {
         for (size_t s = 0; s < index->shard_count && st == PFX_SUCCESS; s++) {
@@ -599,7 +577,7 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
                 st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
                 break;
             }
-            st = load_file(m, shard, loaded);
+            st = load_file(m, &check, shard);
             free(shard);
         }
     }
