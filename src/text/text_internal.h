@@ -236,6 +236,9 @@ typedef struct pfx_json_span { size_t b, e; } pfx_json_span;
 void pfx_tokenizer_json_spans(const char *s, size_t n, pfx_json_span *vocab, pfx_json_span *merges);
 /* Reads the object of token -> id at s[0] == '{' ([s, s+n)) into tok->vocab. */
 pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const char *label, const char *where);
+/* A whole vocab.json (one object of token -> id, UTF-8 checked by the
+ * caller) into tok->vocab. */
+pfx_status pfx_stream_vocab_json(pfx_tokenizer *tok, const char *s, size_t n, const char *label);
 /* Reads the merges array at s[0] == '[' into tok->merges. */
 pfx_status pfx_stream_merges(pfx_tokenizer *tok, const char *s, size_t n, const char *label);
 

@@ -347,3 +347,11 @@ pfx_status pfx_stream_merges(pfx_tokenizer *tok, const char *s, size_t n, const 
     pfx_buf_free(&r.b);
     return st;
 }
+
+pfx_status pfx_stream_vocab_json(pfx_tokenizer *tok, const char *s, size_t n, const char *label)
+{
+    size_t b = skip_ws(s, n, 0), e = b < n && s[b] == '{' ? skip_value(s, n, b) : 0;
+    if (!e || skip_ws(s, n, e) != n)
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not a JSON object", label);
+    return pfx_stream_vocab(tok, s + b, e - b, label, "the vocabulary");
+}
