@@ -27,6 +27,19 @@ static inline double pfx_test_seconds_since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
 }
 
+/* Address-space limits mean nothing under AddressSanitizer (it reserves
+ * terabytes of shadow memory): the cost tests then run without one. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PFX_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PFX_TEST_ASAN 1
+#endif
+#endif
+#ifndef PFX_TEST_ASAN
+#define PFX_TEST_ASAN 0
+#endif
+
 /* Address space this process holds, in bytes (/proc/self/statm; 0 when it
  * cannot be read): the base of the memory limits of cost tests. */
 static inline size_t pfx_test_address_space(void)
