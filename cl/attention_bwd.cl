@@ -43,6 +43,13 @@
  * PFX_ATTN_VEC (4, 8 or 16: the CPU path at that float vector width, one
  * work-item per group; 1: the GPU path). dkv runs BK * DT work-items, dq BQ * DT (GPU path).
  */
+
+/* A logit c_h s beyond float32 while c_h and s are finite (a huge gain or
+ * scale) saturates to +-FLT_MAX: a row of such logits softmaxes to its
+ * largest ones (ties share) instead of Inf - Inf = NaN (the backward
+ * recomputes the forward's logits alike). NaN and an
+ * infinite s (an infinite input) propagate as before. Scalars and vectors. */
+#define PFX_SAT_LOGIT(z, s) select((z), clamp((z), -FLT_MAX, FLT_MAX), isinf(z) && !isinf(s))
 #ifndef PFX_ATTN_BLOCK_M
 #define PFX_ATTN_BLOCK_M 32
 #endif

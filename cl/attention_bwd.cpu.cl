@@ -324,8 +324,9 @@ void bwd_key_tile_cpu(BWD_SHARED_PARAMS, int tile, int prefix_tiles, int b, int 
                 for (int y = 0; y < vecs; y++) {
                     __local float *sp = Ps + r * BK + y * VEC, *dp = dSs + r * BK + y * VEC;
                     intv vis = LANES + (intv)(y * VEC) < (intv)limit;
+                    floatv sv = LVEC(sp, 0);
                     floatv p = select((floatv)0.0f,
-                                      bwd_exp2v((LVEC(sp, 0) * c - l) * PFX_LOG2E), vis);
+                                      bwd_exp2v((PFX_SAT_LOGIT(sv * c, sv) - l) * PFX_LOG2E), vis);
                     floatv z = p * (LVEC(dp, 0) - dl);
                     LVEC(sp, 0) = p;
                     LVEC(dp, 0) = c * z;
@@ -553,8 +554,9 @@ void pfx_attn_bwd_dq(BWD_SHARED_PARAMS, __global float *dq, int accumulate,
                                    : (intv)kend;
             for (int jj = 0; jj < kend; jj++) {
                 intv vis = live & ((intv)jj < limit);
+                floatv st = LVEC(St, jj * BQ + rv);
                 floatv p = select((floatv)0.0f,
-                                  bwd_exp2v((LVEC(St, jj * BQ + rv) * c - l) * PFX_LOG2E), vis);
+                                  bwd_exp2v((PFX_SAT_LOGIT(st * c, st) - l) * PFX_LOG2E), vis);
                 LVEC(Zt, jj * BQ + rv) = p * (LVEC(Zt, jj * BQ + rv) - dl);
             }
         }

@@ -127,6 +127,12 @@ typedef int16 intv;
 #define S_STRIDE (BLOCK_N + 1)
 
 
+/* A logit c_h s beyond float32 while c_h and s are finite (a huge gain or
+ * scale) saturates to +-FLT_MAX: a row of such logits softmaxes to its
+ * largest ones (ties share) instead of Inf - Inf = NaN. NaN and an
+ * infinite s (an infinite input) propagate as before. Scalars and vectors. */
+#define PFX_SAT_LOGIT(z, s) select((z), clamp((z), -FLT_MAX, FLT_MAX), isinf(z) && !isinf(s))
+
 /* 2^x for x <= 0 (and NaN): the polynomial of cl/common.cl on CPUs
  * (POLY_EXP2), the built-in elsewhere. */
 PFX_DEFINE_POLY_EXP2(pfx_exp2_poly, float, int, convert_int, as_float)
@@ -322,7 +328,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         const int full = j0 + BLOCK_N <= min(j_end, P + t_full);
 #pragma unroll
         for (int c = 0; c < KPL; c++) {
-            s[c] *= ch;
+            s[c] = PFX_SAT_LOGIT(s[c] * ch, s[c]);
             if (!full) {
                 int j = j0 + c * KSPLIT + ks;
                 int t = j - P;

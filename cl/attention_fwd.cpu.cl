@@ -228,7 +228,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
 #pragma unroll
                     for (int y = 0; y < NVR; y++)
                         LVEC(Ss, (c0 + x) * BLOCK_M + rv + y * VEC) =
-                            s[x][y] * LVEC(row_c, rv + y * VEC);
+                            PFX_SAT_LOGIT(s[x][y] * LVEC(row_c, rv + y * VEC), s[x][y]);
             }
 
         /* Online softmax down the keys, VEC rows at a time. */
@@ -286,7 +286,8 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                 for (int x = 0; x < RB; x++)
 #pragma unroll
                     for (int y = 0; y < NVK; y++)
-                        LVEC(Ss, (rb + x) * BLOCK_N + c0 + y * VEC) = s[x][y] * row_c[rb + x];
+                        LVEC(Ss, (rb + x) * BLOCK_N + c0 + y * VEC) =
+                            PFX_SAT_LOGIT(s[x][y] * row_c[rb + x], s[x][y]);
             }
 
         /* Online softmax row by row, keys as lanes. */

@@ -42,6 +42,14 @@ inline float pfx_dot(__global const void *q, ulong q_off, int q_half,
     return acc;
 }
 
+/* c_h s, saturated to +-FLT_MAX where float32 cannot hold it although c_h
+ * and s are finite (as the forward does): rows of huge logits stay finite. */
+inline float pfx_logit(float c, float s)
+{
+    float z = c * s;
+    return isinf(z) && !isinf(s) ? copysign(FLT_MAX, z) : z;
+}
+
 /*
  * Online update with logit z of (m, s, u, sp): m the running max,
  * s = sum exp(z - m), u = sum exp(z - m) (z - m) (relative to m so that the
@@ -54,14 +62,14 @@ inline float pfx_dot(__global const void *q, ulong q_off, int q_half,
         if (z_ > m) {                                                         \
             float a_ = (m == -INFINITY) ? 0.0f : exp(m - z_);                 \
             float dm_ = (m == -INFINITY) ? 0.0f : (m - z_);                   \
-            u = a_ * (u + dm_ * s);                                           \
+            u = a_ == 0.0f ? 0.0f : a_ * (u + dm_ * s); /* 0, not 0 x -Inf */ \
             s = a_ * s;                                                       \
             sp = a_ * sp;                                                     \
             m = z_;                                                           \
         }                                                                     \
         float e_ = exp(z_ - m);                                               \
         s += e_;                                                              \
-        u = fma(e_, z_ - m, u);                                               \
+        u = e_ == 0.0f ? u : fma(e_, z_ - m, u);                              \
         if (is_prefix)                                                        \
             sp += e_;                                                         \
     } while (0)
@@ -116,21 +124,20 @@ __kernel void pfx_attn_stats_rows(
     int count = 0;
     for (uint j = 0; j < P; j++) {
         ulong k_off = entry * p_sb + hk * p_sh + j * p_sr;
-        float z = c * pfx_dot(q, q_off, q_half, pk, k_off, pk_half, dimf, D);
+        float z = pfx_logit(c, pfx_dot(q, q_off, q_half, pk, k_off, pk_half, dimf, D));
         PFX_ONLINE(z, 1);
         PFX_TOPK_PUSH(z);
     }
     for (long t = 0; t < limit; t++) {
         ulong k_off = b * kv_sb + hk * kv_sh + (ulong)t * kv_sr;
-        float z = c * pfx_dot(q, q_off, q_half, k, k_off, k_half, dimf, D);
+        float z = pfx_logit(c, pfx_dot(q, q_off, q_half, k, k_off, k_half, dimf, D));
         PFX_ONLINE(z, 0);
         PFX_TOPK_PUSH(z);
     }
     float log_s = log(s);
-    float lse = m + log_s;
     float mass = 0.0f;
     for (int r = 0; r < count; r++)
-        mass += exp(top[r] - lse);
+        mass += exp((top[r] - m) - log_s); /* m + log s may round to m for huge m */
     out[0] = log_s - u / s;
     out[1] = mass;
     out[2] = sp / s;
@@ -186,7 +193,9 @@ void pfx_attn_stats_reduce(uint rows_per_head, __global const float *rows,
 }
 
 /*
- * LSE of every row of one (b, h); -INFINITY for invalid rows.
+ * LSE of every row of one (b, h) as (row max m, log sum exp(z - m)) pairs:
+ * the map subtracts them one at a time, since m + log s rounds to m when m
+ * is huge. m = -INFINITY for invalid rows.
  * Global: ceil(N / local) * local.
  */
 __kernel void pfx_attn_probs_lse(
@@ -204,7 +213,7 @@ __kernel void pfx_attn_probs_lse(
     int q_len = items[b], kv_len = items[B + b], entry = items[2 * B + b];
     long limit = pfx_kv_limit(i, N, M, kv_len, causal);
     if ((int)i >= q_len || (P == 0 && limit == 0)) {
-        lse[i] = -INFINITY;
+        lse[2 * i] = -INFINITY;
         return;
     }
     float c = head[h];
@@ -212,21 +221,22 @@ __kernel void pfx_attn_probs_lse(
     ulong q_off = b * q_sb + h * q_sh + i * q_sr;
     float m = -INFINITY, s = 0.0f;
     for (uint j = 0; j < P + (uint)limit; j++) {
-        float z = j < P
-            ? c * pfx_dot(q, q_off, q_half, pk, entry * p_sb + hk * p_sh + j * p_sr, pk_half, dimf, D)
-            : c * pfx_dot(q, q_off, q_half, k, b * kv_sb + hk * kv_sh + (ulong)(j - P) * kv_sr,
-                          k_half, dimf, D);
+        float z = pfx_logit(c, j < P ? pfx_dot(q, q_off, q_half, pk, entry * p_sb + hk * p_sh +
+                                                   j * p_sr, pk_half, dimf, D)
+                                     : pfx_dot(q, q_off, q_half, k, b * kv_sb + hk * kv_sh +
+                                                   (ulong)(j - P) * kv_sr, k_half, dimf, D));
         if (z > m) {
             s = (m == -INFINITY) ? 0.0f : s * exp(m - z);
             m = z;
         }
         s += exp(z - m);
     }
-    lse[i] = m + log(s);
+    lse[2 * i] = m;
+    lse[2 * i + 1] = log(s);
 }
 
 /*
- * probs[i][j] = exp(z_ij - LSE_i) for visible j, else 0 ([N, P + M] float).
+ * probs[i][j] = exp((z_ij - m_i) - log s_i) for visible j, else 0 ([N, P + M] float).
  * Global: (ceil((P + M) / l0) * l0, ceil(N / l1) * l1).
  */
 __kernel void pfx_attn_probs_map(
@@ -241,7 +251,7 @@ __kernel void pfx_attn_probs_map(
     if (j >= P + M || i >= N)
         return;
     __global float *out = probs + (ulong)i * (P + M) + j;
-    float l = lse[i];
+    float l = lse[2 * i];
     int kv_len = items[B + b], entry = items[2 * B + b];
     long limit = pfx_kv_limit(i, N, M, kv_len, causal);
     if (l == -INFINITY || (j >= P && (long)(j - P) >= limit)) {
@@ -252,9 +262,9 @@ __kernel void pfx_attn_probs_map(
     float c = head[h];
     __global const float *dimf = has_dim ? head + H + (ulong)h * D : 0;
     ulong q_off = b * q_sb + h * q_sh + i * q_sr;
-    float z = j < P
-        ? c * pfx_dot(q, q_off, q_half, pk, entry * p_sb + hk * p_sh + j * p_sr, pk_half, dimf, D)
-        : c * pfx_dot(q, q_off, q_half, k, b * kv_sb + hk * kv_sh + (ulong)(j - P) * kv_sr,
-                      k_half, dimf, D);
-    *out = exp(z - l);
+    float z = pfx_logit(c, j < P ? pfx_dot(q, q_off, q_half, pk, entry * p_sb + hk * p_sh +
+                                               j * p_sr, pk_half, dimf, D)
+                                 : pfx_dot(q, q_off, q_half, k, b * kv_sb + hk * kv_sh +
+                                               (ulong)(j - P) * kv_sr, k_half, dimf, D));
+    *out = exp((z - l) - lse[2 * i + 1]);
 }

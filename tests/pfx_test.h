@@ -10,12 +10,49 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "prefixcl/prefixcl.h"
 
 #define PFX_TEST_SKIP 77
+
+/* Seconds since t0 (CLOCK_MONOTONIC): the time limits of complexity tests. */
+static inline double pfx_test_seconds_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+/* Address-space limits mean nothing under AddressSanitizer (it reserves
+ * terabytes of shadow memory): the cost tests then run without one. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PFX_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PFX_TEST_ASAN 1
+#endif
+#endif
+#ifndef PFX_TEST_ASAN
+#define PFX_TEST_ASAN 0
+#endif
+
+/* Address space this process holds, in bytes (/proc/self/statm; 0 when it
+ * cannot be read): the base of the memory limits of cost tests. */
+static inline size_t pfx_test_address_space(void)
+{
+    FILE *fp = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (fp) {
+        if (fscanf(fp, "%lu", &pages) != 1)
+            pages = 0;
+        fclose(fp);
+    }
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
 
 /* A runtime on the default device, or exit 77 when there is no device. */
 static inline pfx_runtime *pfx_test_runtime(void)

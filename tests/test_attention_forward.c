@@ -653,6 +653,46 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
     run_case(rt, &c);
 }
 
+/* Logits beyond float32 (scale 3e38, |q . k| up to the head size) in every
+ * configuration: O and LSE finite, each O row inside the values' range
+ * (the overflowing logits share the row). They were NaN rows. */
+static void overflow_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
+{
+    unsigned *seed = arg;
+    const size_t dims[2] = { head_dim, head_dim > 16 ? head_dim / 2 + 3 : 13 };
+    for (int k = 0; k < 2; k++) {
+        fwd_case c = k ? base_case(1, 4, 1, 1, 300, 5, dims[1], 400 + (*seed)++)
+                       : base_case(2, 4, 2, 37, 45, 6, dims[0], 400 + (*seed)++);
+        c.d.causal = k == 0;
+        c.d.scale = 3.0e38f;
+        c.with_lse = true;
+        fwd_tensors t;
+        tensors_create(rt, &c, &t);
+        pfx_attention_inputs in = inputs_of(&t);
+        if (pfx_attention_forward(rt, &c.d, &in, t.o, t.lse) != PFX_SUCCESS)
+            fail_msg("forward: %s", pfx_last_error(rt));
+        size_t nq = ref_q_count(&c.d), nl = ref_lse_count(&c.d);
+        float *o = malloc(nq * sizeof(float)), *lse = malloc(nl * sizeof(float));
+        assert_int_equal(pfx_tensor_read(t.o, 0, nq, o), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_read(t.lse, 0, nl, lse), PFX_SUCCESS);
+        for (size_t i = 0; i < nq; i++)
+            if (!(fabsf(o[i]) <= 1.0f)) /* a weighted mean of values in [-1, 1] */
+                fail_msg("head size %u, case %d: O[%zu] = %g", head_dim, k, i, (double)o[i]);
+        for (size_t i = 0; i < nl; i++)
+            if (isnan(lse[i]) || lse[i] == INFINITY)
+                fail_msg("head size %u, case %d: LSE[%zu] = %g", head_dim, k, i, (double)lse[i]);
+        free(o);
+        free(lse);
+        tensors_destroy(&t);
+    }
+}
+
+static void test_overflowing_logits(void **state)
+{
+    unsigned seed = 0;
+    assert_true(attn_for_each_config(*state, "attention_fwd", overflow_cases, &seed) > 0);
+}
+
 static void test_every_config(void **state)
 {
     unsigned seed = 0;
@@ -790,6 +830,7 @@ int main(void)
         cmocka_unit_test(test_override_sources),
         cmocka_unit_test(test_override_text),
         cmocka_unit_test(test_every_config),
+        cmocka_unit_test(test_overflowing_logits),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

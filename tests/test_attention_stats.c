@@ -187,6 +187,90 @@ static void test_huge_logits(void **state)
     run_spec(*state, &s, all_k, 3);
 }
 
+/* Logits beyond float32 from a finite but huge factor (scale 3e38 with
+ * |q . k| up to 32; a linear gain of 3e38): the forward's O and LSE, the
+ * stats and the map stay finite, and every map row is a distribution (the
+ * overflowing logits share the row). They were NaN rows (Inf - Inf). */
+static void test_overflowing_logits(void **state)
+{
+    pfx_runtime *rt = *state;
+    for (int variant = 0; variant < 2; variant++) {
+        spec s = { .B = 2, .H = 2, .Hkv = 2, .N = 5, .M = 12, .P = 3, .D = 32, .causal = true,
+                   .amplitude = 1.0f, .seed = 19, .scale = variant ? 0.0f : 3.0e38f };
+        size_t base = pfx_test_live_bytes(rt);
+        problem p;
+        problem_make(rt, &s, &p);
+        if (variant) {
+            p.d.gain_mode = PFX_GAIN_LINEAR;
+            p.d.gain_ramp = 1.0f;
+            p.d.gain = p.gain;
+            for (size_t h = 0; h < s.H; h++)
+                p.gain[h] = 3.0e38f;
+        }
+        size_t oshape[4] = { s.B, s.H, s.N, s.D }, lshape[3] = { s.B, s.H, s.N };
+        pfx_tensor *o = NULL, *lse = NULL;
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 4, oshape, &o), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, lshape, &lse), PFX_SUCCESS);
+        if (pfx_attention_forward(rt, &p.d, &p.in, o, lse) != PFX_SUCCESS)
+            fail_msg("forward: %s", pfx_last_error(rt));
+        float *got = NULL;
+        assert_int_equal(attn_read_all(o, &got), PFX_SUCCESS);
+        for (size_t x = 0; x < o->numel; x++)
+            if (!isfinite(got[x]))
+                fail_msg("variant %d: O[%zu] = %g", variant, x, (double)got[x]);
+        free(got);
+        assert_int_equal(attn_read_all(lse, &got), PFX_SUCCESS);
+        for (size_t x = 0; x < lse->numel; x++)
+            if (isnan(got[x]) || got[x] == INFINITY) /* -Inf: a row without keys */
+                fail_msg("variant %d: LSE[%zu] = %g", variant, x, (double)got[x]);
+        free(got);
+
+        pfx_tensor *te = head_tensor(rt, s.H), *tt = head_tensor(rt, s.H);
+        pfx_tensor *tp = head_tensor(rt, s.H);
+        if (pfx_attention_stats(rt, &p.d, &p.in, 5, te, tt, tp) != PFX_SUCCESS)
+            fail_msg("stats: %s", pfx_last_error(rt));
+        float st[3][16];
+        assert_int_equal(pfx_tensor_read(te, 0, s.H, st[0]), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_read(tt, 0, s.H, st[1]), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_read(tp, 0, s.H, st[2]), PFX_SUCCESS);
+        for (size_t h = 0; h < s.H; h++)
+            if (!isfinite(st[0][h]) || !(st[1][h] >= 0.0f && st[1][h] <= 1.0f + 1e-5f) ||
+                !(st[2][h] >= 0.0f && st[2][h] <= 1.0f + 1e-5f))
+                fail_msg("variant %d, head %zu: entropy %g, top-5 mass %g, prefix mass %g", variant,
+                         h, (double)st[0][h], (double)st[1][h], (double)st[2][h]);
+
+        size_t shape[2] = { s.N, s.P + s.M };
+        pfx_tensor *map = NULL;
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &map), PFX_SUCCESS);
+        for (size_t h = 0; h < s.H; h++) {
+            if (pfx_gain_softmax_probs(rt, &p.d, &p.in, 0, h, map) != PFX_SUCCESS)
+                fail_msg("probs: %s", pfx_last_error(rt));
+            assert_int_equal(attn_read_all(map, &got), PFX_SUCCESS);
+            for (size_t i = 0; i < s.N; i++) {
+                double sum = 0;
+                for (size_t j = 0; j < shape[1]; j++) {
+                    float v = got[i * shape[1] + j];
+                    if (!(v >= 0.0f && v <= 1.0f))
+                        fail_msg("variant %d, head %zu: map[%zu][%zu] = %g", variant, h, i, j,
+                                 (double)v);
+                    sum += v;
+                }
+                if (fabs(sum - 1.0) > 1e-5)
+                    fail_msg("variant %d, head %zu: map row %zu sums to %.7g", variant, h, i, sum);
+            }
+            free(got);
+        }
+        pfx_tensor_destroy(&map);
+        pfx_tensor_destroy(&te);
+        pfx_tensor_destroy(&tt);
+        pfx_tensor_destroy(&tp);
+        pfx_tensor_destroy(&o);
+        pfx_tensor_destroy(&lse);
+        problem_free(&p);
+        assert_int_equal(pfx_test_live_bytes(rt), base);
+    }
+}
+
 static void test_bad_inputs(void **state)
 {
     pfx_runtime *rt = *state;
@@ -302,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_half_bnhd_dim_gain_large_logits),
         cmocka_unit_test(test_decode_topk1),
         cmocka_unit_test(test_huge_logits),
+        cmocka_unit_test(test_overflowing_logits),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_aliasing),
     };

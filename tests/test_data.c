@@ -5,6 +5,8 @@
  * No OpenCL.
  *
  * argv[1]: tests/fixtures/tokenizers. */
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pfx_test.h"
@@ -115,6 +117,61 @@ static void test_truncation_and_skips(void **state)
     assert_int_equal(info.examples, 1);
     assert_int_equal(info.skipped, 1);
     pfx_dataset_free(&ds);
+}
+
+/* A single JSONL line of 64 MB with max_length 64: only what the cut keeps
+ * is tokenized. The whole line took about 17 bytes per byte of text (1.74 GB
+ * for 100 MB); the load runs in a child allowed 512 MB more than it holds,
+ * and its 64 ids are the first of the text's encoding. */
+static void test_huge_line_cut(void **state)
+{
+    (void)state;
+    const size_t n = (size_t)64 << 20;
+    static const char words[] = "the quick brown fox jumps over the lazy dog, 1234 times! ";
+    char *line = malloc(n + 16);
+    assert_non_null(line);
+    size_t at = (size_t)snprintf(line, 16, "{\"text\": \"");
+    while (at + sizeof(words) < n)
+        at += (size_t)snprintf(line + at, sizeof(words), "%s", words);
+    at += (size_t)snprintf(line + at, 8, "\"}\n");
+    const char *path = write_tmp("huge.jsonl", line, at);
+    int32_t *want;
+    size_t count;
+    assert_int_equal(pfx_tokenizer_encode(gpt2, line + 10, 40 * (sizeof(words) - 1), 0, &want, &count),
+                     PFX_SUCCESS);
+    assert_true(count > 64);
+    free(line);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit lim = { pfx_test_address_space() + ((size_t)512 << 20), RLIM_INFINITY };
+        lim.rlim_max = lim.rlim_cur;
+        if (!PFX_TEST_ASAN && setrlimit(RLIMIT_AS, &lim) != 0)
+            _exit(3);
+        pfx_dataset_options opt;
+        pfx_dataset_default_options(&opt);
+        opt.max_length = 64;
+        opt.append_eos = false;
+        pfx_dataset *ds = NULL;
+        if (pfx_dataset_load(path, gpt2, &opt, &ds) != PFX_SUCCESS) {
+            fprintf(stderr, "huge line: %s\n", pfx_last_error(NULL));
+            _exit(1);
+        }
+        const int32_t *ids, *labels;
+        size_t len;
+        pfx_dataset_example(ds, 0, &ids, &labels, &len);
+        pfx_dataset_info info;
+        pfx_dataset_get_info(ds, &info);
+        _exit(len == 64 && info.truncated == 1 && memcmp(ids, want, 64 * sizeof(int32_t)) == 0 ? 0 : 2);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    free(want);
+    unlink(path);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("loading a 64 MB line cut to 64 tokens within 512 MB more: exit %d (1: refused, 2: other ids, "
+                 "3: no limit)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 static void test_jsonl(void **state)
@@ -532,6 +589,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_text_file),
         cmocka_unit_test(test_truncation_and_skips),
+        cmocka_unit_test(test_huge_line_cut),
         cmocka_unit_test(test_jsonl),
         cmocka_unit_test(test_special_tokens),
         cmocka_unit_test(test_batches),

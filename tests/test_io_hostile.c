@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "io/io_internal.h"
 #include "pfx_test.h"
 #include "prefixcl/io.h"
 
@@ -99,13 +100,6 @@ static void test_fifo_is_not_a_file(void **state)
 
 /* ---------------------------------------------------------------- adapter_config.json */
 
-static double seconds_since(const struct timespec *t0)
-{
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
-}
-
 /* The largest accepted config (1 MiB) with ~92,000 keys: the duplicate check
  * compared every pair (16-19 s); it must stay far below a second. */
 static void test_config_many_keys(void **state)
@@ -123,7 +117,7 @@ static void test_config_many_keys(void **state)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     assert_int_equal(pfx_peft_read_config_memory(text, n, "many-keys", &cfg), PFX_SUCCESS);
-    double s = seconds_since(&t0);
+    double s = pfx_test_seconds_since(&t0);
     assert_int_equal(cfg.num_layers, 2);
     if (s > 1.0)
         fail_msg("a 1 MiB config with ~92,000 keys took %.2f s", s);
@@ -176,6 +170,48 @@ static void test_config_refusals(void **state)
     write_config(".", "{" CONFIG_FIELDS "}"); /* what "" used to read */
     assert_status_names(NULL, pfx_peft_read_config("", &cfg), PFX_ERROR_INVALID_ARGUMENT, "dir is empty");
     assert_int_equal(chdir(cwd), 0);
+}
+
+/* ---------------------------------------------------------------- shard index */
+
+/* 200,000 tensors, each in a shard of its own: the shard lookup compared
+ * every entry with every shard seen (about 60 s at this size); sorting keeps
+ * it far below the limit. */
+static void test_index_many_shards(void **state)
+{
+    (void)state;
+    const size_t n = 200000;
+    size_t cap = 64 + n * 64, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "{\"weight_map\": {");
+    for (size_t i = 0; i < n; i++) /* shard names in reverse of the entries */
+        len += (size_t)snprintf(text + len, cap - len, "%s\"t%zu\": \"s%07zu.safetensors\"", i ? ", " : "",
+                                i, n - 1 - i);
+    len += (size_t)snprintf(text + len, cap - len, "}}");
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pfx_st_index *x = NULL;
+    assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "many-shards", &x), PFX_SUCCESS);
+    double s = pfx_test_seconds_since(&t0);
+    assert_int_equal(x->count, n);
+    assert_int_equal(x->shard_count, n);
+    for (size_t i = 0; i < n; i += 9973) {
+        char want[32];
+        snprintf(want, sizeof(want), "s%07zu.safetensors", n - 1 - i);
+        assert_string_equal(x->shards[x->shard[i]], want);
+    }
+    pfx_st_index_free(&x);
+    /* one shard for every tensor: still one shard */
+    len = (size_t)snprintf(text, cap, "{\"weight_map\": {\"a\": \"x\", \"b\": \"y\", \"c\": \"x\"}}");
+    assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "three", &x), PFX_SUCCESS);
+    assert_int_equal(x->shard_count, 2);
+    assert_int_equal(x->shard[0], x->shard[2]);
+    assert_string_equal(x->shards[x->shard[1]], "y");
+    pfx_st_index_free(&x);
+    free(text);
+    if (s > 3.0)
+        fail_msg("an index of %zu tensors in %zu shards took %.2f s", n, n, s);
 }
 
 static void test_nul_escape_in_tensor_name(void **state)
@@ -383,6 +419,20 @@ static void test_peft_load_aliasing(void **state)
     assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, k3, v3, L, NULL), PFX_ERROR_ALIASING);
     assert_null(k3[0]); /* nothing allocated */
     assert_false(starts_with_status_name(pfx_last_error(rt)));
+    /* one array for both: NULL entries would be allocated twice into it,
+     * caller tensors written as keys then as values */
+    const size_t live = pfx_test_live_bytes(rt);
+    pfx_tensor *one[L] = { NULL, NULL };
+    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, one, one, L, NULL), PFX_ERROR_ALIASING,
+                        "the keys and values arrays overlap");
+    assert_null(one[0]);
+    assert_null(one[1]);
+    pfx_tensor *both[L + 1] = { NULL, NULL, NULL };
+    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, both, both + 1, L, NULL), PFX_ERROR_ALIASING,
+                        "overlap");
+    pfx_tensor *same[L] = { keys[0], keys[1] };
+    assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, same, same, L, NULL), PFX_ERROR_ALIASING);
+    assert_int_equal(pfx_test_live_bytes(rt), live); /* nothing allocated, nothing leaked */
     /* distinct tensors still load */
     assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, keys, values, L, NULL), PFX_SUCCESS);
     assert_status_names(rt, pfx_peft_load_prefixes(rt, "", HKV, keys, values, L, NULL),
@@ -448,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_config_many_keys),
         cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_nul_escape_in_tensor_name),
+        cmocka_unit_test(test_index_many_shards),
         cmocka_unit_test(test_save_refuses_device_node),
         cmocka_unit_test(test_killed_save_cleaned_at_next_save),
         cmocka_unit_test(test_save_honours_umask),

@@ -4,6 +4,7 @@
  * file and tensor, nothing left allocated; argument checks of the calls;
  * saved weights load back bit for bit. */
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pfx_test.h"
@@ -321,6 +322,187 @@ static void test_bad_checkpoints(void **state)
     tf_model_free(&m);
 }
 
+/* A fresh runtime: its peak_bytes tells whether a call allocated anything. */
+static pfx_runtime *fresh_runtime(void)
+{
+    pfx_runtime *rt = NULL;
+    assert_int_equal(pfx_runtime_create(&rt, NULL), PFX_SUCCESS);
+    return rt;
+}
+
+/* Writes `m` (whose rc may disagree with its tensors) and expects the load
+ * to fail with `status` naming both needles before the first device
+ * allocation, within a second. */
+static void expect_refused_before_allocation(tf_model *m, unsigned shards, pfx_status status, const char *needle,
+                                             const char *needle2)
+{
+    pfx_runtime *rt = fresh_runtime();
+    char *dir = tf_tempdir("precheck");
+    assert_int_equal(tf_write(m, dir, shards), 0);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pfx_model *model = NULL;
+    assert_status_names(rt, pfx_model_load(rt, dir, NULL, &model), status, needle);
+    double s = pfx_test_seconds_since(&t0);
+    if (needle2 && !strstr(pfx_last_error(rt), needle2))
+        fail_msg("message '%s' does not name '%s'", pfx_last_error(rt), needle2);
+    assert_null(model);
+    pfx_memory_stats ms;
+    assert_int_equal(pfx_runtime_memory(rt, &ms), PFX_SUCCESS);
+    if (ms.peak_bytes)
+        fail_msg("%zu device bytes allocated before the checkpoint was refused", ms.peak_bytes);
+    if (s > 1.0)
+        fail_msg("refusing the checkpoint took %.2f s", s);
+    pfx_runtime_destroy(&rt);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+/* The checkpoint is checked against the config before anything is
+ * allocated: a config of 4,000 or 1,000,000 layers beside a 2-layer file,
+ * vocabulary, positions and inner sizes (2^28, 2^31) the file disagrees
+ * with: the tensor and the config field named, no device byte taken. */
+static void test_checked_before_allocation(void **state)
+{
+    (void)state;
+    ref_model_config g = tiny_gpt2(), l = tiny_llama();
+    tf_model m;
+    tf_model_init(&m, &g, true, "gpt2", 11);
+    m.rc.layers = 4000;
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_FORMAT, "transformer.h.2.ln_1.weight", "is missing");
+    m.rc.layers = 1000000;
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_FORMAT, "transformer.h.2.ln_1.weight", "1000000 layers");
+    m.rc.layers = g.layers;
+    m.rc.vocab = (size_t)1 << 28;
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE, "transformer.wte.weight", "vocab_size 268435456");
+    m.rc.vocab = g.vocab;
+    m.rc.max_positions = (size_t)1 << 31;
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE, "transformer.wpe.weight", "n_positions");
+    m.rc.max_positions = g.max_positions;
+    m.rc.inner = (size_t)1 << 28;
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE, "transformer.h.0.mlp.c_fc.weight", "n_inner");
+    tf_model_free(&m);
+
+    tf_model_init(&m, &l, false, "llama", 12);
+    m.rc.inner = (size_t)1 << 31;
+    expect_refused_before_allocation(&m, 2, PFX_ERROR_INVALID_SHAPE, "model.layers.0.mlp.gate_proj.weight",
+                                     "intermediate_size 2147483648");
+    m.rc.inner = l.inner;
+    m.rc.vocab = (size_t)1 << 28;
+    expect_refused_before_allocation(&m, 2, PFX_ERROR_INVALID_SHAPE, "model.embed_tokens.weight", "vocab_size");
+    m.rc.vocab = l.vocab;
+    m.rc.layers = 4000;
+    expect_refused_before_allocation(&m, 3, PFX_ERROR_FORMAT, "model.layers.2.", "is missing");
+    tf_model_free(&m);
+}
+
+/* Rewrites the index with one entry changed: `name` dropped (shard NULL) or
+ * moved to `shard`. */
+static void rewrite_index(const char *dir, const char *name, const char *shard)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    static char text[1 << 16], out[1 << 16];
+    size_t n = fread(text, 1, sizeof(text) - 1, fp);
+    fclose(fp);
+    text[n] = 0;
+    char key[160];
+    snprintf(key, sizeof(key), "\"%s\": \"", name);
+    char *at = strstr(text, key);
+    assert_non_null(at);
+    char *end = strchr(at + strlen(key), '"') + 1; /* past the shard's closing quote */
+    if (shard) {
+        snprintf(out, sizeof(out), "%.*s%s%s\"%s", (int)(at - text), text, key, shard, end);
+    } else {
+        if (*end == ',')
+            end += 2; /* ", " after it */
+        else if (at - text >= 2 && at[-2] == ',')
+            at -= 2; /* the last entry: ", " before it */
+        snprintf(out, sizeof(out), "%.*s%s", (int)(at - text), text, end);
+    }
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fputs(out, fp);
+    fclose(fp);
+}
+
+static void index_drops_norm(const char *dir)
+{
+    rewrite_index(dir, "model.layers.0.input_layernorm.weight", NULL);
+}
+
+static void index_moves_norm(const char *dir)
+{
+    rewrite_index(dir, "model.layers.0.input_layernorm.weight", "model-00003-of-00003.safetensors");
+}
+
+static void index_drops_lm_head(const char *dir)
+{
+    rewrite_index(dir, "lm_head.weight", NULL);
+}
+
+/* The index is the contract: a shard's tensor missing from it, or listed
+ * under another shard, fails the load. */
+static void test_index_disagrees_with_shards(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config l = tiny_llama();
+    tf_model m;
+    tf_model_init(&m, &l, true, "llama", 13);
+    /* a tied model's lm_head.weight is skipped, but the index still lists it */
+    tf_tensor *head = &m.t[m.count++];
+    memset(head, 0, sizeof(*head));
+    snprintf(head->name, sizeof(head->name), "lm_head.weight");
+    snprintf(head->dtype, sizeof(head->dtype), "F32");
+    head->ndim = 2;
+    head->shape[0] = l.vocab;
+    head->shape[1] = l.hidden;
+    head->data = calloc(l.vocab * l.hidden, sizeof(float));
+    assert_non_null(head->data);
+    expect_load_failure(rt, &m, 3, index_drops_norm, PFX_ERROR_FORMAT, "model.layers.0.input_layernorm.weight",
+                        "not listed");
+    expect_load_failure(rt, &m, 3, index_moves_norm, PFX_ERROR_FORMAT, "model.layers.0.input_layernorm.weight",
+                        "model-00003-of-00003.safetensors");
+    expect_load_failure(rt, &m, 3, index_drops_lm_head, PFX_ERROR_FORMAT, "lm_head.weight", "not listed");
+    /* the folder as written loads */
+    char *dir = tf_tempdir("goodshards");
+    assert_int_equal(tf_write(&m, dir, 3), 0);
+    pfx_model *model = NULL;
+    assert_int_equal(pfx_model_load(rt, dir, NULL, &model), PFX_SUCCESS);
+    pfx_model_destroy(&model);
+    tf_rmdir(dir);
+    free(dir);
+    tf_model_free(&m);
+}
+
+/* A shard that is a symbolic link to a file outside the folder (Hugging
+ * Face's cache: snapshots/<rev>/ links to blobs/) is followed. */
+static void test_symlinked_shard(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config l = tiny_llama();
+    tf_model m;
+    tf_model_init(&m, &l, false, "llama", 14);
+    char *dir = tf_tempdir("snapshot"), *blobs = tf_tempdir("blobs");
+    assert_int_equal(tf_write(&m, dir, 3), 0);
+    char in[600], out[600];
+    snprintf(in, sizeof(in), "%s/model-00002-of-00003.safetensors", dir);
+    snprintf(out, sizeof(out), "%s/blob", blobs);
+    assert_int_equal(rename(in, out), 0);
+    assert_int_equal(symlink(out, in), 0);
+    pfx_model *model = NULL;
+    if (pfx_model_load(rt, dir, NULL, &model) != PFX_SUCCESS)
+        fail_msg("%s", pfx_last_error(rt));
+    pfx_model_destroy(&model);
+    tf_rmdir(dir);
+    tf_rmdir(blobs);
+    free(dir);
+    free(blobs);
+    tf_model_free(&m);
+}
+
 /* Argument checks of the calls, on a loaded tiny model. */
 static void test_call_arguments(void **state)
 {
@@ -462,6 +644,9 @@ int main(void)
         cmocka_unit_test(test_shape_from_config),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_bad_checkpoints),
+        cmocka_unit_test(test_checked_before_allocation),
+        cmocka_unit_test(test_index_disagrees_with_shards),
+        cmocka_unit_test(test_symlinked_shard),
         cmocka_unit_test(test_call_arguments),
         cmocka_unit_test(test_save_weights_round_trip),
     };

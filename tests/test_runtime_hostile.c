@@ -233,6 +233,42 @@ static void test_cache_fifo(void **state)
     assert_true(S_ISREG(sb.st_mode)); /* rebuilt and written over the FIFO */
 }
 
+/* A cache folder that cannot be used (a regular file, a name over NAME_MAX):
+ * the runtime is created, without its cache folder and override, and says
+ * why; a folder without tuning.txt keeps its cache. */
+static void test_cache_unusable(void **state)
+{
+    (void)state;
+    char file[600], deep[1000];
+    snprintf(file, sizeof(file), "%s/plain-file", cache_dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    assert_int_equal(fclose(f), 0);
+    snprintf(deep, sizeof(deep), "%s/%0300d", cache_dir, 0);
+    const char *dirs[] = { file, deep };
+    for (size_t i = 0; i < 2; i++) {
+        pfx_runtime_params params;
+        pfx_runtime_default_params(&params);
+        params.cache_dir = dirs[i];
+        pfx_runtime *rt = NULL;
+        assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
+        assert_string_equal(pfx_runtime_cache_dir(rt), "");
+        assert_non_null(strstr(pfx_runtime_cache_note(rt), "kernel cache off"));
+        assert_non_null(strstr(pfx_runtime_cache_note(rt), "tuning.txt"));
+        assert_non_null(strstr(pfx_runtime_gemm_tuning(rt), "off"));
+        pfx_runtime_destroy(&rt);
+    }
+    pfx_runtime_params params;
+    pfx_runtime_default_params(&params);
+    params.cache_dir = cache_dir;
+    pfx_runtime *rt = NULL;
+    assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
+    assert_string_equal(pfx_runtime_cache_dir(rt), cache_dir);
+    assert_string_equal(pfx_runtime_cache_note(rt), "");
+    pfx_runtime_destroy(&rt);
+    assert_string_equal(pfx_runtime_cache_note(NULL), "");
+}
+
 int main(void)
 {
     if (!mkdtemp(cache_dir)) {
@@ -247,6 +283,7 @@ int main(void)
         cmocka_unit_test(test_overcommit),
         cmocka_unit_test(test_two_threads),
         cmocka_unit_test(test_cache_fifo),
+        cmocka_unit_test(test_cache_unusable),
     };
     int failed = cmocka_run_group_tests_name("runtime_hostile_host", host_tests, NULL, NULL);
     failed += cmocka_run_group_tests_name("runtime_hostile_device", device_tests, pfx_test_group_setup,

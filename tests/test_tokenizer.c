@@ -7,6 +7,10 @@
  *
  * argv[1]: tests/fixtures/tokenizers. */
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -528,6 +532,147 @@ static void test_threads(void **state)
     pfx_tokenizer_free(&tok);
 }
 
+/* The fixture's single_word added token "hello world" over 512 KiB of
+ * "hello world ": the word-boundary test was handed the rest of the text
+ * each time (quadratic: 7 s on the test machine); it looks at one character. */
+static void test_single_word_linear(void **state)
+{
+    (void)state;
+    pfx_tokenizer *tok = load_dir("gpt2");
+    int32_t hw = pfx_tokenizer_token_to_id(tok, "hello world");
+    assert_true(hw >= 0);
+    const char unit[] = "hello world ";
+    const size_t reps = ((size_t)512 << 10) / (sizeof(unit) - 1), n = reps * (sizeof(unit) - 1);
+    char *text = malloc(n + 1);
+    assert_non_null(text);
+    for (size_t i = 0; i < reps; i++)
+        memcpy(text + i * (sizeof(unit) - 1), unit, sizeof(unit) - 1);
+    text[n] = 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int32_t *ids;
+    size_t count;
+    assert_int_equal(pfx_tokenizer_encode(tok, text, n, 0, &ids, &count), PFX_SUCCESS);
+    double s = pfx_test_seconds_since(&t0);
+    size_t found = 0;
+    for (size_t i = 0; i < count; i++)
+        found += ids[i] == hw;
+    assert_int_equal(found, reps); /* every one is a whole word */
+    /* inside a word it is not the token */
+    free(ids);
+    assert_int_equal(pfx_tokenizer_encode(tok, "xhello world", 12, 0, &ids, &count), PFX_SUCCESS);
+    for (size_t i = 0; i < count; i++)
+        assert_int_not_equal(ids[i], hw);
+    free(ids);
+    free(text);
+    pfx_tokenizer_free(&tok);
+    if (s > 2.0)
+        fail_msg("encoding %zu bytes with a single_word token took %.2f s", n, s);
+}
+
+/* A backtracking Split regex, (a|a)*b|. over runs of 21 'a': PCRE2's match
+ * limit held per call, and every position spent up to it anew (4.6 KB:
+ * 6-26 s, 46 KB: minutes). One budget per encode, grown with the text: refused at
+ * once, naming the regex; ordinary text of the same regex still encodes. */
+static void test_backtracking_regex_budget(void **state)
+{
+    (void)state;
+    static const char json[] =
+        MODEL("},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a|a)*b|.\"},"
+              "\"behavior\":\"Isolated\",\"invert\":false}");
+    pfx_tokenizer *tok = NULL;
+    assert_int_equal(pfx_tokenizer_load_json_memory(json, strlen(json), "mem.json", &tok), PFX_SUCCESS);
+    const size_t sizes[] = { 4600, 46000 };
+    for (size_t k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        char *text = malloc(n);
+        assert_non_null(text);
+        for (size_t i = 0; i < n; i++) /* runs of 21: each call stays under PCRE2's own limit */
+            text[i] = i % 22 == 21 ? ' ' : 'a';
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int32_t *ids = NULL;
+        size_t count;
+        pfx_status st = pfx_tokenizer_encode(tok, text, n, 0, &ids, &count);
+        double s = pfx_test_seconds_since(&t0);
+        assert_int_equal(st, PFX_ERROR_UNSUPPORTED);
+        assert_null(ids);
+        if (!strstr(pfx_last_error(NULL), "(a|a)*b|.") || !strstr(pfx_last_error(NULL), "backtracks beyond"))
+            fail_msg("message \"%s\" does not name the regex and what it ran into", pfx_last_error(NULL));
+        free(text);
+        if (s > 2.0)
+            fail_msg("%zu bytes against a backtracking regex took %.2f s", n, s);
+    }
+    /* short runs backtrack little: encoded */
+    int32_t *ids;
+    size_t count;
+    assert_int_equal(pfx_tokenizer_encode(tok, "aab ab b", 8, 0, &ids, &count), PFX_SUCCESS);
+    assert_true(count > 0);
+    free(ids);
+    pfx_tokenizer_free(&tok);
+}
+
+/* The child of test_load_memory, a fresh process (`test_tokenizer
+ * --load-within FACTOR FILE`): loads FILE with FACTOR times its size of
+ * address space beyond what the process holds. 0: loaded, 1: refused. */
+static int load_within(double factor, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return 3;
+    struct rlimit lim = { pfx_test_address_space() + (size_t)(factor * (double)sb.st_size), 0 };
+    lim.rlim_max = lim.rlim_cur;
+    if (!PFX_TEST_ASAN && setrlimit(RLIMIT_AS, &lim) != 0)
+        return 3;
+    pfx_tokenizer *tok = NULL;
+    if (pfx_tokenizer_load_json(path, &tok) != PFX_SUCCESS) {
+        fprintf(stderr, "%s: %s\n", path, pfx_last_error(NULL));
+        return 1;
+    }
+    bool ok = pfx_tokenizer_token_to_id(tok, "x7x9") == 1200 + 7 * 1200 + 9 &&
+              pfx_tokenizer_vocab_size(tok) == 1200 + 300000;
+    pfx_tokenizer_free(&tok);
+    return ok ? 0 : 2;
+}
+
+/* A tokenizer.json of about 9 MB (1,200 base tokens, 300,000 merges): a
+ * cJSON tree of its vocabulary and merges took about 11 times the file. A
+ * fresh process loads it within 7 times the file (the file read included)
+ * and finds the file's tokens. */
+static void test_load_memory(void **state)
+{
+    (void)state;
+    const size_t base = 1200, merges = 300000;
+    char path[] = "/tmp/pfx-test-tokenizer-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *fp = fdopen(fd, "w");
+    assert_non_null(fp);
+    fprintf(fp, "{\"model\": {\"type\": \"BPE\", \"vocab\": {");
+    for (size_t i = 0; i < base; i++)
+        fprintf(fp, "%s\"x%zu\": %zu", i ? ", " : "", i, i);
+    for (size_t k = 0; k < merges; k++)
+        fprintf(fp, ", \"x%zux%zu\": %zu", k / base, k % base, base + k);
+    fprintf(fp, "}, \"merges\": [");
+    for (size_t k = 0; k < merges; k++)
+        fprintf(fp, "%s\"x%zu x%zu\"", k ? ", " : "", k / base, k % base);
+    fprintf(fp, "]}, \"pre_tokenizer\": {\"type\": \"WhitespaceSplit\"}}");
+    assert_int_equal(fclose(fp), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execl("/proc/self/exe", "test_tokenizer", "--load-within", "7", path, (char *)NULL);
+        _exit(4);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    unlink(path);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("loading a 9 MB tokenizer.json within 7 times its size: exit %d (1: refused, 2: other "
+                 "tokens)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* Informational: encode speed on the demo corpus (no threshold). */
 static void test_speed(void **state)
 {
@@ -559,6 +704,8 @@ static void test_speed(void **state)
 
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[1], "--load-within") == 0)
+        return load_within(atof(argv[2]), argv[3]);
     if (argc < 2) {
         fprintf(stderr, "usage: %s FIXTURE_DIR\n", argv[0]);
         return 2;
@@ -581,6 +728,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_decoders),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_single_word_linear),
+        cmocka_unit_test(test_backtracking_regex_budget),
+        cmocka_unit_test(test_load_memory),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,12 @@
  * t < kv_len[b] and, when causal, t <= i + M - N), O_i = sum_j p_ij v~_j,
  * LSE_i = log sum_j exp(z_ij). A row with nothing visible, or i >= q_len[b],
  * gives O_i = 0 and LSE_i = -inf. Nothing of size N x (P + M) is stored.
+ * A c_h that float32 cannot hold is refused (PFX_ERROR_NOT_FINITE); a logit
+ * z_ij beyond float32 from a finite c_h and finite inputs (a huge gain or
+ * scale) saturates to +-FLT_MAX, so the row stays finite: its overflowing
+ * logits share its weight (every output, the statistics and the map alike;
+ * the backward's gradients of such rows are not meaningful). NaN and
+ * infinite inputs propagate.
  *
  * Tensor shapes (float32 or half storage, chosen per tensor):
  *   Q, O, dQ, dO : [B, H, N, D]   (PFX_LAYOUT_BHND) or [B, N, H, D] (BNHD)

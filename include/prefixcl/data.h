@@ -13,7 +13,10 @@
  * An example's tokens: the post-processor's leading tokens (BOS ...) when
  * add_special, the text (or prompt, then completion, each encoded alone), the
  * post-processor's trailing tokens, EOS when append_eos; then cut to
- * max_length. Labels are HF's: the token id where the loss counts it, -100
+ * max_length. Only the head of a long line that the cut keeps is tokenized
+ * (grown until its complete pre-tokenizer pieces give the tokens kept), so
+ * a line of any length costs memory and time for max_length tokens, beside
+ * the file itself. Labels are HF's: the token id where the loss counts it, -100
  * elsewhere (leading special tokens and prompt, padding); the model shifts
  * them (logits at t predict label t+1). Examples that leave no counted label
  * at a position t >= 1 teach nothing and are skipped (counted in the info).

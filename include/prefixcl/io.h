@@ -23,7 +23,9 @@
  *
  * Every file is read only when it is a regular file: a FIFO, a device or a
  * folder where a file is expected is PFX_ERROR_IO at once (never a read that
- * blocks).
+ * blocks). Symbolic links are followed wherever they point, also out of the
+ * folder that names them: a model folder of the Hugging Face cache
+ * (snapshots/<rev>/) holds links to files under blobs/, shards included.
  *
  * Calls without a runtime record their error detail in pfx_last_error(NULL)
  * (per thread); calls with one in pfx_last_error(rt).
@@ -242,7 +244,8 @@ PFX_API pfx_status pfx_peft_read_config_memory(const void *data, size_t size, co
  *              A NULL entry is allocated here (F32, [Hkv, P, D]) and owned by
  *              the caller afterwards; a non-NULL entry must be an F32 or F16
  *              tensor of shape [Hkv, P, D] and is overwritten; no tensor may
- *              appear twice in keys and values together (PFX_ERROR_ALIASING).
+ *              appear twice in keys and values together, and the two arrays
+ *              must not overlap (keys == values included): PFX_ERROR_ALIASING.
  *              On failure the
  *              entries allocated here are destroyed and set back to NULL;
  *              caller tensors may have been partly written.

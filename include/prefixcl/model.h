@@ -26,7 +26,17 @@
  * integer tensor where a weight is expected (PFX_ERROR_DTYPE_MISMATCH), a
  * missing shard (PFX_ERROR_IO) or a truncated one (the safetensors reader's
  * status, io.h) fails the load with a message naming the file and the tensor;
- * nothing stays allocated.
+ * nothing stays allocated. The index is the contract: a tensor of a shard
+ * that it does not list, or lists under another shard, and a tensor it lists
+ * that its shard lacks are PFX_ERROR_FORMAT. All of this is checked before
+ * the first device allocation (a config of more layers than the checkpoint
+ * holds costs no more than its tensor count); a shape message names the
+ * config.json field that sets it (vocab_size, n_positions, n_inner,
+ * intermediate_size, ...). Then the config's sizes are checked against the
+ * device: a weight beyond its largest allocation, or all of them beyond its
+ * memory (unless the runtime overcommits), is PFX_ERROR_OUT_OF_MEMORY. A
+ * sharded checkpoint's shards are read twice (checked, then loaded), one at
+ * a time.
  *
  * Positions: with a prefix of length P (PEFT passes it as past_key_values),
  * the input token t of every item sits at position P + t (GPT-2's wpe row

@@ -122,7 +122,8 @@ typedef struct pfx_runtime_params {
      * as given: an attention call on a device that cannot hold them returns
      * PFX_ERROR_UNSUPPORTED saying why. NULL: $PREFIXCL_TUNING, else the file
      * tuning.txt in the cache folder, else none. A malformed text fails
-     * pfx_runtime_create with PFX_ERROR_INVALID_ARGUMENT. */
+     * pfx_runtime_create with PFX_ERROR_INVALID_ARGUMENT; a tuning.txt that
+     * cannot be read turns the cache folder off (pfx_runtime_cache_note). */
     const char *kernel_tuning;
     bool allow_overcommit;    /* allocate past the device's global memory (the
                                  driver may then fail or swap); by default
@@ -186,6 +187,14 @@ PFX_API pfx_status pfx_runtime_cache_stats(const pfx_runtime *rt, pfx_cache_stat
 
 /* The cache folder this runtime uses ("" when disabled). */
 PFX_API const char *pfx_runtime_cache_dir(const pfx_runtime *rt);
+
+/* Why the runtime runs without its cache folder, "" when it does not: a
+ * folder whose tuning.txt cannot be read for another reason than its absence
+ * (the folder is a file, a name is too long, no permission) is not used at
+ * all, neither for kernel binaries nor for tuning overrides, and
+ * pfx_runtime_create still succeeds; the first such runtime of a process
+ * also prints this note on stderr. Never NULL. */
+PFX_API const char *pfx_runtime_cache_note(const pfx_runtime *rt);
 
 /* Builds (or loads from cache) every embedded kernel program for this device,
  * so later calls do not pay for compilation. */

@@ -67,7 +67,12 @@ typedef struct pfx_tokenizer pfx_tokenizer;
 PFX_API pfx_status pfx_tokenizer_load(const char *dir, pfx_tokenizer **out);
 
 /* A tokenizer.json file, or the same bytes in memory (`label` names them in
- * messages; NULL: "<memory>"). */
+ * messages; NULL: "<memory>"). What a load costs: model.vocab and
+ * model.merges are read straight from the text into the tokenizer's hash
+ * tables (the rest goes through a JSON tree), so a load holds the file (the
+ * path form reads it whole) plus about 4 times its size at the peak, most
+ * of which the tokenizer keeps (a 23 MB file of 700,000 short tokens and
+ * merges: 125 MB resident in all, 260 MB through a whole JSON tree). */
 PFX_API pfx_status pfx_tokenizer_load_json(const char *path, pfx_tokenizer **out);
 PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size, const char *label,
                                                   pfx_tokenizer **out);
@@ -119,7 +124,11 @@ PFX_API int32_t pfx_tokenizer_special_id(const pfx_tokenizer *tok, pfx_special_t
 
 /* Encodes len bytes of text (text may be NULL when len is 0). *ids gets a
  * malloc'ed array (release with free(); never NULL on success, even for no
- * ids) and *count its length. On failure *ids is NULL and *count 0. */
+ * ids) and *count its length. On failure *ids is NULL and *count 0.
+ * The regexes of the pre-tokenizers and normalizers share one budget per
+ * call, 4096 PCRE2 match-limit units per byte of text plus 2^22: a pattern
+ * that backtracks beyond it (or beyond PCRE2's JIT stack) is
+ * PFX_ERROR_UNSUPPORTED naming the regex, in time linear in len. */
 PFX_API pfx_status pfx_tokenizer_encode(const pfx_tokenizer *tok, const char *text, size_t len,
                                         unsigned flags, int32_t **ids, size_t *count);
 

@@ -73,7 +73,7 @@ typedef struct pfx_st_index {
     size_t count;        /* tensors */
     char **names;        /* [count] */
     size_t *shard;       /* [count]: index into shards */
-    char **shards;       /* [shard_count], distinct, in order of first use */
+    char **shards;       /* [shard_count], distinct, sorted by name */
     size_t shard_count;
 } pfx_st_index;
 
@@ -101,6 +101,9 @@ void pfx_atomic_abort(pfx_atomic_file *af);
 
 /* Internal entry points that record errors for rt (NULL: the thread). */
 pfx_status pfx_st_open_rt(pfx_runtime *rt, const char *path, pfx_safetensors **out);
+/* Tensor `index` of f into dst (of the same shape; a float dtype in the
+ * file): pfx_safetensors_load_tensor without the lookup by name. */
+pfx_status pfx_st_load_index_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index, pfx_tensor *dst);
 pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size,
                               const char *label, pfx_safetensors **out);
 pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index,

@@ -125,6 +125,12 @@ static pfx_status check_distinct(pfx_runtime *rt, pfx_tensor *const *keys, pfx_t
 {
     if (L > SIZE_MAX / (2 * sizeof(slot_ref)))
         return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_peft_load_prefixes: num_layers %zu", L);
+    /* Overlapping arrays: a NULL entry allocated into one slot would be
+     * replaced by the other array's allocation (and leak). */
+    if (L && keys < values + L && values < keys + L)
+        return pfx_error(rt, PFX_ERROR_ALIASING,
+                         "pfx_peft_load_prefixes: the keys and values arrays overlap (entries %s)",
+                         keys == values ? "are shared" : "are shared in part");
     slot_ref *refs = malloc((2 * L + 1) * sizeof(*refs));
     if (!refs)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_peft_load_prefixes: host memory");

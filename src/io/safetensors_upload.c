@@ -44,9 +44,16 @@ pfx_status pfx_safetensors_load_tensor(pfx_runtime *rt, const pfx_safetensors *f
                          name);
     size_t index = 0;
     pfx_status st = find_for_load(rt, f, name, &index);
-    if (st != PFX_SUCCESS)
-        return st;
+    return st == PFX_SUCCESS ? pfx_st_load_index_rt(rt, f, index, dst) : st;
+}
+
+pfx_status pfx_st_load_index_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index, pfx_tensor *dst)
+{
     const st_entry *e = &f->entries[index];
+    const char *name = e->name;
+    if (!pfx_st_is_float(e->dtype))
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "tensor " NAME_FMT " is %s, not a float type", name,
+                         pfx_st_dtype_name(e->dtype));
     bool same = e->ndim == dst->ndim;
     for (unsigned i = 0; same && i < e->ndim; i++)
         same = e->shape[i] == dst->shape[i];

@@ -35,6 +35,19 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+typedef struct shard_ref {
+    const char *shard; /* the entry's value in the parsed JSON */
+    size_t entry;
+} shard_ref;
+
+/* By shard name, then entry: the shards come out sorted by name. */
+static int cmp_shard(const void *a, const void *b)
+{
+    const shard_ref *x = a, *y = b;
+    int c = strcmp(x->shard, y->shard);
+    return c ? c : (x->entry > y->entry) - (x->entry < y->entry);
+}
+
 pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
                               pfx_st_index **out)
 {
@@ -47,6 +60,7 @@ pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t 
         return st;
     pfx_st_index *x = NULL;
     char **sorted = NULL;
+    shard_ref *by_shard = NULL;
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (meta && !cJSON_IsObject(meta) && !cJSON_IsNull(meta)) {
@@ -72,7 +86,8 @@ pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t 
         x->shards = calloc(n, sizeof(char *));
     }
     sorted = calloc(n, sizeof(char *));
-    if (!x || !x->names || !x->shard || !x->shards || !sorted) {
+    by_shard = calloc(n, sizeof(*by_shard));
+    if (!x || !x->names || !x->shard || !x->shards || !sorted || !by_shard) {
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory for %zu entries", label, n);
         goto out;
     }
@@ -87,23 +102,25 @@ pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t 
                            e->string);
             goto out;
         }
-        size_t s = 0;
-        while (s < x->shard_count && strcmp(x->shards[s], e->valuestring) != 0)
-            s++;
-        if (s == x->shard_count) {
-            if (!(x->shards[s] = strdup(e->valuestring))) {
-                st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
-                goto out;
-            }
-            x->shard_count++;
-        }
+        by_shard[x->count] = (shard_ref){ e->valuestring, x->count };
         if (!(x->names[x->count] = strdup(e->string))) {
             st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
             goto out;
         }
-        x->shard[x->count] = s;
         sorted[x->count] = x->names[x->count];
         x->count++;
+    }
+    /* The entries sorted by shard name give the distinct shards in n log n (a
+     * checkpoint may put every tensor in a shard of its own). */
+    qsort(by_shard, n, sizeof(*by_shard), cmp_shard);
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || strcmp(by_shard[i - 1].shard, by_shard[i].shard) != 0) {
+            if (!(x->shards[x->shard_count++] = strdup(by_shard[i].shard))) {
+                st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
+                goto out;
+            }
+        }
+        x->shard[by_shard[i].entry] = x->shard_count - 1;
     }
     qsort(sorted, n, sizeof(char *), cmp_name);
     for (size_t i = 1; i < n; i++)
@@ -116,6 +133,7 @@ pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t 
     x = NULL;
 out:
     free(sorted);
+    free(by_shard);
     pfx_st_index_free(&x);
     cJSON_Delete(root);
     return st;

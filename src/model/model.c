@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../io/io_internal.h"
+#include "../io/safetensors_internal.h"
 #include "model_internal.h"
 
 #define SINGLE_NAME "model.safetensors"
@@ -93,13 +93,16 @@ static pfx_status check_params(pfx_runtime *rt, const pfx_model_config *cfg, con
     return PFX_SUCCESS;
 }
 
-/* The model without weights: specs and tensors allocated, the workspace. */
+/* The model without weights: specs (those given, owned from here on, or
+ * the config's) and tensors allocated, the workspace. */
 static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, const pfx_model_params *p,
-                               bool gpt2_prefix, pfx_model **out)
+                               bool gpt2_prefix, pfx_weight_spec *specs, size_t spec_count, pfx_model **out)
 {
     pfx_model *m = calloc(1, sizeof(*m));
-    if (!m)
+    if (!m) {
+        free(specs);
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    }
     m->rt = rt;
     m->cfg = *cfg;
     m->p = *p;
@@ -107,7 +110,9 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
     const size_t L = s->layers, C = s->hidden, I = s->intermediate, V = s->vocab;
     const size_t QD = s->heads * s->head_dim, KVD = s->kv_heads * s->head_dim;
     const size_t R = p->max_batch * p->max_tokens;
-    pfx_status st = pfx_weight_specs(rt, cfg, gpt2_prefix, &m->specs, &m->spec_count);
+    m->specs = specs;
+    m->spec_count = spec_count;
+    pfx_status st = specs ? PFX_SUCCESS : pfx_weight_specs(rt, cfg, gpt2_prefix, &m->specs, &m->spec_count);
     if (st == PFX_SUCCESS) {
         m->tensors = calloc(m->spec_count, sizeof(*m->tensors));
         m->layer_w = calloc(L * LAYER_ROLES, sizeof(*m->layer_w));
@@ -187,59 +192,15 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
     return PFX_SUCCESS;
 }
 
-/* Index of the spec named `name`, or -1. */
-static long find_spec(const pfx_model *m, const char *name)
+static bool skipped_by(const pfx_model_config *cfg, const char *name)
 {
-    for (size_t i = 0; i < m->spec_count; i++)
-        if (strcmp(m->specs[i].name, name) == 0)
-            return (long)i;
-    return -1;
+    /* a tied head saved anyway is the embedding again */
+    return pfx_weight_name_ignored(name) || (cfg->shape.tied_embeddings && strcmp(name, "lm_head.weight") == 0);
 }
 
 static bool skipped(const pfx_model *m, const char *name)
 {
-    /* a tied head saved anyway is the embedding again */
-    return pfx_weight_name_ignored(name) || (m->cfg.shape.tied_embeddings && strcmp(name, "lm_head.weight") == 0);
-}
-
-/* Loads every tensor of the open file f (read from path) and closes it. */
-static pfx_status load_open(pfx_model *m, pfx_safetensors *f, const char *path, bool *loaded)
-{
-    pfx_runtime *rt = m->rt;
-    pfx_status st = PFX_SUCCESS;
-    size_t n = pfx_safetensors_count(f);
-    for (size_t i = 0; i < n && st == PFX_SUCCESS; i++) {
-        pfx_st_info info;
-        if ((st = pfx_safetensors_info(f, i, &info)))
-            break;
-        if (skipped(m, info.name))
-            continue;
-        long k = find_spec(m, info.name);
-        if (k < 0) {
-            st = pfx_error(rt, PFX_ERROR_FORMAT,
-                           "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)", path,
-                           info.name, m->cfg.shape.model_type, m->cfg.shape.layers);
-            break;
-        }
-        if (loaded[k]) {
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' was already read from another shard", path,
-                           info.name);
-            break;
-        }
-        st = pfx_safetensors_load_tensor(rt, f, info.name, m->tensors[k]);
-        if (st != PFX_SUCCESS)
-            st = with_path(rt, st, path);
-        loaded[k] = true;
-    }
-    pfx_safetensors_close(&f);
-    return st;
-}
-
-static pfx_status load_file(pfx_model *m, const char *path, bool *loaded)
-{
-    pfx_safetensors *f = NULL;
-    pfx_status st = pfx_st_open_rt(m->rt, path, &f);
-    return st == PFX_SUCCESS ? load_open(m, f, path, loaded) : st;
+    return skipped_by(&m->cfg, name);
 }
 
 static bool file_exists(const char *path)
@@ -310,6 +271,195 @@ static pfx_status fuse_qkv(pfx_model *m)
     return PFX_SUCCESS;
 }
 
+/* Sorted references into names[n]: a lookup by name in log n. */
+static int cmp_name_ref(const void *a, const void *b)
+{
+    return strcmp(**(char **const *)a, **(char **const *)b);
+}
+
+static char ***sort_names(char **names, size_t n)
+{
+    char ***refs = malloc((n ? n : 1) * sizeof(*refs));
+    for (size_t i = 0; refs && i < n; i++)
+        refs[i] = &names[i];
+    if (refs)
+        qsort(refs, n, sizeof(*refs), cmp_name_ref);
+    return refs;
+}
+
+/* Position of `name` in the names behind refs, or -1. */
+static long find_name(char **names, char ***refs, size_t n, const char *name)
+{
+    char *key = (char *)name, **kp = &key;
+    char ***hit = bsearch(&kp, refs, n, sizeof(*refs), cmp_name_ref);
+    return hit ? (long)(*hit - names) : -1;
+}
+
+/* What a checkpoint is checked against before anything is allocated. */
+typedef struct ckpt_check {
+    const pfx_model_config *cfg;
+    const pfx_weight_spec *specs;
+    size_t spec_count;
+    char **spec_names, ***spec_refs;
+    const pfx_st_index *index; /* NULL: a single file */
+    char ***index_refs;
+    size_t *listed;            /* [shard]: entries of the index in that shard */
+    const char *index_path;
+    bool *seen;                /* [spec] */
+} ckpt_check;
+
+static pfx_status shape_mismatch(pfx_runtime *rt, const char *path, const pfx_st_info *info,
+                                 const pfx_weight_spec *w)
+{
+    char file[160], want[160], fields[320];
+    pfx_shape_text(file, sizeof(file), info->ndim, info->shape);
+    pfx_shape_text(want, sizeof(want), w->ndim, w->shape);
+    if (w->ndim == 1 || strcmp(w->field[0], w->field[1]) == 0)
+        snprintf(fields, sizeof(fields), "%s %zu", w->field[0], w->shape[0]);
+    else
+        snprintf(fields, sizeof(fields), "%s %zu, %s %zu", w->field[0], w->shape[0], w->field[1], w->shape[1]);
+    return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                     "%s: tensor '%.200s' is %s in the file; config.json (%s) makes it %s", path, info->name,
+                     file, fields, want);
+}
+
+/* One file of the checkpoint (shard `shard` of the index): every tensor
+ * listed in the index under this shard and nowhere else, named by the
+ * config, of a float dtype and of the config's shape (the reader checked
+ * byte sizes against shapes when it opened the file). */
+static pfx_status check_file(pfx_runtime *rt, const ckpt_check *c, const pfx_safetensors *f, const char *path,
+                             size_t shard)
+{
+    const pfx_st_index *x = c->index;
+    const pfx_model_config *cfg = c->cfg;
+    size_t n = pfx_safetensors_count(f), listed = 0;
+    for (size_t i = 0; i < n; i++) {
+        pfx_st_info info;
+        pfx_status st = pfx_safetensors_info(f, i, &info);
+        if (st != PFX_SUCCESS)
+            return st;
+        if (x) {
+            long e = find_name(x->names, c->index_refs, x->count, info.name);
+            if (e < 0)
+                return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' is not listed in %s", path, info.name,
+                                 c->index_path);
+            if (x->shard[e] != shard)
+                return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' is listed under %s in %s", path,
+                                 info.name, x->shards[x->shard[e]], c->index_path);
+            listed++;
+        }
+        if (skipped_by(cfg, info.name))
+            continue;
+        long k = find_name(c->spec_names, c->spec_refs, c->spec_count, info.name);
+        if (k < 0)
+            return pfx_error(rt, PFX_ERROR_FORMAT,
+                             "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)", path,
+                             info.name, cfg->shape.model_type, cfg->shape.layers);
+        if (c->seen[k])
+            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' was already read from another shard", path,
+                             info.name);
+        c->seen[k] = true;
+        if (!pfx_st_is_float(info.dtype))
+            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: tensor '%.200s' is %s, not a float type", path,
+                             info.name, pfx_st_dtype_name(info.dtype));
+        const pfx_weight_spec *w = &c->specs[k];
+        if (info.ndim != w->ndim || info.shape[0] != w->shape[0] || (w->ndim == 2 && info.shape[1] != w->shape[1]))
+            return shape_mismatch(rt, path, &info, w);
+    }
+    if (x && listed != c->listed[shard]) /* the index names a tensor this shard lacks */
+        for (size_t e = 0; e < x->count; e++)
+            if (x->shard[e] == shard && pfx_safetensors_find(f, x->names[e]) < 0)
+                return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s', listed in %s for this shard, is not in it",
+                                 path, x->names[e], c->index_path);
+    return PFX_SUCCESS;
+}
+
+/* The configuration's sizes against the device's limits, before the first
+ * allocation: the largest weight against the largest allocation, all of
+ * them against the device's memory (unless the runtime overcommits). */
+static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_config *cfg,
+                             const pfx_model_params *p)
+{
+    const pfx_model_shape *s = &cfg->shape;
+    const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
+    const size_t es = p->storage == PFX_DTYPE_F16 ? 2 : 4;
+    const struct { const char *field; size_t rows; } big[] = {
+        { "vocab_size", s->vocab },
+        { gpt2 ? "n_positions" : "", gpt2 ? s->max_positions : 0 },
+        { gpt2 ? "n_inner" : "intermediate_size", s->intermediate },
+        { gpt2 ? "n_head" : "num_attention_heads", (s->heads + 2 * s->kv_heads) * s->head_dim },
+    };
+    size_t row, bytes;
+    const bool row_over = pfx_mul_overflows(s->hidden, es, &row);
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
+        if (row_over || pfx_mul_overflows(big[i].rows, row, &bytes) || bytes > rt->info.max_alloc_bytes)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                             "%s/config.json: a weight of %zu x %zu (%s x hidden size) exceeds the device's "
+                             "largest allocation (%llu bytes)",
+                             dir, big[i].rows, s->hidden, big[i].field, (unsigned long long)rt->info.max_alloc_bytes);
+    if (!rt->allow_overcommit &&
+        (pfx_mul_overflows(s->parameters, es, &bytes) || bytes > rt->info.global_mem_bytes))
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                         "%s/config.json: %zu parameters (%s, %zu layers) exceed the device's memory (%llu bytes)",
+                         dir, s->parameters, s->model_type, s->layers,
+                         (unsigned long long)rt->info.global_mem_bytes);
+    return PFX_SUCCESS;
+}
+
+/* Loads every tensor of the open file f (read from path), which passed
+ * check_file, and closes it. */
+static pfx_status load_open(pfx_model *m, const ckpt_check *c, pfx_safetensors *f, const char *path)
+{
+    pfx_status st = PFX_SUCCESS;
+    size_t n = pfx_safetensors_count(f);
+    for (size_t i = 0; i < n && st == PFX_SUCCESS; i++) {
+        pfx_st_info info;
+        if ((st = pfx_safetensors_info(f, i, &info)) || skipped(m, info.name))
+            continue;
+        long k = find_name(c->spec_names, c->spec_refs, c->spec_count, info.name);
+        if (k < 0) /* the file changed since it was checked */
+            st = pfx_error(m->rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' appeared after the check", path,
+                           info.name);
+        else if ((st = pfx_st_load_index_rt(m->rt, f, i, m->tensors[k])))
+            st = with_path(m->rt, st, path);
+    }
+    pfx_safetensors_close(&f);
+    return st;
+}
+
+static pfx_status load_file(pfx_model *m, const ckpt_check *c, const char *path)
+{
+    pfx_safetensors *f = NULL;
+    pfx_status st = pfx_st_open_rt(m->rt, path, &f);
+    return st == PFX_SUCCESS ? load_open(m, c, f, path) : st;
+}
+
+/* The first tensor of the config that the checkpoint lacks when it holds
+ * fewer tensors than the config needs (`available` names): only the specs
+ * of the layers that cannot all be there are made, so a huge n_layer costs
+ * nothing before it is refused. */
+static pfx_status too_few_tensors(pfx_runtime *rt, const pfx_model_config *cfg, bool prefix, char **names,
+                                  char ***refs, size_t available, const char *where)
+{
+    size_t fixed, per_layer;
+    pfx_weight_count(cfg, &fixed, &per_layer);
+    pfx_model_config part = *cfg;
+    size_t layers = available < fixed || !per_layer ? 0 : (available - fixed) / per_layer + 1;
+    part.shape.layers = layers < cfg->shape.layers ? layers : cfg->shape.layers;
+    pfx_weight_spec *specs = NULL;
+    size_t count = 0;
+    pfx_status st = pfx_weight_specs(rt, &part, prefix, &specs, &count);
+    for (size_t k = 0; st == PFX_SUCCESS && k < count; k++)
+        if (find_name(names, refs, available, specs[k].name) < 0)
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%s' is missing (%s, %zu layers)", where,
+                           specs[k].name, cfg->shape.model_type, cfg->shape.layers);
+    free(specs);
+    if (st == PFX_SUCCESS) /* cannot happen: more names than the checkpoint has */
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %zu tensors, fewer than a %s model with %zu layers has", where,
+                       available, cfg->shape.model_type, cfg->shape.layers);
+    return st;
+}
+
 static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_model_config *cfg,
                                   const pfx_model_params *p, pfx_model **out)
 {
@@ -317,15 +467,17 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
     pfx_st_index *index = NULL;
     pfx_safetensors *probe = NULL;
     pfx_model *m = NULL;
+    pfx_weight_spec *specs = NULL;
+    size_t spec_count = 0, *listed = NULL;
     bool *loaded = NULL;
-    char **names = NULL;
+    char **names = NULL, **spec_names = NULL, ***name_refs = NULL, ***spec_refs = NULL;
     pfx_status st = PFX_SUCCESS;
     if (!single || !index_path) {
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
         goto out;
     }
     const bool sharded = !file_exists(single) && file_exists(index_path);
-    bool prefix = false;
+    size_t available = 0;
     if (sharded) {
         unsigned char *buf = NULL;
         size_t size = 0;
@@ -335,61 +487,106 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
         free(buf);
         if (st != PFX_SUCCESS)
             goto out;
-        prefix = names_have_gpt2_prefix(cfg, index->names, index->count);
-    } else if (cfg->family == PFX_FAMILY_GPT2) {
-        /* the names decide the prefix */
+        available = index->count;
+    } else {
         if ((st = pfx_st_open_rt(rt, single, &probe)))
             goto out;
-        size_t n = pfx_safetensors_count(probe);
-        names = calloc(n ? n : 1, sizeof(char *));
+        available = pfx_safetensors_count(probe);
+        names = calloc(available ? available : 1, sizeof(char *));
         if (!names) {
             st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
             goto out;
         }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < available; i++) {
             pfx_st_info info;
             pfx_safetensors_info(probe, i, &info);
             names[i] = (char *)info.name;
         }
-        prefix = names_have_gpt2_prefix(cfg, names, n);
     }
-    if ((st = create_empty(rt, cfg, p, prefix, &m)))
-        goto out;
-    loaded = calloc(m->spec_count, sizeof(bool));
-    if (!loaded) {
+    char **ckpt_names = sharded ? index->names : names;
+    const char *where = sharded ? index_path : single;
+    const bool prefix = names_have_gpt2_prefix(cfg, ckpt_names, available);
+    if (!(name_refs = sort_names(ckpt_names, available))) {
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
         goto out;
     }
-    if (probe) {
-        st = load_open(m, probe, single, loaded);
-        probe = NULL;
-    } else if (!sharded) {
-        st = load_file(m, single, loaded);
-    } else {
-        for (size_t i = 0; i < index->count && st == PFX_SUCCESS; i++)
-            if (!skipped(m, index->names[i]) && find_spec(m, index->names[i]) < 0)
+    /* The checkpoint against the config before the first allocation: a count
+     * first (n_layer may be absurd), then every name, dtype and shape. */
+    size_t fixed, per_layer, needed;
+    pfx_weight_count(cfg, &fixed, &per_layer);
+    if (available < fixed || pfx_mul_overflows(per_layer, cfg->shape.layers, &needed) ||
+        needed > available - fixed) {
+        st = too_few_tensors(rt, cfg, prefix, ckpt_names, name_refs, available, where);
+        goto out;
+    }
+    if ((st = pfx_weight_specs(rt, cfg, prefix, &specs, &spec_count)))
+        goto out;
+    spec_names = calloc(spec_count, sizeof(char *));
+    loaded = calloc(spec_count, sizeof(bool));
+    if (sharded)
+        listed = calloc(index->shard_count, sizeof(size_t));
+    if (!spec_names || !loaded || (sharded && !listed)) {
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+        goto out;
+    }
+    for (size_t k = 0; k < spec_count; k++)
+        spec_names[k] = specs[k].name;
+    if (!(spec_refs = sort_names(spec_names, spec_count))) {
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+        goto out;
+    }
+    ckpt_check check = { cfg, specs, spec_count, spec_names, spec_refs, index, name_refs, listed, index_path, loaded };
+    if (sharded) {
+        for (size_t i = 0; i < index->count && st == PFX_SUCCESS; i++) {
+            listed[index->shard[i]]++;
+            if (!skipped_by(cfg, index->names[i]) &&
+                find_name(spec_names, spec_refs, spec_count, index->names[i]) < 0)
                 st = pfx_error(rt, PFX_ERROR_FORMAT,
                                "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)",
                                index_path, index->names[i], cfg->shape.model_type, cfg->shape.layers);
+        }
+        for (size_t s = 0; s < index->shard_count && st == PFX_SUCCESS; s++) {
+            char *shard = pfx_join_path(dir, index->shards[s]);
+            pfx_safetensors *f = NULL;
+            st = shard ? pfx_st_open_rt(rt, shard, &f) : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+            if (st == PFX_SUCCESS)
+                st = check_file(rt, &check, f, shard, s);
+            pfx_safetensors_close(&f);
+            free(shard);
+        }
+    } else {
+        st = check_file(rt, &check, probe, single, 0);
+    }
+    for (size_t k = 0; st == PFX_SUCCESS && k < spec_count; k++) {
+        if (loaded[k])
+            continue;
+        long e = sharded ? find_name(index->names, name_refs, index->count, specs[k].name) : -1;
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%s' is missing (%s, %zu layers)",
+                       e >= 0 ? index->shards[index->shard[e]] : where, specs[k].name, cfg->shape.model_type,
+                       cfg->shape.layers);
+    }
+    if (st == PFX_SUCCESS)
+        st = check_fits(rt, dir, cfg, p);
+    if (st != PFX_SUCCESS)
+        goto out;
+
+    st = create_empty(rt, cfg, p, prefix, specs, spec_count, &m);
+    specs = NULL; /* the model's now */
+    if (st != PFX_SUCCESS)
+        goto out;
+    if (probe) {
+        st = load_open(m, &check, probe, single);
+        probe = NULL;
+    } else {
         for (size_t s = 0; s < index->shard_count && st == PFX_SUCCESS; s++) {
             char *shard = pfx_join_path(dir, index->shards[s]);
             if (!shard) {
                 st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
                 break;
             }
-            st = load_file(m, shard, loaded);
+            st = load_file(m, &check, shard);
             free(shard);
         }
-    }
-    for (size_t k = 0; st == PFX_SUCCESS && k < m->spec_count; k++) {
-        if (loaded[k])
-            continue;
-        const char *where = single;
-        for (size_t i = 0; sharded && i < index->count; i++)
-            if (strcmp(index->names[i], m->specs[k].name) == 0)
-                where = index->shards[index->shard[i]];
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%s' is missing (%s, %zu layers)",
-                       sharded ? where : single, m->specs[k].name, cfg->shape.model_type, cfg->shape.layers);
     }
     if (st == PFX_SUCCESS)
         st = fuse_qkv(m);
@@ -401,6 +598,11 @@ out:
     if (st != PFX_SUCCESS)
         pfx_model_destroy(&m);
     *out = m;
+    free(specs);
+    free(spec_names);
+    free(spec_refs);
+    free(name_refs);
+    free(listed);
     free(loaded);
     free(names);
     pfx_safetensors_close(&probe);
@@ -539,7 +741,9 @@ static pfx_status create_drawn(pfx_runtime *rt, const char *fn, const char *dir,
     if (st == PFX_SUCCESS)
         st = check_params(rt, &cfg, params, &p);
     if (st == PFX_SUCCESS)
-        st = create_empty(rt, &cfg, &p, true, &m);
+        st = check_fits(rt, dir, &cfg, &p);
+    if (st == PFX_SUCCESS)
+        st = create_empty(rt, &cfg, &p, true, NULL, 0, &m);
     if (st != PFX_SUCCESS) {
         free(text);
         return st;

@@ -71,7 +71,11 @@ typedef struct pfx_weight_spec {
     char name[96];
     unsigned ndim;            /* 1 or 2 */
     size_t shape[2];
+    const char *field[2];     /* the config.json field that sets each size */
 } pfx_weight_spec;
+
+/* How many tensors a model of `cfg` has: fixed + per_layer * layers. */
+void pfx_weight_count(const pfx_model_config *cfg, size_t *fixed, size_t *per_layer);
 
 /* The tensors of a model of `cfg`, in checkpoint order (embeddings, then
  * layer by layer, then the final norm and head); *count set. The caller

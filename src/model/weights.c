@@ -76,6 +76,22 @@ static size_t resolve(const pfx_model_config *cfg, dim d)
     }
 }
 
+/* The config.json field that sets a size, as the family names it. */
+static const char *field_of(const pfx_model_config *cfg, dim d)
+{
+    const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
+    switch (d) {
+    case D_C: return gpt2 ? "n_embd" : "hidden_size";
+    case D_QD: return gpt2 ? "n_embd" : "num_attention_heads x head_dim";
+    case D_KVD: return gpt2 ? "n_embd" : "num_key_value_heads x head_dim";
+    case D_QKV: return gpt2 ? "3 x n_embd" : "(num_attention_heads + 2 num_key_value_heads) x head_dim";
+    case D_I: return gpt2 ? "n_inner" : "intermediate_size";
+    case D_V: return "vocab_size";
+    case D_POS: return gpt2 ? "n_positions" : "max_position_embeddings";
+    default: return "";
+    }
+}
+
 static bool present(const pfx_model_config *cfg, cond when)
 {
     switch (when) {
@@ -85,13 +101,29 @@ static bool present(const pfx_model_config *cfg, cond when)
     }
 }
 
+static const arch_entry *table_of(const pfx_model_config *cfg, size_t *n)
+{
+    const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
+    *n = gpt2 ? sizeof(gpt2_table) / sizeof(gpt2_table[0]) : sizeof(llama_table) / sizeof(llama_table[0]);
+    return gpt2 ? gpt2_table : llama_table;
+}
+
+void pfx_weight_count(const pfx_model_config *cfg, size_t *fixed, size_t *per_layer)
+{
+    size_t n;
+    const arch_entry *table = table_of(cfg, &n);
+    *fixed = *per_layer = 0;
+    for (size_t i = 0; i < n; i++)
+        if (present(cfg, table[i].when))
+            (*(table[i].role >= PFX_W_FIRST_LAYER_ROLE ? per_layer : fixed))++;
+}
+
 pfx_status pfx_weight_specs(pfx_runtime *rt, const pfx_model_config *cfg, bool gpt2_prefix,
                             pfx_weight_spec **specs, size_t *count)
 {
     const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
-    const arch_entry *table = gpt2 ? gpt2_table : llama_table;
-    const size_t n = gpt2 ? sizeof(gpt2_table) / sizeof(gpt2_table[0])
-                          : sizeof(llama_table) / sizeof(llama_table[0]);
+    size_t n;
+    const arch_entry *table = table_of(cfg, &n);
     const size_t L = cfg->shape.layers;
     size_t cap = 0;
     for (size_t i = 0; i < n; i++)
@@ -122,6 +154,8 @@ pfx_status pfx_weight_specs(pfx_runtime *rt, const pfx_model_config *cfg, bool g
                 s->shape[0] = resolve(cfg, e->d0);
                 s->shape[1] = resolve(cfg, e->d1);
                 s->ndim = e->d1 == D_NONE ? 1 : 2;
+                s->field[0] = field_of(cfg, e->d0);
+                s->field[1] = field_of(cfg, e->d1);
             }
         }
     }

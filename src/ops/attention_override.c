@@ -139,7 +139,8 @@ static pfx_status read_tuning_file(pfx_runtime *rt, const char *path, char **tex
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? PFX_SUCCESS
-                               : pfx_error(rt, PFX_ERROR_IO, "kernel tuning: cannot open %s", path);
+                               : pfx_error(rt, PFX_ERROR_IO, "kernel tuning: cannot open %s (%s)", path,
+                                           strerror(errno));
     struct stat sb;
     char *buf = NULL;
     ssize_t got = -1;

@@ -260,7 +260,7 @@ pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *des
     pfx_attn_params params;
     if ((st = pfx_attn_params_upload(rt, &p, &params)))
         goto done;
-    size_t lse_bytes = p.N * sizeof(float);
+    size_t lse_bytes = 2 * p.N * sizeof(float); /* (row max, log sum) pairs */
     cl_mem lse = NULL;
     if ((st = pfx_workspace_get(rt, PFX_WS_TMP0, lse_bytes, &lse))) {
         pfx_attn_params_release(rt, &params);

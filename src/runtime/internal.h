@@ -65,6 +65,7 @@ struct pfx_runtime {
     pfx_memory_stats memory;
     pfx_cache_stats cache;
     char cache_dir[1024];     /* "" when the disk cache is off */
+    char cache_note[1200];    /* why the cache folder went unused (pfx_runtime_cache_note) */
 
     cl_mem workspace[PFX_WS_SLOTS];
     size_t workspace_bytes[PFX_WS_SLOTS];

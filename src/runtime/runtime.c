@@ -1,5 +1,6 @@
 /* Runtime lifecycle: context, in-order profiling queue, cache folder, and
  * warm-up (every program the ops may build on this device, from the registry). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,15 @@ static pfx_vendor classify_vendor(const pfx_device_info *info)
     if (strstr(v, "Intel") && info->type == PFX_DEVICE_GPU)
         return PFX_VENDOR_INTEL_GPU;
     return PFX_VENDOR_OTHER;
+}
+
+/* One line on stderr per process: every runtime of a program that creates
+ * many would repeat it. */
+static void note_once(const char *note)
+{
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+        fprintf(stderr, "prefixcl: %s\n", note);
 }
 
 pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *params)
@@ -64,6 +74,17 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
         /* the kernel tuning override; parse errors are recorded for the thread */
         pfx_attn_override override;
         st = pfx_attn_override_load(NULL, params->kernel_tuning, rt->cache_dir, &override);
+        if (st == PFX_ERROR_IO) {
+            /* Only a missing tuning.txt means "no override"; a cache folder
+             * that cannot be read (a file, a name too long, no search
+             * permission) leaves the runtime uncached and without override. */
+            snprintf(rt->cache_note, sizeof(rt->cache_note), "kernel cache off: %.1100s",
+                     pfx_last_error(NULL));
+            rt->cache_dir[0] = '\0';
+            note_once(rt->cache_note);
+            pfx_error(NULL, PFX_SUCCESS, "%s", "");
+            st = PFX_SUCCESS;
+        }
         if (st == PFX_SUCCESS && override.count) {
             if ((rt->attn_override = malloc(sizeof(override))))
                 *rt->attn_override = override;
@@ -163,6 +184,11 @@ pfx_status pfx_runtime_cache_stats(const pfx_runtime *rt, pfx_cache_stats *stats
 const char *pfx_runtime_cache_dir(const pfx_runtime *rt)
 {
     return rt ? rt->cache_dir : "";
+}
+
+const char *pfx_runtime_cache_note(const pfx_runtime *rt)
+{
+    return rt ? rt->cache_note : "";
 }
 
 pfx_status pfx_runtime_warm_up(pfx_runtime *rt)

@@ -94,11 +94,17 @@ typedef struct load_ctx {
     int32_t eos;
 } load_ctx;
 
-static pfx_status encode_part(load_ctx *c, const char *s, size_t n, bool counted, size_t line)
+/* Appends the ids of [s, s+n), at most `want` of them: only what the cut
+ * to max_length keeps is tokenized (a line of 100 MB costs what it keeps). */
+static pfx_status encode_part(load_ctx *c, const char *s, size_t n, bool counted, size_t line, size_t want)
 {
+    if (!want)
+        return PFX_SUCCESS;
     int32_t *ids;
     size_t count;
-    pfx_status st = pfx_tokenizer_encode(c->tok, s, n, 0, &ids, &count);
+    pfx_status st = pfx_tokenizer_encode_head(c->tok, s, n, want, &ids, &count);
+    if (count > want)
+        count = want;
     if (st != PFX_SUCCESS) {
         char why[512];
         snprintf(why, sizeof(why), "%s", pfx_last_error(NULL));
@@ -119,10 +125,12 @@ static pfx_status add_example(load_ctx *c, const char *prompt, size_t plen, cons
     pfx_status st = PFX_SUCCESS;
     if (ds->opt.add_special && !push_ids(ds, tok->prefix_ids, tok->prefix_count, false))
         return oom(c->label);
+    /* max_length + 1 tokens tell a cut example from one that fits */
+    const size_t keep = ds->opt.max_length + 1;
     if (prompt)
-        st = encode_part(c, prompt, plen, false, line);
+        st = encode_part(c, prompt, plen, false, line, keep - (ds->ntok - start < keep ? ds->ntok - start : keep));
     if (!st)
-        st = encode_part(c, text, tlen, true, line);
+        st = encode_part(c, text, tlen, true, line, keep - (ds->ntok - start < keep ? ds->ntok - start : keep));
     if (!st && ds->opt.add_special && !push_ids(ds, tok->suffix_ids, tok->suffix_count, true))
         st = oom(c->label);
     if (!st && ds->opt.append_eos && !push_ids(ds, &c->eos, 1, true))

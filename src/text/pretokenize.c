@@ -67,12 +67,73 @@ static pfx_status oom(void)
     return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "tokenizer: host memory");
 }
 
-/* A failed match (a match or depth limit of PCRE2 reached). */
-static pfx_status match_error(int rc)
+/* A failed match: a limit of PCRE2 reached (JIT stack, depth, heap). */
+static pfx_status match_error(int rc, const char *source)
 {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(rc, msg, sizeof(msg));
-    return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "tokenizer: regex match failed: %s", (const char *)msg);
+    return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "tokenizer: regex '%.200s' backtracks beyond the limits of "
+                     "an encode: %s", source, (const char *)msg);
+}
+
+/* The budget: units per byte of text and a floor for short texts. A call is
+ * charged the limit it ran under (PCRE2 does not say what it spent): first
+ * a small one, eight times more after each MATCHLIMIT, so a call is charged
+ * at most about nine times its work plus the first limit. */
+#define REGEX_UNITS_PER_BYTE 4096u
+#define REGEX_UNITS_FLOOR ((uint64_t)1 << 22)
+#define REGEX_FIRST_LIMIT 256u
+
+void pfx_scratch_regex_budget(pfx_encode_scratch *sc, size_t len)
+{
+    sc->text_len = len;
+    sc->regex_left = REGEX_UNITS_FLOOR + (uint64_t)REGEX_UNITS_PER_BYTE * len;
+}
+
+bool pfx_scratch_regex_init(pfx_encode_scratch *sc, size_t len)
+{
+    sc->md = pcre2_match_data_create(1, NULL);
+    sc->mc = pcre2_match_context_create(NULL);
+    pfx_scratch_regex_budget(sc, len);
+    return sc->md && sc->mc;
+}
+
+void pfx_scratch_regex_free(pfx_encode_scratch *sc)
+{
+    pcre2_match_data_free(sc->md);
+    pcre2_match_context_free(sc->mc);
+    sc->md = NULL;
+    sc->mc = NULL;
+}
+
+/* pcre2_match from `at` within the encode's budget. */
+static int budget_match(const pcre2_code *re, const char *source, pfx_encode_scratch *sc, const char *s,
+                        size_t n, size_t at, pfx_status *st)
+{
+    *st = PFX_SUCCESS;
+    for (uint64_t limit = REGEX_FIRST_LIMIT;; limit *= 8) {
+        /* the last try runs under all that is left (at most PCRE2's largest limit) */
+        const bool last = limit >= sc->regex_left || limit >= UINT32_MAX;
+        uint64_t lim = last ? sc->regex_left : limit;
+        lim = lim < UINT32_MAX ? lim : UINT32_MAX;
+        pcre2_set_match_limit(sc->mc, (uint32_t)lim);
+        int rc = lim ? pcre2_match(re, (PCRE2_SPTR)s, n, at, 0, sc->md, sc->mc) : PCRE2_ERROR_MATCHLIMIT;
+        sc->regex_left -= lim;
+        if (rc != PCRE2_ERROR_MATCHLIMIT) {
+            if (rc < 0 && rc != PCRE2_ERROR_NOMATCH)
+                *st = match_error(rc, source);
+            return rc;
+        }
+        if (last) {
+            *st = pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                            "tokenizer: regex '%.200s' backtracks beyond the limits of an encode: its "
+                            "match budget (%llu PCRE2 match-limit units for %zu bytes of text)",
+                            source, (unsigned long long)(REGEX_UNITS_FLOOR + (uint64_t)REGEX_UNITS_PER_BYTE *
+                                                                               sc->text_len),
+                            sc->text_len);
+            return rc;
+        }
+    }
 }
 
 /* ---- regex split with HF's behaviors ---- */
@@ -102,17 +163,16 @@ typedef struct match_iter {
     bool have_last;
 } match_iter;
 
-static pfx_status next_match(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
-                             match_iter *it, bool *found, size_t *b, size_t *e)
+static pfx_status next_match(const pcre2_code *re, const char *source, pfx_encode_scratch *sc, const char *s,
+                             size_t n, match_iter *it, bool *found, size_t *b, size_t *e)
 {
     *found = false;
     while (it->at <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, it->at, 0, md, NULL);
-        if (rc == PCRE2_ERROR_NOMATCH)
-            return PFX_SUCCESS;
-        if (rc < 0)
-            return match_error(rc);
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        pfx_status st;
+        int rc = budget_match(re, source, sc, s, n, it->at, &st);
+        if (st != PFX_SUCCESS || rc == PCRE2_ERROR_NOMATCH)
+            return st;
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(sc->md);
         *b = ov[0];
         *e = ov[1];
         if (*b == *e && it->have_last && it->last_end == *e) {
@@ -131,15 +191,15 @@ static pfx_status next_match(const pcre2_code *re, pcre2_match_data *md, const c
 }
 
 /* Matches and the text between them, covering [0, n). */
-static pfx_status find_matches(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n,
-                               bool invert, spans *out)
+static pfx_status find_matches(const pcre2_code *re, const char *source, pfx_encode_scratch *sc, const char *s,
+                               size_t n, bool invert, spans *out)
 {
     out->n = 0;
     size_t prev = 0, b, e;
     match_iter it = { 0 };
     for (;;) {
         bool found;
-        pfx_status st = next_match(re, md, s, n, &it, &found, &b, &e);
+        pfx_status st = next_match(re, source, sc, s, n, &it, &found, &b, &e);
         if (st != PFX_SUCCESS)
             return st;
         if (!found)
@@ -200,11 +260,11 @@ static void apply_behavior(spans *v, pfx_split_behavior behavior)
     }
 }
 
-static pfx_status split_piece(const pcre2_code *re, pfx_encode_scratch *sc, const char *s, size_t n,
+static pfx_status split_piece(const pfx_pretok *pt, pfx_encode_scratch *sc, const char *s, size_t n,
                               bool first, bool invert, pfx_split_behavior behavior, pfx_pieces *out,
                               spans *v)
 {
-    pfx_status st = find_matches(re, sc->md, s, n, invert, v);
+    pfx_status st = find_matches(pt->re, pt->source, sc, s, n, invert, v);
     if (st != PFX_SUCCESS)
         return st;
     apply_behavior(v, behavior);
@@ -216,7 +276,7 @@ static pfx_status split_piece(const pcre2_code *re, pfx_encode_scratch *sc, cons
 }
 
 /* ---- normalizers ---- */
-static pfx_status replace_all(const pfx_norm *nm, pcre2_match_data *md, const pfx_buf *in,
+static pfx_status replace_all(const pfx_norm *nm, pfx_encode_scratch *sc, const pfx_buf *in,
                               pfx_buf *out)
 {
     out->len = 0;
@@ -225,7 +285,7 @@ static pfx_status replace_all(const pfx_norm *nm, pcre2_match_data *md, const pf
     for (;;) {
         bool found = false;
         if (nm->re) {
-            pfx_status st = next_match(nm->re, md, in->data, in->len, &it, &found, &b, &e);
+            pfx_status st = next_match(nm->re, nm->source, sc, in->data, in->len, &it, &found, &b, &e);
             if (st != PFX_SUCCESS)
                 return st;
         } else if (nm->pattern_len) { /* an empty string pattern matches nothing, as in HF */
@@ -330,7 +390,7 @@ static pfx_status per_character(const pfx_norm *nm, const pfx_buf *in, pfx_buf *
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const char *s, size_t n,
+pfx_status pfx_normalize(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *s, size_t n,
                          pfx_buf *cur)
 {
     cur->len = 0;
@@ -351,7 +411,7 @@ pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const c
         } else if (nm->kind != PFX_NORM_REPLACE) {
             st = per_character(nm, cur, &tmp);
         } else {
-            st = replace_all(nm, md, cur, &tmp);
+            st = replace_all(nm, sc, cur, &tmp);
         }
         if (st == PFX_SUCCESS) {
             pfx_buf swap = *cur;
@@ -364,9 +424,14 @@ pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const c
 }
 
 /* ---- added tokens ---- */
+/* Whether the character at s (of the n bytes left) is a word character. Only
+ * that character goes to PCRE2: it checks the UTF-8 of its whole subject
+ * per call, and the rest of the text made every test cost its length. */
 static bool is_word_char(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *s, size_t n)
 {
-    return pcre2_match(tok->word_re, (PCRE2_SPTR)s, n, 0, PCRE2_ANCHORED, sc->md, NULL) >= 0;
+    uint32_t cp;
+    size_t len = pfx_utf8_next((const unsigned char *)s, n, &cp);
+    return pcre2_match(tok->word_re, (PCRE2_SPTR)s, len ? len : 1, 0, PCRE2_ANCHORED, sc->md, NULL) >= 0;
 }
 
 /* Start of the last character of [s, s+n). */
@@ -464,7 +529,7 @@ pfx_status pfx_split_added(const pfx_tokenizer *tok, pfx_encode_scratch *sc, con
         }
         size_t n = p->len;
         if (normalize_first && tok->norm_count) {
-            st = pfx_normalize(tok, sc->md, s, n, &norm);
+            st = pfx_normalize(tok, sc, s, n, &norm);
             s = norm.data;
             n = norm.len;
         }
@@ -487,7 +552,7 @@ static pfx_status byte_level(const pfx_pretok *pt, pfx_encode_scratch *sc, const
     size_t first_new = out->count;
     pfx_status st;
     if (pt->re) {
-        st = split_piece(pt->re, sc, tmp->data, tmp->len, p->first, false, PFX_SPLIT_ISOLATED, out, v);
+        st = split_piece(pt, sc, tmp->data, tmp->len, p->first, false, PFX_SPLIT_ISOLATED, out, v);
     } else {
         st = pfx_pieces_add(out, tmp->data, tmp->len, -1, p->first) ? PFX_SUCCESS : oom();
     }
@@ -562,7 +627,7 @@ pfx_status pfx_pretokenize(const pfx_tokenizer *tok, const pfx_pretok *pt, pfx_e
         } else if (!pt->re) { /* an empty string pattern matches nothing, as in HF */
             st = pfx_pieces_add(out, s, p->len, -1, p->first) ? PFX_SUCCESS : oom();
         } else {
-            st = split_piece(pt->re, sc, s, p->len, p->first, pt->invert, pt->behavior, out, &v);
+            st = split_piece(pt, sc, s, p->len, p->first, pt->invert, pt->behavior, out, &v);
         }
     }
     free(v.s);

@@ -28,7 +28,7 @@ void pfx_buf_free(pfx_buf *b);
 typedef struct pfx_strmap {
     uint32_t *slots;       /* entry index + 1; 0 is empty */
     size_t cap;            /* power of two */
-    struct pfx_strmap_entry { size_t off, len; int32_t value; } *entries;
+    struct pfx_strmap_entry { uint32_t off, len; int32_t value; } *entries; /* keys under 4 GB */
     size_t count, entries_cap;
     pfx_buf keys;
 } pfx_strmap;
@@ -67,6 +67,7 @@ typedef enum pfx_pretok_kind { PFX_PRE_BYTE_LEVEL = 0, PFX_PRE_SPLIT, PFX_PRE_ME
 typedef struct pfx_pretok {
     pfx_pretok_kind kind;
     pcre2_code *re;                 /* Split, Digits, ByteLevel with use_regex */
+    char *source;                   /* re's pattern, for messages */
     pfx_split_behavior behavior;
     bool invert;
     bool add_prefix_space;          /* ByteLevel */
@@ -88,6 +89,7 @@ typedef struct pfx_norm {
     char *pattern;                  /* Replace with a string pattern */
     size_t pattern_len;
     pcre2_code *re;                 /* Replace with a regex pattern */
+    char *source;                   /* re's pattern, for messages */
     int unicode_options;            /* NFC / NFD / NFKC / NFKD: utf8proc_map's options */
     bool strip_left, strip_right;   /* Strip */
 } pfx_norm;
@@ -181,6 +183,9 @@ typedef struct pfx_pieces {
 
 typedef struct pfx_encode_scratch {
     pcre2_match_data *md;
+    pcre2_match_context *mc;        /* carries each call's share of the budget */
+    uint64_t regex_left;            /* PCRE2 match-limit units this encode may still spend */
+    size_t text_len;                /* the encoded text's length, for messages */
     pfx_pieces a, b;                /* ping-pong buffers of the stages */
     struct pfx_bpe_symbol *sym;
     size_t sym_cap;
@@ -194,12 +199,22 @@ bool pfx_pieces_add(pfx_pieces *ps, const char *data, size_t len, int32_t added,
 void pfx_pieces_clear(pfx_pieces *ps);
 void pfx_pieces_free(pfx_pieces *ps);
 
+/* Prepares sc's regex matching for a text of len bytes: match data and a
+ * budget of PCRE2 match-limit units that grows with len, shared by every
+ * regex call of the encode (PCRE2's own limit holds per call, and a
+ * backtracking pattern called at every position multiplies it). False when
+ * out of memory. */
+bool pfx_scratch_regex_init(pfx_encode_scratch *sc, size_t len);
+/* A fresh budget for a text of len bytes. */
+void pfx_scratch_regex_budget(pfx_encode_scratch *sc, size_t len);
+void pfx_scratch_regex_free(pfx_encode_scratch *sc);
+
 /* Splits text on added tokens (those with normalized == `normalized`), runs
  * the normalizers when `normalize`, and appends the pieces to out. */
 pfx_status pfx_split_added(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const pfx_pieces *in,
                            bool normalized, bool normalize, pfx_pieces *out);
 /* Runs the normalizers over [s, s+n) into out (replacing its content). */
-pfx_status pfx_normalize(const pfx_tokenizer *tok, pcre2_match_data *md, const char *s, size_t n,
+pfx_status pfx_normalize(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *s, size_t n,
                          pfx_buf *out);
 /* One pre-tokenizer over every text piece of in (added pieces pass through). */
 pfx_status pfx_pretokenize(const pfx_tokenizer *tok, const pfx_pretok *pt, pfx_encode_scratch *sc,
@@ -209,7 +224,30 @@ pfx_status pfx_bpe_word(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const 
                         size_t len);
 bool pfx_ids_add(pfx_encode_scratch *sc, int32_t id);
 
-/* ---- loading (tokenizer_load.c) ---- */
+/* The first ids of text's encoding (no special tokens): at least `want` of
+ * them when the text has that many (possibly more; the caller cuts), the
+ * same as pfx_tokenizer_encode's. Only a head of the text is tokenized,
+ * grown until its complete pieces give `want` ids: the work and memory
+ * follow what is kept, not the text's length. */
+pfx_status pfx_tokenizer_encode_head(const pfx_tokenizer *tok, const char *text, size_t len, size_t want,
+                                     int32_t **ids, size_t *count);
+
+/* ---- loading (tokenizer_load.c, vocab_stream.c) ---- */
+/* A value's bytes [b, e) in a JSON text; e == 0: none. */
+typedef struct pfx_json_span { size_t b, e; } pfx_json_span;
+/* Where model.vocab (an object) and model.merges (an array) of a
+ * tokenizer.json text lie, found without building a tree; none of them for
+ * a text that is not an object of well-nested values (cJSON then says what
+ * is wrong). */
+void pfx_tokenizer_json_spans(const char *s, size_t n, pfx_json_span *vocab, pfx_json_span *merges);
+/* Reads the object of token -> id at s[0] == '{' ([s, s+n)) into tok->vocab. */
+pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const char *label, const char *where);
+/* A whole vocab.json (one object of token -> id, UTF-8 checked by the
+ * caller) into tok->vocab. */
+pfx_status pfx_stream_vocab_json(pfx_tokenizer *tok, const char *s, size_t n, const char *label);
+/* Reads the merges array at s[0] == '[' into tok->merges. */
+pfx_status pfx_stream_merges(pfx_tokenizer *tok, const char *s, size_t n, const char *label);
+
 pfx_tokenizer *pfx_tokenizer_alloc(void);
 /* Builds the id tables and checks merges once vocab and added tokens are in. */
 pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label);

@@ -46,7 +46,7 @@ PFX_API int32_t pfx_tokenizer_special_id(const pfx_tokenizer *tok, pfx_special_t
 
 static void scratch_free(pfx_encode_scratch *sc)
 {
-    pcre2_match_data_free(sc->md);
+    pfx_scratch_regex_free(sc);
     pfx_pieces_free(&sc->a);
     pfx_pieces_free(&sc->b);
     free(sc->sym);
@@ -54,14 +54,15 @@ static void scratch_free(pfx_encode_scratch *sc)
     free(sc->ids);
 }
 
-static pfx_status encode(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *text, size_t len,
-                         unsigned flags)
+/* Text to pieces: added tokens matched on the raw text, the normalizers,
+ * the added tokens matched on normalized text, the pre-tokenizers. *pieces
+ * points into sc. */
+static pfx_status pieces_of(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *text, size_t len,
+                            pfx_pieces **pieces)
 {
-    if (!(sc->md = pcre2_match_data_create(1, NULL)) || !pfx_pieces_add(&sc->a, text, len, -1, true))
+    if (!pfx_scratch_regex_init(sc, len) || !pfx_pieces_add(&sc->a, text, len, -1, true))
         return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
     pfx_pieces *in = &sc->a, *out = &sc->b, *t;
-    /* Added tokens matched on the raw text, then the normalizers, then the
-     * added tokens matched on normalized text. */
     pfx_status st = pfx_split_added(tok, sc, in, false, false, out);
     for (size_t k = 0; st == PFX_SUCCESS && k <= tok->pretok_count; k++) {
         t = in; in = out; out = t;
@@ -69,25 +70,80 @@ static pfx_status encode(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const
         st = k == 0 ? pfx_split_added(tok, sc, in, true, true, out)
                     : pfx_pretokenize(tok, &tok->pretoks[k - 1], sc, in, out);
     }
+    *pieces = out;
+    return st;
+}
+
+/* The ids of the first `count` pieces, appended to sc->ids. */
+static pfx_status ids_of(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const pfx_pieces *pieces, size_t count)
+{
+    pfx_status st = PFX_SUCCESS;
+    for (size_t i = 0; i < count && st == PFX_SUCCESS; i++) {
+        const pfx_piece *p = &pieces->p[i];
+        if (p->added >= 0)
+            st = pfx_ids_add(sc, p->added) ? PFX_SUCCESS
+                 : pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
+        else
+            st = pfx_bpe_word(tok, sc, pieces->text.data + p->off, p->len);
+    }
+    return st;
+}
+
+static pfx_status encode(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *text, size_t len,
+                         unsigned flags)
+{
+    pfx_pieces *out;
+    pfx_status st = pieces_of(tok, sc, text, len, &out);
     if (st != PFX_SUCCESS)
         return st;
     if (flags & PFX_ENCODE_ADD_SPECIAL)
         for (size_t i = 0; i < tok->prefix_count; i++)
             if (!pfx_ids_add(sc, tok->prefix_ids[i]))
                 return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
-    for (size_t i = 0; i < out->count && st == PFX_SUCCESS; i++) {
-        const pfx_piece *p = &out->p[i];
-        if (p->added >= 0)
-            st = pfx_ids_add(sc, p->added) ? PFX_SUCCESS
-                 : pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
-        else
-            st = pfx_bpe_word(tok, sc, out->text.data + p->off, p->len);
-    }
+    st = ids_of(tok, sc, out, out->count);
     if (st == PFX_SUCCESS && (flags & PFX_ENCODE_ADD_SPECIAL))
         for (size_t i = 0; i < tok->suffix_count; i++)
             if (!pfx_ids_add(sc, tok->suffix_ids[i]))
                 return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
     return st;
+}
+
+/* Pieces held back at the cut of a head: the last one may be cut short and
+ * the one before may have been split by a lookahead that saw the cut. */
+#define HEAD_PIECES_HELD 2
+
+pfx_status pfx_tokenizer_encode_head(const pfx_tokenizer *tok, const char *text, size_t len, size_t want,
+                                     int32_t **ids, size_t *count)
+{
+    *ids = NULL;
+    *count = 0;
+    /* a first guess of bytes for `want` tokens, grown fourfold until the
+     * complete pieces give them (or the whole text is read) */
+    size_t bytes = want < ((size_t)1 << 40) ? 16 * want + 4096 : len;
+    for (;;) {
+        if (bytes >= len)
+            return pfx_tokenizer_encode(tok, text, len, 0, ids, count);
+        size_t cut = bytes;
+        while (cut > 0 && ((unsigned char)text[cut] & 0xc0) == 0x80)
+            cut--; /* a character boundary */
+        pfx_encode_scratch sc = { 0 };
+        pfx_pieces *out;
+        pfx_status st = pieces_of(tok, &sc, text, cut, &out);
+        bool enough = false;
+        if (st == PFX_SUCCESS && out->count > HEAD_PIECES_HELD) {
+            st = ids_of(tok, &sc, out, out->count - HEAD_PIECES_HELD);
+            enough = st == PFX_SUCCESS && sc.id_count >= want;
+        }
+        if (enough) {
+            *ids = sc.ids;
+            *count = sc.id_count;
+            sc.ids = NULL;
+        }
+        scratch_free(&sc);
+        if (st != PFX_SUCCESS || enough)
+            return st;
+        bytes = bytes > len / 4 ? len : 4 * bytes;
+    }
 }
 
 PFX_API pfx_status pfx_tokenizer_encode(const pfx_tokenizer *tok, const char *text, size_t len,

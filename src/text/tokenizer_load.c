@@ -41,11 +41,14 @@ void pfx_tokenizer_free(pfx_tokenizer **ptok)
     for (size_t i = 0; i < tok->norm_count; i++) {
         free(tok->norms[i].text);
         free(tok->norms[i].pattern);
+        free(tok->norms[i].source);
         pcre2_code_free(tok->norms[i].re);
     }
     free(tok->norms);
-    for (size_t i = 0; i < tok->pretok_count; i++)
+    for (size_t i = 0; i < tok->pretok_count; i++) {
         pcre2_code_free(tok->pretoks[i].re);
+        free(tok->pretoks[i].source);
+    }
     free(tok->pretoks);
     for (size_t i = 0; i < tok->dec_count; i++) {
         free(tok->decs[i].pattern);
@@ -271,7 +274,13 @@ static pfx_status parse_merges(pfx_tokenizer *tok, const cJSON *merges, const ch
     return PFX_SUCCESS;
 }
 
-static pfx_status parse_model(pfx_tokenizer *tok, const cJSON *model, const char *label)
+/* model.vocab and model.merges left out of the cJSON tree (vocab_stream.c). */
+typedef struct streamed {
+    const char *text;
+    pfx_json_span vocab, merges;
+} streamed;
+
+static pfx_status parse_model(pfx_tokenizer *tok, const cJSON *model, const char *label, const streamed *sv)
 {
     if (!cJSON_IsObject(model))
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: no object 'model'", label);
@@ -299,9 +308,13 @@ static pfx_status parse_model(pfx_tokenizer *tok, const cJSON *model, const char
         (st = get_bool(model, "byte_fallback", false, &tok->byte_fallback, label, "model")) ||
         (st = get_bool(model, "ignore_merges", false, &tok->ignore_merges, label, "model")))
         return st;
-    if ((st = parse_vocab(tok, cJSON_GetObjectItemCaseSensitive(model, "vocab"), label, "model.vocab")))
+    st = sv->vocab.e ? pfx_stream_vocab(tok, sv->text + sv->vocab.b, sv->vocab.e - sv->vocab.b, label, "model.vocab")
+                     : parse_vocab(tok, cJSON_GetObjectItemCaseSensitive(model, "vocab"), label, "model.vocab");
+    if (st != PFX_SUCCESS)
         return st;
-    if ((st = parse_merges(tok, cJSON_GetObjectItemCaseSensitive(model, "merges"), label)))
+    st = sv->merges.e ? pfx_stream_merges(tok, sv->text + sv->merges.b, sv->merges.e - sv->merges.b, label)
+                      : parse_merges(tok, cJSON_GetObjectItemCaseSensitive(model, "merges"), label);
+    if (st != PFX_SUCCESS)
         return st;
     const char *unk;
     if ((st = get_string(model, "unk_token", false, &unk, label, "model")))
@@ -456,9 +469,11 @@ static pfx_status parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const cha
     bool regex;
     if ((st = get_pattern(n, &pat, &regex, label, where)))
         return st;
-    if (regex)
-        return (nm->re = pfx_regex_compile(pat, strlen(pat), false, label, where)) ? PFX_SUCCESS
-                                                                                 : PFX_ERROR_FORMAT;
+    if (regex) {
+        if (!(nm->re = pfx_regex_compile(pat, strlen(pat), false, label, where)))
+            return PFX_ERROR_FORMAT;
+        return (nm->source = dup_bytes(pat, strlen(pat))) ? PFX_SUCCESS : oom(label);
+    }
     nm->pattern_len = strlen(pat);
     return (nm->pattern = dup_bytes(pat, nm->pattern_len)) ? PFX_SUCCESS : oom(label);
 }
@@ -490,12 +505,14 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
     if (st != PFX_SUCCESS || !type)
         return st;
     pfx_pretok pt = { 0 };
+    const char *src = ""; /* the regex's pattern */
     if (strcmp(type, "ByteLevel") == 0) {
         bool use_regex = true;
         pt.kind = PFX_PRE_BYTE_LEVEL;
         if ((st = get_bool(p, "add_prefix_space", true, &pt.add_prefix_space, label, where)) ||
             (st = get_bool(p, "use_regex", true, &use_regex, label, where)))
             return st;
+        src = pfx_gpt2_pattern;
         if (use_regex && !(pt.re = pfx_regex_compile(pfx_gpt2_pattern, PCRE2_ZERO_TERMINATED, false,
                                                      label, where)))
             return PFX_ERROR_FORMAT;
@@ -507,6 +524,7 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
             (st = parse_behavior(p, &pt.behavior, label, where)) ||
             (st = get_bool(p, "invert", false, &pt.invert, label, where)))
             return st;
+        src = pat;
         if ((regex || *pat) && !(pt.re = pfx_regex_compile(pat, strlen(pat), !regex, label, where)))
             return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Digits") == 0) {
@@ -517,6 +535,7 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
             return st;
         /* Rust's char::is_numeric: the categories Nd, Nl, No. */
         const char *pat = single ? "\\p{N}" : "\\p{N}+";
+        src = pat;
         if (!(pt.re = pfx_regex_compile(pat, PCRE2_ZERO_TERMINATED, false, label, where)))
             return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Whitespace") == 0 || strcmp(type, "WhitespaceSplit") == 0 ||
@@ -545,6 +564,7 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
         }
 #undef PFX_WORD
 #undef PFX_SPACE
+        src = pat;
         if (!(pt.re = pfx_regex_compile(pat, PCRE2_ZERO_TERMINATED, false, label, where)))
             return PFX_ERROR_FORMAT;
     } else if (strcmp(type, "Metaspace") == 0) {
@@ -558,8 +578,10 @@ static pfx_status parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *l
                          "ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation and "
                          "Sequence)", label, type);
     }
-    if (!grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {
+    if ((pt.re && !(pt.source = dup_bytes(src, strlen(src)))) ||
+        !grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {
         pcre2_code_free(pt.re);
+        free(pt.source);
         return oom(label);
     }
     tok->pretoks[tok->pretok_count - 1] = pt;
@@ -846,9 +868,11 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
                              pfx_strmap_key(&tok->vocab, e, &tok->id_len[id]));
         tok->id_token[id] = pfx_strmap_key(&tok->vocab, e, &tok->id_len[id]);
     }
-    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
-    if (!md)
+    pfx_encode_scratch sc = { 0 };
+    if (!pfx_scratch_regex_init(&sc, 0)) {
+        pfx_scratch_regex_free(&sc);
         return oom(label);
+    }
     pfx_status st = PFX_SUCCESS;
     for (size_t k = 0; k < tok->added_count && st == PFX_SUCCESS; k++) {
         pfx_added *a = &tok->added[k];
@@ -857,7 +881,8 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
         a->pattern_len = a->len;
         if (a->normalized && tok->norm_count) { /* matched as the normalizers rewrite it */
             pfx_buf nb = { 0 };
-            st = pfx_normalize(tok, md, a->content, a->len, &nb);
+            pfx_scratch_regex_budget(&sc, a->len);
+            st = pfx_normalize(tok, &sc, a->content, a->len, &nb);
             if (st == PFX_SUCCESS && !nb.data && !pfx_buf_add(&nb, "", 0))
                 st = oom(label);
             a->pattern = nb.data;
@@ -871,7 +896,7 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
         tok->id_token[a->id] = a->pattern;
         tok->id_len[a->id] = a->pattern_len;
     }
-    pcre2_match_data_free(md);
+    pfx_scratch_regex_free(&sc);
     if (st != PFX_SUCCESS)
         return st;
     for (size_t i = 0; i < tok->prefix_count + tok->suffix_count; i++) {
@@ -928,8 +953,41 @@ PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size,
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_tokenizer_load_json_memory: data is NULL");
     if (!label)
         label = "<memory>";
+    const char *text = data ? data : "";
+    if (!pfx_utf8_valid((const unsigned char *)text, size))
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)", label);
+    /* cJSON gets the text without model.vocab and model.merges (read from
+     * the text itself): a tree of them would cost ten times the file */
+    streamed sv = { text, { 0, 0 }, { 0, 0 } };
+    pfx_tokenizer_json_spans(text, size, &sv.vocab, &sv.merges);
+    char *rest = NULL;
+    size_t rest_len = size;
+    if (sv.vocab.e || sv.merges.e) {
+        if (!(rest = malloc(size + 1)))
+            return oom(label);
+        const pfx_json_span *cut[2] = { &sv.vocab, &sv.merges };
+        if (sv.merges.e && (!sv.vocab.e || sv.merges.b < sv.vocab.b)) {
+            cut[0] = &sv.merges;
+            cut[1] = &sv.vocab;
+        }
+        size_t from = 0;
+        rest_len = 0;
+        for (int k = 0; k < 2; k++) {
+            if (!cut[k]->e)
+                continue;
+            memcpy(rest + rest_len, text + from, cut[k]->b - from);
+            rest_len += cut[k]->b - from;
+            memcpy(rest + rest_len, cut[k] == &sv.vocab ? "{}" : "[]", 2);
+            rest_len += 2;
+            from = cut[k]->e;
+        }
+        memcpy(rest + rest_len, text + from, size - from);
+        rest_len += size - from;
+    }
     cJSON *root;
-    if ((st = parse_json(data ? data : (const void *)"", size, label, &root)))
+    st = parse_json((const unsigned char *)(rest ? rest : text), rest_len, label, &root);
+    free(rest);
+    if (st != PFX_SUCCESS)
         return st;
     pfx_tokenizer *tok = pfx_tokenizer_alloc();
     if (!tok) {
@@ -942,7 +1000,7 @@ PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size,
         st = pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: truncation / padding inside tokenizer.json "
                        "are not supported (the data set truncates and pads)", label);
     if (!st)
-        st = parse_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), label);
+        st = parse_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), label, &sv);
     if (!st)
         st = parse_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), label);
     if (!st)
@@ -1020,16 +1078,13 @@ PFX_API pfx_status pfx_tokenizer_load_vocab_merges_memory(const void *vocab, siz
     snprintf(mlabel, sizeof(mlabel), "%s (merges.txt)", label);
     if (!pfx_utf8_valid(merges ? merges : (const void *)"", merges_size))
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)", mlabel);
-    cJSON *root;
-    if ((st = parse_json(vocab ? vocab : (const void *)"", vocab_size, vlabel, &root)))
-        return st;
+    const char *vtext = vocab ? vocab : "";
+    if (!pfx_utf8_valid((const unsigned char *)vtext, vocab_size))
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)", vlabel);
     pfx_tokenizer *tok = pfx_tokenizer_alloc();
-    if (!tok) {
-        cJSON_Delete(root);
+    if (!tok)
         return oom(label);
-    }
-    st = parse_vocab(tok, root, vlabel, "the vocabulary");
-    cJSON_Delete(root);
+    st = pfx_stream_vocab_json(tok, vtext, vocab_size, vlabel); /* no tree: a tenth of the memory */
     if (!st)
         st = pfx_parse_merges_txt(tok, merges ? merges : "", merges_size, mlabel);
     /* GPT-2's setup: ByteLevel without a prefix space, GPT-2's regex. */
@@ -1037,8 +1092,10 @@ PFX_API pfx_status pfx_tokenizer_load_vocab_merges_memory(const void *vocab, siz
     if (!st && !(pt.re = pfx_regex_compile(pfx_gpt2_pattern, PCRE2_ZERO_TERMINATED, false, label,
                                            "GPT-2 regex")))
         st = PFX_ERROR_FORMAT;
-    if (!st && !grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {
+    if (!st && (!(pt.source = dup_bytes(pfx_gpt2_pattern, strlen(pfx_gpt2_pattern))) ||
+                !grow((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks)))) {
         pcre2_code_free(pt.re);
+        free(pt.source);
         st = oom(label);
     }
     if (!st) {

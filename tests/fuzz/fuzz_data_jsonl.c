@@ -3,7 +3,9 @@
  * "<|endoftext|>" and a few merges); a data set that loads is served for
  * two epochs of batches whose invariants are checked (labels are the ids or
  * -100, padding past each length, every example once an epoch), then split
- * by hold_out. Replayed over corpus/data_jsonl/ by run_corpus.c in every build. */
+ * by hold_out; loading has the per-input time limit of fuzz.h. The
+ * dictionary and corpus carry string escapes and duplicate keys. Replayed
+ * over corpus/data_jsonl/ by run_corpus.c in every build. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +65,10 @@ bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     pfx_dataset *ds = NULL;
-    if (load(data, size, "fuzz.jsonl", &ds) != PFX_SUCCESS) {
+    const double start = pfx_fuzz_now();
+    pfx_status st = load(data, size, "fuzz.jsonl", &ds);
+    pfx_fuzz_deadline(start, "loading a JSONL data set");
+    if (st != PFX_SUCCESS) {
         if (ds)
             abort();
         return 0;
