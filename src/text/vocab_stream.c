@@ -192,7 +192,8 @@ static pfx_status read_string(reader *r, pfx_buf *out)
                 return malformed(r);
             }
             if (u == 0)
-                return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s holds a \"\\u0000\" escape", r->label, r->where);
+                return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: a string holds the escape \\u0000 (NUL) in %s", r->label,
+                                 r->where);
             if (u < 0x80) {
                 c[0] = (char)u;
             } else if (u < 0x800) {
@@ -282,7 +283,10 @@ pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const c
                            label, where, r.a.data);
             break;
         }
-        if (!pfx_strmap_put(&tok->vocab, r.a.data, r.a.len, id))
+        /* the vocabulary is empty before its object: a hit is a key given twice (the rule of every JSON reader) */
+        if (pfx_strmap_get(&tok->vocab, r.a.data, r.a.len) >= 0)
+            st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice in %s", label, r.a.data, where);
+        else if (!pfx_strmap_put(&tok->vocab, r.a.data, r.a.len, id))
             st = pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
         else
             st = next_item(&r, '}', &more);
