@@ -460,6 +460,90 @@ static void test_state_round_trip(void **state)
     assert_int_equal(pfx_test_live_bytes(rt), base);
 }
 
+/* A training checkpoint (values, moments, steps and a job's own fields)
+ * continues bit for bit in a fresh optimizer whose parameters hold other
+ * values; a step that disagrees or a missing moment is refused, changing
+ * nothing. */
+static void test_checkpoint_round_trip(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t base = pfx_test_live_bytes(rt);
+    pfx_optimizer_params params = { .max_grad_norm = 2.0f, .warmup_steps = 4, .gain_ramp_steps = 5 };
+    rig a;
+    rig_init(&a, rt, &params, 4);
+    for (uint64_t s = 0; s < 3; s++) {
+        rig_grads(&a, s, 1.0f);
+        assert_int_equal(pfx_optimizer_step(a.opt, NULL), PFX_SUCCESS);
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "%s/pfx_optimizer_ckpt_%d.safetensors", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    const float curve[3] = { 1.5f, 1.25f, 1.0f };
+    const pfx_named_tensor extra = { .name = "job.curve", .host = curve, .ndim = 1, .shape = { 3 },
+                                     .dtype = PFX_DTYPE_F32 };
+    const pfx_st_metadata meta = { "job.steps", "3" };
+    assert_int_equal(pfx_optimizer_save_checkpoint(a.opt, path, &extra, 1, &meta, 1), PFX_SUCCESS);
+    for (uint64_t s = 3; s < 6; s++) {
+        rig_grads(&a, s, 1.0f);
+        assert_int_equal(pfx_optimizer_step(a.opt, NULL), PFX_SUCCESS);
+    }
+    snapshot end_a;
+    snap(&a, &end_a);
+
+    rig b; /* other initial values: the checkpoint brings them */
+    rig_init(&b, rt, &params, 9);
+    pfx_safetensors *f = NULL;
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    assert_string_equal(pfx_safetensors_metadata_get(f, "job.steps"), "3");
+    float got[3];
+    assert_int_equal(pfx_safetensors_read_f32(f, "job.curve", got, 3), PFX_SUCCESS);
+    assert_memory_equal(got, curve, sizeof(curve));
+    uint64_t step = 0;
+    assert_status_names(rt, pfx_optimizer_check_checkpoint(b.opt, f, path, 2, "steps_done", &step), PFX_ERROR_FORMAT,
+                        "'optimizer_step' (3) is more than 'steps_done' (2)");
+    assert_int_equal(pfx_optimizer_check_checkpoint(b.opt, f, path, 3, "steps_done", &step), PFX_SUCCESS);
+    assert_int_equal(step, 3);
+    assert_int_equal(pfx_optimizer_restore_checkpoint(b.opt, f, path), PFX_SUCCESS);
+    pfx_safetensors_close(&f);
+    assert_int_equal(pfx_optimizer_step_count(b.opt), 3);
+    for (uint64_t s = 3; s < 6; s++) {
+        rig_grads(&b, s, 1.0f);
+        assert_int_equal(pfx_optimizer_step(b.opt, NULL), PFX_SUCCESS);
+    }
+    snapshot end_b;
+    snap(&b, &end_b);
+    snap_equal(&a, &end_a, &end_b, "run restored from a checkpoint");
+
+    /* another optimizer's checkpoint (a parameter renamed): refused, nothing changed */
+    pfx_optimizer *other = NULL;
+    assert_int_equal(pfx_optimizer_create(rt, &params, &other), PFX_SUCCESS);
+    unsigned gid;
+    assert_int_equal(pfx_optimizer_add_group(other, &groups[0], &gid), PFX_SUCCESS);
+    for (unsigned i = 0; i < NP; i++)
+        assert_int_equal(pfx_optimizer_add_param(other, 0, b.p[i], b.g[i], i == 2 ? "renamed" : param_name[i]),
+                         PFX_SUCCESS);
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    float before[8], after[8];
+    assert_int_equal(pfx_tensor_read(b.p[0], 0, 8, before), PFX_SUCCESS);
+    assert_status_names(rt, pfx_optimizer_restore_checkpoint(other, f, path), PFX_ERROR_FORMAT, "renamed");
+    pfx_safetensors_close(&f);
+    assert_int_equal(pfx_tensor_read(b.p[0], 0, 8, after), PFX_SUCCESS);
+    assert_memory_equal(before, after, sizeof(before));
+    assert_int_equal(pfx_optimizer_step_count(other), 0);
+    assert_status_names(rt, pfx_optimizer_save_checkpoint(other, NULL, NULL, 0, NULL, 0), PFX_ERROR_NULL_ARGUMENT,
+                        "path");
+    assert_status_names(rt, pfx_optimizer_save_checkpoint(other, path, NULL, 1, NULL, 0), PFX_ERROR_NULL_ARGUMENT,
+                        "extra");
+    assert_int_equal(pfx_optimizer_check_checkpoint(NULL, NULL, NULL, 0, NULL, NULL), PFX_ERROR_NULL_ARGUMENT);
+    pfx_optimizer_destroy(&other);
+    remove(path);
+    snap_free(&end_a);
+    snap_free(&end_b);
+    rig_free(&a);
+    rig_free(&b);
+    assert_int_equal(pfx_test_live_bytes(rt), base);
+}
+
 static void test_determinism(void **state)
 {
     pfx_runtime *rt = *state;
@@ -717,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite_skips),
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_state_round_trip),
+        cmocka_unit_test(test_checkpoint_round_trip),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_hostile_state),

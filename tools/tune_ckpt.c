@@ -1,9 +1,9 @@
-/* The checkpoint of `prefixcl tune` (tune_job.h): one safetensors file,
- * replaced atomically, so an interrupted save leaves the previous one whole.
- * Tensors: per optimizer parameter NAME its value NAME, its AdamW moments
- * NAME.exp_avg and NAME.exp_avg_sq; report.grad_norms [steps done] and
- * report.mass_before [L * H]. Metadata: the options (config), the optimizer
- * step count, each NAME.step, the data position, the steps done, and the
+/* The checkpoint of `prefixcl tune` (tune_job.h): the optimizer's
+ * checkpoint (optimizer.h: every parameter's value, AdamW moments and step,
+ * the step count) in one safetensors file replaced atomically, so an
+ * interrupted save leaves the previous one whole, with the job's own:
+ * tensors report.grad_norms [steps done] and report.mass_before [L * H];
+ * metadata the options (config), the data position, the steps done, and the
  * losses and evaluation loss before training as C99 hex floats (exact). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,81 +21,36 @@ static int fail_io(const char *what, const char *path)
 
 int tune_ckpt_save(tune_job *j, const char *path, const tune_result *r)
 {
-    const size_t n = j->param_count, L = j->L, H = j->H;
-    const size_t items_n = 3 * n + 2, meta_n = n + 8;
-    pfx_named_tensor *items = calloc(items_n, sizeof(*items));
-    pfx_st_metadata *meta = calloc(meta_n, sizeof(*meta));
-    char(*names)[160] = calloc(4 * n, sizeof(*names)); /* NAME, .exp_avg, .exp_avg_sq, .step */
-    char(*vals)[32] = calloc(n + 6, sizeof(*vals));
-    float **moments = calloc(2 * n, sizeof(*moments));
+    const size_t L = j->L, H = j->H;
     char *losses = malloc(r->steps_done * 26 + 1);
-    int rc = 1;
-    if (!items || !meta || !names || !vals || !moments || !losses) {
+    if (!losses) {
         fprintf(stderr, "prefixcl tune: out of host memory\n");
-        goto out;
+        return 1;
     }
-    size_t k = 0, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        pfx_optimizer_param_info info;
-        pfx_status st = pfx_optimizer_get_param(j->opt, i, &info);
-        uint64_t step = 0;
-        if (st == PFX_SUCCESS && (!(moments[2 * i] = malloc(info.numel * sizeof(float))) ||
-                                  !(moments[2 * i + 1] = malloc(info.numel * sizeof(float)))))
-            st = PFX_ERROR_OUT_OF_MEMORY;
-        if (st == PFX_SUCCESS)
-            st = pfx_optimizer_export_param(j->opt, i, &step, moments[2 * i], moments[2 * i + 1]);
-        if (tune_fail(j, st, "exporting the optimizer state"))
-            goto out;
-        const pfx_tensor *p = j->params[i];
-        pfx_named_tensor host = { .ndim = pfx_tensor_ndim(p), .dtype = PFX_DTYPE_F32 };
-        for (unsigned d = 0; d < host.ndim; d++)
-            host.shape[d] = pfx_tensor_dim(p, d);
-        snprintf(names[3 * i], sizeof(names[0]), "%s", info.name);
-        snprintf(names[3 * i + 1], sizeof(names[0]), "%s.exp_avg", info.name);
-        snprintf(names[3 * i + 2], sizeof(names[0]), "%s.exp_avg_sq", info.name);
-        items[k++] = (pfx_named_tensor){ .name = names[3 * i], .tensor = p };
-        host.name = names[3 * i + 1];
-        host.host = moments[2 * i];
-        items[k++] = host;
-        host.name = names[3 * i + 2];
-        host.host = moments[2 * i + 1];
-        items[k++] = host;
-        snprintf(names[3 * n + i], sizeof(names[0]), "%s.step", info.name);
-        snprintf(vals[i], sizeof(vals[0]), "%llu", (unsigned long long)step);
-        meta[m++] = (pfx_st_metadata){ names[3 * n + i], vals[i] };
-    }
+    pfx_named_tensor extra[2];
+    size_t k = 0;
     if (r->steps_done)
-        items[k++] = (pfx_named_tensor){ .name = "report.grad_norms", .host = r->grad_norms, .ndim = 1,
+        extra[k++] = (pfx_named_tensor){ .name = "report.grad_norms", .host = r->grad_norms, .ndim = 1,
                                          .shape = { r->steps_done }, .dtype = PFX_DTYPE_F32 };
     if (r->mass_before)
-        items[k++] = (pfx_named_tensor){ .name = "report.mass_before", .host = r->mass_before, .ndim = 1,
+        extra[k++] = (pfx_named_tensor){ .name = "report.mass_before", .host = r->mass_before, .ndim = 1,
                                          .shape = { L * H }, .dtype = PFX_DTYPE_F32 };
     char *e = losses;
     *e = 0;
     for (size_t i = 0; i < r->steps_done; i++)
         e += sprintf(e, "%s%a", i ? "," : "", r->losses[i]);
-    snprintf(vals[n], sizeof(vals[0]), "%llu", (unsigned long long)pfx_optimizer_step_count(j->opt));
-    snprintf(vals[n + 1], sizeof(vals[0]), "%llu", (unsigned long long)j->pos.epoch);
-    snprintf(vals[n + 2], sizeof(vals[0]), "%llu", (unsigned long long)j->pos.index);
-    snprintf(vals[n + 3], sizeof(vals[0]), "%zu", r->steps_done);
-    snprintf(vals[n + 4], sizeof(vals[0]), "%a", r->eval_before);
-    meta[m++] = (pfx_st_metadata){ "format", FORMAT };
-    meta[m++] = (pfx_st_metadata){ "config", j->config_text };
-    meta[m++] = (pfx_st_metadata){ "optimizer_step", vals[n] };
-    meta[m++] = (pfx_st_metadata){ "data_epoch", vals[n + 1] };
-    meta[m++] = (pfx_st_metadata){ "data_index", vals[n + 2] };
-    meta[m++] = (pfx_st_metadata){ "steps_done", vals[n + 3] };
-    meta[m++] = (pfx_st_metadata){ "eval_before", vals[n + 4] };
-    meta[m++] = (pfx_st_metadata){ "losses", losses };
-    rc = tune_fail(j, pfx_safetensors_save(j->rt, path, items, k, meta, m), "writing the checkpoint");
-out:
-    for (size_t i = 0; moments && i < 2 * n; i++)
-        free(moments[i]);
-    free(moments);
-    free(items);
-    free(meta);
-    free(names);
-    free(vals);
+    char vals[4][32];
+    snprintf(vals[0], sizeof(vals[0]), "%llu", (unsigned long long)j->pos.epoch);
+    snprintf(vals[1], sizeof(vals[0]), "%llu", (unsigned long long)j->pos.index);
+    snprintf(vals[2], sizeof(vals[0]), "%zu", r->steps_done);
+    snprintf(vals[3], sizeof(vals[0]), "%a", r->eval_before);
+    const pfx_st_metadata meta[] = {
+        { "format", FORMAT },       { "config", j->config_text }, { "data_epoch", vals[0] },
+        { "data_index", vals[1] },  { "steps_done", vals[2] },    { "eval_before", vals[3] },
+        { "losses", losses },
+    };
+    int rc = tune_fail(j, pfx_optimizer_save_checkpoint(j->opt, path, extra, k, meta, sizeof(meta) / sizeof(meta[0])),
+                       "writing the checkpoint");
     free(losses);
     return rc;
 }
@@ -136,10 +91,9 @@ int tune_ckpt_load(tune_job *j, const char *path, tune_result *r)
     if (pfx_safetensors_open(path, &f) != PFX_SUCCESS)
         return fail_io("reading the checkpoint", path);
     int rc = 1;
-    float *mv = NULL;
     const char *fmt = pfx_safetensors_metadata_get(f, "format");
     const char *cfg = pfx_safetensors_metadata_get(f, "config");
-    unsigned long long opt_step, epoch, index, done;
+    unsigned long long epoch, index, done;
     if (!fmt || strcmp(fmt, FORMAT)) {
         fprintf(stderr, "prefixcl tune: %s is not a prefixcl tune checkpoint\n", path);
         goto out;
@@ -149,19 +103,19 @@ int tune_ckpt_load(tune_job *j, const char *path, tune_result *r)
                         "  checkpoint: %s\n  now:        %s\n", path, cfg ? cfg : "(none)", j->config_text);
         goto out;
     }
-    if (meta_u64(f, path, "optimizer_step", &opt_step) || meta_u64(f, path, "data_epoch", &epoch) ||
-        meta_u64(f, path, "data_index", &index) || meta_u64(f, path, "steps_done", &done))
+    if (meta_u64(f, path, "data_epoch", &epoch) || meta_u64(f, path, "data_index", &index) ||
+        meta_u64(f, path, "steps_done", &done))
         goto out;
     if (done > j->steps) {
         fprintf(stderr, "prefixcl tune: %s has %llu steps done, more than the %zu planned\n", path, done, j->steps);
         goto out;
     }
-    /* a step advances the optimizer unless it was skipped (NaN/Inf gradients) */
-    if (opt_step > done) {
-        fprintf(stderr, "prefixcl tune: %s: the metadata 'optimizer_step' (%llu) is more than 'steps_done' (%llu)\n",
-                path, opt_step, done);
+    /* the optimizer's part: its step (at most the steps done: a skipped step
+     * does not advance it), every parameter's tensors and steps */
+    uint64_t opt_step = 0;
+    if (tune_fail(j, pfx_optimizer_check_checkpoint(j->opt, f, path, done, "steps_done", &opt_step),
+                  "the checkpoint"))
         goto out;
-    }
     /* each step reads one batch: the position `done` batches reach */
     const size_t examples = r->train_examples, per_epoch = pfx_dataset_batches_per_epoch(j->train, j->cfg->batch);
     if (index >= examples) {
@@ -208,46 +162,14 @@ int tune_ckpt_load(tune_job *j, const char *path, tune_result *r)
         fail_io("reading", path);
         goto out;
     }
-    /* parameters and their AdamW state */
-    for (size_t i = 0; i < j->param_count; i++) {
-        pfx_optimizer_param_info info;
-        if (tune_fail(j, pfx_optimizer_get_param(j->opt, i, &info), "the optimizer"))
-            goto out;
-        free(mv);
-        mv = malloc(2 * info.numel * sizeof(float));
-        char key[192];
-        unsigned long long step;
-        snprintf(key, sizeof(key), "%s.step", info.name);
-        if (!mv || meta_u64(f, path, key, &step))
-            goto out;
-        if (step != opt_step) { /* every parameter advances with the optimizer */
-            fprintf(stderr, "prefixcl tune: %s: the metadata '%s' (%llu) differs from 'optimizer_step' (%llu)\n",
-                    path, key, step, opt_step);
-            goto out;
-        }
-        if (tune_fail(j, pfx_safetensors_load_tensor(j->rt, f, info.name, j->params[i]), "loading the checkpoint"))
-            goto out;
-        snprintf(key, sizeof(key), "%s.exp_avg", info.name);
-        if (pfx_safetensors_read_f32(f, key, mv, info.numel) != PFX_SUCCESS) {
-            fail_io("reading", path);
-            goto out;
-        }
-        snprintf(key, sizeof(key), "%s.exp_avg_sq", info.name);
-        if (pfx_safetensors_read_f32(f, key, mv + info.numel, info.numel) != PFX_SUCCESS) {
-            fail_io("reading", path);
-            goto out;
-        }
-        if (tune_fail(j, pfx_optimizer_import_param(j->opt, i, step, mv, mv + info.numel), "the optimizer state"))
-            goto out;
-    }
-    if (tune_fail(j, pfx_optimizer_set_step_count(j->opt, opt_step), "the optimizer step"))
+    /* every field checked: the parameters, their AdamW state and the step count */
+    if (tune_fail(j, pfx_optimizer_restore_checkpoint(j->opt, f, path), "loading the checkpoint"))
         goto out;
     j->pos.epoch = epoch;
     j->pos.index = index;
     r->steps_done = done;
     rc = 0;
 out:
-    free(mv);
     pfx_safetensors_close(&f);
     return rc;
 }

@@ -79,6 +79,7 @@
 #ifndef PREFIXCL_OPTIMIZER_H
 #define PREFIXCL_OPTIMIZER_H
 
+#include "prefixcl/io.h"
 #include "prefixcl/tensor.h"
 
 #ifdef __cplusplus
@@ -230,6 +231,31 @@ PFX_API pfx_status pfx_optimizer_save(pfx_optimizer *opt, const char *path);
  * decimal digits only, at most PFX_OPTIMIZER_MAX_STEP) or a non-finite
  * moment (PFX_ERROR_NOT_FINITE) leaves the optimizer as it was. */
 PFX_API pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path);
+
+/* ---- a training checkpoint: the state with the parameters' values ----
+ * One safetensors file written atomically (io.h): per parameter NAME its
+ * value NAME and its moments NAME.exp_avg and NAME.exp_avg_sq (F32, its
+ * shape) and the metadata NAME.step; the metadata "optimizer_step"; and the
+ * job's own tensors and metadata beside them (names that differ from
+ * those). prefixcl's training jobs (tune, pretrain) keep theirs so; resuming
+ * from one continues bit for bit. */
+PFX_API pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char *path, const pfx_named_tensor *extra,
+                                                 size_t extra_count, const pfx_st_metadata *meta, size_t meta_count);
+
+/* Checks the optimizer's part of an open checkpoint f (label names it in
+ * messages) against opt, changing nothing: "optimizer_step" a whole number
+ * no larger than max_step (a skipped step does not advance it; max_name
+ * names max_step in the message), every parameter's value and moments
+ * present with its number of values, every NAME.step equal to
+ * optimizer_step. *step receives optimizer_step. PFX_ERROR_FORMAT naming the
+ * field. A job checks its own fields next, then restores. */
+PFX_API pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt, const pfx_safetensors *f, const char *label,
+                                                  uint64_t max_step, const char *max_name, uint64_t *step);
+
+/* Every parameter's value, moments and step, and the step count, from f
+ * (checked as above, and every moment finite with exp_avg_sq >= 0, before
+ * the first write); blocks. */
+PFX_API pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safetensors *f, const char *label);
 
 #ifdef __cplusplus
 }
