@@ -361,7 +361,8 @@ static void test_llama_weights(void **state)
     c.qkv_bias = false;
     c.kv_heads = 1;
     tf_model_init(&m, &c, true, "llama", 203);
-    make_problem(&m, &p, 2, 8, 0, lens + 1, 24);
+    const int32_t lens2[2] = { 8, 5 };
+    make_problem(&m, &p, 2, 8, 0, lens2, 24);
     o = (train_opts){ .ramp = 0.8f, .recompute = true, .dim = true }; /* structured gain alone */
     check_weights(rt, &m, &p, &o);
     free(p.kp);
