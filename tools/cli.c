@@ -86,7 +86,8 @@ static void option_expect(const cli_option *o, char *out, size_t cap)
     case CLI_CHOICE: {
         size_t at = 0;
         for (int i = 0; o->choices[i] && at < cap; i++)
-            at += (size_t)snprintf(out + at, cap - at, "%s%s", i ? ", " : "", o->choices[i]);
+            at += (size_t)snprintf(out + at, cap - at, "%s%s", !i ? "" : o->choices[i + 1] ? ", " : " or ",
+                                   o->choices[i]);
         break;
     }
     default:
@@ -127,6 +128,10 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, si
             return option_error(cmd, usage, msg);
         }
         const char *v = argv[++i];
+        if (o->kind == CLI_TEXT && !*v) {
+            snprintf(msg, sizeof(msg), "%s is empty", a);
+            return option_error(cmd, usage, msg);
+        }
         if (!option_value(o, v)) {
             char expect[256];
             option_expect(o, expect, sizeof(expect));

@@ -123,124 +123,51 @@ static int fit_length(tune_config *c, bool length_given)
     return 0;
 }
 
-typedef struct opt_spec {
-    const char *name;
-    uint64_t lo, hi;
-    size_t *target;
-} opt_spec;
-
 int cmd_tune(int argc, char **argv)
 {
     tune_config c;
     tune_default_config(&c);
     c.out_dir = "tune-out";
     c.demo_dir = PFX_DEMO_DIR;
-    bool quiet = false, steps_set = false, batch_set = false, length_set = false;
+    bool quiet = false, resume = false;
     size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
-    const opt_spec counts[] = {
-        { "--prefix-len", 1, 4096, &c.prefix_len },   { "--hidden", 0, 65536, &c.hidden },
-        { "--epochs", 1, 100000, &c.epochs },         { "--steps", 1, 10000000, &c.steps },
-        { "--batch", 1, 4096, &c.batch },             { "--max-length", 2, 1 << 20, &c.max_length },
-        { "--gain-ramp", 0, 10000000, &gain_ramp },   { "--warmup", 0, 10000000, &warmup },
-        { "--checkpoint-every", 1, 10000000, &c.checkpoint_every },
+    int gain = 0, storage = 0;
+    static const char *const gains[] = { "off", "linear", "tanh", NULL };
+    static const char *const storages[] = { "f32", "f16", NULL };
+    enum { O_STEPS = 3, O_BATCH = 4, O_LENGTH = 5 }; /* the options whose default the demonstration changes */
+    const cli_option opts[] = {
+        { "--prefix-len", CLI_SIZE, &c.prefix_len, 1, 4096, NULL },
+        { "--hidden", CLI_SIZE, &c.hidden, 0, 65536, NULL },
+        { "--epochs", CLI_SIZE, &c.epochs, 1, 100000, NULL },
+        [O_STEPS] = { "--steps", CLI_SIZE, &c.steps, 1, 10000000, NULL },
+        [O_BATCH] = { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL },
+        [O_LENGTH] = { "--max-length", CLI_SIZE, &c.max_length, 2, 1 << 20, NULL },
+        { "--gain-ramp", CLI_SIZE, &gain_ramp, 0, 10000000, NULL },
+        { "--warmup", CLI_SIZE, &warmup, 0, 10000000, NULL },
+        { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 10000000, NULL },
+        { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL },
+        { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL },
+        { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL },
+        { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL },
+        { "--device", CLI_TEXT, &c.device, 0, 0, NULL },
+        { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL },
+        { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL },
+        { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e6, NULL },
+        { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL },
+        { "--gain", CLI_CHOICE, &gain, 0, 0, gains },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, storages },
+        { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL },
+        { "--resume", CLI_FLAG, &resume, 0, 0, NULL },
     };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--quiet") || !strcmp(a, "--resume")) {
-            quiet |= a[2] == 'q';
-            c.resume |= a[2] == 'r';
-            continue;
-        }
-        if (strncmp(a, "--", 2)) {
-            fprintf(stderr, "prefixcl tune: unexpected argument '%s'\n\n", a);
-            return usage(stderr);
-        }
-        static const char *const valued[] = { "--prefix-len", "--hidden", "--epochs", "--steps", "--batch",
-                                               "--max-length", "--gain-ramp", "--warmup", "--checkpoint-every",
-                                               "--model", "--data", "--eval", "--out", "--device", "--lr",
-                                               "--gain-lr", "--weight-decay", "--clip", "--gain", "--storage",
-                                               "--seed" };
-        bool known = false;
-        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
-            known |= !strcmp(a, valued[k]);
-        if (!known) {
-            fprintf(stderr, "prefixcl tune: unknown option '%s'\n\n", a);
-            return usage(stderr);
-        }
-        if (!v) {
-            fprintf(stderr, "prefixcl tune: %s needs a value\n\n", a);
-            return usage(stderr);
-        }
-        i++;
-        const opt_spec *cs = NULL;
-        for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
-            if (!strcmp(a, counts[k].name))
-                cs = &counts[k];
-        if (cs) {
-            uint64_t n;
-            if (!cli_uint(v, cs->lo, cs->hi, &n)) {
-                fprintf(stderr, "prefixcl tune: bad %s '%s' (%llu..%llu)\n\n", a, v, (unsigned long long)cs->lo,
-                        (unsigned long long)cs->hi);
-                return usage(stderr);
-            }
-            *cs->target = (size_t)n;
-            steps_set |= cs->target == &c.steps;
-            batch_set |= cs->target == &c.batch;
-            length_set |= cs->target == &c.max_length;
-            continue;
-        }
-        const char **paths[] = { &c.model_dir, &c.data_path, &c.eval_path, &c.out_dir, &c.device };
-        static const char *const path_names[] = { "--model", "--data", "--eval", "--out", "--device" };
-        bool done = false;
-        for (size_t k = 0; k < 5 && !done; k++)
-            if (!strcmp(a, path_names[k])) {
-                if (!*v) {
-                    fprintf(stderr, "prefixcl tune: %s is empty\n\n", a);
-                    return usage(stderr);
-                }
-                *paths[k] = v;
-                done = true;
-            }
-        if (done)
-            continue;
-        if (!strcmp(a, "--lr") || !strcmp(a, "--gain-lr") || !strcmp(a, "--weight-decay") || !strcmp(a, "--clip")) {
-            float *t = a[2] == 'l' ? &c.lr : a[2] == 'g' ? &c.gain_lr : a[2] == 'w' ? &c.weight_decay
-                                                                                    : &c.max_grad_norm;
-            double hi = a[2] == 'l' || a[2] == 'g' ? 10.0 : 1e6;
-            if (!cli_float(v, 0.0, hi, t)) {
-                fprintf(stderr, "prefixcl tune: bad %s '%s' (a number in [0, %g])\n\n", a, v, hi);
-                return usage(stderr);
-            }
-        } else if (!strcmp(a, "--gain")) {
-            if (!strcmp(v, "off"))
-                c.gain_mode = PFX_GAIN_OFF;
-            else if (!strcmp(v, "linear"))
-                c.gain_mode = PFX_GAIN_LINEAR;
-            else if (!strcmp(v, "tanh"))
-                c.gain_mode = PFX_GAIN_TANH;
-            else {
-                fprintf(stderr, "prefixcl tune: bad --gain '%s' (off, linear or tanh)\n\n", v);
-                return usage(stderr);
-            }
-        } else if (!strcmp(a, "--storage")) {
-            if (strcmp(v, "f32") && strcmp(v, "f16")) {
-                fprintf(stderr, "prefixcl tune: bad --storage '%s' (f32 or f16)\n\n", v);
-                return usage(stderr);
-            }
-            c.storage = v[1] == '1' ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
-        } else if (!strcmp(a, "--seed")) {
-            uint64_t n;
-            if (!cli_uint(v, 0, UINT64_MAX, &n)) {
-                fprintf(stderr, "prefixcl tune: bad --seed '%s'\n\n", v);
-                return usage(stderr);
-            }
-            c.seed = n;
-        }
-    }
+    bool given[sizeof(opts) / sizeof(opts[0])];
+    const int parsed = cli_parse("tune", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), given, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    const bool steps_set = given[O_STEPS], batch_set = given[O_BATCH], length_set = given[O_LENGTH];
+    c.gain_mode = (pfx_gain_mode)gain;
+    c.storage = storage ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    c.resume = resume;
     c.gain_ramp_steps = (uint32_t)gain_ramp;
     c.warmup_steps = (uint32_t)warmup;
     if (c.model_dir && !c.data_path) {
