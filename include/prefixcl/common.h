@@ -25,6 +25,15 @@
 extern "C" {
 #endif
 
+/* The version of these headers; pfx_version() gives the library's (the two
+ * differ when a program runs against another build of the library). */
+#define PFX_VERSION_MAJOR 0
+#define PFX_VERSION_MINOR 1
+#define PFX_VERSION_PATCH 0
+
+/* "MAJOR.MINOR.PATCH" of the library in use (static). */
+PFX_API const char *pfx_version(void);
+
 #define PFX_MAX_DIMS 4
 
 typedef enum pfx_status {

@@ -8,6 +8,14 @@
 /* Detail of the last error of a call that had no runtime, per thread. */
 static _Thread_local char thread_error[PFX_ERROR_MAX];
 
+#define PFX_STR_(x) #x
+#define PFX_STR(x) PFX_STR_(x)
+
+const char *pfx_version(void)
+{
+    return PFX_STR(PFX_VERSION_MAJOR) "." PFX_STR(PFX_VERSION_MINOR) "." PFX_STR(PFX_VERSION_PATCH);
+}
+
 const char *pfx_status_string(pfx_status status)
 {
     switch (status) {
