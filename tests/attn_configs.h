@@ -17,6 +17,8 @@
  *   "gpu"            every configuration of the GPU families (nvidia, amd,
  *                    intel, other) and this device's; no CPU vector path
  *                    (the Oclgrind setup, tests/oclgrind_run.py).
+ *   "cpu"            the CPU family's and the extras (the CPU vector paths
+ *                    alone: under Oclgrind by hand, README "Devices").
  */
 #ifndef PFX_TEST_ATTN_CONFIGS_H
 #define PFX_TEST_ATTN_CONFIGS_H
@@ -54,7 +56,12 @@ static const pfx_program_config attn_extra_configs[] = {
 
 /* Runs fn(rt, head_dim_class, arg) per distinct configuration of program
  * ("attention_fwd" or "attention_bwd"); returns how many ran. */
-typedef enum attn_config_set { ATTN_CONFIGS_SAMPLE, ATTN_CONFIGS_ALL, ATTN_CONFIGS_GPU } attn_config_set;
+typedef enum attn_config_set {
+    ATTN_CONFIGS_SAMPLE,
+    ATTN_CONFIGS_ALL,
+    ATTN_CONFIGS_GPU,
+    ATTN_CONFIGS_CPU
+} attn_config_set;
 
 /* The set $PREFIXCL_TEST_CONFIGS names (see the top); another value fails. */
 static inline attn_config_set attn_config_set_of_env(void)
@@ -66,7 +73,9 @@ static inline attn_config_set attn_config_set_of_env(void)
         return ATTN_CONFIGS_ALL;
     if (!strcmp(env, "gpu"))
         return ATTN_CONFIGS_GPU;
-    fail_msg("PREFIXCL_TEST_CONFIGS=%s: expected sample, all or gpu", env);
+    if (!strcmp(env, "cpu"))
+        return ATTN_CONFIGS_CPU;
+    fail_msg("PREFIXCL_TEST_CONFIGS=%s: expected sample, all, gpu or cpu", env);
     return ATTN_CONFIGS_SAMPLE;
 }
 
@@ -79,6 +88,7 @@ static inline bool attn_config_in_set(attn_config_set set, int family, const cha
     switch (set) {
     case ATTN_CONFIGS_ALL: return true;
     case ATTN_CONFIGS_GPU: return this_device || (!extra && vendor != PFX_VENDOR_CPU);
+    case ATTN_CONFIGS_CPU: return extra || (!this_device && vendor == PFX_VENDOR_CPU);
     case ATTN_CONFIGS_SAMPLE:
     default:
         return this_device ||
@@ -91,7 +101,7 @@ static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
                                           void (*fn)(pfx_runtime *, unsigned, void *), void *arg)
 {
     static pfx_program_config all[ATTN_CONFIGS_MAX * (PFX_VENDOR_FAMILIES + 1)];
-    static const char *const set_names[] = { "sample", "all", "gpu" };
+    static const char *const set_names[] = { "sample", "all", "gpu", "cpu" };
     const attn_config_set set = attn_config_set_of_env();
     size_t count = 0, ran = 0, skipped = 0;
     /* this device's first, then each family's */

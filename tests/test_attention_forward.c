@@ -642,7 +642,7 @@ static void test_local_memory_limit(void **state)
  * device (the GPU paths with KSPLIT work-items per row, the CPU vector path,
  * the decode tiles), against the reference: a wide causal GQA shape at the
  * class's full head size, a decode shape with split-K and an awkward head
- * size below the class, and half storage with a bank and lengths. */
+ * size below the class, and half storage with a bank, lengths and gains. */
 static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
 {
     unsigned *seed = arg;
@@ -652,9 +652,18 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
     c = base_case(1, 4, 1, 1, 300, 5, head_dim > 16 ? head_dim / 2 + 3 : 13, 300 + (*seed)++);
     run_case(rt, &c);
     /* half storage, a bank with an item without prefix, lengths, token-major
-     * layouts: no tile edge lines up (N 13, M 20, P 9) */
+     * layouts, tanh gains with dim gains: no tile edge lines up (N 13, M 20,
+     * P 9) */
     int32_t idx[3] = { 2, -1, 0 }, ql[3] = { 13, 6, 1 }, kl[3] = { 20, 11, 19 };
+    float gain[4] = { -0.7f, 1.3f, 0.0f, 2.1f }, dim_gain[4 * 256];
+    ref_rng rng;
+    ref_rng_seed(&rng, 300 + *seed);
+    ref_rng_fill(&rng, dim_gain, 4 * head_dim, -0.9f, 2.0f);
     c = base_case(3, 4, 2, 13, 20, 9, head_dim, 300 + (*seed)++);
+    c.d.gain_mode = PFX_GAIN_TANH;
+    c.d.gain = gain;
+    c.d.gain_ramp = 0.8f;
+    c.d.dim_gain = dim_gain;
     c.bank = 3;
     c.d.bank_index = idx;
     c.d.q_lens = ql;
