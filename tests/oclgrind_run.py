@@ -13,7 +13,8 @@ started with
                         every GPU entry of the tuning database (NVIDIA 48 KiB,
                         AMD and Intel 64 KiB) can run
   --log FILE            its kernel reports, read back here (its API errors
-                        go to stderr, which is passed through and searched)
+                        and fatal errors go to stderr, which is passed
+                        through and searched)
 Out-of-bounds accesses (global, local, private, constant) and barrier
 divergence are checked by Oclgrind in every run. Its `--uninitialized` is not
 used: Oclgrind 21.10 stops at LLVM's `freeze` instruction, which clang emits
@@ -37,6 +38,7 @@ import tempfile
 
 LOCAL_MEM = 64 * 1024
 API_MARKER = b"Oclgrind - OpenCL runtime error detected"
+FATAL_MARKER = b"OCLGRIND FATAL ERROR"  # e.g. an instruction a plugin cannot simulate
 
 
 def main(argv):
@@ -65,7 +67,7 @@ def main(argv):
             sys.stderr.buffer.write(raw)
             sys.stderr.flush()
             stderr.append(raw.decode(errors="replace"))
-            if API_MARKER in raw:
+            if API_MARKER in raw or FATAL_MARKER in raw:
                 api_errors.append(raw)
         rc = child.wait()
         with open(log, errors="replace") as f:
@@ -81,7 +83,7 @@ def main(argv):
         return 0 if found and rc == 0 else 1
     if report.strip() or api_errors:
         sys.stdout.flush()
-        print("\noclgrind_run: Oclgrind reported errors (%s): %d API error(s) above%s" %
+        print("\noclgrind_run: Oclgrind reported errors (%s): %d API or fatal error(s) above%s" %
               (" ".join(argv[1:]), len(api_errors), ", and:\n" + report if report.strip() else ""),
               file=sys.stderr)
         return 1
