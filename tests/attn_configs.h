@@ -54,8 +54,6 @@ static const pfx_program_config attn_extra_configs[] = {
                        "-DPFX_ATTN_DSPLIT=1 -DPFX_ATTN_VEC=4" },
 };
 
-/* Runs fn(rt, head_dim_class, arg) per distinct configuration of program
- * ("attention_fwd" or "attention_bwd"); returns how many ran. */
 typedef enum attn_config_set {
     ATTN_CONFIGS_SAMPLE,
     ATTN_CONFIGS_ALL,
@@ -97,6 +95,9 @@ static inline bool attn_config_in_set(attn_config_set set, int family, const cha
     }
 }
 
+/* Runs fn(rt, head_dim_class, arg) per distinct configuration of program
+ * ("attention_fwd" or "attention_bwd") in the set $PREFIXCL_TEST_CONFIGS
+ * names; returns how many ran. */
 static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
                                           void (*fn)(pfx_runtime *, unsigned, void *), void *arg)
 {
