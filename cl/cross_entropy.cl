@@ -72,8 +72,11 @@ void pfx_cross_entropy(const ulong row_base, const ulong vocab,
             barrier(CLK_LOCAL_MEM_FENCE);
         }
         const float sum = s[0];
-        const float zl = zr[label]; /* read by every item before any writes */
-        barrier(CLK_LOCAL_MEM_FENCE);
+        /* read by every item before any item overwrites the row with the
+         * gradient: the fence must cover global memory, or the read may move
+         * past the barrier and see a gradient (a race Oclgrind reports) */
+        const float zl = zr[label];
+        barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
         if (has_loss && lid == 0)
             loss[loss_off + row * loss_step] = mx + log(sum) - zl;
         if (grad) {

@@ -1,9 +1,25 @@
-/* Every tile configuration the registry may pick for any vendor family (and
- * for this device), forced on the test runtime one after the other through
- * the runtime's kernel tuning override, so the suites check each against the
- * double reference on whatever device they run on. A configuration the
- * device cannot hold (local memory, work-group size) is skipped with the
- * reason printed. */
+/* Tile configurations the registry may pick, forced on the test runtime one
+ * after the other through the runtime's kernel tuning override, so the
+ * suites check each against the double reference on whatever device they run
+ * on. A configuration the device cannot hold (local memory, work-group size)
+ * is skipped with the reason printed.
+ *
+ * Which ones run ($PREFIXCL_TEST_CONFIGS):
+ *   unset, "sample"  this device's (what the registry picks here) and a fixed
+ *                    sample of the others: the head-size-64 configurations
+ *                    of the nvidia family (the GPU path: KSPLIT work-items
+ *                    per row, the decode tiles) and the head-size-64 extra
+ *                    below (the CPU path at a width and tile no entry uses).
+ *                    The default `meson test`: a cold kernel cache compiles
+ *                    a few programs more than the device's own.
+ *   "all"            every configuration of every vendor family, and the
+ *                    extras (suite 'exhaustive', which CI runs).
+ *   "gpu"            every configuration of the GPU families (nvidia, amd,
+ *                    intel, other) and this device's; no CPU vector path
+ *                    (the Oclgrind setup, tests/oclgrind_run.py).
+ *   "cpu"            the CPU family's and the extras (the CPU vector paths
+ *                    alone: under Oclgrind by hand, README "Devices").
+ */
 #ifndef PFX_TEST_ATTN_CONFIGS_H
 #define PFX_TEST_ATTN_CONFIGS_H
 
@@ -38,17 +54,62 @@ static const pfx_program_config attn_extra_configs[] = {
                        "-DPFX_ATTN_DSPLIT=1 -DPFX_ATTN_VEC=4" },
 };
 
+typedef enum attn_config_set {
+    ATTN_CONFIGS_SAMPLE,
+    ATTN_CONFIGS_ALL,
+    ATTN_CONFIGS_GPU,
+    ATTN_CONFIGS_CPU
+} attn_config_set;
+
+/* The set $PREFIXCL_TEST_CONFIGS names (see the top); another value fails. */
+static inline attn_config_set attn_config_set_of_env(void)
+{
+    const char *env = getenv("PREFIXCL_TEST_CONFIGS");
+    if (!env || !*env || !strcmp(env, "sample"))
+        return ATTN_CONFIGS_SAMPLE;
+    if (!strcmp(env, "all"))
+        return ATTN_CONFIGS_ALL;
+    if (!strcmp(env, "gpu"))
+        return ATTN_CONFIGS_GPU;
+    if (!strcmp(env, "cpu"))
+        return ATTN_CONFIGS_CPU;
+    fail_msg("PREFIXCL_TEST_CONFIGS=%s: expected sample, all, gpu or cpu", env);
+    return ATTN_CONFIGS_SAMPLE;
+}
+
+/* Whether a configuration of a vendor family (PFX_VENDOR_FAMILIES: the
+ * extras; -1: this device's) belongs to the set. */
+static inline bool attn_config_in_set(attn_config_set set, int family, const char *options)
+{
+    const bool this_device = family < 0, extra = family == PFX_VENDOR_FAMILIES;
+    const pfx_vendor vendor = this_device || extra ? PFX_VENDOR_OTHER : pfx_vendor_families[family];
+    switch (set) {
+    case ATTN_CONFIGS_ALL: return true;
+    case ATTN_CONFIGS_GPU: return this_device || (!extra && vendor != PFX_VENDOR_CPU);
+    case ATTN_CONFIGS_CPU: return extra || (!this_device && vendor == PFX_VENDOR_CPU);
+    case ATTN_CONFIGS_SAMPLE:
+    default:
+        return this_device ||
+               ((extra || vendor == PFX_VENDOR_NVIDIA) &&
+                strstr(options, "-DPFX_ATTN_HEAD_DIM=64 ") != NULL);
+    }
+}
+
 /* Runs fn(rt, head_dim_class, arg) per distinct configuration of program
- * ("attention_fwd" or "attention_bwd"); returns how many ran. */
+ * ("attention_fwd" or "attention_bwd") in the set $PREFIXCL_TEST_CONFIGS
+ * names; returns how many ran. */
 static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
                                           void (*fn)(pfx_runtime *, unsigned, void *), void *arg)
 {
     static pfx_program_config all[ATTN_CONFIGS_MAX * (PFX_VENDOR_FAMILIES + 1)];
+    static const char *const set_names[] = { "sample", "all", "gpu", "cpu" };
+    const attn_config_set set = attn_config_set_of_env();
     size_t count = 0, ran = 0, skipped = 0;
-    for (size_t v = 0; v <= PFX_VENDOR_FAMILIES; v++) {
+    /* this device's first, then each family's */
+    for (int v = -1; v < PFX_VENDOR_FAMILIES; v++) {
         pfx_program_config c[ATTN_CONFIGS_MAX];
         size_t n;
-        if (v < PFX_VENDOR_FAMILIES) {
+        if (v >= 0) {
             pfx_vendor vendor = pfx_vendor_families[v];
             n = pfx_program_configs(vendor, NULL, pfx_vendor_typical_local_mem(vendor), c,
                                     ATTN_CONFIGS_MAX);
@@ -57,7 +118,7 @@ static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
         }
         assert_true(n <= ATTN_CONFIGS_MAX);
         for (size_t i = 0; i < n; i++) {
-            if (strcmp(c[i].program, program))
+            if (strcmp(c[i].program, program) || !attn_config_in_set(set, v, c[i].options))
                 continue;
             bool seen = false;
             for (size_t s = 0; s < count && !seen; s++)
@@ -67,7 +128,8 @@ static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
         }
     }
     for (size_t e = 0; e < sizeof(attn_extra_configs) / sizeof(attn_extra_configs[0]); e++)
-        if (!strcmp(attn_extra_configs[e].program, program))
+        if (!strcmp(attn_extra_configs[e].program, program) &&
+            attn_config_in_set(set, PFX_VENDOR_FAMILIES, attn_extra_configs[e].options))
             all[count++] = attn_extra_configs[e];
     const bool bwd = !strcmp(program, "attention_bwd");
     for (size_t i = 0; i < count; i++) {
@@ -93,7 +155,8 @@ static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
         ran++;
     }
     assert_int_equal(pfx_attn_override_set(rt, NULL), PFX_SUCCESS);
-    printf("  %s: %zu configurations run, %zu skipped\n", program, ran, skipped);
+    printf("  %s: %zu configurations run, %zu skipped (set %s, $PREFIXCL_TEST_CONFIGS)\n", program,
+           ran, skipped, set_names[set]);
     return ran;
 }
 

@@ -637,7 +637,7 @@ static void test_head_dim_unsupported(void **state)
  * device (DSPLIT > 1: several work-items per row; other tile sizes; both
  * paths), gives the reference's gradients here too: the full head size of
  * the class and an awkward smaller one, causal with lengths, GQA, the gain
- * and dim gain. */
+ * and dim gain; then half storage with a bank, MQA and token-major layouts. */
 static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
 {
     unsigned *seed = arg;
@@ -655,6 +655,21 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
         s.seed = 100 + (*seed)++;
         run_spec(rt, &s);
     }
+    /* half storage, a bank with an unused entry, MQA, token-major layouts,
+     * lengths: no tile edge lines up (N 9, M 30, P 6) */
+    spec s = base_spec();
+    s.B = 3;
+    s.Hkv = 1;
+    s.N = 9;
+    s.M = 30;
+    s.P = 6;
+    s.D = head_dim;
+    s.bank = 3;
+    s.half = true;
+    s.lens = true;
+    s.q_layout = s.kv_layout = s.o_layout = PFX_LAYOUT_BNHD;
+    s.seed = 100 + (*seed)++;
+    run_spec(rt, &s);
 }
 
 static void test_every_config(void **state)
@@ -754,8 +769,12 @@ static void test_accounting(void **state)
     assert_int_equal(pfx_test_live_bytes(rt), base);
 }
 
-int main(void)
+/* An argument runs only the tests it matches (cmocka_set_test_filter: the
+ * exhaustive sweep runs test_every_config alone). */
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_causal_lens_mqa_decode_cache),

@@ -641,8 +641,8 @@ static void test_local_memory_limit(void **state)
 /* Every configuration the registry may pick, for any vendor family or this
  * device (the GPU paths with KSPLIT work-items per row, the CPU vector path,
  * the decode tiles), against the reference: a wide causal GQA shape at the
- * class's full head size, and a decode shape with split-K and an awkward
- * head size below the class. */
+ * class's full head size, a decode shape with split-K and an awkward head
+ * size below the class, and half storage with a bank, lengths and gains. */
 static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
 {
     unsigned *seed = arg;
@@ -650,6 +650,26 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
     c.d.causal = true;
     run_case(rt, &c);
     c = base_case(1, 4, 1, 1, 300, 5, head_dim > 16 ? head_dim / 2 + 3 : 13, 300 + (*seed)++);
+    run_case(rt, &c);
+    /* half storage, a bank with an item without prefix, lengths, token-major
+     * layouts, tanh gains with dim gains: no tile edge lines up (N 13, M 20,
+     * P 9) */
+    int32_t idx[3] = { 2, -1, 0 }, ql[3] = { 13, 6, 1 }, kl[3] = { 20, 11, 19 };
+    float gain[4] = { -0.7f, 1.3f, 0.0f, 2.1f }, dim_gain[4 * 256];
+    ref_rng rng;
+    ref_rng_seed(&rng, 300 + *seed);
+    ref_rng_fill(&rng, dim_gain, 4 * head_dim, -0.9f, 2.0f);
+    c = base_case(3, 4, 2, 13, 20, 9, head_dim, 300 + (*seed)++);
+    c.d.gain_mode = PFX_GAIN_TANH;
+    c.d.gain = gain;
+    c.d.gain_ramp = 0.8f;
+    c.d.dim_gain = dim_gain;
+    c.bank = 3;
+    c.d.bank_index = idx;
+    c.d.q_lens = ql;
+    c.d.kv_lens = kl;
+    c.d.q_layout = c.d.kv_layout = c.d.o_layout = PFX_LAYOUT_BNHD;
+    c.half_kv = c.half_prefix = c.half_o = true;
     run_case(rt, &c);
 }
 
@@ -808,8 +828,12 @@ static void test_override_text(void **state)
     assert_int_equal(pfx_attn_override_set(rt, NULL), PFX_SUCCESS);
 }
 
-int main(void)
+/* An argument runs only the tests it matches (cmocka_set_test_filter: the
+ * exhaustive sweep runs test_every_config alone). */
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_head_dims),

@@ -24,6 +24,9 @@ static const char *validation_of(const pfx_device_info *x)
     if (strstr(x->platform_name, "rusticl") && strstr(x->device_name, "llvmpipe"))
         return "CI: test suite and check on Mesa rusticl (llvmpipe), every tile configuration "
                "that fits forced";
+    if (strstr(x->platform_name, "Oclgrind"))
+        return "CI: check, attention and model suites on the Oclgrind simulator, every GPU tile "
+               "configuration forced, races and out-of-bounds accesses fail";
     if (x->type == PFX_DEVICE_GPU &&
         (strstr(x->vendor, "NVIDIA") || strstr(x->vendor, "AMD") ||
          strstr(x->vendor, "Advanced Micro Devices") || strstr(x->vendor, "Intel")))
