@@ -60,7 +60,7 @@ def main():
 
         # stopped by SIGINT, resumed: the curve of an uninterrupted run
         straight, stopped = os.path.join(tmp, "straight"), os.path.join(tmp, "stopped")
-        long_run = ["--config", cfg, "--steps", "400", "--accumulate", "2"] + common
+        long_run = ["--config", cfg, "--steps", "60", "--accumulate", "2"] + common
         run(exe, ["pretrain", "--out", straight] + long_run)
         p = subprocess.Popen([exe, "pretrain", "--out", stopped] + long_run, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
