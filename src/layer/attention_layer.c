@@ -191,14 +191,6 @@ size_t pfx_layer_workspace_bytes(const pfx_layer *layer)
     return total;
 }
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float scale)
 {
     if (!layer)
@@ -223,7 +215,7 @@ pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float scale)
         size_t fan_in = (i == PFX_LAYER_WO || i == PFX_LAYER_BO) ? layer->qdim : layer->p.model_dim;
         float a = scale / sqrtf((float)fan_in);
         for (size_t j = 0; j < t->numel; j++) {
-            float u = (float)(splitmix64(&state) >> 40) * 0x1p-24f;
+            float u = (float)(pfx_splitmix64(&state) >> 40) * 0x1p-24f;
             host[j] = a * (2.0f * u - 1.0f);
         }
         st = pfx_tensor_write(t, 0, t->numel, host);

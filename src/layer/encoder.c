@@ -289,18 +289,10 @@ pfx_tensor *pfx_encoder_prefix_v(const pfx_encoder *enc, size_t layer)
 
 /* ---- initialization ---- */
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 static pfx_status fill_uniform(pfx_tensor *t, uint64_t *state, float a, float *host)
 {
     for (size_t i = 0; i < t->numel; i++) {
-        float u = (float)(splitmix64(state) >> 40) * 0x1p-24f; /* [0, 1), exact */
+        float u = (float)(pfx_splitmix64(state) >> 40) * 0x1p-24f; /* [0, 1), exact */
         host[i] = a * (2.0f * u - 1.0f);
     }
     return pfx_tensor_write(t, 0, t->numel, host);

@@ -646,14 +646,6 @@ pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_para
     return st;
 }
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 static bool is_norm_weight(pfx_weight_role r)
 {
     return r == PFX_W_NORM1 || r == PFX_W_NORM2 || r == PFX_W_NORM_F;
@@ -675,8 +667,8 @@ typedef enum draw_kind {
 /* A standard normal from two draws of the generator (Box-Muller in double). */
 static double normal01(uint64_t *state)
 {
-    const double u1 = (double)((splitmix64(state) >> 11) + 1) * 0x1p-53; /* (0, 1] */
-    const double u2 = (double)(splitmix64(state) >> 11) * 0x1p-53;
+    const double u1 = (double)((pfx_splitmix64(state) >> 11) + 1) * 0x1p-53; /* (0, 1] */
+    const double u2 = (double)(pfx_splitmix64(state) >> 11) * 0x1p-53;
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
 }
 
@@ -715,7 +707,7 @@ static pfx_status draw_weights(pfx_model *m, const char *fn, uint64_t seed, draw
             else if (is_bias(r))
                 host[j] = 0.0f;
             else if (kind == DRAW_UNIFORM)
-                host[j] = a * (2.0f * (float)(splitmix64(&state) >> 40) * 0x1p-24f - 1.0f);
+                host[j] = a * (2.0f * (float)(pfx_splitmix64(&state) >> 40) * 0x1p-24f - 1.0f);
             else
                 host[j] = (float)(scale * normal01(&state));
         }

@@ -8,14 +8,6 @@
 
 #include "serve_internal.h"
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static pfx_status check_sampling(pfx_runtime *rt, const char *fn, const pfx_sampling *s)
 {
     if (!s)
@@ -98,7 +90,7 @@ pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_samplin
         sum = acc > 0.0 ? acc : w[0];
     }
     /* a 53-bit uniform in [0, sum) */
-    double u = (double)(splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0) * sum, acc = 0.0;
+    double u = (double)(pfx_splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0) * sum, acc = 0.0;
     size_t pick = keep - 1;
     for (size_t i = 0; i < keep; i++) {
         acc += w[i];
@@ -111,13 +103,6 @@ pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_samplin
     free(w);
     free(c);
     return PFX_SUCCESS;
-}
-
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static bool is_stop(const pfx_sampling *s, int32_t t)
@@ -177,14 +162,14 @@ static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache, const pf
     pfx_serve_step step = { count, N, ids, lens, adapter };
     size_t live = count;
     for (size_t k = 0; st == PFX_SUCCESS && live; k++) {
-        const double t0 = now_seconds();
+        const double t0 = pfx_host_seconds();
         size_t fed = 0;
         for (size_t r = 0; r < count; r++)
             fed += (size_t)lens[r];
         if ((st = pfx_serve_step_run(model, cache, bank, &step, logits)) ||
             (st = pfx_tensor_read(logits, 0, count * V, host)))
             break;
-        const double dt = now_seconds() - t0;
+        const double dt = pfx_host_seconds() - t0;
         if (k == 0) {
             acc.prefill_tokens += fed;
             acc.prefill_seconds += dt;

@@ -50,21 +50,6 @@ typedef struct tuner {
     double best_gflops;
 } tuner;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static uint64_t next(uint64_t *s)
-{
-    uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 static double mnk(const pfx_gemm_tune_shape *s)
 {
     return (double)s->m * (double)s->n * (double)s->k;
@@ -73,7 +58,7 @@ static double mnk(const pfx_gemm_tune_shape *s)
 static void progress(tuner *t, const char *phase)
 {
     if (t->params->progress) {
-        double f = (now_s() - t->start) / t->limit;
+        double f = (pfx_host_seconds() - t->start) / t->limit;
         t->params->progress(t->params->user, f > 1 ? 1 : f, phase, t->report->tried,
                             t->best_gflops);
     }
@@ -97,7 +82,7 @@ static bool check(tuner *t, const pfx_gemm_tune_shape *s)
     size_t lda = s->trans_a ? s->m : s->k, ldb = s->trans_b ? s->k : s->n;
     uint64_t rng = 12345;
     for (int e = 0; e < 24; e++) {
-        size_t i = next(&rng) % s->m, j = next(&rng) % s->n;
+        size_t i = pfx_splitmix64(&rng) % s->m, j = pfx_splitmix64(&rng) % s->n;
         double sum = 0, mag = 0;
         for (size_t p = 0; p < s->k; p++) {
             double x = s->trans_a ? t->a[p * lda + i] : t->a[i * lda + p];
@@ -126,10 +111,10 @@ static bool time_shapes(tuner *t, int which, double *secs)
             return false;
         double best = INFINITY;
         for (int r = 0; r < (t->large[i] ? 1 : 3); r++) { /* small ones are noisier */
-            double t0 = now_s();
+            double t0 = pfx_host_seconds();
             if (run(t, s) != CLBlastSuccess || clFinish(t->rt->queue) != CL_SUCCESS)
                 return false;
-            double dt = now_s() - t0;
+            double dt = pfx_host_seconds() - t0;
             best = dt < best ? dt : best;
         }
         secs[i] = best;
@@ -181,7 +166,7 @@ static void order(tuner *t, size_t *all, size_t fixed, size_t n, size_t width,
 {
     size_t tmp[PFX_XGEMM_PARAMS];
     for (size_t i = n - 1; i > fixed; i--) {
-        size_t j = fixed + next(&t->rng) % (i - fixed + 1);
+        size_t j = fixed + pfx_splitmix64(&t->rng) % (i - fixed + 1);
         memcpy(tmp, all + i * width, width * sizeof(size_t));
         memcpy(all + i * width, all + j * width, width * sizeof(size_t));
         memcpy(all + j * width, tmp, width * sizeof(size_t));
@@ -299,7 +284,7 @@ static pfx_status search(tuner *t, bool direct, double until, size_t *best, doub
     bool found = false;
     int which = direct ? 0 : 1;
     for (size_t c = 0; c < count && st == PFX_SUCCESS; c++) {
-        if (found && now_s() - t->start > until * t->limit)
+        if (found && pfx_host_seconds() - t->start > until * t->limit)
             break;
         const size_t *v = cands + c * width;
         CLBlastStatusCode s = direct ? CLBlastOverrideParameters(
@@ -385,9 +370,9 @@ static pfx_status setup(tuner *t)
         return pfx_error(t->rt, PFX_ERROR_OUT_OF_MEMORY, "gemm-tune: host allocation failed");
     uint64_t rng = 777;
     for (size_t i = 0; i < t->na; i++)
-        t->a[i] = (float)((double)(next(&rng) >> 11) / 9007199254740992.0 * 2 - 1);
+        t->a[i] = (float)((double)(pfx_splitmix64(&rng) >> 11) / 9007199254740992.0 * 2 - 1);
     for (size_t i = 0; i < t->nb; i++)
-        t->b[i] = (float)((double)(next(&rng) >> 11) / 9007199254740992.0 * 2 - 1);
+        t->b[i] = (float)((double)(pfx_splitmix64(&rng) >> 11) / 9007199254740992.0 * 2 - 1);
     pfx_status st = pfx_buffer_create(t->rt, t->na * sizeof(float), t->a, &t->da);
     if (st == PFX_SUCCESS)
         st = pfx_buffer_create(t->rt, t->nb * sizeof(float), t->b, &t->db);
@@ -461,7 +446,7 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
     pfx_status st = pfx_rt_enter(rt, "gemm-tune");
     if (st != PFX_SUCCESS)
         return st;
-    t.start = now_s();
+    t.start = pfx_host_seconds();
     st = setup(&t);
 
     /* Untuned: whatever CLBlast chooses for this device now. */

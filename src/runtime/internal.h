@@ -113,6 +113,22 @@ void pfx_error_append(pfx_runtime *rt, const char *text);
 /* ---- launch statistics (src/runtime/launch_stats.c) ---- */
 /* Host time now, ns (CLOCK_MONOTONIC). */
 uint64_t pfx_host_ns(void);
+/* The same in seconds. */
+static inline double pfx_host_seconds(void)
+{
+    return 1e-9 * (double)pfx_host_ns();
+}
+
+/* splitmix64 (Steele, Lea and Flood, 2014): the library's one seeded
+ * generator (initial weights, data order, sampling, tuning order); state
+ * advanced, 64 random bits returned. */
+static inline uint64_t pfx_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
 /* Records a launched kernel (takes ev; NULL: none) and the host time of its
  * launch path, or a host product's time. No-ops while the statistics are off. */
 void pfx_launch_log_kernel(pfx_runtime *rt, cl_event ev, uint64_t enqueue_ns);

@@ -339,14 +339,6 @@ PFX_API pfx_status pfx_dataset_example(const pfx_dataset *ds, size_t i, const in
     return PFX_SUCCESS;
 }
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 void pfx_data_permutation(size_t *p, size_t n, uint64_t seed, uint64_t salt)
 {
     uint64_t s = seed ^ (salt * 0xd1b54a32d192ed03ull);
@@ -355,7 +347,7 @@ void pfx_data_permutation(size_t *p, size_t n, uint64_t seed, uint64_t salt)
     for (size_t i = n; i > 1; i--) {
         uint64_t bound = i, limit = UINT64_MAX - UINT64_MAX % bound, r;
         do
-            r = splitmix64(&s);
+            r = pfx_splitmix64(&s);
         while (r >= limit);
         size_t j = (size_t)(r % bound), t = p[i - 1];
         p[i - 1] = p[j];
