@@ -1,6 +1,6 @@
 /*
  * One prefix-tuning step of a whole model: GPT-2 small's shape (config.json
- * alone, random weights) with the seeds' prefix encoder (prefix 20, hidden
+ * alone, random weights) with a prefix encoder (prefix 20, hidden
  * 512): encoder forward, model forward + loss + backward to the prefixes,
  * encoder backward, AdamW on the encoder's parameters. Median wall ms per
  * phase and per step after warm-up steps, process CPU ms (every PoCL worker

@@ -7,7 +7,7 @@ warm-up steps, and beside it bench_model's figure from its --json run with
 the ratio.
 
 PEFT's prefix encoder embeds the virtual tokens in token_dim = 768 (not 512
-as the seeds' encoder does), so it trains 9,864,704 parameters where
+as the prefix encoder does), so it trains 9,864,704 parameters where
 prefixcl's encoder trains 9,728,512; the step's cost is dominated by the
 frozen model either way.
 

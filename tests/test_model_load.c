@@ -66,7 +66,7 @@ static void test_shape_from_config(void **state)
     assert_int_equal(s.intermediate, 3072);
     assert_true(s.tied_embeddings);
     assert_int_equal(s.eos_count, 0); /* no eos_token_id */
-    /* the seeds' encoder on it: prefix 20, hidden 512 */
+    /* the prefix encoder on it: prefix 20, hidden 512 */
     pfx_encoder_params ep = { .layers = s.layers, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
                               .prefix_len = 20, .embed_dim = 512, .hidden_dim = 512 };
     pfx_encoder_param_counts counts;
