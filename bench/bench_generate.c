@@ -60,42 +60,64 @@ static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed)
     free(data);
 }
 
-/* Per decode step, from two generations with the launch statistics on (one
- * new token: the prefill alone; `new` tokens: the prefill and new - 1 decode
- * steps): the difference over new - 1. */
+/* Per decode step, from one generation with the launch statistics on: the
+ * totals read at the first token (after the prefill) and at the end, the
+ * difference over new - 1 decode steps. (Two generations subtracted, a
+ * prefill alone from a whole run, went negative under load.) */
 typedef struct step_costs {
     double wall_ms, kernels, device_ms, enqueue_ms, host_gemms, host_gemm_ms;
 } step_costs;
+
+static double diff(uint64_t a, uint64_t b)
+{
+    return (double)b - (double)a;
+}
 
 static step_costs costs_of(const pfx_launch_stats *a, const pfx_launch_stats *b, double wall_s,
                            double steps)
 {
     const double ms = 1e-6 / steps;
-    return (step_costs){ wall_s * 1e3 / steps, (double)(b->kernels - a->kernels) / steps,
-                         (double)(b->device_ns - a->device_ns) * ms,
-                         (double)(b->enqueue_ns - a->enqueue_ns) * ms,
-                         (double)(b->host_gemms - a->host_gemms) / steps,
-                         (double)(b->host_gemm_ns - a->host_gemm_ns) * ms };
+    return (step_costs){ wall_s * 1e3 / steps, diff(a->kernels, b->kernels) / steps,
+                         diff(a->device_ns, b->device_ns) * ms, diff(a->enqueue_ns, b->enqueue_ns) * ms,
+                         diff(a->host_gemms, b->host_gemms) / steps,
+                         diff(a->host_gemm_ns, b->host_gemm_ns) * ms };
+}
+
+/* The statistics after the prefill: read at the first token of the run. */
+typedef struct after_prefill {
+    pfx_runtime *rt;
+    bool read;
+    pfx_status status;
+    pfx_launch_stats stats;
+} after_prefill;
+
+static void on_first_token(void *user, size_t request, int32_t token)
+{
+    (void)request;
+    (void)token;
+    after_prefill *a = user;
+    if (!a->read) {
+        a->read = true;
+        a->status = pfx_launch_stats_read(a->rt, &a->stats);
+    }
 }
 
 static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *cache,
                                     const pfx_adapter_bank *bank, pfx_request *req, size_t B, size_t new,
                                     step_costs *prefill, step_costs *out)
 {
-    pfx_launch_stats st[2];
+    pfx_launch_stats end;
     pfx_generate_stats gs;
     const pfx_launch_stats none = { 0 };
-    for (int i = 0; i < 2; i++) {
-        const pfx_sampling s = { .max_new_tokens = i ? new : 1 };
-        pfx_status e;
-        if ((e = pfx_launch_stats_enable(rt, true)) ||
-            (e = pfx_generate(model, cache, bank, req, B, &s, NULL, NULL, &gs)) ||
-            (e = pfx_launch_stats_read(rt, &st[i])) || (e = pfx_launch_stats_enable(rt, false)))
-            return e;
-        if (i == 0)
-            *prefill = costs_of(&none, &st[0], gs.prefill_seconds, 1.0);
-    }
-    *out = costs_of(&st[0], &st[1], gs.decode_seconds, (double)(new - 1));
+    after_prefill first = { .rt = rt };
+    const pfx_sampling s = { .max_new_tokens = new };
+    pfx_status e;
+    if ((e = pfx_launch_stats_enable(rt, true)) ||
+        (e = pfx_generate(model, cache, bank, req, B, &s, on_first_token, &first, &gs)) ||
+        (e = first.status) || (e = pfx_launch_stats_read(rt, &end)) || (e = pfx_launch_stats_enable(rt, false)))
+        return e;
+    *prefill = costs_of(&none, &first.stats, gs.prefill_seconds, 1.0);
+    *out = costs_of(&first.stats, &end, gs.decode_seconds, (double)(new - 1));
     return PFX_SUCCESS;
 }
 
