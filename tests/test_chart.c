@@ -206,7 +206,7 @@ static void test_train_pictures(void **state)
 
 /* A finished tune run of 40 steps (the evaluation before and after) over
  * 3 layers x 4 heads, with its prefix masses and gains. */
-static void tune_data(tune_result *r)
+static void tune_data(pfx_tune_result *r)
 {
     static double losses[STEPS];
     static float grad[STEPS], before[LAYERS * HEADS], after[LAYERS * HEADS], gains[LAYERS * HEADS];
@@ -229,7 +229,7 @@ static void tune_data(tune_result *r)
 static void test_tune_pictures(void **state)
 {
     (void)state;
-    tune_result r;
+    pfx_tune_result r;
     tune_data(&r);
     expect(tune_plot_loss(out("tune-loss.png"), &r), "tune-loss.png");
     expect(tune_plot_loss(out("tune-loss.svg"), &r), "tune-loss.svg");

@@ -1,12 +1,15 @@
 /*
- * Suite 'tune': the prefix-tuning job of `prefixcl tune` (tools/tune_*.c,
- * tools/cmd_tune.c) run in-process on tiny model folders written here
- * (model_folder.c, the demonstration's tokenizer.json copied in) and a small
- * text file written here: the loss falls; a run stopped after step k and
- * resumed gives the uninterrupted run's loss curve and adapter bit for bit;
- * the adapter read back by pfx_peft_load_prefixes holds the prefixes of the
- * checkpoint's encoder; a GQA Llama-family model's adapter has PEFT's
- * token_dim (kv heads x head size); bad options are refused with a message.
+ * Suite 'tune': the prefix-tuning job (prefixcl/tune.h, pfx_tune_run) and
+ * the `prefixcl tune` command over it (tools/cmd_tune.c), run in-process on
+ * tiny model folders written here (model_folder.c, the demonstration's
+ * tokenizer.json copied in) and a small text file written here: the loss
+ * falls and the pictures are drawn from the result; a run stopped after step
+ * k and resumed gives the uninterrupted run's loss curve and adapter bit for
+ * bit; the adapter read back by pfx_peft_load_prefixes holds the prefixes of
+ * the checkpoint's encoder, and an adapter bank serves it; a GQA
+ * Llama-family model's adapter has PEFT's token_dim (kv heads x head size);
+ * bad options are refused by the job naming the field, before anything is
+ * written, and by the command with a message.
  * usage: test_tune OUT_DIR DEMO_DIR
  */
 #include <math.h>
@@ -20,10 +23,10 @@
 #include "pfx_test.h"
 #include "commands.h"
 #include "model_folder.h"
-#include "tune_loop.h"
-#include "tune_out.h"
+#include "tune_plot.h"
 
 static const char *out_dir, *demo_dir;
+static pfx_runtime *rt; /* every job's */
 static char gpt2_dir[4096], llama_dir[4096], data_path[4200];
 
 static char *slurp(const char *path, size_t *n)
@@ -101,11 +104,10 @@ static int write_folders(void **state)
     return 0;
 }
 
-static void base_config(tune_config *c, const char *model, const char *out)
+static void base_config(pfx_tune_config *c, const char *model, const char *out)
 {
-    tune_default_config(c);
+    pfx_tune_default_config(c);
     c->model_dir = model;
-    c->demo_dir = demo_dir;
     c->data_path = data_path;
     c->out_dir = out;
     c->prefix_len = 5;
@@ -128,13 +130,13 @@ static void test_loss_falls(void **state)
     (void)state;
     char dir[4200];
     out_path(dir, sizeof(dir), "falls");
-    tune_config c;
+    pfx_tune_config c;
     base_config(&c, gpt2_dir, dir);
     c.steps = 40;
     c.gain_mode = PFX_GAIN_TANH;
     c.gain_ramp_steps = 5;
-    tune_result r;
-    assert_int_equal(tune_run(&c, NULL, NULL, &r), 0);
+    pfx_tune_result r;
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &r), PFX_SUCCESS);
     assert_int_equal(r.steps_done, 40);
     assert_false(r.stopped);
     double first = 0, last = 0;
@@ -154,7 +156,7 @@ static void test_loss_falls(void **state)
     }
     /* gains.safetensors: one [H] tensor a layer, equal to the run's, with its note */
     char path[4300];
-    snprintf(path, sizeof(path), "%s/%s", dir, TUNE_GAINS);
+    snprintf(path, sizeof(path), "%s/%s", dir, PFX_TUNE_GAINS);
     pfx_safetensors *f = NULL;
     assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
     assert_string_equal(pfx_safetensors_metadata_get(f, "gain_mode"), "tanh");
@@ -164,7 +166,7 @@ static void test_loss_falls(void **state)
     assert_memory_equal(g, r.gains + 3, sizeof(g));
     pfx_safetensors_close(&f);
     static const char *const files[] = { "loss.csv", "adapter_config.json", "adapter_model.safetensors",
-                                         TUNE_CHECKPOINT };
+                                         PFX_TUNE_CHECKPOINT };
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
         struct stat sb;
@@ -173,7 +175,9 @@ static void test_loss_falls(void **state)
     }
     /* the pictures: PNGs with cairo (their drawing: tests/test_chart.c), none without */
     static const char *const pictures[] = { "loss.png", "attention.png", "gains.png" };
-    assert_int_equal(r.pictures, PFX_TEST_CAIRO);
+    bool drawn = !PFX_TEST_CAIRO;
+    assert_int_equal(tune_plot_all(dir, &r, &drawn), 0);
+    assert_int_equal(drawn, PFX_TEST_CAIRO);
     for (size_t i = 0; i < sizeof(pictures) / sizeof(pictures[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, pictures[i]);
         FILE *png = fopen(path, "rb");
@@ -193,7 +197,7 @@ static void test_loss_falls(void **state)
         }
 #endif
     }
-    tune_result_free(&r);
+    pfx_tune_result_free(&r);
 }
 
 static void assert_files_equal(const char *a, const char *b)
@@ -208,12 +212,17 @@ static void assert_files_equal(const char *a, const char *b)
     free(y);
 }
 
-/* Raises the stop flag during step 5, as cmd_tune's SIGINT handler does. */
+/* Raises the stop flag during step 5, as cmd_tune's SIGINT handler does;
+ * the callback sees the model and the prefix the next step attends with. */
 static volatile sig_atomic_t stop_now;
 
-static void stop_at_5(const tune_step_info *s, void *user)
+static void stop_at_5(const pfx_tune_step *s, void *user)
 {
     (void)user;
+    assert_non_null(s->model);
+    assert_non_null(s->prefix);
+    assert_int_equal(s->prefix->prefix_len, 5);
+    assert_true(s->prefix->gains != NULL && s->prefix->gain_ramp == s->gain_ramp);
     if (s->step == 5)
         stop_now = 1;
 }
@@ -227,16 +236,16 @@ static void test_resume_bit_for_bit(void **state)
     char whole[4200], parts[4200];
     out_path(whole, sizeof(whole), "resume-whole");
     out_path(parts, sizeof(parts), "resume-parts");
-    tune_config c;
+    pfx_tune_config c;
     base_config(&c, gpt2_dir, whole);
     c.gain_mode = PFX_GAIN_LINEAR;
     c.gain_ramp_steps = 4;
-    tune_result a, b, d;
-    assert_int_equal(tune_run(&c, NULL, NULL, &a), 0);
+    pfx_tune_result a, b, d;
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &a), PFX_SUCCESS);
     c.out_dir = parts;
     c.stop_flag = &stop_now;
     stop_now = 0;
-    assert_int_equal(tune_run(&c, stop_at_5, NULL, &b), 0);
+    assert_int_equal(pfx_tune_run(rt, &c, stop_at_5, NULL, &b), PFX_SUCCESS);
     assert_true(b.stopped);
     assert_int_equal(b.steps_done, 5);
     char cmd[4400];
@@ -244,15 +253,15 @@ static void test_resume_bit_for_bit(void **state)
     assert_int_not_equal(system(cmd), 0);
     stop_now = 0;
     c.stop_flag = NULL;
-    tune_result_free(&b);
+    pfx_tune_result_free(&b);
     c.resume = true;
     c.stop_after = 7;
-    assert_int_equal(tune_run(&c, NULL, NULL, &b), 0);
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &b), PFX_SUCCESS);
     assert_true(b.stopped);
     assert_int_equal(b.first_step, 5);
     assert_int_equal(b.steps_done, 7);
     c.stop_after = 0;
-    assert_int_equal(tune_run(&c, NULL, NULL, &d), 0);
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &d), PFX_SUCCESS);
     assert_false(d.stopped);
     assert_int_equal(d.first_step, 7);
     assert_int_equal(d.steps_done, 12);
@@ -260,37 +269,50 @@ static void test_resume_bit_for_bit(void **state)
     assert_memory_equal(a.grad_norms, d.grad_norms, 12 * sizeof(float));
     assert_memory_equal(a.gains, d.gains, a.shape.layers * a.shape.heads * sizeof(float));
     assert_true(a.eval_before == d.eval_before && a.eval_after == d.eval_after);
-    static const char *const same[] = { "loss.csv", "adapter_model.safetensors", TUNE_GAINS };
+    static const char *const same[] = { "loss.csv", "adapter_model.safetensors", PFX_TUNE_GAINS };
     for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
         char x[4300], y[4300];
         snprintf(x, sizeof(x), "%s/%s", whole, same[i]);
         snprintf(y, sizeof(y), "%s/%s", parts, same[i]);
         assert_files_equal(x, y);
     }
-    /* other options: refused */
-    tune_result e;
+    /* other options: refused, naming the option */
+    pfx_tune_result e;
     c.lr = 3e-2f;
-    assert_int_not_equal(tune_run(&c, NULL, NULL, &e), 0);
-    tune_result_free(&e);
-    tune_result_free(&a);
-    tune_result_free(&b);
-    tune_result_free(&d);
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &e), PFX_ERROR_INVALID_ARGUMENT);
+    if (!strstr(pfx_last_error(rt), "lr=") || !strstr(pfx_last_error(rt), PFX_TUNE_CHECKPOINT))
+        fail_msg("other options: '%s'", pfx_last_error(rt));
+    pfx_tune_result_free(&e);
+    pfx_tune_result_free(&a);
+    pfx_tune_result_free(&b);
+    pfx_tune_result_free(&d);
 }
 
 /* The adapter's prompt_embeddings, read by the library's PEFT reader, are
- * the prefixes of the checkpoint's encoder MLP, exactly. */
+ * the prefixes of the checkpoint's encoder MLP, exactly; an adapter bank of
+ * the base model serves the folder. */
 static void test_adapter_reads_back(void **state)
 {
     (void)state;
     char dir[4200], path[4300];
     out_path(dir, sizeof(dir), "adapter");
-    tune_config c;
+    pfx_tune_config c;
     base_config(&c, gpt2_dir, dir);
     c.steps = 4;
-    tune_result r;
-    assert_int_equal(tune_run(&c, NULL, NULL, &r), 0);
+    pfx_tune_result r;
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &r), PFX_SUCCESS);
     const size_t L = r.shape.layers, Hkv = r.shape.kv_heads, D = r.shape.head_dim, P = c.prefix_len;
-    pfx_runtime *rt = pfx_test_runtime();
+    pfx_model_params mp = { .max_batch = 1, .max_tokens = 8, .max_prefix_len = P };
+    pfx_model *model = NULL;
+    pfx_adapter_bank *bank = NULL;
+    int32_t entry = -1;
+    assert_int_equal(pfx_model_load(rt, gpt2_dir, &mp, &model), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_create(model, 2, &bank), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_add(bank, dir, &entry), PFX_SUCCESS);
+    assert_int_equal(entry, 0);
+    assert_int_equal(pfx_adapter_bank_count(bank), 1);
+    pfx_adapter_bank_destroy(&bank);
+    pfx_model_destroy(&model);
     pfx_tensor *k[2] = { NULL, NULL }, *v[2] = { NULL, NULL };
     pfx_peft_config pc;
     assert_int_equal(pfx_peft_load_prefixes(rt, dir, 0, k, v, L, &pc), PFX_SUCCESS);
@@ -304,7 +326,7 @@ static void test_adapter_reads_back(void **state)
                               .hidden_dim = c.hidden };
     pfx_encoder *enc = NULL;
     assert_int_equal(pfx_encoder_create(rt, &ep, &enc), PFX_SUCCESS);
-    snprintf(path, sizeof(path), "%s/%s", dir, TUNE_CHECKPOINT);
+    snprintf(path, sizeof(path), "%s/%s", dir, PFX_TUNE_CHECKPOINT);
     pfx_safetensors *f = NULL;
     assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
     for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++)
@@ -340,8 +362,7 @@ static void test_adapter_reads_back(void **state)
     free(x);
     free(y);
     pfx_encoder_destroy(&enc);
-    pfx_runtime_destroy(&rt);
-    tune_result_free(&r);
+    pfx_tune_result_free(&r);
 }
 
 /* A GQA Llama-family model (4 heads on 2 kv heads of 6): PEFT's token_dim is
@@ -351,12 +372,12 @@ static void test_gqa_token_dim(void **state)
     (void)state;
     char dir[4200];
     out_path(dir, sizeof(dir), "gqa");
-    tune_config c;
+    pfx_tune_config c;
     base_config(&c, llama_dir, dir);
     c.steps = 3;
     c.hidden = 0;
-    tune_result r;
-    assert_int_equal(tune_run(&c, NULL, NULL, &r), 0);
+    pfx_tune_result r;
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &r), PFX_SUCCESS);
     assert_int_equal(r.counts.trainable, 2 * 2 * 2 * 5 * 6);
     pfx_peft_config pc;
     assert_int_equal(pfx_peft_read_config(dir, &pc), PFX_SUCCESS);
@@ -376,7 +397,92 @@ static void test_gqa_token_dim(void **state)
     assert_int_equal(info.shape[0], 5);
     assert_int_equal(info.shape[1], 2 * 2 * 2 * 6);
     pfx_safetensors_close(&f);
-    tune_result_free(&r);
+    pfx_tune_result_free(&r);
+}
+
+static pfx_status no_reduce(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
+{
+    (void)user, (void)opt, (void)count, (void)mean_loss;
+    return PFX_ERROR_INVALID_ARGUMENT; /* never called: the rank is refused first */
+}
+
+/* The job checks every option before the first step: each bad one refused
+ * with its status and a message naming the field, and nothing written (the
+ * output folder not even made). */
+static void test_job_bad_options(void **state)
+{
+    (void)state;
+    char dir[4200], file[4200], missing[4300];
+    out_path(dir, sizeof(dir), "job-bad");
+    out_path(file, sizeof(file), "job-bad-file");
+    snprintf(missing, sizeof(missing), "%s/no-such.txt", out_dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    enum { MODEL, DATA, OUT, PREFIX, BATCH, LENGTH, STEPS, LR, DECAY, CLIP, GAIN_LR, GAIN, STORAGE, REDUCE, RANK,
+           FIT, MISSING, OUT_FILE, CASES };
+    static const struct {
+        pfx_status st;
+        const char *message;
+    } want[CASES] = {
+        [MODEL] = { PFX_ERROR_INVALID_ARGUMENT, "config.model_dir" },
+        [DATA] = { PFX_ERROR_INVALID_ARGUMENT, "config.data_path" },
+        [OUT] = { PFX_ERROR_INVALID_ARGUMENT, "config.out_dir" },
+        [PREFIX] = { PFX_ERROR_INVALID_ARGUMENT, "config.prefix_len" },
+        [BATCH] = { PFX_ERROR_INVALID_ARGUMENT, "config.batch" },
+        [LENGTH] = { PFX_ERROR_INVALID_ARGUMENT, "config.max_length" },
+        [STEPS] = { PFX_ERROR_INVALID_ARGUMENT, "config.steps and config.epochs" },
+        [LR] = { PFX_ERROR_INVALID_ARGUMENT, "config.lr" },
+        [DECAY] = { PFX_ERROR_INVALID_ARGUMENT, "config.weight_decay" },
+        [CLIP] = { PFX_ERROR_INVALID_ARGUMENT, "config.max_grad_norm" },
+        [GAIN_LR] = { PFX_ERROR_INVALID_ARGUMENT, "config.gain_lr" },
+        [GAIN] = { PFX_ERROR_INVALID_ARGUMENT, "config.gain_mode" },
+        [STORAGE] = { PFX_ERROR_INVALID_ARGUMENT, "config.storage" },
+        [REDUCE] = { PFX_ERROR_INVALID_ARGUMENT, "config.reduce" },
+        [RANK] = { PFX_ERROR_INVALID_ARGUMENT, "config.rank" },
+        [FIT] = { PFX_ERROR_OUT_OF_RANGE, "config.max_length 60 + config.prefix_len 5 exceed the model's 64" },
+        [MISSING] = { PFX_ERROR_IO, "no-such.txt" },
+        [OUT_FILE] = { PFX_ERROR_IO, "exists and is not a folder" },
+    };
+    for (int i = 0; i < CASES; i++) {
+        pfx_tune_config c;
+        base_config(&c, gpt2_dir, dir);
+        switch (i) {
+        case MODEL: c.model_dir = NULL; break;
+        case DATA: c.data_path = NULL; break;
+        case OUT: c.out_dir = ""; break;
+        case PREFIX: c.prefix_len = 0; break;
+        case BATCH: c.batch = 0; break;
+        case LENGTH: c.max_length = 1; break;
+        case STEPS: c.steps = 0, c.epochs = 0; break;
+        case LR: c.lr = NAN; break;
+        case DECAY: c.weight_decay = -1.0f; break;
+        case CLIP: c.max_grad_norm = INFINITY; break;
+        case GAIN_LR: c.gain_lr = NAN; break;
+        case GAIN: c.gain_mode = (pfx_gain_mode)7; break;
+        case STORAGE: c.storage = (pfx_dtype)7; break;
+        case REDUCE: c.ranks = 2; break;
+        case RANK: c.ranks = 2, c.rank = 2, c.reduce = no_reduce; break;
+        case FIT: c.max_length = 60; break;
+        case MISSING: c.data_path = missing; break;
+        case OUT_FILE: c.out_dir = file; break;
+        }
+        pfx_tune_result r;
+        const pfx_status st = pfx_tune_run(rt, &c, NULL, NULL, &r);
+        if (st != want[i].st || !strstr(pfx_last_error(rt), want[i].message))
+            fail_msg("case %d: %s (%s), expected %s naming '%s'", i, pfx_status_string(st), pfx_last_error(rt),
+                     pfx_status_string(want[i].st), want[i].message);
+        assert_null(r.losses);
+        struct stat sb;
+        if (stat(dir, &sb) == 0)
+            fail_msg("case %d: %s made before the first step", i, dir);
+    }
+    pfx_tune_config c;
+    base_config(&c, gpt2_dir, dir);
+    pfx_tune_result r;
+    assert_int_equal(pfx_tune_run(NULL, &c, NULL, NULL, &r), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_tune_run(rt, NULL, NULL, NULL, &r), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, NULL), PFX_ERROR_NULL_ARGUMENT);
 }
 
 /* Runs cmd_tune with stderr into a file; returns the exit status and the
@@ -457,7 +563,7 @@ static void test_bad_options(void **state)
     const char *a3[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet", "--resume",
                          "--max-length", "20" };
     assert_int_equal(run_captured(11, a3, msg, sizeof(msg)), 1);
-    assert_non_null(strstr(msg, TUNE_CHECKPOINT));
+    assert_non_null(strstr(msg, PFX_TUNE_CHECKPOINT));
 
     /* every output checked before the first step: a file named as --out, a
      * folder where loss.csv goes (no step runs: no checkpoint appears) */
@@ -474,7 +580,7 @@ static void test_bad_options(void **state)
     out_path(dir, sizeof(dir), "blocked");
     mkdir(dir, 0777);
     snprintf(csv, sizeof(csv), "%s/loss.csv", dir);
-    snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, TUNE_CHECKPOINT);
+    snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, PFX_TUNE_CHECKPOINT);
     mkdir(csv, 0777);
     remove(ckpt);
     const char *a5[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
@@ -533,7 +639,7 @@ static void test_resume_checkpoint_checked(void **state)
     (void)state;
     char dir[4200], ckpt[4400], good[4400], msg[4096];
     out_path(dir, sizeof(dir), "resume-checked");
-    snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, TUNE_CHECKPOINT);
+    snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, PFX_TUNE_CHECKPOINT);
     snprintf(good, sizeof(good), "%s/good.safetensors", dir);
     const char *argv[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
                            "--max-length", "20", "--steps", "5", "--resume" };
@@ -557,7 +663,7 @@ static void test_resume_checkpoint_checked(void **state)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         edit_checkpoint(good, ckpt, cases[i].key, cases[i].value, cases[i].append);
         int rc = run_captured(13, argv, msg, sizeof(msg));
-        if (rc != 1 || !strstr(msg, cases[i].message) || !strstr(msg, TUNE_CHECKPOINT))
+        if (rc != 1 || !strstr(msg, cases[i].message) || !strstr(msg, PFX_TUNE_CHECKPOINT))
             fail_msg("%s = '%s': exit %d, message '%s' (expected '%s')", cases[i].key, cases[i].value, rc, msg,
                      cases[i].message);
     }
@@ -571,9 +677,9 @@ int main(int argc, char **argv)
     out_dir = argc > 1 ? argv[1] : "tune-test-out";
     demo_dir = argc > 2 ? argv[2] : "data/demo";
     mkdir(out_dir, 0777);
-    pfx_runtime *probe = pfx_test_runtime(); /* exit 77 without a device */
-    pfx_runtime_destroy(&probe);
+    rt = pfx_test_runtime(); /* exit 77 without a device */
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_job_bad_options),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_gqa_token_dim),
         cmocka_unit_test(test_adapter_reads_back),
@@ -581,5 +687,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_resume_checkpoint_checked),
         cmocka_unit_test(test_loss_falls),
     };
-    return cmocka_run_group_tests_name("tune", tests, write_folders, NULL);
+    const int failed = cmocka_run_group_tests_name("tune", tests, write_folders, NULL);
+    pfx_runtime_destroy(&rt);
+    return failed;
 }

@@ -1,10 +1,14 @@
 /* prefixcl tune: the main job. Prefix-tunes a model folder on a text or
- * JSONL file (tune_loop.h) and writes a PEFT adapter, the gains, the loss
- * curve, the pictures and a checkpoint; with no --model it runs the
- * self-contained demonstration (a GPT-2 small shape with seeded random
- * weights, the byte-level tokenizer and corpus of data/demo). Ctrl-C or
+ * JSONL file and writes a PEFT adapter, the gains, the loss curve, the
+ * pictures and a checkpoint; with no --model it runs the self-contained
+ * demonstration (a GPT-2 small shape with seeded random weights, the
+ * byte-level tokenizer and corpus of data/demo). A thin command over the
+ * library's job (prefixcl/tune.h): options, the device, the demonstration
+ * model (tune_demo.c), progress, the pictures (tune_plot.c). Ctrl-C or
  * SIGTERM stops at the next step boundary with a checkpoint that --resume
- * continues. */
+ * continues. Under `mpirun -n R` every rank tunes on its share of each
+ * batch, the gradients summed in rank order (tools/dist.h); rank 0 prints
+ * and writes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +19,9 @@
 #include "cli.h"
 #include "commands.h"
 #include "dist.h"
-#include "tune_loop.h"
-#include "tune_out.h"
+#include "tool_util.h"
+#include "tune_demo.h"
+#include "tune_plot.h"
 
 #ifndef PFX_DEMO_DIR
 #define PFX_DEMO_DIR "data/demo"
@@ -27,6 +32,7 @@
 #define DEMO_STEPS 40
 #define DEMO_BATCH 8
 #define DEMO_LENGTH 32
+#define DEMO_LAYERS 12
 
 static int usage(FILE *out)
 {
@@ -57,7 +63,7 @@ static int usage(FILE *out)
             "  --seed S            seed of the prefixes, the data order (default 1)\n"
             "  --storage T         frozen weights as f32 or f16 (default f32)\n"
             "  --checkpoint-every N  also write the checkpoint every N steps\n"
-            "  --resume            continue from OUT/" TUNE_CHECKPOINT " (same options)\n"
+            "  --resume            continue from OUT/" PFX_TUNE_CHECKPOINT " (same options)\n"
             "  --quiet             no progress output\n",
             DEMO_STEPS, DEMO_BATCH, DEMO_LENGTH);
     return 2;
@@ -68,7 +74,7 @@ typedef struct progress {
     size_t every;
 } progress;
 
-static void on_step(const tune_step_info *s, void *user)
+static void on_step(const pfx_tune_step *s, void *user)
 {
     progress *p = user;
     if (p->quiet)
@@ -95,7 +101,7 @@ static void on_step(const tune_step_info *s, void *user)
  * (rank 0); a --max-length given, or a prefix that leaves fewer than 2
  * positions, that does not fit is an error naming the options (2). A config
  * that cannot be read is left to the job to report (0). */
-static int fit_length(tune_config *c, bool length_given)
+static int fit_length(pfx_tune_config *c, bool length_given)
 {
     pfx_model_shape s;
     if (!c->model_dir || pfx_model_read_config(c->model_dir, &s) != PFX_SUCCESS)
@@ -123,12 +129,94 @@ static int fit_length(tune_config *c, bool length_given)
     return 0;
 }
 
+/* Every file the run may write in OUT checked (and OUT made) before any
+ * work, so that a run never trains to fail at its end. */
+static bool check_outputs(const pfx_tune_config *c, bool demo)
+{
+    const char *names[10] = { "adapter_config.json", "adapter_model.safetensors", "loss.csv", "loss.png",
+                              "attention.png", PFX_TUNE_CHECKPOINT };
+    size_t n = 6;
+    if (c->gain_mode != PFX_GAIN_OFF) {
+        names[n++] = PFX_TUNE_GAINS;
+        names[n++] = "gains.png";
+    }
+    if (demo) { /* the demonstration model's folder (tune_demo.c) */
+        names[n++] = "demo-model/";
+        names[n++] = "demo-model/config.json";
+    }
+    return cli_check_output_dir("tune", "--out", c->out_dir, names, n);
+}
+
+/* The job's data-parallel hooks over tools/dist.h. */
+static pfx_status reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
+{
+    (void)user;
+    return dist_reduce_grads(opt, count, mean_loss) ? PFX_ERROR_OPENCL : PFX_SUCCESS;
+}
+
+static bool any_hook(void *user, bool mine)
+{
+    (void)user;
+    return dist_any(mine);
+}
+
+static pfx_status check_hook(void *user, pfx_optimizer *opt, uint64_t step)
+{
+    (void)user;
+    return dist_check_params(opt, step) ? PFX_ERROR_OPENCL : PFX_SUCCESS;
+}
+
+/* What the run printed last, from the result on rank 0. */
+static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runtime *rt, bool demo, bool pictures)
+{
+    const pfx_model_shape *s = &r->shape;
+    printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name, pfx_runtime_device(rt)->platform_name);
+    printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu parameters (frozen)\n",
+           s->model_type, s->layers, s->heads, s->kv_heads, s->head_dim, s->vocab, s->parameters);
+    printf("trainable: %zu prefix parameters (%s) + %zu gains; %zu values per prefix position baked\n",
+           r->counts.trainable, c->hidden ? "encoder MLP" : "direct", r->gain_params, r->counts.baked_per_position);
+    printf("data: %zu training examples, evaluation %zu examples (%zu tokens)\n", r->train_examples,
+           r->eval_examples, r->eval_tokens);
+    if (r->stopped) {
+        printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r->steps_done,
+               r->steps, c->out_dir, PFX_TUNE_CHECKPOINT);
+        return;
+    }
+    printf("time: %.1f s for steps %zu..%zu\n", r->seconds, r->first_step + 1, r->steps_done);
+    printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n", r->eval_before,
+           exp(r->eval_before), r->eval_after, exp(r->eval_after));
+    printf("attention mass on the prefix per layer (mean of the heads), before -> after:\n");
+    for (size_t l = 0; l < s->layers; l++) {
+        double b = 0, a = 0;
+        for (size_t h = 0; h < s->heads; h++) {
+            b += r->mass_before[l * s->heads + h] / (double)s->heads;
+            a += r->mass_after[l * s->heads + h] / (double)s->heads;
+        }
+        printf("  layer %2zu: %.4f -> %.4f\n", l, b, a);
+    }
+    if (pictures)
+        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, loss.png, "
+               "attention.png%s, %s\n",
+               c->out_dir, r->gains ? ", gains.png" : "", PFX_TUNE_CHECKPOINT);
+    else
+        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, %s; %s\n",
+               c->out_dir, PFX_TUNE_CHECKPOINT, chart_strerror(CHART_UNAVAILABLE));
+    if (demo)
+        printf("the demonstration model is in %s/demo-model/ (config.json, model.safetensors, tokenizer.json); try:\n"
+               "  prefixcl generate --model %s/demo-model --adapter %s --prompt \"The river\"\n",
+               c->out_dir, c->out_dir, c->out_dir);
+    if (r->gains)
+        printf("note: the learned gains are in %s/%s (prefixcl's own file); PEFT consumers of the adapter do not "
+               "see them and attend without gains\n",
+               c->out_dir, PFX_TUNE_GAINS);
+}
+
 int cmd_tune(int argc, char **argv)
 {
-    tune_config c;
-    tune_default_config(&c);
+    pfx_tune_config c;
+    pfx_tune_default_config(&c);
     c.out_dir = "tune-out";
-    c.demo_dir = PFX_DEMO_DIR;
+    const char *demo_dir = PFX_DEMO_DIR, *device = NULL;
     bool quiet = false, resume = false;
     size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
     int gain = 0, storage = 0;
@@ -149,7 +237,7 @@ int cmd_tune(int argc, char **argv)
         { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL },
         { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL },
         { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL },
-        { "--device", CLI_TEXT, &c.device, 0, 0, NULL },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL },
         { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL },
         { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL },
         { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e6, NULL },
@@ -174,10 +262,11 @@ int cmd_tune(int argc, char **argv)
         fprintf(stderr, "prefixcl tune: --model needs --data\n\n");
         return usage(stderr);
     }
+    const bool demo = !c.model_dir;
     static char demo_train[4096], demo_eval[4096];
-    if (!c.model_dir) {
-        snprintf(demo_train, sizeof(demo_train), "%s/train.txt", c.demo_dir);
-        snprintf(demo_eval, sizeof(demo_eval), "%s/eval.txt", c.demo_dir);
+    if (demo) {
+        snprintf(demo_train, sizeof(demo_train), "%s/train.txt", demo_dir);
+        snprintf(demo_eval, sizeof(demo_eval), "%s/eval.txt", demo_dir);
         if (!c.data_path) {
             c.data_path = demo_train;
             if (!c.eval_path)
@@ -203,61 +292,56 @@ int cmd_tune(int argc, char **argv)
                c.model_dir ? c.model_dir : "demonstration model (GPT-2 small shape, seeded random weights)",
                c.data_path, c.prefix_len, c.hidden ? "encoder" : "direct", c.batch, c.max_length,
                (unsigned long long)c.seed, c.resume ? ", resuming" : "");
+    if (!check_outputs(&c, demo))
+        return 1;
+    char devbuf[32], demo_model[4200];
+    const char *dev = dist_device(device, devbuf, sizeof(devbuf)); /* this rank's (dist.h) */
+    pfx_runtime *rt = !dev && dist_size() > 1 ? NULL : tool_runtime("tune", dev);
+    if (!rt)
+        return 1;
+    if (demo && tune_demo_write(rt, demo_dir, c.out_dir, DEMO_LAYERS, c.storage, c.seed, demo_model,
+                                sizeof(demo_model))) {
+        pfx_runtime_destroy(&rt);
+        return 1;
+    }
+    if (demo)
+        c.model_dir = demo_model;
+    c.rank = (size_t)dist_rank();
+    c.ranks = (size_t)dist_size();
+    c.reduce = reduce_hook;
+    c.any = any_hook;
+    c.check = check_hook;
+    char agreed[8192];
+    snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%zu|%a|%a|%d|%u|%a|%a|%u|%llu|%d|%zu|%d",
+             c.model_dir, c.data_path, c.eval_path ? c.eval_path : "", c.out_dir, c.prefix_len, c.hidden, c.epochs,
+             c.steps, c.batch, c.max_length, (double)c.lr, (double)c.gain_lr, gain, (unsigned)c.gain_ramp_steps,
+             (double)c.weight_decay, (double)c.max_grad_norm, (unsigned)c.warmup_steps, (unsigned long long)c.seed,
+             storage, c.checkpoint_every, (int)resume);
+    dist_agree("tuning options", agreed);
     /* SIGINT or SIGTERM: stop at the next step boundary, checkpoint saved */
     cli_stop_catch();
     c.stop_flag = &cli_stop;
-    tune_result r;
-    int rc = tune_run(&c, on_step, &prog, &r);
+    pfx_tune_result r;
+    const pfx_status st = pfx_tune_run(rt, &c, on_step, &prog, &r);
     cli_stop_release();
+    bool pictures = false;
+    int rc = st != PFX_SUCCESS;
+    if (st != PFX_SUCCESS)
+        fprintf(stderr, "prefixcl tune: %s (%s)\n", pfx_status_string(st), pfx_last_error(rt));
+    else if (lead)
+        rc = tune_plot_all(c.out_dir, &r, &pictures);
     if (rc || !lead) {
         /* a stop is agreed by every rank (dist_any): each exits as rank 0 */
-        bool stopped = r.stopped;
-        tune_result_free(&r);
+        const bool stopped = r.stopped;
+        pfx_tune_result_free(&r);
+        pfx_runtime_destroy(&rt);
         return rc ? 1 : stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
     }
     if (prog.tty && !quiet && r.stopped)
         fputc('\n', stdout);
-    const pfx_model_shape *s = &r.shape;
-    printf("device: %s\n", r.device);
-    printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu parameters (frozen)\n",
-           s->model_type, s->layers, s->heads, s->kv_heads, s->head_dim, s->vocab, s->parameters);
-    printf("trainable: %zu prefix parameters (%s) + %zu gains; %zu values per prefix position baked\n",
-           r.counts.trainable, c.hidden ? "encoder MLP" : "direct", r.gain_params, r.counts.baked_per_position);
-    printf("data: %zu training examples, evaluation %zu examples (%zu tokens)\n", r.train_examples, r.eval_examples,
-           r.eval_tokens);
-    if (r.stopped) {
-        printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r.steps_done,
-               r.steps, c.out_dir, TUNE_CHECKPOINT);
-        tune_result_free(&r);
-        return dist_any(cli_stop != 0) ? cli_stop_status() : 0;
-    }
-    printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
-    printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n", r.eval_before,
-           exp(r.eval_before), r.eval_after, exp(r.eval_after));
-    printf("attention mass on the prefix per layer (mean of the heads), before -> after:\n");
-    for (size_t l = 0; l < s->layers; l++) {
-        double b = 0, a = 0;
-        for (size_t h = 0; h < s->heads; h++) {
-            b += r.mass_before[l * s->heads + h] / (double)s->heads;
-            a += r.mass_after[l * s->heads + h] / (double)s->heads;
-        }
-        printf("  layer %2zu: %.4f -> %.4f\n", l, b, a);
-    }
-    if (r.pictures)
-        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, loss.png, "
-               "attention.png%s, %s\n",
-               c.out_dir, r.gains ? ", gains.png" : "", TUNE_CHECKPOINT);
-    else
-        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, %s; %s\n",
-               c.out_dir, TUNE_CHECKPOINT, chart_strerror(CHART_UNAVAILABLE));
-    if (!c.model_dir)
-        printf("the demonstration model is in %s/demo-model/ (config.json, model.safetensors, tokenizer.json); try:\n"
-               "  prefixcl generate --model %s/demo-model --adapter %s --prompt \"The river\"\n",
-               c.out_dir, c.out_dir, c.out_dir);
-    if (r.gains)
-        printf("note: the learned gains are in %s/%s (prefixcl's own file); PEFT consumers of the adapter do not "
-               "see them and attend without gains\n",
-               c.out_dir, TUNE_GAINS);
-    tune_result_free(&r);
-    return 0;
+    report(&c, &r, rt, demo, pictures);
+    const bool stopped = r.stopped;
+    pfx_tune_result_free(&r);
+    pfx_runtime_destroy(&rt);
+    return stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
 }

@@ -1,20 +1,13 @@
-/* The demonstration model's folder (tune_job.h): what `prefixcl tune` with no
- * --model trains against, written so that generate, eval and attn-map open
- * it afterwards. */
+/* The demonstration model's folder (tune_demo.h). */
+#include "tune_demo.h"
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
-#include "tune_job.h"
-
-/* dir/name, malloc'ed. */
-static char *path_in(const char *dir, const char *name)
-{
-    size_t n = snprintf(NULL, 0, "%s/%s", dir, name) + 1;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
+#include "dist.h"
 
 /* src's bytes to dst, atomically. */
 static int copy_file(const char *src, const char *dst)
@@ -47,18 +40,71 @@ static int copy_file(const char *src, const char *dst)
     return st != PFX_SUCCESS;
 }
 
-int tune_demo_write_model(const tune_job *j, const char *dir)
+/* GPT-2 small's config.json over `vocab` tokens. */
+static int write_config(const char *dir, size_t layers, size_t vocab)
 {
-    char *tok_dst = path_in(dir, "tokenizer.json"), *tok_src = path_in(j->cfg->demo_dir, "tokenizer.json");
-    int rc = 1;
-    if (!tok_dst || !tok_src) {
-        fprintf(stderr, "prefixcl tune: out of host memory\n");
-    } else if (pfx_model_save(j->model, dir, NULL) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl tune: writing the model to %s: %s\n", dir, pfx_last_error(j->rt));
-    } else {
-        rc = copy_file(tok_src, tok_dst);
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    pfx_output_file *f = NULL;
+    pfx_status st = pfx_output_open(path, &f);
+    if (st == PFX_SUCCESS) {
+        fprintf(pfx_output_stream(f),
+                "{\n  \"model_type\": \"gpt2\",\n  \"n_layer\": %zu,\n  \"n_head\": 12,\n  \"n_embd\": 768,\n"
+                "  \"n_positions\": 1024,\n  \"vocab_size\": %zu,\n  \"activation_function\": \"gelu_new\",\n"
+                "  \"layer_norm_epsilon\": 1e-05\n}\n",
+                layers, vocab);
+        st = pfx_output_commit(&f);
     }
-    free(tok_dst);
-    free(tok_src);
+    if (st != PFX_SUCCESS)
+        fprintf(stderr, "prefixcl tune: writing %s: %s\n", path, pfx_last_error(NULL));
+    return st != PFX_SUCCESS;
+}
+
+/* Rank 0's part: the whole folder. */
+static int write_folder(pfx_runtime *rt, const char *demo_dir, const char *dir, size_t layers, pfx_dtype storage,
+                        uint64_t seed)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "prefixcl tune: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    pfx_tokenizer *tok = NULL;
+    if (pfx_tokenizer_load(demo_dir, &tok) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl tune: the tokenizer of %s: %s\n", demo_dir, pfx_last_error(NULL));
+        return 1;
+    }
+    const size_t vocab = pfx_tokenizer_vocab_size(tok);
+    pfx_tokenizer_free(&tok);
+    if (write_config(dir, layers, vocab))
+        return 1;
+    /* the smallest workspace: this model is only drawn and saved */
+    pfx_model_params mp = { .storage = storage, .max_batch = 1, .max_tokens = 2 };
+    pfx_model *model = NULL;
+    pfx_status st = pfx_model_create_random(rt, dir, &mp, seed, &model);
+    if (st == PFX_SUCCESS)
+        st = pfx_model_save(model, dir, NULL);
+    pfx_model_destroy(&model);
+    if (st != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl tune: the demonstration model in %s: %s\n", dir, pfx_last_error(rt));
+        return 1;
+    }
+    char src[4200], dst[4200];
+    snprintf(src, sizeof(src), "%s/tokenizer.json", demo_dir);
+    snprintf(dst, sizeof(dst), "%s/tokenizer.json", dir);
+    return copy_file(src, dst);
+}
+
+int tune_demo_write(pfx_runtime *rt, const char *demo_dir, const char *out_dir, size_t layers, pfx_dtype storage,
+                    uint64_t seed, char *dir, size_t cap)
+{
+    if (snprintf(dir, cap, "%s/demo-model", out_dir) >= (int)cap) {
+        fprintf(stderr, "prefixcl tune: --out %s: too long a path\n", out_dir);
+        return 1;
+    }
+    const int rc = dist_rank() == 0 ? write_folder(rt, demo_dir, dir, layers, storage, seed) : 0;
+    /* the other ranks load the folder once rank 0 has written it (a failed
+     * rank 0 ends the whole job: dist_finish) */
+    if (rc == 0 && dist_size() > 1)
+        dist_any(false);
     return rc;
 }

@@ -7,7 +7,7 @@
 
 #include "chart.h"
 
-int tune_plot_loss(const char *path, const tune_result *r)
+int tune_plot_loss(const char *path, const pfx_tune_result *r)
 {
     const size_t n = r->steps_done;
     double *gn = malloc((n ? n : 1) * sizeof(double));
@@ -118,4 +118,41 @@ int tune_plot_gains(const char *path, const float *gains, size_t layers, size_t 
     free(names);
     free(labels);
     return rc;
+}
+
+/* A picture's chart.h code: 0 when drawn or when the build has no cairo
+ * (*pictures false), else 1 after printing why. */
+static int drawn(bool *pictures, const char *path, int code)
+{
+    if (code == CHART_UNAVAILABLE) {
+        *pictures = false;
+        return 0;
+    }
+    if (code == CHART_OK) {
+        *pictures = true;
+        return 0;
+    }
+    fprintf(stderr, "prefixcl tune: cannot draw %s: %s%s%s\n", path, chart_strerror(code),
+            code == CHART_ERR_IO ? ": " : "", code == CHART_ERR_IO ? pfx_last_error(NULL) : "");
+    return 1;
+}
+
+int tune_plot_all(const char *dir, const pfx_tune_result *r, bool *pictures)
+{
+    char path[4200];
+    const size_t L = r->shape.layers, H = r->shape.heads;
+    *pictures = false;
+    snprintf(path, sizeof(path), "%s/loss.png", dir);
+    if (r->steps_done && drawn(pictures, path, tune_plot_loss(path, r)))
+        return 1;
+    if (r->stopped)
+        return 0;
+    snprintf(path, sizeof(path), "%s/attention.png", dir);
+    if (r->mass_before && r->mass_after &&
+        drawn(pictures, path, tune_plot_prefix_mass(path, r->mass_before, r->mass_after, L, H)))
+        return 1;
+    snprintf(path, sizeof(path), "%s/gains.png", dir);
+    if (r->gains && drawn(pictures, path, tune_plot_gains(path, r->gains, L, H)))
+        return 1;
+    return 0;
 }

@@ -19,5 +19,6 @@
 #include "prefixcl/profile.h"
 #include "prefixcl/generate.h"
 #include "prefixcl/pretrain.h"
+#include "prefixcl/tune.h"
 
 #endif

@@ -1,14 +1,12 @@
 /* The full-training job (prefixcl/pretrain.h): set-up and checks, the
  * steps, evaluation, outputs. The checkpoint is pretrain_ckpt.c's. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "../io/io_internal.h"
+#include "job.h"
 #include "pretrain_internal.h"
 
 void pfx_pretrain_default_config(pfx_pretrain_config *cfg)
@@ -33,28 +31,14 @@ void pfx_pretrain_result_free(pfx_pretrain_result *r)
     memset(r, 0, sizeof(*r));
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void destroy_all(pfx_tensor **t, size_t n)
-{
-    for (size_t i = 0; t && i < n; i++)
-        pfx_tensor_destroy(&t[i]);
-    free(t);
-}
-
 static void job_free(pfx_pretrain_job *j)
 {
     pfx_optimizer_destroy(&j->opt);
-    destroy_all(j->dw, j->weight_count);
-    destroy_all(j->gain, j->L);
-    destroy_all(j->dgain, j->L);
-    destroy_all(j->dim, j->L);
-    destroy_all(j->ddim, j->L);
+    pfx_job_destroy_tensors(j->dw, j->weight_count);
+    pfx_job_destroy_tensors(j->gain, j->L);
+    pfx_job_destroy_tensors(j->dgain, j->L);
+    pfx_job_destroy_tensors(j->dim, j->L);
+    pfx_job_destroy_tensors(j->ddim, j->L);
     free(j->dim_host);
     pfx_model_destroy(&j->model);
     pfx_blocks_free(&j->train);
@@ -122,19 +106,6 @@ static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
              (double)c->min_lr_ratio, (int)c->gain_mode, (int)c->structured_gain, c->gain_ramp_steps,
              c->freeze ? c->freeze : "",
              (unsigned long long)c->seed);
-}
-
-/* The output folder, created when missing: refused before any work when it
- * is something else. */
-static pfx_status prepare_out(pfx_runtime *rt, const char *dir)
-{
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return pfx_error(rt, PFX_ERROR_IO, "pretrain: cannot create the output folder '%s': %s", dir,
-                         strerror(errno));
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return pfx_error(rt, PFX_ERROR_IO, "pretrain: the output '%s' exists and is not a folder", dir);
-    return PFX_SUCCESS;
 }
 
 /* ---- data ---- */
@@ -427,13 +398,6 @@ static pfx_status evaluate(pfx_pretrain_job *j, double *out)
     return st;
 }
 
-/* Whether any process asks for a stop (this one's answer alone without
- * the hook). */
-static bool any_rank(const pfx_pretrain_config *c, bool mine)
-{
-    return c->ranks > 1 && c->any ? c->any(c->dist_user, mine) : mine;
-}
-
 /* Zeroes the gradients of the heads without a trained gain
  * (config.gain_heads), all D of a structured gain's, before clipping: they
  * add nothing to the global norm, and AdamW, their moments staying 0 and the
@@ -603,10 +567,10 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_status st = PFX_SUCCESS;
-    const double t0 = now_s();
+    const double t0 = pfx_job_now_s();
     size_t done_here = 0;
     for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
-        if (any_rank(c, (c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after))) {
+        if (pfx_job_any(c->ranks, c->any, c->dist_user, (c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after))) {
             r->stopped = true;
             break;
         }
@@ -625,7 +589,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             break;
         if (s + 1 == r->steps && (st = evaluate(j, &r->eval_losses[s + 1])))
             break;
-        const double elapsed = now_s() - t0;
+        const double elapsed = pfx_job_now_s() - t0;
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         const pfx_model_prefix pre = prefix_of(j, ramp); /* the host gains are this step's (trace_gains) */
         pfx_pretrain_step info = {
@@ -641,7 +605,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps && lead(c))
             st = write_outputs(j, r, false);
     }
-    r->seconds = now_s() - t0;
+    r->seconds = pfx_job_now_s() - t0;
     return st;
 }
 
@@ -661,7 +625,7 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg, pfx
     j.cfg = cfg;
     j.rt = rt;
     describe(cfg, j.options, sizeof(j.options));
-    if ((st = prepare_out(rt, cfg->out_dir)) || (st = load_data(&j)) || (st = build_model(&j, result)))
+    if ((st = pfx_job_out_dir(rt, "pretrain", cfg->out_dir, true)) || (st = load_data(&j)) || (st = build_model(&j, result)))
         goto out;
     const size_t steps = planned_steps(&j);
     if ((st = build_optimizer(&j, steps)) || (st = result_alloc(&j, result, steps)))

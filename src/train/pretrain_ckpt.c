@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../io/io_internal.h"
+#include "job.h"
 #include "pretrain_internal.h"
 
 #define FORMAT "prefixcl-pretrain-checkpoint-1"
@@ -149,32 +150,6 @@ static bool parse_evals(const char *s, size_t done, double *out)
     return true;
 }
 
-/* The first option line where a and b differ, for the message. */
-static void first_difference(const char *a, const char *b, char *out, size_t cap)
-{
-    while (*a && *b) {
-        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
-        const size_t na = ea ? (size_t)(ea - a) : strlen(a), nb = eb ? (size_t)(eb - b) : strlen(b);
-        if (na != nb || memcmp(a, b, na) != 0) {
-            snprintf(out, cap, "%.*s (this run: %.*s)", (int)nb, b, (int)na, a);
-            return;
-        }
-        a += na + (ea != NULL);
-        b += nb + (eb != NULL);
-    }
-    /* a line only one of them has (an option written only when set) */
-    if (*a || *b) {
-        const char *extra = *a ? a : b, *end = strchr(extra, '\n');
-        const int n = end ? (int)(end - extra) : (int)strlen(extra);
-        if (*b)
-            snprintf(out, cap, "%.*s (this run: not set)", n, extra);
-        else
-            snprintf(out, cap, "no %.*s (this run: %.*s)", (int)strcspn(extra, "="), extra, n, extra);
-        return;
-    }
-    snprintf(out, cap, "the option list");
-}
-
 pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pretrain_result *r)
 {
     pfx_runtime *rt = j->rt;
@@ -192,7 +167,7 @@ pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pre
         st = corrupt(rt, path, "options", "are missing");
     } else if (strcmp(options, j->options) != 0) {
         char diff[600];
-        first_difference(j->options, options, diff, sizeof(diff));
+        pfx_job_first_difference(j->options, options, diff, sizeof(diff));
         st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                        "pretrain: resume: %s was written with other options: %s; resume with the same ones", path,
                        diff);

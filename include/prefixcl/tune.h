@@ -1,0 +1,165 @@
+/*
+ * prefixcl: the prefix-tuning job. A frozen decoder-only model (model.h, a
+ * Hugging Face folder) learns per-layer key/value prefixes, through the
+ * prefix encoder's MLP (encoder.h) or directly, and optionally a gain per
+ * head on the attention logits (docs/design.md, "Training"); its weights
+ * never change.
+ *
+ * Data: a text or JSONL file (data.h: one example a line, or prompt +
+ * completion with the loss on the completion only), each example cut at
+ * max_length tokens, served in batches of `batch` examples in an order
+ * shuffled per epoch from the seed; evaluation on eval_path in file order,
+ * else on a held-back tenth of the examples (at least 1, at most 200).
+ *
+ * One step: r and the learning rate of the step from the optimizer's
+ * schedules; the prefixes of the current encoder (or the direct prefixes),
+ * one batch's forward and backward through the frozen model into the
+ * prefixes' (and gains') gradients, the encoder's backward; global
+ * gradient-norm clipping; AdamW with the prefix parameters in one group (lr,
+ * weight_decay) and the gains in their own (gain_lr, no decay); a step whose
+ * gradient norm is NaN or Inf is skipped. Learning rate: linear warm-up over
+ * warmup_steps (none when they are not fewer than the steps), then cosine to
+ * a tenth at the last step; gain ramp r from 0 to 1 over gain_ramp_steps.
+ *
+ * Outputs in out_dir, each file replaced atomically: the PEFT prefix-tuning
+ * adapter (adapter_config.json, adapter_model.safetensors) in out_dir itself
+ * (PeftModel.from_pretrained(base, out_dir) and pfx_adapter_bank_add read
+ * it), gains.safetensors beside it with a gain (one "layers.L.gain" [H] a
+ * layer; PEFT has no place for gains), loss.csv (step, loss, gradient norm)
+ * and checkpoint.safetensors: every trained tensor's value and AdamW moments
+ * and step, the data position (the data order is a function of the seed and
+ * the epoch, so the position is the whole random state), the curve so far,
+ * the evaluation loss and attention on the prefix before training, and the
+ * options; resume continues from it bit for bit. A stop (stop_flag or
+ * stop_after) takes effect at a step boundary and writes the checkpoint and
+ * loss.csv; an interrupted write leaves the previous checkpoint whole.
+ *
+ * Every option and input is checked before the first step, and nothing is
+ * written to out_dir (nor the folder made) on an error found then: a bad
+ * option (PFX_ERROR_INVALID_ARGUMENT naming the field), a missing or
+ * unreadable file or an out_dir that is not a folder (PFX_ERROR_IO), a
+ * max_length + prefix_len beyond the model's positions
+ * (PFX_ERROR_OUT_OF_RANGE naming both), too few examples to hold some back
+ * (PFX_ERROR_OUT_OF_RANGE), a tokenizer larger than the model's vocabulary
+ * (PFX_ERROR_INVALID_SHAPE), a checkpoint written with other options
+ * (PFX_ERROR_INVALID_ARGUMENT) or with a bad field (PFX_ERROR_FORMAT naming
+ * it); the message is in pfx_last_error(rt). The job prints nothing.
+ */
+#ifndef PREFIXCL_TUNE_H
+#define PREFIXCL_TUNE_H
+
+#include <signal.h>
+
+#include "prefixcl/encoder.h"
+#include "prefixcl/model.h"
+#include "prefixcl/optimizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PFX_TUNE_CHECKPOINT "checkpoint.safetensors"
+#define PFX_TUNE_GAINS "gains.safetensors"
+
+typedef struct pfx_tune_config {
+    const char *model_dir;     /* the frozen model: a Hugging Face folder */
+    const char *tokenizer_dir; /* tokenizer.json's folder; NULL: model_dir */
+    const char *data_path;     /* text or JSONL */
+    const char *eval_path;     /* NULL: a held-back slice of the data */
+    const char *out_dir;
+    size_t prefix_len;         /* P */
+    size_t hidden;             /* encoder MLP hidden size (and its embedding width); 0: direct prefixes */
+    size_t epochs;             /* used when steps is 0 */
+    size_t steps;              /* optimizer steps; 0: epochs x batches per epoch */
+    size_t batch;              /* examples a step */
+    size_t max_length;         /* tokens kept of an example; with prefix_len at most the model's positions */
+    float lr;                  /* the prefix group */
+    float gain_lr;             /* the gain group; < 0: lr / 2 */
+    pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH: a gain per head, starting at 0 */
+    uint32_t gain_ramp_steps;  /* 0: r = 1 from the start */
+    float weight_decay;        /* the prefix group (never the gains) */
+    float max_grad_norm;       /* 0: no clipping */
+    uint32_t warmup_steps;
+    uint64_t seed;             /* the encoder's initial values and the data order */
+    pfx_dtype storage;         /* the frozen weights on the device: F32 or F16 */
+    size_t checkpoint_every;   /* also write the checkpoint every N steps; 0: at the end or a stop only */
+    bool resume;               /* continue from out_dir's checkpoint (same options) */
+    size_t stop_after;         /* stop (with a checkpoint) once this many steps are done, resumed ones
+                                * included; 0: never */
+    volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */
+    /* Data parallelism, as pfx_pretrain_config's: `ranks` processes run the
+     * job with the same options; each reads every global batch and takes
+     * its rows (rows * rank / ranks ..., shares differing by at most one);
+     * `reduce` replaces its gradients by the global ones (each process's
+     * weighted by `count`, the labels it scored) and its loss by the global
+     * mean; `any` makes every process stop at the same step. Only rank 0
+     * evaluates and writes the outputs and the checkpoint; every rank reads
+     * a checkpoint to resume. `check`, when given, is called on every rank
+     * after each optimizer step (step 1-based) to compare the processes'
+     * parameters; an error from it ends the run. ranks 0 or 1: one process,
+     * no hook called. */
+    size_t rank, ranks;
+    pfx_status (*reduce)(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
+    bool (*any)(void *user, bool mine);
+    pfx_status (*check)(void *user, pfx_optimizer *opt, uint64_t step);
+    void *dist_user;
+} pfx_tune_config;
+
+/* Prefix 20, hidden 512, 1 epoch, batch 8, max length 128, lr 1e-2, gains
+ * off (gain_lr -1: lr / 2; ramp 20 steps when on), weight decay 0, clipping
+ * 1, warm-up 10, seed 1, float32 weights. */
+PFX_API void pfx_tune_default_config(pfx_tune_config *cfg);
+
+/* What the step callback sees after each step, on every rank. */
+typedef struct pfx_tune_step {
+    size_t step, steps;        /* 1-based, and the total */
+    uint64_t epoch;            /* of the batch this step used (1-based) */
+    double loss;               /* mean token loss of the step's batch (over every rank) */
+    float grad_norm;           /* before clipping */
+    bool skipped;              /* non-finite gradients: nothing changed */
+    float lr_factor, gain_ramp;
+    double tokens_per_s;       /* tokens of this run's steps per second */
+    double eta_s;              /* seconds left at this pace */
+    pfx_model *model;          /* the frozen model, valid during the callback: forward-only calls on
+                                * it (pfx_model_head_stats, pfx_model_loss, ...) with at most the job's
+                                * batch rows and max_length tokens leave the run bit for bit the same */
+    const pfx_model_prefix *prefix; /* the prefixes and gains as the step left them, r = gain_ramp:
+                                * what the next step's forward uses; valid during the callback */
+} pfx_tune_step;
+
+typedef void (*pfx_tune_step_fn)(const pfx_tune_step *step, void *user);
+
+typedef struct pfx_tune_result {
+    size_t steps, steps_done;  /* planned, completed (resumed ones included) */
+    size_t first_step;         /* where this run started (0, or the checkpoint's) */
+    bool stopped;              /* ended early by stop_flag or stop_after, checkpoint written */
+    double *losses;            /* [steps] */
+    float *grad_norms;         /* [steps] */
+    double eval_before;        /* mean token loss on the evaluation set before the first step */
+    double eval_after;         /* after the last; NAN when stopped */
+    size_t train_examples, eval_examples, eval_tokens;
+    pfx_model_shape shape;
+    pfx_encoder_param_counts counts; /* the prefix parameters */
+    size_t gain_params;        /* L * H with a gain, else 0 */
+    float *gains;              /* [L * H] final gains, g of layer l head h at l * H + h; NULL without */
+    float *mass_before, *mass_after; /* [L * H] attention mass on the prefix, first evaluation batch;
+                                * mass_after NULL when stopped */
+    double seconds;            /* the steps of this run */
+    char base_model[512];      /* model_dir's absolute path: the adapter's base_model_name_or_path */
+} pfx_tune_result;
+
+/* Runs the job on rt. on_step may be NULL. On an error before the first
+ * step nothing is written; later errors leave the last checkpoint. On rank
+ * 0 of several, and in one process, the result holds everything; the other
+ * ranks' hold the curve. */
+PFX_API pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_step_fn on_step, void *user,
+                                pfx_tune_result *result);
+
+/* Releases the result's arrays; NULL-safe. */
+PFX_API void pfx_tune_result_free(pfx_tune_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

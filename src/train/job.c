@@ -1,0 +1,70 @@
+/* Helpers of the training jobs (job.h). */
+#include "job.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../runtime/internal.h"
+
+double pfx_job_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void pfx_job_destroy_tensors(pfx_tensor **t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++)
+        pfx_tensor_destroy(&t[i]);
+    free(t);
+}
+
+pfx_status pfx_job_out_dir(pfx_runtime *rt, const char *job, const char *dir, bool create)
+{
+    struct stat sb;
+    if (create && mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return pfx_error(rt, PFX_ERROR_IO, "%s: cannot create the output folder '%s': %s", job, dir,
+                         strerror(errno));
+    if (stat(dir, &sb) != 0) /* missing is fine when it is made later */
+        return !create && errno == ENOENT ? PFX_SUCCESS
+                                          : pfx_error(rt, PFX_ERROR_IO, "%s: the output folder '%s': %s", job, dir,
+                                                      strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return pfx_error(rt, PFX_ERROR_IO, "%s: the output '%s' exists and is not a folder", job, dir);
+    return PFX_SUCCESS;
+}
+
+bool pfx_job_any(size_t ranks, bool (*any)(void *user, bool mine), void *user, bool mine)
+{
+    return ranks > 1 && any ? any(user, mine) : mine;
+}
+
+void pfx_job_first_difference(const char *a, const char *b, char *out, size_t cap)
+{
+    while (*a && *b) {
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        const size_t na = ea ? (size_t)(ea - a) : strlen(a), nb = eb ? (size_t)(eb - b) : strlen(b);
+        if (na != nb || memcmp(a, b, na) != 0) {
+            snprintf(out, cap, "%.*s (this run: %.*s)", (int)nb, b, (int)na, a);
+            return;
+        }
+        a += na + (ea != NULL);
+        b += nb + (eb != NULL);
+    }
+    /* a line only one of them has (an option written only when set) */
+    if (*a || *b) {
+        const char *extra = *a ? a : b, *end = strchr(extra, '\n');
+        const int n = end ? (int)(end - extra) : (int)strlen(extra);
+        if (*b)
+            snprintf(out, cap, "%.*s (this run: not set)", n, extra);
+        else
+            snprintf(out, cap, "no %.*s (this run: %.*s)", (int)strcspn(extra, "="), extra, n, extra);
+        return;
+    }
+    snprintf(out, cap, "the option list");
+}

@@ -1,0 +1,31 @@
+/* What the training jobs (pretrain.c, tune.c) and their checkpoints share:
+ * the clock, releasing tensor arrays, the output folder, the stop agreed
+ * over processes, the message naming the option a checkpoint differs in.
+ * Not installed. */
+#ifndef PFX_TRAIN_JOB_H
+#define PFX_TRAIN_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "prefixcl/tensor.h"
+
+/* Monotonic seconds. */
+double pfx_job_now_s(void);
+
+/* Destroys t[0 .. n) and frees t; NULL-safe. */
+void pfx_job_destroy_tensors(pfx_tensor **t, size_t n);
+
+/* The output folder `dir` of job `job` (named in messages): PFX_ERROR_IO
+ * when it exists and is not a folder; created when missing if `create`. */
+pfx_status pfx_job_out_dir(pfx_runtime *rt, const char *job, const char *dir, bool create);
+
+/* Whether any process asks for a stop: any(user, mine) with several
+ * processes and the hook, else mine. */
+bool pfx_job_any(size_t ranks, bool (*any)(void *user, bool mine), void *user, bool mine);
+
+/* The first "key=value" line where option lists a (this run's) and b (a
+ * checkpoint's) differ, for the message: "b's line (this run: a's line)". */
+void pfx_job_first_difference(const char *a, const char *b, char *out, size_t cap);
+
+#endif
