@@ -145,19 +145,6 @@ static uint8_t *parse_gain_heads(const char *text, const char *dir)
     return mask;
 }
 
-/* The job's data-parallel hooks over tools/dist.h. */
-static pfx_status reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
-{
-    (void)user;
-    return dist_reduce_grads(opt, count, mean_loss) ? PFX_ERROR_OPENCL : PFX_SUCCESS;
-}
-
-static bool any_hook(void *user, bool mine)
-{
-    (void)user;
-    return dist_any(mine);
-}
-
 int cmd_pretrain(int argc, char **argv)
 {
     pfx_pretrain_config c;
@@ -243,8 +230,8 @@ int cmd_pretrain(int argc, char **argv)
     const bool lead = dist_rank() == 0;
     c.rank = (size_t)dist_rank();
     c.ranks = (size_t)dist_size();
-    c.reduce = reduce_hook;
-    c.any = any_hook;
+    c.reduce = dist_reduce_hook;
+    c.any = dist_any_hook;
     char agreed[8192];
     snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s",
              config ? config : "", c.model_dir ? c.model_dir : "", c.tokenizer_dir ? c.tokenizer_dir : "",

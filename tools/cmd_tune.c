@@ -147,25 +147,6 @@ static bool check_outputs(const pfx_tune_config *c, bool demo)
     return cli_check_output_dir("tune", "--out", c->out_dir, names, n);
 }
 
-/* The job's data-parallel hooks over tools/dist.h. */
-static pfx_status reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
-{
-    (void)user;
-    return dist_reduce_grads(opt, count, mean_loss) ? PFX_ERROR_OPENCL : PFX_SUCCESS;
-}
-
-static bool any_hook(void *user, bool mine)
-{
-    (void)user;
-    return dist_any(mine);
-}
-
-static pfx_status check_hook(void *user, pfx_optimizer *opt, uint64_t step)
-{
-    (void)user;
-    return dist_check_params(opt, step) ? PFX_ERROR_OPENCL : PFX_SUCCESS;
-}
-
 /* What the run printed last, from the result on rank 0. */
 static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runtime *rt, bool demo, bool pictures)
 {
@@ -308,9 +289,9 @@ int cmd_tune(int argc, char **argv)
         c.model_dir = demo_model;
     c.rank = (size_t)dist_rank();
     c.ranks = (size_t)dist_size();
-    c.reduce = reduce_hook;
-    c.any = any_hook;
-    c.check = check_hook;
+    c.reduce = dist_reduce_hook;
+    c.any = dist_any_hook;
+    c.check = dist_check_hook;
     char agreed[8192];
     snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%zu|%a|%a|%d|%u|%a|%a|%u|%llu|%d|%zu|%d",
              c.model_dir, c.data_path, c.eval_path ? c.eval_path : "", c.out_dir, c.prefix_len, c.hidden, c.epochs,

@@ -87,4 +87,11 @@ bool dist_any(bool mine);
  * job naming the rank whose parameters differ. Returns 0 or -1 (device error). */
 int dist_check_params(pfx_optimizer *opt, uint64_t step);
 
+/* The library jobs' data-parallel hooks (pfx_pretrain_config,
+ * pfx_tune_config: reduce, any, check; user unused) over the functions
+ * above; a failure is PFX_ERROR_OPENCL, after the message. */
+pfx_status dist_reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
+bool dist_any_hook(void *user, bool mine);
+pfx_status dist_check_hook(void *user, pfx_optimizer *opt, uint64_t step);
+
 #endif
