@@ -107,10 +107,14 @@ typedef struct pfx_pretrain_config {
      * process's weighted by `count`, the labels it scored) and its loss by
      * the global mean, `any` makes every process stop at the same step.
      * Only rank 0 writes the outputs and the checkpoint; every rank reads a
-     * checkpoint to resume. ranks 0 or 1: one process, no hook called. */
+     * checkpoint to resume. `check`, when given, is called on every rank
+     * after each optimizer step (step 1-based) to compare the processes'
+     * parameters; an error from it ends the run. ranks 0 or 1: one process,
+     * no hook called. */
     size_t rank, ranks;
     pfx_status (*reduce)(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
     bool (*any)(void *user, bool mine);
+    pfx_status (*check)(void *user, pfx_optimizer *opt, uint64_t step);
     void *dist_user;
 } pfx_pretrain_config;
 

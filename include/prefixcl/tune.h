@@ -87,10 +87,10 @@ typedef struct pfx_tune_config {
     size_t stop_after;         /* stop (with a checkpoint) once this many steps are done, resumed ones
                                 * included; 0: never */
     volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */
-    /* Data parallelism, as pfx_pretrain_config's: `ranks` processes run the
-     * job with the same options; each reads every global batch and takes
-     * its rows (rows * rank / ranks ..., shares differing by at most one);
-     * `reduce` replaces its gradients by the global ones (each process's
+    /* Data parallelism, the hooks of pfx_pretrain_config: `ranks` processes
+     * run the job with the same options; each reads every global batch and
+     * takes its rows (rows * rank / ranks ..., shares differing by at most
+     * one); `reduce` replaces its gradients by the global ones (each process's
      * weighted by `count`, the labels it scored) and its loss by the global
      * mean; `any` makes every process stop at the same step. Only rank 0
      * evaluates and writes the outputs and the checkpoint; every rank reads

@@ -578,6 +578,8 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         pfx_optimizer_report rep;
         if ((st = step(j, &loss, &rep)))
             break;
+        if (c->ranks > 1 && c->check && (st = c->check(c->dist_user, j->opt, s + 1)))
+            break;
         r->losses[s] = loss;
         r->grad_norms[s] = rep.grad_norm;
         r->steps_done = s + 1;
