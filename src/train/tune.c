@@ -347,7 +347,7 @@ static pfx_status prefix_mass(pfx_tune_job *j, const pfx_model_prefix *pre, floa
     if (!*out)
         return oom(j->rt);
     pfx_data_position pos = { 0, 0 };
-    size_t rows, width;
+    size_t rows = 0, width = 0;
     pfx_status st = data_error(
         j, pfx_dataset_next_batch(j->eval, &pos, j->cfg->batch, j->ids, j->lens, j->labels, &rows, &width));
     pfx_model_batch mb = { .batch = rows, .tokens = width, .ids = j->ids, .lens = j->lens, .labels = j->labels };
