@@ -77,7 +77,8 @@ typedef enum pfx_peak_kernel {
     PFX_PEAK_FMA_F4,
     PFX_PEAK_FMA_F8,
     PFX_PEAK_FMA_F16,
-    PFX_PEAK_FMA_ILP_F4, /* eight chains (CPU devices only: PFX_ERROR_UNSUPPORTED elsewhere) */
+    PFX_PEAK_FMA_ILP_F4, /* eight chains (CPU devices other than Mesa's rusticl only:
+                          * PFX_ERROR_UNSUPPORTED elsewhere) */
     PFX_PEAK_FMA_ILP_F8,
     PFX_PEAK_FMA_ILP_F16,
     PFX_PEAK_COPY, /* float4 copy: 32 bytes read and written per work-item */

@@ -92,7 +92,7 @@ pfx_status pfx_encoder_params_counts(const pfx_encoder_params *params, pfx_encod
 {
     if (!counts)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "encoder_params_counts: counts is NULL");
-    sizes s;
+    sizes s = { 0 }; /* check_params fills it on success; GCC cannot see that */
     pfx_status st = check_params(NULL, "encoder_params_counts", params, &s);
     if (st != PFX_SUCCESS)
         return st;
@@ -164,7 +164,7 @@ pfx_status pfx_encoder_create(pfx_runtime *rt, const pfx_encoder_params *params,
     if (!out)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
-    sizes s;
+    sizes s = { 0 }; /* check_params fills it on success; GCC cannot see that */
     pfx_status st = check_params(rt, fn, params, &s);
     if (st != PFX_SUCCESS)
         return st;

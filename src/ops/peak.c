@@ -1,4 +1,5 @@
 /* The device-ceiling kernels of cl/peak.cl (prefixcl/profile.h). */
+#include "registry.h"
 #include "timing.h"
 
 static const struct {
@@ -65,14 +66,14 @@ pfx_status pfx_peak_enqueue(pfx_runtime *rt, pfx_peak_kernel kernel, size_t glob
                          !holds(out, floats) ? "out" : "in", floats);
     if (copy && in == out)
         return pfx_error(rt, PFX_ERROR_ALIASING, "pfx_peak_enqueue: in and out are the same");
-    if (peaks[kernel].cpu_only && rt->vendor != PFX_VENDOR_CPU)
+    const bool ilp = pfx_peak_ilp(rt->vendor, rt->info.platform_name);
+    if (peaks[kernel].cpu_only && !ilp)
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "pfx_peak_enqueue: %s runs on CPU devices "
-                         "only",
+                         "pfx_peak_enqueue: %s runs on CPU devices only (not Mesa's rusticl)",
                          peaks[kernel].name);
     /* the option set of src/ops/registry.c */
     cl_kernel k;
-    pfx_status st = pfx_kernel_get(rt, "peak", rt->vendor == PFX_VENDOR_CPU ? "-DPEAK_ILP=1" : "",
+    pfx_status st = pfx_kernel_get(rt, "peak", ilp ? "-DPEAK_ILP=1" : "",
                                    peaks[kernel].name, &k);
     if (st != PFX_SUCCESS)
         return st;

@@ -5,6 +5,7 @@
 
 #include "registry.h"
 #include "attention_tuning.h"
+#include "device.h"
 
 const char *pfx_vendor_name(pfx_vendor vendor)
 {
@@ -43,12 +44,18 @@ static void add(pfx_program_config *out, size_t cap, size_t *n, const char *prog
 }
 
 /* The programs without tunables, and the peak kernels. */
-static void add_fixed(pfx_vendor vendor, pfx_program_config *out, size_t cap, size_t *n)
+bool pfx_peak_ilp(pfx_vendor vendor, const char *platform_name)
+{
+    return vendor == PFX_VENDOR_CPU && !(platform_name && pfx_contains_nocase(platform_name, "rusticl"));
+}
+
+static void add_fixed(pfx_vendor vendor, const char *platform_name, pfx_program_config *out, size_t cap,
+                      size_t *n)
 {
     add(out, cap, n, "elementwise", "");
-    /* cl/peak.cl: device ceilings for `prefixcl bench` (tools/bench_suite.c
-     * uses the same rule: the many-chain FMA kernels on CPUs only) */
-    add(out, cap, n, "peak", vendor == PFX_VENDOR_CPU ? "-DPEAK_ILP=1" : "");
+    /* cl/peak.cl: device ceilings for `prefixcl bench` (src/ops/peak.c uses
+     * the same rule) */
+    add(out, cap, n, "peak", pfx_peak_ilp(vendor, platform_name) ? "-DPEAK_ILP=1" : "");
     add(out, cap, n, "encoder", ""); /* layer/encoder.c: no tunables */
     add(out, cap, n, "layer", ""); /* layer/attention_layer.c: no tunables */
     add(out, cap, n, "optimizer", ""); /* layer/optimizer.c: no tunables */
@@ -67,7 +74,7 @@ size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,
                            uint64_t local_mem_bytes, pfx_program_config *out, size_t cap)
 {
     size_t n = 0;
-    add_fixed(vendor, out, cap, &n);
+    add_fixed(vendor, info ? info->platform_name : NULL, out, cap, &n);
     /* attention_forward.c / attention_backward.c: the tuning database */
     pfx_attn_add_configs(pfx_attn_tuning_lookup(vendor, info, NULL), local_mem_bytes,
                          info ? info->native_float_width : 0, out, cap, &n);
@@ -77,7 +84,7 @@ size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,
 size_t pfx_runtime_configs(pfx_runtime *rt, pfx_program_config *out, size_t cap)
 {
     size_t n = 0;
-    add_fixed(rt->vendor, out, cap, &n);
+    add_fixed(rt->vendor, rt->info.platform_name, out, cap, &n);
     const size_t first = n;
     char saved[PFX_ERROR_MAX];
     snprintf(saved, sizeof(saved), "%s", rt->error);

@@ -22,6 +22,13 @@ typedef struct pfx_program_config {
  * stored ones, so call again with that capacity for the count). info
  * picks the architecture and device entries of the tuning database (NULL:
  * the vendor's defaults). */
+/* Whether cl/peak.cl is built with its many-chain FMA kernels (-DPEAK_ILP):
+ * on CPU devices, whose OpenCL compiler runs a work-item's loop serially,
+ * except Mesa's rusticl (platform_name may be NULL: not rusticl), whose
+ * llvmpipe computes vector fma() wrong and took over 15 minutes to compile
+ * them. */
+bool pfx_peak_ilp(pfx_vendor vendor, const char *platform_name);
+
 size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,
                            uint64_t local_mem_bytes, pfx_program_config *out, size_t cap);
 
