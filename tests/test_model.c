@@ -723,6 +723,220 @@ static void test_attention_probs(void **state)
     tf_model_free(&m);
 }
 
+/* pfx_model_head_stats against ref_model_head_stats for top_k 1, 3 and 32
+ * (32 beyond the visible keys of every row: all the mass), with the gain
+ * `mode` and, with `dim`, a structured gain; pfx_model_attention_stats gives
+ * the same bits. */
+static void check_head_stats(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_mode mode, bool dim)
+{
+    char *dir = tf_tempdir("stats");
+    assert_int_equal(tf_write(m, dir, 1), 0);
+    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, p->B + 1, p->N + 1, p->P, 0, false);
+    ref_model_config cfg = m->rc;
+    cfg.gain_mode = mode;
+    cfg.gain_ramp = 0.75;
+    const size_t L = cfg.layers, H = cfg.heads, LH = L * H, LHD = LH * cfg.head_dim;
+    float *dg = dim ? malloc(LHD * sizeof(float)) : NULL;
+    if (dim) {
+        ref_rng rng;
+        ref_rng_seed(&rng, 77);
+        ref_rng_fill(&rng, dg, LHD, -0.8f, 0.8f);
+    }
+    lib_prefix lp;
+    make_lib_prefix(rt, m, p, mode, 0.75f, &lp);
+    lp.pre.dim_gains = dg;
+    ref_model_prefix rp = ref_prefix(m, p, mode);
+    rp.dim_gain = dg;
+    ref_model_batch rb = { p->B, p->N, p->ids, p->lens, NULL };
+    pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, NULL };
+    float mass[TF_MAX_LAYERS * 8], ent[TF_MAX_LAYERS * 8], top[TF_MAX_LAYERS * 8];
+    float mass1[TF_MAX_LAYERS * 8], ent1[TF_MAX_LAYERS * 8];
+    double rmass[TF_MAX_LAYERS * 8], rent[TF_MAX_LAYERS * 8], rtop[TF_MAX_LAYERS * 8];
+    const unsigned ks[3] = { 1, 3, 32 };
+    for (int k = 0; k < 3; k++) {
+        pfx_status st = pfx_model_head_stats(model, &batch, &lp.pre, ks[k], mass, ent, top);
+        if (st != PFX_SUCCESS)
+            fail_msg("head stats: %s", pfx_last_error(rt));
+        ref_model_head_stats(&cfg, &m->w, &rp, &rb, ks[k], rmass, rent, rtop);
+        double worst = 0.0;
+        for (size_t i = 0; i < LH; i++) {
+            worst = fmax(worst, fabs(rmass[i] - mass[i]));
+            worst = fmax(worst, fabs(rent[i] - ent[i]));
+            worst = fmax(worst, fabs(rtop[i] - top[i]));
+            if (ks[k] == 32) /* more than P + N: the whole row */
+                assert_true(fabs(rtop[i] - 1.0) < 1e-12);
+            if (!p->P)
+                assert_true(mass[i] == 0.0f);
+        }
+        print_message("  top_k %u: worst |lib - ref| %.3g\n", ks[k], worst);
+        assert_true(worst < TOL_STATS_F32);
+        /* one output alone: the same values */
+        float only[TF_MAX_LAYERS * 8];
+        assert_int_equal(pfx_model_head_stats(model, &batch, &lp.pre, ks[k], NULL, NULL, only), PFX_SUCCESS);
+        assert_memory_equal(only, top, LH * sizeof(float));
+    }
+    assert_int_equal(pfx_model_attention_stats(model, &batch, &lp.pre, mass1, ent1), PFX_SUCCESS);
+    assert_memory_equal(mass1, mass, LH * sizeof(float));
+    assert_memory_equal(ent1, ent, LH * sizeof(float));
+    free_lib_prefix(&lp);
+    free(dg);
+    pfx_model_destroy(&model);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+static void test_head_stats(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = gpt2_config();
+    tf_model m;
+    tf_model_init(&m, &c, true, "gpt2", 121);
+    problem p;
+    const int32_t lens[3] = { 13, 4, 9 };
+    make_problem(&m, &p, 3, 13, 5, lens, 22);
+    check_head_stats(rt, &m, &p, PFX_GAIN_TANH, false);
+    check_head_stats(rt, &m, &p, PFX_GAIN_OFF, true);
+    free_problem(&p);
+    make_problem(&m, &p, 1, 7, 0, NULL, 23); /* no prefix, no gain: the frozen model */
+    check_head_stats(rt, &m, &p, PFX_GAIN_OFF, false);
+    free_problem(&p);
+    tf_model_free(&m);
+
+    c = llama_config(); /* GQA, RoPE */
+    c.layers = 3;
+    tf_model_init(&m, &c, false, "llama", 124);
+    const int32_t llens[2] = { 11, 6 };
+    make_problem(&m, &p, 2, 11, 3, llens, 25);
+    check_head_stats(rt, &m, &p, PFX_GAIN_LINEAR, true);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+/* pfx_model_hidden_states against ref_model_hidden on the valid rows. */
+static void check_hidden(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_mode mode)
+{
+    char *dir = tf_tempdir("hidden");
+    assert_int_equal(tf_write(m, dir, 1), 0);
+    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, p->B, p->N + 2, p->P, 0, false);
+    ref_model_config cfg = m->rc;
+    cfg.gain_mode = mode;
+    cfg.gain_ramp = 0.6;
+    lib_prefix lp;
+    make_lib_prefix(rt, m, p, mode, 0.6f, &lp);
+    ref_model_prefix rp = ref_prefix(m, p, mode);
+    ref_model_batch rb = { p->B, p->N, p->ids, p->lens, NULL };
+    pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, NULL };
+    const size_t B = p->B, N = p->N, C = cfg.hidden;
+    size_t shape[3] = { B, N, C };
+    pfx_tensor *hidden = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &hidden), PFX_SUCCESS);
+    pfx_status st = pfx_model_hidden_states(model, &batch, &lp.pre, hidden);
+    if (st != PFX_SUCCESS)
+        fail_msg("hidden states: %s", pfx_last_error(rt));
+    double *ref = malloc(B * N * C * sizeof(double));
+    float *got = malloc(B * N * C * sizeof(float));
+    assert_non_null(ref);
+    assert_non_null(got);
+    ref_model_hidden(&cfg, &m->w, &rp, &rb, ref);
+    assert_int_equal(pfx_tensor_read(hidden, 0, B * N * C, got), PFX_SUCCESS);
+    for (size_t b = 0; b < B; b++) {
+        const size_t at = b * N * C, n = (size_t)p->lens[b] * C;
+        double e = rel_l2(ref + at, got + at, n);
+        print_message("  item %zu: hidden rel %.3g\n", b, e);
+        assert_true(e < TOL_MODEL_FWD);
+    }
+    free(ref);
+    free(got);
+    pfx_tensor_destroy(&hidden);
+    free_lib_prefix(&lp);
+    pfx_model_destroy(&model);
+    tf_rmdir(dir);
+    free(dir);
+}
+
+static void test_hidden_states(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = gpt2_config();
+    tf_model m;
+    tf_model_init(&m, &c, true, "gpt2", 131);
+    problem p;
+    const int32_t lens[3] = { 10, 3, 7 };
+    make_problem(&m, &p, 3, 10, 4, lens, 32);
+    check_hidden(rt, &m, &p, PFX_GAIN_TANH);
+    free_problem(&p);
+    tf_model_free(&m);
+    c = llama_config();
+    tf_model_init(&m, &c, false, "llama", 132);
+    const int32_t llens[2] = { 5, 12 };
+    make_problem(&m, &p, 2, 12, 3, llens, 33);
+    check_hidden(rt, &m, &p, PFX_GAIN_LINEAR);
+    free_problem(&p);
+    make_problem(&m, &p, 1, 9, 0, NULL, 34);
+    check_hidden(rt, &m, &p, PFX_GAIN_OFF);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+/* What pfx_model_head_stats and pfx_model_hidden_states refuse, each with its
+ * status and a message naming the argument. */
+static void test_analysis_refusals(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = gpt2_config();
+    tf_model m;
+    tf_model_init(&m, &c, true, "gpt2", 141);
+    char *dir = tf_tempdir("refusals");
+    assert_int_equal(tf_write(&m, dir, 1), 0);
+    problem p;
+    make_problem(&m, &p, 2, 6, 2, NULL, 42);
+    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, 2, 6, 2, 0, false);
+    lib_prefix lp;
+    make_lib_prefix(rt, &m, &p, PFX_GAIN_LINEAR, 1.0f, &lp);
+    pfx_model_batch batch = { 2, 6, p.ids, NULL, NULL };
+    float out[TF_MAX_LAYERS * 8];
+    assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 0, out, NULL, NULL),
+                        PFX_ERROR_INVALID_ARGUMENT, "top_k");
+    assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 33, NULL, NULL, out),
+                        PFX_ERROR_INVALID_ARGUMENT, "top_k");
+    assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 3, NULL, NULL, NULL), PFX_ERROR_NULL_ARGUMENT,
+                        "top_k_mass");
+    assert_status_names(rt, pfx_model_head_stats(model, NULL, &lp.pre, 3, out, NULL, NULL), PFX_ERROR_NULL_ARGUMENT,
+                        "batch");
+    assert_int_equal(pfx_model_head_stats(NULL, &batch, &lp.pre, 3, out, NULL, NULL), PFX_ERROR_NULL_ARGUMENT);
+    assert_status_names(rt, pfx_model_attention_stats(model, &batch, &lp.pre, NULL, NULL), PFX_ERROR_NULL_ARGUMENT,
+                        "entropy");
+    pfx_model_batch wide = batch;
+    wide.batch = 3;
+    assert_status_names(rt, pfx_model_head_stats(model, &wide, &lp.pre, 3, out, NULL, NULL), PFX_ERROR_OUT_OF_RANGE,
+                        "batch.batch");
+
+    const size_t C = c.hidden;
+    pfx_tensor *h = NULL;
+    size_t good[3] = { 2, 6, C }, flat[2] = { 12, C }, wider[3] = { 2, 6, C + 1 };
+    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, NULL), PFX_ERROR_NULL_ARGUMENT, "hidden");
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 3, good, &h), PFX_SUCCESS);
+    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h), PFX_ERROR_DTYPE_MISMATCH, "hidden");
+    pfx_tensor_destroy(&h);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, flat, &h), PFX_SUCCESS);
+    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h), PFX_ERROR_INVALID_SHAPE, "hidden");
+    pfx_tensor_destroy(&h);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, wider, &h), PFX_SUCCESS);
+    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h), PFX_ERROR_INVALID_SHAPE, "hidden");
+    pfx_tensor_destroy(&h);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, good, &h), PFX_SUCCESS);
+    assert_status_names(rt, pfx_model_hidden_states(model, &wide, &lp.pre, h), PFX_ERROR_OUT_OF_RANGE, "batch.batch");
+    assert_status_names(rt, pfx_model_hidden_states(NULL, &batch, &lp.pre, h), PFX_ERROR_NULL_ARGUMENT, "model");
+    pfx_tensor_destroy(&h);
+
+    free_lib_prefix(&lp);
+    free_problem(&p);
+    pfx_model_destroy(&model);
+    tf_model_free(&m);
+    tf_rmdir(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -735,6 +949,9 @@ int main(void)
         cmocka_unit_test(test_bank),
         cmocka_unit_test(test_encoder_chain),
         cmocka_unit_test(test_attention_probs),
+        cmocka_unit_test(test_head_stats),
+        cmocka_unit_test(test_hidden_states),
+        cmocka_unit_test(test_analysis_refusals),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

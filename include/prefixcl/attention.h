@@ -116,10 +116,14 @@ PFX_API pfx_status pfx_attention_backward(pfx_runtime *rt, const pfx_attention_d
                                           const pfx_tensor *d_o,
                                           const pfx_attention_grads *grads);
 
+/* The largest top_k of the statistics below. */
+#define PFX_ATTENTION_TOPK_MAX 32
+
 /* Per head, averaged over the valid rows (i < q_len[b] with at least one
  * visible key) of every item, without storing the map: entropy
- * LSE_i - sum_j p_ij z_ij, the mass of the top_k (1..32) largest p_ij, and
- * the mass on the prefix sum_{j<P} p_ij. Each output is float32 [H] or NULL. */
+ * LSE_i - sum_j p_ij z_ij, the mass of the top_k (1..PFX_ATTENTION_TOPK_MAX)
+ * largest p_ij, and the mass on the prefix sum_{j<P} p_ij. Each output is
+ * float32 [H] or NULL. */
 PFX_API pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
                                        const pfx_attention_inputs *in, unsigned top_k,
                                        pfx_tensor *entropy, pfx_tensor *topk_mass,

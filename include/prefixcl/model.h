@@ -261,12 +261,29 @@ PFX_API pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *b
                                       const pfx_model_grads *grads, double *loss);
 
 /* Per layer and head, averaged over the valid rows of the batch (see
- * pfx_attention_stats): the attention mass on the prefix and the entropy,
- * into host arrays [L * H] (layer l head h at l * H + h; either may be NULL,
- * not both). A separate forward pass; blocks for the results. */
+ * pfx_attention_stats): the mass on the prefix, the entropy, and the mass of
+ * the top_k (1..PFX_ATTENTION_TOPK_MAX = 32) largest probabilities of each
+ * row, into host arrays [L * H] (layer l head h at l * H + h; any may be
+ * NULL, not all). One forward pass of its own (each layer's statistics
+ * taken right after its block), no head or loss; blocks for the results.
+ * A top_k outside 1..32 is PFX_ERROR_INVALID_ARGUMENT, all three outputs
+ * NULL PFX_ERROR_NULL_ARGUMENT, before anything is enqueued. */
+PFX_API pfx_status pfx_model_head_stats(pfx_model *model, const pfx_model_batch *batch,
+                                        const pfx_model_prefix *prefix, uint32_t top_k,
+                                        float *prefix_mass, float *entropy, float *top_k_mass);
+
+/* pfx_model_head_stats without the top-k mass (prefix_mass and entropy,
+ * either may be NULL, not both). */
 PFX_API pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_batch *batch,
                                              const pfx_model_prefix *prefix, float *prefix_mass,
                                              float *entropy);
+
+/* hidden: F32 [B, N, C], the output of the final norm (what the LM head
+ * reads) for every position; rows past lens[b] unspecified. A forward pass
+ * without the head. The tensor is checked (runtime, dtype, shape, not a
+ * prefix) with the rest before anything is enqueued. */
+PFX_API pfx_status pfx_model_hidden_states(pfx_model *model, const pfx_model_batch *batch,
+                                           const pfx_model_prefix *prefix, pfx_tensor *hidden);
 
 /* The attention probabilities p_ij of one head of one layer for batch item
  * `item` (see pfx_gain_softmax_probs, attention.h): probs F32 [N, P + N],

@@ -692,21 +692,24 @@ static pfx_status check_call(pfx_model *m, const char *fn, const pfx_model_batch
     return PFX_SUCCESS;
 }
 
-static pfx_status check_output(pfx_model *m, const char *fn, const pfx_tensor *t, size_t rows, const call *c)
+/* An output tensor `what` of the call: float32 on the model's runtime, `rows`
+ * x `cols` elements (`cols_name` in the message), none of the prefixes. */
+static pfx_status check_output(pfx_model *m, const char *fn, const char *what, const pfx_tensor *t, size_t rows,
+                               size_t cols, const char *cols_name, const call *c)
 {
     pfx_runtime *rt = m->rt;
     if (!t)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: logits is NULL", fn);
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, what);
     if (t->rt != rt)
-        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: logits belongs to another runtime", fn);
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: %s belongs to another runtime", fn, what);
     if (t->dtype != PFX_DTYPE_F32)
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: logits must be float32", fn);
-    if (t->numel != rows * m->cfg.shape.vocab)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: logits has %zu elements, %zu x V=%zu expected", fn,
-                         t->numel, rows, m->cfg.shape.vocab);
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", fn, what);
+    if (t->numel != rows * cols)
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has %zu elements, %zu x %s=%zu expected", fn, what,
+                         t->numel, rows, cols_name, cols);
     for (size_t l = 0; c->P && l < m->cfg.shape.layers; l++)
         if (t->mem == c->pre.keys[l]->mem || t->mem == c->pre.values[l]->mem)
-            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: logits is also prefix %zu", fn, l);
+            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: %s is also prefix %zu", fn, what, l);
     return PFX_SUCCESS;
 }
 
@@ -875,7 +878,7 @@ pfx_status pfx_model_forward(pfx_model *model, const pfx_model_batch *batch, con
     call c;
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = check_output(model, fn, logits, c.R, &c);
+        st = check_output(model, fn, "logits", logits, c.R, model->cfg.shape.vocab, "V", &c);
     if (st == PFX_SUCCESS)
         st = run_blocks(model, batch, &c);
     if (st == PFX_SUCCESS)
@@ -894,7 +897,7 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
     call c;
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = check_output(model, fn, logits, c.B, &c);
+        st = check_output(model, fn, "logits", logits, c.B, model->cfg.shape.vocab, "V", &c);
     if (st != PFX_SUCCESS)
         return st;
     int32_t *lens = malloc(c.B * sizeof(int32_t));
@@ -911,6 +914,27 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
         lin head = head_lin(model);
         st = lin_fwd(model, "model: lm_head", &head, c.B, model->ws[WS_DA], 0, logits, 0, 0.0f, false);
     }
+    return st;
+}
+
+pfx_status pfx_model_hidden_states(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
+                                   pfx_tensor *hidden)
+{
+    static const char fn[] = "model_hidden_states";
+    call c;
+    pfx_status st = check_call(model, fn, batch, prefix, &c);
+    const size_t C = st == PFX_SUCCESS ? model->cfg.shape.hidden : 0;
+    if (st == PFX_SUCCESS)
+        st = check_output(model, fn, "hidden", hidden, c.R, C, "C", &c);
+    if (st == PFX_SUCCESS && (hidden->ndim != 3 || hidden->shape[0] != c.B || hidden->shape[1] != c.N))
+        st = pfx_error(model->rt, PFX_ERROR_INVALID_SHAPE, "%s: hidden must be [B=%zu, N=%zu, C=%zu]", fn, c.B, c.N,
+                       C);
+    if (st == PFX_SUCCESS)
+        st = run_blocks(model, batch, &c);
+    if (st == PFX_SUCCESS)
+        st = final_norm(model, &c);
+    if (st == PFX_SUCCESS)
+        st = copy_rows(model, "model: hidden states", model->ws[WS_LN], hidden, c.R * C);
     return st;
 }
 
@@ -1033,44 +1057,7 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch, co
     return st;
 }
 
-/* ---- attention statistics per layer (a separate pass, for reports) ---- */
-
-pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
-                                     float *prefix_mass, float *entropy)
-{
-    static const char fn[] = "model_attention_stats";
-    call c;
-    pfx_status st = check_call(model, fn, batch, prefix, &c);
-    if (st != PFX_SUCCESS)
-        return st;
-    if (!prefix_mass && !entropy)
-        return pfx_error(model->rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix_mass and entropy are both NULL", fn);
-    const pfx_model_shape *s = &model->cfg.shape;
-    const size_t H = s->heads;
-    pfx_tensor *mass = NULL, *ent = NULL;
-    if ((st = pfx_tensor_create(model->rt, PFX_DTYPE_F32, 1, &H, &mass)) ||
-        (st = pfx_tensor_create(model->rt, PFX_DTYPE_F32, 1, &H, &ent)) || (st = run_blocks(model, batch, &c)))
-        goto out;
-    /* block l again from its kept input: Q, K, V of that layer in the workspace */
-    for (size_t l = 0; l < s->layers && st == PFX_SUCCESS; l++) {
-        attn_views av = views(model, l, &c);
-        pfx_attention_desc d = attn_desc(model, l, &c);
-        pfx_attention_inputs in = { &av.q, &av.k, &av.v, c.P ? c.pre.keys[l] : NULL, c.P ? c.pre.values[l] : NULL };
-        if ((st = block_forward(model, l, &c, false)) ||
-            (st = pfx_attention_stats(model->rt, &d, &in, 1, ent, NULL, mass)))
-            break;
-        if (prefix_mass && (st = pfx_tensor_read(mass, 0, H, prefix_mass + l * H)))
-            break;
-        if (entropy)
-            st = pfx_tensor_read(ent, 0, H, entropy + l * H);
-    }
-out:
-    pfx_tensor_destroy(&mass);
-    pfx_tensor_destroy(&ent);
-    return st;
-}
-
-/* ---- one layer's attention inputs (probs.c) ---- */
+/* ---- each layer's attention inputs (probs.c, head_stats.c) ---- */
 
 pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx_model_batch *batch,
                                      const pfx_model_prefix *prefix, size_t layer, pfx_model_attention_visit visit,
@@ -1080,15 +1067,24 @@ pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx
     pfx_status st = check_call(model, fn, batch, prefix, &c);
     if (st != PFX_SUCCESS)
         return st;
-    if (layer >= model->cfg.shape.layers)
+    const size_t L = model->cfg.shape.layers;
+    if (layer != PFX_MODEL_EVERY_LAYER && layer >= L)
         return pfx_error(model->rt, PFX_ERROR_OUT_OF_RANGE, "%s: layer %zu is not below the model's %zu layers", fn,
-                         layer, model->cfg.shape.layers);
-    /* blocks before `layer` only; block `layer` leaves its Q, K, V in the workspace */
-    if ((st = run_blocks_upto(model, batch, &c, layer)) || (st = block_forward(model, layer, &c, false)))
+                         layer, L);
+    const size_t first = layer == PFX_MODEL_EVERY_LAYER ? 0 : layer;
+    const size_t end = layer == PFX_MODEL_EVERY_LAYER ? L : layer + 1;
+    /* blocks before `first` only; each visited block leaves its Q, K, V in the
+     * workspace (the MLP after the attention reads none of them) and its
+     * output for the next one */
+    if ((st = run_blocks_upto(model, batch, &c, first)))
         return st;
-    attn_views av = views(model, layer, &c);
-    pfx_attention_desc d = attn_desc(model, layer, &c);
-    pfx_attention_inputs in = { &av.q, &av.k, &av.v, c.P ? c.pre.keys[layer] : NULL,
-                                c.P ? c.pre.values[layer] : NULL };
-    return visit(model->rt, &d, &in, ctx);
+    for (size_t l = first; l < end && st == PFX_SUCCESS; l++) {
+        if ((st = block_forward(model, l, &c, l + 1 < end)))
+            break;
+        attn_views av = views(model, l, &c);
+        pfx_attention_desc d = attn_desc(model, l, &c);
+        pfx_attention_inputs in = { &av.q, &av.k, &av.v, c.P ? c.pre.keys[l] : NULL, c.P ? c.pre.values[l] : NULL };
+        st = visit(model->rt, l, &d, &in, ctx);
+    }
+    return st;
 }

@@ -210,10 +210,12 @@ pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot);
 pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d);
 
 /* After the checks of every model call (pfx_model_forward's) and a layer in
- * range: the embeddings and blocks 0..layer, then `visit` with layer's
- * attention problem (its description and Q, K, V, prefix as attention.h
- * reads them; valid during the call). */
-typedef pfx_status (*pfx_model_attention_visit)(pfx_runtime *rt, const pfx_attention_desc *desc,
+ * range: the embeddings and the blocks before `layer`, then block `layer` and
+ * `visit` with its attention problem (its description and Q, K, V, prefix as
+ * attention.h reads them; valid during the call). With PFX_MODEL_EVERY_LAYER,
+ * every block in turn, each visited after it runs (one forward pass). */
+#define PFX_MODEL_EVERY_LAYER SIZE_MAX
+typedef pfx_status (*pfx_model_attention_visit)(pfx_runtime *rt, size_t layer, const pfx_attention_desc *desc,
                                                 const pfx_attention_inputs *in, void *ctx);
 pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx_model_batch *batch,
                                      const pfx_model_prefix *prefix, size_t layer, pfx_model_attention_visit visit,

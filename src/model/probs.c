@@ -8,9 +8,10 @@ typedef struct probs_job {
     pfx_tensor *probs;
 } probs_job;
 
-static pfx_status probs_visit(pfx_runtime *rt, const pfx_attention_desc *desc, const pfx_attention_inputs *in,
-                              void *ctx)
+static pfx_status probs_visit(pfx_runtime *rt, size_t layer, const pfx_attention_desc *desc,
+                              const pfx_attention_inputs *in, void *ctx)
 {
+    (void)layer;
     const probs_job *job = ctx;
     return pfx_gain_softmax_probs(rt, desc, in, job->item, job->head, job->probs);
 }

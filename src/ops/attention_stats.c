@@ -19,7 +19,7 @@
 #define STATS_PROGRAM "attention_stats"
 #define STATS_ROW_WG 64
 #define STATS_REDUCE_WG 64 /* PFX_REDUCE_WG default of the program */
-#define STATS_TOPK_MAX 32
+#define STATS_TOPK_MAX PFX_ATTENTION_TOPK_MAX
 
 /* Kernel arguments common to the row kernels (values must outlive the launch). */
 typedef struct row_args {

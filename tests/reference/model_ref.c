@@ -509,13 +509,20 @@ void ref_model_forward(const ref_model_config *c, const ref_model_weights *w,
     run_free(&r);
 }
 
-void ref_model_attention_probs(const ref_model_config *c, const ref_model_weights *w,
-                               const ref_model_prefix *p, const ref_model_batch *x, size_t item,
-                               size_t layer, size_t head, double *probs)
+void ref_model_hidden(const ref_model_config *c, const ref_model_weights *w, const ref_model_prefix *p,
+                      const ref_model_batch *x, double *hidden)
 {
     model_run r;
     run_forward(&r, c, w, p, x);
-    const dims *d = &r.d;
+    memcpy(hidden, r.hf, r.d.rows * r.d.C * sizeof(double));
+    run_free(&r);
+}
+
+/* The map of one (layer, head) of `item` from a forward's kept Q and K. */
+static void head_map(const model_run *r, const ref_model_config *c, const ref_model_prefix *p,
+                     const ref_model_batch *x, size_t item, size_t layer, size_t head, double *probs)
+{
+    const dims *d = &r->d;
     if (item >= d->B || layer >= d->L || head >= d->H)
         fail("item, layer or head out of range");
     const size_t P = d->P, N = d->N, D = d->D, cols = P + N, hk = head / (d->H / d->Hkv);
@@ -526,8 +533,8 @@ void ref_model_attention_probs(const ref_model_config *c, const ref_model_weight
         g = c->gain_mode == PFX_GAIN_LINEAR ? 1.0 + a : 1.0 + tanh(a);
     }
     const double scale = g / sqrt((double)D);
-    const block_acts *s = &r.blocks[layer];
-    const double *kp = r.pk + (layer * d->Hkv + hk) * P * D;
+    const block_acts *s = &r->blocks[layer];
+    const double *kp = r->pk + (layer * d->Hkv + hk) * P * D;
     double *z = dalloc(cols);
     for (size_t i = 0; i < N; i++) {
         double *row = probs + i * cols, mx = -INFINITY, sum = 0.0;
@@ -551,6 +558,72 @@ void ref_model_attention_probs(const ref_model_config *c, const ref_model_weight
             row[j] /= sum;
     }
     free(z);
+}
+
+void ref_model_attention_probs(const ref_model_config *c, const ref_model_weights *w,
+                               const ref_model_prefix *p, const ref_model_batch *x, size_t item,
+                               size_t layer, size_t head, double *probs)
+{
+    model_run r;
+    run_forward(&r, c, w, p, x);
+    head_map(&r, c, p, x, item, layer, head, probs);
+    run_free(&r);
+}
+
+/* The sum of the k largest of row[0 .. n) (all of them when n <= k). */
+static double top_sum(const double *row, size_t n, unsigned k, bool *taken)
+{
+    memset(taken, 0, n * sizeof(bool));
+    double sum = 0.0;
+    for (unsigned t = 0; t < k; t++) {
+        size_t best = n;
+        for (size_t j = 0; j < n; j++)
+            if (!taken[j] && (best == n || row[j] > row[best]))
+                best = j;
+        if (best == n)
+            break;
+        taken[best] = true;
+        sum += row[best];
+    }
+    return sum;
+}
+
+void ref_model_head_stats(const ref_model_config *c, const ref_model_weights *w, const ref_model_prefix *p,
+                          const ref_model_batch *x, unsigned top_k, double *prefix_mass, double *entropy,
+                          double *top_k_mass)
+{
+    model_run r;
+    run_forward(&r, c, w, p, x);
+    const dims *d = &r.d;
+    const size_t cols = d->P + d->N;
+    double *map = dalloc(d->N * cols);
+    bool *taken = xcalloc(cols, sizeof(bool));
+    for (size_t l = 0; l < d->L; l++)
+        for (size_t h = 0; h < d->H; h++) {
+            double pre = 0.0, ent = 0.0, top = 0.0;
+            size_t rows = 0;
+            for (size_t b = 0; b < d->B; b++) {
+                head_map(&r, c, p, x, b, l, h, map);
+                const size_t len = x->lengths ? (size_t)x->lengths[b] : d->N;
+                for (size_t i = 0; i < len; i++, rows++) {
+                    const double *row = map + i * cols;
+                    for (size_t j = 0; j < cols; j++) {
+                        pre += j < d->P ? row[j] : 0.0;
+                        ent -= row[j] > 0.0 ? row[j] * log(row[j]) : 0.0;
+                    }
+                    top += top_sum(row, cols, top_k, taken);
+                }
+            }
+            const size_t at = l * d->H + h;
+            if (prefix_mass)
+                prefix_mass[at] = pre / (double)rows;
+            if (entropy)
+                entropy[at] = ent / (double)rows;
+            if (top_k_mass)
+                top_k_mass[at] = top / (double)rows;
+        }
+    free(taken);
+    free(map);
     run_free(&r);
 }
 

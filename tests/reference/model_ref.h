@@ -118,6 +118,18 @@ void ref_model_attention_probs(const ref_model_config *c, const ref_model_weight
                                const ref_model_prefix *p, const ref_model_batch *x, size_t item,
                                size_t layer, size_t head, double *probs);
 
+/* The final norm's output [B, N, C] (what the LM head reads). */
+void ref_model_hidden(const ref_model_config *c, const ref_model_weights *w, const ref_model_prefix *p,
+                      const ref_model_batch *x, double *hidden);
+
+/* Per layer and head ([L, H], any output may be NULL), averaged over the
+ * valid rows (t < lengths[b]) of every item, from the maps of
+ * ref_model_attention_probs: the mass on the prefix, the entropy
+ * -sum_j p_j log p_j and the mass of the top_k largest p_j of each row. */
+void ref_model_head_stats(const ref_model_config *c, const ref_model_weights *w, const ref_model_prefix *p,
+                          const ref_model_batch *x, unsigned top_k, double *prefix_mass, double *entropy,
+                          double *top_k_mass);
+
 /* The loss and its exact gradients with respect to the prefixes (dkp, dvp
  * [L, Hkv, P, D]) and the gains (dgain [L, H], 0 when the gain is off); any
  * output may be NULL. Needs labels with at least one counted entry. */
