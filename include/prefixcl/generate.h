@@ -33,7 +33,9 @@ typedef struct pfx_adapter_bank pfx_adapter_bank;
 /* A bank of up to `capacity` adapters for `model`; its prefix length is
  * that of the first adapter added (every later one must have the same:
  * PFX_ERROR_INVALID_SHAPE naming both). Device memory is allocated then:
- * 2 * L tensors [capacity, Hkv, P, D] float32. */
+ * 2 * L tensors [capacity, Hkv, P, D] float32 (none for P = 0, a bank of
+ * gains files). Host memory: the gains, [capacity, L, H] and the
+ * structured gains [capacity, L, H, D] floats. */
 PFX_API pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity, pfx_adapter_bank **out);
 PFX_API void pfx_adapter_bank_destroy(pfx_adapter_bank **bank);
 
@@ -43,16 +45,27 @@ PFX_API void pfx_adapter_bank_destroy(pfx_adapter_bank **bank);
  * num_transformer_submodules 2, are PFX_ERROR_UNSUPPORTED), or a prefixcl
  * prefixes file (safetensors with metadata format "prefixcl-prefixes-1",
  * tensors layers.l.prefix_k / prefix_v [Hkv, P, D] and layers.l.gain [H],
- * gain_mode in the metadata) or a folder holding prefixes.safetensors. The
- * adapter must fit the model: layers, kv heads and head size
- * (PFX_ERROR_INVALID_SHAPE naming the field and both values). *entry gets
- * its index. A full bank is PFX_ERROR_OUT_OF_RANGE. On failure the bank is
- * unchanged. */
+ * gain_mode in the metadata) or a folder holding prefixes.safetensors, or
+ * the gains file of pretraining (pretrain.h: metadata format
+ * "prefixcl-gains-1", gain_mode off | linear | tanh and structured true |
+ * false; tensors "gains" [L, H] exactly with a gain mode and "dim_gains"
+ * [L, H, D] exactly when structured) or a folder holding gains.safetensors
+ * (pretraining's out_dir; a folder's adapter_config.json, then
+ * prefixes.safetensors, come first). A gains file is an entry without
+ * prefix (P = 0) whose gains apply at ramp 1; since a bank has one prefix
+ * length, gains files and prefix adapters go into separate banks
+ * (PFX_ERROR_INVALID_SHAPE naming the file and the bank's first adapter).
+ * The adapter must fit the model: layers, kv heads, heads and head size
+ * (PFX_ERROR_INVALID_SHAPE naming the field or tensor and both values). A
+ * bad metadata value, a missing or extra gains tensor is PFX_ERROR_FORMAT,
+ * a NaN or infinite gain PFX_ERROR_NOT_FINITE (file, tensor and index).
+ * *entry gets its index. A full bank is PFX_ERROR_OUT_OF_RANGE. On failure
+ * the bank is unchanged. */
 PFX_API pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_t *entry);
 
 /* The prefix length of the adapter at `path` (as pfx_adapter_bank_add reads
- * it), without a model: to size a model's positions before loading it.
- * Errors go to pfx_last_error(NULL). */
+ * it; 0 for a gains file), without a model: to size a model's positions
+ * before loading it. Errors go to pfx_last_error(NULL). */
 PFX_API pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len);
 
 PFX_API size_t pfx_adapter_bank_count(const pfx_adapter_bank *bank);
@@ -64,8 +77,9 @@ PFX_API size_t pfx_adapter_bank_bytes(const pfx_adapter_bank *bank);
 
 /* The bank as the prefix of a whole-model call (pfx_model_forward, ...):
  * bank_index[b] (host, kept by the caller) chooses each item's entry. The
- * gains of entry bank_index[0] are used (the model call has one gain vector
- * per call). */
+ * gains and structured gains (dim_gains) of entry bank_index[0] are used
+ * (the model call has one of each per call), gain_ramp 1. A bank of gains
+ * files gives prefix_len 0 and no prefix tensors. */
 PFX_API pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *bank_index,
                                            size_t batch, pfx_model_prefix *prefix);
 
@@ -107,8 +121,8 @@ typedef struct pfx_serve_step {
 /* Appends the new tokens' keys and values to their slots and writes, into
  * logits (F32 [batch, V]), each slot's next-token logits after its last new
  * token (rows of idle slots are unspecified). bank may be NULL when no slot
- * has an adapter. Items whose adapters carry different gains cannot share a
- * step (PFX_ERROR_UNSUPPORTED). */
+ * has an adapter. Items whose adapters carry different gains (per-head or
+ * structured) cannot share a step (PFX_ERROR_UNSUPPORTED). */
 PFX_API pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
                                       const pfx_serve_step *step, pfx_tensor *logits);
 
@@ -148,8 +162,8 @@ typedef void (*pfx_token_fn)(void *user, size_t request, int32_t token);
 /* Generates for `count` requests (<= the cache's slots) as one batch: one
  * prefill of every prompt, then decode steps until each request has
  * max_new_tokens or a stop token. Requests whose adapters carry different
- * gains run as separate batches, one after the other (an attention call has
- * one gain vector). Slots 0..count-1 are reset first. The tokens of a
+ * gains (per-head or structured) run as separate batches, one after the
+ * other (an attention call has one gain vector and one structured gain). Slots 0..count-1 are reset first. The tokens of a
  * request do not depend on the others in the batch. stats and on_token may
  * be NULL. */
 PFX_API pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,

@@ -1,11 +1,14 @@
 /* The adapter bank: baked prefixes of many adapters stored once, read by
  * the attention through a bank index per request. Adapters come from PEFT
- * folders (io/peft.c) or from prefixcl's own prefixes files. */
+ * folders (io/peft.c), from prefixcl's own prefixes files, or from the
+ * gains file of pretraining (io/gains_file.c: gains, no prefix). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "gains_file.h"
 #include "prefixcl/io.h"
 #include "serve_internal.h"
 
@@ -23,8 +26,9 @@ pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity, pfx_adapte
         return pfx_error(model->rt, PFX_ERROR_INVALID_ARGUMENT, "adapter_bank_create: capacity %zu outside 1..%d",
                          capacity, INT32_MAX);
     pfx_adapter_bank *b = calloc(1, sizeof(*b));
-    size_t gains = 0;
-    if (b && pfx_mul_overflows(capacity, s->layers * s->heads, &gains)) {
+    size_t gains = 0, dim = 0;
+    if (b && (pfx_mul_overflows(capacity, s->layers * s->heads, &gains) ||
+              pfx_mul_overflows(gains, s->head_dim, &dim))) {
         free(b);
         return pfx_error(model->rt, PFX_ERROR_SIZE_OVERFLOW, "adapter_bank_create: capacity %zu is too large",
                          capacity);
@@ -34,8 +38,10 @@ pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity, pfx_adapte
         b->values = calloc(s->layers, sizeof(*b->values));
         b->gain_mode = calloc(capacity, sizeof(*b->gain_mode));
         b->gains = calloc(gains, sizeof(float));
+        b->structured = calloc(capacity, sizeof(*b->structured));
+        b->dim_gains = calloc(dim, sizeof(float)); /* untouched pages until a structured entry */
     }
-    if (!b || !b->keys || !b->values || !b->gain_mode || !b->gains) {
+    if (!b || !b->keys || !b->values || !b->gain_mode || !b->gains || !b->structured || !b->dim_gains) {
         pfx_adapter_bank_destroy(&b);
         return pfx_error(model->rt, PFX_ERROR_OUT_OF_MEMORY, "adapter_bank_create: host memory");
     }
@@ -60,6 +66,9 @@ void pfx_adapter_bank_destroy(pfx_adapter_bank **bank)
     free(b->values);
     free(b->gain_mode);
     free(b->gains);
+    free(b->structured);
+    free(b->dim_gains);
+    free(b->first);
     free(b);
     *bank = NULL;
 }
@@ -100,23 +109,29 @@ pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *
     const size_t LH = bank->model->cfg.shape.layers * bank->model->cfg.shape.heads;
     memset(prefix, 0, sizeof(*prefix));
     prefix->prefix_len = bank->P;
-    prefix->keys = bank->keys;
-    prefix->values = bank->values;
+    if (bank->P) { /* a bank of gains files has no prefix tensors */
+        prefix->keys = bank->keys;
+        prefix->values = bank->values;
+    }
     prefix->bank_index = bank_index;
     prefix->gain_mode = bank->gain_mode[bank_index[0]];
     prefix->gains = bank->gains + (size_t)bank_index[0] * LH;
-    prefix->gain_ramp = 1.0f;
+    prefix->dim_gains = pfx_bank_dim_gains(bank, bank_index[0]);
+    prefix->gain_ramp = 1.0f; /* trained gains are used at full strength */
     return PFX_SUCCESS;
 }
 
 /* ---- loading ---- */
 
-/* One adapter in host memory: keys/values [L][Hkv][P][D], gains [L * H]. */
+/* One adapter in host memory: keys/values [L][Hkv][P][D], gains [L * H],
+ * structured gains [L * H * D]. */
 typedef struct staged {
     size_t P;
-    float *kv;              /* [2][L][Hkv * P * D] */
+    float *kv;              /* [2][L][Hkv * P * D]; NULL when P is 0 */
     pfx_gain_mode gain_mode;
     float *gains;
+    bool structured;
+    float *dim_gains;       /* with structured */
 } staged;
 
 static bool is_dir(const char *path)
@@ -142,9 +157,9 @@ static pfx_status check_fit(pfx_runtime *rt, const char *path, const char *field
 static pfx_status stage_alloc(pfx_runtime *rt, const pfx_model_shape *s, size_t P, staged *a)
 {
     a->P = P;
-    a->kv = calloc(2 * s->layers * s->kv_heads * P * s->head_dim, sizeof(float));
+    a->kv = P ? calloc(2 * s->layers * s->kv_heads * P * s->head_dim, sizeof(float)) : NULL;
     a->gains = calloc(s->layers * s->heads, sizeof(float));
-    if (!a->kv || !a->gains)
+    if ((P && !a->kv) || !a->gains)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
     return PFX_SUCCESS;
 }
@@ -185,21 +200,35 @@ static pfx_status stage_peft(pfx_model *m, const char *dir, staged *a)
     return st;
 }
 
-static pfx_status stage_own(pfx_model *m, const char *path, staged *a)
+/* A gains file of pretraining: no prefix (P 0), the gains at full strength. */
+static pfx_status stage_gains(pfx_model *m, const char *path, const pfx_safetensors *f, staged *a)
+{
+    const pfx_model_shape *s = &m->cfg.shape;
+    pfx_status st = stage_alloc(m->rt, s, 0, a);
+    if (st == PFX_SUCCESS && !(a->dim_gains = malloc(s->layers * s->heads * s->head_dim * sizeof(float))))
+        st = pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
+    pfx_gains_values v = { .gains = a->gains, .dim_gains = a->dim_gains };
+    if (st == PFX_SUCCESS &&
+        (st = pfx_gains_file_read(f, path, s->layers, s->heads, s->head_dim, &v)) != PFX_SUCCESS)
+        st = pfx_error(m->rt, st, "%s: %s", FN, pfx_last_error(NULL));
+    a->gain_mode = v.gain_mode;
+    a->structured = v.structured;
+    return st;
+}
+
+/* A prefixcl prefixes file. */
+static pfx_status stage_prefixes(pfx_model *m, const char *path, const pfx_safetensors *f, staged *a)
 {
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
-    pfx_safetensors *f = NULL;
-    pfx_status st = pfx_safetensors_open(path, &f);
-    if (st != PFX_SUCCESS)
-        return pfx_error(rt, st, "%s: %s", FN, pfx_last_error(NULL));
+    pfx_status st = PFX_SUCCESS;
     const char *format = pfx_safetensors_metadata_get(f, "format");
     const char *mode = pfx_safetensors_metadata_get(f, "gain_mode");
     pfx_st_info info;
     long k0 = pfx_safetensors_find(f, "layers.0.prefix_k");
     if (!format || strcmp(format, "prefixcl-prefixes-1") != 0)
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %s: metadata format is %s, not prefixcl-prefixes-1", FN, path,
-                       format ? format : "missing");
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %s: metadata format is %s, not prefixcl-prefixes-1 or " PFX_GAINS_FORMAT,
+                       FN, path, format ? format : "missing");
     else if (mode && strcmp(mode, "off") && strcmp(mode, "linear") && strcmp(mode, "tanh"))
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %s: gain_mode \"%s\" is none of off, linear, tanh", FN, path,
                        mode);
@@ -208,6 +237,8 @@ static pfx_status stage_own(pfx_model *m, const char *path, staged *a)
     else if ((st = pfx_safetensors_info(f, (size_t)k0, &info)) == PFX_SUCCESS && info.ndim != 3)
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s: layers.0.prefix_k has %u dimensions, not [Hkv, P, D]",
                        FN, path, info.ndim);
+    else if (info.shape[1] == 0)
+        st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s: layers.0.prefix_k has prefix length P = 0", FN, path);
     if (st == PFX_SUCCESS) {
         /* layers 0, 1, ... as long as they are there */
         size_t layers = 0;
@@ -234,10 +265,25 @@ static pfx_status stage_own(pfx_model *m, const char *path, staged *a)
         if (st == PFX_SUCCESS && mode && strcmp(mode, "off") &&
             (st = pfx_safetensors_read_f32(f, name, a->gains + l * s->heads, s->heads)))
             st = pfx_error(rt, st, "%s: %s: %s must be [H=%zu]: %s", FN, path, name, s->heads, pfx_last_error(NULL));
+        for (size_t h = 0; st == PFX_SUCCESS && mode && strcmp(mode, "off") && h < s->heads; h++)
+            if (!isfinite(a->gains[l * s->heads + h]))
+                st = pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: %s: tensor %s[%zu] is %g", FN, path, name, h,
+                               (double)a->gains[l * s->heads + h]);
     }
     a->gain_mode = !mode || !strcmp(mode, "off") ? PFX_GAIN_OFF
                    : !strcmp(mode, "linear")     ? PFX_GAIN_LINEAR
                                                  : PFX_GAIN_TANH;
+    return st;
+}
+
+/* A prefixcl file: prefixes or pretraining's gains, told by its format. */
+static pfx_status stage_own(pfx_model *m, const char *path, staged *a)
+{
+    pfx_safetensors *f = NULL;
+    pfx_status st = pfx_safetensors_open(path, &f);
+    if (st != PFX_SUCCESS)
+        return pfx_error(m->rt, st, "%s: %s", FN, pfx_last_error(NULL));
+    st = pfx_gains_file_is(f) ? stage_gains(m, path, f, a) : stage_prefixes(m, path, f, a);
     pfx_safetensors_close(&f);
     return st;
 }
@@ -277,8 +323,9 @@ static bool peft_weights_file(const char *path, char *dir, size_t dir_size)
 
 /* Which kind of adapter `path` is: a PEFT folder (*peft; its folder in dir,
  * also when `path` names the folder's adapter_model.safetensors) or a
- * prefixcl one (the file to read in own: path itself or
- * path/prefixes.safetensors). */
+ * prefixcl one (the file to read in own: path itself, or
+ * path/prefixes.safetensors, else path/gains.safetensors: a pretraining
+ * output folder). */
 static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *dir, size_t dir_size, char *own,
                           size_t own_size)
 {
@@ -290,7 +337,10 @@ static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *d
         *peft = exists(own);
         snprintf(own, own_size, "%s/prefixes.safetensors", path);
         if (!*peft && !exists(own))
-            return pfx_error(rt, PFX_ERROR_IO, "%s: %s holds neither adapter_config.json nor prefixes.safetensors",
+            snprintf(own, own_size, "%s/" PFX_GAINS_FILE, path);
+        if (!*peft && !exists(own))
+            return pfx_error(rt, PFX_ERROR_IO,
+                             "%s: %s holds neither adapter_config.json nor prefixes.safetensors nor " PFX_GAINS_FILE,
                              FN, path);
     } else if (!exists(path)) {
         return pfx_error(rt, PFX_ERROR_IO, "%s: %s does not exist", FN, path);
@@ -324,7 +374,9 @@ pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len)
     if (st == PFX_SUCCESS && (st = pfx_safetensors_open(own, &f)) == PFX_SUCCESS) {
         long i = pfx_safetensors_find(f, "layers.0.prefix_k");
         pfx_st_info info;
-        if (i < 0 || pfx_safetensors_info(f, (size_t)i, &info) != PFX_SUCCESS || info.ndim != 3)
+        if (pfx_gains_file_is(f))
+            *prefix_len = 0; /* gains without prefix */
+        else if (i < 0 || pfx_safetensors_info(f, (size_t)i, &info) != PFX_SUCCESS || info.ndim != 3)
             st = pfx_error(NULL, PFX_ERROR_FORMAT, "adapter_prefix_len: %s: no tensor layers.0.prefix_k [Hkv, P, D]",
                            own);
         else
@@ -352,14 +404,21 @@ pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_
     staged a;
     memset(&a, 0, sizeof(a));
     st = peft ? stage_peft(m, dir, &a) : stage_own(m, own, &a);
-    if (st == PFX_SUCCESS && bank->P && a.P != bank->P)
-        st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has prefix length %zu, the bank holds %zu", FN, path, a.P,
-                       bank->P);
-    const bool fresh = st == PFX_SUCCESS && !bank->P;
+    /* one prefix length per bank; a gains file (P 0) and prefix adapters
+     * would need items without prefix at other positions in one call */
+    if (st == PFX_SUCCESS && bank->count && a.P != bank->P)
+        st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                       "%s: %s has prefix length %zu%s, the bank holds %zu (%s)%s", FN, path, a.P,
+                       a.P ? "" : " (a gains file)", bank->P, bank->first,
+                       a.P && bank->P ? "" : ": gains files and prefix adapters go into separate banks");
+    char *first = st == PFX_SUCCESS && !bank->count ? strdup(path) : NULL;
+    if (st == PFX_SUCCESS && !bank->count && !first)
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
+    const bool fresh = st == PFX_SUCCESS && !bank->count && a.P;
     if (fresh)
         st = bank_alloc(bank, a.P);
     const size_t L = s->layers, n = s->kv_heads * a.P * s->head_dim, e = bank->count;
-    for (size_t l = 0; st == PFX_SUCCESS && l < L; l++)
+    for (size_t l = 0; st == PFX_SUCCESS && a.P && l < L; l++)
         if ((st = pfx_tensor_write(bank->keys[l], e * n, n, a.kv + l * n)) == PFX_SUCCESS)
             st = pfx_tensor_write(bank->values[l], e * n, n, a.kv + (L + l) * n);
     if (st != PFX_SUCCESS && fresh && bank->P) {
@@ -373,10 +432,21 @@ pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_
     if (st == PFX_SUCCESS) {
         bank->gain_mode[e] = a.gain_mode;
         memcpy(bank->gains + e * L * s->heads, a.gains, L * s->heads * sizeof(float));
+        bank->structured[e] = a.structured;
+        if (a.structured)
+            memcpy(bank->dim_gains + e * L * s->heads * s->head_dim, a.dim_gains,
+                   L * s->heads * s->head_dim * sizeof(float));
+        if (first) {
+            bank->first = first;
+            bank->P = a.P;
+            first = NULL;
+        }
         *entry = (int32_t)e;
         bank->count++;
     }
+    free(first);
     free(a.kv);
     free(a.gains);
+    free(a.dim_gains);
     return st;
 }

@@ -19,9 +19,10 @@ typedef struct plan {
     int32_t *kv_lens;         /* [B] cached + new (decode) */
     int32_t *entry;           /* [B] bank entry or -1 */
     int32_t *gather;          /* [B] max(lens, 1) */
-    bool any_prefix;
+    bool any_prefix;          /* an item reads prefix keys (a bank of gains files has none) */
     pfx_gain_mode gain_mode;
     const float *gains;       /* [L * H] of the step (one vector for every item) */
+    const float *dim_gains;   /* [L * H * D] structured gain of the step, or NULL */
 } plan;
 
 static void plan_free(plan *p)
@@ -111,7 +112,7 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
             p->prefill = false;
         p->pos0[b] = (int32_t)(P + c->len[b]);
         p->kv_lens[b] = (int32_t)(c->len[b] + (size_t)len);
-        p->any_prefix |= e >= 0;
+        p->any_prefix |= e >= 0 && P > 0;
         if (first == -2) {
             first = e;
         } else if (!pfx_bank_same_gain(bank, first, e)) {
@@ -126,6 +127,7 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
         p->gain_mode = bank->gain_mode[first];
         p->gains = bank->gains + (size_t)first * LH;
     }
+    p->dim_gains = first >= 0 ? pfx_bank_dim_gains(bank, first) : NULL;
     return PFX_SUCCESS;
 }
 
@@ -216,6 +218,8 @@ static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *
     d.scale = m->cfg.attn_scale;
     d.gain_mode = p->gain_mode;
     d.gain = p->gains ? p->gains + l * H : NULL;
+    /* ramp 1 (the default): the factor is 1 + G, as the full forward's r G at r = 1 */
+    d.dim_gain = p->dim_gains ? p->dim_gains + l * H * D : NULL;
     d.q_lens = p->lens;
     pfx_tensor q = pfx_model_view(pfx_model_ws(m, l, WS_Q), 4, B, N, H, D);
     pfx_tensor o = pfx_model_view(pfx_model_ws(m, l, WS_O), 4, B, N, H, D);
