@@ -128,14 +128,19 @@ out:
 
 int32_t probe_predict(const probe_model *m, const float *x)
 {
-    float xs[m->dim];
-    double z[m->classes];
-    standardize(m, x, xs);
-    scores(m, xs, z);
-    int32_t best = 0;
-    for (size_t k = 1; k < m->classes; k++)
-        if (z[k] > z[best])
-            best = (int32_t)k;
+    float *xs = malloc(m->dim * sizeof(float));
+    double *z = malloc(m->classes * sizeof(double));
+    int32_t best = -1;
+    if (xs && z) {
+        standardize(m, x, xs);
+        scores(m, xs, z);
+        best = 0;
+        for (size_t k = 1; k < m->classes; k++)
+            if (z[k] > z[best])
+                best = (int32_t)k;
+    }
+    free(xs);
+    free(z);
     return best;
 }
 

@@ -34,7 +34,8 @@ typedef struct probe_model {
 int probe_fit(const float *x, const int32_t *y, size_t n, size_t dim, size_t classes, const probe_params *p,
               probe_model *m);
 
-/* The class of the largest score (the lowest index among equal ones). */
+/* The class of the largest score (the lowest index among equal ones); -1
+ * without memory. */
 int32_t probe_predict(const probe_model *m, const float *x);
 
 /* The fraction of rows of x [n][dim] predicted as y (0 for n == 0). */
