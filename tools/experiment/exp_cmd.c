@@ -105,13 +105,13 @@ static bool parse_arms(const char *text, bool *arm, char *why, size_t cap)
 
 static char *join_args(int argc, char **argv)
 {
-    size_t n = strlen("prefixcl experiment") + 1;
+    size_t n = strlen("prefixcl") + 1;
     for (int i = 0; i < argc; i++)
         n += strlen(argv[i]) + 3;
     char *s = malloc(n);
     if (!s)
         return NULL;
-    strcpy(s, "prefixcl experiment");
+    strcpy(s, "prefixcl"); /* argv[0] is the command's name */
     for (int i = 0; i < argc; i++) {
         const bool quote = !argv[i][0] || strpbrk(argv[i], " \t'\"");
         strcat(s, quote ? " '" : " ");

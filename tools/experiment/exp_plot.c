@@ -75,7 +75,7 @@ static int plot_gains(exp_state *s, exp_arm_kind a)
     chart_line_spec *panels = calloc(L, sizeof(*panels));
     chart_series *ser = calloc(L * H, sizeof(*ser));
     double *y = malloc(L * H * (S + 1) * sizeof(double));
-    char(*names)[16] = malloc(L * H * sizeof(*names)), (*titles)[160] = malloc(L * sizeof(*titles));
+    char(*names)[32] = malloc(L * H * sizeof(*names)), (*titles)[160] = malloc(L * sizeof(*titles));
     int rc = CHART_ERR_IO;
     if (panels && ser && y && names && titles && run->r.gains) {
         for (size_t l = 0; l < L; l++) {
@@ -112,7 +112,7 @@ static int plot_gains(exp_state *s, exp_arm_kind a)
 static int plot_entropy(exp_state *s)
 {
     const size_t LH = s->LH;
-    char(*ticks)[16] = malloc(LH * sizeof(*ticks));
+    char(*ticks)[48] = malloc(LH * sizeof(*ticks));
     const char **tp = malloc(LH * sizeof(char *));
     double *y = malloc(ARM_COUNT * LH * sizeof(double));
     chart_series ser[ARM_COUNT];

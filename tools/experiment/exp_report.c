@@ -55,7 +55,7 @@ typedef enum measure { M_PPL, M_PROBE, M_SETTLED } measure;
  * heads; skipped where the window was too short). */
 static stat arm_stat(exp_state *s, exp_arm_kind a, measure m)
 {
-    double x[64];
+    double x[64] = { 0 };
     size_t n = 0;
     for (size_t k = 0; k < s->o.seeds && n < 64; k++) {
         const exp_run *run = exp_run_at(s, k, a);
@@ -194,12 +194,12 @@ static void write_md(exp_state *s, FILE *f)
         const exp_run *r0 = exp_run_at(s, 0, a);
         if (!r0->done)
             continue;
-        char ppl[64], probe[64], settled[64] = "n/a (no gain)", tok[64] = "n/a", cp[16] = "—", ct[16] = "—";
+        char ppl[96], probe[96], settled[160] = "n/a (no gain)", tok[96] = "n/a", cp[16] = "—", ct[16] = "—";
         fmt_stat(ppl, sizeof(ppl), arm_stat(s, a, M_PPL), "%.3f");
         fmt_stat(probe, sizeof(probe), arm_stat(s, a, M_PROBE), "%.3f");
         if (a != ARM_BASELINE) {
             if (o->seeds > 1) {
-                char pct[48];
+                char pct[96];
                 stat st = arm_stat(s, a, M_SETTLED);
                 st.mean *= 100;
                 st.ci *= 100;
