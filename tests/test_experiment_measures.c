@@ -129,47 +129,53 @@ static void make_data(size_t n, size_t dim, size_t classes, bool separable, uint
     }
 }
 
+/* The probe fitted on the first half of n synthetic rows and scored on
+ * the second: the test accuracy, the majority baseline in *majority, the
+ * fitted model in *m. */
+static double fit_half(size_t n, size_t dim, size_t classes, bool separable, uint64_t seed, probe_model *m,
+                       double *majority)
+{
+    float *x = malloc(n * dim * sizeof(float));
+    int32_t *y = malloc(n * sizeof(int32_t));
+    assert_non_null(x);
+    assert_non_null(y);
+    make_data(n, dim, classes, separable, seed, x, y);
+    probe_params p;
+    probe_default_params(&p);
+    assert_int_equal(probe_fit(x, y, n / 2, dim, classes, &p, m), 0);
+    const double acc = probe_accuracy(m, x + (n / 2) * dim, y + n / 2, n - n / 2);
+    *majority = probe_majority_accuracy(y, n / 2, y + n / 2, n - n / 2, classes);
+    free(x);
+    free(y);
+    return acc;
+}
+
 static void test_probe_separable(void **state)
 {
     (void)state;
-    enum { N = 400, D = 12, K = 5 };
-    float *x = malloc(N * D * sizeof(float));
-    int32_t y[N];
-    make_data(N, D, K, true, 1, x, y);
-    probe_params p;
-    probe_default_params(&p);
     probe_model m, m2;
-    assert_int_equal(probe_fit(x, y, N / 2, D, K, &p, &m), 0);
-    const double acc = probe_accuracy(&m, x + (N / 2) * D, y + N / 2, N / 2);
+    double maj;
+    const double acc = fit_half(400, 12, 5, true, 1, &m, &maj);
     print_message("  separable: test accuracy %.3f, train loss %.4f\n", acc, m.train_loss);
     assert_true(acc >= 0.98);
     /* the same fit again: the same weights */
-    assert_int_equal(probe_fit(x, y, N / 2, D, K, &p, &m2), 0);
-    assert_memory_equal(m.w, m2.w, K * D * sizeof(float));
+    assert_true(fit_half(400, 12, 5, true, 1, &m2, &maj) == acc);
+    assert_memory_equal(m.w, m2.w, 5 * 12 * sizeof(float));
     probe_free(&m);
     probe_free(&m2);
-    free(x);
 }
 
 static void test_probe_noise(void **state)
 {
     (void)state;
-    enum { N = 600, D = 8, K = 3 };
-    float *x = malloc(N * D * sizeof(float));
-    int32_t y[N];
-    make_data(N, D, K, false, 2, x, y);
-    probe_params p;
-    probe_default_params(&p);
     probe_model m;
-    assert_int_equal(probe_fit(x, y, N / 2, D, K, &p, &m), 0);
-    const double acc = probe_accuracy(&m, x + (N / 2) * D, y + N / 2, N / 2);
-    const double maj = probe_majority_accuracy(y, N / 2, y + N / 2, N / 2, K);
+    double maj;
+    const double acc = fit_half(600, 8, 3, false, 2, &m, &maj);
     print_message("  labels apart from features: test accuracy %.3f, majority %.3f\n", acc, maj);
     /* chance is 1/3: a probe that learned noise lands near it */
     assert_true(acc > 0.2 && acc < 0.45);
     assert_true(maj > 0.25 && maj < 0.42);
     probe_free(&m);
-    free(x);
 }
 
 static void test_probe_refuses(void **state)

@@ -74,23 +74,25 @@ static int plot_gains(exp_state *s, exp_arm_kind a)
     const size_t L = s->shape.layers, H = s->shape.heads, S = run->r.steps_done;
     chart_line_spec *panels = calloc(L, sizeof(*panels));
     chart_series *ser = calloc(L * H, sizeof(*ser));
-    double *y = malloc(L * H * (S + 1) * sizeof(double));
+    double *y = malloc(L * H * (S + 1) * sizeof(double)), *x = malloc((S + 1) * sizeof(double));
     char(*names)[32] = malloc(L * H * sizeof(*names)), (*titles)[160] = malloc(L * sizeof(*titles));
     int rc = CHART_ERR_IO;
-    if (panels && ser && y && names && titles && run->r.gains) {
+    if (panels && ser && y && x && names && titles && run->r.gains) {
+        for (size_t t = 0; t <= S; t++)
+            x[t] = (double)t;
         for (size_t l = 0; l < L; l++) {
             for (size_t h = 0; h < H; h++) {
                 const size_t k = l * H + h;
                 for (size_t t = 0; t <= S; t++)
                     y[k * (S + 1) + t] = run->r.gains[t * s->LH + k];
                 snprintf(names[k], sizeof(names[k]), "head %zu", h);
-                ser[k] = (chart_series){ .name = names[k], .y = y + k * (S + 1), .count = S + 1, .line = true };
+                ser[k] = (chart_series){ .name = names[k], .x = x, .y = y + k * (S + 1), .count = S + 1, .line = true };
             }
-            snprintf(titles[l], sizeof(titles[l]), "%s arm, layer %zu: %s over the steps (x: step + 1)",
+            snprintf(titles[l], sizeof(titles[l]), "%s arm, layer %zu: %s over the steps",
                      exp_arm_names[a], l,
                      a == ARM_DIM ? "each head's mean of G over its dimensions" : "each head's gain g");
             panels[l] = (chart_line_spec){ .title = titles[l],
-                                           .x = { .label = "step + 1" },
+                                           .x = { .label = "step" },
                                            .y = { .label = a == ARM_DIM ? "mean G" : "g" },
                                            .series = ser + l * H,
                                            .series_count = H };
@@ -102,6 +104,7 @@ static int plot_gains(exp_state *s, exp_arm_kind a)
     free(panels);
     free(ser);
     free(y);
+    free(x);
     free(names);
     free(titles);
     return rc;
