@@ -3,7 +3,8 @@
  * loss falls, the outputs load back, a stopped and resumed run equals an
  * uninterrupted one bit for bit, gradient accumulation averages, full
  * fine-tuning from the written folder, a checkpoint read as strictly as any
- * input, and the inputs it refuses. */
+ * input, the inputs it refuses, gains on selected heads only, and a step
+ * callback that measures the model without changing the run. */
 #include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -391,6 +392,179 @@ static void test_accumulate(void **state)
     free(cfgdir);
 }
 
+/* The structured gain of dir/gains.safetensors ([L, H, D] into out). */
+static void read_dim_gains(const char *dir, float *out, size_t n)
+{
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/gains.safetensors", dir);
+    pfx_safetensors *f = NULL;
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    assert_int_equal(pfx_safetensors_read_f32(f, "dim_gains", out, n), PFX_SUCCESS);
+    pfx_safetensors_close(&f);
+}
+
+/* Gains on some heads only (config.gain_heads): the others stay exactly 0,
+ * per head and structured, at every step while the selected ones move; the
+ * same run stopped and resumed with the same heads equals it bit for bit,
+ * and with other heads (or none given) is refused naming gain_heads. Every
+ * head selected is the run without a selection, bit for bit. */
+static void test_gain_heads(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-heads"), *b = tf_tempdir("pt-heads-resumed");
+    assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
+    enum { L = 2, H = 4, D = 10, LH = L * H };
+    uint8_t mask[LH] = { 0 }, other[LH] = { 0 }, all[LH];
+    mask[0 * H + 1] = mask[1 * H + 2] = mask[1 * H + 3] = 1;
+    other[0 * H + 1] = other[1 * H + 2] = 1;
+    memset(all, 1, sizeof(all));
+    pfx_pretrain_config c;
+    base_config(&c, cfgdir, a);
+    c.steps = 6;
+    c.gain_mode = PFX_GAIN_LINEAR;
+    c.structured_gain = true;
+    c.gain_ramp_steps = 2;
+    c.gain_heads = mask;
+    pfx_pretrain_result ra, rb;
+    run_ok(rt, &c, &ra);
+    for (size_t s = 0; s <= 6; s++)
+        for (size_t i = 0; i < LH; i++)
+            if (!mask[i] && ra.gains[s * LH + i] != 0.0f)
+                fail_msg("masked head %zu.%zu has gain %g after step %zu", i / H, i % H, (double)ra.gains[s * LH + i],
+                         s);
+    for (size_t i = 0; i < LH; i++)
+        if (mask[i])
+            assert_true(ra.gains[6 * LH + i] != 0.0f);
+    float dim[LH * D];
+    read_dim_gains(a, dim, LH * D);
+    for (size_t i = 0; i < LH; i++) {
+        double moved = 0.0;
+        for (size_t d = 0; d < D; d++)
+            moved += fabs(dim[i * D + d]);
+        if (mask[i] ? moved == 0.0 : moved != 0.0)
+            fail_msg("head %zu.%zu: structured gain moved %g (selected %d)", i / H, i % H, moved, mask[i]);
+    }
+
+    /* stopped and resumed with the same heads: the same run; other heads refused */
+    c.out_dir = b;
+    c.stop_after = 3;
+    run_ok(rt, &c, &rb);
+    pfx_pretrain_result_free(&rb);
+    c.stop_after = 0;
+    c.resume = true;
+    c.gain_heads = other;
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
+    pfx_pretrain_result_free(&rb);
+    c.gain_heads = NULL;
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
+    pfx_pretrain_result_free(&rb);
+    c.gain_heads = mask;
+    run_ok(rt, &c, &rb);
+    assert_memory_equal(ra.losses, rb.losses, 6 * sizeof(double));
+    assert_memory_equal(ra.gains, rb.gains, 7 * LH * sizeof(float));
+    assert_same_file(a, b, "model.safetensors");
+    assert_same_file(a, b, "gains.safetensors");
+    pfx_pretrain_result_free(&ra);
+    pfx_pretrain_result_free(&rb);
+
+    /* every head selected: the run without a selection */
+    c.resume = false;
+    c.structured_gain = false;
+    c.steps = 3;
+    c.out_dir = a;
+    c.gain_heads = all;
+    run_ok(rt, &c, &ra);
+    c.out_dir = b;
+    c.gain_heads = NULL;
+    run_ok(rt, &c, &rb);
+    assert_memory_equal(ra.losses, rb.losses, 3 * sizeof(double));
+    assert_memory_equal(ra.grad_norms, rb.grad_norms, 3 * sizeof(float));
+    assert_same_file(a, b, "model.safetensors");
+    assert_same_file(a, b, "gains.safetensors");
+    pfx_pretrain_result_free(&ra);
+    pfx_pretrain_result_free(&rb);
+    tf_rmdir(a);
+    free(a);
+    tf_rmdir(b);
+    free(b);
+    tf_rmdir(cfgdir);
+    free(cfgdir);
+}
+
+/* What a measuring callback does after each step: head statistics, a loss
+ * and the hidden states on the job's whole batch and on a smaller one. */
+typedef struct measure {
+    pfx_runtime *rt;
+    size_t calls;
+    int32_t ids[4 * 32];
+    float gain_seen[2 * 4];  /* the prefix's gains at the last call */
+    bool bad;
+} measure;
+
+static void measure_step(const pfx_pretrain_step *s, void *user)
+{
+    measure *m = user;
+    m->calls++;
+    float mass[8], ent[8], top[8];
+    double loss = NAN;
+    const size_t C = 40;
+    pfx_model_batch full = { 4, 32, m->ids, NULL, NULL }, small = { 1, 9, m->ids, NULL, NULL };
+    size_t shape[3] = { 4, 32, C };
+    pfx_tensor *hidden = NULL;
+    if (pfx_model_head_stats(s->model, &full, s->prefix, 3, mass, ent, top) != PFX_SUCCESS ||
+        pfx_model_head_stats(s->model, &small, s->prefix, 1, NULL, ent, NULL) != PFX_SUCCESS ||
+        pfx_model_loss(s->model, &small, s->prefix, &loss) != PFX_SUCCESS || !isfinite(loss) ||
+        pfx_tensor_create(m->rt, PFX_DTYPE_F32, 3, shape, &hidden) != PFX_SUCCESS ||
+        pfx_model_hidden_states(s->model, &full, s->prefix, hidden) != PFX_SUCCESS)
+        m->bad = true;
+    pfx_tensor_destroy(&hidden);
+    for (size_t i = 0; i < 8; i++)
+        m->gain_seen[i] = s->prefix->gains ? s->prefix->gains[i] : NAN;
+}
+
+/* A callback measuring the model after every step leaves the training as
+ * one that does nothing: the same losses, norms, evaluations, weights and
+ * gains, bit for bit. The prefix it is handed holds the step's gains. */
+static void test_callback_measures(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-measured"), *b = tf_tempdir("pt-plain");
+    assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
+    pfx_pretrain_config c;
+    base_config(&c, cfgdir, a);
+    c.steps = 5;
+    c.gain_mode = PFX_GAIN_TANH;
+    c.gain_ramp_steps = 2;
+    c.eval_every = 2;
+    measure m = { .rt = rt };
+    for (size_t i = 0; i < 4 * 32; i++)
+        m.ids[i] = (int32_t)((i * 7919u) % 2197u);
+    pfx_pretrain_result ra, rb;
+    if (pfx_pretrain_run(rt, &c, measure_step, &m, &ra) != PFX_SUCCESS)
+        fail_msg("pretrain: %s", pfx_last_error(rt));
+    assert_int_equal(m.calls, 5);
+    assert_false(m.bad);
+    assert_memory_equal(m.gain_seen, ra.gains + 5 * 8, 8 * sizeof(float));
+    c.out_dir = b;
+    counter k = { 0, 0 };
+    if (pfx_pretrain_run(rt, &c, count_steps, &k, &rb) != PFX_SUCCESS)
+        fail_msg("pretrain: %s", pfx_last_error(rt));
+    assert_memory_equal(ra.losses, rb.losses, 5 * sizeof(double));
+    assert_memory_equal(ra.grad_norms, rb.grad_norms, 5 * sizeof(float));
+    for (size_t s = 0; s <= 5; s++)
+        assert_true(ra.eval_losses[s] == rb.eval_losses[s] || (isnan(ra.eval_losses[s]) && isnan(rb.eval_losses[s])));
+    assert_same_file(a, b, "model.safetensors");
+    assert_same_file(a, b, "gains.safetensors");
+    pfx_pretrain_result_free(&ra);
+    pfx_pretrain_result_free(&rb);
+    tf_rmdir(a);
+    free(a);
+    tf_rmdir(b);
+    free(b);
+    tf_rmdir(cfgdir);
+    free(cfgdir);
+}
+
 /* Each refusal before the first step: its status, a message naming the
  * cause, nothing written. */
 static void test_bad_inputs(void **state)
@@ -430,6 +604,15 @@ static void test_bad_inputs(void **state)
     REFUSED(PFX_ERROR_OUT_OF_RANGE, "block");
     c.freeze = "h.,wte,wpe,ln_f";
     REFUSED(PFX_ERROR_INVALID_ARGUMENT, "freeze");
+    const uint8_t none[8] = { 0 }, one[8] = { 0, 0, 1 };
+    c.gain_heads = one; /* without a gain */
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
+    c.gain_heads = none;
+    c.gain_mode = PFX_GAIN_LINEAR;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
+    c.gain_heads = none;
+    c.structured_gain = true;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
     c.data_path = "/nonexistent/data.txt";
     REFUSED(PFX_ERROR_IO, "/nonexistent/data.txt");
     c.resume = true;
@@ -477,6 +660,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_accumulate),
         cmocka_unit_test(test_checkpoint_checked),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_gain_heads),
+        cmocka_unit_test(test_callback_measures),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

@@ -4,14 +4,16 @@ demonstration's tokenizer and corpus (data/demo): a run with a linear gain
 writes the Hugging Face folder, the gains, the curve and the pictures and
 lowers the evaluation loss; the folder fine-tunes again (--model); a run
 stopped by SIGINT at a step boundary leaves a checkpoint that --resume
-finishes with the same curve as an uninterrupted run; bad options and
-inputs are named.
+finishes with the same curve as an uninterrupted run; --gain-heads trains
+the gains of the heads it names only; bad options and inputs are named.
 
 usage: test_pretrain_cli.py PREFIXCL DEMO_DIR   (standard library only)
 """
 import csv
+import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,17 @@ CONFIG = ('{"model_type": "gpt2", "n_embd": 48, "n_layer": 2, "n_head": 4, "voca
 def curve(path):
     with open(path) as f:
         return [row for row in csv.DictReader(f)]
+
+
+def read_f32(path, name):
+    """Tensor `name` of a safetensors file as a list of floats (F32 only)."""
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+        begin, end = header[name]["data_offsets"]
+        f.seek(8 + size + begin)
+        raw = f.read(end - begin)
+    return list(struct.unpack("<%df" % (len(raw) // 4), raw))
 
 
 def main():
@@ -100,6 +113,26 @@ def main():
         _, err = run(exe, ["pretrain", "--config", cfg, "--data", data, "--out", cfg], code=2)
         if "--out" not in err:
             sys.exit("--out naming a file: %r" % err)
+
+        # gains on two heads only: the others stay 0 in gains.safetensors
+        heads = os.path.join(tmp, "heads")
+        stdout, _ = run(exe, ["pretrain", "--config", cfg, "--out", heads, "--steps", "4", "--gain", "linear",
+                              "--gain-ramp", "1", "--gain-lr", "1e-2", "--gain-heads", "0.1, 1.3"] + common)
+        if "gains on 0.1, 1.3 only" not in stdout:
+            sys.exit("--gain-heads's report: %r" % stdout)
+        gains = read_f32(os.path.join(heads, "gains.safetensors"), "gains")
+        if any(g != 0.0 for i, g in enumerate(gains) if i not in (1, 7)) or gains[1] == 0.0 or gains[7] == 0.0:
+            sys.exit("--gain-heads 0.1,1.3: gains %r" % gains)
+        for bad, needle in (("2.0", "layer below 2"), ("0.4", "head below 4"), ("0.1,0.1", "twice"),
+                            ("0.1,", "empty"), ("1", "LAYER.HEAD"), ("0.1 1.2", "commas"), ("a.1", "LAYER.HEAD")):
+            _, err = run(exe, ["pretrain", "--config", cfg, "--data", data, "--out", heads, "--gain", "tanh",
+                               "--gain-heads", bad], code=2)
+            if "--gain-heads" not in err or needle not in err:
+                sys.exit("--gain-heads %r: %r" % (bad, err))
+        _, err = run(exe, ["pretrain", "--config", cfg, "--tokenizer", demo, "--data", data, "--out", heads,
+                           "--gain-heads", "0.1"], code=1)
+        if "gain_heads" not in err or "without a gain" not in err:
+            sys.exit("--gain-heads without --gain: %r" % err)
     print("ok")
 
 

@@ -152,6 +152,57 @@ const char *cli_bar(char buf[CLI_BAR_MAX + 1], double fraction, int width)
     return buf;
 }
 
+bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, char *why, size_t cap)
+{
+    uint8_t *m = text && layers && heads ? calloc(layers * heads, 1) : NULL;
+    if (!m) {
+        snprintf(why, cap, "%s", text ? "no heads to select" : "no list");
+        return false;
+    }
+    for (const char *p = text;;) {
+        while (*p == ' ')
+            p++;
+        const size_t len = strcspn(p, " ,");
+        char item[48], *dot;
+        uint64_t l = 0, h = 0;
+        if (len == 0 || len >= sizeof(item)) {
+            snprintf(why, cap, "an empty or overlong item at '%.20s'", p);
+            break;
+        }
+        memcpy(item, p, len);
+        item[len] = '\0';
+        if (!(dot = strchr(item, '.'))) {
+            snprintf(why, cap, "'%s' is not LAYER.HEAD", item);
+            break;
+        }
+        *dot = '\0';
+        if (!cli_uint(item, 0, layers - 1, &l) || !cli_uint(dot + 1, 0, heads - 1, &h)) {
+            snprintf(why, cap, "'%s.%s' is not LAYER.HEAD with a layer below %zu and a head below %zu", item, dot + 1,
+                     layers, heads);
+            break;
+        }
+        if (m[l * heads + h]) {
+            snprintf(why, cap, "head %llu.%llu is given twice", (unsigned long long)l, (unsigned long long)h);
+            break;
+        }
+        m[l * heads + h] = 1;
+        p += len;
+        while (*p == ' ')
+            p++;
+        if (!*p) {
+            *mask = m;
+            return true;
+        }
+        if (*p != ',') {
+            snprintf(why, cap, "items are separated by commas (at '%.20s')", p);
+            break;
+        }
+        p++; /* an item must follow */
+    }
+    free(m);
+    return false;
+}
+
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count)
 {
     if (!text || vocab == 0)

@@ -24,6 +24,12 @@ bool cli_float(const char *text, double lo, double hi, float *out);
  * A malloc'ed array in *ids. */
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
 
+/* Attention heads "L.H" (layer, head; each by cli_uint, L < layers,
+ * H < heads) separated by one comma (spaces around it allowed), none twice:
+ * a malloc'ed mask [layers * heads], 1 at l * heads + h for each. False with
+ * why (cap bytes) naming the first bad item. */
+bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, char *why, size_t cap);
+
 /* One option of a command's table (cli_parse). */
 typedef enum cli_kind {
     CLI_FLAG = 0, /* no value: *(bool *)target = true */

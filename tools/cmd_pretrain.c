@@ -41,6 +41,8 @@ static int usage(FILE *out)
             "                      and dimension, q * (1 + r G) (default off)\n"
             "  --gain-lr X         the gains' learning rate (default 5e-5)\n"
             "  --gain-ramp N       steps over which the gains ramp in (default 100)\n"
+            "  --gain-heads LIST   only these heads get a gain, the others keep 0: comma-separated\n"
+            "                      LAYER.HEAD pairs counted from 0 (e.g. 0.1,2.3; default: every head)\n"
             "  --weight-decay X    on the weights, never the gains (default 0.01)\n"
             "  --no-decay-norms    no decay on biases and norm weights either\n"
             "  --clip X            global gradient-norm clipping, 0: off (default 1)\n"
@@ -125,6 +127,24 @@ static const char *config_folder(const char *path, const char *out, char *buf, s
     return buf;
 }
 
+/* --gain-heads against the model's layers and heads (its config.json): the
+ * mask of pfx_pretrain_config.gain_heads, or NULL after saying why. */
+static uint8_t *parse_gain_heads(const char *text, const char *dir)
+{
+    pfx_model_shape shape;
+    if (pfx_model_read_config(dir, &shape) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl pretrain: --gain-heads needs the model's config: %s\n", pfx_last_error(NULL));
+        return NULL;
+    }
+    uint8_t *mask = NULL;
+    char why[160];
+    if (!cli_heads(text, shape.layers, shape.heads, &mask, why, sizeof(why))) {
+        fprintf(stderr, "prefixcl pretrain: --gain-heads %s: %s\n", text, why);
+        return NULL;
+    }
+    return mask;
+}
+
 /* The job's data-parallel hooks over tools/dist.h. */
 static pfx_status reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
 {
@@ -143,7 +163,7 @@ int cmd_pretrain(int argc, char **argv)
     pfx_pretrain_config c;
     pfx_pretrain_default_config(&c);
     c.out_dir = "pretrain-out";
-    const char *config = NULL, *device = NULL;
+    const char *config = NULL, *device = NULL, *gain_heads = NULL;
     bool quiet = false, resume = false, no_decay = false, recompute = false;
     int gain = 0;
     size_t warmup = c.warmup_steps, ramp = c.gain_ramp_steps;
@@ -165,6 +185,7 @@ int cmd_pretrain(int argc, char **argv)
         { "--gain", CLI_CHOICE, &gain, 0, 0, gains },
         { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL },
         { "--gain-ramp", CLI_SIZE, &ramp, 0, 1e9, NULL },
+        { "--gain-heads", CLI_TEXT, &gain_heads, 0, 0, NULL },
         { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e3, NULL },
         { "--no-decay-norms", CLI_FLAG, &no_decay, 0, 0, NULL },
         { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL },
@@ -208,24 +229,29 @@ int cmd_pretrain(int argc, char **argv)
     char cfgbuf[4096];
     if (config && !(c.config_dir = config_folder(config, c.out_dir, cfgbuf, sizeof(cfgbuf))))
         return 2;
+    uint8_t *mask = NULL;
+    if (gain_heads && !(mask = parse_gain_heads(gain_heads, c.model_dir ? c.model_dir : c.config_dir)))
+        return 2;
+    c.gain_heads = mask;
     char devbuf[32];
     const char *dev = dist_device(device, devbuf, sizeof(devbuf)); /* this rank's (dist.h) */
-    if (!dev && dist_size() > 1)
+    pfx_runtime *rt = !dev && dist_size() > 1 ? NULL : tool_runtime("pretrain", dev);
+    if (!rt) {
+        free(mask);
         return 1;
-    pfx_runtime *rt = tool_runtime("pretrain", dev);
-    if (!rt)
-        return 1;
+    }
     const bool lead = dist_rank() == 0;
     c.rank = (size_t)dist_rank();
     c.ranks = (size_t)dist_size();
     c.reduce = reduce_hook;
     c.any = any_hook;
     char agreed[8192];
-    snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d",
+    snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s",
              config ? config : "", c.model_dir ? c.model_dir : "", c.tokenizer_dir ? c.tokenizer_dir : "",
              c.data_path, c.eval_path ? c.eval_path : "", c.block, c.batch, c.accumulate, c.steps, c.epochs,
              (double)c.lr, (double)c.gain_lr, (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
-             (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "", (unsigned long long)c.seed, (int)resume);
+             (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "", (unsigned long long)c.seed, (int)resume,
+             gain_heads ? gain_heads : "");
     dist_agree("pretraining options", agreed);
     progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1, .quiet = quiet || !lead, .every = 10 };
     if (!quiet)
@@ -244,6 +270,7 @@ int cmd_pretrain(int argc, char **argv)
         const bool stopped = r.stopped;
         pfx_pretrain_result_free(&r);
         pfx_runtime_destroy(&rt);
+        free(mask);
         /* a stop is agreed by every rank: each exits as rank 0 */
         return st != PFX_SUCCESS ? 1 : stopped && cli_stop ? cli_stop_status() : stopped ? DIST_EXIT_STOPPED : 0;
     }
@@ -255,6 +282,8 @@ int cmd_pretrain(int argc, char **argv)
            c.structured_gain ? " and a gain per layer, head and dimension"
            : any_gain         ? " and a gain per layer and head"
                               : "");
+    if (mask)
+        printf("gains on %s only: the other heads keep gain 0\n", gain_heads);
     printf("data: %zu training blocks, %zu evaluation blocks of %zu tokens; %zu tokens a step\n", r.train_blocks,
            r.eval_blocks, c.block, r.tokens_per_step);
     int rc = 0;
@@ -282,5 +311,6 @@ int cmd_pretrain(int argc, char **argv)
     }
     pfx_pretrain_result_free(&r);
     pfx_runtime_destroy(&rt);
+    free(mask);
     return rc;
 }

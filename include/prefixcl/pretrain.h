@@ -81,6 +81,15 @@ typedef struct pfx_pretrain_config {
     bool structured_gain;      /* a gain per head and dimension, q * (1 + r G) (docs/design.md),
                                 * alone or with gain_mode; starts at 0 */
     uint32_t gain_ramp_steps;  /* 0: r = 1 from the start */
+    const uint8_t *gain_heads; /* [L * H] (layer l head h at l * H + h): nonzero where the head
+                                * has a trained gain; the others keep gain 0 (plain attention) for
+                                * the whole run: their gradient is zeroed before clipping (nothing
+                                * in the global norm) and they are never updated. NULL: every
+                                * head. Read with a gain mode or the structured gain (which it
+                                * masks per head, all D dims); given without a gain, or selecting
+                                * no head, it is PFX_ERROR_INVALID_ARGUMENT naming gain_heads. A
+                                * checkpoint keeps the selection: resuming with another one is
+                                * refused (every head selected is the same as NULL). */
     const char *freeze;        /* comma-separated name parts: weights whose name
                                 * contains one stay frozen; NULL: none */
     size_t eval_every;         /* also evaluate every N steps; 0: before and after */
@@ -111,7 +120,8 @@ typedef struct pfx_pretrain_config {
  * steps when on), seed 1. */
 PFX_API void pfx_pretrain_default_config(pfx_pretrain_config *cfg);
 
-/* What the step callback sees after each step. */
+/* What the step callback sees after each step (it is not called before the
+ * first: the start is result.gains[0] and result.eval_losses[0]). */
 typedef struct pfx_pretrain_step {
     size_t step, steps;        /* 1-based, and the total */
     uint64_t epoch;            /* of the step's last batch (1-based) */
@@ -121,6 +131,14 @@ typedef struct pfx_pretrain_step {
     float lr_factor, gain_ramp;
     double eval_loss;          /* NAN unless evaluated after this step */
     double tokens_per_s, eta_s;
+    pfx_model *model;          /* the model after this step, valid during the callback: the
+                                * callback may run forward-only calls on it (pfx_model_head_stats,
+                                * pfx_model_loss, pfx_model_hidden_states, ...) with at most the
+                                * job's batch rows and block tokens; it must not change weights.
+                                * Such calls leave the training's results bit for bit the same */
+    const pfx_model_prefix *prefix; /* the gains as they are after this step, with r = gain_ramp
+                                * above (what the next step's forward and an evaluation use); no
+                                * prefix, and no gain (a zeroed struct's meaning) without one */
 } pfx_pretrain_step;
 
 typedef void (*pfx_pretrain_step_fn)(const pfx_pretrain_step *step, void *user);

@@ -149,6 +149,10 @@ static inline size_t pfx_ceil_div(size_t a, size_t b)
 /* "[2, 3, 4]" (truncated to cap) for error messages. */
 void pfx_shape_text(char *buf, size_t cap, unsigned ndim, const size_t *shape);
 
+/* Zeroes elements [offset, offset + count) of a float32 tensor (in range):
+ * one fill enqueued, nothing waited for. */
+pfx_status pfx_tensor_zero_range(pfx_tensor *t, size_t offset, size_t count);
+
 /* ---- device memory with accounting (src/runtime/memory.c) ---- */
 /* Allocates a device buffer; host_copy may be NULL. Zero bytes is refused. */
 pfx_status pfx_buffer_create(pfx_runtime *rt, size_t bytes, const void *host_copy, cl_mem *out);

@@ -175,6 +175,16 @@ pfx_status pfx_tensor_fill(pfx_tensor *t, float value)
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_fill");
 }
 
+pfx_status pfx_tensor_zero_range(pfx_tensor *t, size_t offset, size_t count)
+{
+    const float zero = 0.0f;
+    if (count == 0)
+        return PFX_SUCCESS;
+    cl_int err = clEnqueueFillBuffer(t->rt->queue, t->mem, &zero, sizeof(zero), offset * sizeof(float),
+                                     count * sizeof(float), 0, NULL, NULL);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_zero_range");
+}
+
 pfx_status pfx_tensor_copy(pfx_tensor *dst, const pfx_tensor *src)
 {
     if (!dst)

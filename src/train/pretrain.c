@@ -99,6 +99,8 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
             return bad(rt, f[i].name, f[i].unit ? "must be in [0, 1]" : "must be finite and >= 0");
     if (c->gain_mode != PFX_GAIN_OFF && c->gain_mode != PFX_GAIN_LINEAR && c->gain_mode != PFX_GAIN_TANH)
         return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
+    if (c->gain_heads && c->gain_mode == PFX_GAIN_OFF && !c->structured_gain)
+        return bad(rt, "gain_heads", "is given without a gain (gain_mode or structured_gain)");
     if (c->ranks > 1 && (c->rank >= c->ranks || !c->reduce))
         return bad(rt, c->reduce ? "rank" : "reduce", c->reduce ? "is not below config.ranks" : "is NULL with ranks > 1");
     return PFX_SUCCESS;
@@ -231,6 +233,44 @@ static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *s
     return st;
 }
 
+/* config.gain_heads once L and H are known: at least one head selected;
+ * every one is the same as none given (j->gain_heads stays NULL). The
+ * selection of some heads joins the options a checkpoint must agree with:
+ * per layer, the heads' bits as hex digits (head h at bit h % 4 of digit
+ * h / 4), layers separated by '/'. */
+static pfx_status select_heads(pfx_pretrain_job *j)
+{
+    const uint8_t *mask = j->cfg->gain_heads;
+    const size_t LH = j->L * j->H;
+    size_t selected = 0;
+    for (size_t i = 0; mask && i < LH; i++)
+        selected += mask[i] != 0;
+    if (mask && selected == 0)
+        return bad(j->rt, "gain_heads", "selects no head: give at least one, or NULL for every head");
+    j->gain_heads = mask && selected < LH ? mask : NULL;
+    j->gain_count = mask ? selected : LH;
+    if (!j->gain_heads)
+        return PFX_SUCCESS; /* no line: the options of a run without the field */
+    const size_t used = strlen(j->options), digits = (j->H + 3) / 4;
+    char *out = j->options + used;
+    if (used + sizeof("gain_heads=\n") + j->L * (digits + 1) > sizeof(j->options))
+        return pfx_error(j->rt, PFX_ERROR_SIZE_OVERFLOW, "pretrain: config.gain_heads of %zu heads does not fit "
+                                                         "the checkpoint's options", LH);
+    out += sprintf(out, "gain_heads=");
+    for (size_t l = 0; l < j->L; l++) {
+        for (size_t d = 0; d < digits; d++) {
+            unsigned v = 0;
+            for (size_t b = 0; b < 4 && 4 * d + b < j->H; b++)
+                v |= (unsigned)(mask[l * j->H + 4 * d + b] != 0) << b;
+            *out++ = "0123456789abcdef"[v];
+        }
+        if (l + 1 < j->L)
+            *out++ = '/';
+    }
+    strcpy(out, "\n");
+    return PFX_SUCCESS;
+}
+
 static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
 {
     const pfx_pretrain_config *c = j->cfg;
@@ -245,6 +285,8 @@ static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
         return st;
     j->L = j->shape.layers;
     j->H = j->shape.heads;
+    if ((st = select_heads(j)))
+        return st;
     j->weight_count = pfx_model_weight_count(j->model);
     j->dw = calloc(j->weight_count, sizeof(*j->dw));
     j->params = calloc(j->weight_count + 2 * j->L, sizeof(*j->params));
@@ -271,7 +313,7 @@ static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
         return st;
     if (dim && (st = make_gains(j, 2, dshape, &j->dim, &j->ddim, &j->dim_host)))
         return st;
-    r->trained_values += (head ? j->L * j->H : 0) + (dim ? j->L * j->H * j->D : 0);
+    r->trained_values += (head ? j->gain_count : 0) + (dim ? j->gain_count * j->D : 0);
     return PFX_SUCCESS;
 }
 
@@ -392,6 +434,31 @@ static bool any_rank(const pfx_pretrain_config *c, bool mine)
     return c->ranks > 1 && c->any ? c->any(c->dist_user, mine) : mine;
 }
 
+/* Zeroes the gradients of the heads without a trained gain
+ * (config.gain_heads), all D of a structured gain's, before clipping: they
+ * add nothing to the global norm, and AdamW, their moments staying 0 and the
+ * gains' group without decay, never moves those gains from 0. */
+static pfx_status mask_gain_grads(pfx_pretrain_job *j)
+{
+    const uint8_t *mask = j->gain_heads;
+    const size_t H = j->H, D = j->D;
+    pfx_status st = PFX_SUCCESS;
+    for (size_t l = 0; mask && l < j->L; l++)
+        for (size_t h = 0, e; h < H && st == PFX_SUCCESS; h = e) {
+            for (e = h; e < H && !mask[l * H + e]; e++)
+                ; /* [h, e): a run of masked heads */
+            if (e == h) {
+                e++;
+                continue;
+            }
+            if (j->dgain)
+                st = pfx_tensor_zero_range(j->dgain[l], h, e - h);
+            if (st == PFX_SUCCESS && j->ddim)
+                st = pfx_tensor_zero_range(j->ddim[l], h * D, (e - h) * D);
+        }
+    return st;
+}
+
 /* One optimizer step: the micro-batches' forward and backward (this
  * process's rows of each), the gradients averaged (and reduced over the
  * processes), AdamW. */
@@ -427,6 +494,8 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
     *loss = added ? sum / (double)added : 0.0;
     if (st == PFX_SUCCESS && ranks > 1)
         st = c->reduce(c->dist_user, j->opt, &count, loss);
+    if (st == PFX_SUCCESS)
+        st = mask_gain_grads(j);
     if (st == PFX_SUCCESS)
         st = pfx_optimizer_step(j->opt, rep);
     return st;
@@ -557,12 +626,15 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         if (s + 1 == r->steps && (st = evaluate(j, &r->eval_losses[s + 1])))
             break;
         const double elapsed = now_s() - t0;
+        const float ramp = pfx_optimizer_gain_ramp(j->opt);
+        const pfx_model_prefix pre = prefix_of(j, ramp); /* the host gains are this step's (trace_gains) */
         pfx_pretrain_step info = {
             .step = s + 1, .steps = r->steps, .epoch = j->pos.epoch + 1, .loss = loss, .grad_norm = rep.grad_norm,
-            .skipped = rep.skipped, .lr_factor = rep.lr_factor, .gain_ramp = pfx_optimizer_gain_ramp(j->opt),
+            .skipped = rep.skipped, .lr_factor = rep.lr_factor, .gain_ramp = ramp,
             .eval_loss = r->eval_losses[s + 1],
             .tokens_per_s = (double)(done_here * r->tokens_per_step) / (elapsed > 0 ? elapsed : 1e-9),
             .eta_s = elapsed / (double)done_here * (double)(r->steps - s - 1),
+            .model = j->model, .prefix = &pre,
         };
         if (on_step)
             on_step(&info, user);

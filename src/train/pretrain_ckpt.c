@@ -162,6 +162,16 @@ static void first_difference(const char *a, const char *b, char *out, size_t cap
         a += na + (ea != NULL);
         b += nb + (eb != NULL);
     }
+    /* a line only one of them has (an option written only when set) */
+    if (*a || *b) {
+        const char *extra = *a ? a : b, *end = strchr(extra, '\n');
+        const int n = end ? (int)(end - extra) : (int)strlen(extra);
+        if (*b)
+            snprintf(out, cap, "%.*s (this run: not set)", n, extra);
+        else
+            snprintf(out, cap, "no %.*s (this run: %.*s)", (int)strcspn(extra, "="), extra, n, extra);
+        return;
+    }
     snprintf(out, cap, "the option list");
 }
 

@@ -24,11 +24,13 @@ typedef struct pfx_pretrain_job {
     float *dim_host;          /* [L * H * D] */
     pfx_optimizer *opt;
     bool any_gain;            /* a per-head or a structured gain */
+    const uint8_t *gain_heads; /* [L * H] the heads with a trained gain; NULL: every one */
+    size_t gain_count;        /* heads with a trained gain */
     pfx_tensor **params;      /* the optimizer's tensors in registration order */
     size_t param_count;
     int32_t *ids;             /* [batch * block] */
     pfx_data_position pos;
-    char options[4096];       /* what a checkpoint must agree with: "key=value" lines */
+    char options[8192];       /* what a checkpoint must agree with: "key=value" lines */
 } pfx_pretrain_job;
 
 /* The checkpoint (pretrain_ckpt.c): every optimizer tensor's value, moments
