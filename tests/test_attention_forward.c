@@ -222,6 +222,20 @@ static void test_decode_split_k(void **state)
     /* long cache */
     c = base_case(1, 2, 1, 1, 4000, 16, 64, 33);
     run_case(rt, &c);
+    /* per-head and structured gains through the split-K path and its merge
+     * (served gains decode there) */
+    float gain[4] = { -0.4f, 0.9f, 0.0f, 1.7f }, dim_gain[4 * 64];
+    ref_rng rng;
+    ref_rng_seed(&rng, 34);
+    ref_rng_fill(&rng, dim_gain, 4 * 64, -0.9f, 2.0f);
+    const pfx_gain_mode modes[2] = { PFX_GAIN_LINEAR, PFX_GAIN_TANH };
+    for (int i = 0; i < 2; i++) {
+        c = base_case(1, 4, 1, 1, 300, 5, 64, 34 + i);
+        c.d.gain_mode = modes[i];
+        c.d.gain = gain;
+        c.d.dim_gain = dim_gain;
+        run_case(rt, &c);
+    }
 }
 
 static void test_layouts(void **state)

@@ -117,6 +117,12 @@
  * vs float64 from the stored weights; the bound the model support is held to
  * (measured below 4e-7 on PoCL). */
 #define TOL_MODEL_HF 1e-5
+/* Serving (generate.h): a serve step's next-token logits (prefill, or a
+ * decode step against the KV cache through the split-K path) against
+ * pfx_model_last_logits on the whole sequence, both float32 on the device:
+ * the same products, the attention's sums in another order and split (a few
+ * ulp each); a dropped gain or a wrong position is O(1e-2) or more. */
+#define TOL_SERVE_F32 1e-5
 /* Full training against PyTorch (tests/fixtures/train): the loss, each
  * weight's gradient as a tensor and the gains' against float64 torch from
  * the same float32 weights; TOL_TRAIN_STEPS: the weights after ten AdamW

@@ -20,8 +20,10 @@ static int usage(FILE *out)
     fprintf(out,
             "usage: prefixcl generate --model DIR [--adapter PATH]... (--prompt TEXT | --prompts FILE |\n"
             "                         --prompt-ids IDS)... [options]\n"
-            "  --adapter PATH     a PEFT prefix-tuning folder or a prefixcl prefixes file (repeatable);\n"
-            "                     every prompt runs with every adapter, in batches of up to 8\n"
+            "  --adapter PATH     a PEFT prefix-tuning folder, a prefixcl prefixes file, or the gains of\n"
+            "                     `prefixcl pretrain` (OUT/gains.safetensors or OUT) (repeatable; gains\n"
+            "                     and prefixes not together); every prompt runs with every adapter, in\n"
+            "                     batches of up to 8\n"
             "  --prompt TEXT      a prompt (needs the folder's tokenizer)\n"
             "  --prompts FILE     one prompt a line\n"
             "  --prompt-ids IDS   a prompt as token ids (\"5 17 3\"), for folders without tokenizer\n"

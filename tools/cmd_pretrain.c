@@ -307,7 +307,9 @@ int cmd_pretrain(int argc, char **argv)
             printf("pictures: %s\n", chart_strerror(pics));
         if (any_gain)
             printf("note: transformers loads the folder without the gains (gains.safetensors is prefixcl's own "
-                   "file): it computes the model as if every gain were 0\n");
+                   "file): it computes the model as if every gain were 0; prefixcl generate --model %s --adapter "
+                   "%s/gains.safetensors applies them\n",
+                   c.out_dir, c.out_dir);
     }
     pfx_pretrain_result_free(&r);
     pfx_runtime_destroy(&rt);

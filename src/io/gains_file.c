@@ -49,8 +49,11 @@ static pfx_status read_tensor(const pfx_safetensors *f, const char *label, const
     if (!fits)
         return pfx_error(NULL, PFX_ERROR_INVALID_SHAPE, "%s: tensor %s is %s, the model needs %s", label, name,
                          shape_text(&info, got, sizeof(got)), dims);
-    if ((st = pfx_safetensors_read_f32(f, name, dst, n)))
-        return pfx_error(NULL, st, "%s: tensor %s: %s", label, name, pfx_last_error(NULL));
+    if ((st = pfx_safetensors_read_f32(f, name, dst, n))) {
+        char why[512]; /* the message is rewritten in the buffer it is read from */
+        snprintf(why, sizeof(why), "%s", pfx_last_error(NULL));
+        return pfx_error(NULL, st, "%s: tensor %s: %s", label, name, why);
+    }
     for (size_t k = 0; k < n; k++)
         if (!isfinite(dst[k]))
             return pfx_error(NULL, PFX_ERROR_NOT_FINITE, "%s: tensor %s[%zu] is %g", label, name, k,

@@ -1,0 +1,433 @@
+/* Serving the gains of pretraining (generate.h: a gains file in the adapter
+ * bank, no prefix): the serve step's logits, prefill and split-K decode
+ * against the KV cache, equal pfx_model_last_logits with the bank's prefix
+ * struct on the whole sequence (no cache), and greedy pfx_generate gives the
+ * tokens of that loop, for linear, tanh, structured and linear + structured
+ * gains on tiny random GPT-2 and Llama models; the bank's rules (one prefix
+ * length, one gain per step); bad gains files. argv[1]: the fixture folder
+ * of test_generate (its GPT-2 model and PEFT adapter). */
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pfx_test.h"
+#include "model_folder.h"
+#include "prefixcl/generate.h"
+#include "prefixcl/io.h"
+#include "tolerances.h"
+
+#include "attention_tuning.h"
+#include "internal.h"
+
+static const char *g_fixtures;
+
+#define NEW 6
+#define MAX_LEN 300 /* cache rows: the decode's keys, several key tiles (split-K) */
+
+/* A gains file as pretraining writes it (pretrain.c, write_gains), with
+ * every field settable to a wrong value. */
+typedef struct gains_spec {
+    const char *gain_mode;   /* metadata; NULL: absent */
+    const char *structured;  /* metadata; NULL: absent */
+    const float *gains;      /* NULL: no tensor */
+    size_t gains_shape[2];
+    const float *dim_gains;  /* NULL: no tensor */
+    size_t dim_shape[3];
+    bool extra;              /* one more tensor */
+} gains_spec;
+
+static void write_gains(const char *path, const gains_spec *g)
+{
+    pfx_named_tensor t[3];
+    size_t n = 0;
+    static const float one = 1.0f;
+    if (g->gains)
+        t[n++] = (pfx_named_tensor){ .name = "gains", .host = g->gains, .ndim = 2,
+                                     .shape = { g->gains_shape[0], g->gains_shape[1] }, .dtype = PFX_DTYPE_F32 };
+    if (g->dim_gains)
+        t[n++] = (pfx_named_tensor){ .name = "dim_gains", .host = g->dim_gains, .ndim = 3,
+                                     .shape = { g->dim_shape[0], g->dim_shape[1], g->dim_shape[2] },
+                                     .dtype = PFX_DTYPE_F32 };
+    if (g->extra)
+        t[n++] = (pfx_named_tensor){ .name = "step", .host = &one, .ndim = 1, .shape = { 1 },
+                                     .dtype = PFX_DTYPE_F32 };
+    pfx_st_metadata meta[3] = { { "format", "prefixcl-gains-1" } };
+    size_t m = 1;
+    if (g->gain_mode)
+        meta[m++] = (pfx_st_metadata){ "gain_mode", g->gain_mode };
+    if (g->structured)
+        meta[m++] = (pfx_st_metadata){ "structured", g->structured };
+    assert_int_equal(pfx_safetensors_save(NULL, path, t, n, meta, m), PFX_SUCCESS);
+}
+
+/* Values in [lo, hi) from a seed. */
+static void fill(float *x, size_t n, uint64_t seed, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = lo + (hi - lo) * (float)((double)(seed >> 40) / (double)(1ull << 24));
+    }
+}
+
+/* The well-formed spec of `mode` ("linear", "tanh", "dim", "linear+dim")
+ * for shape s, its values in g and dg. */
+static gains_spec spec_of(const char *mode, const pfx_model_shape *s, float *g, float *dg)
+{
+    const size_t L = s->layers, H = s->heads, D = s->head_dim;
+    const bool dim = strstr(mode, "dim") != NULL, head = strcmp(mode, "dim") != 0;
+    fill(g, L * H, 11, -0.6f, 0.9f);
+    fill(dg, L * H * D, 12, -0.5f, 0.8f);
+    gains_spec sp = { .gain_mode = !head ? "off" : !strncmp(mode, "tanh", 4) ? "tanh" : "linear",
+                      .structured = dim ? "true" : "false",
+                      .gains = head ? g : NULL,
+                      .gains_shape = { L, H },
+                      .dim_gains = dim ? dg : NULL,
+                      .dim_shape = { L, H, D } };
+    return sp;
+}
+
+static double rel_err(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+/* The lowest id among equal maxima (pfx_sample_token's greedy rule). */
+static int32_t argmax(const float *x, size_t n)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return (int32_t)best;
+}
+
+static ref_model_config tiny_config(bool llama)
+{
+    ref_model_config c = { 0 };
+    c.family = llama ? REF_MODEL_LLAMA : REF_MODEL_GPT2;
+    c.layers = 2;
+    c.hidden = llama ? 40 : 36;
+    c.heads = llama ? 4 : 3;
+    c.kv_heads = llama ? 2 : 3;
+    c.head_dim = llama ? 10 : 12;
+    c.inner = llama ? 54 : 62;
+    c.vocab = 61;
+    c.max_positions = MAX_LEN + 20;
+    c.eps = 1e-5;
+    c.act = llama ? REF_ACT_SILU : REF_ACT_GELU_TANH;
+    c.rope.theta = 10000.0;
+    return c;
+}
+
+/* Prefill of two prompts, then NEW - 1 decode steps of greedy tokens, each
+ * step's logits against pfx_model_last_logits of the whole sequence with
+ * the bank's prefix struct; then pfx_generate gives the same tokens. */
+static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
+{
+    const bool llama = !strcmp(family, "llama");
+    ref_model_config rc = tiny_config(llama);
+    tf_model tm;
+    tf_model_init(&tm, &rc, false, family, llama ? 21 : 22);
+    char *dir = tf_tempdir("gains");
+    assert_int_equal(tf_write(&tm, dir, 1), 0);
+    pfx_model *m = NULL;
+    pfx_model_params mp = { .max_batch = 2, .max_tokens = 16 };
+    assert_int_equal(pfx_model_load(rt, dir, &mp, &m), PFX_SUCCESS);
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
+    const size_t V = s.vocab, LH = s.layers * s.heads;
+    float *g = malloc(LH * sizeof(float)), *dg = malloc(LH * s.head_dim * sizeof(float));
+    gains_spec sp = spec_of(mode, &s, g, dg);
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/gains.safetensors", dir);
+    write_gains(path, &sp);
+
+    pfx_adapter_bank *bank = NULL;
+    pfx_kv_cache *cache = NULL;
+    int32_t e = -1;
+    assert_int_equal(pfx_adapter_bank_create(m, 1, &bank), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_add(bank, path, &e), PFX_SUCCESS);
+    assert_int_equal(e, 0);
+    assert_int_equal(pfx_adapter_bank_prefix_len(bank), 0);
+    assert_int_equal(pfx_adapter_bank_bytes(bank), 0);
+    assert_int_equal(pfx_kv_cache_create(m, 2, MAX_LEN, &cache), PFX_SUCCESS);
+    int32_t entry[2] = { 0, 0 };
+    pfx_model_prefix pre;
+    assert_int_equal(pfx_adapter_bank_prefix(bank, entry, 1, &pre), PFX_SUCCESS);
+    assert_int_equal(pre.prefix_len, 0);
+    assert_null(pre.keys);
+    assert_int_equal(pre.gain_mode, sp.gains ? (strstr(mode, "tanh") ? PFX_GAIN_TANH : PFX_GAIN_LINEAR)
+                                             : PFX_GAIN_OFF);
+    assert_true(sp.dim_gains ? pre.dim_gains != NULL : pre.dim_gains == NULL);
+    if (sp.dim_gains)
+        assert_memory_equal(pre.dim_gains, dg, LH * s.head_dim * sizeof(float));
+
+    /* the decode's attention takes the split-K path: more compute units than
+     * this device may have (only the split count reads them) */
+    const unsigned cus = rt->info.compute_units;
+    rt->info.compute_units = 256;
+    pfx_attn_fwd_tiles t;
+    size_t kps;
+    assert_int_equal(pfx_attn_fwd_select(rt, "test", s.head_dim, s.heads / s.kv_heads, &t), PFX_SUCCESS);
+    assert_true(pfx_attn_fwd_splits(pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL), rt->info.compute_units,
+                                    &t, 2, s.kv_heads, s.heads / s.kv_heads, MAX_LEN, &kps) > 1);
+
+    int32_t seq[2][16], lens[2] = { 5, 3 }, ids[2 * 5] = { 0 };
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < lens[r]; i++)
+            seq[r][i] = ids[r * 5 + i] = (int32_t)((r * 17 + i * 7 + 3) % (int)V);
+    pfx_tensor *la = NULL, *lb = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, V }, &la), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 1, V }, &lb), PFX_SUCCESS);
+    float *a = malloc(2 * V * sizeof(float)), *b = malloc(V * sizeof(float));
+    int32_t expect[2][NEW], step_lens[2] = { 5, 3 };
+    pfx_serve_step step = { 2, 5, ids, step_lens, entry };
+    for (size_t k = 0; k < NEW; k++) {
+        if (pfx_serve_step_run(m, cache, bank, &step, la) != PFX_SUCCESS)
+            fail_msg("%s %s: step %zu: %s", family, mode, k, pfx_last_error(rt));
+        assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
+        for (int r = 0; r < 2; r++) {
+            pfx_model_batch mb = { 1, (size_t)lens[r], seq[r], NULL, NULL };
+            assert_int_equal(pfx_model_last_logits(m, &mb, &pre, lb), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
+            const double err = rel_err(a + r * V, b, V);
+            if (!(err < TOL_SERVE_F32))
+                fail_msg("%s %s: step %zu, request %d: logits off by %g", family, mode, k, r, err);
+            expect[r][k] = argmax(b, V);
+            seq[r][lens[r]++] = ids[r] = expect[r][k];
+            step_lens[r] = 1;
+        }
+        step.tokens = 1;
+    }
+    /* the gains change the logits (they are applied, not dropped) */
+    pfx_model_prefix plain = { 0 };
+    pfx_model_batch mb = { 1, (size_t)lens[0], seq[0], NULL, NULL };
+    assert_int_equal(pfx_model_last_logits(m, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(lb, 0, V, a), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(m, &mb, &plain, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
+    assert_true(rel_err(a, b, V) > 1e-3);
+
+    /* greedy generate: the loop's tokens */
+    int32_t out[2][NEW];
+    pfx_request q[2] = { { seq[0], 5, 0, 1, out[0], 0 }, { seq[1], 3, 0, 2, out[1], 0 } };
+    const pfx_sampling greedy = { .max_new_tokens = NEW };
+    if (pfx_generate(m, cache, bank, q, 2, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
+        fail_msg("%s %s: generate: %s", family, mode, pfx_last_error(rt));
+    for (int r = 0; r < 2; r++) {
+        assert_int_equal(q[r].out_len, NEW);
+        for (size_t k = 0; k < NEW; k++)
+            if (out[r][k] != expect[r][k])
+                fail_msg("%s %s: request %d token %zu: generate %d, the loop %d", family, mode, r, k,
+                         (int)out[r][k], (int)expect[r][k]);
+    }
+    rt->info.compute_units = cus;
+    free(a);
+    free(b);
+    free(g);
+    free(dg);
+    pfx_tensor_destroy(&la);
+    pfx_tensor_destroy(&lb);
+    pfx_kv_cache_destroy(&cache);
+    pfx_adapter_bank_destroy(&bank);
+    pfx_model_destroy(&m);
+    tf_rmdir(dir);
+    free(dir);
+    tf_model_free(&tm);
+}
+
+static const char *const modes[] = { "linear", "tanh", "dim", "linear+dim" };
+
+static void test_decode_matches_forward_gpt2(void **state)
+{
+    for (size_t i = 0; i < 4; i++)
+        check_mode(*state, "gpt2", modes[i]);
+}
+
+static void test_decode_matches_forward_llama(void **state)
+{
+    for (size_t i = 0; i < 4; i++)
+        check_mode(*state, "llama", modes[i]);
+}
+
+/* One prefix length a bank: gains files and prefix adapters refused in
+ * either order, naming both; an output folder stands for its gains file;
+ * entries whose structured gains differ share no step, generate splits
+ * them. */
+static void test_bank_rules(void **state)
+{
+    pfx_runtime *rt = *state;
+    char model_dir[1100], peft[1200];
+    snprintf(model_dir, sizeof(model_dir), "%s/gpt2", g_fixtures);
+    snprintf(peft, sizeof(peft), "%s/adapter0", model_dir);
+    pfx_model *m = NULL;
+    pfx_model_params mp = { .max_batch = 2, .max_tokens = 12, .max_prefix_len = 8 };
+    assert_int_equal(pfx_model_load(rt, model_dir, &mp, &m), PFX_SUCCESS);
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
+    const size_t LH = s.layers * s.heads;
+    float *g = malloc(LH * sizeof(float)), *dg = malloc(LH * s.head_dim * sizeof(float));
+    char *dir = tf_tempdir("gains-bank"), path[1200], path2[1200];
+    snprintf(path, sizeof(path), "%s/gains.safetensors", dir);
+    snprintf(path2, sizeof(path2), "%s/other.safetensors", dir);
+    gains_spec sp = spec_of("dim", &s, g, dg);
+    write_gains(path, &sp);
+    dg[5] += 0.25f; /* same per-head gains (none), another structured gain */
+    write_gains(path2, &sp);
+    size_t P = 99;
+    assert_int_equal(pfx_adapter_prefix_len(dir, &P), PFX_SUCCESS);
+    assert_int_equal(P, 0);
+
+    pfx_adapter_bank *bank = NULL;
+    int32_t e = -1;
+    assert_int_equal(pfx_adapter_bank_create(m, 3, &bank), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_add(bank, dir, &e), PFX_SUCCESS); /* the folder */
+    assert_status_names(rt, pfx_adapter_bank_add(bank, peft, &e), PFX_ERROR_INVALID_SHAPE, dir);
+    assert_status_names(rt, pfx_adapter_bank_add(bank, peft, &e), PFX_ERROR_INVALID_SHAPE, peft);
+    assert_int_equal(pfx_adapter_bank_count(bank), 1);
+    assert_int_equal(pfx_adapter_bank_add(bank, path2, &e), PFX_SUCCESS);
+    assert_int_equal(e, 1);
+    pfx_adapter_bank *pb = NULL;
+    assert_int_equal(pfx_adapter_bank_create(m, 2, &pb), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_add(pb, peft, &e), PFX_SUCCESS);
+    assert_status_names(rt, pfx_adapter_bank_add(pb, path, &e), PFX_ERROR_INVALID_SHAPE, "gains file");
+    assert_status_names(rt, pfx_adapter_bank_add(pb, path, &e), PFX_ERROR_INVALID_SHAPE, peft);
+    assert_int_equal(pfx_adapter_bank_count(pb), 1);
+    pfx_adapter_bank_destroy(&pb);
+
+    /* entries 0 and 1 (and no adapter) attend with other structured gains */
+    pfx_kv_cache *cache = NULL;
+    assert_int_equal(pfx_kv_cache_create(m, 2, 16, &cache), PFX_SUCCESS);
+    pfx_tensor *logits = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, s.vocab }, &logits), PFX_SUCCESS);
+    int32_t ids[6] = { 1, 2, 3, 4, 5, 6 }, ad[2] = { 0, 1 };
+    pfx_serve_step st = { 2, 3, ids, NULL, ad };
+    assert_status_names(rt, pfx_serve_step_run(m, cache, bank, &st, logits), PFX_ERROR_UNSUPPORTED,
+                        "different gains");
+    ad[1] = -1;
+    assert_status_names(rt, pfx_serve_step_run(m, cache, bank, &st, logits), PFX_ERROR_UNSUPPORTED,
+                        "different gains");
+    ad[1] = 0;
+    assert_int_equal(pfx_serve_step_run(m, cache, bank, &st, logits), PFX_SUCCESS);
+    int32_t out[3][NEW], alone[NEW];
+    pfx_request q[3] = { { ids, 3, 0, 1, out[0], 0 }, { ids, 3, 1, 1, out[1], 0 }, { ids, 3, -1, 1, out[2], 0 } };
+    const pfx_sampling greedy = { .max_new_tokens = NEW };
+    assert_int_equal(pfx_generate(m, cache, bank, q, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+    for (int r = 0; r < 2; r++) {
+        pfx_request one = q[r];
+        one.out = alone;
+        assert_int_equal(pfx_generate(m, cache, bank, &one, 1, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+        assert_memory_equal(alone, out[r], sizeof(alone));
+    }
+    pfx_tensor_destroy(&logits);
+    pfx_kv_cache_destroy(&cache);
+    pfx_adapter_bank_destroy(&bank);
+    tf_rmdir(dir);
+    free(dir);
+    free(g);
+    free(dg);
+    pfx_model_destroy(&m);
+}
+
+/* Gains files that do not fit the model or are malformed: each refused
+ * with its status and a message naming the file and the tensor or field;
+ * the bank stays empty. */
+static void test_bad_files(void **state)
+{
+    pfx_runtime *rt = *state;
+    char model_dir[1100];
+    snprintf(model_dir, sizeof(model_dir), "%s/gpt2", g_fixtures);
+    pfx_model *m = NULL;
+    assert_int_equal(pfx_model_load(rt, model_dir, NULL, &m), PFX_SUCCESS);
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
+    /* room for one more layer, head and dimension than the model has */
+    const size_t room = (s.layers + 1) * (s.heads + 1) * (s.head_dim + 1);
+    float *g = malloc(room * sizeof(float)), *dg = malloc(room * sizeof(float));
+    char *dir = tf_tempdir("gains-bad"), path[1200];
+    snprintf(path, sizeof(path), "%s/gains.safetensors", dir);
+    pfx_adapter_bank *bank = NULL;
+    int32_t e = -1;
+    assert_int_equal(pfx_adapter_bank_create(m, 1, &bank), PFX_SUCCESS);
+    typedef struct bad {
+        const char *what;
+        pfx_status status;
+        const char *needle;
+    } bad;
+    const bad cases[] = {
+        { "heads", PFX_ERROR_INVALID_SHAPE, "tensor gains is [2, 4], the model needs [L=2, H=3]" },
+        { "layers", PFX_ERROR_INVALID_SHAPE, "tensor gains is [3, 3]" },
+        { "dim", PFX_ERROR_INVALID_SHAPE, "tensor dim_gains is [2, 3, 13]" },
+        { "mode", PFX_ERROR_FORMAT, "gain_mode \"sigmoid\"" },
+        { "no mode", PFX_ERROR_FORMAT, "gain_mode missing" },
+        { "structured", PFX_ERROR_FORMAT, "structured \"yes\"" },
+        { "nan", PFX_ERROR_NOT_FINITE, "tensor gains[4] is nan" },
+        { "inf dim", PFX_ERROR_NOT_FINITE, "tensor dim_gains[7] is inf" },
+        { "missing", PFX_ERROR_FORMAT, "tensor gains is missing" },
+        { "unexpected", PFX_ERROR_FORMAT, "tensor dim_gains is present" },
+        { "extra", PFX_ERROR_FORMAT, "tensor step" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *w = cases[i].what;
+        gains_spec sp = spec_of("linear+dim", &s, g, dg);
+        if (!strcmp(w, "heads"))
+            sp.gains_shape[1]++;
+        else if (!strcmp(w, "layers"))
+            sp.gains_shape[0]++;
+        else if (!strcmp(w, "dim"))
+            sp.dim_shape[2]++;
+        else if (!strcmp(w, "mode"))
+            sp.gain_mode = "sigmoid";
+        else if (!strcmp(w, "no mode"))
+            sp.gain_mode = NULL;
+        else if (!strcmp(w, "structured"))
+            sp.structured = "yes";
+        else if (!strcmp(w, "nan"))
+            g[4] = NAN;
+        else if (!strcmp(w, "inf dim"))
+            dg[7] = INFINITY;
+        else if (!strcmp(w, "missing"))
+            sp.gains = NULL;
+        else if (!strcmp(w, "unexpected"))
+            sp.structured = "false";
+        else
+            sp.extra = true;
+        write_gains(path, &sp);
+        pfx_status st = pfx_adapter_bank_add(bank, path, &e);
+        if (st != cases[i].status || !strstr(pfx_last_error(rt), cases[i].needle) ||
+            !strstr(pfx_last_error(rt), path))
+            fail_msg("%s: %s (status %d, want %d naming '%s' and the file)", w, pfx_last_error(rt), (int)st,
+                     (int)cases[i].status, cases[i].needle);
+        assert_int_equal(pfx_adapter_bank_count(bank), 0);
+    }
+    gains_spec sp = spec_of("tanh", &s, g, dg);
+    write_gains(path, &sp);
+    assert_int_equal(pfx_adapter_bank_add(bank, path, &e), PFX_SUCCESS);
+    pfx_adapter_bank_destroy(&bank);
+    tf_rmdir(dir);
+    free(dir);
+    free(g);
+    free(dg);
+    pfx_model_destroy(&m);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_generate_gains FIXTURE_DIR\n");
+        return 2;
+    }
+    g_fixtures = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_bank_rules),
+        cmocka_unit_test(test_decode_matches_forward_gpt2),
+        cmocka_unit_test(test_decode_matches_forward_llama),
+    };
+    return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
+}
