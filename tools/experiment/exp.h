@@ -92,7 +92,7 @@ typedef struct exp_state {
     size_t selected_at;      /* the linear arm's step the selection reads */
     size_t probe_train, probe_test, probe_classes;
     char date[64];
-    double seconds_total;
+    double seconds_total, seconds_speed, seconds_probe; /* wall time: all, generation, probe */
     char heat_note[512];     /* which heads the heat maps show */
 } exp_state;
 

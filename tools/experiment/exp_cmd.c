@@ -281,8 +281,14 @@ int cmd_experiment(int argc, char **argv)
         rc = cli_stop ? cli_stop_status() : 1;
         goto out;
     }
-    if (exp_speed(s) || exp_probe_all(s))
+    double t1 = tool_now_s();
+    if (exp_speed(s))
         goto out;
+    s->seconds_speed = tool_now_s() - t1;
+    t1 = tool_now_s();
+    if (exp_probe_all(s))
+        goto out;
+    s->seconds_probe = tool_now_s() - t1;
     char note[128];
     const int pics = exp_plot_all(s, note, sizeof(note));
     s->seconds_total = tool_now_s() - t0;

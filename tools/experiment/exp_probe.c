@@ -41,8 +41,10 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* valid_labels.tsv: "lexname TAB document" a line (tools/corpus/
- * wordnet_corpus.py); at most `cap` documents (0: all), each encoded and
- * cut to the block. Classes are the sorted names seen. */
+ * wordnet_corpus.py); at most `cap` documents (0: all), evenly spaced over
+ * the file (which lists the nouns, then the verbs, adjectives and adverbs:
+ * its first lines would hold a few classes only), each encoded and cut to
+ * the block. Classes are the sorted names seen. */
 static int docs_read(exp_state *s, size_t cap, doc_set *d)
 {
     memset(d, 0, sizeof(*d));
@@ -52,11 +54,19 @@ static int docs_read(exp_state *s, size_t cap, doc_set *d)
         return -1;
     }
     char *line = NULL, **names = NULL;
-    size_t lcap = 0, room = 0, lineno = 0;
+    size_t lcap = 0, room = 0, lineno = 0, total = 0;
     ssize_t got;
     int rc = 0;
-    while ((cap == 0 || d->n < cap) && (got = getline(&line, &lcap, f)) > 0) {
+    while (getline(&line, &lcap, f) > 0)
+        total++;
+    rewind(f);
+    if (cap == 0 || cap > total)
+        cap = total;
+    while ((got = getline(&line, &lcap, f)) > 0) {
         lineno++;
+        /* line j (from 0) is kept when floor(j cap / total) steps up at it */
+        if (lineno * cap / total == (lineno - 1) * cap / total)
+            continue;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
             line[--got] = '\0';
         char *tab = strchr(line, '\t');

@@ -185,7 +185,11 @@ static void write_md(exp_state *s, FILE *f)
     if (any0)
         fprintf(f, "- validation: %zu blocks of valid.txt at every evaluation (every %zu steps and at the end)\n",
                 any0->r.eval_blocks, o->eval_every);
-    fprintf(f, "- time: %.0f s in all\n\n", s->seconds_total);
+    double train = 0.0;
+    for (size_t i = 0; i < o->seeds * ARM_COUNT; i++)
+        train += s->runs[i].done ? s->runs[i].seconds : 0.0;
+    fprintf(f, "- time: %.0f s in all: training and its measures %.0f s, generation speed %.0f s, probe %.0f s\n\n",
+            s->seconds_total, train, s->seconds_speed, s->seconds_probe);
 
     fprintf(f, "## Results against the claims\n\n");
     fprintf(f, "| arm | validation perplexity | tokens/s | heads settled (thr 0.05) | probe accuracy | claimed "
@@ -455,6 +459,8 @@ static char *json_text(exp_state *s)
     cJSON_AddNumberToObject(root, "measure_every", (double)o->measure_every);
     cJSON_AddNumberToObject(root, "top_k", (double)o->top_k);
     cJSON_AddNumberToObject(root, "seconds", s->seconds_total);
+    cJSON_AddNumberToObject(root, "seconds_generation", s->seconds_speed);
+    cJSON_AddNumberToObject(root, "seconds_probe", s->seconds_probe);
     cJSON_AddStringToObject(root, "settled_definition",
                             "|g| >= threshold at every measured step s with 5 s >= 4 steps, one sign, at least 2 "
                             "measurements");
