@@ -139,6 +139,11 @@ static const char *verdict_less(stat x, stat y)
         return "cannot be checked (an arm is missing)";
     if (isfinite(x.ci) && isfinite(y.ci) && fabs(x.mean - y.mean) <= x.ci + y.ci)
         return "is inconclusive (the 95% intervals overlap)";
+    if (x.n < 2 || y.n < 2)
+        return x.mean < y.mean ? "agrees in direction (one seed: the difference is not weighed against the spread "
+                                 "between seeds; --seeds N does that)"
+                               : "disagrees in direction (one seed: the difference is not weighed against the "
+                                 "spread between seeds; --seeds N does that)";
     return x.mean < y.mean ? "agrees" : "disagrees";
 }
 
@@ -183,8 +188,10 @@ static void write_md(exp_state *s, FILE *f)
                    "95%% interval (Student's t)\n",
                 (unsigned long long)o->seed, (unsigned long long)(o->seed + o->seeds - 1), o->seeds);
     if (any0)
-        fprintf(f, "- validation: %zu blocks of valid.txt at every evaluation (every %zu steps and at the end)\n",
-                any0->r.eval_blocks, o->eval_every);
+        fprintf(f, "- validation: the first %zu of valid.txt's %zu blocks at every evaluation (every %zu steps and at "
+                   "the end)\n",
+                o->eval_blocks < any0->r.eval_blocks ? o->eval_blocks : any0->r.eval_blocks, any0->r.eval_blocks,
+                o->eval_every);
     double train = 0.0;
     for (size_t i = 0; i < o->seeds * ARM_COUNT; i++)
         train += s->runs[i].done ? s->runs[i].seconds : 0.0;
