@@ -131,20 +131,41 @@ static void head_list(FILE *f, const exp_state *s, const exp_run *run, int sign)
         fprintf(f, "none");
 }
 
-/* "agrees", "disagrees" or "inconclusive" for a claim that x < y, with the
- * intervals where there are several seeds. */
-static const char *verdict_less(stat x, stat y)
+/* The perplexity of arm a minus arm b, seed by seed (the arms of a seed
+ * share the initialization and the data order: a paired design, whose
+ * differences vary far less than the perplexities between seeds). */
+static stat paired_diff(exp_state *s, exp_arm_kind a, exp_arm_kind b)
 {
-    if (!isfinite(x.mean) || !isfinite(y.mean))
+    double d[64] = { 0 };
+    size_t n = 0;
+    for (size_t k = 0; k < s->o.seeds && n < 64; k++) {
+        const exp_run *x = exp_run_at(s, k, a), *y = exp_run_at(s, k, b);
+        if (x->done && y->done)
+            d[n++] = x->ppl - y->ppl;
+    }
+    return stat_of(d, n);
+}
+
+/* "agrees", "disagrees" or "inconclusive" for a claim that arm a's
+ * perplexity is below arm b's: with several seeds, by the 95% interval of
+ * the paired differences. */
+static const char *verdict_less(exp_state *s, exp_arm_kind a, exp_arm_kind b, char *buf, size_t cap)
+{
+    const stat d = paired_diff(s, a, b);
+    if (d.n == 0)
         return "cannot be checked (an arm is missing)";
-    if (isfinite(x.ci) && isfinite(y.ci) && fabs(x.mean - y.mean) <= x.ci + y.ci)
-        return "is inconclusive (the 95% intervals overlap)";
-    if (x.n < 2 || y.n < 2)
-        return x.mean < y.mean ? "agrees in direction (one seed: the difference is not weighed against the spread "
-                                 "between seeds; --seeds N does that)"
-                               : "disagrees in direction (one seed: the difference is not weighed against the "
-                                 "spread between seeds; --seeds N does that)";
-    return x.mean < y.mean ? "agrees" : "disagrees";
+    if (d.n < 2) {
+        snprintf(buf, cap, "%s in direction (one seed: the difference is not weighed against the spread between "
+                           "seeds; --seeds N does that)",
+                 d.mean < 0 ? "agrees" : "disagrees");
+        return buf;
+    }
+    snprintf(buf, cap, "%s (paired difference over %zu seeds %+.3f ± %.3f)",
+             d.mean + d.ci < 0   ? "agrees"
+             : d.mean - d.ci > 0 ? "disagrees"
+                                 : "is inconclusive: the 95% interval of the difference holds 0",
+             d.n, d.mean, d.ci);
+    return buf;
 }
 
 static const char *verdict_ratio(const exp_run *run, double claimed)
@@ -307,14 +328,15 @@ static void write_md(exp_state *s, FILE *f)
     }
 
     fprintf(f, "## The claims\n\n");
+    char why[256];
     const stat pb = arm_stat(s, ARM_BASELINE, M_PPL), pl = arm_stat(s, ARM_LINEAR, M_PPL),
                ps = arm_stat(s, ARM_SELECTED, M_PPL);
     fprintf(f, "- *Training with a learnable gain per head lowers validation perplexity (4.21 -> 4.08).* Measured "
                "%.3f without and %.3f with (linear): the measurement %s.\n",
-            pb.mean, pl.mean, verdict_less(pl, pb));
+            pb.mean, pl.mean, verdict_less(s, ARM_LINEAR, ARM_BASELINE, why, sizeof(why)));
     fprintf(f, "- *Gains kept only on selected heads lower it further (4.02).* Measured %.3f (selected) against "
                "%.3f (linear): the measurement %s.\n",
-            ps.mean, pl.mean, verdict_less(ps, pl));
+            ps.mean, pl.mean, verdict_less(s, ARM_SELECTED, ARM_LINEAR, why, sizeof(why)));
     const exp_run *lin0 = exp_run_at(s, 0, ARM_LINEAR), *sel0 = exp_run_at(s, 0, ARM_SELECTED);
     fprintf(f, "- *Generation is slightly slower with gains (1220 vs 1250 tokens/s, ratio 0.976).* Measured ratio "
                "%.3f (%.3f .. %.3f over the pairs): the measurement %s.\n",
@@ -489,6 +511,11 @@ static char *json_text(exp_state *s)
         add_num(arm, "validation_perplexity_ci95", p.ci);
         add_num(arm, "probe_accuracy_mean", q.mean);
         add_num(arm, "probe_accuracy_ci95", q.ci);
+        if (a != ARM_BASELINE) {
+            const stat d = paired_diff(s, a, ARM_BASELINE);
+            add_num(arm, "perplexity_minus_baseline_mean", d.mean);
+            add_num(arm, "perplexity_minus_baseline_ci95", d.ci);
+        }
         add_num(arm, "claimed_perplexity", claim_ppl[a]);
         add_num(arm, "claimed_tokens_per_s", claim_tok[a]);
         cJSON *runs = cJSON_AddArrayToObject(arm, "runs");
