@@ -608,28 +608,58 @@ static void test_encoder_chain(void **state)
     free(dir);
 }
 
+/* A problem's model loaded from a folder of its own, with its prefix and
+ * gains (ramp r) on both sides: what the analysis checks below start from. */
+typedef struct analysis_case {
+    char *dir;
+    pfx_model *model;
+    ref_model_config cfg;
+    lib_prefix lp;
+    ref_model_prefix rp;
+    ref_model_batch rb;
+    pfx_model_batch batch;
+} analysis_case;
+
+static void open_case(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain_mode mode, float ramp, size_t extra,
+                      analysis_case *a)
+{
+    a->dir = tf_tempdir("analysis");
+    assert_int_equal(tf_write(m, a->dir, 1), 0);
+    a->model = load(rt, a->dir, PFX_DTYPE_F32, p->B + extra, p->N + extra, p->P, 0, false);
+    a->cfg = m->rc;
+    a->cfg.gain_mode = mode;
+    a->cfg.gain_ramp = ramp;
+    make_lib_prefix(rt, m, p, mode, ramp, &a->lp);
+    a->rp = ref_prefix(m, p, mode);
+    a->rb = (ref_model_batch){ p->B, p->N, p->ids, p->lens, NULL };
+    a->batch = (pfx_model_batch){ p->B, p->N, p->ids, p->lens, NULL };
+}
+
+static void close_case(analysis_case *a)
+{
+    free_lib_prefix(&a->lp);
+    pfx_model_destroy(&a->model);
+    tf_rmdir(a->dir);
+    free(a->dir);
+}
+
 /* Every head's map of every layer and item (pfx_model_attention_probs)
  * against the reference's; each valid row sums to 1, a padding row to 0, and
  * the mean mass on the prefix over the valid rows of the batch is that of
  * pfx_model_attention_stats. Then the arguments it refuses. */
 static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain_mode mode)
 {
-    char *dir = tf_tempdir("probs");
-    assert_int_equal(tf_write(m, dir, 1), 0);
-    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, p->B, p->N, p->P, 0, false);
-    ref_model_config cfg = m->rc;
-    cfg.gain_mode = mode;
-    cfg.gain_ramp = 0.8;
-    lib_prefix lp;
-    make_lib_prefix(rt, m, p, mode, 0.8f, &lp);
-    ref_model_prefix rp = ref_prefix(m, p, mode);
-    ref_model_batch rb = { p->B, p->N, p->ids, p->lens, NULL };
-    pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, NULL };
+    analysis_case a;
+    open_case(rt, m, p, mode, 0.8f, 0, &a);
+    pfx_model *model = a.model;
+    const ref_model_config cfg = a.cfg;
+    lib_prefix *lp = &a.lp;
+    const pfx_model_batch batch = a.batch;
     const size_t L = cfg.layers, H = cfg.heads, N = p->N, P = p->P, cols = P + N;
     float lib_mass[TF_MAX_LAYERS * 8];
     double mass[TF_MAX_LAYERS * 8] = { 0 };
     size_t rows = 0;
-    assert_int_equal(pfx_model_attention_stats(model, &batch, &lp.pre, lib_mass, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_model_attention_stats(model, &batch, &lp->pre, lib_mass, NULL), PFX_SUCCESS);
     size_t pshape[2] = { N, cols };
     pfx_tensor *probs = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, pshape, &probs), PFX_SUCCESS);
@@ -641,11 +671,11 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
         rows += (size_t)p->lens[b];
         for (size_t l = 0; l < L; l++)
             for (size_t h = 0; h < H; h++) {
-                pfx_status st = pfx_model_attention_probs(model, &batch, &lp.pre, b, l, h, probs);
+                pfx_status st = pfx_model_attention_probs(model, &batch, &lp->pre, b, l, h, probs);
                 if (st != PFX_SUCCESS)
                     fail_msg("probs: %s", pfx_last_error(rt));
                 assert_int_equal(pfx_tensor_read(probs, 0, N * cols, got), PFX_SUCCESS);
-                ref_model_attention_probs(&cfg, &m->w, &rp, &rb, b, l, h, ref);
+                ref_model_attention_probs(&cfg, &m->w, &a.rp, &a.rb, b, l, h, ref);
                 assert_true(rel_l2(ref, got, N * cols) < TOL_PROBS_F32);
                 for (size_t i = 0; i < N; i++) {
                     double sum = 0, pre = 0;
@@ -662,37 +692,34 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
         assert_true(fabs(mass[i] / (double)rows - (double)lib_mass[i]) < TOL_STATS_F32);
 
     /* refused before anything runs: item, layer, head, shape, dtype, NULL */
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, p->B, 0, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, p->B, 0, 0, probs), PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "item"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, L, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, L, 0, probs), PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "layer"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, 0, H, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, H, probs), PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "head"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, 0, 0, NULL), PFX_ERROR_NULL_ARGUMENT);
-    assert_int_equal(pfx_model_attention_probs(NULL, &batch, &lp.pre, 0, 0, 0, probs), PFX_ERROR_NULL_ARGUMENT);
-    assert_int_equal(pfx_model_attention_probs(model, NULL, &lp.pre, 0, 0, 0, probs), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, NULL), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_attention_probs(NULL, &batch, &lp->pre, 0, 0, 0, probs), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_attention_probs(model, NULL, &lp->pre, 0, 0, 0, probs), PFX_ERROR_NULL_ARGUMENT);
     pfx_tensor *wrong = NULL;
     size_t wshape[2] = { N, cols + 1 };
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, wshape, &wrong), PFX_SUCCESS);
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, 0, 0, wrong), PFX_ERROR_INVALID_SHAPE);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, wrong), PFX_ERROR_INVALID_SHAPE);
     pfx_tensor_destroy(&wrong);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 2, pshape, &wrong), PFX_SUCCESS);
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp.pre, 0, 0, 0, wrong), PFX_ERROR_DTYPE_MISMATCH);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, wrong), PFX_ERROR_DTYPE_MISMATCH);
     pfx_tensor_destroy(&wrong);
     int32_t bad_ids[4 * 32];
     memcpy(bad_ids, p->ids, sizeof(bad_ids));
     bad_ids[0] = (int32_t)cfg.vocab;
     pfx_model_batch bad = batch;
     bad.ids = bad_ids;
-    assert_int_equal(pfx_model_attention_probs(model, &bad, &lp.pre, 0, 0, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_model_attention_probs(model, &bad, &lp->pre, 0, 0, 0, probs), PFX_ERROR_OUT_OF_RANGE);
 
     free(ref);
     free(got);
     pfx_tensor_destroy(&probs);
-    free_lib_prefix(&lp);
-    pfx_model_destroy(&model);
-    tf_rmdir(dir);
-    free(dir);
+    close_case(&a);
 }
 
 static void test_attention_probs(void **state)
@@ -729,12 +756,10 @@ static void test_attention_probs(void **state)
  * the same bits. */
 static void check_head_stats(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_mode mode, bool dim)
 {
-    char *dir = tf_tempdir("stats");
-    assert_int_equal(tf_write(m, dir, 1), 0);
-    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, p->B + 1, p->N + 1, p->P, 0, false);
-    ref_model_config cfg = m->rc;
-    cfg.gain_mode = mode;
-    cfg.gain_ramp = 0.75;
+    analysis_case a;
+    open_case(rt, m, p, mode, 0.75f, 1, &a);
+    pfx_model *model = a.model;
+    const ref_model_config cfg = a.cfg;
     const size_t L = cfg.layers, H = cfg.heads, LH = L * H, LHD = LH * cfg.head_dim;
     float *dg = dim ? malloc(LHD * sizeof(float)) : NULL;
     if (dim) {
@@ -742,22 +767,19 @@ static void check_head_stats(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_
         ref_rng_seed(&rng, 77);
         ref_rng_fill(&rng, dg, LHD, -0.8f, 0.8f);
     }
-    lib_prefix lp;
-    make_lib_prefix(rt, m, p, mode, 0.75f, &lp);
-    lp.pre.dim_gains = dg;
-    ref_model_prefix rp = ref_prefix(m, p, mode);
-    rp.dim_gain = dg;
-    ref_model_batch rb = { p->B, p->N, p->ids, p->lens, NULL };
-    pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, NULL };
+    a.lp.pre.dim_gains = dg;
+    a.rp.dim_gain = dg;
+    const pfx_model_prefix *pre = &a.lp.pre;
+    const pfx_model_batch batch = a.batch;
     float mass[TF_MAX_LAYERS * 8], ent[TF_MAX_LAYERS * 8], top[TF_MAX_LAYERS * 8];
     float mass1[TF_MAX_LAYERS * 8], ent1[TF_MAX_LAYERS * 8];
     double rmass[TF_MAX_LAYERS * 8], rent[TF_MAX_LAYERS * 8], rtop[TF_MAX_LAYERS * 8];
     const unsigned ks[3] = { 1, 3, 32 };
     for (int k = 0; k < 3; k++) {
-        pfx_status st = pfx_model_head_stats(model, &batch, &lp.pre, ks[k], mass, ent, top);
+        pfx_status st = pfx_model_head_stats(model, &batch, pre, ks[k], mass, ent, top);
         if (st != PFX_SUCCESS)
             fail_msg("head stats: %s", pfx_last_error(rt));
-        ref_model_head_stats(&cfg, &m->w, &rp, &rb, ks[k], rmass, rent, rtop);
+        ref_model_head_stats(&cfg, &m->w, &a.rp, &a.rb, ks[k], rmass, rent, rtop);
         double worst = 0.0;
         for (size_t i = 0; i < LH; i++) {
             worst = fmax(worst, fabs(rmass[i] - mass[i]));
@@ -772,17 +794,14 @@ static void check_head_stats(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_
         assert_true(worst < TOL_STATS_F32);
         /* one output alone: the same values */
         float only[TF_MAX_LAYERS * 8];
-        assert_int_equal(pfx_model_head_stats(model, &batch, &lp.pre, ks[k], NULL, NULL, only), PFX_SUCCESS);
+        assert_int_equal(pfx_model_head_stats(model, &batch, pre, ks[k], NULL, NULL, only), PFX_SUCCESS);
         assert_memory_equal(only, top, LH * sizeof(float));
     }
-    assert_int_equal(pfx_model_attention_stats(model, &batch, &lp.pre, mass1, ent1), PFX_SUCCESS);
+    assert_int_equal(pfx_model_attention_stats(model, &batch, pre, mass1, ent1), PFX_SUCCESS);
     assert_memory_equal(mass1, mass, LH * sizeof(float));
     assert_memory_equal(ent1, ent, LH * sizeof(float));
-    free_lib_prefix(&lp);
     free(dg);
-    pfx_model_destroy(&model);
-    tf_rmdir(dir);
-    free(dir);
+    close_case(&a);
 }
 
 static void test_head_stats(void **state)
@@ -815,29 +834,20 @@ static void test_head_stats(void **state)
 /* pfx_model_hidden_states against ref_model_hidden on the valid rows. */
 static void check_hidden(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_mode mode)
 {
-    char *dir = tf_tempdir("hidden");
-    assert_int_equal(tf_write(m, dir, 1), 0);
-    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, p->B, p->N + 2, p->P, 0, false);
-    ref_model_config cfg = m->rc;
-    cfg.gain_mode = mode;
-    cfg.gain_ramp = 0.6;
-    lib_prefix lp;
-    make_lib_prefix(rt, m, p, mode, 0.6f, &lp);
-    ref_model_prefix rp = ref_prefix(m, p, mode);
-    ref_model_batch rb = { p->B, p->N, p->ids, p->lens, NULL };
-    pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, NULL };
-    const size_t B = p->B, N = p->N, C = cfg.hidden;
+    analysis_case a;
+    open_case(rt, m, p, mode, 0.6f, 2, &a);
+    const size_t B = p->B, N = p->N, C = a.cfg.hidden;
     size_t shape[3] = { B, N, C };
     pfx_tensor *hidden = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &hidden), PFX_SUCCESS);
-    pfx_status st = pfx_model_hidden_states(model, &batch, &lp.pre, hidden);
+    pfx_status st = pfx_model_hidden_states(a.model, &a.batch, &a.lp.pre, hidden);
     if (st != PFX_SUCCESS)
         fail_msg("hidden states: %s", pfx_last_error(rt));
     double *ref = malloc(B * N * C * sizeof(double));
     float *got = malloc(B * N * C * sizeof(float));
     assert_non_null(ref);
     assert_non_null(got);
-    ref_model_hidden(&cfg, &m->w, &rp, &rb, ref);
+    ref_model_hidden(&a.cfg, &m->w, &a.rp, &a.rb, ref);
     assert_int_equal(pfx_tensor_read(hidden, 0, B * N * C, got), PFX_SUCCESS);
     for (size_t b = 0; b < B; b++) {
         const size_t at = b * N * C, n = (size_t)p->lens[b] * C;
@@ -848,10 +858,7 @@ static void check_hidden(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_mode
     free(ref);
     free(got);
     pfx_tensor_destroy(&hidden);
-    free_lib_prefix(&lp);
-    pfx_model_destroy(&model);
-    tf_rmdir(dir);
-    free(dir);
+    close_case(&a);
 }
 
 static void test_hidden_states(void **state)

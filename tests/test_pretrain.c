@@ -77,6 +77,33 @@ static void assert_same_file(const char *a, const char *b, const char *name)
     free(y);
 }
 
+/* Runs of `steps` steps into folders a and b the same bit for bit: losses,
+ * gradient norms, evaluations, weights and gains. Frees both results. */
+static void assert_same_run(pfx_pretrain_result *ra, pfx_pretrain_result *rb, const char *a, const char *b,
+                            size_t steps)
+{
+    assert_memory_equal(ra->losses, rb->losses, steps * sizeof(double));
+    assert_memory_equal(ra->grad_norms, rb->grad_norms, steps * sizeof(float));
+    for (size_t s = 0; s <= steps; s++)
+        assert_true(ra->eval_losses[s] == rb->eval_losses[s] ||
+                    (isnan(ra->eval_losses[s]) && isnan(rb->eval_losses[s])));
+    assert_same_file(a, b, "model.safetensors");
+    if (ra->gains)
+        assert_same_file(a, b, "gains.safetensors");
+    pfx_pretrain_result_free(ra);
+    pfx_pretrain_result_free(rb);
+}
+
+/* Removes the temporary folders (tf_tempdir's) and frees their names. */
+static void drop_dirs(char *a, char *b, char *c)
+{
+    char *dirs[3] = { a, b, c };
+    for (int i = 0; i < 3; i++) {
+        tf_rmdir(dirs[i]);
+        free(dirs[i]);
+    }
+}
+
 typedef struct counter {
     size_t calls, last;
 } counter;
@@ -460,12 +487,8 @@ static void test_gain_heads(void **state)
     pfx_pretrain_result_free(&rb);
     c.gain_heads = mask;
     run_ok(rt, &c, &rb);
-    assert_memory_equal(ra.losses, rb.losses, 6 * sizeof(double));
     assert_memory_equal(ra.gains, rb.gains, 7 * LH * sizeof(float));
-    assert_same_file(a, b, "model.safetensors");
-    assert_same_file(a, b, "gains.safetensors");
-    pfx_pretrain_result_free(&ra);
-    pfx_pretrain_result_free(&rb);
+    assert_same_run(&ra, &rb, a, b, 6);
 
     /* every head selected: the run without a selection */
     c.resume = false;
@@ -477,18 +500,8 @@ static void test_gain_heads(void **state)
     c.out_dir = b;
     c.gain_heads = NULL;
     run_ok(rt, &c, &rb);
-    assert_memory_equal(ra.losses, rb.losses, 3 * sizeof(double));
-    assert_memory_equal(ra.grad_norms, rb.grad_norms, 3 * sizeof(float));
-    assert_same_file(a, b, "model.safetensors");
-    assert_same_file(a, b, "gains.safetensors");
-    pfx_pretrain_result_free(&ra);
-    pfx_pretrain_result_free(&rb);
-    tf_rmdir(a);
-    free(a);
-    tf_rmdir(b);
-    free(b);
-    tf_rmdir(cfgdir);
-    free(cfgdir);
+    assert_same_run(&ra, &rb, a, b, 3);
+    drop_dirs(a, b, cfgdir);
 }
 
 /* What a measuring callback does after each step: head statistics, a loss
@@ -549,20 +562,8 @@ static void test_callback_measures(void **state)
     counter k = { 0, 0 };
     if (pfx_pretrain_run(rt, &c, count_steps, &k, &rb) != PFX_SUCCESS)
         fail_msg("pretrain: %s", pfx_last_error(rt));
-    assert_memory_equal(ra.losses, rb.losses, 5 * sizeof(double));
-    assert_memory_equal(ra.grad_norms, rb.grad_norms, 5 * sizeof(float));
-    for (size_t s = 0; s <= 5; s++)
-        assert_true(ra.eval_losses[s] == rb.eval_losses[s] || (isnan(ra.eval_losses[s]) && isnan(rb.eval_losses[s])));
-    assert_same_file(a, b, "model.safetensors");
-    assert_same_file(a, b, "gains.safetensors");
-    pfx_pretrain_result_free(&ra);
-    pfx_pretrain_result_free(&rb);
-    tf_rmdir(a);
-    free(a);
-    tf_rmdir(b);
-    free(b);
-    tf_rmdir(cfgdir);
-    free(cfgdir);
+    assert_same_run(&ra, &rb, a, b, 5);
+    drop_dirs(a, b, cfgdir);
 }
 
 /* Each refusal before the first step: its status, a message naming the
