@@ -3,6 +3,7 @@
 #ifndef PFX_TEST_H
 #define PFX_TEST_H
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,18 @@
 #include "prefixcl/prefixcl.h"
 
 #define PFX_TEST_SKIP 77
+
+/* ||a - b|| / ||b|| (relative L2, the tolerances' measure) of two float
+ * tensors computed on the device (no double reference). */
+static inline double pfx_test_rel_err(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
 
 /* Seconds since t0 (CLOCK_MONOTONIC): the time limits of complexity tests. */
 static inline double pfx_test_seconds_since(const struct timespec *t0)

@@ -486,16 +486,6 @@ static void write_prefixes(const world *w, const char *path, size_t P, size_t hk
     write_layers(w, path, s.layers, P, hkv, gain_mode, seed);
 }
 
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1));
-}
-
 /* The step's logits equal pfx_model_last_logits with the same bank (two
  * adapters, prompts of different lengths; then a prefixcl file with tanh
  * gains); adapters with different gains cannot share a step; prefixcl
@@ -523,7 +513,7 @@ static void test_step_matches_model_and_gains(void **state)
     assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
-    assert_true(rel_err(a, b, 2 * V) < TOL_SERVE_F32);
+    assert_true(pfx_test_rel_err(a, b, 2 * V) < TOL_SERVE_F32);
 
     /* a prefixcl file with gains beside a PEFT adapter of the same P */
     char dir[] = "/tmp/pfx-gen-XXXXXX", path[64];
@@ -549,12 +539,12 @@ static void test_step_matches_model_and_gains(void **state)
     assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
-    assert_true(rel_err(a, b, 2 * V) < TOL_SERVE_F32);
+    assert_true(pfx_test_rel_err(a, b, 2 * V) < TOL_SERVE_F32);
     /* the gains matter: the same prefixes without them differ */
     pre.gain_mode = PFX_GAIN_OFF;
     assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
-    assert_true(rel_err(a, b, 2 * V) > 1e-3);
+    assert_true(pfx_test_rel_err(a, b, 2 * V) > 1e-3);
     /* gains and no gains in one step */
     int32_t mixed[2] = { 0, 1 };
     step.adapter = mixed;

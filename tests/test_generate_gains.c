@@ -86,16 +86,6 @@ static gains_spec spec_of(const char *mode, const pfx_model_shape *s, float *g, 
     return sp;
 }
 
-static double rel_err(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1));
-}
-
 /* The lowest id among equal maxima (pfx_sample_token's greedy rule). */
 static int32_t argmax(const float *x, size_t n)
 {
@@ -195,7 +185,7 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
             pfx_model_batch mb = { 1, (size_t)lens[r], seq[r], NULL, NULL };
             assert_int_equal(pfx_model_last_logits(m, &mb, &pre, lb), PFX_SUCCESS);
             assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
-            const double err = rel_err(a + r * V, b, V);
+            const double err = pfx_test_rel_err(a + r * V, b, V);
             if (!(err < TOL_SERVE_F32))
                 fail_msg("%s %s: step %zu, request %d: logits off by %g", family, mode, k, r, err);
             expect[r][k] = argmax(b, V);
@@ -211,7 +201,7 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
     assert_int_equal(pfx_tensor_read(lb, 0, V, a), PFX_SUCCESS);
     assert_int_equal(pfx_model_last_logits(m, &mb, &plain, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
-    assert_true(rel_err(a, b, V) > 1e-3);
+    assert_true(pfx_test_rel_err(a, b, V) > 1e-3);
 
     /* greedy generate: the loop's tokens */
     int32_t out[2][NEW];
