@@ -17,8 +17,8 @@
 
 /* The defaults fit the whole experiment (5 arms, the measures) in about half
  * an hour on a 2-core CPU with PoCL: 4 layers of 256 (4 heads of 64), blocks
- * of 128, 8 blocks a step, 400 steps an arm (0.6 s a step measured there
- * under load; see README.md). */
+ * of 128, 8 blocks a step, 400 steps an arm. Measured there, with other jobs
+ * on the same cores: 0.55-0.6 s a step, 1448 s for the whole run (README.md). */
 #define DEF_LAYERS 4
 #define DEF_HIDDEN 256
 #define DEF_HEADS 4
