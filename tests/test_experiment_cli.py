@@ -84,7 +84,8 @@ def main():
         for arm in arms:
             a = res["arms"][arm]
             r0 = a["runs"][0]
-            if not (math.isfinite(a["validation_perplexity_mean"]) and r0["tokens_per_s"] > 0
+            if not (math.isfinite(a["validation_perplexity_mean"]) and r0["speed_wall"]["tokens_per_s"] > 0
+                    and r0["speed_cpu"]["tokens_per_s"] > 0
                     and 0 <= r0["probe_accuracy"] <= 1 and len(r0["per_head"]["entropy"]) == 5
                     and len(r0["per_head"]["entropy"][0]) == 8):
                 sys.exit("results.json %s: %r" % (arm, {k: v for k, v in r0.items() if k != "per_head"}))

@@ -53,6 +53,17 @@ typedef struct exp_options {
     char *command_line;    /* as typed, for the report */
 } exp_options;
 
+/* Generation speed of an arm against the baseline, by one clock. */
+typedef struct exp_speed_figs {
+    double tok_s, base_tok_s;            /* medians: this arm's model, and the baseline's paired with it */
+    double ratio_lo, ratio_med, ratio_hi; /* paired ratios tok_s / base_tok_s over the repetitions */
+} exp_speed_figs;
+
+/* The clocks of the speed figures: wall time (what a user waits), and the
+ * process's CPU time (PoCL's worker threads included), which on a CPU
+ * device shared with other jobs counts the work without the contention. */
+enum { EXP_WALL = 0, EXP_CPU = 1, EXP_CLOCKS = 2 };
+
 /* One arm of one seed. */
 typedef struct exp_run {
     bool done;
@@ -68,8 +79,7 @@ typedef struct exp_run {
     int settled[EXP_THRESHOLDS]; /* -1: the window is too short to tell */
     int8_t *sign;            /* [LH] at EXP_THR_MAIN */
     double ppl;              /* exp(final evaluation loss) */
-    double tok_s, base_tok_s;          /* medians: this arm's model, and the baseline's paired with it */
-    double ratio_lo, ratio_med, ratio_hi; /* paired ratios tok_s / base_tok_s over the repetitions */
+    exp_speed_figs speed[EXP_CLOCKS];
     double probe_acc, probe_majority;
     float *gain_off_entropy; /* [LH]: the final model with its gains set to 0 (NULL: baseline) */
     double seconds;          /* training */

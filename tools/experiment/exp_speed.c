@@ -47,18 +47,32 @@ fail:
     return -1;
 }
 
-/* Tokens a second of one greedy generation (new tokens over the wall time
- * of the whole call, prefill included); < 0 on failure. */
-static double generate_once(exp_state *s, decoder *d, size_t new_tokens, int32_t *out)
+/* Tokens a second of one greedy generation by each clock (new tokens over
+ * the whole call, prefill included); false on failure. */
+static bool generate_once(exp_state *s, decoder *d, size_t new_tokens, int32_t *out, double tok[EXP_CLOCKS])
 {
     pfx_request req = { .prompt = s->sentence, .prompt_len = s->sentence_len, .adapter = d->entry, .out = out };
     const pfx_sampling greedy = { .temperature = 0.0f, .max_new_tokens = new_tokens };
-    const double t0 = tool_now_s();
+    const double w0 = tool_now_s(), c0 = tool_cpu_s();
     if (pfx_generate(d->model, d->cache, d->bank, &req, 1, &greedy, NULL, NULL, NULL) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl experiment gain: generating: %s\n", pfx_last_error(s->rt));
-        return -1.0;
+        return false;
     }
-    return (double)req.out_len / (tool_now_s() - t0);
+    tok[EXP_WALL] = (double)req.out_len / (tool_now_s() - w0);
+    tok[EXP_CPU] = (double)req.out_len / (tool_cpu_s() - c0);
+    return true;
+}
+
+/* The medians and the range of the paired ratios of `reps` pairs. */
+static void summarize(double *ta, double *tb, double *ratio, size_t reps, exp_speed_figs *f)
+{
+    for (size_t r = 0; r < reps; r++)
+        ratio[r] = ta[r] / tb[r];
+    f->tok_s = tool_median(ta, reps);
+    f->base_tok_s = tool_median(tb, reps);
+    f->ratio_med = tool_median(ratio, reps); /* sorts: the ends are the range */
+    f->ratio_lo = ratio[0];
+    f->ratio_hi = ratio[reps - 1];
 }
 
 size_t exp_gen_tokens(const exp_state *s)
@@ -77,12 +91,15 @@ int exp_speed(exp_state *s)
     if (decoder_open(s, base, ARM_BASELINE, &b))
         return -1;
     int32_t *out = malloc(n * sizeof(int32_t));
-    double *tb = malloc(reps * sizeof(double)), *ta = malloc(reps * sizeof(double));
-    double *ratio = malloc(reps * sizeof(double)), *all_base = malloc(reps * ARM_COUNT * sizeof(double));
+    /* [clock][rep]: the arm's and the baseline's figures; every baseline one */
+    double *ta = malloc(EXP_CLOCKS * reps * sizeof(double)), *tb = malloc(EXP_CLOCKS * reps * sizeof(double));
+    double *ratio = malloc(reps * sizeof(double));
+    double *all_base = malloc(EXP_CLOCKS * reps * ARM_COUNT * sizeof(double));
     size_t n_all = 0;
-    int rc = out && tb && ta && ratio && all_base ? 0 : -1;
+    double tok[EXP_CLOCKS];
+    int rc = out && ta && tb && ratio && all_base ? 0 : -1;
     /* a first call of each model compiles and sizes what it needs: untimed */
-    if (rc == 0 && generate_once(s, &b, n, out) < 0)
+    if (rc == 0 && !generate_once(s, &b, n, out, tok))
         rc = -1;
     for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT && rc == 0; a++) {
         exp_run *run = exp_run_at(s, 0, a);
@@ -93,46 +110,54 @@ int exp_speed(exp_state *s)
             rc = -1;
             break;
         }
-        if (generate_once(s, &d, n, out) < 0)
+        if (!generate_once(s, &d, n, out, tok))
             rc = -1;
         for (size_t r = 0; r < reps && rc == 0; r++) {
-            tb[r] = generate_once(s, &b, n, out);
-            ta[r] = generate_once(s, &d, n, out);
-            if (tb[r] < 0 || ta[r] < 0)
+            double tbr[EXP_CLOCKS], tar[EXP_CLOCKS];
+            if (!generate_once(s, &b, n, out, tbr) || !generate_once(s, &d, n, out, tar)) {
                 rc = -1;
-            else {
-                ratio[r] = ta[r] / tb[r];
-                all_base[n_all++] = tb[r];
+                break;
             }
+            for (int c = 0; c < EXP_CLOCKS; c++) {
+                tb[c * reps + r] = tbr[c];
+                ta[c * reps + r] = tar[c];
+                all_base[c * reps * ARM_COUNT + n_all] = tbr[c];
+            }
+            n_all++;
         }
         decoder_free(&d);
         if (rc)
             break;
-        run->tok_s = tool_median(ta, reps);
-        run->base_tok_s = tool_median(tb, reps);
-        run->ratio_med = tool_median(ratio, reps); /* sorts: the ends are the range */
-        run->ratio_lo = ratio[0];
-        run->ratio_hi = ratio[reps - 1];
+        for (int c = 0; c < EXP_CLOCKS; c++)
+            summarize(ta + c * reps, tb + c * reps, ratio, reps, &run->speed[c]);
         if (!s->o.quiet)
-            printf("  tokens/s: %-8s %.1f, baseline %.1f (ratio %.3f, %.3f .. %.3f over %zu pairs)\n",
-                   exp_arm_names[a], run->tok_s, run->base_tok_s, run->ratio_med, run->ratio_lo, run->ratio_hi,
-                   reps);
+            printf("  tokens/s: %-8s %.1f, baseline %.1f (ratio %.3f, %.3f .. %.3f over %zu pairs); per CPU second "
+                   "%.1f and %.1f (ratio %.3f, %.3f .. %.3f)\n",
+                   exp_arm_names[a], run->speed[EXP_WALL].tok_s, run->speed[EXP_WALL].base_tok_s,
+                   run->speed[EXP_WALL].ratio_med, run->speed[EXP_WALL].ratio_lo, run->speed[EXP_WALL].ratio_hi, reps,
+                   run->speed[EXP_CPU].tok_s, run->speed[EXP_CPU].base_tok_s, run->speed[EXP_CPU].ratio_med,
+                   run->speed[EXP_CPU].ratio_lo, run->speed[EXP_CPU].ratio_hi);
     }
-    /* the baseline's own row: every repetition of it, all pairings */
-    if (rc == 0 && n_all == 0) {
-        for (size_t r = 0; r < reps && rc == 0; r++)
-            if ((all_base[n_all++] = generate_once(s, &b, n, out)) < 0)
-                rc = -1;
+    /* the baseline's own row: every repetition of it, all pairings (or its
+     * own repetitions when it is the only arm) */
+    for (size_t r = 0; rc == 0 && n_all == 0 && r < reps; r++) {
+        if (!generate_once(s, &b, n, out, tok))
+            rc = -1;
+        for (int c = 0; c < EXP_CLOCKS && rc == 0; c++)
+            all_base[c * reps * ARM_COUNT + r] = tok[c];
     }
     if (rc == 0) {
-        base->tok_s = tool_median(all_base, n_all);
-        base->base_tok_s = base->tok_s;
-        base->ratio_lo = base->ratio_med = base->ratio_hi = 1.0;
+        const size_t count = n_all ? n_all : reps;
+        for (int c = 0; c < EXP_CLOCKS; c++) {
+            exp_speed_figs *f = &base->speed[c];
+            f->tok_s = f->base_tok_s = tool_median(all_base + c * reps * ARM_COUNT, count);
+            f->ratio_lo = f->ratio_med = f->ratio_hi = 1.0;
+        }
     }
     decoder_free(&b);
     free(out);
-    free(tb);
     free(ta);
+    free(tb);
     free(ratio);
     free(all_base);
     return rc;
