@@ -49,6 +49,17 @@ static stat stat_of(const double *x, size_t n)
     return s;
 }
 
+/* Heads with a trained gain: all, or the selected arm's selection. */
+static size_t trained_heads(const exp_state *s, const exp_run *run)
+{
+    if (!run->heads)
+        return s->LH;
+    size_t n = 0;
+    for (size_t h = 0; h < s->LH; h++)
+        n += run->heads[h] != 0;
+    return n;
+}
+
 typedef enum measure { M_PPL, M_PROBE, M_SETTLED } measure;
 
 /* A measure of arm a over the seeds (the settled share: of the trained
@@ -66,12 +77,7 @@ static stat arm_stat(exp_state *s, exp_arm_kind a, measure m)
         else if (m == M_PROBE)
             x[n++] = run->probe_acc;
         else if (run->settled[EXP_THR_MAIN] >= 0) {
-            size_t trained = s->LH;
-            if (run->heads) {
-                trained = 0;
-                for (size_t h = 0; h < s->LH; h++)
-                    trained += run->heads[h] != 0;
-            }
+            const size_t trained = trained_heads(s, run);
             x[n++] = trained ? (double)run->settled[EXP_THR_MAIN] / (double)trained : 0.0;
         }
     }
@@ -91,16 +97,6 @@ static void fmt_stat(char *buf, size_t cap, stat v, const char *fmt)
         snprintf(buf, cap, "%s ± %s", a, b);
     } else
         snprintf(buf, cap, "%s", a);
-}
-
-static size_t trained_heads(const exp_state *s, const exp_run *run)
-{
-    if (!run->heads)
-        return s->LH;
-    size_t n = 0;
-    for (size_t h = 0; h < s->LH; h++)
-        n += run->heads[h] != 0;
-    return n;
 }
 
 /* Of the heads settled with sign `sign`: how many have a final entropy
