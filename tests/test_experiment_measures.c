@@ -75,6 +75,24 @@ static void test_settled_heads(void **state)
     assert_int_equal(settled_heads(&hist[0][0], steps10, M, H, 100, 10.0f, sign), 0);
 }
 
+/* Since when a head has held its sign beyond the threshold. */
+static void test_settled_since(void **state)
+{
+    (void)state;
+    enum { H = 3, M = 10 };
+    float hist[M][H];
+    for (int i = 0; i < M; i++) {
+        hist[i][0] = i < 3 ? 0.01f : 0.2f;        /* beyond 0.05 from step 40 */
+        hist[i][1] = i == 6 ? 0.3f : -0.3f;       /* a flip at step 70: since 80 */
+        hist[i][2] = i == 9 ? 0.0f : 0.5f;        /* the last one is 0: never */
+    }
+    assert_int_equal(settled_since(&hist[0][0], steps10, M, H, 0, 0.05f), 40);
+    assert_int_equal(settled_since(&hist[0][0], steps10, M, H, 0, 0.01f), 10);
+    assert_int_equal(settled_since(&hist[0][0], steps10, M, H, 1, 0.05f), 80);
+    assert_int_equal(settled_since(&hist[0][0], steps10, M, H, 2, 0.05f), 0);
+    assert_int_equal(settled_since(&hist[0][0], steps10, 0, H, 0, 0.05f), 0);
+}
+
 /* Too few measurements in the window: -1 and every sign 0. */
 static void test_short_histories(void **state)
 {
@@ -197,7 +215,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window),         cmocka_unit_test(test_settled_heads),
-        cmocka_unit_test(test_short_histories), cmocka_unit_test(test_probe_separable),
+        cmocka_unit_test(test_short_histories), cmocka_unit_test(test_settled_since), cmocka_unit_test(test_probe_separable),
         cmocka_unit_test(test_probe_noise),    cmocka_unit_test(test_probe_refuses),
     };
     return cmocka_run_group_tests_name("experiment_measures", tests, NULL, NULL);

@@ -114,6 +114,24 @@ static size_t entropy_agree(const exp_state *s, const exp_run *run, const float 
     return agree;
 }
 
+/* The median step since which the heads settled at threshold t have held
+ * their sign beyond it; NAN when none settled. */
+static double median_since(const exp_state *s, const exp_run *run, size_t t)
+{
+    int8_t *sign = malloc(s->LH);
+    double *x = malloc(s->LH * sizeof(double)), med = NAN;
+    size_t n = 0;
+    if (sign && x && settled_heads(run->gain, run->steps, run->m, s->LH, s->o.steps, exp_thresholds[t], sign) > 0) {
+        for (size_t h = 0; h < s->LH; h++)
+            if (sign[h])
+                x[n++] = (double)settled_since(run->gain, run->steps, run->m, s->LH, h, exp_thresholds[t]);
+        med = tool_median(x, n);
+    }
+    free(sign);
+    free(x);
+    return med;
+}
+
 static void head_list(FILE *f, const exp_state *s, const exp_run *run, int sign)
 {
     const float *g = run->r.gains + run->r.steps_done * s->LH;
@@ -299,7 +317,8 @@ static void write_md(exp_state *s, FILE *f)
                "(logits scaled by 1 + g > 1), g < 0 spreads it.\n\n",
             o->steps, o->measure_every, SETTLED_MIN_POINTS);
     fprintf(f, "| arm (seed %llu) | thr 0.01 | thr 0.05 | thr 0.1 | sharpen (thr 0.05, final g) | spread | entropy "
-               "vs baseline agrees | entropy vs own gains off agrees |\n|---|---|---|---|---|---|---|---|\n",
+               "vs baseline agrees | entropy vs own gains off agrees | held since, median step (thr 0.01 / 0.05) "
+               "|\n|---|---|---|---|---|---|---|---|---|\n",
             (unsigned long long)o->seed);
     for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT; a++) {
         const exp_run *r0 = exp_run_at(s, 0, a);
@@ -328,8 +347,17 @@ static void write_md(exp_state *s, FILE *f)
             fprintf(f, " | %zu of %zu", ap + an, np + nn);
         } else
             fprintf(f, " | n/a");
+        const double since[2] = { median_since(s, r0, 0), median_since(s, r0, EXP_THR_MAIN) };
+        for (int t = 0; t < 2; t++)
+            if (isfinite(since[t]))
+                fprintf(f, "%s%.0f", t ? " / " : " | ", since[t]);
+            else
+                fprintf(f, "%s—", t ? " / " : " | ");
         fprintf(f, " |\n");
     }
+    fprintf(f, "\n*Held since*: the measured step from which a settled head's gain stayed beyond the threshold "
+               "with its final sign (settled_since), the median over the heads settled at that threshold, of "
+               "%zu steps: how quickly the gains split.\n", o->steps);
     fprintf(f, "\nThe cross-checks count the settled heads whose final attention entropy on %zu validation blocks "
                "moved the way their sign says (lower for a sharpening head, higher for a spreading one): against "
                "the same head of the baseline model (trained apart from the same initialization, so heads may "
@@ -481,6 +509,12 @@ static cJSON *run_json(exp_state *s, const exp_run *run, exp_arm_kind a)
                 cJSON_AddNullToObject(st, key);
             else
                 cJSON_AddNumberToObject(st, key, run->settled[t]);
+        }
+        cJSON *since = cJSON_AddObjectToObject(o, "held_since_median_step");
+        for (size_t t = 0; t < EXP_THRESHOLDS; t++) {
+            char key[16];
+            snprintf(key, sizeof(key), "%g", (double)exp_thresholds[t]);
+            add_num(since, key, median_since(s, run, t));
         }
         cJSON_AddNumberToObject(o, "trained_heads", (double)trained_heads(s, run));
         for (size_t h = 0; row && h < s->LH; h++)

@@ -41,3 +41,20 @@ int settled_heads(const float *history, const size_t *steps, size_t m, size_t he
     }
     return settled;
 }
+
+size_t settled_since(const float *history, const size_t *steps, size_t m, size_t heads, size_t h, float threshold)
+{
+    if (m == 0)
+        return 0;
+    const float last = history[(m - 1) * heads + h];
+    const int sign = last > 0.0f ? 1 : last < 0.0f ? -1 : 0;
+    size_t i = m;
+    while (i > 0) {
+        const float g = history[(i - 1) * heads + h];
+        const int gs = g > 0.0f ? 1 : g < 0.0f ? -1 : 0;
+        if (sign == 0 || gs != sign || !(fabsf(g) >= threshold))
+            break;
+        i--;
+    }
+    return i < m ? steps[i] : 0;
+}
