@@ -278,7 +278,7 @@ static void write_md(exp_state *s, FILE *f)
                "ratios, not the values. Tokens/s here: greedy decoding at batch 1 of %zu new tokens after a "
                "%zu-token validation prompt, new tokens over the whole call's wall time, median of %zu "
                "repetitions interleaved with the baseline's (seed %llu's models)%s. On a CPU device shared with "
-               "other work the timings are noisy.\n",
+               "other work the timings are noisy.\n\n",
             exp_gen_tokens(s), s->sentence_len, o->gen_reps, (unsigned long long)o->seed,
             base0->done ? "" : "; no baseline arm, so no speed comparison");
     if (s->probe_classes)
