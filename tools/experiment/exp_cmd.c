@@ -18,7 +18,8 @@
 /* The defaults fit the whole experiment (5 arms, the measures) in about half
  * an hour on a 2-core CPU with PoCL: 4 layers of 256 (4 heads of 64), blocks
  * of 128, 8 blocks a step, 400 steps an arm. Measured there, with other jobs
- * on the same cores: 0.55-0.6 s a step, 1448 s for the whole run (README.md). */
+ * on the same cores: 0.5-0.6 s a step, 1225 s and 1448 s for two whole runs
+ * (README.md). */
 #define DEF_LAYERS 4
 #define DEF_HIDDEN 256
 #define DEF_HEADS 4
