@@ -37,6 +37,7 @@ check "train --help" train --help
 check "tune --help" tune --help
 check "gemm-tune --help" gemm-tune --help
 check "tokenize --help" tokenize --help
+check "experiment gain --help" experiment gain --help
 # and a command that succeeds still exits 0 when stdout is fine
 if ! "$exe" devices >"$dir/ok" 2>&1; then
     echo "FAIL devices with a good stdout"

@@ -14,5 +14,6 @@ int cmd_gemm_tune(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_experiment(int argc, char **argv);
 
 #endif

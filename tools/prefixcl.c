@@ -20,6 +20,8 @@ static const struct {
       "the main job: prefix-tune a model folder on a text file, write a PEFT adapter [--model DIR --data FILE]" },
     { "pretrain", cmd_pretrain,
       "train every weight (and per-head attention gains) from a config or a checkpoint [--config PATH --data FILE]" },
+    { "experiment", cmd_experiment,
+      "the attention-gain experiment: 5 arms, perplexity, tokens/s, settled heads, a probe [gain --corpus DIR --out DIR]" },
     { "train", cmd_train,
       "regression run: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
     { "generate", cmd_generate,

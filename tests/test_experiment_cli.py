@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""`prefixcl experiment gain` end to end at a tiny size: a small corpus made
+by tools/corpus/wordnet_corpus.py from WordNet-format files written here
+(invented glosses), the committed data/wordnet tokenizer, a 2-layer model,
+the baseline, linear and selected arms for a few steps. report.md holds
+every arm in the claims' table with finite figures, results.json parses
+with the same arms, the pictures are PNGs of a sensible size; bad options
+are refused naming the option.
+
+usage: test_experiment_cli.py PREFIXCL CORPUS_SCRIPT TOKENIZER_DIR cairo|none
+(standard library only)
+"""
+import json
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+from cli_run import run
+
+LEX = (("noun", 5, "n"), ("noun", 13, "n"), ("verb", 38, "v"), ("adj", 0, "a"), ("adv", 2, "r"))
+WORDS = ("small animal", "red food", "quick motion", "old tree", "bright light", "soft sound", "large city",
+         "warm water", "green plant", "heavy stone")
+
+
+def fake_wordnet(folder):
+    """data.noun ... with 100 synsets of each lexicographer file above."""
+    os.makedirs(folder)
+    files = {}
+    for pos, lex, letter in LEX:
+        lines = files.setdefault(pos, [])
+        for i in range(100):
+            offset = 1000 + 97 * i + lex * 100000
+            topic = WORDS[(i + lex) % len(WORDS)]
+            gloss = "a %s of the %s kind, number %d; \"the %s was seen\"" % (topic, pos, i, topic.split()[-1])
+            lines.append("%08d %02d %s 01 %s_%d 0 000 | %s  \n" % (offset, lex, letter, pos, i, gloss))
+    for pos, lines in files.items():
+        with open(os.path.join(folder, "data." + pos), "w") as f:
+            f.write("  1 This software and database is being provided to you, the LICENSEE, by  \n")
+            f.writelines(lines)
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        sys.exit("%s is not a PNG" % path)
+    return struct.unpack(">II", head[16:24])
+
+
+def main():
+    exe, script, tokenizer, cairo = sys.argv[1:5]
+    with tempfile.TemporaryDirectory() as tmp:
+        wn, corpus, out = (os.path.join(tmp, n) for n in ("wn", "corpus", "out"))
+        fake_wordnet(wn)
+        subprocess.run([sys.executable, script, "--wordnet", wn, corpus], check=True, capture_output=True)
+        tiny = ["--corpus", corpus, "--tokenizer", tokenizer, "--layers", "2", "--hidden", "32", "--heads", "4",
+                "--block", "32", "--batch", "4", "--steps", "10", "--measure-every", "2", "--eval-every", "5",
+                "--eval-blocks", "4", "--gen-tokens", "8", "--gen-reps", "2", "--probe-docs", "0", "--lr", "3e-3"]
+        arms = ("baseline", "linear", "selected")
+        stdout, _ = run(exe, ["experiment", "gain", "--out", out, "--arms", ",".join(arms), "--quiet"] + tiny,
+                        timeout=300)
+        report = open(os.path.join(out, "report.md")).read()
+        if "prefixcl experiment gain" not in report or "device:" not in report:
+            sys.exit("report.md lacks the command line or the device:\n" + report)
+        rows = [l for l in report.splitlines() if l.startswith("| ") and not l.startswith("| arm")]
+        for arm in arms:
+            row = [l for l in rows if l.startswith("| %s |" % arm)]
+            if not row:
+                sys.exit("no %s row in report.md:\n%s" % (arm, report))
+            ppl = float(row[0].split("|")[2])
+            if not math.isfinite(ppl) or ppl <= 1:
+                sys.exit("%s: perplexity %r" % (arm, row[0]))
+        if re.search(r"\b(nan|-?inf)\b", report, re.I):
+            sys.exit("a non-finite figure in report.md:\n" + report)
+        if "Selection rule" not in report or "settled" not in report:
+            sys.exit("report.md lacks the selection rule or the settled definition")
+        res = json.load(open(os.path.join(out, "results.json")))
+        if sorted(res["arms"]) != sorted(arms):
+            sys.exit("results.json arms %r" % sorted(res["arms"]))
+        for arm in arms:
+            a = res["arms"][arm]
+            r0 = a["runs"][0]
+            if not (math.isfinite(a["validation_perplexity_mean"]) and r0["speed_wall"]["tokens_per_s"] > 0
+                    and r0["speed_cpu"]["tokens_per_s"] > 0
+                    and 0 <= r0["probe_accuracy"] <= 1 and len(r0["per_head"]["entropy"]) == 5
+                    and len(r0["per_head"]["entropy"][0]) == 8):
+                sys.exit("results.json %s: %r" % (arm, {k: v for k, v in r0.items() if k != "per_head"}))
+        if sum(res["arms"]["selected"]["runs"][0]["selected_heads"]) != 4:
+            sys.exit("the selected arm trains %r" % res["arms"]["selected"]["runs"][0]["selected_heads"])
+        for arm in arms:
+            if not os.path.exists(os.path.join(out, arm, "model.safetensors")):
+                sys.exit("no model in %s/" % arm)
+        if cairo == "cairo":
+            for pic in ("valid_loss.png", "gains_linear.png", "gains_selected.png", "entropy.png",
+                        "attention_maps.png"):
+                path = os.path.join(out, pic)
+                if not os.path.exists(path):
+                    sys.exit("no %s: %s" % (pic, stdout))
+                w, h = png_size(path)
+                if not (300 <= w <= 5000 and 200 <= h <= 8000):
+                    sys.exit("%s: %d x %d" % (pic, w, h))
+
+        # refusals, each naming its option
+        base = ["experiment", "gain", "--corpus", corpus, "--out", os.path.join(tmp, "o2")]
+        for args, name in ((["--arms", "baseline,selected"], "--arms"), (["--arms", "gain"], "--arms"),
+                           (["--arms", "linear,linear"], "--arms"), (["--heads", "3", "--hidden", "32"], "--heads"),
+                           (["--steps", "2"], "--steps"), (["--top-k", "0"], "--top-k"),
+                           (["--lr", "nan"], "--lr"), (["--seeds", "0"], "--seeds"),
+                           (["--top-k", "64", "--block", "32"], "--top-k"),
+                           (["--measure-every", "50", "--steps", "10"], "--measure-every")):
+            _, err = run(exe, base + args, code=2)
+            if name not in err:
+                sys.exit("%s: %r" % (" ".join(args), err))
+        _, err = run(exe, ["experiment", "gain", "--out", out], code=2)
+        if "--corpus" not in err:
+            sys.exit("no --corpus: %r" % err)
+        _, err = run(exe, ["experiment", "gain", "--corpus", os.path.join(tmp, "none"), "--out", out], code=2)
+        if "--corpus" not in err:
+            sys.exit("a missing corpus: %r" % err)
+        _, err = run(exe, ["experiment", "other"], code=2)
+        if "gain" not in err:
+            sys.exit("an unknown experiment: %r" % err)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+/* prefixcl experiment gain: the attention-gain experiment as one command
+ * (docs/design.md, "Full training" and "Analysis"). The same model trained
+ * in several arms (no gain, linear, tanh, structured, linear on selected
+ * heads) from the same seed, on the same data order, for the same steps,
+ * each a pfx_pretrain_run; then per arm the validation perplexity,
+ * generation speed, the heads whose gains settled and a linear probe of the
+ * final hidden states; a report in the shape of the claims it checks.
+ *
+ * One purpose a file: exp_cmd.c (options, the order of the work),
+ * exp_arms.c (the runs and the per-step measurements), settled.c (the
+ * settled measure), probe.c (the probe) and exp_probe.c (its features),
+ * exp_speed.c (tokens/s), exp_plot.c (pictures), exp_report.c (report.md,
+ * results.json). */
+#ifndef PFX_TOOLS_EXPERIMENT_EXP_H
+#define PFX_TOOLS_EXPERIMENT_EXP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "prefixcl/prefixcl.h"
+
+typedef enum exp_arm_kind {
+    ARM_BASELINE = 0, /* gain off */
+    ARM_LINEAR,       /* 1 + g on every head: the recipe of pfx_pretrain_default_config */
+    ARM_TANH,         /* 1 + tanh g */
+    ARM_DIM,          /* the structured gain, q * (1 + G) per head and dimension */
+    ARM_SELECTED,     /* 1 + g on the heads the linear arm moved most early */
+    ARM_COUNT
+} exp_arm_kind;
+
+extern const char *const exp_arm_names[ARM_COUNT];
+
+/* The settled measure's thresholds; the report's table uses EXP_THR_MAIN. */
+#define EXP_THRESHOLDS 3
+extern const float exp_thresholds[EXP_THRESHOLDS];
+#define EXP_THR_MAIN 1
+
+typedef struct exp_options {
+    const char *corpus, *tokenizer, *out, *device;
+    size_t layers, hidden, heads, block, batch, steps;
+    size_t seeds;          /* repeats with seeds seed .. seed + seeds - 1 */
+    uint64_t seed;
+    float lr;              /* the weights'; the gains' is half of it */
+    size_t warmup;         /* learning-rate warm-up and gain ramp, steps */
+    size_t top_k;
+    size_t measure_every;  /* per-head measures every K steps */
+    size_t eval_every, eval_blocks;
+    size_t probe_docs;     /* validation documents the probe reads (0: all) */
+    size_t gen_tokens, gen_reps;
+    bool arm[ARM_COUNT];
+    bool quiet;
+    char *command_line;    /* as typed, for the report */
+} exp_options;
+
+/* Generation speed of an arm against the baseline, by one clock. */
+typedef struct exp_speed_figs {
+    double tok_s, base_tok_s;            /* medians: this arm's model, and the baseline's paired with it */
+    double ratio_lo, ratio_med, ratio_hi; /* paired ratios tok_s / base_tok_s over the repetitions */
+} exp_speed_figs;
+
+/* The clocks of the speed figures: wall time (what a user waits), and the
+ * process's CPU time (PoCL's worker threads included), which on a CPU
+ * device shared with other jobs counts the work without the contention. */
+enum { EXP_WALL = 0, EXP_CPU = 1, EXP_CLOCKS = 2 };
+
+/* One arm of one seed. */
+typedef struct exp_run {
+    bool done;
+    char dir[4096];          /* out/ARM or out/ARM/seed-S */
+    uint64_t seed;
+    pfx_pretrain_result r;   /* curves; r.gains [steps + 1][L * H] (NULL for the baseline) */
+    /* per-head measures on the fixed validation batch after each measured step */
+    size_t m;
+    size_t *steps;           /* [m] */
+    float *gain;             /* [m][LH]: g (the structured gain: the mean of G over the head's dims) */
+    float *entropy, *topk;   /* [m][LH] */
+    uint8_t *heads;          /* the selected arm's trained heads [LH] (else NULL) */
+    int settled[EXP_THRESHOLDS]; /* -1: the window is too short to tell */
+    int8_t *sign;            /* [LH] at EXP_THR_MAIN */
+    double ppl;              /* exp(final evaluation loss) */
+    exp_speed_figs speed[EXP_CLOCKS];
+    double probe_acc, probe_majority;
+    float *gain_off_entropy; /* [LH]: the final model with its gains set to 0 (NULL: baseline) */
+    double seconds;          /* training */
+} exp_run;
+
+typedef struct exp_state {
+    exp_options o;
+    pfx_runtime *rt;
+    pfx_tokenizer *tok;
+    pfx_model_shape shape;
+    size_t LH;
+    char config_dir[4096];   /* out/model: config.json */
+    char train_path[4096], valid_path[4096], labels_path[4096];
+    int32_t *probe_ids;      /* [batch * block]: the fixed validation batch of the measures */
+    size_t probe_rows;
+    int32_t *sentence;       /* a real validation sentence for the heat maps */
+    size_t sentence_len;
+    exp_run *runs;           /* [seeds][ARM_COUNT] */
+    uint8_t *selected;       /* [LH] per seed... of seed 0 (the report's); every seed selects its own */
+    size_t selected_at;      /* the linear arm's step the selection reads */
+    size_t probe_train, probe_test, probe_classes;
+    char date[64];
+    double seconds_total, seconds_speed, seconds_probe; /* wall time: all, generation, probe */
+    char heat_note[512];     /* which heads the heat maps show */
+} exp_state;
+
+static inline exp_run *exp_run_at(exp_state *s, size_t seed, exp_arm_kind a)
+{
+    return &s->runs[seed * ARM_COUNT + a];
+}
+
+/* exp_arms.c: the model's config.json in s->config_dir; the fixed batch and
+ * sentence. 0 or -1 after saying why on stderr. */
+int exp_prepare(exp_state *s);
+/* Trains arm a of seed index k into its folder and measures it on the way. */
+int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a);
+/* The gains of a finished arm (its gains.safetensors) as a model prefix;
+ * storage owned by *g. */
+typedef struct exp_gains {
+    pfx_model_prefix prefix;
+    float *gains, *dim_gains;
+} exp_gains;
+int exp_gains_load(const exp_state *s, const exp_run *run, exp_arm_kind a, exp_gains *g);
+void exp_gains_free(exp_gains *g);
+/* A finished arm's model, loaded for forward passes of up to `batch` rows. */
+pfx_model *exp_model_load(exp_state *s, const exp_run *run, size_t batch);
+
+/* settled measure over a run's gain history, every threshold */
+void exp_settle(exp_state *s, exp_run *run);
+
+/* exp_speed.c: generation tokens/s of seed 0's arms against the baseline's
+ * model, repetitions interleaved. */
+int exp_speed(exp_state *s);
+/* The new tokens a generation asks for: --gen-tokens, within the positions
+ * the prompt leaves. */
+size_t exp_gen_tokens(const exp_state *s);
+
+/* exp_probe.c: the probe of every finished run (final model, its gains). */
+int exp_probe_all(exp_state *s);
+
+/* exp_plot.c: the pictures in s->o.out; the number written, or -1. */
+int exp_plot_all(exp_state *s, char *note, size_t cap);
+
+/* exp_report.c */
+int exp_report_write(exp_state *s);
+
+#endif

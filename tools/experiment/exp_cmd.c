@@ -1,0 +1,305 @@
+/* prefixcl experiment gain: options, then the work in order (exp.h). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "exp.h"
+#include "tool_util.h"
+
+#ifndef PFX_WORDNET_DIR
+#define PFX_WORDNET_DIR "data/wordnet"
+#endif
+
+/* The defaults fit the whole experiment (5 arms, the measures) in about half
+ * an hour on a 2-core CPU with PoCL: 4 layers of 256 (4 heads of 64), blocks
+ * of 128, 8 blocks a step, 400 steps an arm. Measured there, with other jobs
+ * on the same cores: 0.5-0.6 s a step, 1225 s and 1448 s for two whole runs
+ * (README.md). */
+#define DEF_LAYERS 4
+#define DEF_HIDDEN 256
+#define DEF_HEADS 4
+#define DEF_BLOCK 128
+#define DEF_BATCH 8
+#define DEF_STEPS 400
+
+static int usage(FILE *out)
+{
+    fprintf(out,
+            "usage: prefixcl experiment gain --corpus DIR --out DIR [--tokenizer DIR] [options]\n"
+            "  Trains the same GPT-2-family model in several arms (same seed, data order and steps) and\n"
+            "  measures what a learnable attention gain per head does: validation perplexity, generation\n"
+            "  tokens/s, which heads' gains settle, a linear probe of the final hidden states; writes\n"
+            "  OUT/report.md (against the published claims), OUT/results.json and pictures.\n"
+            "  --corpus DIR        train.txt, valid.txt, valid_labels.tsv (tools/corpus/wordnet_corpus.py DIR)\n"
+            "  --tokenizer DIR     tokenizer.json's folder (default: the committed " PFX_WORDNET_DIR ")\n"
+            "  --out DIR           output folder\n"
+            "  --arms LIST         of baseline, linear, tanh, dim, selected (default: all; selected needs linear)\n"
+            "  --device SEL        P:D, gpu, cpu or a name substring\n"
+            "  --layers N          (default %d)\n"
+            "  --hidden N          width (default %d)\n"
+            "  --heads N           attention heads, dividing --hidden (default %d)\n"
+            "  --block N           tokens a row, also the model's positions (default %d)\n"
+            "  --batch N           rows a step (default %d)\n"
+            "  --steps N           optimizer steps of every arm (default %d)\n"
+            "  --lr X              the weights' learning rate; the gains' is half (default 1e-3: the recipe's\n"
+            "                      1e-4 is for long runs)\n"
+            "  --warmup N          learning-rate warm-up and gain ramp steps (default steps / 10)\n"
+            "  --seed S            initialization and data order (default 1)\n"
+            "  --seeds N           repeat every arm with seeds S .. S+N-1: means and 95%% intervals (default 1)\n"
+            "  --top-k K           the top-k attention mass measured per head (default 8)\n"
+            "  --measure-every K   per-head measures every K steps (default steps / 20)\n"
+            "  --eval-every N      validation loss every N steps (default steps / 10)\n"
+            "  --eval-blocks N     validation blocks an evaluation reads (default 64)\n"
+            "  --probe-docs N      validation documents the probe reads, 0: all (default 3000)\n"
+            "  --gen-tokens N      new tokens a timed generation (default 64)\n"
+            "  --gen-reps N        timed generations per model and arm (default 5)\n"
+            "  --quiet             no progress output\n",
+            DEF_LAYERS, DEF_HIDDEN, DEF_HEADS, DEF_BLOCK, DEF_BATCH, DEF_STEPS);
+    return 2;
+}
+
+static int refuse(const char *msg)
+{
+    fprintf(stderr, "prefixcl experiment gain: %s\n\n", msg);
+    usage(stderr);
+    return 2;
+}
+
+/* --arms: names separated by commas, each once; selected after linear. */
+static bool parse_arms(const char *text, bool *arm, char *why, size_t cap)
+{
+    for (int a = 0; a < ARM_COUNT; a++)
+        arm[a] = false;
+    const char *p = text;
+    while (true) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        int hit = -1;
+        for (int a = 0; a < ARM_COUNT; a++)
+            if (strlen(exp_arm_names[a]) == len && !strncmp(p, exp_arm_names[a], len))
+                hit = a;
+        if (hit < 0) {
+            snprintf(why, cap, "--arms: unknown arm '%.*s' (baseline, linear, tanh, dim or selected)", (int)len, p);
+            return false;
+        }
+        if (arm[hit]) {
+            snprintf(why, cap, "--arms: '%s' twice", exp_arm_names[hit]);
+            return false;
+        }
+        arm[hit] = true;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    if (arm[ARM_SELECTED] && !arm[ARM_LINEAR]) {
+        snprintf(why, cap, "--arms: the selected arm needs the linear arm (its heads come from the linear arm's "
+                           "early gains)");
+        return false;
+    }
+    return true;
+}
+
+static char *join_args(int argc, char **argv)
+{
+    size_t n = strlen("prefixcl") + 1;
+    for (int i = 0; i < argc; i++)
+        n += strlen(argv[i]) + 3;
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    strcpy(s, "prefixcl"); /* argv[0] is the command's name */
+    for (int i = 0; i < argc; i++) {
+        const bool quote = !argv[i][0] || strpbrk(argv[i], " \t'\"");
+        strcat(s, quote ? " '" : " ");
+        strcat(s, argv[i]);
+        if (quote)
+            strcat(s, "'");
+    }
+    return s;
+}
+
+static bool readable(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+static void state_free(exp_state *s)
+{
+    for (size_t i = 0; s->runs && i < s->o.seeds * ARM_COUNT; i++) {
+        exp_run *r = &s->runs[i];
+        pfx_pretrain_result_free(&r->r);
+        free(r->steps);
+        free(r->gain);
+        free(r->entropy);
+        free(r->topk);
+        free(r->heads);
+        free(r->sign);
+        free(r->gain_off_entropy);
+    }
+    free(s->runs);
+    free(s->probe_ids);
+    free(s->sentence);
+    free(s->o.command_line);
+    pfx_tokenizer_free(&s->tok);
+    pfx_runtime_destroy(&s->rt);
+}
+
+int cmd_experiment(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "gain")) {
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            usage(stdout);
+            return 0;
+        }
+        fprintf(stderr, "prefixcl experiment: %s (the one experiment: gain)\n\n",
+                argc < 2 ? "which experiment?" : "unknown experiment");
+        return usage(stderr);
+    }
+    exp_state S = { 0 }, *s = &S;
+    exp_options *o = &s->o;
+    *o = (exp_options){ .tokenizer = PFX_WORDNET_DIR,
+                        .layers = DEF_LAYERS,
+                        .hidden = DEF_HIDDEN,
+                        .heads = DEF_HEADS,
+                        .block = DEF_BLOCK,
+                        .batch = DEF_BATCH,
+                        .steps = DEF_STEPS,
+                        .seeds = 1,
+                        .seed = 1,
+                        .lr = 1e-3f,
+                        .top_k = 8,
+                        .eval_blocks = 64,
+                        .probe_docs = 3000,
+                        .gen_tokens = 64,
+                        .gen_reps = 5 };
+    const char *arms = "baseline,linear,tanh,dim,selected";
+    size_t warmup = SIZE_MAX, measure = 0, eval_every = 0; /* SIZE_MAX, 0: from --steps */
+    const cli_option opts[] = {
+        { "--corpus", CLI_TEXT, &o->corpus, 0, 0, NULL },
+        { "--tokenizer", CLI_TEXT, &o->tokenizer, 0, 0, NULL },
+        { "--out", CLI_TEXT, &o->out, 0, 0, NULL },
+        { "--arms", CLI_TEXT, &arms, 0, 0, NULL },
+        { "--device", CLI_TEXT, &o->device, 0, 0, NULL },
+        { "--layers", CLI_SIZE, &o->layers, 1, 256, NULL },
+        { "--hidden", CLI_SIZE, &o->hidden, 8, 1 << 16, NULL },
+        { "--heads", CLI_SIZE, &o->heads, 1, 1024, NULL },
+        { "--block", CLI_SIZE, &o->block, 8, 1 << 16, NULL },
+        { "--batch", CLI_SIZE, &o->batch, 1, 4096, NULL },
+        { "--steps", CLI_SIZE, &o->steps, 5, 1e9, NULL },
+        { "--lr", CLI_FLOAT, &o->lr, 1e-9, 10, NULL },
+        { "--warmup", CLI_SIZE, &warmup, 0, 1e9, NULL },
+        { "--seed", CLI_U64, &o->seed, 0, 1.9e19, NULL },
+        { "--seeds", CLI_SIZE, &o->seeds, 1, 30, NULL },
+        { "--top-k", CLI_SIZE, &o->top_k, 1, 1 << 16, NULL },
+        { "--measure-every", CLI_SIZE, &measure, 1, 1e9, NULL },
+        { "--eval-every", CLI_SIZE, &eval_every, 1, 1e9, NULL },
+        { "--eval-blocks", CLI_SIZE, &o->eval_blocks, 1, 1e9, NULL },
+        { "--probe-docs", CLI_SIZE, &o->probe_docs, 0, 1e9, NULL },
+        { "--gen-tokens", CLI_SIZE, &o->gen_tokens, 1, 1 << 16, NULL },
+        { "--gen-reps", CLI_SIZE, &o->gen_reps, 1, 1000, NULL },
+        { "--quiet", CLI_FLAG, &o->quiet, 0, 0, NULL },
+    };
+    const int parsed =
+        cli_parse("experiment gain", argc - 1, argv + 1, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    char why[600];
+    if (!o->corpus)
+        return refuse("--corpus DIR is needed (python3 tools/corpus/wordnet_corpus.py DIR makes one)");
+    if (!o->out)
+        return refuse("--out DIR is needed");
+    if (!parse_arms(arms, o->arm, why, sizeof(why)))
+        return refuse(why);
+    if (o->hidden % o->heads) {
+        snprintf(why, sizeof(why), "--heads %zu does not divide --hidden %zu", o->heads, o->hidden);
+        return refuse(why);
+    }
+    if (o->top_k > o->block) {
+        snprintf(why, sizeof(why), "--top-k %zu exceeds --block %zu", o->top_k, o->block);
+        return refuse(why);
+    }
+    o->warmup = warmup != SIZE_MAX ? warmup : o->steps / 10;
+    o->measure_every = measure ? measure : (o->steps / 20 ? o->steps / 20 : 1);
+    o->eval_every = eval_every ? eval_every : (o->steps / 10 ? o->steps / 10 : 1);
+    if (o->measure_every > o->steps || o->eval_every > o->steps) {
+        snprintf(why, sizeof(why), "%s %zu exceeds --steps %zu",
+                 o->measure_every > o->steps ? "--measure-every" : "--eval-every",
+                 o->measure_every > o->steps ? o->measure_every : o->eval_every, o->steps);
+        return refuse(why);
+    }
+    snprintf(s->train_path, sizeof(s->train_path), "%s/train.txt", o->corpus);
+    snprintf(s->valid_path, sizeof(s->valid_path), "%s/valid.txt", o->corpus);
+    snprintf(s->labels_path, sizeof(s->labels_path), "%s/valid_labels.tsv", o->corpus);
+    const char *files[3] = { s->train_path, s->valid_path, s->labels_path };
+    for (int i = 0; i < 3; i++)
+        if (!readable(files[i])) {
+            fprintf(stderr, "prefixcl experiment gain: --corpus %s: cannot read %s (make the corpus with python3 "
+                            "tools/corpus/wordnet_corpus.py DIR)\n",
+                    o->corpus, files[i]);
+            return 2;
+        }
+    static const char *const outputs[] = { "report.md",   "results.json",       "valid_loss.png", "entropy.png",
+                                           "gains_linear.png", "attention_maps.png", "model/" };
+    if (!cli_check_output_dir("experiment gain", "--out", o->out, outputs, sizeof(outputs) / sizeof(outputs[0])))
+        return 2;
+    if (pfx_tokenizer_load(o->tokenizer, &s->tok) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl experiment gain: --tokenizer %s: %s\n", o->tokenizer, pfx_last_error(NULL));
+        return 2;
+    }
+    if (pfx_tokenizer_special_id(s->tok, PFX_TOKEN_EOS) < 0) {
+        fprintf(stderr, "prefixcl experiment gain: --tokenizer %s has no end-of-text token\n", o->tokenizer);
+        pfx_tokenizer_free(&s->tok);
+        return 2;
+    }
+    o->command_line = join_args(argc, argv);
+    const double t0 = tool_now_s();
+    const time_t now = time(NULL);
+    strftime(s->date, sizeof(s->date), "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+    int rc = 1;
+    s->runs = calloc(o->seeds * ARM_COUNT, sizeof(exp_run));
+    if (!s->runs || !o->command_line || !(s->rt = tool_runtime("experiment gain", o->device)) || exp_prepare(s))
+        goto out;
+    if (!o->quiet)
+        printf("prefixcl experiment gain: %zu layers x %zu heads, %zu wide, blocks of %zu, %zu x %zu steps an arm, "
+               "device %s\n",
+               o->layers, o->heads, o->hidden, o->block, o->batch, o->steps, pfx_runtime_device(s->rt)->device_name);
+    cli_stop_catch();
+    bool ok = true;
+    for (size_t k = 0; k < o->seeds && ok; k++)
+        for (exp_arm_kind a = 0; a < ARM_COUNT && ok; a++)
+            if (o->arm[a])
+                ok = exp_run_arm(s, k, a) == 0;
+    cli_stop_release();
+    if (!ok) {
+        rc = cli_stop ? cli_stop_status() : 1;
+        goto out;
+    }
+    double t1 = tool_now_s();
+    if (exp_speed(s))
+        goto out;
+    s->seconds_speed = tool_now_s() - t1;
+    t1 = tool_now_s();
+    if (exp_probe_all(s))
+        goto out;
+    s->seconds_probe = tool_now_s() - t1;
+    char note[128];
+    const int pics = exp_plot_all(s, note, sizeof(note));
+    s->seconds_total = tool_now_s() - t0;
+    if (exp_report_write(s))
+        goto out;
+    printf("wrote %s/report.md, results.json, %d picture%s%s%s, and a folder per arm\n", o->out, pics,
+           pics == 1 ? "" : "s", note[0] ? "; pictures: " : "", note);
+    printf("time: %.0f s\n", s->seconds_total);
+    rc = 0;
+out:
+    state_free(s);
+    return rc;
+}

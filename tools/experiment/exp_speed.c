@@ -1,0 +1,164 @@
+/* Generation speed (exp.h): greedy decoding of a fixed validation prompt,
+ * batch 1, the baseline's model without gains and each gain arm's model
+ * with its trained gains (an adapter bank entry of prefix length 0 read
+ * from its gains.safetensors), in one run with the repetitions interleaved
+ * (baseline, arm, baseline, arm, ...) so that a change of the machine's
+ * load falls on both; medians. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exp.h"
+#include "tool_util.h"
+
+typedef struct decoder {
+    pfx_model *model;
+    pfx_kv_cache *cache;
+    pfx_adapter_bank *bank;
+    int32_t entry;
+} decoder;
+
+static void decoder_free(decoder *d)
+{
+    pfx_adapter_bank_destroy(&d->bank);
+    pfx_kv_cache_destroy(&d->cache);
+    pfx_model_destroy(&d->model);
+}
+
+static int decoder_open(exp_state *s, const exp_run *run, exp_arm_kind a, decoder *d)
+{
+    memset(d, 0, sizeof(*d));
+    d->entry = -1;
+    if (!(d->model = exp_model_load(s, run, 1)))
+        return -1;
+    if (pfx_kv_cache_create(d->model, 1, s->o.block, &d->cache) != PFX_SUCCESS)
+        goto fail;
+    if (a != ARM_BASELINE) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/gains.safetensors", run->dir);
+        if (pfx_adapter_bank_create(d->model, 1, &d->bank) != PFX_SUCCESS ||
+            pfx_adapter_bank_add(d->bank, path, &d->entry) != PFX_SUCCESS)
+            goto fail;
+    }
+    return 0;
+fail:
+    fprintf(stderr, "prefixcl experiment gain: the %s arm's decoder: %s\n", exp_arm_names[a], pfx_last_error(s->rt));
+    decoder_free(d);
+    return -1;
+}
+
+/* Tokens a second of one greedy generation by each clock (new tokens over
+ * the whole call, prefill included); false on failure. */
+static bool generate_once(exp_state *s, decoder *d, size_t new_tokens, int32_t *out, double tok[EXP_CLOCKS])
+{
+    pfx_request req = { .prompt = s->sentence, .prompt_len = s->sentence_len, .adapter = d->entry, .out = out };
+    const pfx_sampling greedy = { .temperature = 0.0f, .max_new_tokens = new_tokens };
+    const double w0 = tool_now_s(), c0 = tool_cpu_s();
+    if (pfx_generate(d->model, d->cache, d->bank, &req, 1, &greedy, NULL, NULL, NULL) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl experiment gain: generating: %s\n", pfx_last_error(s->rt));
+        return false;
+    }
+    tok[EXP_WALL] = (double)req.out_len / (tool_now_s() - w0);
+    tok[EXP_CPU] = (double)req.out_len / (tool_cpu_s() - c0);
+    return true;
+}
+
+/* The medians and the range of the paired ratios of `reps` pairs. */
+static void summarize(double *ta, double *tb, double *ratio, size_t reps, exp_speed_figs *f)
+{
+    for (size_t r = 0; r < reps; r++)
+        ratio[r] = ta[r] / tb[r];
+    f->tok_s = tool_median(ta, reps);
+    f->base_tok_s = tool_median(tb, reps);
+    f->ratio_med = tool_median(ratio, reps); /* sorts: the ends are the range */
+    f->ratio_lo = ratio[0];
+    f->ratio_hi = ratio[reps - 1];
+}
+
+size_t exp_gen_tokens(const exp_state *s)
+{
+    const size_t room = s->o.block - s->sentence_len;
+    return s->o.gen_tokens < room ? s->o.gen_tokens : room;
+}
+
+int exp_speed(exp_state *s)
+{
+    exp_run *base = exp_run_at(s, 0, ARM_BASELINE);
+    const size_t reps = s->o.gen_reps, n = exp_gen_tokens(s);
+    if (!base->done || n == 0)
+        return 0;
+    decoder b;
+    if (decoder_open(s, base, ARM_BASELINE, &b))
+        return -1;
+    int32_t *out = malloc(n * sizeof(int32_t));
+    /* [clock][rep]: the arm's and the baseline's figures; every baseline one */
+    double *ta = malloc(EXP_CLOCKS * reps * sizeof(double)), *tb = malloc(EXP_CLOCKS * reps * sizeof(double));
+    double *ratio = malloc(reps * sizeof(double));
+    double *all_base = malloc(EXP_CLOCKS * reps * ARM_COUNT * sizeof(double));
+    size_t n_all = 0;
+    double tok[EXP_CLOCKS];
+    int rc = out && ta && tb && ratio && all_base ? 0 : -1;
+    /* a first call of each model compiles and sizes what it needs: untimed */
+    if (rc == 0 && !generate_once(s, &b, n, out, tok))
+        rc = -1;
+    for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT && rc == 0; a++) {
+        exp_run *run = exp_run_at(s, 0, a);
+        if (!run->done)
+            continue;
+        decoder d;
+        if (decoder_open(s, run, a, &d)) {
+            rc = -1;
+            break;
+        }
+        if (!generate_once(s, &d, n, out, tok))
+            rc = -1;
+        for (size_t r = 0; r < reps && rc == 0; r++) {
+            double tbr[EXP_CLOCKS], tar[EXP_CLOCKS];
+            if (!generate_once(s, &b, n, out, tbr) || !generate_once(s, &d, n, out, tar)) {
+                rc = -1;
+                break;
+            }
+            for (int c = 0; c < EXP_CLOCKS; c++) {
+                tb[c * reps + r] = tbr[c];
+                ta[c * reps + r] = tar[c];
+                all_base[c * reps * ARM_COUNT + n_all] = tbr[c];
+            }
+            n_all++;
+        }
+        decoder_free(&d);
+        if (rc)
+            break;
+        for (int c = 0; c < EXP_CLOCKS; c++)
+            summarize(ta + c * reps, tb + c * reps, ratio, reps, &run->speed[c]);
+        if (!s->o.quiet)
+            printf("  tokens/s: %-8s %.1f, baseline %.1f (ratio %.3f, %.3f .. %.3f over %zu pairs); per CPU second "
+                   "%.1f and %.1f (ratio %.3f, %.3f .. %.3f)\n",
+                   exp_arm_names[a], run->speed[EXP_WALL].tok_s, run->speed[EXP_WALL].base_tok_s,
+                   run->speed[EXP_WALL].ratio_med, run->speed[EXP_WALL].ratio_lo, run->speed[EXP_WALL].ratio_hi, reps,
+                   run->speed[EXP_CPU].tok_s, run->speed[EXP_CPU].base_tok_s, run->speed[EXP_CPU].ratio_med,
+                   run->speed[EXP_CPU].ratio_lo, run->speed[EXP_CPU].ratio_hi);
+    }
+    /* the baseline's own row: every repetition of it, all pairings (or its
+     * own repetitions when it is the only arm) */
+    for (size_t r = 0; rc == 0 && n_all == 0 && r < reps; r++) {
+        if (!generate_once(s, &b, n, out, tok))
+            rc = -1;
+        for (int c = 0; c < EXP_CLOCKS && rc == 0; c++)
+            all_base[c * reps * ARM_COUNT + r] = tok[c];
+    }
+    if (rc == 0) {
+        const size_t count = n_all ? n_all : reps;
+        for (int c = 0; c < EXP_CLOCKS; c++) {
+            exp_speed_figs *f = &base->speed[c];
+            f->tok_s = f->base_tok_s = tool_median(all_base + c * reps * ARM_COUNT, count);
+            f->ratio_lo = f->ratio_med = f->ratio_hi = 1.0;
+        }
+    }
+    decoder_free(&b);
+    free(out);
+    free(ta);
+    free(tb);
+    free(ratio);
+    free(all_base);
+    return rc;
+}
