@@ -147,7 +147,7 @@ struct pfx_model {
     pfx_ids *ids;                       /* [R] */
     pfx_ids *labels;                    /* [R], shifted */
     pfx_tensor **kept;                  /* [L][PFX_KEPT_COUNT] without params.recompute */
-    float *dim_scaled;                  /* [H * D]: r G of the layer being run (forward.c) */
+    float *dim_scaled;                  /* [H * D]: r G of the layer being run (block.c) */
     pfx_tensor *dim_grad;               /* [H, D]: the attention's d/d(r G), made on first use */
     unsigned char *config_text;         /* config.json as read (pfx_model_save writes it back) */
     size_t config_size;
@@ -190,7 +190,7 @@ static inline const pfx_tensor *pfx_model_w(const pfx_model *m, size_t l, pfx_we
     return m->layer_w[l * (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE) + (role - PFX_W_FIRST_LAYER_ROLE)];
 }
 
-/* ---- block pieces (forward.c), shared with the serving step (decode.c) ----
+/* ---- block pieces (block.c, forward.c), shared with the serving step (serve_step.c) ----
  * Rows are the R = B * N rows of the workspace; hidden[l] is block l's input. */
 
 /* Norm 1 of hidden[l] into WS_LN and the q, k, v projections (one product

@@ -1,5 +1,5 @@
 /* One serving step: embeddings at each slot's own positions, the blocks of
- * forward.c around an attention that reads the slot's cached keys (decode:
+ * block.c around an attention that reads the slot's cached keys (decode:
  * one query per slot, keys = the cache, split-K decode path) or the fresh
  * keys of a prompt (prefill into empty slots), the new keys and values
  * appended to the cache, and the next-token logits of every slot. */
