@@ -438,8 +438,8 @@ static void test_job_bad_options(void **state)
         [GAIN_LR] = { PFX_ERROR_INVALID_ARGUMENT, "config.gain_lr" },
         [GAIN] = { PFX_ERROR_INVALID_ARGUMENT, "config.gain_mode" },
         [STORAGE] = { PFX_ERROR_INVALID_ARGUMENT, "config.storage" },
-        [REDUCE] = { PFX_ERROR_INVALID_ARGUMENT, "config.reduce" },
-        [RANK] = { PFX_ERROR_INVALID_ARGUMENT, "config.rank" },
+        [REDUCE] = { PFX_ERROR_INVALID_ARGUMENT, "config.dist.reduce" },
+        [RANK] = { PFX_ERROR_INVALID_ARGUMENT, "config.dist.rank" },
         [FIT] = { PFX_ERROR_OUT_OF_RANGE, "config.max_length 60 + config.prefix_len 5 exceed the model's 64" },
         [MISSING] = { PFX_ERROR_IO, "no-such.txt" },
         [OUT_FILE] = { PFX_ERROR_IO, "exists and is not a folder" },
@@ -461,8 +461,8 @@ static void test_job_bad_options(void **state)
         case GAIN_LR: c.gain_lr = NAN; break;
         case GAIN: c.gain_mode = (pfx_gain_mode)7; break;
         case STORAGE: c.storage = (pfx_dtype)7; break;
-        case REDUCE: c.ranks = 2; break;
-        case RANK: c.ranks = 2, c.rank = 2, c.reduce = no_reduce; break;
+        case REDUCE: c.dist.ranks = 2; break;
+        case RANK: c.dist.ranks = 2, c.dist.rank = 2, c.dist.reduce = no_reduce; break;
         case FIT: c.max_length = 60; break;
         case MISSING: c.data_path = missing; break;
         case OUT_FILE: c.out_dir = file; break;

@@ -228,11 +228,7 @@ int cmd_pretrain(int argc, char **argv)
         return 1;
     }
     const bool lead = dist_rank() == 0;
-    c.rank = (size_t)dist_rank();
-    c.ranks = (size_t)dist_size();
-    c.reduce = dist_reduce_hook;
-    c.any = dist_any_hook;
-    c.check = dist_check_hook;
+    dist_job_hooks(&c.dist);
     char agreed[8192];
     snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s",
              config ? config : "", c.model_dir ? c.model_dir : "", c.tokenizer_dir ? c.tokenizer_dir : "",

@@ -287,11 +287,7 @@ int cmd_tune(int argc, char **argv)
     }
     if (demo)
         c.model_dir = demo_model;
-    c.rank = (size_t)dist_rank();
-    c.ranks = (size_t)dist_size();
-    c.reduce = dist_reduce_hook;
-    c.any = dist_any_hook;
-    c.check = dist_check_hook;
+    dist_job_hooks(&c.dist);
     char agreed[8192];
     snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%zu|%a|%a|%d|%u|%a|%a|%u|%llu|%d|%zu|%d",
              c.model_dir, c.data_path, c.eval_path ? c.eval_path : "", c.out_dir, c.prefix_len, c.hidden, c.epochs,

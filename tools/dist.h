@@ -87,11 +87,10 @@ bool dist_any(bool mine);
  * job naming the rank whose parameters differ. Returns 0 or -1 (device error). */
 int dist_check_params(pfx_optimizer *opt, uint64_t step);
 
-/* The library jobs' data-parallel hooks (pfx_pretrain_config,
- * pfx_tune_config: reduce, any, check; user unused) over the functions
- * above; a failure is PFX_ERROR_OPENCL, after the message. */
-pfx_status dist_reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
-bool dist_any_hook(void *user, bool mine);
-pfx_status dist_check_hook(void *user, pfx_optimizer *opt, uint64_t step);
+/* The library jobs' data-parallel settings (pfx_pretrain_config.dist,
+ * pfx_tune_config.dist) for this process: its rank, the number of ranks,
+ * and hooks over the functions above (a failure is PFX_ERROR_OPENCL, after
+ * the message). */
+void dist_job_hooks(pfx_data_parallel *d);
 
 #endif

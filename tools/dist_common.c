@@ -9,20 +9,26 @@ void dist_shard(size_t total, size_t *begin, size_t *count)
     *count = e - b;
 }
 
-pfx_status dist_reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
+static pfx_status reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
 {
     (void)user;
     return dist_reduce_grads(opt, count, mean_loss) ? PFX_ERROR_OPENCL : PFX_SUCCESS;
 }
 
-bool dist_any_hook(void *user, bool mine)
+static bool any_hook(void *user, bool mine)
 {
     (void)user;
     return dist_any(mine);
 }
 
-pfx_status dist_check_hook(void *user, pfx_optimizer *opt, uint64_t step)
+static pfx_status check_hook(void *user, pfx_optimizer *opt, uint64_t step)
 {
     (void)user;
     return dist_check_params(opt, step) ? PFX_ERROR_OPENCL : PFX_SUCCESS;
+}
+
+void dist_job_hooks(pfx_data_parallel *d)
+{
+    *d = (pfx_data_parallel){ .rank = (size_t)dist_rank(), .ranks = (size_t)dist_size(), .reduce = reduce_hook,
+                              .any = any_hook, .check = check_hook };
 }

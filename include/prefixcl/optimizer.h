@@ -88,6 +88,25 @@ extern "C" {
 
 typedef struct pfx_optimizer pfx_optimizer;
 
+/* Data parallelism for the training jobs (pfx_pretrain_config.dist,
+ * pfx_tune_config.dist): a launcher (MPI, say) runs the job in `ranks`
+ * processes with the same options; each takes its share of every batch's
+ * rows (rows * rank / ranks ..., shares differing by at most one); `reduce`
+ * replaces its gradients by the global ones (each process's weighted by
+ * `count`, the labels it scored) and its loss by the global mean; `any` makes
+ * every process stop at the same step; `check`, when given, is called on
+ * every rank after each optimizer step (step 1-based) to compare the
+ * processes' parameters, an error from it ending the run. Only rank 0 writes
+ * the outputs and the checkpoint; every rank reads a checkpoint to resume.
+ * ranks 0 or 1: one process, no hook called. */
+typedef struct pfx_data_parallel {
+    size_t rank, ranks;
+    pfx_status (*reduce)(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
+    bool (*any)(void *user, bool mine);
+    pfx_status (*check)(void *user, pfx_optimizer *opt, uint64_t step);
+    void *user;
+} pfx_data_parallel;
+
 typedef enum pfx_lr_decay {
     PFX_LR_CONSTANT = 0,  /* constant after warm-up */
     PFX_LR_COSINE = 1,    /* cosine decay to min_lr_ratio over decay_steps after warm-up */

@@ -100,22 +100,8 @@ typedef struct pfx_pretrain_config {
     bool resume;               /* continue from out_dir's checkpoint (same options) */
     size_t stop_after;         /* stop (with a checkpoint) after this many steps of this run; 0: never */
     volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */
-    /* Data parallelism: a launcher (MPI, say) runs the job in `ranks`
-     * processes with the same options; each takes its share of every
-     * micro-batch's rows (rows * rank / ranks ..., shares differing by at
-     * most one), `reduce` replaces its gradients by the global ones (each
-     * process's weighted by `count`, the labels it scored) and its loss by
-     * the global mean, `any` makes every process stop at the same step.
-     * Only rank 0 writes the outputs and the checkpoint; every rank reads a
-     * checkpoint to resume. `check`, when given, is called on every rank
-     * after each optimizer step (step 1-based) to compare the processes'
-     * parameters; an error from it ends the run. ranks 0 or 1: one process,
-     * no hook called. */
-    size_t rank, ranks;
-    pfx_status (*reduce)(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
-    bool (*any)(void *user, bool mine);
-    pfx_status (*check)(void *user, pfx_optimizer *opt, uint64_t step);
-    void *dist_user;
+    pfx_data_parallel dist;    /* several processes (optimizer.h), each with its rows of every
+                                * micro-batch; zeroed: one process */
 } pfx_pretrain_config;
 
 /* The recipe of gain pre-training: block 128, batch 8, accumulate 1, 1

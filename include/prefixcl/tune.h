@@ -87,22 +87,8 @@ typedef struct pfx_tune_config {
     size_t stop_after;         /* stop (with a checkpoint) once this many steps are done, resumed ones
                                 * included; 0: never */
     volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */
-    /* Data parallelism, the hooks of pfx_pretrain_config: `ranks` processes
-     * run the job with the same options; each reads every global batch and
-     * takes its rows (rows * rank / ranks ..., shares differing by at most
-     * one); `reduce` replaces its gradients by the global ones (each process's
-     * weighted by `count`, the labels it scored) and its loss by the global
-     * mean; `any` makes every process stop at the same step. Only rank 0
-     * evaluates and writes the outputs and the checkpoint; every rank reads
-     * a checkpoint to resume. `check`, when given, is called on every rank
-     * after each optimizer step (step 1-based) to compare the processes'
-     * parameters; an error from it ends the run. ranks 0 or 1: one process,
-     * no hook called. */
-    size_t rank, ranks;
-    pfx_status (*reduce)(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
-    bool (*any)(void *user, bool mine);
-    pfx_status (*check)(void *user, pfx_optimizer *opt, uint64_t step);
-    void *dist_user;
+    pfx_data_parallel dist;    /* several processes (optimizer.h), each with its rows of every
+                                * batch; only rank 0 evaluates; zeroed: one process */
 } pfx_tune_config;
 
 /* Prefix 20, hidden 512, 1 epoch, batch 8, max length 128, lr 1e-2, gains

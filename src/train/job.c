@@ -68,3 +68,12 @@ void pfx_job_first_difference(const char *a, const char *b, char *out, size_t ca
     }
     snprintf(out, cap, "the option list");
 }
+
+pfx_status pfx_job_check_dist(pfx_runtime *rt, const char *job, const pfx_data_parallel *d)
+{
+    if (d->ranks > 1 && !d->reduce)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: config.dist.reduce is NULL with ranks > 1", job);
+    if (d->ranks > 1 && d->rank >= d->ranks)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: config.dist.rank is not below config.dist.ranks", job);
+    return PFX_SUCCESS;
+}

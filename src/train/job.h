@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "prefixcl/optimizer.h"
 #include "prefixcl/tensor.h"
 
 /* Monotonic seconds. */
@@ -19,6 +20,10 @@ void pfx_job_destroy_tensors(pfx_tensor **t, size_t n);
 /* The output folder `dir` of job `job` (named in messages): PFX_ERROR_IO
  * when it exists and is not a folder; created when missing if `create`. */
 pfx_status pfx_job_out_dir(pfx_runtime *rt, const char *job, const char *dir, bool create);
+
+/* The data-parallel settings checked: PFX_ERROR_INVALID_ARGUMENT naming
+ * config.dist.rank or config.dist.reduce ("JOB: config.dist...."). */
+pfx_status pfx_job_check_dist(pfx_runtime *rt, const char *job, const pfx_data_parallel *d);
 
 /* Whether any process asks for a stop: any(user, mine) with several
  * processes and the hook, else mine. */

@@ -85,8 +85,9 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
         return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
     if (c->gain_heads && c->gain_mode == PFX_GAIN_OFF && !c->structured_gain)
         return bad(rt, "gain_heads", "is given without a gain (gain_mode or structured_gain)");
-    if (c->ranks > 1 && (c->rank >= c->ranks || !c->reduce))
-        return bad(rt, c->reduce ? "rank" : "reduce", c->reduce ? "is not below config.ranks" : "is NULL with ranks > 1");
+    pfx_status st = pfx_job_check_dist(rt, "pretrain", &c->dist);
+    if (st != PFX_SUCCESS)
+        return st;
     return PFX_SUCCESS;
 }
 
@@ -429,7 +430,7 @@ static pfx_status mask_gain_grads(pfx_pretrain_job *j)
 static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *rep)
 {
     const pfx_pretrain_config *c = j->cfg;
-    const size_t ranks = c->ranks > 1 ? c->ranks : 1, rank = ranks > 1 ? c->rank : 0;
+    const size_t ranks = c->dist.ranks > 1 ? c->dist.ranks : 1, rank = ranks > 1 ? c->dist.rank : 0;
     pfx_status st = read_gains(j);
     const pfx_model_prefix pre = prefix_of(j, pfx_optimizer_gain_ramp(j->opt));
     double sum = 0.0, count = 0.0;
@@ -457,7 +458,7 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
     }
     *loss = added ? sum / (double)added : 0.0;
     if (st == PFX_SUCCESS && ranks > 1)
-        st = c->reduce(c->dist_user, j->opt, &count, loss);
+        st = c->dist.reduce(c->dist.user, j->opt, &count, loss);
     if (st == PFX_SUCCESS)
         st = mask_gain_grads(j);
     if (st == PFX_SUCCESS)
@@ -560,7 +561,7 @@ static size_t planned_steps(const pfx_pretrain_job *j)
 /* The process that writes: rank 0, or the only one. */
 static bool lead(const pfx_pretrain_config *c)
 {
-    return c->ranks <= 1 || c->rank == 0;
+    return c->dist.ranks <= 1 || c->dist.rank == 0;
 }
 
 static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void *user, pfx_pretrain_result *r)
@@ -570,7 +571,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
     const double t0 = pfx_job_now_s();
     size_t done_here = 0;
     for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
-        if (pfx_job_any(c->ranks, c->any, c->dist_user, (c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after))) {
+        if (pfx_job_any(c->dist.ranks, c->dist.any, c->dist.user, (c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after))) {
             r->stopped = true;
             break;
         }
@@ -578,7 +579,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         pfx_optimizer_report rep;
         if ((st = step(j, &loss, &rep)))
             break;
-        if (c->ranks > 1 && c->check && (st = c->check(c->dist_user, j->opt, s + 1)))
+        if (c->dist.ranks > 1 && c->dist.check && (st = c->dist.check(c->dist.user, j->opt, s + 1)))
             break;
         r->losses[s] = loss;
         r->grad_norms[s] = rep.grad_norm;

@@ -97,8 +97,9 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_tune_config *c)
         return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
     if (c->storage != PFX_DTYPE_F32 && c->storage != PFX_DTYPE_F16)
         return bad(rt, "storage", "is not F32 or F16");
-    if (c->ranks > 1 && (c->rank >= c->ranks || !c->reduce))
-        return bad(rt, c->reduce ? "rank" : "reduce", c->reduce ? "is not below config.ranks" : "is NULL with ranks > 1");
+    pfx_status st = pfx_job_check_dist(rt, "tune", &c->dist);
+    if (st != PFX_SUCCESS)
+        return st;
     return PFX_SUCCESS;
 }
 
@@ -395,7 +396,7 @@ static pfx_status step(pfx_tune_job *j, size_t rows, size_t width, double *loss,
     }
     double count = (double)counted;
     if (st == PFX_SUCCESS && j->ranks > 1)
-        st = c->reduce(c->dist_user, j->opt, &count, loss);
+        st = c->dist.reduce(c->dist.user, j->opt, &count, loss);
     if (st == PFX_SUCCESS)
         st = pfx_optimizer_step(j->opt, rep);
     return st;
@@ -423,7 +424,7 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
         pfx_optimizer_report rep;
         if ((st = next_batch(j, &epoch, &rows, &width)) || (st = step(j, rows, width, &loss, &rep)))
             break;
-        if (j->ranks > 1 && c->check && (st = c->check(c->dist_user, j->opt, s + 1)))
+        if (j->ranks > 1 && c->dist.check && (st = c->dist.check(c->dist.user, j->opt, s + 1)))
             break;
         r->losses[s] = loss;
         r->grad_norms[s] = rep.grad_norm;
@@ -445,7 +446,7 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
             on_step(&info, user);
         }
         /* every process stops at the same step when any was asked to */
-        const bool stop = pfx_job_any(j->ranks, c->any, c->dist_user,
+        const bool stop = pfx_job_any(j->ranks, c->dist.any, c->dist.user,
                                       (c->stop_flag && *c->stop_flag) || (c->stop_after && s + 1 >= c->stop_after));
         if (stop && s + 1 < j->steps) {
             r->stopped = true;
@@ -504,8 +505,8 @@ pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_st
     memset(&j, 0, sizeof(j));
     j.cfg = cfg;
     j.rt = rt;
-    j.ranks = cfg->ranks > 1 ? cfg->ranks : 1;
-    j.rank = j.ranks > 1 ? cfg->rank : 0;
+    j.ranks = cfg->dist.ranks > 1 ? cfg->dist.ranks : 1;
+    j.rank = j.ranks > 1 ? cfg->dist.rank : 0;
     /* out_dir checked now, made only once everything else is */
     if ((st = pfx_job_out_dir(rt, "tune", cfg->out_dir, false)) || (st = load_model_and_data(&j, result)) ||
         (st = build_trainables(&j, result)) || (st = result_alloc(&j, result)))
