@@ -1,6 +1,7 @@
 /* What the training jobs (pretrain.c, tune.c) and their checkpoints share:
- * the clock, releasing tensor arrays, the output folder, the stop agreed
- * over processes, the message naming the option a checkpoint differs in.
+ * releasing tensor arrays, the output folder, the data-parallel settings'
+ * check, the stop agreed over processes, the message naming the option a
+ * checkpoint differs in. (The clock: pfx_host_seconds, internal.h.)
  * Not installed. */
 #ifndef PFX_TRAIN_JOB_H
 #define PFX_TRAIN_JOB_H
@@ -10,9 +11,6 @@
 
 #include "prefixcl/optimizer.h"
 #include "prefixcl/tensor.h"
-
-/* Monotonic seconds. */
-double pfx_job_now_s(void);
 
 /* Destroys t[0 .. n) and frees t; NULL-safe. */
 void pfx_job_destroy_tensors(pfx_tensor **t, size_t n);

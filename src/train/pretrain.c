@@ -568,7 +568,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_status st = PFX_SUCCESS;
-    const double t0 = pfx_job_now_s();
+    const double t0 = pfx_host_seconds();
     size_t done_here = 0;
     for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
         if (pfx_job_any(c->dist.ranks, c->dist.any, c->dist.user, (c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after))) {
@@ -592,7 +592,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             break;
         if (s + 1 == r->steps && (st = evaluate(j, &r->eval_losses[s + 1])))
             break;
-        const double elapsed = pfx_job_now_s() - t0;
+        const double elapsed = pfx_host_seconds() - t0;
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         const pfx_model_prefix pre = prefix_of(j, ramp); /* the host gains are this step's (trace_gains) */
         pfx_pretrain_step info = {
@@ -608,7 +608,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps && lead(c))
             st = write_outputs(j, r, false);
     }
-    r->seconds = pfx_job_now_s() - t0;
+    r->seconds = pfx_host_seconds() - t0;
     return st;
 }
 

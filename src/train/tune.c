@@ -414,7 +414,7 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
     char *ckpt = pfx_join_path(c->out_dir, PFX_TUNE_CHECKPOINT);
     if (!ckpt)
         return oom(j->rt);
-    const double t0 = pfx_job_now_s();
+    const double t0 = pfx_host_seconds();
     size_t tokens = 0;
     pfx_status st = PFX_SUCCESS;
     for (size_t s = r->steps_done; s < j->steps; s++) {
@@ -432,7 +432,7 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
         for (size_t b = 0; b < rows; b++)
             tokens += (size_t)j->lens[b];
         if (on_step) {
-            const double el = pfx_job_now_s() - t0;
+            const double el = pfx_host_seconds() - t0;
             const size_t here = s + 1 - r->first_step;
             const float ramp = pfx_optimizer_gain_ramp(j->opt);
             pfx_model_prefix pre;
@@ -456,7 +456,7 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
             (st = pfx_tune_ckpt_save(j, ckpt, r)))
             break;
     }
-    r->seconds = pfx_job_now_s() - t0;
+    r->seconds = pfx_host_seconds() - t0;
     if (st == PFX_SUCCESS && lead(j))
         st = pfx_tune_ckpt_save(j, ckpt, r);
     free(ckpt);
