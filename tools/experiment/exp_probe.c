@@ -107,7 +107,11 @@ static int docs_read(exp_state *s, size_t cap, doc_set *d)
             count = 1;
         }
         d->len[d->n] = count < s->o.block ? count : s->o.block;
-        names[d->n] = strdup(line);
+        if (!(names[d->n] = strdup(line))) {
+            free(d->ids[d->n]);
+            rc = -1;
+            break;
+        }
         d->n++;
     }
     free(line);
@@ -126,10 +130,11 @@ static int docs_read(exp_state *s, size_t cap, doc_set *d)
         else {
             memcpy(sorted, names, d->n * sizeof(char *));
             qsort(sorted, d->n, sizeof(char *), cmp_str);
-            for (size_t i = 0; i < d->n; i++)
+            for (size_t i = 0; i < d->n && rc == 0; i++)
                 if (i == 0 || strcmp(sorted[i], sorted[i - 1]))
-                    d->classes[d->class_count++] = strdup(sorted[i]);
-            for (size_t i = 0; i < d->n; i++) {
+                    if (!(d->classes[d->class_count++] = strdup(sorted[i])))
+                        rc = -1;
+            for (size_t i = 0; i < d->n && rc == 0; i++) {
                 char **hit = bsearch(&names[i], d->classes, d->class_count, sizeof(char *), cmp_str);
                 d->label[i] = (int32_t)(hit - d->classes);
             }
