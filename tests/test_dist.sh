@@ -295,8 +295,10 @@ case_lost() { # $1: KILL or STOP
     case $1 in
     KILL) grep -Eq "rank 1 .*(signal 9|Killed)|process rank 1" "$log" ||
               bad "KILL: no message naming rank 1: $(tail -8 "$log")" ;;
-    STOP) grep -q "rank 0 of 2: summing the gradients: nothing from rank 1 within 15 s" "$log" ||
-              bad "STOP: no message naming rank 1: $(tail -8 "$log")" ;;
+    # A stopped rank 1 leaves rank 0 waiting in whichever exchange comes next
+    # (the gradients, the stop flag or the evaluation's mean).
+    STOP) grep -Eq "rank 0 of 2: [a-z ]+: nothing from rank 1 within 15 s" "$log" ||
+              bad "STOP: no message naming rank 1: $(grep -m3 'rank 0' "$log"; tail -8 "$log")" ;;
     esac
     echo "$1: the job ended $took s after rank 1 went away (exit $rc)"
 }
