@@ -17,6 +17,11 @@
  *   "gpu"            every configuration of the GPU families (nvidia, amd,
  *                    intel, other) and this device's; no CPU vector path
  *                    (the Oclgrind setup, tests/oclgrind_run.py).
+ *   "gpu-sample"     of those, each tile shape (the options but the head
+ *                    size) once, at the first head size that uses it (this
+ *                    device's first), and every head-size-256 configuration
+ *                    (the most local memory): the Oclgrind setup, where each
+ *                    configuration is a minute of simulation.
  *   "cpu"            the CPU family's and the extras (the CPU vector paths
  *                    alone: under Oclgrind by hand, README "Devices").
  */
@@ -58,7 +63,8 @@ typedef enum attn_config_set {
     ATTN_CONFIGS_SAMPLE,
     ATTN_CONFIGS_ALL,
     ATTN_CONFIGS_GPU,
-    ATTN_CONFIGS_CPU
+    ATTN_CONFIGS_CPU,
+    ATTN_CONFIGS_GPU_SAMPLE
 } attn_config_set;
 
 /* The set $PREFIXCL_TEST_CONFIGS names (see the top); another value fails. */
@@ -73,7 +79,9 @@ static inline attn_config_set attn_config_set_of_env(void)
         return ATTN_CONFIGS_GPU;
     if (!strcmp(env, "cpu"))
         return ATTN_CONFIGS_CPU;
-    fail_msg("PREFIXCL_TEST_CONFIGS=%s: expected sample, all, gpu or cpu", env);
+    if (!strcmp(env, "gpu-sample"))
+        return ATTN_CONFIGS_GPU_SAMPLE;
+    fail_msg("PREFIXCL_TEST_CONFIGS=%s: expected sample, all, gpu, gpu-sample or cpu", env);
     return ATTN_CONFIGS_SAMPLE;
 }
 
@@ -85,7 +93,8 @@ static inline bool attn_config_in_set(attn_config_set set, int family, const cha
     const pfx_vendor vendor = this_device || extra ? PFX_VENDOR_OTHER : pfx_vendor_families[family];
     switch (set) {
     case ATTN_CONFIGS_ALL: return true;
-    case ATTN_CONFIGS_GPU: return this_device || (!extra && vendor != PFX_VENDOR_CPU);
+    case ATTN_CONFIGS_GPU:
+    case ATTN_CONFIGS_GPU_SAMPLE: return this_device || (!extra && vendor != PFX_VENDOR_CPU);
     case ATTN_CONFIGS_CPU: return extra || (!this_device && vendor == PFX_VENDOR_CPU);
     case ATTN_CONFIGS_SAMPLE:
     default:
@@ -95,6 +104,35 @@ static inline bool attn_config_in_set(attn_config_set set, int family, const cha
     }
 }
 
+/* The options without their head size: the tile shape. */
+static inline void attn_config_shape(const char *options, char *shape, size_t cap)
+{
+    const char *hd = strstr(options, "-DPFX_ATTN_HEAD_DIM=");
+    if (!hd) {
+        snprintf(shape, cap, "%s", options);
+        return;
+    }
+    const char *rest = strchr(hd, ' ');
+    snprintf(shape, cap, "%.*s%s", (int)(hd - options), options, rest ? rest + 1 : "");
+}
+
+/* In the set "gpu-sample": whether a GPU configuration adds a tile shape not
+ * yet among the kept ones (all[0..count)) or has head size 256. */
+static inline bool attn_config_sampled(const pfx_program_config *all, size_t count,
+                                       const char *options)
+{
+    if (strstr(options, "-DPFX_ATTN_HEAD_DIM=256 "))
+        return true;
+    char shape[PFX_OPTIONS_MAX], kept[PFX_OPTIONS_MAX];
+    attn_config_shape(options, shape, sizeof(shape));
+    for (size_t s = 0; s < count; s++) {
+        attn_config_shape(all[s].options, kept, sizeof(kept));
+        if (!strcmp(kept, shape))
+            return false;
+    }
+    return true;
+}
+
 /* Runs fn(rt, head_dim_class, arg) per distinct configuration of program
  * ("attention_fwd" or "attention_bwd") in the set $PREFIXCL_TEST_CONFIGS
  * names; returns how many ran. */
@@ -102,7 +140,7 @@ static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
                                           void (*fn)(pfx_runtime *, unsigned, void *), void *arg)
 {
     static pfx_program_config all[ATTN_CONFIGS_MAX * (PFX_VENDOR_FAMILIES + 1)];
-    static const char *const set_names[] = { "sample", "all", "gpu", "cpu" };
+    static const char *const set_names[] = { "sample", "all", "gpu", "cpu", "gpu-sample" };
     const attn_config_set set = attn_config_set_of_env();
     size_t count = 0, ran = 0, skipped = 0;
     /* this device's first, then each family's */
@@ -123,6 +161,8 @@ static inline size_t attn_for_each_config(pfx_runtime *rt, const char *program,
             bool seen = false;
             for (size_t s = 0; s < count && !seen; s++)
                 seen = !strcmp(all[s].options, c[i].options);
+            if (!seen && set == ATTN_CONFIGS_GPU_SAMPLE)
+                seen = !attn_config_sampled(all, count, c[i].options);
             if (!seen)
                 all[count++] = c[i];
         }
