@@ -9,143 +9,36 @@
 #include <string.h>
 
 #include "exp.h"
+#include "labels.h"
 #include "probe.h"
 
 #define FEATURE_BATCH 16
 
-typedef struct doc_set {
-    size_t n;
-    int32_t **ids;
-    size_t *len;
-    int32_t *label;
-    char **classes;
-    size_t class_count;
-} doc_set;
+typedef labelled_docs doc_set;
 
-static void docs_free(doc_set *d)
+static int encode_text(void *user, const char *text, size_t len, int32_t **ids, size_t *count, char *err,
+                       size_t err_cap)
 {
-    for (size_t i = 0; i < d->n; i++)
-        free(d->ids[i]);
-    for (size_t k = 0; k < d->class_count; k++)
-        free(d->classes[k]);
-    free(d->ids);
-    free(d->len);
-    free(d->label);
-    free(d->classes);
-    memset(d, 0, sizeof(*d));
+    if (pfx_tokenizer_encode(user, text, len, 0, ids, count) == PFX_SUCCESS)
+        return 0;
+    snprintf(err, err_cap, "%s", pfx_last_error(NULL));
+    return -1;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* valid_labels.tsv: "lexname TAB document" a line (tools/corpus/
- * wordnet_corpus.py); at most `cap` documents (0: all), evenly spaced over
- * the file (which lists the nouns, then the verbs, adjectives and adverbs:
- * its first lines would hold a few classes only), each encoded and cut to
- * the block. Classes are the sorted names seen. */
+/* The labelled documents of s->labels_path (labels.h), at most cap. */
 static int docs_read(exp_state *s, size_t cap, doc_set *d)
 {
-    memset(d, 0, sizeof(*d));
     FILE *f = fopen(s->labels_path, "r");
     if (!f) {
         fprintf(stderr, "prefixcl experiment gain: cannot read %s\n", s->labels_path);
         return -1;
     }
-    char *line = NULL, **names = NULL;
-    size_t lcap = 0, room = 0, lineno = 0, total = 0;
-    ssize_t got;
-    int rc = 0;
-    while (getline(&line, &lcap, f) > 0)
-        total++;
-    rewind(f);
-    if (cap == 0 || cap > total)
-        cap = total;
-    while ((got = getline(&line, &lcap, f)) > 0) {
-        lineno++;
-        /* line j (from 0) is kept when floor(j cap / total) steps up at it */
-        if (lineno * cap / total == (lineno - 1) * cap / total)
-            continue;
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
-            line[--got] = '\0';
-        char *tab = strchr(line, '\t');
-        if (!tab || tab == line) {
-            fprintf(stderr, "prefixcl experiment gain: %s:%zu: not \"lexname<TAB>document\"\n", s->labels_path,
-                    lineno);
-            rc = -1;
-            break;
-        }
-        *tab = '\0';
-        if (d->n == room) {
-            room = room ? 2 * room : 1024;
-            int32_t **ids = realloc(d->ids, room * sizeof(*ids));
-            d->ids = ids ? ids : d->ids;
-            size_t *len = realloc(d->len, room * sizeof(*len));
-            d->len = len ? len : d->len;
-            char **nm = realloc(names, room * sizeof(*nm));
-            names = nm ? nm : names;
-            if (!ids || !len || !nm) {
-                rc = -1;
-                break;
-            }
-        }
-        size_t count = 0;
-        if (pfx_tokenizer_encode(s->tok, tab + 1, strlen(tab + 1), 0, &d->ids[d->n], &count) != PFX_SUCCESS) {
-            fprintf(stderr, "prefixcl experiment gain: %s:%zu: %s\n", s->labels_path, lineno, pfx_last_error(NULL));
-            rc = -1;
-            break;
-        }
-        if (count == 0) { /* an empty document: the end-of-text token alone */
-            int32_t *one = realloc(d->ids[d->n], sizeof(int32_t));
-            if (!one) {
-                rc = -1;
-                break;
-            }
-            one[0] = pfx_tokenizer_special_id(s->tok, PFX_TOKEN_EOS);
-            d->ids[d->n] = one;
-            count = 1;
-        }
-        d->len[d->n] = count < s->o.block ? count : s->o.block;
-        if (!(names[d->n] = strdup(line))) {
-            free(d->ids[d->n]);
-            rc = -1;
-            break;
-        }
-        d->n++;
-    }
-    free(line);
+    char err[1024];
+    int rc = labels_read(f, s->labels_path, cap, s->o.block, pfx_tokenizer_special_id(s->tok, PFX_TOKEN_EOS),
+                         encode_text, s->tok, d, err, sizeof(err));
     fclose(f);
-    if (rc == 0 && d->n < 2) {
-        fprintf(stderr, "prefixcl experiment gain: %s: fewer than 2 labelled documents\n", s->labels_path);
-        rc = -1;
-    }
-    /* the classes: the distinct names, sorted */
-    if (rc == 0) {
-        char **sorted = malloc(d->n * sizeof(char *));
-        d->label = malloc(d->n * sizeof(int32_t));
-        d->classes = malloc(d->n * sizeof(char *));
-        if (!sorted || !d->label || !d->classes)
-            rc = -1;
-        else {
-            memcpy(sorted, names, d->n * sizeof(char *));
-            qsort(sorted, d->n, sizeof(char *), cmp_str);
-            for (size_t i = 0; i < d->n && rc == 0; i++)
-                if (i == 0 || strcmp(sorted[i], sorted[i - 1]))
-                    if (!(d->classes[d->class_count++] = strdup(sorted[i])))
-                        rc = -1;
-            for (size_t i = 0; i < d->n && rc == 0; i++) {
-                char **hit = bsearch(&names[i], d->classes, d->class_count, sizeof(char *), cmp_str);
-                d->label[i] = (int32_t)(hit - d->classes);
-            }
-        }
-        free(sorted);
-    }
-    for (size_t i = 0; names && i < d->n; i++)
-        free(names[i]);
-    free(names);
     if (rc)
-        docs_free(d);
+        fprintf(stderr, "prefixcl experiment gain: %s\n", err);
     return rc;
 }
 
@@ -270,6 +163,6 @@ int exp_probe_all(exp_state *s)
             pfx_model_destroy(&model);
         }
     free(x);
-    docs_free(&d);
+    labels_free(&d);
     return rc;
 }

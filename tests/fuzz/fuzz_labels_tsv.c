@@ -1,0 +1,79 @@
+/* libFuzzer harness for the experiment's labelled documents
+ * (tools/experiment/labels.c, valid_labels.tsv): every input is read as the
+ * file, with an encoder that makes one token of each byte, at most 7
+ * documents and blocks of 5 tokens; it must be refused cleanly or give
+ * documents whose labels index sorted, distinct classes and whose lengths
+ * are 1..5. Also linked into the normal build by run_corpus.c, which
+ * replays tests/fuzz/corpus/labels_tsv/. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "internal.h"
+#include "labels.h"
+
+enum { CAP = 7, BLOCK = 5 };
+
+static int bytes_as_ids(void *user, const char *text, size_t len, int32_t **ids, size_t *count, char *err,
+                        size_t err_cap)
+{
+    (void)user;
+    if (len > 4096) { /* as a tokenizer refuses what it cannot encode */
+        snprintf(err, err_cap, "a document of %zu bytes", len);
+        return -1;
+    }
+    *ids = malloc((len ? len : 1) * sizeof(int32_t));
+    if (!*ids) {
+        snprintf(err, err_cap, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++)
+        (*ids)[i] = (unsigned char)text[i];
+    *count = len;
+    return 0;
+}
+
+static int read_labels(const uint8_t *data, size_t size, const char *label, labelled_docs *d, char *err,
+                       size_t cap)
+{
+    FILE *f = fmemopen((void *)data, size ? size : 1, "r");
+    if (!f) {
+        snprintf(err, cap, "fmemopen failed");
+        return -1;
+    }
+    if (!size) /* fmemopen wants a non-empty buffer: read nothing */
+        fseek(f, 0, SEEK_END);
+    int rc = labels_read(f, label, CAP, BLOCK, 256, bytes_as_ids, NULL, d, err, cap);
+    fclose(f);
+    return rc;
+}
+
+bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
+{
+    labelled_docs d;
+    char err[1024];
+    if (read_labels(data, size, label, &d, err, sizeof(err))) {
+        pfx_error(NULL, PFX_ERROR_FORMAT, "%s", err);
+        return false;
+    }
+    labels_free(&d);
+    return true;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    labelled_docs d;
+    char err[1024];
+    if (read_labels(data, size, "fuzz", &d, err, sizeof(err)))
+        return 0;
+    if (d.n < 2 || d.n > CAP || d.class_count < 1 || d.class_count > d.n)
+        abort();
+    for (size_t k = 1; k < d.class_count; k++)
+        if (strcmp(d.classes[k - 1], d.classes[k]) >= 0)
+            abort();
+    for (size_t i = 0; i < d.n; i++)
+        if (d.label[i] < 0 || (size_t)d.label[i] >= d.class_count || d.len[i] < 1 || d.len[i] > BLOCK)
+            abort();
+    labels_free(&d);
+    return 0;
+}
