@@ -56,6 +56,40 @@ float pfx_max8(float8 v)
     return fmax(b.lo, b.hi);
 }
 
+/* The sum and the max of v over a work-group of n items (n a power of two,
+ * the group's size) through s[n]: a tree in one fixed order, so the result
+ * is deterministic for a given n. Every item of the group calls it and gets
+ * the result; s is free again on return. */
+float pfx_group_sum(__local float *s, float v, uint n)
+{
+    const uint lid = get_local_id(0);
+    s[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint w = n / 2; w > 0; w >>= 1) {
+        if (lid < w)
+            s[lid] += s[lid + w];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = s[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+float pfx_group_max(__local float *s, float v, uint n)
+{
+    const uint lid = get_local_id(0);
+    s[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint w = n / 2; w > 0; w >>= 1) {
+        if (lid < w)
+            s[lid] = fmax(s[lid], s[lid + w]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const float r = s[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
 #define PFX_LOG2E 1.4426950408889634f
 
 /*

@@ -37,16 +37,16 @@ __kernel void pfx_layer_bias_grad(const ulong rows, const ulong cols,
 /* Squared-error partial sums: partial[group] = sum over the group's elements
  * of (pred - target)^2 (fixed-order tree in local memory, so the result is
  * deterministic for a fixed launch shape); grad (when has_grad) receives
- * grad_scale * (pred - target). Local size PFX_MSE_LOCAL (a power of two). */
-#ifndef PFX_MSE_LOCAL
-#define PFX_MSE_LOCAL 64
+ * grad_scale * (pred - target). Local size PFX_WG (a power of two). */
+#ifndef PFX_WG
+#error "built with -DPFX_WG=<work-group size> (src/ops/work_groups.h)"
 #endif
-__kernel __attribute__((reqd_work_group_size(PFX_MSE_LOCAL, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(PFX_WG, 1, 1)))
 void pfx_layer_mse(const ulong n, __global const float *pred, __global const float *target,
                    __global float *grad, const int has_grad, const float grad_scale,
                    __global float *partial)
 {
-    __local float sums[PFX_MSE_LOCAL];
+    __local float sums[PFX_WG];
     const uint lid = get_local_id(0);
     float s = 0.0f;
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
@@ -55,13 +55,7 @@ void pfx_layer_mse(const ulong n, __global const float *pred, __global const flo
         if (has_grad)
             grad[i] = grad_scale * d;
     }
-    sums[lid] = s;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint w = PFX_MSE_LOCAL / 2; w > 0; w >>= 1) {
-        if (lid < w)
-            sums[lid] += sums[lid + w];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    const float sum = pfx_group_sum(sums, s, PFX_WG);
     if (lid == 0)
-        partial[get_group_id(0)] = sums[0];
+        partial[get_group_id(0)] = sum;
 }

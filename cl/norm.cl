@@ -1,45 +1,29 @@
 /*
  * LayerNorm and RMSNorm over rows, forward and dX backward (src/ops/norm.c).
- * One work-group of NORM_LOCAL items per row (row_base + group id: no loop
+ * One work-group of PFX_WG items per row (row_base + group id: no loop
  * around the barriers; the host launches slices of rows); each item sums its
- * 8-column chunks lid, lid + NORM_LOCAL, ... and then its tail columns in
+ * 8-column chunks lid, lid + PFX_WG, ... and then its tail columns in
  * order, then a fixed-order tree combines the items: deterministic for a
- * given NORM_LOCAL. Activations are float32
+ * given PFX_WG. Activations are float32
  * (offset, row stride); weights float or half (offset, step, half flag).
  */
-#ifndef NORM_LOCAL
-#define NORM_LOCAL 64
+#ifndef PFX_WG
+#error "built with -DPFX_WG=<work-group size> (src/ops/work_groups.h)"
 #endif
-
-/* Sum of v over the work-group (every item gets it). */
-inline float norm_group_sum(__local float *s, float v)
-{
-    const uint lid = get_local_id(0);
-    s[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint w = NORM_LOCAL / 2; w > 0; w >>= 1) {
-        if (lid < w)
-            s[lid] += s[lid + w];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float r = s[0];
-    barrier(CLK_LOCAL_MEM_FENCE); /* s is reused by the next sum */
-    return r;
-}
 
 #define NORM_W(c) pfx_load(w, w_off + (ulong)(c) * w_step, w_half)
 
-/* Item lid's columns, 8 at a time: the chunks lid, lid + NORM_LOCAL, ... of
+/* Item lid's columns, 8 at a time: the chunks lid, lid + PFX_WG, ... of
  * whole 8-column chunks (j the chunk), then the tail columns one by one at
  * the same stride (c the column); a fixed order per item. */
-#define FOR_CHUNKS for (ulong j = lid; j < cols / 8; j += NORM_LOCAL)
-#define FOR_TAIL for (ulong c = cols / 8 * 8 + lid; c < cols; c += NORM_LOCAL)
+#define FOR_CHUNKS for (ulong j = lid; j < cols / 8; j += PFX_WG)
+#define FOR_TAIL for (ulong c = cols / 8 * 8 + lid; c < cols; c += PFX_WG)
 
 
 /* y = (x - mean) * rstd * w (+ b); rms: y = x * rstd * w (no mean). Stats
  * (when has_stats) go to mean[mean_off + row * step] (LayerNorm only) and
  * rstd[...]. y may be x: every element is read before its item writes it. */
-__kernel __attribute__((reqd_work_group_size(NORM_LOCAL, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(PFX_WG, 1, 1)))
 void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
                       __global const float *x, const ulong x_off, const ulong x_ld,
                       __global const void *w, const ulong w_off, const ulong w_step,
@@ -51,7 +35,7 @@ void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
                       __global float *rstd, const ulong rstd_off, const ulong rstd_step,
                       const int has_stats)
 {
-    __local float s[NORM_LOCAL];
+    __local float s[PFX_WG];
     const uint lid = get_local_id(0);
     const float inv_cols = 1.0f / (float)cols;
     {
@@ -63,7 +47,7 @@ void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
             FOR_CHUNKS a8 += vload8(j, xr);
             float a = pfx_sum8(a8);
             FOR_TAIL a += xr[c];
-            mu = norm_group_sum(s, a) * inv_cols;
+            mu = pfx_group_sum(s, a, PFX_WG) * inv_cols;
         }
         float8 q8 = (float8)0.0f;
         FOR_CHUNKS {
@@ -75,7 +59,7 @@ void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
             const float d = xr[c] - mu;
             q += d * d;
         }
-        const float r = rsqrt(norm_group_sum(s, q) * inv_cols + eps);
+        const float r = rsqrt(pfx_group_sum(s, q, PFX_WG) * inv_cols + eps);
         __global float *yr = y + y_off + row * y_ld;
         FOR_CHUNKS {
             float8 v = (vload8(j, xr) - mu) * r * pfx_load8(w, w_off, w_step, w_half, j);
@@ -100,7 +84,7 @@ void pfx_norm_forward(const ulong row_base, const ulong cols, const int rms,
 /* dX: xhat = (x - mean) * rstd (mean 0 for rms), g = dy * w,
  * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) (no mean(g) for rms),
  * written or added (accumulate). */
-__kernel __attribute__((reqd_work_group_size(NORM_LOCAL, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(PFX_WG, 1, 1)))
 void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
                        __global const float *x, const ulong x_off, const ulong x_ld,
                        __global const void *w, const ulong w_off, const ulong w_step,
@@ -111,7 +95,7 @@ void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
                        __global float *dx, const ulong dx_off, const ulong dx_ld,
                        const int accumulate)
 {
-    __local float s[NORM_LOCAL];
+    __local float s[PFX_WG];
     const uint lid = get_local_id(0);
     const float inv_cols = 1.0f / (float)cols;
     {
@@ -132,8 +116,8 @@ void pfx_norm_backward(const ulong row_base, const ulong cols, const int rms,
             sg += g;
             sgx += g * (xr[c] - mu) * r;
         }
-        const float mg = rms ? 0.0f : norm_group_sum(s, sg) * inv_cols;
-        const float mgx = norm_group_sum(s, sgx) * inv_cols;
+        const float mg = rms ? 0.0f : pfx_group_sum(s, sg, PFX_WG) * inv_cols;
+        const float mgx = pfx_group_sum(s, sgx, PFX_WG) * inv_cols;
         __global float *dxr = dx + dx_off + row * dx_ld;
         FOR_CHUNKS {
             const float8 g = vload8(j, dyr) * pfx_load8(w, w_off, w_step, w_half, j);

@@ -9,15 +9,15 @@
  * No atomics: the same inputs give the same bits on a given device.
  */
 
-#ifndef PFX_OPT_WG
-#define PFX_OPT_WG 64
+#ifndef PFX_WG
+#error "built with -DPFX_WG=<work-group size> (src/ops/work_groups.h)"
 #endif
 
-__kernel __attribute__((reqd_work_group_size(PFX_OPT_WG, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(PFX_WG, 1, 1)))
 void pfx_opt_sumsq(const ulong n, __global const float *g, __global float *partial,
                    const uint offset)
 {
-    __local float scratch[PFX_OPT_WG];
+    __local float scratch[PFX_WG];
     const uint lid = (uint)get_local_id(0);
     /* 8 elements a step, then the tail: a fixed order per work-item */
     float8 acc8 = (float8)0.0f;
@@ -30,15 +30,9 @@ void pfx_opt_sumsq(const ulong n, __global const float *g, __global float *parti
         const float x = g[i];
         acc += x * x;
     }
-    scratch[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = PFX_OPT_WG / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            scratch[lid] += scratch[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    const float sum = pfx_group_sum(scratch, acc, PFX_WG);
     if (lid == 0)
-        partial[offset + get_group_id(0)] = scratch[0];
+        partial[offset + get_group_id(0)] = sum;
 }
 
 /* status[0] = norm, status[1] = clipping scale (0 when skipped), status[2] = 1

@@ -4,10 +4,11 @@
 #define PFX_LAYER_INTERNAL_H
 
 #include "internal.h"
+#include "work_groups.h"
 
-/* cl/layer.cl has no tunables; registered as ("layer", "") in ops/registry.c. */
+/* cl/layer.cl: its work-group size only (ops/work_groups.h), as ops/registry.c lists it. */
 #define LAYER_PROGRAM "layer"
-#define LAYER_OPTIONS ""
+#define LAYER_OPTIONS PFX_LAYER_OPTIONS
 
 /* Workspace buffers, each [max_batch * max_tokens, width] float32 (LSE:
  * [max_batch, H, max_tokens]). */

@@ -2,7 +2,6 @@
  * cl/layer.cl: per-work-group partial sums, added on the host in double. */
 #include "layer_internal.h"
 
-#define MSE_LOCAL 64
 #define MSE_GROUPS_MAX 256
 
 pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_tensor *grad,
@@ -35,7 +34,7 @@ pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_te
         return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grad is the same tensor as %s", fn,
                          grad->mem == pred->mem ? "pred" : "target");
     const size_t n = pred->numel;
-    size_t groups = pfx_ceil_div(n, MSE_LOCAL);
+    size_t groups = pfx_ceil_div(n, PFX_LAYER_WG);
     if (groups > MSE_GROUPS_MAX)
         groups = MSE_GROUPS_MAX;
     cl_mem partial = NULL;
@@ -50,7 +49,7 @@ pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_te
         cl_mem gmem = grad ? grad->mem : NULL;
         cl_int has_grad = grad != NULL;
         float scale = (float)(2.0 / (double)n);
-        size_t local = MSE_LOCAL, global = groups * MSE_LOCAL;
+        size_t local = PFX_LAYER_WG, global = groups * PFX_LAYER_WG;
         pfx_arg args[] = { PFX_ARG(nn), PFX_ARG(pred->mem), PFX_ARG(target->mem), PFX_ARG(gmem),
                            PFX_ARG(has_grad), PFX_ARG(scale), PFX_ARG(partial) };
         st = pfx_launch(rt, kernel, "mse_loss", 1, &global, &local, 7, args);

@@ -16,10 +16,10 @@
 
 #include "io_internal.h"
 #include "registry.h"
+#include "work_groups.h"
 #include "optimizer_internal.h"
 
 #define OPT_PROGRAM "optimizer"
-#define OPT_WG 64              /* PFX_OPT_WG default of the program */
 #define OPT_MAX_GROUPS 256     /* work-groups of one sum-of-squares launch */
 #define OPT_UPDATE_WG 64
 #define OPT_UPDATE_GROUPS 4096 /* grid-stride loop covers the rest */
@@ -226,7 +226,7 @@ static bool same_shape(const pfx_tensor *a, const pfx_tensor *b)
 
 static size_t sumsq_groups(size_t numel)
 {
-    size_t g = pfx_ceil_div(numel, OPT_WG);
+    size_t g = pfx_ceil_div(numel, PFX_OPT_WG);
     return g > OPT_MAX_GROUPS ? OPT_MAX_GROUPS : g;
 }
 
@@ -365,7 +365,7 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         return st;
 
     cl_kernel k_sumsq, k_final, k_update;
-    const char *options = ""; /* cl/optimizer.cl has no tunables */
+    const char *options = PFX_OPT_OPTIONS;
     if ((st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_opt_sumsq", &k_sumsq)) != PFX_SUCCESS ||
         (st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_opt_finalize", &k_final)) != PFX_SUCCESS ||
         (st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_adamw_update", &k_update)) != PFX_SUCCESS)
@@ -375,7 +375,7 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
     for (size_t i = 0; i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
         cl_ulong n = it->grad->numel;
-        size_t local = OPT_WG, global = it->partial_groups * OPT_WG;
+        size_t local = PFX_OPT_WG, global = it->partial_groups * PFX_OPT_WG;
         pfx_arg args[] = { PFX_ARG(n), PFX_ARG(it->grad->mem), PFX_ARG(opt->partial),
                            PFX_ARG(it->partial_offset) };
         if ((st = pfx_launch(rt, k_sumsq, "optimizer_step: gradient sum of squares", 1, &global, &local,

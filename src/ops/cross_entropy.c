@@ -1,7 +1,7 @@
 /* Fused, chunked causal-LM cross-entropy (cl/cross_entropy.cl). */
 #include "model_args.h"
+#include "work_groups.h"
 
-#define CE_LOCAL 64 /* cl/cross_entropy.cl default; registered with options "" */
 #define CE_GROUPS_MAX 65536
 
 pfx_status pfx_op_cross_entropy(pfx_runtime *rt, pfx_mat logits, const pfx_ids *labels,
@@ -50,8 +50,8 @@ pfx_status pfx_op_cross_entropy(pfx_runtime *rt, pfx_mat logits, const pfx_ids *
     /* one work-group per row, in slices of at most CE_GROUPS_MAX rows */
     for (base = 0; base < logits.rows; base += CE_GROUPS_MAX) {
         const size_t left = logits.rows - base;
-        st = pfx_launch_groups(rt, "cross_entropy", "", "pfx_cross_entropy", op,
-                               left < CE_GROUPS_MAX ? left : CE_GROUPS_MAX, CE_LOCAL,
+        st = pfx_launch_groups(rt, "cross_entropy", PFX_CE_OPTIONS, "pfx_cross_entropy", op,
+                               left < CE_GROUPS_MAX ? left : CE_GROUPS_MAX, PFX_CE_WG,
                                sizeof(args) / sizeof(args[0]), args);
         if (st != PFX_SUCCESS)
             return st;

@@ -2,9 +2,9 @@
 #include <math.h>
 
 #include "model_args.h"
+#include "work_groups.h"
 
 #define NORM_PROGRAM "norm"
-#define NORM_LOCAL 64 /* cl/norm.cl default; registered with options "" */
 #define NORM_GROUPS_MAX 65536
 
 /* An absent vector: a NULL buffer the kernel never reads. */
@@ -17,9 +17,9 @@ static pfx_status launch_rows(pfx_runtime *rt, const char *kernel, const char *o
 {
     for (*base = 0; *base < rows; *base += NORM_GROUPS_MAX) {
         const size_t left = rows - *base;
-        pfx_status st = pfx_launch_groups(rt, NORM_PROGRAM, "", kernel, op,
+        pfx_status st = pfx_launch_groups(rt, NORM_PROGRAM, PFX_NORM_OPTIONS, kernel, op,
                                           left < NORM_GROUPS_MAX ? left : NORM_GROUPS_MAX,
-                                          NORM_LOCAL, nargs, args);
+                                          PFX_NORM_WG, nargs, args);
         if (st != PFX_SUCCESS)
             return st;
     }
@@ -201,6 +201,6 @@ pfx_status pfx_op_norm_param_grad(pfx_runtime *rt, pfx_mat x, const pfx_mat *mea
                        PFX_ARG(dya.mem),  PFX_ARG(dya.offset),  PFX_ARG(dya.ld),  PFX_ARG(dw.t->mem),
                        PFX_ARG(w_off),    PFX_ARG(w_step),      PFX_ARG(bmem),    PFX_ARG(b_off),
                        PFX_ARG(b_step),   PFX_ARG(has_db),      PFX_ARG(acc) };
-    return pfx_launch_groups(rt, NORM_PROGRAM, "", "pfx_norm_param_grad", op, pfx_grid_groups(x.cols, NORM_LOCAL),
-                             NORM_LOCAL, sizeof(args) / sizeof(args[0]), args);
+    return pfx_launch_groups(rt, NORM_PROGRAM, PFX_NORM_OPTIONS, "pfx_norm_param_grad", op, pfx_grid_groups(x.cols, PFX_NORM_WG),
+                             PFX_NORM_WG, sizeof(args) / sizeof(args[0]), args);
 }

@@ -6,6 +6,7 @@
 #include "registry.h"
 #include "attention_tuning.h"
 #include "device.h"
+#include "work_groups.h"
 
 const char *pfx_vendor_name(pfx_vendor vendor)
 {
@@ -57,15 +58,15 @@ static void add_fixed(pfx_vendor vendor, const char *platform_name, pfx_program_
      * the same rule) */
     add(out, cap, n, "peak", pfx_peak_ilp(vendor, platform_name) ? "-DPEAK_ILP=1" : "");
     add(out, cap, n, "encoder", ""); /* layer/encoder.c: no tunables */
-    add(out, cap, n, "layer", ""); /* layer/attention_layer.c: no tunables */
-    add(out, cap, n, "optimizer", ""); /* layer/optimizer.c: no tunables */
+    add(out, cap, n, "layer", PFX_LAYER_OPTIONS); /* layer/attention_layer.c, mse_loss.c */
+    add(out, cap, n, "optimizer", PFX_OPT_OPTIONS); /* layer/optimizer.c */
     /* whole-model pieces (model_ops.h): no tunables, in-kernel defaults */
     add(out, cap, n, "embedding", "");     /* embedding.c */
-    add(out, cap, n, "norm", "");          /* norm.c: NORM_LOCAL 64 */
+    add(out, cap, n, "norm", PFX_NORM_OPTIONS); /* norm.c */
     add(out, cap, n, "activation", "");    /* activation.c, bias.c, columns.c */
     add(out, cap, n, "rope", "");          /* rope.c */
     add(out, cap, n, "convert", "");       /* convert.c, gemm.c (half weights) */
-    add(out, cap, n, "cross_entropy", ""); /* cross_entropy.c: CE_LOCAL 64 */
+    add(out, cap, n, "cross_entropy", PFX_CE_OPTIONS); /* cross_entropy.c */
     add(out, cap, n, "attention_stats", ""); /* attention_stats.c: no tunables */
     add(out, cap, n, "attention_gain", ""); /* attention_problem.c: device gains */
 }
