@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/io_internal.h"
+#include "io_internal.h"
 #include "model_internal.h"
 
 #define CONFIG_MAX_BYTES ((size_t)1 << 22)

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../io/safetensors_internal.h"
+#include "safetensors_internal.h"
 #include "model_internal.h"
 
 #define SINGLE_NAME "model.safetensors"

@@ -3,8 +3,8 @@
 #ifndef PFX_MODEL_INTERNAL_H
 #define PFX_MODEL_INTERNAL_H
 
-#include "../runtime/internal.h"
-#include "../ops/model_ops.h"
+#include "internal.h"
+#include "model_ops.h"
 #include "prefixcl/model.h"
 
 typedef enum pfx_model_family {

@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "../io/io_internal.h"
+#include "io_internal.h"
 #include "model_internal.h"
 #include "prefixcl/io.h"
 

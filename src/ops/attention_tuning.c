@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "attention_tuning.h"
-#include "../runtime/device.h"
+#include "device.h"
 
 const unsigned pfx_attn_classes[PFX_ATTN_CLASS_COUNT] = { 16, 32, 64, 128, 256 };
 

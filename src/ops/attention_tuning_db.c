@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "attention_tuning.h"
-#include "../runtime/device.h"
+#include "device.h"
 
 /* GPUs: KSPLIT work-items per row, each owning HEAD_DIM / KSPLIT output dims
  * (<= 16 accumulators) and BLOCK_N / KSPLIT logits; q in local memory.

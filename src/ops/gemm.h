@@ -90,4 +90,10 @@ const char *pfx_clblast_status_name(int status);
 /* Maps a CLBlast status to a pfx_status and records "<what>: CLBlast <name>". */
 pfx_status pfx_clblast_error(pfx_runtime *rt, int status, const char *what);
 
+/* Chooses rt->gemm from params, $PREFIXCL_GEMM and the device, and applies a
+ * stored CLBlast GEMM tuning for the device (gemm_setup.c); called once by
+ * pfx_runtime_create before any buffer exists (the host backend allocates
+ * host-mappable ones). Errors are recorded for the thread (pfx_last_error(NULL)). */
+pfx_status pfx_gemm_setup(pfx_runtime *rt, const pfx_runtime_params *params);
+
 #endif

@@ -31,7 +31,7 @@
 #ifndef PFX_OPS_MODEL_OPS_H
 #define PFX_OPS_MODEL_OPS_H
 
-#include "../runtime/internal.h"
+#include "internal.h"
 #include "gemm.h"
 
 /* ---- views ---- */

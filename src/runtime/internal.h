@@ -1,5 +1,5 @@
 /*
- * Internal runtime interface shared by src/runtime and src/ops. Not installed.
+ * Internal runtime interface of src/runtime, for every floor above it. Not installed.
  */
 #ifndef PFX_RUNTIME_INTERNAL_H
 #define PFX_RUNTIME_INTERNAL_H
@@ -174,12 +174,12 @@ pfx_status pfx_tensor_zero_range(pfx_tensor *t, size_t offset, size_t count);
 pfx_status pfx_buffer_create(pfx_runtime *rt, size_t bytes, const void *host_copy, cl_mem *out);
 void pfx_buffer_release(pfx_runtime *rt, cl_mem mem, size_t bytes);
 
-/* ---- dense products (src/ops/gemm_setup.c) ---- */
-/* Chooses rt->gemm from params, $PREFIXCL_GEMM and the device, and applies a
- * stored CLBlast GEMM tuning for the device; called once by runtime_create
- * before any buffer exists (the host backend allocates host-mappable ones).
- * Errors are recorded for the thread (pfx_last_error(NULL)). */
-pfx_status pfx_gemm_setup(pfx_runtime *rt, const pfx_runtime_params *params);
+/* ---- runtime lifecycle (src/runtime/runtime.c) ---- */
+/* A runtime on the device params select: context, in-order profiling queue
+ * and cache folder, nothing of the ops yet (pfx_runtime_create, in
+ * src/ops/runtime_setup.c, adds their setup). Errors are recorded for the
+ * thread; *out is NULL on failure. */
+pfx_status pfx_runtime_open(const pfx_runtime_params *params, pfx_runtime **out);
 
 /* ---- the runtime's workspace (src/runtime/workspace.c) ---- */
 /* A buffer of at least `bytes` in `slot`, kept for later calls; it grows (the

@@ -1,14 +1,12 @@
-/* Runtime lifecycle: context, in-order profiling queue, cache folder, and
- * warm-up (every program the ops may build on this device, from the registry). */
-#include <stdatomic.h>
+/* Runtime lifecycle: context, in-order profiling queue and cache folder. The
+ * public pfx_runtime_create adds the ops' setup of the device on top
+ * (src/ops/runtime_setup.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "device.h"
 #include "program.h"
-#include "registry.h"
-#include "attention_tuning.h"
 
 void pfx_runtime_default_params(pfx_runtime_params *params)
 {
@@ -30,25 +28,9 @@ static pfx_vendor classify_vendor(const pfx_device_info *info)
     return PFX_VENDOR_OTHER;
 }
 
-/* One line on stderr per process: every runtime of a program that creates
- * many would repeat it. */
-static void note_once(const char *note)
+pfx_status pfx_runtime_open(const pfx_runtime_params *params, pfx_runtime **out)
 {
-    static atomic_flag said = ATOMIC_FLAG_INIT;
-    if (!atomic_flag_test_and_set(&said))
-        fprintf(stderr, "prefixcl: %s\n", note);
-}
-
-pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *params)
-{
-    if (!out)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "out is NULL");
     *out = NULL;
-    pfx_runtime_params defaults;
-    pfx_runtime_default_params(&defaults);
-    if (!params)
-        params = &defaults;
-
     pfx_runtime *rt = calloc(1, sizeof(*rt));
     if (!rt)
         return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "runtime: host allocation failed");
@@ -70,34 +52,9 @@ pfx_status pfx_runtime_create(pfx_runtime **out, const pfx_runtime_params *param
                                    params->disable_cache, rt->cache_dir, sizeof(rt->cache_dir));
     if (err == CL_SUCCESS && st != PFX_SUCCESS)
         pfx_error(NULL, st, "%s", "cache folder path too long");
-    if (err == CL_SUCCESS && st == PFX_SUCCESS) {
-        /* the kernel tuning override; parse errors are recorded for the thread */
-        pfx_attn_override override;
-        st = pfx_attn_override_load(NULL, params->kernel_tuning, rt->cache_dir, &override);
-        if (st == PFX_ERROR_IO) {
-            /* Only a missing tuning.txt means "no override"; a cache folder
-             * that cannot be read (a file, a name too long, no search
-             * permission) leaves the runtime uncached and without override. */
-            snprintf(rt->cache_note, sizeof(rt->cache_note), "kernel cache off: %.1100s",
-                     pfx_last_error(NULL));
-            rt->cache_dir[0] = '\0';
-            note_once(rt->cache_note);
-            pfx_error(NULL, PFX_SUCCESS, "%s", "");
-            st = PFX_SUCCESS;
-        }
-        if (st == PFX_SUCCESS && override.count) {
-            if ((rt->attn_override = malloc(sizeof(override))))
-                *rt->attn_override = override;
-            else
-                st = pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "runtime: host allocation failed");
-        }
-    }
-    if (err == CL_SUCCESS && st == PFX_SUCCESS)
-        st = pfx_gemm_setup(rt, params); /* records its errors for the thread */
     if (err != CL_SUCCESS || st != PFX_SUCCESS) {
         if (err != CL_SUCCESS)
             st = pfx_cl_error(NULL, err, "creating the OpenCL context and queue");
-        free(rt->attn_override);
         if (rt->queue)
             clReleaseCommandQueue(rt->queue);
         if (rt->context)
@@ -189,25 +146,4 @@ const char *pfx_runtime_cache_dir(const pfx_runtime *rt)
 const char *pfx_runtime_cache_note(const pfx_runtime *rt)
 {
     return rt ? rt->cache_note : "";
-}
-
-pfx_status pfx_runtime_warm_up(pfx_runtime *rt)
-{
-    if (!rt)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "rt is NULL");
-    pfx_program_config configs[64];
-    size_t n = pfx_runtime_configs(rt, configs, 64);
-    for (size_t i = 0; i < n && i < 64; i++) {
-        char *source = pfx_kernel_source(configs[i].program);
-        if (!source)
-            return pfx_error(rt, PFX_ERROR_BUILD_FAILED, "kernel program '%s' not found",
-                             configs[i].program);
-        cl_program program;
-        pfx_status st = pfx_program_get_source(rt, configs[i].program, source,
-                                               configs[i].options, &program);
-        free(source);
-        if (st != PFX_SUCCESS)
-            return st;
-    }
-    return PFX_SUCCESS;
 }

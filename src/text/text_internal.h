@@ -5,7 +5,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include "../io/io_internal.h"
+#include "io_internal.h"
 #include "prefixcl/tokenizer.h"
 
 /* ---- data order (dataset.c) ---- */

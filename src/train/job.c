@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../runtime/internal.h"
+#include "internal.h"
 
 void pfx_job_destroy_tensors(pfx_tensor **t, size_t n)
 {

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/io_internal.h"
+#include "io_internal.h"
 #include "job.h"
 #include "pretrain_internal.h"
 

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/io_internal.h"
-#include "../runtime/internal.h"
+#include "io_internal.h"
+#include "internal.h"
 #include "job.h"
 #include "tune_internal.h"
 

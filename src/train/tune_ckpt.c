@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../runtime/internal.h"
+#include "internal.h"
 #include "job.h"
 #include "tune_internal.h"
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../io/io_internal.h"
-#include "../runtime/internal.h"
+#include "io_internal.h"
+#include "internal.h"
 #include "tune_internal.h"
 
 static pfx_status oom(pfx_runtime *rt)
