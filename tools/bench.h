@@ -5,7 +5,7 @@
  *                    (bench_family.h): bench_ceilings.c (FMA, copy) and
  *                    bench_ops.c (SGEMM, attention, encoder, layer step)
  *   bench_report.c : text tables, JSON, CSV, --compare
- *   bench_json.c   : a small JSON reader for --compare files
+ *   bench_json.c   : cJSON under the project's JSON rule, for --compare files
  *   bench_plot.c   : the --plot bar chart (PNG or SVG through tools/chart/)
  */
 #ifndef PFX_TOOLS_BENCH_H
