@@ -475,14 +475,10 @@ static bool load_run(const cJSON *root, bench_run *run, char *err, size_t errlen
     return true;
 }
 
-int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen)
+int bench_parse_json(const char *text, bench_run *run, char *err, size_t errlen)
 {
-    char *text = read_file(path, err, errlen);
-    if (!text)
-        return -1;
     char perr[160];
     cJSON *root = bench_json_parse(text, perr, sizeof(perr));
-    free(text);
     if (!root) {
         snprintf(err, errlen, "not valid JSON: %s", perr);
         return -1;
@@ -490,6 +486,16 @@ int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen)
     bool ok = load_run(root, run, err, errlen);
     cJSON_Delete(root);
     return ok ? 0 : -1;
+}
+
+int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen)
+{
+    char *text = read_file(path, err, errlen);
+    if (!text)
+        return -1;
+    int rc = bench_parse_json(text, run, err, errlen);
+    free(text);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- compare */
