@@ -66,7 +66,8 @@ int cmd_eval(int argc, char **argv)
     pfx_eval_result r;
     int status = 1;
     if (pfx_eval_run(rt, &cfg, NULL, NULL, &r) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl %s\n", pfx_last_error(rt));
+        const char *msg = pfx_last_error(rt); /* the job's own begin "eval: " */
+        fprintf(stderr, "prefixcl eval: %s\n", strncmp(msg, "eval: ", 6) ? msg : msg + 6);
         goto out;
     }
     if (r.max_length < max_length)
