@@ -26,18 +26,22 @@ int main(int argc, char **argv)
     pfx_status st = pfx_runtime_create(&rt, NULL); /* the default device ($PREFIXCL_DEVICE first) */
     if (st)
         return fail(NULL, "runtime", st);
-    size_t P = 0;
+    size_t P = 0; /* the adapters' prefix takes positions before the tokens */
     if ((st = pfx_adapter_prefix_len(argv[2], &P)))
         return fail(rt, "adapter", st);
+    /* room for 2 requests of up to 32 tokens after the prefix */
     pfx_model_params mp = { .max_batch = 2, .max_tokens = 32, .max_prefix_len = P };
     pfx_model *model = NULL;
     pfx_tokenizer *tok = NULL;
     pfx_adapter_bank *bank = NULL;
     pfx_kv_cache *cache = NULL;
-    int32_t a = -1, b = -1;
-    if ((st = pfx_model_load(rt, argv[1], &mp, &model)) || (st = pfx_tokenizer_load(argv[1], &tok)) ||
-        (st = pfx_adapter_bank_create(model, 2, &bank)) || (st = pfx_adapter_bank_add(bank, argv[2], &a)) ||
-        (st = pfx_adapter_bank_add(bank, argv[3], &b)) || (st = pfx_kv_cache_create(model, 2, 32 + P, &cache)))
+    int32_t a = -1, b = -1; /* the adapters' entries in the bank: what a request names */
+    if ((st = pfx_model_load(rt, argv[1], &mp, &model)) ||
+        (st = pfx_tokenizer_load(argv[1], &tok)) ||
+        (st = pfx_adapter_bank_create(model, 2, &bank)) ||
+        (st = pfx_adapter_bank_add(bank, argv[2], &a)) ||
+        (st = pfx_adapter_bank_add(bank, argv[3], &b)) ||
+        (st = pfx_kv_cache_create(model, 2, 32 + P, &cache)))
         return fail(rt, "setting up", st);
 
     const char *text = "The river";
@@ -45,12 +49,12 @@ int main(int argc, char **argv)
     size_t len = 0;
     if ((st = pfx_tokenizer_encode(tok, text, strlen(text), PFX_ENCODE_ADD_SPECIAL, &prompt, &len)))
         return fail(NULL, "encode", st);
-    int32_t out[2][8];
+    int32_t out[2][8]; /* the new tokens of each request */
     pfx_request req[2] = {
         { .prompt = prompt, .prompt_len = len, .adapter = a, .out = out[0] },
         { .prompt = prompt, .prompt_len = len, .adapter = b, .out = out[1] },
     };
-    pfx_sampling greedy = { .temperature = 0.0f, .max_new_tokens = 8 };
+    pfx_sampling greedy = { .temperature = 0.0f, .max_new_tokens = 8 }; /* temperature 0: argmax */
     if ((st = pfx_generate(model, cache, bank, req, 2, &greedy, NULL, NULL, NULL)))
         return fail(rt, "generate", st);
     for (int i = 0; i < 2; i++) {

@@ -5,7 +5,7 @@
  *                    (bench_family.h): bench_ceilings.c (FMA, copy) and
  *                    bench_ops.c (SGEMM, attention, encoder, layer step)
  *   bench_report.c : text tables, JSON, CSV, --compare
- *   bench_json.c   : a small JSON reader for --compare files
+ *   bench_json.c   : cJSON under the project's JSON rule, for --compare files
  *   bench_plot.c   : the --plot bar chart (PNG or SVG through tools/chart/)
  */
 #ifndef PFX_TOOLS_BENCH_H
@@ -96,6 +96,8 @@ int bench_write_json(FILE *out, const bench_run *run);
 int bench_write_csv(FILE *out, const bench_run *run);
 /* Loads a saved JSON run; 0 on success, else -1 with a message in err. */
 int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen);
+/* The same from the file's text (NUL-terminated). */
+int bench_parse_json(const char *text, bench_run *run, char *err, size_t errlen);
 void bench_print_compare(FILE *out, const bench_run *now, const bench_run *base, const char *path);
 /* The test of that id on a device; NULL when it has none. */
 const bench_result *bench_find_test(const bench_device *dev, const char *id);

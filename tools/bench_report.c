@@ -325,10 +325,10 @@ static char *read_file(const char *path, char *err, size_t errlen)
     return buf;
 }
 
-static bool get_str(const json_value *o, const char *key, char *dst, size_t cap, bool required,
+static bool get_str(const cJSON *o, const char *key, char *dst, size_t cap, bool required,
                     char *err, size_t errlen, const char *where)
 {
-    const json_value *v = json_get(o, key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v) {
         if (required)
             snprintf(err, errlen, "%s: missing \"%s\"", where, key);
@@ -336,37 +336,37 @@ static bool get_str(const json_value *o, const char *key, char *dst, size_t cap,
             dst[0] = 0;
         return !required;
     }
-    if (v->type != JSON_STRING) {
+    if (!cJSON_IsString(v)) {
         snprintf(err, errlen, "%s: \"%s\" is not a string", where, key);
         return false;
     }
-    snprintf(dst, cap, "%s", v->string);
+    snprintf(dst, cap, "%s", v->valuestring);
     return true;
 }
 
 /* A number >= 0, or null/absent (-1) when allowed. */
-static bool get_num(const json_value *o, const char *key, double *dst, bool required, char *err,
+static bool get_num(const cJSON *o, const char *key, double *dst, bool required, char *err,
                     size_t errlen, const char *where)
 {
-    const json_value *v = json_get(o, key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     *dst = -1.0;
-    if (!v || v->type == JSON_NULL) {
+    if (!v || cJSON_IsNull(v)) {
         if (required)
             snprintf(err, errlen, "%s: missing \"%s\"", where, key);
         return !required;
     }
-    if (v->type != JSON_NUMBER || v->number < 0 || !isfinite(v->number)) {
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || !isfinite(v->valuedouble)) {
         snprintf(err, errlen, "%s: \"%s\" is not a non-negative number", where, key);
         return false;
     }
-    *dst = v->number;
+    *dst = v->valuedouble;
     return true;
 }
 
-static bool load_run(const json_value *root, bench_run *run, char *err, size_t errlen)
+static bool load_run(const cJSON *root, bench_run *run, char *err, size_t errlen)
 {
     memset(run, 0, sizeof(*run));
-    if (root->type != JSON_OBJECT) {
+    if (!cJSON_IsObject(root)) {
         snprintf(err, errlen, "the top level is not an object");
         return false;
     }
@@ -379,23 +379,23 @@ static bool load_run(const json_value *root, bench_run *run, char *err, size_t e
     }
     if (!get_str(root, "date", run->date, sizeof(run->date), false, err, errlen, "top level"))
         return false;
-    const json_value *q = json_get(root, "quick");
-    run->quick = q && q->type == JSON_BOOL && q->boolean;
-    const json_value *devs = json_get(root, "devices");
-    if (!devs || devs->type != JSON_ARRAY || devs->count == 0) {
+    run->quick = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "quick"));
+    const cJSON *devs = cJSON_GetObjectItemCaseSensitive(root, "devices");
+    if (!cJSON_IsArray(devs) || cJSON_GetArraySize(devs) == 0) {
         snprintf(err, errlen, "\"devices\" is missing, not an array, or empty");
         return false;
     }
-    if (devs->count > BENCH_MAX_DEVICES) {
+    if (cJSON_GetArraySize(devs) > BENCH_MAX_DEVICES) {
         snprintf(err, errlen, "more than %d devices", BENCH_MAX_DEVICES);
         return false;
     }
-    for (size_t d = 0; d < devs->count; d++) {
-        const json_value *jd = &devs->items[d];
+    /* at most BENCH_MAX_DEVICES x BENCH_MAX_TESTS items: indexing is cheap */
+    for (int d = 0; d < cJSON_GetArraySize(devs); d++) {
+        const cJSON *jd = cJSON_GetArrayItem(devs, d);
         bench_device *dev = &run->devices[d];
         char where[96];
-        snprintf(where, sizeof(where), "devices[%zu]", d);
-        if (jd->type != JSON_OBJECT) {
+        snprintf(where, sizeof(where), "devices[%d]", d);
+        if (!cJSON_IsObject(jd)) {
             snprintf(err, errlen, "%s is not an object", where);
             return false;
         }
@@ -410,20 +410,20 @@ static bool load_run(const json_value *root, bench_run *run, char *err, size_t e
             !get_str(jd, "gemm_tuning", dev->gemm_tuning, sizeof(dev->gemm_tuning), false, err,
                      errlen, where))
             return false;
-        const json_value *tests = json_get(jd, "tests");
-        if (!tests || tests->type != JSON_ARRAY) {
+        const cJSON *tests = cJSON_GetObjectItemCaseSensitive(jd, "tests");
+        if (!cJSON_IsArray(tests)) {
             snprintf(err, errlen, "%s: \"tests\" is missing or not an array", where);
             return false;
         }
-        if (tests->count > BENCH_MAX_TESTS) {
+        if (cJSON_GetArraySize(tests) > BENCH_MAX_TESTS) {
             snprintf(err, errlen, "%s: more than %d tests", where, BENCH_MAX_TESTS);
             return false;
         }
-        for (size_t t = 0; t < tests->count; t++) {
-            const json_value *jt = &tests->items[t];
+        for (int t = 0; t < cJSON_GetArraySize(tests); t++) {
+            const cJSON *jt = cJSON_GetArrayItem(tests, t);
             bench_result *r = &dev->tests[t];
-            snprintf(where, sizeof(where), "devices[%zu].tests[%zu]", d, t);
-            if (jt->type != JSON_OBJECT) {
+            snprintf(where, sizeof(where), "devices[%d].tests[%d]", d, t);
+            if (!cJSON_IsObject(jt)) {
                 snprintf(err, errlen, "%s is not an object", where);
                 return false;
             }
@@ -469,10 +469,23 @@ static bool load_run(const json_value *root, bench_run *run, char *err, size_t e
             r->ceiling = !strcmp(ceil, "fma") ? BENCH_CEIL_FMA
                          : !strcmp(ceil, "copy") ? BENCH_CEIL_COPY : BENCH_CEIL_NONE;
         }
-        dev->count = tests->count;
+        dev->count = (size_t)cJSON_GetArraySize(tests);
         run->device_count++;
     }
     return true;
+}
+
+int bench_parse_json(const char *text, bench_run *run, char *err, size_t errlen)
+{
+    char perr[160];
+    cJSON *root = bench_json_parse(text, perr, sizeof(perr));
+    if (!root) {
+        snprintf(err, errlen, "not valid JSON: %s", perr);
+        return -1;
+    }
+    bool ok = load_run(root, run, err, errlen);
+    cJSON_Delete(root);
+    return ok ? 0 : -1;
 }
 
 int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen)
@@ -480,16 +493,9 @@ int bench_load_json(const char *path, bench_run *run, char *err, size_t errlen)
     char *text = read_file(path, err, errlen);
     if (!text)
         return -1;
-    char perr[160];
-    json_value *root = json_parse(text, perr, sizeof(perr));
+    int rc = bench_parse_json(text, run, err, errlen);
     free(text);
-    if (!root) {
-        snprintf(err, errlen, "not valid JSON: %s", perr);
-        return -1;
-    }
-    bool ok = load_run(root, run, err, errlen);
-    json_free(root);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- compare */

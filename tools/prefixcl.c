@@ -44,6 +44,7 @@ static int usage(FILE *out)
     fprintf(out, "usage: prefixcl <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-15s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "  %-15s %s\n", "--version", "the library's version");
     fprintf(out, "\nThe device is chosen by --device SEL or $PREFIXCL_DEVICE: P:D, gpu, cpu,\n"
                  "or a name substring (nvidia, amd, intel, pocl, h200).\n");
     return 2;
@@ -59,6 +60,10 @@ int main(int argc, char **argv)
         return dist_finish(usage(stderr));
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return dist_finish(cli_finish_stdout(0));
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("prefixcl %s\n", pfx_version());
         return dist_finish(cli_finish_stdout(0));
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -1,5 +1,6 @@
-/* What `prefixcl generate` and `prefixcl eval` share: the runtime, the model
- * folder, its tokenizer (when the folder has one) and the adapter bank. */
+/* What `prefixcl generate` opens: the runtime, the model folder, its
+ * tokenizer (when the folder has one) and the adapter bank; and the option
+ * reader it shares with `prefixcl eval`. */
 #ifndef PFX_TOOLS_SERVE_CLI_H
 #define PFX_TOOLS_SERVE_CLI_H
 

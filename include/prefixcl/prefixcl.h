@@ -20,5 +20,6 @@
 #include "prefixcl/generate.h"
 #include "prefixcl/pretrain.h"
 #include "prefixcl/tune.h"
+#include "prefixcl/eval.h"
 
 #endif
