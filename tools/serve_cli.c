@@ -85,6 +85,20 @@ void serve_close(serve_ctx *ctx)
     pfx_runtime_destroy(&ctx->rt);
 }
 
+size_t serve_default_stops(const serve_ctx *ctx, int32_t *stops, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ctx->shape.eos_count && n < cap; i++)
+        stops[n++] = ctx->shape.eos_ids[i];
+    const int32_t eos = ctx->tok ? pfx_tokenizer_special_id(ctx->tok, PFX_TOKEN_EOS) : -1;
+    bool listed = false;
+    for (size_t i = 0; i < n; i++)
+        listed |= stops[i] == eos;
+    if (eos >= 0 && !listed && n < cap)
+        stops[n++] = eos;
+    return n;
+}
+
 int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name, const char **value)
 {
     *name = argv[*i];

@@ -1,4 +1,4 @@
-/* What `prefixcl generate` and `prefixcl eval` share: the runtime, the model
+/* What `prefixcl generate`, `eval` and `serve` share: the runtime, the model
  * folder, its tokenizer (when the folder has one) and the adapter bank. */
 #ifndef PFX_TOOLS_SERVE_CLI_H
 #define PFX_TOOLS_SERVE_CLI_H
@@ -27,6 +27,11 @@ typedef struct serve_ctx {
 bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char *dir, size_t batch,
                 size_t tokens);
 void serve_close(serve_ctx *ctx);
+
+/* The stop tokens of a model without --stop: config.json's eos_token_id (as
+ * transformers' generate) and the tokenizer's EOS, at most cap; returns
+ * their number. */
+size_t serve_default_stops(const serve_ctx *ctx, int32_t *stops, size_t cap);
 
 /* Option argv[*i] and its value (*i advanced past the value): 1; --help or
  * -h: 0; no value: -1 (said on stderr). */

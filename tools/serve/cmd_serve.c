@@ -1,0 +1,203 @@
+/* prefixcl serve: an OpenAI-compatible HTTP server over a model folder and
+ * its prefix adapters, requests batched continuously (scheduler.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "commands.h"
+#include "http.h"
+#include "server.h"
+
+#define BODY_LIMIT (1u << 20)
+
+static int usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: prefixcl serve --model DIR [--adapter NAME=PATH]... [options]\n"
+        "  --adapter NAME=PATH  a prefix adapter (as prefixcl generate takes), asked for by the "
+        "request's\n"
+        "                       \"model\": NAME (default: the path's last name); the folder's own "
+        "name\n"
+        "                       means no adapter (repeatable, at most %d)\n"
+        "  --host ADDR          numeric address to listen on (default 127.0.0.1)\n"
+        "  --port N             (default 8000; 0: any free port, printed)\n"
+        "  --slots N            requests generating at once (default 4)\n"
+        "  --max-len N          tokens per request, prompt and completion (default: the model's\n"
+        "                       positions less the prefix, at most 512)\n"
+        "  --queue N            requests waiting for a slot before 503 (default 64)\n"
+        "  --api-key KEY        require Authorization: Bearer KEY (all but /health)\n"
+        "  --device SEL\n"
+        "endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,\n"
+        "GET /metrics. SIGINT or SIGTERM stops the server.\n",
+        SERVE_MAX_ADAPTERS);
+    return out == stdout ? 0 : 2;
+}
+
+/* The last name of a path ("a/b/" -> "b"), in buf. */
+static const char *last_name(const char *path, char *buf, size_t cap)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t s = n;
+    while (s > 0 && path[s - 1] != '/')
+        s--;
+    snprintf(buf, cap, "%.*s", (int)(n - s), path + s);
+    return buf;
+}
+
+/* Whether DIR/tokenizer_config.json holds a chat_template. */
+static bool has_chat_template(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char *text = NULL;
+    size_t len = 0;
+    bool found = false;
+    if (!fseek(f, 0, SEEK_END) && (len = (size_t)ftell(f)) < (64u << 20) &&
+        !fseek(f, 0, SEEK_SET) && (text = malloc(len + 1)) && fread(text, 1, len, f) == len) {
+        cJSON *o = cJSON_ParseWithLength(text, len);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "chat_template");
+        found = t && !cJSON_IsNull(t);
+        cJSON_Delete(o);
+    }
+    free(text);
+    fclose(f);
+    return found;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    const char *model = NULL, *device = NULL, *host = "127.0.0.1";
+    uint64_t port = 8000, slots = 4, max_len = 0, queue = 64, u;
+    static char names[SERVE_MAX_ADAPTERS][256], base[256];
+    server srv;
+    memset(&srv, 0, sizeof(srv));
+    for (int i = 1; i < argc; i++) {
+        const char *a, *v;
+        const int got = serve_option(argc, argv, &i, "serve", &a, &v);
+        if (got <= 0)
+            return usage(got ? stderr : stdout);
+        if (!strcmp(a, "--model")) {
+            model = v;
+        } else if (!strcmp(a, "--device")) {
+            device = v;
+        } else if (!strcmp(a, "--host")) {
+            host = v;
+        } else if (!strcmp(a, "--api-key") && v[0]) {
+            srv.api_key = v;
+        } else if (!strcmp(a, "--adapter") && srv.ctx.adapters < SERVE_MAX_ADAPTERS) {
+            const char *eq = strchr(v, '=');
+            const size_t k = srv.ctx.adapters++;
+            if (eq)
+                snprintf(names[k], sizeof(names[k]), "%.*s", (int)(eq - v), v);
+            else
+                last_name(v, names[k], sizeof(names[k]));
+            srv.ctx.adapter[k] = eq ? eq + 1 : v;
+            srv.adapter_name[k] = names[k];
+        } else if (!strcmp(a, "--port") && cli_uint(v, 0, 65535, &u)) {
+            port = u;
+        } else if (!strcmp(a, "--slots") && cli_uint(v, 1, 256, &u)) {
+            slots = u;
+        } else if (!strcmp(a, "--max-len") && cli_uint(v, 2, 1u << 20, &u)) {
+            max_len = u;
+        } else if (!strcmp(a, "--queue") && cli_uint(v, 1, 1u << 16, &u)) {
+            queue = u;
+        } else {
+            if (!strcmp(a, "--adapter"))
+                fprintf(stderr, "prefixcl serve: at most %d --adapter options\n",
+                        SERVE_MAX_ADAPTERS);
+            else
+                fprintf(stderr, "prefixcl serve: bad option or value: %s \"%s\"\n", a, v);
+            return usage(stderr);
+        }
+    }
+    if (!model) {
+        fprintf(stderr, "prefixcl serve: --model is required\n");
+        return usage(stderr);
+    }
+    srv.base_name = last_name(model, base, sizeof(base));
+    for (size_t i = 0; i < srv.ctx.adapters; i++) {
+        bool clash = !names[i][0] || !strcmp(names[i], srv.base_name) || !srv.ctx.adapter[i][0];
+        for (size_t j = 0; j < i; j++)
+            clash |= !strcmp(names[i], names[j]);
+        if (clash) {
+            fprintf(
+                stderr,
+                "prefixcl serve: --adapter %s=%s: the name must be new, not empty and not the base "
+                "model's \"%s\", the path not empty\n",
+                names[i], srv.ctx.adapter[i], srv.base_name);
+            return 2;
+        }
+    }
+    pfx_model_shape shape;
+    if (pfx_model_read_config(model, &shape) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl serve: %s\n", pfx_last_error(NULL));
+        return 1;
+    }
+    const bool max_len_given = max_len != 0;
+    if (!max_len)
+        max_len = shape.max_positions < 512 ? shape.max_positions : 512;
+    if (!serve_open(&srv.ctx, "serve", device, model, slots, max_len))
+        return 1;
+    if (!max_len_given)
+        max_len = srv.ctx.tokens;
+    int status = 1;
+    http *h = NULL;
+    metrics_init(&srv.metrics);
+    if (max_len > srv.ctx.tokens) {
+        fprintf(stderr,
+                "prefixcl serve: --max-len %llu: at most %zu tokens fit (the model's positions "
+                "less the "
+                "adapters' prefix)\n",
+                (unsigned long long)max_len, srv.ctx.tokens);
+        goto out;
+    }
+    srv.max_len = max_len;
+    srv.body_limit = BODY_LIMIT;
+    srv.chat_template = has_chat_template(model);
+    srv.stop_count = serve_default_stops(&srv.ctx, srv.stop, SCHED_MAX_STOPS);
+    char why[512];
+    srv.sched = sched_create(srv.ctx.rt, srv.ctx.model, srv.ctx.bank, slots, max_len, queue, why,
+                             sizeof(why));
+    if (!srv.sched) {
+        fprintf(stderr, "prefixcl serve: %s\n", why);
+        goto out;
+    }
+    cli_stop_catch();
+    uint16_t bound = 0;
+    if (!(h = http_start(&srv, host, (uint16_t)port, &bound, why, sizeof(why)))) {
+        fprintf(stderr, "prefixcl serve: %s\n", why);
+        goto out;
+    }
+    printf("prefixcl serve: listening on http://%s%s%s:%u (model %s, %zu adapters, %llu slots of "
+           "%llu tokens, %s)\n",
+           strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", (unsigned)bound,
+           srv.base_name, srv.ctx.adapters, (unsigned long long)slots, (unsigned long long)max_len,
+           pfx_runtime_device(srv.ctx.rt)->device_name);
+    fflush(stdout);
+    while (!cli_stop) {
+        const struct timespec tick = { 0, 100 * 1000 * 1000 };
+        nanosleep(&tick, NULL);
+    }
+    fprintf(stderr, "prefixcl serve: stopping (signal %d)\n", (int)cli_stop);
+    status = 0;
+out:
+    /* the requests end first, so that their connections can finish */
+    sched_shutdown(srv.sched);
+    http_stop(&h);
+    sched_destroy(&srv.sched);
+    metrics_free(&srv.metrics);
+    serve_close(&srv.ctx);
+    cli_stop_release();
+    return status;
+}
