@@ -165,12 +165,11 @@ int cmd_serve(int argc, char **argv)
     srv.max_len = max_len;
     srv.body_limit = BODY_LIMIT;
     srv.chat_template = has_chat_template(model);
-    srv.stop_count = serve_default_stops(&srv.ctx, srv.stop, SCHED_MAX_STOPS);
+    srv.stop_count = serve_default_stops(&srv.ctx, srv.stop, PFX_SCHEDULER_MAX_STOPS);
     char why[512];
-    srv.sched = sched_create(srv.ctx.rt, srv.ctx.model, srv.ctx.bank, slots, max_len, queue, why,
-                             sizeof(why));
-    if (!srv.sched) {
-        fprintf(stderr, "prefixcl serve: %s\n", why);
+    const pfx_scheduler_params sp = { slots, max_len, queue };
+    if (pfx_scheduler_create(srv.ctx.model, srv.ctx.bank, &sp, &srv.sched) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl serve: %s\n", pfx_last_error(srv.ctx.rt));
         goto out;
     }
     cli_stop_catch();
@@ -193,9 +192,10 @@ int cmd_serve(int argc, char **argv)
     status = 0;
 out:
     /* the requests end first, so that their connections can finish */
-    sched_shutdown(srv.sched);
+    if (srv.sched)
+        pfx_scheduler_shutdown(srv.sched);
     http_stop(&h);
-    sched_destroy(&srv.sched);
+    pfx_scheduler_destroy(&srv.sched);
     metrics_free(&srv.metrics);
     serve_close(&srv.ctx);
     cli_stop_release();

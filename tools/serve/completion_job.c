@@ -99,7 +99,7 @@ bool completion_on_token(void *user, int32_t token)
     return !stop;
 }
 
-void completion_on_done(void *user, sched_finish finish, const char *error)
+void completion_on_done(void *user, pfx_finish finish, const char *error)
 {
     completion *c = user;
     pthread_mutex_lock(&c->mu);
@@ -123,7 +123,7 @@ void completion_wait(completion *c)
 
 const char *completion_finish_reason(const completion *c)
 {
-    return c->finish == SCHED_FINISH_STOP ? "stop" : "length";
+    return c->finish == PFX_FINISH_STOP ? "stop" : "length";
 }
 
 cJSON *completion_json(const completion *c, const char *text, const char *finish, bool usage)

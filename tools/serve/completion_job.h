@@ -29,7 +29,7 @@ typedef struct completion {
     char *text;
     size_t text_len, ready; /* text[0, ready) may be sent */
     bool done;
-    sched_finish finish;
+    pfx_finish finish;
     char error[512];
     /* the stream's state (its connection's thread) */
     size_t sent;
@@ -44,7 +44,7 @@ void completion_release(completion *c);
 
 /* The scheduler's callbacks (user: the completion). */
 bool completion_on_token(void *user, int32_t token);
-void completion_on_done(void *user, sched_finish finish, const char *error);
+void completion_on_done(void *user, pfx_finish finish, const char *error);
 
 /* Waits until the request has ended (under no lock on return). */
 void completion_wait(completion *c);

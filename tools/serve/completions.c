@@ -24,10 +24,10 @@ static enum MHD_Result answer(server *srv, struct MHD_Connection *conn, completi
 {
     completion_wait(c);
     enum MHD_Result r;
-    if (c->finish == SCHED_FINISH_ERROR) {
+    if (c->finish == PFX_FINISH_ERROR) {
         r = reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "generation failed: %s",
                         c->error);
-    } else if (c->finish == SCHED_FINISH_CANCELLED) {
+    } else if (c->finish == PFX_FINISH_CANCELLED) {
         r = reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
                         "the server is shutting down");
     } else {
@@ -83,27 +83,26 @@ enum MHD_Result completions_handle(server *srv, struct MHD_Connection *conn, con
         completion_req_free(&req);
         return reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "out of host memory");
     }
-    const sched_request sr = { ids,
-                               n,
-                               entry,
-                               temperature,
-                               top_k,
-                               top_p,
-                               max_tokens,
-                               seed,
-                               srv->stop,
-                               srv->stop_count,
-                               completion_on_token,
-                               completion_on_done,
-                               c };
-    const sched_answer a = sched_submit(srv->sched, &sr, &c->sched_id, why, sizeof(why));
+    const pfx_sched_request sr = { ids,
+                                   n,
+                                   entry,
+                                   { temperature, top_k, top_p, max_tokens, srv->stop,
+                                     srv->stop_count },
+                                   seed,
+                                   completion_on_token,
+                                   completion_on_done,
+                                   c };
+    const pfx_status st = pfx_scheduler_submit(srv->sched, &sr, &c->sched_id);
     free(ids);
-    if (a != SCHED_OK) {
+    if (st != PFX_SUCCESS) {
         completion_release(c); /* the scheduler's hold, never taken */
         completion_release(c);
-        if (a == SCHED_INVALID)
-            return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens", "%s", why);
-        return reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "%s", why);
+        /* a full queue, or shutting down: try again later */
+        if (st == PFX_ERROR_BUSY || st == PFX_ERROR_UNSUPPORTED)
+            return reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "%s",
+                               pfx_last_error(NULL));
+        return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens", "%s",
+                           pfx_last_error(NULL));
     }
     return stream ? sse_reply(srv, conn, c) : answer(srv, conn, c);
 }

@@ -67,7 +67,7 @@ __attribute__((format(printf, 2, 3))) static void add(text *t, const char *fmt, 
     }
 }
 
-char *metrics_render(metrics *m, const sched_stats *st)
+char *metrics_render(metrics *m, const pfx_scheduler_stats *st)
 {
     text t = { 0 };
     pthread_mutex_lock(&m->mu);
@@ -108,8 +108,9 @@ char *metrics_render(metrics *m, const sched_stats *st)
         "# HELP prefixcl_step_errors_total Failed model steps.\n# TYPE prefixcl_step_errors_total "
         "counter\n"
         "prefixcl_step_errors_total %llu\n",
-        st->step_seconds, (unsigned long long)st->steps, (unsigned long long)st->prefill_steps,
-        (unsigned long long)st->decode_steps, (unsigned long long)st->errors);
+        st->step_seconds, (unsigned long long)(st->prefill_steps + st->decode_steps),
+        (unsigned long long)st->prefill_steps, (unsigned long long)st->decode_steps,
+        (unsigned long long)st->failed_steps);
     if (t.failed) {
         free(t.s);
         return NULL;

@@ -5,7 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "scheduler.h"
+#include "prefixcl/scheduler.h"
 
 #define METRICS_CODES 16
 
@@ -22,6 +22,6 @@ void metrics_free(metrics *m);
 void metrics_response(metrics *m, int code);
 void metrics_tokens(metrics *m, size_t prompt, size_t completion);
 /* The text of every counter and the scheduler's gauges (malloc'ed). */
-char *metrics_render(metrics *m, const sched_stats *st);
+char *metrics_render(metrics *m, const pfx_scheduler_stats *st);
 
 #endif

@@ -58,8 +58,8 @@ static enum MHD_Result health(server *srv, struct MHD_Connection *c, const char 
 static enum MHD_Result metrics_page(server *srv, struct MHD_Connection *c, const char *body,
                                     size_t len)
 {
-    sched_stats st;
-    sched_get_stats(srv->sched, &st);
+    pfx_scheduler_stats st;
+    pfx_scheduler_get_stats(srv->sched, &st);
     return reply_text(srv, c, MHD_HTTP_OK, "text/plain; version=0.0.4",
                       metrics_render(&srv->metrics, &st));
 }

@@ -8,19 +8,19 @@
 #include <stdint.h>
 
 #include "metrics.h"
-#include "scheduler.h"
+#include "prefixcl/scheduler.h"
 #include "serve_cli.h"
 
 typedef struct server {
     serve_ctx ctx;
-    sched *sched;
+    pfx_scheduler *sched;
     metrics metrics;
     const char *base_name; /* the model folder's name: no adapter */
     const char *adapter_name[SERVE_MAX_ADAPTERS];
-    const char *api_key;           /* NULL: no authentication */
-    bool chat_template;            /* tokenizer_config.json has one */
-    size_t max_len;                /* tokens per request (prompt + new) */
-    int32_t stop[SCHED_MAX_STOPS]; /* the model's end tokens */
+    const char *api_key;                   /* NULL: no authentication */
+    bool chat_template;                    /* tokenizer_config.json has one */
+    size_t max_len;                        /* tokens per request (prompt + new) */
+    int32_t stop[PFX_SCHEDULER_MAX_STOPS]; /* the model's end tokens */
     size_t stop_count;
     size_t body_limit; /* bytes of a request body */
 } server;

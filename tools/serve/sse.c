@@ -42,10 +42,10 @@ static char *next_event(completion *c, size_t *len)
     pthread_mutex_unlock(&c->mu);
     if (c->stage == 0) {
         c->stage = 1;
-        if (c->finish == SCHED_FINISH_ERROR || c->finish == SCHED_FINISH_CANCELLED) {
+        if (c->finish == PFX_FINISH_ERROR || c->finish == PFX_FINISH_CANCELLED) {
             cJSON *o = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(o, "error");
             const char *msg =
-                c->finish == SCHED_FINISH_ERROR ? c->error : "the server is shutting down";
+                c->finish == PFX_FINISH_ERROR ? c->error : "the server is shutting down";
             if (!err || !cJSON_AddStringToObject(err, "message", msg) ||
                 !cJSON_AddStringToObject(err, "type", "server_error")) {
                 cJSON_Delete(o);
@@ -91,7 +91,7 @@ static void free_stream(void *cls)
     const bool running = !c->done;
     pthread_mutex_unlock(&c->mu);
     if (running)
-        sched_cancel(c->srv->sched, c->sched_id);
+        pfx_scheduler_cancel(c->srv->sched, c->sched_id);
     completion_release(c);
 }
 

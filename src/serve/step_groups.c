@@ -2,11 +2,12 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "../model/serve_internal.h"
 #include "step_groups.h"
 
-pfx_status step_run_grouped(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
-                            const pfx_serve_step *step, pfx_tensor *logits, float *host,
-                            size_t vocab)
+pfx_status pfx_step_run_grouped(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+                                const pfx_serve_step *step, pfx_tensor *logits, float *host,
+                                size_t vocab)
 {
     const size_t B = step->batch;
     pfx_status st = pfx_serve_step_run(model, cache, bank, step, logits);
@@ -16,7 +17,8 @@ pfx_status step_run_grouped(pfx_model *model, pfx_kv_cache *cache, const pfx_ada
         return st;
     int32_t *lens = malloc(B * sizeof(int32_t));
     bool *done = calloc(B, sizeof(bool));
-    st = lens && done ? PFX_SUCCESS : PFX_ERROR_OUT_OF_MEMORY;
+    st = lens && done ? PFX_SUCCESS
+                      : pfx_error(model->rt, PFX_ERROR_OUT_OF_MEMORY, "serve step: host memory");
     for (size_t first = 0; st == PFX_SUCCESS && first < B; first++) {
         if (done[first] || !step->lens[first])
             continue;
