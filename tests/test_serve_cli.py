@@ -153,6 +153,20 @@ def check_equal(srv, expect):
             sys.exit("%r: %r, generate alone %r" % (job, got, (text, reason, count)))
 
 
+def check_stop_strings(srv, expect):
+    """A stop string cuts the text before it (finish_reason stop), streamed or not."""
+    text = expect[("gpt2", "the quick brown fox")][0]
+    stop = text[len(text) // 2:len(text) // 2 + 3]
+    want = text[:text.index(stop)]
+    body = {"model": "gpt2", "prompt": "the quick brown fox", "max_tokens": NEW, "temperature": 0,
+            "stop": ["\u00a7never", stop]}
+    status, o, _ = srv.complete(body)
+    got = (o["choices"][0]["text"], o["choices"][0]["finish_reason"])
+    streamed = srv.stream(body)[:2]
+    if status != 200 or got != (want, "stop") or streamed != got:
+        sys.exit("stop %r in %r: %r, streamed %r, expected %r" % (stop, text, got, streamed, want))
+
+
 def load_test(srv, expect, n=64, clients=16, limit=60.0):
     keys = sorted(expect)
     jobs = [keys[(i * 7) % len(keys)] for i in range(n)]
@@ -282,6 +296,7 @@ def main():
     if [m["id"] for m in models["data"]] != ["gpt2", "a0", "a1", "a2", "a3"]:
         sys.exit("/v1/models: %r" % models)
     check_equal(srv, expect)
+    check_stop_strings(srv, expect)
     load_test(srv, expect)
     hostile(srv, srv.max_len)
     metrics = srv.get("/metrics")[1].decode()
