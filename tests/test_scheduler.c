@@ -4,7 +4,8 @@
  * arriving while others run, give pfx_generate's tokens for each alone;
  * adapters of different gains (two gains files) share the scheduler through
  * one step per adapter; a cancelled or stopped request frees its slot for
- * the next; a full queue is PFX_ERROR_BUSY; every argument is checked.
+ * the next; a full queue is PFX_ERROR_BUSY; an adapter added by
+ * pfx_scheduler_call serves at once; every argument is checked.
  * argv[1]: the fixture folder. */
 #include <pthread.h>
 #include <unistd.h>
@@ -350,6 +351,59 @@ static void test_different_gains(void **state)
     rmdir(tmpl);
 }
 
+typedef struct adding {
+    pfx_adapter_bank *bank;
+    char path[1300];
+    int32_t entry;
+} adding;
+
+static pfx_status add_adapter(void *user)
+{
+    adding *a = user;
+    return pfx_adapter_bank_add(a->bank, a->path, &a->entry);
+}
+
+/* pfx_scheduler_call adds an adapter between two steps of a running
+ * scheduler; requests may name it from then on, with its tokens alone. */
+static void test_call_adds_adapter(void **state)
+{
+    world w;
+    open_world(&w, *state);
+    adding a = { NULL, "", -1 };
+    assert_int_equal(pfx_adapter_bank_create(w.model, 2, &a.bank), PFX_SUCCESS);
+    snprintf(a.path, sizeof(a.path), "%s/gpt2/adapter0", g_fixtures);
+    assert_int_equal(pfx_adapter_bank_add(a.bank, a.path, &a.entry), PFX_SUCCESS);
+    pfx_scheduler *s = NULL;
+    const pfx_scheduler_params p = { SLOTS, MAX_LEN, 8 };
+    assert_int_equal(pfx_scheduler_create(w.model, a.bank, &p, &s), PFX_SUCCESS);
+    seen busy, later;
+    seen_init(&busy);
+    seen_init(&later);
+    pfx_sched_request r = request(1, 1, NEW, &later);
+    assert_status_names(NULL, pfx_scheduler_submit(s, &r, NULL), PFX_ERROR_OUT_OF_RANGE, "adapter");
+    pfx_sched_request rb = request(0, 0, NEW, &busy); /* running while the adapter comes */
+    assert_int_equal(pfx_scheduler_submit(s, &rb, NULL), PFX_SUCCESS);
+    snprintf(a.path, sizeof(a.path), "%s/gpt2/adapter1", g_fixtures);
+    assert_int_equal(pfx_scheduler_call(s, add_adapter, &a), PFX_SUCCESS);
+    assert_int_equal(a.entry, 1);
+    assert_int_equal(pfx_scheduler_submit(s, &r, NULL), PFX_SUCCESS);
+    wait_until(&later, &later.done);
+    wait_until(&busy, &busy.done);
+    expect_alone(&w, &later, 1, 1);
+    expect_alone(&w, &busy, 0, 0);
+    /* fn's status comes back: the bank is full */
+    assert_int_equal(pfx_scheduler_call(s, add_adapter, &a), PFX_ERROR_OUT_OF_RANGE);
+    assert_status_names(NULL, pfx_scheduler_call(s, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "fn");
+    assert_int_equal(pfx_scheduler_shutdown(s), PFX_SUCCESS);
+    assert_status_names(NULL, pfx_scheduler_call(s, add_adapter, &a), PFX_ERROR_UNSUPPORTED,
+                        "shut down");
+    pfx_scheduler_destroy(&s);
+    seen_free(&busy);
+    seen_free(&later);
+    pfx_adapter_bank_destroy(&a.bank);
+    close_world(&w);
+}
+
 /* Every argument is checked, the message naming it; nothing is queued. */
 static void test_arguments(void **state)
 {
@@ -450,10 +504,9 @@ int main(int argc, char **argv)
     }
     g_fixtures = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_arguments),
-        cmocka_unit_test(test_concurrent_equals_alone),
-        cmocka_unit_test(test_busy_cancel_stop),
-        cmocka_unit_test(test_different_gains),
+        cmocka_unit_test(test_arguments),         cmocka_unit_test(test_concurrent_equals_alone),
+        cmocka_unit_test(test_busy_cancel_stop),  cmocka_unit_test(test_different_gains),
+        cmocka_unit_test(test_call_adds_adapter),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

@@ -5,7 +5,9 @@ none) return the text of `prefixcl generate` for each alone, streaming gives
 the text of a plain answer, a bounded load test loses and mixes up nothing
 (throughput and p50/p99 latency printed), hostile requests get 4xx answers
 naming the field and the server keeps serving (a truncated body, a client
-gone mid-stream), a full queue answers 503 with Retry-After, SIGTERM stops it.
+gone mid-stream), a full queue answers 503 with Retry-After, adapters are
+added and deleted while serving (403 without --allow-adapter-admin), SIGTERM
+stops it.
 
 usage: test_serve_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
 """
@@ -167,6 +169,28 @@ def check_stop_strings(srv, expect):
         sys.exit("stop %r in %r: %r, streamed %r, expected %r" % (stop, text, got, streamed, want))
 
 
+def admin(srv, expect, adapters):
+    """An adapter added while serving answers as generate with it; deleted, its name is unknown."""
+    path = adapters[2][1]
+    got, data, _ = srv.request("POST", "/v1/adapters", {"name": "late", "path": path})
+    if got != 201:
+        sys.exit("POST /v1/adapters: %d %r" % (got, data))
+    for p in PROMPTS[:2]:
+        status, o, _ = srv.complete({"model": "late", "prompt": p, "max_tokens": NEW, "temperature": 0})
+        if status != 200 or o["choices"][0]["text"] != expect[("a2", p)][0] or o["model"] != "late":
+            sys.exit("the added adapter: %d %r, expected %r" % (status, o, expect[("a2", p)][0]))
+    if "late" not in [m["id"] for m in json.loads(srv.get("/v1/models")[1])["data"]]:
+        sys.exit("/v1/models lacks the added adapter")
+    expect_error(srv, {"name": "late", "path": path}, 409, ["late"], path="/v1/adapters")
+    expect_error(srv, {"name": "gpt2", "path": path}, 409, ["base model"], path="/v1/adapters")
+    expect_error(srv, {"name": "x", "path": "/nonexistent/adapter"}, 400, ["/nonexistent/adapter"],
+                 path="/v1/adapters")
+    expect_error(srv, {"name": 3, "path": path}, 400, ["name"], path="/v1/adapters")
+    if srv.request("DELETE", "/v1/adapters/late")[0] != 200 or srv.request("DELETE", "/v1/adapters/late")[0] != 404:
+        sys.exit("DELETE /v1/adapters/late")
+    expect_error(srv, {"model": "late", "prompt": "hi", "max_tokens": 1}, 404, ["late"])
+
+
 def load_test(srv, expect, n=64, clients=16, limit=60.0):
     keys = sorted(expect)
     jobs = [keys[(i * 7) % len(keys)] for i in range(n)]
@@ -281,6 +305,9 @@ def busy(exe, model):
         sys.exit("queue of 1: %r" % codes)
     if not all(r[2].get("Retry-After") == "1" for r in results if r[0] == 503):
         sys.exit("503 without Retry-After")
+    expect_error(srv, {"name": "x", "path": model}, 403, ["--allow-adapter-admin"], path="/v1/adapters")
+    if srv.request("DELETE", "/v1/adapters/x")[0] != 403:
+        sys.exit("DELETE without --allow-adapter-admin")
     srv.stop()
 
 
@@ -290,7 +317,7 @@ def main():
     adapters = [("a%d" % i, os.path.join(model, "adapter%d" % i)) for i in range(4)]
     t0 = time.time()
     expect = expected_texts(exe, model, adapters)
-    srv = Server(exe, ["--model", model, "--slots", "4", "--api-key", KEY]
+    srv = Server(exe, ["--model", model, "--slots", "4", "--api-key", KEY, "--allow-adapter-admin"]
                  + sum((["--adapter", "%s=%s" % a] for a in adapters), []))
     models = json.loads(srv.get("/v1/models")[1])
     if [m["id"] for m in models["data"]] != ["gpt2", "a0", "a1", "a2", "a3"]:
@@ -299,6 +326,7 @@ def main():
     check_stop_strings(srv, expect)
     load_test(srv, expect)
     hostile(srv, srv.max_len)
+    admin(srv, expect, adapters)
     metrics = srv.get("/metrics")[1].decode()
     for name in ["prefixcl_requests_total{code=\"200\"}", "prefixcl_requests_total{code=\"400\"}",
                  "prefixcl_prompt_tokens_total", "prefixcl_generation_tokens_total", "prefixcl_queue_depth",

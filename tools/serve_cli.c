@@ -61,7 +61,8 @@ bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char 
         serve_close(ctx);
         return false;
     }
-    if (ctx->adapters && pfx_adapter_bank_create(ctx->model, ctx->adapters, &ctx->bank) != PFX_SUCCESS) {
+    const size_t capacity = ctx->bank_capacity > ctx->adapters ? ctx->bank_capacity : ctx->adapters;
+    if (capacity && pfx_adapter_bank_create(ctx->model, capacity, &ctx->bank) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
         serve_close(ctx);
         return false;

@@ -16,6 +16,7 @@ typedef struct serve_ctx {
     pfx_adapter_bank *bank;      /* NULL without adapters */
     const char *adapter[SERVE_MAX_ADAPTERS];
     size_t adapters;
+    size_t bank_capacity;        /* entries of the bank (0: the adapters given) */
     size_t tokens;               /* the model's max_tokens (what fits beside the prefix) */
 } serve_ctx;
 

@@ -92,6 +92,14 @@ PFX_API pfx_status pfx_scheduler_cancel(pfx_scheduler *s, uint64_t id);
 
 PFX_API pfx_status pfx_scheduler_get_stats(pfx_scheduler *s, pfx_scheduler_stats *out);
 
+/* Runs fn(user) on the worker thread between two steps, when the model,
+ * the bank and their runtime are free (e.g. for pfx_adapter_bank_add),
+ * waits for it and returns what fn returned; requests may name the bank's
+ * new entries from then on. A scheduler shut down is PFX_ERROR_UNSUPPORTED
+ * (fn not run). Not from a callback of this scheduler (it would wait on
+ * itself). */
+PFX_API pfx_status pfx_scheduler_call(pfx_scheduler *s, pfx_status (*fn)(void *user), void *user);
+
 /* Refuses further requests, ends every queued and running one
  * (PFX_FINISH_CANCELLED) and stops the worker; the model is the caller's
  * again. */

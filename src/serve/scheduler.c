@@ -21,6 +21,15 @@ typedef struct job {
     bool cancelled; /* under the mutex */
 } job;
 
+/* A pfx_scheduler_call waiting for the worker. */
+typedef struct call {
+    pfx_status (*fn)(void *user);
+    void *user;
+    pfx_status result;
+    bool done, refused; /* refused: the scheduler shut down first */
+    struct call *next;
+} call;
+
 struct pfx_scheduler {
     pfx_runtime *rt;
     pfx_model *model;
@@ -34,7 +43,9 @@ struct pfx_scheduler {
     bool *fresh, *cancel; /* [slots]: the worker's marks of one round */
     pthread_mutex_t mu;
     pthread_cond_t wake;
-    job **queue; /* ring of qcap */
+    pthread_cond_t called; /* a call is done */
+    call *calls;           /* waiting for the worker, under mu */
+    job **queue;           /* ring of qcap */
     size_t qcap, qhead, qcount;
     job **slot; /* [slots]; set and cleared by the worker under mu */
     size_t running;
@@ -120,7 +131,13 @@ pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
         pthread_mutex_destroy(&s->mu);
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: cannot make a condition variable", fn);
     }
+    if (st == PFX_SUCCESS && pthread_cond_init(&s->called, NULL) != 0) {
+        pthread_cond_destroy(&s->wake);
+        pthread_mutex_destroy(&s->mu);
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: cannot make a condition variable", fn);
+    }
     if (st == PFX_SUCCESS && pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+        pthread_cond_destroy(&s->called);
         pthread_cond_destroy(&s->wake);
         pthread_mutex_destroy(&s->mu);
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: cannot start the worker thread", fn);
@@ -379,17 +396,60 @@ static size_t admit(pfx_scheduler *s)
     return longest;
 }
 
+/* Under mu, on the worker: the waiting calls, between two steps. */
+static void run_calls(pfx_scheduler *s)
+{
+    while (s->calls) {
+        call *c = s->calls;
+        s->calls = c->next;
+        pthread_mutex_unlock(&s->mu);
+        const pfx_status st = c->fn(c->user);
+        pthread_mutex_lock(&s->mu);
+        s->adapters = s->bank ? pfx_adapter_bank_count(s->bank) : 0;
+        c->result = st;
+        c->done = true;
+        pthread_cond_broadcast(&s->called);
+    }
+}
+
+pfx_status pfx_scheduler_call(pfx_scheduler *s, pfx_status (*fn)(void *user), void *user)
+{
+    if (!s || !fn)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "scheduler_call: %s is NULL",
+                         !s ? "scheduler" : "fn");
+    call c = { fn, user, PFX_SUCCESS, false, false, NULL };
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                         "scheduler_call: the scheduler has shut down");
+    }
+    call **tail = &s->calls;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = &c;
+    pthread_cond_signal(&s->wake);
+    while (!c.done)
+        pthread_cond_wait(&s->called, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if (c.refused)
+        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                         "scheduler_call: the scheduler has shut down");
+    return c.result;
+}
+
 static void *worker_main(void *arg)
 {
     pfx_scheduler *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && !s->qcount && !s->running)
+        while (!s->stopping && !s->qcount && !s->running && !s->calls)
             pthread_cond_wait(&s->wake, &s->mu);
         if (s->stopping) {
             pthread_mutex_unlock(&s->mu);
             return NULL;
         }
+        run_calls(s);
         const size_t longest = admit(s);
         pthread_mutex_unlock(&s->mu);
         for (size_t b = 0; b < s->slots; b++)
@@ -430,6 +490,14 @@ pfx_status pfx_scheduler_shutdown(pfx_scheduler *s)
     pthread_mutex_unlock(&s->mu);
     if (join)
         pthread_join(s->worker, NULL);
+    /* calls the worker did not take: refused */
+    pthread_mutex_lock(&s->mu);
+    for (call *c = s->calls; c; c = c->next) {
+        c->refused = c->done = true;
+    }
+    s->calls = NULL;
+    pthread_cond_broadcast(&s->called);
+    pthread_mutex_unlock(&s->mu);
     /* the worker is gone: end what it left, on this thread */
     for (size_t b = 0; b < s->slots; b++)
         if (s->slot[b])
@@ -451,6 +519,7 @@ void pfx_scheduler_destroy(pfx_scheduler **sp)
         return;
     pfx_scheduler *s = *sp;
     pfx_scheduler_shutdown(s);
+    pthread_cond_destroy(&s->called);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free_scheduler(s);

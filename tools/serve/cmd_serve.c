@@ -17,25 +17,24 @@
 
 static int usage(FILE *out)
 {
-    fprintf(
-        out,
+    static const char text[] =
         "usage: prefixcl serve --model DIR [--adapter NAME=PATH]... [options]\n"
-        "  --adapter NAME=PATH  a prefix adapter (as prefixcl generate takes), asked for by the "
-        "request's\n"
-        "                       \"model\": NAME (default: the path's last name); the folder's own "
-        "name\n"
-        "                       means no adapter (repeatable, at most %d)\n"
-        "  --host ADDR          numeric address to listen on (default 127.0.0.1)\n"
-        "  --port N             (default 8000; 0: any free port, printed)\n"
-        "  --slots N            requests generating at once (default 4)\n"
-        "  --max-len N          tokens per request, prompt and completion (default: the model's\n"
-        "                       positions less the prefix, at most 512)\n"
-        "  --queue N            requests waiting for a slot before 503 (default 64)\n"
-        "  --api-key KEY        require Authorization: Bearer KEY (all but /health)\n"
+        "  --adapter NAME=PATH    a prefix adapter (as generate takes it), which a request's\n"
+        "                         \"model\" asks for by NAME (default: the path's last name);\n"
+        "                         the model folder's own name means none (repeatable)\n"
+        "  --host ADDR            numeric address to listen on (default 127.0.0.1)\n"
+        "  --port N               (default 8000; 0: any free port, printed)\n"
+        "  --slots N              requests generating at once (default 4)\n"
+        "  --max-len N            tokens of a request, prompt and completion (default: the\n"
+        "                         model's positions less the prefix, at most 512)\n"
+        "  --queue N              requests waiting for a slot before 503 (default 64)\n"
+        "  --api-key KEY          require Authorization: Bearer KEY (all but /health)\n"
+        "  --allow-adapter-admin  POST /v1/adapters {name, path}, DELETE /v1/adapters/NAME\n"
         "  --device SEL\n"
-        "endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,\n"
-        "GET /metrics. SIGINT or SIGTERM stops the server.\n",
-        SERVE_MAX_ADAPTERS);
+        "At most %d adapters in all, of one prefix length. Endpoints: POST /v1/completions,\n"
+        "POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics.\n"
+        "SIGINT or SIGTERM stops the server.\n";
+    fprintf(out, text, SERVE_MAX_ADAPTERS);
     return out == stdout ? 0 : 2;
 }
 
@@ -79,11 +78,16 @@ int cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *device = NULL, *host = "127.0.0.1";
     uint64_t port = 8000, slots = 4, max_len = 0, queue = 64, u;
-    static char names[SERVE_MAX_ADAPTERS][256], base[256];
+    static char base[256];
+    bool admin = false;
     server srv;
     memset(&srv, 0, sizeof(srv));
     for (int i = 1; i < argc; i++) {
         const char *a, *v;
+        if (!strcmp(argv[i], "--allow-adapter-admin")) {
+            admin = true;
+            continue;
+        }
         const int got = serve_option(argc, argv, &i, "serve", &a, &v);
         if (got <= 0)
             return usage(got ? stderr : stdout);
@@ -98,12 +102,12 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--adapter") && srv.ctx.adapters < SERVE_MAX_ADAPTERS) {
             const char *eq = strchr(v, '=');
             const size_t k = srv.ctx.adapters++;
+            char *name = srv.adapter_name[k];
             if (eq)
-                snprintf(names[k], sizeof(names[k]), "%.*s", (int)(eq - v), v);
+                snprintf(name, SERVE_NAME_MAX, "%.*s", (int)(eq - v), v);
             else
-                last_name(v, names[k], sizeof(names[k]));
+                last_name(v, name, SERVE_NAME_MAX);
             srv.ctx.adapter[k] = eq ? eq + 1 : v;
-            srv.adapter_name[k] = names[k];
         } else if (!strcmp(a, "--port") && cli_uint(v, 0, 65535, &u)) {
             port = u;
         } else if (!strcmp(a, "--slots") && cli_uint(v, 1, 256, &u)) {
@@ -126,19 +130,21 @@ int cmd_serve(int argc, char **argv)
         return usage(stderr);
     }
     srv.base_name = last_name(model, base, sizeof(base));
+    pthread_mutex_init(&srv.names_mu, NULL);
+    pthread_mutex_init(&srv.admin_mu, NULL);
     for (size_t i = 0; i < srv.ctx.adapters; i++) {
-        bool clash = !names[i][0] || !strcmp(names[i], srv.base_name) || !srv.ctx.adapter[i][0];
-        for (size_t j = 0; j < i; j++)
-            clash |= !strcmp(names[i], names[j]);
-        if (clash) {
-            fprintf(
-                stderr,
-                "prefixcl serve: --adapter %s=%s: the name must be new, not empty and not the base "
-                "model's \"%s\", the path not empty\n",
-                names[i], srv.ctx.adapter[i], srv.base_name);
+        char why[256];
+        if (!srv.ctx.adapter[i][0] ||
+            !server_name_free(&srv, srv.adapter_name[i], why, sizeof(why))) {
+            fprintf(stderr, "prefixcl serve: --adapter %s=%s: %s\n", srv.adapter_name[i],
+                    srv.ctx.adapter[i], srv.ctx.adapter[i][0] ? why : "the path is empty");
             return 2;
         }
+        srv.entries = i + 1;
     }
+    srv.allow_admin = admin;
+    /* room in the bank for the adapters the admin endpoints add */
+    srv.ctx.bank_capacity = admin ? SERVE_MAX_ADAPTERS : 0;
     pfx_model_shape shape;
     if (pfx_model_read_config(model, &shape) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl serve: %s\n", pfx_last_error(NULL));
@@ -198,6 +204,8 @@ out:
     pfx_scheduler_destroy(&srv.sched);
     metrics_free(&srv.metrics);
     serve_close(&srv.ctx);
+    pthread_mutex_destroy(&srv.admin_mu);
+    pthread_mutex_destroy(&srv.names_mu);
     cli_stop_release();
     return status;
 }

@@ -7,7 +7,7 @@
 #include "completion_job.h"
 #include "gen_output.h"
 
-completion *completion_new(server *srv, completion_req *req, const char *model, size_t prompt_len)
+completion *completion_new(server *srv, completion_req *req, size_t prompt_len)
 {
     static uint64_t serial;
     completion *c = calloc(1, sizeof(*c));
@@ -23,7 +23,7 @@ completion *completion_new(server *srv, completion_req *req, const char *model, 
     c->srv = srv;
     c->req = *req;
     memset(req, 0, sizeof(*req));
-    c->model = model;
+    c->model = c->req.model ? c->req.model : srv->base_name;
     c->ids = ids;
     c->prompt_len = prompt_len;
     c->created = (long long)time(NULL);

@@ -39,7 +39,7 @@ typedef struct completion {
 } completion;
 
 /* A job of two holders (the connection and the scheduler), req taken. */
-completion *completion_new(server *srv, completion_req *req, const char *model, size_t prompt_len);
+completion *completion_new(server *srv, completion_req *req, size_t prompt_len);
 void completion_release(completion *c);
 
 /* The scheduler's callbacks (user: the completion). */

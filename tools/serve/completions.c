@@ -72,12 +72,11 @@ enum MHD_Result completions_handle(server *srv, struct MHD_Connection *conn, con
         completion_req_free(&req);
         return r;
     }
-    const char *model = entry >= 0 ? srv->adapter_name[entry] : srv->base_name;
     const float temperature = req.temperature, top_p = req.top_p;
     const size_t top_k = req.top_k, max_tokens = req.max_tokens;
     const uint64_t seed = req.has_seed ? req.seed : fresh_seed();
     const bool stream = req.stream;
-    completion *c = completion_new(srv, &req, model, n);
+    completion *c = completion_new(srv, &req, n);
     if (!c) {
         free(ids);
         completion_req_free(&req);

@@ -3,18 +3,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "admin.h"
 #include "completions.h"
 #include "routes.h"
-
-int32_t server_adapter_entry(const server *srv, const char *name)
-{
-    if (!name || !strcmp(name, srv->base_name))
-        return -1;
-    for (size_t i = 0; i < srv->ctx.adapters; i++)
-        if (!strcmp(name, srv->adapter_name[i]))
-            return (int32_t)i;
-    return -2;
-}
 
 static cJSON *model_entry(const char *id, const char *parent, long long created)
 {
@@ -36,8 +27,10 @@ static enum MHD_Result models(server *srv, struct MHD_Connection *c, const char 
     cJSON *o = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(o, "data");
     bool ok = list && cJSON_AddStringToObject(o, "object", "list") &&
               cJSON_AddItemToArray(list, model_entry(srv->base_name, NULL, now));
-    for (size_t i = 0; ok && i < srv->ctx.adapters; i++)
-        ok = cJSON_AddItemToArray(list, model_entry(srv->adapter_name[i], srv->base_name, now));
+    char names[SERVE_MAX_ADAPTERS][SERVE_NAME_MAX];
+    const size_t n = server_adapter_names(srv, names);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = cJSON_AddItemToArray(list, model_entry(names[i], srv->base_name, now));
     if (!ok) {
         cJSON_Delete(o);
         return MHD_NO;
@@ -83,6 +76,7 @@ typedef struct route {
 
 static const route routes[] = {
     { "POST", "/v1/completions", completions_handle },
+    { "POST", "/v1/adapters", admin_add },
     { "POST", "/v1/chat/completions", chat },
     { "GET", "/v1/models", models },
     { "GET", "/health", health },
@@ -97,6 +91,9 @@ bool routes_need_auth(const char *url)
 enum MHD_Result routes_handle(server *srv, struct MHD_Connection *c, const char *method,
                               const char *url, const char *body, size_t len)
 {
+    static const char adapters[] = "/v1/adapters/";
+    if (!strncmp(url, adapters, strlen(adapters)) && !strcmp(method, "DELETE"))
+        return admin_delete(srv, c, url + strlen(adapters));
     bool path_known = false;
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         if (strcmp(url, routes[i].path))
