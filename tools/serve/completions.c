@@ -72,6 +72,16 @@ enum MHD_Result completions_handle(server *srv, struct MHD_Connection *conn, con
         completion_req_free(&req);
         return r;
     }
+    if (n > srv->max_len || req.max_tokens > srv->max_len - n) {
+        enum MHD_Result r =
+            reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens",
+                        "max_tokens: a prompt of %zu tokens and %zu new tokens exceed the limit of "
+                        "%zu tokens per request (--max-len)",
+                        n, req.max_tokens, srv->max_len);
+        free(ids);
+        completion_req_free(&req);
+        return r;
+    }
     const float temperature = req.temperature, top_p = req.top_p;
     const size_t top_k = req.top_k, max_tokens = req.max_tokens;
     const uint64_t seed = req.has_seed ? req.seed : fresh_seed();
