@@ -7,7 +7,7 @@ the text of a plain answer, a bounded load test loses and mixes up nothing
 naming the field and the server keeps serving (a truncated body, a client
 gone mid-stream), a full queue answers 503 with Retry-After, adapters are
 added and deleted while serving (403 without --allow-adapter-admin), SIGTERM
-stops it.
+and SIGINT stop it.
 
 usage: test_serve_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
 """
@@ -85,11 +85,11 @@ class Server:
         text = "".join(ch["choices"][0]["text"] for ch in chunks)
         return text, chunks[-1]["choices"][0]["finish_reason"], chunks[-1].get("usage")
 
-    def stop(self):
-        self.p.send_signal(signal.SIGTERM)
+    def stop(self, sig=signal.SIGTERM):
+        self.p.send_signal(sig)
         out, err = self.p.communicate(timeout=60)
         if self.p.returncode != 0 or b"stopping" not in err:
-            sys.exit("SIGTERM: exit %d %r" % (self.p.returncode, err))
+            sys.exit("signal %d: exit %d %r" % (sig, self.p.returncode, err))
         return err.decode(errors="replace")
 
 
@@ -308,7 +308,7 @@ def busy(exe, model):
     expect_error(srv, {"name": "x", "path": model}, 403, ["--allow-adapter-admin"], path="/v1/adapters")
     if srv.request("DELETE", "/v1/adapters/x")[0] != 403:
         sys.exit("DELETE without --allow-adapter-admin")
-    srv.stop()
+    srv.stop(signal.SIGINT)
 
 
 def main():
