@@ -37,8 +37,9 @@ struct pfx_scheduler {
     pfx_kv_cache *cache;
     pfx_tensor *
         *logits; /* [slots]: logits[B - 1] is [B, vocab] (a step's shape), made when needed */
-    size_t slots, max_len, vocab, adapters;
-    float *host; /* [slots, vocab] */
+    size_t slots, max_len, vocab, positions;
+    size_t adapters, prefix_len; /* the bank's, under mu (pfx_scheduler_call may add) */
+    float *host;                 /* [slots, vocab] */
     int32_t *ids, *lens, *adapter;
     bool *fresh, *cancel; /* [slots]: the worker's marks of one round */
     pthread_mutex_t mu;
@@ -106,7 +107,9 @@ pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
                           .slots = n,
                           .max_len = p->max_len,
                           .vocab = V,
+                          .positions = model->cfg.shape.max_positions,
                           .adapters = bank ? pfx_adapter_bank_count(bank) : 0,
+                          .prefix_len = bank ? pfx_adapter_bank_prefix_len(bank) : 0,
                           .qcap = p->queue,
                           .next_id = 1 };
     s->stats.slots = n;
@@ -152,7 +155,8 @@ pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
 }
 
 /* Every field of r checked (errors of the calling thread). */
-static pfx_status check_request(const pfx_scheduler *s, const pfx_sched_request *r)
+static pfx_status check_request(const pfx_scheduler *s, const pfx_sched_request *r, size_t adapters,
+                                size_t prefix_len)
 {
     static const char fn[] = "scheduler_submit";
     if (!r)
@@ -163,11 +167,11 @@ static pfx_status check_request(const pfx_scheduler *s, const pfx_sched_request 
                          : !r->on_token ? "on_token"
                                         : "on_done");
     const pfx_sampling *q = &r->sampling;
-    if (r->adapter < -1 || (r->adapter >= 0 && (size_t)r->adapter >= s->adapters))
+    if (r->adapter < -1 || (r->adapter >= 0 && (size_t)r->adapter >= adapters))
         return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
                          "%s: request.adapter %d is neither -1 nor in the bank (%zu "
                          "adapters)",
-                         fn, (int)r->adapter, s->adapters);
+                         fn, (int)r->adapter, adapters);
     if (r->prompt_len == 0 || q->max_new_tokens == 0)
         return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "%s: request.%s is 0", fn,
                          !r->prompt_len ? "prompt_len" : "sampling.max_new_tokens");
@@ -176,6 +180,14 @@ static pfx_status check_request(const pfx_scheduler *s, const pfx_sched_request 
                          "%s: a prompt of %zu tokens and %zu new tokens exceed the "
                          "limit of %zu tokens per request (max_len)",
                          fn, r->prompt_len, q->max_new_tokens, s->max_len);
+    /* the last new token is not fed: it takes no position */
+    const size_t P = r->adapter >= 0 ? prefix_len : 0;
+    if (P + r->prompt_len + q->max_new_tokens - 1 > s->positions)
+        return pfx_error(
+            NULL, PFX_ERROR_OUT_OF_RANGE,
+            "%s: a prompt of %zu tokens and %zu new tokens after the adapter's prefix of %zu "
+            "exceed the model's %zu positions",
+            fn, r->prompt_len, q->max_new_tokens, P, s->positions);
     for (size_t i = 0; i < r->prompt_len; i++)
         if (r->prompt[i] < 0 || (size_t)r->prompt[i] >= s->vocab)
             return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
@@ -201,7 +213,10 @@ pfx_status pfx_scheduler_submit(pfx_scheduler *s, const pfx_sched_request *r, ui
     static const char fn[] = "scheduler_submit";
     if (!s)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: scheduler is NULL", fn);
-    pfx_status st = check_request(s, r);
+    pthread_mutex_lock(&s->mu);
+    const size_t adapters = s->adapters, prefix_len = s->prefix_len;
+    pthread_mutex_unlock(&s->mu);
+    pfx_status st = check_request(s, r, adapters, prefix_len);
     if (st != PFX_SUCCESS)
         return st;
     job *j = calloc(1, sizeof(*j));
@@ -406,6 +421,7 @@ static void run_calls(pfx_scheduler *s)
         const pfx_status st = c->fn(c->user);
         pthread_mutex_lock(&s->mu);
         s->adapters = s->bank ? pfx_adapter_bank_count(s->bank) : 0;
+        s->prefix_len = s->bank ? pfx_adapter_bank_prefix_len(s->bank) : 0;
         c->result = st;
         c->done = true;
         pthread_cond_broadcast(&s->called);
