@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "adapter_req.h"
 #include "admin.h"
 
 typedef struct adding {
@@ -51,23 +52,19 @@ enum MHD_Result admin_add(server *srv, struct MHD_Connection *c, const char *bod
     if (!srv->allow_admin)
         return reply_error(srv, c, MHD_HTTP_FORBIDDEN, NULL,
                            "adapter admin is off (start the server with --allow-adapter-admin)");
-    cJSON *o = cJSON_ParseWithLength(body, len);
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name"),
-                *path = cJSON_GetObjectItemCaseSensitive(o, "path");
+    adapter_req req;
+    char why[256];
+    const char *field;
     enum MHD_Result r;
-    if (!cJSON_IsObject(o))
-        r = reply_error(srv, c, MHD_HTTP_BAD_REQUEST, NULL,
-                        "the body must be a JSON object {name, path}");
-    else if (!cJSON_IsString(name) || !cJSON_IsString(path) || !path->valuestring[0])
-        r = reply_error(srv, c, MHD_HTTP_BAD_REQUEST, cJSON_IsString(name) ? "path" : "name",
-                        "%s: a non-empty string expected", cJSON_IsString(name) ? "path" : "name");
-    else {
+    if (!adapter_req_parse(body, len, &req, why, sizeof(why), &field)) {
+        r = reply_error(srv, c, MHD_HTTP_BAD_REQUEST, field, "%s", why);
+    } else {
         /* one change at a time: the name checked free stays free */
         pthread_mutex_lock(&srv->admin_mu);
-        r = added(srv, c, name->valuestring, path->valuestring);
+        r = added(srv, c, req.name, req.path);
         pthread_mutex_unlock(&srv->admin_mu);
     }
-    cJSON_Delete(o);
+    adapter_req_free(&req);
     return r;
 }
 
