@@ -285,6 +285,21 @@ def hostile(srv, max_len):
             sys.exit("no first event of the stream: %r" % got)
         got += more
     s.close()
+    # a client gone while its plain request waits behind others: cancelled (code 499 in /metrics)
+    long = {"prompt": "the quick brown fox", "max_tokens": max_len - 8, "temperature": 0}
+    backlog = [threading.Thread(target=srv.complete, args=(long,)) for _ in range(12)]
+    for t in backlog:
+        t.start()
+    body = json.dumps(long).encode()
+    raw(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d"
+                  b"\r\n\r\n%s" % (KEY.encode(), len(body), body), read=False)
+    for t in backlog:
+        t.join(60)
+    deadline = time.time() + 30
+    while 'prefixcl_requests_total{code="499"} 1' not in srv.get("/metrics")[1].decode():
+        if time.time() > deadline:
+            sys.exit("the request of a client gone was not cancelled:\n%s" % srv.get("/metrics")[1].decode())
+        time.sleep(0.1)
     status, o, _ = srv.complete(ok)
     if status != 200 or o["usage"]["completion_tokens"] != 2:
         sys.exit("after the hostile requests: %d %r" % (status, o))

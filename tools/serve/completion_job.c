@@ -1,4 +1,5 @@
 /* The completion shared by a connection and the worker (completion_job.h). */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,12 +114,36 @@ void completion_on_done(void *user, pfx_finish finish, const char *error)
     completion_release(c);
 }
 
-void completion_wait(completion *c)
+/* Whether the peer of socket fd has closed its end (or the socket failed). */
+static bool peer_gone(int fd)
 {
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+bool completion_wait(completion *c, int fd)
+{
+    bool cancelled = false;
     pthread_mutex_lock(&c->mu);
-    while (!c->done)
-        pthread_cond_wait(&c->changed, &c->mu);
+    while (!c->done) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 50 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&c->changed, &c->mu, &until);
+        if (!c->done && !cancelled && fd >= 0 && peer_gone(fd)) {
+            /* its client is gone: free the slot at the next step */
+            pthread_mutex_unlock(&c->mu);
+            pfx_scheduler_cancel(c->srv->sched, c->sched_id);
+            cancelled = true;
+            pthread_mutex_lock(&c->mu);
+        }
+    }
     pthread_mutex_unlock(&c->mu);
+    return cancelled;
 }
 
 const char *completion_finish_reason(const completion *c)

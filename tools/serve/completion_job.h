@@ -46,8 +46,9 @@ void completion_release(completion *c);
 bool completion_on_token(void *user, int32_t token);
 void completion_on_done(void *user, pfx_finish finish, const char *error);
 
-/* Waits until the request has ended (under no lock on return). */
-void completion_wait(completion *c);
+/* Waits until the request has ended; when the client on socket fd (-1:
+ * none) goes away meanwhile, cancels it and returns true. */
+bool completion_wait(completion *c, int fd);
 
 /* A completion object of OpenAI: text (NULL: ""), finish_reason NULL
  * (stream chunks) or "stop"/"length", usage with the final one. */

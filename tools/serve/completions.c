@@ -22,9 +22,15 @@ static uint64_t fresh_seed(void)
 
 static enum MHD_Result answer(server *srv, struct MHD_Connection *conn, completion *c)
 {
-    completion_wait(c);
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const bool gone = completion_wait(c, info ? info->connect_fd : -1);
     enum MHD_Result r;
-    if (c->finish == PFX_FINISH_ERROR) {
+    if (gone) {
+        /* no one to answer: counted as nginx counts a client that closed first */
+        metrics_response(&srv->metrics, 499);
+        r = MHD_NO;
+    } else if (c->finish == PFX_FINISH_ERROR) {
         r = reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "generation failed: %s",
                         c->error);
     } else if (c->finish == PFX_FINISH_CANCELLED) {
