@@ -298,17 +298,8 @@ int cmd_generate(int argc, char **argv)
     }
     if (!ok)
         goto out;
-    if (!nstop) {
-        /* config.json's eos_token_id (as transformers' generate), and the tokenizer's EOS */
-        for (size_t i = 0; i < ctx.shape.eos_count; i++)
-            stops[nstop++] = ctx.shape.eos_ids[i];
-        const int32_t eos = ctx.tok ? pfx_tokenizer_special_id(ctx.tok, PFX_TOKEN_EOS) : -1;
-        bool listed = false;
-        for (size_t i = 0; i < nstop; i++)
-            listed |= stops[i] == eos;
-        if (eos >= 0 && !listed)
-            stops[nstop++] = eos;
-    }
+    if (!nstop)
+        nstop = serve_default_stops(&ctx, stops, MAX_STOPS);
     size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
     if (max_len + P > ctx.shape.max_positions) {
         const size_t room = ctx.shape.max_positions - P - longest;

@@ -13,6 +13,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_gemm_tune(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_experiment(int argc, char **argv);
 

@@ -60,8 +60,7 @@ static size_t invalid_span(const unsigned char *s, size_t n)
     return k;
 }
 
-/* s with every invalid UTF-8 sequence replaced by U+FFFD (malloc'ed). */
-static char *valid_utf8(const char *s)
+char *gen_valid_utf8(const char *s)
 {
     const size_t len = strlen(s);
     char *out = malloc(3 * len + 1), *o = out;
@@ -103,7 +102,7 @@ static bool add_text(cJSON *o, const char *key, const char *s)
 {
     if (!s)
         return cJSON_AddNullToObject(o, key) != NULL;
-    char *v = valid_utf8(s);
+    char *v = gen_valid_utf8(s);
     bool ok = v && cJSON_AddStringToObject(o, key, v);
     free(v);
     return ok;

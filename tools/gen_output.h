@@ -34,4 +34,8 @@ void gen_print_block(FILE *out, const gen_output *g, bool first);
  * as transformers decodes). False when out of memory. */
 bool gen_print_json(FILE *out, const gen_output *g);
 
+/* s with every invalid UTF-8 sequence replaced by U+FFFD, as transformers
+ * decodes (malloc'ed; NULL when out of memory). */
+char *gen_valid_utf8(const char *s);
+
 #endif

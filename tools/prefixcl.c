@@ -26,6 +26,10 @@ static const struct {
       "regression run: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
     { "generate", cmd_generate,
       "text from a model folder with prefix adapters, batched, tokens/s [--model DIR --prompt TEXT]" },
+#ifdef PFX_HAVE_SERVE
+    { "serve", cmd_serve,
+      "an OpenAI-compatible HTTP server, continuous batching, an adapter per request [--model DIR]" },
+#endif
     { "eval", cmd_eval, "loss and perplexity of a data set, without and with an adapter [--model DIR --data FILE]" },
     { "tokenize", cmd_tokenize, "a text's token ids and pieces, or a file's token count [--model DIR --text TEXT]" },
     { "check", cmd_check, "run every operation against the C reference [--device SEL]" },

@@ -61,7 +61,8 @@ bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char 
         serve_close(ctx);
         return false;
     }
-    if (ctx->adapters && pfx_adapter_bank_create(ctx->model, ctx->adapters, &ctx->bank) != PFX_SUCCESS) {
+    const size_t capacity = ctx->bank_capacity > ctx->adapters ? ctx->bank_capacity : ctx->adapters;
+    if (capacity && pfx_adapter_bank_create(ctx->model, capacity, &ctx->bank) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
         serve_close(ctx);
         return false;
@@ -83,6 +84,20 @@ void serve_close(serve_ctx *ctx)
     pfx_tokenizer_free(&ctx->tok);
     pfx_model_destroy(&ctx->model);
     pfx_runtime_destroy(&ctx->rt);
+}
+
+size_t serve_default_stops(const serve_ctx *ctx, int32_t *stops, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ctx->shape.eos_count && n < cap; i++)
+        stops[n++] = ctx->shape.eos_ids[i];
+    const int32_t eos = ctx->tok ? pfx_tokenizer_special_id(ctx->tok, PFX_TOKEN_EOS) : -1;
+    bool listed = false;
+    for (size_t i = 0; i < n; i++)
+        listed |= stops[i] == eos;
+    if (eos >= 0 && !listed && n < cap)
+        stops[n++] = eos;
+    return n;
 }
 
 int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name, const char **value)

@@ -1,6 +1,6 @@
-/* What `prefixcl generate` opens: the runtime, the model folder, its
- * tokenizer (when the folder has one) and the adapter bank; and the option
- * reader it shares with `prefixcl eval`. */
+/* What `prefixcl generate` and `serve` share: the runtime, the model folder,
+ * its tokenizer (when the folder has one) and the adapter bank; and the
+ * option reader `prefixcl eval` shares with them. */
 #ifndef PFX_TOOLS_SERVE_CLI_H
 #define PFX_TOOLS_SERVE_CLI_H
 
@@ -17,6 +17,7 @@ typedef struct serve_ctx {
     pfx_adapter_bank *bank;      /* NULL without adapters */
     const char *adapter[SERVE_MAX_ADAPTERS];
     size_t adapters;
+    size_t bank_capacity;        /* entries of the bank (0: the adapters given) */
     size_t tokens;               /* the model's max_tokens (what fits beside the prefix) */
 } serve_ctx;
 
@@ -28,6 +29,11 @@ typedef struct serve_ctx {
 bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char *dir, size_t batch,
                 size_t tokens);
 void serve_close(serve_ctx *ctx);
+
+/* The stop tokens of a model without --stop: config.json's eos_token_id (as
+ * transformers' generate) and the tokenizer's EOS, at most cap; returns
+ * their number. */
+size_t serve_default_stops(const serve_ctx *ctx, int32_t *stops, size_t cap);
 
 /* Option argv[*i] and its value (*i advanced past the value): 1; --help or
  * -h: 0; no value: -1 (said on stderr). */

@@ -15,7 +15,7 @@ SUDO=""
 missing=""
 for pkg in pocl-opencl-icd ocl-icd-opencl-dev opencl-c-headers libclblast-dev libopenblas-dev libcmocka-dev \
            meson ninja-build pkg-config clinfo python3 gcc libc6-dev libcjson-dev libpcre2-dev \
-           libutf8proc-dev libcairo2-dev fonts-dejavu-core mesa-opencl-icd oclgrind; do
+           libutf8proc-dev libmicrohttpd-dev libcairo2-dev fonts-dejavu-core mesa-opencl-icd oclgrind; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" && continue
     # Debian 12's mesa-opencl-icd needs libclc-15, which the compile gate's
     # libclc-16 (tools/install-gate-deps.sh) replaces: keep the gate's.

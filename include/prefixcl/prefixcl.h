@@ -18,6 +18,7 @@
 #include "prefixcl/gemm_tune.h"
 #include "prefixcl/profile.h"
 #include "prefixcl/generate.h"
+#include "prefixcl/scheduler.h"
 #include "prefixcl/pretrain.h"
 #include "prefixcl/tune.h"
 #include "prefixcl/eval.h"

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""prefixcl serve on the tiny GPT-2 fixture (tests/fixtures/generate/gpt2) and
+its four adapters: concurrent greedy requests with different adapters (and
+none) return the text of `prefixcl generate` for each alone, streaming gives
+the text of a plain answer, a bounded load test loses and mixes up nothing
+(throughput and p50/p99 latency printed), hostile requests get 4xx answers
+naming the field and the server keeps serving (a truncated body, a client
+gone mid-stream), a full queue answers 503 with Retry-After, adapters are
+added and deleted while serving (403 without --allow-adapter-admin), SIGTERM
+and SIGINT stop it.
+
+usage: test_serve_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_run import run  # noqa: E402
+
+KEY = "s3cret-key"
+AUTH = {"Authorization": "Bearer " + KEY}
+NEW = 8
+PROMPTS = ["the quick brown fox", "Hello, world", "sketched harbour", "a"]
+
+
+class Server:
+    """`prefixcl serve ARGS --port 0` until stop(); port from its first line."""
+
+    def __init__(self, exe, args):
+        self.p = subprocess.Popen([exe, "serve", "--port", "0"] + args, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        line = self.p.stdout.readline().decode()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+) .* slots of (\d+) tokens", line)
+        if not m:
+            self.p.kill()
+            sys.exit("serve did not start: %r %r" % (line, self.p.stderr.read().decode(errors="replace")))
+        self.port, self.max_len = int(m.group(1)), int(m.group(2))
+        deadline = time.time() + 30
+        while self.get("/health")[0] != 200:
+            if time.time() > deadline:
+                sys.exit("no /health")
+            time.sleep(0.1)
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = dict(AUTH)
+        h.update(headers or {})
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        out = r.status, r.read(), dict(r.getheaders())
+        c.close()
+        return out
+
+    def get(self, path, headers=None):
+        try:
+            return self.request("GET", path, headers=headers)
+        except OSError:
+            return 0, b"", {}
+
+    def complete(self, body):
+        status, data, headers = self.request("POST", "/v1/completions", body)
+        return status, json.loads(data), headers
+
+    def stream(self, body):
+        """The text of a streamed completion, its finish_reason and usage."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        c.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)).encode(), headers=AUTH)
+        r = c.getresponse()
+        if r.status != 200 or not r.getheader("Content-Type", "").startswith("text/event-stream"):
+            sys.exit("stream: %d %r" % (r.status, r.read()))
+        events = [e for e in r.read().decode().split("\n\n") if e]
+        c.close()
+        if events[-1] != "data: [DONE]" or not all(e.startswith("data: ") for e in events):
+            sys.exit("stream events: %r" % events)
+        chunks = [json.loads(e[6:]) for e in events[:-1]]
+        text = "".join(ch["choices"][0]["text"] for ch in chunks)
+        return text, chunks[-1]["choices"][0]["finish_reason"], chunks[-1].get("usage")
+
+    def stop(self, sig=signal.SIGTERM):
+        self.p.send_signal(sig)
+        out, err = self.p.communicate(timeout=60)
+        if self.p.returncode != 0 or b"stopping" not in err:
+            sys.exit("signal %d: exit %d %r" % (sig, self.p.returncode, err))
+        return err.decode(errors="replace")
+
+
+def expected_texts(exe, model, adapters):
+    """(model name, prompt) -> text of `prefixcl generate` for each adapter."""
+    out = {}
+    for name, path in [("gpt2", None)] + adapters:
+        args = ["generate", "--model", model, "--json", "--max-new-tokens", str(NEW)]
+        for p in PROMPTS:
+            args += ["--prompt", p]
+        if path:
+            args += ["--adapter", path]
+        stdout, _ = run(exe, args)
+        for line in stdout.splitlines():
+            o = json.loads(line)
+            out[(name, o["prompt"])] = (o["text"], o["stop_reason"], len(o["ids"]))
+    return out
+
+
+def parallel(n_clients, jobs, fn):
+    """fn(job) over jobs from n_clients threads; results in job order, latencies."""
+    results, lat, lock, it = [None] * len(jobs), [0.0] * len(jobs), threading.Lock(), iter(range(len(jobs)))
+
+    def client():
+        while True:
+            with lock:
+                i = next(it, None)
+            if i is None:
+                return
+            t0 = time.time()
+            try:
+                results[i] = fn(jobs[i])
+            except Exception as e:  # the check below names it
+                results[i] = ("exception", repr(e))
+            lat[i] = time.time() - t0
+
+    threads = [threading.Thread(target=client) for _ in range(n_clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return results, lat
+
+
+def check_equal(srv, expect):
+    names = sorted({k[0] for k in expect})
+    jobs = [(m, p, stream) for m in names for p in PROMPTS for stream in (False, True)]
+
+    def one(job):
+        m, p, stream = job
+        body = {"model": m, "prompt": p, "max_tokens": NEW, "temperature": 0}
+        if stream:
+            return srv.stream(body)
+        status, o, _ = srv.complete(body)
+        if status != 200:
+            return ("status", status, o)
+        return o["choices"][0]["text"], o["choices"][0]["finish_reason"], o["usage"]
+
+    results, _ = parallel(len(jobs), jobs, one)
+    for job, got in zip(jobs, results):
+        text, reason, count = expect[(job[0], job[1])]
+        if got[0] != text or got[1] != reason or got[2]["completion_tokens"] != count:
+            sys.exit("%r: %r, generate alone %r" % (job, got, (text, reason, count)))
+
+
+def check_stop_strings(srv, expect):
+    """A stop string cuts the text before it (finish_reason stop), streamed or not."""
+    text = expect[("gpt2", "the quick brown fox")][0]
+    stop = text[len(text) // 2:len(text) // 2 + 3]
+    want = text[:text.index(stop)]
+    body = {"model": "gpt2", "prompt": "the quick brown fox", "max_tokens": NEW, "temperature": 0,
+            "stop": ["\u00a7never", stop]}
+    status, o, _ = srv.complete(body)
+    got = (o["choices"][0]["text"], o["choices"][0]["finish_reason"])
+    streamed = srv.stream(body)[:2]
+    if status != 200 or got != (want, "stop") or streamed != got:
+        sys.exit("stop %r in %r: %r, streamed %r, expected %r" % (stop, text, got, streamed, want))
+
+
+def admin(srv, expect, adapters):
+    """An adapter added while serving answers as generate with it; deleted, its name is unknown."""
+    path = adapters[2][1]
+    got, data, _ = srv.request("POST", "/v1/adapters", {"name": "late", "path": path})
+    if got != 201:
+        sys.exit("POST /v1/adapters: %d %r" % (got, data))
+    for p in PROMPTS[:2]:
+        status, o, _ = srv.complete({"model": "late", "prompt": p, "max_tokens": NEW, "temperature": 0})
+        if status != 200 or o["choices"][0]["text"] != expect[("a2", p)][0] or o["model"] != "late":
+            sys.exit("the added adapter: %d %r, expected %r" % (status, o, expect[("a2", p)][0]))
+    if "late" not in [m["id"] for m in json.loads(srv.get("/v1/models")[1])["data"]]:
+        sys.exit("/v1/models lacks the added adapter")
+    expect_error(srv, {"name": "late", "path": path}, 409, ["late"], path="/v1/adapters")
+    expect_error(srv, {"name": "gpt2", "path": path}, 409, ["base model"], path="/v1/adapters")
+    expect_error(srv, {"name": "x", "path": "/nonexistent/adapter"}, 400, ["/nonexistent/adapter"],
+                 path="/v1/adapters")
+    expect_error(srv, {"name": 3, "path": path}, 400, ["name"], path="/v1/adapters")
+    if srv.request("DELETE", "/v1/adapters/late")[0] != 200 or srv.request("DELETE", "/v1/adapters/late")[0] != 404:
+        sys.exit("DELETE /v1/adapters/late")
+    expect_error(srv, {"model": "late", "prompt": "hi", "max_tokens": 1}, 404, ["late"])
+
+
+def load_test(srv, expect, n=64, clients=16, limit=60.0):
+    keys = sorted(expect)
+    jobs = [keys[(i * 7) % len(keys)] for i in range(n)]
+
+    def one(key):
+        status, o, _ = srv.complete({"model": key[0], "prompt": key[1], "max_tokens": NEW, "temperature": 0})
+        return o["choices"][0]["text"] if status == 200 else ("status", status)
+
+    t0 = time.time()
+    results, lat = parallel(clients, jobs, one)
+    wall = time.time() - t0
+    for key, got in zip(jobs, results):
+        if got != expect[key][0]:
+            sys.exit("load test %r: %r, expected %r" % (key, got, expect[key][0]))
+    if wall > limit:
+        sys.exit("load test: %d requests took %.1f s, over %.0f s" % (n, wall, limit))
+    lat.sort()
+    print("load test: %d requests from %d clients in %.2f s: %.1f requests/s, %.1f tokens/s, latency p50 %.3f s,"
+          " p99 %.3f s" % (n, clients, wall, n / wall, n * NEW / wall, lat[len(lat) // 2],
+                           lat[min(len(lat) - 1, int(len(lat) * 0.99))]))
+
+
+def expect_error(srv, body, status, words, path="/v1/completions", headers=None):
+    got, data, _ = srv.request("POST", path, body, headers)
+    try:
+        msg = json.loads(data)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        sys.exit("%r: not an error object: %r" % (body, data))
+    if got != status or not all(w in msg for w in words):
+        sys.exit("%r: %d %r, expected %d naming %r" % (body, got, msg, status, words))
+
+
+def raw(port, data, read=True):
+    """Sends bytes on a fresh connection, then closes it (reading first)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(data)
+    got = s.recv(65536) if read else b""
+    s.close()
+    return got
+
+
+def hostile(srv, max_len):
+    ok = {"prompt": "hi", "max_tokens": 2, "temperature": 0}
+    expect_error(srv, b"{\"prompt\": ", 400, ["JSON"])
+    expect_error(srv, b"[1, 2]", 400, ["object"])
+    expect_error(srv, {"max_tokens": 2}, 400, ["prompt"])
+    expect_error(srv, dict(ok, prompt=5), 400, ["prompt"])
+    expect_error(srv, dict(ok, max_tokens="7"), 400, ["max_tokens"])
+    expect_error(srv, dict(ok, max_tokens=-1), 400, ["max_tokens"])
+    expect_error(srv, dict(ok, max_tokens=1.5), 400, ["max_tokens"])
+    expect_error(srv, dict(ok, max_tokens=1e300), 400, ["max_tokens"])
+    expect_error(srv, dict(ok, temperature=-0.5), 400, ["temperature"])
+    expect_error(srv, dict(ok, temperature="hot"), 400, ["temperature"])
+    expect_error(srv, dict(ok, seed=-3), 400, ["seed"])
+    expect_error(srv, dict(ok, stop=[1]), 400, ["stop"])
+    expect_error(srv, dict(ok, stream="yes"), 400, ["stream"])
+    expect_error(srv, dict(ok, n=2), 400, ["n:"])
+    expect_error(srv, dict(ok, max_tokens=max_len), 400, [str(max_len)])
+    expect_error(srv, dict(ok, model="no-such-adapter"), 404, ["no-such-adapter"])
+    expect_error(srv, {"messages": []}, 400, ["chat template"], path="/v1/chat/completions")
+    expect_error(srv, ok, 401, ["API key"], headers={"Authorization": "Bearer wrong"})
+    expect_error(srv, ok, 401, ["API key"], headers={"Authorization": ""})
+    # over 1 MiB: refused from its Content-Length before the body, or once read when chunked
+    got = raw(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                        b"Content-Length: %d\r\n\r\n" % (KEY.encode(), (1 << 20) + 1))
+    if not got.startswith(b"HTTP/1.1 413") or b"limit" not in got:
+        sys.exit("oversized body: %r" % got)
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/v1/completions", body=iter([b"x" * 65536] * 17), headers=AUTH, encode_chunked=True)
+    r = c.getresponse()
+    if r.status != 413:
+        sys.exit("oversized chunked body: %d %r" % (r.status, r.read()))
+    c.close()
+    if srv.get("/nowhere")[0] != 404 or srv.request("GET", "/v1/completions")[0] != 405:
+        sys.exit("unknown path or method not refused")
+    if srv.get("/health", headers={"Authorization": ""})[0] != 200 or srv.get("/v1/models", {"Authorization": ""})[0] != 401:
+        sys.exit("/health needs no key, /v1/models does")
+    # a body cut short, a bare connection, garbage instead of HTTP
+    raw(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Length: 100\r\n\r\n{\"prompt\": \"a" % KEY.encode(), read=False)
+    raw(srv.port, b"", read=False)
+    raw(srv.port, b"\x00\xff garbage\r\n\r\n", read=False)
+    # a client gone mid-stream: its slot is freed, the server goes on
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    body = json.dumps({"prompt": "the quick brown fox", "max_tokens": 40, "temperature": 0, "stream": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json"
+              b"\r\nContent-Length: %d\r\n\r\n%s" % (KEY.encode(), len(body), body))
+    got = b""
+    while b"data: " not in got:
+        more = s.recv(4096)
+        if not more:
+            sys.exit("no first event of the stream: %r" % got)
+        got += more
+    s.close()
+    # a client gone while its plain request waits behind others: cancelled (code 499 in /metrics)
+    long = {"prompt": "the quick brown fox", "max_tokens": max_len - 8, "temperature": 0}
+    backlog = [threading.Thread(target=srv.complete, args=(long,)) for _ in range(12)]
+    for t in backlog:
+        t.start()
+    body = json.dumps(long).encode()
+    raw(srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d"
+                  b"\r\n\r\n%s" % (KEY.encode(), len(body), body), read=False)
+    for t in backlog:
+        t.join(60)
+    deadline = time.time() + 30
+    while 'prefixcl_requests_total{code="499"} 1' not in srv.get("/metrics")[1].decode():
+        if time.time() > deadline:
+            sys.exit("the request of a client gone was not cancelled:\n%s" % srv.get("/metrics")[1].decode())
+        time.sleep(0.1)
+    status, o, _ = srv.complete(ok)
+    if status != 200 or o["usage"]["completion_tokens"] != 2:
+        sys.exit("after the hostile requests: %d %r" % (status, o))
+    deadline = time.time() + 30
+    while not re.search(r"^prefixcl_running_requests 0$", srv.get("/metrics")[1].decode(), re.M):
+        if time.time() > deadline:
+            sys.exit("the abandoned stream still holds its slot")
+        time.sleep(0.1)
+
+
+def busy(exe, model):
+    """One slot, one queue place: of 6 at once some get 503 with Retry-After."""
+    srv = Server(exe, ["--model", model, "--slots", "1", "--queue", "1", "--api-key", KEY])
+    results, _ = parallel(6, [None] * 6, lambda _: srv.request(
+        "POST", "/v1/completions", {"prompt": "the quick brown fox", "max_tokens": 40, "temperature": 0}))
+    codes = sorted(r[0] for r in results)
+    if set(codes) != {200, 503}:
+        sys.exit("queue of 1: %r" % codes)
+    if not all(r[2].get("Retry-After") == "1" for r in results if r[0] == 503):
+        sys.exit("503 without Retry-After")
+    expect_error(srv, {"name": "x", "path": model}, 403, ["--allow-adapter-admin"], path="/v1/adapters")
+    if srv.request("DELETE", "/v1/adapters/x")[0] != 403:
+        sys.exit("DELETE without --allow-adapter-admin")
+    srv.stop(signal.SIGINT)
+
+
+def main():
+    exe, fix = sys.argv[1], sys.argv[2]
+    model = os.path.join(fix, "gpt2")
+    adapters = [("a%d" % i, os.path.join(model, "adapter%d" % i)) for i in range(4)]
+    t0 = time.time()
+    expect = expected_texts(exe, model, adapters)
+    srv = Server(exe, ["--model", model, "--slots", "4", "--api-key", KEY, "--allow-adapter-admin"]
+                 + sum((["--adapter", "%s=%s" % a] for a in adapters), []))
+    models = json.loads(srv.get("/v1/models")[1])
+    if [m["id"] for m in models["data"]] != ["gpt2", "a0", "a1", "a2", "a3"]:
+        sys.exit("/v1/models: %r" % models)
+    check_equal(srv, expect)
+    check_stop_strings(srv, expect)
+    load_test(srv, expect)
+    hostile(srv, srv.max_len)
+    admin(srv, expect, adapters)
+    metrics = srv.get("/metrics")[1].decode()
+    for name in ["prefixcl_requests_total{code=\"200\"}", "prefixcl_requests_total{code=\"400\"}",
+                 "prefixcl_prompt_tokens_total", "prefixcl_generation_tokens_total", "prefixcl_queue_depth",
+                 "prefixcl_batch_occupancy", "prefixcl_step_seconds_sum"]:
+        if name not in metrics:
+            sys.exit("/metrics lacks %s:\n%s" % (name, metrics))
+    occupancy = float(re.search(r"^prefixcl_batch_occupancy (\S+)", metrics, re.M).group(1))
+    if occupancy <= 0.25:
+        sys.exit("the concurrent requests never shared a step: occupancy %.3f" % occupancy)
+    srv.stop()
+    busy(exe, model)
+    print("serve: every check passed in %.1f s (batch occupancy %.2f)" % (time.time() - t0, occupancy))
+
+
+if __name__ == "__main__":
+    main()

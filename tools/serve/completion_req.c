@@ -1,0 +1,134 @@
+/* POST /v1/completions' body (completion_req.h), through cJSON. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "completion_req.h"
+
+typedef struct parse {
+    const cJSON *root;
+    char *why;
+    size_t cap;
+    const char **field;
+} parse;
+
+__attribute__((format(printf, 3, 4))) static bool bad(parse *p, const char *field, const char *fmt,
+                                                      ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->why, p->cap, fmt, ap);
+    va_end(ap);
+    *p->field = field;
+    return false;
+}
+
+/* The member `name`, or NULL when absent or null (its default then). */
+static const cJSON *member(const parse *p, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(p->root, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static bool integer(parse *p, const char *name, double lo, double hi, uint64_t *out)
+{
+    const cJSON *v = member(p, name);
+    if (!v)
+        return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble))
+        return bad(p, name, "%s: an integer expected", name);
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return bad(p, name, "%s: %.17g is outside [%.0f, %.0f]", name, v->valuedouble, lo, hi);
+    *out = (uint64_t)v->valuedouble;
+    return true;
+}
+
+static bool number(parse *p, const char *name, double lo, double hi, float *out)
+{
+    const cJSON *v = member(p, name);
+    if (!v)
+        return true;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return bad(p, name, "%s: a number expected", name);
+    if (v->valuedouble < lo || v->valuedouble > hi)
+        return bad(p, name, "%s: %.17g is outside [%g, %g]", name, v->valuedouble, lo, hi);
+    *out = (float)v->valuedouble;
+    return true;
+}
+
+/* A string member (copied); required or not. */
+static bool string(parse *p, const char *name, bool required, char **out)
+{
+    const cJSON *v = member(p, name);
+    if (!v)
+        return required ? bad(p, name, "%s: missing", name) : true;
+    if (!cJSON_IsString(v))
+        return bad(p, name, "%s: a string expected", name);
+    *out = strdup(v->valuestring);
+    return *out ? true : bad(p, name, "%s: out of host memory", name);
+}
+
+static bool stops(parse *p, completion_req *r)
+{
+    const cJSON *v = member(p, "stop");
+    if (!v)
+        return true;
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > COMPLETION_MAX_STOPS)
+        return bad(p, "stop", "stop: at most %d strings", COMPLETION_MAX_STOPS);
+    if (!cJSON_IsString(v) && !cJSON_IsArray(v))
+        return bad(p, "stop", "stop: a string or a list of strings expected");
+    const cJSON *e = cJSON_IsString(v) ? v : v->child;
+    for (; e; e = cJSON_IsString(v) ? NULL : e->next) {
+        if (!cJSON_IsString(e) || !e->valuestring[0])
+            return bad(p, "stop", "stop: every stop must be a non-empty string");
+        if (!(r->stop[r->stop_count++] = strdup(e->valuestring)))
+            return bad(p, "stop", "stop: out of host memory");
+    }
+    return true;
+}
+
+bool completion_req_parse(const char *body, size_t len, completion_req *r, char *why, size_t cap,
+                          const char **field)
+{
+    memset(r, 0, sizeof(*r));
+    r->max_tokens = 16;
+    r->temperature = 1.0f;
+    r->top_p = 1.0f;
+    *field = NULL;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    parse p = { root, why, cap, field };
+    if (!root) {
+        snprintf(why, cap, "the body is not valid JSON");
+        return false;
+    }
+    bool ok = cJSON_IsObject(root) || bad(&p, NULL, "the body must be a JSON object");
+    uint64_t max_tokens = r->max_tokens, top_k = 0, n = 1;
+    ok = ok && string(&p, "model", false, &r->model) && string(&p, "prompt", true, &r->prompt) &&
+         integer(&p, "max_tokens", 1, COMPLETION_MAX_TOKENS, &max_tokens) &&
+         number(&p, "temperature", 0, 2, &r->temperature) && number(&p, "top_p", 0, 1, &r->top_p) &&
+         integer(&p, "top_k", 0, 1 << 30, &top_k) && integer(&p, "n", 0, 1e9, &n) &&
+         (n == 1 || bad(&p, "n", "n: only 1 completion per request is served")) &&
+         integer(&p, "seed", 0, 9007199254740992.0, &r->seed) && stops(&p, r);
+    r->max_tokens = (size_t)max_tokens;
+    r->top_k = (size_t)top_k;
+    r->has_seed = ok && member(&p, "seed");
+    const cJSON *stream = ok ? member(&p, "stream") : NULL;
+    if (stream && !cJSON_IsBool(stream))
+        ok = bad(&p, "stream", "stream: true or false expected");
+    r->stream = stream && cJSON_IsTrue(stream);
+    cJSON_Delete(root);
+    return ok;
+}
+
+void completion_req_free(completion_req *r)
+{
+    free(r->model);
+    free(r->prompt);
+    for (size_t i = 0; i < r->stop_count; i++)
+        free(r->stop[i]);
+    memset(r, 0, sizeof(*r));
+}

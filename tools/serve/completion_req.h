@@ -1,0 +1,34 @@
+/* The body of POST /v1/completions as JSON (OpenAI's fields): checked
+ * field by field, so that a bad one is answered with its name. */
+#ifndef PFX_TOOLS_SERVE_COMPLETION_REQ_H
+#define PFX_TOOLS_SERVE_COMPLETION_REQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define COMPLETION_MAX_STOPS  4
+#define COMPLETION_MAX_TOKENS (1u << 20)
+
+typedef struct completion_req {
+    char *model; /* NULL: not given */
+    char *prompt;
+    size_t max_tokens; /* default 16 */
+    float temperature; /* default 1 */
+    float top_p;       /* default 1 */
+    size_t top_k;      /* default 0: off */
+    uint64_t seed;
+    bool has_seed;
+    char *stop[COMPLETION_MAX_STOPS];
+    size_t stop_count;
+    bool stream;
+} completion_req;
+
+/* Parses body[0, len) into *r (freed by completion_req_free, also after a
+ * failure). False with why (cap bytes) naming the field, and *field (the
+ * field's name, or NULL for the body as a whole). */
+bool completion_req_parse(const char *body, size_t len, completion_req *r, char *why, size_t cap,
+                          const char **field);
+void completion_req_free(completion_req *r);
+
+#endif

@@ -1,0 +1,123 @@
+/* POST /v1/completions (completions.h). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "completion_job.h"
+#include "completions.h"
+#include "sse.h"
+
+/* A seed for a request that gave none: different each time. */
+static uint64_t fresh_seed(void)
+{
+    static uint64_t count;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t z = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                 (__atomic_add_fetch(&count, 1, __ATOMIC_RELAXED) * 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static enum MHD_Result answer(server *srv, struct MHD_Connection *conn, completion *c)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const bool gone = completion_wait(c, info ? info->connect_fd : -1);
+    enum MHD_Result r;
+    if (gone) {
+        /* no one to answer: counted as nginx counts a client that closed first */
+        metrics_response(&srv->metrics, 499);
+        r = MHD_NO;
+    } else if (c->finish == PFX_FINISH_ERROR) {
+        r = reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "generation failed: %s",
+                        c->error);
+    } else if (c->finish == PFX_FINISH_CANCELLED) {
+        r = reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
+                        "the server is shutting down");
+    } else {
+        metrics_tokens(&srv->metrics, c->prompt_len, c->count);
+        r = reply_json(srv, conn, MHD_HTTP_OK,
+                       completion_json(c, c->text, completion_finish_reason(c), true));
+    }
+    completion_release(c);
+    return r;
+}
+
+enum MHD_Result completions_handle(server *srv, struct MHD_Connection *conn, const char *body,
+                                   size_t len)
+{
+    completion_req req;
+    char why[512];
+    const char *field;
+    if (!completion_req_parse(body, len, &req, why, sizeof(why), &field)) {
+        completion_req_free(&req);
+        return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, field, "%s", why);
+    }
+    const int32_t entry = server_adapter_entry(srv, req.model);
+    if (entry == -2) {
+        enum MHD_Result r = reply_error(
+            srv, conn, MHD_HTTP_NOT_FOUND, "model",
+            "model \"%s\" is neither the base model \"%s\" nor an adapter (GET /v1/models)",
+            req.model, srv->base_name);
+        completion_req_free(&req);
+        return r;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!srv->ctx.tok ||
+        pfx_tokenizer_encode(srv->ctx.tok, req.prompt, strlen(req.prompt), PFX_ENCODE_ADD_SPECIAL,
+                             &ids, &n) != PFX_SUCCESS ||
+        !n) {
+        enum MHD_Result r = reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "prompt", "prompt: %s",
+                                        !srv->ctx.tok ? "the model folder has no tokenizer"
+                                        : n           ? pfx_last_error(NULL)
+                                                      : "no tokens");
+        free(ids);
+        completion_req_free(&req);
+        return r;
+    }
+    if (n > srv->max_len || req.max_tokens > srv->max_len - n) {
+        enum MHD_Result r =
+            reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens",
+                        "max_tokens: a prompt of %zu tokens and %zu new tokens exceed the limit of "
+                        "%zu tokens per request (--max-len)",
+                        n, req.max_tokens, srv->max_len);
+        free(ids);
+        completion_req_free(&req);
+        return r;
+    }
+    const float temperature = req.temperature, top_p = req.top_p;
+    const size_t top_k = req.top_k, max_tokens = req.max_tokens;
+    const uint64_t seed = req.has_seed ? req.seed : fresh_seed();
+    const bool stream = req.stream;
+    completion *c = completion_new(srv, &req, n);
+    if (!c) {
+        free(ids);
+        completion_req_free(&req);
+        return reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "out of host memory");
+    }
+    const pfx_sched_request sr = { ids,
+                                   n,
+                                   entry,
+                                   { temperature, top_k, top_p, max_tokens, srv->stop,
+                                     srv->stop_count },
+                                   seed,
+                                   completion_on_token,
+                                   completion_on_done,
+                                   c };
+    const pfx_status st = pfx_scheduler_submit(srv->sched, &sr, &c->sched_id);
+    free(ids);
+    if (st != PFX_SUCCESS) {
+        completion_release(c); /* the scheduler's hold, never taken */
+        completion_release(c);
+        /* a full queue, or shutting down: try again later */
+        if (st == PFX_ERROR_BUSY || st == PFX_ERROR_UNSUPPORTED)
+            return reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "%s",
+                               pfx_last_error(NULL));
+        return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens", "%s",
+                           pfx_last_error(NULL));
+    }
+    return stream ? sse_reply(srv, conn, c) : answer(srv, conn, c);
+}
