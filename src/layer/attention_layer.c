@@ -18,22 +18,6 @@
 
 /* ---- helpers ---- */
 
-/* A shaped view of a workspace tensor (same storage, not owned). */
-static pfx_tensor view(const pfx_tensor *t, unsigned ndim, size_t d0, size_t d1, size_t d2,
-                       size_t d3)
-{
-    pfx_tensor v = *t;
-    const size_t s[4] = { d0, d1, d2, d3 };
-    v.ndim = ndim;
-    v.numel = 1;
-    for (unsigned i = 0; i < PFX_MAX_DIMS; i++) {
-        v.shape[i] = i < ndim ? s[i] : 0;
-        v.numel *= i < ndim ? s[i] : 1;
-    }
-    v.bytes = v.numel * sizeof(float);
-    return v;
-}
-
 /* The rows x cols product input or output at the start of t. */
 static pfx_gemm_operand gemm_op(const pfx_tensor *t, size_t cols)
 {
@@ -338,11 +322,11 @@ pfx_status pfx_layer_forward(pfx_layer *layer, const pfx_tensor *x,
 
     const size_t H = layer->p.heads, Hkv = layer->p.kv_heads, D = layer->p.head_dim;
     const size_t rows = B * N, qd = layer->qdim, kvd = layer->kvdim;
-    pfx_tensor q = view(layer->ws[WS_Q], 4, B, N, H, D);
-    pfx_tensor k = view(layer->ws[WS_K], 4, B, N, Hkv, D);
-    pfx_tensor v = view(layer->ws[WS_V], 4, B, N, Hkv, D);
-    pfx_tensor o = view(layer->ws[WS_O], 4, B, N, H, D);
-    pfx_tensor lse = view(layer->ws[WS_LSE], 3, B, H, N, 0);
+    pfx_tensor q = pfx_tensor_view(layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = pfx_tensor_view(layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = pfx_tensor_view(layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_tensor o = pfx_tensor_view(layer->ws[WS_O], 4, B, N, H, D);
+    pfx_tensor lse = pfx_tensor_view(layer->ws[WS_LSE], 3, B, H, N, 0);
     pfx_attention_desc d = make_desc(layer, B, N, prefix);
     pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
 
@@ -495,15 +479,15 @@ pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
 
     const bool acc = grads->accumulate;
     const float pbeta = acc ? 1.0f : 0.0f;
-    pfx_tensor q = view(layer->ws[WS_Q], 4, B, N, H, D);
-    pfx_tensor k = view(layer->ws[WS_K], 4, B, N, Hkv, D);
-    pfx_tensor v = view(layer->ws[WS_V], 4, B, N, Hkv, D);
-    pfx_tensor o = view(layer->ws[WS_O], 4, B, N, H, D);
-    pfx_tensor lse = view(layer->ws[WS_LSE], 3, B, H, N, 0);
-    pfx_tensor d_o = view(layer->ws[WS_DO], 4, B, N, H, D);
-    pfx_tensor dq = view(layer->ws[WS_DQ], 4, B, N, H, D);
-    pfx_tensor dk = view(layer->ws[WS_DK], 4, B, N, Hkv, D);
-    pfx_tensor dv = view(layer->ws[WS_DV], 4, B, N, Hkv, D);
+    pfx_tensor q = pfx_tensor_view(layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = pfx_tensor_view(layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = pfx_tensor_view(layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_tensor o = pfx_tensor_view(layer->ws[WS_O], 4, B, N, H, D);
+    pfx_tensor lse = pfx_tensor_view(layer->ws[WS_LSE], 3, B, H, N, 0);
+    pfx_tensor d_o = pfx_tensor_view(layer->ws[WS_DO], 4, B, N, H, D);
+    pfx_tensor dq = pfx_tensor_view(layer->ws[WS_DQ], 4, B, N, H, D);
+    pfx_tensor dk = pfx_tensor_view(layer->ws[WS_DK], 4, B, N, Hkv, D);
+    pfx_tensor dv = pfx_tensor_view(layer->ws[WS_DV], 4, B, N, Hkv, D);
 
     /* output projection: dO = dY Wo, dWo = dY^T O, dbo = colsum dY */
     st = pfx_gemm_weight(rt, "layer_backward: dO = dY Wo", rows, qd, C, 1.0f, gemm_op(dy, C),
@@ -595,9 +579,9 @@ pfx_status pfx_layer_attention_stats(pfx_layer *layer, const pfx_layer_prefix *p
                          "%s: no forward of this layer to analyse", fn);
     const size_t B = layer->fwd_b, N = layer->fwd_n;
     const size_t H = layer->p.heads, Hkv = layer->p.kv_heads, D = layer->p.head_dim;
-    pfx_tensor q = view(layer->ws[WS_Q], 4, B, N, H, D);
-    pfx_tensor k = view(layer->ws[WS_K], 4, B, N, Hkv, D);
-    pfx_tensor v = view(layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_tensor q = pfx_tensor_view(layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = pfx_tensor_view(layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = pfx_tensor_view(layer->ws[WS_V], 4, B, N, Hkv, D);
     pfx_attention_desc d = make_desc(layer, B, N, prefix);
     pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
     return pfx_attention_stats(rt, &d, &in, top_k, entropy, topk_mass, prefix_mass);
