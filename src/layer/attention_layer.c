@@ -526,7 +526,13 @@ pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
         return st;
 
     /* projections: dX = (dY +) dQ Wq + dK Wk + dV Wv, dW = dZ^T X, db = colsum dZ */
-    const struct { const pfx_tensor *dz; int w; int b; size_t width; const char *dx, *dw; } proj[3] = {
+    const struct {
+        const pfx_tensor *dz;
+        int w;
+        int b;
+        size_t width;
+        const char *dx, *dw;
+    } proj[3] = {
         { &dq, PFX_LAYER_WQ, PFX_LAYER_BQ, qd, "layer_backward: dX += dQ Wq",
           "layer_backward: dWq = dQ^T X" },
         { &dk, PFX_LAYER_WK, PFX_LAYER_BK, kvd, "layer_backward: dX += dK Wk",
