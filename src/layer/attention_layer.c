@@ -351,8 +351,8 @@ pfx_status pfx_layer_forward(pfx_layer *layer, const pfx_tensor *x,
     st = pfx_attention_forward(rt, &d, &in, &o, &lse);
     if (st != PFX_SUCCESS)
         return st;
-    /* Y = O Wo^T (+ bo) (+ X): with the residual, the bias is added to X and the product
-     * to both (the order the layer has always summed in) */
+    /* Y = O Wo^T (+ bo) (+ X): with the residual, X + bo is the product's starting value
+     * (beta 1), so the product's sum is rounded once into it */
     const bool residual = layer->p.residual;
     if (residual)
         st = pfx_tensor_copy(y, x);
