@@ -1,38 +1,8 @@
 /*
- * Attention layer kernels (src/layer/attention_layer.c). The products are
- * CLBlast GEMMs; these are the small pieces around them. Matrices are
- * row-major float32 [rows, cols].
+ * The mean squared error of include/prefixcl/layer.h (src/layer/mse_loss.c):
+ * no op computes it. The attention layer itself runs on the ops (GEMM,
+ * bias, attention) and has no kernel of its own.
  */
-
-/* out[i, j] = (has_src ? src[i, j] : 0) + (has_bias ? bias[j] : 0): the
- * starting value of a GEMM with beta = 1 (bias and/or residual). */
-__kernel void pfx_layer_init(const ulong rows, const ulong cols, __global float *out,
-                             __global const float *src, const int has_src,
-                             __global const float *bias, const int has_bias)
-{
-    const ulong n = rows * cols;
-    for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
-        float v = has_src ? src[i] : 0.0f;
-        if (has_bias)
-            v += bias[i % cols];
-        out[i] = v;
-    }
-}
-
-/* db[j] (+)= sum_i src[i, j], rows summed in order: deterministic. One
- * work-item per column. */
-__kernel void pfx_layer_bias_grad(const ulong rows, const ulong cols,
-                                  __global const float *src, __global float *db,
-                                  const int accumulate)
-{
-    const ulong j = get_global_id(0);
-    if (j >= cols)
-        return;
-    float s = 0.0f;
-    for (ulong i = 0; i < rows; i++)
-        s += src[i * cols + j];
-    db[j] = accumulate ? db[j] + s : s;
-}
 
 /* Squared-error partial sums: partial[group] = sum over the group's elements
  * of (pred - target)^2 (fixed-order tree in local memory, so the result is

@@ -212,7 +212,7 @@ static void test_cache_fifo(void **state)
     pfx_runtime *rt = NULL;
     assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
     cl_kernel k;
-    assert_int_equal(pfx_kernel_get(rt, "layer", PFX_LAYER_OPTIONS, "pfx_layer_init", &k), PFX_SUCCESS);
+    assert_int_equal(pfx_kernel_get(rt, "layer", PFX_LAYER_OPTIONS, "pfx_layer_mse", &k), PFX_SUCCESS);
     pfx_runtime_destroy(&rt);
     char path[4096];
     assert_true(find_cache_file(cache_dir, "layer-", path, sizeof(path)));
@@ -221,7 +221,7 @@ static void test_cache_fifo(void **state)
 
     alarm(120); /* a blocking open fails the test instead of hanging it */
     assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
-    assert_int_equal(pfx_kernel_get(rt, "layer", PFX_LAYER_OPTIONS, "pfx_layer_init", &k), PFX_SUCCESS);
+    assert_int_equal(pfx_kernel_get(rt, "layer", PFX_LAYER_OPTIONS, "pfx_layer_mse", &k), PFX_SUCCESS);
     pfx_cache_stats cs;
     assert_int_equal(pfx_runtime_cache_stats(rt, &cs), PFX_SUCCESS);
     assert_int_equal(cs.cache_rejects, 1);

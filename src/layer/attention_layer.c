@@ -1,9 +1,10 @@
 /*
- * The attention layer of a frozen model (include/prefixcl/layer.h):
- * projections and output projection through the CLBlast wrapper
- * (ops/gemm.h), prefix gain attention (attention.h) in BNHD layouts, bias,
- * residual and bias gradients in cl/layer.cl. The residual stack is in
- * layer_stack.c, the MSE loss in mse_loss.c.
+ * The attention layer of a frozen model (include/prefixcl/layer.h), on the
+ * ops the models' block uses (ops/model_ops.h): the projections as
+ * pfx_gemm_weight products of Linear [out, in] weights, biases and their
+ * gradients with pfx_op_bias_add / pfx_op_bias_grad, prefix gain attention
+ * (attention.h) in BNHD layouts over views of the workspace. The residual
+ * stack is in layer_stack.c, the MSE loss in mse_loss.c.
  */
 #include <math.h>
 #include <stdint.h>
@@ -12,55 +13,22 @@
 #include <string.h>
 
 #include "attention_tuning.h"
-#include "gemm.h"
 #include "layer_internal.h"
+#include "model_ops.h"
 
 /* ---- helpers ---- */
 
-static pfx_status launch_1d(pfx_runtime *rt, const char *kernel_name, const char *what, size_t n,
-                            size_t nargs, const pfx_arg *args)
+/* The rows x cols product input or output at the start of t. */
+static pfx_gemm_operand gemm_op(const pfx_tensor *t, size_t cols)
 {
-    return pfx_launch_1d(rt, LAYER_PROGRAM, LAYER_OPTIONS, kernel_name, what, n, nargs, args);
+    return PFX_GEMM_OP(t->mem, 0, cols);
 }
 
-/* out = src (or 0) + bias (broadcast over rows). */
-static pfx_status init_rows(pfx_runtime *rt, const char *what, size_t rows, size_t cols,
-                            cl_mem out, cl_mem src, cl_mem bias)
+/* The first rows of out (cols wide) += the layer's bias `which`. */
+static pfx_status add_bias(const pfx_layer *layer, pfx_layer_weight_id which, const pfx_tensor *out,
+                           size_t rows, size_t cols)
 {
-    cl_ulong r = rows, c = cols;
-    cl_int has_src = src != NULL, has_bias = bias != NULL;
-    pfx_arg args[] = { PFX_ARG(r), PFX_ARG(c), PFX_ARG(out), PFX_ARG(src), PFX_ARG(has_src),
-                       PFX_ARG(bias), PFX_ARG(has_bias) };
-    return launch_1d(rt, "pfx_layer_init", what, rows * cols, 7, args);
-}
-
-static pfx_status bias_grad(pfx_runtime *rt, const char *what, size_t rows, size_t cols,
-                            cl_mem src, cl_mem db, bool accumulate)
-{
-    cl_ulong r = rows, c = cols;
-    cl_int acc = accumulate;
-    pfx_arg args[] = { PFX_ARG(r), PFX_ARG(c), PFX_ARG(src), PFX_ARG(db), PFX_ARG(acc) };
-    return launch_1d(rt, "pfx_layer_bias_grad", what, cols, 5, args);
-}
-
-/* A stack view of a workspace buffer with a shape (not accounted, not owned). */
-static pfx_tensor view(pfx_runtime *rt, cl_mem mem, unsigned ndim, size_t d0, size_t d1,
-                       size_t d2, size_t d3)
-{
-    pfx_tensor t;
-    memset(&t, 0, sizeof(t));
-    t.rt = rt;
-    t.mem = mem;
-    t.dtype = PFX_DTYPE_F32;
-    t.ndim = ndim;
-    const size_t s[4] = { d0, d1, d2, d3 };
-    t.numel = 1;
-    for (unsigned i = 0; i < ndim; i++) {
-        t.shape[i] = s[i];
-        t.numel *= s[i];
-    }
-    t.bytes = t.numel * sizeof(float);
-    return t;
+    return pfx_op_bias_add(layer->rt, PFX_MAT(out, rows, cols), PFX_VEC(layer->w[which], 0, cols));
 }
 
 static const char *weight_name(pfx_layer_weight_id which)
@@ -80,8 +48,7 @@ void pfx_layer_destroy(pfx_layer **layerp)
     for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++)
         pfx_tensor_destroy(&layer->w[i]);
     for (int i = 0; i < WS_COUNT; i++)
-        if (layer->ws[i])
-            pfx_buffer_release(layer->rt, layer->ws[i], layer->ws_bytes[i]);
+        pfx_tensor_destroy(&layer->ws[i]);
     free(layer);
     *layerp = NULL;
 }
@@ -155,8 +122,8 @@ pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx
     }
     const size_t widths[WS_COUNT] = { qdim, kvdim, kvdim, qdim, p->heads, qdim, qdim, kvdim, kvdim };
     for (int i = 0; i < WS_COUNT && st == PFX_SUCCESS; i++) {
-        layer->ws_bytes[i] = rows * widths[i] * sizeof(float);
-        st = pfx_buffer_create(rt, layer->ws_bytes[i], NULL, &layer->ws[i]);
+        const size_t numel = rows * widths[i];
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &numel, &layer->ws[i]);
     }
     if (st != PFX_SUCCESS) {
         pfx_layer_destroy(&layer);
@@ -187,7 +154,7 @@ size_t pfx_layer_workspace_bytes(const pfx_layer *layer)
 {
     size_t total = 0;
     for (int i = 0; layer && i < WS_COUNT; i++)
-        total += layer->ws_bytes[i];
+        total += layer->ws[i]->bytes;
     return total;
 }
 
@@ -355,52 +322,48 @@ pfx_status pfx_layer_forward(pfx_layer *layer, const pfx_tensor *x,
 
     const size_t H = layer->p.heads, Hkv = layer->p.kv_heads, D = layer->p.head_dim;
     const size_t rows = B * N, qd = layer->qdim, kvd = layer->kvdim;
-    pfx_tensor q = view(rt, layer->ws[WS_Q], 4, B, N, H, D);
-    pfx_tensor k = view(rt, layer->ws[WS_K], 4, B, N, Hkv, D);
-    pfx_tensor v = view(rt, layer->ws[WS_V], 4, B, N, Hkv, D);
-    pfx_tensor o = view(rt, layer->ws[WS_O], 4, B, N, H, D);
-    pfx_tensor lse = view(rt, layer->ws[WS_LSE], 3, B, H, N, 0);
+    pfx_tensor q = pfx_tensor_view(layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = pfx_tensor_view(layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = pfx_tensor_view(layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_tensor o = pfx_tensor_view(layer->ws[WS_O], 4, B, N, H, D);
+    pfx_tensor lse = pfx_tensor_view(layer->ws[WS_LSE], 3, B, H, N, 0);
     pfx_attention_desc d = make_desc(layer, B, N, prefix);
     pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
 
     layer->have_forward = false;
-    /* Q, K, V = X W^T (+ b) */
+    /* Q, K, V = X W^T (+ b): Linear weights [width, C] */
     const struct { int ws; int w; int b; size_t width; const char *what; } proj[3] = {
         { WS_Q, PFX_LAYER_WQ, PFX_LAYER_BQ, qd, "layer_forward: Q = X Wq^T" },
         { WS_K, PFX_LAYER_WK, PFX_LAYER_BK, kvd, "layer_forward: K = X Wk^T" },
         { WS_V, PFX_LAYER_WV, PFX_LAYER_BV, kvd, "layer_forward: V = X Wv^T" },
     };
     for (int i = 0; i < 3; i++) {
-        float beta = 0.0f;
-        if (layer->p.bias) {
-            st = init_rows(rt, "layer_forward: bias", rows, proj[i].width, layer->ws[proj[i].ws],
-                           NULL, layer->w[proj[i].b]->mem);
-            if (st != PFX_SUCCESS)
-                return st;
-            beta = 1.0f;
-        }
-        st = pfx_gemm(rt, proj[i].what, false, true, rows, proj[i].width, C, 1.0f,
-                      PFX_GEMM_OP(x->mem, 0, C), PFX_GEMM_OP(layer->w[proj[i].w]->mem, 0, C), beta,
-                      PFX_GEMM_OP(layer->ws[proj[i].ws], 0, proj[i].width));
+        const pfx_tensor *z = layer->ws[proj[i].ws];
+        const size_t width = proj[i].width;
+        st = pfx_gemm_weight(rt, proj[i].what, rows, width, C, 1.0f, gemm_op(x, C),
+                             PFX_MAT(layer->w[proj[i].w], width, C), true, 0.0f, gemm_op(z, width),
+                             NULL);
+        if (st == PFX_SUCCESS && layer->p.bias)
+            st = add_bias(layer, proj[i].b, z, rows, width);
         if (st != PFX_SUCCESS)
             return st;
     }
     st = pfx_attention_forward(rt, &d, &in, &o, &lse);
     if (st != PFX_SUCCESS)
         return st;
-    /* Y = O Wo^T (+ bo) (+ X) */
-    float beta = 0.0f;
-    if (layer->p.bias || layer->p.residual) {
-        st = init_rows(rt, "layer_forward: residual/bias", rows, C, y->mem,
-                       layer->p.residual ? x->mem : NULL,
-                       layer->p.bias ? layer->w[PFX_LAYER_BO]->mem : NULL);
-        if (st != PFX_SUCCESS)
-            return st;
-        beta = 1.0f;
-    }
-    st = pfx_gemm(rt, "layer_forward: Y = O Wo^T", false, true, rows, C, qd, 1.0f,
-                  PFX_GEMM_OP(layer->ws[WS_O], 0, qd),
-                  PFX_GEMM_OP(layer->w[PFX_LAYER_WO]->mem, 0, qd), beta, PFX_GEMM_OP(y->mem, 0, C));
+    /* Y = O Wo^T (+ bo) (+ X): with the residual, X + bo is the product's starting value
+     * (beta 1), so the product's sum is rounded once into it */
+    const bool residual = layer->p.residual;
+    if (residual)
+        st = pfx_tensor_copy(y, x);
+    if (st == PFX_SUCCESS && residual && layer->p.bias)
+        st = add_bias(layer, PFX_LAYER_BO, y, rows, C);
+    if (st == PFX_SUCCESS)
+        st = pfx_gemm_weight(rt, "layer_forward: Y = O Wo^T", rows, C, qd, 1.0f,
+                             gemm_op(layer->ws[WS_O], qd), PFX_MAT(layer->w[PFX_LAYER_WO], C, qd),
+                             true, residual ? 1.0f : 0.0f, gemm_op(y, C), NULL);
+    if (st == PFX_SUCCESS && !residual && layer->p.bias)
+        st = add_bias(layer, PFX_LAYER_BO, y, rows, C);
     if (st != PFX_SUCCESS)
         return st;
     layer->have_forward = true;
@@ -516,27 +479,27 @@ pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
 
     const bool acc = grads->accumulate;
     const float pbeta = acc ? 1.0f : 0.0f;
-    pfx_tensor q = view(rt, layer->ws[WS_Q], 4, B, N, H, D);
-    pfx_tensor k = view(rt, layer->ws[WS_K], 4, B, N, Hkv, D);
-    pfx_tensor v = view(rt, layer->ws[WS_V], 4, B, N, Hkv, D);
-    pfx_tensor o = view(rt, layer->ws[WS_O], 4, B, N, H, D);
-    pfx_tensor lse = view(rt, layer->ws[WS_LSE], 3, B, H, N, 0);
-    pfx_tensor d_o = view(rt, layer->ws[WS_DO], 4, B, N, H, D);
-    pfx_tensor dq = view(rt, layer->ws[WS_DQ], 4, B, N, H, D);
-    pfx_tensor dk = view(rt, layer->ws[WS_DK], 4, B, N, Hkv, D);
-    pfx_tensor dv = view(rt, layer->ws[WS_DV], 4, B, N, Hkv, D);
+    pfx_tensor q = pfx_tensor_view(layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = pfx_tensor_view(layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = pfx_tensor_view(layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_tensor o = pfx_tensor_view(layer->ws[WS_O], 4, B, N, H, D);
+    pfx_tensor lse = pfx_tensor_view(layer->ws[WS_LSE], 3, B, H, N, 0);
+    pfx_tensor d_o = pfx_tensor_view(layer->ws[WS_DO], 4, B, N, H, D);
+    pfx_tensor dq = pfx_tensor_view(layer->ws[WS_DQ], 4, B, N, H, D);
+    pfx_tensor dk = pfx_tensor_view(layer->ws[WS_DK], 4, B, N, Hkv, D);
+    pfx_tensor dv = pfx_tensor_view(layer->ws[WS_DV], 4, B, N, Hkv, D);
 
     /* output projection: dO = dY Wo, dWo = dY^T O, dbo = colsum dY */
-    st = pfx_gemm(rt, "layer_backward: dO = dY Wo", false, false, rows, qd, C, 1.0f,
-                  PFX_GEMM_OP(dy->mem, 0, C), PFX_GEMM_OP(layer->w[PFX_LAYER_WO]->mem, 0, qd),
-                  0.0f, PFX_GEMM_OP(layer->ws[WS_DO], 0, qd));
+    st = pfx_gemm_weight(rt, "layer_backward: dO = dY Wo", rows, qd, C, 1.0f, gemm_op(dy, C),
+                         PFX_MAT(layer->w[PFX_LAYER_WO], C, qd), false, 0.0f, gemm_op(&d_o, qd),
+                         NULL);
     if (st == PFX_SUCCESS && grads->dweight[PFX_LAYER_WO])
         st = pfx_gemm(rt, "layer_backward: dWo = dY^T O", true, false, C, qd, rows, 1.0f,
-                      PFX_GEMM_OP(dy->mem, 0, C), PFX_GEMM_OP(layer->ws[WS_O], 0, qd), pbeta,
-                      PFX_GEMM_OP(grads->dweight[PFX_LAYER_WO]->mem, 0, qd));
+                      gemm_op(dy, C), gemm_op(&o, qd), pbeta,
+                      gemm_op(grads->dweight[PFX_LAYER_WO], qd));
     if (st == PFX_SUCCESS && grads->dweight[PFX_LAYER_BO])
-        st = bias_grad(rt, "layer_backward: dbo", rows, C, dy->mem,
-                       grads->dweight[PFX_LAYER_BO]->mem, acc);
+        st = pfx_op_bias_grad(rt, PFX_MAT(dy, rows, C), PFX_VEC(grads->dweight[PFX_LAYER_BO], 0, C),
+                              acc);
     if (st != PFX_SUCCESS)
         return st;
 
@@ -552,9 +515,8 @@ pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
          * two calls would recompute; instead accumulate everything and clear
          * dQ/dK/dV first. */
         ag.accumulate = true;
-        if ((st = init_rows(rt, "layer_backward: clear dQ", rows, qd, layer->ws[WS_DQ], NULL, NULL)) ||
-            (st = init_rows(rt, "layer_backward: clear dK", rows, kvd, layer->ws[WS_DK], NULL, NULL)) ||
-            (st = init_rows(rt, "layer_backward: clear dV", rows, kvd, layer->ws[WS_DV], NULL, NULL)))
+        if ((st = pfx_tensor_fill(&dq, 0.0f)) || (st = pfx_tensor_fill(&dk, 0.0f)) ||
+            (st = pfx_tensor_fill(&dv, 0.0f)))
             return st;
     }
     st = pfx_attention_backward(rt, &d, &in, &o, &lse, &d_o, &ag);
@@ -563,37 +525,42 @@ pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
     if (grads->dgain && !want_gain && !acc && (st = pfx_tensor_fill(grads->dgain, 0.0f)))
         return st;
 
-    /* projections: dX = dQ Wq + dK Wk + dV Wv (+ dY), dW = dZ^T X, db = colsum dZ */
-    const struct { int ws; int w; int b; size_t width; const char *dx, *dw, *db; } proj[3] = {
-        { WS_DQ, PFX_LAYER_WQ, PFX_LAYER_BQ, qd, "layer_backward: dX += dQ Wq",
-          "layer_backward: dWq = dQ^T X", "layer_backward: dbq" },
-        { WS_DK, PFX_LAYER_WK, PFX_LAYER_BK, kvd, "layer_backward: dX += dK Wk",
-          "layer_backward: dWk = dK^T X", "layer_backward: dbk" },
-        { WS_DV, PFX_LAYER_WV, PFX_LAYER_BV, kvd, "layer_backward: dX += dV Wv",
-          "layer_backward: dWv = dV^T X", "layer_backward: dbv" },
+    /* projections: dX = (dY +) dQ Wq + dK Wk + dV Wv, dW = dZ^T X, db = colsum dZ */
+    const struct {
+        const pfx_tensor *dz;
+        int w;
+        int b;
+        size_t width;
+        const char *dx, *dw;
+    } proj[3] = {
+        { &dq, PFX_LAYER_WQ, PFX_LAYER_BQ, qd, "layer_backward: dX += dQ Wq",
+          "layer_backward: dWq = dQ^T X" },
+        { &dk, PFX_LAYER_WK, PFX_LAYER_BK, kvd, "layer_backward: dX += dK Wk",
+          "layer_backward: dWk = dK^T X" },
+        { &dv, PFX_LAYER_WV, PFX_LAYER_BV, kvd, "layer_backward: dX += dV Wv",
+          "layer_backward: dWv = dV^T X" },
     };
     float xbeta = 0.0f;
     if (grads->dx && layer->p.residual) {
-        if ((st = init_rows(rt, "layer_backward: residual", rows, C, grads->dx->mem, dy->mem, NULL)))
+        if ((st = pfx_tensor_copy(grads->dx, dy)))
             return st;
         xbeta = 1.0f;
     }
     for (int i = 0; i < 3; i++) {
-        cl_mem dz = layer->ws[proj[i].ws];
+        const pfx_tensor *dz = proj[i].dz;
+        const size_t width = proj[i].width;
         if (grads->dx) {
-            st = pfx_gemm(rt, proj[i].dx, false, false, rows, C, proj[i].width, 1.0f,
-                          PFX_GEMM_OP(dz, 0, proj[i].width),
-                          PFX_GEMM_OP(layer->w[proj[i].w]->mem, 0, C), xbeta,
-                          PFX_GEMM_OP(grads->dx->mem, 0, C));
+            st = pfx_gemm_weight(rt, proj[i].dx, rows, C, width, 1.0f, gemm_op(dz, width),
+                                 PFX_MAT(layer->w[proj[i].w], width, C), false, xbeta,
+                                 gemm_op(grads->dx, C), NULL);
             xbeta = 1.0f;
         }
         if (st == PFX_SUCCESS && grads->dweight[proj[i].w])
-            st = pfx_gemm(rt, proj[i].dw, true, false, proj[i].width, C, rows, 1.0f,
-                          PFX_GEMM_OP(dz, 0, proj[i].width), PFX_GEMM_OP(x->mem, 0, C), pbeta,
-                          PFX_GEMM_OP(grads->dweight[proj[i].w]->mem, 0, C));
+            st = pfx_gemm(rt, proj[i].dw, true, false, width, C, rows, 1.0f, gemm_op(dz, width),
+                          gemm_op(x, C), pbeta, gemm_op(grads->dweight[proj[i].w], C));
         if (st == PFX_SUCCESS && grads->dweight[proj[i].b])
-            st = bias_grad(rt, proj[i].db, rows, proj[i].width, dz,
-                           grads->dweight[proj[i].b]->mem, acc);
+            st = pfx_op_bias_grad(rt, PFX_MAT(dz, rows, width),
+                                  PFX_VEC(grads->dweight[proj[i].b], 0, width), acc);
         if (st != PFX_SUCCESS)
             return st;
     }
@@ -618,9 +585,9 @@ pfx_status pfx_layer_attention_stats(pfx_layer *layer, const pfx_layer_prefix *p
                          "%s: no forward of this layer to analyse", fn);
     const size_t B = layer->fwd_b, N = layer->fwd_n;
     const size_t H = layer->p.heads, Hkv = layer->p.kv_heads, D = layer->p.head_dim;
-    pfx_tensor q = view(rt, layer->ws[WS_Q], 4, B, N, H, D);
-    pfx_tensor k = view(rt, layer->ws[WS_K], 4, B, N, Hkv, D);
-    pfx_tensor v = view(rt, layer->ws[WS_V], 4, B, N, Hkv, D);
+    pfx_tensor q = pfx_tensor_view(layer->ws[WS_Q], 4, B, N, H, D);
+    pfx_tensor k = pfx_tensor_view(layer->ws[WS_K], 4, B, N, Hkv, D);
+    pfx_tensor v = pfx_tensor_view(layer->ws[WS_V], 4, B, N, Hkv, D);
     pfx_attention_desc d = make_desc(layer, B, N, prefix);
     pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
     return pfx_attention_stats(rt, &d, &in, top_k, entropy, topk_mass, prefix_mass);

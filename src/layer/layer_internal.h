@@ -6,12 +6,13 @@
 #include "internal.h"
 #include "work_groups.h"
 
-/* cl/layer.cl: its work-group size only (ops/work_groups.h), as ops/registry.c lists it. */
+/* cl/layer.cl (the MSE loss): its work-group size only (ops/work_groups.h), as ops/registry.c
+ * lists it. */
 #define LAYER_PROGRAM "layer"
 #define LAYER_OPTIONS PFX_LAYER_OPTIONS
 
-/* Workspace buffers, each [max_batch * max_tokens, width] float32 (LSE:
- * [max_batch, H, max_tokens]). */
+/* Workspace tensors, each max_batch * max_tokens * width float32 (LSE:
+ * max_batch * H * max_tokens), viewed at each call's shape. */
 enum { WS_Q, WS_K, WS_V, WS_O, WS_LSE, WS_DO, WS_DQ, WS_DK, WS_DV, WS_COUNT };
 
 struct pfx_layer {
@@ -19,8 +20,7 @@ struct pfx_layer {
     pfx_layer_params p;
     size_t qdim, kvdim;  /* H*D, Hkv*D */
     pfx_tensor *w[PFX_LAYER_WEIGHT_COUNT];
-    cl_mem ws[WS_COUNT];
-    size_t ws_bytes[WS_COUNT];
+    pfx_tensor *ws[WS_COUNT];
     /* the most recent forward */
     bool have_forward;
     size_t fwd_b, fwd_n;

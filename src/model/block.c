@@ -158,24 +158,9 @@ pfx_status pfx_model_copy_rows(pfx_model *m, const char *what, const pfx_tensor 
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(m->rt, err, what);
 }
 
-/* A shaped view of a workspace tensor (same storage, not owned). */
-static pfx_tensor shaped(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d)
-{
-    pfx_tensor v = *t;
-    const size_t s[4] = { a, b, c, d };
-    v.ndim = ndim;
-    v.numel = 1;
-    for (unsigned i = 0; i < PFX_MAX_DIMS; i++) {
-        v.shape[i] = i < ndim ? s[i] : 0;
-        v.numel *= i < ndim ? s[i] : 1;
-    }
-    v.bytes = v.numel * pfx_dtype_size(v.dtype);
-    return v;
-}
-
 pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d)
 {
-    return shaped(t, ndim, a, b, c, d);
+    return pfx_tensor_view(t, ndim, a, b, c, d);
 }
 
 pfx_status pfx_model_norm_fwd(pfx_model *m, size_t l, pfx_weight_role w, pfx_weight_role b, size_t rows,
@@ -258,11 +243,15 @@ pfx_model_attn_views pfx_model_views(const pfx_model *m, size_t l, const pfx_mod
     const pfx_model_shape *s = &m->cfg.shape;
     const size_t B = c->B, N = c->N, H = s->heads, Hkv = s->kv_heads, D = s->head_dim;
     pfx_model_attn_views v = {
-        shaped(wsl(m, l, WS_Q), 4, B, N, H, D),    shaped(wsl(m, l, WS_K), 4, B, N, Hkv, D),
-        shaped(wsl(m, l, WS_V), 4, B, N, Hkv, D),  shaped(wsl(m, l, WS_O), 4, B, N, H, D),
-        shaped(wsl(m, l, WS_LSE), 3, B, H, N, 0),  shaped(m->ws[WS_DQ], 4, B, N, H, D),
-        shaped(m->ws[WS_DK], 4, B, N, Hkv, D), shaped(m->ws[WS_DV], 4, B, N, Hkv, D),
-        shaped(m->ws[WS_DO], 4, B, N, H, D),
+        pfx_tensor_view(wsl(m, l, WS_Q), 4, B, N, H, D),
+        pfx_tensor_view(wsl(m, l, WS_K), 4, B, N, Hkv, D),
+        pfx_tensor_view(wsl(m, l, WS_V), 4, B, N, Hkv, D),
+        pfx_tensor_view(wsl(m, l, WS_O), 4, B, N, H, D),
+        pfx_tensor_view(wsl(m, l, WS_LSE), 3, B, H, N, 0),
+        pfx_tensor_view(m->ws[WS_DQ], 4, B, N, H, D),
+        pfx_tensor_view(m->ws[WS_DK], 4, B, N, Hkv, D),
+        pfx_tensor_view(m->ws[WS_DV], 4, B, N, Hkv, D),
+        pfx_tensor_view(m->ws[WS_DO], 4, B, N, H, D),
     };
     return v;
 }

@@ -58,7 +58,7 @@ static void add_fixed(pfx_vendor vendor, const char *platform_name, pfx_program_
      * the same rule) */
     add(out, cap, n, "peak", pfx_peak_ilp(vendor, platform_name) ? "-DPEAK_ILP=1" : "");
     add(out, cap, n, "encoder", ""); /* layer/encoder.c: no tunables */
-    add(out, cap, n, "layer", PFX_LAYER_OPTIONS); /* layer/attention_layer.c, mse_loss.c */
+    add(out, cap, n, "layer", PFX_LAYER_OPTIONS); /* layer/mse_loss.c */
     add(out, cap, n, "optimizer", PFX_OPT_OPTIONS); /* layer/optimizer.c */
     /* whole-model pieces (model_ops.h): no tunables, in-kernel defaults */
     add(out, cap, n, "embedding", "");     /* embedding.c */

@@ -169,6 +169,11 @@ void pfx_shape_text(char *buf, size_t cap, unsigned ndim, const size_t *shape);
  * one fill enqueued, nothing waited for. */
 pfx_status pfx_tensor_zero_range(pfx_tensor *t, size_t offset, size_t count);
 
+/* t's storage seen with another shape (ndim of a, b, c, d): a stack copy of
+ * the handle, not owned, for an op that reads a workspace at a call's shape. */
+pfx_tensor pfx_tensor_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c,
+                           size_t d);
+
 /* ---- device memory with accounting (src/runtime/memory.c) ---- */
 /* Allocates a device buffer; host_copy may be NULL. Zero bytes is refused. */
 pfx_status pfx_buffer_create(pfx_runtime *rt, size_t bytes, const void *host_copy, cl_mem *out);

@@ -185,6 +185,21 @@ pfx_status pfx_tensor_zero_range(pfx_tensor *t, size_t offset, size_t count)
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_zero_range");
 }
 
+pfx_tensor pfx_tensor_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c,
+                           size_t d)
+{
+    pfx_tensor v = *t;
+    const size_t s[4] = { a, b, c, d };
+    v.ndim = ndim;
+    v.numel = 1;
+    for (unsigned i = 0; i < PFX_MAX_DIMS; i++) {
+        v.shape[i] = i < ndim ? s[i] : 0;
+        v.numel *= i < ndim ? s[i] : 1;
+    }
+    v.bytes = v.numel * pfx_dtype_size(v.dtype);
+    return v;
+}
+
 pfx_status pfx_tensor_copy(pfx_tensor *dst, const pfx_tensor *src)
 {
     if (!dst)
