@@ -135,8 +135,7 @@ static void problem_destroy(problem *p)
     pfx_tensor_destroy(&p->lse);
 }
 
-static result time_pass(pfx_runtime *rt, pass_fn fn, problem *p, double flops, int reps,
-                        int warm)
+static result time_pass(pfx_runtime *rt, pass_fn fn, problem *p, double flops, int reps, int warm)
 {
     result r = { 0 };
     double wall[64], cpu[64];
@@ -226,14 +225,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             reps = (int)n;
-        }
-        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+        } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
             only = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = true;
         else {
-            fprintf(stderr, "usage: %s [--device SEL] [--quick] [--reps N] [--shapes abcd] "
-                            "[--json FILE]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--device SEL] [--quick] [--reps N] [--shapes abcd] "
+                    "[--json FILE]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -272,8 +272,8 @@ int main(int argc, char **argv)
         double flops = flops_of(sh);
         for (size_t k = 0; k < PASS_COUNT; k++) {
             int shape_reps = quick && sh->tag == 'c' ? 1 : reps;
-            res[s][k] = time_pass(rt, passes[k].run, &p, flops * passes[k].flop_factor, shape_reps,
-                                  1);
+            res[s][k] =
+                time_pass(rt, passes[k].run, &p, flops * passes[k].flop_factor, shape_reps, 1);
             printf(" %12.2f %12.1f", res[s][k].ms, res[s][k].gflops);
             fflush(stdout);
         }

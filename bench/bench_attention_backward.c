@@ -134,21 +134,36 @@ static int bench_shape(pfx_runtime *rt, const shape *s, int reps)
     pfx_tensor *q = NULL, *k = NULL, *v = NULL, *pk = NULL, *pv = NULL;
     pfx_tensor *dq = NULL, *dk = NULL, *dv = NULL, *dpk = NULL, *dpv = NULL, *dg = NULL;
     pfx_status st = PFX_SUCCESS;
-    if (!st) st = random_tensor(rt, 4, qs, 1, &q);
-    if (!st) st = random_tensor(rt, 4, ks, 2, &k);
-    if (!st) st = random_tensor(rt, 4, ks, 3, &v);
-    if (!st) st = random_tensor(rt, 3, ps, 4, &pk);
-    if (!st) st = random_tensor(rt, 3, ps, 5, &pv);
-    if (!st) st = random_tensor(rt, 4, qs, 6, &c.d_o);
-    if (!st) st = random_tensor(rt, 4, qs, 7, &c.o);
-    if (!st) st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ls, &c.lse);
-    if (!st) st = pfx_tensor_fill(c.lse, 8.0f); /* replaced by the forward's when it exists */
-    if (!st) st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, qs, &dq);
-    if (!st) st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, ks, &dk);
-    if (!st) st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, ks, &dv);
-    if (!st) st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &dpk);
-    if (!st) st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &dpv);
-    if (!st) st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs, &dg);
+    if (!st)
+        st = random_tensor(rt, 4, qs, 1, &q);
+    if (!st)
+        st = random_tensor(rt, 4, ks, 2, &k);
+    if (!st)
+        st = random_tensor(rt, 4, ks, 3, &v);
+    if (!st)
+        st = random_tensor(rt, 3, ps, 4, &pk);
+    if (!st)
+        st = random_tensor(rt, 3, ps, 5, &pv);
+    if (!st)
+        st = random_tensor(rt, 4, qs, 6, &c.d_o);
+    if (!st)
+        st = random_tensor(rt, 4, qs, 7, &c.o);
+    if (!st)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ls, &c.lse);
+    if (!st)
+        st = pfx_tensor_fill(c.lse, 8.0f); /* replaced by the forward's when it exists */
+    if (!st)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, qs, &dq);
+    if (!st)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, ks, &dk);
+    if (!st)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, ks, &dv);
+    if (!st)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &dpk);
+    if (!st)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &dpv);
+    if (!st)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs, &dg);
     if (st) {
         fprintf(stderr, "setup: %s\n", pfx_last_error(rt));
         return 1;
@@ -197,8 +212,7 @@ int main(int argc, char **argv)
                 return 2;
             }
             reps = (int)n;
-        }
-        else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
+        } else if (!strcmp(argv[i], "--shapes") && i + 1 < argc)
             which = argv[++i];
         else {
             fprintf(stderr, "usage: %s [--device SEL] [--reps N] [--shapes abc]\n", argv[0]);

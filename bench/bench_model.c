@@ -26,25 +26,24 @@
 #include "prefixcl/prefixcl.h"
 #include "tool_util.h"
 
-#define L 12
-#define HKV 12
-#define D 64
-#define PREFIX 20
+#define L          12
+#define HKV        12
+#define D          64
+#define PREFIX     20
 #define ENC_HIDDEN 512
 
-#define CHECK(call)                                                                 \
-    do {                                                                            \
-        pfx_status st_ = (call);                                                    \
-        if (st_ != PFX_SUCCESS) {                                                   \
-            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_),         \
-                    pfx_last_error(rt));                                            \
-            exit(1);                                                                \
-        }                                                                           \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        pfx_status st_ = (call);                                                                   \
+        if (st_ != PFX_SUCCESS) {                                                                  \
+            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));   \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 enum { PH_ENC_FWD, PH_MODEL, PH_ENC_BWD, PH_ADAMW, PH_STEP, PH_COUNT };
 static const char *const phase_names[PH_COUNT] = { "encoder forward", "model forward+loss+backward",
-                                                    "encoder backward", "AdamW", "step" };
+                                                   "encoder backward", "AdamW", "step" };
 
 int main(int argc, char **argv)
 {
@@ -73,8 +72,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] "
-                            "[--half] [--recompute] [--profile] [--json PATH]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] "
+                    "[--half] [--recompute] [--profile] [--json PATH]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -86,15 +87,22 @@ int main(int argc, char **argv)
     if (!rt)
         return 1;
     pfx_model *model = NULL;
-    pfx_model_params mp = { .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, .max_batch = B, .max_tokens = N,
-                            .max_prefix_len = PREFIX, .recompute = recompute };
+    pfx_model_params mp = { .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32,
+                            .max_batch = B,
+                            .max_tokens = N,
+                            .max_prefix_len = PREFIX,
+                            .recompute = recompute };
     CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
     pfx_memory_stats mem_model;
     CHECK(pfx_runtime_memory(rt, &mem_model));
 
     pfx_encoder *enc = NULL;
-    pfx_encoder_params ep = { .layers = L, .kv_heads = HKV, .head_dim = D, .prefix_len = PREFIX,
-                              .embed_dim = ENC_HIDDEN, .hidden_dim = ENC_HIDDEN };
+    pfx_encoder_params ep = { .layers = L,
+                              .kv_heads = HKV,
+                              .head_dim = D,
+                              .prefix_len = PREFIX,
+                              .embed_dim = ENC_HIDDEN,
+                              .hidden_dim = ENC_HIDDEN };
     CHECK(pfx_encoder_create(rt, &ep, &enc));
     CHECK(pfx_encoder_init_random(enc, 99, 1.0f));
     pfx_tensor *kp[L], *vp[L], *dkp[L], *dvp[L];
@@ -117,7 +125,8 @@ int main(int argc, char **argv)
         for (unsigned k = 0; k < pfx_tensor_ndim(p); k++)
             shp[k] = pfx_tensor_dim(p, k);
         CHECK(pfx_tensor_create(rt, PFX_DTYPE_F32, pfx_tensor_ndim(p), shp, &grad[i]));
-        CHECK(pfx_optimizer_add_param(opt, group, p, grad[i], pfx_encoder_param_name((pfx_encoder_param)i)));
+        CHECK(pfx_optimizer_add_param(opt, group, p, grad[i],
+                                      pfx_encoder_param_name((pfx_encoder_param)i)));
     }
     pfx_encoder_grads eg = { grad[0], grad[1], grad[2], grad[3], grad[4], false };
 
@@ -148,7 +157,8 @@ int main(int argc, char **argv)
         CHECK(pfx_runtime_finish(rt));
         t[2] = tool_now_s() * 1e3;
         c[2] = tool_cpu_s() * 1e3;
-        CHECK(pfx_encoder_backward(enc, (const pfx_tensor *const *)dkp, (const pfx_tensor *const *)dvp, &eg));
+        CHECK(pfx_encoder_backward(enc, (const pfx_tensor *const *)dkp,
+                                   (const pfx_tensor *const *)dvp, &eg));
         CHECK(pfx_runtime_finish(rt));
         t[3] = tool_now_s() * 1e3;
         c[3] = tool_cpu_s() * 1e3;
@@ -184,13 +194,16 @@ int main(int argc, char **argv)
     CHECK(pfx_runtime_memory(rt, &mem));
     const pfx_device_info *dev = pfx_runtime_device(rt);
     printf("device: %s (%s)\n", dev->device_name, dev->platform_name);
-    printf("test: GPT-2 small prefix-tuning step, B=%zu N=%zu P=%d, encoder hidden %d, %s weights, %s\n", B, N,
-           PREFIX, ENC_HIDDEN, half ? "half" : "float32", recompute ? "blocks recomputed" : "activations kept");
+    printf("test: GPT-2 small prefix-tuning step, B=%zu N=%zu P=%d, encoder hidden %d, %s weights, "
+           "%s\n",
+           B, N, PREFIX, ENC_HIDDEN, half ? "half" : "float32",
+           recompute ? "blocks recomputed" : "activations kept");
     double med_wall[PH_COUNT], med_cpu[PH_COUNT];
     for (int ph = 0; ph < PH_COUNT; ph++) {
         med_wall[ph] = tool_median(wall[ph], (size_t)steps);
         med_cpu[ph] = tool_median(cpu[ph], (size_t)steps);
-        printf("  %-28s %10.2f ms wall %10.2f ms cpu\n", phase_names[ph], med_wall[ph], med_cpu[ph]);
+        printf("  %-28s %10.2f ms wall %10.2f ms cpu\n", phase_names[ph], med_wall[ph],
+               med_cpu[ph]);
     }
     printf("  %-28s %10.2f MiB (weights and workspace %.2f MiB)\n", "device memory peak",
            (double)mem.peak_bytes / 1048576.0, (double)mem_model.live_bytes / 1048576.0);
@@ -199,7 +212,8 @@ int main(int argc, char **argv)
         double rest = prof_total;
         printf("profile: model forward+loss+backward %.2f ms wall, serialized\n", prof_total);
         for (int i = 0; i < PFX_MODEL_PART_COUNT; i++) {
-            printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i], 100.0 * prof_ms[i] / prof_total);
+            printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i],
+                   100.0 * prof_ms[i] / prof_total);
             rest -= prof_ms[i];
         }
         printf("  %-28s %10.2f ms %5.1f %%\n", "rest", rest, 100.0 * rest / prof_total);
@@ -208,14 +222,16 @@ int main(int argc, char **argv)
         FILE *out = fopen(json, "w");
         if (!out)
             return 1;
-        fprintf(out, "{\"tool\": \"bench_model\", \"device\": \"%s\", \"batch\": %zu, \"tokens\": %zu, "
-                     "\"prefix\": %d, \"half\": %s, \"recompute\": %s, \"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, "
-                     "\"model_bytes\": %zu, \"phases\": {",
-                dev->device_name, B, N, PREFIX, half ? "true" : "false", recompute ? "true" : "false", steps, loss, mem.peak_bytes,
-                mem_model.live_bytes);
+        fprintf(out,
+                "{\"tool\": \"bench_model\", \"device\": \"%s\", \"batch\": %zu, \"tokens\": %zu, "
+                "\"prefix\": %d, \"half\": %s, \"recompute\": %s, \"steps\": %d, \"loss\": %.6f, "
+                "\"peak_bytes\": %zu, "
+                "\"model_bytes\": %zu, \"phases\": {",
+                dev->device_name, B, N, PREFIX, half ? "true" : "false",
+                recompute ? "true" : "false", steps, loss, mem.peak_bytes, mem_model.live_bytes);
         for (int ph = 0; ph < PH_COUNT; ph++)
-            fprintf(out, "%s\"%s\": {\"wall_ms\": %.3f, \"cpu_ms\": %.3f}", ph ? ", " : "", phase_names[ph],
-                    med_wall[ph], med_cpu[ph]);
+            fprintf(out, "%s\"%s\": {\"wall_ms\": %.3f, \"cpu_ms\": %.3f}", ph ? ", " : "",
+                    phase_names[ph], med_wall[ph], med_cpu[ph]);
         fprintf(out, "}}\n");
         fclose(out);
     }

@@ -22,14 +22,13 @@
 #include "prefixcl/prefixcl.h"
 #include "tool_util.h"
 
-#define CHECK(call)                                                                 \
-    do {                                                                            \
-        pfx_status st_ = (call);                                                    \
-        if (st_ != PFX_SUCCESS) {                                                   \
-            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_),         \
-                    pfx_last_error(rt));                                            \
-            exit(1);                                                                \
-        }                                                                           \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        pfx_status st_ = (call);                                                                   \
+        if (st_ != PFX_SUCCESS) {                                                                  \
+            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));   \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 #define MAX_STEPS 64
@@ -61,8 +60,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] [--gain] "
-                            "[--recompute] [--profile] [--json PATH]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] "
+                    "[--gain] "
+                    "[--recompute] [--profile] [--json PATH]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -91,7 +93,8 @@ int main(int argc, char **argv)
     unsigned g_w, g_g;
     CHECK(pfx_optimizer_add_group(opt, &wg, &g_w));
     CHECK(pfx_optimizer_add_group(opt, &gg, &g_g));
-    pfx_tensor **dw = calloc(W, sizeof(*dw)), **gt = calloc(L, sizeof(*gt)), **dg = calloc(L, sizeof(*dg));
+    pfx_tensor **dw = calloc(W, sizeof(*dw)), **gt = calloc(L, sizeof(*gt)),
+               **dg = calloc(L, sizeof(*dg));
     float *gains = calloc(L * H, sizeof(float));
     if (!dw || !gt || !dg || !gains)
         return 1;
@@ -122,7 +125,8 @@ int main(int argc, char **argv)
         ids[i] = (int32_t)((s >> 33) % shape.vocab);
     }
     pfx_model_batch batch = { B, N, ids, NULL, NULL };
-    pfx_model_prefix pre = { .gain_mode = gain ? PFX_GAIN_LINEAR : PFX_GAIN_OFF, .gains = gain ? gains : NULL,
+    pfx_model_prefix pre = { .gain_mode = gain ? PFX_GAIN_LINEAR : PFX_GAIN_OFF,
+                             .gains = gain ? gains : NULL,
                              .gain_ramp = 1.0f };
     pfx_model_grads mg = { .gains = gain ? dg : NULL, .weights = dw };
 
@@ -143,7 +147,8 @@ int main(int argc, char **argv)
             wall_step[it] = t2 - t0;
             cpu_step[it] = c2 - c0;
         }
-        fprintf(stderr, "step %d: loss %.4f, |g| %.3f, %.0f ms\n", it, loss, (double)rep.grad_norm, t2 - t0);
+        fprintf(stderr, "step %d: loss %.4f, |g| %.3f, %.0f ms\n", it, loss, (double)rep.grad_norm,
+                t2 - t0);
     }
     static const char *const prof_names[PFX_MODEL_PART_COUNT] = {
         "block GEMMs", "LM head GEMMs", "attention forward", "attention backward", "fused loss"
@@ -161,11 +166,14 @@ int main(int argc, char **argv)
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
     const pfx_device_info *dev = pfx_runtime_device(rt);
-    const double med_model = tool_median(wall_model, (size_t)steps), med_step = tool_median(wall_step, (size_t)steps);
+    const double med_model = tool_median(wall_model, (size_t)steps),
+                 med_step = tool_median(wall_step, (size_t)steps);
     const double med_cpu = tool_median(cpu_step, (size_t)steps);
     printf("device: %s (%s)\n", dev->device_name, dev->platform_name);
-    printf("test: GPT-2 small full-training step, B=%zu N=%zu, %zu parameters%s, %s, AdamW + clipping\n", B, N,
-           shape.parameters, gain ? " + gains" : "", recompute ? "blocks recomputed" : "activations kept");
+    printf("test: GPT-2 small full-training step, B=%zu N=%zu, %zu parameters%s, %s, AdamW + "
+           "clipping\n",
+           B, N, shape.parameters, gain ? " + gains" : "",
+           recompute ? "blocks recomputed" : "activations kept");
     printf("  %-28s %10.2f ms wall\n", "forward+loss+backward", med_model);
     printf("  %-28s %10.2f ms wall %10.2f ms cpu\n", "step", med_step, med_cpu);
     printf("  %-28s %10.0f tokens/s\n", "throughput", (double)(B * N) / (med_step / 1e3));
@@ -175,18 +183,24 @@ int main(int argc, char **argv)
         double rest = prof_total;
         printf("profile: model forward+loss+backward %.2f ms wall, serialized\n", prof_total);
         for (int i = 0; i < PFX_MODEL_PART_COUNT; i++) {
-            printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i], 100.0 * prof_ms[i] / prof_total);
+            printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i],
+                   100.0 * prof_ms[i] / prof_total);
             rest -= prof_ms[i];
         }
-        printf("  %-28s %10.2f ms %5.1f %%\n", "rest (norms, activations, copies)", rest, 100.0 * rest / prof_total);
+        printf("  %-28s %10.2f ms %5.1f %%\n", "rest (norms, activations, copies)", rest,
+               100.0 * rest / prof_total);
     }
     if (json) {
         FILE *out = fopen(json, "w");
         if (!out)
             return 1;
-        fprintf(out, "{\"tool\": \"bench_train\", \"device\": \"%s\", \"batch\": %zu, \"tokens\": %zu, \"gain\": %s, "
-                     "\"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, \"model_ms\": %.3f, \"step_ms\": %.3f}\n",
-                dev->device_name, B, N, gain ? "true" : "false", steps, loss, mem.peak_bytes, med_model, med_step);
+        fprintf(out,
+                "{\"tool\": \"bench_train\", \"device\": \"%s\", \"batch\": %zu, \"tokens\": %zu, "
+                "\"gain\": %s, "
+                "\"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, \"model_ms\": %.3f, "
+                "\"step_ms\": %.3f}\n",
+                dev->device_name, B, N, gain ? "true" : "false", steps, loss, mem.peak_bytes,
+                med_model, med_step);
         fclose(out);
     }
     for (size_t i = 0; i < W; i++)

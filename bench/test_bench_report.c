@@ -46,8 +46,8 @@ static void make_run(bench_run *run)
 static char *temp_path(const char *suffix)
 {
     static char path[256];
-    snprintf(path, sizeof(path), "%s/pfx-bench-report-%d%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             (int)getpid(), suffix);
+    snprintf(path, sizeof(path), "%s/pfx-bench-report-%d%s",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), suffix);
     return path;
 }
 
@@ -133,16 +133,18 @@ static void test_rejections(void **state)
     expect_rejected("{\"tool\": \"prefixcl bench\", \"devices\": [{\"name\": \"x\", \"tests\": "
                     "[{\"id\": \"a\", \"status\": \"maybe\"}]}]}",
                     "not \"ok\" or \"skipped\"");
-    expect_rejected("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]"
-                    "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
-                    "nested too deeply");
+    expect_rejected(
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]"
+        "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+        "nested too deeply");
 }
 
 static void test_json_reader(void **state)
 {
     (void)state;
     char err[128];
-    cJSON *v = bench_json_parse(" {\"a\\u00e9\\n\": [1, -2.5e3, true, null, \"x\"]} ", err, sizeof(err));
+    cJSON *v =
+        bench_json_parse(" {\"a\\u00e9\\n\": [1, -2.5e3, true, null, \"x\"]} ", err, sizeof(err));
     assert_non_null(v);
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(v, "a\xc3\xa9\n");
     assert_true(cJSON_IsArray(a));

@@ -14,8 +14,8 @@
 static void on_step(const pfx_pretrain_step *s, void *user)
 {
     (void)user;
-    printf("step %zu/%zu  loss %.4f  |g| %.3f  r %.2f%s\n", s->step, s->steps, s->loss, (double)s->grad_norm,
-           (double)s->gain_ramp, s->skipped ? "  (skipped)" : "");
+    printf("step %zu/%zu  loss %.4f  |g| %.3f  r %.2f%s\n", s->step, s->steps, s->loss,
+           (double)s->grad_norm, (double)s->gain_ramp, s->skipped ? "  (skipped)" : "");
 }
 
 static void on_tune_step(const pfx_tune_step *s, void *user)
@@ -25,7 +25,8 @@ static void on_tune_step(const pfx_tune_step *s, void *user)
 }
 
 /* Prefix tuning of the pre-trained model (its weights stay as they are). */
-static pfx_status tune(pfx_runtime *rt, const char *model_dir, const char *tokenizer_dir, const char *data)
+static pfx_status tune(pfx_runtime *rt, const char *model_dir, const char *tokenizer_dir,
+                       const char *data)
 {
     char out[4096];
     snprintf(out, sizeof(out), "%s/prefix", model_dir);
@@ -43,7 +44,8 @@ static pfx_status tune(pfx_runtime *rt, const char *model_dir, const char *token
     pfx_tune_result r;
     pfx_status st = pfx_tune_run(rt, &c, on_tune_step, NULL, &r);
     if (st == PFX_SUCCESS)
-        printf("prefix tuning: evaluation loss %.4f -> %.4f, adapter in %s\n", r.eval_before, r.eval_after, out);
+        printf("prefix tuning: evaluation loss %.4f -> %.4f, adapter in %s\n", r.eval_before,
+               r.eval_after, out);
     pfx_tune_result_free(&r);
     return st;
 }
@@ -77,8 +79,9 @@ int main(int argc, char **argv)
     pfx_pretrain_result r;
     st = pfx_pretrain_run(rt, &c, on_step, NULL, &r);
     if (st == PFX_SUCCESS)
-        printf("evaluation loss %.4f -> %.4f (perplexity %.1f), %zu values trained\n", r.eval_losses[0],
-               r.eval_losses[r.steps], exp(r.eval_losses[r.steps]), r.trained_values);
+        printf("evaluation loss %.4f -> %.4f (perplexity %.1f), %zu values trained\n",
+               r.eval_losses[0], r.eval_losses[r.steps], exp(r.eval_losses[r.steps]),
+               r.trained_values);
     if (st == PFX_SUCCESS)
         st = tune(rt, c.out_dir, c.tokenizer_dir, c.data_path);
     if (st != PFX_SUCCESS)

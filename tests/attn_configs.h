@@ -98,9 +98,8 @@ static inline bool attn_config_in_set(attn_config_set set, int family, const cha
     case ATTN_CONFIGS_CPU: return extra || (!this_device && vendor == PFX_VENDOR_CPU);
     case ATTN_CONFIGS_SAMPLE:
     default:
-        return this_device ||
-               ((extra || vendor == PFX_VENDOR_NVIDIA) &&
-                strstr(options, "-DPFX_ATTN_HEAD_DIM=64 ") != NULL);
+        return this_device || ((extra || vendor == PFX_VENDOR_NVIDIA) &&
+                               strstr(options, "-DPFX_ATTN_HEAD_DIM=64 ") != NULL);
     }
 }
 

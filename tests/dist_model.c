@@ -19,8 +19,16 @@ int main(int argc, char **argv)
     mkdir(argv[1], 0777);
     mkdir(dir, 0777);
     /* the demonstration tokenizer's 2,197 ids fit the vocabulary */
-    ref_model_config g = { .family = REF_MODEL_GPT2, .layers = 2, .hidden = 24, .heads = 3, .kv_heads = 3,
-                           .head_dim = 8, .inner = 40, .vocab = 2200, .max_positions = 64, .eps = 1e-5,
+    ref_model_config g = { .family = REF_MODEL_GPT2,
+                           .layers = 2,
+                           .hidden = 24,
+                           .heads = 3,
+                           .kv_heads = 3,
+                           .head_dim = 8,
+                           .inner = 40,
+                           .vocab = 2200,
+                           .max_positions = 64,
+                           .eps = 1e-5,
                            .act = REF_ACT_GELU_TANH };
     tf_model m;
     tf_model_init(&m, &g, true, "gpt2", 23);
@@ -46,10 +54,10 @@ int main(int argc, char **argv)
     FILE *f = fopen(path, "w");
     if (!f)
         return 1;
-    static const char *const who[] = { "The sailor", "A clever goat", "Karin", "The old teacher of the village",
-                                       "An old swan" };
-    static const char *const what[] = { "measured the small clock", "sold a dark brooch", "cleaned it",
-                                        "carried a black anvil up the long hill" };
+    static const char *const who[] = { "The sailor", "A clever goat", "Karin",
+                                       "The old teacher of the village", "An old swan" };
+    static const char *const what[] = { "measured the small clock", "sold a dark brooch",
+                                        "cleaned it", "carried a black anvil up the long hill" };
     for (int i = 0; i < 60; i++)
         fprintf(f, "%s %s%s.\n", who[i % 5], what[(i / 5) % 4], i % 3 ? " near the mill" : "");
     return fclose(f) ? 1 : 0;

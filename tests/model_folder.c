@@ -13,7 +13,8 @@
 #include "half.h"
 #include "reference/random.h"
 
-static float *add(tf_model *m, ref_rng *rng, const char *name, size_t d0, size_t d1, float center, float spread)
+static float *add(tf_model *m, ref_rng *rng, const char *name, size_t d0, size_t d1, float center,
+                  float spread)
 {
     if (m->count >= TF_MAX_TENSORS)
         abort();
@@ -37,7 +38,8 @@ static float lin_spread(size_t in)
     return 1.7f / sqrtf((float)in);
 }
 
-void tf_model_init(tf_model *m, const ref_model_config *rc, bool tied, const char *model_type, uint64_t seed)
+void tf_model_init(tf_model *m, const ref_model_config *rc, bool tied, const char *model_type,
+                   uint64_t seed)
 {
     memset(m, 0, sizeof(*m));
     m->rc = *rc;
@@ -55,8 +57,8 @@ void tf_model_init(tf_model *m, const ref_model_config *rc, bool tied, const cha
         m->w.wpe = add(m, &rng, "transformer.wpe.weight", rc->max_positions, C, 0.0f, 0.5f);
         for (size_t l = 0; l < rc->layers; l++) {
             ref_model_layer *y = &m->layer[l];
-#define G(field, suffix, d0, d1, c, s)                                   \
-    snprintf(name, sizeof(name), "transformer.h.%zu.%s", l, suffix); \
+#define G(field, suffix, d0, d1, c, s)                                                             \
+    snprintf(name, sizeof(name), "transformer.h.%zu.%s", l, suffix);                               \
     y->field = add(m, &rng, name, d0, d1, c, s)
             G(ln_1_w, "ln_1.weight", C, 0, 1.0f, 0.2f);
             G(ln_1_b, "ln_1.bias", C, 0, 0.0f, 0.1f);
@@ -79,8 +81,8 @@ void tf_model_init(tf_model *m, const ref_model_config *rc, bool tied, const cha
         m->w.wte = add(m, &rng, "model.embed_tokens.weight", V, C, 0.0f, 1.0f);
         for (size_t l = 0; l < rc->layers; l++) {
             ref_model_layer *y = &m->layer[l];
-#define G(field, suffix, d0, d1, c, s)                                  \
-    snprintf(name, sizeof(name), "model.layers.%zu.%s", l, suffix); \
+#define G(field, suffix, d0, d1, c, s)                                                             \
+    snprintf(name, sizeof(name), "model.layers.%zu.%s", l, suffix);                                \
     y->field = add(m, &rng, name, d0, d1, c, s)
             G(input_norm_w, "input_layernorm.weight", C, 0, 1.0f, 0.2f);
             G(q_w, "self_attn.q_proj.weight", QD, C, 0.0f, lin_spread(C));
@@ -188,11 +190,13 @@ static int write_file(tf_model *m, const char *path, size_t first, size_t count)
     for (size_t i = first; i < first + count; i++) {
         tf_tensor *t = &m->t[i];
         size_t bytes = numel(t) * elem_size(t->dtype);
-        used += (size_t)snprintf(hdr + used, cap - used, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu", i > first ? "," : "",
-                                 t->name, t->dtype, t->shape[0]);
+        used +=
+            (size_t)snprintf(hdr + used, cap - used, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu",
+                             i > first ? "," : "", t->name, t->dtype, t->shape[0]);
         if (t->ndim == 2)
             used += (size_t)snprintf(hdr + used, cap - used, ",%zu", t->shape[1]);
-        used += (size_t)snprintf(hdr + used, cap - used, "],\"data_offsets\":[%zu,%zu]}", offset, offset + bytes);
+        used += (size_t)snprintf(hdr + used, cap - used, "],\"data_offsets\":[%zu,%zu]}", offset,
+                                 offset + bytes);
         offset += bytes;
     }
     used += (size_t)snprintf(hdr + used, cap - used, "}");
@@ -249,26 +253,32 @@ static int write_config(const tf_model *m, const char *dir)
     char json[2048];
     if (c->family == REF_MODEL_GPT2) {
         snprintf(json, sizeof(json),
-                 "{\"model_type\": \"gpt2\", \"n_embd\": %zu, \"n_layer\": %zu, \"n_head\": %zu, \"n_inner\": %zu, "
+                 "{\"model_type\": \"gpt2\", \"n_embd\": %zu, \"n_layer\": %zu, \"n_head\": %zu, "
+                 "\"n_inner\": %zu, "
                  "\"vocab_size\": %zu, \"n_positions\": %zu, \"activation_function\": \"%s\", "
                  "\"layer_norm_epsilon\": %.17g, \"tie_word_embeddings\": true%s}\n",
-                 c->hidden, c->layers, c->heads, c->inner, c->vocab, c->max_positions, act_name(c->act), c->eps,
-                 m->extra_json);
+                 c->hidden, c->layers, c->heads, c->inner, c->vocab, c->max_positions,
+                 act_name(c->act), c->eps, m->extra_json);
     } else {
         char rope[256] = "";
         if (c->rope.llama3)
             snprintf(rope, sizeof(rope),
-                     ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.17g, \"low_freq_factor\": %.17g, "
+                     ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.17g, "
+                     "\"low_freq_factor\": %.17g, "
                      "\"high_freq_factor\": %.17g, \"original_max_position_embeddings\": %.17g}",
                      c->rope.factor, c->rope.low_freq_factor, c->rope.high_freq_factor,
                      c->rope.original_max_position_embeddings);
-        snprintf(json, sizeof(json),
-                 "{\"model_type\": \"%s\", \"hidden_size\": %zu, \"intermediate_size\": %zu, "
-                 "\"num_hidden_layers\": %zu, \"num_attention_heads\": %zu, \"num_key_value_heads\": %zu, "
-                 "\"head_dim\": %zu, \"vocab_size\": %zu, \"max_position_embeddings\": %zu, \"rms_norm_eps\": %.17g, "
-                 "\"hidden_act\": \"silu\", \"tie_word_embeddings\": %s, \"rope_theta\": %.17g%s%s}\n",
-                 m->model_type, c->hidden, c->inner, c->layers, c->heads, c->kv_heads, c->head_dim, c->vocab,
-                 c->max_positions, c->eps, m->tied ? "true" : "false", c->rope.theta, rope, m->extra_json);
+        snprintf(
+            json, sizeof(json),
+            "{\"model_type\": \"%s\", \"hidden_size\": %zu, \"intermediate_size\": %zu, "
+            "\"num_hidden_layers\": %zu, \"num_attention_heads\": %zu, \"num_key_value_heads\": "
+            "%zu, "
+            "\"head_dim\": %zu, \"vocab_size\": %zu, \"max_position_embeddings\": %zu, "
+            "\"rms_norm_eps\": %.17g, "
+            "\"hidden_act\": \"silu\", \"tie_word_embeddings\": %s, \"rope_theta\": %.17g%s%s}\n",
+            m->model_type, c->hidden, c->inner, c->layers, c->heads, c->kv_heads, c->head_dim,
+            c->vocab, c->max_positions, c->eps, m->tied ? "true" : "false", c->rope.theta, rope,
+            m->extra_json);
     }
     return tf_write_config_text(dir, json);
 }
@@ -292,9 +302,11 @@ int tf_write(tf_model *m, const char *dir, unsigned shards)
     for (unsigned s = 0; s < shards && rc == 0; s++) {
         char file[64];
         snprintf(file, sizeof(file), "model-%05u-of-%05u.safetensors", s + 1, shards);
-        size_t first = s * per, n = first >= m->count ? 0 : (m->count - first < per ? m->count - first : per);
+        size_t first = s * per,
+               n = first >= m->count ? 0 : (m->count - first < per ? m->count - first : per);
         for (size_t i = first; i < first + n; i++)
-            used += (size_t)sprintf(index + used, "%s\"%s\": \"%s\"", i ? ", " : "", m->t[i].name, file);
+            used += (size_t)sprintf(index + used, "%s\"%s\": \"%s\"", i ? ", " : "", m->t[i].name,
+                                    file);
         char *path = join(dir, file);
         rc = write_file(m, path, first, n);
         free(path);

@@ -11,22 +11,22 @@
 
 #include "reference/model_ref.h"
 
-#define TF_MAX_LAYERS 4
+#define TF_MAX_LAYERS  4
 #define TF_MAX_TENSORS 80
 
 typedef struct tf_tensor {
     char name[96];
-    char dtype[8];          /* "F32", "F16", "BF16", "I32" as written */
+    char dtype[8]; /* "F32", "F16", "BF16", "I32" as written */
     unsigned ndim;
     size_t shape[2];
-    float *data;            /* rounded to the file's dtype when written */
+    float *data; /* rounded to the file's dtype when written */
 } tf_tensor;
 
 typedef struct tf_model {
     ref_model_config rc;
     bool tied;
     char model_type[16];
-    char extra_json[512];   /* more config fields, ", \"key\": value" */
+    char extra_json[512]; /* more config fields, ", \"key\": value" */
     tf_tensor t[TF_MAX_TENSORS];
     size_t count;
     ref_model_layer layer[TF_MAX_LAYERS];
@@ -36,7 +36,8 @@ typedef struct tf_model {
 /* Random GPT-2 (rc.family REF_MODEL_GPT2) or Llama-family model of the sizes
  * in rc (layers, hidden, heads, kv_heads, head_dim, inner, vocab,
  * max_positions, eps, act, qkv_bias, rope); `tied` for the Llama family. */
-void tf_model_init(tf_model *m, const ref_model_config *rc, bool tied, const char *model_type, uint64_t seed);
+void tf_model_init(tf_model *m, const ref_model_config *rc, bool tied, const char *model_type,
+                   uint64_t seed);
 void tf_model_free(tf_model *m);
 
 /* The tensor named `name`, or NULL. */

@@ -74,8 +74,8 @@ static inline double *mo_gather(const float *host, size_t offset, size_t rows, s
     return d;
 }
 
-static inline void mo_expect_close(const char *what, const double *ref, const float *got,
-                                   size_t n, double tol)
+static inline void mo_expect_close(const char *what, const double *ref, const float *got, size_t n,
+                                   double tol)
 {
     const double err = rel_l2(ref, got, n);
     if (!(err <= tol))

@@ -113,11 +113,11 @@ static inline size_t pfx_test_live_bytes(const pfx_runtime *rt)
 }
 
 /* Asserts the status and that the recorded message names `needle`. */
-#define assert_status_names(rt, call, status, needle)                                \
-    do {                                                                             \
-        assert_int_equal((call), (status));                                          \
-        if (!strstr(pfx_last_error(rt), (needle)))                                   \
-            fail_msg("message '%s' does not name '%s'", pfx_last_error(rt), (needle)); \
+#define assert_status_names(rt, call, status, needle)                                              \
+    do {                                                                                           \
+        assert_int_equal((call), (status));                                                        \
+        if (!strstr(pfx_last_error(rt), (needle)))                                                 \
+            fail_msg("message '%s' does not name '%s'", pfx_last_error(rt), (needle));             \
     } while (0)
 
 #endif

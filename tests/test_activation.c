@@ -80,8 +80,16 @@ static void test_activations(void **state)
                                                        pfx_mat_of(out, k->offset, R, C, k->ld)),
                              PFX_SUCCESS);
             mo_expect_view("activation y", out, before, k->offset, R, C, k->ld, Y, TOL_OPS_F32);
-            free(hx); free(hy); free(hdy); free(X); free(DY); free(Y); free(DX);
-            pfx_tensor_destroy(&x); pfx_tensor_destroy(&y); pfx_tensor_destroy(&dy);
+            free(hx);
+            free(hy);
+            free(hdy);
+            free(X);
+            free(DY);
+            free(Y);
+            free(DX);
+            pfx_tensor_destroy(&x);
+            pfx_tensor_destroy(&y);
+            pfx_tensor_destroy(&dy);
         }
 }
 
@@ -91,8 +99,9 @@ static void test_activations(void **state)
 static void test_swiglu(void **state)
 {
     pfx_runtime *rt = *state;
-    const size_t sizes[][3] = { { 1, 1, 0 }, { 7, 33, 0 }, { 129, 257, 0 }, { 9, 41, 1 },
-                                { 64, 96, 1 } };
+    const size_t sizes[][3] = {
+        { 1, 1, 0 }, { 7, 33, 0 }, { 129, 257, 0 }, { 9, 41, 1 }, { 64, 96, 1 }
+    };
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         const size_t R = sizes[i][0], C = sizes[i][1], n = R * 2 * C;
         const bool blocks = sizes[i][2];
@@ -121,9 +130,20 @@ static void test_swiglu(void **state)
         mo_expect_close("swiglu dgate", DG, gd, R * C, TOL_OPS_F32);
         mo_expect_close("swiglu dup", DU, ud, R * C, TOL_OPS_F32);
         /* out in place over up */
-        free(got); free(gd); free(ud);
-        free(hgu); free(hd); free(ho); free(G); free(U); free(O); free(DG); free(DU);
-        pfx_tensor_destroy(&gu); pfx_tensor_destroy(&d); pfx_tensor_destroy(&o);
+        free(got);
+        free(gd);
+        free(ud);
+        free(hgu);
+        free(hd);
+        free(ho);
+        free(G);
+        free(U);
+        free(O);
+        free(DG);
+        free(DU);
+        pfx_tensor_destroy(&gu);
+        pfx_tensor_destroy(&d);
+        pfx_tensor_destroy(&o);
     }
 }
 
@@ -142,8 +162,8 @@ static void test_bias(void **state)
             float *hy, *hb;
             pfx_tensor *y = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 1.0f, &hy);
             /* the bias inside a fused [3C] bias, like GPT-2's key slice */
-            pfx_tensor *b = mo_upload(rt, &rng, half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 3 * C, 1.0f,
-                                      &hb);
+            pfx_tensor *b =
+                mo_upload(rt, &rng, half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 3 * C, 1.0f, &hb);
             /* the middle slice, or (half) a strided column: every third element */
             const pfx_mat bv = strided ? pfx_mat_of(b, 1, C, 1, 3) : PFX_VEC(b, C, C);
             double *Y = mo_gather(hy, off, R, C, ld);
@@ -152,8 +172,11 @@ static void test_bias(void **state)
                     Y[r * C + c] += hb[strided ? 1 + 3 * c : C + c];
             assert_int_equal(pfx_op_bias_add(rt, pfx_mat_of(y, off, R, C, ld), bv), PFX_SUCCESS);
             mo_expect_view("bias", y, hy, off, R, C, R > 1 ? ld : C, Y, TOL_OPS_F32);
-            free(hy); free(hb); free(Y);
-            pfx_tensor_destroy(&y); pfx_tensor_destroy(&b);
+            free(hy);
+            free(hb);
+            free(Y);
+            pfx_tensor_destroy(&y);
+            pfx_tensor_destroy(&b);
         }
 }
 
@@ -200,10 +223,14 @@ static void test_bias_grad(void **state)
                     assert_int_equal(pfx_op_bias_grad(rt, vdy, bv, false), PFX_SUCCESS);
                     float *b2 = mo_read(db);
                     assert_memory_equal(b1, b2, (3 * C + 1) * sizeof(float));
-                    free(b1); free(b2);
+                    free(b1);
+                    free(b2);
                 }
-                free(hy); free(hb); free(DB);
-                pfx_tensor_destroy(&dy); pfx_tensor_destroy(&db);
+                free(hy);
+                free(hb);
+                free(DB);
+                pfx_tensor_destroy(&dy);
+                pfx_tensor_destroy(&db);
             }
 }
 
@@ -254,8 +281,13 @@ static void test_bias_grad_bad(void **state)
     float *ax = mo_read(x), *axh = mo_read(xh);
     assert_memory_equal(ax, hx, 64 * sizeof(float));
     assert_memory_equal(axh, hxh, 64 * sizeof(float));
-    free(ax); free(axh); free(hx); free(hxh);
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&xh); pfx_tensor_destroy(&other);
+    free(ax);
+    free(axh);
+    free(hx);
+    free(hxh);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&xh);
+    pfx_tensor_destroy(&other);
     pfx_runtime_destroy(&rt2);
 }
 
@@ -266,8 +298,9 @@ static void test_columns(void **state)
 {
     pfx_runtime *rt = *state;
     /* { 3, 4, 4, 8 }: a total of whole chunks with parts that are not */
-    const size_t sizes[][4] = { { 1, 1, 1, 1 }, { 7, 5, 3, 9 }, { 33, 24, 8, 16 }, { 5, 64, 16, 16 },
-                                { 129, 40, 8, 24 }, { 3, 6, 0, 0 }, { 2, 16, 8, 0 }, { 3, 4, 4, 8 } };
+    const size_t sizes[][4] = { { 1, 1, 1, 1 },    { 7, 5, 3, 9 },     { 33, 24, 8, 16 },
+                                { 5, 64, 16, 16 }, { 129, 40, 8, 24 }, { 3, 6, 0, 0 },
+                                { 2, 16, 8, 0 },   { 3, 4, 4, 8 } };
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         for (int kind = 0; kind < 3; kind++) {
             const size_t R = sizes[i][0], parts = sizes[i][3] ? 3 : sizes[i][2] ? 2 : 1;
@@ -281,22 +314,25 @@ static void test_columns(void **state)
             ref_rng_seed(&rng, 700 + i * 3 + (uint64_t)kind);
             float *hx, *hb, *hy[3];
             pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, xoff + (R - 1) * xld + W, 1.0f, &hx);
-            pfx_tensor *b = mo_upload(rt, &rng, kind == 2 ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 2 * W + 2, 1.0f, &hb);
+            pfx_tensor *b = mo_upload(rt, &rng, kind == 2 ? PFX_DTYPE_F16 : PFX_DTYPE_F32,
+                                      2 * W + 2, 1.0f, &hb);
             pfx_tensor *y[3] = { NULL, NULL, NULL };
             pfx_mat yv[3];
             size_t yld[3], yoff[3];
             for (size_t p = 0; p < parts; p++) {
                 const size_t w = sizes[i][1 + p];
-                yld[p] = w + p;  /* strided but the first */
+                yld[p] = w + p; /* strided but the first */
                 yoff[p] = 2 * p;
-                y[p] = mo_upload(rt, &rng, PFX_DTYPE_F32, yoff[p] + (R - 1) * yld[p] + w, 1.0f, &hy[p]);
+                y[p] = mo_upload(rt, &rng, PFX_DTYPE_F32, yoff[p] + (R - 1) * yld[p] + w, 1.0f,
+                                 &hy[p]);
                 yv[p] = pfx_mat_of(y[p], yoff[p], R, w, yld[p]);
             }
             /* split: the bias from element 2 of its tensor, every element
              * (float) or every second one (half); kind 0: none */
             const size_t bstep = kind == 2 ? 2 : 1;
             const pfx_mat bv = pfx_mat_of(b, 2, W, 1, bstep);
-            assert_int_equal(pfx_op_split_columns(rt, pfx_mat_of(x, xoff, R, W, xld), kind ? &bv : NULL, parts, yv),
+            assert_int_equal(pfx_op_split_columns(rt, pfx_mat_of(x, xoff, R, W, xld),
+                                                  kind ? &bv : NULL, parts, yv),
                              PFX_SUCCESS);
             for (size_t p = 0; p < parts; p++) {
                 const size_t w = sizes[i][1 + p];
@@ -304,8 +340,10 @@ static void test_columns(void **state)
                 for (size_t r = 0; kind && r < R; r++)
                     for (size_t c = 0; c < w; c++)
                         Y[r * w + c] += hb[2 + (col[p] + c) * bstep];
-                mo_expect_view("split columns", y[p], hy[p], yoff[p], R, w, R > 1 ? yld[p] : w, Y, TOL_OPS_F32);
-                free(Y); free(hy[p]);
+                mo_expect_view("split columns", y[p], hy[p], yoff[p], R, w, R > 1 ? yld[p] : w, Y,
+                               TOL_OPS_F32);
+                free(Y);
+                free(hy[p]);
                 hy[p] = mo_read(y[p]);
             }
             /* join: the parts as they are now back into x, cleared first
@@ -313,7 +351,8 @@ static void test_columns(void **state)
             assert_int_equal(pfx_tensor_fill(x, 0.5f), PFX_SUCCESS);
             for (size_t e = 0; e < pfx_tensor_numel(x); e++)
                 hx[e] = 0.5f;
-            assert_int_equal(pfx_op_join_columns(rt, parts, yv, pfx_mat_of(x, xoff, R, W, xld)), PFX_SUCCESS);
+            assert_int_equal(pfx_op_join_columns(rt, parts, yv, pfx_mat_of(x, xoff, R, W, xld)),
+                             PFX_SUCCESS);
             double *X = malloc(R * W * sizeof(double));
             assert_non_null(X);
             for (size_t p = 0; p < parts; p++)
@@ -321,12 +360,15 @@ static void test_columns(void **state)
                     for (size_t c = 0; c < sizes[i][1 + p]; c++)
                         X[r * W + col[p] + c] = hy[p][yoff[p] + r * yld[p] + c];
             mo_expect_view("join columns", x, hx, xoff, R, W, R > 1 ? xld : W, X, 0.0);
-            free(X); free(hx); free(hb);
+            free(X);
+            free(hx);
+            free(hb);
             for (size_t p = 0; p < parts; p++) {
                 free(hy[p]);
                 pfx_tensor_destroy(&y[p]);
             }
-            pfx_tensor_destroy(&x); pfx_tensor_destroy(&b);
+            pfx_tensor_destroy(&x);
+            pfx_tensor_destroy(&b);
         }
 }
 
@@ -345,7 +387,8 @@ static void test_bad_arguments(void **state)
                         PFX_ERROR_INVALID_ARGUMENT, "act");
     assert_status_names(rt, pfx_op_activation_forward(rt, PFX_ACT_GELU, PFX_MAT(xh, 4, 8), b),
                         PFX_ERROR_DTYPE_MISMATCH, "x");
-    assert_status_names(rt, pfx_op_activation_forward(rt, PFX_ACT_GELU, a, pfx_mat_of(x, 1, 4, 8, 8)),
+    assert_status_names(rt,
+                        pfx_op_activation_forward(rt, PFX_ACT_GELU, a, pfx_mat_of(x, 1, 4, 8, 8)),
                         PFX_ERROR_ALIASING, "y");
     assert_status_names(rt, pfx_op_activation_forward(rt, PFX_ACT_GELU, a, PFX_MAT(other, 4, 8)),
                         PFX_ERROR_RUNTIME_MISMATCH, "y");
@@ -365,44 +408,52 @@ static void test_bad_arguments(void **state)
     assert_status_names(rt, pfx_op_bias_add(rt, a, PFX_VEC(x, 4, 8)), PFX_ERROR_ALIASING, "bias");
     assert_status_names(NULL, pfx_op_bias_add(NULL, a, PFX_VEC(x, 40, 8)), PFX_ERROR_NULL_ARGUMENT,
                         "rt");
-    pfx_mat parts[3] = { pfx_mat_of(x, 32, 4, 3, 3), pfx_mat_of(x, 44, 4, 5, 5), PFX_MAT(xh, 4, 5) };
+    pfx_mat parts[3] = { pfx_mat_of(x, 32, 4, 3, 3), pfx_mat_of(x, 44, 4, 5, 5),
+                         PFX_MAT(xh, 4, 5) };
     pfx_mat bias8 = PFX_VEC(xh, 0, 8);
-    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 0, parts), PFX_ERROR_INVALID_ARGUMENT, "parts");
-    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 4, parts), PFX_ERROR_INVALID_ARGUMENT, "parts");
-    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 2, NULL), PFX_ERROR_NULL_ARGUMENT, "y");
-    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 3, parts), PFX_ERROR_DTYPE_MISMATCH, "y[2]");
-    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 1, parts), PFX_ERROR_INVALID_SHAPE, "widths");
-    assert_status_names(rt, pfx_op_split_columns(rt, a, &parts[0], 2, parts), PFX_ERROR_INVALID_SHAPE, "bias");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 0, parts), PFX_ERROR_INVALID_ARGUMENT,
+                        "parts");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 4, parts), PFX_ERROR_INVALID_ARGUMENT,
+                        "parts");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 2, NULL), PFX_ERROR_NULL_ARGUMENT,
+                        "y");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 3, parts), PFX_ERROR_DTYPE_MISMATCH,
+                        "y[2]");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, NULL, 1, parts), PFX_ERROR_INVALID_SHAPE,
+                        "widths");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, &parts[0], 2, parts),
+                        PFX_ERROR_INVALID_SHAPE, "bias");
     assert_int_equal(pfx_op_split_columns(rt, a, &bias8, 2, parts), PFX_SUCCESS);
     parts[1] = pfx_mat_of(x, 40, 4, 5, 5);
-    assert_status_names(rt, pfx_op_split_columns(rt, a, &bias8, 2, parts), PFX_ERROR_ALIASING, "y[1]");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, &bias8, 2, parts), PFX_ERROR_ALIASING,
+                        "y[1]");
     pfx_mat bias_over_y0 = PFX_VEC(x, 32, 8);
     parts[1] = pfx_mat_of(x, 44, 4, 5, 5);
-    assert_status_names(rt, pfx_op_split_columns(rt, a, &bias_over_y0, 2, parts), PFX_ERROR_ALIASING, "y[0]");
+    assert_status_names(rt, pfx_op_split_columns(rt, a, &bias_over_y0, 2, parts),
+                        PFX_ERROR_ALIASING, "y[0]");
     parts[1] = pfx_mat_of(x, 20, 4, 5, 5);
     assert_status_names(rt, pfx_op_join_columns(rt, 2, parts, a), PFX_ERROR_ALIASING, "y[1]");
     parts[1] = pfx_mat_of(x, 44, 3, 5, 5);
     assert_status_names(rt, pfx_op_join_columns(rt, 2, parts, a), PFX_ERROR_INVALID_SHAPE, "y[1]");
     parts[1] = pfx_mat_of(x, 44, 4, 5, 5);
-    assert_status_names(rt, pfx_op_join_columns(rt, 2, parts, PFX_MAT(other, 4, 8)), PFX_ERROR_RUNTIME_MISMATCH,
-                        "x");
-    assert_status_names(NULL, pfx_op_join_columns(NULL, 2, parts, a), PFX_ERROR_NULL_ARGUMENT, "rt");
+    assert_status_names(rt, pfx_op_join_columns(rt, 2, parts, PFX_MAT(other, 4, 8)),
+                        PFX_ERROR_RUNTIME_MISMATCH, "x");
+    assert_status_names(NULL, pfx_op_join_columns(NULL, 2, parts, a), PFX_ERROR_NULL_ARGUMENT,
+                        "rt");
     assert_int_equal(pfx_test_live_bytes(rt), live);
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&xh); pfx_tensor_destroy(&other);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&xh);
+    pfx_tensor_destroy(&other);
     pfx_runtime_destroy(&rt2);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),
-        cmocka_unit_test(test_activations),
-        cmocka_unit_test(test_swiglu),
-        cmocka_unit_test(test_bias),
-        cmocka_unit_test(test_bias_grad),
-        cmocka_unit_test(test_bias_grad_bad),
-        cmocka_unit_test(test_columns),
-        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_parse),     cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_swiglu),    cmocka_unit_test(test_bias),
+        cmocka_unit_test(test_bias_grad), cmocka_unit_test(test_bias_grad_bad),
+        cmocka_unit_test(test_columns),   cmocka_unit_test(test_bad_arguments),
     };
     return cmocka_run_group_tests_name("activation", tests, pfx_test_group_setup,
                                        pfx_test_group_teardown);

@@ -26,7 +26,8 @@ typedef struct spec {
     bool zero_gamma; /* head 0 gets gamma(r g_0) = 0 (linear, g_0 = -1 / r) */
     float amplitude; /* Q, K, prefix K uniform in [-a, a] */
     uint64_t seed;
-    void (*poke)(struct problem *p); /* changes inputs (host and device) before the reference runs */
+    void (*poke)(
+        struct problem *p); /* changes inputs (host and device) before the reference runs */
 } spec;
 
 typedef struct problem {
@@ -37,8 +38,8 @@ typedef struct problem {
 
 /* The seven gradients: device tensors and the reference. */
 enum { G_DQ, G_DK, G_DV, G_DPK, G_DPV, G_DGAIN, G_DDIM, G_COUNT };
-static const char *const grad_names[G_COUNT] = { "dq", "dk", "dv", "dprefix_k", "dprefix_v",
-                                                 "dgain", "ddim_gain" };
+static const char *const grad_names[G_COUNT] = { "dq",        "dk",    "dv",       "dprefix_k",
+                                                 "dprefix_v", "dgain", "ddim_gain" };
 
 typedef struct grads {
     pfx_tensor *t[G_COUNT];
@@ -59,12 +60,25 @@ static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
 {
     memset(p, 0, sizeof(*p));
     assert_true(s->H <= 16 && s->D <= 256 && s->B <= 8);
-    attn_fixture_spec fs = { .B = s->B, .H = s->H, .Hkv = s->Hkv, .N = s->N, .M = s->M,
-                             .P = s->P, .D = s->D, .bank = s->bank, .q_layout = s->q_layout,
-                             .kv_layout = s->kv_layout, .o_layout = s->o_layout,
-                             .causal = s->causal, .lens = s->lens, .dim_gain = s->dim_gain,
-                             .half = s->half, .gain = s->gain, .ramp = s->ramp,
-                             .amplitude = s->amplitude, .hidden_item = 1,
+    attn_fixture_spec fs = { .B = s->B,
+                             .H = s->H,
+                             .Hkv = s->Hkv,
+                             .N = s->N,
+                             .M = s->M,
+                             .P = s->P,
+                             .D = s->D,
+                             .bank = s->bank,
+                             .q_layout = s->q_layout,
+                             .kv_layout = s->kv_layout,
+                             .o_layout = s->o_layout,
+                             .causal = s->causal,
+                             .lens = s->lens,
+                             .dim_gain = s->dim_gain,
+                             .half = s->half,
+                             .gain = s->gain,
+                             .ramp = s->ramp,
+                             .amplitude = s->amplitude,
+                             .hidden_item = 1,
                              .bank_alternate = true, /* entries 1..T-2 unused */
                              .seed = s->seed };
     ref_rng rng;
@@ -135,10 +149,10 @@ static void grads_make(pfx_runtime *rt, const problem *p, unsigned mask, float f
                          PFX_SUCCESS);
         assert_int_equal(pfx_tensor_fill(g->t[i], fill), PFX_SUCCESS);
     }
-    ref_attention_backward(d, p->f.bank, p->f.q, p->f.k, p->f.v, p->f.pk, p->f.pv, p->d_o, g->ref[G_DQ],
-                           g->ref[G_DK], g->ref[G_DV], g->ref[G_DPK], g->ref[G_DPV],
+    ref_attention_backward(d, p->f.bank, p->f.q, p->f.k, p->f.v, p->f.pk, p->f.pv, p->d_o,
+                           g->ref[G_DQ], g->ref[G_DK], g->ref[G_DV], g->ref[G_DPK], g->ref[G_DPV],
                            g->ref[G_DGAIN], g->ref[G_DDIM]);
-    g->g = (pfx_attention_grads){ g->t[G_DQ], g->t[G_DK], g->t[G_DV], g->t[G_DPK],
+    g->g = (pfx_attention_grads){ g->t[G_DQ],  g->t[G_DK],    g->t[G_DV],   g->t[G_DPK],
                                   g->t[G_DPV], g->t[G_DGAIN], g->t[G_DDIM], false };
 }
 
@@ -202,8 +216,16 @@ static void run_spec(pfx_runtime *rt, const spec *s)
 
 static spec base_spec(void)
 {
-    spec s = { .B = 2, .H = 4, .Hkv = 2, .N = 37, .M = 45, .P = 7, .D = 64, .ramp = 1.0f,
-               .amplitude = 1.0f, .seed = 1 };
+    spec s = { .B = 2,
+               .H = 4,
+               .Hkv = 2,
+               .N = 37,
+               .M = 45,
+               .P = 7,
+               .D = 64,
+               .ramp = 1.0f,
+               .amplitude = 1.0f,
+               .seed = 1 };
     return s;
 }
 
@@ -513,10 +535,11 @@ static void test_bad_inputs(void **state)
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 3, ls_ok, &half_lse), PFX_SUCCESS);
     size_t live = pfx_test_live_bytes(rt);
     pfx_attention_grads gg = g.g;
-#define BWD(o_, lse_, do_, grads_) \
+#define BWD(o_, lse_, do_, grads_)                                                                 \
     pfx_attention_backward(rt, &p.f.d, &p.f.in, (o_), (lse_), (do_), (grads_))
 
-    assert_status_names(NULL, pfx_attention_backward(NULL, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &gg),
+    assert_status_names(NULL,
+                        pfx_attention_backward(NULL, &p.f.d, &p.f.in, p.to, p.tlse, p.tdo, &gg),
                         PFX_ERROR_NULL_ARGUMENT, "rt");
     assert_status_names(rt, BWD(NULL, p.tlse, p.tdo, &gg), PFX_ERROR_NULL_ARGUMENT, "o");
     assert_status_names(rt, BWD(p.to, p.tlse, NULL, &gg), PFX_ERROR_NULL_ARGUMENT, "d_o");
@@ -536,8 +559,7 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &bad), PFX_ERROR_INVALID_SHAPE, "grads.dk");
     bad = gg;
     bad.dgain = g.t[G_DPK];
-    assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &bad), PFX_ERROR_INVALID_SHAPE,
-                        "grads.dgain");
+    assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &bad), PFX_ERROR_INVALID_SHAPE, "grads.dgain");
     bad = gg;
     bad.dprefix_v = g.t[G_DQ];
     assert_status_names(rt, BWD(p.to, p.tlse, p.tdo, &bad), PFX_ERROR_INVALID_SHAPE,
@@ -690,8 +712,7 @@ static void check_nan_grad(int i, const double *ref, const float *got, size_t n)
     size_t nan_ref = 0;
     for (size_t x = 0; x < n; x++) {
         if (isnan(ref[x]) && !isnan(got[x]))
-            fail_msg("%s[%zu]: reference NaN, got %g (NaN lost)", grad_names[i], x,
-                     (double)got[x]);
+            fail_msg("%s[%zu]: reference NaN, got %g (NaN lost)", grad_names[i], x, (double)got[x]);
         if (i == G_DQ && !isnan(ref[x]) && isnan(got[x]))
             fail_msg("dq[%zu]: NaN where the reference has %g", x, ref[x]);
         nan_ref += isnan(ref[x]);
@@ -700,8 +721,7 @@ static void check_nan_grad(int i, const double *ref, const float *got, size_t n)
         g[x] = skip ? 0.0f : got[x];
     }
     double err = rel_l2(r, g, n);
-    printf("  NaN row: %-10s %zu reference NaN, finite rel_l2 %.2e\n", grad_names[i], nan_ref,
-           err);
+    printf("  NaN row: %-10s %zu reference NaN, finite rel_l2 %.2e\n", grad_names[i], nan_ref, err);
     if (!(err <= TOL_BWD_F32))
         fail_msg("%s: rel_l2 %.3e of the finite entries", grad_names[i], err);
     free(r);

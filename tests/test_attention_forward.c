@@ -16,9 +16,9 @@ struct fwd_tensors;
 
 typedef struct fwd_case {
     pfx_attention_desc d;
-    size_t bank;          /* T > 0: a bank [T, Hkv, P, D] */
+    size_t bank; /* T > 0: a bank [T, Hkv, P, D] */
     bool half_q, half_kv, half_prefix, half_o;
-    float data_range;     /* inputs uniform in [-range, range] (default 1) */
+    float data_range; /* inputs uniform in [-range, range] (default 1) */
     uint64_t seed;
     void (*poke)(struct fwd_tensors *t); /* changes inputs (host and device) before the run */
     bool with_lse;
@@ -51,8 +51,9 @@ static float *upload(pfx_tensor *t, ref_rng *rng, float range)
 
 static void shape_of(const pfx_attention_desc *d, int role, size_t *s)
 {
-    bool bnhd = (role == 0 ? d->q_layout : role == 1 ? d->kv_layout : d->o_layout) ==
-                PFX_LAYOUT_BNHD;
+    bool bnhd = (role == 0   ? d->q_layout
+                 : role == 1 ? d->kv_layout
+                             : d->o_layout) == PFX_LAYOUT_BNHD;
     size_t heads = role == 1 ? d->kv_heads : d->heads, rows = role == 1 ? d->keys : d->queries;
     s[0] = d->batch;
     s[1] = bnhd ? rows : heads;
@@ -394,8 +395,8 @@ static void poke_one(pfx_tensor *t, float *host, size_t at, float value)
  * double); run_case compares NaN against NaN. */
 static void poke_nonfinite(fwd_tensors *t)
 {
-    poke_one(t->q, t->hq, 2 * 32 + 5, NAN);       /* (h0, i2), d5 */
-    poke_one(t->k, t->hk, 4 * 32 + 7, NAN);       /* t4, d7 */
+    poke_one(t->q, t->hq, 2 * 32 + 5, NAN); /* (h0, i2), d5 */
+    poke_one(t->k, t->hk, 4 * 32 + 7, NAN); /* t4, d7 */
     if (t->pk)
         poke_one(t->pk, t->hpk, 1 * 32 + 3, INFINITY); /* prefix row 1, d3 */
 }
@@ -452,8 +453,8 @@ static void test_huge_logits(void **state)
     fwd_tensors t;
     tensors_create(rt, &c, &t);
     pfx_attention_inputs in = inputs_of(&t);
-    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, t.o, t.lse),
-                        PFX_ERROR_NOT_FINITE, "beyond float32");
+    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, t.o, t.lse), PFX_ERROR_NOT_FINITE,
+                        "beyond float32");
     size_t hs[1] = { 2 }, ps[2] = { 13, 43 }, qs[4] = { 2, 2, 13, 64 };
     pfx_tensor *ent = make(rt, false, 1, hs), *probs = make(rt, false, 2, ps);
     pfx_tensor *dq = make(rt, false, 4, qs), *d_o = make(rt, false, 4, qs);
@@ -544,25 +545,25 @@ static void test_bad_input(void **state)
     bad.k = t.q;
     assert_status_names(rt, pfx_attention_forward(rt, &d, &bad, t.o, t.lse),
                         PFX_ERROR_INVALID_SHAPE, "in.k");
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.k, t.lse),
-                        PFX_ERROR_INVALID_SHAPE, "o");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.k, t.lse), PFX_ERROR_INVALID_SHAPE,
+                        "o");
     d.kv_heads = 3;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse),
-                        PFX_ERROR_INVALID_SHAPE, "kv_heads");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse), PFX_ERROR_INVALID_SHAPE,
+                        "kv_heads");
     d = c.d;
     d.q_layout = PFX_LAYOUT_BNHD;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse),
-                        PFX_ERROR_INVALID_SHAPE, "in.q");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse), PFX_ERROR_INVALID_SHAPE,
+                        "in.q");
     /* Lengths and bank. */
     d = c.d;
     int32_t ql[2] = { 8, 9 }, kl[2] = { 11, 0 }, bi[2] = { 0, 1 };
     d.q_lens = ql;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse),
-                        PFX_ERROR_OUT_OF_RANGE, "q_lens[1]");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse), PFX_ERROR_OUT_OF_RANGE,
+                        "q_lens[1]");
     d = c.d;
     d.kv_lens = kl;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse),
-                        PFX_ERROR_OUT_OF_RANGE, "kv_lens[0]");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse), PFX_ERROR_OUT_OF_RANGE,
+                        "kv_lens[0]");
     size_t bs[4] = { 1, 2, 3, 32 };
     pfx_tensor *bk = make(rt, false, 4, bs), *bv = make(rt, false, 4, bs);
     bad = in;
@@ -570,8 +571,8 @@ static void test_bad_input(void **state)
     bad.prefix_v = bv;
     d = c.d;
     d.bank_index = bi;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &bad, t.o, t.lse),
-                        PFX_ERROR_OUT_OF_RANGE, "bank_index[1]");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &bad, t.o, t.lse), PFX_ERROR_OUT_OF_RANGE,
+                        "bank_index[1]");
     d.bank_index = NULL;
     assert_status_names(rt, pfx_attention_forward(rt, &d, &bad, t.o, t.lse),
                         PFX_ERROR_NULL_ARGUMENT, "bank_index");
@@ -582,18 +583,18 @@ static void test_bad_input(void **state)
     float gain[4] = { 0, NAN, 0, 0 };
     d.gain_mode = PFX_GAIN_LINEAR;
     d.gain = gain;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse),
-                        PFX_ERROR_NOT_FINITE, "gain[1]");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse), PFX_ERROR_NOT_FINITE,
+                        "gain[1]");
     d.gain = NULL;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse),
-                        PFX_ERROR_NULL_ARGUMENT, "gain");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse), PFX_ERROR_NULL_ARGUMENT,
+                        "gain");
     d = c.d;
     d.scale = NAN;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse),
-                        PFX_ERROR_NOT_FINITE, "scale");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse), PFX_ERROR_NOT_FINITE,
+                        "scale");
     d.scale = INFINITY;
-    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse),
-                        PFX_ERROR_NOT_FINITE, "scale");
+    assert_status_names(rt, pfx_attention_forward(rt, &d, &in, t.o, t.lse), PFX_ERROR_NOT_FINITE,
+                        "scale");
     /* LSE dtype and shape, aliasing. */
     d = c.d;
     size_t ls[3] = { 2, 4, 8 };
@@ -646,8 +647,8 @@ static void test_local_memory_limit(void **state)
     fwd_tensors tt;
     tensors_create(rt, &c, &tt);
     pfx_attention_inputs in = inputs_of(&tt);
-    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, tt.o, NULL),
-                        PFX_ERROR_UNSUPPORTED, "head_dim");
+    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, tt.o, NULL), PFX_ERROR_UNSUPPORTED,
+                        "head_dim");
     rt->info.local_mem_bytes = saved;
     tensors_destroy(&tt);
 }
@@ -836,8 +837,8 @@ static void test_override_text(void **state)
     assert_int_equal(pfx_attn_override_set(rt, "attention_fwd VEC=1 KSPLIT=1 BLOCK_M=4096 "
                                                "BLOCK_N=4096"),
                      PFX_SUCCESS);
-    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, tt.o, NULL),
-                        PFX_ERROR_UNSUPPORTED, "local memory");
+    assert_status_names(rt, pfx_attention_forward(rt, &c.d, &in, tt.o, NULL), PFX_ERROR_UNSUPPORTED,
+                        "local memory");
     tensors_destroy(&tt);
     assert_int_equal(pfx_attn_override_set(rt, NULL), PFX_SUCCESS);
 }

@@ -27,12 +27,26 @@ typedef struct spec {
 static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
 {
     assert_true(s->H <= 16 && s->D <= 128 && s->B <= 8);
-    attn_fixture_spec fs = { .B = s->B, .H = s->H, .Hkv = s->Hkv, .N = s->N, .M = s->M,
-                             .P = s->P, .D = s->D, .bank = s->bank, .q_layout = s->q_layout,
-                             .kv_layout = s->kv_layout, .o_layout = s->q_layout,
-                             .causal = s->causal, .lens = s->lens, .dim_gain = s->dim_gain,
-                             .half = s->half, .gain = s->gain, .ramp = 0.75f,
-                             .amplitude = s->amplitude, .hidden_item = 1, .seed = s->seed };
+    attn_fixture_spec fs = { .B = s->B,
+                             .H = s->H,
+                             .Hkv = s->Hkv,
+                             .N = s->N,
+                             .M = s->M,
+                             .P = s->P,
+                             .D = s->D,
+                             .bank = s->bank,
+                             .q_layout = s->q_layout,
+                             .kv_layout = s->kv_layout,
+                             .o_layout = s->q_layout,
+                             .causal = s->causal,
+                             .lens = s->lens,
+                             .dim_gain = s->dim_gain,
+                             .half = s->half,
+                             .gain = s->gain,
+                             .ramp = 0.75f,
+                             .amplitude = s->amplitude,
+                             .hidden_item = 1,
+                             .seed = s->seed };
     ref_rng rng;
     assert_int_equal(attn_fixture_make(rt, &fs, &rng, p), PFX_SUCCESS);
     if (s->scale > 0)
@@ -69,7 +83,8 @@ static void check_stats(pfx_runtime *rt, const problem *p, unsigned top_k)
         for (size_t h = 0; h < H; h++)
             print_message("h%zu: entropy %.7g/%.7g top%u %.7g/%.7g prefix %.7g/%.7g\n", h, re[h],
                           (double)ge[h], top_k, rtk[h], (double)gt[h], rp[h], (double)gp[h]);
-        fail_msg("stats errors: entropy %.3g, top-%u mass %.3g, prefix mass %.3g", ee, top_k, et, ep);
+        fail_msg("stats errors: entropy %.3g, top-%u mass %.3g, prefix mass %.3g", ee, top_k, et,
+                 ep);
     }
     /* Each output alone gives the same numbers (the others NULL). */
     float alone[16];
@@ -124,15 +139,33 @@ static const unsigned all_k[] = { 1, 5, 32 };
 
 static void test_shared_prefix_awkward(void **state)
 {
-    spec s = { .B = 2, .H = 4, .Hkv = 2, .N = 37, .M = 53, .P = 7, .D = 40,
-               .gain = PFX_GAIN_LINEAR, .amplitude = 1.0f, .seed = 11 };
+    spec s = { .B = 2,
+               .H = 4,
+               .Hkv = 2,
+               .N = 37,
+               .M = 53,
+               .P = 7,
+               .D = 40,
+               .gain = PFX_GAIN_LINEAR,
+               .amplitude = 1.0f,
+               .seed = 11 };
     run_spec(*state, &s, all_k, 3);
 }
 
 static void test_bank_causal_lengths(void **state)
 {
-    spec s = { .B = 3, .H = 6, .Hkv = 3, .N = 29, .M = 41, .P = 5, .D = 33, .bank = 4,
-               .causal = true, .lens = true, .gain = PFX_GAIN_TANH, .amplitude = 1.5f,
+    spec s = { .B = 3,
+               .H = 6,
+               .Hkv = 3,
+               .N = 29,
+               .M = 41,
+               .P = 5,
+               .D = 33,
+               .bank = 4,
+               .causal = true,
+               .lens = true,
+               .gain = PFX_GAIN_TANH,
+               .amplitude = 1.5f,
                .seed = 12 };
     run_spec(*state, &s, all_k, 3);
 }
@@ -140,12 +173,22 @@ static void test_bank_causal_lengths(void **state)
 static void test_no_prefix_hidden_rows(void **state)
 {
     /* P = 0 with kv_len 0 for item 1: its rows see nothing (hidden). */
-    spec s = { .B = 2, .H = 2, .Hkv = 2, .N = 19, .M = 19, .P = 0, .D = 32, .causal = true,
-               .lens = true, .amplitude = 1.0f, .seed = 13 };
+    spec s = { .B = 2,
+               .H = 2,
+               .Hkv = 2,
+               .N = 19,
+               .M = 19,
+               .P = 0,
+               .D = 32,
+               .causal = true,
+               .lens = true,
+               .amplitude = 1.0f,
+               .seed = 13 };
     run_spec(*state, &s, all_k, 3);
     /* Every row hidden: every head 0. */
-    spec e = { .B = 1, .H = 3, .Hkv = 1, .N = 5, .M = 7, .P = 0, .D = 32, .amplitude = 1.0f,
-               .seed = 14 };
+    spec e = {
+        .B = 1, .H = 3, .Hkv = 1, .N = 5, .M = 7, .P = 0, .D = 32, .amplitude = 1.0f, .seed = 14
+    };
     problem p;
     problem_make(*state, &e, &p);
     int32_t zero = 0;
@@ -158,22 +201,50 @@ static void test_no_prefix_hidden_rows(void **state)
 static void test_half_bnhd_dim_gain_large_logits(void **state)
 {
     /* |q|, |k| up to 4 over D = 64 with gain: logits up to ~+-80. */
-    spec s = { .B = 2, .H = 4, .Hkv = 1, .N = 23, .M = 47, .P = 9, .D = 64,
-               .q_layout = PFX_LAYOUT_BNHD, .kv_layout = PFX_LAYOUT_BNHD, .dim_gain = true,
-               .half = true, .gain = PFX_GAIN_LINEAR, .amplitude = 4.0f, .seed = 15 };
+    spec s = { .B = 2,
+               .H = 4,
+               .Hkv = 1,
+               .N = 23,
+               .M = 47,
+               .P = 9,
+               .D = 64,
+               .q_layout = PFX_LAYOUT_BNHD,
+               .kv_layout = PFX_LAYOUT_BNHD,
+               .dim_gain = true,
+               .half = true,
+               .gain = PFX_GAIN_LINEAR,
+               .amplitude = 4.0f,
+               .seed = 15 };
     run_spec(*state, &s, all_k, 3);
 }
 
 static void test_decode_topk1(void **state)
 {
     /* A decode step: N = 3 against M = 70, causal bottom-right, MQA. */
-    spec s = { .B = 2, .H = 4, .Hkv = 1, .N = 3, .M = 70, .P = 6, .D = 48, .causal = true,
-               .gain = PFX_GAIN_TANH, .amplitude = 2.0f, .seed = 16 };
+    spec s = { .B = 2,
+               .H = 4,
+               .Hkv = 1,
+               .N = 3,
+               .M = 70,
+               .P = 6,
+               .D = 48,
+               .causal = true,
+               .gain = PFX_GAIN_TANH,
+               .amplitude = 2.0f,
+               .seed = 16 };
     unsigned k1 = 1;
     run_spec(*state, &s, &k1, 1);
     /* Fewer visible keys than top_k: the whole mass. */
-    spec f = { .B = 1, .H = 2, .Hkv = 2, .N = 4, .M = 4, .P = 1, .D = 32, .causal = true,
-               .amplitude = 1.0f, .seed = 17 };
+    spec f = { .B = 1,
+               .H = 2,
+               .Hkv = 2,
+               .N = 4,
+               .M = 4,
+               .P = 1,
+               .D = 32,
+               .causal = true,
+               .amplitude = 1.0f,
+               .seed = 17 };
     unsigned k32 = 32;
     run_spec(*state, &f, &k32, 1);
 }
@@ -182,8 +253,17 @@ static void test_decode_topk1(void **state)
  * numbers as the reference (one-hot rows), as in the forward. */
 static void test_huge_logits(void **state)
 {
-    spec s = { .B = 2, .H = 4, .Hkv = 2, .N = 9, .M = 31, .P = 5, .D = 32, .causal = true,
-               .amplitude = 0.15f, .seed = 18, .scale = 3.0e38f };
+    spec s = { .B = 2,
+               .H = 4,
+               .Hkv = 2,
+               .N = 9,
+               .M = 31,
+               .P = 5,
+               .D = 32,
+               .causal = true,
+               .amplitude = 0.15f,
+               .seed = 18,
+               .scale = 3.0e38f };
     run_spec(*state, &s, all_k, 3);
 }
 
@@ -195,8 +275,17 @@ static void test_overflowing_logits(void **state)
 {
     pfx_runtime *rt = *state;
     for (int variant = 0; variant < 2; variant++) {
-        spec s = { .B = 2, .H = 2, .Hkv = 2, .N = 5, .M = 12, .P = 3, .D = 32, .causal = true,
-                   .amplitude = 1.0f, .seed = 19, .scale = variant ? 0.0f : 3.0e38f };
+        spec s = { .B = 2,
+                   .H = 2,
+                   .Hkv = 2,
+                   .N = 5,
+                   .M = 12,
+                   .P = 3,
+                   .D = 32,
+                   .causal = true,
+                   .amplitude = 1.0f,
+                   .seed = 19,
+                   .scale = variant ? 0.0f : 3.0e38f };
         size_t base = pfx_test_live_bytes(rt);
         problem p;
         problem_make(rt, &s, &p);
@@ -274,8 +363,9 @@ static void test_overflowing_logits(void **state)
 static void test_bad_inputs(void **state)
 {
     pfx_runtime *rt = *state;
-    spec s = { .B = 2, .H = 4, .Hkv = 2, .N = 5, .M = 6, .P = 3, .D = 32, .amplitude = 1.0f,
-               .seed = 18 };
+    spec s = {
+        .B = 2, .H = 4, .Hkv = 2, .N = 5, .M = 6, .P = 3, .D = 32, .amplitude = 1.0f, .seed = 18
+    };
     size_t base = pfx_test_live_bytes(rt);
     problem p;
     problem_make(rt, &s, &p);
@@ -297,10 +387,10 @@ static void test_bad_inputs(void **state)
                         PFX_ERROR_INVALID_SHAPE, "topk_mass");
     assert_status_names(rt, pfx_attention_stats(rt, &p.d, &p.in, 5, NULL, NULL, half),
                         PFX_ERROR_DTYPE_MISMATCH, "prefix_mass");
-    assert_status_names(rt, pfx_attention_stats(rt, &p.d, &p.in, 5, e, e, NULL),
-                        PFX_ERROR_ALIASING, "topk_mass");
-    assert_status_names(rt, pfx_attention_stats(rt, &p.d, &p.in, 5, e, NULL, NULL),
-                        PFX_SUCCESS, "");
+    assert_status_names(rt, pfx_attention_stats(rt, &p.d, &p.in, 5, e, e, NULL), PFX_ERROR_ALIASING,
+                        "topk_mass");
+    assert_status_names(rt, pfx_attention_stats(rt, &p.d, &p.in, 5, e, NULL, NULL), PFX_SUCCESS,
+                        "");
     /* Shared validation: a bad desc names its field. */
     pfx_attention_desc d = p.d;
     d.heads = 3;
@@ -348,8 +438,9 @@ static void test_aliasing(void **state)
 {
     pfx_runtime *rt = *state;
     /* q is [1, 4, 1, 1]: 4 floats, like an output [H]. */
-    spec s = { .B = 1, .H = 4, .Hkv = 4, .N = 1, .M = 4, .P = 2, .D = 1, .amplitude = 1.0f,
-               .seed = 20 };
+    spec s = {
+        .B = 1, .H = 4, .Hkv = 4, .N = 1, .M = 4, .P = 2, .D = 1, .amplitude = 1.0f, .seed = 20
+    };
     problem p;
     problem_make(rt, &s, &p);
     /* A view of q's buffer declared [H] (internal struct; owns nothing). */
@@ -358,8 +449,8 @@ static void test_aliasing(void **state)
     view.shape[0] = 4;
     view.numel = 4;
     pfx_tensor *e = head_tensor(rt, 4);
-    assert_status_names(rt, pfx_attention_stats(rt, &p.d, &p.in, 1, e, NULL, e),
-                        PFX_ERROR_ALIASING, "prefix_mass");
+    assert_status_names(rt, pfx_attention_stats(rt, &p.d, &p.in, 1, e, NULL, e), PFX_ERROR_ALIASING,
+                        "prefix_mass");
     assert_status_names(rt, pfx_attention_stats(rt, &p.d, &p.in, 1, NULL, &view, NULL),
                         PFX_ERROR_ALIASING, "in.q");
     size_t pshape[2] = { 1, 6 };

@@ -233,9 +233,11 @@ static void test_tune_pictures(void **state)
     tune_data(&r);
     expect(tune_plot_loss(out("tune-loss.png"), &r), "tune-loss.png");
     expect(tune_plot_loss(out("tune-loss.svg"), &r), "tune-loss.svg");
-    expect(tune_plot_prefix_mass(out("tune-attention.png"), r.mass_before, r.mass_after, LAYERS, HEADS),
+    expect(tune_plot_prefix_mass(out("tune-attention.png"), r.mass_before, r.mass_after, LAYERS,
+                                 HEADS),
            "tune-attention.png");
-    expect(tune_plot_prefix_mass(out("tune-attention.svg"), r.mass_before, r.mass_after, LAYERS, HEADS),
+    expect(tune_plot_prefix_mass(out("tune-attention.svg"), r.mass_before, r.mass_after, LAYERS,
+                                 HEADS),
            "tune-attention.svg");
     expect(tune_plot_gains(out("tune-gains.png"), r.gains, LAYERS, HEADS), "tune-gains.png");
     expect(tune_plot_gains(out("tune-gains.svg"), r.gains, LAYERS, HEADS), "tune-gains.svg");
@@ -410,10 +412,9 @@ int main(int argc, char **argv)
     with_cairo = !strcmp(argv[2], "cairo");
     mkdir(dir, 0777);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_train_pictures), cmocka_unit_test(test_tune_pictures),
-        cmocka_unit_test(test_attention_pictures),
-        cmocka_unit_test(test_bench_pictures), cmocka_unit_test(test_heatmap_colours),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_train_pictures),     cmocka_unit_test(test_tune_pictures),
+        cmocka_unit_test(test_attention_pictures), cmocka_unit_test(test_bench_pictures),
+        cmocka_unit_test(test_heatmap_colours),    cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests_name("chart", tests, NULL, NULL);
 }

@@ -46,8 +46,8 @@ static void run_case(pfx_runtime *rt, const ce_case *k)
             want_loss[r] = 0.0;
             memset(want_dz + r * V, 0, V * sizeof(double));
         } else {
-            want_loss[r] = ref_cross_entropy_row(V, z, labels[r], 1.0 / (double)count,
-                                                 want_dz + r * V);
+            want_loss[r] =
+                ref_cross_entropy_row(V, z, labels[r], 1.0 / (double)count, want_dz + r * V);
         }
         total += want_loss[r];
         free(z);
@@ -86,10 +86,17 @@ static void run_case(pfx_runtime *rt, const ce_case *k)
     assert_int_equal(pfx_tensor_read(chunk, 0, V, row), PFX_SUCCESS);
     assert_memory_equal(row, all, V * sizeof(float));
     free(row);
-    free(labels); free(all); free(want_dz); free(want_loss); free(hc); free(hl); free(got_dz);
+    free(labels);
+    free(all);
+    free(want_dz);
+    free(want_loss);
+    free(hc);
+    free(hl);
+    free(got_dz);
     free(got_loss);
     pfx_ids_destroy(&ids);
-    pfx_tensor_destroy(&chunk); pfx_tensor_destroy(&loss);
+    pfx_tensor_destroy(&chunk);
+    pfx_tensor_destroy(&loss);
 }
 
 static void test_cross_entropy(void **state)
@@ -129,9 +136,15 @@ static void test_deterministic(void **state)
     float *d2 = mo_read(z), *l2 = mo_read(loss);
     assert_memory_equal(d1, d2, R * V * sizeof(float));
     assert_memory_equal(l1, l2, R * sizeof(float));
-    free(d1); free(d2); free(l1); free(l2); free(hz); free(hl);
+    free(d1);
+    free(d2);
+    free(l1);
+    free(l2);
+    free(hz);
+    free(hl);
     pfx_ids_destroy(&ids);
-    pfx_tensor_destroy(&z); pfx_tensor_destroy(&loss);
+    pfx_tensor_destroy(&z);
+    pfx_tensor_destroy(&loss);
 }
 
 static void test_bad_arguments(void **state)
@@ -170,7 +183,9 @@ static void test_bad_arguments(void **state)
                         PFX_ERROR_ALIASING, "row_loss");
     assert_int_equal(pfx_test_live_bytes(rt), live);
     pfx_ids_destroy(&ids);
-    pfx_tensor_destroy(&z); pfx_tensor_destroy(&zh); pfx_tensor_destroy(&loss);
+    pfx_tensor_destroy(&z);
+    pfx_tensor_destroy(&zh);
+    pfx_tensor_destroy(&loss);
 }
 
 int main(void)

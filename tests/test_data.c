@@ -39,13 +39,14 @@ static pfx_dataset *load(const char *name, const char *content, const pfx_tokeni
     return ds;
 }
 
-static void expect_encoding(const pfx_tokenizer *tok, const char *text, bool special, const int32_t *ids,
-                            size_t len)
+static void expect_encoding(const pfx_tokenizer *tok, const char *text, bool special,
+                            const int32_t *ids, size_t len)
 {
     int32_t *want;
     size_t n;
-    assert_int_equal(pfx_tokenizer_encode(tok, text, strlen(text), special ? PFX_ENCODE_ADD_SPECIAL : 0,
-                                          &want, &n), PFX_SUCCESS);
+    assert_int_equal(pfx_tokenizer_encode(tok, text, strlen(text),
+                                          special ? PFX_ENCODE_ADD_SPECIAL : 0, &want, &n),
+                     PFX_SUCCESS);
     assert_int_equal(len, n);
     assert_memory_equal(ids, want, n * sizeof(int32_t));
     free(want);
@@ -55,7 +56,8 @@ static void test_text_file(void **state)
 {
     (void)state;
     static const char *lines[] = { "The baker found a wooden box.", "Hello  world 1234!", "x y" };
-    pfx_dataset *ds = load("a.txt", "The baker found a wooden box.\n\nHello  world 1234!\r\nx y", llama3, NULL);
+    pfx_dataset *ds =
+        load("a.txt", "The baker found a wooden box.\n\nHello  world 1234!\r\nx y", llama3, NULL);
     pfx_dataset_info info;
     assert_int_equal(pfx_dataset_get_info(ds, &info), PFX_SUCCESS);
     assert_int_equal(info.examples, 3);
@@ -105,7 +107,8 @@ static void test_truncation_and_skips(void **state)
     int32_t *full;
     size_t n;
     assert_int_equal(pfx_tokenizer_encode(llama3, "one two three four five six seven", 33,
-                                          PFX_ENCODE_ADD_SPECIAL, &full, &n), PFX_SUCCESS);
+                                          PFX_ENCODE_ADD_SPECIAL, &full, &n),
+                     PFX_SUCCESS);
     assert_true(n > 5);
     assert_memory_equal(ids, full, 5 * sizeof(int32_t)); /* the first tokens are kept */
     free(full);
@@ -137,8 +140,9 @@ static void test_huge_line_cut(void **state)
     const char *path = write_tmp("huge.jsonl", line, at);
     int32_t *want;
     size_t count;
-    assert_int_equal(pfx_tokenizer_encode(gpt2, line + 10, 40 * (sizeof(words) - 1), 0, &want, &count),
-                     PFX_SUCCESS);
+    assert_int_equal(
+        pfx_tokenizer_encode(gpt2, line + 10, 40 * (sizeof(words) - 1), 0, &want, &count),
+        PFX_SUCCESS);
     assert_true(count > 64);
     free(line);
     fflush(NULL);
@@ -163,15 +167,18 @@ static void test_huge_line_cut(void **state)
         pfx_dataset_example(ds, 0, &ids, &labels, &len);
         pfx_dataset_info info;
         pfx_dataset_get_info(ds, &info);
-        _exit(len == 64 && info.truncated == 1 && memcmp(ids, want, 64 * sizeof(int32_t)) == 0 ? 0 : 2);
+        _exit(len == 64 && info.truncated == 1 && memcmp(ids, want, 64 * sizeof(int32_t)) == 0 ? 0
+                                                                                               : 2);
     }
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     free(want);
     unlink(path);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("loading a 64 MB line cut to 64 tokens within 512 MB more: exit %d (1: refused, 2: other ids, "
-                 "3: no limit)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        fail_msg("loading a 64 MB line cut to 64 tokens within 512 MB more: exit %d (1: refused, "
+                 "2: other ids, "
+                 "3: no limit)",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 static void test_jsonl(void **state)
@@ -243,7 +250,8 @@ static void test_special_tokens(void **state)
     snprintf(dir, sizeof(dir), "%s/roberta", fixture_dir);
     pfx_tokenizer *tok = NULL;
     assert_int_equal(pfx_tokenizer_load(dir, &tok), PFX_SUCCESS);
-    pfx_dataset *ds = load("r.jsonl", "{\"prompt\": \"Q: 12 apples?\", \"completion\": \" yes 345\"}\n", tok, NULL);
+    pfx_dataset *ds = load(
+        "r.jsonl", "{\"prompt\": \"Q: 12 apples?\", \"completion\": \" yes 345\"}\n", tok, NULL);
     const int32_t *ids, *labels;
     size_t len;
     pfx_dataset_example(ds, 0, &ids, &labels, &len);
@@ -294,8 +302,9 @@ static void run_epoch(pfx_dataset *ds, pfx_data_position *pos, size_t batch, int
     uint64_t epoch = pos->epoch;
     assert_int_equal(pfx_dataset_batches_per_epoch(ds, batch), (7 + batch - 1) / batch);
     while (pos->epoch == epoch) {
-        assert_int_equal(pfx_dataset_next_batch(ds, pos, batch, ids, lengths, labels, &rows, &width),
-                         PFX_SUCCESS);
+        assert_int_equal(
+            pfx_dataset_next_batch(ds, pos, batch, ids, lengths, labels, &rows, &width),
+            PFX_SUCCESS);
         assert_true(rows == batch || (rows == 7 % batch && pos->epoch == epoch + 1));
         size_t longest = 0;
         for (size_t r = 0; r < batch; r++) {
@@ -306,7 +315,8 @@ static void run_epoch(pfx_dataset *ds, pfx_data_position *pos, size_t batch, int
                 const int32_t *eids, *elabels;
                 size_t elen;
                 order[seen++] = (int)len - 3; /* "the" (2 tokens) + " baker" (1) a word */
-                assert_int_equal(pfx_dataset_example(ds, len - 3, &eids, &elabels, &elen), PFX_SUCCESS);
+                assert_int_equal(pfx_dataset_example(ds, len - 3, &eids, &elabels, &elen),
+                                 PFX_SUCCESS);
                 assert_int_equal(elen, len);
                 assert_memory_equal(ids + r * width, eids, len * sizeof(int32_t));
                 assert_memory_equal(labels + r * width, elabels, len * sizeof(int32_t));
@@ -437,7 +447,8 @@ static void test_hold_out(void **state)
     int32_t ids[2 * 64], lab[2 * 64], lens[2];
     size_t rows, width;
     pfx_data_position pos = { 0, 0 };
-    assert_int_equal(pfx_dataset_next_batch(ev, &pos, 2, ids, lens, lab, &rows, &width), PFX_SUCCESS);
+    assert_int_equal(pfx_dataset_next_batch(ev, &pos, 2, ids, lens, lab, &rows, &width),
+                     PFX_SUCCESS);
     assert_int_equal(rows, 2);
     assert_true(lens[0] < lens[1]);
     /* The same seed holds out the same examples. */
@@ -450,9 +461,11 @@ static void test_hold_out(void **state)
     assert_int_equal(nx, ny);
     assert_memory_equal(x, y, nx * sizeof(int32_t));
     pfx_dataset *none = (pfx_dataset *)1;
-    assert_status_names(NULL, pfx_dataset_hold_out(ds2, 5, &none), PFX_ERROR_OUT_OF_RANGE, "count 5");
+    assert_status_names(NULL, pfx_dataset_hold_out(ds2, 5, &none), PFX_ERROR_OUT_OF_RANGE,
+                        "count 5");
     assert_null(none);
-    assert_status_names(NULL, pfx_dataset_hold_out(ds2, 0, &none), PFX_ERROR_OUT_OF_RANGE, "count 0");
+    assert_status_names(NULL, pfx_dataset_hold_out(ds2, 0, &none), PFX_ERROR_OUT_OF_RANGE,
+                        "count 0");
     pfx_dataset_free(&ds);
     pfx_dataset_free(&ev);
     pfx_dataset_free(&ds2);
@@ -468,7 +481,9 @@ static void test_bad_input(void **state)
     snprintf(missing, sizeof(missing), "%s/none.txt", tmp_dir);
     assert_status_names(NULL, pfx_dataset_load(missing, gpt2, def, &ds), PFX_ERROR_IO, "none.txt");
     assert_null(ds);
-    struct { const char *name, *content, *needle; } cases[] = {
+    struct {
+        const char *name, *content, *needle;
+    } cases[] = {
         { "b1.jsonl", "{\"text\":\"a\"}\n\n[1, 2]\n", "b1.jsonl:3: not a JSON object" },
         { "b2.jsonl", "{\"text\":\"a\"}\n{\"txt\":\"a\"}\n", "b2.jsonl:2: no field 'text'" },
         { "b3.jsonl", "{\"text\": 5}\n", "b3.jsonl:1: field 'text' is not a string" },
@@ -479,10 +494,12 @@ static void test_bad_input(void **state)
          * first). */
         { "b11.jsonl", "{\"text\":\"a\"}\n{\"text\":\"abc\\u0000def ghi\"}\n",
           "b11.jsonl:2: a string holds the escape \\u0000" },
-        { "b12.jsonl", "{\"text\":\"first\",\"text\":\"second\"}\n", "b12.jsonl:1: the field 'text' appears twice" },
+        { "b12.jsonl", "{\"text\":\"first\",\"text\":\"second\"}\n",
+          "b12.jsonl:1: the field 'text' appears twice" },
         { "b13.jsonl", "{\"prompt\":\"a\",\"completion\":\"b\",\"prompt\":\"c\"}\n",
           "b13.jsonl:1: the field 'prompt' appears twice" },
-        { "b14.jsonl", "{\"text\":\"a\",\"meta\":[{\"k\":1,\"k\":2}]}\n", "b14.jsonl:1: the field 'k' appears twice" },
+        { "b14.jsonl", "{\"text\":\"a\",\"meta\":[{\"k\":1,\"k\":2}]}\n",
+          "b14.jsonl:1: the field 'k' appears twice" },
         { "b6.jsonl", "{\"text\":\"a\"} x\n", "b6.jsonl:1: bytes after the JSON object" },
         { "b7.jsonl", "{\"text\":\"a\"\n", "b7.jsonl:1: not valid JSON" },
         { "b8.jsonl", "\n  \n", "b8.jsonl: no examples" },
@@ -493,7 +510,8 @@ static void test_bad_input(void **state)
         const char *p = write_tmp(cases[i].name, cases[i].content, strlen(cases[i].content));
         assert_int_equal(pfx_dataset_load(p, gpt2, def, &ds), PFX_ERROR_FORMAT);
         if (!strstr(pfx_last_error(NULL), cases[i].needle))
-            fail_msg("%s: message \"%s\" lacks \"%s\"", cases[i].name, pfx_last_error(NULL), cases[i].needle);
+            fail_msg("%s: message \"%s\" lacks \"%s\"", cases[i].name, pfx_last_error(NULL),
+                     cases[i].needle);
         assert_null(ds);
     }
     pfx_dataset_options opt;
@@ -513,10 +531,12 @@ static void test_bad_input(void **state)
                         PFX_ERROR_NULL_ARGUMENT, "tok");
     assert_status_names(NULL, pfx_dataset_load_memory(NULL, 4, "m.txt", gpt2, def, &ds),
                         PFX_ERROR_NULL_ARGUMENT, "data");
-    assert_status_names(NULL, pfx_dataset_load(NULL, gpt2, def, &ds), PFX_ERROR_NULL_ARGUMENT, "path");
+    assert_status_names(NULL, pfx_dataset_load(NULL, gpt2, def, &ds), PFX_ERROR_NULL_ARGUMENT,
+                        "path");
     assert_status_names(NULL, pfx_dataset_get_info(NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "ds");
     /* A plain text file may hold any bytes: the byte-level tokenizer takes them. */
-    assert_int_equal(pfx_dataset_load_memory("a \xff\xfe b\n", 7, "m.txt", gpt2, def, &ds), PFX_SUCCESS);
+    assert_int_equal(pfx_dataset_load_memory("a \xff\xfe b\n", 7, "m.txt", gpt2, def, &ds),
+                     PFX_SUCCESS);
     pfx_dataset_free(&ds);
 }
 
@@ -587,16 +607,11 @@ int main(int argc, char **argv)
     }
     fixture_dir = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_text_file),
-        cmocka_unit_test(test_truncation_and_skips),
-        cmocka_unit_test(test_huge_line_cut),
-        cmocka_unit_test(test_jsonl),
-        cmocka_unit_test(test_special_tokens),
-        cmocka_unit_test(test_batches),
-        cmocka_unit_test(test_resume),
-        cmocka_unit_test(test_hold_out),
-        cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_demo_corpus),
+        cmocka_unit_test(test_text_file),      cmocka_unit_test(test_truncation_and_skips),
+        cmocka_unit_test(test_huge_line_cut),  cmocka_unit_test(test_jsonl),
+        cmocka_unit_test(test_special_tokens), cmocka_unit_test(test_batches),
+        cmocka_unit_test(test_resume),         cmocka_unit_test(test_hold_out),
+        cmocka_unit_test(test_bad_input),      cmocka_unit_test(test_demo_corpus),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -31,9 +31,9 @@ static void test_ids(void **state)
     assert_int_equal(ids->host[0], 0);
     assert_int_equal(ids->host[3], -100);
     int32_t back[5];
-    assert_int_equal(clEnqueueReadBuffer(rt->queue, ids->mem, CL_TRUE, 0, sizeof(back), back, 0,
-                                         NULL, NULL),
-                     CL_SUCCESS);
+    assert_int_equal(
+        clEnqueueReadBuffer(rt->queue, ids->mem, CL_TRUE, 0, sizeof(back), back, 0, NULL, NULL),
+        CL_SUCCESS);
     assert_memory_equal(back, ids->host, sizeof(back));
     assert_status_names(rt, pfx_ids_write(ids, 3, 3, v), PFX_ERROR_OUT_OF_RANGE, "past");
     assert_int_equal(pfx_ids_write(ids, 0, 1, NULL), PFX_ERROR_NULL_ARGUMENT);
@@ -88,9 +88,15 @@ static void test_embedding(void **state)
                          PFX_SUCCESS);
         /* a gather and a float sum: exact up to one rounding */
         mo_expect_view("embedding", out, hout, 2, R, C, C, want, 1e-7);
-        free(hid); free(hte); free(hpe); free(hout); free(want);
+        free(hid);
+        free(hte);
+        free(hpe);
+        free(hout);
+        free(want);
         pfx_ids_destroy(&ids);
-        pfx_tensor_destroy(&wte); pfx_tensor_destroy(&wpe); pfx_tensor_destroy(&out);
+        pfx_tensor_destroy(&wte);
+        pfx_tensor_destroy(&wpe);
+        pfx_tensor_destroy(&out);
     }
 }
 
@@ -116,9 +122,9 @@ static void test_embedding_bad(void **state)
                         PFX_ERROR_INVALID_SHAPE, "out");
     assert_status_names(rt, pfx_op_embedding(rt, ids, 2, 3, te, &pe, 0, PFX_MAT(outh, 6, 4)),
                         PFX_ERROR_DTYPE_MISMATCH, "out");
-    assert_status_names(rt, pfx_op_embedding(rt, ids, 2, 3, PFX_MAT(wte, 10, 3), &pe, 0,
-                                             PFX_MAT(out, 6, 3)),
-                        PFX_ERROR_INVALID_SHAPE, "wpe");
+    assert_status_names(
+        rt, pfx_op_embedding(rt, ids, 2, 3, PFX_MAT(wte, 10, 3), &pe, 0, PFX_MAT(out, 6, 3)),
+        PFX_ERROR_INVALID_SHAPE, "wpe");
     const int32_t bad[2] = { 10, -1 };
     assert_int_equal(pfx_ids_write(ids, 4, 1, &bad[0]), PFX_SUCCESS);
     assert_status_names(rt, pfx_op_embedding(rt, ids, 2, 3, te, NULL, 0, o), PFX_ERROR_OUT_OF_RANGE,
@@ -134,7 +140,9 @@ static void test_embedding_bad(void **state)
     pfx_ids_destroy(&few);
     assert_int_equal(pfx_test_live_bytes(rt), live);
     pfx_ids_destroy(&ids);
-    pfx_tensor_destroy(&wte); pfx_tensor_destroy(&wpe); pfx_tensor_destroy(&out);
+    pfx_tensor_destroy(&wte);
+    pfx_tensor_destroy(&wpe);
+    pfx_tensor_destroy(&out);
     pfx_tensor_destroy(&outh);
 }
 
@@ -202,10 +210,18 @@ static void test_embedding_backward(void **state)
         assert_int_equal(pfx_op_embedding_backward(rt, ids, k->B, k->N, vd, vt), PFX_SUCCESS);
         float *again = mo_read(dwte);
         assert_memory_equal(again, got, nt * sizeof(float));
-        free(hid); free(hd); free(ht); free(want); free(rows_want); free(rows_got); free(got);
-        free(after); free(again);
+        free(hid);
+        free(hd);
+        free(ht);
+        free(want);
+        free(rows_want);
+        free(rows_got);
+        free(got);
+        free(after);
+        free(again);
         pfx_ids_destroy(&ids);
-        pfx_tensor_destroy(&dout); pfx_tensor_destroy(&dwte);
+        pfx_tensor_destroy(&dout);
+        pfx_tensor_destroy(&dwte);
     }
 }
 
@@ -257,8 +273,14 @@ static void test_position_backward(void **state)
         assert_int_equal(pfx_op_position_backward(rt, k->B, k->N, vd, vp, k->pos0), PFX_SUCCESS);
         float *again = mo_read(dwpe);
         assert_memory_equal(again, got, np * sizeof(float));
-        free(hd); free(hp); free(want); free(got); free(pos_got); free(again);
-        pfx_tensor_destroy(&dout); pfx_tensor_destroy(&dwpe);
+        free(hd);
+        free(hp);
+        free(want);
+        free(got);
+        free(pos_got);
+        free(again);
+        pfx_tensor_destroy(&dout);
+        pfx_tensor_destroy(&dwpe);
     }
 }
 
@@ -368,10 +390,18 @@ static void test_embedding_backward_bad(void **state)
     assert_memory_equal(ate, hte, 10 * 4 * sizeof(float));
     assert_memory_equal(ape, hpe, 8 * 4 * sizeof(float));
     assert_memory_equal(ad, hd, 6 * 4 * sizeof(float));
-    free(ate); free(ape); free(ad); free(hte); free(hpe); free(hd);
+    free(ate);
+    free(ape);
+    free(ad);
+    free(hte);
+    free(hpe);
+    free(hd);
     pfx_ids_destroy(&ids);
-    pfx_tensor_destroy(&wte); pfx_tensor_destroy(&wpe); pfx_tensor_destroy(&d);
-    pfx_tensor_destroy(&dh); pfx_tensor_destroy(&other);
+    pfx_tensor_destroy(&wte);
+    pfx_tensor_destroy(&wpe);
+    pfx_tensor_destroy(&d);
+    pfx_tensor_destroy(&dh);
+    pfx_tensor_destroy(&other);
     pfx_runtime_destroy(&rt2);
 }
 
@@ -401,10 +431,13 @@ static void test_gather_last(void **state)
                         "lengths");
     assert_status_names(rt, pfx_op_gather_last(rt, vh, B, 6, lengths, vo), PFX_ERROR_INVALID_SHAPE,
                         "hidden");
-    assert_status_names(rt, pfx_op_gather_last(rt, vh, B, N, lengths, pfx_mat_of(hidden, 0, 3, 33, 33)),
+    assert_status_names(rt,
+                        pfx_op_gather_last(rt, vh, B, N, lengths, pfx_mat_of(hidden, 0, 3, 33, 33)),
                         PFX_ERROR_ALIASING, "out");
-    free(hh); free(ho);
-    pfx_tensor_destroy(&hidden); pfx_tensor_destroy(&out);
+    free(hh);
+    free(ho);
+    pfx_tensor_destroy(&hidden);
+    pfx_tensor_destroy(&out);
 }
 
 int main(void)

@@ -51,9 +51,12 @@ static void expect_close(const char *what, const double *ref, const float *got, 
 
 static pfx_encoder_params params_of(const ref_encoder_dims *d)
 {
-    return (pfx_encoder_params){ .layers = d->layers, .kv_heads = d->kv_heads,
-                                 .head_dim = d->head_dim, .prefix_len = d->prefix_len,
-                                 .embed_dim = d->embed_dim, .hidden_dim = d->hidden_dim };
+    return (pfx_encoder_params){ .layers = d->layers,
+                                 .kv_heads = d->kv_heads,
+                                 .head_dim = d->head_dim,
+                                 .prefix_len = d->prefix_len,
+                                 .embed_dim = d->embed_dim,
+                                 .hidden_dim = d->hidden_dim };
 }
 
 /* An encoder with random parameters uniform in [-1, 1] (host copies in host[5]). */
@@ -117,9 +120,9 @@ static void read_prefixes(pfx_tensor *const *t, const ref_encoder_dims *d, float
 /* ---- GEMM wrapper ---- */
 
 /* C = alpha op(A) op(B) + beta C in double, row-major with leading dims. */
-static void host_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, double alpha,
-                      const float *a, size_t lda, const float *b, size_t ldb, double beta,
-                      const float *c0, double *c, size_t ldc)
+static void host_gemm(bool ta, bool tb, size_t m, size_t n, size_t k, double alpha, const float *a,
+                      size_t lda, const float *b, size_t ldb, double beta, const float *c0,
+                      double *c, size_t ldc)
 {
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++) {
@@ -150,17 +153,15 @@ static void gemm_case(pfx_runtime *rt, size_t m, size_t n, size_t k, uint64_t se
         assert_int_equal(pfx_tensor_write(ta_, 0, na, a), PFX_SUCCESS);
         assert_int_equal(pfx_tensor_write(tb_, 0, nb, b), PFX_SUCCESS);
         assert_int_equal(pfx_tensor_write(tc_, 0, nc, c), PFX_SUCCESS);
-        pfx_status st = pfx_gemm(rt, "test", ta, tb, m, n, k, 0.75f,
-                                 PFX_GEMM_OP(ta_->mem, off_a, lda),
-                                 PFX_GEMM_OP(tb_->mem, off_b, ldb), -0.5f,
-                                 PFX_GEMM_OP(tc_->mem, off_c, ldc));
+        pfx_status st =
+            pfx_gemm(rt, "test", ta, tb, m, n, k, 0.75f, PFX_GEMM_OP(ta_->mem, off_a, lda),
+                     PFX_GEMM_OP(tb_->mem, off_b, ldb), -0.5f, PFX_GEMM_OP(tc_->mem, off_c, ldc));
         if (st != PFX_SUCCESS)
             fail_msg("gemm: %s", pfx_last_error(rt));
         float *got = read_all(tc_);
         double *ref = malloc(m * ldc * sizeof(double));
         assert_non_null(ref);
-        host_gemm(ta, tb, m, n, k, 0.75, a + off_a, lda, b + off_b, ldb, -0.5, c + off_c, ref,
-                  ldc);
+        host_gemm(ta, tb, m, n, k, 0.75, a + off_a, lda, b + off_b, ldb, -0.5, c + off_c, ref, ldc);
         /* Padding columns keep their old values; compare the m x n block. */
         for (size_t i = 0; i < m; i++)
             for (size_t j = n; j < ldc; j++)
@@ -202,10 +203,9 @@ static void test_gemm_batched(void **state)
     assert_int_equal(pfx_tensor_write(ta, 0, na, a), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_write(tb, 0, nb, b), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_write(tc, 0, nc, c), PFX_SUCCESS);
-    pfx_status st = pfx_gemm_strided_batched(rt, "test", true, false, m, n, k, 1.5f,
-                                             PFX_GEMM_OPS(ta->mem, 0, m, sa),
-                                             PFX_GEMM_OPS(tb->mem, 0, n, 0), 0.0f,
-                                             PFX_GEMM_OPS(tc->mem, 0, n, sc), batch);
+    pfx_status st = pfx_gemm_strided_batched(
+        rt, "test", true, false, m, n, k, 1.5f, PFX_GEMM_OPS(ta->mem, 0, m, sa),
+        PFX_GEMM_OPS(tb->mem, 0, n, 0), 0.0f, PFX_GEMM_OPS(tc->mem, 0, n, sc), batch);
     if (st != PFX_SUCCESS)
         fail_msg("strided batched: %s", pfx_last_error(rt));
     float *got = read_all(tc);
@@ -372,8 +372,8 @@ static void test_gemm_zero_copy(void **state)
     assert_int_equal(pfx_runtime_finish(rt), PFX_SUCCESS);
     /* Still allocated: reading the old address shows where the device wrote. */
     assert_true(p1[0] == 2.0f && p1[n - 1] == 2.0f);
-    float *p2 = clEnqueueMapBuffer(rt->queue, t->mem, CL_TRUE, CL_MAP_READ, 4096,
-                                   4096, 0, NULL, NULL, &err);
+    float *p2 = clEnqueueMapBuffer(rt->queue, t->mem, CL_TRUE, CL_MAP_READ, 4096, 4096, 0, NULL,
+                                   NULL, &err);
     assert_int_equal(err, CL_SUCCESS);
     assert_ptr_equal(p2, (char *)p1 + 4096);
     assert_int_equal(clEnqueueUnmapMemObject(rt->queue, t->mem, p2, 0, NULL, NULL), CL_SUCCESS);
@@ -400,8 +400,9 @@ static void test_gemm_order(void **state)
     ref_rng_fill(&rng, a2, m * k, -1.0f, 1.0f);
     assert_int_equal(pfx_tensor_write(t, ob, k * n, b), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_write(t, oa, m * k, a), PFX_SUCCESS);
-    assert_int_equal(pfx_gemm(rt, "order 1", false, false, m, n, k, 1.0f, PFX_GEMM_OP(t->mem, oa, k),
-                              PFX_GEMM_OP(t->mem, ob, n), 0.0f, PFX_GEMM_OP(t->mem, oc, n)),
+    assert_int_equal(pfx_gemm(rt, "order 1", false, false, m, n, k, 1.0f,
+                              PFX_GEMM_OP(t->mem, oa, k), PFX_GEMM_OP(t->mem, ob, n), 0.0f,
+                              PFX_GEMM_OP(t->mem, oc, n)),
                      PFX_SUCCESS);
     /* A device copy (not a host write) replaces A after the first product. */
     pfx_tensor *src = tensor(rt, PFX_DTYPE_F32, 1, total, 0, 0);
@@ -410,8 +411,9 @@ static void test_gemm_order(void **state)
     cl_int err = clEnqueueCopyBuffer(rt->queue, src->mem, t->mem, 0, oa * sizeof(float),
                                      m * k * sizeof(float), 0, NULL, NULL);
     assert_int_equal(err, CL_SUCCESS);
-    assert_int_equal(pfx_gemm(rt, "order 2", false, false, m, n, k, 1.0f, PFX_GEMM_OP(t->mem, oa, k),
-                              PFX_GEMM_OP(t->mem, ob, n), 0.0f, PFX_GEMM_OP(t->mem, oc2, n)),
+    assert_int_equal(pfx_gemm(rt, "order 2", false, false, m, n, k, 1.0f,
+                              PFX_GEMM_OP(t->mem, oa, k), PFX_GEMM_OP(t->mem, ob, n), 0.0f,
+                              PFX_GEMM_OP(t->mem, oc2, n)),
                      PFX_SUCCESS);
     float *got = read_all(t);
     double ref[15] = { 0 }; /* C held NaN: beta = 0 must not read it */
@@ -437,8 +439,12 @@ static void test_gemm_order(void **state)
 
 static void test_counts(void **state)
 {
-    pfx_encoder_params gpt2 = { .layers = 12, .kv_heads = 12, .head_dim = 64,
-                                .prefix_len = 20, .embed_dim = 512, .hidden_dim = 512 };
+    pfx_encoder_params gpt2 = { .layers = 12,
+                                .kv_heads = 12,
+                                .head_dim = 64,
+                                .prefix_len = 20,
+                                .embed_dim = 512,
+                                .hidden_dim = 512 };
     pfx_encoder_param_counts c;
     assert_int_equal(pfx_encoder_params_counts(&gpt2, &c), PFX_SUCCESS);
     assert_int_equal(c.trainable, 9728512);
@@ -498,8 +504,9 @@ static void test_counts(void **state)
 static void test_reference_fd(void **state)
 {
     (void)state;
-    const ref_encoder_dims d = { .layers = 2, .kv_heads = 2, .head_dim = 3, .prefix_len = 3,
-                                 .embed_dim = 4, .hidden_dim = 5 };
+    const ref_encoder_dims d = {
+        .layers = 2, .kv_heads = 2, .head_dim = 3, .prefix_len = 3, .embed_dim = 4, .hidden_dim = 5
+    };
     ref_rng rng;
     ref_rng_seed(&rng, 77);
     float *host[5];
@@ -543,8 +550,7 @@ static void test_reference_fd(void **state)
 
 /* ---- forward and backward against the reference ---- */
 
-static void forward_case(pfx_runtime *rt, const ref_encoder_dims *d, pfx_dtype dtype,
-                         uint64_t seed)
+static void forward_case(pfx_runtime *rt, const ref_encoder_dims *d, pfx_dtype dtype, uint64_t seed)
 {
     float *host[5];
     pfx_encoder *enc = random_encoder(rt, d, seed, host);
@@ -571,10 +577,12 @@ static void forward_case(pfx_runtime *rt, const ref_encoder_dims *d, pfx_dtype d
     assert_null(enc);
 }
 
-static const ref_encoder_dims small = { .layers = 3, .kv_heads = 2, .head_dim = 6,
-                                        .prefix_len = 5, .embed_dim = 7, .hidden_dim = 9 };
-static const ref_encoder_dims big = { .layers = 4, .kv_heads = 3, .head_dim = 32,
-                                      .prefix_len = 20, .embed_dim = 64, .hidden_dim = 48 };
+static const ref_encoder_dims small = {
+    .layers = 3, .kv_heads = 2, .head_dim = 6, .prefix_len = 5, .embed_dim = 7, .hidden_dim = 9
+};
+static const ref_encoder_dims big = {
+    .layers = 4, .kv_heads = 3, .head_dim = 32, .prefix_len = 20, .embed_dim = 64, .hidden_dim = 48
+};
 
 static void test_forward(void **state)
 {
@@ -633,8 +641,9 @@ static void backward_case(pfx_runtime *rt, const ref_encoder_dims *d, uint64_t s
     static const char *names[5] = { "dE", "dW1", "db1", "dW2", "db2" };
 
     for (int accumulate = 1; accumulate >= 0; accumulate--) {
-        pfx_encoder_grads grads = { .de = g[0], .dw1 = g[1], .db1 = g[2], .dw2 = g[3],
-                                    .db2 = g[4], .accumulate = accumulate };
+        pfx_encoder_grads grads = {
+            .de = g[0], .dw1 = g[1], .db1 = g[2], .dw2 = g[3], .db2 = g[4], .accumulate = accumulate
+        };
         pfx_status st = pfx_encoder_backward(enc, dkl, dvl, &grads);
         if (st != PFX_SUCCESS)
             fail_msg("backward: %s", pfx_last_error(rt));
@@ -645,7 +654,8 @@ static void backward_case(pfx_runtime *rt, const ref_encoder_dims *d, uint64_t s
                 want[j] = ref[i][j] + (accumulate ? init[i][j] : 0.0);
             float *got = read_all(g[i]);
             char what[64];
-            snprintf(what, sizeof(what), "%s (%s)", names[i], accumulate ? "accumulate" : "overwrite");
+            snprintf(what, sizeof(what), "%s (%s)", names[i],
+                     accumulate ? "accumulate" : "overwrite");
             expect_close(what, want, got, count, TOL_ENC_BWD_F32);
             free(got);
             free(want);
@@ -716,8 +726,9 @@ static void test_determinism(void **state)
         run[r][1] = malloc(np * sizeof(float));
         read_prefixes(t, d, run[r][0], run[r][1]);
         /* the prefixes themselves as gradients */
-        pfx_encoder_grads grads = { .de = g[0], .dw1 = g[1], .db1 = g[2], .dw2 = g[3],
-                                    .db2 = g[4] };
+        pfx_encoder_grads grads = {
+            .de = g[0], .dw1 = g[1], .db1 = g[2], .dw2 = g[3], .db2 = g[4]
+        };
         assert_int_equal(pfx_encoder_backward(enc, (const pfx_tensor *const *)t,
                                               (const pfx_tensor *const *)t + d->layers, &grads),
                          PFX_SUCCESS);
@@ -813,9 +824,12 @@ static void test_direct(void **state)
     pfx_runtime *rt = *state;
     const ref_encoder_dims *d = &small;
     size_t base = pfx_test_live_bytes(rt);
-    pfx_encoder_params p = { .layers = d->layers, .kv_heads = d->kv_heads,
-                             .head_dim = d->head_dim, .prefix_len = d->prefix_len,
-                             .direct = true, .prefix_dtype = PFX_DTYPE_F16 };
+    pfx_encoder_params p = { .layers = d->layers,
+                             .kv_heads = d->kv_heads,
+                             .head_dim = d->head_dim,
+                             .prefix_len = d->prefix_len,
+                             .direct = true,
+                             .prefix_dtype = PFX_DTYPE_F16 };
     pfx_encoder *enc = NULL;
     assert_int_equal(pfx_encoder_create(rt, &p, &enc), PFX_SUCCESS);
     size_t n = ref_encoder_prefix_count(d), np = d->layers * n;
@@ -890,8 +904,10 @@ static void test_init_random(void **state)
     free(x);
     free(y);
     assert_status_names(rt, pfx_encoder_init_random(a, 1, NAN), PFX_ERROR_NOT_FINITE, "scale");
-    assert_status_names(rt, pfx_encoder_init_random(a, 1, -1.0f), PFX_ERROR_INVALID_ARGUMENT, "scale");
-    assert_string_equal(pfx_encoder_param_name(PFX_ENCODER_W2), "prefix_encoder.transform.2.weight");
+    assert_status_names(rt, pfx_encoder_init_random(a, 1, -1.0f), PFX_ERROR_INVALID_ARGUMENT,
+                        "scale");
+    assert_string_equal(pfx_encoder_param_name(PFX_ENCODER_W2),
+                        "prefix_encoder.transform.2.weight");
     assert_null(pfx_encoder_param_name((pfx_encoder_param)5));
     assert_null(pfx_encoder_tensor(a, (pfx_encoder_param)5));
     pfx_encoder_params q;
@@ -1030,20 +1046,13 @@ static void test_bad_inputs(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_counts),
-        cmocka_unit_test(test_reference_fd),
-        cmocka_unit_test(test_gemm_shapes),
-        cmocka_unit_test(test_gemm_batched),
-        cmocka_unit_test(test_gemm_errors),
-        cmocka_unit_test(test_gemm_backend),
-        cmocka_unit_test(test_gemm_zero_copy),
-        cmocka_unit_test(test_gemm_order),
-        cmocka_unit_test(test_forward),
-        cmocka_unit_test(test_backward),
-        cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_bake),
-        cmocka_unit_test(test_direct),
-        cmocka_unit_test(test_init_random),
+        cmocka_unit_test(test_counts),         cmocka_unit_test(test_reference_fd),
+        cmocka_unit_test(test_gemm_shapes),    cmocka_unit_test(test_gemm_batched),
+        cmocka_unit_test(test_gemm_errors),    cmocka_unit_test(test_gemm_backend),
+        cmocka_unit_test(test_gemm_zero_copy), cmocka_unit_test(test_gemm_order),
+        cmocka_unit_test(test_forward),        cmocka_unit_test(test_backward),
+        cmocka_unit_test(test_determinism),    cmocka_unit_test(test_bake),
+        cmocka_unit_test(test_direct),         cmocka_unit_test(test_init_random),
         cmocka_unit_test(test_bad_inputs),
     };
     return cmocka_run_group_tests_name("encoder", tests, pfx_test_group_setup,

@@ -82,9 +82,9 @@ static void test_settled_since(void **state)
     enum { H = 3, M = 10 };
     float hist[M][H];
     for (int i = 0; i < M; i++) {
-        hist[i][0] = i < 3 ? 0.01f : 0.2f;        /* beyond 0.05 from step 40 */
-        hist[i][1] = i == 6 ? 0.3f : -0.3f;       /* a flip at step 70: since 80 */
-        hist[i][2] = i == 9 ? 0.0f : 0.5f;        /* the last one is 0: never */
+        hist[i][0] = i < 3 ? 0.01f : 0.2f;  /* beyond 0.05 from step 40 */
+        hist[i][1] = i == 6 ? 0.3f : -0.3f; /* a flip at step 70: since 80 */
+        hist[i][2] = i == 9 ? 0.0f : 0.5f;  /* the last one is 0: never */
     }
     assert_int_equal(settled_since(&hist[0][0], steps10, M, H, 0, 0.05f), 40);
     assert_int_equal(settled_since(&hist[0][0], steps10, M, H, 0, 0.01f), 10);
@@ -135,14 +135,16 @@ static double unit(uint64_t *s)
 
 /* n rows of dim features in `classes` clusters around well-separated
  * centres (separable) or labels drawn apart from the features. */
-static void make_data(size_t n, size_t dim, size_t classes, bool separable, uint64_t seed, float *x, int32_t *y)
+static void make_data(size_t n, size_t dim, size_t classes, bool separable, uint64_t seed, float *x,
+                      int32_t *y)
 {
     uint64_t s = seed;
     for (size_t i = 0; i < n; i++) {
         y[i] = (int32_t)(mix(&s) % classes);
         for (size_t d = 0; d < dim; d++) {
             const double centre = separable ? (d % classes == (size_t)y[i] ? 4.0 : 0.0) : 0.0;
-            x[i * dim + d] = (float)(centre + 2.0 * unit(&s) - 1.0 + 100.0); /* offset: standardization matters */
+            x[i * dim + d] = (float)(centre + 2.0 * unit(&s) - 1.0 +
+                                     100.0); /* offset: standardization matters */
         }
     }
 }
@@ -150,8 +152,8 @@ static void make_data(size_t n, size_t dim, size_t classes, bool separable, uint
 /* The probe fitted on the first half of n synthetic rows and scored on
  * the second: the test accuracy, the majority baseline in *majority, the
  * fitted model in *m. */
-static double fit_half(size_t n, size_t dim, size_t classes, bool separable, uint64_t seed, probe_model *m,
-                       double *majority)
+static double fit_half(size_t n, size_t dim, size_t classes, bool separable, uint64_t seed,
+                       probe_model *m, double *majority)
 {
     float *x = malloc(n * dim * sizeof(float));
     int32_t *y = malloc(n * sizeof(int32_t));
@@ -214,9 +216,10 @@ static void test_probe_refuses(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_window),         cmocka_unit_test(test_settled_heads),
-        cmocka_unit_test(test_short_histories), cmocka_unit_test(test_settled_since), cmocka_unit_test(test_probe_separable),
-        cmocka_unit_test(test_probe_noise),    cmocka_unit_test(test_probe_refuses),
+        cmocka_unit_test(test_window),          cmocka_unit_test(test_settled_heads),
+        cmocka_unit_test(test_short_histories), cmocka_unit_test(test_settled_since),
+        cmocka_unit_test(test_probe_separable), cmocka_unit_test(test_probe_noise),
+        cmocka_unit_test(test_probe_refuses),
     };
     return cmocka_run_group_tests_name("experiment_measures", tests, NULL, NULL);
 }

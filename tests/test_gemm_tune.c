@@ -165,7 +165,8 @@ static void test_names_and_status_args(void **state)
     assert_string_equal(line, "no cache folder");
 }
 
-static void never_called(void *user, double fraction, const char *phase, unsigned tried, double best_gflops)
+static void never_called(void *user, double fraction, const char *phase, unsigned tried,
+                         double best_gflops)
 {
     (void)user;
     (void)tried;
@@ -191,15 +192,15 @@ static void test_tune_apply_reject(void **state)
     assert_true(pfx_gemm_tuning_path(pfx_runtime_device(rt), cache_dir, dest, sizeof(dest)));
     assert_int_equal(mkdir(dest, 0700), 0);
     pfx_gemm_tune_params quick = { .time_limit_s = 60, .progress = never_called };
-    assert_status_names(rt, pfx_gemm_tune(rt, &quick, &rep), PFX_ERROR_IO, "cannot store the result");
+    assert_status_names(rt, pfx_gemm_tune(rt, &quick, &rep), PFX_ERROR_IO,
+                        "cannot store the result");
     assert_int_equal(rmdir(dest), 0);
 
     /* A tiny budget on tiny shapes: still one candidate per kernel, and a file. */
     const pfx_gemm_tune_shape shapes[] = { { 72, 48, 40, false, true },
                                            { 9, 16, 24, false, false },
                                            { 160, 136, 144, true, false } };
-    pfx_gemm_tune_params p = { .time_limit_s = 1, .shapes = shapes, .shape_count = 3,
-                               .seed = 5 };
+    pfx_gemm_tune_params p = { .time_limit_s = 1, .shapes = shapes, .shape_count = 3, .seed = 5 };
     pfx_status st = pfx_gemm_tune(rt, &p, &rep);
     if (st != PFX_SUCCESS)
         fail_msg("gemm_tune: %s", pfx_last_error(rt));
@@ -228,7 +229,8 @@ static void test_tune_apply_reject(void **state)
     expect_ignored("not valid JSON");
     write_edited(path, orig, "\"MWG\":", "\"MWG\": 24, \"unused\":");
     expect_ignored("Xgemm");
-    write_edited(path, orig, "\"MWG\":", "\"MWG\": 24, \"MWG\":"); /* the rule of every JSON reader */
+    write_edited(path, orig,
+                 "\"MWG\":", "\"MWG\": 24, \"MWG\":"); /* the rule of every JSON reader */
     expect_ignored("'MWG' appears twice");
     write_edited(path, orig, "\"WGD\":", "\"WGDX\":");
     expect_ignored("XgemmDirect.WGD");

@@ -15,8 +15,8 @@
 static const char *g_fixtures;
 
 #define MAX_CASES 32
-#define MAX_IDS 16
-#define NEW 7
+#define MAX_IDS   16
+#define NEW       7
 
 typedef struct gcase {
     int32_t adapter;
@@ -101,8 +101,8 @@ static void expect_tokens(const gcase *c, const pfx_request *q, const char *what
     assert_int_equal(q->out_len, NEW);
     for (size_t i = 0; i < NEW; i++)
         if (q->out[i] != c->expect[i])
-            fail_msg("%s: adapter %d, token %zu: %d, HF + PEFT %d", what, (int)c->adapter, i, (int)q->out[i],
-                     (int)c->expect[i]);
+            fail_msg("%s: adapter %d, token %zu: %d, HF + PEFT %d", what, (int)c->adapter, i,
+                     (int)q->out[i], (int)c->expect[i]);
 }
 
 static pfx_request request_of(const gcase *c, int32_t *out)
@@ -193,9 +193,11 @@ static void test_cache_growth(void **state)
     pfx_model_shape shape;
     assert_int_equal(pfx_model_get_shape(w.model, &shape), PFX_SUCCESS);
     s = &shape;
-    const size_t L = s->layers, KVD = s->kv_heads * s->head_dim, P = pfx_adapter_bank_prefix_len(w.bank);
+    const size_t L = s->layers, KVD = s->kv_heads * s->head_dim,
+                 P = pfx_adapter_bank_prefix_len(w.bank);
     assert_int_equal(P, 5);
-    assert_int_equal(pfx_adapter_bank_bytes(w.bank), 2 * L * 4 * s->kv_heads * P * s->head_dim * sizeof(float));
+    assert_int_equal(pfx_adapter_bank_bytes(w.bank),
+                     2 * L * 4 * s->kv_heads * P * s->head_dim * sizeof(float));
     assert_int_equal(pfx_kv_cache_bytes(w.cache), 2 * L * 4 * 24 * KVD * sizeof(float));
     const size_t live0 = pfx_test_live_bytes(w.rt);
 
@@ -204,7 +206,8 @@ static void test_cache_growth(void **state)
     memcpy(ids, c->prompt, c->prompt_len * sizeof(int32_t));
     const size_t V = s->vocab, n = c->prompt_len;
     pfx_tensor *logits = NULL;
-    assert_int_equal(pfx_tensor_create(w.rt, PFX_DTYPE_F32, 2, (size_t[]){ 1, V }, &logits), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(w.rt, PFX_DTYPE_F32, 2, (size_t[]){ 1, V }, &logits),
+                     PFX_SUCCESS);
     int32_t lens = (int32_t)n, adapter = c->adapter;
     pfx_serve_step step = { 1, n, ids, &lens, &adapter };
     assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &step, logits), PFX_SUCCESS);
@@ -308,7 +311,8 @@ static void test_stop_and_seed(void **state)
     s.stop = &c->expect[2];
     s.stop_count = 1;
     pfx_request q = request_of(c, out);
-    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, &q, 1, &s, NULL, NULL, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, &q, 1, &s, NULL, NULL, NULL),
+                     PFX_SUCCESS);
     size_t first = 0;
     while (c->expect[first] != c->expect[2])
         first++;
@@ -318,7 +322,8 @@ static void test_stop_and_seed(void **state)
     pfx_sampling t = { .temperature = 0.9f, .top_k = 20, .top_p = 0.95f, .max_new_tokens = NEW };
     q = request_of(c, out);
     q.seed = 1234;
-    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, &q, 1, &t, NULL, NULL, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, &q, 1, &t, NULL, NULL, NULL),
+                     PFX_SUCCESS);
     pfx_request qs[4];
     for (int r = 0; r < 4; r++) {
         qs[r] = request_of(&w.cases[r * 3], out2[r]);
@@ -326,7 +331,8 @@ static void test_stop_and_seed(void **state)
     }
     qs[2] = request_of(c, out2[2]);
     qs[2].seed = 1234;
-    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, qs, 4, &t, NULL, NULL, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, qs, 4, &t, NULL, NULL, NULL),
+                     PFX_SUCCESS);
     assert_int_equal(qs[2].out_len, NEW);
     assert_memory_equal(out2[2], out, NEW * sizeof(int32_t));
     close_world(&w);
@@ -368,7 +374,8 @@ static void test_bad_adapters_and_steps(void **state)
     assert_int_equal(pfx_adapter_bank_create(w.model, 2, &b2), PFX_SUCCESS);
     assert_status_names(rt, pfx_adapter_bank_add(b2, w.dir, &e), PFX_ERROR_IO, "neither");
     snprintf(path, sizeof(path), "%s/../llama/adapter0", w.dir);
-    assert_status_names(rt, pfx_adapter_bank_add(b2, path, &e), PFX_ERROR_INVALID_SHAPE, "token_dim");
+    assert_status_names(rt, pfx_adapter_bank_add(b2, path, &e), PFX_ERROR_INVALID_SHAPE,
+                        "token_dim");
     assert_int_equal(pfx_adapter_bank_count(b2), 0);
     /* an encoder-decoder adapter */
     assert_non_null(mkdtemp(tmp));
@@ -377,10 +384,12 @@ static void test_bad_adapters_and_steps(void **state)
     snprintf(cfg, sizeof(cfg), "%s/adapter_model.safetensors", tmp);
     copy_file(from, cfg);
     snprintf(cfg, sizeof(cfg), "%s/adapter_config.json", tmp);
-    write_text(cfg, "{\"peft_type\": \"PREFIX_TUNING\", \"task_type\": \"SEQ_2_SEQ_LM\", \"num_virtual_tokens\": 3,"
+    write_text(cfg, "{\"peft_type\": \"PREFIX_TUNING\", \"task_type\": \"SEQ_2_SEQ_LM\", "
+                    "\"num_virtual_tokens\": 3,"
                     " \"num_layers\": 2, \"token_dim\": 36, \"num_attention_heads\": 3,"
                     " \"num_transformer_submodules\": 2, \"prefix_projection\": false}");
-    assert_status_names(rt, pfx_adapter_bank_add(b2, tmp, &e), PFX_ERROR_UNSUPPORTED, "num_transformer_submodules");
+    assert_status_names(rt, pfx_adapter_bank_add(b2, tmp, &e), PFX_ERROR_UNSUPPORTED,
+                        "num_transformer_submodules");
     remove(cfg);
     snprintf(cfg, sizeof(cfg), "%s/adapter_model.safetensors", tmp);
     remove(cfg);
@@ -397,42 +406,44 @@ static void test_bad_adapters_and_steps(void **state)
     pfx_model_shape shape;
     assert_int_equal(pfx_model_get_shape(w.model, &shape), PFX_SUCCESS);
     pfx_tensor *logits = NULL;
-    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, shape.vocab }, &logits), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, shape.vocab }, &logits),
+                     PFX_SUCCESS);
     int32_t ids[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, lens[2] = { 4, 3 }, ad[2] = { 0, -1 };
     pfx_serve_step st = { 2, 4, ids, lens, ad };
     ids[5] = (int32_t)shape.vocab;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
-                        "step.ids[5]");
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+                        PFX_ERROR_OUT_OF_RANGE, "step.ids[5]");
     ids[5] = 6;
     ad[1] = 4;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
-                        "step.adapter[1]");
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+                        PFX_ERROR_OUT_OF_RANGE, "step.adapter[1]");
     ad[1] = -1;
     lens[0] = 5;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
-                        "step.lens[0]");
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+                        PFX_ERROR_OUT_OF_RANGE, "step.lens[0]");
     lens[0] = 4;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, NULL, &st, logits), PFX_ERROR_OUT_OF_RANGE,
-                        "step.adapter[0]");
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, NULL, &st, logits),
+                        PFX_ERROR_OUT_OF_RANGE, "step.adapter[0]");
     assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
     assert_int_equal(pfx_kv_cache_len(w.cache, 0), 4);
     assert_int_equal(pfx_kv_cache_len(w.cache, 1), 3);
     /* a prompt into a slot that holds tokens; another adapter for a slot */
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_UNSUPPORTED,
-                        "step.tokens");
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+                        PFX_ERROR_UNSUPPORTED, "step.tokens");
     st.tokens = 1;
     lens[0] = lens[1] = 1;
     ad[1] = 1;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_INVALID_ARGUMENT,
-                        "prefilled");
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+                        PFX_ERROR_INVALID_ARGUMENT, "prefilled");
     ad[1] = -1;
     assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
     assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
     /* slot 0 holds 6 = max_len now */
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_OUT_OF_RANGE,
-                        "slot 0");
+    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+                        PFX_ERROR_OUT_OF_RANGE, "slot 0");
     lens[0] = lens[1] = 0;
-    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_ERROR_INVALID_ARGUMENT);
+    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+                     PFX_ERROR_INVALID_ARGUMENT);
     pfx_tensor_destroy(&logits);
     close_world(&w);
 }
@@ -445,8 +456,8 @@ static void count_token(void *user, size_t r, int32_t token)
 
 /* Writes a prefixcl prefixes file for `w`'s model: random prefixes of
  * length P, random gains (gain_mode), kv heads `hkv` (the model's to fit). */
-static void write_layers(const world *w, const char *path, size_t L, size_t P, size_t hkv, const char *gain_mode,
-                         uint64_t seed)
+static void write_layers(const world *w, const char *path, size_t L, size_t P, size_t hkv,
+                         const char *gain_mode, uint64_t seed)
 {
     pfx_model_shape s;
     assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
@@ -466,20 +477,29 @@ static void write_layers(const world *w, const char *path, size_t L, size_t P, s
         snprintf(names[3 * l + 1], 48, "layers.%zu.prefix_v", l);
         snprintf(names[3 * l + 2], 48, "layers.%zu.gain", l);
         float *base = data + l * (2 * n + s.heads);
-        items[3 * l] = (pfx_named_tensor){ .name = names[3 * l], .host = base, .ndim = 3,
-                                           .shape = { hkv, P, s.head_dim }, .dtype = PFX_DTYPE_F32 };
-        items[3 * l + 1] = (pfx_named_tensor){ .name = names[3 * l + 1], .host = base + n, .ndim = 3,
-                                               .shape = { hkv, P, s.head_dim }, .dtype = PFX_DTYPE_F32 };
-        items[3 * l + 2] = (pfx_named_tensor){ .name = names[3 * l + 2], .host = base + 2 * n, .ndim = 1,
-                                               .shape = { s.heads }, .dtype = PFX_DTYPE_F32 };
+        items[3 * l] = (pfx_named_tensor){ .name = names[3 * l],
+                                           .host = base,
+                                           .ndim = 3,
+                                           .shape = { hkv, P, s.head_dim },
+                                           .dtype = PFX_DTYPE_F32 };
+        items[3 * l + 1] = (pfx_named_tensor){ .name = names[3 * l + 1],
+                                               .host = base + n,
+                                               .ndim = 3,
+                                               .shape = { hkv, P, s.head_dim },
+                                               .dtype = PFX_DTYPE_F32 };
+        items[3 * l + 2] = (pfx_named_tensor){ .name = names[3 * l + 2],
+                                               .host = base + 2 * n,
+                                               .ndim = 1,
+                                               .shape = { s.heads },
+                                               .dtype = PFX_DTYPE_F32 };
     }
     pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", gain_mode } };
     assert_int_equal(pfx_safetensors_save(NULL, path, items, 3 * L, meta, 2), PFX_SUCCESS);
     free(data);
 }
 
-static void write_prefixes(const world *w, const char *path, size_t P, size_t hkv, const char *gain_mode,
-                           uint64_t seed)
+static void write_prefixes(const world *w, const char *path, size_t P, size_t hkv,
+                           const char *gain_mode, uint64_t seed)
 {
     pfx_model_shape s;
     assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
@@ -550,24 +570,28 @@ static void test_step_matches_model_and_gains(void **state)
     step.adapter = mixed;
     assert_int_equal(pfx_kv_cache_reset(cache, 0), PFX_SUCCESS);
     assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
-    assert_status_names(rt, pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_ERROR_UNSUPPORTED,
-                        "different gains");
+    assert_status_names(rt, pfx_serve_step_run(w.model, cache, bank, &step, la),
+                        PFX_ERROR_UNSUPPORTED, "different gains");
     /* ... but pfx_generate runs them as two batches: each equals its run alone */
     int32_t out[3][NEW], alone[NEW];
-    pfx_request q[3] = { { ids, 9, 0, 5, out[0], 0 }, { ids + 9, 4, 1, 6, out[1], 0 }, { ids + 9, 4, 0, 7, out[2], 0 } };
+    pfx_request q[3] = { { ids, 9, 0, 5, out[0], 0 },
+                         { ids + 9, 4, 1, 6, out[1], 0 },
+                         { ids + 9, 4, 0, 7, out[2], 0 } };
     size_t seen[3] = { 0, 0, 0 };
     pfx_kv_cache *small = NULL; /* 9 + 7 - 1 tokens do not fit 14 */
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 14, &small), PFX_SUCCESS);
     assert_status_names(rt, pfx_generate(w.model, small, bank, q, 2, &greedy, NULL, NULL, NULL),
                         PFX_ERROR_OUT_OF_RANGE, "requests[0]");
     pfx_kv_cache_destroy(&small);
-    assert_int_equal(pfx_generate(w.model, cache, bank, q, 2, &greedy, count_token, seen, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_generate(w.model, cache, bank, q, 2, &greedy, count_token, seen, NULL),
+                     PFX_SUCCESS);
     assert_int_equal(seen[0], NEW);
     assert_int_equal(seen[1], NEW);
     for (int r = 0; r < 3; r++) {
         pfx_request one = q[r];
         one.out = alone;
-        assert_int_equal(pfx_generate(w.model, cache, bank, &one, 1, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+        assert_int_equal(pfx_generate(w.model, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
+                         PFX_SUCCESS);
         if (r < 2)
             assert_memory_equal(alone, out[r], NEW * sizeof(int32_t));
         else
@@ -578,7 +602,8 @@ static void test_step_matches_model_and_gains(void **state)
     int32_t o3[2][NEW];
     q3[0].out = o3[0];
     q3[1].out = o3[1];
-    assert_int_equal(pfx_generate(w.model, cache, bank, q3, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_generate(w.model, cache, bank, q3, 2, &greedy, NULL, NULL, NULL),
+                     PFX_SUCCESS);
     assert_memory_equal(o3[0], out[2], sizeof(alone));
     assert_memory_equal(o3[1], out[1], sizeof(alone));
     q3[0].adapter = 2;
@@ -588,11 +613,13 @@ static void test_step_matches_model_and_gains(void **state)
     pfx_adapter_bank *b3 = NULL;
     assert_int_equal(pfx_adapter_bank_create(w.model, 2, &b3), PFX_SUCCESS);
     write_prefixes(&w, path, 5, s.kv_heads + 1, "off", 8);
-    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE, "kv heads");
+    assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE,
+                        "kv heads");
     write_prefixes(&w, path, 4, s.kv_heads, "off", 9);
     assert_status_names(rt, pfx_adapter_bank_add(bank, path, &e), PFX_ERROR_OUT_OF_RANGE, "full");
     assert_int_equal(pfx_adapter_bank_add(b3, path, &e), PFX_SUCCESS);
-    assert_status_names(rt, pfx_adapter_bank_add(b3, peft, &e), PFX_ERROR_INVALID_SHAPE, "prefix length");
+    assert_status_names(rt, pfx_adapter_bank_add(b3, peft, &e), PFX_ERROR_INVALID_SHAPE,
+                        "prefix length");
     write_layers(&w, path, s.layers - 1, 4, s.kv_heads, "off", 9);
     assert_status_names(rt, pfx_adapter_bank_add(b3, path, &e), PFX_ERROR_INVALID_SHAPE, "layers");
     write_layers(&w, path, s.layers + 1, 4, s.kv_heads, "off", 9);

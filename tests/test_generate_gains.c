@@ -21,19 +21,19 @@
 
 static const char *g_fixtures;
 
-#define NEW 6
+#define NEW     6
 #define MAX_LEN 300 /* cache rows: the decode's keys, several key tiles (split-K) */
 
 /* A gains file as pretraining writes it (pretrain.c, write_gains), with
  * every field settable to a wrong value. */
 typedef struct gains_spec {
-    const char *gain_mode;   /* metadata; NULL: absent */
-    const char *structured;  /* metadata; NULL: absent */
-    const float *gains;      /* NULL: no tensor */
+    const char *gain_mode;  /* metadata; NULL: absent */
+    const char *structured; /* metadata; NULL: absent */
+    const float *gains;     /* NULL: no tensor */
     size_t gains_shape[2];
-    const float *dim_gains;  /* NULL: no tensor */
+    const float *dim_gains; /* NULL: no tensor */
     size_t dim_shape[3];
-    bool extra;              /* one more tensor */
+    bool extra; /* one more tensor */
 } gains_spec;
 
 static void write_gains(const char *path, const gains_spec *g)
@@ -42,15 +42,21 @@ static void write_gains(const char *path, const gains_spec *g)
     size_t n = 0;
     static const float one = 1.0f;
     if (g->gains)
-        t[n++] = (pfx_named_tensor){ .name = "gains", .host = g->gains, .ndim = 2,
-                                     .shape = { g->gains_shape[0], g->gains_shape[1] }, .dtype = PFX_DTYPE_F32 };
+        t[n++] = (pfx_named_tensor){ .name = "gains",
+                                     .host = g->gains,
+                                     .ndim = 2,
+                                     .shape = { g->gains_shape[0], g->gains_shape[1] },
+                                     .dtype = PFX_DTYPE_F32 };
     if (g->dim_gains)
-        t[n++] = (pfx_named_tensor){ .name = "dim_gains", .host = g->dim_gains, .ndim = 3,
+        t[n++] = (pfx_named_tensor){ .name = "dim_gains",
+                                     .host = g->dim_gains,
+                                     .ndim = 3,
                                      .shape = { g->dim_shape[0], g->dim_shape[1], g->dim_shape[2] },
                                      .dtype = PFX_DTYPE_F32 };
     if (g->extra)
-        t[n++] = (pfx_named_tensor){ .name = "step", .host = &one, .ndim = 1, .shape = { 1 },
-                                     .dtype = PFX_DTYPE_F32 };
+        t[n++] = (pfx_named_tensor){
+            .name = "step", .host = &one, .ndim = 1, .shape = { 1 }, .dtype = PFX_DTYPE_F32
+        };
     pfx_st_metadata meta[3] = { { "format", "prefixcl-gains-1" } };
     size_t m = 1;
     if (g->gain_mode)
@@ -77,7 +83,9 @@ static gains_spec spec_of(const char *mode, const pfx_model_shape *s, float *g, 
     const bool dim = strstr(mode, "dim") != NULL, head = strcmp(mode, "dim") != 0;
     fill(g, L * H, 11, -0.6f, 0.9f);
     fill(dg, L * H * D, 12, -0.5f, 0.8f);
-    gains_spec sp = { .gain_mode = !head ? "off" : !strncmp(mode, "tanh", 4) ? "tanh" : "linear",
+    gains_spec sp = { .gain_mode = !head                       ? "off"
+                                   : !strncmp(mode, "tanh", 4) ? "tanh"
+                                                               : "linear",
                       .structured = dim ? "true" : "false",
                       .gains = head ? g : NULL,
                       .gains_shape = { L, H },
@@ -151,8 +159,9 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
     assert_int_equal(pfx_adapter_bank_prefix(bank, entry, 1, &pre), PFX_SUCCESS);
     assert_int_equal(pre.prefix_len, 0);
     assert_null(pre.keys);
-    assert_int_equal(pre.gain_mode, sp.gains ? (strstr(mode, "tanh") ? PFX_GAIN_TANH : PFX_GAIN_LINEAR)
-                                             : PFX_GAIN_OFF);
+    assert_int_equal(pre.gain_mode, sp.gains
+                                        ? (strstr(mode, "tanh") ? PFX_GAIN_TANH : PFX_GAIN_LINEAR)
+                                        : PFX_GAIN_OFF);
     assert_true(sp.dim_gains ? pre.dim_gains != NULL : pre.dim_gains == NULL);
     if (sp.dim_gains)
         assert_memory_equal(pre.dim_gains, dg, LH * s.head_dim * sizeof(float));
@@ -163,9 +172,11 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
     rt->info.compute_units = 256;
     pfx_attn_fwd_tiles t;
     size_t kps;
-    assert_int_equal(pfx_attn_fwd_select(rt, "test", s.head_dim, s.heads / s.kv_heads, &t), PFX_SUCCESS);
-    assert_true(pfx_attn_fwd_splits(pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL), rt->info.compute_units,
-                                    &t, 2, s.kv_heads, s.heads / s.kv_heads, MAX_LEN, &kps) > 1);
+    assert_int_equal(pfx_attn_fwd_select(rt, "test", s.head_dim, s.heads / s.kv_heads, &t),
+                     PFX_SUCCESS);
+    assert_true(pfx_attn_fwd_splits(pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL),
+                                    rt->info.compute_units, &t, 2, s.kv_heads, s.heads / s.kv_heads,
+                                    MAX_LEN, &kps) > 1);
 
     int32_t seq[2][16], lens[2] = { 5, 3 }, ids[2 * 5] = { 0 };
     for (int r = 0; r < 2; r++)
@@ -213,8 +224,8 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
         assert_int_equal(q[r].out_len, NEW);
         for (size_t k = 0; k < NEW; k++)
             if (out[r][k] != expect[r][k])
-                fail_msg("%s %s: request %d token %zu: generate %d, the loop %d", family, mode, r, k,
-                         (int)out[r][k], (int)expect[r][k]);
+                fail_msg("%s %s: request %d token %zu: generate %d, the loop %d", family, mode, r,
+                         k, (int)out[r][k], (int)expect[r][k]);
     }
     rt->info.compute_units = cus;
     free(a);
@@ -285,7 +296,8 @@ static void test_bank_rules(void **state)
     pfx_adapter_bank *pb = NULL;
     assert_int_equal(pfx_adapter_bank_create(m, 2, &pb), PFX_SUCCESS);
     assert_int_equal(pfx_adapter_bank_add(pb, peft, &e), PFX_SUCCESS);
-    assert_status_names(rt, pfx_adapter_bank_add(pb, path, &e), PFX_ERROR_INVALID_SHAPE, "gains file");
+    assert_status_names(rt, pfx_adapter_bank_add(pb, path, &e), PFX_ERROR_INVALID_SHAPE,
+                        "gains file");
     assert_status_names(rt, pfx_adapter_bank_add(pb, path, &e), PFX_ERROR_INVALID_SHAPE, peft);
     assert_int_equal(pfx_adapter_bank_count(pb), 1);
     pfx_adapter_bank_destroy(&pb);
@@ -294,7 +306,8 @@ static void test_bank_rules(void **state)
     pfx_kv_cache *cache = NULL;
     assert_int_equal(pfx_kv_cache_create(m, 2, 16, &cache), PFX_SUCCESS);
     pfx_tensor *logits = NULL;
-    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, s.vocab }, &logits), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, s.vocab }, &logits),
+                     PFX_SUCCESS);
     int32_t ids[6] = { 1, 2, 3, 4, 5, 6 }, ad[2] = { 0, 1 };
     pfx_serve_step st = { 2, 3, ids, NULL, ad };
     assert_status_names(rt, pfx_serve_step_run(m, cache, bank, &st, logits), PFX_ERROR_UNSUPPORTED,
@@ -305,13 +318,16 @@ static void test_bank_rules(void **state)
     ad[1] = 0;
     assert_int_equal(pfx_serve_step_run(m, cache, bank, &st, logits), PFX_SUCCESS);
     int32_t out[3][NEW], alone[NEW];
-    pfx_request q[3] = { { ids, 3, 0, 1, out[0], 0 }, { ids, 3, 1, 1, out[1], 0 }, { ids, 3, -1, 1, out[2], 0 } };
+    pfx_request q[3] = { { ids, 3, 0, 1, out[0], 0 },
+                         { ids, 3, 1, 1, out[1], 0 },
+                         { ids, 3, -1, 1, out[2], 0 } };
     const pfx_sampling greedy = { .max_new_tokens = NEW };
     assert_int_equal(pfx_generate(m, cache, bank, q, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
     for (int r = 0; r < 2; r++) {
         pfx_request one = q[r];
         one.out = alone;
-        assert_int_equal(pfx_generate(m, cache, bank, &one, 1, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+        assert_int_equal(pfx_generate(m, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
+                         PFX_SUCCESS);
         assert_memory_equal(alone, out[r], sizeof(alone));
     }
     pfx_tensor_destroy(&logits);
@@ -391,8 +407,8 @@ static void test_bad_files(void **state)
         pfx_status st = pfx_adapter_bank_add(bank, path, &e);
         if (st != cases[i].status || !strstr(pfx_last_error(rt), cases[i].needle) ||
             !strstr(pfx_last_error(rt), path))
-            fail_msg("%s: %s (status %d, want %d naming '%s' and the file)", w, pfx_last_error(rt), (int)st,
-                     (int)cases[i].status, cases[i].needle);
+            fail_msg("%s: %s (status %d, want %d naming '%s' and the file)", w, pfx_last_error(rt),
+                     (int)st, (int)cases[i].status, cases[i].needle);
         assert_int_equal(pfx_adapter_bank_count(bank), 0);
     }
     gains_spec sp = spec_of("tanh", &s, g, dg);

@@ -22,7 +22,9 @@ static char tmp_dir[] = "/tmp/pfx-test-io-hostile-XXXXXX";
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
-    (void)sb; (void)flag; (void)ftw;
+    (void)sb;
+    (void)flag;
+    (void)ftw;
     return remove(path);
 }
 
@@ -50,8 +52,8 @@ static char *make_dir(const char *name)
     return dir;
 }
 
-#define CONFIG_FIELDS                                                                          \
-    "\"peft_type\": \"PREFIX_TUNING\", \"num_virtual_tokens\": 3, \"num_layers\": 2, "         \
+#define CONFIG_FIELDS                                                                              \
+    "\"peft_type\": \"PREFIX_TUNING\", \"num_virtual_tokens\": 3, \"num_layers\": 2, "             \
     "\"token_dim\": 8, \"num_attention_heads\": 2"
 
 static void write_config(const char *dir, const char *text)
@@ -150,7 +152,8 @@ static void test_config_refusals(void **state)
         { "{" CONFIG_FIELDS ", \"x\\u0000y\": 1}", PFX_ERROR_FORMAT, "\\u0000" },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        pfx_status st = pfx_peft_read_config_memory(cases[i].text, strlen(cases[i].text), "case", &cfg);
+        pfx_status st =
+            pfx_peft_read_config_memory(cases[i].text, strlen(cases[i].text), "case", &cfg);
         if (st != cases[i].status || !strstr(pfx_last_error(NULL), cases[i].needle))
             fail_msg("case %zu: %s, '%s'", i, pfx_status_string(st), pfx_last_error(NULL));
         assert_false(starts_with_status_name(pfx_last_error(NULL)));
@@ -168,7 +171,8 @@ static void test_config_refusals(void **state)
     assert_non_null(getcwd(cwd, sizeof(cwd)));
     assert_int_equal(chdir(make_dir("cwd")), 0);
     write_config(".", "{" CONFIG_FIELDS "}"); /* what "" used to read */
-    assert_status_names(NULL, pfx_peft_read_config("", &cfg), PFX_ERROR_INVALID_ARGUMENT, "dir is empty");
+    assert_status_names(NULL, pfx_peft_read_config("", &cfg), PFX_ERROR_INVALID_ARGUMENT,
+                        "dir is empty");
     assert_int_equal(chdir(cwd), 0);
 }
 
@@ -186,13 +190,14 @@ static void test_index_many_shards(void **state)
     assert_non_null(text);
     len += (size_t)snprintf(text + len, cap - len, "{\"weight_map\": {");
     for (size_t i = 0; i < n; i++) /* shard names in reverse of the entries */
-        len += (size_t)snprintf(text + len, cap - len, "%s\"t%zu\": \"s%07zu.safetensors\"", i ? ", " : "",
-                                i, n - 1 - i);
+        len += (size_t)snprintf(text + len, cap - len, "%s\"t%zu\": \"s%07zu.safetensors\"",
+                                i ? ", " : "", i, n - 1 - i);
     len += (size_t)snprintf(text + len, cap - len, "}}");
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     pfx_st_index *x = NULL;
-    assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "many-shards", &x), PFX_SUCCESS);
+    assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "many-shards", &x),
+                     PFX_SUCCESS);
     double s = pfx_test_seconds_since(&t0);
     assert_int_equal(x->count, n);
     assert_int_equal(x->shard_count, n);
@@ -203,8 +208,10 @@ static void test_index_many_shards(void **state)
     }
     pfx_st_index_free(&x);
     /* one shard for every tensor: still one shard */
-    len = (size_t)snprintf(text, cap, "{\"weight_map\": {\"a\": \"x\", \"b\": \"y\", \"c\": \"x\"}}");
-    assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "three", &x), PFX_SUCCESS);
+    len =
+        (size_t)snprintf(text, cap, "{\"weight_map\": {\"a\": \"x\", \"b\": \"y\", \"c\": \"x\"}}");
+    assert_int_equal(pfx_st_index_parse(NULL, (const unsigned char *)text, len, "three", &x),
+                     PFX_SUCCESS);
     assert_int_equal(x->shard_count, 2);
     assert_int_equal(x->shard[0], x->shard[2]);
     assert_string_equal(x->shards[x->shard[1]], "y");
@@ -219,7 +226,8 @@ static void test_nul_escape_in_tensor_name(void **state)
     (void)state;
     static const char *headers[] = {
         "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-        "{\"__metadata__\":{\"k\":\"v\\u0000w\"},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+        "{\"__metadata__\":{\"k\":\"v\\u0000w\"},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_"
+        "offsets\":[0,4]}}",
     };
     for (size_t i = 0; i < 2; i++) {
         size_t h = strlen(headers[i]);
@@ -227,8 +235,8 @@ static void test_nul_escape_in_tensor_name(void **state)
         buf[0] = (unsigned char)h;
         memcpy(buf + 8, headers[i], h);
         pfx_safetensors *f = NULL;
-        assert_status_names(NULL, pfx_safetensors_open_memory(buf, 8 + h + 4, "nul", &f), PFX_ERROR_FORMAT,
-                            "\\u0000");
+        assert_status_names(NULL, pfx_safetensors_open_memory(buf, 8 + h + 4, "nul", &f),
+                            PFX_ERROR_FORMAT, "\\u0000");
         assert_null(f);
     }
 }
@@ -237,7 +245,9 @@ static void test_nul_escape_in_tensor_name(void **state)
 
 static pfx_named_tensor one_item(const float *v)
 {
-    return (pfx_named_tensor){ .name = "x", .host = v, .ndim = 1, .shape = { 3 }, .dtype = PFX_DTYPE_F32 };
+    return (pfx_named_tensor){
+        .name = "x", .host = v, .ndim = 1, .shape = { 3 }, .dtype = PFX_DTYPE_F32
+    };
 }
 
 static void test_save_refuses_device_node(void **state)
@@ -300,7 +310,7 @@ static void test_killed_save_cleaned_at_next_save(void **state)
         fputs("half a file", pfx_output_stream(out));
         fflush(pfx_output_stream(out));
         signal(SIGINT, SIG_DFL); /* a background shell may have ignored it */
-        raise(SIGINT); /* dies here with the temporary file in place */
+        raise(SIGINT);           /* dies here with the temporary file in place */
         _exit(2);
     }
     int status = 0;
@@ -311,7 +321,8 @@ static void test_killed_save_cleaned_at_next_save(void **state)
     /* Our own in-flight file (a live pid) survives someone else's save. */
     pfx_output_file *mine = NULL;
     assert_int_equal(pfx_output_open(dest, &mine), PFX_SUCCESS);
-    assert_int_equal(count_temps(dir, "state.safetensors"), 1); /* the dead one went, ours is there */
+    assert_int_equal(count_temps(dir, "state.safetensors"),
+                     1); /* the dead one went, ours is there */
     child = fork();
     assert_true(child >= 0);
     if (child == 0) {
@@ -331,7 +342,9 @@ static void test_save_honours_umask(void **state)
     (void)state;
     float v[3] = { 1, 2, 3 };
     pfx_named_tensor it = one_item(v);
-    static const struct { mode_t mask, mode; } cases[] = { { 077, 0600 }, { 022, 0644 }, { 002, 0664 } };
+    static const struct {
+        mode_t mask, mode;
+    } cases[] = { { 077, 0600 }, { 022, 0644 }, { 002, 0664 } };
     mode_t old = umask(022);
     for (size_t i = 0; i < 3; i++) {
         umask(cases[i].mask);
@@ -413,8 +426,8 @@ static void test_peft_load_aliasing(void **state)
     assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, k, v, L, NULL), PFX_ERROR_ALIASING,
                         "keys[0] and values[0]");
     pfx_tensor *k2[L] = { keys[0], keys[0] }, *v2[L] = { values[0], values[1] };
-    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, k2, v2, L, NULL), PFX_ERROR_ALIASING,
-                        "the same tensor");
+    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, k2, v2, L, NULL),
+                        PFX_ERROR_ALIASING, "the same tensor");
     pfx_tensor *k3[L] = { NULL, keys[1] }, *v3[L] = { values[0], keys[1] };
     assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, k3, v3, L, NULL), PFX_ERROR_ALIASING);
     assert_null(k3[0]); /* nothing allocated */
@@ -423,13 +436,13 @@ static void test_peft_load_aliasing(void **state)
      * caller tensors written as keys then as values */
     const size_t live = pfx_test_live_bytes(rt);
     pfx_tensor *one[L] = { NULL, NULL };
-    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, one, one, L, NULL), PFX_ERROR_ALIASING,
-                        "the keys and values arrays overlap");
+    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, one, one, L, NULL),
+                        PFX_ERROR_ALIASING, "the keys and values arrays overlap");
     assert_null(one[0]);
     assert_null(one[1]);
     pfx_tensor *both[L + 1] = { NULL, NULL, NULL };
-    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, both, both + 1, L, NULL), PFX_ERROR_ALIASING,
-                        "overlap");
+    assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, HKV, both, both + 1, L, NULL),
+                        PFX_ERROR_ALIASING, "overlap");
     pfx_tensor *same[L] = { keys[0], keys[1] };
     assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, same, same, L, NULL), PFX_ERROR_ALIASING);
     assert_int_equal(pfx_test_live_bytes(rt), live); /* nothing allocated, nothing leaked */
@@ -437,8 +450,8 @@ static void test_peft_load_aliasing(void **state)
     assert_int_equal(pfx_peft_load_prefixes(rt, dir, HKV, keys, values, L, NULL), PFX_SUCCESS);
     assert_status_names(rt, pfx_peft_load_prefixes(rt, "", HKV, keys, values, L, NULL),
                         PFX_ERROR_INVALID_ARGUMENT, "dir is empty");
-    assert_status_names(rt, pfx_peft_save_prefixes(rt, "", keys, values, L, NULL), PFX_ERROR_INVALID_ARGUMENT,
-                        "dir is empty");
+    assert_status_names(rt, pfx_peft_save_prefixes(rt, "", keys, values, L, NULL),
+                        PFX_ERROR_INVALID_ARGUMENT, "dir is empty");
     destroy_prefixes(keys, values);
     assert_int_equal(pfx_test_live_bytes(rt), 0);
 }
@@ -458,20 +471,20 @@ static void test_peft_writer_matches_reader(void **state)
 
     pfx_peft_default_save_params(&pp);
     pp.task_type = long_task;
-    assert_status_names(rt, pfx_peft_save_prefixes(rt, dir, keys, values, L, &pp), PFX_ERROR_INVALID_ARGUMENT,
-                        "task_type");
+    assert_status_names(rt, pfx_peft_save_prefixes(rt, dir, keys, values, L, &pp),
+                        PFX_ERROR_INVALID_ARGUMENT, "task_type");
     pfx_peft_default_save_params(&pp);
     pp.base_model_name_or_path = long_base;
-    assert_status_names(rt, pfx_peft_save_prefixes(rt, dir, keys, values, L, &pp), PFX_ERROR_INVALID_ARGUMENT,
-                        "base_model_name_or_path");
+    assert_status_names(rt, pfx_peft_save_prefixes(rt, dir, keys, values, L, &pp),
+                        PFX_ERROR_INVALID_ARGUMENT, "base_model_name_or_path");
     pfx_peft_default_save_params(&pp);
     pp.base_model_name_or_path = "caf\xe9"; /* Latin-1, not UTF-8 */
-    assert_status_names(rt, pfx_peft_save_prefixes(rt, dir, keys, values, L, &pp), PFX_ERROR_INVALID_ARGUMENT,
-                        "UTF-8");
+    assert_status_names(rt, pfx_peft_save_prefixes(rt, dir, keys, values, L, &pp),
+                        PFX_ERROR_INVALID_ARGUMENT, "UTF-8");
     pfx_peft_default_save_params(&pp);
     pp.encoder_hidden_size = ((size_t)1 << 31) + 1;
-    assert_status_names(rt, pfx_peft_save_prefixes(rt, dir, keys, values, L, &pp), PFX_ERROR_INVALID_ARGUMENT,
-                        "encoder_hidden_size");
+    assert_status_names(rt, pfx_peft_save_prefixes(rt, dir, keys, values, L, &pp),
+                        PFX_ERROR_INVALID_ARGUMENT, "encoder_hidden_size");
     struct stat sb;
     assert_int_not_equal(stat(dir, &sb), 0); /* nothing written */
 

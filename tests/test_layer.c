@@ -20,7 +20,7 @@ typedef struct problem {
     ref_layer_dims d;
     size_t layers;
     bool bias;
-    float *w[MAXL][PFX_LAYER_WEIGHT_COUNT];   /* NULL biases when !bias */
+    float *w[MAXL][PFX_LAYER_WEIGHT_COUNT]; /* NULL biases when !bias */
     double *wd[MAXL][PFX_LAYER_WEIGHT_COUNT];
     float *pk[MAXL], *pv[MAXL], *gain[MAXL];
     double *pkd[MAXL], *pvd[MAXL], *gaind[MAXL];
@@ -69,8 +69,8 @@ static void problem_init(problem *pr, size_t layers, bool bias, uint64_t seed)
                 pr->wd[l][i] = NULL;
                 continue;
             }
-            size_t fan = i == PFX_LAYER_WO || i == PFX_LAYER_BO ? d->heads * d->head_dim
-                                                                 : d->model_dim;
+            size_t fan =
+                i == PFX_LAYER_WO || i == PFX_LAYER_BO ? d->heads * d->head_dim : d->model_dim;
             pr->w[l][i] = random_floats(&rng, weight_count(d, i), 1.5f / sqrtf((float)fan));
             pr->wd[l][i] = to_double(pr->w[l][i], weight_count(d, i));
         }
@@ -193,12 +193,18 @@ typedef struct device {
 static pfx_layer_params layer_params(const problem *pr)
 {
     const ref_layer_dims *d = &pr->d;
-    return (pfx_layer_params){ .model_dim = d->model_dim, .heads = d->heads,
-                               .kv_heads = d->kv_heads, .head_dim = d->head_dim,
-                               .prefix_len = d->prefix_len, .max_batch = d->batch + 1,
-                               .max_tokens = d->tokens + 2, .bias = pr->bias,
-                               .causal = d->causal, .residual = d->residual,
-                               .gain_mode = d->gain_mode, .scale = (float)d->scale };
+    return (pfx_layer_params){ .model_dim = d->model_dim,
+                               .heads = d->heads,
+                               .kv_heads = d->kv_heads,
+                               .head_dim = d->head_dim,
+                               .prefix_len = d->prefix_len,
+                               .max_batch = d->batch + 1,
+                               .max_tokens = d->tokens + 2,
+                               .bias = pr->bias,
+                               .causal = d->causal,
+                               .residual = d->residual,
+                               .gain_mode = d->gain_mode,
+                               .scale = (float)d->scale };
 }
 
 static void device_init(pfx_runtime *rt, const problem *pr, device *dv)
@@ -218,8 +224,7 @@ static void device_init(pfx_runtime *rt, const problem *pr, device *dv)
             }
             assert_non_null(t);
             assert_int_equal(pfx_tensor_numel(t), weight_count(d, i));
-            assert_int_equal(pfx_tensor_write(t, 0, weight_count(d, i), pr->w[l][i]),
-                             PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_write(t, 0, weight_count(d, i), pr->w[l][i]), PFX_SUCCESS);
         }
         if (d->prefix_len) {
             dv->pk[l] = upload(rt, 3, d->kv_heads, d->prefix_len, d->head_dim, pr->pk[l]);
@@ -294,13 +299,21 @@ static void expect_fd(const char *what, problem *pr, double *x, size_t n, const 
 
 static void reference_fd_case(size_t layers, pfx_gain_mode mode, bool causal, bool bias)
 {
-    problem pr = { .d = { .batch = 2, .tokens = 3, .model_dim = 5, .heads = 4, .kv_heads = 2,
-                          .head_dim = 3, .prefix_len = 2, .causal = causal,
-                          .residual = layers > 1, .gain_mode = mode },
+    problem pr = { .d = { .batch = 2,
+                          .tokens = 3,
+                          .model_dim = 5,
+                          .heads = 4,
+                          .kv_heads = 2,
+                          .head_dim = 3,
+                          .prefix_len = 2,
+                          .causal = causal,
+                          .residual = layers > 1,
+                          .gain_mode = mode },
                    .ramp = 0.75f };
     problem_init(&pr, layers, bias, 100 + layers);
     const ref_layer_dims *d = &pr.d;
-    const size_t n = d->batch * d->tokens * d->model_dim, pn = d->kv_heads * d->prefix_len * d->head_dim;
+    const size_t n = d->batch * d->tokens * d->model_dim,
+                 pn = d->kv_heads * d->prefix_len * d->head_dim;
     ref_layer_weights w[MAXL];
     ref_layer_prefix p[MAXL];
     double *dpk[MAXL], *dpv[MAXL], *dg[MAXL], *dw[MAXL][PFX_LAYER_WEIGHT_COUNT];
@@ -313,8 +326,8 @@ static void reference_fd_case(size_t layers, pfx_gain_mode mode, bool causal, bo
         dg[l] = calloc(d->heads, sizeof(double));
         for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++)
             dw[l][i] = calloc(weight_count(d, i), sizeof(double));
-        g[l] = (ref_layer_grads){ NULL, dpk[l], dpv[l], dg[l], dw[l][0], dw[l][1], dw[l][2],
-                                  dw[l][3], dw[l][4], dw[l][5], dw[l][6], dw[l][7] };
+        g[l] = (ref_layer_grads){ NULL,     dpk[l],   dpv[l],   dg[l],    dw[l][0], dw[l][1],
+                                  dw[l][2], dw[l][3], dw[l][4], dw[l][5], dw[l][6], dw[l][7] };
     }
     double *dx = calloc(n, sizeof(double));
     ref_stack_backward(d, layers, w, p, pr.xd, pr.dyd, g, dx);
@@ -351,8 +364,14 @@ static void test_reference_fd(void **state)
 static void test_reference_attention(void **state)
 {
     (void)state;
-    problem pr = { .d = { .batch = 2, .tokens = 5, .model_dim = 4, .heads = 6, .kv_heads = 2,
-                          .head_dim = 3, .prefix_len = 3, .causal = true,
+    problem pr = { .d = { .batch = 2,
+                          .tokens = 5,
+                          .model_dim = 4,
+                          .heads = 6,
+                          .kv_heads = 2,
+                          .head_dim = 3,
+                          .prefix_len = 3,
+                          .causal = true,
                           .gain_mode = PFX_GAIN_TANH },
                    .ramp = 0.5f };
     problem_init(&pr, 1, false, 7);
@@ -395,8 +414,16 @@ static void test_reference_attention(void **state)
         free(g1[i]);
         free(g2[i]);
     }
-    free(q); free(k); free(v); free(d_o); free(qd); free(kd); free(vd); free(dod);
-    free(o1); free(o2);
+    free(q);
+    free(k);
+    free(v);
+    free(d_o);
+    free(qd);
+    free(kd);
+    free(vd);
+    free(dod);
+    free(o1);
+    free(o2);
     problem_free(&pr);
 }
 
@@ -431,8 +458,8 @@ static void device_case(pfx_runtime *rt, problem *pr, bool with_dw)
         for (int i = 0; with_dw && i < PFX_LAYER_WEIGHT_COUNT; i++)
             if (pr->w[l][i]) {
                 pfx_tensor *w = pfx_layer_weight(dv.layer[l], (pfx_layer_weight_id)i);
-                g[l].dweight[i] = tensor(rt, pfx_tensor_ndim(w), pfx_tensor_dim(w, 0),
-                                         pfx_tensor_dim(w, 1), 0);
+                g[l].dweight[i] =
+                    tensor(rt, pfx_tensor_ndim(w), pfx_tensor_dim(w, 0), pfx_tensor_dim(w, 1), 0);
             }
     }
     pfx_status st;
@@ -466,9 +493,9 @@ static void device_case(pfx_runtime *rt, problem *pr, bool with_dw)
             rgd[l][i] = calloc(sizes[i] ? sizes[i] : 1, sizeof(double));
         for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++)
             rgd[l][4 + i] = calloc(weight_count(d, i), sizeof(double));
-        rg[l] = (ref_layer_grads){ NULL, rgd[l][0], rgd[l][1], rgd[l][2], rgd[l][4], rgd[l][5],
-                                   rgd[l][6], rgd[l][7], rgd[l][8], rgd[l][9], rgd[l][10],
-                                   rgd[l][11] };
+        rg[l] =
+            (ref_layer_grads){ NULL,      rgd[l][0], rgd[l][1], rgd[l][2], rgd[l][4],  rgd[l][5],
+                               rgd[l][6], rgd[l][7], rgd[l][8], rgd[l][9], rgd[l][10], rgd[l][11] };
     }
     double *y = malloc(n * sizeof(double)), *rdx = malloc(n * sizeof(double));
     ref_stack_forward(d, L, w, p, pr->xd, y);
@@ -521,23 +548,41 @@ static void test_layer_single(void **state)
 {
     pfx_runtime *rt = *state;
     /* awkward sizes, biases, causal, tanh gain with a ramp, weight gradients */
-    problem a = { .d = { .batch = 2, .tokens = 7, .model_dim = 13, .heads = 3, .kv_heads = 3,
-                         .head_dim = 5, .prefix_len = 3, .causal = true,
+    problem a = { .d = { .batch = 2,
+                         .tokens = 7,
+                         .model_dim = 13,
+                         .heads = 3,
+                         .kv_heads = 3,
+                         .head_dim = 5,
+                         .prefix_len = 3,
+                         .causal = true,
                          .gain_mode = PFX_GAIN_TANH },
                   .ramp = 0.6f };
     problem_init(&a, 1, true, 21);
     device_case(rt, &a, true);
     problem_free(&a);
     /* GQA (4 heads on 2 kv heads), no bias, linear gain, residual */
-    problem b = { .d = { .batch = 3, .tokens = 9, .model_dim = 10, .heads = 4, .kv_heads = 2,
-                         .head_dim = 8, .prefix_len = 5, .residual = true,
+    problem b = { .d = { .batch = 3,
+                         .tokens = 9,
+                         .model_dim = 10,
+                         .heads = 4,
+                         .kv_heads = 2,
+                         .head_dim = 8,
+                         .prefix_len = 5,
+                         .residual = true,
                          .gain_mode = PFX_GAIN_LINEAR } };
     problem_init(&b, 1, false, 22);
     device_case(rt, &b, false);
     problem_free(&b);
     /* MQA, no prefix, gain off, bias */
-    problem c = { .d = { .batch = 1, .tokens = 6, .model_dim = 7, .heads = 3, .kv_heads = 1,
-                         .head_dim = 4, .prefix_len = 0, .gain_mode = PFX_GAIN_OFF } };
+    problem c = { .d = { .batch = 1,
+                         .tokens = 6,
+                         .model_dim = 7,
+                         .heads = 3,
+                         .kv_heads = 1,
+                         .head_dim = 4,
+                         .prefix_len = 0,
+                         .gain_mode = PFX_GAIN_OFF } };
     problem_init(&c, 1, true, 23);
     device_case(rt, &c, true);
     problem_free(&c);
@@ -548,17 +593,31 @@ static void test_layer_single(void **state)
 static void test_device_gains(void **state)
 {
     pfx_runtime *rt = *state;
-    problem a = { .d = { .batch = 2, .tokens = 6, .model_dim = 11, .heads = 4, .kv_heads = 2,
-                         .head_dim = 5, .prefix_len = 3, .causal = true,
+    problem a = { .d = { .batch = 2,
+                         .tokens = 6,
+                         .model_dim = 11,
+                         .heads = 4,
+                         .kv_heads = 2,
+                         .head_dim = 5,
+                         .prefix_len = 3,
+                         .causal = true,
                          .gain_mode = PFX_GAIN_TANH },
-                  .ramp = 0.7f, .device_gain = true };
+                  .ramp = 0.7f,
+                  .device_gain = true };
     problem_init(&a, 2, true, 41);
     device_case(rt, &a, false);
     problem_free(&a);
-    problem b = { .d = { .batch = 1, .tokens = 5, .model_dim = 9, .heads = 3, .kv_heads = 3,
-                         .head_dim = 4, .prefix_len = 2, .residual = true,
+    problem b = { .d = { .batch = 1,
+                         .tokens = 5,
+                         .model_dim = 9,
+                         .heads = 3,
+                         .kv_heads = 3,
+                         .head_dim = 4,
+                         .prefix_len = 2,
+                         .residual = true,
                          .gain_mode = PFX_GAIN_LINEAR },
-                  .ramp = 1.0f, .device_gain = true };
+                  .ramp = 1.0f,
+                  .device_gain = true };
     problem_init(&b, 1, true, 42);
     device_case(rt, &b, true);
     problem_free(&b);
@@ -567,15 +626,28 @@ static void test_device_gains(void **state)
 static void test_stack(void **state)
 {
     pfx_runtime *rt = *state;
-    problem a = { .d = { .batch = 2, .tokens = 5, .model_dim = 12, .heads = 4, .kv_heads = 2,
-                         .head_dim = 6, .prefix_len = 4, .causal = true, .residual = true,
+    problem a = { .d = { .batch = 2,
+                         .tokens = 5,
+                         .model_dim = 12,
+                         .heads = 4,
+                         .kv_heads = 2,
+                         .head_dim = 6,
+                         .prefix_len = 4,
+                         .causal = true,
+                         .residual = true,
                          .gain_mode = PFX_GAIN_TANH },
                   .ramp = 1.0f };
     problem_init(&a, 2, true, 31);
     device_case(rt, &a, true);
     problem_free(&a);
-    problem b = { .d = { .batch = 1, .tokens = 3, .model_dim = 6, .heads = 2, .kv_heads = 1,
-                         .head_dim = 3, .prefix_len = 2, .residual = true,
+    problem b = { .d = { .batch = 1,
+                         .tokens = 3,
+                         .model_dim = 6,
+                         .heads = 2,
+                         .kv_heads = 1,
+                         .head_dim = 3,
+                         .prefix_len = 2,
+                         .residual = true,
                          .gain_mode = PFX_GAIN_TANH },
                   .ramp = 0.3f };
     problem_init(&b, 3, false, 32);
@@ -588,8 +660,14 @@ static void test_accumulate_determinism(void **state)
 {
     pfx_runtime *rt = *state;
     const size_t before = pfx_test_live_bytes(rt);
-    problem pr = { .d = { .batch = 2, .tokens = 6, .model_dim = 9, .heads = 2, .kv_heads = 1,
-                          .head_dim = 4, .prefix_len = 3, .residual = true,
+    problem pr = { .d = { .batch = 2,
+                          .tokens = 6,
+                          .model_dim = 9,
+                          .heads = 2,
+                          .kv_heads = 1,
+                          .head_dim = 4,
+                          .prefix_len = 3,
+                          .residual = true,
                           .gain_mode = PFX_GAIN_TANH } };
     problem_init(&pr, 1, true, 41);
     const ref_layer_dims *d = &pr.d;
@@ -618,9 +696,19 @@ static void test_accumulate_determinism(void **state)
         assert_float_equal(g3[i], 2 * g1[i], 1e-5 * (1 + fabsf(g1[i])));
     for (size_t i = 0; i < pfx_tensor_numel(dbq); i++)
         assert_float_equal(b3[i], 2 * b1[i], 1e-5 * (1 + fabsf(b1[i])));
-    free(k1); free(k2); free(k3); free(g1); free(g3); free(b1); free(b3);
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&y); pfx_tensor_destroy(&dy);
-    pfx_tensor_destroy(&dpk); pfx_tensor_destroy(&dgain); pfx_tensor_destroy(&dbq);
+    free(k1);
+    free(k2);
+    free(k3);
+    free(g1);
+    free(g3);
+    free(b1);
+    free(b3);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&y);
+    pfx_tensor_destroy(&dy);
+    pfx_tensor_destroy(&dpk);
+    pfx_tensor_destroy(&dgain);
+    pfx_tensor_destroy(&dbq);
     device_free(&dv);
     problem_free(&pr);
     assert_int_equal(pfx_test_live_bytes(rt), before);
@@ -658,8 +746,12 @@ static void test_mse(void **state)
         expect_close_t("mse grad without the loss", rg, tg2, TOL_LAYER_FWD);
         pfx_tensor_destroy(&tg2);
         assert_status_names(rt, pfx_mse_loss(ta, tb, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "loss");
-        free(a); free(b); free(rg);
-        pfx_tensor_destroy(&ta); pfx_tensor_destroy(&tb); pfx_tensor_destroy(&tg);
+        free(a);
+        free(b);
+        free(rg);
+        pfx_tensor_destroy(&ta);
+        pfx_tensor_destroy(&tb);
+        pfx_tensor_destroy(&tg);
     }
     pfx_tensor *x = tensor(rt, 1, 5, 0, 0), *y = tensor(rt, 1, 6, 0, 0);
     double loss;
@@ -673,8 +765,14 @@ static void test_bad_inputs(void **state)
 {
     pfx_runtime *rt = *state;
     const size_t before = pfx_test_live_bytes(rt);
-    problem pr = { .d = { .batch = 2, .tokens = 4, .model_dim = 6, .heads = 2, .kv_heads = 1,
-                          .head_dim = 3, .prefix_len = 2, .residual = true,
+    problem pr = { .d = { .batch = 2,
+                          .tokens = 4,
+                          .model_dim = 6,
+                          .heads = 2,
+                          .kv_heads = 1,
+                          .head_dim = 3,
+                          .prefix_len = 2,
+                          .residual = true,
                           .gain_mode = PFX_GAIN_TANH } };
     problem_init(&pr, 1, true, 61);
     const ref_layer_dims *d = &pr.d;
@@ -697,7 +795,8 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, pfx_layer_create(rt, &q, &bad), PFX_ERROR_INVALID_SHAPE, "max_tokens");
     q = lp;
     q.gain_mode = (pfx_gain_mode)9;
-    assert_status_names(rt, pfx_layer_create(rt, &q, &bad), PFX_ERROR_INVALID_ARGUMENT, "gain_mode");
+    assert_status_names(rt, pfx_layer_create(rt, &q, &bad), PFX_ERROR_INVALID_ARGUMENT,
+                        "gain_mode");
     q = lp;
     q.scale = NAN;
     assert_status_names(rt, pfx_layer_create(rt, &q, &bad), PFX_ERROR_NOT_FINITE, "scale");
@@ -710,7 +809,8 @@ static void test_bad_inputs(void **state)
     device dv;
     device_init(rt, &pr, &dv);
     pfx_layer *L = dv.layer[0];
-    assert_status_names(rt, pfx_layer_init_random(L, 1, -1.0f), PFX_ERROR_INVALID_ARGUMENT, "scale");
+    assert_status_names(rt, pfx_layer_init_random(L, 1, -1.0f), PFX_ERROR_INVALID_ARGUMENT,
+                        "scale");
     const size_t B = d->batch, N = d->tokens, C = d->model_dim;
     pfx_tensor *x = upload(rt, 3, B, N, C, pr.x), *y = tensor(rt, 3, B, N, C);
     pfx_tensor *dy = upload(rt, 3, B, N, C, pr.dy), *dx = tensor(rt, 3, B, N, C);
@@ -729,7 +829,8 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, pfx_layer_forward(L, x, &pre, NULL), PFX_ERROR_NULL_ARGUMENT, "y");
     assert_status_names(rt, pfx_layer_forward(L, wrong, &pre, y), PFX_ERROR_INVALID_SHAPE, "x");
     assert_status_names(rt, pfx_layer_forward(L, x, &pre, ywrong), PFX_ERROR_INVALID_SHAPE, "y");
-    assert_status_names(rt, pfx_layer_forward(L, big, &pre, y), PFX_ERROR_OUT_OF_RANGE, "max_batch");
+    assert_status_names(rt, pfx_layer_forward(L, big, &pre, y), PFX_ERROR_OUT_OF_RANGE,
+                        "max_batch");
     assert_status_names(rt, pfx_layer_forward(L, x, &pre, x), PFX_ERROR_ALIASING, "y");
     pfx_layer_prefix p2 = pre;
     p2.gain = NULL;
@@ -740,7 +841,8 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_NOT_FINITE, "gain[1]");
     p2 = pre;
     p2.gain_ramp = 1.5f;
-    assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_INVALID_ARGUMENT, "gain_ramp");
+    assert_status_names(rt, pfx_layer_forward(L, x, &p2, y), PFX_ERROR_INVALID_ARGUMENT,
+                        "gain_ramp");
     p2 = pre;
     p2.gain = NULL;
     p2.gain_tensor = x; /* device gains: [H] float32 */
@@ -778,8 +880,7 @@ static void test_bad_inputs(void **state)
                         "grads.dgain");
     g.dgain = NULL;
     g.dweight[PFX_LAYER_WQ] = dx;
-    assert_status_names(rt, pfx_layer_backward(L, x, &pre, dy, &g), PFX_ERROR_INVALID_SHAPE,
-                        "Wq");
+    assert_status_names(rt, pfx_layer_backward(L, x, &pre, dy, &g), PFX_ERROR_INVALID_SHAPE, "Wq");
     g.dweight[PFX_LAYER_WQ] = pfx_layer_weight(L, PFX_LAYER_WQ);
     assert_status_names(rt, pfx_layer_backward(L, x, &pre, dy, &g), PFX_ERROR_ALIASING, "Wq");
     g.dweight[PFX_LAYER_WQ] = NULL;
@@ -800,8 +901,12 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, pfx_stack_backward(two, 2, pres, acts3, dy, gs, NULL, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "scratch");
 
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&y); pfx_tensor_destroy(&dy);
-    pfx_tensor_destroy(&dx); pfx_tensor_destroy(&wrong); pfx_tensor_destroy(&big);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&y);
+    pfx_tensor_destroy(&dy);
+    pfx_tensor_destroy(&dx);
+    pfx_tensor_destroy(&wrong);
+    pfx_tensor_destroy(&big);
     pfx_tensor_destroy(&ywrong);
     device_free(&dv);
     problem_free(&pr);
@@ -815,8 +920,14 @@ static void test_stats(void **state)
 {
     pfx_runtime *rt = *state;
     const size_t before = pfx_test_live_bytes(rt);
-    problem pr = { .d = { .batch = 2, .tokens = 6, .model_dim = 9, .heads = 4, .kv_heads = 2,
-                          .head_dim = 5, .prefix_len = 3, .causal = true,
+    problem pr = { .d = { .batch = 2,
+                          .tokens = 6,
+                          .model_dim = 9,
+                          .heads = 4,
+                          .kv_heads = 2,
+                          .head_dim = 5,
+                          .prefix_len = 3,
+                          .causal = true,
                           .gain_mode = PFX_GAIN_TANH },
                    .ramp = 0.8f };
     problem_init(&pr, 1, true, 71);
@@ -864,8 +975,11 @@ static void test_stats(void **state)
     expect_close_t("prefix mass", rm, mass, TOL_STATS_F32);
     free(q);
     free(k);
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&y); pfx_tensor_destroy(&ent);
-    pfx_tensor_destroy(&top); pfx_tensor_destroy(&mass);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&y);
+    pfx_tensor_destroy(&ent);
+    pfx_tensor_destroy(&top);
+    pfx_tensor_destroy(&mass);
     device_free(&dv);
     problem_free(&pr);
     assert_int_equal(pfx_test_live_bytes(rt), before);
@@ -876,8 +990,14 @@ static void test_accounting(void **state)
 {
     pfx_runtime *rt = *state;
     const size_t before = pfx_test_live_bytes(rt);
-    pfx_layer_params lp = { .model_dim = 16, .heads = 4, .kv_heads = 2, .head_dim = 8,
-                            .prefix_len = 4, .max_batch = 3, .max_tokens = 10, .bias = true };
+    pfx_layer_params lp = { .model_dim = 16,
+                            .heads = 4,
+                            .kv_heads = 2,
+                            .head_dim = 8,
+                            .prefix_len = 4,
+                            .max_batch = 3,
+                            .max_tokens = 10,
+                            .bias = true };
     pfx_layer *layer = NULL;
     assert_int_equal(pfx_layer_create(rt, &lp, &layer), PFX_SUCCESS);
     const size_t weights = (32 * 16 + 16 * 16 * 2 + 16 * 32 + 32 + 16 + 16 + 16) * sizeof(float);
@@ -901,8 +1021,15 @@ static void test_hostile(void **state)
 {
     pfx_runtime *rt = *state;
     const size_t before = pfx_test_live_bytes(rt);
-    pfx_layer_params lp = { .model_dim = 8, .heads = 2, .kv_heads = 1, .head_dim = 300, .prefix_len = 1,
-                            .max_batch = 1, .max_tokens = 3, .residual = true, .gain_mode = PFX_GAIN_TANH };
+    pfx_layer_params lp = { .model_dim = 8,
+                            .heads = 2,
+                            .kv_heads = 1,
+                            .head_dim = 300,
+                            .prefix_len = 1,
+                            .max_batch = 1,
+                            .max_tokens = 3,
+                            .residual = true,
+                            .gain_mode = PFX_GAIN_TANH };
     pfx_layer *L = NULL;
     assert_status_names(rt, pfx_layer_create(rt, &lp, &L), PFX_ERROR_UNSUPPORTED, "head_dim 300");
     assert_null(L);
@@ -925,9 +1052,12 @@ static void test_hostile(void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &acts[i]), PFX_SUCCESS);
     pfx_device_info unused;
-    (void)pfx_device_select("no-such-device-for-this-test", &unused); /* an older, unrelated thread message */
-    assert_status_names(rt, pfx_stack_forward(layers, 2, pre, acts), PFX_ERROR_NULL_ARGUMENT, "layers[1]");
-    assert_status_names(rt, pfx_stack_forward(layers, 1, NULL, acts), PFX_ERROR_NULL_ARGUMENT, "prefixes");
+    (void)pfx_device_select("no-such-device-for-this-test",
+                            &unused); /* an older, unrelated thread message */
+    assert_status_names(rt, pfx_stack_forward(layers, 2, pre, acts), PFX_ERROR_NULL_ARGUMENT,
+                        "layers[1]");
+    assert_status_names(rt, pfx_stack_forward(layers, 1, NULL, acts), PFX_ERROR_NULL_ARGUMENT,
+                        "prefixes");
     pfx_layer_grads grads[2] = { 0 };
     assert_status_names(rt, pfx_stack_backward(layers, 2, pre, acts, acts[2], grads, NULL, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "layers[1]");
@@ -944,16 +1074,11 @@ static void test_hostile(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_fd),
-        cmocka_unit_test(test_reference_attention),
-        cmocka_unit_test(test_layer_single),
-        cmocka_unit_test(test_stack),
-        cmocka_unit_test(test_device_gains),
-        cmocka_unit_test(test_accumulate_determinism),
-        cmocka_unit_test(test_mse),
-        cmocka_unit_test(test_bad_inputs),
-        cmocka_unit_test(test_stats),
-        cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_reference_fd), cmocka_unit_test(test_reference_attention),
+        cmocka_unit_test(test_layer_single), cmocka_unit_test(test_stack),
+        cmocka_unit_test(test_device_gains), cmocka_unit_test(test_accumulate_determinism),
+        cmocka_unit_test(test_mse),          cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_stats),        cmocka_unit_test(test_accounting),
         cmocka_unit_test(test_hostile),
     };
     return cmocka_run_group_tests_name("layer", tests, pfx_test_group_setup,

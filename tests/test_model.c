@@ -16,13 +16,13 @@ typedef struct problem {
     size_t B, N, P;
     int32_t ids[4 * 32];
     int32_t lens[4];
-    int32_t labels[4 * 32];     /* unshifted, -100 for padding */
-    float *kp, *vp;             /* [L, Hkv, P, D] */
+    int32_t labels[4 * 32]; /* unshifted, -100 for padding */
+    float *kp, *vp;         /* [L, Hkv, P, D] */
     float gain[TF_MAX_LAYERS * 8];
 } problem;
 
-static void make_problem(const tf_model *m, problem *p, size_t B, size_t N, size_t P, const int32_t *lens,
-                         uint64_t seed)
+static void make_problem(const tf_model *m, problem *p, size_t B, size_t N, size_t P,
+                         const int32_t *lens, uint64_t seed)
 {
     const ref_model_config *c = &m->rc;
     memset(p, 0, sizeof(*p));
@@ -62,8 +62,8 @@ typedef struct lib_prefix {
     pfx_model_grads grads;
 } lib_prefix;
 
-static void make_lib_prefix(pfx_runtime *rt, const tf_model *m, const problem *p, pfx_gain_mode mode, float ramp,
-                            lib_prefix *lp)
+static void make_lib_prefix(pfx_runtime *rt, const tf_model *m, const problem *p,
+                            pfx_gain_mode mode, float ramp, lib_prefix *lp)
 {
     const ref_model_config *c = &m->rc;
     memset(lp, 0, sizeof(*lp));
@@ -71,10 +71,14 @@ static void make_lib_prefix(pfx_runtime *rt, const tf_model *m, const problem *p
     size_t hshape[1] = { c->heads };
     for (size_t l = 0; l < c->layers; l++) {
         if (p->P) {
-            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->k[l]), PFX_SUCCESS);
-            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->v[l]), PFX_SUCCESS);
-            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->dk[l]), PFX_SUCCESS);
-            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->dv[l]), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->k[l]),
+                             PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->v[l]),
+                             PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->dk[l]),
+                             PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &lp->dv[l]),
+                             PFX_SUCCESS);
             assert_int_equal(pfx_tensor_write(lp->k[l], 0, per, p->kp + l * per), PFX_SUCCESS);
             assert_int_equal(pfx_tensor_write(lp->v[l], 0, per, p->vp + l * per), PFX_SUCCESS);
         }
@@ -105,15 +109,20 @@ static void free_lib_prefix(lib_prefix *lp)
 static ref_model_prefix ref_prefix(const tf_model *m, const problem *p, pfx_gain_mode mode)
 {
     (void)m;
-    ref_model_prefix r = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL, mode != PFX_GAIN_OFF ? p->gain : NULL, NULL };
+    ref_model_prefix r = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL,
+                           mode != PFX_GAIN_OFF ? p->gain : NULL, NULL };
     return r;
 }
 
-static pfx_model *load(pfx_runtime *rt, const char *dir, pfx_dtype storage, size_t B, size_t N, size_t P,
-                       size_t chunk, bool recompute)
+static pfx_model *load(pfx_runtime *rt, const char *dir, pfx_dtype storage, size_t B, size_t N,
+                       size_t P, size_t chunk, bool recompute)
 {
-    pfx_model_params params = { .storage = storage, .max_batch = B, .max_tokens = N, .max_prefix_len = P,
-                                .logits_chunk_rows = chunk, .recompute = recompute };
+    pfx_model_params params = { .storage = storage,
+                                .max_batch = B,
+                                .max_tokens = N,
+                                .max_prefix_len = P,
+                                .logits_chunk_rows = chunk,
+                                .recompute = recompute };
     pfx_model *model = NULL;
     pfx_status st = pfx_model_load(rt, dir, &params, &model);
     if (st != PFX_SUCCESS)
@@ -134,8 +143,8 @@ typedef struct check_opts {
     pfx_gain_mode gain_mode;
     float ramp;
     bool explicit_labels;
-    size_t chunk;               /* logits rows per chunk (0: default) */
-    bool recompute;             /* the backward recomputes each block */
+    size_t chunk;   /* logits rows per chunk (0: default) */
+    bool recompute; /* the backward recomputes each block */
     double tol_fwd, tol_bwd;
 } check_opts;
 
@@ -145,7 +154,8 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     char *dir = tf_tempdir("model");
     assert_int_equal(tf_write(m, dir, o->shards), 0);
     size_t live0 = pfx_test_live_bytes(rt);
-    pfx_model *model = load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk, o->recompute);
+    pfx_model *model =
+        load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk, o->recompute);
     pfx_model_shape shape;
     assert_int_equal(pfx_model_get_shape(model, &shape), PFX_SUCCESS);
     const ref_model_config *rc = &m->rc;
@@ -220,7 +230,8 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     size_t np = L * (per ? per : 1);
     double *rdk = calloc(np, sizeof(double)), *rdv = calloc(np, sizeof(double));
     double *rdg = calloc(L * H, sizeof(double)), rloss = 0;
-    float *gdk = calloc(np, sizeof(float)), *gdv = calloc(np, sizeof(float)), *gdg = calloc(L * H, sizeof(float));
+    float *gdk = calloc(np, sizeof(float)), *gdv = calloc(np, sizeof(float)),
+          *gdg = calloc(L * H, sizeof(float));
     assert_true(rdk && rdv && rdg && gdk && gdv && gdg);
     ref_model_backward(&cfg, &m->w, &rp, &rb, &rloss, p->P ? rdk : NULL, p->P ? rdv : NULL, rdg);
     double bloss = 0;
@@ -313,8 +324,9 @@ static ref_model_config llama_config(void)
     return c;
 }
 
-static const check_opts default_opts = { PFX_DTYPE_F32, 1, PFX_GAIN_OFF, 1.0f, false, 0, false,
-                                          TOL_MODEL_FWD, TOL_MODEL_BWD };
+static const check_opts default_opts = { PFX_DTYPE_F32, 1, PFX_GAIN_OFF, 1.0f,
+                                         false,         0, false,        TOL_MODEL_FWD,
+                                         TOL_MODEL_BWD };
 
 static void test_gpt2(void **state)
 {
@@ -530,8 +542,12 @@ static void test_encoder_chain(void **state)
     assert_int_equal(tf_write(&m, dir, 1), 0);
     const size_t B = 2, N = 9, P = 4, L = c.layers;
     const ref_encoder_dims ed = { L, c.kv_heads, c.head_dim, P, 9, 11 };
-    pfx_encoder_params ep = { .layers = L, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .prefix_len = P,
-                              .embed_dim = 9, .hidden_dim = 11 };
+    pfx_encoder_params ep = { .layers = L,
+                              .kv_heads = c.kv_heads,
+                              .head_dim = c.head_dim,
+                              .prefix_len = P,
+                              .embed_dim = 9,
+                              .hidden_dim = 11 };
     pfx_encoder *enc = NULL;
     assert_int_equal(pfx_encoder_create(rt, &ep, &enc), PFX_SUCCESS);
     assert_int_equal(pfx_encoder_init_random(enc, 77, 1.0f), PFX_SUCCESS);
@@ -545,7 +561,8 @@ static void test_encoder_chain(void **state)
         host[i] = malloc(n * sizeof(float));
         assert_non_null(host[i]);
         assert_int_equal(pfx_tensor_read(t, 0, n, host[i]), PFX_SUCCESS);
-        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, pfx_tensor_ndim(t), shp, &grad[i]), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, pfx_tensor_ndim(t), shp, &grad[i]),
+                         PFX_SUCCESS);
     }
     problem p;
     const int32_t lens[2] = { 9, 6 };
@@ -557,12 +574,12 @@ static void test_encoder_chain(void **state)
     read_layers(lp.k, L, per, p.kp); /* the reference attends with the encoder's prefixes */
     read_layers(lp.v, L, per, p.vp);
     pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
-    assert_int_equal(pfx_model_backward(model, &(pfx_model_batch){ B, N, p.ids, p.lens, NULL }, &lp.pre, &lp.grads,
-                                        NULL),
+    assert_int_equal(pfx_model_backward(model, &(pfx_model_batch){ B, N, p.ids, p.lens, NULL },
+                                        &lp.pre, &lp.grads, NULL),
                      PFX_SUCCESS);
     pfx_encoder_grads eg = { grad[0], grad[1], grad[2], grad[3], grad[4], false };
-    assert_int_equal(pfx_encoder_backward(enc, (const pfx_tensor *const *)lp.dk, (const pfx_tensor *const *)lp.dv,
-                                          &eg),
+    assert_int_equal(pfx_encoder_backward(enc, (const pfx_tensor *const *)lp.dk,
+                                          (const pfx_tensor *const *)lp.dv, &eg),
                      PFX_SUCCESS);
 
     double *rdk = malloc(L * per * sizeof(double)), *rdv = malloc(L * per * sizeof(double));
@@ -620,8 +637,8 @@ typedef struct analysis_case {
     pfx_model_batch batch;
 } analysis_case;
 
-static void open_case(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain_mode mode, float ramp, size_t extra,
-                      analysis_case *a)
+static void open_case(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain_mode mode,
+                      float ramp, size_t extra, analysis_case *a)
 {
     a->dir = tf_tempdir("analysis");
     assert_int_equal(tf_write(m, a->dir, 1), 0);
@@ -659,7 +676,8 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
     float lib_mass[TF_MAX_LAYERS * 8];
     double mass[TF_MAX_LAYERS * 8] = { 0 };
     size_t rows = 0;
-    assert_int_equal(pfx_model_attention_stats(model, &batch, &lp->pre, lib_mass, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_model_attention_stats(model, &batch, &lp->pre, lib_mass, NULL),
+                     PFX_SUCCESS);
     size_t pshape[2] = { N, cols };
     pfx_tensor *probs = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, pshape, &probs), PFX_SUCCESS);
@@ -683,7 +701,8 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
                         sum += got[i * cols + j];
                         pre += j < P ? got[i * cols + j] : 0.0;
                     }
-                    assert_true(fabs(sum - (i < (size_t)p->lens[b] ? 1.0 : 0.0)) < TOL_PROBS_F32 * (double)cols);
+                    assert_true(fabs(sum - (i < (size_t)p->lens[b] ? 1.0 : 0.0)) <
+                                TOL_PROBS_F32 * (double)cols);
                     mass[l * H + h] += pre;
                 }
             }
@@ -692,29 +711,38 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
         assert_true(fabs(mass[i] / (double)rows - (double)lib_mass[i]) < TOL_STATS_F32);
 
     /* refused before anything runs: item, layer, head, shape, dtype, NULL */
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, p->B, 0, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, p->B, 0, 0, probs),
+                     PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "item"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, L, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, L, 0, probs),
+                     PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "layer"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, H, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, H, probs),
+                     PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "head"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, NULL), PFX_ERROR_NULL_ARGUMENT);
-    assert_int_equal(pfx_model_attention_probs(NULL, &batch, &lp->pre, 0, 0, 0, probs), PFX_ERROR_NULL_ARGUMENT);
-    assert_int_equal(pfx_model_attention_probs(model, NULL, &lp->pre, 0, 0, 0, probs), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, NULL),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_attention_probs(NULL, &batch, &lp->pre, 0, 0, 0, probs),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_model_attention_probs(model, NULL, &lp->pre, 0, 0, 0, probs),
+                     PFX_ERROR_NULL_ARGUMENT);
     pfx_tensor *wrong = NULL;
     size_t wshape[2] = { N, cols + 1 };
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, wshape, &wrong), PFX_SUCCESS);
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, wrong), PFX_ERROR_INVALID_SHAPE);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, wrong),
+                     PFX_ERROR_INVALID_SHAPE);
     pfx_tensor_destroy(&wrong);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 2, pshape, &wrong), PFX_SUCCESS);
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, wrong), PFX_ERROR_DTYPE_MISMATCH);
+    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, wrong),
+                     PFX_ERROR_DTYPE_MISMATCH);
     pfx_tensor_destroy(&wrong);
     int32_t bad_ids[4 * 32];
     memcpy(bad_ids, p->ids, sizeof(bad_ids));
     bad_ids[0] = (int32_t)cfg.vocab;
     pfx_model_batch bad = batch;
     bad.ids = bad_ids;
-    assert_int_equal(pfx_model_attention_probs(model, &bad, &lp->pre, 0, 0, 0, probs), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_model_attention_probs(model, &bad, &lp->pre, 0, 0, 0, probs),
+                     PFX_ERROR_OUT_OF_RANGE);
 
     free(ref);
     free(got);
@@ -794,7 +822,8 @@ static void check_head_stats(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_
         assert_true(worst < TOL_STATS_F32);
         /* one output alone: the same values */
         float only[TF_MAX_LAYERS * 8];
-        assert_int_equal(pfx_model_head_stats(model, &batch, pre, ks[k], NULL, NULL, only), PFX_SUCCESS);
+        assert_int_equal(pfx_model_head_stats(model, &batch, pre, ks[k], NULL, NULL, only),
+                         PFX_SUCCESS);
         assert_memory_equal(only, top, LH * sizeof(float));
     }
     assert_int_equal(pfx_model_attention_stats(model, &batch, pre, mass1, ent1), PFX_SUCCESS);
@@ -906,34 +935,41 @@ static void test_analysis_refusals(void **state)
                         PFX_ERROR_INVALID_ARGUMENT, "top_k");
     assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 33, NULL, NULL, out),
                         PFX_ERROR_INVALID_ARGUMENT, "top_k");
-    assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 3, NULL, NULL, NULL), PFX_ERROR_NULL_ARGUMENT,
-                        "top_k_mass");
-    assert_status_names(rt, pfx_model_head_stats(model, NULL, &lp.pre, 3, out, NULL, NULL), PFX_ERROR_NULL_ARGUMENT,
-                        "batch");
-    assert_int_equal(pfx_model_head_stats(NULL, &batch, &lp.pre, 3, out, NULL, NULL), PFX_ERROR_NULL_ARGUMENT);
-    assert_status_names(rt, pfx_model_attention_stats(model, &batch, &lp.pre, NULL, NULL), PFX_ERROR_NULL_ARGUMENT,
-                        "entropy");
+    assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 3, NULL, NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "top_k_mass");
+    assert_status_names(rt, pfx_model_head_stats(model, NULL, &lp.pre, 3, out, NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "batch");
+    assert_int_equal(pfx_model_head_stats(NULL, &batch, &lp.pre, 3, out, NULL, NULL),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_status_names(rt, pfx_model_attention_stats(model, &batch, &lp.pre, NULL, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "entropy");
     pfx_model_batch wide = batch;
     wide.batch = 3;
-    assert_status_names(rt, pfx_model_head_stats(model, &wide, &lp.pre, 3, out, NULL, NULL), PFX_ERROR_OUT_OF_RANGE,
-                        "batch.batch");
+    assert_status_names(rt, pfx_model_head_stats(model, &wide, &lp.pre, 3, out, NULL, NULL),
+                        PFX_ERROR_OUT_OF_RANGE, "batch.batch");
 
     const size_t C = c.hidden;
     pfx_tensor *h = NULL;
     size_t good[3] = { 2, 6, C }, flat[2] = { 12, C }, wider[3] = { 2, 6, C + 1 };
-    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, NULL), PFX_ERROR_NULL_ARGUMENT, "hidden");
+    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "hidden");
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 3, good, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h), PFX_ERROR_DTYPE_MISMATCH, "hidden");
+    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h),
+                        PFX_ERROR_DTYPE_MISMATCH, "hidden");
     pfx_tensor_destroy(&h);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, flat, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h), PFX_ERROR_INVALID_SHAPE, "hidden");
+    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h),
+                        PFX_ERROR_INVALID_SHAPE, "hidden");
     pfx_tensor_destroy(&h);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, wider, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h), PFX_ERROR_INVALID_SHAPE, "hidden");
+    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h),
+                        PFX_ERROR_INVALID_SHAPE, "hidden");
     pfx_tensor_destroy(&h);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, good, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(model, &wide, &lp.pre, h), PFX_ERROR_OUT_OF_RANGE, "batch.batch");
-    assert_status_names(rt, pfx_model_hidden_states(NULL, &batch, &lp.pre, h), PFX_ERROR_NULL_ARGUMENT, "model");
+    assert_status_names(rt, pfx_model_hidden_states(model, &wide, &lp.pre, h),
+                        PFX_ERROR_OUT_OF_RANGE, "batch.batch");
+    assert_status_names(rt, pfx_model_hidden_states(NULL, &batch, &lp.pre, h),
+                        PFX_ERROR_NULL_ARGUMENT, "model");
     pfx_tensor_destroy(&h);
 
     free_lib_prefix(&lp);

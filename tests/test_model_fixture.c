@@ -15,7 +15,7 @@ static const char *fixture_dir;
 typedef struct expected {
     pfx_safetensors *f;
     size_t B, N, V;
-    const int32_t *ids, *lens, *labels;   /* views of the file's data */
+    const int32_t *ids, *lens, *labels; /* views of the file's data */
     float *logits, *base_logits;
     float loss, base_loss;
 } expected;
@@ -47,7 +47,9 @@ static void read_expected(const char *dir, expected *e)
     if (pfx_safetensors_open(path, &e->f) != PFX_SUCCESS)
         fail_msg("%s", pfx_last_error(NULL));
     pfx_st_info info;
-    assert_int_equal(pfx_safetensors_info(e->f, (size_t)pfx_safetensors_find(e->f, "logits"), &info), PFX_SUCCESS);
+    assert_int_equal(
+        pfx_safetensors_info(e->f, (size_t)pfx_safetensors_find(e->f, "logits"), &info),
+        PFX_SUCCESS);
     assert_int_equal(info.ndim, 3);
     e->B = info.shape[0];
     e->N = info.shape[1];
@@ -99,12 +101,15 @@ static void check_fixture(pfx_runtime *rt, const char *name, pfx_dtype storage)
     pfx_peft_config pc;
     assert_int_equal(pfx_peft_read_config(adapter, &pc), PFX_SUCCESS);
     const size_t P = pc.num_virtual_tokens;
-    pfx_model_params params = { .storage = storage, .max_batch = e.B, .max_tokens = e.N, .max_prefix_len = P };
+    pfx_model_params params = {
+        .storage = storage, .max_batch = e.B, .max_tokens = e.N, .max_prefix_len = P
+    };
     pfx_model *m = NULL;
     if (pfx_model_load(rt, dir, &params, &m) != PFX_SUCCESS)
         fail_msg("%s: %s", dir, pfx_last_error(rt));
     assert_int_equal(s.vocab, e.V);
-    pfx_tensor **k = calloc(s.layers, sizeof(pfx_tensor *)), **v = calloc(s.layers, sizeof(pfx_tensor *));
+    pfx_tensor **k = calloc(s.layers, sizeof(pfx_tensor *)),
+               **v = calloc(s.layers, sizeof(pfx_tensor *));
     assert_true(k && v);
     if (pfx_peft_load_prefixes(rt, adapter, s.kv_heads, k, v, s.layers, NULL) != PFX_SUCCESS)
         fail_msg("%s: %s", adapter, pfx_last_error(rt));
@@ -126,8 +131,8 @@ static void check_fixture(pfx_runtime *rt, const char *name, pfx_dtype storage)
         assert_int_equal(pfx_model_loss(m, &batch, pre[i], &loss), PFX_SUCCESS);
         double ell = fabs(loss - ref_loss[i]) / fabs(ref_loss[i]);
         print_message("  %s%s %s: logits rel %.3g, loss %.7f (HF %.7f) rel %.3g\n", name,
-                      storage == PFX_DTYPE_F16 ? " (half storage)" : "", i ? "base" : "with the adapter", el,
-                      loss, (double)ref_loss[i], ell);
+                      storage == PFX_DTYPE_F16 ? " (half storage)" : "",
+                      i ? "base" : "with the adapter", el, loss, (double)ref_loss[i], ell);
         assert_true(el < TOL_MODEL_HF);
         assert_true(ell < TOL_MODEL_HF);
     }
@@ -152,7 +157,8 @@ static void test_gpt2(void **state)
 static void test_llama(void **state)
 {
     check_fixture(*state, "llama", PFX_DTYPE_F32);
-    check_fixture(*state, "llama", PFX_DTYPE_F16); /* float16 weights: half storage holds them exactly */
+    check_fixture(*state, "llama",
+                  PFX_DTYPE_F16); /* float16 weights: half storage holds them exactly */
 }
 
 static void test_qwen2(void **state)

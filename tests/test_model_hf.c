@@ -179,7 +179,9 @@ static void check_model(const char *name, ref_model_config c)
                  e2, e3, e4, TOL_HF_FIXTURE);
     /* the prefix matters: the two runs differ */
     assert_true(fabs(loss[0] - base_loss[0]) > 1e-3);
-    free(got); free(kp); free(vp);
+    free(got);
+    free(kp);
+    free(vp);
     for (size_t i = 0; i < a.n; i++)
         free(a.p[i]);
     pfx_safetensors_close(&mf);
@@ -190,21 +192,39 @@ static void check_model(const char *name, ref_model_config c)
 static void test_gpt2(void **state)
 {
     (void)state;
-    check_model("gpt2", (ref_model_config){ .family = REF_MODEL_GPT2, .layers = 2, .hidden = 48,
-                                            .heads = 4, .kv_heads = 4, .head_dim = 12,
-                                            .inner = 80, .vocab = 101, .max_positions = 64,
-                                            .eps = 1e-5, .act = REF_ACT_GELU_TANH });
+    check_model("gpt2", (ref_model_config){ .family = REF_MODEL_GPT2,
+                                            .layers = 2,
+                                            .hidden = 48,
+                                            .heads = 4,
+                                            .kv_heads = 4,
+                                            .head_dim = 12,
+                                            .inner = 80,
+                                            .vocab = 101,
+                                            .max_positions = 64,
+                                            .eps = 1e-5,
+                                            .act = REF_ACT_GELU_TANH });
 }
 
 static ref_model_config llama_family(bool qwen2)
 {
-    ref_model_config c = { .family = REF_MODEL_LLAMA, .layers = 2, .hidden = 48, .heads = 4,
-                           .kv_heads = 2, .head_dim = 12, .inner = 88, .vocab = 97, .eps = 1e-6,
-                           .act = REF_ACT_SILU, .qkv_bias = qwen2,
+    ref_model_config c = { .family = REF_MODEL_LLAMA,
+                           .layers = 2,
+                           .hidden = 48,
+                           .heads = 4,
+                           .kv_heads = 2,
+                           .head_dim = 12,
+                           .inner = 88,
+                           .vocab = 97,
+                           .eps = 1e-6,
+                           .act = REF_ACT_SILU,
+                           .qkv_bias = qwen2,
                            .rope = { .theta = 10000.0 } };
     if (!qwen2)
-        c.rope = (ref_rope){ .theta = 10000.0, .llama3 = true, .factor = 4.0,
-                             .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+        c.rope = (ref_rope){ .theta = 10000.0,
+                             .llama3 = true,
+                             .factor = 4.0,
+                             .low_freq_factor = 1.0,
+                             .high_freq_factor = 4.0,
                              .original_max_position_embeddings = 32.0 };
     return c;
 }

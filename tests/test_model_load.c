@@ -45,9 +45,11 @@ static ref_model_config tiny_llama(void)
 }
 
 static const char gpt2_small[] =
-    "{\"model_type\": \"gpt2\", \"activation_function\": \"gelu_new\", \"n_embd\": 768, \"n_head\": 12, "
+    "{\"model_type\": \"gpt2\", \"activation_function\": \"gelu_new\", \"n_embd\": 768, "
+    "\"n_head\": 12, "
     "\"n_inner\": null, \"n_layer\": 12, \"n_positions\": 1024, \"vocab_size\": 50257, "
-    "\"layer_norm_epsilon\": 1e-05, \"scale_attn_weights\": true, \"scale_attn_by_inverse_layer_idx\": false, "
+    "\"layer_norm_epsilon\": 1e-05, \"scale_attn_weights\": true, "
+    "\"scale_attn_by_inverse_layer_idx\": false, "
     "\"reorder_and_upcast_attn\": false, \"tie_word_embeddings\": true}";
 
 static void test_shape_from_config(void **state)
@@ -67,20 +69,29 @@ static void test_shape_from_config(void **state)
     assert_true(s.tied_embeddings);
     assert_int_equal(s.eos_count, 0); /* no eos_token_id */
     /* the prefix encoder on it: prefix 20, hidden 512 */
-    pfx_encoder_params ep = { .layers = s.layers, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
-                              .prefix_len = 20, .embed_dim = 512, .hidden_dim = 512 };
+    pfx_encoder_params ep = { .layers = s.layers,
+                              .kv_heads = s.kv_heads,
+                              .head_dim = s.head_dim,
+                              .prefix_len = 20,
+                              .embed_dim = 512,
+                              .hidden_dim = 512 };
     pfx_encoder_param_counts counts;
     assert_int_equal(pfx_encoder_params_counts(&ep, &counts), PFX_SUCCESS);
     assert_int_equal(counts.trainable, 9728512);
 
     /* Llama 3.2 1B's published shape: 1,235,814,400 parameters (tied) */
-    assert_int_equal(tf_write_config_text(dir,
-        "{\"model_type\": \"llama\", \"hidden_size\": 2048, \"intermediate_size\": 8192, "
-        "\"num_hidden_layers\": 16, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"head_dim\": 64, "
-        "\"vocab_size\": 128256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-05, "
-        "\"hidden_act\": \"silu\", \"tie_word_embeddings\": true, \"rope_theta\": 500000.0, "
-        "\"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
-        "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}}"), 0);
+    assert_int_equal(
+        tf_write_config_text(
+            dir,
+            "{\"model_type\": \"llama\", \"hidden_size\": 2048, \"intermediate_size\": 8192, "
+            "\"num_hidden_layers\": 16, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, "
+            "\"head_dim\": 64, "
+            "\"vocab_size\": 128256, \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-05, "
+            "\"hidden_act\": \"silu\", \"tie_word_embeddings\": true, \"rope_theta\": 500000.0, "
+            "\"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": "
+            "1.0, "
+            "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}}"),
+        0);
     assert_int_equal(pfx_model_read_config(dir, &s), PFX_SUCCESS);
     assert_int_equal(s.parameters, 1235814400);
     assert_int_equal(s.kv_heads, 8);
@@ -90,7 +101,8 @@ static void test_shape_from_config(void **state)
         const char *value;
         size_t count;
         int32_t ids[3];
-    } eos[] = { { "50256", 1, { 50256 } }, { "[128001, 128008, 128009]", 3, { 128001, 128008, 128009 } },
+    } eos[] = { { "50256", 1, { 50256 } },
+                { "[128001, 128008, 128009]", 3, { 128001, 128008, 128009 } },
                 { "null", 0, { 0 } } };
     for (size_t k = 0; k < sizeof(eos) / sizeof(eos[0]); k++) {
         char text[sizeof(gpt2_small) + 64];
@@ -117,50 +129,81 @@ static void test_bad_configs(void **state)
     static const bad_config cases[] = {
         { "{\"model_type\": \"bert\", \"hidden_size\": 8}", PFX_ERROR_UNSUPPORTED, "bert" },
         { "{\"n_embd\": 8}", PFX_ERROR_FORMAT, "model_type" },
-        { "{\"model_type\": \"gpt2\", \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, \"n_positions\": 8}",
+        { "{\"model_type\": \"gpt2\", \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+          "\"n_positions\": 8}",
           PFX_ERROR_FORMAT, "n_embd" },
-        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
-          "\"n_positions\": 8, \"activation_function\": \"swishy\"}", PFX_ERROR_UNSUPPORTED, "activation_function" },
-        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
-          "\"n_positions\": 8, \"scale_attn_by_inverse_layer_idx\": true}", PFX_ERROR_UNSUPPORTED,
-          "scale_attn_by_inverse_layer_idx" },
-        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
-          "\"n_positions\": 8, \"reorder_and_upcast_attn\": true}", PFX_ERROR_UNSUPPORTED, "reorder_and_upcast_attn" },
-        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 3, \"vocab_size\": 9, "
-          "\"n_positions\": 8}", PFX_ERROR_INVALID_SHAPE, "n_head" },
-        { "{\"model_type\": \"gpt2\", \"n_embd\": -8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
-          "\"n_positions\": 8}", PFX_ERROR_FORMAT, "n_embd" },
-        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+          "\"vocab_size\": 9, "
+          "\"n_positions\": 8, \"activation_function\": \"swishy\"}",
+          PFX_ERROR_UNSUPPORTED, "activation_function" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+          "\"vocab_size\": 9, "
+          "\"n_positions\": 8, \"scale_attn_by_inverse_layer_idx\": true}",
+          PFX_ERROR_UNSUPPORTED, "scale_attn_by_inverse_layer_idx" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+          "\"vocab_size\": 9, "
+          "\"n_positions\": 8, \"reorder_and_upcast_attn\": true}",
+          PFX_ERROR_UNSUPPORTED, "reorder_and_upcast_attn" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 3, "
+          "\"vocab_size\": 9, "
+          "\"n_positions\": 8}",
+          PFX_ERROR_INVALID_SHAPE, "n_head" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": -8, \"n_layer\": 1, \"n_head\": 2, "
+          "\"vocab_size\": 9, "
+          "\"n_positions\": 8}",
+          PFX_ERROR_FORMAT, "n_embd" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+          "\"num_hidden_layers\": 1, "
           "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
-          "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2.0}}", PFX_ERROR_UNSUPPORTED, "yarn" },
-        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2.0}}",
+          PFX_ERROR_UNSUPPORTED, "yarn" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+          "\"num_hidden_layers\": 1, "
           "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
-          "\"rope_parameters\": {\"rope_type\": \"dynamic\", \"rope_theta\": 10000.0}}", PFX_ERROR_UNSUPPORTED,
-          "dynamic" },
-        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+          "\"rope_parameters\": {\"rope_type\": \"dynamic\", \"rope_theta\": 10000.0}}",
+          PFX_ERROR_UNSUPPORTED, "dynamic" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+          "\"num_hidden_layers\": 1, "
           "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
-          "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 2.0}}", PFX_ERROR_FORMAT, "low_freq_factor" },
-        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
-          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, \"hidden_act\": \"gelu\"}",
+          "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 2.0}}",
+          PFX_ERROR_FORMAT, "low_freq_factor" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+          "\"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
+          "\"hidden_act\": \"gelu\"}",
           PFX_ERROR_UNSUPPORTED, "hidden_act" },
-        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
-          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, \"mlp_bias\": true}",
-          PFX_ERROR_UNSUPPORTED, "mlp_bias" },
-        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
-          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, \"attention_bias\": true}",
-          PFX_ERROR_UNSUPPORTED, "attention_bias" },
-        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
-          "\"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"vocab_size\": 9, "
-          "\"max_position_embeddings\": 8}", PFX_ERROR_INVALID_SHAPE, "num_key_value_heads" },
-        { "{\"model_type\": \"qwen2\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+          "\"num_hidden_layers\": 1, "
           "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
-          "\"is_encoder_decoder\": true}", PFX_ERROR_UNSUPPORTED, "is_encoder_decoder" },
-        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
-          "\"n_positions\": 8, \"eos_token_id\": -1}", PFX_ERROR_FORMAT, "eos_token_id" },
-        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
-          "\"n_positions\": 8, \"eos_token_id\": [1, \"2\"]}", PFX_ERROR_FORMAT, "eos_token_id" },
-        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
-          "\"n_positions\": 8, \"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}", PFX_ERROR_FORMAT, "eos_token_id" },
+          "\"mlp_bias\": true}",
+          PFX_ERROR_UNSUPPORTED, "mlp_bias" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+          "\"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
+          "\"attention_bias\": true}",
+          PFX_ERROR_UNSUPPORTED, "attention_bias" },
+        { "{\"model_type\": \"llama\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+          "\"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"vocab_size\": 9, "
+          "\"max_position_embeddings\": 8}",
+          PFX_ERROR_INVALID_SHAPE, "num_key_value_heads" },
+        { "{\"model_type\": \"qwen2\", \"hidden_size\": 16, \"intermediate_size\": 8, "
+          "\"num_hidden_layers\": 1, "
+          "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 8, "
+          "\"is_encoder_decoder\": true}",
+          PFX_ERROR_UNSUPPORTED, "is_encoder_decoder" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+          "\"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": -1}",
+          PFX_ERROR_FORMAT, "eos_token_id" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+          "\"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": [1, \"2\"]}",
+          PFX_ERROR_FORMAT, "eos_token_id" },
+        { "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+          "\"vocab_size\": 9, "
+          "\"n_positions\": 8, \"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}",
+          PFX_ERROR_FORMAT, "eos_token_id" },
         { "{\"model_type\": \"gpt2\", \"model_type\": \"llama\"}", PFX_ERROR_FORMAT, "twice" },
         { "[1, 2]", PFX_ERROR_FORMAT, "object" },
         { "{\"model_type\": ", PFX_ERROR_FORMAT, "JSON" },
@@ -172,33 +215,42 @@ static void test_bad_configs(void **state)
         pfx_model_shape s;
         assert_status_names(NULL, pfx_model_read_config(dir, &s), cases[i].status, cases[i].needle);
         pfx_model *m = (pfx_model *)&s; /* must come back NULL */
-        assert_status_names(rt, pfx_model_load(rt, dir, NULL, &m), cases[i].status, cases[i].needle);
+        assert_status_names(rt, pfx_model_load(rt, dir, NULL, &m), cases[i].status,
+                            cases[i].needle);
         assert_null(m);
-        assert_status_names(rt, pfx_model_create_random(rt, dir, NULL, 1, &m), cases[i].status, cases[i].needle);
+        assert_status_names(rt, pfx_model_create_random(rt, dir, NULL, 1, &m), cases[i].status,
+                            cases[i].needle);
         assert_null(m);
         assert_int_equal(pfx_test_live_bytes(rt), live0);
     }
     /* mistral: a sliding window shorter than what the caller asks for */
-    assert_int_equal(tf_write_config_text(dir,
-        "{\"model_type\": \"mistral\", \"hidden_size\": 16, \"intermediate_size\": 8, \"num_hidden_layers\": 1, "
-        "\"num_attention_heads\": 4, \"vocab_size\": 9, \"max_position_embeddings\": 64, \"sliding_window\": 12}"), 0);
+    assert_int_equal(
+        tf_write_config_text(dir, "{\"model_type\": \"mistral\", \"hidden_size\": 16, "
+                                  "\"intermediate_size\": 8, \"num_hidden_layers\": 1, "
+                                  "\"num_attention_heads\": 4, \"vocab_size\": 9, "
+                                  "\"max_position_embeddings\": 64, \"sliding_window\": 12}"),
+        0);
     pfx_model *m = NULL;
     pfx_model_params p = { .max_tokens = 10, .max_prefix_len = 3 };
-    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_UNSUPPORTED, "sliding_window");
+    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_UNSUPPORTED,
+                        "sliding_window");
     assert_null(m);
     p.max_prefix_len = 2; /* 12 keys fit the window */
     assert_int_equal(pfx_model_create_random(rt, dir, &p, 1, &m), PFX_SUCCESS);
     pfx_model_destroy(&m);
     /* GPT-2: P + N beyond n_positions */
-    assert_int_equal(tf_write_config_text(dir,
-        "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
-        "\"n_positions\": 16}"), 0);
+    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"gpt2\", \"n_embd\": 8, "
+                                               "\"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
+                                               "\"n_positions\": 16}"),
+                     0);
     p.max_tokens = 12;
     p.max_prefix_len = 5;
-    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_OUT_OF_RANGE, "n_positions");
+    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_OUT_OF_RANGE,
+                        "n_positions");
     p.storage = (pfx_dtype)7;
     p.max_prefix_len = 4;
-    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_INVALID_ARGUMENT, "storage");
+    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_INVALID_ARGUMENT,
+                        "storage");
     assert_int_equal(pfx_test_live_bytes(rt), live0);
     /* no config at all */
     char path[600];
@@ -213,8 +265,9 @@ static void test_bad_configs(void **state)
 
 /* Writes `m` into a fresh folder, expects the load to fail with `status`
  * and a message naming every needle, and nothing left allocated. */
-static void expect_load_failure(pfx_runtime *rt, tf_model *m, unsigned shards, void (*mutate)(const char *dir),
-                                pfx_status status, const char *needle, const char *needle2)
+static void expect_load_failure(pfx_runtime *rt, tf_model *m, unsigned shards,
+                                void (*mutate)(const char *dir), pfx_status status,
+                                const char *needle, const char *needle2)
 {
     char *dir = tf_tempdir("badckpt");
     assert_int_equal(tf_write(m, dir, shards), 0);
@@ -256,7 +309,9 @@ static void index_escapes(const char *dir)
     snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
     FILE *fp = fopen(path, "wb");
     assert_non_null(fp);
-    fputs("{\"weight_map\": {\"model.embed_tokens.weight\": \"../model-00001-of-00003.safetensors\"}}", fp);
+    fputs("{\"weight_map\": {\"model.embed_tokens.weight\": "
+          "\"../model-00001-of-00003.safetensors\"}}",
+          fp);
     fclose(fp);
 }
 
@@ -276,7 +331,8 @@ static void test_bad_checkpoints(void **state)
     /* a missing tensor: the last one (ln_f.bias) left out of the file */
     tf_model_init(&m, &g, true, "gpt2", 1);
     m.count--;
-    expect_load_failure(rt, &m, 1, NULL, PFX_ERROR_FORMAT, "transformer.ln_f.bias", "model.safetensors");
+    expect_load_failure(rt, &m, 1, NULL, PFX_ERROR_FORMAT, "transformer.ln_f.bias",
+                        "model.safetensors");
     m.count++;
     tf_model_free(&m);
 
@@ -294,7 +350,8 @@ static void test_bad_checkpoints(void **state)
     tf_model_init(&m, &g, true, "gpt2", 3);
     t = tf_find(&m, "transformer.h.0.ln_2.weight");
     snprintf(t->dtype, sizeof(t->dtype), "I32");
-    expect_load_failure(rt, &m, 1, NULL, PFX_ERROR_DTYPE_MISMATCH, "transformer.h.0.ln_2.weight", "I32");
+    expect_load_failure(rt, &m, 1, NULL, PFX_ERROR_DTYPE_MISMATCH, "transformer.h.0.ln_2.weight",
+                        "I32");
     tf_model_free(&m);
 
     /* a tensor of a layer the config does not have */
@@ -311,10 +368,12 @@ static void test_bad_checkpoints(void **state)
 
     /* sharded: a missing shard, a truncated shard, an index that leaves the folder */
     tf_model_init(&m, &l, false, "llama", 6);
-    expect_load_failure(rt, &m, 3, remove_shard2, PFX_ERROR_IO, "model-00002-of-00003.safetensors", NULL);
-    expect_load_failure(rt, &m, 3, truncate_shard3, PFX_ERROR_OUT_OF_RANGE, "model-00003-of-00003.safetensors",
+    expect_load_failure(rt, &m, 3, remove_shard2, PFX_ERROR_IO, "model-00002-of-00003.safetensors",
                         NULL);
-    expect_load_failure(rt, &m, 3, index_escapes, PFX_ERROR_FORMAT, "model.embed_tokens.weight", "index");
+    expect_load_failure(rt, &m, 3, truncate_shard3, PFX_ERROR_OUT_OF_RANGE,
+                        "model-00003-of-00003.safetensors", NULL);
+    expect_load_failure(rt, &m, 3, index_escapes, PFX_ERROR_FORMAT, "model.embed_tokens.weight",
+                        "index");
     /* the untied head missing from an untied model */
     t = tf_find(&m, "lm_head.weight");
     snprintf(t->name, sizeof(t->name), "lm_head.bias");
@@ -333,8 +392,8 @@ static pfx_runtime *fresh_runtime(void)
 /* Writes `m` (whose rc may disagree with its tensors) and expects the load
  * to fail with `status` naming both needles before the first device
  * allocation, within a second. */
-static void expect_refused_before_allocation(tf_model *m, unsigned shards, pfx_status status, const char *needle,
-                                             const char *needle2)
+static void expect_refused_before_allocation(tf_model *m, unsigned shards, pfx_status status,
+                                             const char *needle, const char *needle2)
 {
     pfx_runtime *rt = fresh_runtime();
     char *dir = tf_tempdir("precheck");
@@ -369,27 +428,34 @@ static void test_checked_before_allocation(void **state)
     tf_model m;
     tf_model_init(&m, &g, true, "gpt2", 11);
     m.rc.layers = 4000;
-    expect_refused_before_allocation(&m, 1, PFX_ERROR_FORMAT, "transformer.h.2.ln_1.weight", "is missing");
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_FORMAT, "transformer.h.2.ln_1.weight",
+                                     "is missing");
     m.rc.layers = 1000000;
-    expect_refused_before_allocation(&m, 1, PFX_ERROR_FORMAT, "transformer.h.2.ln_1.weight", "1000000 layers");
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_FORMAT, "transformer.h.2.ln_1.weight",
+                                     "1000000 layers");
     m.rc.layers = g.layers;
     m.rc.vocab = (size_t)1 << 28;
-    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE, "transformer.wte.weight", "vocab_size 268435456");
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE, "transformer.wte.weight",
+                                     "vocab_size 268435456");
     m.rc.vocab = g.vocab;
     m.rc.max_positions = (size_t)1 << 31;
-    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE, "transformer.wpe.weight", "n_positions");
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE, "transformer.wpe.weight",
+                                     "n_positions");
     m.rc.max_positions = g.max_positions;
     m.rc.inner = (size_t)1 << 28;
-    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE, "transformer.h.0.mlp.c_fc.weight", "n_inner");
+    expect_refused_before_allocation(&m, 1, PFX_ERROR_INVALID_SHAPE,
+                                     "transformer.h.0.mlp.c_fc.weight", "n_inner");
     tf_model_free(&m);
 
     tf_model_init(&m, &l, false, "llama", 12);
     m.rc.inner = (size_t)1 << 31;
-    expect_refused_before_allocation(&m, 2, PFX_ERROR_INVALID_SHAPE, "model.layers.0.mlp.gate_proj.weight",
+    expect_refused_before_allocation(&m, 2, PFX_ERROR_INVALID_SHAPE,
+                                     "model.layers.0.mlp.gate_proj.weight",
                                      "intermediate_size 2147483648");
     m.rc.inner = l.inner;
     m.rc.vocab = (size_t)1 << 28;
-    expect_refused_before_allocation(&m, 2, PFX_ERROR_INVALID_SHAPE, "model.embed_tokens.weight", "vocab_size");
+    expect_refused_before_allocation(&m, 2, PFX_ERROR_INVALID_SHAPE, "model.embed_tokens.weight",
+                                     "vocab_size");
     m.rc.vocab = l.vocab;
     m.rc.layers = 4000;
     expect_refused_before_allocation(&m, 3, PFX_ERROR_FORMAT, "model.layers.2.", "is missing");
@@ -461,11 +527,13 @@ static void test_index_disagrees_with_shards(void **state)
     head->shape[1] = l.hidden;
     head->data = calloc(l.vocab * l.hidden, sizeof(float));
     assert_non_null(head->data);
-    expect_load_failure(rt, &m, 3, index_drops_norm, PFX_ERROR_FORMAT, "model.layers.0.input_layernorm.weight",
-                        "not listed");
-    expect_load_failure(rt, &m, 3, index_moves_norm, PFX_ERROR_FORMAT, "model.layers.0.input_layernorm.weight",
+    expect_load_failure(rt, &m, 3, index_drops_norm, PFX_ERROR_FORMAT,
+                        "model.layers.0.input_layernorm.weight", "not listed");
+    expect_load_failure(rt, &m, 3, index_moves_norm, PFX_ERROR_FORMAT,
+                        "model.layers.0.input_layernorm.weight",
                         "model-00003-of-00003.safetensors");
-    expect_load_failure(rt, &m, 3, index_drops_lm_head, PFX_ERROR_FORMAT, "lm_head.weight", "not listed");
+    expect_load_failure(rt, &m, 3, index_drops_lm_head, PFX_ERROR_FORMAT, "lm_head.weight",
+                        "not listed");
     /* the folder as written loads */
     char *dir = tf_tempdir("goodshards");
     assert_int_equal(tf_write(&m, dir, 3), 0);
@@ -527,31 +595,41 @@ static void test_call_arguments(void **state)
     shape[2] = g.vocab - 1;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &small), PFX_SUCCESS);
     assert_int_equal(pfx_model_forward(m, &b, NULL, logits), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_forward(m, &b, NULL, small), PFX_ERROR_INVALID_SHAPE, "logits");
-    assert_status_names(rt, pfx_model_forward(m, NULL, NULL, logits), PFX_ERROR_NULL_ARGUMENT, "batch");
+    assert_status_names(rt, pfx_model_forward(m, &b, NULL, small), PFX_ERROR_INVALID_SHAPE,
+                        "logits");
+    assert_status_names(rt, pfx_model_forward(m, NULL, NULL, logits), PFX_ERROR_NULL_ARGUMENT,
+                        "batch");
     ids[4] = (int32_t)g.vocab;
-    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE, "ids[4]");
+    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "ids[4]");
     ids[4] = 0;
     lens[1] = 0;
-    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE, "lens[1]");
+    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "lens[1]");
     lens[1] = 3;
     b.batch = 3;
-    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE, "max_batch");
+    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "max_batch");
     b.batch = 2;
     pfx_model_prefix pre = { .prefix_len = 3 };
-    assert_status_names(rt, pfx_model_forward(m, &b, &pre, logits), PFX_ERROR_OUT_OF_RANGE, "max_prefix_len");
+    assert_status_names(rt, pfx_model_forward(m, &b, &pre, logits), PFX_ERROR_OUT_OF_RANGE,
+                        "max_prefix_len");
     pre.prefix_len = 2;
-    assert_status_names(rt, pfx_model_forward(m, &b, &pre, logits), PFX_ERROR_NULL_ARGUMENT, "prefix.keys");
+    assert_status_names(rt, pfx_model_forward(m, &b, &pre, logits), PFX_ERROR_NULL_ARGUMENT,
+                        "prefix.keys");
     pfx_model_prefix gain = { .gain_mode = PFX_GAIN_TANH, .gain_ramp = 1.0f };
-    assert_status_names(rt, pfx_model_forward(m, &b, &gain, logits), PFX_ERROR_NULL_ARGUMENT, "gains");
+    assert_status_names(rt, pfx_model_forward(m, &b, &gain, logits), PFX_ERROR_NULL_ARGUMENT,
+                        "gains");
     int32_t labels[12];
     for (int i = 0; i < 12; i++)
         labels[i] = -100;
     b.labels = labels;
     double loss;
-    assert_status_names(rt, pfx_model_loss(m, &b, NULL, &loss), PFX_ERROR_INVALID_ARGUMENT, "no label");
+    assert_status_names(rt, pfx_model_loss(m, &b, NULL, &loss), PFX_ERROR_INVALID_ARGUMENT,
+                        "no label");
     labels[3] = 1000;
-    assert_status_names(rt, pfx_model_loss(m, &b, NULL, &loss), PFX_ERROR_OUT_OF_RANGE, "labels[3]");
+    assert_status_names(rt, pfx_model_loss(m, &b, NULL, &loss), PFX_ERROR_OUT_OF_RANGE,
+                        "labels[3]");
     b.labels = NULL;
     assert_int_equal(pfx_model_loss(m, &b, NULL, &loss), PFX_SUCCESS);
     assert_true(loss > 0.0);
@@ -569,7 +647,8 @@ static void test_call_arguments(void **state)
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs2, &dgs[1]), PFX_SUCCESS);
     pfx_tensor *twice[2] = { dgs[1], dgs[1] };
     grads.gains = twice;
-    assert_status_names(rt, pfx_model_backward(m, &b, NULL, &grads, NULL), PFX_ERROR_ALIASING, "grads.gains[1]");
+    assert_status_names(rt, pfx_model_backward(m, &b, NULL, &grads, NULL), PFX_ERROR_ALIASING,
+                        "grads.gains[1]");
     pfx_tensor_destroy(&dgs[1]);
     pfx_tensor_destroy(&dg);
     pfx_tensor_destroy(&logits);
@@ -613,7 +692,8 @@ static void test_save_weights_round_trip(void **state)
             tf_model_init(&tm, &cfgs[k], k == 0, types[k], 4);
             char *dir = tf_tempdir("save");
             assert_int_equal(tf_write(&tm, dir, 1), 0); /* config.json (the weights are replaced) */
-            pfx_model_params p = { .max_batch = 2, .max_tokens = 5,
+            pfx_model_params p = { .max_batch = 2,
+                                   .max_tokens = 5,
                                    .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32 };
             pfx_model *made = NULL, *loaded = NULL;
             assert_int_equal(pfx_model_create_random(rt, dir, &p, 77, &made), PFX_SUCCESS);
@@ -625,11 +705,13 @@ static void test_save_weights_round_trip(void **state)
             assert_string_equal(pfx_safetensors_metadata_get(f, "format"), "pt");
             pfx_safetensors_close(&f);
             assert_int_equal(pfx_model_load(rt, dir, &p, &loaded), PFX_SUCCESS);
-            float *a = logits_of(rt, made, cfgs[k].vocab), *b = logits_of(rt, loaded, cfgs[k].vocab);
+            float *a = logits_of(rt, made, cfgs[k].vocab),
+                  *b = logits_of(rt, loaded, cfgs[k].vocab);
             assert_memory_equal(a, b, 2 * 5 * cfgs[k].vocab * sizeof(float));
             free(a);
             free(b);
-            assert_status_names(rt, pfx_model_save(made, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "dir");
+            assert_status_names(rt, pfx_model_save(made, NULL, NULL), PFX_ERROR_NULL_ARGUMENT,
+                                "dir");
             pfx_model_destroy(&made);
             pfx_model_destroy(&loaded);
             tf_rmdir(dir);

@@ -31,21 +31,42 @@ typedef struct model_case {
 
 static ref_model_config gpt2_config(void)
 {
-    return (ref_model_config){ .family = REF_MODEL_GPT2, .layers = 2, .hidden = 12, .heads = 3,
-                               .kv_heads = 3, .head_dim = 4, .inner = 20, .vocab = 23,
-                               .max_positions = 16, .eps = 1e-5, .act = REF_ACT_GELU_TANH,
-                               .gain_mode = PFX_GAIN_TANH, .gain_ramp = 0.75 };
+    return (ref_model_config){ .family = REF_MODEL_GPT2,
+                               .layers = 2,
+                               .hidden = 12,
+                               .heads = 3,
+                               .kv_heads = 3,
+                               .head_dim = 4,
+                               .inner = 20,
+                               .vocab = 23,
+                               .max_positions = 16,
+                               .eps = 1e-5,
+                               .act = REF_ACT_GELU_TANH,
+                               .gain_mode = PFX_GAIN_TANH,
+                               .gain_ramp = 0.75 };
 }
 
 static ref_model_config llama_config(void)
 {
-    return (ref_model_config){ .family = REF_MODEL_LLAMA, .layers = 2, .hidden = 10, .heads = 4,
-                               .kv_heads = 2, .head_dim = 6, .inner = 14, .vocab = 19,
-                               .eps = 1e-6, .act = REF_ACT_SILU, .qkv_bias = true,
-                               .rope = { .theta = 10000.0, .llama3 = true, .factor = 4.0,
-                                         .low_freq_factor = 1.0, .high_freq_factor = 3.0,
+    return (ref_model_config){ .family = REF_MODEL_LLAMA,
+                               .layers = 2,
+                               .hidden = 10,
+                               .heads = 4,
+                               .kv_heads = 2,
+                               .head_dim = 6,
+                               .inner = 14,
+                               .vocab = 19,
+                               .eps = 1e-6,
+                               .act = REF_ACT_SILU,
+                               .qkv_bias = true,
+                               .rope = { .theta = 10000.0,
+                                         .llama3 = true,
+                                         .factor = 4.0,
+                                         .low_freq_factor = 1.0,
+                                         .high_freq_factor = 3.0,
                                          .original_max_position_embeddings = 16.0 },
-                               .gain_mode = PFX_GAIN_LINEAR, .gain_ramp = 1.0 };
+                               .gain_mode = PFX_GAIN_LINEAR,
+                               .gain_ramp = 1.0 };
 }
 
 /* A problem: random weights, prefixes, gains, ids, labels (-100 at padding
@@ -92,7 +113,11 @@ static void problem_make(problem *pr, const model_case *k)
 static void problem_free(problem *pr)
 {
     ref_model_storage_free(&pr->s);
-    free(pr->kp); free(pr->vp); free(pr->gain); free(pr->ids); free(pr->labels);
+    free(pr->kp);
+    free(pr->vp);
+    free(pr->gain);
+    free(pr->ids);
+    free(pr->labels);
 }
 
 static double loss_at(problem *pr)
@@ -151,7 +176,9 @@ static void check_gradients(const model_case *k)
     for (size_t i = 0; i < n + m; i++)
         norm += got[i] * got[i];
     assert_true(norm > 1e-10);
-    free(dkp); free(dvp); free(dg);
+    free(dkp);
+    free(dvp);
+    free(dg);
     problem_free(&pr);
 }
 
@@ -171,10 +198,10 @@ static size_t weight_pairs(problem *pr, const ref_model_grads *g, weight_pair *o
     const size_t L = c->layers, C = c->hidden, I = c->inner, V = c->vocab;
     const size_t qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
     size_t n = 0;
-#define PAIR(label, wp, gp, count)                                                    \
-    do {                                                                              \
-        if ((wp) && (gp))                                                             \
-            out[n++] = (weight_pair){ label, (float *)(wp), (gp), (count) };          \
+#define PAIR(label, wp, gp, count)                                                                 \
+    do {                                                                                           \
+        if ((wp) && (gp))                                                                          \
+            out[n++] = (weight_pair){ label, (float *)(wp), (gp), (count) };                       \
     } while (0)
     PAIR("wte", pr->w.wte, g->wte, V * C);
     PAIR("wpe", pr->w.wpe, g->wpe, c->max_positions * C);
@@ -231,7 +258,8 @@ static void check_weight_gradients(const model_case *k, bool untied)
     ref_model_grads g;
     ref_model_grads_alloc(&pr.c, untied, &g);
     const size_t LH = pr.c.layers * pr.c.heads;
-    double *dg = calloc(LH, sizeof(double)), *dg0 = calloc(LH, sizeof(double)), loss = 0.0, loss0 = 0.0;
+    double *dg = calloc(LH, sizeof(double)), *dg0 = calloc(LH, sizeof(double)), loss = 0.0,
+           loss0 = 0.0;
     ref_model_backward_weights(&pr.c, &pr.w, &pr.p, &pr.x, &loss, NULL, NULL, dg, &g);
     ref_model_backward(&pr.c, &pr.w, &pr.p, &pr.x, &loss0, NULL, NULL, dg0);
     assert_true(loss == loss0);
@@ -253,11 +281,13 @@ static void check_weight_gradients(const model_case *k, bool untied)
         }
         const double err = rel_l2_d(want, got, n);
         if (!(err <= TOL_FD_REL) || !(norm > 1e-14))
-            fail_msg("seed %llu: %s gradient error %.3g (> %.3g), norm %.3g", (unsigned long long)k->seed, wp->name,
-                     err, TOL_FD_REL, sqrt(norm));
+            fail_msg("seed %llu: %s gradient error %.3g (> %.3g), norm %.3g",
+                     (unsigned long long)k->seed, wp->name, err, TOL_FD_REL, sqrt(norm));
     }
     ref_model_grads_free(&g);
-    free(dg); free(dg0); free(head);
+    free(dg);
+    free(dg0);
+    free(head);
     problem_free(&pr);
 }
 
@@ -285,8 +315,8 @@ static void check_dim_gain(const model_case *k)
     }
     const double err = rel_l2_d(want, got, m);
     if (!(err <= TOL_FD_REL))
-        fail_msg("seed %llu: structured gain gradient error %.3g (> %.3g)", (unsigned long long)k->seed, err,
-                 TOL_FD_REL);
+        fail_msg("seed %llu: structured gain gradient error %.3g (> %.3g)",
+                 (unsigned long long)k->seed, err, TOL_FD_REL);
     /* G = 0 is no structured gain */
     double with = 0.0, without = 0.0;
     memset(G, 0, n * sizeof(float));
@@ -307,7 +337,9 @@ static void test_dim_gain_gradients(void **state)
     k.c.gain_mode = PFX_GAIN_OFF;
     k.c.gain_ramp = 0.7;
     check_dim_gain(&k);
-    k = (model_case){ .c = llama_config(), .B = 2, .N = 5, .P = 0, .lengths = { 5, 5 }, .seed = 122 };
+    k = (model_case){
+        .c = llama_config(), .B = 2, .N = 5, .P = 0, .lengths = { 5, 5 }, .seed = 122
+    };
     k.c.gain_ramp = 0.4; /* with the per-head linear gain */
     check_dim_gain(&k);
 }
@@ -326,7 +358,9 @@ static void test_gpt2_weight_gradients(void **state)
 static void test_llama_weight_gradients(void **state)
 {
     (void)state;
-    model_case k = { .c = llama_config(), .B = 2, .N = 6, .P = 2, .lengths = { 6, 4 }, .seed = 113 };
+    model_case k = {
+        .c = llama_config(), .B = 2, .N = 6, .P = 2, .lengths = { 6, 4 }, .seed = 113
+    };
     check_weight_gradients(&k, true);
     k.c.qkv_bias = false;
     k.c.kv_heads = 1;
@@ -352,7 +386,9 @@ static void test_gpt2_gradients(void **state)
 static void test_llama_gradients(void **state)
 {
     (void)state;
-    model_case k = { .c = llama_config(), .B = 2, .N = 6, .P = 2, .lengths = { 6, 3 }, .seed = 103 };
+    model_case k = {
+        .c = llama_config(), .B = 2, .N = 6, .P = 2, .lengths = { 6, 3 }, .seed = 103
+    };
     check_gradients(&k);
     /* no bias, default RoPE, tanh gain, P = 0 (gains only), MQA */
     k.c.qkv_bias = false;
@@ -405,9 +441,16 @@ static void test_attention_lengths(void **state)
     }
     for (size_t i = 0; i < 4; i++)
         gd[i] = gain[i];
-    ref_layer_dims ld = { .batch = B, .tokens = N, .model_dim = H * D, .heads = H,
-                          .kv_heads = Hkv, .head_dim = D, .prefix_len = P, .causal = true,
-                          .gain_mode = PFX_GAIN_TANH, .lens = lens };
+    ref_layer_dims ld = { .batch = B,
+                          .tokens = N,
+                          .model_dim = H * D,
+                          .heads = H,
+                          .kv_heads = Hkv,
+                          .head_dim = D,
+                          .prefix_len = P,
+                          .causal = true,
+                          .gain_mode = PFX_GAIN_TANH,
+                          .lens = lens };
     ref_layer_prefix lp = { pkd, pvd, gd, (double)0.5f };
     ref_layer_attention(&ld, &lp, qd, kd, vd, got);
     assert_true(rel_l2_d(want, got, 180) <= TOL_REF_EXACT);
@@ -443,19 +486,18 @@ static void test_tied_and_zero_gain(void **state)
     pr.c.gain_mode = PFX_GAIN_OFF;
     ref_model_forward(&pr.c, &pr.w, &pr.p, &pr.x, b, NULL);
     assert_true(rel_l2_d(a, b, n) <= TOL_REF_EXACT);
-    free(a); free(b); free(head);
+    free(a);
+    free(b);
+    free(head);
     problem_free(&pr);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gpt2_gradients),
-        cmocka_unit_test(test_llama_gradients),
-        cmocka_unit_test(test_gpt2_weight_gradients),
-        cmocka_unit_test(test_dim_gain_gradients),
-        cmocka_unit_test(test_llama_weight_gradients),
-        cmocka_unit_test(test_attention_lengths),
+        cmocka_unit_test(test_gpt2_gradients),         cmocka_unit_test(test_llama_gradients),
+        cmocka_unit_test(test_gpt2_weight_gradients),  cmocka_unit_test(test_dim_gain_gradients),
+        cmocka_unit_test(test_llama_weight_gradients), cmocka_unit_test(test_attention_lengths),
         cmocka_unit_test(test_tied_and_zero_gain),
     };
     return cmocka_run_group_tests_name("model_ref", tests, NULL, NULL);

@@ -15,19 +15,19 @@
 #include "reference/reference.h"
 #include "tolerances.h"
 
-#define MAX_ROWS (4 * 16)
+#define MAX_ROWS    (4 * 16)
 #define MAX_WEIGHTS 64
 
 typedef struct problem {
     size_t B, N, P;
     int32_t ids[MAX_ROWS], lens[4], labels[MAX_ROWS];
-    float *kp, *vp;           /* [L, Hkv, P, D] */
+    float *kp, *vp; /* [L, Hkv, P, D] */
     float gain[TF_MAX_LAYERS * 8];
 } problem;
 
 /* Random ids; labels -100 at padding and every fifth position. */
-static void make_problem(const tf_model *m, problem *p, size_t B, size_t N, size_t P, const int32_t *lens,
-                         uint64_t seed)
+static void make_problem(const tf_model *m, problem *p, size_t B, size_t N, size_t P,
+                         const int32_t *lens, uint64_t seed)
 {
     const ref_model_config *c = &m->rc;
     memset(p, 0, sizeof(*p));
@@ -55,8 +55,8 @@ static void make_problem(const tf_model *m, problem *p, size_t B, size_t N, size
 
 /* The reference gradient of the library's weight `name` (n elements) into
  * out; the stacked q | k | v from the three projections' gradients. */
-static void ref_grad(tf_model *m, const ref_model_config *c, const ref_model_grads *g, const char *name, size_t n,
-                     double *out)
+static void ref_grad(tf_model *m, const ref_model_config *c, const ref_model_grads *g,
+                     const char *name, size_t n, double *out)
 {
     size_t l;
     char kind[8];
@@ -92,7 +92,7 @@ typedef struct train_opts {
     float ramp;
     size_t chunk;
     bool recompute;
-    bool dim;                 /* a structured gain too */
+    bool dim; /* a structured gain too */
 } train_opts;
 
 /* Loads the folder of m, computes every weight's gradient (and the
@@ -103,8 +103,11 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     char *dir = tf_tempdir("train");
     assert_int_equal(tf_write(m, dir, 1), 0);
     const size_t live0 = pfx_test_live_bytes(rt);
-    pfx_model_params params = { .max_batch = p->B + 1, .max_tokens = p->N + 2, .max_prefix_len = p->P + 1,
-                                .logits_chunk_rows = o->chunk, .recompute = o->recompute };
+    pfx_model_params params = { .max_batch = p->B + 1,
+                                .max_tokens = p->N + 2,
+                                .max_prefix_len = p->P + 1,
+                                .logits_chunk_rows = o->chunk,
+                                .recompute = o->recompute };
     pfx_model *model = NULL;
     if (pfx_model_load(rt, dir, &params, &model) != PFX_SUCCESS)
         fail_msg("load: %s", pfx_last_error(rt));
@@ -121,8 +124,9 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     size_t total = 0;
     for (size_t i = 0; i < count; i++) {
         assert_int_equal(pfx_model_get_weight(model, i, &info[i]), PFX_SUCCESS);
-        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, info[i].ndim, info[i].shape, &grad[i]),
-                         PFX_SUCCESS);
+        assert_int_equal(
+            pfx_tensor_create(rt, PFX_DTYPE_F32, info[i].ndim, info[i].shape, &grad[i]),
+            PFX_SUCCESS);
         total += info[i].numel;
     }
     pfx_model_shape shape;
@@ -153,11 +157,18 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     ref_rng_fill(&grng, G, L * HD, -0.5f, 0.5f);
     for (size_t l = 0; o->dim && l < L; l++)
         assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, dshape, &ddim[l]), PFX_SUCCESS);
-    pfx_model_prefix pre = { .prefix_len = p->P, .keys = p->P ? k : NULL, .values = p->P ? v : NULL,
-                             .gain_mode = o->gain_mode, .gains = o->gain_mode ? p->gain : NULL,
-                             .dim_gains = o->dim ? G : NULL, .gain_ramp = o->ramp };
-    pfx_model_grads grads = { .keys = p->P ? dk : NULL, .values = p->P ? dv : NULL, .gains = dg,
-                              .dim_gains = o->dim ? ddim : NULL, .weights = grad };
+    pfx_model_prefix pre = { .prefix_len = p->P,
+                             .keys = p->P ? k : NULL,
+                             .values = p->P ? v : NULL,
+                             .gain_mode = o->gain_mode,
+                             .gains = o->gain_mode ? p->gain : NULL,
+                             .dim_gains = o->dim ? G : NULL,
+                             .gain_ramp = o->ramp };
+    pfx_model_grads grads = { .keys = p->P ? dk : NULL,
+                              .values = p->P ? dv : NULL,
+                              .gains = dg,
+                              .dim_gains = o->dim ? ddim : NULL,
+                              .weights = grad };
     pfx_model_batch batch = { p->B, p->N, p->ids, p->lens, p->labels };
 
     /* the reference */
@@ -165,14 +176,15 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     ref_model_grads_alloc(&cfg, !m->tied && cfg.family == REF_MODEL_LLAMA, &rg);
     double *rdk = calloc(L * per + 1, sizeof(double)), *rdv = calloc(L * per + 1, sizeof(double));
     double *rdg = calloc(L * H, sizeof(double)), rloss = 0.0;
-    ref_model_prefix rp = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL, o->gain_mode ? p->gain : NULL,
-                            o->dim ? G : NULL };
+    ref_model_prefix rp = { p->P, p->P ? p->kp : NULL, p->P ? p->vp : NULL,
+                            o->gain_mode ? p->gain : NULL, o->dim ? G : NULL };
     ref_model_batch rb = { p->B, p->N, p->ids, p->lens, p->labels };
     rg.dim_gain = o->dim ? calloc(L * HD, sizeof(double)) : NULL;
     ref_model_backward_weights(&cfg, &m->w, &rp, &rb, &rloss, rdk, rdv, rdg, &rg);
 
     /* one weight read before, to see it unwritten after */
-    float *w_before = malloc(info[0].numel * sizeof(float)), *w_after = malloc(info[0].numel * sizeof(float));
+    float *w_before = malloc(info[0].numel * sizeof(float)),
+          *w_after = malloc(info[0].numel * sizeof(float));
     pfx_tensor *w0 = NULL;
     assert_int_equal(pfx_model_weight_tensor(model, 0, &w0), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(w0, 0, info[0].numel, w_before), PFX_SUCCESS);
@@ -394,11 +406,13 @@ static void test_bad_weight_grads(void **state)
     assert_int_equal(pfx_model_load(rt, dir, &params, &model), PFX_SUCCESS);
     const size_t count = pfx_model_weight_count(model);
     pfx_model_weight_info info;
-    assert_status_names(rt, pfx_model_get_weight(model, count, &info), PFX_ERROR_OUT_OF_RANGE, "index");
+    assert_status_names(rt, pfx_model_get_weight(model, count, &info), PFX_ERROR_OUT_OF_RANGE,
+                        "index");
     assert_status_names(rt, pfx_model_get_weight(model, 0, NULL), PFX_ERROR_NULL_ARGUMENT, "info");
     assert_int_equal(pfx_model_weight_count(NULL), 0);
     pfx_tensor *t = NULL;
-    assert_status_names(rt, pfx_model_weight_tensor(model, count, &t), PFX_ERROR_OUT_OF_RANGE, "index");
+    assert_status_names(rt, pfx_model_weight_tensor(model, count, &t), PFX_ERROR_OUT_OF_RANGE,
+                        "index");
     /* names: the stacked projection stands for q, k and v (no q_proj, k_proj, v_proj) */
     const size_t qkv = find_weight(model, "model.layers.0.self_attn.qkv_proj.weight");
     const size_t n1 = find_weight(model, "model.layers.0.input_layernorm.weight");
@@ -419,16 +433,17 @@ static void test_bad_weight_grads(void **state)
     assert_int_equal(pfx_model_get_weight(model, n1, &info), PFX_SUCCESS); /* a norm [C] */
     const size_t wrong[1] = { info.shape[0] + 1 };
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, wrong, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL), PFX_ERROR_INVALID_SHAPE,
-                        "grads.weights");
+    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL),
+                        PFX_ERROR_INVALID_SHAPE, "grads.weights");
     pfx_tensor_destroy(&grad[n1]);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 1, info.shape, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL), PFX_ERROR_DTYPE_MISMATCH,
-                        "grads.weights");
+    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL),
+                        PFX_ERROR_DTYPE_MISMATCH, "grads.weights");
     pfx_tensor_destroy(&grad[n1]);
     /* a weight as its own gradient; one gradient for two weights */
     assert_int_equal(pfx_model_weight_tensor(model, n1, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL), PFX_ERROR_ALIASING, "parameter");
+    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL), PFX_ERROR_ALIASING,
+                        "parameter");
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, info.shape, &grad[n1]), PFX_SUCCESS);
     assert_int_equal(pfx_model_get_weight(model, n2, &info), PFX_SUCCESS);
     assert_int_equal(info.kind, PFX_WEIGHT_NORM); /* [C] too */
@@ -454,20 +469,23 @@ static void test_bad_weight_grads(void **state)
         const size_t LHD = c.layers * c.heads * c.head_dim;
         float *G = calloc(LHD, sizeof(float));
         pfx_tensor *dd[TF_MAX_LAYERS] = { 0 };
-        const size_t wrong_dim[2] = { c.heads, c.head_dim + 1 }, right_dim[2] = { c.heads, c.head_dim };
+        const size_t wrong_dim[2] = { c.heads, c.head_dim + 1 },
+                     right_dim[2] = { c.heads, c.head_dim };
         for (size_t l = 0; l < c.layers; l++)
-            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, l ? right_dim : wrong_dim, &dd[l]), PFX_SUCCESS);
+            assert_int_equal(
+                pfx_tensor_create(rt, PFX_DTYPE_F32, 2, l ? right_dim : wrong_dim, &dd[l]),
+                PFX_SUCCESS);
         pfx_model_prefix pre = { .dim_gains = G, .gain_ramp = 1.0f };
         pfx_model_grads gd = { .dim_gains = dd };
-        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, &gd, NULL), PFX_ERROR_INVALID_SHAPE,
-                            "grads.dim_gains[0]");
+        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, &gd, NULL),
+                            PFX_ERROR_INVALID_SHAPE, "grads.dim_gains[0]");
         G[5] = NAN;
-        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, NULL, NULL), PFX_ERROR_NOT_FINITE,
-                            "prefix.dim_gains[5]");
+        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, NULL, NULL),
+                            PFX_ERROR_NOT_FINITE, "prefix.dim_gains[5]");
         G[5] = 0.0f;
         pre.gain_ramp = 1.5f;
-        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, NULL, NULL), PFX_ERROR_NOT_FINITE,
-                            "gain_ramp");
+        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, NULL, NULL),
+                            PFX_ERROR_NOT_FINITE, "gain_ramp");
         for (size_t l = 0; l < c.layers; l++)
             pfx_tensor_destroy(&dd[l]);
         free(G);
@@ -479,7 +497,8 @@ static void test_bad_weight_grads(void **state)
     assert_int_equal(pfx_model_load(rt, dir, &params, &model), PFX_SUCCESS);
     assert_int_equal(pfx_model_get_weight(model, n1, &info), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, info.shape, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL), PFX_ERROR_UNSUPPORTED, "float32");
+    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL),
+                        PFX_ERROR_UNSUPPORTED, "float32");
     pfx_tensor_destroy(&grad[n1]);
     pfx_model_destroy(&model);
     tf_rmdir(dir);
@@ -488,7 +507,8 @@ static void test_bad_weight_grads(void **state)
 }
 
 /* Mean and standard deviation of a weight's values. */
-static void weight_stats(pfx_model *model, size_t i, size_t n, double *mean, double *sd, float *first)
+static void weight_stats(pfx_model *model, size_t i, size_t n, double *mean, double *sd,
+                         float *first)
 {
     pfx_tensor *t = NULL;
     assert_int_equal(pfx_model_weight_tensor(model, i, &t), PFX_SUCCESS);
@@ -514,10 +534,11 @@ static void test_init(void **state)
 {
     pfx_runtime *rt = *state;
     char *dir = tf_tempdir("init");
-    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"gpt2\", \"n_embd\": 96, \"n_layer\": 3, "
-                                               "\"n_head\": 4, \"vocab_size\": 301, \"n_positions\": 70, "
-                                               "\"initializer_range\": 0.05}"),
-                     0);
+    assert_int_equal(
+        tf_write_config_text(dir, "{\"model_type\": \"gpt2\", \"n_embd\": 96, \"n_layer\": 3, "
+                                  "\"n_head\": 4, \"vocab_size\": 301, \"n_positions\": 70, "
+                                  "\"initializer_range\": 0.05}"),
+        0);
     pfx_model *a = NULL, *b = NULL, *c = NULL;
     assert_int_equal(pfx_model_init(rt, dir, NULL, 7, &a), PFX_SUCCESS);
     assert_int_equal(pfx_model_init(rt, dir, NULL, 7, &b), PFX_SUCCESS);
@@ -555,15 +576,17 @@ static void test_init(void **state)
     pfx_model_destroy(&c);
 
     /* the Llama family: the padding row of the embedding is 0 */
-    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"llama\", \"hidden_size\": 40, "
-                                               "\"intermediate_size\": 56, \"num_hidden_layers\": 2, "
-                                               "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-                                               "\"vocab_size\": 77, \"max_position_embeddings\": 64, "
-                                               "\"pad_token_id\": 5}"),
+    assert_int_equal(tf_write_config_text(dir,
+                                          "{\"model_type\": \"llama\", \"hidden_size\": 40, "
+                                          "\"intermediate_size\": 56, \"num_hidden_layers\": 2, "
+                                          "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                                          "\"vocab_size\": 77, \"max_position_embeddings\": 64, "
+                                          "\"pad_token_id\": 5}"),
                      0);
     assert_int_equal(pfx_model_init(rt, dir, NULL, 9, &a), PFX_SUCCESS);
     pfx_tensor *wte = NULL;
-    assert_int_equal(pfx_model_weight_tensor(a, find_weight(a, "model.embed_tokens.weight"), &wte), PFX_SUCCESS);
+    assert_int_equal(pfx_model_weight_tensor(a, find_weight(a, "model.embed_tokens.weight"), &wte),
+                     PFX_SUCCESS);
     float rows[7 * 40];
     assert_int_equal(pfx_tensor_read(wte, 0, 7 * 40, rows), PFX_SUCCESS);
     for (size_t e = 0; e < 40; e++) {
@@ -571,13 +594,15 @@ static void test_init(void **state)
         assert_true(rows[4 * 40 + e] != 0.0f && rows[6 * 40 + e] != 0.0f);
     }
     pfx_model_destroy(&a);
-    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"llama\", \"hidden_size\": 40, "
-                                               "\"intermediate_size\": 56, \"num_hidden_layers\": 2, "
-                                               "\"num_attention_heads\": 4, \"vocab_size\": 77, "
-                                               "\"max_position_embeddings\": 64, \"pad_token_id\": 77}"),
+    assert_int_equal(tf_write_config_text(dir,
+                                          "{\"model_type\": \"llama\", \"hidden_size\": 40, "
+                                          "\"intermediate_size\": 56, \"num_hidden_layers\": 2, "
+                                          "\"num_attention_heads\": 4, \"vocab_size\": 77, "
+                                          "\"max_position_embeddings\": 64, \"pad_token_id\": 77}"),
                      0);
     const size_t live = pfx_test_live_bytes(rt);
-    assert_status_names(rt, pfx_model_init(rt, dir, NULL, 9, &a), PFX_ERROR_INVALID_SHAPE, "pad_token_id");
+    assert_status_names(rt, pfx_model_init(rt, dir, NULL, 9, &a), PFX_ERROR_INVALID_SHAPE,
+                        "pad_token_id");
     assert_null(a);
     assert_int_equal(pfx_test_live_bytes(rt), live);
     tf_rmdir(dir);
@@ -641,12 +666,14 @@ static void test_save(void **state)
     assert_int_equal(pfx_model_load(rt, dir, &params, &model), PFX_SUCCESS);
     /* a trained weight: the stacked k | v rows and biases changed */
     pfx_tensor *qkv = NULL, *qkv_b = NULL;
-    assert_int_equal(pfx_model_weight_tensor(model, find_weight(model, "model.layers.1.self_attn.qkv_proj.weight"),
-                                             &qkv),
-                     PFX_SUCCESS);
-    assert_int_equal(pfx_model_weight_tensor(model, find_weight(model, "model.layers.0.self_attn.qkv_proj.bias"),
-                                             &qkv_b),
-                     PFX_SUCCESS);
+    assert_int_equal(
+        pfx_model_weight_tensor(
+            model, find_weight(model, "model.layers.1.self_attn.qkv_proj.weight"), &qkv),
+        PFX_SUCCESS);
+    assert_int_equal(
+        pfx_model_weight_tensor(model, find_weight(model, "model.layers.0.self_attn.qkv_proj.bias"),
+                                &qkv_b),
+        PFX_SUCCESS);
     float vals[40];
     for (size_t i = 0; i < 40; i++)
         vals[i] = 0.01f * (float)i - 0.2f;
@@ -670,9 +697,10 @@ static void test_save(void **state)
 
     /* GPT-2 from a config alone */
     out = tf_tempdir("save-gpt2");
-    assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"gpt2\", \"n_embd\": 24, \"n_layer\": 2, "
-                                               "\"n_head\": 3, \"vocab_size\": 50, \"n_positions\": 16}"),
-                     0);
+    assert_int_equal(
+        tf_write_config_text(dir, "{\"model_type\": \"gpt2\", \"n_embd\": 24, \"n_layer\": 2, "
+                                  "\"n_head\": 3, \"vocab_size\": 50, \"n_positions\": 16}"),
+        0);
     assert_int_equal(pfx_model_init(rt, dir, &params, 11, &model), PFX_SUCCESS);
     check_save(rt, model, 50, out);
     pfx_model_destroy(&model);

@@ -12,7 +12,7 @@
 #include "tolerances.h"
 
 #define MAX_WEIGHTS 40
-#define MAX_LH 16
+#define MAX_LH      16
 
 static const char *fixture_dir;
 
@@ -64,13 +64,15 @@ static float *expected_weight(const fixture *fx, const char *key, const char *na
         float *x = malloc(count * sizeof(float));
         size_t at = 0;
         for (int i = 0; i < 3; i++) {
-            snprintf(full, sizeof(full), "%s.model.layers.%zu.self_attn.%s.%s", key, l, parts[i], kind);
+            snprintf(full, sizeof(full), "%s.model.layers.%zu.self_attn.%s.%s", key, l, parts[i],
+                     kind);
             long k = pfx_safetensors_find(fx->e, full);
             assert_true(k >= 0);
             pfx_st_info info;
             assert_int_equal(pfx_safetensors_info(fx->e, (size_t)k, &info), PFX_SUCCESS);
             assert_true(at + info.numel <= count);
-            assert_int_equal(pfx_safetensors_read_f32(fx->e, full, x + at, info.numel), PFX_SUCCESS);
+            assert_int_equal(pfx_safetensors_read_f32(fx->e, full, x + at, info.numel),
+                             PFX_SUCCESS);
             at += info.numel;
         }
         assert_int_equal(at, count);
@@ -92,18 +94,21 @@ static void open_fixture(pfx_runtime *rt, const char *name, fixture *fx)
     if (pfx_safetensors_open(path, &fx->e) != PFX_SUCCESS)
         fail_msg("%s", pfx_last_error(NULL));
     pfx_st_info info;
-    assert_int_equal(pfx_safetensors_info(fx->e, (size_t)pfx_safetensors_find(fx->e, "gains"), &info),
-                     PFX_SUCCESS);
+    assert_int_equal(
+        pfx_safetensors_info(fx->e, (size_t)pfx_safetensors_find(fx->e, "gains"), &info),
+        PFX_SUCCESS);
     fx->L = info.shape[0];
     fx->H = info.shape[1];
     assert_true(fx->L * fx->H <= MAX_LH && fx->L <= 8);
-    assert_int_equal(pfx_safetensors_info(fx->e, (size_t)pfx_safetensors_find(fx->e, "input_ids"), &info),
-                     PFX_SUCCESS);
+    assert_int_equal(
+        pfx_safetensors_info(fx->e, (size_t)pfx_safetensors_find(fx->e, "input_ids"), &info),
+        PFX_SUCCESS);
     fx->B = info.shape[0];
     fx->N = info.shape[1];
     fx->ids = int_tensor(fx->e, "input_ids", fx->B * fx->N);
     fx->labels = int_tensor(fx->e, "labels", fx->B * fx->N);
-    assert_int_equal(pfx_safetensors_read_f32(fx->e, "gains", fx->gains, fx->L * fx->H), PFX_SUCCESS);
+    assert_int_equal(pfx_safetensors_read_f32(fx->e, "gains", fx->gains, fx->L * fx->H),
+                     PFX_SUCCESS);
     assert_int_equal(pfx_safetensors_read_f32(fx->e, "ramp", &fx->ramp, 1), PFX_SUCCESS);
     pfx_model_params params = { .max_batch = fx->B, .max_tokens = fx->N };
     if (pfx_model_load(rt, fx->dir, &params, &fx->model) != PFX_SUCCESS)
@@ -113,8 +118,9 @@ static void open_fixture(pfx_runtime *rt, const char *name, fixture *fx)
     for (size_t i = 0; i < fx->count; i++) {
         assert_int_equal(pfx_model_get_weight(fx->model, i, &fx->info[i]), PFX_SUCCESS);
         assert_int_equal(pfx_model_weight_tensor(fx->model, i, &fx->w[i]), PFX_SUCCESS);
-        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, fx->info[i].ndim, fx->info[i].shape, &fx->dw[i]),
-                         PFX_SUCCESS);
+        assert_int_equal(
+            pfx_tensor_create(rt, PFX_DTYPE_F32, fx->info[i].ndim, fx->info[i].shape, &fx->dw[i]),
+            PFX_SUCCESS);
     }
     const size_t hshape[1] = { fx->H };
     for (size_t l = 0; l < fx->L; l++)
@@ -142,8 +148,8 @@ static double rel_err(const float *want, const float *got, size_t n)
     return sqrt(d / (w > 0.0 ? w : 1e-30));
 }
 
-static void check_tensor(const char *what, const char *name, const float *want, const pfx_tensor *t, size_t n,
-                         double tol)
+static void check_tensor(const char *what, const char *name, const float *want, const pfx_tensor *t,
+                         size_t n, double tol)
 {
     float *got = malloc(n * sizeof(float));
     assert_int_equal(pfx_tensor_read(t, 0, n, got), PFX_SUCCESS);
@@ -166,7 +172,9 @@ static void check_arm(pfx_runtime *rt, fixture *fx, const char *arm, pfx_gain_mo
     const size_t dshape[2] = { fx->H, HD / fx->H };
     for (size_t l = 0; dim && l < fx->L; l++)
         assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, dshape, &dd[l]), PFX_SUCCESS);
-    pfx_model_prefix pre = { .gain_mode = mode, .gains = mode ? fx->gains : NULL, .dim_gains = dim ? G : NULL,
+    pfx_model_prefix pre = { .gain_mode = mode,
+                             .gains = mode ? fx->gains : NULL,
+                             .dim_gains = dim ? G : NULL,
                              .gain_ramp = fx->ramp };
     pfx_model_grads grads = { .gains = fx->dg, .dim_gains = dim ? dd : NULL, .weights = fx->dw };
     double loss = 0.0;
@@ -234,10 +242,12 @@ static void check_key_bias(const float *want, const pfx_tensor *t, size_t n, dou
     memcpy(qv_got + C, got + 2 * C, C * sizeof(float));
     const double e = rel_err(qv_want, qv_got, 2 * C);
     if (!(e < TOL_TRAIN_STEPS))
-        fail_msg("after the steps: c_attn.bias q and v: rel error %.3g (> %.3g)", e, TOL_TRAIN_STEPS);
+        fail_msg("after the steps: c_attn.bias q and v: rel error %.3g (> %.3g)", e,
+                 TOL_TRAIN_STEPS);
     for (size_t i = C; i < 2 * C; i++)
         if (!(fabsf(got[i] - want[i]) <= drift))
-            fail_msg("after the steps: c_attn.bias k[%zu] %g, PyTorch %g", i - C, (double)got[i], (double)want[i]);
+            fail_msg("after the steps: c_attn.bias k[%zu] %g, PyTorch %g", i - C, (double)got[i],
+                     (double)want[i]);
     free(qv_want);
     free(qv_got);
     free(got);
@@ -252,11 +262,16 @@ static void test_training_steps(void **state)
         fixture fx;
         open_fixture(rt, models[m], &fx);
         const size_t LH = fx.L * fx.H, steps = 10;
-        pfx_optimizer_params op = { .max_grad_norm = 1.0f, .warmup_steps = 3, .decay = PFX_LR_COSINE,
-                                    .decay_steps = 7, .min_lr_ratio = 0.1f, .gain_ramp_steps = 4 };
+        pfx_optimizer_params op = { .max_grad_norm = 1.0f,
+                                    .warmup_steps = 3,
+                                    .decay = PFX_LR_COSINE,
+                                    .decay_steps = 7,
+                                    .min_lr_ratio = 0.1f,
+                                    .gain_ramp_steps = 4 };
         pfx_optimizer *opt = NULL;
         assert_int_equal(pfx_optimizer_create(rt, &op, &opt), PFX_SUCCESS);
-        pfx_optimizer_group_params wg = PFX_OPTIMIZER_GROUP_DEFAULTS, gg = PFX_OPTIMIZER_GROUP_DEFAULTS;
+        pfx_optimizer_group_params wg = PFX_OPTIMIZER_GROUP_DEFAULTS,
+                                   gg = PFX_OPTIMIZER_GROUP_DEFAULTS;
         wg.lr = 1e-3f;
         wg.weight_decay = 0.01f;
         gg.lr = 5e-4f;
@@ -265,25 +280,31 @@ static void test_training_steps(void **state)
         assert_int_equal(pfx_optimizer_add_group(opt, &wg, &gw), PFX_SUCCESS);
         assert_int_equal(pfx_optimizer_add_group(opt, &gg, &ggain), PFX_SUCCESS);
         for (size_t i = 0; i < fx.count; i++)
-            assert_int_equal(pfx_optimizer_add_param(opt, gw, fx.w[i], fx.dw[i], fx.info[i].name), PFX_SUCCESS);
+            assert_int_equal(pfx_optimizer_add_param(opt, gw, fx.w[i], fx.dw[i], fx.info[i].name),
+                             PFX_SUCCESS);
         pfx_tensor *gain[8] = { 0 };
         const size_t hshape[1] = { fx.H };
         for (size_t l = 0; l < fx.L; l++) {
             char name[32];
             snprintf(name, sizeof(name), "gain.%zu", l);
-            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hshape, &gain[l]), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hshape, &gain[l]),
+                             PFX_SUCCESS);
             assert_int_equal(pfx_tensor_write(gain[l], 0, fx.H, fx.gains + l * fx.H), PFX_SUCCESS);
-            assert_int_equal(pfx_optimizer_add_param(opt, ggain, gain[l], fx.dg[l], name), PFX_SUCCESS);
+            assert_int_equal(pfx_optimizer_add_param(opt, ggain, gain[l], fx.dg[l], name),
+                             PFX_SUCCESS);
         }
-        float *want_loss = expected(&fx, "step.loss", steps), *want_norm = expected(&fx, "step.grad_norm", steps);
+        float *want_loss = expected(&fx, "step.loss", steps),
+              *want_norm = expected(&fx, "step.grad_norm", steps);
         assert_true(want_loss && want_norm);
         float host_gains[MAX_LH];
         pfx_model_batch batch = { fx.B, fx.N, fx.ids, NULL, fx.labels };
         pfx_model_grads grads = { .gains = fx.dg, .weights = fx.dw };
         for (size_t t = 0; t < steps; t++) {
             for (size_t l = 0; l < fx.L; l++)
-                assert_int_equal(pfx_tensor_read(gain[l], 0, fx.H, host_gains + l * fx.H), PFX_SUCCESS);
-            pfx_model_prefix pre = { .gain_mode = PFX_GAIN_LINEAR, .gains = host_gains,
+                assert_int_equal(pfx_tensor_read(gain[l], 0, fx.H, host_gains + l * fx.H),
+                                 PFX_SUCCESS);
+            pfx_model_prefix pre = { .gain_mode = PFX_GAIN_LINEAR,
+                                     .gains = host_gains,
                                      .gain_ramp = pfx_optimizer_gain_ramp(opt) };
             double loss = 0.0;
             if (pfx_model_backward(fx.model, &batch, &pre, &grads, &loss) != PFX_SUCCESS)
@@ -291,24 +312,27 @@ static void test_training_steps(void **state)
             pfx_optimizer_report rep;
             assert_int_equal(pfx_optimizer_step(opt, &rep), PFX_SUCCESS);
             assert_false(rep.skipped);
-            print_message("  %s step %zu: loss %.7f (torch %.7f), norm %.6f (%.6f)\n", models[m], t + 1, loss,
-                          (double)want_loss[t], (double)rep.grad_norm, (double)want_norm[t]);
+            print_message("  %s step %zu: loss %.7f (torch %.7f), norm %.6f (%.6f)\n", models[m],
+                          t + 1, loss, (double)want_loss[t], (double)rep.grad_norm,
+                          (double)want_norm[t]);
             if (!(fabs(loss - want_loss[t]) <= TOL_TRAIN_HF * want_loss[t]) ||
                 !(fabsf(rep.grad_norm - want_norm[t]) <= TOL_TRAIN_HF * want_norm[t]))
-                fail_msg("%s step %zu: loss %.8f norm %.7f, PyTorch %.8f %.7f", models[m], t + 1, loss,
-                         (double)rep.grad_norm, (double)want_loss[t], (double)want_norm[t]);
+                fail_msg("%s step %zu: loss %.8f norm %.7f, PyTorch %.8f %.7f", models[m], t + 1,
+                         loss, (double)rep.grad_norm, (double)want_loss[t], (double)want_norm[t]);
         }
         for (size_t i = 0; i < fx.count; i++) {
             float *want = expected_weight(&fx, "step.final", fx.info[i].name, fx.info[i].numel);
             if (strstr(fx.info[i].name, "attn.c_attn.bias"))
                 check_key_bias(want, fx.w[i], fx.info[i].numel, steps * 1e-3);
             else
-                check_tensor("after the steps", fx.info[i].name, want, fx.w[i], fx.info[i].numel, TOL_TRAIN_STEPS);
+                check_tensor("after the steps", fx.info[i].name, want, fx.w[i], fx.info[i].numel,
+                             TOL_TRAIN_STEPS);
             free(want);
         }
         float *want_gains = expected(&fx, "step.final.gains", LH);
         for (size_t l = 0; l < fx.L; l++)
-            check_tensor("after the steps", "gains", want_gains + l * fx.H, gain[l], fx.H, TOL_TRAIN_STEPS);
+            check_tensor("after the steps", "gains", want_gains + l * fx.H, gain[l], fx.H,
+                         TOL_TRAIN_STEPS);
         free(want_gains);
         free(want_loss);
         free(want_norm);

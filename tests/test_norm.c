@@ -77,9 +77,9 @@ static void run_case(pfx_runtime *rt, const norm_case *k, bool rms)
         assert_int_equal(pfx_op_rmsnorm_backward(rt, vx, vw, vr, vdy, vdx, k->accumulate),
                          PFX_SUCCESS);
     } else {
-        assert_int_equal(pfx_op_layernorm_forward(rt, vx, vw, k->bias ? &vb : NULL, (float)eps,
-                                                  vtmp, &vm, &vr),
-                         PFX_SUCCESS);
+        assert_int_equal(
+            pfx_op_layernorm_forward(rt, vx, vw, k->bias ? &vb : NULL, (float)eps, vtmp, &vm, &vr),
+            PFX_SUCCESS);
         assert_int_equal(pfx_op_layernorm_backward(rt, vx, vw, vm, vr, vdy, vdx, k->accumulate),
                          PFX_SUCCESS);
     }
@@ -102,18 +102,37 @@ static void run_case(pfx_runtime *rt, const norm_case *k, bool rms)
         if (rms)
             assert_int_equal(pfx_op_rmsnorm_forward(rt, vx, vw, (float)eps, vy, NULL), PFX_SUCCESS);
         else
-            assert_int_equal(pfx_op_layernorm_forward(rt, vx, vw, k->bias ? &vb : NULL,
-                                                      (float)eps, vy, NULL, NULL),
+            assert_int_equal(pfx_op_layernorm_forward(rt, vx, vw, k->bias ? &vb : NULL, (float)eps,
+                                                      vy, NULL, NULL),
                              PFX_SUCCESS);
         mo_expect_view("y in place", x, before, k->offset, R, C, ld, Y, TOL_OPS_F32);
         free(before);
     }
 
-    free(X); free(W); free(Bv); free(DY); free(Y); free(M); free(RS); free(DX);
-    free(hx); free(hy); free(hdy); free(hdx); free(hw); free(hb); free(hm); free(hr);
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&y); pfx_tensor_destroy(&dy);
-    pfx_tensor_destroy(&dx); pfx_tensor_destroy(&w); pfx_tensor_destroy(&b);
-    pfx_tensor_destroy(&mean); pfx_tensor_destroy(&rstd);
+    free(X);
+    free(W);
+    free(Bv);
+    free(DY);
+    free(Y);
+    free(M);
+    free(RS);
+    free(DX);
+    free(hx);
+    free(hy);
+    free(hdy);
+    free(hdx);
+    free(hw);
+    free(hb);
+    free(hm);
+    free(hr);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&y);
+    pfx_tensor_destroy(&dy);
+    pfx_tensor_destroy(&dx);
+    pfx_tensor_destroy(&w);
+    pfx_tensor_destroy(&b);
+    pfx_tensor_destroy(&mean);
+    pfx_tensor_destroy(&rstd);
 }
 
 static void test_layernorm(void **state)
@@ -149,8 +168,13 @@ static void test_deterministic(void **state)
                      PFX_SUCCESS);
     h2 = mo_read(y);
     assert_memory_equal(h1, h2, R * C * sizeof(float));
-    free(hx); free(hw); free(h1); free(h2);
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&w); pfx_tensor_destroy(&y);
+    free(hx);
+    free(hw);
+    free(h1);
+    free(h2);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&w);
+    pfx_tensor_destroy(&y);
 }
 
 static void test_bad_arguments(void **state)
@@ -171,53 +195,61 @@ static void test_bad_arguments(void **state)
 
     assert_status_names(NULL, pfx_op_layernorm_forward(NULL, vx, vw, NULL, 1e-5f, vy, NULL, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "rt");
-    assert_status_names(rt, pfx_op_layernorm_forward(rt, PFX_MAT(NULL, 5, 8), vw, NULL, 1e-5f, vy,
-                                                     NULL, NULL),
-                        PFX_ERROR_NULL_ARGUMENT, "x");
-    assert_status_names(rt, pfx_op_layernorm_forward(rt, PFX_MAT(xh, 5, 8), vw, NULL, 1e-5f, vy,
-                                                     NULL, NULL),
-                        PFX_ERROR_DTYPE_MISMATCH, "x");
-    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, PFX_MAT(other, 5, 8),
-                                                     NULL, NULL),
-                        PFX_ERROR_RUNTIME_MISMATCH, "y");
-    assert_status_names(rt, pfx_op_layernorm_forward(rt, PFX_MAT(x, 6, 8), vw, NULL, 1e-5f,
-                                                     PFX_MAT(y, 6, 8), NULL, NULL),
+    assert_status_names(
+        rt, pfx_op_layernorm_forward(rt, PFX_MAT(NULL, 5, 8), vw, NULL, 1e-5f, vy, NULL, NULL),
+        PFX_ERROR_NULL_ARGUMENT, "x");
+    assert_status_names(
+        rt, pfx_op_layernorm_forward(rt, PFX_MAT(xh, 5, 8), vw, NULL, 1e-5f, vy, NULL, NULL),
+        PFX_ERROR_DTYPE_MISMATCH, "x");
+    assert_status_names(
+        rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, PFX_MAT(other, 5, 8), NULL, NULL),
+        PFX_ERROR_RUNTIME_MISMATCH, "y");
+    assert_status_names(rt,
+                        pfx_op_layernorm_forward(rt, PFX_MAT(x, 6, 8), vw, NULL, 1e-5f,
+                                                 PFX_MAT(y, 6, 8), NULL, NULL),
                         PFX_ERROR_OUT_OF_RANGE, "x");
-    assert_status_names(rt, pfx_op_layernorm_forward(rt, pfx_mat_of(x, 0, 5, 8, 7), vw, NULL,
-                                                     1e-5f, vy, NULL, NULL),
-                        PFX_ERROR_INVALID_SHAPE, "x");
-    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, PFX_MAT(y, 5, 7),
-                                                     NULL, NULL),
-                        PFX_ERROR_INVALID_SHAPE, "y");
-    assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, PFX_VEC(w, 0, 7), NULL, 1e-5f, vy,
-                                                     NULL, NULL),
-                        PFX_ERROR_INVALID_SHAPE, "w");
+    assert_status_names(
+        rt,
+        pfx_op_layernorm_forward(rt, pfx_mat_of(x, 0, 5, 8, 7), vw, NULL, 1e-5f, vy, NULL, NULL),
+        PFX_ERROR_INVALID_SHAPE, "x");
+    assert_status_names(
+        rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, PFX_MAT(y, 5, 7), NULL, NULL),
+        PFX_ERROR_INVALID_SHAPE, "y");
+    assert_status_names(
+        rt, pfx_op_layernorm_forward(rt, vx, PFX_VEC(w, 0, 7), NULL, 1e-5f, vy, NULL, NULL),
+        PFX_ERROR_INVALID_SHAPE, "w");
     assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, NAN, vy, NULL, NULL),
                         PFX_ERROR_NOT_FINITE, "eps");
     assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, vy, &vs, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "rstd");
     assert_status_names(rt, pfx_op_layernorm_forward(rt, vx, vw, NULL, 1e-5f, vy, &vs, &vs2),
                         PFX_ERROR_ALIASING, "mean");
-    assert_status_names(rt, pfx_op_layernorm_forward(rt, PFX_MAT(x, 4, 8), vw, NULL, 1e-5f,
-                                                     pfx_mat_of(x, 1, 4, 8, 8), NULL, NULL),
+    assert_status_names(rt,
+                        pfx_op_layernorm_forward(rt, PFX_MAT(x, 4, 8), vw, NULL, 1e-5f,
+                                                 pfx_mat_of(x, 1, 4, 8, 8), NULL, NULL),
                         PFX_ERROR_ALIASING, "y");
     assert_status_names(rt, pfx_op_rmsnorm_forward(rt, vx, vw, 1e-5f, vy, &vs_far),
-                        PFX_ERROR_OUT_OF_RANGE,
-                        "rstd");
+                        PFX_ERROR_OUT_OF_RANGE, "rstd");
     assert_status_names(rt, pfx_op_rmsnorm_backward(rt, vx, vw, vs, vy, vy, false),
                         PFX_ERROR_ALIASING, "dx");
     assert_status_names(rt, pfx_op_rmsnorm_backward(rt, vx, vw, vs, vy, vx, false),
                         PFX_ERROR_ALIASING, "dx");
-    assert_status_names(rt, pfx_op_layernorm_backward(rt, vx, vw, PFX_VEC(s, 0, 4), vs, vy,
-                                                      PFX_MAT(other, 5, 8), false),
+    assert_status_names(rt,
+                        pfx_op_layernorm_backward(rt, vx, vw, PFX_VEC(s, 0, 4), vs, vy,
+                                                  PFX_MAT(other, 5, 8), false),
                         PFX_ERROR_RUNTIME_MISMATCH, "dx");
-    assert_status_names(rt, pfx_op_layernorm_backward(rt, vx, vw, PFX_VEC(s, 0, 4), vs, vy,
-                                                      PFX_MAT(y, 2, 8), false),
-                        PFX_ERROR_INVALID_SHAPE, "dx");
+    assert_status_names(
+        rt,
+        pfx_op_layernorm_backward(rt, vx, vw, PFX_VEC(s, 0, 4), vs, vy, PFX_MAT(y, 2, 8), false),
+        PFX_ERROR_INVALID_SHAPE, "dx");
     assert_int_equal(pfx_test_live_bytes(rt), live);
 
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&xh); pfx_tensor_destroy(&y);
-    pfx_tensor_destroy(&w); pfx_tensor_destroy(&s); pfx_tensor_destroy(&other);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&xh);
+    pfx_tensor_destroy(&y);
+    pfx_tensor_destroy(&w);
+    pfx_tensor_destroy(&s);
+    pfx_tensor_destroy(&other);
     pfx_runtime_destroy(&rt2);
 }
 
@@ -317,7 +349,8 @@ static void run_param_case(pfx_runtime *rt, const param_case *k, int mode, bool 
     float *after_x = mo_read(x), *after_m = mo_read(mean);
     assert_memory_equal(after_x, hx, n * sizeof(float));
     assert_memory_equal(after_m, hm, vec_numel(R) * sizeof(float));
-    free(after_x); free(after_m);
+    free(after_x);
+    free(after_m);
     if (!accumulate) {
         float *w1 = mo_read(dw), *b1 = mo_read(db);
         assert_int_equal(pfx_op_norm_param_grad(rt, vx, rms ? NULL : &vm, vr, vdy, vw,
@@ -326,13 +359,30 @@ static void run_param_case(pfx_runtime *rt, const param_case *k, int mode, bool 
         float *w2 = mo_read(dw), *b2 = mo_read(db);
         assert_memory_equal(w1, w2, vec_numel(C) * sizeof(float));
         assert_memory_equal(b1, b2, vec_numel(C) * sizeof(float));
-        free(w1); free(b1); free(w2); free(b2);
+        free(w1);
+        free(b1);
+        free(w2);
+        free(b2);
     }
 
-    free(X); free(DY); free(M); free(RS); free(DW); free(DB); free(hx); free(hdy); free(hm);
-    free(hr); free(hw); free(hb);
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&dy); pfx_tensor_destroy(&mean);
-    pfx_tensor_destroy(&rstd); pfx_tensor_destroy(&dw); pfx_tensor_destroy(&db);
+    free(X);
+    free(DY);
+    free(M);
+    free(RS);
+    free(DW);
+    free(DB);
+    free(hx);
+    free(hdy);
+    free(hm);
+    free(hr);
+    free(hw);
+    free(hb);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&dy);
+    pfx_tensor_destroy(&mean);
+    pfx_tensor_destroy(&rstd);
+    pfx_tensor_destroy(&dw);
+    pfx_tensor_destroy(&db);
 }
 
 static void test_param_grad(void **state)
@@ -445,10 +495,19 @@ static void test_param_grad_bad(void **state)
     assert_memory_equal(after_w, hw, 16 * sizeof(float));
     assert_memory_equal(after_dy, hdy, 40 * sizeof(float));
     assert_memory_equal(after_x, hx, 40 * sizeof(float));
-    free(after_w); free(after_dy); free(after_x); free(hw); free(hdy); free(hx);
+    free(after_w);
+    free(after_dy);
+    free(after_x);
+    free(hw);
+    free(hdy);
+    free(hx);
 
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&xh); pfx_tensor_destroy(&dy);
-    pfx_tensor_destroy(&s); pfx_tensor_destroy(&sh); pfx_tensor_destroy(&w);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&xh);
+    pfx_tensor_destroy(&dy);
+    pfx_tensor_destroy(&s);
+    pfx_tensor_destroy(&sh);
+    pfx_tensor_destroy(&w);
     pfx_tensor_destroy(&other);
     pfx_runtime_destroy(&rt2);
 }
@@ -456,12 +515,10 @@ static void test_param_grad_bad(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layernorm),
-        cmocka_unit_test(test_rmsnorm),
-        cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_bad_arguments),
-        cmocka_unit_test(test_param_grad),
-        cmocka_unit_test(test_param_grad_bad),
+        cmocka_unit_test(test_layernorm),     cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_deterministic), cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_param_grad),    cmocka_unit_test(test_param_grad_bad),
     };
-    return cmocka_run_group_tests_name("norm", tests, pfx_test_group_setup, pfx_test_group_teardown);
+    return cmocka_run_group_tests_name("norm", tests, pfx_test_group_setup,
+                                       pfx_test_group_teardown);
 }

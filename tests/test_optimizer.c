@@ -23,8 +23,16 @@ static const unsigned param_group[NP] = { 0, 1, 0, 1 };
 static const char *const param_name[NP] = { "prefix.E", "layer0.gain", "prefix.W1", "prefix.W2" };
 
 static const pfx_optimizer_group_params groups[2] = {
-    { .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f }, /* prefix */
-    { .lr = 5e-3f, .beta1 = 0.8f, .beta2 = 0.99f, .eps = 1e-6f, .weight_decay = 0.0f },  /* gain: half rate */
+    { .lr = 1e-2f,
+      .beta1 = 0.9f,
+      .beta2 = 0.999f,
+      .eps = 1e-8f,
+      .weight_decay = 0.01f }, /* prefix */
+    { .lr = 5e-3f,
+      .beta1 = 0.8f,
+      .beta2 = 0.99f,
+      .eps = 1e-6f,
+      .weight_decay = 0.0f }, /* gain: half rate */
 };
 /* The reference gets the same float values, widened (1 - 0.999f is not 1 - 0.999). */
 static ref_adamw_group ref_groups[2];
@@ -47,8 +55,8 @@ static void rig_init(rig *r, pfx_runtime *rt, const pfx_optimizer_params *params
     r->params = *params;
     assert_int_equal(pfx_optimizer_create(rt, params, &r->opt), PFX_SUCCESS);
     for (unsigned k = 0; k < 2; k++) {
-        ref_groups[k] = (ref_adamw_group){ groups[k].lr, groups[k].beta1, groups[k].beta2, groups[k].eps,
-                                           groups[k].weight_decay };
+        ref_groups[k] = (ref_adamw_group){ groups[k].lr, groups[k].beta1, groups[k].beta2,
+                                           groups[k].eps, groups[k].weight_decay };
         unsigned id = 99;
         assert_int_equal(pfx_optimizer_add_group(r->opt, &groups[k], &id), PFX_SUCCESS);
         assert_int_equal(id, k);
@@ -73,8 +81,9 @@ static void rig_init(rig *r, pfx_runtime *rt, const pfx_optimizer_params *params
             r->rp[i][j] = init[j];
         assert_int_equal(pfx_tensor_write(r->p[i], 0, n, init), PFX_SUCCESS);
         free(init);
-        assert_int_equal(pfx_optimizer_add_param(r->opt, param_group[i], r->p[i], r->g[i], param_name[i]),
-                         PFX_SUCCESS);
+        assert_int_equal(
+            pfx_optimizer_add_param(r->opt, param_group[i], r->p[i], r->g[i], param_name[i]),
+            PFX_SUCCESS);
     }
 }
 
@@ -139,7 +148,8 @@ static void rig_compare(rig *r, const char *what)
         uint64_t step = 0;
         assert_int_equal(pfx_optimizer_export_param(r->opt, i, &step, m, v), PFX_SUCCESS);
         assert_int_equal(step, r->ref_step);
-        double ep = rel_l2(r->rp[i], p, n), em = rel_l2(r->rm[i], m, n), ev = rel_l2(r->rv[i], v, n);
+        double ep = rel_l2(r->rp[i], p, n), em = rel_l2(r->rm[i], m, n),
+               ev = rel_l2(r->rv[i], v, n);
         if (ep > TOL_ADAMW || em > TOL_ADAMW || ev > TOL_ADAMW)
             fail_msg("%s, step %llu, %s: rel L2 p %.3g m %.3g v %.3g > %g", what,
                      (unsigned long long)r->ref_step, param_name[i], ep, em, ev, TOL_ADAMW);
@@ -162,8 +172,8 @@ static void rig_step_checked(rig *r, uint64_t grad_step, float magnitude, const 
     assert_int_equal(rep.step, r->ref_step);
     assert_true(rep.lr_factor == expect_factor);
     if (rel(norm, rep.grad_norm) > TOL_ADAMW || rel(scale, rep.clip_scale) > TOL_ADAMW)
-        fail_msg("%s: norm %.9g (ref %.9g), scale %.9g (ref %.9g)", what, (double)rep.grad_norm, norm,
-                 (double)rep.clip_scale, scale);
+        fail_msg("%s: norm %.9g (ref %.9g), scale %.9g (ref %.9g)", what, (double)rep.grad_norm,
+                 norm, (double)rep.clip_scale, scale);
     if (r->params.max_grad_norm == 0.0f || norm < r->params.max_grad_norm)
         assert_true(rep.clip_scale == 1.0f);
     rig_compare(r, what);
@@ -189,13 +199,17 @@ static void test_clipping(void **state)
     size_t base = pfx_test_live_bytes(rt);
     /* Gradients in [-1, 1] over ~24k elements have a norm near 90: clipped to
      * 1; in [-1e-3, 1e-3] a norm near 0.09: not clipped. With cosine decay. */
-    pfx_optimizer_params params = { .max_grad_norm = 1.0f, .warmup_steps = 2,
-                                    .decay = PFX_LR_COSINE, .decay_steps = 3, .min_lr_ratio = 0.1f };
+    pfx_optimizer_params params = { .max_grad_norm = 1.0f,
+                                    .warmup_steps = 2,
+                                    .decay = PFX_LR_COSINE,
+                                    .decay_steps = 3,
+                                    .min_lr_ratio = 0.1f };
     rig r;
     rig_init(&r, rt, &params, 2);
     for (uint64_t s = 0; s < 6; s++) {
         float magnitude = s % 3 == 2 ? 1e-3f : 1.0f;
-        rig_step_checked(&r, s, magnitude, magnitude < 1.0f ? "clipping, below max" : "clipping, above max");
+        rig_step_checked(&r, s, magnitude,
+                         magnitude < 1.0f ? "clipping, below max" : "clipping, above max");
     }
     rig_free(&r);
     assert_int_equal(pfx_test_live_bytes(rt), base);
@@ -247,7 +261,9 @@ static void test_nonfinite_skips(void **state)
 {
     pfx_runtime *rt = *state;
     size_t base = pfx_test_live_bytes(rt);
-    pfx_optimizer_params params = { .max_grad_norm = 1.0f, .warmup_steps = 2, .gain_ramp_steps = 4 };
+    pfx_optimizer_params params = { .max_grad_norm = 1.0f,
+                                    .warmup_steps = 2,
+                                    .gain_ramp_steps = 4 };
     rig r;
     rig_init(&r, rt, &params, 3);
     rig_step_checked(&r, 0, 1.0f, "before the skips");
@@ -275,7 +291,8 @@ static void test_nonfinite_skips(void **state)
             assert_true(isinf(rep.grad_norm) && rep.grad_norm > 0);
         snapshot after;
         snap(&r, &after);
-        snap_equal(&r, &before, &after, isnan(value) ? "after a NaN gradient" : "after an Inf gradient");
+        snap_equal(&r, &before, &after,
+                   isnan(value) ? "after a NaN gradient" : "after an Inf gradient");
         snap_free(&after);
         assert_true(pfx_optimizer_gain_ramp(r.opt) == ramp);
         assert_true(pfx_optimizer_lr_factor(r.opt) == factor);
@@ -309,7 +326,10 @@ static void test_schedules(void **state)
     /* The optimizer's factors and ramp over its steps (tiny parameter). */
     const pfx_optimizer_params cases[] = {
         { .warmup_steps = 4, .gain_ramp_steps = 3 },
-        { .warmup_steps = 2, .decay = PFX_LR_COSINE, .decay_steps = 4, .min_lr_ratio = 0.1f,
+        { .warmup_steps = 2,
+          .decay = PFX_LR_COSINE,
+          .decay_steps = 4,
+          .min_lr_ratio = 0.1f,
           .gain_ramp_steps = 0 },
         { .warmup_steps = 0, .decay = PFX_LR_COSINE, .decay_steps = 1, .min_lr_ratio = 0.0f },
     };
@@ -328,12 +348,14 @@ static void test_schedules(void **state)
         assert_int_equal(pfx_optimizer_add_param(opt, gid, p, g, "p"), PFX_SUCCESS);
         for (uint64_t s = 0; s < 8; s++) {
             const pfx_optimizer_params *cp = &cases[c];
-            double f = ref_lr_factor(s + 1, cp->warmup_steps,
-                                     cp->decay == PFX_LR_COSINE ? cp->decay_steps : 0, cp->min_lr_ratio);
+            double f =
+                ref_lr_factor(s + 1, cp->warmup_steps,
+                              cp->decay == PFX_LR_COSINE ? cp->decay_steps : 0, cp->min_lr_ratio);
             double ramp = ref_gain_ramp(s, cp->gain_ramp_steps);
             assert_float_equal(pfx_optimizer_lr_factor(opt), f, 1e-7);
             assert_float_equal(pfx_optimizer_gain_ramp(opt), ramp, 1e-7);
-            assert_true(pfx_optimizer_gain_ramp(opt) >= 0.0f && pfx_optimizer_gain_ramp(opt) <= 1.0f);
+            assert_true(pfx_optimizer_gain_ramp(opt) >= 0.0f &&
+                        pfx_optimizer_gain_ramp(opt) <= 1.0f);
             pfx_optimizer_report rep;
             assert_int_equal(pfx_optimizer_step(opt, &rep), PFX_SUCCESS);
             assert_float_equal(rep.lr_factor, f, 1e-7);
@@ -361,7 +383,9 @@ static void test_state_round_trip(void **state)
 {
     pfx_runtime *rt = *state;
     size_t base = pfx_test_live_bytes(rt);
-    pfx_optimizer_params params = { .max_grad_norm = 2.0f, .warmup_steps = 4, .gain_ramp_steps = 5 };
+    pfx_optimizer_params params = { .max_grad_norm = 2.0f,
+                                    .warmup_steps = 4,
+                                    .gain_ramp_steps = 5 };
 
     /* Uninterrupted: 6 steps, exporting after the third. */
     rig a;
@@ -438,15 +462,16 @@ static void test_state_round_trip(void **state)
     unsigned gid;
     assert_int_equal(pfx_optimizer_add_group(other, &groups[0], &gid), PFX_SUCCESS);
     for (unsigned i = 0; i < NP; i++)
-        assert_int_equal(pfx_optimizer_add_param(other, 0, b.p[i], b.g[i],
-                                                 i == 2 ? "renamed" : param_name[i]), PFX_SUCCESS);
+        assert_int_equal(
+            pfx_optimizer_add_param(other, 0, b.p[i], b.g[i], i == 2 ? "renamed" : param_name[i]),
+            PFX_SUCCESS);
     assert_status_names(rt, pfx_optimizer_load(other, path), PFX_ERROR_FORMAT, "renamed");
     assert_int_equal(pfx_optimizer_step_count(other), 0);
     uint64_t st0 = 99;
     assert_int_equal(pfx_optimizer_export_param(other, 0, &st0, NULL, NULL), PFX_SUCCESS);
     assert_int_equal(st0, 0);
-    assert_status_names(rt, pfx_optimizer_load(b.opt, "/nonexistent/state.safetensors"), PFX_ERROR_IO,
-                        "nonexistent");
+    assert_status_names(rt, pfx_optimizer_load(b.opt, "/nonexistent/state.safetensors"),
+                        PFX_ERROR_IO, "nonexistent");
     assert_status_names(rt, pfx_optimizer_load(b.opt, NULL), PFX_ERROR_NULL_ARGUMENT, "path");
     assert_status_names(rt, pfx_optimizer_save(b.opt, NULL), PFX_ERROR_NULL_ARGUMENT, "path");
     pfx_optimizer_destroy(&other);
@@ -468,7 +493,9 @@ static void test_checkpoint_round_trip(void **state)
 {
     pfx_runtime *rt = *state;
     const size_t base = pfx_test_live_bytes(rt);
-    pfx_optimizer_params params = { .max_grad_norm = 2.0f, .warmup_steps = 4, .gain_ramp_steps = 5 };
+    pfx_optimizer_params params = { .max_grad_norm = 2.0f,
+                                    .warmup_steps = 4,
+                                    .gain_ramp_steps = 5 };
     rig a;
     rig_init(&a, rt, &params, 4);
     for (uint64_t s = 0; s < 3; s++) {
@@ -476,11 +503,12 @@ static void test_checkpoint_round_trip(void **state)
         assert_int_equal(pfx_optimizer_step(a.opt, NULL), PFX_SUCCESS);
     }
     char path[256];
-    snprintf(path, sizeof(path), "%s/pfx_optimizer_ckpt_%d.safetensors", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
-             (int)getpid());
+    snprintf(path, sizeof(path), "%s/pfx_optimizer_ckpt_%d.safetensors",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     const float curve[3] = { 1.5f, 1.25f, 1.0f };
-    const pfx_named_tensor extra = { .name = "job.curve", .host = curve, .ndim = 1, .shape = { 3 },
-                                     .dtype = PFX_DTYPE_F32 };
+    const pfx_named_tensor extra = {
+        .name = "job.curve", .host = curve, .ndim = 1, .shape = { 3 }, .dtype = PFX_DTYPE_F32
+    };
     const pfx_st_metadata meta = { "job.steps", "3" };
     assert_int_equal(pfx_optimizer_save_checkpoint(a.opt, path, &extra, 1, &meta, 1), PFX_SUCCESS);
     for (uint64_t s = 3; s < 6; s++) {
@@ -499,9 +527,10 @@ static void test_checkpoint_round_trip(void **state)
     assert_int_equal(pfx_safetensors_read_f32(f, "job.curve", got, 3), PFX_SUCCESS);
     assert_memory_equal(got, curve, sizeof(curve));
     uint64_t step = 0;
-    assert_status_names(rt, pfx_optimizer_check_checkpoint(b.opt, f, path, 2, "steps_done", &step), PFX_ERROR_FORMAT,
-                        "'optimizer_step' (3) is more than 'steps_done' (2)");
-    assert_int_equal(pfx_optimizer_check_checkpoint(b.opt, f, path, 3, "steps_done", &step), PFX_SUCCESS);
+    assert_status_names(rt, pfx_optimizer_check_checkpoint(b.opt, f, path, 2, "steps_done", &step),
+                        PFX_ERROR_FORMAT, "'optimizer_step' (3) is more than 'steps_done' (2)");
+    assert_int_equal(pfx_optimizer_check_checkpoint(b.opt, f, path, 3, "steps_done", &step),
+                     PFX_SUCCESS);
     assert_int_equal(step, 3);
     assert_int_equal(pfx_optimizer_restore_checkpoint(b.opt, f, path), PFX_SUCCESS);
     pfx_safetensors_close(&f);
@@ -520,21 +549,24 @@ static void test_checkpoint_round_trip(void **state)
     unsigned gid;
     assert_int_equal(pfx_optimizer_add_group(other, &groups[0], &gid), PFX_SUCCESS);
     for (unsigned i = 0; i < NP; i++)
-        assert_int_equal(pfx_optimizer_add_param(other, 0, b.p[i], b.g[i], i == 2 ? "renamed" : param_name[i]),
-                         PFX_SUCCESS);
+        assert_int_equal(
+            pfx_optimizer_add_param(other, 0, b.p[i], b.g[i], i == 2 ? "renamed" : param_name[i]),
+            PFX_SUCCESS);
     assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
     float before[8], after[8];
     assert_int_equal(pfx_tensor_read(b.p[0], 0, 8, before), PFX_SUCCESS);
-    assert_status_names(rt, pfx_optimizer_restore_checkpoint(other, f, path), PFX_ERROR_FORMAT, "renamed");
+    assert_status_names(rt, pfx_optimizer_restore_checkpoint(other, f, path), PFX_ERROR_FORMAT,
+                        "renamed");
     pfx_safetensors_close(&f);
     assert_int_equal(pfx_tensor_read(b.p[0], 0, 8, after), PFX_SUCCESS);
     assert_memory_equal(before, after, sizeof(before));
     assert_int_equal(pfx_optimizer_step_count(other), 0);
-    assert_status_names(rt, pfx_optimizer_save_checkpoint(other, NULL, NULL, 0, NULL, 0), PFX_ERROR_NULL_ARGUMENT,
-                        "path");
-    assert_status_names(rt, pfx_optimizer_save_checkpoint(other, path, NULL, 1, NULL, 0), PFX_ERROR_NULL_ARGUMENT,
-                        "extra");
-    assert_int_equal(pfx_optimizer_check_checkpoint(NULL, NULL, NULL, 0, NULL, NULL), PFX_ERROR_NULL_ARGUMENT);
+    assert_status_names(rt, pfx_optimizer_save_checkpoint(other, NULL, NULL, 0, NULL, 0),
+                        PFX_ERROR_NULL_ARGUMENT, "path");
+    assert_status_names(rt, pfx_optimizer_save_checkpoint(other, path, NULL, 1, NULL, 0),
+                        PFX_ERROR_NULL_ARGUMENT, "extra");
+    assert_int_equal(pfx_optimizer_check_checkpoint(NULL, NULL, NULL, 0, NULL, NULL),
+                     PFX_ERROR_NULL_ARGUMENT);
     pfx_optimizer_destroy(&other);
     remove(path);
     snap_free(&end_a);
@@ -578,15 +610,18 @@ static void test_bad_inputs(void **state)
     pfx_optimizer *opt = NULL;
 
     /* create */
-    assert_status_names(NULL, pfx_optimizer_create(NULL, NULL, &opt), PFX_ERROR_NULL_ARGUMENT, "rt");
+    assert_status_names(NULL, pfx_optimizer_create(NULL, NULL, &opt), PFX_ERROR_NULL_ARGUMENT,
+                        "rt");
     assert_status_names(rt, pfx_optimizer_create(rt, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "out");
     pfx_optimizer_params bp = { .max_grad_norm = NAN };
-    assert_status_names(rt, pfx_optimizer_create(rt, &bp, &opt), PFX_ERROR_NOT_FINITE, "max_grad_norm");
+    assert_status_names(rt, pfx_optimizer_create(rt, &bp, &opt), PFX_ERROR_NOT_FINITE,
+                        "max_grad_norm");
     bp = (pfx_optimizer_params){ .max_grad_norm = -1.0f };
     assert_status_names(rt, pfx_optimizer_create(rt, &bp, &opt), PFX_ERROR_INVALID_ARGUMENT,
                         "max_grad_norm");
     bp = (pfx_optimizer_params){ .decay = (pfx_lr_decay)7 };
-    assert_status_names(rt, pfx_optimizer_create(rt, &bp, &opt), PFX_ERROR_INVALID_ARGUMENT, "decay");
+    assert_status_names(rt, pfx_optimizer_create(rt, &bp, &opt), PFX_ERROR_INVALID_ARGUMENT,
+                        "decay");
     bp = (pfx_optimizer_params){ .decay = PFX_LR_COSINE };
     assert_status_names(rt, pfx_optimizer_create(rt, &bp, &opt), PFX_ERROR_INVALID_ARGUMENT,
                         "decay_steps");
@@ -597,15 +632,19 @@ static void test_bad_inputs(void **state)
 
     assert_int_equal(pfx_optimizer_create(rt, NULL, &opt), PFX_SUCCESS);
     /* step with nothing registered */
-    assert_status_names(rt, pfx_optimizer_step(opt, NULL), PFX_ERROR_INVALID_ARGUMENT, "no parameter");
+    assert_status_names(rt, pfx_optimizer_step(opt, NULL), PFX_ERROR_INVALID_ARGUMENT,
+                        "no parameter");
     assert_status_names(NULL, pfx_optimizer_step(NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "opt");
 
     /* add_group */
     unsigned gid = 0;
     pfx_optimizer_group_params gp = PFX_OPTIMIZER_GROUP_DEFAULTS;
-    assert_status_names(NULL, pfx_optimizer_add_group(NULL, &gp, &gid), PFX_ERROR_NULL_ARGUMENT, "opt");
-    assert_status_names(rt, pfx_optimizer_add_group(opt, NULL, &gid), PFX_ERROR_NULL_ARGUMENT, "params");
-    assert_status_names(rt, pfx_optimizer_add_group(opt, &gp, NULL), PFX_ERROR_NULL_ARGUMENT, "group_id");
+    assert_status_names(NULL, pfx_optimizer_add_group(NULL, &gp, &gid), PFX_ERROR_NULL_ARGUMENT,
+                        "opt");
+    assert_status_names(rt, pfx_optimizer_add_group(opt, NULL, &gid), PFX_ERROR_NULL_ARGUMENT,
+                        "params");
+    assert_status_names(rt, pfx_optimizer_add_group(opt, &gp, NULL), PFX_ERROR_NULL_ARGUMENT,
+                        "group_id");
     const struct {
         float lr, beta1, beta2, eps, wd;
         pfx_status status;
@@ -625,8 +664,10 @@ static void test_bad_inputs(void **state)
         { 1e-3f, 0.9f, 0.999f, 1e-8f, NAN, PFX_ERROR_NOT_FINITE, "weight_decay" },
     };
     for (size_t i = 0; i < sizeof(bad_groups) / sizeof(bad_groups[0]); i++) {
-        pfx_optimizer_group_params b = { .lr = bad_groups[i].lr, .beta1 = bad_groups[i].beta1,
-                                         .beta2 = bad_groups[i].beta2, .eps = bad_groups[i].eps,
+        pfx_optimizer_group_params b = { .lr = bad_groups[i].lr,
+                                         .beta1 = bad_groups[i].beta1,
+                                         .beta2 = bad_groups[i].beta2,
+                                         .eps = bad_groups[i].eps,
                                          .weight_decay = bad_groups[i].wd };
         assert_status_names(rt, pfx_optimizer_add_group(opt, &b, &gid), bad_groups[i].status,
                             bad_groups[i].needle);
@@ -649,26 +690,35 @@ static void test_bad_inputs(void **state)
     pfx_tensor *other = NULL;
     assert_int_equal(pfx_tensor_create(rt2, PFX_DTYPE_F32, 2, s35, &other), PFX_SUCCESS);
 
-    assert_status_names(NULL, pfx_optimizer_add_param(NULL, 0, p, g, "p"), PFX_ERROR_NULL_ARGUMENT, "opt");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, NULL, g, "p"), PFX_ERROR_NULL_ARGUMENT, "param");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, NULL, "p"), PFX_ERROR_NULL_ARGUMENT, "grad");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g, NULL), PFX_ERROR_NULL_ARGUMENT, "name");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g, ""), PFX_ERROR_INVALID_ARGUMENT, "name");
+    assert_status_names(NULL, pfx_optimizer_add_param(NULL, 0, p, g, "p"), PFX_ERROR_NULL_ARGUMENT,
+                        "opt");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, NULL, g, "p"), PFX_ERROR_NULL_ARGUMENT,
+                        "param");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, NULL, "p"), PFX_ERROR_NULL_ARGUMENT,
+                        "grad");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g, NULL), PFX_ERROR_NULL_ARGUMENT,
+                        "name");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g, ""), PFX_ERROR_INVALID_ARGUMENT,
+                        "name");
     char longname[200];
     memset(longname, 'x', sizeof(longname) - 1);
     longname[sizeof(longname) - 1] = '\0';
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g, longname), PFX_ERROR_INVALID_ARGUMENT,
-                        "name");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g, longname),
+                        PFX_ERROR_INVALID_ARGUMENT, "name");
     assert_status_names(rt, pfx_optimizer_add_param(opt, 1, p, g, "p"), PFX_ERROR_INVALID_ARGUMENT,
                         "group_id");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, h, g, "p"), PFX_ERROR_DTYPE_MISMATCH, "param");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, h, "p"), PFX_ERROR_DTYPE_MISMATCH, "grad");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g2, "p"), PFX_ERROR_INVALID_SHAPE, "shape");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g1d, "p"), PFX_ERROR_INVALID_SHAPE, "shape");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, other, g, "p"), PFX_ERROR_RUNTIME_MISMATCH,
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, h, g, "p"), PFX_ERROR_DTYPE_MISMATCH,
                         "param");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, other, "p"), PFX_ERROR_RUNTIME_MISMATCH,
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, h, "p"), PFX_ERROR_DTYPE_MISMATCH,
                         "grad");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g2, "p"), PFX_ERROR_INVALID_SHAPE,
+                        "shape");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g1d, "p"), PFX_ERROR_INVALID_SHAPE,
+                        "shape");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, other, g, "p"),
+                        PFX_ERROR_RUNTIME_MISMATCH, "param");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, other, "p"),
+                        PFX_ERROR_RUNTIME_MISMATCH, "grad");
     assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, p, "p"), PFX_ERROR_ALIASING, "grad");
     assert_int_equal(pfx_optimizer_param_count(opt), 0);
     assert_int_equal(pfx_test_live_bytes(rt), base + 5 * 60 + 30 + 12 /* tensors + status */);
@@ -676,20 +726,27 @@ static void test_bad_inputs(void **state)
     assert_int_equal(pfx_optimizer_add_param(opt, 0, p, g, "p"), PFX_SUCCESS);
     pfx_tensor *g3 = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, s35, &g3), PFX_SUCCESS);
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g3, "q"), PFX_ERROR_ALIASING, "param");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p2, g, "q"), PFX_ERROR_ALIASING, "grad");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, g, p2, "q"), PFX_ERROR_ALIASING, "param");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p2, p, "q"), PFX_ERROR_ALIASING, "grad");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p2, g3, "p"), PFX_ERROR_INVALID_ARGUMENT, "'p'");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p, g3, "q"), PFX_ERROR_ALIASING,
+                        "param");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p2, g, "q"), PFX_ERROR_ALIASING,
+                        "grad");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, g, p2, "q"), PFX_ERROR_ALIASING,
+                        "param");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p2, p, "q"), PFX_ERROR_ALIASING,
+                        "grad");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, 0, p2, g3, "p"),
+                        PFX_ERROR_INVALID_ARGUMENT, "'p'");
     assert_int_equal(pfx_optimizer_param_count(opt), 1);
 
     /* state functions */
     float buf[15] = { 0 }, vbuf[15] = { 0 };
     pfx_optimizer_param_info info;
     size_t idx;
-    assert_status_names(rt, pfx_optimizer_get_param(opt, 1, &info), PFX_ERROR_OUT_OF_RANGE, "index");
+    assert_status_names(rt, pfx_optimizer_get_param(opt, 1, &info), PFX_ERROR_OUT_OF_RANGE,
+                        "index");
     assert_status_names(rt, pfx_optimizer_get_param(opt, 0, NULL), PFX_ERROR_NULL_ARGUMENT, "info");
-    assert_status_names(rt, pfx_optimizer_find_param(opt, "nope", &idx), PFX_ERROR_INVALID_ARGUMENT, "nope");
+    assert_status_names(rt, pfx_optimizer_find_param(opt, "nope", &idx), PFX_ERROR_INVALID_ARGUMENT,
+                        "nope");
     pfx_tensor *tp = NULL, *tg = NULL;
     assert_int_equal(pfx_optimizer_param_tensors(opt, 0, &tp, &tg), PFX_SUCCESS);
     assert_ptr_equal(tp, p);
@@ -700,19 +757,23 @@ static void test_bad_inputs(void **state)
     assert_status_names(NULL, pfx_optimizer_param_tensors(NULL, 0, &tp, &tg),
                         PFX_ERROR_NULL_ARGUMENT, "opt");
     assert_status_names(rt, pfx_optimizer_state_size(opt, NULL), PFX_ERROR_NULL_ARGUMENT, "floats");
-    assert_status_names(rt, pfx_optimizer_export_param(opt, 3, NULL, buf, vbuf), PFX_ERROR_OUT_OF_RANGE,
-                        "index");
-    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, 1, NULL, vbuf), PFX_ERROR_NULL_ARGUMENT, "m");
-    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, 1, buf, NULL), PFX_ERROR_NULL_ARGUMENT, "v");
-    assert_status_names(rt, pfx_optimizer_import_param(opt, 1, 1, buf, vbuf), PFX_ERROR_OUT_OF_RANGE,
-                        "index");
+    assert_status_names(rt, pfx_optimizer_export_param(opt, 3, NULL, buf, vbuf),
+                        PFX_ERROR_OUT_OF_RANGE, "index");
+    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, 1, NULL, vbuf),
+                        PFX_ERROR_NULL_ARGUMENT, "m");
+    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, 1, buf, NULL),
+                        PFX_ERROR_NULL_ARGUMENT, "v");
+    assert_status_names(rt, pfx_optimizer_import_param(opt, 1, 1, buf, vbuf),
+                        PFX_ERROR_OUT_OF_RANGE, "index");
     buf[3] = NAN;
-    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, 1, buf, vbuf), PFX_ERROR_NOT_FINITE, "m[3]");
+    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, 1, buf, vbuf), PFX_ERROR_NOT_FINITE,
+                        "m[3]");
     buf[3] = 0.0f;
     vbuf[14] = -1.0f;
-    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, 1, buf, vbuf), PFX_ERROR_INVALID_ARGUMENT,
-                        "v[14]");
-    assert_status_names(NULL, pfx_optimizer_set_step_count(NULL, 1), PFX_ERROR_NULL_ARGUMENT, "opt");
+    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, 1, buf, vbuf),
+                        PFX_ERROR_INVALID_ARGUMENT, "v[14]");
+    assert_status_names(NULL, pfx_optimizer_set_step_count(NULL, 1), PFX_ERROR_NULL_ARGUMENT,
+                        "opt");
     assert_int_equal(pfx_optimizer_step_count(NULL), 0);
     assert_int_equal(pfx_optimizer_param_count(NULL), 0);
 
@@ -743,18 +804,18 @@ static void test_hostile_state(void **state)
     pfx_tensor *p = NULL, *g = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &p), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &g), PFX_SUCCESS);
-    assert_status_names(rt, pfx_optimizer_add_param(opt, gid, p, g, "caf\xe9"), PFX_ERROR_INVALID_ARGUMENT,
-                        "UTF-8");
-    assert_status_names(rt, pfx_optimizer_add_param(opt, gid, p, g, "a\xc3"), PFX_ERROR_INVALID_ARGUMENT,
-                        "UTF-8");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, gid, p, g, "caf\xe9"),
+                        PFX_ERROR_INVALID_ARGUMENT, "UTF-8");
+    assert_status_names(rt, pfx_optimizer_add_param(opt, gid, p, g, "a\xc3"),
+                        PFX_ERROR_INVALID_ARGUMENT, "UTF-8");
     assert_int_equal(pfx_optimizer_param_count(opt), 0);
     assert_int_equal(pfx_optimizer_add_param(opt, gid, p, g, "w"), PFX_SUCCESS);
 
     float m[5] = { 0.1f, -0.2f, 0.3f, 0, 1 }, v[5] = { 0.01f, 0.02f, 0, 0.5f, 1 };
-    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, UINT64_MAX, m, v), PFX_ERROR_INVALID_ARGUMENT,
-                        "cannot advance");
-    assert_status_names(rt, pfx_optimizer_set_step_count(opt, UINT64_MAX), PFX_ERROR_INVALID_ARGUMENT,
-                        "cannot advance");
+    assert_status_names(rt, pfx_optimizer_import_param(opt, 0, UINT64_MAX, m, v),
+                        PFX_ERROR_INVALID_ARGUMENT, "cannot advance");
+    assert_status_names(rt, pfx_optimizer_set_step_count(opt, UINT64_MAX),
+                        PFX_ERROR_INVALID_ARGUMENT, "cannot advance");
     assert_int_equal(pfx_optimizer_import_param(opt, 0, PFX_OPTIMIZER_MAX_STEP, m, v), PFX_SUCCESS);
     assert_int_equal(pfx_optimizer_import_param(opt, 0, 2, m, v), PFX_SUCCESS);
 
@@ -765,8 +826,9 @@ static void test_hostile_state(void **state)
         { .name = "w.exp_avg", .host = m, .ndim = 1, .shape = { 5 }, .dtype = PFX_DTYPE_F32 },
         { .name = "w.exp_avg_sq", .host = v, .ndim = 1, .shape = { 5 }, .dtype = PFX_DTYPE_F32 },
     };
-    static const char *bad[] = { " 5", " -5", "-5", "+5", "5 ", "0x5", "", "18446744073709551615",
-                                 "18446744073709551616" };
+    static const char *bad[] = {
+        " 5", " -5", "-5", "+5", "5 ", "0x5", "", "18446744073709551615", "18446744073709551616"
+    };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         for (int which = 0; which < 2; which++) {
             pfx_st_metadata meta[3] = { { "format", "prefixcl-adamw-1" },
@@ -775,14 +837,16 @@ static void test_hostile_state(void **state)
             assert_int_equal(pfx_safetensors_save(NULL, path, items, 2, meta, 3), PFX_SUCCESS);
             pfx_status st = pfx_optimizer_load(opt, path);
             if (st != PFX_ERROR_FORMAT || !strstr(pfx_last_error(rt), "is not a count"))
-                fail_msg("%s '%s': %s, '%s'", which ? "w.step" : "step", bad[i], pfx_status_string(st),
-                         pfx_last_error(rt));
+                fail_msg("%s '%s': %s, '%s'", which ? "w.step" : "step", bad[i],
+                         pfx_status_string(st), pfx_last_error(rt));
             uint64_t t = 0;
             assert_int_equal(pfx_optimizer_export_param(opt, 0, &t, NULL, NULL), PFX_SUCCESS);
             assert_int_equal(t, 2); /* unchanged */
         }
     }
-    pfx_st_metadata good[3] = { { "format", "prefixcl-adamw-1" }, { "step", "007" }, { "w.step", "18446744073709551614" } };
+    pfx_st_metadata good[3] = { { "format", "prefixcl-adamw-1" },
+                                { "step", "007" },
+                                { "w.step", "18446744073709551614" } };
     assert_int_equal(pfx_safetensors_save(NULL, path, items, 2, good, 3), PFX_SUCCESS);
     assert_int_equal(pfx_optimizer_load(opt, path), PFX_SUCCESS);
     assert_int_equal(pfx_optimizer_step_count(opt), 7);
@@ -796,15 +860,12 @@ static void test_hostile_state(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matches_reference),
-        cmocka_unit_test(test_clipping),
-        cmocka_unit_test(test_nonfinite_skips),
-        cmocka_unit_test(test_schedules),
-        cmocka_unit_test(test_state_round_trip),
-        cmocka_unit_test(test_checkpoint_round_trip),
-        cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_matches_reference), cmocka_unit_test(test_clipping),
+        cmocka_unit_test(test_nonfinite_skips),   cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_state_round_trip),  cmocka_unit_test(test_checkpoint_round_trip),
+        cmocka_unit_test(test_determinism),       cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_hostile_state),
     };
-    return cmocka_run_group_tests_name("optimizer", tests, pfx_test_group_setup, pfx_test_group_teardown);
+    return cmocka_run_group_tests_name("optimizer", tests, pfx_test_group_setup,
+                                       pfx_test_group_teardown);
 }

@@ -16,8 +16,9 @@
 static const char *demo_dir;
 static char train_path[1024], eval_path[1024];
 
-static const char tiny_gpt2[] = "{\"model_type\": \"gpt2\", \"n_embd\": 40, \"n_layer\": 2, \"n_head\": 4, "
-                                "\"vocab_size\": 2197, \"n_positions\": 48, \"initializer_range\": 0.05}";
+static const char tiny_gpt2[] =
+    "{\"model_type\": \"gpt2\", \"n_embd\": 40, \"n_layer\": 2, \"n_head\": 4, "
+    "\"vocab_size\": 2197, \"n_positions\": 48, \"initializer_range\": 0.05}";
 
 static void base_config(pfx_pretrain_config *c, const char *config_dir, const char *out)
 {
@@ -79,8 +80,8 @@ static void assert_same_file(const char *a, const char *b, const char *name)
 
 /* Runs of `steps` steps into folders a and b the same bit for bit: losses,
  * gradient norms, evaluations, weights and gains. Frees both results. */
-static void assert_same_run(pfx_pretrain_result *ra, pfx_pretrain_result *rb, const char *a, const char *b,
-                            size_t steps)
+static void assert_same_run(pfx_pretrain_result *ra, pfx_pretrain_result *rb, const char *a,
+                            const char *b, size_t steps)
 {
     assert_memory_equal(ra->losses, rb->losses, steps * sizeof(double));
     assert_memory_equal(ra->grad_norms, rb->grad_norms, steps * sizeof(float));
@@ -137,9 +138,10 @@ static void test_pretrain_learns(void **state)
     assert_int_equal(k.last, 12);
     assert_int_equal(r.steps_done, 12);
     assert_false(r.stopped);
-    print_message("  eval %.4f -> %.4f (step 5: %.4f), %zu train blocks\n", r.eval_losses[0], r.eval_losses[12],
-                  r.eval_losses[5], r.train_blocks);
-    assert_true(isfinite(r.eval_losses[0]) && isfinite(r.eval_losses[5]) && isfinite(r.eval_losses[10]));
+    print_message("  eval %.4f -> %.4f (step 5: %.4f), %zu train blocks\n", r.eval_losses[0],
+                  r.eval_losses[12], r.eval_losses[5], r.train_blocks);
+    assert_true(isfinite(r.eval_losses[0]) && isfinite(r.eval_losses[5]) &&
+                isfinite(r.eval_losses[10]));
     assert_true(isnan(r.eval_losses[3]));
     assert_true(r.eval_losses[12] < r.eval_losses[0] - 0.5);
     assert_true(r.losses[11] < r.losses[0]);
@@ -226,7 +228,8 @@ static void test_pretrain_learns(void **state)
 static void test_resume(void **state)
 {
     pfx_runtime *rt = *state;
-    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-straight"), *b = tf_tempdir("pt-resumed");
+    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-straight"),
+         *b = tf_tempdir("pt-resumed");
     assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
     pfx_pretrain_config c;
     base_config(&c, cfgdir, a);
@@ -261,7 +264,8 @@ static void test_resume(void **state)
     /* another option: refused, naming it */
     pfx_pretrain_result rc;
     c.block = 24;
-    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rc), PFX_ERROR_INVALID_ARGUMENT, "block=32");
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rc), PFX_ERROR_INVALID_ARGUMENT,
+                        "block=32");
     pfx_pretrain_result_free(&rc);
     pfx_pretrain_result_free(&ra);
     pfx_pretrain_result_free(&rb);
@@ -275,7 +279,8 @@ static void test_resume(void **state)
 
 /* dir/checkpoint.safetensors again with metadata key `key` set to `value`
  * (NULL: left out) and tensor `drop` (NULL: none) left out. */
-static void rewrite_checkpoint(const char *dir, const char *key, const char *value, const char *drop)
+static void rewrite_checkpoint(const char *dir, const char *key, const char *value,
+                               const char *drop)
 {
     char path[2048];
     snprintf(path, sizeof(path), "%s/%s", dir, PFX_PRETRAIN_CHECKPOINT);
@@ -295,7 +300,9 @@ static void rewrite_checkpoint(const char *dir, const char *key, const char *val
         names[k] = strdup(info.name);
         data[k] = malloc((info.numel ? info.numel : 1) * sizeof(float));
         assert_int_equal(pfx_safetensors_read_f32(f, info.name, data[k], info.numel), PFX_SUCCESS);
-        items[k] = (pfx_named_tensor){ .name = names[k], .host = data[k], .ndim = info.ndim, .dtype = PFX_DTYPE_F32 };
+        items[k] = (pfx_named_tensor){
+            .name = names[k], .host = data[k], .ndim = info.ndim, .dtype = PFX_DTYPE_F32
+        };
         for (unsigned d = 0; d < info.ndim; d++)
             items[k].shape[d] = info.shape[d];
         k++;
@@ -347,7 +354,9 @@ static void test_checkpoint_checked(void **state)
     unsigned char *good = slurp(out, PFX_PRETRAIN_CHECKPOINT, &size);
     c.stop_after = 0;
     c.resume = true;
-    static const struct { const char *key, *value, *drop, *needle; } cases[] = {
+    static const struct {
+        const char *key, *value, *drop, *needle;
+    } cases[] = {
         { "losses", "junk", NULL, "losses" },
         { "losses", "0x1p+1,0x1p+1,0x1p+1,", NULL, "losses" },
         { "steps_done", "7", NULL, "steps_done" },
@@ -370,8 +379,9 @@ static void test_checkpoint_checked(void **state)
         const pfx_status st = pfx_pretrain_run(rt, &c, NULL, NULL, &r);
         pfx_pretrain_result_free(&r);
         if (st == PFX_SUCCESS || !strstr(pfx_last_error(rt), cases[i].needle))
-            fail_msg("case %zu (%s = %s): %s (%s)", i, cases[i].key, cases[i].value ? cases[i].value : "(none)",
-                     pfx_status_string(st), pfx_last_error(rt));
+            fail_msg("case %zu (%s = %s): %s (%s)", i, cases[i].key,
+                     cases[i].value ? cases[i].value : "(none)", pfx_status_string(st),
+                     pfx_last_error(rt));
     }
     /* the good one still resumes */
     FILE *f = fopen(path, "wb");
@@ -404,8 +414,8 @@ static void test_accumulate(void **state)
     c.accumulate = 2;
     run_ok(rt, &c, &rb);
     for (size_t s = 0; s < 2; s++) {
-        print_message("  step %zu: loss %.7f / %.7f, norm %.6f / %.6f\n", s + 1, ra.losses[s], rb.losses[s],
-                      (double)ra.grad_norms[s], (double)rb.grad_norms[s]);
+        print_message("  step %zu: loss %.7f / %.7f, norm %.6f / %.6f\n", s + 1, ra.losses[s],
+                      rb.losses[s], (double)ra.grad_norms[s], (double)rb.grad_norms[s]);
         assert_true(fabs(ra.losses[s] - rb.losses[s]) <= 1e-6 * ra.losses[s]);
         assert_true(fabsf(ra.grad_norms[s] - rb.grad_norms[s]) <= 1e-4f * ra.grad_norms[s]);
     }
@@ -438,7 +448,8 @@ static void read_dim_gains(const char *dir, float *out, size_t n)
 static void test_gain_heads(void **state)
 {
     pfx_runtime *rt = *state;
-    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-heads"), *b = tf_tempdir("pt-heads-resumed");
+    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-heads"),
+         *b = tf_tempdir("pt-heads-resumed");
     assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
     enum { L = 2, H = 4, D = 10, LH = L * H };
     uint8_t mask[LH] = { 0 }, other[LH] = { 0 }, all[LH];
@@ -457,8 +468,8 @@ static void test_gain_heads(void **state)
     for (size_t s = 0; s <= 6; s++)
         for (size_t i = 0; i < LH; i++)
             if (!mask[i] && ra.gains[s * LH + i] != 0.0f)
-                fail_msg("masked head %zu.%zu has gain %g after step %zu", i / H, i % H, (double)ra.gains[s * LH + i],
-                         s);
+                fail_msg("masked head %zu.%zu has gain %g after step %zu", i / H, i % H,
+                         (double)ra.gains[s * LH + i], s);
     for (size_t i = 0; i < LH; i++)
         if (mask[i])
             assert_true(ra.gains[6 * LH + i] != 0.0f);
@@ -469,7 +480,8 @@ static void test_gain_heads(void **state)
         for (size_t d = 0; d < D; d++)
             moved += fabs(dim[i * D + d]);
         if (mask[i] ? moved == 0.0 : moved != 0.0)
-            fail_msg("head %zu.%zu: structured gain moved %g (selected %d)", i / H, i % H, moved, mask[i]);
+            fail_msg("head %zu.%zu: structured gain moved %g (selected %d)", i / H, i % H, moved,
+                     mask[i]);
     }
 
     /* stopped and resumed with the same heads: the same run; other heads refused */
@@ -480,10 +492,12 @@ static void test_gain_heads(void **state)
     c.stop_after = 0;
     c.resume = true;
     c.gain_heads = other;
-    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT,
+                        "gain_heads");
     pfx_pretrain_result_free(&rb);
     c.gain_heads = NULL;
-    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT,
+                        "gain_heads");
     pfx_pretrain_result_free(&rb);
     c.gain_heads = mask;
     run_ok(rt, &c, &rb);
@@ -510,7 +524,7 @@ typedef struct measure {
     pfx_runtime *rt;
     size_t calls;
     int32_t ids[4 * 32];
-    float gain_seen[2 * 4];  /* the prefix's gains at the last call */
+    float gain_seen[2 * 4]; /* the prefix's gains at the last call */
     bool bad;
 } measure;
 
@@ -541,7 +555,8 @@ static void measure_step(const pfx_pretrain_step *s, void *user)
 static void test_callback_measures(void **state)
 {
     pfx_runtime *rt = *state;
-    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-measured"), *b = tf_tempdir("pt-plain");
+    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-measured"),
+         *b = tf_tempdir("pt-plain");
     assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
     pfx_pretrain_config c;
     base_config(&c, cfgdir, a);
@@ -576,14 +591,14 @@ static void test_bad_inputs(void **state)
     pfx_pretrain_config c;
     pfx_pretrain_result r;
     const size_t live = pfx_test_live_bytes(rt);
-#define REFUSED(status, needle)                                                                 \
-    do {                                                                                        \
-        assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &r), status, needle);      \
-        pfx_pretrain_result_free(&r);                                                           \
-        assert_false(exists(out, "loss.csv"));                                                  \
-        assert_false(exists(out, PFX_PRETRAIN_CHECKPOINT));                                     \
-        assert_int_equal(pfx_test_live_bytes(rt), live);                                        \
-        base_config(&c, cfgdir, out);                                                           \
+#define REFUSED(status, needle)                                                                    \
+    do {                                                                                           \
+        assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &r), status, needle);         \
+        pfx_pretrain_result_free(&r);                                                              \
+        assert_false(exists(out, "loss.csv"));                                                     \
+        assert_false(exists(out, PFX_PRETRAIN_CHECKPOINT));                                        \
+        assert_int_equal(pfx_test_live_bytes(rt), live);                                           \
+        base_config(&c, cfgdir, out);                                                              \
     } while (0)
     base_config(&c, cfgdir, out);
     c.model_dir = cfgdir;
@@ -620,9 +635,10 @@ static void test_bad_inputs(void **state)
     REFUSED(PFX_ERROR_IO, PFX_PRETRAIN_CHECKPOINT);
     /* a vocabulary smaller than the tokenizer's ids */
     char *small = tf_tempdir("pt-small");
-    assert_int_equal(tf_write_config_text(small, "{\"model_type\": \"gpt2\", \"n_embd\": 16, \"n_layer\": 1, "
-                                                 "\"n_head\": 2, \"vocab_size\": 100, \"n_positions\": 48}"),
-                     0);
+    assert_int_equal(
+        tf_write_config_text(small, "{\"model_type\": \"gpt2\", \"n_embd\": 16, \"n_layer\": 1, "
+                                    "\"n_head\": 2, \"vocab_size\": 100, \"n_positions\": 48}"),
+        0);
     c.config_dir = small;
     REFUSED(PFX_ERROR_INVALID_SHAPE, "vocab_size is 100");
     /* a block past the positions */
@@ -656,12 +672,9 @@ int main(int argc, char **argv)
     snprintf(train_path, sizeof(train_path), "%s/train.txt", demo_dir);
     snprintf(eval_path, sizeof(eval_path), "%s/eval.txt", demo_dir);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pretrain_learns),
-        cmocka_unit_test(test_resume),
-        cmocka_unit_test(test_accumulate),
-        cmocka_unit_test(test_checkpoint_checked),
-        cmocka_unit_test(test_bad_inputs),
-        cmocka_unit_test(test_gain_heads),
+        cmocka_unit_test(test_pretrain_learns),   cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_accumulate),        cmocka_unit_test(test_checkpoint_checked),
+        cmocka_unit_test(test_bad_inputs),        cmocka_unit_test(test_gain_heads),
         cmocka_unit_test(test_callback_measures),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);

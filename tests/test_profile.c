@@ -323,7 +323,10 @@ static pfx_tensor *matrix(pfx_runtime *rt, pfx_dtype dtype, size_t rows, size_t 
 static void test_matmul(void **state)
 {
     pfx_runtime *rt = *state;
-    static const size_t sizes[][3] = { { 1, 1, 1 }, { 7, 13, 5 }, { 33, 17, 29 }, { 64, 3, 71 },
+    static const size_t sizes[][3] = { { 1, 1, 1 },
+                                       { 7, 13, 5 },
+                                       { 33, 17, 29 },
+                                       { 64, 3, 71 },
                                        { 1, 37, 53 } /* one row: matrix-vector on the host */ };
     ref_rng rng;
     ref_rng_seed(&rng, 4242);

@@ -296,7 +296,8 @@ static void test_kernel_table(void **state)
     assert_int_equal(pfx_kernel_get(rt, "elementwise", "", "pfx_axpby", &again), PFX_SUCCESS);
     assert_ptr_equal(first, again);
     /* Other options are another program: that one reads the (broken) source. */
-    assert_status_names(rt, pfx_kernel_get(rt, "elementwise", "-DPFX_UNUSED=1", "pfx_axpby", &other),
+    assert_status_names(rt,
+                        pfx_kernel_get(rt, "elementwise", "-DPFX_UNUSED=1", "pfx_axpby", &other),
                         PFX_ERROR_BUILD_FAILED, "build log");
     unsetenv("PREFIXCL_KERNEL_DIR");
     remove_dir(dir);

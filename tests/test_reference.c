@@ -50,8 +50,8 @@ static double *dalloc(size_t n)
     return x;
 }
 
-static problem *problem_new(size_t B, size_t H, size_t Hkv, size_t N, size_t M, size_t P,
-                            size_t D, uint64_t seed)
+static problem *problem_new(size_t B, size_t H, size_t Hkv, size_t N, size_t M, size_t P, size_t D,
+                            uint64_t seed)
 {
     assert_true(B <= MAXB && H <= MAXH);
     problem *pr = calloc(1, sizeof(*pr));
@@ -135,8 +135,8 @@ static grads grads_compute(const problem *pr)
     g.dpv = dalloc(ref_prefix_count(d, pr->bank_entries));
     g.dgain = dalloc(d->heads);
     g.ddim_gain = dalloc(d->heads * d->head_dim);
-    ref_attention_backward(d, pr->bank_entries, pr->q, pr->k, pr->v, pr->pk, pr->pv, pr->d_o,
-                           g.dq, g.dk, g.dv, g.dpk, g.dpv, g.dgain, g.ddim_gain);
+    ref_attention_backward(d, pr->bank_entries, pr->q, pr->k, pr->v, pr->pk, pr->pv, pr->d_o, g.dq,
+                           g.dk, g.dv, g.dpk, g.dpv, g.dgain, g.ddim_gain);
     return g;
 }
 
@@ -230,7 +230,7 @@ static void test_fd_shared_linear(void **state)
 {
     (void)state;
     problem *pr = problem_new(2, 4, 2, 3, 5, 2, 3, 1);
-    problem_lens(pr, (const int32_t[]){3, 2}, (const int32_t[]){5, 3});
+    problem_lens(pr, (const int32_t[]){ 3, 2 }, (const int32_t[]){ 5, 3 });
     problem_gain(pr, PFX_GAIN_LINEAR, 0.7f);
     pr->gain[0] = 0.3f;
     pr->gain[1] = -1.0f / 0.7f; /* gamma(r g) = 0 up to float rounding */
@@ -262,8 +262,8 @@ static void test_fd_bank_tanh_causal(void **state)
 {
     (void)state;
     problem *pr = problem_new(2, 4, 2, 3, 5, 2, 3, 3);
-    problem_bank(pr, 3, (const int32_t[]){2, 0});
-    problem_lens(pr, (const int32_t[]){2, 3}, (const int32_t[]){4, 5});
+    problem_bank(pr, 3, (const int32_t[]){ 2, 0 });
+    problem_lens(pr, (const int32_t[]){ 2, 3 }, (const int32_t[]){ 4, 5 });
     problem_gain(pr, PFX_GAIN_TANH, 0.7f);
     problem_dim_gain(pr);
     pr->d.causal = true;
@@ -286,7 +286,7 @@ static void test_fd_bank_shared_entry_mqa(void **state)
 {
     (void)state;
     problem *pr = problem_new(2, 4, 1, 3, 5, 2, 3, 4);
-    problem_bank(pr, 2, (const int32_t[]){1, 1});
+    problem_bank(pr, 2, (const int32_t[]){ 1, 1 });
     problem_gain(pr, PFX_GAIN_TANH, 0.7f);
     pr->d.scale = 0.37f;
     pr->d.o_layout = PFX_LAYOUT_BNHD;
@@ -299,7 +299,7 @@ static void test_fd_no_prefix_hidden_item(void **state)
 {
     (void)state;
     problem *pr = problem_new(2, 4, 2, 3, 5, 0, 3, 5);
-    problem_lens(pr, (const int32_t[]){2, 3}, (const int32_t[]){4, 0});
+    problem_lens(pr, (const int32_t[]){ 2, 3 }, (const int32_t[]){ 4, 0 });
     pr->d.causal = true;
     fd_check_all(pr);
     problem_free(pr);
@@ -310,7 +310,7 @@ static void test_fd_cross_mha(void **state)
 {
     (void)state;
     problem *pr = problem_new(2, 3, 3, 5, 3, 2, 4, 6);
-    problem_lens(pr, NULL, (const int32_t[]){1, 3});
+    problem_lens(pr, NULL, (const int32_t[]){ 1, 3 });
     problem_gain(pr, PFX_GAIN_LINEAR, 0.7f);
     problem_dim_gain(pr);
     fd_check_all(pr);
@@ -345,7 +345,7 @@ static void relayout_d(const pfx_attention_desc *ds, const pfx_attention_desc *d
 static void check_layouts(size_t P)
 {
     problem *pr = problem_new(2, 4, 2, 7, 9, P, 5, 10 + P);
-    problem_lens(pr, (const int32_t[]){7, 5}, (const int32_t[]){9, 6});
+    problem_lens(pr, (const int32_t[]){ 7, 5 }, (const int32_t[]){ 9, 6 });
     problem_gain(pr, PFX_GAIN_TANH, 0.7f);
     problem_dim_gain(pr);
     pr->d.causal = true;
@@ -372,8 +372,7 @@ static void check_layouts(size_t P)
     grads g1 = grads_compute(pr);
     double *dq = dalloc(nq), *dk = dalloc(nk), *dv = dalloc(nk);
     double *dpk = dalloc(ref_prefix_count(a, 1)), *dpv = dalloc(ref_prefix_count(a, 1));
-    ref_attention_backward(&t, 1, q, k, v, pr->pk, pr->pv, d_o, dq, dk, dv, dpk, dpv, NULL,
-                           NULL);
+    ref_attention_backward(&t, 1, q, k, v, pr->pk, pr->pv, d_o, dq, dk, dv, dpk, dpv, NULL, NULL);
     relayout_d(&t, a, ref_q_offset, 4, 7, dq, o2t);
     assert_true(rel_l2_d(g1.dq, o2t, nq) <= TOL_REF_EXACT);
     double *tmp = dalloc(nk);
@@ -387,9 +386,21 @@ static void check_layouts(size_t P)
     }
 
     grads_free(&g1);
-    free(q); free(d_o); free(k); free(v);
-    free(o1); free(o2); free(o2t); free(l1); free(l2);
-    free(dq); free(dk); free(dv); free(dpk); free(dpv); free(tmp);
+    free(q);
+    free(d_o);
+    free(k);
+    free(v);
+    free(o1);
+    free(o2);
+    free(o2t);
+    free(l1);
+    free(l2);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(dpk);
+    free(dpv);
+    free(tmp);
     problem_free(pr);
 }
 
@@ -406,12 +417,12 @@ static void test_shared_equals_bank(void **state)
 {
     (void)state;
     problem *sh = problem_new(3, 4, 2, 6, 8, 3, 5, 20);
-    problem_lens(sh, (const int32_t[]){6, 4, 1}, (const int32_t[]){8, 5, 2});
+    problem_lens(sh, (const int32_t[]){ 6, 4, 1 }, (const int32_t[]){ 8, 5, 2 });
     problem_gain(sh, PFX_GAIN_LINEAR, 0.7f);
     problem_dim_gain(sh);
     sh->d.causal = true;
     pfx_attention_desc bd = sh->d;
-    const int32_t idx[3] = {1, 1, 1};
+    const int32_t idx[3] = { 1, 1, 1 };
     bd.bank_index = idx;
     size_t e = ref_prefix_count(&sh->d, 1);
     ref_rng rng;
@@ -430,8 +441,8 @@ static void test_shared_equals_bank(void **state)
     grads g = grads_compute(sh);
     double *dq = dalloc(nq), *dk = dalloc(nk), *dv = dalloc(nk);
     double *dpk = dalloc(3 * e), *dpv = dalloc(3 * e), *dg = dalloc(4), *ddg = dalloc(20);
-    ref_attention_backward(&bd, 3, sh->q, sh->k, sh->v, bpk, bpv, sh->d_o, dq, dk, dv, dpk,
-                           dpv, dg, ddg);
+    ref_attention_backward(&bd, 3, sh->q, sh->k, sh->v, bpk, bpv, sh->d_o, dq, dk, dv, dpk, dpv, dg,
+                           ddg);
     assert_true(rel_l2_d(g.dq, dq, nq) <= TOL_REF_EXACT);
     assert_true(rel_l2_d(g.dk, dk, nk) <= TOL_REF_EXACT);
     assert_true(rel_l2_d(g.dv, dv, nk) <= TOL_REF_EXACT);
@@ -443,8 +454,19 @@ static void test_shared_equals_bank(void **state)
     assert_true(rel_l2_d(g.ddim_gain, ddg, 20) <= TOL_REF_EXACT);
 
     grads_free(&g);
-    free(bpk); free(bpv); free(o1); free(o2); free(l1); free(l2);
-    free(dq); free(dk); free(dv); free(dpk); free(dpv); free(dg); free(ddg);
+    free(bpk);
+    free(bpv);
+    free(o1);
+    free(o2);
+    free(l1);
+    free(l2);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(dpk);
+    free(dpv);
+    free(dg);
+    free(ddg);
     problem_free(sh);
 }
 
@@ -454,7 +476,7 @@ static void test_bank_per_item(void **state)
 {
     (void)state;
     problem *pr = problem_new(2, 4, 2, 5, 6, 3, 4, 30);
-    problem_bank(pr, 3, (const int32_t[]){2, 0});
+    problem_bank(pr, 3, (const int32_t[]){ 2, 0 });
     problem_gain(pr, PFX_GAIN_TANH, 1.0f);
     const pfx_attention_desc *d = &pr->d;
     size_t nq = ref_q_count(d), nl = ref_lse_count(d), e = ref_prefix_count(d, 1);
@@ -486,7 +508,7 @@ static void test_prefix_as_keys(void **state)
     (void)state;
     const size_t B = 2, H = 4, Hkv = 2, N = 4, M = 6, P = 3, D = 5;
     problem *pr = problem_new(B, H, Hkv, N, M, P, D, 40);
-    problem_lens(pr, (const int32_t[]){4, 3}, (const int32_t[]){6, 2});
+    problem_lens(pr, (const int32_t[]){ 4, 3 }, (const int32_t[]){ 6, 2 });
     problem_gain(pr, PFX_GAIN_LINEAR, 0.7f);
     problem_dim_gain(pr);
     const pfx_attention_desc *d = &pr->d;
@@ -494,7 +516,7 @@ static void test_prefix_as_keys(void **state)
     pfx_attention_desc c = *d;
     c.prefix_len = 0;
     c.keys = P + M;
-    int32_t kvl[2] = {(int32_t)P + 6, (int32_t)P + 2};
+    int32_t kvl[2] = { (int32_t)P + 6, (int32_t)P + 2 };
     c.kv_lens = kvl;
     size_t nk2 = ref_kv_count(&c);
     float *k2 = malloc(nk2 * sizeof(float)), *v2 = malloc(nk2 * sizeof(float));
@@ -502,8 +524,8 @@ static void test_prefix_as_keys(void **state)
         for (size_t hk = 0; hk < Hkv; hk++)
             for (size_t j = 0; j < P + M; j++) {
                 size_t dst = ref_kv_offset(&c, b, hk, j);
-                size_t src = j < P ? ref_prefix_offset(d, 0, hk, j)
-                                   : ref_kv_offset(d, b, hk, j - P);
+                size_t src =
+                    j < P ? ref_prefix_offset(d, 0, hk, j) : ref_kv_offset(d, b, hk, j - P);
                 memcpy(k2 + dst, (j < P ? pr->pk : pr->k) + src, D * sizeof(float));
                 memcpy(v2 + dst, (j < P ? pr->pv : pr->v) + src, D * sizeof(float));
             }
@@ -518,8 +540,8 @@ static void test_prefix_as_keys(void **state)
     grads g = grads_compute(pr);
     double *dq = dalloc(nq), *dk2 = dalloc(nk2), *dv2 = dalloc(nk2), *dg = dalloc(H);
     double *ddg = dalloc(H * D);
-    ref_attention_backward(&c, 1, pr->q, k2, v2, NULL, NULL, pr->d_o, dq, dk2, dv2, NULL, NULL,
-                           dg, ddg);
+    ref_attention_backward(&c, 1, pr->q, k2, v2, NULL, NULL, pr->d_o, dq, dk2, dv2, NULL, NULL, dg,
+                           ddg);
     assert_true(rel_l2_d(g.dq, dq, nq) <= TOL_REF_EXACT);
     assert_true(rel_l2_d(g.dgain, dg, H) <= TOL_REF_EXACT);
     assert_true(rel_l2_d(g.ddim_gain, ddg, H * D) <= TOL_REF_EXACT);
@@ -545,9 +567,21 @@ static void test_prefix_as_keys(void **state)
     assert_true(rel_l2_d(g.dpv, dpv, ne) <= TOL_REF_EXACT);
 
     grads_free(&g);
-    free(k2); free(v2); free(o1); free(o2); free(l1); free(l2);
-    free(dq); free(dk2); free(dv2); free(dg); free(ddg);
-    free(dpk); free(dpv); free(dk); free(dv);
+    free(k2);
+    free(v2);
+    free(o1);
+    free(o2);
+    free(l1);
+    free(l2);
+    free(dq);
+    free(dk2);
+    free(dv2);
+    free(dg);
+    free(ddg);
+    free(dpk);
+    free(dpv);
+    free(dk);
+    free(dv);
     problem_free(pr);
 }
 
@@ -558,7 +592,7 @@ static void test_hidden_rows(void **state)
     (void)state;
     const size_t B = 3, H = 2, N = 4, M = 6, D = 3;
     problem *pr = problem_new(B, H, 1, N, M, 0, D, 50);
-    const int32_t ql[3] = {4, 2, 4}, kl[3] = {5, 6, 0};
+    const int32_t ql[3] = { 4, 2, 4 }, kl[3] = { 5, 6, 0 };
     problem_lens(pr, ql, kl);
     pr->d.causal = true;
     const pfx_attention_desc *d = &pr->d;
@@ -590,8 +624,8 @@ static void test_hidden_rows(void **state)
      * t <= (q_len - 1) + M - N */
     for (size_t b = 0; b < B; b++)
         for (size_t t = 0; t < M; t++) {
-            bool seen = (int32_t)t < kl[b] && ql[b] > 0 &&
-                        (long)t <= (long)ql[b] - 1 + (long)M - (long)N;
+            bool seen =
+                (int32_t)t < kl[b] && ql[b] > 0 && (long)t <= (long)ql[b] - 1 + (long)M - (long)N;
             const double *dkt = g.dk + ref_kv_offset(d, b, 0, t);
             const double *dvt = g.dv + ref_kv_offset(d, b, 0, t);
             assert_true(all_zero(dvt, D) == !seen);
@@ -666,7 +700,7 @@ static void test_probs_stats(void **state)
     (void)state;
     const size_t B = 2, H = 4, N = 6, M = 8, P = 3, D = 5, J = P + M;
     problem *pr = problem_new(B, H, 2, N, M, P, D, 70);
-    problem_lens(pr, (const int32_t[]){6, 4}, (const int32_t[]){8, 3});
+    problem_lens(pr, (const int32_t[]){ 6, 4 }, (const int32_t[]){ 8, 3 });
     problem_gain(pr, PFX_GAIN_TANH, 0.7f);
     problem_dim_gain(pr);
     pr->d.causal = true;
@@ -676,7 +710,7 @@ static void test_probs_stats(void **state)
     size_t nq = ref_q_count(d), nl = ref_lse_count(d);
     double *o = dalloc(nq), *l = dalloc(nl), *probs = dalloc(N * J), *sorted = dalloc(J);
     ref_attention_forward(d, pr->q, pr->k, pr->v, pr->pk, pr->pv, o, l);
-    const unsigned ks[3] = {1, 3, 32};
+    const unsigned ks[3] = { 1, 3, 32 };
     for (size_t kk = 0; kk < 3; kk++) {
         double ent[4], top[4], pre[4];
         ref_attention_stats(d, pr->q, pr->k, pr->pk, ks[kk], ent, top, pre);
@@ -690,9 +724,9 @@ static void test_probs_stats(void **state)
                     double lse = l[(b * H + h) * N + i];
                     double s = 0.0, ent_i = 0.0, pm = 0.0;
                     for (size_t j = 0; j < J; j++) {
-                        bool vis = i < (size_t)pr->q_lens[b] &&
-                                   (j < P || ((int32_t)(j - P) < pr->kv_lens[b] &&
-                                              j - P <= i + M - N));
+                        bool vis =
+                            i < (size_t)pr->q_lens[b] &&
+                            (j < P || ((int32_t)(j - P) < pr->kv_lens[b] && j - P <= i + M - N));
                         if (!vis)
                             assert_true(pi[j] == 0.0);
                         else
@@ -739,7 +773,10 @@ static void test_probs_stats(void **state)
                 assert_true(fabs(top[h] - 1.0) < 1e-12);
         }
     }
-    free(o); free(l); free(probs); free(sorted);
+    free(o);
+    free(l);
+    free(probs);
+    free(sorted);
     problem_free(pr);
 }
 
@@ -748,7 +785,7 @@ static void test_stats_no_valid_rows(void **state)
 {
     (void)state;
     problem *pr = problem_new(1, 2, 2, 3, 3, 0, 4, 80);
-    problem_lens(pr, NULL, (const int32_t[]){0});
+    problem_lens(pr, NULL, (const int32_t[]){ 0 });
     double ent[2], top[2], pre[2];
     ref_attention_stats(&pr->d, pr->q, pr->k, NULL, 2, ent, top, pre);
     for (size_t h = 0; h < 2; h++)
@@ -767,7 +804,7 @@ static void test_realistic_size_identities(void **state)
     (void)state;
     const size_t H = 4, N = 77, D = 64;
     problem *pr = problem_new(2, H, 2, N, 77, 13, D, 90);
-    problem_lens(pr, (const int32_t[]){77, 50}, (const int32_t[]){77, 60});
+    problem_lens(pr, (const int32_t[]){ 77, 50 }, (const int32_t[]){ 77, 60 });
     problem_gain(pr, PFX_GAIN_TANH, 0.7f);
     problem_dim_gain(pr);
     pr->d.causal = true;
@@ -808,8 +845,8 @@ static void test_realistic_size_identities(void **state)
 static void test_rel_l2(void **state)
 {
     (void)state;
-    const double ref[4] = {3.0, -INFINITY, 4.0, 0.0};
-    float got[4] = {3.0f, -INFINITY, 4.0f, 0.0f};
+    const double ref[4] = { 3.0, -INFINITY, 4.0, 0.0 };
+    float got[4] = { 3.0f, -INFINITY, 4.0f, 0.0f };
     assert_true(rel_l2(ref, got, 4) == 0.0);
     got[0] = 3.5f; /* |diff| 0.5 over norm 5 */
     assert_true(fabs(rel_l2(ref, got, 4) - 0.1) < 1e-15);
@@ -821,8 +858,8 @@ static void test_rel_l2(void **state)
     assert_true(isinf(rel_l2(ref, got, 4)));
     got[2] = -INFINITY;
     assert_true(isinf(rel_l2(ref, got, 4)));
-    const double zero[2] = {0.0, 0.0};
-    const float small[2] = {3e-3f, 4e-3f};
+    const double zero[2] = { 0.0, 0.0 };
+    const float small[2] = { 3e-3f, 4e-3f };
     assert_true(fabs(rel_l2(zero, small, 2) - 5e-3) < 1e-9);
     assert_true(rel_l2_d(ref, ref, 4) == 0.0);
 }

@@ -15,9 +15,12 @@ static void test_inv_freq(void **state)
     for (int llama3 = 0; llama3 < 2; llama3++)
         for (size_t i = 0; i < 4; i++) {
             const size_t D = dims[i];
-            pfx_rope_params p = { .theta = llama3 ? 500000.0 : 10000.0, .head_dim = D,
+            pfx_rope_params p = { .theta = llama3 ? 500000.0 : 10000.0,
+                                  .head_dim = D,
                                   .type = llama3 ? PFX_ROPE_LLAMA3 : PFX_ROPE_DEFAULT,
-                                  .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                                  .factor = 8.0,
+                                  .low_freq_factor = 1.0,
+                                  .high_freq_factor = 4.0,
                                   .original_max_position_embeddings = 8192.0 };
             ref_rope r = { p.theta, llama3, 8.0, 1.0, 4.0, 8192.0 };
             float got[64];
@@ -30,8 +33,12 @@ static void test_inv_freq(void **state)
     /* transformers 5.24, _compute_llama3_parameters with rope_theta 500000, head_dim 64,
      * factor 8, low 1, high 4, original 8192 (float32): entries 0..15 untouched, 16 and
      * 17 smoothed, 18.. divided */
-    pfx_rope_params p = { .theta = 500000.0, .head_dim = 64, .type = PFX_ROPE_LLAMA3,
-                          .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+    pfx_rope_params p = { .theta = 500000.0,
+                          .head_dim = 64,
+                          .type = PFX_ROPE_LLAMA3,
+                          .factor = 8.0,
+                          .low_freq_factor = 1.0,
+                          .high_freq_factor = 4.0,
                           .original_max_position_embeddings = 8192.0 };
     float f[32];
     assert_int_equal(pfx_rope_inv_freq(rt, &p, f), PFX_SUCCESS);
@@ -76,7 +83,7 @@ typedef struct rope_case {
 static const rope_case rope_cases[] = {
     { 1, 1, 1, 2, 0, 0, false, 31 },
     { 2, 7, 3, 12, 5, 0, false, 32 },
-    { 3, 33, 4, 64, 1000, 24, true, 33 },  /* x is q inside [q | k | v]-like rows */
+    { 3, 33, 4, 64, 1000, 24, true, 33 }, /* x is q inside [q | k | v]-like rows */
     { 1, 129, 2, 34, 0, 7, false, 34 },
 };
 
@@ -89,9 +96,12 @@ static void test_rope(void **state)
         ref_rng_seed(&rng, k->seed);
         const size_t R = k->B * k->N, C = k->H * k->D, ld = C + k->extra, off = k->extra ? 3 : 0;
         const size_t n = off + (R - 1) * ld + C;
-        pfx_rope_params p = { .theta = k->llama3 ? 500000.0 : 10000.0, .head_dim = k->D,
+        pfx_rope_params p = { .theta = k->llama3 ? 500000.0 : 10000.0,
+                              .head_dim = k->D,
                               .type = k->llama3 ? PFX_ROPE_LLAMA3 : PFX_ROPE_DEFAULT,
-                              .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                              .factor = 8.0,
+                              .low_freq_factor = 1.0,
+                              .high_freq_factor = 4.0,
                               .original_max_position_embeddings = 64.0 };
         float inv[64];
         assert_int_equal(pfx_rope_inv_freq(rt, &p, inv), PFX_SUCCESS);
@@ -116,9 +126,16 @@ static void test_rope(void **state)
         float *again = mo_read(x);
         float *g = mo_gather_f(again, off, R, C, ld);
         mo_expect_close("rope round trip", orig, g, R * C, TOL_OPS_F32);
-        free(orig); free(again); free(g); free(back); free(rotated);
-        free(want); free(hx); free(hf);
-        pfx_tensor_destroy(&x); pfx_tensor_destroy(&f);
+        free(orig);
+        free(again);
+        free(g);
+        free(back);
+        free(rotated);
+        free(want);
+        free(hx);
+        free(hf);
+        pfx_tensor_destroy(&x);
+        pfx_tensor_destroy(&f);
     }
 }
 
@@ -145,11 +162,13 @@ static void test_bad_arguments(void **state)
                         PFX_ERROR_ALIASING, "inv_freq");
     assert_status_names(rt, pfx_op_rope_backward(rt, vx, 2, 2, 2, 12, (size_t)1 << 24, vf),
                         PFX_ERROR_OUT_OF_RANGE, "positions");
-    assert_status_names(rt, pfx_op_rope_backward(rt, pfx_mat_of(x, 1, 4, 24, 24), 2, 2, 2, 12, 0,
-                                                 vf),
+    assert_status_names(rt,
+                        pfx_op_rope_backward(rt, pfx_mat_of(x, 1, 4, 24, 24), 2, 2, 2, 12, 0, vf),
                         PFX_ERROR_OUT_OF_RANGE, "x");
     assert_int_equal(pfx_test_live_bytes(rt), live);
-    pfx_tensor_destroy(&x); pfx_tensor_destroy(&f); pfx_tensor_destroy(&fh);
+    pfx_tensor_destroy(&x);
+    pfx_tensor_destroy(&f);
+    pfx_tensor_destroy(&fh);
 }
 
 int main(void)
@@ -159,5 +178,6 @@ int main(void)
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_bad_arguments),
     };
-    return cmocka_run_group_tests_name("rope", tests, pfx_test_group_setup, pfx_test_group_teardown);
+    return cmocka_run_group_tests_name("rope", tests, pfx_test_group_setup,
+                                       pfx_test_group_teardown);
 }

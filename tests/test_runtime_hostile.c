@@ -19,7 +19,9 @@ static char cache_dir[] = "/tmp/pfx-test-runtime-hostile-XXXXXX";
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
-    (void)sb; (void)flag; (void)ftw;
+    (void)sb;
+    (void)flag;
+    (void)ftw;
     return remove(path);
 }
 
@@ -30,8 +32,9 @@ static void test_selector_range(void **state)
     assert_true(pfx_selector_parse("4294967295:4294967295", &s));
     assert_int_equal(s.platform, 4294967295u);
     assert_int_equal(s.device, 4294967295u);
-    static const char *bad[] = { "4294967296:0", "0:4294967296", "18446744073709551616:0", "0:+1",
-                                 "0: 1", "0:-0", "0x1:0", "1:2 3" };
+    static const char *bad[] = { "4294967296:0", "0:4294967296", "18446744073709551616:0",
+                                 "0:+1",         "0: 1",         "0:-0",
+                                 "0x1:0",        "1:2 3" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         if (pfx_selector_parse(bad[i], &s))
             fail_msg("selector '%s' parsed as %u:%u", bad[i], s.platform, s.device);
@@ -51,7 +54,8 @@ static void test_parse_uint(void **state)
     assert_int_equal(v, 7);
     assert_int_equal(pfx_parse_uint("18446744073709551615", UINT64_MAX, &v), PFX_SUCCESS);
     assert_true(v == UINT64_MAX);
-    static const char *bad[] = { "", " 5", "5 ", "+5", "-5", " -5", "0x10", "1e3", "5\n", "\t5", "1,000" };
+    static const char *bad[] = { "",     " 5",  "5 ",  "+5",  "-5",   " -5",
+                                 "0x10", "1e3", "5\n", "\t5", "1,000" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         v = 42;
         if (pfx_parse_uint(bad[i], UINT64_MAX, &v) != PFX_ERROR_INVALID_ARGUMENT)
@@ -59,8 +63,10 @@ static void test_parse_uint(void **state)
         assert_int_equal(v, 42);
     }
     assert_int_equal(pfx_parse_uint("11", 10, &v), PFX_ERROR_OUT_OF_RANGE);
-    assert_int_equal(pfx_parse_uint("18446744073709551616", UINT64_MAX, &v), PFX_ERROR_OUT_OF_RANGE);
-    assert_int_equal(pfx_parse_uint("99999999999999999999999", UINT64_MAX, &v), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_parse_uint("18446744073709551616", UINT64_MAX, &v),
+                     PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_parse_uint("99999999999999999999999", UINT64_MAX, &v),
+                     PFX_ERROR_OUT_OF_RANGE);
     assert_int_equal(v, 42);
     assert_int_equal(pfx_parse_uint(NULL, 1, &v), PFX_ERROR_NULL_ARGUMENT);
 }
@@ -82,8 +88,8 @@ static void test_overcommit(void **state)
         pfx_tensor *a = NULL, *b = NULL, *c = NULL;
         assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &a), PFX_SUCCESS);
         if (!allow) {
-            assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &b), PFX_ERROR_OUT_OF_MEMORY,
-                                "allow_overcommit");
+            assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_F32, 1, shape, &b),
+                                PFX_ERROR_OUT_OF_MEMORY, "allow_overcommit");
             assert_null(b);
             assert_int_equal(pfx_test_live_bytes(rt), 600000);
             /* what fits still fits */
@@ -194,7 +200,8 @@ static bool find_cache_file(const char *dir, const char *prefix, char *out, size
     bool found = false;
     for (struct dirent *e; !found && (e = readdir(d));) {
         size_t n = strlen(e->d_name);
-        if (!strncmp(e->d_name, prefix, strlen(prefix)) && n > 4 && !strcmp(e->d_name + n - 4, ".bin")) {
+        if (!strncmp(e->d_name, prefix, strlen(prefix)) && n > 4 &&
+            !strcmp(e->d_name + n - 4, ".bin")) {
             snprintf(out, cap, "%s/%s", dir, e->d_name);
             found = true;
         }
@@ -212,7 +219,8 @@ static void test_cache_fifo(void **state)
     pfx_runtime *rt = NULL;
     assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
     cl_kernel k;
-    assert_int_equal(pfx_kernel_get(rt, "layer", PFX_LAYER_OPTIONS, "pfx_layer_mse", &k), PFX_SUCCESS);
+    assert_int_equal(pfx_kernel_get(rt, "layer", PFX_LAYER_OPTIONS, "pfx_layer_mse", &k),
+                     PFX_SUCCESS);
     pfx_runtime_destroy(&rt);
     char path[4096];
     assert_true(find_cache_file(cache_dir, "layer-", path, sizeof(path)));
@@ -221,7 +229,8 @@ static void test_cache_fifo(void **state)
 
     alarm(120); /* a blocking open fails the test instead of hanging it */
     assert_int_equal(pfx_runtime_create(&rt, &params), PFX_SUCCESS);
-    assert_int_equal(pfx_kernel_get(rt, "layer", PFX_LAYER_OPTIONS, "pfx_layer_mse", &k), PFX_SUCCESS);
+    assert_int_equal(pfx_kernel_get(rt, "layer", PFX_LAYER_OPTIONS, "pfx_layer_mse", &k),
+                     PFX_SUCCESS);
     pfx_cache_stats cs;
     assert_int_equal(pfx_runtime_cache_stats(rt, &cs), PFX_SUCCESS);
     assert_int_equal(cs.cache_rejects, 1);
@@ -287,8 +296,8 @@ int main(void)
         cmocka_unit_test(test_cache_unusable),
     };
     int failed = cmocka_run_group_tests_name("runtime_hostile_host", host_tests, NULL, NULL);
-    failed += cmocka_run_group_tests_name("runtime_hostile_device", device_tests, pfx_test_group_setup,
-                                          pfx_test_group_teardown);
+    failed += cmocka_run_group_tests_name("runtime_hostile_device", device_tests,
+                                          pfx_test_group_setup, pfx_test_group_teardown);
     nftw(cache_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return failed;
 }

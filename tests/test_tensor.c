@@ -71,8 +71,8 @@ static void test_half_special_values(void **state)
     assert_true(out[2] == 65504.0f);
     assert_true(isinf(out[3]) && out[3] > 0); /* overflow rounds to inf */
     assert_true(isinf(out[4]) && out[4] < 0);
-    assert_true(out[5] == 0x1p-24f);          /* smallest subnormal */
-    assert_true(out[6] == 0x1p-14f);          /* smallest normal */
+    assert_true(out[5] == 0x1p-24f); /* smallest subnormal */
+    assert_true(out[6] == 0x1p-14f); /* smallest normal */
     assert_true(isinf(out[7]));
     assert_true(isnan(out[8]));
     pfx_tensor_destroy(&t);
@@ -179,10 +179,12 @@ static void test_bad_transfers(void **state)
     assert_status_names(NULL, pfx_tensor_write(NULL, 0, 1, host), PFX_ERROR_NULL_ARGUMENT, "t");
     assert_status_names(rt, pfx_tensor_write(t, 0, 1, NULL), PFX_ERROR_NULL_ARGUMENT, "src");
     assert_status_names(rt, pfx_tensor_read(t, 0, 1, NULL), PFX_ERROR_NULL_ARGUMENT, "dst");
-    assert_status_names(rt, pfx_tensor_write(t, 0, 11, host), PFX_ERROR_OUT_OF_RANGE, "10 elements");
+    assert_status_names(rt, pfx_tensor_write(t, 0, 11, host), PFX_ERROR_OUT_OF_RANGE,
+                        "10 elements");
     assert_status_names(rt, pfx_tensor_read(t, 5, 6, host), PFX_ERROR_OUT_OF_RANGE, "10 elements");
     assert_status_names(rt, pfx_tensor_read(t, 11, 0, host), PFX_ERROR_OUT_OF_RANGE, "10 elements");
-    assert_status_names(rt, pfx_tensor_read(t, SIZE_MAX, 2, host), PFX_ERROR_OUT_OF_RANGE, "outside");
+    assert_status_names(rt, pfx_tensor_read(t, SIZE_MAX, 2, host), PFX_ERROR_OUT_OF_RANGE,
+                        "outside");
     assert_int_equal(pfx_tensor_read(t, 10, 0, host), PFX_SUCCESS); /* empty range at the end */
     assert_status_names(NULL, pfx_tensor_fill(NULL, 1.0f), PFX_ERROR_NULL_ARGUMENT, "t");
 
@@ -239,14 +241,10 @@ static void test_axpby(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_f32),
-        cmocka_unit_test(test_round_trip_f16),
-        cmocka_unit_test(test_half_special_values),
-        cmocka_unit_test(test_fill_and_copy),
-        cmocka_unit_test(test_accounting),
-        cmocka_unit_test(test_bad_create),
-        cmocka_unit_test(test_bad_transfers),
-        cmocka_unit_test(test_axpby),
+        cmocka_unit_test(test_round_trip_f32),      cmocka_unit_test(test_round_trip_f16),
+        cmocka_unit_test(test_half_special_values), cmocka_unit_test(test_fill_and_copy),
+        cmocka_unit_test(test_accounting),          cmocka_unit_test(test_bad_create),
+        cmocka_unit_test(test_bad_transfers),       cmocka_unit_test(test_axpby),
     };
     return cmocka_run_group_tests_name("tensors", tests, pfx_test_group_setup,
                                        pfx_test_group_teardown);

@@ -240,10 +240,12 @@ static void test_round_trip_random(void **state)
             size_t count;
             char *dec;
             size_t dl;
-            assert_int_equal(pfx_tokenizer_encode(tok, text, len, PFX_ENCODE_ADD_SPECIAL, &ids, &count),
-                             PFX_SUCCESS);
-            assert_int_equal(pfx_tokenizer_decode(tok, ids, count, PFX_DECODE_SKIP_SPECIAL, &dec, &dl),
-                             PFX_SUCCESS);
+            assert_int_equal(
+                pfx_tokenizer_encode(tok, text, len, PFX_ENCODE_ADD_SPECIAL, &ids, &count),
+                PFX_SUCCESS);
+            assert_int_equal(
+                pfx_tokenizer_decode(tok, ids, count, PFX_DECODE_SKIP_SPECIAL, &dec, &dl),
+                PFX_SUCCESS);
             assert_int_equal(dl, len);
             assert_memory_equal(dec, text, len);
             assert_int_equal(dec[dl], 0);
@@ -262,11 +264,13 @@ static void test_accessors(void **state)
     assert_true(bos > 0);
     assert_int_equal(pfx_tokenizer_special_id(tok, PFX_TOKEN_BOS), bos);
     assert_true(pfx_tokenizer_is_special(tok, bos));
-    assert_int_equal(pfx_tokenizer_vocab_size(tok), (size_t)pfx_tokenizer_token_to_id(tok, "<|eot_id|>") + 1);
+    assert_int_equal(pfx_tokenizer_vocab_size(tok),
+                     (size_t)pfx_tokenizer_token_to_id(tok, "<|eot_id|>") + 1);
     size_t len;
     assert_string_equal(pfx_tokenizer_id_to_token(tok, bos, &len), "<|begin_of_text|>");
     assert_int_equal(len, 17);
-    assert_int_equal(pfx_tokenizer_token_to_id(tok, "Ġthe"), pfx_tokenizer_token_to_id(tok, "Ġthe"));
+    assert_int_equal(pfx_tokenizer_token_to_id(tok, "Ġthe"),
+                     pfx_tokenizer_token_to_id(tok, "Ġthe"));
     assert_true(pfx_tokenizer_token_to_id(tok, "Ġthe") >= 0);
     assert_false(pfx_tokenizer_is_special(tok, pfx_tokenizer_token_to_id(tok, "Ġthe")));
     assert_null(pfx_tokenizer_id_to_token(tok, -1, NULL));
@@ -279,8 +283,9 @@ static void test_accessors(void **state)
     int32_t *ids;
     size_t count;
     char *dec;
-    assert_int_equal(pfx_tokenizer_encode(tok, "hi<|eot_id|>", 12, PFX_ENCODE_ADD_SPECIAL, &ids, &count),
-                     PFX_SUCCESS);
+    assert_int_equal(
+        pfx_tokenizer_encode(tok, "hi<|eot_id|>", 12, PFX_ENCODE_ADD_SPECIAL, &ids, &count),
+        PFX_SUCCESS);
     assert_int_equal(ids[0], bos);
     assert_int_equal(pfx_tokenizer_decode(tok, ids, count, PFX_DECODE_SKIP_SPECIAL, &dec, &len),
                      PFX_SUCCESS);
@@ -299,9 +304,12 @@ static void test_accessors(void **state)
     int32_t hw = pfx_tokenizer_token_to_id(tok, "hello world");
     assert_true(hw > 0);
     assert_false(pfx_tokenizer_is_special(tok, hw));
-    assert_string_equal(pfx_tokenizer_id_to_token(tok, hw, NULL), "\xe2\x96\x81hello\xe2\x96\x81world");
-    assert_int_equal(pfx_tokenizer_special_id(tok, PFX_TOKEN_UNK), pfx_tokenizer_token_to_id(tok, "<unk>"));
-    assert_int_equal(pfx_tokenizer_special_id(tok, PFX_TOKEN_BOS), pfx_tokenizer_token_to_id(tok, "<s>"));
+    assert_string_equal(pfx_tokenizer_id_to_token(tok, hw, NULL),
+                        "\xe2\x96\x81hello\xe2\x96\x81world");
+    assert_int_equal(pfx_tokenizer_special_id(tok, PFX_TOKEN_UNK),
+                     pfx_tokenizer_token_to_id(tok, "<unk>"));
+    assert_int_equal(pfx_tokenizer_special_id(tok, PFX_TOKEN_BOS),
+                     pfx_tokenizer_token_to_id(tok, "<s>"));
     pfx_tokenizer_free(&tok);
 
     /* tokenizer_config.json beside vocab.json + merges.txt names the specials. */
@@ -321,8 +329,10 @@ static void test_decoders(void **state)
     (void)state;
     static const char *json[] = {
         "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"_a\":0,\"<0x+A>\":1,\"<0x4a>\":2,\"<0x-1>\":3,"
-        "\"b_\":4,\"__a_\":5,\"_b__\":6},\"merges\":[]},\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
-        "{\"type\":\"Replace\",\"pattern\":{\"String\":\"_\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},"
+        "\"b_\":4,\"__a_\":5,\"_b__\":6},\"merges\":[]},\"decoder\":{\"type\":\"Sequence\","
+        "\"decoders\":["
+        "{\"type\":\"Replace\",\"pattern\":{\"String\":\"_\"},\"content\":\" "
+        "\"},{\"type\":\"ByteFallback\"},"
         "{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":1}]}}",
         "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"__a_\":0,\"_b__\":1},\"merges\":[]},\"decoder\":"
         "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"_\"},"
@@ -332,24 +342,26 @@ static void test_decoders(void **state)
     static const char *want[] = { "a\nJ<0x-1>b", "ab " };
     for (int k = 0; k < 2; k++) {
         pfx_tokenizer *tok = NULL;
-        assert_int_equal(pfx_tokenizer_load_json_memory(json[k], strlen(json[k]), "dec", &tok), PFX_SUCCESS);
+        assert_int_equal(pfx_tokenizer_load_json_memory(json[k], strlen(json[k]), "dec", &tok),
+                         PFX_SUCCESS);
         char *dec;
         size_t dl;
-        assert_int_equal(pfx_tokenizer_decode(tok, k ? ids1 : ids0, k ? 2 : 5, 0, &dec, &dl), PFX_SUCCESS);
+        assert_int_equal(pfx_tokenizer_decode(tok, k ? ids1 : ids0, k ? 2 : 5, 0, &dec, &dl),
+                         PFX_SUCCESS);
         assert_string_equal(dec, want[k]);
         free(dec);
         pfx_tokenizer_free(&tok);
     }
 }
 
-#define assert_refused(call, status, needle)                                              \
-    do {                                                                                  \
-        pfx_tokenizer *t_ = (pfx_tokenizer *)1;                                           \
-        pfx_tokenizer **out_ = &t_;                                                        \
-        (void)out_;                                                                       \
-        assert_int_equal((call), (status));                                               \
-        if (!strstr(pfx_last_error(NULL), (needle)))                                      \
-            fail_msg("message \"%s\" does not name \"%s\"", pfx_last_error(NULL), (needle)); \
+#define assert_refused(call, status, needle)                                                       \
+    do {                                                                                           \
+        pfx_tokenizer *t_ = (pfx_tokenizer *)1;                                                    \
+        pfx_tokenizer **out_ = &t_;                                                                \
+        (void)out_;                                                                                \
+        assert_int_equal((call), (status));                                                        \
+        if (!strstr(pfx_last_error(NULL), (needle)))                                               \
+            fail_msg("message \"%s\" does not name \"%s\"", pfx_last_error(NULL), (needle));       \
     } while (0)
 
 static pfx_status load_mem(const char *json)
@@ -363,18 +375,20 @@ static pfx_status load_mem(const char *json)
     return st;
 }
 
-#define MODEL(extra) "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]" extra "}"
+#define MODEL(extra)                                                                               \
+    "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]" extra \
+    "}"
 
 static void test_refusals(void **state)
 {
     (void)state;
     assert_int_equal(load_mem(MODEL("}")), PFX_SUCCESS);
-    assert_refused(load_mem("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}"), PFX_ERROR_UNSUPPORTED,
-                   "WordPiece");
-    assert_refused(load_mem("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}"), PFX_ERROR_UNSUPPORTED,
-                   "Unigram");
-    assert_refused(load_mem(MODEL("},\"normalizer\":{\"type\":\"Precompiled\"}")), PFX_ERROR_UNSUPPORTED,
-                   "Precompiled");
+    assert_refused(load_mem("{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}}"),
+                   PFX_ERROR_UNSUPPORTED, "WordPiece");
+    assert_refused(load_mem("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}"),
+                   PFX_ERROR_UNSUPPORTED, "Unigram");
+    assert_refused(load_mem(MODEL("},\"normalizer\":{\"type\":\"Precompiled\"}")),
+                   PFX_ERROR_UNSUPPORTED, "Precompiled");
     assert_refused(load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"}")),
                    PFX_ERROR_UNSUPPORTED, "BertPreTokenizer");
     assert_refused(load_mem(MODEL("},\"decoder\":{\"type\":\"WordPiece\"}")), PFX_ERROR_UNSUPPORTED,
@@ -382,16 +396,19 @@ static void test_refusals(void **state)
     assert_refused(load_mem(MODEL(",\"dropout\":0.1}")), PFX_ERROR_UNSUPPORTED, "dropout");
     assert_refused(load_mem(MODEL(",\"continuing_subword_prefix\":\"##\"}")), PFX_ERROR_UNSUPPORTED,
                    "continuing_subword_prefix");
-    assert_refused(load_mem(MODEL("},\"post_processor\":{\"type\":\"Mystery\"}")), PFX_ERROR_UNSUPPORTED,
-                   "Mystery");
+    assert_refused(load_mem(MODEL("},\"post_processor\":{\"type\":\"Mystery\"}")),
+                   PFX_ERROR_UNSUPPORTED, "Mystery");
     /* Malformed. */
     /* The rule of every JSON reader: no \u0000 (it would cut a token short),
      * no key twice at any depth (HF keeps the last, cJSON the first). */
-    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\\u0000b\":0},\"merges\":[]}}"),
-                   PFX_ERROR_FORMAT, "mem.json: a string holds the escape \\u0000");
-    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"a\":1},\"merges\":[]}}"),
-                   PFX_ERROR_FORMAT, "mem.json: the field 'a' appears twice");
-    assert_refused(load_mem(MODEL(",\"type\":\"BPE\"}")), PFX_ERROR_FORMAT, "the field 'type' appears twice");
+    assert_refused(
+        load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\\u0000b\":0},\"merges\":[]}}"),
+        PFX_ERROR_FORMAT, "mem.json: a string holds the escape \\u0000");
+    assert_refused(
+        load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"a\":1},\"merges\":[]}}"),
+        PFX_ERROR_FORMAT, "mem.json: the field 'a' appears twice");
+    assert_refused(load_mem(MODEL(",\"type\":\"BPE\"}")), PFX_ERROR_FORMAT,
+                   "the field 'type' appears twice");
     assert_refused(load_mem("{\"model\":"), PFX_ERROR_FORMAT, "mem.json: not valid JSON");
     assert_refused(load_mem("[1]"), PFX_ERROR_FORMAT, "not a JSON object");
     assert_refused(load_mem("{}"), PFX_ERROR_FORMAT, "no object 'model'");
@@ -399,55 +416,74 @@ static void test_refusals(void **state)
                    PFX_ERROR_FORMAT, "vocab['a']");
     assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1.5},\"merges\":[]}}"),
                    PFX_ERROR_FORMAT, "is not an id");
-    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a c\"]}}"),
-                   PFX_ERROR_FORMAT, "'c' is not in the vocabulary");
-    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a a\"]}}"),
-                   PFX_ERROR_FORMAT, "'aa' (the merged token)");
-    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"aa\"]}}"),
-                   PFX_ERROR_FORMAT, "merges[0]");
-    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}"),
-                   PFX_ERROR_FORMAT, "merges[0]");
-    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":0},\"merges\":[]}}"),
-                   PFX_ERROR_FORMAT, "id 0 to both 'a' and 'b'");
+    assert_refused(
+        load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a c\"]}}"),
+        PFX_ERROR_FORMAT, "'c' is not in the vocabulary");
+    assert_refused(
+        load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a a\"]}}"),
+        PFX_ERROR_FORMAT, "'aa' (the merged token)");
+    assert_refused(
+        load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"aa\"]}}"),
+        PFX_ERROR_FORMAT, "merges[0]");
+    assert_refused(
+        load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\"]]}}"),
+        PFX_ERROR_FORMAT, "merges[0]");
+    assert_refused(
+        load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":0},\"merges\":[]}}"),
+        PFX_ERROR_FORMAT, "id 0 to both 'a' and 'b'");
     assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{},\"merges\":[]}}"),
                    PFX_ERROR_FORMAT, "vocabulary is empty");
-    assert_refused(load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":2000000000},\"merges\":[]}}"),
-                   PFX_ERROR_FORMAT, "far beyond");
-    assert_refused(load_mem(MODEL(",\"unk_token\":\"<unk>\"}")), PFX_ERROR_FORMAT, "unk_token '<unk>'");
-    assert_refused(load_mem(MODEL(",\"byte_fallback\":1}")), PFX_ERROR_FORMAT, "model.byte_fallback");
-    assert_refused(load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},"
-                                  "\"behavior\":\"Isolated\"}")), PFX_ERROR_FORMAT, "regex error");
-    assert_refused(load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},"
-                                  "\"behavior\":\"Sideways\"}")), PFX_ERROR_FORMAT, "Sideways");
+    assert_refused(
+        load_mem("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":2000000000},\"merges\":[]}}"),
+        PFX_ERROR_FORMAT, "far beyond");
+    assert_refused(load_mem(MODEL(",\"unk_token\":\"<unk>\"}")), PFX_ERROR_FORMAT,
+                   "unk_token '<unk>'");
+    assert_refused(load_mem(MODEL(",\"byte_fallback\":1}")), PFX_ERROR_FORMAT,
+                   "model.byte_fallback");
+    assert_refused(
+        load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},"
+                       "\"behavior\":\"Isolated\"}")),
+        PFX_ERROR_FORMAT, "regex error");
+    assert_refused(
+        load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},"
+                       "\"behavior\":\"Sideways\"}")),
+        PFX_ERROR_FORMAT, "Sideways");
     assert_refused(load_mem(MODEL("},\"added_tokens\":[{\"id\":5}]")), PFX_ERROR_FORMAT,
                    "added_tokens[0] has no string 'content'");
     assert_refused(load_mem(MODEL("},\"added_tokens\":[7]")), PFX_ERROR_FORMAT, "added_tokens[0]");
-    assert_refused(load_mem(MODEL("},\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":"
-                                  "[{\"SpecialToken\":{\"id\":\"<s>\"}}],\"special_tokens\":{}}")),
-                   PFX_ERROR_FORMAT, "no ids for '<s>'");
-    assert_refused(load_mem(MODEL("},\"added_tokens\":[{\"id\":5,\"content\":\"<s>\"}],\"post_processor\":"
-                                  "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},"
-                                  "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":{\"ids\":[4]}}}")),
-                   PFX_ERROR_FORMAT, "post_processor id 4 is not a token");
-    assert_refused(load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"ab\"}")),
-                   PFX_ERROR_FORMAT, "replacement is not one character");
-    assert_refused(pfx_tokenizer_load_json_memory("{\"a\xff\":1}", 8, "x.json", out_), PFX_ERROR_FORMAT,
-                   "x.json: not UTF-8");
-    assert_refused(pfx_tokenizer_load_json_memory(NULL, 3, "x", out_), PFX_ERROR_NULL_ARGUMENT, "data");
-    assert_refused(pfx_tokenizer_load_json_memory("{}", 2, "x", NULL), PFX_ERROR_NULL_ARGUMENT, "out");
+    assert_refused(
+        load_mem(MODEL("},\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":"
+                       "[{\"SpecialToken\":{\"id\":\"<s>\"}}],\"special_tokens\":{}}")),
+        PFX_ERROR_FORMAT, "no ids for '<s>'");
+    assert_refused(
+        load_mem(MODEL(
+            "},\"added_tokens\":[{\"id\":5,\"content\":\"<s>\"}],\"post_processor\":"
+            "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},"
+            "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{\"<s>\":{\"ids\":[4]}}}")),
+        PFX_ERROR_FORMAT, "post_processor id 4 is not a token");
+    assert_refused(
+        load_mem(MODEL("},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"ab\"}")),
+        PFX_ERROR_FORMAT, "replacement is not one character");
+    assert_refused(pfx_tokenizer_load_json_memory("{\"a\xff\":1}", 8, "x.json", out_),
+                   PFX_ERROR_FORMAT, "x.json: not UTF-8");
+    assert_refused(pfx_tokenizer_load_json_memory(NULL, 3, "x", out_), PFX_ERROR_NULL_ARGUMENT,
+                   "data");
+    assert_refused(pfx_tokenizer_load_json_memory("{}", 2, "x", NULL), PFX_ERROR_NULL_ARGUMENT,
+                   "out");
 
     /* vocab.json + merges.txt. */
     const char *v = "{\"a\":0,\"b\":1,\"ab\":2}";
-    assert_refused(pfx_tokenizer_load_vocab_merges_memory(v, strlen(v), "#version: 0.2\na b\nb\n", 19,
-                                                          "m", out_), PFX_ERROR_FORMAT,
-                   "m (merges.txt): line 3");
+    assert_refused(pfx_tokenizer_load_vocab_merges_memory(v, strlen(v), "#version: 0.2\na b\nb\n",
+                                                          19, "m", out_),
+                   PFX_ERROR_FORMAT, "m (merges.txt): line 3");
     assert_refused(pfx_tokenizer_load_vocab_merges_memory(v, strlen(v), "a b c\n", 6, "m", out_),
                    PFX_ERROR_FORMAT, "line 1");
     assert_refused(pfx_tokenizer_load_vocab_merges_memory("[]", 2, "a b\n", 4, "m", out_),
                    PFX_ERROR_FORMAT, "m (vocab.json)");
     pfx_tokenizer *tok = NULL;
-    assert_int_equal(pfx_tokenizer_load_vocab_merges_memory(v, strlen(v), "#version: 0.2\na b\n", 18, "m",
-                                                            &tok), PFX_SUCCESS);
+    assert_int_equal(
+        pfx_tokenizer_load_vocab_merges_memory(v, strlen(v), "#version: 0.2\na b\n", 18, "m", &tok),
+        PFX_SUCCESS);
     int32_t *ids;
     size_t count;
     assert_int_equal(pfx_tokenizer_encode(tok, "ab", 2, 0, &ids, &count), PFX_SUCCESS);
@@ -457,20 +493,29 @@ static void test_refusals(void **state)
     char *dec;
     size_t dl;
     int32_t bad = 3;
-    assert_refused(pfx_tokenizer_decode(tok, &bad, 1, 0, &dec, &dl), PFX_ERROR_OUT_OF_RANGE, "ids[0] = 3");
-    assert_refused(pfx_tokenizer_decode(tok, NULL, 1, 0, &dec, &dl), PFX_ERROR_NULL_ARGUMENT, "ids");
-    assert_refused(pfx_tokenizer_decode(tok, &bad, 0, 4, &dec, &dl), PFX_ERROR_INVALID_ARGUMENT, "flags");
-    assert_refused(pfx_tokenizer_encode(tok, NULL, 1, 0, &ids, &count), PFX_ERROR_NULL_ARGUMENT, "text");
-    assert_refused(pfx_tokenizer_encode(NULL, "a", 1, 0, &ids, &count), PFX_ERROR_NULL_ARGUMENT, "tok");
-    assert_refused(pfx_tokenizer_encode(tok, "a", 1, 8, &ids, &count), PFX_ERROR_INVALID_ARGUMENT, "flags");
+    assert_refused(pfx_tokenizer_decode(tok, &bad, 1, 0, &dec, &dl), PFX_ERROR_OUT_OF_RANGE,
+                   "ids[0] = 3");
+    assert_refused(pfx_tokenizer_decode(tok, NULL, 1, 0, &dec, &dl), PFX_ERROR_NULL_ARGUMENT,
+                   "ids");
+    assert_refused(pfx_tokenizer_decode(tok, &bad, 0, 4, &dec, &dl), PFX_ERROR_INVALID_ARGUMENT,
+                   "flags");
+    assert_refused(pfx_tokenizer_encode(tok, NULL, 1, 0, &ids, &count), PFX_ERROR_NULL_ARGUMENT,
+                   "text");
+    assert_refused(pfx_tokenizer_encode(NULL, "a", 1, 0, &ids, &count), PFX_ERROR_NULL_ARGUMENT,
+                   "tok");
+    assert_refused(pfx_tokenizer_encode(tok, "a", 1, 8, &ids, &count), PFX_ERROR_INVALID_ARGUMENT,
+                   "flags");
     assert_null(ids);
     pfx_tokenizer_free(&tok);
 
     /* Files and folders. */
-    assert_refused(pfx_tokenizer_load("/nonexistent-dir", out_), PFX_ERROR_IO, "neither tokenizer.json");
-    assert_refused(pfx_tokenizer_load_json("/nonexistent.json", out_), PFX_ERROR_IO, "/nonexistent.json");
+    assert_refused(pfx_tokenizer_load("/nonexistent-dir", out_), PFX_ERROR_IO,
+                   "neither tokenizer.json");
+    assert_refused(pfx_tokenizer_load_json("/nonexistent.json", out_), PFX_ERROR_IO,
+                   "/nonexistent.json");
     assert_refused(pfx_tokenizer_load(NULL, out_), PFX_ERROR_NULL_ARGUMENT, "dir");
-    assert_refused(pfx_tokenizer_load_vocab_merges("/x", NULL, out_), PFX_ERROR_NULL_ARGUMENT, "merges_path");
+    assert_refused(pfx_tokenizer_load_vocab_merges("/x", NULL, out_), PFX_ERROR_NULL_ARGUMENT,
+                   "merges_path");
 }
 
 /* One tokenizer, four threads encoding and decoding the same text at once:
@@ -581,7 +626,8 @@ static void test_backtracking_regex_budget(void **state)
         MODEL("},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(a|a)*b|.\"},"
               "\"behavior\":\"Isolated\",\"invert\":false}");
     pfx_tokenizer *tok = NULL;
-    assert_int_equal(pfx_tokenizer_load_json_memory(json, strlen(json), "mem.json", &tok), PFX_SUCCESS);
+    assert_int_equal(pfx_tokenizer_load_json_memory(json, strlen(json), "mem.json", &tok),
+                     PFX_SUCCESS);
     const size_t sizes[] = { 4600, 46000 };
     for (size_t k = 0; k < 2; k++) {
         size_t n = sizes[k];
@@ -597,8 +643,10 @@ static void test_backtracking_regex_budget(void **state)
         double s = pfx_test_seconds_since(&t0);
         assert_int_equal(st, PFX_ERROR_UNSUPPORTED);
         assert_null(ids);
-        if (!strstr(pfx_last_error(NULL), "(a|a)*b|.") || !strstr(pfx_last_error(NULL), "backtracks beyond"))
-            fail_msg("message \"%s\" does not name the regex and what it ran into", pfx_last_error(NULL));
+        if (!strstr(pfx_last_error(NULL), "(a|a)*b|.") ||
+            !strstr(pfx_last_error(NULL), "backtracks beyond"))
+            fail_msg("message \"%s\" does not name the regex and what it ran into",
+                     pfx_last_error(NULL));
         free(text);
         if (s > 2.0)
             fail_msg("%zu bytes against a backtracking regex took %.2f s", n, s);
@@ -669,8 +717,10 @@ static void test_load_memory(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     unlink(path);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("loading a 9 MB tokenizer.json within 7 times its size: exit %d (1: refused, 2: other "
-                 "tokens)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        fail_msg(
+            "loading a 9 MB tokenizer.json within 7 times its size: exit %d (1: refused, 2: other "
+            "tokens)",
+            WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 /* Informational: encode speed on the demo corpus (no threshold). */
@@ -689,8 +739,8 @@ static void test_speed(void **state)
     assert_int_equal(pfx_tokenizer_encode(tok, text, n, 0, &ids, &count), PFX_SUCCESS);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("encoded %zu bytes into %zu ids in %.3f s (%.1f MB/s, measured under load)\n", n, count, s,
-           (double)n / s / 1e6);
+    printf("encoded %zu bytes into %zu ids in %.3f s (%.1f MB/s, measured under load)\n", n, count,
+           s, (double)n / s / 1e6);
     char *dec;
     size_t dl;
     assert_int_equal(pfx_tokenizer_decode(tok, ids, count, 0, &dec, &dl), PFX_SUCCESS);

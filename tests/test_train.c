@@ -44,8 +44,11 @@ static void test_loss_falls_tenfold(void **state)
     assert_true(r.first_loss > 0);
     assert_true(ratio <= 0.1);
     /* counts: the encoder MLP is trainable, 2 L Hkv D values per position baked */
-    pfx_encoder_params ep = { .layers = 2, .kv_heads = cfg.kv_heads, .head_dim = cfg.head_dim,
-                              .prefix_len = cfg.prefix_len, .embed_dim = cfg.embed_dim,
+    pfx_encoder_params ep = { .layers = 2,
+                              .kv_heads = cfg.kv_heads,
+                              .head_dim = cfg.head_dim,
+                              .prefix_len = cfg.prefix_len,
+                              .embed_dim = cfg.embed_dim,
                               .hidden_dim = cfg.hidden_dim };
     pfx_encoder_param_counts c;
     assert_int_equal(pfx_encoder_params_counts(&ep, &c), PFX_SUCCESS);
@@ -183,13 +186,13 @@ static void test_bad_options(void **state)
     char dir[4096];
     snprintf(dir, sizeof(dir), "%s/bad", out_dir);
     const char *cases[][4] = {
-        { "train", "--bogus", NULL, NULL },     { "train", "--steps", "0", NULL },
-        { "train", "--steps", "abc", NULL },    { "train", "--steps", NULL, NULL },
-        { "train", "--layers", "65", NULL },    { "train", "--layers", "-1", NULL },
-        { "train", "--seed", "1x", NULL },      { "train", "--out", "", NULL },
-        { "train", "--device", "", NULL },      { "train", "extra", NULL, NULL },
-        { "train", "--steps", " 5", NULL },     { "train", "--steps", "+5", NULL },
-        { "train", "--seed", " -5", NULL },     { "train", "--layers", "2 ", NULL },
+        { "train", "--bogus", NULL, NULL },  { "train", "--steps", "0", NULL },
+        { "train", "--steps", "abc", NULL }, { "train", "--steps", NULL, NULL },
+        { "train", "--layers", "65", NULL }, { "train", "--layers", "-1", NULL },
+        { "train", "--seed", "1x", NULL },   { "train", "--out", "", NULL },
+        { "train", "--device", "", NULL },   { "train", "extra", NULL, NULL },
+        { "train", "--steps", " 5", NULL },  { "train", "--steps", "+5", NULL },
+        { "train", "--seed", " -5", NULL },  { "train", "--layers", "2 ", NULL },
         { "train", "--steps", "\t5", NULL },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -201,8 +204,8 @@ static void test_bad_options(void **state)
             fail_msg("case %zu (%s %s) exited 0", i, cases[i][1], cases[i][2] ? cases[i][2] : "");
     }
     /* a selector that matches no device: non-zero too */
-    const char *argv[] = { "train", "--device", "no-such-device-xyz", "--steps", "1",
-                           "--out", dir, "--quiet" };
+    const char *argv[] = { "train", "--device", "no-such-device-xyz", "--steps", "1", "--out",
+                           dir,     "--quiet" };
     assert_int_not_equal(run_cmd(8, argv), 0);
 }
 
@@ -272,10 +275,8 @@ int main(int argc, char **argv)
     pfx_runtime *probe = pfx_test_runtime(); /* exit 77 without a device */
     pfx_runtime_destroy(&probe);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bad_options),
-        cmocka_unit_test(test_outputs_atomic),
-        cmocka_unit_test(test_outputs_checked_first),
-        cmocka_unit_test(test_command_outputs),
+        cmocka_unit_test(test_bad_options),           cmocka_unit_test(test_outputs_atomic),
+        cmocka_unit_test(test_outputs_checked_first), cmocka_unit_test(test_command_outputs),
         cmocka_unit_test(test_loss_falls_tenfold),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);

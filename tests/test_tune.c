@@ -68,11 +68,27 @@ static int write_folders(void **state)
 {
     (void)state;
     /* vocabulary: the demonstration tokenizer's 2,197 ids fit */
-    ref_model_config g = { .family = REF_MODEL_GPT2, .layers = 2, .hidden = 24, .heads = 3, .kv_heads = 3,
-                           .head_dim = 8, .inner = 40, .vocab = 2200, .max_positions = 64, .eps = 1e-5,
+    ref_model_config g = { .family = REF_MODEL_GPT2,
+                           .layers = 2,
+                           .hidden = 24,
+                           .heads = 3,
+                           .kv_heads = 3,
+                           .head_dim = 8,
+                           .inner = 40,
+                           .vocab = 2200,
+                           .max_positions = 64,
+                           .eps = 1e-5,
                            .act = REF_ACT_GELU_TANH };
-    ref_model_config l = { .family = REF_MODEL_LLAMA, .layers = 2, .hidden = 24, .heads = 4, .kv_heads = 2,
-                           .head_dim = 6, .inner = 34, .vocab = 2200, .max_positions = 64, .eps = 1e-6,
+    ref_model_config l = { .family = REF_MODEL_LLAMA,
+                           .layers = 2,
+                           .hidden = 24,
+                           .heads = 4,
+                           .kv_heads = 2,
+                           .head_dim = 6,
+                           .inner = 34,
+                           .vocab = 2200,
+                           .max_positions = 64,
+                           .eps = 1e-6,
                            .act = REF_ACT_SILU };
     l.rope.theta = 10000.0;
     snprintf(gpt2_dir, sizeof(gpt2_dir), "%s/gpt2-tiny", out_dir);
@@ -95,9 +111,10 @@ static int write_folders(void **state)
     FILE *f = fopen(data_path, "w");
     if (!f)
         return -1;
-    static const char *const who[] = { "The sailor", "A clever goat", "Karin", "The teacher", "An old swan" };
-    static const char *const what[] = { "measured the small clock", "sold a dark brooch", "cleaned the notebook",
-                                        "carried a black anvil" };
+    static const char *const who[] = { "The sailor", "A clever goat", "Karin", "The teacher",
+                                       "An old swan" };
+    static const char *const what[] = { "measured the small clock", "sold a dark brooch",
+                                        "cleaned the notebook", "carried a black anvil" };
     for (int i = 0; i < 48; i++)
         fprintf(f, "%s %s near the mill.\n", who[i % 5], what[(i / 5) % 4]);
     fclose(f);
@@ -144,7 +161,8 @@ static void test_loss_falls(void **state)
         first += r.losses[i] / 5;
         last += r.losses[35 + i] / 5;
     }
-    fprintf(stderr, "loss %.4f -> %.4f, eval %.4f -> %.4f\n", first, last, r.eval_before, r.eval_after);
+    fprintf(stderr, "loss %.4f -> %.4f, eval %.4f -> %.4f\n", first, last, r.eval_before,
+            r.eval_after);
     assert_true(isfinite(first) && isfinite(last));
     assert_true(last < 0.8 * first);
     assert_true(r.eval_after < r.eval_before);
@@ -165,8 +183,8 @@ static void test_loss_falls(void **state)
     assert_int_equal(pfx_safetensors_read_f32(f, "layers.1.gain", g, 3), PFX_SUCCESS);
     assert_memory_equal(g, r.gains + 3, sizeof(g));
     pfx_safetensors_close(&f);
-    static const char *const files[] = { "loss.csv", "adapter_config.json", "adapter_model.safetensors",
-                                         PFX_TUNE_CHECKPOINT };
+    static const char *const files[] = { "loss.csv", "adapter_config.json",
+                                         "adapter_model.safetensors", PFX_TUNE_CHECKPOINT };
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
         struct stat sb;
@@ -322,7 +340,11 @@ static void test_adapter_reads_back(void **state)
     assert_string_equal(pc.base_model_name_or_path, abs);
     free(abs);
     /* the same encoder from the checkpoint */
-    pfx_encoder_params ep = { .layers = L, .kv_heads = Hkv, .head_dim = D, .prefix_len = P, .embed_dim = c.hidden,
+    pfx_encoder_params ep = { .layers = L,
+                              .kv_heads = Hkv,
+                              .head_dim = D,
+                              .prefix_len = P,
+                              .embed_dim = c.hidden,
                               .hidden_dim = c.hidden };
     pfx_encoder *enc = NULL;
     assert_int_equal(pfx_encoder_create(rt, &ep, &enc), PFX_SUCCESS);
@@ -330,7 +352,8 @@ static void test_adapter_reads_back(void **state)
     pfx_safetensors *f = NULL;
     assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
     for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++)
-        assert_int_equal(pfx_safetensors_load_tensor(rt, f, pfx_encoder_param_name((pfx_encoder_param)i),
+        assert_int_equal(pfx_safetensors_load_tensor(rt, f,
+                                                     pfx_encoder_param_name((pfx_encoder_param)i),
                                                      pfx_encoder_tensor(enc, (pfx_encoder_param)i)),
                          PFX_SUCCESS);
     pfx_safetensors_close(&f);
@@ -391,8 +414,9 @@ static void test_gqa_token_dim(void **state)
     pfx_safetensors *f = NULL;
     assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
     pfx_st_info info;
-    assert_int_equal(pfx_safetensors_info(f, (size_t)pfx_safetensors_find(f, "prompt_embeddings"), &info),
-                     PFX_SUCCESS);
+    assert_int_equal(
+        pfx_safetensors_info(f, (size_t)pfx_safetensors_find(f, "prompt_embeddings"), &info),
+        PFX_SUCCESS);
     assert_int_equal(info.ndim, 2);
     assert_int_equal(info.shape[0], 5);
     assert_int_equal(info.shape[1], 2 * 2 * 2 * 6);
@@ -419,8 +443,27 @@ static void test_job_bad_options(void **state)
     FILE *f = fopen(file, "w");
     assert_non_null(f);
     fclose(f);
-    enum { MODEL, DATA, OUT, PREFIX, BATCH, LENGTH, STEPS, LR, DECAY, CLIP, GAIN_LR, GAIN, STORAGE, REDUCE, RANK,
-           FIT, MISSING, OUT_FILE, CASES };
+    enum {
+        MODEL,
+        DATA,
+        OUT,
+        PREFIX,
+        BATCH,
+        LENGTH,
+        STEPS,
+        LR,
+        DECAY,
+        CLIP,
+        GAIN_LR,
+        GAIN,
+        STORAGE,
+        REDUCE,
+        RANK,
+        FIT,
+        MISSING,
+        OUT_FILE,
+        CASES
+    };
     static const struct {
         pfx_status st;
         const char *message;
@@ -440,7 +483,8 @@ static void test_job_bad_options(void **state)
         [STORAGE] = { PFX_ERROR_INVALID_ARGUMENT, "config.storage" },
         [REDUCE] = { PFX_ERROR_INVALID_ARGUMENT, "config.dist.reduce" },
         [RANK] = { PFX_ERROR_INVALID_ARGUMENT, "config.dist.rank" },
-        [FIT] = { PFX_ERROR_OUT_OF_RANGE, "config.max_length 60 + config.prefix_len 5 exceed the model's 64" },
+        [FIT] = { PFX_ERROR_OUT_OF_RANGE,
+                  "config.max_length 60 + config.prefix_len 5 exceed the model's 64" },
         [MISSING] = { PFX_ERROR_IO, "no-such.txt" },
         [OUT_FILE] = { PFX_ERROR_IO, "exists and is not a folder" },
     };
@@ -470,8 +514,8 @@ static void test_job_bad_options(void **state)
         pfx_tune_result r;
         const pfx_status st = pfx_tune_run(rt, &c, NULL, NULL, &r);
         if (st != want[i].st || !strstr(pfx_last_error(rt), want[i].message))
-            fail_msg("case %d: %s (%s), expected %s naming '%s'", i, pfx_status_string(st), pfx_last_error(rt),
-                     pfx_status_string(want[i].st), want[i].message);
+            fail_msg("case %d: %s (%s), expected %s naming '%s'", i, pfx_status_string(st),
+                     pfx_last_error(rt), pfx_status_string(want[i].st), want[i].message);
         assert_null(r.losses);
         struct stat sb;
         if (stat(dir, &sb) == 0)
@@ -546,22 +590,24 @@ static void test_bad_options(void **state)
             argv[argc] = cases[i].args[argc - 1], argc++;
         int rc = run_captured(argc, argv, msg, sizeof(msg));
         if (rc != 2 || !strstr(msg, cases[i].message))
-            fail_msg("case %zu: exit %d, message '%s' (expected '%s')", i, rc, msg, cases[i].message);
+            fail_msg("case %zu: exit %d, message '%s' (expected '%s')", i, rc, msg,
+                     cases[i].message);
     }
     /* errors found later exit 1 and name the problem */
     char missing[4300];
     snprintf(missing, sizeof(missing), "%s/no-such.txt", out_dir);
-    const char *a1[] = { "tune", "--model", gpt2_dir, "--data", missing, "--out", dir, "--quiet",
-                         "--max-length", "20" };
+    const char *a1[] = { "tune",  "--model", gpt2_dir,  "--data",       missing,
+                         "--out", dir,       "--quiet", "--max-length", "20" };
     assert_int_equal(run_captured(10, a1, msg, sizeof(msg)), 1);
     assert_non_null(strstr(msg, "no-such.txt"));
-    const char *a2[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
-                         "--prefix-len", "50", "--max-length", "20" };
+    const char *a2[] = { "tune", "--model", gpt2_dir,       "--data", data_path,      "--out",
+                         dir,    "--quiet", "--prefix-len", "50",     "--max-length", "20" };
     assert_int_equal(run_captured(12, a2, msg, sizeof(msg)), 2);
-    assert_non_null(strstr(msg, "--max-length 20 + --prefix-len 50 exceed the model's 64 positions"));
+    assert_non_null(
+        strstr(msg, "--max-length 20 + --prefix-len 50 exceed the model's 64 positions"));
     assert_non_null(strstr(msg, "lower --max-length to 14 or less, or --prefix-len"));
-    const char *a3[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet", "--resume",
-                         "--max-length", "20" };
+    const char *a3[] = { "tune", "--model", gpt2_dir,   "--data",       data_path, "--out",
+                         dir,    "--quiet", "--resume", "--max-length", "20" };
     assert_int_equal(run_captured(11, a3, msg, sizeof(msg)), 1);
     assert_non_null(strstr(msg, PFX_TUNE_CHECKPOINT));
 
@@ -572,8 +618,8 @@ static void test_bad_options(void **state)
     FILE *f = fopen(file, "w");
     assert_non_null(f);
     fclose(f);
-    const char *a4[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", file, "--quiet",
-                         "--max-length", "20", "--steps", "2" };
+    const char *a4[] = { "tune", "--model", gpt2_dir,       "--data", data_path, "--out",
+                         file,   "--quiet", "--max-length", "20",     "--steps", "2" };
     assert_int_equal(run_captured(12, a4, msg, sizeof(msg)), 1);
     if (!strstr(msg, "--out") || !strstr(msg, "a-file: exists and is not a folder"))
         fail_msg("--out FILE: '%s'", msg);
@@ -583,8 +629,8 @@ static void test_bad_options(void **state)
     snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, PFX_TUNE_CHECKPOINT);
     mkdir(csv, 0777);
     remove(ckpt);
-    const char *a5[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
-                         "--max-length", "20", "--steps", "2" };
+    const char *a5[] = { "tune", "--model", gpt2_dir,       "--data", data_path, "--out",
+                         dir,    "--quiet", "--max-length", "20",     "--steps", "2" };
     assert_int_equal(run_captured(12, a5, msg, sizeof(msg)), 1);
     if (!strstr(msg, "loss.csv is a folder"))
         fail_msg("loss.csv a folder: '%s'", msg);
@@ -594,7 +640,8 @@ static void test_bad_options(void **state)
 /* `src` (a safetensors file) written to `dst` with the value of the metadata
  * `key` (its first "key":"value") replaced by `value`, or with `value`
  * appended to it when `append`; the header padded to 8 bytes again. */
-static void edit_checkpoint(const char *src, const char *dst, const char *key, const char *value, bool append)
+static void edit_checkpoint(const char *src, const char *dst, const char *key, const char *value,
+                            bool append)
 {
     size_t n;
     unsigned char *b = (unsigned char *)slurp(src, &n);
@@ -641,8 +688,9 @@ static void test_resume_checkpoint_checked(void **state)
     out_path(dir, sizeof(dir), "resume-checked");
     snprintf(ckpt, sizeof(ckpt), "%s/%s", dir, PFX_TUNE_CHECKPOINT);
     snprintf(good, sizeof(good), "%s/good.safetensors", dir);
-    const char *argv[] = { "tune", "--model", gpt2_dir, "--data", data_path, "--out", dir, "--quiet",
-                           "--max-length", "20", "--steps", "5", "--resume" };
+    const char *argv[] = { "tune",    "--model", gpt2_dir,  "--data",       data_path,
+                           "--out",   dir,       "--quiet", "--max-length", "20",
+                           "--steps", "5",       "--resume" };
     assert_int_equal(run_captured(12, argv, msg, sizeof(msg)), 0); /* without --resume */
     assert_int_equal(rename(ckpt, good), 0);
     static const struct {
@@ -652,7 +700,8 @@ static void test_resume_checkpoint_checked(void **state)
     } cases[] = {
         { "eval_before", "junk", false, "the metadata 'eval_before' is not a number" },
         { "eval_before", " 1", false, "the metadata 'eval_before' is not a number" },
-        { "steps_done", "0", false, "the metadata 'optimizer_step' (5) is more than 'steps_done' (0)" },
+        { "steps_done", "0", false,
+          "the metadata 'optimizer_step' (5) is more than 'steps_done' (0)" },
         { "optimizer_step", "", false, "the metadata 'optimizer_step' is not a whole number" },
         { "optimizer_step", "4", false, ".step' (5) differs from 'optimizer_step' (4)" },
         { "data_index", "99999", false, "the metadata 'data_index' (99999) is past the" },
@@ -664,8 +713,8 @@ static void test_resume_checkpoint_checked(void **state)
         edit_checkpoint(good, ckpt, cases[i].key, cases[i].value, cases[i].append);
         int rc = run_captured(13, argv, msg, sizeof(msg));
         if (rc != 1 || !strstr(msg, cases[i].message) || !strstr(msg, PFX_TUNE_CHECKPOINT))
-            fail_msg("%s = '%s': exit %d, message '%s' (expected '%s')", cases[i].key, cases[i].value, rc, msg,
-                     cases[i].message);
+            fail_msg("%s = '%s': exit %d, message '%s' (expected '%s')", cases[i].key,
+                     cases[i].value, rc, msg, cases[i].message);
     }
     /* the checkpoint as written resumes */
     edit_checkpoint(good, ckpt, "format", "prefixcl-tune-checkpoint-1", false);
@@ -679,12 +728,9 @@ int main(int argc, char **argv)
     mkdir(out_dir, 0777);
     rt = pfx_test_runtime(); /* exit 77 without a device */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_job_bad_options),
-        cmocka_unit_test(test_bad_options),
-        cmocka_unit_test(test_gqa_token_dim),
-        cmocka_unit_test(test_adapter_reads_back),
-        cmocka_unit_test(test_resume_bit_for_bit),
-        cmocka_unit_test(test_resume_checkpoint_checked),
+        cmocka_unit_test(test_job_bad_options),    cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_gqa_token_dim),      cmocka_unit_test(test_adapter_reads_back),
+        cmocka_unit_test(test_resume_bit_for_bit), cmocka_unit_test(test_resume_checkpoint_checked),
         cmocka_unit_test(test_loss_falls),
     };
     const int failed = cmocka_run_group_tests_name("tune", tests, write_folders, NULL);

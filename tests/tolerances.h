@@ -33,9 +33,9 @@
  * chained products (dE = ((dY W2) * tanh') W1). TOL_ENC_F16: prefixes stored
  * as half (10-bit mantissa, 2^-11 relative rounding).
  */
-#define TOL_ENC_F32 2e-5
+#define TOL_ENC_F32     2e-5
 #define TOL_ENC_BWD_F32 5e-5
-#define TOL_ENC_F16 2e-3
+#define TOL_ENC_F16     2e-3
 /* AdamW (parameters, m, v, gradient norm and clipping scale) after a few
  * steps, float32 on the device vs the double reference: each step adds a few
  * float roundings per element (relative 6e-8 each) and sqrt / division of up
@@ -56,8 +56,8 @@
  * O(1)).
  */
 #define TOL_REF_EXACT 1e-12
-#define TOL_FD_STEP 0x1p-10
-#define TOL_FD_REL 1e-6
+#define TOL_FD_STEP   0x1p-10
+#define TOL_FD_REL    1e-6
 
 /*
  * Attention layer and stack (suite 'layer'), float32 on the device vs the
@@ -71,10 +71,10 @@
  * double inputs: step 1e-5 gives truncation ~1e-10 and rounding ~1e-11
  * relative; 1e-7 is far below any real derivative mistake.
  */
-#define TOL_LAYER_FWD 2e-5
-#define TOL_LAYER_BWD 1e-4
+#define TOL_LAYER_FWD     2e-5
+#define TOL_LAYER_BWD     1e-4
 #define TOL_LAYER_FD_STEP 1e-5
-#define TOL_LAYER_FD 1e-7
+#define TOL_LAYER_FD      1e-7
 
 /*
  * Whole-model pieces (src/ops/model_ops.h), float32 compute against the
@@ -85,7 +85,7 @@
  * few ulp; a wrong term or factor is O(1e-2) or more.
  * TOL_OPS_GEMM: one SGEMM of a widened half weight (as TOL_ENC_F32).
  */
-#define TOL_OPS_F32 1e-5
+#define TOL_OPS_F32  1e-5
 #define TOL_OPS_GEMM 2e-5
 /* Whole models against transformers + PEFT (fixtures computed in float64 from
  * the stored weights): relative L2 over the valid positions' logits, and the
@@ -128,7 +128,7 @@
  * the same float32 weights; TOL_TRAIN_STEPS: the weights after ten AdamW
  * steps, where a float32 gradient's rounding moves an update by up to
  * lr * (its relative error) and the moments carry it forward. */
-#define TOL_TRAIN_HF 1e-5
+#define TOL_TRAIN_HF    1e-5
 #define TOL_TRAIN_STEPS 1e-5
 
 #endif

@@ -21,7 +21,7 @@
 #include "tool_util.h"
 #include "prefixcl/prefixcl.h"
 
-#define LABEL_LEN 24
+#define LABEL_LEN      24
 #define MAX_MAP_TOKENS 512 /* beyond that a map has no readable cells */
 
 typedef struct job {
@@ -30,7 +30,7 @@ typedef struct job {
     bool grid;
     pfx_gain_mode mode;
     float gain;
-    bool gain_given;   /* --gain / --gain-mode: every head's, over the adapter's file */
+    bool gain_given; /* --gain / --gain-mode: every head's, over the adapter's file */
 } job;
 
 /* What `prefixcl tune` writes beside a PEFT adapter: PEFT has no place for gains. */
@@ -45,7 +45,8 @@ static int usage(void)
             "         [--out FILE.png|FILE.svg] [--csv FILE] [--device SEL]\n"
             "  --text   tokenized with DIR's tokenizer; --ids for a folder without one\n"
             "  --grid   every head of layer L (--csv: the first head)\n"
-            "  gains    ADAPTER/" GAINS_FILE " (prefixcl tune's) when there is one, unless --gain or\n"
+            "  gains    ADAPTER/" GAINS_FILE
+            " (prefixcl tune's) when there is one, unless --gain or\n"
             "           --gain-mode sets every head's; default off\n");
     return 2;
 }
@@ -56,7 +57,8 @@ bool attn_check_outputs(const char *picture, const char *csv)
         fprintf(stderr, "prefixcl attn-map: --out and --csv name the same file %s\n", csv);
         return false;
     }
-    return cli_check_output("attn-map", "--out", picture) && (!csv || cli_check_output("attn-map", "--csv", csv));
+    return cli_check_output("attn-map", "--out", picture) &&
+           (!csv || cli_check_output("attn-map", "--csv", csv));
 }
 
 /* A token's bytes as an axis label cairo can draw: whole UTF-8 characters
@@ -67,7 +69,8 @@ static void label_of(const char *bytes, size_t len, char *out)
     size_t o = 0;
     for (size_t i = 0; i < len;) {
         utf8proc_int32_t c;
-        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)bytes + i, (utf8proc_ssize_t)(len - i), &c);
+        utf8proc_ssize_t n =
+            utf8proc_iterate((const utf8proc_uint8_t *)bytes + i, (utf8proc_ssize_t)(len - i), &c);
         if (n <= 0) {
             c = '?';
             n = 1;
@@ -87,22 +90,26 @@ static void label_of(const char *bytes, size_t len, char *out)
 
 /* The text's ids (with the tokenizer's special tokens, as transformers
  * encodes by default), or --ids; each token's string for the axes. */
-static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t *n, char (**labels)[LABEL_LEN])
+static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t *n,
+                  char (**labels)[LABEL_LEN])
 {
     pfx_tokenizer *tok = NULL;
     if (j->text) {
         if (pfx_tokenizer_load(j->dir, &tok) != PFX_SUCCESS) {
-            fprintf(stderr, "prefixcl attn-map: %s has no tokenizer this library reads (%s); pass --ids\n", j->dir,
-                    pfx_last_error(NULL));
+            fprintf(stderr,
+                    "prefixcl attn-map: %s has no tokenizer this library reads (%s); pass --ids\n",
+                    j->dir, pfx_last_error(NULL));
             return 2;
         }
-        if (pfx_tokenizer_encode(tok, j->text, strlen(j->text), PFX_ENCODE_ADD_SPECIAL, ids, n) != PFX_SUCCESS) {
+        if (pfx_tokenizer_encode(tok, j->text, strlen(j->text), PFX_ENCODE_ADD_SPECIAL, ids, n) !=
+            PFX_SUCCESS) {
             fprintf(stderr, "prefixcl attn-map: --text: %s\n", pfx_last_error(NULL));
             pfx_tokenizer_free(&tok);
             return 1;
         }
     } else if (!cli_ids(j->ids_arg, s->vocab, ids, n)) {
-        fprintf(stderr, "prefixcl attn-map: --ids must be comma-separated ids below the vocabulary's %zu\n",
+        fprintf(stderr,
+                "prefixcl attn-map: --ids must be comma-separated ids below the vocabulary's %zu\n",
                 s->vocab);
         return 2;
     }
@@ -113,8 +120,9 @@ static int tokens(const job *j, const pfx_model_shape *s, int32_t **ids, size_t 
     }
     for (size_t i = 0; rc == 0 && i < *n; i++)
         if ((size_t)(*ids)[i] >= s->vocab) {
-            fprintf(stderr, "prefixcl attn-map: token %d is outside the model's vocabulary of %zu\n", (int)(*ids)[i],
-                    s->vocab);
+            fprintf(stderr,
+                    "prefixcl attn-map: token %d is outside the model's vocabulary of %zu\n",
+                    (int)(*ids)[i], s->vocab);
             rc = 2;
         }
     *labels = rc ? NULL : malloc(*n * sizeof(**labels));
@@ -155,8 +163,8 @@ static const char *gain_text(const pfx_model_prefix *pre, size_t k, char *buf, s
  * layers.<l>.gain [H], gain_mode linear or tanh, gain_ramp) into gains
  * [L * H], *mode and *ramp; 0 when there is no such file, 1 when it is
  * there and does not fit the model, 2 when read. */
-static int adapter_gains(const char *adapter, const pfx_model_shape *s, float *gains, pfx_gain_mode *mode,
-                         float *ramp)
+static int adapter_gains(const char *adapter, const pfx_model_shape *s, float *gains,
+                         pfx_gain_mode *mode, float *ramp)
 {
     char path[4096];
     if (snprintf(path, sizeof(path), "%s/%s", adapter, GAINS_FILE) >= (int)sizeof(path))
@@ -170,24 +178,31 @@ static int adapter_gains(const char *adapter, const pfx_model_shape *s, float *g
         fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(NULL));
         return 1;
     }
-    const char *format = pfx_safetensors_metadata_get(f, "format"), *m = pfx_safetensors_metadata_get(f, "gain_mode"),
+    const char *format = pfx_safetensors_metadata_get(f, "format"),
+               *m = pfx_safetensors_metadata_get(f, "gain_mode"),
                *r = pfx_safetensors_metadata_get(f, "gain_ramp");
     char *end = NULL;
     *ramp = r ? strtof(r, &end) : 1.0f;
-    *mode = m && !strcmp(m, "linear") ? PFX_GAIN_LINEAR : m && !strcmp(m, "tanh") ? PFX_GAIN_TANH : PFX_GAIN_OFF;
+    *mode = m && !strcmp(m, "linear") ? PFX_GAIN_LINEAR
+            : m && !strcmp(m, "tanh") ? PFX_GAIN_TANH
+                                      : PFX_GAIN_OFF;
     int rc = 2;
-    if (!format || strcmp(format, "prefixcl-gains-1") || *mode == PFX_GAIN_OFF || (r && (*end || end == r)) ||
-        !(*ramp >= 0.0f && *ramp <= 1.0f)) {
-        fprintf(stderr, "prefixcl attn-map: %s: not a prefixcl-gains-1 file with gain_mode linear or tanh and a "
-                        "gain_ramp in [0, 1]\n", path);
+    if (!format || strcmp(format, "prefixcl-gains-1") || *mode == PFX_GAIN_OFF ||
+        (r && (*end || end == r)) || !(*ramp >= 0.0f && *ramp <= 1.0f)) {
+        fprintf(stderr,
+                "prefixcl attn-map: %s: not a prefixcl-gains-1 file with gain_mode linear or tanh "
+                "and a "
+                "gain_ramp in [0, 1]\n",
+                path);
         rc = 1;
     }
     for (size_t l = 0; rc == 2 && l < s->layers; l++) {
         char name[48];
         snprintf(name, sizeof(name), "layers.%zu.gain", l);
         if (pfx_safetensors_read_f32(f, name, gains + l * s->heads, s->heads) != PFX_SUCCESS) {
-            fprintf(stderr, "prefixcl attn-map: %s does not fit the model's %zu layers x %zu heads: %s\n", path,
-                    s->layers, s->heads, pfx_last_error(NULL));
+            fprintf(stderr,
+                    "prefixcl attn-map: %s does not fit the model's %zu layers x %zu heads: %s\n",
+                    path, s->layers, s->heads, pfx_last_error(NULL));
             rc = 1;
         }
     }
@@ -206,8 +221,9 @@ static int adapter_gains(const char *adapter, const pfx_model_shape *s, float *g
 }
 
 /* Row statistics of each map beside the library's, the CSV, the picture. */
-static int report(const job *j, const pfx_model_prefix *pre, const float *map, size_t maps, size_t N,
-                  const float *lib_mass, const float *lib_entropy, size_t heads, char (*labels)[LABEL_LEN])
+static int report(const job *j, const pfx_model_prefix *pre, const float *map, size_t maps,
+                  size_t N, const float *lib_mass, const float *lib_entropy, size_t heads,
+                  char (*labels)[LABEL_LEN])
 {
     const size_t P = pre->prefix_len, cols = P + N, h0 = j->grid ? 0 : j->head;
     for (size_t m = 0; m < maps; m++) {
@@ -223,13 +239,15 @@ static int report(const job *j, const pfx_model_prefix *pre, const float *map, s
             worst = fmax(worst, fabs(sum - 1.0));
         }
         const size_t k = j->layer * heads + h0 + m;
-        printf("head %zu of %zu: mean prefix mass %.6f (library %.6f), entropy %.6f (library %.6f) over %zu "
+        printf("head %zu of %zu: mean prefix mass %.6f (library %.6f), entropy %.6f (library %.6f) "
+               "over %zu "
                "rows, max |row sum - 1| %.2e\n",
-               h0 + m, heads, mass / (double)N, (double)lib_mass[k], ent / (double)N, (double)lib_entropy[k], N,
-               worst);
+               h0 + m, heads, mass / (double)N, (double)lib_mass[k], ent / (double)N,
+               (double)lib_entropy[k], N, worst);
     }
     char buf[64];
-    const char *gain = gain_text(pre, j->grid ? SIZE_MAX : j->layer * heads + j->head, buf, sizeof(buf));
+    const char *gain =
+        gain_text(pre, j->grid ? SIZE_MAX : j->layer * heads + j->head, buf, sizeof(buf));
     printf("layer %zu, keys %zu = prefix %zu + tokens %zu, gain %s\n", j->layer, cols, P, N, gain);
     if (j->csv) {
         if (tool_write_map_csv(j->csv, map, N, P, N, 't', 't') != 0) {
@@ -239,7 +257,8 @@ static int report(const job *j, const pfx_model_prefix *pre, const float *map, s
         printf("wrote %s\n", j->csv);
     }
     char(*keys)[LABEL_LEN] = malloc((cols + 1) * sizeof(*keys));
-    const char **klab = malloc((cols + 1) * sizeof(char *)), **qlab = malloc((N + 1) * sizeof(char *));
+    const char **klab = malloc((cols + 1) * sizeof(char *)),
+               **qlab = malloc((N + 1) * sizeof(char *));
     attn_plot_map *pm = malloc(maps * sizeof(*pm));
     char(*titles)[128] = malloc(maps * sizeof(*titles));
     int rc = CHART_ERR_IO;
@@ -257,12 +276,17 @@ static int report(const job *j, const pfx_model_prefix *pre, const float *map, s
             char hb[64];
             snprintf(titles[m], sizeof(titles[m]), "layer %zu, head %zu, gain %s", j->layer, h0 + m,
                      gain_text(pre, j->layer * heads + h0 + m, hb, sizeof(hb)));
-            pm[m] = (attn_plot_map){ .probs = map + m * N * cols, .queries = N, .keys = cols, .prefix_len = P,
-                                     .query_labels = qlab, .key_labels = klab, .title = titles[m] };
+            pm[m] = (attn_plot_map){ .probs = map + m * N * cols,
+                                     .queries = N,
+                                     .keys = cols,
+                                     .prefix_len = P,
+                                     .query_labels = qlab,
+                                     .key_labels = klab,
+                                     .title = titles[m] };
         }
         char title[160];
-        snprintf(title, sizeof(title), "layer %zu of %s, %zu prefix + %zu tokens, gain %s", j->layer, j->dir, P, N,
-                 gain);
+        snprintf(title, sizeof(title), "layer %zu of %s, %zu prefix + %zu tokens, gain %s",
+                 j->layer, j->dir, P, N, gain);
         rc = maps > 1 ? attn_plot_grid(j->out, title, pm, maps) : attn_plot_head(j->out, pm);
     }
     free(keys);
@@ -296,22 +320,28 @@ static int run(const job *j, const pfx_model_shape *s)
     if (j->adapter && pfx_peft_read_config(j->adapter, &pc) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl attn-map: --adapter: %s\n", pfx_last_error(NULL));
         rc = 2;
-    } else if (j->adapter && (pc.num_layers != s->layers || pc.token_dim != s->kv_heads * s->head_dim)) {
-        fprintf(stderr, "prefixcl attn-map: --adapter %s (%zu layers of %zu values) does not fit the model (%zu layers "
-                        "of %zu kv heads x %zu)\n", j->adapter, pc.num_layers, pc.token_dim, s->layers, s->kv_heads,
-                s->head_dim);
+    } else if (j->adapter &&
+               (pc.num_layers != s->layers || pc.token_dim != s->kv_heads * s->head_dim)) {
+        fprintf(stderr,
+                "prefixcl attn-map: --adapter %s (%zu layers of %zu values) does not fit the model "
+                "(%zu layers "
+                "of %zu kv heads x %zu)\n",
+                j->adapter, pc.num_layers, pc.token_dim, s->layers, s->kv_heads, s->head_dim);
         rc = 2;
     } else if (j->adapter) {
         P = pc.num_virtual_tokens;
     }
     if (rc == 0 && s->layers > 64) {
-        fprintf(stderr, "prefixcl attn-map: %zu layers: this command reads at most 64\n", s->layers);
+        fprintf(stderr, "prefixcl attn-map: %zu layers: this command reads at most 64\n",
+                s->layers);
         rc = 2;
     }
     if (rc == 0 && (N > MAX_MAP_TOKENS || P + N > s->max_positions)) {
-        fprintf(stderr, "prefixcl attn-map: %zu tokens (+ %zu prefix) do not fit: at most %zu tokens and the "
-                        "model's %zu positions: shorten --text (or --ids)\n", N, P, (size_t)MAX_MAP_TOKENS,
-                s->max_positions);
+        fprintf(
+            stderr,
+            "prefixcl attn-map: %zu tokens (+ %zu prefix) do not fit: at most %zu tokens and the "
+            "model's %zu positions: shorten --text (or --ids)\n",
+            N, P, (size_t)MAX_MAP_TOKENS, s->max_positions);
         rc = 2;
     }
     /* every head's --gain, or the adapter's gains file */
@@ -322,7 +352,8 @@ static int run(const job *j, const pfx_model_shape *s)
         rc = 1;
     for (size_t i = 0; gains && i < L * H; i++)
         gains[i] = j->gain;
-    if (rc == 0 && j->adapter && !j->gain_given && adapter_gains(j->adapter, s, gains, &mode, &ramp) == 1)
+    if (rc == 0 && j->adapter && !j->gain_given &&
+        adapter_gains(j->adapter, s, gains, &mode, &ramp) == 1)
         rc = 2;
     pfx_runtime *rt = rc ? NULL : tool_runtime("attn-map", j->selector);
     if (rc == 0 && !rt)
@@ -330,7 +361,8 @@ static int run(const job *j, const pfx_model_shape *s)
     pfx_model *model = NULL;
     pfx_tensor *keys[64] = { 0 }, *values[64] = { 0 }, *probs = NULL;
     float *mass = rc ? NULL : malloc(L * H * sizeof(float)),
-          *ent = rc ? NULL : malloc(L * H * sizeof(float)), *map = rc ? NULL : malloc(maps * N * (P + N) * sizeof(float));
+          *ent = rc ? NULL : malloc(L * H * sizeof(float)),
+          *map = rc ? NULL : malloc(maps * N * (P + N) * sizeof(float));
     pfx_status st = PFX_SUCCESS;
     if (rc == 0) {
         pfx_model_params params = { .max_batch = 1, .max_tokens = N, .max_prefix_len = P };
@@ -341,13 +373,18 @@ static int run(const job *j, const pfx_model_shape *s)
         if (st == PFX_SUCCESS && P)
             st = pfx_peft_load_prefixes(rt, j->adapter, s->kv_heads, keys, values, L, NULL);
         const pfx_model_batch batch = { .batch = 1, .tokens = N, .ids = ids };
-        const pfx_model_prefix pre = { .prefix_len = P, .keys = P ? keys : NULL, .values = P ? values : NULL,
-                                       .gain_mode = mode, .gains = gains, .gain_ramp = ramp };
+        const pfx_model_prefix pre = { .prefix_len = P,
+                                       .keys = P ? keys : NULL,
+                                       .values = P ? values : NULL,
+                                       .gain_mode = mode,
+                                       .gains = gains,
+                                       .gain_ramp = ramp };
         const size_t shape[2] = { N, P + N };
         if (st == PFX_SUCCESS)
             st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &probs);
         for (size_t m = 0; m < maps && st == PFX_SUCCESS; m++) {
-            st = pfx_model_attention_probs(model, &batch, &pre, 0, j->layer, j->grid ? m : j->head, probs);
+            st = pfx_model_attention_probs(model, &batch, &pre, 0, j->layer, j->grid ? m : j->head,
+                                           probs);
             if (st == PFX_SUCCESS)
                 st = pfx_tensor_read(probs, 0, N * (P + N), map + m * N * (P + N));
         }
@@ -414,9 +451,10 @@ int attn_map_model(int argc, char **argv)
             ok = cli_float(v, -HUGE_VAL, HUGE_VAL, &j.gain);
         } else if (!strcmp(a, "--gain-mode")) {
             j.gain_given = true;
-            j.mode = !strcmp(v, "off") ? PFX_GAIN_OFF
+            j.mode = !strcmp(v, "off")      ? PFX_GAIN_OFF
                      : !strcmp(v, "linear") ? PFX_GAIN_LINEAR
-                     : !strcmp(v, "tanh") ? PFX_GAIN_TANH : (pfx_gain_mode)-1;
+                     : !strcmp(v, "tanh")   ? PFX_GAIN_TANH
+                                            : (pfx_gain_mode)-1;
             ok = (int)j.mode >= 0;
         } else if (strcmp(a, "--layer") && strcmp(a, "--head"))
             ok = false;
@@ -425,8 +463,10 @@ int attn_map_model(int argc, char **argv)
             return usage();
         }
     }
-    if (!j.dir || !have_layer || (!have_head && !j.grid) || (have_head && j.grid) || !j.text == !j.ids_arg) {
-        fprintf(stderr, "prefixcl attn-map: --model needs --layer, one of --head or --grid, one of --text or --ids\n");
+    if (!j.dir || !have_layer || (!have_head && !j.grid) || (have_head && j.grid) ||
+        !j.text == !j.ids_arg) {
+        fprintf(stderr, "prefixcl attn-map: --model needs --layer, one of --head or --grid, one of "
+                        "--text or --ids\n");
         return usage();
     }
     if (!attn_check_outputs(j.out, j.csv))
@@ -439,7 +479,8 @@ int attn_map_model(int argc, char **argv)
     static const char weights[] = "adapter_model.safetensors";
     char folder[4096];
     const size_t alen = j.adapter ? strlen(j.adapter) : 0;
-    if (alen >= sizeof(weights) - 1 && alen < sizeof(folder) && !strcmp(j.adapter + alen - (sizeof(weights) - 1), weights) &&
+    if (alen >= sizeof(weights) - 1 && alen < sizeof(folder) &&
+        !strcmp(j.adapter + alen - (sizeof(weights) - 1), weights) &&
         (alen == sizeof(weights) - 1 || j.adapter[alen - sizeof(weights)] == '/')) {
         const size_t n = alen - (sizeof(weights) - 1);
         if (n)

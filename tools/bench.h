@@ -17,32 +17,32 @@
 
 #include "prefixcl/prefixcl.h"
 
-#define BENCH_MAX_TESTS 32
+#define BENCH_MAX_TESTS   32
 #define BENCH_MAX_DEVICES 16
 
 typedef enum bench_ceiling {
     BENCH_CEIL_NONE = 0,
-    BENCH_CEIL_FMA = 1,   /* share of the measured float32 FMA peak (GFLOP/s) */
-    BENCH_CEIL_COPY = 2,  /* share of the measured copy bandwidth (GB/s) */
+    BENCH_CEIL_FMA = 1,  /* share of the measured float32 FMA peak (GFLOP/s) */
+    BENCH_CEIL_COPY = 2, /* share of the measured copy bandwidth (GB/s) */
 } bench_ceiling;
 
 typedef struct bench_result {
-    char id[32];          /* stable key in JSON/CSV/--compare: "sgemm.1024" */
-    char group[40];       /* "CLBlast SGEMM" */
-    char label[64];       /* "1024x1024x1024" */
-    bool ok;              /* false: skipped, see reason */
+    char id[32];    /* stable key in JSON/CSV/--compare: "sgemm.1024" */
+    char group[40]; /* "CLBlast SGEMM" */
+    char label[64]; /* "1024x1024x1024" */
+    bool ok;        /* false: skipped, see reason */
     char reason[200];
-    unsigned runs;        /* timed runs */
-    double ms;            /* median device time of one run */
+    unsigned runs; /* timed runs */
+    double ms;     /* median device time of one run */
     double ms_min, ms_max;
-    double gflops;        /* < 0: not applicable */
-    double gbs;           /* < 0: not applicable */
-    bench_ceiling ceiling;/* which ceiling `share` refers to */
-    double share;         /* percent of that ceiling; < 0 when unknown */
+    double gflops;         /* < 0: not applicable */
+    double gbs;            /* < 0: not applicable */
+    bench_ceiling ceiling; /* which ceiling `share` refers to */
+    double share;          /* percent of that ceiling; < 0 when unknown */
 } bench_result;
 
 typedef struct bench_device {
-    char selector[16];    /* "P:D" */
+    char selector[16]; /* "P:D" */
     pfx_device_info info;
     char timer[16];       /* "events" or "host" */
     char gemm[16];        /* the runtime's GEMM backend: "host" or "clblast" ("" when unknown) */
@@ -52,7 +52,7 @@ typedef struct bench_device {
 } bench_device;
 
 typedef struct bench_run {
-    char date[40];        /* ISO 8601, local time */
+    char date[40]; /* ISO 8601, local time */
     bool quick;
     size_t device_count;
     bench_device devices[BENCH_MAX_DEVICES];
@@ -60,7 +60,7 @@ typedef struct bench_run {
 
 /* ---- bench_timer.c ---- */
 typedef struct bench_timing {
-    double target_s;      /* timed runs until about this much device time */
+    double target_s; /* timed runs until about this much device time */
     unsigned min_runs, max_runs;
 } bench_timing;
 

@@ -67,7 +67,8 @@ void family_fma_peak(suite *s)
         k.global = per_item > 4096 ? items / 8 : items;
         k.global = (k.global + k.local - 1) / k.local * k.local;
         trial = *r;
-        suite_measure(s, &trial, kernel_enqueue, &k, per_item * (double)k.global, 0, BENCH_CEIL_NONE);
+        suite_measure(s, &trial, kernel_enqueue, &k, per_item * (double)k.global, 0,
+                      BENCH_CEIL_NONE);
         if (trial.ok && (!best.ok || trial.gflops > best.gflops)) {
             best = trial;
             best_variant = i;
@@ -105,7 +106,9 @@ void family_copy_bandwidth(suite *s)
         suite_skip(r, "too little memory for a copy buffer");
         return;
     }
-    kernel_ctx k = { .kernel = PFX_PEAK_COPY, .local = suite_local_size(info), .global = bytes / 16 };
+    kernel_ctx k = { .kernel = PFX_PEAK_COPY,
+                     .local = suite_local_size(info),
+                     .global = bytes / 16 };
     size_t shape[1] = { bytes / sizeof(float) };
     pfx_tensor *in = NULL;
     pfx_status st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 1, shape, &in);

@@ -27,15 +27,16 @@ void family_sgemm(suite *s, size_t n, double *hint_gflops)
     char id[32], label[64];
     snprintf(id, sizeof(id), "sgemm.%zu", n);
     snprintf(label, sizeof(label), "%zux%zux%zu", n, n, n);
-    bench_result *r = suite_begin(s, id,
-                            pfx_runtime_gemm_backend(s->rt) == PFX_GEMM_HOST ? "SGEMM (host BLAS)"
-                                                                             : "SGEMM (CLBlast)",
-                            label);
+    bench_result *r = suite_begin(
+        s, id,
+        pfx_runtime_gemm_backend(s->rt) == PFX_GEMM_HOST ? "SGEMM (host BLAS)" : "SGEMM (CLBlast)",
+        label);
     if (!r)
         return;
     double bytes = (double)n * (double)n * 4.0;
     double flops = 2.0 * (double)n * (double)n * (double)n;
-    if (!suite_fits(s, r, 3 * bytes, bytes) || suite_quick_too_slow(s, r, flops, *hint_gflops, "a smaller size"))
+    if (!suite_fits(s, r, 3 * bytes, bytes) ||
+        suite_quick_too_slow(s, r, flops, *hint_gflops, "a smaller size"))
         return;
     sgemm_ctx g = { .n = n };
     size_t shape[2] = { n, n };
@@ -67,8 +68,8 @@ typedef struct attn_ctx {
 
 static void attn_free(attn_ctx *a)
 {
-    pfx_tensor **all[] = { &a->q, &a->k, &a->v, &a->pk, &a->pv, &a->o, &a->lse, &a->d_o,
-                           &a->dq, &a->dk, &a->dv, &a->dpk, &a->dpv };
+    pfx_tensor **all[] = { &a->q,   &a->k,  &a->v,  &a->pk, &a->pv,  &a->o,  &a->lse,
+                           &a->d_o, &a->dq, &a->dk, &a->dv, &a->dpk, &a->dpv };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         pfx_tensor_destroy(all[i]);
 }
@@ -103,7 +104,8 @@ void family_attention(suite *s, const attn_shape *sh, bool backward)
     char id[32], label[64];
     snprintf(id, sizeof(id), "attn_%s.%c", backward ? "bwd" : "fwd", sh->tag);
     attn_label(sh, label, sizeof(label));
-    bench_result *r = suite_begin(s, id, backward ? "Attention backward" : "Attention forward", label);
+    bench_result *r =
+        suite_begin(s, id, backward ? "Attention backward" : "Attention forward", label);
     if (!r)
         return;
     double qbytes = 4.0 * (double)(sh->B * sh->H * sh->N * sh->D);
@@ -166,13 +168,14 @@ void family_attention(suite *s, const attn_shape *sh, bool backward)
             st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &a.dpk);
         if (st == PFX_SUCCESS && sh->P)
             st = pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ps, &a.dpv);
-        a.grads = (pfx_attention_grads){ .dq = a.dq, .dk = a.dk, .dv = a.dv,
-                                         .dprefix_k = a.dpk, .dprefix_v = a.dpv };
+        a.grads = (pfx_attention_grads){
+            .dq = a.dq, .dk = a.dk, .dv = a.dv, .dprefix_k = a.dpk, .dprefix_v = a.dpv
+        };
         bytes *= 2; /* K/V read and dK/dV written */
     }
     if (st == PFX_SUCCESS)
-        suite_measure(s, r, backward ? attn_backward_enqueue : attn_forward_enqueue, &a, flops, bytes,
-                sh->decode ? BENCH_CEIL_COPY : BENCH_CEIL_FMA);
+        suite_measure(s, r, backward ? attn_backward_enqueue : attn_forward_enqueue, &a, flops,
+                      bytes, sh->decode ? BENCH_CEIL_COPY : BENCH_CEIL_FMA);
     else
         suite_skip_status(s, r, st);
     attn_free(&a);
@@ -182,12 +185,12 @@ void family_attention(suite *s, const attn_shape *sh, bool backward)
 
 /* ---------------------------------------------------------------- encoder */
 
-#define ENC_L 12
+#define ENC_L   12
 #define ENC_HKV 12
-#define ENC_D 64
-#define ENC_M 20
-#define ENC_E 512
-#define ENC_H 512
+#define ENC_D   64
+#define ENC_M   20
+#define ENC_E   512
+#define ENC_H   512
 
 typedef struct enc_ctx {
     pfx_encoder *enc;
@@ -218,13 +221,14 @@ void family_encoder(suite *s, bool backward)
     char label[64];
     snprintf(label, sizeof(label), "GPT-2 small: L%d Hkv%d D%d m%d e%d h%d", ENC_L, ENC_HKV, ENC_D,
              ENC_M, ENC_E, ENC_H);
-    bench_result *r = suite_begin(s, backward ? "encoder.bwd" : "encoder.fwd",
-                            backward ? "Prefix encoder backward" : "Prefix encoder forward", label);
+    bench_result *r =
+        suite_begin(s, backward ? "encoder.bwd" : "encoder.fwd",
+                    backward ? "Prefix encoder backward" : "Prefix encoder forward", label);
     if (!r)
         return;
     const double out_dim = 2.0 * ENC_L * ENC_HKV * ENC_D;
-    const double params = (double)ENC_M * ENC_E + (double)ENC_H * ENC_E + ENC_H +
-                          out_dim * ENC_H + out_dim;
+    const double params =
+        (double)ENC_M * ENC_E + (double)ENC_H * ENC_E + ENC_H + out_dim * ENC_H + out_dim;
     const double prefix_values = (double)ENC_M * out_dim;
     /* forward: E W1^T (2 m e h) and T W2^T (2 m h O); backward: dW2, dT, dW1, dE */
     double flops = 2.0 * ENC_M * ENC_E * ENC_H + 2.0 * ENC_M * ENC_H * out_dim;
@@ -237,8 +241,12 @@ void family_encoder(suite *s, bool backward)
         return;
     enc_ctx e;
     memset(&e, 0, sizeof(e));
-    pfx_encoder_params p = { .layers = ENC_L, .kv_heads = ENC_HKV, .head_dim = ENC_D,
-                             .prefix_len = ENC_M, .embed_dim = ENC_E, .hidden_dim = ENC_H };
+    pfx_encoder_params p = { .layers = ENC_L,
+                             .kv_heads = ENC_HKV,
+                             .head_dim = ENC_D,
+                             .prefix_len = ENC_M,
+                             .embed_dim = ENC_E,
+                             .hidden_dim = ENC_H };
     pfx_runtime *rt = s->rt;
     pfx_status st = pfx_encoder_create(rt, &p, &e.enc);
     if (st == PFX_SUCCESS)
@@ -261,15 +269,17 @@ void family_encoder(suite *s, bool backward)
             shape[d] = pfx_tensor_dim(t, d);
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, nd, shape, &e.g[i]);
     }
-    e.grads = (pfx_encoder_grads){ .de = e.g[PFX_ENCODER_E], .dw1 = e.g[PFX_ENCODER_W1],
-                                   .db1 = e.g[PFX_ENCODER_B1], .dw2 = e.g[PFX_ENCODER_W2],
+    e.grads = (pfx_encoder_grads){ .de = e.g[PFX_ENCODER_E],
+                                   .dw1 = e.g[PFX_ENCODER_W1],
+                                   .db1 = e.g[PFX_ENCODER_B1],
+                                   .dw2 = e.g[PFX_ENCODER_W2],
                                    .db2 = e.g[PFX_ENCODER_B2] };
     if (st == PFX_SUCCESS) {
         /* Judged against whichever ceiling binds on this device (roofline). */
         double t_compute = s->fma_gflops > 0 ? flops / (s->fma_gflops * 1e9) : 0;
         double t_memory = s->copy_gbs > 0 ? bytes / (s->copy_gbs * 1e9) : 0;
         suite_measure(s, r, backward ? enc_backward_enqueue : enc_forward_enqueue, &e, flops, bytes,
-                t_memory > t_compute ? BENCH_CEIL_COPY : BENCH_CEIL_FMA);
+                      t_memory > t_compute ? BENCH_CEIL_COPY : BENCH_CEIL_FMA);
     } else {
         suite_skip_status(s, r, st);
     }
@@ -341,9 +351,16 @@ void family_layer_step(suite *s, double hint_gflops)
     step_ctx c;
     memset(&c, 0, sizeof(c));
     pfx_runtime *rt = s->rt;
-    pfx_layer_params lp = { .model_dim = STEP_C, .heads = STEP_H, .kv_heads = STEP_H,
-                            .head_dim = STEP_D, .prefix_len = STEP_P, .max_batch = STEP_B,
-                            .max_tokens = STEP_N, .bias = true, .causal = true, .residual = true,
+    pfx_layer_params lp = { .model_dim = STEP_C,
+                            .heads = STEP_H,
+                            .kv_heads = STEP_H,
+                            .head_dim = STEP_D,
+                            .prefix_len = STEP_P,
+                            .max_batch = STEP_B,
+                            .max_tokens = STEP_N,
+                            .bias = true,
+                            .causal = true,
+                            .residual = true,
                             .gain_mode = PFX_GAIN_TANH };
     size_t xs[3] = { STEP_B, STEP_N, STEP_C }, ps[3] = { STEP_H, STEP_P, STEP_D },
            gs[1] = { STEP_H };
@@ -371,8 +388,8 @@ void family_layer_step(suite *s, double hint_gflops)
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, gs, &c.dgain);
     /* The gains the optimizer updates, read on the device: nothing waits. */
     c.prefix = (pfx_layer_prefix){ .k = c.kp, .v = c.vp, .gain_tensor = c.gain, .gain_ramp = 1.0f };
-    c.grads = (pfx_layer_grads){ .dx = c.dx, .dprefix_k = c.dkp, .dprefix_v = c.dvp,
-                                 .dgain = c.dgain };
+    c.grads =
+        (pfx_layer_grads){ .dx = c.dx, .dprefix_k = c.dkp, .dprefix_v = c.dvp, .dgain = c.dgain };
     pfx_optimizer_params op = { .max_grad_norm = 1.0f };
     unsigned group = 0;
     if (st == PFX_SUCCESS)
@@ -392,8 +409,8 @@ void family_layer_step(suite *s, double hint_gflops)
     else
         suite_skip_status(s, r, st);
     pfx_optimizer_destroy(&c.opt);
-    pfx_tensor **all[] = { &c.x, &c.y, &c.target, &c.dy, &c.dx, &c.kp, &c.vp, &c.dkp, &c.dvp,
-                           &c.gain, &c.dgain };
+    pfx_tensor **all[] = { &c.x,  &c.y,   &c.target, &c.dy,   &c.dx,   &c.kp,
+                           &c.vp, &c.dkp, &c.dvp,    &c.gain, &c.dgain };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         pfx_tensor_destroy(all[i]);
     pfx_layer_destroy(&c.layer);

@@ -242,8 +242,10 @@ int bench_write_csv(FILE *out, const bench_run *run)
         const bench_device *dev = &run->devices[d];
         for (size_t t = 0; t < dev->count; t++) {
             const bench_result *r = &dev->tests[t];
-            const char *fields[] = { run->date, dev->selector, dev->info.device_name,
-                                     dev->info.platform_name, r->id, r->group, r->label };
+            const char *fields[] = {
+                run->date, dev->selector, dev->info.device_name, dev->info.platform_name, r->id,
+                r->group,  r->label
+            };
             for (size_t f = 0; f < sizeof(fields) / sizeof(fields[0]); f++) {
                 csv_str(out, fields[f]);
                 fputc(',', out);
@@ -439,14 +441,13 @@ static bool load_run(const cJSON *root, bench_run *run, char *err, size_t errlen
             }
             r->gflops = r->gbs = r->share = -1;
             if (!strcmp(status, "skipped")) {
-                if (!get_str(jt, "reason", r->reason, sizeof(r->reason), false, err, errlen,
-                             where))
+                if (!get_str(jt, "reason", r->reason, sizeof(r->reason), false, err, errlen, where))
                     return false;
                 continue;
             }
             if (strcmp(status, "ok")) {
-                snprintf(err, errlen, "%s: \"status\" is \"%s\", not \"ok\" or \"skipped\"",
-                         where, status);
+                snprintf(err, errlen, "%s: \"status\" is \"%s\", not \"ok\" or \"skipped\"", where,
+                         status);
                 return false;
             }
             r->ok = true;
@@ -466,8 +467,9 @@ static bool load_run(const cJSON *root, bench_run *run, char *err, size_t errlen
                 return false;
             }
             r->runs = runs > 0 ? (unsigned)runs : 0;
-            r->ceiling = !strcmp(ceil, "fma") ? BENCH_CEIL_FMA
-                         : !strcmp(ceil, "copy") ? BENCH_CEIL_COPY : BENCH_CEIL_NONE;
+            r->ceiling = !strcmp(ceil, "fma")    ? BENCH_CEIL_FMA
+                         : !strcmp(ceil, "copy") ? BENCH_CEIL_COPY
+                                                 : BENCH_CEIL_NONE;
         }
         dev->count = (size_t)cJSON_GetArraySize(tests);
         run->device_count++;
@@ -530,8 +532,10 @@ void bench_print_compare(FILE *out, const bench_run *now, const bench_run *base,
             continue;
         }
         if (by_position)
-            fprintf(out, "    (no device of that name in the saved run: compared with its "
-                         "device %zu, %s)\n", d + 1, old->info.device_name);
+            fprintf(out,
+                    "    (no device of that name in the saved run: compared with its "
+                    "device %zu, %s)\n",
+                    d + 1, old->info.device_name);
         fprintf(out, "    %-12s %-8s %12s %12s %10s %12s %12s %10s\n", "test", "unit", "saved",
                 "now", "change %", "saved ms", "now ms", "time %");
         for (size_t t = 0; t < dev->count; t++) {
@@ -541,13 +545,16 @@ void bench_print_compare(FILE *out, const bench_run *now, const bench_run *base,
             double v = bench_primary(r, &unit);
             double ov = o ? bench_primary(o, &ounit) : -1;
             if (!r->ok) {
-                fprintf(out, "    %-12s %-8s %12s %12s %10s\n", r->id, "-",
-                        o && o->ok ? "ok" : "-", "skipped", "-");
+                fprintf(out, "    %-12s %-8s %12s %12s %10s\n", r->id, "-", o && o->ok ? "ok" : "-",
+                        "skipped", "-");
                 continue;
             }
             if (!o || !o->ok || ov < 0 || strcmp(unit, ounit)) {
                 fprintf(out, "    %-12s %-8s %12s %12.2f %10s %12s %12.2f %10s\n", r->id, unit,
-                        !o ? "absent" : !o->ok ? "skipped" : "-", v, "new", "-", r->ms, "-");
+                        !o       ? "absent"
+                        : !o->ok ? "skipped"
+                                 : "-",
+                        v, "new", "-", r->ms, "-");
                 continue;
             }
             double change = ov > 0 ? 100.0 * (v / ov - 1.0) : 0.0;

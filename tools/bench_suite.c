@@ -87,7 +87,10 @@ void suite_skip_status(suite *s, bench_result *r, pfx_status st)
         suite_skip(r, "%s: %s", pfx_status_string(st), msg);
 }
 
-double suite_mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+double suite_mib(double bytes)
+{
+    return bytes / (1024.0 * 1024.0);
+}
 
 /* Whether `total` bytes (largest single buffer `largest`) fit the device; a
  * quarter of the memory stays free for the library's workspaces. */
@@ -96,12 +99,12 @@ bool suite_fits(suite *s, bench_result *r, double total, double largest)
     const pfx_device_info *info = &s->dev->info;
     if (largest > (double)info->max_alloc_bytes) {
         suite_skip(r, "too little memory: a %.0f MiB buffer, the device allocates at most %.0f MiB",
-             suite_mib(largest), suite_mib((double)info->max_alloc_bytes));
+                   suite_mib(largest), suite_mib((double)info->max_alloc_bytes));
         return false;
     }
     if (total > 0.75 * (double)info->global_mem_bytes) {
-        suite_skip(r, "too little memory: needs %.0f MiB, the device has %.0f MiB", suite_mib(total),
-             suite_mib((double)info->global_mem_bytes));
+        suite_skip(r, "too little memory: needs %.0f MiB, the device has %.0f MiB",
+                   suite_mib(total), suite_mib((double)info->global_mem_bytes));
         return false;
     }
     return true;
@@ -109,21 +112,23 @@ bool suite_fits(suite *s, bench_result *r, double total, double largest)
 
 /* In --quick, whether the test would be too slow to time (then skipped). */
 bool suite_quick_too_slow(suite *s, bench_result *r, double flops, double hint_gflops,
-                           const char *hint)
+                          const char *hint)
 {
     if (!s->quick || hint_gflops <= 0)
         return false;
     double predicted = flops / (hint_gflops * 1e9);
     if (predicted <= QUICK_MAX_RUN_S)
         return false;
-    suite_skip(r, "--quick: one run would take about %.1f s here (at the rate of %s); run without "
-            "--quick", predicted, hint);
+    suite_skip(r,
+               "--quick: one run would take about %.1f s here (at the rate of %s); run without "
+               "--quick",
+               predicted, hint);
     return true;
 }
 
 /* Times fn and fills the figures: flops and bytes per run (0: not counted). */
 void suite_measure(suite *s, bench_result *r, bench_enqueue_fn fn, void *ctx, double flops,
-                    double bytes, bench_ceiling ceiling)
+                   double bytes, bench_ceiling ceiling)
 {
     r->reason[0] = '\0';
     pfx_status st = bench_measure(s->rt, &s->timing, fn, ctx, r, &s->host_timer);
@@ -150,7 +155,7 @@ void suite_measure(suite *s, bench_result *r, bench_enqueue_fn fn, void *ctx, do
 /* A float32 tensor of random values in [-amp, amp]: a 64 Ki-value random
  * block written over and over (benchmark data need not be unique). */
 pfx_status suite_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shape, uint64_t seed,
-                                float amp, pfx_tensor **out)
+                               float amp, pfx_tensor **out)
 {
     enum { BLOCK = 1 << 16 };
     pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, ndim, shape, out);
@@ -222,8 +227,9 @@ size_t bench_suite_size(const pfx_device_info *info)
 void bench_suite_run(pfx_runtime *rt, bool quick, const char *only, bench_device *dev,
                      bench_progress_fn progress, void *user)
 {
-    suite s = { .rt = rt, .quick = quick, .dev = dev, .progress = progress, .user = user,
-                .only = only };
+    suite s = {
+        .rt = rt, .quick = quick, .dev = dev, .progress = progress, .user = user, .only = only
+    };
     s.timing.target_s = quick ? 0.2 : 1.0;
     s.timing.min_runs = quick ? 3 : 5;
     s.timing.max_runs = quick ? 200 : 1000;
@@ -243,7 +249,8 @@ void bench_suite_run(pfx_runtime *rt, bool quick, const char *only, bench_device
     family_encoder(&s, true);
     family_layer_step(&s, sgemm_rate);
     snprintf(dev->timer, sizeof(dev->timer), "%s", s.host_timer ? "host" : "events");
-    snprintf(dev->gemm, sizeof(dev->gemm), "%s", pfx_gemm_backend_name(pfx_runtime_gemm_backend(rt)));
+    snprintf(dev->gemm, sizeof(dev->gemm), "%s",
+             pfx_gemm_backend_name(pfx_runtime_gemm_backend(rt)));
     const char *tuning = pfx_runtime_gemm_tuning(rt); /* its first word */
     snprintf(dev->gemm_tuning, sizeof(dev->gemm_tuning), "%.*s", (int)strcspn(tuning, " "), tuning);
 }

@@ -14,7 +14,7 @@
 #include "tolerances.h"
 
 typedef struct att_spec {
-    const char *tag;        /* what the shape line says besides the sizes */
+    const char *tag; /* what the shape line says besides the sizes */
     size_t B, H, Hkv, N, M, P, D, bank;
     pfx_layout q_layout, kv_layout, o_layout;
     bool causal, lens, dim_gain, half;
@@ -35,18 +35,31 @@ static void problem_free(att_problem *p)
 
 static pfx_status problem_make(pfx_runtime *rt, const att_spec *s, att_problem *p)
 {
-    attn_fixture_spec fs = { .B = s->B, .H = s->H, .Hkv = s->Hkv, .N = s->N, .M = s->M,
-                             .P = s->P, .D = s->D, .bank = s->bank, .q_layout = s->q_layout,
-                             .kv_layout = s->kv_layout, .o_layout = s->o_layout,
-                             .causal = s->causal, .lens = s->lens, .dim_gain = s->dim_gain,
-                             .half = s->half, .gain = s->gain, .ramp = 0.8f,
-                             .amplitude = s->amplitude, .hidden_item = s->B - 1,
+    attn_fixture_spec fs = { .B = s->B,
+                             .H = s->H,
+                             .Hkv = s->Hkv,
+                             .N = s->N,
+                             .M = s->M,
+                             .P = s->P,
+                             .D = s->D,
+                             .bank = s->bank,
+                             .q_layout = s->q_layout,
+                             .kv_layout = s->kv_layout,
+                             .o_layout = s->o_layout,
+                             .causal = s->causal,
+                             .lens = s->lens,
+                             .dim_gain = s->dim_gain,
+                             .half = s->half,
+                             .gain = s->gain,
+                             .ramp = 0.8f,
+                             .amplitude = s->amplitude,
+                             .hidden_item = s->B - 1,
                              .seed = s->seed };
     ref_rng rng;
     pfx_status st = attn_fixture_make(rt, &fs, &rng, &p->f);
     static const char *gains[] = { "off", "lin", "tanh" };
-    snprintf(p->shape, sizeof(p->shape), "B%zu H%zu/%zu N%zu M%zu P%zu D%zu %s%s%s %s", s->B,
-             s->H, s->Hkv, s->N, s->M, s->P, s->D, gains[s->gain], s->half ? " f16" : "",
+    snprintf(p->shape, sizeof(p->shape), "B%zu H%zu/%zu N%zu M%zu P%zu D%zu %s%s%s %s", s->B, s->H,
+             s->Hkv, s->N, s->M, s->P, s->D, gains[s->gain], s->half ? " f16" : "",
              s->causal ? " causal" : "", s->tag);
     return st;
 }
@@ -69,12 +82,18 @@ static size_t q_shape(const pfx_attention_desc *d, pfx_layout l, size_t *s)
 /* ---- forward ----------------------------------------------------------- */
 
 static const att_spec forward_specs[] = {
-    { "shared", 2, 4, 2, 37, 53, 7, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR, 1.0f, 101 },
-    { "bank lens", 3, 4, 4, 29, 41, 11, 32, 4, 0, 0, 0, true, true, false, false, PFX_GAIN_TANH, 1.5f, 102 },
-    { "GQA bnhd", 2, 8, 2, 33, 33, 5, 80, 0, 1, 1, 1, true, false, false, false, PFX_GAIN_OFF, 1.0f, 103 },
-    { "MQA decode", 2, 4, 1, 3, 300, 16, 128, 0, 0, 1, 0, true, false, false, false, PFX_GAIN_LINEAR, 1.0f, 104 },
-    { "dim-gain P=0", 1, 2, 2, 47, 47, 0, 96, 0, 0, 0, 1, false, false, true, false, PFX_GAIN_TANH, 1.0f, 105 },
-    { "half", 2, 4, 2, 41, 57, 9, 64, 0, 1, 0, 0, true, true, false, true, PFX_GAIN_LINEAR, 1.0f, 106 },
+    { "shared", 2, 4, 2, 37, 53, 7, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR,
+      1.0f, 101 },
+    { "bank lens", 3, 4, 4, 29, 41, 11, 32, 4, 0, 0, 0, true, true, false, false, PFX_GAIN_TANH,
+      1.5f, 102 },
+    { "GQA bnhd", 2, 8, 2, 33, 33, 5, 80, 0, 1, 1, 1, true, false, false, false, PFX_GAIN_OFF, 1.0f,
+      103 },
+    { "MQA decode", 2, 4, 1, 3, 300, 16, 128, 0, 0, 1, 0, true, false, false, false,
+      PFX_GAIN_LINEAR, 1.0f, 104 },
+    { "dim-gain P=0", 1, 2, 2, 47, 47, 0, 96, 0, 0, 0, 1, false, false, true, false, PFX_GAIN_TANH,
+      1.0f, 105 },
+    { "half", 2, 4, 2, 41, 57, 9, 64, 0, 1, 0, 0, true, true, false, true, PFX_GAIN_LINEAR, 1.0f,
+      106 },
 };
 
 static void forward_case(pfx_runtime *rt, check_totals *totals, const att_spec *s)
@@ -107,8 +126,7 @@ static void forward_case(pfx_runtime *rt, check_totals *totals, const att_spec *
         eo = rel_l2(ro, go, ref_q_count(&p.f.d));
         el = rel_l2(rlse, glse, ref_lse_count(&p.f.d));
     }
-    check_report(totals, "attn_fwd O", p.shape, st, rt, eo,
-                 s->half ? TOL_FWD_F16 : TOL_FWD_F32);
+    check_report(totals, "attn_fwd O", p.shape, st, rt, eo, s->half ? TOL_FWD_F16 : TOL_FWD_F32);
     check_report(totals, "attn_fwd LSE", p.shape, st, rt, el, TOL_FWD_F32); /* always f32 */
     free(go);
     free(glse);
@@ -128,9 +146,12 @@ void check_attention_forward(pfx_runtime *rt, check_totals *totals)
 /* ---- backward ---------------------------------------------------------- */
 
 static const att_spec backward_specs[] = {
-    { "shared", 2, 4, 2, 23, 31, 5, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR, 1.0f, 201 },
-    { "bank lens", 3, 4, 2, 19, 27, 6, 32, 2, 0, 1, 0, true, true, false, false, PFX_GAIN_TANH, 1.0f, 202 },
-    { "dim-gain decode", 2, 4, 1, 4, 70, 8, 64, 0, 1, 0, 1, true, false, true, false, PFX_GAIN_LINEAR, 1.0f, 203 },
+    { "shared", 2, 4, 2, 23, 31, 5, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR,
+      1.0f, 201 },
+    { "bank lens", 3, 4, 2, 19, 27, 6, 32, 2, 0, 1, 0, true, true, false, false, PFX_GAIN_TANH,
+      1.0f, 202 },
+    { "dim-gain decode", 2, 4, 1, 4, 70, 8, 64, 0, 1, 0, 1, true, false, true, false,
+      PFX_GAIN_LINEAR, 1.0f, 203 },
 };
 
 static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec *s)
@@ -174,16 +195,20 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
         st = pfx_attention_backward(rt, d, &p.f.in, o, lse, d_o, &grads);
 
     static const char *names[7] = { "dQ", "dK", "dV", "dKp", "dVp", "dgain", "ddim_gain" };
-    size_t counts[7] = { ref_q_count(d), ref_kv_count(d), ref_kv_count(d),
-                         ref_prefix_count(d, s->bank), ref_prefix_count(d, s->bank), s->H,
+    size_t counts[7] = { ref_q_count(d),
+                         ref_kv_count(d),
+                         ref_kv_count(d),
+                         ref_prefix_count(d, s->bank),
+                         ref_prefix_count(d, s->bank),
+                         s->H,
                          s->H * s->D };
     double *ref[7] = { 0 };
     for (int i = 0; i < 7; i++)
         if (g[i])
             ref[i] = malloc(counts[i] * sizeof(double));
     if (st == PFX_SUCCESS)
-        ref_attention_backward(d, s->bank, p.f.q, p.f.k, p.f.v, p.f.pk, p.f.pv, hdo, ref[0],
-                               ref[1], ref[2], ref[3], ref[4], ref[5], ref[6]);
+        ref_attention_backward(d, s->bank, p.f.q, p.f.k, p.f.v, p.f.pk, p.f.pv, hdo, ref[0], ref[1],
+                               ref[2], ref[3], ref[4], ref[5], ref[6]);
     for (int i = 0; i < 7; i++) {
         if (!g[i])
             continue;
@@ -213,9 +238,12 @@ void check_attention_backward(pfx_runtime *rt, check_totals *totals)
 /* ---- stats and the probability map ------------------------------------- */
 
 static const att_spec stats_specs[] = {
-    { "shared k=5", 2, 4, 2, 37, 53, 7, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR, 1.0f, 301 },
-    { "bank lens k=32", 3, 4, 2, 29, 41, 5, 32, 3, 1, 1, 1, true, true, true, true, PFX_GAIN_TANH, 2.0f, 302 },
-    { "decode k=1", 2, 4, 1, 3, 200, 8, 128, 0, 0, 0, 0, true, false, false, false, PFX_GAIN_OFF, 1.0f, 303 },
+    { "shared k=5", 2, 4, 2, 37, 53, 7, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR,
+      1.0f, 301 },
+    { "bank lens k=32", 3, 4, 2, 29, 41, 5, 32, 3, 1, 1, 1, true, true, true, true, PFX_GAIN_TANH,
+      2.0f, 302 },
+    { "decode k=1", 2, 4, 1, 3, 200, 8, 128, 0, 0, 0, 0, true, false, false, false, PFX_GAIN_OFF,
+      1.0f, 303 },
 };
 static const unsigned stats_k[] = { 5, 32, 1 };
 

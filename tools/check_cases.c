@@ -15,7 +15,8 @@ void check_report(check_totals *totals, const char *op, const char *shape, pfx_s
         printf("%-22s %-56s %12s %12.1e  FAIL (%s)\n", op, shape, "-", tolerance,
                pfx_last_error(rt));
     else
-        printf("%-22s %-56s %12.2e %12.1e  %s\n", op, shape, error, tolerance, ok ? "pass" : "FAIL");
+        printf("%-22s %-56s %12.2e %12.1e  %s\n", op, shape, error, tolerance,
+               ok ? "pass" : "FAIL");
 }
 
 /* axpby on a float32 and a half destination of awkward length. */

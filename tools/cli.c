@@ -53,8 +53,7 @@ static bool option_value(const cli_option *o, const char *v)
             return false;
         *(uint64_t *)o->target = u;
         return true;
-    case CLI_FLOAT:
-        return cli_float(v, o->lo, o->hi, (float *)o->target);
+    case CLI_FLOAT: return cli_float(v, o->lo, o->hi, (float *)o->target);
     case CLI_TEXT:
         if (!*v)
             return false;
@@ -67,8 +66,7 @@ static bool option_value(const cli_option *o, const char *v)
                 return true;
             }
         return false;
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -77,22 +75,19 @@ static void option_expect(const cli_option *o, char *out, size_t cap)
 {
     switch (o->kind) {
     case CLI_SIZE:
-    case CLI_U64:
-        snprintf(out, cap, "an integer in %.0f..%.0f", o->lo, o->hi);
-        break;
-    case CLI_FLOAT:
-        snprintf(out, cap, "a number in [%g, %g]", o->lo, o->hi);
-        break;
+    case CLI_U64: snprintf(out, cap, "an integer in %.0f..%.0f", o->lo, o->hi); break;
+    case CLI_FLOAT: snprintf(out, cap, "a number in [%g, %g]", o->lo, o->hi); break;
     case CLI_CHOICE: {
         size_t at = 0;
         for (int i = 0; o->choices[i] && at < cap; i++)
-            at += (size_t)snprintf(out + at, cap - at, "%s%s", !i ? "" : o->choices[i + 1] ? ", " : " or ",
+            at += (size_t)snprintf(out + at, cap - at, "%s%s",
+                                   !i                  ? ""
+                                   : o->choices[i + 1] ? ", "
+                                                       : " or ",
                                    o->choices[i]);
         break;
     }
-    default:
-        snprintf(out, cap, "a name");
-        break;
+    default: snprintf(out, cap, "a name"); break;
     }
 }
 
@@ -116,7 +111,8 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, si
             }
         char msg[600];
         if (!o) {
-            snprintf(msg, sizeof(msg), "%s '%s'", strncmp(a, "--", 2) ? "unexpected argument" : "unknown option", a);
+            snprintf(msg, sizeof(msg), "%s '%s'",
+                     strncmp(a, "--", 2) ? "unexpected argument" : "unknown option", a);
             return option_error(cmd, usage, msg);
         }
         if (o->kind == CLI_FLAG) {
@@ -177,12 +173,14 @@ bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, ch
         }
         *dot = '\0';
         if (!cli_uint(item, 0, layers - 1, &l) || !cli_uint(dot + 1, 0, heads - 1, &h)) {
-            snprintf(why, cap, "'%s.%s' is not LAYER.HEAD with a layer below %zu and a head below %zu", item, dot + 1,
-                     layers, heads);
+            snprintf(why, cap,
+                     "'%s.%s' is not LAYER.HEAD with a layer below %zu and a head below %zu", item,
+                     dot + 1, layers, heads);
             break;
         }
         if (m[l * heads + h]) {
-            snprintf(why, cap, "head %llu.%llu is given twice", (unsigned long long)l, (unsigned long long)h);
+            snprintf(why, cap, "head %llu.%llu is given twice", (unsigned long long)l,
+                     (unsigned long long)h);
             break;
         }
         m[l * heads + h] = 1;
@@ -304,8 +302,8 @@ static bool make_dir(const char *cmd, const char *option, const char *shown, con
     return true;
 }
 
-bool cli_check_output_dir(const char *cmd, const char *option, const char *dir, const char *const *names,
-                          size_t n)
+bool cli_check_output_dir(const char *cmd, const char *option, const char *dir,
+                          const char *const *names, size_t n)
 {
     if (!make_dir(cmd, option, dir, dir))
         return false;
@@ -378,7 +376,8 @@ int cli_finish_stdout(int status)
         err = errno;
     }
     if (bad) {
-        fprintf(stderr, "prefixcl: writing standard output: %s\n", err ? strerror(err) : "write error");
+        fprintf(stderr, "prefixcl: writing standard output: %s\n",
+                err ? strerror(err) : "write error");
         return status ? status : 1;
     }
     return status;

@@ -28,7 +28,8 @@ bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
  * H < heads) separated by one comma (spaces around it allowed), none twice:
  * a malloc'ed mask [layers * heads], 1 at l * heads + h for each. False with
  * why (cap bytes) naming the first bad item. */
-bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, char *why, size_t cap);
+bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, char *why,
+               size_t cap);
 
 /* One option of a command's table (cli_parse). */
 typedef enum cli_kind {
@@ -41,11 +42,11 @@ typedef enum cli_kind {
 } cli_kind;
 
 typedef struct cli_option {
-    const char *name;            /* "--steps" */
+    const char *name; /* "--steps" */
     cli_kind kind;
     void *target;
-    double lo, hi;               /* CLI_SIZE, CLI_U64, CLI_FLOAT */
-    const char *const *choices;  /* CLI_CHOICE */
+    double lo, hi;              /* CLI_SIZE, CLI_U64, CLI_FLOAT */
+    const char *const *choices; /* CLI_CHOICE */
 } cli_option;
 
 /* Parses argv[1 .. argc) against the table: every argument an option of it
@@ -72,8 +73,8 @@ bool cli_check_output(const char *cmd, const char *option, const char *path);
  * something else has its name, and each of names[0 .. n) inside it checked
  * as by cli_check_output (a name ending in '/' is a folder inside: made,
  * then checked as one). False after saying why. */
-bool cli_check_output_dir(const char *cmd, const char *option, const char *dir, const char *const *names,
-                          size_t n);
+bool cli_check_output_dir(const char *cmd, const char *option, const char *dir,
+                          const char *const *names, size_t n);
 
 /* A stop asked by SIGINT (Ctrl-C) or SIGTERM (what kill, systemd and Slurm
  * send): between cli_stop_catch and cli_stop_release both only set cli_stop

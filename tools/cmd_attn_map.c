@@ -23,7 +23,8 @@
 static int usage(void)
 {
     fprintf(stderr,
-            "usage: prefixcl attn-map --model DIR ... (a model's attention over a text; --model alone: its usage)\n"
+            "usage: prefixcl attn-map --model DIR ... (a model's attention over a text; --model "
+            "alone: its usage)\n"
             "       prefixcl attn-map [--device SEL] [--out FILE.png|FILE.svg] [--csv FILE]\n"
             "         [--seed S] [--n N] [--m M] [--p P] [--d D] [--heads H] [--head I | --grid]\n"
             "         [--gain G] [--gain-mode off|linear|tanh] [--causal]\n"
@@ -198,9 +199,10 @@ int cmd_attn_map(int argc, char **argv)
         else if (!strcmp(a, "--gain")) {
             ok = cli_float(v, -HUGE_VAL, HUGE_VAL, &gain);
         } else if (!strcmp(a, "--gain-mode")) {
-            mode = !strcmp(v, "off") ? PFX_GAIN_OFF
+            mode = !strcmp(v, "off")      ? PFX_GAIN_OFF
                    : !strcmp(v, "linear") ? PFX_GAIN_LINEAR
-                   : !strcmp(v, "tanh") ? PFX_GAIN_TANH : (pfx_gain_mode)-1;
+                   : !strcmp(v, "tanh")   ? PFX_GAIN_TANH
+                                          : (pfx_gain_mode)-1;
             ok = (int)mode >= 0;
         } else
             ok = false;

@@ -200,8 +200,7 @@ int cmd_bench(int argc, char **argv)
                 return usage(stderr);
             }
             if (nsel >= BENCH_MAX_DEVICES) {
-                fprintf(stderr, "prefixcl bench: at most %d --device options\n",
-                        BENCH_MAX_DEVICES);
+                fprintf(stderr, "prefixcl bench: at most %d --device options\n", BENCH_MAX_DEVICES);
                 return 2;
             }
             selectors[nsel++] = argv[++i];
@@ -245,7 +244,8 @@ int cmd_bench(int argc, char **argv)
             return 2;
         }
     }
-    const char *outs[][2] = { { "--json", json_path }, { "--csv", csv_path },
+    const char *outs[][2] = { { "--json", json_path },
+                              { "--csv", csv_path },
                               { "--plot", plot_path } };
     for (size_t i = 0; i < 3; i++) {
         if (!outs[i][1])
@@ -295,8 +295,10 @@ int cmd_bench(int argc, char **argv)
         fflush(stdout);
     }
     if (cli_stop)
-        fprintf(stderr, "prefixcl bench: stopped by signal %d: the tests not run are left out of the results\n",
-                (int)cli_stop);
+        fprintf(
+            stderr,
+            "prefixcl bench: stopped by signal %d: the tests not run are left out of the results\n",
+            (int)cli_stop);
     if (run.device_count > 1)
         bench_print_side_by_side(stdout, &run);
     if (compare_path)

@@ -24,7 +24,8 @@ int cmd_check(int argc, char **argv)
     if (!rt)
         return 1;
     const pfx_device_info *info = pfx_runtime_device(rt);
-    printf("device: %s / %s (%s)\n\n", info->platform_name, info->device_name, info->driver_version);
+    printf("device: %s / %s (%s)\n\n", info->platform_name, info->device_name,
+           info->driver_version);
     printf("%-22s %-56s %12s %12s  %s\n", "operation", "shape", "error", "tolerance", "result");
     check_totals totals = { 0, 0 };
     for (size_t i = 0; i < check_case_count; i++)

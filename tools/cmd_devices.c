@@ -39,8 +39,8 @@ static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info
     printf("{\n  \"devices\": [");
     for (size_t i = 0; i < n; i++) {
         const pfx_device_info *x = &d[i];
-        bool is_default = def && def->platform_index == x->platform_index &&
-                          def->device_index == x->device_index;
+        bool is_default =
+            def && def->platform_index == x->platform_index && def->device_index == x->device_index;
         printf("%s\n    {\"selector\": \"%u:%u\", \"default\": %s, \"platform\": ", i ? "," : "",
                x->platform_index, x->device_index, is_default ? "true" : "false");
         tool_json_string(stdout, x->platform_name);
@@ -80,14 +80,17 @@ static void print_json(const pfx_device_info *d, size_t n, const pfx_device_info
     printf("\n  ]\n}\n");
 }
 
-static const char *yes(bool b) { return b ? "yes" : "no"; }
+static const char *yes(bool b)
+{
+    return b ? "yes" : "no";
+}
 
 static void print_text(const pfx_device_info *d, size_t n, const pfx_device_info *def)
 {
     for (size_t i = 0; i < n; i++) {
         const pfx_device_info *x = &d[i];
-        bool is_default = def && def->platform_index == x->platform_index &&
-                          def->device_index == x->device_index;
+        bool is_default =
+            def && def->platform_index == x->platform_index && def->device_index == x->device_index;
         printf("%s %u:%u  %s\n", is_default ? "*" : " ", x->platform_index, x->device_index,
                x->device_name);
         printf("      platform          : %s\n", x->platform_name);
@@ -124,7 +127,8 @@ int cmd_devices(int argc, char **argv)
         if (!strcmp(argv[i], "--json")) {
             json = true;
         } else {
-            fprintf(stderr, "prefixcl devices: unknown option '%s'\nusage: prefixcl devices [--json]\n",
+            fprintf(stderr,
+                    "prefixcl devices: unknown option '%s'\nusage: prefixcl devices [--json]\n",
                     argv[i]);
             return 2;
         }

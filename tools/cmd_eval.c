@@ -11,14 +11,17 @@
 
 static int usage(FILE *out)
 {
-    fprintf(out, "usage: prefixcl eval --model DIR [--adapter PATH] --data FILE [--max-length N] [--batch B]\n"
-                 "                     [--device SEL]\n"
-                 "  --data FILE      text (one example a line) or JSONL (text, or prompt + completion:\n"
-                 "                   the completion's tokens are scored); needs the folder's tokenizer\n"
-                 "  --max-length N   tokens kept per example (default 256, at most the model's positions)\n"
-                 "  --batch B        examples per forward (default 4)\n"
-                 "Prints the mean loss over the scored tokens and its perplexity, for the frozen model\n"
-                 "and with the adapter.\n");
+    fprintf(
+        out,
+        "usage: prefixcl eval --model DIR [--adapter PATH] --data FILE [--max-length N] [--batch "
+        "B]\n"
+        "                     [--device SEL]\n"
+        "  --data FILE      text (one example a line) or JSONL (text, or prompt + completion:\n"
+        "                   the completion's tokens are scored); needs the folder's tokenizer\n"
+        "  --max-length N   tokens kept per example (default 256, at most the model's positions)\n"
+        "  --batch B        examples per forward (default 4)\n"
+        "Prints the mean loss over the scored tokens and its perplexity, for the frozen model\n"
+        "and with the adapter.\n");
     return out == stdout ? 0 : 2;
 }
 

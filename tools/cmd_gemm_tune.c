@@ -71,7 +71,7 @@ int cmd_gemm_tune(int argc, char **argv)
         } else if (!strcmp(a, "--device")) {
             device = v;
         } else if (!strcmp(a, "--time-limit") ? !cli_uint(v, 1, 86400, &limit)
-                                               : !cli_uint(v, 0, UINT64_MAX, &seed)) {
+                                              : !cli_uint(v, 0, UINT64_MAX, &seed)) {
             fprintf(stderr, "prefixcl gemm-tune: %s %s: not an integer in range\n\n", a, v);
             return usage(stderr);
         }
@@ -92,8 +92,9 @@ int cmd_gemm_tune(int argc, char **argv)
         fprintf(stderr, "gemm-tune: %s (%s, driver %s), up to %llu s\n", info->device_name,
                 info->platform_name, info->driver_version, (unsigned long long)limit);
     progress prog = { .tty = isatty(STDERR_FILENO) != 0, .quiet = quiet, .last_line = -1 };
-    pfx_gemm_tune_params params = { .time_limit_s = (double)limit, .seed = seed,
-                                    .progress = on_progress, .user = &prog };
+    pfx_gemm_tune_params params = {
+        .time_limit_s = (double)limit, .seed = seed, .progress = on_progress, .user = &prog
+    };
     pfx_gemm_tune_report rep;
     pfx_status st = pfx_gemm_tune(rt, &params, &rep);
     if (prog.tty && !quiet)

@@ -13,28 +13,34 @@
 #include "tool_util.h"
 
 #define MAX_PROMPTS 64 /* of each prompt option; a --prompts file may hold any number of lines */
-#define MAX_STOPS 16
+#define MAX_STOPS   16
 
 static int usage(FILE *out)
 {
-    fprintf(out,
-            "usage: prefixcl generate --model DIR [--adapter PATH]... (--prompt TEXT | --prompts FILE |\n"
-            "                         --prompt-ids IDS)... [options]\n"
-            "  --adapter PATH     a PEFT prefix-tuning folder, a prefixcl prefixes file, or the gains of\n"
-            "                     `prefixcl pretrain` (OUT/gains.safetensors or OUT) (repeatable; gains\n"
-            "                     and prefixes not together); every prompt runs with every adapter, in\n"
-            "                     batches of up to 8\n"
-            "  --prompt TEXT      a prompt (needs the folder's tokenizer)\n"
-            "  --prompts FILE     one prompt a line\n"
-            "  --prompt-ids IDS   a prompt as token ids (\"5 17 3\"), for folders without tokenizer\n"
-            "  --max-new-tokens N (default 32)   --temperature T (0: greedy)   --top-k K   --top-p P\n"
-            "  --seed S (request i samples with seed S + i)\n"
-            "  --stop ID          a stop token (repeatable; default: config.json's eos_token_id and\n"
-            "                     the tokenizer's EOS)\n"
-            "  --device SEL\n"
-            "  --json             one JSON object a line per request (prompt, prompt_ids, adapter, ids,\n"
-            "                     text, stop_reason, tokens_per_s); default: the text of a single\n"
-            "                     request as it comes, or a block per request\n");
+    fprintf(
+        out,
+        "usage: prefixcl generate --model DIR [--adapter PATH]... (--prompt TEXT | --prompts FILE "
+        "|\n"
+        "                         --prompt-ids IDS)... [options]\n"
+        "  --adapter PATH     a PEFT prefix-tuning folder, a prefixcl prefixes file, or the gains "
+        "of\n"
+        "                     `prefixcl pretrain` (OUT/gains.safetensors or OUT) (repeatable; "
+        "gains\n"
+        "                     and prefixes not together); every prompt runs with every adapter, "
+        "in\n"
+        "                     batches of up to 8\n"
+        "  --prompt TEXT      a prompt (needs the folder's tokenizer)\n"
+        "  --prompts FILE     one prompt a line\n"
+        "  --prompt-ids IDS   a prompt as token ids (\"5 17 3\"), for folders without tokenizer\n"
+        "  --max-new-tokens N (default 32)   --temperature T (0: greedy)   --top-k K   --top-p P\n"
+        "  --seed S (request i samples with seed S + i)\n"
+        "  --stop ID          a stop token (repeatable; default: config.json's eos_token_id and\n"
+        "                     the tokenizer's EOS)\n"
+        "  --device SEL\n"
+        "  --json             one JSON object a line per request (prompt, prompt_ids, adapter, "
+        "ids,\n"
+        "                     text, stop_reason, tokens_per_s); default: the text of a single\n"
+        "                     request as it comes, or a block per request\n");
     return out == stdout ? 0 : 2;
 }
 
@@ -49,9 +55,9 @@ typedef struct prompt {
 typedef struct stream {
     const serve_ctx *ctx;
     pfx_request *req;
-    size_t printed;     /* bytes of the decoded output already written */
-    bool live;          /* a single request: print as the tokens come */
-    double last[8];     /* tool_now_s() of each request's latest token */
+    size_t printed; /* bytes of the decoded output already written */
+    bool live;      /* a single request: print as the tokens come */
+    double last[8]; /* tool_now_s() of each request's latest token */
 } stream;
 
 /* The decoded text of a request's output so far (or its ids). */
@@ -59,8 +65,8 @@ static char *render(const serve_ctx *ctx, const pfx_request *q)
 {
     char *text = NULL;
     size_t len = 0;
-    if (ctx->tok && pfx_tokenizer_decode(ctx->tok, q->out, q->out_len, PFX_DECODE_SKIP_SPECIAL, &text, &len) ==
-                        PFX_SUCCESS)
+    if (ctx->tok && pfx_tokenizer_decode(ctx->tok, q->out, q->out_len, PFX_DECODE_SKIP_SPECIAL,
+                                         &text, &len) == PFX_SUCCESS)
         return text;
     size_t cap = q->out_len * 12 + 1, n = 0;
     text = malloc(cap);
@@ -156,8 +162,8 @@ static bool add_text_prompt(serve_ctx *ctx, const char *text, prompt *p)
         fprintf(stderr, "prefixcl generate: the model folder has no tokenizer: use --prompt-ids\n");
         return false;
     }
-    if (pfx_tokenizer_encode(ctx->tok, text, strlen(text), PFX_ENCODE_ADD_SPECIAL, &p->ids, &p->len) !=
-            PFX_SUCCESS ||
+    if (pfx_tokenizer_encode(ctx->tok, text, strlen(text), PFX_ENCODE_ADD_SPECIAL, &p->ids,
+                             &p->len) != PFX_SUCCESS ||
         p->len == 0) {
         fprintf(stderr, "prefixcl generate: prompt \"%s\": %s\n", text,
                 p->len ? pfx_last_error(NULL) : "no tokens");
@@ -178,7 +184,8 @@ static bool ended_at_stop(const pfx_request *q, const int32_t *stops, size_t nst
 
 int cmd_generate(int argc, char **argv)
 {
-    const char *model = NULL, *device = NULL, *texts[MAX_PROMPTS], *files[MAX_PROMPTS], *idtexts[MAX_PROMPTS];
+    const char *model = NULL, *device = NULL, *texts[MAX_PROMPTS], *files[MAX_PROMPTS],
+               *idtexts[MAX_PROMPTS];
     size_t ntexts = 0, nfiles = 0, nids = 0, nstop = 0;
     int32_t stops[MAX_STOPS];
     uint64_t max_new = 32, top_k = 0, seed = 0, u;
@@ -222,10 +229,13 @@ int cmd_generate(int argc, char **argv)
                                       (!strcmp(a, "--prompts") && nfiles == MAX_PROMPTS) ||
                                       (!strcmp(a, "--prompt-ids") && nids == MAX_PROMPTS);
             if (prompts_full)
-                fprintf(stderr, "prefixcl generate: at most %d %s options (more prompts: one a line of a "
-                        "--prompts file)\n", MAX_PROMPTS, a);
+                fprintf(stderr,
+                        "prefixcl generate: at most %d %s options (more prompts: one a line of a "
+                        "--prompts file)\n",
+                        MAX_PROMPTS, a);
             else if (!strcmp(a, "--adapter") && ctx.adapters == SERVE_MAX_ADAPTERS)
-                fprintf(stderr, "prefixcl generate: at most %d --adapter options\n", SERVE_MAX_ADAPTERS);
+                fprintf(stderr, "prefixcl generate: at most %d --adapter options\n",
+                        SERVE_MAX_ADAPTERS);
             else if (!strcmp(a, "--stop") && nstop == MAX_STOPS)
                 fprintf(stderr, "prefixcl generate: at most %d --stop options\n", MAX_STOPS);
             else
@@ -256,7 +266,8 @@ int cmd_generate(int argc, char **argv)
     if (!ps)
         goto out;
     if (nprompts == 0) {
-        fprintf(stderr, "prefixcl generate: no prompt (the --prompts files hold only empty lines)\n");
+        fprintf(stderr,
+                "prefixcl generate: no prompt (the --prompts files hold only empty lines)\n");
         goto out;
     }
     pfx_model_shape shape;
@@ -281,8 +292,11 @@ int cmd_generate(int argc, char **argv)
     for (size_t i = 0; ok && i < nids; i++, k++) {
         ps[k].from = "--prompt-ids";
         if (!(ok = cli_ids(idtexts[i], ctx.shape.vocab, &ps[k].ids, &ps[k].len)))
-            fprintf(stderr, "prefixcl generate: --prompt-ids \"%s\": ids in [0, %zu) expected, separated by "
-                    "spaces or single commas\n", idtexts[i], ctx.shape.vocab);
+            fprintf(
+                stderr,
+                "prefixcl generate: --prompt-ids \"%s\": ids in [0, %zu) expected, separated by "
+                "spaces or single commas\n",
+                idtexts[i], ctx.shape.vocab);
     }
     for (size_t i = 0; ok && i < nprompts; i++) {
         longest = ps[i].len > longest ? ps[i].len : longest;
@@ -291,8 +305,11 @@ int cmd_generate(int argc, char **argv)
                 fprintf(stderr, "prefixcl generate: %s:%zu: ", ps[i].from, ps[i].line);
             else
                 fprintf(stderr, "prefixcl generate: %s: ", ps[i].from);
-            fprintf(stderr, "a prompt of %zu tokens: at most %zu fit (the model's positions less the adapter's "
-                            "prefix): shorten it\n", ps[i].len, ctx.tokens);
+            fprintf(
+                stderr,
+                "a prompt of %zu tokens: at most %zu fit (the model's positions less the adapter's "
+                "prefix): shorten it\n",
+                ps[i].len, ctx.tokens);
             ok = false;
         }
     }
@@ -303,7 +320,9 @@ int cmd_generate(int argc, char **argv)
     size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
     if (max_len + P > ctx.shape.max_positions) {
         const size_t room = ctx.shape.max_positions - P - longest;
-        fprintf(stderr, "prefixcl generate: %zu prompt + %zu new tokens (+ prefix %zu) exceed the model's %zu positions: ",
+        fprintf(stderr,
+                "prefixcl generate: %zu prompt + %zu new tokens (+ prefix %zu) exceed the model's "
+                "%zu positions: ",
                 longest, (size_t)max_new, P, ctx.shape.max_positions);
         if (room)
             fprintf(stderr, "lower --max-new-tokens to %zu or shorten the prompt\n", room);
@@ -330,13 +349,14 @@ int cmd_generate(int argc, char **argv)
         }
         for (size_t i = 0; i < n; i++) {
             size_t r = r0 + i, p = r / adapters, a = r % adapters;
-            req[i] = (pfx_request){ ps[p].ids, ps[p].len, ctx.adapters ? (int32_t)a : -1, seed + r,
-                                    outs + i * max_new, 0 };
+            req[i] = (pfx_request){ ps[p].ids, ps[p].len,          ctx.adapters ? (int32_t)a : -1,
+                                    seed + r,  outs + i * max_new, 0 };
         }
         stream st = { &ctx, &req[0], 0, total == 1 && !json, { 0 } };
         const double t0 = tool_now_s();
         pfx_generate_stats gs;
-        if (pfx_generate(ctx.model, cache, ctx.bank, req, n, &s, on_token, &st, &gs) != PFX_SUCCESS) {
+        if (pfx_generate(ctx.model, cache, ctx.bank, req, n, &s, on_token, &st, &gs) !=
+            PFX_SUCCESS) {
             fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(ctx.rt));
             status = 1;
         }
@@ -350,9 +370,16 @@ int cmd_generate(int argc, char **argv)
             }
             const prompt *p = &ps[r / adapters];
             const double t = i < 8 && st.last[i] > t0 ? st.last[i] - t0 : 0.0;
-            const gen_output g = { r / adapters, p->text, p->ids, p->len, ctx.adapters ? ctx.adapter[r % adapters] : NULL,
-                                   req[i].out, req[i].out_len, ctx.tok ? text : NULL,
-                                   ended_at_stop(&req[i], stops, nstop), t > 0 ? (double)req[i].out_len / t : 0.0 };
+            const gen_output g = { r / adapters,
+                                   p->text,
+                                   p->ids,
+                                   p->len,
+                                   ctx.adapters ? ctx.adapter[r % adapters] : NULL,
+                                   req[i].out,
+                                   req[i].out_len,
+                                   ctx.tok ? text : NULL,
+                                   ended_at_stop(&req[i], stops, nstop),
+                                   t > 0 ? (double)req[i].out_len / t : 0.0 };
             if (json && !gen_print_json(stdout, &g)) {
                 fprintf(stderr, "prefixcl generate: out of host memory\n");
                 status = 1;
@@ -368,14 +395,17 @@ int cmd_generate(int argc, char **argv)
         free(outs);
     }
     if (!status && r0 < total) {
-        fprintf(stderr, "prefixcl generate: stopped by signal %d after %zu of %zu requests\n", (int)cli_stop,
-                r0, total);
+        fprintf(stderr, "prefixcl generate: stopped by signal %d after %zu of %zu requests\n",
+                (int)cli_stop, r0, total);
         status = cli_stop_status();
     }
     if (!status)
-        fprintf(stderr, "prefill: %zu tokens, %.1f tokens/s; decode: %zu tokens, %.1f tokens/s (%s)\n",
-                all.prefill_tokens, all.prefill_seconds > 0 ? all.prefill_tokens / all.prefill_seconds : 0.0,
-                all.decode_tokens, all.decode_seconds > 0 ? all.decode_tokens / all.decode_seconds : 0.0,
+        fprintf(stderr,
+                "prefill: %zu tokens, %.1f tokens/s; decode: %zu tokens, %.1f tokens/s (%s)\n",
+                all.prefill_tokens,
+                all.prefill_seconds > 0 ? all.prefill_tokens / all.prefill_seconds : 0.0,
+                all.decode_tokens,
+                all.decode_seconds > 0 ? all.decode_tokens / all.decode_seconds : 0.0,
                 pfx_runtime_device(ctx.rt)->device_name);
     pfx_kv_cache_destroy(&cache);
 out:

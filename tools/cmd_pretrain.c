@@ -21,41 +21,46 @@
 
 static int usage(FILE *out)
 {
-    fprintf(out,
-            "usage: prefixcl pretrain (--config PATH | --model DIR) --data FILE [--tokenizer DIR] [--eval FILE]\n"
-            "                         [--out DIR] [options]\n"
-            "  --config PATH       config.json (or its folder): a new model, initialized as transformers does\n"
-            "  --model DIR         a Hugging Face folder: full fine-tuning of its weights\n"
-            "  --tokenizer DIR     tokenizer.json's folder (default: the --config or --model folder)\n"
-            "  --data FILE         text (one document a line) or JSONL with a text field\n"
-            "  --eval FILE         evaluation text (default: the last twentieth of the blocks held out)\n"
-            "  --out DIR           output folder (default ./pretrain-out)\n"
-            "  --device SEL        P:D, gpu, cpu or a name substring\n"
-            "  --block N           tokens a row (default 128)\n"
-            "  --batch N           rows a micro-batch (default 8)\n"
-            "  --accumulate N      micro-batches a step (default 1)\n"
-            "  --steps N           optimizer steps (default: --epochs over the data)\n"
-            "  --epochs N          passes over the data (default 1)\n"
-            "  --lr X              the weights' learning rate (default 1e-4)\n"
-            "  --gain MODE         off, linear or tanh: a learnable gain per head; dim: one per head\n"
-            "                      and dimension, q * (1 + r G) (default off)\n"
-            "  --gain-lr X         the gains' learning rate (default 5e-5)\n"
-            "  --gain-ramp N       steps over which the gains ramp in (default 100)\n"
-            "  --gain-heads LIST   only these heads get a gain, the others keep 0: comma-separated\n"
-            "                      LAYER.HEAD pairs counted from 0 (e.g. 0.1,2.3; default: every head)\n"
-            "  --weight-decay X    on the weights, never the gains (default 0.01)\n"
-            "  --no-decay-norms    no decay on biases and norm weights either\n"
-            "  --clip X            global gradient-norm clipping, 0: off (default 1)\n"
-            "  --warmup N          learning-rate warm-up steps (default 100), then cosine decay\n"
-            "  --min-lr-ratio X    the cosine's floor (default 0.1)\n"
-            "  --freeze LIST       comma-separated parts of weight names to keep frozen\n"
-            "  --eval-every N      also evaluate every N steps\n"
-            "  --eval-blocks N     blocks an evaluation reads (default: all)\n"
-            "  --checkpoint-every N  also write the checkpoint every N steps\n"
-            "  --recompute         recompute each block in the backward (less memory)\n"
-            "  --seed S            the new model's weights and the data order (default 1)\n"
-            "  --resume            continue from OUT/" PFX_PRETRAIN_CHECKPOINT " (same options)\n"
-            "  --quiet             no progress output\n");
+    fprintf(
+        out,
+        "usage: prefixcl pretrain (--config PATH | --model DIR) --data FILE [--tokenizer DIR] "
+        "[--eval FILE]\n"
+        "                         [--out DIR] [options]\n"
+        "  --config PATH       config.json (or its folder): a new model, initialized as "
+        "transformers does\n"
+        "  --model DIR         a Hugging Face folder: full fine-tuning of its weights\n"
+        "  --tokenizer DIR     tokenizer.json's folder (default: the --config or --model folder)\n"
+        "  --data FILE         text (one document a line) or JSONL with a text field\n"
+        "  --eval FILE         evaluation text (default: the last twentieth of the blocks held "
+        "out)\n"
+        "  --out DIR           output folder (default ./pretrain-out)\n"
+        "  --device SEL        P:D, gpu, cpu or a name substring\n"
+        "  --block N           tokens a row (default 128)\n"
+        "  --batch N           rows a micro-batch (default 8)\n"
+        "  --accumulate N      micro-batches a step (default 1)\n"
+        "  --steps N           optimizer steps (default: --epochs over the data)\n"
+        "  --epochs N          passes over the data (default 1)\n"
+        "  --lr X              the weights' learning rate (default 1e-4)\n"
+        "  --gain MODE         off, linear or tanh: a learnable gain per head; dim: one per head\n"
+        "                      and dimension, q * (1 + r G) (default off)\n"
+        "  --gain-lr X         the gains' learning rate (default 5e-5)\n"
+        "  --gain-ramp N       steps over which the gains ramp in (default 100)\n"
+        "  --gain-heads LIST   only these heads get a gain, the others keep 0: comma-separated\n"
+        "                      LAYER.HEAD pairs counted from 0 (e.g. 0.1,2.3; default: every "
+        "head)\n"
+        "  --weight-decay X    on the weights, never the gains (default 0.01)\n"
+        "  --no-decay-norms    no decay on biases and norm weights either\n"
+        "  --clip X            global gradient-norm clipping, 0: off (default 1)\n"
+        "  --warmup N          learning-rate warm-up steps (default 100), then cosine decay\n"
+        "  --min-lr-ratio X    the cosine's floor (default 0.1)\n"
+        "  --freeze LIST       comma-separated parts of weight names to keep frozen\n"
+        "  --eval-every N      also evaluate every N steps\n"
+        "  --eval-blocks N     blocks an evaluation reads (default: all)\n"
+        "  --checkpoint-every N  also write the checkpoint every N steps\n"
+        "  --recompute         recompute each block in the backward (less memory)\n"
+        "  --seed S            the new model's weights and the data order (default 1)\n"
+        "  --resume            continue from OUT/" PFX_PRETRAIN_CHECKPOINT " (same options)\n"
+        "  --quiet             no progress output\n");
     return 2;
 }
 
@@ -75,16 +80,19 @@ static void on_step(const pfx_pretrain_step *s, void *user)
     if (p->tty) {
         char bar[CLI_BAR_MAX + 1];
         cli_bar(bar, (double)s->step / (double)s->steps, 24);
-        fprintf(stdout, "\r[%s] step %zu/%zu  loss %.4f%s  |g| %.3e  %.0f tok/s  %.0f s left%s ", bar, s->step,
-                s->steps, s->loss, eval, (double)s->grad_norm, s->tokens_per_s, s->eta_s,
-                s->skipped ? "  (skipped)" : "");
+        fprintf(stdout, "\r[%s] step %zu/%zu  loss %.4f%s  |g| %.3e  %.0f tok/s  %.0f s left%s ",
+                bar, s->step, s->steps, s->loss, eval, (double)s->grad_norm, s->tokens_per_s,
+                s->eta_s, s->skipped ? "  (skipped)" : "");
         if (s->step == s->steps || *eval)
             fputc('\n', stdout);
     } else if (s->step == 1 || s->step % p->every == 0 || s->step == s->steps || *eval) {
-        fprintf(stdout, "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e lr_factor %.4f gain_ramp %.3f tokens/s %.0f "
-                        "eta_s %.0f%s%s\n",
-                s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm, (double)s->lr_factor,
-                (double)s->gain_ramp, s->tokens_per_s, s->eta_s, eval, s->skipped ? " skipped" : "");
+        fprintf(stdout,
+                "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e lr_factor %.4f gain_ramp %.3f "
+                "tokens/s %.0f "
+                "eta_s %.0f%s%s\n",
+                s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm,
+                (double)s->lr_factor, (double)s->gain_ramp, s->tokens_per_s, s->eta_s, eval,
+                s->skipped ? " skipped" : "");
     }
     fflush(stdout);
 }
@@ -133,7 +141,8 @@ static uint8_t *parse_gain_heads(const char *text, const char *dir)
 {
     pfx_model_shape shape;
     if (pfx_model_read_config(dir, &shape) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl pretrain: --gain-heads needs the model's config: %s\n", pfx_last_error(NULL));
+        fprintf(stderr, "prefixcl pretrain: --gain-heads needs the model's config: %s\n",
+                pfx_last_error(NULL));
         return NULL;
     }
     uint8_t *mask = NULL;
@@ -187,11 +196,13 @@ int cmd_pretrain(int argc, char **argv)
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL },
         { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL },
     };
-    const int parsed = cli_parse("pretrain", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    const int parsed =
+        cli_parse("pretrain", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     if (!config == !c.model_dir) {
-        fprintf(stderr, "prefixcl pretrain: give --config PATH (a new model) or --model DIR (fine-tuning), one of "
+        fprintf(stderr, "prefixcl pretrain: give --config PATH (a new model) or --model DIR "
+                        "(fine-tuning), one of "
                         "them\n\n");
         return usage(stderr);
     }
@@ -208,16 +219,19 @@ int cmd_pretrain(int argc, char **argv)
     c.recompute = recompute;
     c.resume = resume;
     /* every output checked before the first step */
-    static const char *const outputs[] = { "config.json",  "model.safetensors", "gains.safetensors", "loss.csv",
-                                           "loss.png",     "gains.png",         "gains_steps.png",
-                                           PFX_PRETRAIN_CHECKPOINT };
-    if (!cli_check_output_dir("pretrain", "--out", c.out_dir, outputs, sizeof(outputs) / sizeof(outputs[0])))
+    static const char *const outputs[] = { "config.json",       "model.safetensors",
+                                           "gains.safetensors", "loss.csv",
+                                           "loss.png",          "gains.png",
+                                           "gains_steps.png",   PFX_PRETRAIN_CHECKPOINT };
+    if (!cli_check_output_dir("pretrain", "--out", c.out_dir, outputs,
+                              sizeof(outputs) / sizeof(outputs[0])))
         return 2;
     char cfgbuf[4096];
     if (config && !(c.config_dir = config_folder(config, c.out_dir, cfgbuf, sizeof(cfgbuf))))
         return 2;
     uint8_t *mask = NULL;
-    if (gain_heads && !(mask = parse_gain_heads(gain_heads, c.model_dir ? c.model_dir : c.config_dir)))
+    if (gain_heads &&
+        !(mask = parse_gain_heads(gain_heads, c.model_dir ? c.model_dir : c.config_dir)))
         return 2;
     c.gain_heads = mask;
     char devbuf[32];
@@ -230,19 +244,24 @@ int cmd_pretrain(int argc, char **argv)
     const bool lead = dist_rank() == 0;
     dist_job_hooks(&c.dist);
     char agreed[8192];
-    snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s",
-             config ? config : "", c.model_dir ? c.model_dir : "", c.tokenizer_dir ? c.tokenizer_dir : "",
-             c.data_path, c.eval_path ? c.eval_path : "", c.block, c.batch, c.accumulate, c.steps, c.epochs,
-             (double)c.lr, (double)c.gain_lr, (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
-             (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "", (unsigned long long)c.seed, (int)resume,
-             gain_heads ? gain_heads : "");
+    snprintf(agreed, sizeof(agreed),
+             "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s",
+             config ? config : "", c.model_dir ? c.model_dir : "",
+             c.tokenizer_dir ? c.tokenizer_dir : "", c.data_path, c.eval_path ? c.eval_path : "",
+             c.block, c.batch, c.accumulate, c.steps, c.epochs, (double)c.lr, (double)c.gain_lr,
+             (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
+             (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "",
+             (unsigned long long)c.seed, (int)resume, gain_heads ? gain_heads : "");
     dist_agree("pretraining options", agreed);
-    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1, .quiet = quiet || !lead, .every = 10 };
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1,
+                      .quiet = quiet || !lead,
+                      .every = 10 };
     if (!quiet)
-        printf("prefixcl pretrain: %s %s, data %s, blocks of %zu, %zu x %zu rows a step, gain %s, seed %llu%s\n",
-               c.model_dir ? "fine-tuning" : "a new model from", c.model_dir ? c.model_dir : c.config_dir,
-               c.data_path, c.block, c.batch, c.accumulate, gains[gain], (unsigned long long)c.seed,
-               c.resume ? ", resuming" : "");
+        printf("prefixcl pretrain: %s %s, data %s, blocks of %zu, %zu x %zu rows a step, gain %s, "
+               "seed %llu%s\n",
+               c.model_dir ? "fine-tuning" : "a new model from",
+               c.model_dir ? c.model_dir : c.config_dir, c.data_path, c.block, c.batch,
+               c.accumulate, gains[gain], (unsigned long long)c.seed, c.resume ? ", resuming" : "");
     cli_stop_catch();
     c.stop_flag = &cli_stop;
     pfx_pretrain_result r;
@@ -250,48 +269,61 @@ int cmd_pretrain(int argc, char **argv)
     cli_stop_release();
     if (st != PFX_SUCCESS || !lead) {
         if (st != PFX_SUCCESS)
-            fprintf(stderr, "prefixcl pretrain: %s (%s)\n", pfx_status_string(st), pfx_last_error(rt));
+            fprintf(stderr, "prefixcl pretrain: %s (%s)\n", pfx_status_string(st),
+                    pfx_last_error(rt));
         const bool stopped = r.stopped;
         pfx_pretrain_result_free(&r);
         pfx_runtime_destroy(&rt);
         free(mask);
         /* a stop is agreed by every rank: each exits as rank 0 */
-        return st != PFX_SUCCESS ? 1 : stopped && cli_stop ? cli_stop_status() : stopped ? DIST_EXIT_STOPPED : 0;
+        return st != PFX_SUCCESS     ? 1
+               : stopped && cli_stop ? cli_stop_status()
+               : stopped             ? DIST_EXIT_STOPPED
+                                     : 0;
     }
     const pfx_model_shape *s = &r.shape;
-    printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name, pfx_runtime_device(rt)->platform_name);
-    printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu parameters\n",
+    printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name,
+           pfx_runtime_device(rt)->platform_name);
+    printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu "
+           "parameters\n",
            s->model_type, s->layers, s->heads, s->kv_heads, s->head_dim, s->vocab, s->parameters);
     printf("trained: %zu values: %zu weights%s\n", r.trained_values, r.trained_weights,
            c.structured_gain ? " and a gain per layer, head and dimension"
-           : any_gain         ? " and a gain per layer and head"
-                              : "");
+           : any_gain        ? " and a gain per layer and head"
+                             : "");
     if (mask)
         printf("gains on %s only: the other heads keep gain 0\n", gain_heads);
-    printf("data: %zu training blocks, %zu evaluation blocks of %zu tokens; %zu tokens a step\n", r.train_blocks,
-           r.eval_blocks, c.block, r.tokens_per_step);
+    printf("data: %zu training blocks, %zu evaluation blocks of %zu tokens; %zu tokens a step\n",
+           r.train_blocks, r.eval_blocks, c.block, r.tokens_per_step);
     int rc = 0;
     if (r.stopped) {
-        printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r.steps_done,
-               r.steps, c.out_dir, PFX_PRETRAIN_CHECKPOINT);
+        printf(
+            "stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n",
+            r.steps_done, r.steps, c.out_dir, PFX_PRETRAIN_CHECKPOINT);
         rc = cli_stop ? cli_stop_status() : dist_size() > 1 ? DIST_EXIT_STOPPED : 0;
     } else {
         printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
         if (r.first_step == 0)
-            printf("evaluation loss: before %.6f (perplexity %.2f), ", r.eval_losses[0], exp(r.eval_losses[0]));
+            printf("evaluation loss: before %.6f (perplexity %.2f), ", r.eval_losses[0],
+                   exp(r.eval_losses[0]));
         else
             printf("evaluation loss: ");
-        printf("after %.6f (perplexity %.2f)\n", r.eval_losses[r.steps], exp(r.eval_losses[r.steps]));
+        printf("after %.6f (perplexity %.2f)\n", r.eval_losses[r.steps],
+               exp(r.eval_losses[r.steps]));
         const int pics = pretrain_plot_all(c.out_dir, &r, any_gain);
-        printf("wrote %s/: config.json + model.safetensors (a Hugging Face folder)%s, loss.csv%s, %s\n", c.out_dir,
-               any_gain ? ", gains.safetensors" : "",
-               pics == 0 ? (any_gain ? ", loss.png, gains.png, gains_steps.png" : ", loss.png") : "",
+        printf("wrote %s/: config.json + model.safetensors (a Hugging Face folder)%s, loss.csv%s, "
+               "%s\n",
+               c.out_dir, any_gain ? ", gains.safetensors" : "",
+               pics == 0 ? (any_gain ? ", loss.png, gains.png, gains_steps.png" : ", loss.png")
+                         : "",
                PFX_PRETRAIN_CHECKPOINT);
         if (pics)
             printf("pictures: %s\n", chart_strerror(pics));
         if (any_gain)
-            printf("note: transformers loads the folder without the gains (gains.safetensors is prefixcl's own "
-                   "file): it computes the model as if every gain were 0; prefixcl generate --model %s --adapter "
+            printf("note: transformers loads the folder without the gains (gains.safetensors is "
+                   "prefixcl's own "
+                   "file): it computes the model as if every gain were 0; prefixcl generate "
+                   "--model %s --adapter "
                    "%s/gains.safetensors applies them\n",
                    c.out_dir, c.out_dir);
     }

@@ -15,15 +15,17 @@
 
 static int usage(FILE *out)
 {
-    fprintf(out,
-            "usage: prefixcl tokenize --model DIR (--text TEXT | --file FILE) [--ids | --count] [--no-special]\n"
-            "  --model DIR    a folder with tokenizer.json (or vocab.json + merges.txt)\n"
-            "  --text TEXT    the text to tokenize; --file FILE: a file's bytes, whole\n"
-            "  (default)      one line per token: its id, a tab, its piece (\\n, \\t, \\r, \\\\ and\n"
-            "                 other control bytes escaped)\n"
-            "  --ids          the ids on one line (for generate --prompt-ids)\n"
-            "  --count        the number of tokens alone\n"
-            "  --no-special   without the tokens the tokenizer adds around a text (BOS ...)\n");
+    fprintf(
+        out,
+        "usage: prefixcl tokenize --model DIR (--text TEXT | --file FILE) [--ids | --count] "
+        "[--no-special]\n"
+        "  --model DIR    a folder with tokenizer.json (or vocab.json + merges.txt)\n"
+        "  --text TEXT    the text to tokenize; --file FILE: a file's bytes, whole\n"
+        "  (default)      one line per token: its id, a tab, its piece (\\n, \\t, \\r, \\\\ and\n"
+        "                 other control bytes escaped)\n"
+        "  --ids          the ids on one line (for generate --prompt-ids)\n"
+        "  --count        the number of tokens alone\n"
+        "  --no-special   without the tokens the tokenizer adds around a text (BOS ...)\n");
     return out == stdout ? 0 : 2;
 }
 
@@ -100,9 +102,10 @@ int cmd_tokenize(int argc, char **argv)
             special &= a[2] != 'n';
             continue;
         }
-        const char **target = !strcmp(a, "--model") ? &model : !strcmp(a, "--text") ? &text
-                              : !strcmp(a, "--file")                                 ? &file
-                                                                                     : NULL;
+        const char **target = !strcmp(a, "--model")  ? &model
+                              : !strcmp(a, "--text") ? &text
+                              : !strcmp(a, "--file") ? &file
+                                                     : NULL;
         if (!target) {
             fprintf(stderr, "prefixcl tokenize: unknown option '%s'\n\n", a);
             return usage(stderr);
@@ -129,8 +132,8 @@ int cmd_tokenize(int argc, char **argv)
     size_t n = 0;
     int status = 1;
     if ((file && !bytes) ||
-        pfx_tokenizer_encode(tok, file ? bytes : text, len, special ? PFX_ENCODE_ADD_SPECIAL : 0u, &ids, &n) !=
-            PFX_SUCCESS) {
+        pfx_tokenizer_encode(tok, file ? bytes : text, len, special ? PFX_ENCODE_ADD_SPECIAL : 0u,
+                             &ids, &n) != PFX_SUCCESS) {
         if (!file || bytes)
             fprintf(stderr, "prefixcl tokenize: %s\n", pfx_last_error(NULL));
         goto out;

@@ -60,8 +60,9 @@ static void on_step(const train_step_info *s, void *user)
             fputc('\n', stdout);
         fflush(stdout);
     } else if (s->step == 1 || s->step % p->every == 0 || s->step == p->steps) {
-        fprintf(stdout, "step %zu/%zu loss %.4e grad_norm %.3e lr_factor %.3f gain_ramp %.2f "
-                        "tokens/s %.0f%s\n",
+        fprintf(stdout,
+                "step %zu/%zu loss %.4e grad_norm %.3e lr_factor %.3f gain_ramp %.2f "
+                "tokens/s %.0f%s\n",
                 s->step, p->steps, s->loss, (double)s->grad_norm, (double)s->lr_factor,
                 (double)s->gain_ramp, s->tokens_per_s, s->skipped ? " skipped" : "");
         fflush(stdout);
@@ -187,20 +188,28 @@ int cmd_train(int argc, char **argv)
         }
         i++;
     }
-    train_fit_schedules(&cfg); /* warm-up and gain ramp shrink for short runs */
+    train_fit_schedules(&cfg);          /* warm-up and gain ramp shrink for short runs */
     const bool lead = dist_rank() == 0; /* rank 0 alone prints and writes */
     /* every output checked before the first step (train_loop.c writes the
      * prefixes and the PEFT folder, this file the rest) */
-    const char *names[] = { "loss.csv", "attention.csv", "gains.csv", svg ? "loss.svg" : "loss.png",
-                            svg ? "attention.svg" : "attention.png", svg ? "gains.svg" : "gains.png",
-                            "prefixes.safetensors", "peft/", "peft/adapter_config.json",
+    const char *names[] = { "loss.csv",
+                            "attention.csv",
+                            "gains.csv",
+                            svg ? "loss.svg" : "loss.png",
+                            svg ? "attention.svg" : "attention.png",
+                            svg ? "gains.svg" : "gains.png",
+                            "prefixes.safetensors",
+                            "peft/",
+                            "peft/adapter_config.json",
                             "peft/adapter_model.safetensors" };
-    if (lead && !cli_check_output_dir("train", "--out", out, names, sizeof(names) / sizeof(names[0])))
+    if (lead &&
+        !cli_check_output_dir("train", "--out", out, names, sizeof(names) / sizeof(names[0])))
         return 1;
 
     /* plain lines under mpirun: it gives the ranks a pty whatever its own
      * stdout is */
-    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1, .quiet = quiet,
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1,
+                      .quiet = quiet,
                       .steps = cfg.steps,
                       .every = cfg.steps >= 10 ? cfg.steps / 10 : 1 };
     if (!quiet && lead) {
@@ -209,8 +218,7 @@ int cmd_train(int argc, char **argv)
                cfg.layers, cfg.model_dim, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.prefix_len,
                cfg.batch, cfg.tokens, cfg.steps, (unsigned long long)cfg.seed);
         if (dist_size() > 1)
-            printf("data parallel: %d ranks, each on its own shard of every batch\n",
-                   dist_size());
+            printf("data parallel: %d ranks, each on its own shard of every batch\n", dist_size());
     }
     /* SIGINT or SIGTERM: stop after the step under way, keep what is trained */
     cli_stop_catch();
@@ -231,8 +239,8 @@ int cmd_train(int argc, char **argv)
     if (prog.tty && !quiet && r.stopped)
         fputc('\n', stdout);
     if (r.stopped)
-        printf("stopped after step %zu of %zu (signal): the outputs below are of those steps\n", r.steps_done,
-               cfg.steps);
+        printf("stopped after step %zu of %zu (signal): the outputs below are of those steps\n",
+               r.steps_done, cfg.steps);
     char path[4096];
     int rc = 0;
     static const struct {

@@ -29,8 +29,8 @@
 
 /* The demonstration: small enough for about two minutes on PoCL with two
  * cores (GPT-2 small forward and backward per step, kernels cached). */
-#define DEMO_STEPS 40
-#define DEMO_BATCH 8
+#define DEMO_STEPS  40
+#define DEMO_BATCH  8
 #define DEMO_LENGTH 32
 #define DEMO_LAYERS 12
 
@@ -82,15 +82,17 @@ static void on_step(const pfx_tune_step *s, void *user)
     if (p->tty) {
         char bar[CLI_BAR_MAX + 1];
         cli_bar(bar, (double)s->step / (double)s->steps, 24);
-        fprintf(stdout, "\r[%s] step %zu/%zu  epoch %llu  loss %.4f  |g| %.3e  %.0f tok/s  %.0f s left%s ", bar,
-                s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm, s->tokens_per_s,
-                s->eta_s, s->skipped ? "  (skipped)" : "");
+        fprintf(stdout,
+                "\r[%s] step %zu/%zu  epoch %llu  loss %.4f  |g| %.3e  %.0f tok/s  %.0f s left%s ",
+                bar, s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm,
+                s->tokens_per_s, s->eta_s, s->skipped ? "  (skipped)" : "");
         if (s->step == s->steps)
             fputc('\n', stdout);
     } else if (s->step == 1 || s->step % p->every == 0 || s->step == s->steps) {
-        fprintf(stdout, "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e tokens/s %.0f eta_s %.0f%s\n", s->step,
-                s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm, s->tokens_per_s, s->eta_s,
-                s->skipped ? " skipped" : "");
+        fprintf(stdout,
+                "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e tokens/s %.0f eta_s %.0f%s\n",
+                s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm,
+                s->tokens_per_s, s->eta_s, s->skipped ? " skipped" : "");
     }
     fflush(stdout);
 }
@@ -107,22 +109,28 @@ static int fit_length(pfx_tune_config *c, bool length_given)
     if (!c->model_dir || pfx_model_read_config(c->model_dir, &s) != PFX_SUCCESS)
         return 0;
     if (c->prefix_len + 2 > s.max_positions) {
-        fprintf(stderr, "prefixcl tune: --prefix-len %zu leaves fewer than 2 of the model's %zu positions for the "
-                        "tokens (%s/config.json): lower --prefix-len\n\n",
+        fprintf(stderr,
+                "prefixcl tune: --prefix-len %zu leaves fewer than 2 of the model's %zu positions "
+                "for the "
+                "tokens (%s/config.json): lower --prefix-len\n\n",
                 c->prefix_len, s.max_positions, c->model_dir);
         return 2;
     }
     const size_t room = s.max_positions - c->prefix_len;
     if (c->max_length > room && length_given) {
-        fprintf(stderr, "prefixcl tune: --max-length %zu + --prefix-len %zu exceed the model's %zu positions "
-                        "(%s/config.json): lower --max-length to %zu or less, or --prefix-len\n\n",
-                c->max_length, c->prefix_len, s.max_positions, c->model_dir, room);
+        fprintf(
+            stderr,
+            "prefixcl tune: --max-length %zu + --prefix-len %zu exceed the model's %zu positions "
+            "(%s/config.json): lower --max-length to %zu or less, or --prefix-len\n\n",
+            c->max_length, c->prefix_len, s.max_positions, c->model_dir, room);
         return 2;
     }
     if (c->max_length > room) {
         if (dist_rank() == 0)
-            fprintf(stderr, "prefixcl tune: --max-length %zu (the default) capped at %zu: the model has %zu positions "
-                            "(%s/config.json) and the prefix takes %zu (--prefix-len)\n",
+            fprintf(stderr,
+                    "prefixcl tune: --max-length %zu (the default) capped at %zu: the model has "
+                    "%zu positions "
+                    "(%s/config.json) and the prefix takes %zu (--prefix-len)\n",
                     c->max_length, room, s.max_positions, c->model_dir, c->prefix_len);
         c->max_length = room;
     }
@@ -133,8 +141,10 @@ static int fit_length(pfx_tune_config *c, bool length_given)
  * work, so that a run never trains to fail at its end. */
 static bool check_outputs(const pfx_tune_config *c, bool demo)
 {
-    const char *names[10] = { "adapter_config.json", "adapter_model.safetensors", "loss.csv", "loss.png",
-                              "attention.png", PFX_TUNE_CHECKPOINT };
+    const char *names[10] = {
+        "adapter_config.json", "adapter_model.safetensors", "loss.csv", "loss.png",
+        "attention.png",       PFX_TUNE_CHECKPOINT
+    };
     size_t n = 6;
     if (c->gain_mode != PFX_GAIN_OFF) {
         names[n++] = PFX_TUNE_GAINS;
@@ -148,24 +158,30 @@ static bool check_outputs(const pfx_tune_config *c, bool demo)
 }
 
 /* What the run printed last, from the result on rank 0. */
-static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runtime *rt, bool demo, bool pictures)
+static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runtime *rt, bool demo,
+                   bool pictures)
 {
     const pfx_model_shape *s = &r->shape;
-    printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name, pfx_runtime_device(rt)->platform_name);
-    printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu parameters (frozen)\n",
+    printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name,
+           pfx_runtime_device(rt)->platform_name);
+    printf("model: %s, %zu layers, %zu heads (%zu kv), head size %zu, vocabulary %zu, %zu "
+           "parameters (frozen)\n",
            s->model_type, s->layers, s->heads, s->kv_heads, s->head_dim, s->vocab, s->parameters);
-    printf("trainable: %zu prefix parameters (%s) + %zu gains; %zu values per prefix position baked\n",
-           r->counts.trainable, c->hidden ? "encoder MLP" : "direct", r->gain_params, r->counts.baked_per_position);
+    printf(
+        "trainable: %zu prefix parameters (%s) + %zu gains; %zu values per prefix position baked\n",
+        r->counts.trainable, c->hidden ? "encoder MLP" : "direct", r->gain_params,
+        r->counts.baked_per_position);
     printf("data: %zu training examples, evaluation %zu examples (%zu tokens)\n", r->train_examples,
            r->eval_examples, r->eval_tokens);
     if (r->stopped) {
-        printf("stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n", r->steps_done,
-               r->steps, c->out_dir, PFX_TUNE_CHECKPOINT);
+        printf(
+            "stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n",
+            r->steps_done, r->steps, c->out_dir, PFX_TUNE_CHECKPOINT);
         return;
     }
     printf("time: %.1f s for steps %zu..%zu\n", r->seconds, r->first_step + 1, r->steps_done);
-    printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n", r->eval_before,
-           exp(r->eval_before), r->eval_after, exp(r->eval_after));
+    printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n",
+           r->eval_before, exp(r->eval_before), r->eval_after, exp(r->eval_after));
     printf("attention mass on the prefix per layer (mean of the heads), before -> after:\n");
     for (size_t l = 0; l < s->layers; l++) {
         double b = 0, a = 0;
@@ -176,18 +192,22 @@ static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runti
         printf("  layer %2zu: %.4f -> %.4f\n", l, b, a);
     }
     if (pictures)
-        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, loss.png, "
+        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), "
+               "loss.csv, loss.png, "
                "attention.png%s, %s\n",
                c->out_dir, r->gains ? ", gains.png" : "", PFX_TUNE_CHECKPOINT);
     else
-        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), loss.csv, %s; %s\n",
+        printf("wrote %s/: adapter_config.json + adapter_model.safetensors (PEFT prefix tuning), "
+               "loss.csv, %s; %s\n",
                c->out_dir, PFX_TUNE_CHECKPOINT, chart_strerror(CHART_UNAVAILABLE));
     if (demo)
-        printf("the demonstration model is in %s/demo-model/ (config.json, model.safetensors, tokenizer.json); try:\n"
+        printf("the demonstration model is in %s/demo-model/ (config.json, model.safetensors, "
+               "tokenizer.json); try:\n"
                "  prefixcl generate --model %s/demo-model --adapter %s --prompt \"The river\"\n",
                c->out_dir, c->out_dir, c->out_dir);
     if (r->gains)
-        printf("note: the learned gains are in %s/%s (prefixcl's own file); PEFT consumers of the adapter do not "
+        printf("note: the learned gains are in %s/%s (prefixcl's own file); PEFT consumers of the "
+               "adapter do not "
                "see them and attend without gains\n",
                c->out_dir, PFX_TUNE_GAINS);
 }
@@ -203,7 +223,11 @@ int cmd_tune(int argc, char **argv)
     int gain = 0, storage = 0;
     static const char *const gains[] = { "off", "linear", "tanh", NULL };
     static const char *const storages[] = { "f32", "f16", NULL };
-    enum { O_STEPS = 3, O_BATCH = 4, O_LENGTH = 5 }; /* the options whose default the demonstration changes */
+    enum {
+        O_STEPS = 3,
+        O_BATCH = 4,
+        O_LENGTH = 5
+    }; /* the options whose default the demonstration changes */
     const cli_option opts[] = {
         { "--prefix-len", CLI_SIZE, &c.prefix_len, 1, 4096, NULL },
         { "--hidden", CLI_SIZE, &c.hidden, 0, 65536, NULL },
@@ -230,7 +254,8 @@ int cmd_tune(int argc, char **argv)
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL },
     };
     bool given[sizeof(opts) / sizeof(opts[0])];
-    const int parsed = cli_parse("tune", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), given, usage);
+    const int parsed =
+        cli_parse("tune", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), given, usage);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     const bool steps_set = given[O_STEPS], batch_set = given[O_BATCH], length_set = given[O_LENGTH];
@@ -267,10 +292,12 @@ int cmd_tune(int argc, char **argv)
      * the ranks a pty whatever its own stdout is */
     const bool lead = dist_rank() == 0;
     progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1,
-                      .quiet = quiet || !lead, .every = 10 };
+                      .quiet = quiet || !lead,
+                      .every = 10 };
     if (!prog.quiet)
         printf("prefixcl tune: %s, data %s, prefix %zu (%s), batch %zu x %zu tokens, seed %llu%s\n",
-               c.model_dir ? c.model_dir : "demonstration model (GPT-2 small shape, seeded random weights)",
+               c.model_dir ? c.model_dir
+                           : "demonstration model (GPT-2 small shape, seeded random weights)",
                c.data_path, c.prefix_len, c.hidden ? "encoder" : "direct", c.batch, c.max_length,
                (unsigned long long)c.seed, c.resume ? ", resuming" : "");
     if (!check_outputs(&c, demo))
@@ -289,11 +316,13 @@ int cmd_tune(int argc, char **argv)
         c.model_dir = demo_model;
     dist_job_hooks(&c.dist);
     char agreed[8192];
-    snprintf(agreed, sizeof(agreed), "%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%zu|%a|%a|%d|%u|%a|%a|%u|%llu|%d|%zu|%d",
-             c.model_dir, c.data_path, c.eval_path ? c.eval_path : "", c.out_dir, c.prefix_len, c.hidden, c.epochs,
-             c.steps, c.batch, c.max_length, (double)c.lr, (double)c.gain_lr, gain, (unsigned)c.gain_ramp_steps,
-             (double)c.weight_decay, (double)c.max_grad_norm, (unsigned)c.warmup_steps, (unsigned long long)c.seed,
-             storage, c.checkpoint_every, (int)resume);
+    snprintf(agreed, sizeof(agreed),
+             "%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%zu|%a|%a|%d|%u|%a|%a|%u|%llu|%d|%zu|%d", c.model_dir,
+             c.data_path, c.eval_path ? c.eval_path : "", c.out_dir, c.prefix_len, c.hidden,
+             c.epochs, c.steps, c.batch, c.max_length, (double)c.lr, (double)c.gain_lr, gain,
+             (unsigned)c.gain_ramp_steps, (double)c.weight_decay, (double)c.max_grad_norm,
+             (unsigned)c.warmup_steps, (unsigned long long)c.seed, storage, c.checkpoint_every,
+             (int)resume);
     dist_agree("tuning options", agreed);
     /* SIGINT or SIGTERM: stop at the next step boundary, checkpoint saved */
     cli_stop_catch();

@@ -35,7 +35,7 @@ int dist_init(int *argc, char ***argv);
 /* The exit status of a run stopped by SIGINT (128 + 2), and by SIGTERM
  * (128 + 15). Under several ranks a command returns one of them on every
  * rank, after dist_any agreed on the stop, so it is not a failure. */
-#define DIST_EXIT_STOPPED 130
+#define DIST_EXIT_STOPPED    130
 #define DIST_EXIT_TERMINATED 143
 
 /* Leaves the job: rc other than 0 and DIST_EXIT_STOPPED on any rank of a job
@@ -43,9 +43,9 @@ int dist_init(int *argc, char ***argv);
  * return then). Returns rc. */
 int dist_finish(int rc);
 
-int dist_rank(void);        /* 0 without MPI */
-int dist_size(void);        /* 1 without MPI */
-int dist_local_rank(void);  /* rank among the ranks on this machine */
+int dist_rank(void);       /* 0 without MPI */
+int dist_size(void);       /* 1 without MPI */
+int dist_local_rank(void); /* rank among the ranks on this machine */
 
 /* The device selector this rank uses: with several ranks on a machine, the
  * devices the selector matches (the default policy's device type for NULL

@@ -29,6 +29,9 @@ static pfx_status check_hook(void *user, pfx_optimizer *opt, uint64_t step)
 
 void dist_job_hooks(pfx_data_parallel *d)
 {
-    *d = (pfx_data_parallel){ .rank = (size_t)dist_rank(), .ranks = (size_t)dist_size(), .reduce = reduce_hook,
-                              .any = any_hook, .check = check_hook };
+    *d = (pfx_data_parallel){ .rank = (size_t)dist_rank(),
+                              .ranks = (size_t)dist_size(),
+                              .reduce = reduce_hook,
+                              .any = any_hook,
+                              .check = check_hook };
 }

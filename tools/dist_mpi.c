@@ -15,18 +15,27 @@
 
 #include "cli.h"
 
-enum { TAG_AGREE = 1, TAG_COUNT, TAG_GRAD, TAG_SUM_GRAD, TAG_HASH, TAG_ANY, TAG_ANY_BACK, TAG_MEAN_COUNT,
-       TAG_MEAN_SUM };
+enum {
+    TAG_AGREE = 1,
+    TAG_COUNT,
+    TAG_GRAD,
+    TAG_SUM_GRAD,
+    TAG_HASH,
+    TAG_ANY,
+    TAG_ANY_BACK,
+    TAG_MEAN_COUNT,
+    TAG_MEAN_SUM
+};
 
 static struct {
     bool on;
     int rank, size, local_rank;
     unsigned timeout_s;
     bool check;
-    float *buf;         /* this rank's packed gradients, then the sum */
-    float *all;         /* the other ranks' parts of this rank's chunk, [size - 1][chunk] */
+    float *buf; /* this rank's packed gradients, then the sum */
+    float *all; /* the other ranks' parts of this rank's chunk, [size - 1][chunk] */
     size_t floats, all_floats;
-    bool told;          /* the bytes a step sends were printed */
+    bool told; /* the bytes a step sends were printed */
 } g = { .size = 1, .timeout_s = 600 };
 
 int dist_rank(void)
@@ -192,8 +201,8 @@ const char *dist_device(const char *selector, char *buf, size_t cap)
             free(all);
             return NULL;
         }
-        if (match && !(d->platform_index == first.platform_index &&
-                       d->device_index == first.device_index))
+        if (match &&
+            !(d->platform_index == first.platform_index && d->device_index == first.device_index))
             cand[n++] = *d;
     }
     const pfx_device_info *pick = &cand[(size_t)g.local_rank % n];
@@ -360,7 +369,8 @@ static void ensure_buffers(size_t floats)
 {
     const size_t chunk = chunk_begin(floats, 1) + 1; /* every chunk is at most this */
     if (chunk > (size_t)INT_MAX)
-        fatal(5, "%zu gradient floats over %d ranks exceed one MPI message (%d)", floats, g.size, INT_MAX);
+        fatal(5, "%zu gradient floats over %d ranks exceed one MPI message (%d)", floats, g.size,
+              INT_MAX);
     if (!g.buf || g.floats != floats) {
         free(g.buf);
         g.buf = malloc((floats ? floats : 1) * sizeof(float));
@@ -391,7 +401,8 @@ static void exchange_heads(const double *mine, double *heads, const char *what)
         if (r == g.rank)
             continue;
         peer[n] = r;
-        mpi_ok(MPI_Irecv(heads + 2 * r, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]), what);
+        mpi_ok(MPI_Irecv(heads + 2 * r, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]),
+               what);
         peer[n] = r;
         mpi_ok(MPI_Isend(mine, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]), what);
     }
@@ -443,10 +454,12 @@ int dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss)
             continue;
         const size_t br = chunk_begin(F, r), nr = chunk_begin(F, r + 1) - br;
         peer[n] = r;
-        mpi_ok(MPI_Irecv(g.all + (size_t)k++ * stride, (int)n0, MPI_FLOAT, r, TAG_GRAD, MPI_COMM_WORLD,
-                         &req[n++]), what);
+        mpi_ok(MPI_Irecv(g.all + (size_t)k++ * stride, (int)n0, MPI_FLOAT, r, TAG_GRAD,
+                         MPI_COMM_WORLD, &req[n++]),
+               what);
         peer[n] = r;
-        mpi_ok(MPI_Isend(g.buf + br, (int)nr, MPI_FLOAT, r, TAG_GRAD, MPI_COMM_WORLD, &req[n++]), what);
+        mpi_ok(MPI_Isend(g.buf + br, (int)nr, MPI_FLOAT, r, TAG_GRAD, MPI_COMM_WORLD, &req[n++]),
+               what);
     }
     wait_all(req, peer, n, what);
     for (size_t i = 0; i < n0; i++) {
@@ -465,16 +478,22 @@ int dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss)
             continue;
         const size_t br = chunk_begin(F, r), nr = chunk_begin(F, r + 1) - br;
         peer[n] = r;
-        mpi_ok(MPI_Irecv(g.buf + br, (int)nr, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[n++]), what);
+        mpi_ok(
+            MPI_Irecv(g.buf + br, (int)nr, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[n++]),
+            what);
         peer[n] = r;
-        mpi_ok(MPI_Isend(g.buf + b0, (int)n0, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[n++]), what);
+        mpi_ok(
+            MPI_Isend(g.buf + b0, (int)n0, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[n++]),
+            what);
     }
     wait_all(req, peer, n, what);
     if (!g.told && g.rank == 0) {
         const double sent = 2.0 * (double)(F - n0) * sizeof(float);
-        fprintf(stderr, "prefixcl: %d ranks: each sends about %.2f MiB of gradients a step (reduce-scatter and "
-                        "all-gather, summed in rank order)\n",
-                R, sent / 1048576.0);
+        fprintf(
+            stderr,
+            "prefixcl: %d ranks: each sends about %.2f MiB of gradients a step (reduce-scatter and "
+            "all-gather, summed in rank order)\n",
+            R, sent / 1048576.0);
         g.told = true;
     }
     free(heads);

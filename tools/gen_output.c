@@ -39,8 +39,8 @@ void gen_print_block(FILE *out, const gen_output *g, bool first)
         fputs(g->text, out);
     else
         print_ids(out, g->ids, g->count);
-    fprintf(out, "\n--- %zu token%s, stop: %s, %.1f tokens/s ---\n", g->count, g->count == 1 ? "" : "s",
-            gen_stop_reason(g), g->tokens_per_s);
+    fprintf(out, "\n--- %zu token%s, stop: %s, %.1f tokens/s ---\n", g->count,
+            g->count == 1 ? "" : "s", gen_stop_reason(g), g->tokens_per_s);
 }
 
 /* Bytes at s[0, n) (n >= 1) that an invalid UTF-8 sequence spans: its
@@ -49,8 +49,16 @@ void gen_print_block(FILE *out, const gen_output *g, bool first)
 static size_t invalid_span(const unsigned char *s, size_t n)
 {
     const unsigned char c = s[0];
-    size_t want = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 1;
-    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    size_t want = c >= 0xC2 && c <= 0xDF   ? 2
+                  : c >= 0xE0 && c <= 0xEF ? 3
+                  : c >= 0xF0 && c <= 0xF4 ? 4
+                                           : 1;
+    unsigned char lo = c == 0xE0   ? 0xA0
+                       : c == 0xF0 ? 0x90
+                                   : 0x80,
+                  hi = c == 0xED   ? 0x9F
+                       : c == 0xF4 ? 0x8F
+                                   : 0xBF;
     size_t k = 1;
     while (k < want && k < n && s[k] >= lo && s[k] <= hi) {
         k++;
@@ -68,7 +76,8 @@ char *gen_valid_utf8(const char *s)
         return NULL;
     for (size_t i = 0; i < len;) {
         utf8proc_int32_t c;
-        utf8proc_ssize_t n = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(len - i), &c);
+        utf8proc_ssize_t n =
+            utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(len - i), &c);
         if (n <= 0) {
             memcpy(o, "\xEF\xBF\xBD", 3);
             o += 3;
@@ -118,7 +127,8 @@ bool gen_print_json(FILE *out, const gen_output *g)
     ok = ok && add_text(o, "adapter", g->adapter);
     if (ok && (ok = cJSON_AddItemToObject(o, "ids", ids)))
         ids = NULL;
-    ok = ok && add_text(o, "text", g->text) && cJSON_AddStringToObject(o, "stop_reason", gen_stop_reason(g)) &&
+    ok = ok && add_text(o, "text", g->text) &&
+         cJSON_AddStringToObject(o, "stop_reason", gen_stop_reason(g)) &&
          cJSON_AddNumberToObject(o, "tokens_per_s", round(g->tokens_per_s * 100.0) / 100.0);
     char *line = ok ? cJSON_PrintUnformatted(o) : NULL;
     if (line) {

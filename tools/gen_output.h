@@ -11,16 +11,16 @@
 #include <stdio.h>
 
 typedef struct gen_output {
-    size_t prompt;             /* the prompt's index (in the order given) */
-    const char *prompt_text;   /* NULL: given as ids (--prompt-ids) */
+    size_t prompt;           /* the prompt's index (in the order given) */
+    const char *prompt_text; /* NULL: given as ids (--prompt-ids) */
     const int32_t *prompt_ids;
     size_t prompt_len;
-    const char *adapter;       /* as given on the command line; NULL: none */
-    const int32_t *ids;        /* the generated ids */
+    const char *adapter; /* as given on the command line; NULL: none */
+    const int32_t *ids;  /* the generated ids */
     size_t count;
-    const char *text;          /* their decoded text; NULL without a tokenizer */
-    bool stopped;              /* ended at a stop token, else at --max-new-tokens */
-    double tokens_per_s;       /* new tokens over the time from its batch's start to its last token */
+    const char *text;    /* their decoded text; NULL without a tokenizer */
+    bool stopped;        /* ended at a stop token, else at --max-new-tokens */
+    double tokens_per_s; /* new tokens over the time from its batch's start to its last token */
 } gen_output;
 
 /* "stop" (a stop token, kept in the ids) or "length" (--max-new-tokens). */

@@ -17,21 +17,28 @@ static const struct {
 } commands[] = {
     { "devices", cmd_devices, "list every OpenCL device and mark the default [--json]" },
     { "tune", cmd_tune,
-      "the main job: prefix-tune a model folder on a text file, write a PEFT adapter [--model DIR --data FILE]" },
+      "the main job: prefix-tune a model folder on a text file, write a PEFT adapter [--model DIR "
+      "--data FILE]" },
     { "pretrain", cmd_pretrain,
-      "train every weight (and per-head attention gains) from a config or a checkpoint [--config PATH --data FILE]" },
+      "train every weight (and per-head attention gains) from a config or a checkpoint [--config "
+      "PATH --data FILE]" },
     { "experiment", cmd_experiment,
-      "the attention-gain experiment: 5 arms, perplexity, tokens/s, settled heads, a probe [gain --corpus DIR --out DIR]" },
+      "the attention-gain experiment: 5 arms, perplexity, tokens/s, settled heads, a probe [gain "
+      "--corpus DIR --out DIR]" },
     { "train", cmd_train,
       "regression run: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
     { "generate", cmd_generate,
-      "text from a model folder with prefix adapters, batched, tokens/s [--model DIR --prompt TEXT]" },
+      "text from a model folder with prefix adapters, batched, tokens/s [--model DIR --prompt "
+      "TEXT]" },
 #ifdef PFX_HAVE_SERVE
     { "serve", cmd_serve,
-      "an OpenAI-compatible HTTP server, continuous batching, an adapter per request [--model DIR]" },
+      "an OpenAI-compatible HTTP server, continuous batching, an adapter per request [--model "
+      "DIR]" },
 #endif
-    { "eval", cmd_eval, "loss and perplexity of a data set, without and with an adapter [--model DIR --data FILE]" },
-    { "tokenize", cmd_tokenize, "a text's token ids and pieces, or a file's token count [--model DIR --text TEXT]" },
+    { "eval", cmd_eval,
+      "loss and perplexity of a data set, without and with an adapter [--model DIR --data FILE]" },
+    { "tokenize", cmd_tokenize,
+      "a text's token ids and pieces, or a file's token count [--model DIR --text TEXT]" },
     { "check", cmd_check, "run every operation against the C reference [--device SEL]" },
     { "attn-map", cmd_attn_map,
       "write one head's attention probabilities as a PNG/PGM heat map [--out FILE]" },

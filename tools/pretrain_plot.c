@@ -25,12 +25,22 @@ static int plot_loss(const char *path, const pfx_pretrain_result *r)
             }
         chart_series s[3] = {
             { .name = "training loss", .y = r->losses, .count = n, .line = true },
-            { .name = "gradient norm (before clipping)", .y = gn, .count = n, .line = true, .right = true },
-            { .name = "evaluation loss", .x = ex, .y = ey, .count = evals, .line = true, .points = true },
+            { .name = "gradient norm (before clipping)",
+              .y = gn,
+              .count = n,
+              .line = true,
+              .right = true },
+            { .name = "evaluation loss",
+              .x = ex,
+              .y = ey,
+              .count = evals,
+              .line = true,
+              .points = true },
         };
         char sub[200];
         snprintf(sub, sizeof(sub), "%s, %zu layers, %zu heads, %zu of %zu steps, %zu tokens a step",
-                 r->shape.model_type, r->shape.layers, r->shape.heads, n, r->steps, r->tokens_per_step);
+                 r->shape.model_type, r->shape.layers, r->shape.heads, n, r->steps,
+                 r->tokens_per_step);
         chart_line_spec spec = {
             .title = "prefixcl pretrain: token loss",
             .subtitle = sub,
@@ -97,8 +107,8 @@ int pretrain_plot_all(const char *dir, const pfx_pretrain_result *r, bool gains)
     int rc = plot_loss(in_dir(dir, "loss.png", path, sizeof(path)), r);
     if (rc == CHART_OK && gains)
         rc = tune_plot_gains(in_dir(dir, "gains.png", path, sizeof(path)),
-                             r->gains + r->steps_done * r->shape.layers * r->shape.heads, r->shape.layers,
-                             r->shape.heads);
+                             r->gains + r->steps_done * r->shape.layers * r->shape.heads,
+                             r->shape.layers, r->shape.heads);
     if (rc == CHART_OK && gains)
         rc = plot_gain_steps(in_dir(dir, "gains_steps.png", path, sizeof(path)), r);
     return rc;

@@ -41,7 +41,8 @@ bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char 
         return false;
     }
     if (P >= shape.max_positions) {
-        fprintf(stderr, "prefixcl %s: %s: a prefix of %zu leaves none of the model's %zu positions\n", cmd,
+        fprintf(stderr,
+                "prefixcl %s: %s: a prefix of %zu leaves none of the model's %zu positions\n", cmd,
                 ctx->adapter[0], P, shape.max_positions);
         serve_close(ctx);
         return false;
@@ -49,7 +50,9 @@ bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char 
     if (tokens + P > shape.max_positions)
         tokens = shape.max_positions - P;
     ctx->tokens = tokens;
-    pfx_model_params mp = { .max_batch = batch, .max_tokens = tokens, .recompute = true, .max_prefix_len = P };
+    pfx_model_params mp = {
+        .max_batch = batch, .max_tokens = tokens, .recompute = true, .max_prefix_len = P
+    };
     if (pfx_model_load(ctx->rt, dir, &mp, &ctx->model) != PFX_SUCCESS ||
         pfx_model_get_shape(ctx->model, &ctx->shape) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
@@ -100,7 +103,8 @@ size_t serve_default_stops(const serve_ctx *ctx, int32_t *stops, size_t cap)
     return n;
 }
 
-int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name, const char **value)
+int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name,
+                 const char **value)
 {
     *name = argv[*i];
     *value = NULL;

@@ -13,12 +13,12 @@ typedef struct serve_ctx {
     pfx_runtime *rt;
     pfx_model *model;
     pfx_model_shape shape;
-    pfx_tokenizer *tok;          /* NULL when the folder has none */
-    pfx_adapter_bank *bank;      /* NULL without adapters */
+    pfx_tokenizer *tok;     /* NULL when the folder has none */
+    pfx_adapter_bank *bank; /* NULL without adapters */
     const char *adapter[SERVE_MAX_ADAPTERS];
     size_t adapters;
-    size_t bank_capacity;        /* entries of the bank (0: the adapters given) */
-    size_t tokens;               /* the model's max_tokens (what fits beside the prefix) */
+    size_t bank_capacity; /* entries of the bank (0: the adapters given) */
+    size_t tokens;        /* the model's max_tokens (what fits beside the prefix) */
 } serve_ctx;
 
 /* Runtime on `device` (NULL: default), the model of `dir` (forward only:
@@ -37,6 +37,7 @@ size_t serve_default_stops(const serve_ctx *ctx, int32_t *stops, size_t cap);
 
 /* Option argv[*i] and its value (*i advanced past the value): 1; --help or
  * -h: 0; no value: -1 (said on stderr). */
-int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name, const char **value);
+int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name,
+                 const char **value);
 
 #endif

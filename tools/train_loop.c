@@ -18,11 +18,25 @@
 void train_default_config(train_config *c)
 {
     *c = (train_config){
-        .steps = 300, .layers = 3, .seed = 1,
-        .batch = 4, .tokens = 24, .model_dim = 64, .heads = 4, .kv_heads = 2, .head_dim = 16,
-        .prefix_len = 8, .embed_dim = 32, .hidden_dim = 64,
-        .lr = 1e-2f, .max_grad_norm = 1.0f, .warmup_steps = 10, .gain_ramp_steps = 50,
-        .weight_scale = 1.7f, .teacher_prefix_scale = 1.0f, .teacher_gain_scale = 1.0f,
+        .steps = 300,
+        .layers = 3,
+        .seed = 1,
+        .batch = 4,
+        .tokens = 24,
+        .model_dim = 64,
+        .heads = 4,
+        .kv_heads = 2,
+        .head_dim = 16,
+        .prefix_len = 8,
+        .embed_dim = 32,
+        .hidden_dim = 64,
+        .lr = 1e-2f,
+        .max_grad_norm = 1.0f,
+        .warmup_steps = 10,
+        .gain_ramp_steps = 50,
+        .weight_scale = 1.7f,
+        .teacher_prefix_scale = 1.0f,
+        .teacher_gain_scale = 1.0f,
     };
 }
 
@@ -103,14 +117,14 @@ static void job_free(job *j)
     pfx_runtime_destroy(&j->rt);
 }
 
-#define CHECK(call)                                                                   \
-    do {                                                                              \
-        pfx_status st_ = (call);                                                      \
-        if (st_ != PFX_SUCCESS) {                                                     \
-            fprintf(stderr, "prefixcl train: %s: %s (%s)\n", #call,                   \
-                    pfx_status_string(st_), pfx_last_error(j->rt));                   \
-            goto fail;                                                                \
-        }                                                                             \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        pfx_status st_ = (call);                                                                   \
+        if (st_ != PFX_SUCCESS) {                                                                  \
+            fprintf(stderr, "prefixcl train: %s: %s (%s)\n", #call, pfx_status_string(st_),        \
+                    pfx_last_error(j->rt));                                                        \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 
 static int make_dir(const char *path)
@@ -133,8 +147,8 @@ static double head_mean(const pfx_tensor *t, size_t H)
     return s / (double)H;
 }
 
-int train_run(const char *device, const train_config *c, const char *out_dir,
-              train_step_fn on_step, void *user, train_result *res)
+int train_run(const char *device, const train_config *c, const char *out_dir, train_step_fn on_step,
+              void *user, train_result *res)
 {
     memset(res, 0, sizeof(*res));
     job jj, *j = &jj;
@@ -143,15 +157,15 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     const size_t L = c->layers, B = c->batch, N = c->tokens, C = c->model_dim, H = c->heads;
     const size_t Hkv = c->kv_heads, D = c->head_dim, P = c->prefix_len;
     if (L == 0 || L > MAX_LAYERS || H > 256 || c->steps == 0 || B == 0) {
-        fprintf(stderr, "prefixcl train: layers must be 1..%d, steps and batch >= 1\n",
-                MAX_LAYERS);
+        fprintf(stderr, "prefixcl train: layers must be 1..%d, steps and batch >= 1\n", MAX_LAYERS);
         return 1;
     }
     /* data parallel (dist.h): this rank's rows [b0, b0 + Bl) of each batch */
     size_t b0, Bl;
     dist_shard(B, &b0, &Bl);
     if (Bl == 0) {
-        fprintf(stderr, "prefixcl train: rank %d: batch %zu has fewer sequences than the %d ranks\n",
+        fprintf(stderr,
+                "prefixcl train: rank %d: batch %zu has fewer sequences than the %d ranks\n",
                 dist_rank(), B, dist_size());
         return 1;
     }
@@ -194,9 +208,17 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     }
 
     /* the frozen stack */
-    pfx_layer_params lp = { .model_dim = C, .heads = H, .kv_heads = Hkv, .head_dim = D,
-                            .prefix_len = P, .max_batch = Bl, .max_tokens = N, .bias = true,
-                            .causal = true, .residual = true, .gain_mode = PFX_GAIN_TANH };
+    pfx_layer_params lp = { .model_dim = C,
+                            .heads = H,
+                            .kv_heads = Hkv,
+                            .head_dim = D,
+                            .prefix_len = P,
+                            .max_batch = Bl,
+                            .max_tokens = N,
+                            .bias = true,
+                            .causal = true,
+                            .residual = true,
+                            .gain_mode = PFX_GAIN_TANH };
     uint64_t rng = c->seed * UINT64_C(0x9E3779B97F4A7C15) + 12345;
     for (size_t l = 0; l < L; l++) {
         CHECK(pfx_layer_create(j->rt, &lp, &j->layer[l]));
@@ -227,8 +249,12 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
         CHECK(pfx_tensor_create(j->rt, PFX_DTYPE_F32, 1, gshape, &j->stat[i]));
 
     /* the student: encoder MLP -> prefixes, gains from 0 */
-    pfx_encoder_params ep = { .layers = L, .kv_heads = Hkv, .head_dim = D, .prefix_len = P,
-                              .embed_dim = c->embed_dim, .hidden_dim = c->hidden_dim };
+    pfx_encoder_params ep = { .layers = L,
+                              .kv_heads = Hkv,
+                              .head_dim = D,
+                              .prefix_len = P,
+                              .embed_dim = c->embed_dim,
+                              .hidden_dim = c->hidden_dim };
     CHECK(pfx_encoder_create(j->rt, &ep, &j->enc));
     CHECK(pfx_encoder_init_random(j->enc, c->seed + 77, 1.0f));
     CHECK(pfx_encoder_counts(j->enc, &res->counts));
@@ -250,10 +276,13 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
 
     /* AdamW: the encoder at lr, the gains at lr / 2 without decay */
     pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm,
-                                .warmup_steps = c->warmup_steps, .decay = PFX_LR_COSINE,
+                                .warmup_steps = c->warmup_steps,
+                                .decay = PFX_LR_COSINE,
                                 .decay_steps = c->steps > c->warmup_steps
-                                                   ? (uint32_t)(c->steps - c->warmup_steps) : 1,
-                                .min_lr_ratio = 0.1f, .gain_ramp_steps = c->gain_ramp_steps };
+                                                   ? (uint32_t)(c->steps - c->warmup_steps)
+                                                   : 1,
+                                .min_lr_ratio = 0.1f,
+                                .gain_ramp_steps = c->gain_ramp_steps };
     CHECK(pfx_optimizer_create(j->rt, &op, &j->opt));
     pfx_optimizer_group_params gp = PFX_OPTIMIZER_GROUP_DEFAULTS;
     gp.lr = c->lr;
@@ -264,9 +293,9 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     CHECK(pfx_optimizer_add_group(j->opt, &gp, &g_prefix));
     CHECK(pfx_optimizer_add_group(j->opt, &gg, &g_gain));
     for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++)
-        CHECK(pfx_optimizer_add_param(j->opt, g_prefix,
-                                      pfx_encoder_tensor(j->enc, (pfx_encoder_param)i),
-                                      j->enc_grad[i], pfx_encoder_param_name((pfx_encoder_param)i)));
+        CHECK(pfx_optimizer_add_param(
+            j->opt, g_prefix, pfx_encoder_tensor(j->enc, (pfx_encoder_param)i), j->enc_grad[i],
+            pfx_encoder_param_name((pfx_encoder_param)i)));
     for (size_t l = 0; l < L; l++) {
         char name[64];
         snprintf(name, sizeof(name), "layers.%zu.gain", l);
@@ -278,12 +307,13 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
     memset(grads, 0, sizeof(grads));
     for (size_t l = 0; l < L; l++) {
         tpre[l] = (pfx_layer_prefix){ j->t_pk[l], j->t_pv[l], j->t_gain[l], 1.0f, NULL };
-        grads[l] = (pfx_layer_grads){ .dprefix_k = j->dpk[l], .dprefix_v = j->dpv[l],
+        grads[l] = (pfx_layer_grads){ .dprefix_k = j->dpk[l],
+                                      .dprefix_v = j->dpv[l],
                                       .dgain = j->dgain[l] };
     }
     j->t_act[0] = j->s_act[0]; /* one input for both stacks */
-    pfx_encoder_grads eg = { j->enc_grad[0], j->enc_grad[1], j->enc_grad[2], j->enc_grad[3],
-                             j->enc_grad[4], false };
+    pfx_encoder_grads eg = { j->enc_grad[0], j->enc_grad[1], j->enc_grad[2],
+                             j->enc_grad[3], j->enc_grad[4], false };
     uint64_t data_rng = c->seed * UINT64_C(0xD1B54A32D192ED03) + 99;
     uint64_t eval_rng = c->seed * UINT64_C(0xD1B54A32D192ED03) + 7777; /* the held-out batch */
     for (size_t i = 0; i < B * N * C; i++)
@@ -336,9 +366,13 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
             res->first_step_seconds = tool_now_s() - t1;
         if (on_step && lead) {
             double el = tool_now_s() - t1;
-            train_step_info si = { .step = s + 1, .loss = loss, .grad_norm = rep.grad_norm,
-                                   .lr_factor = rep.lr_factor, .gain_ramp = ramp,
-                                   .skipped = rep.skipped, .elapsed_s = el,
+            train_step_info si = { .step = s + 1,
+                                   .loss = loss,
+                                   .grad_norm = rep.grad_norm,
+                                   .lr_factor = rep.lr_factor,
+                                   .gain_ramp = ramp,
+                                   .skipped = rep.skipped,
+                                   .elapsed_s = el,
                                    .tokens_per_s = el > 0 ? (double)(B * N * (s + 1)) / el : 0 };
             on_step(&si, user);
         }
@@ -420,8 +454,8 @@ int train_run(const char *device, const train_config *c, const char *out_dir,
                                    { "seed", seed_s } };
         char path[4096];
         snprintf(path, sizeof(path), "%s/prefixes.safetensors", out_dir);
-        pfx_status st = pfx_safetensors_save(j->rt, path, items, count, meta,
-                                             sizeof(meta) / sizeof(meta[0]));
+        pfx_status st =
+            pfx_safetensors_save(j->rt, path, items, count, meta, sizeof(meta) / sizeof(meta[0]));
         free(items);
         free(names);
         if (st != PFX_SUCCESS) {

@@ -17,8 +17,8 @@ typedef struct train_config {
     size_t steps, layers;
     uint64_t seed;
     size_t batch, tokens, model_dim, heads, kv_heads, head_dim, prefix_len;
-    size_t embed_dim, hidden_dim;     /* encoder MLP */
-    float lr;                         /* prefix group; gains at lr / 2 */
+    size_t embed_dim, hidden_dim; /* encoder MLP */
+    float lr;                     /* prefix group; gains at lr / 2 */
     float max_grad_norm;
     uint32_t warmup_steps, gain_ramp_steps;
     float weight_scale;               /* frozen weights: uniform +-scale/sqrt(fan_in) */
@@ -35,9 +35,9 @@ void train_default_config(train_config *cfg);
 void train_fit_schedules(train_config *cfg);
 
 typedef struct train_step_info {
-    size_t step;         /* 1-based */
-    double loss;         /* MSE before this step's update */
-    float grad_norm;     /* before clipping */
+    size_t step;     /* 1-based */
+    double loss;     /* MSE before this step's update */
+    float grad_norm; /* before clipping */
     float lr_factor, gain_ramp;
     bool skipped;
     double elapsed_s;    /* since the first step began */
@@ -47,28 +47,28 @@ typedef struct train_step_info {
 typedef void (*train_step_fn)(const train_step_info *info, void *user);
 
 typedef struct train_layer_stats {
-    double prefix_mass, entropy;           /* student, averaged over heads */
+    double prefix_mass, entropy; /* student, averaged over heads */
     double teacher_prefix_mass, teacher_entropy;
 } train_layer_stats;
 
 typedef struct train_result {
-    double *losses;                  /* [steps] (malloc'ed; train_result_free) */
-    float *grad_norms;               /* [steps] */
-    float *lrs;                      /* [steps] learning rate of the prefix group */
+    double *losses;    /* [steps] (malloc'ed; train_result_free) */
+    float *grad_norms; /* [steps] */
+    float *lrs;        /* [steps] learning rate of the prefix group */
     size_t steps_done;
-    bool stopped;                    /* ended early by stop_flag (outputs of steps_done) */
-    size_t eval_count;               /* held-out evaluations (train_config.eval_every) */
-    size_t *eval_steps;              /* [eval_count] 1-based step of each */
-    double *eval_losses;             /* [eval_count] MSE on the held-out batch, before that
+    bool stopped;                        /* ended early by stop_flag (outputs of steps_done) */
+    size_t eval_count;                   /* held-out evaluations (train_config.eval_every) */
+    size_t *eval_steps;                  /* [eval_count] 1-based step of each */
+    double *eval_losses;                 /* [eval_count] MSE on the held-out batch, before that
                                         step's update */
-    double first_loss, final_loss;   /* loss of step 1, mean of the last min(10, steps) */
-    pfx_encoder_param_counts counts; /* before bake (trainable = the MLP) */
-    size_t gain_params;              /* L * H */
-    float *gains, *teacher_gains;    /* [L * H] the learned gain parameters and the hidden
+    double first_loss, final_loss;       /* loss of step 1, mean of the last min(10, steps) */
+    pfx_encoder_param_counts counts;     /* before bake (trainable = the MLP) */
+    size_t gain_params;                  /* L * H */
+    float *gains, *teacher_gains;        /* [L * H] the learned gain parameters and the hidden
                                         ones (tanh mode: gamma = 1 + tanh(g)) */
-    train_layer_stats *layer_stats;  /* [layers] */
+    train_layer_stats *layer_stats;      /* [layers] */
     double train_seconds, setup_seconds; /* the loop; runtime + allocation before it */
-    double first_step_seconds;         /* step 1 alone: kernel builds land here */
+    double first_step_seconds;           /* step 1 alone: kernel builds land here */
     char device[300];
 } train_result;
 

@@ -49,8 +49,10 @@ static int write_config(const char *dir, size_t layers, size_t vocab)
     pfx_status st = pfx_output_open(path, &f);
     if (st == PFX_SUCCESS) {
         fprintf(pfx_output_stream(f),
-                "{\n  \"model_type\": \"gpt2\",\n  \"n_layer\": %zu,\n  \"n_head\": 12,\n  \"n_embd\": 768,\n"
-                "  \"n_positions\": 1024,\n  \"vocab_size\": %zu,\n  \"activation_function\": \"gelu_new\",\n"
+                "{\n  \"model_type\": \"gpt2\",\n  \"n_layer\": %zu,\n  \"n_head\": 12,\n  "
+                "\"n_embd\": 768,\n"
+                "  \"n_positions\": 1024,\n  \"vocab_size\": %zu,\n  \"activation_function\": "
+                "\"gelu_new\",\n"
                 "  \"layer_norm_epsilon\": 1e-05\n}\n",
                 layers, vocab);
         st = pfx_output_commit(&f);
@@ -61,8 +63,8 @@ static int write_config(const char *dir, size_t layers, size_t vocab)
 }
 
 /* Rank 0's part: the whole folder. */
-static int write_folder(pfx_runtime *rt, const char *demo_dir, const char *dir, size_t layers, pfx_dtype storage,
-                        uint64_t seed)
+static int write_folder(pfx_runtime *rt, const char *demo_dir, const char *dir, size_t layers,
+                        pfx_dtype storage, uint64_t seed)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "prefixcl tune: cannot create %s: %s\n", dir, strerror(errno));
@@ -85,7 +87,8 @@ static int write_folder(pfx_runtime *rt, const char *demo_dir, const char *dir, 
         st = pfx_model_save(model, dir, NULL);
     pfx_model_destroy(&model);
     if (st != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl tune: the demonstration model in %s: %s\n", dir, pfx_last_error(rt));
+        fprintf(stderr, "prefixcl tune: the demonstration model in %s: %s\n", dir,
+                pfx_last_error(rt));
         return 1;
     }
     char src[4200], dst[4200];
@@ -94,8 +97,8 @@ static int write_folder(pfx_runtime *rt, const char *demo_dir, const char *dir, 
     return copy_file(src, dst);
 }
 
-int tune_demo_write(pfx_runtime *rt, const char *demo_dir, const char *out_dir, size_t layers, pfx_dtype storage,
-                    uint64_t seed, char *dir, size_t cap)
+int tune_demo_write(pfx_runtime *rt, const char *demo_dir, const char *out_dir, size_t layers,
+                    pfx_dtype storage, uint64_t seed, char *dir, size_t cap)
 {
     if (snprintf(dir, cap, "%s/demo-model", out_dir) >= (int)cap) {
         fprintf(stderr, "prefixcl tune: --out %s: too long a path\n", out_dir);

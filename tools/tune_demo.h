@@ -16,7 +16,7 @@
  * demo_dir's tokenizer.json. Rank 0 writes; every rank returns once the
  * folder is whole (dist.h). DIR in dir (cap bytes). 0, or 1 after printing
  * why. */
-int tune_demo_write(pfx_runtime *rt, const char *demo_dir, const char *out_dir, size_t layers, pfx_dtype storage,
-                    uint64_t seed, char *dir, size_t cap);
+int tune_demo_write(pfx_runtime *rt, const char *demo_dir, const char *out_dir, size_t layers,
+                    pfx_dtype storage, uint64_t seed, char *dir, size_t cap);
 
 #endif

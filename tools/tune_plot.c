@@ -24,7 +24,11 @@ int tune_plot_loss(const char *path, const pfx_tune_result *r)
     const bool evals = isfinite(eval_y[0]) || isfinite(eval_y[1]);
     chart_series s[3] = {
         { .name = "training loss", .y = r->losses, .count = n, .line = true },
-        { .name = "gradient norm (before clipping)", .y = gn, .count = n, .line = true, .right = true },
+        { .name = "gradient norm (before clipping)",
+          .y = gn,
+          .count = n,
+          .line = true,
+          .right = true },
         { .name = "evaluation loss", .x = eval_x, .y = eval_y, .count = 2, .points = true },
     };
     char sub[200];

@@ -47,31 +47,32 @@ typedef enum pfx_layout {
 } pfx_layout;
 
 typedef enum pfx_gain_mode {
-    PFX_GAIN_OFF = 0,     /* gamma = 1 */
-    PFX_GAIN_LINEAR = 1,  /* gamma = 1 + r g */
-    PFX_GAIN_TANH = 2,    /* gamma = 1 + tanh(r g) */
+    PFX_GAIN_OFF = 0,    /* gamma = 1 */
+    PFX_GAIN_LINEAR = 1, /* gamma = 1 + r g */
+    PFX_GAIN_TANH = 2,   /* gamma = 1 + tanh(r g) */
 } pfx_gain_mode;
 
 typedef struct pfx_attention_desc {
-    size_t batch;          /* B */
-    size_t heads;          /* H */
-    size_t kv_heads;       /* Hkv, H % Hkv == 0 */
-    size_t queries;        /* N */
-    size_t keys;           /* M (M >= N: a decode step against a cache) */
-    size_t prefix_len;     /* P, 0 allowed */
-    size_t head_dim;       /* D */
-    pfx_layout q_layout;   /* Q and dQ */
-    pfx_layout kv_layout;  /* K, V, dK and dV */
-    pfx_layout o_layout;   /* O and dO */
+    size_t batch;         /* B */
+    size_t heads;         /* H */
+    size_t kv_heads;      /* Hkv, H % Hkv == 0 */
+    size_t queries;       /* N */
+    size_t keys;          /* M (M >= N: a decode step against a cache) */
+    size_t prefix_len;    /* P, 0 allowed */
+    size_t head_dim;      /* D */
+    pfx_layout q_layout;  /* Q and dQ */
+    pfx_layout kv_layout; /* K, V, dK and dV */
+    pfx_layout o_layout;  /* O and dO */
     bool causal;
-    float scale;           /* 0: 1 / sqrt(D) */
+    float scale; /* 0: 1 / sqrt(D) */
     pfx_gain_mode gain_mode;
-    const float *gain;     /* host [H]: g_h; required unless gain_mode is OFF or gain_tensor is set */
-    float gain_ramp;       /* r in [0, 1] */
-    const float *dim_gain; /* host [H * D]: structured gain G_hd, or NULL */
-    const int32_t *q_lens;     /* host [B]: valid queries per item (0..N), or NULL for N */
-    const int32_t *kv_lens;    /* host [B]: valid input keys per item (0..M), or NULL for M */
-    const int32_t *bank_index; /* host [B]: bank entry per item (forward: or -1, none); required with a 4-D prefix */
+    const float *gain; /* host [H]: g_h; required unless gain_mode is OFF or gain_tensor is set */
+    float gain_ramp;   /* r in [0, 1] */
+    const float *dim_gain;  /* host [H * D]: structured gain G_hd, or NULL */
+    const int32_t *q_lens;  /* host [B]: valid queries per item (0..N), or NULL for N */
+    const int32_t *kv_lens; /* host [B]: valid input keys per item (0..M), or NULL for M */
+    const int32_t *
+        bank_index; /* host [B]: bank entry per item (forward: or -1, none); required with a 4-D prefix */
     /* device [H] float32 g_h, or NULL. When set it is used instead of `gain`
      * and read on the device: nothing waits for it (a training step keeps its
      * gains there), and its values are not checked for NaN/Inf. */
@@ -85,25 +86,25 @@ typedef struct pfx_attention_inputs {
     const pfx_tensor *q;
     const pfx_tensor *k;
     const pfx_tensor *v;
-    const pfx_tensor *prefix_k;  /* NULL when P == 0 */
+    const pfx_tensor *prefix_k; /* NULL when P == 0 */
     const pfx_tensor *prefix_v;
 } pfx_attention_inputs;
 
 /* O (same layout rules as Q, float32 or half) and, when lse is not NULL, the
  * per-row log-sum-exp (float32 [B, H, N]) that the backward needs. */
 PFX_API pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc,
-                                         const pfx_attention_inputs *in,
-                                         pfx_tensor *o, pfx_tensor *lse);
+                                         const pfx_attention_inputs *in, pfx_tensor *o,
+                                         pfx_tensor *lse);
 
 typedef struct pfx_attention_grads {
-    pfx_tensor *dq;          /* like Q */
-    pfx_tensor *dk;          /* like K */
-    pfx_tensor *dv;          /* like V */
-    pfx_tensor *dprefix_k;   /* like the prefix (a bank gets a gradient per entry) */
+    pfx_tensor *dq;        /* like Q */
+    pfx_tensor *dk;        /* like K */
+    pfx_tensor *dv;        /* like V */
+    pfx_tensor *dprefix_k; /* like the prefix (a bank gets a gradient per entry) */
     pfx_tensor *dprefix_v;
-    pfx_tensor *dgain;       /* [H] */
-    pfx_tensor *ddim_gain;   /* [H, D], only with desc.dim_gain */
-    bool accumulate;         /* add into the tensors instead of overwriting them */
+    pfx_tensor *dgain;     /* [H] */
+    pfx_tensor *ddim_gain; /* [H, D], only with desc.dim_gain */
+    bool accumulate;       /* add into the tensors instead of overwriting them */
 } pfx_attention_grads;
 
 /* Gradients of sum(dO * O) for every non-NULL tensor in grads (a NULL one is
@@ -111,9 +112,8 @@ typedef struct pfx_attention_grads {
  * device (the order of the sums follows the tiles and, on CPU devices, the
  * compute unit count). */
 PFX_API pfx_status pfx_attention_backward(pfx_runtime *rt, const pfx_attention_desc *desc,
-                                          const pfx_attention_inputs *in,
-                                          const pfx_tensor *o, const pfx_tensor *lse,
-                                          const pfx_tensor *d_o,
+                                          const pfx_attention_inputs *in, const pfx_tensor *o,
+                                          const pfx_tensor *lse, const pfx_tensor *d_o,
                                           const pfx_attention_grads *grads);
 
 /* The largest top_k of the statistics below. */
@@ -132,8 +132,8 @@ PFX_API pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc
 /* The explicit probability map p_ij of one (item, head) as float32 [N, P + M]
  * (hidden entries 0). Meant for heat maps of small problems. */
 PFX_API pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *desc,
-                                          const pfx_attention_inputs *in,
-                                          size_t item, size_t head, pfx_tensor *probs);
+                                          const pfx_attention_inputs *in, size_t item, size_t head,
+                                          pfx_tensor *probs);
 
 #ifdef __cplusplus
 }

@@ -38,25 +38,25 @@ PFX_API const char *pfx_version(void);
 
 typedef enum pfx_status {
     PFX_SUCCESS = 0,
-    PFX_ERROR_NULL_ARGUMENT = -1,      /* a required handle or pointer is NULL */
-    PFX_ERROR_INVALID_ARGUMENT = -2,   /* a value out of its domain (flag, enum, count) */
-    PFX_ERROR_INVALID_SHAPE = -3,      /* zero/too many dimensions, shapes that do not agree */
-    PFX_ERROR_SIZE_OVERFLOW = -4,      /* a byte size that does not fit in size_t */
-    PFX_ERROR_OUT_OF_RANGE = -5,       /* read/write past a tensor, index beyond a bank, length > N */
-    PFX_ERROR_DTYPE_MISMATCH = -6,     /* element type not accepted here */
-    PFX_ERROR_RUNTIME_MISMATCH = -7,   /* tensors from different runtimes */
-    PFX_ERROR_ALIASING = -8,           /* an output tensor is also an input */
-    PFX_ERROR_NOT_FINITE = -9,         /* NaN or infinite gain, scale or ramp */
-    PFX_ERROR_UNSUPPORTED = -10,       /* valid, but beyond what this device/kernel handles */
-    PFX_ERROR_OUT_OF_MEMORY = -11,     /* host or device allocation failed */
-    PFX_ERROR_NO_DEVICE = -12,         /* no OpenCL platform or device at all */
-    PFX_ERROR_DEVICE_NOT_FOUND = -13,  /* a selector that matches no device */
-    PFX_ERROR_BUILD_FAILED = -14,      /* kernel compilation failed; the log is in pfx_last_error */
-    PFX_ERROR_OPENCL = -15,            /* any other OpenCL error; its name is in pfx_last_error */
-    PFX_ERROR_CLBLAST = -16,           /* a CLBlast error; its name is in pfx_last_error */
-    PFX_ERROR_IO = -17,                /* a file could not be read or written */
-    PFX_ERROR_FORMAT = -18,            /* a file's content is malformed (bad header, JSON, layout) */
-    PFX_ERROR_BUSY = -19,              /* a runtime entered from a second thread while in use */
+    PFX_ERROR_NULL_ARGUMENT = -1,    /* a required handle or pointer is NULL */
+    PFX_ERROR_INVALID_ARGUMENT = -2, /* a value out of its domain (flag, enum, count) */
+    PFX_ERROR_INVALID_SHAPE = -3,    /* zero/too many dimensions, shapes that do not agree */
+    PFX_ERROR_SIZE_OVERFLOW = -4,    /* a byte size that does not fit in size_t */
+    PFX_ERROR_OUT_OF_RANGE = -5,     /* read/write past a tensor, index beyond a bank, length > N */
+    PFX_ERROR_DTYPE_MISMATCH = -6,   /* element type not accepted here */
+    PFX_ERROR_RUNTIME_MISMATCH = -7, /* tensors from different runtimes */
+    PFX_ERROR_ALIASING = -8,         /* an output tensor is also an input */
+    PFX_ERROR_NOT_FINITE = -9,       /* NaN or infinite gain, scale or ramp */
+    PFX_ERROR_UNSUPPORTED = -10,     /* valid, but beyond what this device/kernel handles */
+    PFX_ERROR_OUT_OF_MEMORY = -11,   /* host or device allocation failed */
+    PFX_ERROR_NO_DEVICE = -12,       /* no OpenCL platform or device at all */
+    PFX_ERROR_DEVICE_NOT_FOUND = -13, /* a selector that matches no device */
+    PFX_ERROR_BUILD_FAILED = -14,     /* kernel compilation failed; the log is in pfx_last_error */
+    PFX_ERROR_OPENCL = -15,           /* any other OpenCL error; its name is in pfx_last_error */
+    PFX_ERROR_CLBLAST = -16,          /* a CLBlast error; its name is in pfx_last_error */
+    PFX_ERROR_IO = -17,               /* a file could not be read or written */
+    PFX_ERROR_FORMAT = -18,           /* a file's content is malformed (bad header, JSON, layout) */
+    PFX_ERROR_BUSY = -19,             /* a runtime entered from a second thread while in use */
 } pfx_status;
 
 /* Static name of a status ("PFX_ERROR_INVALID_SHAPE"); never NULL.

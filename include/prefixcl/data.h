@@ -40,17 +40,17 @@ extern "C" {
 #define PFX_LABEL_IGNORE (-100)
 
 typedef enum pfx_data_format {
-    PFX_DATA_AUTO = 0,   /* JSONL for names ending .jsonl or .json, else text */
+    PFX_DATA_AUTO = 0, /* JSONL for names ending .jsonl or .json, else text */
     PFX_DATA_TEXT,
     PFX_DATA_JSONL,
 } pfx_data_format;
 
 typedef struct pfx_dataset_options {
     pfx_data_format format;
-    size_t max_length;   /* tokens kept per example, >= 2 */
-    bool add_special;    /* the post-processor's tokens (BOS ...) */
-    bool append_eos;     /* EOS after each example (the tokenizer must have one) */
-    bool shuffle;        /* a new order every epoch, from seed and epoch */
+    size_t max_length; /* tokens kept per example, >= 2 */
+    bool add_special;  /* the post-processor's tokens (BOS ...) */
+    bool append_eos;   /* EOS after each example (the tokenizer must have one) */
+    bool shuffle;      /* a new order every epoch, from seed and epoch */
     uint64_t seed;
 } pfx_dataset_options;
 
@@ -74,14 +74,14 @@ PFX_API pfx_status pfx_dataset_load_memory(const void *data, size_t size, const 
 PFX_API void pfx_dataset_free(pfx_dataset **ds);
 
 typedef struct pfx_dataset_info {
-    size_t examples;        /* kept */
-    size_t skipped;         /* examples without a counted label at t >= 1 */
-    size_t truncated;       /* examples cut to max_length */
-    size_t tokens;          /* tokens of the kept examples */
-    size_t counted;         /* labels the loss counts (t >= 1) */
-    size_t longest;         /* longest kept example */
+    size_t examples;  /* kept */
+    size_t skipped;   /* examples without a counted label at t >= 1 */
+    size_t truncated; /* examples cut to max_length */
+    size_t tokens;    /* tokens of the kept examples */
+    size_t counted;   /* labels the loss counts (t >= 1) */
+    size_t longest;   /* longest kept example */
     size_t max_length;
-    int32_t pad_id;         /* the tokenizer's pad, else EOS, else 0 */
+    int32_t pad_id; /* the tokenizer's pad, else EOS, else 0 */
 } pfx_dataset_info;
 
 PFX_API pfx_status pfx_dataset_get_info(const pfx_dataset *ds, pfx_dataset_info *info);
@@ -137,8 +137,8 @@ PFX_API pfx_status pfx_blocks_get(const pfx_blocks *b, size_t i, const int32_t *
  * than batch at the end of an epoch; the next call starts the following
  * one) as [rows, block] ids. A position is plain numbers: save it with a
  * checkpoint, restore it to resume. */
-PFX_API pfx_status pfx_blocks_next_batch(pfx_blocks *b, pfx_data_position *pos, size_t batch, uint64_t seed,
-                                         int32_t *ids, size_t *rows);
+PFX_API pfx_status pfx_blocks_next_batch(pfx_blocks *b, pfx_data_position *pos, size_t batch,
+                                         uint64_t seed, int32_t *ids, size_t *rows);
 
 #ifdef __cplusplus
 }

@@ -86,11 +86,11 @@ PFX_API pfx_status pfx_encoder_counts(const pfx_encoder *enc, pfx_encoder_param_
 PFX_API bool pfx_encoder_is_direct(const pfx_encoder *enc);
 
 typedef enum pfx_encoder_param {
-    PFX_ENCODER_E = 0,   /* [m, e] */
-    PFX_ENCODER_W1 = 1,  /* [h, e] */
-    PFX_ENCODER_B1 = 2,  /* [h] */
-    PFX_ENCODER_W2 = 3,  /* [2*L*Hkv*D, h] */
-    PFX_ENCODER_B2 = 4,  /* [2*L*Hkv*D] */
+    PFX_ENCODER_E = 0,  /* [m, e] */
+    PFX_ENCODER_W1 = 1, /* [h, e] */
+    PFX_ENCODER_B1 = 2, /* [h] */
+    PFX_ENCODER_W2 = 3, /* [2*L*Hkv*D, h] */
+    PFX_ENCODER_B2 = 4, /* [2*L*Hkv*D] */
 } pfx_encoder_param;
 #define PFX_ENCODER_PARAM_COUNT 5
 
@@ -124,12 +124,12 @@ PFX_API pfx_status pfx_encoder_forward(pfx_encoder *enc, pfx_tensor *const *pref
                                        pfx_tensor *const *prefix_v);
 
 typedef struct pfx_encoder_grads {
-    pfx_tensor *de;   /* like E, float32; NULL: not computed */
-    pfx_tensor *dw1;  /* like W1 */
-    pfx_tensor *db1;  /* like b1 */
-    pfx_tensor *dw2;  /* like W2 */
-    pfx_tensor *db2;  /* like b2 */
-    bool accumulate;  /* add into the tensors instead of overwriting them */
+    pfx_tensor *de;  /* like E, float32; NULL: not computed */
+    pfx_tensor *dw1; /* like W1 */
+    pfx_tensor *db1; /* like b1 */
+    pfx_tensor *dw2; /* like W2 */
+    pfx_tensor *db2; /* like b2 */
+    bool accumulate; /* add into the tensors instead of overwriting them */
 } pfx_encoder_grads;
 
 /* MLP mode only. Gradients of sum_l (dKp_l . Kp_l + dVp_l . Vp_l) with respect

@@ -36,7 +36,8 @@ typedef struct pfx_adapter_bank pfx_adapter_bank;
  * 2 * L tensors [capacity, Hkv, P, D] float32 (none for P = 0, a bank of
  * gains files). Host memory: the gains, [capacity, L, H] and the
  * structured gains [capacity, L, H, D] floats. */
-PFX_API pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity, pfx_adapter_bank **out);
+PFX_API pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity,
+                                           pfx_adapter_bank **out);
 PFX_API void pfx_adapter_bank_destroy(pfx_adapter_bank **bank);
 
 /* Adds the adapter at `path`: a PEFT prefix-tuning folder (adapter_config.json
@@ -90,7 +91,8 @@ typedef struct pfx_kv_cache pfx_kv_cache;
 /* `slots` request slots (<= the model's max_batch) of up to `max_len`
  * tokens each (<= the model's positions): 2 * L tensors
  * [slots, max_len, Hkv, D] float32, allocated once. */
-PFX_API pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, pfx_kv_cache **out);
+PFX_API pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len,
+                                       pfx_kv_cache **out);
 PFX_API void pfx_kv_cache_destroy(pfx_kv_cache **cache);
 
 /* Tokens held by a slot (0 for a slot out of range). */
@@ -103,18 +105,18 @@ PFX_API size_t pfx_kv_cache_bytes(const pfx_kv_cache *cache);
 PFX_API uint64_t pfx_kv_cache_rows_written(const pfx_kv_cache *cache);
 /* Layer l's key and value tensors [slots, max_len, Hkv, D] (owned by the
  * cache; for inspection). */
-PFX_API pfx_status pfx_kv_cache_layer(const pfx_kv_cache *cache, size_t layer, const pfx_tensor **keys,
-                                      const pfx_tensor **values);
+PFX_API pfx_status pfx_kv_cache_layer(const pfx_kv_cache *cache, size_t layer,
+                                      const pfx_tensor **keys, const pfx_tensor **values);
 
 /* ---- one step ---- */
 
 typedef struct pfx_serve_step {
-    size_t batch;            /* slots 0 .. batch-1 take part (<= the cache's slots) */
-    size_t tokens;           /* N: new tokens per slot; N > 1 only into empty slots (prefill) */
-    const int32_t *ids;      /* host [batch * N], right-padded */
-    const int32_t *lens;     /* host [batch]: new tokens of each slot, 0..N (0: the slot
+    size_t batch;           /* slots 0 .. batch-1 take part (<= the cache's slots) */
+    size_t tokens;          /* N: new tokens per slot; N > 1 only into empty slots (prefill) */
+    const int32_t *ids;     /* host [batch * N], right-padded */
+    const int32_t *lens;    /* host [batch]: new tokens of each slot, 0..N (0: the slot
                               * idles); NULL: N for every slot */
-    const int32_t *adapter;  /* host [batch]: bank entry of each slot or -1 (none); NULL:
+    const int32_t *adapter; /* host [batch]: bank entry of each slot or -1 (none); NULL:
                               * none. A slot keeps the adapter of its prefill. */
 } pfx_serve_step;
 
@@ -123,32 +125,33 @@ typedef struct pfx_serve_step {
  * token (rows of idle slots are unspecified). bank may be NULL when no slot
  * has an adapter. Items whose adapters carry different gains (per-head or
  * structured) cannot share a step (PFX_ERROR_UNSUPPORTED). */
-PFX_API pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
-                                      const pfx_serve_step *step, pfx_tensor *logits);
+PFX_API pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache,
+                                      const pfx_adapter_bank *bank, const pfx_serve_step *step,
+                                      pfx_tensor *logits);
 
 /* ---- sampling and generation ---- */
 
 typedef struct pfx_sampling {
-    float temperature;       /* 0: greedy (the lowest id among equal maxima) */
-    size_t top_k;            /* 0: off */
-    float top_p;             /* in (0, 1]; 0 or 1: off */
-    size_t max_new_tokens;   /* >= 1 */
-    const int32_t *stop;     /* stop tokens (the stop token is kept in the output) */
+    float temperature;     /* 0: greedy (the lowest id among equal maxima) */
+    size_t top_k;          /* 0: off */
+    float top_p;           /* in (0, 1]; 0 or 1: off */
+    size_t max_new_tokens; /* >= 1 */
+    const int32_t *stop;   /* stop tokens (the stop token is kept in the output) */
     size_t stop_count;
 } pfx_sampling;
 
 /* One draw from logits[V] (host) with the state of a splitmix64 generator
  * (*rng, advanced): deterministic for a given state. */
-PFX_API pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng,
-                                    int32_t *token);
+PFX_API pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s,
+                                    uint64_t *rng, int32_t *token);
 
 typedef struct pfx_request {
-    const int32_t *prompt;   /* host ids, 1..len */
+    const int32_t *prompt; /* host ids, 1..len */
     size_t prompt_len;
-    int32_t adapter;         /* bank entry or -1 */
-    uint64_t seed;           /* of this request's sampling */
-    int32_t *out;            /* host, room for max_new_tokens ids */
-    size_t out_len;          /* set: ids generated */
+    int32_t adapter; /* bank entry or -1 */
+    uint64_t seed;   /* of this request's sampling */
+    int32_t *out;    /* host, room for max_new_tokens ids */
+    size_t out_len;  /* set: ids generated */
 } pfx_request;
 
 typedef struct pfx_generate_stats {

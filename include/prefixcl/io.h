@@ -122,12 +122,12 @@ PFX_API void pfx_safetensors_close(pfx_safetensors **f);
 PFX_API size_t pfx_safetensors_count(const pfx_safetensors *f);
 
 typedef struct pfx_st_info {
-    const char *name;               /* owned by the file */
+    const char *name; /* owned by the file */
     pfx_st_dtype dtype;
-    unsigned ndim;                  /* 0 for a scalar */
+    unsigned ndim; /* 0 for a scalar */
     size_t shape[PFX_ST_MAX_DIMS];
-    size_t numel;                   /* product of shape (1 for a scalar) */
-    size_t bytes;                   /* numel * dtype size */
+    size_t numel; /* product of shape (1 for a scalar) */
+    size_t bytes; /* numel * dtype size */
 } pfx_st_info;
 
 /* Tensor i in header order. PFX_ERROR_OUT_OF_RANGE when i >= count. */
@@ -143,14 +143,14 @@ PFX_API const void *pfx_safetensors_data(const pfx_safetensors *f, size_t i);
  * `count` must equal its number of elements (PFX_ERROR_INVALID_SHAPE);
  * a missing name is PFX_ERROR_INVALID_ARGUMENT, an integer dtype
  * PFX_ERROR_DTYPE_MISMATCH. */
-PFX_API pfx_status pfx_safetensors_read_f32(const pfx_safetensors *f, const char *name,
-                                            float *dst, size_t count);
+PFX_API pfx_status pfx_safetensors_read_f32(const pfx_safetensors *f, const char *name, float *dst,
+                                            size_t count);
 
 /* __metadata__ entries: count, entry i (key and value owned by the file),
  * and the value of a key (NULL when absent). */
 PFX_API size_t pfx_safetensors_metadata_count(const pfx_safetensors *f);
-PFX_API pfx_status pfx_safetensors_metadata(const pfx_safetensors *f, size_t i,
-                                            const char **key, const char **value);
+PFX_API pfx_status pfx_safetensors_metadata(const pfx_safetensors *f, size_t i, const char **key,
+                                            const char **value);
 PFX_API const char *pfx_safetensors_metadata_get(const pfx_safetensors *f, const char *key);
 
 /* Copies tensor `name` into the device tensor dst, whose shape must equal the
@@ -172,11 +172,11 @@ PFX_API pfx_status pfx_safetensors_create_tensor(pfx_runtime *rt, const pfx_safe
  * (PFX_DTYPE_F32 or PFX_DTYPE_F16). */
 typedef struct pfx_named_tensor {
     const char *name;
-    const pfx_tensor *tensor;       /* device tensor, or NULL for host data */
-    const float *host;              /* host data when tensor is NULL */
-    unsigned ndim;                  /* host data: 0 (scalar) to PFX_MAX_DIMS */
-    size_t shape[PFX_MAX_DIMS];     /* host data */
-    pfx_dtype dtype;                /* host data: storage type in the file */
+    const pfx_tensor *tensor;   /* device tensor, or NULL for host data */
+    const float *host;          /* host data when tensor is NULL */
+    unsigned ndim;              /* host data: 0 (scalar) to PFX_MAX_DIMS */
+    size_t shape[PFX_MAX_DIMS]; /* host data */
+    pfx_dtype dtype;            /* host data: storage type in the file */
 } pfx_named_tensor;
 
 typedef struct pfx_st_metadata {
@@ -198,17 +198,17 @@ PFX_API pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path,
 
 /* adapter_config.json of a PREFIX_TUNING adapter. */
 typedef struct pfx_peft_config {
-    size_t num_virtual_tokens;      /* P */
-    size_t num_layers;              /* L */
-    size_t token_dim;               /* Hkv * D (PEFT's view: num_attention_heads * D) */
-    size_t num_attention_heads;     /* the heads PEFT splits token_dim into */
+    size_t num_virtual_tokens;         /* P */
+    size_t num_layers;                 /* L */
+    size_t token_dim;                  /* Hkv * D (PEFT's view: num_attention_heads * D) */
+    size_t num_attention_heads;        /* the heads PEFT splits token_dim into */
     size_t num_transformer_submodules; /* 1: decoder-only (encoder-decoder adapters are refused) */
-    size_t encoder_hidden_size;     /* the MLP's hidden size; 0 if absent */
-    bool prefix_projection;         /* trained through the MLP */
+    size_t encoder_hidden_size;        /* the MLP's hidden size; 0 if absent */
+    bool prefix_projection;            /* trained through the MLP */
     bool inference_mode;
-    char task_type[64];             /* "" if absent or null */
+    char task_type[64];                /* "" if absent or null */
     char base_model_name_or_path[512]; /* "" if absent or null */
-    pfx_st_dtype dtype;             /* of prompt_embeddings (set by the loaders) */
+    pfx_st_dtype dtype;                /* of prompt_embeddings (set by the loaders) */
 } pfx_peft_config;
 
 /* Reads and checks dir/adapter_config.json (at most 1 MiB): one UTF-8 JSON
@@ -252,15 +252,15 @@ PFX_API pfx_status pfx_peft_read_config_memory(const void *data, size_t size, co
  *   config     filled when not NULL.
  * Errors go to pfx_last_error(rt). */
 PFX_API pfx_status pfx_peft_load_prefixes(pfx_runtime *rt, const char *dir, size_t kv_heads,
-                                          pfx_tensor **keys, pfx_tensor **values,
-                                          size_t num_layers, pfx_peft_config *config);
+                                          pfx_tensor **keys, pfx_tensor **values, size_t num_layers,
+                                          pfx_peft_config *config);
 
 /* The writer accepts exactly what pfx_peft_read_config reads back. */
 typedef struct pfx_peft_save_params {
-    const char *task_type;          /* NULL: "CAUSAL_LM"; UTF-8, < 64 bytes */
+    const char *task_type;               /* NULL: "CAUSAL_LM"; UTF-8, < 64 bytes */
     const char *base_model_name_or_path; /* NULL: null; UTF-8, < 512 bytes */
-    size_t num_attention_heads;     /* 0: Hkv (the heads the prefixes are split into) */
-    size_t encoder_hidden_size;     /* 0: token_dim */
+    size_t num_attention_heads;          /* 0: Hkv (the heads the prefixes are split into) */
+    size_t encoder_hidden_size;          /* 0: token_dim */
 } pfx_peft_save_params;
 
 PFX_API void pfx_peft_default_save_params(pfx_peft_save_params *params);
@@ -273,9 +273,9 @@ PFX_API void pfx_peft_default_save_params(pfx_peft_save_params *params);
  * shape. params may be NULL. Each file is written atomically. A string or
  * count the reader would refuse is PFX_ERROR_INVALID_ARGUMENT, an empty dir
  * too. */
-PFX_API pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir,
-                                          pfx_tensor *const *keys, pfx_tensor *const *values,
-                                          size_t num_layers, const pfx_peft_save_params *params);
+PFX_API pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *const *keys,
+                                          pfx_tensor *const *values, size_t num_layers,
+                                          const pfx_peft_save_params *params);
 
 #ifdef __cplusplus
 }

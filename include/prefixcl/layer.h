@@ -41,19 +41,19 @@ typedef struct pfx_layer pfx_layer;
 
 /* Designated initializers; zero fields take their defaults where noted. */
 typedef struct pfx_layer_params {
-    size_t model_dim;       /* C >= 1 */
-    size_t heads;           /* H >= 1 */
-    size_t kv_heads;        /* Hkv >= 1, H % Hkv == 0 */
-    size_t head_dim;        /* D >= 1, at most the attention kernels' largest head
+    size_t model_dim;        /* C >= 1 */
+    size_t heads;            /* H >= 1 */
+    size_t kv_heads;         /* Hkv >= 1, H % Hkv == 0 */
+    size_t head_dim;         /* D >= 1, at most the attention kernels' largest head
                                size (256; PFX_ERROR_UNSUPPORTED above) */
-    size_t prefix_len;      /* P (0: no prefix) */
-    size_t max_batch;       /* B capacity of the workspace, >= 1 */
-    size_t max_tokens;      /* N capacity of the workspace, >= 1 */
-    bool bias;              /* bq, bk, bv, bo present */
-    bool causal;            /* causal self-attention (prefix always visible) */
-    bool residual;          /* Y = X + layer(X) */
-    pfx_gain_mode gain_mode;/* OFF, LINEAR or TANH */
-    float scale;            /* 0: 1 / sqrt(D) */
+    size_t prefix_len;       /* P (0: no prefix) */
+    size_t max_batch;        /* B capacity of the workspace, >= 1 */
+    size_t max_tokens;       /* N capacity of the workspace, >= 1 */
+    bool bias;               /* bq, bk, bv, bo present */
+    bool causal;             /* causal self-attention (prefix always visible) */
+    bool residual;           /* Y = X + layer(X) */
+    pfx_gain_mode gain_mode; /* OFF, LINEAR or TANH */
+    float scale;             /* 0: 1 / sqrt(D) */
 } pfx_layer_params;
 
 typedef enum pfx_layer_weight_id {
@@ -90,10 +90,11 @@ PFX_API pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float 
 
 /* What the layer attends with, per call. */
 typedef struct pfx_layer_prefix {
-    const pfx_tensor *k;    /* [Hkv, P, D] float32 or half; NULL when P == 0 */
+    const pfx_tensor *k; /* [Hkv, P, D] float32 or half; NULL when P == 0 */
     const pfx_tensor *v;
-    const float *gain;      /* host [H]: g_h; required unless the gain mode is OFF or gain_tensor is set */
-    float gain_ramp;        /* r in [0, 1] */
+    const float
+        *gain;       /* host [H]: g_h; required unless the gain mode is OFF or gain_tensor is set */
+    float gain_ramp; /* r in [0, 1] */
     /* device [H] float32 g_h, or NULL: used instead of `gain`, read on the
      * device (no blocking read in a training step; values not checked) */
     const pfx_tensor *gain_tensor;
@@ -105,12 +106,12 @@ PFX_API pfx_status pfx_layer_forward(pfx_layer *layer, const pfx_tensor *x,
                                      const pfx_layer_prefix *prefix, pfx_tensor *y);
 
 typedef struct pfx_layer_grads {
-    pfx_tensor *dx;         /* [B, N, C]; overwritten (NULL: not computed) */
-    pfx_tensor *dprefix_k;  /* [Hkv, P, D] float32 (NULL: not computed) */
+    pfx_tensor *dx;        /* [B, N, C]; overwritten (NULL: not computed) */
+    pfx_tensor *dprefix_k; /* [Hkv, P, D] float32 (NULL: not computed) */
     pfx_tensor *dprefix_v;
-    pfx_tensor *dgain;      /* [H] float32 (zeros with the gain OFF) */
+    pfx_tensor *dgain;                           /* [H] float32 (zeros with the gain OFF) */
     pfx_tensor *dweight[PFX_LAYER_WEIGHT_COUNT]; /* frozen weights: only when asked */
-    bool accumulate;        /* add into every gradient but dx instead of overwriting */
+    bool accumulate; /* add into every gradient but dx instead of overwriting */
 } pfx_layer_grads;
 
 /* Gradients of sum(dY * Y) for the most recent forward of this layer, which
@@ -145,17 +146,16 @@ PFX_API pfx_status pfx_stack_forward(pfx_layer *const *layers, size_t count,
  * when not needed). scratch: one or two tensors [B, N, C] distinct from
  * everything else (two when count > 1, used alternately). */
 PFX_API pfx_status pfx_stack_backward(pfx_layer *const *layers, size_t count,
-                                      const pfx_layer_prefix *prefixes,
-                                      pfx_tensor *const *acts, const pfx_tensor *dy,
-                                      const pfx_layer_grads *grads, pfx_tensor *dx,
-                                      pfx_tensor *const *scratch);
+                                      const pfx_layer_prefix *prefixes, pfx_tensor *const *acts,
+                                      const pfx_tensor *dy, const pfx_layer_grads *grads,
+                                      pfx_tensor *dx, pfx_tensor *const *scratch);
 
 /* loss = mean((pred - target)^2) over every element (float32 tensors of one
  * element count), a deterministic reduction; grad, when not NULL, receives
  * 2 (pred - target) / n. loss may be NULL when grad is not: then nothing
  * blocks (with loss, the call waits for the result). */
-PFX_API pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target,
-                                pfx_tensor *grad, double *loss);
+PFX_API pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_tensor *grad,
+                                double *loss);
 
 #ifdef __cplusplus
 }

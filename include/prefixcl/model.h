@@ -61,14 +61,14 @@ typedef struct pfx_model pfx_model;
 
 /* Zero fields take their defaults; use designated initializers. */
 typedef struct pfx_model_params {
-    pfx_dtype storage;       /* weights on the device: PFX_DTYPE_F32 (default) or F16 */
-    size_t max_batch;        /* B capacity of the workspace; 0: 1 */
-    size_t max_tokens;       /* N capacity; 0: min(max positions, 1024) */
-    size_t max_prefix_len;   /* largest P a call may use (0: none); P + N must fit
+    pfx_dtype storage;        /* weights on the device: PFX_DTYPE_F32 (default) or F16 */
+    size_t max_batch;         /* B capacity of the workspace; 0: 1 */
+    size_t max_tokens;        /* N capacity; 0: min(max positions, 1024) */
+    size_t max_prefix_len;    /* largest P a call may use (0: none); P + N must fit
                               * the model's positions and a sliding window */
-    size_t logits_chunk_rows;/* rows of logits held at once by the loss; 0: as many
+    size_t logits_chunk_rows; /* rows of logits held at once by the loss; 0: as many
                               * as fit 64 MiB (at least 1) */
-    bool recompute;          /* the backward keeps only each block's input and runs
+    bool recompute;           /* the backward keeps only each block's input and runs
                               * the block again (less memory, one more forward);
                               * default: every block's activations are kept */
 } pfx_model_params;
@@ -79,20 +79,20 @@ typedef struct pfx_model_params {
 /* What config.json says, and the parameter count of the frozen model
  * (tied embeddings counted once, as torch's parameters() does). */
 typedef struct pfx_model_shape {
-    char model_type[32];     /* "gpt2", "llama", "qwen2", "mistral" */
-    size_t layers;           /* L */
-    size_t heads;            /* H */
-    size_t kv_heads;         /* Hkv */
-    size_t head_dim;         /* D */
-    size_t hidden;           /* C */
-    size_t intermediate;     /* MLP width */
-    size_t vocab;            /* V */
-    size_t max_positions;    /* n_positions / max_position_embeddings */
-    bool tied_embeddings;    /* LM head = input embeddings */
+    char model_type[32];  /* "gpt2", "llama", "qwen2", "mistral" */
+    size_t layers;        /* L */
+    size_t heads;         /* H */
+    size_t kv_heads;      /* Hkv */
+    size_t head_dim;      /* D */
+    size_t hidden;        /* C */
+    size_t intermediate;  /* MLP width */
+    size_t vocab;         /* V */
+    size_t max_positions; /* n_positions / max_position_embeddings */
+    bool tied_embeddings; /* LM head = input embeddings */
     size_t parameters;
     int32_t eos_ids[PFX_MODEL_MAX_EOS]; /* eos_token_id: one id or a list (transformers'
                                          * generate stops at any of them) */
-    size_t eos_count;        /* 0: absent or null */
+    size_t eos_count;                   /* 0: absent or null */
 } pfx_model_shape;
 
 /* The shape of dir/config.json (no runtime, no weights). Errors go to
@@ -101,8 +101,8 @@ PFX_API pfx_status pfx_model_read_config(const char *dir, pfx_model_shape *shape
 
 /* Loads the folder onto rt. params may be NULL (defaults). On failure *out
  * is NULL and nothing stays allocated. */
-PFX_API pfx_status pfx_model_load(pfx_runtime *rt, const char *dir,
-                                  const pfx_model_params *params, pfx_model **out);
+PFX_API pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
+                                  pfx_model **out);
 
 /* Same shape from dir/config.json alone, weights drawn from a seeded
  * generator instead of a checkpoint (matrices and embeddings uniform with
@@ -122,8 +122,8 @@ PFX_API pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir,
  * PFX_ERROR_INVALID_SHAPE). The values come from `seed` (splitmix64, normals
  * by Box-Muller in double): the same seed gives the same weights on every
  * device, but not the values torch draws for it. */
-PFX_API pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_params *params, uint64_t seed,
-                                  pfx_model **out);
+PFX_API pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
+                                  uint64_t seed, pfx_model **out);
 
 /* Writes the model as a Hugging Face folder that from_pretrained (and
  * pfx_model_load) reads: dir/config.json as the model was created from,
@@ -136,11 +136,12 @@ PFX_API pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_mo
  * replaced atomically (io.h). The folder is created when missing. Trained
  * gains and prefixes are not weights of the model: save them apart. */
 typedef struct pfx_model_save_params {
-    size_t max_shard_bytes;  /* 0: 5 GB, save_pretrained's default; a larger
+    size_t max_shard_bytes; /* 0: 5 GB, save_pretrained's default; a larger
                               * tensor gets a shard of its own */
 } pfx_model_save_params;
 
-PFX_API pfx_status pfx_model_save(pfx_model *model, const char *dir, const pfx_model_save_params *params);
+PFX_API pfx_status pfx_model_save(pfx_model *model, const char *dir,
+                                  const pfx_model_save_params *params);
 
 /* Releases everything and sets *model to NULL; NULL-safe. */
 PFX_API void pfx_model_destroy(pfx_model **model);
@@ -150,11 +151,11 @@ PFX_API pfx_status pfx_model_get_params(const pfx_model *model, pfx_model_params
 
 /* One batch of token ids, right-padded. */
 typedef struct pfx_model_batch {
-    size_t batch;            /* B, 1..max_batch */
-    size_t tokens;           /* N, 1..max_tokens */
-    const int32_t *ids;      /* host [B * N], each in [0, V) (padding included) */
-    const int32_t *lens;     /* host [B], 1..N valid tokens; NULL: all N */
-    const int32_t *labels;   /* host [B * N] HF labels (the loss of position t
+    size_t batch;          /* B, 1..max_batch */
+    size_t tokens;         /* N, 1..max_tokens */
+    const int32_t *ids;    /* host [B * N], each in [0, V) (padding included) */
+    const int32_t *lens;   /* host [B], 1..N valid tokens; NULL: all N */
+    const int32_t *labels; /* host [B * N] HF labels (the loss of position t
                               * predicts labels[t + 1]; -100 not counted);
                               * NULL: the ids, with t >= lens[b] not counted */
 } pfx_model_batch;
@@ -162,18 +163,18 @@ typedef struct pfx_model_batch {
 /* The per-layer prefixes and gains a call attends with. A zeroed struct is
  * no prefix and no gain: exactly the frozen model. */
 typedef struct pfx_model_prefix {
-    size_t prefix_len;            /* P (0: none) */
-    pfx_tensor *const *keys;      /* L tensors [Hkv, P, D] (shared by the batch) or
+    size_t prefix_len;         /* P (0: none) */
+    pfx_tensor *const *keys;   /* L tensors [Hkv, P, D] (shared by the batch) or
                                    * [T, Hkv, P, D] (a bank; F32 or F16) */
-    pfx_tensor *const *values;    /* like keys */
-    const int32_t *bank_index;    /* host [B]: entry of each item, with a bank */
-    pfx_gain_mode gain_mode;      /* OFF (default), LINEAR or TANH */
-    const float *gains;           /* host [L * H]: g of layer l head h at l * H + h */
-    const float *dim_gains;       /* host [L * H * D]: the structured gain G of layer l
+    pfx_tensor *const *values; /* like keys */
+    const int32_t *bank_index; /* host [B]: entry of each item, with a bank */
+    pfx_gain_mode gain_mode;   /* OFF (default), LINEAR or TANH */
+    const float *gains;        /* host [L * H]: g of layer l head h at l * H + h */
+    const float *dim_gains;    /* host [L * H * D]: the structured gain G of layer l
                                    * at l * H * D (head h, dim d at h * D + d): the
                                    * query of head h scaled by 1 + r G_hd (docs/design.md),
                                    * alone or with a per-head gain; NULL: none */
-    float gain_ramp;              /* r in [0, 1] (read with a gain mode or dim_gains) */
+    float gain_ramp;           /* r in [0, 1] (read with a gain mode or dim_gains) */
 } pfx_model_prefix;
 
 /* logits: F32 [B, N, V] (the whole tensor: small vocabularies and tests). */
@@ -212,8 +213,8 @@ typedef enum pfx_weight_kind {
 typedef struct pfx_model_weight_info {
     char name[96];
     pfx_weight_kind kind;
-    size_t layer;            /* its block, or SIZE_MAX (embeddings, final norm, head) */
-    unsigned ndim;           /* 1 or 2 */
+    size_t layer;  /* its block, or SIZE_MAX (embeddings, final norm, head) */
+    unsigned ndim; /* 1 or 2 */
     size_t shape[2];
     size_t numel;
 } pfx_model_weight_info;
@@ -221,7 +222,8 @@ typedef struct pfx_model_weight_info {
 /* The number of weights (0 for a NULL model). */
 PFX_API size_t pfx_model_weight_count(const pfx_model *model);
 /* Weight `index` (< pfx_model_weight_count): PFX_ERROR_OUT_OF_RANGE beyond. */
-PFX_API pfx_status pfx_model_get_weight(const pfx_model *model, size_t index, pfx_model_weight_info *info);
+PFX_API pfx_status pfx_model_get_weight(const pfx_model *model, size_t index,
+                                        pfx_model_weight_info *info);
 PFX_API pfx_status pfx_model_weight_tensor(pfx_model *model, size_t index, pfx_tensor **tensor);
 
 /* Gradients of that loss. keys / values: L float32 tensors shaped like the
@@ -247,7 +249,7 @@ typedef struct pfx_model_grads {
     pfx_tensor *const *gains;
     pfx_tensor *const *dim_gains;
     pfx_tensor *const *weights;
-    bool accumulate;              /* add into the tensors instead of overwriting them
+    bool accumulate; /* add into the tensors instead of overwriting them
                                    * (gradient accumulation over micro-batches) */
 } pfx_model_grads;
 
@@ -257,8 +259,8 @@ typedef struct pfx_model_grads {
  * the whole backward is enqueued; without, nothing blocks (a step can run
  * ahead of the device, the loss of a logging step only being read). */
 PFX_API pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
-                                      const pfx_model_prefix *prefix,
-                                      const pfx_model_grads *grads, double *loss);
+                                      const pfx_model_prefix *prefix, const pfx_model_grads *grads,
+                                      double *loss);
 
 /* Per layer and head, averaged over the valid rows of the batch (see
  * pfx_attention_stats): the mass on the prefix, the entropy, and the mass of
@@ -290,8 +292,8 @@ PFX_API pfx_status pfx_model_hidden_states(pfx_model *model, const pfx_model_bat
  * the prefix columns first; rows past lens[item] and hidden entries are 0.
  * Runs the blocks before `layer` (a separate pass; for heat maps). */
 PFX_API pfx_status pfx_model_attention_probs(pfx_model *model, const pfx_model_batch *batch,
-                                             const pfx_model_prefix *prefix, size_t item, size_t layer,
-                                             size_t head, pfx_tensor *probs);
+                                             const pfx_model_prefix *prefix, size_t item,
+                                             size_t layer, size_t head, pfx_tensor *probs);
 
 /* Where the time of the model's calls goes: while profiling is on, each
  * product, attention call and loss chunk is bracketed by pfx_runtime_finish

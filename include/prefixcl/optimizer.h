@@ -108,47 +108,48 @@ typedef struct pfx_data_parallel {
 } pfx_data_parallel;
 
 typedef enum pfx_lr_decay {
-    PFX_LR_CONSTANT = 0,  /* constant after warm-up */
-    PFX_LR_COSINE = 1,    /* cosine decay to min_lr_ratio over decay_steps after warm-up */
+    PFX_LR_CONSTANT = 0, /* constant after warm-up */
+    PFX_LR_COSINE = 1,   /* cosine decay to min_lr_ratio over decay_steps after warm-up */
 } pfx_lr_decay;
 
 /* Optimizer-wide settings. Designated initializers; omitted fields are 0:
  * no clipping, no warm-up, constant learning rate, no gain ramp. */
 typedef struct pfx_optimizer_params {
-    float max_grad_norm;       /* global L2 clipping threshold; 0 = off; finite, >= 0 */
-    uint32_t warmup_steps;     /* linear learning-rate warm-up; 0 = none */
-    pfx_lr_decay decay;        /* after warm-up */
-    uint32_t decay_steps;      /* PFX_LR_COSINE: length of the decay (>= 1) */
-    float min_lr_ratio;        /* PFX_LR_COSINE: floor, a fraction of each group's lr, in [0, 1] */
-    uint32_t gain_ramp_steps;  /* linear gain ramp r; 0 = r is 1 from the start */
+    float max_grad_norm;      /* global L2 clipping threshold; 0 = off; finite, >= 0 */
+    uint32_t warmup_steps;    /* linear learning-rate warm-up; 0 = none */
+    pfx_lr_decay decay;       /* after warm-up */
+    uint32_t decay_steps;     /* PFX_LR_COSINE: length of the decay (>= 1) */
+    float min_lr_ratio;       /* PFX_LR_COSINE: floor, a fraction of each group's lr, in [0, 1] */
+    uint32_t gain_ramp_steps; /* linear gain ramp r; 0 = r is 1 from the start */
 } pfx_optimizer_params;
 
 /* One parameter group. Every field is taken literally (beta1 = 0 is legal),
  * so start from PFX_OPTIMIZER_GROUP_DEFAULTS (torch.optim.AdamW's defaults). */
 typedef struct pfx_optimizer_group_params {
-    float lr;                  /* finite, >= 0 */
-    float beta1;               /* in [0, 1) */
-    float beta2;               /* in [0, 1) */
-    float eps;                 /* finite, > 0 */
-    float weight_decay;        /* decoupled; finite, >= 0 */
+    float lr;           /* finite, >= 0 */
+    float beta1;        /* in [0, 1) */
+    float beta2;        /* in [0, 1) */
+    float eps;          /* finite, > 0 */
+    float weight_decay; /* decoupled; finite, >= 0 */
 } pfx_optimizer_group_params;
 
-#define PFX_OPTIMIZER_GROUP_DEFAULTS \
-    ((pfx_optimizer_group_params){ .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 1e-2f })
+#define PFX_OPTIMIZER_GROUP_DEFAULTS                                                               \
+    ((pfx_optimizer_group_params){                                                                 \
+        .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 1e-2f })
 
 typedef struct pfx_optimizer_report {
-    float grad_norm;    /* global L2 norm of the gradients before clipping; NaN/Inf when skipped */
-    float clip_scale;   /* c applied to the gradients (1 without clipping, 0 when skipped) */
-    float lr_factor;    /* schedule factor f of this step (each group used lr * f) */
-    bool skipped;       /* a non-finite norm: nothing was changed */
-    uint64_t step;      /* step count after this call */
+    float grad_norm;  /* global L2 norm of the gradients before clipping; NaN/Inf when skipped */
+    float clip_scale; /* c applied to the gradients (1 without clipping, 0 when skipped) */
+    float lr_factor;  /* schedule factor f of this step (each group used lr * f) */
+    bool skipped;     /* a non-finite norm: nothing was changed */
+    uint64_t step;    /* step count after this call */
 } pfx_optimizer_report;
 
 typedef struct pfx_optimizer_param_info {
-    const char *name;   /* owned by the optimizer */
+    const char *name; /* owned by the optimizer */
     unsigned group;
     size_t numel;
-    uint64_t step;      /* updates this parameter has had (its bias-correction t) */
+    uint64_t step; /* updates this parameter has had (its bias-correction t) */
 } pfx_optimizer_param_info;
 
 /* Creates an optimizer on rt. params may be NULL (all zero). Errors: NULL
@@ -207,13 +208,13 @@ PFX_API float pfx_schedule_cosine(uint64_t x, uint64_t n, float floor);
 
 PFX_API size_t pfx_optimizer_param_count(const pfx_optimizer *opt);
 PFX_API pfx_status pfx_optimizer_get_param(const pfx_optimizer *opt, size_t index,
-                                            pfx_optimizer_param_info *info);
+                                           pfx_optimizer_param_info *info);
 /* The tensors registered as parameter index (either out pointer may be NULL):
  * for work done on the gradients between the backward and the step, such as
  * summing them across processes (tools/dist.h). Errors: NULL opt, an index
  * beyond the count (OUT_OF_RANGE). */
-PFX_API pfx_status pfx_optimizer_param_tensors(pfx_optimizer *opt, size_t index,
-                                               pfx_tensor **param, pfx_tensor **grad);
+PFX_API pfx_status pfx_optimizer_param_tensors(pfx_optimizer *opt, size_t index, pfx_tensor **param,
+                                               pfx_tensor **grad);
 /* Index of the parameter called name; PFX_ERROR_INVALID_ARGUMENT when none. */
 PFX_API pfx_status pfx_optimizer_find_param(const pfx_optimizer *opt, const char *name,
                                             size_t *index);
@@ -258,8 +259,9 @@ PFX_API pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path);
  * job's own tensors and metadata beside them (names that differ from
  * those). prefixcl's training jobs (tune, pretrain) keep theirs so; resuming
  * from one continues bit for bit. */
-PFX_API pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char *path, const pfx_named_tensor *extra,
-                                                 size_t extra_count, const pfx_st_metadata *meta, size_t meta_count);
+PFX_API pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char *path,
+                                                 const pfx_named_tensor *extra, size_t extra_count,
+                                                 const pfx_st_metadata *meta, size_t meta_count);
 
 /* Checks the optimizer's part of an open checkpoint f (label names it in
  * messages) against opt, changing nothing: "optimizer_step" a whole number
@@ -268,13 +270,16 @@ PFX_API pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char 
  * present with its number of values, every NAME.step equal to
  * optimizer_step. *step receives optimizer_step. PFX_ERROR_FORMAT naming the
  * field. A job checks its own fields next, then restores. */
-PFX_API pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt, const pfx_safetensors *f, const char *label,
-                                                  uint64_t max_step, const char *max_name, uint64_t *step);
+PFX_API pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt,
+                                                  const pfx_safetensors *f, const char *label,
+                                                  uint64_t max_step, const char *max_name,
+                                                  uint64_t *step);
 
 /* Every parameter's value, moments and step, and the step count, from f
  * (checked as above, and every moment finite with exp_avg_sq >= 0, before
  * the first write); blocks. */
-PFX_API pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safetensors *f, const char *label);
+PFX_API pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safetensors *f,
+                                                    const char *label);
 
 #ifdef __cplusplus
 }

@@ -65,16 +65,16 @@ typedef struct pfx_pretrain_config {
     const char *data_path;     /* text or JSONL */
     const char *eval_path;     /* NULL: a held-out slice of the data */
     const char *out_dir;
-    size_t block;              /* T, tokens a row */
-    size_t batch;              /* rows a micro-batch */
-    size_t accumulate;         /* micro-batches a step */
-    size_t steps;              /* optimizer steps; 0: epochs over the data */
+    size_t block;      /* T, tokens a row */
+    size_t batch;      /* rows a micro-batch */
+    size_t accumulate; /* micro-batches a step */
+    size_t steps;      /* optimizer steps; 0: epochs over the data */
     size_t epochs;
-    float lr;                  /* the weights */
-    float gain_lr;             /* the gains */
-    float weight_decay;        /* the weights (never the gains) */
-    bool no_decay_norms;       /* no decay on biases and norm weights either */
-    float max_grad_norm;       /* 0: no clipping */
+    float lr;            /* the weights */
+    float gain_lr;       /* the gains */
+    float weight_decay;  /* the weights (never the gains) */
+    bool no_decay_norms; /* no decay on biases and norm weights either */
+    float max_grad_norm; /* 0: no clipping */
     uint32_t warmup_steps;
     float min_lr_ratio;        /* the cosine's floor, a fraction of each lr */
     pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH: a gain per head; gains start at 0 */
@@ -98,9 +98,9 @@ typedef struct pfx_pretrain_config {
     bool recompute;            /* the backward recomputes each block (less memory) */
     uint64_t seed;             /* a new model's weights and the data order */
     bool resume;               /* continue from out_dir's checkpoint (same options) */
-    size_t stop_after;         /* stop (with a checkpoint) after this many steps of this run; 0: never */
+    size_t stop_after; /* stop (with a checkpoint) after this many steps of this run; 0: never */
     volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */
-    pfx_data_parallel dist;    /* several processes (optimizer.h), each with its rows of every
+    pfx_data_parallel dist; /* several processes (optimizer.h), each with its rows of every
                                 * micro-batch; zeroed: one process */
 } pfx_pretrain_config;
 
@@ -113,15 +113,15 @@ PFX_API void pfx_pretrain_default_config(pfx_pretrain_config *cfg);
 /* What the step callback sees after each step (it is not called before the
  * first: the start is result.gains[0] and result.eval_losses[0]). */
 typedef struct pfx_pretrain_step {
-    size_t step, steps;        /* 1-based, and the total */
-    uint64_t epoch;            /* of the step's last batch (1-based) */
-    double loss;               /* mean token loss of the step's micro-batches */
-    float grad_norm;           /* before clipping */
-    bool skipped;              /* non-finite gradients: nothing changed */
+    size_t step, steps; /* 1-based, and the total */
+    uint64_t epoch;     /* of the step's last batch (1-based) */
+    double loss;        /* mean token loss of the step's micro-batches */
+    float grad_norm;    /* before clipping */
+    bool skipped;       /* non-finite gradients: nothing changed */
     float lr_factor, gain_ramp;
-    double eval_loss;          /* NAN unless evaluated after this step */
+    double eval_loss; /* NAN unless evaluated after this step */
     double tokens_per_s, eta_s;
-    pfx_model *model;          /* the model after this step, valid during the callback: the
+    pfx_model *model;               /* the model after this step, valid during the callback: the
                                 * callback may run forward-only calls on it (pfx_model_head_stats,
                                 * pfx_model_loss, pfx_model_hidden_states, ...) with at most the
                                 * job's batch rows and block tokens; it must not change weights.
@@ -134,26 +134,27 @@ typedef struct pfx_pretrain_step {
 typedef void (*pfx_pretrain_step_fn)(const pfx_pretrain_step *step, void *user);
 
 typedef struct pfx_pretrain_result {
-    size_t steps, steps_done;  /* planned, completed (resumed ones included) */
-    size_t first_step;         /* where this run started (0, or the checkpoint's) */
-    bool stopped;              /* ended early, checkpoint written */
-    double *losses;            /* [steps] */
-    float *grad_norms;         /* [steps] */
-    double *eval_losses;       /* [steps + 1]: after step s at s (0: before); NAN where not measured */
-    float *gains;              /* [steps + 1][L * H]: each head's gain after each step (0: at the
+    size_t steps, steps_done; /* planned, completed (resumed ones included) */
+    size_t first_step;        /* where this run started (0, or the checkpoint's) */
+    bool stopped;             /* ended early, checkpoint written */
+    double *losses;           /* [steps] */
+    float *grad_norms;        /* [steps] */
+    double *eval_losses; /* [steps + 1]: after step s at s (0: before); NAN where not measured */
+    float *gains;        /* [steps + 1][L * H]: each head's gain after each step (0: at the
                                 * start): g, or with the structured gain alone the mean of G over
                                 * the head's dimensions; NULL without a gain */
     size_t train_blocks, eval_blocks, tokens_per_step;
     size_t trained_weights, trained_values; /* tensors and values the optimizer updates */
     pfx_model_shape shape;
-    double seconds;            /* the steps of this run */
+    double seconds; /* the steps of this run */
 } pfx_pretrain_result;
 
 /* Runs the job on rt. on_step may be NULL. On an error before the first
  * step nothing is written to out_dir; later errors leave the last
  * checkpoint. */
-PFX_API pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg, pfx_pretrain_step_fn on_step,
-                                    void *user, pfx_pretrain_result *result);
+PFX_API pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
+                                    pfx_pretrain_step_fn on_step, void *user,
+                                    pfx_pretrain_result *result);
 
 /* Releases the result's arrays; NULL-safe. */
 PFX_API void pfx_pretrain_result_free(pfx_pretrain_result *result);

@@ -30,29 +30,29 @@ typedef enum pfx_device_type {
 } pfx_device_type;
 
 typedef struct pfx_device_info {
-    unsigned platform_index;      /* P of the "P:D" selector */
-    unsigned device_index;        /* D of the "P:D" selector */
+    unsigned platform_index; /* P of the "P:D" selector */
+    unsigned device_index;   /* D of the "P:D" selector */
     char platform_name[128];
     char device_name[128];
     char vendor[128];
     char driver_version[64];
-    char device_version[64];      /* "OpenCL 3.0 ..." */
-    char opencl_c_version[64];    /* "OpenCL C 1.2 ..." */
+    char device_version[64];   /* "OpenCL 3.0 ..." */
+    char opencl_c_version[64]; /* "OpenCL C 1.2 ..." */
     pfx_device_type type;
-    bool unified_memory;          /* integrated GPU or CPU: shares host memory */
+    bool unified_memory; /* integrated GPU or CPU: shares host memory */
     unsigned compute_units;
     unsigned clock_mhz;
     uint64_t global_mem_bytes;
     uint64_t max_alloc_bytes;
     uint64_t local_mem_bytes;
     size_t max_work_group_size;
-    unsigned native_float_width;  /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (CPU SIMD lanes) */
-    bool has_fp16;                /* cl_khr_fp16 */
-    bool has_fp64;                /* cl_khr_fp64 */
-    bool has_subgroups;           /* cl_khr_subgroups or cl_intel_subgroups */
-    bool has_nv_attributes;       /* cl_nv_device_attribute_query */
-    bool has_amd_attributes;      /* cl_amd_device_attribute_query */
-    bool has_intel_attributes;    /* cl_intel_device_attribute_query */
+    unsigned native_float_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (CPU SIMD lanes) */
+    bool has_fp16;               /* cl_khr_fp16 */
+    bool has_fp64;               /* cl_khr_fp64 */
+    bool has_subgroups;          /* cl_khr_subgroups or cl_intel_subgroups */
+    bool has_nv_attributes;      /* cl_nv_device_attribute_query */
+    bool has_amd_attributes;     /* cl_amd_device_attribute_query */
+    bool has_intel_attributes;   /* cl_intel_device_attribute_query */
 } pfx_device_info;
 
 /* Number of OpenCL devices over every platform. 0 devices is PFX_SUCCESS
@@ -112,9 +112,10 @@ typedef enum pfx_gemm_backend {
 PFX_API const char *pfx_gemm_host_core_hint(void);
 
 typedef struct pfx_runtime_params {
-    const char *device;       /* selector as for pfx_device_select; NULL: env, then default */
-    const char *cache_dir;    /* NULL: $PREFIXCL_CACHE_DIR, $XDG_CACHE_HOME/prefixcl, ~/.cache/prefixcl */
-    bool disable_cache;       /* never read or write kernel binaries on disk */
+    const char *device; /* selector as for pfx_device_select; NULL: env, then default */
+    const char
+        *cache_dir;     /* NULL: $PREFIXCL_CACHE_DIR, $XDG_CACHE_HOME/prefixcl, ~/.cache/prefixcl */
+    bool disable_cache; /* never read or write kernel binaries on disk */
     /* Attention tile override, lines "<program> NAME=VALUE ..." (program
      * attention_fwd or attention_bwd; the names and values `prefixcl
      * kernel-configs` prints, e.g. "attention_fwd BLOCK_M=32 BLOCK_N=16").
@@ -125,12 +126,12 @@ typedef struct pfx_runtime_params {
      * pfx_runtime_create with PFX_ERROR_INVALID_ARGUMENT; a tuning.txt that
      * cannot be read turns the cache folder off (pfx_runtime_cache_note). */
     const char *kernel_tuning;
-    bool allow_overcommit;    /* allocate past the device's global memory (the
+    bool allow_overcommit; /* allocate past the device's global memory (the
                                  driver may then fail or swap); by default
                                  live_bytes never exceeds global_mem_bytes and
                                  an allocation past it is PFX_ERROR_OUT_OF_MEMORY */
-    pfx_gemm_backend gemm;    /* PFX_GEMM_AUTO (0) unless set */
-    bool gemm_untuned;        /* ignore a stored CLBlast GEMM tuning (prefixcl gemm-tune) */
+    pfx_gemm_backend gemm; /* PFX_GEMM_AUTO (0) unless set */
+    bool gemm_untuned;     /* ignore a stored CLBlast GEMM tuning (prefixcl gemm-tune) */
 } pfx_runtime_params;
 
 PFX_API void pfx_runtime_default_params(pfx_runtime_params *params);
@@ -168,19 +169,19 @@ PFX_API pfx_status pfx_runtime_finish(pfx_runtime *rt);
 PFX_API const char *pfx_last_error(const pfx_runtime *rt);
 
 typedef struct pfx_memory_stats {
-    size_t live_bytes;        /* device bytes held now: tensors and workspaces */
-    size_t peak_bytes;        /* high-water mark of live_bytes */
-    size_t live_buffers;      /* device allocations held now */
-    size_t workspace_bytes;   /* of live_bytes: the runtime's scratch, kept and reused by ops */
+    size_t live_bytes;      /* device bytes held now: tensors and workspaces */
+    size_t peak_bytes;      /* high-water mark of live_bytes */
+    size_t live_buffers;    /* device allocations held now */
+    size_t workspace_bytes; /* of live_bytes: the runtime's scratch, kept and reused by ops */
 } pfx_memory_stats;
 
 PFX_API pfx_status pfx_runtime_memory(const pfx_runtime *rt, pfx_memory_stats *stats);
 
 typedef struct pfx_cache_stats {
-    unsigned programs_built;   /* compiled from source in this runtime */
-    unsigned cache_hits;       /* loaded from the on-disk binary cache */
-    unsigned cache_writes;     /* binaries written to the cache */
-    unsigned cache_rejects;    /* cache files found unusable (truncated, corrupt) and rebuilt */
+    unsigned programs_built; /* compiled from source in this runtime */
+    unsigned cache_hits;     /* loaded from the on-disk binary cache */
+    unsigned cache_writes;   /* binaries written to the cache */
+    unsigned cache_rejects;  /* cache files found unusable (truncated, corrupt) and rebuilt */
 } pfx_cache_stats;
 
 PFX_API pfx_status pfx_runtime_cache_stats(const pfx_runtime *rt, pfx_cache_stats *stats);

@@ -120,7 +120,7 @@ typedef enum pfx_special_token {
 PFX_API int32_t pfx_tokenizer_special_id(const pfx_tokenizer *tok, pfx_special_token which);
 
 /* Flags of pfx_tokenizer_encode. */
-#define PFX_ENCODE_ADD_SPECIAL 1u  /* add the post-processor's tokens (BOS ...) */
+#define PFX_ENCODE_ADD_SPECIAL 1u /* add the post-processor's tokens (BOS ...) */
 
 /* Encodes len bytes of text (text may be NULL when len is 0). *ids gets a
  * malloc'ed array (release with free(); never NULL on success, even for no
@@ -133,7 +133,7 @@ PFX_API pfx_status pfx_tokenizer_encode(const pfx_tokenizer *tok, const char *te
                                         unsigned flags, int32_t **ids, size_t *count);
 
 /* Flags of pfx_tokenizer_decode. */
-#define PFX_DECODE_SKIP_SPECIAL 1u  /* leave out added tokens marked special */
+#define PFX_DECODE_SKIP_SPECIAL 1u /* leave out added tokens marked special */
 
 /* Decodes ids through the tokenizer's decoder. *text gets malloc'ed bytes
  * with a NUL after the last one (release with free()), *len their number.

@@ -59,7 +59,7 @@ extern "C" {
 #endif
 
 #define PFX_TUNE_CHECKPOINT "checkpoint.safetensors"
-#define PFX_TUNE_GAINS "gains.safetensors"
+#define PFX_TUNE_GAINS      "gains.safetensors"
 
 typedef struct pfx_tune_config {
     const char *model_dir;     /* the frozen model: a Hugging Face folder */
@@ -67,27 +67,29 @@ typedef struct pfx_tune_config {
     const char *data_path;     /* text or JSONL */
     const char *eval_path;     /* NULL: a held-back slice of the data */
     const char *out_dir;
-    size_t prefix_len;         /* P */
-    size_t hidden;             /* encoder MLP hidden size (and its embedding width); 0: direct prefixes */
-    size_t epochs;             /* used when steps is 0 */
-    size_t steps;              /* optimizer steps; 0: epochs x batches per epoch */
-    size_t batch;              /* examples a step */
-    size_t max_length;         /* tokens kept of an example; with prefix_len at most the model's positions */
-    float lr;                  /* the prefix group */
-    float gain_lr;             /* the gain group; < 0: lr / 2 */
-    pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH: a gain per head, starting at 0 */
-    uint32_t gain_ramp_steps;  /* 0: r = 1 from the start */
-    float weight_decay;        /* the prefix group (never the gains) */
-    float max_grad_norm;       /* 0: no clipping */
+    size_t prefix_len; /* P */
+    size_t hidden;     /* encoder MLP hidden size (and its embedding width); 0: direct prefixes */
+    size_t epochs;     /* used when steps is 0 */
+    size_t steps;      /* optimizer steps; 0: epochs x batches per epoch */
+    size_t batch;      /* examples a step */
+    size_t
+        max_length; /* tokens kept of an example; with prefix_len at most the model's positions */
+    float lr;       /* the prefix group */
+    float gain_lr;  /* the gain group; < 0: lr / 2 */
+    pfx_gain_mode gain_mode;  /* OFF, LINEAR or TANH: a gain per head, starting at 0 */
+    uint32_t gain_ramp_steps; /* 0: r = 1 from the start */
+    float weight_decay;       /* the prefix group (never the gains) */
+    float max_grad_norm;      /* 0: no clipping */
     uint32_t warmup_steps;
-    uint64_t seed;             /* the encoder's initial values and the data order */
-    pfx_dtype storage;         /* the frozen weights on the device: F32 or F16 */
-    size_t checkpoint_every;   /* also write the checkpoint every N steps; 0: at the end or a stop only */
-    bool resume;               /* continue from out_dir's checkpoint (same options) */
-    size_t stop_after;         /* stop (with a checkpoint) once this many steps are done, resumed ones
+    uint64_t seed;     /* the encoder's initial values and the data order */
+    pfx_dtype storage; /* the frozen weights on the device: F32 or F16 */
+    size_t
+        checkpoint_every; /* also write the checkpoint every N steps; 0: at the end or a stop only */
+    bool resume;          /* continue from out_dir's checkpoint (same options) */
+    size_t stop_after;    /* stop (with a checkpoint) once this many steps are done, resumed ones
                                 * included; 0: never */
     volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */
-    pfx_data_parallel dist;    /* several processes (optimizer.h), each with its rows of every
+    pfx_data_parallel dist; /* several processes (optimizer.h), each with its rows of every
                                 * batch; only rank 0 evaluates; zeroed: one process */
 } pfx_tune_config;
 
@@ -98,15 +100,15 @@ PFX_API void pfx_tune_default_config(pfx_tune_config *cfg);
 
 /* What the step callback sees after each step, on every rank. */
 typedef struct pfx_tune_step {
-    size_t step, steps;        /* 1-based, and the total */
-    uint64_t epoch;            /* of the batch this step used (1-based) */
-    double loss;               /* mean token loss of the step's batch (over every rank) */
-    float grad_norm;           /* before clipping */
-    bool skipped;              /* non-finite gradients: nothing changed */
+    size_t step, steps; /* 1-based, and the total */
+    uint64_t epoch;     /* of the batch this step used (1-based) */
+    double loss;        /* mean token loss of the step's batch (over every rank) */
+    float grad_norm;    /* before clipping */
+    bool skipped;       /* non-finite gradients: nothing changed */
     float lr_factor, gain_ramp;
-    double tokens_per_s;       /* tokens of this run's steps per second */
-    double eta_s;              /* seconds left at this pace */
-    pfx_model *model;          /* the frozen model, valid during the callback: forward-only calls on
+    double tokens_per_s; /* tokens of this run's steps per second */
+    double eta_s;        /* seconds left at this pace */
+    pfx_model *model;    /* the frozen model, valid during the callback: forward-only calls on
                                 * it (pfx_model_head_stats, pfx_model_loss, ...) with at most the job's
                                 * batch rows and max_length tokens leave the run bit for bit the same */
     const pfx_model_prefix *prefix; /* the prefixes and gains as the step left them, r = gain_ramp:
@@ -116,30 +118,31 @@ typedef struct pfx_tune_step {
 typedef void (*pfx_tune_step_fn)(const pfx_tune_step *step, void *user);
 
 typedef struct pfx_tune_result {
-    size_t steps, steps_done;  /* planned, completed (resumed ones included) */
-    size_t first_step;         /* where this run started (0, or the checkpoint's) */
-    bool stopped;              /* ended early by stop_flag or stop_after, checkpoint written */
-    double *losses;            /* [steps] */
-    float *grad_norms;         /* [steps] */
-    double eval_before;        /* mean token loss on the evaluation set before the first step */
-    double eval_after;         /* after the last; NAN when stopped */
+    size_t steps, steps_done; /* planned, completed (resumed ones included) */
+    size_t first_step;        /* where this run started (0, or the checkpoint's) */
+    bool stopped;             /* ended early by stop_flag or stop_after, checkpoint written */
+    double *losses;           /* [steps] */
+    float *grad_norms;        /* [steps] */
+    double eval_before;       /* mean token loss on the evaluation set before the first step */
+    double eval_after;        /* after the last; NAN when stopped */
     size_t train_examples, eval_examples, eval_tokens;
     pfx_model_shape shape;
     pfx_encoder_param_counts counts; /* the prefix parameters */
-    size_t gain_params;        /* L * H with a gain, else 0 */
-    float *gains;              /* [L * H] final gains, g of layer l head h at l * H + h; NULL without */
-    float *mass_before, *mass_after; /* [L * H] attention mass on the prefix, first evaluation batch;
+    size_t gain_params;              /* L * H with a gain, else 0 */
+    float *gains; /* [L * H] final gains, g of layer l head h at l * H + h; NULL without */
+    float *mass_before,
+        *mass_after;      /* [L * H] attention mass on the prefix, first evaluation batch;
                                 * mass_after NULL when stopped */
-    double seconds;            /* the steps of this run */
-    char base_model[512];      /* model_dir's absolute path: the adapter's base_model_name_or_path */
+    double seconds;       /* the steps of this run */
+    char base_model[512]; /* model_dir's absolute path: the adapter's base_model_name_or_path */
 } pfx_tune_result;
 
 /* Runs the job on rt. on_step may be NULL. On an error before the first
  * step nothing is written; later errors leave the last checkpoint. On rank
  * 0 of several, and in one process, the result holds everything; the other
  * ranks' hold the curve. */
-PFX_API pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_step_fn on_step, void *user,
-                                pfx_tune_result *result);
+PFX_API pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg,
+                                pfx_tune_step_fn on_step, void *user, pfx_tune_result *result);
 
 /* Releases the result's arrays; NULL-safe. */
 PFX_API void pfx_tune_result_free(pfx_tune_result *result);

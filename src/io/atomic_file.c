@@ -15,7 +15,7 @@
 
 #include "io_internal.h"
 
-#define TMP_TAG ".tmp-"
+#define TMP_TAG    ".tmp-"
 #define TMP_RANDOM 6
 
 /* The folder part of path ("." when there is none) and where the name starts. */
@@ -49,7 +49,8 @@ static void remove_stale(const char *path)
         long pid = 0;
         while (*p >= '0' && *p <= '9' && pid < 1L << 30)
             pid = pid * 10 + (*p++ - '0');
-        if (p == digits || *p != '-' || strlen(p + 1) != TMP_RANDOM || pid <= 0 || pid == (long)getpid())
+        if (p == digits || *p != '-' || strlen(p + 1) != TMP_RANDOM || pid <= 0 ||
+            pid == (long)getpid())
             continue;
         if (kill((pid_t)pid, 0) != 0 && errno == ESRCH)
             (void)unlinkat(dirfd(d), n, 0);
@@ -92,10 +93,12 @@ pfx_status pfx_atomic_begin(pfx_runtime *rt, const char *path, pfx_atomic_file *
     /* rename() would replace a device node or FIFO with a regular file. */
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return pfx_error(rt, PFX_ERROR_IO, "'%s' exists and is not a regular file (%s); it is not replaced",
-                         path, S_ISDIR(sb.st_mode) ? "a folder" : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                                                  : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
-                                                                                              : "not a file");
+        return pfx_error(rt, PFX_ERROR_IO,
+                         "'%s' exists and is not a regular file (%s); it is not replaced", path,
+                         S_ISDIR(sb.st_mode)                          ? "a folder"
+                         : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+                         : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                      : "not a file");
     size_t len = strlen(path), cap = len + sizeof(TMP_TAG) + 32 + TMP_RANDOM;
     af->path = malloc(len + 1);
     af->tmp_path = malloc(cap);

@@ -9,7 +9,7 @@
 #include "prefixcl/io.h"
 
 #define PFX_GAINS_FORMAT "prefixcl-gains-1"
-#define PFX_GAINS_FILE "gains.safetensors"
+#define PFX_GAINS_FILE   "gains.safetensors"
 
 /* Whether f's metadata format is PFX_GAINS_FORMAT. */
 bool pfx_gains_file_is(const pfx_safetensors *f);
@@ -31,7 +31,7 @@ typedef struct pfx_gains_values {
  * model's); PFX_ERROR_DTYPE_MISMATCH: an integer tensor; PFX_ERROR_NOT_FINITE:
  * a NaN or infinite value (tensor and index). Errors go to
  * pfx_last_error(NULL); on failure the values written are meaningless. */
-pfx_status pfx_gains_file_read(const pfx_safetensors *f, const char *label, size_t L, size_t H, size_t D,
-                               pfx_gains_values *out);
+pfx_status pfx_gains_file_read(const pfx_safetensors *f, const char *label, size_t L, size_t H,
+                               size_t D, pfx_gains_values *out);
 
 #endif

@@ -23,8 +23,8 @@ size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 /* Reads a whole file of at most `max_bytes` into a malloc'ed buffer with a
  * NUL after the last byte. PFX_ERROR_IO (cannot open/read, not a regular
  * file) or PFX_ERROR_OUT_OF_RANGE (larger than max_bytes), recorded for rt. */
-pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
-                         unsigned char **out, size_t *size);
+pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes, unsigned char **out,
+                         size_t *size);
 
 /* True when JSON text [s, s+n) holds a "\u0000" escape, which cJSON would
  * turn into a NUL that silently cuts the string short. */
@@ -52,17 +52,18 @@ bool pfx_json_uint(const cJSON *item, uint64_t *out);
  * The one rule of every JSON reader of the library: config.json, the PEFT
  * adapter config, the shard index, tokenizer.json, JSONL data lines, the
  * GEMM tuning file. */
-pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf, size_t size,
-                                 cJSON **out);
+pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf,
+                                 size_t size, cJSON **out);
 /* Config fields of an object `root` read from `path` (named in messages).
  * count: a positive integer <= PFX_JSON_FIELD_MAX; absent or null gives
  * `fallback` unless required. bool: absent or null is false. string: absent
  * or null is "", longer than cap - 1 bytes is refused. */
-pfx_status pfx_json_field_count(pfx_runtime *rt, const char *path, const cJSON *root, const char *key,
-                                bool required, size_t fallback, size_t *out);
-pfx_status pfx_json_field_bool(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, bool *out);
-pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON *root, const char *key,
-                                 char *out, size_t cap);
+pfx_status pfx_json_field_count(pfx_runtime *rt, const char *path, const cJSON *root,
+                                const char *key, bool required, size_t fallback, size_t *out);
+pfx_status pfx_json_field_bool(pfx_runtime *rt, const char *path, const cJSON *root,
+                               const char *key, bool *out);
+pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON *root,
+                                 const char *key, char *out, size_t cap);
 /* dir + "/" + name, malloc'ed (NULL when out of memory). */
 char *pfx_join_path(const char *dir, const char *name);
 
@@ -70,16 +71,16 @@ char *pfx_join_path(const char *dir, const char *name);
  * tensor name (unique, non-empty) and the shard file it lives in (a plain
  * file name beside the index, never a path). */
 typedef struct pfx_st_index {
-    size_t count;        /* tensors */
-    char **names;        /* [count] */
-    size_t *shard;       /* [count]: index into shards */
-    char **shards;       /* [shard_count], distinct, sorted by name */
+    size_t count;  /* tensors */
+    char **names;  /* [count] */
+    size_t *shard; /* [count]: index into shards */
+    char **shards; /* [shard_count], distinct, sorted by name */
     size_t shard_count;
 } pfx_st_index;
 
 /* Parses an index held in memory; `label` names it in messages. */
-pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
-                              pfx_st_index **out);
+pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size,
+                              const char *label, pfx_st_index **out);
 void pfx_st_index_free(pfx_st_index **index);
 
 /* Atomic replacement (atomic_file.c): a temporary file next to `path`, then
@@ -103,14 +104,15 @@ void pfx_atomic_abort(pfx_atomic_file *af);
 pfx_status pfx_st_open_rt(pfx_runtime *rt, const char *path, pfx_safetensors **out);
 /* Tensor `index` of f into dst (of the same shape; a float dtype in the
  * file): pfx_safetensors_load_tensor without the lookup by name. */
-pfx_status pfx_st_load_index_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index, pfx_tensor *dst);
-pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size,
-                              const char *label, pfx_safetensors **out);
-pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index,
-                              float *dst, size_t count);
+pfx_status pfx_st_load_index_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index,
+                                pfx_tensor *dst);
+pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size, const char *label,
+                              pfx_safetensors **out);
+pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t index, float *dst,
+                              size_t count);
 pfx_status pfx_peft_read_config_rt(pfx_runtime *rt, const char *dir, pfx_peft_config *config);
 /* Parses adapter_config.json text (need not be NUL-terminated). */
-pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
-                                 pfx_peft_config *config);
+pfx_status pfx_peft_parse_config(pfx_runtime *rt, const unsigned char *buf, size_t size,
+                                 const char *label, pfx_peft_config *config);
 
 #endif

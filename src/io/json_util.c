@@ -22,11 +22,17 @@ size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
     size_t len;
     uint32_t v, min;
     if ((c & 0xe0) == 0xc0) {
-        len = 2; v = c & 0x1f; min = 0x80;
+        len = 2;
+        v = c & 0x1f;
+        min = 0x80;
     } else if ((c & 0xf0) == 0xe0) {
-        len = 3; v = c & 0x0f; min = 0x800;
+        len = 3;
+        v = c & 0x0f;
+        min = 0x800;
     } else if ((c & 0xf8) == 0xf0) {
-        len = 4; v = c & 0x07; min = 0x10000;
+        len = 4;
+        v = c & 0x07;
+        min = 0x10000;
     } else {
         return 1;
     }
@@ -54,8 +60,8 @@ bool pfx_utf8_valid(const unsigned char *s, size_t n)
     return true;
 }
 
-pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
-                         unsigned char **out, size_t *size)
+pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes, unsigned char **out,
+                         size_t *size)
 {
     *out = NULL;
     *size = 0;
@@ -72,14 +78,16 @@ pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes,
     }
     if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)max_bytes) {
         fclose(fp);
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "'%s' has %lld bytes, more than the %zu accepted",
-                         path, (long long)st.st_size, max_bytes);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "'%s' has %lld bytes, more than the %zu accepted", path,
+                         (long long)st.st_size, max_bytes);
     }
     size_t n = (size_t)st.st_size;
     unsigned char *buf = malloc(n + 1);
     if (!buf) {
         fclose(fp);
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "reading '%s': %zu bytes of host memory", path, n + 1);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "reading '%s': %zu bytes of host memory",
+                         path, n + 1);
     }
     size_t got = n ? fread(buf, 1, n, fp) : 0;
     int extra = fgetc(fp); /* the file must end where fstat said */
@@ -176,8 +184,8 @@ char *pfx_join_path(const char *dir, const char *name)
     return p;
 }
 
-pfx_status pfx_json_field_count(pfx_runtime *rt, const char *path, const cJSON *root, const char *key,
-                              bool required, size_t fallback, size_t *out)
+pfx_status pfx_json_field_count(pfx_runtime *rt, const char *path, const cJSON *root,
+                                const char *key, bool required, size_t fallback, size_t *out)
 {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!item || cJSON_IsNull(item)) {
@@ -188,13 +196,15 @@ pfx_status pfx_json_field_count(pfx_runtime *rt, const char *path, const cJSON *
     }
     uint64_t v;
     if (!pfx_json_uint(item, &v) || v == 0 || v > PFX_JSON_FIELD_MAX)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a positive integer (at most %llu)",
-                         path, key, (unsigned long long)PFX_JSON_FIELD_MAX);
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: the field '%s' is not a positive integer (at most %llu)", path, key,
+                         (unsigned long long)PFX_JSON_FIELD_MAX);
     *out = (size_t)v;
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_json_field_bool(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, bool *out)
+pfx_status pfx_json_field_bool(pfx_runtime *rt, const char *path, const cJSON *root,
+                               const char *key, bool *out)
 {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!item || cJSON_IsNull(item)) {
@@ -202,13 +212,14 @@ pfx_status pfx_json_field_bool(pfx_runtime *rt, const char *path, const cJSON *r
         return PFX_SUCCESS;
     }
     if (!cJSON_IsBool(item))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not true or false", path, key);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not true or false", path,
+                         key);
     *out = cJSON_IsTrue(item);
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON *root, const char *key, char *out,
-                               size_t cap)
+pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON *root,
+                                 const char *key, char *out, size_t cap)
 {
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
     out[0] = 0;
@@ -218,19 +229,21 @@ pfx_status pfx_json_field_string(pfx_runtime *rt, const char *path, const cJSON 
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a string", path, key);
     size_t n = strlen(item->valuestring);
     if (n >= cap)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is longer than %zu bytes", path, key, cap - 1);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the field '%s' is longer than %zu bytes", path,
+                         key, cap - 1);
     memcpy(out, item->valuestring, n + 1);
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf, size_t size,
-                                 cJSON **out)
+pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsigned char *buf,
+                                 size_t size, cJSON **out)
 {
     *out = NULL;
     if (!pfx_utf8_valid(buf, size))
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: not valid UTF-8 (or holds a NUL byte)", label);
     if (pfx_json_has_nul_escape((const char *)buf, size))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: a string holds the escape \\u0000 (NUL)", label);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: a string holds the escape \\u0000 (NUL)",
+                         label);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts((const char *)buf, size, &end, 0);
     if (!root)
@@ -238,8 +251,8 @@ pfx_status pfx_json_parse_object(pfx_runtime *rt, const char *label, const unsig
     pfx_status st = PFX_SUCCESS;
     for (const char *p = end; p < (const char *)buf + size && st == PFX_SUCCESS; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: bytes after the JSON object (at byte %zu)", label,
-                           (size_t)(p - (const char *)buf));
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: bytes after the JSON object (at byte %zu)",
+                           label, (size_t)(p - (const char *)buf));
     if (st == PFX_SUCCESS && !cJSON_IsObject(root))
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: not a JSON object", label);
     if (st == PFX_SUCCESS) {

@@ -12,13 +12,13 @@ typedef struct st_entry {
     unsigned ndim;
     size_t shape[PFX_ST_MAX_DIMS];
     size_t numel;
-    size_t begin, end;              /* relative to the data section */
+    size_t begin, end; /* relative to the data section */
 } st_entry;
 
 struct pfx_safetensors {
-    unsigned char *buf;             /* the whole file */
+    unsigned char *buf; /* the whole file */
     size_t size;
-    const unsigned char *data;      /* the data section */
+    const unsigned char *data; /* the data section */
     size_t data_size;
     st_entry *entries;
     size_t count;

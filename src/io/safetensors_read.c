@@ -9,13 +9,13 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_table[] = {
-    [PFX_ST_F32] = { "F32", 4 },       [PFX_ST_F16] = { "F16", 2 },
-    [PFX_ST_BF16] = { "BF16", 2 },     [PFX_ST_F64] = { "F64", 8 },
-    [PFX_ST_I64] = { "I64", 8 },       [PFX_ST_I32] = { "I32", 4 },
-    [PFX_ST_I16] = { "I16", 2 },       [PFX_ST_I8] = { "I8", 1 },
-    [PFX_ST_U64] = { "U64", 8 },       [PFX_ST_U32] = { "U32", 4 },
-    [PFX_ST_U16] = { "U16", 2 },       [PFX_ST_U8] = { "U8", 1 },
-    [PFX_ST_BOOL] = { "BOOL", 1 },     [PFX_ST_F8_E4M3] = { "F8_E4M3", 1 },
+    [PFX_ST_F32] = { "F32", 4 },         [PFX_ST_F16] = { "F16", 2 },
+    [PFX_ST_BF16] = { "BF16", 2 },       [PFX_ST_F64] = { "F64", 8 },
+    [PFX_ST_I64] = { "I64", 8 },         [PFX_ST_I32] = { "I32", 4 },
+    [PFX_ST_I16] = { "I16", 2 },         [PFX_ST_I8] = { "I8", 1 },
+    [PFX_ST_U64] = { "U64", 8 },         [PFX_ST_U32] = { "U32", 4 },
+    [PFX_ST_U16] = { "U16", 2 },         [PFX_ST_U8] = { "U8", 1 },
+    [PFX_ST_BOOL] = { "BOOL", 1 },       [PFX_ST_F8_E4M3] = { "F8_E4M3", 1 },
     [PFX_ST_F8_E5M2] = { "F8_E5M2", 1 },
 };
 #define DTYPE_COUNT (sizeof(dtype_table) / sizeof(dtype_table[0]))
@@ -77,7 +77,8 @@ static pfx_status parse_entry(pfx_runtime *rt, const char *label, const cJSON *o
 {
     const char *name = obj->string;
     if (!cJSON_IsObject(obj))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT " is not a JSON object", label, name);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT " is not a JSON object",
+                         label, name);
     const cJSON *dtype = NULL, *shape = NULL, *offsets = NULL;
     for (const cJSON *c = obj->child; c; c = c->next) {
         const cJSON **slot = NULL;
@@ -88,29 +89,37 @@ static pfx_status parse_entry(pfx_runtime *rt, const char *label, const cJSON *o
         else if (strcmp(c->string, "data_offsets") == 0)
             slot = &offsets;
         if (!slot)
-            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT " has an unknown field " NAME_FMT,
-                             label, name, c->string);
+            return pfx_error(rt, PFX_ERROR_FORMAT,
+                             "%s: tensor " NAME_FMT " has an unknown field " NAME_FMT, label, name,
+                             c->string);
         if (*slot)
-            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT " has field '%s' twice", label,
-                             name, c->string);
+            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT " has field '%s' twice",
+                             label, name, c->string);
         *slot = c;
     }
     if (!dtype || !shape || !offsets)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT " lacks the field '%s'", label, name,
-                         !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT " lacks the field '%s'",
+                         label, name,
+                         !dtype   ? "dtype"
+                         : !shape ? "shape"
+                                  : "data_offsets");
 
     if (!cJSON_IsString(dtype))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT ": dtype is not a string", label, name);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT ": dtype is not a string",
+                         label, name);
     if (!dtype_from_name(dtype->valuestring, &e->dtype))
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: tensor " NAME_FMT ": unknown dtype " NAME_FMT,
-                         label, name, dtype->valuestring);
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                         "%s: tensor " NAME_FMT ": unknown dtype " NAME_FMT, label, name,
+                         dtype->valuestring);
 
     if (!cJSON_IsArray(shape))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT ": shape is not an array", label, name);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT ": shape is not an array",
+                         label, name);
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > PFX_ST_MAX_DIMS)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: tensor " NAME_FMT ": %d dimensions, at most %d",
-                         label, name, ndim, PFX_ST_MAX_DIMS);
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: tensor " NAME_FMT ": %d dimensions, at most %d", label, name, ndim,
+                         PFX_ST_MAX_DIMS);
     e->ndim = (unsigned)ndim;
     size_t numel = 1;
     unsigned k = 0;
@@ -118,50 +127,59 @@ static pfx_status parse_entry(pfx_runtime *rt, const char *label, const cJSON *o
         uint64_t v;
         if (cJSON_IsNumber(c) && c->valuedouble > PFX_JSON_MAX_INT)
             return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
-                             "%s: tensor " NAME_FMT ": shape[%u] is absurd (above 2^53)", label, name, k);
+                             "%s: tensor " NAME_FMT ": shape[%u] is absurd (above 2^53)", label,
+                             name, k);
         if (!pfx_json_uint(c, &v))
             return pfx_error(rt, PFX_ERROR_FORMAT,
-                             "%s: tensor " NAME_FMT ": shape[%u] is not a non-negative integer", label, name, k);
+                             "%s: tensor " NAME_FMT ": shape[%u] is not a non-negative integer",
+                             label, name, k);
         if (v > SIZE_MAX || pfx_mul_overflows(numel, (size_t)v, &numel))
             return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
-                             "%s: tensor " NAME_FMT ": the shape's element count overflows", label, name);
+                             "%s: tensor " NAME_FMT ": the shape's element count overflows", label,
+                             name);
         e->shape[k] = (size_t)v;
     }
     e->numel = numel;
     size_t bytes;
     if (pfx_mul_overflows(numel, pfx_st_dtype_size(e->dtype), &bytes))
-        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "%s: tensor " NAME_FMT ": the byte size overflows",
-                         label, name);
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                         "%s: tensor " NAME_FMT ": the byte size overflows", label, name);
 
     if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT ": data_offsets is not [begin, end]",
-                         label, name);
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: tensor " NAME_FMT ": data_offsets is not [begin, end]", label, name);
     uint64_t b, en;
     if ((cJSON_IsNumber(offsets->child) && offsets->child->valuedouble > PFX_JSON_MAX_INT) ||
-        (cJSON_IsNumber(offsets->child->next) && offsets->child->next->valuedouble > PFX_JSON_MAX_INT))
+        (cJSON_IsNumber(offsets->child->next) &&
+         offsets->child->next->valuedouble > PFX_JSON_MAX_INT))
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: tensor " NAME_FMT ": data_offsets lie outside the data section of %zu bytes (above 2^53)",
+                         "%s: tensor " NAME_FMT
+                         ": data_offsets lie outside the data section of %zu bytes (above 2^53)",
                          label, name, data_size);
     if (!pfx_json_uint(offsets->child, &b) || !pfx_json_uint(offsets->child->next, &en))
         return pfx_error(rt, PFX_ERROR_FORMAT,
-                         "%s: tensor " NAME_FMT ": data_offsets are not non-negative integers", label, name);
+                         "%s: tensor " NAME_FMT ": data_offsets are not non-negative integers",
+                         label, name);
     if (en < b)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor " NAME_FMT ": data_offsets [%llu, %llu) end before they begin",
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: tensor " NAME_FMT ": data_offsets [%llu, %llu) end before they begin",
                          label, name, (unsigned long long)b, (unsigned long long)en);
     if (en > data_size)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: tensor " NAME_FMT ": data_offsets [%llu, %llu) lie outside the data section of %zu bytes",
+                         "%s: tensor " NAME_FMT
+                         ": data_offsets [%llu, %llu) lie outside the data section of %zu bytes",
                          label, name, (unsigned long long)b, (unsigned long long)en, data_size);
     e->begin = (size_t)b;
     e->end = (size_t)en;
     if (e->end - e->begin != bytes)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                         "%s: tensor " NAME_FMT ": %zu bytes for %zu elements of %s (%zu expected)", label, name,
-                         e->end - e->begin, numel, pfx_st_dtype_name(e->dtype), bytes);
+                         "%s: tensor " NAME_FMT ": %zu bytes for %zu elements of %s (%zu expected)",
+                         label, name, e->end - e->begin, numel, pfx_st_dtype_name(e->dtype), bytes);
     return PFX_SUCCESS;
 }
 
-static pfx_status parse_metadata(pfx_runtime *rt, const char *label, const cJSON *obj, pfx_safetensors *s)
+static pfx_status parse_metadata(pfx_runtime *rt, const char *label, const cJSON *obj,
+                                 pfx_safetensors *s)
 {
     if (!cJSON_IsObject(obj))
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: __metadata__ is not a JSON object", label);
@@ -174,8 +192,9 @@ static pfx_status parse_metadata(pfx_runtime *rt, const char *label, const cJSON
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory for metadata", label);
     for (const cJSON *c = obj->child; c; c = c->next) {
         if (!cJSON_IsString(c))
-            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: __metadata__ value of " NAME_FMT " is not a string",
-                             label, c->string);
+            return pfx_error(rt, PFX_ERROR_FORMAT,
+                             "%s: __metadata__ value of " NAME_FMT " is not a string", label,
+                             c->string);
         size_t i = s->meta_count;
         s->meta_keys[i] = strdup(c->string);
         s->meta_values[i] = strdup(c->valuestring);
@@ -190,8 +209,9 @@ static pfx_status parse_metadata(pfx_runtime *rt, const char *label, const cJSON
     qsort(sorted, n, sizeof(char *), pfx_cmp_str_ptr);
     for (size_t i = 1; i < n; i++) {
         if (strcmp(sorted[i - 1], sorted[i]) == 0) {
-            pfx_status st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: __metadata__ key " NAME_FMT " appears twice",
-                                      label, sorted[i]);
+            pfx_status st =
+                pfx_error(rt, PFX_ERROR_FORMAT, "%s: __metadata__ key " NAME_FMT " appears twice",
+                          label, sorted[i]);
             free(sorted);
             return st;
         }
@@ -204,16 +224,19 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
                                const unsigned char *hdr, size_t hlen)
 {
     if (hlen == 0 || hdr[0] != '{')
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the JSON header does not start with '{'", label);
-    if (!pfx_utf8_valid(hdr, hlen))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the header is not valid UTF-8 (or holds a NUL byte)", label);
-    if (pfx_json_has_nul_escape((const char *)hdr, hlen))
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: a name or metadata string holds the escape \\u0000 (NUL)",
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the JSON header does not start with '{'",
                          label);
+    if (!pfx_utf8_valid(hdr, hlen))
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: the header is not valid UTF-8 (or holds a NUL byte)", label);
+    if (pfx_json_has_nul_escape((const char *)hdr, hlen))
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: a name or metadata string holds the escape \\u0000 (NUL)", label);
     /* A NUL-terminated copy: cJSON never reads past it. */
     char *text = malloc(hlen + 1);
     if (!text)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: %zu bytes of host memory for the header", label, hlen);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: %zu bytes of host memory for the header",
+                         label, hlen);
     memcpy(text, hdr, hlen);
     text[hlen] = 0;
     const char *end = NULL;
@@ -224,13 +247,14 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
         const char *err = cJSON_GetErrorPtr();
         if (err && err >= text && err <= text + hlen)
             at = (size_t)(err - text);
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the header is not valid JSON (near byte %zu)", label, at);
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: the header is not valid JSON (near byte %zu)",
+                       label, at);
         goto out;
     }
     for (const char *p = end; p < text + hlen; p++) {
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: bytes after the JSON header (at byte %zu)", label,
-                           (size_t)(p - text));
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: bytes after the JSON header (at byte %zu)",
+                           label, (size_t)(p - text));
             goto out;
         }
     }
@@ -256,7 +280,8 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
     if (n) {
         s->entries = calloc(n, sizeof(st_entry));
         if (!s->entries) {
-            st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory for %zu tensors", label, n);
+            st =
+                pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory for %zu tensors", label, n);
             goto out;
         }
     }
@@ -285,8 +310,8 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
         qsort(idx, n, sizeof(void *), pfx_cmp_str_ptr);
         for (size_t i = 1; i < n && st == PFX_SUCCESS; i++)
             if (strcmp(idx[i - 1], idx[i]) == 0)
-                st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor name " NAME_FMT " appears twice", label,
-                               (const char *)idx[i]);
+                st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor name " NAME_FMT " appears twice",
+                               label, (const char *)idx[i]);
         if (st == PFX_SUCCESS) {
             for (size_t i = 0; i < n; i++)
                 idx[i] = &s->entries[i];
@@ -295,23 +320,27 @@ static pfx_status parse_header(pfx_runtime *rt, const char *label, pfx_safetenso
             for (size_t i = 0; i < n && st == PFX_SUCCESS; i++) {
                 const st_entry *e = idx[i];
                 if (e->begin < pos)
-                    st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensors " NAME_FMT " and " NAME_FMT
-                                   " overlap in the data section", label,
-                                   ((const st_entry *)idx[i - 1])->name, e->name);
+                    st = pfx_error(rt, PFX_ERROR_FORMAT,
+                                   "%s: tensors " NAME_FMT " and " NAME_FMT
+                                   " overlap in the data section",
+                                   label, ((const st_entry *)idx[i - 1])->name, e->name);
                 else if (e->begin > pos)
-                    st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: data bytes [%zu, %zu) before tensor " NAME_FMT
-                                   " belong to no tensor", label, pos, e->begin, e->name);
+                    st = pfx_error(rt, PFX_ERROR_FORMAT,
+                                   "%s: data bytes [%zu, %zu) before tensor " NAME_FMT
+                                   " belong to no tensor",
+                                   label, pos, e->begin, e->name);
                 if (e->end > pos)
                     pos = e->end;
             }
             if (st == PFX_SUCCESS && pos != s->data_size)
                 st = pfx_error(rt, PFX_ERROR_FORMAT,
-                               "%s: data bytes [%zu, %zu) at the end belong to no tensor", label, pos,
-                               s->data_size);
+                               "%s: data bytes [%zu, %zu) at the end belong to no tensor", label,
+                               pos, s->data_size);
         }
         free(idx);
     } else if (s->data_size != 0) {
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %zu data bytes but no tensor", label, s->data_size);
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %zu data bytes but no tensor", label,
+                       s->data_size);
     }
 out:
     cJSON_Delete(root);
@@ -327,8 +356,9 @@ pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size, 
         label = "<memory>";
     if (size < 8) {
         free(buf);
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: truncated: %zu bytes, fewer than the 8-byte header length",
-                         label, size);
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: truncated: %zu bytes, fewer than the 8-byte header length", label,
+                         size);
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
@@ -341,9 +371,10 @@ pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size, 
     }
     if (hlen > size - 8) {
         free(buf);
-        return pfx_error(rt, PFX_ERROR_FORMAT,
-                         "%s: truncated: the header length %llu runs past the end of the file (%zu bytes)",
-                         label, (unsigned long long)hlen, size);
+        return pfx_error(
+            rt, PFX_ERROR_FORMAT,
+            "%s: truncated: the header length %llu runs past the end of the file (%zu bytes)",
+            label, (unsigned long long)hlen, size);
     }
     pfx_safetensors *s = calloc(1, sizeof(*s));
     if (!s) {
@@ -391,10 +422,12 @@ pfx_status pfx_safetensors_open_memory(const void *data, size_t size, const char
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_open_memory: out is NULL");
     *out = NULL;
     if (!data && size)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_open_memory: data is NULL");
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "pfx_safetensors_open_memory: data is NULL");
     unsigned char *buf = malloc(size ? size : 1);
     if (!buf)
-        return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_safetensors_open_memory: %zu bytes", size);
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_safetensors_open_memory: %zu bytes",
+                         size);
     if (size)
         memcpy(buf, data, size);
     return pfx_st_parse_owned(NULL, buf, size, label, out);
@@ -408,10 +441,11 @@ size_t pfx_safetensors_count(const pfx_safetensors *f)
 pfx_status pfx_safetensors_info(const pfx_safetensors *f, size_t i, pfx_st_info *info)
 {
     if (!f || !info)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_info: %s is NULL", !f ? "f" : "info");
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_info: %s is NULL",
+                         !f ? "f" : "info");
     if (i >= f->count)
-        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "pfx_safetensors_info: index %zu, the file has %zu tensors",
-                         i, f->count);
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
+                         "pfx_safetensors_info: index %zu, the file has %zu tensors", i, f->count);
     const st_entry *e = &f->entries[i];
     memset(info, 0, sizeof(*info));
     info->name = e->name;
@@ -445,17 +479,20 @@ pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t 
 {
     const st_entry *e = &f->entries[index];
     if (!pfx_st_is_float(e->dtype))
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "tensor " NAME_FMT " is %s, not a float type", e->name,
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                         "tensor " NAME_FMT " is %s, not a float type", e->name,
                          pfx_st_dtype_name(e->dtype));
     if (count != e->numel)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "tensor " NAME_FMT " has %zu elements, %zu asked for",
-                         e->name, e->numel, count);
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "tensor " NAME_FMT " has %zu elements, %zu asked for", e->name, e->numel,
+                         count);
     const unsigned char *p = f->data + e->begin;
     for (size_t i = 0; i < count; i++) {
         switch (e->dtype) {
         case PFX_ST_F32: {
             const unsigned char *b = p + 4 * i;
-            uint32_t u = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+            uint32_t u =
+                (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
             memcpy(&dst[i], &u, 4);
             break;
         }
@@ -485,14 +522,18 @@ pfx_status pfx_st_read_f32_rt(pfx_runtime *rt, const pfx_safetensors *f, size_t 
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_safetensors_read_f32(const pfx_safetensors *f, const char *name, float *dst, size_t count)
+pfx_status pfx_safetensors_read_f32(const pfx_safetensors *f, const char *name, float *dst,
+                                    size_t count)
 {
     if (!f || !name || (!dst && count))
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_read_f32: %s is NULL",
-                         !f ? "f" : !name ? "name" : "dst");
+                         !f      ? "f"
+                         : !name ? "name"
+                                 : "dst");
     long i = pfx_safetensors_find(f, name);
     if (i < 0)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "no tensor named " NAME_FMT " in the file", name);
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                         "no tensor named " NAME_FMT " in the file", name);
     return pfx_st_read_f32_rt(NULL, f, (size_t)i, dst, count);
 }
 
@@ -501,13 +542,14 @@ size_t pfx_safetensors_metadata_count(const pfx_safetensors *f)
     return f ? f->meta_count : 0;
 }
 
-pfx_status pfx_safetensors_metadata(const pfx_safetensors *f, size_t i, const char **key, const char **value)
+pfx_status pfx_safetensors_metadata(const pfx_safetensors *f, size_t i, const char **key,
+                                    const char **value)
 {
     if (!f || !key || !value)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_metadata: NULL argument");
     if (i >= f->meta_count)
-        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "metadata index %zu, the file has %zu entries", i,
-                         f->meta_count);
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
+                         "metadata index %zu, the file has %zu entries", i, f->meta_count);
     *key = f->meta_keys[i];
     *value = f->meta_values[i];
     return PFX_SUCCESS;
@@ -522,4 +564,3 @@ const char *pfx_safetensors_metadata_get(const pfx_safetensors *f, const char *k
             return f->meta_values[i];
     return NULL;
 }
-

@@ -16,52 +16,60 @@ typedef struct save_item {
 static pfx_status check_item(pfx_runtime *rt, const pfx_named_tensor *it, size_t i, save_item *out)
 {
     if (!it->name)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: items[%zu].name is NULL", i);
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                         "pfx_safetensors_save: items[%zu].name is NULL", i);
     size_t nlen = strlen(it->name);
     if (nlen == 0 || strcmp(it->name, "__metadata__") == 0 ||
         !pfx_utf8_valid((const unsigned char *)it->name, nlen))
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "pfx_safetensors_save: items[%zu].name " NAME_FMT " is empty, reserved or not UTF-8", i,
-                         it->name);
+                         "pfx_safetensors_save: items[%zu].name " NAME_FMT
+                         " is empty, reserved or not UTF-8",
+                         i, it->name);
     pfx_dtype dt;
     if (it->tensor) {
         if (it->tensor->rt != rt)
             return pfx_error(rt, rt ? PFX_ERROR_RUNTIME_MISMATCH : PFX_ERROR_NULL_ARGUMENT,
                              "pfx_safetensors_save: tensor " NAME_FMT " %s", it->name,
-                             rt ? "belongs to another runtime" : "is a device tensor but rt is NULL");
+                             rt ? "belongs to another runtime"
+                                : "is a device tensor but rt is NULL");
         dt = it->tensor->dtype;
         out->ndim = it->tensor->ndim;
         memcpy(out->shape, it->tensor->shape, sizeof(out->shape));
         out->numel = it->tensor->numel;
     } else {
         if (!it->host)
-            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: " NAME_FMT
-                             " has neither a tensor nor host data", it->name);
+            return pfx_error(
+                rt, PFX_ERROR_NULL_ARGUMENT,
+                "pfx_safetensors_save: " NAME_FMT " has neither a tensor nor host data", it->name);
         if (it->ndim > PFX_MAX_DIMS)
-            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "pfx_safetensors_save: " NAME_FMT ": ndim %u > %d",
-                             it->name, it->ndim, PFX_MAX_DIMS);
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                             "pfx_safetensors_save: " NAME_FMT ": ndim %u > %d", it->name, it->ndim,
+                             PFX_MAX_DIMS);
         dt = it->dtype;
         out->ndim = it->ndim;
         out->numel = 1;
         for (unsigned k = 0; k < it->ndim; k++) {
             out->shape[k] = it->shape[k];
             if (pfx_mul_overflows(out->numel, it->shape[k], &out->numel))
-                return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_safetensors_save: " NAME_FMT
-                                 ": the shape's element count overflows", it->name);
+                return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                                 "pfx_safetensors_save: " NAME_FMT
+                                 ": the shape's element count overflows",
+                                 it->name);
         }
         if ((double)out->numel * 4.0 > PFX_JSON_MAX_INT)
-            return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_safetensors_save: " NAME_FMT " is too large",
-                             it->name);
+            return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                             "pfx_safetensors_save: " NAME_FMT " is too large", it->name);
     }
     if (dt == PFX_DTYPE_F32)
         out->dtype = PFX_ST_F32;
     else if (dt == PFX_DTYPE_F16)
         out->dtype = PFX_ST_F16;
     else
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "pfx_safetensors_save: " NAME_FMT ": dtype %d", it->name,
-                         (int)dt);
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                         "pfx_safetensors_save: " NAME_FMT ": dtype %d", it->name, (int)dt);
     if (pfx_mul_overflows(out->numel, pfx_st_dtype_size(out->dtype), &out->bytes))
-        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_safetensors_save: " NAME_FMT " is too large", it->name);
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                         "pfx_safetensors_save: " NAME_FMT " is too large", it->name);
     return PFX_SUCCESS;
 }
 
@@ -98,7 +106,8 @@ static pfx_status build_header(pfx_runtime *rt, const pfx_named_tensor *items, c
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     if (!text)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pfx_safetensors_save: building the JSON header");
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                         "pfx_safetensors_save: building the JSON header");
     *out = text;
     return PFX_SUCCESS;
 }
@@ -109,8 +118,9 @@ static void put_le(unsigned char *p, uint64_t v, unsigned bytes)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path, const pfx_named_tensor *items, size_t count,
-                                const pfx_st_metadata *metadata, size_t metadata_count)
+pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path, const pfx_named_tensor *items,
+                                size_t count, const pfx_st_metadata *metadata,
+                                size_t metadata_count)
 {
     if (!path)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: path is NULL");
@@ -132,8 +142,10 @@ pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path, const pfx_nam
     for (size_t i = 0; i < count; i++) {
         if ((st = check_item(rt, &items[i], i, &si[i])) != PFX_SUCCESS)
             goto out;
-        if (__builtin_add_overflow(total, si[i].bytes, &total) || (double)total > PFX_JSON_MAX_INT) {
-            st = pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "pfx_safetensors_save: the data is too large");
+        if (__builtin_add_overflow(total, si[i].bytes, &total) ||
+            (double)total > PFX_JSON_MAX_INT) {
+            st = pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                           "pfx_safetensors_save: the data is too large");
             goto out;
         }
         if (si[i].numel > largest)
@@ -143,22 +155,24 @@ pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path, const pfx_nam
     qsort(names, count, sizeof(char *), pfx_cmp_str_ptr);
     for (size_t i = 1; i < count; i++) {
         if (strcmp(names[i - 1], names[i]) == 0) {
-            st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_safetensors_save: tensor name " NAME_FMT
-                           " appears twice", names[i]);
+            st =
+                pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                          "pfx_safetensors_save: tensor name " NAME_FMT " appears twice", names[i]);
             goto out;
         }
     }
     for (size_t i = 0; i < metadata_count; i++) {
         const char *k = metadata[i].key, *v = metadata[i].value;
         if (!k || !v) {
-            st = pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_safetensors_save: metadata[%zu] has a NULL %s", i,
+            st = pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                           "pfx_safetensors_save: metadata[%zu] has a NULL %s", i,
                            !k ? "key" : "value");
             goto out;
         }
         if (!pfx_utf8_valid((const unsigned char *)k, strlen(k)) ||
             !pfx_utf8_valid((const unsigned char *)v, strlen(v))) {
-            st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_safetensors_save: metadata " NAME_FMT
-                           " is not UTF-8", k);
+            st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                           "pfx_safetensors_save: metadata " NAME_FMT " is not UTF-8", k);
             goto out;
         }
         names[i] = k;
@@ -166,8 +180,9 @@ pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path, const pfx_nam
     qsort(names, metadata_count, sizeof(char *), pfx_cmp_str_ptr);
     for (size_t i = 1; i < metadata_count; i++) {
         if (strcmp(names[i - 1], names[i]) == 0) {
-            st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "pfx_safetensors_save: metadata key " NAME_FMT
-                           " appears twice", names[i]);
+            st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                           "pfx_safetensors_save: metadata key " NAME_FMT " appears twice",
+                           names[i]);
             goto out;
         }
     }

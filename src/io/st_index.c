@@ -27,7 +27,8 @@ void pfx_st_index_free(pfx_st_index **indexp)
 /* A shard is a file beside the index: a plain name, never a path. */
 static bool plain_file_name(const char *s)
 {
-    return s[0] && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 && !strchr(s, '/') && !strchr(s, '\\');
+    return s[0] && strcmp(s, ".") != 0 && strcmp(s, "..") != 0 && !strchr(s, '/') &&
+           !strchr(s, '\\');
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -48,8 +49,8 @@ static int cmp_shard(const void *a, const void *b)
     return c ? c : (x->entry > y->entry) - (x->entry < y->entry);
 }
 
-pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size, const char *label,
-                              pfx_st_index **out)
+pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t size,
+                              const char *label, pfx_st_index **out)
 {
     *out = NULL;
     if (!label)
@@ -75,8 +76,8 @@ pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t 
     for (const cJSON *e = map->child; e; e = e->next)
         n++;
     if (n == 0 || n > INDEX_MAX_TENSORS) {
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: 'weight_map' has %zu entries (1 to %zu accepted)", label, n,
-                       INDEX_MAX_TENSORS);
+        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: 'weight_map' has %zu entries (1 to %zu accepted)",
+                       label, n, INDEX_MAX_TENSORS);
         goto out;
     }
     x = calloc(1, sizeof(*x));
@@ -93,13 +94,14 @@ pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t 
     }
     for (const cJSON *e = map->child; e; e = e->next) {
         if (!e->string[0]) {
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: 'weight_map' has an empty tensor name", label);
+            st =
+                pfx_error(rt, PFX_ERROR_FORMAT, "%s: 'weight_map' has an empty tensor name", label);
             goto out;
         }
         if (!cJSON_IsString(e) || !plain_file_name(e->valuestring)) {
             st = pfx_error(rt, PFX_ERROR_FORMAT,
-                           "%s: the shard of tensor '%.200s' is not a file name beside the index", label,
-                           e->string);
+                           "%s: the shard of tensor '%.200s' is not a file name beside the index",
+                           label, e->string);
             goto out;
         }
         by_shard[x->count] = (shard_ref){ e->valuestring, x->count };
@@ -125,8 +127,8 @@ pfx_status pfx_st_index_parse(pfx_runtime *rt, const unsigned char *buf, size_t 
     qsort(sorted, n, sizeof(char *), cmp_name);
     for (size_t i = 1; i < n; i++)
         if (strcmp(sorted[i - 1], sorted[i]) == 0) {
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' appears twice in 'weight_map'", label,
-                           sorted[i]);
+            st = pfx_error(rt, PFX_ERROR_FORMAT,
+                           "%s: tensor '%.200s' appears twice in 'weight_map'", label, sorted[i]);
             goto out;
         }
     *out = x;

@@ -64,9 +64,13 @@ pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx
     if (!params)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: params is NULL", fn);
     const pfx_layer_params *p = params;
-    const struct { const char *name; size_t value; } dims[] = {
-        { "model_dim", p->model_dim }, { "heads", p->heads },       { "kv_heads", p->kv_heads },
-        { "head_dim", p->head_dim },   { "max_batch", p->max_batch }, { "max_tokens", p->max_tokens },
+    const struct {
+        const char *name;
+        size_t value;
+    } dims[] = {
+        { "model_dim", p->model_dim }, { "heads", p->heads },
+        { "kv_heads", p->kv_heads },   { "head_dim", p->head_dim },
+        { "max_batch", p->max_batch }, { "max_tokens", p->max_tokens },
     };
     for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++)
         if (dims[i].value == 0)
@@ -77,9 +81,11 @@ pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx
                          p->heads, p->kv_heads);
     /* What no forward can run is refused here, not at every forward. */
     if (!pfx_attn_dim_class(p->head_dim))
-        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "%s: params.head_dim %zu is above the largest head size the attention kernels "
-                         "support (%d)", fn, p->head_dim, PFX_ATTN_MAX_D);
+        return pfx_error(
+            rt, PFX_ERROR_UNSUPPORTED,
+            "%s: params.head_dim %zu is above the largest head size the attention kernels "
+            "support (%d)",
+            fn, p->head_dim, PFX_ATTN_MAX_D);
     if (p->gain_mode != PFX_GAIN_OFF && p->gain_mode != PFX_GAIN_LINEAR &&
         p->gain_mode != PFX_GAIN_TANH)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.gain_mode %d is unknown", fn,
@@ -93,9 +99,8 @@ pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx
         pfx_mul_overflows(p->kv_heads, p->head_dim, &kvdim) ||
         pfx_mul_overflows(p->max_batch, p->max_tokens, &rows) ||
         pfx_mul_overflows(rows, qdim > p->model_dim ? qdim : p->model_dim, &big) ||
-        pfx_mul_overflows(big, sizeof(float), &big) ||
-        pfx_mul_overflows(rows, p->heads, &lse) || pfx_mul_overflows(lse, sizeof(float), &lse) ||
-        pfx_mul_overflows(qdim, p->model_dim, &big))
+        pfx_mul_overflows(big, sizeof(float), &big) || pfx_mul_overflows(rows, p->heads, &lse) ||
+        pfx_mul_overflows(lse, sizeof(float), &lse) || pfx_mul_overflows(qdim, p->model_dim, &big))
         return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
                          "%s: sizes (C %zu, H %zu, Hkv %zu, D %zu, max_batch %zu, max_tokens %zu) "
                          "overflow size_t",
@@ -120,7 +125,9 @@ pfx_status pfx_layer_create(pfx_runtime *rt, const pfx_layer_params *params, pfx
             continue;
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, shapes[i][1] ? 2 : 1, shapes[i], &layer->w[i]);
     }
-    const size_t widths[WS_COUNT] = { qdim, kvdim, kvdim, qdim, p->heads, qdim, qdim, kvdim, kvdim };
+    const size_t widths[WS_COUNT] = {
+        qdim, kvdim, kvdim, qdim, p->heads, qdim, qdim, kvdim, kvdim
+    };
     for (int i = 0; i < WS_COUNT && st == PFX_SUCCESS; i++) {
         const size_t numel = rows * widths[i];
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &numel, &layer->ws[i]);
@@ -163,7 +170,8 @@ pfx_status pfx_layer_init_random(pfx_layer *layer, uint64_t seed, float scale)
     if (!layer)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "layer_init_random: layer is NULL");
     if (!isfinite(scale) || scale < 0.0f)
-        return pfx_error(layer->rt, isfinite(scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
+        return pfx_error(layer->rt,
+                         isfinite(scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
                          "layer_init_random: scale (%g) must be finite and >= 0", (double)scale);
     size_t largest = 0;
     for (int i = 0; i < PFX_LAYER_WEIGHT_COUNT; i++)
@@ -207,8 +215,8 @@ static pfx_status check_act(const pfx_layer *layer, const char *fn, const char *
     if (t->ndim != 3 || t->shape[2] != layer->p.model_dim || (b && t->shape[0] != b) ||
         (n && t->shape[1] != n))
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                         "%s: %s has shape [%zu, %zu, %zu] (ndim %u), expected [B, N, C=%zu]%s",
-                         fn, name, t->shape[0], t->ndim > 1 ? t->shape[1] : 0,
+                         "%s: %s has shape [%zu, %zu, %zu] (ndim %u), expected [B, N, C=%zu]%s", fn,
+                         name, t->shape[0], t->ndim > 1 ? t->shape[1] : 0,
                          t->ndim > 2 ? t->shape[2] : 0, t->ndim, layer->p.model_dim,
                          b ? " like x" : "");
     if (!b && (t->shape[0] > layer->p.max_batch || t->shape[1] > layer->p.max_tokens))
@@ -220,8 +228,7 @@ static pfx_status check_act(const pfx_layer *layer, const char *fn, const char *
     return PFX_SUCCESS;
 }
 
-static pfx_status check_prefix(const pfx_layer *layer, const char *fn,
-                               const pfx_layer_prefix *pre)
+static pfx_status check_prefix(const pfx_layer *layer, const char *fn, const pfx_layer_prefix *pre)
 {
     pfx_runtime *rt = layer->rt;
     if (!pre)
@@ -233,12 +240,11 @@ static pfx_status check_prefix(const pfx_layer *layer, const char *fn,
                              "%s: prefix.gain_tensor belongs to another runtime than the layer",
                              fn);
         if (g->dtype != PFX_DTYPE_F32)
-            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
-                             "%s: prefix.gain_tensor must be float32", fn);
+            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: prefix.gain_tensor must be float32",
+                             fn);
         if (g->ndim != 1 || g->shape[0] != layer->p.heads)
             return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                             "%s: prefix.gain_tensor must have shape [H=%zu]", fn,
-                             layer->p.heads);
+                             "%s: prefix.gain_tensor must have shape [H=%zu]", fn, layer->p.heads);
     } else if (layer->p.gain_mode != PFX_GAIN_OFF) {
         if (!pre->gain)
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
@@ -250,8 +256,9 @@ static pfx_status check_prefix(const pfx_layer *layer, const char *fn,
                                  (double)pre->gain[h]);
     }
     if (!isfinite(pre->gain_ramp) || pre->gain_ramp < 0.0f || pre->gain_ramp > 1.0f)
-        return pfx_error(rt, isfinite(pre->gain_ramp) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE, "%s: prefix.gain_ramp (%g) must be in [0, 1]",
-                         fn, (double)pre->gain_ramp);
+        return pfx_error(
+            rt, isfinite(pre->gain_ramp) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
+            "%s: prefix.gain_ramp (%g) must be in [0, 1]", fn, (double)pre->gain_ramp);
     if (layer->p.prefix_len == 0) {
         if (pre->k || pre->v)
             return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
@@ -302,8 +309,8 @@ static pfx_attention_desc make_desc(const pfx_layer *layer, size_t b, size_t n,
 
 /* ---- forward ---- */
 
-pfx_status pfx_layer_forward(pfx_layer *layer, const pfx_tensor *x,
-                             const pfx_layer_prefix *prefix, pfx_tensor *y)
+pfx_status pfx_layer_forward(pfx_layer *layer, const pfx_tensor *x, const pfx_layer_prefix *prefix,
+                             pfx_tensor *y)
 {
     static const char fn[] = "layer_forward";
     if (!layer)
@@ -332,7 +339,13 @@ pfx_status pfx_layer_forward(pfx_layer *layer, const pfx_tensor *x,
 
     layer->have_forward = false;
     /* Q, K, V = X W^T (+ b): Linear weights [width, C] */
-    const struct { int ws; int w; int b; size_t width; const char *what; } proj[3] = {
+    const struct {
+        int ws;
+        int w;
+        int b;
+        size_t width;
+        const char *what;
+    } proj[3] = {
         { WS_Q, PFX_LAYER_WQ, PFX_LAYER_BQ, qd, "layer_forward: Q = X Wq^T" },
         { WS_K, PFX_LAYER_WK, PFX_LAYER_BK, kvd, "layer_forward: K = X Wk^T" },
         { WS_V, PFX_LAYER_WV, PFX_LAYER_BV, kvd, "layer_forward: V = X Wv^T" },
@@ -393,9 +406,8 @@ static pfx_status check_grad(const pfx_layer *layer, const char *fn, const char 
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
-                              const pfx_layer_prefix *prefix, const pfx_tensor *dy,
-                              const pfx_layer_grads *grads)
+pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x, const pfx_layer_prefix *prefix,
+                              const pfx_tensor *dy, const pfx_layer_grads *grads)
 {
     static const char fn[] = "layer_backward";
     if (!layer)
@@ -468,8 +480,8 @@ pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
                              out_names[i]);
         for (int j = 0; j < i; j++)
             if (outs[j] && outs[j]->mem == outs[i]->mem)
-                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: outputs %s and %s are the same",
-                                 fn, out_names[j], out_names[i]);
+                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: outputs %s and %s are the same", fn,
+                                 out_names[j], out_names[i]);
         for (int w = 0; w < PFX_LAYER_WEIGHT_COUNT; w++)
             if (layer->w[w] && layer->w[w]->mem == outs[i]->mem)
                 return pfx_error(rt, PFX_ERROR_ALIASING,
@@ -507,9 +519,13 @@ pfx_status pfx_layer_backward(pfx_layer *layer, const pfx_tensor *x,
     pfx_attention_desc d = make_desc(layer, B, N, prefix);
     pfx_attention_inputs in = { &q, &k, &v, prefix->k, prefix->v };
     bool want_gain = grads->dgain && layer->p.gain_mode != PFX_GAIN_OFF;
-    pfx_attention_grads ag = { .dq = &dq, .dk = &dk, .dv = &dv,
-                               .dprefix_k = grads->dprefix_k, .dprefix_v = grads->dprefix_v,
-                               .dgain = want_gain ? grads->dgain : NULL, .accumulate = false };
+    pfx_attention_grads ag = { .dq = &dq,
+                               .dk = &dk,
+                               .dv = &dv,
+                               .dprefix_k = grads->dprefix_k,
+                               .dprefix_v = grads->dprefix_v,
+                               .dgain = want_gain ? grads->dgain : NULL,
+                               .accumulate = false };
     if (acc && (grads->dprefix_k || grads->dprefix_v || want_gain)) {
         /* dQ/dK/dV are overwritten, the parameter gradients accumulated:
          * two calls would recompute; instead accumulate everything and clear
@@ -581,8 +597,8 @@ pfx_status pfx_layer_attention_stats(pfx_layer *layer, const pfx_layer_prefix *p
     if (st != PFX_SUCCESS)
         return st;
     if (!layer->have_forward)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "%s: no forward of this layer to analyse", fn);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: no forward of this layer to analyse",
+                         fn);
     const size_t B = layer->fwd_b, N = layer->fwd_n;
     const size_t H = layer->p.heads, Hkv = layer->p.kv_heads, D = layer->p.head_dim;
     pfx_tensor q = pfx_tensor_view(layer->ws[WS_Q], 4, B, N, H, D);

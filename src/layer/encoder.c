@@ -19,18 +19,18 @@
 
 struct pfx_encoder {
     pfx_runtime *rt;
-    pfx_encoder_params p;  /* p.direct tracks the current mode (bake sets it) */
-    size_t width;          /* Hkv * D: one prefix position of one tensor */
-    size_t out_dim;        /* O = 2 * L * Hkv * D */
+    pfx_encoder_params p; /* p.direct tracks the current mode (bake sets it) */
+    size_t width;         /* Hkv * D: one prefix position of one tensor */
+    size_t out_dim;       /* O = 2 * L * Hkv * D */
 
     /* MLP mode */
     pfx_tensor *param[PFX_ENCODER_PARAM_COUNT];
-    cl_mem y;              /* [m, O]: Y in forward, dY in backward */
+    cl_mem y; /* [m, O]: Y in forward, dY in backward */
     size_t y_bytes;
-    cl_mem t;              /* [m, h]: hidden activations T */
-    cl_mem dt;             /* [m, h]: dT, then dA in place */
+    cl_mem t;  /* [m, h]: hidden activations T */
+    cl_mem dt; /* [m, h]: dT, then dA in place */
     size_t t_bytes;
-    cl_mem ones;           /* [m] of 1.0f: fixed-order column sums by GEMM */
+    cl_mem ones; /* [m] of 1.0f: fixed-order column sums by GEMM */
     size_t ones_bytes;
 
     /* direct mode: prefix[2l] = Kp_l, prefix[2l + 1] = Vp_l */
@@ -53,9 +53,12 @@ static pfx_status check_params(pfx_runtime *rt, const char *fn, const pfx_encode
         size_t value;
         bool needed;
     } dims[] = {
-        { "layers", p->layers, true },         { "kv_heads", p->kv_heads, true },
-        { "head_dim", p->head_dim, true },     { "prefix_len", p->prefix_len, true },
-        { "embed_dim", p->embed_dim, !p->direct }, { "hidden_dim", p->hidden_dim, !p->direct },
+        { "layers", p->layers, true },
+        { "kv_heads", p->kv_heads, true },
+        { "head_dim", p->head_dim, true },
+        { "prefix_len", p->prefix_len, true },
+        { "embed_dim", p->embed_dim, !p->direct },
+        { "hidden_dim", p->hidden_dim, !p->direct },
     };
     for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++)
         if (dims[i].needed && dims[i].value == 0)
@@ -88,7 +91,8 @@ static pfx_status check_params(pfx_runtime *rt, const char *fn, const pfx_encode
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_encoder_params_counts(const pfx_encoder_params *params, pfx_encoder_param_counts *counts)
+pfx_status pfx_encoder_params_counts(const pfx_encoder_params *params,
+                                     pfx_encoder_param_counts *counts)
 {
     if (!counts)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "encoder_params_counts: counts is NULL");
@@ -191,8 +195,9 @@ pfx_status pfx_encoder_create(pfx_runtime *rt, const pfx_encoder_params *params,
     }
 
     const size_t m = params->prefix_len, e = params->embed_dim, h = params->hidden_dim;
-    const size_t shapes[PFX_ENCODER_PARAM_COUNT][2] = { { m, e }, { h, e }, { h, 0 },
-                                                        { s.out_dim, h }, { s.out_dim, 0 } };
+    const size_t shapes[PFX_ENCODER_PARAM_COUNT][2] = {
+        { m, e }, { h, e }, { h, 0 }, { s.out_dim, h }, { s.out_dim, 0 }
+    };
     for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++) {
         st = pfx_tensor_create(rt, PFX_DTYPE_F32, shapes[i][1] ? 2 : 1, shapes[i], &enc->param[i]);
         if (st != PFX_SUCCESS)
@@ -266,8 +271,8 @@ pfx_tensor *pfx_encoder_tensor(const pfx_encoder *enc, pfx_encoder_param which)
 const char *pfx_encoder_param_name(pfx_encoder_param which)
 {
     static const char *const names[PFX_ENCODER_PARAM_COUNT] = {
-        "prefix_encoder.embedding.weight",   "prefix_encoder.transform.0.weight",
-        "prefix_encoder.transform.0.bias",   "prefix_encoder.transform.2.weight",
+        "prefix_encoder.embedding.weight", "prefix_encoder.transform.0.weight",
+        "prefix_encoder.transform.0.bias", "prefix_encoder.transform.2.weight",
         "prefix_encoder.transform.2.bias",
     };
     return (unsigned)which < PFX_ENCODER_PARAM_COUNT ? names[which] : NULL;
@@ -303,7 +308,8 @@ pfx_status pfx_encoder_init_random(pfx_encoder *enc, uint64_t seed, float scale)
     if (!enc)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "encoder_init_random: enc is NULL");
     if (!isfinite(scale) || scale < 0.0f)
-        return pfx_error(enc->rt, isfinite(scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
+        return pfx_error(enc->rt,
+                         isfinite(scale) ? PFX_ERROR_INVALID_ARGUMENT : PFX_ERROR_NOT_FINITE,
                          "encoder_init_random: scale (%g) must be finite and >= 0", (double)scale);
     size_t count = enc->p.direct ? 2 * enc->p.layers : PFX_ENCODER_PARAM_COUNT;
     pfx_tensor **list = enc->p.direct ? enc->prefix : enc->param;
@@ -312,7 +318,8 @@ pfx_status pfx_encoder_init_random(pfx_encoder *enc, uint64_t seed, float scale)
         largest = list[i]->numel > largest ? list[i]->numel : largest;
     float *host = malloc(largest * sizeof(float));
     if (!host)
-        return pfx_error(enc->rt, PFX_ERROR_OUT_OF_MEMORY, "encoder_init_random: host allocation failed");
+        return pfx_error(enc->rt, PFX_ERROR_OUT_OF_MEMORY,
+                         "encoder_init_random: host allocation failed");
     uint64_t state = seed;
     pfx_status st = PFX_SUCCESS;
     for (size_t i = 0; i < count && st == PFX_SUCCESS; i++) {
@@ -329,8 +336,8 @@ pfx_status pfx_encoder_init_random(pfx_encoder *enc, uint64_t seed, float scale)
 
 /* ---- validation of prefix tensors ---- */
 
-static pfx_status check_prefix(const pfx_encoder *enc, const char *fn, const char *arg,
-                               size_t l, const pfx_tensor *t)
+static pfx_status check_prefix(const pfx_encoder *enc, const char *fn, const char *arg, size_t l,
+                               const pfx_tensor *t)
 {
     pfx_runtime *rt = enc->rt;
     if (t->rt != rt)
@@ -345,8 +352,8 @@ static pfx_status check_prefix(const pfx_encoder *enc, const char *fn, const cha
                          "%s: %s[%zu] has shape [%zu, %zu, %zu] (ndim %u), expected "
                          "[Hkv=%zu, m=%zu, D=%zu]",
                          fn, arg, l, t->shape[0], t->ndim > 1 ? t->shape[1] : 0,
-                         t->ndim > 2 ? t->shape[2] : 0, t->ndim, enc->p.kv_heads,
-                         enc->p.prefix_len, enc->p.head_dim);
+                         t->ndim > 2 ? t->shape[2] : 0, t->ndim, enc->p.kv_heads, enc->p.prefix_len,
+                         enc->p.head_dim);
     return PFX_SUCCESS;
 }
 
@@ -357,8 +364,8 @@ static bool same_storage(const pfx_tensor *a, const pfx_tensor *b)
 
 /* ---- forward ---- */
 
-static pfx_status launch_1d(pfx_encoder *enc, const char *kernel_name, const char *what,
-                            size_t n, size_t nargs, const pfx_arg *args)
+static pfx_status launch_1d(pfx_encoder *enc, const char *kernel_name, const char *what, size_t n,
+                            size_t nargs, const pfx_arg *args)
 {
     return pfx_launch_1d(enc->rt, ENCODER_PROGRAM, ENCODER_OPTIONS, kernel_name, what, n, nargs,
                          args);
@@ -422,10 +429,9 @@ static pfx_status check_outputs(pfx_encoder *enc, const char *fn, pfx_tensor *co
             const pfx_tensor *a = (i & 1 ? prefix_v : prefix_k)[i / 2];
             const pfx_tensor *b = (j & 1 ? prefix_v : prefix_k)[j / 2];
             if (same_storage(a, b))
-                return pfx_error(rt, PFX_ERROR_ALIASING,
-                                 "%s: %s[%zu] and %s[%zu] are the same tensor", fn,
-                                 i & 1 ? "prefix_v" : "prefix_k", i / 2,
-                                 j & 1 ? "prefix_v" : "prefix_k", j / 2);
+                return pfx_error(
+                    rt, PFX_ERROR_ALIASING, "%s: %s[%zu] and %s[%zu] are the same tensor", fn,
+                    i & 1 ? "prefix_v" : "prefix_k", i / 2, j & 1 ? "prefix_v" : "prefix_k", j / 2);
         }
     return PFX_SUCCESS;
 }
@@ -465,9 +471,14 @@ pfx_status pfx_encoder_forward(pfx_encoder *enc, pfx_tensor *const *prefix_k,
         pfx_tensor *dst = (i & 1 ? prefix_v : prefix_k)[i / 2];
         cl_ulong col0 = i * enc->width;
         cl_int half = dst->dtype == PFX_DTYPE_F16;
-        pfx_arg args[] = { PFX_ARG(mm),     PFX_ARG(d),      PFX_ARG(width),
-                           PFX_ARG(ldy),    PFX_ARG(col0),   PFX_ARG(enc->y),
-                           PFX_ARG(enc->param[PFX_ENCODER_B2]->mem), PFX_ARG(dst->mem),
+        pfx_arg args[] = { PFX_ARG(mm),
+                           PFX_ARG(d),
+                           PFX_ARG(width),
+                           PFX_ARG(ldy),
+                           PFX_ARG(col0),
+                           PFX_ARG(enc->y),
+                           PFX_ARG(enc->param[PFX_ENCODER_B2]->mem),
+                           PFX_ARG(dst->mem),
                            PFX_ARG(half) };
         st = launch_block(enc, "pfx_encoder_scatter", "encoder_forward: scatter", i, 9, args);
     }
@@ -476,8 +487,8 @@ pfx_status pfx_encoder_forward(pfx_encoder *enc, pfx_tensor *const *prefix_k,
 
 /* ---- backward ---- */
 
-static pfx_status check_grad(pfx_encoder *enc, const char *fn, const char *arg,
-                             const pfx_tensor *g, const pfx_tensor *param)
+static pfx_status check_grad(pfx_encoder *enc, const char *fn, const char *arg, const pfx_tensor *g,
+                             const pfx_tensor *param)
 {
     pfx_runtime *rt = enc->rt;
     if (g->rt != rt)
@@ -496,8 +507,8 @@ static pfx_status check_grad(pfx_encoder *enc, const char *fn, const char *arg,
                          param->shape[0], param->ndim > 1 ? param->shape[1] : 0, param->ndim);
     for (int i = 0; i < PFX_ENCODER_PARAM_COUNT; i++)
         if (same_storage(g, enc->param[i]))
-            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grads->%s is the parameter %s", fn,
-                             arg, pfx_encoder_param_name((pfx_encoder_param)i));
+            return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grads->%s is the parameter %s", fn, arg,
+                             pfx_encoder_param_name((pfx_encoder_param)i));
     return PFX_SUCCESS;
 }
 
@@ -538,8 +549,9 @@ pfx_status pfx_encoder_backward(pfx_encoder *enc, const pfx_tensor *const *dpref
             return st;
         for (int j = 0; j < i; j++)
             if (same_storage(out[i], out[j]))
-                return pfx_error(rt, PFX_ERROR_ALIASING, "%s: grads->%s and grads->%s are the same tensor",
-                                 fn, out_name[j], out_name[i]);
+                return pfx_error(rt, PFX_ERROR_ALIASING,
+                                 "%s: grads->%s and grads->%s are the same tensor", fn, out_name[j],
+                                 out_name[i]);
         for (size_t s = 0; s < 2; s++) {
             const pfx_tensor *const *list = s ? dprefix_v : dprefix_k;
             for (size_t l = 0; list && l < L; l++)
@@ -567,9 +579,9 @@ pfx_status pfx_encoder_backward(pfx_encoder *enc, const pfx_tensor *const *dpref
         cl_ulong col0 = i * enc->width;
         cl_mem src_mem = src ? src->mem : enc->y; /* not read without a gradient */
         cl_int half = src && src->dtype == PFX_DTYPE_F16, has = src != NULL;
-        pfx_arg args[] = { PFX_ARG(mm),      PFX_ARG(d),    PFX_ARG(width),
-                           PFX_ARG(ldy),     PFX_ARG(col0), PFX_ARG(src_mem),
-                           PFX_ARG(half),    PFX_ARG(has),  PFX_ARG(enc->y) };
+        pfx_arg args[] = { PFX_ARG(mm),   PFX_ARG(d),    PFX_ARG(width),
+                           PFX_ARG(ldy),  PFX_ARG(col0), PFX_ARG(src_mem),
+                           PFX_ARG(half), PFX_ARG(has),  PFX_ARG(enc->y) };
         st = launch_block(enc, "pfx_encoder_gather", "encoder_backward: gather", i, 9, args);
     }
     /* dW2 [O, h] = dY^T T;  db2 [O] = 1^T dY. */

@@ -18,7 +18,7 @@ enum { WS_Q, WS_K, WS_V, WS_O, WS_LSE, WS_DO, WS_DQ, WS_DK, WS_DV, WS_COUNT };
 struct pfx_layer {
     pfx_runtime *rt;
     pfx_layer_params p;
-    size_t qdim, kvdim;  /* H*D, Hkv*D */
+    size_t qdim, kvdim; /* H*D, Hkv*D */
     pfx_tensor *w[PFX_LAYER_WEIGHT_COUNT];
     pfx_tensor *ws[WS_COUNT];
     /* the most recent forward */

@@ -9,7 +9,8 @@ static pfx_runtime *stack_runtime(pfx_layer *const *layers, size_t count)
     return layers && count && layers[0] ? layers[0]->rt : NULL;
 }
 
-static pfx_status check_layers(pfx_runtime *rt, const char *fn, pfx_layer *const *layers, size_t count)
+static pfx_status check_layers(pfx_runtime *rt, const char *fn, pfx_layer *const *layers,
+                               size_t count)
 {
     if (count == 0)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: count is 0", fn);
@@ -17,8 +18,10 @@ static pfx_status check_layers(pfx_runtime *rt, const char *fn, pfx_layer *const
         if (!layers[l])
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: layers[%zu] is NULL", fn, l);
         if (layers[l]->rt != rt)
-            return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: layers[%zu] belongs to another runtime than "
-                             "layers[0]", fn, l);
+            return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
+                             "%s: layers[%zu] belongs to another runtime than "
+                             "layers[0]",
+                             fn, l);
     }
     return PFX_SUCCESS;
 }
@@ -30,7 +33,9 @@ pfx_status pfx_stack_forward(pfx_layer *const *layers, size_t count,
     pfx_runtime *rt = stack_runtime(layers, count);
     if (!layers || !prefixes || !acts)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !layers ? "layers" : !prefixes ? "prefixes" : "acts");
+                         !layers     ? "layers"
+                         : !prefixes ? "prefixes"
+                                     : "acts");
     pfx_status st = check_layers(rt, fn, layers, count);
     if (st != PFX_SUCCESS)
         return st;
@@ -59,8 +64,11 @@ pfx_status pfx_stack_backward(pfx_layer *const *layers, size_t count,
     pfx_runtime *rt = stack_runtime(layers, count);
     if (!layers || !prefixes || !acts || !grads || !dy)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !layers ? "layers" : !prefixes ? "prefixes" : !acts ? "acts"
-                                                                     : !grads ? "grads" : "dy");
+                         !layers     ? "layers"
+                         : !prefixes ? "prefixes"
+                         : !acts     ? "acts"
+                         : !grads    ? "grads"
+                                     : "dy");
     pfx_status st = check_layers(rt, fn, layers, count);
     if (st != PFX_SUCCESS)
         return st;
@@ -69,11 +77,10 @@ pfx_status pfx_stack_backward(pfx_layer *const *layers, size_t count,
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
                              "%s: scratch needs two tensors for %zu layers", fn, count);
         if (scratch[0]->mem == scratch[1]->mem || scratch[0]->mem == dy->mem ||
-            scratch[1]->mem == dy->mem || (dx && (dx->mem == scratch[0]->mem ||
-                                                  dx->mem == scratch[1]->mem)))
+            scratch[1]->mem == dy->mem ||
+            (dx && (dx->mem == scratch[0]->mem || dx->mem == scratch[1]->mem)))
             return pfx_error(rt, PFX_ERROR_ALIASING,
-                             "%s: scratch tensors must be distinct from each other, dy and dx",
-                             fn);
+                             "%s: scratch tensors must be distinct from each other, dy and dx", fn);
         for (size_t l = 0; l <= count; l++)
             if (acts[l] && (acts[l]->mem == scratch[0]->mem || acts[l]->mem == scratch[1]->mem))
                 return pfx_error(rt, PFX_ERROR_ALIASING, "%s: scratch is acts[%zu]", fn, l);

@@ -50,8 +50,9 @@ pfx_status pfx_mse_loss(const pfx_tensor *pred, const pfx_tensor *target, pfx_te
         cl_int has_grad = grad != NULL;
         float scale = (float)(2.0 / (double)n);
         size_t local = PFX_LAYER_WG, global = groups * PFX_LAYER_WG;
-        pfx_arg args[] = { PFX_ARG(nn), PFX_ARG(pred->mem), PFX_ARG(target->mem), PFX_ARG(gmem),
-                           PFX_ARG(has_grad), PFX_ARG(scale), PFX_ARG(partial) };
+        pfx_arg args[] = { PFX_ARG(nn),     PFX_ARG(pred->mem), PFX_ARG(target->mem),
+                           PFX_ARG(gmem),   PFX_ARG(has_grad),  PFX_ARG(scale),
+                           PFX_ARG(partial) };
         st = pfx_launch(rt, kernel, "mse_loss", 1, &global, &local, 7, args);
     }
     if (st != PFX_SUCCESS || !loss) /* without loss nothing waits */

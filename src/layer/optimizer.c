@@ -19,9 +19,9 @@
 #include "work_groups.h"
 #include "optimizer_internal.h"
 
-#define OPT_PROGRAM "optimizer"
-#define OPT_MAX_GROUPS 256     /* work-groups of one sum-of-squares launch */
-#define OPT_UPDATE_WG 64
+#define OPT_PROGRAM       "optimizer"
+#define OPT_MAX_GROUPS    256 /* work-groups of one sum-of-squares launch */
+#define OPT_UPDATE_WG     64
 #define OPT_UPDATE_GROUPS 4096 /* grid-stride loop covers the rest */
 
 /* Options of cl/optimizer.cl (registered in registry.c; no tunables). */
@@ -91,7 +91,8 @@ pfx_status pfx_optimizer_create(pfx_runtime *rt, const pfx_optimizer_params *par
     if (params)
         p = *params;
     if (!isfinite(p.max_grad_norm))
-        return pfx_error(rt, PFX_ERROR_NOT_FINITE, "optimizer_create: max_grad_norm (%g) is not finite",
+        return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                         "optimizer_create: max_grad_norm (%g) is not finite",
                          (double)p.max_grad_norm);
     if (p.max_grad_norm < 0.0f)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
@@ -105,7 +106,8 @@ pfx_status pfx_optimizer_create(pfx_runtime *rt, const pfx_optimizer_params *par
             return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                              "optimizer_create: decay_steps must be >= 1 with PFX_LR_COSINE");
         if (!isfinite(p.min_lr_ratio))
-            return pfx_error(rt, PFX_ERROR_NOT_FINITE, "optimizer_create: min_lr_ratio (%g) is not finite",
+            return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                             "optimizer_create: min_lr_ratio (%g) is not finite",
                              (double)p.min_lr_ratio);
         if (p.min_lr_ratio < 0.0f || p.min_lr_ratio > 1.0f)
             return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
@@ -163,24 +165,29 @@ pfx_status pfx_optimizer_add_group(pfx_optimizer *opt, const pfx_optimizer_group
     const struct {
         const char *name;
         float value;
-    } finite[] = { { "lr", params->lr }, { "beta1", params->beta1 }, { "beta2", params->beta2 },
-                   { "eps", params->eps }, { "weight_decay", params->weight_decay } };
+    } finite[] = { { "lr", params->lr },
+                   { "beta1", params->beta1 },
+                   { "beta2", params->beta2 },
+                   { "eps", params->eps },
+                   { "weight_decay", params->weight_decay } };
     for (size_t i = 0; i < sizeof(finite) / sizeof(finite[0]); i++)
         if (!isfinite(finite[i].value))
             return pfx_error(rt, PFX_ERROR_NOT_FINITE, "optimizer_add_group: %s (%g) is not finite",
                              finite[i].name, (double)finite[i].value);
     if (params->lr < 0.0f)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "optimizer_add_group: lr (%g) must be >= 0",
-                         (double)params->lr);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_add_group: lr (%g) must be >= 0", (double)params->lr);
     if (params->beta1 < 0.0f || params->beta1 >= 1.0f)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "optimizer_add_group: beta1 (%g) must be in [0, 1)", (double)params->beta1);
+                         "optimizer_add_group: beta1 (%g) must be in [0, 1)",
+                         (double)params->beta1);
     if (params->beta2 < 0.0f || params->beta2 >= 1.0f)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "optimizer_add_group: beta2 (%g) must be in [0, 1)", (double)params->beta2);
+                         "optimizer_add_group: beta2 (%g) must be in [0, 1)",
+                         (double)params->beta2);
     if (!(params->eps > 0.0f))
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "optimizer_add_group: eps (%g) must be > 0",
-                         (double)params->eps);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_add_group: eps (%g) must be > 0", (double)params->eps);
     if (params->weight_decay < 0.0f)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "optimizer_add_group: weight_decay (%g) must be >= 0",
@@ -188,7 +195,8 @@ pfx_status pfx_optimizer_add_group(pfx_optimizer *opt, const pfx_optimizer_group
     pfx_optimizer_group_params *groups =
         realloc(opt->groups, (opt->group_count + 1) * sizeof(*groups));
     if (!groups)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_add_group: host allocation failed");
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                         "optimizer_add_group: host allocation failed");
     opt->groups = groups;
     groups[opt->group_count] = *params;
     *group_id = (unsigned)opt->group_count++;
@@ -249,11 +257,12 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
                          OPT_NAME_MAX - 1, name_len);
     /* The name goes into the state file's JSON header, which must be UTF-8. */
     if (!pfx_utf8_valid((const unsigned char *)name, name_len))
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "optimizer_add_param: name is not valid UTF-8");
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_add_param: name is not valid UTF-8");
     if (group_id >= opt->group_count)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "optimizer_add_param '%s': group_id %u is unknown (%zu groups)", name, group_id,
-                         opt->group_count);
+                         "optimizer_add_param '%s': group_id %u is unknown (%zu groups)", name,
+                         group_id, opt->group_count);
     if (param->rt != rt)
         return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
                          "optimizer_add_param '%s': param belongs to another runtime", name);
@@ -261,27 +270,28 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
         return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
                          "optimizer_add_param '%s': grad belongs to another runtime", name);
     if (param->dtype != PFX_DTYPE_F32)
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "optimizer_add_param '%s': param must be float32",
-                         name);
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                         "optimizer_add_param '%s': param must be float32", name);
     if (grad->dtype != PFX_DTYPE_F32)
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "optimizer_add_param '%s': grad must be float32",
-                         name);
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                         "optimizer_add_param '%s': grad must be float32", name);
     if (!same_shape(param, grad)) {
         char ps[96], gs[96];
         pfx_shape_text(ps, sizeof(ps), param->ndim, param->shape);
         pfx_shape_text(gs, sizeof(gs), grad->ndim, grad->shape);
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                         "optimizer_add_param '%s': grad shape %s differs from param shape %s", name, gs,
-                         ps);
+                         "optimizer_add_param '%s': grad shape %s differs from param shape %s",
+                         name, gs, ps);
     }
     if (param == grad || param->mem == grad->mem)
         return pfx_error(rt, PFX_ERROR_ALIASING, "optimizer_add_param '%s': param is also its grad",
                          name);
     const char *as, *other;
     if (tensor_registered(opt, param, &as, &other))
-        return pfx_error(rt, PFX_ERROR_ALIASING,
-                         "optimizer_add_param '%s': param is already registered (as the %s of '%s')",
-                         name, as, other);
+        return pfx_error(
+            rt, PFX_ERROR_ALIASING,
+            "optimizer_add_param '%s': param is already registered (as the %s of '%s')", name, as,
+            other);
     if (tensor_registered(opt, grad, &as, &other))
         return pfx_error(rt, PFX_ERROR_ALIASING,
                          "optimizer_add_param '%s': grad is already registered (as the %s of '%s')",
@@ -292,14 +302,15 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
                              "optimizer_add_param: name '%s' is already registered", name);
     size_t groups = sumsq_groups(param->numel);
     if (opt->partial_total + groups > UINT32_MAX)
-        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "optimizer_add_param '%s': too many parameters",
-                         name);
+        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
+                         "optimizer_add_param '%s': too many parameters", name);
 
     if (opt->count == opt->cap) {
         size_t cap = opt->cap ? opt->cap * 2 : 8;
         opt_param *items = realloc(opt->items, cap * sizeof(*items));
         if (!items)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_add_param: host allocation failed");
+            return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                             "optimizer_add_param: host allocation failed");
         opt->items = items;
         opt->cap = cap;
     }
@@ -313,7 +324,8 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
     it.partial_groups = groups;
     it.name = malloc(name_len + 1);
     if (!it.name)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_add_param: host allocation failed");
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                         "optimizer_add_param: host allocation failed");
     memcpy(it.name, name, name_len + 1);
     pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, param->ndim, param->shape, &it.m);
     if (st == PFX_SUCCESS)
@@ -359,7 +371,8 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_step: opt is NULL");
     pfx_runtime *rt = opt->rt;
     if (opt->count == 0)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "optimizer_step: no parameter is registered");
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_step: no parameter is registered");
     pfx_status st = ensure_partial(opt);
     if (st != PFX_SUCCESS)
         return st;
@@ -367,8 +380,10 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
     cl_kernel k_sumsq, k_final, k_update;
     const char *options = PFX_OPT_OPTIONS;
     if ((st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_opt_sumsq", &k_sumsq)) != PFX_SUCCESS ||
-        (st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_opt_finalize", &k_final)) != PFX_SUCCESS ||
-        (st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_adamw_update", &k_update)) != PFX_SUCCESS)
+        (st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_opt_finalize", &k_final)) !=
+            PFX_SUCCESS ||
+        (st = pfx_kernel_get(rt, OPT_PROGRAM, options, "pfx_adamw_update", &k_update)) !=
+            PFX_SUCCESS)
         return st;
 
     /* 1. Per-gradient partial sums of squares. */
@@ -378,8 +393,8 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         size_t local = PFX_OPT_WG, global = it->partial_groups * PFX_OPT_WG;
         pfx_arg args[] = { PFX_ARG(n), PFX_ARG(it->grad->mem), PFX_ARG(opt->partial),
                            PFX_ARG(it->partial_offset) };
-        if ((st = pfx_launch(rt, k_sumsq, "optimizer_step: gradient sum of squares", 1, &global, &local,
-                             4, args)) != PFX_SUCCESS)
+        if ((st = pfx_launch(rt, k_sumsq, "optimizer_step: gradient sum of squares", 1, &global,
+                             &local, 4, args)) != PFX_SUCCESS)
             return st;
     }
     /* 2. Norm, clipping scale, skip flag. */
@@ -389,8 +404,8 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         size_t one = 1;
         pfx_arg args[] = { PFX_ARG(count), PFX_ARG(opt->partial), PFX_ARG(max_norm),
                            PFX_ARG(opt->status) };
-        if ((st = pfx_launch(rt, k_final, "optimizer_step: gradient norm", 1, &one, &one, 4, args)) !=
-            PFX_SUCCESS)
+        if ((st = pfx_launch(rt, k_final, "optimizer_step: gradient norm", 1, &one, &one, 4,
+                             args)) != PFX_SUCCESS)
             return st;
     }
     /* 3. The updates (no-ops on the device when the step is skipped). */
@@ -408,22 +423,23 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         float step_size = (float)(lr / bc1);
         float inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
         /* a work-item per 8 elements (the kernel's step) */
-        size_t local = OPT_UPDATE_WG, groups = pfx_ceil_div(pfx_ceil_div(it->param->numel, 8), local);
+        size_t local = OPT_UPDATE_WG,
+               groups = pfx_ceil_div(pfx_ceil_div(it->param->numel, 8), local);
         if (groups > OPT_UPDATE_GROUPS)
             groups = OPT_UPDATE_GROUPS;
         size_t global = groups * local;
-        pfx_arg args[] = { PFX_ARG(n),      PFX_ARG(it->param->mem), PFX_ARG(it->grad->mem),
-                           PFX_ARG(it->m->mem), PFX_ARG(it->v->mem), PFX_ARG(opt->status),
-                           PFX_ARG(beta1),  PFX_ARG(beta2),          PFX_ARG(eps),
-                           PFX_ARG(decay),  PFX_ARG(step_size),      PFX_ARG(inv_sqrt_bc2) };
+        pfx_arg args[] = { PFX_ARG(n),          PFX_ARG(it->param->mem), PFX_ARG(it->grad->mem),
+                           PFX_ARG(it->m->mem), PFX_ARG(it->v->mem),     PFX_ARG(opt->status),
+                           PFX_ARG(beta1),      PFX_ARG(beta2),          PFX_ARG(eps),
+                           PFX_ARG(decay),      PFX_ARG(step_size),      PFX_ARG(inv_sqrt_bc2) };
         if ((st = pfx_launch(rt, k_update, "optimizer_step: AdamW update", 1, &global, &local,
                              sizeof(args) / sizeof(args[0]), args)) != PFX_SUCCESS)
             return st;
     }
     /* 4. The one blocking read: norm, scale, skip. */
     float status[3];
-    cl_int err = clEnqueueReadBuffer(rt->queue, opt->status, CL_TRUE, 0, STATUS_BYTES, status, 0, NULL,
-                                     NULL);
+    cl_int err = clEnqueueReadBuffer(rt->queue, opt->status, CL_TRUE, 0, STATUS_BYTES, status, 0,
+                                     NULL, NULL);
     if (err != CL_SUCCESS)
         return pfx_cl_error(rt, err, "optimizer_step: reading the gradient norm");
     const bool skipped = status[2] != 0.0f;
@@ -450,7 +466,7 @@ size_t pfx_optimizer_param_count(const pfx_optimizer *opt)
 }
 
 pfx_status pfx_optimizer_get_param(const pfx_optimizer *opt, size_t index,
-                                    pfx_optimizer_param_info *info)
+                                   pfx_optimizer_param_info *info)
 {
     if (!opt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_get_param: opt is NULL");
@@ -496,8 +512,8 @@ pfx_status pfx_optimizer_find_param(const pfx_optimizer *opt, const char *name, 
             *index = i;
             return PFX_SUCCESS;
         }
-    return pfx_error(opt->rt, PFX_ERROR_INVALID_ARGUMENT, "optimizer_find_param: no parameter named '%s'",
-                     name);
+    return pfx_error(opt->rt, PFX_ERROR_INVALID_ARGUMENT,
+                     "optimizer_find_param: no parameter named '%s'", name);
 }
 
 pfx_status pfx_optimizer_state_size(const pfx_optimizer *opt, size_t *floats)
@@ -511,7 +527,8 @@ pfx_status pfx_optimizer_state_size(const pfx_optimizer *opt, size_t *floats)
         size_t two;
         if (pfx_mul_overflows(opt->items[i].param->numel, 2, &two) ||
             __builtin_add_overflow(total, two, &total))
-            return pfx_error(opt->rt, PFX_ERROR_SIZE_OVERFLOW, "optimizer_state_size: overflows size_t");
+            return pfx_error(opt->rt, PFX_ERROR_SIZE_OVERFLOW,
+                             "optimizer_state_size: overflows size_t");
     }
     *floats = total;
     return PFX_SUCCESS;
@@ -525,7 +542,8 @@ pfx_status pfx_optimizer_export_param(pfx_optimizer *opt, size_t index, uint64_t
     pfx_runtime *rt = opt->rt;
     if (index >= opt->count)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "optimizer_export_param: index %zu beyond %zu parameters", index, opt->count);
+                         "optimizer_export_param: index %zu beyond %zu parameters", index,
+                         opt->count);
     const opt_param *it = &opt->items[index];
     if (step)
         *step = it->step;
@@ -537,8 +555,8 @@ pfx_status pfx_optimizer_export_param(pfx_optimizer *opt, size_t index, uint64_t
     return st;
 }
 
-pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t step, const float *m,
-                                      const float *v)
+pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t step,
+                                      const float *m, const float *v)
 {
     if (!opt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_import_param: opt is NULL");
@@ -549,12 +567,14 @@ pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_import_param: v is NULL");
     if (index >= opt->count)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "optimizer_import_param: index %zu beyond %zu parameters", index, opt->count);
+                         "optimizer_import_param: index %zu beyond %zu parameters", index,
+                         opt->count);
     opt_param *it = &opt->items[index];
     if (step > PFX_OPTIMIZER_MAX_STEP)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "optimizer_import_param '%s': step %llu cannot advance (at most %llu)", it->name,
-                         (unsigned long long)step, (unsigned long long)PFX_OPTIMIZER_MAX_STEP);
+                         "optimizer_import_param '%s': step %llu cannot advance (at most %llu)",
+                         it->name, (unsigned long long)step,
+                         (unsigned long long)PFX_OPTIMIZER_MAX_STEP);
     size_t n = it->param->numel;
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(m[i]))

@@ -11,15 +11,18 @@
 
 #define KEY_MAX (OPT_NAME_MAX + 32)
 
-pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char *path, const pfx_named_tensor *extra,
-                                         size_t extra_count, const pfx_st_metadata *meta, size_t meta_count)
+pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char *path,
+                                         const pfx_named_tensor *extra, size_t extra_count,
+                                         const pfx_st_metadata *meta, size_t meta_count)
 {
     if (!opt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_save_checkpoint: opt is NULL");
     pfx_runtime *rt = opt->rt;
     if (!path || (extra_count && !extra) || (meta_count && !meta))
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_save_checkpoint: %s is NULL",
-                         !path ? "path" : !meta && meta_count ? "meta" : "extra");
+                         !path                 ? "path"
+                         : !meta && meta_count ? "meta"
+                                               : "extra");
     const size_t n = opt->count;
     pfx_named_tensor *items = calloc(3 * n + extra_count + 1, sizeof(*items));
     pfx_st_metadata *all = calloc(n + meta_count + 1, sizeof(*all));
@@ -60,46 +63,52 @@ pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char *path, c
 }
 
 /* A metadata count of the file, the whole text (pfx_parse_uint). */
-static pfx_status meta_count(pfx_runtime *rt, const pfx_safetensors *f, const char *label, const char *key,
-                             uint64_t *out)
+static pfx_status meta_count(pfx_runtime *rt, const pfx_safetensors *f, const char *label,
+                             const char *key, uint64_t *out)
 {
     const char *v = pfx_safetensors_metadata_get(f, key);
     if (!v)
         return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the metadata '%s' is missing", label, key);
     if (pfx_parse_uint(v, PFX_OPTIMIZER_MAX_STEP, out) != PFX_SUCCESS)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the metadata '%s' is not a whole number", label, key);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the metadata '%s' is not a whole number", label,
+                         key);
     return PFX_SUCCESS;
 }
 
 /* Tensor `key` of the file holds numel values. */
-static pfx_status has_tensor(pfx_runtime *rt, const pfx_safetensors *f, const char *label, const char *key,
-                             size_t numel)
+static pfx_status has_tensor(pfx_runtime *rt, const pfx_safetensors *f, const char *label,
+                             const char *key, size_t numel)
 {
     long i = pfx_safetensors_find(f, key);
     pfx_st_info info;
     if (i < 0 || pfx_safetensors_info(f, (size_t)i, &info) != PFX_SUCCESS || info.numel != numel)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the tensor '%s' is missing or not of %zu values", label, key,
-                         numel);
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: the tensor '%s' is missing or not of %zu values", label, key, numel);
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt, const pfx_safetensors *f, const char *label,
-                                          uint64_t max_step, const char *max_name, uint64_t *step)
+pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt, const pfx_safetensors *f,
+                                          const char *label, uint64_t max_step,
+                                          const char *max_name, uint64_t *step)
 {
     if (!opt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_check_checkpoint: opt is NULL");
     pfx_runtime *rt = opt->rt;
     if (!f || !label || !max_name || !step)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_check_checkpoint: %s is NULL",
-                         !f ? "f" : !label ? "label" : !max_name ? "max_name" : "step");
+                         !f          ? "f"
+                         : !label    ? "label"
+                         : !max_name ? "max_name"
+                                     : "step");
     uint64_t s = 0;
     pfx_status st = meta_count(rt, f, label, "optimizer_step", &s);
     if (st != PFX_SUCCESS)
         return st;
     /* a step advances the optimizer unless it was skipped (NaN/Inf gradients) */
     if (s > max_step)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the metadata 'optimizer_step' (%llu) is more than '%s' (%llu)",
-                         label, (unsigned long long)s, max_name, (unsigned long long)max_step);
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: the metadata 'optimizer_step' (%llu) is more than '%s' (%llu)", label,
+                         (unsigned long long)s, max_name, (unsigned long long)max_step);
     for (size_t i = 0; i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
         char key[KEY_MAX];
@@ -108,7 +117,8 @@ pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt, const pfx_sa
         if ((st = meta_count(rt, f, label, key, &own)))
             return st;
         if (own != s) /* every parameter advances with the optimizer */
-            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the metadata '%s' (%llu) differs from 'optimizer_step' (%llu)",
+            return pfx_error(rt, PFX_ERROR_FORMAT,
+                             "%s: the metadata '%s' (%llu) differs from 'optimizer_step' (%llu)",
                              label, key, (unsigned long long)own, (unsigned long long)s);
         static const char *const tails[3] = { "", ".exp_avg", ".exp_avg_sq" };
         for (int t = 0; t < 3; t++) {
@@ -121,22 +131,28 @@ pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt, const pfx_sa
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safetensors *f, const char *label)
+pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safetensors *f,
+                                            const char *label)
 {
     if (!opt)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "optimizer_restore_checkpoint: opt is NULL");
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "optimizer_restore_checkpoint: opt is NULL");
     pfx_runtime *rt = opt->rt;
     if (!f || !label)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_restore_checkpoint: %s is NULL", !f ? "f" : "label");
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_restore_checkpoint: %s is NULL",
+                         !f ? "f" : "label");
     uint64_t step = 0;
-    pfx_status st = pfx_optimizer_check_checkpoint(opt, f, label, PFX_OPTIMIZER_MAX_STEP, "the largest step", &step);
+    pfx_status st = pfx_optimizer_check_checkpoint(opt, f, label, PFX_OPTIMIZER_MAX_STEP,
+                                                   "the largest step", &step);
     /* every moment checked (finite, v >= 0) before the first write */
     for (size_t i = 0; st == PFX_SUCCESS && i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
         const size_t n = it->param->numel;
         float *v = malloc(2 * n * sizeof(float));
         char key[KEY_MAX];
-        st = v ? PFX_SUCCESS : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_restore_checkpoint: host memory");
+        st =
+            v ? PFX_SUCCESS
+              : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_restore_checkpoint: host memory");
         for (int t = 0; st == PFX_SUCCESS && t < 2; t++) {
             snprintf(key, sizeof(key), "%s%s", it->name, t ? ".exp_avg_sq" : ".exp_avg");
             if (pfx_safetensors_read_f32(f, key, v + (size_t)t * n, n) != PFX_SUCCESS)
@@ -144,7 +160,8 @@ pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safete
         }
         for (size_t e = 0; st == PFX_SUCCESS && e < n; e++)
             if (!isfinite(v[e]) || !isfinite(v[n + e]) || v[n + e] < 0.0f)
-                st = pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: '%s' has a non-finite moment or a negative exp_avg_sq at %zu",
+                st = pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                               "%s: '%s' has a non-finite moment or a negative exp_avg_sq at %zu",
                                label, it->name, e);
         free(v);
     }
@@ -153,7 +170,9 @@ pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safete
         const size_t n = it->param->numel;
         float *v = malloc(3 * n * sizeof(float));
         char key[KEY_MAX];
-        st = v ? PFX_SUCCESS : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_restore_checkpoint: host memory");
+        st =
+            v ? PFX_SUCCESS
+              : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_restore_checkpoint: host memory");
         static const char *const tails[3] = { "", ".exp_avg", ".exp_avg_sq" };
         for (int t = 0; st == PFX_SUCCESS && t < 3; t++) {
             snprintf(key, sizeof(key), "%s%s", it->name, tails[t]);

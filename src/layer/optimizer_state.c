@@ -14,10 +14,13 @@ static pfx_status parse_u64(pfx_runtime *rt, const char *path, const char *key, 
                             uint64_t *out)
 {
     if (!text)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata '%s' is missing", path, key);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata '%s' is missing",
+                         path, key);
     if (pfx_parse_uint(text, PFX_OPTIMIZER_MAX_STEP, out) != PFX_SUCCESS)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata '%s' ('%.64s') is not a count "
-                         "(decimal digits, at most %llu)", path, key, text, (unsigned long long)PFX_OPTIMIZER_MAX_STEP);
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "optimizer_load '%s': metadata '%s' ('%.64s') is not a count "
+                         "(decimal digits, at most %llu)",
+                         path, key, text, (unsigned long long)PFX_OPTIMIZER_MAX_STEP);
     return PFX_SUCCESS;
 }
 
@@ -72,7 +75,8 @@ static pfx_status load_moment(pfx_runtime *rt, const char *path, const pfx_safet
     snprintf(key, sizeof(key), "%s.%s", it->name, suffix);
     long idx = pfx_safetensors_find(f, key);
     if (idx < 0)
-        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': tensor '%s' is missing", path, key);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': tensor '%s' is missing", path,
+                         key);
     pfx_st_info info;
     pfx_status st = pfx_safetensors_info(f, (size_t)idx, &info);
     if (st != PFX_SUCCESS)
@@ -82,11 +86,12 @@ static pfx_status load_moment(pfx_runtime *rt, const char *path, const pfx_safet
         same = info.shape[d] == it->param->shape[d];
     if (!same)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                         "optimizer_load '%s': tensor '%s' has another shape than the parameter", path,
-                         key);
+                         "optimizer_load '%s': tensor '%s' has another shape than the parameter",
+                         path, key);
     st = pfx_safetensors_read_f32(f, key, dst, it->param->numel);
     if (st != PFX_SUCCESS)
-        return pfx_error(rt, st, "optimizer_load '%s': tensor '%s': %s", path, key, pfx_last_error(NULL));
+        return pfx_error(rt, st, "optimizer_load '%s': tensor '%s': %s", path, key,
+                         pfx_last_error(NULL));
     return PFX_SUCCESS;
 }
 
@@ -104,15 +109,16 @@ pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path)
     const char *format = pfx_safetensors_metadata_get(f, "format");
     if (!format || strcmp(format, STATE_FORMAT) != 0) {
         pfx_safetensors_close(&f);
-        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata 'format' is not '%s'", path,
-                         STATE_FORMAT);
+        return pfx_error(rt, PFX_ERROR_FORMAT, "optimizer_load '%s': metadata 'format' is not '%s'",
+                         path, STATE_FORMAT);
     }
     if (pfx_safetensors_count(f) != 2 * opt->count) {
         size_t have = pfx_safetensors_count(f);
         pfx_safetensors_close(&f);
-        return pfx_error(rt, PFX_ERROR_FORMAT,
-                         "optimizer_load '%s': %zu tensors, the optimizer has %zu parameters (2 each)", path,
-                         have, opt->count);
+        return pfx_error(
+            rt, PFX_ERROR_FORMAT,
+            "optimizer_load '%s': %zu tensors, the optimizer has %zu parameters (2 each)", path,
+            have, opt->count);
     }
     /* Everything is read and checked before anything changes. */
     uint64_t step = 0;
@@ -130,7 +136,8 @@ pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path)
         for (unsigned k = 0; st == PFX_SUCCESS && k < 2; k++) {
             host[2 * i + k] = malloc(it->param->numel * sizeof(float));
             if (!host[2 * i + k])
-                st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_load: host allocation failed");
+                st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                               "optimizer_load: host allocation failed");
             else
                 st = load_moment(rt, path, f, it, k ? "exp_avg_sq" : "exp_avg", host[2 * i + k]);
         }
@@ -139,11 +146,13 @@ pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path)
     for (size_t i = 0; st == PFX_SUCCESS && i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
         for (size_t j = 0; j < it->param->numel && st == PFX_SUCCESS; j++)
-            if (!isfinite(host[2 * i][j]) || !isfinite(host[2 * i + 1][j]) || host[2 * i + 1][j] < 0.0f)
-                st = pfx_error(rt, PFX_ERROR_NOT_FINITE,
-                               "optimizer_load '%s': '%s' has a non-finite moment or negative exp_avg_sq "
-                               "at %zu",
-                               path, it->name, j);
+            if (!isfinite(host[2 * i][j]) || !isfinite(host[2 * i + 1][j]) ||
+                host[2 * i + 1][j] < 0.0f)
+                st = pfx_error(
+                    rt, PFX_ERROR_NOT_FINITE,
+                    "optimizer_load '%s': '%s' has a non-finite moment or negative exp_avg_sq "
+                    "at %zu",
+                    path, it->name, j);
     }
     for (size_t i = 0; st == PFX_SUCCESS && i < opt->count; i++)
         st = pfx_optimizer_import_param(opt, i, steps[i], host[2 * i], host[2 * i + 1]);

@@ -17,21 +17,22 @@
 pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity, pfx_adapter_bank **out)
 {
     if (!out)
-        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "adapter_bank_create: out is NULL");
+        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "adapter_bank_create: out is NULL");
     *out = NULL;
     if (!model)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "adapter_bank_create: model is NULL");
     const pfx_model_shape *s = &model->cfg.shape;
     if (capacity == 0 || capacity > INT32_MAX)
-        return pfx_error(model->rt, PFX_ERROR_INVALID_ARGUMENT, "adapter_bank_create: capacity %zu outside 1..%d",
-                         capacity, INT32_MAX);
+        return pfx_error(model->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "adapter_bank_create: capacity %zu outside 1..%d", capacity, INT32_MAX);
     pfx_adapter_bank *b = calloc(1, sizeof(*b));
     size_t gains = 0, dim = 0;
     if (b && (pfx_mul_overflows(capacity, s->layers * s->heads, &gains) ||
               pfx_mul_overflows(gains, s->head_dim, &dim))) {
         free(b);
-        return pfx_error(model->rt, PFX_ERROR_SIZE_OVERFLOW, "adapter_bank_create: capacity %zu is too large",
-                         capacity);
+        return pfx_error(model->rt, PFX_ERROR_SIZE_OVERFLOW,
+                         "adapter_bank_create: capacity %zu is too large", capacity);
     }
     if (b) {
         b->keys = calloc(s->layers, sizeof(*b->keys));
@@ -41,7 +42,8 @@ pfx_status pfx_adapter_bank_create(pfx_model *model, size_t capacity, pfx_adapte
         b->structured = calloc(capacity, sizeof(*b->structured));
         b->dim_gains = calloc(dim, sizeof(float)); /* untouched pages until a structured entry */
     }
-    if (!b || !b->keys || !b->values || !b->gain_mode || !b->gains || !b->structured || !b->dim_gains) {
+    if (!b || !b->keys || !b->values || !b->gain_mode || !b->gains || !b->structured ||
+        !b->dim_gains) {
         pfx_adapter_bank_destroy(&b);
         return pfx_error(model->rt, PFX_ERROR_OUT_OF_MEMORY, "adapter_bank_create: host memory");
     }
@@ -93,19 +95,23 @@ size_t pfx_adapter_bank_bytes(const pfx_adapter_bank *bank)
     return sum;
 }
 
-pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *bank_index, size_t batch,
-                                   pfx_model_prefix *prefix)
+pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *bank_index,
+                                   size_t batch, pfx_model_prefix *prefix)
 {
     if (!bank || !bank_index || !prefix)
-        return pfx_error(bank ? bank->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "adapter_bank_prefix: %s is NULL",
-                         !bank ? "bank" : !bank_index ? "bank_index" : "prefix");
+        return pfx_error(bank ? bank->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "adapter_bank_prefix: %s is NULL",
+                         !bank         ? "bank"
+                         : !bank_index ? "bank_index"
+                                       : "prefix");
     pfx_runtime *rt = bank->model->rt;
     if (batch == 0)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "adapter_bank_prefix: batch is 0");
     for (size_t i = 0; i < batch; i++)
         if (bank_index[i] < 0 || (size_t)bank_index[i] >= bank->count)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "adapter_bank_prefix: bank_index[%zu] = %d outside [0, %zu)",
-                             i, (int)bank_index[i], bank->count);
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "adapter_bank_prefix: bank_index[%zu] = %d outside [0, %zu)", i,
+                             (int)bank_index[i], bank->count);
     const size_t LH = bank->model->cfg.shape.layers * bank->model->cfg.shape.heads;
     memset(prefix, 0, sizeof(*prefix));
     prefix->prefix_len = bank->P;
@@ -127,11 +133,11 @@ pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *
  * structured gains [L * H * D]. */
 typedef struct staged {
     size_t P;
-    float *kv;              /* [2][L][Hkv * P * D]; NULL when P is 0 */
+    float *kv; /* [2][L][Hkv * P * D]; NULL when P is 0 */
     pfx_gain_mode gain_mode;
     float *gains;
     bool structured;
-    float *dim_gains;       /* with structured */
+    float *dim_gains; /* with structured */
 } staged;
 
 static bool is_dir(const char *path)
@@ -146,12 +152,13 @@ static bool exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
-static pfx_status check_fit(pfx_runtime *rt, const char *path, const char *field, size_t got, size_t want)
+static pfx_status check_fit(pfx_runtime *rt, const char *path, const char *field, size_t got,
+                            size_t want)
 {
     if (got == want)
         return PFX_SUCCESS;
-    return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s: the adapter has %s %zu, the model %zu", FN, path, field,
-                     got, want);
+    return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s: the adapter has %s %zu, the model %zu",
+                     FN, path, field, got, want);
 }
 
 static pfx_status stage_alloc(pfx_runtime *rt, const pfx_model_shape *s, size_t P, staged *a)
@@ -173,11 +180,13 @@ static pfx_status stage_peft(pfx_model *m, const char *dir, staged *a)
     if (st != PFX_SUCCESS)
         return pfx_error(rt, st, "%s: %s", FN, pfx_last_error(NULL));
     if (cfg.num_transformer_submodules != 1)
-        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "%s: %s: num_transformer_submodules %zu (an encoder-decoder adapter) is not supported", FN,
-                         dir, cfg.num_transformer_submodules);
+        return pfx_error(
+            rt, PFX_ERROR_UNSUPPORTED,
+            "%s: %s: num_transformer_submodules %zu (an encoder-decoder adapter) is not supported",
+            FN, dir, cfg.num_transformer_submodules);
     if ((st = check_fit(rt, dir, "num_layers", cfg.num_layers, s->layers)) ||
-        (st = check_fit(rt, dir, "token_dim (kv heads x head size)", cfg.token_dim, s->kv_heads * s->head_dim)))
+        (st = check_fit(rt, dir, "token_dim (kv heads x head size)", cfg.token_dim,
+                        s->kv_heads * s->head_dim)))
         return st;
     if ((st = stage_alloc(rt, s, cfg.num_virtual_tokens, a)))
         return st;
@@ -205,7 +214,8 @@ static pfx_status stage_gains(pfx_model *m, const char *path, const pfx_safetens
 {
     const pfx_model_shape *s = &m->cfg.shape;
     pfx_status st = stage_alloc(m->rt, s, 0, a);
-    if (st == PFX_SUCCESS && !(a->dim_gains = malloc(s->layers * s->heads * s->head_dim * sizeof(float))))
+    if (st == PFX_SUCCESS &&
+        !(a->dim_gains = malloc(s->layers * s->heads * s->head_dim * sizeof(float))))
         st = pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
     pfx_gains_values v = { .gains = a->gains, .dim_gains = a->dim_gains };
     if (st == PFX_SUCCESS &&
@@ -217,7 +227,8 @@ static pfx_status stage_gains(pfx_model *m, const char *path, const pfx_safetens
 }
 
 /* A prefixcl prefixes file. */
-static pfx_status stage_prefixes(pfx_model *m, const char *path, const pfx_safetensors *f, staged *a)
+static pfx_status stage_prefixes(pfx_model *m, const char *path, const pfx_safetensors *f,
+                                 staged *a)
 {
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
@@ -227,18 +238,22 @@ static pfx_status stage_prefixes(pfx_model *m, const char *path, const pfx_safet
     pfx_st_info info;
     long k0 = pfx_safetensors_find(f, "layers.0.prefix_k");
     if (!format || strcmp(format, "prefixcl-prefixes-1") != 0)
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %s: metadata format is %s, not prefixcl-prefixes-1 or " PFX_GAINS_FORMAT,
-                       FN, path, format ? format : "missing");
+        st =
+            pfx_error(rt, PFX_ERROR_FORMAT,
+                      "%s: %s: metadata format is %s, not prefixcl-prefixes-1 or " PFX_GAINS_FORMAT,
+                      FN, path, format ? format : "missing");
     else if (mode && strcmp(mode, "off") && strcmp(mode, "linear") && strcmp(mode, "tanh"))
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %s: gain_mode \"%s\" is none of off, linear, tanh", FN, path,
-                       mode);
+        st = pfx_error(rt, PFX_ERROR_FORMAT,
+                       "%s: %s: gain_mode \"%s\" is none of off, linear, tanh", FN, path, mode);
     else if (k0 < 0)
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %s: no tensor layers.0.prefix_k", FN, path);
     else if ((st = pfx_safetensors_info(f, (size_t)k0, &info)) == PFX_SUCCESS && info.ndim != 3)
-        st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s: layers.0.prefix_k has %u dimensions, not [Hkv, P, D]",
-                       FN, path, info.ndim);
+        st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                       "%s: %s: layers.0.prefix_k has %u dimensions, not [Hkv, P, D]", FN, path,
+                       info.ndim);
     else if (info.shape[1] == 0)
-        st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s: layers.0.prefix_k has prefix length P = 0", FN, path);
+        st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                       "%s: %s: layers.0.prefix_k has prefix length P = 0", FN, path);
     if (st == PFX_SUCCESS) {
         /* layers 0, 1, ... as long as they are there */
         size_t layers = 0;
@@ -258,17 +273,18 @@ static pfx_status stage_prefixes(pfx_model *m, const char *path, const pfx_safet
         for (int i = 0; st == PFX_SUCCESS && i < 2; i++) {
             snprintf(name, sizeof(name), "layers.%zu.%s", l, parts[i]);
             if ((st = pfx_safetensors_read_f32(f, name, a->kv + (i * L + l) * n, n)))
-                st = pfx_error(rt, st, "%s: %s: %s must be [Hkv=%zu, P=%zu, D=%zu]: %s", FN, path, name, s->kv_heads,
-                               a->P, s->head_dim, pfx_last_error(NULL));
+                st = pfx_error(rt, st, "%s: %s: %s must be [Hkv=%zu, P=%zu, D=%zu]: %s", FN, path,
+                               name, s->kv_heads, a->P, s->head_dim, pfx_last_error(NULL));
         }
         snprintf(name, sizeof(name), "layers.%zu.gain", l);
         if (st == PFX_SUCCESS && mode && strcmp(mode, "off") &&
             (st = pfx_safetensors_read_f32(f, name, a->gains + l * s->heads, s->heads)))
-            st = pfx_error(rt, st, "%s: %s: %s must be [H=%zu]: %s", FN, path, name, s->heads, pfx_last_error(NULL));
+            st = pfx_error(rt, st, "%s: %s: %s must be [H=%zu]: %s", FN, path, name, s->heads,
+                           pfx_last_error(NULL));
         for (size_t h = 0; st == PFX_SUCCESS && mode && strcmp(mode, "off") && h < s->heads; h++)
             if (!isfinite(a->gains[l * s->heads + h]))
-                st = pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: %s: tensor %s[%zu] is %g", FN, path, name, h,
-                               (double)a->gains[l * s->heads + h]);
+                st = pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: %s: tensor %s[%zu] is %g", FN, path,
+                               name, h, (double)a->gains[l * s->heads + h]);
     }
     a->gain_mode = !mode || !strcmp(mode, "off") ? PFX_GAIN_OFF
                    : !strcmp(mode, "linear")     ? PFX_GAIN_LINEAR
@@ -294,7 +310,8 @@ static pfx_status bank_alloc(pfx_adapter_bank *b, size_t P)
     const size_t shape[4] = { b->capacity, s->kv_heads, P, s->head_dim };
     pfx_status st = PFX_SUCCESS;
     for (size_t l = 0; st == PFX_SUCCESS && l < s->layers; l++)
-        if ((st = pfx_tensor_create(b->model->rt, PFX_DTYPE_F32, 4, shape, &b->keys[l])) == PFX_SUCCESS)
+        if ((st = pfx_tensor_create(b->model->rt, PFX_DTYPE_F32, 4, shape, &b->keys[l])) ==
+            PFX_SUCCESS)
             st = pfx_tensor_create(b->model->rt, PFX_DTYPE_F32, 4, shape, &b->values[l]);
     for (size_t l = 0; st != PFX_SUCCESS && l < s->layers; l++) {
         pfx_tensor_destroy(&b->keys[l]);
@@ -326,8 +343,8 @@ static bool peft_weights_file(const char *path, char *dir, size_t dir_size)
  * prefixcl one (the file to read in own: path itself, or
  * path/prefixes.safetensors, else path/gains.safetensors: a pretraining
  * output folder). */
-static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *dir, size_t dir_size, char *own,
-                          size_t own_size)
+static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *dir, size_t dir_size,
+                          char *own, size_t own_size)
 {
     *peft = false;
     snprintf(own, own_size, "%s", path);
@@ -340,7 +357,8 @@ static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *d
             snprintf(own, own_size, "%s/" PFX_GAINS_FILE, path);
         if (!*peft && !exists(own))
             return pfx_error(rt, PFX_ERROR_IO,
-                             "%s: %s holds neither adapter_config.json nor prefixes.safetensors nor " PFX_GAINS_FILE,
+                             "%s: %s holds neither adapter_config.json nor prefixes.safetensors "
+                             "nor " PFX_GAINS_FILE,
                              FN, path);
     } else if (!exists(path)) {
         return pfx_error(rt, PFX_ERROR_IO, "%s: %s does not exist", FN, path);
@@ -348,10 +366,11 @@ static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *d
         /* the weights of a PEFT folder stand for the folder */
         snprintf(own, own_size, "%s/adapter_config.json", dir);
         if (!exists(own))
-            return pfx_error(rt, PFX_ERROR_IO,
-                             "%s: %s is a PEFT adapter's weights but %s is missing: pass the PEFT folder "
-                             "(adapter_config.json + adapter_model.safetensors)",
-                             FN, path, own);
+            return pfx_error(
+                rt, PFX_ERROR_IO,
+                "%s: %s is a PEFT adapter's weights but %s is missing: pass the PEFT folder "
+                "(adapter_config.json + adapter_model.safetensors)",
+                FN, path, own);
         *peft = true;
     }
     return PFX_SUCCESS;
@@ -360,7 +379,8 @@ static pfx_status resolve(pfx_runtime *rt, const char *path, bool *peft, char *d
 pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len)
 {
     if (!path || !prefix_len)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "adapter_prefix_len: %s is NULL", !path ? "path" : "prefix_len");
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "adapter_prefix_len: %s is NULL",
+                         !path ? "path" : "prefix_len");
     char own[4096], dir[4096];
     bool peft;
     pfx_status st = resolve(NULL, path, &peft, dir, sizeof(dir), own, sizeof(own));
@@ -376,9 +396,10 @@ pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len)
         pfx_st_info info;
         if (pfx_gains_file_is(f))
             *prefix_len = 0; /* gains without prefix */
-        else if (i < 0 || pfx_safetensors_info(f, (size_t)i, &info) != PFX_SUCCESS || info.ndim != 3)
-            st = pfx_error(NULL, PFX_ERROR_FORMAT, "adapter_prefix_len: %s: no tensor layers.0.prefix_k [Hkv, P, D]",
-                           own);
+        else if (i < 0 || pfx_safetensors_info(f, (size_t)i, &info) != PFX_SUCCESS ||
+                 info.ndim != 3)
+            st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                           "adapter_prefix_len: %s: no tensor layers.0.prefix_k [Hkv, P, D]", own);
         else
             *prefix_len = info.shape[1];
         pfx_safetensors_close(&f);
@@ -389,13 +410,17 @@ pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len)
 pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_t *entry)
 {
     if (!bank || !path || !entry)
-        return pfx_error(bank ? bank->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", FN,
-                         !bank ? "bank" : !path ? "path" : "entry");
+        return pfx_error(bank ? bank->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL",
+                         FN,
+                         !bank   ? "bank"
+                         : !path ? "path"
+                                 : "entry");
     pfx_model *m = bank->model;
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
     if (bank->count == bank->capacity)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: the bank is full (%zu adapters)", FN, bank->capacity);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: the bank is full (%zu adapters)", FN,
+                         bank->capacity);
     char own[4096], dir[4096];
     bool peft;
     pfx_status st = resolve(rt, path, &peft, dir, sizeof(dir), own, sizeof(own));
@@ -410,7 +435,8 @@ pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
                        "%s: %s has prefix length %zu%s, the bank holds %zu (%s)%s", FN, path, a.P,
                        a.P ? "" : " (a gains file)", bank->P, bank->first,
-                       a.P && bank->P ? "" : ": gains files and prefix adapters go into separate banks");
+                       a.P && bank->P ? ""
+                                      : ": gains files and prefix adapters go into separate banks");
     char *first = st == PFX_SUCCESS && !bank->count ? strdup(path) : NULL;
     if (st == PFX_SUCCESS && !bank->count && !first)
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);

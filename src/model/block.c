@@ -19,7 +19,6 @@ static pfx_tensor *wsl(const pfx_model *m, size_t l, int slot)
     return k < 0 ? m->ws[slot] : m->kept[l * PFX_KEPT_COUNT + (size_t)k];
 }
 
-
 static pfx_model_lin get_lin(const pfx_model *m, size_t l, int which)
 {
     const pfx_model_shape *s = &m->cfg.shape;
@@ -29,7 +28,8 @@ static pfx_model_lin get_lin(const pfx_model *m, size_t l, int which)
     memset(&r, 0, sizeof(r));
     if (m->cfg.family == PFX_FAMILY_GPT2) {
         /* Conv1D [in, out]; c_attn holds q | k | v side by side */
-        const pfx_tensor *qkv = pfx_model_w(m, l, PFX_W_QKV), *qkv_b = pfx_model_w(m, l, PFX_W_QKV_B);
+        const pfx_tensor *qkv = pfx_model_w(m, l, PFX_W_QKV),
+                         *qkv_b = pfx_model_w(m, l, PFX_W_QKV_B);
         const size_t width = QD + 2 * KVD;
         switch (which) {
         case L_QKV:
@@ -62,14 +62,15 @@ static pfx_model_lin get_lin(const pfx_model *m, size_t l, int which)
     }
     /* Linear [out, in]; q, k, v stacked at load: [QD + 2 KVD, C] */
     static const pfx_weight_role roles[] = { PFX_W_QKV, PFX_W_O, PFX_W_UP, PFX_W_GATE, PFX_W_DOWN };
-    static const pfx_weight_role biases[] = { PFX_W_QKV_B, PFX_W_O_B, PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT,
-                                              PFX_W_ROLE_COUNT };
+    static const pfx_weight_role biases[] = { PFX_W_QKV_B, PFX_W_O_B, PFX_W_ROLE_COUNT,
+                                              PFX_W_ROLE_COUNT, PFX_W_ROLE_COUNT };
     const size_t outs[] = { QD + 2 * KVD, C, I, I, C }, ins[] = { C, QD, C, C, I };
     r.in = ins[which];
     r.out = outs[which];
     r.trans = true;
     r.w = PFX_MAT(pfx_model_w(m, l, roles[which]), r.out, r.in);
-    const pfx_tensor *b = biases[which] < PFX_W_ROLE_COUNT ? pfx_model_w(m, l, biases[which]) : NULL;
+    const pfx_tensor *b =
+        biases[which] < PFX_W_ROLE_COUNT ? pfx_model_w(m, l, biases[which]) : NULL;
     if (b) {
         r.has_b = true;
         r.b = PFX_VEC(b, 0, r.out);
@@ -92,8 +93,9 @@ pfx_model_lin pfx_model_head_lin(const pfx_model *m)
 }
 
 /* y rows [y0, y0 + rows) = x rows [x0, ...) op(W) (+ b); beta 1 adds to y. */
-pfx_status pfx_model_lin_fwd(pfx_model *m, const char *what, const pfx_model_lin *f, size_t rows, const pfx_tensor *x,
-                          size_t x0, const pfx_tensor *y, size_t y0, float beta, bool bias)
+pfx_status pfx_model_lin_fwd(pfx_model *m, const char *what, const pfx_model_lin *f, size_t rows,
+                             const pfx_tensor *x, size_t x0, const pfx_tensor *y, size_t y0,
+                             float beta, bool bias)
 {
     double t0 = pfx_model_prof_begin(m);
     pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->out, f->in, 1.0f,
@@ -106,18 +108,20 @@ pfx_status pfx_model_lin_fwd(pfx_model *m, const char *what, const pfx_model_lin
 }
 
 /* dx[rows, in] (+)= dy[rows, out] op(W)^T. */
-pfx_status pfx_model_lin_bwd(pfx_model *m, const char *what, const pfx_model_lin *f, size_t rows, const pfx_tensor *dy,
-                          size_t dy0, const pfx_tensor *dx, size_t dx0, float beta)
+pfx_status pfx_model_lin_bwd(pfx_model *m, const char *what, const pfx_model_lin *f, size_t rows,
+                             const pfx_tensor *dy, size_t dy0, const pfx_tensor *dx, size_t dx0,
+                             float beta)
 {
     double t0 = pfx_model_prof_begin(m);
     pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->in, f->out, 1.0f,
-                                    PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out), f->w, !f->trans, beta,
-                                    PFX_GEMM_OP(dx->mem, dx0 * f->in, f->in), m->ws[WS_CONV]);
+                                    PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out), f->w, !f->trans,
+                                    beta, PFX_GEMM_OP(dx->mem, dx0 * f->in, f->in), m->ws[WS_CONV]);
     return pfx_model_prof_end(m, f->head ? PFX_MODEL_PART_HEAD : PFX_MODEL_PART_GEMM, t0, st);
 }
 
 /* The gradient of parameter (layer l, role) that g asks for, or NULL. */
-pfx_tensor *pfx_model_pgrad(const pfx_model *m, const pfx_model_grads *g, size_t l, pfx_weight_role role)
+pfx_tensor *pfx_model_pgrad(const pfx_model *m, const pfx_model_grads *g, size_t l,
+                            pfx_weight_role role)
 {
     if (!g || !g->weights)
         return NULL;
@@ -128,9 +132,9 @@ pfx_tensor *pfx_model_pgrad(const pfx_model *m, const pfx_model_grads *g, size_t
 /* The weight and bias gradients of product f (either may be NULL) over
  * rows of its input x and output gradient dy: Conv1D [in, out]: dW = x^T dy;
  * Linear [out, in]: dW = dy^T x; db = the column sums of dy. */
-pfx_status pfx_model_lin_grads(pfx_model *m, const char *what, const pfx_model_lin *f, size_t rows, const pfx_tensor *x,
-                            size_t x0, const pfx_tensor *dy, size_t dy0, pfx_tensor *dw, pfx_tensor *db,
-                            bool accumulate)
+pfx_status pfx_model_lin_grads(pfx_model *m, const char *what, const pfx_model_lin *f, size_t rows,
+                               const pfx_tensor *x, size_t x0, const pfx_tensor *dy, size_t dy0,
+                               pfx_tensor *dw, pfx_tensor *db, bool accumulate)
 {
     pfx_status st = PFX_SUCCESS;
     if (dw) {
@@ -145,26 +149,27 @@ pfx_status pfx_model_lin_grads(pfx_model *m, const char *what, const pfx_model_l
         st = pfx_model_prof_end(m, f->head ? PFX_MODEL_PART_HEAD : PFX_MODEL_PART_GEMM, t0, st);
     }
     if (st == PFX_SUCCESS && db)
-        st = pfx_op_bias_grad(m->rt, pfx_mat_of(dy, dy0 * f->out, rows, f->out, f->out), PFX_VEC(db, 0, f->out),
-                              accumulate);
+        st = pfx_op_bias_grad(m->rt, pfx_mat_of(dy, dy0 * f->out, rows, f->out, f->out),
+                              PFX_VEC(db, 0, f->out), accumulate);
     return st;
 }
 
-pfx_status pfx_model_copy_rows(pfx_model *m, const char *what, const pfx_tensor *src, const pfx_tensor *dst,
-                            size_t count)
+pfx_status pfx_model_copy_rows(pfx_model *m, const char *what, const pfx_tensor *src,
+                               const pfx_tensor *dst, size_t count)
 {
-    cl_int err = clEnqueueCopyBuffer(m->rt->queue, src->mem, dst->mem, 0, 0, count * sizeof(float), 0, NULL,
-                                     NULL);
+    cl_int err = clEnqueueCopyBuffer(m->rt->queue, src->mem, dst->mem, 0, 0, count * sizeof(float),
+                                     0, NULL, NULL);
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(m->rt, err, what);
 }
 
-pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d)
+pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c,
+                          size_t d)
 {
     return pfx_tensor_view(t, ndim, a, b, c, d);
 }
 
-pfx_status pfx_model_norm_fwd(pfx_model *m, size_t l, pfx_weight_role w, pfx_weight_role b, size_t rows,
-                           const pfx_tensor *x, int mean, int rstd)
+pfx_status pfx_model_norm_fwd(pfx_model *m, size_t l, pfx_weight_role w, pfx_weight_role b,
+                              size_t rows, const pfx_tensor *x, int mean, int rstd)
 {
     const size_t C = m->cfg.shape.hidden;
     pfx_mat wv = PFX_VEC(pfx_model_w(m, l, w), 0, C);
@@ -177,8 +182,9 @@ pfx_status pfx_model_norm_fwd(pfx_model *m, size_t l, pfx_weight_role w, pfx_wei
 }
 
 /* dx (+)= norm backward of dy, x the norm's input. */
-pfx_status pfx_model_norm_bwd(pfx_model *m, size_t l, pfx_weight_role w, size_t rows, const pfx_tensor *x,
-                           int mean, int rstd, const pfx_tensor *dy, const pfx_tensor *dx, bool accumulate)
+pfx_status pfx_model_norm_bwd(pfx_model *m, size_t l, pfx_weight_role w, size_t rows,
+                              const pfx_tensor *x, int mean, int rstd, const pfx_tensor *dy,
+                              const pfx_tensor *dx, bool accumulate)
 {
     const size_t C = m->cfg.shape.hidden;
     pfx_mat wv = PFX_VEC(pfx_model_w(m, l, w), 0, C);
@@ -186,13 +192,15 @@ pfx_status pfx_model_norm_bwd(pfx_model *m, size_t l, pfx_weight_role w, size_t 
     pfx_mat rs = PFX_VEC(wsl(m, l, rstd), 0, rows);
     if (m->cfg.family == PFX_FAMILY_LLAMA)
         return pfx_op_rmsnorm_backward(m->rt, xm, wv, rs, dym, dxm, accumulate);
-    return pfx_op_layernorm_backward(m->rt, xm, wv, PFX_VEC(wsl(m, l, mean), 0, rows), rs, dym, dxm, accumulate);
+    return pfx_op_layernorm_backward(m->rt, xm, wv, PFX_VEC(wsl(m, l, mean), 0, rows), rs, dym, dxm,
+                                     accumulate);
 }
 
 /* The gradients of norm `w` (and its bias `b`) of block l, either may be
  * NULL: dy the gradient of the norm's output, x its input. */
-pfx_status pfx_model_norm_grads(pfx_model *m, size_t l, size_t rows, const pfx_tensor *x, int mean, int rstd,
-                             const pfx_tensor *dy, pfx_tensor *dw, pfx_tensor *db, bool accumulate)
+pfx_status pfx_model_norm_grads(pfx_model *m, size_t l, size_t rows, const pfx_tensor *x, int mean,
+                                int rstd, const pfx_tensor *dy, pfx_tensor *dw, pfx_tensor *db,
+                                bool accumulate)
 {
     if (!dw && !db)
         return PFX_SUCCESS;
@@ -200,9 +208,10 @@ pfx_status pfx_model_norm_grads(pfx_model *m, size_t l, size_t rows, const pfx_t
     pfx_mat mu = PFX_VEC(wsl(m, l, mean), 0, rows), bv = db ? PFX_VEC(db, 0, C) : PFX_VEC(dy, 0, C);
     pfx_status st = PFX_SUCCESS;
     if (dw)
-        st = pfx_op_norm_param_grad(m->rt, PFX_MAT(x, rows, C), m->cfg.family == PFX_FAMILY_LLAMA ? NULL : &mu,
-                                    PFX_VEC(wsl(m, l, rstd), 0, rows), PFX_MAT(dy, rows, C), PFX_VEC(dw, 0, C),
-                                    db ? &bv : NULL, accumulate);
+        st = pfx_op_norm_param_grad(m->rt, PFX_MAT(x, rows, C),
+                                    m->cfg.family == PFX_FAMILY_LLAMA ? NULL : &mu,
+                                    PFX_VEC(wsl(m, l, rstd), 0, rows), PFX_MAT(dy, rows, C),
+                                    PFX_VEC(dw, 0, C), db ? &bv : NULL, accumulate);
     else /* a LayerNorm bias alone: the column sums of dy */
         st = pfx_op_bias_grad(m->rt, PFX_MAT(dy, rows, C), bv, accumulate);
     return st;
@@ -278,10 +287,13 @@ pfx_status pfx_model_block_qkv(pfx_model *m, size_t l, size_t R)
     pfx_mat part[3];
     qkv_parts(m, l, R, WS_Q, WS_K, WS_V, part);
     pfx_status st;
-    if ((st = pfx_model_norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, m->hidden[l], WS_MEAN1, WS_RSTD1)) ||
-        (st = pfx_model_lin_fwd(m, "model: q, k, v", &qkv, R, m->ws[WS_LN], 0, m->ws[WS_QKV], 0, 0.0f, false)))
+    if ((st = pfx_model_norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, m->hidden[l], WS_MEAN1,
+                                 WS_RSTD1)) ||
+        (st = pfx_model_lin_fwd(m, "model: q, k, v", &qkv, R, m->ws[WS_LN], 0, m->ws[WS_QKV], 0,
+                                0.0f, false)))
         return st;
-    return pfx_op_split_columns(m->rt, PFX_MAT(m->ws[WS_QKV], R, qkv.out), qkv.has_b ? &qkv.b : NULL, 3, part);
+    return pfx_op_split_columns(m->rt, PFX_MAT(m->ws[WS_QKV], R, qkv.out),
+                                qkv.has_b ? &qkv.b : NULL, 3, part);
 }
 
 pfx_status pfx_model_block_mlp(pfx_model *m, size_t l, size_t R, bool output)
@@ -293,21 +305,27 @@ pfx_status pfx_model_block_mlp(pfx_model *m, size_t l, size_t R, bool output)
     const pfx_model_lin o = get_lin(m, l, L_O);
     pfx_status st;
     if ((st = pfx_model_copy_rows(m, "model: residual", m->hidden[l], wsl(m, l, WS_A), R * C)) ||
-        (st = pfx_model_lin_fwd(m, "model: attention output", &o, R, wsl(m, l, WS_O), 0, wsl(m, l, WS_A), 0, 1.0f, true)) ||
-        (st = pfx_model_norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2)))
+        (st = pfx_model_lin_fwd(m, "model: attention output", &o, R, wsl(m, l, WS_O), 0,
+                                wsl(m, l, WS_A), 0, 1.0f, true)) ||
+        (st = pfx_model_norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(m, l, WS_A), WS_MEAN2,
+                                 WS_RSTD2)))
         return st;
     const pfx_model_lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN);
     int mlp_out;
     if (llama) {
         const pfx_model_lin gate = get_lin(m, l, L_GATE);
-        if ((st = pfx_model_lin_fwd(m, "model: gate", &gate, R, m->ws[WS_LN], 0, wsl(m, l, WS_M0), 0, 0.0f, true)) ||
-            (st = pfx_model_lin_fwd(m, "model: up", &up, R, m->ws[WS_LN], 0, wsl(m, l, WS_M1), 0, 0.0f, true)) ||
-            (st = pfx_op_swiglu_forward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
+        if ((st = pfx_model_lin_fwd(m, "model: gate", &gate, R, m->ws[WS_LN], 0, wsl(m, l, WS_M0),
+                                    0, 0.0f, true)) ||
+            (st = pfx_model_lin_fwd(m, "model: up", &up, R, m->ws[WS_LN], 0, wsl(m, l, WS_M1), 0,
+                                    0.0f, true)) ||
+            (st = pfx_op_swiglu_forward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                        PFX_MAT(wsl(m, l, WS_M1), R, I),
                                         PFX_MAT(m->ws[WS_M2], R, I))))
             return st;
         mlp_out = WS_M2;
     } else {
-        if ((st = pfx_model_lin_fwd(m, "model: c_fc", &up, R, m->ws[WS_LN], 0, wsl(m, l, WS_M0), 0, 0.0f, true)) ||
+        if ((st = pfx_model_lin_fwd(m, "model: c_fc", &up, R, m->ws[WS_LN], 0, wsl(m, l, WS_M0), 0,
+                                    0.0f, true)) ||
             (st = pfx_op_activation_forward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
                                             PFX_MAT(wsl(m, l, WS_M1), R, I))))
             return st;
@@ -317,7 +335,8 @@ pfx_status pfx_model_block_mlp(pfx_model *m, size_t l, size_t R, bool output)
         return PFX_SUCCESS;
     if ((st = pfx_model_copy_rows(m, "model: residual", wsl(m, l, WS_A), m->hidden[l + 1], R * C)))
         return st;
-    return pfx_model_lin_fwd(m, "model: mlp output", &down, R, m->ws[mlp_out], 0, m->hidden[l + 1], 0, 1.0f, true);
+    return pfx_model_lin_fwd(m, "model: mlp output", &down, R, m->ws[mlp_out], 0, m->hidden[l + 1],
+                             0, 1.0f, true);
 }
 
 /* Block l from hidden[l]: every intermediate the backward reads goes to the
@@ -332,10 +351,10 @@ pfx_status pfx_model_block_forward(pfx_model *m, size_t l, const pfx_model_call 
         return st;
     if (m->cfg.family == PFX_FAMILY_LLAMA) {
         pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
-        if ((st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_Q), R, s->heads * s->head_dim), c->B, c->N,
-                                      s->heads, s->head_dim, c->P, freq)) ||
-            (st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_K), R, s->kv_heads * s->head_dim), c->B, c->N,
-                                      s->kv_heads, s->head_dim, c->P, freq)))
+        if ((st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_Q), R, s->heads * s->head_dim), c->B,
+                                      c->N, s->heads, s->head_dim, c->P, freq)) ||
+            (st = pfx_op_rope_forward(rt, PFX_MAT(wsl(m, l, WS_K), R, s->kv_heads * s->head_dim),
+                                      c->B, c->N, s->kv_heads, s->head_dim, c->P, freq)))
             return st;
     }
     pfx_model_attn_views av = pfx_model_views(m, l, c);
@@ -344,7 +363,7 @@ pfx_status pfx_model_block_forward(pfx_model *m, size_t l, const pfx_model_call 
                                 c->P ? c->pre.values[l] : NULL };
     double t0 = pfx_model_prof_begin(m);
     st = pfx_model_prof_end(m, PFX_MODEL_PART_ATTN_FWD, t0,
-                  pfx_attention_forward(rt, &d, &in, &av.o, &av.lse));
+                            pfx_attention_forward(rt, &d, &in, &av.o, &av.lse));
     if (st != PFX_SUCCESS)
         return st;
     return pfx_model_block_mlp(m, l, R, output);
@@ -356,8 +375,9 @@ pfx_status pfx_model_block_forward(pfx_model *m, size_t l, const pfx_model_call 
  * is computed from the product's input and output gradient before either
  * is overwritten; inputs that are not kept (the norm outputs, the MLP's
  * activation) are recomputed from what is. */
-pfx_status pfx_model_block_backward(pfx_model *m, size_t l, const pfx_model_call *c, const pfx_tensor *dy,
-                                 const pfx_tensor *dx, const pfx_model_grads *g)
+pfx_status pfx_model_block_backward(pfx_model *m, size_t l, const pfx_model_call *c,
+                                    const pfx_tensor *dy, const pfx_tensor *dx,
+                                    const pfx_model_grads *g)
 {
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
@@ -365,52 +385,74 @@ pfx_status pfx_model_block_backward(pfx_model *m, size_t l, const pfx_model_call
     const bool acc = g && g->accumulate;
     const size_t R = c->R, C = s->hidden, I = s->intermediate;
     pfx_tensor *const *ws = m->ws;
-    const pfx_model_lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN), o = get_lin(m, l, L_O);
-    pfx_tensor *g_up = pfx_model_pgrad(m, g, l, PFX_W_UP), *g_up_b = pfx_model_pgrad(m, g, l, PFX_W_UP_B);
+    const pfx_model_lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN),
+                        o = get_lin(m, l, L_O);
+    pfx_tensor *g_up = pfx_model_pgrad(m, g, l, PFX_W_UP),
+               *g_up_b = pfx_model_pgrad(m, g, l, PFX_W_UP_B);
     pfx_tensor *g_gate = pfx_model_pgrad(m, g, l, PFX_W_GATE);
-    pfx_tensor *g_down = pfx_model_pgrad(m, g, l, PFX_W_DOWN), *g_down_b = pfx_model_pgrad(m, g, l, PFX_W_DOWN_B);
-    pfx_tensor *g_n2 = pfx_model_pgrad(m, g, l, PFX_W_NORM2), *g_n2_b = pfx_model_pgrad(m, g, l, PFX_W_NORM2_B);
-    pfx_tensor *g_n1 = pfx_model_pgrad(m, g, l, PFX_W_NORM1), *g_n1_b = pfx_model_pgrad(m, g, l, PFX_W_NORM1_B);
-    pfx_tensor *g_o = pfx_model_pgrad(m, g, l, PFX_W_O), *g_o_b = pfx_model_pgrad(m, g, l, PFX_W_O_B);
-    pfx_tensor *g_qkv = pfx_model_pgrad(m, g, l, PFX_W_QKV), *g_qkv_b = pfx_model_pgrad(m, g, l, PFX_W_QKV_B);
+    pfx_tensor *g_down = pfx_model_pgrad(m, g, l, PFX_W_DOWN),
+               *g_down_b = pfx_model_pgrad(m, g, l, PFX_W_DOWN_B);
+    pfx_tensor *g_n2 = pfx_model_pgrad(m, g, l, PFX_W_NORM2),
+               *g_n2_b = pfx_model_pgrad(m, g, l, PFX_W_NORM2_B);
+    pfx_tensor *g_n1 = pfx_model_pgrad(m, g, l, PFX_W_NORM1),
+               *g_n1_b = pfx_model_pgrad(m, g, l, PFX_W_NORM1_B);
+    pfx_tensor *g_o = pfx_model_pgrad(m, g, l, PFX_W_O),
+               *g_o_b = pfx_model_pgrad(m, g, l, PFX_W_O_B);
+    pfx_tensor *g_qkv = pfx_model_pgrad(m, g, l, PFX_W_QKV),
+               *g_qkv_b = pfx_model_pgrad(m, g, l, PFX_W_QKV_B);
     pfx_status st;
     /* MLP: the output product's input (the activation) again, into DM */
     if (g_down) {
-        st = llama ? pfx_op_swiglu_forward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
-                                           PFX_MAT(ws[WS_DM], R, I))
-                   : pfx_op_activation_forward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
-                                               PFX_MAT(ws[WS_DM], R, I));
+        st = llama
+                 ? pfx_op_swiglu_forward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                         PFX_MAT(wsl(m, l, WS_M1), R, I), PFX_MAT(ws[WS_DM], R, I))
+                 : pfx_op_activation_forward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                             PFX_MAT(ws[WS_DM], R, I));
         if (st != PFX_SUCCESS)
             return st;
     }
-    if ((st = pfx_model_lin_grads(m, "model: dW mlp output", &down, R, ws[WS_DM], 0, dy, 0, g_down, g_down_b, acc)) ||
+    if ((st = pfx_model_lin_grads(m, "model: dW mlp output", &down, R, ws[WS_DM], 0, dy, 0, g_down,
+                                  g_down_b, acc)) ||
         (st = pfx_model_lin_bwd(m, "model: d mlp output", &down, R, dy, 0, ws[WS_DM], 0, 0.0f)))
         return st;
     /* the input products' input: norm 2's output, again, into LN */
     const bool want_in = g_up || g_up_b || g_gate;
-    if (want_in && (st = pfx_model_norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2)))
+    if (want_in && (st = pfx_model_norm_fwd(m, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(m, l, WS_A),
+                                            WS_MEAN2, WS_RSTD2)))
         return st;
     if (llama) {
         const pfx_model_lin gate = get_lin(m, l, L_GATE);
-        if ((st = pfx_op_swiglu_backward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I), PFX_MAT(wsl(m, l, WS_M1), R, I),
-                                         PFX_MAT(ws[WS_DM], R, I), PFX_MAT(wsl(m, l, WS_M0), R, I),
+        if ((st = pfx_op_swiglu_backward(rt, PFX_MAT(wsl(m, l, WS_M0), R, I),
+                                         PFX_MAT(wsl(m, l, WS_M1), R, I), PFX_MAT(ws[WS_DM], R, I),
+                                         PFX_MAT(wsl(m, l, WS_M0), R, I),
                                          PFX_MAT(wsl(m, l, WS_M1), R, I))) ||
-            (st = pfx_model_lin_grads(m, "model: dW gate", &gate, R, ws[WS_LN], 0, wsl(m, l, WS_M0), 0, g_gate, NULL, acc)) ||
-            (st = pfx_model_lin_grads(m, "model: dW up", &up, R, ws[WS_LN], 0, wsl(m, l, WS_M1), 0, g_up, NULL, acc)) ||
-            (st = pfx_model_lin_bwd(m, "model: d gate", &gate, R, wsl(m, l, WS_M0), 0, ws[WS_DLN], 0, 0.0f)) ||
-            (st = pfx_model_lin_bwd(m, "model: d up", &up, R, wsl(m, l, WS_M1), 0, ws[WS_DLN], 0, 1.0f)))
+            (st = pfx_model_lin_grads(m, "model: dW gate", &gate, R, ws[WS_LN], 0, wsl(m, l, WS_M0),
+                                      0, g_gate, NULL, acc)) ||
+            (st = pfx_model_lin_grads(m, "model: dW up", &up, R, ws[WS_LN], 0, wsl(m, l, WS_M1), 0,
+                                      g_up, NULL, acc)) ||
+            (st = pfx_model_lin_bwd(m, "model: d gate", &gate, R, wsl(m, l, WS_M0), 0, ws[WS_DLN],
+                                    0, 0.0f)) ||
+            (st = pfx_model_lin_bwd(m, "model: d up", &up, R, wsl(m, l, WS_M1), 0, ws[WS_DLN], 0,
+                                    1.0f)))
             return st;
     } else if ((st = pfx_op_activation_backward(rt, m->cfg.act, PFX_MAT(wsl(m, l, WS_M0), R, I),
-                                                PFX_MAT(ws[WS_DM], R, I), PFX_MAT(ws[WS_DM], R, I))) ||
-               (st = pfx_model_lin_grads(m, "model: dW c_fc", &up, R, ws[WS_LN], 0, ws[WS_DM], 0, g_up, g_up_b, acc)) ||
-               (st = pfx_model_lin_bwd(m, "model: d c_fc", &up, R, ws[WS_DM], 0, ws[WS_DLN], 0, 0.0f))) {
+                                                PFX_MAT(ws[WS_DM], R, I),
+                                                PFX_MAT(ws[WS_DM], R, I))) ||
+               (st = pfx_model_lin_grads(m, "model: dW c_fc", &up, R, ws[WS_LN], 0, ws[WS_DM], 0,
+                                         g_up, g_up_b, acc)) ||
+               (st = pfx_model_lin_bwd(m, "model: d c_fc", &up, R, ws[WS_DM], 0, ws[WS_DLN], 0,
+                                       0.0f))) {
         return st;
     }
-    if ((st = pfx_model_norm_grads(m, l, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2, ws[WS_DLN], g_n2, g_n2_b, acc)) ||
+    if ((st = pfx_model_norm_grads(m, l, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2, ws[WS_DLN], g_n2,
+                                   g_n2_b, acc)) ||
         (st = pfx_model_copy_rows(m, "model: d residual", dy, ws[WS_DA], R * C)) ||
-        (st = pfx_model_norm_bwd(m, l, PFX_W_NORM2, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2, ws[WS_DLN], ws[WS_DA], true)) ||
-        (st = pfx_model_lin_grads(m, "model: dW attention output", &o, R, wsl(m, l, WS_O), 0, ws[WS_DA], 0, g_o, g_o_b, acc)) ||
-        (st = pfx_model_lin_bwd(m, "model: d attention output", &o, R, ws[WS_DA], 0, ws[WS_DO], 0, 0.0f)))
+        (st = pfx_model_norm_bwd(m, l, PFX_W_NORM2, R, wsl(m, l, WS_A), WS_MEAN2, WS_RSTD2,
+                                 ws[WS_DLN], ws[WS_DA], true)) ||
+        (st = pfx_model_lin_grads(m, "model: dW attention output", &o, R, wsl(m, l, WS_O), 0,
+                                  ws[WS_DA], 0, g_o, g_o_b, acc)) ||
+        (st = pfx_model_lin_bwd(m, "model: d attention output", &o, R, ws[WS_DA], 0, ws[WS_DO], 0,
+                                0.0f)))
         return st;
 
     /* attention: input gradients and this layer's prefix and gain gradients */
@@ -420,15 +462,19 @@ pfx_status pfx_model_block_backward(pfx_model *m, size_t l, const pfx_model_call
     pfx_attention_desc d = pfx_model_attn_desc(m, l, c);
     pfx_attention_inputs in = { &av.q, &av.k, &av.v, c->P ? c->pre.keys[l] : NULL,
                                 c->P ? c->pre.values[l] : NULL };
-    pfx_tensor *dgain = g && g->gains ? g->gains[l] : NULL, *ddim = g && g->dim_gains ? g->dim_gains[l] : NULL;
-    const bool want_gain = dgain && c->pre.gain_mode != PFX_GAIN_OFF, want_dim = ddim && c->pre.dim_gains;
+    pfx_tensor *dgain = g && g->gains ? g->gains[l] : NULL,
+               *ddim = g && g->dim_gains ? g->dim_gains[l] : NULL;
+    const bool want_gain = dgain && c->pre.gain_mode != PFX_GAIN_OFF,
+               want_dim = ddim && c->pre.dim_gains;
     if (want_dim && !m->dim_grad) {
         const size_t shape[2] = { s->heads, s->head_dim };
         if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &m->dim_grad)))
             return st;
     }
     pfx_attention_grads ag = {
-        .dq = want_qkv ? &av.dq : NULL, .dk = want_qkv ? &av.dk : NULL, .dv = want_qkv ? &av.dv : NULL,
+        .dq = want_qkv ? &av.dq : NULL,
+        .dk = want_qkv ? &av.dk : NULL,
+        .dv = want_qkv ? &av.dv : NULL,
         .dprefix_k = c->P && g && g->keys ? g->keys[l] : NULL,
         .dprefix_v = c->P && g && g->values ? g->values[l] : NULL,
         .dgain = want_gain ? dgain : NULL,
@@ -437,8 +483,9 @@ pfx_status pfx_model_block_backward(pfx_model *m, size_t l, const pfx_model_call
     if (acc && (ag.dprefix_k || ag.dprefix_v || ag.dgain)) {
         /* one call accumulates everything: clear dQ, dK, dV (and the d(r G) scratch) first */
         ag.accumulate = true;
-        if (want_qkv && ((st = pfx_tensor_fill(ws[WS_DQ], 0.0f)) || (st = pfx_tensor_fill(ws[WS_DK], 0.0f)) ||
-                         (st = pfx_tensor_fill(ws[WS_DV], 0.0f))))
+        if (want_qkv &&
+            ((st = pfx_tensor_fill(ws[WS_DQ], 0.0f)) || (st = pfx_tensor_fill(ws[WS_DK], 0.0f)) ||
+             (st = pfx_tensor_fill(ws[WS_DV], 0.0f))))
             return st;
         if (want_dim && (st = pfx_tensor_fill(m->dim_grad, 0.0f)))
             return st;
@@ -446,7 +493,7 @@ pfx_status pfx_model_block_backward(pfx_model *m, size_t l, const pfx_model_call
     if (ag.dq || ag.dprefix_k || ag.dprefix_v || ag.dgain || ag.ddim_gain) {
         double t0 = pfx_model_prof_begin(m);
         st = pfx_model_prof_end(m, PFX_MODEL_PART_ATTN_BWD, t0,
-                      pfx_attention_backward(rt, &d, &in, &av.o, &av.lse, &av.d_o, &ag));
+                                pfx_attention_backward(rt, &d, &in, &av.o, &av.lse, &av.d_o, &ag));
         if (st != PFX_SUCCESS)
             return st;
     }
@@ -463,26 +510,33 @@ pfx_status pfx_model_block_backward(pfx_model *m, size_t l, const pfx_model_call
     qkv_parts(m, l, R, WS_DQ, WS_DK, WS_DV, dparts);
     if (llama) {
         pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
-        if ((st = pfx_op_rope_backward(rt, dparts[0], c->B, c->N, s->heads, s->head_dim, c->P, freq)) ||
-            (st = pfx_op_rope_backward(rt, dparts[1], c->B, c->N, s->kv_heads, s->head_dim, c->P, freq)))
+        if ((st = pfx_op_rope_backward(rt, dparts[0], c->B, c->N, s->heads, s->head_dim, c->P,
+                                       freq)) ||
+            (st = pfx_op_rope_backward(rt, dparts[1], c->B, c->N, s->kv_heads, s->head_dim, c->P,
+                                       freq)))
             return st;
     }
     /* dQ | dK | dV side by side, then one product back through the fused projection */
     const pfx_model_lin qkv = get_lin(m, l, L_QKV);
     if ((st = pfx_op_join_columns(rt, 3, dparts, PFX_MAT(ws[WS_QKV], R, qkv.out))))
         return st;
-    if (g_qkv && (st = pfx_model_norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, m->hidden[l], WS_MEAN1, WS_RSTD1)))
+    if (g_qkv && (st = pfx_model_norm_fwd(m, l, PFX_W_NORM1, PFX_W_NORM1_B, R, m->hidden[l],
+                                          WS_MEAN1, WS_RSTD1)))
         return st;
-    if ((st = pfx_model_lin_grads(m, "model: dW q, k, v", &qkv, R, ws[WS_LN], 0, ws[WS_QKV], 0, g_qkv, g_qkv_b, acc)))
+    if ((st = pfx_model_lin_grads(m, "model: dW q, k, v", &qkv, R, ws[WS_LN], 0, ws[WS_QKV], 0,
+                                  g_qkv, g_qkv_b, acc)))
         return st;
     if (!dx && !want_norm1)
         return PFX_SUCCESS;
-    if ((st = pfx_model_lin_bwd(m, "model: d q, k, v", &qkv, R, ws[WS_QKV], 0, ws[WS_DLN], 0, 0.0f)) ||
-        (st = pfx_model_norm_grads(m, l, R, m->hidden[l], WS_MEAN1, WS_RSTD1, ws[WS_DLN], g_n1, g_n1_b, acc)))
+    if ((st = pfx_model_lin_bwd(m, "model: d q, k, v", &qkv, R, ws[WS_QKV], 0, ws[WS_DLN], 0,
+                                0.0f)) ||
+        (st = pfx_model_norm_grads(m, l, R, m->hidden[l], WS_MEAN1, WS_RSTD1, ws[WS_DLN], g_n1,
+                                   g_n1_b, acc)))
         return st;
     if (!dx)
         return PFX_SUCCESS;
     if ((st = pfx_model_copy_rows(m, "model: d residual", ws[WS_DA], dx, R * C)))
         return st;
-    return pfx_model_norm_bwd(m, l, PFX_W_NORM1, R, m->hidden[l], WS_MEAN1, WS_RSTD1, ws[WS_DLN], dx, true);
+    return pfx_model_norm_bwd(m, l, PFX_W_NORM1, R, m->hidden[l], WS_MEAN1, WS_RSTD1, ws[WS_DLN],
+                              dx, true);
 }

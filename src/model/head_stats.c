@@ -32,36 +32,43 @@ static pfx_status stats_visit(pfx_runtime *rt, size_t layer, const pfx_attention
 
 /* pfx_model_head_stats under the name `fn` (that of the public call). */
 static pfx_status head_stats(const char *fn, pfx_model *model, const pfx_model_batch *batch,
-                             const pfx_model_prefix *prefix, uint32_t top_k, float *prefix_mass, float *entropy,
-                             float *top_k_mass)
+                             const pfx_model_prefix *prefix, uint32_t top_k, float *prefix_mass,
+                             float *entropy, float *top_k_mass)
 {
     if (!model)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
     pfx_runtime *rt = model->rt;
     if (top_k < 1 || top_k > PFX_ATTENTION_TOPK_MAX)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: top_k (%u) is not in [1, %d]", fn, (unsigned)top_k,
-                         PFX_ATTENTION_TOPK_MAX);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: top_k (%u) is not in [1, %d]", fn,
+                         (unsigned)top_k, PFX_ATTENTION_TOPK_MAX);
     if (!prefix_mass && !entropy && !top_k_mass)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix_mass, entropy and top_k_mass are all NULL", fn);
-    stats_job j = { (unsigned)top_k, model->cfg.shape.heads, NULL, NULL, NULL, prefix_mass, entropy, top_k_mass };
-    pfx_status st = pfx_model_layer_attention(model, fn, batch, prefix, PFX_MODEL_EVERY_LAYER, stats_visit, &j);
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                         "%s: prefix_mass, entropy and top_k_mass are all NULL", fn);
+    stats_job j = { (unsigned)top_k, model->cfg.shape.heads, NULL, NULL, NULL, prefix_mass, entropy,
+                    top_k_mass };
+    pfx_status st =
+        pfx_model_layer_attention(model, fn, batch, prefix, PFX_MODEL_EVERY_LAYER, stats_visit, &j);
     pfx_tensor_destroy(&j.mass);
     pfx_tensor_destroy(&j.ent);
     pfx_tensor_destroy(&j.top);
     return st;
 }
 
-pfx_status pfx_model_head_stats(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
-                                uint32_t top_k, float *prefix_mass, float *entropy, float *top_k_mass)
+pfx_status pfx_model_head_stats(pfx_model *model, const pfx_model_batch *batch,
+                                const pfx_model_prefix *prefix, uint32_t top_k, float *prefix_mass,
+                                float *entropy, float *top_k_mass)
 {
-    return head_stats("model_head_stats", model, batch, prefix, top_k, prefix_mass, entropy, top_k_mass);
+    return head_stats("model_head_stats", model, batch, prefix, top_k, prefix_mass, entropy,
+                      top_k_mass);
 }
 
-pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_batch *batch, const pfx_model_prefix *prefix,
-                                     float *prefix_mass, float *entropy)
+pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_batch *batch,
+                                     const pfx_model_prefix *prefix, float *prefix_mass,
+                                     float *entropy)
 {
     if (model && !prefix_mass && !entropy)
-        return pfx_error(model->rt, PFX_ERROR_NULL_ARGUMENT, "model_attention_stats: prefix_mass and entropy are "
-                                                             "both NULL");
+        return pfx_error(model->rt, PFX_ERROR_NULL_ARGUMENT,
+                         "model_attention_stats: prefix_mass and entropy are "
+                         "both NULL");
     return head_stats("model_attention_stats", model, batch, prefix, 1, prefix_mass, entropy, NULL);
 }

@@ -18,15 +18,17 @@ pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, p
     pfx_runtime *rt = model->rt;
     const pfx_model_shape *s = &model->cfg.shape;
     if (slots == 0 || slots > model->p.max_batch)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slots %zu outside 1..max_batch %zu", fn, slots,
-                         model->p.max_batch);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slots %zu outside 1..max_batch %zu", fn,
+                         slots, model->p.max_batch);
     if (max_len == 0 || max_len > s->max_positions || max_len > INT32_MAX / 2)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: max_len %zu outside 1..%zu (the model's positions)", fn,
-                         max_len, s->max_positions);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: max_len %zu outside 1..%zu (the model's positions)", fn, max_len,
+                         s->max_positions);
     if (model->cfg.sliding_window && max_len > model->cfg.sliding_window)
-        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "%s: max_len %zu is longer than the model's sliding_window %zu (not computed)", fn, max_len,
-                         model->cfg.sliding_window);
+        return pfx_error(
+            rt, PFX_ERROR_UNSUPPORTED,
+            "%s: max_len %zu is longer than the model's sliding_window %zu (not computed)", fn,
+            max_len, model->cfg.sliding_window);
     pfx_kv_cache *c = calloc(1, sizeof(*c));
     if (c) {
         c->model = model;
@@ -86,8 +88,8 @@ pfx_status pfx_kv_cache_reset(pfx_kv_cache *cache, size_t slot)
     if (!cache)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "kv_cache_reset: cache is NULL");
     if (slot >= cache->slots)
-        return pfx_error(cache->model->rt, PFX_ERROR_OUT_OF_RANGE, "kv_cache_reset: slot %zu outside [0, %zu)", slot,
-                         cache->slots);
+        return pfx_error(cache->model->rt, PFX_ERROR_OUT_OF_RANGE,
+                         "kv_cache_reset: slot %zu outside [0, %zu)", slot, cache->slots);
     cache->len[slot] = 0;
     cache->adapter[slot] = -1;
     return PFX_SUCCESS;
@@ -110,11 +112,15 @@ pfx_status pfx_kv_cache_layer(const pfx_kv_cache *cache, size_t layer, const pfx
                               const pfx_tensor **values)
 {
     if (!cache || !keys || !values)
-        return pfx_error(cache ? cache->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "kv_cache_layer: %s is NULL",
-                         !cache ? "cache" : !keys ? "keys" : "values");
+        return pfx_error(cache ? cache->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "kv_cache_layer: %s is NULL",
+                         !cache  ? "cache"
+                         : !keys ? "keys"
+                                 : "values");
     if (layer >= cache->model->cfg.shape.layers)
-        return pfx_error(cache->model->rt, PFX_ERROR_OUT_OF_RANGE, "kv_cache_layer: layer %zu outside [0, %zu)",
-                         layer, cache->model->cfg.shape.layers);
+        return pfx_error(cache->model->rt, PFX_ERROR_OUT_OF_RANGE,
+                         "kv_cache_layer: layer %zu outside [0, %zu)", layer,
+                         cache->model->cfg.shape.layers);
     *keys = cache->keys[layer];
     *values = cache->values[layer];
     return PFX_SUCCESS;

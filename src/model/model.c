@@ -11,12 +11,12 @@
 #include "safetensors_internal.h"
 #include "model_internal.h"
 
-#define SINGLE_NAME "model.safetensors"
-#define INDEX_NAME "model.safetensors.index.json"
-#define INDEX_MAX_BYTES ((size_t)64 << 20)
+#define SINGLE_NAME        "model.safetensors"
+#define INDEX_NAME         "model.safetensors.index.json"
+#define INDEX_MAX_BYTES    ((size_t)64 << 20)
 #define LOGITS_CHUNK_BYTES ((size_t)64 << 20)
-#define CONV_MIN_FLOATS ((size_t)1 << 22)
-#define LAYER_ROLES (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE)
+#define CONV_MIN_FLOATS    ((size_t)1 << 22)
+#define LAYER_ROLES        (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE)
 
 void pfx_model_destroy(pfx_model **mp)
 {
@@ -59,8 +59,8 @@ static pfx_status with_path(pfx_runtime *rt, pfx_status st, const char *path)
     return pfx_error(rt, st, "%s: %s", path, msg);
 }
 
-static pfx_status check_params(pfx_runtime *rt, const pfx_model_config *cfg, const pfx_model_params *in,
-                               pfx_model_params *p)
+static pfx_status check_params(pfx_runtime *rt, const pfx_model_config *cfg,
+                               const pfx_model_params *in, pfx_model_params *p)
 {
     static const char fn[] = "model_load";
     if (in)
@@ -68,8 +68,8 @@ static pfx_status check_params(pfx_runtime *rt, const pfx_model_config *cfg, con
     else
         memset(p, 0, sizeof(*p));
     if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.storage %d is not F32 or F16", fn,
-                         (int)p->storage);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.storage %d is not F32 or F16",
+                         fn, (int)p->storage);
     if (!p->max_batch)
         p->max_batch = 1;
     if (!p->max_tokens)
@@ -77,26 +77,30 @@ static pfx_status check_params(pfx_runtime *rt, const pfx_model_config *cfg, con
     size_t rows, len;
     if (pfx_mul_overflows(p->max_batch, p->max_tokens, &rows) || rows > ((size_t)1 << 31) ||
         __builtin_add_overflow(p->max_tokens, p->max_prefix_len, &len))
-        return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
-                         "%s: params.max_batch %zu x max_tokens %zu (+ max_prefix_len %zu) is too large", fn,
-                         p->max_batch, p->max_tokens, p->max_prefix_len);
+        return pfx_error(
+            rt, PFX_ERROR_SIZE_OVERFLOW,
+            "%s: params.max_batch %zu x max_tokens %zu (+ max_prefix_len %zu) is too large", fn,
+            p->max_batch, p->max_tokens, p->max_prefix_len);
     if (cfg->family == PFX_FAMILY_GPT2 && len > cfg->shape.max_positions)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: params.max_prefix_len %zu + max_tokens %zu exceed n_positions %zu (GPT-2's "
-                         "learned positions)",
-                         fn, p->max_prefix_len, p->max_tokens, cfg->shape.max_positions);
+        return pfx_error(
+            rt, PFX_ERROR_OUT_OF_RANGE,
+            "%s: params.max_prefix_len %zu + max_tokens %zu exceed n_positions %zu (GPT-2's "
+            "learned positions)",
+            fn, p->max_prefix_len, p->max_tokens, cfg->shape.max_positions);
     if (cfg->sliding_window && len > cfg->sliding_window)
-        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "%s: sliding_window %zu is smaller than the requested length %zu (max_prefix_len "
-                         "+ max_tokens); sliding-window attention is not computed",
-                         fn, cfg->sliding_window, len);
+        return pfx_error(
+            rt, PFX_ERROR_UNSUPPORTED,
+            "%s: sliding_window %zu is smaller than the requested length %zu (max_prefix_len "
+            "+ max_tokens); sliding-window attention is not computed",
+            fn, cfg->sliding_window, len);
     return PFX_SUCCESS;
 }
 
 /* The model without weights: specs (those given, owned from here on, or
  * the config's) and tensors allocated, the workspace. */
-static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, const pfx_model_params *p,
-                               bool gpt2_prefix, pfx_weight_spec *specs, size_t spec_count, pfx_model **out)
+static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
+                               const pfx_model_params *p, bool gpt2_prefix, pfx_weight_spec *specs,
+                               size_t spec_count, pfx_model **out)
 {
     pfx_model *m = calloc(1, sizeof(*m));
     if (!m) {
@@ -112,7 +116,8 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
     const size_t R = p->max_batch * p->max_tokens;
     m->specs = specs;
     m->spec_count = spec_count;
-    pfx_status st = specs ? PFX_SUCCESS : pfx_weight_specs(rt, cfg, gpt2_prefix, &m->specs, &m->spec_count);
+    pfx_status st =
+        specs ? PFX_SUCCESS : pfx_weight_specs(rt, cfg, gpt2_prefix, &m->specs, &m->spec_count);
     if (st == PFX_SUCCESS) {
         m->tensors = calloc(m->spec_count, sizeof(*m->tensors));
         m->layer_w = calloc(L * LAYER_ROLES, sizeof(*m->layer_w));
@@ -130,7 +135,8 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
         else
             m->layer_w[w->layer * LAYER_ROLES + (w->role - PFX_W_FIRST_LAYER_ROLE)] = m->tensors[i];
     }
-    size_t chunk = p->logits_chunk_rows ? p->logits_chunk_rows : LOGITS_CHUNK_BYTES / (V * sizeof(float));
+    size_t chunk =
+        p->logits_chunk_rows ? p->logits_chunk_rows : LOGITS_CHUNK_BYTES / (V * sizeof(float));
     if (chunk < 1)
         chunk = 1;
     if (chunk > R)
@@ -141,23 +147,46 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
     maxk = maxk > V ? maxk : V;
     const bool llama = cfg->family == PFX_FAMILY_LLAMA;
     size_t sizes[WS_COUNT] = {
-        [WS_LN] = R * C,     [WS_A] = R * C,       [WS_Q] = R * QD,     [WS_K] = R * KVD,
-        [WS_V] = R * KVD,    [WS_O] = R * QD,      [WS_LSE] = R * s->heads,
-        [WS_MEAN1] = R,      [WS_RSTD1] = R,       [WS_MEAN2] = R,      [WS_RSTD2] = R,
-        [WS_MEANF] = R,      [WS_RSTDF] = R,       [WS_M0] = R * I,     [WS_M1] = R * I,
-        [WS_M2] = llama ? R * I : 0,               [WS_DH0] = R * C,    [WS_DH1] = R * C,
-        [WS_DLN] = R * C,    [WS_DA] = R * C,      [WS_DQ] = R * QD,    [WS_DK] = R * KVD,
-        [WS_DV] = R * KVD,   [WS_DO] = R * QD,     [WS_DM] = R * I,     [WS_LOGITS] = chunk * V,
+        [WS_LN] = R * C,
+        [WS_A] = R * C,
+        [WS_Q] = R * QD,
+        [WS_K] = R * KVD,
+        [WS_V] = R * KVD,
+        [WS_O] = R * QD,
+        [WS_LSE] = R * s->heads,
+        [WS_MEAN1] = R,
+        [WS_RSTD1] = R,
+        [WS_MEAN2] = R,
+        [WS_RSTD2] = R,
+        [WS_MEANF] = R,
+        [WS_RSTDF] = R,
+        [WS_M0] = R * I,
+        [WS_M1] = R * I,
+        [WS_M2] = llama ? R * I : 0,
+        [WS_DH0] = R * C,
+        [WS_DH1] = R * C,
+        [WS_DLN] = R * C,
+        [WS_DA] = R * C,
+        [WS_DQ] = R * QD,
+        [WS_DK] = R * KVD,
+        [WS_DV] = R * KVD,
+        [WS_DO] = R * QD,
+        [WS_DM] = R * I,
+        [WS_LOGITS] = chunk * V,
         [WS_ROWLOSS] = R,
-        [WS_CONV] = p->storage == PFX_DTYPE_F16 ? (64 * maxk > CONV_MIN_FLOATS ? 64 * maxk : CONV_MIN_FLOATS) : 0,
+        [WS_CONV] = p->storage == PFX_DTYPE_F16
+                        ? (64 * maxk > CONV_MIN_FLOATS ? 64 * maxk : CONV_MIN_FLOATS)
+                        : 0,
         [WS_QKV] = R * (QD + 2 * KVD),
     };
-    if (st == PFX_SUCCESS && !p->recompute && !(m->kept = calloc(L * PFX_KEPT_COUNT, sizeof(*m->kept))))
+    if (st == PFX_SUCCESS && !p->recompute &&
+        !(m->kept = calloc(L * PFX_KEPT_COUNT, sizeof(*m->kept))))
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
     for (int i = 0; st == PFX_SUCCESS && i < WS_COUNT; i++) {
         int k = pfx_model_kept_slot(m, i);
         for (size_t l = 0; k >= 0 && sizes[i] && l < L && st == PFX_SUCCESS; l++)
-            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i], &m->kept[l * PFX_KEPT_COUNT + (size_t)k]);
+            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i],
+                                   &m->kept[l * PFX_KEPT_COUNT + (size_t)k]);
         if (k < 0 && sizes[i] && st == PFX_SUCCESS)
             st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i], &m->ws[i]);
     }
@@ -195,7 +224,8 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg, con
 static bool skipped_by(const pfx_model_config *cfg, const char *name)
 {
     /* a tied head saved anyway is the embedding again */
-    return pfx_weight_name_ignored(name) || (cfg->shape.tied_embeddings && strcmp(name, "lm_head.weight") == 0);
+    return pfx_weight_name_ignored(name) ||
+           (cfg->shape.tied_embeddings && strcmp(name, "lm_head.weight") == 0);
 }
 
 static bool skipped(const pfx_model *m, const char *name)
@@ -233,7 +263,8 @@ static pfx_status fuse_qkv(pfx_model *m)
     const size_t L = m->cfg.shape.layers;
     if (!(m->fused_qkv = calloc(2 * L, sizeof(*m->fused_qkv))))
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
-    static const pfx_weight_role parts[2][3] = { { PFX_W_Q, PFX_W_K, PFX_W_V }, { PFX_W_Q_B, PFX_W_K_B, PFX_W_V_B } };
+    static const pfx_weight_role parts[2][3] = { { PFX_W_Q, PFX_W_K, PFX_W_V },
+                                                 { PFX_W_Q_B, PFX_W_K_B, PFX_W_V_B } };
     static const pfx_weight_role fused[2] = { PFX_W_QKV, PFX_W_QKV_B };
     for (size_t l = 0; l < L; l++) {
         const pfx_tensor **w = m->layer_w + l * LAYER_ROLES;
@@ -249,7 +280,8 @@ static pfx_status fuse_qkv(pfx_model *m)
             size_t at = 0;
             for (int i = 0; i < 3 && st == PFX_SUCCESS; i++) {
                 const pfx_tensor *src = w[parts[bias][i] - PFX_W_FIRST_LAYER_ROLE];
-                cl_int err = clEnqueueCopyBuffer(rt->queue, src->mem, (*out)->mem, 0, at, src->bytes, 0, NULL, NULL);
+                cl_int err = clEnqueueCopyBuffer(rt->queue, src->mem, (*out)->mem, 0, at,
+                                                 src->bytes, 0, NULL, NULL);
                 if (err != CL_SUCCESS)
                     st = pfx_cl_error(rt, err, "model: q, k, v stacked");
                 at += src->bytes;
@@ -262,8 +294,8 @@ static pfx_status fuse_qkv(pfx_model *m)
         }
         for (size_t i = 0; i < m->spec_count; i++) {
             const pfx_weight_role r = m->specs[i].role;
-            const bool part = r == PFX_W_Q || r == PFX_W_K || r == PFX_W_V || r == PFX_W_Q_B || r == PFX_W_K_B ||
-                              r == PFX_W_V_B;
+            const bool part = r == PFX_W_Q || r == PFX_W_K || r == PFX_W_V || r == PFX_W_Q_B ||
+                              r == PFX_W_K_B || r == PFX_W_V_B;
             if (part && m->specs[i].layer == l)
                 pfx_tensor_destroy(&m->tensors[i]);
         }
@@ -303,9 +335,9 @@ typedef struct ckpt_check {
     char **spec_names, ***spec_refs;
     const pfx_st_index *index; /* NULL: a single file */
     char ***index_refs;
-    size_t *listed;            /* [shard]: entries of the index in that shard */
+    size_t *listed; /* [shard]: entries of the index in that shard */
     const char *index_path;
-    bool *seen;                /* [spec] */
+    bool *seen; /* [spec] */
 } ckpt_check;
 
 static pfx_status shape_mismatch(pfx_runtime *rt, const char *path, const pfx_st_info *info,
@@ -317,18 +349,19 @@ static pfx_status shape_mismatch(pfx_runtime *rt, const char *path, const pfx_st
     if (w->ndim == 1 || strcmp(w->field[0], w->field[1]) == 0)
         snprintf(fields, sizeof(fields), "%s %zu", w->field[0], w->shape[0]);
     else
-        snprintf(fields, sizeof(fields), "%s %zu, %s %zu", w->field[0], w->shape[0], w->field[1], w->shape[1]);
+        snprintf(fields, sizeof(fields), "%s %zu, %s %zu", w->field[0], w->shape[0], w->field[1],
+                 w->shape[1]);
     return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                     "%s: tensor '%.200s' is %s in the file; config.json (%s) makes it %s", path, info->name,
-                     file, fields, want);
+                     "%s: tensor '%.200s' is %s in the file; config.json (%s) makes it %s", path,
+                     info->name, file, fields, want);
 }
 
 /* One file of the checkpoint (shard `shard` of the index): every tensor
  * listed in the index under this shard and nowhere else, named by the
  * config, of a float dtype and of the config's shape (the reader checked
  * byte sizes against shapes when it opened the file). */
-static pfx_status check_file(pfx_runtime *rt, const ckpt_check *c, const pfx_safetensors *f, const char *path,
-                             size_t shard)
+static pfx_status check_file(pfx_runtime *rt, const ckpt_check *c, const pfx_safetensors *f,
+                             const char *path, size_t shard)
 {
     const pfx_st_index *x = c->index;
     const pfx_model_config *cfg = c->cfg;
@@ -341,35 +374,41 @@ static pfx_status check_file(pfx_runtime *rt, const ckpt_check *c, const pfx_saf
         if (x) {
             long e = find_name(x->names, c->index_refs, x->count, info.name);
             if (e < 0)
-                return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' is not listed in %s", path, info.name,
-                                 c->index_path);
+                return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' is not listed in %s",
+                                 path, info.name, c->index_path);
             if (x->shard[e] != shard)
-                return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' is listed under %s in %s", path,
-                                 info.name, x->shards[x->shard[e]], c->index_path);
+                return pfx_error(rt, PFX_ERROR_FORMAT,
+                                 "%s: tensor '%.200s' is listed under %s in %s", path, info.name,
+                                 x->shards[x->shard[e]], c->index_path);
             listed++;
         }
         if (skipped_by(cfg, info.name))
             continue;
         long k = find_name(c->spec_names, c->spec_refs, c->spec_count, info.name);
         if (k < 0)
-            return pfx_error(rt, PFX_ERROR_FORMAT,
-                             "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)", path,
-                             info.name, cfg->shape.model_type, cfg->shape.layers);
+            return pfx_error(
+                rt, PFX_ERROR_FORMAT,
+                "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)", path,
+                info.name, cfg->shape.model_type, cfg->shape.layers);
         if (c->seen[k])
-            return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' was already read from another shard", path,
+            return pfx_error(rt, PFX_ERROR_FORMAT,
+                             "%s: tensor '%.200s' was already read from another shard", path,
                              info.name);
         c->seen[k] = true;
         if (!pfx_st_is_float(info.dtype))
-            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: tensor '%.200s' is %s, not a float type", path,
-                             info.name, pfx_st_dtype_name(info.dtype));
+            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                             "%s: tensor '%.200s' is %s, not a float type", path, info.name,
+                             pfx_st_dtype_name(info.dtype));
         const pfx_weight_spec *w = &c->specs[k];
-        if (info.ndim != w->ndim || info.shape[0] != w->shape[0] || (w->ndim == 2 && info.shape[1] != w->shape[1]))
+        if (info.ndim != w->ndim || info.shape[0] != w->shape[0] ||
+            (w->ndim == 2 && info.shape[1] != w->shape[1]))
             return shape_mismatch(rt, path, &info, w);
     }
     if (x && listed != c->listed[shard]) /* the index names a tensor this shard lacks */
         for (size_t e = 0; e < x->count; e++)
             if (x->shard[e] == shard && pfx_safetensors_find(f, x->names[e]) < 0)
-                return pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s', listed in %s for this shard, is not in it",
+                return pfx_error(rt, PFX_ERROR_FORMAT,
+                                 "%s: tensor '%.200s', listed in %s for this shard, is not in it",
                                  path, x->names[e], c->index_path);
     return PFX_SUCCESS;
 }
@@ -383,7 +422,10 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
     const pfx_model_shape *s = &cfg->shape;
     const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
     const size_t es = p->storage == PFX_DTYPE_F16 ? 2 : 4;
-    const struct { const char *field; size_t rows; } big[] = {
+    const struct {
+        const char *field;
+        size_t rows;
+    } big[] = {
         { "vocab_size", s->vocab },
         { gpt2 ? "n_positions" : "", gpt2 ? s->max_positions : 0 },
         { gpt2 ? "n_inner" : "intermediate_size", s->intermediate },
@@ -392,15 +434,19 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
     size_t row, bytes;
     const bool row_over = pfx_mul_overflows(s->hidden, es, &row);
     for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
-        if (row_over || pfx_mul_overflows(big[i].rows, row, &bytes) || bytes > rt->info.max_alloc_bytes)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
-                             "%s/config.json: a weight of %zu x %zu (%s x hidden size) exceeds the device's "
-                             "largest allocation (%llu bytes)",
-                             dir, big[i].rows, s->hidden, big[i].field, (unsigned long long)rt->info.max_alloc_bytes);
+        if (row_over || pfx_mul_overflows(big[i].rows, row, &bytes) ||
+            bytes > rt->info.max_alloc_bytes)
+            return pfx_error(
+                rt, PFX_ERROR_OUT_OF_MEMORY,
+                "%s/config.json: a weight of %zu x %zu (%s x hidden size) exceeds the device's "
+                "largest allocation (%llu bytes)",
+                dir, big[i].rows, s->hidden, big[i].field,
+                (unsigned long long)rt->info.max_alloc_bytes);
     if (!rt->allow_overcommit &&
         (pfx_mul_overflows(s->parameters, es, &bytes) || bytes > rt->info.global_mem_bytes))
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
-                         "%s/config.json: %zu parameters (%s, %zu layers) exceed the device's memory (%llu bytes)",
+                         "%s/config.json: %zu parameters (%s, %zu layers) exceed the device's "
+                         "memory (%llu bytes)",
                          dir, s->parameters, s->model_type, s->layers,
                          (unsigned long long)rt->info.global_mem_bytes);
     return PFX_SUCCESS;
@@ -418,8 +464,8 @@ static pfx_status load_open(pfx_model *m, const ckpt_check *c, pfx_safetensors *
             continue;
         long k = find_name(c->spec_names, c->spec_refs, c->spec_count, info.name);
         if (k < 0) /* the file changed since it was checked */
-            st = pfx_error(m->rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' appeared after the check", path,
-                           info.name);
+            st = pfx_error(m->rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' appeared after the check",
+                           path, info.name);
         else if ((st = pfx_st_load_index_rt(m->rt, f, i, m->tensors[k])))
             st = with_path(m->rt, st, path);
     }
@@ -438,8 +484,8 @@ static pfx_status load_file(pfx_model *m, const ckpt_check *c, const char *path)
  * fewer tensors than the config needs (`available` names): only the specs
  * of the layers that cannot all be there are made, so a huge n_layer costs
  * nothing before it is refused. */
-static pfx_status too_few_tensors(pfx_runtime *rt, const pfx_model_config *cfg, bool prefix, char **names,
-                                  char ***refs, size_t available, const char *where)
+static pfx_status too_few_tensors(pfx_runtime *rt, const pfx_model_config *cfg, bool prefix,
+                                  char **names, char ***refs, size_t available, const char *where)
 {
     size_t fixed, per_layer;
     pfx_weight_count(cfg, &fixed, &per_layer);
@@ -451,11 +497,12 @@ static pfx_status too_few_tensors(pfx_runtime *rt, const pfx_model_config *cfg, 
     pfx_status st = pfx_weight_specs(rt, &part, prefix, &specs, &count);
     for (size_t k = 0; st == PFX_SUCCESS && k < count; k++)
         if (find_name(names, refs, available, specs[k].name) < 0)
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%s' is missing (%s, %zu layers)", where,
-                           specs[k].name, cfg->shape.model_type, cfg->shape.layers);
+            st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%s' is missing (%s, %zu layers)",
+                           where, specs[k].name, cfg->shape.model_type, cfg->shape.layers);
     free(specs);
     if (st == PFX_SUCCESS) /* cannot happen: more names than the checkpoint has */
-        st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: %zu tensors, fewer than a %s model with %zu layers has", where,
+        st = pfx_error(rt, PFX_ERROR_FORMAT,
+                       "%s: %zu tensors, fewer than a %s model with %zu layers has", where,
                        available, cfg->shape.model_type, cfg->shape.layers);
     return st;
 }
@@ -535,20 +582,23 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
         goto out;
     }
-    ckpt_check check = { cfg, specs, spec_count, spec_names, spec_refs, index, name_refs, listed, index_path, loaded };
+    ckpt_check check = { cfg,   specs,     spec_count, spec_names, spec_refs,
+                         index, name_refs, listed,     index_path, loaded };
     if (sharded) {
         for (size_t i = 0; i < index->count && st == PFX_SUCCESS; i++) {
             listed[index->shard[i]]++;
             if (!skipped_by(cfg, index->names[i]) &&
                 find_name(spec_names, spec_refs, spec_count, index->names[i]) < 0)
-                st = pfx_error(rt, PFX_ERROR_FORMAT,
-                               "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)",
-                               index_path, index->names[i], cfg->shape.model_type, cfg->shape.layers);
+                st = pfx_error(
+                    rt, PFX_ERROR_FORMAT,
+                    "%s: tensor '%.200s' is not part of a %s model with %zu layers (config.json)",
+                    index_path, index->names[i], cfg->shape.model_type, cfg->shape.layers);
         }
         for (size_t s = 0; s < index->shard_count && st == PFX_SUCCESS; s++) {
             char *shard = pfx_join_path(dir, index->shards[s]);
             pfx_safetensors *f = NULL;
-            st = shard ? pfx_st_open_rt(rt, shard, &f) : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+            st = shard ? pfx_st_open_rt(rt, shard, &f)
+                       : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
             if (st == PFX_SUCCESS)
                 st = check_file(rt, &check, f, shard, s);
             pfx_safetensors_close(&f);
@@ -562,8 +612,8 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
             continue;
         long e = sharded ? find_name(index->names, name_refs, index->count, specs[k].name) : -1;
         st = pfx_error(rt, PFX_ERROR_FORMAT, "%s: tensor '%s' is missing (%s, %zu layers)",
-                       e >= 0 ? index->shards[index->shard[e]] : where, specs[k].name, cfg->shape.model_type,
-                       cfg->shape.layers);
+                       e >= 0 ? index->shards[index->shard[e]] : where, specs[k].name,
+                       cfg->shape.model_type, cfg->shape.layers);
     }
     if (st == PFX_SUCCESS)
         st = check_fits(rt, dir, cfg, p);
@@ -624,7 +674,8 @@ static pfx_status begin(pfx_runtime *rt, const char *fn, const char *dir, pfx_mo
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_params *params, pfx_model **out)
+pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
+                          pfx_model **out)
 {
     pfx_status st = begin(rt, "model_load", dir, out);
     pfx_model_config cfg;
@@ -654,8 +705,8 @@ static bool is_norm_weight(pfx_weight_role r)
 static bool is_bias(pfx_weight_role r)
 {
     return r == PFX_W_NORM1_B || r == PFX_W_NORM2_B || r == PFX_W_NORM_F_B || r == PFX_W_QKV_B ||
-           r == PFX_W_Q_B || r == PFX_W_K_B || r == PFX_W_V_B || r == PFX_W_O_B || r == PFX_W_UP_B ||
-           r == PFX_W_DOWN_B;
+           r == PFX_W_Q_B || r == PFX_W_K_B || r == PFX_W_V_B || r == PFX_W_O_B ||
+           r == PFX_W_UP_B || r == PFX_W_DOWN_B;
 }
 
 /* How a model's weights are drawn from a seed. */
@@ -685,7 +736,8 @@ static pfx_status draw_weights(pfx_model *m, const char *fn, uint64_t seed, draw
     const pfx_model_shape *s = &m->cfg.shape;
     if (kind == DRAW_HF_INIT && m->cfg.family == PFX_FAMILY_LLAMA && m->cfg.has_pad &&
         (m->cfg.pad_token < 0 || (unsigned long long)m->cfg.pad_token >= s->vocab))
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: pad_token_id %lld is not a row of the %zu embeddings", fn,
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: pad_token_id %lld is not a row of the %zu embeddings", fn,
                          m->cfg.pad_token, s->vocab);
     size_t largest = 0;
     for (size_t i = 0; i < m->spec_count; i++)
@@ -711,7 +763,8 @@ static pfx_status draw_weights(pfx_model *m, const char *fn, uint64_t seed, draw
             else
                 host[j] = (float)(scale * normal01(&state));
         }
-        if (kind == DRAW_HF_INIT && r == PFX_W_EMBED && m->cfg.family == PFX_FAMILY_LLAMA && m->cfg.has_pad)
+        if (kind == DRAW_HF_INIT && r == PFX_W_EMBED && m->cfg.family == PFX_FAMILY_LLAMA &&
+            m->cfg.has_pad)
             memset(host + (size_t)m->cfg.pad_token * s->hidden, 0, s->hidden * sizeof(float));
         st = pfx_tensor_write(m->tensors[i], 0, n, host);
     }
@@ -719,8 +772,9 @@ static pfx_status draw_weights(pfx_model *m, const char *fn, uint64_t seed, draw
     return st;
 }
 
-static pfx_status create_drawn(pfx_runtime *rt, const char *fn, const char *dir, const pfx_model_params *params,
-                               uint64_t seed, draw_kind kind, pfx_model **out)
+static pfx_status create_drawn(pfx_runtime *rt, const char *fn, const char *dir,
+                               const pfx_model_params *params, uint64_t seed, draw_kind kind,
+                               pfx_model **out)
 {
     pfx_status st = begin(rt, fn, dir, out);
     pfx_model_config cfg;
@@ -761,8 +815,8 @@ pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_m
     return create_drawn(rt, "model_create_random", dir, params, seed, DRAW_UNIFORM, out);
 }
 
-pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_params *params, uint64_t seed,
-                          pfx_model **out)
+pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
+                          uint64_t seed, pfx_model **out)
 {
     return create_drawn(rt, "model_init", dir, params, seed, DRAW_HF_INIT, out);
 }
@@ -770,8 +824,8 @@ pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_para
 pfx_status pfx_model_get_shape(const pfx_model *model, pfx_model_shape *shape)
 {
     if (!model || !shape)
-        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "model_get_shape: %s is NULL",
-                         !model ? "model" : "shape");
+        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "model_get_shape: %s is NULL", !model ? "model" : "shape");
     *shape = model->cfg.shape;
     return PFX_SUCCESS;
 }
@@ -779,8 +833,8 @@ pfx_status pfx_model_get_shape(const pfx_model *model, pfx_model_shape *shape)
 pfx_status pfx_model_get_params(const pfx_model *model, pfx_model_params *params)
 {
     if (!model || !params)
-        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "model_get_params: %s is NULL",
-                         !model ? "model" : "params");
+        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "model_get_params: %s is NULL", !model ? "model" : "params");
     *params = model->p;
     params->logits_chunk_rows = model->chunk_rows;
     return PFX_SUCCESS;

@@ -15,14 +15,14 @@ typedef enum pfx_model_family {
 typedef struct pfx_model_config {
     pfx_model_shape shape;
     pfx_model_family family;
-    pfx_activation act;      /* GPT-2's MLP activation (Llama: SiLU inside SwiGLU) */
+    pfx_activation act; /* GPT-2's MLP activation (Llama: SiLU inside SwiGLU) */
     double norm_eps;
-    bool qkv_bias;           /* q, k, v projections have biases (GPT-2, qwen2) */
-    float attn_scale;        /* 0: 1/sqrt(D); GPT-2 with scale_attn_weights false: 1 */
-    pfx_rope_params rope;    /* Llama family */
-    size_t sliding_window;   /* 0: none (every key visible) */
-    double init_range;       /* initializer_range (default 0.02): pfx_model_init's standard deviation */
-    bool has_pad;            /* pad_token_id is an integer (the Llama family's padding_idx) */
+    bool qkv_bias;         /* q, k, v projections have biases (GPT-2, qwen2) */
+    float attn_scale;      /* 0: 1/sqrt(D); GPT-2 with scale_attn_weights false: 1 */
+    pfx_rope_params rope;  /* Llama family */
+    size_t sliding_window; /* 0: none (every key visible) */
+    double init_range; /* initializer_range (default 0.02): pfx_model_init's standard deviation */
+    bool has_pad;      /* pad_token_id is an integer (the Llama family's padding_idx) */
     long long pad_token;
 } pfx_model_config;
 
@@ -38,28 +38,39 @@ pfx_status pfx_model_config_parse(pfx_runtime *rt, const unsigned char *json, si
 pfx_status pfx_model_config_read(pfx_runtime *rt, const char *dir, pfx_model_config *cfg);
 /* The same, keeping the file's bytes in *text (*size of them; the caller
  * frees it): what pfx_model_save writes back. */
-pfx_status pfx_model_config_read_text(pfx_runtime *rt, const char *dir, pfx_model_config *cfg, unsigned char **text,
-                                      size_t *size);
+pfx_status pfx_model_config_read_text(pfx_runtime *rt, const char *dir, pfx_model_config *cfg,
+                                      unsigned char **text, size_t *size);
 
 /* ---- the table of tensor names ---- */
 
 /* What a checkpoint tensor is to the forward. */
 typedef enum pfx_weight_role {
-    PFX_W_EMBED = 0,   /* [V, C] */
-    PFX_W_POS,         /* [max positions, C] (GPT-2) */
-    PFX_W_NORM_F,      /* [C] final norm weight */
-    PFX_W_NORM_F_B,    /* [C] final norm bias (LayerNorm) */
-    PFX_W_LM_HEAD,     /* [V, C] when not tied */
+    PFX_W_EMBED = 0, /* [V, C] */
+    PFX_W_POS,       /* [max positions, C] (GPT-2) */
+    PFX_W_NORM_F,    /* [C] final norm weight */
+    PFX_W_NORM_F_B,  /* [C] final norm bias (LayerNorm) */
+    PFX_W_LM_HEAD,   /* [V, C] when not tied */
     /* per layer */
-    PFX_W_NORM1, PFX_W_NORM1_B, PFX_W_NORM2, PFX_W_NORM2_B,
-    PFX_W_QKV, PFX_W_QKV_B,        /* fused: GPT-2 c_attn [C, 3C], [3C]; the Llama family's
+    PFX_W_NORM1,
+    PFX_W_NORM1_B,
+    PFX_W_NORM2,
+    PFX_W_NORM2_B,
+    PFX_W_QKV,
+    PFX_W_QKV_B, /* fused: GPT-2 c_attn [C, 3C], [3C]; the Llama family's
                                       q | k | v rows [QD + 2 KVD, C] (and biases), stacked at load */
-    PFX_W_Q, PFX_W_K, PFX_W_V,     /* separate (Llama [out, in] checkpoints; released once fused) */
-    PFX_W_Q_B, PFX_W_K_B, PFX_W_V_B,
-    PFX_W_O, PFX_W_O_B,
-    PFX_W_UP, PFX_W_UP_B,          /* GPT-2 c_fc / Llama up_proj */
-    PFX_W_GATE,                    /* Llama gate_proj */
-    PFX_W_DOWN, PFX_W_DOWN_B,      /* GPT-2 mlp.c_proj / Llama down_proj */
+    PFX_W_Q,
+    PFX_W_K,
+    PFX_W_V, /* separate (Llama [out, in] checkpoints; released once fused) */
+    PFX_W_Q_B,
+    PFX_W_K_B,
+    PFX_W_V_B,
+    PFX_W_O,
+    PFX_W_O_B,
+    PFX_W_UP,
+    PFX_W_UP_B, /* GPT-2 c_fc / Llama up_proj */
+    PFX_W_GATE, /* Llama gate_proj */
+    PFX_W_DOWN,
+    PFX_W_DOWN_B, /* GPT-2 mlp.c_proj / Llama down_proj */
     PFX_W_ROLE_COUNT
 } pfx_weight_role;
 #define PFX_W_FIRST_LAYER_ROLE PFX_W_NORM1
@@ -67,11 +78,11 @@ typedef enum pfx_weight_role {
 /* One tensor a model of `cfg` holds: its checkpoint name, shape and role. */
 typedef struct pfx_weight_spec {
     pfx_weight_role role;
-    size_t layer;             /* for per-layer roles */
+    size_t layer; /* for per-layer roles */
     char name[96];
-    unsigned ndim;            /* 1 or 2 */
+    unsigned ndim; /* 1 or 2 */
     size_t shape[2];
-    const char *field[2];     /* the config.json field that sets each size */
+    const char *field[2]; /* the config.json field that sets each size */
 } pfx_weight_spec;
 
 /* How many tensors a model of `cfg` has: fixed + per_layer * layers. */
@@ -92,26 +103,35 @@ bool pfx_weight_name_ignored(const char *name);
 
 /* Workspace tensors (float32), rows R = max_batch * max_tokens. */
 enum {
-    WS_LN,      /* [R, C] norm output */
-    WS_A,       /* [R, C] residual stream after the attention */
-    WS_Q,       /* [R, H*D] */
-    WS_K,       /* [R, Hkv*D] */
-    WS_V,       /* [R, Hkv*D] */
-    WS_O,       /* [R, H*D] attention output */
-    WS_LSE,     /* [B, H, N] */
-    WS_MEAN1, WS_RSTD1, WS_MEAN2, WS_RSTD2, WS_MEANF, WS_RSTDF, /* [R] norm statistics */
-    WS_M0,      /* [R, I] GPT-2 c_fc output / Llama gate */
-    WS_M1,      /* [R, I] GPT-2 activation / Llama up */
-    WS_M2,      /* [R, I] Llama SwiGLU output */
-    WS_DH0, WS_DH1, /* [R, C] gradients of the residual stream, alternating */
-    WS_DLN,     /* [R, C] gradient at a norm output */
-    WS_DA,      /* [R, C] */
-    WS_DQ, WS_DK, WS_DV, WS_DO,
+    WS_LN,  /* [R, C] norm output */
+    WS_A,   /* [R, C] residual stream after the attention */
+    WS_Q,   /* [R, H*D] */
+    WS_K,   /* [R, Hkv*D] */
+    WS_V,   /* [R, Hkv*D] */
+    WS_O,   /* [R, H*D] attention output */
+    WS_LSE, /* [B, H, N] */
+    WS_MEAN1,
+    WS_RSTD1,
+    WS_MEAN2,
+    WS_RSTD2,
+    WS_MEANF,
+    WS_RSTDF, /* [R] norm statistics */
+    WS_M0,    /* [R, I] GPT-2 c_fc output / Llama gate */
+    WS_M1,    /* [R, I] GPT-2 activation / Llama up */
+    WS_M2,    /* [R, I] Llama SwiGLU output */
+    WS_DH0,
+    WS_DH1, /* [R, C] gradients of the residual stream, alternating */
+    WS_DLN, /* [R, C] gradient at a norm output */
+    WS_DA,  /* [R, C] */
+    WS_DQ,
+    WS_DK,
+    WS_DV,
+    WS_DO,
     WS_DM,      /* [R, I] */
     WS_LOGITS,  /* [chunk, V] */
     WS_ROWLOSS, /* [R] */
     WS_CONV,    /* half storage: float32 blocks of a weight for SGEMM */
-    WS_QKV,     /* [R, QD + 2 KVD] the fused projection's output (forward), its gradient (backward) */
+    WS_QKV, /* [R, QD + 2 KVD] the fused projection's output (forward), its gradient (backward) */
     WS_COUNT
 };
 
@@ -137,23 +157,23 @@ struct pfx_model {
     size_t chunk_rows;
     pfx_weight_spec *specs;
     size_t spec_count;
-    pfx_tensor **tensors;               /* [spec_count], owned (Llama q, k, v: NULL once fused) */
-    pfx_tensor **fused_qkv;             /* [L][2] Llama family: q | k | v weights and biases, owned */
+    pfx_tensor **tensors;   /* [spec_count], owned (Llama q, k, v: NULL once fused) */
+    pfx_tensor **fused_qkv; /* [L][2] Llama family: q | k | v weights and biases, owned */
     const pfx_tensor *global[PFX_W_FIRST_LAYER_ROLE];
-    const pfx_tensor **layer_w;         /* [L][PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE] */
-    pfx_tensor *inv_freq;               /* [D/2] (Llama family) */
-    pfx_tensor **hidden;                /* L + 1 residual streams [R, C]: each block's input */
+    const pfx_tensor **layer_w; /* [L][PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE] */
+    pfx_tensor *inv_freq;       /* [D/2] (Llama family) */
+    pfx_tensor **hidden;        /* L + 1 residual streams [R, C]: each block's input */
     pfx_tensor *ws[WS_COUNT];
-    pfx_ids *ids;                       /* [R] */
-    pfx_ids *labels;                    /* [R], shifted */
-    pfx_tensor **kept;                  /* [L][PFX_KEPT_COUNT] without params.recompute */
-    float *dim_scaled;                  /* [H * D]: r G of the layer being run (block.c) */
-    pfx_tensor *dim_grad;               /* [H, D]: the attention's d/d(r G), made on first use */
-    unsigned char *config_text;         /* config.json as read (pfx_model_save writes it back) */
+    pfx_ids *ids;               /* [R] */
+    pfx_ids *labels;            /* [R], shifted */
+    pfx_tensor **kept;          /* [L][PFX_KEPT_COUNT] without params.recompute */
+    float *dim_scaled;          /* [H * D]: r G of the layer being run (block.c) */
+    pfx_tensor *dim_grad;       /* [H, D]: the attention's d/d(r G), made on first use */
+    unsigned char *config_text; /* config.json as read (pfx_model_save writes it back) */
     size_t config_size;
-    pfx_model_weight_entry *weights;    /* [weight_count]: model.h's weight list */
+    pfx_model_weight_entry *weights; /* [weight_count]: model.h's weight list */
     size_t weight_count;
-    size_t *weight_at;                  /* the entry of (layer, role), or SIZE_MAX */
+    size_t *weight_at; /* the entry of (layer, role), or SIZE_MAX */
     pfx_model_profile prof;
 };
 
@@ -171,11 +191,12 @@ size_t pfx_model_weight_index(const pfx_model *m, size_t layer, pfx_weight_role 
 static inline int pfx_model_kept_slot(const pfx_model *m, int slot)
 {
     static const int kept[WS_COUNT] = {
-        [WS_LN] = -1, [WS_A] = 0, [WS_Q] = 1, [WS_K] = 2, [WS_V] = 3, [WS_O] = 4, [WS_LSE] = 5,
-        [WS_MEAN1] = 6, [WS_RSTD1] = 7, [WS_MEAN2] = 8, [WS_RSTD2] = 9, [WS_MEANF] = -1, [WS_RSTDF] = -1,
-        [WS_M0] = 10, [WS_M1] = 11, [WS_M2] = -1, [WS_DH0] = -1, [WS_DH1] = -1, [WS_DLN] = -1, [WS_DA] = -1,
-        [WS_DQ] = -1, [WS_DK] = -1, [WS_DV] = -1, [WS_DO] = -1, [WS_DM] = -1, [WS_LOGITS] = -1,
-        [WS_ROWLOSS] = -1, [WS_CONV] = -1, [WS_QKV] = -1,
+        [WS_LN] = -1,     [WS_A] = 0,        [WS_Q] = 1,      [WS_K] = 2,     [WS_V] = 3,
+        [WS_O] = 4,       [WS_LSE] = 5,      [WS_MEAN1] = 6,  [WS_RSTD1] = 7, [WS_MEAN2] = 8,
+        [WS_RSTD2] = 9,   [WS_MEANF] = -1,   [WS_RSTDF] = -1, [WS_M0] = 10,   [WS_M1] = 11,
+        [WS_M2] = -1,     [WS_DH0] = -1,     [WS_DH1] = -1,   [WS_DLN] = -1,  [WS_DA] = -1,
+        [WS_DQ] = -1,     [WS_DK] = -1,      [WS_DV] = -1,    [WS_DO] = -1,   [WS_DM] = -1,
+        [WS_LOGITS] = -1, [WS_ROWLOSS] = -1, [WS_CONV] = -1,  [WS_QKV] = -1,
     };
     if (m->p.recompute || (slot == WS_M1 && m->cfg.family == PFX_FAMILY_GPT2))
         return -1; /* GPT-2's activation output is not read by the backward */
@@ -187,7 +208,8 @@ static inline const pfx_tensor *pfx_model_w(const pfx_model *m, size_t l, pfx_we
 {
     if (role < PFX_W_FIRST_LAYER_ROLE)
         return m->global[role];
-    return m->layer_w[l * (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE) + (role - PFX_W_FIRST_LAYER_ROLE)];
+    return m->layer_w[l * (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE) +
+                      (role - PFX_W_FIRST_LAYER_ROLE)];
 }
 
 /* ---- block pieces (block.c, forward.c), shared with the serving step (serve_step.c) ----
@@ -207,7 +229,8 @@ pfx_status pfx_model_head(pfx_model *m, const pfx_tensor *x, size_t rows, pfx_te
  * kept for the backward, else the shared one). */
 pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot);
 /* A view of t's storage with another shape (not owned; numel must fit). */
-pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c, size_t d);
+pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c,
+                          size_t d);
 
 /* After the checks of every model call (pfx_model_forward's) and a layer in
  * range: the embeddings and the blocks before `layer`, then block `layer` and
@@ -215,10 +238,11 @@ pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b
  * attention.h reads them; valid during the call). With PFX_MODEL_EVERY_LAYER,
  * every block in turn, each visited after it runs (one forward pass). */
 #define PFX_MODEL_EVERY_LAYER SIZE_MAX
-typedef pfx_status (*pfx_model_attention_visit)(pfx_runtime *rt, size_t layer, const pfx_attention_desc *desc,
+typedef pfx_status (*pfx_model_attention_visit)(pfx_runtime *rt, size_t layer,
+                                                const pfx_attention_desc *desc,
                                                 const pfx_attention_inputs *in, void *ctx);
 pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx_model_batch *batch,
-                                     const pfx_model_prefix *prefix, size_t layer, pfx_model_attention_visit visit,
-                                     void *ctx);
+                                     const pfx_model_prefix *prefix, size_t layer,
+                                     pfx_model_attention_visit visit, void *ctx);
 
 #endif

@@ -13,7 +13,8 @@ static pfx_status check_sampling(pfx_runtime *rt, const char *fn, const pfx_samp
     if (!s)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: sampling is NULL", fn);
     if (!isfinite(s->temperature) || s->temperature < 0.0f)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: sampling.temperature %g must be finite and >= 0", fn,
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: sampling.temperature %g must be finite and >= 0", fn,
                          (double)s->temperature);
     if (!isfinite(s->top_p) || s->top_p < 0.0f || s->top_p > 1.0f)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: sampling.top_p %g outside [0, 1]", fn,
@@ -21,8 +22,8 @@ static pfx_status check_sampling(pfx_runtime *rt, const char *fn, const pfx_samp
     if (s->max_new_tokens == 0)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: sampling.max_new_tokens is 0", fn);
     if (s->stop_count && !s->stop)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: sampling.stop is NULL with stop_count %zu", fn,
-                         s->stop_count);
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                         "%s: sampling.stop is NULL with stop_count %zu", fn, s->stop_count);
     return PFX_SUCCESS;
 }
 
@@ -41,7 +42,8 @@ static int by_logit(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng, int32_t *token)
+pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng,
+                            int32_t *token)
 {
     static const char fn[] = "sample_token";
     pfx_status st = check_sampling(NULL, fn, s);
@@ -49,12 +51,16 @@ pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_samplin
         return st;
     if (!logits || !rng || !token)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !logits ? "logits" : !rng ? "rng" : "token");
+                         !logits ? "logits"
+                         : !rng  ? "rng"
+                                 : "token");
     if (vocab == 0 || vocab > INT32_MAX)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: vocab %zu outside 1..%d", fn, vocab, INT32_MAX);
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: vocab %zu outside 1..%d", fn, vocab,
+                         INT32_MAX);
     for (size_t i = 0; i < vocab; i++)
         if (isnan(logits[i]) || logits[i] == INFINITY)
-            return pfx_error(NULL, PFX_ERROR_NOT_FINITE, "%s: logits[%zu] is %g", fn, i, (double)logits[i]);
+            return pfx_error(NULL, PFX_ERROR_NOT_FINITE, "%s: logits[%zu] is %g", fn, i,
+                             (double)logits[i]);
     if (s->temperature == 0.0f) {
         size_t best = 0;
         for (size_t i = 1; i < vocab; i++)
@@ -77,7 +83,9 @@ pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_samplin
         return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
     }
     for (size_t i = 0; i < keep; i++) {
-        w[i] = c[i].z == -INFINITY ? 0.0 : exp(((double)c[i].z - (double)c[0].z) / (double)s->temperature);
+        w[i] = c[i].z == -INFINITY
+                   ? 0.0
+                   : exp(((double)c[i].z - (double)c[0].z) / (double)s->temperature);
         sum += w[i];
     }
     if (s->top_p > 0.0f && s->top_p < 1.0f) {
@@ -127,9 +135,10 @@ static void group_token(void *user, size_t r, int32_t token)
 }
 
 /* One batch (every request with the same gains), validated by the caller. */
-static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
-                                 pfx_request *requests, size_t count, const pfx_sampling *sampling,
-                                 pfx_token_fn on_token, void *user, pfx_generate_stats *stats)
+static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache,
+                                 const pfx_adapter_bank *bank, pfx_request *requests, size_t count,
+                                 const pfx_sampling *sampling, pfx_token_fn on_token, void *user,
+                                 pfx_generate_stats *stats)
 {
     static const char fn[] = "generate";
     pfx_runtime *rt = model->rt;
@@ -210,21 +219,23 @@ static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache, const pf
     return st;
 }
 
-pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank, pfx_request *requests,
-                        size_t count, const pfx_sampling *sampling, pfx_token_fn on_token, void *user,
-                        pfx_generate_stats *stats)
+pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+                        pfx_request *requests, size_t count, const pfx_sampling *sampling,
+                        pfx_token_fn on_token, void *user, pfx_generate_stats *stats)
 {
     static const char fn[] = "generate";
     if (!model)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
     pfx_runtime *rt = model->rt;
     if (!cache || !requests)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, !cache ? "cache" : "requests");
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
+                         !cache ? "cache" : "requests");
     pfx_status st = check_sampling(rt, fn, sampling);
     if (st != PFX_SUCCESS)
         return st;
     if (count == 0 || count > cache->slots)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: count %zu outside 1..%zu (the cache's slots)", fn, count,
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: count %zu outside 1..%zu (the cache's slots)", fn, count,
                          cache->slots);
     for (size_t r = 0; r < count; r++) {
         const pfx_request *q = &requests[r];
@@ -232,20 +243,24 @@ pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: requests[%zu].%s is NULL", fn, r,
                              !q->prompt ? "prompt" : "out");
         if (q->prompt_len == 0 || q->prompt_len > model->p.max_tokens)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: requests[%zu].prompt_len %zu outside 1..max_tokens %zu",
-                             fn, r, q->prompt_len, model->p.max_tokens);
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: requests[%zu].prompt_len %zu outside 1..max_tokens %zu", fn, r,
+                             q->prompt_len, model->p.max_tokens);
         if (q->prompt_len + sampling->max_new_tokens - 1 > cache->max_len)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                             "%s: requests[%zu] needs %zu cached tokens, the cache holds %zu per slot", fn, r,
-                             q->prompt_len + sampling->max_new_tokens - 1, cache->max_len);
+            return pfx_error(
+                rt, PFX_ERROR_OUT_OF_RANGE,
+                "%s: requests[%zu] needs %zu cached tokens, the cache holds %zu per slot", fn, r,
+                q->prompt_len + sampling->max_new_tokens - 1, cache->max_len);
         if (q->adapter < -1 || (q->adapter >= 0 && (!bank || (size_t)q->adapter >= bank->count)))
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                             "%s: requests[%zu].adapter %d is neither -1 nor in the bank (%zu adapters)", fn, r,
-                             (int)q->adapter, bank ? bank->count : 0);
+            return pfx_error(
+                rt, PFX_ERROR_OUT_OF_RANGE,
+                "%s: requests[%zu].adapter %d is neither -1 nor in the bank (%zu adapters)", fn, r,
+                (int)q->adapter, bank ? bank->count : 0);
         for (size_t i = 0; i < q->prompt_len; i++)
             if (q->prompt[i] < 0 || (size_t)q->prompt[i] >= model->cfg.shape.vocab)
-                return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: requests[%zu].prompt[%zu] = %d outside [0, %zu)",
-                                 fn, r, i, (int)q->prompt[i], model->cfg.shape.vocab);
+                return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                                 "%s: requests[%zu].prompt[%zu] = %d outside [0, %zu)", fn, r, i,
+                                 (int)q->prompt[i], model->cfg.shape.vocab);
     }
     /* requests whose adapters carry different gains go to separate batches
      * (one gain vector per attention call), in order of first appearance */
@@ -261,13 +276,15 @@ pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter
             continue;
         size_t n = 0;
         for (size_t r = first; r < count; r++)
-            if (!done[r] && (!bank || pfx_bank_same_gain(bank, requests[first].adapter, requests[r].adapter))) {
+            if (!done[r] &&
+                (!bank || pfx_bank_same_gain(bank, requests[first].adapter, requests[r].adapter))) {
                 group[n] = requests[r];
                 index[n++] = r;
                 done[r] = true;
             }
         group_cb cb = { on_token, user, index };
-        st = generate_batch(model, cache, bank, group, n, sampling, on_token ? group_token : NULL, &cb, &acc);
+        st = generate_batch(model, cache, bank, group, n, sampling, on_token ? group_token : NULL,
+                            &cb, &acc);
         for (size_t i = 0; i < n; i++)
             requests[index[i]].out_len = group[i].out_len;
     }

@@ -15,8 +15,8 @@
 #include "model_internal.h"
 #include "prefixcl/io.h"
 
-#define SINGLE_NAME "model.safetensors"
-#define INDEX_NAME "model.safetensors.index.json"
+#define SINGLE_NAME         "model.safetensors"
+#define INDEX_NAME          "model.safetensors.index.json"
 #define DEFAULT_SHARD_BYTES ((size_t)5000 * 1000 * 1000) /* save_pretrained's "5GB" */
 
 /* One tensor of the folder: the model's own, or (a part of the stacked
@@ -41,10 +41,12 @@ static pfx_status split_part(pfx_model *m, const pfx_weight_spec *s, save_item *
     pfx_status st = pfx_tensor_create(m->rt, fused->dtype, s->ndim, s->shape, &it->copy);
     if (st != PFX_SUCCESS)
         return st;
-    cl_int err = clEnqueueCopyBuffer(m->rt->queue, fused->mem, it->copy->mem, first * cols * pfx_dtype_size(fused->dtype),
-                                     0, it->copy->bytes, 0, NULL, NULL);
+    cl_int err = clEnqueueCopyBuffer(m->rt->queue, fused->mem, it->copy->mem,
+                                     first * cols * pfx_dtype_size(fused->dtype), 0,
+                                     it->copy->bytes, 0, NULL, NULL);
     if (err != CL_SUCCESS)
-        return pfx_cl_error(m->rt, err, "model_save: a q, k, v part copied out of the stacked tensor");
+        return pfx_cl_error(m->rt, err,
+                            "model_save: a q, k, v part copied out of the stacked tensor");
     it->nt.tensor = it->copy;
     return PFX_SUCCESS;
 }
@@ -61,8 +63,8 @@ static pfx_status write_bytes(pfx_runtime *rt, const char *path, const void *dat
 }
 
 /* The shard index: {"metadata": {"total_size": N}, "weight_map": {name: file}}. */
-static pfx_status write_index(pfx_runtime *rt, const char *path, const save_item *items, size_t count,
-                              const size_t *shard_of, size_t shards, size_t total)
+static pfx_status write_index(pfx_runtime *rt, const char *path, const save_item *items,
+                              size_t count, const size_t *shard_of, size_t shards, size_t total)
 {
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(root, "metadata");
     cJSON *map = cJSON_AddObjectToObject(root, "weight_map");
@@ -90,12 +92,14 @@ static pfx_status remove_stale(pfx_runtime *rt, const char *dir, const char *nam
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model_save: host memory");
     pfx_status st = PFX_SUCCESS;
     if (unlink(path) != 0 && errno != ENOENT)
-        st = pfx_error(rt, PFX_ERROR_IO, "model_save: cannot remove the stale '%s': %s", path, strerror(errno));
+        st = pfx_error(rt, PFX_ERROR_IO, "model_save: cannot remove the stale '%s': %s", path,
+                       strerror(errno));
     free(path);
     return st;
 }
 
-static pfx_status write_shards(pfx_model *m, const char *dir, save_item *items, size_t count, size_t max_bytes)
+static pfx_status write_shards(pfx_model *m, const char *dir, save_item *items, size_t count,
+                               size_t max_bytes)
 {
     pfx_runtime *rt = m->rt;
     size_t *shard_of = malloc(count * sizeof(size_t));
@@ -112,7 +116,8 @@ static pfx_status write_shards(pfx_model *m, const char *dir, save_item *items, 
         total += items[i].bytes;
     }
     pfx_named_tensor *nt = malloc(count * sizeof(*nt));
-    pfx_status st = nt ? PFX_SUCCESS : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model_save: host memory");
+    pfx_status st =
+        nt ? PFX_SUCCESS : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model_save: host memory");
     const pfx_st_metadata meta = { "format", "pt" };
     for (size_t s = 0, first = 0; st == PFX_SUCCESS && s < shards; s++) {
         size_t n = 0;
@@ -154,9 +159,11 @@ pfx_status pfx_model_save(pfx_model *model, const char *dir, const pfx_model_sav
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: dir is NULL", fn);
     if (!*dir)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: dir is empty", fn);
-    const size_t max_bytes = params && params->max_shard_bytes ? params->max_shard_bytes : DEFAULT_SHARD_BYTES;
+    const size_t max_bytes =
+        params && params->max_shard_bytes ? params->max_shard_bytes : DEFAULT_SHARD_BYTES;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return pfx_error(rt, PFX_ERROR_IO, "%s: cannot create the folder '%s': %s", fn, dir, strerror(errno));
+        return pfx_error(rt, PFX_ERROR_IO, "%s: cannot create the folder '%s': %s", fn, dir,
+                         strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return pfx_error(rt, PFX_ERROR_IO, "%s: '%s' is not a folder", fn, dir);
@@ -172,7 +179,8 @@ pfx_status pfx_model_save(pfx_model *model, const char *dir, const pfx_model_sav
             it->nt.tensor = model->tensors[i];
         else
             st = split_part(model, s, it);
-        it->bytes = s->shape[0] * (s->ndim == 2 ? s->shape[1] : 1) * pfx_dtype_size(model->p.storage);
+        it->bytes =
+            s->shape[0] * (s->ndim == 2 ? s->shape[1] : 1) * pfx_dtype_size(model->p.storage);
     }
     if (st == PFX_SUCCESS)
         st = write_shards(model, dir, items, model->spec_count, max_bytes);

@@ -11,24 +11,24 @@
 struct pfx_adapter_bank {
     pfx_model *model;
     size_t capacity, count;
-    size_t P;                   /* that of the first adapter: 0 for gains files */
-    char *first;                /* the first adapter's path (messages) */
-    pfx_tensor **keys;          /* [L] of [capacity, Hkv, P, D]; NULL while P is 0 */
+    size_t P;          /* that of the first adapter: 0 for gains files */
+    char *first;       /* the first adapter's path (messages) */
+    pfx_tensor **keys; /* [L] of [capacity, Hkv, P, D]; NULL while P is 0 */
     pfx_tensor **values;
-    pfx_gain_mode *gain_mode;   /* [capacity] */
-    float *gains;               /* [capacity][L * H] */
-    bool *structured;           /* [capacity]: the entry has dim_gains */
-    float *dim_gains;           /* [capacity][L * H * D] */
+    pfx_gain_mode *gain_mode; /* [capacity] */
+    float *gains;             /* [capacity][L * H] */
+    bool *structured;         /* [capacity]: the entry has dim_gains */
+    float *dim_gains;         /* [capacity][L * H * D] */
 };
 
 struct pfx_kv_cache {
     pfx_model *model;
     size_t slots, max_len;
-    pfx_tensor **keys;          /* [L] of [slots, max_len, Hkv, D] */
+    pfx_tensor **keys; /* [L] of [slots, max_len, Hkv, D] */
     pfx_tensor **values;
-    size_t *len;                /* [slots] tokens held */
-    int32_t *adapter;           /* [slots] bank entry of the slot's prefill, -1 none */
-    pfx_ids *positions;         /* [max_batch * max_tokens] position ids (learned positions) */
+    size_t *len;        /* [slots] tokens held */
+    int32_t *adapter;   /* [slots] bank entry of the slot's prefill, -1 none */
+    pfx_ids *positions; /* [max_batch * max_tokens] position ids (learned positions) */
     uint64_t rows_written;
 };
 
@@ -37,7 +37,9 @@ struct pfx_kv_cache {
 static inline const float *pfx_bank_dim_gains(const pfx_adapter_bank *bank, int32_t e)
 {
     const pfx_model_shape *s = bank ? &bank->model->cfg.shape : NULL;
-    return e >= 0 && bank->structured[e] ? bank->dim_gains + (size_t)e * s->layers * s->heads * s->head_dim : NULL;
+    return e >= 0 && bank->structured[e]
+               ? bank->dim_gains + (size_t)e * s->layers * s->heads * s->head_dim
+               : NULL;
 }
 
 /* Entries a and b (-1: no adapter) attend with the same gains: the same
@@ -45,11 +47,12 @@ static inline const float *pfx_bank_dim_gains(const pfx_adapter_bank *bank, int3
  * neither): an attention call has one of each. */
 static inline bool pfx_bank_same_gain(const pfx_adapter_bank *bank, int32_t a, int32_t b)
 {
-    pfx_gain_mode ma = a < 0 ? PFX_GAIN_OFF : bank->gain_mode[a], mb = b < 0 ? PFX_GAIN_OFF : bank->gain_mode[b];
+    pfx_gain_mode ma = a < 0 ? PFX_GAIN_OFF : bank->gain_mode[a],
+                  mb = b < 0 ? PFX_GAIN_OFF : bank->gain_mode[b];
     const size_t LH = bank ? bank->model->cfg.shape.layers * bank->model->cfg.shape.heads : 0;
     if (ma != mb ||
-        (ma != PFX_GAIN_OFF &&
-         memcmp(bank->gains + (size_t)a * LH, bank->gains + (size_t)b * LH, LH * sizeof(float)) != 0))
+        (ma != PFX_GAIN_OFF && memcmp(bank->gains + (size_t)a * LH, bank->gains + (size_t)b * LH,
+                                      LH * sizeof(float)) != 0))
         return false;
     const float *da = pfx_bank_dim_gains(bank, a), *db = pfx_bank_dim_gains(bank, b);
     if (!da || !db)

@@ -13,16 +13,16 @@
 
 typedef struct plan {
     size_t B, N, R;
-    bool prefill;             /* every active slot is empty: attention over the fresh keys */
-    int32_t *lens;            /* [B] new tokens */
-    int32_t *pos0;            /* [B] position of each slot's first new token */
-    int32_t *kv_lens;         /* [B] cached + new (decode) */
-    int32_t *entry;           /* [B] bank entry or -1 */
-    int32_t *gather;          /* [B] max(lens, 1) */
-    bool any_prefix;          /* an item reads prefix keys (a bank of gains files has none) */
+    bool prefill;     /* every active slot is empty: attention over the fresh keys */
+    int32_t *lens;    /* [B] new tokens */
+    int32_t *pos0;    /* [B] position of each slot's first new token */
+    int32_t *kv_lens; /* [B] cached + new (decode) */
+    int32_t *entry;   /* [B] bank entry or -1 */
+    int32_t *gather;  /* [B] max(lens, 1) */
+    bool any_prefix;  /* an item reads prefix keys (a bank of gains files has none) */
     pfx_gain_mode gain_mode;
-    const float *gains;       /* [L * H] of the step (one vector for every item) */
-    const float *dim_gains;   /* [L * H * D] structured gain of the step, or NULL */
+    const float *gains;     /* [L * H] of the step (one vector for every item) */
+    const float *dim_gains; /* [L * H * D] structured gain of the step, or NULL */
 } plan;
 
 static void plan_free(plan *p)
@@ -34,33 +34,39 @@ static void plan_free(plan *p)
     free(p->gather);
 }
 
-static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank, const pfx_serve_step *st,
-                             const pfx_tensor *logits, plan *p)
+static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank,
+                             const pfx_serve_step *st, const pfx_tensor *logits, plan *p)
 {
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
     if (!c || !st || !logits)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", FN, !c ? "cache" : !st ? "step" : "logits");
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", FN,
+                         !c    ? "cache"
+                         : !st ? "step"
+                               : "logits");
     if (c->model != m || (bank && bank->model != m))
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: the %s belongs to another model", FN,
                          c->model != m ? "cache" : "bank");
     const size_t B = st->batch, N = st->tokens;
     if (B == 0 || B > c->slots)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.batch %zu outside 1..%zu (the cache's slots)", FN, B,
-                         c->slots);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: step.batch %zu outside 1..%zu (the cache's slots)", FN, B, c->slots);
     if (N == 0 || N > m->p.max_tokens)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.tokens %zu outside 1..max_tokens %zu", FN, N,
-                         m->p.max_tokens);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: step.tokens %zu outside 1..max_tokens %zu", FN, N, m->p.max_tokens);
     if (!st->ids)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: step.ids is NULL", FN);
     for (size_t i = 0; i < B * N; i++)
         if (st->ids[i] < 0 || (size_t)st->ids[i] >= s->vocab)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.ids[%zu] = %d outside the vocabulary [0, %zu)", FN,
-                             i, (int)st->ids[i], s->vocab);
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: step.ids[%zu] = %d outside the vocabulary [0, %zu)", FN, i,
+                             (int)st->ids[i], s->vocab);
     if (logits->rt != rt)
-        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: logits belongs to another runtime", FN);
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: logits belongs to another runtime",
+                         FN);
     if (logits->dtype != PFX_DTYPE_F32 || logits->numel != B * s->vocab)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: logits must be float32 [B=%zu, V=%zu]", FN, B, s->vocab);
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: logits must be float32 [B=%zu, V=%zu]",
+                         FN, B, s->vocab);
     p->lens = calloc(B, sizeof(int32_t));
     p->pos0 = calloc(B, sizeof(int32_t));
     p->kv_lens = calloc(B, sizeof(int32_t));
@@ -78,15 +84,19 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
     for (size_t b = 0; b < B; b++) {
         const int32_t len = st->lens ? st->lens[b] : (int32_t)N;
         if (len < 0 || (size_t)len > N)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.lens[%zu] = %d outside 0..%zu", FN, b, (int)len, N);
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.lens[%zu] = %d outside 0..%zu",
+                             FN, b, (int)len, N);
         int32_t e = st->adapter ? st->adapter[b] : -1;
         if (e < -1 || (e >= 0 && (!bank || (size_t)e >= bank->count)))
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: step.adapter[%zu] = %d is neither -1 nor in the bank "
-                             "(%zu adapters)", FN, b, (int)e, bank ? bank->count : 0);
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: step.adapter[%zu] = %d is neither -1 nor in the bank "
+                             "(%zu adapters)",
+                             FN, b, (int)e, bank ? bank->count : 0);
         if (c->len[b] && e != c->adapter[b])
-            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                             "%s: step.adapter[%zu] = %d, but the slot was prefilled with %d (reset it first)", FN, b,
-                             (int)e, (int)c->adapter[b]);
+            return pfx_error(
+                rt, PFX_ERROR_INVALID_ARGUMENT,
+                "%s: step.adapter[%zu] = %d, but the slot was prefilled with %d (reset it first)",
+                FN, b, (int)e, (int)c->adapter[b]);
         p->lens[b] = len;
         p->entry[b] = e;
         p->gather[b] = len > 0 ? len : 1;
@@ -94,19 +104,24 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
             continue;
         active++;
         if (c->len[b] && N > 1)
-            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                             "%s: step.tokens %zu into slot %zu that holds %zu tokens (only empty slots take a "
-                             "prompt)", FN, N, b, c->len[b]);
+            return pfx_error(
+                rt, PFX_ERROR_UNSUPPORTED,
+                "%s: step.tokens %zu into slot %zu that holds %zu tokens (only empty slots take a "
+                "prompt)",
+                FN, N, b, c->len[b]);
         const size_t P = e >= 0 ? bank->P : 0;
         if (c->len[b] + (size_t)len > c->max_len)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slot %zu would hold %zu tokens, the cache %zu", FN, b,
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: slot %zu would hold %zu tokens, the cache %zu", FN, b,
                              c->len[b] + (size_t)len, c->max_len);
         if (P + c->len[b] + (size_t)len > s->max_positions)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slot %zu reaches position %zu, the model has %zu", FN, b,
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: slot %zu reaches position %zu, the model has %zu", FN, b,
                              P + c->len[b] + (size_t)len, s->max_positions);
         if (m->cfg.sliding_window && P + c->len[b] + (size_t)len > m->cfg.sliding_window)
             return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                             "%s: slot %zu would attend over %zu keys, past the sliding_window %zu (not computed)",
+                             "%s: slot %zu would attend over %zu keys, past the sliding_window %zu "
+                             "(not computed)",
                              FN, b, P + c->len[b] + (size_t)len, m->cfg.sliding_window);
         if (c->len[b])
             p->prefill = false;
@@ -117,8 +132,9 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
             first = e;
         } else if (!pfx_bank_same_gain(bank, first, e)) {
             return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                             "%s: slots with adapters %d and %d have different gains: run them in separate steps", FN,
-                             (int)first, (int)e);
+                             "%s: slots with adapters %d and %d have different gains: run them in "
+                             "separate steps",
+                             FN, (int)first, (int)e);
         }
     }
     if (!active)
@@ -138,7 +154,8 @@ static pfx_status embed(pfx_model *m, pfx_kv_cache *c, const pfx_serve_step *st,
     const size_t C = s->hidden;
     pfx_status e = pfx_ids_write(m->ids, 0, p->R, st->ids);
     if (e == PFX_SUCCESS)
-        e = pfx_op_embedding(m->rt, m->ids, p->B, p->N, PFX_MAT(m->global[PFX_W_EMBED], s->vocab, C), NULL, 0,
+        e = pfx_op_embedding(m->rt, m->ids, p->B, p->N,
+                             PFX_MAT(m->global[PFX_W_EMBED], s->vocab, C), NULL, 0,
                              PFX_MAT(m->hidden[0], p->R, C));
     const pfx_tensor *wpe = m->global[PFX_W_POS];
     if (e != PFX_SUCCESS || !wpe)
@@ -154,10 +171,11 @@ static pfx_status embed(pfx_model *m, pfx_kv_cache *c, const pfx_serve_step *st,
     e = pfx_ids_write(c->positions, 0, p->R, pos);
     free(pos);
     pfx_tensor *tmp = pfx_model_ws(m, 0, WS_A); /* free until block 0 writes it */
-    pfx_tensor h = pfx_model_view(m->hidden[0], 2, p->R, C, 0, 0), a = pfx_model_view(tmp, 2, p->R, C, 0, 0);
+    pfx_tensor h = pfx_model_view(m->hidden[0], 2, p->R, C, 0, 0),
+               a = pfx_model_view(tmp, 2, p->R, C, 0, 0);
     if (e == PFX_SUCCESS)
-        e = pfx_op_embedding(m->rt, c->positions, p->B, p->N, PFX_MAT(wpe, s->max_positions, C), NULL, 0,
-                             PFX_MAT(tmp, p->R, C));
+        e = pfx_op_embedding(m->rt, c->positions, p->B, p->N, PFX_MAT(wpe, s->max_positions, C),
+                             NULL, 0, PFX_MAT(tmp, p->R, C));
     if (e == PFX_SUCCESS)
         e = pfx_axpby(&h, 1.0f, &a, 1.0f);
     return e;
@@ -174,10 +192,12 @@ static pfx_status rope(pfx_model *m, size_t l, const plan *p)
         if (!p->lens[b])
             continue;
         const size_t n = (size_t)p->lens[b], r0 = b * p->N;
-        if ((e = pfx_op_rope_forward(m->rt, pfx_mat_of(pfx_model_ws(m, l, WS_Q), r0 * QD, n, QD, QD), 1, n, s->heads, D,
-                                     (size_t)p->pos0[b], freq)) == PFX_SUCCESS)
-            e = pfx_op_rope_forward(m->rt, pfx_mat_of(pfx_model_ws(m, l, WS_K), r0 * KVD, n, KVD, KVD), 1, n, s->kv_heads, D,
-                                    (size_t)p->pos0[b], freq);
+        if ((e = pfx_op_rope_forward(m->rt,
+                                     pfx_mat_of(pfx_model_ws(m, l, WS_Q), r0 * QD, n, QD, QD), 1, n,
+                                     s->heads, D, (size_t)p->pos0[b], freq)) == PFX_SUCCESS)
+            e = pfx_op_rope_forward(m->rt,
+                                    pfx_mat_of(pfx_model_ws(m, l, WS_K), r0 * KVD, n, KVD, KVD), 1,
+                                    n, s->kv_heads, D, (size_t)p->pos0[b], freq);
     }
     return e;
 }
@@ -191,11 +211,11 @@ static pfx_status append(pfx_model *m, pfx_kv_cache *c, size_t l, const plan *p)
             continue;
         const size_t n = (size_t)p->lens[b];
         const size_t src = b * p->N * KVD * f, dst = (b * c->max_len + c->len[b]) * KVD * f;
-        cl_int err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_K)->mem, c->keys[l]->mem, src, dst, n * KVD * f, 0,
-                                         NULL, NULL);
+        cl_int err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_K)->mem,
+                                         c->keys[l]->mem, src, dst, n * KVD * f, 0, NULL, NULL);
         if (err == CL_SUCCESS)
-            err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_V)->mem, c->values[l]->mem, src, dst, n * KVD * f, 0,
-                                      NULL, NULL);
+            err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_V)->mem,
+                                      c->values[l]->mem, src, dst, n * KVD * f, 0, NULL, NULL);
         if (err != CL_SUCCESS)
             return pfx_cl_error(m->rt, err, FN ": cache append");
         c->rows_written += n;
@@ -203,7 +223,8 @@ static pfx_status append(pfx_model *m, pfx_kv_cache *c, size_t l, const plan *p)
     return PFX_SUCCESS;
 }
 
-static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_t l, const plan *p)
+static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_t l,
+                         const plan *p)
 {
     const pfx_model_shape *s = &m->cfg.shape;
     const size_t B = p->B, N = p->N, H = s->heads, Hkv = s->kv_heads, D = s->head_dim;
@@ -285,7 +306,8 @@ pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache, const pfx_a
             cache->len[b] += (size_t)p.lens[b];
         }
     } else if (cache) {
-        cache->rows_written = written; /* the slots keep their lengths: partial rows are overwritten later */
+        cache->rows_written =
+            written; /* the slots keep their lengths: partial rows are overwritten later */
     }
     plan_free(&p);
     return e;

@@ -14,7 +14,7 @@ typedef enum cond { ALWAYS = 0, IF_QKV_BIAS, IF_UNTIED } cond;
 
 typedef struct arch_entry {
     pfx_weight_role role;
-    const char *name;   /* "%zu" is the layer for per-layer roles */
+    const char *name; /* "%zu" is the layer for per-layer roles */
     dim d0, d1;
     cond when;
 } arch_entry;
@@ -84,7 +84,8 @@ static const char *field_of(const pfx_model_config *cfg, dim d)
     case D_C: return gpt2 ? "n_embd" : "hidden_size";
     case D_QD: return gpt2 ? "n_embd" : "num_attention_heads x head_dim";
     case D_KVD: return gpt2 ? "n_embd" : "num_key_value_heads x head_dim";
-    case D_QKV: return gpt2 ? "3 x n_embd" : "(num_attention_heads + 2 num_key_value_heads) x head_dim";
+    case D_QKV:
+        return gpt2 ? "3 x n_embd" : "(num_attention_heads + 2 num_key_value_heads) x head_dim";
     case D_I: return gpt2 ? "n_inner" : "intermediate_size";
     case D_V: return "vocab_size";
     case D_POS: return gpt2 ? "n_positions" : "max_position_embeddings";
@@ -104,7 +105,8 @@ static bool present(const pfx_model_config *cfg, cond when)
 static const arch_entry *table_of(const pfx_model_config *cfg, size_t *n)
 {
     const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
-    *n = gpt2 ? sizeof(gpt2_table) / sizeof(gpt2_table[0]) : sizeof(llama_table) / sizeof(llama_table[0]);
+    *n = gpt2 ? sizeof(gpt2_table) / sizeof(gpt2_table[0])
+              : sizeof(llama_table) / sizeof(llama_table[0]);
     return gpt2 ? gpt2_table : llama_table;
 }
 
@@ -130,7 +132,8 @@ pfx_status pfx_weight_specs(pfx_runtime *rt, const pfx_model_config *cfg, bool g
         cap += table[i].role >= PFX_W_FIRST_LAYER_ROLE ? L : 1;
     pfx_weight_spec *out = calloc(cap, sizeof(*out));
     if (!out)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory for %zu tensor names", cap);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory for %zu tensor names",
+                         cap);
     size_t k = 0;
     /* checkpoint order: globals before the layers stay first, the final
      * norm and head last */
@@ -138,7 +141,8 @@ pfx_status pfx_weight_specs(pfx_runtime *rt, const pfx_model_config *cfg, bool g
         for (size_t i = 0; i < n; i++) {
             const arch_entry *e = &table[i];
             bool per_layer = e->role >= PFX_W_FIRST_LAYER_ROLE;
-            bool head = e->role == PFX_W_NORM_F || e->role == PFX_W_NORM_F_B || e->role == PFX_W_LM_HEAD;
+            bool head =
+                e->role == PFX_W_NORM_F || e->role == PFX_W_NORM_F_B || e->role == PFX_W_LM_HEAD;
             if ((per_layer ? 1 : head ? 2 : 0) != pass)
                 continue;
             if (!present(cfg, e->when))
@@ -147,7 +151,8 @@ pfx_status pfx_weight_specs(pfx_runtime *rt, const pfx_model_config *cfg, bool g
                 pfx_weight_spec *s = &out[k++];
                 s->role = e->role;
                 s->layer = l;
-                const char *pre = gpt2 && gpt2_prefix && e->role != PFX_W_LM_HEAD ? "transformer." : "";
+                const char *pre =
+                    gpt2 && gpt2_prefix && e->role != PFX_W_LM_HEAD ? "transformer." : "";
                 char local[80];
                 snprintf(local, sizeof(local), e->name, l);
                 snprintf(s->name, sizeof(s->name), "%s%s", pre, local);

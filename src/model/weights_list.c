@@ -13,12 +13,10 @@ static pfx_weight_kind kind_of(pfx_weight_role r)
 {
     switch (r) {
     case PFX_W_EMBED:
-    case PFX_W_POS:
-        return PFX_WEIGHT_EMBEDDING;
+    case PFX_W_POS: return PFX_WEIGHT_EMBEDDING;
     case PFX_W_NORM1:
     case PFX_W_NORM2:
-    case PFX_W_NORM_F:
-        return PFX_WEIGHT_NORM;
+    case PFX_W_NORM_F: return PFX_WEIGHT_NORM;
     case PFX_W_NORM1_B:
     case PFX_W_NORM2_B:
     case PFX_W_NORM_F_B:
@@ -28,10 +26,8 @@ static pfx_weight_kind kind_of(pfx_weight_role r)
     case PFX_W_V_B:
     case PFX_W_O_B:
     case PFX_W_UP_B:
-    case PFX_W_DOWN_B:
-        return PFX_WEIGHT_BIAS;
-    default:
-        return PFX_WEIGHT_MATRIX;
+    case PFX_W_DOWN_B: return PFX_WEIGHT_BIAS;
+    default: return PFX_WEIGHT_MATRIX;
     }
 }
 
@@ -93,8 +89,9 @@ static pfx_status check_index(const pfx_model *model, const char *fn, size_t ind
         return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
                          !model ? "model" : out_name);
     if (index >= model->weight_count)
-        return pfx_error(model->rt, PFX_ERROR_OUT_OF_RANGE, "%s: index %zu is not below the %zu weights", fn,
-                         index, model->weight_count);
+        return pfx_error(model->rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: index %zu is not below the %zu weights", fn, index,
+                         model->weight_count);
     return PFX_SUCCESS;
 }
 

@@ -4,18 +4,15 @@
 #include "model_args.h"
 
 #define ACT_PROGRAM "activation" /* no tunables: registered with options "" */
-#define ACT_LOCAL 64
+#define ACT_LOCAL   64
 
 static const struct {
     const char *name;
     pfx_activation act;
 } act_names[] = {
-    { "gelu_new", PFX_ACT_GELU_TANH },
-    { "gelu_pytorch_tanh", PFX_ACT_GELU_TANH },
-    { "gelu", PFX_ACT_GELU },
-    { "relu", PFX_ACT_RELU },
-    { "silu", PFX_ACT_SILU },
-    { "swish", PFX_ACT_SILU },
+    { "gelu_new", PFX_ACT_GELU_TANH }, { "gelu_pytorch_tanh", PFX_ACT_GELU_TANH },
+    { "gelu", PFX_ACT_GELU },          { "relu", PFX_ACT_RELU },
+    { "silu", PFX_ACT_SILU },          { "swish", PFX_ACT_SILU },
 };
 
 pfx_status pfx_activation_parse(pfx_runtime *rt, const char *name, pfx_activation *out)
@@ -89,14 +86,14 @@ pfx_status pfx_op_activation_forward(pfx_runtime *rt, pfx_activation act, pfx_ma
     pfx_mat_args xa = pfx_mat_kernel_args(&x), ya = pfx_mat_kernel_args(&y);
     cl_ulong rows = x.rows, cols = x.cols;
     cl_int a = (cl_int)act;
-    pfx_arg args[] = { PFX_ARG(rows),  PFX_ARG(cols),      PFX_ARG(a),     PFX_ARG(xa.mem),
-                       PFX_ARG(xa.offset), PFX_ARG(xa.ld), PFX_ARG(ya.mem), PFX_ARG(ya.offset),
-                       PFX_ARG(ya.ld) };
+    pfx_arg args[] = { PFX_ARG(rows),   PFX_ARG(cols),      PFX_ARG(a),
+                       PFX_ARG(xa.mem), PFX_ARG(xa.offset), PFX_ARG(xa.ld),
+                       PFX_ARG(ya.mem), PFX_ARG(ya.offset), PFX_ARG(ya.ld) };
     return launch(rt, "pfx_act_forward", op, &x, sizeof(args) / sizeof(args[0]), args);
 }
 
-pfx_status pfx_op_activation_backward(pfx_runtime *rt, pfx_activation act, pfx_mat x,
-                                      pfx_mat dy, pfx_mat dx)
+pfx_status pfx_op_activation_backward(pfx_runtime *rt, pfx_activation act, pfx_mat x, pfx_mat dy,
+                                      pfx_mat dx)
 {
     const char *op = "activation backward";
     pfx_status st = check_act(rt, op, act);
@@ -110,8 +107,8 @@ pfx_status pfx_op_activation_backward(pfx_runtime *rt, pfx_activation act, pfx_m
     pfx_mat_args ga = pfx_mat_kernel_args(&dx);
     cl_ulong rows = x.rows, cols = x.cols;
     cl_int a = (cl_int)act;
-    pfx_arg args[] = { PFX_ARG(rows),      PFX_ARG(cols),  PFX_ARG(a),         PFX_ARG(xa.mem),
-                       PFX_ARG(xa.offset), PFX_ARG(xa.ld), PFX_ARG(da.mem),    PFX_ARG(da.offset),
+    pfx_arg args[] = { PFX_ARG(rows),      PFX_ARG(cols),   PFX_ARG(a),         PFX_ARG(xa.mem),
+                       PFX_ARG(xa.offset), PFX_ARG(xa.ld),  PFX_ARG(da.mem),    PFX_ARG(da.offset),
                        PFX_ARG(da.ld),     PFX_ARG(ga.mem), PFX_ARG(ga.offset), PFX_ARG(ga.ld) };
     return launch(rt, "pfx_act_backward", op, &x, sizeof(args) / sizeof(args[0]), args);
 }
@@ -131,9 +128,9 @@ pfx_status pfx_op_swiglu_forward(pfx_runtime *rt, pfx_mat gate, pfx_mat up, pfx_
     pfx_mat_args g = pfx_mat_kernel_args(&gate), u = pfx_mat_kernel_args(&up);
     pfx_mat_args o = pfx_mat_kernel_args(&out);
     cl_ulong rows = gate.rows, cols = gate.cols;
-    pfx_arg args[] = { PFX_ARG(rows),     PFX_ARG(cols),  PFX_ARG(g.mem), PFX_ARG(g.offset),
-                       PFX_ARG(g.ld),     PFX_ARG(u.mem), PFX_ARG(u.offset), PFX_ARG(u.ld),
-                       PFX_ARG(o.mem),    PFX_ARG(o.offset), PFX_ARG(o.ld) };
+    pfx_arg args[] = { PFX_ARG(rows),  PFX_ARG(cols),     PFX_ARG(g.mem),    PFX_ARG(g.offset),
+                       PFX_ARG(g.ld),  PFX_ARG(u.mem),    PFX_ARG(u.offset), PFX_ARG(u.ld),
+                       PFX_ARG(o.mem), PFX_ARG(o.offset), PFX_ARG(o.ld) };
     return launch(rt, "pfx_swiglu_forward", op, &gate, sizeof(args) / sizeof(args[0]), args);
 }
 
@@ -159,10 +156,10 @@ pfx_status pfx_op_swiglu_backward(pfx_runtime *rt, pfx_mat gate, pfx_mat up, pfx
     pfx_mat_args d = pfx_mat_kernel_args(&dout), dg = pfx_mat_kernel_args(&dgate);
     pfx_mat_args du = pfx_mat_kernel_args(&dup);
     cl_ulong rows = gate.rows, cols = gate.cols;
-    pfx_arg args[] = { PFX_ARG(rows),     PFX_ARG(cols),      PFX_ARG(g.mem),  PFX_ARG(g.offset),
-                       PFX_ARG(g.ld),     PFX_ARG(u.mem),     PFX_ARG(u.offset), PFX_ARG(u.ld),
-                       PFX_ARG(d.mem),    PFX_ARG(d.offset),  PFX_ARG(d.ld),   PFX_ARG(dg.mem),
-                       PFX_ARG(dg.offset), PFX_ARG(dg.ld),    PFX_ARG(du.mem), PFX_ARG(du.offset),
+    pfx_arg args[] = { PFX_ARG(rows),      PFX_ARG(cols),     PFX_ARG(g.mem),    PFX_ARG(g.offset),
+                       PFX_ARG(g.ld),      PFX_ARG(u.mem),    PFX_ARG(u.offset), PFX_ARG(u.ld),
+                       PFX_ARG(d.mem),     PFX_ARG(d.offset), PFX_ARG(d.ld),     PFX_ARG(dg.mem),
+                       PFX_ARG(dg.offset), PFX_ARG(dg.ld),    PFX_ARG(du.mem),   PFX_ARG(du.offset),
                        PFX_ARG(du.ld) };
     return launch(rt, "pfx_swiglu_backward", op, &gate, sizeof(args) / sizeof(args[0]), args);
 }

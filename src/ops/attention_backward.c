@@ -22,8 +22,7 @@ static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
         return st;
     if (!g)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: grads is NULL", OP);
-    if (!g->dq && !g->dk && !g->dv && !g->dprefix_k && !g->dprefix_v && !g->dgain &&
-        !g->ddim_gain)
+    if (!g->dq && !g->dk && !g->dv && !g->dprefix_k && !g->dprefix_v && !g->dgain && !g->ddim_gain)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "%s: grads requests no gradient (every output is NULL)", OP);
     if (p->P == 0 && (g->dprefix_k || g->dprefix_v))
@@ -33,7 +32,11 @@ static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
     if (g->ddim_gain && !desc->dim_gain)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "%s: grads.ddim_gain is given but desc.dim_gain is NULL", OP);
-    const struct { const pfx_tensor *t; const char *name; pfx_attn_role role; } outs[] = {
+    const struct {
+        const pfx_tensor *t;
+        const char *name;
+        pfx_attn_role role;
+    } outs[] = {
         { g->dq, "grads.dq", PFX_ATTN_LIKE_Q },
         { g->dk, "grads.dk", PFX_ATTN_LIKE_KV },
         { g->dv, "grads.dv", PFX_ATTN_LIKE_KV },
@@ -43,10 +46,10 @@ static pfx_status validate(pfx_runtime *rt, const pfx_attention_desc *desc,
         { g->ddim_gain, "grads.ddim_gain", PFX_ATTN_PER_HEAD_DIM },
     };
     enum { NOUT = sizeof(outs) / sizeof(outs[0]), NIN = 8 };
-    const pfx_tensor *all[NIN + NOUT] = { in->q, in->k, in->v, in->prefix_k, in->prefix_v, o,
-                                          lse, d_o };
-    const char *names[NIN + NOUT] = { "in.q", "in.k", "in.v", "in.prefix_k", "in.prefix_v",
-                                      "o", "lse", "d_o" };
+    const pfx_tensor *all[NIN + NOUT] = { in->q,        in->k, in->v, in->prefix_k,
+                                          in->prefix_v, o,     lse,   d_o };
+    const char *names[NIN + NOUT] = { "in.q",        "in.k", "in.v", "in.prefix_k",
+                                      "in.prefix_v", "o",    "lse",  "d_o" };
     for (size_t i = 0; i < NOUT; i++) {
         all[NIN + i] = outs[i].t;
         names[NIN + i] = outs[i].name;
@@ -80,11 +83,11 @@ typedef struct bwd_workspace {
  * dQraw partial of B * H * N * HEAD_DIM floats. Chunks: enough work-items
  * for 4 per compute unit, at most the key tiles, and partials of at most
  * 256 MiB in all (at least one chunk). */
-#define SINGLE_PASS_ITEMS_PER_CU 4
+#define SINGLE_PASS_ITEMS_PER_CU  4
 #define SINGLE_PASS_PARTIAL_BYTES ((size_t)256 << 20)
 
-static size_t single_pass_chunks(const pfx_runtime *rt, const pfx_attn_problem *p,
-                                 size_t key_tiles, size_t partial_bytes)
+static size_t single_pass_chunks(const pfx_runtime *rt, const pfx_attn_problem *p, size_t key_tiles,
+                                 size_t partial_bytes)
 {
     size_t want = SINGLE_PASS_ITEMS_PER_CU * (rt->info.compute_units ? rt->info.compute_units : 1);
     size_t chunks = pfx_ceil_div(want, p->B * p->Hkv);
@@ -108,14 +111,14 @@ static cl_mem mem_of(const pfx_tensor *t)
 
 /* The leading arguments of the dK/dV and dQ kernels (the same in both, in
  * this order), from the locals of enqueue(). */
-#define SHARED_ARGS                                                                          \
-    PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),      \
-        PFX_ARG(causal), PFX_ARG(q), PFX_ARG(q_half), PFX_ARG(p->q.batch), PFX_ARG(p->q.head), \
-        PFX_ARG(p->q.row), PFX_ARG(k), PFX_ARG(k_half), PFX_ARG(v), PFX_ARG(v_half),           \
-        PFX_ARG(p->kv.batch), PFX_ARG(p->kv.head), PFX_ARG(p->kv.row), PFX_ARG(pk),            \
-        PFX_ARG(pk_half), PFX_ARG(pv), PFX_ARG(pv_half), PFX_ARG(p->prefix.batch),             \
-        PFX_ARG(p->prefix.head), PFX_ARG(p->prefix.row), PFX_ARG(dom), PFX_ARG(do_half),       \
-        PFX_ARG(p->o.batch), PFX_ARG(p->o.head), PFX_ARG(p->o.row), PFX_ARG(lsem),             \
+#define SHARED_ARGS                                                                                \
+    PFX_ARG(B), PFX_ARG(H), PFX_ARG(Hkv), PFX_ARG(N), PFX_ARG(M), PFX_ARG(P), PFX_ARG(D),          \
+        PFX_ARG(causal), PFX_ARG(q), PFX_ARG(q_half), PFX_ARG(p->q.batch), PFX_ARG(p->q.head),     \
+        PFX_ARG(p->q.row), PFX_ARG(k), PFX_ARG(k_half), PFX_ARG(v), PFX_ARG(v_half),               \
+        PFX_ARG(p->kv.batch), PFX_ARG(p->kv.head), PFX_ARG(p->kv.row), PFX_ARG(pk),                \
+        PFX_ARG(pk_half), PFX_ARG(pv), PFX_ARG(pv_half), PFX_ARG(p->prefix.batch),                 \
+        PFX_ARG(p->prefix.head), PFX_ARG(p->prefix.row), PFX_ARG(dom), PFX_ARG(do_half),           \
+        PFX_ARG(p->o.batch), PFX_ARG(p->o.head), PFX_ARG(p->o.row), PFX_ARG(lsem),                 \
         PFX_ARG(w->delta), PFX_ARG(w->params.head), PFX_ARG(structured), PFX_ARG(w->params.items)
 
 static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
@@ -144,8 +147,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     size_t ntq = pfx_ceil_div(p->N, tiles->block_m);
     if (single_pass &&
         ((st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_dkvq", &k_dkvq)) ||
-         (st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_dq_finish",
-                              &k_finish))))
+         (st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_dq_finish", &k_finish))))
         return st;
 
     if ((st = pfx_attn_params_upload(rt, p, &w->params)))
@@ -181,8 +183,9 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     /* Delta */
     {
         size_t local = 64, global = pfx_ceil_div(p->B * p->H * p->N, local) * local;
-        pfx_arg args[] = { PFX_ARG(B), PFX_ARG(H), PFX_ARG(N), PFX_ARG(D), PFX_ARG(om),
-                           PFX_ARG(o_half), PFX_ARG(dom), PFX_ARG(do_half), PFX_ARG(p->o.batch),
+        pfx_arg args[] = { PFX_ARG(B),         PFX_ARG(H),        PFX_ARG(N),
+                           PFX_ARG(D),         PFX_ARG(om),       PFX_ARG(o_half),
+                           PFX_ARG(dom),       PFX_ARG(do_half),  PFX_ARG(p->o.batch),
                            PFX_ARG(p->o.head), PFX_ARG(p->o.row), PFX_ARG(w->delta) };
         if ((st = pfx_launch(rt, k_delta, OP ": delta", 1, &global, &local,
                              sizeof(args) / sizeof(args[0]), args)))
@@ -203,19 +206,32 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
         size_t local[2] = { 1, 1 };
         size_t global[2] = { chunks, p->B * p->Hkv };
         pfx_arg args[] = {
-            SHARED_ARGS,
-            PFX_ARG(dk), PFX_ARG(dv), PFX_ARG(accumulate), PFX_ARG(w->dpk_part),
-            PFX_ARG(w->dpv_part), PFX_ARG(prefix_tiles), PFX_ARG(all_tiles), PFX_ARG(w->dq_part),
+            SHARED_ARGS,           PFX_ARG(dk),          PFX_ARG(dv),
+            PFX_ARG(accumulate),   PFX_ARG(w->dpk_part), PFX_ARG(w->dpv_part),
+            PFX_ARG(prefix_tiles), PFX_ARG(all_tiles),   PFX_ARG(w->dq_part),
         };
         if ((st = pfx_launch(rt, k_dkvq, OP ": dK/dV/dQ", 2, global, local,
                              sizeof(args) / sizeof(args[0]), args)))
             return st;
         size_t fglobal[2] = { ntq, p->B * p->H };
         pfx_arg fargs[] = {
-            PFX_ARG(B), PFX_ARG(H), PFX_ARG(N), PFX_ARG(D), PFX_ARG(q), PFX_ARG(q_half),
-            PFX_ARG(p->q.batch), PFX_ARG(p->q.head), PFX_ARG(p->q.row), PFX_ARG(w->params.head),
-            PFX_ARG(structured), PFX_ARG(w->params.items), PFX_ARG(w->dq_part),
-            PFX_ARG(nchunks), PFX_ARG(dq), PFX_ARG(accumulate), PFX_ARG(w->gain_part),
+            PFX_ARG(B),
+            PFX_ARG(H),
+            PFX_ARG(N),
+            PFX_ARG(D),
+            PFX_ARG(q),
+            PFX_ARG(q_half),
+            PFX_ARG(p->q.batch),
+            PFX_ARG(p->q.head),
+            PFX_ARG(p->q.row),
+            PFX_ARG(w->params.head),
+            PFX_ARG(structured),
+            PFX_ARG(w->params.items),
+            PFX_ARG(w->dq_part),
+            PFX_ARG(nchunks),
+            PFX_ARG(dq),
+            PFX_ARG(accumulate),
+            PFX_ARG(w->gain_part),
         };
         if ((st = pfx_launch(rt, k_finish, OP ": dQ sum", 2, fglobal, local,
                              sizeof(fargs) / sizeof(fargs[0]), fargs)))
@@ -224,14 +240,13 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
 
     if (!single_pass && (want_kv || want_prefix)) {
         cl_int tile_offset = want_prefix ? 0 : prefix_tiles;
-        size_t count = (size_t)(want_kv ? prefix_tiles + input_tiles : prefix_tiles) -
-                       (size_t)tile_offset;
+        size_t count =
+            (size_t)(want_kv ? prefix_tiles + input_tiles : prefix_tiles) - (size_t)tile_offset;
         size_t local[2] = { pfx_attn_bwd_wg_dkv(tiles), 1 };
         size_t global[2] = { count * local[0], p->B * p->Hkv };
         pfx_arg args[] = {
-            SHARED_ARGS,
-            PFX_ARG(dk), PFX_ARG(dv), PFX_ARG(accumulate), PFX_ARG(w->dpk_part),
-            PFX_ARG(w->dpv_part), PFX_ARG(tile_offset), PFX_ARG(prefix_tiles),
+            SHARED_ARGS,          PFX_ARG(dk),          PFX_ARG(dv),          PFX_ARG(accumulate),
+            PFX_ARG(w->dpk_part), PFX_ARG(w->dpv_part), PFX_ARG(tile_offset), PFX_ARG(prefix_tiles),
         };
         if (count && (st = pfx_launch(rt, k_dkv, OP ": dK/dV", 2, global, local,
                                       sizeof(args) / sizeof(args[0]), args)))
@@ -243,10 +258,12 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
         size_t global[2] = { ntq * local[0], p->B * p->H };
         pfx_arg args[] = {
             SHARED_ARGS,
-            PFX_ARG(dq), PFX_ARG(accumulate), PFX_ARG(w->gain_part),
+            PFX_ARG(dq),
+            PFX_ARG(accumulate),
+            PFX_ARG(w->gain_part),
         };
-        if ((st = pfx_launch(rt, k_dq, OP ": dQ", 2, global, local,
-                             sizeof(args) / sizeof(args[0]), args)))
+        if ((st = pfx_launch(rt, k_dq, OP ": dQ", 2, global, local, sizeof(args) / sizeof(args[0]),
+                             args)))
             return st;
     }
 
@@ -256,14 +273,20 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
         cl_ulong total = per_entry * entries;
         cl_int bank = p->bank_entries != 0;
         size_t local = 64, global = pfx_ceil_div((size_t)total, local) * local;
-        const struct { cl_mem part, out; } pv_pairs[2] = { { w->dpk_part, dpk },
-                                                           { w->dpv_part, dpv } };
+        const struct {
+            cl_mem part, out;
+        } pv_pairs[2] = { { w->dpk_part, dpk }, { w->dpv_part, dpv } };
         for (int i = 0; i < 2; i++) {
             if (!pv_pairs[i].out)
                 continue;
-            pfx_arg args[] = { PFX_ARG(B), PFX_ARG(per_entry), PFX_ARG(total), PFX_ARG(bank),
-                               PFX_ARG(w->params.items), PFX_ARG(pv_pairs[i].part),
-                               PFX_ARG(pv_pairs[i].out), PFX_ARG(accumulate) };
+            pfx_arg args[] = { PFX_ARG(B),
+                               PFX_ARG(per_entry),
+                               PFX_ARG(total),
+                               PFX_ARG(bank),
+                               PFX_ARG(w->params.items),
+                               PFX_ARG(pv_pairs[i].part),
+                               PFX_ARG(pv_pairs[i].out),
+                               PFX_ARG(accumulate) };
             if ((st = pfx_launch(rt, k_prefix, OP ": prefix reduction", 1, &global, &local,
                                  sizeof(args) / sizeof(args[0]), args)))
                 return st;
@@ -273,9 +296,16 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     if (want_gain) {
         cl_int parts = (cl_int)(p->B * ntq);
         size_t local = 64, global = p->H * local;
-        pfx_arg args[] = { PFX_ARG(H), PFX_ARG(D), PFX_ARG(parts), PFX_ARG(w->gain_part),
-                           PFX_ARG(w->params.head), PFX_ARG(structured), PFX_ARG(w->dscale),
-                           PFX_ARG(dgain), PFX_ARG(ddim), PFX_ARG(accumulate) };
+        pfx_arg args[] = { PFX_ARG(H),
+                           PFX_ARG(D),
+                           PFX_ARG(parts),
+                           PFX_ARG(w->gain_part),
+                           PFX_ARG(w->params.head),
+                           PFX_ARG(structured),
+                           PFX_ARG(w->dscale),
+                           PFX_ARG(dgain),
+                           PFX_ARG(ddim),
+                           PFX_ARG(accumulate) };
         if ((st = pfx_launch(rt, k_gain, OP ": gain reduction", 1, &global, &local,
                              sizeof(args) / sizeof(args[0]), args)))
             return st;

@@ -56,11 +56,11 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
 
     const size_t row_tiles = pfx_ceil_div(R, t.block_m);
     size_t keys_per_split;
-    const size_t splits = pfx_attn_fwd_splits(pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL),
-                                              rt->info.compute_units, &t, p.B, p.Hkv,
-                                              R, p.P + p.M, &keys_per_split);
-    if (splits > 1 && (st = pfx_kernel_get(rt, "attention_fwd", options, "pfx_attn_fwd_merge",
-                                           &merge)))
+    const size_t splits =
+        pfx_attn_fwd_splits(pfx_attn_tuning_lookup(rt->vendor, &rt->info, NULL),
+                            rt->info.compute_units, &t, p.B, p.Hkv, R, p.P + p.M, &keys_per_split);
+    if (splits > 1 &&
+        (st = pfx_kernel_get(rt, "attention_fwd", options, "pfx_attn_fwd_merge", &merge)))
         goto done;
 
     pfx_attn_params params;
@@ -79,7 +79,7 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
     }
 
     {
-        fwd_dims dims = { (cl_int)p.B, (cl_int)p.H, (cl_int)p.Hkv, (cl_int)p.N, (cl_int)p.M,
+        fwd_dims dims = { (cl_int)p.B, (cl_int)p.H, (cl_int)p.Hkv,   (cl_int)p.N, (cl_int)p.M,
                           (cl_int)p.P, (cl_int)p.D, (cl_int)p.group, (cl_int)R };
         cl_int causal = p.causal, has_dg = p.dim_factor != NULL, has_lse = lse != NULL;
         cl_int flags = (p.q_half ? 1 : 0) | (p.k_half ? 2 : 0) | (p.v_half ? 4 : 0) |
@@ -90,24 +90,44 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
         cl_mem pv = in->prefix_v ? in->prefix_v->mem : NULL;
         cl_mem lse_mem = lse ? lse->mem : NULL;
         pfx_arg args[] = {
-            PFX_ARG(in->q->mem), PFX_ARG(in->k->mem), PFX_ARG(in->v->mem), PFX_ARG(pk),
-            PFX_ARG(pv), PFX_ARG(o->mem), PFX_ARG(lse_mem), PFX_ARG(params.head),
-            PFX_ARG(params.items), PFX_ARG(part_ml), PFX_ARG(part_acc), PFX_ARG(dims),
-            PFX_ARG(causal), PFX_ARG(has_dg), PFX_ARG(has_lse), PFX_ARG(flags),
-            PFX_ARG(splits_i), PFX_ARG(kps),
-            PFX_ARG(p.q.batch), PFX_ARG(p.q.head), PFX_ARG(p.q.row),
-            PFX_ARG(p.kv.batch), PFX_ARG(p.kv.head), PFX_ARG(p.kv.row),
-            PFX_ARG(p.o.batch), PFX_ARG(p.o.head), PFX_ARG(p.o.row),
-            PFX_ARG(p.prefix.batch), PFX_ARG(p.prefix.head),
+            PFX_ARG(in->q->mem),
+            PFX_ARG(in->k->mem),
+            PFX_ARG(in->v->mem),
+            PFX_ARG(pk),
+            PFX_ARG(pv),
+            PFX_ARG(o->mem),
+            PFX_ARG(lse_mem),
+            PFX_ARG(params.head),
+            PFX_ARG(params.items),
+            PFX_ARG(part_ml),
+            PFX_ARG(part_acc),
+            PFX_ARG(dims),
+            PFX_ARG(causal),
+            PFX_ARG(has_dg),
+            PFX_ARG(has_lse),
+            PFX_ARG(flags),
+            PFX_ARG(splits_i),
+            PFX_ARG(kps),
+            PFX_ARG(p.q.batch),
+            PFX_ARG(p.q.head),
+            PFX_ARG(p.q.row),
+            PFX_ARG(p.kv.batch),
+            PFX_ARG(p.kv.head),
+            PFX_ARG(p.kv.row),
+            PFX_ARG(p.o.batch),
+            PFX_ARG(p.o.head),
+            PFX_ARG(p.o.row),
+            PFX_ARG(p.prefix.batch),
+            PFX_ARG(p.prefix.head),
         };
         size_t global[3] = { row_tiles * splits * wg, p.Hkv, p.B };
         size_t local[3] = { wg, 1, 1 };
         st = pfx_launch(rt, kernel, OP, 3, global, local, sizeof(args) / sizeof(args[0]), args);
         if (st == PFX_SUCCESS && splits > 1) {
             pfx_arg margs[] = {
-                PFX_ARG(part_ml), PFX_ARG(part_acc), PFX_ARG(o->mem), PFX_ARG(lse_mem),
-                PFX_ARG(params.items), PFX_ARG(dims), PFX_ARG(has_lse), PFX_ARG(flags),
-                PFX_ARG(splits_i), PFX_ARG(p.o.batch), PFX_ARG(p.o.head), PFX_ARG(p.o.row),
+                PFX_ARG(part_ml),      PFX_ARG(part_acc),  PFX_ARG(o->mem),   PFX_ARG(lse_mem),
+                PFX_ARG(params.items), PFX_ARG(dims),      PFX_ARG(has_lse),  PFX_ARG(flags),
+                PFX_ARG(splits_i),     PFX_ARG(p.o.batch), PFX_ARG(p.o.head), PFX_ARG(p.o.row),
             };
             size_t mlocal[2] = { 32, 4 };
             size_t mglobal[2] = { pfx_ceil_div(p.D, 32) * 32, pfx_ceil_div(rows_total, 4) * 4 };

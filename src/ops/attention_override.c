@@ -19,8 +19,7 @@ static bool name_is(const char *s, size_t n, const char *name)
     return strlen(name) == n && !strncmp(s, name, n);
 }
 
-static pfx_status parse_line(pfx_runtime *rt, const char *line, size_t len,
-                             pfx_attn_override *out)
+static pfx_status parse_line(pfx_runtime *rt, const char *line, size_t len, pfx_attn_override *out)
 {
     const char *end = line + len;
     while (line < end && isspace((unsigned char)*line))
@@ -75,8 +74,8 @@ static pfx_status parse_line(pfx_runtime *rt, const char *line, size_t len,
         ol.mask |= 1u << f;
     }
     if (out->count == PFX_ATTN_OVERRIDE_LINES)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "kernel tuning: more than %d lines", PFX_ATTN_OVERRIDE_LINES);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "kernel tuning: more than %d lines",
+                         PFX_ATTN_OVERRIDE_LINES);
     if ((ol.mask & 1u) && !pfx_attn_is_class(ol.values[0]))
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "kernel tuning: %s HEAD_DIM=%u is not a head-size class (16, 32, 64, "
@@ -139,8 +138,8 @@ static pfx_status read_tuning_file(pfx_runtime *rt, const char *path, char **tex
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? PFX_SUCCESS
-                               : pfx_error(rt, PFX_ERROR_IO, "kernel tuning: cannot open %s (%s)", path,
-                                           strerror(errno));
+                               : pfx_error(rt, PFX_ERROR_IO, "kernel tuning: cannot open %s (%s)",
+                                           path, strerror(errno));
     struct stat sb;
     char *buf = NULL;
     ssize_t got = -1;
@@ -200,8 +199,7 @@ pfx_status pfx_attn_override_set(pfx_runtime *rt, const char *text)
 
 /* The override line for a head size, or NULL: the smallest HEAD_DIM that
  * holds D, else a line without HEAD_DIM. */
-const pfx_attn_override_line *pfx_attn_override_for(const pfx_attn_override *o, bool bwd,
-                                                    size_t D)
+const pfx_attn_override_line *pfx_attn_override_for(const pfx_attn_override *o, bool bwd, size_t D)
 {
     const pfx_attn_override_line *best = NULL, *any = NULL;
     for (size_t i = 0; o && i < o->count; i++) {

@@ -75,9 +75,7 @@ static unsigned expected_shape(const pfx_attn_problem *p, pfx_attn_role role, pf
         shape[1] = p->H;
         shape[2] = p->N;
         return 3;
-    case PFX_ATTN_PER_HEAD:
-        shape[0] = p->H;
-        return 1;
+    case PFX_ATTN_PER_HEAD: shape[0] = p->H; return 1;
     case PFX_ATTN_PER_HEAD_DIM:
         shape[0] = p->H;
         shape[1] = p->D;
@@ -93,8 +91,8 @@ static pfx_status check_shape(pfx_runtime *rt, const char *op, const pfx_attn_pr
     if (!t)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", op, name);
     if (t->rt != rt)
-        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
-                         "%s: %s belongs to another runtime", op, name);
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: %s belongs to another runtime", op,
+                         name);
     if (f32_only && t->dtype != PFX_DTYPE_F32)
         return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", op, name);
     size_t want[PFX_MAX_DIMS];
@@ -106,7 +104,7 @@ static pfx_status check_shape(pfx_runtime *rt, const char *op, const pfx_attn_pr
         char got_s[96], want_s[96];
         pfx_shape_text(got_s, sizeof(got_s), t->ndim, t->shape);
         pfx_shape_text(want_s, sizeof(want_s), ndim, want);
-        const char *layout_text = role == PFX_ATTN_LIKE_KV ? layout_dims(layout, true)
+        const char *layout_text = role == PFX_ATTN_LIKE_KV  ? layout_dims(layout, true)
                                   : role <= PFX_ATTN_LIKE_O ? layout_dims(layout, false)
                                                             : "";
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has shape %s, expected %s %s", op,
@@ -149,9 +147,12 @@ void pfx_attn_problem_free(pfx_attn_problem *p)
 
 static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attention_desc *d)
 {
-    const struct { size_t value; const char *name; } dims[] = {
-        { d->batch, "batch" }, { d->heads, "heads" }, { d->kv_heads, "kv_heads" },
-        { d->queries, "queries" }, { d->keys, "keys" }, { d->head_dim, "head_dim" },
+    const struct {
+        size_t value;
+        const char *name;
+    } dims[] = {
+        { d->batch, "batch" },     { d->heads, "heads" }, { d->kv_heads, "kv_heads" },
+        { d->queries, "queries" }, { d->keys, "keys" },   { d->head_dim, "head_dim" },
     };
     for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++)
         if (dims[i].value == 0)
@@ -161,10 +162,10 @@ static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attentio
                          "%s: desc.heads (%zu) is not a multiple of desc.kv_heads (%zu)", op,
                          d->heads, d->kv_heads);
     if (!layout_ok(d->q_layout) || !layout_ok(d->kv_layout) || !layout_ok(d->o_layout))
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "%s: desc.%s is not a pfx_layout", op,
-                         !layout_ok(d->q_layout) ? "q_layout"
-                         : !layout_ok(d->kv_layout) ? "kv_layout" : "o_layout");
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: desc.%s is not a pfx_layout", op,
+                         !layout_ok(d->q_layout)    ? "q_layout"
+                         : !layout_ok(d->kv_layout) ? "kv_layout"
+                                                    : "o_layout");
     if (d->gain_mode != PFX_GAIN_OFF && d->gain_mode != PFX_GAIN_LINEAR &&
         d->gain_mode != PFX_GAIN_TANH)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: desc.gain_mode %d is unknown", op,
@@ -182,16 +183,19 @@ static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attentio
         if (!d->gain)
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
                              "%s: desc.gain and desc.gain_tensor are NULL with a gain mode "
-                             "other than OFF", op);
+                             "other than OFF",
+                             op);
         for (size_t h = 0; h < d->heads; h++)
             if (!isfinite(d->gain[h]))
-                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.gain[%zu] is not finite", op, h);
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.gain[%zu] is not finite", op,
+                                 h);
     }
     if (d->dim_gain) {
         size_t n = d->heads * d->head_dim; /* both fit: tensors of these sizes exist */
         for (size_t i = 0; i < n; i++)
             if (!isfinite(d->dim_gain[i]))
-                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.dim_gain[%zu] is not finite", op, i);
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.dim_gain[%zu] is not finite",
+                                 op, i);
     }
     for (size_t b = 0; b < d->batch; b++) {
         if (d->q_lens && (d->q_lens[b] < 0 || (size_t)d->q_lens[b] > d->queries))
@@ -236,10 +240,12 @@ static pfx_status check_prefix(pfx_runtime *rt, const char *op, const pfx_attent
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
                              "%s: desc.bank_index is NULL with a prefix bank [T, Hkv, P, D]", op);
         for (size_t b = 0; b < d->batch; b++)
-            if (d->bank_index[b] < -1 || (d->bank_index[b] >= 0 && (size_t)d->bank_index[b] >= p->bank_entries))
-                return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                                 "%s: desc.bank_index[%zu] = %d is outside the bank of %zu entries (or -1)",
-                                 op, b, (int)d->bank_index[b], p->bank_entries);
+            if (d->bank_index[b] < -1 ||
+                (d->bank_index[b] >= 0 && (size_t)d->bank_index[b] >= p->bank_entries))
+                return pfx_error(
+                    rt, PFX_ERROR_OUT_OF_RANGE,
+                    "%s: desc.bank_index[%zu] = %d is outside the bank of %zu entries (or -1)", op,
+                    b, (int)d->bank_index[b], p->bank_entries);
     }
     pfx_status st = check_shape(rt, op, p, in->prefix_k, "in.prefix_k", PFX_ATTN_LIKE_PREFIX,
                                 PFX_LAYOUT_BHND, false);
@@ -249,12 +255,15 @@ static pfx_status check_prefix(pfx_runtime *rt, const char *op, const pfx_attent
     return st;
 }
 
-pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op, const pfx_attn_problem *p)
+pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op,
+                                             const pfx_attn_problem *p)
 {
     for (size_t b = 0; p->bank_entries && b < p->B; b++)
         if (p->item_meta[2 * p->B + b] < 0)
-            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                             "%s: desc.bank_index[%zu] is -1 (no prefix): only the forward takes such items", op, b);
+            return pfx_error(
+                rt, PFX_ERROR_UNSUPPORTED,
+                "%s: desc.bank_index[%zu] is -1 (no prefix): only the forward takes such items", op,
+                b);
     return PFX_SUCCESS;
 }
 
@@ -322,8 +331,8 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
     }
     for (size_t h = 0; h < p->H; h++) {
         /* device gains: placeholders, pfx_attn_params_upload computes them */
-        double x = d->gain_mode == PFX_GAIN_OFF || p->gain_dev ? 0
-                                                                : (double)d->gain_ramp * d->gain[h];
+        double x =
+            d->gain_mode == PFX_GAIN_OFF || p->gain_dev ? 0 : (double)d->gain_ramp * d->gain[h];
         p->head_scale[h] = (float)(p->scale * gamma_of(d->gain_mode, x));
         p->dscale_dgain[h] = (float)(p->scale * d->gain_ramp * gamma_slope(d->gain_mode, x));
         /* Every entry point (forward, backward, stats, map) refuses alike a
@@ -360,8 +369,13 @@ static pfx_status gain_scales(pfx_runtime *rt, const pfx_attn_problem *p, cl_mem
         return st;
     cl_int heads = (cl_int)p->H, mode = (cl_int)p->gain_mode;
     float ramp = p->gain_ramp, scale = p->scale;
-    pfx_arg args[] = { PFX_ARG(p->gain_dev->mem), PFX_ARG(heads), PFX_ARG(mode), PFX_ARG(ramp),
-                       PFX_ARG(scale), PFX_ARG(head), PFX_ARG(dscale) };
+    pfx_arg args[] = { PFX_ARG(p->gain_dev->mem),
+                       PFX_ARG(heads),
+                       PFX_ARG(mode),
+                       PFX_ARG(ramp),
+                       PFX_ARG(scale),
+                       PFX_ARG(head),
+                       PFX_ARG(dscale) };
     size_t local = 64, global = pfx_ceil_div(p->H, local) * local;
     return pfx_launch(rt, kernel, "attention: gains from desc.gain_tensor", 1, &global, &local,
                       sizeof(args) / sizeof(args[0]), args);
@@ -373,7 +387,8 @@ pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pf
     size_t head_floats = p->H + (p->dim_factor ? p->H * p->D : 0);
     float *head = malloc(head_floats * sizeof(float));
     if (!head)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "attention parameters: host allocation failed");
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
+                         "attention parameters: host allocation failed");
     memcpy(head, p->head_scale, p->H * sizeof(float));
     if (p->dim_factor)
         memcpy(head + p->H, p->dim_factor, p->H * p->D * sizeof(float));

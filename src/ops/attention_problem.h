@@ -19,14 +19,14 @@ typedef struct pfx_attn_strides {
 
 typedef struct pfx_attn_problem {
     size_t B, H, Hkv, N, M, P, D;
-    size_t group;          /* H / Hkv: query heads per kv head */
-    size_t bank_entries;   /* T for a bank prefix, 0 for a shared prefix */
+    size_t group;        /* H / Hkv: query heads per kv head */
+    size_t bank_entries; /* T for a bank prefix, 0 for a shared prefix */
     bool causal;
-    float scale;           /* resolved (1/sqrt(D) by default) */
+    float scale; /* resolved (1/sqrt(D) by default) */
 
     pfx_layout q_layout, kv_layout, o_layout;
-    pfx_attn_strides q, kv, o;  /* Q/dQ, K/V/dK/dV, O/dO */
-    pfx_attn_strides prefix;    /* batch = bank entry stride (0 when shared) */
+    pfx_attn_strides q, kv, o; /* Q/dQ, K/V/dK/dV, O/dO */
+    pfx_attn_strides prefix;   /* batch = bank entry stride (0 when shared) */
     bool q_half, k_half, v_half, pk_half, pv_half;
 
     /* Host copies of the kernel parameters (owned, see pfx_attn_problem_free):
@@ -51,7 +51,8 @@ typedef struct pfx_attn_problem {
  * On success the problem owns host memory: release it with pfx_attn_problem_free. */
 /* PFX_ERROR_UNSUPPORTED when an item has bank entry -1 (no prefix): only
  * the forward computes such batches. */
-pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op, const pfx_attn_problem *p);
+pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op,
+                                             const pfx_attn_problem *p);
 
 pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_attention_desc *desc,
                                  const pfx_attention_inputs *in, pfx_attn_problem *out);
@@ -81,9 +82,9 @@ pfx_status pfx_attn_check_alias(pfx_runtime *rt, const char *op, const pfx_tenso
 /* Uploads head_scale (+ dim_factor) as one float buffer and item_meta as an
  * int buffer; both are workspace released with pfx_attn_params_release. */
 typedef struct pfx_attn_params {
-    cl_mem head;   /* float [H] c_h, then [H*D] (1 + G_hd) when structured */
+    cl_mem head; /* float [H] c_h, then [H*D] (1 + G_hd) when structured */
     size_t head_bytes;
-    cl_mem items;  /* int [3*B] */
+    cl_mem items; /* int [3*B] */
     size_t items_bytes;
 } pfx_attn_params;
 
@@ -92,7 +93,6 @@ void pfx_attn_params_release(pfx_runtime *rt, pfx_attn_params *params);
 
 /* The float [H] buffer of dscale_dgain for the backward: uploaded from the
  * host copy, or, with device gains, the one pfx_attn_params_upload wrote. */
-pfx_status pfx_attn_dscale(pfx_runtime *rt, const pfx_attn_problem *p, size_t bytes,
-                           cl_mem *out);
+pfx_status pfx_attn_dscale(pfx_runtime *rt, const pfx_attn_problem *p, size_t bytes, cl_mem *out);
 
 #endif

@@ -16,10 +16,10 @@
 #include "attention_problem.h"
 #include "registry.h"
 
-#define STATS_PROGRAM "attention_stats"
-#define STATS_ROW_WG 64
+#define STATS_PROGRAM   "attention_stats"
+#define STATS_ROW_WG    64
 #define STATS_REDUCE_WG 64 /* PFX_REDUCE_WG default of the program */
-#define STATS_TOPK_MAX PFX_ATTENTION_TOPK_MAX
+#define STATS_TOPK_MAX  PFX_ATTENTION_TOPK_MAX
 
 /* Kernel arguments common to the row kernels (values must outlive the launch). */
 typedef struct row_args {
@@ -96,16 +96,15 @@ static size_t row_args_fill(const row_args *a, pfx_arg *args)
 static pfx_status check_limits(pfx_runtime *rt, const char *op, const pfx_attn_problem *p)
 {
     const size_t lim = (size_t)1 << 31;
-    if (p->B >= lim || p->H >= lim || p->N >= lim || p->M >= lim || p->P >= lim ||
-        p->D >= lim || p->P + p->M >= lim || p->B * p->H >= lim)
+    if (p->B >= lim || p->H >= lim || p->N >= lim || p->M >= lim || p->P >= lim || p->D >= lim ||
+        p->P + p->M >= lim || p->B * p->H >= lim)
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: a dimension exceeds 2^31", op);
     return PFX_SUCCESS;
 }
 
 pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
-                               const pfx_attention_inputs *in, unsigned top_k,
-                               pfx_tensor *entropy, pfx_tensor *topk_mass,
-                               pfx_tensor *prefix_mass)
+                               const pfx_attention_inputs *in, unsigned top_k, pfx_tensor *entropy,
+                               pfx_tensor *topk_mass, pfx_tensor *prefix_mass)
 {
     static const char op[] = "pfx_attention_stats";
     pfx_attn_problem p;
@@ -190,8 +189,8 @@ pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
         cl_mem e = entropy ? entropy->mem : dummy, t = topk_mass ? topk_mass->mem : dummy,
                pm = prefix_mass ? prefix_mass->mem : dummy;
         cl_int we = entropy != NULL, wt = topk_mass != NULL, wp = prefix_mass != NULL;
-        pfx_arg rargs[] = { PFX_ARG(per_head), PFX_ARG(rows), PFX_ARG(e), PFX_ARG(we),
-                            PFX_ARG(t), PFX_ARG(wt), PFX_ARG(pm), PFX_ARG(wp) };
+        pfx_arg rargs[] = { PFX_ARG(per_head), PFX_ARG(rows), PFX_ARG(e),  PFX_ARG(we),
+                            PFX_ARG(t),        PFX_ARG(wt),   PFX_ARG(pm), PFX_ARG(wp) };
         size_t rl = STATS_REDUCE_WG, rg = p.H * STATS_REDUCE_WG;
         st = pfx_launch(rt, reduce_k, "pfx_attention_stats reduce", 1, &rg, &rl,
                         sizeof(rargs) / sizeof(rargs[0]), rargs);

@@ -130,8 +130,7 @@ bool pfx_attn_fwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
     return true;
 }
 
-static pfx_attn_bwd_tiles bwd_entry(const pfx_attn_tuning *db, int c,
-                                    unsigned native_float_width)
+static pfx_attn_bwd_tiles bwd_entry(const pfx_attn_tuning *db, int c, unsigned native_float_width)
 {
     pfx_attn_bwd_tiles t = db->bwd[c];
     t.vec = resolved_vec(t.vec, native_float_width);
@@ -168,18 +167,22 @@ bool pfx_attn_bwd_tiles_for(const pfx_attn_tuning *db, uint64_t local_mem_bytes,
 
 /* ---- the vocabulary: field names, option text ---- */
 
-#define FWD_FIELD(f, NAME) { NAME, offsetof(pfx_attn_fwd_tiles, f) }
+#define FWD_FIELD(f, NAME)                                                                         \
+    {                                                                                              \
+        NAME, offsetof(pfx_attn_fwd_tiles, f)                                                      \
+    }
 const pfx_attn_field pfx_attn_fwd_fields[PFX_ATTN_FWD_FIELDS] = {
-    FWD_FIELD(head_dim, "HEAD_DIM"), FWD_FIELD(block_m, "BLOCK_M"),
-    FWD_FIELD(block_n, "BLOCK_N"),   FWD_FIELD(ksplit, "KSPLIT"),
-    FWD_FIELD(kv_pad, "KV_PAD"),     FWD_FIELD(q_local, "Q_LOCAL"),
+    FWD_FIELD(head_dim, "HEAD_DIM"),   FWD_FIELD(block_m, "BLOCK_M"), FWD_FIELD(block_n, "BLOCK_N"),
+    FWD_FIELD(ksplit, "KSPLIT"),       FWD_FIELD(kv_pad, "KV_PAD"),   FWD_FIELD(q_local, "Q_LOCAL"),
     FWD_FIELD(poly_exp2, "POLY_EXP2"), FWD_FIELD(vec, "VEC"),
 };
-#define BWD_FIELD(f, NAME) { NAME, offsetof(pfx_attn_bwd_tiles, f) }
+#define BWD_FIELD(f, NAME)                                                                         \
+    {                                                                                              \
+        NAME, offsetof(pfx_attn_bwd_tiles, f)                                                      \
+    }
 const pfx_attn_field pfx_attn_bwd_fields[PFX_ATTN_BWD_FIELDS] = {
-    BWD_FIELD(head_dim, "HEAD_DIM"), BWD_FIELD(block_m, "BLOCK_M"),
-    BWD_FIELD(block_n, "BLOCK_N"),   BWD_FIELD(dsplit, "DSPLIT"),
-    BWD_FIELD(vec, "VEC"),
+    BWD_FIELD(head_dim, "HEAD_DIM"), BWD_FIELD(block_m, "BLOCK_M"), BWD_FIELD(block_n, "BLOCK_N"),
+    BWD_FIELD(dsplit, "DSPLIT"),     BWD_FIELD(vec, "VEC"),
 };
 unsigned *pfx_attn_field_at(void *tiles, const pfx_attn_field *f)
 {
@@ -267,8 +270,8 @@ static pfx_status unsupported(pfx_runtime *rt, const char *op, size_t D, const c
                               size_t need, size_t have, const char *options)
 {
     return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                     "%s: desc.head_dim %zu: the tiles (%s) need %zu %s, the device has %zu", op,
-                     D, options, need, what, have);
+                     "%s: desc.head_dim %zu: the tiles (%s) need %zu %s, the device has %zu", op, D,
+                     options, need, what, have);
 }
 
 /* The CPU paths (VEC > 1) are refused on Mesa's rusticl: Mesa 22.3's
@@ -290,8 +293,8 @@ pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t
     unsigned dc = pfx_attn_dim_class(D);
     if (!dc)
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "%s: desc.head_dim %zu is above the largest supported head size %d", op,
-                         D, PFX_ATTN_MAX_D);
+                         "%s: desc.head_dim %zu is above the largest supported head size %d", op, D,
+                         PFX_ATTN_MAX_D);
     const bool decode = rows_per_kv_head <= db->decode_rows;
     const pfx_attn_override_line *l = pfx_attn_override_for(rt->attn_override, false, D);
     pfx_attn_fwd_tiles t;
@@ -302,8 +305,8 @@ pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t
         pfx_attn_fwd_options(&t, options, sizeof(options));
         const char *bad = fwd_invalid(&t);
         if (bad)
-            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: kernel tuning (%s): %s (%s)",
-                             op, rt->attn_override->source, bad, options);
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: kernel tuning (%s): %s (%s)", op,
+                             rt->attn_override->source, bad, options);
         if (pfx_attn_fwd_local_bytes(&t) > rt->info.local_mem_bytes)
             return unsupported(rt, op, D, "bytes of local memory", pfx_attn_fwd_local_bytes(&t),
                                (size_t)rt->info.local_mem_bytes, options);
@@ -317,8 +320,8 @@ pfx_status pfx_attn_fwd_select(pfx_runtime *rt, const char *op, size_t D, size_t
     pfx_attn_fwd_options(&t, options, sizeof(options));
     const char *refused = cpu_path_refused(rt, t.vec);
     if (refused)
-        return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: desc.head_dim %zu: the tiles (%s): %s",
-                         op, D, options, refused);
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: desc.head_dim %zu: the tiles (%s): %s", op,
+                         D, options, refused);
     if (pfx_attn_fwd_wg_size(&t) > rt->info.max_work_group_size)
         return unsupported(rt, op, D, "work-items per group", pfx_attn_fwd_wg_size(&t),
                            rt->info.max_work_group_size, options);
@@ -335,16 +338,16 @@ pfx_status pfx_attn_bwd_select(pfx_runtime *rt, const char *op, size_t D, pfx_at
     const pfx_attn_override_line *l = pfx_attn_override_for(rt->attn_override, true, D);
     if (!dc)
         return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                         "%s: desc.head_dim %zu is above the largest supported head size %d", op,
-                         D, PFX_ATTN_MAX_D);
+                         "%s: desc.head_dim %zu is above the largest supported head size %d", op, D,
+                         PFX_ATTN_MAX_D);
     if (l) {
         t = bwd_entry(db, class_index(dc), rt->info.native_float_width);
         pfx_attn_override_apply(&t, true, l);
         pfx_attn_bwd_options(&t, options, sizeof(options));
         const char *bad = bwd_invalid(&t);
         if (bad)
-            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: kernel tuning (%s): %s (%s)",
-                             op, rt->attn_override->source, bad, options);
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: kernel tuning (%s): %s (%s)", op,
+                             rt->attn_override->source, bad, options);
         if (pfx_attn_bwd_local_bytes(&t) > rt->info.local_mem_bytes)
             return unsupported(rt, op, D, "bytes of local memory", pfx_attn_bwd_local_bytes(&t),
                                (size_t)rt->info.local_mem_bytes, options);
@@ -358,8 +361,8 @@ pfx_status pfx_attn_bwd_select(pfx_runtime *rt, const char *op, size_t D, pfx_at
     pfx_attn_bwd_options(&t, options, sizeof(options));
     const char *refused = cpu_path_refused(rt, t.vec);
     if (refused)
-        return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: desc.head_dim %zu: the tiles (%s): %s",
-                         op, D, options, refused);
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: desc.head_dim %zu: the tiles (%s): %s", op,
+                         D, options, refused);
     size_t wg = pfx_attn_bwd_wg_dkv(&t) > pfx_attn_bwd_wg_dq(&t) ? pfx_attn_bwd_wg_dkv(&t)
                                                                  : pfx_attn_bwd_wg_dq(&t);
     if (wg > rt->info.max_work_group_size)

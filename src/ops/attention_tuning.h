@@ -18,7 +18,7 @@
 
 /* Head-size classes (compile-time HEAD_DIM), shared by forward and backward;
  * the runtime D runs up to its class. */
-#define PFX_ATTN_MAX_D 256
+#define PFX_ATTN_MAX_D       256
 #define PFX_ATTN_CLASS_COUNT 5
 extern const unsigned pfx_attn_classes[PFX_ATTN_CLASS_COUNT]; /* 16, 32, 64, 128, 256 */
 
@@ -44,11 +44,11 @@ typedef struct pfx_attn_fwd_tiles {
 unsigned pfx_attn_cpu_vec(unsigned native_float_width);
 
 typedef struct pfx_attn_bwd_tiles {
-    unsigned head_dim;  /* HEAD_DIM: compile-time class >= the runtime D */
-    unsigned block_m;   /* BLOCK_M: query rows per tile */
-    unsigned block_n;   /* BLOCK_N: keys per tile */
-    unsigned dsplit;    /* DSPLIT: work-items sharing a row's head dimensions (GPU path) */
-    unsigned vec;       /* VEC: 1, the GPU path; 4, 8 or 16, the CPU path with that float
+    unsigned head_dim; /* HEAD_DIM: compile-time class >= the runtime D */
+    unsigned block_m;  /* BLOCK_M: query rows per tile */
+    unsigned block_n;  /* BLOCK_N: keys per tile */
+    unsigned dsplit;   /* DSPLIT: work-items sharing a row's head dimensions (GPU path) */
+    unsigned vec;      /* VEC: 1, the GPU path; 4, 8 or 16, the CPU path with that float
                          * vector width (PFX_ATTN_VEC_NATIVE in the database) */
 } pfx_attn_bwd_tiles;
 
@@ -100,8 +100,8 @@ void pfx_attn_bwd_options(const pfx_attn_bwd_tiles *t, char *buf, size_t cap);
 #define PFX_ATTN_OVERRIDE_LINES 8
 
 typedef struct pfx_attn_override_line {
-    bool bwd;       /* attention_bwd, else attention_fwd */
-    unsigned mask;  /* bit f: field f given */
+    bool bwd;      /* attention_bwd, else attention_fwd */
+    unsigned mask; /* bit f: field f given */
     unsigned values[16];
 } pfx_attn_override_line;
 
@@ -128,8 +128,7 @@ bool pfx_attn_is_class(unsigned dim_class);
 
 /* The line of o (may be NULL) for head size D: the smallest HEAD_DIM that
  * holds D, else a line without HEAD_DIM; NULL when none applies. */
-const pfx_attn_override_line *pfx_attn_override_for(const pfx_attn_override *o, bool bwd,
-                                                    size_t D);
+const pfx_attn_override_line *pfx_attn_override_for(const pfx_attn_override *o, bool bwd, size_t D);
 /* Sets the fields the line gives in tiles (pfx_attn_bwd_tiles when bwd). */
 void pfx_attn_override_apply(void *tiles, bool bwd, const pfx_attn_override_line *l);
 

@@ -19,18 +19,25 @@
  * (<= 16 accumulators) and BLOCK_N / KSPLIT logits; q in local memory.
  * Gate (tests/kernel_gate.py): no spills on sm_80/90, gfx90a/1030/1100,
  * xe-lp/xe-hpg. WG: work-items per group. */
-#define FWD_GPU(dc, ks, wg)                                                                  \
-    { .head_dim = (dc), .block_m = (wg) / (ks), .block_n = 32, .ksplit = (ks), .kv_pad = 1,  \
-      .q_local = 1, .poly_exp2 = 0, .vec = 1 }
+#define FWD_GPU(dc, ks, wg)                                                                        \
+    {                                                                                              \
+        .head_dim = (dc), .block_m = (wg) / (ks), .block_n = 32, .ksplit = (ks), .kv_pad = 1,      \
+        .q_local = 1, .poly_exp2 = 0, .vec = 1                                                     \
+    }
 /* Decode: 8 rows (the query heads of a kv head x N) x 16 work-items; split-K
  * across work-groups fills the device. */
-#define FWD_GPU_DECODE(dc)                                                                   \
-    { .head_dim = (dc), .block_m = 8, .block_n = 64, .ksplit = 16, .kv_pad = 1, .q_local = 1, \
-      .poly_exp2 = 0, .vec = 1 }
+#define FWD_GPU_DECODE(dc)                                                                         \
+    {                                                                                              \
+        .head_dim = (dc), .block_m = 8, .block_n = 64, .ksplit = 16, .kv_pad = 1, .q_local = 1,    \
+        .poly_exp2 = 0, .vec = 1                                                                   \
+    }
 /* The backward keeps (query tile, key tile) of Q, dO, K, V in local memory
  * plus the BQ x BK scores, and DMAX / DSPLIT accumulators per work-item for
  * dK and dV (2x) or dQ (1x) in registers. */
-#define BWD_GPU(dc, b, ds) { .head_dim = (dc), .block_m = (b), .block_n = (b), .dsplit = (ds), .vec = 1 }
+#define BWD_GPU(dc, b, ds)                                                                         \
+    {                                                                                              \
+        .head_dim = (dc), .block_m = (b), .block_n = (b), .dsplit = (ds), .vec = 1                 \
+    }
 
 /* NVIDIA: 48 KiB local, warps of 32, no sub-groups or fp16 needed; padding 1
  * keeps the KSPLIT work-items' strided local reads conflict-free; work-groups
@@ -38,10 +45,10 @@
  * 256; DSPLIT 4 keeps 2 * DMAX / 4 <= 64 accumulator registers (no spill).
  * AMD: 64 KiB LDS, wave 64: the same tiles (32x32 at 128 would need 66 KiB). */
 static const pfx_attn_tuning nvidia_amd_default = {
-    .fwd = { FWD_GPU(16, 8, 256), FWD_GPU(32, 8, 256), FWD_GPU(64, 8, 256),
-             FWD_GPU(128, 8, 256), FWD_GPU(256, 16, 256) },
-    .decode = { FWD_GPU_DECODE(16), FWD_GPU_DECODE(32), FWD_GPU_DECODE(64),
-                FWD_GPU_DECODE(128), FWD_GPU_DECODE(256) },
+    .fwd = { FWD_GPU(16, 8, 256), FWD_GPU(32, 8, 256), FWD_GPU(64, 8, 256), FWD_GPU(128, 8, 256),
+             FWD_GPU(256, 16, 256) },
+    .decode = { FWD_GPU_DECODE(16), FWD_GPU_DECODE(32), FWD_GPU_DECODE(64), FWD_GPU_DECODE(128),
+                FWD_GPU_DECODE(256) },
     .bwd = { BWD_GPU(16, 32, 4), BWD_GPU(32, 32, 4), BWD_GPU(64, 32, 4), BWD_GPU(128, 16, 4),
              BWD_GPU(256, 8, 8) },
     .decode_rows = 8,
@@ -51,10 +58,10 @@ static const pfx_attn_tuning nvidia_amd_default = {
 /* Intel: 64 KiB SLM, SIMD8-32: work-groups of 128; backward DSPLIT 2 up to
  * D = 64. */
 static const pfx_attn_tuning intel_default = {
-    .fwd = { FWD_GPU(16, 8, 128), FWD_GPU(32, 8, 128), FWD_GPU(64, 8, 128),
-             FWD_GPU(128, 8, 128), FWD_GPU(256, 16, 128) },
-    .decode = { FWD_GPU_DECODE(16), FWD_GPU_DECODE(32), FWD_GPU_DECODE(64),
-                FWD_GPU_DECODE(128), FWD_GPU_DECODE(256) },
+    .fwd = { FWD_GPU(16, 8, 128), FWD_GPU(32, 8, 128), FWD_GPU(64, 8, 128), FWD_GPU(128, 8, 128),
+             FWD_GPU(256, 16, 128) },
+    .decode = { FWD_GPU_DECODE(16), FWD_GPU_DECODE(32), FWD_GPU_DECODE(64), FWD_GPU_DECODE(128),
+                FWD_GPU_DECODE(256) },
     .bwd = { BWD_GPU(16, 32, 2), BWD_GPU(32, 32, 2), BWD_GPU(64, 32, 2), BWD_GPU(128, 16, 4),
              BWD_GPU(256, 8, 8) },
     .decode_rows = 8,
@@ -73,14 +80,18 @@ static const pfx_attn_tuning intel_default = {
  * work-item per group owning 64 keys (dK/dV, and the single pass) or 64 query
  * rows (dQ); the single pass measured 64 x 64 about 7% faster than 128 x 64
  * (its dQraw rows are read and written once per tile pair). */
-#define FWD_CPU(dc, bm, bn)                                                                  \
-    { .head_dim = (dc), .block_m = (bm), .block_n = (bn), .ksplit = 1, .kv_pad = 0,         \
-      .q_local = 0, .poly_exp2 = 1, .vec = PFX_ATTN_VEC_NATIVE }
-#define BWD_CPU(dc, bm)                                                                      \
-    { .head_dim = (dc), .block_m = (bm), .block_n = 64, .dsplit = 1, .vec = PFX_ATTN_VEC_NATIVE }
+#define FWD_CPU(dc, bm, bn)                                                                        \
+    {                                                                                              \
+        .head_dim = (dc), .block_m = (bm), .block_n = (bn), .ksplit = 1, .kv_pad = 0,              \
+        .q_local = 0, .poly_exp2 = 1, .vec = PFX_ATTN_VEC_NATIVE                                   \
+    }
+#define BWD_CPU(dc, bm)                                                                            \
+    {                                                                                              \
+        .head_dim = (dc), .block_m = (bm), .block_n = 64, .dsplit = 1, .vec = PFX_ATTN_VEC_NATIVE  \
+    }
 static const pfx_attn_tuning cpu_default = {
-    .fwd = { FWD_CPU(16, 128, 64), FWD_CPU(32, 128, 64), FWD_CPU(64, 128, 64),
-             FWD_CPU(128, 64, 64), FWD_CPU(256, 64, 32) },
+    .fwd = { FWD_CPU(16, 128, 64), FWD_CPU(32, 128, 64), FWD_CPU(64, 128, 64), FWD_CPU(128, 64, 64),
+             FWD_CPU(256, 64, 32) },
     .decode = { FWD_CPU(16, 8, 64), FWD_CPU(32, 8, 64), FWD_CPU(64, 8, 64), FWD_CPU(128, 8, 32),
                 FWD_CPU(256, 8, 32) },
     .bwd = { BWD_CPU(16, 64), BWD_CPU(32, 64), BWD_CPU(64, 64), BWD_CPU(128, 64),
@@ -90,9 +101,11 @@ static const pfx_attn_tuning cpu_default = {
 };
 
 /* Unknown devices: small, conservative. */
-#define FWD_OTHER(dc, bm)                                                                    \
-    { .head_dim = (dc), .block_m = (bm), .block_n = 16, .ksplit = 1, .kv_pad = 0,             \
-      .q_local = 1, .poly_exp2 = 0, .vec = 1 }
+#define FWD_OTHER(dc, bm)                                                                          \
+    {                                                                                              \
+        .head_dim = (dc), .block_m = (bm), .block_n = 16, .ksplit = 1, .kv_pad = 0, .q_local = 1,  \
+        .poly_exp2 = 0, .vec = 1                                                                   \
+    }
 static const pfx_attn_tuning other_default = {
     .fwd = { FWD_OTHER(16, 16), FWD_OTHER(32, 16), FWD_OTHER(64, 16), FWD_OTHER(128, 16),
              FWD_OTHER(256, 16) },

@@ -15,9 +15,9 @@ pfx_status pfx_op_bias_add(pfx_runtime *rt, pfx_mat y, pfx_mat bias)
         return st;
     pfx_mat_args ya = pfx_mat_kernel_args(&y), ba = pfx_mat_kernel_args(&bias);
     cl_ulong rows = y.rows, cols = y.cols, step = pfx_mat_vector_step(&bias);
-    pfx_arg args[] = { PFX_ARG(rows),   PFX_ARG(cols),      PFX_ARG(ya.mem), PFX_ARG(ya.offset),
-                       PFX_ARG(ya.ld),  PFX_ARG(ba.mem),    PFX_ARG(ba.offset), PFX_ARG(step),
-                       PFX_ARG(ba.half) };
+    pfx_arg args[] = { PFX_ARG(rows),      PFX_ARG(cols),  PFX_ARG(ya.mem),
+                       PFX_ARG(ya.offset), PFX_ARG(ya.ld), PFX_ARG(ba.mem),
+                       PFX_ARG(ba.offset), PFX_ARG(step),  PFX_ARG(ba.half) };
     /* a work-item per 8 columns where the kernel takes them 8 at a time */
     const size_t items = y.cols % 8 == 0 ? y.rows * y.cols / 8 : y.rows * y.cols;
     return pfx_launch_groups(rt, "activation", "", "pfx_bias_add", op,
@@ -38,9 +38,10 @@ pfx_status pfx_op_bias_grad(pfx_runtime *rt, pfx_mat dy, pfx_mat db, bool accumu
     pfx_mat_args ya = pfx_mat_kernel_args(&dy);
     cl_ulong rows = dy.rows, cols = dy.cols, off = db.offset, step = pfx_mat_vector_step(&db);
     cl_int acc = accumulate;
-    pfx_arg args[] = { PFX_ARG(rows),  PFX_ARG(cols),     PFX_ARG(ya.mem), PFX_ARG(ya.offset),
-                       PFX_ARG(ya.ld), PFX_ARG(db.t->mem), PFX_ARG(off),   PFX_ARG(step),
-                       PFX_ARG(acc) };
-    return pfx_launch_groups(rt, "activation", "", "pfx_bias_grad", op, pfx_grid_groups(dy.cols, BIAS_LOCAL),
-                             BIAS_LOCAL, sizeof(args) / sizeof(args[0]), args);
+    pfx_arg args[] = { PFX_ARG(rows),      PFX_ARG(cols),  PFX_ARG(ya.mem),
+                       PFX_ARG(ya.offset), PFX_ARG(ya.ld), PFX_ARG(db.t->mem),
+                       PFX_ARG(off),       PFX_ARG(step),  PFX_ARG(acc) };
+    return pfx_launch_groups(rt, "activation", "", "pfx_bias_grad", op,
+                             pfx_grid_groups(dy.cols, BIAS_LOCAL), BIAS_LOCAL,
+                             sizeof(args) / sizeof(args[0]), args);
 }

@@ -8,8 +8,8 @@
 
 /* split: x to the parts (pfx_split_columns, with the bias arguments);
  * else the parts to x. */
-static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t parts, const pfx_mat *y,
-                         const pfx_mat *bias, pfx_mat x)
+static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t parts,
+                         const pfx_mat *y, const pfx_mat *bias, pfx_mat x)
 {
     static const char *const names[PFX_COLUMN_PARTS_MAX] = { "y[0]", "y[1]", "y[2]" };
     if (!rt)
@@ -27,8 +27,8 @@ static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t par
         if ((st = pfx_mat_check(rt, op, names[i], &y[i], PFX_MAT_F32)))
             return st;
         if (y[i].rows != x.rows)
-            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has %zu rows, x has %zu", op, names[i],
-                             y[i].rows, x.rows);
+            return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has %zu rows, x has %zu", op,
+                             names[i], y[i].rows, x.rows);
         if ((st = pfx_mat_check_alias(rt, op, names[i], &y[i], "x", &x, false)))
             return st;
         /* the split's outputs: apart from each other and from the bias it reads */
@@ -38,8 +38,9 @@ static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t par
         width += y[i].cols;
     }
     if (width != x.cols)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: the parts' widths add up to %zu, x has %zu columns", op,
-                         width, x.cols);
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: the parts' widths add up to %zu, x has %zu columns", op, width,
+                         x.cols);
     if (bias && (st = pfx_mat_check_vector(rt, op, "bias", bias, x.cols, PFX_MAT_WEIGHT)))
         return st;
     for (size_t i = 0; bias && i < parts; i++)
@@ -57,20 +58,23 @@ static pfx_status launch(pfx_runtime *rt, const char *op, bool split, size_t par
     cl_ulong b_step = bias ? pfx_mat_vector_step(bias) : 1;
     cl_int has_b = bias != NULL;
     pfx_arg args[] = {
-        PFX_ARG(rows),      PFX_ARG(w[0]),      PFX_ARG(w[1]),   PFX_ARG(w[2]),      PFX_ARG(xa.mem),
-        PFX_ARG(xa.offset), PFX_ARG(xa.ld),     PFX_ARG(pa[0].mem), PFX_ARG(pa[0].offset), PFX_ARG(pa[0].ld),
-        PFX_ARG(pa[1].mem), PFX_ARG(pa[1].offset), PFX_ARG(pa[1].ld), PFX_ARG(pa[2].mem), PFX_ARG(pa[2].offset),
-        PFX_ARG(pa[2].ld),  PFX_ARG(ba.mem),    PFX_ARG(ba.offset), PFX_ARG(b_step), PFX_ARG(ba.half),
+        PFX_ARG(rows),         PFX_ARG(w[0]),      PFX_ARG(w[1]),         PFX_ARG(w[2]),
+        PFX_ARG(xa.mem),       PFX_ARG(xa.offset), PFX_ARG(xa.ld),        PFX_ARG(pa[0].mem),
+        PFX_ARG(pa[0].offset), PFX_ARG(pa[0].ld),  PFX_ARG(pa[1].mem),    PFX_ARG(pa[1].offset),
+        PFX_ARG(pa[1].ld),     PFX_ARG(pa[2].mem), PFX_ARG(pa[2].offset), PFX_ARG(pa[2].ld),
+        PFX_ARG(ba.mem),       PFX_ARG(ba.offset), PFX_ARG(b_step),       PFX_ARG(ba.half),
         PFX_ARG(has_b),
     };
     /* the join takes no bias arguments (the last 5) */
     const size_t nargs = sizeof(args) / sizeof(args[0]) - (split ? 0 : 5);
-    const size_t items = w[0] % 8 == 0 && w[1] % 8 == 0 && w[2] % 8 == 0 ? x.rows * x.cols / 8 : x.rows * x.cols;
-    return pfx_launch_groups(rt, "activation", "", split ? "pfx_split_columns" : "pfx_join_columns", op,
-                             pfx_grid_groups(items, COLUMNS_LOCAL), COLUMNS_LOCAL, nargs, args);
+    const size_t items =
+        w[0] % 8 == 0 && w[1] % 8 == 0 && w[2] % 8 == 0 ? x.rows * x.cols / 8 : x.rows * x.cols;
+    return pfx_launch_groups(rt, "activation", "", split ? "pfx_split_columns" : "pfx_join_columns",
+                             op, pfx_grid_groups(items, COLUMNS_LOCAL), COLUMNS_LOCAL, nargs, args);
 }
 
-pfx_status pfx_op_split_columns(pfx_runtime *rt, pfx_mat x, const pfx_mat *bias, size_t parts, const pfx_mat *y)
+pfx_status pfx_op_split_columns(pfx_runtime *rt, pfx_mat x, const pfx_mat *bias, size_t parts,
+                                const pfx_mat *y)
 {
     return launch(rt, "split columns", true, parts, y, bias, x);
 }

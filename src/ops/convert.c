@@ -16,9 +16,9 @@ pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst)
         return st;
     pfx_mat_args s = pfx_mat_kernel_args(&src), d = pfx_mat_kernel_args(&dst);
     cl_ulong rows = src.rows, cols = src.cols;
-    pfx_arg args[] = { PFX_ARG(rows),  PFX_ARG(cols),  PFX_ARG(s.mem),  PFX_ARG(s.offset),
-                       PFX_ARG(s.ld),  PFX_ARG(s.half), PFX_ARG(d.mem), PFX_ARG(d.offset),
-                       PFX_ARG(d.ld) };
+    pfx_arg args[] = { PFX_ARG(rows),     PFX_ARG(cols),     PFX_ARG(s.mem),
+                       PFX_ARG(s.offset), PFX_ARG(s.ld),     PFX_ARG(s.half),
+                       PFX_ARG(d.mem),    PFX_ARG(d.offset), PFX_ARG(d.ld) };
     return pfx_launch_groups(rt, "convert", "", "pfx_to_float", op,
                              pfx_grid_groups(src.rows * src.cols, CONVERT_LOCAL), CONVERT_LOCAL,
                              sizeof(args) / sizeof(args[0]), args);

@@ -13,10 +13,9 @@ pfx_status pfx_op_cross_entropy(pfx_runtime *rt, pfx_mat logits, const pfx_ids *
     pfx_status st;
     if ((st = pfx_mat_check(rt, op, "logits", &logits, PFX_MAT_F32)))
         return st;
-    if (row_loss && ((st = pfx_mat_check_vector(rt, op, "row_loss", row_loss, logits.rows,
-                                                PFX_MAT_F32)) ||
-                     (st = pfx_mat_check_alias(rt, op, "row_loss", row_loss, "logits", &logits,
-                                               false))))
+    if (row_loss &&
+        ((st = pfx_mat_check_vector(rt, op, "row_loss", row_loss, logits.rows, PFX_MAT_F32)) ||
+         (st = pfx_mat_check_alias(rt, op, "row_loss", row_loss, "logits", &logits, false))))
         return st;
     if (logits.cols > (size_t)INT32_MAX)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: vocabulary of %zu beyond int32", op,
@@ -42,9 +41,9 @@ pfx_status pfx_op_cross_entropy(pfx_runtime *rt, pfx_mat logits, const pfx_ids *
     cl_ulong loss_step = row_loss ? pfx_mat_vector_step(row_loss) : 0;
     cl_int has_loss = row_loss != NULL, g = grad;
     float inv_count = (float)(1.0 / (double)count);
-    pfx_arg args[] = { PFX_ARG(base),     PFX_ARG(vocab),    PFX_ARG(za.mem),
-                       PFX_ARG(za.offset), PFX_ARG(za.ld),   PFX_ARG(labels->mem),
-                       PFX_ARG(l0),       PFX_ARG(lmem),     PFX_ARG(loss_off),
+    pfx_arg args[] = { PFX_ARG(base),      PFX_ARG(vocab),    PFX_ARG(za.mem),
+                       PFX_ARG(za.offset), PFX_ARG(za.ld),    PFX_ARG(labels->mem),
+                       PFX_ARG(l0),        PFX_ARG(lmem),     PFX_ARG(loss_off),
                        PFX_ARG(loss_step), PFX_ARG(has_loss), PFX_ARG(g),
                        PFX_ARG(inv_count) };
     /* one work-group per row, in slices of at most CE_GROUPS_MAX rows */

@@ -11,7 +11,8 @@ pfx_status pfx_axpby(pfx_tensor *y, float alpha, const pfx_tensor *x, float beta
     if (!x)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "axpby: x is NULL");
     if (x->rt != rt)
-        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "axpby: x and y belong to different runtimes");
+        return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH,
+                         "axpby: x and y belong to different runtimes");
     if (x->numel != y->numel)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "axpby: x has %zu elements, y %zu", x->numel,
                          y->numel);
@@ -26,7 +27,8 @@ pfx_status pfx_axpby(pfx_tensor *y, float alpha, const pfx_tensor *x, float beta
     cl_ulong n = y->numel;
     cl_int x_half = x->dtype == PFX_DTYPE_F16, y_half = y->dtype == PFX_DTYPE_F16;
     size_t local = 64, global = pfx_grid_groups(y->numel, local) * local;
-    pfx_arg args[] = { PFX_ARG(n), PFX_ARG(alpha), PFX_ARG(x->mem), PFX_ARG(x_half),
+    pfx_arg args[] = { PFX_ARG(n),    PFX_ARG(alpha),  PFX_ARG(x->mem), PFX_ARG(x_half),
                        PFX_ARG(beta), PFX_ARG(y->mem), PFX_ARG(y_half) };
-    return pfx_launch(rt, kernel, "axpby", 1, &global, &local, sizeof(args) / sizeof(args[0]), args);
+    return pfx_launch(rt, kernel, "axpby", 1, &global, &local, sizeof(args) / sizeof(args[0]),
+                      args);
 }

@@ -91,25 +91,26 @@ static int32_t *gather_plan(const int32_t *ids, size_t rows, size_t vocab, size_
 }
 
 /* dout's checks shared by both tables' gradients: [batch * tokens, cols]. */
-static pfx_status check_dout(pfx_runtime *rt, const char *op, size_t batch, size_t tokens, const pfx_mat *dout,
-                             size_t cols, size_t *rows)
+static pfx_status check_dout(pfx_runtime *rt, const char *op, size_t batch, size_t tokens,
+                             const pfx_mat *dout, size_t cols, size_t *rows)
 {
     pfx_status st = pfx_mat_check(rt, op, "dout", dout, PFX_MAT_F32);
     if (st != PFX_SUCCESS)
         return st;
     if (batch == 0 || tokens == 0)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: batch %zu and tokens %zu must be >= 1", op, batch,
-                         tokens);
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: batch %zu and tokens %zu must be >= 1",
+                         op, batch, tokens);
     if (pfx_mul_overflows(batch, tokens, rows) || *rows > INT32_MAX)
         return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "%s: batch * tokens is too large", op);
     if (dout->rows != *rows || dout->cols != cols)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: dout is %zu x %zu, expected [batch * tokens = %zu, C = %zu]",
-                         op, dout->rows, dout->cols, *rows, cols);
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: dout is %zu x %zu, expected [batch * tokens = %zu, C = %zu]", op,
+                         dout->rows, dout->cols, *rows, cols);
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_op_embedding_backward(pfx_runtime *rt, const pfx_ids *ids, size_t batch, size_t tokens,
-                                     pfx_mat dout, pfx_mat dwte)
+pfx_status pfx_op_embedding_backward(pfx_runtime *rt, const pfx_ids *ids, size_t batch,
+                                     size_t tokens, pfx_mat dout, pfx_mat dwte)
 {
     const char *op = "embedding backward";
     if (!rt)
@@ -133,8 +134,8 @@ pfx_status pfx_op_embedding_backward(pfx_runtime *rt, const pfx_ids *ids, size_t
         return st;
     pfx_mat_args da = pfx_mat_kernel_args(&dout), ta = pfx_mat_kernel_args(&dwte);
     cl_ulong r = rows, u = unique, c = dwte.cols;
-    pfx_arg args[] = { PFX_ARG(r),      PFX_ARG(u),         PFX_ARG(c),     PFX_ARG(pm),
-                       PFX_ARG(da.mem), PFX_ARG(da.offset), PFX_ARG(da.ld), PFX_ARG(ta.mem),
+    pfx_arg args[] = { PFX_ARG(r),         PFX_ARG(u),         PFX_ARG(c),     PFX_ARG(pm),
+                       PFX_ARG(da.mem),    PFX_ARG(da.offset), PFX_ARG(da.ld), PFX_ARG(ta.mem),
                        PFX_ARG(ta.offset), PFX_ARG(ta.ld) };
     st = pfx_launch_groups(rt, "embedding", "", "pfx_embedding_backward", op,
                            pfx_grid_groups(unique * dwte.cols, EMB_LOCAL), EMB_LOCAL,
@@ -144,8 +145,8 @@ pfx_status pfx_op_embedding_backward(pfx_runtime *rt, const pfx_ids *ids, size_t
     return st;
 }
 
-pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens, pfx_mat dout, pfx_mat dwpe,
-                                    size_t pos0)
+pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens, pfx_mat dout,
+                                    pfx_mat dwpe, size_t pos0)
 {
     const char *op = "position backward";
     if (!rt)
@@ -157,12 +158,14 @@ pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens
         (st = pfx_mat_check_alias(rt, op, "dwpe", &dwpe, "dout", &dout, false)))
         return st;
     if (pos0 > dwpe.rows || tokens > dwpe.rows - pos0)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: %zu positions from pos0 %zu pass dwpe's %zu rows", op,
-                         tokens, pos0, dwpe.rows);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: %zu positions from pos0 %zu pass dwpe's %zu rows", op, tokens, pos0,
+                         dwpe.rows);
     pfx_mat_args da = pfx_mat_kernel_args(&dout), pa = pfx_mat_kernel_args(&dwpe);
     cl_ulong b = batch, n = tokens, c = dwpe.cols, p0 = pos0;
-    pfx_arg args[] = { PFX_ARG(b),     PFX_ARG(n),      PFX_ARG(c),         PFX_ARG(da.mem), PFX_ARG(da.offset),
-                       PFX_ARG(da.ld), PFX_ARG(pa.mem), PFX_ARG(pa.offset), PFX_ARG(pa.ld),  PFX_ARG(p0) };
+    pfx_arg args[] = { PFX_ARG(b),         PFX_ARG(n),     PFX_ARG(c),      PFX_ARG(da.mem),
+                       PFX_ARG(da.offset), PFX_ARG(da.ld), PFX_ARG(pa.mem), PFX_ARG(pa.offset),
+                       PFX_ARG(pa.ld),     PFX_ARG(p0) };
     return pfx_launch_groups(rt, "embedding", "", "pfx_position_backward", op,
                              pfx_grid_groups(tokens * dwpe.cols, EMB_LOCAL), EMB_LOCAL,
                              sizeof(args) / sizeof(args[0]), args);

@@ -24,8 +24,8 @@ pfx_status pfx_op_gather_last(pfx_runtime *rt, pfx_mat hidden, size_t batch, siz
                          op, hidden.rows, hidden.cols, out.rows, out.cols, rows, batch);
     for (size_t b = 0; b < batch; b++)
         if (lengths[b] < 1 || (size_t)lengths[b] > tokens)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: lengths[%zu] = %d outside 1..%zu",
-                             op, b, (int)lengths[b], tokens);
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: lengths[%zu] = %d outside 1..%zu", op,
+                             b, (int)lengths[b], tokens);
     /* one row copy per item: rows are contiguous, items few */
     const size_t row_bytes = hidden.cols * sizeof(float);
     const size_t h_ld = hidden.rows > 1 ? hidden.ld : hidden.cols;

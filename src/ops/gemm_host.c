@@ -51,7 +51,7 @@ const char *pfx_gemm_host_core_hint(void)
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
                   ? 3
               : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2
-                                                                                 : 1;
+                                                                                : 1;
     const char *core = openblas_get_corename();
     if (!core || core_level(core) >= cpu)
         return NULL;
@@ -131,8 +131,8 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
         cl_event ev = NULL;
         cl_int err = clGetMemObjectInfo(set[i].mem, CL_MEM_SIZE, sizeof(bytes), &bytes, NULL);
         if (err == CL_SUCCESS)
-            set[i].ptr = clEnqueueMapBuffer(rt->queue, set[i].mem, CL_FALSE, set[i].flags, 0,
-                                            bytes, 0, NULL, &ev, &err);
+            set[i].ptr = clEnqueueMapBuffer(rt->queue, set[i].mem, CL_FALSE, set[i].flags, 0, bytes,
+                                            0, NULL, &ev, &err);
         if (err != CL_SUCCESS) {
             set[i].ptr = NULL;
             if (last) { /* the maps so far complete before they are unmapped */
@@ -162,9 +162,9 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
              * product. OpenBLAS 0.3.21's sgemm packs all of B even for one
              * row, which reads the weights about twice (2.3x slower on a
              * GPT-2 decode step). */
-            cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? (int)n : (int)k,
-                        trans_b ? (int)k : (int)n, it->alpha, pb + it->b, (int)ldb, pa + it->a,
-                        trans_a ? (int)lda : 1, it->beta, pc + it->c, 1);
+            cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans,
+                        trans_b ? (int)n : (int)k, trans_b ? (int)k : (int)n, it->alpha, pb + it->b,
+                        (int)ldb, pa + it->a, trans_a ? (int)lda : 1, it->beta, pc + it->c, 1);
             continue;
         }
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,

@@ -46,7 +46,8 @@ static pfx_status choose_backend(const pfx_device_info *info, const pfx_runtime_
     if (want == PFX_GEMM_HOST && !usable)
         return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
                          "gemm backend host: device '%s' is not a CPU device whose memory is the "
-                         "host's; use clblast", info->device_name);
+                         "host's; use clblast",
+                         info->device_name);
     *out = want;
     return PFX_SUCCESS;
 }
@@ -90,8 +91,8 @@ static void apply_tuning(pfx_runtime *rt, const pfx_runtime_params *params)
 {
     char path[1200], why[400] = "";
     const size_t cap = sizeof(rt->gemm_tuning);
-    if (params->gemm_untuned || !pfx_gemm_tuning_path(&rt->info, rt->cache_dir, path,
-                                                      sizeof(path))) {
+    if (params->gemm_untuned ||
+        !pfx_gemm_tuning_path(&rt->info, rt->cache_dir, path, sizeof(path))) {
         snprintf(rt->gemm_tuning, cap, "off");
         return;
     }

@@ -17,7 +17,7 @@
 #define LARGE_MNK (128.0 * 128.0 * 128.0)
 /* XGEMM_MIN_INDIRECT_SIZE that sends every product to one kernel. */
 #define ALL_INDIRECT 0
-#define ALL_DIRECT 65536
+#define ALL_DIRECT   65536
 
 static const pfx_gemm_tune_shape default_shapes[] = {
     { 1024, 768, 768, false, true },  /* layer forward: X W^T at GPT-2 width, B N = 1024 */
@@ -40,7 +40,7 @@ typedef struct tuner {
     size_t count;
     bool large[64];
     bool one_kind;
-    float *a, *b, *c;   /* host copies of A and B; C read back for checks */
+    float *a, *b, *c; /* host copies of A and B; C read back for checks */
     cl_mem da, db, dc;
     size_t na, nb, nc;
     double start, limit;
@@ -67,17 +67,17 @@ static void progress(tuner *t, const char *phase)
 static CLBlastStatusCode run(tuner *t, const pfx_gemm_tune_shape *s)
 {
     size_t lda = s->trans_a ? s->m : s->k, ldb = s->trans_b ? s->k : s->n;
-    return CLBlastSgemm(CLBlastLayoutRowMajor, s->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
-                        s->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, s->m, s->n, s->k,
-                        1.0f, t->da, 0, lda, t->db, 0, ldb, 0.0f, t->dc, 0, s->n,
-                        &t->rt->queue, NULL);
+    return CLBlastSgemm(
+        CLBlastLayoutRowMajor, s->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo,
+        s->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo, s->m, s->n, s->k, 1.0f, t->da, 0,
+        lda, t->db, 0, ldb, 0.0f, t->dc, 0, s->n, &t->rt->queue, NULL);
 }
 
 /* Sampled entries of C against double dot products of the host copies. */
 static bool check(tuner *t, const pfx_gemm_tune_shape *s)
 {
-    if (clEnqueueReadBuffer(t->rt->queue, t->dc, CL_TRUE, 0, s->m * s->n * sizeof(float), t->c,
-                            0, NULL, NULL) != CL_SUCCESS)
+    if (clEnqueueReadBuffer(t->rt->queue, t->dc, CL_TRUE, 0, s->m * s->n * sizeof(float), t->c, 0,
+                            NULL, NULL) != CL_SUCCESS)
         return false;
     size_t lda = s->trans_a ? s->m : s->k, ldb = s->trans_b ? s->k : s->n;
     uint64_t rng = 12345;
@@ -211,19 +211,34 @@ static size_t xgemm_candidates(tuner *t, size_t **out)
     size_t v[PFX_XGEMM_PARAMS] = { 0 };
     v[PFX_XG_KREG] = 1;
     v[PFX_XG_KWI] = 2;
-    for (size_t a = 0; a < 4; a++) for (size_t b = 0; b < 4; b++) for (size_t c = 0; c < 2; c++)
-    for (size_t d = 0; d < 3; d++) for (size_t e = 0; e < 3; e++) for (size_t f = 0; f < 3; f++)
-    for (size_t g = 0; g < 3; g++) for (size_t h = 0; h < 4; h++) for (size_t i = 0; i < 4; i++)
-    for (size_t j = 0; j < 16; j++) {
-        v[PFX_XG_MWG] = mwg[a]; v[PFX_XG_NWG] = mwg[b]; v[PFX_XG_KWG] = kwg[c];
-        v[PFX_XG_MDIMC] = dim[d]; v[PFX_XG_NDIMC] = dim[e];
-        v[PFX_XG_MDIMA] = dim[f]; v[PFX_XG_NDIMB] = dim[g];
-        v[PFX_XG_VWM] = vw[h]; v[PFX_XG_VWN] = vw[i];
-        v[PFX_XG_STRM] = bit[j & 1]; v[PFX_XG_STRN] = bit[(j >> 1) & 1];
-        v[PFX_XG_SA] = bit[(j >> 2) & 1]; v[PFX_XG_SB] = bit[(j >> 3) & 1];
-        if (n < cap && pfx_xgemm_valid(v, &t->rt->info, why, sizeof(why)))
-            memcpy(all + (n++) * PFX_XGEMM_PARAMS, v, sizeof(v));
-    }
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t c = 0; c < 2; c++)
+                for (size_t d = 0; d < 3; d++)
+                    for (size_t e = 0; e < 3; e++)
+                        for (size_t f = 0; f < 3; f++)
+                            for (size_t g = 0; g < 3; g++)
+                                for (size_t h = 0; h < 4; h++)
+                                    for (size_t i = 0; i < 4; i++)
+                                        for (size_t j = 0; j < 16; j++) {
+                                            v[PFX_XG_MWG] = mwg[a];
+                                            v[PFX_XG_NWG] = mwg[b];
+                                            v[PFX_XG_KWG] = kwg[c];
+                                            v[PFX_XG_MDIMC] = dim[d];
+                                            v[PFX_XG_NDIMC] = dim[e];
+                                            v[PFX_XG_MDIMA] = dim[f];
+                                            v[PFX_XG_NDIMB] = dim[g];
+                                            v[PFX_XG_VWM] = vw[h];
+                                            v[PFX_XG_VWN] = vw[i];
+                                            v[PFX_XG_STRM] = bit[j & 1];
+                                            v[PFX_XG_STRN] = bit[(j >> 1) & 1];
+                                            v[PFX_XG_SA] = bit[(j >> 2) & 1];
+                                            v[PFX_XG_SB] = bit[(j >> 3) & 1];
+                                            if (n < cap &&
+                                                pfx_xgemm_valid(v, &t->rt->info, why, sizeof(why)))
+                                                memcpy(all + (n++) * PFX_XGEMM_PARAMS, v,
+                                                       sizeof(v));
+                                        }
     order(t, all, fixed, n, PFX_XGEMM_PARAMS, cpu_xgemm);
     *out = all;
     return n;
@@ -245,20 +260,35 @@ static size_t direct_candidates(tuner *t, size_t **out)
     memcpy(all, def.direct, sizeof(def.direct));
     n = pfx_xgemm_direct_valid(all, &t->rt->info, why, sizeof(why)) ? 1 : 0;
     memcpy(all + n * PFX_XGEMM_DIRECT_PARAMS, seed, sizeof(seed));
-    n += pfx_xgemm_direct_valid(all + n * PFX_XGEMM_DIRECT_PARAMS, &t->rt->info, why,
-                                sizeof(why)) ? 1 : 0;
+    n += pfx_xgemm_direct_valid(all + n * PFX_XGEMM_DIRECT_PARAMS, &t->rt->info, why, sizeof(why))
+             ? 1
+             : 0;
     size_t fixed = n;
     size_t v[PFX_XGEMM_DIRECT_PARAMS] = { 0 };
-    for (size_t a = 0; a < 4; a++) for (size_t b = 0; b < 3; b++) for (size_t c = 0; c < 3; c++)
-    for (size_t d = 0; d < 3; d++) for (size_t e = 0; e < 3; e++) for (size_t f = 0; f < 3; f++)
-    for (size_t g = 0; g < 4; g++) for (size_t h = 0; h < 4; h++) for (size_t i = 0; i < 4; i++) {
-        v[PFX_XD_WGD] = wgd[a]; v[PFX_XD_MDIMCD] = dim[b]; v[PFX_XD_NDIMCD] = dim[c];
-        v[PFX_XD_MDIMAD] = dim[d]; v[PFX_XD_NDIMBD] = dim[e]; v[PFX_XD_KWID] = kwid[f];
-        v[PFX_XD_VWMD] = vw[g]; v[PFX_XD_VWND] = vw[h];
-        v[PFX_XD_PADA] = i & 1; v[PFX_XD_PADB] = (i >> 1) & 1;
-        if (n < cap && pfx_xgemm_direct_valid(v, &t->rt->info, why, sizeof(why)))
-            memcpy(all + (n++) * PFX_XGEMM_DIRECT_PARAMS, v, sizeof(v));
-    }
+    for (size_t a = 0; a < 4; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (size_t c = 0; c < 3; c++)
+                for (size_t d = 0; d < 3; d++)
+                    for (size_t e = 0; e < 3; e++)
+                        for (size_t f = 0; f < 3; f++)
+                            for (size_t g = 0; g < 4; g++)
+                                for (size_t h = 0; h < 4; h++)
+                                    for (size_t i = 0; i < 4; i++) {
+                                        v[PFX_XD_WGD] = wgd[a];
+                                        v[PFX_XD_MDIMCD] = dim[b];
+                                        v[PFX_XD_NDIMCD] = dim[c];
+                                        v[PFX_XD_MDIMAD] = dim[d];
+                                        v[PFX_XD_NDIMBD] = dim[e];
+                                        v[PFX_XD_KWID] = kwid[f];
+                                        v[PFX_XD_VWMD] = vw[g];
+                                        v[PFX_XD_VWND] = vw[h];
+                                        v[PFX_XD_PADA] = i & 1;
+                                        v[PFX_XD_PADB] = (i >> 1) & 1;
+                                        if (n < cap && pfx_xgemm_direct_valid(v, &t->rt->info, why,
+                                                                              sizeof(why)))
+                                            memcpy(all + (n++) * PFX_XGEMM_DIRECT_PARAMS, v,
+                                                   sizeof(v));
+                                    }
     order(t, all, fixed, n, PFX_XGEMM_DIRECT_PARAMS, cpu_direct);
     *out = all;
     return n;
@@ -287,12 +317,11 @@ static pfx_status search(tuner *t, bool direct, double until, size_t *best, doub
         if (found && pfx_host_seconds() - t->start > until * t->limit)
             break;
         const size_t *v = cands + c * width;
-        CLBlastStatusCode s = direct ? CLBlastOverrideParameters(
-                                           t->rt->device, "XgemmDirect", CLBlastPrecisionSingle,
-                                           width, (const char **)pfx_xgemm_direct_names, v)
-                                     : CLBlastOverrideParameters(
-                                           t->rt->device, "Xgemm", CLBlastPrecisionSingle, width,
-                                           (const char **)pfx_xgemm_names, v);
+        CLBlastStatusCode s =
+            direct ? CLBlastOverrideParameters(t->rt->device, "XgemmDirect", CLBlastPrecisionSingle,
+                                               width, (const char **)pfx_xgemm_direct_names, v)
+                   : CLBlastOverrideParameters(t->rt->device, "Xgemm", CLBlastPrecisionSingle,
+                                               width, (const char **)pfx_xgemm_names, v);
         t->report->tried++;
         if (s != CLBlastSuccess || !time_shapes(t, which, secs)) {
             t->report->rejected++;
@@ -353,7 +382,8 @@ static pfx_status setup(tuner *t)
     for (size_t i = 0; i < t->count; i++) {
         const pfx_gemm_tune_shape *s = &t->shapes[i];
         if (!s->m || !s->n || !s->k)
-            return pfx_error(t->rt, PFX_ERROR_INVALID_SHAPE, "gemm-tune: shape %zu has a 0 size", i);
+            return pfx_error(t->rt, PFX_ERROR_INVALID_SHAPE, "gemm-tune: shape %zu has a 0 size",
+                             i);
         t->na = s->m * s->k > t->na ? s->m * s->k : t->na;
         t->nb = s->k * s->n > t->nb ? s->k * s->n : t->nb;
         t->nc = s->m * s->n > t->nc ? s->m * s->n : t->nc;
@@ -474,8 +504,9 @@ pfx_status pfx_gemm_tune(pfx_runtime *rt, const pfx_gemm_tune_params *params,
             st = pfx_error(rt, PFX_ERROR_CLBLAST, "gemm-tune: the Xgemm winner failed on a shape");
         for (size_t i = 0; st == PFX_SUCCESS && i < t.count; i++)
             ind[i] = t.large[i] ? ind[i] : other[i];
-        if (st == PFX_SUCCESS && (st = pfx_gemm_min_indirect_override(rt, ALL_DIRECT)) ==
-                                     PFX_SUCCESS && !time_shapes(&t, 1, other))
+        if (st == PFX_SUCCESS &&
+            (st = pfx_gemm_min_indirect_override(rt, ALL_DIRECT)) == PFX_SUCCESS &&
+            !time_shapes(&t, 1, other))
             st = pfx_error(rt, PFX_ERROR_CLBLAST,
                            "gemm-tune: the XgemmDirect winner failed on a shape");
         for (size_t i = 0; st == PFX_SUCCESS && i < t.count; i++)

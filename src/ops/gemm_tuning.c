@@ -14,7 +14,7 @@
 
 const char *const pfx_xgemm_names[PFX_XGEMM_PARAMS] = {
     "GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB",
-    "NDIMC", "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN",
+    "NDIMC", "NWG",  "SA",  "SB",  "STRM",  "STRN",  "VWM", "VWN",
 };
 const char *const pfx_xgemm_direct_names[PFX_XGEMM_DIRECT_PARAMS] = {
     "KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD",
@@ -29,8 +29,8 @@ const char *pfx_gemm_param_name(bool direct, size_t index)
 
 void pfx_gemm_tuning_defaults(pfx_gemm_tuning *t)
 {
-    static const size_t xgemm[PFX_XGEMM_PARAMS] = { 0, 1, 32, 2, 8, 8, 32, 16,
-                                                    16, 32, 1, 1, 0, 0, 4, 2 };
+    static const size_t xgemm[PFX_XGEMM_PARAMS] = { 0,  1,  32, 2, 8, 8, 32, 16,
+                                                    16, 32, 1,  1, 0, 0, 4,  2 };
     static const size_t direct[PFX_XGEMM_DIRECT_PARAMS] = { 2, 8, 8, 8, 8, 1, 1, 1, 1, 16 };
     memset(t, 0, sizeof(*t));
     memcpy(t->xgemm, xgemm, sizeof(xgemm));
@@ -59,8 +59,8 @@ bool pfx_xgemm_valid(const size_t *v, const pfx_device_info *info, char *why, si
 {
     if (v[PFX_XG_GEMMK] != 0 || v[PFX_XG_KREG] != 1)
         return fail(why, cap, "Xgemm: only kernel 0 (GEMMK 0, KREG 1) is supported");
-    const int sizes[] = { PFX_XG_KWG, PFX_XG_KWI, PFX_XG_MDIMA, PFX_XG_MDIMC, PFX_XG_MWG,
-                          PFX_XG_NDIMB, PFX_XG_NDIMC, PFX_XG_NWG, PFX_XG_VWM, PFX_XG_VWN };
+    const int sizes[] = { PFX_XG_KWG,   PFX_XG_KWI,   PFX_XG_MDIMA, PFX_XG_MDIMC, PFX_XG_MWG,
+                          PFX_XG_NDIMB, PFX_XG_NDIMC, PFX_XG_NWG,   PFX_XG_VWM,   PFX_XG_VWN };
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         if (!pow2_upto(v[sizes[i]], 256))
             return fail(why, cap, "Xgemm: a size is not a power of two in 1..256");
@@ -80,7 +80,8 @@ bool pfx_xgemm_valid(const size_t *v, const pfx_device_info *info, char *why, si
     if (mdimc * ndimc > info->max_work_group_size)
         return fail(why, cap, "Xgemm: MDIMC x NDIMC exceeds the device's work-group size");
     size_t local = (v[PFX_XG_SA] * v[PFX_XG_KWG] * v[PFX_XG_MWG] +
-                    v[PFX_XG_SB] * v[PFX_XG_KWG] * v[PFX_XG_NWG]) * sizeof(float);
+                    v[PFX_XG_SB] * v[PFX_XG_KWG] * v[PFX_XG_NWG]) *
+                   sizeof(float);
     if (local > info->local_mem_bytes)
         return fail(why, cap, "Xgemm: needs more local memory than the device has");
     return true;
@@ -89,8 +90,8 @@ bool pfx_xgemm_valid(const size_t *v, const pfx_device_info *info, char *why, si
 /* The rules of CLBlast's XgemmDirect tuner, plus the device's limits. */
 bool pfx_xgemm_direct_valid(const size_t *v, const pfx_device_info *info, char *why, size_t cap)
 {
-    const int sizes[] = { PFX_XD_KWID, PFX_XD_MDIMAD, PFX_XD_MDIMCD, PFX_XD_NDIMBD,
-                          PFX_XD_NDIMCD, PFX_XD_VWMD, PFX_XD_VWND, PFX_XD_WGD };
+    const int sizes[] = { PFX_XD_KWID,   PFX_XD_MDIMAD, PFX_XD_MDIMCD, PFX_XD_NDIMBD,
+                          PFX_XD_NDIMCD, PFX_XD_VWMD,   PFX_XD_VWND,   PFX_XD_WGD };
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
         if (!pow2_upto(v[sizes[i]], 256))
             return fail(why, cap, "XgemmDirect: a size is not a power of two in 1..256");
@@ -120,8 +121,7 @@ static uint64_t device_key(const pfx_device_info *info)
     return h;
 }
 
-bool pfx_gemm_tuning_path(const pfx_device_info *info, const char *cache_dir, char *out,
-                          size_t cap)
+bool pfx_gemm_tuning_path(const pfx_device_info *info, const char *cache_dir, char *out, size_t cap)
 {
     if (!cache_dir || !cache_dir[0])
         return false;
@@ -182,8 +182,8 @@ static pfx_status parse(const cJSON *root, const pfx_device_info *info, pfx_gemm
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_gemm_tuning_read(const char *path, const pfx_device_info *info,
-                                pfx_gemm_tuning *out, char *why, size_t cap)
+pfx_status pfx_gemm_tuning_read(const char *path, const pfx_device_info *info, pfx_gemm_tuning *out,
+                                char *why, size_t cap)
 {
     unsigned char *buf = NULL;
     size_t size = 0;
@@ -274,8 +274,8 @@ pfx_status pfx_gemm_tuning_override(pfx_runtime *rt, const pfx_gemm_tuning *t)
 {
     pfx_status st = override(rt, "Xgemm", pfx_xgemm_names, t->xgemm, PFX_XGEMM_PARAMS);
     if (st == PFX_SUCCESS)
-        st = override(rt, "XgemmDirect", pfx_xgemm_direct_names, t->direct,
-                      PFX_XGEMM_DIRECT_PARAMS);
+        st =
+            override(rt, "XgemmDirect", pfx_xgemm_direct_names, t->direct, PFX_XGEMM_DIRECT_PARAMS);
     if (st == PFX_SUCCESS)
         st = pfx_gemm_min_indirect_override(rt, t->min_indirect);
     return st;

@@ -20,13 +20,34 @@
 /* Indexes into pfx_gemm_tuning's arrays (prefixcl/gemm_tune.h), in
  * CLBlast's database order. */
 enum {
-    PFX_XG_GEMMK, PFX_XG_KREG, PFX_XG_KWG, PFX_XG_KWI, PFX_XG_MDIMA, PFX_XG_MDIMC, PFX_XG_MWG,
-    PFX_XG_NDIMB, PFX_XG_NDIMC, PFX_XG_NWG, PFX_XG_SA, PFX_XG_SB, PFX_XG_STRM, PFX_XG_STRN,
-    PFX_XG_VWM, PFX_XG_VWN
+    PFX_XG_GEMMK,
+    PFX_XG_KREG,
+    PFX_XG_KWG,
+    PFX_XG_KWI,
+    PFX_XG_MDIMA,
+    PFX_XG_MDIMC,
+    PFX_XG_MWG,
+    PFX_XG_NDIMB,
+    PFX_XG_NDIMC,
+    PFX_XG_NWG,
+    PFX_XG_SA,
+    PFX_XG_SB,
+    PFX_XG_STRM,
+    PFX_XG_STRN,
+    PFX_XG_VWM,
+    PFX_XG_VWN
 };
 enum {
-    PFX_XD_KWID, PFX_XD_MDIMAD, PFX_XD_MDIMCD, PFX_XD_NDIMBD, PFX_XD_NDIMCD, PFX_XD_PADA,
-    PFX_XD_PADB, PFX_XD_VWMD, PFX_XD_VWND, PFX_XD_WGD
+    PFX_XD_KWID,
+    PFX_XD_MDIMAD,
+    PFX_XD_MDIMCD,
+    PFX_XD_NDIMBD,
+    PFX_XD_NDIMCD,
+    PFX_XD_PADA,
+    PFX_XD_PADB,
+    PFX_XD_VWMD,
+    PFX_XD_VWND,
+    PFX_XD_WGD
 };
 extern const char *const pfx_xgemm_names[PFX_XGEMM_PARAMS];
 extern const char *const pfx_xgemm_direct_names[PFX_XGEMM_DIRECT_PARAMS];
@@ -46,8 +67,8 @@ bool pfx_gemm_tuning_path(const pfx_device_info *info, const char *cache_dir, ch
 
 /* Reads and checks a file. PFX_ERROR_IO when there is none (or it cannot be
  * read), PFX_ERROR_FORMAT when it is rejected; *why says why in both cases. */
-pfx_status pfx_gemm_tuning_read(const char *path, const pfx_device_info *info,
-                                pfx_gemm_tuning *out, char *why, size_t cap);
+pfx_status pfx_gemm_tuning_read(const char *path, const pfx_device_info *info, pfx_gemm_tuning *out,
+                                char *why, size_t cap);
 
 /* Writes the file atomically (errors recorded for rt). */
 pfx_status pfx_gemm_tuning_write(pfx_runtime *rt, const char *path, const pfx_gemm_tuning *t);

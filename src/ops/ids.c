@@ -45,7 +45,8 @@ static pfx_status wait_upload(pfx_ids *ids)
     cl_int err = clWaitForEvents(1, &ids->pending);
     clReleaseEvent(ids->pending);
     ids->pending = NULL;
-    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(ids->rt, err, "ids write: the last upload");
+    return err == CL_SUCCESS ? PFX_SUCCESS
+                             : pfx_cl_error(ids->rt, err, "ids write: the last upload");
 }
 
 pfx_status pfx_ids_write(pfx_ids *ids, size_t offset, size_t n, const int32_t *src)
@@ -65,9 +66,9 @@ pfx_status pfx_ids_write(pfx_ids *ids, size_t offset, size_t n, const int32_t *s
         return st;
     memcpy(ids->host + offset, src, n * sizeof(int32_t));
     /* not blocking: a step's uploads do not wait for the previous step */
-    cl_int err = clEnqueueWriteBuffer(ids->rt->queue, ids->mem, CL_FALSE, offset * sizeof(int32_t),
-                                      n * sizeof(int32_t), ids->host + offset, 0, NULL,
-                                      &ids->pending);
+    cl_int err =
+        clEnqueueWriteBuffer(ids->rt->queue, ids->mem, CL_FALSE, offset * sizeof(int32_t),
+                             n * sizeof(int32_t), ids->host + offset, 0, NULL, &ids->pending);
     if (err != CL_SUCCESS) {
         ids->pending = NULL;
         return pfx_cl_error(ids->rt, err, "ids write");

@@ -30,8 +30,7 @@ pfx_status pfx_mat_check(pfx_runtime *rt, const char *op, const char *name, cons
                          name);
     const pfx_dtype dt = m->t->dtype;
     if (dt != PFX_DTYPE_F32 && !(kind == PFX_MAT_WEIGHT && dt == PFX_DTYPE_F16))
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s is %s; %s", op, name,
-                         dtype_name(dt),
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s is %s; %s", op, name, dtype_name(dt),
                          kind == PFX_MAT_WEIGHT ? "a weight is float32 or half"
                                                 : "activations are float32");
     if (m->rows == 0 || m->cols == 0)
@@ -49,8 +48,8 @@ pfx_status pfx_mat_check(pfx_runtime *rt, const char *op, const char *name, cons
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_mat_same_shape(pfx_runtime *rt, const char *op, const char *name_a,
-                              const pfx_mat *a, const char *name_b, const pfx_mat *b)
+pfx_status pfx_mat_same_shape(pfx_runtime *rt, const char *op, const char *name_a, const pfx_mat *a,
+                              const char *name_b, const pfx_mat *b)
 {
     if (a->rows != b->rows || a->cols != b->cols)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s is %zu x %zu but %s is %zu x %zu", op,
@@ -58,8 +57,8 @@ pfx_status pfx_mat_same_shape(pfx_runtime *rt, const char *op, const char *name_
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_mat_check_vector(pfx_runtime *rt, const char *op, const char *name,
-                                const pfx_mat *m, size_t n, pfx_mat_kind kind)
+pfx_status pfx_mat_check_vector(pfx_runtime *rt, const char *op, const char *name, const pfx_mat *m,
+                                size_t n, pfx_mat_kind kind)
 {
     pfx_status st = pfx_mat_check(rt, op, name, m, kind);
     if (st != PFX_SUCCESS)
@@ -105,8 +104,8 @@ bool pfx_mat_overlap(const pfx_mat *a, const pfx_mat *b)
 
 bool pfx_mat_same(const pfx_mat *a, const pfx_mat *b)
 {
-    return a->t && b->t && a->t->mem == b->t->mem && a->offset == b->offset &&
-           a->rows == b->rows && a->cols == b->cols && (a->rows == 1 || a->ld == b->ld);
+    return a->t && b->t && a->t->mem == b->t->mem && a->offset == b->offset && a->rows == b->rows &&
+           a->cols == b->cols && (a->rows == 1 || a->ld == b->ld);
 }
 
 pfx_status pfx_mat_check_alias(pfx_runtime *rt, const char *op, const char *out_name,
@@ -129,8 +128,7 @@ pfx_mat_args pfx_mat_kernel_args(const pfx_mat *m)
 }
 
 pfx_status pfx_ids_check(pfx_runtime *rt, const char *op, const char *name, const pfx_ids *ids,
-                         size_t first, size_t n, size_t limit, bool allow_ignore,
-                         size_t *counted)
+                         size_t first, size_t n, size_t limit, bool allow_ignore, size_t *counted)
 {
     if (!ids)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", op, name);
@@ -147,9 +145,8 @@ pfx_status pfx_ids_check(pfx_runtime *rt, const char *op, const char *name, cons
         if (allow_ignore && v == PFX_LABEL_IGNORE)
             continue;
         if (v < 0 || (size_t)v >= limit)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                             "%s: %s[%zu] = %d is outside [0, %zu)%s", op, name, i, (int)v, limit,
-                             allow_ignore ? " and not -100" : "");
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: %s[%zu] = %d is outside [0, %zu)%s",
+                             op, name, i, (int)v, limit, allow_ignore ? " and not -100" : "");
         c++;
     }
     if (counted)

@@ -21,12 +21,12 @@ pfx_status pfx_mat_check(pfx_runtime *rt, const char *op, const char *name, cons
                          pfx_mat_kind kind);
 
 /* Rows and cols of b equal those of a. */
-pfx_status pfx_mat_same_shape(pfx_runtime *rt, const char *op, const char *name_a,
-                              const pfx_mat *a, const char *name_b, const pfx_mat *b);
+pfx_status pfx_mat_same_shape(pfx_runtime *rt, const char *op, const char *name_a, const pfx_mat *a,
+                              const char *name_b, const pfx_mat *b);
 
 /* A [n] vector view: n elements of one column or one row. */
-pfx_status pfx_mat_check_vector(pfx_runtime *rt, const char *op, const char *name,
-                                const pfx_mat *m, size_t n, pfx_mat_kind kind);
+pfx_status pfx_mat_check_vector(pfx_runtime *rt, const char *op, const char *name, const pfx_mat *m,
+                                size_t n, pfx_mat_kind kind);
 
 /* True when the element ranges of a and b (first to last element) share
  * storage. */
@@ -55,7 +55,6 @@ pfx_mat_args pfx_mat_kernel_args(const pfx_mat *m);
  * each is in [0, limit) (or PFX_LABEL_IGNORE when allow_ignore); *counted
  * (may be NULL) receives how many are not PFX_LABEL_IGNORE. */
 pfx_status pfx_ids_check(pfx_runtime *rt, const char *op, const char *name, const pfx_ids *ids,
-                         size_t first, size_t n, size_t limit, bool allow_ignore,
-                         size_t *counted);
+                         size_t first, size_t n, size_t limit, bool allow_ignore, size_t *counted);
 
 #endif

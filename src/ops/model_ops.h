@@ -40,7 +40,7 @@ typedef struct pfx_mat {
     const pfx_tensor *t; /* storage; never owned (outputs are written through it) */
     size_t offset;       /* element offset of row 0 */
     size_t rows, cols;
-    size_t ld;           /* elements between two rows, >= cols */
+    size_t ld; /* elements between two rows, >= cols */
 } pfx_mat;
 
 /* rows x cols at offset, row stride ld. */
@@ -62,8 +62,8 @@ static inline pfx_mat pfx_mat_of(const pfx_tensor *t, size_t offset, size_t rows
  * from the host in the first place: prompts, labels). */
 typedef struct pfx_ids {
     pfx_runtime *rt;
-    cl_mem mem;     /* int32 [count] */
-    int32_t *host;  /* the same values */
+    cl_mem mem;    /* int32 [count] */
+    int32_t *host; /* the same values */
     size_t count;
     cl_event pending; /* the last upload from host, or NULL */
 } pfx_ids;
@@ -98,13 +98,13 @@ pfx_status pfx_op_embedding(pfx_runtime *rt, const pfx_ids *ids, size_t batch, s
  * rows in ascending order (no atomics): deterministic. The ids are read from
  * their host copy (a gather plan is uploaded per call). dwte does not
  * overlap dout. */
-pfx_status pfx_op_embedding_backward(pfx_runtime *rt, const pfx_ids *ids, size_t batch, size_t tokens,
-                                     pfx_mat dout, pfx_mat dwte);
+pfx_status pfx_op_embedding_backward(pfx_runtime *rt, const pfx_ids *ids, size_t batch,
+                                     size_t tokens, pfx_mat dout, pfx_mat dwte);
 
 /* GPT-2's learned positions' gradient, ADDED into dwpe (F32 [Pmax, C]): row
  * pos0 + t receives the sum of dout's rows of position t, items in order. */
-pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens, pfx_mat dout, pfx_mat dwpe,
-                                    size_t pos0);
+pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens, pfx_mat dout,
+                                    pfx_mat dwpe, size_t pos0);
 
 /* ---- normalization ---- */
 
@@ -114,8 +114,7 @@ pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens
  * w, b: [C] vectors (PFX_VEC; F32 or F16; b may be NULL). mean and rstd: F32
  * [R] vectors kept for the backward, or both NULL. y may be x (in place). */
 pfx_status pfx_op_layernorm_forward(pfx_runtime *rt, pfx_mat x, pfx_mat w, const pfx_mat *b,
-                                    float eps, pfx_mat y, const pfx_mat *mean,
-                                    const pfx_mat *rstd);
+                                    float eps, pfx_mat y, const pfx_mat *mean, const pfx_mat *rstd);
 
 /* dX of LayerNorm (weights frozen): with xhat = (x - mean) * rstd, g = dy * w,
  *   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),
@@ -133,8 +132,8 @@ pfx_status pfx_op_rmsnorm_forward(pfx_runtime *rt, pfx_mat x, pfx_mat w, float e
 /* dX of RMSNorm: xhat = x * rstd, g = dy * w,
  *   dx = rstd * (g - xhat * mean(g * xhat)),  written or accumulated.
  * dx must not overlap x or dy. */
-pfx_status pfx_op_rmsnorm_backward(pfx_runtime *rt, pfx_mat x, pfx_mat w, pfx_mat rstd,
-                                   pfx_mat dy, pfx_mat dx, bool accumulate);
+pfx_status pfx_op_rmsnorm_backward(pfx_runtime *rt, pfx_mat x, pfx_mat w, pfx_mat rstd, pfx_mat dy,
+                                   pfx_mat dx, bool accumulate);
 
 /* The norm's weight and bias gradients, xhat = (x - mean) * rstd (x * rstd
  * for RMSNorm: mean NULL):
@@ -148,10 +147,11 @@ pfx_status pfx_op_norm_param_grad(pfx_runtime *rt, pfx_mat x, const pfx_mat *mea
 /* ---- activations ---- */
 
 typedef enum pfx_activation {
-    PFX_ACT_GELU_TANH = 0, /* "gelu_new", "gelu_pytorch_tanh": 0.5 u (1 + tanh(sqrt(2/pi)(u + 0.044715 u^3))) */
-    PFX_ACT_GELU = 1,      /* "gelu": 0.5 u (1 + erf(u / sqrt(2))) */
-    PFX_ACT_RELU = 2,      /* "relu": max(u, 0) (derivative 0 at u = 0) */
-    PFX_ACT_SILU = 3,      /* "silu", "swish": u / (1 + exp(-u)) */
+    PFX_ACT_GELU_TANH =
+        0, /* "gelu_new", "gelu_pytorch_tanh": 0.5 u (1 + tanh(sqrt(2/pi)(u + 0.044715 u^3))) */
+    PFX_ACT_GELU = 1, /* "gelu": 0.5 u (1 + erf(u / sqrt(2))) */
+    PFX_ACT_RELU = 2, /* "relu": max(u, 0) (derivative 0 at u = 0) */
+    PFX_ACT_SILU = 3, /* "silu", "swish": u / (1 + exp(-u)) */
 } pfx_activation;
 
 /* Maps a config's activation name (activation_function, hidden_act) to an
@@ -165,8 +165,8 @@ const char *pfx_activation_name(pfx_activation act);
 pfx_status pfx_op_activation_forward(pfx_runtime *rt, pfx_activation act, pfx_mat x, pfx_mat y);
 
 /* dx = act'(x) * dy, x the forward's input; dx may be dy (not x). */
-pfx_status pfx_op_activation_backward(pfx_runtime *rt, pfx_activation act, pfx_mat x,
-                                      pfx_mat dy, pfx_mat dx);
+pfx_status pfx_op_activation_backward(pfx_runtime *rt, pfx_activation act, pfx_mat x, pfx_mat dy,
+                                      pfx_mat dx);
 
 /* SwiGLU: out = silu(gate) * up over [R, C] F32 views (gate and up may be two
  * halves of one fused GEMM output through ld). out may be gate or up. */
@@ -216,13 +216,13 @@ typedef enum pfx_rope_type {
 } pfx_rope_type;
 
 typedef struct pfx_rope_params {
-    double theta;      /* rope_theta (> 0) */
-    size_t head_dim;   /* D (even, >= 2) */
+    double theta;    /* rope_theta (> 0) */
+    size_t head_dim; /* D (even, >= 2) */
     pfx_rope_type type;
     /* llama3 only: */
-    double factor;           /* > 0 */
-    double low_freq_factor;  /* > 0 */
-    double high_freq_factor; /* > low_freq_factor */
+    double factor;                           /* > 0 */
+    double low_freq_factor;                  /* > 0 */
+    double high_freq_factor;                 /* > low_freq_factor */
     double original_max_position_embeddings; /* > 0 */
 } pfx_rope_params;
 

@@ -4,7 +4,7 @@
 #include "model_args.h"
 #include "work_groups.h"
 
-#define NORM_PROGRAM "norm"
+#define NORM_PROGRAM    "norm"
 #define NORM_GROUPS_MAX 65536
 
 /* An absent vector: a NULL buffer the kernel never reads. */
@@ -26,8 +26,8 @@ static pfx_status launch_rows(pfx_runtime *rt, const char *kernel, const char *o
     return PFX_SUCCESS;
 }
 
-static pfx_status check_stats(pfx_runtime *rt, const char *op, const char *name,
-                              const pfx_mat *v, size_t rows, const pfx_mat *x, const pfx_mat *y)
+static pfx_status check_stats(pfx_runtime *rt, const char *op, const char *name, const pfx_mat *v,
+                              size_t rows, const pfx_mat *x, const pfx_mat *y)
 {
     pfx_status st = pfx_mat_check_vector(rt, op, name, v, rows, PFX_MAT_F32);
     if (st == PFX_SUCCESS)
@@ -78,15 +78,15 @@ static pfx_status forward(pfx_runtime *rt, const char *op, bool rms, pfx_mat x, 
     cl_ulong r_off = rm->offset, r_step = pfx_mat_vector_step(rm);
     cl_int is_rms = rms, b_half = b && b->t->dtype == PFX_DTYPE_F16, has_b = b != NULL;
     cl_int has_stats = rstd != NULL;
-    pfx_arg args[] = { PFX_ARG(base),   PFX_ARG(cols),    PFX_ARG(is_rms),    PFX_ARG(xa.mem),
-                       PFX_ARG(xa.offset), PFX_ARG(xa.ld), PFX_ARG(wa.mem),    PFX_ARG(wa.offset),
-                       PFX_ARG(w_step), PFX_ARG(wa.half), PFX_ARG(bmem),      PFX_ARG(b_off),
-                       PFX_ARG(b_step), PFX_ARG(b_half),  PFX_ARG(has_b),     PFX_ARG(eps),
-                       PFX_ARG(ya.mem), PFX_ARG(ya.offset), PFX_ARG(ya.ld),   PFX_ARG(mmem),
-                       PFX_ARG(m_off),  PFX_ARG(m_step),  PFX_ARG(rmem),      PFX_ARG(r_off),
-                       PFX_ARG(r_step), PFX_ARG(has_stats) };
-    return launch_rows(rt, "pfx_norm_forward", op, x.rows, &base,
-                       sizeof(args) / sizeof(args[0]), args);
+    pfx_arg args[] = { PFX_ARG(base),      PFX_ARG(cols),      PFX_ARG(is_rms), PFX_ARG(xa.mem),
+                       PFX_ARG(xa.offset), PFX_ARG(xa.ld),     PFX_ARG(wa.mem), PFX_ARG(wa.offset),
+                       PFX_ARG(w_step),    PFX_ARG(wa.half),   PFX_ARG(bmem),   PFX_ARG(b_off),
+                       PFX_ARG(b_step),    PFX_ARG(b_half),    PFX_ARG(has_b),  PFX_ARG(eps),
+                       PFX_ARG(ya.mem),    PFX_ARG(ya.offset), PFX_ARG(ya.ld),  PFX_ARG(mmem),
+                       PFX_ARG(m_off),     PFX_ARG(m_step),    PFX_ARG(rmem),   PFX_ARG(r_off),
+                       PFX_ARG(r_step),    PFX_ARG(has_stats) };
+    return launch_rows(rt, "pfx_norm_forward", op, x.rows, &base, sizeof(args) / sizeof(args[0]),
+                       args);
 }
 
 static pfx_status backward(pfx_runtime *rt, const char *op, bool rms, pfx_mat x, pfx_mat w,
@@ -120,21 +120,20 @@ static pfx_status backward(pfx_runtime *rt, const char *op, bool rms, pfx_mat x,
     cl_ulong m_off = mm->offset, m_step = pfx_mat_vector_step(mm);
     cl_ulong r_off = rstd.offset, r_step = pfx_mat_vector_step(&rstd);
     cl_int is_rms = rms, acc = accumulate;
-    pfx_arg args[] = { PFX_ARG(base),      PFX_ARG(cols),     PFX_ARG(is_rms),
-                       PFX_ARG(xa.mem),    PFX_ARG(xa.offset), PFX_ARG(xa.ld),
-                       PFX_ARG(wa.mem),    PFX_ARG(wa.offset), PFX_ARG(w_step),
-                       PFX_ARG(wa.half),   PFX_ARG(mmem),     PFX_ARG(m_off),
-                       PFX_ARG(m_step),    PFX_ARG(rstd.t->mem), PFX_ARG(r_off),
-                       PFX_ARG(r_step),    PFX_ARG(dya.mem),  PFX_ARG(dya.offset),
-                       PFX_ARG(dya.ld),    PFX_ARG(dxa.mem),  PFX_ARG(dxa.offset),
-                       PFX_ARG(dxa.ld),    PFX_ARG(acc) };
-    return launch_rows(rt, "pfx_norm_backward", op, x.rows, &base,
-                       sizeof(args) / sizeof(args[0]), args);
+    pfx_arg args[] = { PFX_ARG(base),    PFX_ARG(cols),        PFX_ARG(is_rms),
+                       PFX_ARG(xa.mem),  PFX_ARG(xa.offset),   PFX_ARG(xa.ld),
+                       PFX_ARG(wa.mem),  PFX_ARG(wa.offset),   PFX_ARG(w_step),
+                       PFX_ARG(wa.half), PFX_ARG(mmem),        PFX_ARG(m_off),
+                       PFX_ARG(m_step),  PFX_ARG(rstd.t->mem), PFX_ARG(r_off),
+                       PFX_ARG(r_step),  PFX_ARG(dya.mem),     PFX_ARG(dya.offset),
+                       PFX_ARG(dya.ld),  PFX_ARG(dxa.mem),     PFX_ARG(dxa.offset),
+                       PFX_ARG(dxa.ld),  PFX_ARG(acc) };
+    return launch_rows(rt, "pfx_norm_backward", op, x.rows, &base, sizeof(args) / sizeof(args[0]),
+                       args);
 }
 
 pfx_status pfx_op_layernorm_forward(pfx_runtime *rt, pfx_mat x, pfx_mat w, const pfx_mat *b,
-                                    float eps, pfx_mat y, const pfx_mat *mean,
-                                    const pfx_mat *rstd)
+                                    float eps, pfx_mat y, const pfx_mat *mean, const pfx_mat *rstd)
 {
     return forward(rt, "layernorm", false, x, w, b, eps, y, mean, rstd);
 }
@@ -151,8 +150,8 @@ pfx_status pfx_op_rmsnorm_forward(pfx_runtime *rt, pfx_mat x, pfx_mat w, float e
     return forward(rt, "rmsnorm", true, x, w, NULL, eps, y, NULL, rstd);
 }
 
-pfx_status pfx_op_rmsnorm_backward(pfx_runtime *rt, pfx_mat x, pfx_mat w, pfx_mat rstd,
-                                   pfx_mat dy, pfx_mat dx, bool accumulate)
+pfx_status pfx_op_rmsnorm_backward(pfx_runtime *rt, pfx_mat x, pfx_mat w, pfx_mat rstd, pfx_mat dy,
+                                   pfx_mat dx, bool accumulate)
 {
     return backward(rt, "rmsnorm backward", true, x, w, NULL, rstd, dy, dx, accumulate);
 }
@@ -181,7 +180,8 @@ pfx_status pfx_op_norm_param_grad(pfx_runtime *rt, pfx_mat x, const pfx_mat *mea
     const char *in_names[4] = { "x", "dy", "rstd", "mean" };
     for (int o = 0; o < 2; o++)
         for (int i = 0; outs[o] && i < 4; i++)
-            if (ins[i] && (st = pfx_mat_check_alias(rt, op, out_names[o], outs[o], in_names[i], ins[i], false)))
+            if (ins[i] && (st = pfx_mat_check_alias(rt, op, out_names[o], outs[o], in_names[i],
+                                                    ins[i], false)))
                 return st;
     if (db && pfx_mat_overlap(&dw, db))
         return pfx_error(rt, PFX_ERROR_ALIASING, "%s: dw overlaps db", op);
@@ -195,12 +195,15 @@ pfx_status pfx_op_norm_param_grad(pfx_runtime *rt, pfx_mat x, const pfx_mat *mea
     cl_ulong w_off = dw.offset, w_step = pfx_mat_vector_step(&dw);
     cl_ulong b_off = bm->offset, b_step = pfx_mat_vector_step(bm);
     cl_int is_rms = mean == NULL, has_db = db != NULL, acc = accumulate;
-    pfx_arg args[] = { PFX_ARG(rows),     PFX_ARG(cols),        PFX_ARG(is_rms),  PFX_ARG(xa.mem),
-                       PFX_ARG(xa.offset), PFX_ARG(xa.ld),      PFX_ARG(mmem),    PFX_ARG(m_off),
-                       PFX_ARG(m_step),   PFX_ARG(rstd.t->mem), PFX_ARG(r_off),   PFX_ARG(r_step),
-                       PFX_ARG(dya.mem),  PFX_ARG(dya.offset),  PFX_ARG(dya.ld),  PFX_ARG(dw.t->mem),
-                       PFX_ARG(w_off),    PFX_ARG(w_step),      PFX_ARG(bmem),    PFX_ARG(b_off),
-                       PFX_ARG(b_step),   PFX_ARG(has_db),      PFX_ARG(acc) };
-    return pfx_launch_groups(rt, NORM_PROGRAM, PFX_NORM_OPTIONS, "pfx_norm_param_grad", op, pfx_grid_groups(x.cols, PFX_NORM_WG),
-                             PFX_NORM_WG, sizeof(args) / sizeof(args[0]), args);
+    pfx_arg args[] = { PFX_ARG(rows),        PFX_ARG(cols),       PFX_ARG(is_rms),
+                       PFX_ARG(xa.mem),      PFX_ARG(xa.offset),  PFX_ARG(xa.ld),
+                       PFX_ARG(mmem),        PFX_ARG(m_off),      PFX_ARG(m_step),
+                       PFX_ARG(rstd.t->mem), PFX_ARG(r_off),      PFX_ARG(r_step),
+                       PFX_ARG(dya.mem),     PFX_ARG(dya.offset), PFX_ARG(dya.ld),
+                       PFX_ARG(dw.t->mem),   PFX_ARG(w_off),      PFX_ARG(w_step),
+                       PFX_ARG(bmem),        PFX_ARG(b_off),      PFX_ARG(b_step),
+                       PFX_ARG(has_db),      PFX_ARG(acc) };
+    return pfx_launch_groups(rt, NORM_PROGRAM, PFX_NORM_OPTIONS, "pfx_norm_param_grad", op,
+                             pfx_grid_groups(x.cols, PFX_NORM_WG), PFX_NORM_WG,
+                             sizeof(args) / sizeof(args[0]), args);
 }

@@ -73,8 +73,7 @@ pfx_status pfx_peak_enqueue(pfx_runtime *rt, pfx_peak_kernel kernel, size_t glob
                          peaks[kernel].name);
     /* the option set of src/ops/registry.c */
     cl_kernel k;
-    pfx_status st = pfx_kernel_get(rt, "peak", ilp ? "-DPEAK_ILP=1" : "",
-                                   peaks[kernel].name, &k);
+    pfx_status st = pfx_kernel_get(rt, "peak", ilp ? "-DPEAK_ILP=1" : "", peaks[kernel].name, &k);
     if (st != PFX_SUCCESS)
         return st;
     float a = 1.3f;

@@ -47,32 +47,33 @@ static void add(pfx_program_config *out, size_t cap, size_t *n, const char *prog
 /* The programs without tunables, and the peak kernels. */
 bool pfx_peak_ilp(pfx_vendor vendor, const char *platform_name)
 {
-    return vendor == PFX_VENDOR_CPU && !(platform_name && pfx_contains_nocase(platform_name, "rusticl"));
+    return vendor == PFX_VENDOR_CPU &&
+           !(platform_name && pfx_contains_nocase(platform_name, "rusticl"));
 }
 
-static void add_fixed(pfx_vendor vendor, const char *platform_name, pfx_program_config *out, size_t cap,
-                      size_t *n)
+static void add_fixed(pfx_vendor vendor, const char *platform_name, pfx_program_config *out,
+                      size_t cap, size_t *n)
 {
     add(out, cap, n, "elementwise", "");
     /* cl/peak.cl: device ceilings for `prefixcl bench` (src/ops/peak.c uses
      * the same rule) */
     add(out, cap, n, "peak", pfx_peak_ilp(vendor, platform_name) ? "-DPEAK_ILP=1" : "");
-    add(out, cap, n, "encoder", ""); /* layer/encoder.c: no tunables */
-    add(out, cap, n, "layer", PFX_LAYER_OPTIONS); /* layer/mse_loss.c */
+    add(out, cap, n, "encoder", "");                /* layer/encoder.c: no tunables */
+    add(out, cap, n, "layer", PFX_LAYER_OPTIONS);   /* layer/mse_loss.c */
     add(out, cap, n, "optimizer", PFX_OPT_OPTIONS); /* layer/optimizer.c */
     /* whole-model pieces (model_ops.h): no tunables, in-kernel defaults */
-    add(out, cap, n, "embedding", "");     /* embedding.c */
-    add(out, cap, n, "norm", PFX_NORM_OPTIONS); /* norm.c */
-    add(out, cap, n, "activation", "");    /* activation.c, bias.c, columns.c */
-    add(out, cap, n, "rope", "");          /* rope.c */
-    add(out, cap, n, "convert", "");       /* convert.c, gemm.c (half weights) */
+    add(out, cap, n, "embedding", "");                 /* embedding.c */
+    add(out, cap, n, "norm", PFX_NORM_OPTIONS);        /* norm.c */
+    add(out, cap, n, "activation", "");                /* activation.c, bias.c, columns.c */
+    add(out, cap, n, "rope", "");                      /* rope.c */
+    add(out, cap, n, "convert", "");                   /* convert.c, gemm.c (half weights) */
     add(out, cap, n, "cross_entropy", PFX_CE_OPTIONS); /* cross_entropy.c */
-    add(out, cap, n, "attention_stats", ""); /* attention_stats.c: no tunables */
-    add(out, cap, n, "attention_gain", ""); /* attention_problem.c: device gains */
+    add(out, cap, n, "attention_stats", "");           /* attention_stats.c: no tunables */
+    add(out, cap, n, "attention_gain", "");            /* attention_problem.c: device gains */
 }
 
-size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,
-                           uint64_t local_mem_bytes, pfx_program_config *out, size_t cap)
+size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info, uint64_t local_mem_bytes,
+                           pfx_program_config *out, size_t cap)
 {
     size_t n = 0;
     add_fixed(vendor, info ? info->platform_name : NULL, out, cap, &n);

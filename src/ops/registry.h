@@ -29,8 +29,8 @@ typedef struct pfx_program_config {
  * them. */
 bool pfx_peak_ilp(pfx_vendor vendor, const char *platform_name);
 
-size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info,
-                           uint64_t local_mem_bytes, pfx_program_config *out, size_t cap);
+size_t pfx_program_configs(pfx_vendor vendor, const pfx_device_info *info, uint64_t local_mem_bytes,
+                           pfx_program_config *out, size_t cap);
 
 /* What rt builds: the configurations above for its device, with the kernel
  * tuning override of rt applied (the tiles the ops would pick). */

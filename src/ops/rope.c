@@ -64,8 +64,7 @@ pfx_status pfx_rope_inv_freq(pfx_runtime *rt, const pfx_rope_params *p, float *i
 }
 
 static pfx_status rope(pfx_runtime *rt, const char *op, float sign, pfx_mat x, size_t batch,
-                       size_t tokens, size_t heads, size_t head_dim, size_t pos0,
-                       pfx_mat inv_freq)
+                       size_t tokens, size_t heads, size_t head_dim, size_t pos0, pfx_mat inv_freq)
 {
     if (!rt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", op);
@@ -80,9 +79,10 @@ static pfx_status rope(pfx_runtime *rt, const char *op, float sign, pfx_mat x, s
     if (pfx_mul_overflows(batch, tokens, &rows) || pfx_mul_overflows(heads, head_dim, &cols))
         return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW, "%s: sizes overflow", op);
     if (x.rows != rows || x.cols != cols)
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                         "%s: x is %zu x %zu, expected [batch * tokens = %zu, heads * head_dim = %zu]",
-                         op, x.rows, x.cols, rows, cols);
+        return pfx_error(
+            rt, PFX_ERROR_INVALID_SHAPE,
+            "%s: x is %zu x %zu, expected [batch * tokens = %zu, heads * head_dim = %zu]", op,
+            x.rows, x.cols, rows, cols);
     if (pos0 > SIZE_MAX - tokens || pos0 + tokens > (size_t)1 << 24)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
                          "%s: positions %zu + %zu beyond 2^24 are not exact in float", op, pos0,
@@ -93,9 +93,12 @@ static pfx_status rope(pfx_runtime *rt, const char *op, float sign, pfx_mat x, s
     pfx_mat_args xa = pfx_mat_kernel_args(&x);
     cl_ulong r = rows, n = tokens, h = heads, hd = head_dim / 2, p0 = pos0;
     cl_ulong f_off = inv_freq.offset, f_step = pfx_mat_vector_step(&inv_freq);
-    pfx_arg args[] = { PFX_ARG(r),      PFX_ARG(n),         PFX_ARG(h),     PFX_ARG(hd),
-                       PFX_ARG(p0),     PFX_ARG(sign),      PFX_ARG(xa.mem), PFX_ARG(xa.offset),
-                       PFX_ARG(xa.ld),  PFX_ARG(inv_freq.t->mem), PFX_ARG(f_off), PFX_ARG(f_step) };
+    pfx_arg args[] = { PFX_ARG(r),      PFX_ARG(n),
+                       PFX_ARG(h),      PFX_ARG(hd),
+                       PFX_ARG(p0),     PFX_ARG(sign),
+                       PFX_ARG(xa.mem), PFX_ARG(xa.offset),
+                       PFX_ARG(xa.ld),  PFX_ARG(inv_freq.t->mem),
+                       PFX_ARG(f_off),  PFX_ARG(f_step) };
     return pfx_launch_groups(rt, "rope", "", "pfx_rope", op,
                              pfx_grid_groups(rows * heads * (head_dim / 2), ROPE_LOCAL), ROPE_LOCAL,
                              sizeof(args) / sizeof(args[0]), args);

@@ -80,8 +80,8 @@ pfx_status pfx_runtime_warm_up(pfx_runtime *rt)
             return pfx_error(rt, PFX_ERROR_BUILD_FAILED, "kernel program '%s' not found",
                              configs[i].program);
         cl_program program;
-        pfx_status st = pfx_program_get_source(rt, configs[i].program, source,
-                                               configs[i].options, &program);
+        pfx_status st =
+            pfx_program_get_source(rt, configs[i].program, source, configs[i].options, &program);
         free(source);
         if (st != PFX_SUCCESS)
             return st;

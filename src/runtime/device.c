@@ -38,8 +38,8 @@ static void describe(cl_platform_id plat, cl_device_id dev, unsigned pi, unsigne
     memset(info, 0, sizeof(*info));
     info->platform_index = pi;
     info->device_index = di;
-    if (clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof(info->platform_name),
-                          info->platform_name, NULL) != CL_SUCCESS)
+    if (clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof(info->platform_name), info->platform_name,
+                          NULL) != CL_SUCCESS)
         info->platform_name[0] = '\0';
     info->platform_name[sizeof(info->platform_name) - 1] = '\0';
     info_string(dev, CL_DEVICE_NAME, info->device_name, sizeof(info->device_name));
@@ -87,8 +87,8 @@ static void describe(cl_platform_id plat, cl_device_id dev, unsigned pi, unsigne
         if (ext && clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, ext_len, ext, NULL) == CL_SUCCESS) {
             info->has_fp16 = has_extension(ext, "cl_khr_fp16");
             info->has_fp64 = has_extension(ext, "cl_khr_fp64");
-            info->has_subgroups = has_extension(ext, "cl_khr_subgroups") ||
-                                  has_extension(ext, "cl_intel_subgroups");
+            info->has_subgroups =
+                has_extension(ext, "cl_khr_subgroups") || has_extension(ext, "cl_intel_subgroups");
             info->has_nv_attributes = has_extension(ext, "cl_nv_device_attribute_query");
             info->has_amd_attributes = has_extension(ext, "cl_amd_device_attribute_query");
             info->has_intel_attributes = has_extension(ext, "cl_intel_device_attribute_query");
@@ -162,7 +162,8 @@ pfx_status pfx_device_list(pfx_device_info *infos, size_t capacity, size_t *coun
     if (!count)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "count is NULL");
     if (!infos && capacity)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "infos is NULL with capacity %zu", capacity);
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "infos is NULL with capacity %zu",
+                         capacity);
     list_ctx l = { infos, capacity, 0 };
     *count = for_each_device(list_visit, &l);
     return PFX_SUCCESS;
@@ -187,7 +188,8 @@ bool pfx_contains_nocase(const char *hay, const char *needle)
     size_t n = strlen(needle);
     for (; *hay; hay++) {
         size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
             i++;
         if (i == n)
             return true;
@@ -229,8 +231,12 @@ bool pfx_selector_parse(const char *selector, pfx_selector *out)
         out->device = (unsigned)d;
         return true;
     }
-    static const struct { const char *name; pfx_device_type type; } types[] = {
-        { "gpu", PFX_DEVICE_GPU }, { "cpu", PFX_DEVICE_CPU },
+    static const struct {
+        const char *name;
+        pfx_device_type type;
+    } types[] = {
+        { "gpu", PFX_DEVICE_GPU },
+        { "cpu", PFX_DEVICE_CPU },
         { "accelerator", PFX_DEVICE_ACCELERATOR },
     };
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
@@ -297,8 +303,9 @@ const char *pfx_device_type_name(pfx_device_type type)
 /* "selector 'x' matches no device; devices: 0:0 platform / device (type), ..." */
 static pfx_status not_found(const char *selector, size_t ndev)
 {
-    pfx_error(NULL, PFX_ERROR_DEVICE_NOT_FOUND, "device selector '%s' matches no device; %zu device%s:",
-              selector, ndev, ndev == 1 ? "" : "s");
+    pfx_error(NULL, PFX_ERROR_DEVICE_NOT_FOUND,
+              "device selector '%s' matches no device; %zu device%s:", selector, ndev,
+              ndev == 1 ? "" : "s");
     pfx_device_info infos[64];
     size_t count = 0;
     pfx_device_list(infos, 64, &count);

@@ -5,10 +5,10 @@
 #include "internal.h"
 
 typedef enum pfx_selector_kind {
-    PFX_SELECT_DEFAULT,   /* empty selector: the default policy */
-    PFX_SELECT_INDEX,     /* "P:D" */
-    PFX_SELECT_TYPE,      /* "gpu", "cpu", "accelerator" */
-    PFX_SELECT_NAME,      /* case-insensitive substring */
+    PFX_SELECT_DEFAULT, /* empty selector: the default policy */
+    PFX_SELECT_INDEX,   /* "P:D" */
+    PFX_SELECT_TYPE,    /* "gpu", "cpu", "accelerator" */
+    PFX_SELECT_NAME,    /* case-insensitive substring */
 } pfx_selector_kind;
 
 typedef struct pfx_selector {

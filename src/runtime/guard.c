@@ -18,9 +18,10 @@ pfx_status pfx_rt_enter(pfx_runtime *rt, const char *what)
         return PFX_SUCCESS;
     }
     /* rt->error belongs to the thread inside; the detail goes to this thread's. */
-    return pfx_error(NULL, PFX_ERROR_BUSY,
-                     "%s: the runtime is in use by another thread (a runtime is used by one thread at a time)",
-                     what);
+    return pfx_error(
+        NULL, PFX_ERROR_BUSY,
+        "%s: the runtime is in use by another thread (a runtime is used by one thread at a time)",
+        what);
 }
 
 void pfx_rt_leave(pfx_runtime *rt)

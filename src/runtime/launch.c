@@ -5,8 +5,8 @@
 #include "timing.h"
 
 static pfx_status launch(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
-                         const size_t *global, const size_t *local, size_t nargs, const pfx_arg *args,
-                         cl_event *event)
+                         const size_t *global, const size_t *local, size_t nargs,
+                         const pfx_arg *args, cl_event *event)
 {
     for (size_t i = 0; i < nargs; i++) {
         cl_int err = clSetKernelArg(kernel, (cl_uint)i, args[i].size, args[i].value);
@@ -16,14 +16,15 @@ static pfx_status launch(pfx_runtime *rt, cl_kernel kernel, const char *what, un
             return pfx_cl_error(rt, err, msg);
         }
     }
-    cl_int err = clEnqueueNDRangeKernel(rt->queue, kernel, dims, NULL, global, local, 0, NULL, event);
+    cl_int err =
+        clEnqueueNDRangeKernel(rt->queue, kernel, dims, NULL, global, local, 0, NULL, event);
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
 }
 
 /* launch, counted in the statistics when they are on. */
-static pfx_status launch_counted(pfx_runtime *rt, cl_kernel kernel, const char *what,
-                                 unsigned dims, const size_t *global, const size_t *local,
-                                 size_t nargs, const pfx_arg *args, cl_event *event)
+static pfx_status launch_counted(pfx_runtime *rt, cl_kernel kernel, const char *what, unsigned dims,
+                                 const size_t *global, const size_t *local, size_t nargs,
+                                 const pfx_arg *args, cl_event *event)
 {
     if (!rt->launch_log)
         return launch(rt, kernel, what, dims, global, local, nargs, args, event);

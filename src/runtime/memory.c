@@ -10,12 +10,13 @@ static pfx_status buffer_create(pfx_runtime *rt, size_t bytes, const void *host_
                          "buffer of %zu bytes exceeds the device's largest allocation (%llu bytes)",
                          bytes, (unsigned long long)rt->info.max_alloc_bytes);
     /* Drivers accept far more than they hold and fail (or page) later. */
-    if (!rt->allow_overcommit &&
-        (rt->memory.live_bytes > rt->info.global_mem_bytes || bytes > rt->info.global_mem_bytes - rt->memory.live_bytes))
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
-                         "buffer of %zu bytes: %zu bytes are live and the device has %llu bytes of global "
-                         "memory (pfx_runtime_params.allow_overcommit allows more)",
-                         bytes, rt->memory.live_bytes, (unsigned long long)rt->info.global_mem_bytes);
+    if (!rt->allow_overcommit && (rt->memory.live_bytes > rt->info.global_mem_bytes ||
+                                  bytes > rt->info.global_mem_bytes - rt->memory.live_bytes))
+        return pfx_error(
+            rt, PFX_ERROR_OUT_OF_MEMORY,
+            "buffer of %zu bytes: %zu bytes are live and the device has %llu bytes of global "
+            "memory (pfx_runtime_params.allow_overcommit allows more)",
+            bytes, rt->memory.live_bytes, (unsigned long long)rt->info.global_mem_bytes);
     cl_int err = CL_SUCCESS;
     cl_mem_flags flags = CL_MEM_READ_WRITE | (host_copy ? CL_MEM_COPY_HOST_PTR : 0);
     /* The host GEMM backend maps buffers in place: ask for host memory. */

@@ -132,8 +132,8 @@ static bool cache_write(const char *path, uint64_t key, const unsigned char *pay
     put_u64(header + 8, key);
     put_u64(header + 16, size);
     put_u64(header + 24, pfx_fnv1a(PFX_FNV_OFFSET, payload, size));
-    bool ok = fwrite(header, 1, CACHE_HEADER, f) == CACHE_HEADER &&
-              fwrite(payload, 1, size, f) == size;
+    bool ok =
+        fwrite(header, 1, CACHE_HEADER, f) == CACHE_HEADER && fwrite(payload, 1, size, f) == size;
     ok = (fclose(f) == 0) && ok;
     if (ok)
         ok = rename(tmp, path) == 0;
@@ -162,7 +162,8 @@ static pfx_status build_failed(pfx_runtime *rt, cl_program program, cl_int err, 
               name, options, pfx_cl_error_name(err));
     size_t len = 0;
     if (clGetProgramBuildInfo(program, rt->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &len) ==
-            CL_SUCCESS && len > 1) {
+            CL_SUCCESS &&
+        len > 1) {
         char *log = malloc(len + 1);
         if (log && clGetProgramBuildInfo(program, rt->device, CL_PROGRAM_BUILD_LOG, len, log,
                                          NULL) == CL_SUCCESS) {
@@ -187,8 +188,8 @@ static cl_program load_cached(pfx_runtime *rt, const char *path, uint64_t key, c
     }
     cl_int status = CL_SUCCESS, err = CL_SUCCESS;
     const unsigned char *bins[1] = { bin };
-    cl_program program = clCreateProgramWithBinary(rt->context, 1, &rt->device, &size, bins,
-                                                   &status, &err);
+    cl_program program =
+        clCreateProgramWithBinary(rt->context, 1, &rt->device, &size, bins, &status, &err);
     free(bin);
     if (err == CL_SUCCESS && status == CL_SUCCESS && build(rt, program, options) == CL_SUCCESS) {
         rt->cache.cache_hits++;
@@ -204,12 +205,13 @@ static void store_cached(pfx_runtime *rt, cl_program program, const char *path, 
 {
     size_t size = 0;
     if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, NULL) !=
-            CL_SUCCESS || size == 0)
+            CL_SUCCESS ||
+        size == 0)
         return;
     unsigned char *bin = malloc(size);
     unsigned char *bins[1] = { bin };
-    if (bin && clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof(bins), bins, NULL) ==
-                   CL_SUCCESS) {
+    if (bin &&
+        clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof(bins), bins, NULL) == CL_SUCCESS) {
         make_dirs(rt->cache_dir);
         if (cache_write(path, key, bin, size))
             rt->cache.cache_writes++;
@@ -297,7 +299,8 @@ static pfx_status kernel_get(pfx_runtime *rt, const char *program_name, const ch
     char *source = pfx_kernel_source(program_name);
     if (!source)
         return pfx_error(rt, PFX_ERROR_BUILD_FAILED, "kernel program '%s' not found%s",
-                         program_name, getenv("PREFIXCL_KERNEL_DIR") ? " in $PREFIXCL_KERNEL_DIR" : "");
+                         program_name,
+                         getenv("PREFIXCL_KERNEL_DIR") ? " in $PREFIXCL_KERNEL_DIR" : "");
     cl_program program = NULL;
     pfx_status st = program_get(rt, program_name, source, options, &program);
     free(source);

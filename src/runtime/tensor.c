@@ -47,8 +47,8 @@ pfx_status pfx_tensor_create(pfx_runtime *rt, pfx_dtype dtype, unsigned ndim, co
             return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "tensor_create: shape[%u] is 0", i);
         if (pfx_mul_overflows(numel, shape[i], &numel))
             return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
-                             "tensor_create: element count overflows size_t at shape[%u] = %zu",
-                             i, shape[i]);
+                             "tensor_create: element count overflows size_t at shape[%u] = %zu", i,
+                             shape[i]);
     }
     if (pfx_mul_overflows(numel, esize, &bytes))
         return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
@@ -94,11 +94,26 @@ void pfx_tensor_destroy(pfx_tensor **tp)
     *tp = NULL;
 }
 
-pfx_dtype pfx_tensor_dtype(const pfx_tensor *t) { return t ? t->dtype : PFX_DTYPE_F32; }
-unsigned pfx_tensor_ndim(const pfx_tensor *t) { return t ? t->ndim : 0; }
-size_t pfx_tensor_dim(const pfx_tensor *t, unsigned i) { return t && i < t->ndim ? t->shape[i] : 0; }
-size_t pfx_tensor_numel(const pfx_tensor *t) { return t ? t->numel : 0; }
-pfx_runtime *pfx_tensor_runtime(const pfx_tensor *t) { return t ? t->rt : NULL; }
+pfx_dtype pfx_tensor_dtype(const pfx_tensor *t)
+{
+    return t ? t->dtype : PFX_DTYPE_F32;
+}
+unsigned pfx_tensor_ndim(const pfx_tensor *t)
+{
+    return t ? t->ndim : 0;
+}
+size_t pfx_tensor_dim(const pfx_tensor *t, unsigned i)
+{
+    return t && i < t->ndim ? t->shape[i] : 0;
+}
+size_t pfx_tensor_numel(const pfx_tensor *t)
+{
+    return t ? t->numel : 0;
+}
+pfx_runtime *pfx_tensor_runtime(const pfx_tensor *t)
+{
+    return t ? t->rt : NULL;
+}
 
 /* Checks a transfer of [offset, offset + count) against the tensor. */
 static pfx_status check_range(const pfx_tensor *t, size_t offset, size_t count, const void *host,
@@ -169,8 +184,8 @@ pfx_status pfx_tensor_fill(pfx_tensor *t, float value)
         uint16_t h = pfx_float_to_half(value);
         err = clEnqueueFillBuffer(t->rt->queue, t->mem, &h, sizeof(h), 0, t->bytes, 0, NULL, NULL);
     } else {
-        err = clEnqueueFillBuffer(t->rt->queue, t->mem, &value, sizeof(value), 0, t->bytes, 0,
-                                  NULL, NULL);
+        err = clEnqueueFillBuffer(t->rt->queue, t->mem, &value, sizeof(value), 0, t->bytes, 0, NULL,
+                                  NULL);
     }
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_fill");
 }
@@ -180,8 +195,8 @@ pfx_status pfx_tensor_zero_range(pfx_tensor *t, size_t offset, size_t count)
     const float zero = 0.0f;
     if (count == 0)
         return PFX_SUCCESS;
-    cl_int err = clEnqueueFillBuffer(t->rt->queue, t->mem, &zero, sizeof(zero), offset * sizeof(float),
-                                     count * sizeof(float), 0, NULL, NULL);
+    cl_int err = clEnqueueFillBuffer(t->rt->queue, t->mem, &zero, sizeof(zero),
+                                     offset * sizeof(float), count * sizeof(float), 0, NULL, NULL);
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_zero_range");
 }
 
@@ -218,7 +233,7 @@ pfx_status pfx_tensor_copy(pfx_tensor *dst, const pfx_tensor *src)
                          "tensor_copy: src has %zu elements, dst %zu", src->numel, dst->numel);
     if (dst == src)
         return PFX_SUCCESS;
-    cl_int err = clEnqueueCopyBuffer(dst->rt->queue, src->mem, dst->mem, 0, 0, dst->bytes, 0, NULL,
-                                     NULL);
+    cl_int err =
+        clEnqueueCopyBuffer(dst->rt->queue, src->mem, dst->mem, 0, 0, dst->bytes, 0, NULL, NULL);
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(dst->rt, err, "tensor_copy");
 }

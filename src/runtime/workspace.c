@@ -43,8 +43,8 @@ static void CL_CALLBACK free_staging(cl_event event, cl_int status, void *stagin
     free(staging);
 }
 
-pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *data,
-                                size_t bytes, cl_mem *out)
+pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *data, size_t bytes,
+                                cl_mem *out)
 {
     cl_mem mem = NULL;
     pfx_status st = pfx_rt_enter(rt, "workspace upload");
@@ -56,8 +56,8 @@ pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *d
     cl_event done = NULL;
     if (st == PFX_SUCCESS) {
         memcpy(staging, data, bytes);
-        cl_int err = clEnqueueWriteBuffer(rt->queue, mem, CL_FALSE, 0, bytes, staging, 0, NULL,
-                                          &done);
+        cl_int err =
+            clEnqueueWriteBuffer(rt->queue, mem, CL_FALSE, 0, bytes, staging, 0, NULL, &done);
         if (err != CL_SUCCESS) {
             free(staging);
             st = pfx_cl_error(rt, err, "workspace: enqueueing an upload");

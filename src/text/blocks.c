@@ -8,9 +8,9 @@
 #include "prefixcl/data.h"
 
 struct pfx_blocks {
-    int32_t *ids;     /* [count * block] */
+    int32_t *ids; /* [count * block] */
     size_t count, block;
-    size_t *perm;     /* [count]: the order of perm_epoch */
+    size_t *perm; /* [count]: the order of perm_epoch */
     uint64_t perm_epoch;
     bool have_perm;
 };
@@ -23,7 +23,8 @@ pfx_status pfx_blocks_pack(const pfx_dataset *ds, size_t block, pfx_blocks **out
     if (!ds)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_blocks_pack: ds is NULL");
     if (block < 2)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "pfx_blocks_pack: block %zu is below 2 tokens", block);
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_blocks_pack: block %zu is below 2 tokens", block);
     pfx_dataset_info info;
     pfx_status st = pfx_dataset_get_info(ds, &info);
     if (st != PFX_SUCCESS)
@@ -31,7 +32,8 @@ pfx_status pfx_blocks_pack(const pfx_dataset *ds, size_t block, pfx_blocks **out
     const size_t count = info.tokens / block;
     if (count == 0)
         return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
-                         "pfx_blocks_pack: the data's %zu tokens do not fill one block of %zu", info.tokens, block);
+                         "pfx_blocks_pack: the data's %zu tokens do not fill one block of %zu",
+                         info.tokens, block);
     pfx_blocks *b = calloc(1, sizeof(*b));
     if (b) {
         b->ids = malloc(count * block * sizeof(int32_t));
@@ -39,7 +41,8 @@ pfx_status pfx_blocks_pack(const pfx_dataset *ds, size_t block, pfx_blocks **out
     }
     if (!b || !b->ids || !b->perm) {
         pfx_blocks_free(&b);
-        return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_blocks_pack: host memory for %zu blocks", count);
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY,
+                         "pfx_blocks_pack: host memory for %zu blocks", count);
     }
     b->count = count;
     b->block = block;
@@ -83,9 +86,10 @@ pfx_status pfx_blocks_split(pfx_blocks *b, size_t tail, pfx_blocks **out)
     if (!b)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_blocks_split: b is NULL");
     if (tail == 0 || tail >= b->count)
-        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
-                         "pfx_blocks_split: %zu blocks cannot be held out of %zu (at least one must stay)", tail,
-                         b->count);
+        return pfx_error(
+            NULL, PFX_ERROR_OUT_OF_RANGE,
+            "pfx_blocks_split: %zu blocks cannot be held out of %zu (at least one must stay)", tail,
+            b->count);
     pfx_blocks *t = calloc(1, sizeof(*t));
     if (t) {
         t->ids = malloc(tail * b->block * sizeof(int32_t));
@@ -107,19 +111,24 @@ pfx_status pfx_blocks_split(pfx_blocks *b, size_t tail, pfx_blocks **out)
 pfx_status pfx_blocks_get(const pfx_blocks *b, size_t i, const int32_t **ids)
 {
     if (!b || !ids)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_blocks_get: %s is NULL", !b ? "b" : "ids");
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_blocks_get: %s is NULL",
+                         !b ? "b" : "ids");
     if (i >= b->count)
-        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "pfx_blocks_get: block %zu of %zu", i, b->count);
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "pfx_blocks_get: block %zu of %zu", i,
+                         b->count);
     *ids = b->ids + i * b->block;
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_blocks_next_batch(pfx_blocks *b, pfx_data_position *pos, size_t batch, uint64_t seed, int32_t *ids,
-                                 size_t *rows)
+pfx_status pfx_blocks_next_batch(pfx_blocks *b, pfx_data_position *pos, size_t batch, uint64_t seed,
+                                 int32_t *ids, size_t *rows)
 {
     if (!b || !pos || !ids || !rows)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_blocks_next_batch: %s is NULL",
-                         !b ? "b" : !pos ? "pos" : !ids ? "ids" : "rows");
+                         !b     ? "b"
+                         : !pos ? "pos"
+                         : !ids ? "ids"
+                                : "rows");
     if (batch == 0)
         return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "pfx_blocks_next_batch: batch is 0");
     if (pos->index > b->count)
@@ -137,7 +146,8 @@ pfx_status pfx_blocks_next_batch(pfx_blocks *b, pfx_data_position *pos, size_t b
     }
     size_t n = 0;
     while (n < batch && pos->index < b->count) {
-        memcpy(ids + n * b->block, b->ids + b->perm[pos->index] * b->block, b->block * sizeof(int32_t));
+        memcpy(ids + n * b->block, b->ids + b->perm[pos->index] * b->block,
+               b->block * sizeof(int32_t));
         pos->index++;
         n++;
     }

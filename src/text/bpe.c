@@ -62,8 +62,8 @@ bool pfx_is_white_space(uint32_t cp)
 /* ---- BPE ---- */
 struct pfx_bpe_symbol {
     int32_t id;
-    int32_t prev, next;     /* -1: none */
-    uint32_t len;           /* bytes; 0 once merged into its left neighbour */
+    int32_t prev, next; /* -1: none */
+    uint32_t len;       /* bytes; 0 once merged into its left neighbour */
 };
 
 struct pfx_bpe_merge {
@@ -153,7 +153,8 @@ static bool push_pair(const pfx_tokenizer *tok, pfx_encode_scratch *sc, size_t *
     return !m || heap_push(sc, heap_n, (struct pfx_bpe_merge){ m->rank, (uint32_t)pos, m->id });
 }
 
-pfx_status pfx_bpe_word(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *word, size_t len)
+pfx_status pfx_bpe_word(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *word,
+                        size_t len)
 {
     if (len == 0)
         return PFX_SUCCESS;

@@ -26,7 +26,7 @@ struct pfx_dataset {
     size_t count, ex_cap;
     pfx_dataset_options opt;
     pfx_dataset_info info;
-    size_t *perm;           /* the order of epoch perm_epoch */
+    size_t *perm; /* the order of epoch perm_epoch */
     uint64_t perm_epoch;
     bool perm_valid;
 };
@@ -35,8 +35,12 @@ PFX_API void pfx_dataset_default_options(pfx_dataset_options *o)
 {
     if (!o)
         return;
-    *o = (pfx_dataset_options){ .format = PFX_DATA_AUTO, .max_length = 512, .add_special = true,
-                                .append_eos = false, .shuffle = true, .seed = 0 };
+    *o = (pfx_dataset_options){ .format = PFX_DATA_AUTO,
+                                .max_length = 512,
+                                .add_special = true,
+                                .append_eos = false,
+                                .shuffle = true,
+                                .seed = 0 };
 }
 
 PFX_API void pfx_dataset_free(pfx_dataset **pds)
@@ -96,7 +100,8 @@ typedef struct load_ctx {
 
 /* Appends the ids of [s, s+n), at most `want` of them: only what the cut
  * to max_length keeps is tokenized (a line of 100 MB costs what it keeps). */
-static pfx_status encode_part(load_ctx *c, const char *s, size_t n, bool counted, size_t line, size_t want)
+static pfx_status encode_part(load_ctx *c, const char *s, size_t n, bool counted, size_t line,
+                              size_t want)
 {
     if (!want)
         return PFX_SUCCESS;
@@ -116,8 +121,8 @@ static pfx_status encode_part(load_ctx *c, const char *s, size_t n, bool counted
 }
 
 /* One example: [prefix] prompt text [suffix] [eos], cut to max_length. */
-static pfx_status add_example(load_ctx *c, const char *prompt, size_t plen, const char *text, size_t tlen,
-                              size_t line)
+static pfx_status add_example(load_ctx *c, const char *prompt, size_t plen, const char *text,
+                              size_t tlen, size_t line)
 {
     pfx_dataset *ds = c->ds;
     const pfx_tokenizer *tok = c->tok;
@@ -128,9 +133,11 @@ static pfx_status add_example(load_ctx *c, const char *prompt, size_t plen, cons
     /* max_length + 1 tokens tell a cut example from one that fits */
     const size_t keep = ds->opt.max_length + 1;
     if (prompt)
-        st = encode_part(c, prompt, plen, false, line, keep - (ds->ntok - start < keep ? ds->ntok - start : keep));
+        st = encode_part(c, prompt, plen, false, line,
+                         keep - (ds->ntok - start < keep ? ds->ntok - start : keep));
     if (!st)
-        st = encode_part(c, text, tlen, true, line, keep - (ds->ntok - start < keep ? ds->ntok - start : keep));
+        st = encode_part(c, text, tlen, true, line,
+                         keep - (ds->ntok - start < keep ? ds->ntok - start : keep));
     if (!st && ds->opt.add_special && !push_ids(ds, tok->suffix_ids, tok->suffix_count, true))
         st = oom(c->label);
     if (!st && ds->opt.append_eos && !push_ids(ds, &c->eos, 1, true))
@@ -193,18 +200,22 @@ static pfx_status jsonl_line(load_ctx *c, const char *s, size_t n, size_t line)
     const cJSON *completion = cJSON_GetObjectItemCaseSensitive(obj, "completion");
     pfx_status st;
     if (text) {
-        st = cJSON_IsString(text) ? add_example(c, NULL, 0, text->valuestring, strlen(text->valuestring), line)
-             : pfx_error(NULL, PFX_ERROR_FORMAT, "%s:%zu: field 'text' is not a string", c->label, line);
+        st = cJSON_IsString(text)
+                 ? add_example(c, NULL, 0, text->valuestring, strlen(text->valuestring), line)
+                 : pfx_error(NULL, PFX_ERROR_FORMAT, "%s:%zu: field 'text' is not a string",
+                             c->label, line);
     } else if (prompt || completion) {
         if (!cJSON_IsString(prompt) || !cJSON_IsString(completion))
-            st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s:%zu: 'prompt' and 'completion' must both be "
-                           "strings", c->label, line);
+            st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                           "%s:%zu: 'prompt' and 'completion' must both be "
+                           "strings",
+                           c->label, line);
         else
             st = add_example(c, prompt->valuestring, strlen(prompt->valuestring),
                              completion->valuestring, strlen(completion->valuestring), line);
     } else {
-        st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s:%zu: no field 'text' (nor 'prompt' + 'completion')",
-                       c->label, line);
+        st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                       "%s:%zu: no field 'text' (nor 'prompt' + 'completion')", c->label, line);
     }
     cJSON_Delete(obj);
     return st;
@@ -245,7 +256,9 @@ PFX_API pfx_status pfx_dataset_load_memory(const void *data, size_t size, const 
         *out = NULL;
     if (!out || !tok || (!data && size))
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !out ? "out" : !tok ? "tok" : "data");
+                         !out   ? "out"
+                         : !tok ? "tok"
+                                : "data");
     pfx_dataset_options opt;
     pfx_dataset_default_options(&opt);
     if (options)
@@ -253,17 +266,22 @@ PFX_API pfx_status pfx_dataset_load_memory(const void *data, size_t size, const 
     if (!label)
         label = "<memory>";
     if ((unsigned)opt.format > PFX_DATA_JSONL)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: options.format %d is not a format", fn,
-                         (int)opt.format);
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: options.format %d is not a format",
+                         fn, (int)opt.format);
     if (opt.max_length < 2 || opt.max_length > ((size_t)1 << 24))
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: options.max_length %zu is not in "
-                         "2 .. 2^24", fn, opt.max_length);
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: options.max_length %zu is not in "
+                         "2 .. 2^24",
+                         fn, opt.max_length);
     int32_t eos = pfx_tokenizer_special_id(tok, PFX_TOKEN_EOS);
     if (opt.append_eos && eos < 0)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: options.append_eos, but the tokenizer "
-                         "names no EOS token", fn);
-    bool jsonl = opt.format == PFX_DATA_JSONL ||
-                 (opt.format == PFX_DATA_AUTO && (ends_with(label, ".jsonl") || ends_with(label, ".json")));
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: options.append_eos, but the tokenizer "
+                         "names no EOS token",
+                         fn);
+    bool jsonl =
+        opt.format == PFX_DATA_JSONL ||
+        (opt.format == PFX_DATA_AUTO && (ends_with(label, ".jsonl") || ends_with(label, ".json")));
     pfx_dataset *ds = calloc(1, sizeof(*ds));
     if (!ds)
         return oom(label);
@@ -286,8 +304,9 @@ PFX_API pfx_status pfx_dataset_load_memory(const void *data, size_t size, const 
         st = jsonl ? jsonl_line(&c, b, n, line) : add_example(&c, NULL, 0, b, n, line);
     }
     if (st == PFX_SUCCESS && ds->count == 0)
-        st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: no examples (%zu lines, %zu without a counted label)",
-                       label, line, ds->info.skipped);
+        st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                       "%s: no examples (%zu lines, %zu without a counted label)", label, line,
+                       ds->info.skipped);
     if (st != PFX_SUCCESS) {
         pfx_dataset_free(&ds);
         return st;
@@ -329,7 +348,10 @@ PFX_API pfx_status pfx_dataset_example(const pfx_dataset *ds, size_t i, const in
 {
     if (!ds || !ids || !labels || !len)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_dataset_example: %s is NULL",
-                         !ds ? "ds" : !ids ? "ids" : !labels ? "labels" : "len");
+                         !ds       ? "ds"
+                         : !ids    ? "ids"
+                         : !labels ? "labels"
+                                   : "len");
     if (i >= ds->count)
         return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "pfx_dataset_example: i = %zu, %zu examples",
                          i, ds->count);
@@ -369,13 +391,20 @@ PFX_API pfx_status pfx_dataset_next_batch(pfx_dataset *ds, pfx_data_position *po
     static const char fn[] = "pfx_dataset_next_batch";
     if (!ds || !pos || !ids || !lengths || !labels || !rows || !width)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !ds ? "ds" : !pos ? "pos" : !ids ? "ids" : !lengths ? "lengths"
-                         : !labels ? "labels" : !rows ? "rows" : "width");
+                         !ds        ? "ds"
+                         : !pos     ? "pos"
+                         : !ids     ? "ids"
+                         : !lengths ? "lengths"
+                         : !labels  ? "labels"
+                         : !rows    ? "rows"
+                                    : "width");
     if (batch == 0)
         return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: batch is 0", fn);
     if (pos->index >= ds->count)
-        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "%s: pos.index %llu, but an epoch has %zu "
-                         "examples", fn, (unsigned long long)pos->index, ds->count);
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: pos.index %llu, but an epoch has %zu "
+                         "examples",
+                         fn, (unsigned long long)pos->index, ds->count);
     if (ds->opt.shuffle && (!ds->perm_valid || ds->perm_epoch != pos->epoch)) {
         if (!ds->perm && !(ds->perm = malloc(ds->count * sizeof(*ds->perm))))
             return oom(fn);
@@ -391,7 +420,8 @@ PFX_API pfx_status pfx_dataset_next_batch(pfx_dataset *ds, pfx_data_position *po
             w = e->len;
     }
     for (size_t k = 0; k < batch; k++) {
-        const example *e = k < r ? &ds->ex[ds->opt.shuffle ? ds->perm[start + k] : start + k] : NULL;
+        const example *e =
+            k < r ? &ds->ex[ds->opt.shuffle ? ds->perm[start + k] : start + k] : NULL;
         size_t len = e ? e->len : 0;
         lengths[k] = (int32_t)len;
         for (size_t t = 0; t < w; t++) {
@@ -449,8 +479,10 @@ PFX_API pfx_status pfx_dataset_hold_out(pfx_dataset *ds, size_t count, pfx_datas
     if (!ds || !eval)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, !ds ? "ds" : "eval");
     if (count == 0 || count >= ds->count)
-        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "%s: count %zu, but 0 < count < %zu (the "
-                         "examples) is needed", fn, count, ds->count);
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: count %zu, but 0 < count < %zu (the "
+                         "examples) is needed",
+                         fn, count, ds->count);
     size_t *p = malloc(ds->count * sizeof(*p));
     bool *flag = calloc(ds->count, sizeof(*flag));
     pfx_dataset *ev = NULL, *rest = NULL;

@@ -74,8 +74,10 @@ static pfx_status match_error(int rc, const char *source)
 {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(rc, msg, sizeof(msg));
-    return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "tokenizer: regex '%.200s' backtracks beyond the limits of "
-                     "an encode: %s", source, (const char *)msg);
+    return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                     "tokenizer: regex '%.200s' backtracks beyond the limits of "
+                     "an encode: %s",
+                     source, (const char *)msg);
 }
 
 /* The budget: units per byte of text and a floor for short texts. PCRE2's
@@ -87,8 +89,8 @@ static pfx_status match_error(int rc, const char *source)
  * work either way; the limit starts small and grows eightfold after each
  * MATCHLIMIT, so a call is charged at most about nine times its work. */
 #define REGEX_UNITS_PER_BYTE 4096u
-#define REGEX_UNITS_FLOOR ((uint64_t)1 << 22)
-#define REGEX_FIRST_LIMIT 256u
+#define REGEX_UNITS_FLOOR    ((uint64_t)1 << 22)
+#define REGEX_FIRST_LIMIT    256u
 
 void pfx_scratch_regex_budget(pfx_encode_scratch *sc, size_t len)
 {
@@ -114,11 +116,13 @@ void pfx_scratch_regex_free(pfx_encode_scratch *sc)
 
 static pfx_status budget_spent(const char *source, const pfx_encode_scratch *sc)
 {
-    return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
-                     "tokenizer: regex '%.200s' backtracks beyond the limits of an encode: its match budget "
-                     "(%llu PCRE2 match-limit units for %zu bytes of text)",
-                     source, (unsigned long long)(REGEX_UNITS_FLOOR + (uint64_t)REGEX_UNITS_PER_BYTE * sc->text_len),
-                     sc->text_len);
+    return pfx_error(
+        NULL, PFX_ERROR_UNSUPPORTED,
+        "tokenizer: regex '%.200s' backtracks beyond the limits of an encode: its match budget "
+        "(%llu PCRE2 match-limit units for %zu bytes of text)",
+        source,
+        (unsigned long long)(REGEX_UNITS_FLOOR + (uint64_t)REGEX_UNITS_PER_BYTE * sc->text_len),
+        sc->text_len);
 }
 
 /* The last start position of a window of at most `width` bytes from `at`:
@@ -135,8 +139,8 @@ static size_t window_last(const char *s, size_t n, size_t at, uint64_t width)
 
 /* pcre2_match from `at` within the encode's budget: a match (its start and
  * end in sc->md), PCRE2_ERROR_NOMATCH, or an error with *st set. */
-static int budget_match(const pcre2_code *re, const char *source, pfx_encode_scratch *sc, const char *s,
-                        size_t n, size_t at, pfx_status *st)
+static int budget_match(const pcre2_code *re, const char *source, pfx_encode_scratch *sc,
+                        const char *s, size_t n, size_t at, pfx_status *st)
 {
     *st = PFX_SUCCESS;
     uint64_t limit = REGEX_FIRST_LIMIT;
@@ -176,9 +180,15 @@ static int budget_match(const pcre2_code *re, const char *source, pfx_encode_scr
 }
 
 /* ---- regex split with HF's behaviors ---- */
-typedef struct span { size_t b, e; bool match; } span;
+typedef struct span {
+    size_t b, e;
+    bool match;
+} span;
 
-typedef struct spans { span *s; size_t n, cap; } spans;
+typedef struct spans {
+    span *s;
+    size_t n, cap;
+} spans;
 
 static bool spans_add(spans *v, size_t b, size_t e, bool match)
 {
@@ -202,8 +212,9 @@ typedef struct match_iter {
     bool have_last;
 } match_iter;
 
-static pfx_status next_match(const pcre2_code *re, const char *source, pfx_encode_scratch *sc, const char *s,
-                             size_t n, match_iter *it, bool *found, size_t *b, size_t *e)
+static pfx_status next_match(const pcre2_code *re, const char *source, pfx_encode_scratch *sc,
+                             const char *s, size_t n, match_iter *it, bool *found, size_t *b,
+                             size_t *e)
 {
     *found = false;
     while (it->at <= n) {
@@ -230,8 +241,8 @@ static pfx_status next_match(const pcre2_code *re, const char *source, pfx_encod
 }
 
 /* Matches and the text between them, covering [0, n). */
-static pfx_status find_matches(const pcre2_code *re, const char *source, pfx_encode_scratch *sc, const char *s,
-                               size_t n, bool invert, spans *out)
+static pfx_status find_matches(const pcre2_code *re, const char *source, pfx_encode_scratch *sc,
+                               const char *s, size_t n, bool invert, spans *out)
 {
     out->n = 0;
     size_t prev = 0, b, e;
@@ -260,8 +271,7 @@ static void apply_behavior(spans *v, pfx_split_behavior behavior)
     size_t w = 0;
     bool prev_match = false;
     switch (behavior) {
-    case PFX_SPLIT_ISOLATED:
-        return;
+    case PFX_SPLIT_ISOLATED: return;
     case PFX_SPLIT_REMOVED:
         for (size_t i = 0; i < v->n; i++)
             if (!v->s[i].match)
@@ -324,7 +334,8 @@ static pfx_status replace_all(const pfx_norm *nm, pfx_encode_scratch *sc, const 
     for (;;) {
         bool found = false;
         if (nm->re) {
-            pfx_status st = next_match(nm->re, nm->source, sc, in->data, in->len, &it, &found, &b, &e);
+            pfx_status st =
+                next_match(nm->re, nm->source, sc, in->data, in->len, &it, &found, &b, &e);
             if (st != PFX_SUCCESS)
                 return st;
         } else if (nm->pattern_len) { /* an empty string pattern matches nothing, as in HF */
@@ -366,9 +377,10 @@ static pfx_status unicode_form(const pfx_norm *nm, const pfx_buf *in, pfx_buf *o
             bool ok = n >= 0 && pfx_buf_add(out, mapped, (size_t)n);
             free(mapped);
             if (!ok)
-                return n == UTF8PROC_ERROR_NOMEM || n >= 0 ? oom()
-                       : pfx_error(NULL, PFX_ERROR_FORMAT, "tokenizer: normalizer: %s",
-                                   utf8proc_errmsg(n));
+                return n == UTF8PROC_ERROR_NOMEM || n >= 0
+                           ? oom()
+                           : pfx_error(NULL, PFX_ERROR_FORMAT, "tokenizer: normalizer: %s",
+                                       utf8proc_errmsg(n));
             at = end;
         }
         if (at < in->len) { /* one invalid byte */
@@ -413,7 +425,8 @@ static pfx_status per_character(const pfx_norm *nm, const pfx_buf *in, pfx_buf *
             ok = pfx_buf_add(out, s + i, 1);
         } else if (nm->kind == PFX_NORM_STRIP_ACCENTS) {
             utf8proc_category_t cat = utf8proc_category((utf8proc_int32_t)cp);
-            if (cat != UTF8PROC_CATEGORY_MN && cat != UTF8PROC_CATEGORY_MC && cat != UTF8PROC_CATEGORY_ME)
+            if (cat != UTF8PROC_CATEGORY_MN && cat != UTF8PROC_CATEGORY_MC &&
+                cat != UTF8PROC_CATEGORY_ME)
                 ok = pfx_buf_add(out, s + i, cl);
         } else if (cp == 0x130) {
             ok = pfx_buf_add(out, "i\xcc\x87", 3);
@@ -443,7 +456,8 @@ pfx_status pfx_normalize(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const
         if (nm->kind == PFX_NORM_PREPEND) {
             if (cur->len == 0)
                 continue;
-            if (!pfx_buf_add(&tmp, nm->text, nm->text_len) || !pfx_buf_add(&tmp, cur->data, cur->len))
+            if (!pfx_buf_add(&tmp, nm->text, nm->text_len) ||
+                !pfx_buf_add(&tmp, cur->data, cur->len))
                 st = oom();
         } else if (nm->kind == PFX_NORM_UNICODE) {
             st = unicode_form(nm, cur, &tmp);
@@ -470,7 +484,8 @@ static bool is_word_char(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const
 {
     uint32_t cp;
     size_t len = pfx_utf8_next((const unsigned char *)s, n, &cp);
-    return pcre2_match(tok->word_re, (PCRE2_SPTR)s, len ? len : 1, 0, PCRE2_ANCHORED, sc->md, NULL) >= 0;
+    return pcre2_match(tok->word_re, (PCRE2_SPTR)s, len ? len : 1, 0, PCRE2_ANCHORED, sc->md,
+                       NULL) >= 0;
 }
 
 /* Start of the last character of [s, s+n). */
@@ -484,8 +499,8 @@ static size_t last_char(const char *s, size_t n)
 }
 
 /* Leftmost-longest added token in [from, n) of s; its index or -1. */
-static long find_added(const pfx_tokenizer *tok, bool normalized, const char *s, size_t n, size_t from,
-                       size_t *at)
+static long find_added(const pfx_tokenizer *tok, bool normalized, const char *s, size_t n,
+                       size_t from, size_t *at)
 {
     const uint32_t *bucket = tok->added_bucket[normalized];
     if (bucket[256] == bucket[0])
@@ -513,7 +528,8 @@ static pfx_status split_added_one(const pfx_tokenizer *tok, pfx_encode_scratch *
         size_t b = at, e = at + a->pattern_len;
         from = e;
         if (a->single_word) {
-            bool left_ok = b == 0 || !is_word_char(tok, sc, s + last_char(s, b), b - last_char(s, b));
+            bool left_ok =
+                b == 0 || !is_word_char(tok, sc, s + last_char(s, b), b - last_char(s, b));
             bool right_ok = e == n || !is_word_char(tok, sc, s + e, n - e);
             if (!left_ok || !right_ok)
                 continue;
@@ -613,19 +629,22 @@ static pfx_status byte_level(const pfx_pretok *pt, pfx_encode_scratch *sc, const
     return PFX_SUCCESS;
 }
 
-static pfx_status metaspace(const pfx_pretok *pt, const pfx_piece *p, const char *s, pfx_pieces *out,
-                            pfx_buf *tmp)
+static pfx_status metaspace(const pfx_pretok *pt, const pfx_piece *p, const char *s,
+                            pfx_pieces *out, pfx_buf *tmp)
 {
     tmp->len = 0;
     for (size_t i = 0; i < p->len; i++) {
-        bool ok = s[i] == ' ' ? pfx_buf_add(tmp, pt->repl, pt->repl_len) : pfx_buf_add(tmp, s + i, 1);
+        bool ok =
+            s[i] == ' ' ? pfx_buf_add(tmp, pt->repl, pt->repl_len) : pfx_buf_add(tmp, s + i, 1);
         if (!ok)
             return oom();
     }
     bool starts = tmp->len >= pt->repl_len && memcmp(tmp->data, pt->repl, pt->repl_len) == 0;
-    if (!starts && (pt->prepend == PFX_PREPEND_ALWAYS || (pt->prepend == PFX_PREPEND_FIRST && p->first))) {
+    if (!starts &&
+        (pt->prepend == PFX_PREPEND_ALWAYS || (pt->prepend == PFX_PREPEND_FIRST && p->first))) {
         pfx_buf pre = { 0 };
-        bool ok = pfx_buf_add(&pre, pt->repl, pt->repl_len) && pfx_buf_add(&pre, tmp->data, tmp->len);
+        bool ok =
+            pfx_buf_add(&pre, pt->repl, pt->repl_len) && pfx_buf_add(&pre, tmp->data, tmp->len);
         pfx_buf_free(tmp);
         *tmp = pre;
         if (!ok)

@@ -104,7 +104,8 @@ bool pfx_strmap_put(pfx_strmap *m, const char *key, size_t len, int32_t value)
         m->entries_cap = cap;
     }
     size_t off = m->keys.len;
-    if (len >= UINT32_MAX - off || !pfx_buf_add(&m->keys, key, len) || !pfx_buf_add(&m->keys, "", 1))
+    if (len >= UINT32_MAX - off || !pfx_buf_add(&m->keys, key, len) ||
+        !pfx_buf_add(&m->keys, "", 1))
         return false;
     m->entries[m->count] = (struct pfx_strmap_entry){ (uint32_t)off, (uint32_t)len, value };
     m->slots[i] = (uint32_t)(++m->count);

@@ -26,9 +26,12 @@ void pfx_buf_free(pfx_buf *b);
 
 /* ---- string -> int32 map; keys are copied (NUL-terminated) into an arena ---- */
 typedef struct pfx_strmap {
-    uint32_t *slots;       /* entry index + 1; 0 is empty */
-    size_t cap;            /* power of two */
-    struct pfx_strmap_entry { uint32_t off, len; int32_t value; } *entries; /* keys under 4 GB */
+    uint32_t *slots; /* entry index + 1; 0 is empty */
+    size_t cap;      /* power of two */
+    struct pfx_strmap_entry {
+        uint32_t off, len;
+        int32_t value;
+    } * entries; /* keys under 4 GB */
     size_t count, entries_cap;
     pfx_buf keys;
 } pfx_strmap;
@@ -42,7 +45,11 @@ void pfx_strmap_free(pfx_strmap *m);
 
 /* ---- (id, id) -> (rank, merged id) ---- */
 typedef struct pfx_pairmap {
-    struct pfx_pair_slot { uint64_t key; uint32_t rank; int32_t id; } *slots; /* id < 0: empty */
+    struct pfx_pair_slot {
+        uint64_t key;
+        uint32_t rank;
+        int32_t id;
+    } * slots; /* id < 0: empty */
     size_t cap, count;
 } pfx_pairmap;
 
@@ -60,70 +67,86 @@ typedef enum pfx_split_behavior {
     PFX_SPLIT_CONTIGUOUS,
 } pfx_split_behavior;
 
-typedef enum pfx_prepend_scheme { PFX_PREPEND_ALWAYS = 0, PFX_PREPEND_FIRST, PFX_PREPEND_NEVER } pfx_prepend_scheme;
+typedef enum pfx_prepend_scheme {
+    PFX_PREPEND_ALWAYS = 0,
+    PFX_PREPEND_FIRST,
+    PFX_PREPEND_NEVER
+} pfx_prepend_scheme;
 
-typedef enum pfx_pretok_kind { PFX_PRE_BYTE_LEVEL = 0, PFX_PRE_SPLIT, PFX_PRE_METASPACE } pfx_pretok_kind;
+typedef enum pfx_pretok_kind {
+    PFX_PRE_BYTE_LEVEL = 0,
+    PFX_PRE_SPLIT,
+    PFX_PRE_METASPACE
+} pfx_pretok_kind;
 
 typedef struct pfx_pretok {
     pfx_pretok_kind kind;
-    pcre2_code *re;                 /* Split, Digits, ByteLevel with use_regex */
-    char *source;                   /* re's pattern, for messages */
+    pcre2_code *re; /* Split, Digits, ByteLevel with use_regex */
+    char *source;   /* re's pattern, for messages */
     pfx_split_behavior behavior;
     bool invert;
-    bool add_prefix_space;          /* ByteLevel */
-    char repl[8];                   /* Metaspace replacement (UTF-8) */
+    bool add_prefix_space; /* ByteLevel */
+    char repl[8];          /* Metaspace replacement (UTF-8) */
     size_t repl_len;
     pfx_prepend_scheme prepend;
-    bool split;                     /* Metaspace: split on the replacement */
+    bool split; /* Metaspace: split on the replacement */
 } pfx_pretok;
 
 typedef enum pfx_norm_kind {
-    PFX_NORM_PREPEND = 0, PFX_NORM_REPLACE, PFX_NORM_UNICODE, PFX_NORM_LOWERCASE, PFX_NORM_STRIP_ACCENTS,
+    PFX_NORM_PREPEND = 0,
+    PFX_NORM_REPLACE,
+    PFX_NORM_UNICODE,
+    PFX_NORM_LOWERCASE,
+    PFX_NORM_STRIP_ACCENTS,
     PFX_NORM_STRIP,
 } pfx_norm_kind;
 
 typedef struct pfx_norm {
     pfx_norm_kind kind;
-    char *text;                     /* Prepend: the prefix; Replace: the content */
+    char *text; /* Prepend: the prefix; Replace: the content */
     size_t text_len;
-    char *pattern;                  /* Replace with a string pattern */
+    char *pattern; /* Replace with a string pattern */
     size_t pattern_len;
-    pcre2_code *re;                 /* Replace with a regex pattern */
-    char *source;                   /* re's pattern, for messages */
-    int unicode_options;            /* NFC / NFD / NFKC / NFKD: utf8proc_map's options */
-    bool strip_left, strip_right;   /* Strip */
+    pcre2_code *re;               /* Replace with a regex pattern */
+    char *source;                 /* re's pattern, for messages */
+    int unicode_options;          /* NFC / NFD / NFKC / NFKD: utf8proc_map's options */
+    bool strip_left, strip_right; /* Strip */
 } pfx_norm;
 
 typedef enum pfx_dec_kind {
-    PFX_DEC_BYTE_LEVEL = 0, PFX_DEC_METASPACE, PFX_DEC_REPLACE, PFX_DEC_BYTE_FALLBACK,
-    PFX_DEC_FUSE, PFX_DEC_STRIP,
+    PFX_DEC_BYTE_LEVEL = 0,
+    PFX_DEC_METASPACE,
+    PFX_DEC_REPLACE,
+    PFX_DEC_BYTE_FALLBACK,
+    PFX_DEC_FUSE,
+    PFX_DEC_STRIP,
 } pfx_dec_kind;
 
 typedef struct pfx_dec {
     pfx_dec_kind kind;
-    char *pattern, *content;        /* Replace (string pattern); Strip: content */
+    char *pattern, *content; /* Replace (string pattern); Strip: content */
     size_t pattern_len, content_len;
-    char repl[8];                   /* Metaspace */
+    char repl[8]; /* Metaspace */
     size_t repl_len;
     pfx_prepend_scheme prepend;
-    size_t start, stop;             /* Strip */
+    size_t start, stop; /* Strip */
 } pfx_dec;
 
 typedef struct pfx_added {
     int32_t id;
     char *content;
     size_t len;
-    char *pattern;                  /* what is matched: content, normalized when `normalized` */
+    char *pattern; /* what is matched: content, normalized when `normalized` */
     size_t pattern_len;
     bool special, lstrip, rstrip, single_word, normalized;
 } pfx_added;
 
 struct pfx_tokenizer {
-    pfx_strmap vocab;               /* the model's vocabulary */
+    pfx_strmap vocab; /* the model's vocabulary */
     pfx_pairmap merges;
     bool byte_fallback, fuse_unk, ignore_merges;
-    int32_t unk_id;                 /* -1: none */
-    int32_t byte_ids[256];          /* <0xNN> tokens, -1 when absent */
+    int32_t unk_id;        /* -1: none */
+    int32_t byte_ids[256]; /* <0xNN> tokens, -1 when absent */
 
     pfx_norm *norms;
     size_t norm_count;
@@ -131,7 +154,7 @@ struct pfx_tokenizer {
     size_t pretok_count;
     pfx_dec *decs;
     size_t dec_count;
-    bool has_decoder;               /* false: tokens joined with spaces, as HF does */
+    bool has_decoder; /* false: tokens joined with spaces, as HF does */
 
     pfx_added *added;
     size_t added_count;
@@ -143,12 +166,12 @@ struct pfx_tokenizer {
     int32_t *prefix_ids, *suffix_ids; /* post-processor, single sequence */
     size_t prefix_count, suffix_count;
 
-    size_t vocab_size;              /* 1 + largest id */
-    const char **id_token;          /* [vocab_size]: NUL-terminated, or NULL */
+    size_t vocab_size;     /* 1 + largest id */
+    const char **id_token; /* [vocab_size]: NUL-terminated, or NULL */
     size_t *id_len;
-    signed char *id_added;          /* [vocab_size]: 1 added, 2 added and special */
+    signed char *id_added; /* [vocab_size]: 1 added, 2 added and special */
     int32_t special[4];
-    pcre2_code *word_re;            /* Unicode \w, for single_word tokens */
+    pcre2_code *word_re; /* Unicode \w, for single_word tokens */
 };
 
 /* GPT-2's pre-tokenizer regex (ByteLevel with use_regex). */
@@ -171,8 +194,8 @@ bool pfx_is_white_space(uint32_t cp);
 /* ---- encode pipeline ---- */
 typedef struct pfx_piece {
     size_t off, len;
-    int32_t added;                  /* an added token's id, or -1 for text */
-    bool first;                     /* starts at offset 0 of the original text */
+    int32_t added; /* an added token's id, or -1 for text */
+    bool first;    /* starts at offset 0 of the original text */
 } pfx_piece;
 
 typedef struct pfx_pieces {
@@ -183,10 +206,10 @@ typedef struct pfx_pieces {
 
 typedef struct pfx_encode_scratch {
     pcre2_match_data *md;
-    pcre2_match_context *mc;        /* carries each call's share of the budget */
-    uint64_t regex_left;            /* PCRE2 match-limit units this encode may still spend */
-    size_t text_len;                /* the encoded text's length, for messages */
-    pfx_pieces a, b;                /* ping-pong buffers of the stages */
+    pcre2_match_context *mc; /* carries each call's share of the budget */
+    uint64_t regex_left;     /* PCRE2 match-limit units this encode may still spend */
+    size_t text_len;         /* the encoded text's length, for messages */
+    pfx_pieces a, b;         /* ping-pong buffers of the stages */
     struct pfx_bpe_symbol *sym;
     size_t sym_cap;
     struct pfx_bpe_merge *heap;
@@ -229,19 +252,22 @@ bool pfx_ids_add(pfx_encode_scratch *sc, int32_t id);
  * same as pfx_tokenizer_encode's. Only a head of the text is tokenized,
  * grown until its complete pieces give `want` ids: the work and memory
  * follow what is kept, not the text's length. */
-pfx_status pfx_tokenizer_encode_head(const pfx_tokenizer *tok, const char *text, size_t len, size_t want,
-                                     int32_t **ids, size_t *count);
+pfx_status pfx_tokenizer_encode_head(const pfx_tokenizer *tok, const char *text, size_t len,
+                                     size_t want, int32_t **ids, size_t *count);
 
 /* ---- loading (tokenizer_load.c, vocab_stream.c) ---- */
 /* A value's bytes [b, e) in a JSON text; e == 0: none. */
-typedef struct pfx_json_span { size_t b, e; } pfx_json_span;
+typedef struct pfx_json_span {
+    size_t b, e;
+} pfx_json_span;
 /* Where model.vocab (an object) and model.merges (an array) of a
  * tokenizer.json text lie, found without building a tree; none of them for
  * a text that is not an object of well-nested values (cJSON then says what
  * is wrong). */
 void pfx_tokenizer_json_spans(const char *s, size_t n, pfx_json_span *vocab, pfx_json_span *merges);
 /* Reads the object of token -> id at s[0] == '{' ([s, s+n)) into tok->vocab. */
-pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const char *label, const char *where);
+pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const char *label,
+                            const char *where);
 /* A whole vocab.json (one object of token -> id, UTF-8 checked by the
  * caller) into tok->vocab. */
 pfx_status pfx_stream_vocab_json(pfx_tokenizer *tok, const char *s, size_t n, const char *label);
@@ -252,7 +278,8 @@ pfx_tokenizer *pfx_tokenizer_alloc(void);
 /* Builds the id tables and checks merges once vocab and added tokens are in. */
 pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label);
 /* Parses GPT-2's merges.txt into tok->merges. */
-pfx_status pfx_parse_merges_txt(pfx_tokenizer *tok, const char *data, size_t size, const char *label);
+pfx_status pfx_parse_merges_txt(pfx_tokenizer *tok, const char *data, size_t size,
+                                const char *label);
 /* Adds a merge (a, b) of rank `rank`; FORMAT when a, b or a+b is not in the vocabulary. */
 pfx_status pfx_add_merge(pfx_tokenizer *tok, const char *a, size_t alen, const char *b, size_t blen,
                          uint32_t rank, const char *label);

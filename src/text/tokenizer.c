@@ -57,15 +57,17 @@ static void scratch_free(pfx_encode_scratch *sc)
 /* Text to pieces: added tokens matched on the raw text, the normalizers,
  * the added tokens matched on normalized text, the pre-tokenizers. *pieces
  * points into sc. */
-static pfx_status pieces_of(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *text, size_t len,
-                            pfx_pieces **pieces)
+static pfx_status pieces_of(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *text,
+                            size_t len, pfx_pieces **pieces)
 {
     if (!pfx_scratch_regex_init(sc, len) || !pfx_pieces_add(&sc->a, text, len, -1, true))
         return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
     pfx_pieces *in = &sc->a, *out = &sc->b, *t;
     pfx_status st = pfx_split_added(tok, sc, in, false, false, out);
     for (size_t k = 0; st == PFX_SUCCESS && k <= tok->pretok_count; k++) {
-        t = in; in = out; out = t;
+        t = in;
+        in = out;
+        out = t;
         pfx_pieces_clear(out);
         st = k == 0 ? pfx_split_added(tok, sc, in, true, true, out)
                     : pfx_pretokenize(tok, &tok->pretoks[k - 1], sc, in, out);
@@ -75,22 +77,24 @@ static pfx_status pieces_of(const pfx_tokenizer *tok, pfx_encode_scratch *sc, co
 }
 
 /* The ids of the first `count` pieces, appended to sc->ids. */
-static pfx_status ids_of(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const pfx_pieces *pieces, size_t count)
+static pfx_status ids_of(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const pfx_pieces *pieces,
+                         size_t count)
 {
     pfx_status st = PFX_SUCCESS;
     for (size_t i = 0; i < count && st == PFX_SUCCESS; i++) {
         const pfx_piece *p = &pieces->p[i];
         if (p->added >= 0)
             st = pfx_ids_add(sc, p->added) ? PFX_SUCCESS
-                 : pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
+                                           : pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY,
+                                                       "pfx_tokenizer_encode: host memory");
         else
             st = pfx_bpe_word(tok, sc, pieces->text.data + p->off, p->len);
     }
     return st;
 }
 
-static pfx_status encode(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *text, size_t len,
-                         unsigned flags)
+static pfx_status encode(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const char *text,
+                         size_t len, unsigned flags)
 {
     pfx_pieces *out;
     pfx_status st = pieces_of(tok, sc, text, len, &out);
@@ -99,12 +103,14 @@ static pfx_status encode(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const
     if (flags & PFX_ENCODE_ADD_SPECIAL)
         for (size_t i = 0; i < tok->prefix_count; i++)
             if (!pfx_ids_add(sc, tok->prefix_ids[i]))
-                return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
+                return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY,
+                                 "pfx_tokenizer_encode: host memory");
     st = ids_of(tok, sc, out, out->count);
     if (st == PFX_SUCCESS && (flags & PFX_ENCODE_ADD_SPECIAL))
         for (size_t i = 0; i < tok->suffix_count; i++)
             if (!pfx_ids_add(sc, tok->suffix_ids[i]))
-                return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "pfx_tokenizer_encode: host memory");
+                return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY,
+                                 "pfx_tokenizer_encode: host memory");
     return st;
 }
 
@@ -112,8 +118,8 @@ static pfx_status encode(const pfx_tokenizer *tok, pfx_encode_scratch *sc, const
  * the one before may have been split by a lookahead that saw the cut. */
 #define HEAD_PIECES_HELD 2
 
-pfx_status pfx_tokenizer_encode_head(const pfx_tokenizer *tok, const char *text, size_t len, size_t want,
-                                     int32_t **ids, size_t *count)
+pfx_status pfx_tokenizer_encode_head(const pfx_tokenizer *tok, const char *text, size_t len,
+                                     size_t want, int32_t **ids, size_t *count)
 {
     *ids = NULL;
     *count = 0;
@@ -156,7 +162,10 @@ PFX_API pfx_status pfx_tokenizer_encode(const pfx_tokenizer *tok, const char *te
         *count = 0;
     if (!tok || !ids || !count || (!text && len))
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !tok ? "tok" : !ids ? "ids" : !count ? "count" : "text");
+                         !tok     ? "tok"
+                         : !ids   ? "ids"
+                         : !count ? "count"
+                                  : "text");
     if (flags & ~PFX_ENCODE_ADD_SPECIAL)
         return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn, flags);
     pfx_encode_scratch sc = { 0 };
@@ -184,8 +193,10 @@ static bool starts(const char *s, size_t n, const char *p, size_t pn)
 
 static int hex_digit(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* The two characters of <0xNN> as Rust's u8::from_str_radix(.., 16) reads
@@ -251,10 +262,12 @@ static bool dec_step(const pfx_dec *d, const pfx_pieces *in, pfx_pieces *out)
         one.len = 0;
         if (d->kind == PFX_DEC_STRIP) {
             size_t b = 0, e = n;
-            for (size_t k = 0; k < d->start && starts(s + b, e - b, d->content, d->content_len); k++)
+            for (size_t k = 0; k < d->start && starts(s + b, e - b, d->content, d->content_len);
+                 k++)
                 b += d->content_len;
             for (size_t k = 0; k < d->stop && e - b >= d->content_len &&
-                               memcmp(s + e - d->content_len, d->content, d->content_len) == 0; k++)
+                               memcmp(s + e - d->content_len, d->content, d->content_len) == 0;
+                 k++)
                 e -= d->content_len;
             ok = pfx_pieces_add(out, s + b, e - b, -1, false);
             continue;
@@ -290,13 +303,18 @@ PFX_API pfx_status pfx_tokenizer_decode(const pfx_tokenizer *tok, const int32_t 
         *len = 0;
     if (!tok || !text || !len || (!ids && count))
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !tok ? "tok" : !text ? "text" : !len ? "len" : "ids");
+                         !tok    ? "tok"
+                         : !text ? "text"
+                         : !len  ? "len"
+                                 : "ids");
     if (flags & ~PFX_DECODE_SKIP_SPECIAL)
         return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: unknown flags 0x%x", fn, flags);
     for (size_t i = 0; i < count; i++)
         if (ids[i] < 0 || (size_t)ids[i] >= tok->vocab_size || !tok->id_token[ids[i]])
-            return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "%s: ids[%zu] = %d is not in the vocabulary "
-                             "(%zu ids)", fn, i, (int)ids[i], tok->vocab_size);
+            return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: ids[%zu] = %d is not in the vocabulary "
+                             "(%zu ids)",
+                             fn, i, (int)ids[i], tok->vocab_size);
     pfx_pieces a = { 0 }, b = { 0 }, *in = &a, *out = &b, *t;
     bool ok = true;
     for (size_t i = 0; i < count && ok; i++) {
@@ -307,7 +325,9 @@ PFX_API pfx_status pfx_tokenizer_decode(const pfx_tokenizer *tok, const int32_t 
     for (size_t k = 0; k < tok->dec_count && ok; k++) {
         pfx_pieces_clear(out);
         ok = dec_step(&tok->decs[k], in, out);
-        t = in; in = out; out = t;
+        t = in;
+        in = out;
+        out = t;
     }
     pfx_buf res = { 0 };
     for (size_t i = 0; i < in->count && ok; i++) {

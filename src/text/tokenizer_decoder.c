@@ -12,7 +12,8 @@ pfx_status pfx_tok_parse_decoder(pfx_tokenizer *tok, const cJSON *d, const char 
     if (!pfx_json_absent(d))
         tok->has_decoder = true;
     const char *type;
-    pfx_status st = pfx_tok_component(tok, d, where, "decoders", pfx_tok_parse_decoder, label, depth, &type);
+    pfx_status st =
+        pfx_tok_component(tok, d, where, "decoders", pfx_tok_parse_decoder, label, depth, &type);
     if (st != PFX_SUCCESS || !type)
         return st;
     pfx_dec dc = { 0 };
@@ -43,16 +44,20 @@ pfx_status pfx_tok_parse_decoder(pfx_tokenizer *tok, const cJSON *d, const char 
                 !pfx_json_uint(cJSON_GetObjectItemCaseSensitive(d, "stop"), &b) ||
                 pfx_utf8_next((const unsigned char *)s, dc.content_len, &cp) != dc.content_len) {
                 free(dc.content);
-                return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: decoder Strip needs one character "
-                                 "'content' and counts 'start', 'stop'", label);
+                return pfx_error(NULL, PFX_ERROR_FORMAT,
+                                 "%s: decoder Strip needs one character "
+                                 "'content' and counts 'start', 'stop'",
+                                 label);
             }
             dc.start = (size_t)a;
             dc.stop = (size_t)b;
         } else {
             st = pfx_tok_get_pattern(d, &s, &regex, label, where);
             if (st == PFX_SUCCESS && regex)
-                st = pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: decoder Replace with a regex pattern "
-                               "is not supported", label);
+                st = pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                               "%s: decoder Replace with a regex pattern "
+                               "is not supported",
+                               label);
             dc.pattern_len = st == PFX_SUCCESS ? strlen(s) : 0;
             if (st == PFX_SUCCESS && !(dc.pattern = pfx_dup_bytes(s, dc.pattern_len)))
                 st = pfx_tok_oom(label);
@@ -62,7 +67,8 @@ pfx_status pfx_tok_parse_decoder(pfx_tokenizer *tok, const cJSON *d, const char 
             }
         }
     } else {
-        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: decoder '%s' is not supported (only "
+        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                         "%s: decoder '%s' is not supported (only "
                          "ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip and Sequence)",
                          label, type);
     }

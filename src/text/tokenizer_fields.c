@@ -28,8 +28,8 @@ bool pfx_json_absent(const cJSON *it)
     return !it || cJSON_IsNull(it);
 }
 
-pfx_status pfx_tok_get_bool(const cJSON *obj, const char *key, bool def, bool *out, const char *label,
-                           const char *where)
+pfx_status pfx_tok_get_bool(const cJSON *obj, const char *key, bool def, bool *out,
+                            const char *label, const char *where)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (pfx_json_absent(it)) {
@@ -43,13 +43,14 @@ pfx_status pfx_tok_get_bool(const cJSON *obj, const char *key, bool def, bool *o
 }
 
 pfx_status pfx_tok_get_string(const cJSON *obj, const char *key, bool required, const char **out,
-                             const char *label, const char *where)
+                              const char *label, const char *where)
 {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
     *out = NULL;
     if (pfx_json_absent(it)) {
         if (required)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s has no string '%s'", label, where, key);
+            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s has no string '%s'", label, where,
+                             key);
         return PFX_SUCCESS;
     }
     if (!cJSON_IsString(it))
@@ -58,7 +59,8 @@ pfx_status pfx_tok_get_string(const cJSON *obj, const char *key, bool required, 
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_tok_get_type(const cJSON *obj, const char **type, const char *label, const char *where)
+pfx_status pfx_tok_get_type(const cJSON *obj, const char **type, const char *label,
+                            const char *where)
 {
     if (!cJSON_IsObject(obj))
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s is not an object", label, where);
@@ -67,14 +69,16 @@ pfx_status pfx_tok_get_type(const cJSON *obj, const char **type, const char *lab
 
 /* A {"String": s} or {"Regex": r} pattern. */
 pfx_status pfx_tok_get_pattern(const cJSON *obj, const char **text, bool *regex, const char *label,
-                              const char *where)
+                               const char *where)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(obj, "pattern");
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(p, "String");
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(p, "Regex");
     if (!cJSON_IsObject(p) || (cJSON_IsString(s) == cJSON_IsString(r)))
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.pattern is not {\"String\": ...} or "
-                         "{\"Regex\": ...}", label, where);
+        return pfx_error(NULL, PFX_ERROR_FORMAT,
+                         "%s: %s.pattern is not {\"String\": ...} or "
+                         "{\"Regex\": ...}",
+                         label, where);
     *regex = cJSON_IsString(r);
     *text = *regex ? r->valuestring : s->valuestring;
     return PFX_SUCCESS;
@@ -82,7 +86,7 @@ pfx_status pfx_tok_get_pattern(const cJSON *obj, const char **text, bool *regex,
 
 /* A single character of `where`.key as UTF-8 (Metaspace's replacement). */
 pfx_status pfx_tok_get_char(const cJSON *obj, const char *key, char *out, size_t *len,
-                           const char *label, const char *where)
+                            const char *label, const char *where)
 {
     const char *s;
     pfx_status st = pfx_tok_get_string(obj, key, true, &s, label, where);
@@ -91,14 +95,15 @@ pfx_status pfx_tok_get_char(const cJSON *obj, const char *key, char *out, size_t
     size_t n = strlen(s);
     uint32_t cp;
     if (n == 0 || pfx_utf8_next((const unsigned char *)s, n, &cp) != n || n > 4)
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.%s is not one character", label, where, key);
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.%s is not one character", label, where,
+                         key);
     memcpy(out, s, n);
     *len = n;
     return PFX_SUCCESS;
 }
 
 pfx_status pfx_tok_get_prepend_scheme(const cJSON *obj, pfx_prepend_scheme *out, const char *label,
-                                     const char *where)
+                                      const char *where)
 {
     const char *s;
     pfx_status st = pfx_tok_get_string(obj, "prepend_scheme", false, &s, label, where);
@@ -117,8 +122,10 @@ pfx_status pfx_tok_get_prepend_scheme(const cJSON *obj, pfx_prepend_scheme *out,
     else if (strcmp(s, "never") == 0)
         *out = PFX_PREPEND_NEVER;
     else
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s.prepend_scheme '%s' is not always, first "
-                         "or never", label, where, s);
+        return pfx_error(NULL, PFX_ERROR_FORMAT,
+                         "%s: %s.prepend_scheme '%s' is not always, first "
+                         "or never",
+                         label, where, s);
     return PFX_SUCCESS;
 }
 
@@ -133,10 +140,10 @@ bool pfx_grow_one(void **arr, size_t *count, size_t size)
     return true;
 }
 
-
 /* ---- Sequence: a list of components, each parsed by fn ---- */
-static pfx_status parse_sequence(pfx_tokenizer *tok, const cJSON *obj, const char *key, pfx_tok_parse_fn fn,
-                                 const char *label, const char *where, int depth)
+static pfx_status parse_sequence(pfx_tokenizer *tok, const cJSON *obj, const char *key,
+                                 pfx_tok_parse_fn fn, const char *label, const char *where,
+                                 int depth)
 {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(obj, key);
     if (!cJSON_IsArray(list) || depth > 8)
@@ -154,8 +161,8 @@ static pfx_status parse_sequence(pfx_tokenizer *tok, const cJSON *obj, const cha
  * its "type"; a Sequence is its list `list_key` through fn. *type is NULL
  * when nothing is left to parse. */
 pfx_status pfx_tok_component(pfx_tokenizer *tok, const cJSON *obj, const char *where,
-                            const char *list_key, pfx_tok_parse_fn fn, const char *label, int depth,
-                            const char **type)
+                             const char *list_key, pfx_tok_parse_fn fn, const char *label,
+                             int depth, const char **type)
 {
     *type = NULL;
     if (pfx_json_absent(obj))

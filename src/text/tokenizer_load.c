@@ -105,7 +105,8 @@ static pfx_status index_added(pfx_tokenizer *tok, const char *label)
     for (size_t k = 0; k < tok->added_count; k++) {
         const pfx_added *a = &tok->added[k];
         if (a->pattern_len)
-            keys[n++] = (added_key){ a->normalized, (unsigned char)a->pattern[0], a->pattern_len, (uint32_t)k };
+            keys[n++] = (added_key){ a->normalized, (unsigned char)a->pattern[0], a->pattern_len,
+                                     (uint32_t)k };
     }
     qsort(keys, n, sizeof(*keys), added_cmp);
     for (size_t k = 0; k < n; k++)
@@ -145,8 +146,10 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
     if (!any)
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: the vocabulary is empty", label);
     if (max_id >= count + MAX_ID_SLACK)
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: id %zu is far beyond the %zu tokens (holes of "
-                         "more than %zu ids)", label, max_id, count, MAX_ID_SLACK);
+        return pfx_error(NULL, PFX_ERROR_FORMAT,
+                         "%s: id %zu is far beyond the %zu tokens (holes of "
+                         "more than %zu ids)",
+                         label, max_id, count, MAX_ID_SLACK);
     tok->vocab_size = max_id + 1;
     tok->id_token = calloc(tok->vocab_size, sizeof(*tok->id_token));
     tok->id_len = calloc(tok->vocab_size, sizeof(*tok->id_len));
@@ -156,8 +159,10 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
     for (size_t e = 0; e < tok->vocab.count; e++) {
         int32_t id = tok->vocab.entries[e].value;
         if (tok->id_token[id])
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: the vocabulary gives id %d to both '%s' and "
-                             "'%s'", label, (int)id, tok->id_token[id],
+            return pfx_error(NULL, PFX_ERROR_FORMAT,
+                             "%s: the vocabulary gives id %d to both '%s' and "
+                             "'%s'",
+                             label, (int)id, tok->id_token[id],
                              pfx_strmap_key(&tok->vocab, e, &tok->id_len[id]));
         tok->id_token[id] = pfx_strmap_key(&tok->vocab, e, &tok->id_len[id]);
     }
@@ -193,10 +198,13 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
     if (st != PFX_SUCCESS)
         return st;
     for (size_t i = 0; i < tok->prefix_count + tok->suffix_count; i++) {
-        int32_t id = i < tok->prefix_count ? tok->prefix_ids[i] : tok->suffix_ids[i - tok->prefix_count];
+        int32_t id =
+            i < tok->prefix_count ? tok->prefix_ids[i] : tok->suffix_ids[i - tok->prefix_count];
         if ((size_t)id >= tok->vocab_size || !tok->id_token[id])
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor id %d is not a token of the "
-                             "vocabulary", label, (int)id);
+            return pfx_error(NULL, PFX_ERROR_FORMAT,
+                             "%s: post_processor id %d is not a token of the "
+                             "vocabulary",
+                             label, (int)id);
     }
     if ((st = index_added(tok, label)))
         return st;
@@ -207,7 +215,8 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
     }
     /* regex-syntax's is_word_character (Unicode \w), which HF's single_word uses. */
     static const char word[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
-    if (!(tok->word_re = pfx_regex_compile(word, PCRE2_ZERO_TERMINATED, false, label, "word class")))
+    if (!(tok->word_re =
+              pfx_regex_compile(word, PCRE2_ZERO_TERMINATED, false, label, "word class")))
         return PFX_ERROR_FORMAT;
     tok->special[PFX_TOKEN_UNK] = tok->unk_id;
     if (tok->prefix_count)
@@ -215,7 +224,6 @@ pfx_status pfx_tokenizer_finish(pfx_tokenizer *tok, const char *label)
     tok->special[PFX_TOKEN_EOS] = pfx_tokenizer_token_to_id(tok, "<|endoftext|>");
     return PFX_SUCCESS;
 }
-
 
 /* ---- entry points ---- */
 static pfx_status check_out(pfx_tokenizer **out, const char *fn)
@@ -228,7 +236,8 @@ static pfx_status check_out(pfx_tokenizer **out, const char *fn)
 
 /* The rule of every JSON reader (pfx_json_parse_object): no \u0000, no key
  * twice. */
-static pfx_status parse_json(const unsigned char *data, size_t size, const char *label, cJSON **root)
+static pfx_status parse_json(const unsigned char *data, size_t size, const char *label,
+                             cJSON **root)
 {
     if (!pfx_utf8_valid(data, size)) {
         *root = NULL;
@@ -244,7 +253,8 @@ PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size,
     if (st != PFX_SUCCESS)
         return st;
     if (!data && size)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_tokenizer_load_json_memory: data is NULL");
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "pfx_tokenizer_load_json_memory: data is NULL");
     if (!label)
         label = "<memory>";
     const char *text = data ? data : "";
@@ -291,20 +301,27 @@ PFX_API pfx_status pfx_tokenizer_load_json_memory(const void *data, size_t size,
     const cJSON *trunc = cJSON_GetObjectItemCaseSensitive(root, "truncation");
     const cJSON *pad = cJSON_GetObjectItemCaseSensitive(root, "padding");
     if (!pfx_json_absent(trunc) || !pfx_json_absent(pad))
-        st = pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: truncation / padding inside tokenizer.json "
-                       "are not supported (the data set truncates and pads)", label);
+        st = pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                       "%s: truncation / padding inside tokenizer.json "
+                       "are not supported (the data set truncates and pads)",
+                       label);
     if (!st)
         st = pfx_tok_parse_model(tok, cJSON_GetObjectItemCaseSensitive(root, "model"), label, &sv);
     if (!st)
-        st = pfx_tok_parse_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), label);
+        st =
+            pfx_tok_parse_added(tok, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), label);
     if (!st)
-        st = pfx_tok_parse_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), label, 0);
+        st = pfx_tok_parse_normalizer(tok, cJSON_GetObjectItemCaseSensitive(root, "normalizer"),
+                                      label, 0);
     if (!st)
-        st = pfx_tok_parse_pretok(tok, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), label, 0);
+        st = pfx_tok_parse_pretok(tok, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"),
+                                  label, 0);
     if (!st)
-        st = pfx_tok_parse_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"), label, 0);
+        st =
+            pfx_tok_parse_decoder(tok, cJSON_GetObjectItemCaseSensitive(root, "decoder"), label, 0);
     if (!st)
-        st = pfx_tok_parse_post(tok, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), label, 0);
+        st = pfx_tok_parse_post(tok, cJSON_GetObjectItemCaseSensitive(root, "post_processor"),
+                                label, 0);
     if (!st)
         st = pfx_tokenizer_finish(tok, label);
     cJSON_Delete(root);
@@ -332,7 +349,8 @@ PFX_API pfx_status pfx_tokenizer_load_json(const char *path, pfx_tokenizer **out
     return st;
 }
 
-pfx_status pfx_parse_merges_txt(pfx_tokenizer *tok, const char *data, size_t size, const char *label)
+pfx_status pfx_parse_merges_txt(pfx_tokenizer *tok, const char *data, size_t size,
+                                const char *label)
 {
     uint32_t rank = 0;
     size_t line = 0;
@@ -346,7 +364,8 @@ pfx_status pfx_parse_merges_txt(pfx_tokenizer *tok, const char *data, size_t siz
             continue;
         const char *sp = memchr(s, ' ', len);
         if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp + 1 - s)) || sp == s || sp + 1 == s + len)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: line %zu is not \"a b\"", label, line + 1);
+            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: line %zu is not \"a b\"", label,
+                             line + 1);
         pfx_status st = pfx_add_merge(tok, s, (size_t)(sp - s), sp + 1, len - (size_t)(sp + 1 - s),
                                       rank++, label);
         if (st != PFX_SUCCESS)
@@ -364,17 +383,20 @@ PFX_API pfx_status pfx_tokenizer_load_vocab_merges_memory(const void *vocab, siz
     if (st != PFX_SUCCESS)
         return st;
     if ((!vocab && vocab_size) || (!merges && merges_size))
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, vocab ? "merges" : "vocab");
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
+                         vocab ? "merges" : "vocab");
     if (!label)
         label = "<memory>";
     char vlabel[1024], mlabel[1024];
     snprintf(vlabel, sizeof(vlabel), "%s (vocab.json)", label);
     snprintf(mlabel, sizeof(mlabel), "%s (merges.txt)", label);
     if (!pfx_utf8_valid(merges ? merges : (const void *)"", merges_size))
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)", mlabel);
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)",
+                         mlabel);
     const char *vtext = vocab ? vocab : "";
     if (!pfx_utf8_valid((const unsigned char *)vtext, vocab_size))
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)", vlabel);
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: not UTF-8 text (or holds a NUL byte)",
+                         vlabel);
     pfx_tokenizer *tok = pfx_tokenizer_alloc();
     if (!tok)
         return pfx_tok_oom(label);
@@ -467,8 +489,10 @@ static pfx_status read_config(pfx_tokenizer *tok, const char *path)
             continue;
         const char *name = config_token(cfg, keys[k]);
         if (!name)
-            st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s is neither a string nor {\"content\": "
-                           "string}", path, keys[k]);
+            st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                           "%s: %s is neither a string nor {\"content\": "
+                           "string}",
+                           path, keys[k]);
         else /* a name the tokenizer lacks: -1, as for no name */
             tok->special[k] = pfx_tokenizer_token_to_id(tok, name);
     }
@@ -500,8 +524,10 @@ PFX_API pfx_status pfx_tokenizer_load(const char *dir, pfx_tokenizer **out)
         if (stat(a, &sb) == 0 && stat(b, &sb) == 0)
             st = pfx_tokenizer_load_vocab_merges(a, b, out);
         else
-            st = pfx_error(NULL, PFX_ERROR_IO, "'%s' has neither tokenizer.json nor vocab.json + "
-                           "merges.txt", dir);
+            st = pfx_error(NULL, PFX_ERROR_IO,
+                           "'%s' has neither tokenizer.json nor vocab.json + "
+                           "merges.txt",
+                           dir);
     }
     if (st == PFX_SUCCESS) {
         snprintf(a, n, "%s/tokenizer_config.json", dir);

@@ -23,8 +23,10 @@ pfx_status pfx_add_merge(pfx_tokenizer *tok, const char *a, size_t alen, const c
     int32_t id = pfx_strmap_get(&tok->vocab, ab, alen + blen);
     pfx_status st = PFX_SUCCESS;
     if (id < 0)
-        st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: merge %u: '%.*s' (the merged token) is not in "
-                       "the vocabulary", label, rank, (int)(alen + blen), ab);
+        st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                       "%s: merge %u: '%.*s' (the merged token) is not in "
+                       "the vocabulary",
+                       label, rank, (int)(alen + blen), ab);
     else if (!pfx_pairmap_put(&tok->merges, ia, ib, rank, id))
         st = pfx_tok_oom(label);
     if (ab != stack)
@@ -36,12 +38,14 @@ static pfx_status parse_vocab(pfx_tokenizer *tok, const cJSON *vocab, const char
                               const char *where)
 {
     if (!cJSON_IsObject(vocab))
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s is not an object of token -> id", label, where);
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s is not an object of token -> id", label,
+                         where);
     for (const cJSON *it = vocab->child; it; it = it->next) {
         uint64_t id;
         if (!pfx_json_uint(it, &id) || id > INT32_MAX)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s['%s'] is not an id (an integer 0 .. 2^31-1)",
-                             label, where, it->string);
+            return pfx_error(NULL, PFX_ERROR_FORMAT,
+                             "%s: %s['%s'] is not an id (an integer 0 .. 2^31-1)", label, where,
+                             it->string);
         if (!pfx_strmap_put(&tok->vocab, it->string, strlen(it->string), (int32_t)id))
             return pfx_tok_oom(label);
     }
@@ -72,8 +76,10 @@ static pfx_status parse_merges(pfx_tokenizer *tok, const cJSON *merges, const ch
             alen = strlen(a);
             blen = strlen(b);
         } else {
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: model.merges[%u] is neither \"a b\" nor "
-                             "[\"a\", \"b\"]", label, rank);
+            return pfx_error(NULL, PFX_ERROR_FORMAT,
+                             "%s: model.merges[%u] is neither \"a b\" nor "
+                             "[\"a\", \"b\"]",
+                             label, rank);
         }
         pfx_status st = pfx_add_merge(tok, a, alen, b, blen, rank, label);
         if (st != PFX_SUCCESS)
@@ -82,7 +88,8 @@ static pfx_status parse_merges(pfx_tokenizer *tok, const cJSON *merges, const ch
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_tok_parse_model(pfx_tokenizer *tok, const cJSON *model, const char *label, const pfx_tok_streamed *sv)
+pfx_status pfx_tok_parse_model(pfx_tokenizer *tok, const cJSON *model, const char *label,
+                               const pfx_tok_streamed *sv)
 {
     if (!cJSON_IsObject(model))
         return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: no object 'model'", label);
@@ -91,12 +98,16 @@ pfx_status pfx_tok_parse_model(pfx_tokenizer *tok, const cJSON *model, const cha
     if (st != PFX_SUCCESS)
         return st;
     if (type && strcmp(type, "BPE") != 0)
-        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: tokenizer model '%s' is not supported "
-                         "(only BPE)", label, type);
+        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                         "%s: tokenizer model '%s' is not supported "
+                         "(only BPE)",
+                         label, type);
     const cJSON *dropout = cJSON_GetObjectItemCaseSensitive(model, "dropout");
     if (!pfx_json_absent(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0.0))
-        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: model.dropout (BPE dropout is random; "
-                         "only null or 0)", label);
+        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED,
+                         "%s: model.dropout (BPE dropout is random; "
+                         "only null or 0)",
+                         label);
     const char *keys[] = { "continuing_subword_prefix", "end_of_word_suffix" };
     for (int k = 0; k < 2; k++) {
         const char *s;
@@ -107,15 +118,19 @@ pfx_status pfx_tok_parse_model(pfx_tokenizer *tok, const cJSON *model, const cha
                              label, keys[k], s);
     }
     if ((st = pfx_tok_get_bool(model, "fuse_unk", false, &tok->fuse_unk, label, "model")) ||
-        (st = pfx_tok_get_bool(model, "byte_fallback", false, &tok->byte_fallback, label, "model")) ||
+        (st = pfx_tok_get_bool(model, "byte_fallback", false, &tok->byte_fallback, label,
+                               "model")) ||
         (st = pfx_tok_get_bool(model, "ignore_merges", false, &tok->ignore_merges, label, "model")))
         return st;
-    st = sv->vocab.e ? pfx_stream_vocab(tok, sv->text + sv->vocab.b, sv->vocab.e - sv->vocab.b, label, "model.vocab")
-                     : parse_vocab(tok, cJSON_GetObjectItemCaseSensitive(model, "vocab"), label, "model.vocab");
+    st = sv->vocab.e ? pfx_stream_vocab(tok, sv->text + sv->vocab.b, sv->vocab.e - sv->vocab.b,
+                                        label, "model.vocab")
+                     : parse_vocab(tok, cJSON_GetObjectItemCaseSensitive(model, "vocab"), label,
+                                   "model.vocab");
     if (st != PFX_SUCCESS)
         return st;
-    st = sv->merges.e ? pfx_stream_merges(tok, sv->text + sv->merges.b, sv->merges.e - sv->merges.b, label)
-                      : parse_merges(tok, cJSON_GetObjectItemCaseSensitive(model, "merges"), label);
+    st = sv->merges.e
+             ? pfx_stream_merges(tok, sv->text + sv->merges.b, sv->merges.e - sv->merges.b, label)
+             : parse_merges(tok, cJSON_GetObjectItemCaseSensitive(model, "merges"), label);
     if (st != PFX_SUCCESS)
         return st;
     const char *unk;
@@ -124,14 +139,14 @@ pfx_status pfx_tok_parse_model(pfx_tokenizer *tok, const cJSON *model, const cha
     if (unk) {
         tok->unk_id = pfx_strmap_get(&tok->vocab, unk, strlen(unk));
         if (tok->unk_id < 0)
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: model.unk_token '%s' is not in the vocabulary",
-                             label, unk);
+            return pfx_error(NULL, PFX_ERROR_FORMAT,
+                             "%s: model.unk_token '%s' is not in the vocabulary", label, unk);
     }
     return PFX_SUCCESS;
 }
 
 pfx_status pfx_tok_add_token(pfx_tokenizer *tok, int32_t id, const char *content, bool special,
-                            bool normalized, const char *label)
+                             bool normalized, const char *label)
 {
     if (!pfx_grow_one((void **)&tok->added, &tok->added_count, sizeof(*tok->added)))
         return pfx_tok_oom(label);

@@ -8,14 +8,19 @@
 #include "tokenizer_parse.h"
 
 /* ---- normalizer ---- */
-pfx_status pfx_tok_parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const char *label, int depth)
+pfx_status pfx_tok_parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const char *label,
+                                    int depth)
 {
     static const char where[] = "normalizer";
     const char *type;
-    pfx_status st = pfx_tok_component(tok, n, where, "normalizers", pfx_tok_parse_normalizer, label, depth, &type);
+    pfx_status st = pfx_tok_component(tok, n, where, "normalizers", pfx_tok_parse_normalizer, label,
+                                      depth, &type);
     if (st != PFX_SUCCESS || !type)
         return st;
-    static const struct { const char *name; int options; } forms[] = {
+    static const struct {
+        const char *name;
+        int options;
+    } forms[] = {
         { "NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE },
         { "NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE },
         { "NFKC", UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT },
@@ -29,9 +34,12 @@ pfx_status pfx_tok_parse_normalizer(pfx_tokenizer *tok, const cJSON *n, const ch
     bool lower = strcmp(type, "Lowercase") == 0, accents = strcmp(type, "StripAccents") == 0;
     bool strip = strcmp(type, "Strip") == 0;
     if (form < 0 && !prepend && !lower && !accents && !strip && strcmp(type, "Replace") != 0)
-        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: normalizer '%s' is not supported (only "
-                         "NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Prepend, Replace and "
-                         "Sequence)", label, type);
+        return pfx_error(
+            NULL, PFX_ERROR_UNSUPPORTED,
+            "%s: normalizer '%s' is not supported (only "
+            "NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Strip, Prepend, Replace and "
+            "Sequence)",
+            label, type);
     if (!pfx_grow_one((void **)&tok->norms, &tok->norm_count, sizeof(*tok->norms)))
         return pfx_tok_oom(label);
     pfx_norm *nm = &tok->norms[tok->norm_count - 1];

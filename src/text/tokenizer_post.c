@@ -34,7 +34,8 @@ static pfx_status pair_id(const cJSON *p, const char *key, int32_t *id, const ch
     uint64_t v;
     if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 2 || !cJSON_IsString(a->child) ||
         !pfx_json_uint(a->child->next, &v) || v > INT32_MAX)
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.%s is not [token, id]", label, key);
+        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.%s is not [token, id]", label,
+                         key);
     *id = (int32_t)v;
     return PFX_SUCCESS;
 }
@@ -47,8 +48,8 @@ static pfx_status template_ids(const cJSON *specials, const char *name, int32_t 
     *ids = NULL;
     *n = 0;
     if (!cJSON_IsArray(arr))
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.special_tokens has no ids for '%s'",
-                         label, name);
+        return pfx_error(NULL, PFX_ERROR_FORMAT,
+                         "%s: post_processor.special_tokens has no ids for '%s'", label, name);
     *n = 0;
     *ids = malloc(((size_t)cJSON_GetArraySize(arr) + 1) * sizeof(**ids));
     if (!*ids)
@@ -58,8 +59,10 @@ static pfx_status template_ids(const cJSON *specials, const char *name, int32_t 
         if (!pfx_json_uint(c, &v) || v > INT32_MAX) {
             free(*ids);
             *ids = NULL;
-            return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.special_tokens['%s'].ids "
-                             "holds a bad id", label, name);
+            return pfx_error(NULL, PFX_ERROR_FORMAT,
+                             "%s: post_processor.special_tokens['%s'].ids "
+                             "holds a bad id",
+                             label, name);
         }
         (*ids)[(*n)++] = (int32_t)v;
     }
@@ -71,8 +74,10 @@ static pfx_status parse_template(pfx_tokenizer *tok, const cJSON *p, const char 
     const cJSON *single = cJSON_GetObjectItemCaseSensitive(p, "single");
     const cJSON *specials = cJSON_GetObjectItemCaseSensitive(p, "special_tokens");
     if (!cJSON_IsArray(single) || !cJSON_IsObject(specials))
-        return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor TemplateProcessing needs arrays "
-                         "'single' and an object 'special_tokens'", label);
+        return pfx_error(NULL, PFX_ERROR_FORMAT,
+                         "%s: post_processor TemplateProcessing needs arrays "
+                         "'single' and an object 'special_tokens'",
+                         label);
     int32_t *pre = NULL, *post = NULL;
     size_t npre = 0, npost = 0;
     bool seen_a = false;
@@ -82,28 +87,34 @@ static pfx_status parse_template(pfx_tokenizer *tok, const cJSON *p, const char 
         const cJSON *sq = cJSON_GetObjectItemCaseSensitive(it, "Sequence");
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(sp ? sp : sq, "id");
         if (!cJSON_IsString(id)) {
-            st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.single holds an item that is "
-                           "neither SpecialToken nor Sequence", label);
+            st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                           "%s: post_processor.single holds an item that is "
+                           "neither SpecialToken nor Sequence",
+                           label);
         } else if (sq) {
             if (strcmp(id->valuestring, "A") != 0 || seen_a)
-                st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.single must hold sequence "
-                               "A once", label);
+                st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                               "%s: post_processor.single must hold sequence "
+                               "A once",
+                               label);
             seen_a = true;
         } else {
             int32_t *ids;
             size_t n = 0;
             st = template_ids(specials, id->valuestring, &ids, &n, label);
-            if (st == PFX_SUCCESS && !ids_append(seen_a ? &post : &pre, seen_a ? &npost : &npre, ids, n,
-                                                 false))
+            if (st == PFX_SUCCESS &&
+                !ids_append(seen_a ? &post : &pre, seen_a ? &npost : &npre, ids, n, false))
                 st = pfx_tok_oom(label);
             free(ids);
         }
     }
     if (st == PFX_SUCCESS && !seen_a)
-        st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.single has no sequence A", label);
+        st =
+            pfx_error(NULL, PFX_ERROR_FORMAT, "%s: post_processor.single has no sequence A", label);
     /* A later processor wraps what the earlier ones produced. */
-    if (st == PFX_SUCCESS && (!ids_append(&tok->prefix_ids, &tok->prefix_count, pre, npre, true) ||
-                              !ids_append(&tok->suffix_ids, &tok->suffix_count, post, npost, false)))
+    if (st == PFX_SUCCESS &&
+        (!ids_append(&tok->prefix_ids, &tok->prefix_count, pre, npre, true) ||
+         !ids_append(&tok->suffix_ids, &tok->suffix_count, post, npost, false)))
         st = pfx_tok_oom(label);
     free(pre);
     free(post);
@@ -114,7 +125,8 @@ pfx_status pfx_tok_parse_post(pfx_tokenizer *tok, const cJSON *p, const char *la
 {
     static const char where[] = "post_processor";
     const char *type;
-    pfx_status st = pfx_tok_component(tok, p, where, "processors", pfx_tok_parse_post, label, depth, &type);
+    pfx_status st =
+        pfx_tok_component(tok, p, where, "processors", pfx_tok_parse_post, label, depth, &type);
     if (st != PFX_SUCCESS || !type)
         return st;
     if (strcmp(type, "ByteLevel") == 0)
@@ -130,7 +142,9 @@ pfx_status pfx_tok_parse_post(pfx_tokenizer *tok, const cJSON *p, const char *la
             return pfx_tok_oom(label);
         return PFX_SUCCESS;
     }
-    return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: post-processor '%s' is not supported (only "
-                     "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing and Sequence)",
-                     label, type);
+    return pfx_error(
+        NULL, PFX_ERROR_UNSUPPORTED,
+        "%s: post-processor '%s' is not supported (only "
+        "TemplateProcessing, ByteLevel, RobertaProcessing, BertProcessing and Sequence)",
+        label, type);
 }

@@ -29,7 +29,8 @@ pfx_status pfx_tok_parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *
 {
     static const char where[] = "pre_tokenizer";
     const char *type;
-    pfx_status st = pfx_tok_component(tok, p, where, "pretokenizers", pfx_tok_parse_pretok, label, depth, &type);
+    pfx_status st = pfx_tok_component(tok, p, where, "pretokenizers", pfx_tok_parse_pretok, label,
+                                      depth, &type);
     if (st != PFX_SUCCESS || !type)
         return st;
     pfx_pretok pt = { 0 };
@@ -37,7 +38,8 @@ pfx_status pfx_tok_parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *
     if (strcmp(type, "ByteLevel") == 0) {
         bool use_regex = true;
         pt.kind = PFX_PRE_BYTE_LEVEL;
-        if ((st = pfx_tok_get_bool(p, "add_prefix_space", true, &pt.add_prefix_space, label, where)) ||
+        if ((st = pfx_tok_get_bool(p, "add_prefix_space", true, &pt.add_prefix_space, label,
+                                   where)) ||
             (st = pfx_tok_get_bool(p, "use_regex", true, &use_regex, label, where)))
             return st;
         src = pfx_gpt2_pattern;
@@ -72,8 +74,9 @@ pfx_status pfx_tok_parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *
          * runs of White_Space removed (WhitespaceSplit), punctuation split
          * off by a behavior (Punctuation: Unicode P* and ASCII punctuation). */
 #define PFX_WORD "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}"
-#define PFX_SPACE "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}" \
-                  "\\x{202f}\\x{205f}\\x{3000}"
+#define PFX_SPACE                                                                                  \
+    "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}"             \
+    "\\x{202f}\\x{205f}\\x{3000}"
         const char *pat;
         pt.kind = PFX_PRE_SPLIT;
         if (type[0] == 'P') {
@@ -102,9 +105,12 @@ pfx_status pfx_tok_parse_pretok(pfx_tokenizer *tok, const cJSON *p, const char *
             (st = pfx_tok_get_bool(p, "split", true, &pt.split, label, where)))
             return st;
     } else {
-        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "%s: pre-tokenizer '%s' is not supported (only "
-                         "ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation and "
-                         "Sequence)", label, type);
+        return pfx_error(
+            NULL, PFX_ERROR_UNSUPPORTED,
+            "%s: pre-tokenizer '%s' is not supported (only "
+            "ByteLevel, Split, Digits, Metaspace, Whitespace, WhitespaceSplit, Punctuation and "
+            "Sequence)",
+            label, type);
     }
     if ((pt.re && !(pt.source = pfx_dup_bytes(src, strlen(src)))) ||
         !pfx_grow_one((void **)&tok->pretoks, &tok->pretok_count, sizeof(*tok->pretoks))) {

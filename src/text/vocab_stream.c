@@ -60,7 +60,8 @@ static size_t skip_value(const char *s, size_t n, size_t i)
 
 /* Walks the members of the object at s[i] == '{'; calls `member` with the
  * raw key (between its quotes) and the value's start. False when malformed. */
-typedef void (*member_fn)(void *ctx, const char *key, size_t klen, const char *s, size_t n, size_t at);
+typedef void (*member_fn)(void *ctx, const char *key, size_t klen, const char *s, size_t n,
+                          size_t at);
 
 static bool walk_object(const char *s, size_t n, size_t i, member_fn member, void *ctx)
 {
@@ -93,11 +94,13 @@ typedef struct spans_ctx {
     bool in_model;
 } spans_ctx;
 
-static void model_member(void *ctx, const char *key, size_t klen, const char *s, size_t n, size_t at)
+static void model_member(void *ctx, const char *key, size_t klen, const char *s, size_t n,
+                         size_t at)
 {
     spans_ctx *c = ctx;
-    pfx_json_span *want = klen == 5 && !memcmp(key, "vocab", 5) ? c->vocab
-                          : klen == 6 && !memcmp(key, "merges", 6) ? c->merges : NULL;
+    pfx_json_span *want = klen == 5 && !memcmp(key, "vocab", 5)    ? c->vocab
+                          : klen == 6 && !memcmp(key, "merges", 6) ? c->merges
+                                                                   : NULL;
     if (want && !want->e && s[at] == (want == c->vocab ? '{' : '[')) /* the first, as cJSON takes */
         *want = (pfx_json_span){ at, skip_value(s, n, at) };
 }
@@ -132,8 +135,8 @@ typedef struct reader {
 
 static pfx_status malformed(const reader *r)
 {
-    return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s is not valid JSON (at byte %zu of it)", r->label, r->where,
-                     r->i);
+    return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s is not valid JSON (at byte %zu of it)",
+                     r->label, r->where, r->i);
 }
 
 static int hex4(const char *s)
@@ -141,8 +144,10 @@ static int hex4(const char *s)
     int v = 0;
     for (int k = 0; k < 4; k++) {
         char c = s[k];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0)
             return -1;
         v = v * 16 + d;
@@ -173,7 +178,9 @@ static pfx_status read_string(reader *r, pfx_buf *out)
         char e = r->s[i++], c[4];
         size_t len = 1;
         switch (e) {
-        case '"': case '\\': case '/': c[0] = e; break;
+        case '"':
+        case '\\':
+        case '/': c[0] = e; break;
         case 'b': c[0] = '\b'; break;
         case 'f': c[0] = '\f'; break;
         case 'n': c[0] = '\n'; break;
@@ -183,7 +190,8 @@ static pfx_status read_string(reader *r, pfx_buf *out)
             int u = i + 4 <= r->n ? hex4(r->s + i) : -1;
             i += 4;
             if (u >= 0xd800 && u < 0xdc00) { /* a high surrogate: its low one must follow */
-                int lo = i + 6 <= r->n && r->s[i] == '\\' && r->s[i + 1] == 'u' ? hex4(r->s + i + 2) : -1;
+                int lo = i + 6 <= r->n && r->s[i] == '\\' && r->s[i + 1] == 'u' ? hex4(r->s + i + 2)
+                                                                                : -1;
                 if (lo < 0xdc00 || lo > 0xdfff)
                     return malformed(r);
                 u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
@@ -192,7 +200,8 @@ static pfx_status read_string(reader *r, pfx_buf *out)
                 return malformed(r);
             }
             if (u == 0)
-                return pfx_error(NULL, PFX_ERROR_FORMAT, "%s: a string holds the escape \\u0000 (NUL) in %s", r->label,
+                return pfx_error(NULL, PFX_ERROR_FORMAT,
+                                 "%s: a string holds the escape \\u0000 (NUL) in %s", r->label,
                                  r->where);
             if (u < 0x80) {
                 c[0] = (char)u;
@@ -214,8 +223,7 @@ static pfx_status read_string(reader *r, pfx_buf *out)
             }
             break;
         }
-        default:
-            return malformed(r);
+        default: return malformed(r);
         }
         if (!pfx_buf_add(out, c, len))
             return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", r->label);
@@ -262,7 +270,8 @@ static pfx_status next_item(reader *r, char close, bool *more)
     return r->i < r->n && r->s[r->i] == close ? PFX_SUCCESS : malformed(r);
 }
 
-pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const char *label, const char *where)
+pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const char *label,
+                            const char *where)
 {
     reader r = { s, n, skip_ws(s, n, 1), label, where, { 0 }, { 0 } };
     pfx_status st = PFX_SUCCESS;
@@ -279,13 +288,15 @@ pfx_status pfx_stream_vocab(pfx_tokenizer *tok, const char *s, size_t n, const c
         }
         r.i = skip_ws(s, n, r.i + 1);
         if (!read_id(&r, &id)) {
-            st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: %s['%.200s'] is not an id (an integer 0 .. 2^31-1)",
-                           label, where, r.a.data);
+            st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                           "%s: %s['%.200s'] is not an id (an integer 0 .. 2^31-1)", label, where,
+                           r.a.data);
             break;
         }
         /* the vocabulary is empty before its object: a hit is a key given twice (the rule of every JSON reader) */
         if (pfx_strmap_get(&tok->vocab, r.a.data, r.a.len) >= 0)
-            st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice in %s", label, r.a.data, where);
+            st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: the field '%.64s' appears twice in %s",
+                           label, r.a.data, where);
         else if (!pfx_strmap_put(&tok->vocab, r.a.data, r.a.len, id))
             st = pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", label);
         else
@@ -310,8 +321,9 @@ pfx_status pfx_stream_merges(pfx_tokenizer *tok, const char *s, size_t n, const 
                 break;
             const char *sp = memchr(r.a.data, ' ', r.a.len);
             if (!sp) {
-                st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: model.merges[%u] '%.200s' is not \"a b\"", label,
-                               rank, r.a.data);
+                st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                               "%s: model.merges[%u] '%.200s' is not \"a b\"", label, rank,
+                               r.a.data);
                 break;
             }
             a = r.a.data;
@@ -320,18 +332,22 @@ pfx_status pfx_stream_merges(pfx_tokenizer *tok, const char *s, size_t n, const 
             blen = r.a.len - alen - 1;
         } else if (r.i < n && s[r.i] == '[') { /* ["a", "b"] */
             r.i = skip_ws(s, n, r.i + 1);
-            bool two = r.i < n && s[r.i] == '"' && !(st = read_string(&r, &r.a)) && r.i < n && s[r.i] == ',';
+            bool two = r.i < n && s[r.i] == '"' && !(st = read_string(&r, &r.a)) && r.i < n &&
+                       s[r.i] == ',';
             if (st)
                 break;
             if (two) {
                 r.i = skip_ws(s, n, r.i + 1);
-                two = r.i < n && s[r.i] == '"' && !(st = read_string(&r, &r.b)) && r.i < n && s[r.i] == ']';
+                two = r.i < n && s[r.i] == '"' && !(st = read_string(&r, &r.b)) && r.i < n &&
+                      s[r.i] == ']';
                 if (st)
                     break;
             }
             if (!two) {
-                st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: model.merges[%u] is neither \"a b\" nor "
-                               "[\"a\", \"b\"]", label, rank);
+                st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                               "%s: model.merges[%u] is neither \"a b\" nor "
+                               "[\"a\", \"b\"]",
+                               label, rank);
                 break;
             }
             r.i = skip_ws(s, n, r.i + 1);
@@ -340,8 +356,9 @@ pfx_status pfx_stream_merges(pfx_tokenizer *tok, const char *s, size_t n, const 
             b = r.b.data;
             blen = r.b.len;
         } else {
-            st = pfx_error(NULL, PFX_ERROR_FORMAT, "%s: model.merges[%u] is neither \"a b\" nor [\"a\", \"b\"]",
-                           label, rank);
+            st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                           "%s: model.merges[%u] is neither \"a b\" nor [\"a\", \"b\"]", label,
+                           rank);
             break;
         }
         if (!(st = pfx_add_merge(tok, a, alen, b, blen, rank, label)))

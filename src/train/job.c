@@ -23,11 +23,13 @@ pfx_status pfx_job_out_dir(pfx_runtime *rt, const char *job, const char *dir, bo
         return pfx_error(rt, PFX_ERROR_IO, "%s: cannot create the output folder '%s': %s", job, dir,
                          strerror(errno));
     if (stat(dir, &sb) != 0) /* missing is fine when it is made later */
-        return !create && errno == ENOENT ? PFX_SUCCESS
-                                          : pfx_error(rt, PFX_ERROR_IO, "%s: the output folder '%s': %s", job, dir,
-                                                      strerror(errno));
+        return !create && errno == ENOENT
+                   ? PFX_SUCCESS
+                   : pfx_error(rt, PFX_ERROR_IO, "%s: the output folder '%s': %s", job, dir,
+                               strerror(errno));
     if (!S_ISDIR(sb.st_mode))
-        return pfx_error(rt, PFX_ERROR_IO, "%s: the output '%s' exists and is not a folder", job, dir);
+        return pfx_error(rt, PFX_ERROR_IO, "%s: the output '%s' exists and is not a folder", job,
+                         dir);
     return PFX_SUCCESS;
 }
 
@@ -55,7 +57,8 @@ void pfx_job_first_difference(const char *a, const char *b, char *out, size_t ca
         if (*b)
             snprintf(out, cap, "%.*s (this run: not set)", n, extra);
         else
-            snprintf(out, cap, "no %.*s (this run: %.*s)", (int)strcspn(extra, "="), extra, n, extra);
+            snprintf(out, cap, "no %.*s (this run: %.*s)", (int)strcspn(extra, "="), extra, n,
+                     extra);
         return;
     }
     snprintf(out, cap, "the option list");
@@ -64,8 +67,10 @@ void pfx_job_first_difference(const char *a, const char *b, char *out, size_t ca
 pfx_status pfx_job_check_dist(pfx_runtime *rt, const char *job, const pfx_data_parallel *d)
 {
     if (d->ranks > 1 && !d->reduce)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: config.dist.reduce is NULL with ranks > 1", job);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: config.dist.reduce is NULL with ranks > 1", job);
     if (d->ranks > 1 && d->rank >= d->ranks)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: config.dist.rank is not below config.dist.ranks", job);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: config.dist.rank is not below config.dist.ranks", job);
     return PFX_SUCCESS;
 }

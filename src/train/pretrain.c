@@ -14,9 +14,18 @@ void pfx_pretrain_default_config(pfx_pretrain_config *cfg)
     if (!cfg)
         return;
     *cfg = (pfx_pretrain_config){
-        .block = 128, .batch = 8, .accumulate = 1, .epochs = 1, .lr = 1e-4f, .gain_lr = 5e-5f,
-        .weight_decay = 0.01f, .max_grad_norm = 1.0f, .warmup_steps = 100, .min_lr_ratio = 0.1f,
-        .gain_ramp_steps = 100, .seed = 1,
+        .block = 128,
+        .batch = 8,
+        .accumulate = 1,
+        .epochs = 1,
+        .lr = 1e-4f,
+        .gain_lr = 5e-5f,
+        .weight_decay = 0.01f,
+        .max_grad_norm = 1.0f,
+        .warmup_steps = 100,
+        .min_lr_ratio = 0.1f,
+        .gain_ramp_steps = 100,
+        .seed = 1,
     };
 }
 
@@ -59,9 +68,11 @@ static pfx_status bad(pfx_runtime *rt, const char *field, const char *why)
 static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
 {
     if (!c->model_dir == !c->config_dir)
-        return bad(rt, c->model_dir ? "config_dir" : "model_dir",
-                   c->model_dir ? "is given with model_dir: fine-tune a checkpoint or start from a config, not both"
-                                : "is NULL: give model_dir (a checkpoint) or config_dir (a config.json)");
+        return bad(
+            rt, c->model_dir ? "config_dir" : "model_dir",
+            c->model_dir
+                ? "is given with model_dir: fine-tune a checkpoint or start from a config, not both"
+                : "is NULL: give model_dir (a checkpoint) or config_dir (a config.json)");
     if (!c->data_path)
         return bad(rt, "data_path", "is NULL");
     if (!c->out_dir || !*c->out_dir)
@@ -74,14 +85,22 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
         return bad(rt, "accumulate", "must be at least 1");
     if (c->steps == 0 && c->epochs == 0)
         return bad(rt, "steps", "and config.epochs are both 0");
-    const struct { const char *name; float v; bool unit; } f[] = {
-        { "lr", c->lr, false }, { "gain_lr", c->gain_lr, false }, { "weight_decay", c->weight_decay, false },
-        { "max_grad_norm", c->max_grad_norm, false }, { "min_lr_ratio", c->min_lr_ratio, true },
+    const struct {
+        const char *name;
+        float v;
+        bool unit;
+    } f[] = {
+        { "lr", c->lr, false },
+        { "gain_lr", c->gain_lr, false },
+        { "weight_decay", c->weight_decay, false },
+        { "max_grad_norm", c->max_grad_norm, false },
+        { "min_lr_ratio", c->min_lr_ratio, true },
     };
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         if (!isfinite(f[i].v) || f[i].v < 0.0f || (f[i].unit && f[i].v > 1.0f))
             return bad(rt, f[i].name, f[i].unit ? "must be in [0, 1]" : "must be finite and >= 0");
-    if (c->gain_mode != PFX_GAIN_OFF && c->gain_mode != PFX_GAIN_LINEAR && c->gain_mode != PFX_GAIN_TANH)
+    if (c->gain_mode != PFX_GAIN_OFF && c->gain_mode != PFX_GAIN_LINEAR &&
+        c->gain_mode != PFX_GAIN_TANH)
         return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
     if (c->gain_heads && c->gain_mode == PFX_GAIN_OFF && !c->structured_gain)
         return bad(rt, "gain_heads", "is given without a gain (gain_mode or structured_gain)");
@@ -95,18 +114,20 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
  * (floats exact, %a). */
 static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
 {
-    snprintf(out, cap,
-             "model_dir=%s\nconfig_dir=%s\ntokenizer_dir=%s\ndata_path=%s\neval_path=%s\nblock=%zu\nbatch=%zu\n"
-             "accumulate=%zu\nsteps=%zu\nepochs=%zu\nlr=%a\ngain_lr=%a\nweight_decay=%a\nno_decay_norms=%d\n"
-             "max_grad_norm=%a\nwarmup_steps=%u\nmin_lr_ratio=%a\ngain_mode=%d\nstructured_gain=%d\n"
-             "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\n",
-             c->model_dir ? c->model_dir : "", c->config_dir ? c->config_dir : "",
-             c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path, c->eval_path ? c->eval_path : "", c->block,
-             c->batch, c->accumulate, c->steps, c->epochs, (double)c->lr, (double)c->gain_lr,
-             (double)c->weight_decay, (int)c->no_decay_norms, (double)c->max_grad_norm, c->warmup_steps,
-             (double)c->min_lr_ratio, (int)c->gain_mode, (int)c->structured_gain, c->gain_ramp_steps,
-             c->freeze ? c->freeze : "",
-             (unsigned long long)c->seed);
+    snprintf(
+        out, cap,
+        "model_dir=%s\nconfig_dir=%s\ntokenizer_dir=%s\ndata_path=%s\neval_path=%s\nblock=%"
+        "zu\nbatch=%zu\n"
+        "accumulate=%zu\nsteps=%zu\nepochs=%zu\nlr=%a\ngain_lr=%a\nweight_decay=%a\nno_decay_norms="
+        "%d\n"
+        "max_grad_norm=%a\nwarmup_steps=%u\nmin_lr_ratio=%a\ngain_mode=%d\nstructured_gain=%d\n"
+        "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\n",
+        c->model_dir ? c->model_dir : "", c->config_dir ? c->config_dir : "",
+        c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path, c->eval_path ? c->eval_path : "",
+        c->block, c->batch, c->accumulate, c->steps, c->epochs, (double)c->lr, (double)c->gain_lr,
+        (double)c->weight_decay, (int)c->no_decay_norms, (double)c->max_grad_norm, c->warmup_steps,
+        (double)c->min_lr_ratio, (int)c->gain_mode, (int)c->structured_gain, c->gain_ramp_steps,
+        c->freeze ? c->freeze : "", (unsigned long long)c->seed);
 }
 
 /* ---- data ---- */
@@ -115,7 +136,8 @@ static pfx_status load_blocks(pfx_pretrain_job *j, const char *path, pfx_blocks 
 {
     pfx_dataset_options o;
     pfx_dataset_default_options(&o);
-    o.max_length = (size_t)1 << 24; /* documents whole (the largest the data set keeps): the blocks cut them */
+    o.max_length =
+        (size_t)1 << 24; /* documents whole (the largest the data set keeps): the blocks cut them */
     o.append_eos = true;
     o.shuffle = false;
     pfx_dataset *ds = NULL;
@@ -131,24 +153,28 @@ static pfx_status load_blocks(pfx_pretrain_job *j, const char *path, pfx_blocks 
 static pfx_status load_data(pfx_pretrain_job *j)
 {
     const pfx_pretrain_config *c = j->cfg;
-    const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir : c->model_dir ? c->model_dir : c->config_dir;
+    const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir
+                          : c->model_dir   ? c->model_dir
+                                           : c->config_dir;
     pfx_status st = pfx_tokenizer_load(tok_dir, &j->tok);
     if (st != PFX_SUCCESS)
         return pfx_error(j->rt, st, "pretrain: the tokenizer: %s", pfx_last_error(NULL));
     if (pfx_tokenizer_special_id(j->tok, PFX_TOKEN_EOS) < 0)
-        return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "pretrain: the tokenizer of %s names no end-of-text token to separate the documents",
-                         tok_dir);
+        return pfx_error(
+            j->rt, PFX_ERROR_INVALID_ARGUMENT,
+            "pretrain: the tokenizer of %s names no end-of-text token to separate the documents",
+            tok_dir);
     if ((st = load_blocks(j, c->data_path, &j->train)))
         return st;
     if (c->eval_path)
         return load_blocks(j, c->eval_path, &j->eval);
     const size_t n = pfx_blocks_count(j->train), held = n / 20 ? n / 20 : 1;
     if (n < 2)
-        return pfx_error(j->rt, PFX_ERROR_OUT_OF_RANGE,
-                         "pretrain: %s fills %zu block of %zu tokens; holding one out for evaluation needs two "
-                         "(give more data, a smaller --block, or --eval FILE)",
-                         c->data_path, n, c->block);
+        return pfx_error(
+            j->rt, PFX_ERROR_OUT_OF_RANGE,
+            "pretrain: %s fills %zu block of %zu tokens; holding one out for evaluation needs two "
+            "(give more data, a smaller --block, or --eval FILE)",
+            c->data_path, n, c->block);
     st = pfx_blocks_split(j->train, held, &j->eval);
     return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
 }
@@ -161,10 +187,11 @@ static pfx_status check_ids(pfx_pretrain_job *j, const pfx_blocks *b, const char
         pfx_blocks_get(b, i, &ids);
         for (size_t t = 0; t < j->cfg->block; t++)
             if (ids[t] < 0 || (size_t)ids[t] >= j->shape.vocab)
-                return pfx_error(j->rt, PFX_ERROR_INVALID_SHAPE,
-                                 "pretrain: the %s data holds token id %d; the model's vocab_size is %zu (the "
-                                 "tokenizer does not belong to the model)",
-                                 what, (int)ids[t], j->shape.vocab);
+                return pfx_error(
+                    j->rt, PFX_ERROR_INVALID_SHAPE,
+                    "pretrain: the %s data holds token id %d; the model's vocab_size is %zu (the "
+                    "tokenizer does not belong to the model)",
+                    what, (int)ids[t], j->shape.vocab);
     }
     return PFX_SUCCESS;
 }
@@ -188,8 +215,8 @@ static bool frozen(const char *freeze, const char *name)
 }
 
 /* L gains of `shape` starting at 0, their gradients and a host copy. */
-static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *shape, pfx_tensor ***t,
-                             pfx_tensor ***dt, float **host)
+static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *shape,
+                             pfx_tensor ***t, pfx_tensor ***dt, float **host)
 {
     const size_t n = ndim == 1 ? shape[0] : shape[0] * shape[1];
     *t = calloc(j->L, sizeof(**t));
@@ -218,7 +245,8 @@ static pfx_status select_heads(pfx_pretrain_job *j)
     for (size_t i = 0; mask && i < LH; i++)
         selected += mask[i] != 0;
     if (mask && selected == 0)
-        return bad(j->rt, "gain_heads", "selects no head: give at least one, or NULL for every head");
+        return bad(j->rt, "gain_heads",
+                   "selects no head: give at least one, or NULL for every head");
     j->gain_heads = mask && selected < LH ? mask : NULL;
     j->gain_count = mask ? selected : LH;
     if (!j->gain_heads)
@@ -226,8 +254,10 @@ static pfx_status select_heads(pfx_pretrain_job *j)
     const size_t used = strlen(j->options), digits = (j->H + 3) / 4;
     char *out = j->options + used;
     if (used + sizeof("gain_heads=\n") + j->L * (digits + 1) > sizeof(j->options))
-        return pfx_error(j->rt, PFX_ERROR_SIZE_OVERFLOW, "pretrain: config.gain_heads of %zu heads does not fit "
-                                                         "the checkpoint's options", LH);
+        return pfx_error(j->rt, PFX_ERROR_SIZE_OVERFLOW,
+                         "pretrain: config.gain_heads of %zu heads does not fit "
+                         "the checkpoint's options",
+                         LH);
     out += sprintf(out, "gain_heads=");
     for (size_t l = 0; l < j->L; l++) {
         for (size_t d = 0; d < digits; d++) {
@@ -247,7 +277,9 @@ static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_runtime *rt = j->rt;
-    pfx_model_params mp = { .max_batch = c->batch, .max_tokens = c->block, .recompute = c->recompute };
+    pfx_model_params mp = { .max_batch = c->batch,
+                            .max_tokens = c->block,
+                            .recompute = c->recompute };
     pfx_status st = c->model_dir ? pfx_model_load(rt, c->model_dir, &mp, &j->model)
                                  : pfx_model_init(rt, c->config_dir, &mp, c->seed, &j->model);
     if (st != PFX_SUCCESS)
@@ -293,11 +325,15 @@ static pfx_status build_optimizer(pfx_pretrain_job *j, size_t steps)
 {
     const pfx_pretrain_config *c = j->cfg;
     const uint32_t warmup = c->warmup_steps < steps ? c->warmup_steps : (uint32_t)steps;
-    pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm, .warmup_steps = warmup,
-                                .decay = PFX_LR_COSINE, .decay_steps = steps > warmup ? (uint32_t)(steps - warmup) : 1,
-                                .min_lr_ratio = c->min_lr_ratio, .gain_ramp_steps = c->gain_ramp_steps };
+    pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm,
+                                .warmup_steps = warmup,
+                                .decay = PFX_LR_COSINE,
+                                .decay_steps = steps > warmup ? (uint32_t)(steps - warmup) : 1,
+                                .min_lr_ratio = c->min_lr_ratio,
+                                .gain_ramp_steps = c->gain_ramp_steps };
     pfx_status st = pfx_optimizer_create(j->rt, &op, &j->opt);
-    pfx_optimizer_group_params decay = PFX_OPTIMIZER_GROUP_DEFAULTS, plain = PFX_OPTIMIZER_GROUP_DEFAULTS;
+    pfx_optimizer_group_params decay = PFX_OPTIMIZER_GROUP_DEFAULTS,
+                               plain = PFX_OPTIMIZER_GROUP_DEFAULTS;
     decay.lr = c->lr;
     decay.weight_decay = c->weight_decay;
     plain.lr = c->lr;
@@ -319,7 +355,8 @@ static pfx_status build_optimizer(pfx_pretrain_job *j, size_t steps)
         pfx_model_get_weight(j->model, i, &info);
         pfx_model_weight_tensor(j->model, i, &w);
         const bool norm = info.kind == PFX_WEIGHT_BIAS || info.kind == PFX_WEIGHT_NORM;
-        st = pfx_optimizer_add_param(j->opt, c->no_decay_norms && norm ? g_plain : g_decay, w, j->dw[i], info.name);
+        st = pfx_optimizer_add_param(j->opt, c->no_decay_norms && norm ? g_plain : g_decay, w,
+                                     j->dw[i], info.name);
         j->params[j->param_count++] = w;
     }
     for (size_t l = 0; st == PFX_SUCCESS && j->gain && l < j->L; l++) {
@@ -366,8 +403,10 @@ static pfx_status trace_gains(pfx_pretrain_job *j, float *out)
 
 static pfx_model_prefix prefix_of(const pfx_pretrain_job *j, float ramp)
 {
-    pfx_model_prefix p = { .gain_mode = j->cfg->gain_mode, .gains = j->gain ? j->gains_host : NULL,
-                           .dim_gains = j->dim ? j->dim_host : NULL, .gain_ramp = ramp };
+    pfx_model_prefix p = { .gain_mode = j->cfg->gain_mode,
+                           .gains = j->gain ? j->gains_host : NULL,
+                           .dim_gains = j->dim ? j->dim_host : NULL,
+                           .gain_ramp = ramp };
     return p;
 }
 
@@ -443,7 +482,9 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
         if (n == 0)
             continue;
         pfx_model_batch b = { n, c->block, j->ids + b0 * c->block, NULL, NULL };
-        pfx_model_grads g = { .gains = j->dgain, .dim_gains = j->ddim, .weights = j->dw, .accumulate = added > 0 };
+        pfx_model_grads g = {
+            .gains = j->dgain, .dim_gains = j->ddim, .weights = j->dw, .accumulate = added > 0
+        };
         double l = 0.0;
         st = pfx_model_backward(j->model, &b, &pre, &g, &l);
         sum += l;
@@ -454,7 +495,8 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
     for (size_t i = 0; st == PFX_SUCCESS && (added != 1) && i < j->param_count; i++) {
         pfx_tensor *grad = NULL;
         if ((st = pfx_optimizer_param_tensors(j->opt, i, NULL, &grad)) == PFX_SUCCESS)
-            st = added ? pfx_axpby(grad, 0.0f, grad, 1.0f / (float)added) : pfx_tensor_fill(grad, 0.0f);
+            st = added ? pfx_axpby(grad, 0.0f, grad, 1.0f / (float)added)
+                       : pfx_tensor_fill(grad, 0.0f);
     }
     *loss = added ? sum / (double)added : 0.0;
     if (st == PFX_SUCCESS && ranks > 1)
@@ -477,15 +519,23 @@ static pfx_status write_gains(pfx_pretrain_job *j)
     pfx_named_tensor t[2];
     size_t n = 0;
     if (j->gain)
-        t[n++] = (pfx_named_tensor){ .name = "gains", .host = j->gains_host, .ndim = 2, .shape = { j->L, j->H },
+        t[n++] = (pfx_named_tensor){ .name = "gains",
+                                     .host = j->gains_host,
+                                     .ndim = 2,
+                                     .shape = { j->L, j->H },
                                      .dtype = PFX_DTYPE_F32 };
     if (j->dim)
-        t[n++] = (pfx_named_tensor){ .name = "dim_gains", .host = j->dim_host, .ndim = 3,
-                                     .shape = { j->L, j->H, j->D }, .dtype = PFX_DTYPE_F32 };
+        t[n++] = (pfx_named_tensor){ .name = "dim_gains",
+                                     .host = j->dim_host,
+                                     .ndim = 3,
+                                     .shape = { j->L, j->H, j->D },
+                                     .dtype = PFX_DTYPE_F32 };
     const pfx_gain_mode mode = j->cfg->gain_mode;
     const pfx_st_metadata meta[3] = {
         { "format", "prefixcl-gains-1" },
-        { "gain_mode", mode == PFX_GAIN_LINEAR ? "linear" : mode == PFX_GAIN_TANH ? "tanh" : "off" },
+        { "gain_mode", mode == PFX_GAIN_LINEAR ? "linear"
+                       : mode == PFX_GAIN_TANH ? "tanh"
+                                               : "off" },
         { "structured", j->dim ? "true" : "false" },
     };
     if (st == PFX_SUCCESS)
@@ -513,7 +563,8 @@ static pfx_status write_curve(pfx_pretrain_job *j, const pfx_pretrain_result *r)
         fprintf(out, "\n");
     }
     st = pfx_output_commit(&f);
-    return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: loss.csv: %s", pfx_last_error(NULL));
+    return st == PFX_SUCCESS ? st
+                             : pfx_error(j->rt, st, "pretrain: loss.csv: %s", pfx_last_error(NULL));
 }
 
 static pfx_status write_outputs(pfx_pretrain_job *j, const pfx_pretrain_result *r, bool model)
@@ -542,7 +593,8 @@ static pfx_status result_alloc(pfx_pretrain_job *j, pfx_pretrain_result *r, size
     if (j->any_gain)
         r->gains = calloc((steps + 1) * j->L * j->H, sizeof(float));
     if (!r->losses || !r->grad_norms || !r->eval_losses || (j->any_gain && !r->gains))
-        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory for %zu steps", steps);
+        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory for %zu steps",
+                         steps);
     for (size_t s = 0; s <= steps; s++)
         r->eval_losses[s] = NAN;
     return PFX_SUCCESS;
@@ -564,14 +616,17 @@ static bool lead(const pfx_pretrain_config *c)
     return c->dist.ranks <= 1 || c->dist.rank == 0;
 }
 
-static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void *user, pfx_pretrain_result *r)
+static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void *user,
+                        pfx_pretrain_result *r)
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_status st = PFX_SUCCESS;
     const double t0 = pfx_host_seconds();
     size_t done_here = 0;
     for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
-        if (pfx_job_any(c->dist.ranks, c->dist.any, c->dist.user, (c->stop_flag && *c->stop_flag) || (c->stop_after && done_here == c->stop_after))) {
+        if (pfx_job_any(c->dist.ranks, c->dist.any, c->dist.user,
+                        (c->stop_flag && *c->stop_flag) ||
+                            (c->stop_after && done_here == c->stop_after))) {
             r->stopped = true;
             break;
         }
@@ -594,31 +649,42 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             break;
         const double elapsed = pfx_host_seconds() - t0;
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
-        const pfx_model_prefix pre = prefix_of(j, ramp); /* the host gains are this step's (trace_gains) */
+        const pfx_model_prefix pre =
+            prefix_of(j, ramp); /* the host gains are this step's (trace_gains) */
         pfx_pretrain_step info = {
-            .step = s + 1, .steps = r->steps, .epoch = j->pos.epoch + 1, .loss = loss, .grad_norm = rep.grad_norm,
-            .skipped = rep.skipped, .lr_factor = rep.lr_factor, .gain_ramp = ramp,
+            .step = s + 1,
+            .steps = r->steps,
+            .epoch = j->pos.epoch + 1,
+            .loss = loss,
+            .grad_norm = rep.grad_norm,
+            .skipped = rep.skipped,
+            .lr_factor = rep.lr_factor,
+            .gain_ramp = ramp,
             .eval_loss = r->eval_losses[s + 1],
-            .tokens_per_s = (double)(done_here * r->tokens_per_step) / (elapsed > 0 ? elapsed : 1e-9),
+            .tokens_per_s =
+                (double)(done_here * r->tokens_per_step) / (elapsed > 0 ? elapsed : 1e-9),
             .eta_s = elapsed / (double)done_here * (double)(r->steps - s - 1),
-            .model = j->model, .prefix = &pre,
+            .model = j->model,
+            .prefix = &pre,
         };
         if (on_step)
             on_step(&info, user);
-        if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps && lead(c))
+        if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps &&
+            lead(c))
             st = write_outputs(j, r, false);
     }
     r->seconds = pfx_host_seconds() - t0;
     return st;
 }
 
-pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg, pfx_pretrain_step_fn on_step,
-                            void *user, pfx_pretrain_result *result)
+pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
+                            pfx_pretrain_step_fn on_step, void *user, pfx_pretrain_result *result)
 {
     if (!rt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pretrain: rt is NULL");
     if (!cfg || !result)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pretrain: %s is NULL", !cfg ? "cfg" : "result");
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pretrain: %s is NULL",
+                         !cfg ? "cfg" : "result");
     memset(result, 0, sizeof(*result));
     pfx_status st = check_config(rt, cfg);
     if (st != PFX_SUCCESS)
@@ -628,7 +694,8 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg, pfx
     j.cfg = cfg;
     j.rt = rt;
     describe(cfg, j.options, sizeof(j.options));
-    if ((st = pfx_job_out_dir(rt, "pretrain", cfg->out_dir, true)) || (st = load_data(&j)) || (st = build_model(&j, result)))
+    if ((st = pfx_job_out_dir(rt, "pretrain", cfg->out_dir, true)) || (st = load_data(&j)) ||
+        (st = build_model(&j, result)))
         goto out;
     const size_t steps = planned_steps(&j);
     if ((st = build_optimizer(&j, steps)) || (st = result_alloc(&j, result, steps)))

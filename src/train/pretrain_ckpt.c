@@ -45,7 +45,8 @@ static bool add_hex(char **s, size_t *len, size_t *cap, const char *prefix, doub
     return true;
 }
 
-pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path, const pfx_pretrain_result *r)
+pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path,
+                                  const pfx_pretrain_result *r)
 {
     pfx_runtime *rt = j->rt;
     const size_t done = r->steps_done, LH = j->L * j->H;
@@ -64,22 +65,33 @@ pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path, const p
     pfx_named_tensor extra[2];
     size_t k = 0;
     if (done)
-        extra[k++] = (pfx_named_tensor){ .name = "grad_norms", .host = r->grad_norms, .ndim = 1, .shape = { done },
+        extra[k++] = (pfx_named_tensor){ .name = "grad_norms",
+                                         .host = r->grad_norms,
+                                         .ndim = 1,
+                                         .shape = { done },
                                          .dtype = PFX_DTYPE_F32 };
     if (r->gains)
-        extra[k++] = (pfx_named_tensor){ .name = "gain_trace", .host = r->gains, .ndim = 2,
-                                         .shape = { done + 1, LH }, .dtype = PFX_DTYPE_F32 };
+        extra[k++] = (pfx_named_tensor){ .name = "gain_trace",
+                                         .host = r->gains,
+                                         .ndim = 2,
+                                         .shape = { done + 1, LH },
+                                         .dtype = PFX_DTYPE_F32 };
     char epoch[24], index[24], done_s[24];
     snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)j->pos.epoch);
     snprintf(index, sizeof(index), "%llu", (unsigned long long)j->pos.index);
     snprintf(done_s, sizeof(done_s), "%zu", done);
     const pfx_st_metadata meta[] = {
-        { "format", FORMAT },         { "options", j->options },    { "data_epoch", epoch },
-        { "data_index", index },      { "steps_done", done_s },     { "losses", losses ? losses : "" },
+        { "format", FORMAT },
+        { "options", j->options },
+        { "data_epoch", epoch },
+        { "data_index", index },
+        { "steps_done", done_s },
+        { "losses", losses ? losses : "" },
         { "eval_losses", evals ? evals : "" },
     };
     if (st == PFX_SUCCESS)
-        st = pfx_optimizer_save_checkpoint(j->opt, path, extra, k, meta, sizeof(meta) / sizeof(meta[0]));
+        st = pfx_optimizer_save_checkpoint(j->opt, path, extra, k, meta,
+                                           sizeof(meta) / sizeof(meta[0]));
     free(losses);
     free(evals);
     return st;
@@ -107,8 +119,8 @@ static bool count_of(const char *s, uint64_t max, uint64_t *out)
     return v <= max;
 }
 
-static pfx_status meta_count(pfx_runtime *rt, const pfx_safetensors *f, const char *path, const char *key,
-                             uint64_t max, uint64_t *out)
+static pfx_status meta_count(pfx_runtime *rt, const pfx_safetensors *f, const char *path,
+                             const char *key, uint64_t max, uint64_t *out)
 {
     if (!count_of(pfx_safetensors_metadata_get(f, key), max, out))
         return corrupt(rt, path, key, "is missing or not a count in range");
@@ -137,7 +149,8 @@ static bool parse_evals(const char *s, size_t done, double *out)
         char *end = NULL;
         errno = 0;
         const unsigned long long at = strtoull(s, &end, 10);
-        if (end == s || errno || *end != ':' || at > done || (!first && at <= last) || *s == '-' || *s == '+')
+        if (end == s || errno || *end != ':' || at > done || (!first && at <= last) || *s == '-' ||
+            *s == '+')
             return false;
         s = end + 1;
         const double v = strtod(s, &end);
@@ -168,14 +181,17 @@ pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pre
     } else if (strcmp(options, j->options) != 0) {
         char diff[600];
         pfx_job_first_difference(j->options, options, diff, sizeof(diff));
-        st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                       "pretrain: resume: %s was written with other options: %s; resume with the same ones", path,
-                       diff);
+        st = pfx_error(
+            rt, PFX_ERROR_INVALID_ARGUMENT,
+            "pretrain: resume: %s was written with other options: %s; resume with the same ones",
+            path, diff);
     } else if (!(st = meta_count(rt, f, path, "steps_done", r->steps, &done)) &&
-               !(st = pfx_optimizer_check_checkpoint(j->opt, f, path, done, "steps_done", &opt_step)) &&
+               !(st = pfx_optimizer_check_checkpoint(j->opt, f, path, done, "steps_done",
+                                                     &opt_step)) &&
                !(st = meta_count(rt, f, path, "data_epoch", UINT32_MAX, &epoch)) &&
                !(st = meta_count(rt, f, path, "data_index", pfx_blocks_count(j->train), &index))) {
-        const char *ls = pfx_safetensors_metadata_get(f, "losses"), *es = pfx_safetensors_metadata_get(f, "eval_losses");
+        const char *ls = pfx_safetensors_metadata_get(f, "losses"),
+                   *es = pfx_safetensors_metadata_get(f, "eval_losses");
         if (!ls || !parse_losses(ls, (size_t)done, r->losses))
             st = corrupt(rt, path, "losses", "are not steps_done finite numbers");
         else if (!es || !parse_evals(es, (size_t)done, r->eval_losses))
@@ -186,7 +202,8 @@ pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pre
     for (int e = 0; st == PFX_SUCCESS && e < 2; e++) {
         pfx_st_info ti;
         long k = extra[e] ? pfx_safetensors_find(f, extra[e]) : 0;
-        if (extra[e] && (k < 0 || pfx_safetensors_info(f, (size_t)k, &ti) != PFX_SUCCESS || ti.numel != extra_n[e]))
+        if (extra[e] && (k < 0 || pfx_safetensors_info(f, (size_t)k, &ti) != PFX_SUCCESS ||
+                         ti.numel != extra_n[e]))
             st = corrupt(rt, path, extra[e], "is missing or of the wrong size");
     }
     /* every field checked: now the values, moments and steps, then the curves */

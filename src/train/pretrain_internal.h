@@ -16,27 +16,28 @@ typedef struct pfx_pretrain_job {
     pfx_model *model;
     pfx_model_shape shape;
     size_t weight_count;
-    pfx_tensor **dw;          /* [weight_count]: NULL for a frozen weight */
+    pfx_tensor **dw; /* [weight_count]: NULL for a frozen weight */
     size_t L, H, D;
     pfx_tensor **gain, **dgain; /* [L] of [H] with a per-head gain */
     pfx_tensor **dim, **ddim;   /* [L] of [H, D] with the structured gain */
-    float *gains_host;        /* [L * H] */
-    float *dim_host;          /* [L * H * D] */
+    float *gains_host;          /* [L * H] */
+    float *dim_host;            /* [L * H * D] */
     pfx_optimizer *opt;
-    bool any_gain;            /* a per-head or a structured gain */
+    bool any_gain;             /* a per-head or a structured gain */
     const uint8_t *gain_heads; /* [L * H] the heads with a trained gain; NULL: every one */
-    size_t gain_count;        /* heads with a trained gain */
-    pfx_tensor **params;      /* the optimizer's tensors in registration order */
+    size_t gain_count;         /* heads with a trained gain */
+    pfx_tensor **params;       /* the optimizer's tensors in registration order */
     size_t param_count;
-    int32_t *ids;             /* [batch * block] */
+    int32_t *ids; /* [batch * block] */
     pfx_data_position pos;
-    char options[8192];       /* what a checkpoint must agree with: "key=value" lines */
+    char options[8192]; /* what a checkpoint must agree with: "key=value" lines */
 } pfx_pretrain_job;
 
 /* The checkpoint (pretrain_ckpt.c): every optimizer tensor's value, moments
  * and step, the data position and the curves of r, in one safetensors file
  * written atomically. */
-pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path, const pfx_pretrain_result *r);
+pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path,
+                                  const pfx_pretrain_result *r);
 /* Reads it into the job and r (the options must equal j->options): every
  * field checked before anything changes. */
 pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pretrain_result *r);

@@ -16,9 +16,19 @@ void pfx_tune_default_config(pfx_tune_config *c)
     if (!c)
         return;
     *c = (pfx_tune_config){
-        .prefix_len = 20, .hidden = 512, .epochs = 1, .batch = 8, .max_length = 128,
-        .lr = 1e-2f, .gain_lr = -1.0f, .gain_mode = PFX_GAIN_OFF, .gain_ramp_steps = 20,
-        .weight_decay = 0.0f, .max_grad_norm = 1.0f, .warmup_steps = 10, .seed = 1,
+        .prefix_len = 20,
+        .hidden = 512,
+        .epochs = 1,
+        .batch = 8,
+        .max_length = 128,
+        .lr = 1e-2f,
+        .gain_lr = -1.0f,
+        .gain_mode = PFX_GAIN_OFF,
+        .gain_ramp_steps = 20,
+        .weight_decay = 0.0f,
+        .max_grad_norm = 1.0f,
+        .warmup_steps = 10,
+        .seed = 1,
         .storage = PFX_DTYPE_F32,
     };
 }
@@ -85,15 +95,21 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_tune_config *c)
         return bad(rt, "max_length", "must be at least 2 tokens");
     if (c->steps == 0 && c->epochs == 0)
         return bad(rt, "steps", "and config.epochs are both 0");
-    const struct { const char *name; float v; } f[] = {
-        { "lr", c->lr }, { "weight_decay", c->weight_decay }, { "max_grad_norm", c->max_grad_norm },
+    const struct {
+        const char *name;
+        float v;
+    } f[] = {
+        { "lr", c->lr },
+        { "weight_decay", c->weight_decay },
+        { "max_grad_norm", c->max_grad_norm },
     };
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         if (!isfinite(f[i].v) || f[i].v < 0.0f)
             return bad(rt, f[i].name, "must be finite and >= 0");
     if (!isfinite(c->gain_lr))
         return bad(rt, "gain_lr", "must be finite (< 0: half of lr)");
-    if (c->gain_mode != PFX_GAIN_OFF && c->gain_mode != PFX_GAIN_LINEAR && c->gain_mode != PFX_GAIN_TANH)
+    if (c->gain_mode != PFX_GAIN_OFF && c->gain_mode != PFX_GAIN_LINEAR &&
+        c->gain_mode != PFX_GAIN_TANH)
         return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
     if (c->storage != PFX_DTYPE_F32 && c->storage != PFX_DTYPE_F16)
         return bad(rt, "storage", "is not F32 or F16");
@@ -109,14 +125,17 @@ static void describe(pfx_tune_job *j, const char *model)
 {
     const pfx_tune_config *c = j->cfg;
     snprintf(j->options, sizeof(j->options),
-             "model=%s\ntokenizer=%s\ndata=%s\neval=%s\nprefix_len=%zu\nhidden=%zu\nsteps=%zu\nbatch=%zu\n"
-             "max_length=%zu\nlr=%a\ngain_lr=%a\ngain_mode=%d\ngain_ramp=%u\nweight_decay=%a\nmax_grad_norm=%a\n"
+             "model=%s\ntokenizer=%s\ndata=%s\neval=%s\nprefix_len=%zu\nhidden=%zu\nsteps=%"
+             "zu\nbatch=%zu\n"
+             "max_length=%zu\nlr=%a\ngain_lr=%a\ngain_mode=%d\ngain_ramp=%u\nweight_decay=%a\nmax_"
+             "grad_norm=%a\n"
              "warmup=%u\nseed=%llu\nstorage=%d\n",
-             model, c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path, c->eval_path ? c->eval_path : "(held back)",
-             c->prefix_len, c->hidden, j->steps, c->batch, c->max_length, (double)c->lr,
-             (double)(c->gain_lr >= 0 ? c->gain_lr : c->lr / 2), (int)c->gain_mode, (unsigned)c->gain_ramp_steps,
-             (double)c->weight_decay, (double)c->max_grad_norm, (unsigned)c->warmup_steps,
-             (unsigned long long)c->seed, (int)c->storage);
+             model, c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path,
+             c->eval_path ? c->eval_path : "(held back)", c->prefix_len, c->hidden, j->steps,
+             c->batch, c->max_length, (double)c->lr,
+             (double)(c->gain_lr >= 0 ? c->gain_lr : c->lr / 2), (int)c->gain_mode,
+             (unsigned)c->gain_ramp_steps, (double)c->weight_decay, (double)c->max_grad_norm,
+             (unsigned)c->warmup_steps, (unsigned long long)c->seed, (int)c->storage);
 }
 
 /* ---- model and data ---- */
@@ -132,16 +151,20 @@ static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
     const pfx_tune_config *c = j->cfg;
     /* the positions first: a length that does not fit is the options' fault */
     pfx_model_shape s;
-    if (pfx_model_read_config(c->model_dir, &s) == PFX_SUCCESS && c->max_length + c->prefix_len > s.max_positions)
-        return pfx_error(j->rt, PFX_ERROR_OUT_OF_RANGE,
-                         "tune: config.max_length %zu + config.prefix_len %zu exceed the model's %zu positions "
-                         "(%s/config.json)",
-                         c->max_length, c->prefix_len, s.max_positions, c->model_dir);
+    if (pfx_model_read_config(c->model_dir, &s) == PFX_SUCCESS &&
+        c->max_length + c->prefix_len > s.max_positions)
+        return pfx_error(
+            j->rt, PFX_ERROR_OUT_OF_RANGE,
+            "tune: config.max_length %zu + config.prefix_len %zu exceed the model's %zu positions "
+            "(%s/config.json)",
+            c->max_length, c->prefix_len, s.max_positions, c->model_dir);
     const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir : c->model_dir;
     pfx_status st = pfx_tokenizer_load(tok_dir, &j->tok);
     if (st != PFX_SUCCESS)
         return pfx_error(j->rt, st, "tune: the tokenizer of %s: %s", tok_dir, pfx_last_error(NULL));
-    pfx_model_params mp = { .storage = c->storage, .max_batch = c->batch, .max_tokens = c->max_length,
+    pfx_model_params mp = { .storage = c->storage,
+                            .max_batch = c->batch,
+                            .max_tokens = c->max_length,
                             .max_prefix_len = c->prefix_len };
     if ((st = pfx_model_load(j->rt, c->model_dir, &mp, &j->model)))
         return st;
@@ -153,7 +176,8 @@ static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
     j->L = j->shape.layers;
     j->H = j->shape.heads;
     if (pfx_tokenizer_vocab_size(j->tok) > j->shape.vocab)
-        return pfx_error(j->rt, PFX_ERROR_INVALID_SHAPE, "tune: the tokenizer has %zu ids, the model's vocabulary %zu",
+        return pfx_error(j->rt, PFX_ERROR_INVALID_SHAPE,
+                         "tune: the tokenizer has %zu ids, the model's vocabulary %zu",
                          pfx_tokenizer_vocab_size(j->tok), j->shape.vocab);
 
     pfx_dataset_options o;
@@ -174,10 +198,11 @@ static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
         size_t n = di.examples / 10 ? di.examples / 10 : 1;
         n = n > 200 ? 200 : n;
         if (di.examples < 2 || pfx_dataset_hold_out(j->train, n, &j->eval) != PFX_SUCCESS)
-            return pfx_error(j->rt, PFX_ERROR_OUT_OF_RANGE,
-                             "tune: %s has %zu example(s): too few to hold some back; give an evaluation file "
-                             "(config.eval_path)",
-                             c->data_path, di.examples);
+            return pfx_error(
+                j->rt, PFX_ERROR_OUT_OF_RANGE,
+                "tune: %s has %zu example(s): too few to hold some back; give an evaluation file "
+                "(config.eval_path)",
+                c->data_path, di.examples);
         pfx_dataset_get_info(j->train, &di);
     }
     r->train_examples = di.examples;
@@ -204,11 +229,16 @@ static pfx_status build_trainables(pfx_tune_job *j, pfx_tune_result *r)
     const pfx_tune_config *c = j->cfg;
     const size_t L = j->L, H = j->H;
     const bool direct = c->hidden == 0, gain = c->gain_mode != PFX_GAIN_OFF;
-    pfx_encoder_params ep = { .layers = L, .kv_heads = j->shape.kv_heads, .head_dim = j->shape.head_dim,
-                              .prefix_len = c->prefix_len, .embed_dim = c->hidden, .hidden_dim = c->hidden,
+    pfx_encoder_params ep = { .layers = L,
+                              .kv_heads = j->shape.kv_heads,
+                              .head_dim = j->shape.head_dim,
+                              .prefix_len = c->prefix_len,
+                              .embed_dim = c->hidden,
+                              .hidden_dim = c->hidden,
                               .direct = direct };
     pfx_status st;
-    if ((st = pfx_encoder_create(j->rt, &ep, &j->enc)) || (st = pfx_encoder_init_random(j->enc, c->seed + 77, 1.0f)) ||
+    if ((st = pfx_encoder_create(j->rt, &ep, &j->enc)) ||
+        (st = pfx_encoder_init_random(j->enc, c->seed + 77, 1.0f)) ||
         (st = pfx_encoder_counts(j->enc, &r->counts)))
         return st;
     j->pk = calloc(L, sizeof(*j->pk));
@@ -221,8 +251,8 @@ static pfx_status build_trainables(pfx_tune_job *j, pfx_tune_result *r)
     j->ids = malloc(c->batch * c->max_length * sizeof(int32_t));
     j->labels = malloc(c->batch * c->max_length * sizeof(int32_t));
     j->lens = malloc(c->batch * sizeof(int32_t));
-    if (!j->pk || !j->pv || !j->dpk || !j->dpv || !j->gain || !j->dgain || !j->gains_host || !j->ids || !j->labels ||
-        !j->lens)
+    if (!j->pk || !j->pv || !j->dpk || !j->dpv || !j->gain || !j->dgain || !j->gains_host ||
+        !j->ids || !j->labels || !j->lens)
         return oom(j->rt);
     const size_t pshape[3] = { j->shape.kv_heads, c->prefix_len, j->shape.head_dim };
     for (size_t l = 0; l < L; l++) {
@@ -244,15 +274,19 @@ static pfx_status build_trainables(pfx_tune_job *j, pfx_tune_result *r)
     for (int i = 0; !direct && i < PFX_ENCODER_PARAM_COUNT; i++) {
         pfx_tensor *p = pfx_encoder_tensor(j->enc, (pfx_encoder_param)i);
         size_t shape[2] = { pfx_tensor_dim(p, 0), pfx_tensor_dim(p, 1) };
-        if ((st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, pfx_tensor_ndim(p), shape, &j->enc_grad[i])))
+        if ((st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, pfx_tensor_ndim(p), shape,
+                                    &j->enc_grad[i])))
             return st;
     }
     r->gain_params = gain ? L * H : 0;
 
     const uint32_t steps = j->steps > UINT32_MAX ? UINT32_MAX : (uint32_t)j->steps;
     const uint32_t warm = c->warmup_steps < steps ? c->warmup_steps : 0;
-    pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm, .warmup_steps = warm, .decay = PFX_LR_COSINE,
-                                .decay_steps = steps > warm ? steps - warm : 1, .min_lr_ratio = 0.1f,
+    pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm,
+                                .warmup_steps = warm,
+                                .decay = PFX_LR_COSINE,
+                                .decay_steps = steps > warm ? steps - warm : 1,
+                                .min_lr_ratio = 0.1f,
                                 .gain_ramp_steps = c->gain_ramp_steps };
     if ((st = pfx_optimizer_create(j->rt, &op, &j->opt)))
         return st;
@@ -263,11 +297,13 @@ static pfx_status build_trainables(pfx_tune_job *j, pfx_tune_result *r)
     gg.lr = c->gain_lr >= 0 ? c->gain_lr : c->lr / 2;
     gg.weight_decay = 0.0f;
     unsigned g_prefix, g_gain;
-    if ((st = pfx_optimizer_add_group(j->opt, &gp, &g_prefix)) || (st = pfx_optimizer_add_group(j->opt, &gg, &g_gain)))
+    if ((st = pfx_optimizer_add_group(j->opt, &gp, &g_prefix)) ||
+        (st = pfx_optimizer_add_group(j->opt, &gg, &g_gain)))
         return st;
     char name[64];
     for (int i = 0; !direct && i < PFX_ENCODER_PARAM_COUNT && st == PFX_SUCCESS; i++)
-        st = pfx_optimizer_add_param(j->opt, g_prefix, pfx_encoder_tensor(j->enc, (pfx_encoder_param)i),
+        st = pfx_optimizer_add_param(j->opt, g_prefix,
+                                     pfx_encoder_tensor(j->enc, (pfx_encoder_param)i),
                                      j->enc_grad[i], pfx_encoder_param_name((pfx_encoder_param)i));
     for (size_t l = 0; direct && l < L && st == PFX_SUCCESS; l++) {
         snprintf(name, sizeof(name), "layers.%zu.prefix_k", l);
@@ -295,8 +331,11 @@ static pfx_status current_prefix(pfx_tune_job *j, float ramp, pfx_model_prefix *
     const bool gain = j->cfg->gain_mode != PFX_GAIN_OFF;
     for (size_t l = 0; gain && l < j->L && st == PFX_SUCCESS; l++)
         st = pfx_tensor_read(j->gain[l], 0, j->H, j->gains_host + l * j->H);
-    *pre = (pfx_model_prefix){ .prefix_len = j->cfg->prefix_len, .keys = j->pk, .values = j->pv,
-                               .gain_mode = j->cfg->gain_mode, .gains = gain ? j->gains_host : NULL,
+    *pre = (pfx_model_prefix){ .prefix_len = j->cfg->prefix_len,
+                               .keys = j->pk,
+                               .values = j->pv,
+                               .gain_mode = j->cfg->gain_mode,
+                               .gains = gain ? j->gains_host : NULL,
                                .gain_ramp = ramp };
     return st;
 }
@@ -318,8 +357,8 @@ static pfx_status evaluate(pfx_tune_job *j, const pfx_model_prefix *pre, double 
     size_t total = 0;
     while (pos.epoch == 0) {
         size_t rows, width;
-        pfx_status st = data_error(j, pfx_dataset_next_batch(j->eval, &pos, j->cfg->batch, j->ids, j->lens,
-                                                             j->labels, &rows, &width));
+        pfx_status st = data_error(j, pfx_dataset_next_batch(j->eval, &pos, j->cfg->batch, j->ids,
+                                                             j->lens, j->labels, &rows, &width));
         if (st != PFX_SUCCESS)
             return st;
         if (rows == 0)
@@ -329,7 +368,9 @@ static pfx_status evaluate(pfx_tune_job *j, const pfx_model_prefix *pre, double 
             k += counted_labels(j->labels + b * width, width);
         if (k == 0)
             continue;
-        pfx_model_batch mb = { .batch = rows, .tokens = width, .ids = j->ids, .lens = j->lens, .labels = j->labels };
+        pfx_model_batch mb = {
+            .batch = rows, .tokens = width, .ids = j->ids, .lens = j->lens, .labels = j->labels
+        };
         double loss;
         if ((st = pfx_model_loss(j->model, &mb, pre, &loss)))
             return st;
@@ -349,9 +390,11 @@ static pfx_status prefix_mass(pfx_tune_job *j, const pfx_model_prefix *pre, floa
         return oom(j->rt);
     pfx_data_position pos = { 0, 0 };
     size_t rows = 0, width = 0;
-    pfx_status st = data_error(
-        j, pfx_dataset_next_batch(j->eval, &pos, j->cfg->batch, j->ids, j->lens, j->labels, &rows, &width));
-    pfx_model_batch mb = { .batch = rows, .tokens = width, .ids = j->ids, .lens = j->lens, .labels = j->labels };
+    pfx_status st = data_error(j, pfx_dataset_next_batch(j->eval, &pos, j->cfg->batch, j->ids,
+                                                         j->lens, j->labels, &rows, &width));
+    pfx_model_batch mb = {
+        .batch = rows, .tokens = width, .ids = j->ids, .lens = j->lens, .labels = j->labels
+    };
     return st ? st : pfx_model_attention_stats(j->model, &mb, pre, *out, NULL);
 }
 
@@ -361,10 +404,12 @@ static pfx_status next_batch(pfx_tune_job *j, uint64_t *epoch, size_t *rows, siz
 {
     const size_t batch = j->cfg->batch;
     *epoch = j->pos.epoch;
-    pfx_status st = pfx_dataset_next_batch(j->train, &j->pos, batch, j->ids, j->lens, j->labels, rows, width);
+    pfx_status st =
+        pfx_dataset_next_batch(j->train, &j->pos, batch, j->ids, j->lens, j->labels, rows, width);
     if (st == PFX_SUCCESS && *rows == 0) {
         *epoch = j->pos.epoch;
-        st = pfx_dataset_next_batch(j->train, &j->pos, batch, j->ids, j->lens, j->labels, rows, width);
+        st = pfx_dataset_next_batch(j->train, &j->pos, batch, j->ids, j->lens, j->labels, rows,
+                                    width);
     }
     return data_error(j, st);
 }
@@ -373,7 +418,8 @@ static pfx_status next_batch(pfx_tune_job *j, uint64_t *epoch, size_t *rows, siz
  * prefixes' gradients and through the encoder, the gradients reduced over
  * the processes (each weighted by the labels it scored: the loss is a mean
  * over them), AdamW. */
-static pfx_status step(pfx_tune_job *j, size_t rows, size_t width, double *loss, pfx_optimizer_report *rep)
+static pfx_status step(pfx_tune_job *j, size_t rows, size_t width, double *loss,
+                       pfx_optimizer_report *rep)
 {
     const pfx_tune_config *c = j->cfg;
     pfx_model_prefix pre;
@@ -384,15 +430,20 @@ static pfx_status step(pfx_tune_job *j, size_t rows, size_t width, double *loss,
         counted += counted_labels(j->labels + b * width, width);
     *loss = 0.0;
     if (st == PFX_SUCCESS && (j->ranks == 1 || counted > 0)) {
-        pfx_encoder_grads eg = { j->enc_grad[0], j->enc_grad[1], j->enc_grad[2], j->enc_grad[3], j->enc_grad[4],
-                                 false };
-        pfx_model_grads mg = { .keys = j->dpk, .values = j->dpv, .gains = c->gain_mode != PFX_GAIN_OFF ? j->dgain : NULL };
-        pfx_model_batch mb = { .batch = bl, .tokens = width, .ids = j->ids + b0 * width, .lens = j->lens + b0,
+        pfx_encoder_grads eg = { j->enc_grad[0], j->enc_grad[1], j->enc_grad[2],
+                                 j->enc_grad[3], j->enc_grad[4], false };
+        pfx_model_grads mg = { .keys = j->dpk,
+                               .values = j->dpv,
+                               .gains = c->gain_mode != PFX_GAIN_OFF ? j->dgain : NULL };
+        pfx_model_batch mb = { .batch = bl,
+                               .tokens = width,
+                               .ids = j->ids + b0 * width,
+                               .lens = j->lens + b0,
                                .labels = j->labels + b0 * width };
         st = pfx_model_backward(j->model, &mb, &pre, &mg, loss);
         if (st == PFX_SUCCESS && !pfx_encoder_is_direct(j->enc))
-            st = pfx_encoder_backward(j->enc, (const pfx_tensor *const *)j->dpk, (const pfx_tensor *const *)j->dpv,
-                                      &eg);
+            st = pfx_encoder_backward(j->enc, (const pfx_tensor *const *)j->dpk,
+                                      (const pfx_tensor *const *)j->dpv, &eg);
     }
     double count = (double)counted;
     if (st == PFX_SUCCESS && j->ranks > 1)
@@ -438,22 +489,30 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
             pfx_model_prefix pre;
             if ((st = current_prefix(j, ramp, &pre)))
                 break;
-            pfx_tune_step info = { .step = s + 1, .steps = j->steps, .epoch = epoch + 1, .loss = loss,
-                                   .grad_norm = rep.grad_norm, .skipped = rep.skipped, .lr_factor = rep.lr_factor,
-                                   .gain_ramp = ramp, .tokens_per_s = el > 0 ? (double)tokens / el : 0.0,
-                                   .eta_s = el / (double)here * (double)(j->steps - s - 1), .model = j->model,
+            pfx_tune_step info = { .step = s + 1,
+                                   .steps = j->steps,
+                                   .epoch = epoch + 1,
+                                   .loss = loss,
+                                   .grad_norm = rep.grad_norm,
+                                   .skipped = rep.skipped,
+                                   .lr_factor = rep.lr_factor,
+                                   .gain_ramp = ramp,
+                                   .tokens_per_s = el > 0 ? (double)tokens / el : 0.0,
+                                   .eta_s = el / (double)here * (double)(j->steps - s - 1),
+                                   .model = j->model,
                                    .prefix = &pre };
             on_step(&info, user);
         }
         /* every process stops at the same step when any was asked to */
         const bool stop = pfx_job_any(j->ranks, c->dist.any, c->dist.user,
-                                      (c->stop_flag && *c->stop_flag) || (c->stop_after && s + 1 >= c->stop_after));
+                                      (c->stop_flag && *c->stop_flag) ||
+                                          (c->stop_after && s + 1 >= c->stop_after));
         if (stop && s + 1 < j->steps) {
             r->stopped = true;
             break;
         }
-        if (lead(j) && c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < j->steps &&
-            (st = pfx_tune_ckpt_save(j, ckpt, r)))
+        if (lead(j) && c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 &&
+            s + 1 < j->steps && (st = pfx_tune_ckpt_save(j, ckpt, r)))
             break;
     }
     r->seconds = pfx_host_seconds() - t0;
@@ -489,8 +548,8 @@ static pfx_status finish(pfx_tune_job *j, pfx_tune_result *r)
     return pfx_tune_out_write(j, r, ramp);
 }
 
-pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_step_fn on_step, void *user,
-                        pfx_tune_result *result)
+pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_step_fn on_step,
+                        void *user, pfx_tune_result *result)
 {
     if (!rt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "tune: rt is NULL");
@@ -508,8 +567,9 @@ pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_st
     j.ranks = cfg->dist.ranks > 1 ? cfg->dist.ranks : 1;
     j.rank = j.ranks > 1 ? cfg->dist.rank : 0;
     /* out_dir checked now, made only once everything else is */
-    if ((st = pfx_job_out_dir(rt, "tune", cfg->out_dir, false)) || (st = load_model_and_data(&j, result)) ||
-        (st = build_trainables(&j, result)) || (st = result_alloc(&j, result)))
+    if ((st = pfx_job_out_dir(rt, "tune", cfg->out_dir, false)) ||
+        (st = load_model_and_data(&j, result)) || (st = build_trainables(&j, result)) ||
+        (st = result_alloc(&j, result)))
         goto out;
     describe(&j, result->base_model);
     if (cfg->resume) {
@@ -522,12 +582,13 @@ pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_st
     } else if (lead(&j)) {
         /* before: the initial prefixes (gains 0: every factor 1) */
         pfx_model_prefix pre;
-        if ((st = current_prefix(&j, 1.0f, &pre)) || (st = evaluate(&j, &pre, &result->eval_before)) ||
+        if ((st = current_prefix(&j, 1.0f, &pre)) ||
+            (st = evaluate(&j, &pre, &result->eval_before)) ||
             (st = prefix_mass(&j, &pre, &result->mass_before)))
             goto out;
     }
-    if ((st = pfx_job_out_dir(rt, "tune", cfg->out_dir, true)) || (st = train(&j, on_step, user, result)) ||
-        !lead(&j))
+    if ((st = pfx_job_out_dir(rt, "tune", cfg->out_dir, true)) ||
+        (st = train(&j, on_step, user, result)) || !lead(&j))
         goto out;
     st = result->stopped ? pfx_tune_out_curve(&j, result) : finish(&j, result);
 out:

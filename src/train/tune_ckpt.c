@@ -26,11 +26,17 @@ pfx_status pfx_tune_ckpt_save(pfx_tune_job *j, const char *path, const pfx_tune_
     pfx_named_tensor extra[2];
     size_t k = 0;
     if (r->steps_done)
-        extra[k++] = (pfx_named_tensor){ .name = "report.grad_norms", .host = r->grad_norms, .ndim = 1,
-                                         .shape = { r->steps_done }, .dtype = PFX_DTYPE_F32 };
+        extra[k++] = (pfx_named_tensor){ .name = "report.grad_norms",
+                                         .host = r->grad_norms,
+                                         .ndim = 1,
+                                         .shape = { r->steps_done },
+                                         .dtype = PFX_DTYPE_F32 };
     if (r->mass_before)
-        extra[k++] = (pfx_named_tensor){ .name = "report.mass_before", .host = r->mass_before, .ndim = 1,
-                                         .shape = { j->L * j->H }, .dtype = PFX_DTYPE_F32 };
+        extra[k++] = (pfx_named_tensor){ .name = "report.mass_before",
+                                         .host = r->mass_before,
+                                         .ndim = 1,
+                                         .shape = { j->L * j->H },
+                                         .dtype = PFX_DTYPE_F32 };
     char *e = losses;
     *e = 0;
     for (size_t i = 0; i < r->steps_done; i++)
@@ -41,11 +47,12 @@ pfx_status pfx_tune_ckpt_save(pfx_tune_job *j, const char *path, const pfx_tune_
     snprintf(vals[2], sizeof(vals[0]), "%zu", r->steps_done);
     snprintf(vals[3], sizeof(vals[0]), "%a", r->eval_before);
     const pfx_st_metadata meta[] = {
-        { "format", FORMAT },       { "config", j->options },  { "data_epoch", vals[0] },
-        { "data_index", vals[1] },  { "steps_done", vals[2] }, { "eval_before", vals[3] },
+        { "format", FORMAT },      { "config", j->options },  { "data_epoch", vals[0] },
+        { "data_index", vals[1] }, { "steps_done", vals[2] }, { "eval_before", vals[3] },
         { "losses", losses },
     };
-    pfx_status st = pfx_optimizer_save_checkpoint(j->opt, path, extra, k, meta, sizeof(meta) / sizeof(meta[0]));
+    pfx_status st =
+        pfx_optimizer_save_checkpoint(j->opt, path, extra, k, meta, sizeof(meta) / sizeof(meta[0]));
     free(losses);
     return st;
 }
@@ -55,8 +62,8 @@ static pfx_status bad_field(pfx_runtime *rt, const char *path, const char *key, 
     return pfx_error(rt, PFX_ERROR_FORMAT, "tune: %s: the metadata '%s' %s", path, key, why);
 }
 
-static pfx_status meta_u64(pfx_runtime *rt, const pfx_safetensors *f, const char *path, const char *key,
-                           unsigned long long *out)
+static pfx_status meta_u64(pfx_runtime *rt, const pfx_safetensors *f, const char *path,
+                           const char *key, unsigned long long *out)
 {
     const char *v = pfx_safetensors_metadata_get(f, key);
     uint64_t x;
@@ -79,20 +86,23 @@ static bool parse_loss(const char *s, double *out, const char **end)
 }
 
 /* The curve so far into losses [done], eval_before. */
-static pfx_status read_curve(pfx_runtime *rt, const pfx_safetensors *f, const char *path, size_t done,
-                             double *losses, double *eval_before)
+static pfx_status read_curve(pfx_runtime *rt, const pfx_safetensors *f, const char *path,
+                             size_t done, double *losses, double *eval_before)
 {
-    const char *ls = pfx_safetensors_metadata_get(f, "losses"), *eb = pfx_safetensors_metadata_get(f, "eval_before");
+    const char *ls = pfx_safetensors_metadata_get(f, "losses"),
+               *eb = pfx_safetensors_metadata_get(f, "eval_before");
     const char *end;
     if (!eb || !parse_loss(eb, eval_before, &end) || *end)
         return bad_field(rt, path, "eval_before", eb ? "is not a number" : "is missing");
     if (!ls)
         return bad_field(rt, path, "losses", "is missing");
     for (size_t i = 0; i < done; i++) {
-        if (!parse_loss(ls, &losses[i], &end) || (*end != ',' && *end != 0) || (*end == 0) != (i + 1 == done))
-            return pfx_error(rt, PFX_ERROR_FORMAT,
-                             "tune: %s: the metadata 'losses' does not hold %zu numbers separated by commas", path,
-                             done);
+        if (!parse_loss(ls, &losses[i], &end) || (*end != ',' && *end != 0) ||
+            (*end == 0) != (i + 1 == done))
+            return pfx_error(
+                rt, PFX_ERROR_FORMAT,
+                "tune: %s: the metadata 'losses' does not hold %zu numbers separated by commas",
+                path, done);
         ls = *end ? end + 1 : end;
     }
     if (done == 0 && *ls)
@@ -103,16 +113,18 @@ static pfx_status read_curve(pfx_runtime *rt, const pfx_safetensors *f, const ch
 /* Each step reads one batch: the data position must be where `done`
  * batches end. */
 static pfx_status check_position(pfx_tune_job *j, const char *path, unsigned long long epoch,
-                                  unsigned long long index, unsigned long long done, size_t examples)
+                                 unsigned long long index, unsigned long long done, size_t examples)
 {
     const size_t batch = j->cfg->batch, per_epoch = pfx_dataset_batches_per_epoch(j->train, batch);
     if (index >= examples)
-        return pfx_error(j->rt, PFX_ERROR_FORMAT,
-                         "tune: %s: the metadata 'data_index' (%llu) is past the %zu training examples", path, index,
-                         examples);
+        return pfx_error(
+            j->rt, PFX_ERROR_FORMAT,
+            "tune: %s: the metadata 'data_index' (%llu) is past the %zu training examples", path,
+            index, examples);
     if (per_epoch == 0 || epoch != done / per_epoch || index != done % per_epoch * batch)
         return pfx_error(j->rt, PFX_ERROR_FORMAT,
-                         "tune: %s: the metadata 'data_epoch' (%llu) and 'data_index' (%llu) are not where %llu steps "
+                         "tune: %s: the metadata 'data_epoch' (%llu) and 'data_index' (%llu) are "
+                         "not where %llu steps "
                          "of %zu examples a batch end (epoch %llu, index %llu of %zu examples)",
                          path, epoch, index, done, batch, per_epoch ? done / per_epoch : 0ULL,
                          per_epoch ? done % per_epoch * batch : 0ULL, examples);
@@ -140,22 +152,30 @@ pfx_status pfx_tune_ckpt_load(pfx_tune_job *j, const char *path, pfx_tune_result
     } else if (!cfg || strcmp(cfg, j->options)) {
         char diff[1200];
         pfx_job_first_difference(j->options, cfg ? cfg : "", diff, sizeof(diff));
-        st = pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                       "tune: resume: %s was written with other options: %s; resume with the same ones", path, diff);
-    } else if (!(st = meta_u64(rt, f, path, "data_epoch", &epoch)) && !(st = meta_u64(rt, f, path, "data_index", &index)) &&
+        st = pfx_error(
+            rt, PFX_ERROR_INVALID_ARGUMENT,
+            "tune: resume: %s was written with other options: %s; resume with the same ones", path,
+            diff);
+    } else if (!(st = meta_u64(rt, f, path, "data_epoch", &epoch)) &&
+               !(st = meta_u64(rt, f, path, "data_index", &index)) &&
                !(st = meta_u64(rt, f, path, "steps_done", &done))) {
         if (done > j->steps)
-            st = pfx_error(rt, PFX_ERROR_FORMAT, "tune: %s has %llu steps done, more than the %zu planned", path, done,
+            st = pfx_error(rt, PFX_ERROR_FORMAT,
+                           "tune: %s has %llu steps done, more than the %zu planned", path, done,
                            j->steps);
         /* the optimizer's part: its step (at most the steps done: a skipped
          * step does not advance it), every parameter's tensors and steps */
-        else if (!(st = pfx_optimizer_check_checkpoint(j->opt, f, path, done, "steps_done", &opt_step)) &&
+        else if (!(st = pfx_optimizer_check_checkpoint(j->opt, f, path, done, "steps_done",
+                                                       &opt_step)) &&
                  !(st = check_position(j, path, epoch, index, done, r->train_examples)) &&
                  !(st = read_curve(rt, f, path, (size_t)done, r->losses, &eval_before))) {
-            if (done && pfx_safetensors_read_f32(f, "report.grad_norms", r->grad_norms, (size_t)done) != PFX_SUCCESS)
-                st = pfx_error(rt, PFX_ERROR_FORMAT, "tune: reading %s: %s", path, pfx_last_error(NULL));
+            if (done && pfx_safetensors_read_f32(f, "report.grad_norms", r->grad_norms,
+                                                 (size_t)done) != PFX_SUCCESS)
+                st = pfx_error(rt, PFX_ERROR_FORMAT, "tune: reading %s: %s", path,
+                               pfx_last_error(NULL));
             else if (pfx_safetensors_read_f32(f, "report.mass_before", mass, LH) != PFX_SUCCESS)
-                st = pfx_error(rt, PFX_ERROR_FORMAT, "tune: reading %s: %s", path, pfx_last_error(NULL));
+                st = pfx_error(rt, PFX_ERROR_FORMAT, "tune: reading %s: %s", path,
+                               pfx_last_error(NULL));
         }
     }
     /* every field checked: the parameters, their AdamW state and the step count */

@@ -18,17 +18,17 @@ typedef struct pfx_tune_job {
     pfx_dataset *train, *eval;
     pfx_encoder *enc;
     size_t L, H;
-    size_t ranks, rank;          /* ranks >= 1 */
-    pfx_tensor **pk, **pv;       /* [L] prefixes the model attends with (the encoder's own when direct) */
-    pfx_tensor **dpk, **dpv;     /* [L] their gradients */
-    pfx_tensor **gain, **dgain;  /* [L] of [H] with a gain */
-    float *gains_host;           /* [L * H] */
+    size_t ranks, rank;    /* ranks >= 1 */
+    pfx_tensor **pk, **pv; /* [L] prefixes the model attends with (the encoder's own when direct) */
+    pfx_tensor **dpk, **dpv;    /* [L] their gradients */
+    pfx_tensor **gain, **dgain; /* [L] of [H] with a gain */
+    float *gains_host;          /* [L * H] */
     pfx_tensor *enc_grad[PFX_ENCODER_PARAM_COUNT];
     pfx_optimizer *opt;
     int32_t *ids, *labels, *lens; /* one batch */
     pfx_data_position pos;
-    size_t steps;                /* planned */
-    char options[4096];          /* what a checkpoint must agree with: "key=value" lines */
+    size_t steps;       /* planned */
+    char options[4096]; /* what a checkpoint must agree with: "key=value" lines */
 } pfx_tune_job;
 
 /* The checkpoint (tune_ckpt.c): every optimizer parameter's value, AdamW

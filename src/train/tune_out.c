@@ -29,7 +29,8 @@ pfx_status pfx_tune_out_curve(pfx_tune_job *j, const pfx_tune_result *r)
         st = pfx_output_commit(&f);
     }
     if (st != PFX_SUCCESS)
-        st = path ? pfx_error(j->rt, st, "tune: writing %s: %s", path, pfx_last_error(NULL)) : oom(j->rt);
+        st = path ? pfx_error(j->rt, st, "tune: writing %s: %s", path, pfx_last_error(NULL))
+                  : oom(j->rt);
     free(path);
     return st;
 }
@@ -43,8 +44,11 @@ static pfx_status write_gains(pfx_tune_job *j, float ramp)
     pfx_status st = path && items && names ? PFX_SUCCESS : oom(j->rt);
     for (size_t l = 0; st == PFX_SUCCESS && l < L; l++) {
         snprintf(names[l], sizeof(names[l]), "layers.%zu.gain", l);
-        items[l] = (pfx_named_tensor){ .name = names[l], .host = j->gains_host + l * H, .ndim = 1,
-                                       .shape = { H }, .dtype = PFX_DTYPE_F32 };
+        items[l] = (pfx_named_tensor){ .name = names[l],
+                                       .host = j->gains_host + l * H,
+                                       .ndim = 1,
+                                       .shape = { H },
+                                       .dtype = PFX_DTYPE_F32 };
     }
     char layers[32], heads[32], ramp_s[32];
     snprintf(layers, sizeof(layers), "%zu", L);
@@ -52,9 +56,13 @@ static pfx_status write_gains(pfx_tune_job *j, float ramp)
     snprintf(ramp_s, sizeof(ramp_s), "%.9g", (double)ramp);
     const char *mode = j->cfg->gain_mode == PFX_GAIN_TANH ? "tanh" : "linear";
     const pfx_st_metadata meta[] = {
-        { "format", "prefixcl-gains-1" }, { "gain_mode", mode }, { "gain_ramp", ramp_s },
-        { "num_layers", layers },         { "num_attention_heads", heads },
-        { "note", "per-head attention-logit gains (1 + r g or 1 + tanh(r g)); PEFT does not read this file" },
+        { "format", "prefixcl-gains-1" },
+        { "gain_mode", mode },
+        { "gain_ramp", ramp_s },
+        { "num_layers", layers },
+        { "num_attention_heads", heads },
+        { "note", "per-head attention-logit gains (1 + r g or 1 + tanh(r g)); PEFT does not read "
+                  "this file" },
     };
     if (st == PFX_SUCCESS)
         st = pfx_safetensors_save(j->rt, path, items, L, meta, sizeof(meta) / sizeof(meta[0]));

@@ -34,7 +34,8 @@ static inline void pfx_fuzz_deadline(double start, const char *what)
 {
     double s = pfx_fuzz_now() - start;
     if (s > PFX_FUZZ_SECONDS) {
-        fprintf(stderr, "%s took %.2f s, more than the %.0f s an input may take\n", what, s, PFX_FUZZ_SECONDS);
+        fprintf(stderr, "%s took %.2f s, more than the %.0f s an input may take\n", what, s,
+                PFX_FUZZ_SECONDS);
         abort();
     }
 }

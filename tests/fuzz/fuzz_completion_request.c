@@ -34,8 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         completion_req_free(&r);
         return 0;
     }
-    if (!r.prompt || r.max_tokens < 1 || r.max_tokens > COMPLETION_MAX_TOKENS || !(r.temperature >= 0) ||
-        r.temperature > 2 || !(r.top_p >= 0) || r.top_p > 1 || r.stop_count > COMPLETION_MAX_STOPS)
+    if (!r.prompt || r.max_tokens < 1 || r.max_tokens > COMPLETION_MAX_TOKENS ||
+        !(r.temperature >= 0) || r.temperature > 2 || !(r.top_p >= 0) || r.top_p > 1 ||
+        r.stop_count > COMPLETION_MAX_STOPS)
         abort();
     for (size_t i = 0; i < r.stop_count; i++)
         if (!r.stop[i] || !r.stop[i][0])

@@ -16,7 +16,7 @@
 #include "text/text_internal.h" /* the byte-level table */
 
 #define MAX_LEN 12
-#define BATCH 3
+#define BATCH   3
 
 static pfx_tokenizer *tokenizer(void)
 {
@@ -37,8 +37,8 @@ static pfx_tokenizer *tokenizer(void)
     at += (size_t)snprintf(vocab + at, sizeof(vocab) - at,
                            "\"\\u0120t\":256,\"he\":257,\"\\u0120the\":258,\"<|endoftext|>\":259}");
     static const char merges[] = "#version: 0.2\n\xc4\xa0 t\nh e\n\xc4\xa0t he\n";
-    if (pfx_tokenizer_load_vocab_merges_memory(vocab, at, merges, sizeof(merges) - 1, "fuzz", &tok) !=
-        PFX_SUCCESS)
+    if (pfx_tokenizer_load_vocab_merges_memory(vocab, at, merges, sizeof(merges) - 1, "fuzz",
+                                               &tok) != PFX_SUCCESS)
         abort();
     return tok;
 }
@@ -74,21 +74,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     pfx_dataset_info info;
-    if (pfx_dataset_get_info(ds, &info) != PFX_SUCCESS || info.examples == 0 || info.longest > MAX_LEN)
+    if (pfx_dataset_get_info(ds, &info) != PFX_SUCCESS || info.examples == 0 ||
+        info.longest > MAX_LEN)
         abort();
     int32_t ids[BATCH * MAX_LEN], labels[BATCH * MAX_LEN], lengths[BATCH];
     pfx_data_position pos = { 0, 0 };
     size_t served = 0, rows, width;
     while (pos.epoch < 2) {
-        if (pfx_dataset_next_batch(ds, &pos, BATCH, ids, lengths, labels, &rows, &width) != PFX_SUCCESS ||
+        if (pfx_dataset_next_batch(ds, &pos, BATCH, ids, lengths, labels, &rows, &width) !=
+                PFX_SUCCESS ||
             rows == 0 || rows > BATCH || width > MAX_LEN)
             abort();
         for (size_t r = 0; r < BATCH; r++)
             for (size_t t = 0; t < width; t++) {
                 int32_t id = ids[r * width + t], lab = labels[r * width + t];
                 bool inside = r < rows && t < (size_t)lengths[r];
-                if ((lab != PFX_LABEL_IGNORE && lab != id) || (!inside && (lab != PFX_LABEL_IGNORE ||
-                                                                           id != info.pad_id)))
+                if ((lab != PFX_LABEL_IGNORE && lab != id) ||
+                    (!inside && (lab != PFX_LABEL_IGNORE || id != info.pad_id)))
                     abort();
             }
         served += rows;

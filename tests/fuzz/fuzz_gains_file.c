@@ -14,7 +14,8 @@
 
 enum { L = 2, H = 3, D = 4 };
 
-static pfx_status read_gains(const uint8_t *data, size_t size, const char *label, pfx_gains_values *v)
+static pfx_status read_gains(const uint8_t *data, size_t size, const char *label,
+                             pfx_gains_values *v)
 {
     pfx_safetensors *f = NULL;
     pfx_status st = pfx_safetensors_open_memory(data, size, label, &f);
@@ -37,7 +38,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pfx_gains_values v = { .gains = g, .dim_gains = dg };
     if (read_gains(data, size, "fuzz", &v) != PFX_SUCCESS)
         return 0;
-    if (v.gain_mode != PFX_GAIN_OFF && v.gain_mode != PFX_GAIN_LINEAR && v.gain_mode != PFX_GAIN_TANH)
+    if (v.gain_mode != PFX_GAIN_OFF && v.gain_mode != PFX_GAIN_LINEAR &&
+        v.gain_mode != PFX_GAIN_TANH)
         abort();
     for (size_t i = 0; v.gain_mode != PFX_GAIN_OFF && i < L * H; i++)
         if (!isfinite(g[i]))

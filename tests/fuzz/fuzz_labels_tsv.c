@@ -14,8 +14,8 @@
 
 enum { CAP = 7, BLOCK = 5 };
 
-static int bytes_as_ids(void *user, const char *text, size_t len, int32_t **ids, size_t *count, char *err,
-                        size_t err_cap)
+static int bytes_as_ids(void *user, const char *text, size_t len, int32_t **ids, size_t *count,
+                        char *err, size_t err_cap)
 {
     (void)user;
     if (len > 4096) { /* as a tokenizer refuses what it cannot encode */
@@ -33,8 +33,8 @@ static int bytes_as_ids(void *user, const char *text, size_t len, int32_t **ids,
     return 0;
 }
 
-static int read_labels(const uint8_t *data, size_t size, const char *label, labelled_docs *d, char *err,
-                       size_t cap)
+static int read_labels(const uint8_t *data, size_t size, const char *label, labelled_docs *d,
+                       char *err, size_t cap)
 {
     FILE *f = fmemopen((void *)data, size ? size : 1, "r");
     if (!f) {
@@ -72,7 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (strcmp(d.classes[k - 1], d.classes[k]) >= 0)
             abort();
     for (size_t i = 0; i < d.n; i++)
-        if (d.label[i] < 0 || (size_t)d.label[i] >= d.class_count || d.len[i] < 1 || d.len[i] > BLOCK)
+        if (d.label[i] < 0 || (size_t)d.label[i] >= d.class_count || d.len[i] < 1 ||
+            d.len[i] > BLOCK)
             abort();
     labels_free(&d);
     return 0;

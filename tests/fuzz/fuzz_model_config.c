@@ -21,8 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (pfx_model_config_parse(NULL, data, size, "fuzz", &cfg) != PFX_SUCCESS)
         return 0;
     const pfx_model_shape *s = &cfg.shape;
-    if (!s->layers || !s->heads || !s->kv_heads || !s->head_dim || !s->hidden || !s->intermediate || !s->vocab ||
-        !s->max_positions || s->heads % s->kv_heads || !s->parameters || !s->model_type[0])
+    if (!s->layers || !s->heads || !s->kv_heads || !s->head_dim || !s->hidden || !s->intermediate ||
+        !s->vocab || !s->max_positions || s->heads % s->kv_heads || !s->parameters ||
+        !s->model_type[0])
         abort();
     if (cfg.family == PFX_FAMILY_LLAMA && s->head_dim % 2)
         abort();

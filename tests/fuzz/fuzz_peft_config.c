@@ -11,9 +11,9 @@
 static void check(const pfx_peft_config *c)
 {
     const size_t max = (size_t)1 << 31;
-    if (c->num_virtual_tokens == 0 || c->num_layers == 0 || c->token_dim == 0 || c->num_attention_heads == 0 ||
-        c->num_virtual_tokens > max || c->num_layers > max || c->token_dim > max ||
-        c->num_attention_heads > max || c->encoder_hidden_size > max)
+    if (c->num_virtual_tokens == 0 || c->num_layers == 0 || c->token_dim == 0 ||
+        c->num_attention_heads == 0 || c->num_virtual_tokens > max || c->num_layers > max ||
+        c->token_dim > max || c->num_attention_heads > max || c->encoder_hidden_size > max)
         abort();
     if (c->num_transformer_submodules != 1)
         abort();

@@ -29,8 +29,8 @@ static char *grow(const uint8_t *data, size_t size, size_t *len)
         return NULL;
     size_t at = (size_t)snprintf(text, cap, "{\"metadata\": {}, \"weight_map\": {");
     for (size_t i = 0; i < n; i++) /* shards out of order, names with the tail in them */
-        at += (size_t)snprintf(text + at, cap - at, "%s\"t%zu%s\": \"s%zu%s.safetensors\"", i ? ", " : "", i, tail,
-                               (i * 7919) % shards, i % 3 ? "" : tail);
+        at += (size_t)snprintf(text + at, cap - at, "%s\"t%zu%s\": \"s%zu%s.safetensors\"",
+                               i ? ", " : "", i, tail, (i * 7919) % shards, i % 3 ? "" : tail);
     at += (size_t)snprintf(text + at, cap - at, "}}");
     *len = at;
     return text;

@@ -37,24 +37,30 @@ static pfx_tokenizer *load(const uint8_t *re, size_t re_len, const char *label)
     static char json[4096];
     char pat[1200];
     json_escape(pat, sizeof(pat), re, re_len < 160 ? re_len : 160);
-    snprintf(json, sizeof(json),
-             "{\"added_tokens\": ["
-             "{\"id\": 5, \"content\": \"hello world\", \"single_word\": true, \"lstrip\": false, \"rstrip\": false, "
-             "\"normalized\": true, \"special\": false},"
-             "{\"id\": 6, \"content\": \"<mask>\", \"single_word\": false, \"lstrip\": true, \"rstrip\": true, "
-             "\"normalized\": false, \"special\": true},"
-             "{\"id\": 7, \"content\": \"ab\", \"single_word\": true, \"lstrip\": true, \"rstrip\": false, "
-             "\"normalized\": false, \"special\": false}],"
-             "\"normalizer\": {\"type\": \"Lowercase\"},"
-             "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
-             "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\", \"invert\": false},"
-             "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"MergedWithNext\", "
-             "\"invert\": false},"
-             "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}]},"
-             "\"model\": {\"type\": \"BPE\", \"byte_fallback\": false, \"vocab\": "
-             "{\"a\": 0, \"b\": 1, \"c\": 2, \"\\u0120\": 3, \"ab\": 4, \"hello world\": 5, \"<mask>\": 6, "
-             "\"x\": 7}, \"merges\": [\"a b\"]}}",
-             re_len ? pat : "\\\\p{L}+|\\\\s+");
+    snprintf(
+        json, sizeof(json),
+        "{\"added_tokens\": ["
+        "{\"id\": 5, \"content\": \"hello world\", \"single_word\": true, \"lstrip\": false, "
+        "\"rstrip\": false, "
+        "\"normalized\": true, \"special\": false},"
+        "{\"id\": 6, \"content\": \"<mask>\", \"single_word\": false, \"lstrip\": true, "
+        "\"rstrip\": true, "
+        "\"normalized\": false, \"special\": true},"
+        "{\"id\": 7, \"content\": \"ab\", \"single_word\": true, \"lstrip\": true, \"rstrip\": "
+        "false, "
+        "\"normalized\": false, \"special\": false}],"
+        "\"normalizer\": {\"type\": \"Lowercase\"},"
+        "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": ["
+        "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\", "
+        "\"invert\": false},"
+        "{\"type\": \"Split\", \"pattern\": {\"String\": \" \"}, \"behavior\": \"MergedWithNext\", "
+        "\"invert\": false},"
+        "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true}]},"
+        "\"model\": {\"type\": \"BPE\", \"byte_fallback\": false, \"vocab\": "
+        "{\"a\": 0, \"b\": 1, \"c\": 2, \"\\u0120\": 3, \"ab\": 4, \"hello world\": 5, \"<mask>\": "
+        "6, "
+        "\"x\": 7}, \"merges\": [\"a b\"]}}",
+        re_len ? pat : "\\\\p{L}+|\\\\s+");
     pfx_tokenizer *tok = NULL;
     if (pfx_tokenizer_load_json_memory(json, strlen(json), label, &tok) != PFX_SUCCESS)
         return NULL;
@@ -62,7 +68,8 @@ static pfx_tokenizer *load(const uint8_t *re, size_t re_len, const char *label)
 }
 
 /* Splits the input into the regex and the text. */
-static void parts(const uint8_t *data, size_t size, size_t *re_len, const uint8_t **text, size_t *text_len)
+static void parts(const uint8_t *data, size_t size, size_t *re_len, const uint8_t **text,
+                  size_t *text_len)
 {
     const uint8_t *nul = memchr(data, 0, size);
     *re_len = nul ? (size_t)(nul - data) : 0;
@@ -99,7 +106,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const double start = pfx_fuzz_now();
     int32_t *ids = NULL;
     size_t count = 0;
-    pfx_status st = pfx_tokenizer_encode(tok, big, TEXT_BYTES, PFX_ENCODE_ADD_SPECIAL, &ids, &count);
+    pfx_status st =
+        pfx_tokenizer_encode(tok, big, TEXT_BYTES, PFX_ENCODE_ADD_SPECIAL, &ids, &count);
     pfx_fuzz_deadline(start, "encoding 64 KiB with added tokens and Split regexes");
     if (st != PFX_SUCCESS && (ids || count))
         abort();

@@ -48,8 +48,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* a failed load leaves nothing behind */
         return 0;
     }
-    static const char *texts[] = { "", " ", "Hello world's 123 4567!", "  a\n\n\tb  ", "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80",
-                                   "\xff\xfe<s></s><|endoftext|>", "\xe2\x96\x81x y" };
+    static const char *texts[] = { "",
+                                   " ",
+                                   "Hello world's 123 4567!",
+                                   "  a\n\n\tb  ",
+                                   "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80",
+                                   "\xff\xfe<s></s><|endoftext|>",
+                                   "\xe2\x96\x81x y" };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
         exercise(tok, texts[i], strlen(texts[i]));
     exercise(tok, (const char *)data, size < 512 ? size : 512);

@@ -17,7 +17,8 @@ static pfx_status load(const uint8_t *data, size_t size, const char *label, pfx_
     const uint8_t *nul = memchr(data, 0, size);
     size_t vn = nul ? (size_t)(nul - data) : size;
     const uint8_t *m = nul ? nul + 1 : data + size;
-    return pfx_tokenizer_load_vocab_merges_memory(data, vn, m, size - vn - (nul ? 1 : 0), label, tok);
+    return pfx_tokenizer_load_vocab_merges_memory(data, vn, m, size - vn - (nul ? 1 : 0), label,
+                                                  tok);
 }
 
 bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
@@ -68,7 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     bool lossless = has_all_bytes(tok);
-    static const char *texts[] = { "", "Hello world's 123!", "  a\n\n\tb  ", "caf\xc3\xa9 \xf0\x9f\x98\x80 \xff" };
+    static const char *texts[] = { "", "Hello world's 123!", "  a\n\n\tb  ",
+                                   "caf\xc3\xa9 \xf0\x9f\x98\x80 \xff" };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
         exercise(tok, texts[i], strlen(texts[i]), lossless);
     /* The input as text: <|endoftext|> in it is a special token, which decodes to itself. */

@@ -78,9 +78,9 @@ void ref_encoder_forward(const ref_encoder_dims *d, const ref_encoder_params *p,
     free(t);
 }
 
-void ref_encoder_backward(const ref_encoder_dims *d, const ref_encoder_params *p,
-                          const float *dkp, const float *dvp, double *de, double *dw1,
-                          double *db1, double *dw2, double *db2)
+void ref_encoder_backward(const ref_encoder_dims *d, const ref_encoder_params *p, const float *dkp,
+                          const float *dvp, double *de, double *dw1, double *db1, double *dw2,
+                          double *db2)
 {
     const size_t m = d->prefix_len, e = d->embed_dim, h = d->hidden_dim;
     const size_t O = ref_encoder_out_dim(d);

@@ -32,9 +32,9 @@ void ref_encoder_forward(const ref_encoder_dims *d, const ref_encoder_params *p,
 
 /* Gradients of sum(dkp * Kp) + sum(dvp * Vp); dkp / dvp [L][Hkv][m][D] or NULL
  * (zeros). Any output may be NULL. */
-void ref_encoder_backward(const ref_encoder_dims *d, const ref_encoder_params *p,
-                          const float *dkp, const float *dvp, double *de, double *dw1,
-                          double *db1, double *dw2, double *db2);
+void ref_encoder_backward(const ref_encoder_dims *d, const ref_encoder_params *p, const float *dkp,
+                          const float *dvp, double *de, double *dw1, double *db1, double *dw2,
+                          double *db2);
 
 /* sum(dkp * Kp) + sum(dvp * Vp) in double (the loss of the finite differences). */
 double ref_encoder_loss(const ref_encoder_dims *d, const ref_encoder_params *p, const float *dkp,

@@ -54,8 +54,8 @@ static const double *key_row(const ref_layer_dims *d, const ref_layer_prefix *p,
     return k + ((b * d->tokens + (j - P)) * d->kv_heads + hk) * D;
 }
 
-static const double *value_row(const ref_layer_dims *d, const ref_layer_prefix *p,
-                               const double *v, size_t b, size_t hk, size_t j)
+static const double *value_row(const ref_layer_dims *d, const ref_layer_prefix *p, const double *v,
+                               size_t b, size_t hk, size_t j)
 {
     const size_t P = d->prefix_len, D = d->head_dim;
     if (j < P)
@@ -195,8 +195,8 @@ static void linear(size_t rows, size_t in_dim, size_t out_dim, const double *in,
 {
     for (size_t r = 0; r < rows; r++)
         for (size_t o = 0; o < out_dim; o++)
-            out[r * out_dim + o] = dot(in + r * in_dim, w + o * in_dim, in_dim) +
-                                   (bias ? bias[o] : 0.0);
+            out[r * out_dim + o] =
+                dot(in + r * in_dim, w + o * in_dim, in_dim) + (bias ? bias[o] : 0.0);
 }
 
 /* din[r][c] (+)= sum_o dout[r][o] w[o][c]; dw[o][c] = sum_r dout[r][o] in[r][c];

@@ -23,7 +23,7 @@ typedef struct ref_layer_dims {
     size_t batch, tokens, model_dim, heads, kv_heads, head_dim, prefix_len;
     bool causal, residual;
     pfx_gain_mode gain_mode;
-    double scale;  /* 0: 1/sqrt(D) */
+    double scale; /* 0: 1/sqrt(D) */
     /* [B] valid tokens per item (right padding), NULL: all N. Input key t is
      * visible iff t < lens[b]; query rows i >= lens[b] give O = 0 and no
      * gradient (the attention contract's kv_len = q_len = lens[b]). */
@@ -36,8 +36,8 @@ typedef struct ref_layer_weights {
 } ref_layer_weights;
 
 typedef struct ref_layer_prefix {
-    const double *pk, *pv;  /* [Hkv, P, D] (NULL when P == 0) */
-    const double *gain;     /* [H] (NULL when the gain is off) */
+    const double *pk, *pv; /* [Hkv, P, D] (NULL when P == 0) */
+    const double *gain;    /* [H] (NULL when the gain is off) */
     double ramp;
 } ref_layer_prefix;
 

@@ -10,12 +10,9 @@ double ref_act(ref_activation act, double u)
     switch (act) {
     case REF_ACT_GELU_TANH:
         return 0.5 * u * (1.0 + tanh(sqrt(2.0 / PI) * (u + 0.044715 * u * u * u)));
-    case REF_ACT_GELU:
-        return 0.5 * u * (1.0 + erf(u / sqrt(2.0)));
-    case REF_ACT_RELU:
-        return u > 0.0 ? u : 0.0;
-    case REF_ACT_SILU:
-        return u / (1.0 + exp(-u));
+    case REF_ACT_GELU: return 0.5 * u * (1.0 + erf(u / sqrt(2.0)));
+    case REF_ACT_RELU: return u > 0.0 ? u : 0.0;
+    case REF_ACT_SILU: return u / (1.0 + exp(-u));
     }
     return NAN;
 }
@@ -29,8 +26,7 @@ double ref_act_grad(ref_activation act, double u)
     }
     case REF_ACT_GELU:
         return 0.5 * (1.0 + erf(u / sqrt(2.0))) + u * exp(-0.5 * u * u) / sqrt(2.0 * PI);
-    case REF_ACT_RELU:
-        return u > 0.0 ? 1.0 : 0.0;
+    case REF_ACT_RELU: return u > 0.0 ? 1.0 : 0.0;
     case REF_ACT_SILU: {
         const double s = 1.0 / (1.0 + exp(-u));
         return s * (1.0 + u * (1.0 - s));
@@ -96,20 +92,20 @@ void ref_layernorm(size_t rows, size_t cols, const double *x, const double *w, c
     norm_forward(rows, cols, false, x, w, b, eps, y, mean, rstd);
 }
 
-void ref_layernorm_backward(size_t rows, size_t cols, const double *x, const double *w,
-                            double eps, const double *dy, double *dx)
+void ref_layernorm_backward(size_t rows, size_t cols, const double *x, const double *w, double eps,
+                            const double *dy, double *dx)
 {
     norm_backward(rows, cols, false, x, w, eps, dy, dx);
 }
 
-void ref_rmsnorm(size_t rows, size_t cols, const double *x, const double *w, double eps,
-                 double *y, double *rstd)
+void ref_rmsnorm(size_t rows, size_t cols, const double *x, const double *w, double eps, double *y,
+                 double *rstd)
 {
     norm_forward(rows, cols, true, x, w, NULL, eps, y, NULL, rstd);
 }
 
-void ref_rmsnorm_backward(size_t rows, size_t cols, const double *x, const double *w,
-                          double eps, const double *dy, double *dx)
+void ref_rmsnorm_backward(size_t rows, size_t cols, const double *x, const double *w, double eps,
+                          const double *dy, double *dx)
 {
     norm_backward(rows, cols, true, x, w, eps, dy, dx);
 }
@@ -144,8 +140,8 @@ void ref_rope_inv_freq(const ref_rope *r, size_t head_dim, double *inv_freq)
         const double high_wavelen = old / r->high_freq_factor;
         const double wavelen = 2.0 * PI / f;
         const double scaled = wavelen > low_wavelen ? f / r->factor : f;
-        const double smooth = (old / wavelen - r->low_freq_factor) /
-                              (r->high_freq_factor - r->low_freq_factor);
+        const double smooth =
+            (old / wavelen - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
         const double smoothed = (1.0 - smooth) * scaled / r->factor + smooth * scaled;
         const bool medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
         inv_freq[i] = medium ? smoothed : scaled;
@@ -170,8 +166,7 @@ void ref_rope_apply(size_t batch, size_t tokens, size_t heads, size_t head_dim, 
             }
 }
 
-double ref_cross_entropy_row(size_t vocab, const double *z, int32_t label, double scale,
-                             double *dz)
+double ref_cross_entropy_row(size_t vocab, const double *z, int32_t label, double scale, double *dz)
 {
     double mx = -INFINITY;
     for (size_t c = 0; c < vocab; c++)

@@ -32,14 +32,14 @@ double ref_act_grad(ref_activation act, double u); /* d act / du */
 void ref_layernorm(size_t rows, size_t cols, const double *x, const double *w, const double *b,
                    double eps, double *y, double *mean, double *rstd);
 /* dx of sum(dy * layernorm(x)) with w frozen (statistics recomputed). */
-void ref_layernorm_backward(size_t rows, size_t cols, const double *x, const double *w,
-                            double eps, const double *dy, double *dx);
+void ref_layernorm_backward(size_t rows, size_t cols, const double *x, const double *w, double eps,
+                            const double *dy, double *dx);
 
 /* RMSNorm: y = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps); y, rstd may be NULL. */
-void ref_rmsnorm(size_t rows, size_t cols, const double *x, const double *w, double eps,
-                 double *y, double *rstd);
-void ref_rmsnorm_backward(size_t rows, size_t cols, const double *x, const double *w,
-                          double eps, const double *dy, double *dx);
+void ref_rmsnorm(size_t rows, size_t cols, const double *x, const double *w, double eps, double *y,
+                 double *rstd);
+void ref_rmsnorm_backward(size_t rows, size_t cols, const double *x, const double *w, double eps,
+                          const double *dy, double *dx);
 
 /* The norm's weight and bias gradients from the given statistics (those the
  * forward kept): xhat = (x - mean) * rstd (x * rstd when mean is NULL:
@@ -49,8 +49,8 @@ void ref_norm_param_grad(size_t rows, size_t cols, const double *x, const double
                          const double *rstd, const double *dy, double *dw, double *db);
 
 typedef struct ref_rope {
-    double theta;           /* rope_theta */
-    bool llama3;            /* rope_scaling type llama3 */
+    double theta; /* rope_theta */
+    bool llama3;  /* rope_scaling type llama3 */
     double factor, low_freq_factor, high_freq_factor, original_max_position_embeddings;
 } ref_rope;
 

@@ -59,8 +59,8 @@ static void linear(size_t rows, size_t in_dim, size_t out_dim, const double *x, 
 }
 
 /* dx[r][i] += sum_o dy[r][o] w(i, o) */
-static void linear_dx(size_t rows, size_t in_dim, size_t out_dim, const double *dy,
-                      const float *w, bool io, double *dx)
+static void linear_dx(size_t rows, size_t in_dim, size_t out_dim, const double *dy, const float *w,
+                      bool io, double *dx)
 {
     for (size_t r = 0; r < rows; r++)
         for (size_t i = 0; i < in_dim; i++) {
@@ -103,11 +103,15 @@ typedef struct dims {
     bool gpt2;
 } dims;
 
-static dims dims_of(const ref_model_config *c, const ref_model_prefix *p,
-                    const ref_model_batch *x)
+static dims dims_of(const ref_model_config *c, const ref_model_prefix *p, const ref_model_batch *x)
 {
-    dims d = { x->batch, x->tokens, c->layers, c->hidden, c->heads, c->kv_heads, c->head_dim,
-               c->inner, c->vocab, p ? p->len : 0, 0, 0, 0, c->family == REF_MODEL_GPT2 };
+    dims d = { x->batch,    x->tokens,
+               c->layers,   c->hidden,
+               c->heads,    c->kv_heads,
+               c->head_dim, c->inner,
+               c->vocab,    p ? p->len : 0,
+               0,           0,
+               0,           c->family == REF_MODEL_GPT2 };
     d.rows = d.B * d.N;
     d.qd = d.H * d.D;
     d.kvd = d.Hkv * d.D;
@@ -132,44 +136,60 @@ static dims dims_of(const ref_model_config *c, const ref_model_prefix *p,
     return d;
 }
 
-static ref_layer_dims attn_dims(const dims *d, const ref_model_config *c,
-                                const ref_model_batch *x)
+static ref_layer_dims attn_dims(const dims *d, const ref_model_config *c, const ref_model_batch *x)
 {
-    ref_layer_dims a = { .batch = d->B, .tokens = d->N, .model_dim = d->C, .heads = d->H,
-                         .kv_heads = d->Hkv, .head_dim = d->D, .prefix_len = d->P,
-                         .causal = true, .residual = false, .gain_mode = c->gain_mode,
-                         .scale = 0.0, .lens = x->lengths };
+    ref_layer_dims a = { .batch = d->B,
+                         .tokens = d->N,
+                         .model_dim = d->C,
+                         .heads = d->H,
+                         .kv_heads = d->Hkv,
+                         .head_dim = d->D,
+                         .prefix_len = d->P,
+                         .causal = true,
+                         .residual = false,
+                         .gain_mode = c->gain_mode,
+                         .scale = 0.0,
+                         .lens = x->lengths };
     return a;
 }
 
 /* Everything a block's backward needs. */
 typedef struct block_acts {
-    double *x;        /* block input [rows, C] */
-    double *n1;       /* first norm's output */
+    double *x;         /* block input [rows, C] */
+    double *n1;        /* first norm's output */
     double *q, *k, *v; /* after bias and RoPE */
-    double *o;        /* attention output [rows, qd] */
-    double *a;        /* after the attention residual */
-    double *n2;       /* second norm's output */
-    double *h;        /* GPT-2: c_fc output [rows, I]; Llama: gate */
-    double *up;       /* Llama: up */
-    double *m;        /* act(h) (GPT-2) or silu(gate) * up (Llama) [rows, I] */
+    double *o;         /* attention output [rows, qd] */
+    double *a;         /* after the attention residual */
+    double *n2;        /* second norm's output */
+    double *h;         /* GPT-2: c_fc output [rows, I]; Llama: gate */
+    double *up;        /* Llama: up */
+    double *m;         /* act(h) (GPT-2) or silu(gate) * up (Llama) [rows, I] */
 } block_acts;
 
 static void acts_free(block_acts *s)
 {
-    free(s->x); free(s->n1); free(s->q); free(s->k); free(s->v); free(s->o);
-    free(s->a); free(s->n2); free(s->h); free(s->up); free(s->m);
+    free(s->x);
+    free(s->n1);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->o);
+    free(s->a);
+    free(s->n2);
+    free(s->h);
+    free(s->up);
+    free(s->m);
 }
 
 typedef struct model_run {
     dims d;
     ref_layer_dims ad;
     float inv_freq[512];
-    double *pk, *pv;      /* [L, Hkv, P, D] as double */
-    block_acts *blocks;   /* [L] */
-    double *xf;           /* last block's output [rows, C] */
-    double *hf;           /* final norm output */
-    double *logits;       /* [rows, V] */
+    double *pk, *pv;    /* [L, Hkv, P, D] as double */
+    block_acts *blocks; /* [L] */
+    double *xf;         /* last block's output [rows, C] */
+    double *hf;         /* final norm output */
+    double *logits;     /* [rows, V] */
 } model_run;
 
 static ref_layer_prefix layer_prefix(const model_run *r, const ref_model_config *c,
@@ -213,8 +233,8 @@ static void norm_bwd(const dims *d, bool layer_norm, const float *w, double eps,
 
 /* dw[c] += sum_r dy * xhat, db[c] += sum_r dy (db may be NULL; x the
  * norm's input, statistics recomputed). */
-static void norm_dw(const dims *d, bool layer_norm, double eps, const double *x, const double *dy, double *dw,
-                    double *db)
+static void norm_dw(const dims *d, bool layer_norm, double eps, const double *x, const double *dy,
+                    double *dw, double *db)
 {
     double *mean = dalloc(d->rows), *rstd = dalloc(d->rows), *one = dalloc(d->C);
     for (size_t c = 0; c < d->C; c++)
@@ -237,12 +257,13 @@ static void norm_dw(const dims *d, bool layer_norm, double eps, const double *x,
 
 /* The queries the attention of layer l reads: q scaled by 1 + r G_l[h, d]
  * with a structured gain (else a copy). */
-static void scaled_queries(const dims *d, const ref_model_config *c, const ref_model_prefix *p, size_t l,
-                           const double *q, double *out)
+static void scaled_queries(const dims *d, const ref_model_config *c, const ref_model_prefix *p,
+                           size_t l, const double *q, double *out)
 {
     for (size_t i = 0; i < d->rows * d->qd; i++) {
         const size_t hd = i % d->qd;
-        out[i] = q[i] * (p && p->dim_gain ? 1.0 + c->gain_ramp * (double)p->dim_gain[l * d->qd + hd] : 1.0);
+        out[i] = q[i] * (p && p->dim_gain ? 1.0 + c->gain_ramp * (double)p->dim_gain[l * d->qd + hd]
+                                          : 1.0);
     }
 }
 
@@ -317,7 +338,8 @@ static void block_forward(model_run *r, const ref_model_config *c, const ref_mod
  * (overwritten); gw (may be NULL) receives the weights' gradients (added). */
 static void block_backward(model_run *r, const ref_model_config *c, const ref_model_layer *w,
                            const ref_model_prefix *p, size_t l, const double *dy, double *dx,
-                           double *dkp, double *dvp, double *dgain, ref_model_layer_grads *gw, double *ddim)
+                           double *dkp, double *dvp, double *dgain, ref_model_layer_grads *gw,
+                           double *ddim)
 {
     ref_model_layer_grads none;
     memset(&none, 0, sizeof(none));
@@ -412,7 +434,14 @@ static void block_backward(model_run *r, const ref_model_config *c, const ref_mo
         norm_dw(d, d->gpt2, c->eps, s->x, dn1, n1w, d->gpt2 ? gw->ln_1_b : NULL);
     memcpy(dx, da, rows * C * sizeof(double));
     norm_bwd(d, d->gpt2, d->gpt2 ? w->ln_1_w : w->input_norm_w, c->eps, s->x, dn1, dx);
-    free(dm); free(dn2); free(da); free(d_o); free(dq); free(dk); free(dv); free(dn1);
+    free(dm);
+    free(dn2);
+    free(da);
+    free(d_o);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(dn1);
 }
 
 static void run_forward(model_run *r, const ref_model_config *c, const ref_model_weights *w,
@@ -461,7 +490,11 @@ static void run_free(model_run *r)
     for (size_t l = 0; r->blocks && l < r->d.L; l++)
         acts_free(&r->blocks[l]);
     free(r->blocks);
-    free(r->pk); free(r->pv); free(r->xf); free(r->hf); free(r->logits);
+    free(r->pk);
+    free(r->pv);
+    free(r->xf);
+    free(r->hf);
+    free(r->logits);
 }
 
 size_t ref_model_label_count(const ref_model_batch *x)
@@ -509,8 +542,8 @@ void ref_model_forward(const ref_model_config *c, const ref_model_weights *w,
     run_free(&r);
 }
 
-void ref_model_hidden(const ref_model_config *c, const ref_model_weights *w, const ref_model_prefix *p,
-                      const ref_model_batch *x, double *hidden)
+void ref_model_hidden(const ref_model_config *c, const ref_model_weights *w,
+                      const ref_model_prefix *p, const ref_model_batch *x, double *hidden)
 {
     model_run r;
     run_forward(&r, c, w, p, x);
@@ -520,7 +553,8 @@ void ref_model_hidden(const ref_model_config *c, const ref_model_weights *w, con
 
 /* The map of one (layer, head) of `item` from a forward's kept Q and K. */
 static void head_map(const model_run *r, const ref_model_config *c, const ref_model_prefix *p,
-                     const ref_model_batch *x, size_t item, size_t layer, size_t head, double *probs)
+                     const ref_model_batch *x, size_t item, size_t layer, size_t head,
+                     double *probs)
 {
     const dims *d = &r->d;
     if (item >= d->B || layer >= d->L || head >= d->H)
@@ -548,7 +582,9 @@ static void head_map(const model_run *r, const ref_model_config *c, const ref_mo
             double dot = 0.0;
             for (size_t e = 0; e < D; e++)
                 dot += q[e] * k[e] *
-                       (p->dim_gain ? 1.0 + c->gain_ramp * (double)p->dim_gain[(layer * d->H + head) * D + e] : 1.0);
+                       (p->dim_gain ? 1.0 + c->gain_ramp *
+                                                (double)p->dim_gain[(layer * d->H + head) * D + e]
+                                    : 1.0);
             z[j] = scale * dot;
             mx = fmax(mx, z[j]);
         }
@@ -588,9 +624,9 @@ static double top_sum(const double *row, size_t n, unsigned k, bool *taken)
     return sum;
 }
 
-void ref_model_head_stats(const ref_model_config *c, const ref_model_weights *w, const ref_model_prefix *p,
-                          const ref_model_batch *x, unsigned top_k, double *prefix_mass, double *entropy,
-                          double *top_k_mass)
+void ref_model_head_stats(const ref_model_config *c, const ref_model_weights *w,
+                          const ref_model_prefix *p, const ref_model_batch *x, unsigned top_k,
+                          double *prefix_mass, double *entropy, double *top_k_mass)
 {
     model_run r;
     run_forward(&r, c, w, p, x);
@@ -663,8 +699,8 @@ void ref_model_backward_weights(const ref_model_config *c, const ref_model_weigh
         memset(dvp, 0, span * sizeof(double));
     double *dprev = dalloc(d->rows * d->C);
     for (size_t li = d->L; li-- > 0;) {
-        block_backward(&r, c, &w->layer[li], p, li, dxl, dprev, dkp, dvp, dgain, g ? &g->layer[li] : NULL,
-                       g ? g->dim_gain : NULL);
+        block_backward(&r, c, &w->layer[li], p, li, dxl, dprev, dkp, dvp, dgain,
+                       g ? &g->layer[li] : NULL, g ? g->dim_gain : NULL);
         double *tmp = dxl;
         dxl = dprev;
         dprev = tmp;
@@ -679,14 +715,17 @@ void ref_model_backward_weights(const ref_model_config *c, const ref_model_weigh
                     g->wpe[(d->P + t) * d->C + e] += dxl[row * d->C + e];
             }
         }
-    free(dz); free(dh); free(dxl); free(dprev);
+    free(dz);
+    free(dh);
+    free(dxl);
+    free(dprev);
     run_free(&r);
 }
 
 /* ---- weight gradients' storage ---- */
 
-const double *ref_model_grad_of(const ref_model_config *c, const ref_model_weights *w, const ref_model_grads *g,
-                                const float *weight)
+const double *ref_model_grad_of(const ref_model_config *c, const ref_model_weights *w,
+                                const ref_model_grads *g, const float *weight)
 {
     if (!weight)
         return NULL;
@@ -698,13 +737,33 @@ const double *ref_model_grad_of(const ref_model_config *c, const ref_model_weigh
     for (size_t l = 0; l < c->layers; l++) {
         const ref_model_layer *y = &w->layer[l];
         const ref_model_layer_grads *d = &g->layer[l];
-#define FIELD(f)          \
-    if (y->f == weight)   \
-        return d->f;
-        FIELD(ln_1_w) FIELD(ln_1_b) FIELD(c_attn_w) FIELD(c_attn_b) FIELD(attn_proj_w) FIELD(attn_proj_b)
-        FIELD(ln_2_w) FIELD(ln_2_b) FIELD(c_fc_w) FIELD(c_fc_b) FIELD(mlp_proj_w) FIELD(mlp_proj_b)
-        FIELD(input_norm_w) FIELD(q_w) FIELD(k_w) FIELD(v_w) FIELD(q_b) FIELD(k_b) FIELD(v_b) FIELD(o_w)
-        FIELD(post_norm_w) FIELD(gate_w) FIELD(up_w) FIELD(down_w)
+#define FIELD(f)                                                                                   \
+    if (y->f == weight)                                                                            \
+    return d->f
+        FIELD(ln_1_w);
+        FIELD(ln_1_b);
+        FIELD(c_attn_w);
+        FIELD(c_attn_b);
+        FIELD(attn_proj_w);
+        FIELD(attn_proj_b);
+        FIELD(ln_2_w);
+        FIELD(ln_2_b);
+        FIELD(c_fc_w);
+        FIELD(c_fc_b);
+        FIELD(mlp_proj_w);
+        FIELD(mlp_proj_b);
+        FIELD(input_norm_w);
+        FIELD(q_w);
+        FIELD(k_w);
+        FIELD(v_w);
+        FIELD(q_b);
+        FIELD(k_b);
+        FIELD(v_b);
+        FIELD(o_w);
+        FIELD(post_norm_w);
+        FIELD(gate_w);
+        FIELD(up_w);
+        FIELD(down_w);
 #undef FIELD
     }
     return NULL;
@@ -726,21 +785,33 @@ void ref_model_grads_alloc(const ref_model_config *c, bool untied, ref_model_gra
     for (size_t l = 0; l < L; l++) {
         ref_model_layer_grads *y = &g->layer[l];
         if (c->family == REF_MODEL_GPT2) {
-            y->ln_1_w = dalloc(C); y->ln_1_b = dalloc(C);
-            y->c_attn_w = dalloc(C * 3 * C); y->c_attn_b = dalloc(3 * C);
-            y->attn_proj_w = dalloc(C * C); y->attn_proj_b = dalloc(C);
-            y->ln_2_w = dalloc(C); y->ln_2_b = dalloc(C);
-            y->c_fc_w = dalloc(C * I); y->c_fc_b = dalloc(I);
-            y->mlp_proj_w = dalloc(I * C); y->mlp_proj_b = dalloc(C);
+            y->ln_1_w = dalloc(C);
+            y->ln_1_b = dalloc(C);
+            y->c_attn_w = dalloc(C * 3 * C);
+            y->c_attn_b = dalloc(3 * C);
+            y->attn_proj_w = dalloc(C * C);
+            y->attn_proj_b = dalloc(C);
+            y->ln_2_w = dalloc(C);
+            y->ln_2_b = dalloc(C);
+            y->c_fc_w = dalloc(C * I);
+            y->c_fc_b = dalloc(I);
+            y->mlp_proj_w = dalloc(I * C);
+            y->mlp_proj_b = dalloc(C);
         } else {
             y->input_norm_w = dalloc(C);
-            y->q_w = dalloc(qd * C); y->k_w = dalloc(kvd * C); y->v_w = dalloc(kvd * C);
+            y->q_w = dalloc(qd * C);
+            y->k_w = dalloc(kvd * C);
+            y->v_w = dalloc(kvd * C);
             if (c->qkv_bias) {
-                y->q_b = dalloc(qd); y->k_b = dalloc(kvd); y->v_b = dalloc(kvd);
+                y->q_b = dalloc(qd);
+                y->k_b = dalloc(kvd);
+                y->v_b = dalloc(kvd);
             }
             y->o_w = dalloc(C * qd);
             y->post_norm_w = dalloc(C);
-            y->gate_w = dalloc(I * C); y->up_w = dalloc(I * C); y->down_w = dalloc(C * I);
+            y->gate_w = dalloc(I * C);
+            y->up_w = dalloc(I * C);
+            y->down_w = dalloc(C * I);
         }
     }
     g->layers = L;
@@ -750,15 +821,21 @@ void ref_model_grads_free(ref_model_grads *g)
 {
     for (size_t l = 0; g->layer && l < g->layers; l++) {
         ref_model_layer_grads *y = &g->layer[l];
-        double *all[] = { y->ln_1_w, y->ln_1_b, y->c_attn_w, y->c_attn_b, y->attn_proj_w, y->attn_proj_b,
-                          y->ln_2_w, y->ln_2_b, y->c_fc_w, y->c_fc_b, y->mlp_proj_w, y->mlp_proj_b,
-                          y->input_norm_w, y->q_w, y->k_w, y->v_w, y->q_b, y->k_b, y->v_b, y->o_w,
-                          y->post_norm_w, y->gate_w, y->up_w, y->down_w };
+        double *all[] = { y->ln_1_w,       y->ln_1_b,      y->c_attn_w,   y->c_attn_b,
+                          y->attn_proj_w,  y->attn_proj_b, y->ln_2_w,     y->ln_2_b,
+                          y->c_fc_w,       y->c_fc_b,      y->mlp_proj_w, y->mlp_proj_b,
+                          y->input_norm_w, y->q_w,         y->k_w,        y->v_w,
+                          y->q_b,          y->k_b,         y->v_b,        y->o_w,
+                          y->post_norm_w,  y->gate_w,      y->up_w,       y->down_w };
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
             free(all[i]);
     }
     free(g->layer);
-    free(g->wte); free(g->wpe); free(g->final_w); free(g->final_b); free(g->lm_head);
+    free(g->wte);
+    free(g->wpe);
+    free(g->final_w);
+    free(g->final_b);
+    free(g->lm_head);
     memset(g, 0, sizeof(*g));
 }
 
@@ -786,8 +863,8 @@ void ref_model_random(const ref_model_config *c, ref_rng *rng, ref_model_weights
 {
     const size_t L = c->layers, C = c->hidden, I = c->inner, V = c->vocab;
     const size_t qd = c->heads * c->head_dim, kvd = c->kv_heads * c->head_dim;
-    const size_t per_layer = 4 * C + 3 * C * C + 3 * C + C * C + C + 2 * C * I + I + C +
-                             qd * C + 2 * kvd * C + qd + 2 * kvd + C * qd + 3 * I * C;
+    const size_t per_layer = 4 * C + 3 * C * C + 3 * C + C * C + C + 2 * C * I + I + C + qd * C +
+                             2 * kvd * C + qd + 2 * kvd + C * qd + 3 * I * C;
     memset(s, 0, sizeof(*s));
     s->count = V * C * 2 + c->max_positions * C + 2 * C + L * per_layer;
     s->data = xcalloc(s->count, sizeof(float));

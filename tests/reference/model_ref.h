@@ -57,15 +57,15 @@ typedef enum ref_model_family {
 typedef struct ref_model_config {
     ref_model_family family;
     size_t layers, hidden, heads, kv_heads, head_dim; /* L, C, H, Hkv, D */
-    size_t inner;          /* I: GPT-2 n_inner (4C when null), Llama intermediate_size */
-    size_t vocab;          /* V */
-    size_t max_positions;  /* GPT-2: rows of wpe (P + N must not exceed it) */
-    double eps;            /* layer_norm_epsilon / rms_norm_eps */
-    ref_activation act;    /* GPT-2's MLP activation; Llama's SwiGLU gate (silu) */
-    bool qkv_bias;         /* Llama family: q/k/v biases (Qwen2) */
-    ref_rope rope;         /* Llama family */
+    size_t inner;            /* I: GPT-2 n_inner (4C when null), Llama intermediate_size */
+    size_t vocab;            /* V */
+    size_t max_positions;    /* GPT-2: rows of wpe (P + N must not exceed it) */
+    double eps;              /* layer_norm_epsilon / rms_norm_eps */
+    ref_activation act;      /* GPT-2's MLP activation; Llama's SwiGLU gate (silu) */
+    bool qkv_bias;           /* Llama family: q/k/v biases (Qwen2) */
+    ref_rope rope;           /* Llama family */
     pfx_gain_mode gain_mode; /* per-layer per-head gains; OFF is exactly HF + PEFT */
-    double gain_ramp;      /* r */
+    double gain_ramp;        /* r */
 } ref_model_config;
 
 /* One block; a family reads its own fields and ignores the others. */
@@ -79,12 +79,12 @@ typedef struct ref_model_layer {
 } ref_model_layer;
 
 typedef struct ref_model_weights {
-    const float *wte;      /* [V, C]: wte / embed_tokens */
-    const float *wpe;      /* GPT-2 [max_positions, C] */
+    const float *wte;             /* [V, C]: wte / embed_tokens */
+    const float *wpe;             /* GPT-2 [max_positions, C] */
     const ref_model_layer *layer; /* [L] */
-    const float *final_w;  /* ln_f.weight / norm.weight [C] */
-    const float *final_b;  /* ln_f.bias [C] (GPT-2) */
-    const float *lm_head;  /* [V, C], or NULL: tied to wte */
+    const float *final_w;         /* ln_f.weight / norm.weight [C] */
+    const float *final_b;         /* ln_f.bias [C] (GPT-2) */
+    const float *lm_head;         /* [V, C], or NULL: tied to wte */
 } ref_model_weights;
 
 /* Per-layer prefixes and gains (what is trained). */
@@ -97,10 +97,10 @@ typedef struct ref_model_prefix {
 } ref_model_prefix;
 
 typedef struct ref_model_batch {
-    size_t batch, tokens;    /* B, N */
-    const int32_t *ids;      /* [B, N], each in [0, V) (padding included) */
-    const int32_t *lengths;  /* [B] valid tokens 1..N (right padding), NULL: all N */
-    const int32_t *labels;   /* [B, N] unshifted, -100 ignored; NULL: no loss */
+    size_t batch, tokens;   /* B, N */
+    const int32_t *ids;     /* [B, N], each in [0, V) (padding included) */
+    const int32_t *lengths; /* [B] valid tokens 1..N (right padding), NULL: all N */
+    const int32_t *labels;  /* [B, N] unshifted, -100 ignored; NULL: no loss */
 } ref_model_batch;
 
 /* Counted labels of the batch (labels[b, t] != -100 for 1 <= t < N). */
@@ -119,16 +119,16 @@ void ref_model_attention_probs(const ref_model_config *c, const ref_model_weight
                                size_t layer, size_t head, double *probs);
 
 /* The final norm's output [B, N, C] (what the LM head reads). */
-void ref_model_hidden(const ref_model_config *c, const ref_model_weights *w, const ref_model_prefix *p,
-                      const ref_model_batch *x, double *hidden);
+void ref_model_hidden(const ref_model_config *c, const ref_model_weights *w,
+                      const ref_model_prefix *p, const ref_model_batch *x, double *hidden);
 
 /* Per layer and head ([L, H], any output may be NULL), averaged over the
  * valid rows (t < lengths[b]) of every item, from the maps of
  * ref_model_attention_probs: the mass on the prefix, the entropy
  * -sum_j p_j log p_j and the mass of the top_k largest p_j of each row. */
-void ref_model_head_stats(const ref_model_config *c, const ref_model_weights *w, const ref_model_prefix *p,
-                          const ref_model_batch *x, unsigned top_k, double *prefix_mass, double *entropy,
-                          double *top_k_mass);
+void ref_model_head_stats(const ref_model_config *c, const ref_model_weights *w,
+                          const ref_model_prefix *p, const ref_model_batch *x, unsigned top_k,
+                          double *prefix_mass, double *entropy, double *top_k_mass);
 
 /* The loss and its exact gradients with respect to the prefixes (dkp, dvp
  * [L, Hkv, P, D]) and the gains (dgain [L, H], 0 when the gain is off); any
@@ -147,19 +147,19 @@ typedef struct ref_model_layer_grads {
 } ref_model_layer_grads;
 
 typedef struct ref_model_grads {
-    double *wte;             /* a tied LM head's gradient adds into it */
-    double *wpe;             /* GPT-2 */
+    double *wte; /* a tied LM head's gradient adds into it */
+    double *wpe; /* GPT-2 */
     double *final_w, *final_b;
-    double *lm_head;         /* untied only */
+    double *lm_head; /* untied only */
     ref_model_layer_grads *layer;
     size_t layers;
-    double *dim_gain;        /* [L, H, D] with a structured gain (else NULL) */
+    double *dim_gain; /* [L, H, D] with a structured gain (else NULL) */
 } ref_model_grads;
 
 /* The gradient in g of the weight array `weight` (one of w's pointers), or
  * NULL. */
-const double *ref_model_grad_of(const ref_model_config *c, const ref_model_weights *w, const ref_model_grads *g,
-                                const float *weight);
+const double *ref_model_grad_of(const ref_model_config *c, const ref_model_weights *w,
+                                const ref_model_grads *g, const float *weight);
 
 /* Zeroed gradients for a config (lm_head only when `untied`; dim_gain is
  * left NULL: point it at L * H * D doubles to have the structured gain's). */

@@ -73,8 +73,8 @@ size_t ref_lse_count(const pfx_attention_desc *d)
     return d->batch * d->heads * d->queries;
 }
 
-static size_t bhnd_offset(pfx_layout layout, size_t heads, size_t rows, size_t dim,
-                          size_t b, size_t h, size_t i)
+static size_t bhnd_offset(pfx_layout layout, size_t heads, size_t rows, size_t dim, size_t b,
+                          size_t h, size_t i)
 {
     if (layout == PFX_LAYOUT_BHND)
         return ((b * heads + h) * rows + i) * dim;
@@ -197,9 +197,8 @@ static void check_desc(const pfx_attention_desc *d, size_t bank_entries, const f
             ref_fail("q_lens[b] outside [0, N]");
         if (d->kv_lens && (d->kv_lens[b] < 0 || (size_t)d->kv_lens[b] > d->keys))
             ref_fail("kv_lens[b] outside [0, M]");
-        if (d->bank_index &&
-            (d->bank_index[b] < -1 || (bank_entries && d->bank_index[b] >= 0 &&
-                                       (size_t)d->bank_index[b] >= bank_entries)))
+        if (d->bank_index && (d->bank_index[b] < -1 || (bank_entries && d->bank_index[b] >= 0 &&
+                                                        (size_t)d->bank_index[b] >= bank_entries)))
             ref_fail("bank_index[b] outside [0, T) and not -1");
     }
 }
@@ -221,10 +220,10 @@ static int input_visible(const pfx_attention_desc *d, size_t b, size_t i, size_t
 /* ---- one row ----------------------------------------------------------- */
 
 typedef struct ref_row {
-    size_t cols;     /* P + M */
-    double *s;       /* sum_d q_id (1 + G_hd) k~_jd (unscaled) */
-    double *z;       /* c_h * s */
-    double *p;       /* softmax; 0 where hidden */
+    size_t cols; /* P + M */
+    double *s;   /* sum_d q_id (1 + G_hd) k~_jd (unscaled) */
+    double *z;   /* c_h * s */
+    double *p;   /* softmax; 0 where hidden */
     unsigned char *vis;
 } ref_row;
 
@@ -246,8 +245,8 @@ static void row_free(ref_row *r)
 }
 
 /* Row j of K~ (prefix for j < P, then the input) for item b, kv head hk. */
-static const float *key_row(const pfx_attention_desc *d, const float *k, const float *pk,
-                            size_t b, size_t hk, size_t j)
+static const float *key_row(const pfx_attention_desc *d, const float *k, const float *pk, size_t b,
+                            size_t hk, size_t j)
 {
     if (j < d->prefix_len)
         return pk + ref_prefix_offset(d, bank_entry(d, b), hk, j);
@@ -271,9 +270,9 @@ static double row_softmax(const pfx_attention_desc *d, const float *q, const flo
         r->s[j] = 0.0;
         r->z[j] = 0.0;
         /* bank entry -1: the item has no prefix */
-        r->vis[j] = i < q_len(d, b) &&
-                    (j < d->prefix_len ? !(d->bank_index && d->bank_index[b] < 0)
-                                       : input_visible(d, b, i, j - d->prefix_len));
+        r->vis[j] =
+            i < q_len(d, b) && (j < d->prefix_len ? !(d->bank_index && d->bank_index[b] < 0)
+                                                  : input_visible(d, b, i, j - d->prefix_len));
         if (!r->vis[j])
             continue;
         const float *kj = key_row(d, k, pk, b, hk, j);
@@ -299,8 +298,8 @@ static double row_softmax(const pfx_attention_desc *d, const float *q, const flo
 }
 
 /* O_i = sum_j p_ij v~_j into out[0..D). */
-static void row_output(const pfx_attention_desc *d, const float *v, const float *pv,
-                       size_t b, size_t h, const ref_row *r, double *out)
+static void row_output(const pfx_attention_desc *d, const float *v, const float *pv, size_t b,
+                       size_t h, const ref_row *r, double *out)
 {
     size_t hk = h / (d->heads / d->kv_heads);
     for (size_t dd = 0; dd < d->head_dim; dd++)
@@ -317,8 +316,7 @@ static void row_output(const pfx_attention_desc *d, const float *v, const float 
 /* ---- forward ----------------------------------------------------------- */
 
 void ref_attention_forward(const pfx_attention_desc *d, const float *q, const float *k,
-                           const float *v, const float *pk, const float *pv,
-                           double *o, double *lse)
+                           const float *v, const float *pk, const float *pv, double *o, double *lse)
 {
     check_desc(d, 0, q, k, pk);
     if (o && ((d->keys && !v) || (d->prefix_len && !pv)))
@@ -351,11 +349,10 @@ void ref_attention_forward(const pfx_attention_desc *d, const float *q, const fl
 
 /* ---- backward ---------------------------------------------------------- */
 
-void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries,
-                            const float *q, const float *k, const float *v,
-                            const float *pk, const float *pv, const float *d_o,
-                            double *dq, double *dk, double *dv, double *dpk, double *dpv,
-                            double *dgain, double *ddim_gain)
+void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries, const float *q,
+                            const float *k, const float *v, const float *pk, const float *pv,
+                            const float *d_o, double *dq, double *dk, double *dv, double *dpk,
+                            double *dpv, double *dgain, double *ddim_gain)
 {
     check_desc(d, d->bank_index ? bank_entries : 1, q, k, pk);
     if (d->bank_index && !bank_entries)
@@ -365,12 +362,18 @@ void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries,
     size_t D = d->head_dim, P = d->prefix_len;
     size_t group = d->heads / d->kv_heads;
 
-    if (dq) memset(dq, 0, ref_q_count(d) * sizeof(double));
-    if (dk) memset(dk, 0, ref_kv_count(d) * sizeof(double));
-    if (dv) memset(dv, 0, ref_kv_count(d) * sizeof(double));
-    if (dpk) memset(dpk, 0, ref_prefix_count(d, bank_entries) * sizeof(double));
-    if (dpv) memset(dpv, 0, ref_prefix_count(d, bank_entries) * sizeof(double));
-    if (ddim_gain) memset(ddim_gain, 0, d->heads * D * sizeof(double));
+    if (dq)
+        memset(dq, 0, ref_q_count(d) * sizeof(double));
+    if (dk)
+        memset(dk, 0, ref_kv_count(d) * sizeof(double));
+    if (dv)
+        memset(dv, 0, ref_kv_count(d) * sizeof(double));
+    if (dpk)
+        memset(dpk, 0, ref_prefix_count(d, bank_entries) * sizeof(double));
+    if (dpv)
+        memset(dpv, 0, ref_prefix_count(d, bank_entries) * sizeof(double));
+    if (ddim_gain)
+        memset(ddim_gain, 0, d->heads * D * sizeof(double));
     /* sum_{b,i,j} dz_ij s_ij per head, scaled by dc_h/dg_h at the end */
     double *dz_s = ref_alloc(d->heads, sizeof(double));
 
@@ -456,8 +459,8 @@ static int cmp_desc(const void *a, const void *b)
 }
 
 void ref_attention_stats(const pfx_attention_desc *d, const float *q, const float *k,
-                         const float *pk, unsigned top_k,
-                         double *entropy, double *topk_mass, double *prefix_mass)
+                         const float *pk, unsigned top_k, double *entropy, double *topk_mass,
+                         double *prefix_mass)
 {
     check_desc(d, 0, q, k, pk);
     if (top_k == 0)
@@ -494,16 +497,19 @@ void ref_attention_stats(const pfx_attention_desc *d, const float *q, const floa
                 pre += pp;
             }
         double inv = rows ? 1.0 / (double)rows : 0.0;
-        if (entropy) entropy[h] = ent * inv;
-        if (topk_mass) topk_mass[h] = top * inv;
-        if (prefix_mass) prefix_mass[h] = pre * inv;
+        if (entropy)
+            entropy[h] = ent * inv;
+        if (topk_mass)
+            topk_mass[h] = top * inv;
+        if (prefix_mass)
+            prefix_mass[h] = pre * inv;
     }
     free(sorted);
     row_free(&r);
 }
 
-void ref_softmax_probs(const pfx_attention_desc *d, const float *q, const float *k,
-                       const float *pk, size_t item, size_t head, double *probs)
+void ref_softmax_probs(const pfx_attention_desc *d, const float *q, const float *k, const float *pk,
+                       size_t item, size_t head, double *probs)
 {
     check_desc(d, 0, q, k, pk);
     if (item >= d->batch || head >= d->heads)

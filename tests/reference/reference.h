@@ -38,10 +38,10 @@ void ref_desc_init(pfx_attention_desc *d, size_t batch, size_t heads, size_t kv_
                    size_t queries, size_t keys, size_t prefix_len, size_t head_dim);
 
 /* Element counts of each tensor (bank_entries is ignored for a shared prefix). */
-size_t ref_q_count(const pfx_attention_desc *d);      /* Q, O, dO, dQ: B*H*N*D */
-size_t ref_kv_count(const pfx_attention_desc *d);     /* K, V, dK, dV: B*Hkv*M*D */
+size_t ref_q_count(const pfx_attention_desc *d);  /* Q, O, dO, dQ: B*H*N*D */
+size_t ref_kv_count(const pfx_attention_desc *d); /* K, V, dK, dV: B*Hkv*M*D */
 size_t ref_prefix_count(const pfx_attention_desc *d, size_t bank_entries); /* [T,]Hkv*P*D */
-size_t ref_lse_count(const pfx_attention_desc *d);    /* B*H*N */
+size_t ref_lse_count(const pfx_attention_desc *d);                         /* B*H*N */
 
 /* Offset of element (b, h, i, 0) of Q/dQ (q_layout) or O/dO (o_layout), of
  * (b, hk, t, 0) of K/V, of (entry, hk, p, 0) of the prefix. */
@@ -56,8 +56,8 @@ double ref_gain_factor(const pfx_attention_desc *d, size_t h);
 
 /* O (o_layout, double) and LSE ([B, H, N]); either may be NULL. */
 void ref_attention_forward(const pfx_attention_desc *d, const float *q, const float *k,
-                           const float *v, const float *pk, const float *pv,
-                           double *o, double *lse);
+                           const float *v, const float *pk, const float *pv, double *o,
+                           double *lse);
 
 /*
  * Exact gradients of L = sum(dO * O); O and LSE are recomputed in double.
@@ -68,11 +68,10 @@ void ref_attention_forward(const pfx_attention_desc *d, const float *q, const fl
  * Prefix gradients are summed over the query heads of a kv head and over the
  * items that share the prefix (or the bank entry).
  */
-void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries,
-                            const float *q, const float *k, const float *v,
-                            const float *pk, const float *pv, const float *d_o,
-                            double *dq, double *dk, double *dv, double *dpk, double *dpv,
-                            double *dgain, double *ddim_gain);
+void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries, const float *q,
+                            const float *k, const float *v, const float *pk, const float *pv,
+                            const float *d_o, double *dq, double *dk, double *dv, double *dpk,
+                            double *dpv, double *dgain, double *ddim_gain);
 
 /*
  * Per head ([H] each, any may be NULL), averaged over the valid rows
@@ -82,12 +81,12 @@ void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries,
  * A head without any valid row gets 0.
  */
 void ref_attention_stats(const pfx_attention_desc *d, const float *q, const float *k,
-                         const float *pk, unsigned top_k,
-                         double *entropy, double *topk_mass, double *prefix_mass);
+                         const float *pk, unsigned top_k, double *entropy, double *topk_mass,
+                         double *prefix_mass);
 
 /* p_ij of one (item, head) as [N, P + M]; hidden entries and hidden rows 0. */
-void ref_softmax_probs(const pfx_attention_desc *d, const float *q, const float *k,
-                       const float *pk, size_t item, size_t head, double *probs);
+void ref_softmax_probs(const pfx_attention_desc *d, const float *q, const float *k, const float *pk,
+                       size_t item, size_t head, double *probs);
 
 /*
  * ||ref - got||_2 / ||ref||_2 (||got - ref||_2 itself when ref is all zero).

@@ -39,24 +39,25 @@ extern const float exp_thresholds[EXP_THRESHOLDS];
 typedef struct exp_options {
     const char *corpus, *tokenizer, *out, *device;
     size_t layers, hidden, heads, block, batch, steps;
-    size_t seeds;          /* repeats with seeds seed .. seed + seeds - 1 */
+    size_t seeds; /* repeats with seeds seed .. seed + seeds - 1 */
     uint64_t seed;
-    float lr;              /* the weights'; the gains' is half of it */
-    size_t warmup;         /* learning-rate warm-up and gain ramp, steps */
+    float lr;      /* the weights'; the gains' is half of it */
+    size_t warmup; /* learning-rate warm-up and gain ramp, steps */
     size_t top_k;
-    size_t measure_every;  /* per-head measures every K steps */
+    size_t measure_every; /* per-head measures every K steps */
     size_t eval_every, eval_blocks;
-    size_t probe_docs;     /* validation documents the probe reads (0: all) */
+    size_t probe_docs; /* validation documents the probe reads (0: all) */
     size_t gen_tokens, gen_reps;
     bool arm[ARM_COUNT];
     bool quiet;
-    char *command_line;    /* as typed, for the report */
+    char *command_line; /* as typed, for the report */
 } exp_options;
 
 /* Generation speed of an arm against the baseline, by one clock. */
 typedef struct exp_speed_figs {
-    double tok_s, base_tok_s;            /* medians: this arm's model, and the baseline's paired with it */
-    double ratio_lo, ratio_med, ratio_hi; /* paired ratios tok_s / base_tok_s over the repetitions */
+    double tok_s, base_tok_s; /* medians: this arm's model, and the baseline's paired with it */
+    double ratio_lo, ratio_med,
+        ratio_hi; /* paired ratios tok_s / base_tok_s over the repetitions */
 } exp_speed_figs;
 
 /* The clocks of the speed figures: wall time (what a user waits), and the
@@ -67,18 +68,18 @@ enum { EXP_WALL = 0, EXP_CPU = 1, EXP_CLOCKS = 2 };
 /* One arm of one seed. */
 typedef struct exp_run {
     bool done;
-    char dir[4096];          /* out/ARM or out/ARM/seed-S */
+    char dir[4096]; /* out/ARM or out/ARM/seed-S */
     uint64_t seed;
-    pfx_pretrain_result r;   /* curves; r.gains [steps + 1][L * H] (NULL for the baseline) */
+    pfx_pretrain_result r; /* curves; r.gains [steps + 1][L * H] (NULL for the baseline) */
     /* per-head measures on the fixed validation batch after each measured step */
     size_t m;
-    size_t *steps;           /* [m] */
-    float *gain;             /* [m][LH]: g (the structured gain: the mean of G over the head's dims) */
-    float *entropy, *topk;   /* [m][LH] */
-    uint8_t *heads;          /* the selected arm's trained heads [LH] (else NULL) */
+    size_t *steps; /* [m] */
+    float *gain;   /* [m][LH]: g (the structured gain: the mean of G over the head's dims) */
+    float *entropy, *topk;       /* [m][LH] */
+    uint8_t *heads;              /* the selected arm's trained heads [LH] (else NULL) */
     int settled[EXP_THRESHOLDS]; /* -1: the window is too short to tell */
-    int8_t *sign;            /* [LH] at EXP_THR_MAIN */
-    double ppl;              /* exp(final evaluation loss) */
+    int8_t *sign;                /* [LH] at EXP_THR_MAIN */
+    double ppl;                  /* exp(final evaluation loss) */
     exp_speed_figs speed[EXP_CLOCKS];
     double probe_acc, probe_majority;
     float *gain_off_entropy; /* [LH]: the final model with its gains set to 0 (NULL: baseline) */
@@ -91,19 +92,19 @@ typedef struct exp_state {
     pfx_tokenizer *tok;
     pfx_model_shape shape;
     size_t LH;
-    char config_dir[4096];   /* out/model: config.json */
+    char config_dir[4096]; /* out/model: config.json */
     char train_path[4096], valid_path[4096], labels_path[4096];
-    int32_t *probe_ids;      /* [batch * block]: the fixed validation batch of the measures */
+    int32_t *probe_ids; /* [batch * block]: the fixed validation batch of the measures */
     size_t probe_rows;
-    int32_t *sentence;       /* a real validation sentence for the heat maps */
+    int32_t *sentence; /* a real validation sentence for the heat maps */
     size_t sentence_len;
-    exp_run *runs;           /* [seeds][ARM_COUNT] */
-    uint8_t *selected;       /* [LH] per seed... of seed 0 (the report's); every seed selects its own */
-    size_t selected_at;      /* the linear arm's step the selection reads */
+    exp_run *runs;      /* [seeds][ARM_COUNT] */
+    uint8_t *selected;  /* [LH] per seed... of seed 0 (the report's); every seed selects its own */
+    size_t selected_at; /* the linear arm's step the selection reads */
     size_t probe_train, probe_test, probe_classes;
     char date[64];
     double seconds_total, seconds_speed, seconds_probe; /* wall time: all, generation, probe */
-    char heat_note[512];     /* which heads the heat maps show */
+    char heat_note[512];                                /* which heads the heat maps show */
 } exp_state;
 
 static inline exp_run *exp_run_at(exp_state *s, size_t seed, exp_arm_kind a)

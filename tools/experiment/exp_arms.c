@@ -23,7 +23,8 @@ static int write_config(exp_state *s)
     const exp_options *o = &s->o;
     snprintf(s->config_dir, sizeof(s->config_dir), "%s/model", o->out);
     if (mkdir(s->config_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "prefixcl experiment gain: cannot make %s: %s\n", s->config_dir, strerror(errno));
+        fprintf(stderr, "prefixcl experiment gain: cannot make %s: %s\n", s->config_dir,
+                strerror(errno));
         return -1;
     }
     const int32_t eos = pfx_tokenizer_special_id(s->tok, PFX_TOKEN_EOS);
@@ -35,9 +36,11 @@ static int write_config(exp_state *s)
         return -1;
     }
     fprintf(pfx_output_stream(f),
-            "{\"model_type\": \"gpt2\", \"n_layer\": %zu, \"n_head\": %zu, \"n_embd\": %zu, \"vocab_size\": %zu, "
+            "{\"model_type\": \"gpt2\", \"n_layer\": %zu, \"n_head\": %zu, \"n_embd\": %zu, "
+            "\"vocab_size\": %zu, "
             "\"n_positions\": %zu, \"bos_token_id\": %d, \"eos_token_id\": %d}\n",
-            o->layers, o->heads, o->hidden, pfx_tokenizer_vocab_size(s->tok), o->block, (int)eos, (int)eos);
+            o->layers, o->heads, o->hidden, pfx_tokenizer_vocab_size(s->tok), o->block, (int)eos,
+            (int)eos);
     if (pfx_output_commit(&f) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl experiment gain: %s\n", pfx_last_error(NULL));
         return -1;
@@ -70,7 +73,8 @@ static int fixed_batch(exp_state *s)
     }
     s->probe_rows = pfx_blocks_count(blocks) < s->o.batch ? pfx_blocks_count(blocks) : s->o.batch;
     if (s->probe_rows == 0) {
-        fprintf(stderr, "prefixcl experiment gain: %s fills no block of %zu tokens\n", s->valid_path, s->o.block);
+        fprintf(stderr, "prefixcl experiment gain: %s fills no block of %zu tokens\n",
+                s->valid_path, s->o.block);
         goto out;
     }
     s->probe_ids = malloc(s->probe_rows * s->o.block * sizeof(int32_t));
@@ -140,9 +144,11 @@ static void on_step(const pfx_pretrain_step *st, void *user)
         double h = 0.0;
         for (size_t k = 0; k < s->LH; k++)
             h += run->entropy[i * s->LH + k];
-        printf("  %-8s step %5zu/%zu  loss %.4f%s  mean head entropy %.3f  %.0f tok/s  %.0f s left\n",
-               exp_arm_names[c->arm], st->step, st->steps, st->loss, isfinite(st->eval_loss) ? " (eval)" : "",
-               h / (double)s->LH, st->tokens_per_s, st->eta_s);
+        printf(
+            "  %-8s step %5zu/%zu  loss %.4f%s  mean head entropy %.3f  %.0f tok/s  %.0f s left\n",
+            exp_arm_names[c->arm], st->step, st->steps, st->loss,
+            isfinite(st->eval_loss) ? " (eval)" : "", h / (double)s->LH, st->tokens_per_s,
+            st->eta_s);
         fflush(stdout);
     }
 }
@@ -151,7 +157,8 @@ static void on_step(const pfx_pretrain_step *st, void *user)
  * top half (ties: the lower index first): those that moved most early. */
 static void select_heads(exp_state *s, const exp_run *lin, uint8_t *heads)
 {
-    const size_t at = (s->o.steps + 2) / 5 ? (s->o.steps + 2) / 5 : 1; /* round(0.2 steps), at least 1 */
+    const size_t at =
+        (s->o.steps + 2) / 5 ? (s->o.steps + 2) / 5 : 1; /* round(0.2 steps), at least 1 */
     const float *g = lin->r.gains + at * s->LH;
     s->selected_at = at;
     for (size_t h = 0; h < s->LH; h++) {
@@ -175,8 +182,10 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     /* the folders: out/ARM (and out/ARM/seed-S) */
     char parent[4200];
     snprintf(parent, sizeof(parent), "%s/%s", o->out, exp_arm_names[a]);
-    if ((mkdir(parent, 0777) != 0 && errno != EEXIST) || (mkdir(run->dir, 0777) != 0 && errno != EEXIST)) {
-        fprintf(stderr, "prefixcl experiment gain: cannot make %s: %s\n", run->dir, strerror(errno));
+    if ((mkdir(parent, 0777) != 0 && errno != EEXIST) ||
+        (mkdir(run->dir, 0777) != 0 && errno != EEXIST)) {
+        fprintf(stderr, "prefixcl experiment gain: cannot make %s: %s\n", run->dir,
+                strerror(errno));
         return -1;
     }
     const size_t cap = o->steps / o->measure_every + 2;
@@ -206,13 +215,16 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     c.eval_blocks = o->eval_blocks;
     c.seed = run->seed;
     c.stop_flag = &cli_stop;
-    c.gain_mode = a == ARM_LINEAR || a == ARM_SELECTED ? PFX_GAIN_LINEAR : a == ARM_TANH ? PFX_GAIN_TANH : PFX_GAIN_OFF;
+    c.gain_mode = a == ARM_LINEAR || a == ARM_SELECTED ? PFX_GAIN_LINEAR
+                  : a == ARM_TANH                      ? PFX_GAIN_TANH
+                                                       : PFX_GAIN_OFF;
     c.structured_gain = a == ARM_DIM;
     if (a == ARM_SELECTED) {
         const exp_run *lin = exp_run_at(s, k, ARM_LINEAR);
         run->heads = calloc(s->LH, 1);
         if (!run->heads || !lin->done || !lin->r.gains) {
-            fprintf(stderr, "prefixcl experiment gain: the selected arm needs the linear arm's gains\n");
+            fprintf(stderr,
+                    "prefixcl experiment gain: the selected arm needs the linear arm's gains\n");
             return -1;
         }
         select_heads(s, lin, run->heads);
@@ -220,7 +232,8 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     }
     step_ctx ctx = { .s = s, .run = run, .arm = a, .cap = cap, .err = PFX_SUCCESS };
     if (!o->quiet) {
-        printf("arm %s (seed %llu): %s\n", exp_arm_names[a], (unsigned long long)run->seed, run->dir);
+        printf("arm %s (seed %llu): %s\n", exp_arm_names[a], (unsigned long long)run->seed,
+               run->dir);
         fflush(stdout);
     }
     const double t0 = tool_now_s();
@@ -228,7 +241,8 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     run->seconds = tool_now_s() - t0;
     if (st != PFX_SUCCESS || ctx.err != PFX_SUCCESS || run->r.stopped) {
         if (run->r.stopped)
-            fprintf(stderr, "prefixcl experiment gain: stopped during the %s arm\n", exp_arm_names[a]);
+            fprintf(stderr, "prefixcl experiment gain: stopped during the %s arm\n",
+                    exp_arm_names[a]);
         else
             fprintf(stderr, "prefixcl experiment gain: the %s arm: %s (%s)\n", exp_arm_names[a],
                     pfx_status_string(st != PFX_SUCCESS ? st : ctx.err),
@@ -238,7 +252,8 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     /* the gains at the measured steps, from the job's history of every step */
     for (size_t i = 0; i < run->m; i++)
         for (size_t h = 0; h < s->LH; h++)
-            run->gain[i * s->LH + h] = run->r.gains ? run->r.gains[run->steps[i] * s->LH + h] : 0.0f;
+            run->gain[i * s->LH + h] =
+                run->r.gains ? run->r.gains[run->steps[i] * s->LH + h] : 0.0f;
     run->ppl = exp(run->r.eval_losses[run->r.steps]);
     exp_settle(s, run);
     run->done = true;
@@ -249,9 +264,10 @@ void exp_settle(exp_state *s, exp_run *run)
 {
     int8_t *sign = malloc(s->LH ? s->LH : 1);
     for (size_t t = 0; t < EXP_THRESHOLDS; t++) {
-        run->settled[t] = sign ? settled_heads(run->gain, run->steps, run->m, s->LH, s->o.steps, exp_thresholds[t],
-                                               t == EXP_THR_MAIN ? run->sign : sign)
-                               : -1;
+        run->settled[t] =
+            sign ? settled_heads(run->gain, run->steps, run->m, s->LH, s->o.steps,
+                                 exp_thresholds[t], t == EXP_THR_MAIN ? run->sign : sign)
+                 : -1;
     }
     free(sign);
 }
@@ -272,10 +288,12 @@ int exp_gains_load(const exp_state *s, const exp_run *run, exp_arm_kind a, exp_g
     pfx_status st;
     if (a == ARM_DIM) {
         g->dim_gains = malloc(s->LH * D * sizeof(float));
-        st = g->dim_gains ? pfx_safetensors_read_f32(f, "dim_gains", g->dim_gains, s->LH * D) : PFX_ERROR_OUT_OF_MEMORY;
+        st = g->dim_gains ? pfx_safetensors_read_f32(f, "dim_gains", g->dim_gains, s->LH * D)
+                          : PFX_ERROR_OUT_OF_MEMORY;
     } else {
         g->gains = malloc(s->LH * sizeof(float));
-        st = g->gains ? pfx_safetensors_read_f32(f, "gains", g->gains, s->LH) : PFX_ERROR_OUT_OF_MEMORY;
+        st = g->gains ? pfx_safetensors_read_f32(f, "gains", g->gains, s->LH)
+                      : PFX_ERROR_OUT_OF_MEMORY;
         g->prefix.gain_mode = a == ARM_TANH ? PFX_GAIN_TANH : PFX_GAIN_LINEAR;
     }
     pfx_safetensors_close(&f);
@@ -302,6 +320,7 @@ pfx_model *exp_model_load(exp_state *s, const exp_run *run, size_t batch)
     const pfx_model_params p = { .max_batch = batch, .max_tokens = s->o.block };
     pfx_model *m = NULL;
     if (pfx_model_load(s->rt, run->dir, &p, &m) != PFX_SUCCESS)
-        fprintf(stderr, "prefixcl experiment gain: loading %s: %s\n", run->dir, pfx_last_error(s->rt));
+        fprintf(stderr, "prefixcl experiment gain: loading %s: %s\n", run->dir,
+                pfx_last_error(s->rt));
     return m;
 }

@@ -22,44 +22,52 @@
  * (README.md). */
 #define DEF_LAYERS 4
 #define DEF_HIDDEN 256
-#define DEF_HEADS 4
-#define DEF_BLOCK 128
-#define DEF_BATCH 8
-#define DEF_STEPS 400
+#define DEF_HEADS  4
+#define DEF_BLOCK  128
+#define DEF_BATCH  8
+#define DEF_STEPS  400
 
 static int usage(FILE *out)
 {
-    fprintf(out,
-            "usage: prefixcl experiment gain --corpus DIR --out DIR [--tokenizer DIR] [options]\n"
-            "  Trains the same GPT-2-family model in several arms (same seed, data order and steps) and\n"
-            "  measures what a learnable attention gain per head does: validation perplexity, generation\n"
-            "  tokens/s, which heads' gains settle, a linear probe of the final hidden states; writes\n"
-            "  OUT/report.md (against the published claims), OUT/results.json and pictures.\n"
-            "  --corpus DIR        train.txt, valid.txt, valid_labels.tsv (tools/corpus/wordnet_corpus.py DIR)\n"
-            "  --tokenizer DIR     tokenizer.json's folder (default: the committed " PFX_WORDNET_DIR ")\n"
-            "  --out DIR           output folder\n"
-            "  --arms LIST         of baseline, linear, tanh, dim, selected (default: all; selected needs linear)\n"
-            "  --device SEL        P:D, gpu, cpu or a name substring\n"
-            "  --layers N          (default %d)\n"
-            "  --hidden N          width (default %d)\n"
-            "  --heads N           attention heads, dividing --hidden (default %d)\n"
-            "  --block N           tokens a row, also the model's positions (default %d)\n"
-            "  --batch N           rows a step (default %d)\n"
-            "  --steps N           optimizer steps of every arm (default %d)\n"
-            "  --lr X              the weights' learning rate; the gains' is half (default 1e-3: the recipe's\n"
-            "                      1e-4 is for long runs)\n"
-            "  --warmup N          learning-rate warm-up and gain ramp steps (default steps / 10)\n"
-            "  --seed S            initialization and data order (default 1)\n"
-            "  --seeds N           repeat every arm with seeds S .. S+N-1: means and 95%% intervals (default 1)\n"
-            "  --top-k K           the top-k attention mass measured per head (default 8)\n"
-            "  --measure-every K   per-head measures every K steps (default steps / 20)\n"
-            "  --eval-every N      validation loss every N steps (default steps / 10)\n"
-            "  --eval-blocks N     validation blocks an evaluation reads (default 64)\n"
-            "  --probe-docs N      validation documents the probe reads, 0: all (default 3000)\n"
-            "  --gen-tokens N      new tokens a timed generation (default 64)\n"
-            "  --gen-reps N        timed generations per model and arm (default 5)\n"
-            "  --quiet             no progress output\n",
-            DEF_LAYERS, DEF_HIDDEN, DEF_HEADS, DEF_BLOCK, DEF_BATCH, DEF_STEPS);
+    fprintf(
+        out,
+        "usage: prefixcl experiment gain --corpus DIR --out DIR [--tokenizer DIR] [options]\n"
+        "  Trains the same GPT-2-family model in several arms (same seed, data order and steps) "
+        "and\n"
+        "  measures what a learnable attention gain per head does: validation perplexity, "
+        "generation\n"
+        "  tokens/s, which heads' gains settle, a linear probe of the final hidden states; writes\n"
+        "  OUT/report.md (against the published claims), OUT/results.json and pictures.\n"
+        "  --corpus DIR        train.txt, valid.txt, valid_labels.tsv "
+        "(tools/corpus/wordnet_corpus.py DIR)\n"
+        "  --tokenizer DIR     tokenizer.json's folder (default: the committed " PFX_WORDNET_DIR
+        ")\n"
+        "  --out DIR           output folder\n"
+        "  --arms LIST         of baseline, linear, tanh, dim, selected (default: all; selected "
+        "needs linear)\n"
+        "  --device SEL        P:D, gpu, cpu or a name substring\n"
+        "  --layers N          (default %d)\n"
+        "  --hidden N          width (default %d)\n"
+        "  --heads N           attention heads, dividing --hidden (default %d)\n"
+        "  --block N           tokens a row, also the model's positions (default %d)\n"
+        "  --batch N           rows a step (default %d)\n"
+        "  --steps N           optimizer steps of every arm (default %d)\n"
+        "  --lr X              the weights' learning rate; the gains' is half (default 1e-3: the "
+        "recipe's\n"
+        "                      1e-4 is for long runs)\n"
+        "  --warmup N          learning-rate warm-up and gain ramp steps (default steps / 10)\n"
+        "  --seed S            initialization and data order (default 1)\n"
+        "  --seeds N           repeat every arm with seeds S .. S+N-1: means and 95%% intervals "
+        "(default 1)\n"
+        "  --top-k K           the top-k attention mass measured per head (default 8)\n"
+        "  --measure-every K   per-head measures every K steps (default steps / 20)\n"
+        "  --eval-every N      validation loss every N steps (default steps / 10)\n"
+        "  --eval-blocks N     validation blocks an evaluation reads (default 64)\n"
+        "  --probe-docs N      validation documents the probe reads, 0: all (default 3000)\n"
+        "  --gen-tokens N      new tokens a timed generation (default 64)\n"
+        "  --gen-reps N        timed generations per model and arm (default 5)\n"
+        "  --quiet             no progress output\n",
+        DEF_LAYERS, DEF_HIDDEN, DEF_HEADS, DEF_BLOCK, DEF_BATCH, DEF_STEPS);
     return 2;
 }
 
@@ -84,7 +92,9 @@ static bool parse_arms(const char *text, bool *arm, char *why, size_t cap)
             if (strlen(exp_arm_names[a]) == len && !strncmp(p, exp_arm_names[a], len))
                 hit = a;
         if (hit < 0) {
-            snprintf(why, cap, "--arms: unknown arm '%.*s' (baseline, linear, tanh, dim or selected)", (int)len, p);
+            snprintf(why, cap,
+                     "--arms: unknown arm '%.*s' (baseline, linear, tanh, dim or selected)",
+                     (int)len, p);
             return false;
         }
         if (arm[hit]) {
@@ -97,8 +107,10 @@ static bool parse_arms(const char *text, bool *arm, char *why, size_t cap)
         p = end + 1;
     }
     if (arm[ARM_SELECTED] && !arm[ARM_LINEAR]) {
-        snprintf(why, cap, "--arms: the selected arm needs the linear arm (its heads come from the linear arm's "
-                           "early gains)");
+        snprintf(
+            why, cap,
+            "--arms: the selected arm needs the linear arm (its heads come from the linear arm's "
+            "early gains)");
         return false;
     }
     return true;
@@ -207,13 +219,14 @@ int cmd_experiment(int argc, char **argv)
         { "--gen-reps", CLI_SIZE, &o->gen_reps, 1, 1000, NULL },
         { "--quiet", CLI_FLAG, &o->quiet, 0, 0, NULL },
     };
-    const int parsed =
-        cli_parse("experiment gain", argc - 1, argv + 1, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    const int parsed = cli_parse("experiment gain", argc - 1, argv + 1, opts,
+                                 sizeof(opts) / sizeof(opts[0]), NULL, usage);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     char why[600];
     if (!o->corpus)
-        return refuse("--corpus DIR is needed (python3 tools/corpus/wordnet_corpus.py DIR makes one)");
+        return refuse(
+            "--corpus DIR is needed (python3 tools/corpus/wordnet_corpus.py DIR makes one)");
     if (!o->out)
         return refuse("--out DIR is needed");
     if (!parse_arms(arms, o->arm, why, sizeof(why)))
@@ -241,21 +254,27 @@ int cmd_experiment(int argc, char **argv)
     const char *files[3] = { s->train_path, s->valid_path, s->labels_path };
     for (int i = 0; i < 3; i++)
         if (!readable(files[i])) {
-            fprintf(stderr, "prefixcl experiment gain: --corpus %s: cannot read %s (make the corpus with python3 "
-                            "tools/corpus/wordnet_corpus.py DIR)\n",
+            fprintf(stderr,
+                    "prefixcl experiment gain: --corpus %s: cannot read %s (make the corpus with "
+                    "python3 "
+                    "tools/corpus/wordnet_corpus.py DIR)\n",
                     o->corpus, files[i]);
             return 2;
         }
-    static const char *const outputs[] = { "report.md",   "results.json",       "valid_loss.png", "entropy.png",
-                                           "gains_linear.png", "attention_maps.png", "model/" };
-    if (!cli_check_output_dir("experiment gain", "--out", o->out, outputs, sizeof(outputs) / sizeof(outputs[0])))
+    static const char *const outputs[] = { "report.md",   "results.json",     "valid_loss.png",
+                                           "entropy.png", "gains_linear.png", "attention_maps.png",
+                                           "model/" };
+    if (!cli_check_output_dir("experiment gain", "--out", o->out, outputs,
+                              sizeof(outputs) / sizeof(outputs[0])))
         return 2;
     if (pfx_tokenizer_load(o->tokenizer, &s->tok) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl experiment gain: --tokenizer %s: %s\n", o->tokenizer, pfx_last_error(NULL));
+        fprintf(stderr, "prefixcl experiment gain: --tokenizer %s: %s\n", o->tokenizer,
+                pfx_last_error(NULL));
         return 2;
     }
     if (pfx_tokenizer_special_id(s->tok, PFX_TOKEN_EOS) < 0) {
-        fprintf(stderr, "prefixcl experiment gain: --tokenizer %s has no end-of-text token\n", o->tokenizer);
+        fprintf(stderr, "prefixcl experiment gain: --tokenizer %s has no end-of-text token\n",
+                o->tokenizer);
         pfx_tokenizer_free(&s->tok);
         return 2;
     }
@@ -265,12 +284,15 @@ int cmd_experiment(int argc, char **argv)
     strftime(s->date, sizeof(s->date), "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
     int rc = 1;
     s->runs = calloc(o->seeds * ARM_COUNT, sizeof(exp_run));
-    if (!s->runs || !o->command_line || !(s->rt = tool_runtime("experiment gain", o->device)) || exp_prepare(s))
+    if (!s->runs || !o->command_line || !(s->rt = tool_runtime("experiment gain", o->device)) ||
+        exp_prepare(s))
         goto out;
     if (!o->quiet)
-        printf("prefixcl experiment gain: %zu layers x %zu heads, %zu wide, blocks of %zu, %zu x %zu steps an arm, "
+        printf("prefixcl experiment gain: %zu layers x %zu heads, %zu wide, blocks of %zu, %zu x "
+               "%zu steps an arm, "
                "device %s\n",
-               o->layers, o->heads, o->hidden, o->block, o->batch, o->steps, pfx_runtime_device(s->rt)->device_name);
+               o->layers, o->heads, o->hidden, o->block, o->batch, o->steps,
+               pfx_runtime_device(s->rt)->device_name);
     cli_stop_catch();
     bool ok = true;
     for (size_t k = 0; k < o->seeds && ok; k++)
@@ -295,8 +317,8 @@ int cmd_experiment(int argc, char **argv)
     s->seconds_total = tool_now_s() - t0;
     if (exp_report_write(s))
         goto out;
-    printf("wrote %s/report.md, results.json, %d picture%s%s%s, and a folder per arm\n", o->out, pics,
-           pics == 1 ? "" : "s", note[0] ? "; pictures: " : "", note);
+    printf("wrote %s/report.md, results.json, %d picture%s%s%s, and a folder per arm\n", o->out,
+           pics, pics == 1 ? "" : "s", note[0] ? "; pictures: " : "", note);
     printf("time: %.0f s\n", s->seconds_total);
     rc = 0;
 out:

@@ -43,16 +43,22 @@ static int plot_valid(exp_state *s)
                 xs[n][k] = (double)t;
                 ys[n][k++] = run->r.eval_losses[t];
             }
-        ser[n] = (chart_series){ .name = exp_arm_names[a], .x = xs[n], .y = ys[n], .count = k, .line = true,
+        ser[n] = (chart_series){ .name = exp_arm_names[a],
+                                 .x = xs[n],
+                                 .y = ys[n],
+                                 .count = k,
+                                 .line = true,
                                  .points = true };
         n++;
     }
     if (rc == CHART_OK) {
         char sub[200], path[4200];
-        snprintf(sub, sizeof(sub), "%zu layers, %zu heads, %zu wide, %zu steps of %zu x %zu tokens, seed %llu",
-                 s->shape.layers, s->shape.heads, s->shape.hidden, s->o.steps, s->o.batch, s->o.block,
-                 (unsigned long long)s->o.seed);
-        const chart_line_spec spec = { .title = "validation loss of every arm (perplexity = exp(loss))",
+        snprintf(sub, sizeof(sub),
+                 "%zu layers, %zu heads, %zu wide, %zu steps of %zu x %zu tokens, seed %llu",
+                 s->shape.layers, s->shape.heads, s->shape.hidden, s->o.steps, s->o.batch,
+                 s->o.block, (unsigned long long)s->o.seed);
+        const chart_line_spec spec = { .title =
+                                           "validation loss of every arm (perplexity = exp(loss))",
                                        .subtitle = sub,
                                        .x = { .label = "step" },
                                        .y = { .label = "validation token loss (nats)" },
@@ -86,11 +92,14 @@ static int plot_gains(exp_state *s, exp_arm_kind a)
                 for (size_t t = 0; t <= S; t++)
                     y[k * (S + 1) + t] = run->r.gains[t * s->LH + k];
                 snprintf(names[k], sizeof(names[k]), "head %zu", h);
-                ser[k] = (chart_series){ .name = names[k], .x = x, .y = y + k * (S + 1), .count = S + 1, .line = true };
+                ser[k] = (chart_series){
+                    .name = names[k], .x = x, .y = y + k * (S + 1), .count = S + 1, .line = true
+                };
             }
             snprintf(titles[l], sizeof(titles[l]), "%s arm, layer %zu: %s over the steps",
                      exp_arm_names[a], l,
-                     a == ARM_DIM ? "each head's mean of G over its dimensions" : "each head's gain g");
+                     a == ARM_DIM ? "each head's mean of G over its dimensions"
+                                  : "each head's gain g");
             panels[l] = (chart_line_spec){ .title = titles[l],
                                            .x = { .label = "step" },
                                            .y = { .label = a == ARM_DIM ? "mean G" : "g" },
@@ -123,7 +132,8 @@ static int plot_entropy(exp_state *s)
     int rc = CHART_ERR_IO;
     if (ticks && tp && y) {
         for (size_t k = 0; k < LH; k++) {
-            snprintf(ticks[k], sizeof(ticks[k]), "L%zuH%zu", k / s->shape.heads, k % s->shape.heads);
+            snprintf(ticks[k], sizeof(ticks[k]), "L%zuH%zu", k / s->shape.heads,
+                     k % s->shape.heads);
             tp[k] = ticks[k];
         }
         for (exp_arm_kind a = 0; a < ARM_COUNT; a++) {
@@ -132,21 +142,24 @@ static int plot_entropy(exp_state *s)
                 continue;
             for (size_t k = 0; k < LH; k++)
                 y[n * LH + k] = run->entropy[(run->m - 1) * LH + k];
-            ser[n] = (chart_series){ .name = exp_arm_names[a], .y = y + n * LH, .count = LH, .line = true,
-                                     .points = true };
+            ser[n] = (chart_series){
+                .name = exp_arm_names[a], .y = y + n * LH, .count = LH, .line = true, .points = true
+            };
             n++;
         }
         char sub[200], path[4200];
-        snprintf(sub, sizeof(sub), "the final models on %zu validation blocks of %zu tokens", s->probe_rows,
-                 s->o.block);
-        const chart_line_spec spec = { .title = "attention entropy per head (nats): baseline and gain arms",
-                                       .subtitle = sub,
-                                       .x = { .label = "layer and head" },
-                                       .y = { .label = "mean row entropy (nats)" },
-                                       .x_ticks = tp,
-                                       .x_tick_count = LH,
-                                       .series = ser,
-                                       .series_count = n };
+        snprintf(sub, sizeof(sub), "the final models on %zu validation blocks of %zu tokens",
+                 s->probe_rows, s->o.block);
+        const chart_line_spec spec = {
+            .title = "attention entropy per head (nats): baseline and gain arms",
+            .subtitle = sub,
+            .x = { .label = "layer and head" },
+            .y = { .label = "mean row entropy (nats)" },
+            .x_ticks = tp,
+            .x_tick_count = LH,
+            .series = ser,
+            .series_count = n
+        };
         rc = chart_lines(path_in(s, "entropy.png", path, sizeof(path)), &spec, 1);
     }
     free(ticks);
@@ -172,14 +185,16 @@ static size_t pick_head(const exp_state *s, const exp_run *run, int sign, bool *
     return best;
 }
 
-static int head_map(exp_state *s, pfx_model *model, const pfx_model_prefix *prefix, size_t k, float *probs)
+static int head_map(exp_state *s, pfx_model *model, const pfx_model_prefix *prefix, size_t k,
+                    float *probs)
 {
     const size_t N = s->sentence_len, shape[2] = { N, N };
     const pfx_model_batch b = { .batch = 1, .tokens = N, .ids = s->sentence };
     pfx_tensor *t = NULL;
     pfx_status st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 2, shape, &t);
     if (st == PFX_SUCCESS)
-        st = pfx_model_attention_probs(model, &b, prefix, 0, k / s->shape.heads, k % s->shape.heads, t);
+        st = pfx_model_attention_probs(model, &b, prefix, 0, k / s->shape.heads, k % s->shape.heads,
+                                       t);
     if (st == PFX_SUCCESS)
         st = pfx_tensor_read(t, 0, N * N, probs);
     pfx_tensor_destroy(&t);
@@ -197,7 +212,8 @@ static int plot_maps(exp_state *s)
     for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT && ga == ARM_COUNT; a++)
         if (exp_run_at(s, 0, a)->done && a != ARM_DIM)
             ga = a;
-    exp_run *base = exp_run_at(s, 0, ARM_BASELINE), *gain = ga < ARM_COUNT ? exp_run_at(s, 0, ga) : NULL;
+    exp_run *base = exp_run_at(s, 0, ARM_BASELINE),
+            *gain = ga < ARM_COUNT ? exp_run_at(s, 0, ga) : NULL;
     if (!base->done || !gain || s->sentence_len < 2)
         return CHART_ERR_ARG;
     const size_t N = s->sentence_len;
@@ -214,20 +230,22 @@ static int plot_maps(exp_state *s)
     if (!probs || !labels || !lp || !bm || !gm || exp_gains_load(s, gain, ga, &gg))
         goto out;
     if (head_map(s, bm, &none, up, probs) || head_map(s, gm, &gg.prefix, up, probs + N * N) ||
-        head_map(s, bm, &none, down, probs + 2 * N * N) || head_map(s, gm, &gg.prefix, down, probs + 3 * N * N))
+        head_map(s, bm, &none, down, probs + 2 * N * N) ||
+        head_map(s, gm, &gg.prefix, down, probs + 3 * N * N))
         goto out;
     for (size_t i = 0; i < N; i++) {
         size_t len = 0;
         const char *p = pfx_tokenizer_id_to_token(s->tok, s->sentence[i], &len);
-        snprintf(labels[i], sizeof(labels[i]), "%.*s", p ? (int)(len < 40 ? len : 40) : 1, p ? p : "?");
+        snprintf(labels[i], sizeof(labels[i]), "%.*s", p ? (int)(len < 40 ? len : 40) : 1,
+                 p ? p : "?");
         lp[i] = labels[i];
     }
     char titles[4][160];
     const size_t heads[2] = { up, down };
     for (int r = 0; r < 2; r++) {
         const size_t k = heads[r];
-        snprintf(titles[2 * r], sizeof(titles[0]), "baseline, layer %zu head %zu", k / s->shape.heads,
-                 k % s->shape.heads);
+        snprintf(titles[2 * r], sizeof(titles[0]), "baseline, layer %zu head %zu",
+                 k / s->shape.heads, k % s->shape.heads);
         snprintf(titles[2 * r + 1], sizeof(titles[0]), "%s, layer %zu head %zu, g = %+.3f (%s%s)",
                  exp_arm_names[ga], k / s->shape.heads, k % s->shape.heads, (double)g[k],
                  r == 0 ? "most sharpening" : "most spreading",
@@ -235,16 +253,22 @@ static int plot_maps(exp_state *s)
     }
     attn_plot_map maps[4];
     for (int i = 0; i < 4; i++)
-        maps[i] = (attn_plot_map){ .probs = probs + (size_t)i * N * N, .queries = N, .keys = N,
-                                   .query_labels = lp, .key_labels = lp, .title = titles[i] };
-    snprintf(s->heat_note, sizeof(s->heat_note),
-             "layer %zu head %zu (g = %+.3f, %s) and layer %zu head %zu (g = %+.3f, %s) of the %s arm",
-             up / s->shape.heads, up % s->shape.heads, (double)g[up], set_up ? "settled" : "largest g, not settled",
-             down / s->shape.heads, down % s->shape.heads, (double)g[down],
-             set_down ? "settled" : "smallest g, not settled", exp_arm_names[ga]);
+        maps[i] = (attn_plot_map){ .probs = probs + (size_t)i * N * N,
+                                   .queries = N,
+                                   .keys = N,
+                                   .query_labels = lp,
+                                   .key_labels = lp,
+                                   .title = titles[i] };
+    snprintf(
+        s->heat_note, sizeof(s->heat_note),
+        "layer %zu head %zu (g = %+.3f, %s) and layer %zu head %zu (g = %+.3f, %s) of the %s arm",
+        up / s->shape.heads, up % s->shape.heads, (double)g[up],
+        set_up ? "settled" : "largest g, not settled", down / s->shape.heads, down % s->shape.heads,
+        (double)g[down], set_down ? "settled" : "smallest g, not settled", exp_arm_names[ga]);
     char path[4200];
     rc = attn_plot_grid(path_in(s, "attention_maps.png", path, sizeof(path)),
-                        "attention on a validation sentence: baseline (left) and gain arm (right)", maps, 4);
+                        "attention on a validation sentence: baseline (left) and gain arm (right)",
+                        maps, 4);
 out:
     exp_gains_free(&gg);
     pfx_model_destroy(&bm);
@@ -259,13 +283,13 @@ int exp_plot_all(exp_state *s, char *note, size_t cap)
 {
     int written = 0, rc;
     note[0] = '\0';
-#define TRY(call)                                                                                                    \
-    do {                                                                                                             \
-        rc = (call);                                                                                                 \
-        if (rc == CHART_OK)                                                                                          \
-            written++;                                                                                               \
-        else if (!note[0])                                                                                           \
-            snprintf(note, cap, "%s", chart_strerror(rc));                                                           \
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        rc = (call);                                                                               \
+        if (rc == CHART_OK)                                                                        \
+            written++;                                                                             \
+        else if (!note[0])                                                                         \
+            snprintf(note, cap, "%s", chart_strerror(rc));                                         \
     } while (0)
     TRY(plot_valid(s));
     for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT; a++)

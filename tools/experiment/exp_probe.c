@@ -16,8 +16,8 @@
 
 typedef labelled_docs doc_set;
 
-static int encode_text(void *user, const char *text, size_t len, int32_t **ids, size_t *count, char *err,
-                       size_t err_cap)
+static int encode_text(void *user, const char *text, size_t len, int32_t **ids, size_t *count,
+                       char *err, size_t err_cap)
 {
     if (pfx_tokenizer_encode(user, text, len, 0, ids, count) == PFX_SUCCESS)
         return 0;
@@ -34,8 +34,9 @@ static int docs_read(exp_state *s, size_t cap, doc_set *d)
         return -1;
     }
     char err[1024];
-    int rc = labels_read(f, s->labels_path, cap, s->o.block, pfx_tokenizer_special_id(s->tok, PFX_TOKEN_EOS),
-                         encode_text, s->tok, d, err, sizeof(err));
+    int rc = labels_read(f, s->labels_path, cap, s->o.block,
+                         pfx_tokenizer_special_id(s->tok, PFX_TOKEN_EOS), encode_text, s->tok, d,
+                         err, sizeof(err));
     fclose(f);
     if (rc)
         fprintf(stderr, "prefixcl experiment gain: %s\n", err);
@@ -44,7 +45,8 @@ static int docs_read(exp_state *s, size_t cap, doc_set *d)
 
 /* Each document's feature row [C]: the mean of its positions' final hidden
  * states. */
-static int features(exp_state *s, pfx_model *model, const pfx_model_prefix *prefix, const doc_set *d, float *x)
+static int features(exp_state *s, pfx_model *model, const pfx_model_prefix *prefix,
+                    const doc_set *d, float *x)
 {
     const size_t C = s->shape.hidden, T = s->o.block;
     int32_t *ids = malloc(FEATURE_BATCH * T * sizeof(int32_t)), lens[FEATURE_BATCH];
@@ -66,7 +68,8 @@ static int features(exp_state *s, pfx_model *model, const pfx_model_prefix *pref
         if (pfx_tensor_create(s->rt, PFX_DTYPE_F32, 3, shape, &t) != PFX_SUCCESS ||
             pfx_model_hidden_states(model, &batch, prefix, t) != PFX_SUCCESS ||
             pfx_tensor_read(t, 0, B * N * C, h) != PFX_SUCCESS) {
-            fprintf(stderr, "prefixcl experiment gain: the probe's features: %s\n", pfx_last_error(s->rt));
+            fprintf(stderr, "prefixcl experiment gain: the probe's features: %s\n",
+                    pfx_last_error(s->rt));
             rc = -1;
         }
         pfx_tensor_destroy(&t);
@@ -89,7 +92,8 @@ static int features(exp_state *s, pfx_model *model, const pfx_model_prefix *pref
 static int probe_run(exp_state *s, const doc_set *d, const float *x, exp_run *run)
 {
     const size_t C = s->shape.hidden, ntr = (d->n + 1) / 2, nte = d->n / 2;
-    float *xtr = malloc(ntr * C * sizeof(float)), *xte = malloc((nte ? nte : 1) * C * sizeof(float));
+    float *xtr = malloc(ntr * C * sizeof(float)),
+          *xte = malloc((nte ? nte : 1) * C * sizeof(float));
     int32_t *ytr = malloc(ntr * sizeof(int32_t)), *yte = malloc((nte ? nte : 1) * sizeof(int32_t));
     int rc = -1;
     if (xtr && xte && ytr && yte) {
@@ -144,21 +148,25 @@ int exp_probe_all(exp_state *s)
             /* the same weights with the gains set to 0: what the gains
              * themselves do to each head's entropy */
             if (rc == 0 && a != ARM_BASELINE) {
-                const pfx_model_batch b = { .batch = s->probe_rows, .tokens = s->o.block, .ids = s->probe_ids };
+                const pfx_model_batch b = { .batch = s->probe_rows,
+                                            .tokens = s->o.block,
+                                            .ids = s->probe_ids };
                 const pfx_model_prefix none = { 0 };
                 run->gain_off_entropy = malloc(s->LH * sizeof(float));
                 if (!run->gain_off_entropy ||
-                    pfx_model_head_stats(model, &b, &none, (uint32_t)s->o.top_k, NULL, run->gain_off_entropy, NULL) !=
-                        PFX_SUCCESS) {
-                    fprintf(stderr, "prefixcl experiment gain: head statistics: %s\n", pfx_last_error(s->rt));
+                    pfx_model_head_stats(model, &b, &none, (uint32_t)s->o.top_k, NULL,
+                                         run->gain_off_entropy, NULL) != PFX_SUCCESS) {
+                    fprintf(stderr, "prefixcl experiment gain: head statistics: %s\n",
+                            pfx_last_error(s->rt));
                     rc = -1;
                 }
             }
             if (rc == 0 && !s->o.quiet)
-                printf("  probe: %-8s accuracy %.3f (majority class %.3f; %zu train, %zu test documents, %zu "
+                printf("  probe: %-8s accuracy %.3f (majority class %.3f; %zu train, %zu test "
+                       "documents, %zu "
                        "classes)\n",
-                       exp_arm_names[a], run->probe_acc, run->probe_majority, s->probe_train, s->probe_test,
-                       s->probe_classes);
+                       exp_arm_names[a], run->probe_acc, run->probe_majority, s->probe_train,
+                       s->probe_test, s->probe_classes);
             exp_gains_free(&g);
             pfx_model_destroy(&model);
         }

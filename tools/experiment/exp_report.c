@@ -22,9 +22,10 @@ static const double claim_tok[ARM_COUNT] = { 1250, 1220, NAN, NAN, 1280 };
 
 /* Student's t at 97.5% for 1 .. 30 degrees of freedom (--seeds is at most
  * 30): the 95% interval of a mean over a few seeds. */
-static const double t975[30] = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-                                 2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-                                 2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042 };
+static const double t975[30] = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
+                                 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
+                                 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                                 2.060,  2.056, 2.052, 2.048, 2.045, 2.042 };
 
 typedef struct stat {
     double mean, ci; /* ci: half-width of the 95% interval; NAN for one value */
@@ -101,7 +102,8 @@ static void fmt_stat(char *buf, size_t cap, stat v, const char *fmt)
 
 /* Of the heads settled with sign `sign`: how many have a final entropy
  * below (sign +1) or above (-1) `ref`'s, the same head. */
-static size_t entropy_agree(const exp_state *s, const exp_run *run, const float *ref, int sign, size_t *count)
+static size_t entropy_agree(const exp_state *s, const exp_run *run, const float *ref, int sign,
+                            size_t *count)
 {
     size_t agree = 0;
     *count = 0;
@@ -121,10 +123,13 @@ static double median_since(const exp_state *s, const exp_run *run, size_t t)
     int8_t *sign = malloc(s->LH);
     double *x = malloc(s->LH * sizeof(double)), med = NAN;
     size_t n = 0;
-    if (sign && x && settled_heads(run->gain, run->steps, run->m, s->LH, s->o.steps, exp_thresholds[t], sign) > 0) {
+    if (sign && x &&
+        settled_heads(run->gain, run->steps, run->m, s->LH, s->o.steps, exp_thresholds[t], sign) >
+            0) {
         for (size_t h = 0; h < s->LH; h++)
             if (sign[h])
-                x[n++] = (double)settled_since(run->gain, run->steps, run->m, s->LH, h, exp_thresholds[t]);
+                x[n++] = (double)settled_since(run->gain, run->steps, run->m, s->LH, h,
+                                               exp_thresholds[t]);
         med = tool_median(x, n);
     }
     free(sign);
@@ -138,7 +143,8 @@ static void head_list(FILE *f, const exp_state *s, const exp_run *run, int sign)
     bool any = false;
     for (size_t h = 0; h < s->LH; h++)
         if (run->sign[h] == sign) {
-            fprintf(f, "%sL%zuH%zu (%+.3f)", any ? ", " : "", h / s->shape.heads, h % s->shape.heads, (double)g[h]);
+            fprintf(f, "%sL%zuH%zu (%+.3f)", any ? ", " : "", h / s->shape.heads,
+                    h % s->shape.heads, (double)g[h]);
             any = true;
         }
     if (!any)
@@ -169,9 +175,11 @@ static const char *verdict_less(exp_state *s, exp_arm_kind a, exp_arm_kind b, ch
     if (d.n == 0)
         return "cannot be checked (an arm is missing)";
     if (d.n < 2) {
-        snprintf(buf, cap, "%s in direction (one seed: the difference is not weighed against the spread between "
-                           "seeds; --seeds N does that)",
-                 d.mean < 0 ? "agrees" : "disagrees");
+        snprintf(
+            buf, cap,
+            "%s in direction (one seed: the difference is not weighed against the spread between "
+            "seeds; --seeds N does that)",
+            d.mean < 0 ? "agrees" : "disagrees");
         return buf;
     }
     snprintf(buf, cap, "%s (paired difference over %zu seeds %+.3f ± %.3f)",
@@ -199,7 +207,8 @@ static const char *verdict_ratio(const exp_run *run, int clock, double claimed)
         return "agrees";
     if (faster ? f->ratio_hi < 1.0 : f->ratio_lo > 1.0)
         return "disagrees";
-    return "is inconclusive (the paired ratios lie on both sides of 1: within this machine's noise)";
+    return "is inconclusive (the paired ratios lie on both sides of 1: within this machine's "
+           "noise)";
 }
 
 static void write_md(exp_state *s, FILE *f)
@@ -214,41 +223,58 @@ static void write_md(exp_state *s, FILE *f)
     fprintf(f, "# The attention-gain experiment\n\n");
     fprintf(f, "```\n%s\n```\n\n", o->command_line);
     fprintf(f, "- date: %s\n", s->date);
-    fprintf(f, "- device: %s (%s, %s)\n", dev->device_name, dev->platform_name, tool_device_type(dev->type));
-    fprintf(f, "- model: GPT-2 family, %zu layers, %zu heads of %zu, %zu wide, vocabulary %zu (the tokenizer's), "
-               "%zu positions, %zu parameters\n",
+    fprintf(f, "- device: %s (%s, %s)\n", dev->device_name, dev->platform_name,
+            tool_device_type(dev->type));
+    fprintf(f,
+            "- model: GPT-2 family, %zu layers, %zu heads of %zu, %zu wide, vocabulary %zu (the "
+            "tokenizer's), "
+            "%zu positions, %zu parameters\n",
             s->shape.layers, s->shape.heads, s->shape.head_dim, s->shape.hidden, s->shape.vocab,
             s->shape.max_positions, s->shape.parameters);
     if (any0)
-        fprintf(f, "- training: %zu steps of %zu blocks x %zu tokens (%zu tokens a step, %zu tokens an arm), "
-                   "%zu training blocks available; weights lr %g, gains lr %g (half), weight decay 0.01 (never on "
-                   "the gains), clipping 1.0, warm-up and gain ramp %zu steps then cosine to 0.1; seed%s %llu%s\n",
-                o->steps, o->batch, o->block, any0->r.tokens_per_step, o->steps * any0->r.tokens_per_step,
-                any0->r.train_blocks, (double)o->lr, (double)o->lr / 2, o->warmup, o->seeds > 1 ? "s" : "",
-                (unsigned long long)o->seed, o->seeds > 1 ? "" : "");
+        fprintf(f,
+                "- training: %zu steps of %zu blocks x %zu tokens (%zu tokens a step, %zu tokens "
+                "an arm), "
+                "%zu training blocks available; weights lr %g, gains lr %g (half), weight decay "
+                "0.01 (never on "
+                "the gains), clipping 1.0, warm-up and gain ramp %zu steps then cosine to 0.1; "
+                "seed%s %llu%s\n",
+                o->steps, o->batch, o->block, any0->r.tokens_per_step,
+                o->steps * any0->r.tokens_per_step, any0->r.train_blocks, (double)o->lr,
+                (double)o->lr / 2, o->warmup, o->seeds > 1 ? "s" : "", (unsigned long long)o->seed,
+                o->seeds > 1 ? "" : "");
     if (o->seeds > 1)
-        fprintf(f, "- seeds: %llu .. %llu (%zu runs of every arm): figures are means ± the half-width of their "
-                   "95%% interval (Student's t)\n",
-                (unsigned long long)o->seed, (unsigned long long)(o->seed + o->seeds - 1), o->seeds);
+        fprintf(f,
+                "- seeds: %llu .. %llu (%zu runs of every arm): figures are means ± the half-width "
+                "of their "
+                "95%% interval (Student's t)\n",
+                (unsigned long long)o->seed, (unsigned long long)(o->seed + o->seeds - 1),
+                o->seeds);
     if (any0)
-        fprintf(f, "- validation: the first %zu of valid.txt's %zu blocks at every evaluation (every %zu steps and at "
-                   "the end)\n",
-                o->eval_blocks < any0->r.eval_blocks ? o->eval_blocks : any0->r.eval_blocks, any0->r.eval_blocks,
-                o->eval_every);
+        fprintf(f,
+                "- validation: the first %zu of valid.txt's %zu blocks at every evaluation (every "
+                "%zu steps and at "
+                "the end)\n",
+                o->eval_blocks < any0->r.eval_blocks ? o->eval_blocks : any0->r.eval_blocks,
+                any0->r.eval_blocks, o->eval_every);
     double train = 0.0;
     for (size_t i = 0; i < o->seeds * ARM_COUNT; i++)
         train += s->runs[i].done ? s->runs[i].seconds : 0.0;
-    fprintf(f, "- time: %.0f s in all: training and its measures %.0f s, generation speed %.0f s, probe %.0f s\n\n",
+    fprintf(f,
+            "- time: %.0f s in all: training and its measures %.0f s, generation speed %.0f s, "
+            "probe %.0f s\n\n",
             s->seconds_total, train, s->seconds_speed, s->seconds_probe);
 
     fprintf(f, "## Results against the claims\n\n");
-    fprintf(f, "| arm | validation perplexity | tokens/s | heads settled (thr 0.05) | probe accuracy | claimed "
+    fprintf(f, "| arm | validation perplexity | tokens/s | heads settled (thr 0.05) | probe "
+               "accuracy | claimed "
                "perplexity | claimed tokens/s |\n|---|---|---|---|---|---|---|\n");
     for (exp_arm_kind a = 0; a < ARM_COUNT; a++) {
         const exp_run *r0 = exp_run_at(s, 0, a);
         if (!r0->done)
             continue;
-        char ppl[96], probe[96], settled[160] = "n/a (no gain)", tok[96] = "n/a", cp[16] = "—", ct[16] = "—";
+        char ppl[96], probe[96], settled[160] = "n/a (no gain)", tok[96] = "n/a", cp[16] = "—",
+                                 ct[16] = "—";
         fmt_stat(ppl, sizeof(ppl), arm_stat(s, a, M_PPL), "%.3f");
         fmt_stat(probe, sizeof(probe), arm_stat(s, a, M_PROBE), "%.3f");
         if (a != ARM_BASELINE) {
@@ -263,34 +289,47 @@ static void write_md(exp_state *s, FILE *f)
                 snprintf(settled, sizeof(settled), "window too short");
             else
                 snprintf(settled, sizeof(settled), "%d of %zu (%.0f %%)", r0->settled[EXP_THR_MAIN],
-                         trained_heads(s, r0), 100.0 * r0->settled[EXP_THR_MAIN] / (double)trained_heads(s, r0));
+                         trained_heads(s, r0),
+                         100.0 * r0->settled[EXP_THR_MAIN] / (double)trained_heads(s, r0));
         }
         if (r0->speed[EXP_WALL].tok_s > 0)
-            snprintf(tok, sizeof(tok), a == ARM_BASELINE ? "%.1f" : "%.1f (baseline %.1f)", r0->speed[EXP_WALL].tok_s,
-                     r0->speed[EXP_WALL].base_tok_s);
+            snprintf(tok, sizeof(tok), a == ARM_BASELINE ? "%.1f" : "%.1f (baseline %.1f)",
+                     r0->speed[EXP_WALL].tok_s, r0->speed[EXP_WALL].base_tok_s);
         if (isfinite(claim_ppl[a]))
             snprintf(cp, sizeof(cp), "%.2f", claim_ppl[a]);
         if (isfinite(claim_tok[a]))
             snprintf(ct, sizeof(ct), "%.0f", claim_tok[a]);
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", exp_arm_names[a], ppl, tok, settled, probe, cp, ct);
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", exp_arm_names[a], ppl, tok, settled,
+                probe, cp, ct);
     }
-    fprintf(f, "\nThe claimed figures come from another model, corpus and machine: compare the directions and "
-               "ratios, not the values. Tokens/s here: greedy decoding at batch 1 of %zu new tokens after a "
-               "%zu-token validation prompt, new tokens over the whole call's wall time, median of %zu "
-               "repetitions interleaved with the baseline's (seed %llu's models)%s. On a CPU device shared with "
-               "other work the timings are noisy.\n\n",
-            exp_gen_tokens(s), s->sentence_len, o->gen_reps, (unsigned long long)o->seed,
-            base0->done ? "" : "; no baseline arm, so no speed comparison");
+    fprintf(
+        f,
+        "\nThe claimed figures come from another model, corpus and machine: compare the directions "
+        "and "
+        "ratios, not the values. Tokens/s here: greedy decoding at batch 1 of %zu new tokens after "
+        "a "
+        "%zu-token validation prompt, new tokens over the whole call's wall time, median of %zu "
+        "repetitions interleaved with the baseline's (seed %llu's models)%s. On a CPU device "
+        "shared with "
+        "other work the timings are noisy.\n\n",
+        exp_gen_tokens(s), s->sentence_len, o->gen_reps, (unsigned long long)o->seed,
+        base0->done ? "" : "; no baseline arm, so no speed comparison");
     if (s->probe_classes)
-        fprintf(f, "Probe: multinomial logistic regression (L2 1e-3, standardized features) on the mean final "
-                   "hidden state of each validation document, predicting its WordNet lexicographer file (%zu "
-                   "classes); %zu documents at even indices train it, %zu at odd indices test it. Always "
-                   "answering the most frequent class scores %.3f.\n\n",
-                s->probe_classes, s->probe_train, s->probe_test, any0->probe_majority);
+        fprintf(
+            f,
+            "Probe: multinomial logistic regression (L2 1e-3, standardized features) on the mean "
+            "final "
+            "hidden state of each validation document, predicting its WordNet lexicographer file "
+            "(%zu "
+            "classes); %zu documents at even indices train it, %zu at odd indices test it. Always "
+            "answering the most frequent class scores %.3f.\n\n",
+            s->probe_classes, s->probe_train, s->probe_test, any0->probe_majority);
 
     if (base0->done && base0->speed[EXP_WALL].tok_s > 0) {
-        fprintf(f, "### Generation speed by both clocks\n\n| arm | tokens/s | baseline paired | ratio (range over "
-                   "pairs) | tokens per CPU second | baseline paired | ratio (range) |\n|---|---|---|---|---|---|---|\n");
+        fprintf(f, "### Generation speed by both clocks\n\n| arm | tokens/s | baseline paired | "
+                   "ratio (range over "
+                   "pairs) | tokens per CPU second | baseline paired | ratio (range) "
+                   "|\n|---|---|---|---|---|---|---|\n");
         for (exp_arm_kind a = 0; a < ARM_COUNT; a++) {
             const exp_run *r0 = exp_run_at(s, 0, a);
             if (!r0->done || !(r0->speed[EXP_WALL].tok_s > 0))
@@ -298,27 +337,39 @@ static void write_md(exp_state *s, FILE *f)
             fprintf(f, "| %s", exp_arm_names[a]);
             for (int c = 0; c < EXP_CLOCKS; c++) {
                 const exp_speed_figs *q = &r0->speed[c];
-                fprintf(f, " | %.1f | %.1f | %.3f (%.3f .. %.3f)", q->tok_s, q->base_tok_s, q->ratio_med, q->ratio_lo,
-                        q->ratio_hi);
+                fprintf(f, " | %.1f | %.1f | %.3f (%.3f .. %.3f)", q->tok_s, q->base_tok_s,
+                        q->ratio_med, q->ratio_lo, q->ratio_hi);
             }
             fprintf(f, " |\n");
         }
-        fprintf(f, "\nCPU seconds are the whole process's (the device's worker threads on a CPU device): with other "
-                   "jobs on the same cores they count the work and not the waiting. The speed claims below are "
-                   "judged by %s.\n\n",
-                judge_clock(s) == EXP_CPU ? "tokens per CPU second (a CPU device)" : "wall-clock tokens/s");
+        fprintf(f,
+                "\nCPU seconds are the whole process's (the device's worker threads on a CPU "
+                "device): with other "
+                "jobs on the same cores they count the work and not the waiting. The speed claims "
+                "below are "
+                "judged by %s.\n\n",
+                judge_clock(s) == EXP_CPU ? "tokens per CPU second (a CPU device)"
+                                          : "wall-clock tokens/s");
     }
 
     fprintf(f, "## Settled heads\n\n");
-    fprintf(f, "A head has *settled* when its gain satisfies |g| >= threshold at every measured step of the last "
-               "20%% of training (the measured steps s with 5 s >= 4 x %zu; measured every %zu steps and at the "
-               "last) with no change of sign; at least %d measurements must fall in that window. For the dim "
-               "arm, g is the mean of the head's G over its dimensions. A settled g > 0 sharpens the head "
-               "(logits scaled by 1 + g > 1), g < 0 spreads it.\n\n",
-            o->steps, o->measure_every, SETTLED_MIN_POINTS);
-    fprintf(f, "| arm (seed %llu) | thr 0.01 | thr 0.05 | thr 0.1 | sharpen (thr 0.05, final g) | spread | entropy "
-               "vs baseline agrees | entropy vs own gains off agrees | held since, median step (thr 0.01 / 0.05) "
-               "|\n|---|---|---|---|---|---|---|---|---|\n",
+    fprintf(
+        f,
+        "A head has *settled* when its gain satisfies |g| >= threshold at every measured step of "
+        "the last "
+        "20%% of training (the measured steps s with 5 s >= 4 x %zu; measured every %zu steps and "
+        "at the "
+        "last) with no change of sign; at least %d measurements must fall in that window. For the "
+        "dim "
+        "arm, g is the mean of the head's G over its dimensions. A settled g > 0 sharpens the head "
+        "(logits scaled by 1 + g > 1), g < 0 spreads it.\n\n",
+        o->steps, o->measure_every, SETTLED_MIN_POINTS);
+    fprintf(f,
+            "| arm (seed %llu) | thr 0.01 | thr 0.05 | thr 0.1 | sharpen (thr 0.05, final g) | "
+            "spread | entropy "
+            "vs baseline agrees | entropy vs own gains off agrees | held since, median step (thr "
+            "0.01 / 0.05) "
+            "|\n|---|---|---|---|---|---|---|---|---|\n",
             (unsigned long long)o->seed);
     for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT; a++) {
         const exp_run *r0 = exp_run_at(s, 0, a);
@@ -337,7 +388,8 @@ static void write_md(exp_state *s, FILE *f)
         size_t np, nn;
         if (base0->done && base0->m) {
             const float *ref = base0->entropy + (base0->m - 1) * s->LH;
-            const size_t ap = entropy_agree(s, r0, ref, 1, &np), an = entropy_agree(s, r0, ref, -1, &nn);
+            const size_t ap = entropy_agree(s, r0, ref, 1, &np),
+                         an = entropy_agree(s, r0, ref, -1, &nn);
             fprintf(f, " | %zu of %zu", ap + an, np + nn);
         } else
             fprintf(f, " | n/a");
@@ -355,21 +407,34 @@ static void write_md(exp_state *s, FILE *f)
                 fprintf(f, "%s—", t ? " / " : " | ");
         fprintf(f, " |\n");
     }
-    fprintf(f, "\n*Held since*: the measured step from which a settled head's gain stayed beyond the threshold "
-               "with its final sign (settled_since), the median over the heads settled at that threshold, of "
-               "%zu steps: how quickly the gains split.\n", o->steps);
-    fprintf(f, "\nThe cross-checks count the settled heads whose final attention entropy on %zu validation blocks "
-               "moved the way their sign says (lower for a sharpening head, higher for a spreading one): against "
-               "the same head of the baseline model (trained apart from the same initialization, so heads may "
-               "have drifted apart), and against the same weights with every gain set to 0 (the gains' own "
-               "effect).\n\n",
+    fprintf(f,
+            "\n*Held since*: the measured step from which a settled head's gain stayed beyond the "
+            "threshold "
+            "with its final sign (settled_since), the median over the heads settled at that "
+            "threshold, of "
+            "%zu steps: how quickly the gains split.\n",
+            o->steps);
+    fprintf(f,
+            "\nThe cross-checks count the settled heads whose final attention entropy on %zu "
+            "validation blocks "
+            "moved the way their sign says (lower for a sharpening head, higher for a spreading "
+            "one): against "
+            "the same head of the baseline model (trained apart from the same initialization, so "
+            "heads may "
+            "have drifted apart), and against the same weights with every gain set to 0 (the "
+            "gains' own "
+            "effect).\n\n",
             s->probe_rows);
     if (exp_run_at(s, 0, ARM_SELECTED)->done) {
         const exp_run *sel = exp_run_at(s, 0, ARM_SELECTED);
-        fprintf(f, "**Selection rule of the selected arm**: the heads whose |g| in the linear arm after step %zu "
-                   "(20%% of the steps, rounded) is in the top half (%zu of %zu; ties to the lower index): the "
-                   "heads whose gain moved most early, taken from the linear arm's own history (no extra run). "
-                   "Only they train a gain; the others stay at 0. Seed %llu selected: ",
+        fprintf(f,
+                "**Selection rule of the selected arm**: the heads whose |g| in the linear arm "
+                "after step %zu "
+                "(20%% of the steps, rounded) is in the top half (%zu of %zu; ties to the lower "
+                "index): the "
+                "heads whose gain moved most early, taken from the linear arm's own history (no "
+                "extra run). "
+                "Only they train a gain; the others stay at 0. Seed %llu selected: ",
                 s->selected_at, trained_heads(s, sel), s->LH, (unsigned long long)o->seed);
         bool first = true;
         for (size_t h = 0; h < s->LH; h++)
@@ -384,58 +449,80 @@ static void write_md(exp_state *s, FILE *f)
     char why[256];
     const stat pb = arm_stat(s, ARM_BASELINE, M_PPL), pl = arm_stat(s, ARM_LINEAR, M_PPL),
                ps = arm_stat(s, ARM_SELECTED, M_PPL);
-    fprintf(f, "- *Training with a learnable gain per head lowers validation perplexity (4.21 -> 4.08).* Measured "
-               "%.3f without and %.3f with (linear): the measurement %s.\n",
+    fprintf(f,
+            "- *Training with a learnable gain per head lowers validation perplexity (4.21 -> "
+            "4.08).* Measured "
+            "%.3f without and %.3f with (linear): the measurement %s.\n",
             pb.mean, pl.mean, verdict_less(s, ARM_LINEAR, ARM_BASELINE, why, sizeof(why)));
-    fprintf(f, "- *Gains kept only on selected heads lower it further (4.02).* Measured %.3f (selected) against "
-               "%.3f (linear): the measurement %s.\n",
+    fprintf(f,
+            "- *Gains kept only on selected heads lower it further (4.02).* Measured %.3f "
+            "(selected) against "
+            "%.3f (linear): the measurement %s.\n",
             ps.mean, pl.mean, verdict_less(s, ARM_SELECTED, ARM_LINEAR, why, sizeof(why)));
     const exp_run *lin0 = exp_run_at(s, 0, ARM_LINEAR), *sel0 = exp_run_at(s, 0, ARM_SELECTED);
     const int jc = judge_clock(s);
     const char *clock_name = jc == EXP_CPU ? "per CPU second" : "wall clock";
-    fprintf(f, "- *Generation is slightly slower with gains (1220 vs 1250 tokens/s, ratio 0.976).* Measured ratio "
-               "%.3f (%.3f .. %.3f over the pairs, %s): the measurement %s.\n",
-            lin0->speed[jc].ratio_med, lin0->speed[jc].ratio_lo, lin0->speed[jc].ratio_hi, clock_name,
-            verdict_ratio(lin0, jc, 0.976));
-    fprintf(f, "- *Generation with gains on selected heads is faster than without gains (1280 vs 1250, ratio "
-               "1.024).* Measured ratio %.3f (%.3f .. %.3f, %s): the measurement %s. (The gain is a scale on each "
-               "head's logits: it changes no work, so no speed-up is expected.)\n",
-            sel0->speed[jc].ratio_med, sel0->speed[jc].ratio_lo, sel0->speed[jc].ratio_hi, clock_name,
-            verdict_ratio(sel0, jc, 1.024));
+    fprintf(f,
+            "- *Generation is slightly slower with gains (1220 vs 1250 tokens/s, ratio 0.976).* "
+            "Measured ratio "
+            "%.3f (%.3f .. %.3f over the pairs, %s): the measurement %s.\n",
+            lin0->speed[jc].ratio_med, lin0->speed[jc].ratio_lo, lin0->speed[jc].ratio_hi,
+            clock_name, verdict_ratio(lin0, jc, 0.976));
+    fprintf(f,
+            "- *Generation with gains on selected heads is faster than without gains (1280 vs "
+            "1250, ratio "
+            "1.024).* Measured ratio %.3f (%.3f .. %.3f, %s): the measurement %s. (The gain is a "
+            "scale on each "
+            "head's logits: it changes no work, so no speed-up is expected.)\n",
+            sel0->speed[jc].ratio_med, sel0->speed[jc].ratio_lo, sel0->speed[jc].ratio_hi,
+            clock_name, verdict_ratio(sel0, jc, 1.024));
     if (lin0->done && lin0->settled[EXP_THR_MAIN] >= 0) {
         size_t up = 0, down = 0;
         for (size_t h = 0; h < s->LH; h++) {
             up += lin0->sign[h] > 0;
             down += lin0->sign[h] < 0;
         }
-        fprintf(f, "- *The gains split: some heads sharpen (g > 0), some spread (g < 0).* In the linear arm %zu "
-                   "heads settled positive and %zu negative (thr 0.05): the measurement %s.\n",
+        fprintf(f,
+                "- *The gains split: some heads sharpen (g > 0), some spread (g < 0).* In the "
+                "linear arm %zu "
+                "heads settled positive and %zu negative (thr 0.05): the measurement %s.\n",
                 up, down, up && down ? "agrees" : "disagrees");
         const stat st = arm_stat(s, ARM_LINEAR, M_SETTLED);
-        fprintf(f, "- *About 60-70%% of heads settle on a stable gain, the rest stay near 0.* Measured %.0f %% "
-                   "(linear arm, thr 0.05; %d %% at 0.01, %d %% at 0.1): the measurement %s.\n",
+        fprintf(f,
+                "- *About 60-70%% of heads settle on a stable gain, the rest stay near 0.* "
+                "Measured %.0f %% "
+                "(linear arm, thr 0.05; %d %% at 0.01, %d %% at 0.1): the measurement %s.\n",
                 100 * st.mean, (int)lround(100.0 * lin0->settled[0] / (double)s->LH),
                 (int)lround(100.0 * lin0->settled[2] / (double)s->LH),
-                st.mean >= CLAIM_SETTLED_LO && st.mean <= CLAIM_SETTLED_HI ? "agrees" : "disagrees");
+                st.mean >= CLAIM_SETTLED_LO && st.mean <= CLAIM_SETTLED_HI ? "agrees"
+                                                                           : "disagrees");
     } else
         fprintf(f, "- *The gains split; 60-70%% of heads settle.* Cannot be checked: %s.\n",
-                lin0->done ? "the window of the last 20% holds too few measurements" : "no linear arm");
+                lin0->done ? "the window of the last 20% holds too few measurements"
+                           : "no linear arm");
 
     fprintf(f, "\n## Pictures\n\n");
     fprintf(f, "![validation loss](valid_loss.png)\n\n");
     for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT; a++)
         if (exp_run_at(s, 0, a)->done)
-            fprintf(f, "![gains of the %s arm](gains_%s.png)\n\n", exp_arm_names[a], exp_arm_names[a]);
+            fprintf(f, "![gains of the %s arm](gains_%s.png)\n\n", exp_arm_names[a],
+                    exp_arm_names[a]);
     fprintf(f, "![attention entropy per head](entropy.png)\n\n");
     if (s->heat_note[0])
-        fprintf(f, "Attention maps: %s, baseline model beside the gain model, on the validation sentence's first "
-                   "%zu tokens.\n\n![attention maps](attention_maps.png)\n\n",
+        fprintf(f,
+                "Attention maps: %s, baseline model beside the gain model, on the validation "
+                "sentence's first "
+                "%zu tokens.\n\n![attention maps](attention_maps.png)\n\n",
                 s->heat_note, s->sentence_len);
     fprintf(f, "## Corpus and files\n\n");
-    fprintf(f, "Corpus: the glosses of WordNet 3.0 (Princeton University, WordNet 3.0 license; Debian package "
-               "wordnet-base), from tools/corpus/wordnet_corpus.py: %s. Tokenizer: %s. Each arm's folder holds "
-               "its model (config.json + model.safetensors), gains.safetensors, loss.csv; results.json holds "
-               "every figure of this report.\n",
+    fprintf(f,
+            "Corpus: the glosses of WordNet 3.0 (Princeton University, WordNet 3.0 license; Debian "
+            "package "
+            "wordnet-base), from tools/corpus/wordnet_corpus.py: %s. Tokenizer: %s. Each arm's "
+            "folder holds "
+            "its model (config.json + model.safetensors), gains.safetensors, loss.csv; "
+            "results.json holds "
+            "every figure of this report.\n",
             o->corpus, o->tokenizer);
 }
 
@@ -481,7 +568,8 @@ static cJSON *run_json(exp_state *s, const exp_run *run, exp_arm_kind a)
     add_num(o, "probe_accuracy", run->probe_acc);
     add_num(o, "probe_majority_accuracy", run->probe_majority);
     cJSON *meas = cJSON_AddObjectToObject(o, "per_head");
-    double *steps = malloc((run->m ? run->m : 1) * sizeof(double)), *row = malloc(s->LH * sizeof(double));
+    double *steps = malloc((run->m ? run->m : 1) * sizeof(double)),
+           *row = malloc(s->LH * sizeof(double));
     for (size_t i = 0; steps && i < run->m; i++)
         steps[i] = (double)run->steps[i];
     cJSON_AddItemToObject(meas, "steps", num_array(steps, steps ? run->m : 0));
@@ -559,11 +647,13 @@ static char *json_text(exp_state *s)
     cJSON_AddNumberToObject(root, "seconds", s->seconds_total);
     cJSON_AddNumberToObject(root, "seconds_generation", s->seconds_speed);
     cJSON_AddNumberToObject(root, "seconds_probe", s->seconds_probe);
-    cJSON_AddStringToObject(root, "settled_definition",
-                            "|g| >= threshold at every measured step s with 5 s >= 4 steps, one sign, at least 2 "
-                            "measurements");
-    cJSON_AddStringToObject(root, "selection_rule",
-                            "heads whose |g| in the linear arm after round(0.2 steps) is in the top half");
+    cJSON_AddStringToObject(
+        root, "settled_definition",
+        "|g| >= threshold at every measured step s with 5 s >= 4 steps, one sign, at least 2 "
+        "measurements");
+    cJSON_AddStringToObject(
+        root, "selection_rule",
+        "heads whose |g| in the linear arm after round(0.2 steps) is in the top half");
     if (exp_run_at(s, 0, ARM_SELECTED)->done)
         cJSON_AddNumberToObject(root, "selection_step", (double)s->selected_at);
     cJSON *probe = cJSON_AddObjectToObject(root, "probe");

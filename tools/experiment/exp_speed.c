@@ -42,19 +42,24 @@ static int decoder_open(exp_state *s, const exp_run *run, exp_arm_kind a, decode
     }
     return 0;
 fail:
-    fprintf(stderr, "prefixcl experiment gain: the %s arm's decoder: %s\n", exp_arm_names[a], pfx_last_error(s->rt));
+    fprintf(stderr, "prefixcl experiment gain: the %s arm's decoder: %s\n", exp_arm_names[a],
+            pfx_last_error(s->rt));
     decoder_free(d);
     return -1;
 }
 
 /* Tokens a second of one greedy generation by each clock (new tokens over
  * the whole call, prefill included); false on failure. */
-static bool generate_once(exp_state *s, decoder *d, size_t new_tokens, int32_t *out, double tok[EXP_CLOCKS])
+static bool generate_once(exp_state *s, decoder *d, size_t new_tokens, int32_t *out,
+                          double tok[EXP_CLOCKS])
 {
-    pfx_request req = { .prompt = s->sentence, .prompt_len = s->sentence_len, .adapter = d->entry, .out = out };
+    pfx_request req = {
+        .prompt = s->sentence, .prompt_len = s->sentence_len, .adapter = d->entry, .out = out
+    };
     const pfx_sampling greedy = { .temperature = 0.0f, .max_new_tokens = new_tokens };
     const double w0 = tool_now_s(), c0 = tool_cpu_s();
-    if (pfx_generate(d->model, d->cache, d->bank, &req, 1, &greedy, NULL, NULL, NULL) != PFX_SUCCESS) {
+    if (pfx_generate(d->model, d->cache, d->bank, &req, 1, &greedy, NULL, NULL, NULL) !=
+        PFX_SUCCESS) {
         fprintf(stderr, "prefixcl experiment gain: generating: %s\n", pfx_last_error(s->rt));
         return false;
     }
@@ -92,7 +97,8 @@ int exp_speed(exp_state *s)
         return -1;
     int32_t *out = malloc(n * sizeof(int32_t));
     /* [clock][rep]: the arm's and the baseline's figures; every baseline one */
-    double *ta = malloc(EXP_CLOCKS * reps * sizeof(double)), *tb = malloc(EXP_CLOCKS * reps * sizeof(double));
+    double *ta = malloc(EXP_CLOCKS * reps * sizeof(double)),
+           *tb = malloc(EXP_CLOCKS * reps * sizeof(double));
     double *ratio = malloc(reps * sizeof(double));
     double *all_base = malloc(EXP_CLOCKS * reps * ARM_COUNT * sizeof(double));
     size_t n_all = 0;
@@ -131,11 +137,13 @@ int exp_speed(exp_state *s)
         for (int c = 0; c < EXP_CLOCKS; c++)
             summarize(ta + c * reps, tb + c * reps, ratio, reps, &run->speed[c]);
         if (!s->o.quiet)
-            printf("  tokens/s: %-8s %.1f, baseline %.1f (ratio %.3f, %.3f .. %.3f over %zu pairs); per CPU second "
+            printf("  tokens/s: %-8s %.1f, baseline %.1f (ratio %.3f, %.3f .. %.3f over %zu "
+                   "pairs); per CPU second "
                    "%.1f and %.1f (ratio %.3f, %.3f .. %.3f)\n",
                    exp_arm_names[a], run->speed[EXP_WALL].tok_s, run->speed[EXP_WALL].base_tok_s,
-                   run->speed[EXP_WALL].ratio_med, run->speed[EXP_WALL].ratio_lo, run->speed[EXP_WALL].ratio_hi, reps,
-                   run->speed[EXP_CPU].tok_s, run->speed[EXP_CPU].base_tok_s, run->speed[EXP_CPU].ratio_med,
+                   run->speed[EXP_WALL].ratio_med, run->speed[EXP_WALL].ratio_lo,
+                   run->speed[EXP_WALL].ratio_hi, reps, run->speed[EXP_CPU].tok_s,
+                   run->speed[EXP_CPU].base_tok_s, run->speed[EXP_CPU].ratio_med,
                    run->speed[EXP_CPU].ratio_lo, run->speed[EXP_CPU].ratio_hi);
     }
     /* the baseline's own row: every repetition of it, all pairings (or its

@@ -68,8 +68,8 @@ static int classify(labelled_docs *d, char **names)
     return rc;
 }
 
-int labels_read(FILE *f, const char *name, size_t cap, size_t block, int32_t empty_id, labels_encode_fn encode,
-                void *user, labelled_docs *d, char *err, size_t err_cap)
+int labels_read(FILE *f, const char *name, size_t cap, size_t block, int32_t empty_id,
+                labels_encode_fn encode, void *user, labelled_docs *d, char *err, size_t err_cap)
 {
     memset(d, 0, sizeof(*d));
     snprintf(err, err_cap, "%s: out of memory", name);
@@ -91,7 +91,9 @@ int labels_read(FILE *f, const char *name, size_t cap, size_t block, int32_t emp
             line[--got] = '\0';
         char *tab = memchr(line, '\t', (size_t)got);
         if (!tab || tab == line || memchr(line, '\0', (size_t)got)) {
-            snprintf(err, err_cap, "%s:%zu: not \"lexname<TAB>document\" (a NUL byte or no lexname)", name, lineno);
+            snprintf(err, err_cap,
+                     "%s:%zu: not \"lexname<TAB>document\" (a NUL byte or no lexname)", name,
+                     lineno);
             rc = -1;
             break;
         }
@@ -103,7 +105,8 @@ int labels_read(FILE *f, const char *name, size_t cap, size_t block, int32_t emp
         size_t count = 0;
         int32_t *ids = NULL;
         char why[512] = "";
-        if (encode(user, tab + 1, (size_t)(line + got - (tab + 1)), &ids, &count, why, sizeof(why))) {
+        if (encode(user, tab + 1, (size_t)(line + got - (tab + 1)), &ids, &count, why,
+                   sizeof(why))) {
             snprintf(err, err_cap, "%s:%zu: %s", name, lineno, why);
             rc = -1;
             break;

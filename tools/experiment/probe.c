@@ -39,8 +39,8 @@ static void standardize(const probe_model *m, const float *x, float *xs)
         xs[d] = (x[d] - m->mean[d]) * m->scale[d];
 }
 
-int probe_fit(const float *x, const int32_t *y, size_t n, size_t dim, size_t classes, const probe_params *p,
-              probe_model *m)
+int probe_fit(const float *x, const int32_t *y, size_t n, size_t dim, size_t classes,
+              const probe_params *p, probe_model *m)
 {
     memset(m, 0, sizeof(*m));
     if (n == 0 || dim == 0 || classes == 0)
@@ -56,7 +56,8 @@ int probe_fit(const float *x, const int32_t *y, size_t n, size_t dim, size_t cla
     m->w = calloc(classes * dim, sizeof(float));
     m->b = calloc(classes, sizeof(float));
     float *xs = malloc(n * dim * sizeof(float));
-    double *grad = malloc(np * sizeof(double)), *m1 = calloc(np, sizeof(double)), *m2 = calloc(np, sizeof(double));
+    double *grad = malloc(np * sizeof(double)), *m1 = calloc(np, sizeof(double)),
+           *m2 = calloc(np, sizeof(double));
     double *z = malloc(classes * sizeof(double));
     int rc = -1;
     if (!m->mean || !m->scale || !m->w || !m->b || !xs || !grad || !m1 || !m2 || !z)
@@ -94,7 +95,8 @@ int probe_fit(const float *x, const int32_t *y, size_t n, size_t dim, size_t cla
                 sum += exp(z[k] - mx);
             loss += log(sum) + mx - z[y[i]];
             for (size_t k = 0; k < classes; k++) {
-                const double dz = (exp(z[k] - mx) / sum - (k == (size_t)y[i] ? 1.0 : 0.0)) / (double)n;
+                const double dz =
+                    (exp(z[k] - mx) / sum - (k == (size_t)y[i] ? 1.0 : 0.0)) / (double)n;
                 double *gw = grad + k * dim;
                 for (size_t d = 0; d < dim; d++)
                     gw[d] += dz * xi[d];
@@ -152,8 +154,8 @@ double probe_accuracy(const probe_model *m, const float *x, const int32_t *y, si
     return n ? (double)right / (double)n : 0.0;
 }
 
-double probe_majority_accuracy(const int32_t *y_train, size_t n_train, const int32_t *y_test, size_t n_test,
-                               size_t classes)
+double probe_majority_accuracy(const int32_t *y_train, size_t n_train, const int32_t *y_test,
+                               size_t n_test, size_t classes)
 {
     size_t *count = calloc(classes ? classes : 1, sizeof(size_t));
     if (!count || n_test == 0)

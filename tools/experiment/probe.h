@@ -13,9 +13,9 @@
 #include <stdint.h>
 
 typedef struct probe_params {
-    double l2;     /* the penalty: l2 / 2 * |W|^2 added to the mean loss (not on the biases) */
-    size_t iters;  /* full-batch steps */
-    double lr;     /* Adam's step */
+    double l2;    /* the penalty: l2 / 2 * |W|^2 added to the mean loss (not on the biases) */
+    size_t iters; /* full-batch steps */
+    double lr;    /* Adam's step */
 } probe_params;
 
 /* l2 1e-3, 300 steps, lr 0.05. */
@@ -31,8 +31,8 @@ typedef struct probe_model {
 
 /* Fits the probe on x [n][dim] with labels y[i] in [0, classes). 0, or -1
  * (no memory, n == 0, a label out of range: m is then empty). */
-int probe_fit(const float *x, const int32_t *y, size_t n, size_t dim, size_t classes, const probe_params *p,
-              probe_model *m);
+int probe_fit(const float *x, const int32_t *y, size_t n, size_t dim, size_t classes,
+              const probe_params *p, probe_model *m);
 
 /* The class of the largest score (the lowest index among equal ones); -1
  * without memory. */
@@ -43,8 +43,8 @@ double probe_accuracy(const probe_model *m, const float *x, const int32_t *y, si
 
 /* The accuracy on y_test of always answering the most frequent label of
  * y_train (ties: the lowest): what a probe that ignores its input reaches. */
-double probe_majority_accuracy(const int32_t *y_train, size_t n_train, const int32_t *y_test, size_t n_test,
-                               size_t classes);
+double probe_majority_accuracy(const int32_t *y_train, size_t n_train, const int32_t *y_test,
+                               size_t n_test, size_t classes);
 
 void probe_free(probe_model *m);
 

@@ -42,7 +42,8 @@ int settled_heads(const float *history, const size_t *steps, size_t m, size_t he
     return settled;
 }
 
-size_t settled_since(const float *history, const size_t *steps, size_t m, size_t heads, size_t h, float threshold)
+size_t settled_since(const float *history, const size_t *steps, size_t m, size_t heads, size_t h,
+                     float threshold)
 {
     if (m == 0)
         return 0;

@@ -31,6 +31,7 @@ int settled_heads(const float *history, const size_t *steps, size_t m, size_t he
  * measured step from which every later measurement (the last included) has
  * |g| >= threshold and the sign of the last one; 0 when even the last one
  * fails. For "the gains split quickly": compare it with the total. */
-size_t settled_since(const float *history, const size_t *steps, size_t m, size_t heads, size_t h, float threshold);
+size_t settled_since(const float *history, const size_t *steps, size_t m, size_t heads, size_t h,
+                     float threshold);
 
 #endif
