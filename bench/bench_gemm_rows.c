@@ -5,7 +5,8 @@
  * distinct so that every product reads its weight from memory. For m rows
  * (--rows 1,2,4,8): the host BLAS (sgemv for one row, sgemm otherwise), the
  * few-row path on float32 weights and on half weights. Prints each shape's
- * median ms and GB/s of weights read, and the step's sum.
+ * median and best ms and GB/s of weights read (the ways alternate
+ * within each repetition), and the step's sums.
  *
  * usage: bench_gemm_rows [--rows 1,2,4,8] [--reps N]
  */
@@ -38,6 +39,27 @@ static const struct shape {
 
 enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAYS };
 static const char *const way_names[WAYS] = { "host BLAS", "rows f32", "rows f16" };
+
+/* One product of m rows against weight w32 / w16 of shape sh, the way w. */
+static void product(const struct shape *sh, int w, size_t m, const float *w32,
+                    const uint16_t *w16, const float *a, float *c, int threads)
+{
+    const int k = (int)sh->k, n = (int)sh->n, ldb = sh->trans ? k : n;
+    if (w == WAY_BLAS && m == 1)
+        cblas_sgemv(CblasRowMajor, sh->trans ? CblasNoTrans : CblasTrans, sh->trans ? n : k,
+                    sh->trans ? k : n, 1.0f, w32, ldb, a, 1, 0.0f, c, 1);
+    else if (w == WAY_BLAS)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, sh->trans ? CblasTrans : CblasNoTrans, (int)m, n,
+                    k, 1.0f, a, k, w32, ldb, 0.0f, c, n);
+    else
+        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans, .half_b = w == WAY_ROWS_F16,
+                                             .m = m, .n = sh->n, .k = sh->k, .alpha = 1.0f,
+                                             .a = a, .lda = sh->k,
+                                             .b = w == WAY_ROWS_F16 ? (const void *)w16
+                                                                    : (const void *)w32,
+                                             .ldb = (size_t)ldb, .c = c, .ldc = sh->n },
+                      threads);
+}
 
 int main(int argc, char **argv)
 {
@@ -84,52 +106,40 @@ int main(int argc, char **argv)
         const size_t m = rows[r];
         if (m < 1 || m > PFX_GEMM_ROWS_MAX)
             continue;
-        double step[WAYS] = { 0 };
+        double step[WAYS] = { 0 }, step_best[WAYS] = { 0 };
         printf("\nm = %zu\n%-22s", m, "shape");
         for (int w = 0; w < WAYS; w++)
-            printf(" | %9s ms  GB/s", way_names[w]);
+            printf(" | %-8s median GB/s     best GB/s", way_names[w]);
         printf("\n");
         for (int s = 0; s < SHAPES; s++) {
             const struct shape *sh = &shapes[s];
+            double t[WAYS][MAX_REPS];
+            /* the ways alternate within each repetition: the same load on each */
+            for (int rep = 0; rep <= reps; rep++) /* rep 0 warms up */
+                for (int w = 0; w < WAYS; w++) {
+                    const double t0 = tool_now_s() * 1e3;
+                    for (int l = 0; l < sh->count; l++)
+                        product(sh, w, m, w32[s][l], w16[s][l], a, c, threads);
+                    if (rep)
+                        t[w][rep - 1] = tool_now_s() * 1e3 - t0;
+                }
             printf("%-22s", sh->name);
             for (int w = 0; w < WAYS; w++) {
-                double t[MAX_REPS];
-                for (int rep = 0; rep <= reps; rep++) { /* rep 0 warms up */
-                    const double t0 = (tool_now_s() * 1e3);
-                    for (int l = 0; l < sh->count; l++) {
-                        const int k = (int)sh->k, n = (int)sh->n, ldb = sh->trans ? k : n;
-                        if (w == WAY_BLAS && m == 1)
-                            cblas_sgemv(CblasRowMajor, sh->trans ? CblasNoTrans : CblasTrans,
-                                        sh->trans ? n : k, sh->trans ? k : n, 1.0f, w32[s][l],
-                                        ldb, a, 1, 0.0f, c, 1);
-                        else if (w == WAY_BLAS)
-                            cblas_sgemm(CblasRowMajor, CblasNoTrans,
-                                        sh->trans ? CblasTrans : CblasNoTrans, (int)m, n, k, 1.0f,
-                                        a, k, w32[s][l], ldb, 0.0f, c, n);
-                        else
-                            pfx_gemm_rows(&(pfx_gemm_rows_args){
-                                              .trans_b = sh->trans, .half_b = w == WAY_ROWS_F16,
-                                              .m = m, .n = sh->n, .k = sh->k, .alpha = 1.0f,
-                                              .a = a, .lda = sh->k,
-                                              .b = w == WAY_ROWS_F16 ? (const void *)w16[s][l]
-                                                                     : (const void *)w32[s][l],
-                                              .ldb = (size_t)ldb, .c = c, .ldc = sh->n },
-                                          threads);
-                    }
-                    if (rep)
-                        t[rep - 1] = (tool_now_s() * 1e3) - t0;
-                }
-                const double ms = tool_median(t, (size_t)reps);
                 const double bytes = (double)sh->k * (double)sh->n * sh->count *
                                      (w == WAY_ROWS_F16 ? 2.0 : 4.0);
+                double best = t[w][0];
+                for (int rep = 1; rep < reps; rep++)
+                    best = t[w][rep] < best ? t[w][rep] : best;
+                const double ms = tool_median(t[w], (size_t)reps);
                 step[w] += ms;
-                printf(" | %12.3f %5.1f", ms, bytes / ms / 1e6);
+                step_best[w] += best;
+                printf(" | %8.3f %5.1f %8.3f %5.1f", ms, bytes / ms / 1e6, best, bytes / best / 1e6);
             }
             printf("\n");
         }
         printf("%-22s", "step (sum)");
         for (int w = 0; w < WAYS; w++)
-            printf(" | %12.3f %5s", step[w], "");
+            printf(" | %8.3f %5s %8.3f %5s", step[w], "", step_best[w], "");
         printf("\n");
     }
     return 0;
