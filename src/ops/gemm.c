@@ -331,7 +331,7 @@ pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n
                          workspace->numel, k);
     if (workspace->mem == a.mem || workspace->mem == c.mem)
         return pfx_error(rt, PFX_ERROR_ALIASING, "%s: workspace is also an operand", op);
-    if (rt->gemm == PFX_GEMM_HOST && m <= PFX_GEMM_ROWS_MAX)
+    if (rt->gemm == PFX_GEMM_HOST && m <= PFX_GEMM_ROWS_MAX && pfx_gemm_rows_enabled())
         return half_few_rows(rt, op, m, n, k, alpha, a, PFX_GEMM_OP(w.t->mem, w.offset, ldw),
                              trans_w, beta, c);
     const size_t nb_max = workspace->numel / k < n ? workspace->numel / k : n;

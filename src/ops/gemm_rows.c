@@ -188,8 +188,19 @@ void pfx_gemm_rows(const pfx_gemm_rows_args *g, int threads)
     pfx_gemm_rows_on(g, threads, NULL);
 }
 
+bool pfx_gemm_rows_enabled(void)
+{
+    const char *v = getenv("PREFIXCL_GEMM_ROWS");
+    return !v || strcmp(v, "off") != 0;
+}
+
 bool pfx_gemm_rows_wanted(size_t m, size_t n, size_t k, bool trans_b)
 {
-    (void)n, (void)k, (void)trans_b;
-    return m >= 1 && m <= PFX_GEMM_ROWS_MAX;
+    (void)n, (void)k;
+    /* bench_gemm_rows on GPT-2 small's weights (bench/README.md): 1.1-2.3x
+     * OpenBLAS's sgemm from 2 rows, 1.0-1.2x its sgemv on one row of B
+     * [k, n]; one row of B [n, k] (the tied head) 0.95x: sgemv kept */
+    if (m < 1 || m > PFX_GEMM_ROWS_MAX || (m == 1 && trans_b))
+        return false;
+    return pfx_gemm_rows_enabled();
 }

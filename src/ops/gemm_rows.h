@@ -37,6 +37,10 @@ void pfx_gemm_rows(const pfx_gemm_rows_args *g, int threads);
  * for tests; false (nothing done) where the CPU lacks it. */
 bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa);
 
+/* False where $PREFIXCL_GEMM_ROWS is "off": every product then goes to the
+ * host BLAS, half weights widened first (the comparison of the two). */
+bool pfx_gemm_rows_enabled(void);
+
 /* Whether pfx_gemm_rows beats the host BLAS on this float32 product (the
  * measured choice: bench/README.md, "Few-row products"). */
 bool pfx_gemm_rows_wanted(size_t m, size_t n, size_t k, bool trans_b);
