@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <cblas.h>
+#include <omp.h>
 
 #include "gemm_rows.h"
 #include "half.h"
@@ -39,6 +40,56 @@ static const struct shape {
 
 enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAYS };
 static const char *const way_names[WAYS] = { "host BLAS", "rows f32", "rows f16" };
+
+/* Sum of w[0, e) with 8 independent vectors (e a multiple of 128): the loads
+ * and little else. AVX-512 where the CPU has it, else the build's vectors. */
+typedef float v16b __attribute__((vector_size(64), aligned(4), may_alias));
+#define SUM_BODY                                                                                  \
+    v16b acc[8] = { { 0 } };                                                                      \
+    for (size_t i = 0; i < e; i += 128)                                                           \
+        for (int j = 0; j < 8; j++)                                                               \
+            acc[j] += *(const v16b *)(w + i + 16 * (size_t)j);                                    \
+    for (int j = 1; j < 8; j++)                                                                   \
+        acc[0] += acc[j];                                                                         \
+    return acc[0][0] + acc[0][15];
+#pragma GCC diagnostic ignored "-Wpsabi"
+__attribute__((target("avx512f"))) static float sum_avx512(const float *w, size_t e)
+{
+    SUM_BODY
+}
+static float sum_plain(const float *w, size_t e)
+{
+    SUM_BODY
+}
+
+/* The time to read every float32 weight once on `threads` threads, median
+ * of reps: the floor of a step that streams the weights. */
+static double read_all_ms(float *const w32[SHAPES][LAYERS], int threads, int reps)
+{
+    double t[MAX_REPS];
+    volatile float sink = 0.0f;
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    for (int rep = 0; rep <= reps; rep++) {
+        const double t0 = tool_now_s() * 1e3;
+        for (int s = 0; s < SHAPES; s++)
+            for (int l = 0; l < shapes[s].count; l++) {
+                const float *w = w32[s][l];
+                const size_t e = shapes[s].k * shapes[s].n / 256 * 256;
+                float sum = 0.0f;
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+                {
+                    const size_t id = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+                    const size_t e0 = e / 128 * id / nt * 128, e1 = e / 128 * (id + 1) / nt * 128;
+                    sum += avx512 ? sum_avx512(w + e0, e1 - e0) : sum_plain(w + e0, e1 - e0);
+                }
+                sink += sum;
+            }
+        if (rep)
+            t[rep - 1] = tool_now_s() * 1e3 - t0;
+    }
+    (void)sink;
+    return tool_median(t, (size_t)reps);
+}
 
 /* One product of m rows against weight w32 / w16 of shape sh, the way w. */
 static void product(const struct shape *sh, int w, size_t m, const float *w32,
@@ -99,6 +150,12 @@ int main(int argc, char **argv)
                 w16[s][l][i] = pfx_float_to_half(w32[s][l][i]);
             }
         }
+    double bytes = 0;
+    for (int s = 0; s < SHAPES; s++)
+        bytes += (double)shapes[s].k * (double)shapes[s].n * shapes[s].count * sizeof(float);
+    const double floor_ms = read_all_ms(w32, threads, reps);
+    printf("reading the %.1f MB of float32 weights once: %.3f ms (%.1f GB/s), the floor of a "
+           "step (half: %.3f ms)\n", bytes / 1e6, floor_ms, bytes / floor_ms / 1e6, floor_ms / 2);
     float *a = malloc(8 * 3072 * sizeof(float)), *c = malloc(8 * 50257 * sizeof(float));
     for (size_t i = 0; i < 8 * 3072; i++)
         a[i] = (float)(i % 17) * 0.01f;
