@@ -21,8 +21,8 @@
 #include "half.h"
 #include "tool_util.h"
 
-#define LAYERS 12
-#define SHAPES 5
+#define LAYERS   12
+#define SHAPES   5
 #define MAX_REPS 64
 
 static const struct shape {
@@ -44,13 +44,13 @@ static const char *const way_names[WAYS] = { "host BLAS", "rows f32", "rows f16"
 /* Sum of w[0, e) with 8 independent vectors (e a multiple of 128): the loads
  * and little else. AVX-512 where the CPU has it, else the build's vectors. */
 typedef float v16b __attribute__((vector_size(64), aligned(4), may_alias));
-#define SUM_BODY                                                                                  \
-    v16b acc[8] = { { 0 } };                                                                      \
-    for (size_t i = 0; i < e; i += 128)                                                           \
-        for (int j = 0; j < 8; j++)                                                               \
-            acc[j] += *(const v16b *)(w + i + 16 * (size_t)j);                                    \
-    for (int j = 1; j < 8; j++)                                                                   \
-        acc[0] += acc[j];                                                                         \
+#define SUM_BODY                                                                                   \
+    v16b acc[8] = { { 0 } };                                                                       \
+    for (size_t i = 0; i < e; i += 128)                                                            \
+        for (int j = 0; j < 8; j++)                                                                \
+            acc[j] += *(const v16b *)(w + i + 16 * (size_t)j);                                     \
+    for (int j = 1; j < 8; j++)                                                                    \
+        acc[0] += acc[j];                                                                          \
     return acc[0][0] + acc[0][15];
 #pragma GCC diagnostic ignored "-Wpsabi"
 __attribute__((target("avx512f"))) static float sum_avx512(const float *w, size_t e)
@@ -78,7 +78,8 @@ static double read_all_ms(float *const w32[SHAPES][LAYERS], int threads, int rep
                 float sum = 0.0f;
 #pragma omp parallel num_threads(threads) reduction(+ : sum)
                 {
-                    const size_t id = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+                    const size_t id = (size_t)omp_get_thread_num(),
+                                 nt = (size_t)omp_get_num_threads();
                     const size_t e0 = e / 128 * id / nt * 128, e1 = e / 128 * (id + 1) / nt * 128;
                     sum += avx512 ? sum_avx512(w + e0, e1 - e0) : sum_plain(w + e0, e1 - e0);
                 }
@@ -92,8 +93,8 @@ static double read_all_ms(float *const w32[SHAPES][LAYERS], int threads, int rep
 }
 
 /* One product of m rows against weight w32 / w16 of shape sh, the way w. */
-static void product(const struct shape *sh, int w, size_t m, const float *w32,
-                    const uint16_t *w16, const float *a, float *c, int threads)
+static void product(const struct shape *sh, int w, size_t m, const float *w32, const uint16_t *w16,
+                    const float *a, float *c, int threads)
 {
     const int k = (int)sh->k, n = (int)sh->n, ldb = sh->trans ? k : n;
     if (w == WAY_BLAS && m == 1)
@@ -103,13 +104,20 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32,
         cblas_sgemm(CblasRowMajor, CblasNoTrans, sh->trans ? CblasTrans : CblasNoTrans, (int)m, n,
                     k, 1.0f, a, k, w32, ldb, 0.0f, c, n);
     else
-        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans, .half_b = w == WAY_ROWS_F16,
-                                             .m = m, .n = sh->n, .k = sh->k, .alpha = 1.0f,
-                                             .a = a, .lda = sh->k,
-                                             .b = w == WAY_ROWS_F16 ? (const void *)w16
-                                                                    : (const void *)w32,
-                                             .ldb = (size_t)ldb, .c = c, .ldc = sh->n },
-                      threads);
+        pfx_gemm_rows(
+            &(pfx_gemm_rows_args){ .trans_b = sh->trans,
+                                   .half_b = w == WAY_ROWS_F16,
+                                   .m = m,
+                                   .n = sh->n,
+                                   .k = sh->k,
+                                   .alpha = 1.0f,
+                                   .a = a,
+                                   .lda = sh->k,
+                                   .b = w == WAY_ROWS_F16 ? (const void *)w16 : (const void *)w32,
+                                   .ldb = (size_t)ldb,
+                                   .c = c,
+                                   .ldc = sh->n },
+            threads);
 }
 
 int main(int argc, char **argv)
@@ -132,8 +140,8 @@ int main(int argc, char **argv)
     if (reps < 1 || reps > MAX_REPS)
         reps = 7;
     const int threads = openblas_get_num_threads();
-    printf("few-row path: %s, %d threads (OpenBLAS %s, %d threads)\n", pfx_gemm_rows_isa(),
-           threads, openblas_get_corename(), threads);
+    printf("few-row path: %s, %d threads (OpenBLAS %s, %d threads)\n", pfx_gemm_rows_isa(), threads,
+           openblas_get_corename(), threads);
     float *w32[SHAPES][LAYERS];
     uint16_t *w16[SHAPES][LAYERS];
     uint64_t seed = 7;
@@ -155,7 +163,8 @@ int main(int argc, char **argv)
         bytes += (double)shapes[s].k * (double)shapes[s].n * shapes[s].count * sizeof(float);
     const double floor_ms = read_all_ms(w32, threads, reps);
     printf("reading the %.1f MB of float32 weights once: %.3f ms (%.1f GB/s), the floor of a "
-           "step (half: %.3f ms)\n", bytes / 1e6, floor_ms, bytes / floor_ms / 1e6, floor_ms / 2);
+           "step (half: %.3f ms)\n",
+           bytes / 1e6, floor_ms, bytes / floor_ms / 1e6, floor_ms / 2);
     float *a = malloc(8 * 3072 * sizeof(float)), *c = malloc(8 * 50257 * sizeof(float));
     for (size_t i = 0; i < 8 * 3072; i++)
         a[i] = (float)(i % 17) * 0.01f;
@@ -182,15 +191,16 @@ int main(int argc, char **argv)
                 }
             printf("%-22s", sh->name);
             for (int w = 0; w < WAYS; w++) {
-                const double bytes = (double)sh->k * (double)sh->n * sh->count *
-                                     (w == WAY_ROWS_F16 ? 2.0 : 4.0);
+                const double bytes =
+                    (double)sh->k * (double)sh->n * sh->count * (w == WAY_ROWS_F16 ? 2.0 : 4.0);
                 double best = t[w][0];
                 for (int rep = 1; rep < reps; rep++)
                     best = t[w][rep] < best ? t[w][rep] : best;
                 const double ms = tool_median(t[w], (size_t)reps);
                 step[w] += ms;
                 step_best[w] += best;
-                printf(" | %8.3f %5.1f %8.3f %5.1f", ms, bytes / ms / 1e6, best, bytes / best / 1e6);
+                printf(" | %8.3f %5.1f %8.3f %5.1f", ms, bytes / ms / 1e6, best,
+                       bytes / best / 1e6);
             }
             printf("\n");
         }

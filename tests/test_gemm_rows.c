@@ -76,13 +76,22 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
             double s = 0.0;
             for (size_t p = 0; p < k; p++)
                 s += (double)a[i * lda + p] * b32[rc->trans_b ? j * ldb + p : p * ldb + j];
-            want[i * n + j] = rc->alpha * s + (rc->beta != 0.0f ? rc->beta * (double)c0[i * ldc + j]
-                                                               : 0.0);
+            want[i * n + j] =
+                rc->alpha * s + (rc->beta != 0.0f ? rc->beta * (double)c0[i * ldc + j] : 0.0);
         }
-    const pfx_gemm_rows_args g = { .trans_b = rc->trans_b, .half_b = rc->half_b, .m = m, .n = n,
-                                   .k = k, .alpha = rc->alpha, .beta = rc->beta, .a = a,
-                                   .lda = lda, .b = rc->half_b ? (const void *)b16 : b32,
-                                   .ldb = ldb, .c = c, .ldc = ldc };
+    const pfx_gemm_rows_args g = { .trans_b = rc->trans_b,
+                                   .half_b = rc->half_b,
+                                   .m = m,
+                                   .n = n,
+                                   .k = k,
+                                   .alpha = rc->alpha,
+                                   .beta = rc->beta,
+                                   .a = a,
+                                   .lda = lda,
+                                   .b = rc->half_b ? (const void *)b16 : b32,
+                                   .ldb = ldb,
+                                   .c = c,
+                                   .ldc = ldc };
     if (pfx_gemm_rows_on(&g, threads, isa)) {
         for (size_t i = 0; i < m; i++) {
             memcpy(got + i * n, c + i * ldc, n * sizeof(float));
@@ -114,8 +123,16 @@ static void test_rows_isa(void **state)
     const char *best = pfx_gemm_rows_isa();
     assert_true(!strcmp(best, "avx512") || !strcmp(best, "avx2") || !strcmp(best, "c"));
     float a = 2.0f, b = 3.0f, c = NAN;
-    const pfx_gemm_rows_args g = { .m = 1, .n = 1, .k = 1, .alpha = 1.0f, .a = &a, .lda = 1,
-                                   .b = &b, .ldb = 1, .c = &c, .ldc = 1 };
+    const pfx_gemm_rows_args g = { .m = 1,
+                                   .n = 1,
+                                   .k = 1,
+                                   .alpha = 1.0f,
+                                   .a = &a,
+                                   .lda = 1,
+                                   .b = &b,
+                                   .ldb = 1,
+                                   .c = &c,
+                                   .ldc = 1 };
     assert_true(pfx_gemm_rows_on(&g, 1, "c"));
     assert_true(c == 6.0f);
     assert_false(pfx_gemm_rows_on(&g, 1, "no such set"));

@@ -51,10 +51,10 @@ static inline __attribute__((always_inline)) v16 half16_plain(const uint16_t *p)
     return r;
 }
 #define ROWS_ATTR
-#define ROWS_NAME(x) x##_plain
-#define ROWS_FMA(acc, x, v) ((acc) + (x) * (v))
+#define ROWS_NAME(x)         x##_plain
+#define ROWS_FMA(acc, x, v)  ((acc) + (x) * (v))
 #define ROWS_FMAV(acc, x, v) ((acc) + (x) * (v))
-#define ROWS_HALF(p) half16_plain(p)
+#define ROWS_HALF(p)         half16_plain(p)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME
@@ -85,11 +85,11 @@ static inline __attribute__((always_inline)) AVX2_ATTR v16 half16_avx2(const uin
     r.h[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
     return r.v;
 }
-#define ROWS_ATTR AVX2_ATTR
-#define ROWS_NAME(x) x##_avx2
-#define ROWS_FMA(acc, x, v) fma_avx2((acc), (v16){ 0 } + (x), (v))
+#define ROWS_ATTR            AVX2_ATTR
+#define ROWS_NAME(x)         x##_avx2
+#define ROWS_FMA(acc, x, v)  fma_avx2((acc), (v16){ 0 } + (x), (v))
 #define ROWS_FMAV(acc, x, v) fma_avx2((acc), (x), (v))
-#define ROWS_HALF(p) half16_avx2(p)
+#define ROWS_HALF(p)         half16_avx2(p)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME
@@ -107,11 +107,11 @@ static inline __attribute__((always_inline)) AVX512_ATTR v16 half16_avx512(const
 {
     return (v16)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
-#define ROWS_ATTR AVX512_ATTR
-#define ROWS_NAME(x) x##_avx512
-#define ROWS_FMA(acc, x, v) fma_avx512((acc), (v16){ 0 } + (x), (v))
+#define ROWS_ATTR            AVX512_ATTR
+#define ROWS_NAME(x)         x##_avx512
+#define ROWS_FMA(acc, x, v)  fma_avx512((acc), (v16){ 0 } + (x), (v))
 #define ROWS_FMAV(acc, x, v) fma_avx512((acc), (x), (v))
-#define ROWS_HALF(p) half16_avx512(p)
+#define ROWS_HALF(p)         half16_avx512(p)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME

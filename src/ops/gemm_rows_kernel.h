@@ -8,7 +8,7 @@
 
 /* 16 elements of B at element e: float, or half widened in registers. */
 static inline __attribute__((always_inline)) ROWS_ATTR v16 ROWS_NAME(load_b)(const void *b,
-                                                                              bool half, size_t e)
+                                                                             bool half, size_t e)
 {
     if (half)
         return ROWS_HALF((const uint16_t *)b + e);
