@@ -159,7 +159,7 @@ bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa)
         return false;
     /* a thread's share: whole blocks (32 columns of B [k, n], 2 rows of B [n, k]) */
     const size_t unit = g->trans_b ? 2 : 32, units = (g->n + unit - 1) / unit;
-    /* below ~64K weights a second thread costs more than it saves */
+    /* a second thread only from ~64K weights each (a guess: not measured) */
     const size_t min_units = (65536 / (g->k ? g->k : 1) + unit - 1) / unit + 1;
     int t = threads < 1 ? 1 : threads;
     while (t > 1 && units / (size_t)t < min_units)
