@@ -18,19 +18,19 @@
 #include "prefixcl/prefixcl.h"
 #include "tool_util.h"
 
-#define L 12
-#define HKV 12
-#define D 64
-#define PREFIX 20
+#define L           12
+#define HKV         12
+#define D           64
+#define PREFIX      20
 #define MAX_BATCHES 8
 
-#define CHECK(call)                                                                                        \
-    do {                                                                                                   \
-        pfx_status st_ = (call);                                                                           \
-        if (st_ != PFX_SUCCESS) {                                                                          \
-            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));          \
-            exit(1);                                                                                       \
-        }                                                                                                  \
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        pfx_status st_ = (call);                                                                   \
+        if (st_ != PFX_SUCCESS) {                                                                  \
+            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));   \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static uint64_t lcg(uint64_t *s)
@@ -52,8 +52,11 @@ static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed)
         data[i] = (float)((double)lcg(&seed) / (double)(1ull << 31) - 0.5);
     for (size_t l = 0; l < 2 * L; l++) {
         snprintf(names[l], sizeof(names[l]), "layers.%zu.prefix_%c", l / 2, l % 2 ? 'v' : 'k');
-        items[l] = (pfx_named_tensor){ .name = names[l], .host = data + l * n, .ndim = 3,
-                                       .shape = { HKV, PREFIX, D }, .dtype = PFX_DTYPE_F32 };
+        items[l] = (pfx_named_tensor){ .name = names[l],
+                                       .host = data + l * n,
+                                       .ndim = 3,
+                                       .shape = { HKV, PREFIX, D },
+                                       .dtype = PFX_DTYPE_F32 };
     }
     pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", "off" } };
     CHECK(pfx_safetensors_save(NULL, path, items, 2 * L, meta, 2));
@@ -77,8 +80,10 @@ static step_costs costs_of(const pfx_launch_stats *a, const pfx_launch_stats *b,
                            double steps)
 {
     const double ms = 1e-6 / steps;
-    return (step_costs){ wall_s * 1e3 / steps, diff(a->kernels, b->kernels) / steps,
-                         diff(a->device_ns, b->device_ns) * ms, diff(a->enqueue_ns, b->enqueue_ns) * ms,
+    return (step_costs){ wall_s * 1e3 / steps,
+                         diff(a->kernels, b->kernels) / steps,
+                         diff(a->device_ns, b->device_ns) * ms,
+                         diff(a->enqueue_ns, b->enqueue_ns) * ms,
                          diff(a->host_gemms, b->host_gemms) / steps,
                          diff(a->host_gemm_ns, b->host_gemm_ns) * ms };
 }
@@ -103,8 +108,8 @@ static void on_first_token(void *user, size_t request, int32_t token)
 }
 
 static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *cache,
-                                    const pfx_adapter_bank *bank, pfx_request *req, size_t B, size_t new,
-                                    step_costs *prefill, step_costs *out)
+                                    const pfx_adapter_bank *bank, pfx_request *req, size_t B,
+                                    size_t new, step_costs *prefill, step_costs *out)
 {
     pfx_launch_stats end;
     pfx_generate_stats gs;
@@ -114,7 +119,8 @@ static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_ca
     pfx_status e;
     if ((e = pfx_launch_stats_enable(rt, true)) ||
         (e = pfx_generate(model, cache, bank, req, B, &s, on_first_token, &first, &gs)) ||
-        (e = first.status) || (e = pfx_launch_stats_read(rt, &end)) || (e = pfx_launch_stats_enable(rt, false)))
+        (e = first.status) || (e = pfx_launch_stats_read(rt, &end)) ||
+        (e = pfx_launch_stats_enable(rt, false)))
         return e;
     *prefill = costs_of(&none, &first.stats, gs.prefill_seconds, 1.0);
     *out = costs_of(&first.stats, &end, gs.decode_seconds, (double)(new - 1));
@@ -147,8 +153,10 @@ int main(int argc, char **argv)
                    (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "f16"))) {
             storage = !strcmp(argv[++i], "f16") ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
         } else {
-            fprintf(stderr, "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
-                            "[--storage f32|f16] [--json PATH]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
+                    "[--storage f32|f16] [--json PATH]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -156,15 +164,20 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < nb; i++)
         maxb = batches[i] > maxb ? batches[i] : maxb;
     if (!nb || !maxb || maxb > 64 || N < 1 || NEW < 2 || PREFIX + N + NEW > 1024 || runs < 1) {
-        fprintf(stderr, "bad sizes: batches 1..64, N >= 1, NEW >= 2, %d + N + NEW <= 1024, runs >= 1\n", PREFIX);
+        fprintf(stderr,
+                "bad sizes: batches 1..64, N >= 1, NEW >= 2, %d + N + NEW <= 1024, runs >= 1\n",
+                PREFIX);
         return 2;
     }
     pfx_runtime *rt = tool_runtime("bench_generate", device);
     if (!rt)
         return 1;
     pfx_model *model = NULL;
-    pfx_model_params mp = { .max_batch = maxb, .max_tokens = N, .max_prefix_len = PREFIX, .recompute = true,
-                          .storage = storage };
+    pfx_model_params mp = { .max_batch = maxb,
+                            .max_tokens = N,
+                            .max_prefix_len = PREFIX,
+                            .recompute = true,
+                            .storage = storage };
     CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
     char dir[] = "/tmp/pfx-bench-generate-XXXXXX";
     if (!mkdtemp(dir))
@@ -185,9 +198,11 @@ int main(int argc, char **argv)
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
 
-    int32_t *prompts = malloc(maxb * N * sizeof(int32_t)), *outs = malloc(maxb * NEW * sizeof(int32_t));
+    int32_t *prompts = malloc(maxb * N * sizeof(int32_t)),
+            *outs = malloc(maxb * NEW * sizeof(int32_t));
     pfx_request *req = malloc(maxb * sizeof(*req));
-    double *pre = malloc((size_t)runs * sizeof(double)), *dec = malloc((size_t)runs * sizeof(double));
+    double *pre = malloc((size_t)runs * sizeof(double)),
+           *dec = malloc((size_t)runs * sizeof(double));
     if (!prompts || !outs || !req || !pre || !dec)
         return 1;
     uint64_t seed = 5;
@@ -196,10 +211,14 @@ int main(int argc, char **argv)
     const pfx_sampling s = { .max_new_tokens = NEW };
     FILE *js = json ? fopen(json, "w") : NULL;
     if (js)
-        fprintf(js, "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, \"results\": [",
-                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX);
-    printf("GPT-2 small (random weights, %s), prefix %d (one adapter per request), prompt %zu, %zu new tokens, %s\n",
-           storage == PFX_DTYPE_F16 ? "half" : "float32", PREFIX, N, NEW, pfx_runtime_device(rt)->device_name);
+        fprintf(
+            js,
+            "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, \"results\": [",
+            pfx_runtime_device(rt)->device_name, N, NEW, PREFIX);
+    printf("GPT-2 small (random weights, %s), prefix %d (one adapter per request), prompt %zu, %zu "
+           "new tokens, %s\n",
+           storage == PFX_DTYPE_F16 ? "half" : "float32", PREFIX, N, NEW,
+           pfx_runtime_device(rt)->device_name);
     printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",
            pfx_adapter_bank_bytes(bank) / 1048576.0, pfx_adapter_bank_count(bank),
            pfx_kv_cache_bytes(cache) / 1048576.0, mem.live_bytes / 1048576.0);
@@ -227,11 +246,13 @@ int main(int argc, char **argv)
                    both[i]->device_ms, both[i]->enqueue_ms, both[i]->host_gemms,
                    both[i]->host_gemm_ms);
         if (js)
-            fprintf(js, "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f, "
-                        "\"decode_step\": {\"wall_ms\": %.3f, \"kernels\": %.1f, \"device_ms\": %.3f, "
-                        "\"enqueue_ms\": %.3f, \"host_gemms\": %.1f, \"host_gemm_ms\": %.3f}}",
-                    k ? ", " : "", B, p, d, c.wall_ms, c.kernels, c.device_ms, c.enqueue_ms, c.host_gemms,
-                    c.host_gemm_ms);
+            fprintf(
+                js,
+                "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f, "
+                "\"decode_step\": {\"wall_ms\": %.3f, \"kernels\": %.1f, \"device_ms\": %.3f, "
+                "\"enqueue_ms\": %.3f, \"host_gemms\": %.1f, \"host_gemm_ms\": %.3f}}",
+                k ? ", " : "", B, p, d, c.wall_ms, c.kernels, c.device_ms, c.enqueue_ms,
+                c.host_gemms, c.host_gemm_ms);
     }
     if (js) {
         fprintf(js, "]}\n");

@@ -46,19 +46,17 @@ static void test_gemm_weight(void **state)
         const size_t wr = g->trans_w ? n : k, wc = g->trans_w ? k : n, ld = wc + 3, off = 2;
         float *ha, *hw, *hc, *hws = NULL;
         pfx_tensor *a = mo_upload(rt, &rng, PFX_DTYPE_F32, m * k, 1.0f, &ha);
-        pfx_tensor *w = mo_upload(rt, &rng, g->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32,
-                                  off + wr * ld, 1.0f, &hw);
+        pfx_tensor *w =
+            mo_upload(rt, &rng, g->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, off + wr * ld, 1.0f, &hw);
         pfx_tensor *c = mo_upload(rt, &rng, PFX_DTYPE_F32, m * n, 1.0f, &hc);
-        pfx_tensor *ws = g->ws_cols ? mo_upload(rt, &rng, PFX_DTYPE_F32, g->ws_cols * k + 1, 1.0f,
-                                                &hws)
-                                    : NULL;
+        pfx_tensor *ws =
+            g->ws_cols ? mo_upload(rt, &rng, PFX_DTYPE_F32, g->ws_cols * k + 1, 1.0f, &hws) : NULL;
         double *want = malloc(m * n * sizeof(double));
         for (size_t r = 0; r < m; r++)
             for (size_t j = 0; j < n; j++) {
                 double s = 0.0;
                 for (size_t e = 0; e < k; e++)
-                    s += (double)ha[r * k + e] *
-                         hw[off + (g->trans_w ? j * ld + e : e * ld + j)];
+                    s += (double)ha[r * k + e] * hw[off + (g->trans_w ? j * ld + e : e * ld + j)];
                 want[r * n + j] = g->alpha * s + g->beta * (double)hc[r * n + j];
             }
         assert_int_equal(pfx_gemm_weight(rt, "test", m, n, k, g->alpha, PFX_GEMM_OP(a->mem, 0, k),
@@ -67,8 +65,15 @@ static void test_gemm_weight(void **state)
                          PFX_SUCCESS);
         float *got = mo_read(c);
         mo_expect_close("gemm_weight", want, got, m * n, TOL_OPS_GEMM);
-        free(got); free(want); free(ha); free(hw); free(hc); free(hws);
-        pfx_tensor_destroy(&a); pfx_tensor_destroy(&w); pfx_tensor_destroy(&c);
+        free(got);
+        free(want);
+        free(ha);
+        free(hw);
+        free(hc);
+        free(hws);
+        pfx_tensor_destroy(&a);
+        pfx_tensor_destroy(&w);
+        pfx_tensor_destroy(&c);
         pfx_tensor_destroy(&ws);
     }
 }
@@ -89,8 +94,12 @@ static void test_to_float(void **state)
     for (size_t i = 0; i < R * C; i++)
         assert_memory_equal(&got[1 + i], &(float){ (float)want[i] }, sizeof(float));
     assert_true(got[0] == hd[0] && got[R * C + 1] == hd[R * C + 1]);
-    free(got); free(want); free(hs); free(hd);
-    pfx_tensor_destroy(&src); pfx_tensor_destroy(&dst);
+    free(got);
+    free(want);
+    free(hs);
+    free(hd);
+    pfx_tensor_destroy(&src);
+    pfx_tensor_destroy(&dst);
 }
 
 static void test_bad_arguments(void **state)
@@ -116,11 +125,12 @@ static void test_bad_arguments(void **state)
                         PFX_ERROR_INVALID_SHAPE, "weight");
     assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 7, 1.0f, oa, vw, false, 0.0f, oc, ws),
                         PFX_ERROR_INVALID_SHAPE, "weight");
-    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, PFX_MAT(w, 7, 5), false,
-                                            0.0f, oc, ws),
-                        PFX_ERROR_OUT_OF_RANGE, "weight");
-    assert_status_names(rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, vw, false, 0.0f,
-                                            PFX_GEMM_OP(ws->mem, 0, 5), ws),
+    assert_status_names(
+        rt, pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, PFX_MAT(w, 7, 5), false, 0.0f, oc, ws),
+        PFX_ERROR_OUT_OF_RANGE, "weight");
+    assert_status_names(rt,
+                        pfx_gemm_weight(rt, "t", 4, 5, 6, 1.0f, oa, vw, false, 0.0f,
+                                        PFX_GEMM_OP(ws->mem, 0, 5), ws),
                         PFX_ERROR_ALIASING, "workspace");
     assert_status_names(rt, pfx_gemm_weight(rt, "t", 0, 5, 6, 1.0f, oa, vw, false, 0.0f, oc, ws),
                         PFX_ERROR_INVALID_SHAPE, "m=0");
@@ -134,8 +144,11 @@ static void test_bad_arguments(void **state)
     assert_status_names(rt, pfx_op_to_float(rt, PFX_MAT(c, 4, 5), PFX_MAT(c, 4, 5)),
                         PFX_ERROR_ALIASING, "dst");
     assert_int_equal(pfx_test_live_bytes(rt), live);
-    pfx_tensor_destroy(&a); pfx_tensor_destroy(&w); pfx_tensor_destroy(&c);
-    pfx_tensor_destroy(&ws); pfx_tensor_destroy(&wsh);
+    pfx_tensor_destroy(&a);
+    pfx_tensor_destroy(&w);
+    pfx_tensor_destroy(&c);
+    pfx_tensor_destroy(&ws);
+    pfx_tensor_destroy(&wsh);
 }
 
 int main(void)

@@ -67,8 +67,8 @@ double tool_cpu_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M, char key_tag,
-                       char row_tag)
+int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M,
+                       char key_tag, char row_tag)
 {
     FILE *f = fopen(path, "w");
     if (!f)

@@ -43,8 +43,8 @@ pfx_status tool_gpt2_small_random(pfx_runtime *rt, const pfx_model_params *param
 
 /* An attention map [rows, P + M] as CSV: header "query,p0..,<key_tag>0..",
  * then one line per row named "<row_tag>i". 0, or -1 with errno set. */
-int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M, char key_tag,
-                       char row_tag);
+int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M,
+                       char key_tag, char row_tag);
 
 /* Seconds of CLOCK_MONOTONIC. */
 double tool_now_s(void);

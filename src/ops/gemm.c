@@ -11,65 +11,66 @@
 const char *pfx_clblast_status_name(int status)
 {
     switch ((CLBlastStatusCode)status) {
-#define NAME(s) case s: return #s;
-    NAME(CLBlastSuccess)
-    NAME(CLBlastOpenCLCompilerNotAvailable)
-    NAME(CLBlastTempBufferAllocFailure)
-    NAME(CLBlastOpenCLOutOfResources)
-    NAME(CLBlastOpenCLOutOfHostMemory)
-    NAME(CLBlastOpenCLBuildProgramFailure)
-    NAME(CLBlastInvalidValue)
-    NAME(CLBlastInvalidCommandQueue)
-    NAME(CLBlastInvalidMemObject)
-    NAME(CLBlastInvalidBinary)
-    NAME(CLBlastInvalidBuildOptions)
-    NAME(CLBlastInvalidProgram)
-    NAME(CLBlastInvalidProgramExecutable)
-    NAME(CLBlastInvalidKernelName)
-    NAME(CLBlastInvalidKernelDefinition)
-    NAME(CLBlastInvalidKernel)
-    NAME(CLBlastInvalidArgIndex)
-    NAME(CLBlastInvalidArgValue)
-    NAME(CLBlastInvalidArgSize)
-    NAME(CLBlastInvalidKernelArgs)
-    NAME(CLBlastInvalidLocalNumDimensions)
-    NAME(CLBlastInvalidLocalThreadsTotal)
-    NAME(CLBlastInvalidLocalThreadsDim)
-    NAME(CLBlastInvalidGlobalOffset)
-    NAME(CLBlastInvalidEventWaitList)
-    NAME(CLBlastInvalidEvent)
-    NAME(CLBlastInvalidOperation)
-    NAME(CLBlastInvalidBufferSize)
-    NAME(CLBlastInvalidGlobalWorkSize)
-    NAME(CLBlastNotImplemented)
-    NAME(CLBlastInvalidMatrixA)
-    NAME(CLBlastInvalidMatrixB)
-    NAME(CLBlastInvalidMatrixC)
-    NAME(CLBlastInvalidVectorX)
-    NAME(CLBlastInvalidVectorY)
-    NAME(CLBlastInvalidDimension)
-    NAME(CLBlastInvalidLeadDimA)
-    NAME(CLBlastInvalidLeadDimB)
-    NAME(CLBlastInvalidLeadDimC)
-    NAME(CLBlastInvalidIncrementX)
-    NAME(CLBlastInvalidIncrementY)
-    NAME(CLBlastInsufficientMemoryA)
-    NAME(CLBlastInsufficientMemoryB)
-    NAME(CLBlastInsufficientMemoryC)
-    NAME(CLBlastInsufficientMemoryX)
-    NAME(CLBlastInsufficientMemoryY)
-    NAME(CLBlastInsufficientMemoryTemp)
-    NAME(CLBlastInvalidBatchCount)
-    NAME(CLBlastInvalidOverrideKernel)
-    NAME(CLBlastMissingOverrideParameter)
-    NAME(CLBlastInvalidLocalMemUsage)
-    NAME(CLBlastNoHalfPrecision)
-    NAME(CLBlastNoDoublePrecision)
-    NAME(CLBlastInvalidVectorScalar)
-    NAME(CLBlastInsufficientMemoryScalar)
-    NAME(CLBlastDatabaseError)
-    NAME(CLBlastUnknownError)
-    NAME(CLBlastUnexpectedError)
+#define NAME(s)                                                                                    \
+    case s: return #s;
+        NAME(CLBlastSuccess)
+        NAME(CLBlastOpenCLCompilerNotAvailable)
+        NAME(CLBlastTempBufferAllocFailure)
+        NAME(CLBlastOpenCLOutOfResources)
+        NAME(CLBlastOpenCLOutOfHostMemory)
+        NAME(CLBlastOpenCLBuildProgramFailure)
+        NAME(CLBlastInvalidValue)
+        NAME(CLBlastInvalidCommandQueue)
+        NAME(CLBlastInvalidMemObject)
+        NAME(CLBlastInvalidBinary)
+        NAME(CLBlastInvalidBuildOptions)
+        NAME(CLBlastInvalidProgram)
+        NAME(CLBlastInvalidProgramExecutable)
+        NAME(CLBlastInvalidKernelName)
+        NAME(CLBlastInvalidKernelDefinition)
+        NAME(CLBlastInvalidKernel)
+        NAME(CLBlastInvalidArgIndex)
+        NAME(CLBlastInvalidArgValue)
+        NAME(CLBlastInvalidArgSize)
+        NAME(CLBlastInvalidKernelArgs)
+        NAME(CLBlastInvalidLocalNumDimensions)
+        NAME(CLBlastInvalidLocalThreadsTotal)
+        NAME(CLBlastInvalidLocalThreadsDim)
+        NAME(CLBlastInvalidGlobalOffset)
+        NAME(CLBlastInvalidEventWaitList)
+        NAME(CLBlastInvalidEvent)
+        NAME(CLBlastInvalidOperation)
+        NAME(CLBlastInvalidBufferSize)
+        NAME(CLBlastInvalidGlobalWorkSize)
+        NAME(CLBlastNotImplemented)
+        NAME(CLBlastInvalidMatrixA)
+        NAME(CLBlastInvalidMatrixB)
+        NAME(CLBlastInvalidMatrixC)
+        NAME(CLBlastInvalidVectorX)
+        NAME(CLBlastInvalidVectorY)
+        NAME(CLBlastInvalidDimension)
+        NAME(CLBlastInvalidLeadDimA)
+        NAME(CLBlastInvalidLeadDimB)
+        NAME(CLBlastInvalidLeadDimC)
+        NAME(CLBlastInvalidIncrementX)
+        NAME(CLBlastInvalidIncrementY)
+        NAME(CLBlastInsufficientMemoryA)
+        NAME(CLBlastInsufficientMemoryB)
+        NAME(CLBlastInsufficientMemoryC)
+        NAME(CLBlastInsufficientMemoryX)
+        NAME(CLBlastInsufficientMemoryY)
+        NAME(CLBlastInsufficientMemoryTemp)
+        NAME(CLBlastInvalidBatchCount)
+        NAME(CLBlastInvalidOverrideKernel)
+        NAME(CLBlastMissingOverrideParameter)
+        NAME(CLBlastInvalidLocalMemUsage)
+        NAME(CLBlastNoHalfPrecision)
+        NAME(CLBlastNoDoublePrecision)
+        NAME(CLBlastInvalidVectorScalar)
+        NAME(CLBlastInsufficientMemoryScalar)
+        NAME(CLBlastDatabaseError)
+        NAME(CLBlastUnknownError)
+        NAME(CLBlastUnexpectedError)
 #undef NAME
     }
     return "CLBlastUnknownStatus";
@@ -103,9 +104,9 @@ static pfx_status check_dims(pfx_runtime *rt, const char *what, size_t m, size_t
 /* One operand stored rows x cols with leading dimension ld: ld covers a row
  * and every item's [offset, offset + (rows - 1) ld + cols) lies in the buffer.
  * `pick` selects the item's offset of this operand (0 A, 1 B, 2 C). */
-static pfx_status check_operand(pfx_runtime *rt, const char *what, char name, cl_mem mem,
-                                size_t ld, size_t rows, size_t cols,
-                                const pfx_gemm_item *items, size_t count, int pick)
+static pfx_status check_operand(pfx_runtime *rt, const char *what, char name, cl_mem mem, size_t ld,
+                                size_t rows, size_t cols, const pfx_gemm_item *items, size_t count,
+                                int pick)
 {
     what = what ? what : "gemm";
     if (!mem)
@@ -126,7 +127,8 @@ static pfx_status check_operand(pfx_runtime *rt, const char *what, char name, cl
         if (off > have || span > have - off)
             return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
                              "%s: %c of item %zu needs elements [%zu, %zu + %zu) but its buffer "
-                             "holds %zu", what, name, i, off, off, span, have);
+                             "holds %zu",
+                             what, name, i, off, off, span, have);
     }
     return PFX_SUCCESS;
 }
@@ -136,11 +138,11 @@ static pfx_status check_operands(pfx_runtime *rt, const char *what, bool trans_a
                                  size_t ldb, cl_mem c, size_t ldc, const pfx_gemm_item *items,
                                  size_t count)
 {
-    pfx_status st = check_operand(rt, what, 'A', a, lda, trans_a ? k : m, trans_a ? m : k, items,
-                                  count, 0);
+    pfx_status st =
+        check_operand(rt, what, 'A', a, lda, trans_a ? k : m, trans_a ? m : k, items, count, 0);
     if (st == PFX_SUCCESS)
-        st = check_operand(rt, what, 'B', b, ldb, trans_b ? n : k, trans_b ? k : n, items, count,
-                           1);
+        st =
+            check_operand(rt, what, 'B', b, ldb, trans_b ? n : k, trans_b ? k : n, items, count, 1);
     if (st == PFX_SUCCESS)
         st = check_operand(rt, what, 'C', c, ldc, m, n, items, count, 2);
     return st;
@@ -157,7 +159,7 @@ typedef struct gemm_call {
     enum { CALL_ONE, CALL_STRIDED, CALL_BATCHED } kind;
     bool trans_a, trans_b;
     size_t m, n, k, batch;
-    pfx_gemm_operand a, b, c;  /* offsets/strides: CALL_ONE, CALL_STRIDED */
+    pfx_gemm_operand a, b, c; /* offsets/strides: CALL_ONE, CALL_STRIDED */
     const float *alphas, *betas;
     const size_t *a_offsets, *b_offsets, *c_offsets;
     const pfx_gemm_item *items;
@@ -182,11 +184,10 @@ static pfx_status dispatch(pfx_runtime *rt, const char *what, const gemm_call *g
                          g->a.offset, g->a.ld, g->b.mem, g->b.offset, g->b.ld, beta, g->c.mem,
                          g->c.offset, g->c.ld, &rt->queue, NULL);
     else if (g->kind == CALL_STRIDED)
-        s = CLBlastSgemmStridedBatched(row, op(g->trans_a), op(g->trans_b), g->m, g->n, g->k,
-                                       alpha, g->a.mem, g->a.offset, g->a.ld, g->a.stride,
-                                       g->b.mem, g->b.offset, g->b.ld, g->b.stride, beta,
-                                       g->c.mem, g->c.offset, g->c.ld, g->c.stride, g->batch,
-                                       &rt->queue, NULL);
+        s = CLBlastSgemmStridedBatched(
+            row, op(g->trans_a), op(g->trans_b), g->m, g->n, g->k, alpha, g->a.mem, g->a.offset,
+            g->a.ld, g->a.stride, g->b.mem, g->b.offset, g->b.ld, g->b.stride, beta, g->c.mem,
+            g->c.offset, g->c.ld, g->c.stride, g->batch, &rt->queue, NULL);
     else
         s = CLBlastSgemmBatched(row, op(g->trans_a), op(g->trans_b), g->m, g->n, g->k, g->alphas,
                                 g->a.mem, g->a_offsets, g->a.ld, g->b.mem, g->b_offsets, g->b.ld,
@@ -207,15 +208,24 @@ pfx_status pfx_gemm(pfx_runtime *rt, const char *what, bool trans_a, bool trans_
                             c.ld, &item, 1);
     if (st != PFX_SUCCESS)
         return st;
-    gemm_call g = { .kind = CALL_ONE, .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n,
-                    .k = k, .batch = 1, .a = a, .b = b, .c = c, .items = &item };
+    gemm_call g = { .kind = CALL_ONE,
+                    .trans_a = trans_a,
+                    .trans_b = trans_b,
+                    .m = m,
+                    .n = n,
+                    .k = k,
+                    .batch = 1,
+                    .a = a,
+                    .b = b,
+                    .c = c,
+                    .items = &item };
     return dispatch(rt, what, &g);
 }
 
-pfx_status pfx_gemm_strided_batched(pfx_runtime *rt, const char *what, bool trans_a,
-                                    bool trans_b, size_t m, size_t n, size_t k, float alpha,
-                                    pfx_gemm_operand a, pfx_gemm_operand b, float beta,
-                                    pfx_gemm_operand c, size_t batch)
+pfx_status pfx_gemm_strided_batched(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b,
+                                    size_t m, size_t n, size_t k, float alpha, pfx_gemm_operand a,
+                                    pfx_gemm_operand b, float beta, pfx_gemm_operand c,
+                                    size_t batch)
 {
     pfx_status st = check_dims(rt, what, m, n, k, batch);
     if (st != PFX_SUCCESS)
@@ -236,19 +246,28 @@ pfx_status pfx_gemm_strided_batched(pfx_runtime *rt, const char *what, bool tran
     if (st == PFX_SUCCESS)
         st = check_operands(rt, what, trans_a, trans_b, m, n, k, a.mem, a.ld, b.mem, b.ld, c.mem,
                             c.ld, items, batch);
-    gemm_call g = { .kind = CALL_STRIDED, .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n,
-                    .k = k, .batch = batch, .a = a, .b = b, .c = c, .items = items };
+    gemm_call g = { .kind = CALL_STRIDED,
+                    .trans_a = trans_a,
+                    .trans_b = trans_b,
+                    .m = m,
+                    .n = n,
+                    .k = k,
+                    .batch = batch,
+                    .a = a,
+                    .b = b,
+                    .c = c,
+                    .items = items };
     if (st == PFX_SUCCESS)
         st = dispatch(rt, what, &g);
     free(items);
     return st;
 }
 
-pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b,
-                            size_t m, size_t n, size_t k, const float *alphas, cl_mem a,
-                            const size_t *a_offsets, size_t lda, cl_mem b,
-                            const size_t *b_offsets, size_t ldb, const float *betas, cl_mem c,
-                            const size_t *c_offsets, size_t ldc, size_t batch)
+pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
+                            size_t n, size_t k, const float *alphas, cl_mem a,
+                            const size_t *a_offsets, size_t lda, cl_mem b, const size_t *b_offsets,
+                            size_t ldb, const float *betas, cl_mem c, const size_t *c_offsets,
+                            size_t ldc, size_t batch)
 {
     pfx_status st = check_dims(rt, what, m, n, k, batch);
     if (st != PFX_SUCCESS)
@@ -262,13 +281,23 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host allocation failed",
                          what ? what : "gemm");
     for (size_t i = 0; i < batch; i++)
-        items[i] = (pfx_gemm_item){ a_offsets[i], b_offsets[i], c_offsets[i], alphas[i],
-                                    betas[i] };
+        items[i] = (pfx_gemm_item){ a_offsets[i], b_offsets[i], c_offsets[i], alphas[i], betas[i] };
     st = check_operands(rt, what, trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, items, batch);
-    gemm_call g = { .kind = CALL_BATCHED, .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n,
-                    .k = k, .batch = batch, .a = PFX_GEMM_OP(a, 0, lda), .b = PFX_GEMM_OP(b, 0, ldb),
-                    .c = PFX_GEMM_OP(c, 0, ldc), .alphas = alphas, .betas = betas,
-                    .a_offsets = a_offsets, .b_offsets = b_offsets, .c_offsets = c_offsets,
+    gemm_call g = { .kind = CALL_BATCHED,
+                    .trans_a = trans_a,
+                    .trans_b = trans_b,
+                    .m = m,
+                    .n = n,
+                    .k = k,
+                    .batch = batch,
+                    .a = PFX_GEMM_OP(a, 0, lda),
+                    .b = PFX_GEMM_OP(b, 0, ldb),
+                    .c = PFX_GEMM_OP(c, 0, ldc),
+                    .alphas = alphas,
+                    .betas = betas,
+                    .a_offsets = a_offsets,
+                    .b_offsets = b_offsets,
+                    .c_offsets = c_offsets,
                     .items = items };
     if (st == PFX_SUCCESS)
         st = dispatch(rt, what, &g);
@@ -281,8 +310,8 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
 /* A few rows against a half weight on the host backend: the weight read as
  * stored, widened in registers (w validated by pfx_mat_check). */
 static pfx_status half_few_rows(pfx_runtime *rt, const char *op, size_t m, size_t n, size_t k,
-                                float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
-                                bool trans_w, float beta, pfx_gemm_operand c)
+                                float alpha, pfx_gemm_operand a, pfx_gemm_operand w, bool trans_w,
+                                float beta, pfx_gemm_operand c)
 {
     const pfx_gemm_item item = { a.offset, w.offset, c.offset, alpha, beta };
     pfx_status st = check_operand(rt, op, 'A', a.mem, a.ld, m, k, &item, 1, 0);

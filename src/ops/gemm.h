@@ -37,14 +37,14 @@
 
 typedef struct pfx_gemm_operand {
     cl_mem mem;
-    size_t offset;  /* elements from the start of mem */
-    size_t ld;      /* row stride in elements, as stored */
-    size_t stride;  /* batch stride in elements (strided batched only; may be 0) */
+    size_t offset; /* elements from the start of mem */
+    size_t ld;     /* row stride in elements, as stored */
+    size_t stride; /* batch stride in elements (strided batched only; may be 0) */
 } pfx_gemm_operand;
 
 /* Operand helpers: PFX_GEMM_OP(mem, offset, ld), PFX_GEMM_OPS(..., stride). */
 #define PFX_GEMM_OP(mem_, offset_, ld_) ((pfx_gemm_operand){ (mem_), (offset_), (ld_), 0 })
-#define PFX_GEMM_OPS(mem_, offset_, ld_, stride_) \
+#define PFX_GEMM_OPS(mem_, offset_, ld_, stride_)                                                  \
     ((pfx_gemm_operand){ (mem_), (offset_), (ld_), (stride_) })
 
 /* C = alpha op(A) op(B) + beta C. */
@@ -53,18 +53,18 @@ pfx_status pfx_gemm(pfx_runtime *rt, const char *what, bool trans_a, bool trans_
                     float beta, pfx_gemm_operand c);
 
 /* batch products, item i at offsets + i * stride of each operand. */
-pfx_status pfx_gemm_strided_batched(pfx_runtime *rt, const char *what, bool trans_a,
-                                    bool trans_b, size_t m, size_t n, size_t k, float alpha,
-                                    pfx_gemm_operand a, pfx_gemm_operand b, float beta,
-                                    pfx_gemm_operand c, size_t batch);
+pfx_status pfx_gemm_strided_batched(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b,
+                                    size_t m, size_t n, size_t k, float alpha, pfx_gemm_operand a,
+                                    pfx_gemm_operand b, float beta, pfx_gemm_operand c,
+                                    size_t batch);
 
 /* batch products with their own offsets (and alpha, beta) per item; all
  * items share the buffers, shapes and leading dimensions. */
-pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b,
-                            size_t m, size_t n, size_t k, const float *alphas, cl_mem a,
-                            const size_t *a_offsets, size_t lda, cl_mem b,
-                            const size_t *b_offsets, size_t ldb, const float *betas, cl_mem c,
-                            const size_t *c_offsets, size_t ldc, size_t batch);
+pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
+                            size_t n, size_t k, const float *alphas, cl_mem a,
+                            const size_t *a_offsets, size_t lda, cl_mem b, const size_t *b_offsets,
+                            size_t ldb, const float *betas, cl_mem c, const size_t *c_offsets,
+                            size_t ldc, size_t batch);
 
 /* One product of a batch: element offsets of A, B, C and its scalars. */
 typedef struct pfx_gemm_item {

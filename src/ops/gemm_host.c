@@ -52,7 +52,7 @@ const char *pfx_gemm_host_core_hint(void)
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
                   ? 3
               : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 2
-                                                                                 : 1;
+                                                                                : 1;
     const char *core = openblas_get_corename();
     if (!core || core_level(core) >= cpu)
         return NULL;
@@ -119,8 +119,8 @@ static pfx_status map_all(pfx_runtime *rt, const char *what, mapped *set, int ns
         cl_event ev = NULL;
         cl_int err = clGetMemObjectInfo(set[i].mem, CL_MEM_SIZE, sizeof(bytes), &bytes, NULL);
         if (err == CL_SUCCESS)
-            set[i].ptr = clEnqueueMapBuffer(rt->queue, set[i].mem, CL_FALSE, set[i].flags, 0,
-                                            bytes, 0, NULL, &ev, &err);
+            set[i].ptr = clEnqueueMapBuffer(rt->queue, set[i].mem, CL_FALSE, set[i].flags, 0, bytes,
+                                            0, NULL, &ev, &err);
         if (err != CL_SUCCESS) {
             set[i].ptr = NULL;
             if (last) { /* the maps so far complete before they are unmapped */
@@ -193,15 +193,23 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
     const float *pa = pointer_of(set, nset, a), *pb = pointer_of(set, nset, b);
     float *pc = pointer_of(set, nset, c);
     /* a few rows: one pass over B for all of them where that measured faster */
-    const bool few_rows = !trans_a && m <= PFX_GEMM_ROWS_MAX &&
-                          pfx_gemm_rows_wanted(m, n, k, trans_b);
+    const bool few_rows =
+        !trans_a && m <= PFX_GEMM_ROWS_MAX && pfx_gemm_rows_wanted(m, n, k, trans_b);
     for (size_t i = 0; i < count; i++) {
         const pfx_gemm_item *it = &items[i];
         if (few_rows) {
-            pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_b, .m = m, .n = n, .k = k,
-                                                 .alpha = it->alpha, .beta = it->beta,
-                                                 .a = pa + it->a, .lda = lda, .b = pb + it->b,
-                                                 .ldb = ldb, .c = pc + it->c, .ldc = ldc },
+            pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_b,
+                                                 .m = m,
+                                                 .n = n,
+                                                 .k = k,
+                                                 .alpha = it->alpha,
+                                                 .beta = it->beta,
+                                                 .a = pa + it->a,
+                                                 .lda = lda,
+                                                 .b = pb + it->b,
+                                                 .ldb = ldb,
+                                                 .c = pc + it->c,
+                                                 .ldc = ldc },
                           host_threads());
             continue;
         }
@@ -210,9 +218,9 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
              * product. OpenBLAS 0.3.21's sgemm packs all of B even for one
              * row, which reads the weights about twice (2.3x slower on a
              * GPT-2 decode step). */
-            cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? (int)n : (int)k,
-                        trans_b ? (int)k : (int)n, it->alpha, pb + it->b, (int)ldb, pa + it->a,
-                        trans_a ? (int)lda : 1, it->beta, pc + it->c, 1);
+            cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans,
+                        trans_b ? (int)n : (int)k, trans_b ? (int)k : (int)n, it->alpha, pb + it->b,
+                        (int)ldb, pa + it->a, trans_a ? (int)lda : 1, it->beta, pc + it->c, 1);
             continue;
         }
         cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
@@ -238,10 +246,19 @@ pfx_status pfx_gemm_host_half(pfx_runtime *rt, const char *what, size_t m, size_
     const float *pa = pointer_of(set, nset, a.mem);
     const uint16_t *pw = pointer_of(set, nset, w.mem);
     float *pc = pointer_of(set, nset, c.mem);
-    pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_w, .half_b = true, .m = m, .n = n,
-                                         .k = k, .alpha = alpha, .beta = beta,
-                                         .a = pa + a.offset, .lda = a.ld, .b = pw + w.offset,
-                                         .ldb = w.ld, .c = pc + c.offset, .ldc = c.ld },
+    pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_w,
+                                         .half_b = true,
+                                         .m = m,
+                                         .n = n,
+                                         .k = k,
+                                         .alpha = alpha,
+                                         .beta = beta,
+                                         .a = pa + a.offset,
+                                         .lda = a.ld,
+                                         .b = pw + w.offset,
+                                         .ldb = w.ld,
+                                         .c = pc + c.offset,
+                                         .ldc = c.ld },
                   host_threads());
     return unmap_and_log(rt, what, set, nset, t0);
 }
