@@ -6,7 +6,7 @@
  * run) for each batch size, and the device memory of the bank and the cache.
  *
  * usage: bench_generate [--device SEL] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--json PATH]
+ *                       [--runs 3] [--storage f32|f16] [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT.
  */
 #include <stdio.h>
@@ -133,6 +133,7 @@ int main(int argc, char **argv)
     const char *device = NULL, *json = NULL;
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
+    pfx_dtype storage = PFX_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             device = argv[++i];
@@ -148,10 +149,13 @@ int main(int argc, char **argv)
             runs = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
+        } else if (!strcmp(argv[i], "--storage") && i + 1 < argc &&
+                   (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "f16"))) {
+            storage = !strcmp(argv[++i], "f16") ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
         } else {
             fprintf(stderr,
                     "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
-                    "[--json PATH]\n",
+                    "[--storage f32|f16] [--json PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -169,9 +173,11 @@ int main(int argc, char **argv)
     if (!rt)
         return 1;
     pfx_model *model = NULL;
-    pfx_model_params mp = {
-        .max_batch = maxb, .max_tokens = N, .max_prefix_len = PREFIX, .recompute = true
-    };
+    pfx_model_params mp = { .max_batch = maxb,
+                            .max_tokens = N,
+                            .max_prefix_len = PREFIX,
+                            .recompute = true,
+                            .storage = storage };
     CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
     char dir[] = "/tmp/pfx-bench-generate-XXXXXX";
     if (!mkdtemp(dir))
@@ -209,9 +215,10 @@ int main(int argc, char **argv)
             js,
             "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, \"results\": [",
             pfx_runtime_device(rt)->device_name, N, NEW, PREFIX);
-    printf("GPT-2 small (random weights), prefix %d (one adapter per request), prompt %zu, %zu new "
-           "tokens, %s\n",
-           PREFIX, N, NEW, pfx_runtime_device(rt)->device_name);
+    printf("GPT-2 small (random weights, %s), prefix %d (one adapter per request), prompt %zu, %zu "
+           "new tokens, %s\n",
+           storage == PFX_DTYPE_F16 ? "half" : "float32", PREFIX, N, NEW,
+           pfx_runtime_device(rt)->device_name);
     printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",
            pfx_adapter_bank_bytes(bank) / 1048576.0, pfx_adapter_bank_count(bank),
            pfx_kv_cache_bytes(cache) / 1048576.0, mem.live_bytes / 1048576.0);

@@ -1,7 +1,8 @@
 /*
  * Suite 'gemm_weight': products with a frozen weight of either storage
  * (pfx_gemm_weight in src/ops/gemm.c; half widened block by block into a
- * float32 workspace with vload_half, then CLBlast SGEMM) and the conversion
+ * float32 workspace with vload_half, then CLBlast SGEMM; up to 8 rows on the
+ * host backend read the half weight as stored, gemm_rows.c) and the conversion
  * itself (pfx_op_to_float), against a double product of the values the
  * device holds; both orientations (GPT-2 Conv1D [in, out], Llama [out, in]),
  * workspaces from one column to the whole weight, alpha/beta, strided
@@ -27,6 +28,10 @@ static const gw_case gw_cases[] = {
     { 1, 257, 33, 0, false, false, 0.5f, 1.0f, 68 }, /* one row: matrix-vector on the host */
     { 1, 257, 33, 0, true, false, 1.0f, 1.0f, 69 },
     { 1, 101, 48, 1, true, true, 1.0f, 0.0f, 70 },
+    /* up to 8 rows on the host backend: the half weight read as stored */
+    { 8, 70, 100, 2, false, true, 1.0f, 0.5f, 71 },
+    { 8, 70, 100, 2, true, true, 2.0f, 0.0f, 72 },
+    { 5, 300, 40, 0, false, false, 1.0f, 1.0f, 73 },
 };
 
 static void test_gemm_weight(void **state)

@@ -160,6 +160,8 @@ void tool_openblas_settings(char **argv)
         again = 1;
     if (!getenv("OPENBLAS_THREAD_TIMEOUT") && setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1) == 0)
         again = 1;
+    if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0)
+        again = 1;
     if (again)
         execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
 }

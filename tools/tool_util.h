@@ -14,7 +14,11 @@
  * CPU, and with OPENBLAS_THREAD_TIMEOUT=4 unless set (idle OpenBLAS threads
  * otherwise spin after each product on the cores that PoCL's kernels run on
  * next: a GPT-2 prefill's kernels on 2 cores took 62 ms spinning, 35 ms
- * sleeping). Returns only when no restart is needed or it failed. */
+ * sleeping), and with OMP_WAIT_POLICY=passive unless set (the few-row
+ * products' OpenMP threads likewise: GNU OpenMP spins about 300,000 pauses
+ * after each region, milliseconds on Skylake; a decode step on a loaded
+ * 2-core machine went from 57-67 to 100-460 ms spinning). Returns only when
+ * no restart is needed or it failed. */
 void tool_openblas_settings(char **argv);
 
 /* splitmix64: the next value of *state, uniform in [-amp, amp). */

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "gemm.h" /* first: sets CL_TARGET_OPENCL_VERSION before CL/cl.h */
+#include "gemm_rows.h"
 #include "model_args.h"
 
 #include <clblast_c.h>
@@ -306,6 +307,25 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
 
 /* ---- frozen weights of either storage (model_ops.h) ---- */
 
+/* A few rows against a half weight on the host backend: the weight read as
+ * stored, widened in registers (w validated by pfx_mat_check). */
+static pfx_status half_few_rows(pfx_runtime *rt, const char *op, size_t m, size_t n, size_t k,
+                                float alpha, pfx_gemm_operand a, pfx_gemm_operand w, bool trans_w,
+                                float beta, pfx_gemm_operand c)
+{
+    const pfx_gemm_item item = { a.offset, w.offset, c.offset, alpha, beta };
+    pfx_status st = check_operand(rt, op, 'A', a.mem, a.ld, m, k, &item, 1, 0);
+    if (st == PFX_SUCCESS)
+        st = check_operand(rt, op, 'C', c.mem, c.ld, m, n, &item, 1, 2);
+    if (st == PFX_SUCCESS)
+        st = pfx_rt_enter(rt, op);
+    if (st != PFX_SUCCESS)
+        return st;
+    st = pfx_gemm_host_half(rt, op, m, n, k, alpha, a, w, trans_w, beta, c);
+    pfx_rt_leave(rt);
+    return st;
+}
+
 pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
                            float alpha, pfx_gemm_operand a, pfx_mat w, bool trans_w, float beta,
                            pfx_gemm_operand c, const pfx_tensor *workspace)
@@ -340,6 +360,9 @@ pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n
                          workspace->numel, k);
     if (workspace->mem == a.mem || workspace->mem == c.mem)
         return pfx_error(rt, PFX_ERROR_ALIASING, "%s: workspace is also an operand", op);
+    if (rt->gemm == PFX_GEMM_HOST && m <= PFX_GEMM_ROWS_MAX && pfx_gemm_rows_enabled())
+        return half_few_rows(rt, op, m, n, k, alpha, a, PFX_GEMM_OP(w.t->mem, w.offset, ldw),
+                             trans_w, beta, c);
     const size_t nb_max = workspace->numel / k < n ? workspace->numel / k : n;
     for (size_t n0 = 0; n0 < n; n0 += nb_max) {
         const size_t nb = n - n0 < nb_max ? n - n0 : nb_max;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "gemm_rows.h"
 
 #if PFX_HAVE_CBLAS
 #include <cblas.h>
@@ -68,7 +69,7 @@ const char *pfx_gemm_host_core_hint(void)
 typedef struct mapped {
     cl_mem mem;
     cl_map_flags flags;
-    float *ptr;
+    void *ptr;
 } mapped;
 
 static int add_buffer(mapped *set, int n, cl_mem mem, cl_map_flags flags)
@@ -83,7 +84,7 @@ static int add_buffer(mapped *set, int n, cl_mem mem, cl_map_flags flags)
     return n + 1;
 }
 
-static float *pointer_of(const mapped *set, int n, cl_mem mem)
+static void *pointer_of(const mapped *set, int n, cl_mem mem)
 {
     for (int i = 0; i < n; i++)
         if (set[i].mem == mem)
@@ -105,26 +106,13 @@ static cl_int unmap_all(pfx_runtime *rt, mapped *set, int n)
     return first;
 }
 
-pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
-                         size_t n, size_t k, cl_mem a, size_t lda, cl_mem b, size_t ldb, cl_mem c,
-                         size_t ldc, const pfx_gemm_item *items, size_t count)
+/* Maps the buffers of set, each whole. The maps are enqueued without
+ * blocking, then one wait for the last: the in-order queue has then finished
+ * everything before this call. (A blocking map each cost a round trip to the
+ * device's threads: a third of a GPT-2 decode step on PoCL.) On an error
+ * nothing stays mapped. */
+static pfx_status map_all(pfx_runtime *rt, const char *what, mapped *set, int nset)
 {
-    what = what ? what : "gemm";
-    size_t dims[6] = { m, n, k, lda, ldb, ldc };
-    for (int i = 0; i < 6; i++)
-        if (dims[i] > INT_MAX)
-            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                             "%s: the host BLAS takes sizes up to %d (got %zu)", what, INT_MAX,
-                             dims[i]);
-    const uint64_t t0 = pfx_host_ns();
-    mapped set[3];
-    int nset = add_buffer(set, 0, a, CL_MAP_READ);
-    nset = add_buffer(set, nset, b, CL_MAP_READ);
-    nset = add_buffer(set, nset, c, CL_MAP_READ | CL_MAP_WRITE);
-    /* The maps enqueued without blocking, then one wait for the last: the
-     * in-order queue has then finished everything before this call. (A
-     * blocking map each cost a round trip to the device's threads: a third
-     * of a GPT-2 decode step on PoCL.) */
     cl_event last = NULL;
     for (int i = 0; i < nset; i++) {
         size_t bytes = 0;
@@ -153,10 +141,78 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
         unmap_all(rt, set, nset);
         return pfx_cl_error(rt, werr, what);
     }
+    return PFX_SUCCESS;
+}
+
+/* Unmaps set (enqueued, not waited for: later commands on the queue follow)
+ * and logs the products' host time since t0. */
+static pfx_status unmap_and_log(pfx_runtime *rt, const char *what, mapped *set, int nset,
+                                uint64_t t0)
+{
+    cl_int err = unmap_all(rt, set, nset);
+    pfx_launch_log_host_gemm(rt, pfx_host_ns() - t0);
+    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
+}
+
+/* The host BLAS's thread count, which the few-row products use too. */
+static int host_threads(void)
+{
+#if PFX_HAVE_OPENBLAS
+    return openblas_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+static pfx_status check_int_sizes(pfx_runtime *rt, const char *what, const size_t dims[6])
+{
+    for (int i = 0; i < 6; i++)
+        if (dims[i] > INT_MAX)
+            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                             "%s: the host BLAS takes sizes up to %d (got %zu)", what, INT_MAX,
+                             dims[i]);
+    return PFX_SUCCESS;
+}
+
+pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
+                         size_t n, size_t k, cl_mem a, size_t lda, cl_mem b, size_t ldb, cl_mem c,
+                         size_t ldc, const pfx_gemm_item *items, size_t count)
+{
+    what = what ? what : "gemm";
+    const size_t dims[6] = { m, n, k, lda, ldb, ldc };
+    pfx_status st = check_int_sizes(rt, what, dims);
+    if (st != PFX_SUCCESS)
+        return st;
+    const uint64_t t0 = pfx_host_ns();
+    mapped set[3];
+    int nset = add_buffer(set, 0, a, CL_MAP_READ);
+    nset = add_buffer(set, nset, b, CL_MAP_READ);
+    nset = add_buffer(set, nset, c, CL_MAP_READ | CL_MAP_WRITE);
+    if ((st = map_all(rt, what, set, nset)) != PFX_SUCCESS)
+        return st;
     const float *pa = pointer_of(set, nset, a), *pb = pointer_of(set, nset, b);
     float *pc = pointer_of(set, nset, c);
+    /* a few rows: one pass over B for all of them where that measured faster */
+    const bool few_rows =
+        !trans_a && m <= PFX_GEMM_ROWS_MAX && pfx_gemm_rows_wanted(m, n, k, trans_b);
     for (size_t i = 0; i < count; i++) {
         const pfx_gemm_item *it = &items[i];
+        if (few_rows) {
+            pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_b,
+                                                 .m = m,
+                                                 .n = n,
+                                                 .k = k,
+                                                 .alpha = it->alpha,
+                                                 .beta = it->beta,
+                                                 .a = pa + it->a,
+                                                 .lda = lda,
+                                                 .b = pb + it->b,
+                                                 .ldb = ldb,
+                                                 .c = pc + it->c,
+                                                 .ldc = ldc },
+                          host_threads());
+            continue;
+        }
         if (m == 1) {
             /* One row (a decode step): c = op(B)^T a as a matrix-vector
              * product. OpenBLAS 0.3.21's sgemm packs all of B even for one
@@ -171,10 +227,40 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
                     trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, it->alpha,
                     pa + it->a, (int)lda, pb + it->b, (int)ldb, it->beta, pc + it->c, (int)ldc);
     }
-    /* Enqueued, not waited for: later commands on the queue follow them. */
-    cl_int err = unmap_all(rt, set, nset);
-    pfx_launch_log_host_gemm(rt, pfx_host_ns() - t0);
-    return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
+    return unmap_and_log(rt, what, set, nset, t0);
+}
+
+pfx_status pfx_gemm_host_half(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
+                              float alpha, pfx_gemm_operand a, pfx_gemm_operand w, bool trans_w,
+                              float beta, pfx_gemm_operand c)
+{
+    what = what ? what : "gemm";
+    const uint64_t t0 = pfx_host_ns();
+    mapped set[3];
+    int nset = add_buffer(set, 0, a.mem, CL_MAP_READ);
+    nset = add_buffer(set, nset, w.mem, CL_MAP_READ);
+    nset = add_buffer(set, nset, c.mem, CL_MAP_READ | CL_MAP_WRITE);
+    pfx_status st = map_all(rt, what, set, nset);
+    if (st != PFX_SUCCESS)
+        return st;
+    const float *pa = pointer_of(set, nset, a.mem);
+    const uint16_t *pw = pointer_of(set, nset, w.mem);
+    float *pc = pointer_of(set, nset, c.mem);
+    pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_w,
+                                         .half_b = true,
+                                         .m = m,
+                                         .n = n,
+                                         .k = k,
+                                         .alpha = alpha,
+                                         .beta = beta,
+                                         .a = pa + a.offset,
+                                         .lda = a.ld,
+                                         .b = pw + w.offset,
+                                         .ldb = w.ld,
+                                         .c = pc + c.offset,
+                                         .ldc = c.ld },
+                  host_threads());
+    return unmap_and_log(rt, what, set, nset, t0);
 }
 
 #else
@@ -182,6 +268,14 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
 pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool trans_b, size_t m,
                          size_t n, size_t k, cl_mem a, size_t lda, cl_mem b, size_t ldb, cl_mem c,
                          size_t ldc, const pfx_gemm_item *items, size_t count)
+{
+    return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: built without a host BLAS (CBLAS)",
+                     what ? what : "gemm");
+}
+
+pfx_status pfx_gemm_host_half(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
+                              float alpha, pfx_gemm_operand a, pfx_gemm_operand w, bool trans_w,
+                              float beta, pfx_gemm_operand c)
 {
     return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: built without a host BLAS (CBLAS)",
                      what ? what : "gemm");

@@ -1,0 +1,213 @@
+/*
+ * Few-row products against the host BLAS on a decode step's weights: GPT-2
+ * small's 48 block weights ([in, out], 12 layers of 768x2304, 768x768,
+ * 768x3072, 3072x768) and its head ([50257, 768], used transposed), each
+ * distinct so that every product reads its weight from memory. For m rows
+ * (--rows 1,2,4,8): the host BLAS (sgemv for one row, sgemm otherwise), the
+ * few-row path on float32 weights and on half weights. Prints each shape's
+ * median and best ms and GB/s of weights read (the ways alternate
+ * within each repetition), and the step's sums.
+ *
+ * usage: bench_gemm_rows [--rows 1,2,4,8] [--reps N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+#include <omp.h>
+
+#include "gemm_rows.h"
+#include "half.h"
+#include "tool_util.h"
+
+#define LAYERS   12
+#define SHAPES   5
+#define MAX_REPS 64
+
+static const struct shape {
+    const char *name;
+    size_t k, n;
+    bool trans;
+    int count; /* distinct weights of this shape */
+} shapes[SHAPES] = {
+    { "c_attn 768x2304", 768, 2304, false, LAYERS },
+    { "attn.c_proj 768x768", 768, 768, false, LAYERS },
+    { "c_fc 768x3072", 768, 3072, false, LAYERS },
+    { "mlp.c_proj 3072x768", 3072, 768, false, LAYERS },
+    { "head [50257,768]^T", 768, 50257, true, 1 },
+};
+
+enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAYS };
+static const char *const way_names[WAYS] = { "host BLAS", "rows f32", "rows f16" };
+
+/* Sum of w[0, e) with 8 independent vectors (e a multiple of 128): the loads
+ * and little else. AVX-512 where the CPU has it, else the build's vectors. */
+typedef float v16b __attribute__((vector_size(64), aligned(4), may_alias));
+#define SUM_BODY                                                                                   \
+    v16b acc[8] = { { 0 } };                                                                       \
+    for (size_t i = 0; i < e; i += 128)                                                            \
+        for (int j = 0; j < 8; j++)                                                                \
+            acc[j] += *(const v16b *)(w + i + 16 * (size_t)j);                                     \
+    for (int j = 1; j < 8; j++)                                                                    \
+        acc[0] += acc[j];                                                                          \
+    return acc[0][0] + acc[0][15];
+#pragma GCC diagnostic ignored "-Wpsabi"
+__attribute__((target("avx512f"))) static float sum_avx512(const float *w, size_t e)
+{
+    SUM_BODY
+}
+static float sum_plain(const float *w, size_t e)
+{
+    SUM_BODY
+}
+
+/* The time to read every float32 weight once on `threads` threads, median
+ * of reps: the floor of a step that streams the weights. */
+static double read_all_ms(float *const w32[SHAPES][LAYERS], int threads, int reps)
+{
+    double t[MAX_REPS];
+    volatile float sink = 0.0f;
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    for (int rep = 0; rep <= reps; rep++) {
+        const double t0 = tool_now_s() * 1e3;
+        for (int s = 0; s < SHAPES; s++)
+            for (int l = 0; l < shapes[s].count; l++) {
+                const float *w = w32[s][l];
+                const size_t e = shapes[s].k * shapes[s].n / 256 * 256;
+                float sum = 0.0f;
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+                {
+                    const size_t id = (size_t)omp_get_thread_num(),
+                                 nt = (size_t)omp_get_num_threads();
+                    const size_t e0 = e / 128 * id / nt * 128, e1 = e / 128 * (id + 1) / nt * 128;
+                    sum += avx512 ? sum_avx512(w + e0, e1 - e0) : sum_plain(w + e0, e1 - e0);
+                }
+                sink += sum;
+            }
+        if (rep)
+            t[rep - 1] = tool_now_s() * 1e3 - t0;
+    }
+    (void)sink;
+    return tool_median(t, (size_t)reps);
+}
+
+/* One product of m rows against weight w32 / w16 of shape sh, the way w. */
+static void product(const struct shape *sh, int w, size_t m, const float *w32, const uint16_t *w16,
+                    const float *a, float *c, int threads)
+{
+    const int k = (int)sh->k, n = (int)sh->n, ldb = sh->trans ? k : n;
+    if (w == WAY_BLAS && m == 1)
+        cblas_sgemv(CblasRowMajor, sh->trans ? CblasNoTrans : CblasTrans, sh->trans ? n : k,
+                    sh->trans ? k : n, 1.0f, w32, ldb, a, 1, 0.0f, c, 1);
+    else if (w == WAY_BLAS)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, sh->trans ? CblasTrans : CblasNoTrans, (int)m, n,
+                    k, 1.0f, a, k, w32, ldb, 0.0f, c, n);
+    else
+        pfx_gemm_rows(
+            &(pfx_gemm_rows_args){ .trans_b = sh->trans,
+                                   .half_b = w == WAY_ROWS_F16,
+                                   .m = m,
+                                   .n = sh->n,
+                                   .k = sh->k,
+                                   .alpha = 1.0f,
+                                   .a = a,
+                                   .lda = sh->k,
+                                   .b = w == WAY_ROWS_F16 ? (const void *)w16 : (const void *)w32,
+                                   .ldb = (size_t)ldb,
+                                   .c = c,
+                                   .ldc = sh->n },
+            threads);
+}
+
+int main(int argc, char **argv)
+{
+    tool_openblas_settings(argv);
+    size_t rows[8] = { 1, 2, 4, 8 }, nrows = 4;
+    int reps = 7;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc) {
+            nrows = 0;
+            for (char *t = strtok(argv[++i], ","); t && nrows < 8; t = strtok(NULL, ","))
+                rows[nrows++] = strtoul(t, NULL, 10);
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: %s [--rows 1,2,4,8] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (reps < 1 || reps > MAX_REPS)
+        reps = 7;
+    const int threads = openblas_get_num_threads();
+    printf("few-row path: %s, %d threads (OpenBLAS %s, %d threads)\n", pfx_gemm_rows_isa(), threads,
+           openblas_get_corename(), threads);
+    float *w32[SHAPES][LAYERS];
+    uint16_t *w16[SHAPES][LAYERS];
+    uint64_t seed = 7;
+    for (int s = 0; s < SHAPES; s++)
+        for (int l = 0; l < shapes[s].count; l++) {
+            const size_t e = shapes[s].k * shapes[s].n;
+            w32[s][l] = malloc(e * sizeof(float));
+            w16[s][l] = malloc(e * sizeof(uint16_t));
+            if (!w32[s][l] || !w16[s][l])
+                return 1;
+            for (size_t i = 0; i < e; i++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                w32[s][l][i] = (float)((double)(seed >> 40) / (double)(1u << 24) - 0.5) * 0.1f;
+                w16[s][l][i] = pfx_float_to_half(w32[s][l][i]);
+            }
+        }
+    double bytes = 0;
+    for (int s = 0; s < SHAPES; s++)
+        bytes += (double)shapes[s].k * (double)shapes[s].n * shapes[s].count * sizeof(float);
+    const double floor_ms = read_all_ms(w32, threads, reps);
+    printf("reading the %.1f MB of float32 weights once: %.3f ms (%.1f GB/s), the floor of a "
+           "step (half: %.3f ms)\n",
+           bytes / 1e6, floor_ms, bytes / floor_ms / 1e6, floor_ms / 2);
+    float *a = malloc(8 * 3072 * sizeof(float)), *c = malloc(8 * 50257 * sizeof(float));
+    for (size_t i = 0; i < 8 * 3072; i++)
+        a[i] = (float)(i % 17) * 0.01f;
+    for (size_t r = 0; r < nrows; r++) {
+        const size_t m = rows[r];
+        if (m < 1 || m > PFX_GEMM_ROWS_MAX)
+            continue;
+        double step[WAYS] = { 0 }, step_best[WAYS] = { 0 };
+        printf("\nm = %zu\n%-22s", m, "shape");
+        for (int w = 0; w < WAYS; w++)
+            printf(" | %-8s median GB/s     best GB/s", way_names[w]);
+        printf("\n");
+        for (int s = 0; s < SHAPES; s++) {
+            const struct shape *sh = &shapes[s];
+            double t[WAYS][MAX_REPS];
+            /* the ways alternate within each repetition: the same load on each */
+            for (int rep = 0; rep <= reps; rep++) /* rep 0 warms up */
+                for (int w = 0; w < WAYS; w++) {
+                    const double t0 = tool_now_s() * 1e3;
+                    for (int l = 0; l < sh->count; l++)
+                        product(sh, w, m, w32[s][l], w16[s][l], a, c, threads);
+                    if (rep)
+                        t[w][rep - 1] = tool_now_s() * 1e3 - t0;
+                }
+            printf("%-22s", sh->name);
+            for (int w = 0; w < WAYS; w++) {
+                const double bytes =
+                    (double)sh->k * (double)sh->n * sh->count * (w == WAY_ROWS_F16 ? 2.0 : 4.0);
+                double best = t[w][0];
+                for (int rep = 1; rep < reps; rep++)
+                    best = t[w][rep] < best ? t[w][rep] : best;
+                const double ms = tool_median(t[w], (size_t)reps);
+                step[w] += ms;
+                step_best[w] += best;
+                printf(" | %8.3f %5.1f %8.3f %5.1f", ms, bytes / ms / 1e6, best,
+                       bytes / best / 1e6);
+            }
+            printf("\n");
+        }
+        printf("%-22s", "step (sum)");
+        for (int w = 0; w < WAYS; w++)
+            printf(" | %8.3f %5s %8.3f %5s", step[w], "", step_best[w], "");
+        printf("\n");
+    }
+    return 0;
+}

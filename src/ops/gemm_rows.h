@@ -1,0 +1,51 @@
+/*
+ * Products of a few rows against a weight, on the host (the decode step of
+ * the host backend, gemm_host.c): C[m x n] = alpha A op(B) + beta C with A
+ * row-major [m, k] and B stored [k, n] or, trans_b, [n, k], in float32 or as
+ * half bits. One pass over B computes all m rows (OpenBLAS's sgemm packs B
+ * for a few rows and reads it about four times as slowly; its sgemv takes one
+ * row at a time), half converted in registers as it is read. Vector code for
+ * AVX-512, AVX2 + F16C + FMA or plain C, picked at run time. With beta == 0,
+ * C is not read. Threads: column ranges of B, one per thread.
+ */
+#ifndef PFX_OPS_GEMM_ROWS_H
+#define PFX_OPS_GEMM_ROWS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The most rows one pass takes. */
+#define PFX_GEMM_ROWS_MAX 8
+
+typedef struct pfx_gemm_rows_args {
+    bool trans_b, half_b;
+    size_t m, n, k;
+    float alpha, beta;
+    const float *a;
+    size_t lda;
+    const void *b; /* float, or uint16_t half bits when half_b */
+    size_t ldb;
+    float *c;
+    size_t ldc;
+} pfx_gemm_rows_args;
+
+/* Runs the product on up to `threads` threads; m must be 1..PFX_GEMM_ROWS_MAX. */
+void pfx_gemm_rows(const pfx_gemm_rows_args *g, int threads);
+
+/* The same with the kernels of one instruction set ("avx512", "avx2", "c"),
+ * for tests; false (nothing done) where the CPU lacks it. */
+bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa);
+
+/* False where $PREFIXCL_GEMM_ROWS is "off": every product then goes to the
+ * host BLAS, half weights widened first (the comparison of the two). */
+bool pfx_gemm_rows_enabled(void);
+
+/* Whether pfx_gemm_rows beats the host BLAS on this float32 product (the
+ * measured choice: bench/README.md, "Few-row products"). */
+bool pfx_gemm_rows_wanted(size_t m, size_t n, size_t k, bool trans_b);
+
+/* The instruction set pfx_gemm_rows runs with ("avx512", "avx2", "c"). */
+const char *pfx_gemm_rows_isa(void);
+
+#endif

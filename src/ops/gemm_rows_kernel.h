@@ -1,0 +1,143 @@
+/*
+ * The kernels of gemm_rows.c for one instruction set, included once per set
+ * with ROWS_ATTR (the target attribute), ROWS_NAME(x) (x with the set's
+ * suffix), ROWS_FMA(acc, x, v) (acc + x v, x a float), ROWS_FMAV(acc, x, v)
+ * (the same, x a v16) and ROWS_HALF(p) (16 half values at p as a v16) defined; every function here is compiled for
+ * that set. Not a header of its own: no include guard.
+ */
+
+/* 16 elements of B at element e: float, or half widened in registers. */
+static inline __attribute__((always_inline)) ROWS_ATTR v16 ROWS_NAME(load_b)(const void *b,
+                                                                             bool half, size_t e)
+{
+    if (half)
+        return ROWS_HALF((const uint16_t *)b + e);
+    return *(const v16u *)((const float *)b + e);
+}
+
+/* C row i, columns [j, j + w) (w <= 16) = alpha acc + beta C. */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(store)(const pfx_gemm_rows_args *g, size_t i, size_t j, size_t w, v16 acc)
+{
+    float *c = g->c + i * g->ldc + j;
+    for (size_t l = 0; l < w; l++)
+        c[l] = g->alpha * acc[l] + (g->beta != 0.0f ? g->beta * c[l] : 0.0f);
+}
+
+/* B [k, n]: columns [j, j + 32) of MR rows over B's rows [p0, p1). The sums
+ * start from 0 (p0 == 0) or from part (MR x 32, row stride ldp) and end in
+ * part or, at p1 == k, in C. */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(cols32)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, float *part,
+                  size_t ldp, const int MR)
+{
+    v16 acc0[PFX_GEMM_ROWS_MAX], acc1[PFX_GEMM_ROWS_MAX];
+    const float *a = g->a;
+    const size_t lda = g->lda, ldb = g->ldb;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+        acc0[i] = acc1[i] = (v16){ 0 };
+        if (p0) {
+            acc0[i] = *(const v16u *)(part + (size_t)i * ldp);
+            acc1[i] = *(const v16u *)(part + (size_t)i * ldp + 16);
+        }
+    }
+    for (size_t p = p0; p < p1; p++) {
+        const size_t e = p * ldb + j;
+        const v16 b0 = ROWS_NAME(load_b)(g->b, g->half_b, e);
+        const v16 b1 = ROWS_NAME(load_b)(g->b, g->half_b, e + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            const float x = a[(size_t)i * lda + p];
+            acc0[i] = ROWS_FMA(acc0[i], x, b0);
+            acc1[i] = ROWS_FMA(acc1[i], x, b1);
+        }
+    }
+    if (p1 < g->k) {
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            *(v16u *)(part + (size_t)i * ldp) = acc0[i];
+            *(v16u *)(part + (size_t)i * ldp + 16) = acc1[i];
+        }
+        return;
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+        ROWS_NAME(store)(g, (size_t)i, j, 16, acc0[i]);
+        ROWS_NAME(store)(g, (size_t)i, j + 16, 16, acc1[i]);
+    }
+}
+
+/* B [n, k]: outputs j, j + 1 of MR rows, dot products along B's rows. */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int MR)
+{
+    v16 acc[PFX_GEMM_ROWS_MAX][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+        acc[i][0] = acc[i][1] = (v16){ 0 };
+    const size_t k16 = g->k / 16 * 16;
+    for (size_t p = 0; p < k16; p += 16) {
+        v16 b[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < NJ; t++)
+            b[t] = ROWS_NAME(load_b)(g->b, g->half_b, (j + (size_t)t) * g->ldb + p);
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            const v16 x = *(const v16u *)(g->a + i * g->lda + p);
+#pragma GCC unroll 2
+            for (int t = 0; t < NJ; t++)
+                acc[i][t] = ROWS_FMAV(acc[i][t], x, b[t]);
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int t = 0; t < NJ; t++) {
+            float s = 0.0f;
+            for (int l = 0; l < 16; l++)
+                s += acc[i][t][l];
+            for (size_t p = k16; p < g->k; p++)
+                s += g->a[i * g->lda + p] * b_at(g, (j + (size_t)t) * g->ldb + p);
+            v16 one = { s };
+            ROWS_NAME(store)(g, (size_t)i, j + (size_t)t, 1, one);
+        }
+}
+
+/* Outputs [j0, j1) of MR rows; j0 on a block boundary. */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(range_mr)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int MR)
+{
+    size_t j = j0;
+    if (g->trans_b) {
+        for (; j + 2 <= j1; j += 2)
+            ROWS_NAME(rows2)(g, j, 2, MR);
+        if (j < j1)
+            ROWS_NAME(rows2)(g, j, 1, MR);
+        return;
+    }
+    /* ROWS_KB rows of B at a time across the range: as many streams along
+     * B's rows for the prefetchers, the sums kept in part between blocks */
+    const size_t whole = (j1 - j0) / 32 * 32;
+    float *part = g->k > ROWS_KB ? malloc((size_t)MR * whole * sizeof(float)) : NULL;
+    const size_t kb = part ? ROWS_KB : g->k;
+    for (size_t p0 = 0; p0 < g->k; p0 += kb) {
+        const size_t p1 = g->k - p0 < kb ? g->k : p0 + kb;
+        for (j = j0; j < j0 + whole; j += 32)
+            ROWS_NAME(cols32)(g, j, p0, p1, part + (j - j0), whole, MR);
+    }
+    free(part);
+    rows_columns_plain(g, j0 + whole, j1); /* the last < 32 columns */
+}
+
+static ROWS_ATTR void ROWS_NAME(range)(const pfx_gemm_rows_args *g, size_t j0, size_t j1)
+{
+    switch (g->m) {
+    case 1: ROWS_NAME(range_mr)(g, j0, j1, 1); break;
+    case 2: ROWS_NAME(range_mr)(g, j0, j1, 2); break;
+    case 3: ROWS_NAME(range_mr)(g, j0, j1, 3); break;
+    case 4: ROWS_NAME(range_mr)(g, j0, j1, 4); break;
+    case 5: ROWS_NAME(range_mr)(g, j0, j1, 5); break;
+    case 6: ROWS_NAME(range_mr)(g, j0, j1, 6); break;
+    case 7: ROWS_NAME(range_mr)(g, j0, j1, 7); break;
+    default: ROWS_NAME(range_mr)(g, j0, j1, 8); break;
+    }
+}

@@ -1,0 +1,148 @@
+/*
+ * Suite 'gemm_rows': the few-row products of the host backend
+ * (src/ops/gemm_rows.c) against a double product of the same values, with
+ * every instruction set the CPU runs (AVX-512, AVX2, plain C), one and two
+ * threads: 1..8 rows; B stored [k, n] (GPT-2's Conv1D) and [n, k] (Llama,
+ * the tied head), float32 and half; sizes off the kernels' blocks (columns
+ * of 32, rows of 2, sums of 16, B's rows taken 32 at a time), row strides
+ * wider than the rows, alpha/beta; C with beta 0 holding NaN (not read) and
+ * its elements between rows left as they were. No OpenCL device.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gemm_rows.h"
+#include "half.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+#include "tolerances.h"
+
+typedef struct rows_case {
+    size_t m, n, k;
+    bool trans_b, half_b;
+    float alpha, beta;
+} rows_case;
+
+static const rows_case cases[] = {
+    { 1, 1, 1, false, false, 1.0f, 0.0f },
+    { 1, 97, 33, false, false, 1.0f, 0.0f },
+    { 2, 64, 100, false, true, 0.5f, 1.0f },
+    { 3, 33, 17, true, false, 1.0f, 1.0f },
+    { 4, 129, 65, false, false, 2.0f, 0.0f },
+    { 5, 31, 47, true, true, 1.0f, 0.0f },
+    { 6, 161, 96, false, true, 1.0f, 0.5f },
+    { 7, 101, 16, true, false, 1.0f, 0.0f },
+    { 8, 300, 75, false, false, 1.0f, 1.0f },
+    { 8, 257, 131, true, true, 0.25f, 1.0f },
+    { 8, 96, 1, false, true, 1.0f, 0.0f },
+    { 1, 2304, 768, true, false, 1.0f, 0.0f }, /* enough work for two threads */
+    { 8, 2304, 768, false, true, 1.0f, 1.0f },
+    { 2, 3000, 100, false, false, 1.0f, 0.0f },
+};
+
+static const char *const isas[] = { "avx512", "avx2", "c" };
+
+static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t seed)
+{
+    ref_rng rng;
+    ref_rng_seed(&rng, seed);
+    const size_t m = rc->m, n = rc->n, k = rc->k;
+    const size_t lda = k + 3, ldc = n + 5;
+    const size_t br = rc->trans_b ? n : k, bc = rc->trans_b ? k : n, ldb = bc + 7;
+    float *a = malloc(m * lda * sizeof(float)), *b32 = malloc(br * ldb * sizeof(float));
+    uint16_t *b16 = malloc(br * ldb * sizeof(uint16_t));
+    float *c = malloc(m * ldc * sizeof(float)), *c0 = malloc(m * ldc * sizeof(float));
+    double *want = malloc(m * n * sizeof(double));
+    float *got = malloc(m * n * sizeof(float));
+    assert_true(a && b32 && b16 && c && c0 && want && got);
+    for (size_t i = 0; i < m * lda; i++)
+        a[i] = (float)ref_rng_uniform(&rng, -1.0, 1.0);
+    for (size_t i = 0; i < br * ldb; i++) {
+        b16[i] = pfx_float_to_half((float)ref_rng_uniform(&rng, -1.0, 1.0));
+        b32[i] = rc->half_b ? pfx_half_to_float(b16[i]) : (float)ref_rng_uniform(&rng, -1.0, 1.0);
+    }
+    for (size_t i = 0; i < m * ldc; i++)
+        c0[i] = rc->beta == 0.0f && i % ldc < n ? NAN : (float)ref_rng_uniform(&rng, -1.0, 1.0);
+    memcpy(c, c0, m * ldc * sizeof(float));
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0.0;
+            for (size_t p = 0; p < k; p++)
+                s += (double)a[i * lda + p] * b32[rc->trans_b ? j * ldb + p : p * ldb + j];
+            want[i * n + j] =
+                rc->alpha * s + (rc->beta != 0.0f ? rc->beta * (double)c0[i * ldc + j] : 0.0);
+        }
+    const pfx_gemm_rows_args g = { .trans_b = rc->trans_b,
+                                   .half_b = rc->half_b,
+                                   .m = m,
+                                   .n = n,
+                                   .k = k,
+                                   .alpha = rc->alpha,
+                                   .beta = rc->beta,
+                                   .a = a,
+                                   .lda = lda,
+                                   .b = rc->half_b ? (const void *)b16 : b32,
+                                   .ldb = ldb,
+                                   .c = c,
+                                   .ldc = ldc };
+    if (pfx_gemm_rows_on(&g, threads, isa)) {
+        for (size_t i = 0; i < m; i++) {
+            memcpy(got + i * n, c + i * ldc, n * sizeof(float));
+            for (size_t j = n; j < ldc; j++) /* between rows: untouched */
+                assert_memory_equal(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float));
+        }
+        const double err = rel_l2(want, got, m * n);
+        if (!(err <= TOL_ENC_F32))
+            fail_msg("%s, %d threads, m=%zu n=%zu k=%zu%s%s: relative L2 error %.3g > %.3g", isa,
+                     threads, m, n, k, rc->trans_b ? " B^T" : "", rc->half_b ? " half" : "", err,
+                     TOL_ENC_F32);
+    }
+    free(a), free(b32), free(b16), free(c), free(c0), free(want), free(got);
+}
+
+static void test_rows_against_double(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
+            for (int threads = 1; threads <= 2; threads++)
+                run_case(&cases[i], isas[s], threads, 1000 + i);
+}
+
+/* The plain C kernels exist everywhere; the best set is one of the three. */
+static void test_rows_isa(void **state)
+{
+    (void)state;
+    const char *best = pfx_gemm_rows_isa();
+    assert_true(!strcmp(best, "avx512") || !strcmp(best, "avx2") || !strcmp(best, "c"));
+    float a = 2.0f, b = 3.0f, c = NAN;
+    const pfx_gemm_rows_args g = { .m = 1,
+                                   .n = 1,
+                                   .k = 1,
+                                   .alpha = 1.0f,
+                                   .a = &a,
+                                   .lda = 1,
+                                   .b = &b,
+                                   .ldb = 1,
+                                   .c = &c,
+                                   .ldc = 1 };
+    assert_true(pfx_gemm_rows_on(&g, 1, "c"));
+    assert_true(c == 6.0f);
+    assert_false(pfx_gemm_rows_on(&g, 1, "no such set"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rows_against_double),
+        cmocka_unit_test(test_rows_isa),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
