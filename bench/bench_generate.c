@@ -4,9 +4,12 @@
  * bank), prompts of N tokens, greedy generation of NEW tokens through the KV
  * cache. Prefill and decode tokens/s (medians over the runs after a warm-up
  * run) for each batch size, and the device memory of the bank and the cache.
+ * --gains: every adapter also carries its own per-head tanh gains (each
+ * request then attends with its own: per-item gains); --one-adapter: every
+ * request uses adapter 0 (one gain vector per call), to compare with.
  *
  * usage: bench_generate [--device SEL] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--json PATH]
+ *                       [--runs 3] [--gains] [--one-adapter] [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT.
  */
 #include <stdio.h>
@@ -39,24 +42,32 @@ static uint64_t lcg(uint64_t *s)
     return *s >> 33;
 }
 
-/* A prefixcl prefixes file of random prefixes (no gains) at `path`. */
-static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed)
+/* A prefixcl prefixes file of random prefixes at `path`; with gains, random
+ * per-head tanh gains in [-0.5, 0.5) too (GPT-2 small: heads = HKV). */
+static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed, bool gains)
 {
     const size_t n = HKV * PREFIX * D;
-    float *data = malloc(2 * L * n * sizeof(float));
-    pfx_named_tensor items[2 * L];
-    char names[2 * L][40];
+    float *data = malloc((2 * L * n + L * HKV) * sizeof(float));
+    pfx_named_tensor items[3 * L];
+    char names[3 * L][40];
     if (!data)
         exit(1);
-    for (size_t i = 0; i < 2 * L * n; i++)
+    for (size_t i = 0; i < 2 * L * n + L * HKV; i++)
         data[i] = (float)((double)lcg(&seed) / (double)(1ull << 31) - 0.5);
     for (size_t l = 0; l < 2 * L; l++) {
         snprintf(names[l], sizeof(names[l]), "layers.%zu.prefix_%c", l / 2, l % 2 ? 'v' : 'k');
         items[l] = (pfx_named_tensor){ .name = names[l], .host = data + l * n, .ndim = 3,
                                        .shape = { HKV, PREFIX, D }, .dtype = PFX_DTYPE_F32 };
     }
-    pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", "off" } };
-    CHECK(pfx_safetensors_save(NULL, path, items, 2 * L, meta, 2));
+    for (size_t l = 0; gains && l < L; l++) {
+        snprintf(names[2 * L + l], sizeof(names[0]), "layers.%zu.gain", l);
+        items[2 * L + l] = (pfx_named_tensor){ .name = names[2 * L + l],
+                                               .host = data + 2 * L * n + l * HKV, .ndim = 1,
+                                               .shape = { HKV }, .dtype = PFX_DTYPE_F32 };
+    }
+    pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" },
+                               { "gain_mode", gains ? "tanh" : "off" } };
+    CHECK(pfx_safetensors_save(NULL, path, items, gains ? 3 * L : 2 * L, meta, 2));
     free(data);
 }
 
@@ -127,6 +138,7 @@ int main(int argc, char **argv)
     const char *device = NULL, *json = NULL;
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
+    bool gains = false, one_adapter = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             device = argv[++i];
@@ -140,11 +152,15 @@ int main(int argc, char **argv)
             NEW = strtoul(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
             runs = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--gains")) {
+            gains = true;
+        } else if (!strcmp(argv[i], "--one-adapter")) {
+            one_adapter = true;
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
         } else {
             fprintf(stderr, "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
-                            "[--json PATH]\n", argv[0]);
+                            "[--gains] [--one-adapter] [--json PATH]\n", argv[0]);
             return 2;
         }
     }
@@ -170,7 +186,7 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/prefixes.safetensors", dir);
     for (size_t a = 0; a < maxb; a++) {
         int32_t e;
-        write_adapter(rt, path, 77 + a);
+        write_adapter(rt, path, 77 + a, gains);
         CHECK(pfx_adapter_bank_add(bank, path, &e));
     }
     unlink(path);
@@ -191,17 +207,22 @@ int main(int argc, char **argv)
     const pfx_sampling s = { .max_new_tokens = NEW };
     FILE *js = json ? fopen(json, "w") : NULL;
     if (js)
-        fprintf(js, "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, \"results\": [",
-                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX);
-    printf("GPT-2 small (random weights), prefix %d (one adapter per request), prompt %zu, %zu new tokens, %s\n",
-           PREFIX, N, NEW, pfx_runtime_device(rt)->device_name);
+        fprintf(js, "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, "
+                    "\"gains\": %s, \"one_adapter\": %s, \"results\": [",
+                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX, gains ? "true" : "false",
+                one_adapter ? "true" : "false");
+    printf("GPT-2 small (random weights), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
+           PREFIX, one_adapter ? "adapter 0 for every request" : "one adapter per request",
+           gains ? ", each adapter with its own tanh gains" : "", N, NEW,
+           pfx_runtime_device(rt)->device_name);
     printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",
            pfx_adapter_bank_bytes(bank) / 1048576.0, pfx_adapter_bank_count(bank),
            pfx_kv_cache_bytes(cache) / 1048576.0, mem.live_bytes / 1048576.0);
     for (size_t k = 0; k < nb; k++) {
         const size_t B = batches[k];
         for (size_t r = 0; r < B; r++)
-            req[r] = (pfx_request){ prompts + r * N, N, (int32_t)r, r, outs + r * NEW, 0 };
+            req[r] = (pfx_request){ prompts + r * N, N, one_adapter ? 0 : (int32_t)r, r,
+                                    outs + r * NEW, 0 };
         for (int run = -1; run < runs; run++) { /* run -1: warm-up (kernel builds) */
             pfx_generate_stats gs;
             CHECK(pfx_generate(model, cache, bank, req, B, &s, NULL, NULL, &gs));

@@ -327,6 +327,36 @@ static void item_gains_fill(item_gains *g, size_t B, size_t H, size_t D, uint64_
     c->d.item_dim_gain = structured ? g->dim_gain : NULL;
 }
 
+/* Per-item gains on awkward sizes: B 3, H 4, Hkv 2, N 13, M 20, P 9 causal,
+ * a bank whose item 1 has no prefix, lengths; head size D. */
+static fwd_case item_gains_prefill(item_gains *g, size_t D, uint64_t seed, bool structured,
+                                   float ramp)
+{
+    static const int32_t idx[3] = { 1, -1, 0 }, ql[3] = { 13, 6, 1 }, kl[3] = { 20, 11, 19 };
+    fwd_case c = base_case(3, 4, 2, 13, 20, 9, D, seed);
+    item_gains_fill(g, 3, 4, D, seed + 1000, structured, &c);
+    c.d.gain_ramp = ramp;
+    c.d.causal = true;
+    c.bank = 2;
+    c.d.bank_index = idx;
+    c.d.q_lens = ql;
+    c.d.kv_lens = kl;
+    return c;
+}
+
+/* The same items decoding: one query against 300 keys (split-K), MQA. */
+static fwd_case item_gains_decode(item_gains *g, size_t D, uint64_t seed, bool structured,
+                                  float ramp)
+{
+    static const int32_t idx[3] = { 1, -1, 0 };
+    fwd_case c = base_case(3, 4, 1, 1, 300, 5, D, seed);
+    item_gains_fill(g, 3, 4, D, seed + 1000, structured, &c);
+    c.d.gain_ramp = ramp;
+    c.bank = 2;
+    c.d.bank_index = idx;
+    return c;
+}
+
 /* O of a run with per-item gains equals, item by item, O of that item run
  * alone with its gains as the per-call ones (BHND layouts, float32). */
 static void check_items_alone(pfx_runtime *rt, const fwd_case *c)
@@ -388,24 +418,12 @@ static void test_item_gains(void **state)
 {
     pfx_runtime *rt = *state;
     item_gains g;
-    int32_t idx[3] = { 1, -1, 0 }, ql[3] = { 13, 6, 1 }, kl[3] = { 20, 11, 19 };
     for (int structured = 0; structured < 2; structured++) {
-        fwd_case c = base_case(3, 4, 2, 13, 20, 9, 40, 500 + structured);
-        item_gains_fill(&g, 3, 4, 40, 510 + structured, structured, &c);
-        c.d.gain_ramp = 0.7f;
-        c.d.causal = true;
-        c.bank = 2;
-        c.d.bank_index = idx;
-        c.d.q_lens = ql;
-        c.d.kv_lens = kl;
+        fwd_case c = item_gains_prefill(&g, 40, 500 + structured, structured, 0.7f);
         run_case(rt, &c);
         check_items_alone(rt, &c);
         /* decode: one query against a long cache, split-K and its merge */
-        c = base_case(3, 4, 1, 1, 300, 5, 64, 520 + structured);
-        item_gains_fill(&g, 3, 4, 64, 530 + structured, structured, &c);
-        c.d.gain_ramp = 0.6f;
-        c.bank = 2;
-        c.d.bank_index = idx;
+        c = item_gains_decode(&g, 64, 520 + structured, structured, 0.6f);
         run_case(rt, &c);
         check_items_alone(rt, &c);
     }
@@ -836,17 +854,9 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
     /* per-item gains (modes tanh, linear, off; per head and structured):
      * the same batch, then a split-K decode */
     item_gains g;
-    c = base_case(3, 4, 2, 13, 20, 9, head_dim, 300 + (*seed)++);
-    item_gains_fill(&g, 3, 4, head_dim, 300 + *seed, true, &c);
-    c.d.gain_ramp = 0.8f;
-    c.d.causal = true;
-    c.bank = 3;
-    c.d.bank_index = idx;
-    c.d.q_lens = ql;
-    c.d.kv_lens = kl;
+    c = item_gains_prefill(&g, head_dim, 300 + (*seed)++, true, 0.8f);
     run_case(rt, &c);
-    c = base_case(3, 4, 1, 1, 300, 5, head_dim, 300 + (*seed)++);
-    item_gains_fill(&g, 3, 4, head_dim, 300 + *seed, true, &c);
+    c = item_gains_decode(&g, head_dim, 300 + (*seed)++, true, 1.0f);
     run_case(rt, &c);
 }
 

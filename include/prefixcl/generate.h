@@ -78,7 +78,8 @@ PFX_API size_t pfx_adapter_bank_bytes(const pfx_adapter_bank *bank);
 /* The bank as the prefix of a whole-model call (pfx_model_forward, ...):
  * bank_index[b] (host, kept by the caller) chooses each item's entry. The
  * gains and structured gains (dim_gains) of entry bank_index[0] are used
- * (the model call has one of each per call), gain_ramp 1. A bank of gains
+ * (the model call has one of each per call; pfx_serve_step_run gives each
+ * item its own adapter's), gain_ramp 1. A bank of gains
  * files gives prefix_len 0 and no prefix tensors. */
 PFX_API pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *bank_index,
                                            size_t batch, pfx_model_prefix *prefix);

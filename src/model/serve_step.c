@@ -27,7 +27,7 @@ typedef struct plan {
     /* Otherwise per-item gains, layer l's gathered from the bank into: */
     pfx_gain_mode *item_mode; /* [B] (OFF for a slot without adapter) */
     float *item_gain;         /* [B * H] */
-    float *item_dim_gain;     /* [B * H * D] when an active slot's adapter is structured, else NULL */
+    float *item_dim_gain;     /* [B * H * D] if an active slot's adapter is structured, else NULL */
 } plan;
 
 static void plan_free(plan *p)

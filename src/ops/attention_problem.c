@@ -403,8 +403,8 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
                                      "gamma(desc.gain_ramp x g) = %g, is beyond float32",
                                      op, b, h, c);
                 return pfx_error(rt, PFX_ERROR_NOT_FINITE,
-                                 "%s: the logit factor of head %zu, desc.scale x gamma(desc.gain_ramp "
-                                 "x desc.gain[%zu]) = %g, is beyond float32",
+                                 "%s: the logit factor of head %zu, desc.scale x "
+                                 "gamma(desc.gain_ramp x desc.gain[%zu]) = %g, is beyond float32",
                                  op, h, h, c);
             }
         }

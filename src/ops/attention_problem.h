@@ -54,7 +54,8 @@ typedef struct pfx_attn_problem {
 
 /* PFX_ERROR_UNSUPPORTED when the call has what only the forward computes:
  * an item with bank entry -1 (no prefix) or per-item gains. */
-pfx_status pfx_attn_problem_forward_only(pfx_runtime *rt, const char *op, const pfx_attn_problem *p);
+pfx_status pfx_attn_problem_forward_only(pfx_runtime *rt, const char *op,
+                                         const pfx_attn_problem *p);
 
 /* Validates desc and the input tensors; op names the entry point in messages.
  * On success the problem owns host memory: release it with pfx_attn_problem_free. */
