@@ -66,7 +66,8 @@ typedef struct pfx_attention_desc {
     bool causal;
     float scale;           /* 0: 1 / sqrt(D) */
     pfx_gain_mode gain_mode;
-    const float *gain;     /* host [H]: g_h; required unless gain_mode is OFF or gain_tensor is set */
+    const float *gain;     /* host [H]: g_h; required unless gain_mode is OFF or gain_tensor
+                            * (or, for every item, item_gain) is set */
     float gain_ramp;       /* r in [0, 1] */
     const float *dim_gain; /* host [H * D]: structured gain G_hd, or NULL */
     const int32_t *q_lens;     /* host [B]: valid queries per item (0..N), or NULL for N */
@@ -84,9 +85,9 @@ typedef struct pfx_attention_desc {
      * (PFX_ERROR_INVALID_ARGUMENT). The backward, the statistics and the map
      * take one gain per call and refuse them (PFX_ERROR_UNSUPPORTED). */
     const pfx_gain_mode *item_gain_mode; /* host [B]: mode of item b, or NULL: gain_mode */
-    const float *item_gain;      /* host [B * H]: g_h of item b at [b * H + h], or NULL: gain */
-    const float *item_dim_gain;  /* host [B * H * D]: G_hd of item b at [(b * H + h) * D + d],
-                                  * or NULL: dim_gain */
+    const float *item_gain;     /* host [B * H]: g_h of item b at [b * H + h], or NULL: gain */
+    const float *item_dim_gain; /* host [B * H * D]: G_hd of item b at [(b * H + h) * D + d],
+                                 * or NULL: dim_gain */
 } pfx_attention_desc;
 
 /* Defaults: BHND layouts, no gain, ramp 1, default scale, no masks. */
