@@ -5,11 +5,13 @@
  * cache. Prefill and decode tokens/s (medians over the runs after a warm-up
  * run) for each batch size, and the device memory of the bank and the cache.
  * --gains: every adapter also carries its own per-head tanh gains (each
- * request then attends with its own: per-item gains); --one-adapter: every
- * request uses adapter 0 (one gain vector per call), to compare with.
+ * request then attends with its own: per-item gains); --compare-one: the
+ * decode step's median wall time of each batch against the same batch with
+ * every request on adapter 0 (one gain vector per call), the two run
+ * alternately so that the load of a shared machine falls on both alike.
  *
  * usage: bench_generate [--device SEL] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--gains] [--one-adapter] [--json PATH]
+ *                       [--runs 3] [--gains] [--compare-one] [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT.
  */
 #include <stdio.h>
@@ -132,13 +134,47 @@ static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_ca
     return PFX_SUCCESS;
 }
 
+/* Median decode step wall time of the batch as given (step_ms[0]) and with
+ * every request on adapter 0 (step_ms[1]), alternated run by run. */
+static void compare_adapter0(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *cache,
+                             const pfx_adapter_bank *bank, const pfx_request *req, size_t B,
+                             size_t new, int runs, double *step_ms)
+{
+    pfx_request *both[2] = { malloc(B * sizeof(*req)), malloc(B * sizeof(*req)) };
+    double *ms[2] = { malloc((size_t)runs * sizeof(double)), malloc((size_t)runs * sizeof(double)) };
+    if (!both[0] || !both[1] || !ms[0] || !ms[1])
+        exit(1);
+    memcpy(both[0], req, B * sizeof(*req));
+    memcpy(both[1], req, B * sizeof(*req));
+    for (size_t r = 0; r < B; r++)
+        both[1][r].adapter = 0;
+    const pfx_sampling s = { .max_new_tokens = new };
+    for (int run = -1; run < runs; run++) { /* run -1: warm-up */
+        for (int i = 0; i < 2; i++) {
+            pfx_generate_stats gs;
+            CHECK(pfx_generate(model, cache, bank, both[i], B, &s, NULL, NULL, &gs));
+            if (run >= 0)
+                ms[i][run] = gs.decode_seconds * 1e3 / (double)(new - 1);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        step_ms[i] = tool_median(ms[i], (size_t)runs);
+    printf("          decode step, median of %d alternated runs: %.2f ms with each request's "
+           "adapter, %.2f ms with adapter 0 for all (%+.1f %%)\n",
+           runs, step_ms[0], step_ms[1], 100.0 * (step_ms[0] / step_ms[1] - 1.0));
+    for (int i = 0; i < 2; i++) {
+        free(both[i]);
+        free(ms[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tool_openblas_settings(argv);
     const char *device = NULL, *json = NULL;
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
-    bool gains = false, one_adapter = false;
+    bool gains = false, compare_one = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             device = argv[++i];
@@ -154,13 +190,13 @@ int main(int argc, char **argv)
             runs = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--gains")) {
             gains = true;
-        } else if (!strcmp(argv[i], "--one-adapter")) {
-            one_adapter = true;
+        } else if (!strcmp(argv[i], "--compare-one")) {
+            compare_one = true;
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
         } else {
             fprintf(stderr, "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
-                            "[--gains] [--one-adapter] [--json PATH]\n", argv[0]);
+                            "[--gains] [--compare-one] [--json PATH]\n", argv[0]);
             return 2;
         }
     }
@@ -208,12 +244,10 @@ int main(int argc, char **argv)
     FILE *js = json ? fopen(json, "w") : NULL;
     if (js)
         fprintf(js, "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, "
-                    "\"gains\": %s, \"one_adapter\": %s, \"results\": [",
-                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX, gains ? "true" : "false",
-                one_adapter ? "true" : "false");
+                    "\"gains\": %s, \"results\": [",
+                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX, gains ? "true" : "false");
     printf("GPT-2 small (random weights), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
-           PREFIX, one_adapter ? "adapter 0 for every request" : "one adapter per request",
-           gains ? ", each adapter with its own tanh gains" : "", N, NEW,
+           PREFIX, "one adapter per request", gains ? ", each adapter with its own tanh gains" : "", N, NEW,
            pfx_runtime_device(rt)->device_name);
     printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",
            pfx_adapter_bank_bytes(bank) / 1048576.0, pfx_adapter_bank_count(bank),
@@ -221,8 +255,7 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < nb; k++) {
         const size_t B = batches[k];
         for (size_t r = 0; r < B; r++)
-            req[r] = (pfx_request){ prompts + r * N, N, one_adapter ? 0 : (int32_t)r, r,
-                                    outs + r * NEW, 0 };
+            req[r] = (pfx_request){ prompts + r * N, N, (int32_t)r, r, outs + r * NEW, 0 };
         for (int run = -1; run < runs; run++) { /* run -1: warm-up (kernel builds) */
             pfx_generate_stats gs;
             CHECK(pfx_generate(model, cache, bank, req, B, &s, NULL, NULL, &gs));
@@ -242,12 +275,20 @@ int main(int argc, char **argv)
                    i ? "decode:" : "prefill:", both[i]->wall_ms, both[i]->kernels,
                    both[i]->device_ms, both[i]->enqueue_ms, both[i]->host_gemms,
                    both[i]->host_gemm_ms);
-        if (js)
+        double step_ms[2] = { 0, 0 };
+        if (compare_one)
+            compare_adapter0(rt, model, cache, bank, req, B, NEW, runs, step_ms);
+        if (js) {
             fprintf(js, "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f, "
                         "\"decode_step\": {\"wall_ms\": %.3f, \"kernels\": %.1f, \"device_ms\": %.3f, "
-                        "\"enqueue_ms\": %.3f, \"host_gemms\": %.1f, \"host_gemm_ms\": %.3f}}",
+                        "\"enqueue_ms\": %.3f, \"host_gemms\": %.1f, \"host_gemm_ms\": %.3f}",
                     k ? ", " : "", B, p, d, c.wall_ms, c.kernels, c.device_ms, c.enqueue_ms, c.host_gemms,
                     c.host_gemm_ms);
+            if (compare_one)
+                fprintf(js, ", \"decode_step_ms\": %.3f, \"decode_step_ms_adapter0\": %.3f",
+                        step_ms[0], step_ms[1]);
+            fprintf(js, "}");
+        }
     }
     if (js) {
         fprintf(js, "]}\n");
