@@ -8,7 +8,8 @@
  * request then attends with its own: per-item gains); --compare-one: the
  * decode step's median wall time of each batch against the same batch with
  * every request on adapter 0 (one gain vector per call), the two run
- * alternately so that the load of a shared machine falls on both alike.
+ * alternately (A B, B A, ...) so that the load of a shared machine falls on
+ * both alike.
  *
  * usage: bench_generate [--device SEL] [--batch 1,8] [--tokens 128] [--new 32]
  *                       [--runs 3] [--gains] [--compare-one] [--json PATH]
@@ -135,7 +136,8 @@ static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_ca
 }
 
 /* Median decode step wall time of the batch as given (step_ms[0]) and with
- * every request on adapter 0 (step_ms[1]), alternated run by run. */
+ * every request on adapter 0 (step_ms[1]), alternated run by run (in turns
+ * A B then B A). */
 static void compare_adapter0(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *cache,
                              const pfx_adapter_bank *bank, const pfx_request *req, size_t B,
                              size_t new, int runs, double *step_ms)
@@ -150,7 +152,8 @@ static void compare_adapter0(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *ca
         both[1][r].adapter = 0;
     const pfx_sampling s = { .max_new_tokens = new };
     for (int run = -1; run < runs; run++) { /* run -1: warm-up */
-        for (int i = 0; i < 2; i++) {
+        for (int k = 0; k < 2; k++) {
+            const int i = (run & 1) ? 1 - k : k; /* A B, B A, ...: neither always second */
             pfx_generate_stats gs;
             CHECK(pfx_generate(model, cache, bank, both[i], B, &s, NULL, NULL, &gs));
             if (run >= 0)
