@@ -4,9 +4,15 @@
  * bank), prompts of N tokens, greedy generation of NEW tokens through the KV
  * cache. Prefill and decode tokens/s (medians over the runs after a warm-up
  * run) for each batch size, and the device memory of the bank and the cache.
+ * --gains: every adapter also carries its own per-head tanh gains (each
+ * request then attends with its own: per-item gains); --compare-one: the
+ * decode step's median wall time of each batch against the same batch with
+ * every request on adapter 0 (one gain vector per call), the two run
+ * alternately (A B, B A, ...) so that the load of a shared machine falls on
+ * both alike.
  *
  * usage: bench_generate [--device SEL] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--storage f32|f16] [--json PATH]
+ *                       [--runs 3] [--storage f32|f16] [--gains] [--compare-one] [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT.
  */
 #include <stdio.h>
@@ -39,16 +45,17 @@ static uint64_t lcg(uint64_t *s)
     return *s >> 33;
 }
 
-/* A prefixcl prefixes file of random prefixes (no gains) at `path`. */
-static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed)
+/* A prefixcl prefixes file of random prefixes at `path`; with gains, random
+ * per-head tanh gains in [-0.5, 0.5) too (GPT-2 small: heads = HKV). */
+static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed, bool gains)
 {
     const size_t n = HKV * PREFIX * D;
-    float *data = malloc(2 * L * n * sizeof(float));
-    pfx_named_tensor items[2 * L];
-    char names[2 * L][40];
+    float *data = malloc((2 * L * n + L * HKV) * sizeof(float));
+    pfx_named_tensor items[3 * L];
+    char names[3 * L][40];
     if (!data)
         exit(1);
-    for (size_t i = 0; i < 2 * L * n; i++)
+    for (size_t i = 0; i < 2 * L * n + L * HKV; i++)
         data[i] = (float)((double)lcg(&seed) / (double)(1ull << 31) - 0.5);
     for (size_t l = 0; l < 2 * L; l++) {
         snprintf(names[l], sizeof(names[l]), "layers.%zu.prefix_%c", l / 2, l % 2 ? 'v' : 'k');
@@ -58,8 +65,17 @@ static void write_adapter(pfx_runtime *rt, const char *path, uint64_t seed)
                                        .shape = { HKV, PREFIX, D },
                                        .dtype = PFX_DTYPE_F32 };
     }
-    pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" }, { "gain_mode", "off" } };
-    CHECK(pfx_safetensors_save(NULL, path, items, 2 * L, meta, 2));
+    for (size_t l = 0; gains && l < L; l++) {
+        snprintf(names[2 * L + l], sizeof(names[0]), "layers.%zu.gain", l);
+        items[2 * L + l] = (pfx_named_tensor){ .name = names[2 * L + l],
+                                               .host = data + 2 * L * n + l * HKV,
+                                               .ndim = 1,
+                                               .shape = { HKV },
+                                               .dtype = PFX_DTYPE_F32 };
+    }
+    pfx_st_metadata meta[] = { { "format", "prefixcl-prefixes-1" },
+                               { "gain_mode", gains ? "tanh" : "off" } };
+    CHECK(pfx_safetensors_save(NULL, path, items, gains ? 3 * L : 2 * L, meta, 2));
     free(data);
 }
 
@@ -127,6 +143,43 @@ static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_ca
     return PFX_SUCCESS;
 }
 
+/* Median decode step wall time of the batch as given (step_ms[0]) and with
+ * every request on adapter 0 (step_ms[1]), alternated run by run (in turns
+ * A B then B A). */
+static void compare_adapter0(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *cache,
+                             const pfx_adapter_bank *bank, const pfx_request *req, size_t B,
+                             size_t new, int runs, double *step_ms)
+{
+    pfx_request *both[2] = { malloc(B * sizeof(*req)), malloc(B * sizeof(*req)) };
+    double *ms[2] = { malloc((size_t)runs * sizeof(double)),
+                      malloc((size_t)runs * sizeof(double)) };
+    if (!both[0] || !both[1] || !ms[0] || !ms[1])
+        exit(1);
+    memcpy(both[0], req, B * sizeof(*req));
+    memcpy(both[1], req, B * sizeof(*req));
+    for (size_t r = 0; r < B; r++)
+        both[1][r].adapter = 0;
+    const pfx_sampling s = { .max_new_tokens = new };
+    for (int run = -1; run < runs; run++) { /* run -1: warm-up */
+        for (int k = 0; k < 2; k++) {
+            const int i = (run & 1) ? 1 - k : k; /* A B, B A, ...: neither always second */
+            pfx_generate_stats gs;
+            CHECK(pfx_generate(model, cache, bank, both[i], B, &s, NULL, NULL, &gs));
+            if (run >= 0)
+                ms[i][run] = gs.decode_seconds * 1e3 / (double)(new - 1);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        step_ms[i] = tool_median(ms[i], (size_t)runs);
+    printf("          decode step, median of %d alternated runs: %.2f ms with each request's "
+           "adapter, %.2f ms with adapter 0 for all (%+.1f %%)\n",
+           runs, step_ms[0], step_ms[1], 100.0 * (step_ms[0] / step_ms[1] - 1.0));
+    for (int i = 0; i < 2; i++) {
+        free(both[i]);
+        free(ms[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     tool_openblas_settings(argv);
@@ -134,6 +187,7 @@ int main(int argc, char **argv)
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
     pfx_dtype storage = PFX_DTYPE_F32;
+    bool gains = false, compare_one = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             device = argv[++i];
@@ -147,6 +201,10 @@ int main(int argc, char **argv)
             NEW = strtoul(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
             runs = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--gains")) {
+            gains = true;
+        } else if (!strcmp(argv[i], "--compare-one")) {
+            compare_one = true;
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
         } else if (!strcmp(argv[i], "--storage") && i + 1 < argc &&
@@ -155,7 +213,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
-                    "[--storage f32|f16] [--json PATH]\n",
+                    "[--storage f32|f16] [--gains] [--compare-one] [--json PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -188,7 +246,7 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/prefixes.safetensors", dir);
     for (size_t a = 0; a < maxb; a++) {
         int32_t e;
-        write_adapter(rt, path, 77 + a);
+        write_adapter(rt, path, 77 + a, gains);
         CHECK(pfx_adapter_bank_add(bank, path, &e));
     }
     unlink(path);
@@ -211,13 +269,14 @@ int main(int argc, char **argv)
     const pfx_sampling s = { .max_new_tokens = NEW };
     FILE *js = json ? fopen(json, "w") : NULL;
     if (js)
-        fprintf(
-            js,
-            "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, \"results\": [",
-            pfx_runtime_device(rt)->device_name, N, NEW, PREFIX);
-    printf("GPT-2 small (random weights, %s), prefix %d (one adapter per request), prompt %zu, %zu "
-           "new tokens, %s\n",
-           storage == PFX_DTYPE_F16 ? "half" : "float32", PREFIX, N, NEW,
+        fprintf(js,
+                "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, "
+                "\"storage\": \"%s\", \"gains\": %s, \"results\": [",
+                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX,
+                storage == PFX_DTYPE_F16 ? "f16" : "f32", gains ? "true" : "false");
+    printf("GPT-2 small (random weights, %s), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
+           storage == PFX_DTYPE_F16 ? "half" : "float32", PREFIX, "one adapter per request",
+           gains ? ", each adapter with its own tanh gains" : "", N, NEW,
            pfx_runtime_device(rt)->device_name);
     printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",
            pfx_adapter_bank_bytes(bank) / 1048576.0, pfx_adapter_bank_count(bank),
@@ -245,14 +304,22 @@ int main(int argc, char **argv)
                    i ? "decode:" : "prefill:", both[i]->wall_ms, both[i]->kernels,
                    both[i]->device_ms, both[i]->enqueue_ms, both[i]->host_gemms,
                    both[i]->host_gemm_ms);
-        if (js)
+        double step_ms[2] = { 0, 0 };
+        if (compare_one)
+            compare_adapter0(rt, model, cache, bank, req, B, NEW, runs, step_ms);
+        if (js) {
             fprintf(
                 js,
                 "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f, "
                 "\"decode_step\": {\"wall_ms\": %.3f, \"kernels\": %.1f, \"device_ms\": %.3f, "
-                "\"enqueue_ms\": %.3f, \"host_gemms\": %.1f, \"host_gemm_ms\": %.3f}}",
+                "\"enqueue_ms\": %.3f, \"host_gemms\": %.1f, \"host_gemm_ms\": %.3f}",
                 k ? ", " : "", B, p, d, c.wall_ms, c.kernels, c.device_ms, c.enqueue_ms,
                 c.host_gemms, c.host_gemm_ms);
+            if (compare_one)
+                fprintf(js, ", \"decode_step_ms\": %.3f, \"decode_step_ms_adapter0\": %.3f",
+                        step_ms[0], step_ms[1]);
+            fprintf(js, "}");
+        }
     }
     if (js) {
         fprintf(js, "]}\n");

@@ -222,7 +222,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                   const ulong qb, const ulong qh, const ulong qr,
                   const ulong kvb, const ulong kvh, const ulong kvr,
                   const ulong ob, const ulong oh, const ulong orow,
-                  const ulong pb, const ulong ph)
+                  const ulong pb, const ulong ph, const ulong gain_item)
 {
     __local float Kt[BLOCK_N * KV_STRIDE];
     __local float Vt[BLOCK_N * KV_STRIDE];
@@ -236,6 +236,8 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     const int gid = (int)get_group_id(0);
     const int tile = gid / splits, split = gid % splits;
     const int hk = (int)get_group_id(1), b = (int)get_group_id(2);
+    /* this item's c_h (+ 1 + G_hd) block: per-item gains, or the call's (stride 0) */
+    head_params += (ulong)b * gain_item;
 
     const int q_len = items[b], kv_len = items[dims.B + b], entry = items[2 * dims.B + b];
     const int P = entry < 0 ? 0 : dims.P; /* bank entry -1: an item without prefix */

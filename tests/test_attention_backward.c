@@ -610,6 +610,13 @@ static void test_bad_inputs(void **state)
     d.head_dim = 300;
     assert_status_names(rt, pfx_attention_backward(rt, &d, &p.f.in, p.to, p.tlse, p.tdo, &gg),
                         PFX_ERROR_INVALID_SHAPE, "in.q");
+    /* the backward takes one gain per call */
+    d = p.f.d;
+    const pfx_gain_mode modes[2] = { PFX_GAIN_LINEAR, PFX_GAIN_TANH };
+    d.item_gain_mode = modes;
+    d.gain = (const float[]){ 0.1f, 0.2f, 0.3f, 0.4f };
+    assert_status_names(rt, pfx_attention_backward(rt, &d, &p.f.in, p.to, p.tlse, p.tdo, &gg),
+                        PFX_ERROR_UNSUPPORTED, "per-item gains");
     (void)dpk_none;
     assert_int_equal(pfx_test_live_bytes(rt), live); /* no workspace left, nothing enqueued */
 #undef BWD

@@ -304,6 +304,139 @@ static void test_gains_and_scale(void **state)
     run_case(rt, &c);
 }
 
+/* Per-item gains of B items: modes cycle tanh, linear, off; random g and
+ * G in [-0.9, 2] (structured when dim_gain is given). */
+typedef struct item_gains {
+    pfx_gain_mode mode[4];
+    float gain[4 * 8];
+    float dim_gain[4 * 8 * 256];
+} item_gains;
+
+static void item_gains_fill(item_gains *g, size_t B, size_t H, size_t D, uint64_t seed,
+                            bool structured, fwd_case *c)
+{
+    assert_true(B <= 4 && H <= 8 && D <= 256);
+    const pfx_gain_mode modes[3] = { PFX_GAIN_TANH, PFX_GAIN_LINEAR, PFX_GAIN_OFF };
+    ref_rng rng;
+    ref_rng_seed(&rng, seed);
+    for (size_t b = 0; b < B; b++)
+        g->mode[b] = modes[b % 3];
+    ref_rng_fill(&rng, g->gain, B * H, -0.9f, 2.0f);
+    ref_rng_fill(&rng, g->dim_gain, B * H * D, -0.9f, 2.0f);
+    c->d.item_gain_mode = g->mode;
+    c->d.item_gain = g->gain;
+    c->d.item_dim_gain = structured ? g->dim_gain : NULL;
+}
+
+/* Per-item gains on awkward sizes: B 3, H 4, Hkv 2, N 13, M 20, P 9 causal,
+ * a bank whose item 1 has no prefix, lengths; head size D. */
+static fwd_case item_gains_prefill(item_gains *g, size_t D, uint64_t seed, bool structured,
+                                   float ramp)
+{
+    static const int32_t idx[3] = { 1, -1, 0 }, ql[3] = { 13, 6, 1 }, kl[3] = { 20, 11, 19 };
+    fwd_case c = base_case(3, 4, 2, 13, 20, 9, D, seed);
+    item_gains_fill(g, 3, 4, D, seed + 1000, structured, &c);
+    c.d.gain_ramp = ramp;
+    c.d.causal = true;
+    c.bank = 2;
+    c.d.bank_index = idx;
+    c.d.q_lens = ql;
+    c.d.kv_lens = kl;
+    return c;
+}
+
+/* The same items decoding: one query against 300 keys (split-K), MQA. */
+static fwd_case item_gains_decode(item_gains *g, size_t D, uint64_t seed, bool structured,
+                                  float ramp)
+{
+    static const int32_t idx[3] = { 1, -1, 0 };
+    fwd_case c = base_case(3, 4, 1, 1, 300, 5, D, seed);
+    item_gains_fill(g, 3, 4, D, seed + 1000, structured, &c);
+    c.d.gain_ramp = ramp;
+    c.bank = 2;
+    c.d.bank_index = idx;
+    return c;
+}
+
+/* O of a run with per-item gains equals, item by item, O of that item run
+ * alone with its gains as the per-call ones (BHND layouts, float32). */
+static void check_items_alone(pfx_runtime *rt, const fwd_case *c)
+{
+    const pfx_attention_desc *d = &c->d;
+    fwd_tensors t;
+    tensors_create(rt, c, &t);
+    pfx_attention_inputs in = inputs_of(&t);
+    if (pfx_attention_forward(rt, d, &in, t.o, NULL) != PFX_SUCCESS)
+        fail_msg("forward: %s", pfx_last_error(rt));
+    size_t nq = ref_q_count(d), per_q = nq / d->batch, per_kv = ref_kv_count(d) / d->batch;
+    float *o = malloc(nq * sizeof(float)), *alone = malloc(per_q * sizeof(float));
+    assert_int_equal(pfx_tensor_read(t.o, 0, nq, o), PFX_SUCCESS);
+    for (size_t b = 0; b < d->batch; b++) {
+        pfx_attention_desc one = *d;
+        one.batch = 1;
+        one.item_gain_mode = NULL;
+        one.item_gain = NULL;
+        one.item_dim_gain = NULL;
+        one.gain_mode = d->item_gain_mode[b];
+        one.gain = d->item_gain + b * d->heads;
+        one.dim_gain = d->item_dim_gain ? d->item_dim_gain + b * d->heads * d->head_dim : NULL;
+        one.q_lens = d->q_lens ? d->q_lens + b : NULL;
+        one.kv_lens = d->kv_lens ? d->kv_lens + b : NULL;
+        one.bank_index = d->bank_index ? d->bank_index + b : NULL;
+        size_t qs[4] = { 1, d->heads, d->queries, d->head_dim };
+        size_t ks[4] = { 1, d->kv_heads, d->keys, d->head_dim };
+        pfx_tensor *q = make(rt, false, 4, qs), *k = make(rt, false, 4, ks),
+                   *v = make(rt, false, 4, ks), *ob = make(rt, false, 4, qs);
+        assert_int_equal(pfx_tensor_write(q, 0, per_q, t.hq + b * per_q), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_write(k, 0, per_kv, t.hk + b * per_kv), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_write(v, 0, per_kv, t.hv + b * per_kv), PFX_SUCCESS);
+        pfx_attention_inputs in1 = { q, k, v, t.pk, t.pv };
+        if (pfx_attention_forward(rt, &one, &in1, ob, NULL) != PFX_SUCCESS)
+            fail_msg("forward of item %zu alone: %s", b, pfx_last_error(rt));
+        assert_int_equal(pfx_tensor_read(ob, 0, per_q, alone), PFX_SUCCESS);
+        double ref_norm = 0, diff = 0;
+        for (size_t i = 0; i < per_q; i++) {
+            ref_norm += (double)alone[i] * alone[i];
+            diff += ((double)alone[i] - o[b * per_q + i]) * ((double)alone[i] - o[b * per_q + i]);
+        }
+        if (!(sqrt(diff) <= TOL_FWD_F32 * sqrt(ref_norm)))
+            fail_msg("item %zu of B%zu N%zu M%zu D%zu: batch vs alone error %.3g", b, d->batch,
+                     d->queries, d->keys, d->head_dim, sqrt(diff / ref_norm));
+        pfx_tensor_destroy(&q);
+        pfx_tensor_destroy(&k);
+        pfx_tensor_destroy(&v);
+        pfx_tensor_destroy(&ob);
+    }
+    free(o);
+    free(alone);
+    tensors_destroy(&t);
+}
+
+/* A batch whose items use different gains (per-item modes, per head and
+ * structured, ramp != 1) against the reference and against each item run
+ * alone: prefill with a bank, and decode through split-K. */
+static void test_item_gains(void **state)
+{
+    pfx_runtime *rt = *state;
+    item_gains g;
+    for (int structured = 0; structured < 2; structured++) {
+        fwd_case c = item_gains_prefill(&g, 40, 500 + structured, structured, 0.7f);
+        run_case(rt, &c);
+        check_items_alone(rt, &c);
+        /* decode: one query against a long cache, split-K and its merge */
+        c = item_gains_decode(&g, 64, 520 + structured, structured, 0.6f);
+        run_case(rt, &c);
+        check_items_alone(rt, &c);
+    }
+    /* Per-item modes with the per-call g and G: every item's gains as given */
+    float gain[4] = { 0.3f, -0.5f, 1.1f, 0.0f };
+    fwd_case c = base_case(2, 4, 2, 9, 15, 0, 24, 540);
+    pfx_gain_mode modes[2] = { PFX_GAIN_LINEAR, PFX_GAIN_TANH };
+    c.d.gain = gain;
+    c.d.item_gain_mode = modes;
+    run_case(rt, &c);
+}
+
 static void test_large_logits(void **state)
 {
     pfx_runtime *rt = *state;
@@ -528,6 +661,39 @@ static void test_bad_input(void **state)
         dg.gain_tensor = NULL;
         assert_status_names(rt, pfx_attention_forward(rt, &dg, &in, t.o, t.lse),
                             PFX_ERROR_NULL_ARGUMENT, "desc.gain_tensor");
+        /* per-item gains: modes known, values finite, a gain for every
+         * item whose mode needs one, no device gains beside them */
+        float ig[2 * 4] = { 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f };
+        float idg[2 * 4 * 32] = { 0 };
+        pfx_gain_mode im[2] = { PFX_GAIN_LINEAR, (pfx_gain_mode)7 };
+        pfx_attention_desc di = d;
+        di.item_gain_mode = im;
+        di.item_gain = ig;
+        assert_status_names(rt, pfx_attention_forward(rt, &di, &in, t.o, t.lse),
+                            PFX_ERROR_INVALID_ARGUMENT, "desc.item_gain_mode[1]");
+        im[1] = PFX_GAIN_TANH;
+        ig[5] = NAN;
+        assert_status_names(rt, pfx_attention_forward(rt, &di, &in, t.o, t.lse),
+                            PFX_ERROR_NOT_FINITE, "desc.item_gain[5]");
+        ig[5] = 0.6f;
+        di.item_gain = NULL;
+        assert_status_names(rt, pfx_attention_forward(rt, &di, &in, t.o, t.lse),
+                            PFX_ERROR_NULL_ARGUMENT, "desc.item_gain");
+        di.item_gain = ig;
+        di.item_dim_gain = idg;
+        idg[2 * 4 * 32 - 1] = INFINITY;
+        assert_status_names(rt, pfx_attention_forward(rt, &di, &in, t.o, t.lse),
+                            PFX_ERROR_NOT_FINITE, "desc.item_dim_gain[255]");
+        idg[2 * 4 * 32 - 1] = 0.0f;
+        di.gain_tensor = bad_gain;
+        assert_status_names(rt, pfx_attention_forward(rt, &di, &in, t.o, t.lse),
+                            PFX_ERROR_INVALID_ARGUMENT, "desc.gain_tensor");
+        di.gain_tensor = NULL;
+        di.scale = 1e38f;
+        ig[6] = 5.0f; /* item 1's head 2: 1e38 x (1 + 5) */
+        im[1] = PFX_GAIN_LINEAR;
+        assert_status_names(rt, pfx_attention_forward(rt, &di, &in, t.o, t.lse),
+                            PFX_ERROR_NOT_FINITE, "item 1's head 2");
         pfx_tensor_destroy(&bad_gain);
     }
     assert_status_names(rt, pfx_attention_forward(rt, &d, &in, NULL, t.lse),
@@ -685,6 +851,13 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
     c.d.kv_lens = kl;
     c.d.q_layout = c.d.kv_layout = c.d.o_layout = PFX_LAYOUT_BNHD;
     c.half_kv = c.half_prefix = c.half_o = true;
+    run_case(rt, &c);
+    /* per-item gains (modes tanh, linear, off; per head and structured):
+     * the same batch, then a split-K decode */
+    item_gains g;
+    c = item_gains_prefill(&g, head_dim, 300 + (*seed)++, true, 0.8f);
+    run_case(rt, &c);
+    c = item_gains_decode(&g, head_dim, 300 + (*seed)++, true, 1.0f);
     run_case(rt, &c);
 }
 
@@ -856,6 +1029,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_layouts),
         cmocka_unit_test(test_lengths_and_hidden_rows),
         cmocka_unit_test(test_gains_and_scale),
+        cmocka_unit_test(test_item_gains),
         cmocka_unit_test(test_large_logits),
         cmocka_unit_test(test_bank),
         cmocka_unit_test(test_half),

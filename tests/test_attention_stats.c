@@ -402,6 +402,15 @@ static void test_bad_inputs(void **state)
     d.gain = g;
     assert_status_names(rt, pfx_attention_stats(rt, &d, &p.in, 5, e, NULL, NULL),
                         PFX_ERROR_NOT_FINITE, "gain");
+    /* one gain per call: per-item gains are the forward's only */
+    d = p.d;
+    const float ig[2 * 4] = { 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f };
+    d.gain_mode = PFX_GAIN_TANH;
+    d.item_gain = ig;
+    assert_status_names(rt, pfx_attention_stats(rt, &d, &p.in, 5, e, NULL, NULL),
+                        PFX_ERROR_UNSUPPORTED, "per-item gains");
+    assert_status_names(rt, pfx_gain_softmax_probs(rt, &d, &p.in, 0, 0, probs),
+                        PFX_ERROR_UNSUPPORTED, "per-item gains");
     assert_status_names(NULL, pfx_attention_stats(NULL, &p.d, &p.in, 5, e, NULL, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "rt");
 

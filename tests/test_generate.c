@@ -508,7 +508,7 @@ static void write_prefixes(const world *w, const char *path, size_t P, size_t hk
 
 /* The step's logits equal pfx_model_last_logits with the same bank (two
  * adapters, prompts of different lengths; then a prefixcl file with tanh
- * gains); adapters with different gains cannot share a step; prefixcl
+ * gains); adapters with different gains share a step, each slot as alone; prefixcl
  * files that do not fit are refused. */
 static void test_step_matches_model_and_gains(void **state)
 {
@@ -570,9 +570,20 @@ static void test_step_matches_model_and_gains(void **state)
     step.adapter = mixed;
     assert_int_equal(pfx_kv_cache_reset(cache, 0), PFX_SUCCESS);
     assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
-    assert_status_names(rt, pfx_serve_step_run(w.model, cache, bank, &step, la),
-                        PFX_ERROR_UNSUPPORTED, "different gains");
-    /* ... but pfx_generate runs them as two batches: each equals its run alone */
+    assert_int_equal(pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
+    pfx_tensor *l1 = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 1, V }, &l1), PFX_SUCCESS);
+    for (int r = 0; r < 2; r++) {
+        pfx_model_prefix own;
+        assert_int_equal(pfx_adapter_bank_prefix(bank, &mixed[r], 1, &own), PFX_SUCCESS);
+        pfx_model_batch m1 = { 1, (size_t)lens[r], ids + r * 9, NULL, NULL };
+        assert_int_equal(pfx_model_last_logits(w.model, &m1, &own, l1), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_read(l1, 0, V, b), PFX_SUCCESS);
+        assert_true(pfx_test_rel_err(a + r * V, b, V) < TOL_SERVE_F32);
+    }
+    pfx_tensor_destroy(&l1);
+    /* ... and pfx_generate runs them as one batch: each equals its run alone */
     int32_t out[3][NEW], alone[NEW];
     pfx_request q[3] = { { ids, 9, 0, 5, out[0], 0 },
                          { ids + 9, 4, 1, 6, out[1], 0 },

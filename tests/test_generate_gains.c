@@ -3,8 +3,9 @@
  * against the KV cache, equal pfx_model_last_logits with the bank's prefix
  * struct on the whole sequence (no cache), and greedy pfx_generate gives the
  * tokens of that loop, for linear, tanh, structured and linear + structured
- * gains on tiny random GPT-2 and Llama models; the bank's rules (one prefix
- * length, one gain per step); bad gains files. argv[1]: the fixture folder
+ * gains on tiny random GPT-2 and Llama models; requests whose adapters'
+ * gains differ share one batch and each gets what it gets alone; the bank's
+ * rules (one prefix length); bad gains files. argv[1]: the fixture folder
  * of test_generate (its GPT-2 model and PEFT adapter). */
 #include <math.h>
 #include <sys/stat.h>
@@ -122,24 +123,69 @@ static ref_model_config tiny_config(bool llama)
     return c;
 }
 
+/* A tiny random model of `family` in a temporary folder, loaded, with
+ * host room for one adapter's gains (g [L * H], dg [L * H * D]); the bank
+ * and cache a check creates, and the device's compute unit count it
+ * changes, are released and restored by tiny_close. */
+typedef struct tiny_world {
+    tf_model tm;
+    char *dir;
+    pfx_runtime *rt;
+    unsigned compute_units;
+    pfx_model *m;
+    pfx_model_shape s;
+    float *g, *dg;
+    pfx_adapter_bank *bank;
+    pfx_kv_cache *cache;
+} tiny_world;
+
+static void tiny_open(tiny_world *w, pfx_runtime *rt, const char *family, uint64_t seed,
+                      size_t max_batch)
+{
+    const bool llama = !strcmp(family, "llama");
+    ref_model_config rc = tiny_config(llama);
+    tf_model_init(&w->tm, &rc, false, family, seed);
+    w->rt = rt;
+    w->compute_units = rt->info.compute_units;
+    w->bank = NULL;
+    w->cache = NULL;
+    w->dir = tf_tempdir("gains");
+    assert_int_equal(tf_write(&w->tm, w->dir, 1), 0);
+    w->m = NULL;
+    pfx_model_params mp = { .max_batch = max_batch, .max_tokens = 16 };
+    assert_int_equal(pfx_model_load(rt, w->dir, &mp, &w->m), PFX_SUCCESS);
+    assert_int_equal(pfx_model_get_shape(w->m, &w->s), PFX_SUCCESS);
+    const size_t LH = w->s.layers * w->s.heads;
+    w->g = malloc(LH * sizeof(float));
+    w->dg = malloc(LH * w->s.head_dim * sizeof(float));
+    assert_true(w->g && w->dg);
+}
+
+static void tiny_close(tiny_world *w)
+{
+    w->rt->info.compute_units = w->compute_units;
+    pfx_kv_cache_destroy(&w->cache);
+    pfx_adapter_bank_destroy(&w->bank);
+    free(w->g);
+    free(w->dg);
+    pfx_model_destroy(&w->m);
+    tf_rmdir(w->dir);
+    free(w->dir);
+    tf_model_free(&w->tm);
+}
+
 /* Prefill of two prompts, then NEW - 1 decode steps of greedy tokens, each
  * step's logits against pfx_model_last_logits of the whole sequence with
  * the bank's prefix struct; then pfx_generate gives the same tokens. */
 static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
 {
-    const bool llama = !strcmp(family, "llama");
-    ref_model_config rc = tiny_config(llama);
-    tf_model tm;
-    tf_model_init(&tm, &rc, false, family, llama ? 21 : 22);
-    char *dir = tf_tempdir("gains");
-    assert_int_equal(tf_write(&tm, dir, 1), 0);
-    pfx_model *m = NULL;
-    pfx_model_params mp = { .max_batch = 2, .max_tokens = 16 };
-    assert_int_equal(pfx_model_load(rt, dir, &mp, &m), PFX_SUCCESS);
-    pfx_model_shape s;
-    assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
+    tiny_world w;
+    tiny_open(&w, rt, family, strcmp(family, "llama") ? 22 : 21, 2);
+    pfx_model *m = w.m;
+    const pfx_model_shape s = w.s;
+    const char *dir = w.dir;
     const size_t V = s.vocab, LH = s.layers * s.heads;
-    float *g = malloc(LH * sizeof(float)), *dg = malloc(LH * s.head_dim * sizeof(float));
+    float *g = w.g, *dg = w.dg;
     gains_spec sp = spec_of(mode, &s, g, dg);
     char path[1200];
     snprintf(path, sizeof(path), "%s/gains.safetensors", dir);
@@ -154,6 +200,8 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
     assert_int_equal(pfx_adapter_bank_prefix_len(bank), 0);
     assert_int_equal(pfx_adapter_bank_bytes(bank), 0);
     assert_int_equal(pfx_kv_cache_create(m, 2, MAX_LEN, &cache), PFX_SUCCESS);
+    w.bank = bank; /* released by tiny_close */
+    w.cache = cache;
     int32_t entry[2] = { 0, 0 };
     pfx_model_prefix pre;
     assert_int_equal(pfx_adapter_bank_prefix(bank, entry, 1, &pre), PFX_SUCCESS);
@@ -168,7 +216,6 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
 
     /* the decode's attention takes the split-K path: more compute units than
      * this device may have (only the split count reads them) */
-    const unsigned cus = rt->info.compute_units;
     rt->info.compute_units = 256;
     pfx_attn_fwd_tiles t;
     size_t kps;
@@ -227,19 +274,11 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
                 fail_msg("%s %s: request %d token %zu: generate %d, the loop %d", family, mode, r,
                          k, (int)out[r][k], (int)expect[r][k]);
     }
-    rt->info.compute_units = cus;
     free(a);
     free(b);
-    free(g);
-    free(dg);
     pfx_tensor_destroy(&la);
     pfx_tensor_destroy(&lb);
-    pfx_kv_cache_destroy(&cache);
-    pfx_adapter_bank_destroy(&bank);
-    pfx_model_destroy(&m);
-    tf_rmdir(dir);
-    free(dir);
-    tf_model_free(&tm);
+    tiny_close(&w);
 }
 
 static const char *const modes[] = { "linear", "tanh", "dim", "linear+dim" };
@@ -256,10 +295,118 @@ static void test_decode_matches_forward_llama(void **state)
         check_mode(*state, "llama", modes[i]);
 }
 
+/* Adapters whose gains differ (linear per head; tanh per head + structured;
+ * structured only) and a request without adapter, the same prompt each, in
+ * one batch: every step's logits of each slot equal pfx_model_last_logits
+ * with that slot's adapter alone (and differ between slots), prefill and
+ * split-K decode; greedy pfx_generate of the batch gives each request the
+ * tokens of that loop and of its own generate alone. */
+static void check_mixed(pfx_runtime *rt, const char *family)
+{
+    enum { SLOTS = 4, PROMPT = 5 };
+    tiny_world w;
+    tiny_open(&w, rt, family, strcmp(family, "llama") ? 32 : 31, SLOTS);
+    pfx_model *m = w.m;
+    const pfx_model_shape s = w.s;
+    const size_t V = s.vocab, LH = s.layers * s.heads;
+    float *g = w.g, *dg = w.dg;
+    pfx_adapter_bank *bank = NULL;
+    assert_int_equal(pfx_adapter_bank_create(m, 3, &bank), PFX_SUCCESS);
+    const char *kinds[3] = { "linear", "tanh+dim", "dim" };
+    for (int a = 0; a < 3; a++) {
+        gains_spec sp = spec_of(kinds[a], &s, g, dg);
+        fill(g, LH, 40 + a, -0.8f, 1.2f); /* each adapter its own values */
+        fill(dg, LH * s.head_dim, 50 + a, -0.6f, 0.9f);
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/gains%d.safetensors", w.dir, a);
+        write_gains(path, &sp);
+        int32_t e = -1;
+        assert_int_equal(pfx_adapter_bank_add(bank, path, &e), PFX_SUCCESS);
+        assert_int_equal(e, a);
+    }
+    pfx_kv_cache *cache = NULL;
+    assert_int_equal(pfx_kv_cache_create(m, SLOTS, MAX_LEN, &cache), PFX_SUCCESS);
+    w.bank = bank; /* released by tiny_close */
+    w.cache = cache;
+    /* the decode's attention takes the split-K path (see check_mode) */
+    rt->info.compute_units = 256;
+
+    int32_t entry[SLOTS] = { 0, 1, 2, -1 }, seq[SLOTS][16], lens[SLOTS], ids[SLOTS * PROMPT];
+    int32_t step_lens[SLOTS];
+    pfx_model_prefix pre[SLOTS];
+    for (int r = 0; r < SLOTS; r++) {
+        lens[r] = step_lens[r] = PROMPT;
+        for (int i = 0; i < PROMPT; i++)
+            seq[r][i] = ids[r * PROMPT + i] = (int32_t)((i * 7 + 3) % (int)V);
+        memset(&pre[r], 0, sizeof(pre[r]));
+        if (entry[r] >= 0)
+            assert_int_equal(pfx_adapter_bank_prefix(bank, &entry[r], 1, &pre[r]), PFX_SUCCESS);
+    }
+    pfx_tensor *la = NULL, *lb = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ SLOTS, V }, &la),
+                     PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 1, V }, &lb), PFX_SUCCESS);
+    float *a = malloc(SLOTS * V * sizeof(float)), *b = malloc(V * sizeof(float));
+    int32_t expect[SLOTS][NEW];
+    pfx_serve_step step = { SLOTS, PROMPT, ids, step_lens, entry };
+    for (size_t k = 0; k < NEW; k++) {
+        if (pfx_serve_step_run(m, cache, bank, &step, la) != PFX_SUCCESS)
+            fail_msg("%s: step %zu: %s", family, k, pfx_last_error(rt));
+        assert_int_equal(pfx_tensor_read(la, 0, SLOTS * V, a), PFX_SUCCESS);
+        for (int r = 0; r < SLOTS; r++) {
+            pfx_model_batch mb = { 1, (size_t)lens[r], seq[r], NULL, NULL };
+            assert_int_equal(pfx_model_last_logits(m, &mb, &pre[r], lb), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
+            const double err = pfx_test_rel_err(a + r * V, b, V);
+            if (!(err < TOL_SERVE_F32))
+                fail_msg("%s: step %zu, slot %d (adapter %d): logits off by %g", family, k, r,
+                         (int)entry[r], err);
+            /* the slots' gains are applied, each its own: same prompt, other logits */
+            if (k == 0 && r > 0 && !(pfx_test_rel_err(a + r * V, a, V) > 1e-3))
+                fail_msg("%s: slot %d's logits are slot 0's: its gains were not applied", family,
+                         r);
+            expect[r][k] = argmax(b, V);
+            seq[r][lens[r]++] = ids[r] = expect[r][k];
+            step_lens[r] = 1;
+        }
+        step.tokens = 1;
+    }
+    /* greedy generate: the loop's tokens in one batch, and each request alone */
+    int32_t out[SLOTS][NEW], alone[NEW];
+    pfx_request q[SLOTS];
+    for (int r = 0; r < SLOTS; r++)
+        q[r] = (pfx_request){ seq[r], PROMPT, entry[r], (uint64_t)r, out[r], 0 };
+    const pfx_sampling greedy = { .max_new_tokens = NEW };
+    if (pfx_generate(m, cache, bank, q, SLOTS, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
+        fail_msg("%s: generate: %s", family, pfx_last_error(rt));
+    for (int r = 0; r < SLOTS; r++) {
+        assert_int_equal(q[r].out_len, NEW);
+        pfx_request one = q[r];
+        one.out = alone;
+        assert_int_equal(pfx_generate(m, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
+                         PFX_SUCCESS);
+        for (size_t k = 0; k < NEW; k++)
+            if (out[r][k] != expect[r][k] || alone[k] != expect[r][k])
+                fail_msg("%s: request %d token %zu: batch %d, alone %d, the loop %d", family, r, k,
+                         (int)out[r][k], (int)alone[k], (int)expect[r][k]);
+    }
+    free(a);
+    free(b);
+    pfx_tensor_destroy(&la);
+    pfx_tensor_destroy(&lb);
+    tiny_close(&w);
+}
+
+static void test_mixed_gains_one_batch(void **state)
+{
+    check_mixed(*state, "gpt2");
+    check_mixed(*state, "llama");
+}
+
 /* One prefix length a bank: gains files and prefix adapters refused in
  * either order, naming both; an output folder stands for its gains file;
- * entries whose structured gains differ share no step, generate splits
- * them. */
+ * entries whose structured gains differ (or one without adapter) share a
+ * step and a generate batch, each request's tokens those it gets alone. */
 static void test_bank_rules(void **state)
 {
     pfx_runtime *rt = *state;
@@ -310,18 +457,17 @@ static void test_bank_rules(void **state)
                      PFX_SUCCESS);
     int32_t ids[6] = { 1, 2, 3, 4, 5, 6 }, ad[2] = { 0, 1 };
     pfx_serve_step st = { 2, 3, ids, NULL, ad };
-    assert_status_names(rt, pfx_serve_step_run(m, cache, bank, &st, logits), PFX_ERROR_UNSUPPORTED,
-                        "different gains");
+    assert_int_equal(pfx_serve_step_run(m, cache, bank, &st, logits), PFX_SUCCESS);
     ad[1] = -1;
-    assert_status_names(rt, pfx_serve_step_run(m, cache, bank, &st, logits), PFX_ERROR_UNSUPPORTED,
-                        "different gains");
-    ad[1] = 0;
+    assert_int_equal(pfx_kv_cache_reset(cache, 0), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
     assert_int_equal(pfx_serve_step_run(m, cache, bank, &st, logits), PFX_SUCCESS);
     int32_t out[3][NEW], alone[NEW];
     pfx_request q[3] = { { ids, 3, 0, 1, out[0], 0 },
                          { ids, 3, 1, 1, out[1], 0 },
                          { ids, 3, -1, 1, out[2], 0 } };
     const pfx_sampling greedy = { .max_new_tokens = NEW };
+    q[1].adapter = 1;
     assert_int_equal(pfx_generate(m, cache, bank, q, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
     for (int r = 0; r < 2; r++) {
         pfx_request one = q[r];
@@ -434,6 +580,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bank_rules),
         cmocka_unit_test(test_decode_matches_forward_gpt2),
         cmocka_unit_test(test_decode_matches_forward_llama),
+        cmocka_unit_test(test_mixed_gains_one_batch),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

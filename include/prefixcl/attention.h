@@ -66,8 +66,9 @@ typedef struct pfx_attention_desc {
     bool causal;
     float scale; /* 0: 1 / sqrt(D) */
     pfx_gain_mode gain_mode;
-    const float *gain; /* host [H]: g_h; required unless gain_mode is OFF or gain_tensor is set */
-    float gain_ramp;   /* r in [0, 1] */
+    const float *gain;      /* host [H]: g_h; required unless gain_mode is OFF or gain_tensor
+                            * (or, for every item, item_gain) is set */
+    float gain_ramp;        /* r in [0, 1] */
     const float *dim_gain;  /* host [H * D]: structured gain G_hd, or NULL */
     const int32_t *q_lens;  /* host [B]: valid queries per item (0..N), or NULL for N */
     const int32_t *kv_lens; /* host [B]: valid input keys per item (0..M), or NULL for M */
@@ -77,6 +78,17 @@ typedef struct pfx_attention_desc {
      * and read on the device: nothing waits for it (a training step keeps its
      * gains there), and its values are not checked for NaN/Inf. */
     const pfx_tensor *gain_tensor;
+    /* Per-item gains, forward only (serving adapters whose gains differ in
+     * one batch): each item b attends with its own gain mode, g and G. Any
+     * of the three set makes the gains per item; unset ones fall back to the
+     * per-call field (gain_mode, gain, dim_gain), used by every item. The
+     * ramp and scale stay per call; gain_tensor cannot be combined with them
+     * (PFX_ERROR_INVALID_ARGUMENT). The backward, the statistics and the map
+     * take one gain per call and refuse them (PFX_ERROR_UNSUPPORTED). */
+    const pfx_gain_mode *item_gain_mode; /* host [B]: mode of item b, or NULL: gain_mode */
+    const float *item_gain;     /* host [B * H]: g_h of item b at [b * H + h], or NULL: gain */
+    const float *item_dim_gain; /* host [B * H * D]: G_hd of item b at [(b * H + h) * D + d],
+                                 * or NULL: dim_gain */
 } pfx_attention_desc;
 
 /* Defaults: BHND layouts, no gain, ramp 1, default scale, no masks. */

@@ -79,7 +79,8 @@ PFX_API size_t pfx_adapter_bank_bytes(const pfx_adapter_bank *bank);
 /* The bank as the prefix of a whole-model call (pfx_model_forward, ...):
  * bank_index[b] (host, kept by the caller) chooses each item's entry. The
  * gains and structured gains (dim_gains) of entry bank_index[0] are used
- * (the model call has one of each per call), gain_ramp 1. A bank of gains
+ * (the model call has one of each per call; pfx_serve_step_run gives each
+ * item its own adapter's), gain_ramp 1. A bank of gains
  * files gives prefix_len 0 and no prefix tensors. */
 PFX_API pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *bank_index,
                                            size_t batch, pfx_model_prefix *prefix);
@@ -123,8 +124,9 @@ typedef struct pfx_serve_step {
 /* Appends the new tokens' keys and values to their slots and writes, into
  * logits (F32 [batch, V]), each slot's next-token logits after its last new
  * token (rows of idle slots are unspecified). bank may be NULL when no slot
- * has an adapter. Items whose adapters carry different gains (per-head or
- * structured) cannot share a step (PFX_ERROR_UNSUPPORTED). */
+ * has an adapter. Slots whose adapters carry different gains (per-head or
+ * structured, any gain mode) share the step: each attends with its own
+ * adapter's gains (the attention's per-item gains). */
 PFX_API pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache,
                                       const pfx_adapter_bank *bank, const pfx_serve_step *step,
                                       pfx_tensor *logits);
@@ -164,11 +166,10 @@ typedef void (*pfx_token_fn)(void *user, size_t request, int32_t token);
 
 /* Generates for `count` requests (<= the cache's slots) as one batch: one
  * prefill of every prompt, then decode steps until each request has
- * max_new_tokens or a stop token. Requests whose adapters carry different
- * gains (per-head or structured) run as separate batches, one after the
- * other (an attention call has one gain vector and one structured gain). Slots 0..count-1 are reset first. The tokens of a
- * request do not depend on the others in the batch. stats and on_token may
- * be NULL. */
+ * max_new_tokens or a stop token; requests whose adapters carry different
+ * gains share that batch (pfx_serve_step_run). Slots 0..count-1 are reset
+ * first. The tokens of a request do not depend on the others in the batch.
+ * stats and on_token may be NULL. */
 PFX_API pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
                                 pfx_request *requests, size_t count, const pfx_sampling *sampling,
                                 pfx_token_fn on_token, void *user, pfx_generate_stats *stats);

@@ -121,20 +121,7 @@ static bool is_stop(const pfx_sampling *s, int32_t t)
     return false;
 }
 
-/* Maps the token callback of a group back to the caller's request index. */
-typedef struct group_cb {
-    pfx_token_fn fn;
-    void *user;
-    const size_t *index;
-} group_cb;
-
-static void group_token(void *user, size_t r, int32_t token)
-{
-    const group_cb *g = user;
-    g->fn(g->user, g->index[r], token);
-}
-
-/* One batch (every request with the same gains), validated by the caller. */
+/* The whole batch (each request with its adapter's gains), validated by the caller. */
 static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache,
                                  const pfx_adapter_bank *bank, pfx_request *requests, size_t count,
                                  const pfx_sampling *sampling, pfx_token_fn on_token, void *user,
@@ -262,36 +249,10 @@ pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter
                                  "%s: requests[%zu].prompt[%zu] = %d outside [0, %zu)", fn, r, i,
                                  (int)q->prompt[i], model->cfg.shape.vocab);
     }
-    /* requests whose adapters carry different gains go to separate batches
-     * (one gain vector per attention call), in order of first appearance */
-    pfx_request *group = malloc(count * sizeof(*group));
-    size_t *index = malloc(count * sizeof(*index));
-    bool *done = calloc(count, sizeof(bool));
     pfx_generate_stats acc;
     memset(&acc, 0, sizeof(acc));
-    if (!group || !index || !done)
-        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
-    for (size_t first = 0; st == PFX_SUCCESS && first < count; first++) {
-        if (done[first])
-            continue;
-        size_t n = 0;
-        for (size_t r = first; r < count; r++)
-            if (!done[r] &&
-                (!bank || pfx_bank_same_gain(bank, requests[first].adapter, requests[r].adapter))) {
-                group[n] = requests[r];
-                index[n++] = r;
-                done[r] = true;
-            }
-        group_cb cb = { on_token, user, index };
-        st = generate_batch(model, cache, bank, group, n, sampling, on_token ? group_token : NULL,
-                            &cb, &acc);
-        for (size_t i = 0; i < n; i++)
-            requests[index[i]].out_len = group[i].out_len;
-    }
+    st = generate_batch(model, cache, bank, requests, count, sampling, on_token, user, &acc);
     if (stats)
         *stats = acc;
-    free(group);
-    free(index);
-    free(done);
     return st;
 }

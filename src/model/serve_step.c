@@ -20,9 +20,14 @@ typedef struct plan {
     int32_t *entry;   /* [B] bank entry or -1 */
     int32_t *gather;  /* [B] max(lens, 1) */
     bool any_prefix;  /* an item reads prefix keys (a bank of gains files has none) */
+    /* Every active slot's adapter attends with the same gains: one per call. */
     pfx_gain_mode gain_mode;
     const float *gains;     /* [L * H] of the step (one vector for every item) */
     const float *dim_gains; /* [L * H * D] structured gain of the step, or NULL */
+    /* Otherwise per-item gains, layer l's gathered from the bank into: */
+    pfx_gain_mode *item_mode; /* [B] (OFF for a slot without adapter) */
+    float *item_gain;         /* [B * H] */
+    float *item_dim_gain;     /* [B * H * D] if an active slot's adapter is structured, else NULL */
 } plan;
 
 static void plan_free(plan *p)
@@ -32,6 +37,9 @@ static void plan_free(plan *p)
     free(p->kv_lens);
     free(p->entry);
     free(p->gather);
+    free(p->item_mode);
+    free(p->item_gain);
+    free(p->item_dim_gain);
 }
 
 static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank,
@@ -81,6 +89,7 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
     const size_t LH = s->layers * s->heads;
     int32_t first = -2; /* entry of the first active slot, for the gain check */
     size_t active = 0;
+    bool same_gain = true, structured = false;
     for (size_t b = 0; b < B; b++) {
         const int32_t len = st->lens ? st->lens[b] : (int32_t)N;
         if (len < 0 || (size_t)len > N)
@@ -128,17 +137,25 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
         p->pos0[b] = (int32_t)(P + c->len[b]);
         p->kv_lens[b] = (int32_t)(c->len[b] + (size_t)len);
         p->any_prefix |= e >= 0 && P > 0;
-        if (first == -2) {
+        if (first == -2)
             first = e;
-        } else if (!pfx_bank_same_gain(bank, first, e)) {
-            return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
-                             "%s: slots with adapters %d and %d have different gains: run them in "
-                             "separate steps",
-                             FN, (int)first, (int)e);
-        }
+        same_gain = same_gain && pfx_bank_same_gain(bank, first, e);
+        structured |= pfx_bank_dim_gains(bank, e) != NULL;
     }
     if (!active)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: every step.lens entry is 0", FN);
+    if (!same_gain) {
+        /* adapters with different gains share the step: each item its own */
+        p->item_mode = malloc(B * sizeof(pfx_gain_mode));
+        p->item_gain = malloc(B * s->heads * sizeof(float));
+        if (structured)
+            p->item_dim_gain = malloc(B * s->heads * s->head_dim * sizeof(float));
+        if (!p->item_mode || !p->item_gain || (structured && !p->item_dim_gain))
+            return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
+        for (size_t b = 0; b < B; b++)
+            p->item_mode[b] = p->entry[b] >= 0 ? bank->gain_mode[p->entry[b]] : PFX_GAIN_OFF;
+        return PFX_SUCCESS;
+    }
     if (first >= 0 && bank->gain_mode[first] != PFX_GAIN_OFF) {
         p->gain_mode = bank->gain_mode[first];
         p->gains = bank->gains + (size_t)first * LH;
@@ -223,6 +240,31 @@ static pfx_status append(pfx_model *m, pfx_kv_cache *c, size_t l, const plan *p)
     return PFX_SUCCESS;
 }
 
+/* Layer l's gains of every slot from the bank (zeros for a slot without
+ * adapter or without structured gain) as the attention's per-item gains. */
+static void item_gains_of_layer(const pfx_model_shape *s, const pfx_adapter_bank *bank, size_t l,
+                                const plan *p, pfx_attention_desc *d)
+{
+    const size_t H = s->heads, HD = H * s->head_dim;
+    for (size_t b = 0; b < p->B; b++) {
+        const int32_t e = p->entry[b];
+        const float *g = e >= 0 ? bank->gains + ((size_t)e * s->layers + l) * H : NULL;
+        const float *G = pfx_bank_dim_gains(bank, e);
+        if (g)
+            memcpy(p->item_gain + b * H, g, H * sizeof(float));
+        else
+            memset(p->item_gain + b * H, 0, H * sizeof(float));
+        if (p->item_dim_gain && G)
+            memcpy(p->item_dim_gain + b * HD, G + l * HD, HD * sizeof(float));
+        else if (p->item_dim_gain)
+            memset(p->item_dim_gain + b * HD, 0, HD * sizeof(float));
+    }
+    d->gain_mode = PFX_GAIN_OFF; /* every item's own mode below */
+    d->item_gain_mode = p->item_mode;
+    d->item_gain = p->item_gain;
+    d->item_dim_gain = p->item_dim_gain;
+}
+
 static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_t l,
                          const plan *p)
 {
@@ -242,6 +284,8 @@ static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *
     /* ramp 1 (the default): the factor is 1 + G, as the full forward's r G at r = 1 */
     d.dim_gain = p->dim_gains ? p->dim_gains + l * H * D : NULL;
     d.q_lens = p->lens;
+    if (p->item_mode)
+        item_gains_of_layer(&m->cfg.shape, bank, l, p, &d);
     pfx_tensor q = pfx_model_view(pfx_model_ws(m, l, WS_Q), 4, B, N, H, D);
     pfx_tensor o = pfx_model_view(pfx_model_ws(m, l, WS_O), 4, B, N, H, D);
     pfx_tensor k, v;

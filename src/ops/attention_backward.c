@@ -322,7 +322,7 @@ pfx_status pfx_attention_backward(pfx_runtime *rt, const pfx_attention_desc *des
     pfx_status st = pfx_attn_problem_init(rt, OP, desc, in, &p);
     if (st != PFX_SUCCESS)
         return st;
-    if ((st = pfx_attn_problem_require_prefixes(rt, OP, &p))) {
+    if ((st = pfx_attn_problem_forward_only(rt, OP, &p))) {
         pfx_attn_problem_free(&p);
         return st;
     }

@@ -119,6 +119,7 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
             PFX_ARG(p.o.row),
             PFX_ARG(p.prefix.batch),
             PFX_ARG(p.prefix.head),
+            PFX_ARG(params.head_item_stride),
         };
         size_t global[3] = { row_tiles * splits * wg, p.Hkv, p.B };
         size_t local[3] = { wg, 1, 1 };

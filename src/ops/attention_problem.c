@@ -145,8 +145,60 @@ void pfx_attn_problem_free(pfx_attn_problem *p)
     p->item_meta = NULL;
 }
 
+static bool gain_mode_ok(pfx_gain_mode mode)
+{
+    return mode == PFX_GAIN_OFF || mode == PFX_GAIN_LINEAR || mode == PFX_GAIN_TANH;
+}
+
+static bool has_item_gains(const pfx_attention_desc *d)
+{
+    return d->item_gain_mode || d->item_gain || d->item_dim_gain;
+}
+
+/* desc.item_gain_mode / item_gain / item_dim_gain (per-item gains). */
+static pfx_status check_item_gains(pfx_runtime *rt, const char *op, const pfx_attention_desc *d)
+{
+    if (!has_item_gains(d))
+        return PFX_SUCCESS;
+    if (d->gain_tensor)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: desc.gain_tensor cannot be combined with per-item gains "
+                         "(desc.item_gain_mode, item_gain, item_dim_gain)",
+                         op);
+    size_t B = d->batch, H = d->heads, n = 0;
+    if (pfx_mul_overflows(B, H, &n) || pfx_mul_overflows(n, d->head_dim, &n))
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: desc.batch x heads x head_dim overflows with per-item gains", op);
+    for (size_t b = 0; b < B; b++) {
+        pfx_gain_mode mode = d->item_gain_mode ? d->item_gain_mode[b] : d->gain_mode;
+        if (!gain_mode_ok(mode))
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                             "%s: desc.item_gain_mode[%zu] %d is unknown", op, b, (int)mode);
+        if (mode != PFX_GAIN_OFF && !d->item_gain && !d->gain)
+            return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
+                             "%s: desc.item_gain and desc.gain are NULL with item %zu's gain "
+                             "mode other than OFF",
+                             op, b);
+        for (size_t h = 0; mode != PFX_GAIN_OFF && !d->item_gain && h < H; h++)
+            if (!isfinite(d->gain[h]))
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.gain[%zu] is not finite", op,
+                                 h);
+        for (size_t h = 0; d->item_gain && h < H; h++)
+            if (!isfinite(d->item_gain[b * H + h]))
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                                 "%s: desc.item_gain[%zu] (item %zu, head %zu) is not finite", op,
+                                 b * H + h, b, h);
+    }
+    for (size_t i = 0; d->item_dim_gain && i < n; i++)
+        if (!isfinite(d->item_dim_gain[i]))
+            return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.item_dim_gain[%zu] is not finite",
+                             op, i);
+    return PFX_SUCCESS;
+}
+
 static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attention_desc *d)
 {
+    pfx_status st;
     const struct {
         size_t value;
         const char *name;
@@ -166,8 +218,7 @@ static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attentio
                          !layout_ok(d->q_layout)    ? "q_layout"
                          : !layout_ok(d->kv_layout) ? "kv_layout"
                                                     : "o_layout");
-    if (d->gain_mode != PFX_GAIN_OFF && d->gain_mode != PFX_GAIN_LINEAR &&
-        d->gain_mode != PFX_GAIN_TANH)
+    if (!gain_mode_ok(d->gain_mode))
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: desc.gain_mode %d is unknown", op,
                          (int)d->gain_mode);
     if (!isfinite(d->scale) || d->scale < 0)
@@ -179,7 +230,7 @@ static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attentio
     if (d->gain_ramp < 0 || d->gain_ramp > 1)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: desc.gain_ramp (%g) is not in [0, 1]",
                          op, (double)d->gain_ramp);
-    if (d->gain_mode != PFX_GAIN_OFF && !d->gain_tensor) {
+    if (d->gain_mode != PFX_GAIN_OFF && !d->gain_tensor && !has_item_gains(d)) {
         if (!d->gain)
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
                              "%s: desc.gain and desc.gain_tensor are NULL with a gain mode "
@@ -190,6 +241,8 @@ static pfx_status check_desc(pfx_runtime *rt, const char *op, const pfx_attentio
                 return pfx_error(rt, PFX_ERROR_NOT_FINITE, "%s: desc.gain[%zu] is not finite", op,
                                  h);
     }
+    if ((st = check_item_gains(rt, op, d)))
+        return st;
     if (d->dim_gain) {
         size_t n = d->heads * d->head_dim; /* both fit: tensors of these sizes exist */
         for (size_t i = 0; i < n; i++)
@@ -255,8 +308,7 @@ static pfx_status check_prefix(pfx_runtime *rt, const char *op, const pfx_attent
     return st;
 }
 
-pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op,
-                                             const pfx_attn_problem *p)
+pfx_status pfx_attn_problem_forward_only(pfx_runtime *rt, const char *op, const pfx_attn_problem *p)
 {
     for (size_t b = 0; p->bank_entries && b < p->B; b++)
         if (p->item_meta[2 * p->B + b] < 0)
@@ -264,6 +316,11 @@ pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op,
                 rt, PFX_ERROR_UNSUPPORTED,
                 "%s: desc.bank_index[%zu] is -1 (no prefix): only the forward takes such items", op,
                 b);
+    if (p->item_gains)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: per-item gains (desc.item_gain_mode, item_gain, item_dim_gain): "
+                         "only the forward takes them",
+                         op);
     return PFX_SUCCESS;
 }
 
@@ -320,35 +377,52 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
     p->pk_half = in->prefix_k && in->prefix_k->dtype == PFX_DTYPE_F16;
     p->pv_half = in->prefix_v && in->prefix_v->dtype == PFX_DTYPE_F16;
 
-    p->head_scale = malloc(p->H * sizeof(float));
+    p->item_gains = has_item_gains(d);
+    const size_t items = p->item_gains ? p->B : 1; /* gain blocks: one per item or per call */
+    const bool structured = d->dim_gain || d->item_dim_gain;
+    p->head_scale = malloc(items * p->H * sizeof(float));
     p->dscale_dgain = malloc(p->H * sizeof(float));
     p->item_meta = malloc(3 * p->B * sizeof(cl_int));
-    if (d->dim_gain)
-        p->dim_factor = malloc(p->H * p->D * sizeof(float));
-    if (!p->head_scale || !p->dscale_dgain || !p->item_meta || (d->dim_gain && !p->dim_factor)) {
+    if (structured)
+        p->dim_factor = malloc(items * p->H * p->D * sizeof(float));
+    if (!p->head_scale || !p->dscale_dgain || !p->item_meta || (structured && !p->dim_factor)) {
         pfx_attn_problem_free(p);
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host allocation failed", op);
     }
     for (size_t h = 0; h < p->H; h++) {
         /* device gains: placeholders, pfx_attn_params_upload computes them */
-        double x =
-            d->gain_mode == PFX_GAIN_OFF || p->gain_dev ? 0 : (double)d->gain_ramp * d->gain[h];
-        p->head_scale[h] = (float)(p->scale * gamma_of(d->gain_mode, x));
+        double x = d->gain_mode == PFX_GAIN_OFF || p->gain_dev || !d->gain
+                       ? 0
+                       : (double)d->gain_ramp * d->gain[h];
         p->dscale_dgain[h] = (float)(p->scale * d->gain_ramp * gamma_slope(d->gain_mode, x));
-        /* Every entry point (forward, backward, stats, map) refuses alike a
-         * factor that float32 cannot hold; finite factors are computed right
-         * (the kernels subtract the row max before exponentiating). */
-        if (!isfinite(p->head_scale[h]) || !isfinite(p->dscale_dgain[h])) {
-            double c = p->scale * gamma_of(d->gain_mode, x);
-            pfx_attn_problem_free(p);
-            return pfx_error(rt, PFX_ERROR_NOT_FINITE,
-                             "%s: the logit factor of head %zu, desc.scale x gamma(desc.gain_ramp "
-                             "x desc.gain[%zu]) = %g, is beyond float32",
-                             op, h, h, c);
-        }
     }
-    for (size_t i = 0; d->dim_gain && i < p->H * p->D; i++)
-        p->dim_factor[i] = 1.0f + d->dim_gain[i];
+    for (size_t b = 0; b < items; b++) {
+        pfx_gain_mode mode = d->item_gain_mode ? d->item_gain_mode[b] : d->gain_mode;
+        const float *g = d->item_gain ? d->item_gain + b * p->H : d->gain;
+        for (size_t h = 0; h < p->H; h++) {
+            double x = mode == PFX_GAIN_OFF || p->gain_dev ? 0 : (double)d->gain_ramp * g[h];
+            double c = p->scale * gamma_of(mode, x);
+            p->head_scale[b * p->H + h] = (float)c;
+            /* Every entry point (forward, backward, stats, map) refuses alike a
+             * factor that float32 cannot hold; finite factors are computed right
+             * (the kernels subtract the row max before exponentiating). */
+            if (!isfinite(p->head_scale[b * p->H + h]) || !isfinite(p->dscale_dgain[h])) {
+                pfx_attn_problem_free(p);
+                if (p->item_gains)
+                    return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                                     "%s: the logit factor of item %zu's head %zu, desc.scale x "
+                                     "gamma(desc.gain_ramp x g) = %g, is beyond float32",
+                                     op, b, h, c);
+                return pfx_error(rt, PFX_ERROR_NOT_FINITE,
+                                 "%s: the logit factor of head %zu, desc.scale x "
+                                 "gamma(desc.gain_ramp x desc.gain[%zu]) = %g, is beyond float32",
+                                 op, h, h, c);
+            }
+        }
+        const float *G = d->item_dim_gain ? d->item_dim_gain + b * p->H * p->D : d->dim_gain;
+        for (size_t i = 0; structured && i < p->H * p->D; i++)
+            p->dim_factor[b * p->H * p->D + i] = G ? 1.0f + G[i] : 1.0f;
+    }
     for (size_t b = 0; b < p->B; b++) {
         p->item_meta[b] = d->q_lens ? d->q_lens[b] : (cl_int)p->N;
         p->item_meta[p->B + b] = d->kv_lens ? d->kv_lens[b] : (cl_int)p->M;
@@ -384,15 +458,20 @@ static pfx_status gain_scales(pfx_runtime *rt, const pfx_attn_problem *p, cl_mem
 pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pfx_attn_params *out)
 {
     memset(out, 0, sizeof(*out));
-    size_t head_floats = p->H + (p->dim_factor ? p->H * p->D : 0);
-    float *head = malloc(head_floats * sizeof(float));
+    /* One block [H] c_h (+ [H*D] factors) per call, or one per item. */
+    const size_t items = p->item_gains ? p->B : 1;
+    const size_t dims = p->dim_factor ? p->H * p->D : 0, block = p->H + dims;
+    float *head = malloc(items * block * sizeof(float));
     if (!head)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
                          "attention parameters: host allocation failed");
-    memcpy(head, p->head_scale, p->H * sizeof(float));
-    if (p->dim_factor)
-        memcpy(head + p->H, p->dim_factor, p->H * p->D * sizeof(float));
-    out->head_bytes = head_floats * sizeof(float);
+    for (size_t b = 0; b < items; b++) {
+        memcpy(head + b * block, p->head_scale + b * p->H, p->H * sizeof(float));
+        if (dims)
+            memcpy(head + b * block + p->H, p->dim_factor + b * dims, dims * sizeof(float));
+    }
+    out->head_bytes = items * block * sizeof(float);
+    out->head_item_stride = p->item_gains ? (cl_ulong)block : 0;
     out->items_bytes = 3 * p->B * sizeof(cl_int);
     /* Runtime workspace slots: no buffer created per call, nothing waits. */
     pfx_status st = pfx_workspace_upload(rt, PFX_WS_PARAMS_HEAD, head, out->head_bytes, &out->head);

@@ -38,6 +38,11 @@ typedef struct pfx_attn_problem {
     float *head_scale;
     float *dim_factor;
     float *dscale_dgain;
+    /* Per-item gains (desc.item_*): head_scale [B * H] and dim_factor
+     * [B * H * D] hold every item's parameters (item b's at b * H and
+     * b * H * D); dscale_dgain stays that of the per-call gain (only the
+     * forward takes per-item gains). */
+    bool item_gains;
     /* item_meta = [q_len[B], kv_len[B], bank_index[B]] */
     cl_int *item_meta;
     /* desc.gain_tensor with a gain mode: head_scale and dscale_dgain are
@@ -47,12 +52,13 @@ typedef struct pfx_attn_problem {
     float gain_ramp;
 } pfx_attn_problem;
 
+/* PFX_ERROR_UNSUPPORTED when the call has what only the forward computes:
+ * an item with bank entry -1 (no prefix) or per-item gains. */
+pfx_status pfx_attn_problem_forward_only(pfx_runtime *rt, const char *op,
+                                         const pfx_attn_problem *p);
+
 /* Validates desc and the input tensors; op names the entry point in messages.
  * On success the problem owns host memory: release it with pfx_attn_problem_free. */
-/* PFX_ERROR_UNSUPPORTED when an item has bank entry -1 (no prefix): only
- * the forward computes such batches. */
-pfx_status pfx_attn_problem_require_prefixes(pfx_runtime *rt, const char *op,
-                                             const pfx_attn_problem *p);
 
 pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_attention_desc *desc,
                                  const pfx_attention_inputs *in, pfx_attn_problem *out);
@@ -82,9 +88,11 @@ pfx_status pfx_attn_check_alias(pfx_runtime *rt, const char *op, const pfx_tenso
 /* Uploads head_scale (+ dim_factor) as one float buffer and item_meta as an
  * int buffer; both are workspace released with pfx_attn_params_release. */
 typedef struct pfx_attn_params {
-    cl_mem head; /* float [H] c_h, then [H*D] (1 + G_hd) when structured */
+    cl_mem head; /* float [H] c_h, then [H*D] (1 + G_hd) when structured; with
+                    * per-item gains that block once per item */
     size_t head_bytes;
-    cl_mem items; /* int [3*B] */
+    cl_ulong head_item_stride; /* floats between items' blocks: 0 for one gain per call */
+    cl_mem items;              /* int [3*B] */
     size_t items_bytes;
 } pfx_attn_params;
 

@@ -8,7 +8,6 @@
 
 #include "prefixcl/scheduler.h"
 #include "serve_internal.h"
-#include "step_groups.h"
 
 typedef struct job {
     uint64_t id;
@@ -351,7 +350,9 @@ static void run_step(pfx_scheduler *s, size_t batch, size_t tokens, bool prefill
     pfx_status st =
         *logits ? PFX_SUCCESS : pfx_tensor_create(s->rt, PFX_DTYPE_F32, 2, shape, logits);
     if (st == PFX_SUCCESS)
-        st = pfx_step_run_grouped(s->model, s->cache, s->bank, &step, *logits, s->host, s->vocab);
+        st = pfx_serve_step_run(s->model, s->cache, s->bank, &step, *logits);
+    if (st == PFX_SUCCESS) /* slots may carry different adapters' gains: one step */
+        st = pfx_tensor_read(*logits, 0, batch * s->vocab, s->host);
     const double dt = pfx_host_seconds() - t0;
     size_t fed = 0, active = 0;
     for (size_t b = 0; b < batch; b++) {

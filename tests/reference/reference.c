@@ -156,6 +156,30 @@ static double dim_factor(const pfx_attention_desc *d, size_t h, size_t dd)
     return d->dim_gain ? 1.0 + (double)d->dim_gain[h * d->head_dim + dd] : 1.0;
 }
 
+static bool item_gains(const pfx_attention_desc *d)
+{
+    return d->item_gain_mode || d->item_gain || d->item_dim_gain;
+}
+
+/* c_h of item b: its own mode and gains (desc.item_*), each falling back to
+ * the per-call one. */
+double ref_item_gain_factor(const pfx_attention_desc *d, size_t b, size_t h)
+{
+    pfx_gain_mode mode = d->item_gain_mode ? d->item_gain_mode[b] : d->gain_mode;
+    if (mode == PFX_GAIN_OFF)
+        return ref_scale(d);
+    double g = d->item_gain ? (double)d->item_gain[b * d->heads + h] : (double)d->gain[h];
+    return ref_scale(d) * gamma_of(mode, (double)d->gain_ramp * g);
+}
+
+/* 1 + G_hd of item b. */
+static double item_dim_factor(const pfx_attention_desc *d, size_t b, size_t h, size_t dd)
+{
+    if (d->item_dim_gain)
+        return 1.0 + (double)d->item_dim_gain[(b * d->heads + h) * d->head_dim + dd];
+    return dim_factor(d, h, dd);
+}
+
 /* ---- validation and masks ---------------------------------------------- */
 
 static size_t q_len(const pfx_attention_desc *d, size_t b)
@@ -190,9 +214,14 @@ static void check_desc(const pfx_attention_desc *d, size_t bank_entries, const f
     if (d->gain_mode != PFX_GAIN_OFF && d->gain_mode != PFX_GAIN_LINEAR &&
         d->gain_mode != PFX_GAIN_TANH)
         ref_fail("unknown gain_mode");
-    if (d->gain_mode != PFX_GAIN_OFF && !d->gain)
+    if (d->gain_mode != PFX_GAIN_OFF && !d->gain && !d->item_gain)
         ref_fail("gain_mode needs gain");
     for (size_t b = 0; b < d->batch; b++) {
+        pfx_gain_mode mode = d->item_gain_mode ? d->item_gain_mode[b] : d->gain_mode;
+        if (mode != PFX_GAIN_OFF && mode != PFX_GAIN_LINEAR && mode != PFX_GAIN_TANH)
+            ref_fail("unknown item_gain_mode[b]");
+        if (mode != PFX_GAIN_OFF && !d->gain && !d->item_gain)
+            ref_fail("item_gain_mode[b] needs item_gain or gain");
         if (d->q_lens && (d->q_lens[b] < 0 || (size_t)d->q_lens[b] > d->queries))
             ref_fail("q_lens[b] outside [0, N]");
         if (d->kv_lens && (d->kv_lens[b] < 0 || (size_t)d->kv_lens[b] > d->keys))
@@ -260,7 +289,7 @@ static double row_softmax(const pfx_attention_desc *d, const float *q, const flo
 {
     size_t D = d->head_dim;
     size_t hk = h / (d->heads / d->kv_heads);
-    double c = ref_gain_factor(d, h);
+    double c = ref_item_gain_factor(d, b, h);
     const float *qi = q + ref_q_offset(d, b, h, i);
     size_t nvis = 0;
     double mx = -INFINITY;
@@ -278,7 +307,7 @@ static double row_softmax(const pfx_attention_desc *d, const float *q, const flo
         const float *kj = key_row(d, k, pk, b, hk, j);
         double s = 0.0;
         for (size_t dd = 0; dd < D; dd++)
-            s += (double)qi[dd] * dim_factor(d, h, dd) * (double)kj[dd];
+            s += (double)qi[dd] * item_dim_factor(d, b, h, dd) * (double)kj[dd];
         r->s[j] = s;
         r->z[j] = c * s;
         if (r->z[j] > mx)
@@ -359,6 +388,8 @@ void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries, co
         ref_fail("a bank needs bank_entries > 0");
     if ((d->keys && !v) || (d->prefix_len && !pv) || !d_o)
         ref_fail("backward needs v, pv (with a prefix) and d_o");
+    if (item_gains(d))
+        ref_fail("the backward takes one gain per call");
     size_t D = d->head_dim, P = d->prefix_len;
     size_t group = d->heads / d->kv_heads;
 

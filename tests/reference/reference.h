@@ -53,6 +53,10 @@ size_t ref_prefix_offset(const pfx_attention_desc *d, size_t entry, size_t hk, s
 /* The logit factor c_h = scale * gamma(r * g_h) and the effective scale. */
 double ref_scale(const pfx_attention_desc *d);
 double ref_gain_factor(const pfx_attention_desc *d, size_t h);
+/* c_h of item b with per-item gains (desc.item_gain_mode / item_gain), each
+ * falling back to the per-call field; the forward honours them (and
+ * item_dim_gain), the backward and the statistics refuse them. */
+double ref_item_gain_factor(const pfx_attention_desc *d, size_t b, size_t h);
 
 /* O (o_layout, double) and LSE ([B, H, N]); either may be NULL. */
 void ref_attention_forward(const pfx_attention_desc *d, const float *q, const float *k,
