@@ -1,0 +1,197 @@
+/* The chat-template renderer of `prefixcl serve` (tools/serve/jinja/):
+ * the published templates of tests/fixtures/chat/ (made by
+ * make_chat_fixture.py with transformers' jinja2 environment) render byte
+ * for byte as jinja2 rendered them, raise_exception's message included;
+ * what the subset lacks, bad syntax and runaway templates end in errors
+ * that name the construct and its place, within the limits.
+ *
+ * usage: test_chat_template FIXTURE_DIR */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jinja/jinja.h"
+
+static const char *fixture_dir;
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    const long n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = 0;
+    fclose(f);
+    return text;
+}
+
+static void check_family(void **state)
+{
+    const char *family = *state;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s.json", fixture_dir, family);
+    char *text = read_all(path);
+    cJSON *fx = cJSON_Parse(text);
+    free(text);
+    assert_non_null(fx);
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(fx, "template");
+    assert_true(cJSON_IsString(src));
+    char why[512] = "";
+    jinja_template *t = jinja_parse(src->valuestring, strlen(src->valuestring), why, sizeof(why));
+    if (!t)
+        fail_msg("%s: %s", family, why);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(fx, "cases"), *c;
+    size_t count = 0, raised = 0;
+    cJSON_ArrayForEach(c, cases)
+    {
+        const cJSON *want = cJSON_GetObjectItemCaseSensitive(c, "output"),
+                    *msg = cJSON_GetObjectItemCaseSensitive(c, "raised");
+        char *out = NULL;
+        size_t len = 0;
+        const jinja_status st = jinja_render(t, cJSON_GetObjectItemCaseSensitive(c, "names"), &out,
+                                             &len, why, sizeof(why));
+        if (msg) {
+            if (st != JINJA_ERROR_RAISED || strcmp(why, msg->valuestring))
+                fail_msg("%s case %zu: status %d \"%s\", raise_exception(\"%s\") expected", family,
+                         count, (int)st, why, msg->valuestring);
+            raised++;
+        } else {
+            if (st != JINJA_OK)
+                fail_msg("%s case %zu: %s", family, count, why);
+            assert_int_equal(len, strlen(out));
+            if (strcmp(out, want->valuestring))
+                fail_msg("%s case %zu:\n--- rendered\n%s\n--- jinja2\n%s\n---", family, count, out,
+                         want->valuestring);
+        }
+        free(out);
+        count++;
+    }
+    assert_true(count >= 4);
+    if (!strcmp(family, "llama2") || !strcmp(family, "mistral"))
+        assert_true(raised >= 2);
+    jinja_free(t);
+    cJSON_Delete(fx);
+}
+
+/* src fails to parse (status JINJA_ERROR_SYNTAX or _LIMIT), or renders
+ * with status st; why holds each of the words. */
+static void expect_error(const char *src, jinja_status st, const char *word1, const char *word2)
+{
+    char why[512] = "", *out = (char *)"unchanged";
+    size_t len = 1;
+    jinja_template *t = jinja_parse(src, strlen(src), why, sizeof(why));
+    jinja_status got = st == JINJA_ERROR_SYNTAX ? JINJA_ERROR_SYNTAX : JINJA_ERROR_LIMIT;
+    if (t) {
+        cJSON *names = cJSON_Parse("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}");
+        got = jinja_render(t, names, &out, &len, why, sizeof(why));
+        cJSON_Delete(names);
+        assert_null(out);
+        assert_int_equal(len, 0);
+        jinja_free(t);
+    }
+    if (got != st || !strstr(why, word1) || (word2 && !strstr(why, word2)))
+        fail_msg("%s: status %d \"%s\"; %d naming \"%s\" expected", src, (int)got, why, (int)st,
+                 word1);
+}
+
+static void errors_name_the_construct(void **state)
+{
+    (void)state;
+    expect_error("ab\n  {% macro m() %}{% endmacro %}", JINJA_ERROR_SYNTAX, "line 2:6", "macro");
+    expect_error("{{ messages | map(attribute='role') }}", JINJA_ERROR_RENDER, "line 1:13", "|map");
+    expect_error("{{ 1.5 }}", JINJA_ERROR_SYNTAX, "floating-point", NULL);
+    expect_error("{{ 'a' + }}", JINJA_ERROR_SYNTAX, "line 1:10", "expression expected");
+    expect_error("{% if true %}open", JINJA_ERROR_SYNTAX, "endif", NULL);
+    expect_error("{% for x in y %}", JINJA_ERROR_SYNTAX, "endfor", NULL);
+    expect_error("{{ 'unterminated }}", JINJA_ERROR_SYNTAX, "unterminated string", NULL);
+    expect_error("{{ x", JINJA_ERROR_SYNTAX, "}}", NULL);
+    expect_error("{# never closed", JINJA_ERROR_SYNTAX, "comment", NULL);
+    expect_error("{{ nothing.attr }}", JINJA_ERROR_RENDER, "'attr' of an undefined", NULL);
+    expect_error("{{ 1 + 'a' }}", JINJA_ERROR_RENDER, "'+' of int and string", NULL);
+    expect_error("{{ 7 / 2 }}", JINJA_ERROR_RENDER, "floats are not supported", NULL);
+    expect_error("{{ 1 // 0 }}", JINJA_ERROR_RENDER, "division by zero", NULL);
+    expect_error("{{ strftime_now('%Y') }}", JINJA_ERROR_RENDER, "strftime_now", NULL);
+    expect_error("{{ messages[0].content.zfill(3) }}", JINJA_ERROR_RENDER, ".zfill()", NULL);
+    expect_error("{{ raise_exception('Only ' ~ messages[0].role ~ ' here') }}", JINJA_ERROR_RAISED,
+                 "Only user here", NULL);
+}
+
+static void limits_end_runaway_templates(void **state)
+{
+    (void)state;
+    expect_error(
+        "{% set r = range(1100) %}{% for a in r %}{% for b in r %}{% endfor %}{% endfor %}",
+        JINJA_ERROR_LIMIT, "steps", NULL);
+    expect_error("{% for a in range(1000) %}{{ 'x' * 2000 }}{% endfor %}", JINJA_ERROR_LIMIT,
+                 "output", NULL);
+    expect_error("{% set ns = namespace(s='0123456789') %}{% for i in range(40) %}"
+                 "{% set ns.s = ns.s + ns.s %}{% endfor %}",
+                 JINJA_ERROR_LIMIT, "memory", NULL);
+    char deep[1024] = "{{ ";
+    for (int i = 0; i < 200; i++)
+        strcat(deep, "(");
+    strcat(deep, "1");
+    for (int i = 0; i < 200; i++)
+        strcat(deep, ")");
+    strcat(deep, " }}");
+    expect_error(deep, JINJA_ERROR_LIMIT, "nested deeper", NULL);
+    char blocks[8192] = "";
+    for (int i = 0; i < 100; i++)
+        strcat(blocks, "{% if true %}");
+    expect_error(blocks, JINJA_ERROR_LIMIT, "nested deeper", NULL);
+}
+
+/* the whitespace rules of transformers' environment, in small */
+static void whitespace_control(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        { "a\n  {% if true %}\nb\n  {% endif %}\nc", "a\nb\nc" },
+        { "a  {%- if true -%}  b  {%- endif %}", "ab" },
+        { "x {{- ' y ' -}} z", "x y z" },
+        { "  {%+ if true %}k{% endif +%}\n\n", "  k\n" }, /* one last newline dropped */
+        { "a {# note #}\nb\n  {# own line #}\nc", "a b\nc" },
+        { "{{ 'kept' }}\n{{ 'too' }}", "kept\ntoo" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char why[256], *out;
+        size_t len;
+        jinja_template *t = jinja_parse(cases[i][0], strlen(cases[i][0]), why, sizeof(why));
+        assert_non_null(t);
+        assert_int_equal(jinja_render(t, NULL, &out, &len, why, sizeof(why)), JINJA_OK);
+        if (strcmp(out, cases[i][1]))
+            fail_msg("%s: \"%s\", \"%s\" expected", cases[i][0], out, cases[i][1]);
+        free(out);
+        jinja_free(t);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_chat_template FIXTURE_DIR\n");
+        return 2;
+    }
+    fixture_dir = argv[1];
+    static char *families[] = { "llama2", "llama3", "llama3_1", "qwen2",   "qwen2_5",
+                                "chatml", "zephyr", "mistral",  "features" };
+    struct CMUnitTest tests[sizeof(families) / sizeof(families[0]) + 3];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
+        tests[n++] = (struct CMUnitTest){ families[i], check_family, NULL, NULL, families[i] };
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(errors_name_the_construct);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(limits_end_runaway_templates);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(whitespace_control);
+    return _cmocka_run_group_tests("chat_template", tests, n, NULL, NULL);
+}

@@ -1,0 +1,48 @@
+/* A subset of Jinja2, enough for the chat templates of Hugging Face
+ * tokenizers (tokenizer_config.json "chat_template"): rendered the way
+ * transformers' apply_chat_template renders them (trim_blocks and
+ * lstrip_blocks on, its tojson filter, raise_exception).
+ *
+ * Why it is written here: Debian 12 packages no maintained C library for
+ * Jinja templates, and the server must render them without Python.
+ *
+ * A template is parsed once (jinja_parse) and rendered per request
+ * (jinja_render) with its names given as the members of a JSON object.
+ * What the subset lacks (macros, floats, most filters...) is refused with
+ * an error naming the construct and its line:column; output size, loop
+ * steps, memory and nesting are bounded, so no input hangs or crashes. */
+#ifndef PFX_TOOLS_SERVE_JINJA_H
+#define PFX_TOOLS_SERVE_JINJA_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#define JINJA_MAX_OUTPUT (1u << 20) /* bytes rendered */
+#define JINJA_MAX_STEPS  (1u << 20) /* statements run and loop turns */
+#define JINJA_MAX_MEMORY (32u << 20)
+#define JINJA_MAX_DEPTH  64 /* nesting of blocks and expressions */
+
+typedef enum jinja_status {
+    JINJA_OK = 0,
+    JINJA_ERROR_SYNTAX, /* the template is not valid, or uses what is not supported */
+    JINJA_ERROR_RENDER, /* an error while rendering (a type, an undefined value...) */
+    JINJA_ERROR_RAISED, /* the template called raise_exception(message) */
+    JINJA_ERROR_LIMIT,  /* output, steps, memory or nesting over its bound */
+    JINJA_ERROR_MEMORY, /* out of host memory */
+} jinja_status;
+
+typedef struct jinja_template jinja_template;
+
+/* Parses src[0, len); NULL with why (cap bytes) on failure. */
+jinja_template *jinja_parse(const char *src, size_t len, char *why, size_t cap);
+void jinja_free(jinja_template *t);
+
+/* Renders t with the names of vars (a JSON object; NULL: none) into *out
+ * (malloc'ed, NUL-terminated, *out_len bytes). On failure *out is NULL and
+ * why (cap bytes) says what failed and where; raise_exception's message
+ * alone for JINJA_ERROR_RAISED. */
+jinja_status jinja_render(const jinja_template *t, const cJSON *vars, char **out, size_t *out_len,
+                          char *why, size_t cap);
+
+#endif

@@ -1,0 +1,148 @@
+/* What the parser (parse.c) and the evaluator (eval.c, value.c) of the
+ * Jinja subset (jinja.h) share: an arena, values, the syntax tree. Errors
+ * jump back (longjmp) to the entry point, which frees the arena: nothing
+ * else is allocated outside it. */
+#ifndef PFX_TOOLS_SERVE_JINJA_IMPL_H
+#define PFX_TOOLS_SERVE_JINJA_IMPL_H
+
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jinja.h"
+
+typedef struct arena_block arena_block;
+typedef struct arena {
+    arena_block *head;
+    size_t used; /* bytes of all blocks */
+} arena;
+
+/* Where errors go: the message, its status, the jump back. */
+typedef struct jfail {
+    jmp_buf jb;
+    jinja_status st;
+    char *why;
+    size_t cap;
+    const char *src; /* for line:column */
+    size_t src_len;
+} jfail;
+
+__attribute__((noreturn, format(printf, 4, 5))) void jinja_fail(jfail *f, jinja_status st,
+                                                                size_t pos, const char *fmt, ...);
+void *arena_alloc(arena *a, jfail *f, size_t n);
+void arena_free(arena *a);
+
+typedef enum vtype { V_UNDEF, V_NONE, V_BOOL, V_INT, V_STR, V_LIST, V_DICT, V_NS, V_LOOP } vtype;
+
+typedef struct value value;
+typedef struct loop_state {
+    value **items;
+    size_t index, length;
+} loop_state;
+
+struct value {
+    vtype t;
+    union {
+        bool b;
+        int64_t i;
+        struct {
+            const char *p;
+            size_t n;
+        } s;
+        struct {
+            value **v;
+            size_t n;
+        } l;
+        struct { /* V_DICT and V_NS: keys are strings, in insertion order */
+            value **k, **v;
+            size_t n, cap;
+        } d;
+        const loop_state *loop;
+    };
+};
+
+value *val_new(arena *a, jfail *f, vtype t);
+value *val_str(arena *a, jfail *f, const char *p, size_t n);
+value *val_int(arena *a, jfail *f, int64_t i);
+value *val_bool(bool b);
+value *val_none(void);
+value *val_undef(void);
+value *val_from_json(arena *a, jfail *f, const void *cjson);
+/* d[key]: NULL when absent */
+value *dict_get(const value *d, const char *key, size_t n);
+void dict_set(arena *a, jfail *f, value *d, value *key, value *v);
+bool val_truthy(const value *v);
+bool val_eq(const value *a, const value *b);
+const char *val_type_name(const value *v);
+
+/* A growing byte string (in the arena, or malloc'ed for the output). */
+typedef struct sbuf {
+    char *p;
+    size_t n, cap, limit;
+    bool heap;
+} sbuf;
+void sb_add(arena *a, jfail *f, sbuf *b, const char *p, size_t n);
+/* Python's str() of v into b; repr: Python's repr() */
+void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr);
+/* transformers' tojson: json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0: none) */
+void val_json(arena *a, jfail *f, sbuf *b, const value *v, int indent, int level, size_t pos);
+
+typedef enum nkind {
+    N_BODY,
+    N_TEXT,
+    N_OUT,
+    N_IF,
+    N_FOR,
+    N_SET,
+    N_BREAK,
+    N_CONTINUE,
+    E_LIT,
+    E_NAME,
+    E_ATTR,
+    E_ITEM,
+    E_SLICE,
+    E_CALL,
+    E_FILTER,
+    E_TEST,
+    E_NOT,
+    E_NEG,
+    E_BIN,
+    E_AND,
+    E_OR,
+    E_COND,
+    E_LIST,
+    E_DICT,
+} nkind;
+
+typedef struct node node;
+struct node {
+    nkind k;
+    size_t pos;
+    const char *s, *s2; /* text, name, attribute, operator, filter or test; s2: a second name */
+    size_t n, n2;
+    bool neg;            /* E_TEST: `is not` */
+    value *lit;          /* E_LIT */
+    node *a, *b, *c, *d; /* operands, condition, bodies, slice bounds */
+    node **items;        /* N_BODY's statements, arguments, list or dict items */
+    const char **kw;     /* the name of each keyword argument (NULL: positional) */
+    size_t *kwn, count;
+};
+
+struct jinja_template {
+    arena a;
+    char *src;
+    size_t len;
+    node *root;
+};
+
+static inline bool name_is(const char *s, size_t n, const char *lit)
+{
+    size_t i = 0;
+    for (; i < n && lit[i]; i++)
+        if (s[i] != lit[i])
+            return false;
+    return i == n && !lit[i];
+}
+
+#endif

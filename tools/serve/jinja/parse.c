@@ -1,0 +1,823 @@
+/* The lexer and parser of the Jinja subset (jinja.h): text and tags into a
+ * syntax tree (jinja_impl.h). Whitespace as transformers' environment has
+ * it: trim_blocks (a block tag eats the newline after it) and lstrip_blocks
+ * (spaces before a block tag at the start of a line are dropped), and the
+ * `-` / `+` markers. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jinja_impl.h"
+
+typedef enum tkind {
+    T_EOF,
+    T_TEXT,
+    T_VAR_BEGIN,
+    T_VAR_END,
+    T_BLOCK_BEGIN,
+    T_BLOCK_END,
+    T_NAME,
+    T_STRING,
+    T_INT,
+    T_OP,
+} tkind;
+
+typedef struct token {
+    tkind k;
+    const char *s; /* text, name, operator; T_STRING: decoded (in the arena) */
+    size_t n, pos;
+    int64_t i;
+} token;
+
+typedef struct parser {
+    const char *src;
+    size_t len, at;
+    int tag;           /* 0: in text, 1: in {{ }}, 2: in {% %} */
+    int brackets;      /* open (, [, { in the tag: no end of tag inside them */
+    bool strip_next;   /* after -%}: the next text loses its leading space */
+    bool trim_newline; /* after %}: the next text loses one leading newline */
+    token tok;         /* the current token */
+    int depth;
+    arena *a;
+    jfail *f;
+} parser;
+
+static bool at_str(const parser *p, size_t at, const char *s)
+{
+    const size_t n = strlen(s);
+    return at + n <= p->len && !memcmp(p->src + at, s, n);
+}
+
+__attribute__((noreturn)) static void syntax(parser *p, size_t pos, const char *what)
+{
+    jinja_fail(p->f, JINJA_ERROR_SYNTAX, pos, "%s", what);
+}
+
+/* The text up to the next tag, whitespace control applied. */
+static void lex_text(parser *p)
+{
+    size_t start = p->at, end = p->at;
+    while (end < p->len &&
+           !(p->src[end] == '{' && end + 1 < p->len && strchr("{%#", p->src[end + 1])))
+        end++;
+    if (p->strip_next)
+        while (start < end && isspace((unsigned char)p->src[start]))
+            start++;
+    else if (p->trim_newline && start < end && p->src[start] == '\n')
+        start++;
+    else if (p->trim_newline && at_str(p, start, "\r\n") && start + 2 <= end)
+        start += 2;
+    p->strip_next = p->trim_newline = false;
+    size_t stop = end;
+    if (end < p->len) {
+        const char kind = p->src[end + 1], mark = end + 2 < p->len ? p->src[end + 2] : 0;
+        if (mark == '-') {
+            while (stop > start && isspace((unsigned char)p->src[stop - 1]))
+                stop--;
+        } else if (mark != '+' && kind != '{') {
+            size_t l = stop;
+            while (l > start && (p->src[l - 1] == ' ' || p->src[l - 1] == '\t'))
+                l--;
+            /* only spaces between the line's start and the tag */
+            if ((l > start && p->src[l - 1] == '\n') ||
+                (l == start && (start == 0 || p->src[start - 1] == '\n')))
+                stop = l;
+        }
+    }
+    p->tok = (token){ T_TEXT, p->src + start, stop - start, start, 0 };
+    p->at = end;
+}
+
+/* A string literal from p->at (its quote), its escapes decoded as Python's. */
+static void lex_string(parser *p)
+{
+    const size_t pos = p->at;
+    const char q = p->src[p->at++];
+    size_t end = p->at;
+    while (end < p->len && p->src[end] != q)
+        end += p->src[end] == '\\' ? 2 : 1;
+    if (end >= p->len)
+        syntax(p, pos, "an unterminated string");
+    char *out = arena_alloc(p->a, p->f, end - p->at + 1);
+    size_t n = 0;
+    for (size_t i = p->at; i < end; i++) {
+        const char c = p->src[i];
+        if (c != '\\') {
+            out[n++] = c;
+            continue;
+        }
+        const char e = p->src[++i];
+        const char *m = strchr("n\nt\tr\r\\\\''\"\"0\0a\ab\bf\fv\v", e);
+        if (e && m && (m - "n\nt\tr\r\\\\''\"\"0\0a\ab\bf\fv\v") % 2 == 0) {
+            out[n++] = m[1];
+        } else if (e == 'x' || e == 'u') {
+            const size_t digits = e == 'x' ? 2 : 4;
+            unsigned cp = 0;
+            for (size_t k = 0; k < digits; k++) {
+                const char h = i + 1 + k < end ? p->src[i + 1 + k] : 0;
+                if (!isxdigit((unsigned char)h))
+                    syntax(p, i, "a bad \\x or \\u escape");
+                cp =
+                    cp * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0' : (h | 32) - 'a' + 10);
+            }
+            i += digits;
+            if (cp < 0x80) {
+                out[n++] = (char)cp;
+            } else if (cp < 0x800) {
+                out[n++] = (char)(0xc0 | cp >> 6);
+                out[n++] = (char)(0x80 | (cp & 63));
+            } else {
+                out[n++] = (char)(0xe0 | cp >> 12);
+                out[n++] = (char)(0x80 | (cp >> 6 & 63));
+                out[n++] = (char)(0x80 | (cp & 63));
+            }
+        } else {
+            out[n++] = '\\';
+            out[n++] = e;
+        }
+    }
+    p->at = end + 1;
+    p->tok = (token){ T_STRING, out, n, pos, 0 };
+}
+
+static void next(parser *p)
+{
+    if (p->at >= p->len && !p->tag) {
+        p->tok = (token){ T_EOF, NULL, 0, p->len, 0 };
+        return;
+    }
+    if (!p->tag) {
+        if (p->src[p->at] != '{' || p->at + 1 >= p->len || !strchr("{%#", p->src[p->at + 1])) {
+            lex_text(p);
+            if (p->tok.n || p->at >= p->len)
+                return;
+            if (p->at >= p->len) {
+                p->tok = (token){ T_EOF, NULL, 0, p->len, 0 };
+                return;
+            }
+        }
+        const size_t pos = p->at;
+        const char kind = p->src[p->at + 1];
+        p->at += 2;
+        if (p->at < p->len && (p->src[p->at] == '-' || p->src[p->at] == '+'))
+            p->at++;
+        if (kind == '#') {
+            size_t e = p->at;
+            while (e + 1 < p->len && !(p->src[e] == '#' && p->src[e + 1] == '}'))
+                e++;
+            if (e + 1 >= p->len)
+                syntax(p, pos, "an unterminated comment");
+            p->strip_next = p->src[e - 1] == '-' && e - 1 >= p->at;
+            p->trim_newline = !(p->src[e - 1] == '+' && e - 1 >= p->at);
+            p->at = e + 2;
+            return next(p);
+        }
+        p->strip_next = p->trim_newline = false;
+        p->brackets = 0;
+        p->tag = kind == '{' ? 1 : 2;
+        p->tok = (token){ kind == '{' ? T_VAR_BEGIN : T_BLOCK_BEGIN, NULL, 0, pos, 0 };
+        return;
+    }
+    while (p->at < p->len && isspace((unsigned char)p->src[p->at]))
+        p->at++;
+    const size_t pos = p->at;
+    if (p->at >= p->len)
+        syntax(p, p->len, p->tag == 1 ? "a {{ without its }}" : "a {% without its %}");
+    const char *end = p->tag == 1 ? "}}" : "%}";
+    const char c = p->src[p->at];
+    if (p->brackets <= 0 && (c == '-' || c == '+') && at_str(p, p->at + 1, end)) {
+        p->strip_next = c == '-';
+        p->trim_newline = false;
+        p->at += 3;
+    } else if (p->brackets <= 0 && at_str(p, p->at, end)) {
+        p->trim_newline = p->tag == 2;
+        p->at += 2;
+    } else {
+        if (c == '\'' || c == '"')
+            return lex_string(p);
+        if (isalpha((unsigned char)c) || c == '_') {
+            size_t e = p->at;
+            while (e < p->len && (isalnum((unsigned char)p->src[e]) || p->src[e] == '_'))
+                e++;
+            p->tok = (token){ T_NAME, p->src + p->at, e - p->at, pos, 0 };
+            p->at = e;
+            return;
+        }
+        if (isdigit((unsigned char)c)) {
+            int64_t v = 0;
+            size_t e = p->at;
+            for (; e < p->len && (isdigit((unsigned char)p->src[e]) || p->src[e] == '_'); e++)
+                if (p->src[e] != '_' && (__builtin_mul_overflow(v, 10, &v) ||
+                                         __builtin_add_overflow(v, p->src[e] - '0', &v)))
+                    syntax(p, pos, "an integer too large");
+            if (e < p->len && (p->src[e] == '.' || p->src[e] == 'e' || p->src[e] == 'E'))
+                syntax(p, pos, "floating-point numbers are not supported");
+            p->tok = (token){ T_INT, p->src + p->at, e - p->at, pos, v };
+            p->at = e;
+            return;
+        }
+        static const char *const ops[] = { "//", "**", "==", "!=", "<=", ">=", "+", "-", "*",
+                                           "/",  "%",  "~",  "<",  ">",  "=",  "(", ")", "[",
+                                           "]",  "{",  "}",  ".",  ",",  ":",  "|" };
+        for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+            if (at_str(p, p->at, ops[i])) {
+                p->tok = (token){ T_OP, ops[i], strlen(ops[i]), pos, 0 };
+                p->brackets += strchr("([{", ops[i][0]) ? 1 : strchr(")]}", ops[i][0]) ? -1 : 0;
+                p->at += strlen(ops[i]);
+                return;
+            }
+        jinja_fail(p->f, JINJA_ERROR_SYNTAX, pos, "an unexpected character '%c'", c);
+    }
+    p->tok = (token){ p->tag == 1 ? T_VAR_END : T_BLOCK_END, NULL, 0, pos, 0 };
+    p->tag = 0;
+}
+
+static bool is_op(const parser *p, const char *op)
+{
+    return p->tok.k == T_OP && name_is(p->tok.s, p->tok.n, op);
+}
+
+static bool is_name(const parser *p, const char *name)
+{
+    return p->tok.k == T_NAME && name_is(p->tok.s, p->tok.n, name);
+}
+
+static void expect_op(parser *p, const char *op)
+{
+    if (!is_op(p, op))
+        jinja_fail(p->f, JINJA_ERROR_SYNTAX, p->tok.pos, "'%s' expected", op);
+    next(p);
+}
+
+static token expect_name(parser *p)
+{
+    if (p->tok.k != T_NAME)
+        syntax(p, p->tok.pos, "a name expected");
+    const token t = p->tok;
+    next(p);
+    return t;
+}
+
+static node *mk(parser *p, nkind k, size_t pos)
+{
+    node *n = arena_alloc(p->a, p->f, sizeof(*n));
+    n->k = k;
+    n->pos = pos;
+    return n;
+}
+
+static void push(parser *p, node *n, node *item, const char *kw, size_t kwn)
+{
+    if (!(n->count & (n->count - 1)) || !n->count) {
+        const size_t cap = n->count ? 2 * n->count : 1;
+        node **items = arena_alloc(p->a, p->f, cap * sizeof(*items));
+        const char **k = arena_alloc(p->a, p->f, cap * sizeof(*k));
+        size_t *kn = arena_alloc(p->a, p->f, cap * sizeof(*kn));
+        if (n->count) {
+            memcpy(items, n->items, n->count * sizeof(*items));
+            memcpy(k, n->kw, n->count * sizeof(*k));
+            memcpy(kn, n->kwn, n->count * sizeof(*kn));
+        }
+        n->items = items;
+        n->kw = k;
+        n->kwn = kn;
+    }
+    n->items[n->count] = item;
+    n->kw[n->count] = kw;
+    n->kwn[n->count++] = kwn;
+}
+
+static void enter(parser *p)
+{
+    if (++p->depth > JINJA_MAX_DEPTH)
+        jinja_fail(p->f, JINJA_ERROR_LIMIT, p->tok.pos, "nested deeper than %d", JINJA_MAX_DEPTH);
+}
+
+static node *expr(parser *p);
+
+/* (args) of a call, filter or test: positional and name=value. */
+static void args(parser *p, node *n)
+{
+    expect_op(p, "(");
+    while (!is_op(p, ")")) {
+        const char *kw = NULL;
+        size_t kwn = 0;
+        if (p->tok.k == T_NAME) {
+            const parser save = *p;
+            const token t = expect_name(p);
+            if (is_op(p, "=")) {
+                next(p);
+                kw = t.s;
+                kwn = t.n;
+            } else {
+                *p = save;
+            }
+        }
+        push(p, n, expr(p), kw, kwn);
+        if (!is_op(p, ")"))
+            expect_op(p, ",");
+    }
+    next(p);
+}
+
+static node *primary(parser *p)
+{
+    const token t = p->tok;
+    node *n;
+    if (t.k == T_NAME) {
+        next(p);
+        n = mk(p, E_LIT, t.pos);
+        if (name_is(t.s, t.n, "true") || name_is(t.s, t.n, "True"))
+            n->lit = val_bool(true);
+        else if (name_is(t.s, t.n, "false") || name_is(t.s, t.n, "False"))
+            n->lit = val_bool(false);
+        else if (name_is(t.s, t.n, "none") || name_is(t.s, t.n, "None"))
+            n->lit = val_none();
+        else {
+            n->k = E_NAME;
+            n->s = t.s;
+            n->n = t.n;
+        }
+        return n;
+    }
+    if (t.k == T_STRING) {
+        sbuf b = { .limit = (size_t)-1 / 2 };
+        while (p->tok.k == T_STRING) { /* 'a' 'b' is 'ab' */
+            sb_add(p->a, p->f, &b, p->tok.s, p->tok.n);
+            next(p);
+        }
+        n = mk(p, E_LIT, t.pos);
+        n->lit = val_str(p->a, p->f, b.p ? b.p : "", b.n);
+        return n;
+    }
+    if (t.k == T_INT) {
+        next(p);
+        n = mk(p, E_LIT, t.pos);
+        n->lit = val_int(p->a, p->f, t.i);
+        return n;
+    }
+    if (is_op(p, "(")) {
+        next(p);
+        n = expr(p);
+        if (is_op(p, ","))
+            syntax(p, p->tok.pos, "tuples are not supported");
+        expect_op(p, ")");
+        return n;
+    }
+    if (is_op(p, "[") || is_op(p, "{")) {
+        const bool list = is_op(p, "[");
+        next(p);
+        n = mk(p, list ? E_LIST : E_DICT, t.pos);
+        while (!is_op(p, list ? "]" : "}")) {
+            push(p, n, expr(p), NULL, 0);
+            if (!list) {
+                expect_op(p, ":");
+                push(p, n, expr(p), NULL, 0);
+            }
+            if (!is_op(p, list ? "]" : "}"))
+                expect_op(p, ",");
+        }
+        next(p);
+        return n;
+    }
+    syntax(p, t.pos,
+           t.k == T_EOF || t.k == T_VAR_END || t.k == T_BLOCK_END ? "an expression expected"
+                                                                  : "an unexpected token");
+}
+
+/* [a], [a:b:c] */
+static node *subscript(parser *p, node *obj, size_t pos)
+{
+    node *bound[3] = { NULL, NULL, NULL };
+    int colons = 0;
+    for (;;) {
+        if (is_op(p, "]"))
+            break;
+        if (is_op(p, ":")) {
+            if (++colons > 2)
+                syntax(p, p->tok.pos, "a slice has at most three parts");
+            next(p);
+            continue;
+        }
+        if (bound[colons])
+            syntax(p, p->tok.pos, "':' or ']' expected");
+        bound[colons] = expr(p);
+    }
+    next(p);
+    if (!colons && !bound[0])
+        syntax(p, pos, "an empty subscript");
+    node *n = mk(p, colons ? E_SLICE : E_ITEM, pos);
+    n->a = obj;
+    n->b = bound[0];
+    n->c = bound[1];
+    n->d = bound[2];
+    return n;
+}
+
+static node *postfix(parser *p)
+{
+    node *n = primary(p);
+    for (;;) {
+        const size_t pos = p->tok.pos;
+        if (is_op(p, ".")) {
+            next(p);
+            const token t = expect_name(p);
+            node *a = mk(p, E_ATTR, pos);
+            a->a = n;
+            a->s = t.s;
+            a->n = t.n;
+            n = a;
+        } else if (is_op(p, "[")) {
+            next(p);
+            n = subscript(p, n, pos);
+        } else if (is_op(p, "(")) {
+            node *c = mk(p, E_CALL, pos);
+            c->a = n;
+            args(p, c);
+            n = c;
+        } else {
+            return n;
+        }
+    }
+}
+
+/* filters (x|f, x|f(a)) and tests (x is t, x is not t(a), x is t a) */
+static node *filtered(parser *p)
+{
+    node *n = postfix(p);
+    for (;;) {
+        const size_t pos = p->tok.pos;
+        if (is_op(p, "|")) {
+            next(p);
+            const token t = expect_name(p);
+            node *f = mk(p, E_FILTER, pos);
+            f->a = n;
+            f->s = t.s;
+            f->n = t.n;
+            if (is_op(p, "("))
+                args(p, f);
+            n = f;
+        } else if (is_name(p, "is")) {
+            next(p);
+            node *t = mk(p, E_TEST, pos);
+            if (is_name(p, "not")) {
+                t->neg = true;
+                next(p);
+            }
+            const token name = expect_name(p);
+            t->a = n;
+            t->s = name.s;
+            t->n = name.n;
+            if (is_op(p, "("))
+                args(p, t);
+            else if (p->tok.k == T_STRING || p->tok.k == T_INT)
+                push(p, t, primary(p), NULL, 0);
+            n = t;
+        } else {
+            return n;
+        }
+    }
+}
+
+static node *binary(parser *p, node *a, size_t pos, const char *op, node *b)
+{
+    node *n = mk(p, E_BIN, pos);
+    n->a = a;
+    n->b = b;
+    n->s = op;
+    n->n = strlen(op);
+    return n;
+}
+
+static node *unary(parser *p)
+{
+    const size_t pos = p->tok.pos;
+    if (is_op(p, "-") || is_op(p, "+")) {
+        const bool neg = is_op(p, "-");
+        next(p);
+        enter(p);
+        node *n = mk(p, E_NEG, pos);
+        n->a = unary(p);
+        p->depth--;
+        return neg ? n : n->a;
+    }
+    return filtered(p);
+}
+
+static node *product(parser *p)
+{
+    node *n = unary(p);
+    while (is_op(p, "*") || is_op(p, "/") || is_op(p, "//") || is_op(p, "%") || is_op(p, "**")) {
+        const token t = p->tok;
+        if (is_op(p, "**"))
+            syntax(p, t.pos, "'**' is not supported");
+        next(p);
+        n = binary(p, n, t.pos, t.s, unary(p));
+    }
+    return n;
+}
+
+static node *concat(parser *p)
+{
+    node *n = product(p);
+    while (is_op(p, "~")) {
+        const size_t pos = p->tok.pos;
+        next(p);
+        n = binary(p, n, pos, "~", product(p));
+    }
+    return n;
+}
+
+static node *sum(parser *p)
+{
+    node *n = concat(p);
+    while (is_op(p, "+") || is_op(p, "-")) {
+        const token t = p->tok;
+        next(p);
+        n = binary(p, n, t.pos, t.s, concat(p));
+    }
+    return n;
+}
+
+static node *compare(parser *p)
+{
+    node *n = sum(p);
+    for (;;) {
+        const token t = p->tok;
+        const char *op = NULL;
+        if (is_op(p, "==") || is_op(p, "!=") || is_op(p, "<") || is_op(p, ">") || is_op(p, "<=") ||
+            is_op(p, ">="))
+            op = t.s;
+        else if (is_name(p, "in"))
+            op = "in";
+        else if (is_name(p, "not")) {
+            const parser save = *p;
+            next(p);
+            if (!is_name(p, "in")) {
+                *p = save;
+                return n;
+            }
+            op = "not in";
+        } else
+            return n;
+        next(p);
+        n = binary(p, n, t.pos, op, sum(p));
+    }
+}
+
+static node *not_expr(parser *p)
+{
+    if (is_name(p, "not")) {
+        node *n = mk(p, E_NOT, p->tok.pos);
+        next(p);
+        enter(p);
+        n->a = not_expr(p);
+        p->depth--;
+        return n;
+    }
+    return compare(p);
+}
+
+static node *and_expr(parser *p)
+{
+    node *n = not_expr(p);
+    while (is_name(p, "and")) {
+        node *a = mk(p, E_AND, p->tok.pos);
+        next(p);
+        a->a = n;
+        a->b = not_expr(p);
+        n = a;
+    }
+    return n;
+}
+
+static node *or_expr(parser *p)
+{
+    node *n = and_expr(p);
+    while (is_name(p, "or")) {
+        node *o = mk(p, E_OR, p->tok.pos);
+        next(p);
+        o->a = n;
+        o->b = and_expr(p);
+        n = o;
+    }
+    return n;
+}
+
+/* a if b else c */
+static node *expr(parser *p)
+{
+    enter(p);
+    node *n = or_expr(p);
+    if (is_name(p, "if")) {
+        node *c = mk(p, E_COND, p->tok.pos);
+        next(p);
+        c->b = n;
+        c->a = or_expr(p);
+        if (is_name(p, "else")) {
+            next(p);
+            c->c = expr(p);
+        }
+        n = c;
+    }
+    p->depth--;
+    return n;
+}
+
+static void end_block(parser *p)
+{
+    if (p->tok.k != T_BLOCK_END)
+        syntax(p, p->tok.pos, "'%}' expected");
+    next(p);
+}
+
+static node *body(parser *p, const char *const *ends);
+
+/* if/elif after the keyword; ends at endif (consumed) */
+static node *if_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "elif", "else", "endif", NULL };
+    node *n = mk(p, N_IF, pos);
+    n->a = expr(p);
+    end_block(p);
+    n->b = body(p, ends);
+    const token kw = p->tok;
+    next(p);
+    if (name_is(kw.s, kw.n, "elif")) {
+        enter(p);
+        n->c = if_block(p, kw.pos);
+        p->depth--;
+    } else if (name_is(kw.s, kw.n, "else")) {
+        static const char *const endif[] = { "endif", NULL };
+        end_block(p);
+        n->c = body(p, endif);
+        next(p);
+        end_block(p);
+    } else {
+        end_block(p);
+    }
+    return n;
+}
+
+static node *for_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "else", "endfor", NULL };
+    node *n = mk(p, N_FOR, pos);
+    token t = expect_name(p);
+    n->s = t.s;
+    n->n = t.n;
+    if (is_op(p, ",")) {
+        next(p);
+        t = expect_name(p);
+        n->s2 = t.s;
+        n->n2 = t.n;
+    }
+    if (!is_name(p, "in"))
+        syntax(p, p->tok.pos, "'in' expected");
+    next(p);
+    n->a = or_expr(p);
+    if (is_name(p, "if")) {
+        next(p);
+        n->d = expr(p);
+    }
+    if (is_name(p, "recursive"))
+        syntax(p, p->tok.pos, "recursive loops are not supported");
+    end_block(p);
+    n->b = body(p, ends);
+    const bool has_else = is_name(p, "else");
+    next(p);
+    end_block(p);
+    if (has_else) {
+        static const char *const endfor[] = { "endfor", NULL };
+        n->c = body(p, endfor);
+        next(p);
+        end_block(p);
+    }
+    return n;
+}
+
+static node *set_stmt(parser *p, size_t pos)
+{
+    node *n = mk(p, N_SET, pos);
+    token t = expect_name(p);
+    n->s = t.s;
+    n->n = t.n;
+    if (is_op(p, ".")) {
+        next(p);
+        t = expect_name(p);
+        n->s2 = t.s;
+        n->n2 = t.n;
+    }
+    if (!is_op(p, "="))
+        syntax(p, p->tok.pos,
+               is_op(p, ",") ? "set with several names is not supported"
+                             : "block set ({% set x %}...{% endset %}) is not supported");
+    next(p);
+    n->a = expr(p);
+    end_block(p);
+    return n;
+}
+
+/* Statements until one of ends (the block tag's keyword is left as the
+ * current token) or, without ends, the end of the template. */
+static node *body(parser *p, const char *const *ends)
+{
+    enter(p);
+    node *b = mk(p, N_BODY, p->tok.pos);
+    for (;;) {
+        const token t = p->tok;
+        if (t.k == T_EOF) {
+            if (ends) {
+                size_t last = 0;
+                while (ends[last + 1])
+                    last++;
+                jinja_fail(p->f, JINJA_ERROR_SYNTAX, t.pos, "the template ends before {%% %s %%}",
+                           ends[last]);
+            }
+            break;
+        }
+        if (t.k == T_TEXT) {
+            node *n = mk(p, N_TEXT, t.pos);
+            n->s = t.s;
+            n->n = t.n;
+            push(p, b, n, NULL, 0);
+            next(p);
+            continue;
+        }
+        if (t.k == T_VAR_BEGIN) {
+            next(p);
+            node *n = mk(p, N_OUT, t.pos);
+            n->a = expr(p);
+            if (p->tok.k != T_VAR_END)
+                syntax(p, p->tok.pos, "'}}' expected");
+            next(p);
+            push(p, b, n, NULL, 0);
+            continue;
+        }
+        next(p); /* {% */
+        const token kw = p->tok;
+        if (kw.k != T_NAME)
+            syntax(p, kw.pos, "a statement name expected");
+        for (size_t i = 0; ends && ends[i]; i++)
+            if (name_is(kw.s, kw.n, ends[i])) {
+                p->depth--;
+                return b;
+            }
+        next(p);
+        node *n;
+        if (name_is(kw.s, kw.n, "if")) {
+            n = if_block(p, kw.pos);
+        } else if (name_is(kw.s, kw.n, "for")) {
+            n = for_block(p, kw.pos);
+        } else if (name_is(kw.s, kw.n, "set")) {
+            n = set_stmt(p, kw.pos);
+        } else if (name_is(kw.s, kw.n, "break") || name_is(kw.s, kw.n, "continue")) {
+            n = mk(p, kw.s[0] == 'b' ? N_BREAK : N_CONTINUE, kw.pos);
+            end_block(p);
+        } else {
+            jinja_fail(p->f, JINJA_ERROR_SYNTAX, kw.pos, "{%% %.*s %%} is not supported",
+                       (int)(kw.n < 40 ? kw.n : 40), kw.s);
+        }
+        push(p, b, n, NULL, 0);
+    }
+    p->depth--;
+    return b;
+}
+
+jinja_template *jinja_parse(const char *src, size_t len, char *why, size_t cap)
+{
+    jinja_template *volatile t = calloc(1, sizeof(*t));
+    char *copy = malloc(len + 1);
+    if (!t || !copy) {
+        free(t);
+        free(copy);
+        snprintf(why, cap, "out of host memory");
+        return NULL;
+    }
+    memcpy(copy, src, len);
+    /* Jinja drops one newline at the end (keep_trailing_newline off) */
+    if (len && copy[len - 1] == '\n')
+        len -= len > 1 && copy[len - 2] == '\r' ? 2 : 1;
+    copy[len] = 0;
+    t->src = copy;
+    t->len = len;
+    jfail f = { .why = why, .cap = cap, .src = copy, .src_len = len };
+    parser p = { .src = copy, .len = len, .a = &t->a, .f = &f };
+    if (setjmp(f.jb)) {
+        jinja_free(t);
+        return NULL;
+    }
+    next(&p);
+    t->root = body(&p, NULL);
+    return t;
+}
+
+void jinja_free(jinja_template *t)
+{
+    if (!t)
+        return;
+    arena_free(&t->a);
+    free(t->src);
+    free(t);
+}

@@ -1,0 +1,383 @@
+/* The arena, the errors and the values of the Jinja subset (jinja_impl.h):
+ * Python's str(), repr(), == and truth, and transformers' tojson. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "jinja_impl.h"
+
+struct arena_block {
+    arena_block *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+};
+
+void jinja_fail(jfail *f, jinja_status st, size_t pos, const char *fmt, ...)
+{
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < pos && i < f->src_len; i++, col++)
+        if (f->src[i] == '\n') {
+            line++;
+            col = 0;
+        }
+    int k = st == JINJA_ERROR_RAISED || !f->src
+                ? 0
+                : snprintf(f->why, f->cap, "line %zu:%zu: ", line, col);
+    if (k < 0 || (size_t)k >= f->cap)
+        k = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->why + k, f->cap - (size_t)k, fmt, ap);
+    va_end(ap);
+    f->st = st;
+    longjmp(f->jb, 1);
+}
+
+void *arena_alloc(arena *a, jfail *f, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    arena_block *b = a->head;
+    if (!b || b->cap - b->used < n) {
+        const size_t cap = n > 65536 ? n : 65536;
+        if (a->used + cap > JINJA_MAX_MEMORY)
+            jinja_fail(f, JINJA_ERROR_LIMIT, 0, "the template needs more than %u MiB of memory",
+                       JINJA_MAX_MEMORY >> 20);
+        if (!(b = malloc(sizeof(*b) + cap)))
+            jinja_fail(f, JINJA_ERROR_MEMORY, 0, "out of host memory");
+        b->next = a->head;
+        b->used = 0;
+        b->cap = cap;
+        a->head = b;
+        a->used += cap;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    memset(p, 0, n);
+    return p;
+}
+
+void arena_free(arena *a)
+{
+    while (a->head) {
+        arena_block *next = a->head->next;
+        free(a->head);
+        a->head = next;
+    }
+    a->used = 0;
+}
+
+static value undef_v = { .t = V_UNDEF }, none_v = { .t = V_NONE }, true_v = { .t = V_BOOL, .b = 1 },
+             false_v = { .t = V_BOOL, .b = 0 };
+
+value *val_undef(void)
+{
+    return &undef_v;
+}
+
+value *val_none(void)
+{
+    return &none_v;
+}
+
+value *val_bool(bool b)
+{
+    return b ? &true_v : &false_v;
+}
+
+value *val_new(arena *a, jfail *f, vtype t)
+{
+    value *v = arena_alloc(a, f, sizeof(*v));
+    v->t = t;
+    return v;
+}
+
+value *val_str(arena *a, jfail *f, const char *p, size_t n)
+{
+    value *v = val_new(a, f, V_STR);
+    char *c = arena_alloc(a, f, n + 1);
+    memcpy(c, p, n);
+    v->s.p = c;
+    v->s.n = n;
+    return v;
+}
+
+value *val_int(arena *a, jfail *f, int64_t i)
+{
+    value *v = val_new(a, f, V_INT);
+    v->i = i;
+    return v;
+}
+
+value *dict_get(const value *d, const char *key, size_t n)
+{
+    for (size_t i = 0; i < d->d.n; i++)
+        if (d->d.k[i]->s.n == n && !memcmp(d->d.k[i]->s.p, key, n))
+            return d->d.v[i];
+    return NULL;
+}
+
+void dict_set(arena *a, jfail *f, value *d, value *key, value *v)
+{
+    for (size_t i = 0; i < d->d.n; i++)
+        if (d->d.k[i]->s.n == key->s.n && !memcmp(d->d.k[i]->s.p, key->s.p, key->s.n)) {
+            d->d.v[i] = v;
+            return;
+        }
+    if (d->d.n == d->d.cap) {
+        const size_t cap = d->d.cap ? 2 * d->d.cap : 8;
+        value **k = arena_alloc(a, f, cap * sizeof(*k)), **w = arena_alloc(a, f, cap * sizeof(*w));
+        if (d->d.n) {
+            memcpy(k, d->d.k, d->d.n * sizeof(*k));
+            memcpy(w, d->d.v, d->d.n * sizeof(*w));
+        }
+        d->d.k = k;
+        d->d.v = w;
+        d->d.cap = cap;
+    }
+    d->d.k[d->d.n] = key;
+    d->d.v[d->d.n++] = v;
+}
+
+value *val_from_json(arena *a, jfail *f, const void *cjson)
+{
+    const cJSON *j = cjson;
+    if (!j || cJSON_IsNull(j))
+        return val_none();
+    if (cJSON_IsBool(j))
+        return val_bool(cJSON_IsTrue(j));
+    if (cJSON_IsString(j))
+        return val_str(a, f, j->valuestring, strlen(j->valuestring));
+    if (cJSON_IsNumber(j)) {
+        if (j->valuedouble != (double)(int64_t)j->valuedouble)
+            jinja_fail(f, JINJA_ERROR_RENDER, 0, "the number %g is not an integer", j->valuedouble);
+        return val_int(a, f, (int64_t)j->valuedouble);
+    }
+    if (cJSON_IsArray(j)) {
+        value *v = val_new(a, f, V_LIST);
+        v->l.n = (size_t)cJSON_GetArraySize(j);
+        v->l.v = arena_alloc(a, f, (v->l.n + 1) * sizeof(value *));
+        size_t i = 0;
+        for (const cJSON *e = j->child; e; e = e->next)
+            v->l.v[i++] = val_from_json(a, f, e);
+        return v;
+    }
+    value *v = val_new(a, f, V_DICT);
+    for (const cJSON *e = j->child; e; e = e->next)
+        dict_set(a, f, v, val_str(a, f, e->string, strlen(e->string)), val_from_json(a, f, e));
+    return v;
+}
+
+bool val_truthy(const value *v)
+{
+    switch (v->t) {
+    case V_BOOL: return v->b;
+    case V_INT: return v->i != 0;
+    case V_STR: return v->s.n != 0;
+    case V_LIST: return v->l.n != 0;
+    case V_DICT: return v->d.n != 0;
+    case V_NS:
+    case V_LOOP: return true;
+    default: return false;
+    }
+}
+
+bool val_eq(const value *a, const value *b)
+{
+    const bool an = a->t == V_INT || a->t == V_BOOL, bn = b->t == V_INT || b->t == V_BOOL;
+    if (an && bn)
+        return (a->t == V_INT ? a->i : a->b) == (b->t == V_INT ? b->i : b->b);
+    if (a->t != b->t)
+        return false;
+    switch (a->t) {
+    case V_STR: return a->s.n == b->s.n && !memcmp(a->s.p, b->s.p, a->s.n);
+    case V_LIST:
+        if (a->l.n != b->l.n)
+            return false;
+        for (size_t i = 0; i < a->l.n; i++)
+            if (!val_eq(a->l.v[i], b->l.v[i]))
+                return false;
+        return true;
+    case V_DICT:
+        if (a->d.n != b->d.n)
+            return false;
+        for (size_t i = 0; i < a->d.n; i++) {
+            const value *w = dict_get(b, a->d.k[i]->s.p, a->d.k[i]->s.n);
+            if (!w || !val_eq(a->d.v[i], w))
+                return false;
+        }
+        return true;
+    case V_NS:
+    case V_LOOP: return a == b;
+    default: return true; /* undefined, none */
+    }
+}
+
+const char *val_type_name(const value *v)
+{
+    static const char *const names[] = { "undefined", "none", "bool",      "int", "string",
+                                         "list",      "dict", "namespace", "loop" };
+    return names[v->t];
+}
+
+void sb_add(arena *a, jfail *f, sbuf *b, const char *p, size_t n)
+{
+    if (n > b->limit - b->n) {
+        if (b->heap)
+            jinja_fail(f, JINJA_ERROR_LIMIT, 0, "the output exceeds %zu bytes", b->limit);
+        jinja_fail(f, JINJA_ERROR_LIMIT, 0, "a string needs more than %zu MiB of memory",
+                   b->limit >> 20);
+    }
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *q;
+        if (b->heap) {
+            if (!(q = realloc(b->p, cap)))
+                jinja_fail(f, JINJA_ERROR_MEMORY, 0, "out of host memory");
+        } else {
+            q = arena_alloc(a, f, cap);
+            if (b->n)
+                memcpy(q, b->p, b->n);
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->p + b->n, p, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void sb_str(arena *a, jfail *f, sbuf *b, const char *s)
+{
+    sb_add(a, f, b, s, strlen(s));
+}
+
+/* Python's repr() of a string. */
+static void repr_str(arena *a, jfail *f, sbuf *b, const value *v)
+{
+    const bool dq = memchr(v->s.p, '\'', v->s.n) && !memchr(v->s.p, '"', v->s.n);
+    const char q = dq ? '"' : '\'';
+    sb_add(a, f, b, &q, 1);
+    for (size_t i = 0; i < v->s.n; i++) {
+        const unsigned char c = (unsigned char)v->s.p[i];
+        char e[8];
+        if (c == q || c == '\\')
+            snprintf(e, sizeof(e), "\\%c", c);
+        else if (c == '\n' || c == '\r' || c == '\t')
+            snprintf(e, sizeof(e), "\\%c", c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
+        else if (c < 0x20 || c == 0x7f)
+            snprintf(e, sizeof(e), "\\x%02x", c);
+        else
+            e[0] = (char)c, e[1] = 0;
+        sb_str(a, f, b, e);
+    }
+    sb_add(a, f, b, &q, 1);
+}
+
+void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
+{
+    char num[32];
+    switch (v->t) {
+    case V_UNDEF: break;
+    case V_NONE: sb_str(a, f, b, "None"); break;
+    case V_BOOL: sb_str(a, f, b, v->b ? "True" : "False"); break;
+    case V_INT:
+        snprintf(num, sizeof(num), "%" PRId64, v->i);
+        sb_str(a, f, b, num);
+        break;
+    case V_STR:
+        if (repr)
+            repr_str(a, f, b, v);
+        else
+            sb_add(a, f, b, v->s.p, v->s.n);
+        break;
+    case V_LIST:
+        sb_str(a, f, b, "[");
+        for (size_t i = 0; i < v->l.n; i++) {
+            if (i)
+                sb_str(a, f, b, ", ");
+            val_write(a, f, b, v->l.v[i], true);
+        }
+        sb_str(a, f, b, "]");
+        break;
+    case V_DICT:
+        sb_str(a, f, b, "{");
+        for (size_t i = 0; i < v->d.n; i++) {
+            if (i)
+                sb_str(a, f, b, ", ");
+            repr_str(a, f, b, v->d.k[i]);
+            sb_str(a, f, b, ": ");
+            val_write(a, f, b, v->d.v[i], true);
+        }
+        sb_str(a, f, b, "}");
+        break;
+    default: sb_str(a, f, b, v->t == V_NS ? "<Namespace>" : "<LoopContext>");
+    }
+}
+
+static void json_str(arena *a, jfail *f, sbuf *b, const value *v)
+{
+    sb_str(a, f, b, "\"");
+    for (size_t i = 0; i < v->s.n; i++) {
+        const unsigned char c = (unsigned char)v->s.p[i];
+        char e[8];
+        static const char short_esc[] = "\"\"\\\\\bb\ff\nn\rr\tt";
+        const char *s = c ? memchr(short_esc, c, sizeof(short_esc) - 1) : NULL;
+        if (s && (s - short_esc) % 2 == 0)
+            snprintf(e, sizeof(e), "\\%c", s[1]);
+        else if (c < 0x20)
+            snprintf(e, sizeof(e), "\\u%04x", c);
+        else
+            e[0] = (char)c, e[1] = 0;
+        sb_str(a, f, b, e);
+    }
+    sb_str(a, f, b, "\"");
+}
+
+static void json_newline(arena *a, jfail *f, sbuf *b, int indent, int level)
+{
+    sb_str(a, f, b, "\n");
+    for (int i = 0; i < indent * level; i++)
+        sb_str(a, f, b, " ");
+}
+
+void val_json(arena *a, jfail *f, sbuf *b, const value *v, int indent, int level, size_t pos)
+{
+    if (level > JINJA_MAX_DEPTH)
+        jinja_fail(f, JINJA_ERROR_LIMIT, pos, "tojson: nested deeper than %d", JINJA_MAX_DEPTH);
+    const char *sep = indent < 0 ? ", " : ",";
+    switch (v->t) {
+    case V_NONE: sb_str(a, f, b, "null"); return;
+    case V_BOOL: sb_str(a, f, b, v->b ? "true" : "false"); return;
+    case V_INT: val_write(a, f, b, v, false); return;
+    case V_STR: json_str(a, f, b, v); return;
+    case V_LIST:
+    case V_DICT: {
+        const bool list = v->t == V_LIST;
+        const size_t n = list ? v->l.n : v->d.n;
+        sb_str(a, f, b, list ? "[" : "{");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                sb_str(a, f, b, sep);
+            if (indent >= 0)
+                json_newline(a, f, b, indent, level + 1);
+            if (!list) {
+                json_str(a, f, b, v->d.k[i]);
+                sb_str(a, f, b, ": ");
+            }
+            val_json(a, f, b, list ? v->l.v[i] : v->d.v[i], indent, level + 1, pos);
+        }
+        if (n && indent >= 0)
+            json_newline(a, f, b, indent, level);
+        sb_str(a, f, b, list ? "]" : "}");
+        return;
+    }
+    default: jinja_fail(f, JINJA_ERROR_RENDER, pos, "tojson: a value of type %s", val_type_name(v));
+    }
+}
