@@ -7,7 +7,9 @@ the text of a plain answer, a bounded load test loses and mixes up nothing
 naming the field and the server keeps serving (a truncated body, a client
 gone mid-stream), a full queue answers 503 with Retry-After, adapters are
 added and deleted while serving (403 without --allow-adapter-admin), SIGTERM
-and SIGINT stop it.
+and SIGINT stop it. A copy of the model folder with a ChatML chat template
+answers /v1/chat/completions (plain and streamed) with the tokens of
+/v1/completions of the rendered prompt; raise_exception gives a 400.
 
 usage: test_serve_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
 """
@@ -15,10 +17,12 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -326,6 +330,68 @@ def busy(exe, model):
     srv.stop(signal.SIGINT)
 
 
+CHATML = ("{% for message in messages %}{% if message['role'] == 'bad' %}"
+          "{{ raise_exception('no bad roles here') }}{% endif %}"
+          "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+          "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def chat_stream(srv, body):
+    """The text of a streamed chat completion, its last chunk."""
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/v1/chat/completions", body=json.dumps(dict(body, stream=True)).encode(), headers=AUTH)
+    r = c.getresponse()
+    if r.status != 200 or not r.getheader("Content-Type", "").startswith("text/event-stream"):
+        sys.exit("chat stream: %d %r" % (r.status, r.read()))
+    events = [e for e in r.read().decode().split("\n\n") if e]
+    c.close()
+    if events[-1] != "data: [DONE]":
+        sys.exit("chat stream events: %r" % events)
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    if any(ch["object"] != "chat.completion.chunk" for ch in chunks) or chunks[-1]["choices"][0]["delta"]:
+        sys.exit("chat stream chunks: %r" % chunks)
+    return "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks), chunks[-1]
+
+
+def chat(exe, model):
+    """/v1/chat/completions with a ChatML template in a copy of the folder."""
+    tmp = tempfile.mkdtemp(prefix="prefixcl-chat-")
+    try:
+        folder = os.path.join(tmp, "gpt2-chat")
+        shutil.copytree(model, folder, ignore=shutil.ignore_patterns("adapter*"))
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": CHATML, "bos_token": {"content": "<|endoftext|>"},
+                       "eos_token": "<|endoftext|>"}, f)
+        srv = Server(exe, ["--model", folder, "--api-key", KEY])
+        # the fixture's 64 positions: GPT-2 spells each <|im_...|> in several tokens
+        messages = [{"role": "user", "content": "the quick fox"}]
+        rendered = "<|im_start|>user\nthe quick fox<|im_end|>\n<|im_start|>assistant\n"
+        body = {"messages": messages, "max_tokens": NEW, "temperature": 0}
+        status, data, _ = srv.request("POST", "/v1/chat/completions", body)
+        got = json.loads(data)
+        status_plain, plain, _ = srv.complete({"prompt": rendered, "max_tokens": NEW, "temperature": 0})
+        if status != 200 or status_plain != 200 or got["object"] != "chat.completion":
+            sys.exit("chat: %d %r / %d %r" % (status, got, status_plain, plain))
+        message = got["choices"][0]["message"]
+        if message["role"] != "assistant" or message["content"] != plain["choices"][0]["text"] or \
+                got["usage"] != plain["usage"] or not got["id"].startswith("chatcmpl-") or \
+                got["choices"][0]["finish_reason"] != plain["choices"][0]["finish_reason"]:
+            sys.exit("chat: %r differs from the completion of the rendered prompt %r" % (got, plain))
+        text, last = chat_stream(srv, body)
+        if text != message["content"] or last["usage"] != got["usage"] or \
+                last["choices"][0]["finish_reason"] != got["choices"][0]["finish_reason"]:
+            sys.exit("chat stream: %r %r, expected %r" % (text, last, got))
+        path = "/v1/chat/completions"
+        expect_error(srv, {"max_tokens": 2}, 400, ["messages"], path=path)
+        expect_error(srv, {"messages": [{"role": "user"}]}, 400, ["messages", "content"], path=path)
+        expect_error(srv, {"messages": [{"role": "bad", "content": "x"}]}, 400, ["no bad roles here"], path=path)
+        expect_error(srv, dict(body, temperature="hot"), 400, ["temperature"], path=path)
+        srv.stop()
+        print("chat: %r -> %r (%d prompt tokens)" % (rendered[-30:], text, got["usage"]["prompt_tokens"]))
+    finally:
+        shutil.rmtree(tmp)
+
+
 def main():
     exe, fix = sys.argv[1], sys.argv[2]
     model = os.path.join(fix, "gpt2")
@@ -353,6 +419,7 @@ def main():
         sys.exit("the concurrent requests never shared a step: occupancy %.3f" % occupancy)
     srv.stop()
     busy(exe, model)
+    chat(exe, model)
     print("serve: every check passed in %.1f s (batch occupancy %.2f)" % (time.time() - t0, occupancy))
 
 

@@ -51,29 +51,6 @@ static const char *last_name(const char *path, char *buf, size_t cap)
     return buf;
 }
 
-/* Whether DIR/tokenizer_config.json holds a chat_template. */
-static bool has_chat_template(const char *dir)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return false;
-    char *text = NULL;
-    size_t len = 0;
-    bool found = false;
-    if (!fseek(f, 0, SEEK_END) && (len = (size_t)ftell(f)) < (64u << 20) &&
-        !fseek(f, 0, SEEK_SET) && (text = malloc(len + 1)) && fread(text, 1, len, f) == len) {
-        cJSON *o = cJSON_ParseWithLength(text, len);
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "chat_template");
-        found = t && !cJSON_IsNull(t);
-        cJSON_Delete(o);
-    }
-    free(text);
-    fclose(f);
-    return found;
-}
-
 int cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *device = NULL, *host = "127.0.0.1";
@@ -170,7 +147,9 @@ int cmd_serve(int argc, char **argv)
     }
     srv.max_len = max_len;
     srv.body_limit = BODY_LIMIT;
-    srv.chat_template = has_chat_template(model);
+    chat_template_load(&srv.chat, model);
+    if (srv.chat.found && !srv.chat.parsed)
+        fprintf(stderr, "prefixcl serve: /v1/chat/completions will answer 500: %s\n", srv.chat.why);
     srv.stop_count = serve_default_stops(&srv.ctx, srv.stop, PFX_SCHEDULER_MAX_STOPS);
     char why[512];
     const pfx_scheduler_params sp = { slots, max_len, queue };
@@ -204,6 +183,7 @@ out:
     pfx_scheduler_destroy(&srv.sched);
     metrics_free(&srv.metrics);
     serve_close(&srv.ctx);
+    chat_template_free(&srv.chat);
     pthread_mutex_destroy(&srv.admin_mu);
     pthread_mutex_destroy(&srv.names_mu);
     cli_stop_release();

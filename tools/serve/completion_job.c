@@ -28,7 +28,8 @@ completion *completion_new(server *srv, completion_req *req, size_t prompt_len)
     c->ids = ids;
     c->prompt_len = prompt_len;
     c->created = (long long)time(NULL);
-    snprintf(c->id, sizeof(c->id), "cmpl-%llx-%llu", (unsigned long long)c->created,
+    snprintf(c->id, sizeof(c->id), "%s-%llx-%llu", c->req.chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)c->created,
              (unsigned long long)__atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
     for (size_t i = 0; i < c->req.stop_count; i++) {
         const size_t n = strlen(c->req.stop[i]);
@@ -151,16 +152,34 @@ const char *completion_finish_reason(const completion *c)
     return c->finish == PFX_FINISH_STOP ? "stop" : "length";
 }
 
+/* A chat choice's "message" {role, content}, or a stream's "delta": the
+ * assistant's role and the new text, {} in the final chunk (text NULL). */
+static bool chat_message(cJSON *choice, const char *name, const char *text, bool delta)
+{
+    cJSON *m = cJSON_AddObjectToObject(choice, name);
+    if (!m)
+        return false;
+    if (delta && !text)
+        return true;
+    return cJSON_AddStringToObject(m, "role", "assistant") &&
+           cJSON_AddStringToObject(m, "content", text ? text : "");
+}
+
 cJSON *completion_json(const completion *c, const char *text, const char *finish, bool usage)
 {
     char *valid = gen_valid_utf8(text ? text : "");
     cJSON *o = cJSON_CreateObject(), *choices = cJSON_AddArrayToObject(o, "choices"),
           *choice = cJSON_CreateObject();
+    const bool chat = c->req.chat, chunk = chat && c->req.stream;
+    const char *object = !chat   ? "text_completion"
+                         : chunk ? "chat.completion.chunk"
+                                 : "chat.completion";
     bool ok = valid && choices && choice && cJSON_AddStringToObject(o, "id", c->id) &&
-              cJSON_AddStringToObject(o, "object", "text_completion") &&
+              cJSON_AddStringToObject(o, "object", object) &&
               cJSON_AddNumberToObject(o, "created", (double)c->created) &&
               cJSON_AddStringToObject(o, "model", c->model) &&
-              cJSON_AddStringToObject(choice, "text", valid) &&
+              (chat ? chat_message(choice, chunk ? "delta" : "message", text ? valid : NULL, chunk)
+                    : cJSON_AddStringToObject(choice, "text", valid) != NULL) &&
               cJSON_AddNumberToObject(choice, "index", 0) &&
               cJSON_AddNullToObject(choice, "logprobs") &&
               (finish ? cJSON_AddStringToObject(choice, "finish_reason", finish)

@@ -91,13 +91,37 @@ static bool stops(parse *p, completion_req *r)
     return true;
 }
 
-bool completion_req_parse(const char *body, size_t len, completion_req *r, char *why, size_t cap,
-                          const char **field)
+/* A chat's messages: detached from the body into *out. */
+static bool messages(parse *p, cJSON *root, cJSON **out)
+{
+    const cJSON *m = member(p, "messages");
+    if (!m)
+        return bad(p, "messages", "messages: missing");
+    if (!cJSON_IsArray(m) || !m->child)
+        return bad(p, "messages", "messages: a non-empty list of {\"role\", \"content\"} expected");
+    size_t i = 0;
+    for (const cJSON *e = m->child; e; e = e->next, i++) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role"),
+                    *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+        if (!cJSON_IsObject(e) || !cJSON_IsString(role) || !cJSON_IsString(content))
+            return bad(p, "messages",
+                       "messages: item %zu is not an object with the strings \"role\" and "
+                       "\"content\"",
+                       i);
+    }
+    *out = cJSON_DetachItemFromObjectCaseSensitive(root, "messages");
+    return *out != NULL;
+}
+
+/* The body; a chat's (messages not NULL) or a completion's. */
+static bool parse_body(const char *body, size_t len, completion_req *r, cJSON **msgs, char *why,
+                       size_t cap, const char **field)
 {
     memset(r, 0, sizeof(*r));
     r->max_tokens = 16;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
+    r->chat = msgs != NULL;
     *field = NULL;
     cJSON *root = cJSON_ParseWithLength(body, len);
     parse p = { root, why, cap, field };
@@ -107,7 +131,8 @@ bool completion_req_parse(const char *body, size_t len, completion_req *r, char 
     }
     bool ok = cJSON_IsObject(root) || bad(&p, NULL, "the body must be a JSON object");
     uint64_t max_tokens = r->max_tokens, top_k = 0, n = 1;
-    ok = ok && string(&p, "model", false, &r->model) && string(&p, "prompt", true, &r->prompt) &&
+    ok = ok && string(&p, "model", false, &r->model) &&
+         (msgs ? messages(&p, root, msgs) : string(&p, "prompt", true, &r->prompt)) &&
          integer(&p, "max_tokens", 1, COMPLETION_MAX_TOKENS, &max_tokens) &&
          number(&p, "temperature", 0, 2, &r->temperature) && number(&p, "top_p", 0, 1, &r->top_p) &&
          integer(&p, "top_k", 0, 1 << 30, &top_k) && integer(&p, "n", 0, 1e9, &n) &&
@@ -121,7 +146,24 @@ bool completion_req_parse(const char *body, size_t len, completion_req *r, char 
         ok = bad(&p, "stream", "stream: true or false expected");
     r->stream = stream && cJSON_IsTrue(stream);
     cJSON_Delete(root);
+    if (!ok && msgs) {
+        cJSON_Delete(*msgs);
+        *msgs = NULL;
+    }
     return ok;
+}
+
+bool completion_req_parse(const char *body, size_t len, completion_req *r, char *why, size_t cap,
+                          const char **field)
+{
+    return parse_body(body, len, r, NULL, why, cap, field);
+}
+
+bool chat_req_parse(const char *body, size_t len, completion_req *r, cJSON **msgs, char *why,
+                    size_t cap, const char **field)
+{
+    *msgs = NULL;
+    return parse_body(body, len, r, msgs, why, cap, field);
 }
 
 void completion_req_free(completion_req *r)

@@ -1,11 +1,14 @@
-/* The body of POST /v1/completions as JSON (OpenAI's fields): checked
- * field by field, so that a bad one is answered with its name. */
+/* The body of POST /v1/completions and /v1/chat/completions as JSON
+ * (OpenAI's fields): checked field by field, so that a bad one is answered
+ * with its name. */
 #ifndef PFX_TOOLS_SERVE_COMPLETION_REQ_H
 #define PFX_TOOLS_SERVE_COMPLETION_REQ_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <cjson/cJSON.h>
 
 #define COMPLETION_MAX_STOPS  4
 #define COMPLETION_MAX_TOKENS (1u << 20)
@@ -22,6 +25,7 @@ typedef struct completion_req {
     char *stop[COMPLETION_MAX_STOPS];
     size_t stop_count;
     bool stream;
+    bool chat; /* a chat completion: prompt rendered from its messages */
 } completion_req;
 
 /* Parses body[0, len) into *r (freed by completion_req_free, also after a
@@ -30,5 +34,11 @@ typedef struct completion_req {
 bool completion_req_parse(const char *body, size_t len, completion_req *r, char *why, size_t cap,
                           const char **field);
 void completion_req_free(completion_req *r);
+
+/* The same for a chat completion's body: "messages" (a list of {"role",
+ * "content"} objects, content a string) instead of "prompt", into
+ * *messages (the caller deletes it; NULL after a failure). */
+bool chat_req_parse(const char *body, size_t len, completion_req *r, cJSON **messages, char *why,
+                    size_t cap, const char **field);
 
 #endif

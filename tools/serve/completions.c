@@ -55,22 +55,31 @@ enum MHD_Result completions_handle(server *srv, struct MHD_Connection *conn, con
         completion_req_free(&req);
         return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, field, "%s", why);
     }
+    return completions_run(srv, conn, &req, PFX_ENCODE_ADD_SPECIAL);
+}
+
+enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, completion_req *r,
+                                unsigned encode_flags)
+{
+    completion_req req = *r;
+    memset(r, 0, sizeof(*r));
     const int32_t entry = server_adapter_entry(srv, req.model);
     if (entry == -2) {
-        enum MHD_Result r = reply_error(
+        enum MHD_Result res = reply_error(
             srv, conn, MHD_HTTP_NOT_FOUND, "model",
             "model \"%s\" is neither the base model \"%s\" nor an adapter (GET /v1/models)",
             req.model, srv->base_name);
         completion_req_free(&req);
-        return r;
+        return res;
     }
     int32_t *ids = NULL;
     size_t n = 0;
     if (!srv->ctx.tok ||
-        pfx_tokenizer_encode(srv->ctx.tok, req.prompt, strlen(req.prompt), PFX_ENCODE_ADD_SPECIAL,
-                             &ids, &n) != PFX_SUCCESS ||
+        pfx_tokenizer_encode(srv->ctx.tok, req.prompt, strlen(req.prompt), encode_flags, &ids,
+                             &n) != PFX_SUCCESS ||
         !n) {
-        enum MHD_Result r = reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "prompt", "prompt: %s",
+        const char *what = req.chat ? "messages" : "prompt";
+        enum MHD_Result r = reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, what, "%s: %s", what,
                                         !srv->ctx.tok ? "the model folder has no tokenizer"
                                         : n           ? pfx_last_error(NULL)
                                                       : "no tokens");

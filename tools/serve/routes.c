@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "admin.h"
+#include "chat.h"
 #include "completions.h"
 #include "routes.h"
 
@@ -57,18 +58,6 @@ static enum MHD_Result metrics_page(server *srv, struct MHD_Connection *c, const
                       metrics_render(&srv->metrics, &st));
 }
 
-static enum MHD_Result chat(server *srv, struct MHD_Connection *c, const char *body, size_t len)
-{
-    if (!srv->chat_template)
-        return reply_error(
-            srv, c, MHD_HTTP_BAD_REQUEST, NULL,
-            "the model's tokenizer folder has no chat template (tokenizer_config.json "
-            "\"chat_template\"): use /v1/completions with a prompt");
-    return reply_error(
-        srv, c, MHD_HTTP_NOT_IMPLEMENTED, NULL,
-        "chat templates are not rendered by this server: use /v1/completions with a prompt");
-}
-
 typedef struct route {
     const char *method, *path;
     enum MHD_Result (*handle)(server *srv, struct MHD_Connection *c, const char *body, size_t len);
@@ -77,7 +66,7 @@ typedef struct route {
 static const route routes[] = {
     { "POST", "/v1/completions", completions_handle },
     { "POST", "/v1/adapters", admin_add },
-    { "POST", "/v1/chat/completions", chat },
+    { "POST", "/v1/chat/completions", chat_handle },
     { "GET", "/v1/models", models },
     { "GET", "/health", health },
     { "GET", "/metrics", metrics_page },

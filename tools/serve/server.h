@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chat_template.h"
 #include "metrics.h"
 #include "prefixcl/scheduler.h"
 #include "serve_cli.h"
@@ -27,7 +28,7 @@ typedef struct server {
     bool allow_admin;                      /* POST and DELETE /v1/adapters */
     pthread_mutex_t admin_mu;              /* one adapter change at a time */
     const char *api_key;                   /* NULL: no authentication */
-    bool chat_template;                    /* tokenizer_config.json has one */
+    chat_template chat;                    /* tokenizer_config.json's */
     size_t max_len;                        /* tokens per request (prompt + new) */
     int32_t stop[PFX_SCHEDULER_MAX_STOPS]; /* the model's end tokens */
     size_t stop_count;
