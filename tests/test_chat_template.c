@@ -16,33 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/io_internal.h"
 #include "jinja/jinja.h"
 
 static const char *fixture_dir;
-
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    const long n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    char *text = malloc((size_t)n + 1);
-    assert_non_null(text);
-    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
-    text[n] = 0;
-    fclose(f);
-    return text;
-}
 
 static void check_family(void **state)
 {
     const char *family = *state;
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s.json", fixture_dir, family);
-    char *text = read_all(path);
-    cJSON *fx = cJSON_Parse(text);
+    unsigned char *text = NULL;
+    size_t size = 0;
+    assert_int_equal(pfx_read_file(NULL, path, 1u << 20, &text, &size), PFX_SUCCESS);
+    cJSON *fx = cJSON_ParseWithLength((const char *)text, size);
     free(text);
     assert_non_null(fx);
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(fx, "template");

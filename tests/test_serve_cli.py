@@ -74,10 +74,11 @@ class Server:
         status, data, headers = self.request("POST", "/v1/completions", body)
         return status, json.loads(data), headers
 
-    def stream(self, body):
-        """The text of a streamed completion, its finish_reason and usage."""
+    def stream(self, body, path="/v1/completions"):
+        """The text of a streamed completion (or chat completion: its deltas),
+        its finish_reason and usage; its chunks in self.chunks."""
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        c.request("POST", "/v1/completions", body=json.dumps(dict(body, stream=True)).encode(), headers=AUTH)
+        c.request("POST", path, body=json.dumps(dict(body, stream=True)).encode(), headers=AUTH)
         r = c.getresponse()
         if r.status != 200 or not r.getheader("Content-Type", "").startswith("text/event-stream"):
             sys.exit("stream: %d %r" % (r.status, r.read()))
@@ -85,8 +86,9 @@ class Server:
         c.close()
         if events[-1] != "data: [DONE]" or not all(e.startswith("data: ") for e in events):
             sys.exit("stream events: %r" % events)
-        chunks = [json.loads(e[6:]) for e in events[:-1]]
-        text = "".join(ch["choices"][0]["text"] for ch in chunks)
+        self.chunks = chunks = [json.loads(e[6:]) for e in events[:-1]]
+        text = "".join(ch["choices"][0]["text"] if "text" in ch["choices"][0]
+                       else ch["choices"][0]["delta"].get("content", "") for ch in chunks)
         return text, chunks[-1]["choices"][0]["finish_reason"], chunks[-1].get("usage")
 
     def stop(self, sig=signal.SIGTERM):
@@ -336,23 +338,6 @@ CHATML = ("{% for message in messages %}{% if message['role'] == 'bad' %}"
           "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
-def chat_stream(srv, body):
-    """The text of a streamed chat completion, its last chunk."""
-    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
-    c.request("POST", "/v1/chat/completions", body=json.dumps(dict(body, stream=True)).encode(), headers=AUTH)
-    r = c.getresponse()
-    if r.status != 200 or not r.getheader("Content-Type", "").startswith("text/event-stream"):
-        sys.exit("chat stream: %d %r" % (r.status, r.read()))
-    events = [e for e in r.read().decode().split("\n\n") if e]
-    c.close()
-    if events[-1] != "data: [DONE]":
-        sys.exit("chat stream events: %r" % events)
-    chunks = [json.loads(e[6:]) for e in events[:-1]]
-    if any(ch["object"] != "chat.completion.chunk" for ch in chunks) or chunks[-1]["choices"][0]["delta"]:
-        sys.exit("chat stream chunks: %r" % chunks)
-    return "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks), chunks[-1]
-
-
 def chat(exe, model):
     """/v1/chat/completions with a ChatML template in a copy of the folder."""
     tmp = tempfile.mkdtemp(prefix="prefixcl-chat-")
@@ -377,10 +362,11 @@ def chat(exe, model):
                 got["usage"] != plain["usage"] or not got["id"].startswith("chatcmpl-") or \
                 got["choices"][0]["finish_reason"] != plain["choices"][0]["finish_reason"]:
             sys.exit("chat: %r differs from the completion of the rendered prompt %r" % (got, plain))
-        text, last = chat_stream(srv, body)
-        if text != message["content"] or last["usage"] != got["usage"] or \
-                last["choices"][0]["finish_reason"] != got["choices"][0]["finish_reason"]:
-            sys.exit("chat stream: %r %r, expected %r" % (text, last, got))
+        text, finish, usage = srv.stream(body, "/v1/chat/completions")
+        if text != message["content"] or usage != got["usage"] or \
+                finish != got["choices"][0]["finish_reason"] or srv.chunks[-1]["choices"][0]["delta"] or \
+                any(ch["object"] != "chat.completion.chunk" for ch in srv.chunks):
+            sys.exit("chat stream: %r %r, expected %r" % (text, srv.chunks, got))
         path = "/v1/chat/completions"
         expect_error(srv, {"max_tokens": 2}, 400, ["messages"], path=path)
         expect_error(srv, {"messages": [{"role": "user"}]}, 400, ["messages", "content"], path=path)

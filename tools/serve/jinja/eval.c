@@ -350,48 +350,58 @@ static value *dict_view(ctx *c, value *d, int which) /* 0: keys, 1: values, 2: i
     return r;
 }
 
+/* The string methods (filters too: trim is strip); NULL for another name. */
+static value *str_method(ctx *c, const node *call, value *obj, const char *name, size_t n,
+                         const char *what)
+{
+    static const char *const none[] = { NULL }, *const chars_name[] = { "chars", NULL };
+    const bool strips = name_is(name, n, "strip") || name_is(name, n, "lstrip") ||
+                        name_is(name, n, "rstrip") || name_is(name, n, "trim");
+    if (strips) {
+        call_args a = get_args(c, call, what, 0, 1, chars_name);
+        const value *chars =
+            a.v[0] && a.v[0]->t != V_NONE ? need(c, a.v[0], V_STR, call->pos, what) : NULL;
+        return strip(c, obj, chars, name[0] == 'l' ? 1 : name[0] == 'r' ? 2 : 3);
+    }
+    if (name_is(name, n, "startswith") || name_is(name, n, "endswith")) {
+        call_args a = get_args(c, call, what, 1, 1, none);
+        const value *x = need(c, a.v[0], V_STR, call->pos, what);
+        if (x->s.n > obj->s.n)
+            return val_bool(false);
+        const char *at = name[0] == 's' ? obj->s.p : obj->s.p + obj->s.n - x->s.n;
+        return val_bool(!memcmp(at, x->s.p, x->s.n));
+    }
+    if (name_is(name, n, "split")) {
+        static const char *const names[] = { "sep", "maxsplit", NULL };
+        call_args a = get_args(c, call, what, 0, 2, names);
+        const value *sep =
+            a.v[0] && a.v[0]->t != V_NONE ? need(c, a.v[0], V_STR, call->pos, what) : NULL;
+        return split(c, obj, sep, a.v[1] ? need(c, a.v[1], V_INT, call->pos, what)->i : -1,
+                     call->pos);
+    }
+    static const char *const cases[] = { "lower", "upper", "capitalize", "title" };
+    for (int k = 0; k < 4; k++)
+        if (name_is(name, n, cases[k])) {
+            get_args(c, call, what, 0, 0, none);
+            return change_case(c, obj, k);
+        }
+    if (name_is(name, n, "replace")) {
+        call_args a = get_args(c, call, what, 2, 2, none);
+        return replace(c, obj, need(c, a.v[0], V_STR, call->pos, what),
+                       need(c, a.v[1], V_STR, call->pos, what));
+    }
+    return NULL;
+}
+
 static value *method(ctx *c, const node *call, value *obj, const char *name, size_t n)
 {
     char what[64];
     snprintf(what, sizeof(what), ".%.*s()", (int)(n < 40 ? n : 40), name);
-    if (obj->t == V_STR) {
-        static const char *const none[] = { NULL };
-        const bool strips =
-            name_is(name, n, "strip") || name_is(name, n, "lstrip") || name_is(name, n, "rstrip");
-        if (strips) {
-            call_args a = get_args(c, call, what, 0, 1, none);
-            const value *chars =
-                a.v[0] && a.v[0]->t != V_NONE ? need(c, a.v[0], V_STR, call->pos, what) : NULL;
-            return strip(c, obj, chars, name[0] == 's' ? 3 : name[0] == 'l' ? 1 : 2);
-        }
-        if (name_is(name, n, "startswith") || name_is(name, n, "endswith")) {
-            call_args a = get_args(c, call, what, 1, 1, none);
-            const value *x = need(c, a.v[0], V_STR, call->pos, what);
-            if (x->s.n > obj->s.n)
-                return val_bool(false);
-            const char *at = name[0] == 's' ? obj->s.p : obj->s.p + obj->s.n - x->s.n;
-            return val_bool(!memcmp(at, x->s.p, x->s.n));
-        }
-        if (name_is(name, n, "split")) {
-            static const char *const names[] = { "sep", "maxsplit", NULL };
-            call_args a = get_args(c, call, what, 0, 2, names);
-            const value *sep =
-                a.v[0] && a.v[0]->t != V_NONE ? need(c, a.v[0], V_STR, call->pos, what) : NULL;
-            return split(c, obj, sep, a.v[1] ? need(c, a.v[1], V_INT, call->pos, what)->i : -1,
-                         call->pos);
-        }
-        static const char *const cases[] = { "lower", "upper", "capitalize", "title" };
-        for (int k = 0; k < 4; k++)
-            if (name_is(name, n, cases[k])) {
-                get_args(c, call, what, 0, 0, none);
-                return change_case(c, obj, k);
-            }
-        if (name_is(name, n, "replace")) {
-            call_args a = get_args(c, call, what, 2, 2, none);
-            return replace(c, obj, need(c, a.v[0], V_STR, call->pos, what),
-                           need(c, a.v[1], V_STR, call->pos, what));
-        }
-    }
+    value *r = obj->t == V_STR && !name_is(name, n, "trim")
+                   ? str_method(c, call, obj, name, n, what)
+                   : NULL;
+    if (r)
+        return r;
     if (obj->t == V_DICT) {
         static const char *const views[] = { "keys", "values", "items" };
         for (int k = 0; k < 3; k++)
@@ -527,25 +537,12 @@ static value *filter(ctx *c, const node *n)
         }
         return str_of(c, b.p, b.n);
     }
-    /* the string filters */
-    if (name_is(n->s, n->n, "trim")) {
-        static const char *const names[] = { "chars", NULL };
-        call_args a = get_args(c, n, what, 0, 1, names);
-        const value *chars =
-            a.v[0] && a.v[0]->t != V_NONE ? need(c, a.v[0], V_STR, n->pos, what) : NULL;
-        return strip(c, to_str(c, v), chars, 3);
-    }
-    static const char *const cases[] = { "lower", "upper", "capitalize", "title" };
-    for (int k = 0; k < 4; k++)
-        if (name_is(n->s, n->n, cases[k])) {
-            get_args(c, n, what, 0, 0, none);
-            return change_case(c, to_str(c, v), k);
-        }
-    if (name_is(n->s, n->n, "replace")) {
-        call_args a = get_args(c, n, what, 2, 2, none);
-        return replace(c, to_str(c, v), need(c, a.v[0], V_STR, n->pos, what),
-                       need(c, a.v[1], V_STR, n->pos, what));
-    }
+    /* the string filters: the methods of the same names (trim: strip) */
+    static const char *const string_filters[] = { "trim",       "lower", "upper",
+                                                  "capitalize", "title", "replace" };
+    for (size_t k = 0; k < sizeof(string_filters) / sizeof(string_filters[0]); k++)
+        if (name_is(n->s, n->n, string_filters[k]))
+            return str_method(c, n, to_str(c, v), n->s, n->n, what);
     FAIL(c, n->pos, "the filter %s is not supported", what);
 }
 

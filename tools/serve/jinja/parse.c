@@ -415,6 +415,17 @@ static node *subscript(parser *p, node *obj, size_t pos)
     return n;
 }
 
+/* A node of kind k on operand named by the next token (attribute, filter, test). */
+static node *named(parser *p, nkind k, size_t pos, node *operand)
+{
+    const token t = expect_name(p);
+    node *n = mk(p, k, pos);
+    n->a = operand;
+    n->s = t.s;
+    n->n = t.n;
+    return n;
+}
+
 static node *postfix(parser *p)
 {
     node *n = primary(p);
@@ -422,12 +433,7 @@ static node *postfix(parser *p)
         const size_t pos = p->tok.pos;
         if (is_op(p, ".")) {
             next(p);
-            const token t = expect_name(p);
-            node *a = mk(p, E_ATTR, pos);
-            a->a = n;
-            a->s = t.s;
-            a->n = t.n;
-            n = a;
+            n = named(p, E_ATTR, pos, n);
         } else if (is_op(p, "[")) {
             next(p);
             n = subscript(p, n, pos);
@@ -450,25 +456,17 @@ static node *filtered(parser *p)
         const size_t pos = p->tok.pos;
         if (is_op(p, "|")) {
             next(p);
-            const token t = expect_name(p);
-            node *f = mk(p, E_FILTER, pos);
-            f->a = n;
-            f->s = t.s;
-            f->n = t.n;
+            node *f = named(p, E_FILTER, pos, n);
             if (is_op(p, "("))
                 args(p, f);
             n = f;
         } else if (is_name(p, "is")) {
             next(p);
-            node *t = mk(p, E_TEST, pos);
-            if (is_name(p, "not")) {
-                t->neg = true;
+            const bool neg = is_name(p, "not");
+            if (neg)
                 next(p);
-            }
-            const token name = expect_name(p);
-            t->a = n;
-            t->s = name.s;
-            t->n = name.n;
+            node *t = named(p, E_TEST, pos, n);
+            t->neg = neg;
             if (is_op(p, "("))
                 args(p, t);
             else if (p->tok.k == T_STRING || p->tok.k == T_INT)
@@ -505,39 +503,49 @@ static node *unary(parser *p)
     return filtered(p);
 }
 
+/* operand (op operand)*, left to right, ops NULL-terminated */
+static node *left_assoc(parser *p, node *(*operand)(parser *), const char *const *ops)
+{
+    node *n = operand(p);
+    for (;;) {
+        const char *op = NULL;
+        for (size_t i = 0; ops[i] && !op; i++)
+            if (is_op(p, ops[i]) || is_name(p, ops[i]))
+                op = ops[i];
+        if (!op)
+            return n;
+        const size_t pos = p->tok.pos;
+        if (!strcmp(op, "**"))
+            syntax(p, pos, "'**' is not supported");
+        next(p);
+        node *rhs = operand(p);
+        if (!strcmp(op, "and") || !strcmp(op, "or")) {
+            node *l = mk(p, op[0] == 'a' ? E_AND : E_OR, pos);
+            l->a = n;
+            l->b = rhs;
+            n = l;
+        } else {
+            n = binary(p, n, pos, op, rhs);
+        }
+    }
+}
+
 static node *product(parser *p)
 {
-    node *n = unary(p);
-    while (is_op(p, "*") || is_op(p, "/") || is_op(p, "//") || is_op(p, "%") || is_op(p, "**")) {
-        const token t = p->tok;
-        if (is_op(p, "**"))
-            syntax(p, t.pos, "'**' is not supported");
-        next(p);
-        n = binary(p, n, t.pos, t.s, unary(p));
-    }
-    return n;
+    static const char *const ops[] = { "*", "/", "//", "%", "**", NULL };
+    return left_assoc(p, unary, ops);
 }
 
 static node *concat(parser *p)
 {
-    node *n = product(p);
-    while (is_op(p, "~")) {
-        const size_t pos = p->tok.pos;
-        next(p);
-        n = binary(p, n, pos, "~", product(p));
-    }
-    return n;
+    static const char *const ops[] = { "~", NULL };
+    return left_assoc(p, product, ops);
 }
 
 static node *sum(parser *p)
 {
-    node *n = concat(p);
-    while (is_op(p, "+") || is_op(p, "-")) {
-        const token t = p->tok;
-        next(p);
-        n = binary(p, n, t.pos, t.s, concat(p));
-    }
-    return n;
+    static const char *const ops[] = { "+", "-", NULL };
+    return left_assoc(p, concat, ops);
 }
 
 static node *compare(parser *p)
@@ -581,28 +589,14 @@ static node *not_expr(parser *p)
 
 static node *and_expr(parser *p)
 {
-    node *n = not_expr(p);
-    while (is_name(p, "and")) {
-        node *a = mk(p, E_AND, p->tok.pos);
-        next(p);
-        a->a = n;
-        a->b = not_expr(p);
-        n = a;
-    }
-    return n;
+    static const char *const ops[] = { "and", NULL };
+    return left_assoc(p, not_expr, ops);
 }
 
 static node *or_expr(parser *p)
 {
-    node *n = and_expr(p);
-    while (is_name(p, "or")) {
-        node *o = mk(p, E_OR, p->tok.pos);
-        next(p);
-        o->a = n;
-        o->b = and_expr(p);
-        n = o;
-    }
-    return n;
+    static const char *const ops[] = { "or", NULL };
+    return left_assoc(p, and_expr, ops);
 }
 
 /* a if b else c */
@@ -660,19 +654,26 @@ static node *if_block(parser *p, size_t pos)
     return n;
 }
 
-static node *for_block(parser *p, size_t pos)
+/* The names a for or set statement assigns: `a` or `a SEP b` (s, s2). */
+static node *target(parser *p, nkind k, size_t pos, const char *sep)
 {
-    static const char *const ends[] = { "else", "endfor", NULL };
-    node *n = mk(p, N_FOR, pos);
+    node *n = mk(p, k, pos);
     token t = expect_name(p);
     n->s = t.s;
     n->n = t.n;
-    if (is_op(p, ",")) {
+    if (is_op(p, sep)) {
         next(p);
         t = expect_name(p);
         n->s2 = t.s;
         n->n2 = t.n;
     }
+    return n;
+}
+
+static node *for_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "else", "endfor", NULL };
+    node *n = target(p, N_FOR, pos, ",");
     if (!is_name(p, "in"))
         syntax(p, p->tok.pos, "'in' expected");
     next(p);
@@ -699,16 +700,7 @@ static node *for_block(parser *p, size_t pos)
 
 static node *set_stmt(parser *p, size_t pos)
 {
-    node *n = mk(p, N_SET, pos);
-    token t = expect_name(p);
-    n->s = t.s;
-    n->n = t.n;
-    if (is_op(p, ".")) {
-        next(p);
-        t = expect_name(p);
-        n->s2 = t.s;
-        n->n2 = t.n;
-    }
+    node *n = target(p, N_SET, pos, ".");
     if (!is_op(p, "="))
         syntax(p, p->tok.pos,
                is_op(p, ",") ? "set with several names is not supported"
