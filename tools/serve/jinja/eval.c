@@ -350,6 +350,18 @@ static value *dict_view(ctx *c, value *d, int which) /* 0: keys, 1: values, 2: i
     return r;
 }
 
+/* Which of names (NULL-terminated) a method without arguments is: -1 for none. */
+static int no_arg_method(ctx *c, const node *call, const char *what, const char *name, size_t n,
+                         const char *const *names)
+{
+    for (int k = 0; names[k]; k++)
+        if (name_is(name, n, names[k])) {
+            get_args(c, call, what, 0, 0, NULL);
+            return k;
+        }
+    return -1;
+}
+
 /* The string methods (filters too: trim is strip); NULL for another name. */
 static value *str_method(ctx *c, const node *call, value *obj, const char *name, size_t n,
                          const char *what)
@@ -379,12 +391,10 @@ static value *str_method(ctx *c, const node *call, value *obj, const char *name,
         return split(c, obj, sep, a.v[1] ? need(c, a.v[1], V_INT, call->pos, what)->i : -1,
                      call->pos);
     }
-    static const char *const cases[] = { "lower", "upper", "capitalize", "title" };
-    for (int k = 0; k < 4; k++)
-        if (name_is(name, n, cases[k])) {
-            get_args(c, call, what, 0, 0, none);
-            return change_case(c, obj, k);
-        }
+    static const char *const cases[] = { "lower", "upper", "capitalize", "title", NULL };
+    const int k = no_arg_method(c, call, what, name, n, cases);
+    if (k >= 0)
+        return change_case(c, obj, k);
     if (name_is(name, n, "replace")) {
         call_args a = get_args(c, call, what, 2, 2, none);
         return replace(c, obj, need(c, a.v[0], V_STR, call->pos, what),
@@ -403,12 +413,10 @@ static value *method(ctx *c, const node *call, value *obj, const char *name, siz
     if (r)
         return r;
     if (obj->t == V_DICT) {
-        static const char *const views[] = { "keys", "values", "items" };
-        for (int k = 0; k < 3; k++)
-            if (name_is(name, n, views[k])) {
-                get_args(c, call, what, 0, 0, NULL);
-                return dict_view(c, obj, k);
-            }
+        static const char *const views[] = { "keys", "values", "items", NULL };
+        const int k = no_arg_method(c, call, what, name, n, views);
+        if (k >= 0)
+            return dict_view(c, obj, k);
         if (name_is(name, n, "get")) {
             call_args a = get_args(c, call, what, 1, 2, NULL);
             value *v = a.v[0]->t == V_STR ? dict_get(obj, a.v[0]->s.p, a.v[0]->s.n) : NULL;
