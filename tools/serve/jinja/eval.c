@@ -436,6 +436,8 @@ static value *call(ctx *c, const node *n)
     if (name_is(f->s, f->n, "raise_exception")) {
         call_args a = get_args(c, n, "raise_exception()", 1, 1, NULL);
         value *msg = to_str(c, a.v[0]);
+        if (!msg->s.n || !msg->s.p[0]) /* an error always says something */
+            jinja_fail(&c->f, JINJA_ERROR_RAISED, n->pos, "raise_exception() without a message");
         jinja_fail(&c->f, JINJA_ERROR_RAISED, n->pos, "%.*s",
                    (int)(msg->s.n < 400 ? msg->s.n : 400), msg->s.p);
     }
