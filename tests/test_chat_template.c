@@ -164,6 +164,22 @@ static void whitespace_control(void **state)
     }
 }
 
+/* a "{" before a NUL byte is text, not a tag */
+static void text_with_nul(void **state)
+{
+    (void)state;
+    static const char src[] = "a{\0b{{ 1 }}";
+    char why[256], *out;
+    size_t len;
+    jinja_template *t = jinja_parse(src, sizeof(src) - 1, why, sizeof(why));
+    assert_non_null(t);
+    assert_int_equal(jinja_render(t, NULL, &out, &len, why, sizeof(why)), JINJA_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(out, "a{\0b1", 5);
+    free(out);
+    jinja_free(t);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -173,12 +189,13 @@ int main(int argc, char **argv)
     fixture_dir = argv[1];
     static char *families[] = { "llama2", "llama3", "llama3_1", "qwen2",   "qwen2_5",
                                 "chatml", "zephyr", "mistral",  "features" };
-    struct CMUnitTest tests[sizeof(families) / sizeof(families[0]) + 3];
+    struct CMUnitTest tests[sizeof(families) / sizeof(families[0]) + 4];
     size_t n = 0;
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
         tests[n++] = (struct CMUnitTest){ families[i], check_family, NULL, NULL, families[i] };
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(errors_name_the_construct);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(limits_end_runaway_templates);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(whitespace_control);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(text_with_nul);
     return _cmocka_run_group_tests("chat_template", tests, n, NULL, NULL);
 }

@@ -54,12 +54,20 @@ __attribute__((noreturn)) static void syntax(parser *p, size_t pos, const char *
     jinja_fail(p->f, JINJA_ERROR_SYNTAX, pos, "%s", what);
 }
 
+/* Whether a tag ({{, {%, {#) begins at `at`. */
+static bool tag_start(const parser *p, size_t at)
+{
+    if (at + 1 >= p->len || p->src[at] != '{')
+        return false;
+    const char c = p->src[at + 1];
+    return c == '{' || c == '%' || c == '#';
+}
+
 /* The text up to the next tag, whitespace control applied. */
 static void lex_text(parser *p)
 {
     size_t start = p->at, end = p->at;
-    while (end < p->len &&
-           !(p->src[end] == '{' && end + 1 < p->len && strchr("{%#", p->src[end + 1])))
+    while (end < p->len && !tag_start(p, end))
         end++;
     if (p->strip_next)
         while (start < end && isspace((unsigned char)p->src[start]))
@@ -148,7 +156,7 @@ static void next(parser *p)
         return;
     }
     if (!p->tag) {
-        if (p->src[p->at] != '{' || p->at + 1 >= p->len || !strchr("{%#", p->src[p->at + 1])) {
+        if (!tag_start(p, p->at)) {
             lex_text(p);
             if (p->tok.n || p->at >= p->len)
                 return;
