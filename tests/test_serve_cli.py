@@ -9,7 +9,9 @@ gone mid-stream), a full queue answers 503 with Retry-After, adapters are
 added and deleted while serving (403 without --allow-adapter-admin), SIGTERM
 and SIGINT stop it. A copy of the model folder with a ChatML chat template
 answers /v1/chat/completions (plain and streamed) with the tokens of
-/v1/completions of the rendered prompt; raise_exception gives a 400.
+/v1/completions of the rendered prompt; raise_exception gives a 400; the
+chats rendered for the Llama and Qwen tokenizers encode, without added
+special tokens as the server encodes them, to transformers' ids.
 
 usage: test_serve_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
 """
@@ -338,6 +340,19 @@ CHATML = ("{% for message in messages %}{% if message['role'] == 'bad' %}"
           "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
+def chat_ids(exe, fix):
+    """The server encodes a rendered chat without the tokenizer's added special
+    tokens (the template wrote the BOS): the ids of transformers'
+    apply_chat_template(tokenize=True), fixtures/chat/ids.json."""
+    with open(os.path.join(fix, "..", "chat", "ids.json"), encoding="utf-8") as f:
+        cases = json.load(f)
+    for case in cases:
+        folder = os.path.join(fix, "..", "tokenizers", case["tokenizer"])
+        out = run(exe, ["tokenize", "--model", folder, "--text", case["text"], "--ids", "--no-special"])[0]
+        if [int(x) for x in out.split()] != case["ids"]:
+            sys.exit("chat ids %s: %s, expected %s" % (case["tokenizer"], out, case["ids"]))
+
+
 def chat(exe, model):
     """/v1/chat/completions with a ChatML template in a copy of the folder."""
     tmp = tempfile.mkdtemp(prefix="prefixcl-chat-")
@@ -406,6 +421,7 @@ def main():
     srv.stop()
     busy(exe, model)
     chat(exe, model)
+    chat_ids(exe, fix)
     print("serve: every check passed in %.1f s (batch occupancy %.2f)" % (time.time() - t0, occupancy))
 
 
