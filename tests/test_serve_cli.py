@@ -388,6 +388,16 @@ def chat(exe, model):
         expect_error(srv, {"messages": [{"role": "bad", "content": "x"}]}, 400, ["no bad roles here"], path=path)
         expect_error(srv, dict(body, temperature="hot"), 400, ["temperature"], path=path)
         srv.stop()
+        # a template that does not parse: the server runs, the chat endpoint answers 500 naming it
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": [{"name": "default", "template": "{% macro m() %}{% endmacro %}"}]}, f)
+        srv = Server(exe, ["--model", folder, "--api-key", KEY])
+        expect_error(srv, body, 500, ["macro", "line 1:4"], path=path)
+        if srv.complete({"prompt": rendered, "max_tokens": 2, "temperature": 0})[0] != 200:
+            sys.exit("chat: /v1/completions beside a broken chat template")
+        err = srv.stop()
+        if "will answer 500" not in err:
+            sys.exit("chat: no warning about the broken template at start: %r" % err)
         print("chat: %r -> %r (%d prompt tokens)" % (rendered[-30:], text, got["usage"]["prompt_tokens"]))
     finally:
         shutil.rmtree(tmp)
