@@ -163,10 +163,11 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "prefixcl serve: %s\n", why);
         goto out;
     }
-    printf("prefixcl serve: listening on http://%s%s%s:%u (model %s, %zu adapters, %llu slots of "
-           "%llu tokens, %s)\n",
+    printf("prefixcl serve: listening on http://%s%s%s:%u (model %s, %zu adapter%s, %llu slots "
+           "of %llu tokens, %s)\n",
            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", (unsigned)bound,
-           srv.base_name, srv.ctx.adapters, (unsigned long long)slots, (unsigned long long)max_len,
+           srv.base_name, srv.ctx.adapters, srv.ctx.adapters == 1 ? "" : "s",
+           (unsigned long long)slots, (unsigned long long)max_len,
            pfx_runtime_device(srv.ctx.rt)->device_name);
     fflush(stdout);
     while (!cli_stop) {
