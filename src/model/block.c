@@ -162,12 +162,6 @@ pfx_status pfx_model_copy_rows(pfx_model *m, const char *what, const pfx_tensor 
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(m->rt, err, what);
 }
 
-pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c,
-                          size_t d)
-{
-    return pfx_tensor_view(t, ndim, a, b, c, d);
-}
-
 pfx_status pfx_model_norm_fwd(pfx_model *m, size_t l, pfx_weight_role w, pfx_weight_role b,
                               size_t rows, const pfx_tensor *x, int mean, int rstd)
 {

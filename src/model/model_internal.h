@@ -228,9 +228,6 @@ pfx_status pfx_model_head(pfx_model *m, const pfx_tensor *x, size_t rows, pfx_te
 /* Workspace tensor `slot` of block l (its own one while activations are
  * kept for the backward, else the shared one). */
 pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot);
-/* A view of t's storage with another shape (not owned; numel must fit). */
-pfx_tensor pfx_model_view(const pfx_tensor *t, unsigned ndim, size_t a, size_t b, size_t c,
-                          size_t d);
 
 /* After the checks of every model call (pfx_model_forward's) and a layer in
  * range: the embeddings and the blocks before `layer`, then block `layer` and

@@ -188,8 +188,8 @@ static pfx_status embed(pfx_model *m, pfx_kv_cache *c, const pfx_serve_step *st,
     e = pfx_ids_write(c->positions, 0, p->R, pos);
     free(pos);
     pfx_tensor *tmp = pfx_model_ws(m, 0, WS_A); /* free until block 0 writes it */
-    pfx_tensor h = pfx_model_view(m->hidden[0], 2, p->R, C, 0, 0),
-               a = pfx_model_view(tmp, 2, p->R, C, 0, 0);
+    pfx_tensor h = pfx_tensor_view(m->hidden[0], 2, p->R, C, 0, 0),
+               a = pfx_tensor_view(tmp, 2, p->R, C, 0, 0);
     if (e == PFX_SUCCESS)
         e = pfx_op_embedding(m->rt, c->positions, p->B, p->N, PFX_MAT(wpe, s->max_positions, C),
                              NULL, 0, PFX_MAT(tmp, p->R, C));
@@ -286,24 +286,24 @@ static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *
     d.q_lens = p->lens;
     if (p->item_mode)
         item_gains_of_layer(&m->cfg.shape, bank, l, p, &d);
-    pfx_tensor q = pfx_model_view(pfx_model_ws(m, l, WS_Q), 4, B, N, H, D);
-    pfx_tensor o = pfx_model_view(pfx_model_ws(m, l, WS_O), 4, B, N, H, D);
+    pfx_tensor q = pfx_tensor_view(pfx_model_ws(m, l, WS_Q), 4, B, N, H, D);
+    pfx_tensor o = pfx_tensor_view(pfx_model_ws(m, l, WS_O), 4, B, N, H, D);
     pfx_tensor k, v;
     if (p->prefill) {
         /* empty slots: causal attention over the prompt's own keys */
         d.keys = N;
         d.causal = true;
         d.kv_lens = p->lens;
-        k = pfx_model_view(pfx_model_ws(m, l, WS_K), 4, B, N, Hkv, D);
-        v = pfx_model_view(pfx_model_ws(m, l, WS_V), 4, B, N, Hkv, D);
+        k = pfx_tensor_view(pfx_model_ws(m, l, WS_K), 4, B, N, Hkv, D);
+        v = pfx_tensor_view(pfx_model_ws(m, l, WS_V), 4, B, N, Hkv, D);
     } else {
         /* one query per slot against everything it holds (the new token's
          * row included): nothing later is in the cache, so no causal mask */
         d.keys = c->max_len;
         d.causal = false;
         d.kv_lens = p->kv_lens;
-        k = pfx_model_view(c->keys[l], 4, B, c->max_len, Hkv, D);
-        v = pfx_model_view(c->values[l], 4, B, c->max_len, Hkv, D);
+        k = pfx_tensor_view(c->keys[l], 4, B, c->max_len, Hkv, D);
+        v = pfx_tensor_view(c->values[l], 4, B, c->max_len, Hkv, D);
     }
     pfx_attention_inputs in = { &q, &k, &v, NULL, NULL };
     if (p->any_prefix) {
