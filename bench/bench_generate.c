@@ -30,14 +30,7 @@
 #define PREFIX      20
 #define MAX_BATCHES 8
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        pfx_status st_ = (call);                                                                   \
-        if (st_ != PFX_SUCCESS) {                                                                  \
-            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CHECK(call) TOOL_CHECK_EXIT(rt, call)
 
 static uint64_t lcg(uint64_t *s)
 {

@@ -32,14 +32,7 @@
 #define PREFIX     20
 #define ENC_HIDDEN 512
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        pfx_status st_ = (call);                                                                   \
-        if (st_ != PFX_SUCCESS) {                                                                  \
-            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CHECK(call) TOOL_CHECK_EXIT(rt, call)
 
 enum { PH_ENC_FWD, PH_MODEL, PH_ENC_BWD, PH_ADAMW, PH_STEP, PH_COUNT };
 static const char *const phase_names[PH_COUNT] = { "encoder forward", "model forward+loss+backward",

@@ -22,14 +22,7 @@
 #include "prefixcl/prefixcl.h"
 #include "tool_util.h"
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        pfx_status st_ = (call);                                                                   \
-        if (st_ != PFX_SUCCESS) {                                                                  \
-            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CHECK(call) TOOL_CHECK_EXIT(rt, call)
 
 #define MAX_STEPS 64
 

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "prefixcl/prefixcl.h"
 
@@ -20,6 +21,17 @@
  * 2-core machine went from 57-67 to 100-460 ms spinning). Returns only when
  * no restart is needed or it failed. */
 void tool_openblas_settings(char **argv);
+
+/* In a benchmark's main: runs call, and on failure exits 1 naming the call,
+ * its status and rt's last error. */
+#define TOOL_CHECK_EXIT(rt, call)                                                                  \
+    do {                                                                                           \
+        pfx_status st_ = (call);                                                                   \
+        if (st_ != PFX_SUCCESS) {                                                                  \
+            fprintf(stderr, "%s: %s (%s)\n", #call, pfx_status_string(st_), pfx_last_error(rt));   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
 
 /* splitmix64: the next value of *state, uniform in [-amp, amp). */
 float tool_uniform(uint64_t *state, float amp);
