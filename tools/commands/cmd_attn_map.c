@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
 #include "attn_model.h"
-#include "attn_plot.h"
+#include "plot/attn_plot.h"
 #include "chart.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 #include "prefixcl/prefixcl.h"
 
 static int usage(void)

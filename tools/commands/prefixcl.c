@@ -4,11 +4,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "prefixcl/prefixcl.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 static const struct {
     const char *name;

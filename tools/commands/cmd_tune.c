@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "chart.h"
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
-#include "dist.h"
-#include "tool_util.h"
-#include "tune_demo.h"
-#include "tune_plot.h"
+#include "dist/dist.h"
+#include "common/tool_util.h"
+#include "train/tune_demo.h"
+#include "plot/tune_plot.h"
 
 #ifndef PFX_DEMO_DIR
 #define PFX_DEMO_DIR "data/demo"

@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "chart.h"
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
-#include "dist.h"
-#include "pretrain_plot.h"
-#include "tool_util.h"
+#include "dist/dist.h"
+#include "plot/pretrain_plot.h"
+#include "common/tool_util.h"
 
 static int usage(FILE *out)
 {

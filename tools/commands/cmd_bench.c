@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "benchmark/bench.h"
 #include "chart.h"
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
 
 static int usage(FILE *out)
