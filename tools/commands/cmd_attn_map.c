@@ -34,7 +34,7 @@ static int usage(void)
     return 2;
 }
 
-/* A size option through the one strict parser (tools/cli.h). */
+/* A size option through the one strict parser (tools/common/cli.h). */
 static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 {
     uint64_t v;

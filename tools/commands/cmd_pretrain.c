@@ -4,7 +4,7 @@
  * library's job: options, progress, the pictures; Ctrl-C or SIGTERM stops
  * at the next step boundary with a checkpoint that --resume continues.
  * Under `mpirun -n R` every rank trains on its share of each batch, the
- * gradients summed in rank order (tools/dist.h); rank 0 prints and writes. */
+ * gradients summed in rank order (tools/dist/dist.h); rank 0 prints and writes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

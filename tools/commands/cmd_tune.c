@@ -7,7 +7,7 @@
  * model (tune_demo.c), progress, the pictures (tune_plot.c). Ctrl-C or
  * SIGTERM stops at the next step boundary with a checkpoint that --resume
  * continues. Under `mpirun -n R` every rank tunes on its share of each
- * batch, the gradients summed in rank order (tools/dist.h); rank 0 prints
+ * batch, the gradients summed in rank order (tools/dist/dist.h); rank 0 prints
  * and writes. */
 #include <math.h>
 #include <stdio.h>

@@ -64,7 +64,7 @@ static int usage(FILE *out)
 int main(int argc, char **argv)
 {
     tool_openblas_settings(argv);
-    /* under mpirun: join the job (tools/dist.h); otherwise nothing */
+    /* under mpirun: join the job (tools/dist/dist.h); otherwise nothing */
     if (dist_init(&argc, &argv))
         return 1;
     if (argc < 2)
