@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "completion_job.h"
-#include "gen_output.h"
+#include "commands/gen_output.h"
 
 completion *completion_new(server *srv, completion_req *req, size_t prompt_len)
 {
