@@ -36,9 +36,9 @@ typedef struct job {
 /* What `prefixcl tune` writes beside a PEFT adapter: PEFT has no place for gains. */
 #define GAINS_FILE "gains.safetensors"
 
-static int usage(void)
+static int usage(FILE *out)
 {
-    fprintf(stderr,
+    fprintf(out,
             "usage: prefixcl attn-map --model DIR [--adapter DIR] (--text TEXT | --ids I,J,..)\n"
             "         (--adapter: a PEFT folder, or its adapter_model.safetensors)\n"
             "         --layer L (--head H | --grid) [--gain G --gain-mode off|linear|tanh]\n"
@@ -416,65 +416,38 @@ static int run(const job *j, const pfx_model_shape *s)
 int attn_map_model(int argc, char **argv)
 {
     job j = { .out = "attn-map.png", .mode = PFX_GAIN_OFF };
-    bool have_layer = false, have_head = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        uint64_t u;
-        if (!strcmp(a, "--grid")) {
-            j.grid = true;
-            continue;
-        }
-        if (!v)
-            return usage();
-        i++;
-        if (!strcmp(a, "--model"))
-            j.dir = v;
-        else if (!strcmp(a, "--adapter"))
-            j.adapter = v;
-        else if (!strcmp(a, "--text"))
-            j.text = v;
-        else if (!strcmp(a, "--ids"))
-            j.ids_arg = v;
-        else if (!strcmp(a, "--out"))
-            j.out = v;
-        else if (!strcmp(a, "--csv"))
-            j.csv = v;
-        else if (!strcmp(a, "--device"))
-            j.selector = v;
-        else if (!strcmp(a, "--layer") && (ok = cli_uint(v, 0, 1u << 20, &u)))
-            j.layer = (size_t)u, have_layer = true;
-        else if (!strcmp(a, "--head") && (ok = cli_uint(v, 0, 1u << 20, &u)))
-            j.head = (size_t)u, have_head = true;
-        else if (!strcmp(a, "--gain")) {
-            j.gain_given = true;
-            ok = cli_float(v, -HUGE_VAL, HUGE_VAL, &j.gain);
-        } else if (!strcmp(a, "--gain-mode")) {
-            j.gain_given = true;
-            j.mode = !strcmp(v, "off")      ? PFX_GAIN_OFF
-                     : !strcmp(v, "linear") ? PFX_GAIN_LINEAR
-                     : !strcmp(v, "tanh")   ? PFX_GAIN_TANH
-                                            : (pfx_gain_mode)-1;
-            ok = (int)j.mode >= 0;
-        } else if (strcmp(a, "--layer") && strcmp(a, "--head"))
-            ok = false;
-        if (!ok) {
-            fprintf(stderr, "prefixcl attn-map: bad option %s %s\n", a, v);
-            return usage();
-        }
-    }
+    int mode = PFX_GAIN_OFF;                  /* pfx_gain_mode (cli_gain_modes) */
+    enum { O_LAYER, O_HEAD, O_GAIN, O_MODE }; /* the options whose presence counts */
+    const cli_option opts[] = {
+        [O_LAYER] = { "--layer", CLI_SIZE, &j.layer, 0, 1 << 20, NULL, NULL },
+        [O_HEAD] = { "--head", CLI_SIZE, &j.head, 0, 1 << 20, NULL, NULL },
+        [O_GAIN] = { "--gain", CLI_FLOAT, &j.gain, -HUGE_VAL, HUGE_VAL, NULL, NULL },
+        [O_MODE] = { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL },
+        { "--model", CLI_TEXT, &j.dir, 0, 0, NULL, NULL },
+        { "--adapter", CLI_TEXT, &j.adapter, 0, 0, NULL, NULL },
+        { "--text", CLI_TEXT, &j.text, 0, 0, NULL, NULL },
+        { "--ids", CLI_TEXT, &j.ids_arg, 0, 0, NULL, NULL },
+        { "--out", CLI_TEXT, &j.out, 0, 0, NULL, NULL },
+        { "--csv", CLI_TEXT, &j.csv, 0, 0, NULL, NULL },
+        { "--device", CLI_TEXT, &j.selector, 0, 0, NULL, NULL },
+        { "--grid", CLI_FLAG, &j.grid, 0, 0, NULL, NULL },
+    };
+    bool given[sizeof(opts) / sizeof(opts[0])];
+    const int parsed =
+        cli_parse("attn-map", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), given, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    const bool have_layer = given[O_LAYER], have_head = given[O_HEAD];
+    j.mode = (pfx_gain_mode)mode;
+    j.gain_given = given[O_GAIN] || given[O_MODE];
     if (!j.dir || !have_layer || (!have_head && !j.grid) || (have_head && j.grid) ||
         !j.text == !j.ids_arg) {
         fprintf(stderr, "prefixcl attn-map: --model needs --layer, one of --head or --grid, one of "
                         "--text or --ids\n");
-        return usage();
+        return usage(stderr);
     }
     if (!attn_check_outputs(j.out, j.csv))
         return 1;
-    if (j.text && !*j.text) {
-        fprintf(stderr, "prefixcl attn-map: --text is empty\n");
-        return 2;
-    }
     /* PEFT's weights file stands for its folder (as in generate and eval) */
     static const char weights[] = "adapter_model.safetensors";
     char folder[4096];

@@ -20,9 +20,9 @@
 #include "common/tool_util.h"
 #include "prefixcl/prefixcl.h"
 
-static int usage(void)
+static int usage(FILE *out)
 {
-    fprintf(stderr,
+    fprintf(out,
             "usage: prefixcl attn-map --model DIR ... (a model's attention over a text; --model "
             "alone: its usage)\n"
             "       prefixcl attn-map [--device SEL] [--out FILE.png|FILE.svg] [--csv FILE]\n"
@@ -32,21 +32,6 @@ static int usage(void)
             "defaults: --out attn-map.png --seed 1 --n 64 --m 64 --p 8 --d 32 --heads 4\n"
             "          --head 0 --gain 1.0 --gain-mode linear\n");
     return 2;
-}
-
-/* A size option through the one strict parser (tools/common/cli.h). */
-static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
-{
-    uint64_t v;
-    if (!cli_uint(s, lo, hi, &v))
-        return false;
-    *out = (size_t)v;
-    return true;
-}
-
-static const char *mode_name(pfx_gain_mode mode)
-{
-    return mode == PFX_GAIN_OFF ? "off" : mode == PFX_GAIN_LINEAR ? "linear" : "tanh";
 }
 
 /* Column labels: "p0".. for the prefix keys, "k0".. for the input's. */
@@ -94,7 +79,7 @@ static int report(const char *out, const char *csv, const float *map, size_t map
                (double)lib_entropy[head + h], rows, worst_row);
     }
     printf("keys %zu = prefix %zu + input %zu, queries %zu, D %zu, gain %s %g%s, seed %zu\n", cols,
-           P, M, N, desc->head_dim, mode_name(desc->gain_mode), (double)gain,
+           P, M, N, desc->head_dim, cli_gain_modes[desc->gain_mode], (double)gain,
            desc->causal ? ", causal" : "", seed);
     if (csv) {
         if (tool_write_map_csv(csv, map, N, P, M, 'k', 'q') != 0) {
@@ -119,7 +104,7 @@ static int report(const char *out, const char *csv, const float *map, size_t map
         }
         for (size_t h = 0; h < maps; h++) {
             snprintf(titles[h], sizeof(titles[h]), "head %zu, gain %s %g", head + h,
-                     mode_name(desc->gain_mode), (double)gain);
+                     cli_gain_modes[desc->gain_mode], (double)gain);
             pm[h] = (attn_plot_map){ .probs = map + h * N * cols,
                                      .queries = N,
                                      .keys = cols,
@@ -156,61 +141,31 @@ int cmd_attn_map(int argc, char **argv)
     const char *selector = NULL, *out = "attn-map.png", *csv = NULL;
     size_t N = 64, M = 64, P = 8, D = 32, H = 4, head = 0, seed = 1;
     float gain = 1.0f;
-    pfx_gain_mode mode = PFX_GAIN_LINEAR;
+    int mode = PFX_GAIN_LINEAR; /* pfx_gain_mode (cli_gain_modes) */
     bool causal = false, grid = false;
     const size_t big = 1 << 14;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--model"))
-            return attn_map_model(argc, argv);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        if (!strcmp(a, "--causal")) {
-            causal = true;
-            continue;
-        }
-        if (!strcmp(a, "--grid")) {
-            grid = true;
-            continue;
-        }
-        if (!v)
-            return usage();
-        i++;
-        if (!strcmp(a, "--device"))
-            selector = v;
-        else if (!strcmp(a, "--out"))
-            out = v;
-        else if (!strcmp(a, "--csv"))
-            csv = v;
-        else if (!strcmp(a, "--seed"))
-            ok = parse_size(v, 0, SIZE_MAX, &seed);
-        else if (!strcmp(a, "--n"))
-            ok = parse_size(v, 1, big, &N);
-        else if (!strcmp(a, "--m"))
-            ok = parse_size(v, 1, big, &M);
-        else if (!strcmp(a, "--p"))
-            ok = parse_size(v, 0, big, &P);
-        else if (!strcmp(a, "--d"))
-            ok = parse_size(v, 1, 1024, &D);
-        else if (!strcmp(a, "--heads"))
-            ok = parse_size(v, 1, 256, &H);
-        else if (!strcmp(a, "--head"))
-            ok = parse_size(v, 0, 255, &head);
-        else if (!strcmp(a, "--gain")) {
-            ok = cli_float(v, -HUGE_VAL, HUGE_VAL, &gain);
-        } else if (!strcmp(a, "--gain-mode")) {
-            mode = !strcmp(v, "off")      ? PFX_GAIN_OFF
-                   : !strcmp(v, "linear") ? PFX_GAIN_LINEAR
-                   : !strcmp(v, "tanh")   ? PFX_GAIN_TANH
-                                          : (pfx_gain_mode)-1;
-            ok = (int)mode >= 0;
-        } else
-            ok = false;
-        if (!ok) {
-            fprintf(stderr, "prefixcl attn-map: bad option %s %s\n", a, v);
-            return usage();
-        }
-    }
+    if (cli_has(argc, argv, "--model"))
+        return attn_map_model(argc, argv);
+    const cli_option opts[] = {
+        { "--device", CLI_TEXT, &selector, 0, 0, NULL, NULL },
+        { "--out", CLI_TEXT, &out, 0, 0, NULL, NULL },
+        { "--csv", CLI_TEXT, &csv, 0, 0, NULL, NULL },
+        { "--seed", CLI_SIZE, &seed, 0, 1.9e19, NULL, NULL },
+        { "--n", CLI_SIZE, &N, 1, big, NULL, NULL },
+        { "--m", CLI_SIZE, &M, 1, big, NULL, NULL },
+        { "--p", CLI_SIZE, &P, 0, big, NULL, NULL },
+        { "--d", CLI_SIZE, &D, 1, 1024, NULL, NULL },
+        { "--heads", CLI_SIZE, &H, 1, 256, NULL, NULL },
+        { "--head", CLI_SIZE, &head, 0, 255, NULL, NULL },
+        { "--gain", CLI_FLOAT, &gain, -HUGE_VAL, HUGE_VAL, NULL, NULL },
+        { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL },
+        { "--causal", CLI_FLAG, &causal, 0, 0, NULL, NULL },
+        { "--grid", CLI_FLAG, &grid, 0, 0, NULL, NULL },
+    };
+    const int parsed =
+        cli_parse("attn-map", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
     if (head >= H) {
         fprintf(stderr, "prefixcl attn-map: --head %zu is not below --heads %zu\n", head, H);
         return 2;
@@ -243,7 +198,7 @@ int cmd_attn_map(int argc, char **argv)
     desc.prefix_len = P;
     desc.head_dim = D;
     desc.causal = causal;
-    desc.gain_mode = mode;
+    desc.gain_mode = (pfx_gain_mode)mode;
     desc.gain = gains;
 
     pfx_tensor *q = NULL, *k = NULL, *v = NULL, *pk = NULL, *pv = NULL, *probs = NULL;

@@ -178,58 +178,25 @@ static bool choose_devices(bench_run *run, const char **selectors, size_t nsel, 
 int cmd_bench(int argc, char **argv)
 {
     const char *selectors[BENCH_MAX_DEVICES];
-    size_t nsel = 0;
     bool all = false, quick = false;
     const char *json_path = NULL, *csv_path = NULL, *compare_path = NULL, *plot_path = NULL,
                *only = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **target = NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--all")) {
-            all = true;
-            continue;
-        } else if (!strcmp(a, "--quick")) {
-            quick = true;
-            continue;
-        } else if (!strcmp(a, "--device")) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "prefixcl bench: --device needs a selector\n");
-                return usage(stderr);
-            }
-            if (nsel >= BENCH_MAX_DEVICES) {
-                fprintf(stderr, "prefixcl bench: at most %d --device options\n", BENCH_MAX_DEVICES);
-                return 2;
-            }
-            selectors[nsel++] = argv[++i];
-            continue;
-        } else if (!strcmp(a, "--json")) {
-            target = &json_path;
-        } else if (!strcmp(a, "--csv")) {
-            target = &csv_path;
-        } else if (!strcmp(a, "--compare")) {
-            target = &compare_path;
-        } else if (!strcmp(a, "--plot")) {
-            target = &plot_path;
-        } else if (!strcmp(a, "--only")) {
-            target = &only;
-        } else {
-            fprintf(stderr, "prefixcl bench: unknown option '%s'\n", a);
-            return usage(stderr);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "prefixcl bench: %s needs a %s\n", a,
-                    target == &only ? "list of test ids" : "file name");
-            return usage(stderr);
-        }
-        if (*target) {
-            fprintf(stderr, "prefixcl bench: %s given twice\n", a);
-            return 2;
-        }
-        *target = argv[++i];
-    }
+    cli_list devices = { selectors, NULL, BENCH_MAX_DEVICES, 0, NULL };
+    const cli_option opts[] = {
+        { "--device", CLI_TEXTS, &devices, 0, 0, NULL, "a selector" },
+        { "--all", CLI_FLAG, &all, 0, 0, NULL, NULL },
+        { "--quick", CLI_FLAG, &quick, 0, 0, NULL, NULL },
+        { "--json", CLI_TEXT, &json_path, 0, 0, NULL, "a file name" },
+        { "--csv", CLI_TEXT, &csv_path, 0, 0, NULL, "a file name" },
+        { "--compare", CLI_TEXT, &compare_path, 0, 0, NULL, "a file name" },
+        { "--plot", CLI_TEXT, &plot_path, 0, 0, NULL, "a file name" },
+        { "--only", CLI_TEXT, &only, 0, 0, NULL, "a list of test ids" },
+    };
+    const int parsed =
+        cli_parse("bench", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    const size_t nsel = devices.count;
     if (all && nsel) {
         fprintf(stderr, "prefixcl bench: --all and --device exclude each other\n");
         return 2;

@@ -7,19 +7,23 @@
 
 #include "check/check.h"
 #include "commands.h"
+#include "common/cli.h"
 #include "common/tool_util.h"
+
+static int usage(FILE *out)
+{
+    fprintf(out, "usage: prefixcl check [--device SEL]\n");
+    return 2;
+}
 
 int cmd_check(int argc, char **argv)
 {
     const char *selector = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            selector = argv[++i];
-        } else {
-            fprintf(stderr, "usage: prefixcl check [--device SEL]\n");
-            return 2;
-        }
-    }
+    const cli_option opts[] = { { "--device", CLI_TEXT, &selector, 0, 0, NULL, NULL } };
+    const int parsed =
+        cli_parse("check", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
     pfx_runtime *rt = tool_runtime("check", selector);
     if (!rt)
         return 1;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "common/cli.h"
 #include "common/tool_util.h"
 #include "prefixcl/prefixcl.h"
 
@@ -120,19 +121,20 @@ static void print_text(const pfx_device_info *d, size_t n, const pfx_device_info
         printf("\n* the default device (no selector)\n");
 }
 
+static int usage(FILE *out)
+{
+    fprintf(out, "usage: prefixcl devices [--json]\n");
+    return 2;
+}
+
 int cmd_devices(int argc, char **argv)
 {
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
-            json = true;
-        } else {
-            fprintf(stderr,
-                    "prefixcl devices: unknown option '%s'\nusage: prefixcl devices [--json]\n",
-                    argv[i]);
-            return 2;
-        }
-    }
+    const cli_option opts[] = { { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL } };
+    const int parsed =
+        cli_parse("devices", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
     size_t n = 0;
     if (pfx_device_count(&n) != PFX_SUCCESS)
         return 1;

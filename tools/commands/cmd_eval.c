@@ -28,28 +28,21 @@ static int usage(FILE *out)
 int cmd_eval(int argc, char **argv)
 {
     const char *device = NULL;
-    uint64_t max_length = 256, batch = 4;
     pfx_eval_config cfg;
     pfx_eval_default_config(&cfg);
-    for (int i = 1; i < argc; i++) {
-        const char *a, *v;
-        int got = serve_option(argc, argv, &i, "eval", &a, &v);
-        if (got <= 0)
-            return usage(got ? stderr : stdout);
-        if (!strcmp(a, "--model")) {
-            cfg.model_dir = v;
-        } else if (!strcmp(a, "--data")) {
-            cfg.data_path = v;
-        } else if (!strcmp(a, "--device")) {
-            device = v;
-        } else if (!strcmp(a, "--adapter") && !cfg.adapter_path) {
-            cfg.adapter_path = v;
-        } else if (!(!strcmp(a, "--max-length") && cli_uint(v, 2, 1u << 20, &max_length)) &&
-                   !(!strcmp(a, "--batch") && cli_uint(v, 1, 64, &batch))) {
-            fprintf(stderr, "prefixcl eval: bad option or value: %s %s\n", a, v);
-            return usage(stderr);
-        }
-    }
+    size_t max_length = 256, batch = 4;
+    const cli_option opts[] = {
+        { "--model", CLI_TEXT, &cfg.model_dir, 0, 0, NULL, NULL },
+        { "--data", CLI_TEXT, &cfg.data_path, 0, 0, NULL, NULL },
+        { "--adapter", CLI_TEXT, &cfg.adapter_path, 0, 0, NULL, NULL },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
+        { "--max-length", CLI_SIZE, &max_length, 2, 1 << 20, NULL, NULL },
+        { "--batch", CLI_SIZE, &batch, 1, 64, NULL, NULL },
+    };
+    const int parsed =
+        cli_parse("eval", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
     if (!cfg.model_dir || !cfg.data_path) {
         fprintf(stderr, "prefixcl eval: --model and --data are required\n");
         return usage(stderr);

@@ -54,29 +54,16 @@ int cmd_gemm_tune(int argc, char **argv)
     const char *device = NULL;
     uint64_t limit = 300, seed = 1;
     bool quiet = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = true;
-            continue;
-        } else if (strcmp(a, "--device") && strcmp(a, "--time-limit") && strcmp(a, "--seed")) {
-            fprintf(stderr, "prefixcl gemm-tune: unknown option '%s'\n\n", a);
-            return usage(stderr);
-        } else if (!v || !*v) {
-            fprintf(stderr, "prefixcl gemm-tune: %s needs a value\n\n", a);
-            return usage(stderr);
-        } else if (!strcmp(a, "--device")) {
-            device = v;
-        } else if (!strcmp(a, "--time-limit") ? !cli_uint(v, 1, 86400, &limit)
-                                              : !cli_uint(v, 0, UINT64_MAX, &seed)) {
-            fprintf(stderr, "prefixcl gemm-tune: %s %s: not an integer in range\n\n", a, v);
-            return usage(stderr);
-        }
-        i++;
-    }
+    const cli_option opts[] = {
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
+        { "--time-limit", CLI_U64, &limit, 1, 86400, NULL, NULL },
+        { "--seed", CLI_U64, &seed, 0, 1.9e19, NULL, NULL },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL },
+    };
+    const int parsed =
+        cli_parse("gemm-tune", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
     pfx_runtime_params rp;
     pfx_runtime_default_params(&rp);
     rp.device = device;

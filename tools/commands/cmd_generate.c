@@ -185,64 +185,43 @@ static bool ended_at_stop(const pfx_request *q, const int32_t *stops, size_t nst
 int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *device = NULL, *texts[MAX_PROMPTS], *files[MAX_PROMPTS],
-               *idtexts[MAX_PROMPTS];
-    size_t ntexts = 0, nfiles = 0, nids = 0, nstop = 0;
-    int32_t stops[MAX_STOPS];
-    uint64_t max_new = 32, top_k = 0, seed = 0, u;
+               *idtexts[MAX_PROMPTS], *stop_texts[MAX_STOPS];
+    uint64_t max_new = 32, top_k = 0, seed = 0, stop_ids[MAX_STOPS];
     float temperature = 0.0f, top_p = 0.0f;
     bool json = false;
     serve_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
-    for (int i = 1; i < argc; i++) {
-        const char *a, *v;
-        if (!strcmp(argv[i], "--json")) {
-            json = true;
-            continue;
-        }
-        int got = serve_option(argc, argv, &i, "generate", &a, &v);
-        if (got <= 0)
-            return usage(got ? stderr : stdout);
-        if (!strcmp(a, "--model")) {
-            model = v;
-        } else if (!strcmp(a, "--device")) {
-            device = v;
-        } else if (!strcmp(a, "--adapter") && ctx.adapters < SERVE_MAX_ADAPTERS) {
-            ctx.adapter[ctx.adapters++] = v;
-        } else if (!strcmp(a, "--prompt") && ntexts < MAX_PROMPTS) {
-            texts[ntexts++] = v;
-        } else if (!strcmp(a, "--prompts") && nfiles < MAX_PROMPTS) {
-            files[nfiles++] = v;
-        } else if (!strcmp(a, "--prompt-ids") && nids < MAX_PROMPTS) {
-            idtexts[nids++] = v;
-        } else if (!strcmp(a, "--max-new-tokens") && cli_uint(v, 1, 1u << 20, &u)) {
-            max_new = u;
-        } else if (!strcmp(a, "--top-k") && cli_uint(v, 0, 1u << 30, &u)) {
-            top_k = u;
-        } else if (!strcmp(a, "--seed") && cli_uint(v, 0, UINT64_MAX, &u)) {
-            seed = u;
-        } else if (!strcmp(a, "--stop") && nstop < MAX_STOPS && cli_uint(v, 0, INT32_MAX, &u)) {
-            stops[nstop++] = (int32_t)u;
-        } else if (!strcmp(a, "--temperature") && cli_float(v, 0.0, HUGE_VAL, &temperature)) {
-        } else if (!strcmp(a, "--top-p") && cli_float(v, 0.0, 1.0, &top_p)) {
-        } else {
-            const bool prompts_full = (!strcmp(a, "--prompt") && ntexts == MAX_PROMPTS) ||
-                                      (!strcmp(a, "--prompts") && nfiles == MAX_PROMPTS) ||
-                                      (!strcmp(a, "--prompt-ids") && nids == MAX_PROMPTS);
-            if (prompts_full)
-                fprintf(stderr,
-                        "prefixcl generate: at most %d %s options (more prompts: one a line of a "
-                        "--prompts file)\n",
-                        MAX_PROMPTS, a);
-            else if (!strcmp(a, "--adapter") && ctx.adapters == SERVE_MAX_ADAPTERS)
-                fprintf(stderr, "prefixcl generate: at most %d --adapter options\n",
-                        SERVE_MAX_ADAPTERS);
-            else if (!strcmp(a, "--stop") && nstop == MAX_STOPS)
-                fprintf(stderr, "prefixcl generate: at most %d --stop options\n", MAX_STOPS);
-            else
-                fprintf(stderr, "prefixcl generate: bad option or value: %s \"%s\"\n", a, v);
-            return usage(stderr);
-        }
-    }
+    static const char more[] = "more prompts: one a line of a --prompts file";
+    cli_list adapter_list = { ctx.adapter, NULL, SERVE_MAX_ADAPTERS, 0, NULL },
+             text_list = { texts, NULL, MAX_PROMPTS, 0, more },
+             file_list = { files, NULL, MAX_PROMPTS, 0, more },
+             id_list = { idtexts, NULL, MAX_PROMPTS, 0, more },
+             stop_list = { stop_texts, stop_ids, MAX_STOPS, 0, NULL };
+    const cli_option opts[] = {
+        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
+        { "--adapter", CLI_TEXTS, &adapter_list, 0, 0, NULL, NULL },
+        { "--prompt", CLI_TEXTS, &text_list, 0, 0, NULL, NULL },
+        { "--prompts", CLI_TEXTS, &file_list, 0, 0, NULL, NULL },
+        { "--prompt-ids", CLI_TEXTS, &id_list, 0, 0, NULL, NULL },
+        { "--max-new-tokens", CLI_U64, &max_new, 1, 1 << 20, NULL, NULL },
+        { "--top-k", CLI_U64, &top_k, 0, 1 << 30, NULL, NULL },
+        { "--seed", CLI_U64, &seed, 0, 1.9e19, NULL, NULL },
+        { "--stop", CLI_U64S, &stop_list, 0, INT32_MAX, NULL, NULL },
+        { "--temperature", CLI_FLOAT, &temperature, 0, HUGE_VAL, NULL, NULL },
+        { "--top-p", CLI_FLOAT, &top_p, 0, 1, NULL, NULL },
+        { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL },
+    };
+    const int parsed =
+        cli_parse("generate", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    ctx.adapters = adapter_list.count;
+    const size_t ntexts = text_list.count, nfiles = file_list.count, nids = id_list.count;
+    size_t nstop = stop_list.count;
+    int32_t stops[MAX_STOPS];
+    for (size_t i = 0; i < nstop; i++)
+        stops[i] = (int32_t)stop_ids[i];
     if (!model || ntexts + nfiles + nids == 0) {
         fprintf(stderr, "prefixcl generate: --model and a prompt are required\n");
         return usage(stderr);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "common/cli.h"
 #include "prefixcl/prefixcl.h"
 
 /* Every configuration of the families (rt NULL) or of rt's device; NULL
@@ -86,14 +87,22 @@ static int print_override(void)
     return 0;
 }
 
+static int usage(FILE *out)
+{
+    fprintf(out, "usage: prefixcl kernel-configs [--build]\n");
+    return 2;
+}
+
 int cmd_kernel_configs(int argc, char **argv)
 {
-    if (argc == 2 && !strcmp(argv[1], "--build"))
+    bool build = false;
+    const cli_option opts[] = { { "--build", CLI_FLAG, &build, 0, 0, NULL, NULL } };
+    const int parsed =
+        cli_parse("kernel-configs", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    if (build)
         return build_all();
-    if (argc != 1) {
-        fprintf(stderr, "usage: prefixcl kernel-configs [--build]\n");
-        return 2;
-    }
     if (print_override())
         return 1;
     size_t n;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "common/cli.h"
 #include "prefixcl/prefixcl.h"
 #include "prefixcl/tokenizer.h"
 
@@ -91,31 +92,20 @@ static void print_piece(const char *s, size_t len)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL, *file = NULL;
-    bool ids_only = false, count_only = false, special = true;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
-            return usage(stdout);
-        if (!strcmp(a, "--ids") || !strcmp(a, "--count") || !strcmp(a, "--no-special")) {
-            ids_only |= a[2] == 'i';
-            count_only |= a[2] == 'c';
-            special &= a[2] != 'n';
-            continue;
-        }
-        const char **target = !strcmp(a, "--model")  ? &model
-                              : !strcmp(a, "--text") ? &text
-                              : !strcmp(a, "--file") ? &file
-                                                     : NULL;
-        if (!target) {
-            fprintf(stderr, "prefixcl tokenize: unknown option '%s'\n\n", a);
-            return usage(stderr);
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "prefixcl tokenize: %s needs a value\n\n", a);
-            return usage(stderr);
-        }
-        *target = argv[++i];
-    }
+    bool ids_only = false, count_only = false, no_special = false;
+    const cli_option opts[] = {
+        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL },
+        { "--text", CLI_TEXT, &text, 0, 0, NULL, NULL },
+        { "--file", CLI_TEXT, &file, 0, 0, NULL, NULL },
+        { "--ids", CLI_FLAG, &ids_only, 0, 0, NULL, NULL },
+        { "--count", CLI_FLAG, &count_only, 0, 0, NULL, NULL },
+        { "--no-special", CLI_FLAG, &no_special, 0, 0, NULL, NULL },
+    };
+    const int parsed =
+        cli_parse("tokenize", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    const bool special = !no_special;
     if (!model || !text == !file || (ids_only && count_only)) {
         fprintf(stderr, "prefixcl tokenize: --model and one of --text or --file are required%s\n\n",
                 ids_only && count_only ? "; --ids and --count exclude each other" : "");

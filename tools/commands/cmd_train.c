@@ -120,74 +120,21 @@ int cmd_train(int argc, char **argv)
     bool quiet = false, svg = false;
     train_config cfg;
     train_default_config(&cfg);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t n;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = true;
-            continue;
-        } else if (!strcmp(a, "--svg")) {
-            svg = true;
-            continue;
-        } else if (strcmp(a, "--device") && strcmp(a, "--out") && strcmp(a, "--steps") &&
-                   strcmp(a, "--layers") && strcmp(a, "--seed") && strcmp(a, "--batch") &&
-                   strcmp(a, "--eval-every")) {
-            fprintf(stderr, "prefixcl train: unknown option '%s'\n\n", a);
-            return usage(stderr);
-        } else if (!v) {
-            fprintf(stderr, "prefixcl train: %s needs a value\n\n", a);
-            return usage(stderr);
-        } else if (!strcmp(a, "--device")) {
-            if (!*v) {
-                fprintf(stderr, "prefixcl train: --device is empty\n\n");
-                return usage(stderr);
-            }
-            device = v;
-        } else if (!strcmp(a, "--out")) {
-            if (!*v) {
-                fprintf(stderr, "prefixcl train: --out is empty\n\n");
-                return usage(stderr);
-            }
-            out = v;
-        } else if (!strcmp(a, "--steps")) {
-            if (!cli_uint(v, 1, 100000, &n)) {
-                fprintf(stderr, "prefixcl train: bad --steps '%s' (1..100000)\n\n", v);
-                return usage(stderr);
-            }
-            cfg.steps = (size_t)n;
-        } else if (!strcmp(a, "--layers")) {
-            if (!cli_uint(v, 1, 64, &n)) {
-                fprintf(stderr, "prefixcl train: bad --layers '%s' (1..64)\n\n", v);
-                return usage(stderr);
-            }
-            cfg.layers = (size_t)n;
-        } else if (!strcmp(a, "--batch")) {
-            if (!cli_uint(v, 1, 1024, &n)) {
-                fprintf(stderr, "prefixcl train: bad --batch '%s' (1..1024)\n\n", v);
-                return usage(stderr);
-            }
-            cfg.batch = (size_t)n;
-        } else if (!strcmp(a, "--seed")) {
-            if (!cli_uint(v, 0, UINT64_MAX, &n)) {
-                fprintf(stderr, "prefixcl train: bad --seed '%s'\n\n", v);
-                return usage(stderr);
-            }
-            cfg.seed = n;
-        } else if (!strcmp(a, "--eval-every")) {
-            if (!cli_uint(v, 0, 100000, &n)) {
-                fprintf(stderr, "prefixcl train: bad --eval-every '%s' (0..100000)\n\n", v);
-                return usage(stderr);
-            }
-            cfg.eval_every = (size_t)n;
-        } else {
-            fprintf(stderr, "prefixcl train: unknown option '%s'\n\n", a);
-            return usage(stderr);
-        }
-        i++;
-    }
+    const cli_option opts[] = {
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
+        { "--out", CLI_TEXT, &out, 0, 0, NULL, NULL },
+        { "--steps", CLI_SIZE, &cfg.steps, 1, 100000, NULL, NULL },
+        { "--layers", CLI_SIZE, &cfg.layers, 1, 64, NULL, NULL },
+        { "--batch", CLI_SIZE, &cfg.batch, 1, 1024, NULL, NULL },
+        { "--seed", CLI_U64, &cfg.seed, 0, 1.9e19, NULL, NULL },
+        { "--eval-every", CLI_SIZE, &cfg.eval_every, 0, 100000, NULL, NULL },
+        { "--svg", CLI_FLAG, &svg, 0, 0, NULL, NULL },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL },
+    };
+    const int parsed =
+        cli_parse("train", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
     train_fit_schedules(&cfg);          /* warm-up and gain ramp shrink for short runs */
     const bool lead = dist_rank() == 0; /* rank 0 alone prints and writes */
     /* every output checked before the first step (train_loop.c writes the

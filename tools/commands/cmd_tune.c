@@ -221,7 +221,6 @@ int cmd_tune(int argc, char **argv)
     bool quiet = false, resume = false;
     size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
     int gain = 0, storage = 0;
-    static const char *const gains[] = { "off", "linear", "tanh", NULL };
     static const char *const storages[] = { "f32", "f16", NULL };
     enum {
         O_STEPS = 3,
@@ -229,29 +228,29 @@ int cmd_tune(int argc, char **argv)
         O_LENGTH = 5
     }; /* the options whose default the demonstration changes */
     const cli_option opts[] = {
-        { "--prefix-len", CLI_SIZE, &c.prefix_len, 1, 4096, NULL },
-        { "--hidden", CLI_SIZE, &c.hidden, 0, 65536, NULL },
-        { "--epochs", CLI_SIZE, &c.epochs, 1, 100000, NULL },
-        [O_STEPS] = { "--steps", CLI_SIZE, &c.steps, 1, 10000000, NULL },
-        [O_BATCH] = { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL },
-        [O_LENGTH] = { "--max-length", CLI_SIZE, &c.max_length, 2, 1 << 20, NULL },
-        { "--gain-ramp", CLI_SIZE, &gain_ramp, 0, 10000000, NULL },
-        { "--warmup", CLI_SIZE, &warmup, 0, 10000000, NULL },
-        { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 10000000, NULL },
-        { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL },
-        { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL },
-        { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL },
-        { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL },
-        { "--device", CLI_TEXT, &device, 0, 0, NULL },
-        { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL },
-        { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL },
-        { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e6, NULL },
-        { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL },
-        { "--gain", CLI_CHOICE, &gain, 0, 0, gains },
-        { "--storage", CLI_CHOICE, &storage, 0, 0, storages },
-        { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL },
-        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL },
-        { "--resume", CLI_FLAG, &resume, 0, 0, NULL },
+        { "--prefix-len", CLI_SIZE, &c.prefix_len, 1, 4096, NULL, NULL },
+        { "--hidden", CLI_SIZE, &c.hidden, 0, 65536, NULL, NULL },
+        { "--epochs", CLI_SIZE, &c.epochs, 1, 100000, NULL, NULL },
+        [O_STEPS] = { "--steps", CLI_SIZE, &c.steps, 1, 10000000, NULL, NULL },
+        [O_BATCH] = { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL, NULL },
+        [O_LENGTH] = { "--max-length", CLI_SIZE, &c.max_length, 2, 1 << 20, NULL, NULL },
+        { "--gain-ramp", CLI_SIZE, &gain_ramp, 0, 10000000, NULL, NULL },
+        { "--warmup", CLI_SIZE, &warmup, 0, 10000000, NULL, NULL },
+        { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 10000000, NULL, NULL },
+        { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL, NULL },
+        { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL, NULL },
+        { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL, NULL },
+        { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL, NULL },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
+        { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL, NULL },
+        { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL, NULL },
+        { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e6, NULL, NULL },
+        { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL },
+        { "--gain", CLI_CHOICE, &gain, 0, 0, cli_gain_modes, NULL },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, storages, NULL },
+        { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL },
+        { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL },
     };
     bool given[sizeof(opts) / sizeof(opts[0])];
     const int parsed =

@@ -102,18 +102,3 @@ size_t serve_default_stops(const serve_ctx *ctx, int32_t *stops, size_t cap)
         stops[n++] = eos;
     return n;
 }
-
-int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name,
-                 const char **value)
-{
-    *name = argv[*i];
-    *value = NULL;
-    if (!strcmp(*name, "--help") || !strcmp(*name, "-h"))
-        return 0;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "prefixcl %s: %s needs a value\n", cmd, *name);
-        return -1;
-    }
-    *value = argv[++*i];
-    return 1;
-}

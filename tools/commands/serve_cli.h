@@ -1,6 +1,5 @@
 /* What `prefixcl generate` and `serve` share: the runtime, the model folder,
- * its tokenizer (when the folder has one) and the adapter bank; and the
- * option reader `prefixcl eval` shares with them. */
+ * its tokenizer (when the folder has one) and the adapter bank. */
 #ifndef PFX_TOOLS_SERVE_CLI_H
 #define PFX_TOOLS_SERVE_CLI_H
 
@@ -34,10 +33,5 @@ void serve_close(serve_ctx *ctx);
  * transformers' generate) and the tokenizer's EOS, at most cap; returns
  * their number. */
 size_t serve_default_stops(const serve_ctx *ctx, int32_t *stops, size_t cap);
-
-/* Option argv[*i] and its value (*i advanced past the value): 1; --help or
- * -h: 0; no value: -1 (said on stderr). */
-int serve_option(int argc, char **argv, int *i, const char *cmd, const char **name,
-                 const char **value);
 
 #endif

@@ -31,6 +31,8 @@ bool cli_float(const char *text, double lo, double hi, float *out)
     return true;
 }
 
+const char *const cli_gain_modes[] = { "off", "linear", "tanh", NULL };
+
 static int option_error(const char *cmd, int (*usage)(FILE *out), const char *msg)
 {
     fprintf(stderr, "prefixcl %s: %s\n\n", cmd, msg);
@@ -38,27 +40,43 @@ static int option_error(const char *cmd, int (*usage)(FILE *out), const char *ms
     return 2;
 }
 
+/* An integer option's bounds: hi from 1.8e19 up (a double cannot hold
+ * UINT64_MAX) is UINT64_MAX. */
+static uint64_t int_lo(const cli_option *o)
+{
+    return (uint64_t)o->lo;
+}
+
+static uint64_t int_hi(const cli_option *o)
+{
+    return o->hi >= 1.8e19 ? UINT64_MAX : (uint64_t)o->hi;
+}
+
 /* Sets o's target from v; false when v is not a value of o's kind. */
 static bool option_value(const cli_option *o, const char *v)
 {
     uint64_t u;
+    cli_list *list = o->target;
     switch (o->kind) {
     case CLI_SIZE:
-        if (!cli_uint(v, (uint64_t)o->lo, (uint64_t)o->hi, &u) || u > SIZE_MAX)
+        if (!cli_uint(v, int_lo(o), int_hi(o), &u) || u > SIZE_MAX)
             return false;
         *(size_t *)o->target = (size_t)u;
         return true;
     case CLI_U64:
-        if (!cli_uint(v, (uint64_t)o->lo, o->hi >= 1.8e19 ? UINT64_MAX : (uint64_t)o->hi, &u))
+    case CLI_U64S:
+        if (!cli_uint(v, int_lo(o), int_hi(o), &u))
             return false;
-        *(uint64_t *)o->target = u;
+        if (o->kind == CLI_U64S) {
+            list->number[list->count] = u;
+            list->text[list->count++] = v;
+        } else {
+            *(uint64_t *)o->target = u;
+        }
         return true;
     case CLI_FLOAT: return cli_float(v, o->lo, o->hi, (float *)o->target);
-    case CLI_TEXT:
-        if (!*v)
-            return false;
-        *(const char **)o->target = v;
-        return true;
+    case CLI_TEXT: *(const char **)o->target = v; return true;
+    case CLI_TEXTS: list->text[list->count++] = v; return true;
     case CLI_CHOICE:
         for (int i = 0; o->choices[i]; i++)
             if (!strcmp(v, o->choices[i])) {
@@ -75,7 +93,11 @@ static void option_expect(const cli_option *o, char *out, size_t cap)
 {
     switch (o->kind) {
     case CLI_SIZE:
-    case CLI_U64: snprintf(out, cap, "an integer in %.0f..%.0f", o->lo, o->hi); break;
+    case CLI_U64:
+    case CLI_U64S:
+        snprintf(out, cap, "an integer in %llu..%llu", (unsigned long long)int_lo(o),
+                 (unsigned long long)int_hi(o));
+        break;
     case CLI_FLOAT: snprintf(out, cap, "a number in [%g, %g]", o->lo, o->hi); break;
     case CLI_CHOICE: {
         size_t at = 0;
@@ -91,51 +113,70 @@ static void option_expect(const cli_option *o, char *out, size_t cap)
     }
 }
 
+/* Why argument a (an option of the table or not, its value v) is refused;
+ * empty when it is taken. */
+static void option_take(const cli_option *o, bool *seen, const char *a, const char *v, char *msg,
+                        size_t cap)
+{
+    const bool repeatable = o && (o->kind == CLI_TEXTS || o->kind == CLI_U64S);
+    const cli_list *list = o ? o->target : NULL;
+    msg[0] = '\0';
+    if (!o) {
+        snprintf(msg, cap, "%s '%s'",
+                 strncmp(a, "--", 2) ? "unexpected argument" : "unknown option", a);
+    } else if (*seen && !repeatable) {
+        snprintf(msg, cap, "%s given twice", a);
+    } else if (repeatable && list->count == list->max) {
+        snprintf(msg, cap, "at most %zu %s options%s%s%s", list->max, a, list->full ? " (" : "",
+                 list->full ? list->full : "", list->full ? ")" : "");
+    } else if (o->kind == CLI_FLAG) {
+        *(bool *)o->target = true;
+    } else if (!v) {
+        snprintf(msg, cap, "%s needs %s", a, o->value ? o->value : "a value");
+    } else if ((o->kind == CLI_TEXT || o->kind == CLI_TEXTS) && !*v) {
+        snprintf(msg, cap, "%s is empty", a);
+    } else if (!option_value(o, v)) {
+        char expect[256];
+        option_expect(o, expect, sizeof(expect));
+        snprintf(msg, cap, "bad %s '%.200s' (%s)", a, v, expect);
+    }
+    if (o)
+        *seen = true;
+}
+
 int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n, bool *given,
               int (*usage)(FILE *out))
 {
-    for (size_t k = 0; given && k < n; k++)
-        given[k] = false;
+    bool seen[CLI_MAX_OPTIONS] = { false };
+    if (n > CLI_MAX_OPTIONS)
+        return option_error(cmd, usage, "more options than CLI_MAX_OPTIONS in the table");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 1;
         }
-        const cli_option *o = NULL;
-        for (size_t k = 0; k < n && !o; k++)
-            if (!strcmp(a, opts[k].name)) {
-                o = &opts[k];
-                if (given)
-                    given[k] = true;
-            }
+        size_t k = 0;
+        while (k < n && strcmp(a, opts[k].name))
+            k++;
+        const cli_option *o = k < n ? &opts[k] : NULL;
+        const char *v = o && o->kind != CLI_FLAG && i + 1 < argc ? argv[++i] : NULL;
         char msg[600];
-        if (!o) {
-            snprintf(msg, sizeof(msg), "%s '%s'",
-                     strncmp(a, "--", 2) ? "unexpected argument" : "unknown option", a);
+        option_take(o, o ? &seen[k] : NULL, a, v, msg, sizeof(msg));
+        if (msg[0])
             return option_error(cmd, usage, msg);
-        }
-        if (o->kind == CLI_FLAG) {
-            *(bool *)o->target = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            snprintf(msg, sizeof(msg), "%s needs a value", a);
-            return option_error(cmd, usage, msg);
-        }
-        const char *v = argv[++i];
-        if (o->kind == CLI_TEXT && !*v) {
-            snprintf(msg, sizeof(msg), "%s is empty", a);
-            return option_error(cmd, usage, msg);
-        }
-        if (!option_value(o, v)) {
-            char expect[256];
-            option_expect(o, expect, sizeof(expect));
-            snprintf(msg, sizeof(msg), "bad %s '%.200s' (%s)", a, v, expect);
-            return option_error(cmd, usage, msg);
-        }
     }
+    for (size_t k = 0; given && k < n; k++)
+        given[k] = seen[k];
     return 0;
+}
+
+bool cli_has(int argc, char **argv, const char *name)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name))
+            return true;
+    return false;
 }
 
 const char *cli_bar(char buf[CLI_BAR_MAX + 1], double fraction, int width)

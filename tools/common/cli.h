@@ -39,24 +39,48 @@ typedef enum cli_kind {
     CLI_FLOAT,    /* float in [lo, hi] (cli_float) */
     CLI_TEXT,     /* const char *, not empty */
     CLI_CHOICE,   /* int: the index of the value in choices (NULL-terminated) */
+    CLI_TEXTS,    /* repeatable: each value (not empty) appended to the cli_list target */
+    CLI_U64S,     /* repeatable: each integer in [lo, hi] appended to the cli_list target */
 } cli_kind;
+
+/* The values of a repeatable option in the order given, in the caller's
+ * arrays of max entries; one more is refused with "at most MAX NAME options"
+ * and, when full is set, "(full)". */
+typedef struct cli_list {
+    const char **text; /* each value as given */
+    uint64_t *number;  /* CLI_U64S: each value's integer (NULL for CLI_TEXTS) */
+    size_t max, count;
+    const char *full; /* how to give more, e.g. "more prompts: one a line of a --prompts file" */
+} cli_list;
 
 typedef struct cli_option {
     const char *name; /* "--steps" */
     cli_kind kind;
     void *target;
-    double lo, hi;              /* CLI_SIZE, CLI_U64, CLI_FLOAT */
+    double lo, hi;              /* CLI_SIZE, CLI_U64, CLI_FLOAT, CLI_U64S */
     const char *const *choices; /* CLI_CHOICE */
+    const char *value;          /* what the value is, for "NAME needs ..." (NULL: "a value") */
 } cli_option;
+
+/* pfx_gain_mode's values by name, in its order (a CLI_CHOICE's index is the
+ * mode): "off", "linear", "tanh". */
+extern const char *const cli_gain_modes[];
+
+/* The most options one table may hold. */
+#define CLI_MAX_OPTIONS 64
 
 /* Parses argv[1 .. argc) against the table: every argument an option of it
  * (with its value where it takes one), each value checked by its kind's
- * strict parser. Returns 0 (parsed), 1 (-h or --help: `usage` printed the
- * help on stdout; exit 0) or 2 (after "prefixcl CMD: why" and usage on
- * stderr; exit 2). given (may be NULL) gets, per option, whether it
- * appeared. */
+ * strict parser, each option once unless repeatable. Returns 0 (parsed), 1
+ * (-h or --help: `usage` printed the help on stdout; exit 0) or 2 (after
+ * "prefixcl CMD: why" and usage on stderr; exit 2). given (may be NULL)
+ * gets, per option, whether it appeared. */
 int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n, bool *given,
               int (*usage)(FILE *out));
+
+/* A command with two ways chosen by one option (attn-map --model): whether
+ * argv[1 .. argc) holds it, before the way's own table parses them. */
+bool cli_has(int argc, char **argv, const char *name);
 
 /* A progress bar of `width` characters (at most CLI_BAR_MAX): '#' for the
  * done fraction (clamped to [0, 1]), '-' for the rest; returns buf. */

@@ -53,55 +53,41 @@ static const char *last_name(const char *path, char *buf, size_t cap)
 
 int cmd_serve(int argc, char **argv)
 {
-    const char *model = NULL, *device = NULL, *host = "127.0.0.1";
-    uint64_t port = 8000, slots = 4, max_len = 0, queue = 64, u;
+    const char *model = NULL, *device = NULL, *host = "127.0.0.1",
+               *adapter_args[SERVE_MAX_ADAPTERS];
+    uint64_t port = 8000, slots = 4, max_len = 0, queue = 64;
     static char base[256];
     bool admin = false;
     server srv;
     memset(&srv, 0, sizeof(srv));
-    for (int i = 1; i < argc; i++) {
-        const char *a, *v;
-        if (!strcmp(argv[i], "--allow-adapter-admin")) {
-            admin = true;
-            continue;
-        }
-        const int got = serve_option(argc, argv, &i, "serve", &a, &v);
-        if (got <= 0)
-            return usage(got ? stderr : stdout);
-        if (!strcmp(a, "--model")) {
-            model = v;
-        } else if (!strcmp(a, "--device")) {
-            device = v;
-        } else if (!strcmp(a, "--host")) {
-            host = v;
-        } else if (!strcmp(a, "--api-key") && v[0]) {
-            srv.api_key = v;
-        } else if (!strcmp(a, "--adapter") && srv.ctx.adapters < SERVE_MAX_ADAPTERS) {
-            const char *eq = strchr(v, '=');
-            const size_t k = srv.ctx.adapters++;
-            char *name = srv.adapter_name[k];
-            if (eq)
-                snprintf(name, SERVE_NAME_MAX, "%.*s", (int)(eq - v), v);
-            else
-                last_name(v, name, SERVE_NAME_MAX);
-            srv.ctx.adapter[k] = eq ? eq + 1 : v;
-        } else if (!strcmp(a, "--port") && cli_uint(v, 0, 65535, &u)) {
-            port = u;
-        } else if (!strcmp(a, "--slots") && cli_uint(v, 1, 256, &u)) {
-            slots = u;
-        } else if (!strcmp(a, "--max-len") && cli_uint(v, 2, 1u << 20, &u)) {
-            max_len = u;
-        } else if (!strcmp(a, "--queue") && cli_uint(v, 1, 1u << 16, &u)) {
-            queue = u;
-        } else {
-            if (!strcmp(a, "--adapter"))
-                fprintf(stderr, "prefixcl serve: at most %d --adapter options\n",
-                        SERVE_MAX_ADAPTERS);
-            else
-                fprintf(stderr, "prefixcl serve: bad option or value: %s \"%s\"\n", a, v);
-            return usage(stderr);
-        }
+    cli_list adapters = { adapter_args, NULL, SERVE_MAX_ADAPTERS, 0, NULL };
+    const cli_option opts[] = {
+        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
+        { "--host", CLI_TEXT, &host, 0, 0, NULL, NULL },
+        { "--api-key", CLI_TEXT, &srv.api_key, 0, 0, NULL, NULL },
+        { "--adapter", CLI_TEXTS, &adapters, 0, 0, NULL, NULL },
+        { "--port", CLI_U64, &port, 0, 65535, NULL, NULL },
+        { "--slots", CLI_U64, &slots, 1, 256, NULL, NULL },
+        { "--max-len", CLI_U64, &max_len, 2, 1 << 20, NULL, NULL },
+        { "--queue", CLI_U64, &queue, 1, 1 << 16, NULL, NULL },
+        { "--allow-adapter-admin", CLI_FLAG, &admin, 0, 0, NULL, NULL },
+    };
+    const int parsed =
+        cli_parse("serve", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    if (parsed)
+        return parsed == 1 ? 0 : 2;
+    /* NAME=PATH, or PATH named by its last name */
+    for (size_t k = 0; k < adapters.count; k++) {
+        const char *v = adapter_args[k], *eq = strchr(v, '=');
+        char *name = srv.adapter_name[k];
+        if (eq)
+            snprintf(name, SERVE_NAME_MAX, "%.*s", (int)(eq - v), v);
+        else
+            last_name(v, name, SERVE_NAME_MAX);
+        srv.ctx.adapter[k] = eq ? eq + 1 : v;
     }
+    srv.ctx.adapters = adapters.count;
     if (!model) {
         fprintf(stderr, "prefixcl serve: --model is required\n");
         return usage(stderr);
