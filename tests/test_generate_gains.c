@@ -487,18 +487,25 @@ static void test_bank_rules(void **state)
     pfx_model_destroy(&m);
 }
 
+/* The fixture's GPT-2 model with default parameters, its shape in s. */
+static pfx_model *fixture_gpt2(pfx_runtime *rt, pfx_model_shape *s)
+{
+    char model_dir[1100];
+    snprintf(model_dir, sizeof(model_dir), "%s/gpt2", g_fixtures);
+    pfx_model *m = NULL;
+    assert_int_equal(pfx_model_load(rt, model_dir, NULL, &m), PFX_SUCCESS);
+    assert_int_equal(pfx_model_get_shape(m, s), PFX_SUCCESS);
+    return m;
+}
+
 /* Gains files that do not fit the model or are malformed: each refused
  * with its status and a message naming the file and the tensor or field;
  * the bank stays empty. */
 static void test_bad_files(void **state)
 {
     pfx_runtime *rt = *state;
-    char model_dir[1100];
-    snprintf(model_dir, sizeof(model_dir), "%s/gpt2", g_fixtures);
-    pfx_model *m = NULL;
-    assert_int_equal(pfx_model_load(rt, model_dir, NULL, &m), PFX_SUCCESS);
     pfx_model_shape s;
-    assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
+    pfx_model *m = fixture_gpt2(rt, &s);
     /* room for one more layer, head and dimension than the model has */
     const size_t room = (s.layers + 1) * (s.heads + 1) * (s.head_dim + 1);
     float *g = malloc(room * sizeof(float)), *dg = malloc(room * sizeof(float));
@@ -602,12 +609,8 @@ static void write_per_layer(const char *path, const pfx_model_shape *s, const fl
 static void test_legacy_per_layer(void **state)
 {
     pfx_runtime *rt = *state;
-    char model_dir[1100];
-    snprintf(model_dir, sizeof(model_dir), "%s/gpt2", g_fixtures);
-    pfx_model *m = NULL;
-    assert_int_equal(pfx_model_load(rt, model_dir, NULL, &m), PFX_SUCCESS);
     pfx_model_shape s;
-    assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
+    pfx_model *m = fixture_gpt2(rt, &s);
     const size_t LH = s.layers * s.heads, D = s.head_dim;
     float *g = malloc(LH * sizeof(float)), *dg = malloc(LH * D * sizeof(float)),
           *got = malloc(LH * sizeof(float)), *dgot = malloc(LH * D * sizeof(float));

@@ -283,10 +283,11 @@ PFX_API pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_
 /* gains.safetensors, the trained attention gains the training jobs write
  * (pretrain.h, tune.h: out_dir/gains.safetensors) and the adapter bank
  * reads (generate.h). Metadata: "format" PFX_GAINS_FORMAT, "gain_mode" off |
- * linear | tanh, "structured" true | false, "gain_ramp" (the ramp r the
- * gains were trained at last, in [0, 1]; absent: 1). Tensors: "gains" [L, H]
- * exactly when gain_mode is not off, "dim_gains" [L, H, D] exactly when
- * structured, nothing else.
+ * linear | tanh, "structured" true | false, "gain_ramp" (the warm-up factor
+ * r the job had reached when it stopped, the one its final evaluation used,
+ * in [0, 1]; absent: 1; the bank applies the gains at 1 whatever it says).
+ * Tensors: "gains" [L, H] exactly when gain_mode is not off, "dim_gains"
+ * [L, H, D] exactly when structured, nothing else.
  * Legacy form (what prefixcl tune wrote before it wrote the above, same
  * format name): no "structured" metadata, one tensor "layers.L.gain" [H] per
  * layer and nothing else, gain_mode linear or tanh, gain_ramp; read as
@@ -297,7 +298,7 @@ PFX_API pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_
 typedef struct pfx_gains_values {
     pfx_gain_mode gain_mode; /* OFF: no "gains" tensor */
     bool structured;         /* a "dim_gains" tensor */
-    float gain_ramp;         /* in [0, 1]: the ramp the gains were trained at last */
+    float gain_ramp;         /* in [0, 1]: the ramp r when training stopped */
     float *gains;            /* caller's [L * H], written with a gain mode */
     float *dim_gains;        /* caller's [L * H * D], written when structured */
 } pfx_gains_values;

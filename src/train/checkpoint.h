@@ -59,6 +59,9 @@ typedef struct pfx_ckpt_tensor {
     size_t width;
 } pfx_ckpt_tensor;
 
+/* The most counts, curves, tensors a job describes. */
+#define PFX_CKPT_MAX_FIELDS 4
+
 typedef struct pfx_checkpoint {
     pfx_runtime *rt;         /* errors go to its pfx_last_error (NULL: the thread's) */
     const char *job;         /* names the job in messages: "tune" */
@@ -66,12 +69,12 @@ typedef struct pfx_checkpoint {
     const char *options_key; /* the metadata holding the options */
     const char *options;     /* this run's: a checkpoint must hold the same */
     pfx_optimizer *opt;      /* its part of the file; NULL: none */
-    pfx_ckpt_count *counts;  /* written in this order after the options */
+    pfx_ckpt_count counts[PFX_CKPT_MAX_FIELDS]; /* written in this order after the options */
     size_t count_n;
-    size_t steps;           /* counts[steps] is the steps done */
-    pfx_ckpt_curve *curves; /* written in this order after the counts */
+    size_t steps;                               /* counts[steps] is the steps done */
+    pfx_ckpt_curve curves[PFX_CKPT_MAX_FIELDS]; /* written in this order after the counts */
     size_t curve_n;
-    pfx_ckpt_tensor *tensors;
+    pfx_ckpt_tensor tensors[PFX_CKPT_MAX_FIELDS];
     size_t tensor_n;
     /* the job's own checks of the counts as read (c->counts[i].value),
      * after every field is read, before anything changes; NULL: none */

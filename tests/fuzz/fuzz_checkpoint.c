@@ -19,13 +19,10 @@
 
 enum { LH = 2 * 3, STEPS = 16, EPOCH = 0, INDEX = 1, DONE = 2 };
 
-/* What the reader fills, and the description pointing into it. */
+/* What the reader fills. */
 typedef struct values {
     double losses[STEPS], evals[STEPS + 1], eval_before;
     float grad_norms[STEPS], table[(STEPS + 1) * LH];
-    pfx_ckpt_count counts[3];
-    pfx_ckpt_curve curves[2];
-    pfx_ckpt_tensor tensors[2];
 } values;
 
 static pfx_status read_checkpoint(const uint8_t *data, size_t size, const char *label,
@@ -37,40 +34,40 @@ static pfx_status read_checkpoint(const uint8_t *data, size_t size, const char *
         return st;
     const char *format = pfx_safetensors_metadata_get(f, "format");
     const bool tune = format && !strcmp(format, "prefixcl-tune-checkpoint-1");
-    pfx_ckpt_count *counts = v->counts;
-    pfx_ckpt_curve *curves = v->curves;
-    pfx_ckpt_tensor *tensors = v->tensors;
-    counts[EPOCH] = (pfx_ckpt_count){ "data_epoch", 0, UINT32_MAX, "2^32 - 1" };
-    counts[INDEX] = (pfx_ckpt_count){ "data_index", 0, 1000, "the training blocks" };
-    counts[DONE] = (pfx_ckpt_count){ "steps_done", 0, STEPS, "the steps planned" };
-    if (tune) {
-        curves[0] = (pfx_ckpt_curve){ "eval_before", &v->eval_before, PFX_CKPT_FIXED, PFX_CKPT_LIST,
-                                      false };
-        curves[1] = (pfx_ckpt_curve){ "losses", v->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST, false };
-        tensors[0] = (pfx_ckpt_tensor){ "report.grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1 };
-        tensors[1] = (pfx_ckpt_tensor){ "report.mass_before", v->table, PFX_CKPT_FIXED, LH };
-    } else {
-        curves[0] =
-            (pfx_ckpt_curve){ "losses", v->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST_ENDED, true };
-        curves[1] = (pfx_ckpt_curve){ "eval_losses", v->evals, PFX_CKPT_START_AND_STEPS,
-                                      PFX_CKPT_AT_STEPS, true };
-        tensors[0] = (pfx_ckpt_tensor){ "grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1 };
-        tensors[1] = (pfx_ckpt_tensor){ "gain_trace", v->table, PFX_CKPT_START_AND_STEPS, LH };
-    }
     const char *options = pfx_safetensors_metadata_get(f, tune ? "config" : "options");
-    *c =
-        (pfx_checkpoint){ .job = tune ? "tune" : "pretrain",
-                          .format = tune ? "prefixcl-tune-checkpoint-1"
-                                         : "prefixcl-pretrain-checkpoint-1",
-                          .options_key = tune ? "config" : "options",
-                          .options = options ? options : "",
-                          .counts = counts,
-                          .count_n = 3,
-                          .steps = DONE,
-                          .curves = curves,
-                          .curve_n = 2,
-                          .tensors = tensors,
-                          .tensor_n = tune ? 2 : 1 + (pfx_safetensors_find(f, "gain_trace") >= 0) };
+    *c = (pfx_checkpoint){
+        .job = tune ? "tune" : "pretrain",
+        .format = tune ? "prefixcl-tune-checkpoint-1" : "prefixcl-pretrain-checkpoint-1",
+        .options_key = tune ? "config" : "options",
+        .options = options ? options : "",
+        .counts = { [EPOCH] = { "data_epoch", 0, UINT32_MAX, "2^32 - 1" },
+                    [INDEX] = { "data_index", 0, 1000, "the training blocks" },
+                    [DONE] = { "steps_done", 0, STEPS, "the steps planned" } },
+        .count_n = 3,
+        .steps = DONE,
+        .curve_n = 2,
+        .tensor_n = 2,
+    };
+    if (tune) {
+        c->curves[0] = (pfx_ckpt_curve){ "eval_before", &v->eval_before, PFX_CKPT_FIXED,
+                                         PFX_CKPT_LIST, false };
+        c->curves[1] =
+            (pfx_ckpt_curve){ "losses", v->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST, false };
+        c->tensors[0] = (pfx_ckpt_tensor){ "report.grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1 };
+        c->tensors[1] = (pfx_ckpt_tensor){ "report.mass_before", v->table, PFX_CKPT_FIXED, LH };
+    } else {
+        c->curves[0] =
+            (pfx_ckpt_curve){ "losses", v->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST_ENDED, true };
+        c->curves[1] = (pfx_ckpt_curve){ "eval_losses", v->evals, PFX_CKPT_START_AND_STEPS,
+                                         PFX_CKPT_AT_STEPS, true };
+        c->tensors[0] = (pfx_ckpt_tensor){ "grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1 };
+        /* the gain trace of a run with a gain */
+        if (pfx_safetensors_find(f, "gain_trace") >= 0)
+            c->tensors[1] =
+                (pfx_ckpt_tensor){ "gain_trace", v->table, PFX_CKPT_START_AND_STEPS, LH };
+        else
+            c->tensor_n = 1;
+    }
     st = pfx_checkpoint_read(c, f, label);
     pfx_safetensors_close(&f);
     return st;
