@@ -180,13 +180,14 @@ static int adapter_gains(const char *adapter, const pfx_model_shape *s, float *g
     if (st == PFX_SUCCESS)
         st = pfx_gains_file_read(f, path, s->layers, s->heads, s->head_dim, &v);
     pfx_safetensors_close(&f);
+    const bool oom = dim == NULL;
     free(dim);
     if (st != PFX_SUCCESS) {
         fprintf(stderr,
                 "prefixcl attn-map: %s does not fit the model (%zu layers x %zu heads, head size "
                 "%zu) or is malformed: %s\n",
                 path, s->layers, s->heads, s->head_dim,
-                dim ? pfx_last_error(NULL) : "host memory for the gains");
+                oom ? "host memory for the gains" : pfx_last_error(NULL));
         return 1;
     }
     if (v.gain_mode == PFX_GAIN_OFF || v.structured) {
