@@ -123,13 +123,19 @@ def model_folder(out_dir, name, source):
     return linked_folder(out_dir, name, source, ("config.json", "model.safetensors"))
 
 
-def gains_file(path, mode, ramp, gains):
-    """prefixcl tune's gains.safetensors: layers.<l>.gain [H] float32."""
-    header, blob = {"__metadata__": {"format": "prefixcl-gains-1", "gain_mode": mode,
-                                     "gain_ramp": str(ramp)}}, b""
-    for l, row in enumerate(gains):
-        header[f"layers.{l}.gain"] = {"dtype": "F32", "shape": [len(row)],
-                                      "data_offsets": [len(blob), len(blob) + 4 * len(row)]}
+def gains_file(path, mode, ramp, gains, legacy=False):
+    """prefixcl's gains.safetensors: "gains" [L, H] float32 (io.h); legacy: the
+    per-layer form prefixcl tune wrote before, layers.<l>.gain [H]."""
+    meta = {"format": "prefixcl-gains-1", "gain_mode": mode, "gain_ramp": str(ramp)}
+    rows = gains if legacy else [sum(gains, [])]
+    names = [f"layers.{l}.gain" for l in range(len(gains))] if legacy else ["gains"]
+    if not legacy:
+        meta["structured"] = "false"
+    header, blob = {"__metadata__": meta}, b""
+    for name, row in zip(names, rows):
+        shape = [len(row)] if legacy else [len(gains), len(gains[0])]
+        header[name] = {"dtype": "F32", "shape": shape,
+                        "data_offsets": [len(blob), len(blob) + 4 * len(row)]}
         blob += struct.pack(f"<{len(row)}f", *row)
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
@@ -137,9 +143,9 @@ def gains_file(path, mode, ramp, gains):
         f.write(struct.pack("<Q", len(text)) + text + blob)
 
 
-def adapter_with_gains(out_dir, name, adapter, mode, ramp, gains):
+def adapter_with_gains(out_dir, name, adapter, mode, ramp, gains, legacy=False):
     folder = linked_folder(out_dir, name, adapter, ("adapter_config.json", "adapter_model.safetensors"))
-    gains_file(os.path.join(folder, "gains.safetensors"), mode, ramp, gains)
+    gains_file(os.path.join(folder, "gains.safetensors"), mode, ramp, gains, legacy)
     return folder
 
 
@@ -193,10 +199,16 @@ def check_models(tool, out_dir, models, tol_probs, tol_stats, drawn):
     base = prefix_mass(tool, [*with_gains, "--head", "2", "--gain-mode", "off"], 2)
     gained = prefix_mass(tool, [*with_gains, "--head", "2"], 2)
     assert abs(base - gained) > 1e-3, f"the gains change nothing ({base} vs {gained})"
-    misfit = adapter_with_gains(out_dir, "adapter-gains-3", os.path.join(gpt2, "adapter"), "linear", 1.0,
-                                [[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]])
-    refused(tool, ["--model", folder, "--adapter", misfit, *text, "--layer", "0", "--head", "0"],
-            ["does not fit", "4 heads"])
+    # the per-layer form tune wrote before (legacy, io.h) gives the same map
+    legacy = adapter_with_gains(out_dir, "adapter-gains-legacy", os.path.join(gpt2, "adapter"), "tanh", 0.5,
+                                [[0.3, -0.7, 1.9, 0.1], [-1.2, 0.37, 2.5, -0.05]], legacy=True)
+    old = prefix_mass(tool, ["--model", folder, "--adapter", legacy, *text, "--layer", "1", "--head", "2"], 2)
+    assert old == gained, f"the legacy gains file reads otherwise ({old} vs {gained})"
+    for form in (False, True):
+        misfit = adapter_with_gains(out_dir, f"adapter-gains-3-{form}", os.path.join(gpt2, "adapter"), "linear",
+                                    1.0, [[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]], legacy=form)
+        refused(tool, ["--model", folder, "--adapter", misfit, *text, "--layer", "0", "--head", "0"],
+                ["does not fit", "4 heads"])
     # tokens that are no text of their own (half a character, a newline) still label the axes
     bytes_dir, odd = model_folder(out_dir, "gpt2-bytes", gpt2), "d\u00e9j\u00e0\nvu"
     byte_tokenizer(bytes_dir, odd)

@@ -5,7 +5,8 @@
  * tokens of that loop, for linear, tanh, structured and linear + structured
  * gains on tiny random GPT-2 and Llama models; requests whose adapters'
  * gains differ share one batch and each gets what it gets alone; the bank's
- * rules (one prefix length); bad gains files. argv[1]: the fixture folder
+ * rules (one prefix length); bad gains files; the legacy per-layer form
+ * of tune's gains. argv[1]: the fixture folder
  * of test_generate (its GPT-2 model and PEFT adapter). */
 #include <math.h>
 #include <sys/stat.h>
@@ -486,18 +487,25 @@ static void test_bank_rules(void **state)
     pfx_model_destroy(&m);
 }
 
+/* The fixture's GPT-2 model with default parameters, its shape in s. */
+static pfx_model *fixture_gpt2(pfx_runtime *rt, pfx_model_shape *s)
+{
+    char model_dir[1100];
+    snprintf(model_dir, sizeof(model_dir), "%s/gpt2", g_fixtures);
+    pfx_model *m = NULL;
+    assert_int_equal(pfx_model_load(rt, model_dir, NULL, &m), PFX_SUCCESS);
+    assert_int_equal(pfx_model_get_shape(m, s), PFX_SUCCESS);
+    return m;
+}
+
 /* Gains files that do not fit the model or are malformed: each refused
  * with its status and a message naming the file and the tensor or field;
  * the bank stays empty. */
 static void test_bad_files(void **state)
 {
     pfx_runtime *rt = *state;
-    char model_dir[1100];
-    snprintf(model_dir, sizeof(model_dir), "%s/gpt2", g_fixtures);
-    pfx_model *m = NULL;
-    assert_int_equal(pfx_model_load(rt, model_dir, NULL, &m), PFX_SUCCESS);
     pfx_model_shape s;
-    assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
+    pfx_model *m = fixture_gpt2(rt, &s);
     /* room for one more layer, head and dimension than the model has */
     const size_t room = (s.layers + 1) * (s.heads + 1) * (s.head_dim + 1);
     float *g = malloc(room * sizeof(float)), *dg = malloc(room * sizeof(float));
@@ -568,6 +576,115 @@ static void test_bad_files(void **state)
     pfx_model_destroy(&m);
 }
 
+/* The per-layer form prefixcl tune wrote before the one layout (io.h:
+ * layers.L.gain [H], no "structured"), with tensor `skip` left out (-1:
+ * none), heads per tensor, one extra tensor when `extra`. */
+static void write_per_layer(const char *path, const pfx_model_shape *s, const float *g,
+                            const char *mode, long skip, size_t heads, bool extra)
+{
+    pfx_named_tensor t[16];
+    char names[16][48];
+    size_t n = 0;
+    for (size_t l = 0; l < s->layers + extra; l++) {
+        if ((long)l == skip)
+            continue;
+        snprintf(names[n], sizeof(names[n]), "layers.%zu.gain", l);
+        t[n] = (pfx_named_tensor){ .name = names[n],
+                                   .host = g + (l % s->layers) * s->heads,
+                                   .ndim = 1,
+                                   .shape = { heads },
+                                   .dtype = PFX_DTYPE_F32 };
+        n++;
+    }
+    const pfx_st_metadata meta[] = { { "format", "prefixcl-gains-1" },
+                                     { "gain_mode", mode },
+                                     { "gain_ramp", "0.25" },
+                                     { "num_layers", "2" } };
+    assert_int_equal(pfx_safetensors_save(NULL, path, t, n, meta, 4), PFX_SUCCESS);
+}
+
+/* A gains file in the legacy per-layer form reads as the same gains in the
+ * one layout (pfx_gains_file_read and the bank); a wrong one is refused
+ * naming the tensor; the reader's arguments are checked. */
+static void test_legacy_per_layer(void **state)
+{
+    pfx_runtime *rt = *state;
+    pfx_model_shape s;
+    pfx_model *m = fixture_gpt2(rt, &s);
+    const size_t LH = s.layers * s.heads, D = s.head_dim;
+    float *g = malloc(LH * sizeof(float)), *dg = malloc(LH * D * sizeof(float)),
+          *got = malloc(LH * sizeof(float)), *dgot = malloc(LH * D * sizeof(float));
+    char *dir = tf_tempdir("gains-legacy"), path[1200];
+    snprintf(path, sizeof(path), "%s/gains.safetensors", dir);
+    fill(g, LH, 21, -0.7f, 1.1f);
+    write_per_layer(path, &s, g, "tanh", -1, s.heads, false);
+    pfx_safetensors *f = NULL;
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    pfx_gains_values v = { .gains = got, .dim_gains = dgot };
+    assert_int_equal(pfx_gains_file_read(f, path, s.layers, s.heads, D, &v), PFX_SUCCESS);
+    assert_int_equal(v.gain_mode, PFX_GAIN_TANH);
+    assert_false(v.structured);
+    assert_true(v.gain_ramp == 0.25f);
+    assert_memory_equal(got, g, LH * sizeof(float));
+    /* every argument checked */
+    assert_int_equal(pfx_gains_file_read(NULL, path, s.layers, s.heads, D, &v),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_gains_file_read(f, NULL, s.layers, s.heads, D, &v),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_gains_file_read(f, path, s.layers, s.heads, D, NULL),
+                     PFX_ERROR_NULL_ARGUMENT);
+    pfx_gains_values no_dim = { .gains = got };
+    assert_int_equal(pfx_gains_file_read(f, path, s.layers, s.heads, D, &no_dim),
+                     PFX_ERROR_NULL_ARGUMENT);
+    assert_non_null(strstr(pfx_last_error(NULL), "out->dim_gains"));
+    assert_int_equal(pfx_gains_file_read(f, path, s.layers, 0, D, &v), PFX_ERROR_INVALID_ARGUMENT);
+    pfx_safetensors_close(&f);
+    /* the bank reads it as an entry of gains at full strength */
+    pfx_adapter_bank *bank = NULL;
+    int32_t e = -1;
+    assert_int_equal(pfx_adapter_bank_create(m, 1, &bank), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_add(bank, dir, &e), PFX_SUCCESS);
+    pfx_adapter_bank_destroy(&bank);
+    /* the same in the one layout reads the same */
+    gains_spec sp = spec_of("tanh", &s, got, dg);
+    memcpy(got, g, LH * sizeof(float));
+    write_gains(path, &sp);
+    assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+    memset(got, 0, LH * sizeof(float));
+    assert_int_equal(pfx_gains_file_read(f, path, s.layers, s.heads, D, &v), PFX_SUCCESS);
+    assert_memory_equal(got, g, LH * sizeof(float));
+    assert_true(v.gain_ramp == 1.0f); /* no gain_ramp: 1 */
+    pfx_safetensors_close(&f);
+    const struct {
+        long skip;
+        size_t heads;
+        bool extra;
+        const char *mode, *needle;
+        pfx_status status;
+    } cases[] = {
+        { 1, s.heads, false, "tanh", "tensor layers.1.gain is missing", PFX_ERROR_FORMAT },
+        { -1, s.heads + 1, false, "linear", "tensor layers.0.gain is [4], the model needs [H=3]",
+          PFX_ERROR_INVALID_SHAPE },
+        { -1, s.heads, true, "linear", "tensor layers.2.gain is not one of", PFX_ERROR_FORMAT },
+        { -1, s.heads, false, "off", "with gain_mode off", PFX_ERROR_FORMAT },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        write_per_layer(path, &s, g, cases[i].mode, cases[i].skip, cases[i].heads, cases[i].extra);
+        assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
+        const pfx_status st = pfx_gains_file_read(f, path, s.layers, s.heads, D, &v);
+        if (st != cases[i].status || !strstr(pfx_last_error(NULL), cases[i].needle))
+            fail_msg("case %zu: %s (want '%s')", i, pfx_last_error(NULL), cases[i].needle);
+        pfx_safetensors_close(&f);
+    }
+    tf_rmdir(dir);
+    free(dir);
+    free(g);
+    free(dg);
+    free(got);
+    free(dgot);
+    pfx_model_destroy(&m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -577,6 +694,7 @@ int main(int argc, char **argv)
     g_fixtures = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_legacy_per_layer),
         cmocka_unit_test(test_bank_rules),
         cmocka_unit_test(test_decode_matches_forward_gpt2),
         cmocka_unit_test(test_decode_matches_forward_llama),

@@ -172,17 +172,26 @@ static void test_loss_falls(void **state)
         assert_true(r.mass_after[i] > 0 && r.mass_after[i] < 1);
         assert_true(isfinite(r.gains[i]));
     }
-    /* gains.safetensors: one [H] tensor a layer, equal to the run's, with its note */
+    /* gains.safetensors: the gains file of io.h (as pretraining writes it),
+     * equal to the run's, with the last ramp */
     char path[4300];
     snprintf(path, sizeof(path), "%s/%s", dir, PFX_TUNE_GAINS);
     pfx_safetensors *f = NULL;
     assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
-    assert_string_equal(pfx_safetensors_metadata_get(f, "gain_mode"), "tanh");
-    assert_non_null(pfx_safetensors_metadata_get(f, "note"));
-    float g[3];
-    assert_int_equal(pfx_safetensors_read_f32(f, "layers.1.gain", g, 3), PFX_SUCCESS);
-    assert_memory_equal(g, r.gains + 3, sizeof(g));
+    const size_t LH = r.shape.layers * r.shape.heads;
+    float *g = malloc(LH * sizeof(float)), *dg = malloc(LH * r.shape.head_dim * sizeof(float));
+    pfx_gains_values v = { .gains = g, .dim_gains = dg };
+    assert_int_equal(
+        pfx_gains_file_read(f, path, r.shape.layers, r.shape.heads, r.shape.head_dim, &v),
+        PFX_SUCCESS);
+    assert_int_equal(v.gain_mode, PFX_GAIN_TANH);
+    assert_false(v.structured);
+    assert_true(v.gain_ramp > 0.0f && v.gain_ramp <= 1.0f);
+    assert_memory_equal(g, r.gains, LH * sizeof(float));
+    assert_int_equal(pfx_safetensors_find(f, "layers.0.gain"), -1);
     pfx_safetensors_close(&f);
+    free(g);
+    free(dg);
     static const char *const files[] = { "loss.csv", "adapter_config.json",
                                          "adapter_model.safetensors", PFX_TUNE_CHECKPOINT };
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {

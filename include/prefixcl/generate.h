@@ -47,12 +47,13 @@ PFX_API void pfx_adapter_bank_destroy(pfx_adapter_bank **bank);
  * prefixes file (safetensors with metadata format "prefixcl-prefixes-1",
  * tensors layers.l.prefix_k / prefix_v [Hkv, P, D] and layers.l.gain [H],
  * gain_mode in the metadata) or a folder holding prefixes.safetensors, or
- * the gains file of pretraining (pretrain.h: metadata format
+ * a gains file (io.h, what pretraining and tuning write: metadata format
  * "prefixcl-gains-1", gain_mode off | linear | tanh and structured true |
  * false; tensors "gains" [L, H] exactly with a gain mode and "dim_gains"
- * [L, H, D] exactly when structured) or a folder holding gains.safetensors
- * (pretraining's out_dir; a folder's adapter_config.json, then
- * prefixes.safetensors, come first). A gains file is an entry without
+ * [L, H, D] exactly when structured; or its legacy per-layer form) or a
+ * folder holding gains.safetensors (pretraining's out_dir; a folder's
+ * adapter_config.json, then prefixes.safetensors, come first, so a tuning
+ * folder gives its PEFT prefixes without the gains beside them). A gains file is an entry without
  * prefix (P = 0) whose gains apply at ramp 1; since a bank has one prefix
  * length, gains files and prefix adapters go into separate banks
  * (PFX_ERROR_INVALID_SHAPE naming the file and the bank's first adapter).

@@ -35,6 +35,7 @@
 
 #include <stdio.h>
 
+#include "prefixcl/attention.h"
 #include "prefixcl/tensor.h"
 
 #ifdef __cplusplus
@@ -276,6 +277,44 @@ PFX_API void pfx_peft_default_save_params(pfx_peft_save_params *params);
 PFX_API pfx_status pfx_peft_save_prefixes(pfx_runtime *rt, const char *dir, pfx_tensor *const *keys,
                                           pfx_tensor *const *values, size_t num_layers,
                                           const pfx_peft_save_params *params);
+
+/* ------------------------------------------------------------- gains files */
+
+/* gains.safetensors, the trained attention gains the training jobs write
+ * (pretrain.h, tune.h: out_dir/gains.safetensors) and the adapter bank
+ * reads (generate.h). Metadata: "format" PFX_GAINS_FORMAT, "gain_mode" off |
+ * linear | tanh, "structured" true | false, "gain_ramp" (the warm-up factor
+ * r the job had reached when it stopped, the one its final evaluation used,
+ * in [0, 1]; absent: 1; the bank applies the gains at 1 whatever it says).
+ * Tensors: "gains" [L, H] exactly when gain_mode is not off, "dim_gains"
+ * [L, H, D] exactly when structured, nothing else.
+ * Legacy form (what prefixcl tune wrote before it wrote the above, same
+ * format name): no "structured" metadata, one tensor "layers.L.gain" [H] per
+ * layer and nothing else, gain_mode linear or tanh, gain_ramp; read as
+ * "gains" [L, H], not structured. */
+#define PFX_GAINS_FORMAT "prefixcl-gains-1"
+
+/* What a gains file holds for a model of L layers, H heads, head size D. */
+typedef struct pfx_gains_values {
+    pfx_gain_mode gain_mode; /* OFF: no "gains" tensor */
+    bool structured;         /* a "dim_gains" tensor */
+    float gain_ramp;         /* in [0, 1]: the ramp r when training stopped */
+    float *gains;            /* caller's [L * H], written with a gain mode */
+    float *dim_gains;        /* caller's [L * H * D], written when structured */
+} pfx_gains_values;
+
+/* Reads the gains file f (named `label` in messages) for a model of L
+ * layers, H heads, head size D into out (its gains and dim_gains the
+ * caller's). PFX_ERROR_NULL_ARGUMENT: f, label, out, out->gains or
+ * out->dim_gains NULL; PFX_ERROR_INVALID_ARGUMENT: L, H or D 0;
+ * PFX_ERROR_FORMAT: format, gain_mode, structured or gain_ramp, a tensor
+ * missing or extra; PFX_ERROR_INVALID_SHAPE: a tensor's shape (named, with
+ * the model's); PFX_ERROR_DTYPE_MISMATCH: an integer tensor;
+ * PFX_ERROR_NOT_FINITE: a NaN or infinite value (tensor and index). Errors
+ * go to pfx_last_error(NULL); on failure the values written are
+ * meaningless. */
+PFX_API pfx_status pfx_gains_file_read(const pfx_safetensors *f, const char *label, size_t L,
+                                       size_t H, size_t D, pfx_gains_values *out);
 
 #ifdef __cplusplus
 }

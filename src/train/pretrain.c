@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gains_file.h"
 #include "io_internal.h"
 #include "job.h"
 #include "pretrain_internal.h"
@@ -512,34 +513,17 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
 
 static pfx_status write_gains(pfx_pretrain_job *j)
 {
-    char *path = pfx_join_path(j->cfg->out_dir, "gains.safetensors");
+    char *path = pfx_join_path(j->cfg->out_dir, PFX_GAINS_FILE);
     if (!path)
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
     pfx_status st = read_gains(j);
-    pfx_named_tensor t[2];
-    size_t n = 0;
-    if (j->gain)
-        t[n++] = (pfx_named_tensor){ .name = "gains",
-                                     .host = j->gains_host,
-                                     .ndim = 2,
-                                     .shape = { j->L, j->H },
-                                     .dtype = PFX_DTYPE_F32 };
-    if (j->dim)
-        t[n++] = (pfx_named_tensor){ .name = "dim_gains",
-                                     .host = j->dim_host,
-                                     .ndim = 3,
-                                     .shape = { j->L, j->H, j->D },
-                                     .dtype = PFX_DTYPE_F32 };
-    const pfx_gain_mode mode = j->cfg->gain_mode;
-    const pfx_st_metadata meta[3] = {
-        { "format", "prefixcl-gains-1" },
-        { "gain_mode", mode == PFX_GAIN_LINEAR ? "linear"
-                       : mode == PFX_GAIN_TANH ? "tanh"
-                                               : "off" },
-        { "structured", j->dim ? "true" : "false" },
-    };
+    const pfx_gains_values v = { .gain_mode = j->gain ? j->cfg->gain_mode : PFX_GAIN_OFF,
+                                 .structured = j->dim != NULL,
+                                 .gain_ramp = pfx_optimizer_gain_ramp(j->opt),
+                                 .gains = j->gains_host,
+                                 .dim_gains = j->dim_host };
     if (st == PFX_SUCCESS)
-        st = pfx_safetensors_save(j->rt, path, t, n, meta, 3);
+        st = pfx_gains_file_write(j->rt, path, j->L, j->H, j->D, &v);
     free(path);
     return st;
 }

@@ -33,7 +33,7 @@ typedef struct pfx_pretrain_job {
     char options[8192]; /* what a checkpoint must agree with: "key=value" lines */
 } pfx_pretrain_job;
 
-/* The checkpoint (pretrain_ckpt.c): every optimizer tensor's value, moments
+/* The checkpoint (pretrain_ckpt.c through checkpoint.h): every optimizer tensor's value, moments
  * and step, the data position and the curves of r, in one safetensors file
  * written atomically. */
 pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path,

@@ -31,7 +31,7 @@ typedef struct pfx_tune_job {
     char options[4096]; /* what a checkpoint must agree with: "key=value" lines */
 } pfx_tune_job;
 
-/* The checkpoint (tune_ckpt.c): every optimizer parameter's value, AdamW
+/* The checkpoint (tune_ckpt.c through checkpoint.h): every optimizer parameter's value, AdamW
  * moments and step, the data position, the loss curve so far, the
  * evaluation loss and prefix attention before training, in one safetensors
  * file written atomically. */

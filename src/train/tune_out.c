@@ -2,11 +2,13 @@
  * replaced atomically: loss.csv; the PEFT prefix-tuning adapter
  * (adapter_config.json, adapter_model.safetensors) in the output folder
  * itself, so PeftModel.from_pretrained(base, OUT) loads it; gains.safetensors
- * beside it (prefixcl's own: PEFT has no place for gains). */
+ * beside it (prefixcl's own gains file, io.h, as pretraining writes it: PEFT
+ * has no place for gains). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gains_file.h"
 #include "io_internal.h"
 #include "internal.h"
 #include "tune_internal.h"
@@ -35,40 +37,17 @@ pfx_status pfx_tune_out_curve(pfx_tune_job *j, const pfx_tune_result *r)
     return st;
 }
 
+/* The gains at the last ramp, in the one gains file layout (gains_file.h). */
 static pfx_status write_gains(pfx_tune_job *j, float ramp)
 {
-    const size_t L = j->L, H = j->H;
     char *path = pfx_join_path(j->cfg->out_dir, PFX_TUNE_GAINS);
-    pfx_named_tensor *items = calloc(L, sizeof(*items));
-    char(*names)[48] = calloc(L, sizeof(*names));
-    pfx_status st = path && items && names ? PFX_SUCCESS : oom(j->rt);
-    for (size_t l = 0; st == PFX_SUCCESS && l < L; l++) {
-        snprintf(names[l], sizeof(names[l]), "layers.%zu.gain", l);
-        items[l] = (pfx_named_tensor){ .name = names[l],
-                                       .host = j->gains_host + l * H,
-                                       .ndim = 1,
-                                       .shape = { H },
-                                       .dtype = PFX_DTYPE_F32 };
-    }
-    char layers[32], heads[32], ramp_s[32];
-    snprintf(layers, sizeof(layers), "%zu", L);
-    snprintf(heads, sizeof(heads), "%zu", H);
-    snprintf(ramp_s, sizeof(ramp_s), "%.9g", (double)ramp);
-    const char *mode = j->cfg->gain_mode == PFX_GAIN_TANH ? "tanh" : "linear";
-    const pfx_st_metadata meta[] = {
-        { "format", "prefixcl-gains-1" },
-        { "gain_mode", mode },
-        { "gain_ramp", ramp_s },
-        { "num_layers", layers },
-        { "num_attention_heads", heads },
-        { "note", "per-head attention-logit gains (1 + r g or 1 + tanh(r g)); PEFT does not read "
-                  "this file" },
-    };
-    if (st == PFX_SUCCESS)
-        st = pfx_safetensors_save(j->rt, path, items, L, meta, sizeof(meta) / sizeof(meta[0]));
+    if (!path)
+        return oom(j->rt);
+    const pfx_gains_values v = { .gain_mode = j->cfg->gain_mode,
+                                 .gain_ramp = ramp,
+                                 .gains = j->gains_host };
+    pfx_status st = pfx_gains_file_write(j->rt, path, j->L, j->H, j->shape.head_dim, &v);
     free(path);
-    free(items);
-    free(names);
     return st;
 }
 

@@ -1,9 +1,10 @@
-/* libFuzzer harness for the reader of pretraining's gains file
- * (src/io/gains_file.c, what pfx_adapter_bank_add reads from
- * gains.safetensors): every input is parsed as safetensors and, when it
- * parses, read for a model of 2 layers, 3 heads and head size 4 (the
- * corpus's shape); it must be refused cleanly or give finite values in
- * every slot its metadata announces. Also linked into the normal build by
+/* libFuzzer harness for the reader of the training jobs' gains file
+ * (io.h, src/io/gains_file.c: what pfx_adapter_bank_add and attn-map read
+ * from gains.safetensors, the one layout and the legacy per-layer form):
+ * every input is parsed as safetensors and, when it parses, read for a
+ * model of 2 layers, 3 heads and head size 4 (the corpus's shape); it must
+ * be refused cleanly or give a ramp in [0, 1] and finite values in every
+ * slot its metadata announces. Also linked into the normal build by
  * run_corpus.c, which replays tests/fuzz/corpus/gains_file/. */
 #include <math.h>
 #include <stdlib.h>
@@ -40,6 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     if (v.gain_mode != PFX_GAIN_OFF && v.gain_mode != PFX_GAIN_LINEAR &&
         v.gain_mode != PFX_GAIN_TANH)
+        abort();
+    if (!(v.gain_ramp >= 0.0f && v.gain_ramp <= 1.0f))
         abort();
     for (size_t i = 0; v.gain_mode != PFX_GAIN_OFF && i < L * H; i++)
         if (!isfinite(g[i]))

@@ -159,10 +159,10 @@ static const char *gain_text(const pfx_model_prefix *pre, size_t k, char *buf, s
     return buf;
 }
 
-/* The gains of ADAPTER/gains.safetensors (format prefixcl-gains-1:
- * layers.<l>.gain [H], gain_mode linear or tanh, gain_ramp) into gains
- * [L * H], *mode and *ramp; 0 when there is no such file, 1 when it is
- * there and does not fit the model, 2 when read. */
+/* The per-head gains of ADAPTER/gains.safetensors (prefixcl's gains file,
+ * io.h, read by pfx_gains_file_read: gain_mode linear or tanh, not
+ * structured) into gains [L * H], *mode and *ramp; 0 when there is no such
+ * file, 1 when it is there and does not fit the model, 2 when read. */
 static int adapter_gains(const char *adapter, const pfx_model_shape *s, float *gains,
                          pfx_gain_mode *mode, float *ramp)
 {
@@ -174,50 +174,32 @@ static int adapter_gains(const char *adapter, const pfx_model_shape *s, float *g
         return 0;
     fclose(probe);
     pfx_safetensors *f = NULL;
-    if (pfx_safetensors_open(path, &f) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(NULL));
+    float *dim = malloc(s->layers * s->heads * s->head_dim * sizeof(float));
+    pfx_gains_values v = { .gains = gains, .dim_gains = dim };
+    pfx_status st = dim ? pfx_safetensors_open(path, &f) : PFX_ERROR_OUT_OF_MEMORY;
+    if (st == PFX_SUCCESS)
+        st = pfx_gains_file_read(f, path, s->layers, s->heads, s->head_dim, &v);
+    pfx_safetensors_close(&f);
+    const bool oom = dim == NULL;
+    free(dim);
+    if (st != PFX_SUCCESS) {
+        fprintf(stderr,
+                "prefixcl attn-map: %s does not fit the model (%zu layers x %zu heads, head size "
+                "%zu) or is malformed: %s\n",
+                path, s->layers, s->heads, s->head_dim,
+                oom ? "host memory for the gains" : pfx_last_error(NULL));
         return 1;
     }
-    const char *format = pfx_safetensors_metadata_get(f, "format"),
-               *m = pfx_safetensors_metadata_get(f, "gain_mode"),
-               *r = pfx_safetensors_metadata_get(f, "gain_ramp");
-    char *end = NULL;
-    *ramp = r ? strtof(r, &end) : 1.0f;
-    *mode = m && !strcmp(m, "linear") ? PFX_GAIN_LINEAR
-            : m && !strcmp(m, "tanh") ? PFX_GAIN_TANH
-                                      : PFX_GAIN_OFF;
-    int rc = 2;
-    if (!format || strcmp(format, "prefixcl-gains-1") || *mode == PFX_GAIN_OFF ||
-        (r && (*end || end == r)) || !(*ramp >= 0.0f && *ramp <= 1.0f)) {
+    if (v.gain_mode == PFX_GAIN_OFF || v.structured) {
         fprintf(stderr,
-                "prefixcl attn-map: %s: not a prefixcl-gains-1 file with gain_mode linear or tanh "
-                "and a "
-                "gain_ramp in [0, 1]\n",
+                "prefixcl attn-map: %s: per-head gains only (gain_mode linear or tanh, not "
+                "structured)\n",
                 path);
-        rc = 1;
+        return 1;
     }
-    for (size_t l = 0; rc == 2 && l < s->layers; l++) {
-        char name[48];
-        snprintf(name, sizeof(name), "layers.%zu.gain", l);
-        if (pfx_safetensors_read_f32(f, name, gains + l * s->heads, s->heads) != PFX_SUCCESS) {
-            fprintf(stderr,
-                    "prefixcl attn-map: %s does not fit the model's %zu layers x %zu heads: %s\n",
-                    path, s->layers, s->heads, pfx_last_error(NULL));
-            rc = 1;
-        }
-    }
-    if (rc == 2 && pfx_safetensors_count(f) != s->layers) {
-        fprintf(stderr, "prefixcl attn-map: %s holds %zu tensors, the model has %zu layers\n", path,
-                pfx_safetensors_count(f), s->layers);
-        rc = 1;
-    }
-    for (size_t i = 0; rc == 2 && i < s->layers * s->heads; i++)
-        if (!isfinite(gains[i])) {
-            fprintf(stderr, "prefixcl attn-map: %s: gain %zu is %g\n", path, i, (double)gains[i]);
-            rc = 1;
-        }
-    pfx_safetensors_close(&f);
-    return rc;
+    *mode = v.gain_mode;
+    *ramp = v.gain_ramp;
+    return 2;
 }
 
 /* Row statistics of each map beside the library's, the CSV, the picture. */
