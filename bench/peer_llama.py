@@ -163,7 +163,7 @@ def run_llama(args, storage):
                               "2048", "-ub", "512", "-npp", str(PROMPT), "-ntg", str(NEW), "-npl",
                               str(BATCH), "-t", str(THREADS), "-tb", str(THREADS),
                               "--output-format", "jsonl"])
-        load_b = (load[0], load[1]) if load_b is None else (load_b[0], load[1])
+        load_b = (load_b[0] if load_b else load[0], load[1])
         row = [json.loads(l) for l in out.splitlines() if l.startswith("{")][-1]
         speeds["prefill8"].append(row["speed_pp"])
         speeds["decode8"].append(row["speed_tg"])
@@ -174,8 +174,7 @@ def run_llama(args, storage):
             "decode8": statistics.median(speeds["decode8"]),
             "step1_ms": 1e3 / statistics.median(tg["samples_ts"]),
             "load": (load_a[0], load_b[1]), "build": pp.get("build_commit", "?"),
-            "cpu": pp.get("cpu_info", "?"), "flash_attn": pp.get("flash_attn", "?"),
-            "fa_tg": tg.get("flash_attn", "?")}
+            "cpu": pp.get("cpu_info", "?"), "flash_attn": pp.get("flash_attn", "?")}
 
 
 def read_floor(args):
