@@ -15,7 +15,9 @@ here (both take random token ids). llama.cpp's convert_hf_to_gguf.py (from the
 source folder the build was configured from) writes WORK/gpt2-small-f32.gguf
 and -f16.gguf; the converter recognises a tokenizer by hashing how it splits a
 test text, which only the real vocabulary matches, so it is told the
-pre-tokenizer is GPT-2's (it is: GPT-2's byte-level split).
+pre-tokenizer is GPT-2's (it is: GPT-2's byte-level split). Sampled tensors
+of each GGUF are then checked against the folder's (equal; f16: equal to
+them rounded to half).
 
 run: side by side, in turns A B B A per round (A: bench_generate --model
 WORK/gpt2-small --no-adapter --batch 1,8; B: llama-bench -p 128 -n 32 -d 0,128
@@ -91,6 +93,34 @@ def convert(src, dir_model, outtype, outfile):
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+# GGUF tensor, folder tensor, stored transposed by the converter
+SAMPLED = [("blk.0.attn_qkv.weight", "transformer.h.0.attn.c_attn.weight", True),
+           ("blk.11.ffn_down.weight", "transformer.h.11.mlp.c_proj.weight", True),
+           ("token_embd.weight", "transformer.wte.weight", False),
+           ("blk.3.attn_norm.weight", "transformer.h.3.ln_1.weight", False)]
+
+
+def check_gguf(src, dir_model, path):
+    """Sampled tensors of the GGUF against the folder's: equal (f16: to the
+    folder's value rounded to half), so both engines run the same weights."""
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    sys.path.insert(0, str(src / "gguf-py"))
+    import gguf
+
+    folder = load_file(str(dir_model / "model.safetensors"))
+    tensors = {t.name: t for t in gguf.GGUFReader(str(path)).tensors}
+    for name, hf, transposed in SAMPLED:
+        want = folder[hf].T if transposed else folder[hf]
+        t = tensors[name]
+        if t.tensor_type == gguf.GGMLQuantizationType.F16:
+            want = want.astype(np.float16)
+        got = np.asarray(t.data).reshape(want.shape)
+        if not np.array_equal(got, want):
+            sys.exit("%s: %s differs from %s's %s" % (path, name, dir_model, hf))
+
+
 def prepare(args):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -110,6 +140,7 @@ def prepare(args):
     src = llama_source(args.llama_build)
     for outtype in ("f32", "f16"):
         convert(src, dir_model, outtype, work / ("gpt2-small-%s.gguf" % outtype))
+        check_gguf(src, dir_model, work / ("gpt2-small-%s.gguf" % outtype))
     print("wrote %s and %s/gpt2-small-{f32,f16}.gguf" % (dir_model, work))
     return 0
 
