@@ -11,9 +11,16 @@
  * alternately (A B, B A, ...) so that the load of a shared machine falls on
  * both alike.
  *
- * usage: bench_generate [--device SEL] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--storage f32|f16] [--gains] [--compare-one] [--json PATH]
- * bench/peer_generate_torch.py times the same with transformers + PEFT.
+ * --model DIR: the weights of a Hugging Face GPT-2 small folder instead
+ * (config.json + model.safetensors), so that another engine can run the very
+ * same weights; --no-adapter: plain requests without prefixes, as an engine
+ * without prefix adapters serves them.
+ *
+ * usage: bench_generate [--device SEL] [--model DIR] [--batch 1,8] [--tokens 128] [--new 32]
+ *                       [--runs 3] [--storage f32|f16] [--no-adapter] [--gains] [--compare-one]
+ *                       [--json PATH]
+ * bench/peer_generate_torch.py times the same with transformers + PEFT,
+ * bench/peer_llama.py with llama.cpp.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,17 +180,43 @@ static void compare_adapter0(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *ca
     }
 }
 
+/* Whether dir/config.json describes GPT-2 small's attention (the adapters
+ * written here are shaped for it); says why not on stderr. */
+static bool gpt2_small_folder(const char *dir, size_t *vocab)
+{
+    pfx_model_shape sh;
+    pfx_status st = pfx_model_read_config(dir, &sh);
+    if (st != PFX_SUCCESS) {
+        fprintf(stderr, "--model %s: %s (%s)\n", dir, pfx_status_string(st), pfx_last_error(NULL));
+        return false;
+    }
+    if (sh.layers != L || sh.kv_heads != HKV || sh.head_dim != D || sh.vocab < 1) {
+        fprintf(stderr,
+                "--model %s: %zu layers, %zu kv heads of %zu, vocab %zu; this bench wants "
+                "GPT-2 small's %d layers, %d heads of %d\n",
+                dir, sh.layers, sh.kv_heads, sh.head_dim, sh.vocab, L, HKV, D);
+        return false;
+    }
+    *vocab = sh.vocab;
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     tool_openblas_settings(argv);
-    const char *device = NULL, *json = NULL;
+    const char *device = NULL, *json = NULL, *model_dir = NULL;
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
     pfx_dtype storage = PFX_DTYPE_F32;
-    bool gains = false, compare_one = false;
+    bool gains = false, compare_one = false, adapters = true;
+    size_t vocab = 50257;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             device = argv[++i];
+        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+            model_dir = argv[++i];
+        } else if (!strcmp(argv[i], "--no-adapter")) {
+            adapters = false;
         } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
             nb = 0;
             for (char *t = strtok(argv[++i], ","); t && nb < MAX_BATCHES; t = strtok(NULL, ","))
@@ -205,8 +238,9 @@ int main(int argc, char **argv)
             storage = !strcmp(argv[++i], "f16") ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
         } else {
             fprintf(stderr,
-                    "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
-                    "[--storage f32|f16] [--gains] [--compare-one] [--json PATH]\n",
+                    "usage: %s [--device SEL] [--model DIR] [--batch 1,8] [--tokens N] [--new NEW] "
+                    "[--runs R] [--storage f32|f16] [--no-adapter] [--gains] [--compare-one] "
+                    "[--json PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -220,30 +254,41 @@ int main(int argc, char **argv)
                 PREFIX);
         return 2;
     }
+    if (!adapters && (gains || compare_one)) {
+        fprintf(stderr, "--gains and --compare-one need the adapters (drop --no-adapter)\n");
+        return 2;
+    }
+    if (model_dir && !gpt2_small_folder(model_dir, &vocab))
+        return 2;
     pfx_runtime *rt = tool_runtime("bench_generate", device);
     if (!rt)
         return 1;
     pfx_model *model = NULL;
     pfx_model_params mp = { .max_batch = maxb,
                             .max_tokens = N,
-                            .max_prefix_len = PREFIX,
+                            .max_prefix_len = adapters ? PREFIX : 0,
                             .recompute = true,
                             .storage = storage };
-    CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
-    char dir[] = "/tmp/pfx-bench-generate-XXXXXX";
-    if (!mkdtemp(dir))
-        return 1;
-    char path[sizeof(dir) + 32];
+    if (model_dir)
+        CHECK(pfx_model_load(rt, model_dir, &mp, &model));
+    else
+        CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
     pfx_adapter_bank *bank = NULL;
-    CHECK(pfx_adapter_bank_create(model, maxb, &bank));
-    snprintf(path, sizeof(path), "%s/prefixes.safetensors", dir);
-    for (size_t a = 0; a < maxb; a++) {
-        int32_t e;
-        write_adapter(rt, path, 77 + a, gains);
-        CHECK(pfx_adapter_bank_add(bank, path, &e));
+    if (adapters) {
+        char dir[] = "/tmp/pfx-bench-generate-XXXXXX";
+        if (!mkdtemp(dir))
+            return 1;
+        char path[sizeof(dir) + 32];
+        CHECK(pfx_adapter_bank_create(model, maxb, &bank));
+        snprintf(path, sizeof(path), "%s/prefixes.safetensors", dir);
+        for (size_t a = 0; a < maxb; a++) {
+            int32_t e;
+            write_adapter(rt, path, 77 + a, gains);
+            CHECK(pfx_adapter_bank_add(bank, path, &e));
+        }
+        unlink(path);
+        rmdir(dir);
     }
-    unlink(path);
-    rmdir(dir);
     pfx_kv_cache *cache = NULL;
     CHECK(pfx_kv_cache_create(model, maxb, N + NEW, &cache));
     pfx_memory_stats mem;
@@ -258,26 +303,29 @@ int main(int argc, char **argv)
         return 1;
     uint64_t seed = 5;
     for (size_t i = 0; i < maxb * N; i++)
-        prompts[i] = (int32_t)(lcg(&seed) % 50257);
+        prompts[i] = (int32_t)(lcg(&seed) % vocab);
     const pfx_sampling s = { .max_new_tokens = NEW };
     FILE *js = json ? fopen(json, "w") : NULL;
     if (js)
         fprintf(js,
                 "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, "
                 "\"storage\": \"%s\", \"gains\": %s, \"results\": [",
-                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX,
+                pfx_runtime_device(rt)->device_name, N, NEW, adapters ? PREFIX : 0,
                 storage == PFX_DTYPE_F16 ? "f16" : "f32", gains ? "true" : "false");
-    printf("GPT-2 small (random weights, %s), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
-           storage == PFX_DTYPE_F16 ? "half" : "float32", PREFIX, "one adapter per request",
+    printf("GPT-2 small (%s, %s), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
+           model_dir ? model_dir : "random weights", storage == PFX_DTYPE_F16 ? "half" : "float32",
+           adapters ? PREFIX : 0, adapters ? "one adapter per request" : "no adapter",
            gains ? ", each adapter with its own tanh gains" : "", N, NEW,
            pfx_runtime_device(rt)->device_name);
     printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",
-           pfx_adapter_bank_bytes(bank) / 1048576.0, pfx_adapter_bank_count(bank),
-           pfx_kv_cache_bytes(cache) / 1048576.0, mem.live_bytes / 1048576.0);
+           bank ? pfx_adapter_bank_bytes(bank) / 1048576.0 : 0.0,
+           bank ? pfx_adapter_bank_count(bank) : 0, pfx_kv_cache_bytes(cache) / 1048576.0,
+           mem.live_bytes / 1048576.0);
     for (size_t k = 0; k < nb; k++) {
         const size_t B = batches[k];
         for (size_t r = 0; r < B; r++)
-            req[r] = (pfx_request){ prompts + r * N, N, (int32_t)r, r, outs + r * NEW, 0 };
+            req[r] = (pfx_request){ prompts + r * N, N, adapters ? (int32_t)r : -1, r,
+                                    outs + r * NEW,  0 };
         for (int run = -1; run < runs; run++) { /* run -1: warm-up (kernel builds) */
             pfx_generate_stats gs;
             CHECK(pfx_generate(model, cache, bank, req, B, &s, NULL, NULL, &gs));

@@ -4,30 +4,14 @@
 # Usage: test_bench_input.sh PATH/TO/prefixcl
 set -u
 exe=${1:?usage: test_bench_input.sh PATH/TO/prefixcl}
-dir=$(mktemp -d "${TMPDIR:-/tmp}/pfx-bench-test.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-failures=0
+# shellcheck source=bench/expect_input.sh
+. "$(dirname "$0")/expect_input.sh"
 
-# expect NAME PATTERN ARGS...: non-zero exit, PATTERN in stderr, no file in $dir/out
+# expect NAME PATTERN ARGS...: `prefixcl bench ARGS...` fails that way
 expect() {
     name=$1 pattern=$2
     shift 2
-    rm -rf "$dir/out" && mkdir "$dir/out"
-    timeout 60 "$exe" bench "$@" >"$dir/stdout" 2>"$dir/stderr"
-    rc=$?
-    if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
-        echo "FAIL $name: exit status $rc"
-        failures=$((failures + 1))
-    elif ! grep -q -- "$pattern" "$dir/stderr"; then
-        echo "FAIL $name: stderr lacks '$pattern':"
-        sed 's/^/    /' "$dir/stderr"
-        failures=$((failures + 1))
-    elif [ -n "$(ls -A "$dir/out")" ]; then
-        echo "FAIL $name: files left behind: $(ls -A "$dir/out")"
-        failures=$((failures + 1))
-    else
-        echo "ok   $name (exit $rc): $(head -n 1 "$dir/stderr")"
-    fi
+    expect_failure "$name" "$pattern" "$exe" bench "$@"
 }
 
 expect "unknown option" "unknown option '--bogus'" --bogus --json "$dir/out/run.json"
