@@ -54,6 +54,20 @@ static char *temp_path(const char *suffix)
     return path;
 }
 
+/* bench_print_compare's text of now against base. */
+static void compare_text(const bench_run *now, const bench_run *base, char *text, size_t cap)
+{
+    const char *out = temp_path(".txt");
+    FILE *f = fopen(out, "w+");
+    assert_non_null(f);
+    bench_print_compare(f, now, base, "saved.json");
+    rewind(f);
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(out);
+}
+
 static void test_json_round_trip(void **state)
 {
     (void)state;
@@ -93,16 +107,8 @@ static void test_json_round_trip(void **state)
      * wall time: -10 % */
     back.devices[0].tests[0].gflops = 80.0;
     back.devices[0].tests[0].wall_ms = 2.5;
-    const char *out = temp_path(".txt");
-    f = fopen(out, "w+");
-    assert_non_null(f);
-    bench_print_compare(f, &run, &back, "saved.json");
-    rewind(f);
-    char text[4096] = "";
-    size_t n = fread(text, 1, sizeof(text) - 1, f);
-    text[n] = 0;
-    fclose(f);
-    unlink(out);
+    char text[4096];
+    compare_text(&run, &back, text, sizeof(text));
     assert_non_null(strstr(text, "+25.00"));
     assert_non_null(strstr(text, "-10.00"));
     assert_non_null(strstr(text, "skipped"));
@@ -127,16 +133,8 @@ static void test_old_run_without_wall(void **state)
     assert_true(r->wall_ms < 0 && r->wall_p10 < 0 && r->wall_p90 < 0);
 
     make_run(&now);
-    const char *out = temp_path(".old.txt");
-    FILE *f = fopen(out, "w+");
-    assert_non_null(f);
-    bench_print_compare(f, &now, &old, "old.json");
-    rewind(f);
-    char text[4096] = "";
-    size_t n = fread(text, 1, sizeof(text) - 1, f);
-    text[n] = 0;
-    fclose(f);
-    unlink(out);
+    char text[4096];
+    compare_text(&now, &old, text, sizeof(text));
     /* peak.fma: 120 -> 100 GFLOP/s; wall: absent then, 2.25 now, no change */
     const char *line = strstr(text, "peak.fma");
     assert_non_null(line);

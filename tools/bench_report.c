@@ -199,22 +199,20 @@ int bench_write_json(FILE *out, const bench_run *run)
                 fprintf(out, "}");
                 continue;
             }
-            fprintf(out, ", \"status\": \"ok\", \"runs\": %u, \"median_ms\": ", r->runs);
-            json_num(out, r->ms);
-            fprintf(out, ", \"min_ms\": ");
-            json_num(out, r->ms_min);
-            fprintf(out, ", \"max_ms\": ");
-            json_num(out, r->ms_max);
-            fprintf(out, ", \"wall_ms\": ");
-            json_num(out, r->wall_ms);
-            fprintf(out, ", \"wall_p10_ms\": ");
-            json_num(out, r->wall_p10);
-            fprintf(out, ", \"wall_p90_ms\": ");
-            json_num(out, r->wall_p90);
-            fprintf(out, ", \"gflops\": ");
-            json_num(out, r->gflops);
-            fprintf(out, ", \"gbs\": ");
-            json_num(out, r->gbs);
+            fprintf(out, ", \"status\": \"ok\", \"runs\": %u", r->runs);
+            const struct {
+                const char *key;
+                double value;
+            } nums[] = {
+                { "median_ms", r->ms },         { "min_ms", r->ms_min },
+                { "max_ms", r->ms_max },        { "wall_ms", r->wall_ms },
+                { "wall_p10_ms", r->wall_p10 }, { "wall_p90_ms", r->wall_p90 },
+                { "gflops", r->gflops },        { "gbs", r->gbs },
+            };
+            for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
+                fprintf(out, ", \"%s\": ", nums[k].key);
+                json_num(out, nums[k].value);
+            }
             fprintf(out, ", \"ceiling\": \"%s\", \"share_pct\": ", ceiling_name(r->ceiling));
             json_num(out, r->share);
             fprintf(out, "}");
