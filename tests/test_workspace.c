@@ -30,14 +30,20 @@ static void upload(pfx_runtime *rt, const float *data, size_t n, cl_mem *mem)
     assert_non_null(*mem);
 }
 
+/* Two different random contents of COUNT floats. */
+static void random_pair(ref_rng *rng, uint64_t seed, float *a, float *b)
+{
+    ref_rng_seed(rng, seed);
+    ref_rng_fill(rng, a, COUNT, -2.0f, 2.0f);
+    ref_rng_fill(rng, b, COUNT, -2.0f, 2.0f);
+}
+
 static void test_same_bytes_enqueue_nothing(void **state)
 {
     pfx_runtime *rt = *state;
     float a[COUNT], b[COUNT], got[COUNT];
     ref_rng rng;
-    ref_rng_seed(&rng, 71);
-    ref_rng_fill(&rng, a, COUNT, -2.0f, 2.0f);
-    ref_rng_fill(&rng, b, COUNT, -2.0f, 2.0f);
+    random_pair(&rng, 71, a, b);
     cl_mem mem;
 
     upload(rt, a, COUNT, &mem);
@@ -71,9 +77,7 @@ static void test_writers_make_it_write(void **state)
     pfx_runtime *rt = *state;
     float a[COUNT], b[COUNT], got[COUNT];
     ref_rng rng;
-    ref_rng_seed(&rng, 72);
-    ref_rng_fill(&rng, a, COUNT, -2.0f, 2.0f);
-    ref_rng_fill(&rng, b, COUNT, -2.0f, 2.0f);
+    random_pair(&rng, 72, a, b);
     cl_mem mem, slot;
 
     /* a command marked as writing the uploaded buffer */
