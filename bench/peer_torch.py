@@ -6,6 +6,13 @@ prefixcl, prefixcl, torch), so a change of machine load hits both sides
 alike; each side's figure is the mean of its medians. prefixcl runs as
 `prefixcl bench --only IDS --json FILE` (its own warm-up, calibrated run count
 and median); torch runs in this process with torch.set_num_threads(--threads).
+
+Both sides are compared by wall time: torch's is perf_counter around each
+synchronous call, prefixcl's the host wall time of each run from its first
+enqueue to the end of the finish after it (`wall_ms` of the bench JSON).
+prefixcl's device-event median (`median_ms`: the kernels' own time, without
+the launch and the wait) is shown beside it. A prefixcl build that writes no
+wall time (older than the field) is compared by its events, marked "(ev)".
 The 1-minute load average (/proc/loadavg) is read around every measurement
 and reported; --wait-load L waits (up to --max-wait s) for a quieter machine
 before each group.
@@ -17,10 +24,17 @@ computes:
              prefix-tuned model holds it in its cache); causal (b) as
              is_causal with P zero query rows prepended (row P+i then sees the
              prefix and inputs 0..i, exactly the contract's visibility; those
-             rows are dropped); decode (d) with enable_gqa=True when this torch
-             accepts it (probed by calling it), else repeat_interleave of K/V
-             outside the timed region. Backward = (forward + backward) -
-             forward, medians.
+             rows are dropped). Grouped heads (d: H > Hkv) in the fastest of
+             the exact forms this torch has, chosen by timing each on the shape
+             (a few runs after a warm-up) before the measurement:
+               fold   the query heads of a kv head folded into rows of that kv
+                      head, [B, Hkv, (H/Hkv) N, D] against [B, Hkv, P+M, D]
+                      (non-causal only: every row sees every key, so the rows
+                      are independent and the fold is exact);
+               gqa    enable_gqa=True, when this torch accepts it (probed by
+                      calling it);
+               repeat repeat_interleave of K/V outside the timed region.
+             Backward = (forward + backward) - forward, medians.
   sgemm.N    torch.mm of N x N float32 matrices into a preallocated output.
   layer.step one training step of a GPT-2-small attention layer as prefixcl's
              layer.step: Q/K/V projections with bias, per-head tanh gain on
@@ -29,9 +43,10 @@ computes:
              MSE loss, backward to X, the prefix and the gains (weights frozen),
              gradient clipping at norm 1 and AdamW on the prefix and gains.
 
-The ratio column is torch ms / prefixcl ms: above 1, prefixcl is faster.
+The ratio column is torch wall ms / prefixcl wall ms: above 1, prefixcl is
+faster.
 
-    /work/refenv/bin/python bench/peer_torch.py [--prefixcl build/tools/prefixcl]
+    python3 bench/peer_torch.py [--prefixcl build/tools/prefixcl]
         [--device SEL] [--rounds 1] [--quick] [--threads 2] [--groups a,b,c,d,sgemm,layer]
         [--wait-load L --max-wait S] [--json OUT]
 
@@ -68,6 +83,18 @@ def group_tests(group):
     return ["layer.step"]
 
 
+def spread(times):
+    """The 10th and 90th percentiles, interpolated as numpy's default does."""
+    xs = sorted(times)
+
+    def at(q):
+        pos = q * (len(xs) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(xs) - 1)
+        return xs[lo] + (pos - lo) * (xs[hi] - xs[lo])
+    return at(0.1), at(0.9)
+
+
 def loadavg():
     try:
         with open("/proc/loadavg", encoding="ascii") as f:
@@ -79,7 +106,9 @@ def loadavg():
 # ---------------------------------------------------------------- prefixcl side
 
 def run_prefixcl(exe, ids, device, quick):
-    """{id: (median ms or None, reason)} and the device name, from one bench run."""
+    """{id: {"ms", "wall", "wall_p10", "wall_p90", "reason"}} (None where absent:
+    a skipped test, or a build without wall times) and the device name, from
+    one bench run."""
     fd, path = tempfile.mkstemp(prefix="peer-prefixcl-", suffix=".json")
     os.close(fd)
     os.remove(path)  # prefixcl writes it atomically
@@ -104,10 +133,12 @@ def run_prefixcl(exe, ids, device, quick):
                                               dev.get("gemm_tuning", "?"))
     out = {}
     for t in dev.get("tests", []):
-        if t.get("status") == "ok":
-            out[t["id"]] = (t.get("median_ms"), "")
-        else:
-            out[t["id"]] = (None, t.get("reason", "skipped"))
+        ok = t.get("status") == "ok"
+        out[t["id"]] = {"ms": t.get("median_ms") if ok else None,
+                        "wall": t.get("wall_ms") if ok else None,
+                        "wall_p10": t.get("wall_p10_ms") if ok else None,
+                        "wall_p90": t.get("wall_p90_ms") if ok else None,
+                        "reason": "" if ok else t.get("reason", "skipped")}
     return out, name
 
 
@@ -122,6 +153,7 @@ class Torch:
         self.target = 0.2 if quick else 1.0
         self.gen = torch.Generator().manual_seed(1)
         self.gqa = self._probe_gqa()
+        self.forms, self.trials = {}, {}  # grouped heads: the chosen form, the trial's ms
 
     def _probe_gqa(self):
         """enable_gqa by calling it: inspect.signature fails on the builtin."""
@@ -138,7 +170,7 @@ class Torch:
         return self.torch.randn(*shape, generator=self.gen)
 
     def timed(self, fn, min_runs=3, max_runs=200):
-        """Median ms of calibrated runs after one warm-up."""
+        """(median, 10th, 90th percentile) ms of calibrated runs after one warm-up."""
         fn()
         t0 = time.perf_counter()
         fn()
@@ -149,22 +181,30 @@ class Torch:
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
-        return statistics.median(times) * 1e3
+        return tuple(x * 1e3 for x in (statistics.median(times),) + spread(times))
 
-    def attention(self, tag):
-        """(forward ms, backward ms) of shape tag."""
-        torch, F = self.torch, self.F
+    def gqa_forms(self, causal):
+        """The exact forms of grouped heads this torch has, in order of trial."""
+        forms = [] if causal else ["fold"]  # causal rows see different keys: no fold
+        if self.gqa:
+            forms.append("gqa")
+        return forms + ["repeat"]
+
+    def attention_inputs(self, tag, form):
+        """(q, K~, V~, sdpa keywords, zero rows in front, output reshape) of a form."""
+        torch = self.torch
         B, H, Hkv, N, M, P, D, causal = ATTN_SHAPES[tag]
         q = self.randn(B, H, N, D)
         kk = torch.cat([self.randn(Hkv, P, D).expand(B, Hkv, P, D), self.randn(B, Hkv, M, D)], 2)
         vv = torch.cat([self.randn(Hkv, P, D).expand(B, Hkv, P, D), self.randn(B, Hkv, M, D)], 2)
-        kw = {}
-        if H != Hkv:
-            if self.gqa:
-                kw["enable_gqa"] = True
-            else:
-                kk = kk.repeat_interleave(H // Hkv, dim=1)
-                vv = vv.repeat_interleave(H // Hkv, dim=1)
+        kw, shape = {}, None
+        if form == "fold":  # head h = hk * (H / Hkv) + j reads kv head hk: row j of hk
+            q, shape = q.reshape(B, Hkv, (H // Hkv) * N, D), (B, H, N, D)
+        elif form == "gqa":
+            kw["enable_gqa"] = True
+        elif form == "repeat":
+            kk = kk.repeat_interleave(H // Hkv, dim=1)
+            vv = vv.repeat_interleave(H // Hkv, dim=1)
         rows = 0
         if causal:
             if N != M:
@@ -172,23 +212,70 @@ class Torch:
             q = torch.cat([q.new_zeros(B, H, P, D), q], 2)
             kw["is_causal"] = True
             rows = P
+        return q, kk.contiguous(), vv.contiguous(), kw, rows, shape
+
+    def attention_fns(self, tag, form):
+        """(forward, forward + backward) callables of shape tag in that form."""
+        torch, F = self.torch, self.F
+        B, H, _, N, _, _, D, _ = ATTN_SHAPES[tag]
+        q, kk, vv, kw, rows, shape = self.attention_inputs(tag, form)
         q.requires_grad_(True)
-        kk = kk.contiguous().requires_grad_(True)
-        vv = vv.contiguous().requires_grad_(True)
+        kk.requires_grad_(True)
+        vv.requires_grad_(True)
         do = self.randn(B, H, N, D)
+
+        def out():
+            o = F.scaled_dot_product_attention(q, kk, vv, **kw)[:, :, rows:]
+            return o.reshape(shape) if shape else o
 
         def fwd():
             with torch.no_grad():
-                return F.scaled_dot_product_attention(q, kk, vv, **kw)[:, :, rows:]
+                return out()
 
         def fwd_bwd():
-            o = F.scaled_dot_product_attention(q, kk, vv, **kw)[:, :, rows:]
-            o.backward(do)
+            out().backward(do)
             q.grad = kk.grad = vv.grad = None
 
-        ms_f = self.timed(fwd)
-        ms_fb = self.timed(fwd_bwd)
-        return ms_f, max(ms_fb - ms_f, 1e-6)
+        return fwd, fwd_bwd
+
+    def attention_form(self, tag):
+        """The form of shape tag: the one exact form for equal heads, else the
+        fastest exact one of a short trial (3 runs after a warm-up, forward +
+        backward; every form's output checked against the first's on the same
+        inputs), remembered for the later rounds."""
+        B, H, Hkv, N, M, P, D, causal = ATTN_SHAPES[tag]
+        if H == Hkv:
+            return "plain"
+        if tag not in self.forms:
+            trial, ref = {}, None
+            for form in self.gqa_forms(causal):
+                self.gen.manual_seed(2)  # the same inputs in every form
+                fwd, fn = self.attention_fns(tag, form)
+                o = fwd()
+                if ref is None:
+                    ref = o
+                elif not self.torch.allclose(o, ref, rtol=1e-4, atol=1e-5):
+                    raise RuntimeError("attention (%s): the %s form differs from the %s form"
+                                       % (tag, form, next(iter(trial))))
+                fn()
+                times = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - t0)
+                trial[form] = statistics.median(times) * 1e3
+            self.forms[tag] = min(trial, key=trial.get)
+            self.trials[tag] = trial
+        return self.forms[tag]
+
+    def attention(self, tag):
+        """((forward ms, p10, p90), (backward ms, p10, p90)) of shape tag; the
+        backward's percentiles are those of forward + backward less the
+        forward's median."""
+        fwd, fwd_bwd = self.attention_fns(tag, self.attention_form(tag))
+        f = self.timed(fwd)
+        fb = self.timed(fwd_bwd)
+        return f, tuple(max(x - f[0], 1e-6) for x in fb)
 
     def sgemm(self, n):
         a, b = self.randn(n, n), self.randn(n, n)
@@ -228,7 +315,7 @@ class Torch:
         return self.timed(step)
 
     def group(self, group):
-        """{test id: ms}."""
+        """{test id: (median ms, p10, p90)}."""
         if group in ATTN_SHAPES:
             f, b = self.attention(group)
             return {"attn_fwd." + group: f, "attn_bwd." + group: b}
@@ -279,7 +366,7 @@ def main():
         print("peer_torch.py: PyTorch is not installed for %s" % sys.executable, file=sys.stderr)
         return 2
 
-    torch_ms, pfx_ms, reasons, loads = {}, {}, {}, []
+    torch_ms, pfx_runs, reasons, loads = {}, {}, {}, []
     device_name = "?"
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for group in groups:
@@ -299,11 +386,11 @@ def main():
                         print("peer_torch.py: %s" % e, file=sys.stderr)
                         return 1
                     for tid in ids:
-                        ms, why = got.get(tid, (None, "not run"))
-                        if ms is None:
-                            reasons[tid] = why
+                        res = got.get(tid, {"ms": None, "reason": "not run"})
+                        if res["ms"] is None:
+                            reasons[tid] = res["reason"]
                         else:
-                            pfx_ms.setdefault(tid, []).append(ms)
+                            pfx_runs.setdefault(tid, []).append(res)
                 loads.append((group, side, before, loadavg()))
                 print("  %-6s %-9s load %.2f -> %.2f" % (group, side, loads[-1][2], loads[-1][3]),
                       file=sys.stderr)
@@ -312,24 +399,50 @@ def main():
     seen = [x for _, _, a, b in loads for x in (a, b)]
     print("prefixcl (%s) vs torch %s on the CPU (%d threads), %s" %
           (device_name, torch.__version__, args.threads, started))
-    print("interleaved A B B A, %d round(s) per group%s; enable_gqa %s" %
-          (args.rounds, ", --quick" if args.quick else "", "used" if peer.gqa else "unavailable"))
+    forms = ", ".join("(%s) %s" % (tag, form) for tag, form in sorted(peer.forms.items()))
+    print("interleaved A B B A, %d round(s) per group%s; enable_gqa %s%s" %
+          (args.rounds, ", --quick" if args.quick else "", "available" if peer.gqa else
+           "unavailable", "; grouped heads as " + forms if forms else ""))
     print("machine load seen (1-min average): min %.2f, max %.2f over %d measurements" %
           (min(seen), max(seen), len(loads)))
+    print("wall against wall; prefixcl's device events beside them; p10-p90: spread of one run")
     print()
-    print("  %-12s %14s %12s %12s" % ("test", "prefixcl (ms)", "torch (ms)", "torch/prefixcl"))
+    print("  %-12s %13s %15s %13s %15s %12s %14s" % (
+        "test", "prefixcl wall", "p10-p90", "torch wall", "p10-p90", "prefixcl ev",
+        "torch/prefixcl"))
     rows = []
+
+    def mean(xs):
+        xs = [x for x in xs if x is not None]
+        return statistics.mean(xs) if xs else None
+
+    def span(lo, hi):
+        return "%.2f-%.2f" % (lo, hi) if lo is not None and hi is not None else "-"
+
     for group in groups:
         for tid in group_tests(group):
-            t = statistics.mean(torch_ms[tid]) if tid in torch_ms else None
-            p = statistics.mean(pfx_ms[tid]) if tid in pfx_ms else None
-            ratio = t / p if (t and p) else None
-            rows.append({"id": tid, "prefixcl_ms": p, "torch_ms": t, "ratio": ratio,
-                         "prefixcl_runs_ms": pfx_ms.get(tid, []), "torch_runs_ms": torch_ms.get(tid, []),
-                         "skipped": reasons.get(tid) if p is None else None})
-            print("  %-12s %14s %12s %12s" % (
-                tid, "%.3f" % p if p is not None else "skipped",
-                "%.3f" % t if t is not None else "-",
+            runs = pfx_runs.get(tid, [])
+            t, t10, t90 = (mean(x[i] for x in torch_ms[tid]) if tid in torch_ms else None
+                           for i in range(3))
+            ev = mean(r["ms"] for r in runs)
+            # a build without wall times: its events stand in, marked
+            has_wall = bool(runs) and all(r["wall"] is not None for r in runs)
+            wall = mean(r["wall"] for r in runs) if has_wall else ev
+            w10 = mean(r["wall_p10"] for r in runs) if has_wall else None
+            w90 = mean(r["wall_p90"] for r in runs) if has_wall else None
+            ratio = t / wall if (t and wall) else None
+            rows.append({"id": tid, "prefixcl_wall_ms": wall if has_wall else None,
+                         "prefixcl_wall_p10_ms": w10, "prefixcl_wall_p90_ms": w90,
+                         "prefixcl_ms": ev, "torch_ms": t, "torch_p10_ms": t10,
+                         "torch_p90_ms": t90, "ratio": ratio,
+                         "ratio_events": t / ev if (t and ev) else None,
+                         "ratio_of": "wall" if has_wall else "events",
+                         "prefixcl_runs": runs, "torch_runs_ms": torch_ms.get(tid, []),
+                         "skipped": reasons.get(tid) if ev is None else None})
+            print("  %-12s %13s %15s %13s %15s %12s %14s" % (
+                tid, ("%.3f" % wall + ("" if has_wall else " (ev)")) if wall is not None
+                else "skipped", span(w10, w90), "%.3f" % t if t is not None else "-",
+                span(t10, t90), "%.3f" % ev if ev is not None else "-",
                 "%.2f" % ratio if ratio is not None else "-"))
     for r in rows:
         if r["skipped"]:
@@ -339,6 +452,8 @@ def main():
             json.dump({"tool": "peer_torch.py", "date": started, "prefixcl_device": device_name,
                        "torch": torch.__version__, "threads": args.threads, "rounds": args.rounds,
                        "quick": args.quick, "enable_gqa": peer.gqa,
+                       "grouped_heads": {tag: {"form": form, "trial_ms": peer.trials[tag]}
+                                         for tag, form in peer.forms.items()},
                        "load": [{"group": g, "side": s, "before": a, "after": b}
                                 for g, s, a, b in loads],
                        "tests": rows}, f, indent=1)

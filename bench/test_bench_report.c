@@ -34,13 +34,16 @@ static void make_run(bench_run *run)
     snprintf(r[0].group, sizeof(r[0].group), "Ceilings");
     r[0].ok = true, r[0].runs = 7, r[0].ms = 1.5, r[0].ms_min = 1.25, r[0].ms_max = 2.0;
     r[0].gflops = 100.0, r[0].gbs = -1, r[0].ceiling = BENCH_CEIL_FMA, r[0].share = 100.0;
+    r[0].wall_ms = 2.25, r[0].wall_p10 = 1.75, r[0].wall_p90 = 3.5;
     snprintf(r[1].id, sizeof(r[1].id), "attn_fwd.d");
     snprintf(r[1].label, sizeof(r[1].label), "(d) decode");
     r[1].ok = true, r[1].runs = 3, r[1].ms = 10.0, r[1].ms_min = 9, r[1].ms_max = 11;
     r[1].gflops = 5.0, r[1].gbs = 2.5, r[1].ceiling = BENCH_CEIL_COPY, r[1].share = 12.5;
+    r[1].wall_ms = r[1].wall_p10 = r[1].wall_p90 = -1; /* not measured */
     snprintf(r[2].id, sizeof(r[2].id), "layer.step");
     snprintf(r[2].reason, sizeof(r[2].reason), "no layer API yet");
     r[2].gflops = r[2].gbs = r[2].share = -1;
+    r[2].wall_ms = r[2].wall_p10 = r[2].wall_p90 = -1;
 }
 
 static char *temp_path(const char *suffix)
@@ -49,6 +52,20 @@ static char *temp_path(const char *suffix)
     snprintf(path, sizeof(path), "%s/pfx-bench-report-%d%s",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), suffix);
     return path;
+}
+
+/* bench_print_compare's text of now against base. */
+static void compare_text(const bench_run *now, const bench_run *base, char *text, size_t cap)
+{
+    const char *out = temp_path(".txt");
+    FILE *f = fopen(out, "w+");
+    assert_non_null(f);
+    bench_print_compare(f, now, base, "saved.json");
+    rewind(f);
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = 0;
+    fclose(f);
+    unlink(out);
 }
 
 static void test_json_round_trip(void **state)
@@ -74,6 +91,9 @@ static void test_json_round_trip(void **state)
     assert_true(d->tests[0].ok);
     assert_int_equal(d->tests[0].runs, 7);
     assert_true(d->tests[0].gflops == 100.0 && d->tests[0].gbs < 0);
+    assert_true(d->tests[0].wall_ms == 2.25 && d->tests[0].wall_p10 == 1.75 &&
+                d->tests[0].wall_p90 == 3.5);
+    assert_true(d->tests[1].wall_ms < 0 && d->tests[1].wall_p10 < 0 && d->tests[1].wall_p90 < 0);
     assert_int_equal(d->tests[1].ceiling, BENCH_CEIL_COPY);
     const char *unit;
     assert_true(bench_primary(&d->tests[1], &unit) == 2.5);
@@ -83,20 +103,46 @@ static void test_json_round_trip(void **state)
     assert_false(d->tests[2].ok);
     assert_string_equal(d->tests[2].reason, "no layer API yet");
 
-    /* the comparison prints a change for each figure: +25 % here */
+    /* the comparison prints a change for each figure: +25 % here, and of the
+     * wall time: -10 % */
     back.devices[0].tests[0].gflops = 80.0;
-    const char *out = temp_path(".txt");
-    f = fopen(out, "w+");
-    assert_non_null(f);
-    bench_print_compare(f, &run, &back, "saved.json");
-    rewind(f);
-    char text[4096] = "";
-    size_t n = fread(text, 1, sizeof(text) - 1, f);
-    text[n] = 0;
-    fclose(f);
-    unlink(out);
+    back.devices[0].tests[0].wall_ms = 2.5;
+    char text[4096];
+    compare_text(&run, &back, text, sizeof(text));
     assert_non_null(strstr(text, "+25.00"));
+    assert_non_null(strstr(text, "-10.00"));
     assert_non_null(strstr(text, "skipped"));
+}
+
+/* A run saved before the wall time was measured: read with the wall absent,
+ * and compared by its other figures ("-" for the wall's change). */
+static void test_old_run_without_wall(void **state)
+{
+    (void)state;
+    static bench_run old, now;
+    char err[256] = "";
+    assert_int_equal(
+        bench_parse_json(
+            "{\"tool\": \"prefixcl bench\", \"devices\": [{\"name\": \"Test \\\"device\\\" "
+            "\\\\ one\", \"tests\": [{\"id\": \"peak.fma\", \"status\": \"ok\", "
+            "\"median_ms\": 1.5, \"gflops\": 120.0, \"ceiling\": \"fma\"}]}]}",
+            &old, err, sizeof(err)),
+        0);
+    const bench_result *r = &old.devices[0].tests[0];
+    assert_true(r->ok && r->ms == 1.5);
+    assert_true(r->wall_ms < 0 && r->wall_p10 < 0 && r->wall_p90 < 0);
+
+    make_run(&now);
+    char text[4096];
+    compare_text(&now, &old, text, sizeof(text));
+    /* peak.fma: 120 -> 100 GFLOP/s; wall: absent then, 2.25 now, no change */
+    const char *line = strstr(text, "peak.fma");
+    assert_non_null(line);
+    char row[256];
+    snprintf(row, sizeof(row), "%.*s", (int)strcspn(line, "\n"), line);
+    assert_non_null(strstr(row, "-16.67"));
+    assert_non_null(strstr(row, "2.25"));
+    assert_non_null(strstr(row, " - "));
 }
 
 static void expect_rejected(const char *text, const char *message)
@@ -130,6 +176,13 @@ static void test_rejections(void **state)
     expect_rejected("{\"tool\": \"prefixcl bench\", \"devices\": [{\"name\": \"x\", \"tests\": "
                     "[{\"id\": \"a\", \"status\": \"ok\", \"median_ms\": -1}]}]}",
                     "non-negative");
+    expect_rejected("{\"tool\": \"prefixcl bench\", \"devices\": [{\"name\": \"x\", \"tests\": "
+                    "[{\"id\": \"a\", \"status\": \"ok\", \"median_ms\": 1, \"wall_ms\": -2}]}]}",
+                    "\"wall_ms\" is not a non-negative number");
+    expect_rejected("{\"tool\": \"prefixcl bench\", \"devices\": [{\"name\": \"x\", \"tests\": "
+                    "[{\"id\": \"a\", \"status\": \"ok\", \"median_ms\": 1, \"wall_p90_ms\": "
+                    "\"slow\"}]}]}",
+                    "\"wall_p90_ms\" is not a non-negative number");
     expect_rejected("{\"tool\": \"prefixcl bench\", \"devices\": [{\"name\": \"x\", \"tests\": "
                     "[{\"id\": \"a\", \"status\": \"maybe\"}]}]}",
                     "not \"ok\" or \"skipped\"");
@@ -183,7 +236,10 @@ static void test_csv_and_plot(void **state)
     fclose(f);
     unlink(path);
     assert_non_null(strstr(text, "\"Test \"\"device\"\" \\ one\""));
-    assert_non_null(strstr(text, "skipped,,,,,,,,,\"no layer API yet\""));
+    assert_non_null(strstr(text, "skipped,,,,,,,,,\"no layer API yet\",,,\n"));
+    assert_non_null(strstr(text, ",reason,wall_ms,wall_p10_ms,wall_p90_ms\n"));
+    assert_non_null(strstr(text, ",\"\",2.2500,1.7500,3.5000\n")); /* peak.fma's wall */
+    assert_non_null(strstr(text, ",\"\",,,\n"));                   /* attn_fwd.d: none */
     int lines = 0;
     for (char *c = text; *c; c++)
         lines += *c == '\n';
@@ -206,9 +262,8 @@ static void test_csv_and_plot(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json_round_trip),
-        cmocka_unit_test(test_rejections),
-        cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_json_round_trip), cmocka_unit_test(test_old_run_without_wall),
+        cmocka_unit_test(test_rejections),      cmocka_unit_test(test_json_reader),
         cmocka_unit_test(test_csv_and_plot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

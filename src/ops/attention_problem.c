@@ -473,14 +473,17 @@ pfx_status pfx_attn_params_upload(pfx_runtime *rt, const pfx_attn_problem *p, pf
     out->head_bytes = items * block * sizeof(float);
     out->head_item_stride = p->item_gains ? (cl_ulong)block : 0;
     out->items_bytes = 3 * p->B * sizeof(cl_int);
-    /* Runtime workspace slots: no buffer created per call, nothing waits. */
+    /* Runtime workspace slots: no buffer created per call, nothing waits, and
+     * nothing is enqueued for bytes the slot already holds (repeated calls). */
     pfx_status st = pfx_workspace_upload(rt, PFX_WS_PARAMS_HEAD, head, out->head_bytes, &out->head);
     free(head);
     if (st == PFX_SUCCESS)
         st = pfx_workspace_upload(rt, PFX_WS_PARAMS_ITEMS, p->item_meta, out->items_bytes,
                                   &out->items);
-    if (st == PFX_SUCCESS && p->gain_dev)
+    if (st == PFX_SUCCESS && p->gain_dev) {
         st = gain_scales(rt, p, out->head);
+        pfx_workspace_written(rt, PFX_WS_PARAMS_HEAD); /* c_h written on the device */
+    }
     if (st != PFX_SUCCESS)
         pfx_attn_params_release(rt, out);
     return st;

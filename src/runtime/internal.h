@@ -69,6 +69,11 @@ struct pfx_runtime {
 
     cl_mem workspace[PFX_WS_SLOTS];
     size_t workspace_bytes[PFX_WS_SLOTS];
+    /* What the last pfx_workspace_upload wrote in a slot, while nothing else
+     * may have written it (NULL: unknown); an upload of the same bytes
+     * enqueues nothing. */
+    void *workspace_shadow[PFX_WS_SLOTS];
+    size_t workspace_shadow_bytes[PFX_WS_SLOTS];
 
     pfx_program_entry *programs;
     size_t program_count;
@@ -189,12 +194,18 @@ pfx_status pfx_runtime_open(const pfx_runtime_params *params, pfx_runtime **out)
 /* ---- the runtime's workspace (src/runtime/workspace.c) ---- */
 /* A buffer of at least `bytes` in `slot`, kept for later calls; it grows (the
  * old one lives on until the commands using it are done). Its content is
- * whatever the last user left. */
+ * whatever the last user left; the caller may write it. */
 pfx_status pfx_workspace_get(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl_mem *out);
 /* The same, filled with `bytes` of `data` by a non-blocking write from a
- * private host copy (freed when the write completes): nothing waits. */
+ * private host copy (freed when the write completes): nothing waits. When the
+ * slot already holds these bytes from the last upload, nothing is enqueued:
+ * every command is one more wake-up of the device's threads, and on a CPU
+ * device shared with other work each is a chance to wait for a core. */
 pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *data, size_t bytes,
                                 cl_mem *out);
+/* Tells the workspace that a command writes the buffer a pfx_workspace_upload
+ * returned: the next upload writes again. */
+void pfx_workspace_written(pfx_runtime *rt, pfx_ws_slot slot);
 void pfx_workspace_release(pfx_runtime *rt);
 
 /* ---- programs and kernels (src/runtime/program.c) ---- */

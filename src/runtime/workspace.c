@@ -1,9 +1,18 @@
 /* The runtime-owned workspace: scratch buffers per slot that grow and are
- * reused, so an op does not create and release device buffers per call. */
+ * reused, so an op does not create and release device buffers per call, and
+ * uploads that skip bytes the slot already holds. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* The slot's content is no longer known to be the last upload's. */
+static void forget(pfx_runtime *rt, pfx_ws_slot slot)
+{
+    free(rt->workspace_shadow[slot]);
+    rt->workspace_shadow[slot] = NULL;
+    rt->workspace_shadow_bytes[slot] = 0;
+}
 
 static pfx_status get_slot(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl_mem *out)
 {
@@ -13,6 +22,7 @@ static pfx_status get_slot(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl_m
         return PFX_SUCCESS;
     }
     /* Released while enqueued kernels may still use it: OpenCL keeps it alive. */
+    forget(rt, slot);
     pfx_buffer_release(rt, rt->workspace[slot], rt->workspace_bytes[slot]);
     rt->memory.workspace_bytes -= rt->workspace_bytes[slot];
     rt->workspace[slot] = NULL;
@@ -32,8 +42,37 @@ pfx_status pfx_workspace_get(pfx_runtime *rt, pfx_ws_slot slot, size_t bytes, cl
     if (st != PFX_SUCCESS)
         return st;
     st = get_slot(rt, slot, bytes, out);
+    forget(rt, slot); /* the caller may write it */
     pfx_rt_leave(rt);
     return st;
+}
+
+void pfx_workspace_written(pfx_runtime *rt, pfx_ws_slot slot)
+{
+    if (pfx_rt_enter(rt, "workspace") != PFX_SUCCESS)
+        return;
+    forget(rt, slot);
+    pfx_rt_leave(rt);
+}
+
+/* Whether the slot holds exactly these bytes from the last upload. */
+static bool holds(const pfx_runtime *rt, pfx_ws_slot slot, const void *data, size_t bytes)
+{
+    return rt->workspace_shadow[slot] && rt->workspace_shadow_bytes[slot] == bytes &&
+           !memcmp(rt->workspace_shadow[slot], data, bytes);
+}
+
+/* Remembers an upload's bytes; without memory, only that nothing is known. */
+static void remember(pfx_runtime *rt, pfx_ws_slot slot, const void *data, size_t bytes)
+{
+    void *copy = realloc(rt->workspace_shadow[slot], bytes);
+    if (!copy) {
+        forget(rt, slot);
+        return;
+    }
+    memcpy(copy, data, bytes);
+    rt->workspace_shadow[slot] = copy;
+    rt->workspace_shadow_bytes[slot] = bytes;
 }
 
 static void CL_CALLBACK free_staging(cl_event event, cl_int status, void *staging)
@@ -51,7 +90,13 @@ pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *d
     if (st != PFX_SUCCESS)
         return st;
     void *staging = NULL;
-    if ((st = get_slot(rt, slot, bytes, &mem)) == PFX_SUCCESS && !(staging = malloc(bytes)))
+    if ((st = get_slot(rt, slot, bytes, &mem)) == PFX_SUCCESS && holds(rt, slot, data, bytes)) {
+        *out = mem;
+        pfx_rt_leave(rt);
+        return PFX_SUCCESS;
+    }
+    forget(rt, slot); /* until this write is enqueued */
+    if (st == PFX_SUCCESS && !(staging = malloc(bytes)))
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "workspace: host allocation failed");
     cl_event done = NULL;
     if (st == PFX_SUCCESS) {
@@ -69,6 +114,7 @@ pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *d
             free(staging);
         }
         clReleaseEvent(done);
+        remember(rt, slot, data, bytes);
         *out = mem;
     }
     pfx_rt_leave(rt);
@@ -78,6 +124,7 @@ pfx_status pfx_workspace_upload(pfx_runtime *rt, pfx_ws_slot slot, const void *d
 void pfx_workspace_release(pfx_runtime *rt)
 {
     for (int i = 0; i < PFX_WS_SLOTS; i++) {
+        forget(rt, (pfx_ws_slot)i);
         pfx_buffer_release(rt, rt->workspace[i], rt->workspace_bytes[i]);
         rt->workspace[i] = NULL;
         rt->workspace_bytes[i] = 0;

@@ -2,7 +2,8 @@
  * (tools/benchmark/bench_report.c on cJSON, tools/benchmark/bench_json.c): every input, cut at
  * its first NUL as the file reader refuses one, is parsed as a saved bench
  * run; it must be refused cleanly or give a run within the limits, every
- * measured test with a positive median and no NaN. Also linked into the
+ * measured test with a positive median and no NaN, its wall times absent
+ * (-1: a run saved before they were measured) or finite and >= 0. Also linked into the
  * normal build by run_corpus.c, which replays tests/fuzz/corpus/bench_compare/. */
 #include <math.h>
 #include <stdlib.h>
@@ -50,6 +51,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!r->id[0] || (r->ok && !(r->ms > 0 && isfinite(r->ms))) || isnan(r->gflops) ||
                 isnan(r->gbs))
                 abort();
+            /* the wall times: absent (< 0) or finite and non-negative */
+            const double walls[] = { r->wall_ms, r->wall_p10, r->wall_p90 };
+            for (size_t w = 0; w < sizeof(walls) / sizeof(walls[0]); w++)
+                if (!isfinite(walls[w]) || (walls[w] < 0 && walls[w] != -1.0))
+                    abort();
         }
     }
     return 0;

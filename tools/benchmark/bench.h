@@ -35,6 +35,10 @@ typedef struct bench_result {
     unsigned runs; /* timed runs */
     double ms;     /* median device time of one run */
     double ms_min, ms_max;
+    /* Host wall time of the same runs, from the first enqueue to the end of
+     * the finish after it (what a caller waits): median, 10th and 90th
+     * percentiles; < 0 when not measured (runs saved before it was). */
+    double wall_ms, wall_p10, wall_p90;
     double gflops;         /* < 0: not applicable */
     double gbs;            /* < 0: not applicable */
     bench_ceiling ceiling; /* which ceiling `share` refers to */
@@ -71,7 +75,8 @@ typedef struct bench_timing {
 typedef pfx_status (*bench_enqueue_fn)(pfx_runtime *rt, void *ctx, pfx_event **ev);
 
 /* One untimed warm-up run, then timed runs (count from the first timed one),
- * the median in r->ms. On failure returns the status, the message in
+ * each on an idle queue and finished before the next: the median device time
+ * in r->ms, the host wall time's median and spread in r->wall_*. On failure returns the status, the message in
  * pfx_last_error(rt) or, for the timer's own failures, in r->reason.
  * *host_timer is set when the device gives no times for spans and host wall
  * time (with a finish per run) was used instead. */

@@ -62,23 +62,25 @@ void bench_print_device(FILE *out, const bench_device *dev)
         const bench_result *r = &dev->tests[t];
         if (strcmp(group, r->group)) {
             group = r->group;
-            fprintf(out, "\n    %-22s %-42s %5s %11s %11s %10s %12s\n", group, "", "runs",
-                    "median (ms)", "(GFLOP/s)", "(GB/s)", "(% ceiling)");
+            fprintf(out, "\n    %-22s %-42s %5s %11s %11s %11s %11s %10s %12s\n", group, "", "runs",
+                    "median (ms)", "wall (ms)", "wall p90", "(GFLOP/s)", "(GB/s)", "(% ceiling)");
         }
         if (!r->ok) {
             fprintf(out, "      %-12s %-52s skipped: %s\n", r->id, r->label, r->reason);
             continue;
         }
-        char ms[32], gf[32], gb[32], sh[32];
+        char ms[32], wall[32], p90[32], gf[32], gb[32], sh[32];
         num(ms, sizeof(ms), r->ms);
+        num(wall, sizeof(wall), r->wall_ms);
+        num(p90, sizeof(p90), r->wall_p90);
         num(gf, sizeof(gf), r->gflops);
         num(gb, sizeof(gb), r->gbs);
         if (r->share >= 0)
             snprintf(sh, sizeof(sh), "%.2f %-4s", r->share, ceiling_name(r->ceiling));
         else
             snprintf(sh, sizeof(sh), "-");
-        fprintf(out, "      %-12s %-52s %5u %11s %11s %10s %12s\n", r->id, r->label, r->runs, ms,
-                gf, gb, sh);
+        fprintf(out, "      %-12s %-52s %5u %11s %11s %11s %11s %10s %12s\n", r->id, r->label,
+                r->runs, ms, wall, p90, gf, gb, sh);
     }
     fprintf(out, "\n");
 }
@@ -197,16 +199,20 @@ int bench_write_json(FILE *out, const bench_run *run)
                 fprintf(out, "}");
                 continue;
             }
-            fprintf(out, ", \"status\": \"ok\", \"runs\": %u, \"median_ms\": ", r->runs);
-            json_num(out, r->ms);
-            fprintf(out, ", \"min_ms\": ");
-            json_num(out, r->ms_min);
-            fprintf(out, ", \"max_ms\": ");
-            json_num(out, r->ms_max);
-            fprintf(out, ", \"gflops\": ");
-            json_num(out, r->gflops);
-            fprintf(out, ", \"gbs\": ");
-            json_num(out, r->gbs);
+            fprintf(out, ", \"status\": \"ok\", \"runs\": %u", r->runs);
+            const struct {
+                const char *key;
+                double value;
+            } nums[] = {
+                { "median_ms", r->ms },         { "min_ms", r->ms_min },
+                { "max_ms", r->ms_max },        { "wall_ms", r->wall_ms },
+                { "wall_p10_ms", r->wall_p10 }, { "wall_p90_ms", r->wall_p90 },
+                { "gflops", r->gflops },        { "gbs", r->gbs },
+            };
+            for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
+                fprintf(out, ", \"%s\": ", nums[k].key);
+                json_num(out, nums[k].value);
+            }
             fprintf(out, ", \"ceiling\": \"%s\", \"share_pct\": ", ceiling_name(r->ceiling));
             json_num(out, r->share);
             fprintf(out, "}");
@@ -237,7 +243,7 @@ static void csv_num(FILE *out, double v)
 int bench_write_csv(FILE *out, const bench_run *run)
 {
     fprintf(out, "date,selector,device,platform,test,group,label,status,runs,median_ms,min_ms,"
-                 "max_ms,gflops,gbs,ceiling,share_pct,reason\n");
+                 "max_ms,gflops,gbs,ceiling,share_pct,reason,wall_ms,wall_p10_ms,wall_p90_ms\n");
     for (size_t d = 0; d < run->device_count; d++) {
         const bench_device *dev = &run->devices[d];
         for (size_t t = 0; t < dev->count; t++) {
@@ -264,6 +270,12 @@ int bench_write_csv(FILE *out, const bench_run *run)
                 csv_num(out, r->share);
             fputc(',', out);
             csv_str(out, r->ok ? "" : r->reason);
+            const double walls[] = { r->wall_ms, r->wall_p10, r->wall_p90 };
+            for (size_t f = 0; f < sizeof(walls) / sizeof(walls[0]); f++) {
+                fputc(',', out);
+                if (r->ok)
+                    csv_num(out, walls[f]);
+            }
             fputc('\n', out);
         }
     }
@@ -440,6 +452,7 @@ static bool load_run(const cJSON *root, bench_run *run, char *err, size_t errlen
                 return false;
             }
             r->gflops = r->gbs = r->share = -1;
+            r->wall_ms = r->wall_p10 = r->wall_p90 = -1;
             if (!strcmp(status, "skipped")) {
                 if (!get_str(jt, "reason", r->reason, sizeof(r->reason), false, err, errlen, where))
                     return false;
@@ -457,6 +470,10 @@ static bool load_run(const cJSON *root, bench_run *run, char *err, size_t errlen
                 !get_num(jt, "runs", &runs, false, err, errlen, where) ||
                 !get_num(jt, "min_ms", &r->ms_min, false, err, errlen, where) ||
                 !get_num(jt, "max_ms", &r->ms_max, false, err, errlen, where) ||
+                /* absent in runs saved before the wall time was measured */
+                !get_num(jt, "wall_ms", &r->wall_ms, false, err, errlen, where) ||
+                !get_num(jt, "wall_p10_ms", &r->wall_p10, false, err, errlen, where) ||
+                !get_num(jt, "wall_p90_ms", &r->wall_p90, false, err, errlen, where) ||
                 !get_num(jt, "gflops", &r->gflops, false, err, errlen, where) ||
                 !get_num(jt, "gbs", &r->gbs, false, err, errlen, where) ||
                 !get_num(jt, "share_pct", &r->share, false, err, errlen, where) ||
@@ -536,8 +553,9 @@ void bench_print_compare(FILE *out, const bench_run *now, const bench_run *base,
                     "    (no device of that name in the saved run: compared with its "
                     "device %zu, %s)\n",
                     d + 1, old->info.device_name);
-        fprintf(out, "    %-12s %-8s %12s %12s %10s %12s %12s %10s\n", "test", "unit", "saved",
-                "now", "change %", "saved ms", "now ms", "time %");
+        fprintf(out, "    %-12s %-8s %12s %12s %10s %12s %12s %10s %12s %12s %10s\n", "test",
+                "unit", "saved", "now", "change %", "saved ms", "now ms", "time %", "saved wall",
+                "now wall", "wall %");
         for (size_t t = 0; t < dev->count; t++) {
             const bench_result *r = &dev->tests[t];
             const bench_result *o = bench_find_test(old, r->id);
@@ -549,18 +567,28 @@ void bench_print_compare(FILE *out, const bench_run *now, const bench_run *base,
                         "skipped", "-");
                 continue;
             }
+            char now_wall[32];
+            num(now_wall, sizeof(now_wall), r->wall_ms);
             if (!o || !o->ok || ov < 0 || strcmp(unit, ounit)) {
-                fprintf(out, "    %-12s %-8s %12s %12.2f %10s %12s %12.2f %10s\n", r->id, unit,
+                fprintf(out, "    %-12s %-8s %12s %12.2f %10s %12s %12.2f %10s %12s %12s %10s\n",
+                        r->id, unit,
                         !o       ? "absent"
                         : !o->ok ? "skipped"
                                  : "-",
-                        v, "new", "-", r->ms, "-");
+                        v, "new", "-", r->ms, "-", "-", now_wall, "-");
                 continue;
             }
             double change = ov > 0 ? 100.0 * (v / ov - 1.0) : 0.0;
             double tchange = 100.0 * (r->ms / o->ms - 1.0);
-            fprintf(out, "    %-12s %-8s %12.2f %12.2f %+10.2f %12.2f %12.2f %+10.2f\n", r->id,
-                    unit, ov, v, change, o->ms, r->ms, tchange);
+            /* a run saved before the wall time was measured has none: "-" */
+            char old_wall[32], wchange[32] = "-";
+            num(old_wall, sizeof(old_wall), o->wall_ms);
+            if (o->wall_ms > 0 && r->wall_ms >= 0)
+                snprintf(wchange, sizeof(wchange), "%+.2f",
+                         100.0 * (r->wall_ms / o->wall_ms - 1.0));
+            fprintf(out,
+                    "    %-12s %-8s %12.2f %12.2f %+10.2f %12.2f %12.2f %+10.2f %12s %12s %10s\n",
+                    r->id, unit, ov, v, change, o->ms, r->ms, tchange, old_wall, now_wall, wchange);
         }
         fprintf(out, "\n");
     }

@@ -59,6 +59,7 @@ bench_result *suite_begin(suite *s, const char *id, const char *group, const cha
     snprintf(r->group, sizeof(r->group), "%s", group);
     snprintf(r->label, sizeof(r->label), "%s", label);
     r->gflops = r->gbs = r->share = -1.0;
+    r->wall_ms = r->wall_p10 = r->wall_p90 = -1.0;
     if (s->progress)
         s->progress(s->user, id, dev->count, s->total);
     return r;

@@ -98,6 +98,15 @@ double tool_median(double *x, size_t n)
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
+double tool_quantile(const double *sorted, size_t n, double q)
+{
+    const double at = q * (double)(n - 1);
+    const size_t lo = (size_t)at;
+    if (lo + 1 >= n)
+        return sorted[n - 1];
+    return sorted[lo] + (at - (double)lo) * (sorted[lo + 1] - sorted[lo]);
+}
+
 const char *tool_device_type(pfx_device_type type)
 {
     switch (type) {

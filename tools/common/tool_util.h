@@ -76,5 +76,8 @@ int tool_cmp_double(const void *a, const void *b);
 /* The median of x[0, n) (n > 0; the mean of the middle two for even n),
  * sorting x in place. */
 double tool_median(double *x, size_t n);
+/* The q-quantile (0 <= q <= 1) of sorted[0, n) (n > 0), interpolated
+ * linearly between the neighbouring ranks as numpy's default does. */
+double tool_quantile(const double *sorted, size_t n, double q);
 
 #endif
