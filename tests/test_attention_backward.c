@@ -18,8 +18,8 @@
 struct problem;
 
 typedef struct spec {
-    attn_fixture_spec
-        f; /* the problem drawn (base_spec: item 1 hidden, bank entries 1..T-2 unused) */
+    /* the problem drawn (base_spec: item 1 hidden, bank entries 1..T-2 unused) */
+    attn_fixture_spec f;
     void (*poke)(
         struct problem *p); /* changes inputs (host and device) before the reference runs */
 } spec;
@@ -127,11 +127,10 @@ static void grads_free(grads *g)
     }
 }
 
-static float *read_all(const pfx_tensor *t, size_t n)
+static float *read_all(const pfx_tensor *t)
 {
-    float *x = malloc(n * sizeof(float));
-    assert_non_null(x);
-    assert_int_equal(pfx_tensor_read(t, 0, n, x), PFX_SUCCESS);
+    float *x = NULL;
+    assert_int_equal(attn_read_all(t, &x), PFX_SUCCESS);
     return x;
 }
 
@@ -159,7 +158,7 @@ static void run_spec_mask(pfx_runtime *rt, const spec *s, unsigned mask, double 
     for (int i = 0; i < G_COUNT; i++) {
         if (!g.t[i])
             continue;
-        float *got = read_all(g.t[i], g.n[i]);
+        float *got = read_all(g.t[i]);
         double err = rel_l2(g.ref[i], got, g.n[i]);
         printf("  B%zu H%zu/%zu N%zu M%zu P%zu D%zu T%zu %-10s rel_l2 %.2e\n", s->f.B, s->f.H,
                s->f.Hkv, s->f.N, s->f.M, s->f.P, s->f.D, s->f.bank, grad_names[i], err);
@@ -419,7 +418,7 @@ static void test_determinism(void **state)
     for (int i = 0; i < G_COUNT; i++) {
         if (!g1.t[i])
             continue;
-        float *a = read_all(g1.t[i], g1.n[i]), *b = read_all(g2.t[i], g2.n[i]);
+        float *a = read_all(g1.t[i]), *b = read_all(g2.t[i]);
         if (memcmp(a, b, g1.n[i] * sizeof(float)))
             fail_msg("%s differs between two runs", grad_names[i]);
         free(a);
@@ -463,7 +462,7 @@ static void test_accumulate(void **state)
     for (int i = 0; i < G_COUNT; i++) {
         if (!acc.t[i])
             continue;
-        float *f = read_all(fresh.t[i], fresh.n[i]), *a = read_all(acc.t[i], acc.n[i]);
+        float *f = read_all(fresh.t[i]), *a = read_all(acc.t[i]);
         for (size_t e = 0; e < acc.n[i]; e++) {
             float want = init[i][e] + f[e];
             if (memcmp(&want, &a[e], sizeof(float)))
@@ -728,7 +727,7 @@ static void test_nan_propagates(void **state)
     for (int i = 0; i < G_COUNT; i++) {
         if (!g.t[i])
             continue;
-        float *got = read_all(g.t[i], g.n[i]);
+        float *got = read_all(g.t[i]);
         check_nan_grad(i, g.ref[i], got, g.n[i]);
         free(got);
     }
@@ -740,7 +739,7 @@ static void test_nan_propagates(void **state)
     for (int i = 0; i < G_COUNT; i++) {
         if (!g.t[i])
             continue;
-        float *got = read_all(g.t[i], g.n[i]);
+        float *got = read_all(g.t[i]);
         check_nan_grad(i, g.ref[i], got, g.n[i]);
         free(got);
     }
