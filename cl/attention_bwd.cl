@@ -214,12 +214,8 @@ void pfx_attn_bwd_gain_reduce(int H, int D, int parts, __global const float *par
             ddim_gain[h * D + d] = accumulate ? ddim_gain[h * D + d] + v : v;
         }
     }
-    red[lid] = mine;
-    barrier(CLK_LOCAL_MEM_FENCE);
+    const float s = pfx_group_sum_in_order(red, mine, GAIN_WG);
     if (lid == 0 && dgain) {
-        float s = 0.0f;
-        for (int t = 0; t < GAIN_WG; t++)
-            s += red[t];
         float v = dscale[h] * s;
         dgain[h] = accumulate ? dgain[h] + v : v;
     }

@@ -5,7 +5,8 @@
 /*
  * CPU path (PFX_ATTN_VEC = the device's native float width: 4, 8 or 16).
  * As the forward's CPU path (cl/attention_fwd.cpu.cl): one work-item per
- * work-group, every tile product register-blocked as a CPU GEMM with fma():
+ * work-group, every tile product register-blocked as a CPU GEMM with fma()
+ * (PFX_DEFINE_CPU_TILE_PRODUCTS, cl/common.cl):
  * RB rows x NVK vectors for the scores (dK/dV: S = Q K~^T, dP = dO V~^T with
  * K~, V~ transposed once per group so that keys are the lanes; dQ: S^T and
  * dP^T with Q~, dO transposed once per group so that rows are the lanes), RB
@@ -58,94 +59,16 @@ typedef int16 intv;
 /* vectors per score block: keys (dK/dV) or rows (dQ) */
 #define NVK (BK % (2 * VEC) || BQ % (2 * VEC) ? 1 : 2)
 #define NVD (DMAX >= 2 * VEC ? 2 : 1) /* head-dimension vectors per block */
-/* The vector at p + i of a local array declared as floatv (i a multiple of
- * VEC): an aligned access (PoCL splits a vstore16 of unknown alignment into
- * four 16-byte stores), usable on both sides of '='. */
-#define LVEC(p, i) (*(__local floatv *)((p) + (i)))
-/* A local float array of n floats (n a multiple of VEC), aligned as floatv. */
-#define LOCAL_FLOATS(name, n)                                                  \
-    __local floatv name##_[(n) / VEC];                                         \
-    __local float *name = (__local float *)name##_
+/* Local float arrays aligned as floatv and their vectors (cl/common.cl). */
+#define LVEC(p, i)            PFX_LVEC(floatv, p, i)
+#define LOCAL_FLOATS(name, n) PFX_LOCAL_FLOATS(floatv, VEC, name, n)
 
 /* 2^x, x <= 0, vectorizable: the forward's polynomial (cl/common.cl). */
 PFX_DEFINE_POLY_EXP2(bwd_exp2v, floatv, intv, convert_intv, as_floatv)
 
-/* out[r][c] = sum_d a[r][d] bt[d][c] for r in [0, rows) (a multiple of RB)
- * and c in [0, cols): a rows of stride DMAX (broadcast), bt rows of stride
- * ld (vectors, at least cols rounded up to NVK vectors), out rows of stride
- * ld. Lanes past cols hold whatever bt holds there. */
-void bwd_scores_cpu(__local const float *a, __local const float *bt, __local float *out,
-                    int ld, int rows, int cols, int D)
-{
-    const int blocks = (cols + NVK * VEC - 1) / (NVK * VEC);
-    for (int rb = 0; rb < rows; rb += RB)
-        for (int kb = 0; kb < blocks; kb++) {
-            const int c0 = kb * NVK * VEC;
-            floatv s[RB][NVK];
-#pragma unroll
-            for (int x = 0; x < RB; x++)
-#pragma unroll
-                for (int y = 0; y < NVK; y++)
-                    s[x][y] = (floatv)0.0f;
-            /* pointers stepped per d: constant offsets inside the block */
-            __local const float *ap = a + rb * DMAX, *bp = bt + c0;
-            for (int d = 0; d < D; d++, ap++, bp += ld) {
-                floatv bv[NVK];
-#pragma unroll
-                for (int y = 0; y < NVK; y++)
-                    bv[y] = LVEC(bp, y * VEC);
-#pragma unroll
-                for (int x = 0; x < RB; x++) {
-                    floatv av = (floatv)ap[x * DMAX];
-#pragma unroll
-                    for (int y = 0; y < NVK; y++)
-                        s[x][y] = fma(av, bv[y], s[x][y]);
-                }
-            }
-#pragma unroll
-            for (int x = 0; x < RB; x++)
-#pragma unroll
-                for (int y = 0; y < NVK; y++)
-                    LVEC(out, (rb + x) * ld + c0 + y * VEC) = s[x][y];
-        }
-}
-
-/* acc[o][d] += sum_{u < inner} w[u][o] b[u][d] for outputs [0, outs) (a
- * multiple of RB): w read at w[u * w_u + o * w_o] (broadcast), b [inner][DMAX]
- * (vectors), acc [outs][DMAX]; head dimensions up to D rounded to vectors. */
-void bwd_accumulate_cpu(__local float *acc, __local const float *w, int w_u, int w_o,
-                        __local const float *b, int outs, int inner, int D)
-{
-    const int d_end = (D + NVD * VEC - 1) / (NVD * VEC) * (NVD * VEC);
-    for (int ob = 0; ob < outs; ob += RB)
-        for (int d0 = 0; d0 < d_end; d0 += NVD * VEC) {
-            floatv a[RB][NVD];
-#pragma unroll
-            for (int x = 0; x < RB; x++)
-#pragma unroll
-                for (int y = 0; y < NVD; y++)
-                    a[x][y] = LVEC(acc, (ob + x) * DMAX + d0 + y * VEC);
-            __local const float *wp = w + ob * w_o, *bp = b + d0;
-            for (int u = 0; u < inner; u++, wp += w_u, bp += DMAX) {
-                floatv bv[NVD];
-#pragma unroll
-                for (int y = 0; y < NVD; y++)
-                    bv[y] = LVEC(bp, y * VEC);
-#pragma unroll
-                for (int x = 0; x < RB; x++) {
-                    floatv wv = (floatv)wp[x * w_o];
-#pragma unroll
-                    for (int y = 0; y < NVD; y++)
-                        a[x][y] = fma(wv, bv[y], a[x][y]);
-                }
-            }
-#pragma unroll
-            for (int x = 0; x < RB; x++)
-#pragma unroll
-                for (int y = 0; y < NVD; y++)
-                    LVEC(acc, (ob + x) * DMAX + d0 + y * VEC) = a[x][y];
-        }
-}
+/* The tile products, RB rows (or keys) x NVK score vectors or NVD vectors of
+ * head dimensions per register block (cl/common.cl). */
+PFX_DEFINE_CPU_TILE_PRODUCTS(floatv, VEC, RB, NVK, NVD, DMAX)
 
 /* Key rows [j0, j0 + rows) of K~ and V~ transposed into kt, vt [DMAX][BK];
  * zeros past rows or D. */
@@ -312,8 +235,8 @@ void bwd_key_tile_cpu(BWD_SHARED_PARAMS, int tile, int prefix_tiles, int b, int 
                                  lse + stats, delta + stats, dimf, i0, q_len, D);
             const int live_rows = min(BQ, q_len - i0);
             const int qrows = (live_rows + RB - 1) / RB * RB;
-            bwd_scores_cpu(Qs, Kt, Ps, BK, qrows, keys, D);
-            bwd_scores_cpu(dOs, Vt, dSs, BK, qrows, keys, D);
+            pfx_cpu_scores(Qs, Kt, Ps, BK, qrows, keys, D);
+            pfx_cpu_scores(dOs, Vt, dSs, BK, qrows, keys, D);
             const int vecs = (keys + VEC - 1) / VEC;
             for (int r = 0; r < qrows; r++) {
                 const float l = rl[r], dl = rd[r];
@@ -335,15 +258,15 @@ void bwd_key_tile_cpu(BWD_SHARED_PARAMS, int tile, int prefix_tiles, int b, int 
                 }
             }
             /* dV += P^T dO, dK += dS^T Q~ over the tile's rows */
-            bwd_accumulate_cpu(dVa, Ps, BK, 1, dOs, kb_end, qrows, D);
-            bwd_accumulate_cpu(dKa, dSs, BK, 1, Qs, kb_end, qrows, D);
+            pfx_cpu_accumulate(dVa, 0, Ps, BK, 1, dOs, kb_end, qrows, D);
+            pfx_cpu_accumulate(dKa, 0, dSs, BK, 1, Qs, kb_end, qrows, D);
             if (dqp) { /* dQraw += Z K~, through Qs (Q~ is no longer needed) */
                 __global float *rows_q = dqp + ((ulong)(b * H + h) * N + i0) * DMAX;
                 for (int r = 0; r < qrows; r++)
                     for (int d0 = 0; d0 < DMAX; d0 += VEC)
                         LVEC(Qs, r * DMAX + d0) =
                             r < live_rows ? vloadv(0, rows_q + r * DMAX + d0) : (floatv)0.0f;
-                bwd_accumulate_cpu(Qs, Zs, 1, BK, Kn, qrows, keys, D);
+                pfx_cpu_accumulate(Qs, 0, Zs, 1, BK, Kn, qrows, keys, D);
                 for (int r = 0; r < live_rows; r++)
                     for (int d0 = 0; d0 < DMAX; d0 += VEC)
                         vstorev(LVEC(Qs, r * DMAX + d0), 0, rows_q + r * DMAX + d0);
@@ -542,8 +465,8 @@ void pfx_attn_bwd_dq(BWD_SHARED_PARAMS, __global float *dq, int accumulate,
         }
         const int kend = is_prefix ? rows : min(rows, t_end - j0);
         const int kblocks = (kend + RB - 1) / RB * RB;
-        bwd_scores_cpu(Kn, Qt, St, BQ, kblocks, qrows, D);
-        bwd_scores_cpu(Vn, dOt, Zt, BQ, kblocks, qrows, D);
+        pfx_cpu_scores(Kn, Qt, St, BQ, kblocks, qrows, D);
+        pfx_cpu_scores(Vn, dOt, Zt, BQ, kblocks, qrows, D);
         /* Z = p (dP - Delta) (without c), 0 where hidden: row r sees key
          * jj < kend (causal: t = j0 + jj <= i0 + r + shift) when it is live */
         for (int rv = 0; rv < qrows; rv += VEC) {
@@ -561,7 +484,7 @@ void pfx_attn_bwd_dq(BWD_SHARED_PARAMS, __global float *dq, int accumulate,
             }
         }
         /* dQraw += Z K~ over the tile's keys */
-        bwd_accumulate_cpu(dQa, Zt, BQ, 1, Kn, qrows, kend, D);
+        pfx_cpu_accumulate(dQa, 0, Zt, BQ, 1, Kn, qrows, kend, D);
     }
 
     __global float *out = gain_part ? gain_part + (((ulong)h * B + b) * ntq + qt) * D : 0;

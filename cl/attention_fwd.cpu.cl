@@ -2,7 +2,8 @@
  * cl/attention_fwd.cl (options, helpers, the math), see there.
  *
  * One work-item per work-group owns BLOCK_M rows and runs the tile products
- * as a CPU GEMM does, register-blocked, accumulated with fma(). VEC is the
+ * as a CPU GEMM does, register-blocked, accumulated with fma() (the
+ * backward's products: PFX_DEFINE_CPU_TILE_PRODUCTS, cl/common.cl). VEC is the
  * device's native float vector width (8 on AVX2, 16 on AVX-512); a register
  * block is RB x 2 accumulators plus the two vectors it reads and one
  * broadcast: 11 of AVX2's 16 registers (RB 4), 19 of AVX-512's 32 (RB 8;
@@ -39,6 +40,7 @@
 #endif
 #define NVK (BLOCK_N % (2 * VEC) ? 1 : 2) /* key vectors per block (keys as lanes) */
 #define NVD (HEAD_DIM >= 2 * VEC ? 2 : 1) /* head-dimension vectors per block */
+#define NVS (ROW_LANES ? NVR : NVK)       /* score vectors per block */
 #if VEC == 4
 #define LANE_IDS ((intv)(0, 1, 2, 3))
 #elif VEC == 8
@@ -47,44 +49,25 @@
 #define LANE_IDS ((intv)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 #endif
 
-/* The vector at p + i of a local array declared as floatv (i a multiple of
- * VEC): an aligned access (PoCL splits a vstore16 of unknown alignment into
- * four 16-byte stores), usable on both sides of '='. */
-#define LVEC(p, i) (*(__local floatv *)((p) + (i)))
-/* A local float array of n floats (n a multiple of VEC), aligned as floatv. */
-#define LOCAL_FLOATS(name, n)                                                  \
-    __local floatv name##_[(n) / VEC];                                         \
-    __local float *name = (__local float *)name##_
+/* Local float arrays aligned as floatv and their vectors (cl/common.cl). */
+#define LVEC(p, i)            PFX_LVEC(floatv, p, i)
+#define LOCAL_FLOATS(name, n) PFX_LOCAL_FLOATS(floatv, VEC, name, n)
 
-inline float pfx_hmax(floatv x)
-{
-    float r = x.s0;
-#if VEC >= 4
-    r = fmax(fmax(r, x.s1), fmax(x.s2, x.s3));
-#endif
-#if VEC >= 8
-    r = fmax(r, fmax(fmax(x.s4, x.s5), fmax(x.s6, x.s7)));
-#endif
-#if VEC == 16
-    r = fmax(r, fmax(fmax(x.s8, x.s9), fmax(x.sa, x.sb)));
-    r = fmax(r, fmax(fmax(x.sc, x.sd), fmax(x.se, x.sf)));
-#endif
-    return r;
-}
-
-/* Lane sum in a fixed order (results do not depend on scheduling). */
-inline float pfx_hsum(floatv x)
-{
-#if VEC == 16
-    float8 h = x.lo + x.hi;
-    float4 g = h.lo + h.hi;
+/* The lane max and sum of a floatv, in one fixed order (cl/common.cl). */
+#if VEC == 4
+#define pfx_hmax pfx_max4
+#define pfx_hsum pfx_sum4
 #elif VEC == 8
-    float4 g = x.lo + x.hi;
+#define pfx_hmax pfx_max8
+#define pfx_hsum pfx_sum8
 #else
-    float4 g = x;
+#define pfx_hmax pfx_max16
+#define pfx_hsum pfx_sum16
 #endif
-    return (g.s0 + g.s2) + (g.s1 + g.s3);
-}
+
+/* The tile products, RB keys or rows x NVS score vectors or NVD vectors of
+ * head dimensions per register block (cl/common.cl). */
+PFX_DEFINE_CPU_TILE_PRODUCTS(floatv, VEC, RB, NVS, NVD, HEAD_DIM)
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void pfx_attn_fwd(__global const void *q, __global const void *k, __global const void *v,
@@ -200,46 +183,19 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         }
 
 #if ROW_LANES
-        /* Logits: Ss[c][r] = c_h (k_c . q_r), RB keys x NVR row vectors per
+        /* Unscaled logits: Ss[c][r] = k_c . q_r, RB keys x NVR row vectors per
          * block; keys past cols (up to a whole block) are never read. */
-        for (int c0 = 0; c0 < cols; c0 += RB)
-            for (int rv = 0; rv < rows; rv += NVR * VEC) {
-                floatv s[RB][NVR];
-#pragma unroll
-                for (int x = 0; x < RB; x++)
-#pragma unroll
-                    for (int y = 0; y < NVR; y++)
-                        s[x][y] = (floatv)0.0f;
-                /* pointers stepped per d: constant offsets inside the block */
-                __local const float *qp = Qs + rv, *kp = Ks + c0 * HEAD_DIM;
-                for (int d = 0; d < D; d++, qp += BLOCK_M, kp++) {
-                    floatv qv[NVR];
-#pragma unroll
-                    for (int y = 0; y < NVR; y++)
-                        qv[y] = LVEC(qp, y * VEC);
-#pragma unroll
-                    for (int x = 0; x < RB; x++) {
-                        floatv kd = (floatv)kp[x * HEAD_DIM];
-#pragma unroll
-                        for (int y = 0; y < NVR; y++)
-                            s[x][y] = fma(kd, qv[y], s[x][y]);
-                    }
-                }
-#pragma unroll
-                for (int x = 0; x < RB; x++)
-#pragma unroll
-                    for (int y = 0; y < NVR; y++)
-                        LVEC(Ss, (c0 + x) * BLOCK_M + rv + y * VEC) =
-                            PFX_SAT_LOGIT(s[x][y] * LVEC(row_c, rv + y * VEC), s[x][y]);
-            }
+        pfx_cpu_scores(Ks, Qs, Ss, BLOCK_M, (cols + RB - 1) / RB * RB, rows, D);
 
-        /* Online softmax down the keys, VEC rows at a time. */
+        /* Online softmax down the keys, VEC rows at a time; logits scaled by
+         * c_h as they are masked. */
         for (int rv = 0; rv < rows; rv += VEC) {
             const intv visible = *(__local intv *)(row_keys + rv) - (intv)j0;
-            const floatv m_old = LVEC(row_m, rv);
+            const floatv m_old = LVEC(row_m, rv), cv = LVEC(row_c, rv);
             floatv mt = m_old;
             for (int c = 0; c < cols; c++) {
-                floatv sv = select((floatv)(-INFINITY), LVEC(Ss, c * BLOCK_M + rv),
+                const floatv s = LVEC(Ss, c * BLOCK_M + rv);
+                floatv sv = select((floatv)(-INFINITY), PFX_SAT_LOGIT(s * cv, s),
                                    (intv)c < visible);
                 LVEC(Ss, c * BLOCK_M + rv) = sv;
                 mt = fmax(mt, sv);
@@ -259,47 +215,21 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
 #define P_KEY_STEP BLOCK_M /* p of (r, c) at Ss[c BLOCK_M + r] */
 #define P_ROW_STEP 1
 #else
-        /* Logits: Ss[r][c] = c_h (q_r . k_c), RB rows x NVK key vectors. */
+        /* Unscaled logits: Ss[r][c] = q_r . k_c, RB rows x NVK key vectors. */
         const int key_blocks = (cols + NVK * VEC - 1) / (NVK * VEC);
-        for (int rb = 0; rb < rows; rb += RB)
-            for (int kb = 0; kb < key_blocks; kb++) {
-                const int c0 = kb * NVK * VEC;
-                floatv s[RB][NVK];
-#pragma unroll
-                for (int x = 0; x < RB; x++)
-#pragma unroll
-                    for (int y = 0; y < NVK; y++)
-                        s[x][y] = (floatv)0.0f;
-                __local const float *qp = Qs + rb * HEAD_DIM, *kp = Ks + c0;
-                for (int d = 0; d < D; d++, qp++, kp += BLOCK_N) {
-                    floatv kv[NVK];
-#pragma unroll
-                    for (int y = 0; y < NVK; y++)
-                        kv[y] = LVEC(kp, y * VEC);
-#pragma unroll
-                    for (int x = 0; x < RB; x++) {
-                        floatv qd = (floatv)qp[x * HEAD_DIM];
-#pragma unroll
-                        for (int y = 0; y < NVK; y++)
-                            s[x][y] = fma(qd, kv[y], s[x][y]);
-                    }
-                }
-#pragma unroll
-                for (int x = 0; x < RB; x++)
-#pragma unroll
-                    for (int y = 0; y < NVK; y++)
-                        LVEC(Ss, (rb + x) * BLOCK_N + c0 + y * VEC) =
-                            PFX_SAT_LOGIT(s[x][y] * row_c[rb + x], s[x][y]);
-            }
+        pfx_cpu_scores(Qs, Ks, Ss, BLOCK_N, rows, cols, D);
 
-        /* Online softmax row by row, keys as lanes. */
+        /* Online softmax row by row, keys as lanes; logits scaled by c_h as
+         * they are masked. */
         const int vecs = key_blocks * NVK;
         for (int x = 0; x < rows; x++) {
             __local float *srow = Ss + x * BLOCK_N;
             const intv visible = (intv)(row_keys[x] - j0);
+            const float cx = row_c[x];
             floatv mv = (floatv)(-INFINITY);
             for (int y = 0; y < vecs; y++) {
-                floatv sv = select((floatv)(-INFINITY), LVEC(srow, y * VEC),
+                const floatv s = LVEC(srow, y * VEC);
+                floatv sv = select((floatv)(-INFINITY), PFX_SAT_LOGIT(s * cx, s),
                                    LANE_IDS + (intv)(y * VEC) < visible);
                 LVEC(srow, y * VEC) = sv;
                 mv = fmax(mv, sv);
@@ -324,34 +254,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
 #endif
 
         /* O = alpha O + P V: RB rows x NVD vectors of head dimensions. */
-        for (int rb = 0; rb < rows; rb += RB)
-            for (int d0 = 0; d0 < d_end; d0 += NVD * VEC) {
-                floatv a[RB][NVD];
-#pragma unroll
-                for (int x = 0; x < RB; x++)
-#pragma unroll
-                    for (int y = 0; y < NVD; y++)
-                        a[x][y] = LVEC(Os, (rb + x) * HEAD_DIM + d0 + y * VEC) * row_alpha[rb + x];
-                __local const float *pp = Ss + rb * P_ROW_STEP, *vp = Vs + d0;
-                for (int c = 0; c < cols; c++, pp += P_KEY_STEP, vp += HEAD_DIM) {
-                    floatv vv[NVD];
-#pragma unroll
-                    for (int y = 0; y < NVD; y++)
-                        vv[y] = LVEC(vp, y * VEC);
-#pragma unroll
-                    for (int x = 0; x < RB; x++) {
-                        floatv p = (floatv)pp[x * P_ROW_STEP];
-#pragma unroll
-                        for (int y = 0; y < NVD; y++)
-                            a[x][y] = fma(p, vv[y], a[x][y]);
-                    }
-                }
-#pragma unroll
-                for (int x = 0; x < RB; x++)
-#pragma unroll
-                    for (int y = 0; y < NVD; y++)
-                        LVEC(Os, (rb + x) * HEAD_DIM + d0 + y * VEC) = a[x][y];
-            }
+        pfx_cpu_accumulate(Os, row_alpha, Ss, P_KEY_STEP, P_ROW_STEP, Vs, rows, cols, D);
     }
 
     for (int x = 0; x < BLOCK_M && r0 + x < R; x++) {

@@ -159,36 +159,21 @@ void pfx_attn_stats_reduce(uint rows_per_head, __global const float *rows,
                            __global float *topk, int want_topk,
                            __global float *prefix, int want_prefix)
 {
-    __local float acc[4][PFX_REDUCE_WG];
+    __local float4 red[PFX_REDUCE_WG];
     uint h = get_group_id(0), lid = get_local_id(0);
     __global const float *r = rows + (ulong)h * rows_per_head * 4;
-    float e = 0.0f, t = 0.0f, p = 0.0f, n = 0.0f;
-    for (uint x = lid; x < rows_per_head; x += PFX_REDUCE_WG) {
-        e += r[4 * (ulong)x];
-        t += r[4 * (ulong)x + 1];
-        p += r[4 * (ulong)x + 2];
-        n += r[4 * (ulong)x + 3];
-    }
-    acc[0][lid] = e;
-    acc[1][lid] = t;
-    acc[2][lid] = p;
-    acc[3][lid] = n;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint w = PFX_REDUCE_WG / 2; w > 0; w >>= 1) {
-        if (lid < w)
-            for (int c = 0; c < 4; c++)
-                acc[c][lid] += acc[c][lid + w];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    float4 acc = (float4)(0.0f); /* entropy, top-k mass, prefix mass, valid rows */
+    for (uint x = lid; x < rows_per_head; x += PFX_REDUCE_WG)
+        acc += vload4(x, r);
+    acc = pfx_group_sum4(red, acc, PFX_REDUCE_WG);
     if (lid == 0) {
-        float count = acc[3][0];
-        float inv = count > 0.0f ? 1.0f / count : 0.0f;
+        float inv = acc.s3 > 0.0f ? 1.0f / acc.s3 : 0.0f;
         if (want_entropy)
-            entropy[h] = acc[0][0] * inv;
+            entropy[h] = acc.s0 * inv;
         if (want_topk)
-            topk[h] = acc[1][0] * inv;
+            topk[h] = acc.s1 * inv;
         if (want_prefix)
-            prefix[h] = acc[2][0] * inv;
+            prefix[h] = acc.s2 * inv;
     }
 }
 

@@ -41,51 +41,78 @@ float8 pfx_load8(__global const void *p, ulong off, ulong step, int is_half, ulo
     return vload8(0, t);
 }
 
-/* The sum and the max of a float8's lanes, in one fixed order (halves). */
+/* The sum and the max of a vector's lanes, in one fixed order (halves), for
+ * float4, float8 and float16. */
+float pfx_sum4(float4 v)
+{
+    const float2 b = v.lo + v.hi;
+    return b.lo + b.hi;
+}
+
 float pfx_sum8(float8 v)
 {
-    const float4 a = v.lo + v.hi;
-    const float2 b = a.lo + a.hi;
-    return b.lo + b.hi;
+    return pfx_sum4(v.lo + v.hi);
+}
+
+float pfx_sum16(float16 v)
+{
+    return pfx_sum8(v.lo + v.hi);
+}
+
+float pfx_max4(float4 v)
+{
+    const float2 b = fmax(v.lo, v.hi);
+    return fmax(b.lo, b.hi);
 }
 
 float pfx_max8(float8 v)
 {
-    const float4 a = fmax(v.lo, v.hi);
-    const float2 b = fmax(a.lo, a.hi);
-    return fmax(b.lo, b.hi);
+    return pfx_max4(fmax(v.lo, v.hi));
 }
 
-/* The sum and the max of v over a work-group of n items (n a power of two,
+float pfx_max16(float16 v)
+{
+    return pfx_max8(fmax(v.lo, v.hi));
+}
+
+#define PFX_ADD(a, b) ((a) + (b))
+
+/* The reduction of v by OP over a work-group of n items (n a power of two,
  * the group's size) through s[n]: a tree in one fixed order, so the result
  * is deterministic for a given n. Every item of the group calls it and gets
- * the result; s is free again on return. */
-float pfx_group_sum(__local float *s, float v, uint n)
-{
-    const uint lid = get_local_id(0);
-    s[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint w = n / 2; w > 0; w >>= 1) {
-        if (lid < w)
-            s[lid] += s[lid + w];
-        barrier(CLK_LOCAL_MEM_FENCE);
+ * the result; s is free again on return. Instantiated per element type and
+ * operation: pfx_group_sum, pfx_group_max (float), pfx_group_sum4 (float4:
+ * four sums in one tree, each as pfx_group_sum computes it). */
+#define PFX_DEFINE_GROUP_REDUCE(name, T, OP)                                  \
+    T name(__local T *s, T v, uint n)                                         \
+    {                                                                         \
+        const uint lid = get_local_id(0);                                     \
+        s[lid] = v;                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                         \
+        for (uint w = n / 2; w > 0; w >>= 1) {                                \
+            if (lid < w)                                                      \
+                s[lid] = OP(s[lid], s[lid + w]);                              \
+            barrier(CLK_LOCAL_MEM_FENCE);                                     \
+        }                                                                     \
+        const T r = s[0];                                                     \
+        barrier(CLK_LOCAL_MEM_FENCE);                                         \
+        return r;                                                             \
     }
-    const float r = s[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
+PFX_DEFINE_GROUP_REDUCE(pfx_group_sum, float, PFX_ADD)
+PFX_DEFINE_GROUP_REDUCE(pfx_group_max, float, fmax)
+PFX_DEFINE_GROUP_REDUCE(pfx_group_sum4, float4, PFX_ADD)
 
-float pfx_group_max(__local float *s, float v, uint n)
+/* The sum of v over a work-group of n items in item order, 0 + v_0 + v_1 +
+ * ... (a serial sum: for results that must match a loop's), through s[n];
+ * every item gets it, s is free again on return. */
+float pfx_group_sum_in_order(__local float *s, float v, uint n)
 {
     const uint lid = get_local_id(0);
     s[lid] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint w = n / 2; w > 0; w >>= 1) {
-        if (lid < w)
-            s[lid] = fmax(s[lid], s[lid + w]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float r = s[0];
+    float r = 0.0f;
+    for (uint t = 0; t < n; t++)
+        r += s[t];
     barrier(CLK_LOCAL_MEM_FENCE);
     return r;
 }
@@ -122,4 +149,96 @@ float pfx_group_max(__local float *s, float v, uint n)
         I e = CONVERT_I(fmax(n, (T)-127.0f)) + 127;                           \
         T r = AS_T(max(e, (I)0) << 23) * p;                                   \
         return select(r, (T)0.0f, x < (T)-126.0f);                            \
+    }
+
+/*
+ * The tile products of the attention kernels' CPU paths (forward and
+ * backward; one work-item per work-group, local memory is the CPU's cache),
+ * register-blocked as a CPU GEMM does and accumulated with fma() in a fixed
+ * order. Instantiated once per program for its float vector type:
+ * PFX_DEFINE_CPU_TILE_PRODUCTS(floatv, VEC, RB, NVS, NVD, LDA) with VEC the
+ * lanes of floatv, RB the broadcast rows per register block, NVS and NVD the
+ * vectors per block of pfx_cpu_scores and pfx_cpu_accumulate, LDA the row
+ * stride of their row operands (the head-size class). Every vector operand
+ * is a local array of PFX_LOCAL_FLOATS, read at multiples of VEC.
+ *
+ * pfx_cpu_scores: out[r][c] = sum_{d < D} a[r][d] bt[d][c] for r in [0, rows)
+ * (a multiple of RB) and c in [0, cols) rounded up to NVS vectors: a rows of
+ * stride LDA (broadcast), bt rows of stride ld (vectors), out rows of stride
+ * ld. Lanes past cols hold whatever bt holds there.
+ *
+ * pfx_cpu_accumulate: acc[o][d] = scale[o] acc[o][d] + sum_{u < inner}
+ * w[u w_u + o w_o] b[u][d] for outputs [0, outs) (a multiple of RB), head
+ * dimensions up to D rounded up to NVD vectors: w broadcast, b and acc rows
+ * of stride LDA (vectors); scale may be NULL (1).
+ */
+/* The vector of type T at p + i of a local float array declared as T (i a
+ * multiple of its lanes): an aligned access (PoCL splits a vstore16 of
+ * unknown alignment into four 16-byte stores), usable on both sides of '='. */
+#define PFX_LVEC(T, p, i) (*(__local T *)((p) + (i)))
+/* A local float array of n floats (n a multiple of VEC), aligned as T, the
+ * float vector of VEC lanes. */
+#define PFX_LOCAL_FLOATS(T, VEC, name, n)                                     \
+    __local T name##_[(n) / (VEC)];                                           \
+    __local float *name = (__local float *)name##_
+#define PFX_DEFINE_CPU_TILE_PRODUCTS(T, VEC, RB, NVS, NVD, LDA)                              \
+    void pfx_cpu_scores(__local const float *a, __local const float *bt, __local float *out, \
+                        int ld, int rows, int cols, int D)                                   \
+    {                                                                                        \
+        const int blocks = (cols + (NVS) * (VEC)-1) / ((NVS) * (VEC));                       \
+        for (int rb = 0; rb < rows; rb += (RB))                                              \
+            for (int kb = 0; kb < blocks; kb++) {                                            \
+                const int c0 = kb * (NVS) * (VEC);                                           \
+                T s[RB][NVS];                                                                \
+                _Pragma("unroll") for (int x = 0; x < (RB); x++)                             \
+                    _Pragma("unroll") for (int y = 0; y < (NVS); y++) s[x][y] = (T)0.0f;     \
+                /* pointers stepped per d: constant offsets inside the block */              \
+                __local const float *ap = a + rb * (LDA), *bp = bt + c0;                     \
+                for (int d = 0; d < D; d++, ap++, bp += ld) {                                \
+                    T bv[NVS];                                                               \
+                    _Pragma("unroll") for (int y = 0; y < (NVS); y++) bv[y] =                \
+                        PFX_LVEC(T, bp, y * (VEC));                                          \
+                    _Pragma("unroll") for (int x = 0; x < (RB); x++)                         \
+                    {                                                                        \
+                        T av = (T)ap[x * (LDA)];                                             \
+                        _Pragma("unroll") for (int y = 0; y < (NVS); y++) s[x][y] =          \
+                            fma(av, bv[y], s[x][y]);                                         \
+                    }                                                                        \
+                }                                                                            \
+                _Pragma("unroll") for (int x = 0; x < (RB); x++)                             \
+                    _Pragma("unroll") for (int y = 0; y < (NVS); y++)                        \
+                        PFX_LVEC(T, out, (rb + x) * ld + c0 + y * (VEC)) = s[x][y];          \
+            }                                                                                \
+    }                                                                                        \
+    void pfx_cpu_accumulate(__local float *acc, __local const float *scale,                 \
+                            __local const float *w, int w_u, int w_o, __local const float *b, \
+                            int outs, int inner, int D)                                      \
+    {                                                                                        \
+        const int d_end = (D + (NVD) * (VEC)-1) / ((NVD) * (VEC)) * ((NVD) * (VEC));          \
+        for (int ob = 0; ob < outs; ob += (RB))                                              \
+            for (int d0 = 0; d0 < d_end; d0 += (NVD) * (VEC)) {                              \
+                T a[RB][NVD];                                                                \
+                _Pragma("unroll") for (int x = 0; x < (RB); x++)                             \
+                    _Pragma("unroll") for (int y = 0; y < (NVD); y++)                        \
+                {                                                                            \
+                    a[x][y] = PFX_LVEC(T, acc, (ob + x) * (LDA) + d0 + y * (VEC));            \
+                    if (scale)                                                               \
+                        a[x][y] *= scale[ob + x];                                            \
+                }                                                                            \
+                __local const float *wp = w + ob * w_o, *bp = b + d0;                        \
+                for (int u = 0; u < inner; u++, wp += w_u, bp += (LDA)) {                    \
+                    T bv[NVD];                                                               \
+                    _Pragma("unroll") for (int y = 0; y < (NVD); y++) bv[y] =                \
+                        PFX_LVEC(T, bp, y * (VEC));                                          \
+                    _Pragma("unroll") for (int x = 0; x < (RB); x++)                         \
+                    {                                                                        \
+                        T wv = (T)wp[x * w_o];                                               \
+                        _Pragma("unroll") for (int y = 0; y < (NVD); y++) a[x][y] =          \
+                            fma(wv, bv[y], a[x][y]);                                         \
+                    }                                                                        \
+                }                                                                            \
+                _Pragma("unroll") for (int x = 0; x < (RB); x++)                             \
+                    _Pragma("unroll") for (int y = 0; y < (NVD); y++)                        \
+                        PFX_LVEC(T, acc, (ob + x) * (LDA) + d0 + y * (VEC)) = a[x][y];       \
+            }                                                                                \
     }

@@ -18,14 +18,8 @@
 struct problem;
 
 typedef struct spec {
-    size_t B, H, Hkv, N, M, P, D, bank;
-    pfx_layout q_layout, kv_layout, o_layout;
-    bool causal, lens, dim_gain, half;
-    pfx_gain_mode gain;
-    float ramp;
-    bool zero_gamma; /* head 0 gets gamma(r g_0) = 0 (linear, g_0 = -1 / r) */
-    float amplitude; /* Q, K, prefix K uniform in [-a, a] */
-    uint64_t seed;
+    /* the problem drawn (base_spec: item 1 hidden, bank entries 1..T-2 unused) */
+    attn_fixture_spec f;
     void (*poke)(
         struct problem *p); /* changes inputs (host and device) before the reference runs */
 } spec;
@@ -48,47 +42,16 @@ typedef struct grads {
     pfx_attention_grads g;
 } grads;
 
-static void shape_of(pfx_layout l, size_t B, size_t heads, size_t rows, size_t D, size_t *s)
-{
-    s[0] = B;
-    s[1] = l == PFX_LAYOUT_BHND ? heads : rows;
-    s[2] = l == PFX_LAYOUT_BHND ? rows : heads;
-    s[3] = D;
-}
-
 static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
 {
     memset(p, 0, sizeof(*p));
-    assert_true(s->H <= 16 && s->D <= 256 && s->B <= 8);
-    attn_fixture_spec fs = { .B = s->B,
-                             .H = s->H,
-                             .Hkv = s->Hkv,
-                             .N = s->N,
-                             .M = s->M,
-                             .P = s->P,
-                             .D = s->D,
-                             .bank = s->bank,
-                             .q_layout = s->q_layout,
-                             .kv_layout = s->kv_layout,
-                             .o_layout = s->o_layout,
-                             .causal = s->causal,
-                             .lens = s->lens,
-                             .dim_gain = s->dim_gain,
-                             .half = s->half,
-                             .gain = s->gain,
-                             .ramp = s->ramp,
-                             .amplitude = s->amplitude,
-                             .hidden_item = 1,
-                             .bank_alternate = true, /* entries 1..T-2 unused */
-                             .seed = s->seed };
+    assert_true(s->f.H <= 16 && s->f.D <= 256 && s->f.B <= 8);
     ref_rng rng;
-    assert_int_equal(attn_fixture_make(rt, &fs, &rng, &p->f), PFX_SUCCESS);
+    assert_int_equal(attn_fixture_make(rt, &s->f, &rng, &p->f), PFX_SUCCESS);
     pfx_attention_desc *d = &p->f.d;
-    if (s->gain != PFX_GAIN_OFF && s->zero_gamma)
-        p->f.gain[0] = -1.0f / s->ramp; /* ramp a power of two: exact */
-    pfx_dtype dt = s->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    pfx_dtype dt = s->f.half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
     size_t os[4];
-    shape_of(s->o_layout, s->B, s->H, s->N, s->D, os);
+    attn_shape(d, ATTN_O, os);
     assert_int_equal(attn_upload(rt, &rng, dt, 4, os, 1.0f, &p->d_o, &p->tdo), PFX_SUCCESS);
 
     if (s->poke)
@@ -108,7 +71,7 @@ static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
     free(lse);
     assert_int_equal(pfx_tensor_create(rt, dt, 4, os, &p->to), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_write(p->to, 0, nq, p->o), PFX_SUCCESS);
-    size_t ls[3] = { s->B, s->H, s->N };
+    size_t ls[3] = { s->f.B, s->f.H, s->f.N };
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ls, &p->tlse), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_write(p->tlse, 0, nl, p->lse), PFX_SUCCESS);
 }
@@ -130,13 +93,13 @@ static void grads_make(pfx_runtime *rt, const problem *p, unsigned mask, float f
 {
     memset(g, 0, sizeof(*g));
     const pfx_attention_desc *d = &p->f.d;
-    size_t qs[4], ks[4], ps[4] = { p->f.bank, d->kv_heads, d->prefix_len, d->head_dim };
-    shape_of(d->q_layout, d->batch, d->heads, d->queries, d->head_dim, qs);
-    shape_of(d->kv_layout, d->batch, d->kv_heads, d->keys, d->head_dim, ks);
+    size_t qs[4], ks[4], ps[4];
+    attn_shape(d, ATTN_Q, qs);
+    attn_shape(d, ATTN_KV, ks);
+    const unsigned pnd = attn_prefix_shape(d, p->f.bank, ps);
     size_t hs[2] = { d->heads, d->head_dim };
-    const size_t *shapes[G_COUNT] = { qs, ks, ks, p->f.bank ? ps : ps + 1, p->f.bank ? ps : ps + 1,
-                                      hs, hs };
-    unsigned ndims[G_COUNT] = { 4, 4, 4, p->f.bank ? 4 : 3, p->f.bank ? 4 : 3, 1, 2 };
+    const size_t *shapes[G_COUNT] = { qs, ks, ks, ps, ps, hs, hs };
+    unsigned ndims[G_COUNT] = { 4, 4, 4, pnd, pnd, 1, 2 };
     for (int i = 0; i < G_COUNT; i++) {
         g->n[i] = 1;
         for (unsigned j = 0; j < ndims[i]; j++)
@@ -164,11 +127,10 @@ static void grads_free(grads *g)
     }
 }
 
-static float *read_all(const pfx_tensor *t, size_t n)
+static float *read_all(const pfx_tensor *t)
 {
-    float *x = malloc(n * sizeof(float));
-    assert_non_null(x);
-    assert_int_equal(pfx_tensor_read(t, 0, n, x), PFX_SUCCESS);
+    float *x = NULL;
+    assert_int_equal(attn_read_all(t, &x), PFX_SUCCESS);
     return x;
 }
 
@@ -196,13 +158,13 @@ static void run_spec_mask(pfx_runtime *rt, const spec *s, unsigned mask, double 
     for (int i = 0; i < G_COUNT; i++) {
         if (!g.t[i])
             continue;
-        float *got = read_all(g.t[i], g.n[i]);
+        float *got = read_all(g.t[i]);
         double err = rel_l2(g.ref[i], got, g.n[i]);
-        printf("  B%zu H%zu/%zu N%zu M%zu P%zu D%zu T%zu %-10s rel_l2 %.2e\n", s->B, s->H, s->Hkv,
-               s->N, s->M, s->P, s->D, s->bank, grad_names[i], err);
+        printf("  B%zu H%zu/%zu N%zu M%zu P%zu D%zu T%zu %-10s rel_l2 %.2e\n", s->f.B, s->f.H,
+               s->f.Hkv, s->f.N, s->f.M, s->f.P, s->f.D, s->f.bank, grad_names[i], err);
         if (!(err <= tol))
             fail_msg("%s: rel_l2 %.3e > %.1e (seed %llu)", grad_names[i], err, tol,
-                     (unsigned long long)s->seed);
+                     (unsigned long long)s->f.seed);
         free(got);
     }
     grads_free(&g);
@@ -211,34 +173,36 @@ static void run_spec_mask(pfx_runtime *rt, const spec *s, unsigned mask, double 
 
 static void run_spec(pfx_runtime *rt, const spec *s)
 {
-    run_spec_mask(rt, s, 0, s->half ? TOL_BWD_F16 : TOL_BWD_F32);
+    run_spec_mask(rt, s, 0, s->f.half ? TOL_BWD_F16 : TOL_BWD_F32);
 }
 
 static spec base_spec(void)
 {
-    spec s = { .B = 2,
-               .H = 4,
-               .Hkv = 2,
-               .N = 37,
-               .M = 45,
-               .P = 7,
-               .D = 64,
-               .ramp = 1.0f,
-               .amplitude = 1.0f,
-               .seed = 1 };
+    spec s = { .f = { .B = 2,
+                      .H = 4,
+                      .Hkv = 2,
+                      .N = 37,
+                      .M = 45,
+                      .P = 7,
+                      .D = 64,
+                      .amplitude = 1.0f,
+                      .seed = 1,
+                      .ramp = 1.0f,
+                      .hidden_item = 1,
+                      .bank_alternate = true } };
     return s;
 }
 
 static void test_basic(void **state)
 {
     spec s = base_spec();
-    s.gain = PFX_GAIN_LINEAR;
+    s.f.gain = PFX_GAIN_LINEAR;
     run_spec(*state, &s);
     /* logits up to ~+-20: peaked rows. dgain is a sum of dz_ij s_ij whose terms
      * cancel (sum_j dz_ij = 0); float O and LSE as inputs set its error floor
      * (~8e-5 at amplitude 4), so 3 keeps a margin to TOL_BWD_F32. */
-    s.amplitude = 3.0f;
-    s.seed = 17;
+    s.f.amplitude = 3.0f;
+    s.f.seed = 17;
     run_spec(*state, &s);
 }
 
@@ -247,32 +211,32 @@ static void test_causal_lens_mqa_decode_cache(void **state)
     /* MQA, M > N, causal bottom-right, per-item lengths, item 1 sees only the
      * prefix, hidden rows. */
     spec s = base_spec();
-    s.B = 3;
-    s.H = 4;
-    s.Hkv = 1;
-    s.N = 19;
-    s.M = 53;
-    s.P = 5;
-    s.D = 32;
-    s.causal = true;
-    s.lens = true;
-    s.seed = 2;
+    s.f.B = 3;
+    s.f.H = 4;
+    s.f.Hkv = 1;
+    s.f.N = 19;
+    s.f.M = 53;
+    s.f.P = 5;
+    s.f.D = 32;
+    s.f.causal = true;
+    s.f.lens = true;
+    s.f.seed = 2;
     run_spec(*state, &s);
-    s.P = 0; /* item 1: no visible key at all, rows -inf */
-    s.seed = 3;
+    s.f.P = 0; /* item 1: no visible key at all, rows -inf */
+    s.f.seed = 3;
     run_spec(*state, &s);
 }
 
 static void test_decode_no_prefix(void **state)
 {
     spec s = base_spec();
-    s.N = 1;
-    s.M = 70;
-    s.P = 0;
-    s.D = 40; /* not a bucket */
-    s.Hkv = 4;
-    s.causal = true;
-    s.seed = 4;
+    s.f.N = 1;
+    s.f.M = 70;
+    s.f.P = 0;
+    s.f.D = 40; /* not a bucket */
+    s.f.Hkv = 4;
+    s.f.causal = true;
+    s.f.seed = 4;
     run_spec(*state, &s);
 }
 
@@ -285,28 +249,28 @@ static void test_single_pass_chunks(void **state)
     pfx_runtime *rt = *state;
     const size_t cus = rt->info.compute_units ? rt->info.compute_units : 1;
     spec s = base_spec();
-    s.gain = PFX_GAIN_LINEAR;
+    s.f.gain = PFX_GAIN_LINEAR;
     /* one chunk: B * Hkv >= 4 per compute unit (the fixture holds B <= 8, H <= 16) */
-    s.B = 4 * cus < 8 ? 4 * cus : 8;
-    s.H = s.Hkv = (4 * cus + s.B - 1) / s.B;
-    if (s.H > 16) {
+    s.f.B = 4 * cus < 8 ? 4 * cus : 8;
+    s.f.H = s.f.Hkv = (4 * cus + s.f.B - 1) / s.f.B;
+    if (s.f.H > 16) {
         printf("  %zu compute units: B * Hkv = 128 takes several chunks here\n", cus);
-        s.H = s.Hkv = 16;
+        s.f.H = s.f.Hkv = 16;
     }
-    s.N = 9;
-    s.M = 70;
-    s.P = 3;
-    s.causal = true;
-    s.seed = 31;
+    s.f.N = 9;
+    s.f.M = 70;
+    s.f.P = 3;
+    s.f.causal = true;
+    s.f.seed = 31;
     run_spec(rt, &s);
-    s.B = 1; /* 4 * cus chunks of the key tiles, fewer when there are fewer tiles */
-    s.H = 2;
-    s.Hkv = 1;
-    s.N = 75;
-    s.M = 400;
-    s.P = 70;
-    s.lens = true;
-    s.seed = 32;
+    s.f.B = 1; /* 4 * cus chunks of the key tiles, fewer when there are fewer tiles */
+    s.f.H = 2;
+    s.f.Hkv = 1;
+    s.f.N = 75;
+    s.f.M = 400;
+    s.f.P = 70;
+    s.f.lens = true;
+    s.f.seed = 32;
     run_spec(rt, &s);
 }
 
@@ -314,76 +278,76 @@ static void test_causal_m_less_than_n(void **state)
 {
     /* causal with M < N: the first N - M rows see only the prefix */
     spec s = base_spec();
-    s.N = 50;
-    s.M = 21;
-    s.P = 3;
-    s.causal = true;
-    s.seed = 5;
+    s.f.N = 50;
+    s.f.M = 21;
+    s.f.P = 3;
+    s.f.causal = true;
+    s.f.seed = 5;
     run_spec(*state, &s);
 }
 
 static void test_layouts_mixed(void **state)
 {
     spec s = base_spec();
-    s.q_layout = PFX_LAYOUT_BNHD;
-    s.kv_layout = PFX_LAYOUT_BHND;
-    s.o_layout = PFX_LAYOUT_BHND;
-    s.seed = 6;
+    s.f.q_layout = PFX_LAYOUT_BNHD;
+    s.f.kv_layout = PFX_LAYOUT_BHND;
+    s.f.o_layout = PFX_LAYOUT_BHND;
+    s.f.seed = 6;
     run_spec(*state, &s);
-    s.q_layout = PFX_LAYOUT_BHND;
-    s.kv_layout = PFX_LAYOUT_BNHD;
-    s.o_layout = PFX_LAYOUT_BNHD;
-    s.D = 128;
-    s.N = 40;
-    s.M = 33;
-    s.P = 3;
-    s.seed = 7;
+    s.f.q_layout = PFX_LAYOUT_BHND;
+    s.f.kv_layout = PFX_LAYOUT_BNHD;
+    s.f.o_layout = PFX_LAYOUT_BNHD;
+    s.f.D = 128;
+    s.f.N = 40;
+    s.f.M = 33;
+    s.f.P = 3;
+    s.f.seed = 7;
     run_spec(*state, &s);
 }
 
 static void test_gains(void **state)
 {
     spec s = base_spec();
-    s.gain = PFX_GAIN_TANH;
-    s.ramp = 0.75f;
-    s.causal = true;
-    s.seed = 8;
+    s.f.gain = PFX_GAIN_TANH;
+    s.f.ramp = 0.75f;
+    s.f.causal = true;
+    s.f.seed = 8;
     run_spec(*state, &s);
     /* linear with a head where gamma = 1 + r g = 0 exactly: dgain is still
      * exact (the direct sum, not dQ-based division). */
-    s.gain = PFX_GAIN_LINEAR;
-    s.ramp = 0.5f;
-    s.zero_gamma = true;
-    s.seed = 9;
+    s.f.gain = PFX_GAIN_LINEAR;
+    s.f.ramp = 0.5f;
+    s.f.zero_gamma = true;
+    s.f.seed = 9;
     run_spec(*state, &s);
 }
 
 static void test_dim_gain_gqa(void **state)
 {
     spec s = base_spec();
-    s.H = 6;
-    s.Hkv = 3;
-    s.N = 33;
-    s.M = 33;
-    s.P = 16;
-    s.D = 80;
-    s.causal = true;
-    s.dim_gain = true;
-    s.gain = PFX_GAIN_TANH;
-    s.ramp = 0.5f;
-    s.seed = 10;
+    s.f.H = 6;
+    s.f.Hkv = 3;
+    s.f.N = 33;
+    s.f.M = 33;
+    s.f.P = 16;
+    s.f.D = 80;
+    s.f.causal = true;
+    s.f.dim_gain = true;
+    s.f.gain = PFX_GAIN_TANH;
+    s.f.ramp = 0.5f;
+    s.f.seed = 10;
     run_spec(*state, &s);
 }
 
 static void test_bank(void **state)
 {
     spec s = base_spec();
-    s.B = 3;
-    s.bank = 3; /* items use entries 0, 2, 0: entry 1 unused, gets 0 */
-    s.P = 9;
-    s.lens = true;
-    s.gain = PFX_GAIN_LINEAR;
-    s.seed = 11;
+    s.f.B = 3;
+    s.f.bank = 3; /* items use entries 0, 2, 0: entry 1 unused, gets 0 */
+    s.f.P = 9;
+    s.f.lens = true;
+    s.f.gain = PFX_GAIN_LINEAR;
+    s.f.seed = 11;
     run_spec(*state, &s);
     /* entry -1 (an item without prefix) is a forward-only batch */
     pfx_runtime *rt = *state;
@@ -404,14 +368,14 @@ static void test_bank(void **state)
 static void test_half(void **state)
 {
     spec s = base_spec();
-    s.half = true;
-    s.N = 29;
-    s.M = 31;
-    s.P = 6;
-    s.gain = PFX_GAIN_TANH;
-    s.dim_gain = true;
-    s.D = 64;
-    s.seed = 12;
+    s.f.half = true;
+    s.f.N = 29;
+    s.f.M = 31;
+    s.f.P = 6;
+    s.f.gain = PFX_GAIN_TANH;
+    s.f.dim_gain = true;
+    s.f.D = 64;
+    s.f.seed = 12;
     run_spec(*state, &s);
 }
 
@@ -419,9 +383,9 @@ static void test_subsets(void **state)
 {
     pfx_runtime *rt = *state;
     spec s = base_spec();
-    s.gain = PFX_GAIN_LINEAR;
-    s.dim_gain = true;
-    s.seed = 13;
+    s.f.gain = PFX_GAIN_LINEAR;
+    s.f.dim_gain = true;
+    s.f.seed = 13;
     /* only prefix gradients; only dK/dV; only dgain; only ddim_gain and dV */
     run_spec_mask(rt, &s, (1u << G_DPK) | (1u << G_DPV), TOL_BWD_F32);
     run_spec_mask(rt, &s, (1u << G_DK) | (1u << G_DV), TOL_BWD_F32);
@@ -433,15 +397,15 @@ static void test_determinism(void **state)
 {
     pfx_runtime *rt = *state;
     spec s = base_spec();
-    s.B = 3;
-    s.bank = 2;
-    s.P = 20;
-    s.N = 70;
-    s.M = 70;
-    s.causal = true;
-    s.gain = PFX_GAIN_TANH;
-    s.dim_gain = true;
-    s.seed = 14;
+    s.f.B = 3;
+    s.f.bank = 2;
+    s.f.P = 20;
+    s.f.N = 70;
+    s.f.M = 70;
+    s.f.causal = true;
+    s.f.gain = PFX_GAIN_TANH;
+    s.f.dim_gain = true;
+    s.f.seed = 14;
     problem p;
     problem_make(rt, &s, &p);
     grads g1, g2;
@@ -454,7 +418,7 @@ static void test_determinism(void **state)
     for (int i = 0; i < G_COUNT; i++) {
         if (!g1.t[i])
             continue;
-        float *a = read_all(g1.t[i], g1.n[i]), *b = read_all(g2.t[i], g2.n[i]);
+        float *a = read_all(g1.t[i]), *b = read_all(g2.t[i]);
         if (memcmp(a, b, g1.n[i] * sizeof(float)))
             fail_msg("%s differs between two runs", grad_names[i]);
         free(a);
@@ -469,12 +433,12 @@ static void test_accumulate(void **state)
 {
     pfx_runtime *rt = *state;
     spec s = base_spec();
-    s.B = 3;
-    s.bank = 3; /* entry 1 unused: left untouched */
-    s.P = 9;
-    s.gain = PFX_GAIN_LINEAR;
-    s.dim_gain = true;
-    s.seed = 15;
+    s.f.B = 3;
+    s.f.bank = 3; /* entry 1 unused: left untouched */
+    s.f.P = 9;
+    s.f.gain = PFX_GAIN_LINEAR;
+    s.f.dim_gain = true;
+    s.f.seed = 15;
     problem p;
     problem_make(rt, &s, &p);
     grads fresh, acc;
@@ -498,7 +462,7 @@ static void test_accumulate(void **state)
     for (int i = 0; i < G_COUNT; i++) {
         if (!acc.t[i])
             continue;
-        float *f = read_all(fresh.t[i], fresh.n[i]), *a = read_all(acc.t[i], acc.n[i]);
+        float *f = read_all(fresh.t[i]), *a = read_all(acc.t[i]);
         for (size_t e = 0; e < acc.n[i]; e++) {
             float want = init[i][e] + f[e];
             if (memcmp(&want, &a[e], sizeof(float)))
@@ -519,11 +483,11 @@ static void test_bad_inputs(void **state)
     pfx_runtime *rt = *state;
     size_t base = pfx_test_live_bytes(rt);
     spec s = base_spec();
-    s.gain = PFX_GAIN_LINEAR;
-    s.N = 9;
-    s.M = 11;
-    s.P = 3;
-    s.D = 32;
+    s.f.gain = PFX_GAIN_LINEAR;
+    s.f.N = 9;
+    s.f.M = 11;
+    s.f.P = 3;
+    s.f.D = 32;
     problem p;
     problem_make(rt, &s, &p);
     grads g;
@@ -634,19 +598,19 @@ static void test_head_dim_unsupported(void **state)
     pfx_runtime *rt = *state;
     size_t base = pfx_test_live_bytes(rt);
     spec s = base_spec();
-    s.B = 1;
-    s.H = 1;
-    s.Hkv = 1;
-    s.N = 2;
-    s.M = 2;
-    s.P = 0;
-    s.D = 300;
+    s.f.B = 1;
+    s.f.H = 1;
+    s.f.Hkv = 1;
+    s.f.N = 2;
+    s.f.M = 2;
+    s.f.P = 0;
+    s.f.D = 300;
     pfx_attention_desc d;
     pfx_attention_desc_init(&d);
     d.batch = d.heads = d.kv_heads = 1;
     d.queries = d.keys = 2;
-    d.head_dim = s.D;
-    size_t shp[4] = { 1, 1, 2, s.D }, ls[3] = { 1, 1, 2 };
+    d.head_dim = s.f.D;
+    size_t shp[4] = { 1, 1, 2, s.f.D }, ls[3] = { 1, 1, 2 };
     pfx_tensor *q = NULL, *k = NULL, *v = NULL, *o = NULL, *dO = NULL, *lse = NULL, *dq = NULL;
     pfx_tensor **all[] = { &q, &k, &v, &o, &dO, &dq };
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
@@ -673,31 +637,31 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
     const size_t dims[2] = { head_dim, head_dim > 16 ? head_dim / 2 + 3 : 13 };
     for (int i = 0; i < 2; i++) {
         spec s = base_spec();
-        s.N = 21;
-        s.M = 26;
-        s.P = 5;
-        s.D = dims[i];
-        s.causal = i == 0;
-        s.lens = i == 1;
-        s.gain = PFX_GAIN_TANH;
-        s.dim_gain = true;
-        s.seed = 100 + (*seed)++;
+        s.f.N = 21;
+        s.f.M = 26;
+        s.f.P = 5;
+        s.f.D = dims[i];
+        s.f.causal = i == 0;
+        s.f.lens = i == 1;
+        s.f.gain = PFX_GAIN_TANH;
+        s.f.dim_gain = true;
+        s.f.seed = 100 + (*seed)++;
         run_spec(rt, &s);
     }
     /* half storage, a bank with an unused entry, MQA, token-major layouts,
      * lengths: no tile edge lines up (N 9, M 30, P 6) */
     spec s = base_spec();
-    s.B = 3;
-    s.Hkv = 1;
-    s.N = 9;
-    s.M = 30;
-    s.P = 6;
-    s.D = head_dim;
-    s.bank = 3;
-    s.half = true;
-    s.lens = true;
-    s.q_layout = s.kv_layout = s.o_layout = PFX_LAYOUT_BNHD;
-    s.seed = 100 + (*seed)++;
+    s.f.B = 3;
+    s.f.Hkv = 1;
+    s.f.N = 9;
+    s.f.M = 30;
+    s.f.P = 6;
+    s.f.D = head_dim;
+    s.f.bank = 3;
+    s.f.half = true;
+    s.f.lens = true;
+    s.f.q_layout = s.f.kv_layout = s.f.o_layout = PFX_LAYOUT_BNHD;
+    s.f.seed = 100 + (*seed)++;
     run_spec(rt, &s);
 }
 
@@ -748,10 +712,10 @@ static void test_nan_propagates(void **state)
 {
     pfx_runtime *rt = *state;
     spec s = base_spec();
-    s.D = 32;
-    s.causal = true;
-    s.gain = PFX_GAIN_LINEAR;
-    s.seed = 17;
+    s.f.D = 32;
+    s.f.causal = true;
+    s.f.gain = PFX_GAIN_LINEAR;
+    s.f.seed = 17;
     s.poke = poke_nan_q;
     problem p;
     problem_make(rt, &s, &p);
@@ -763,7 +727,7 @@ static void test_nan_propagates(void **state)
     for (int i = 0; i < G_COUNT; i++) {
         if (!g.t[i])
             continue;
-        float *got = read_all(g.t[i], g.n[i]);
+        float *got = read_all(g.t[i]);
         check_nan_grad(i, g.ref[i], got, g.n[i]);
         free(got);
     }
@@ -775,7 +739,7 @@ static void test_nan_propagates(void **state)
     for (int i = 0; i < G_COUNT; i++) {
         if (!g.t[i])
             continue;
-        float *got = read_all(g.t[i], g.n[i]);
+        float *got = read_all(g.t[i]);
         check_nan_grad(i, g.ref[i], got, g.n[i]);
         free(got);
     }
@@ -788,9 +752,9 @@ static void test_accounting(void **state)
     pfx_runtime *rt = *state;
     size_t base = pfx_test_live_bytes(rt);
     spec s = base_spec();
-    s.gain = PFX_GAIN_TANH;
-    s.bank = 2;
-    s.seed = 16;
+    s.f.gain = PFX_GAIN_TANH;
+    s.f.bank = 2;
+    s.f.seed = 16;
     run_spec(rt, &s);
     assert_int_equal(pfx_runtime_finish(rt), PFX_SUCCESS);
     assert_int_equal(pfx_test_live_bytes(rt), base);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "pfx_test.h"
+#include "reference/attn_fixture.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tolerances.h"
@@ -37,30 +38,9 @@ static pfx_tensor *make(pfx_runtime *rt, bool half, unsigned ndim, const size_t 
     return t;
 }
 
-/* Uploads random data and reads back what the device stores (half rounding),
- * so that the reference sees exactly the device's inputs. */
-static float *upload(pfx_tensor *t, ref_rng *rng, float range)
-{
-    size_t n = pfx_tensor_numel(t);
-    float *h = malloc(n * sizeof(float));
-    ref_rng_fill(rng, h, n, -range, range);
-    assert_int_equal(pfx_tensor_write(t, 0, n, h), PFX_SUCCESS);
-    assert_int_equal(pfx_tensor_read(t, 0, n, h), PFX_SUCCESS);
-    return h;
-}
-
-static void shape_of(const pfx_attention_desc *d, int role, size_t *s)
-{
-    bool bnhd = (role == 0   ? d->q_layout
-                 : role == 1 ? d->kv_layout
-                             : d->o_layout) == PFX_LAYOUT_BNHD;
-    size_t heads = role == 1 ? d->kv_heads : d->heads, rows = role == 1 ? d->keys : d->queries;
-    s[0] = d->batch;
-    s[1] = bnhd ? rows : heads;
-    s[2] = bnhd ? heads : rows;
-    s[3] = d->head_dim;
-}
-
+/* Random inputs as the shared fixture draws them (reference/attn_fixture.h):
+ * q, k, v, then prefix k, v, each read back as the device stores it (half
+ * rounding), so that the reference sees exactly the device's inputs. */
 static void tensors_create(pfx_runtime *rt, const fwd_case *c, fwd_tensors *t)
 {
     const pfx_attention_desc *d = &c->d;
@@ -68,25 +48,22 @@ static void tensors_create(pfx_runtime *rt, const fwd_case *c, fwd_tensors *t)
     ref_rng rng;
     ref_rng_seed(&rng, c->seed);
     float range = c->data_range > 0 ? c->data_range : 1.0f;
-    size_t s[4];
-    shape_of(d, 0, s);
-    t->q = make(rt, c->half_q, 4, s);
-    shape_of(d, 1, s);
-    t->k = make(rt, c->half_kv, 4, s);
-    t->v = make(rt, c->half_kv, 4, s);
-    shape_of(d, 2, s);
-    t->o = make(rt, c->half_o, 4, s);
-    t->hq = upload(t->q, &rng, range);
-    t->hk = upload(t->k, &rng, range);
-    t->hv = upload(t->v, &rng, 1.0f);
+    const pfx_dtype q_dt = c->half_q ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    const pfx_dtype kv_dt = c->half_kv ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    const pfx_dtype p_dt = c->half_prefix ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    size_t qs[4], ks[4], os[4], ps[4];
+    attn_shape(d, ATTN_Q, qs);
+    attn_shape(d, ATTN_KV, ks);
+    attn_shape(d, ATTN_O, os);
+    assert_int_equal(attn_upload(rt, &rng, q_dt, 4, qs, range, &t->hq, &t->q), PFX_SUCCESS);
+    assert_int_equal(attn_upload(rt, &rng, kv_dt, 4, ks, range, &t->hk, &t->k), PFX_SUCCESS);
+    assert_int_equal(attn_upload(rt, &rng, kv_dt, 4, ks, 1.0f, &t->hv, &t->v), PFX_SUCCESS);
     if (d->prefix_len) {
-        size_t ps[4] = { c->bank, d->kv_heads, d->prefix_len, d->head_dim };
-        unsigned nd = c->bank ? 4 : 3;
-        t->pk = make(rt, c->half_prefix, nd, c->bank ? ps : ps + 1);
-        t->pv = make(rt, c->half_prefix, nd, c->bank ? ps : ps + 1);
-        t->hpk = upload(t->pk, &rng, range);
-        t->hpv = upload(t->pv, &rng, 1.0f);
+        unsigned nd = attn_prefix_shape(d, c->bank, ps);
+        assert_int_equal(attn_upload(rt, &rng, p_dt, nd, ps, range, &t->hpk, &t->pk), PFX_SUCCESS);
+        assert_int_equal(attn_upload(rt, &rng, p_dt, nd, ps, 1.0f, &t->hpv, &t->pv), PFX_SUCCESS);
     }
+    t->o = make(rt, c->half_o, 4, os);
     size_t ls[3] = { d->batch, d->heads, d->queries };
     if (c->with_lse)
         t->lse = make(rt, false, 3, ls);

@@ -14,43 +14,19 @@
 /* One random problem: host data (as the device holds it) and its tensors. */
 typedef attn_fixture problem;
 
-typedef struct spec {
-    size_t B, H, Hkv, N, M, P, D, bank;
-    pfx_layout q_layout, kv_layout;
-    bool causal, lens, dim_gain, half;
-    pfx_gain_mode gain;
-    float amplitude; /* inputs uniform in [-a, a] */
-    uint64_t seed;
-    float scale; /* desc.scale when > 0 */
-} spec;
+/* A problem's spec: the fixture's; o_layout, ramp and hidden_item are set
+ * here (o_layout as q_layout). */
+typedef attn_fixture_spec spec;
 
 static void problem_make(pfx_runtime *rt, const spec *s, problem *p)
 {
     assert_true(s->H <= 16 && s->D <= 128 && s->B <= 8);
-    attn_fixture_spec fs = { .B = s->B,
-                             .H = s->H,
-                             .Hkv = s->Hkv,
-                             .N = s->N,
-                             .M = s->M,
-                             .P = s->P,
-                             .D = s->D,
-                             .bank = s->bank,
-                             .q_layout = s->q_layout,
-                             .kv_layout = s->kv_layout,
-                             .o_layout = s->q_layout,
-                             .causal = s->causal,
-                             .lens = s->lens,
-                             .dim_gain = s->dim_gain,
-                             .half = s->half,
-                             .gain = s->gain,
-                             .ramp = 0.75f,
-                             .amplitude = s->amplitude,
-                             .hidden_item = 1,
-                             .seed = s->seed };
+    attn_fixture_spec fs = *s;
+    fs.o_layout = s->q_layout;
+    fs.ramp = 0.75f;
+    fs.hidden_item = 1;
     ref_rng rng;
     assert_int_equal(attn_fixture_make(rt, &fs, &rng, p), PFX_SUCCESS);
-    if (s->scale > 0)
-        p->d.scale = s->scale;
 }
 
 static void problem_free(problem *p)

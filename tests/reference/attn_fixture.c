@@ -16,6 +16,26 @@ void attn_desc_sizes(pfx_attention_desc *d, size_t B, size_t H, size_t Hkv, size
     d->head_dim = D;
 }
 
+void attn_shape(const pfx_attention_desc *d, attn_role r, size_t *shape)
+{
+    const pfx_layout l = r == ATTN_Q ? d->q_layout : r == ATTN_KV ? d->kv_layout : d->o_layout;
+    const size_t heads = r == ATTN_KV ? d->kv_heads : d->heads;
+    const size_t rows = r == ATTN_KV ? d->keys : d->queries;
+    shape[0] = d->batch;
+    shape[1] = l == PFX_LAYOUT_BHND ? heads : rows;
+    shape[2] = l == PFX_LAYOUT_BHND ? rows : heads;
+    shape[3] = d->head_dim;
+}
+
+unsigned attn_prefix_shape(const pfx_attention_desc *d, size_t bank, size_t *shape)
+{
+    const size_t entry[3] = { d->kv_heads, d->prefix_len, d->head_dim };
+    if (bank)
+        *shape++ = bank;
+    memcpy(shape, entry, sizeof(entry));
+    return bank ? 4 : 3;
+}
+
 pfx_status attn_upload(pfx_runtime *rt, ref_rng *rng, pfx_dtype dt, unsigned ndim,
                        const size_t *shape, float amp, float **host, pfx_tensor **t)
 {
@@ -56,9 +76,13 @@ pfx_status attn_fixture_make(pfx_runtime *rt, const attn_fixture_spec *s, ref_rn
     d->o_layout = s->o_layout;
     d->causal = s->causal;
     d->gain_mode = s->gain;
+    if (s->scale > 0)
+        d->scale = s->scale;
     if (s->gain != PFX_GAIN_OFF) {
         for (size_t h = 0; h < s->H; h++)
             f->gain[h] = (float)ref_rng_uniform(rng, -0.9, 3.0);
+        if (s->zero_gamma && s->gain == PFX_GAIN_LINEAR)
+            f->gain[0] = -1.0f / s->ramp; /* exact for a ramp that is a power of two */
         d->gain = f->gain;
         d->gain_ramp = s->ramp;
     }
@@ -88,20 +112,19 @@ pfx_status attn_fixture_make(pfx_runtime *rt, const attn_fixture_spec *s, ref_rn
         d->bank_index = f->bank_index;
     }
     pfx_dtype dt = s->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
-    bool qb = s->q_layout == PFX_LAYOUT_BHND, kb = s->kv_layout == PFX_LAYOUT_BHND;
-    size_t qs[4] = { s->B, qb ? s->H : s->N, qb ? s->N : s->H, s->D };
-    size_t ks[4] = { s->B, kb ? s->Hkv : s->M, kb ? s->M : s->Hkv, s->D };
-    size_t ps[4] = { s->bank, s->Hkv, s->P, s->D };
-    unsigned pnd = s->bank ? 4 : 3;
+    size_t qs[4], ks[4], ps[4];
+    attn_shape(d, ATTN_Q, qs);
+    attn_shape(d, ATTN_KV, ks);
+    unsigned pnd = attn_prefix_shape(d, s->bank, ps);
     pfx_status st = attn_upload(rt, rng, dt, 4, qs, s->amplitude, &f->q, &f->tq);
     if (st == PFX_SUCCESS)
         st = attn_upload(rt, rng, dt, 4, ks, s->amplitude, &f->k, &f->tk);
     if (st == PFX_SUCCESS)
         st = attn_upload(rt, rng, dt, 4, ks, 1.0f, &f->v, &f->tv);
     if (st == PFX_SUCCESS && s->P)
-        st = attn_upload(rt, rng, dt, pnd, s->bank ? ps : ps + 1, s->amplitude, &f->pk, &f->tpk);
+        st = attn_upload(rt, rng, dt, pnd, ps, s->amplitude, &f->pk, &f->tpk);
     if (st == PFX_SUCCESS && s->P)
-        st = attn_upload(rt, rng, dt, pnd, s->bank ? ps : ps + 1, 1.0f, &f->pv, &f->tpv);
+        st = attn_upload(rt, rng, dt, pnd, ps, 1.0f, &f->pv, &f->tpv);
     f->in = (pfx_attention_inputs){ f->tq, f->tk, f->tv, f->tpk, f->tpv };
     return st;
 }

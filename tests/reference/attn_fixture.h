@@ -20,17 +20,19 @@
 #include "prefixcl/prefixcl.h"
 #include "reference/random.h"
 
-/* What a problem is drawn from. */
+/* What a problem is drawn from (the fields a table of problems gives first). */
 typedef struct attn_fixture_spec {
     size_t B, H, Hkv, N, M, P, D, bank; /* bank: T entries, 0 for a shared prefix */
     pfx_layout q_layout, kv_layout, o_layout;
     bool causal, lens, dim_gain, half;
     pfx_gain_mode gain;
+    float amplitude; /* Q, K, prefix K uniform in [-a, a]; V, prefix V in [-1, 1] */
+    uint64_t seed;
     float ramp;          /* gain_ramp, with a gain */
-    float amplitude;     /* Q, K, prefix K uniform in [-a, a]; V, prefix V in [-1, 1] */
     size_t hidden_item;  /* with lens and B > 1: the item with kv_len 0 */
     bool bank_alternate; /* bank_index[b] = b % 2 ? T - 1 : 0 (else drawn at random) */
-    uint64_t seed;
+    bool zero_gamma;     /* with a linear gain: head 0 gets gamma(r g_0) = 0 (g_0 = -1 / r) */
+    float scale;         /* desc.scale when > 0 */
 } attn_fixture_spec;
 
 #define ATTN_FIXTURE_MAX_HEADS 64
@@ -51,6 +53,17 @@ typedef struct attn_fixture {
 /* Sets the sizes of d (the rest as pfx_attention_desc_init leaves it). */
 void attn_desc_sizes(pfx_attention_desc *d, size_t B, size_t H, size_t Hkv, size_t N, size_t M,
                      size_t P, size_t D);
+
+/* The tensors of a problem by role: Q (and dQ), K and V (and dK, dV), O (and
+ * dO), each in its layout of d. */
+typedef enum attn_role { ATTN_Q, ATTN_KV, ATTN_O } attn_role;
+
+/* The shape [4] of a tensor of role r. */
+void attn_shape(const pfx_attention_desc *d, attn_role r, size_t *shape);
+
+/* The shape of prefix K or V: [T, Hkv, P, D] for a bank of T entries, else
+ * [Hkv, P, D] (shared); returns the number of dimensions. shape holds 4. */
+unsigned attn_prefix_shape(const pfx_attention_desc *d, size_t bank, size_t *shape);
 
 /* A tensor of dtype dt and the given shape, filled with floats uniform in
  * [-amp, amp] from rng; *host (malloc'ed) gets what the device holds. */

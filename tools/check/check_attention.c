@@ -15,13 +15,19 @@
 
 typedef struct att_spec {
     const char *tag; /* what the shape line says besides the sizes */
-    size_t B, H, Hkv, N, M, P, D, bank;
-    pfx_layout q_layout, kv_layout, o_layout;
-    bool causal, lens, dim_gain, half;
-    pfx_gain_mode gain;
-    float amplitude;
-    uint64_t seed;
+    attn_fixture_spec f;
 } att_spec;
+
+/* A row of the tables: the tag, the sizes B, H, Hkv, N, M, P, D, then other
+ * fields of attn_fixture_spec by name. */
+#define ATT_SPEC(tag, B_, H_, Hkv_, N_, M_, P_, D_, ...)                                           \
+    {                                                                                              \
+        (tag),                                                                                     \
+        {                                                                                          \
+            .B = (B_), .H = (H_), .Hkv = (Hkv_), .N = (N_), .M = (M_), .P = (P_), .D = (D_),       \
+            __VA_ARGS__                                                                            \
+        }                                                                                          \
+    }
 
 typedef struct att_problem {
     attn_fixture f; /* descriptor, Q, K, V, prefix K/V */
@@ -35,32 +41,15 @@ static void problem_free(att_problem *p)
 
 static pfx_status problem_make(pfx_runtime *rt, const att_spec *s, att_problem *p)
 {
-    attn_fixture_spec fs = { .B = s->B,
-                             .H = s->H,
-                             .Hkv = s->Hkv,
-                             .N = s->N,
-                             .M = s->M,
-                             .P = s->P,
-                             .D = s->D,
-                             .bank = s->bank,
-                             .q_layout = s->q_layout,
-                             .kv_layout = s->kv_layout,
-                             .o_layout = s->o_layout,
-                             .causal = s->causal,
-                             .lens = s->lens,
-                             .dim_gain = s->dim_gain,
-                             .half = s->half,
-                             .gain = s->gain,
-                             .ramp = 0.8f,
-                             .amplitude = s->amplitude,
-                             .hidden_item = s->B - 1,
-                             .seed = s->seed };
+    attn_fixture_spec fs = s->f;
+    fs.ramp = 0.8f;
+    fs.hidden_item = fs.B - 1;
     ref_rng rng;
     pfx_status st = attn_fixture_make(rt, &fs, &rng, &p->f);
     static const char *gains[] = { "off", "lin", "tanh" };
-    snprintf(p->shape, sizeof(p->shape), "B%zu H%zu/%zu N%zu M%zu P%zu D%zu %s%s%s %s", s->B, s->H,
-             s->Hkv, s->N, s->M, s->P, s->D, gains[s->gain], s->half ? " f16" : "",
-             s->causal ? " causal" : "", s->tag);
+    snprintf(p->shape, sizeof(p->shape), "B%zu H%zu/%zu N%zu M%zu P%zu D%zu %s%s%s %s", fs.B, fs.H,
+             fs.Hkv, fs.N, fs.M, fs.P, fs.D, gains[fs.gain], fs.half ? " f16" : "",
+             fs.causal ? " causal" : "", s->tag);
     return st;
 }
 
@@ -70,30 +59,22 @@ static pfx_status tensor_f32(pfx_runtime *rt, unsigned ndim, const size_t *shape
     return st == PFX_SUCCESS ? pfx_tensor_fill(*t, NAN) : st;
 }
 
-static size_t q_shape(const pfx_attention_desc *d, pfx_layout l, size_t *s)
-{
-    s[0] = d->batch;
-    s[1] = l == PFX_LAYOUT_BHND ? d->heads : d->queries;
-    s[2] = l == PFX_LAYOUT_BHND ? d->queries : d->heads;
-    s[3] = d->head_dim;
-    return 4;
-}
-
 /* ---- forward ----------------------------------------------------------- */
 
 static const att_spec forward_specs[] = {
-    { "shared", 2, 4, 2, 37, 53, 7, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR,
-      1.0f, 101 },
-    { "bank lens", 3, 4, 4, 29, 41, 11, 32, 4, 0, 0, 0, true, true, false, false, PFX_GAIN_TANH,
-      1.5f, 102 },
-    { "GQA bnhd", 2, 8, 2, 33, 33, 5, 80, 0, 1, 1, 1, true, false, false, false, PFX_GAIN_OFF, 1.0f,
-      103 },
-    { "MQA decode", 2, 4, 1, 3, 300, 16, 128, 0, 0, 1, 0, true, false, false, false,
-      PFX_GAIN_LINEAR, 1.0f, 104 },
-    { "dim-gain P=0", 1, 2, 2, 47, 47, 0, 96, 0, 0, 0, 1, false, false, true, false, PFX_GAIN_TANH,
-      1.0f, 105 },
-    { "half", 2, 4, 2, 41, 57, 9, 64, 0, 1, 0, 0, true, true, false, true, PFX_GAIN_LINEAR, 1.0f,
-      106 },
+    ATT_SPEC("shared", 2, 4, 2, 37, 53, 7, 64, .gain = PFX_GAIN_LINEAR, .amplitude = 1.0f,
+             .seed = 101),
+    ATT_SPEC("bank lens", 3, 4, 4, 29, 41, 11, 32, .bank = 4, .causal = true, .lens = true,
+             .gain = PFX_GAIN_TANH, .amplitude = 1.5f, .seed = 102),
+    ATT_SPEC("GQA bnhd", 2, 8, 2, 33, 33, 5, 80, .q_layout = PFX_LAYOUT_BNHD,
+             .kv_layout = PFX_LAYOUT_BNHD, .o_layout = PFX_LAYOUT_BNHD, .causal = true,
+             .amplitude = 1.0f, .seed = 103),
+    ATT_SPEC("MQA decode", 2, 4, 1, 3, 300, 16, 128, .kv_layout = PFX_LAYOUT_BNHD, .causal = true,
+             .gain = PFX_GAIN_LINEAR, .amplitude = 1.0f, .seed = 104),
+    ATT_SPEC("dim-gain P=0", 1, 2, 2, 47, 47, 0, 96, .o_layout = PFX_LAYOUT_BNHD, .dim_gain = true,
+             .gain = PFX_GAIN_TANH, .amplitude = 1.0f, .seed = 105),
+    ATT_SPEC("half", 2, 4, 2, 41, 57, 9, 64, .q_layout = PFX_LAYOUT_BNHD, .causal = true,
+             .lens = true, .half = true, .gain = PFX_GAIN_LINEAR, .amplitude = 1.0f, .seed = 106),
 };
 
 static void forward_case(pfx_runtime *rt, check_totals *totals, const att_spec *s)
@@ -102,11 +83,11 @@ static void forward_case(pfx_runtime *rt, check_totals *totals, const att_spec *
     pfx_tensor *o = NULL, *lse = NULL;
     float *go = NULL, *glse = NULL;
     double *ro = NULL, *rlse = NULL;
-    size_t os[4], ls[3] = { s->B, s->H, s->N };
+    size_t os[4], ls[3] = { s->f.B, s->f.H, s->f.N };
     pfx_status st = problem_make(rt, s, &p);
-    q_shape(&p.f.d, s->o_layout, os);
+    attn_shape(&p.f.d, ATTN_O, os);
     if (st == PFX_SUCCESS) {
-        st = pfx_tensor_create(rt, s->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 4, os, &o);
+        st = pfx_tensor_create(rt, s->f.half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, 4, os, &o);
         if (st == PFX_SUCCESS)
             st = pfx_tensor_fill(o, NAN);
     }
@@ -126,7 +107,7 @@ static void forward_case(pfx_runtime *rt, check_totals *totals, const att_spec *
         eo = rel_l2(ro, go, ref_q_count(&p.f.d));
         el = rel_l2(rlse, glse, ref_lse_count(&p.f.d));
     }
-    check_report(totals, "attn_fwd O", p.shape, st, rt, eo, s->half ? TOL_FWD_F16 : TOL_FWD_F32);
+    check_report(totals, "attn_fwd O", p.shape, st, rt, eo, s->f.half ? TOL_FWD_F16 : TOL_FWD_F32);
     check_report(totals, "attn_fwd LSE", p.shape, st, rt, el, TOL_FWD_F32); /* always f32 */
     free(go);
     free(glse);
@@ -146,12 +127,13 @@ void check_attention_forward(pfx_runtime *rt, check_totals *totals)
 /* ---- backward ---------------------------------------------------------- */
 
 static const att_spec backward_specs[] = {
-    { "shared", 2, 4, 2, 23, 31, 5, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR,
-      1.0f, 201 },
-    { "bank lens", 3, 4, 2, 19, 27, 6, 32, 2, 0, 1, 0, true, true, false, false, PFX_GAIN_TANH,
-      1.0f, 202 },
-    { "dim-gain decode", 2, 4, 1, 4, 70, 8, 64, 0, 1, 0, 1, true, false, true, false,
-      PFX_GAIN_LINEAR, 1.0f, 203 },
+    ATT_SPEC("shared", 2, 4, 2, 23, 31, 5, 64, .gain = PFX_GAIN_LINEAR, .amplitude = 1.0f,
+             .seed = 201),
+    ATT_SPEC("bank lens", 3, 4, 2, 19, 27, 6, 32, .bank = 2, .kv_layout = PFX_LAYOUT_BNHD,
+             .causal = true, .lens = true, .gain = PFX_GAIN_TANH, .amplitude = 1.0f, .seed = 202),
+    ATT_SPEC("dim-gain decode", 2, 4, 1, 4, 70, 8, 64, .q_layout = PFX_LAYOUT_BNHD,
+             .o_layout = PFX_LAYOUT_BNHD, .causal = true, .dim_gain = true, .gain = PFX_GAIN_LINEAR,
+             .amplitude = 1.0f, .seed = 203),
 };
 
 static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec *s)
@@ -159,9 +141,8 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
     att_problem p;
     pfx_status st = problem_make(rt, s, &p);
     const pfx_attention_desc *d = &p.f.d;
-    size_t os[4], qs[4], ls[3] = { s->B, s->H, s->N }, hs[2] = { s->H, s->D };
-    q_shape(d, s->o_layout, os);
-    q_shape(d, s->q_layout, qs);
+    size_t os[4], ls[3] = { s->f.B, s->f.H, s->f.N }, hs[2] = { s->f.H, s->f.D };
+    attn_shape(d, ATTN_O, os);
     pfx_tensor *o = NULL, *lse = NULL, *d_o = NULL;
     pfx_tensor *g[7] = { 0 }; /* dq dk dv dpk dpv dgain ddim_gain */
     float *hdo = NULL;
@@ -171,7 +152,7 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
         st = tensor_f32(rt, 3, ls, &lse);
     if (st == PFX_SUCCESS) {
         ref_rng rng;
-        ref_rng_seed(&rng, s->seed + 1000);
+        ref_rng_seed(&rng, s->f.seed + 1000);
         st = attn_upload(rt, &rng, PFX_DTYPE_F32, 4, os, 1.0f, &hdo, &d_o);
     }
     const pfx_tensor *like[5] = { p.f.tq, p.f.tk, p.f.tv, p.f.tpk, p.f.tpv };
@@ -184,9 +165,9 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
             shape[x] = pfx_tensor_dim(like[i], x);
         st = tensor_f32(rt, nd, shape, &g[i]);
     }
-    if (st == PFX_SUCCESS && s->gain != PFX_GAIN_OFF)
+    if (st == PFX_SUCCESS && s->f.gain != PFX_GAIN_OFF)
         st = tensor_f32(rt, 1, hs, &g[5]);
-    if (st == PFX_SUCCESS && s->dim_gain)
+    if (st == PFX_SUCCESS && s->f.dim_gain)
         st = tensor_f32(rt, 2, hs, &g[6]);
     if (st == PFX_SUCCESS)
         st = pfx_attention_forward(rt, d, &p.f.in, o, lse);
@@ -198,17 +179,17 @@ static void backward_case(pfx_runtime *rt, check_totals *totals, const att_spec 
     size_t counts[7] = { ref_q_count(d),
                          ref_kv_count(d),
                          ref_kv_count(d),
-                         ref_prefix_count(d, s->bank),
-                         ref_prefix_count(d, s->bank),
-                         s->H,
-                         s->H * s->D };
+                         ref_prefix_count(d, s->f.bank),
+                         ref_prefix_count(d, s->f.bank),
+                         s->f.H,
+                         s->f.H * s->f.D };
     double *ref[7] = { 0 };
     for (int i = 0; i < 7; i++)
         if (g[i])
             ref[i] = malloc(counts[i] * sizeof(double));
     if (st == PFX_SUCCESS)
-        ref_attention_backward(d, s->bank, p.f.q, p.f.k, p.f.v, p.f.pk, p.f.pv, hdo, ref[0], ref[1],
-                               ref[2], ref[3], ref[4], ref[5], ref[6]);
+        ref_attention_backward(d, s->f.bank, p.f.q, p.f.k, p.f.v, p.f.pk, p.f.pv, hdo, ref[0],
+                               ref[1], ref[2], ref[3], ref[4], ref[5], ref[6]);
     for (int i = 0; i < 7; i++) {
         if (!g[i])
             continue;
@@ -238,12 +219,13 @@ void check_attention_backward(pfx_runtime *rt, check_totals *totals)
 /* ---- stats and the probability map ------------------------------------- */
 
 static const att_spec stats_specs[] = {
-    { "shared k=5", 2, 4, 2, 37, 53, 7, 64, 0, 0, 0, 0, false, false, false, false, PFX_GAIN_LINEAR,
-      1.0f, 301 },
-    { "bank lens k=32", 3, 4, 2, 29, 41, 5, 32, 3, 1, 1, 1, true, true, true, true, PFX_GAIN_TANH,
-      2.0f, 302 },
-    { "decode k=1", 2, 4, 1, 3, 200, 8, 128, 0, 0, 0, 0, true, false, false, false, PFX_GAIN_OFF,
-      1.0f, 303 },
+    ATT_SPEC("shared k=5", 2, 4, 2, 37, 53, 7, 64, .gain = PFX_GAIN_LINEAR, .amplitude = 1.0f,
+             .seed = 301),
+    ATT_SPEC("bank lens k=32", 3, 4, 2, 29, 41, 5, 32, .bank = 3, .q_layout = PFX_LAYOUT_BNHD,
+             .kv_layout = PFX_LAYOUT_BNHD, .o_layout = PFX_LAYOUT_BNHD, .causal = true,
+             .lens = true, .dim_gain = true, .half = true, .gain = PFX_GAIN_TANH, .amplitude = 2.0f,
+             .seed = 302),
+    ATT_SPEC("decode k=1", 2, 4, 1, 3, 200, 8, 128, .causal = true, .amplitude = 1.0f, .seed = 303),
 };
 static const unsigned stats_k[] = { 5, 32, 1 };
 
@@ -251,7 +233,7 @@ static void stats_case(pfx_runtime *rt, check_totals *totals, const att_spec *s,
 {
     att_problem p;
     pfx_status st = problem_make(rt, s, &p);
-    size_t H = s->H;
+    size_t H = s->f.H;
     pfx_tensor *t[3] = { 0 };
     for (int i = 0; i < 3 && st == PFX_SUCCESS; i++)
         st = tensor_f32(rt, 1, &H, &t[i]);
@@ -273,18 +255,18 @@ static void stats_case(pfx_runtime *rt, check_totals *totals, const att_spec *s,
     free(ref);
 
     /* The map of the last (item, head). */
-    size_t ms[2] = { s->N, s->P + s->M }, n = ms[0] * ms[1];
+    size_t ms[2] = { s->f.N, s->f.P + s->f.M }, n = ms[0] * ms[1];
     pfx_tensor *map = NULL;
     float *got = NULL;
     double *rp = NULL, err = INFINITY;
     st = p.f.tq ? tensor_f32(rt, 2, ms, &map) : st;
     if (st == PFX_SUCCESS)
-        st = pfx_gain_softmax_probs(rt, &p.f.d, &p.f.in, s->B - 1, s->H - 1, map);
+        st = pfx_gain_softmax_probs(rt, &p.f.d, &p.f.in, s->f.B - 1, s->f.H - 1, map);
     if (st == PFX_SUCCESS)
         st = attn_read_all(map, &got);
     if (st == PFX_SUCCESS) {
         rp = malloc(n * sizeof(double));
-        ref_softmax_probs(&p.f.d, p.f.q, p.f.k, p.f.pk, s->B - 1, s->H - 1, rp);
+        ref_softmax_probs(&p.f.d, p.f.q, p.f.k, p.f.pk, s->f.B - 1, s->f.H - 1, rp);
         err = rel_l2(rp, got, n);
     }
     check_report(totals, "gain_softmax_probs map", p.shape, st, rt, err, TOL_PROBS_F32);
