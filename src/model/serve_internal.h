@@ -28,7 +28,6 @@ struct pfx_kv_cache {
     pfx_tensor **values;
     size_t *len;        /* [slots] tokens held */
     int32_t *adapter;   /* [slots] bank entry of the slot's prefill, -1 none */
-    pfx_ids *positions; /* [max_batch * max_tokens] position ids (learned positions) */
     uint64_t rows_written;
 };
 
