@@ -130,7 +130,7 @@ static pfx_context *load(pfx_runtime *rt, const char *dir, pfx_dtype storage, si
     pfx_status st = pfx_model_load(rt, dir, &params, &model);
     if (st == PFX_SUCCESS)
         st = pfx_context_create(model, &cp, &ctx);
-    pfx_context_destroy(&ctx);
+    pfx_model_destroy(&model); /* released with the context */
     if (st != PFX_SUCCESS)
         fail_msg("load %s: %s", dir, pfx_last_error(rt));
     return ctx;
