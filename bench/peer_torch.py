@@ -54,7 +54,7 @@ ATTN_SHAPES = {
     "d": (8, 32, 8, 1, 8192, 64, 128, False),
 }
 SGEMM_SIZES = (512, 1024, 2048)
-# prefixcl's layer.step (tools/bench_suite.c: STEP_*)
+# prefixcl's layer.step (tools/benchmark/bench_suite.c: STEP_*)
 STEP = dict(B=2, N=512, C=768, H=12, D=64, P=20)
 GROUPS = ("a", "b", "c", "d", "sgemm", "layer")
 

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "bench.h"
-#include "bench_json.h"
+#include "benchmark/bench.h"
+#include "benchmark/bench_json.h"
 #include "chart.h"
 
 static void make_run(bench_run *run)

@@ -219,7 +219,7 @@ def check_models(tool, out_dir, models, tol_probs, tol_stats, drawn):
     refused(tool, ["--model", gpt2, *ids, "--layer", "2", "--head", "0"], ["--layer 2"])
     refused(tool, ["--model", gpt2, *ids, "--layer", "1", "--head", "4"], ["--head 4"])
     refused(tool, ["--model", gpt2, "--ids", "1,101", "--layer", "1", "--head", "0"], ["--ids"])
-    for bad in ("1,,2", ",1", "1,", "1, ,2"):  # one strict id-list parser (tools/cli.h)
+    for bad in ("1,,2", ",1", "1,", "1, ,2"):  # one strict id-list parser (tools/common/cli.h)
         refused(tool, ["--model", gpt2, "--ids", bad, "--layer", "1", "--head", "0"], ["--ids"])
     refused(tool, ["--model", gpt2, *ids, "--layer", "1", "--head", "0", "--gain", " 0.5"], ["--gain"])
     refused(tool, ["--model", llama, *adapter, *ids, "--layer", "1", "--head", "0"], ["does not fit"])

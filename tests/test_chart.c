@@ -21,11 +21,11 @@
 
 #include <cmocka.h>
 
-#include "attn_plot.h"
-#include "bench.h"
+#include "plot/attn_plot.h"
+#include "benchmark/bench.h"
 #include "chart.h"
-#include "train_plot.h"
-#include "tune_plot.h"
+#include "plot/train_plot.h"
+#include "plot/tune_plot.h"
 
 #if PFX_TEST_CAIRO
 #include <cairo.h>

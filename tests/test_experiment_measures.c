@@ -119,7 +119,7 @@ static void test_short_histories(void **state)
     assert_int_equal(sign[0], 0);
 }
 
-/* splitmix64 for the synthetic data (tools/tool_util.c draws the same way). */
+/* splitmix64 for the synthetic data (tools/common/tool_util.c draws the same way). */
 static uint64_t mix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);

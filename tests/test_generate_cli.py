@@ -108,7 +108,7 @@ def main():
     _, err = run(exe, ["generate", "--model", model, "--prompt-ids", "5 99999"], 1)
     if "prompt-ids" not in err:
         sys.exit("bad ids: %r" % err)
-    # one strict parser for every number and id list (tools/cli.h), the option named
+    # one strict parser for every number and id list (tools/common/cli.h), the option named
     for opt, val in (("--temperature", ""), ("--top-p", ""), ("--temperature", " 1"), ("--top-p", "0.5x"),
                      ("--temperature", "nan")):
         _, err = run(exe, ["generate", "--model", model, "--prompt", "hi", opt, val], 2)

@@ -177,6 +177,39 @@ def check_stop_strings(srv, expect):
         sys.exit("stop %r in %r: %r, streamed %r, expected %r" % (stop, text, got, streamed, want))
 
 
+def several_choices(srv, expect):
+    """n choices: greedy ones each equal generate alone; sampled choice i
+    equals a request of n 1 with seed + i; streamed equal to not streamed;
+    usage counts the prompt once and every choice's tokens."""
+    prompt = "the quick brown fox"
+    text, reason, count = expect[("a1", prompt)]
+    status, o, _ = srv.complete({"model": "a1", "prompt": prompt, "max_tokens": NEW,
+                                 "temperature": 0, "n": 3})
+    got = [(c["index"], c["text"], c["finish_reason"]) for c in o.get("choices", [])]
+    if status != 200 or got != [(i, text, reason) for i in range(3)] or \
+            o["usage"]["completion_tokens"] != 3 * count:
+        sys.exit("n 3 greedy: %d %r, generate alone %r" % (status, o, (text, reason, count)))
+    body = {"model": "a2", "prompt": prompt, "max_tokens": NEW, "temperature": 1.0, "top_k": 40}
+    alone = []
+    for i in range(4):
+        status, one, _ = srv.complete(dict(body, seed=77 + i))
+        alone.append((one["choices"][0]["text"], one["choices"][0]["finish_reason"]))
+    status, o, _ = srv.complete(dict(body, seed=77, n=4))
+    got = [(c["text"], c["finish_reason"]) for c in sorted(o["choices"], key=lambda c: c["index"])]
+    if status != 200 or got != alone or len(set(alone)) < 2:
+        sys.exit("n 4 sampled: %r, each alone %r" % (got, alone))
+    srv.stream(dict(body, seed=77, n=4))
+    texts, finish = [""] * 4, [None] * 4
+    for ch in srv.chunks:
+        for c in ch["choices"]:
+            texts[c["index"]] += c["text"]
+            finish[c["index"]] = c["finish_reason"] or finish[c["index"]]
+    usage = srv.chunks[-1].get("usage")
+    if list(zip(texts, finish)) != alone or not usage or \
+            usage["completion_tokens"] != o["usage"]["completion_tokens"]:
+        sys.exit("n 4 streamed: %r %r, not streamed %r" % (list(zip(texts, finish)), usage, o))
+
+
 def admin(srv, expect, adapters):
     """An adapter added while serving answers as generate with it; deleted, its name is unknown."""
     path = adapters[2][1]
@@ -255,7 +288,9 @@ def hostile(srv, max_len):
     expect_error(srv, dict(ok, seed=-3), 400, ["seed"])
     expect_error(srv, dict(ok, stop=[1]), 400, ["stop"])
     expect_error(srv, dict(ok, stream="yes"), 400, ["stream"])
-    expect_error(srv, dict(ok, n=2), 400, ["n:"])
+    expect_error(srv, dict(ok, n=0), 400, ["n:"])
+    expect_error(srv, dict(ok, n=17), 400, ["n:"])
+    expect_error(srv, dict(ok, n=1.5), 400, ["n:"])
     expect_error(srv, dict(ok, max_tokens=max_len), 400, [str(max_len)])
     expect_error(srv, dict(ok, model="no-such-adapter"), 404, ["no-such-adapter"])
     expect_error(srv, {"messages": []}, 400, ["chat template"], path="/v1/chat/completions")
@@ -416,6 +451,7 @@ def main():
         sys.exit("/v1/models: %r" % models)
     check_equal(srv, expect)
     check_stop_strings(srv, expect)
+    several_choices(srv, expect)
     load_test(srv, expect)
     hostile(srv, srv.max_len)
     admin(srv, expect, adapters)

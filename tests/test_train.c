@@ -1,6 +1,6 @@
 /*
- * Suite 'train': the prefix-tuning job of `prefixcl train` (tools/train_loop.c,
- * tools/cmd_train.c) run in-process. A short library-level run whose loss
+ * Suite 'train': the prefix-tuning job of `prefixcl train` (tools/train/train_loop.c,
+ * tools/commands/cmd_train.c) run in-process. A short library-level run whose loss
  * falls at least tenfold; the command's outputs (CSV rows with held-out losses, the pictures,
  * safetensors with per-layer prefixes and gains, a PEFT folder that
  * pfx_peft_read_* reads back and that matches the safetensors); bad options
@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "pfx_test.h"
-#include "commands.h"
-#include "train_loop.h"
+#include "commands/commands.h"
+#include "train/train_loop.h"
 
 static const char *out_dir;
 

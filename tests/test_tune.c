@@ -1,6 +1,6 @@
 /*
  * Suite 'tune': the prefix-tuning job (prefixcl/tune.h, pfx_tune_run) and
- * the `prefixcl tune` command over it (tools/cmd_tune.c), run in-process on
+ * the `prefixcl tune` command over it (tools/commands/cmd_tune.c), run in-process on
  * tiny model folders written here (model_folder.c, the demonstration's
  * tokenizer.json copied in) and a small text file written here: the loss
  * falls and the pictures are drawn from the result; a run stopped after step
@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include "pfx_test.h"
-#include "commands.h"
+#include "commands/commands.h"
 #include "model_folder.h"
-#include "tune_plot.h"
+#include "plot/tune_plot.h"
 
 static const char *out_dir, *demo_dir;
 static pfx_runtime *rt; /* every job's */

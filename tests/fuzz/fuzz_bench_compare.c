@@ -1,5 +1,5 @@
 /* libFuzzer harness for the reader of `prefixcl bench --compare` files
- * (tools/bench_report.c on cJSON, tools/bench_json.c): every input, cut at
+ * (tools/benchmark/bench_report.c on cJSON, tools/benchmark/bench_json.c): every input, cut at
  * its first NUL as the file reader refuses one, is parsed as a saved bench
  * run; it must be refused cleanly or give a run within the limits, every
  * measured test with a positive median and no NaN. Also linked into the
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "benchmark/bench.h"
 #include "fuzz.h"
 
 static bench_run run; /* large: not on the stack */

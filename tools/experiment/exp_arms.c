@@ -8,10 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "exp.h"
 #include "settled.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 const char *const exp_arm_names[ARM_COUNT] = { "baseline", "linear", "tanh", "dim", "selected" };
 const float exp_thresholds[EXP_THRESHOLDS] = { 0.01f, 0.05f, 0.1f };

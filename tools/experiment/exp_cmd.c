@@ -6,10 +6,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "cli.h"
-#include "commands.h"
+#include "common/cli.h"
+#include "commands/commands.h"
 #include "exp.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 #ifndef PFX_WORDNET_DIR
 #define PFX_WORDNET_DIR "data/wordnet"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_plot.h"
+#include "plot/attn_plot.h"
 #include "chart.h"
 #include "exp.h"
 

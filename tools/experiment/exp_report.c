@@ -10,7 +10,7 @@
 
 #include "exp.h"
 #include "settled.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 /* The claims checked, as published: validation perplexity and generation
  * tokens/s without gains, with gains, with gains on selected heads; the

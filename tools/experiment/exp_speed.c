@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "exp.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 typedef struct decoder {
     pfx_model *model;

@@ -8,8 +8,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
-#include "commands.h"
+#include "common/cli.h"
+#include "commands/commands.h"
 #include "http.h"
 #include "server.h"
 

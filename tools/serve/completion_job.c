@@ -6,36 +6,56 @@
 #include <time.h>
 
 #include "completion_job.h"
-#include "gen_output.h"
+#include "commands/gen_output.h"
 
 completion *completion_new(server *srv, completion_req *req, size_t prompt_len)
 {
     static uint64_t serial;
+    const size_t n = req->n ? req->n : 1;
     completion *c = calloc(1, sizeof(*c));
-    int32_t *ids = calloc(req->max_tokens, sizeof(int32_t));
-    if (!c || !ids) {
+    completion_choice *choices = calloc(n, sizeof(*choices));
+    if (!c || !choices) {
         free(c);
-        free(ids);
+        free(choices);
         return NULL;
+    }
+    c->choices = choices;
+    for (size_t i = 0; i < n; i++) {
+        choices[i].c = c;
+        choices[i].index = i;
+        if (!(choices[i].ids = calloc(req->max_tokens, sizeof(int32_t)))) {
+            for (size_t j = 0; j < i; j++)
+                free(choices[j].ids);
+            free(choices);
+            free(c);
+            return NULL;
+        }
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->changed, NULL);
-    c->refs = 2;
+    c->refs = 1;
     c->srv = srv;
     c->req = *req;
     memset(req, 0, sizeof(*req));
+    c->n = n;
     c->model = c->req.model ? c->req.model : srv->base_name;
-    c->ids = ids;
     c->prompt_len = prompt_len;
     c->created = (long long)time(NULL);
     snprintf(c->id, sizeof(c->id), "%s-%llx-%llu", c->req.chat ? "chatcmpl" : "cmpl",
              (unsigned long long)c->created,
              (unsigned long long)__atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
     for (size_t i = 0; i < c->req.stop_count; i++) {
-        const size_t n = strlen(c->req.stop[i]);
-        c->hold = n - 1 > c->hold ? n - 1 : c->hold;
+        const size_t len = strlen(c->req.stop[i]);
+        c->hold = len - 1 > c->hold ? len - 1 : c->hold;
     }
     return c;
+}
+
+void completion_hold(completion *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->refs++;
+    pthread_mutex_unlock(&c->mu);
 }
 
 void completion_release(completion *c)
@@ -48,8 +68,11 @@ void completion_release(completion *c)
     pthread_cond_destroy(&c->changed);
     pthread_mutex_destroy(&c->mu);
     completion_req_free(&c->req);
-    free(c->ids);
-    free(c->text);
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->choices[i].ids);
+        free(c->choices[i].text);
+    }
+    free(c->choices);
     free(c->pending);
     free(c);
 }
@@ -69,14 +92,15 @@ static size_t sendable(const completion *c, const char *text, size_t len)
 
 bool completion_on_token(void *user, int32_t token)
 {
-    completion *c = user;
+    completion_choice *ch = user;
+    completion *c = ch->c;
     pthread_mutex_lock(&c->mu);
-    c->ids[c->count++] = token;
-    const size_t count = c->count;
+    ch->ids[ch->count++] = token;
+    const size_t count = ch->count;
     pthread_mutex_unlock(&c->mu);
     char *text = NULL;
     size_t len = 0;
-    if (pfx_tokenizer_decode(c->srv->ctx.tok, c->ids, count, PFX_DECODE_SKIP_SPECIAL, &text,
+    if (pfx_tokenizer_decode(c->srv->ctx.tok, ch->ids, count, PFX_DECODE_SKIP_SPECIAL, &text,
                              &len) != PFX_SUCCESS)
         return true; /* the text stays as it was; the ids go on */
     len = strlen(text);
@@ -91,11 +115,11 @@ bool completion_on_token(void *user, int32_t token)
     text[len] = '\0';
     const size_t ready = stop ? len : sendable(c, text, len);
     pthread_mutex_lock(&c->mu);
-    free(c->text);
-    c->text = text;
-    c->text_len = len;
-    c->ready = ready > c->ready ? ready : c->ready;
-    c->ready = c->ready < len ? c->ready : len;
+    free(ch->text);
+    ch->text = text;
+    ch->text_len = len;
+    ch->ready = ready > ch->ready ? ready : ch->ready;
+    ch->ready = ch->ready < len ? ch->ready : len;
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->mu);
     return !stop;
@@ -103,13 +127,14 @@ bool completion_on_token(void *user, int32_t token)
 
 void completion_on_done(void *user, pfx_finish finish, const char *error)
 {
-    completion *c = user;
+    completion_choice *ch = user;
+    completion *c = ch->c;
     pthread_mutex_lock(&c->mu);
-    c->done = true;
-    c->finish = finish;
-    c->ready = c->text_len;
+    ch->done = true;
+    ch->finish = finish;
+    ch->ready = ch->text_len;
     if (error)
-        snprintf(c->error, sizeof(c->error), "%s", error);
+        snprintf(ch->error, sizeof(ch->error), "%s", error);
     pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->mu);
     completion_release(c);
@@ -122,11 +147,31 @@ static bool peer_gone(int fd)
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* Whether every choice has ended (under c->mu). */
+static bool all_done(const completion *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (!c->choices[i].done)
+            return false;
+    return true;
+}
+
+void completion_cancel(completion *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        pthread_mutex_lock(&c->mu);
+        const bool running = c->choices[i].submitted && !c->choices[i].done;
+        pthread_mutex_unlock(&c->mu);
+        if (running)
+            pfx_scheduler_cancel(c->srv->sched, c->choices[i].sched_id);
+    }
+}
+
 bool completion_wait(completion *c, int fd)
 {
     bool cancelled = false;
     pthread_mutex_lock(&c->mu);
-    while (!c->done) {
+    while (!all_done(c)) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 50 * 1000 * 1000;
@@ -135,10 +180,10 @@ bool completion_wait(completion *c, int fd)
             until.tv_nsec -= 1000000000;
         }
         pthread_cond_timedwait(&c->changed, &c->mu, &until);
-        if (!c->done && !cancelled && fd >= 0 && peer_gone(fd)) {
-            /* its client is gone: free the slot at the next step */
+        if (!all_done(c) && !cancelled && fd >= 0 && peer_gone(fd)) {
+            /* its client is gone: free the slots at the next step */
             pthread_mutex_unlock(&c->mu);
-            pfx_scheduler_cancel(c->srv->sched, c->sched_id);
+            completion_cancel(c);
             cancelled = true;
             pthread_mutex_lock(&c->mu);
         }
@@ -147,9 +192,9 @@ bool completion_wait(completion *c, int fd)
     return cancelled;
 }
 
-const char *completion_finish_reason(const completion *c)
+const char *completion_finish_reason(const completion_choice *ch)
 {
-    return c->finish == PFX_FINISH_STOP ? "stop" : "length";
+    return ch->finish == PFX_FINISH_STOP ? "stop" : "length";
 }
 
 /* A chat choice's "message" {role, content}, or a stream's "delta": the
@@ -165,22 +210,33 @@ static bool chat_message(cJSON *choice, const char *name, const char *text, bool
            cJSON_AddStringToObject(m, "content", text ? text : "");
 }
 
-cJSON *completion_json(const completion *c, const char *text, const char *finish, bool usage)
+cJSON *completion_object(const completion *c)
 {
-    char *valid = gen_valid_utf8(text ? text : "");
-    cJSON *o = cJSON_CreateObject(), *choices = cJSON_AddArrayToObject(o, "choices"),
-          *choice = cJSON_CreateObject();
     const bool chat = c->req.chat, chunk = chat && c->req.stream;
     const char *object = !chat   ? "text_completion"
                          : chunk ? "chat.completion.chunk"
                                  : "chat.completion";
-    bool ok = valid && choices && choice && cJSON_AddStringToObject(o, "id", c->id) &&
-              cJSON_AddStringToObject(o, "object", object) &&
-              cJSON_AddNumberToObject(o, "created", (double)c->created) &&
-              cJSON_AddStringToObject(o, "model", c->model) &&
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, "id", c->id) ||
+        !cJSON_AddStringToObject(o, "object", object) ||
+        !cJSON_AddNumberToObject(o, "created", (double)c->created) ||
+        !cJSON_AddStringToObject(o, "model", c->model) || !cJSON_AddArrayToObject(o, "choices")) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+bool completion_add_choice(const completion *c, cJSON *o, size_t index, const char *text,
+                           const char *finish)
+{
+    char *valid = gen_valid_utf8(text ? text : "");
+    cJSON *choices = cJSON_GetObjectItemCaseSensitive(o, "choices"), *choice = cJSON_CreateObject();
+    const bool chat = c->req.chat, chunk = chat && c->req.stream;
+    bool ok = valid && choices && choice &&
               (chat ? chat_message(choice, chunk ? "delta" : "message", text ? valid : NULL, chunk)
                     : cJSON_AddStringToObject(choice, "text", valid) != NULL) &&
-              cJSON_AddNumberToObject(choice, "index", 0) &&
+              cJSON_AddNumberToObject(choice, "index", (double)index) &&
               cJSON_AddNullToObject(choice, "logprobs") &&
               (finish ? cJSON_AddStringToObject(choice, "finish_reason", finish)
                       : cJSON_AddNullToObject(choice, "finish_reason"));
@@ -188,17 +244,18 @@ cJSON *completion_json(const completion *c, const char *text, const char *finish
         choice = NULL;
     else
         ok = false;
-    if (ok && usage) {
-        cJSON *u = cJSON_AddObjectToObject(o, "usage");
-        ok = u && cJSON_AddNumberToObject(u, "prompt_tokens", (double)c->prompt_len) &&
-             cJSON_AddNumberToObject(u, "completion_tokens", (double)c->count) &&
-             cJSON_AddNumberToObject(u, "total_tokens", (double)(c->prompt_len + c->count));
-    }
     free(valid);
     cJSON_Delete(choice);
-    if (!ok) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
+    return ok;
+}
+
+bool completion_add_usage(const completion *c, cJSON *o)
+{
+    size_t tokens = 0;
+    for (size_t i = 0; i < c->n; i++)
+        tokens += c->choices[i].count;
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    return u && cJSON_AddNumberToObject(u, "prompt_tokens", (double)c->prompt_len) &&
+           cJSON_AddNumberToObject(u, "completion_tokens", (double)tokens) &&
+           cJSON_AddNumberToObject(u, "total_tokens", (double)(c->prompt_len + tokens));
 }

@@ -135,11 +135,11 @@ static bool parse_body(const char *body, size_t len, completion_req *r, cJSON **
          (msgs ? messages(&p, root, msgs) : string(&p, "prompt", true, &r->prompt)) &&
          integer(&p, "max_tokens", 1, COMPLETION_MAX_TOKENS, &max_tokens) &&
          number(&p, "temperature", 0, 2, &r->temperature) && number(&p, "top_p", 0, 1, &r->top_p) &&
-         integer(&p, "top_k", 0, 1 << 30, &top_k) && integer(&p, "n", 0, 1e9, &n) &&
-         (n == 1 || bad(&p, "n", "n: only 1 completion per request is served")) &&
+         integer(&p, "top_k", 0, 1 << 30, &top_k) && integer(&p, "n", 1, COMPLETION_MAX_N, &n) &&
          integer(&p, "seed", 0, 9007199254740992.0, &r->seed) && stops(&p, r);
     r->max_tokens = (size_t)max_tokens;
     r->top_k = (size_t)top_k;
+    r->n = (size_t)n;
     r->has_seed = ok && member(&p, "seed");
     const cJSON *stream = ok ? member(&p, "stream") : NULL;
     if (stream && !cJSON_IsBool(stream))

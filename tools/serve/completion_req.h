@@ -12,6 +12,7 @@
 
 #define COMPLETION_MAX_STOPS  4
 #define COMPLETION_MAX_TOKENS (1u << 20)
+#define COMPLETION_MAX_N      16 /* choices of one request */
 
 typedef struct completion_req {
     char *model; /* NULL: not given */
@@ -24,6 +25,7 @@ typedef struct completion_req {
     bool has_seed;
     char *stop[COMPLETION_MAX_STOPS];
     size_t stop_count;
+    size_t n; /* choices, default 1; choice i samples with seed + i */
     bool stream;
     bool chat; /* a chat completion: prompt rendered from its messages */
 } completion_req;

@@ -20,26 +20,48 @@ static uint64_t fresh_seed(void)
     return z ^ (z >> 31);
 }
 
+/* The first choice that failed or was cancelled, or NULL. */
+static const completion_choice *failed(const completion *c)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->choices[i].finish == PFX_FINISH_ERROR ||
+            c->choices[i].finish == PFX_FINISH_CANCELLED)
+            return &c->choices[i];
+    return NULL;
+}
+
 static enum MHD_Result answer(server *srv, struct MHD_Connection *conn, completion *c)
 {
     const union MHD_ConnectionInfo *info =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     const bool gone = completion_wait(c, info ? info->connect_fd : -1);
+    const completion_choice *bad = failed(c);
     enum MHD_Result r;
     if (gone) {
         /* no one to answer: counted as nginx counts a client that closed first */
         metrics_response(&srv->metrics, 499);
         r = MHD_NO;
-    } else if (c->finish == PFX_FINISH_ERROR) {
+    } else if (bad && bad->finish == PFX_FINISH_ERROR) {
         r = reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "generation failed: %s",
-                        c->error);
-    } else if (c->finish == PFX_FINISH_CANCELLED) {
+                        bad->error);
+    } else if (bad) {
         r = reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL,
                         "the server is shutting down");
     } else {
-        metrics_tokens(&srv->metrics, c->prompt_len, c->count);
-        r = reply_json(srv, conn, MHD_HTTP_OK,
-                       completion_json(c, c->text, completion_finish_reason(c), true));
+        cJSON *o = completion_object(c);
+        bool ok = o != NULL;
+        size_t tokens = 0;
+        for (size_t i = 0; ok && i < c->n; i++) {
+            ok = completion_add_choice(c, o, i, c->choices[i].text,
+                                       completion_finish_reason(&c->choices[i]));
+            tokens += c->choices[i].count;
+        }
+        if (!ok || !completion_add_usage(c, o)) {
+            cJSON_Delete(o);
+            o = NULL;
+        }
+        metrics_tokens(&srv->metrics, c->prompt_len, tokens);
+        r = reply_json(srv, conn, MHD_HTTP_OK, o);
     }
     completion_release(c);
     return r;
@@ -107,26 +129,41 @@ enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, comple
         completion_req_free(&req);
         return reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "out of host memory");
     }
-    const pfx_sched_request sr = { ids,
-                                   n,
-                                   entry,
-                                   { temperature, top_k, top_p, max_tokens, srv->stop,
-                                     srv->stop_count },
-                                   seed,
-                                   completion_on_token,
-                                   completion_on_done,
-                                   c };
-    const pfx_status st = pfx_scheduler_submit(srv->sched, &sr, &c->sched_id);
+    /* choice i samples with seed + i: the choices differ, and each equals
+     * a request of n 1 with that seed */
+    pfx_status st = PFX_SUCCESS;
+    for (size_t i = 0; i < c->n && st == PFX_SUCCESS; i++) {
+        completion_choice *ch = &c->choices[i];
+        const pfx_sched_request sr = { ids,
+                                       n,
+                                       entry,
+                                       { temperature, top_k, top_p, max_tokens, srv->stop,
+                                         srv->stop_count },
+                                       seed + i,
+                                       completion_on_token,
+                                       completion_on_done,
+                                       ch };
+        completion_hold(c); /* the scheduler's, released by completion_on_done */
+        uint64_t sched_id = 0;
+        st = pfx_scheduler_submit(srv->sched, &sr, &sched_id);
+        pthread_mutex_lock(&c->mu);
+        ch->sched_id = sched_id;
+        ch->submitted = st == PFX_SUCCESS;
+        pthread_mutex_unlock(&c->mu);
+        if (st != PFX_SUCCESS)
+            completion_release(c); /* never taken */
+    }
     free(ids);
     if (st != PFX_SUCCESS) {
-        completion_release(c); /* the scheduler's hold, never taken */
+        const char *why = pfx_last_error(NULL);
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", why);
+        completion_cancel(c); /* the choices submitted before */
         completion_release(c);
         /* a full queue, or shutting down: try again later */
         if (st == PFX_ERROR_BUSY || st == PFX_ERROR_UNSUPPORTED)
-            return reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "%s",
-                               pfx_last_error(NULL));
-        return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens", "%s",
-                           pfx_last_error(NULL));
+            return reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "%s", msg);
+        return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens", "%s", msg);
     }
     return stream ? sse_reply(srv, conn, c) : answer(srv, conn, c);
 }

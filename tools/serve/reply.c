@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gen_output.h"
+#include "commands/gen_output.h"
 #include "reply.h"
 
 enum MHD_Result reply_queue(server *srv, struct MHD_Connection *c, unsigned status,

@@ -11,7 +11,7 @@
 #include "chat_template.h"
 #include "metrics.h"
 #include "prefixcl/scheduler.h"
-#include "serve_cli.h"
+#include "commands/serve_cli.h"
 
 #define SERVE_NAME_MAX 128
 

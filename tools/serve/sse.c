@@ -24,44 +24,82 @@ static char *event(cJSON *o, size_t *len)
     return e;
 }
 
-/* The next event of c, waiting for it (c->pending empty); NULL at the end. */
+/* A chunk of choice `index`: text (NULL: the final one, with finish). */
+static char *choice_event(const completion *c, size_t index, const char *text, const char *finish,
+                          bool usage, size_t *len)
+{
+    cJSON *o = completion_object(c);
+    if (o && (!completion_add_choice(c, o, index, text, finish) ||
+              (usage && !completion_add_usage(c, o)))) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    return event(o, len);
+}
+
+/* The error event of a failed or cancelled choice. */
+static char *error_event(const completion_choice *ch, size_t *len)
+{
+    cJSON *o = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(o, "error");
+    const char *msg = ch->finish == PFX_FINISH_ERROR ? ch->error : "the server is shutting down";
+    if (!err || !cJSON_AddStringToObject(err, "message", msg) ||
+        !cJSON_AddStringToObject(err, "type", "server_error")) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    return event(o, len);
+}
+
+/* The next event of c, waiting for it (c->pending empty); NULL at the end.
+ * Text as it comes, choice by choice; each choice's final chunk when it
+ * ends, the last of them with the usage; then [DONE]. */
 static char *next_event(completion *c, size_t *len)
 {
-    pthread_mutex_lock(&c->mu);
-    while (c->ready <= c->sent && !c->done)
-        pthread_cond_wait(&c->changed, &c->mu);
-    char *e = NULL;
-    if (c->ready > c->sent) {
-        char *delta = strndup(c->text + c->sent, c->ready - c->sent);
-        c->sent = c->ready;
-        pthread_mutex_unlock(&c->mu);
-        e = delta ? event(completion_json(c, delta, NULL, false), len) : NULL;
-        free(delta);
-        return e;
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (c->stage == 0) {
-        c->stage = 1;
-        if (c->finish == PFX_FINISH_ERROR || c->finish == PFX_FINISH_CANCELLED) {
-            cJSON *o = cJSON_CreateObject(), *err = cJSON_AddObjectToObject(o, "error");
-            const char *msg =
-                c->finish == PFX_FINISH_ERROR ? c->error : "the server is shutting down";
-            if (!err || !cJSON_AddStringToObject(err, "message", msg) ||
-                !cJSON_AddStringToObject(err, "type", "server_error")) {
-                cJSON_Delete(o);
-                o = NULL;
-            }
-            return event(o, len);
-        }
-        metrics_tokens(&c->srv->metrics, c->prompt_len, c->count);
-        return event(completion_json(c, NULL, completion_finish_reason(c), true), len);
-    }
     if (c->stage == 1) {
         c->stage = 2;
         *len = strlen("data: [DONE]\n\n");
         return strdup("data: [DONE]\n\n");
     }
-    return NULL;
+    if (c->stage == 2)
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        for (size_t i = 0; i < c->n; i++) {
+            completion_choice *ch = &c->choices[i];
+            if (ch->ready > ch->sent) {
+                char *delta = strndup(ch->text + ch->sent, ch->ready - ch->sent);
+                ch->sent = ch->ready;
+                pthread_mutex_unlock(&c->mu);
+                char *e = delta ? choice_event(c, i, delta, NULL, false, len) : NULL;
+                free(delta);
+                return e;
+            }
+        }
+        for (size_t i = 0; i < c->n; i++) {
+            completion_choice *ch = &c->choices[i];
+            if (!ch->done || ch->final_sent)
+                continue;
+            ch->final_sent = true;
+            size_t sent = 0;
+            for (size_t j = 0; j < c->n; j++)
+                sent += c->choices[j].final_sent;
+            pthread_mutex_unlock(&c->mu);
+            if (ch->finish == PFX_FINISH_ERROR || ch->finish == PFX_FINISH_CANCELLED) {
+                c->stage = 1;
+                return error_event(ch, len);
+            }
+            const bool last = sent == c->n;
+            if (last) {
+                c->stage = 1;
+                size_t tokens = 0;
+                for (size_t j = 0; j < c->n; j++)
+                    tokens += c->choices[j].count;
+                metrics_tokens(&c->srv->metrics, c->prompt_len, tokens);
+            }
+            return choice_event(c, i, NULL, completion_finish_reason(ch), last, len);
+        }
+        pthread_cond_wait(&c->changed, &c->mu);
+    }
 }
 
 static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
@@ -82,16 +120,12 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-/* The response is gone (sent, or its client went away): a request still
- * running is cancelled, its slot freed at the next step. */
+/* The response is gone (sent, or its client went away): choices still
+ * running are cancelled, their slots freed at the next step. */
 static void free_stream(void *cls)
 {
     completion *c = cls;
-    pthread_mutex_lock(&c->mu);
-    const bool running = !c->done;
-    pthread_mutex_unlock(&c->mu);
-    if (running)
-        pfx_scheduler_cancel(c->srv->sched, c->sched_id);
+    completion_cancel(c);
     completion_release(c);
 }
 

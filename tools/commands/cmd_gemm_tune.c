@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
 #include "prefixcl/prefixcl.h"
 

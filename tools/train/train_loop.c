@@ -1,7 +1,7 @@
 /* The training job of `prefixcl train` (train_loop.h). */
 #include "train_loop.h"
 
-#include "dist.h"
+#include "dist/dist.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 #define MAX_LAYERS 64
 

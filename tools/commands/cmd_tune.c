@@ -7,7 +7,7 @@
  * model (tune_demo.c), progress, the pictures (tune_plot.c). Ctrl-C or
  * SIGTERM stops at the next step boundary with a checkpoint that --resume
  * continues. Under `mpirun -n R` every rank tunes on its share of each
- * batch, the gradients summed in rank order (tools/dist.h); rank 0 prints
+ * batch, the gradients summed in rank order (tools/dist/dist.h); rank 0 prints
  * and writes. */
 #include <math.h>
 #include <stdio.h>
@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "chart.h"
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
-#include "dist.h"
-#include "tool_util.h"
-#include "tune_demo.h"
-#include "tune_plot.h"
+#include "dist/dist.h"
+#include "common/tool_util.h"
+#include "train/tune_demo.h"
+#include "plot/tune_plot.h"
 
 #ifndef PFX_DEMO_DIR
 #define PFX_DEMO_DIR "data/demo"

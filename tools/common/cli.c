@@ -1,4 +1,4 @@
-/* Shared by every prefixcl command (tools/cli.h). */
+/* Shared by every prefixcl command (tools/common/cli.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "check/check.h"
 #include "commands.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 int cmd_check(int argc, char **argv)
 {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 /* Enqueues `count` runs and stores each run's device time (ns) in out[]. */
 static pfx_status timed_runs(pfx_runtime *rt, bench_enqueue_fn fn, void *ctx, unsigned count,

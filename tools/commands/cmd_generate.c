@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
 #include "gen_output.h"
 #include "serve_cli.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 #define MAX_PROMPTS 64 /* of each prompt option; a --prompts file may hold any number of lines */
 #define MAX_STOPS   16

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dist.h"
+#include "dist/dist.h"
 
 /* src's bytes to dst, atomically. */
 static int copy_file(const char *src, const char *dst)

@@ -12,7 +12,7 @@
 
 #include "bench.h"
 #include "bench_json.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 static const char *ceiling_name(bench_ceiling c)
 {

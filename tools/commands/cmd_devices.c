@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 #include "prefixcl/prefixcl.h"
 
 /* The GEMM backend a runtime would pick here and the stored CLBlast tuning. */

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli.h"
+#include "common/cli.h"
 
 enum {
     TAG_AGREE = 1,

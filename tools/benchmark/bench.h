@@ -1,5 +1,5 @@
 /*
- * prefixcl bench: shared types of the device benchmark (tools/cmd_bench.c).
+ * prefixcl bench: shared types of the device benchmark (tools/commands/cmd_bench.c).
  *   bench_timer.c  : warm-up, calibrated run count, medians of spans and events
  *   bench_suite.c  : the fixed suite and the framework of its families
  *                    (bench_family.h): bench_ceilings.c (FMA, copy) and

@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "bench_family.h"
-#include "cli.h"
-#include "tool_util.h"
+#include "common/cli.h"
+#include "common/tool_util.h"
 
 /* ---------------------------------------------------------------- helpers */
 

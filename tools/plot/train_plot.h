@@ -4,7 +4,7 @@
 #ifndef PFX_TOOLS_TRAIN_PLOT_H
 #define PFX_TOOLS_TRAIN_PLOT_H
 
-#include "train_loop.h"
+#include "train/train_loop.h"
 
 /* The training loss per step (log scale) and the held-out evaluations as
  * points; the learning rate and the gradient norm on a second (log) axis. */

@@ -15,10 +15,10 @@
 #include <utf8proc.h>
 
 #include "attn_model.h"
-#include "attn_plot.h"
+#include "plot/attn_plot.h"
 #include "chart.h"
-#include "cli.h"
-#include "tool_util.h"
+#include "common/cli.h"
+#include "common/tool_util.h"
 #include "prefixcl/prefixcl.h"
 
 #define LABEL_LEN      24

@@ -12,14 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
 #include "chart.h"
-#include "dist.h"
-#include "tool_util.h"
+#include "dist/dist.h"
+#include "common/tool_util.h"
 #include "prefixcl/io.h"
-#include "train_loop.h"
-#include "train_plot.h"
+#include "train/train_loop.h"
+#include "plot/train_plot.h"
 
 static int usage(FILE *out)
 {

@@ -4,11 +4,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
-#include "dist.h"
+#include "dist/dist.h"
 #include "prefixcl/prefixcl.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 static const struct {
     const char *name;
@@ -64,7 +64,7 @@ static int usage(FILE *out)
 int main(int argc, char **argv)
 {
     tool_openblas_settings(argv);
-    /* under mpirun: join the job (tools/dist.h); otherwise nothing */
+    /* under mpirun: join the job (tools/dist/dist.h); otherwise nothing */
     if (dist_init(&argc, &argv))
         return 1;
     if (argc < 2)

@@ -2,7 +2,7 @@
  * prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE] [--csv FILE]
  *                [--compare FILE] [--plot FILE]
  *
- * One fixed suite (tools/bench_suite.c) on each chosen device, reported as
+ * One fixed suite (tools/benchmark/bench_suite.c) on each chosen device, reported as
  * clpeak reports: device -> test -> value, units in the headers, two decimals.
  * Everything the user gave is checked before the suite starts (options,
  * selectors, output paths, the --compare file); outputs go through the
@@ -18,9 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "benchmark/bench.h"
 #include "chart.h"
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
 
 static int usage(FILE *out)

@@ -4,7 +4,7 @@
  * library's job: options, progress, the pictures; Ctrl-C or SIGTERM stops
  * at the next step boundary with a checkpoint that --resume continues.
  * Under `mpirun -n R` every rank trains on its share of each batch, the
- * gradients summed in rank order (tools/dist.h); rank 0 prints and writes. */
+ * gradients summed in rank order (tools/dist/dist.h); rank 0 prints and writes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "chart.h"
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
-#include "dist.h"
-#include "pretrain_plot.h"
-#include "tool_util.h"
+#include "dist/dist.h"
+#include "plot/pretrain_plot.h"
+#include "common/tool_util.h"
 
 static int usage(FILE *out)
 {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
 #include "prefixcl/eval.h"
 #include "serve_cli.h"

@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "common/cli.h"
 #include "commands.h"
 #include "attn_model.h"
-#include "attn_plot.h"
+#include "plot/attn_plot.h"
 #include "chart.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 #include "prefixcl/prefixcl.h"
 
 static int usage(void)
@@ -34,7 +34,7 @@ static int usage(void)
     return 2;
 }
 
-/* A size option through the one strict parser (tools/cli.h). */
+/* A size option through the one strict parser (tools/common/cli.h). */
 static bool parse_size(const char *s, size_t lo, size_t hi, size_t *out)
 {
     uint64_t v;

@@ -7,7 +7,7 @@
 #include <utf8proc.h>
 
 #include "gen_output.h"
-#include "tool_util.h"
+#include "common/tool_util.h"
 
 const char *gen_stop_reason(const gen_output *g)
 {
