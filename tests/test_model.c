@@ -682,8 +682,7 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
     float lib_mass[TF_MAX_LAYERS * 8];
     double mass[TF_MAX_LAYERS * 8] = { 0 };
     size_t rows = 0;
-    assert_int_equal(pfx_model_attention_stats(ctx, &batch, &lp->pre, lib_mass, NULL),
-                     PFX_SUCCESS);
+    assert_int_equal(pfx_model_attention_stats(ctx, &batch, &lp->pre, lib_mass, NULL), PFX_SUCCESS);
     size_t pshape[2] = { N, cols };
     pfx_tensor *probs = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, pshape, &probs), PFX_SUCCESS);
@@ -972,8 +971,8 @@ static void test_analysis_refusals(void **state)
                         PFX_ERROR_INVALID_SHAPE, "hidden");
     pfx_tensor_destroy(&h);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, good, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(ctx, &wide, &lp.pre, h),
-                        PFX_ERROR_OUT_OF_RANGE, "batch.batch");
+    assert_status_names(rt, pfx_model_hidden_states(ctx, &wide, &lp.pre, h), PFX_ERROR_OUT_OF_RANGE,
+                        "batch.batch");
     assert_status_names(rt, pfx_model_hidden_states(NULL, &batch, &lp.pre, h),
                         PFX_ERROR_NULL_ARGUMENT, "model");
     pfx_tensor_destroy(&h);

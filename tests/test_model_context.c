@@ -182,10 +182,11 @@ static void check_shared(pfx_runtime *rt, bool llama)
     world w;
     open_world(&w, rt, llama, llama ? 41 : 42);
     const pfx_context_params pa = { .max_batch = 2, .max_tokens = 7, .max_prefix_len = 3 };
-    const pfx_context_params pb = {
-        .max_batch = 3, .max_tokens = 11, .max_prefix_len = 5, .logits_chunk_rows = 4,
-        .recompute = true
-    };
+    const pfx_context_params pb = { .max_batch = 3,
+                                    .max_tokens = 11,
+                                    .max_prefix_len = 5,
+                                    .logits_chunk_rows = 4,
+                                    .recompute = true };
     call_in ca, cb;
     make_call(&w, &ca, 2, 7, 3, 101);
     make_call(&w, &cb, 3, 11, 5, 202);
@@ -249,8 +250,9 @@ static void test_train_between_evals(void **state)
     open_world(&w, rt, true, 43);
     call_in c;
     make_call(&w, &c, 2, 6, 2, 303);
-    const pfx_context_params pe = { .max_batch = 2, .max_tokens = 6, .max_prefix_len = 2,
-                                    .recompute = true };
+    const pfx_context_params pe = {
+        .max_batch = 2, .max_tokens = 6, .max_prefix_len = 2, .recompute = true
+    };
     const pfx_context_params pt = { .max_batch = 3, .max_tokens = 8, .max_prefix_len = 4 };
     pfx_context *eval = context(w.model, &pe), *train = context(w.model, &pt);
     const size_t L = w.s.layers, W = pfx_model_weight_count(w.model);
@@ -338,10 +340,8 @@ static void test_context_arguments(void **state)
     const size_t live0 = pfx_test_live_bytes(rt);
     pfx_context *ctx = NULL;
     pfx_context_params p = { 0 };
-    assert_status_names(NULL, pfx_context_create(NULL, &p, &ctx), PFX_ERROR_NULL_ARGUMENT,
-                        "model");
-    assert_status_names(rt, pfx_context_create(w.model, &p, NULL), PFX_ERROR_NULL_ARGUMENT,
-                        "out");
+    assert_status_names(NULL, pfx_context_create(NULL, &p, &ctx), PFX_ERROR_NULL_ARGUMENT, "model");
+    assert_status_names(rt, pfx_context_create(w.model, &p, NULL), PFX_ERROR_NULL_ARGUMENT, "out");
     p.max_batch = SIZE_MAX / 2;
     p.max_tokens = 4;
     assert_status_names(rt, pfx_context_create(w.model, &p, &ctx), PFX_ERROR_SIZE_OVERFLOW,
@@ -375,8 +375,7 @@ static void test_context_arguments(void **state)
     double loss;
     assert_status_names(NULL, pfx_model_loss(NULL, &b, NULL, &loss), PFX_ERROR_NULL_ARGUMENT,
                         "ctx");
-    assert_status_names(NULL, pfx_model_profile_enable(NULL, true), PFX_ERROR_NULL_ARGUMENT,
-                        "ctx");
+    assert_status_names(NULL, pfx_model_profile_enable(NULL, true), PFX_ERROR_NULL_ARGUMENT, "ctx");
     pfx_context_destroy(&ctx);
     pfx_context_destroy(&ctx); /* NULL-safe */
     pfx_context_destroy(NULL);
@@ -445,9 +444,9 @@ static void test_capacity_limits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shared_gpt2),        cmocka_unit_test(test_shared_llama),
+        cmocka_unit_test(test_shared_gpt2),         cmocka_unit_test(test_shared_llama),
         cmocka_unit_test(test_train_between_evals), cmocka_unit_test(test_destroy_order),
-        cmocka_unit_test(test_context_arguments),  cmocka_unit_test(test_capacity_limits),
+        cmocka_unit_test(test_context_arguments),   cmocka_unit_test(test_capacity_limits),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

@@ -647,8 +647,8 @@ static void test_call_arguments(void **state)
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs, &dg), PFX_SUCCESS);
     pfx_tensor *dgs[2] = { dg, NULL };
     pfx_model_grads grads = { .gains = dgs };
-    assert_status_names(rt, pfx_model_backward(ctx, &b, NULL, &grads, NULL), PFX_ERROR_INVALID_SHAPE,
-                        "grads.gains[0]");
+    assert_status_names(rt, pfx_model_backward(ctx, &b, NULL, &grads, NULL),
+                        PFX_ERROR_INVALID_SHAPE, "grads.gains[0]");
     /* one tensor given twice */
     size_t hs2[1] = { g.heads };
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs2, &dgs[1]), PFX_SUCCESS);

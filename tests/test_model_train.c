@@ -505,8 +505,8 @@ static void test_bad_weight_grads(void **state)
     assert_int_equal(pfx_context_create(model, &cp, &ctx), PFX_SUCCESS);
     assert_int_equal(pfx_model_get_weight(model, n1, &info), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, info.shape, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(ctx, &batch, NULL, &g, NULL),
-                        PFX_ERROR_UNSUPPORTED, "float32");
+    assert_status_names(rt, pfx_model_backward(ctx, &batch, NULL, &g, NULL), PFX_ERROR_UNSUPPORTED,
+                        "float32");
     pfx_tensor_destroy(&grad[n1]);
     pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);

@@ -115,9 +115,8 @@ static void generate_alone(world *w, size_t adapters, const int32_t *stop, size_
     for (int a = -1; a < (int)adapters; a++)
         for (int p = 0; p < 4; p++) {
             pfx_request q = { prompts[p], prompt_lens[p], a, 7, w->alone[a + 1][p], 0 };
-            assert_int_equal(
-                pfx_generate(w->ctx, cache, w->bank, &q, 1, &greedy, NULL, NULL, NULL),
-                PFX_SUCCESS);
+            assert_int_equal(pfx_generate(w->ctx, cache, w->bank, &q, 1, &greedy, NULL, NULL, NULL),
+                             PFX_SUCCESS);
             w->alone_len[a + 1][p] = q.out_len;
         }
     pfx_kv_cache_destroy(&cache);

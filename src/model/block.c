@@ -115,9 +115,9 @@ pfx_status pfx_model_lin_bwd(pfx_context *cx, const char *what, const pfx_model_
 {
     const pfx_model *m = cx->model;
     double t0 = pfx_model_prof_begin(cx);
-    pfx_status st = pfx_gemm_weight(m->rt, what, rows, f->in, f->out, 1.0f,
-                                    PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out), f->w, !f->trans,
-                                    beta, PFX_GEMM_OP(dx->mem, dx0 * f->in, f->in), cx->ws[WS_CONV]);
+    pfx_status st = pfx_gemm_weight(
+        m->rt, what, rows, f->in, f->out, 1.0f, PFX_GEMM_OP(dy->mem, dy0 * f->out, f->out), f->w,
+        !f->trans, beta, PFX_GEMM_OP(dx->mem, dx0 * f->in, f->in), cx->ws[WS_CONV]);
     return pfx_model_prof_end(cx, f->head ? PFX_MODEL_PART_HEAD : PFX_MODEL_PART_GEMM, t0, st);
 }
 
@@ -134,9 +134,9 @@ pfx_tensor *pfx_model_pgrad(const pfx_model *m, const pfx_model_grads *g, size_t
 /* The weight and bias gradients of product f (either may be NULL) over
  * rows of its input x and output gradient dy: Conv1D [in, out]: dW = x^T dy;
  * Linear [out, in]: dW = dy^T x; db = the column sums of dy. */
-pfx_status pfx_model_lin_grads(pfx_context *cx, const char *what, const pfx_model_lin *f, size_t rows,
-                               const pfx_tensor *x, size_t x0, const pfx_tensor *dy, size_t dy0,
-                               pfx_tensor *dw, pfx_tensor *db, bool accumulate)
+pfx_status pfx_model_lin_grads(pfx_context *cx, const char *what, const pfx_model_lin *f,
+                               size_t rows, const pfx_tensor *x, size_t x0, const pfx_tensor *dy,
+                               size_t dy0, pfx_tensor *dw, pfx_tensor *db, bool accumulate)
 {
     const pfx_model *m = cx->model;
     pfx_status st = PFX_SUCCESS;
@@ -192,21 +192,22 @@ pfx_status pfx_model_norm_bwd(pfx_context *cx, size_t l, pfx_weight_role w, size
     pfx_mat rs = PFX_VEC(wsl(cx, l, rstd), 0, rows);
     if (m->cfg.family == PFX_FAMILY_LLAMA)
         return pfx_op_rmsnorm_backward(m->rt, xm, wv, rs, dym, dxm, accumulate);
-    return pfx_op_layernorm_backward(m->rt, xm, wv, PFX_VEC(wsl(cx, l, mean), 0, rows), rs, dym, dxm,
-                                     accumulate);
+    return pfx_op_layernorm_backward(m->rt, xm, wv, PFX_VEC(wsl(cx, l, mean), 0, rows), rs, dym,
+                                     dxm, accumulate);
 }
 
 /* The gradients of norm `w` (and its bias `b`) of block l, either may be
  * NULL: dy the gradient of the norm's output, x its input. */
-pfx_status pfx_model_norm_grads(pfx_context *cx, size_t l, size_t rows, const pfx_tensor *x, int mean,
-                                int rstd, const pfx_tensor *dy, pfx_tensor *dw, pfx_tensor *db,
-                                bool accumulate)
+pfx_status pfx_model_norm_grads(pfx_context *cx, size_t l, size_t rows, const pfx_tensor *x,
+                                int mean, int rstd, const pfx_tensor *dy, pfx_tensor *dw,
+                                pfx_tensor *db, bool accumulate)
 {
     const pfx_model *m = cx->model;
     if (!dw && !db)
         return PFX_SUCCESS;
     const size_t C = m->cfg.shape.hidden;
-    pfx_mat mu = PFX_VEC(wsl(cx, l, mean), 0, rows), bv = db ? PFX_VEC(db, 0, C) : PFX_VEC(dy, 0, C);
+    pfx_mat mu = PFX_VEC(wsl(cx, l, mean), 0, rows),
+            bv = db ? PFX_VEC(db, 0, C) : PFX_VEC(dy, 0, C);
     pfx_status st = PFX_SUCCESS;
     if (dw)
         st = pfx_op_norm_param_grad(m->rt, PFX_MAT(x, rows, C),
@@ -275,7 +276,8 @@ pfx_tensor *pfx_model_ws(const pfx_context *cx, size_t l, int slot)
 
 /* The R rows of block l's slots q, k, v ([R, QD], [R, KVD], [R, KVD]):
  * the three column blocks of WS_QKV (Q, K, V; dQ, dK, dV). */
-static void qkv_parts(const pfx_context *cx, size_t l, size_t R, int q, int k, int v, pfx_mat part[3])
+static void qkv_parts(const pfx_context *cx, size_t l, size_t R, int q, int k, int v,
+                      pfx_mat part[3])
 {
     const pfx_model *m = cx->model;
     const pfx_model_shape *s = &m->cfg.shape;
@@ -320,8 +322,8 @@ pfx_status pfx_model_block_mlp(pfx_context *cx, size_t l, size_t R, bool output)
     int mlp_out;
     if (llama) {
         const pfx_model_lin gate = get_lin(m, l, L_GATE);
-        if ((st = pfx_model_lin_fwd(cx, "model: gate", &gate, R, cx->ws[WS_LN], 0, wsl(cx, l, WS_M0),
-                                    0, 0.0f, true)) ||
+        if ((st = pfx_model_lin_fwd(cx, "model: gate", &gate, R, cx->ws[WS_LN], 0,
+                                    wsl(cx, l, WS_M0), 0, 0.0f, true)) ||
             (st = pfx_model_lin_fwd(cx, "model: up", &up, R, cx->ws[WS_LN], 0, wsl(cx, l, WS_M1), 0,
                                     0.0f, true)) ||
             (st = pfx_op_swiglu_forward(rt, PFX_MAT(wsl(cx, l, WS_M0), R, I),
@@ -330,8 +332,8 @@ pfx_status pfx_model_block_mlp(pfx_context *cx, size_t l, size_t R, bool output)
             return st;
         mlp_out = WS_M2;
     } else {
-        if ((st = pfx_model_lin_fwd(cx, "model: c_fc", &up, R, cx->ws[WS_LN], 0, wsl(cx, l, WS_M0), 0,
-                                    0.0f, true)) ||
+        if ((st = pfx_model_lin_fwd(cx, "model: c_fc", &up, R, cx->ws[WS_LN], 0, wsl(cx, l, WS_M0),
+                                    0, 0.0f, true)) ||
             (st = pfx_op_activation_forward(rt, m->cfg.act, PFX_MAT(wsl(cx, l, WS_M0), R, I),
                                             PFX_MAT(wsl(cx, l, WS_M1), R, I))))
             return st;
@@ -339,10 +341,11 @@ pfx_status pfx_model_block_mlp(pfx_context *cx, size_t l, size_t R, bool output)
     }
     if (!output)
         return PFX_SUCCESS;
-    if ((st = pfx_model_copy_rows(cx, "model: residual", wsl(cx, l, WS_A), cx->hidden[l + 1], R * C)))
+    if ((st = pfx_model_copy_rows(cx, "model: residual", wsl(cx, l, WS_A), cx->hidden[l + 1],
+                                  R * C)))
         return st;
-    return pfx_model_lin_fwd(cx, "model: mlp output", &down, R, cx->ws[mlp_out], 0, cx->hidden[l + 1],
-                             0, 1.0f, true);
+    return pfx_model_lin_fwd(cx, "model: mlp output", &down, R, cx->ws[mlp_out], 0,
+                             cx->hidden[l + 1], 0, 1.0f, true);
 }
 
 /* Block l from hidden[l]: every intermediate the backward reads goes to the
@@ -358,8 +361,8 @@ pfx_status pfx_model_block_forward(pfx_context *cx, size_t l, const pfx_model_ca
         return st;
     if (m->cfg.family == PFX_FAMILY_LLAMA) {
         pfx_mat freq = PFX_VEC(m->inv_freq, 0, s->head_dim / 2);
-        if ((st = pfx_op_rope_forward(rt, PFX_MAT(wsl(cx, l, WS_Q), R, s->heads * s->head_dim), c->B,
-                                      c->N, s->heads, s->head_dim, c->P, freq)) ||
+        if ((st = pfx_op_rope_forward(rt, PFX_MAT(wsl(cx, l, WS_Q), R, s->heads * s->head_dim),
+                                      c->B, c->N, s->heads, s->head_dim, c->P, freq)) ||
             (st = pfx_op_rope_forward(rt, PFX_MAT(wsl(cx, l, WS_K), R, s->kv_heads * s->head_dim),
                                       c->B, c->N, s->kv_heads, s->head_dim, c->P, freq)))
             return st;
@@ -434,10 +437,10 @@ pfx_status pfx_model_block_backward(pfx_context *cx, size_t l, const pfx_model_c
                                          PFX_MAT(wsl(cx, l, WS_M1), R, I), PFX_MAT(ws[WS_DM], R, I),
                                          PFX_MAT(wsl(cx, l, WS_M0), R, I),
                                          PFX_MAT(wsl(cx, l, WS_M1), R, I))) ||
-            (st = pfx_model_lin_grads(cx, "model: dW gate", &gate, R, ws[WS_LN], 0, wsl(cx, l, WS_M0),
-                                      0, g_gate, NULL, acc)) ||
-            (st = pfx_model_lin_grads(cx, "model: dW up", &up, R, ws[WS_LN], 0, wsl(cx, l, WS_M1), 0,
-                                      g_up, NULL, acc)) ||
+            (st = pfx_model_lin_grads(cx, "model: dW gate", &gate, R, ws[WS_LN], 0,
+                                      wsl(cx, l, WS_M0), 0, g_gate, NULL, acc)) ||
+            (st = pfx_model_lin_grads(cx, "model: dW up", &up, R, ws[WS_LN], 0, wsl(cx, l, WS_M1),
+                                      0, g_up, NULL, acc)) ||
             (st = pfx_model_lin_bwd(cx, "model: d gate", &gate, R, wsl(cx, l, WS_M0), 0, ws[WS_DLN],
                                     0, 0.0f)) ||
             (st = pfx_model_lin_bwd(cx, "model: d up", &up, R, wsl(cx, l, WS_M1), 0, ws[WS_DLN], 0,

@@ -45,9 +45,9 @@ pfx_status pfx_model_lin_bwd(pfx_context *cx, const char *what, const pfx_model_
 /* The gradient tensor of weight `role` of layer l, or NULL (frozen, or no gradients asked). */
 pfx_tensor *pfx_model_pgrad(const pfx_model *m, const pfx_model_grads *g, size_t l,
                             pfx_weight_role role);
-pfx_status pfx_model_lin_grads(pfx_context *cx, const char *what, const pfx_model_lin *f, size_t rows,
-                               const pfx_tensor *x, size_t x0, const pfx_tensor *dy, size_t dy0,
-                               pfx_tensor *dw, pfx_tensor *db, bool accumulate);
+pfx_status pfx_model_lin_grads(pfx_context *cx, const char *what, const pfx_model_lin *f,
+                               size_t rows, const pfx_tensor *x, size_t x0, const pfx_tensor *dy,
+                               size_t dy0, pfx_tensor *dw, pfx_tensor *db, bool accumulate);
 pfx_status pfx_model_copy_rows(pfx_context *cx, const char *what, const pfx_tensor *src,
                                const pfx_tensor *dst, size_t count);
 pfx_status pfx_model_norm_fwd(pfx_context *cx, size_t l, pfx_weight_role w, pfx_weight_role b,
@@ -55,9 +55,9 @@ pfx_status pfx_model_norm_fwd(pfx_context *cx, size_t l, pfx_weight_role w, pfx_
 pfx_status pfx_model_norm_bwd(pfx_context *cx, size_t l, pfx_weight_role w, size_t rows,
                               const pfx_tensor *x, int mean, int rstd, const pfx_tensor *dy,
                               const pfx_tensor *dx, bool accumulate);
-pfx_status pfx_model_norm_grads(pfx_context *cx, size_t l, size_t rows, const pfx_tensor *x, int mean,
-                                int rstd, const pfx_tensor *dy, pfx_tensor *dw, pfx_tensor *db,
-                                bool accumulate);
+pfx_status pfx_model_norm_grads(pfx_context *cx, size_t l, size_t rows, const pfx_tensor *x,
+                                int mean, int rstd, const pfx_tensor *dy, pfx_tensor *dw,
+                                pfx_tensor *db, bool accumulate);
 /* Layer l's attention call: the gains of the call's prefix for l (the
  * structured gain scaled by r into m->dim_scaled). */
 pfx_attention_desc pfx_model_attn_desc(const pfx_context *cx, size_t l, const pfx_model_call *c);

@@ -128,12 +128,10 @@ static pfx_status allocate(pfx_context *x)
     return st;
 }
 
-pfx_status pfx_context_create(pfx_model *model, const pfx_context_params *params,
-                              pfx_context **out)
+pfx_status pfx_context_create(pfx_model *model, const pfx_context_params *params, pfx_context **out)
 {
     if (!out)
-        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: out is NULL",
-                         fn);
+        return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: out is NULL", fn);
     *out = NULL;
     if (!model)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);

@@ -33,8 +33,8 @@ static pfx_status run_blocks_upto(pfx_context *cx, const pfx_model_batch *batch,
 pfx_status pfx_model_final_norm(pfx_context *cx, size_t R)
 {
     const pfx_model *m = cx->model;
-    return pfx_model_norm_fwd(cx, 0, PFX_W_NORM_F, PFX_W_NORM_F_B, R, cx->hidden[m->cfg.shape.layers],
-                              WS_MEANF, WS_RSTDF);
+    return pfx_model_norm_fwd(cx, 0, PFX_W_NORM_F, PFX_W_NORM_F_B, R,
+                              cx->hidden[m->cfg.shape.layers], WS_MEANF, WS_RSTDF);
 }
 
 pfx_status pfx_model_head(pfx_context *cx, const pfx_tensor *x, size_t rows, pfx_tensor *logits)
@@ -66,8 +66,8 @@ pfx_status pfx_model_forward(pfx_context *ctx, const pfx_model_batch *batch,
     pfx_model_call c;
     pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = pfx_model_check_output(ctx, fn, "logits", logits, c.R, model->cfg.shape.vocab, "V",
-                                    &c);
+        st =
+            pfx_model_check_output(ctx, fn, "logits", logits, c.R, model->cfg.shape.vocab, "V", &c);
     if (st == PFX_SUCCESS)
         st = run_blocks(ctx, batch, &c);
     if (st == PFX_SUCCESS)
@@ -88,8 +88,8 @@ pfx_status pfx_model_last_logits(pfx_context *ctx, const pfx_model_batch *batch,
     pfx_model_call c;
     pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = pfx_model_check_output(ctx, fn, "logits", logits, c.B, model->cfg.shape.vocab, "V",
-                                    &c);
+        st =
+            pfx_model_check_output(ctx, fn, "logits", logits, c.B, model->cfg.shape.vocab, "V", &c);
     if (st != PFX_SUCCESS)
         return st;
     int32_t *lens = malloc(c.B * sizeof(int32_t));
@@ -233,10 +233,9 @@ pfx_status pfx_model_backward(pfx_context *ctx, const pfx_model_batch *batch,
         (st = head_loss(ctx, &c, true, g_head, acc)) ||
         (st = pfx_model_norm_bwd(ctx, 0, PFX_W_NORM_F, c.R, ctx->hidden[L], WS_MEANF, WS_RSTDF,
                                  ctx->ws[WS_DH1], ctx->ws[WS_DH0], false)) ||
-        (st =
-             pfx_model_norm_grads(ctx, 0, c.R, ctx->hidden[L], WS_MEANF, WS_RSTDF,
-                                  ctx->ws[WS_DH1], pfx_model_pgrad(model, grads, 0, PFX_W_NORM_F),
-                                  pfx_model_pgrad(model, grads, 0, PFX_W_NORM_F_B), acc)))
+        (st = pfx_model_norm_grads(ctx, 0, c.R, ctx->hidden[L], WS_MEANF, WS_RSTDF, ctx->ws[WS_DH1],
+                                   pfx_model_pgrad(model, grads, 0, PFX_W_NORM_F),
+                                   pfx_model_pgrad(model, grads, 0, PFX_W_NORM_F_B), acc)))
         return st;
     /* the gradient of hidden[l + 1] sits in DH0 for l = L - 1, then
      * alternates; block 0 passes one on only to the embeddings */
@@ -244,10 +243,8 @@ pfx_status pfx_model_backward(pfx_context *ctx, const pfx_model_batch *batch,
     const pfx_tensor *d_embed = ctx->ws[(L - 1) % 2 ? WS_DH0 : WS_DH1];
     for (size_t l = L; l-- > 0 && st == PFX_SUCCESS;) {
         const pfx_tensor *dy = ctx->ws[(L - 1 - l) % 2 ? WS_DH1 : WS_DH0];
-        const pfx_tensor *dx =
-            l || want_embed ? ctx->ws[(L - 1 - l) % 2 ? WS_DH0 : WS_DH1] : NULL;
-        if (!ctx->p.recompute ||
-            (st = pfx_model_block_forward(ctx, l, &c, false)) == PFX_SUCCESS)
+        const pfx_tensor *dx = l || want_embed ? ctx->ws[(L - 1 - l) % 2 ? WS_DH0 : WS_DH1] : NULL;
+        if (!ctx->p.recompute || (st = pfx_model_block_forward(ctx, l, &c, false)) == PFX_SUCCESS)
             st = pfx_model_block_backward(ctx, l, &c, dy, dx, grads);
     }
     if (st == PFX_SUCCESS && want_embed) {

@@ -11,10 +11,10 @@
 #include "safetensors_internal.h"
 #include "model_internal.h"
 
-#define SINGLE_NAME        "model.safetensors"
-#define INDEX_NAME         "model.safetensors.index.json"
-#define INDEX_MAX_BYTES    ((size_t)64 << 20)
-#define LAYER_ROLES        (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE)
+#define SINGLE_NAME     "model.safetensors"
+#define INDEX_NAME      "model.safetensors.index.json"
+#define INDEX_MAX_BYTES ((size_t)64 << 20)
+#define LAYER_ROLES     (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE)
 
 void pfx_model_free(pfx_model *m)
 {

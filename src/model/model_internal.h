@@ -176,7 +176,7 @@ struct pfx_context {
     pfx_runtime *rt; /* the model's */
     pfx_context_params p;
     size_t chunk_rows;
-    pfx_tensor **hidden;  /* L + 1 residual streams [R, C]: each block's input */
+    pfx_tensor **hidden; /* L + 1 residual streams [R, C]: each block's input */
     pfx_tensor *ws[WS_COUNT];
     pfx_ids *ids;         /* [R] */
     pfx_ids *labels;      /* [R], shifted */

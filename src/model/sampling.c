@@ -236,9 +236,10 @@ pfx_status pfx_generate(pfx_context *ctx, pfx_kv_cache *cache, const pfx_adapter
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: requests[%zu].%s is NULL", fn, r,
                              !q->prompt ? "prompt" : "out");
         if (q->prompt_len == 0 || q->prompt_len > ctx->p.max_tokens)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                             "%s: requests[%zu].prompt_len %zu outside 1..the context's max_tokens %zu", fn, r,
-                             q->prompt_len, ctx->p.max_tokens);
+            return pfx_error(
+                rt, PFX_ERROR_OUT_OF_RANGE,
+                "%s: requests[%zu].prompt_len %zu outside 1..the context's max_tokens %zu", fn, r,
+                q->prompt_len, ctx->p.max_tokens);
         if (q->prompt_len + sampling->max_new_tokens - 1 > cache->max_len)
             return pfx_error(
                 rt, PFX_ERROR_OUT_OF_RANGE,

@@ -66,7 +66,8 @@ static pfx_status check_step(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
                          cx->p.max_batch);
     if (N == 0 || N > cx->p.max_tokens)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: step.tokens %zu outside 1..the context's max_tokens %zu", FN, N, cx->p.max_tokens);
+                         "%s: step.tokens %zu outside 1..the context's max_tokens %zu", FN, N,
+                         cx->p.max_tokens);
     if (!st->ids)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: step.ids is NULL", FN);
     for (size_t i = 0; i < B * N; i++)
@@ -217,8 +218,8 @@ static pfx_status rope(pfx_context *cx, size_t l, const plan *p)
             continue;
         const size_t n = (size_t)p->lens[b], r0 = b * p->N;
         if ((e = pfx_op_rope_forward(m->rt,
-                                     pfx_mat_of(pfx_model_ws(cx, l, WS_Q), r0 * QD, n, QD, QD), 1, n,
-                                     s->heads, D, (size_t)p->pos0[b], freq)) == PFX_SUCCESS)
+                                     pfx_mat_of(pfx_model_ws(cx, l, WS_Q), r0 * QD, n, QD, QD), 1,
+                                     n, s->heads, D, (size_t)p->pos0[b], freq)) == PFX_SUCCESS)
             e = pfx_op_rope_forward(m->rt,
                                     pfx_mat_of(pfx_model_ws(cx, l, WS_K), r0 * KVD, n, KVD, KVD), 1,
                                     n, s->kv_heads, D, (size_t)p->pos0[b], freq);

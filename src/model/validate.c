@@ -59,8 +59,8 @@ static pfx_status check_prefix(const pfx_context *cx, const char *fn, const pfx_
     }
     if (P > cx->p.max_prefix_len)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: prefix.prefix_len %zu exceeds the context's max_prefix_len %zu", fn, P,
-                         cx->p.max_prefix_len);
+                         "%s: prefix.prefix_len %zu exceeds the context's max_prefix_len %zu", fn,
+                         P, cx->p.max_prefix_len);
     if (!pre->keys || !pre->values)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix.%s is NULL (prefix_len %zu)", fn,
                          !pre->keys ? "keys" : "values", P);
@@ -115,11 +115,13 @@ pfx_status pfx_model_check_call(pfx_context *cx, const char *fn, const pfx_model
     memset(c, 0, sizeof(*c));
     const size_t B = batch->batch, N = batch->tokens;
     if (B == 0 || B > cx->p.max_batch)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: batch.batch %zu outside 1..the context's max_batch %zu",
-                         fn, B, cx->p.max_batch);
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: batch.batch %zu outside 1..the context's max_batch %zu", fn, B,
+                         cx->p.max_batch);
     if (N == 0 || N > cx->p.max_tokens)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: batch.tokens %zu outside 1..the context's max_tokens %zu", fn, N, cx->p.max_tokens);
+                         "%s: batch.tokens %zu outside 1..the context's max_tokens %zu", fn, N,
+                         cx->p.max_tokens);
     if (!batch->ids)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: batch.ids is NULL", fn);
     for (size_t i = 0; i < B * N; i++)
