@@ -7,6 +7,7 @@
 #include "model_folder.h"
 #include "pfx_test.h"
 #include "prefixcl/generate.h"
+#include "reference/random.h"
 
 static ref_model_config tiny(bool llama)
 {
@@ -69,24 +70,11 @@ typedef struct call_in {
     pfx_model_prefix pre;
 } call_in;
 
-static uint64_t next(uint64_t *st)
-{
-    uint64_t z = (*st += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [-0.5, 0.5). */
-static float draw(uint64_t *st)
-{
-    return (float)(next(st) >> 40) * 0x1p-24f - 0.5f;
-}
-
 static void make_call(const world *w, call_in *c, size_t B, size_t N, size_t P, uint64_t seed)
 {
     const pfx_model_shape *s = &w->s;
-    uint64_t st = seed;
+    ref_rng rng;
+    ref_rng_seed(&rng, seed);
     memset(c, 0, sizeof(*c));
     c->B = B;
     c->N = N;
@@ -98,19 +86,17 @@ static void make_call(const world *w, call_in *c, size_t B, size_t N, size_t P, 
     c->gains = malloc(s->layers * s->heads * sizeof(float));
     assert_true(c->ids && c->lens && c->k && c->v && c->gains);
     for (size_t i = 0; i < B * N; i++)
-        c->ids[i] = (int32_t)(next(&st) % s->vocab);
+        c->ids[i] = (int32_t)ref_rng_index(&rng, s->vocab);
     for (size_t b = 0; b < B; b++)
         c->lens[b] = (int32_t)(N - b % N);
-    for (size_t i = 0; i < s->layers * s->heads; i++)
-        c->gains[i] = 2.0f * draw(&st);
+    ref_rng_fill(&rng, c->gains, s->layers * s->heads, -1.0f, 1.0f);
     const size_t shape[3] = { s->kv_heads, P, s->head_dim }, n = shape[0] * P * shape[2];
     float *host = malloc(n * sizeof(float));
     assert_non_null(host);
     for (size_t l = 0; l < s->layers; l++) {
         pfx_tensor **t[2] = { &c->k[l], &c->v[l] };
         for (int i = 0; i < 2; i++) {
-            for (size_t j = 0; j < n; j++)
-                host[j] = draw(&st);
+            ref_rng_fill(&rng, host, n, -0.5f, 0.5f);
             assert_int_equal(pfx_tensor_create(w->rt, PFX_DTYPE_F32, 3, shape, t[i]), PFX_SUCCESS);
             assert_int_equal(pfx_tensor_write(*t[i], 0, n, host), PFX_SUCCESS);
         }
