@@ -14,7 +14,7 @@
  *                           for llama); lm_head or tied embed_tokens
  * Anything else, or a field this library does not compute (an unknown
  * activation, another rope type, scale_attn_by_inverse_layer_idx,
- * reorder_and_upcast_attn, a sliding window shorter than the requested
+ * reorder_and_upcast_attn, a sliding window shorter than a context's
  * length, mlp_bias, cross-attention), is PFX_ERROR_UNSUPPORTED naming the
  * model_type or the field.
  *
@@ -331,10 +331,10 @@ PFX_API pfx_status pfx_model_attention_probs(pfx_context *ctx, const pfx_model_b
                                              const pfx_model_prefix *prefix, size_t item,
                                              size_t layer, size_t head, pfx_tensor *probs);
 
-/* Where the time of the model's calls goes: while profiling is on, each
- * product, attention call and loss chunk is bracketed by pfx_runtime_finish
- * and its wall time added to its part (serializing the queue costs a
- * little). */
+/* Where the time of a context's calls goes (each context keeps its own
+ * profile): while profiling is on, each product, attention call and loss
+ * chunk is bracketed by pfx_runtime_finish and its wall time added to its
+ * part (serializing the queue costs a little). */
 typedef enum pfx_model_part {
     PFX_MODEL_PART_GEMM = 0, /* the blocks' dense products */
     PFX_MODEL_PART_HEAD,     /* the LM head's products (forward and backward) */
