@@ -1,7 +1,7 @@
 /* The whole-model passes: forward (logits, last logits, hidden states),
  * causal-LM loss, and backward to the prefixes, gains and weights, each
  * checked first (validate.c), over the blocks of block.c. The backward reads
- * each block's kept activations, or, with params.recompute, runs the block's
+ * each block's kept activations, or, with the context's recompute, runs the block's
  * forward again from its kept input first. */
 #include <math.h>
 #include <stdio.h>

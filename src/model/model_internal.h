@@ -181,7 +181,7 @@ struct pfx_context {
     pfx_ids *ids;         /* [R] */
     pfx_ids *labels;      /* [R], shifted */
     pfx_ids *positions;   /* [R] position ids of a serving step (learned positions) */
-    pfx_tensor **kept;    /* [L][PFX_KEPT_COUNT] without params.recompute */
+    pfx_tensor **kept;    /* [L][PFX_KEPT_COUNT] without p.recompute */
     float *dim_scaled;    /* [H * D]: r G of the layer being run (block.c) */
     pfx_tensor *dim_grad; /* [H, D]: the attention's d/d(r G), made on first use */
     pfx_model_profile prof;
@@ -199,7 +199,7 @@ pfx_status pfx_model_weights_index(pfx_model *m);
 size_t pfx_model_weight_index(const pfx_model *m, size_t layer, pfx_weight_role role);
 
 /* The activations a block's backward reads, kept per layer unless
- * params.recompute: A, Q, K, V, O, LSE, the four norm statistics, M0 and
+ * the context's recompute: A, Q, K, V, O, LSE, the four norm statistics, M0 and
  * (Llama family) M1. */
 #define PFX_KEPT_COUNT 12
 static inline int pfx_model_kept_slot(const pfx_context *cx, int slot)
