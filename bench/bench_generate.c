@@ -123,7 +123,7 @@ static void on_first_token(void *user, size_t request, int32_t token)
     }
 }
 
-static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *cache,
+static pfx_status decode_step_costs(pfx_runtime *rt, pfx_context *ctx, pfx_kv_cache *cache,
                                     const pfx_adapter_bank *bank, pfx_request *req, size_t B,
                                     size_t new, step_costs *prefill, step_costs *out)
 {
@@ -134,7 +134,7 @@ static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_ca
     const pfx_sampling s = { .max_new_tokens = new };
     pfx_status e;
     if ((e = pfx_launch_stats_enable(rt, true)) ||
-        (e = pfx_generate(model, cache, bank, req, B, &s, on_first_token, &first, &gs)) ||
+        (e = pfx_generate(ctx, cache, bank, req, B, &s, on_first_token, &first, &gs)) ||
         (e = first.status) || (e = pfx_launch_stats_read(rt, &end)) ||
         (e = pfx_launch_stats_enable(rt, false)))
         return e;
@@ -146,7 +146,7 @@ static pfx_status decode_step_costs(pfx_runtime *rt, pfx_model *model, pfx_kv_ca
 /* Median decode step wall time of the batch as given (step_ms[0]) and with
  * every request on adapter 0 (step_ms[1]), alternated run by run (in turns
  * A B then B A). */
-static void compare_adapter0(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *cache,
+static void compare_adapter0(pfx_runtime *rt, pfx_context *ctx, pfx_kv_cache *cache,
                              const pfx_adapter_bank *bank, const pfx_request *req, size_t B,
                              size_t new, int runs, double *step_ms)
 {
@@ -164,7 +164,7 @@ static void compare_adapter0(pfx_runtime *rt, pfx_model *model, pfx_kv_cache *ca
         for (int k = 0; k < 2; k++) {
             const int i = (run & 1) ? 1 - k : k; /* A B, B A, ...: neither always second */
             pfx_generate_stats gs;
-            CHECK(pfx_generate(model, cache, bank, both[i], B, &s, NULL, NULL, &gs));
+            CHECK(pfx_generate(ctx, cache, bank, both[i], B, &s, NULL, NULL, &gs));
             if (run >= 0)
                 ms[i][run] = gs.decode_seconds * 1e3 / (double)(new - 1);
         }
@@ -264,15 +264,17 @@ int main(int argc, char **argv)
     if (!rt)
         return 1;
     pfx_model *model = NULL;
-    pfx_model_params mp = { .max_batch = maxb,
-                            .max_tokens = N,
-                            .max_prefix_len = adapters ? PREFIX : 0,
-                            .recompute = true,
-                            .storage = storage };
+    pfx_model_params mp = { .storage = storage };
+    pfx_context_params cp = { .max_batch = maxb,
+                              .max_tokens = N,
+                              .max_prefix_len = adapters ? PREFIX : 0,
+                              .recompute = true };
+    pfx_context *ctx = NULL;
     if (model_dir)
         CHECK(pfx_model_load(rt, model_dir, &mp, &model));
     else
         CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
+    CHECK(pfx_context_create(model, &cp, &ctx));
     pfx_adapter_bank *bank = NULL;
     if (adapters) {
         char dir[] = "/tmp/pfx-bench-generate-XXXXXX";
@@ -328,7 +330,7 @@ int main(int argc, char **argv)
                                     outs + r * NEW,  0 };
         for (int run = -1; run < runs; run++) { /* run -1: warm-up (kernel builds) */
             pfx_generate_stats gs;
-            CHECK(pfx_generate(model, cache, bank, req, B, &s, NULL, NULL, &gs));
+            CHECK(pfx_generate(ctx, cache, bank, req, B, &s, NULL, NULL, &gs));
             if (run >= 0) {
                 pre[run] = gs.prefill_tokens / gs.prefill_seconds;
                 dec[run] = gs.decode_tokens / gs.decode_seconds;
@@ -337,7 +339,7 @@ int main(int argc, char **argv)
         double p = tool_median(pre, (size_t)runs), d = tool_median(dec, (size_t)runs);
         printf("batch %2zu: prefill %8.1f tokens/s, decode %8.1f tokens/s\n", B, p, d);
         step_costs pc, c;
-        CHECK(decode_step_costs(rt, model, cache, bank, req, B, NEW, &pc, &c));
+        CHECK(decode_step_costs(rt, ctx, cache, bank, req, B, NEW, &pc, &c));
         const step_costs *both[2] = { &pc, &c };
         for (int i = 0; i < 2; i++)
             printf("          %-7s wall %7.2f ms; %4.0f kernels, %7.2f ms on the device, %6.2f ms "
@@ -347,7 +349,7 @@ int main(int argc, char **argv)
                    both[i]->host_gemm_ms);
         double step_ms[2] = { 0, 0 };
         if (compare_one)
-            compare_adapter0(rt, model, cache, bank, req, B, NEW, runs, step_ms);
+            compare_adapter0(rt, ctx, cache, bank, req, B, NEW, runs, step_ms);
         if (js) {
             fprintf(
                 js,
@@ -373,6 +375,7 @@ int main(int argc, char **argv)
     free(dec);
     pfx_kv_cache_destroy(&cache);
     pfx_adapter_bank_destroy(&bank);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
     pfx_runtime_destroy(&rt);
     return 0;

@@ -14,7 +14,7 @@
  *
  * usage: bench_model [--device SEL] [--batch 4] [--tokens 128] [--steps 3]
  *                    [--warmup 1] [--half] [--recompute] [--profile] [--json PATH]
- * --recompute: the model keeps only each block's input (params.recompute).
+ * --recompute: the context keeps only each block's input (its recompute).
  * The step is the one bench/peer_model_torch.py times with PyTorch + PEFT.
  */
 #include <stdio.h>
@@ -80,12 +80,13 @@ int main(int argc, char **argv)
     if (!rt)
         return 1;
     pfx_model *model = NULL;
-    pfx_model_params mp = { .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32,
-                            .max_batch = B,
-                            .max_tokens = N,
-                            .max_prefix_len = PREFIX,
-                            .recompute = recompute };
+    pfx_model_params mp = { .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32 };
+    pfx_context_params cp = {
+        .max_batch = B, .max_tokens = N, .max_prefix_len = PREFIX, .recompute = recompute
+    };
+    pfx_context *ctx = NULL;
     CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
+    CHECK(pfx_context_create(model, &cp, &ctx)); /* measured with the model, as before */
     pfx_memory_stats mem_model;
     CHECK(pfx_runtime_memory(rt, &mem_model));
 
@@ -146,7 +147,7 @@ int main(int argc, char **argv)
         CHECK(pfx_runtime_finish(rt));
         t[1] = tool_now_s() * 1e3;
         c[1] = tool_cpu_s() * 1e3;
-        CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
+        CHECK(pfx_model_backward(ctx, &batch, &pre, &mg, &loss));
         CHECK(pfx_runtime_finish(rt));
         t[2] = tool_now_s() * 1e3;
         c[2] = tool_cpu_s() * 1e3;
@@ -175,13 +176,13 @@ int main(int argc, char **argv)
     };
     double prof_total = 0, prof_ms[PFX_MODEL_PART_COUNT] = { 0 };
     if (profile) {
-        CHECK(pfx_model_profile_enable(model, true));
+        CHECK(pfx_model_profile_enable(ctx, true));
         double t0 = tool_now_s() * 1e3;
-        CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
+        CHECK(pfx_model_backward(ctx, &batch, &pre, &mg, &loss));
         CHECK(pfx_runtime_finish(rt));
         prof_total = tool_now_s() * 1e3 - t0;
-        CHECK(pfx_model_profile_enable(model, false));
-        CHECK(pfx_model_profile_read(model, prof_ms, PFX_MODEL_PART_COUNT));
+        CHECK(pfx_model_profile_enable(ctx, false));
+        CHECK(pfx_model_profile_read(ctx, prof_ms, PFX_MODEL_PART_COUNT));
     }
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
@@ -239,6 +240,7 @@ int main(int argc, char **argv)
     }
     pfx_optimizer_destroy(&opt);
     pfx_encoder_destroy(&enc);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
     pfx_runtime_destroy(&rt);
     return 0;

@@ -69,8 +69,10 @@ int main(int argc, char **argv)
     if (!rt)
         return 1;
     pfx_model *model = NULL;
-    pfx_model_params mp = { .max_batch = B, .max_tokens = N, .recompute = recompute };
-    CHECK(tool_gpt2_small_random(rt, &mp, 1234, &model));
+    pfx_context_params cp = { .max_batch = B, .max_tokens = N, .recompute = recompute };
+    pfx_context *ctx = NULL;
+    CHECK(tool_gpt2_small_random(rt, NULL, 1234, &model));
+    CHECK(pfx_context_create(model, &cp, &ctx));
     pfx_model_shape shape;
     CHECK(pfx_model_get_shape(model, &shape));
     const size_t W = pfx_model_weight_count(model), L = shape.layers, H = shape.heads;
@@ -128,7 +130,7 @@ int main(int argc, char **argv)
         const double t0 = tool_now_s() * 1e3, c0 = tool_cpu_s() * 1e3;
         for (size_t l = 0; gain && l < L; l++)
             CHECK(pfx_tensor_read(gt[l], 0, H, gains + l * H));
-        CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
+        CHECK(pfx_model_backward(ctx, &batch, &pre, &mg, &loss));
         CHECK(pfx_runtime_finish(rt));
         const double t1 = tool_now_s() * 1e3;
         pfx_optimizer_report rep;
@@ -148,13 +150,13 @@ int main(int argc, char **argv)
     };
     double prof_total = 0, prof_ms[PFX_MODEL_PART_COUNT] = { 0 };
     if (profile) {
-        CHECK(pfx_model_profile_enable(model, true));
+        CHECK(pfx_model_profile_enable(ctx, true));
         const double t0 = tool_now_s() * 1e3;
-        CHECK(pfx_model_backward(model, &batch, &pre, &mg, &loss));
+        CHECK(pfx_model_backward(ctx, &batch, &pre, &mg, &loss));
         CHECK(pfx_runtime_finish(rt));
         prof_total = tool_now_s() * 1e3 - t0;
-        CHECK(pfx_model_profile_enable(model, false));
-        CHECK(pfx_model_profile_read(model, prof_ms, PFX_MODEL_PART_COUNT));
+        CHECK(pfx_model_profile_enable(ctx, false));
+        CHECK(pfx_model_profile_read(ctx, prof_ms, PFX_MODEL_PART_COUNT));
     }
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
@@ -208,6 +210,7 @@ int main(int argc, char **argv)
     free(gains);
     free(ids);
     pfx_optimizer_destroy(&opt);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
     pfx_runtime_destroy(&rt);
     return 0;

@@ -26,21 +26,22 @@ int main(int argc, char **argv)
     pfx_status st = pfx_runtime_create(&rt, NULL); /* the default device ($PREFIXCL_DEVICE first) */
     if (st)
         return fail(NULL, "runtime", st);
-    size_t P = 0; /* the adapters' prefix takes positions before the tokens */
-    if ((st = pfx_adapter_prefix_len(argv[2], &P)))
-        return fail(rt, "adapter", st);
-    /* room for 2 requests of up to 32 tokens after the prefix */
-    pfx_model_params mp = { .max_batch = 2, .max_tokens = 32, .max_prefix_len = P };
     pfx_model *model = NULL;
+    pfx_context *ctx = NULL;
     pfx_tokenizer *tok = NULL;
     pfx_adapter_bank *bank = NULL;
     pfx_kv_cache *cache = NULL;
     int32_t a = -1, b = -1; /* the adapters' entries in the bank: what a request names */
-    if ((st = pfx_model_load(rt, argv[1], &mp, &model)) ||
+    if ((st = pfx_model_load(rt, argv[1], NULL, &model)) ||
         (st = pfx_tokenizer_load(argv[1], &tok)) ||
         (st = pfx_adapter_bank_create(model, 2, &bank)) ||
         (st = pfx_adapter_bank_add(bank, argv[2], &a)) ||
-        (st = pfx_adapter_bank_add(bank, argv[3], &b)) ||
+        (st = pfx_adapter_bank_add(bank, argv[3], &b)))
+        return fail(rt, "setting up", st);
+    /* the workspace: 2 requests of up to 32 tokens after the adapters' prefix */
+    const size_t P = pfx_adapter_bank_prefix_len(bank);
+    pfx_context_params cp = { .max_batch = 2, .max_tokens = 32, .max_prefix_len = P };
+    if ((st = pfx_context_create(model, &cp, &ctx)) ||
         (st = pfx_kv_cache_create(model, 2, 32 + P, &cache)))
         return fail(rt, "setting up", st);
 
@@ -55,7 +56,7 @@ int main(int argc, char **argv)
         { .prompt = prompt, .prompt_len = len, .adapter = b, .out = out[1] },
     };
     pfx_sampling greedy = { .temperature = 0.0f, .max_new_tokens = 8 }; /* temperature 0: argmax */
-    if ((st = pfx_generate(model, cache, bank, req, 2, &greedy, NULL, NULL, NULL)))
+    if ((st = pfx_generate(ctx, cache, bank, req, 2, &greedy, NULL, NULL, NULL)))
         return fail(rt, "generate", st);
     for (int i = 0; i < 2; i++) {
         char *s = NULL;
@@ -69,6 +70,7 @@ int main(int argc, char **argv)
     pfx_kv_cache_destroy(&cache);
     pfx_adapter_bank_destroy(&bank);
     pfx_tokenizer_free(&tok);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
     pfx_runtime_destroy(&rt);
     return 0;

@@ -66,8 +66,10 @@ static double loss_one_by_one(pfx_runtime *rt, size_t max_length, const char *ad
     o.max_length = max_length;
     o.shuffle = false;
     assert_int_equal(pfx_dataset_load(data_path, tok, &o, &ds), PFX_SUCCESS);
-    pfx_model_params mp = { .max_batch = 1, .max_tokens = max_length, .max_prefix_len = P };
-    assert_int_equal(pfx_model_load(rt, model_dir, &mp, &model), PFX_SUCCESS);
+    pfx_context_params cp = { .max_batch = 1, .max_tokens = max_length, .max_prefix_len = P };
+    pfx_context *ctx = NULL;
+    assert_int_equal(pfx_model_load(rt, model_dir, NULL, &model), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(model, &cp, &ctx), PFX_SUCCESS);
     int32_t entry = 0;
     if (adapter) {
         assert_int_equal(pfx_adapter_bank_create(model, 1, &bank), PFX_SUCCESS);
@@ -94,13 +96,14 @@ static double loss_one_by_one(pfx_runtime *rt, size_t max_length, const char *ad
         if (adapter)
             assert_int_equal(pfx_adapter_bank_prefix(bank, &entry, 1, &pre), PFX_SUCCESS);
         double loss;
-        assert_int_equal(pfx_model_loss(model, &mb, adapter ? &pre : NULL, &loss), PFX_SUCCESS);
+        assert_int_equal(pfx_model_loss(ctx, &mb, adapter ? &pre : NULL, &loss), PFX_SUCCESS);
         sum += loss * (double)count;
         *tokens += count;
     }
     free(ids);
     free(labels);
     pfx_adapter_bank_destroy(&bank);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
     pfx_dataset_free(&ds);
     pfx_tokenizer_free(&tok);

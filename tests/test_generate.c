@@ -29,6 +29,7 @@ typedef struct gcase {
 typedef struct world {
     pfx_runtime *rt;
     pfx_model *model;
+    pfx_context *ctx;
     pfx_adapter_bank *bank;
     pfx_kv_cache *cache;
     gcase cases[MAX_CASES];
@@ -71,8 +72,9 @@ static void open_world(world *w, pfx_runtime *rt, const char *family)
     memset(w, 0, sizeof(*w));
     w->rt = rt;
     snprintf(w->dir, sizeof(w->dir), "%s/%s", g_fixtures, family);
-    pfx_model_params mp = { .max_batch = 4, .max_tokens = 12, .max_prefix_len = 8 };
-    assert_int_equal(pfx_model_load(rt, w->dir, &mp, &w->model), PFX_SUCCESS);
+    pfx_context_params cp = { .max_batch = 4, .max_tokens = 12, .max_prefix_len = 8 };
+    assert_int_equal(pfx_model_load(rt, w->dir, NULL, &w->model), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(w->model, &cp, &w->ctx), PFX_SUCCESS);
     assert_int_equal(pfx_adapter_bank_create(w->model, 4, &w->bank), PFX_SUCCESS);
     for (int a = 0; a < 4; a++) {
         char path[1200];
@@ -91,6 +93,7 @@ static void close_world(world *w)
 {
     pfx_kv_cache_destroy(&w->cache);
     pfx_adapter_bank_destroy(&w->bank);
+    pfx_context_destroy(&w->ctx);
     pfx_model_destroy(&w->model);
 }
 
@@ -119,7 +122,7 @@ static void hf_greedy(void **state, const char *family)
     for (size_t i = 0; i < w.count; i++) {
         int32_t out[NEW];
         pfx_request q = request_of(&w.cases[i], out);
-        pfx_status st = pfx_generate(w.model, w.cache, w.bank, &q, 1, &greedy, NULL, NULL, NULL);
+        pfx_status st = pfx_generate(w.ctx, w.cache, w.bank, &q, 1, &greedy, NULL, NULL, NULL);
         if (st != PFX_SUCCESS)
             fail_msg("generate: %s", pfx_last_error(w.rt));
         expect_tokens(&w.cases[i], &q, family);
@@ -158,7 +161,7 @@ static void batch_of_four(void **state, const char *family)
         }
         assert_true(q[0].prompt_len != q[1].prompt_len || q[1].prompt_len != q[2].prompt_len);
         pfx_generate_stats stats;
-        pfx_status st = pfx_generate(w.model, w.cache, w.bank, q, 4, &greedy, NULL, NULL, &stats);
+        pfx_status st = pfx_generate(w.ctx, w.cache, w.bank, q, 4, &greedy, NULL, NULL, &stats);
         if (st != PFX_SUCCESS)
             fail_msg("generate: %s", pfx_last_error(w.rt));
         for (int r = 0; r < 4; r++)
@@ -210,7 +213,7 @@ static void test_cache_growth(void **state)
                      PFX_SUCCESS);
     int32_t lens = (int32_t)n, adapter = c->adapter;
     pfx_serve_step step = { 1, n, ids, &lens, &adapter };
-    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &step, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &step, logits), PFX_SUCCESS);
     assert_int_equal(pfx_kv_cache_len(w.cache, 0), n);
     assert_int_equal(pfx_kv_cache_rows_written(w.cache), L * n);
     const pfx_tensor *k0, *v0;
@@ -221,7 +224,7 @@ static void test_cache_growth(void **state)
         step.tokens = 1;
         lens = 1;
         ids[0] = (int32_t)(7 * i + 3);
-        assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &step, logits), PFX_SUCCESS);
+        assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &step, logits), PFX_SUCCESS);
         assert_int_equal(pfx_kv_cache_len(w.cache, 0), n + (size_t)i + 1);
         assert_int_equal(pfx_kv_cache_rows_written(w.cache), L * (n + (size_t)i + 1));
     }
@@ -311,7 +314,7 @@ static void test_stop_and_seed(void **state)
     s.stop = &c->expect[2];
     s.stop_count = 1;
     pfx_request q = request_of(c, out);
-    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, &q, 1, &s, NULL, NULL, NULL),
+    assert_int_equal(pfx_generate(w.ctx, w.cache, w.bank, &q, 1, &s, NULL, NULL, NULL),
                      PFX_SUCCESS);
     size_t first = 0;
     while (c->expect[first] != c->expect[2])
@@ -322,7 +325,7 @@ static void test_stop_and_seed(void **state)
     pfx_sampling t = { .temperature = 0.9f, .top_k = 20, .top_p = 0.95f, .max_new_tokens = NEW };
     q = request_of(c, out);
     q.seed = 1234;
-    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, &q, 1, &t, NULL, NULL, NULL),
+    assert_int_equal(pfx_generate(w.ctx, w.cache, w.bank, &q, 1, &t, NULL, NULL, NULL),
                      PFX_SUCCESS);
     pfx_request qs[4];
     for (int r = 0; r < 4; r++) {
@@ -331,7 +334,7 @@ static void test_stop_and_seed(void **state)
     }
     qs[2] = request_of(c, out2[2]);
     qs[2].seed = 1234;
-    assert_int_equal(pfx_generate(w.model, w.cache, w.bank, qs, 4, &t, NULL, NULL, NULL),
+    assert_int_equal(pfx_generate(w.ctx, w.cache, w.bank, qs, 4, &t, NULL, NULL, NULL),
                      PFX_SUCCESS);
     assert_int_equal(qs[2].out_len, NEW);
     assert_memory_equal(out2[2], out, NEW * sizeof(int32_t));
@@ -398,7 +401,7 @@ static void test_bad_adapters_and_steps(void **state)
     assert_int_equal(pfx_adapter_bank_create(w.model, 0, &b2), PFX_ERROR_INVALID_ARGUMENT);
     assert_null(b2);
     pfx_kv_cache_destroy(&w.cache); /* the world's cache: a failed create clears the pointer */
-    assert_int_equal(pfx_kv_cache_create(w.model, 5, 8, &w.cache), PFX_ERROR_OUT_OF_RANGE);
+    assert_int_equal(pfx_kv_cache_create(w.model, 0, 8, &w.cache), PFX_ERROR_OUT_OF_RANGE);
     assert_null(w.cache);
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 1000, &w.cache), PFX_ERROR_OUT_OF_RANGE);
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 6, &w.cache), PFX_SUCCESS);
@@ -411,38 +414,38 @@ static void test_bad_adapters_and_steps(void **state)
     int32_t ids[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, lens[2] = { 4, 3 }, ad[2] = { 0, -1 };
     pfx_serve_step st = { 2, 4, ids, lens, ad };
     ids[5] = (int32_t)shape.vocab;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+    assert_status_names(rt, pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits),
                         PFX_ERROR_OUT_OF_RANGE, "step.ids[5]");
     ids[5] = 6;
     ad[1] = 4;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+    assert_status_names(rt, pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits),
                         PFX_ERROR_OUT_OF_RANGE, "step.adapter[1]");
     ad[1] = -1;
     lens[0] = 5;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+    assert_status_names(rt, pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits),
                         PFX_ERROR_OUT_OF_RANGE, "step.lens[0]");
     lens[0] = 4;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, NULL, &st, logits),
+    assert_status_names(rt, pfx_serve_step_run(w.ctx, w.cache, NULL, &st, logits),
                         PFX_ERROR_OUT_OF_RANGE, "step.adapter[0]");
-    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits), PFX_SUCCESS);
     assert_int_equal(pfx_kv_cache_len(w.cache, 0), 4);
     assert_int_equal(pfx_kv_cache_len(w.cache, 1), 3);
     /* a prompt into a slot that holds tokens; another adapter for a slot */
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+    assert_status_names(rt, pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits),
                         PFX_ERROR_UNSUPPORTED, "step.tokens");
     st.tokens = 1;
     lens[0] = lens[1] = 1;
     ad[1] = 1;
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+    assert_status_names(rt, pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits),
                         PFX_ERROR_INVALID_ARGUMENT, "prefilled");
     ad[1] = -1;
-    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
-    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits), PFX_SUCCESS);
     /* slot 0 holds 6 = max_len now */
-    assert_status_names(rt, pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+    assert_status_names(rt, pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits),
                         PFX_ERROR_OUT_OF_RANGE, "slot 0");
     lens[0] = lens[1] = 0;
-    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &st, logits),
+    assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits),
                      PFX_ERROR_INVALID_ARGUMENT);
     pfx_tensor_destroy(&logits);
     close_world(&w);
@@ -529,8 +532,8 @@ static void test_step_matches_model_and_gains(void **state)
     pfx_model_prefix pre;
     assert_int_equal(pfx_adapter_bank_prefix(w.bank, entry, 2, &pre), PFX_SUCCESS);
     pfx_model_batch mb = { 2, 9, ids, lens, NULL };
-    assert_int_equal(pfx_serve_step_run(w.model, w.cache, w.bank, &step, la), PFX_SUCCESS);
-    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &step, la), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(w.ctx, &mb, &pre, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
     assert_true(pfx_test_rel_err(a, b, 2 * V) < TOL_SERVE_F32);
@@ -555,14 +558,14 @@ static void test_step_matches_model_and_gains(void **state)
     step.adapter = one;
     assert_int_equal(pfx_adapter_bank_prefix(bank, one, 2, &pre), PFX_SUCCESS);
     assert_int_equal(pre.gain_mode, PFX_GAIN_TANH);
-    assert_int_equal(pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_SUCCESS);
-    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.ctx, cache, bank, &step, la), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(w.ctx, &mb, &pre, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
     assert_true(pfx_test_rel_err(a, b, 2 * V) < TOL_SERVE_F32);
     /* the gains matter: the same prefixes without them differ */
     pre.gain_mode = PFX_GAIN_OFF;
-    assert_int_equal(pfx_model_last_logits(w.model, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(w.ctx, &mb, &pre, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
     assert_true(pfx_test_rel_err(a, b, 2 * V) > 1e-3);
     /* gains and no gains in one step */
@@ -570,7 +573,7 @@ static void test_step_matches_model_and_gains(void **state)
     step.adapter = mixed;
     assert_int_equal(pfx_kv_cache_reset(cache, 0), PFX_SUCCESS);
     assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
-    assert_int_equal(pfx_serve_step_run(w.model, cache, bank, &step, la), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.ctx, cache, bank, &step, la), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
     pfx_tensor *l1 = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 1, V }, &l1), PFX_SUCCESS);
@@ -578,7 +581,7 @@ static void test_step_matches_model_and_gains(void **state)
         pfx_model_prefix own;
         assert_int_equal(pfx_adapter_bank_prefix(bank, &mixed[r], 1, &own), PFX_SUCCESS);
         pfx_model_batch m1 = { 1, (size_t)lens[r], ids + r * 9, NULL, NULL };
-        assert_int_equal(pfx_model_last_logits(w.model, &m1, &own, l1), PFX_SUCCESS);
+        assert_int_equal(pfx_model_last_logits(w.ctx, &m1, &own, l1), PFX_SUCCESS);
         assert_int_equal(pfx_tensor_read(l1, 0, V, b), PFX_SUCCESS);
         assert_true(pfx_test_rel_err(a + r * V, b, V) < TOL_SERVE_F32);
     }
@@ -591,17 +594,17 @@ static void test_step_matches_model_and_gains(void **state)
     size_t seen[3] = { 0, 0, 0 };
     pfx_kv_cache *small = NULL; /* 9 + 7 - 1 tokens do not fit 14 */
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 14, &small), PFX_SUCCESS);
-    assert_status_names(rt, pfx_generate(w.model, small, bank, q, 2, &greedy, NULL, NULL, NULL),
+    assert_status_names(rt, pfx_generate(w.ctx, small, bank, q, 2, &greedy, NULL, NULL, NULL),
                         PFX_ERROR_OUT_OF_RANGE, "requests[0]");
     pfx_kv_cache_destroy(&small);
-    assert_int_equal(pfx_generate(w.model, cache, bank, q, 2, &greedy, count_token, seen, NULL),
+    assert_int_equal(pfx_generate(w.ctx, cache, bank, q, 2, &greedy, count_token, seen, NULL),
                      PFX_SUCCESS);
     assert_int_equal(seen[0], NEW);
     assert_int_equal(seen[1], NEW);
     for (int r = 0; r < 3; r++) {
         pfx_request one = q[r];
         one.out = alone;
-        assert_int_equal(pfx_generate(w.model, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
+        assert_int_equal(pfx_generate(w.ctx, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
                          PFX_SUCCESS);
         if (r < 2)
             assert_memory_equal(alone, out[r], NEW * sizeof(int32_t));
@@ -613,12 +616,12 @@ static void test_step_matches_model_and_gains(void **state)
     int32_t o3[2][NEW];
     q3[0].out = o3[0];
     q3[1].out = o3[1];
-    assert_int_equal(pfx_generate(w.model, cache, bank, q3, 2, &greedy, NULL, NULL, NULL),
+    assert_int_equal(pfx_generate(w.ctx, cache, bank, q3, 2, &greedy, NULL, NULL, NULL),
                      PFX_SUCCESS);
     assert_memory_equal(o3[0], out[2], sizeof(alone));
     assert_memory_equal(o3[1], out[1], sizeof(alone));
     q3[0].adapter = 2;
-    assert_status_names(rt, pfx_generate(w.model, cache, bank, q3, 2, &greedy, NULL, NULL, NULL),
+    assert_status_names(rt, pfx_generate(w.ctx, cache, bank, q3, 2, &greedy, NULL, NULL, NULL),
                         PFX_ERROR_OUT_OF_RANGE, "requests[0].adapter");
     /* files that do not fit */
     pfx_adapter_bank *b3 = NULL;

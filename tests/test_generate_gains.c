@@ -134,6 +134,7 @@ typedef struct tiny_world {
     pfx_runtime *rt;
     unsigned compute_units;
     pfx_model *m;
+    pfx_context *ctx;
     pfx_model_shape s;
     float *g, *dg;
     pfx_adapter_bank *bank;
@@ -153,8 +154,9 @@ static void tiny_open(tiny_world *w, pfx_runtime *rt, const char *family, uint64
     w->dir = tf_tempdir("gains");
     assert_int_equal(tf_write(&w->tm, w->dir, 1), 0);
     w->m = NULL;
-    pfx_model_params mp = { .max_batch = max_batch, .max_tokens = 16 };
-    assert_int_equal(pfx_model_load(rt, w->dir, &mp, &w->m), PFX_SUCCESS);
+    pfx_context_params cp = { .max_batch = max_batch, .max_tokens = 16 };
+    assert_int_equal(pfx_model_load(rt, w->dir, NULL, &w->m), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(w->m, &cp, &w->ctx), PFX_SUCCESS);
     assert_int_equal(pfx_model_get_shape(w->m, &w->s), PFX_SUCCESS);
     const size_t LH = w->s.layers * w->s.heads;
     w->g = malloc(LH * sizeof(float));
@@ -169,6 +171,7 @@ static void tiny_close(tiny_world *w)
     pfx_adapter_bank_destroy(&w->bank);
     free(w->g);
     free(w->dg);
+    pfx_context_destroy(&w->ctx);
     pfx_model_destroy(&w->m);
     tf_rmdir(w->dir);
     free(w->dir);
@@ -183,6 +186,7 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
     tiny_world w;
     tiny_open(&w, rt, family, strcmp(family, "llama") ? 22 : 21, 2);
     pfx_model *m = w.m;
+    pfx_context *ctx = w.ctx;
     const pfx_model_shape s = w.s;
     const char *dir = w.dir;
     const size_t V = s.vocab, LH = s.layers * s.heads;
@@ -237,12 +241,12 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
     int32_t expect[2][NEW], step_lens[2] = { 5, 3 };
     pfx_serve_step step = { 2, 5, ids, step_lens, entry };
     for (size_t k = 0; k < NEW; k++) {
-        if (pfx_serve_step_run(m, cache, bank, &step, la) != PFX_SUCCESS)
+        if (pfx_serve_step_run(ctx, cache, bank, &step, la) != PFX_SUCCESS)
             fail_msg("%s %s: step %zu: %s", family, mode, k, pfx_last_error(rt));
         assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
         for (int r = 0; r < 2; r++) {
             pfx_model_batch mb = { 1, (size_t)lens[r], seq[r], NULL, NULL };
-            assert_int_equal(pfx_model_last_logits(m, &mb, &pre, lb), PFX_SUCCESS);
+            assert_int_equal(pfx_model_last_logits(ctx, &mb, &pre, lb), PFX_SUCCESS);
             assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
             const double err = pfx_test_rel_err(a + r * V, b, V);
             if (!(err < TOL_SERVE_F32))
@@ -256,9 +260,9 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
     /* the gains change the logits (they are applied, not dropped) */
     pfx_model_prefix plain = { 0 };
     pfx_model_batch mb = { 1, (size_t)lens[0], seq[0], NULL, NULL };
-    assert_int_equal(pfx_model_last_logits(m, &mb, &pre, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(ctx, &mb, &pre, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, V, a), PFX_SUCCESS);
-    assert_int_equal(pfx_model_last_logits(m, &mb, &plain, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(ctx, &mb, &plain, lb), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
     assert_true(pfx_test_rel_err(a, b, V) > 1e-3);
 
@@ -266,7 +270,7 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
     int32_t out[2][NEW];
     pfx_request q[2] = { { seq[0], 5, 0, 1, out[0], 0 }, { seq[1], 3, 0, 2, out[1], 0 } };
     const pfx_sampling greedy = { .max_new_tokens = NEW };
-    if (pfx_generate(m, cache, bank, q, 2, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
+    if (pfx_generate(ctx, cache, bank, q, 2, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
         fail_msg("%s %s: generate: %s", family, mode, pfx_last_error(rt));
     for (int r = 0; r < 2; r++) {
         assert_int_equal(q[r].out_len, NEW);
@@ -308,6 +312,7 @@ static void check_mixed(pfx_runtime *rt, const char *family)
     tiny_world w;
     tiny_open(&w, rt, family, strcmp(family, "llama") ? 32 : 31, SLOTS);
     pfx_model *m = w.m;
+    pfx_context *ctx = w.ctx;
     const pfx_model_shape s = w.s;
     const size_t V = s.vocab, LH = s.layers * s.heads;
     float *g = w.g, *dg = w.dg;
@@ -351,12 +356,12 @@ static void check_mixed(pfx_runtime *rt, const char *family)
     int32_t expect[SLOTS][NEW];
     pfx_serve_step step = { SLOTS, PROMPT, ids, step_lens, entry };
     for (size_t k = 0; k < NEW; k++) {
-        if (pfx_serve_step_run(m, cache, bank, &step, la) != PFX_SUCCESS)
+        if (pfx_serve_step_run(ctx, cache, bank, &step, la) != PFX_SUCCESS)
             fail_msg("%s: step %zu: %s", family, k, pfx_last_error(rt));
         assert_int_equal(pfx_tensor_read(la, 0, SLOTS * V, a), PFX_SUCCESS);
         for (int r = 0; r < SLOTS; r++) {
             pfx_model_batch mb = { 1, (size_t)lens[r], seq[r], NULL, NULL };
-            assert_int_equal(pfx_model_last_logits(m, &mb, &pre[r], lb), PFX_SUCCESS);
+            assert_int_equal(pfx_model_last_logits(ctx, &mb, &pre[r], lb), PFX_SUCCESS);
             assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
             const double err = pfx_test_rel_err(a + r * V, b, V);
             if (!(err < TOL_SERVE_F32))
@@ -378,13 +383,13 @@ static void check_mixed(pfx_runtime *rt, const char *family)
     for (int r = 0; r < SLOTS; r++)
         q[r] = (pfx_request){ seq[r], PROMPT, entry[r], (uint64_t)r, out[r], 0 };
     const pfx_sampling greedy = { .max_new_tokens = NEW };
-    if (pfx_generate(m, cache, bank, q, SLOTS, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
+    if (pfx_generate(ctx, cache, bank, q, SLOTS, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
         fail_msg("%s: generate: %s", family, pfx_last_error(rt));
     for (int r = 0; r < SLOTS; r++) {
         assert_int_equal(q[r].out_len, NEW);
         pfx_request one = q[r];
         one.out = alone;
-        assert_int_equal(pfx_generate(m, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
+        assert_int_equal(pfx_generate(ctx, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
                          PFX_SUCCESS);
         for (size_t k = 0; k < NEW; k++)
             if (out[r][k] != expect[r][k] || alone[k] != expect[r][k])
@@ -415,8 +420,10 @@ static void test_bank_rules(void **state)
     snprintf(model_dir, sizeof(model_dir), "%s/gpt2", g_fixtures);
     snprintf(peft, sizeof(peft), "%s/adapter0", model_dir);
     pfx_model *m = NULL;
-    pfx_model_params mp = { .max_batch = 2, .max_tokens = 12, .max_prefix_len = 8 };
-    assert_int_equal(pfx_model_load(rt, model_dir, &mp, &m), PFX_SUCCESS);
+    pfx_context *ctx = NULL;
+    pfx_context_params cp = { .max_batch = 2, .max_tokens = 12, .max_prefix_len = 8 };
+    assert_int_equal(pfx_model_load(rt, model_dir, NULL, &m), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(m, &cp, &ctx), PFX_SUCCESS);
     pfx_model_shape s;
     assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
     const size_t LH = s.layers * s.heads;
@@ -458,22 +465,22 @@ static void test_bank_rules(void **state)
                      PFX_SUCCESS);
     int32_t ids[6] = { 1, 2, 3, 4, 5, 6 }, ad[2] = { 0, 1 };
     pfx_serve_step st = { 2, 3, ids, NULL, ad };
-    assert_int_equal(pfx_serve_step_run(m, cache, bank, &st, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(ctx, cache, bank, &st, logits), PFX_SUCCESS);
     ad[1] = -1;
     assert_int_equal(pfx_kv_cache_reset(cache, 0), PFX_SUCCESS);
     assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
-    assert_int_equal(pfx_serve_step_run(m, cache, bank, &st, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(ctx, cache, bank, &st, logits), PFX_SUCCESS);
     int32_t out[3][NEW], alone[NEW];
     pfx_request q[3] = { { ids, 3, 0, 1, out[0], 0 },
                          { ids, 3, 1, 1, out[1], 0 },
                          { ids, 3, -1, 1, out[2], 0 } };
     const pfx_sampling greedy = { .max_new_tokens = NEW };
     q[1].adapter = 1;
-    assert_int_equal(pfx_generate(m, cache, bank, q, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_generate(ctx, cache, bank, q, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);
     for (int r = 0; r < 2; r++) {
         pfx_request one = q[r];
         one.out = alone;
-        assert_int_equal(pfx_generate(m, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
+        assert_int_equal(pfx_generate(ctx, cache, bank, &one, 1, &greedy, NULL, NULL, NULL),
                          PFX_SUCCESS);
         assert_memory_equal(alone, out[r], sizeof(alone));
     }
@@ -484,6 +491,7 @@ static void test_bank_rules(void **state)
     free(dir);
     free(g);
     free(dg);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&m);
 }
 

@@ -114,20 +114,26 @@ static ref_model_prefix ref_prefix(const tf_model *m, const problem *p, pfx_gain
     return r;
 }
 
-static pfx_model *load(pfx_runtime *rt, const char *dir, pfx_dtype storage, size_t B, size_t N,
-                       size_t P, size_t chunk, bool recompute)
+/* The model of dir and a context over it; the context keeps the model alive
+ * (pfx_context_destroy releases both). */
+static pfx_context *load(pfx_runtime *rt, const char *dir, pfx_dtype storage, size_t B, size_t N,
+                         size_t P, size_t chunk, bool recompute)
 {
-    pfx_model_params params = { .storage = storage,
-                                .max_batch = B,
-                                .max_tokens = N,
-                                .max_prefix_len = P,
-                                .logits_chunk_rows = chunk,
-                                .recompute = recompute };
+    pfx_model_params params = { .storage = storage };
+    pfx_context_params cp = { .max_batch = B,
+                              .max_tokens = N,
+                              .max_prefix_len = P,
+                              .logits_chunk_rows = chunk,
+                              .recompute = recompute };
     pfx_model *model = NULL;
+    pfx_context *ctx = NULL;
     pfx_status st = pfx_model_load(rt, dir, &params, &model);
+    if (st == PFX_SUCCESS)
+        st = pfx_context_create(model, &cp, &ctx);
+    pfx_model_destroy(&model); /* released with the context */
     if (st != PFX_SUCCESS)
         fail_msg("load %s: %s", dir, pfx_last_error(rt));
-    return model;
+    return ctx;
 }
 
 /* Reads [L] device tensors of `per` floats into one host array. */
@@ -154,10 +160,10 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     char *dir = tf_tempdir("model");
     assert_int_equal(tf_write(m, dir, o->shards), 0);
     size_t live0 = pfx_test_live_bytes(rt);
-    pfx_model *model =
+    pfx_context *ctx =
         load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk, o->recompute);
     pfx_model_shape shape;
-    assert_int_equal(pfx_model_get_shape(model, &shape), PFX_SUCCESS);
+    assert_int_equal(pfx_model_get_shape(pfx_context_model(ctx), &shape), PFX_SUCCESS);
     const ref_model_config *rc = &m->rc;
     assert_int_equal(shape.layers, rc->layers);
     assert_int_equal(shape.kv_heads, rc->kv_heads);
@@ -182,7 +188,7 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     size_t lshape[3] = { p->B, p->N, V };
     pfx_tensor *logits = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, lshape, &logits), PFX_SUCCESS);
-    pfx_status st = pfx_model_forward(model, &batch, &lp.pre, logits);
+    pfx_status st = pfx_model_forward(ctx, &batch, &lp.pre, logits);
     if (st != PFX_SUCCESS)
         fail_msg("forward: %s", pfx_last_error(rt));
     assert_int_equal(pfx_tensor_read(logits, 0, R * V, got), PFX_SUCCESS);
@@ -196,7 +202,7 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     float *last_host = malloc(p->B * V * sizeof(float));
     assert_non_null(last_host);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, last_shape, &last), PFX_SUCCESS);
-    assert_int_equal(pfx_model_last_logits(model, &batch, &lp.pre, last), PFX_SUCCESS);
+    assert_int_equal(pfx_model_last_logits(ctx, &batch, &lp.pre, last), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(last, 0, p->B * V, last_host), PFX_SUCCESS);
     for (size_t b = 0; b < p->B; b++) {
         const double *row = ref_logits + (b * p->N + (size_t)p->lens[b] - 1) * V;
@@ -206,18 +212,18 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
 
     /* loss, profiled: every part of a forward takes time, the backward none */
     double loss = 0, ms[PFX_MODEL_PART_COUNT];
-    assert_int_equal(pfx_model_profile_enable(model, true), PFX_SUCCESS);
-    st = pfx_model_loss(model, &batch, &lp.pre, &loss);
+    assert_int_equal(pfx_model_profile_enable(ctx, true), PFX_SUCCESS);
+    st = pfx_model_loss(ctx, &batch, &lp.pre, &loss);
     if (st != PFX_SUCCESS)
         fail_msg("loss: %s", pfx_last_error(rt));
-    assert_int_equal(pfx_model_profile_enable(model, false), PFX_SUCCESS);
-    assert_int_equal(pfx_model_profile_read(model, ms, PFX_MODEL_PART_COUNT), PFX_SUCCESS);
+    assert_int_equal(pfx_model_profile_enable(ctx, false), PFX_SUCCESS);
+    assert_int_equal(pfx_model_profile_read(ctx, ms, PFX_MODEL_PART_COUNT), PFX_SUCCESS);
     assert_true(ms[PFX_MODEL_PART_GEMM] > 0 && ms[PFX_MODEL_PART_HEAD] > 0);
     assert_true(ms[PFX_MODEL_PART_ATTN_FWD] > 0 && ms[PFX_MODEL_PART_LOSS] > 0);
     assert_true(ms[PFX_MODEL_PART_ATTN_BWD] == 0);
-    assert_int_equal(pfx_model_profile_read(model, ms, PFX_MODEL_PART_COUNT - 1),
+    assert_int_equal(pfx_model_profile_read(ctx, ms, PFX_MODEL_PART_COUNT - 1),
                      PFX_ERROR_INVALID_ARGUMENT);
-    assert_int_equal(pfx_model_profile_read(model, NULL, PFX_MODEL_PART_COUNT),
+    assert_int_equal(pfx_model_profile_read(ctx, NULL, PFX_MODEL_PART_COUNT),
                      PFX_ERROR_NULL_ARGUMENT);
     assert_int_equal(pfx_model_profile_read(NULL, ms, PFX_MODEL_PART_COUNT),
                      PFX_ERROR_NULL_ARGUMENT);
@@ -235,7 +241,7 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     assert_true(rdk && rdv && rdg && gdk && gdv && gdg);
     ref_model_backward(&cfg, &m->w, &rp, &rb, &rloss, p->P ? rdk : NULL, p->P ? rdv : NULL, rdg);
     double bloss = 0;
-    st = pfx_model_backward(model, &batch, &lp.pre, &lp.grads, &bloss);
+    st = pfx_model_backward(ctx, &batch, &lp.pre, &lp.grads, &bloss);
     if (st != PFX_SUCCESS)
         fail_msg("backward: %s", pfx_last_error(rt));
     assert_true(fabs(bloss - rloss) <= o->tol_fwd * fabs(rloss));
@@ -263,7 +269,7 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
         acc.accumulate = true;
         float *again = malloc(np * sizeof(float));
         assert_non_null(again);
-        assert_int_equal(pfx_model_backward(model, &batch, &lp.pre, &acc, NULL), PFX_SUCCESS);
+        assert_int_equal(pfx_model_backward(ctx, &batch, &lp.pre, &acc, NULL), PFX_SUCCESS);
         read_layers(lp.dk, L, per, again);
         for (size_t i = 0; i < L * per; i++)
             assert_true(fabsf(again[i] - 2.0f * gdk[i]) <= 1e-5f * (fabsf(gdk[i]) + 1e-3f));
@@ -282,8 +288,8 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     pfx_tensor_destroy(&last);
     pfx_tensor_destroy(&logits);
     free_lib_prefix(&lp);
-    pfx_model_destroy(&model);
-    assert_null(model);
+    pfx_context_destroy(&ctx);
+    assert_null(ctx);
     assert_int_equal(pfx_test_live_bytes(rt), live0);
     tf_rmdir(dir);
     free(dir);
@@ -480,7 +486,7 @@ static void test_bank(void **state)
     make_problem(&m, &e[0], B, N, P, NULL, 21);
     make_problem(&m, &e[1], B, N, P, NULL, 22);
     const int32_t bank_index[3] = { 1, 0, 1 };
-    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
+    pfx_context *ctx = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
     pfx_tensor *k[TF_MAX_LAYERS], *v[TF_MAX_LAYERS];
     size_t shape[4] = { T, c.kv_heads, P, c.head_dim };
     for (size_t l = 0; l < L; l++) {
@@ -496,7 +502,7 @@ static void test_bank(void **state)
     size_t lshape[3] = { B, N, V };
     pfx_tensor *logits = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, lshape, &logits), PFX_SUCCESS);
-    assert_int_equal(pfx_model_forward(model, &batch, &pre, logits), PFX_SUCCESS);
+    assert_int_equal(pfx_model_forward(ctx, &batch, &pre, logits), PFX_SUCCESS);
     float *got = malloc(B * N * V * sizeof(float));
     double *ref = malloc(N * V * sizeof(double));
     assert_non_null(got);
@@ -512,7 +518,7 @@ static void test_bank(void **state)
     /* a bank index outside the bank */
     const int32_t bad[3] = { 0, 2, 1 };
     pre.bank_index = bad;
-    assert_status_names(rt, pfx_model_forward(model, &batch, &pre, logits), PFX_ERROR_OUT_OF_RANGE,
+    assert_status_names(rt, pfx_model_forward(ctx, &batch, &pre, logits), PFX_ERROR_OUT_OF_RANGE,
                         "bank_index[1]");
     free(got);
     free(ref);
@@ -521,7 +527,7 @@ static void test_bank(void **state)
         pfx_tensor_destroy(&k[l]);
         pfx_tensor_destroy(&v[l]);
     }
-    pfx_model_destroy(&model);
+    pfx_context_destroy(&ctx);
     free_problem(&e[0]);
     free_problem(&e[1]);
     tf_model_free(&m);
@@ -573,8 +579,8 @@ static void test_encoder_chain(void **state)
     const size_t per = c.kv_heads * P * c.head_dim;
     read_layers(lp.k, L, per, p.kp); /* the reference attends with the encoder's prefixes */
     read_layers(lp.v, L, per, p.vp);
-    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
-    assert_int_equal(pfx_model_backward(model, &(pfx_model_batch){ B, N, p.ids, p.lens, NULL },
+    pfx_context *ctx = load(rt, dir, PFX_DTYPE_F32, B, N, P, 0, false);
+    assert_int_equal(pfx_model_backward(ctx, &(pfx_model_batch){ B, N, p.ids, p.lens, NULL },
                                         &lp.pre, &lp.grads, NULL),
                      PFX_SUCCESS);
     pfx_encoder_grads eg = { grad[0], grad[1], grad[2], grad[3], grad[4], false };
@@ -616,7 +622,7 @@ static void test_encoder_chain(void **state)
     free(rdv);
     free(fdk);
     free(fdv);
-    pfx_model_destroy(&model);
+    pfx_context_destroy(&ctx);
     free_lib_prefix(&lp);
     free_problem(&p);
     pfx_encoder_destroy(&enc);
@@ -629,7 +635,7 @@ static void test_encoder_chain(void **state)
  * gains (ramp r) on both sides: what the analysis checks below start from. */
 typedef struct analysis_case {
     char *dir;
-    pfx_model *model;
+    pfx_context *ctx; /* keeps its model */
     ref_model_config cfg;
     lib_prefix lp;
     ref_model_prefix rp;
@@ -642,7 +648,7 @@ static void open_case(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain_m
 {
     a->dir = tf_tempdir("analysis");
     assert_int_equal(tf_write(m, a->dir, 1), 0);
-    a->model = load(rt, a->dir, PFX_DTYPE_F32, p->B + extra, p->N + extra, p->P, 0, false);
+    a->ctx = load(rt, a->dir, PFX_DTYPE_F32, p->B + extra, p->N + extra, p->P, 0, false);
     a->cfg = m->rc;
     a->cfg.gain_mode = mode;
     a->cfg.gain_ramp = ramp;
@@ -655,7 +661,7 @@ static void open_case(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain_m
 static void close_case(analysis_case *a)
 {
     free_lib_prefix(&a->lp);
-    pfx_model_destroy(&a->model);
+    pfx_context_destroy(&a->ctx);
     tf_rmdir(a->dir);
     free(a->dir);
 }
@@ -668,7 +674,7 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
 {
     analysis_case a;
     open_case(rt, m, p, mode, 0.8f, 0, &a);
-    pfx_model *model = a.model;
+    pfx_context *ctx = a.ctx;
     const ref_model_config cfg = a.cfg;
     lib_prefix *lp = &a.lp;
     const pfx_model_batch batch = a.batch;
@@ -676,8 +682,7 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
     float lib_mass[TF_MAX_LAYERS * 8];
     double mass[TF_MAX_LAYERS * 8] = { 0 };
     size_t rows = 0;
-    assert_int_equal(pfx_model_attention_stats(model, &batch, &lp->pre, lib_mass, NULL),
-                     PFX_SUCCESS);
+    assert_int_equal(pfx_model_attention_stats(ctx, &batch, &lp->pre, lib_mass, NULL), PFX_SUCCESS);
     size_t pshape[2] = { N, cols };
     pfx_tensor *probs = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, pshape, &probs), PFX_SUCCESS);
@@ -689,7 +694,7 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
         rows += (size_t)p->lens[b];
         for (size_t l = 0; l < L; l++)
             for (size_t h = 0; h < H; h++) {
-                pfx_status st = pfx_model_attention_probs(model, &batch, &lp->pre, b, l, h, probs);
+                pfx_status st = pfx_model_attention_probs(ctx, &batch, &lp->pre, b, l, h, probs);
                 if (st != PFX_SUCCESS)
                     fail_msg("probs: %s", pfx_last_error(rt));
                 assert_int_equal(pfx_tensor_read(probs, 0, N * cols, got), PFX_SUCCESS);
@@ -711,29 +716,29 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
         assert_true(fabs(mass[i] / (double)rows - (double)lib_mass[i]) < TOL_STATS_F32);
 
     /* refused before anything runs: item, layer, head, shape, dtype, NULL */
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, p->B, 0, 0, probs),
+    assert_int_equal(pfx_model_attention_probs(ctx, &batch, &lp->pre, p->B, 0, 0, probs),
                      PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "item"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, L, 0, probs),
+    assert_int_equal(pfx_model_attention_probs(ctx, &batch, &lp->pre, 0, L, 0, probs),
                      PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "layer"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, H, probs),
+    assert_int_equal(pfx_model_attention_probs(ctx, &batch, &lp->pre, 0, 0, H, probs),
                      PFX_ERROR_OUT_OF_RANGE);
     assert_non_null(strstr(pfx_last_error(rt), "head"));
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, NULL),
+    assert_int_equal(pfx_model_attention_probs(ctx, &batch, &lp->pre, 0, 0, 0, NULL),
                      PFX_ERROR_NULL_ARGUMENT);
     assert_int_equal(pfx_model_attention_probs(NULL, &batch, &lp->pre, 0, 0, 0, probs),
                      PFX_ERROR_NULL_ARGUMENT);
-    assert_int_equal(pfx_model_attention_probs(model, NULL, &lp->pre, 0, 0, 0, probs),
+    assert_int_equal(pfx_model_attention_probs(ctx, NULL, &lp->pre, 0, 0, 0, probs),
                      PFX_ERROR_NULL_ARGUMENT);
     pfx_tensor *wrong = NULL;
     size_t wshape[2] = { N, cols + 1 };
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, wshape, &wrong), PFX_SUCCESS);
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, wrong),
+    assert_int_equal(pfx_model_attention_probs(ctx, &batch, &lp->pre, 0, 0, 0, wrong),
                      PFX_ERROR_INVALID_SHAPE);
     pfx_tensor_destroy(&wrong);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 2, pshape, &wrong), PFX_SUCCESS);
-    assert_int_equal(pfx_model_attention_probs(model, &batch, &lp->pre, 0, 0, 0, wrong),
+    assert_int_equal(pfx_model_attention_probs(ctx, &batch, &lp->pre, 0, 0, 0, wrong),
                      PFX_ERROR_DTYPE_MISMATCH);
     pfx_tensor_destroy(&wrong);
     int32_t bad_ids[4 * 32];
@@ -741,7 +746,7 @@ static void check_probs(pfx_runtime *rt, tf_model *m, const problem *p, pfx_gain
     bad_ids[0] = (int32_t)cfg.vocab;
     pfx_model_batch bad = batch;
     bad.ids = bad_ids;
-    assert_int_equal(pfx_model_attention_probs(model, &bad, &lp->pre, 0, 0, 0, probs),
+    assert_int_equal(pfx_model_attention_probs(ctx, &bad, &lp->pre, 0, 0, 0, probs),
                      PFX_ERROR_OUT_OF_RANGE);
 
     free(ref);
@@ -786,7 +791,7 @@ static void check_head_stats(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_
 {
     analysis_case a;
     open_case(rt, m, p, mode, 0.75f, 1, &a);
-    pfx_model *model = a.model;
+    pfx_context *ctx = a.ctx;
     const ref_model_config cfg = a.cfg;
     const size_t L = cfg.layers, H = cfg.heads, LH = L * H, LHD = LH * cfg.head_dim;
     float *dg = dim ? malloc(LHD * sizeof(float)) : NULL;
@@ -804,7 +809,7 @@ static void check_head_stats(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_
     double rmass[TF_MAX_LAYERS * 8], rent[TF_MAX_LAYERS * 8], rtop[TF_MAX_LAYERS * 8];
     const unsigned ks[3] = { 1, 3, 32 };
     for (int k = 0; k < 3; k++) {
-        pfx_status st = pfx_model_head_stats(model, &batch, pre, ks[k], mass, ent, top);
+        pfx_status st = pfx_model_head_stats(ctx, &batch, pre, ks[k], mass, ent, top);
         if (st != PFX_SUCCESS)
             fail_msg("head stats: %s", pfx_last_error(rt));
         ref_model_head_stats(&cfg, &m->w, &a.rp, &a.rb, ks[k], rmass, rent, rtop);
@@ -822,11 +827,11 @@ static void check_head_stats(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_
         assert_true(worst < TOL_STATS_F32);
         /* one output alone: the same values */
         float only[TF_MAX_LAYERS * 8];
-        assert_int_equal(pfx_model_head_stats(model, &batch, pre, ks[k], NULL, NULL, only),
+        assert_int_equal(pfx_model_head_stats(ctx, &batch, pre, ks[k], NULL, NULL, only),
                          PFX_SUCCESS);
         assert_memory_equal(only, top, LH * sizeof(float));
     }
-    assert_int_equal(pfx_model_attention_stats(model, &batch, pre, mass1, ent1), PFX_SUCCESS);
+    assert_int_equal(pfx_model_attention_stats(ctx, &batch, pre, mass1, ent1), PFX_SUCCESS);
     assert_memory_equal(mass1, mass, LH * sizeof(float));
     assert_memory_equal(ent1, ent, LH * sizeof(float));
     free(dg);
@@ -869,7 +874,7 @@ static void check_hidden(pfx_runtime *rt, tf_model *m, problem *p, pfx_gain_mode
     size_t shape[3] = { B, N, C };
     pfx_tensor *hidden = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &hidden), PFX_SUCCESS);
-    pfx_status st = pfx_model_hidden_states(a.model, &a.batch, &a.lp.pre, hidden);
+    pfx_status st = pfx_model_hidden_states(a.ctx, &a.batch, &a.lp.pre, hidden);
     if (st != PFX_SUCCESS)
         fail_msg("hidden states: %s", pfx_last_error(rt));
     double *ref = malloc(B * N * C * sizeof(double));
@@ -926,55 +931,55 @@ static void test_analysis_refusals(void **state)
     assert_int_equal(tf_write(&m, dir, 1), 0);
     problem p;
     make_problem(&m, &p, 2, 6, 2, NULL, 42);
-    pfx_model *model = load(rt, dir, PFX_DTYPE_F32, 2, 6, 2, 0, false);
+    pfx_context *ctx = load(rt, dir, PFX_DTYPE_F32, 2, 6, 2, 0, false);
     lib_prefix lp;
     make_lib_prefix(rt, &m, &p, PFX_GAIN_LINEAR, 1.0f, &lp);
     pfx_model_batch batch = { 2, 6, p.ids, NULL, NULL };
     float out[TF_MAX_LAYERS * 8];
-    assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 0, out, NULL, NULL),
+    assert_status_names(rt, pfx_model_head_stats(ctx, &batch, &lp.pre, 0, out, NULL, NULL),
                         PFX_ERROR_INVALID_ARGUMENT, "top_k");
-    assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 33, NULL, NULL, out),
+    assert_status_names(rt, pfx_model_head_stats(ctx, &batch, &lp.pre, 33, NULL, NULL, out),
                         PFX_ERROR_INVALID_ARGUMENT, "top_k");
-    assert_status_names(rt, pfx_model_head_stats(model, &batch, &lp.pre, 3, NULL, NULL, NULL),
+    assert_status_names(rt, pfx_model_head_stats(ctx, &batch, &lp.pre, 3, NULL, NULL, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "top_k_mass");
-    assert_status_names(rt, pfx_model_head_stats(model, NULL, &lp.pre, 3, out, NULL, NULL),
+    assert_status_names(rt, pfx_model_head_stats(ctx, NULL, &lp.pre, 3, out, NULL, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "batch");
     assert_int_equal(pfx_model_head_stats(NULL, &batch, &lp.pre, 3, out, NULL, NULL),
                      PFX_ERROR_NULL_ARGUMENT);
-    assert_status_names(rt, pfx_model_attention_stats(model, &batch, &lp.pre, NULL, NULL),
+    assert_status_names(rt, pfx_model_attention_stats(ctx, &batch, &lp.pre, NULL, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "entropy");
     pfx_model_batch wide = batch;
     wide.batch = 3;
-    assert_status_names(rt, pfx_model_head_stats(model, &wide, &lp.pre, 3, out, NULL, NULL),
+    assert_status_names(rt, pfx_model_head_stats(ctx, &wide, &lp.pre, 3, out, NULL, NULL),
                         PFX_ERROR_OUT_OF_RANGE, "batch.batch");
 
     const size_t C = c.hidden;
     pfx_tensor *h = NULL;
     size_t good[3] = { 2, 6, C }, flat[2] = { 12, C }, wider[3] = { 2, 6, C + 1 };
-    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, NULL),
+    assert_status_names(rt, pfx_model_hidden_states(ctx, &batch, &lp.pre, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "hidden");
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 3, good, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h),
+    assert_status_names(rt, pfx_model_hidden_states(ctx, &batch, &lp.pre, h),
                         PFX_ERROR_DTYPE_MISMATCH, "hidden");
     pfx_tensor_destroy(&h);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, flat, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h),
+    assert_status_names(rt, pfx_model_hidden_states(ctx, &batch, &lp.pre, h),
                         PFX_ERROR_INVALID_SHAPE, "hidden");
     pfx_tensor_destroy(&h);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, wider, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(model, &batch, &lp.pre, h),
+    assert_status_names(rt, pfx_model_hidden_states(ctx, &batch, &lp.pre, h),
                         PFX_ERROR_INVALID_SHAPE, "hidden");
     pfx_tensor_destroy(&h);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, good, &h), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_hidden_states(model, &wide, &lp.pre, h),
-                        PFX_ERROR_OUT_OF_RANGE, "batch.batch");
+    assert_status_names(rt, pfx_model_hidden_states(ctx, &wide, &lp.pre, h), PFX_ERROR_OUT_OF_RANGE,
+                        "batch.batch");
     assert_status_names(rt, pfx_model_hidden_states(NULL, &batch, &lp.pre, h),
                         PFX_ERROR_NULL_ARGUMENT, "model");
     pfx_tensor_destroy(&h);
 
     free_lib_prefix(&lp);
     free_problem(&p);
-    pfx_model_destroy(&model);
+    pfx_context_destroy(&ctx);
     tf_model_free(&m);
     tf_rmdir(dir);
     free(dir);

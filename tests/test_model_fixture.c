@@ -101,11 +101,12 @@ static void check_fixture(pfx_runtime *rt, const char *name, pfx_dtype storage)
     pfx_peft_config pc;
     assert_int_equal(pfx_peft_read_config(adapter, &pc), PFX_SUCCESS);
     const size_t P = pc.num_virtual_tokens;
-    pfx_model_params params = {
-        .storage = storage, .max_batch = e.B, .max_tokens = e.N, .max_prefix_len = P
-    };
+    pfx_model_params params = { .storage = storage };
+    pfx_context_params cp = { .max_batch = e.B, .max_tokens = e.N, .max_prefix_len = P };
     pfx_model *m = NULL;
-    if (pfx_model_load(rt, dir, &params, &m) != PFX_SUCCESS)
+    pfx_context *ctx = NULL;
+    if (pfx_model_load(rt, dir, &params, &m) != PFX_SUCCESS ||
+        pfx_context_create(m, &cp, &ctx) != PFX_SUCCESS)
         fail_msg("%s: %s", dir, pfx_last_error(rt));
     assert_int_equal(s.vocab, e.V);
     pfx_tensor **k = calloc(s.layers, sizeof(pfx_tensor *)),
@@ -125,10 +126,10 @@ static void check_fixture(pfx_runtime *rt, const char *name, pfx_dtype storage)
     const float *ref[2] = { e.logits, e.base_logits };
     const float ref_loss[2] = { e.loss, e.base_loss };
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(pfx_model_forward(m, &batch, pre[i], logits), PFX_SUCCESS);
+        assert_int_equal(pfx_model_forward(ctx, &batch, pre[i], logits), PFX_SUCCESS);
         assert_int_equal(pfx_tensor_read(logits, 0, e.B * e.N * e.V, got), PFX_SUCCESS);
         double el = valid_rel(&e, ref[i], got), loss = 0;
-        assert_int_equal(pfx_model_loss(m, &batch, pre[i], &loss), PFX_SUCCESS);
+        assert_int_equal(pfx_model_loss(ctx, &batch, pre[i], &loss), PFX_SUCCESS);
         double ell = fabs(loss - ref_loss[i]) / fabs(ref_loss[i]);
         print_message("  %s%s %s: logits rel %.3g, loss %.7f (HF %.7f) rel %.3g\n", name,
                       storage == PFX_DTYPE_F16 ? " (half storage)" : "",
@@ -144,6 +145,7 @@ static void check_fixture(pfx_runtime *rt, const char *name, pfx_dtype storage)
     }
     free(k);
     free(v);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&m);
     assert_int_equal(pfx_test_live_bytes(rt), live0);
     free_expected(&e);

@@ -231,24 +231,29 @@ static void test_bad_configs(void **state)
                                   "\"max_position_embeddings\": 64, \"sliding_window\": 12}"),
         0);
     pfx_model *m = NULL;
-    pfx_model_params p = { .max_tokens = 10, .max_prefix_len = 3 };
-    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_UNSUPPORTED,
-                        "sliding_window");
-    assert_null(m);
-    p.max_prefix_len = 2; /* 12 keys fit the window */
+    pfx_context *ctx = NULL;
+    pfx_model_params p = { 0 };
+    pfx_context_params cp = { .max_tokens = 10, .max_prefix_len = 3 };
     assert_int_equal(pfx_model_create_random(rt, dir, &p, 1, &m), PFX_SUCCESS);
+    assert_status_names(rt, pfx_context_create(m, &cp, &ctx), PFX_ERROR_UNSUPPORTED,
+                        "sliding_window");
+    assert_null(ctx);
+    cp.max_prefix_len = 2; /* 12 keys fit the window */
+    assert_int_equal(pfx_context_create(m, &cp, &ctx), PFX_SUCCESS);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&m);
     /* GPT-2: P + N beyond n_positions */
     assert_int_equal(tf_write_config_text(dir, "{\"model_type\": \"gpt2\", \"n_embd\": 8, "
                                                "\"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 9, "
                                                "\"n_positions\": 16}"),
                      0);
-    p.max_tokens = 12;
-    p.max_prefix_len = 5;
-    assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_OUT_OF_RANGE,
+    cp.max_tokens = 12;
+    cp.max_prefix_len = 5;
+    assert_int_equal(pfx_model_create_random(rt, dir, &p, 1, &m), PFX_SUCCESS);
+    assert_status_names(rt, pfx_context_create(m, &cp, &ctx), PFX_ERROR_OUT_OF_RANGE,
                         "n_positions");
+    pfx_model_destroy(&m);
     p.storage = (pfx_dtype)7;
-    p.max_prefix_len = 4;
     assert_status_names(rt, pfx_model_create_random(rt, dir, &p, 1, &m), PFX_ERROR_INVALID_ARGUMENT,
                         "storage");
     assert_int_equal(pfx_test_live_bytes(rt), live0);
@@ -580,9 +585,11 @@ static void test_call_arguments(void **state)
     tf_model_init(&tm, &g, true, "gpt2", 9);
     char *dir = tf_tempdir("args");
     assert_int_equal(tf_write(&tm, dir, 1), 0);
-    pfx_model_params p = { .max_batch = 2, .max_tokens = 6, .max_prefix_len = 2 };
+    pfx_context_params p = { .max_batch = 2, .max_tokens = 6, .max_prefix_len = 2 };
     pfx_model *m = NULL;
-    assert_int_equal(pfx_model_load(rt, dir, &p, &m), PFX_SUCCESS);
+    pfx_context *ctx = NULL;
+    assert_int_equal(pfx_model_load(rt, dir, NULL, &m), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(m, &p, &ctx), PFX_SUCCESS);
     pfx_model_shape s;
     assert_int_equal(pfx_model_get_shape(m, &s), PFX_SUCCESS);
     assert_int_equal(s.vocab, g.vocab);
@@ -594,65 +601,68 @@ static void test_call_arguments(void **state)
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &logits), PFX_SUCCESS);
     shape[2] = g.vocab - 1;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &small), PFX_SUCCESS);
-    assert_int_equal(pfx_model_forward(m, &b, NULL, logits), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_forward(m, &b, NULL, small), PFX_ERROR_INVALID_SHAPE,
+    assert_int_equal(pfx_model_forward(ctx, &b, NULL, logits), PFX_SUCCESS);
+    assert_status_names(rt, pfx_model_forward(ctx, &b, NULL, small), PFX_ERROR_INVALID_SHAPE,
                         "logits");
-    assert_status_names(rt, pfx_model_forward(m, NULL, NULL, logits), PFX_ERROR_NULL_ARGUMENT,
+    assert_status_names(rt, pfx_model_forward(ctx, NULL, NULL, logits), PFX_ERROR_NULL_ARGUMENT,
                         "batch");
     ids[4] = (int32_t)g.vocab;
-    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
+    assert_status_names(rt, pfx_model_forward(ctx, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
                         "ids[4]");
     ids[4] = 0;
     lens[1] = 0;
-    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
+    assert_status_names(rt, pfx_model_forward(ctx, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
                         "lens[1]");
     lens[1] = 3;
     b.batch = 3;
-    assert_status_names(rt, pfx_model_forward(m, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
+    assert_status_names(rt, pfx_model_forward(ctx, &b, NULL, logits), PFX_ERROR_OUT_OF_RANGE,
                         "max_batch");
     b.batch = 2;
     pfx_model_prefix pre = { .prefix_len = 3 };
-    assert_status_names(rt, pfx_model_forward(m, &b, &pre, logits), PFX_ERROR_OUT_OF_RANGE,
+    assert_status_names(rt, pfx_model_forward(ctx, &b, &pre, logits), PFX_ERROR_OUT_OF_RANGE,
                         "max_prefix_len");
     pre.prefix_len = 2;
-    assert_status_names(rt, pfx_model_forward(m, &b, &pre, logits), PFX_ERROR_NULL_ARGUMENT,
+    assert_status_names(rt, pfx_model_forward(ctx, &b, &pre, logits), PFX_ERROR_NULL_ARGUMENT,
                         "prefix.keys");
     pfx_model_prefix gain = { .gain_mode = PFX_GAIN_TANH, .gain_ramp = 1.0f };
-    assert_status_names(rt, pfx_model_forward(m, &b, &gain, logits), PFX_ERROR_NULL_ARGUMENT,
+    assert_status_names(rt, pfx_model_forward(ctx, &b, &gain, logits), PFX_ERROR_NULL_ARGUMENT,
                         "gains");
     int32_t labels[12];
     for (int i = 0; i < 12; i++)
         labels[i] = -100;
     b.labels = labels;
     double loss;
-    assert_status_names(rt, pfx_model_loss(m, &b, NULL, &loss), PFX_ERROR_INVALID_ARGUMENT,
+    assert_status_names(rt, pfx_model_loss(ctx, &b, NULL, &loss), PFX_ERROR_INVALID_ARGUMENT,
                         "no label");
     labels[3] = 1000;
-    assert_status_names(rt, pfx_model_loss(m, &b, NULL, &loss), PFX_ERROR_OUT_OF_RANGE,
+    assert_status_names(rt, pfx_model_loss(ctx, &b, NULL, &loss), PFX_ERROR_OUT_OF_RANGE,
                         "labels[3]");
     b.labels = NULL;
-    assert_int_equal(pfx_model_loss(m, &b, NULL, &loss), PFX_SUCCESS);
+    assert_int_equal(pfx_model_loss(ctx, &b, NULL, &loss), PFX_SUCCESS);
     assert_true(loss > 0.0);
-    assert_status_names(rt, pfx_model_loss(m, &b, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "loss");
+    assert_status_names(rt, pfx_model_loss(ctx, &b, NULL, NULL), PFX_ERROR_NULL_ARGUMENT, "loss");
     /* a gradient of the wrong shape */
     size_t hs[1] = { g.heads + 1 };
     pfx_tensor *dg = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs, &dg), PFX_SUCCESS);
     pfx_tensor *dgs[2] = { dg, NULL };
     pfx_model_grads grads = { .gains = dgs };
-    assert_status_names(rt, pfx_model_backward(m, &b, NULL, &grads, NULL), PFX_ERROR_INVALID_SHAPE,
-                        "grads.gains[0]");
+    assert_status_names(rt, pfx_model_backward(ctx, &b, NULL, &grads, NULL),
+                        PFX_ERROR_INVALID_SHAPE, "grads.gains[0]");
     /* one tensor given twice */
     size_t hs2[1] = { g.heads };
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, hs2, &dgs[1]), PFX_SUCCESS);
     pfx_tensor *twice[2] = { dgs[1], dgs[1] };
     grads.gains = twice;
-    assert_status_names(rt, pfx_model_backward(m, &b, NULL, &grads, NULL), PFX_ERROR_ALIASING,
+    assert_status_names(rt, pfx_model_backward(ctx, &b, NULL, &grads, NULL), PFX_ERROR_ALIASING,
                         "grads.gains[1]");
     pfx_tensor_destroy(&dgs[1]);
     pfx_tensor_destroy(&dg);
     pfx_tensor_destroy(&logits);
     pfx_tensor_destroy(&small);
+    pfx_context_destroy(&ctx);
+    pfx_context_destroy(&ctx); /* NULL-safe */
+    pfx_context_destroy(NULL);
     pfx_model_destroy(&m);
     pfx_model_destroy(&m); /* NULL-safe */
     pfx_model_destroy(NULL);
@@ -664,6 +674,9 @@ static void test_call_arguments(void **state)
 /* The logits of ids on m, to the host. */
 static float *logits_of(pfx_runtime *rt, pfx_model *m, size_t vocab)
 {
+    pfx_context_params cp = { .max_batch = 2, .max_tokens = 5 };
+    pfx_context *ctx = NULL;
+    assert_int_equal(pfx_context_create(m, &cp, &ctx), PFX_SUCCESS);
     int32_t ids[10] = { 1, 5, 2, 7, 3, 0, 4, 6, 2, 1 };
     pfx_model_batch b = { 2, 5, ids, NULL, NULL };
     size_t shape[3] = { 2, 5, vocab };
@@ -671,9 +684,10 @@ static float *logits_of(pfx_runtime *rt, pfx_model *m, size_t vocab)
     float *host = malloc(2 * 5 * vocab * sizeof(float));
     assert_non_null(host);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &t), PFX_SUCCESS);
-    assert_int_equal(pfx_model_forward(m, &b, NULL, t), PFX_SUCCESS);
+    assert_int_equal(pfx_model_forward(ctx, &b, NULL, t), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(t, 0, 2 * 5 * vocab, host), PFX_SUCCESS);
     pfx_tensor_destroy(&t);
+    pfx_context_destroy(&ctx);
     return host;
 }
 
@@ -692,9 +706,7 @@ static void test_save_weights_round_trip(void **state)
             tf_model_init(&tm, &cfgs[k], k == 0, types[k], 4);
             char *dir = tf_tempdir("save");
             assert_int_equal(tf_write(&tm, dir, 1), 0); /* config.json (the weights are replaced) */
-            pfx_model_params p = { .max_batch = 2,
-                                   .max_tokens = 5,
-                                   .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32 };
+            pfx_model_params p = { .storage = half ? PFX_DTYPE_F16 : PFX_DTYPE_F32 };
             pfx_model *made = NULL, *loaded = NULL;
             assert_int_equal(pfx_model_create_random(rt, dir, &p, 77, &made), PFX_SUCCESS);
             char path[4200];

@@ -103,13 +103,15 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     char *dir = tf_tempdir("train");
     assert_int_equal(tf_write(m, dir, 1), 0);
     const size_t live0 = pfx_test_live_bytes(rt);
-    pfx_model_params params = { .max_batch = p->B + 1,
-                                .max_tokens = p->N + 2,
-                                .max_prefix_len = p->P + 1,
-                                .logits_chunk_rows = o->chunk,
-                                .recompute = o->recompute };
+    pfx_context_params params = { .max_batch = p->B + 1,
+                                  .max_tokens = p->N + 2,
+                                  .max_prefix_len = p->P + 1,
+                                  .logits_chunk_rows = o->chunk,
+                                  .recompute = o->recompute };
     pfx_model *model = NULL;
-    if (pfx_model_load(rt, dir, &params, &model) != PFX_SUCCESS)
+    pfx_context *ctx = NULL;
+    if (pfx_model_load(rt, dir, NULL, &model) != PFX_SUCCESS ||
+        pfx_context_create(model, &params, &ctx) != PFX_SUCCESS)
         fail_msg("load: %s", pfx_last_error(rt));
     ref_model_config cfg = m->rc;
     cfg.gain_mode = o->gain_mode;
@@ -190,7 +192,7 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     assert_int_equal(pfx_tensor_read(w0, 0, info[0].numel, w_before), PFX_SUCCESS);
 
     double loss = 0.0;
-    if (pfx_model_backward(model, &batch, &pre, &grads, &loss) != PFX_SUCCESS)
+    if (pfx_model_backward(ctx, &batch, &pre, &grads, &loss) != PFX_SUCCESS)
         fail_msg("backward: %s", pfx_last_error(rt));
     assert_true(fabs(loss - rloss) <= TOL_MODEL_FWD * rloss);
     assert_int_equal(pfx_tensor_read(w0, 0, info[0].numel, w_after), PFX_SUCCESS);
@@ -239,7 +241,7 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     /* accumulation adds a second backward's gradients */
     pfx_model_grads acc = grads;
     acc.accumulate = true;
-    assert_int_equal(pfx_model_backward(model, &batch, &pre, &acc, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_model_backward(ctx, &batch, &pre, &acc, NULL), PFX_SUCCESS);
     for (size_t i = 0; i < count; i++) {
         const size_t n = info[i].numel;
         float *again = malloc(n * sizeof(float));
@@ -257,7 +259,7 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
         assert_int_equal(pfx_tensor_fill(grad[i], 7.0f), PFX_SUCCESS);
     }
     pfx_model_grads some = { .weights = half };
-    assert_int_equal(pfx_model_backward(model, &batch, &pre, &some, NULL), PFX_SUCCESS);
+    assert_int_equal(pfx_model_backward(ctx, &batch, &pre, &some, NULL), PFX_SUCCESS);
     for (size_t i = 0; i < count; i++) {
         const size_t n = info[i].numel;
         float *now = malloc(n * sizeof(float));
@@ -291,6 +293,7 @@ static void check_weights(pfx_runtime *rt, tf_model *m, const problem *p, const 
     free(rdv);
     free(rdg);
     ref_model_grads_free(&rg);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
     assert_int_equal(pfx_test_live_bytes(rt), live0);
     tf_rmdir(dir);
@@ -401,9 +404,12 @@ static void test_bad_weight_grads(void **state)
     tf_model_init(&m, &c, false, "llama", 204);
     char *dir = tf_tempdir("train-bad");
     assert_int_equal(tf_write(&m, dir, 1), 0);
-    pfx_model_params params = { .max_batch = 1, .max_tokens = 6 };
+    pfx_model_params params = { .storage = PFX_DTYPE_F32 };
+    const pfx_context_params cp = { .max_batch = 1, .max_tokens = 6 };
     pfx_model *model = NULL;
+    pfx_context *ctx = NULL;
     assert_int_equal(pfx_model_load(rt, dir, &params, &model), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(model, &cp, &ctx), PFX_SUCCESS);
     const size_t count = pfx_model_weight_count(model);
     pfx_model_weight_info info;
     assert_status_names(rt, pfx_model_get_weight(model, count, &info), PFX_ERROR_OUT_OF_RANGE,
@@ -433,22 +439,22 @@ static void test_bad_weight_grads(void **state)
     assert_int_equal(pfx_model_get_weight(model, n1, &info), PFX_SUCCESS); /* a norm [C] */
     const size_t wrong[1] = { info.shape[0] + 1 };
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, wrong, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL),
+    assert_status_names(rt, pfx_model_backward(ctx, &batch, NULL, &g, NULL),
                         PFX_ERROR_INVALID_SHAPE, "grads.weights");
     pfx_tensor_destroy(&grad[n1]);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 1, info.shape, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL),
+    assert_status_names(rt, pfx_model_backward(ctx, &batch, NULL, &g, NULL),
                         PFX_ERROR_DTYPE_MISMATCH, "grads.weights");
     pfx_tensor_destroy(&grad[n1]);
     /* a weight as its own gradient; one gradient for two weights */
     assert_int_equal(pfx_model_weight_tensor(model, n1, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL), PFX_ERROR_ALIASING,
+    assert_status_names(rt, pfx_model_backward(ctx, &batch, NULL, &g, NULL), PFX_ERROR_ALIASING,
                         "parameter");
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, info.shape, &grad[n1]), PFX_SUCCESS);
     assert_int_equal(pfx_model_get_weight(model, n2, &info), PFX_SUCCESS);
     assert_int_equal(info.kind, PFX_WEIGHT_NORM); /* [C] too */
     grad[n2] = grad[n1];
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL), PFX_ERROR_ALIASING,
+    assert_status_names(rt, pfx_model_backward(ctx, &batch, NULL, &g, NULL), PFX_ERROR_ALIASING,
                         "grads.weights");
     grad[n2] = NULL;
     /* the rejected calls wrote nothing */
@@ -456,7 +462,7 @@ static void test_bad_weight_grads(void **state)
     const size_t n = info.shape[0];
     assert_int_equal(pfx_tensor_fill(grad[n1], 3.0f), PFX_SUCCESS);
     grad[n2] = grad[n1];
-    assert_int_equal(pfx_model_backward(model, &batch, NULL, &g, NULL), PFX_ERROR_ALIASING);
+    assert_int_equal(pfx_model_backward(ctx, &batch, NULL, &g, NULL), PFX_ERROR_ALIASING);
     grad[n2] = NULL;
     assert_int_equal(pfx_tensor_read(grad[n1], 0, n, after), PFX_SUCCESS);
     for (size_t i = 0; i < n; i++)
@@ -477,29 +483,32 @@ static void test_bad_weight_grads(void **state)
                 PFX_SUCCESS);
         pfx_model_prefix pre = { .dim_gains = G, .gain_ramp = 1.0f };
         pfx_model_grads gd = { .dim_gains = dd };
-        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, &gd, NULL),
+        assert_status_names(rt, pfx_model_backward(ctx, &batch, &pre, &gd, NULL),
                             PFX_ERROR_INVALID_SHAPE, "grads.dim_gains[0]");
         G[5] = NAN;
-        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, NULL, NULL),
+        assert_status_names(rt, pfx_model_backward(ctx, &batch, &pre, NULL, NULL),
                             PFX_ERROR_NOT_FINITE, "prefix.dim_gains[5]");
         G[5] = 0.0f;
         pre.gain_ramp = 1.5f;
-        assert_status_names(rt, pfx_model_backward(model, &batch, &pre, NULL, NULL),
+        assert_status_names(rt, pfx_model_backward(ctx, &batch, &pre, NULL, NULL),
                             PFX_ERROR_NOT_FINITE, "gain_ramp");
         for (size_t l = 0; l < c.layers; l++)
             pfx_tensor_destroy(&dd[l]);
         free(G);
     }
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
 
     /* half storage: weight gradients need float32 weights */
     params.storage = PFX_DTYPE_F16;
     assert_int_equal(pfx_model_load(rt, dir, &params, &model), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(model, &cp, &ctx), PFX_SUCCESS);
     assert_int_equal(pfx_model_get_weight(model, n1, &info), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, info.shape, &grad[n1]), PFX_SUCCESS);
-    assert_status_names(rt, pfx_model_backward(model, &batch, NULL, &g, NULL),
-                        PFX_ERROR_UNSUPPORTED, "float32");
+    assert_status_names(rt, pfx_model_backward(ctx, &batch, NULL, &g, NULL), PFX_ERROR_UNSUPPORTED,
+                        "float32");
     pfx_tensor_destroy(&grad[n1]);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
     tf_rmdir(dir);
     free(dir);
@@ -612,16 +621,20 @@ static void test_init(void **state)
 /* Logits of model on a fixed batch, into out [B * N * V]. */
 static void logits_of(pfx_runtime *rt, pfx_model *model, size_t V, float *out)
 {
+    const pfx_context_params cp = { .max_batch = 2, .max_tokens = 6 };
+    pfx_context *ctx = NULL;
+    assert_int_equal(pfx_context_create(model, &cp, &ctx), PFX_SUCCESS);
     int32_t ids[2 * 6] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8 };
     const int32_t lens[2] = { 6, 4 };
     pfx_model_batch batch = { 2, 6, ids, lens, NULL };
     const size_t shape[3] = { 2, 6, V };
     pfx_tensor *t = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, shape, &t), PFX_SUCCESS);
-    if (pfx_model_forward(model, &batch, NULL, t) != PFX_SUCCESS)
+    if (pfx_model_forward(ctx, &batch, NULL, t) != PFX_SUCCESS)
         fail_msg("forward: %s", pfx_last_error(rt));
     assert_int_equal(pfx_tensor_read(t, 0, 2 * 6 * V, out), PFX_SUCCESS);
     pfx_tensor_destroy(&t);
+    pfx_context_destroy(&ctx);
 }
 
 /* A saved folder loads back with the same logits: a changed weight, the
@@ -631,7 +644,7 @@ static void check_save(pfx_runtime *rt, pfx_model *model, size_t V, const char *
 {
     float *want = malloc(12 * V * sizeof(float)), *got = malloc(12 * V * sizeof(float));
     logits_of(rt, model, V, want);
-    const pfx_model_params params = { .max_batch = 2, .max_tokens = 6 };
+    const pfx_model_params params = { .storage = PFX_DTYPE_F32 };
     for (int sharded = 1; sharded >= 0; sharded--) {
         pfx_model_save_params sp = { .max_shard_bytes = sharded ? 3000 : 0 };
         if (pfx_model_save(model, out, &sp) != PFX_SUCCESS)
@@ -661,7 +674,7 @@ static void test_save(void **state)
     tf_model_init(&m, &c, false, "qwen2", 205);
     char *dir = tf_tempdir("save-in"), *out = tf_tempdir("save-out");
     assert_int_equal(tf_write(&m, dir, 1), 0);
-    const pfx_model_params params = { .max_batch = 2, .max_tokens = 6 };
+    const pfx_model_params params = { .storage = PFX_DTYPE_F32 };
     pfx_model *model = NULL;
     assert_int_equal(pfx_model_load(rt, dir, &params, &model), PFX_SUCCESS);
     /* a trained weight: the stacked k | v rows and biases changed */

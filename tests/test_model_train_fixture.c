@@ -23,6 +23,7 @@ typedef struct fixture {
     const int32_t *ids, *labels;
     float gains[MAX_LH], ramp;
     pfx_model *model;
+    pfx_context *ctx;
     size_t count;
     pfx_model_weight_info info[MAX_WEIGHTS];
     pfx_tensor *w[MAX_WEIGHTS], *dw[MAX_WEIGHTS], *dg[8];
@@ -110,8 +111,9 @@ static void open_fixture(pfx_runtime *rt, const char *name, fixture *fx)
     assert_int_equal(pfx_safetensors_read_f32(fx->e, "gains", fx->gains, fx->L * fx->H),
                      PFX_SUCCESS);
     assert_int_equal(pfx_safetensors_read_f32(fx->e, "ramp", &fx->ramp, 1), PFX_SUCCESS);
-    pfx_model_params params = { .max_batch = fx->B, .max_tokens = fx->N };
-    if (pfx_model_load(rt, fx->dir, &params, &fx->model) != PFX_SUCCESS)
+    pfx_context_params params = { .max_batch = fx->B, .max_tokens = fx->N };
+    if (pfx_model_load(rt, fx->dir, NULL, &fx->model) != PFX_SUCCESS ||
+        pfx_context_create(fx->model, &params, &fx->ctx) != PFX_SUCCESS)
         fail_msg("load %s: %s", fx->dir, pfx_last_error(rt));
     fx->count = pfx_model_weight_count(fx->model);
     assert_true(fx->count <= MAX_WEIGHTS);
@@ -133,6 +135,7 @@ static void close_fixture(fixture *fx)
         pfx_tensor_destroy(&fx->dw[i]);
     for (size_t l = 0; l < fx->L; l++)
         pfx_tensor_destroy(&fx->dg[l]);
+    pfx_context_destroy(&fx->ctx);
     pfx_model_destroy(&fx->model);
     pfx_safetensors_close(&fx->e);
 }
@@ -178,7 +181,7 @@ static void check_arm(pfx_runtime *rt, fixture *fx, const char *arm, pfx_gain_mo
                              .gain_ramp = fx->ramp };
     pfx_model_grads grads = { .gains = fx->dg, .dim_gains = dim ? dd : NULL, .weights = fx->dw };
     double loss = 0.0;
-    if (pfx_model_backward(fx->model, &batch, &pre, &grads, &loss) != PFX_SUCCESS)
+    if (pfx_model_backward(fx->ctx, &batch, &pre, &grads, &loss) != PFX_SUCCESS)
         fail_msg("backward: %s", pfx_last_error(rt));
     char key[64];
     snprintf(key, sizeof(key), "%s.loss", arm);
@@ -307,7 +310,7 @@ static void test_training_steps(void **state)
                                      .gains = host_gains,
                                      .gain_ramp = pfx_optimizer_gain_ramp(opt) };
             double loss = 0.0;
-            if (pfx_model_backward(fx.model, &batch, &pre, &grads, &loss) != PFX_SUCCESS)
+            if (pfx_model_backward(fx.ctx, &batch, &pre, &grads, &loss) != PFX_SUCCESS)
                 fail_msg("backward: %s", pfx_last_error(rt));
             pfx_optimizer_report rep;
             assert_int_equal(pfx_optimizer_step(opt, &rep), PFX_SUCCESS);

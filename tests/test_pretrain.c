@@ -166,9 +166,11 @@ static void test_pretrain_learns(void **state)
     c.eval_every = 0;
     run_ok(rt, &c, &r);
     assert_false(exists(out2, "gains.safetensors"));
-    pfx_model_params mp = { .max_batch = 4, .max_tokens = 32 };
+    pfx_context_params cp = { .max_batch = 4, .max_tokens = 32 };
     pfx_model *m = NULL;
-    assert_int_equal(pfx_model_load(rt, out2, &mp, &m), PFX_SUCCESS);
+    pfx_context *ctx = NULL;
+    assert_int_equal(pfx_model_load(rt, out2, NULL, &m), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(m, &cp, &ctx), PFX_SUCCESS);
     pfx_tokenizer *tok = NULL;
     assert_int_equal(pfx_tokenizer_load(demo_dir, &tok), PFX_SUCCESS);
     pfx_dataset_options o;
@@ -190,12 +192,13 @@ static void test_pretrain_learns(void **state)
         }
         pfx_model_batch batch = { 4, 32, ids, NULL, NULL };
         double l;
-        assert_int_equal(pfx_model_loss(m, &batch, NULL, &l), PFX_SUCCESS);
+        assert_int_equal(pfx_model_loss(ctx, &batch, NULL, &l), PFX_SUCCESS);
         sum += 4 * l;
     }
     assert_true(fabs(sum / 8 - r.eval_losses[12]) <= 1e-6 * r.eval_losses[12]);
     pfx_blocks_free(&b);
     pfx_dataset_free(&ds);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&m);
 
     /* full fine-tuning of the folder just written */
@@ -538,11 +541,11 @@ static void measure_step(const pfx_pretrain_step *s, void *user)
     pfx_model_batch full = { 4, 32, m->ids, NULL, NULL }, small = { 1, 9, m->ids, NULL, NULL };
     size_t shape[3] = { 4, 32, C };
     pfx_tensor *hidden = NULL;
-    if (pfx_model_head_stats(s->model, &full, s->prefix, 3, mass, ent, top) != PFX_SUCCESS ||
-        pfx_model_head_stats(s->model, &small, s->prefix, 1, NULL, ent, NULL) != PFX_SUCCESS ||
-        pfx_model_loss(s->model, &small, s->prefix, &loss) != PFX_SUCCESS || !isfinite(loss) ||
+    if (pfx_model_head_stats(s->ctx, &full, s->prefix, 3, mass, ent, top) != PFX_SUCCESS ||
+        pfx_model_head_stats(s->ctx, &small, s->prefix, 1, NULL, ent, NULL) != PFX_SUCCESS ||
+        pfx_model_loss(s->ctx, &small, s->prefix, &loss) != PFX_SUCCESS || !isfinite(loss) ||
         pfx_tensor_create(m->rt, PFX_DTYPE_F32, 3, shape, &hidden) != PFX_SUCCESS ||
-        pfx_model_hidden_states(s->model, &full, s->prefix, hidden) != PFX_SUCCESS)
+        pfx_model_hidden_states(s->ctx, &full, s->prefix, hidden) != PFX_SUCCESS)
         m->bad = true;
     pfx_tensor_destroy(&hidden);
     for (size_t i = 0; i < 8; i++)

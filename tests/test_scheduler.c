@@ -100,6 +100,7 @@ static pfx_sched_request request(int p, int32_t adapter, size_t max_new, seen *s
 typedef struct world {
     pfx_runtime *rt;
     pfx_model *model;
+    pfx_context *ctx; /* generate_alone's */
     pfx_adapter_bank *bank;
     int32_t alone[5][4][NEW]; /* [adapter + 1][prompt]: pfx_generate of each request alone */
     size_t alone_len[5][4];
@@ -114,9 +115,8 @@ static void generate_alone(world *w, size_t adapters, const int32_t *stop, size_
     for (int a = -1; a < (int)adapters; a++)
         for (int p = 0; p < 4; p++) {
             pfx_request q = { prompts[p], prompt_lens[p], a, 7, w->alone[a + 1][p], 0 };
-            assert_int_equal(
-                pfx_generate(w->model, cache, w->bank, &q, 1, &greedy, NULL, NULL, NULL),
-                PFX_SUCCESS);
+            assert_int_equal(pfx_generate(w->ctx, cache, w->bank, &q, 1, &greedy, NULL, NULL, NULL),
+                             PFX_SUCCESS);
             w->alone_len[a + 1][p] = q.out_len;
         }
     pfx_kv_cache_destroy(&cache);
@@ -128,8 +128,9 @@ static void open_world(world *w, pfx_runtime *rt)
     w->rt = rt;
     char dir[1200];
     snprintf(dir, sizeof(dir), "%s/gpt2", g_fixtures);
-    pfx_model_params mp = { .max_batch = SLOTS, .max_tokens = MAX_LEN, .max_prefix_len = 8 };
-    assert_int_equal(pfx_model_load(rt, dir, &mp, &w->model), PFX_SUCCESS);
+    pfx_context_params cp = { .max_batch = SLOTS, .max_tokens = MAX_LEN, .max_prefix_len = 8 };
+    assert_int_equal(pfx_model_load(rt, dir, NULL, &w->model), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(w->model, &cp, &w->ctx), PFX_SUCCESS);
     assert_int_equal(pfx_adapter_bank_create(w->model, 4, &w->bank), PFX_SUCCESS);
     for (int a = 0; a < 4; a++) {
         char path[1300];
@@ -143,6 +144,7 @@ static void open_world(world *w, pfx_runtime *rt)
 static void close_world(world *w)
 {
     pfx_adapter_bank_destroy(&w->bank);
+    pfx_context_destroy(&w->ctx);
     pfx_model_destroy(&w->model);
 }
 
@@ -303,8 +305,9 @@ static void test_different_gains(void **state)
     w.rt = rt;
     char dir[1200];
     snprintf(dir, sizeof(dir), "%s/gpt2", g_fixtures);
-    pfx_model_params mp = { .max_batch = SLOTS, .max_tokens = MAX_LEN };
-    assert_int_equal(pfx_model_load(rt, dir, &mp, &w.model), PFX_SUCCESS);
+    pfx_context_params cp = { .max_batch = SLOTS, .max_tokens = MAX_LEN };
+    assert_int_equal(pfx_model_load(rt, dir, NULL, &w.model), PFX_SUCCESS);
+    assert_int_equal(pfx_context_create(w.model, &cp, &w.ctx), PFX_SUCCESS);
     pfx_model_shape sh;
     assert_int_equal(pfx_model_get_shape(w.model, &sh), PFX_SUCCESS);
     const size_t LH = sh.layers * sh.heads;
@@ -421,8 +424,7 @@ static void test_positions(void **state)
     assert_int_equal(pfx_adapter_prefix_len(path, &P), PFX_SUCCESS);
     assert_true(P > 0);
     pfx_model *m = NULL;
-    pfx_model_params mp = { .max_batch = 1, .max_tokens = sh.max_positions };
-    assert_int_equal(pfx_model_load(rt, dir, &mp, &m), PFX_SUCCESS);
+    assert_int_equal(pfx_model_load(rt, dir, NULL, &m), PFX_SUCCESS);
     pfx_adapter_bank *bank = NULL;
     int32_t entry;
     assert_int_equal(pfx_adapter_bank_create(m, 1, &bank), PFX_SUCCESS);
@@ -465,13 +467,12 @@ static void test_arguments(void **state)
                         PFX_ERROR_NULL_ARGUMENT, "params");
     assert_status_names(w.rt, pfx_scheduler_create(w.model, w.bank, &p, NULL),
                         PFX_ERROR_NULL_ARGUMENT, "out");
-    p.slots = SLOTS + 1;
-    assert_status_names(w.rt, pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_ERROR_OUT_OF_RANGE,
-                        "slots");
     p.slots = 0;
     assert_status_names(w.rt, pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_ERROR_OUT_OF_RANGE,
                         "slots");
-    p = (pfx_scheduler_params){ SLOTS, MAX_LEN + 1, 4 };
+    pfx_model_shape shape;
+    assert_int_equal(pfx_model_get_shape(w.model, &shape), PFX_SUCCESS);
+    p = (pfx_scheduler_params){ SLOTS, shape.max_positions + 1, 4 };
     assert_status_names(w.rt, pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_ERROR_OUT_OF_RANGE,
                         "max_len");
     p = (pfx_scheduler_params){ SLOTS, MAX_LEN, 0 };

@@ -246,7 +246,8 @@ static volatile sig_atomic_t stop_now;
 static void stop_at_5(const pfx_tune_step *s, void *user)
 {
     (void)user;
-    assert_non_null(s->model);
+    assert_non_null(s->ctx);
+    assert_non_null(pfx_context_model(s->ctx));
     assert_non_null(s->prefix);
     assert_int_equal(s->prefix->prefix_len, 5);
     assert_true(s->prefix->gains != NULL && s->prefix->gain_ramp == s->gain_ramp);
@@ -329,11 +330,10 @@ static void test_adapter_reads_back(void **state)
     pfx_tune_result r;
     assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &r), PFX_SUCCESS);
     const size_t L = r.shape.layers, Hkv = r.shape.kv_heads, D = r.shape.head_dim, P = c.prefix_len;
-    pfx_model_params mp = { .max_batch = 1, .max_tokens = 8, .max_prefix_len = P };
     pfx_model *model = NULL;
     pfx_adapter_bank *bank = NULL;
     int32_t entry = -1;
-    assert_int_equal(pfx_model_load(rt, gpt2_dir, &mp, &model), PFX_SUCCESS);
+    assert_int_equal(pfx_model_load(rt, gpt2_dir, NULL, &model), PFX_SUCCESS);
     assert_int_equal(pfx_adapter_bank_create(model, 2, &bank), PFX_SUCCESS);
     assert_int_equal(pfx_adapter_bank_add(bank, dir, &entry), PFX_SUCCESS);
     assert_int_equal(entry, 0);

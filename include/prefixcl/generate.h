@@ -90,9 +90,10 @@ PFX_API pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const i
 
 typedef struct pfx_kv_cache pfx_kv_cache;
 
-/* `slots` request slots (<= the model's max_batch) of up to `max_len`
- * tokens each (<= the model's positions): 2 * L tensors
- * [slots, max_len, Hkv, D] float32, allocated once. */
+/* `slots` request slots of up to `max_len` tokens each (<= the model's
+ * positions): 2 * L tensors [slots, max_len, Hkv, D] float32, allocated
+ * once. The cache belongs to the model; the steps that fill it run in a
+ * context (pfx_serve_step_run), whose max_batch bounds a step's slots. */
 PFX_API pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len,
                                        pfx_kv_cache **out);
 PFX_API void pfx_kv_cache_destroy(pfx_kv_cache **cache);
@@ -113,8 +114,10 @@ PFX_API pfx_status pfx_kv_cache_layer(const pfx_kv_cache *cache, size_t layer,
 /* ---- one step ---- */
 
 typedef struct pfx_serve_step {
-    size_t batch;           /* slots 0 .. batch-1 take part (<= the cache's slots) */
-    size_t tokens;          /* N: new tokens per slot; N > 1 only into empty slots (prefill) */
+    size_t batch;           /* slots 0 .. batch-1 take part (<= the cache's slots and
+                              * the context's max_batch) */
+    size_t tokens;          /* N: new tokens per slot (<= the context's max_tokens); N > 1
+                              * only into empty slots (prefill) */
     const int32_t *ids;     /* host [batch * N], right-padded */
     const int32_t *lens;    /* host [batch]: new tokens of each slot, 0..N (0: the slot
                               * idles); NULL: N for every slot */
@@ -128,7 +131,7 @@ typedef struct pfx_serve_step {
  * has an adapter. Slots whose adapters carry different gains (per-head or
  * structured, any gain mode) share the step: each attends with its own
  * adapter's gains (the attention's per-item gains). */
-PFX_API pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache,
+PFX_API pfx_status pfx_serve_step_run(pfx_context *ctx, pfx_kv_cache *cache,
                                       const pfx_adapter_bank *bank, const pfx_serve_step *step,
                                       pfx_tensor *logits);
 
@@ -165,13 +168,14 @@ typedef struct pfx_generate_stats {
 /* Called after each step with every new token (request index, id). */
 typedef void (*pfx_token_fn)(void *user, size_t request, int32_t token);
 
-/* Generates for `count` requests (<= the cache's slots) as one batch: one
+/* Generates for `count` requests (<= the cache's slots and the context's
+ * max_batch; prompts up to its max_tokens) as one batch: one
  * prefill of every prompt, then decode steps until each request has
  * max_new_tokens or a stop token; requests whose adapters carry different
  * gains share that batch (pfx_serve_step_run). Slots 0..count-1 are reset
  * first. The tokens of a request do not depend on the others in the batch.
  * stats and on_token may be NULL. */
-PFX_API pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+PFX_API pfx_status pfx_generate(pfx_context *ctx, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
                                 pfx_request *requests, size_t count, const pfx_sampling *sampling,
                                 pfx_token_fn on_token, void *user, pfx_generate_stats *stats);
 

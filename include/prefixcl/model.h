@@ -14,7 +14,7 @@
  *                           for llama); lm_head or tied embed_tokens
  * Anything else, or a field this library does not compute (an unknown
  * activation, another rope type, scale_attn_by_inverse_layer_idx,
- * reorder_and_upcast_attn, a sliding window shorter than the requested
+ * reorder_and_upcast_attn, a sliding window shorter than a context's
  * length, mlp_bias, cross-attention), is PFX_ERROR_UNSUPPORTED naming the
  * model_type or the field.
  *
@@ -59,18 +59,10 @@ extern "C" {
 
 typedef struct pfx_model pfx_model;
 
-/* Zero fields take their defaults; use designated initializers. */
+/* What loading needs. Zero fields take their defaults; use designated
+ * initializers. */
 typedef struct pfx_model_params {
-    pfx_dtype storage;        /* weights on the device: PFX_DTYPE_F32 (default) or F16 */
-    size_t max_batch;         /* B capacity of the workspace; 0: 1 */
-    size_t max_tokens;        /* N capacity; 0: min(max positions, 1024) */
-    size_t max_prefix_len;    /* largest P a call may use (0: none); P + N must fit
-                              * the model's positions and a sliding window */
-    size_t logits_chunk_rows; /* rows of logits held at once by the loss; 0: as many
-                              * as fit 64 MiB (at least 1) */
-    bool recompute;           /* the backward keeps only each block's input and runs
-                              * the block again (less memory, one more forward);
-                              * default: every block's activations are kept */
+    pfx_dtype storage; /* weights on the device: PFX_DTYPE_F32 (default) or F16 */
 } pfx_model_params;
 
 /* The most end-of-sequence ids a config.json may list. */
@@ -143,16 +135,60 @@ typedef struct pfx_model_save_params {
 PFX_API pfx_status pfx_model_save(pfx_model *model, const char *dir,
                                   const pfx_model_save_params *params);
 
-/* Releases everything and sets *model to NULL; NULL-safe. */
+/* Releases the weights and sets *model to NULL; NULL-safe. Contexts still
+ * open over the model keep it alive: it is released with the last of them
+ * (pfx_context_destroy), and until then they compute as before. */
 PFX_API void pfx_model_destroy(pfx_model **model);
 
 PFX_API pfx_status pfx_model_get_shape(const pfx_model *model, pfx_model_shape *shape);
 PFX_API pfx_status pfx_model_get_params(const pfx_model *model, pfx_model_params *params);
 
+/* ---- contexts: the workspace of the calls ----
+ *
+ * A context holds everything a call writes (the residual streams, the
+ * blocks' intermediates and kept activations, the loss's logits chunk, the
+ * token ids and labels, the profile), sized for its capacity; the model
+ * holds the weights and is only read by calls. Several contexts may run
+ * over one model (a training and an evaluation workspace, two banks of
+ * other prefix lengths); their calls give the bits one context alone gives.
+ * Calls on one runtime are not thread-safe, whatever the context. */
+typedef struct pfx_context pfx_context;
+
+/* Zero fields take their defaults; use designated initializers. */
+typedef struct pfx_context_params {
+    size_t max_batch;         /* B capacity of the workspace; 0: 1 */
+    size_t max_tokens;        /* N capacity; 0: min(max positions, 1024) */
+    size_t max_prefix_len;    /* largest P a call may use (0: none); P + N must fit
+                              * the model's positions and a sliding window */
+    size_t logits_chunk_rows; /* rows of logits held at once by the loss; 0: as many
+                              * as fit 64 MiB (at least 1) */
+    bool recompute;           /* the backward keeps only each block's input and runs
+                              * the block again (less memory, one more forward);
+                              * default: every block's activations are kept */
+} pfx_context_params;
+
+/* A workspace over `model` (params NULL: defaults). Capacities beyond the
+ * model (P + N past GPT-2's learned positions: PFX_ERROR_OUT_OF_RANGE; past
+ * a sliding window: PFX_ERROR_UNSUPPORTED; B x N past 2^31 rows:
+ * PFX_ERROR_SIZE_OVERFLOW) are refused naming the field, before anything is
+ * allocated. On failure *out is NULL and nothing stays allocated. */
+PFX_API pfx_status pfx_context_create(pfx_model *model, const pfx_context_params *params,
+                                      pfx_context **out);
+
+/* Releases the workspace and sets *ctx to NULL; NULL-safe. */
+PFX_API void pfx_context_destroy(pfx_context **ctx);
+
+/* The capacities as the context was made (defaults filled in, the logits
+ * chunk as used). */
+PFX_API pfx_status pfx_context_get_params(const pfx_context *ctx, pfx_context_params *params);
+
+/* The model a context runs (NULL for a NULL context). */
+PFX_API pfx_model *pfx_context_model(const pfx_context *ctx);
+
 /* One batch of token ids, right-padded. */
 typedef struct pfx_model_batch {
-    size_t batch;          /* B, 1..max_batch */
-    size_t tokens;         /* N, 1..max_tokens */
+    size_t batch;          /* B, 1..the context's max_batch */
+    size_t tokens;         /* N, 1..the context's max_tokens */
     const int32_t *ids;    /* host [B * N], each in [0, V) (padding included) */
     const int32_t *lens;   /* host [B], 1..N valid tokens; NULL: all N */
     const int32_t *labels; /* host [B * N] HF labels (the loss of position t
@@ -178,19 +214,19 @@ typedef struct pfx_model_prefix {
 } pfx_model_prefix;
 
 /* logits: F32 [B, N, V] (the whole tensor: small vocabularies and tests). */
-PFX_API pfx_status pfx_model_forward(pfx_model *model, const pfx_model_batch *batch,
+PFX_API pfx_status pfx_model_forward(pfx_context *ctx, const pfx_model_batch *batch,
                                      const pfx_model_prefix *prefix, pfx_tensor *logits);
 
 /* logits: F32 [B, V], the logits of each item's last valid position
  * (lens[b] - 1): the next-token distribution for generation. */
-PFX_API pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
+PFX_API pfx_status pfx_model_last_logits(pfx_context *ctx, const pfx_model_batch *batch,
                                          const pfx_model_prefix *prefix, pfx_tensor *logits);
 
 /* HF's causal-LM cross-entropy: mean over the counted labels of
  * logsumexp(z_t) - z_t[label_{t+1}], computed in chunks of rows (never the
  * whole [B, N, V]). No counted label at all: PFX_ERROR_INVALID_ARGUMENT.
  * Blocks for the result. */
-PFX_API pfx_status pfx_model_loss(pfx_model *model, const pfx_model_batch *batch,
+PFX_API pfx_status pfx_model_loss(pfx_context *ctx, const pfx_model_batch *batch,
                                   const pfx_model_prefix *prefix, double *loss);
 
 /* ---- weights (full training) ----
@@ -254,11 +290,11 @@ typedef struct pfx_model_grads {
 } pfx_model_grads;
 
 /* Forward, loss and backward in one call (each block's activations kept, or
- * with params.recompute recomputed from the block's input); the loss goes to
+ * with the context's recompute recomputed from the block's input); the loss goes to
  * *loss when it is not NULL. With loss, one blocking read at the end, after
  * the whole backward is enqueued; without, nothing blocks (a step can run
  * ahead of the device, the loss of a logging step only being read). */
-PFX_API pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
+PFX_API pfx_status pfx_model_backward(pfx_context *ctx, const pfx_model_batch *batch,
                                       const pfx_model_prefix *prefix, const pfx_model_grads *grads,
                                       double *loss);
 
@@ -270,13 +306,13 @@ PFX_API pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *b
  * taken right after its block), no head or loss; blocks for the results.
  * A top_k outside 1..32 is PFX_ERROR_INVALID_ARGUMENT, all three outputs
  * NULL PFX_ERROR_NULL_ARGUMENT, before anything is enqueued. */
-PFX_API pfx_status pfx_model_head_stats(pfx_model *model, const pfx_model_batch *batch,
+PFX_API pfx_status pfx_model_head_stats(pfx_context *ctx, const pfx_model_batch *batch,
                                         const pfx_model_prefix *prefix, uint32_t top_k,
                                         float *prefix_mass, float *entropy, float *top_k_mass);
 
 /* pfx_model_head_stats without the top-k mass (prefix_mass and entropy,
  * either may be NULL, not both). */
-PFX_API pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_batch *batch,
+PFX_API pfx_status pfx_model_attention_stats(pfx_context *ctx, const pfx_model_batch *batch,
                                              const pfx_model_prefix *prefix, float *prefix_mass,
                                              float *entropy);
 
@@ -284,21 +320,21 @@ PFX_API pfx_status pfx_model_attention_stats(pfx_model *model, const pfx_model_b
  * reads) for every position; rows past lens[b] unspecified. A forward pass
  * without the head. The tensor is checked (runtime, dtype, shape, not a
  * prefix) with the rest before anything is enqueued. */
-PFX_API pfx_status pfx_model_hidden_states(pfx_model *model, const pfx_model_batch *batch,
+PFX_API pfx_status pfx_model_hidden_states(pfx_context *ctx, const pfx_model_batch *batch,
                                            const pfx_model_prefix *prefix, pfx_tensor *hidden);
 
 /* The attention probabilities p_ij of one head of one layer for batch item
  * `item` (see pfx_gain_softmax_probs, attention.h): probs F32 [N, P + N],
  * the prefix columns first; rows past lens[item] and hidden entries are 0.
  * Runs the blocks before `layer` (a separate pass; for heat maps). */
-PFX_API pfx_status pfx_model_attention_probs(pfx_model *model, const pfx_model_batch *batch,
+PFX_API pfx_status pfx_model_attention_probs(pfx_context *ctx, const pfx_model_batch *batch,
                                              const pfx_model_prefix *prefix, size_t item,
                                              size_t layer, size_t head, pfx_tensor *probs);
 
-/* Where the time of the model's calls goes: while profiling is on, each
- * product, attention call and loss chunk is bracketed by pfx_runtime_finish
- * and its wall time added to its part (serializing the queue costs a
- * little). */
+/* Where the time of a context's calls goes (each context keeps its own
+ * profile): while profiling is on, each product, attention call and loss
+ * chunk is bracketed by pfx_runtime_finish and its wall time added to its
+ * part (serializing the queue costs a little). */
 typedef enum pfx_model_part {
     PFX_MODEL_PART_GEMM = 0, /* the blocks' dense products */
     PFX_MODEL_PART_HEAD,     /* the LM head's products (forward and backward) */
@@ -309,11 +345,11 @@ typedef enum pfx_model_part {
 } pfx_model_part;
 
 /* Switches profiling on (clearing the times) or off. */
-PFX_API pfx_status pfx_model_profile_enable(pfx_model *model, bool on);
+PFX_API pfx_status pfx_model_profile_enable(pfx_context *ctx, bool on);
 
 /* The wall ms of each part since profiling was last switched on, into
  * ms[0, PFX_MODEL_PART_COUNT) (count at least that). */
-PFX_API pfx_status pfx_model_profile_read(const pfx_model *model, double *ms, size_t count);
+PFX_API pfx_status pfx_model_profile_read(const pfx_context *ctx, double *ms, size_t count);
 
 #ifdef __cplusplus
 }

@@ -122,8 +122,9 @@ typedef struct pfx_pretrain_step {
     float lr_factor, gain_ramp;
     double eval_loss; /* NAN unless evaluated after this step */
     double tokens_per_s, eta_s;
-    pfx_model *model;               /* the model after this step, valid during the callback: the
-                                * callback may run forward-only calls on it (pfx_model_head_stats,
+    pfx_context *ctx;               /* the job's evaluation context over the model after this step
+                                * (pfx_context_model), valid during the callback: the
+                                * callback may run forward-only calls in it (pfx_model_head_stats,
                                 * pfx_model_loss, pfx_model_hidden_states, ...) with at most the
                                 * job's batch rows and block tokens; it must not change weights.
                                 * Such calls leave the training's results bit for bit the same */

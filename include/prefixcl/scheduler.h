@@ -59,8 +59,8 @@ typedef struct pfx_sched_request {
 } pfx_sched_request;
 
 typedef struct pfx_scheduler_params {
-    size_t slots;   /* requests generating at once: 1..the model's max_batch */
-    size_t max_len; /* tokens of a request, prompt and new: 2..the model's max_tokens */
+    size_t slots;   /* requests generating at once: >= 1 */
+    size_t max_len; /* tokens of a request, prompt and new: 2..the model's positions */
     size_t queue;   /* requests waiting for a slot: >= 1 */
 } pfx_scheduler_params;
 
@@ -73,8 +73,9 @@ typedef struct pfx_scheduler_stats {
     uint64_t failed_steps;
 } pfx_scheduler_stats;
 
-/* A scheduler over model and bank (NULL: no adapters): its KV cache
- * (slots x max_len) and its worker thread. */
+/* A scheduler over model and bank (NULL: no adapters): its context
+ * (max_batch slots, max_tokens max_len), its KV cache (slots x max_len) and
+ * its worker thread. */
 PFX_API pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
                                         const pfx_scheduler_params *params, pfx_scheduler **out);
 

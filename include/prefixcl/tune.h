@@ -107,10 +107,11 @@ typedef struct pfx_tune_step {
     float grad_norm;    /* before clipping */
     bool skipped;       /* non-finite gradients: nothing changed */
     float lr_factor, gain_ramp;
-    double tokens_per_s; /* tokens of this run's steps per second */
-    double eta_s;        /* seconds left at this pace */
-    pfx_model *model;    /* the frozen model, valid during the callback: forward-only calls on
-                                * it (pfx_model_head_stats, pfx_model_loss, ...) with at most the job's
+    double tokens_per_s;            /* tokens of this run's steps per second */
+    double eta_s;                   /* seconds left at this pace */
+    pfx_context *ctx;               /* the job's context over the frozen model (pfx_context_model),
+                                * valid during the callback: forward-only calls in it
+                                * (pfx_model_head_stats, pfx_model_loss, ...) with at most the job's
                                 * batch rows and max_length tokens leave the run bit for bit the same */
     const pfx_model_prefix *prefix; /* the prefixes and gains as the step left them, r = gain_ramp:
                                 * what the next step's forward uses; valid during the callback */

@@ -1,7 +1,7 @@
 /* The whole-model passes: forward (logits, last logits, hidden states),
  * causal-LM loss, and backward to the prefixes, gains and weights, each
  * checked first (validate.c), over the blocks of block.c. The backward reads
- * each block's kept activations, or, with params.recompute, runs the block's
+ * each block's kept activations, or, with the context's recompute, runs the block's
  * forward again from its kept input first. */
 #include <math.h>
 #include <stdio.h>
@@ -11,78 +11,85 @@
 #include "block.h"
 
 /* Embeddings and blocks 0..upto-1: hidden[0..upto] hold the residual streams. */
-static pfx_status run_blocks_upto(pfx_model *m, const pfx_model_batch *batch,
+static pfx_status run_blocks_upto(pfx_context *cx, const pfx_model_batch *batch,
                                   const pfx_model_call *c, size_t upto)
 {
+    const pfx_model *m = cx->model;
     const pfx_model_shape *s = &m->cfg.shape;
-    pfx_status st = pfx_ids_write(m->ids, 0, c->R, batch->ids);
+    pfx_status st = pfx_ids_write(cx->ids, 0, c->R, batch->ids);
     if (st != PFX_SUCCESS)
         return st;
     const pfx_tensor *wpe = m->global[PFX_W_POS];
     pfx_mat pos =
         wpe ? PFX_MAT(wpe, s->max_positions, s->hidden) : PFX_MAT(m->global[PFX_W_EMBED], 1, 1);
-    st = pfx_op_embedding(m->rt, m->ids, c->B, c->N,
+    st = pfx_op_embedding(m->rt, cx->ids, c->B, c->N,
                           PFX_MAT(m->global[PFX_W_EMBED], s->vocab, s->hidden), wpe ? &pos : NULL,
-                          c->P, PFX_MAT(m->hidden[0], c->R, s->hidden));
+                          c->P, PFX_MAT(cx->hidden[0], c->R, s->hidden));
     for (size_t l = 0; l < upto && st == PFX_SUCCESS; l++)
-        st = pfx_model_block_forward(m, l, c, true);
+        st = pfx_model_block_forward(cx, l, c, true);
     return st;
 }
 
-pfx_status pfx_model_final_norm(pfx_model *m, size_t R)
+pfx_status pfx_model_final_norm(pfx_context *cx, size_t R)
 {
-    return pfx_model_norm_fwd(m, 0, PFX_W_NORM_F, PFX_W_NORM_F_B, R, m->hidden[m->cfg.shape.layers],
-                              WS_MEANF, WS_RSTDF);
+    const pfx_model *m = cx->model;
+    return pfx_model_norm_fwd(cx, 0, PFX_W_NORM_F, PFX_W_NORM_F_B, R,
+                              cx->hidden[m->cfg.shape.layers], WS_MEANF, WS_RSTDF);
 }
 
-pfx_status pfx_model_head(pfx_model *m, const pfx_tensor *x, size_t rows, pfx_tensor *logits)
+pfx_status pfx_model_head(pfx_context *cx, const pfx_tensor *x, size_t rows, pfx_tensor *logits)
 {
+    const pfx_model *m = cx->model;
     pfx_model_lin head = pfx_model_head_lin(m);
-    return pfx_model_lin_fwd(m, "model: lm_head", &head, rows, x, 0, logits, 0, 0.0f, false);
+    return pfx_model_lin_fwd(cx, "model: lm_head", &head, rows, x, 0, logits, 0, 0.0f, false);
 }
 
 /* Embeddings and every block: hidden[0..L] hold the residual streams. */
-static pfx_status run_blocks(pfx_model *m, const pfx_model_batch *batch, const pfx_model_call *c)
+static pfx_status run_blocks(pfx_context *cx, const pfx_model_batch *batch, const pfx_model_call *c)
 {
-    return run_blocks_upto(m, batch, c, m->cfg.shape.layers);
+    const pfx_model *m = cx->model;
+    return run_blocks_upto(cx, batch, c, m->cfg.shape.layers);
 }
 
-static pfx_status final_norm(pfx_model *m, const pfx_model_call *c)
+static pfx_status final_norm(pfx_context *cx, const pfx_model_call *c)
 {
-    return pfx_model_norm_fwd(m, 0, PFX_W_NORM_F, PFX_W_NORM_F_B, c->R,
-                              m->hidden[m->cfg.shape.layers], WS_MEANF, WS_RSTDF);
+    const pfx_model *m = cx->model;
+    return pfx_model_norm_fwd(cx, 0, PFX_W_NORM_F, PFX_W_NORM_F_B, c->R,
+                              cx->hidden[m->cfg.shape.layers], WS_MEANF, WS_RSTDF);
 }
 
-pfx_status pfx_model_forward(pfx_model *model, const pfx_model_batch *batch,
+pfx_status pfx_model_forward(pfx_context *ctx, const pfx_model_batch *batch,
                              const pfx_model_prefix *prefix, pfx_tensor *logits)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "model_forward";
     pfx_model_call c;
-    pfx_status st = pfx_model_check_call(model, fn, batch, prefix, &c);
+    pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = pfx_model_check_output(model, fn, "logits", logits, c.R, model->cfg.shape.vocab, "V",
-                                    &c);
+        st =
+            pfx_model_check_output(ctx, fn, "logits", logits, c.R, model->cfg.shape.vocab, "V", &c);
     if (st == PFX_SUCCESS)
-        st = run_blocks(model, batch, &c);
+        st = run_blocks(ctx, batch, &c);
     if (st == PFX_SUCCESS)
-        st = final_norm(model, &c);
+        st = final_norm(ctx, &c);
     if (st == PFX_SUCCESS) {
         pfx_model_lin head = pfx_model_head_lin(model);
-        st = pfx_model_lin_fwd(model, "model: lm_head", &head, c.R, model->ws[WS_LN], 0, logits, 0,
+        st = pfx_model_lin_fwd(ctx, "model: lm_head", &head, c.R, ctx->ws[WS_LN], 0, logits, 0,
                                0.0f, false);
     }
     return st;
 }
 
-pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
+pfx_status pfx_model_last_logits(pfx_context *ctx, const pfx_model_batch *batch,
                                  const pfx_model_prefix *prefix, pfx_tensor *logits)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "model_last_logits";
     pfx_model_call c;
-    pfx_status st = pfx_model_check_call(model, fn, batch, prefix, &c);
+    pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = pfx_model_check_output(model, fn, "logits", logits, c.B, model->cfg.shape.vocab, "V",
-                                    &c);
+        st =
+            pfx_model_check_output(ctx, fn, "logits", logits, c.B, model->cfg.shape.vocab, "V", &c);
     if (st != PFX_SUCCESS)
         return st;
     int32_t *lens = malloc(c.B * sizeof(int32_t));
@@ -91,38 +98,39 @@ pfx_status pfx_model_last_logits(pfx_model *model, const pfx_model_batch *batch,
     for (size_t b = 0; b < c.B; b++)
         lens[b] = c.lens ? c.lens[b] : (int32_t)c.N;
     const size_t C = model->cfg.shape.hidden;
-    if ((st = run_blocks(model, batch, &c)) == PFX_SUCCESS &&
-        (st = final_norm(model, &c)) == PFX_SUCCESS)
-        st = pfx_op_gather_last(model->rt, PFX_MAT(model->ws[WS_LN], c.R, C), c.B, c.N, lens,
-                                PFX_MAT(model->ws[WS_DA], c.B, C));
+    if ((st = run_blocks(ctx, batch, &c)) == PFX_SUCCESS &&
+        (st = final_norm(ctx, &c)) == PFX_SUCCESS)
+        st = pfx_op_gather_last(model->rt, PFX_MAT(ctx->ws[WS_LN], c.R, C), c.B, c.N, lens,
+                                PFX_MAT(ctx->ws[WS_DA], c.B, C));
     free(lens);
     if (st == PFX_SUCCESS) {
         pfx_model_lin head = pfx_model_head_lin(model);
-        st = pfx_model_lin_fwd(model, "model: lm_head", &head, c.B, model->ws[WS_DA], 0, logits, 0,
+        st = pfx_model_lin_fwd(ctx, "model: lm_head", &head, c.B, ctx->ws[WS_DA], 0, logits, 0,
                                0.0f, false);
     }
     return st;
 }
 
-pfx_status pfx_model_hidden_states(pfx_model *model, const pfx_model_batch *batch,
+pfx_status pfx_model_hidden_states(pfx_context *ctx, const pfx_model_batch *batch,
                                    const pfx_model_prefix *prefix, pfx_tensor *hidden)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "model_hidden_states";
     pfx_model_call c;
-    pfx_status st = pfx_model_check_call(model, fn, batch, prefix, &c);
+    pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     const size_t C = st == PFX_SUCCESS ? model->cfg.shape.hidden : 0;
     if (st == PFX_SUCCESS)
-        st = pfx_model_check_output(model, fn, "hidden", hidden, c.R, C, "C", &c);
+        st = pfx_model_check_output(ctx, fn, "hidden", hidden, c.R, C, "C", &c);
     if (st == PFX_SUCCESS &&
         (hidden->ndim != 3 || hidden->shape[0] != c.B || hidden->shape[1] != c.N))
         st = pfx_error(model->rt, PFX_ERROR_INVALID_SHAPE,
                        "%s: hidden must be [B=%zu, N=%zu, C=%zu]", fn, c.B, c.N, C);
     if (st == PFX_SUCCESS)
-        st = run_blocks(model, batch, &c);
+        st = run_blocks(ctx, batch, &c);
     if (st == PFX_SUCCESS)
-        st = final_norm(model, &c);
+        st = final_norm(ctx, &c);
     if (st == PFX_SUCCESS)
-        st = pfx_model_copy_rows(model, "model: hidden states", model->ws[WS_LN], hidden, c.R * C);
+        st = pfx_model_copy_rows(ctx, "model: hidden states", ctx->ws[WS_LN], hidden, c.R * C);
     return st;
 }
 
@@ -130,30 +138,31 @@ pfx_status pfx_model_hidden_states(pfx_model *model, const pfx_model_batch *batc
  * `grad` the gradient of the final norm's output goes to WS_DH1, and with
  * `dhead` the head's weight gradient there (written, or added with
  * `accumulate`). Enqueues only: read_loss waits for the value. */
-static pfx_status head_loss(pfx_model *m, const pfx_model_call *c, bool grad, pfx_tensor *dhead,
+static pfx_status head_loss(pfx_context *cx, const pfx_model_call *c, bool grad, pfx_tensor *dhead,
                             bool accumulate)
 {
+    const pfx_model *m = cx->model;
     const size_t V = m->cfg.shape.vocab;
     pfx_model_lin head = pfx_model_head_lin(m);
     pfx_status st = PFX_SUCCESS;
-    for (size_t r0 = 0; r0 < c->R && st == PFX_SUCCESS; r0 += m->chunk_rows) {
-        size_t rows = c->R - r0 < m->chunk_rows ? c->R - r0 : m->chunk_rows;
-        pfx_mat rl = PFX_VEC(m->ws[WS_ROWLOSS], r0, rows);
-        if ((st = pfx_model_lin_fwd(m, "model: lm_head", &head, rows, m->ws[WS_LN], r0,
-                                    m->ws[WS_LOGITS], 0, 0.0f, false)))
+    for (size_t r0 = 0; r0 < c->R && st == PFX_SUCCESS; r0 += cx->chunk_rows) {
+        size_t rows = c->R - r0 < cx->chunk_rows ? c->R - r0 : cx->chunk_rows;
+        pfx_mat rl = PFX_VEC(cx->ws[WS_ROWLOSS], r0, rows);
+        if ((st = pfx_model_lin_fwd(cx, "model: lm_head", &head, rows, cx->ws[WS_LN], r0,
+                                    cx->ws[WS_LOGITS], 0, 0.0f, false)))
             break;
-        double t0 = pfx_model_prof_begin(m);
-        st = pfx_model_prof_end(m, PFX_MODEL_PART_LOSS, t0,
-                                pfx_op_cross_entropy(m->rt, PFX_MAT(m->ws[WS_LOGITS], rows, V),
-                                                     m->labels, r0, c->counted, grad, &rl));
+        double t0 = pfx_model_prof_begin(cx);
+        st = pfx_model_prof_end(cx, PFX_MODEL_PART_LOSS, t0,
+                                pfx_op_cross_entropy(m->rt, PFX_MAT(cx->ws[WS_LOGITS], rows, V),
+                                                     cx->labels, r0, c->counted, grad, &rl));
         if (st != PFX_SUCCESS)
             break;
         if (grad)
-            st = pfx_model_lin_bwd(m, "model: d lm_head", &head, rows, m->ws[WS_LOGITS], 0,
-                                   m->ws[WS_DH1], r0, 0.0f);
+            st = pfx_model_lin_bwd(cx, "model: d lm_head", &head, rows, cx->ws[WS_LOGITS], 0,
+                                   cx->ws[WS_DH1], r0, 0.0f);
         if (st == PFX_SUCCESS && grad && dhead)
-            st = pfx_model_lin_grads(m, "model: dW lm_head", &head, rows, m->ws[WS_LN], r0,
-                                     m->ws[WS_LOGITS], 0, dhead, NULL, accumulate || r0 > 0);
+            st = pfx_model_lin_grads(cx, "model: dW lm_head", &head, rows, cx->ws[WS_LN], r0,
+                                     cx->ws[WS_LOGITS], 0, dhead, NULL, accumulate || r0 > 0);
     }
     return st;
 }
@@ -161,12 +170,13 @@ static pfx_status head_loss(pfx_model *m, const pfx_model_call *c, bool grad, pf
 /* The mean of head_loss's per-row losses over the counted labels: the one
  * blocking read of a loss or a backward (at the end, after everything else
  * is enqueued). */
-static pfx_status read_loss(pfx_model *m, const pfx_model_call *c, double *loss)
+static pfx_status read_loss(pfx_context *cx, const pfx_model_call *c, double *loss)
 {
+    const pfx_model *m = cx->model;
     float *host = malloc(c->R * sizeof(float));
     if (!host)
         return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
-    pfx_status st = pfx_tensor_read(m->ws[WS_ROWLOSS], 0, c->R, host);
+    pfx_status st = pfx_tensor_read(cx->ws[WS_ROWLOSS], 0, c->R, host);
     double sum = 0.0;
     for (size_t i = 0; i < c->R; i++)
         sum += host[i];
@@ -176,38 +186,40 @@ static pfx_status read_loss(pfx_model *m, const pfx_model_call *c, double *loss)
     return st;
 }
 
-pfx_status pfx_model_loss(pfx_model *model, const pfx_model_batch *batch,
+pfx_status pfx_model_loss(pfx_context *ctx, const pfx_model_batch *batch,
                           const pfx_model_prefix *prefix, double *loss)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "model_loss";
     pfx_model_call c;
-    pfx_status st = pfx_model_check_call(model, fn, batch, prefix, &c);
+    pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS && !loss)
         st = pfx_error(model->rt, PFX_ERROR_NULL_ARGUMENT, "%s: loss is NULL", fn);
     if (st == PFX_SUCCESS)
-        st = pfx_model_write_labels(model, fn, batch, &c);
+        st = pfx_model_write_labels(ctx, fn, batch, &c);
     if (st == PFX_SUCCESS)
-        st = run_blocks(model, batch, &c);
+        st = run_blocks(ctx, batch, &c);
     if (st == PFX_SUCCESS)
-        st = final_norm(model, &c);
+        st = final_norm(ctx, &c);
     if (st == PFX_SUCCESS)
-        st = head_loss(model, &c, false, NULL, false);
+        st = head_loss(ctx, &c, false, NULL, false);
     if (st == PFX_SUCCESS)
-        st = read_loss(model, &c, loss);
+        st = read_loss(ctx, &c, loss);
     return st;
 }
 
-pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
+pfx_status pfx_model_backward(pfx_context *ctx, const pfx_model_batch *batch,
                               const pfx_model_prefix *prefix, const pfx_model_grads *grads,
                               double *loss)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "model_backward";
     pfx_model_call c;
-    pfx_status st = pfx_model_check_call(model, fn, batch, prefix, &c);
+    pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
-        st = pfx_model_check_grads(model, fn, &c, grads);
+        st = pfx_model_check_grads(ctx, fn, &c, grads);
     if (st == PFX_SUCCESS)
-        st = pfx_model_write_labels(model, fn, batch, &c);
+        st = pfx_model_write_labels(ctx, fn, batch, &c);
     if (st != PFX_SUCCESS)
         return st;
     const pfx_model_shape *s = &model->cfg.shape;
@@ -217,26 +229,23 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
                *g_wpe = pfx_model_pgrad(model, grads, 0, PFX_W_POS);
     pfx_tensor *g_head =
         s->tied_embeddings ? g_wte : pfx_model_pgrad(model, grads, 0, PFX_W_LM_HEAD);
-    if ((st = run_blocks(model, batch, &c)) || (st = final_norm(model, &c)) ||
-        (st = head_loss(model, &c, true, g_head, acc)) ||
-        (st = pfx_model_norm_bwd(model, 0, PFX_W_NORM_F, c.R, model->hidden[L], WS_MEANF, WS_RSTDF,
-                                 model->ws[WS_DH1], model->ws[WS_DH0], false)) ||
-        (st =
-             pfx_model_norm_grads(model, 0, c.R, model->hidden[L], WS_MEANF, WS_RSTDF,
-                                  model->ws[WS_DH1], pfx_model_pgrad(model, grads, 0, PFX_W_NORM_F),
-                                  pfx_model_pgrad(model, grads, 0, PFX_W_NORM_F_B), acc)))
+    if ((st = run_blocks(ctx, batch, &c)) || (st = final_norm(ctx, &c)) ||
+        (st = head_loss(ctx, &c, true, g_head, acc)) ||
+        (st = pfx_model_norm_bwd(ctx, 0, PFX_W_NORM_F, c.R, ctx->hidden[L], WS_MEANF, WS_RSTDF,
+                                 ctx->ws[WS_DH1], ctx->ws[WS_DH0], false)) ||
+        (st = pfx_model_norm_grads(ctx, 0, c.R, ctx->hidden[L], WS_MEANF, WS_RSTDF, ctx->ws[WS_DH1],
+                                   pfx_model_pgrad(model, grads, 0, PFX_W_NORM_F),
+                                   pfx_model_pgrad(model, grads, 0, PFX_W_NORM_F_B), acc)))
         return st;
     /* the gradient of hidden[l + 1] sits in DH0 for l = L - 1, then
      * alternates; block 0 passes one on only to the embeddings */
     const bool want_embed = g_wte || g_wpe;
-    const pfx_tensor *d_embed = model->ws[(L - 1) % 2 ? WS_DH0 : WS_DH1];
+    const pfx_tensor *d_embed = ctx->ws[(L - 1) % 2 ? WS_DH0 : WS_DH1];
     for (size_t l = L; l-- > 0 && st == PFX_SUCCESS;) {
-        const pfx_tensor *dy = model->ws[(L - 1 - l) % 2 ? WS_DH1 : WS_DH0];
-        const pfx_tensor *dx =
-            l || want_embed ? model->ws[(L - 1 - l) % 2 ? WS_DH0 : WS_DH1] : NULL;
-        if (!model->p.recompute ||
-            (st = pfx_model_block_forward(model, l, &c, false)) == PFX_SUCCESS)
-            st = pfx_model_block_backward(model, l, &c, dy, dx, grads);
+        const pfx_tensor *dy = ctx->ws[(L - 1 - l) % 2 ? WS_DH1 : WS_DH0];
+        const pfx_tensor *dx = l || want_embed ? ctx->ws[(L - 1 - l) % 2 ? WS_DH0 : WS_DH1] : NULL;
+        if (!ctx->p.recompute || (st = pfx_model_block_forward(ctx, l, &c, false)) == PFX_SUCCESS)
+            st = pfx_model_block_backward(ctx, l, &c, dy, dx, grads);
     }
     if (st == PFX_SUCCESS && want_embed) {
         /* a tied head wrote the token embedding's gradient already */
@@ -244,7 +253,7 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
         if (g_wte && !acc && !s->tied_embeddings)
             st = pfx_tensor_fill(g_wte, 0.0f);
         if (st == PFX_SUCCESS && g_wte)
-            st = pfx_op_embedding_backward(model->rt, model->ids, c.B, c.N, dout,
+            st = pfx_op_embedding_backward(model->rt, ctx->ids, c.B, c.N, dout,
                                            PFX_MAT(g_wte, s->vocab, C));
         if (st == PFX_SUCCESS && g_wpe && !acc)
             st = pfx_tensor_fill(g_wpe, 0.0f);
@@ -253,18 +262,19 @@ pfx_status pfx_model_backward(pfx_model *model, const pfx_model_batch *batch,
                                           PFX_MAT(g_wpe, s->max_positions, C), c.P);
     }
     if (st == PFX_SUCCESS && loss)
-        st = read_loss(model, &c, loss);
+        st = read_loss(ctx, &c, loss);
     return st;
 }
 
 /* ---- each layer's attention inputs (probs.c, head_stats.c) ---- */
 
-pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx_model_batch *batch,
+pfx_status pfx_model_layer_attention(pfx_context *ctx, const char *fn, const pfx_model_batch *batch,
                                      const pfx_model_prefix *prefix, size_t layer,
-                                     pfx_model_attention_visit visit, void *ctx)
+                                     pfx_model_attention_visit visit, void *arg)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     pfx_model_call c;
-    pfx_status st = pfx_model_check_call(model, fn, batch, prefix, &c);
+    pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     if (st != PFX_SUCCESS)
         return st;
     const size_t L = model->cfg.shape.layers;
@@ -276,16 +286,16 @@ pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx
     /* blocks before `first` only; each visited block leaves its Q, K, V in the
      * workspace (the MLP after the attention reads none of them) and its
      * output for the next one */
-    if ((st = run_blocks_upto(model, batch, &c, first)))
+    if ((st = run_blocks_upto(ctx, batch, &c, first)))
         return st;
     for (size_t l = first; l < end && st == PFX_SUCCESS; l++) {
-        if ((st = pfx_model_block_forward(model, l, &c, l + 1 < end)))
+        if ((st = pfx_model_block_forward(ctx, l, &c, l + 1 < end)))
             break;
-        pfx_model_attn_views av = pfx_model_views(model, l, &c);
-        pfx_attention_desc d = pfx_model_attn_desc(model, l, &c);
+        pfx_model_attn_views av = pfx_model_views(ctx, l, &c);
+        pfx_attention_desc d = pfx_model_attn_desc(ctx, l, &c);
         pfx_attention_inputs in = { &av.q, &av.k, &av.v, c.P ? c.pre.keys[l] : NULL,
                                     c.P ? c.pre.values[l] : NULL };
-        st = visit(model->rt, l, &d, &in, ctx);
+        st = visit(model->rt, l, &d, &in, arg);
     }
     return st;
 }

@@ -17,9 +17,9 @@ pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, p
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
     pfx_runtime *rt = model->rt;
     const pfx_model_shape *s = &model->cfg.shape;
-    if (slots == 0 || slots > model->p.max_batch)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slots %zu outside 1..max_batch %zu", fn,
-                         slots, model->p.max_batch);
+    if (slots == 0 || slots > INT32_MAX)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slots %zu outside 1..%d", fn, slots,
+                         INT32_MAX);
     if (max_len == 0 || max_len > s->max_positions || max_len > INT32_MAX / 2)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
                          "%s: max_len %zu outside 1..%zu (the model's positions)", fn, max_len,
@@ -46,7 +46,7 @@ pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, p
     for (size_t i = 0; i < slots; i++)
         c->adapter[i] = -1;
     const size_t shape[4] = { slots, max_len, s->kv_heads, s->head_dim };
-    pfx_status st = pfx_ids_create(rt, model->p.max_batch * model->p.max_tokens, &c->positions);
+    pfx_status st = PFX_SUCCESS;
     for (size_t l = 0; st == PFX_SUCCESS && l < s->layers; l++)
         if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, shape, &c->keys[l])) == PFX_SUCCESS)
             st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, shape, &c->values[l]);
@@ -69,7 +69,6 @@ void pfx_kv_cache_destroy(pfx_kv_cache **cache)
         if (c->values)
             pfx_tensor_destroy(&c->values[l]);
     }
-    pfx_ids_destroy(&c->positions);
     free(c->keys);
     free(c->values);
     free(c->len);

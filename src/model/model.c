@@ -1,6 +1,6 @@
 /* Whole models: loading a Hugging Face folder (single or sharded
  * safetensors checkpoint) or drawing random weights for a config, the
- * workspace, shape queries. */
+ * shape queries. The workspace of the calls is a context's (context.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,44 +11,38 @@
 #include "safetensors_internal.h"
 #include "model_internal.h"
 
-#define SINGLE_NAME        "model.safetensors"
-#define INDEX_NAME         "model.safetensors.index.json"
-#define INDEX_MAX_BYTES    ((size_t)64 << 20)
-#define LOGITS_CHUNK_BYTES ((size_t)64 << 20)
-#define CONV_MIN_FLOATS    ((size_t)1 << 22)
-#define LAYER_ROLES        (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE)
+#define SINGLE_NAME     "model.safetensors"
+#define INDEX_NAME      "model.safetensors.index.json"
+#define INDEX_MAX_BYTES ((size_t)64 << 20)
+#define LAYER_ROLES     (PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE)
 
-void pfx_model_destroy(pfx_model **mp)
+void pfx_model_free(pfx_model *m)
 {
-    if (!mp || !*mp)
-        return;
-    pfx_model *m = *mp;
     for (size_t i = 0; m->tensors && i < m->spec_count; i++)
         pfx_tensor_destroy(&m->tensors[i]);
-    for (size_t l = 0; m->hidden && l <= m->cfg.shape.layers; l++)
-        pfx_tensor_destroy(&m->hidden[l]);
-    for (int i = 0; i < WS_COUNT; i++)
-        pfx_tensor_destroy(&m->ws[i]);
-    for (size_t i = 0; m->kept && i < m->cfg.shape.layers * PFX_KEPT_COUNT; i++)
-        pfx_tensor_destroy(&m->kept[i]);
-    free(m->kept);
     for (size_t i = 0; m->fused_qkv && i < 2 * m->cfg.shape.layers; i++)
         pfx_tensor_destroy(&m->fused_qkv[i]);
     free(m->fused_qkv);
     free(m->weights);
     free(m->weight_at);
     free(m->config_text);
-    free(m->dim_scaled);
-    pfx_tensor_destroy(&m->dim_grad);
     pfx_tensor_destroy(&m->inv_freq);
-    pfx_ids_destroy(&m->ids);
-    pfx_ids_destroy(&m->labels);
     free(m->tensors);
-    free(m->hidden);
     free(m->layer_w);
     free(m->specs);
     free(m);
+}
+
+void pfx_model_destroy(pfx_model **mp)
+{
+    if (!mp || !*mp)
+        return;
+    pfx_model *m = *mp;
     *mp = NULL;
+    if (m->contexts) /* the last pfx_context_destroy frees it */
+        m->released = true;
+    else
+        pfx_model_free(m);
 }
 
 /* Re-records the last message of rt with `path: ` in front. */
@@ -59,45 +53,20 @@ static pfx_status with_path(pfx_runtime *rt, pfx_status st, const char *path)
     return pfx_error(rt, st, "%s: %s", path, msg);
 }
 
-static pfx_status check_params(pfx_runtime *rt, const pfx_model_config *cfg,
-                               const pfx_model_params *in, pfx_model_params *p)
+static pfx_status check_params(pfx_runtime *rt, const pfx_model_params *in, pfx_model_params *p)
 {
-    static const char fn[] = "model_load";
     if (in)
         *p = *in;
     else
         memset(p, 0, sizeof(*p));
     if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.storage %d is not F32 or F16",
-                         fn, (int)p->storage);
-    if (!p->max_batch)
-        p->max_batch = 1;
-    if (!p->max_tokens)
-        p->max_tokens = cfg->shape.max_positions < 1024 ? cfg->shape.max_positions : 1024;
-    size_t rows, len;
-    if (pfx_mul_overflows(p->max_batch, p->max_tokens, &rows) || rows > ((size_t)1 << 31) ||
-        __builtin_add_overflow(p->max_tokens, p->max_prefix_len, &len))
-        return pfx_error(
-            rt, PFX_ERROR_SIZE_OVERFLOW,
-            "%s: params.max_batch %zu x max_tokens %zu (+ max_prefix_len %zu) is too large", fn,
-            p->max_batch, p->max_tokens, p->max_prefix_len);
-    if (cfg->family == PFX_FAMILY_GPT2 && len > cfg->shape.max_positions)
-        return pfx_error(
-            rt, PFX_ERROR_OUT_OF_RANGE,
-            "%s: params.max_prefix_len %zu + max_tokens %zu exceed n_positions %zu (GPT-2's "
-            "learned positions)",
-            fn, p->max_prefix_len, p->max_tokens, cfg->shape.max_positions);
-    if (cfg->sliding_window && len > cfg->sliding_window)
-        return pfx_error(
-            rt, PFX_ERROR_UNSUPPORTED,
-            "%s: sliding_window %zu is smaller than the requested length %zu (max_prefix_len "
-            "+ max_tokens); sliding-window attention is not computed",
-            fn, cfg->sliding_window, len);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "model_load: params.storage %d is not F32 or F16", (int)p->storage);
     return PFX_SUCCESS;
 }
 
 /* The model without weights: specs (those given, owned from here on, or
- * the config's) and tensors allocated, the workspace. */
+ * the config's) and tensors allocated. */
 static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
                                const pfx_model_params *p, bool gpt2_prefix, pfx_weight_spec *specs,
                                size_t spec_count, pfx_model **out)
@@ -111,9 +80,7 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
     m->cfg = *cfg;
     m->p = *p;
     const pfx_model_shape *s = &cfg->shape;
-    const size_t L = s->layers, C = s->hidden, I = s->intermediate, V = s->vocab;
-    const size_t QD = s->heads * s->head_dim, KVD = s->kv_heads * s->head_dim;
-    const size_t R = p->max_batch * p->max_tokens;
+    const size_t L = s->layers;
     m->specs = specs;
     m->spec_count = spec_count;
     pfx_status st =
@@ -121,8 +88,7 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
     if (st == PFX_SUCCESS) {
         m->tensors = calloc(m->spec_count, sizeof(*m->tensors));
         m->layer_w = calloc(L * LAYER_ROLES, sizeof(*m->layer_w));
-        m->hidden = calloc(L + 1, sizeof(*m->hidden));
-        if (!m->tensors || !m->layer_w || !m->hidden)
+        if (!m->tensors || !m->layer_w)
             st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
     }
     for (size_t i = 0; st == PFX_SUCCESS && i < m->spec_count; i++) {
@@ -135,71 +101,7 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
         else
             m->layer_w[w->layer * LAYER_ROLES + (w->role - PFX_W_FIRST_LAYER_ROLE)] = m->tensors[i];
     }
-    size_t chunk =
-        p->logits_chunk_rows ? p->logits_chunk_rows : LOGITS_CHUNK_BYTES / (V * sizeof(float));
-    if (chunk < 1)
-        chunk = 1;
-    if (chunk > R)
-        chunk = R;
-    m->chunk_rows = chunk;
-    size_t maxk = C > I ? C : I;
-    maxk = maxk > QD ? maxk : QD;
-    maxk = maxk > V ? maxk : V;
     const bool llama = cfg->family == PFX_FAMILY_LLAMA;
-    size_t sizes[WS_COUNT] = {
-        [WS_LN] = R * C,
-        [WS_A] = R * C,
-        [WS_Q] = R * QD,
-        [WS_K] = R * KVD,
-        [WS_V] = R * KVD,
-        [WS_O] = R * QD,
-        [WS_LSE] = R * s->heads,
-        [WS_MEAN1] = R,
-        [WS_RSTD1] = R,
-        [WS_MEAN2] = R,
-        [WS_RSTD2] = R,
-        [WS_MEANF] = R,
-        [WS_RSTDF] = R,
-        [WS_M0] = R * I,
-        [WS_M1] = R * I,
-        [WS_M2] = llama ? R * I : 0,
-        [WS_DH0] = R * C,
-        [WS_DH1] = R * C,
-        [WS_DLN] = R * C,
-        [WS_DA] = R * C,
-        [WS_DQ] = R * QD,
-        [WS_DK] = R * KVD,
-        [WS_DV] = R * KVD,
-        [WS_DO] = R * QD,
-        [WS_DM] = R * I,
-        [WS_LOGITS] = chunk * V,
-        [WS_ROWLOSS] = R,
-        [WS_CONV] = p->storage == PFX_DTYPE_F16
-                        ? (64 * maxk > CONV_MIN_FLOATS ? 64 * maxk : CONV_MIN_FLOATS)
-                        : 0,
-        [WS_QKV] = R * (QD + 2 * KVD),
-    };
-    if (st == PFX_SUCCESS && !p->recompute &&
-        !(m->kept = calloc(L * PFX_KEPT_COUNT, sizeof(*m->kept))))
-        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
-    for (int i = 0; st == PFX_SUCCESS && i < WS_COUNT; i++) {
-        int k = pfx_model_kept_slot(m, i);
-        for (size_t l = 0; k >= 0 && sizes[i] && l < L && st == PFX_SUCCESS; l++)
-            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i],
-                                   &m->kept[l * PFX_KEPT_COUNT + (size_t)k]);
-        if (k < 0 && sizes[i] && st == PFX_SUCCESS)
-            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &sizes[i], &m->ws[i]);
-    }
-    for (size_t l = 0; st == PFX_SUCCESS && l <= L; l++) {
-        size_t shape[2] = { R, C };
-        st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &m->hidden[l]);
-    }
-    if (st == PFX_SUCCESS && !(m->dim_scaled = malloc(s->heads * s->head_dim * sizeof(float))))
-        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
-    if (st == PFX_SUCCESS)
-        st = pfx_ids_create(rt, R, &m->ids);
-    if (st == PFX_SUCCESS)
-        st = pfx_ids_create(rt, R, &m->labels);
     if (st == PFX_SUCCESS && llama) {
         size_t half = s->head_dim / 2;
         float *freq = malloc(half * sizeof(float));
@@ -685,7 +587,7 @@ pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_para
     if (st == PFX_SUCCESS)
         st = pfx_model_config_read_text(rt, dir, &cfg, &text, &size);
     if (st == PFX_SUCCESS)
-        st = check_params(rt, &cfg, params, &p);
+        st = check_params(rt, params, &p);
     if (st == PFX_SUCCESS)
         st = load_checkpoint(rt, dir, &cfg, &p, out);
     if (st == PFX_SUCCESS) {
@@ -785,7 +687,7 @@ static pfx_status create_drawn(pfx_runtime *rt, const char *fn, const char *dir,
     if (st == PFX_SUCCESS)
         st = pfx_model_config_read_text(rt, dir, &cfg, &text, &size);
     if (st == PFX_SUCCESS)
-        st = check_params(rt, &cfg, params, &p);
+        st = check_params(rt, params, &p);
     if (st == PFX_SUCCESS)
         st = check_fits(rt, dir, &cfg, &p);
     if (st == PFX_SUCCESS)
@@ -836,6 +738,5 @@ pfx_status pfx_model_get_params(const pfx_model *model, pfx_model_params *params
         return pfx_error(model ? model->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
                          "model_get_params: %s is NULL", !model ? "model" : "params");
     *params = model->p;
-    params->logits_chunk_rows = model->chunk_rows;
     return PFX_SUCCESS;
 }

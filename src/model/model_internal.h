@@ -154,7 +154,6 @@ struct pfx_model {
     pfx_runtime *rt;
     pfx_model_config cfg;
     pfx_model_params p;
-    size_t chunk_rows;
     pfx_weight_spec *specs;
     size_t spec_count;
     pfx_tensor **tensors;   /* [spec_count], owned (Llama q, k, v: NULL once fused) */
@@ -162,20 +161,35 @@ struct pfx_model {
     const pfx_tensor *global[PFX_W_FIRST_LAYER_ROLE];
     const pfx_tensor **layer_w; /* [L][PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE] */
     pfx_tensor *inv_freq;       /* [D/2] (Llama family) */
-    pfx_tensor **hidden;        /* L + 1 residual streams [R, C]: each block's input */
-    pfx_tensor *ws[WS_COUNT];
-    pfx_ids *ids;               /* [R] */
-    pfx_ids *labels;            /* [R], shifted */
-    pfx_tensor **kept;          /* [L][PFX_KEPT_COUNT] without params.recompute */
-    float *dim_scaled;          /* [H * D]: r G of the layer being run (block.c) */
-    pfx_tensor *dim_grad;       /* [H, D]: the attention's d/d(r G), made on first use */
     unsigned char *config_text; /* config.json as read (pfx_model_save writes it back) */
     size_t config_size;
     pfx_model_weight_entry *weights; /* [weight_count]: model.h's weight list */
     size_t weight_count;
     size_t *weight_at; /* the entry of (layer, role), or SIZE_MAX */
+    size_t contexts;   /* open contexts over the model */
+    bool released;     /* pfx_model_destroy came while contexts were open: the last frees it */
+};
+
+/* The workspace of the calls (context.c): everything a call writes. */
+struct pfx_context {
+    pfx_model *model;
+    pfx_runtime *rt; /* the model's */
+    pfx_context_params p;
+    size_t chunk_rows;
+    pfx_tensor **hidden; /* L + 1 residual streams [R, C]: each block's input */
+    pfx_tensor *ws[WS_COUNT];
+    pfx_ids *ids;         /* [R] */
+    pfx_ids *labels;      /* [R], shifted */
+    pfx_ids *positions;   /* [R] position ids of a serving step (learned positions) */
+    pfx_tensor **kept;    /* [L][PFX_KEPT_COUNT] without p.recompute */
+    float *dim_scaled;    /* [H * D]: r G of the layer being run (block.c) */
+    pfx_tensor *dim_grad; /* [H, D]: the attention's d/d(r G), made on first use */
     pfx_model_profile prof;
 };
+
+/* Frees the model itself (pfx_model_destroy, or the last context's destroy
+ * after it). */
+void pfx_model_free(pfx_model *m);
 
 /* Builds weights and weight_at once the tensors are final (after the q, k,
  * v stacking). */
@@ -185,10 +199,10 @@ pfx_status pfx_model_weights_index(pfx_model *m);
 size_t pfx_model_weight_index(const pfx_model *m, size_t layer, pfx_weight_role role);
 
 /* The activations a block's backward reads, kept per layer unless
- * params.recompute: A, Q, K, V, O, LSE, the four norm statistics, M0 and
+ * the context's recompute: A, Q, K, V, O, LSE, the four norm statistics, M0 and
  * (Llama family) M1. */
 #define PFX_KEPT_COUNT 12
-static inline int pfx_model_kept_slot(const pfx_model *m, int slot)
+static inline int pfx_model_kept_slot(const pfx_context *cx, int slot)
 {
     static const int kept[WS_COUNT] = {
         [WS_LN] = -1,     [WS_A] = 0,        [WS_Q] = 1,      [WS_K] = 2,     [WS_V] = 3,
@@ -198,7 +212,7 @@ static inline int pfx_model_kept_slot(const pfx_model *m, int slot)
         [WS_DQ] = -1,     [WS_DK] = -1,      [WS_DV] = -1,    [WS_DO] = -1,   [WS_DM] = -1,
         [WS_LOGITS] = -1, [WS_ROWLOSS] = -1, [WS_CONV] = -1,  [WS_QKV] = -1,
     };
-    if (m->p.recompute || (slot == WS_M1 && m->cfg.family == PFX_FAMILY_GPT2))
+    if (cx->p.recompute || (slot == WS_M1 && cx->model->cfg.family == PFX_FAMILY_GPT2))
         return -1; /* GPT-2's activation output is not read by the backward */
     return kept[slot];
 }
@@ -217,17 +231,17 @@ static inline const pfx_tensor *pfx_model_w(const pfx_model *m, size_t l, pfx_we
 
 /* Norm 1 of hidden[l] into WS_LN and the q, k, v projections (one product
  * into WS_QKV, split with the biases added, no RoPE) into WS_Q, WS_K, WS_V. */
-pfx_status pfx_model_block_qkv(pfx_model *m, size_t l, size_t R);
+pfx_status pfx_model_block_qkv(pfx_context *cx, size_t l, size_t R);
 /* With the attention output in WS_O: the residual and output projection into
  * WS_A, norm 2 and the MLP; with `output` the block's result in hidden[l + 1]. */
-pfx_status pfx_model_block_mlp(pfx_model *m, size_t l, size_t R, bool output);
+pfx_status pfx_model_block_mlp(pfx_context *cx, size_t l, size_t R, bool output);
 /* The final norm of hidden[L] into WS_LN. */
-pfx_status pfx_model_final_norm(pfx_model *m, size_t R);
+pfx_status pfx_model_final_norm(pfx_context *cx, size_t R);
 /* logits rows [0, rows) = LM head of x rows [0, rows) (F32 [rows, C]). */
-pfx_status pfx_model_head(pfx_model *m, const pfx_tensor *x, size_t rows, pfx_tensor *logits);
+pfx_status pfx_model_head(pfx_context *cx, const pfx_tensor *x, size_t rows, pfx_tensor *logits);
 /* Workspace tensor `slot` of block l (its own one while activations are
  * kept for the backward, else the shared one). */
-pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot);
+pfx_tensor *pfx_model_ws(const pfx_context *cx, size_t l, int slot);
 
 /* After the checks of every model call (pfx_model_forward's) and a layer in
  * range: the embeddings and the blocks before `layer`, then block `layer` and
@@ -237,9 +251,9 @@ pfx_tensor *pfx_model_ws(const pfx_model *m, size_t l, int slot);
 #define PFX_MODEL_EVERY_LAYER SIZE_MAX
 typedef pfx_status (*pfx_model_attention_visit)(pfx_runtime *rt, size_t layer,
                                                 const pfx_attention_desc *desc,
-                                                const pfx_attention_inputs *in, void *ctx);
-pfx_status pfx_model_layer_attention(pfx_model *model, const char *fn, const pfx_model_batch *batch,
+                                                const pfx_attention_inputs *in, void *arg);
+pfx_status pfx_model_layer_attention(pfx_context *cx, const char *fn, const pfx_model_batch *batch,
                                      const pfx_model_prefix *prefix, size_t layer,
-                                     pfx_model_attention_visit visit, void *ctx);
+                                     pfx_model_attention_visit visit, void *arg);
 
 #endif

@@ -9,20 +9,21 @@ typedef struct probs_job {
 } probs_job;
 
 static pfx_status probs_visit(pfx_runtime *rt, size_t layer, const pfx_attention_desc *desc,
-                              const pfx_attention_inputs *in, void *ctx)
+                              const pfx_attention_inputs *in, void *arg)
 {
     (void)layer;
-    const probs_job *job = ctx;
+    const probs_job *job = arg;
     return pfx_gain_softmax_probs(rt, desc, in, job->item, job->head, job->probs);
 }
 
-pfx_status pfx_model_attention_probs(pfx_model *model, const pfx_model_batch *batch,
+pfx_status pfx_model_attention_probs(pfx_context *ctx, const pfx_model_batch *batch,
                                      const pfx_model_prefix *prefix, size_t item, size_t layer,
                                      size_t head, pfx_tensor *probs)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "model_attention_probs";
     if (!model)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: ctx is NULL", fn);
     pfx_runtime *rt = model->rt;
     const pfx_model_shape *s = &model->cfg.shape;
     if (!batch)
@@ -49,5 +50,5 @@ pfx_status pfx_model_attention_probs(pfx_model *model, const pfx_model_batch *ba
             (prefix->values[l] && probs->mem == prefix->values[l]->mem))
             return pfx_error(rt, PFX_ERROR_ALIASING, "%s: probs is also prefix %zu", fn, l);
     probs_job job = { item, head, probs };
-    return pfx_model_layer_attention(model, fn, batch, prefix, layer, probs_visit, &job);
+    return pfx_model_layer_attention(ctx, fn, batch, prefix, layer, probs_visit, &job);
 }

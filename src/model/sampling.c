@@ -122,11 +122,12 @@ static bool is_stop(const pfx_sampling *s, int32_t t)
 }
 
 /* The whole batch (each request with its adapter's gains), validated by the caller. */
-static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache,
+static pfx_status generate_batch(pfx_context *ctx, pfx_kv_cache *cache,
                                  const pfx_adapter_bank *bank, pfx_request *requests, size_t count,
                                  const pfx_sampling *sampling, pfx_token_fn on_token, void *user,
                                  pfx_generate_stats *stats)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "generate";
     pfx_runtime *rt = model->rt;
     pfx_status st = PFX_SUCCESS;
@@ -162,7 +163,7 @@ static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache,
         size_t fed = 0;
         for (size_t r = 0; r < count; r++)
             fed += (size_t)lens[r];
-        if ((st = pfx_serve_step_run(model, cache, bank, &step, logits)) ||
+        if ((st = pfx_serve_step_run(ctx, cache, bank, &step, logits)) ||
             (st = pfx_tensor_read(logits, 0, count * V, host)))
             break;
         const double dt = pfx_host_seconds() - t0;
@@ -206,13 +207,14 @@ static pfx_status generate_batch(pfx_model *model, pfx_kv_cache *cache,
     return st;
 }
 
-pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+pfx_status pfx_generate(pfx_context *ctx, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
                         pfx_request *requests, size_t count, const pfx_sampling *sampling,
                         pfx_token_fn on_token, void *user, pfx_generate_stats *stats)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "generate";
     if (!model)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: ctx is NULL", fn);
     pfx_runtime *rt = model->rt;
     if (!cache || !requests)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
@@ -224,15 +226,20 @@ pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
                          "%s: count %zu outside 1..%zu (the cache's slots)", fn, count,
                          cache->slots);
+    if (count > ctx->p.max_batch)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: count %zu exceeds the context's max_batch %zu", fn, count,
+                         ctx->p.max_batch);
     for (size_t r = 0; r < count; r++) {
         const pfx_request *q = &requests[r];
         if (!q->prompt || !q->out)
             return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: requests[%zu].%s is NULL", fn, r,
                              !q->prompt ? "prompt" : "out");
-        if (q->prompt_len == 0 || q->prompt_len > model->p.max_tokens)
-            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                             "%s: requests[%zu].prompt_len %zu outside 1..max_tokens %zu", fn, r,
-                             q->prompt_len, model->p.max_tokens);
+        if (q->prompt_len == 0 || q->prompt_len > ctx->p.max_tokens)
+            return pfx_error(
+                rt, PFX_ERROR_OUT_OF_RANGE,
+                "%s: requests[%zu].prompt_len %zu outside 1..the context's max_tokens %zu", fn, r,
+                q->prompt_len, ctx->p.max_tokens);
         if (q->prompt_len + sampling->max_new_tokens - 1 > cache->max_len)
             return pfx_error(
                 rt, PFX_ERROR_OUT_OF_RANGE,
@@ -251,7 +258,7 @@ pfx_status pfx_generate(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter
     }
     pfx_generate_stats acc;
     memset(&acc, 0, sizeof(acc));
-    st = generate_batch(model, cache, bank, requests, count, sampling, on_token, user, &acc);
+    st = generate_batch(ctx, cache, bank, requests, count, sampling, on_token, user, &acc);
     if (stats)
         *stats = acc;
     return st;

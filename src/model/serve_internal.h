@@ -26,9 +26,8 @@ struct pfx_kv_cache {
     size_t slots, max_len;
     pfx_tensor **keys; /* [L] of [slots, max_len, Hkv, D] */
     pfx_tensor **values;
-    size_t *len;        /* [slots] tokens held */
-    int32_t *adapter;   /* [slots] bank entry of the slot's prefill, -1 none */
-    pfx_ids *positions; /* [max_batch * max_tokens] position ids (learned positions) */
+    size_t *len;      /* [slots] tokens held */
+    int32_t *adapter; /* [slots] bank entry of the slot's prefill, -1 none */
     uint64_t rows_written;
 };
 

@@ -42,9 +42,10 @@ static void plan_free(plan *p)
     free(p->item_dim_gain);
 }
 
-static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank,
+static pfx_status check_step(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter_bank *bank,
                              const pfx_serve_step *st, const pfx_tensor *logits, plan *p)
 {
+    const pfx_model *m = cx->model;
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
     if (!c || !st || !logits)
@@ -59,9 +60,14 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
     if (B == 0 || B > c->slots)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
                          "%s: step.batch %zu outside 1..%zu (the cache's slots)", FN, B, c->slots);
-    if (N == 0 || N > m->p.max_tokens)
+    if (B > cx->p.max_batch)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: step.tokens %zu outside 1..max_tokens %zu", FN, N, m->p.max_tokens);
+                         "%s: step.batch %zu exceeds the context's max_batch %zu", FN, B,
+                         cx->p.max_batch);
+    if (N == 0 || N > cx->p.max_tokens)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: step.tokens %zu outside 1..the context's max_tokens %zu", FN, N,
+                         cx->p.max_tokens);
     if (!st->ids)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: step.ids is NULL", FN);
     for (size_t i = 0; i < B * N; i++)
@@ -165,15 +171,16 @@ static pfx_status check_step(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_ba
 }
 
 /* hidden[0] = wte[ids] + (learned positions: wpe[pos0[b] + t]). */
-static pfx_status embed(pfx_model *m, pfx_kv_cache *c, const pfx_serve_step *st, const plan *p)
+static pfx_status embed(pfx_context *cx, pfx_kv_cache *c, const pfx_serve_step *st, const plan *p)
 {
+    const pfx_model *m = cx->model;
     const pfx_model_shape *s = &m->cfg.shape;
     const size_t C = s->hidden;
-    pfx_status e = pfx_ids_write(m->ids, 0, p->R, st->ids);
+    pfx_status e = pfx_ids_write(cx->ids, 0, p->R, st->ids);
     if (e == PFX_SUCCESS)
-        e = pfx_op_embedding(m->rt, m->ids, p->B, p->N,
+        e = pfx_op_embedding(m->rt, cx->ids, p->B, p->N,
                              PFX_MAT(m->global[PFX_W_EMBED], s->vocab, C), NULL, 0,
-                             PFX_MAT(m->hidden[0], p->R, C));
+                             PFX_MAT(cx->hidden[0], p->R, C));
     const pfx_tensor *wpe = m->global[PFX_W_POS];
     if (e != PFX_SUCCESS || !wpe)
         return e;
@@ -185,13 +192,13 @@ static pfx_status embed(pfx_model *m, pfx_kv_cache *c, const pfx_serve_step *st,
     for (size_t b = 0; b < p->B; b++)
         for (size_t t = 0; t < p->N; t++)
             pos[b * p->N + t] = p->pos0[b] + (t < (size_t)p->lens[b] ? (int32_t)t : 0);
-    e = pfx_ids_write(c->positions, 0, p->R, pos);
+    e = pfx_ids_write(cx->positions, 0, p->R, pos);
     free(pos);
-    pfx_tensor *tmp = pfx_model_ws(m, 0, WS_A); /* free until block 0 writes it */
-    pfx_tensor h = pfx_tensor_view(m->hidden[0], 2, p->R, C, 0, 0),
+    pfx_tensor *tmp = pfx_model_ws(cx, 0, WS_A); /* free until block 0 writes it */
+    pfx_tensor h = pfx_tensor_view(cx->hidden[0], 2, p->R, C, 0, 0),
                a = pfx_tensor_view(tmp, 2, p->R, C, 0, 0);
     if (e == PFX_SUCCESS)
-        e = pfx_op_embedding(m->rt, c->positions, p->B, p->N, PFX_MAT(wpe, s->max_positions, C),
+        e = pfx_op_embedding(m->rt, cx->positions, p->B, p->N, PFX_MAT(wpe, s->max_positions, C),
                              NULL, 0, PFX_MAT(tmp, p->R, C));
     if (e == PFX_SUCCESS)
         e = pfx_axpby(&h, 1.0f, &a, 1.0f);
@@ -199,8 +206,9 @@ static pfx_status embed(pfx_model *m, pfx_kv_cache *c, const pfx_serve_step *st,
 }
 
 /* RoPE of each slot's new queries and keys at its own positions. */
-static pfx_status rope(pfx_model *m, size_t l, const plan *p)
+static pfx_status rope(pfx_context *cx, size_t l, const plan *p)
 {
+    const pfx_model *m = cx->model;
     const pfx_model_shape *s = &m->cfg.shape;
     const size_t D = s->head_dim, QD = s->heads * D, KVD = s->kv_heads * D;
     pfx_mat freq = PFX_VEC(m->inv_freq, 0, D / 2);
@@ -210,28 +218,29 @@ static pfx_status rope(pfx_model *m, size_t l, const plan *p)
             continue;
         const size_t n = (size_t)p->lens[b], r0 = b * p->N;
         if ((e = pfx_op_rope_forward(m->rt,
-                                     pfx_mat_of(pfx_model_ws(m, l, WS_Q), r0 * QD, n, QD, QD), 1, n,
-                                     s->heads, D, (size_t)p->pos0[b], freq)) == PFX_SUCCESS)
+                                     pfx_mat_of(pfx_model_ws(cx, l, WS_Q), r0 * QD, n, QD, QD), 1,
+                                     n, s->heads, D, (size_t)p->pos0[b], freq)) == PFX_SUCCESS)
             e = pfx_op_rope_forward(m->rt,
-                                    pfx_mat_of(pfx_model_ws(m, l, WS_K), r0 * KVD, n, KVD, KVD), 1,
+                                    pfx_mat_of(pfx_model_ws(cx, l, WS_K), r0 * KVD, n, KVD, KVD), 1,
                                     n, s->kv_heads, D, (size_t)p->pos0[b], freq);
     }
     return e;
 }
 
 /* The new keys and values of layer l appended to their slots. */
-static pfx_status append(pfx_model *m, pfx_kv_cache *c, size_t l, const plan *p)
+static pfx_status append(pfx_context *cx, pfx_kv_cache *c, size_t l, const plan *p)
 {
+    const pfx_model *m = cx->model;
     const size_t KVD = m->cfg.shape.kv_heads * m->cfg.shape.head_dim, f = sizeof(float);
     for (size_t b = 0; b < p->B; b++) {
         if (!p->lens[b])
             continue;
         const size_t n = (size_t)p->lens[b];
         const size_t src = b * p->N * KVD * f, dst = (b * c->max_len + c->len[b]) * KVD * f;
-        cl_int err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_K)->mem,
+        cl_int err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(cx, l, WS_K)->mem,
                                          c->keys[l]->mem, src, dst, n * KVD * f, 0, NULL, NULL);
         if (err == CL_SUCCESS)
-            err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(m, l, WS_V)->mem,
+            err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(cx, l, WS_V)->mem,
                                       c->values[l]->mem, src, dst, n * KVD * f, 0, NULL, NULL);
         if (err != CL_SUCCESS)
             return pfx_cl_error(m->rt, err, FN ": cache append");
@@ -265,9 +274,10 @@ static void item_gains_of_layer(const pfx_model_shape *s, const pfx_adapter_bank
     d->item_dim_gain = p->item_dim_gain;
 }
 
-static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_t l,
+static pfx_status attend(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_t l,
                          const plan *p)
 {
+    const pfx_model *m = cx->model;
     const pfx_model_shape *s = &m->cfg.shape;
     const size_t B = p->B, N = p->N, H = s->heads, Hkv = s->kv_heads, D = s->head_dim;
     pfx_attention_desc d;
@@ -286,16 +296,16 @@ static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *
     d.q_lens = p->lens;
     if (p->item_mode)
         item_gains_of_layer(&m->cfg.shape, bank, l, p, &d);
-    pfx_tensor q = pfx_tensor_view(pfx_model_ws(m, l, WS_Q), 4, B, N, H, D);
-    pfx_tensor o = pfx_tensor_view(pfx_model_ws(m, l, WS_O), 4, B, N, H, D);
+    pfx_tensor q = pfx_tensor_view(pfx_model_ws(cx, l, WS_Q), 4, B, N, H, D);
+    pfx_tensor o = pfx_tensor_view(pfx_model_ws(cx, l, WS_O), 4, B, N, H, D);
     pfx_tensor k, v;
     if (p->prefill) {
         /* empty slots: causal attention over the prompt's own keys */
         d.keys = N;
         d.causal = true;
         d.kv_lens = p->lens;
-        k = pfx_tensor_view(pfx_model_ws(m, l, WS_K), 4, B, N, Hkv, D);
-        v = pfx_tensor_view(pfx_model_ws(m, l, WS_V), 4, B, N, Hkv, D);
+        k = pfx_tensor_view(pfx_model_ws(cx, l, WS_K), 4, B, N, Hkv, D);
+        v = pfx_tensor_view(pfx_model_ws(cx, l, WS_V), 4, B, N, Hkv, D);
     } else {
         /* one query per slot against everything it holds (the new token's
          * row included): nothing later is in the cache, so no causal mask */
@@ -315,34 +325,35 @@ static pfx_status attend(pfx_model *m, pfx_kv_cache *c, const pfx_adapter_bank *
     return pfx_attention_forward(m->rt, &d, &in, &o, NULL);
 }
 
-pfx_status pfx_serve_step_run(pfx_model *model, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
+pfx_status pfx_serve_step_run(pfx_context *ctx, pfx_kv_cache *cache, const pfx_adapter_bank *bank,
                               const pfx_serve_step *step, pfx_tensor *logits)
 {
+    const pfx_model *model = pfx_context_model(ctx);
     if (!model)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", FN);
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: ctx is NULL", FN);
     plan p;
     memset(&p, 0, sizeof(p));
-    pfx_status e = check_step(model, cache, bank, step, logits, &p);
+    pfx_status e = check_step(ctx, cache, bank, step, logits, &p);
     const size_t L = model->cfg.shape.layers, C = model->cfg.shape.hidden;
     if (e == PFX_SUCCESS)
-        e = embed(model, cache, step, &p);
+        e = embed(ctx, cache, step, &p);
     const uint64_t written = cache ? cache->rows_written : 0;
     for (size_t l = 0; l < L && e == PFX_SUCCESS; l++) {
-        if ((e = pfx_model_block_qkv(model, l, p.R)))
+        if ((e = pfx_model_block_qkv(ctx, l, p.R)))
             break;
-        if (model->cfg.family == PFX_FAMILY_LLAMA && (e = rope(model, l, &p)))
+        if (model->cfg.family == PFX_FAMILY_LLAMA && (e = rope(ctx, l, &p)))
             break;
         /* decode reads the new row from the cache, so it goes in first */
-        if ((e = append(model, cache, l, &p)) || (e = attend(model, cache, bank, l, &p)))
+        if ((e = append(ctx, cache, l, &p)) || (e = attend(ctx, cache, bank, l, &p)))
             break;
-        e = pfx_model_block_mlp(model, l, p.R, true);
+        e = pfx_model_block_mlp(ctx, l, p.R, true);
     }
-    pfx_tensor *last = pfx_model_ws(model, 0, WS_A); /* free after the blocks */
-    if (e == PFX_SUCCESS && (e = pfx_model_final_norm(model, p.R)) == PFX_SUCCESS)
-        e = pfx_op_gather_last(model->rt, PFX_MAT(model->ws[WS_LN], p.R, C), p.B, p.N, p.gather,
+    pfx_tensor *last = pfx_model_ws(ctx, 0, WS_A); /* free after the blocks */
+    if (e == PFX_SUCCESS && (e = pfx_model_final_norm(ctx, p.R)) == PFX_SUCCESS)
+        e = pfx_op_gather_last(model->rt, PFX_MAT(ctx->ws[WS_LN], p.R, C), p.B, p.N, p.gather,
                                PFX_MAT(last, p.B, C));
     if (e == PFX_SUCCESS)
-        e = pfx_model_head(model, last, p.B, logits);
+        e = pfx_model_head(ctx, last, p.B, logits);
     if (e == PFX_SUCCESS) {
         for (size_t b = 0; b < p.B; b++) {
             if (p.lens[b] && !cache->len[b])

@@ -22,9 +22,10 @@ static pfx_status check_tensor(pfx_runtime *rt, const char *fn, const char *what
     return PFX_SUCCESS;
 }
 
-static pfx_status check_prefix(const pfx_model *m, const char *fn, const pfx_model_prefix *pre,
+static pfx_status check_prefix(const pfx_context *cx, const char *fn, const pfx_model_prefix *pre,
                                size_t B)
 {
+    const pfx_model *m = cx->model;
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
     if (pre->gain_mode != PFX_GAIN_OFF && pre->gain_mode != PFX_GAIN_LINEAR &&
@@ -56,10 +57,10 @@ static pfx_status check_prefix(const pfx_model *m, const char *fn, const pfx_mod
                              pre->keys ? "keys" : "values");
         return PFX_SUCCESS;
     }
-    if (P > m->p.max_prefix_len)
+    if (P > cx->p.max_prefix_len)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: prefix.prefix_len %zu exceeds params.max_prefix_len %zu", fn, P,
-                         m->p.max_prefix_len);
+                         "%s: prefix.prefix_len %zu exceeds the context's max_prefix_len %zu", fn,
+                         P, cx->p.max_prefix_len);
     if (!pre->keys || !pre->values)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: prefix.%s is NULL (prefix_len %zu)", fn,
                          !pre->keys ? "keys" : "values", P);
@@ -101,23 +102,26 @@ static pfx_status check_prefix(const pfx_model *m, const char *fn, const pfx_mod
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_model_check_call(pfx_model *m, const char *fn, const pfx_model_batch *batch,
+pfx_status pfx_model_check_call(pfx_context *cx, const char *fn, const pfx_model_batch *batch,
                                 const pfx_model_prefix *prefix, pfx_model_call *c)
 {
+    const pfx_model *m = pfx_context_model(cx);
     if (!m)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: ctx is NULL", fn);
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
     if (!batch)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: batch is NULL", fn);
     memset(c, 0, sizeof(*c));
     const size_t B = batch->batch, N = batch->tokens;
-    if (B == 0 || B > m->p.max_batch)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: batch.batch %zu outside 1..max_batch %zu",
-                         fn, B, m->p.max_batch);
-    if (N == 0 || N > m->p.max_tokens)
+    if (B == 0 || B > cx->p.max_batch)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: batch.tokens %zu outside 1..max_tokens %zu", fn, N, m->p.max_tokens);
+                         "%s: batch.batch %zu outside 1..the context's max_batch %zu", fn, B,
+                         cx->p.max_batch);
+    if (N == 0 || N > cx->p.max_tokens)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: batch.tokens %zu outside 1..the context's max_tokens %zu", fn, N,
+                         cx->p.max_tokens);
     if (!batch->ids)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: batch.ids is NULL", fn);
     for (size_t i = 0; i < B * N; i++)
@@ -137,7 +141,7 @@ pfx_status pfx_model_check_call(pfx_model *m, const char *fn, const pfx_model_ba
                              (int)batch->labels[i], s->vocab);
     if (prefix)
         c->pre = *prefix;
-    pfx_status st = check_prefix(m, fn, &c->pre, B);
+    pfx_status st = check_prefix(cx, fn, &c->pre, B);
     if (st != PFX_SUCCESS)
         return st;
     c->B = B;
@@ -150,10 +154,11 @@ pfx_status pfx_model_check_call(pfx_model *m, const char *fn, const pfx_model_ba
 
 /* An output tensor `what` of the call: float32 on the model's runtime, `rows`
  * x `cols` elements (`cols_name` in the message), none of the prefixes. */
-pfx_status pfx_model_check_output(pfx_model *m, const char *fn, const char *what,
+pfx_status pfx_model_check_output(pfx_context *cx, const char *fn, const char *what,
                                   const pfx_tensor *t, size_t rows, size_t cols,
                                   const char *cols_name, const pfx_model_call *c)
 {
+    const pfx_model *m = cx->model;
     pfx_runtime *rt = m->rt;
     if (!t)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, what);
@@ -174,9 +179,10 @@ pfx_status pfx_model_check_output(pfx_model *m, const char *fn, const char *what
 
 /* Shifted labels: row b*N + t is scored against label t + 1 of its item;
  * without labels, the ids with the padding (t >= lens[b]) not counted. */
-pfx_status pfx_model_write_labels(pfx_model *m, const char *fn, const pfx_model_batch *batch,
+pfx_status pfx_model_write_labels(pfx_context *cx, const char *fn, const pfx_model_batch *batch,
                                   pfx_model_call *c)
 {
+    const pfx_model *m = cx->model;
     int32_t *shifted = malloc(2 * c->R * sizeof(int32_t));
     if (!shifted)
         return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
@@ -195,7 +201,7 @@ pfx_status pfx_model_write_labels(pfx_model *m, const char *fn, const pfx_model_
         st = pfx_error(m->rt, PFX_ERROR_INVALID_ARGUMENT,
                        "%s: no label is counted (every one is -100 or padding)", fn);
     else
-        st = pfx_ids_write(m->labels, 0, c->R, shifted);
+        st = pfx_ids_write(cx->labels, 0, c->R, shifted);
     free(shifted);
     return st;
 }
@@ -203,9 +209,10 @@ pfx_status pfx_model_write_labels(pfx_model *m, const char *fn, const pfx_model_
 /* The weight gradients of g: float32 storage, each entry float32 and shaped
  * like its parameter, none the same tensor as a parameter, a prefix, another
  * gradient or (checked by check_grads) a prefix or gain gradient. */
-static pfx_status check_param_grads(pfx_model *m, const char *fn, const pfx_model_call *c,
+static pfx_status check_param_grads(pfx_context *cx, const char *fn, const pfx_model_call *c,
                                     const pfx_model_grads *g)
 {
+    const pfx_model *m = cx->model;
     pfx_runtime *rt = m->rt;
     const size_t L = m->cfg.shape.layers, n = m->weight_count;
     bool any = false;
@@ -253,15 +260,16 @@ static pfx_status check_param_grads(pfx_model *m, const char *fn, const pfx_mode
     return PFX_SUCCESS;
 }
 
-pfx_status pfx_model_check_grads(pfx_model *m, const char *fn, const pfx_model_call *c,
+pfx_status pfx_model_check_grads(pfx_context *cx, const char *fn, const pfx_model_call *c,
                                  const pfx_model_grads *g)
 {
+    const pfx_model *m = cx->model;
     pfx_runtime *rt = m->rt;
     const size_t L = m->cfg.shape.layers;
     if (!g)
         return PFX_SUCCESS;
     if (g->weights) {
-        pfx_status st = check_param_grads(m, fn, c, g);
+        pfx_status st = check_param_grads(cx, fn, c, g);
         if (st != PFX_SUCCESS)
             return st;
     }

@@ -32,6 +32,7 @@ typedef struct call {
 struct pfx_scheduler {
     pfx_runtime *rt;
     pfx_model *model;
+    pfx_context *ctx; /* the steps' workspace: slots x max_len */
     const pfx_adapter_bank *bank;
     pfx_kv_cache *cache;
     pfx_tensor *
@@ -63,6 +64,7 @@ static void free_scheduler(pfx_scheduler *s)
         pfx_tensor_destroy(&s->logits[b]);
     free(s->logits);
     pfx_kv_cache_destroy(&s->cache);
+    pfx_context_destroy(&s->ctx);
     free(s->host);
     free(s->ids);
     free(s->lens);
@@ -86,14 +88,13 @@ pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
     pfx_runtime *rt = model->rt;
     if (!p)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: params is NULL", fn);
-    if (p->slots == 0 || p->slots > model->p.max_batch)
+    if (p->slots == 0 || p->slots > INT32_MAX)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: params.slots %zu outside 1..%d", fn,
+                         p->slots, INT32_MAX);
+    if (p->max_len < 2 || p->max_len > model->cfg.shape.max_positions)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: params.slots %zu outside 1..max_batch %zu", fn, p->slots,
-                         model->p.max_batch);
-    if (p->max_len < 2 || p->max_len > model->p.max_tokens)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: params.max_len %zu outside 2..max_tokens %zu", fn, p->max_len,
-                         model->p.max_tokens);
+                         "%s: params.max_len %zu outside 2..%zu (the model's positions)", fn,
+                         p->max_len, model->cfg.shape.max_positions);
     if (p->queue == 0)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: params.queue is 0", fn);
     pfx_scheduler *s = calloc(1, sizeof(*s));
@@ -125,6 +126,9 @@ pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
     if (!s->host || !s->ids || !s->lens || !s->adapter || !s->fresh || !s->cancel || !s->queue ||
         !s->slot || !s->logits)
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+    pfx_context_params cp = { .max_batch = n, .max_tokens = p->max_len };
+    if (st == PFX_SUCCESS)
+        st = pfx_context_create(model, &cp, &s->ctx);
     if (st == PFX_SUCCESS)
         st = pfx_kv_cache_create(model, n, p->max_len, &s->cache);
     if (st == PFX_SUCCESS && pthread_mutex_init(&s->mu, NULL) != 0)
@@ -350,7 +354,7 @@ static void run_step(pfx_scheduler *s, size_t batch, size_t tokens, bool prefill
     pfx_status st =
         *logits ? PFX_SUCCESS : pfx_tensor_create(s->rt, PFX_DTYPE_F32, 2, shape, logits);
     if (st == PFX_SUCCESS)
-        st = pfx_serve_step_run(s->model, s->cache, s->bank, &step, *logits);
+        st = pfx_serve_step_run(s->ctx, s->cache, s->bank, &step, *logits);
     if (st == PFX_SUCCESS) /* slots may carry different adapters' gains: one step */
         st = pfx_tensor_read(*logits, 0, batch * s->vocab, s->host);
     const double dt = pfx_host_seconds() - t0;

@@ -22,6 +22,7 @@ typedef struct eval_job {
     const pfx_eval_config *cfg;
     pfx_tokenizer *tok;
     pfx_model *model;
+    pfx_context *ctx;
     pfx_adapter_bank *bank;
     pfx_dataset *ds;
     int32_t *ids, *labels, *lens, *entry; /* a batch, and the adapter's bank entry per row */
@@ -31,6 +32,7 @@ static void job_free(eval_job *j)
 {
     pfx_dataset_free(&j->ds);
     pfx_adapter_bank_destroy(&j->bank);
+    pfx_context_destroy(&j->ctx);
     pfx_model_destroy(&j->model);
     pfx_tokenizer_free(&j->tok);
     free(j->ids);
@@ -69,17 +71,23 @@ static pfx_status loader_error(pfx_runtime *rt, pfx_status st)
     return st == PFX_SUCCESS ? st : pfx_error(rt, st, "eval: %s", pfx_last_error(NULL));
 }
 
-/* The positions the adapter's prefix leaves, the tokenizer, the model (forward
- * only: no activations kept), the adapter in a bank of one, the data set. */
+/* The model, the adapter in a bank of one (its prefix length), the
+ * positions that prefix leaves, the tokenizer, the data set, and a context
+ * sized for them (forward only: no activations kept). */
 static pfx_status load(eval_job *j, pfx_eval_result *r)
 {
     const pfx_eval_config *c = j->cfg;
     pfx_model_shape shape;
+    pfx_model_params mp = { .storage = c->storage };
+    int32_t entry = -1;
     pfx_status st;
-    if ((st = loader_error(j->rt, pfx_model_read_config(c->model_dir, &shape))) ||
-        (c->adapter_path &&
-         (st = loader_error(j->rt, pfx_adapter_prefix_len(c->adapter_path, &r->prefix_len)))))
+    if ((st = pfx_model_load(j->rt, c->model_dir, &mp, &j->model)) ||
+        (st = pfx_model_get_shape(j->model, &shape)))
         return st;
+    if (c->adapter_path && ((st = pfx_adapter_bank_create(j->model, 1, &j->bank)) ||
+                            (st = pfx_adapter_bank_add(j->bank, c->adapter_path, &entry))))
+        return st;
+    r->prefix_len = pfx_adapter_bank_prefix_len(j->bank);
     if (r->prefix_len >= shape.max_positions)
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_RANGE,
                          "eval: %s: a prefix of %zu leaves none of the model's %zu positions",
@@ -100,12 +108,11 @@ static pfx_status load(eval_job *j, pfx_eval_result *r)
     pfx_dataset_get_info(j->ds, &di);
     r->examples = di.examples;
     r->batches = pfx_dataset_batches_per_epoch(j->ds, c->batch);
-    pfx_model_params mp = { .storage = c->storage,
-                            .max_batch = c->batch,
-                            .max_tokens = r->max_length,
-                            .recompute = true,
-                            .max_prefix_len = r->prefix_len };
-    if ((st = pfx_model_load(j->rt, c->model_dir, &mp, &j->model)))
+    pfx_context_params cp = { .max_batch = c->batch,
+                              .max_tokens = r->max_length,
+                              .recompute = true,
+                              .max_prefix_len = r->prefix_len };
+    if ((st = pfx_context_create(j->model, &cp, &j->ctx)))
         return st;
     j->ids = malloc(c->batch * r->max_length * sizeof(int32_t));
     j->labels = malloc(c->batch * r->max_length * sizeof(int32_t));
@@ -113,12 +120,6 @@ static pfx_status load(eval_job *j, pfx_eval_result *r)
     j->entry = calloc(c->batch, sizeof(int32_t));
     if (!j->ids || !j->labels || !j->lens || !j->entry)
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "eval: host memory");
-    if (!c->adapter_path)
-        return PFX_SUCCESS;
-    int32_t entry;
-    if ((st = pfx_adapter_bank_create(j->model, 1, &j->bank)) ||
-        (st = pfx_adapter_bank_add(j->bank, c->adapter_path, &entry)))
-        return st;
     for (size_t b = 0; b < c->batch; b++)
         j->entry[b] = entry;
     return PFX_SUCCESS;
@@ -155,7 +156,7 @@ static pfx_status pass(eval_job *j, size_t number, pfx_eval_progress_fn on_batch
             double loss = 0.0;
             const bool adapter = number == 2;
             if ((adapter && (st = pfx_adapter_bank_prefix(j->bank, j->entry, rows, &pre))) ||
-                (st = pfx_model_loss(j->model, &mb, adapter ? &pre : NULL, &loss)))
+                (st = pfx_model_loss(j->ctx, &mb, adapter ? &pre : NULL, &loss)))
                 return st;
             sum += loss * (double)count;
             total += count;

@@ -50,6 +50,8 @@ static void job_free(pfx_pretrain_job *j)
     pfx_job_destroy_tensors(j->dim, j->L);
     pfx_job_destroy_tensors(j->ddim, j->L);
     free(j->dim_host);
+    pfx_context_destroy(&j->ctx);
+    pfx_context_destroy(&j->eval_ctx);
     pfx_model_destroy(&j->model);
     pfx_blocks_free(&j->train);
     pfx_blocks_free(&j->eval);
@@ -278,12 +280,18 @@ static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_runtime *rt = j->rt;
-    pfx_model_params mp = { .max_batch = c->batch,
-                            .max_tokens = c->block,
-                            .recompute = c->recompute };
-    pfx_status st = c->model_dir ? pfx_model_load(rt, c->model_dir, &mp, &j->model)
-                                 : pfx_model_init(rt, c->config_dir, &mp, c->seed, &j->model);
+    pfx_status st = c->model_dir ? pfx_model_load(rt, c->model_dir, NULL, &j->model)
+                                 : pfx_model_init(rt, c->config_dir, NULL, c->seed, &j->model);
     if (st != PFX_SUCCESS)
+        return st;
+    /* the steps keep activations (unless recompute); the evaluations, in
+     * their own context, keep none */
+    pfx_context_params train = { .max_batch = c->batch,
+                                 .max_tokens = c->block,
+                                 .recompute = c->recompute };
+    pfx_context_params eval = { .max_batch = c->batch, .max_tokens = c->block, .recompute = true };
+    if ((st = pfx_context_create(j->model, &train, &j->ctx)) ||
+        (st = pfx_context_create(j->model, &eval, &j->eval_ctx)))
         return st;
     pfx_model_get_shape(j->model, &j->shape);
     if ((st = check_ids(j, j->train, "training")) || (st = check_ids(j, j->eval, "evaluation")))
@@ -431,7 +439,7 @@ static pfx_status evaluate(pfx_pretrain_job *j, double *out)
         }
         pfx_model_batch b = { rows, c->block, j->ids, NULL, NULL };
         double loss = 0.0;
-        st = pfx_model_loss(j->model, &b, &pre, &loss);
+        st = pfx_model_loss(j->eval_ctx, &b, &pre, &loss);
         sum += loss * (double)rows; /* every block counts block - 1 labels */
     }
     if (st == PFX_SUCCESS)
@@ -487,7 +495,7 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
             .gains = j->dgain, .dim_gains = j->ddim, .weights = j->dw, .accumulate = added > 0
         };
         double l = 0.0;
-        st = pfx_model_backward(j->model, &b, &pre, &g, &l);
+        st = pfx_model_backward(j->ctx, &b, &pre, &g, &l);
         sum += l;
         count += (double)(n * (c->block - 1));
         added++;
@@ -648,7 +656,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             .tokens_per_s =
                 (double)(done_here * r->tokens_per_step) / (elapsed > 0 ? elapsed : 1e-9),
             .eta_s = elapsed / (double)done_here * (double)(r->steps - s - 1),
-            .model = j->model,
+            .ctx = j->eval_ctx,
             .prefix = &pre,
         };
         if (on_step)

@@ -14,6 +14,8 @@ typedef struct pfx_pretrain_job {
     pfx_tokenizer *tok;
     pfx_blocks *train, *eval;
     pfx_model *model;
+    pfx_context *ctx;      /* the steps' workspace */
+    pfx_context *eval_ctx; /* the evaluations' (no activations kept) */
     pfx_model_shape shape;
     size_t weight_count;
     pfx_tensor **dw; /* [weight_count]: NULL for a frozen weight */

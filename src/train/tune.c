@@ -65,6 +65,7 @@ static void job_free(pfx_tune_job *j)
     pfx_dataset_free(&j->train);
     pfx_dataset_free(&j->eval);
     pfx_tokenizer_free(&j->tok);
+    pfx_context_destroy(&j->ctx);
     pfx_model_destroy(&j->model);
     free(j->gains_host);
     free(j->ids);
@@ -149,29 +150,32 @@ static pfx_status data_error(pfx_tune_job *j, pfx_status st)
 static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
 {
     const pfx_tune_config *c = j->cfg;
-    /* the positions first: a length that does not fit is the options' fault */
-    pfx_model_shape s;
-    if (pfx_model_read_config(c->model_dir, &s) == PFX_SUCCESS &&
-        c->max_length + c->prefix_len > s.max_positions)
+    pfx_model_params mp = { .storage = c->storage };
+    pfx_status st = pfx_model_load(j->rt, c->model_dir, &mp, &j->model);
+    if (st != PFX_SUCCESS)
+        return st;
+    pfx_model_get_shape(j->model, &j->shape);
+    /* a length that does not fit is the options' fault (the context would
+     * name its own fields) */
+    if (c->max_length + c->prefix_len > j->shape.max_positions)
         return pfx_error(
             j->rt, PFX_ERROR_OUT_OF_RANGE,
             "tune: config.max_length %zu + config.prefix_len %zu exceed the model's %zu positions "
             "(%s/config.json)",
-            c->max_length, c->prefix_len, s.max_positions, c->model_dir);
-    const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir : c->model_dir;
-    pfx_status st = pfx_tokenizer_load(tok_dir, &j->tok);
-    if (st != PFX_SUCCESS)
-        return pfx_error(j->rt, st, "tune: the tokenizer of %s: %s", tok_dir, pfx_last_error(NULL));
-    pfx_model_params mp = { .storage = c->storage,
-                            .max_batch = c->batch,
-                            .max_tokens = c->max_length,
-                            .max_prefix_len = c->prefix_len };
-    if ((st = pfx_model_load(j->rt, c->model_dir, &mp, &j->model)))
+            c->max_length, c->prefix_len, j->shape.max_positions, c->model_dir);
+    /* one workspace for the steps and the evaluations: they run the same
+     * batches, and the evaluations never need more */
+    pfx_context_params cp = { .max_batch = c->batch,
+                              .max_tokens = c->max_length,
+                              .max_prefix_len = c->prefix_len };
+    if ((st = pfx_context_create(j->model, &cp, &j->ctx)))
         return st;
+    const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir : c->model_dir;
+    if ((st = pfx_tokenizer_load(tok_dir, &j->tok)))
+        return pfx_error(j->rt, st, "tune: the tokenizer of %s: %s", tok_dir, pfx_last_error(NULL));
     char *abs = realpath(c->model_dir, NULL);
     snprintf(r->base_model, sizeof(r->base_model), "%s", abs ? abs : c->model_dir);
     free(abs);
-    pfx_model_get_shape(j->model, &j->shape);
     r->shape = j->shape;
     j->L = j->shape.layers;
     j->H = j->shape.heads;
@@ -372,7 +376,7 @@ static pfx_status evaluate(pfx_tune_job *j, const pfx_model_prefix *pre, double 
             .batch = rows, .tokens = width, .ids = j->ids, .lens = j->lens, .labels = j->labels
         };
         double loss;
-        if ((st = pfx_model_loss(j->model, &mb, pre, &loss)))
+        if ((st = pfx_model_loss(j->ctx, &mb, pre, &loss)))
             return st;
         sum += loss * (double)k;
         total += k;
@@ -395,7 +399,7 @@ static pfx_status prefix_mass(pfx_tune_job *j, const pfx_model_prefix *pre, floa
     pfx_model_batch mb = {
         .batch = rows, .tokens = width, .ids = j->ids, .lens = j->lens, .labels = j->labels
     };
-    return st ? st : pfx_model_attention_stats(j->model, &mb, pre, *out, NULL);
+    return st ? st : pfx_model_attention_stats(j->ctx, &mb, pre, *out, NULL);
 }
 
 /* The next training batch; an epoch that ended exactly gives the next
@@ -440,7 +444,7 @@ static pfx_status step(pfx_tune_job *j, size_t rows, size_t width, double *loss,
                                .ids = j->ids + b0 * width,
                                .lens = j->lens + b0,
                                .labels = j->labels + b0 * width };
-        st = pfx_model_backward(j->model, &mb, &pre, &mg, loss);
+        st = pfx_model_backward(j->ctx, &mb, &pre, &mg, loss);
         if (st == PFX_SUCCESS && !pfx_encoder_is_direct(j->enc))
             st = pfx_encoder_backward(j->enc, (const pfx_tensor *const *)j->dpk,
                                       (const pfx_tensor *const *)j->dpv, &eg);
@@ -499,7 +503,7 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
                                    .gain_ramp = ramp,
                                    .tokens_per_s = el > 0 ? (double)tokens / el : 0.0,
                                    .eta_s = el / (double)here * (double)(j->steps - s - 1),
-                                   .model = j->model,
+                                   .ctx = j->ctx,
                                    .prefix = &pre };
             on_step(&info, user);
         }

@@ -13,6 +13,7 @@ typedef struct pfx_tune_job {
     const pfx_tune_config *cfg;
     pfx_runtime *rt;
     pfx_model *model;
+    pfx_context *ctx; /* the steps' and the evaluations' workspace */
     pfx_model_shape shape;
     pfx_tokenizer *tok;
     pfx_dataset *train, *eval;

@@ -341,17 +341,20 @@ static int run(const job *j, const pfx_model_shape *s)
     if (rc == 0 && !rt)
         rc = 1;
     pfx_model *model = NULL;
+    pfx_context *ctx = NULL;
     pfx_tensor *keys[64] = { 0 }, *values[64] = { 0 }, *probs = NULL;
     float *mass = rc ? NULL : malloc(L * H * sizeof(float)),
           *ent = rc ? NULL : malloc(L * H * sizeof(float)),
           *map = rc ? NULL : malloc(maps * N * (P + N) * sizeof(float));
     pfx_status st = PFX_SUCCESS;
     if (rc == 0) {
-        pfx_model_params params = { .max_batch = 1, .max_tokens = N, .max_prefix_len = P };
+        pfx_context_params params = { .max_batch = 1, .max_tokens = N, .max_prefix_len = P };
         if (!mass || !ent || !map)
             st = PFX_ERROR_OUT_OF_MEMORY;
         if (st == PFX_SUCCESS)
-            st = pfx_model_load(rt, j->dir, &params, &model);
+            st = pfx_model_load(rt, j->dir, NULL, &model);
+        if (st == PFX_SUCCESS)
+            st = pfx_context_create(model, &params, &ctx);
         if (st == PFX_SUCCESS && P)
             st = pfx_peft_load_prefixes(rt, j->adapter, s->kv_heads, keys, values, L, NULL);
         const pfx_model_batch batch = { .batch = 1, .tokens = N, .ids = ids };
@@ -365,13 +368,13 @@ static int run(const job *j, const pfx_model_shape *s)
         if (st == PFX_SUCCESS)
             st = pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &probs);
         for (size_t m = 0; m < maps && st == PFX_SUCCESS; m++) {
-            st = pfx_model_attention_probs(model, &batch, &pre, 0, j->layer, j->grid ? m : j->head,
+            st = pfx_model_attention_probs(ctx, &batch, &pre, 0, j->layer, j->grid ? m : j->head,
                                            probs);
             if (st == PFX_SUCCESS)
                 st = pfx_tensor_read(probs, 0, N * (P + N), map + m * N * (P + N));
         }
         if (st == PFX_SUCCESS)
-            st = pfx_model_attention_stats(model, &batch, &pre, mass, ent);
+            st = pfx_model_attention_stats(ctx, &batch, &pre, mass, ent);
         if (st != PFX_SUCCESS) {
             fprintf(stderr, "prefixcl attn-map: %s\n", pfx_last_error(rt));
             rc = 1;
@@ -384,6 +387,7 @@ static int run(const job *j, const pfx_model_shape *s)
         pfx_tensor_destroy(&values[l]);
     }
     pfx_tensor_destroy(&probs);
+    pfx_context_destroy(&ctx);
     pfx_model_destroy(&model);
     pfx_runtime_destroy(&rt);
     free(gains);

@@ -249,13 +249,8 @@ int cmd_generate(int argc, char **argv)
                 "prefixcl generate: no prompt (the --prompts files hold only empty lines)\n");
         goto out;
     }
-    pfx_model_shape shape;
-    if (pfx_model_read_config(model, &shape) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(NULL));
-        goto out;
-    }
-    const size_t tokens = shape.max_positions < 256 ? shape.max_positions : 256;
-    if (!serve_open(&ctx, "generate", device, model, batch, tokens))
+    if (!serve_open(&ctx, "generate", device, model, 256) ||
+        !serve_context(&ctx, "generate", batch))
         goto out;
     size_t k = 0, longest = 0;
     bool ok = true;
@@ -334,7 +329,7 @@ int cmd_generate(int argc, char **argv)
         stream st = { &ctx, &req[0], 0, total == 1 && !json, { 0 } };
         const double t0 = tool_now_s();
         pfx_generate_stats gs;
-        if (pfx_generate(ctx.model, cache, ctx.bank, req, n, &s, on_token, &st, &gs) !=
+        if (pfx_generate(ctx.work, cache, ctx.bank, req, n, &s, on_token, &st, &gs) !=
             PFX_SUCCESS) {
             fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(ctx.rt));
             status = 1;

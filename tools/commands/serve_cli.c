@@ -17,8 +17,7 @@ static bool has_tokenizer(const char *dir)
     return stat(path, &sb) == 0;
 }
 
-bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char *dir, size_t batch,
-                size_t tokens)
+bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char *dir, size_t tokens)
 {
     pfx_runtime_params rp;
     pfx_runtime_default_params(&rp);
@@ -27,33 +26,7 @@ bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char 
         fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(NULL));
         return false;
     }
-    pfx_model_shape shape;
-    if (pfx_model_read_config(dir, &shape) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(NULL));
-        serve_close(ctx);
-        return false;
-    }
-    /* the adapters' prefix takes positions before the tokens */
-    size_t P = 0;
-    if (ctx->adapters && pfx_adapter_prefix_len(ctx->adapter[0], &P) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(NULL));
-        serve_close(ctx);
-        return false;
-    }
-    if (P >= shape.max_positions) {
-        fprintf(stderr,
-                "prefixcl %s: %s: a prefix of %zu leaves none of the model's %zu positions\n", cmd,
-                ctx->adapter[0], P, shape.max_positions);
-        serve_close(ctx);
-        return false;
-    }
-    if (tokens + P > shape.max_positions)
-        tokens = shape.max_positions - P;
-    ctx->tokens = tokens;
-    pfx_model_params mp = {
-        .max_batch = batch, .max_tokens = tokens, .recompute = true, .max_prefix_len = P
-    };
-    if (pfx_model_load(ctx->rt, dir, &mp, &ctx->model) != PFX_SUCCESS ||
+    if (pfx_model_load(ctx->rt, dir, NULL, &ctx->model) != PFX_SUCCESS ||
         pfx_model_get_shape(ctx->model, &ctx->shape) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
         serve_close(ctx);
@@ -78,6 +51,30 @@ bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char 
             return false;
         }
     }
+    /* the adapters' prefix (the bank's) takes positions before the tokens */
+    const size_t P = pfx_adapter_bank_prefix_len(ctx->bank), positions = ctx->shape.max_positions;
+    if (P >= positions) {
+        fprintf(stderr,
+                "prefixcl %s: %s: a prefix of %zu leaves none of the model's %zu positions\n", cmd,
+                ctx->adapter[0], P, positions);
+        serve_close(ctx);
+        return false;
+    }
+    ctx->tokens = tokens + P > positions ? positions - P : tokens;
+    return true;
+}
+
+bool serve_context(serve_ctx *ctx, const char *cmd, size_t batch)
+{
+    const pfx_context_params cp = { .max_batch = batch,
+                                    .max_tokens = ctx->tokens,
+                                    .max_prefix_len = pfx_adapter_bank_prefix_len(ctx->bank),
+                                    .recompute = true };
+    if (pfx_context_create(ctx->model, &cp, &ctx->work) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
+        serve_close(ctx);
+        return false;
+    }
     return true;
 }
 
@@ -85,6 +82,7 @@ void serve_close(serve_ctx *ctx)
 {
     pfx_adapter_bank_destroy(&ctx->bank);
     pfx_tokenizer_free(&ctx->tok);
+    pfx_context_destroy(&ctx->work);
     pfx_model_destroy(&ctx->model);
     pfx_runtime_destroy(&ctx->rt);
 }

@@ -125,8 +125,9 @@ typedef struct exp_gains {
 } exp_gains;
 int exp_gains_load(const exp_state *s, const exp_run *run, exp_arm_kind a, exp_gains *g);
 void exp_gains_free(exp_gains *g);
-/* A finished arm's model, loaded for forward passes of up to `batch` rows. */
-pfx_model *exp_model_load(exp_state *s, const exp_run *run, size_t batch);
+/* A finished arm's model in a context for forward passes of up to `batch` rows
+ * (the context keeps the model: pfx_context_destroy releases both). */
+pfx_context *exp_model_load(exp_state *s, const exp_run *run, size_t batch);
 
 /* settled measure over a run's gain history, every threshold */
 void exp_settle(exp_state *s, exp_run *run);

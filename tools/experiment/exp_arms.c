@@ -132,7 +132,7 @@ static void on_step(const pfx_pretrain_step *st, void *user)
         return;
     const size_t i = run->m;
     const pfx_model_batch b = { .batch = s->probe_rows, .tokens = s->o.block, .ids = s->probe_ids };
-    c->err = pfx_model_head_stats(st->model, &b, st->prefix, (uint32_t)s->o.top_k, NULL,
+    c->err = pfx_model_head_stats(st->ctx, &b, st->prefix, (uint32_t)s->o.top_k, NULL,
                                   run->entropy + i * s->LH, run->topk + i * s->LH);
     if (c->err != PFX_SUCCESS) {
         snprintf(c->err_text, sizeof(c->err_text), "%s", pfx_last_error(s->rt));
@@ -315,12 +315,15 @@ void exp_gains_free(exp_gains *g)
     memset(g, 0, sizeof(*g));
 }
 
-pfx_model *exp_model_load(exp_state *s, const exp_run *run, size_t batch)
+pfx_context *exp_model_load(exp_state *s, const exp_run *run, size_t batch)
 {
-    const pfx_model_params p = { .max_batch = batch, .max_tokens = s->o.block };
+    const pfx_context_params p = { .max_batch = batch, .max_tokens = s->o.block };
     pfx_model *m = NULL;
-    if (pfx_model_load(s->rt, run->dir, &p, &m) != PFX_SUCCESS)
+    pfx_context *ctx = NULL;
+    if (pfx_model_load(s->rt, run->dir, NULL, &m) != PFX_SUCCESS ||
+        pfx_context_create(m, &p, &ctx) != PFX_SUCCESS)
         fprintf(stderr, "prefixcl experiment gain: loading %s: %s\n", run->dir,
                 pfx_last_error(s->rt));
-    return m;
+    pfx_model_destroy(&m); /* released with the context */
+    return ctx;
 }

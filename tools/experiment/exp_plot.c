@@ -185,7 +185,7 @@ static size_t pick_head(const exp_state *s, const exp_run *run, int sign, bool *
     return best;
 }
 
-static int head_map(exp_state *s, pfx_model *model, const pfx_model_prefix *prefix, size_t k,
+static int head_map(exp_state *s, pfx_context *ctx, const pfx_model_prefix *prefix, size_t k,
                     float *probs)
 {
     const size_t N = s->sentence_len, shape[2] = { N, N };
@@ -193,7 +193,7 @@ static int head_map(exp_state *s, pfx_model *model, const pfx_model_prefix *pref
     pfx_tensor *t = NULL;
     pfx_status st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 2, shape, &t);
     if (st == PFX_SUCCESS)
-        st = pfx_model_attention_probs(model, &b, prefix, 0, k / s->shape.heads, k % s->shape.heads,
+        st = pfx_model_attention_probs(ctx, &b, prefix, 0, k / s->shape.heads, k % s->shape.heads,
                                        t);
     if (st == PFX_SUCCESS)
         st = pfx_tensor_read(t, 0, N * N, probs);
@@ -223,7 +223,7 @@ static int plot_maps(exp_state *s)
     float *probs = malloc(4 * N * N * sizeof(float));
     char(*labels)[48] = malloc(N * sizeof(*labels));
     const char **lp = malloc(N * sizeof(char *));
-    pfx_model *bm = exp_model_load(s, base, 1), *gm = exp_model_load(s, gain, 1);
+    pfx_context *bm = exp_model_load(s, base, 1), *gm = exp_model_load(s, gain, 1);
     exp_gains gg = { 0 };
     int rc = CHART_ERR_IO;
     const pfx_model_prefix none = { 0 };
@@ -271,8 +271,8 @@ static int plot_maps(exp_state *s)
                         maps, 4);
 out:
     exp_gains_free(&gg);
-    pfx_model_destroy(&bm);
-    pfx_model_destroy(&gm);
+    pfx_context_destroy(&bm);
+    pfx_context_destroy(&gm);
     free(probs);
     free(labels);
     free(lp);

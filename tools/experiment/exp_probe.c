@@ -45,7 +45,7 @@ static int docs_read(exp_state *s, size_t cap, doc_set *d)
 
 /* Each document's feature row [C]: the mean of its positions' final hidden
  * states. */
-static int features(exp_state *s, pfx_model *model, const pfx_model_prefix *prefix,
+static int features(exp_state *s, pfx_context *ctx, const pfx_model_prefix *prefix,
                     const doc_set *d, float *x)
 {
     const size_t C = s->shape.hidden, T = s->o.block;
@@ -66,7 +66,7 @@ static int features(exp_state *s, pfx_model *model, const pfx_model_prefix *pref
         const size_t shape[3] = { B, N, C };
         pfx_tensor *t = NULL;
         if (pfx_tensor_create(s->rt, PFX_DTYPE_F32, 3, shape, &t) != PFX_SUCCESS ||
-            pfx_model_hidden_states(model, &batch, prefix, t) != PFX_SUCCESS ||
+            pfx_model_hidden_states(ctx, &batch, prefix, t) != PFX_SUCCESS ||
             pfx_tensor_read(t, 0, B * N * C, h) != PFX_SUCCESS) {
             fprintf(stderr, "prefixcl experiment gain: the probe's features: %s\n",
                     pfx_last_error(s->rt));
@@ -136,13 +136,13 @@ int exp_probe_all(exp_state *s)
             if (!run->done)
                 continue;
             exp_gains g;
-            pfx_model *model = exp_model_load(s, run, rows);
-            if (!model || exp_gains_load(s, run, a, &g)) {
-                pfx_model_destroy(&model);
+            pfx_context *ctx = exp_model_load(s, run, rows);
+            if (!ctx || exp_gains_load(s, run, a, &g)) {
+                pfx_context_destroy(&ctx);
                 rc = -1;
                 break;
             }
-            rc = features(s, model, &g.prefix, &d, x);
+            rc = features(s, ctx, &g.prefix, &d, x);
             if (rc == 0)
                 rc = probe_run(s, &d, x, run);
             /* the same weights with the gains set to 0: what the gains
@@ -154,7 +154,7 @@ int exp_probe_all(exp_state *s)
                 const pfx_model_prefix none = { 0 };
                 run->gain_off_entropy = malloc(s->LH * sizeof(float));
                 if (!run->gain_off_entropy ||
-                    pfx_model_head_stats(model, &b, &none, (uint32_t)s->o.top_k, NULL,
+                    pfx_model_head_stats(ctx, &b, &none, (uint32_t)s->o.top_k, NULL,
                                          run->gain_off_entropy, NULL) != PFX_SUCCESS) {
                     fprintf(stderr, "prefixcl experiment gain: head statistics: %s\n",
                             pfx_last_error(s->rt));
@@ -168,7 +168,7 @@ int exp_probe_all(exp_state *s)
                        exp_arm_names[a], run->probe_acc, run->probe_majority, s->probe_train,
                        s->probe_test, s->probe_classes);
             exp_gains_free(&g);
-            pfx_model_destroy(&model);
+            pfx_context_destroy(&ctx);
         }
     free(x);
     labels_free(&d);

@@ -12,7 +12,7 @@
 #include "common/tool_util.h"
 
 typedef struct decoder {
-    pfx_model *model;
+    pfx_context *ctx; /* keeps its model */
     pfx_kv_cache *cache;
     pfx_adapter_bank *bank;
     int32_t entry;
@@ -22,21 +22,21 @@ static void decoder_free(decoder *d)
 {
     pfx_adapter_bank_destroy(&d->bank);
     pfx_kv_cache_destroy(&d->cache);
-    pfx_model_destroy(&d->model);
+    pfx_context_destroy(&d->ctx);
 }
 
 static int decoder_open(exp_state *s, const exp_run *run, exp_arm_kind a, decoder *d)
 {
     memset(d, 0, sizeof(*d));
     d->entry = -1;
-    if (!(d->model = exp_model_load(s, run, 1)))
+    if (!(d->ctx = exp_model_load(s, run, 1)))
         return -1;
-    if (pfx_kv_cache_create(d->model, 1, s->o.block, &d->cache) != PFX_SUCCESS)
+    if (pfx_kv_cache_create(pfx_context_model(d->ctx), 1, s->o.block, &d->cache) != PFX_SUCCESS)
         goto fail;
     if (a != ARM_BASELINE) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/gains.safetensors", run->dir);
-        if (pfx_adapter_bank_create(d->model, 1, &d->bank) != PFX_SUCCESS ||
+        if (pfx_adapter_bank_create(pfx_context_model(d->ctx), 1, &d->bank) != PFX_SUCCESS ||
             pfx_adapter_bank_add(d->bank, path, &d->entry) != PFX_SUCCESS)
             goto fail;
     }
@@ -58,7 +58,7 @@ static bool generate_once(exp_state *s, decoder *d, size_t new_tokens, int32_t *
     };
     const pfx_sampling greedy = { .temperature = 0.0f, .max_new_tokens = new_tokens };
     const double w0 = tool_now_s(), c0 = tool_cpu_s();
-    if (pfx_generate(d->model, d->cache, d->bank, &req, 1, &greedy, NULL, NULL, NULL) !=
+    if (pfx_generate(d->ctx, d->cache, d->bank, &req, 1, &greedy, NULL, NULL, NULL) !=
         PFX_SUCCESS) {
         fprintf(stderr, "prefixcl experiment gain: generating: %s\n", pfx_last_error(s->rt));
         return false;

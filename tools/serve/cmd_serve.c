@@ -108,15 +108,8 @@ int cmd_serve(int argc, char **argv)
     srv.allow_admin = admin;
     /* room in the bank for the adapters the admin endpoints add */
     srv.ctx.bank_capacity = admin ? SERVE_MAX_ADAPTERS : 0;
-    pfx_model_shape shape;
-    if (pfx_model_read_config(model, &shape) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl serve: %s\n", pfx_last_error(NULL));
-        return 1;
-    }
     const bool max_len_given = max_len != 0;
-    if (!max_len)
-        max_len = shape.max_positions < 512 ? shape.max_positions : 512;
-    if (!serve_open(&srv.ctx, "serve", device, model, slots, max_len))
+    if (!serve_open(&srv.ctx, "serve", device, model, max_len_given ? max_len : 512))
         return 1;
     if (!max_len_given)
         max_len = srv.ctx.tokens;

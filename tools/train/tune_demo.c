@@ -79,8 +79,8 @@ static int write_folder(pfx_runtime *rt, const char *demo_dir, const char *dir, 
     pfx_tokenizer_free(&tok);
     if (write_config(dir, layers, vocab))
         return 1;
-    /* the smallest workspace: this model is only drawn and saved */
-    pfx_model_params mp = { .storage = storage, .max_batch = 1, .max_tokens = 2 };
+    /* no context: this model is only drawn and saved */
+    pfx_model_params mp = { .storage = storage };
     pfx_model *model = NULL;
     pfx_status st = pfx_model_create_random(rt, dir, &mp, seed, &model);
     if (st == PFX_SUCCESS)
