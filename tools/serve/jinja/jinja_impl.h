@@ -33,9 +33,25 @@ __attribute__((noreturn, format(printf, 4, 5))) void jinja_fail(jfail *f, jinja_
 void *arena_alloc(arena *a, jfail *f, size_t n);
 void arena_free(arena *a);
 
-typedef enum vtype { V_UNDEF, V_NONE, V_BOOL, V_INT, V_STR, V_LIST, V_DICT, V_NS, V_LOOP } vtype;
+typedef enum vtype {
+    V_UNDEF,
+    V_NONE,
+    V_BOOL,
+    V_INT,
+    V_FLOAT,
+    V_STR,
+    V_LIST,
+    V_DICT,
+    V_NS,
+    V_LOOP,
+    V_FUNC, /* a macro or a global function */
+} vtype;
+
+/* The global functions (transformers' environment and Jinja's). */
+typedef enum jfunc { F_MACRO, F_RAISE, F_NAMESPACE, F_RANGE, F_STRFTIME_NOW } jfunc;
 
 typedef struct value value;
+typedef struct node node;
 typedef struct loop_state {
     value **items;
     size_t index, length;
@@ -46,6 +62,7 @@ struct value {
     union {
         bool b;
         int64_t i;
+        double f;
         struct {
             const char *p;
             size_t n;
@@ -59,12 +76,20 @@ struct value {
             size_t n, cap;
         } d;
         const loop_state *loop;
+        struct {
+            jfunc kind;
+            const node *macro; /* F_MACRO: its definition */
+            int scopes;        /* F_MACRO: the scopes it sees (those where it was defined) */
+        } fn;
     };
 };
 
 value *val_new(arena *a, jfail *f, vtype t);
 value *val_str(arena *a, jfail *f, const char *p, size_t n);
 value *val_int(arena *a, jfail *f, int64_t i);
+value *val_float(arena *a, jfail *f, double d);
+/* Python's repr() of a float: the shortest string that reads back as d */
+void float_repr(double d, char out[32]);
 value *val_bool(bool b);
 value *val_none(void);
 value *val_undef(void);
@@ -74,6 +99,8 @@ value *dict_get(const value *d, const char *key, size_t n);
 void dict_set(arena *a, jfail *f, value *d, value *key, value *v);
 bool val_truthy(const value *v);
 bool val_eq(const value *a, const value *b);
+bool val_is_number(const value *v); /* int, float or bool */
+double val_as_double(const value *v);
 const char *val_type_name(const value *v);
 
 /* A growing byte string (in the arena, or malloc'ed for the output). */
@@ -94,7 +121,8 @@ typedef enum nkind {
     N_OUT,
     N_IF,
     N_FOR,
-    N_SET,
+    N_SET,   /* s = a; without a: s = what body b renders */
+    N_MACRO, /* s: its name; kw: the parameters, items: their defaults (NULL: none); b: body */
     N_BREAK,
     N_CONTINUE,
     E_LIT,
@@ -115,7 +143,6 @@ typedef enum nkind {
     E_DICT,
 } nkind;
 
-typedef struct node node;
 struct node {
     nkind k;
     size_t pos;

@@ -20,6 +20,7 @@ typedef enum tkind {
     T_NAME,
     T_STRING,
     T_INT,
+    T_FLOAT,
     T_OP,
 } tkind;
 
@@ -28,6 +29,7 @@ typedef struct token {
     const char *s; /* text, name, operator; T_STRING: decoded (in the arena) */
     size_t n, pos;
     int64_t i;
+    double d; /* T_FLOAT */
 } token;
 
 typedef struct parser {
@@ -93,7 +95,7 @@ static void lex_text(parser *p)
                 stop = l;
         }
     }
-    p->tok = (token){ T_TEXT, p->src + start, stop - start, start, 0 };
+    p->tok = (token){ T_TEXT, p->src + start, stop - start, start, 0, 0 };
     p->at = end;
 }
 
@@ -146,13 +148,61 @@ static void lex_string(parser *p)
         }
     }
     p->at = end + 1;
-    p->tok = (token){ T_STRING, out, n, pos, 0 };
+    p->tok = (token){ T_STRING, out, n, pos, 0, 0 };
+}
+
+/* digits and '_' from at: where they end */
+static size_t digits_end(const parser *p, size_t at)
+{
+    while (at < p->len && (isdigit((unsigned char)p->src[at]) || p->src[at] == '_'))
+        at++;
+    return at;
+}
+
+/* An integer, or a float as Jinja writes them (1.5, 1e-5, 2.5E+3), from p->at. */
+static void lex_number(parser *p)
+{
+    const size_t pos = p->at;
+    size_t e = digits_end(p, p->at);
+    bool is_float = false;
+    if (e + 1 < p->len && p->src[e] == '.' && isdigit((unsigned char)p->src[e + 1])) {
+        e = digits_end(p, e + 1);
+        is_float = true;
+    }
+    if (e < p->len && (p->src[e] | 32) == 'e') {
+        size_t x = e + 1;
+        if (x < p->len && (p->src[x] == '+' || p->src[x] == '-'))
+            x++;
+        if (x < p->len && isdigit((unsigned char)p->src[x])) {
+            e = digits_end(p, x);
+            is_float = true;
+        }
+    }
+    char text[64];
+    size_t n = 0;
+    for (size_t i = pos; i < e; i++)
+        if (p->src[i] != '_') {
+            if (n + 1 >= sizeof(text))
+                syntax(p, pos, "a number too long");
+            text[n++] = p->src[i];
+        }
+    text[n] = 0;
+    p->tok = (token){ is_float ? T_FLOAT : T_INT, p->src + pos, e - pos, pos, 0, 0 };
+    if (is_float) {
+        p->tok.d = strtod(text, NULL);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            if (__builtin_mul_overflow(p->tok.i, 10, &p->tok.i) ||
+                __builtin_add_overflow(p->tok.i, text[i] - '0', &p->tok.i))
+                syntax(p, pos, "an integer too large");
+    }
+    p->at = e;
 }
 
 static void next(parser *p)
 {
     if (p->at >= p->len && !p->tag) {
-        p->tok = (token){ T_EOF, NULL, 0, p->len, 0 };
+        p->tok = (token){ T_EOF, NULL, 0, p->len, 0, 0 };
         return;
     }
     if (!p->tag) {
@@ -161,7 +211,7 @@ static void next(parser *p)
             if (p->tok.n || p->at >= p->len)
                 return;
             if (p->at >= p->len) {
-                p->tok = (token){ T_EOF, NULL, 0, p->len, 0 };
+                p->tok = (token){ T_EOF, NULL, 0, p->len, 0, 0 };
                 return;
             }
         }
@@ -184,7 +234,7 @@ static void next(parser *p)
         p->strip_next = p->trim_newline = false;
         p->brackets = 0;
         p->tag = kind == '{' ? 1 : 2;
-        p->tok = (token){ kind == '{' ? T_VAR_BEGIN : T_BLOCK_BEGIN, NULL, 0, pos, 0 };
+        p->tok = (token){ kind == '{' ? T_VAR_BEGIN : T_BLOCK_BEGIN, NULL, 0, pos, 0, 0 };
         return;
     }
     while (p->at < p->len && isspace((unsigned char)p->src[p->at]))
@@ -208,36 +258,25 @@ static void next(parser *p)
             size_t e = p->at;
             while (e < p->len && (isalnum((unsigned char)p->src[e]) || p->src[e] == '_'))
                 e++;
-            p->tok = (token){ T_NAME, p->src + p->at, e - p->at, pos, 0 };
+            p->tok = (token){ T_NAME, p->src + p->at, e - p->at, pos, 0, 0 };
             p->at = e;
             return;
         }
-        if (isdigit((unsigned char)c)) {
-            int64_t v = 0;
-            size_t e = p->at;
-            for (; e < p->len && (isdigit((unsigned char)p->src[e]) || p->src[e] == '_'); e++)
-                if (p->src[e] != '_' && (__builtin_mul_overflow(v, 10, &v) ||
-                                         __builtin_add_overflow(v, p->src[e] - '0', &v)))
-                    syntax(p, pos, "an integer too large");
-            if (e < p->len && (p->src[e] == '.' || p->src[e] == 'e' || p->src[e] == 'E'))
-                syntax(p, pos, "floating-point numbers are not supported");
-            p->tok = (token){ T_INT, p->src + p->at, e - p->at, pos, v };
-            p->at = e;
-            return;
-        }
+        if (isdigit((unsigned char)c))
+            return lex_number(p);
         static const char *const ops[] = { "//", "**", "==", "!=", "<=", ">=", "+", "-", "*",
                                            "/",  "%",  "~",  "<",  ">",  "=",  "(", ")", "[",
                                            "]",  "{",  "}",  ".",  ",",  ":",  "|" };
         for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
             if (at_str(p, p->at, ops[i])) {
-                p->tok = (token){ T_OP, ops[i], strlen(ops[i]), pos, 0 };
+                p->tok = (token){ T_OP, ops[i], strlen(ops[i]), pos, 0, 0 };
                 p->brackets += strchr("([{", ops[i][0]) ? 1 : strchr(")]}", ops[i][0]) ? -1 : 0;
                 p->at += strlen(ops[i]);
                 return;
             }
         jinja_fail(p->f, JINJA_ERROR_SYNTAX, pos, "an unexpected character '%c'", c);
     }
-    p->tok = (token){ p->tag == 1 ? T_VAR_END : T_BLOCK_END, NULL, 0, pos, 0 };
+    p->tok = (token){ p->tag == 1 ? T_VAR_END : T_BLOCK_END, NULL, 0, pos, 0, 0 };
     p->tag = 0;
 }
 
@@ -359,10 +398,10 @@ static node *primary(parser *p)
         n->lit = val_str(p->a, p->f, b.p ? b.p : "", b.n);
         return n;
     }
-    if (t.k == T_INT) {
+    if (t.k == T_INT || t.k == T_FLOAT) {
         next(p);
         n = mk(p, E_LIT, t.pos);
-        n->lit = val_int(p->a, p->f, t.i);
+        n->lit = t.k == T_INT ? val_int(p->a, p->f, t.i) : val_float(p->a, p->f, t.d);
         return n;
     }
     if (is_op(p, "(")) {
@@ -434,9 +473,9 @@ static node *named(parser *p, nkind k, size_t pos, node *operand)
     return n;
 }
 
-static node *postfix(parser *p)
+/* .name, [subscript] and (call) after n */
+static node *postfix(parser *p, node *n)
 {
-    node *n = primary(p);
     for (;;) {
         const size_t pos = p->tok.pos;
         if (is_op(p, ".")) {
@@ -456,10 +495,19 @@ static node *postfix(parser *p)
     }
 }
 
-/* filters (x|f, x|f(a)) and tests (x is t, x is not t(a), x is t a) */
-static node *filtered(parser *p)
+/* Whether the current token begins a test's one argument written without
+ * parentheses (x is divisibleby 3, x is sameas none), as jinja2 decides. */
+static bool test_argument_follows(const parser *p)
 {
-    node *n = postfix(p);
+    if (p->tok.k == T_NAME)
+        return !is_name(p, "else") && !is_name(p, "or") && !is_name(p, "and");
+    return p->tok.k == T_STRING || p->tok.k == T_INT || p->tok.k == T_FLOAT || is_op(p, "[") ||
+           is_op(p, "{");
+}
+
+/* filters (x|f, x|f(a)) and tests (x is t, x is not t(a), x is t a) after n */
+static node *filtered(parser *p, node *n)
+{
     for (;;) {
         const size_t pos = p->tok.pos;
         if (is_op(p, "|")) {
@@ -477,9 +525,14 @@ static node *filtered(parser *p)
             t->neg = neg;
             if (is_op(p, "("))
                 args(p, t);
-            else if (p->tok.k == T_STRING || p->tok.k == T_INT)
-                push(p, t, primary(p), NULL, 0);
+            else if (test_argument_follows(p))
+                push(p, t, postfix(p, primary(p)), NULL, 0);
             n = t;
+        } else if (is_op(p, "(")) {
+            node *c = mk(p, E_CALL, pos);
+            c->a = n;
+            args(p, c);
+            n = c;
         } else {
             return n;
         }
@@ -496,19 +549,29 @@ static node *binary(parser *p, node *a, size_t pos, const char *op, node *b)
     return n;
 }
 
-static node *unary(parser *p)
+/* -x and +x; as jinja2 parses them the filters after apply to the
+ * negated value (-1|abs is 1) */
+static node *unary_or_filtered(parser *p, bool with_filters)
 {
     const size_t pos = p->tok.pos;
+    node *n;
     if (is_op(p, "-") || is_op(p, "+")) {
         const bool neg = is_op(p, "-");
         next(p);
         enter(p);
-        node *n = mk(p, E_NEG, pos);
-        n->a = unary(p);
+        n = mk(p, E_NEG, pos);
+        n->a = unary_or_filtered(p, false);
         p->depth--;
-        return neg ? n : n->a;
+        n = postfix(p, neg ? n : n->a);
+    } else {
+        n = postfix(p, primary(p));
     }
-    return filtered(p);
+    return with_filters ? filtered(p, n) : n;
+}
+
+static node *unary(parser *p)
+{
+    return unary_or_filtered(p, true);
 }
 
 /* operand (op operand)*, left to right, ops NULL-terminated */
@@ -523,8 +586,6 @@ static node *left_assoc(parser *p, node *(*operand)(parser *), const char *const
         if (!op)
             return n;
         const size_t pos = p->tok.pos;
-        if (!strcmp(op, "**"))
-            syntax(p, pos, "'**' is not supported");
         next(p);
         node *rhs = operand(p);
         if (!strcmp(op, "and") || !strcmp(op, "or")) {
@@ -538,10 +599,16 @@ static node *left_assoc(parser *p, node *(*operand)(parser *), const char *const
     }
 }
 
+static node *power(parser *p)
+{
+    static const char *const ops[] = { "**", NULL };
+    return left_assoc(p, unary, ops);
+}
+
 static node *product(parser *p)
 {
-    static const char *const ops[] = { "*", "/", "//", "%", "**", NULL };
-    return left_assoc(p, unary, ops);
+    static const char *const ops[] = { "*", "/", "//", "%", NULL };
+    return left_assoc(p, power, ops);
 }
 
 static node *concat(parser *p)
@@ -706,15 +773,72 @@ static node *for_block(parser *p, size_t pos)
     return n;
 }
 
+/* {% set x = expr %}, or {% set x %}body{% endset %} */
 static node *set_stmt(parser *p, size_t pos)
 {
     node *n = target(p, N_SET, pos, ".");
-    if (!is_op(p, "="))
+    if (is_op(p, ",") || is_op(p, "|"))
         syntax(p, p->tok.pos,
                is_op(p, ",") ? "set with several names is not supported"
-                             : "block set ({% set x %}...{% endset %}) is not supported");
+                             : "a filtered block set is not supported");
+    if (p->tok.k == T_BLOCK_END) {
+        static const char *const ends[] = { "endset", NULL };
+        end_block(p);
+        n->b = body(p, ends);
+        next(p);
+        end_block(p);
+        return n;
+    }
+    if (!is_op(p, "="))
+        syntax(p, p->tok.pos, "'=' expected");
     next(p);
     n->a = expr(p);
+    end_block(p);
+    return n;
+}
+
+/* {% macro name(a, b=default) %}body{% endmacro %} */
+static node *macro_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "endmacro", NULL };
+    node *n = mk(p, N_MACRO, pos);
+    const token name = expect_name(p);
+    n->s = name.s;
+    n->n = name.n;
+    expect_op(p, "(");
+    bool defaults = false;
+    while (!is_op(p, ")")) {
+        const token param = expect_name(p);
+        node *value = NULL;
+        if (is_op(p, "=")) {
+            next(p);
+            value = expr(p);
+            defaults = true;
+        } else if (defaults) {
+            syntax(p, param.pos, "a parameter without a default after one with a default");
+        }
+        push(p, n, value, param.s, param.n);
+        if (!is_op(p, ")"))
+            expect_op(p, ",");
+    }
+    next(p);
+    end_block(p);
+    n->b = body(p, ends);
+    next(p);
+    if (p->tok.k == T_NAME) /* {% endmacro name %} */
+        next(p);
+    end_block(p);
+    return n;
+}
+
+/* transformers' {% generation %}...{% endgeneration %}: it marks the
+ * assistant's tokens; rendered as its body */
+static node *generation_block(parser *p)
+{
+    static const char *const ends[] = { "endgeneration", NULL };
+    end_block(p);
+    node *n = body(p, ends);
+    next(p);
     end_block(p);
     return n;
 }
@@ -772,6 +896,10 @@ static node *body(parser *p, const char *const *ends)
             n = for_block(p, kw.pos);
         } else if (name_is(kw.s, kw.n, "set")) {
             n = set_stmt(p, kw.pos);
+        } else if (name_is(kw.s, kw.n, "macro")) {
+            n = macro_block(p, kw.pos);
+        } else if (name_is(kw.s, kw.n, "generation")) {
+            n = generation_block(p);
         } else if (name_is(kw.s, kw.n, "break") || name_is(kw.s, kw.n, "continue")) {
             n = mk(p, kw.s[0] == 'b' ? N_BREAK : N_CONTINUE, kw.pos);
             end_block(p);

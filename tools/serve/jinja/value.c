@@ -1,6 +1,8 @@
 /* The arena, the errors and the values of the Jinja subset (jinja_impl.h):
  * Python's str(), repr(), == and truth, and transformers' tojson. */
+#include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +114,54 @@ value *val_int(arena *a, jfail *f, int64_t i)
     return v;
 }
 
+value *val_float(arena *a, jfail *f, double d)
+{
+    value *v = val_new(a, f, V_FLOAT);
+    v->f = d;
+    return v;
+}
+
+void float_repr(double d, char out[32])
+{
+    if (isnan(d) || isinf(d)) {
+        strcpy(out, isnan(d) ? "nan" : d < 0 ? "-inf" : "inf");
+        return;
+    }
+    /* the fewest significant digits that read back as d */
+    char e[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(e, sizeof(e), "%.*e", prec - 1, d);
+        if (strtod(e, NULL) == d)
+            break;
+    }
+    const char *p = e + (e[0] == '-');
+    char digits[24];
+    int nd = 0;
+    for (; *p != 'e'; p++)
+        if (isdigit((unsigned char)*p))
+            digits[nd++] = *p;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    const int exp = atoi(p + 1), point = exp + 1;
+    char *o = out;
+    if (e[0] == '-')
+        *o++ = '-';
+    if (point > -4 && point <= 16) { /* Python's repr: positional between 1e-4 and 1e16 */
+        if (point <= 0) {
+            o += sprintf(o, "0.%.*s%.*s", -point, "0000", nd, digits);
+        } else if (point >= nd) {
+            o += sprintf(o, "%.*s%.*s.0", nd, digits, point - nd, "0000000000000000");
+        } else {
+            o += sprintf(o, "%.*s.%.*s", point, digits, nd - point, digits + point);
+        }
+    } else {
+        *o++ = digits[0];
+        if (nd > 1)
+            o += sprintf(o, ".%.*s", nd - 1, digits + 1);
+        sprintf(o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+}
+
 value *dict_get(const value *d, const char *key, size_t n)
 {
     for (size_t i = 0; i < d->d.n; i++)
@@ -152,9 +202,11 @@ value *val_from_json(arena *a, jfail *f, const void *cjson)
     if (cJSON_IsString(j))
         return val_str(a, f, j->valuestring, strlen(j->valuestring));
     if (cJSON_IsNumber(j)) {
-        if (j->valuedouble != (double)(int64_t)j->valuedouble)
-            jinja_fail(f, JINJA_ERROR_RENDER, 0, "the number %g is not an integer", j->valuedouble);
-        return val_int(a, f, (int64_t)j->valuedouble);
+        /* cJSON keeps no trace of a written "1.0": whole numbers read as integers */
+        const double d = j->valuedouble;
+        if (d == floor(d) && fabs(d) < 0x1p63)
+            return val_int(a, f, (int64_t)d);
+        return val_float(a, f, d);
     }
     if (cJSON_IsArray(j)) {
         value *v = val_new(a, f, V_LIST);
@@ -176,13 +228,25 @@ bool val_truthy(const value *v)
     switch (v->t) {
     case V_BOOL: return v->b;
     case V_INT: return v->i != 0;
+    case V_FLOAT: return v->f != 0;
     case V_STR: return v->s.n != 0;
     case V_LIST: return v->l.n != 0;
     case V_DICT: return v->d.n != 0;
     case V_NS:
-    case V_LOOP: return true;
+    case V_LOOP:
+    case V_FUNC: return true;
     default: return false;
     }
+}
+
+bool val_is_number(const value *v)
+{
+    return v->t == V_INT || v->t == V_BOOL || v->t == V_FLOAT;
+}
+
+double val_as_double(const value *v)
+{
+    return v->t == V_FLOAT ? v->f : v->t == V_INT ? (double)v->i : v->b;
 }
 
 bool val_eq(const value *a, const value *b)
@@ -190,6 +254,8 @@ bool val_eq(const value *a, const value *b)
     const bool an = a->t == V_INT || a->t == V_BOOL, bn = b->t == V_INT || b->t == V_BOOL;
     if (an && bn)
         return (a->t == V_INT ? a->i : a->b) == (b->t == V_INT ? b->i : b->b);
+    if (val_is_number(a) && val_is_number(b))
+        return val_as_double(a) == val_as_double(b);
     if (a->t != b->t)
         return false;
     switch (a->t) {
@@ -212,14 +278,16 @@ bool val_eq(const value *a, const value *b)
         return true;
     case V_NS:
     case V_LOOP: return a == b;
+    case V_FUNC: return a->fn.kind == b->fn.kind && a->fn.macro == b->fn.macro;
     default: return true; /* undefined, none */
     }
 }
 
 const char *val_type_name(const value *v)
 {
-    static const char *const names[] = { "undefined", "none", "bool",      "int", "string",
-                                         "list",      "dict", "namespace", "loop" };
+    static const char *const names[] = { "undefined", "none",   "bool",    "int",
+                                         "float",     "string", "list",    "dict",
+                                         "namespace", "loop",   "function" };
     return names[v->t];
 }
 
@@ -291,6 +359,10 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
         snprintf(num, sizeof(num), "%" PRId64, v->i);
         sb_str(a, f, b, num);
         break;
+    case V_FLOAT:
+        float_repr(v->f, num);
+        sb_str(a, f, b, num);
+        break;
     case V_STR:
         if (repr)
             repr_str(a, f, b, v);
@@ -317,7 +389,11 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
         }
         sb_str(a, f, b, "}");
         break;
-    default: sb_str(a, f, b, v->t == V_NS ? "<Namespace>" : "<LoopContext>");
+    default:
+        sb_str(a, f, b,
+               v->t == V_NS     ? "<Namespace>"
+               : v->t == V_LOOP ? "<LoopContext>"
+                                : "<function>");
     }
 }
 
@@ -356,6 +432,12 @@ void val_json(arena *a, jfail *f, sbuf *b, const value *v, int indent, int level
     case V_NONE: sb_str(a, f, b, "null"); return;
     case V_BOOL: sb_str(a, f, b, v->b ? "true" : "false"); return;
     case V_INT: val_write(a, f, b, v, false); return;
+    case V_FLOAT: /* json.dumps: repr(), and JavaScript's names for what JSON lacks */
+        if (isnan(v->f) || isinf(v->f))
+            sb_str(a, f, b, isnan(v->f) ? "NaN" : v->f < 0 ? "-Infinity" : "Infinity");
+        else
+            val_write(a, f, b, v, false);
+        return;
     case V_STR: json_str(a, f, b, v); return;
     case V_LIST:
     case V_DICT: {
