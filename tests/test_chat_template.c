@@ -95,9 +95,11 @@ static void expect_error(const char *src, jinja_status st, const char *word1, co
 static void errors_name_the_construct(void **state)
 {
     (void)state;
-    expect_error("ab\n  {% call m() %}{% endcall %}", JINJA_ERROR_SYNTAX, "line 2:6", "call");
+    expect_error("ab\n  {% include 'x' %}", JINJA_ERROR_SYNTAX, "line 2:6", "include");
+    expect_error("ab\n  {% call m() %}{% endcall %}", JINJA_ERROR_RENDER, "line 2:6",
+                 "{% call %} of what is not a macro");
     expect_error("{{ messages | batch(2) }}", JINJA_ERROR_RENDER, "line 1:13", "|batch");
-    expect_error("{{ (1.5, 2) }}", JINJA_ERROR_SYNTAX, "tuples", NULL);
+    expect_error("{{ '%s' % 1 }}", JINJA_ERROR_RENDER, "'%' of string and int", NULL);
     expect_error("{{ 1.5e }}", JINJA_ERROR_SYNTAX, "line 1:7", NULL);
     expect_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", JINJA_ERROR_RENDER,
                  "line 1:42", "macro 'm' takes not more than 1");

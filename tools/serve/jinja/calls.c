@@ -42,7 +42,7 @@ static value *namespace(ctx *c, const node *n)
 {
     value *ns = val_new(&c->a, &c->f, V_NS);
     for (size_t i = 0; i < n->count; i++) {
-        if (!n->kw[i])
+        if (!n->kw[i] || is_splat(n, i))
             FAIL(c, n->items[i]->pos, "namespace(): only name=value arguments");
         dict_set(&c->a, &c->f, ns, str_of(c, n->kw[i], n->kwn[i]), eval(c, n->items[i]));
     }
@@ -93,6 +93,18 @@ static size_t param_index(const node *m, const char *name, size_t n)
     return k;
 }
 
+/* Gives macro m's k-th parameter its value. */
+static void give(ctx *c, const node *m, value **given, size_t k, value *v, size_t pos)
+{
+    const int name_len = (int)(m->n < 40 ? m->n : 40);
+    if (k >= m->count)
+        FAIL(c, pos, "macro '%.*s' takes not more than %zu argument(s)", name_len, m->s, m->count);
+    if (given[k])
+        FAIL(c, pos, "macro '%.*s' got the argument '%.*s' twice", name_len, m->s,
+             (int)(m->kwn[k] < 40 ? m->kwn[k] : 40), m->kw[k]);
+    given[k] = v;
+}
+
 static value *call_macro(ctx *c, const node *n, const value *fn)
 {
     const node *m = fn->fn.macro;
@@ -101,23 +113,25 @@ static value *call_macro(ctx *c, const node *n, const value *fn)
         jinja_fail(&c->f, JINJA_ERROR_LIMIT, n->pos, "macro calls nested deeper than %d",
                    JINJA_MAX_DEPTH);
     /* the arguments, in the caller's scopes */
+    value *caller = c->caller;
+    c->caller = NULL;
     value **given = arena_alloc(&c->a, &c->f, (m->count + 1) * sizeof(*given));
     size_t positional = 0;
     for (size_t i = 0; i < n->count; i++) {
-        size_t k = positional;
-        if (n->kw[i]) {
-            k = param_index(m, n->kw[i], n->kwn[i]);
+        const node *arg = n->items[i];
+        if (is_splat(n, i)) {
+            const value *list = iterate(c, eval(c, arg), arg->pos);
+            for (size_t k = 0; k < list->l.n; k++)
+                give(c, m, given, positional++, list->l.v[k], arg->pos);
+        } else if (n->kw[i]) {
+            const size_t k = param_index(m, n->kw[i], n->kwn[i]);
             if (k == m->count)
-                FAIL(c, n->items[i]->pos, "macro '%.*s' takes no argument named '%.*s'", name_len,
-                     m->s, (int)(n->kwn[i] < 40 ? n->kwn[i] : 40), n->kw[i]);
-        } else if (positional++ >= m->count) {
-            FAIL(c, n->pos, "macro '%.*s' takes not more than %zu argument(s)", name_len, m->s,
-                 m->count);
+                FAIL(c, arg->pos, "macro '%.*s' takes no argument named '%.*s'", name_len, m->s,
+                     (int)(n->kwn[i] < 40 ? n->kwn[i] : 40), n->kw[i]);
+            give(c, m, given, k, eval(c, arg), arg->pos);
+        } else {
+            give(c, m, given, positional++, eval(c, arg), n->pos);
         }
-        if (given[k])
-            FAIL(c, n->items[i]->pos, "macro '%.*s' got the argument '%.*s' twice", name_len, m->s,
-                 (int)(m->kwn[k] < 40 ? m->kwn[k] : 40), m->kw[k]);
-        given[k] = eval(c, n->items[i]);
     }
     /* the body, in the scopes of the definition and its own */
     value *saved[MAX_SCOPES];
@@ -128,6 +142,8 @@ static value *call_macro(ctx *c, const node *n, const value *fn)
     push_scope(c, n->pos);
     c->loops = 0;
     c->calls++;
+    if (caller)
+        bind(c, "caller", 6, caller);
     for (size_t k = 0; k < m->count; k++) /* defaults may read the parameters before them */
         bind(c, m->kw[k], m->kwn[k],
              given[k]      ? given[k]

@@ -189,35 +189,48 @@ static value *item(ctx *c, const node *n)
     return val_undef();
 }
 
+/* Puts v into a's slot (at most max of them). */
+static void put_arg(ctx *c, call_args *a, size_t slot, value *v, size_t max, const char *what,
+                    size_t pos)
+{
+    if (slot >= max)
+        FAIL(c, pos, "%s: at most %zu arguments", what, max);
+    if (a->v[slot])
+        FAIL(c, pos, "%s: an argument given twice", what);
+    a->v[slot] = v;
+    if (slot >= a->n)
+        a->n = slot + 1;
+}
+
 call_args get_args(ctx *c, const node *call, size_t first, const char *what, size_t min, size_t max,
                    const char *const *names)
 {
     call_args a = { .call = call };
     if (max > sizeof(a.v) / sizeof(a.v[0]))
         FAIL(c, call->pos, "%s: too many parameters", what);
+    size_t positional = 0;
     for (size_t i = first; i < call->count; i++) {
-        size_t slot = a.n;
-        if (call->kw[i]) {
-            slot = max;
+        const node *arg = call->items[i];
+        if (is_splat(call, i)) {
+            const value *list = iterate(c, eval(c, arg), arg->pos);
+            for (size_t k = 0; k < list->l.n; k++)
+                put_arg(c, &a, positional++, list->l.v[k], max, what, arg->pos);
+        } else if (call->kw[i]) {
+            size_t slot = max;
             for (size_t k = 0; names && names[k]; k++)
                 if (name_is(call->kw[i], call->kwn[i], names[k]))
                     slot = k;
             if (slot >= max)
-                FAIL(c, call->items[i]->pos, "%s: no argument named '%.*s'", what,
+                FAIL(c, arg->pos, "%s: no argument named '%.*s'", what,
                      (int)(call->kwn[i] < 40 ? call->kwn[i] : 40), call->kw[i]);
-        } else if (slot >= max) {
-            FAIL(c, call->pos, "%s: at most %zu arguments", what, max);
+            put_arg(c, &a, slot, eval(c, arg), max, what, arg->pos);
+        } else {
+            put_arg(c, &a, positional++, eval(c, arg), max, what, call->pos);
         }
-        a.v[slot] = eval(c, call->items[i]);
-        if (slot >= a.n)
-            a.n = slot + 1;
     }
-    for (size_t i = 0; i < max; i++)
-        if (!a.v[i]) {
-            if (i < min)
-                FAIL(c, call->pos, "%s: %zu arguments expected", what, min);
-            a.v[i] = NULL;
-        }
+    for (size_t i = 0; i < min; i++)
+        if (!a.v[i])
+            FAIL(c, call->pos, "%s: %zu arguments expected", what, min);
     return a;
 }
 
@@ -265,7 +278,10 @@ value *eval(ctx *c, const node *n)
     case E_FILTER: r = filter(c, n); break;
     case E_TEST: r = test(c, n); break;
     case E_NOT: r = val_bool(!val_truthy(eval(c, n->a))); break;
-    case E_NEG: r = negate(c, eval(c, n->a), n->pos); break;
+    case E_NEG:
+        r = n->neg ? plus(c, eval(c, n->a), n->pos) : negate(c, eval(c, n->a), n->pos);
+        break;
+    case E_CAPTURE: r = capture(c, n->b); break;
     case E_BIN: r = binop(c, n); break;
     case E_AND:
         r = eval(c, n->a);
@@ -280,6 +296,7 @@ value *eval(ctx *c, const node *n)
         break;
     case E_LIST:
         r = new_list(c, n->count);
+        r->l.tuple = n->neg;
         for (size_t i = 0; i < n->count; i++)
             r->l.v[i] = eval(c, n->items[i]);
         r->l.n = n->count;
@@ -404,6 +421,14 @@ void run(ctx *c, const node *n)
     case N_FOR: for_loop(c, n); return;
     case N_SET: {
         value *v = n->a ? eval(c, n->a) : capture(c, n->b);
+        if (n->count) { /* set a, b = pair */
+            const value *items = iterate(c, v, n->pos);
+            if (items->l.n != n->count)
+                FAIL(c, n->pos, "set: %zu names for %zu values", n->count, items->l.n);
+            for (size_t i = 0; i < n->count; i++)
+                bind(c, n->kw[i], n->kwn[i], items->l.v[i]);
+            return;
+        }
         if (!n->s2) {
             bind(c, n->s, n->n, v);
             return;
@@ -421,6 +446,20 @@ void run(ctx *c, const node *n)
         fn->fn.macro = n;
         fn->fn.scopes = c->scopes;
         bind(c, n->s, n->n, fn);
+        return;
+    }
+    case N_CALL_BLOCK: { /* the macro called with caller() rendering the body */
+        value *caller = val_new(&c->a, &c->f, V_FUNC);
+        caller->fn.kind = F_MACRO;
+        caller->fn.macro = n->c;
+        caller->fn.scopes = c->scopes;
+        if (n->a->k != E_CALL)
+            FAIL(c, n->pos, "{%% call %%} of what is not a macro call");
+        const value *fn = eval(c, n->a->a);
+        if (fn->t != V_FUNC || fn->fn.kind != F_MACRO)
+            FAIL(c, n->pos, "{%% call %%} of what is not a macro");
+        c->caller = caller;
+        val_write(&c->a, &c->f, c->out, call(c, n->a), false);
         return;
     }
     case N_BREAK:

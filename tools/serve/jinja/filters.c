@@ -27,16 +27,29 @@ static value *length(ctx *c, value *v, size_t pos)
     return val_int(&c->a, &c->f, (int64_t)n);
 }
 
+/* transformers' tojson(ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
 static value *tojson(ctx *c, value *v, const node *call, size_t first, const char *what)
 {
-    static const char *const names[] = { "indent", NULL };
-    call_args a = get_args(c, call, first, what, 0, 1, names);
-    const int64_t indent =
-        a.v[0] && a.v[0]->t != V_NONE ? need(c, a.v[0], V_INT, call->pos, what)->i : -1;
-    if (indent > 16)
-        FAIL(c, call->pos, "|tojson: an indent over 16");
+    static const char *const names[] = { "ensure_ascii", "indent", "separators", "sort_keys",
+                                         NULL };
+    call_args a = get_args(c, call, first, what, 0, 4, names);
+    json_style style = { .indent = -1,
+                         .sort_keys = a.v[3] && val_truthy(a.v[3]),
+                         .ascii = a.v[0] && val_truthy(a.v[0]) };
+    if (a.v[1] && a.v[1]->t != V_NONE) {
+        const int64_t indent = need(c, a.v[1], V_INT, call->pos, what)->i;
+        if (indent > 16)
+            FAIL(c, call->pos, "%s: an indent over 16", what);
+        style.indent = indent < 0 ? 0 : (int)indent;
+    }
+    if (a.v[2] && a.v[2]->t != V_NONE) {
+        if (need(c, a.v[2], V_LIST, call->pos, what)->l.n != 2)
+            FAIL(c, call->pos, "%s: separators must be a pair of strings", what);
+        style.item_sep = need(c, a.v[2]->l.v[0], V_STR, call->pos, what);
+        style.key_sep = need(c, a.v[2]->l.v[1], V_STR, call->pos, what);
+    }
     sbuf b = { .limit = JINJA_MAX_MEMORY };
-    val_json(&c->a, &c->f, &b, v, (int)indent, 0, call->pos);
+    val_json(&c->a, &c->f, &b, v, &style, 0, call->pos);
     return str_of(c, b.p, b.n);
 }
 
@@ -199,24 +212,24 @@ static value *indent(ctx *c, value *v, const node *call, size_t first, const cha
         by = str_of(c, spaces.p, spaces.n);
     }
     const bool at_first = a.v[1] && val_truthy(a.v[1]), blank = a.v[2] && val_truthy(a.v[2]);
-    sbuf b = { .limit = JINJA_MAX_MEMORY };
+    sbuf b = { .limit = JINJA_MAX_MEMORY }, text = { .limit = JINJA_MAX_MEMORY };
     sb_add(&c->a, &c->f, &b, "", 0);
+    sb_add(&c->a, &c->f, &text, s->s.p, s->s.n);
+    sb_add(&c->a, &c->f, &text, "\n", 1); /* jinja2's: a last line break is kept */
     size_t start = 0, line = 0;
-    while (start < s->s.n) { /* each line of s.splitlines() */
+    while (start < text.n) { /* each line of text.splitlines() */
         size_t end = start, brk = 0;
-        while (end < s->s.n && !(brk = line_break(s->s.p, s->s.n, end)))
+        while (end < text.n && !(brk = line_break(text.p, text.n, end)))
             end++;
         if (line)
             sb_add(&c->a, &c->f, &b, "\n", 1);
-        if ((line || at_first) && (blank || end > start))
+        if (line ? blank || end > start : at_first)
             sb_add(&c->a, &c->f, &b, by->s.p, by->s.n);
-        sb_add(&c->a, &c->f, &b, s->s.p + start, end - start);
+        sb_add(&c->a, &c->f, &b, text.p + start, end - start);
         step(c, call->pos);
         start = end + brk;
         line++;
     }
-    if (!line && at_first)
-        sb_add(&c->a, &c->f, &b, by->s.p, by->s.n);
     return str_of(c, b.p, b.n);
 }
 

@@ -70,6 +70,7 @@ struct value {
         struct {
             value **v;
             size_t n;
+            bool tuple; /* written (a, b) */
         } l;
         struct { /* V_DICT and V_NS: keys are strings, in insertion order */
             value **k, **v;
@@ -112,8 +113,16 @@ typedef struct sbuf {
 void sb_add(arena *a, jfail *f, sbuf *b, const char *p, size_t n);
 /* Python's str() of v into b; repr: Python's repr() */
 void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr);
-/* transformers' tojson: json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0: none) */
-void val_json(arena *a, jfail *f, sbuf *b, const value *v, int indent, int level, size_t pos);
+/* The options of transformers' tojson: json.dumps(v, ensure_ascii=ascii,
+ * indent=indent (< 0: none), separators=(item_sep, key_sep), sort_keys) */
+typedef struct json_style {
+    int indent;
+    const value *item_sep, *key_sep; /* NULL: json.dumps' defaults */
+    bool sort_keys;
+    bool ascii; /* ensure_ascii */
+} json_style;
+void val_json(arena *a, jfail *f, sbuf *b, const value *v, const json_style *style, int level,
+              size_t pos);
 
 typedef enum nkind {
     N_BODY,
@@ -121,8 +130,9 @@ typedef enum nkind {
     N_OUT,
     N_IF,
     N_FOR,
-    N_SET,   /* s = a; without a: s = what body b renders */
-    N_MACRO, /* s: its name; kw: the parameters, items: their defaults (NULL: none); b: body */
+    N_SET,        /* s = a; without a: s = what body b renders */
+    N_MACRO,      /* s: its name; kw: the parameters, items: their defaults (NULL: none); b: body */
+    N_CALL_BLOCK, /* {% call m(args) %}body{% endcall %}: a, the call; c, the body as a macro */
     N_BREAK,
     N_CONTINUE,
     E_LIT,
@@ -141,6 +151,7 @@ typedef enum nkind {
     E_COND,
     E_LIST,
     E_DICT,
+    E_CAPTURE, /* what body b renders ({% filter %}) */
 } nkind;
 
 struct node {
@@ -148,11 +159,11 @@ struct node {
     size_t pos;
     const char *s, *s2; /* text, name, attribute, operator, filter or test; s2: a second name */
     size_t n, n2;
-    bool neg;            /* E_TEST: `is not` */
+    bool neg;            /* E_TEST: `is not`; E_LIST: a tuple; E_NEG: +x */
     value *lit;          /* E_LIT */
     node *a, *b, *c, *d; /* operands, condition, bodies, slice bounds */
     node **items;        /* N_BODY's statements, arguments, list or dict items */
-    const char **kw;     /* the name of each keyword argument (NULL: positional) */
+    const char **kw;     /* the name of each keyword argument (NULL: positional; "" *splat) */
     size_t *kwn, count;
 };
 

@@ -154,6 +154,13 @@ value *negate(ctx *c, value *v, size_t pos)
     return val_int(&c->a, &c->f, -as_int(v));
 }
 
+value *plus(ctx *c, value *v, size_t pos)
+{
+    if (!val_is_number(v))
+        FAIL(c, pos, "'+' of %s", val_type_name(v));
+    return v->t == V_BOOL ? val_int(&c->a, &c->f, v->b) : v;
+}
+
 int compare(ctx *c, value *a, value *b, size_t pos, const char *op)
 {
     if (a->t == V_STR && b->t == V_STR) {

@@ -165,11 +165,12 @@ static void lex_number(parser *p)
     const size_t pos = p->at;
     size_t e = digits_end(p, p->at);
     bool is_float = false;
-    if (e + 1 < p->len && p->src[e] == '.' && isdigit((unsigned char)p->src[e + 1])) {
+    const bool after_dot = pos && p->src[pos - 1] == '.'; /* x.0.1 is x[0][1] */
+    if (!after_dot && e + 1 < p->len && p->src[e] == '.' && isdigit((unsigned char)p->src[e + 1])) {
         e = digits_end(p, e + 1);
         is_float = true;
     }
-    if (e < p->len && (p->src[e] | 32) == 'e') {
+    if (!after_dot && e < p->len && (p->src[e] | 32) == 'e') {
         size_t x = e + 1;
         if (x < p->len && (p->src[x] == '+' || p->src[x] == '-'))
             x++;
@@ -350,7 +351,10 @@ static void args(parser *p, node *n)
     while (!is_op(p, ")")) {
         const char *kw = NULL;
         size_t kwn = 0;
-        if (p->tok.k == T_NAME) {
+        if (is_op(p, "*")) { /* f(*list): its items as positional arguments */
+            next(p);
+            kw = "";
+        } else if (p->tok.k == T_NAME) {
             const parser save = *p;
             const token t = expect_name(p);
             if (is_op(p, "=")) {
@@ -404,11 +408,25 @@ static node *primary(parser *p)
         n->lit = t.k == T_INT ? val_int(p->a, p->f, t.i) : val_float(p->a, p->f, t.d);
         return n;
     }
-    if (is_op(p, "(")) {
+    if (is_op(p, "(")) { /* (x), or a tuple: (), (x,), (x, y) */
         next(p);
+        node *tuple = mk(p, E_LIST, t.pos);
+        tuple->neg = true;
+        if (is_op(p, ")")) {
+            next(p);
+            return tuple;
+        }
         n = expr(p);
-        if (is_op(p, ","))
-            syntax(p, p->tok.pos, "tuples are not supported");
+        if (is_op(p, ",")) {
+            push(p, tuple, n, NULL, 0);
+            while (is_op(p, ",")) {
+                next(p);
+                if (is_op(p, ")"))
+                    break;
+                push(p, tuple, expr(p), NULL, 0);
+            }
+            n = tuple;
+        }
         expect_op(p, ")");
         return n;
     }
@@ -478,7 +496,13 @@ static node *postfix(parser *p, node *n)
 {
     for (;;) {
         const size_t pos = p->tok.pos;
-        if (is_op(p, ".")) {
+        if (is_op(p, ".") && p->at < p->len && isdigit((unsigned char)p->src[p->at])) {
+            next(p); /* x.0: x[0] */
+            node *item = mk(p, E_ITEM, pos);
+            item->a = n;
+            item->b = primary(p);
+            n = item;
+        } else if (is_op(p, ".")) {
             next(p);
             n = named(p, E_ATTR, pos, n);
         } else if (is_op(p, "[")) {
@@ -560,9 +584,10 @@ static node *unary_or_filtered(parser *p, bool with_filters)
         next(p);
         enter(p);
         n = mk(p, E_NEG, pos);
+        n->neg = !neg; /* +x */
         n->a = unary_or_filtered(p, false);
         p->depth--;
-        n = postfix(p, neg ? n : n->a);
+        n = postfix(p, n);
     } else {
         n = postfix(p, primary(p));
     }
@@ -774,13 +799,44 @@ static node *for_block(parser *p, size_t pos)
 }
 
 /* {% set x = expr %}, or {% set x %}body{% endset %} */
+/* expr, or an implicit tuple: expr, expr... */
+static node *expr_or_tuple(parser *p)
+{
+    node *n = expr(p);
+    if (!is_op(p, ","))
+        return n;
+    node *tuple = mk(p, E_LIST, n->pos);
+    tuple->neg = true;
+    push(p, tuple, n, NULL, 0);
+    while (is_op(p, ",")) {
+        next(p);
+        push(p, tuple, expr(p), NULL, 0);
+    }
+    return tuple;
+}
+
+/* {% set x = expr %}, {% set a, b = expr %}, {% set ns.x = expr %}, or
+ * {% set x %}body{% endset %} */
 static node *set_stmt(parser *p, size_t pos)
 {
+    const bool parens = is_op(p, "(");
+    if (parens)
+        next(p);
     node *n = target(p, N_SET, pos, ".");
-    if (is_op(p, ",") || is_op(p, "|"))
-        syntax(p, p->tok.pos,
-               is_op(p, ",") ? "set with several names is not supported"
-                             : "a filtered block set is not supported");
+    if (is_op(p, ",") && !n->s2) { /* several names: one each in kw */
+        push(p, n, NULL, n->s, n->n);
+        while (is_op(p, ",")) {
+            next(p);
+            if (parens && is_op(p, ")"))
+                break;
+            const token t = expect_name(p);
+            push(p, n, NULL, t.s, t.n);
+        }
+    }
+    if (parens)
+        expect_op(p, ")");
+    if (is_op(p, "|"))
+        syntax(p, p->tok.pos, "a filtered block set is not supported");
     if (p->tok.k == T_BLOCK_END) {
         static const char *const ends[] = { "endset", NULL };
         end_block(p);
@@ -792,19 +848,14 @@ static node *set_stmt(parser *p, size_t pos)
     if (!is_op(p, "="))
         syntax(p, p->tok.pos, "'=' expected");
     next(p);
-    n->a = expr(p);
+    n->a = expr_or_tuple(p);
     end_block(p);
     return n;
 }
 
-/* {% macro name(a, b=default) %}body{% endmacro %} */
-static node *macro_block(parser *p, size_t pos)
+/* (a, b=default): the parameters of macro m */
+static void params(parser *p, node *m)
 {
-    static const char *const ends[] = { "endmacro", NULL };
-    node *n = mk(p, N_MACRO, pos);
-    const token name = expect_name(p);
-    n->s = name.s;
-    n->n = name.n;
     expect_op(p, "(");
     bool defaults = false;
     while (!is_op(p, ")")) {
@@ -817,11 +868,22 @@ static node *macro_block(parser *p, size_t pos)
         } else if (defaults) {
             syntax(p, param.pos, "a parameter without a default after one with a default");
         }
-        push(p, n, value, param.s, param.n);
+        push(p, m, value, param.s, param.n);
         if (!is_op(p, ")"))
             expect_op(p, ",");
     }
     next(p);
+}
+
+/* {% macro name(a, b=default) %}body{% endmacro %} */
+static node *macro_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "endmacro", NULL };
+    node *n = mk(p, N_MACRO, pos);
+    const token name = expect_name(p);
+    n->s = name.s;
+    n->n = name.n;
+    params(p, n);
     end_block(p);
     n->b = body(p, ends);
     next(p);
@@ -829,6 +891,42 @@ static node *macro_block(parser *p, size_t pos)
         next(p);
     end_block(p);
     return n;
+}
+
+/* {% call(params) m(args) %}body{% endcall %}: m's caller(args) renders the body */
+static node *call_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "endcall", NULL };
+    node *n = mk(p, N_CALL_BLOCK, pos);
+    n->c = mk(p, N_MACRO, pos);
+    n->c->s = "caller";
+    n->c->n = 6;
+    if (is_op(p, "("))
+        params(p, n->c);
+    n->a = expr(p);
+    if (n->a->k != E_CALL)
+        syntax(p, n->a->pos, "{% call %} needs a macro call");
+    end_block(p);
+    n->c->b = body(p, ends);
+    next(p);
+    end_block(p);
+    return n;
+}
+
+/* {% filter f(args)|g %}body{% endfilter %}: the body's text through the filters */
+static node *filter_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "endfilter", NULL };
+    node *text = mk(p, E_CAPTURE, pos), *out = mk(p, N_OUT, pos);
+    node *f = named(p, E_FILTER, pos, text);
+    if (is_op(p, "("))
+        args(p, f);
+    out->a = filtered(p, f);
+    end_block(p);
+    text->b = body(p, ends);
+    next(p);
+    end_block(p);
+    return out;
 }
 
 /* transformers' {% generation %}...{% endgeneration %}: it marks the
@@ -898,6 +996,10 @@ static node *body(parser *p, const char *const *ends)
             n = set_stmt(p, kw.pos);
         } else if (name_is(kw.s, kw.n, "macro")) {
             n = macro_block(p, kw.pos);
+        } else if (name_is(kw.s, kw.n, "filter")) {
+            n = filter_block(p, kw.pos);
+        } else if (name_is(kw.s, kw.n, "call")) {
+            n = call_block(p, kw.pos);
         } else if (name_is(kw.s, kw.n, "generation")) {
             n = generation_block(p);
         } else if (name_is(kw.s, kw.n, "break") || name_is(kw.s, kw.n, "continue")) {

@@ -19,10 +19,11 @@ typedef struct ctx {
     int depth;
     value *scope[MAX_SCOPES]; /* [0]: the caller's names, [1]: the template's */
     int scopes;
-    int loops;  /* for loops open around the statement run (in this macro) */
-    int calls;  /* macro calls open */
-    int flow;   /* 1: break, 2: continue */
-    time_t now; /* strftime_now's */
+    int loops;     /* for loops open around the statement run (in this macro) */
+    int calls;     /* macro calls open */
+    int flow;      /* 1: break, 2: continue */
+    value *caller; /* the body of {% call %}, for the macro call that comes next */
+    time_t now;    /* strftime_now's */
 } ctx;
 
 #define FAIL(c, pos, ...) jinja_fail(&(c)->f, JINJA_ERROR_RENDER, pos, __VA_ARGS__)
@@ -59,6 +60,12 @@ value *capture(ctx *c, const node *body);
  * least min. */
 call_args get_args(ctx *c, const node *call, size_t first, const char *what, size_t min, size_t max,
                    const char *const *names);
+
+/* Whether call's i-th argument is *list (its items given one by one). */
+static inline bool is_splat(const node *call, size_t i)
+{
+    return call->kw[i] && !call->kwn[i];
+}
 
 /* calls.c: f(...) of a macro or a global function */
 value *call(ctx *c, const node *n);
@@ -97,6 +104,7 @@ value *contains(ctx *c, value *hay, value *x, size_t pos);
 /* numbers.c: Python's arithmetic and order */
 value *arith(ctx *c, const node *n, value *a, value *b);
 value *negate(ctx *c, value *v, size_t pos);
+value *plus(ctx *c, value *v, size_t pos); /* +v */
 /* a < b: -1, ==: 0, >: 1 (numbers with numbers, strings with strings) */
 int compare(ctx *c, value *a, value *b, size_t pos, const char *op);
 

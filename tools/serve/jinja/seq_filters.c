@@ -132,7 +132,8 @@ static void sort_by(ctx *c, value **items, value **keys, size_t n, bool reverse,
         size_t k = i;
         for (; k > 0; k--) {
             step(c, pos);
-            const int cmp = compare(c, keys[k - 1], key, pos, "<");
+            /* as Python compares jinja2's [key] lists: equal keys first */
+            const int cmp = val_eq(keys[k - 1], key) ? 0 : compare(c, keys[k - 1], key, pos, "<");
             if (reverse ? cmp >= 0 : cmp <= 0)
                 break;
             items[k] = items[k - 1];

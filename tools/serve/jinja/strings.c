@@ -84,21 +84,32 @@ static value *split(ctx *c, value *s, const value *sep, int64_t max, size_t pos)
     return r;
 }
 
-static value *replace(ctx *c, value *s, value *from, value *to)
+/* s.replace(from, to, count) (count < 0: all) */
+static value *replace(ctx *c, value *s, value *from, value *to, int64_t count)
 {
     sbuf b = { .limit = JINJA_MAX_MEMORY };
     sb_add(&c->a, &c->f, &b, "", 0);
-    size_t i = 0;
-    while (i <= s->s.n) {
-        const char *hit = from->s.n ? memmem(s->s.p + i, s->s.n - i, from->s.p, from->s.n) : NULL;
-        if (!hit) {
-            sb_add(&c->a, &c->f, &b, s->s.p + i, s->s.n - i);
-            break;
+    if (!from->s.n) { /* to before each character and at the end */
+        size_t chars;
+        const size_t *at = char_starts(c, s, &chars);
+        for (size_t k = 0; k <= chars; k++) {
+            if (count < 0 || (int64_t)k < count)
+                sb_add(&c->a, &c->f, &b, to->s.p, to->s.n);
+            if (k < chars)
+                sb_add(&c->a, &c->f, &b, s->s.p + at[k], at[k + 1] - at[k]);
         }
+        return str_of(c, b.p, b.n);
+    }
+    size_t i = 0;
+    for (int64_t done = 0; count < 0 || done < count; done++) {
+        const char *hit = memmem(s->s.p + i, s->s.n - i, from->s.p, from->s.n);
+        if (!hit)
+            break;
         sb_add(&c->a, &c->f, &b, s->s.p + i, (size_t)(hit - s->s.p) - i);
         sb_add(&c->a, &c->f, &b, to->s.p, to->s.n);
         i = (size_t)(hit - s->s.p) + from->s.n;
     }
+    sb_add(&c->a, &c->f, &b, s->s.p + i, s->s.n - i);
     return str_of(c, b.p, b.n);
 }
 
@@ -168,9 +179,12 @@ value *str_method(ctx *c, const node *call, size_t first, value *obj, const char
     if (k >= 0)
         return change_case(c, obj, k);
     if (name_is(name, n, "replace")) {
-        call_args a = get_args(c, call, first, what, 2, 2, none);
+        static const char *const names[] = { "old", "new", "count", NULL };
+        call_args a = get_args(c, call, first, what, 2, 3, names);
+        const int64_t count =
+            a.v[2] && a.v[2]->t != V_NONE ? need(c, a.v[2], V_INT, call->pos, what)->i : -1;
         return replace(c, obj, need(c, a.v[0], V_STR, call->pos, what),
-                       need(c, a.v[1], V_STR, call->pos, what));
+                       need(c, a.v[1], V_STR, call->pos, what), count);
     }
     return NULL;
 }

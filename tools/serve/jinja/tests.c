@@ -19,6 +19,8 @@ value *contains(ctx *c, value *hay, value *x, size_t pos)
     }
     if (hay->t == V_DICT || hay->t == V_NS)
         return val_bool(x->t == V_STR && dict_get(hay, x->s.p, x->s.n));
+    if (hay->t == V_UNDEF) /* iterates as nothing */
+        return val_bool(false);
     FAIL(c, pos, "'in' a %s", val_type_name(hay));
 }
 
@@ -102,8 +104,8 @@ bool apply_test(ctx *c, const char *s, size_t len, value *v, const node *call, s
         return v->t == V_DICT;
     if (name_is(s, len, "sequence") || name_is(s, len, "iterable"))
         return v->t == V_LIST || v->t == V_STR || v->t == V_DICT;
-    if (name_is(s, len, "callable"))
-        return v->t == V_FUNC;
+    if (name_is(s, len, "callable")) /* Undefined is: calling it is the error */
+        return v->t == V_FUNC || v->t == V_UNDEF;
     if (name_is(s, len, "lower") || name_is(s, len, "upper"))
         return need(c, v, V_STR, call->pos, what) && one_case(v, s[0] == 'u');
     if (name_is(s, len, "even") || name_is(s, len, "odd")) {

@@ -352,7 +352,10 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
 {
     char num[32];
     switch (v->t) {
-    case V_UNDEF: break;
+    case V_UNDEF:
+        if (repr) /* in a list's or dict's str() */
+            sb_str(a, f, b, "Undefined");
+        break;
     case V_NONE: sb_str(a, f, b, "None"); break;
     case V_BOOL: sb_str(a, f, b, v->b ? "True" : "False"); break;
     case V_INT:
@@ -370,13 +373,13 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
             sb_add(a, f, b, v->s.p, v->s.n);
         break;
     case V_LIST:
-        sb_str(a, f, b, "[");
+        sb_str(a, f, b, v->l.tuple ? "(" : "[");
         for (size_t i = 0; i < v->l.n; i++) {
             if (i)
                 sb_str(a, f, b, ", ");
             val_write(a, f, b, v->l.v[i], true);
         }
-        sb_str(a, f, b, "]");
+        sb_str(a, f, b, !v->l.tuple ? "]" : v->l.n == 1 ? ",)" : ")");
         break;
     case V_DICT:
         sb_str(a, f, b, "{");
@@ -397,12 +400,49 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
     }
 }
 
-static void json_str(arena *a, jfail *f, sbuf *b, const value *v)
+/* The code point of the UTF-8 sequence at s[*i] (*i moved past it); a
+ * byte that begins none stands for itself. */
+static unsigned utf8_next(const char *s, size_t n, size_t *i)
+{
+    const unsigned char c = (unsigned char)s[*i];
+    const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    if (len == 1 || *i + len > n) {
+        (*i)++;
+        return c;
+    }
+    unsigned cp = c & (0x3f >> (len - 1));
+    for (size_t k = 1; k < len; k++)
+        cp = cp << 6 | ((unsigned char)s[*i + k] & 0x3f);
+    *i += len;
+    return cp;
+}
+
+/* json.dumps' ensure_ascii: \\uXXXX for each character beyond ASCII
+ * (a surrogate pair beyond U+FFFF) */
+static void json_ascii_escape(arena *a, jfail *f, sbuf *b, const value *v, size_t *i)
+{
+    unsigned cp = utf8_next(v->s.p, v->s.n, i);
+    char e[16];
+    if (cp > 0xffff) {
+        cp -= 0x10000;
+        snprintf(e, sizeof(e), "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+    } else {
+        snprintf(e, sizeof(e), "\\u%04x", cp);
+    }
+    sb_str(a, f, b, e);
+}
+
+static void json_str(arena *a, jfail *f, sbuf *b, const value *v, bool ascii)
 {
     sb_str(a, f, b, "\"");
     for (size_t i = 0; i < v->s.n; i++) {
         const unsigned char c = (unsigned char)v->s.p[i];
         char e[8];
+        if (ascii && c >= 0x80) {
+            json_ascii_escape(a, f, b, v, &i);
+            i--;
+            continue;
+        }
         static const char short_esc[] = "\"\"\\\\\bb\ff\nn\rr\tt";
         const char *s = c ? memchr(short_esc, c, sizeof(short_esc) - 1) : NULL;
         if (s && (s - short_esc) % 2 == 0)
@@ -423,11 +463,30 @@ static void json_newline(arena *a, jfail *f, sbuf *b, int indent, int level)
         sb_str(a, f, b, " ");
 }
 
-void val_json(arena *a, jfail *f, sbuf *b, const value *v, int indent, int level, size_t pos)
+/* The order json.dumps writes d's keys in: as inserted, or sorted. */
+static size_t *key_order(arena *a, jfail *f, const value *d, bool sorted)
+{
+    size_t *order = arena_alloc(a, f, (d->d.n + 1) * sizeof(*order));
+    for (size_t i = 0; i < d->d.n; i++) {
+        size_t k = i;
+        for (; sorted && k > 0; k--) {
+            const value *x = d->d.k[order[k - 1]], *y = d->d.k[i];
+            const int cmp = memcmp(x->s.p, y->s.p, x->s.n < y->s.n ? x->s.n : y->s.n);
+            if (cmp < 0 || (!cmp && x->s.n <= y->s.n))
+                break;
+            order[k] = order[k - 1];
+        }
+        order[k] = i;
+    }
+    return order;
+}
+
+void val_json(arena *a, jfail *f, sbuf *b, const value *v, const json_style *style, int level,
+              size_t pos)
 {
     if (level > JINJA_MAX_DEPTH)
         jinja_fail(f, JINJA_ERROR_LIMIT, pos, "tojson: nested deeper than %d", JINJA_MAX_DEPTH);
-    const char *sep = indent < 0 ? ", " : ",";
+    const int indent = style->indent;
     switch (v->t) {
     case V_NONE: sb_str(a, f, b, "null"); return;
     case V_BOOL: sb_str(a, f, b, v->b ? "true" : "false"); return;
@@ -438,22 +497,28 @@ void val_json(arena *a, jfail *f, sbuf *b, const value *v, int indent, int level
         else
             val_write(a, f, b, v, false);
         return;
-    case V_STR: json_str(a, f, b, v); return;
+    case V_STR: json_str(a, f, b, v, style->ascii); return;
     case V_LIST:
     case V_DICT: {
         const bool list = v->t == V_LIST;
         const size_t n = list ? v->l.n : v->d.n;
+        const size_t *order = list ? NULL : key_order(a, f, v, style->sort_keys);
         sb_str(a, f, b, list ? "[" : "{");
         for (size_t i = 0; i < n; i++) {
-            if (i)
-                sb_str(a, f, b, sep);
+            if (i && style->item_sep)
+                sb_add(a, f, b, style->item_sep->s.p, style->item_sep->s.n);
+            else if (i)
+                sb_str(a, f, b, indent < 0 ? ", " : ",");
             if (indent >= 0)
                 json_newline(a, f, b, indent, level + 1);
             if (!list) {
-                json_str(a, f, b, v->d.k[i]);
-                sb_str(a, f, b, ": ");
+                json_str(a, f, b, v->d.k[order[i]], style->ascii);
+                if (style->key_sep)
+                    sb_add(a, f, b, style->key_sep->s.p, style->key_sep->s.n);
+                else
+                    sb_str(a, f, b, ": ");
             }
-            val_json(a, f, b, list ? v->l.v[i] : v->d.v[i], indent, level + 1, pos);
+            val_json(a, f, b, list ? v->l.v[i] : v->d.v[order[i]], style, level + 1, pos);
         }
         if (n && indent >= 0)
             json_newline(a, f, b, indent, level);
