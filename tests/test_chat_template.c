@@ -2,6 +2,7 @@
  * the published templates of tests/fixtures/chat/ (made by
  * make_chat_fixture.py with transformers' jinja2 environment) render byte
  * for byte as jinja2 rendered them, raise_exception's message included;
+ * strftime_now's dates included (the fixtures' clock, in UTC);
  * what the subset lacks, bad syntax and runaway templates end in errors
  * that name the construct and its place, within the limits.
  *
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "io/io_internal.h"
 #include "jinja/jinja.h"
@@ -46,8 +48,11 @@ static void check_family(void **state)
                     *msg = cJSON_GetObjectItemCaseSensitive(c, "raised");
         char *out = NULL;
         size_t len = 0;
-        const jinja_status st = jinja_render(t, cJSON_GetObjectItemCaseSensitive(c, "names"), &out,
-                                             &len, why, sizeof(why));
+        const cJSON *now = cJSON_GetObjectItemCaseSensitive(c, "now");
+        assert_true(cJSON_IsNumber(now)); /* strftime_now's clock, as jinja2 had it */
+        const jinja_status st =
+            jinja_render_at(t, cJSON_GetObjectItemCaseSensitive(c, "names"),
+                            (int64_t)now->valuedouble, &out, &len, why, sizeof(why));
         if (msg) {
             if (st != JINJA_ERROR_RAISED || strcmp(why, msg->valuestring))
                 fail_msg("%s case %zu: status %d \"%s\", raise_exception(\"%s\") expected", family,
@@ -211,8 +216,39 @@ int main(int argc, char **argv)
         return 2;
     }
     fixture_dir = argv[1];
-    static char *families[] = { "llama2", "llama3", "llama3_1", "qwen2",   "qwen2_5",
-                                "chatml", "zephyr", "mistral",  "features" };
+    setenv("TZ", "UTC", 1); /* the fixtures' strftime_now shows UTC */
+    tzset();
+    static char *families[] = {
+        "llama2",
+        "llama3",
+        "llama3_1",
+        "qwen2",
+        "qwen2_5",
+        "chatml",
+        "zephyr",
+        "mistral",
+        "features",
+        "features_2",
+        "hermes2_pro",
+        "command_r_tools",
+        "mistral_v3_tools",
+        "mistral_nemo",
+        "functionary_v2",
+        "deepseek_r1",
+        "qwen3",
+        "llama3_2_vision",
+        "smollm3",
+        "minicpm3",
+        "jamba_1_6",
+        "kimi_k2",
+        "command_a",
+        "glm_5_1",
+        "gemma3",
+        "phi3",
+        "phi4",
+        "gpt_oss",
+        "granite3",
+    };
     struct CMUnitTest tests[sizeof(families) / sizeof(families[0]) + 4];
     size_t n = 0;
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)

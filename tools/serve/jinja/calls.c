@@ -1,7 +1,8 @@
 /* Calls: the methods of values (strings.c), the template's macros and the
  * global functions of transformers' environment (raise_exception,
  * strftime_now) and of Jinja (namespace, range). A macro sees the names
- * of the scopes it was defined in, its parameters in a scope of its own,
+ * of the scopes it was defined in (as they are when it runs), its
+ * parameters in a scope of its own,
  * and gives what its body renders; its calls nest at most
  * JINJA_MAX_DEPTH deep. */
 #include <stdio.h>
@@ -137,8 +138,8 @@ static value *call_macro(ctx *c, const node *n, const value *fn)
     value *saved[MAX_SCOPES];
     memcpy(saved, c->scope, sizeof(saved));
     const int saved_scopes = c->scopes, saved_loops = c->loops;
-    if (fn->fn.scopes < c->scopes)
-        c->scopes = fn->fn.scopes;
+    memcpy(c->scope, fn->fn.chain, (size_t)fn->fn.scopes * sizeof(value *));
+    c->scopes = fn->fn.scopes;
     push_scope(c, n->pos);
     c->loops = 0;
     c->calls++;
@@ -160,9 +161,9 @@ static value *call_macro(ctx *c, const node *n, const value *fn)
 value *call(ctx *c, const node *n)
 {
     const node *f = n->a;
-    if (f->k == E_ATTR)
-        return method(c, n, eval(c, f->a), f->s, f->n);
     value *fn = eval(c, f);
+    if (f->k == E_ATTR && fn->t == V_UNDEF) /* names the method that is not there */
+        return method(c, n, eval(c, f->a), f->s, f->n);
     if (fn->t != V_FUNC) {
         if (f->k == E_NAME && fn->t == V_UNDEF)
             FAIL(c, n->pos, "the function '%.*s' is not defined", (int)(f->n < 40 ? f->n : 40),
@@ -171,6 +172,7 @@ value *call(ctx *c, const node *n)
     }
     switch (fn->fn.kind) {
     case F_MACRO: return call_macro(c, n, fn);
+    case F_METHOD: return method(c, n, fn->fn.self, fn->fn.name, fn->fn.name_n);
     case F_RAISE: raise_exception(c, n);
     case F_NAMESPACE: return namespace(c, n);
     case F_RANGE: return range(c, n);

@@ -152,24 +152,63 @@ static value *loop_attr(ctx *c, const loop_state *l, const char *name, size_t n)
     return val_undef();
 }
 
-value *attr(ctx *c, value *obj, const char *name, size_t n, size_t pos)
+/* Whether Python's str or dict (of obj's type) has a method of that name. */
+static bool has_method(const value *obj, const char *name, size_t n)
+{
+    static const char *const dict_methods[] = { "clear",      "copy",   "fromkeys", "get",
+                                                "items",      "keys",   "pop",      "popitem",
+                                                "setdefault", "update", "values",   NULL };
+    static const char *const str_methods[] = {
+        "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
+        "expandtabs",   "find",        "format",    "format_map", "index",        "isalnum",
+        "isalpha",      "isascii",     "isdecimal", "isdigit",    "isidentifier", "islower",
+        "isnumeric",    "isprintable", "isspace",   "istitle",    "isupper",      "join",
+        "ljust",        "lower",       "lstrip",    "maketrans",  "partition",    "removeprefix",
+        "removesuffix", "replace",     "rfind",     "rindex",     "rjust",        "rpartition",
+        "rsplit",       "rstrip",      "split",     "splitlines", "startswith",   "strip",
+        "swapcase",     "title",       "translate", "upper",      "zfill",        NULL
+    };
+    const char *const *names = obj->t == V_DICT  ? dict_methods
+                               : obj->t == V_STR ? str_methods
+                                                 : NULL;
+    for (size_t k = 0; names && names[k]; k++)
+        if (name_is(name, n, names[k]))
+            return true;
+    return false;
+}
+
+static value *bound_method(ctx *c, value *obj, const char *name, size_t n)
+{
+    value *fn = val_new(&c->a, &c->f, V_FUNC);
+    fn->fn.kind = F_METHOD;
+    fn->fn.self = obj;
+    fn->fn.name = name;
+    fn->fn.name_n = n;
+    return fn;
+}
+
+value *attr(ctx *c, value *obj, const char *name, size_t n, size_t pos, bool dot)
 {
     if (obj->t == V_UNDEF)
         FAIL(c, pos, "'%.*s' of an undefined value", (int)(n < 60 ? n : 60), name);
+    const bool method = has_method(obj, name, n);
+    if (dot && method) /* x.items is the method, x['items'] the item */
+        return bound_method(c, obj, name, n);
     if (obj->t == V_DICT || obj->t == V_NS) {
         value *v = dict_get(obj, name, n);
-        return v ? v : val_undef();
+        if (v)
+            return v;
     }
     if (obj->t == V_LOOP)
         return loop_attr(c, obj->loop, name, n);
-    return val_undef();
+    return method ? bound_method(c, obj, name, n) : val_undef();
 }
 
 static value *item(ctx *c, const node *n)
 {
     value *obj = eval(c, n->a), *key = eval(c, n->b);
     if (key->t == V_STR)
-        return attr(c, obj, key->s.p, key->s.n, n->pos);
+        return attr(c, obj, key->s.p, key->s.n, n->pos, false);
     if (obj->t == V_UNDEF)
         FAIL(c, n->pos, "an item of an undefined value");
     if (key->t != V_INT && key->t != V_BOOL)
@@ -271,7 +310,7 @@ value *eval(ctx *c, const node *n)
     switch (n->k) {
     case E_LIT: r = n->lit; break;
     case E_NAME: r = lookup(c, n->s, n->n); break;
-    case E_ATTR: r = attr(c, eval(c, n->a), n->s, n->n, n->pos); break;
+    case E_ATTR: r = attr(c, eval(c, n->a), n->s, n->n, n->pos, true); break;
     case E_ITEM: r = item(c, n); break;
     case E_SLICE: r = slice(c, n); break;
     case E_CALL: r = call(c, n); break;
@@ -402,6 +441,18 @@ static void for_loop(ctx *c, const node *n)
         run(c, n->c);
 }
 
+/* Macro m as a value: it keeps the scopes it is defined in. */
+static value *closure(ctx *c, const node *m)
+{
+    value *fn = val_new(&c->a, &c->f, V_FUNC);
+    fn->fn.kind = F_MACRO;
+    fn->fn.macro = m;
+    fn->fn.scopes = c->scopes;
+    fn->fn.chain = arena_alloc(&c->a, &c->f, (size_t)c->scopes * sizeof(value *));
+    memcpy(fn->fn.chain, c->scope, (size_t)c->scopes * sizeof(value *));
+    return fn;
+}
+
 void run(ctx *c, const node *n)
 {
     step(c, n->pos);
@@ -441,18 +492,11 @@ void run(ctx *c, const node *n)
         return;
     }
     case N_MACRO: {
-        value *fn = val_new(&c->a, &c->f, V_FUNC);
-        fn->fn.kind = F_MACRO;
-        fn->fn.macro = n;
-        fn->fn.scopes = c->scopes;
-        bind(c, n->s, n->n, fn);
+        bind(c, n->s, n->n, closure(c, n));
         return;
     }
     case N_CALL_BLOCK: { /* the macro called with caller() rendering the body */
-        value *caller = val_new(&c->a, &c->f, V_FUNC);
-        caller->fn.kind = F_MACRO;
-        caller->fn.macro = n->c;
-        caller->fn.scopes = c->scopes;
+        value *caller = closure(c, n->c);
         if (n->a->k != E_CALL)
             FAIL(c, n->pos, "{%% call %%} of what is not a macro call");
         const value *fn = eval(c, n->a->a);

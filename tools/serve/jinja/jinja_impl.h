@@ -48,7 +48,7 @@ typedef enum vtype {
 } vtype;
 
 /* The global functions (transformers' environment and Jinja's). */
-typedef enum jfunc { F_MACRO, F_RAISE, F_NAMESPACE, F_RANGE, F_STRFTIME_NOW } jfunc;
+typedef enum jfunc { F_MACRO, F_METHOD, F_RAISE, F_NAMESPACE, F_RANGE, F_STRFTIME_NOW } jfunc;
 
 typedef struct value value;
 typedef struct node node;
@@ -80,7 +80,11 @@ struct value {
         struct {
             jfunc kind;
             const node *macro; /* F_MACRO: its definition */
-            int scopes;        /* F_MACRO: the scopes it sees (those where it was defined) */
+            value **chain;     /* F_MACRO: the scopes it sees (those where it was defined) */
+            int scopes;        /* their count */
+            value *self;       /* F_METHOD: self.name, a method of a dict or string */
+            const char *name;
+            size_t name_n;
         } fn;
     };
 };

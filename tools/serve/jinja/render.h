@@ -48,8 +48,9 @@ value *new_list(ctx *c, size_t cap);
 value *iterate(ctx *c, value *v, size_t pos);
 /* The UTF-8 characters of s: their start offsets (count + 1 of them). */
 size_t *char_starts(ctx *c, const value *s, size_t *count);
-/* obj.name and obj[name] */
-value *attr(ctx *c, value *obj, const char *name, size_t n, size_t pos);
+/* obj.name (dot) and obj[name]: Jinja looks for an attribute (a method)
+ * first in the one, an item first in the other */
+value *attr(ctx *c, value *obj, const char *name, size_t n, size_t pos, bool dot);
 value *lookup(ctx *c, const char *name, size_t n);
 void bind(ctx *c, const char *name, size_t n, value *v);
 void push_scope(ctx *c, size_t pos);

@@ -25,7 +25,7 @@ static value *attr_path(ctx *c, value *v, const value *path, size_t pos)
                 i = 10 * i + (size_t)(part[k] - '0');
             v = i < v->l.n ? v->l.v[i] : val_undef();
         } else {
-            v = attr(c, v, part, len, pos);
+            v = attr(c, v, part, len, pos, false);
         }
         start = end + 1;
     }

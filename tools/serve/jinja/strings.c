@@ -115,16 +115,15 @@ static value *replace(ctx *c, value *s, value *from, value *to, int64_t count)
 
 value *dict_view(ctx *c, value *d, int which) /* 0: keys, 1: values, 2: items */
 {
-    value *r = val_new(&c->a, &c->f, V_LIST);
-    r->l.v = arena_alloc(&c->a, &c->f, (d->d.n + 1) * sizeof(value *));
+    value *r = new_list(c, d->d.n);
     r->l.n = d->d.n;
     for (size_t i = 0; i < d->d.n; i++) {
         if (which < 2) {
             r->l.v[i] = which ? d->d.v[i] : d->d.k[i];
             continue;
         }
-        value *pair = val_new(&c->a, &c->f, V_LIST);
-        pair->l.v = arena_alloc(&c->a, &c->f, 2 * sizeof(value *));
+        value *pair = new_list(c, 2);
+        pair->l.tuple = true; /* items() gives (key, value) tuples */
         pair->l.v[0] = d->d.k[i];
         pair->l.v[1] = d->d.v[i];
         pair->l.n = 2;

@@ -102,8 +102,8 @@ bool apply_test(ctx *c, const char *s, size_t len, value *v, const node *call, s
         return v->t == V_BOOL && v->b == (s[0] == 't');
     if (name_is(s, len, "mapping"))
         return v->t == V_DICT;
-    if (name_is(s, len, "sequence") || name_is(s, len, "iterable"))
-        return v->t == V_LIST || v->t == V_STR || v->t == V_DICT;
+    if (name_is(s, len, "sequence") || name_is(s, len, "iterable")) /* Undefined: empty */
+        return v->t == V_LIST || v->t == V_STR || v->t == V_DICT || v->t == V_UNDEF;
     if (name_is(s, len, "callable")) /* Undefined is: calling it is the error */
         return v->t == V_FUNC || v->t == V_UNDEF;
     if (name_is(s, len, "lower") || name_is(s, len, "upper"))

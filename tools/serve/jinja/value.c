@@ -278,7 +278,8 @@ bool val_eq(const value *a, const value *b)
         return true;
     case V_NS:
     case V_LOOP: return a == b;
-    case V_FUNC: return a->fn.kind == b->fn.kind && a->fn.macro == b->fn.macro;
+    case V_FUNC:
+        return a->fn.kind == b->fn.kind && a->fn.macro == b->fn.macro && a->fn.self == b->fn.self;
     default: return true; /* undefined, none */
     }
 }
