@@ -160,6 +160,10 @@ static void limits_end_runaway_templates(void **state)
     expect_error("{% macro f(n) %}{% for i in range(2) %}{{ f(n) }}{% endfor %}{% endmacro %}"
                  "{{ f(0) }}",
                  JINJA_ERROR_LIMIT, "nested deeper", NULL);
+    /* lists nested without end are neither written nor compared through the stack */
+    expect_error("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+                 "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x == ns.x }}{{ ns.x }}",
+                 JINJA_ERROR_LIMIT, "a value nested deeper than 1024", NULL);
     expect_error("{% macro f() %}{% set x %}{{ f() }}{% endset %}{% endmacro %}{{ f() }}",
                  JINJA_ERROR_LIMIT, "nested deeper", NULL);
     char blocks[8192] = "";

@@ -249,7 +249,11 @@ double val_as_double(const value *v)
     return v->t == V_FLOAT ? v->f : v->t == V_INT ? (double)v->i : v->b;
 }
 
-bool val_eq(const value *a, const value *b)
+/* Lists and dicts nested deeper than this are neither written nor
+ * compared (a template can nest them without end: the stack cannot). */
+#define MAX_VALUE_DEPTH 1024
+
+static bool eq_at(const value *a, const value *b, int depth)
 {
     const bool an = a->t == V_INT || a->t == V_BOOL, bn = b->t == V_INT || b->t == V_BOOL;
     if (an && bn)
@@ -264,7 +268,7 @@ bool val_eq(const value *a, const value *b)
         if (a->l.n != b->l.n)
             return false;
         for (size_t i = 0; i < a->l.n; i++)
-            if (!val_eq(a->l.v[i], b->l.v[i]))
+            if (depth >= MAX_VALUE_DEPTH || !eq_at(a->l.v[i], b->l.v[i], depth + 1))
                 return false;
         return true;
     case V_DICT:
@@ -272,7 +276,7 @@ bool val_eq(const value *a, const value *b)
             return false;
         for (size_t i = 0; i < a->d.n; i++) {
             const value *w = dict_get(b, a->d.k[i]->s.p, a->d.k[i]->s.n);
-            if (!w || !val_eq(a->d.v[i], w))
+            if (!w || depth >= MAX_VALUE_DEPTH || !eq_at(a->d.v[i], w, depth + 1))
                 return false;
         }
         return true;
@@ -282,6 +286,11 @@ bool val_eq(const value *a, const value *b)
         return a->fn.kind == b->fn.kind && a->fn.macro == b->fn.macro && a->fn.self == b->fn.self;
     default: return true; /* undefined, none */
     }
+}
+
+bool val_eq(const value *a, const value *b)
+{
+    return eq_at(a, b, 0);
 }
 
 const char *val_type_name(const value *v)
@@ -349,8 +358,10 @@ static void repr_str(arena *a, jfail *f, sbuf *b, const value *v)
     sb_add(a, f, b, &q, 1);
 }
 
-void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
+static void write_at(arena *a, jfail *f, sbuf *b, const value *v, bool repr, int depth)
 {
+    if (depth > MAX_VALUE_DEPTH)
+        jinja_fail(f, JINJA_ERROR_LIMIT, 0, "a value nested deeper than %d", MAX_VALUE_DEPTH);
     char num[32];
     switch (v->t) {
     case V_UNDEF:
@@ -378,7 +389,7 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
         for (size_t i = 0; i < v->l.n; i++) {
             if (i)
                 sb_str(a, f, b, ", ");
-            val_write(a, f, b, v->l.v[i], true);
+            write_at(a, f, b, v->l.v[i], true, depth + 1);
         }
         sb_str(a, f, b, !v->l.tuple ? "]" : v->l.n == 1 ? ",)" : ")");
         break;
@@ -389,7 +400,7 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
                 sb_str(a, f, b, ", ");
             repr_str(a, f, b, v->d.k[i]);
             sb_str(a, f, b, ": ");
-            val_write(a, f, b, v->d.v[i], true);
+            write_at(a, f, b, v->d.v[i], true, depth + 1);
         }
         sb_str(a, f, b, "}");
         break;
@@ -431,6 +442,11 @@ static void json_ascii_escape(arena *a, jfail *f, sbuf *b, const value *v, size_
         snprintf(e, sizeof(e), "\\u%04x", cp);
     }
     sb_str(a, f, b, e);
+}
+
+void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
+{
+    write_at(a, f, b, v, repr, 0);
 }
 
 static void json_str(arena *a, jfail *f, sbuf *b, const value *v, bool ascii)
