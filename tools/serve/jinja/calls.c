@@ -45,7 +45,7 @@ static value *namespace(ctx *c, const node *n)
     for (size_t i = 0; i < n->count; i++) {
         if (!n->kw[i] || is_splat(n, i))
             FAIL(c, n->items[i]->pos, "namespace(): only name=value arguments");
-        dict_set(&c->a, &c->f, ns, str_of(c, n->kw[i], n->kwn[i]), eval(c, n->items[i]));
+        dict_set(&c->a, &c->f, ns, str_of(c, n->kw[i], n->kwn[i]), eval_expr(c, n->items[i]));
     }
     return ns;
 }
@@ -55,12 +55,12 @@ static value *range(ctx *c, const node *n)
     call_args a = get_args(c, n, 0, "range()", 1, 3, NULL);
     int64_t v[3] = { 0, 0, 1 };
     for (size_t i = 0; i < a.n; i++)
-        v[a.n == 1 ? 1 : i] = need(c, a.v[i], V_INT, n->pos, "range()")->i;
+        v[a.n == 1 ? 1 : i] = need_type(c, a.v[i], V_INT, n->pos, "range()")->i;
     if (!v[2])
         FAIL(c, n->pos, "range(): a step of 0");
     size_t count = 0;
     for (int64_t i = v[0]; v[2] > 0 ? i < v[1] : i > v[1]; i += v[2], count++)
-        step(c, n->pos);
+        count_step(c, n->pos);
     value *r = new_list(c, count);
     for (size_t i = 0; i < count; i++)
         r->l.v[i] = val_int(&c->a, &c->f, v[0] + (int64_t)i * v[2]);
@@ -72,7 +72,7 @@ static value *range(ctx *c, const node *n)
 static value *strftime_now(ctx *c, const node *n)
 {
     call_args a = get_args(c, n, 0, "strftime_now()", 1, 1, NULL);
-    const value *format = need(c, a.v[0], V_STR, n->pos, "strftime_now()");
+    const value *format = need_type(c, a.v[0], V_STR, n->pos, "strftime_now()");
     if (memchr(format->s.p, 0, format->s.n))
         FAIL(c, n->pos, "strftime_now(): a NUL byte in the format");
     struct tm tm;
@@ -121,7 +121,7 @@ static value *call_macro(ctx *c, const node *n, const value *fn)
     for (size_t i = 0; i < n->count; i++) {
         const node *arg = n->items[i];
         if (is_splat(n, i)) {
-            const value *list = iterate(c, eval(c, arg), arg->pos);
+            const value *list = iterate_value(c, eval_expr(c, arg), arg->pos);
             for (size_t k = 0; k < list->l.n; k++)
                 give(c, m, given, positional++, list->l.v[k], arg->pos);
         } else if (n->kw[i]) {
@@ -129,9 +129,9 @@ static value *call_macro(ctx *c, const node *n, const value *fn)
             if (k == m->count)
                 FAIL(c, arg->pos, "macro '%.*s' takes no argument named '%.*s'", name_len, m->s,
                      (int)(n->kwn[i] < 40 ? n->kwn[i] : 40), n->kw[i]);
-            give(c, m, given, k, eval(c, arg), arg->pos);
+            give(c, m, given, k, eval_expr(c, arg), arg->pos);
         } else {
-            give(c, m, given, positional++, eval(c, arg), n->pos);
+            give(c, m, given, positional++, eval_expr(c, arg), n->pos);
         }
     }
     /* the body, in the scopes of the definition and its own */
@@ -144,13 +144,13 @@ static value *call_macro(ctx *c, const node *n, const value *fn)
     c->loops = 0;
     c->calls++;
     if (caller)
-        bind(c, "caller", 6, caller);
+        bind_name(c, "caller", 6, caller);
     for (size_t k = 0; k < m->count; k++) /* defaults may read the parameters before them */
-        bind(c, m->kw[k], m->kwn[k],
-             given[k]      ? given[k]
-             : m->items[k] ? eval(c, m->items[k])
-                           : val_undef());
-    value *r = capture(c, m->b);
+        bind_name(c, m->kw[k], m->kwn[k],
+                  given[k]      ? given[k]
+                  : m->items[k] ? eval_expr(c, m->items[k])
+                                : val_undef());
+    value *r = capture_body(c, m->b);
     c->calls--;
     c->loops = saved_loops;
     c->scopes = saved_scopes;
@@ -158,12 +158,12 @@ static value *call_macro(ctx *c, const node *n, const value *fn)
     return r;
 }
 
-value *call(ctx *c, const node *n)
+value *call_expr(ctx *c, const node *n)
 {
     const node *f = n->a;
-    value *fn = eval(c, f);
+    value *fn = eval_expr(c, f);
     if (f->k == E_ATTR && fn->t == V_UNDEF) /* names the method that is not there */
-        return method(c, n, eval(c, f->a), f->s, f->n);
+        return call_method(c, n, eval_expr(c, f->a), f->s, f->n);
     if (fn->t != V_FUNC) {
         if (f->k == E_NAME && fn->t == V_UNDEF)
             FAIL(c, n->pos, "the function '%.*s' is not defined", (int)(f->n < 40 ? f->n : 40),
@@ -172,7 +172,7 @@ value *call(ctx *c, const node *n)
     }
     switch (fn->fn.kind) {
     case F_MACRO: return call_macro(c, n, fn);
-    case F_METHOD: return method(c, n, fn->fn.self, fn->fn.name, fn->fn.name_n);
+    case F_METHOD: return call_method(c, n, fn->fn.self, fn->fn.name, fn->fn.name_n);
     case F_RAISE: raise_exception(c, n);
     case F_NAMESPACE: return namespace(c, n);
     case F_RANGE: return range(c, n);

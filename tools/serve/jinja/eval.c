@@ -15,7 +15,7 @@ value *str_of(ctx *c, const char *p, size_t n)
     return val_str(&c->a, &c->f, p, n);
 }
 
-value *lookup(ctx *c, const char *name, size_t n)
+value *lookup_name(ctx *c, const char *name, size_t n)
 {
     for (int i = c->scopes - 1; i >= 0; i--) {
         value *v = dict_get(c->scope[i], name, n);
@@ -26,12 +26,12 @@ value *lookup(ctx *c, const char *name, size_t n)
     return fn ? fn : val_undef();
 }
 
-void bind(ctx *c, const char *name, size_t n, value *v)
+void bind_name(ctx *c, const char *name, size_t n, value *v)
 {
     dict_set(&c->a, &c->f, c->scope[c->scopes - 1], str_of(c, name, n), v);
 }
 
-void step(ctx *c, size_t pos)
+void count_step(ctx *c, size_t pos)
 {
     if (++c->steps > JINJA_MAX_STEPS)
         jinja_fail(&c->f, JINJA_ERROR_LIMIT, pos, "more than %u steps", JINJA_MAX_STEPS);
@@ -55,7 +55,7 @@ value *to_str(ctx *c, value *v)
     return str_of(c, b.p ? b.p : "", b.n);
 }
 
-value *need(ctx *c, value *v, vtype t, size_t pos, const char *what)
+value *need_type(ctx *c, value *v, vtype t, size_t pos, const char *what)
 {
     if (v->t != t)
         FAIL(c, pos, "%s: a %s expected, not %s", what, val_type_name(&(value){ .t = t }),
@@ -76,7 +76,7 @@ size_t *char_starts(ctx *c, const value *s, size_t *count)
 
 static int64_t int_arg(ctx *c, const node *n)
 {
-    return need(c, eval(c, n), V_INT, n->pos, "an index")->i;
+    return need_type(c, eval_expr(c, n), V_INT, n->pos, "an index")->i;
 }
 
 /* Python's slice of length len: the indices it takes into idx, their count. */
@@ -105,7 +105,7 @@ static size_t slice_indices(ctx *c, const node *n, size_t len, size_t **idx)
 
 static value *slice(ctx *c, const node *n)
 {
-    value *v = eval(c, n->a), *r;
+    value *v = eval_expr(c, n->a), *r;
     size_t *idx, k;
     if (v->t == V_LIST) {
         k = slice_indices(c, n, v->l.n, &idx);
@@ -187,7 +187,7 @@ static value *bound_method(ctx *c, value *obj, const char *name, size_t n)
     return fn;
 }
 
-value *attr(ctx *c, value *obj, const char *name, size_t n, size_t pos, bool dot)
+value *get_attr(ctx *c, value *obj, const char *name, size_t n, size_t pos, bool dot)
 {
     if (obj->t == V_UNDEF)
         FAIL(c, pos, "'%.*s' of an undefined value", (int)(n < 60 ? n : 60), name);
@@ -206,9 +206,9 @@ value *attr(ctx *c, value *obj, const char *name, size_t n, size_t pos, bool dot
 
 static value *item(ctx *c, const node *n)
 {
-    value *obj = eval(c, n->a), *key = eval(c, n->b);
+    value *obj = eval_expr(c, n->a), *key = eval_expr(c, n->b);
     if (key->t == V_STR)
-        return attr(c, obj, key->s.p, key->s.n, n->pos, false);
+        return get_attr(c, obj, key->s.p, key->s.n, n->pos, false);
     if (obj->t == V_UNDEF)
         FAIL(c, n->pos, "an item of an undefined value");
     if (key->t != V_INT && key->t != V_BOOL)
@@ -251,7 +251,7 @@ call_args get_args(ctx *c, const node *call, size_t first, const char *what, siz
     for (size_t i = first; i < call->count; i++) {
         const node *arg = call->items[i];
         if (is_splat(call, i)) {
-            const value *list = iterate(c, eval(c, arg), arg->pos);
+            const value *list = iterate_value(c, eval_expr(c, arg), arg->pos);
             for (size_t k = 0; k < list->l.n; k++)
                 put_arg(c, &a, positional++, list->l.v[k], max, what, arg->pos);
         } else if (call->kw[i]) {
@@ -262,9 +262,9 @@ call_args get_args(ctx *c, const node *call, size_t first, const char *what, siz
             if (slot >= max)
                 FAIL(c, arg->pos, "%s: no argument named '%.*s'", what,
                      (int)(call->kwn[i] < 40 ? call->kwn[i] : 40), call->kw[i]);
-            put_arg(c, &a, slot, eval(c, arg), max, what, arg->pos);
+            put_arg(c, &a, slot, eval_expr(c, arg), max, what, arg->pos);
         } else {
-            put_arg(c, &a, positional++, eval(c, arg), max, what, call->pos);
+            put_arg(c, &a, positional++, eval_expr(c, arg), max, what, call->pos);
         }
     }
     for (size_t i = 0; i < min; i++)
@@ -275,16 +275,16 @@ call_args get_args(ctx *c, const node *call, size_t first, const char *what, siz
 
 static value *binop(ctx *c, const node *n)
 {
-    value *a = eval(c, n->a), *b = eval(c, n->b);
+    value *a = eval_expr(c, n->a), *b = eval_expr(c, n->b);
     const char *op = n->s;
     if (name_is(op, n->n, "=="))
         return val_bool(val_eq(a, b));
     if (name_is(op, n->n, "!="))
         return val_bool(!val_eq(a, b));
     if (name_is(op, n->n, "in"))
-        return contains(c, b, a, n->pos);
+        return contains_value(c, b, a, n->pos);
     if (name_is(op, n->n, "not in"))
-        return val_bool(!contains(c, b, a, n->pos)->b);
+        return val_bool(!contains_value(c, b, a, n->pos)->b);
     if (name_is(op, n->n, "~")) {
         sbuf s = { .limit = JINJA_MAX_MEMORY };
         sb_add(&c->a, &c->f, &s, "", 0);
@@ -293,60 +293,63 @@ static value *binop(ctx *c, const node *n)
         return str_of(c, s.p, s.n);
     }
     if (op[0] == '<' || op[0] == '>') {
-        const int cmp = compare(c, a, b, n->pos, op);
+        const int cmp = compare_values(c, a, b, n->pos, op);
         const bool eq = n->n == 2;
         return val_bool(op[0] == '<' ? (cmp < 0 || (eq && !cmp)) : (cmp > 0 || (eq && !cmp)));
     }
     if ((a->t == V_UNDEF || b->t == V_UNDEF))
         FAIL(c, n->pos, "'%.*s' of an undefined value", (int)n->n, op);
-    return arith(c, n, a, b);
+    return arith_op(c, n, a, b);
 }
 
-value *eval(ctx *c, const node *n)
+value *eval_expr(ctx *c, const node *n)
 {
     if (++c->depth > 4 * JINJA_MAX_DEPTH)
         jinja_fail(&c->f, JINJA_ERROR_LIMIT, n->pos, "nested deeper than %d", JINJA_MAX_DEPTH);
     value *r;
     switch (n->k) {
     case E_LIT: r = n->lit; break;
-    case E_NAME: r = lookup(c, n->s, n->n); break;
-    case E_ATTR: r = attr(c, eval(c, n->a), n->s, n->n, n->pos, true); break;
+    case E_NAME: r = lookup_name(c, n->s, n->n); break;
+    case E_ATTR: r = get_attr(c, eval_expr(c, n->a), n->s, n->n, n->pos, true); break;
     case E_ITEM: r = item(c, n); break;
     case E_SLICE: r = slice(c, n); break;
-    case E_CALL: r = call(c, n); break;
-    case E_FILTER: r = filter(c, n); break;
-    case E_TEST: r = test(c, n); break;
-    case E_NOT: r = val_bool(!val_truthy(eval(c, n->a))); break;
+    case E_CALL: r = call_expr(c, n); break;
+    case E_FILTER: r = filter_expr(c, n); break;
+    case E_TEST: r = test_expr(c, n); break;
+    case E_NOT: r = val_bool(!val_truthy(eval_expr(c, n->a))); break;
     case E_NEG:
-        r = n->neg ? plus(c, eval(c, n->a), n->pos) : negate(c, eval(c, n->a), n->pos);
+        r = n->neg ? plus_value(c, eval_expr(c, n->a), n->pos)
+                   : negate_value(c, eval_expr(c, n->a), n->pos);
         break;
-    case E_CAPTURE: r = capture(c, n->b); break;
+    case E_CAPTURE: r = capture_body(c, n->b); break;
     case E_BIN: r = binop(c, n); break;
     case E_AND:
-        r = eval(c, n->a);
-        r = val_truthy(r) ? eval(c, n->b) : r;
+        r = eval_expr(c, n->a);
+        r = val_truthy(r) ? eval_expr(c, n->b) : r;
         break;
     case E_OR:
-        r = eval(c, n->a);
-        r = val_truthy(r) ? r : eval(c, n->b);
+        r = eval_expr(c, n->a);
+        r = val_truthy(r) ? r : eval_expr(c, n->b);
         break;
     case E_COND:
-        r = val_truthy(eval(c, n->a)) ? eval(c, n->b) : n->c ? eval(c, n->c) : val_undef();
+        r = val_truthy(eval_expr(c, n->a)) ? eval_expr(c, n->b)
+            : n->c                         ? eval_expr(c, n->c)
+                                           : val_undef();
         break;
     case E_LIST:
         r = new_list(c, n->count);
         r->l.tuple = n->neg;
         for (size_t i = 0; i < n->count; i++)
-            r->l.v[i] = eval(c, n->items[i]);
+            r->l.v[i] = eval_expr(c, n->items[i]);
         r->l.n = n->count;
         break;
     case E_DICT:
         r = val_new(&c->a, &c->f, V_DICT);
         for (size_t i = 0; i + 1 < n->count; i += 2) {
-            value *k = eval(c, n->items[i]);
+            value *k = eval_expr(c, n->items[i]);
             if (k->t != V_STR)
                 FAIL(c, n->items[i]->pos, "dict keys must be strings");
-            dict_set(&c->a, &c->f, r, k, eval(c, n->items[i + 1]));
+            dict_set(&c->a, &c->f, r, k, eval_expr(c, n->items[i + 1]));
         }
         break;
     default: FAIL(c, n->pos, "not an expression");
@@ -362,7 +365,7 @@ void push_scope(ctx *c, size_t pos)
     c->scope[c->scopes++] = val_new(&c->a, &c->f, V_DICT);
 }
 
-value *iterate(ctx *c, value *v, size_t pos)
+value *iterate_value(ctx *c, value *v, size_t pos)
 {
     if (v->t == V_LIST)
         return v;
@@ -401,7 +404,7 @@ static void bind_turn(ctx *c, value *scope, value *const keys[3], value *x, valu
 
 static void for_loop(ctx *c, const node *n)
 {
-    value *seq = iterate(c, eval(c, n->a), n->a->pos);
+    value *seq = iterate_value(c, eval_expr(c, n->a), n->a->pos);
     value **items = seq->l.v;
     const size_t count = seq->l.n;
     value *const keys[3] = { str_of(c, n->s, n->n), n->s2 ? str_of(c, n->s2, n->n2) : NULL,
@@ -414,9 +417,9 @@ static void for_loop(ctx *c, const node *n)
         value **kept = arena_alloc(&c->a, &c->f, (count + 1) * sizeof(value *));
         size_t k = 0;
         for (size_t i = 0; i < count; i++) {
-            step(c, n->pos);
+            count_step(c, n->pos);
             bind_turn(c, scope, keys, items[i], NULL, n->pos, n);
-            if (val_truthy(eval(c, n->d)))
+            if (val_truthy(eval_expr(c, n->d)))
                 kept[k++] = items[i];
         }
         st->items = kept;
@@ -426,9 +429,9 @@ static void for_loop(ctx *c, const node *n)
     loop->loop = st;
     c->loops++;
     for (st->index = 0; st->index < st->length; st->index++) {
-        step(c, n->pos);
+        count_step(c, n->pos);
         bind_turn(c, scope, keys, st->items[st->index], loop, n->pos, n);
-        run(c, n->b);
+        run_stmt(c, n->b);
         if (c->flow == 1) {
             c->flow = 0;
             break;
@@ -438,7 +441,7 @@ static void for_loop(ctx *c, const node *n)
     c->loops--;
     c->scopes--;
     if (!st->length && n->c)
-        run(c, n->c);
+        run_stmt(c, n->c);
 }
 
 /* Macro m as a value: it keeps the scopes it is defined in. */
@@ -453,38 +456,38 @@ static value *closure(ctx *c, const node *m)
     return fn;
 }
 
-void run(ctx *c, const node *n)
+void run_stmt(ctx *c, const node *n)
 {
-    step(c, n->pos);
+    count_step(c, n->pos);
     switch (n->k) {
     case N_BODY:
         for (size_t i = 0; i < n->count && !c->flow; i++)
-            run(c, n->items[i]);
+            run_stmt(c, n->items[i]);
         return;
     case N_TEXT: sb_add(&c->a, &c->f, c->out, n->s, n->n); return;
-    case N_OUT: val_write(&c->a, &c->f, c->out, eval(c, n->a), false); return;
+    case N_OUT: val_write(&c->a, &c->f, c->out, eval_expr(c, n->a), false); return;
     case N_IF:
-        if (val_truthy(eval(c, n->a)))
-            run(c, n->b);
+        if (val_truthy(eval_expr(c, n->a)))
+            run_stmt(c, n->b);
         else if (n->c)
-            run(c, n->c);
+            run_stmt(c, n->c);
         return;
     case N_FOR: for_loop(c, n); return;
     case N_SET: {
-        value *v = n->a ? eval(c, n->a) : capture(c, n->b);
+        value *v = n->a ? eval_expr(c, n->a) : capture_body(c, n->b);
         if (n->count) { /* set a, b = pair */
-            const value *items = iterate(c, v, n->pos);
+            const value *items = iterate_value(c, v, n->pos);
             if (items->l.n != n->count)
                 FAIL(c, n->pos, "set: %zu names for %zu values", n->count, items->l.n);
             for (size_t i = 0; i < n->count; i++)
-                bind(c, n->kw[i], n->kwn[i], items->l.v[i]);
+                bind_name(c, n->kw[i], n->kwn[i], items->l.v[i]);
             return;
         }
         if (!n->s2) {
-            bind(c, n->s, n->n, v);
+            bind_name(c, n->s, n->n, v);
             return;
         }
-        value *ns = lookup(c, n->s, n->n);
+        value *ns = lookup_name(c, n->s, n->n);
         if (ns->t != V_NS)
             FAIL(c, n->pos, "set %.*s.%.*s: %.*s is not a namespace()", (int)n->n, n->s, (int)n->n2,
                  n->s2, (int)n->n, n->s);
@@ -492,18 +495,18 @@ void run(ctx *c, const node *n)
         return;
     }
     case N_MACRO: {
-        bind(c, n->s, n->n, closure(c, n));
+        bind_name(c, n->s, n->n, closure(c, n));
         return;
     }
     case N_CALL_BLOCK: { /* the macro called with caller() rendering the body */
         value *caller = closure(c, n->c);
         if (n->a->k != E_CALL)
             FAIL(c, n->pos, "{%% call %%} of what is not a macro call");
-        const value *fn = eval(c, n->a->a);
+        const value *fn = eval_expr(c, n->a->a);
         if (fn->t != V_FUNC || fn->fn.kind != F_MACRO)
             FAIL(c, n->pos, "{%% call %%} of what is not a macro");
         c->caller = caller;
-        val_write(&c->a, &c->f, c->out, call(c, n->a), false);
+        val_write(&c->a, &c->f, c->out, call_expr(c, n->a), false);
         return;
     }
     case N_BREAK:
@@ -516,12 +519,12 @@ void run(ctx *c, const node *n)
     }
 }
 
-value *capture(ctx *c, const node *body)
+value *capture_body(ctx *c, const node *body)
 {
     sbuf *outer = c->out, text = { .limit = JINJA_MAX_MEMORY };
     c->out = &text;
     sb_add(&c->a, &c->f, &text, "", 0);
-    run(c, body);
+    run_stmt(c, body);
     value *r = val_new(&c->a, &c->f, V_STR);
     r->s.p = text.p;
     r->s.n = text.n;
@@ -560,7 +563,7 @@ jinja_status jinja_render_at(const jinja_template *t, const cJSON *vars, int64_t
         c->scopes = 1;
         push_scope(c, 0);
         sb_add(&c->a, &c->f, c->out, "", 0);
-        run(c, t->root);
+        run_stmt(c, t->root);
         *out = c->result.p;
         *out_len = c->result.n;
     }

@@ -37,16 +37,16 @@ static value *tojson(ctx *c, value *v, const node *call, size_t first, const cha
                          .sort_keys = a.v[3] && val_truthy(a.v[3]),
                          .ascii = a.v[0] && val_truthy(a.v[0]) };
     if (a.v[1] && a.v[1]->t != V_NONE) {
-        const int64_t indent = need(c, a.v[1], V_INT, call->pos, what)->i;
+        const int64_t indent = need_type(c, a.v[1], V_INT, call->pos, what)->i;
         if (indent > 16)
             FAIL(c, call->pos, "%s: an indent over 16", what);
         style.indent = indent < 0 ? 0 : (int)indent;
     }
     if (a.v[2] && a.v[2]->t != V_NONE) {
-        if (need(c, a.v[2], V_LIST, call->pos, what)->l.n != 2)
+        if (need_type(c, a.v[2], V_LIST, call->pos, what)->l.n != 2)
             FAIL(c, call->pos, "%s: separators must be a pair of strings", what);
-        style.item_sep = need(c, a.v[2]->l.v[0], V_STR, call->pos, what);
-        style.key_sep = need(c, a.v[2]->l.v[1], V_STR, call->pos, what);
+        style.item_sep = need_type(c, a.v[2]->l.v[0], V_STR, call->pos, what);
+        style.key_sep = need_type(c, a.v[2]->l.v[1], V_STR, call->pos, what);
     }
     sbuf b = { .limit = JINJA_MAX_MEMORY };
     val_json(&c->a, &c->f, &b, v, &style, 0, call->pos);
@@ -143,8 +143,8 @@ static value *round_filter(ctx *c, value *v, const node *call, size_t first, con
 {
     static const char *const names[] = { "precision", "method", NULL };
     call_args a = get_args(c, call, first, what, 0, 2, names);
-    const int64_t precision = a.v[0] ? need(c, a.v[0], V_INT, call->pos, what)->i : 0;
-    const value *how = a.v[1] ? need(c, a.v[1], V_STR, call->pos, what) : NULL;
+    const int64_t precision = a.v[0] ? need_type(c, a.v[0], V_INT, call->pos, what)->i : 0;
+    const value *how = a.v[1] ? need_type(c, a.v[1], V_STR, call->pos, what) : NULL;
     const bool common = !how || name_is(how->s.p, how->s.n, "common");
     if (!common && !name_is(how->s.p, how->s.n, "floor") && !name_is(how->s.p, how->s.n, "ceil"))
         FAIL(c, call->pos, "%s: the method must be common, ceil or floor", what);
@@ -171,7 +171,7 @@ static value *abs_filter(ctx *c, value *v, const char *what, size_t pos)
 {
     if (v->t == V_FLOAT)
         return val_float(&c->a, &c->f, fabs(v->f));
-    const int64_t i = v->t == V_BOOL ? v->b : need(c, v, V_INT, pos, what)->i;
+    const int64_t i = v->t == V_BOOL ? v->b : need_type(c, v, V_INT, pos, what)->i;
     if (i == INT64_MIN)
         FAIL(c, pos, "an integer overflow");
     return val_int(&c->a, &c->f, i < 0 ? -i : i);
@@ -202,7 +202,7 @@ static value *indent(ctx *c, value *v, const node *call, size_t first, const cha
     call_args a = get_args(c, call, first, what, 0, 3, names);
     value *s = to_str(c, v), *by = a.v[0] ? a.v[0] : val_int(&c->a, &c->f, 4);
     if (by->t != V_STR) {
-        const int64_t width = need(c, by, V_INT, call->pos, what)->i;
+        const int64_t width = need_type(c, by, V_INT, call->pos, what)->i;
         if (width > 1024)
             FAIL(c, call->pos, "%s: a width over 1024", what);
         sbuf spaces = { .limit = JINJA_MAX_MEMORY };
@@ -226,7 +226,7 @@ static value *indent(ctx *c, value *v, const node *call, size_t first, const cha
         if (line ? blank || end > start : at_first)
             sb_add(&c->a, &c->f, &b, by->s.p, by->s.n);
         sb_add(&c->a, &c->f, &b, text.p + start, end - start);
-        step(c, call->pos);
+        count_step(c, call->pos);
         start = end + brk;
         line++;
     }
@@ -299,7 +299,7 @@ value *apply_filter(ctx *c, const char *name, size_t n, value *v, const node *ca
     FAIL(c, call->pos, "the filter %s is not supported", what);
 }
 
-value *filter(ctx *c, const node *n)
+value *filter_expr(ctx *c, const node *n)
 {
-    return apply_filter(c, n->s, n->n, eval(c, n->a), n, 0);
+    return apply_filter(c, n->s, n->n, eval_expr(c, n->a), n, 0);
 }

@@ -123,7 +123,7 @@ static value *float_op(ctx *c, const node *n, double x, double y)
     return val_float(&c->a, &c->f, r);
 }
 
-value *arith(ctx *c, const node *n, value *a, value *b)
+value *arith_op(ctx *c, const node *n, value *a, value *b)
 {
     const char op = n->s[0];
     if (op == '+' && a->t == b->t && (a->t == V_STR || a->t == V_LIST))
@@ -143,7 +143,7 @@ value *arith(ctx *c, const node *n, value *a, value *b)
     return float_op(c, n, val_as_double(a), val_as_double(b));
 }
 
-value *negate(ctx *c, value *v, size_t pos)
+value *negate_value(ctx *c, value *v, size_t pos)
 {
     if (v->t == V_FLOAT)
         return val_float(&c->a, &c->f, -v->f);
@@ -154,14 +154,14 @@ value *negate(ctx *c, value *v, size_t pos)
     return val_int(&c->a, &c->f, -as_int(v));
 }
 
-value *plus(ctx *c, value *v, size_t pos)
+value *plus_value(ctx *c, value *v, size_t pos)
 {
     if (!val_is_number(v))
         FAIL(c, pos, "'+' of %s", val_type_name(v));
     return v->t == V_BOOL ? val_int(&c->a, &c->f, v->b) : v;
 }
 
-int compare(ctx *c, value *a, value *b, size_t pos, const char *op)
+int compare_values(ctx *c, value *a, value *b, size_t pos, const char *op)
 {
     if (a->t == V_STR && b->t == V_STR) {
         const size_t m = a->s.n < b->s.n ? a->s.n : b->s.n;

@@ -36,26 +36,26 @@ typedef struct call_args {
 } call_args;
 
 /* eval.c */
-value *eval(ctx *c, const node *n);
-void run(ctx *c, const node *n);
-void step(ctx *c, size_t pos);
+value *eval_expr(ctx *c, const node *n);
+void run_stmt(ctx *c, const node *n);
+void count_step(ctx *c, size_t pos);
 value *str_of(ctx *c, const char *p, size_t n);
 value *to_str(ctx *c, value *v);
-value *need(ctx *c, value *v, vtype t, size_t pos, const char *what);
+value *need_type(ctx *c, value *v, vtype t, size_t pos, const char *what);
 value *new_list(ctx *c, size_t cap);
 /* What `for x in v` goes through, as a list: a list's items, a dict's
  * keys, a string's characters, nothing for undefined. */
-value *iterate(ctx *c, value *v, size_t pos);
+value *iterate_value(ctx *c, value *v, size_t pos);
 /* The UTF-8 characters of s: their start offsets (count + 1 of them). */
 size_t *char_starts(ctx *c, const value *s, size_t *count);
 /* obj.name (dot) and obj[name]: Jinja looks for an attribute (a method)
  * first in the one, an item first in the other */
-value *attr(ctx *c, value *obj, const char *name, size_t n, size_t pos, bool dot);
-value *lookup(ctx *c, const char *name, size_t n);
-void bind(ctx *c, const char *name, size_t n, value *v);
+value *get_attr(ctx *c, value *obj, const char *name, size_t n, size_t pos, bool dot);
+value *lookup_name(ctx *c, const char *name, size_t n);
+void bind_name(ctx *c, const char *name, size_t n, value *v);
 void push_scope(ctx *c, size_t pos);
 /* What body renders, as a string (the output set aside meanwhile). */
-value *capture(ctx *c, const node *body);
+value *capture_body(ctx *c, const node *body);
 /* The arguments of call from its first-th on (positional, then those
  * named as listed in names, NULL-terminated, in order): at most max, at
  * least min. */
@@ -69,7 +69,7 @@ static inline bool is_splat(const node *call, size_t i)
 }
 
 /* calls.c: f(...) of a macro or a global function */
-value *call(ctx *c, const node *n);
+value *call_expr(ctx *c, const node *n);
 /* the global function name, or NULL */
 value *global_function(const char *name, size_t n);
 
@@ -86,27 +86,27 @@ typedef enum letter_case {
 } letter_case;
 value *change_case(ctx *c, value *s, letter_case how);
 bool is_space(char ch); /* Python's ASCII whitespace */
-value *method(ctx *c, const node *call, value *obj, const char *name, size_t n);
+value *call_method(ctx *c, const node *call, value *obj, const char *name, size_t n);
 /* 0: keys, 1: values, 2: items */
 value *dict_view(ctx *c, value *d, int which);
 
 /* filters.c: x|name(args), the arguments from call's first-th on */
 value *apply_filter(ctx *c, const char *name, size_t n, value *v, const node *call, size_t first);
-value *filter(ctx *c, const node *n);
+value *filter_expr(ctx *c, const node *n);
 /* seq_filters.c: the filters over sequences; NULL for another name */
 value *seq_filter(ctx *c, const char *name, size_t n, value *v, const node *call, size_t first,
                   const char *what);
 
 /* tests.c: x is name(args) */
 bool apply_test(ctx *c, const char *name, size_t n, value *v, const node *call, size_t first);
-value *test(ctx *c, const node *n);
-value *contains(ctx *c, value *hay, value *x, size_t pos);
+value *test_expr(ctx *c, const node *n);
+value *contains_value(ctx *c, value *hay, value *x, size_t pos);
 
 /* numbers.c: Python's arithmetic and order */
-value *arith(ctx *c, const node *n, value *a, value *b);
-value *negate(ctx *c, value *v, size_t pos);
-value *plus(ctx *c, value *v, size_t pos); /* +v */
+value *arith_op(ctx *c, const node *n, value *a, value *b);
+value *negate_value(ctx *c, value *v, size_t pos);
+value *plus_value(ctx *c, value *v, size_t pos); /* +v */
 /* a < b: -1, ==: 0, >: 1 (numbers with numbers, strings with strings) */
-int compare(ctx *c, value *a, value *b, size_t pos, const char *op);
+int compare_values(ctx *c, value *a, value *b, size_t pos, const char *op);
 
 #endif

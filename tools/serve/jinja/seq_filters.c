@@ -25,7 +25,7 @@ static value *attr_path(ctx *c, value *v, const value *path, size_t pos)
                 i = 10 * i + (size_t)(part[k] - '0');
             v = i < v->l.n ? v->l.v[i] : val_undef();
         } else {
-            v = attr(c, v, part, len, pos, false);
+            v = get_attr(c, v, part, len, pos, false);
         }
         start = end + 1;
     }
@@ -60,7 +60,7 @@ static value *map(ctx *c, value *seq, const node *call, size_t first, const char
     if (by_attribute) {
         static const char *const names[] = { "attribute", "default", NULL };
         call_args a = get_args(c, call, first, what, 1, 2, names);
-        const value *path = need(c, a.v[0], V_STR, call->pos, what);
+        const value *path = need_type(c, a.v[0], V_STR, call->pos, what);
         for (size_t i = 0; i < seq->l.n; i++) {
             value *v = attr_path(c, seq->l.v[i], path, call->pos);
             r->l.v[r->l.n++] = v->t == V_UNDEF && a.v[1] ? a.v[1] : v;
@@ -69,9 +69,9 @@ static value *map(ctx *c, value *seq, const node *call, size_t first, const char
     }
     if (first >= call->count || call->kw[first])
         FAIL(c, call->pos, "%s: a filter's name or attribute= expected", what);
-    const value *name = need(c, eval(c, call->items[first]), V_STR, call->pos, what);
+    const value *name = need_type(c, eval_expr(c, call->items[first]), V_STR, call->pos, what);
     for (size_t i = 0; i < seq->l.n; i++) {
-        step(c, call->pos);
+        count_step(c, call->pos);
         r->l.v[r->l.n++] = apply_filter(c, name->s.p, name->s.n, seq->l.v[i], call, first + 1);
     }
     return r;
@@ -86,13 +86,13 @@ static value *select(ctx *c, value *seq, const node *call, size_t first, const c
     if (by_attribute) {
         if (arg >= call->count)
             FAIL(c, call->pos, "%s: an attribute expected", what);
-        path = need(c, eval(c, call->items[arg++]), V_STR, call->pos, what);
+        path = need_type(c, eval_expr(c, call->items[arg++]), V_STR, call->pos, what);
     }
     if (arg < call->count)
-        test_name = need(c, eval(c, call->items[arg++]), V_STR, call->pos, what);
+        test_name = need_type(c, eval_expr(c, call->items[arg++]), V_STR, call->pos, what);
     value *r = new_list(c, seq->l.n);
     for (size_t i = 0; i < seq->l.n; i++) {
-        step(c, call->pos);
+        count_step(c, call->pos);
         value *v = path ? attr_path(c, seq->l.v[i], path, call->pos) : seq->l.v[i];
         const bool pass =
             test_name ? apply_test(c, test_name->s.p, test_name->s.n, v, call, arg) : val_truthy(v);
@@ -107,13 +107,13 @@ static value *unique(ctx *c, value *seq, const node *call, size_t first, const c
     static const char *const names[] = { "case_sensitive", "attribute", NULL };
     call_args a = get_args(c, call, first, what, 0, 2, names);
     const bool case_sensitive = a.v[0] && val_truthy(a.v[0]);
-    const value *path = a.v[1] ? need(c, a.v[1], V_STR, call->pos, what) : NULL;
+    const value *path = a.v[1] ? need_type(c, a.v[1], V_STR, call->pos, what) : NULL;
     value *r = new_list(c, seq->l.n), **keys = new_list(c, seq->l.n)->l.v;
     for (size_t i = 0; i < seq->l.n; i++) {
         value *key = sort_key(c, seq->l.v[i], path, case_sensitive, call->pos);
         bool seen = false;
         for (size_t k = 0; k < r->l.n && !seen; k++) {
-            step(c, call->pos);
+            count_step(c, call->pos);
             seen = val_eq(keys[k], key);
         }
         if (!seen) {
@@ -131,9 +131,10 @@ static void sort_by(ctx *c, value **items, value **keys, size_t n, bool reverse,
         value *item = items[i], *key = keys[i];
         size_t k = i;
         for (; k > 0; k--) {
-            step(c, pos);
+            count_step(c, pos);
             /* as Python compares jinja2's [key] lists: equal keys first */
-            const int cmp = val_eq(keys[k - 1], key) ? 0 : compare(c, keys[k - 1], key, pos, "<");
+            const int cmp =
+                val_eq(keys[k - 1], key) ? 0 : compare_values(c, keys[k - 1], key, pos, "<");
             if (reverse ? cmp >= 0 : cmp <= 0)
                 break;
             items[k] = items[k - 1];
@@ -149,7 +150,7 @@ static value *sort(ctx *c, value *seq, const node *call, size_t first, const cha
 {
     static const char *const names[] = { "reverse", "case_sensitive", "attribute", NULL };
     call_args a = get_args(c, call, first, what, 0, 3, names);
-    const value *path = a.v[2] ? need(c, a.v[2], V_STR, call->pos, what) : NULL;
+    const value *path = a.v[2] ? need_type(c, a.v[2], V_STR, call->pos, what) : NULL;
     value *r = list_of(c, seq->l.v, seq->l.n), *keys = new_list(c, seq->l.n);
     for (size_t i = 0; i < seq->l.n; i++)
         keys->l.v[i] = sort_key(c, seq->l.v[i], path, a.v[1] && val_truthy(a.v[1]), call->pos);
@@ -162,10 +163,11 @@ static value *dictsort(ctx *c, value *d, const node *call, size_t first, const c
 {
     static const char *const names[] = { "case_sensitive", "by", "reverse", NULL };
     call_args a = get_args(c, call, first, what, 0, 3, names);
-    const value *by = a.v[1] ? need(c, a.v[1], V_STR, call->pos, what) : NULL;
+    const value *by = a.v[1] ? need_type(c, a.v[1], V_STR, call->pos, what) : NULL;
     if (by && !name_is(by->s.p, by->s.n, "key") && !name_is(by->s.p, by->s.n, "value"))
         FAIL(c, call->pos, "%s: by must be 'key' or 'value'", what);
-    value *r = dict_view(c, need(c, d, V_DICT, call->pos, what), 2), *keys = new_list(c, r->l.n);
+    value *r = dict_view(c, need_type(c, d, V_DICT, call->pos, what), 2),
+          *keys = new_list(c, r->l.n);
     const size_t which = by && by->s.p[0] == 'v';
     for (size_t i = 0; i < r->l.n; i++)
         keys->l.v[i] =
@@ -180,11 +182,11 @@ static value *extreme(ctx *c, value *seq, const node *call, size_t first, const 
 {
     static const char *const names[] = { "case_sensitive", "attribute", NULL };
     call_args a = get_args(c, call, first, what, 0, 2, names);
-    const value *path = a.v[1] ? need(c, a.v[1], V_STR, call->pos, what) : NULL;
+    const value *path = a.v[1] ? need_type(c, a.v[1], V_STR, call->pos, what) : NULL;
     value *best = val_undef(), *best_key = NULL;
     for (size_t i = 0; i < seq->l.n; i++) {
         value *key = sort_key(c, seq->l.v[i], path, a.v[0] && val_truthy(a.v[0]), call->pos);
-        const int cmp = best_key ? compare(c, key, best_key, call->pos, "<") : 0;
+        const int cmp = best_key ? compare_values(c, key, best_key, call->pos, "<") : 0;
         if (!best_key || (max ? cmp > 0 : cmp < 0)) {
             best = seq->l.v[i];
             best_key = key;
@@ -198,12 +200,12 @@ static value *sum(ctx *c, value *seq, const node *call, size_t first, const char
 {
     static const char *const names[] = { "attribute", "start", NULL };
     call_args a = get_args(c, call, first, what, 0, 2, names);
-    const value *path = a.v[0] ? need(c, a.v[0], V_STR, call->pos, what) : NULL;
+    const value *path = a.v[0] ? need_type(c, a.v[0], V_STR, call->pos, what) : NULL;
     value *total = a.v[1] ? a.v[1] : val_int(&c->a, &c->f, 0);
     const node plus = { .k = E_BIN, .pos = call->pos, .s = "+", .n = 1 };
     for (size_t i = 0; i < seq->l.n; i++)
-        total =
-            arith(c, &plus, total, path ? attr_path(c, seq->l.v[i], path, call->pos) : seq->l.v[i]);
+        total = arith_op(c, &plus, total,
+                         path ? attr_path(c, seq->l.v[i], path, call->pos) : seq->l.v[i]);
     return total;
 }
 
@@ -212,8 +214,8 @@ static value *join(ctx *c, value *seq, const node *call, size_t first, const cha
 {
     static const char *const names[] = { "d", "attribute", NULL };
     call_args a = get_args(c, call, first, what, 0, 2, names);
-    const value *sep = a.v[0] ? need(c, a.v[0], V_STR, call->pos, what) : NULL;
-    const value *path = a.v[1] ? need(c, a.v[1], V_STR, call->pos, what) : NULL;
+    const value *sep = a.v[0] ? need_type(c, a.v[0], V_STR, call->pos, what) : NULL;
+    const value *path = a.v[1] ? need_type(c, a.v[1], V_STR, call->pos, what) : NULL;
     sbuf b = { .limit = JINJA_MAX_MEMORY };
     sb_add(&c->a, &c->f, &b, "", 0);
     for (size_t i = 0; i < seq->l.n; i++) {
@@ -232,7 +234,7 @@ value *seq_filter(ctx *c, const char *name, size_t n, value *v, const node *call
         get_args(c, call, first, what, 0, 0, no_names);
         return dict_view(c,
                          v->t == V_UNDEF ? val_new(&c->a, &c->f, V_DICT)
-                                         : need(c, v, V_DICT, call->pos, what),
+                                         : need_type(c, v, V_DICT, call->pos, what),
                          2);
     }
     if (name_is(name, n, "dictsort"))
@@ -255,7 +257,7 @@ value *seq_filter(ctx *c, const char *name, size_t n, value *v, const node *call
             sb_add(&c->a, &c->f, &b, v->s.p + at[i], at[i + 1] - at[i]);
         return str_of(c, b.p, b.n);
     }
-    value *seq = iterate(c, v, call->pos);
+    value *seq = iterate_value(c, v, call->pos);
     switch (k) {
     case 0: return map(c, seq, call, first, what);
     case 1:

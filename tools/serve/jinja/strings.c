@@ -77,7 +77,7 @@ static value *split(ctx *c, value *s, const value *sep, int64_t max, size_t pos)
             r->l.v = grown;
         }
         r->l.v[r->l.n++] = part;
-        step(c, pos);
+        count_step(c, pos);
         if (sep && start > s->s.n)
             break;
     }
@@ -154,12 +154,12 @@ value *str_method(ctx *c, const node *call, size_t first, value *obj, const char
     if (strips) {
         call_args a = get_args(c, call, first, what, 0, 1, chars_name);
         const value *chars =
-            a.v[0] && a.v[0]->t != V_NONE ? need(c, a.v[0], V_STR, call->pos, what) : NULL;
+            a.v[0] && a.v[0]->t != V_NONE ? need_type(c, a.v[0], V_STR, call->pos, what) : NULL;
         return strip(c, obj, chars, name[0] == 'l' ? 1 : name[0] == 'r' ? 2 : 3);
     }
     if (name_is(name, n, "startswith") || name_is(name, n, "endswith")) {
         call_args a = get_args(c, call, first, what, 1, 1, none);
-        const value *x = need(c, a.v[0], V_STR, call->pos, what);
+        const value *x = need_type(c, a.v[0], V_STR, call->pos, what);
         if (x->s.n > obj->s.n)
             return val_bool(false);
         const char *at = name[0] == 's' ? obj->s.p : obj->s.p + obj->s.n - x->s.n;
@@ -169,8 +169,8 @@ value *str_method(ctx *c, const node *call, size_t first, value *obj, const char
         static const char *const names[] = { "sep", "maxsplit", NULL };
         call_args a = get_args(c, call, first, what, 0, 2, names);
         const value *sep =
-            a.v[0] && a.v[0]->t != V_NONE ? need(c, a.v[0], V_STR, call->pos, what) : NULL;
-        return split(c, obj, sep, a.v[1] ? need(c, a.v[1], V_INT, call->pos, what)->i : -1,
+            a.v[0] && a.v[0]->t != V_NONE ? need_type(c, a.v[0], V_STR, call->pos, what) : NULL;
+        return split(c, obj, sep, a.v[1] ? need_type(c, a.v[1], V_INT, call->pos, what)->i : -1,
                      call->pos);
     }
     static const char *const cases[] = { "lower", "upper", "capitalize", "title", NULL };
@@ -181,14 +181,14 @@ value *str_method(ctx *c, const node *call, size_t first, value *obj, const char
         static const char *const names[] = { "old", "new", "count", NULL };
         call_args a = get_args(c, call, first, what, 2, 3, names);
         const int64_t count =
-            a.v[2] && a.v[2]->t != V_NONE ? need(c, a.v[2], V_INT, call->pos, what)->i : -1;
-        return replace(c, obj, need(c, a.v[0], V_STR, call->pos, what),
-                       need(c, a.v[1], V_STR, call->pos, what), count);
+            a.v[2] && a.v[2]->t != V_NONE ? need_type(c, a.v[2], V_INT, call->pos, what)->i : -1;
+        return replace(c, obj, need_type(c, a.v[0], V_STR, call->pos, what),
+                       need_type(c, a.v[1], V_STR, call->pos, what), count);
     }
     return NULL;
 }
 
-value *method(ctx *c, const node *call, value *obj, const char *name, size_t n)
+value *call_method(ctx *c, const node *call, value *obj, const char *name, size_t n)
 {
     char what[64];
     snprintf(what, sizeof(what), ".%.*s()", (int)(n < 40 ? n : 40), name);

@@ -5,10 +5,10 @@
 
 #include "render.h"
 
-value *contains(ctx *c, value *hay, value *x, size_t pos)
+value *contains_value(ctx *c, value *hay, value *x, size_t pos)
 {
     if (hay->t == V_STR) {
-        need(c, x, V_STR, pos, "'in' a string");
+        need_type(c, x, V_STR, pos, "'in' a string");
         return val_bool(!x->s.n || memmem(hay->s.p, hay->s.n, x->s.p, x->s.n));
     }
     if (hay->t == V_LIST) {
@@ -65,14 +65,14 @@ static bool compared(ctx *c, const char *op, value *v, value *arg, size_t pos)
     if (op[0] == '=' || op[0] == '!')
         return val_eq(v, arg) == (op[0] == '=');
     if (op[0] == 'i')
-        return contains(c, arg, v, pos)->b;
+        return contains_value(c, arg, v, pos)->b;
     if (op[0] == '%') {
-        const int64_t d = need(c, arg, V_INT, pos, "is divisibleby")->i;
+        const int64_t d = need_type(c, arg, V_INT, pos, "is divisibleby")->i;
         if (!d)
             FAIL(c, pos, "is divisibleby: division by zero");
-        return d == -1 || need(c, v, V_INT, pos, "is divisibleby")->i % d == 0;
+        return d == -1 || need_type(c, v, V_INT, pos, "is divisibleby")->i % d == 0;
     }
-    const int cmp = compare(c, v, arg, pos, op);
+    const int cmp = compare_values(c, v, arg, pos, op);
     return op[0] == '<' ? cmp < 0 || (op[1] && !cmp) : cmp > 0 || (op[1] && !cmp);
 }
 
@@ -107,16 +107,16 @@ bool apply_test(ctx *c, const char *s, size_t len, value *v, const node *call, s
     if (name_is(s, len, "callable")) /* Undefined is: calling it is the error */
         return v->t == V_FUNC || v->t == V_UNDEF;
     if (name_is(s, len, "lower") || name_is(s, len, "upper"))
-        return need(c, v, V_STR, call->pos, what) && one_case(v, s[0] == 'u');
+        return need_type(c, v, V_STR, call->pos, what) && one_case(v, s[0] == 'u');
     if (name_is(s, len, "even") || name_is(s, len, "odd")) {
-        const int64_t i = v->t == V_BOOL ? v->b : need(c, v, V_INT, call->pos, what)->i;
+        const int64_t i = v->t == V_BOOL ? v->b : need_type(c, v, V_INT, call->pos, what)->i;
         return (i % 2 != 0) == (s[0] == 'o');
     }
     FAIL(c, call->pos, "the test '%s' is not supported", what);
 }
 
-value *test(ctx *c, const node *n)
+value *test_expr(ctx *c, const node *n)
 {
-    const bool r = apply_test(c, n->s, n->n, eval(c, n->a), n, 0);
+    const bool r = apply_test(c, n->s, n->n, eval_expr(c, n->a), n, 0);
     return val_bool(r != n->neg);
 }
