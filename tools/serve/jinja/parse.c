@@ -931,8 +931,9 @@ static node *filter_block(parser *p, size_t pos)
 
 /* transformers' {% generation %}...{% endgeneration %}: it marks the
  * assistant's tokens; rendered as its body */
-static node *generation_block(parser *p)
+static node *generation_block(parser *p, size_t pos)
 {
+    (void)pos;
     static const char *const ends[] = { "endgeneration", NULL };
     end_block(p);
     node *n = body(p, ends);
@@ -987,25 +988,26 @@ static node *body(parser *p, const char *const *ends)
                 return b;
             }
         next(p);
-        node *n;
-        if (name_is(kw.s, kw.n, "if")) {
-            n = if_block(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "for")) {
-            n = for_block(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "set")) {
-            n = set_stmt(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "macro")) {
-            n = macro_block(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "filter")) {
-            n = filter_block(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "call")) {
-            n = call_block(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "generation")) {
-            n = generation_block(p);
-        } else if (name_is(kw.s, kw.n, "break") || name_is(kw.s, kw.n, "continue")) {
+        static const struct {
+            const char *name;
+            node *(*parse)(parser *, size_t); /* after the keyword, to the block's end */
+        } blocks[] = {
+            { "if", if_block },
+            { "for", for_block },
+            { "set", set_stmt },
+            { "macro", macro_block },
+            { "call", call_block },
+            { "filter", filter_block },
+            { "generation", generation_block },
+        };
+        node *n = NULL;
+        for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]) && !n; i++)
+            if (name_is(kw.s, kw.n, blocks[i].name))
+                n = blocks[i].parse(p, kw.pos);
+        if (!n && (name_is(kw.s, kw.n, "break") || name_is(kw.s, kw.n, "continue"))) {
             n = mk(p, kw.s[0] == 'b' ? N_BREAK : N_CONTINUE, kw.pos);
             end_block(p);
-        } else {
+        } else if (!n) {
             jinja_fail(p->f, JINJA_ERROR_SYNTAX, kw.pos, "{%% %.*s %%} is not supported",
                        (int)(kw.n < 40 ? kw.n : 40), kw.s);
         }
