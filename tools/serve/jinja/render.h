@@ -1,5 +1,5 @@
 /* What the evaluator's files (eval.c, calls.c, filters.c, tests.c,
- * numbers.c, strings.c) share: the state of one rendering and the helpers
+ * numbers.c, strings.c) share: the state of one rendering and the functions
  * each of them uses. */
 #ifndef PFX_TOOLS_SERVE_JINJA_RENDER_H
 #define PFX_TOOLS_SERVE_JINJA_RENDER_H
