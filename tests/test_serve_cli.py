@@ -375,6 +375,15 @@ CHATML = ("{% for message in messages %}{% if message['role'] == 'bad' %}"
           "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
+# ChatML again, written with what the first renderer lacked
+MACRO_CHATML = (
+    "{%- macro turn(role, text) -%}<|im_start|>{{ role ~ '\\n' ~ text }}<|im_end|>{{ '\\n' }}"
+    "{%- endmacro -%}"
+    "{%- set year = strftime_now('%Y') -%}{% if year | length != 4 or 0.5 * 2 != 1.0 %}wrong{% endif %}"
+    "{%- for m in messages %}{{ turn(m.role, m.content) }}{% endfor -%}"
+    "{% filter trim %} <|im_start|>assistant{% endfilter %}{{ '\\n' }}")
+
+
 def chat_ids(exe, fix):
     """The server encodes a rendered chat without the tokenizer's added special
     tokens (the template wrote the BOS): the ids of transformers'
@@ -423,11 +432,19 @@ def chat(exe, model):
         expect_error(srv, {"messages": [{"role": "bad", "content": "x"}]}, 400, ["no bad roles here"], path=path)
         expect_error(srv, dict(body, temperature="hot"), 400, ["temperature"], path=path)
         srv.stop()
+        # a template written with a macro, a filter block, a float and strftime_now renders the same prompt
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": MACRO_CHATML, "eos_token": "<|endoftext|>"}, f)
+        srv = Server(exe, ["--model", folder, "--api-key", KEY])
+        status, data, _ = srv.request("POST", "/v1/chat/completions", body)
+        if status != 200 or json.loads(data)["choices"][0]["message"] != message:
+            sys.exit("chat with macros: %d %r, expected %r" % (status, data, message))
+        srv.stop()
         # a template that does not parse: the server runs, the chat endpoint answers 500 naming it
         with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
-            json.dump({"chat_template": [{"name": "default", "template": "{% macro m() %}{% endmacro %}"}]}, f)
+            json.dump({"chat_template": [{"name": "default", "template": "{% include 'other.jinja' %}"}]}, f)
         srv = Server(exe, ["--model", folder, "--api-key", KEY])
-        expect_error(srv, body, 500, ["macro", "line 1:4"], path=path)
+        expect_error(srv, body, 500, ["include", "line 1:4"], path=path)
         if srv.complete({"prompt": rendered, "max_tokens": 2, "temperature": 0})[0] != 200:
             sys.exit("chat: /v1/completions beside a broken chat template")
         err = srv.stop()

@@ -8,13 +8,14 @@
  *
  * A template is parsed once (jinja_parse) and rendered per request
  * (jinja_render) with its names given as the members of a JSON object.
- * What the subset lacks (macros, floats, most filters...) is refused with
- * an error naming the construct and its line:column; output size, loop
+ * What the subset lacks (call blocks, tuples, string formatting...) is
+ * refused with an error naming the construct and its line:column; output size, loop
  * steps, memory and nesting are bounded, so no input hangs or crashes. */
 #ifndef PFX_TOOLS_SERVE_JINJA_H
 #define PFX_TOOLS_SERVE_JINJA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -44,5 +45,9 @@ void jinja_free(jinja_template *t);
  * alone for JINJA_ERROR_RAISED. */
 jinja_status jinja_render(const jinja_template *t, const cJSON *vars, char **out, size_t *out_len,
                           char *why, size_t cap);
+/* jinja_render with strftime_now's clock set to now (seconds since the
+ * epoch, shown in local time) instead of the time of the call. */
+jinja_status jinja_render_at(const jinja_template *t, const cJSON *vars, int64_t now, char **out,
+                             size_t *out_len, char *why, size_t cap);
 
 #endif

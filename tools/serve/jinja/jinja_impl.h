@@ -33,9 +33,25 @@ __attribute__((noreturn, format(printf, 4, 5))) void jinja_fail(jfail *f, jinja_
 void *arena_alloc(arena *a, jfail *f, size_t n);
 void arena_free(arena *a);
 
-typedef enum vtype { V_UNDEF, V_NONE, V_BOOL, V_INT, V_STR, V_LIST, V_DICT, V_NS, V_LOOP } vtype;
+typedef enum vtype {
+    V_UNDEF,
+    V_NONE,
+    V_BOOL,
+    V_INT,
+    V_FLOAT,
+    V_STR,
+    V_LIST,
+    V_DICT,
+    V_NS,
+    V_LOOP,
+    V_FUNC, /* a macro or a global function */
+} vtype;
+
+/* The global functions (transformers' environment and Jinja's). */
+typedef enum jfunc { F_MACRO, F_METHOD, F_RAISE, F_NAMESPACE, F_RANGE, F_STRFTIME_NOW } jfunc;
 
 typedef struct value value;
+typedef struct node node;
 typedef struct loop_state {
     value **items;
     size_t index, length;
@@ -46,6 +62,7 @@ struct value {
     union {
         bool b;
         int64_t i;
+        double f;
         struct {
             const char *p;
             size_t n;
@@ -53,18 +70,31 @@ struct value {
         struct {
             value **v;
             size_t n;
+            bool tuple; /* written (a, b) */
         } l;
         struct { /* V_DICT and V_NS: keys are strings, in insertion order */
             value **k, **v;
             size_t n, cap;
         } d;
         const loop_state *loop;
+        struct {
+            jfunc kind;
+            const node *macro; /* F_MACRO: its definition */
+            value **chain;     /* F_MACRO: the scopes it sees (those where it was defined) */
+            int scopes;        /* their count */
+            value *self;       /* F_METHOD: self.name, a method of a dict or string */
+            const char *name;
+            size_t name_n;
+        } fn;
     };
 };
 
 value *val_new(arena *a, jfail *f, vtype t);
 value *val_str(arena *a, jfail *f, const char *p, size_t n);
 value *val_int(arena *a, jfail *f, int64_t i);
+value *val_float(arena *a, jfail *f, double d);
+/* Python's repr() of a float: the shortest string that reads back as d */
+void float_repr(double d, char out[32]);
 value *val_bool(bool b);
 value *val_none(void);
 value *val_undef(void);
@@ -74,6 +104,8 @@ value *dict_get(const value *d, const char *key, size_t n);
 void dict_set(arena *a, jfail *f, value *d, value *key, value *v);
 bool val_truthy(const value *v);
 bool val_eq(const value *a, const value *b);
+bool val_is_number(const value *v); /* int, float or bool */
+double val_as_double(const value *v);
 const char *val_type_name(const value *v);
 
 /* A growing byte string (in the arena, or malloc'ed for the output). */
@@ -85,8 +117,16 @@ typedef struct sbuf {
 void sb_add(arena *a, jfail *f, sbuf *b, const char *p, size_t n);
 /* Python's str() of v into b; repr: Python's repr() */
 void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr);
-/* transformers' tojson: json.dumps(v, ensure_ascii=False, indent=indent) (indent < 0: none) */
-void val_json(arena *a, jfail *f, sbuf *b, const value *v, int indent, int level, size_t pos);
+/* The options of transformers' tojson: json.dumps(v, ensure_ascii=ascii,
+ * indent=indent (< 0: none), separators=(item_sep, key_sep), sort_keys) */
+typedef struct json_style {
+    int indent;
+    const value *item_sep, *key_sep; /* NULL: json.dumps' defaults */
+    bool sort_keys;
+    bool ascii; /* ensure_ascii */
+} json_style;
+void val_json(arena *a, jfail *f, sbuf *b, const value *v, const json_style *style, int level,
+              size_t pos);
 
 typedef enum nkind {
     N_BODY,
@@ -94,7 +134,9 @@ typedef enum nkind {
     N_OUT,
     N_IF,
     N_FOR,
-    N_SET,
+    N_SET,        /* s = a; without a: s = what body b renders */
+    N_MACRO,      /* s: its name; kw: the parameters, items: their defaults (NULL: none); b: body */
+    N_CALL_BLOCK, /* {% call m(args) %}body{% endcall %}: a, the call; c, the body as a macro */
     N_BREAK,
     N_CONTINUE,
     E_LIT,
@@ -113,19 +155,19 @@ typedef enum nkind {
     E_COND,
     E_LIST,
     E_DICT,
+    E_CAPTURE, /* what body b renders ({% filter %}) */
 } nkind;
 
-typedef struct node node;
 struct node {
     nkind k;
     size_t pos;
     const char *s, *s2; /* text, name, attribute, operator, filter or test; s2: a second name */
     size_t n, n2;
-    bool neg;            /* E_TEST: `is not` */
+    bool neg;            /* E_TEST: `is not`; E_LIST: a tuple; E_NEG: +x */
     value *lit;          /* E_LIT */
     node *a, *b, *c, *d; /* operands, condition, bodies, slice bounds */
     node **items;        /* N_BODY's statements, arguments, list or dict items */
-    const char **kw;     /* the name of each keyword argument (NULL: positional) */
+    const char **kw;     /* the name of each keyword argument (NULL: positional; "" *splat) */
     size_t *kwn, count;
 };
 

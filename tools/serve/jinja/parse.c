@@ -1,245 +1,11 @@
-/* The lexer and parser of the Jinja subset (jinja.h): text and tags into a
- * syntax tree (jinja_impl.h). Whitespace as transformers' environment has
- * it: trim_blocks (a block tag eats the newline after it) and lstrip_blocks
- * (spaces before a block tag at the start of a line are dropped), and the
- * `-` / `+` markers. */
+/* The parser of the Jinja subset (jinja.h): the tokens of lex.c into a
+ * syntax tree (jinja_impl.h). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jinja_impl.h"
-
-typedef enum tkind {
-    T_EOF,
-    T_TEXT,
-    T_VAR_BEGIN,
-    T_VAR_END,
-    T_BLOCK_BEGIN,
-    T_BLOCK_END,
-    T_NAME,
-    T_STRING,
-    T_INT,
-    T_OP,
-} tkind;
-
-typedef struct token {
-    tkind k;
-    const char *s; /* text, name, operator; T_STRING: decoded (in the arena) */
-    size_t n, pos;
-    int64_t i;
-} token;
-
-typedef struct parser {
-    const char *src;
-    size_t len, at;
-    int tag;           /* 0: in text, 1: in {{ }}, 2: in {% %} */
-    int brackets;      /* open (, [, { in the tag: no end of tag inside them */
-    bool strip_next;   /* after -%}: the next text loses its leading space */
-    bool trim_newline; /* after %}: the next text loses one leading newline */
-    token tok;         /* the current token */
-    int depth;
-    arena *a;
-    jfail *f;
-} parser;
-
-static bool at_str(const parser *p, size_t at, const char *s)
-{
-    const size_t n = strlen(s);
-    return at + n <= p->len && !memcmp(p->src + at, s, n);
-}
-
-__attribute__((noreturn)) static void syntax(parser *p, size_t pos, const char *what)
-{
-    jinja_fail(p->f, JINJA_ERROR_SYNTAX, pos, "%s", what);
-}
-
-/* Whether a tag ({{, {%, {#) begins at `at`. */
-static bool tag_start(const parser *p, size_t at)
-{
-    if (at + 1 >= p->len || p->src[at] != '{')
-        return false;
-    const char c = p->src[at + 1];
-    return c == '{' || c == '%' || c == '#';
-}
-
-/* The text up to the next tag, whitespace control applied. */
-static void lex_text(parser *p)
-{
-    size_t start = p->at, end = p->at;
-    while (end < p->len && !tag_start(p, end))
-        end++;
-    if (p->strip_next)
-        while (start < end && isspace((unsigned char)p->src[start]))
-            start++;
-    else if (p->trim_newline && start < end && p->src[start] == '\n')
-        start++;
-    else if (p->trim_newline && at_str(p, start, "\r\n") && start + 2 <= end)
-        start += 2;
-    p->strip_next = p->trim_newline = false;
-    size_t stop = end;
-    if (end < p->len) {
-        const char kind = p->src[end + 1], mark = end + 2 < p->len ? p->src[end + 2] : 0;
-        if (mark == '-') {
-            while (stop > start && isspace((unsigned char)p->src[stop - 1]))
-                stop--;
-        } else if (mark != '+' && kind != '{') {
-            size_t l = stop;
-            while (l > start && (p->src[l - 1] == ' ' || p->src[l - 1] == '\t'))
-                l--;
-            /* only spaces between the line's start and the tag */
-            if ((l > start && p->src[l - 1] == '\n') ||
-                (l == start && (start == 0 || p->src[start - 1] == '\n')))
-                stop = l;
-        }
-    }
-    p->tok = (token){ T_TEXT, p->src + start, stop - start, start, 0 };
-    p->at = end;
-}
-
-/* A string literal from p->at (its quote), its escapes decoded as Python's. */
-static void lex_string(parser *p)
-{
-    const size_t pos = p->at;
-    const char q = p->src[p->at++];
-    size_t end = p->at;
-    while (end < p->len && p->src[end] != q)
-        end += p->src[end] == '\\' ? 2 : 1;
-    if (end >= p->len)
-        syntax(p, pos, "an unterminated string");
-    char *out = arena_alloc(p->a, p->f, end - p->at + 1);
-    size_t n = 0;
-    for (size_t i = p->at; i < end; i++) {
-        const char c = p->src[i];
-        if (c != '\\') {
-            out[n++] = c;
-            continue;
-        }
-        const char e = p->src[++i];
-        const char *m = strchr("n\nt\tr\r\\\\''\"\"0\0a\ab\bf\fv\v", e);
-        if (e && m && (m - "n\nt\tr\r\\\\''\"\"0\0a\ab\bf\fv\v") % 2 == 0) {
-            out[n++] = m[1];
-        } else if (e == 'x' || e == 'u') {
-            const size_t digits = e == 'x' ? 2 : 4;
-            unsigned cp = 0;
-            for (size_t k = 0; k < digits; k++) {
-                const char h = i + 1 + k < end ? p->src[i + 1 + k] : 0;
-                if (!isxdigit((unsigned char)h))
-                    syntax(p, i, "a bad \\x or \\u escape");
-                cp =
-                    cp * 16 + (unsigned)(isdigit((unsigned char)h) ? h - '0' : (h | 32) - 'a' + 10);
-            }
-            i += digits;
-            if (cp < 0x80) {
-                out[n++] = (char)cp;
-            } else if (cp < 0x800) {
-                out[n++] = (char)(0xc0 | cp >> 6);
-                out[n++] = (char)(0x80 | (cp & 63));
-            } else {
-                out[n++] = (char)(0xe0 | cp >> 12);
-                out[n++] = (char)(0x80 | (cp >> 6 & 63));
-                out[n++] = (char)(0x80 | (cp & 63));
-            }
-        } else {
-            out[n++] = '\\';
-            out[n++] = e;
-        }
-    }
-    p->at = end + 1;
-    p->tok = (token){ T_STRING, out, n, pos, 0 };
-}
-
-static void next(parser *p)
-{
-    if (p->at >= p->len && !p->tag) {
-        p->tok = (token){ T_EOF, NULL, 0, p->len, 0 };
-        return;
-    }
-    if (!p->tag) {
-        if (!tag_start(p, p->at)) {
-            lex_text(p);
-            if (p->tok.n || p->at >= p->len)
-                return;
-            if (p->at >= p->len) {
-                p->tok = (token){ T_EOF, NULL, 0, p->len, 0 };
-                return;
-            }
-        }
-        const size_t pos = p->at;
-        const char kind = p->src[p->at + 1];
-        p->at += 2;
-        if (p->at < p->len && (p->src[p->at] == '-' || p->src[p->at] == '+'))
-            p->at++;
-        if (kind == '#') {
-            size_t e = p->at;
-            while (e + 1 < p->len && !(p->src[e] == '#' && p->src[e + 1] == '}'))
-                e++;
-            if (e + 1 >= p->len)
-                syntax(p, pos, "an unterminated comment");
-            p->strip_next = p->src[e - 1] == '-' && e - 1 >= p->at;
-            p->trim_newline = !(p->src[e - 1] == '+' && e - 1 >= p->at);
-            p->at = e + 2;
-            return next(p);
-        }
-        p->strip_next = p->trim_newline = false;
-        p->brackets = 0;
-        p->tag = kind == '{' ? 1 : 2;
-        p->tok = (token){ kind == '{' ? T_VAR_BEGIN : T_BLOCK_BEGIN, NULL, 0, pos, 0 };
-        return;
-    }
-    while (p->at < p->len && isspace((unsigned char)p->src[p->at]))
-        p->at++;
-    const size_t pos = p->at;
-    if (p->at >= p->len)
-        syntax(p, p->len, p->tag == 1 ? "a {{ without its }}" : "a {% without its %}");
-    const char *end = p->tag == 1 ? "}}" : "%}";
-    const char c = p->src[p->at];
-    if (p->brackets <= 0 && (c == '-' || c == '+') && at_str(p, p->at + 1, end)) {
-        p->strip_next = c == '-';
-        p->trim_newline = false;
-        p->at += 3;
-    } else if (p->brackets <= 0 && at_str(p, p->at, end)) {
-        p->trim_newline = p->tag == 2;
-        p->at += 2;
-    } else {
-        if (c == '\'' || c == '"')
-            return lex_string(p);
-        if (isalpha((unsigned char)c) || c == '_') {
-            size_t e = p->at;
-            while (e < p->len && (isalnum((unsigned char)p->src[e]) || p->src[e] == '_'))
-                e++;
-            p->tok = (token){ T_NAME, p->src + p->at, e - p->at, pos, 0 };
-            p->at = e;
-            return;
-        }
-        if (isdigit((unsigned char)c)) {
-            int64_t v = 0;
-            size_t e = p->at;
-            for (; e < p->len && (isdigit((unsigned char)p->src[e]) || p->src[e] == '_'); e++)
-                if (p->src[e] != '_' && (__builtin_mul_overflow(v, 10, &v) ||
-                                         __builtin_add_overflow(v, p->src[e] - '0', &v)))
-                    syntax(p, pos, "an integer too large");
-            if (e < p->len && (p->src[e] == '.' || p->src[e] == 'e' || p->src[e] == 'E'))
-                syntax(p, pos, "floating-point numbers are not supported");
-            p->tok = (token){ T_INT, p->src + p->at, e - p->at, pos, v };
-            p->at = e;
-            return;
-        }
-        static const char *const ops[] = { "//", "**", "==", "!=", "<=", ">=", "+", "-", "*",
-                                           "/",  "%",  "~",  "<",  ">",  "=",  "(", ")", "[",
-                                           "]",  "{",  "}",  ".",  ",",  ":",  "|" };
-        for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-            if (at_str(p, p->at, ops[i])) {
-                p->tok = (token){ T_OP, ops[i], strlen(ops[i]), pos, 0 };
-                p->brackets += strchr("([{", ops[i][0]) ? 1 : strchr(")]}", ops[i][0]) ? -1 : 0;
-                p->at += strlen(ops[i]);
-                return;
-            }
-        jinja_fail(p->f, JINJA_ERROR_SYNTAX, pos, "an unexpected character '%c'", c);
-    }
-    p->tok = (token){ p->tag == 1 ? T_VAR_END : T_BLOCK_END, NULL, 0, pos, 0 };
-    p->tag = 0;
-}
+#include "lex.h"
 
 static bool is_op(const parser *p, const char *op)
 {
@@ -255,15 +21,15 @@ static void expect_op(parser *p, const char *op)
 {
     if (!is_op(p, op))
         jinja_fail(p->f, JINJA_ERROR_SYNTAX, p->tok.pos, "'%s' expected", op);
-    next(p);
+    lex_next(p);
 }
 
 static token expect_name(parser *p)
 {
     if (p->tok.k != T_NAME)
-        syntax(p, p->tok.pos, "a name expected");
+        lex_fail(p, p->tok.pos, "a name expected");
     const token t = p->tok;
-    next(p);
+    lex_next(p);
     return t;
 }
 
@@ -311,11 +77,14 @@ static void args(parser *p, node *n)
     while (!is_op(p, ")")) {
         const char *kw = NULL;
         size_t kwn = 0;
-        if (p->tok.k == T_NAME) {
+        if (is_op(p, "*")) { /* f(*list): its items as positional arguments */
+            lex_next(p);
+            kw = "";
+        } else if (p->tok.k == T_NAME) {
             const parser save = *p;
             const token t = expect_name(p);
             if (is_op(p, "=")) {
-                next(p);
+                lex_next(p);
                 kw = t.s;
                 kwn = t.n;
             } else {
@@ -326,7 +95,7 @@ static void args(parser *p, node *n)
         if (!is_op(p, ")"))
             expect_op(p, ",");
     }
-    next(p);
+    lex_next(p);
 }
 
 static node *primary(parser *p)
@@ -334,7 +103,7 @@ static node *primary(parser *p)
     const token t = p->tok;
     node *n;
     if (t.k == T_NAME) {
-        next(p);
+        lex_next(p);
         n = mk(p, E_LIT, t.pos);
         if (name_is(t.s, t.n, "true") || name_is(t.s, t.n, "True"))
             n->lit = val_bool(true);
@@ -353,29 +122,43 @@ static node *primary(parser *p)
         sbuf b = { .limit = (size_t)-1 / 2 };
         while (p->tok.k == T_STRING) { /* 'a' 'b' is 'ab' */
             sb_add(p->a, p->f, &b, p->tok.s, p->tok.n);
-            next(p);
+            lex_next(p);
         }
         n = mk(p, E_LIT, t.pos);
         n->lit = val_str(p->a, p->f, b.p ? b.p : "", b.n);
         return n;
     }
-    if (t.k == T_INT) {
-        next(p);
+    if (t.k == T_INT || t.k == T_FLOAT) {
+        lex_next(p);
         n = mk(p, E_LIT, t.pos);
-        n->lit = val_int(p->a, p->f, t.i);
+        n->lit = t.k == T_INT ? val_int(p->a, p->f, t.i) : val_float(p->a, p->f, t.d);
         return n;
     }
-    if (is_op(p, "(")) {
-        next(p);
+    if (is_op(p, "(")) { /* (x), or a tuple: (), (x,), (x, y) */
+        lex_next(p);
+        node *tuple = mk(p, E_LIST, t.pos);
+        tuple->neg = true;
+        if (is_op(p, ")")) {
+            lex_next(p);
+            return tuple;
+        }
         n = expr(p);
-        if (is_op(p, ","))
-            syntax(p, p->tok.pos, "tuples are not supported");
+        if (is_op(p, ",")) {
+            push(p, tuple, n, NULL, 0);
+            while (is_op(p, ",")) {
+                lex_next(p);
+                if (is_op(p, ")"))
+                    break;
+                push(p, tuple, expr(p), NULL, 0);
+            }
+            n = tuple;
+        }
         expect_op(p, ")");
         return n;
     }
     if (is_op(p, "[") || is_op(p, "{")) {
         const bool list = is_op(p, "[");
-        next(p);
+        lex_next(p);
         n = mk(p, list ? E_LIST : E_DICT, t.pos);
         while (!is_op(p, list ? "]" : "}")) {
             push(p, n, expr(p), NULL, 0);
@@ -386,12 +169,12 @@ static node *primary(parser *p)
             if (!is_op(p, list ? "]" : "}"))
                 expect_op(p, ",");
         }
-        next(p);
+        lex_next(p);
         return n;
     }
-    syntax(p, t.pos,
-           t.k == T_EOF || t.k == T_VAR_END || t.k == T_BLOCK_END ? "an expression expected"
-                                                                  : "an unexpected token");
+    lex_fail(p, t.pos,
+             t.k == T_EOF || t.k == T_VAR_END || t.k == T_BLOCK_END ? "an expression expected"
+                                                                    : "an unexpected token");
 }
 
 /* [a], [a:b:c] */
@@ -404,17 +187,17 @@ static node *subscript(parser *p, node *obj, size_t pos)
             break;
         if (is_op(p, ":")) {
             if (++colons > 2)
-                syntax(p, p->tok.pos, "a slice has at most three parts");
-            next(p);
+                lex_fail(p, p->tok.pos, "a slice has at most three parts");
+            lex_next(p);
             continue;
         }
         if (bound[colons])
-            syntax(p, p->tok.pos, "':' or ']' expected");
+            lex_fail(p, p->tok.pos, "':' or ']' expected");
         bound[colons] = expr(p);
     }
-    next(p);
+    lex_next(p);
     if (!colons && !bound[0])
-        syntax(p, pos, "an empty subscript");
+        lex_fail(p, pos, "an empty subscript");
     node *n = mk(p, colons ? E_SLICE : E_ITEM, pos);
     n->a = obj;
     n->b = bound[0];
@@ -434,16 +217,22 @@ static node *named(parser *p, nkind k, size_t pos, node *operand)
     return n;
 }
 
-static node *postfix(parser *p)
+/* .name, [subscript] and (call) after n */
+static node *postfix(parser *p, node *n)
 {
-    node *n = primary(p);
     for (;;) {
         const size_t pos = p->tok.pos;
-        if (is_op(p, ".")) {
-            next(p);
+        if (is_op(p, ".") && p->at < p->len && isdigit((unsigned char)p->src[p->at])) {
+            lex_next(p); /* x.0: x[0] */
+            node *item = mk(p, E_ITEM, pos);
+            item->a = n;
+            item->b = primary(p);
+            n = item;
+        } else if (is_op(p, ".")) {
+            lex_next(p);
             n = named(p, E_ATTR, pos, n);
         } else if (is_op(p, "[")) {
-            next(p);
+            lex_next(p);
             n = subscript(p, n, pos);
         } else if (is_op(p, "(")) {
             node *c = mk(p, E_CALL, pos);
@@ -456,30 +245,44 @@ static node *postfix(parser *p)
     }
 }
 
-/* filters (x|f, x|f(a)) and tests (x is t, x is not t(a), x is t a) */
-static node *filtered(parser *p)
+/* Whether the current token begins a test's one argument written without
+ * parentheses (x is divisibleby 3, x is sameas none), as jinja2 decides. */
+static bool test_argument_follows(const parser *p)
 {
-    node *n = postfix(p);
+    if (p->tok.k == T_NAME)
+        return !is_name(p, "else") && !is_name(p, "or") && !is_name(p, "and");
+    return p->tok.k == T_STRING || p->tok.k == T_INT || p->tok.k == T_FLOAT || is_op(p, "[") ||
+           is_op(p, "{");
+}
+
+/* filters (x|f, x|f(a)) and tests (x is t, x is not t(a), x is t a) after n */
+static node *filtered(parser *p, node *n)
+{
     for (;;) {
         const size_t pos = p->tok.pos;
         if (is_op(p, "|")) {
-            next(p);
+            lex_next(p);
             node *f = named(p, E_FILTER, pos, n);
             if (is_op(p, "("))
                 args(p, f);
             n = f;
         } else if (is_name(p, "is")) {
-            next(p);
+            lex_next(p);
             const bool neg = is_name(p, "not");
             if (neg)
-                next(p);
+                lex_next(p);
             node *t = named(p, E_TEST, pos, n);
             t->neg = neg;
             if (is_op(p, "("))
                 args(p, t);
-            else if (p->tok.k == T_STRING || p->tok.k == T_INT)
-                push(p, t, primary(p), NULL, 0);
+            else if (test_argument_follows(p))
+                push(p, t, postfix(p, primary(p)), NULL, 0);
             n = t;
+        } else if (is_op(p, "(")) {
+            node *c = mk(p, E_CALL, pos);
+            c->a = n;
+            args(p, c);
+            n = c;
         } else {
             return n;
         }
@@ -496,19 +299,30 @@ static node *binary(parser *p, node *a, size_t pos, const char *op, node *b)
     return n;
 }
 
-static node *unary(parser *p)
+/* -x and +x; as jinja2 parses them the filters after apply to the
+ * negated value (-1|abs is 1) */
+static node *unary_or_filtered(parser *p, bool with_filters)
 {
     const size_t pos = p->tok.pos;
+    node *n;
     if (is_op(p, "-") || is_op(p, "+")) {
         const bool neg = is_op(p, "-");
-        next(p);
+        lex_next(p);
         enter(p);
-        node *n = mk(p, E_NEG, pos);
-        n->a = unary(p);
+        n = mk(p, E_NEG, pos);
+        n->neg = !neg; /* +x */
+        n->a = unary_or_filtered(p, false);
         p->depth--;
-        return neg ? n : n->a;
+        n = postfix(p, n);
+    } else {
+        n = postfix(p, primary(p));
     }
-    return filtered(p);
+    return with_filters ? filtered(p, n) : n;
+}
+
+static node *unary(parser *p)
+{
+    return unary_or_filtered(p, true);
 }
 
 /* operand (op operand)*, left to right, ops NULL-terminated */
@@ -523,9 +337,7 @@ static node *left_assoc(parser *p, node *(*operand)(parser *), const char *const
         if (!op)
             return n;
         const size_t pos = p->tok.pos;
-        if (!strcmp(op, "**"))
-            syntax(p, pos, "'**' is not supported");
-        next(p);
+        lex_next(p);
         node *rhs = operand(p);
         if (!strcmp(op, "and") || !strcmp(op, "or")) {
             node *l = mk(p, op[0] == 'a' ? E_AND : E_OR, pos);
@@ -538,10 +350,16 @@ static node *left_assoc(parser *p, node *(*operand)(parser *), const char *const
     }
 }
 
+static node *power(parser *p)
+{
+    static const char *const ops[] = { "**", NULL };
+    return left_assoc(p, unary, ops);
+}
+
 static node *product(parser *p)
 {
-    static const char *const ops[] = { "*", "/", "//", "%", "**", NULL };
-    return left_assoc(p, unary, ops);
+    static const char *const ops[] = { "*", "/", "//", "%", NULL };
+    return left_assoc(p, power, ops);
 }
 
 static node *concat(parser *p)
@@ -569,7 +387,7 @@ static node *compare(parser *p)
             op = "in";
         else if (is_name(p, "not")) {
             const parser save = *p;
-            next(p);
+            lex_next(p);
             if (!is_name(p, "in")) {
                 *p = save;
                 return n;
@@ -577,7 +395,7 @@ static node *compare(parser *p)
             op = "not in";
         } else
             return n;
-        next(p);
+        lex_next(p);
         n = binary(p, n, t.pos, op, sum(p));
     }
 }
@@ -586,7 +404,7 @@ static node *not_expr(parser *p)
 {
     if (is_name(p, "not")) {
         node *n = mk(p, E_NOT, p->tok.pos);
-        next(p);
+        lex_next(p);
         enter(p);
         n->a = not_expr(p);
         p->depth--;
@@ -614,11 +432,11 @@ static node *expr(parser *p)
     node *n = or_expr(p);
     if (is_name(p, "if")) {
         node *c = mk(p, E_COND, p->tok.pos);
-        next(p);
+        lex_next(p);
         c->b = n;
         c->a = or_expr(p);
         if (is_name(p, "else")) {
-            next(p);
+            lex_next(p);
             c->c = expr(p);
         }
         n = c;
@@ -630,8 +448,8 @@ static node *expr(parser *p)
 static void end_block(parser *p)
 {
     if (p->tok.k != T_BLOCK_END)
-        syntax(p, p->tok.pos, "'%}' expected");
-    next(p);
+        lex_fail(p, p->tok.pos, "'%}' expected");
+    lex_next(p);
 }
 
 static node *body(parser *p, const char *const *ends);
@@ -645,7 +463,7 @@ static node *if_block(parser *p, size_t pos)
     end_block(p);
     n->b = body(p, ends);
     const token kw = p->tok;
-    next(p);
+    lex_next(p);
     if (name_is(kw.s, kw.n, "elif")) {
         enter(p);
         n->c = if_block(p, kw.pos);
@@ -654,7 +472,7 @@ static node *if_block(parser *p, size_t pos)
         static const char *const endif[] = { "endif", NULL };
         end_block(p);
         n->c = body(p, endif);
-        next(p);
+        lex_next(p);
         end_block(p);
     } else {
         end_block(p);
@@ -670,7 +488,7 @@ static node *target(parser *p, nkind k, size_t pos, const char *sep)
     n->s = t.s;
     n->n = t.n;
     if (is_op(p, sep)) {
-        next(p);
+        lex_next(p);
         t = expect_name(p);
         n->s2 = t.s;
         n->n2 = t.n;
@@ -683,38 +501,169 @@ static node *for_block(parser *p, size_t pos)
     static const char *const ends[] = { "else", "endfor", NULL };
     node *n = target(p, N_FOR, pos, ",");
     if (!is_name(p, "in"))
-        syntax(p, p->tok.pos, "'in' expected");
-    next(p);
+        lex_fail(p, p->tok.pos, "'in' expected");
+    lex_next(p);
     n->a = or_expr(p);
     if (is_name(p, "if")) {
-        next(p);
+        lex_next(p);
         n->d = expr(p);
     }
     if (is_name(p, "recursive"))
-        syntax(p, p->tok.pos, "recursive loops are not supported");
+        lex_fail(p, p->tok.pos, "recursive loops are not supported");
     end_block(p);
     n->b = body(p, ends);
     const bool has_else = is_name(p, "else");
-    next(p);
+    lex_next(p);
     end_block(p);
     if (has_else) {
         static const char *const endfor[] = { "endfor", NULL };
         n->c = body(p, endfor);
-        next(p);
+        lex_next(p);
         end_block(p);
     }
     return n;
 }
 
+/* {% set x = expr %}, or {% set x %}body{% endset %} */
+/* expr, or an implicit tuple: expr, expr... */
+static node *expr_or_tuple(parser *p)
+{
+    node *n = expr(p);
+    if (!is_op(p, ","))
+        return n;
+    node *tuple = mk(p, E_LIST, n->pos);
+    tuple->neg = true;
+    push(p, tuple, n, NULL, 0);
+    while (is_op(p, ",")) {
+        lex_next(p);
+        push(p, tuple, expr(p), NULL, 0);
+    }
+    return tuple;
+}
+
+/* {% set x = expr %}, {% set a, b = expr %}, {% set ns.x = expr %}, or
+ * {% set x %}body{% endset %} */
 static node *set_stmt(parser *p, size_t pos)
 {
+    const bool parens = is_op(p, "(");
+    if (parens)
+        lex_next(p);
     node *n = target(p, N_SET, pos, ".");
+    if (is_op(p, ",") && !n->s2) { /* several names: one each in kw */
+        push(p, n, NULL, n->s, n->n);
+        while (is_op(p, ",")) {
+            lex_next(p);
+            if (parens && is_op(p, ")"))
+                break;
+            const token t = expect_name(p);
+            push(p, n, NULL, t.s, t.n);
+        }
+    }
+    if (parens)
+        expect_op(p, ")");
+    if (is_op(p, "|"))
+        lex_fail(p, p->tok.pos, "a filtered block set is not supported");
+    if (p->tok.k == T_BLOCK_END) {
+        static const char *const ends[] = { "endset", NULL };
+        end_block(p);
+        n->b = body(p, ends);
+        lex_next(p);
+        end_block(p);
+        return n;
+    }
     if (!is_op(p, "="))
-        syntax(p, p->tok.pos,
-               is_op(p, ",") ? "set with several names is not supported"
-                             : "block set ({% set x %}...{% endset %}) is not supported");
-    next(p);
+        lex_fail(p, p->tok.pos, "'=' expected");
+    lex_next(p);
+    n->a = expr_or_tuple(p);
+    end_block(p);
+    return n;
+}
+
+/* (a, b=default): the parameters of macro m */
+static void params(parser *p, node *m)
+{
+    expect_op(p, "(");
+    bool defaults = false;
+    while (!is_op(p, ")")) {
+        const token param = expect_name(p);
+        node *value = NULL;
+        if (is_op(p, "=")) {
+            lex_next(p);
+            value = expr(p);
+            defaults = true;
+        } else if (defaults) {
+            lex_fail(p, param.pos, "a parameter without a default after one with a default");
+        }
+        push(p, m, value, param.s, param.n);
+        if (!is_op(p, ")"))
+            expect_op(p, ",");
+    }
+    lex_next(p);
+}
+
+/* {% macro name(a, b=default) %}body{% endmacro %} */
+static node *macro_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "endmacro", NULL };
+    node *n = mk(p, N_MACRO, pos);
+    const token name = expect_name(p);
+    n->s = name.s;
+    n->n = name.n;
+    params(p, n);
+    end_block(p);
+    n->b = body(p, ends);
+    lex_next(p);
+    if (p->tok.k == T_NAME) /* {% endmacro name %} */
+        lex_next(p);
+    end_block(p);
+    return n;
+}
+
+/* {% call(params) m(args) %}body{% endcall %}: m's caller(args) renders the body */
+static node *call_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "endcall", NULL };
+    node *n = mk(p, N_CALL_BLOCK, pos);
+    n->c = mk(p, N_MACRO, pos);
+    n->c->s = "caller";
+    n->c->n = 6;
+    if (is_op(p, "("))
+        params(p, n->c);
     n->a = expr(p);
+    if (n->a->k != E_CALL)
+        lex_fail(p, n->a->pos, "{% call %} needs a macro call");
+    end_block(p);
+    n->c->b = body(p, ends);
+    lex_next(p);
+    end_block(p);
+    return n;
+}
+
+/* {% filter f(args)|g %}body{% endfilter %}: the body's text through the filters */
+static node *filter_block(parser *p, size_t pos)
+{
+    static const char *const ends[] = { "endfilter", NULL };
+    node *text = mk(p, E_CAPTURE, pos), *out = mk(p, N_OUT, pos);
+    node *f = named(p, E_FILTER, pos, text);
+    if (is_op(p, "("))
+        args(p, f);
+    out->a = filtered(p, f);
+    end_block(p);
+    text->b = body(p, ends);
+    lex_next(p);
+    end_block(p);
+    return out;
+}
+
+/* transformers' {% generation %}...{% endgeneration %}: it marks the
+ * assistant's tokens; rendered as its body */
+static node *generation_block(parser *p, size_t pos)
+{
+    (void)pos;
+    static const char *const ends[] = { "endgeneration", NULL };
+    end_block(p);
+    node *n = body(p, ends);
+    lex_next(p);
     end_block(p);
     return n;
 }
@@ -742,40 +691,49 @@ static node *body(parser *p, const char *const *ends)
             n->s = t.s;
             n->n = t.n;
             push(p, b, n, NULL, 0);
-            next(p);
+            lex_next(p);
             continue;
         }
         if (t.k == T_VAR_BEGIN) {
-            next(p);
+            lex_next(p);
             node *n = mk(p, N_OUT, t.pos);
             n->a = expr(p);
             if (p->tok.k != T_VAR_END)
-                syntax(p, p->tok.pos, "'}}' expected");
-            next(p);
+                lex_fail(p, p->tok.pos, "'}}' expected");
+            lex_next(p);
             push(p, b, n, NULL, 0);
             continue;
         }
-        next(p); /* {% */
+        lex_next(p); /* {% */
         const token kw = p->tok;
         if (kw.k != T_NAME)
-            syntax(p, kw.pos, "a statement name expected");
+            lex_fail(p, kw.pos, "a statement name expected");
         for (size_t i = 0; ends && ends[i]; i++)
             if (name_is(kw.s, kw.n, ends[i])) {
                 p->depth--;
                 return b;
             }
-        next(p);
-        node *n;
-        if (name_is(kw.s, kw.n, "if")) {
-            n = if_block(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "for")) {
-            n = for_block(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "set")) {
-            n = set_stmt(p, kw.pos);
-        } else if (name_is(kw.s, kw.n, "break") || name_is(kw.s, kw.n, "continue")) {
+        lex_next(p);
+        static const struct {
+            const char *name;
+            node *(*parse)(parser *, size_t); /* after the keyword, to the block's end */
+        } blocks[] = {
+            { "if", if_block },
+            { "for", for_block },
+            { "set", set_stmt },
+            { "macro", macro_block },
+            { "call", call_block },
+            { "filter", filter_block },
+            { "generation", generation_block },
+        };
+        node *n = NULL;
+        for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]) && !n; i++)
+            if (name_is(kw.s, kw.n, blocks[i].name))
+                n = blocks[i].parse(p, kw.pos);
+        if (!n && (name_is(kw.s, kw.n, "break") || name_is(kw.s, kw.n, "continue"))) {
             n = mk(p, kw.s[0] == 'b' ? N_BREAK : N_CONTINUE, kw.pos);
             end_block(p);
-        } else {
+        } else if (!n) {
             jinja_fail(p->f, JINJA_ERROR_SYNTAX, kw.pos, "{%% %.*s %%} is not supported",
                        (int)(kw.n < 40 ? kw.n : 40), kw.s);
         }
@@ -808,7 +766,7 @@ jinja_template *jinja_parse(const char *src, size_t len, char *why, size_t cap)
         jinja_free(t);
         return NULL;
     }
-    next(&p);
+    lex_next(&p);
     t->root = body(&p, NULL);
     return t;
 }

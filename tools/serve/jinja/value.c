@@ -1,6 +1,8 @@
 /* The arena, the errors and the values of the Jinja subset (jinja_impl.h):
  * Python's str(), repr(), == and truth, and transformers' tojson. */
+#include <ctype.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +114,54 @@ value *val_int(arena *a, jfail *f, int64_t i)
     return v;
 }
 
+value *val_float(arena *a, jfail *f, double d)
+{
+    value *v = val_new(a, f, V_FLOAT);
+    v->f = d;
+    return v;
+}
+
+void float_repr(double d, char out[32])
+{
+    if (isnan(d) || isinf(d)) {
+        strcpy(out, isnan(d) ? "nan" : d < 0 ? "-inf" : "inf");
+        return;
+    }
+    /* the fewest significant digits that read back as d */
+    char e[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(e, sizeof(e), "%.*e", prec - 1, d);
+        if (strtod(e, NULL) == d)
+            break;
+    }
+    const char *p = e + (e[0] == '-');
+    char digits[24];
+    int nd = 0;
+    for (; *p != 'e'; p++)
+        if (isdigit((unsigned char)*p))
+            digits[nd++] = *p;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    const int exp = atoi(p + 1), point = exp + 1;
+    char *o = out;
+    if (e[0] == '-')
+        *o++ = '-';
+    if (point > -4 && point <= 16) { /* Python's repr: positional between 1e-4 and 1e16 */
+        if (point <= 0) {
+            o += sprintf(o, "0.%.*s%.*s", -point, "0000", nd, digits);
+        } else if (point >= nd) {
+            o += sprintf(o, "%.*s%.*s.0", nd, digits, point - nd, "0000000000000000");
+        } else {
+            o += sprintf(o, "%.*s.%.*s", point, digits, nd - point, digits + point);
+        }
+    } else {
+        *o++ = digits[0];
+        if (nd > 1)
+            o += sprintf(o, ".%.*s", nd - 1, digits + 1);
+        sprintf(o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+}
+
 value *dict_get(const value *d, const char *key, size_t n)
 {
     for (size_t i = 0; i < d->d.n; i++)
@@ -152,9 +202,11 @@ value *val_from_json(arena *a, jfail *f, const void *cjson)
     if (cJSON_IsString(j))
         return val_str(a, f, j->valuestring, strlen(j->valuestring));
     if (cJSON_IsNumber(j)) {
-        if (j->valuedouble != (double)(int64_t)j->valuedouble)
-            jinja_fail(f, JINJA_ERROR_RENDER, 0, "the number %g is not an integer", j->valuedouble);
-        return val_int(a, f, (int64_t)j->valuedouble);
+        /* cJSON keeps no trace of a written "1.0": whole numbers read as integers */
+        const double d = j->valuedouble;
+        if (d == floor(d) && fabs(d) < 0x1p63)
+            return val_int(a, f, (int64_t)d);
+        return val_float(a, f, d);
     }
     if (cJSON_IsArray(j)) {
         value *v = val_new(a, f, V_LIST);
@@ -176,20 +228,38 @@ bool val_truthy(const value *v)
     switch (v->t) {
     case V_BOOL: return v->b;
     case V_INT: return v->i != 0;
+    case V_FLOAT: return v->f != 0;
     case V_STR: return v->s.n != 0;
     case V_LIST: return v->l.n != 0;
     case V_DICT: return v->d.n != 0;
     case V_NS:
-    case V_LOOP: return true;
+    case V_LOOP:
+    case V_FUNC: return true;
     default: return false;
     }
 }
 
-bool val_eq(const value *a, const value *b)
+bool val_is_number(const value *v)
+{
+    return v->t == V_INT || v->t == V_BOOL || v->t == V_FLOAT;
+}
+
+double val_as_double(const value *v)
+{
+    return v->t == V_FLOAT ? v->f : v->t == V_INT ? (double)v->i : v->b;
+}
+
+/* Lists and dicts nested deeper than this are neither written nor
+ * compared (a template can nest them without end: the stack cannot). */
+#define MAX_VALUE_DEPTH 1024
+
+static bool eq_at(const value *a, const value *b, int depth)
 {
     const bool an = a->t == V_INT || a->t == V_BOOL, bn = b->t == V_INT || b->t == V_BOOL;
     if (an && bn)
         return (a->t == V_INT ? a->i : a->b) == (b->t == V_INT ? b->i : b->b);
+    if (val_is_number(a) && val_is_number(b))
+        return val_as_double(a) == val_as_double(b);
     if (a->t != b->t)
         return false;
     switch (a->t) {
@@ -198,7 +268,7 @@ bool val_eq(const value *a, const value *b)
         if (a->l.n != b->l.n)
             return false;
         for (size_t i = 0; i < a->l.n; i++)
-            if (!val_eq(a->l.v[i], b->l.v[i]))
+            if (depth >= MAX_VALUE_DEPTH || !eq_at(a->l.v[i], b->l.v[i], depth + 1))
                 return false;
         return true;
     case V_DICT:
@@ -206,20 +276,28 @@ bool val_eq(const value *a, const value *b)
             return false;
         for (size_t i = 0; i < a->d.n; i++) {
             const value *w = dict_get(b, a->d.k[i]->s.p, a->d.k[i]->s.n);
-            if (!w || !val_eq(a->d.v[i], w))
+            if (!w || depth >= MAX_VALUE_DEPTH || !eq_at(a->d.v[i], w, depth + 1))
                 return false;
         }
         return true;
     case V_NS:
     case V_LOOP: return a == b;
+    case V_FUNC:
+        return a->fn.kind == b->fn.kind && a->fn.macro == b->fn.macro && a->fn.self == b->fn.self;
     default: return true; /* undefined, none */
     }
 }
 
+bool val_eq(const value *a, const value *b)
+{
+    return eq_at(a, b, 0);
+}
+
 const char *val_type_name(const value *v)
 {
-    static const char *const names[] = { "undefined", "none", "bool",      "int", "string",
-                                         "list",      "dict", "namespace", "loop" };
+    static const char *const names[] = { "undefined", "none",   "bool",    "int",
+                                         "float",     "string", "list",    "dict",
+                                         "namespace", "loop",   "function" };
     return names[v->t];
 }
 
@@ -280,15 +358,24 @@ static void repr_str(arena *a, jfail *f, sbuf *b, const value *v)
     sb_add(a, f, b, &q, 1);
 }
 
-void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
+static void write_at(arena *a, jfail *f, sbuf *b, const value *v, bool repr, int depth)
 {
+    if (depth > MAX_VALUE_DEPTH)
+        jinja_fail(f, JINJA_ERROR_LIMIT, 0, "a value nested deeper than %d", MAX_VALUE_DEPTH);
     char num[32];
     switch (v->t) {
-    case V_UNDEF: break;
+    case V_UNDEF:
+        if (repr) /* in a list's or dict's str() */
+            sb_str(a, f, b, "Undefined");
+        break;
     case V_NONE: sb_str(a, f, b, "None"); break;
     case V_BOOL: sb_str(a, f, b, v->b ? "True" : "False"); break;
     case V_INT:
         snprintf(num, sizeof(num), "%" PRId64, v->i);
+        sb_str(a, f, b, num);
+        break;
+    case V_FLOAT:
+        float_repr(v->f, num);
         sb_str(a, f, b, num);
         break;
     case V_STR:
@@ -298,13 +385,13 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
             sb_add(a, f, b, v->s.p, v->s.n);
         break;
     case V_LIST:
-        sb_str(a, f, b, "[");
+        sb_str(a, f, b, v->l.tuple ? "(" : "[");
         for (size_t i = 0; i < v->l.n; i++) {
             if (i)
                 sb_str(a, f, b, ", ");
-            val_write(a, f, b, v->l.v[i], true);
+            write_at(a, f, b, v->l.v[i], true, depth + 1);
         }
-        sb_str(a, f, b, "]");
+        sb_str(a, f, b, !v->l.tuple ? "]" : v->l.n == 1 ? ",)" : ")");
         break;
     case V_DICT:
         sb_str(a, f, b, "{");
@@ -313,20 +400,66 @@ void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
                 sb_str(a, f, b, ", ");
             repr_str(a, f, b, v->d.k[i]);
             sb_str(a, f, b, ": ");
-            val_write(a, f, b, v->d.v[i], true);
+            write_at(a, f, b, v->d.v[i], true, depth + 1);
         }
         sb_str(a, f, b, "}");
         break;
-    default: sb_str(a, f, b, v->t == V_NS ? "<Namespace>" : "<LoopContext>");
+    default:
+        sb_str(a, f, b,
+               v->t == V_NS     ? "<Namespace>"
+               : v->t == V_LOOP ? "<LoopContext>"
+                                : "<function>");
     }
 }
 
-static void json_str(arena *a, jfail *f, sbuf *b, const value *v)
+/* The code point of the UTF-8 sequence at s[*i] (*i moved past it); a
+ * byte that begins none stands for itself. */
+static unsigned utf8_next(const char *s, size_t n, size_t *i)
+{
+    const unsigned char c = (unsigned char)s[*i];
+    const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    if (len == 1 || *i + len > n) {
+        (*i)++;
+        return c;
+    }
+    unsigned cp = c & (0x3f >> (len - 1));
+    for (size_t k = 1; k < len; k++)
+        cp = cp << 6 | ((unsigned char)s[*i + k] & 0x3f);
+    *i += len;
+    return cp;
+}
+
+/* json.dumps' ensure_ascii: \\uXXXX for each character beyond ASCII
+ * (a surrogate pair beyond U+FFFF) */
+static void json_ascii_escape(arena *a, jfail *f, sbuf *b, const value *v, size_t *i)
+{
+    unsigned cp = utf8_next(v->s.p, v->s.n, i);
+    char e[16];
+    if (cp > 0xffff) {
+        cp -= 0x10000;
+        snprintf(e, sizeof(e), "\\u%04x\\u%04x", 0xd800 + (cp >> 10), 0xdc00 + (cp & 0x3ff));
+    } else {
+        snprintf(e, sizeof(e), "\\u%04x", cp);
+    }
+    sb_str(a, f, b, e);
+}
+
+void val_write(arena *a, jfail *f, sbuf *b, const value *v, bool repr)
+{
+    write_at(a, f, b, v, repr, 0);
+}
+
+static void json_str(arena *a, jfail *f, sbuf *b, const value *v, bool ascii)
 {
     sb_str(a, f, b, "\"");
     for (size_t i = 0; i < v->s.n; i++) {
         const unsigned char c = (unsigned char)v->s.p[i];
         char e[8];
+        if (ascii && c >= 0x80) {
+            json_ascii_escape(a, f, b, v, &i);
+            i--;
+            continue;
+        }
         static const char short_esc[] = "\"\"\\\\\bb\ff\nn\rr\tt";
         const char *s = c ? memchr(short_esc, c, sizeof(short_esc) - 1) : NULL;
         if (s && (s - short_esc) % 2 == 0)
@@ -347,31 +480,62 @@ static void json_newline(arena *a, jfail *f, sbuf *b, int indent, int level)
         sb_str(a, f, b, " ");
 }
 
-void val_json(arena *a, jfail *f, sbuf *b, const value *v, int indent, int level, size_t pos)
+/* The order json.dumps writes d's keys in: as inserted, or sorted. */
+static size_t *key_order(arena *a, jfail *f, const value *d, bool sorted)
+{
+    size_t *order = arena_alloc(a, f, (d->d.n + 1) * sizeof(*order));
+    for (size_t i = 0; i < d->d.n; i++) {
+        size_t k = i;
+        for (; sorted && k > 0; k--) {
+            const value *x = d->d.k[order[k - 1]], *y = d->d.k[i];
+            const int cmp = memcmp(x->s.p, y->s.p, x->s.n < y->s.n ? x->s.n : y->s.n);
+            if (cmp < 0 || (!cmp && x->s.n <= y->s.n))
+                break;
+            order[k] = order[k - 1];
+        }
+        order[k] = i;
+    }
+    return order;
+}
+
+void val_json(arena *a, jfail *f, sbuf *b, const value *v, const json_style *style, int level,
+              size_t pos)
 {
     if (level > JINJA_MAX_DEPTH)
         jinja_fail(f, JINJA_ERROR_LIMIT, pos, "tojson: nested deeper than %d", JINJA_MAX_DEPTH);
-    const char *sep = indent < 0 ? ", " : ",";
+    const int indent = style->indent;
     switch (v->t) {
     case V_NONE: sb_str(a, f, b, "null"); return;
     case V_BOOL: sb_str(a, f, b, v->b ? "true" : "false"); return;
     case V_INT: val_write(a, f, b, v, false); return;
-    case V_STR: json_str(a, f, b, v); return;
+    case V_FLOAT: /* json.dumps: repr(), and JavaScript's names for what JSON lacks */
+        if (isnan(v->f) || isinf(v->f))
+            sb_str(a, f, b, isnan(v->f) ? "NaN" : v->f < 0 ? "-Infinity" : "Infinity");
+        else
+            val_write(a, f, b, v, false);
+        return;
+    case V_STR: json_str(a, f, b, v, style->ascii); return;
     case V_LIST:
     case V_DICT: {
         const bool list = v->t == V_LIST;
         const size_t n = list ? v->l.n : v->d.n;
+        const size_t *order = list ? NULL : key_order(a, f, v, style->sort_keys);
         sb_str(a, f, b, list ? "[" : "{");
         for (size_t i = 0; i < n; i++) {
-            if (i)
-                sb_str(a, f, b, sep);
+            if (i && style->item_sep)
+                sb_add(a, f, b, style->item_sep->s.p, style->item_sep->s.n);
+            else if (i)
+                sb_str(a, f, b, indent < 0 ? ", " : ",");
             if (indent >= 0)
                 json_newline(a, f, b, indent, level + 1);
             if (!list) {
-                json_str(a, f, b, v->d.k[i]);
-                sb_str(a, f, b, ": ");
+                json_str(a, f, b, v->d.k[order[i]], style->ascii);
+                if (style->key_sep)
+                    sb_add(a, f, b, style->key_sep->s.p, style->key_sep->s.n);
+                else
+                    sb_str(a, f, b, ": ");
             }
-            val_json(a, f, b, list ? v->l.v[i] : v->d.v[i], indent, level + 1, pos);
+            val_json(a, f, b, list ? v->l.v[i] : v->d.v[order[i]], style, level + 1, pos);
         }
         if (n && indent >= 0)
             json_newline(a, f, b, indent, level);
