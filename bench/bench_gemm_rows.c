@@ -106,7 +106,7 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
     else
         pfx_gemm_rows(
             &(pfx_gemm_rows_args){ .trans_b = sh->trans,
-                                   .half_b = w == WAY_ROWS_F16,
+                                   .b_type = w == WAY_ROWS_F16 ? PFX_ROWS_F16 : PFX_ROWS_F32,
                                    .m = m,
                                    .n = sh->n,
                                    .k = sh->k,

@@ -12,7 +12,7 @@
  * both alike.
  *
  * usage: bench_generate [--device SEL] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--storage f32|f16] [--gains] [--compare-one] [--json PATH]
+ *                       [--runs 3] [--storage f32|f16|bf16] [--gains] [--compare-one] [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT.
  */
 #include <stdio.h>
@@ -201,12 +201,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
         } else if (!strcmp(argv[i], "--storage") && i + 1 < argc &&
-                   (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "f16"))) {
-            storage = !strcmp(argv[++i], "f16") ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+                   tool_storage_parse(argv[i + 1], &storage)) {
+            i++;
         } else {
             fprintf(stderr,
                     "usage: %s [--device SEL] [--batch 1,8] [--tokens N] [--new NEW] [--runs R] "
-                    "[--storage f32|f16] [--gains] [--compare-one] [--json PATH]\n",
+                    "[--storage f32|f16|bf16] [--gains] [--compare-one] [--json PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -265,12 +265,14 @@ int main(int argc, char **argv)
         fprintf(js,
                 "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, "
                 "\"storage\": \"%s\", \"gains\": %s, \"results\": [",
-                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX,
-                storage == PFX_DTYPE_F16 ? "f16" : "f32", gains ? "true" : "false");
+                pfx_runtime_device(rt)->device_name, N, NEW, PREFIX, tool_storages[storage],
+                gains ? "true" : "false");
     printf("GPT-2 small (random weights, %s), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
-           storage == PFX_DTYPE_F16 ? "half" : "float32", PREFIX, "one adapter per request",
-           gains ? ", each adapter with its own tanh gains" : "", N, NEW,
-           pfx_runtime_device(rt)->device_name);
+           storage == PFX_DTYPE_F16    ? "half"
+           : storage == PFX_DTYPE_BF16 ? "bfloat16"
+                                       : "float32",
+           PREFIX, "one adapter per request", gains ? ", each adapter with its own tanh gains" : "",
+           N, NEW, pfx_runtime_device(rt)->device_name);
     printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",
            pfx_adapter_bank_bytes(bank) / 1048576.0, pfx_adapter_bank_count(bank),
            pfx_kv_cache_bytes(cache) / 1048576.0, mem.live_bytes / 1048576.0);

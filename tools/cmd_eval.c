@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "prefixcl/eval.h"
 #include "serve_cli.h"
+#include "tool_util.h"
 
 static int usage(FILE *out)
 {
@@ -15,11 +16,12 @@ static int usage(FILE *out)
         out,
         "usage: prefixcl eval --model DIR [--adapter PATH] --data FILE [--max-length N] [--batch "
         "B]\n"
-        "                     [--device SEL]\n"
+        "                     [--storage T] [--device SEL]\n"
         "  --data FILE      text (one example a line) or JSONL (text, or prompt + completion:\n"
         "                   the completion's tokens are scored); needs the folder's tokenizer\n"
         "  --max-length N   tokens kept per example (default 256, at most the model's positions)\n"
         "  --batch B        examples per forward (default 4)\n"
+        "  --storage T      the weights on the device: f32 (default), f16 or bf16\n"
         "Prints the mean loss over the scored tokens and its perplexity, for the frozen model\n"
         "and with the adapter.\n");
     return out == stdout ? 0 : 2;
@@ -42,6 +44,8 @@ int cmd_eval(int argc, char **argv)
             cfg.data_path = v;
         } else if (!strcmp(a, "--device")) {
             device = v;
+        } else if (!strcmp(a, "--storage") && tool_storage_parse(v, &cfg.storage)) {
+            /* parsed into cfg.storage */
         } else if (!strcmp(a, "--adapter") && !cfg.adapter_path) {
             cfg.adapter_path = v;
         } else if (!(!strcmp(a, "--max-length") && cli_uint(v, 2, 1u << 20, &max_length)) &&

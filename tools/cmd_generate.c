@@ -36,6 +36,7 @@ static int usage(FILE *out)
         "  --seed S (request i samples with seed S + i)\n"
         "  --stop ID          a stop token (repeatable; default: config.json's eos_token_id and\n"
         "                     the tokenizer's EOS)\n"
+        "  --storage T        the weights on the device: f32 (default), f16 or bf16\n"
         "  --device SEL\n"
         "  --json             one JSON object a line per request (prompt, prompt_ids, adapter, "
         "ids,\n"
@@ -206,6 +207,8 @@ int cmd_generate(int argc, char **argv)
             model = v;
         } else if (!strcmp(a, "--device")) {
             device = v;
+        } else if (!strcmp(a, "--storage") && tool_storage_parse(v, &ctx.storage)) {
+            /* parsed into ctx.storage */
         } else if (!strcmp(a, "--adapter") && ctx.adapters < SERVE_MAX_ADAPTERS) {
             ctx.adapter[ctx.adapters++] = v;
         } else if (!strcmp(a, "--prompt") && ntexts < MAX_PROMPTS) {

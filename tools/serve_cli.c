@@ -51,7 +51,11 @@ bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char 
         tokens = shape.max_positions - P;
     ctx->tokens = tokens;
     pfx_model_params mp = {
-        .max_batch = batch, .max_tokens = tokens, .recompute = true, .max_prefix_len = P
+        .max_batch = batch,
+        .max_tokens = tokens,
+        .recompute = true,
+        .max_prefix_len = P,
+        .storage = ctx->storage,
     };
     if (pfx_model_load(ctx->rt, dir, &mp, &ctx->model) != PFX_SUCCESS ||
         pfx_model_get_shape(ctx->model, &ctx->shape) != PFX_SUCCESS) {

@@ -67,9 +67,9 @@ static pfx_status check_params(pfx_runtime *rt, const pfx_model_config *cfg,
         *p = *in;
     else
         memset(p, 0, sizeof(*p));
-    if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: params.storage %d is not F32 or F16",
-                         fn, (int)p->storage);
+    if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16 && p->storage != PFX_DTYPE_BF16)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: params.storage %d is not F32, F16 or BF16", fn, (int)p->storage);
     if (!p->max_batch)
         p->max_batch = 1;
     if (!p->max_tokens)
@@ -174,7 +174,7 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
         [WS_DM] = R * I,
         [WS_LOGITS] = chunk * V,
         [WS_ROWLOSS] = R,
-        [WS_CONV] = p->storage == PFX_DTYPE_F16
+        [WS_CONV] = p->storage != PFX_DTYPE_F32
                         ? (64 * maxk > CONV_MIN_FLOATS ? 64 * maxk : CONV_MIN_FLOATS)
                         : 0,
         [WS_QKV] = R * (QD + 2 * KVD),
@@ -421,7 +421,7 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
 {
     const pfx_model_shape *s = &cfg->shape;
     const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
-    const size_t es = p->storage == PFX_DTYPE_F16 ? 2 : 4;
+    const size_t es = pfx_dtype_size(p->storage);
     const struct {
         const char *field;
         size_t rows;

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "http.h"
 #include "server.h"
+#include "tool_util.h"
 
 #define BODY_LIMIT (1u << 20)
 
@@ -30,6 +31,7 @@ static int usage(FILE *out)
         "  --queue N              requests waiting for a slot before 503 (default 64)\n"
         "  --api-key KEY          require Authorization: Bearer KEY (all but /health)\n"
         "  --allow-adapter-admin  POST /v1/adapters {name, path}, DELETE /v1/adapters/NAME\n"
+        "  --storage T            the weights on the device: f32 (default), f16 or bf16\n"
         "  --device SEL\n"
         "At most %d adapters in all, of one prefix length. Endpoints: POST /v1/completions,\n"
         "POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics.\n"
@@ -72,6 +74,8 @@ int cmd_serve(int argc, char **argv)
             model = v;
         } else if (!strcmp(a, "--device")) {
             device = v;
+        } else if (!strcmp(a, "--storage") && tool_storage_parse(v, &srv.ctx.storage)) {
+            /* parsed into srv.ctx.storage */
         } else if (!strcmp(a, "--host")) {
             host = v;
         } else if (!strcmp(a, "--api-key") && v[0]) {
