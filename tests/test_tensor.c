@@ -48,28 +48,27 @@ static void round_trip(pfx_runtime *rt, pfx_dtype dtype, size_t n)
     free(dst);
 }
 
-static void test_round_trip_f32(void **state)
+static void round_trips(pfx_runtime *rt, pfx_dtype dtype)
 {
     const size_t sizes[] = { 1, 7, 1023, (1u << 20) + 3 };
     for (size_t i = 0; i < 4; i++)
-        round_trip(*state, PFX_DTYPE_F32, sizes[i]);
-    assert_int_equal(pfx_test_live_bytes(*state), 0);
+        round_trip(rt, dtype, sizes[i]);
+    assert_int_equal(pfx_test_live_bytes(rt), 0);
+}
+
+static void test_round_trip_f32(void **state)
+{
+    round_trips(*state, PFX_DTYPE_F32);
 }
 
 static void test_round_trip_f16(void **state)
 {
-    const size_t sizes[] = { 1, 7, 1023, (1u << 20) + 3 };
-    for (size_t i = 0; i < 4; i++)
-        round_trip(*state, PFX_DTYPE_F16, sizes[i]);
-    assert_int_equal(pfx_test_live_bytes(*state), 0);
+    round_trips(*state, PFX_DTYPE_F16);
 }
 
 static void test_round_trip_bf16(void **state)
 {
-    const size_t sizes[] = { 1, 7, 1023, (1u << 20) + 3 };
-    for (size_t i = 0; i < 4; i++)
-        round_trip(*state, PFX_DTYPE_BF16, sizes[i]);
-    assert_int_equal(pfx_test_live_bytes(*state), 0);
+    round_trips(*state, PFX_DTYPE_BF16);
 }
 
 /* Ties to even, subnormals, overflow and NaN, each against the reference. */
