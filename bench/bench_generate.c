@@ -17,7 +17,7 @@
  * without prefix adapters serves them.
  *
  * usage: bench_generate [--device SEL] [--model DIR] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--storage f32|f16] [--no-adapter] [--gains] [--compare-one]
+ *                       [--runs 3] [--storage f32|f16|bf16] [--no-adapter] [--gains] [--compare-one]
  *                       [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT,
  * bench/peer_llama.py with llama.cpp.
@@ -234,12 +234,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
         } else if (!strcmp(argv[i], "--storage") && i + 1 < argc &&
-                   (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "f16"))) {
-            storage = !strcmp(argv[++i], "f16") ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+                   tool_storage_parse(argv[i + 1], &storage)) {
+            i++;
         } else {
             fprintf(stderr,
                     "usage: %s [--device SEL] [--model DIR] [--batch 1,8] [--tokens N] [--new NEW] "
-                    "[--runs R] [--storage f32|f16] [--no-adapter] [--gains] [--compare-one] "
+                    "[--runs R] [--storage f32|f16|bf16] [--no-adapter] [--gains] [--compare-one] "
                     "[--json PATH]\n",
                     argv[0]);
             return 2;
@@ -313,10 +313,10 @@ int main(int argc, char **argv)
                 "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, "
                 "\"storage\": \"%s\", \"gains\": %s, \"results\": [",
                 pfx_runtime_device(rt)->device_name, N, NEW, adapters ? PREFIX : 0,
-                storage == PFX_DTYPE_F16 ? "f16" : "f32", gains ? "true" : "false");
+                tool_storages[storage], gains ? "true" : "false");
     printf("GPT-2 small (%s, %s), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
-           model_dir ? model_dir : "random weights", storage == PFX_DTYPE_F16 ? "half" : "float32",
-           adapters ? PREFIX : 0, adapters ? "one adapter per request" : "no adapter",
+           model_dir ? model_dir : "random weights", tool_storages[storage], adapters ? PREFIX : 0,
+           adapters ? "one adapter per request" : "no adapter",
            gains ? ", each adapter with its own tanh gains" : "", N, NEW,
            pfx_runtime_device(rt)->device_name);
     printf("bank %.1f MiB (%zu adapters, stored once), KV cache %.1f MiB, device memory %.1f MiB\n",

@@ -2,9 +2,10 @@
  * Shared by every kernel program: the runtime puts this file in front of each
  * cl/<program>.cl before building. OpenCL C 1.2, no extension required.
  *
- * Tensors may be stored as float or half. Kernels take such tensors as
- * __global void pointers plus a compile-time or uniform flag; vload_half and
- * vstore_half are core OpenCL 1.2 and need no cl_khr_fp16.
+ * Tensors may be stored as float or half (weights also as bfloat16). Kernels
+ * take such tensors as __global void pointers plus a compile-time or uniform
+ * flag; vload_half and vstore_half are core OpenCL 1.2 and need no
+ * cl_khr_fp16.
  */
 
 /* The CPU paths pass float8/float16 values between functions. Clang-based
@@ -16,25 +17,47 @@
 #ifdef __clang__
 #pragma clang diagnostic ignored "-Wpsabi"
 #endif
+/* Storage codes of the is_half flags: 0 float, 1 half, 2 bfloat16 (a
+ * weight storage: float32's upper 16 bits, widened by a shift). */
+#define PFX_BF16 2
+
+#define pfx_load_bf16(ptr, i) as_float((uint)((__global const ushort *)(ptr))[(i)] << 16)
+
 #define pfx_load(ptr, i, is_half)                                     \
-    ((is_half) ? vload_half((i), (__global const half *)(ptr))        \
+    ((is_half) == PFX_BF16 ? pfx_load_bf16((ptr), (i))                \
+     : (is_half) ? vload_half((i), (__global const half *)(ptr))      \
                : ((__global const float *)(ptr))[(i)])
+
+/* float to bfloat16 bits, rounded to nearest even (NaN kept quiet). */
+ushort pfx_bf16_bits(float v)
+{
+    const uint x = as_uint(v);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (ushort)((x >> 16) | 0x40u);
+    return (ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
 
 #define pfx_store(ptr, i, value, is_half)                             \
     do {                                                              \
-        if (is_half)                                                  \
+        if ((is_half) == PFX_BF16)                                    \
+            ((__global ushort *)(ptr))[(i)] = pfx_bf16_bits(value);   \
+        else if (is_half)                                             \
             vstore_half((value), (i), (__global half *)(ptr));        \
         else                                                          \
             ((__global float *)(ptr))[(i)] = (value);                 \
     } while (0)
 
-/* Elements 8 j .. 8 j + 7 of a float or half tensor whose element c is at
- * off + c * step: one vector load when step is 1. */
+/* Elements 8 j .. 8 j + 7 of a float, half or bfloat16 tensor whose element
+ * c is at off + c * step: one vector load when step is 1. */
 float8 pfx_load8(__global const void *p, ulong off, ulong step, int is_half, ulong j)
 {
-    if (step == 1)
+    if (step == 1) {
+        if (is_half == PFX_BF16)
+            return as_float8(convert_uint8(vload8(0, (__global const ushort *)p + off + 8 * j))
+                             << 16);
         return is_half ? vload_half8(0, (__global const half *)p + off + 8 * j)
                        : vload8(0, (__global const float *)p + off + 8 * j);
+    }
     float t[8];
     for (int k = 0; k < 8; k++)
         t[k] = pfx_load(p, off + (8 * j + k) * step, is_half);

@@ -1,7 +1,7 @@
 /*
  * Suite 'embedding': token id buffers, the embedding gather with GPT-2's
- * learned positions at an offset (src/ops/embedding.c) for float and half
- * tables, the gradients of both tables (added, deterministic), and the
+ * learned positions at an offset (src/ops/embedding.c) for float, half and
+ * bfloat16 tables, the gradients of both tables (added, deterministic), and the
  * gather of each item's last valid hidden row (src/ops/gather.c); ids and
  * lengths out of range, bad arguments.
  */
@@ -45,15 +45,18 @@ static void test_ids(void **state)
 
 typedef struct emb_case {
     size_t B, N, V, C, P, pos0;
-    bool half, wpe;
+    pfx_dtype storage;
+    bool wpe;
     uint64_t seed;
 } emb_case;
 
 static const emb_case emb_cases[] = {
-    { 1, 1, 1, 1, 1, 0, false, true, 41 },
-    { 2, 7, 101, 33, 64, 5, false, true, 42 },
-    { 3, 43, 1003, 48, 50, 7, true, true, 43 },
-    { 4, 5, 97, 257, 0, 0, true, false, 44 },
+    { 1, 1, 1, 1, 1, 0, PFX_DTYPE_F32, true, 41 },
+    { 2, 7, 101, 33, 64, 5, PFX_DTYPE_F32, true, 42 },
+    { 3, 43, 1003, 48, 50, 7, PFX_DTYPE_F16, true, 43 },
+    { 4, 5, 97, 257, 0, 0, PFX_DTYPE_F16, false, 44 },
+    { 3, 11, 301, 40, 30, 9, PFX_DTYPE_BF16, true, 45 },
+    { 2, 5, 97, 33, 0, 0, PFX_DTYPE_BF16, false, 46 },
 };
 
 static void test_embedding(void **state)
@@ -63,7 +66,7 @@ static void test_embedding(void **state)
         const emb_case *k = &emb_cases[i];
         ref_rng rng;
         ref_rng_seed(&rng, k->seed);
-        const pfx_dtype dt = k->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+        const pfx_dtype dt = k->storage;
         const size_t R = k->B * k->N, C = k->C;
         int32_t *hid = malloc(R * sizeof(int32_t));
         pfx_ids *ids = make_ids(rt, &rng, R, k->V, hid);

@@ -3,7 +3,7 @@
  * (src/ops/gemm_rows.c) against a double product of the same values, with
  * every instruction set the CPU runs (AVX-512, AVX2, plain C), one and two
  * threads: 1..8 rows; B stored [k, n] (GPT-2's Conv1D) and [n, k] (Llama,
- * the tied head), float32 and half; sizes off the kernels' blocks (columns
+ * the tied head), float32, half and bfloat16; sizes off the kernels' blocks (columns
  * of 32, rows of 2, sums of 16, B's rows taken 32 at a time), row strides
  * wider than the rows, alpha/beta; C with beta 0 holding NaN (not read) and
  * its elements between rows left as they were. No OpenCL device.
@@ -24,27 +24,38 @@
 #include "reference/reference.h"
 #include "tolerances.h"
 
+#define F32  PFX_ROWS_F32
+#define F16  PFX_ROWS_F16
+#define BF16 PFX_ROWS_BF16
+
 typedef struct rows_case {
     size_t m, n, k;
-    bool trans_b, half_b;
+    bool trans_b;
+    pfx_gemm_rows_type type;
     float alpha, beta;
 } rows_case;
 
 static const rows_case cases[] = {
-    { 1, 1, 1, false, false, 1.0f, 0.0f },
-    { 1, 97, 33, false, false, 1.0f, 0.0f },
-    { 2, 64, 100, false, true, 0.5f, 1.0f },
-    { 3, 33, 17, true, false, 1.0f, 1.0f },
-    { 4, 129, 65, false, false, 2.0f, 0.0f },
-    { 5, 31, 47, true, true, 1.0f, 0.0f },
-    { 6, 161, 96, false, true, 1.0f, 0.5f },
-    { 7, 101, 16, true, false, 1.0f, 0.0f },
-    { 8, 300, 75, false, false, 1.0f, 1.0f },
-    { 8, 257, 131, true, true, 0.25f, 1.0f },
-    { 8, 96, 1, false, true, 1.0f, 0.0f },
-    { 1, 2304, 768, true, false, 1.0f, 0.0f }, /* enough work for two threads */
-    { 8, 2304, 768, false, true, 1.0f, 1.0f },
-    { 2, 3000, 100, false, false, 1.0f, 0.0f },
+    { 1, 1, 1, false, F32, 1.0f, 0.0f },
+    { 1, 97, 33, false, F32, 1.0f, 0.0f },
+    { 2, 64, 100, false, F16, 0.5f, 1.0f },
+    { 3, 33, 17, true, F32, 1.0f, 1.0f },
+    { 4, 129, 65, false, F32, 2.0f, 0.0f },
+    { 5, 31, 47, true, F16, 1.0f, 0.0f },
+    { 6, 161, 96, false, F16, 1.0f, 0.5f },
+    { 7, 101, 16, true, F32, 1.0f, 0.0f },
+    { 8, 300, 75, false, F32, 1.0f, 1.0f },
+    { 8, 257, 131, true, F16, 0.25f, 1.0f },
+    { 8, 96, 1, false, F16, 1.0f, 0.0f },
+    { 1, 2304, 768, true, F32, 1.0f, 0.0f }, /* enough work for two threads */
+    { 8, 2304, 768, false, F16, 1.0f, 1.0f },
+    { 2, 3000, 100, false, F32, 1.0f, 0.0f },
+    { 1, 45, 19, false, BF16, 1.0f, 0.0f },
+    { 3, 70, 77, true, BF16, 1.0f, 0.5f },
+    { 6, 161, 96, false, BF16, 2.0f, 1.0f },
+    { 8, 257, 131, true, BF16, 1.0f, 0.0f },
+    { 8, 2304, 768, false, BF16, 1.0f, 0.0f },
+    { 2, 2304, 768, true, BF16, 0.5f, 1.0f },
 };
 
 static const char *const isas[] = { "avx512", "avx2", "c" };
@@ -65,8 +76,11 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
     for (size_t i = 0; i < m * lda; i++)
         a[i] = (float)ref_rng_uniform(&rng, -1.0, 1.0);
     for (size_t i = 0; i < br * ldb; i++) {
-        b16[i] = pfx_float_to_half((float)ref_rng_uniform(&rng, -1.0, 1.0));
-        b32[i] = rc->half_b ? pfx_half_to_float(b16[i]) : (float)ref_rng_uniform(&rng, -1.0, 1.0);
+        /* the reference multiplies the 16-bit values exactly as stored */
+        const int bf16 = rc->type == PFX_ROWS_BF16;
+        b16[i] = pfx_float_to_16bit((float)ref_rng_uniform(&rng, -1.0, 1.0), bf16);
+        b32[i] = rc->type != PFX_ROWS_F32 ? pfx_16bit_to_float(b16[i], bf16)
+                                          : (float)ref_rng_uniform(&rng, -1.0, 1.0);
     }
     for (size_t i = 0; i < m * ldc; i++)
         c0[i] = rc->beta == 0.0f && i % ldc < n ? NAN : (float)ref_rng_uniform(&rng, -1.0, 1.0);
@@ -80,7 +94,7 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
                 rc->alpha * s + (rc->beta != 0.0f ? rc->beta * (double)c0[i * ldc + j] : 0.0);
         }
     const pfx_gemm_rows_args g = { .trans_b = rc->trans_b,
-                                   .half_b = rc->half_b,
+                                   .b_type = rc->type,
                                    .m = m,
                                    .n = n,
                                    .k = k,
@@ -88,7 +102,7 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
                                    .beta = rc->beta,
                                    .a = a,
                                    .lda = lda,
-                                   .b = rc->half_b ? (const void *)b16 : b32,
+                                   .b = rc->type != PFX_ROWS_F32 ? (const void *)b16 : b32,
                                    .ldb = ldb,
                                    .c = c,
                                    .ldc = ldc };
@@ -99,9 +113,10 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
                 assert_memory_equal(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float));
         }
         const double err = rel_l2(want, got, m * n);
+        static const char *const type_names[] = { "", " half", " bfloat16" };
         if (!(err <= TOL_ENC_F32))
             fail_msg("%s, %d threads, m=%zu n=%zu k=%zu%s%s: relative L2 error %.3g > %.3g", isa,
-                     threads, m, n, k, rc->trans_b ? " B^T" : "", rc->half_b ? " half" : "", err,
+                     threads, m, n, k, rc->trans_b ? " B^T" : "", type_names[rc->type], err,
                      TOL_ENC_F32);
     }
     free(a), free(b32), free(b16), free(c), free(c0), free(want), free(got);

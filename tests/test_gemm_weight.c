@@ -1,8 +1,8 @@
 /*
- * Suite 'gemm_weight': products with a frozen weight of either storage
- * (pfx_gemm_weight in src/ops/gemm.c; half widened block by block into a
- * float32 workspace with vload_half, then CLBlast SGEMM; up to 8 rows on the
- * host backend read the half weight as stored, gemm_rows.c) and the conversion
+ * Suite 'gemm_weight': products with a frozen weight of any storage
+ * (pfx_gemm_weight in src/ops/gemm.c; half and bfloat16 widened block by
+ * block into a float32 workspace, then CLBlast SGEMM; up to 8 rows on the
+ * host backend read the 16-bit weight as stored, gemm_rows.c) and the conversion
  * itself (pfx_op_to_float), against a double product of the values the
  * device holds; both orientations (GPT-2 Conv1D [in, out], Llama [out, in]),
  * workspaces from one column to the whole weight, alpha/beta, strided
@@ -12,26 +12,38 @@
 
 typedef struct gw_case {
     size_t m, n, k, ws_cols; /* ws_cols: workspace of ws_cols * k elements (0: none) */
-    bool trans_w, half;
+    bool trans_w;
+    pfx_dtype storage;
     float alpha, beta;
     uint64_t seed;
 } gw_case;
 
+#define F32  PFX_DTYPE_F32
+#define F16  PFX_DTYPE_F16
+#define BF16 PFX_DTYPE_BF16
+
 static const gw_case gw_cases[] = {
-    { 1, 1, 1, 1, false, true, 1.0f, 0.0f, 61 },
-    { 7, 33, 48, 5, false, true, 1.0f, 1.0f, 62 },
-    { 7, 33, 48, 5, true, true, 0.5f, 1.0f, 63 },
-    { 129, 101, 48, 1, true, true, 1.0f, 0.0f, 64 },    /* one column per block */
-    { 13, 257, 33, 1000, false, true, 1.0f, 0.0f, 65 }, /* one block */
-    { 13, 257, 33, 0, false, false, 1.0f, 1.0f, 66 },
-    { 13, 257, 33, 0, true, false, 2.0f, 0.0f, 67 },
-    { 1, 257, 33, 0, false, false, 0.5f, 1.0f, 68 }, /* one row: matrix-vector on the host */
-    { 1, 257, 33, 0, true, false, 1.0f, 1.0f, 69 },
-    { 1, 101, 48, 1, true, true, 1.0f, 0.0f, 70 },
-    /* up to 8 rows on the host backend: the half weight read as stored */
-    { 8, 70, 100, 2, false, true, 1.0f, 0.5f, 71 },
-    { 8, 70, 100, 2, true, true, 2.0f, 0.0f, 72 },
-    { 5, 300, 40, 0, false, false, 1.0f, 1.0f, 73 },
+    { 1, 1, 1, 1, false, F16, 1.0f, 0.0f, 61 },
+    { 7, 33, 48, 5, false, F16, 1.0f, 1.0f, 62 },
+    { 7, 33, 48, 5, true, F16, 0.5f, 1.0f, 63 },
+    { 129, 101, 48, 1, true, F16, 1.0f, 0.0f, 64 },    /* one column per block */
+    { 13, 257, 33, 1000, false, F16, 1.0f, 0.0f, 65 }, /* one block */
+    { 13, 257, 33, 0, false, F32, 1.0f, 1.0f, 66 },
+    { 13, 257, 33, 0, true, F32, 2.0f, 0.0f, 67 },
+    { 1, 257, 33, 0, false, F32, 0.5f, 1.0f, 68 }, /* one row: matrix-vector on the host */
+    { 1, 257, 33, 0, true, F32, 1.0f, 1.0f, 69 },
+    { 1, 101, 48, 1, true, F16, 1.0f, 0.0f, 70 },
+    /* up to 8 rows on the host backend: the 16-bit weight read as stored */
+    { 8, 70, 100, 2, false, F16, 1.0f, 0.5f, 71 },
+    { 8, 70, 100, 2, true, F16, 2.0f, 0.0f, 72 },
+    { 5, 300, 40, 0, false, F32, 1.0f, 1.0f, 73 },
+    /* bfloat16: widened blockwise (many rows) or read as stored (a few) */
+    { 1, 1, 1, 1, false, BF16, 1.0f, 0.0f, 74 },
+    { 13, 257, 33, 7, false, BF16, 1.0f, 0.5f, 75 },
+    { 129, 101, 48, 3, true, BF16, 0.5f, 0.0f, 76 },
+    { 1, 101, 48, 1, true, BF16, 1.0f, 1.0f, 77 },
+    { 8, 70, 100, 2, false, BF16, 1.0f, 0.5f, 78 },
+    { 3, 77, 99, 2, true, BF16, 2.0f, 0.0f, 79 },
 };
 
 static void test_gemm_weight(void **state)
@@ -46,8 +58,7 @@ static void test_gemm_weight(void **state)
         const size_t wr = g->trans_w ? n : k, wc = g->trans_w ? k : n, ld = wc + 3, off = 2;
         float *ha, *hw, *hc, *hws = NULL;
         pfx_tensor *a = mo_upload(rt, &rng, PFX_DTYPE_F32, m * k, 1.0f, &ha);
-        pfx_tensor *w =
-            mo_upload(rt, &rng, g->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32, off + wr * ld, 1.0f, &hw);
+        pfx_tensor *w = mo_upload(rt, &rng, g->storage, off + wr * ld, 1.0f, &hw);
         pfx_tensor *c = mo_upload(rt, &rng, PFX_DTYPE_F32, m * n, 1.0f, &hc);
         pfx_tensor *ws =
             g->ws_cols ? mo_upload(rt, &rng, PFX_DTYPE_F32, g->ws_cols * k + 1, 1.0f, &hws) : NULL;
@@ -78,16 +89,15 @@ static void test_gemm_weight(void **state)
     }
 }
 
-static void test_to_float(void **state)
+static void to_float_case(pfx_runtime *rt, pfx_dtype storage)
 {
-    pfx_runtime *rt = *state;
     ref_rng rng;
     ref_rng_seed(&rng, 68);
     const size_t R = 9, C = 33, ld = 40;
     float *hs, *hd;
-    pfx_tensor *src = mo_upload(rt, &rng, PFX_DTYPE_F16, 1 + (R - 1) * ld + C, 70000.0f, &hs);
+    pfx_tensor *src = mo_upload(rt, &rng, storage, 1 + (R - 1) * ld + C, 70000.0f, &hs);
     pfx_tensor *dst = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C + 2, 1.0f, &hd);
-    double *want = mo_gather(hs, 1, R, C, ld); /* half values, inf beyond 65504 */
+    double *want = mo_gather(hs, 1, R, C, ld); /* stored values (half: inf beyond 65504) */
     assert_int_equal(pfx_op_to_float(rt, pfx_mat_of(src, 1, R, C, ld), pfx_mat_of(dst, 1, R, C, C)),
                      PFX_SUCCESS);
     float *got = mo_read(dst);
@@ -100,6 +110,12 @@ static void test_to_float(void **state)
     free(hd);
     pfx_tensor_destroy(&src);
     pfx_tensor_destroy(&dst);
+}
+
+static void test_to_float(void **state)
+{
+    to_float_case(*state, PFX_DTYPE_F16);
+    to_float_case(*state, PFX_DTYPE_BF16);
 }
 
 static void test_bad_arguments(void **state)

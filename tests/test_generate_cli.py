@@ -71,6 +71,19 @@ def main():
         out1, _ = run(exe, ["eval", "--model", model, "--data", data, "--batch", "3"])
         if re.findall(r"loss ([0-9.]+)", out1)[0][:6] != m[0][0][:6]:
             sys.exit("eval depends on --batch: %r vs %r" % (out1, out))
+        # --storage: half and bfloat16 weights score within their rounding of float32's
+        for storage in ("f16", "bf16"):
+            out2, _ = run(exe, ["eval", "--model", model, "--data", data, "--storage", storage])
+            loss2 = float(re.findall(r"loss ([0-9.]+)", out2)[0])
+            if abs(loss2 - float(m[0][0])) > 1e-2 * float(m[0][0]):
+                sys.exit("eval --storage %s: %r vs %r" % (storage, out2, out))
+        _, err = run(exe, ["eval", "--model", model, "--data", data, "--storage", "q4"], 2)
+        if "--storage" not in err:
+            sys.exit("eval --storage q4: %r" % err)
+        out2, _ = run(exe, ["generate", "--model", model, "--prompt", "hello", "--max-new-tokens", "3",
+                            "--storage", "bf16"])
+        if not out2.strip():
+            sys.exit("generate --storage bf16 printed nothing")
 
     # --prompts FILE: every line a prompt, however many (in batches), however long
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,6 +10,7 @@
 #include "reference/encoder_ref.h"
 #include "reference/random.h"
 #include "reference/reference.h"
+#include "reference/storage_ref.h"
 #include "tolerances.h"
 
 typedef struct problem {
@@ -152,6 +153,8 @@ typedef struct check_opts {
     size_t chunk;   /* logits rows per chunk (0: default) */
     bool recompute; /* the backward recomputes each block */
     double tol_fwd, tol_bwd;
+    bool ref_bf16; /* the reference runs on the weights rounded to bfloat16 (files
+                    * as written: the load rounds them) */
 } check_opts;
 
 /* Writes the folder, loads it, compares logits, loss and gradients. */
@@ -159,6 +162,9 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
 {
     char *dir = tf_tempdir("model");
     assert_int_equal(tf_write(m, dir, o->shards), 0);
+    for (size_t i = 0; o->ref_bf16 && i < m->count; i++)
+        for (size_t e = 0; e < m->t[i].shape[0] * (m->t[i].ndim == 2 ? m->t[i].shape[1] : 1); e++)
+            m->t[i].data[e] = ref_round_bf16(m->t[i].data[e]);
     size_t live0 = pfx_test_live_bytes(rt);
     pfx_context *ctx =
         load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk, o->recompute);
@@ -330,9 +336,9 @@ static ref_model_config llama_config(void)
     return c;
 }
 
-static const check_opts default_opts = { PFX_DTYPE_F32, 1, PFX_GAIN_OFF, 1.0f,
-                                         false,         0, false,        TOL_MODEL_FWD,
-                                         TOL_MODEL_BWD };
+static const check_opts default_opts = { PFX_DTYPE_F32, 1,    PFX_GAIN_OFF, 1.0f,
+                                         false,         0,    false,        TOL_MODEL_FWD,
+                                         TOL_MODEL_BWD, false };
 
 static void test_gpt2(void **state)
 {
@@ -463,6 +469,37 @@ static void test_half_storage(void **state)
         snprintf(m2.t[i].dtype, sizeof(m2.t[i].dtype), "F16");
     problem p2;
     make_problem(&m2, &p2, 2, 8, 3, NULL, 13);
+    check_model(rt, &m2, &p2, &o);
+    free_problem(&p2);
+    tf_model_free(&m2);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+/* bfloat16 storage: a BF16 checkpoint kept exactly (Llama, the reference on
+ * the file's values), F32 files rounded at load (GPT-2, the reference on the
+ * weights rounded by the double reference); compute stays float32, so the
+ * float32 tolerances hold. */
+static void test_bf16_storage(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config c = llama_config();
+    tf_model m;
+    tf_model_init(&m, &c, false, "llama", 116);
+    for (size_t i = 0; i < m.count; i++)
+        snprintf(m.t[i].dtype, sizeof(m.t[i].dtype), "BF16");
+    problem p;
+    const int32_t lens[2] = { 9, 6 };
+    make_problem(&m, &p, 2, 9, 4, lens, 16);
+    check_opts o = default_opts;
+    o.storage = PFX_DTYPE_BF16;
+    check_model(rt, &m, &p, &o);
+    ref_model_config g = gpt2_config();
+    tf_model m2;
+    tf_model_init(&m2, &g, true, "gpt2", 117);
+    problem p2;
+    make_problem(&m2, &p2, 2, 8, 3, NULL, 17);
+    o.ref_bf16 = true;
     check_model(rt, &m2, &p2, &o);
     free_problem(&p2);
     tf_model_free(&m2);
@@ -994,6 +1031,7 @@ int main(void)
         cmocka_unit_test(test_llama3_rope_tied),
         cmocka_unit_test(test_qwen2_bias),
         cmocka_unit_test(test_half_storage),
+        cmocka_unit_test(test_bf16_storage),
         cmocka_unit_test(test_bank),
         cmocka_unit_test(test_encoder_chain),
         cmocka_unit_test(test_attention_probs),

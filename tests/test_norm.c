@@ -2,27 +2,35 @@
  * Suite 'norm': LayerNorm and RMSNorm forward (with the kept statistics) and
  * their dX backward (src/ops/norm.c) against the double reference
  * (tests/reference/model_ops_ref.h) on awkward sizes, strided views, half
- * weights, in place; bad arguments.
+ * and bfloat16 weights, in place; bad arguments.
  */
 #include "model_ops_test.h"
 #include "reference/model_ops_ref.h"
 
 typedef struct norm_case {
     size_t rows, cols, offset, ld; /* x, y, dy, dx views share offset and ld */
-    bool half, bias, in_place, accumulate;
+    pfx_dtype storage;             /* of the weights and bias */
+    bool bias, in_place, accumulate;
     uint64_t seed;
     size_t wstep; /* weights and bias every wstep elements from 1 (0: contiguous from 0) */
 } norm_case;
 
+#define F32  PFX_DTYPE_F32
+#define F16  PFX_DTYPE_F16
+#define BF16 PFX_DTYPE_BF16
+
 static const norm_case cases[] = {
-    { 1, 1, 0, 1, false, true, false, false, 11, 0 },
-    { 7, 33, 0, 33, false, true, false, true, 12, 0 },
-    { 129, 257, 0, 257, true, true, true, false, 13, 0 },
-    { 5, 1000, 7, 1003, false, false, false, true, 14, 0 },
-    { 3, 63, 2, 70, true, false, true, true, 15, 0 },
+    { 1, 1, 0, 1, F32, true, false, false, 11, 0 },
+    { 7, 33, 0, 33, F32, true, false, true, 12, 0 },
+    { 129, 257, 0, 257, F16, true, true, false, 13, 0 },
+    { 5, 1000, 7, 1003, F32, false, false, true, 14, 0 },
+    { 3, 63, 2, 70, F16, false, true, true, 15, 0 },
     /* strided weights and bias (the 8-column chunks gather them) */
-    { 4, 45, 1, 50, false, true, false, false, 16, 3 },
-    { 6, 64, 0, 64, true, true, false, true, 17, 2 },
+    { 4, 45, 1, 50, F32, true, false, false, 16, 3 },
+    { 6, 64, 0, 64, F16, true, false, true, 17, 2 },
+    /* bfloat16 weights and bias, contiguous and strided */
+    { 9, 70, 3, 77, BF16, true, false, false, 18, 0 },
+    { 5, 48, 0, 48, BF16, true, true, true, 19, 2 },
 };
 
 static void run_case(pfx_runtime *rt, const norm_case *k, bool rms)
@@ -34,7 +42,7 @@ static void run_case(pfx_runtime *rt, const norm_case *k, bool rms)
     const size_t C = rms && k->cols == 1 ? 2 : k->cols, R = k->rows;
     const size_t ld = k->ld < C ? C : k->ld;
     const size_t n = k->offset + (R - 1) * ld + C + 3;
-    const pfx_dtype wdt = k->half ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    const pfx_dtype wdt = k->storage;
     const double eps = rms ? 1e-6 : 1e-5;
     float *hx, *hy, *hdy, *hdx, *hw, *hb, *hm, *hr;
     pfx_tensor *x = mo_upload(rt, &rng, PFX_DTYPE_F32, n, 3.0f, &hx);

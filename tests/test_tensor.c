@@ -1,9 +1,12 @@
-/* Tensors: round trips at awkward sizes, half precision, fill, copy, and every
- * bad input with its status, its message and clean accounting. */
+/* Tensors: round trips at awkward sizes, half precision, bfloat16 rounding
+ * against the double reference, fill, copy, and every bad input with its
+ * status, its message and clean accounting. */
+#include <float.h>
 #include <math.h>
 
 #include "pfx_test.h"
 #include "reference/random.h"
+#include "reference/storage_ref.h"
 
 static void round_trip(pfx_runtime *rt, pfx_dtype dtype, size_t n)
 {
@@ -22,6 +25,11 @@ static void round_trip(pfx_runtime *rt, pfx_dtype dtype, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (dtype == PFX_DTYPE_F32) {
             assert_memory_equal(&src[i], &dst[i], sizeof(float));
+        } else if (dtype == PFX_DTYPE_BF16) {
+            const float want = ref_round_bf16(src[i]);
+            if (memcmp(&want, &dst[i], sizeof(float)))
+                fail_msg("bfloat16 at %zu: %a -> %a, not %a", i, (double)src[i], (double)dst[i],
+                         (double)want);
         } else if (fabsf(dst[i] - src[i]) > fabsf(src[i]) * 0x1p-11f + 0x1p-25f) {
             /* half keeps 11 significant bits: relative error <= 2^-11 */
             fail_msg("half round trip at %zu: %g -> %g", i, (double)src[i], (double)dst[i]);
@@ -40,20 +48,64 @@ static void round_trip(pfx_runtime *rt, pfx_dtype dtype, size_t n)
     free(dst);
 }
 
-static void test_round_trip_f32(void **state)
+static void round_trips(pfx_runtime *rt, pfx_dtype dtype)
 {
     const size_t sizes[] = { 1, 7, 1023, (1u << 20) + 3 };
     for (size_t i = 0; i < 4; i++)
-        round_trip(*state, PFX_DTYPE_F32, sizes[i]);
-    assert_int_equal(pfx_test_live_bytes(*state), 0);
+        round_trip(rt, dtype, sizes[i]);
+    assert_int_equal(pfx_test_live_bytes(rt), 0);
+}
+
+static void test_round_trip_f32(void **state)
+{
+    round_trips(*state, PFX_DTYPE_F32);
 }
 
 static void test_round_trip_f16(void **state)
 {
-    const size_t sizes[] = { 1, 7, 1023, (1u << 20) + 3 };
-    for (size_t i = 0; i < 4; i++)
-        round_trip(*state, PFX_DTYPE_F16, sizes[i]);
-    assert_int_equal(pfx_test_live_bytes(*state), 0);
+    round_trips(*state, PFX_DTYPE_F16);
+}
+
+static void test_round_trip_bf16(void **state)
+{
+    round_trips(*state, PFX_DTYPE_BF16);
+}
+
+/* Ties to even, subnormals, overflow and NaN, each against the reference. */
+static void test_bf16_rounding(void **state)
+{
+    pfx_runtime *rt = *state;
+    const float in[] = { 0.0f,
+                         -0.0f,
+                         1.0f + 0x1p-8f,               /* tie: down to the even 1 */
+                         1.0f + 3 * 0x1p-8f,           /* tie: up to the even 1 + 2^-6 */
+                         -(1.0f + 0x1p-8f + 0x1p-20f), /* past the tie: away from 1 */
+                         0x1p-133f,
+                         0x1p-134f, /* tie with 0: to 0 */
+                         3 * 0x1p-134f,
+                         0x1.fep127f,
+                         FLT_MAX, /* rounds to inf */
+                         -FLT_MAX,
+                         INFINITY,
+                         NAN,
+                         3.14159265f,
+                         -2.71828183e-30f };
+    const size_t n = sizeof(in) / sizeof(in[0]);
+    float out[sizeof(in) / sizeof(in[0])];
+    pfx_tensor *t = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_BF16, 1, &n, &t), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_write(t, 0, n, in), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(t, 0, n, out), PFX_SUCCESS);
+    for (size_t i = 0; i < n; i++) {
+        const float want = ref_round_bf16(in[i]);
+        if (isnan(in[i]))
+            assert_true(isnan(out[i]));
+        else if (memcmp(&want, &out[i], sizeof(float)))
+            fail_msg("bfloat16 of %a: %a, not %a", (double)in[i], (double)out[i], (double)want);
+    }
+    assert_true(out[2] == 1.0f && out[3] == 1.0f + 0x1p-6f && out[6] == 0.0f);
+    assert_true(isinf(out[9]) && out[9] > 0 && isinf(out[10]) && out[10] < 0);
+    pfx_tensor_destroy(&t);
 }
 
 static void test_half_special_values(void **state)
@@ -83,7 +135,7 @@ static void test_fill_and_copy(void **state)
     pfx_runtime *rt = *state;
     const size_t shape[3] = { 3, 5, 7 };
     const size_t n = 105;
-    for (pfx_dtype dt = PFX_DTYPE_F32; dt <= PFX_DTYPE_F16; dt++) {
+    for (pfx_dtype dt = PFX_DTYPE_F32; dt <= PFX_DTYPE_BF16; dt++) {
         pfx_tensor *a = NULL, *b = NULL;
         assert_int_equal(pfx_tensor_create(rt, dt, 3, shape, &a), PFX_SUCCESS);
         assert_int_equal(pfx_tensor_create(rt, dt, 3, shape, &b), PFX_SUCCESS);
@@ -242,6 +294,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_f32),      cmocka_unit_test(test_round_trip_f16),
+        cmocka_unit_test(test_round_trip_bf16),     cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_half_special_values), cmocka_unit_test(test_fill_and_copy),
         cmocka_unit_test(test_accounting),          cmocka_unit_test(test_bad_create),
         cmocka_unit_test(test_bad_transfers),       cmocka_unit_test(test_axpby),

@@ -9,8 +9,9 @@ extern "C" {
 #endif
 
 /* y = alpha * x + beta * y over every element (enqueued). x and y have the
- * same element count and runtime; either may be float32 or half. With
- * beta == 0, y's previous contents are not read. alpha and beta must be finite. */
+ * same element count and runtime; either may be float32, half or bfloat16.
+ * With beta == 0, y's previous contents are not read. alpha and beta must be
+ * finite. */
 PFX_API pfx_status pfx_axpby(pfx_tensor *y, float alpha, const pfx_tensor *x, float beta);
 
 #ifdef __cplusplus

@@ -156,7 +156,8 @@ PFX_API const char *pfx_safetensors_metadata_get(const pfx_safetensors *f, const
 
 /* Copies tensor `name` into the device tensor dst, whose shape must equal the
  * file's (PFX_ERROR_INVALID_SHAPE otherwise; a file scalar matches shape [1]).
- * Any float dtype in the file goes into an F32 or F16 tensor. Errors go to
+ * Any float dtype in the file goes into an F32, F16 or BF16 tensor (rounded to
+ * nearest even where narrower). Errors go to
  * pfx_last_error(rt). */
 PFX_API pfx_status pfx_safetensors_load_tensor(pfx_runtime *rt, const pfx_safetensors *f,
                                                const char *name, pfx_tensor *dst);
@@ -168,9 +169,9 @@ PFX_API pfx_status pfx_safetensors_create_tensor(pfx_runtime *rt, const pfx_safe
                                                  const char *name, pfx_dtype dtype,
                                                  pfx_tensor **out);
 
-/* One tensor to save: either a device tensor (saved in its dtype: F32, or F16
- * for half tensors), or host floats with a shape, stored as `dtype`
- * (PFX_DTYPE_F32 or PFX_DTYPE_F16). */
+/* One tensor to save: either a device tensor (saved in its dtype: F32, F16 or
+ * BF16), or host floats with a shape, stored as `dtype` (PFX_DTYPE_F32, F16
+ * or BF16). */
 typedef struct pfx_named_tensor {
     const char *name;
     const pfx_tensor *tensor;   /* device tensor, or NULL for host data */

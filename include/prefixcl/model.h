@@ -19,7 +19,7 @@
  * model_type or the field.
  *
  * Weights are read from F32, F16 or BF16 tensors and stored float32
- * (default) or half on the device; compute is float32 and every dense
+ * (default), half or bfloat16 on the device; compute is float32 and every dense
  * product goes through CLBlast. Tied embeddings are stored once. A checkpoint
  * whose tensor names or shapes disagree with its config (PFX_ERROR_FORMAT for
  * a missing or unexpected name, PFX_ERROR_INVALID_SHAPE for a shape), an
@@ -62,7 +62,8 @@ typedef struct pfx_model pfx_model;
 /* What loading needs. Zero fields take their defaults; use designated
  * initializers. */
 typedef struct pfx_model_params {
-    pfx_dtype storage; /* weights on the device: PFX_DTYPE_F32 (default) or F16 */
+    pfx_dtype storage; /* weights on the device: PFX_DTYPE_F32 (default), F16 or BF16
+                        * (rounded to nearest even at load) */
 } pfx_model_params;
 
 /* The most end-of-sequence ids a config.json may list. */

@@ -1,6 +1,7 @@
 /*
  * prefixcl: device tensors. Contiguous, row-major, 1 to 4 dimensions,
- * float32 or half (storage only: the host always reads and writes float).
+ * float32, half or bfloat16 (the last two storage only: the host always
+ * reads and writes float).
  */
 #ifndef PREFIXCL_TENSOR_H
 #define PREFIXCL_TENSOR_H
@@ -16,6 +17,7 @@ typedef struct pfx_tensor pfx_tensor;
 typedef enum pfx_dtype {
     PFX_DTYPE_F32 = 0,
     PFX_DTYPE_F16 = 1,
+    PFX_DTYPE_BF16 = 2, /* bfloat16: float32's upper 16 bits */
 } pfx_dtype;
 
 /* Bytes of one element (4 or 2); 0 for an unknown dtype. */
@@ -39,7 +41,7 @@ PFX_API size_t pfx_tensor_numel(const pfx_tensor *t);
 PFX_API pfx_runtime *pfx_tensor_runtime(const pfx_tensor *t);
 
 /* Copies `count` floats from host memory into elements [offset, offset+count)
- * (converted to half for F16 tensors); blocks until done. */
+ * (rounded to nearest even for F16 and BF16 tensors); blocks until done. */
 PFX_API pfx_status pfx_tensor_write(pfx_tensor *t, size_t offset, size_t count, const float *src);
 
 /* Copies elements [offset, offset+count) to host memory as floats; blocks. */

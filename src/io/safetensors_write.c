@@ -64,6 +64,8 @@ static pfx_status check_item(pfx_runtime *rt, const pfx_named_tensor *it, size_t
         out->dtype = PFX_ST_F32;
     else if (dt == PFX_DTYPE_F16)
         out->dtype = PFX_ST_F16;
+    else if (dt == PFX_DTYPE_BF16)
+        out->dtype = PFX_ST_BF16;
     else
         return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
                          "pfx_safetensors_save: " NAME_FMT ": dtype %d", it->name, (int)dt);
@@ -217,7 +219,7 @@ pfx_status pfx_safetensors_save(pfx_runtime *rt, const char *path, const pfx_nam
                 memcpy(&u, &src[k], 4);
                 put_le(bytes + 4 * k, u, 4);
             } else {
-                put_le(bytes + 2 * k, pfx_float_to_half(src[k]), 2);
+                put_le(bytes + 2 * k, pfx_float_to_16bit(src[k], si[i].dtype == PFX_ST_BF16), 2);
             }
         }
         if ((st = pfx_atomic_write(rt, &af, bytes, si[i].bytes)) != PFX_SUCCESS)

@@ -97,7 +97,7 @@ static pfx_status allocate(pfx_context *x)
         [WS_DM] = R * I,
         [WS_LOGITS] = chunk * V,
         [WS_ROWLOSS] = R,
-        [WS_CONV] = m->p.storage == PFX_DTYPE_F16
+        [WS_CONV] = m->p.storage != PFX_DTYPE_F32
                         ? (64 * maxk > CONV_MIN_FLOATS ? 64 * maxk : CONV_MIN_FLOATS)
                         : 0,
         [WS_QKV] = R * (QD + 2 * KVD),

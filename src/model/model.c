@@ -59,9 +59,9 @@ static pfx_status check_params(pfx_runtime *rt, const pfx_model_params *in, pfx_
         *p = *in;
     else
         memset(p, 0, sizeof(*p));
-    if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16)
+    if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16 && p->storage != PFX_DTYPE_BF16)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "model_load: params.storage %d is not F32 or F16", (int)p->storage);
+                         "model_load: params.storage %d is not F32, F16 or BF16", (int)p->storage);
     return PFX_SUCCESS;
 }
 
@@ -323,7 +323,7 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
 {
     const pfx_model_shape *s = &cfg->shape;
     const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
-    const size_t es = p->storage == PFX_DTYPE_F16 ? 2 : 4;
+    const size_t es = pfx_dtype_size(p->storage);
     const struct {
         const char *field;
         size_t rows;

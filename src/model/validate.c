@@ -255,8 +255,8 @@ static pfx_status check_param_grads(pfx_context *cx, const char *fn, const pfx_m
     if (any && m->p.storage != PFX_DTYPE_F32)
         return pfx_error(
             rt, PFX_ERROR_UNSUPPORTED,
-            "%s: weight gradients need float32 weights (the model was loaded with half storage)",
-            fn);
+            "%s: weight gradients need float32 weights (the model was loaded with %s storage)", fn,
+            m->p.storage == PFX_DTYPE_BF16 ? "bfloat16" : "half");
     return PFX_SUCCESS;
 }
 

@@ -95,6 +95,8 @@ static pfx_status check_shape(pfx_runtime *rt, const char *op, const pfx_attn_pr
                          name);
     if (f32_only && t->dtype != PFX_DTYPE_F32)
         return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", op, name);
+    if (t->dtype != PFX_DTYPE_F32 && t->dtype != PFX_DTYPE_F16)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32 or half", op, name);
     size_t want[PFX_MAX_DIMS];
     unsigned ndim = expected_shape(p, role, layout, want);
     bool same = ndim == t->ndim;

@@ -25,7 +25,7 @@ pfx_status pfx_axpby(pfx_tensor *y, float alpha, const pfx_tensor *x, float beta
     if (st != PFX_SUCCESS)
         return st;
     cl_ulong n = y->numel;
-    cl_int x_half = x->dtype == PFX_DTYPE_F16, y_half = y->dtype == PFX_DTYPE_F16;
+    cl_int x_half = pfx_storage_code(x->dtype), y_half = pfx_storage_code(y->dtype);
     size_t local = 64, global = pfx_grid_groups(y->numel, local) * local;
     pfx_arg args[] = { PFX_ARG(n),    PFX_ARG(alpha),  PFX_ARG(x->mem), PFX_ARG(x_half),
                        PFX_ARG(beta), PFX_ARG(y->mem), PFX_ARG(y_half) };

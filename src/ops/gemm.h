@@ -34,6 +34,7 @@
 #define PFX_OPS_GEMM_H
 
 #include "internal.h"
+#include "gemm_rows.h"
 
 typedef struct pfx_gemm_operand {
     cl_mem mem;
@@ -78,13 +79,14 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
                          size_t n, size_t k, cl_mem a, size_t lda, cl_mem b, size_t ldb, cl_mem c,
                          size_t ldc, const pfx_gemm_item *items, size_t count);
 
-/* The host backend on a half weight w (element offset and row stride in
- * halves; [k, n], or [n, k] with trans_w): C[m x n] = alpha A op(w) + beta C
- * for m <= PFX_GEMM_ROWS_MAX (gemm_rows.h), the weight read as stored.
- * Operands already validated. */
-pfx_status pfx_gemm_host_half(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
-                              float alpha, pfx_gemm_operand a, pfx_gemm_operand w, bool trans_w,
-                              float beta, pfx_gemm_operand c);
+/* The host backend on a weight w stored as w_type (element offset and row
+ * stride in its elements; [k, n], or [n, k] with trans_w):
+ * C[m x n] = alpha A op(w) + beta C for m <= PFX_GEMM_ROWS_MAX
+ * (gemm_rows.h), the weight read as stored. Operands already validated. */
+pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
+                                float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
+                                pfx_gemm_rows_type w_type, bool trans_w, float beta,
+                                pfx_gemm_operand c);
 
 /* Whether this build has the host backend, and whether a device can use it
  * (a CPU device whose memory is the host's: host-unified, or PoCL). */

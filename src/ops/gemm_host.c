@@ -230,9 +230,10 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
     return unmap_and_log(rt, what, set, nset, t0);
 }
 
-pfx_status pfx_gemm_host_half(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
-                              float alpha, pfx_gemm_operand a, pfx_gemm_operand w, bool trans_w,
-                              float beta, pfx_gemm_operand c)
+pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
+                                float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
+                                pfx_gemm_rows_type w_type, bool trans_w, float beta,
+                                pfx_gemm_operand c)
 {
     what = what ? what : "gemm";
     const uint64_t t0 = pfx_host_ns();
@@ -244,10 +245,11 @@ pfx_status pfx_gemm_host_half(pfx_runtime *rt, const char *what, size_t m, size_
     if (st != PFX_SUCCESS)
         return st;
     const float *pa = pointer_of(set, nset, a.mem);
-    const uint16_t *pw = pointer_of(set, nset, w.mem);
+    const char *pw = pointer_of(set, nset, w.mem);
+    const size_t w_size = w_type == PFX_ROWS_F32 ? sizeof(float) : sizeof(uint16_t);
     float *pc = pointer_of(set, nset, c.mem);
     pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_w,
-                                         .half_b = true,
+                                         .b_type = w_type,
                                          .m = m,
                                          .n = n,
                                          .k = k,
@@ -255,7 +257,7 @@ pfx_status pfx_gemm_host_half(pfx_runtime *rt, const char *what, size_t m, size_
                                          .beta = beta,
                                          .a = pa + a.offset,
                                          .lda = a.ld,
-                                         .b = pw + w.offset,
+                                         .b = pw + w.offset * w_size,
                                          .ldb = w.ld,
                                          .c = pc + c.offset,
                                          .ldc = c.ld },
@@ -273,9 +275,10 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
                      what ? what : "gemm");
 }
 
-pfx_status pfx_gemm_host_half(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
-                              float alpha, pfx_gemm_operand a, pfx_gemm_operand w, bool trans_w,
-                              float beta, pfx_gemm_operand c)
+pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
+                                float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
+                                pfx_gemm_rows_type w_type, bool trans_w, float beta,
+                                pfx_gemm_operand c)
 {
     return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: built without a host BLAS (CBLAS)",
                      what ? what : "gemm");

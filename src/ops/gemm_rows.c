@@ -25,7 +25,9 @@ typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 
 static float b_at(const pfx_gemm_rows_args *g, size_t e)
 {
-    return g->half_b ? pfx_half_to_float(((const uint16_t *)g->b)[e]) : ((const float *)g->b)[e];
+    if (g->b_type == PFX_ROWS_F32)
+        return ((const float *)g->b)[e];
+    return pfx_16bit_to_float(((const uint16_t *)g->b)[e], g->b_type == PFX_ROWS_BF16);
 }
 
 /* Columns [j0, j1) of B [k, n] one at a time (the columns after the last
@@ -50,17 +52,26 @@ static inline __attribute__((always_inline)) v16 half16_plain(const uint16_t *p)
         r[l] = pfx_half_to_float(p[l]);
     return r;
 }
+static inline __attribute__((always_inline)) v16 bf16x16_plain(const uint16_t *p)
+{
+    v16 r;
+    for (int l = 0; l < 16; l++)
+        r[l] = pfx_bf16_to_float(p[l]);
+    return r;
+}
 #define ROWS_ATTR
 #define ROWS_NAME(x)         x##_plain
 #define ROWS_FMA(acc, x, v)  ((acc) + (x) * (v))
 #define ROWS_FMAV(acc, x, v) ((acc) + (x) * (v))
 #define ROWS_HALF(p)         half16_plain(p)
+#define ROWS_BF16(p)         bf16x16_plain(p)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME
 #undef ROWS_FMA
 #undef ROWS_FMAV
 #undef ROWS_HALF
+#undef ROWS_BF16
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PFX_ROWS_X86 1
@@ -85,17 +96,32 @@ static inline __attribute__((always_inline)) AVX2_ATTR v16 half16_avx2(const uin
     r.h[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 8)));
     return r.v;
 }
+/* bfloat16 to float: zero-extend to 32 bits, shift into the upper half */
+static inline __attribute__((always_inline)) AVX2_ATTR __m256 bf16x8_avx2(const uint16_t *p)
+{
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+static inline __attribute__((always_inline)) AVX2_ATTR v16 bf16x16_avx2(const uint16_t *p)
+{
+    v16_avx2 r;
+    r.h[0] = bf16x8_avx2(p);
+    r.h[1] = bf16x8_avx2(p + 8);
+    return r.v;
+}
 #define ROWS_ATTR            AVX2_ATTR
 #define ROWS_NAME(x)         x##_avx2
 #define ROWS_FMA(acc, x, v)  fma_avx2((acc), (v16){ 0 } + (x), (v))
 #define ROWS_FMAV(acc, x, v) fma_avx2((acc), (x), (v))
 #define ROWS_HALF(p)         half16_avx2(p)
+#define ROWS_BF16(p)         bf16x16_avx2(p)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME
 #undef ROWS_FMA
 #undef ROWS_FMAV
 #undef ROWS_HALF
+#undef ROWS_BF16
 
 /* AVX-512F: a v16 is one zmm register. */
 #define AVX512_ATTR __attribute__((target("avx512f,avx2,fma,f16c")))
@@ -107,17 +133,24 @@ static inline __attribute__((always_inline)) AVX512_ATTR v16 half16_avx512(const
 {
     return (v16)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
+static inline __attribute__((always_inline)) AVX512_ATTR v16 bf16x16_avx512(const uint16_t *p)
+{
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return (v16)_mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
 #define ROWS_ATTR            AVX512_ATTR
 #define ROWS_NAME(x)         x##_avx512
 #define ROWS_FMA(acc, x, v)  fma_avx512((acc), (v16){ 0 } + (x), (v))
 #define ROWS_FMAV(acc, x, v) fma_avx512((acc), (x), (v))
 #define ROWS_HALF(p)         half16_avx512(p)
+#define ROWS_BF16(p)         bf16x16_avx512(p)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME
 #undef ROWS_FMA
 #undef ROWS_FMAV
 #undef ROWS_HALF
+#undef ROWS_BF16
 #endif
 
 typedef void (*rows_range_fn)(const pfx_gemm_rows_args *g, size_t j0, size_t j1);

@@ -2,9 +2,10 @@
  * Products of a few rows against a weight, on the host (the decode step of
  * the host backend, gemm_host.c): C[m x n] = alpha A op(B) + beta C with A
  * row-major [m, k] and B stored [k, n] or, trans_b, [n, k], in float32 or as
- * half bits. One pass over B computes all m rows (OpenBLAS's sgemm packs B
- * for a few rows and reads it about four times as slowly; its sgemv takes one
- * row at a time), half converted in registers as it is read. Vector code for
+ * half or bfloat16 bits. One pass over B computes all m rows (OpenBLAS's
+ * sgemm packs B for a few rows and reads it about four times as slowly; its
+ * sgemv takes one row at a time), 16-bit values widened in registers as they
+ * are read (bfloat16 by a shift: no AVX512_BF16 needed). Vector code for
  * AVX-512, AVX2 + F16C + FMA or plain C, picked at run time. With beta == 0,
  * C is not read. Threads: column ranges of B, one per thread.
  */
@@ -18,13 +19,21 @@
 /* The most rows one pass takes. */
 #define PFX_GEMM_ROWS_MAX 8
 
+/* How B is stored. */
+typedef enum pfx_gemm_rows_type {
+    PFX_ROWS_F32 = 0,
+    PFX_ROWS_F16,  /* uint16_t half bits */
+    PFX_ROWS_BF16, /* uint16_t bfloat16 bits */
+} pfx_gemm_rows_type;
+
 typedef struct pfx_gemm_rows_args {
-    bool trans_b, half_b;
+    bool trans_b;
+    pfx_gemm_rows_type b_type;
     size_t m, n, k;
     float alpha, beta;
     const float *a;
     size_t lda;
-    const void *b; /* float, or uint16_t half bits when half_b */
+    const void *b; /* elements of b_type */
     size_t ldb;
     float *c;
     size_t ldc;
@@ -38,7 +47,7 @@ void pfx_gemm_rows(const pfx_gemm_rows_args *g, int threads);
 bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa);
 
 /* False where $PREFIXCL_GEMM_ROWS is "off": every product then goes to the
- * host BLAS, half weights widened first (the comparison of the two). */
+ * host BLAS, 16-bit weights widened first (the comparison of the two). */
 bool pfx_gemm_rows_enabled(void);
 
 /* Whether pfx_gemm_rows beats the host BLAS on this float32 product (the

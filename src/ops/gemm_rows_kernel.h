@@ -2,16 +2,22 @@
  * The kernels of gemm_rows.c for one instruction set, included once per set
  * with ROWS_ATTR (the target attribute), ROWS_NAME(x) (x with the set's
  * suffix), ROWS_FMA(acc, x, v) (acc + x v, x a float), ROWS_FMAV(acc, x, v)
- * (the same, x a v16) and ROWS_HALF(p) (16 half values at p as a v16) defined; every function here is compiled for
- * that set. Not a header of its own: no include guard.
+ * (the same, x a v16), ROWS_HALF(p) and ROWS_BF16(p) (16 half or bfloat16
+ * values at p as a v16) defined; every function here is compiled for that
+ * set. The storage type of B reaches the loops as a constant (one copy of
+ * each loop per type and row count). Not a header of its own: no include
+ * guard.
  */
 
-/* 16 elements of B at element e: float, or half widened in registers. */
+/* 16 elements of B at element e: float, or 16-bit widened in registers. */
 static inline __attribute__((always_inline)) ROWS_ATTR v16 ROWS_NAME(load_b)(const void *b,
-                                                                             bool half, size_t e)
+                                                                             const int type,
+                                                                             size_t e)
 {
-    if (half)
+    if (type == PFX_ROWS_F16)
         return ROWS_HALF((const uint16_t *)b + e);
+    if (type == PFX_ROWS_BF16)
+        return ROWS_BF16((const uint16_t *)b + e);
     return *(const v16u *)((const float *)b + e);
 }
 
@@ -29,7 +35,7 @@ ROWS_NAME(store)(const pfx_gemm_rows_args *g, size_t i, size_t j, size_t w, v16 
  * part or, at p1 == k, in C. */
 static inline __attribute__((always_inline)) ROWS_ATTR void
 ROWS_NAME(cols32)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, float *part,
-                  size_t ldp, const int MR)
+                  size_t ldp, const int MR, const int BT)
 {
     v16 acc0[PFX_GEMM_ROWS_MAX], acc1[PFX_GEMM_ROWS_MAX];
     const float *a = g->a;
@@ -44,8 +50,8 @@ ROWS_NAME(cols32)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, f
     }
     for (size_t p = p0; p < p1; p++) {
         const size_t e = p * ldb + j;
-        const v16 b0 = ROWS_NAME(load_b)(g->b, g->half_b, e);
-        const v16 b1 = ROWS_NAME(load_b)(g->b, g->half_b, e + 16);
+        const v16 b0 = ROWS_NAME(load_b)(g->b, BT, e);
+        const v16 b1 = ROWS_NAME(load_b)(g->b, BT, e + 16);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             const float x = a[(size_t)i * lda + p];
@@ -70,7 +76,7 @@ ROWS_NAME(cols32)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, f
 
 /* B [n, k]: outputs j, j + 1 of MR rows, dot products along B's rows. */
 static inline __attribute__((always_inline)) ROWS_ATTR void
-ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int MR)
+ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int MR, const int BT)
 {
     v16 acc[PFX_GEMM_ROWS_MAX][2];
 #pragma GCC unroll 8
@@ -81,7 +87,7 @@ ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int 
         v16 b[2];
 #pragma GCC unroll 2
         for (int t = 0; t < NJ; t++)
-            b[t] = ROWS_NAME(load_b)(g->b, g->half_b, (j + (size_t)t) * g->ldb + p);
+            b[t] = ROWS_NAME(load_b)(g->b, BT, (j + (size_t)t) * g->ldb + p);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             const v16 x = *(const v16u *)(g->a + i * g->lda + p);
@@ -104,14 +110,14 @@ ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int 
 
 /* Outputs [j0, j1) of MR rows; j0 on a block boundary. */
 static inline __attribute__((always_inline)) ROWS_ATTR void
-ROWS_NAME(range_mr)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int MR)
+ROWS_NAME(range_mr)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int MR, const int BT)
 {
     size_t j = j0;
     if (g->trans_b) {
         for (; j + 2 <= j1; j += 2)
-            ROWS_NAME(rows2)(g, j, 2, MR);
+            ROWS_NAME(rows2)(g, j, 2, MR, BT);
         if (j < j1)
-            ROWS_NAME(rows2)(g, j, 1, MR);
+            ROWS_NAME(rows2)(g, j, 1, MR, BT);
         return;
     }
     /* ROWS_KB rows of B at a time across the range: as many streams along
@@ -122,22 +128,32 @@ ROWS_NAME(range_mr)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int
     for (size_t p0 = 0; p0 < g->k; p0 += kb) {
         const size_t p1 = g->k - p0 < kb ? g->k : p0 + kb;
         for (j = j0; j < j0 + whole; j += 32)
-            ROWS_NAME(cols32)(g, j, p0, p1, part + (j - j0), whole, MR);
+            ROWS_NAME(cols32)(g, j, p0, p1, part + (j - j0), whole, MR, BT);
     }
     free(part);
     rows_columns_plain(g, j0 + whole, j1); /* the last < 32 columns */
 }
 
-static ROWS_ATTR void ROWS_NAME(range)(const pfx_gemm_rows_args *g, size_t j0, size_t j1)
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(range_type)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int BT)
 {
     switch (g->m) {
-    case 1: ROWS_NAME(range_mr)(g, j0, j1, 1); break;
-    case 2: ROWS_NAME(range_mr)(g, j0, j1, 2); break;
-    case 3: ROWS_NAME(range_mr)(g, j0, j1, 3); break;
-    case 4: ROWS_NAME(range_mr)(g, j0, j1, 4); break;
-    case 5: ROWS_NAME(range_mr)(g, j0, j1, 5); break;
-    case 6: ROWS_NAME(range_mr)(g, j0, j1, 6); break;
-    case 7: ROWS_NAME(range_mr)(g, j0, j1, 7); break;
-    default: ROWS_NAME(range_mr)(g, j0, j1, 8); break;
+    case 1: ROWS_NAME(range_mr)(g, j0, j1, 1, BT); break;
+    case 2: ROWS_NAME(range_mr)(g, j0, j1, 2, BT); break;
+    case 3: ROWS_NAME(range_mr)(g, j0, j1, 3, BT); break;
+    case 4: ROWS_NAME(range_mr)(g, j0, j1, 4, BT); break;
+    case 5: ROWS_NAME(range_mr)(g, j0, j1, 5, BT); break;
+    case 6: ROWS_NAME(range_mr)(g, j0, j1, 6, BT); break;
+    case 7: ROWS_NAME(range_mr)(g, j0, j1, 7, BT); break;
+    default: ROWS_NAME(range_mr)(g, j0, j1, 8, BT); break;
+    }
+}
+
+static ROWS_ATTR void ROWS_NAME(range)(const pfx_gemm_rows_args *g, size_t j0, size_t j1)
+{
+    switch (g->b_type) {
+    case PFX_ROWS_F16: ROWS_NAME(range_type)(g, j0, j1, PFX_ROWS_F16); break;
+    case PFX_ROWS_BF16: ROWS_NAME(range_type)(g, j0, j1, PFX_ROWS_BF16); break;
+    default: ROWS_NAME(range_type)(g, j0, j1, PFX_ROWS_F32); break;
     }
 }

@@ -3,7 +3,10 @@
 
 static const char *dtype_name(pfx_dtype d)
 {
-    return d == PFX_DTYPE_F32 ? "float32" : d == PFX_DTYPE_F16 ? "half" : "unknown";
+    return d == PFX_DTYPE_F32    ? "float32"
+           : d == PFX_DTYPE_F16  ? "half"
+           : d == PFX_DTYPE_BF16 ? "bfloat16"
+                                 : "unknown";
 }
 
 /* Index of the last element of a valid view (rows, cols >= 1). */
@@ -29,9 +32,10 @@ pfx_status pfx_mat_check(pfx_runtime *rt, const char *op, const char *name, cons
         return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: %s belongs to another runtime", op,
                          name);
     const pfx_dtype dt = m->t->dtype;
-    if (dt != PFX_DTYPE_F32 && !(kind == PFX_MAT_WEIGHT && dt == PFX_DTYPE_F16))
+    const bool weight16 = dt == PFX_DTYPE_F16 || dt == PFX_DTYPE_BF16;
+    if (dt != PFX_DTYPE_F32 && !(kind == PFX_MAT_WEIGHT && weight16))
         return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s is %s; %s", op, name, dtype_name(dt),
-                         kind == PFX_MAT_WEIGHT ? "a weight is float32 or half"
+                         kind == PFX_MAT_WEIGHT ? "a weight is float32, half or bfloat16"
                                                 : "activations are float32");
     if (m->rows == 0 || m->cols == 0)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has %zu rows x %zu cols (>= 1 each)",
@@ -123,7 +127,7 @@ pfx_status pfx_mat_check_alias(pfx_runtime *rt, const char *op, const char *out_
 pfx_mat_args pfx_mat_kernel_args(const pfx_mat *m)
 {
     pfx_mat_args a = { m->t->mem, m->offset, m->rows > 1 ? m->ld : m->cols,
-                       m->t->dtype == PFX_DTYPE_F16 };
+                       pfx_storage_code(m->t->dtype) };
     return a;
 }
 

@@ -10,7 +10,7 @@
 /* Element types a view may have. */
 typedef enum pfx_mat_kind {
     PFX_MAT_F32 = 0,    /* activations, gradients, workspaces */
-    PFX_MAT_WEIGHT = 1, /* F32 or F16 storage */
+    PFX_MAT_WEIGHT = 1, /* F32, F16 or BF16 storage */
 } pfx_mat_kind;
 
 /* Checks one view: its tensor non-NULL and of rt, the dtype per kind,
@@ -43,7 +43,8 @@ pfx_status pfx_mat_check_alias(pfx_runtime *rt, const char *op, const char *out_
  * of ld 1 or a row; ld for a column). */
 size_t pfx_mat_vector_step(const pfx_mat *m);
 
-/* Kernel arguments of a view: buffer, offset, ld and the half flag. */
+/* Kernel arguments of a view: buffer, offset, ld and the storage code of
+ * cl/common.cl's pfx_load (0 float, 1 half, 2 bfloat16) in `half`. */
 typedef struct pfx_mat_args {
     cl_mem mem;
     cl_ulong offset, ld;

@@ -1,14 +1,15 @@
 /*
  * The numerical pieces of whole decoder-only models (GPT-2, Llama family)
  * around the attention and the dense products: token ids, embeddings,
- * LayerNorm / RMSNorm, activations, SwiGLU, bias, RoPE, half-storage
- * weights, the fused causal-LM cross-entropy and the last-row gather.
+ * LayerNorm / RMSNorm, activations, SwiGLU, bias, RoPE, half- and
+ * bfloat16-storage weights, the fused causal-LM cross-entropy and the last-row gather.
  * Internal, not installed; the math is docs/design.md, "Whole models".
  *
  * Operands. Activations (hidden states, norm outputs, MLP values, logits,
  * gradients) are float32. Frozen weights (embedding tables, norm weights and
- * biases, linear biases, inv_freq excepted) may be stored float32 or half;
- * half is read with vload_half (core OpenCL 1.2, no cl_khr_fp16), compute is
+ * biases, linear biases, inv_freq excepted) may be stored float32, half or
+ * bfloat16; half is read with vload_half (core OpenCL 1.2, no cl_khr_fp16),
+ * bfloat16 widened by a 16-bit shift, compute is
  * float32. A matrix operand is a pfx_mat: a view of rows x cols elements of a
  * tensor (any shape; only its storage, dtype, runtime and element count are
  * used), row r starting at element offset + r * ld. A vector (per-row
@@ -85,7 +86,7 @@ void pfx_ids_destroy(pfx_ids **ids);
 /* out row r = b * tokens + t (r < batch * tokens) receives
  *   wte[ids[r]] + (wpe ? wpe[pos0 + t] : 0),
  * ids read from entries [0, batch * tokens) of `ids`. wte: [V, C] (rows V,
- * cols C; F32 or F16), wpe: [Pmax, C] or NULL (GPT-2's learned positions;
+ * cols C; F32, F16 or BF16), wpe: [Pmax, C] or NULL (GPT-2's learned positions;
  * pos0 + tokens <= Pmax, else PFX_ERROR_OUT_OF_RANGE), out: F32
  * [batch * tokens, C]. An id outside [0, V): PFX_ERROR_OUT_OF_RANGE naming
  * the entry. */
@@ -111,7 +112,7 @@ pfx_status pfx_op_position_backward(pfx_runtime *rt, size_t batch, size_t tokens
 /* LayerNorm over each row of x ([R, C] F32):
  *   mean = sum(x)/C, var = sum((x - mean)^2)/C, rstd = 1/sqrt(var + eps),
  *   y = (x - mean) * rstd * w + b,
- * w, b: [C] vectors (PFX_VEC; F32 or F16; b may be NULL). mean and rstd: F32
+ * w, b: [C] vectors (PFX_VEC; F32, F16 or BF16; b may be NULL). mean and rstd: F32
  * [R] vectors kept for the backward, or both NULL. y may be x (in place). */
 pfx_status pfx_op_layernorm_forward(pfx_runtime *rt, pfx_mat x, pfx_mat w, const pfx_mat *b,
                                     float eps, pfx_mat y, const pfx_mat *mean, const pfx_mat *rstd);
@@ -181,7 +182,7 @@ pfx_status pfx_op_swiglu_backward(pfx_runtime *rt, pfx_mat gate, pfx_mat up, pfx
 
 /* ---- bias ---- */
 
-/* y[r, c] += bias[c] over an [R, C] F32 view; bias: a [C] vector (F32 or F16,
+/* y[r, c] += bias[c] over an [R, C] F32 view; bias: a [C] vector (F32, F16 or BF16,
  * e.g. PFX_VEC(c_attn_bias, C, C) for the key slice of GPT-2's fused bias).
  * The gradient of y passes to the input unchanged. */
 pfx_status pfx_op_bias_add(pfx_runtime *rt, pfx_mat y, pfx_mat bias);
@@ -196,7 +197,7 @@ pfx_status pfx_op_bias_grad(pfx_runtime *rt, pfx_mat dy, pfx_mat db, bool accumu
 #define PFX_COLUMN_PARTS_MAX 3
 
 /* y[i] = columns [c_i, c_i + y[i].cols) of x (c_i: the widths before it),
- * plus that slice of bias when bias is not NULL ([x.cols], F32 or F16):
+ * plus that slice of bias when bias is not NULL ([x.cols], F32, F16 or BF16):
  * one product's output split into Q, K and V with their biases. The parts'
  * widths add up to x.cols, every view has x's rows, the parts overlap
  * neither x, the bias nor each other. 1 <= parts <= PFX_COLUMN_PARTS_MAX. */
@@ -249,9 +250,9 @@ pfx_status pfx_op_rope_forward(pfx_runtime *rt, pfx_mat x, size_t batch, size_t 
 pfx_status pfx_op_rope_backward(pfx_runtime *rt, pfx_mat x, size_t batch, size_t tokens,
                                 size_t heads, size_t head_dim, size_t pos0, pfx_mat inv_freq);
 
-/* ---- half-storage weights ---- */
+/* ---- half- and bfloat16-storage weights ---- */
 
-/* dst (F32 [R, C] view) = src (F16 or F32 [R, C] view) converted to float. */
+/* dst (F32 [R, C] view) = src (F32, F16 or BF16 [R, C] view) converted to float. */
 pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst);
 
 /*
@@ -260,9 +261,10 @@ pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst);
  *   trans_w false: W is k x n (rows k, ld >= n; GPT-2 Conv1D [in, out]),
  *   trans_w true:  W is n x k (rows n, ld >= k; Llama Linear [out, in], the
  *                  tied LM head [V, C]).
- * F32 W: one SGEMM. F16 W: blocks of output columns n0..n0+nb are converted
+ * F32 W: one SGEMM. F16 or BF16 W: on the host backend a few rows
+ * (m <= PFX_GEMM_ROWS_MAX) read W as stored (gemm_rows.h); else blocks of output columns n0..n0+nb are converted
  * into `workspace` (F32, at least k elements; nb = its element count / k)
- * and multiplied by SGEMM, block after block, so a half weight never needs
+ * and multiplied by SGEMM, block after block, so a 16-bit weight never needs
  * a float32 copy of its whole size. workspace may be NULL for an F32 W.
  */
 pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,

@@ -76,7 +76,7 @@ static pfx_status forward(pfx_runtime *rt, const char *op, bool rms, pfx_mat x, 
     cl_ulong b_off = bm->offset, b_step = pfx_mat_vector_step(bm);
     cl_ulong m_off = mm->offset, m_step = pfx_mat_vector_step(mm);
     cl_ulong r_off = rm->offset, r_step = pfx_mat_vector_step(rm);
-    cl_int is_rms = rms, b_half = b && b->t->dtype == PFX_DTYPE_F16, has_b = b != NULL;
+    cl_int is_rms = rms, b_half = b ? pfx_mat_kernel_args(b).half : 0, has_b = b != NULL;
     cl_int has_stats = rstd != NULL;
     pfx_arg args[] = { PFX_ARG(base),      PFX_ARG(cols),      PFX_ARG(is_rms), PFX_ARG(xa.mem),
                        PFX_ARG(xa.offset), PFX_ARG(xa.ld),     PFX_ARG(wa.mem), PFX_ARG(wa.offset),

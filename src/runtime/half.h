@@ -1,4 +1,5 @@
-/* IEEE binary16 <-> float conversion on the host (round to nearest even). */
+/* IEEE binary16 and bfloat16 <-> float conversion on the host (round to
+ * nearest even). */
 #ifndef PFX_RUNTIME_HALF_H
 #define PFX_RUNTIME_HALF_H
 
@@ -61,6 +62,37 @@ static inline float pfx_half_to_float(uint16_t h)
     float f;
     memcpy(&f, &x, 4);
     return f;
+}
+
+/* bfloat16 is float32's upper half: widening is a shift, narrowing rounds
+ * the lower half away to nearest even (NaN kept quiet, never rounded to inf). */
+static inline uint16_t pfx_float_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static inline float pfx_bf16_to_float(uint16_t b)
+{
+    const uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+/* A 16-bit value (half, or bfloat16 when bf16) as float, and back. */
+static inline float pfx_16bit_to_float(uint16_t v, int bf16)
+{
+    return bf16 ? pfx_bf16_to_float(v) : pfx_half_to_float(v);
+}
+
+static inline uint16_t pfx_float_to_16bit(float f, int bf16)
+{
+    return bf16 ? pfx_float_to_bf16(f) : pfx_float_to_half(f);
 }
 
 #endif

@@ -101,6 +101,13 @@ struct pfx_tensor {
     size_t bytes;
 };
 
+/* The storage code that kernels take for a tensor's elements (cl/common.cl,
+ * pfx_load and pfx_store): 0 float32, 1 half, 2 bfloat16. */
+static inline cl_int pfx_storage_code(pfx_dtype dtype)
+{
+    return dtype == PFX_DTYPE_F16 ? 1 : dtype == PFX_DTYPE_BF16 ? 2 : 0;
+}
+
 /* ---- errors (src/runtime/error.c) ---- */
 /* Records a message for rt (or the thread when rt is NULL) and returns status. */
 pfx_status pfx_error(pfx_runtime *rt, pfx_status status, const char *fmt, ...)

@@ -19,7 +19,8 @@ size_t pfx_dtype_size(pfx_dtype dtype)
 {
     switch (dtype) {
     case PFX_DTYPE_F32: return 4;
-    case PFX_DTYPE_F16: return 2;
+    case PFX_DTYPE_F16:
+    case PFX_DTYPE_BF16: return 2;
     }
     return 0;
 }
@@ -138,12 +139,13 @@ pfx_status pfx_tensor_write(pfx_tensor *t, size_t offset, size_t count, const fl
     size_t esize = pfx_dtype_size(t->dtype);
     const void *data = src;
     uint16_t *halves = NULL;
-    if (t->dtype == PFX_DTYPE_F16) {
+    if (esize == 2) {
         halves = malloc(count * sizeof(uint16_t));
         if (!halves)
             return pfx_error(t->rt, PFX_ERROR_OUT_OF_MEMORY, "tensor_write: host staging failed");
+        const int bf16 = t->dtype == PFX_DTYPE_BF16;
         for (size_t i = 0; i < count; i++)
-            halves[i] = pfx_float_to_half(src[i]);
+            halves[i] = pfx_float_to_16bit(src[i], bf16);
         data = halves;
     }
     cl_int err = clEnqueueWriteBuffer(t->rt->queue, t->mem, CL_TRUE, offset * esize, count * esize,
@@ -160,7 +162,7 @@ pfx_status pfx_tensor_read(const pfx_tensor *t, size_t offset, size_t count, flo
     size_t esize = pfx_dtype_size(t->dtype);
     void *data = dst;
     uint16_t *halves = NULL;
-    if (t->dtype == PFX_DTYPE_F16) {
+    if (esize == 2) {
         halves = malloc(count * sizeof(uint16_t));
         if (!halves)
             return pfx_error(t->rt, PFX_ERROR_OUT_OF_MEMORY, "tensor_read: host staging failed");
@@ -170,7 +172,7 @@ pfx_status pfx_tensor_read(const pfx_tensor *t, size_t offset, size_t count, flo
                                      data, 0, NULL, NULL);
     if (err == CL_SUCCESS && halves)
         for (size_t i = 0; i < count; i++)
-            dst[i] = pfx_half_to_float(halves[i]);
+            dst[i] = pfx_16bit_to_float(halves[i], t->dtype == PFX_DTYPE_BF16);
     free(halves);
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(t->rt, err, "tensor_read");
 }
@@ -180,8 +182,8 @@ pfx_status pfx_tensor_fill(pfx_tensor *t, float value)
     if (!t)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "tensor_fill: t is NULL");
     cl_int err;
-    if (t->dtype == PFX_DTYPE_F16) {
-        uint16_t h = pfx_float_to_half(value);
+    if (pfx_dtype_size(t->dtype) == 2) {
+        uint16_t h = pfx_float_to_16bit(value, t->dtype == PFX_DTYPE_BF16);
         err = clEnqueueFillBuffer(t->rt->queue, t->mem, &h, sizeof(h), 0, t->bytes, 0, NULL, NULL);
     } else {
         err = clEnqueueFillBuffer(t->rt->queue, t->mem, &value, sizeof(value), 0, t->bytes, 0, NULL,

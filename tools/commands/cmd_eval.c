@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "prefixcl/eval.h"
 #include "serve_cli.h"
+#include "common/tool_util.h"
 
 static int usage(FILE *out)
 {
@@ -15,11 +16,12 @@ static int usage(FILE *out)
         out,
         "usage: prefixcl eval --model DIR [--adapter PATH] --data FILE [--max-length N] [--batch "
         "B]\n"
-        "                     [--device SEL]\n"
+        "                     [--storage T] [--device SEL]\n"
         "  --data FILE      text (one example a line) or JSONL (text, or prompt + completion:\n"
         "                   the completion's tokens are scored); needs the folder's tokenizer\n"
         "  --max-length N   tokens kept per example (default 256, at most the model's positions)\n"
         "  --batch B        examples per forward (default 4)\n"
+        "  --storage T      the weights on the device: f32 (default), f16 or bf16\n"
         "Prints the mean loss over the scored tokens and its perplexity, for the frozen model\n"
         "and with the adapter.\n");
     return out == stdout ? 0 : 2;
@@ -31,6 +33,7 @@ int cmd_eval(int argc, char **argv)
     pfx_eval_config cfg;
     pfx_eval_default_config(&cfg);
     size_t max_length = 256, batch = 4;
+    int storage = PFX_DTYPE_F32;
     const cli_option opts[] = {
         { "--model", CLI_TEXT, &cfg.model_dir, 0, 0, NULL, NULL },
         { "--data", CLI_TEXT, &cfg.data_path, 0, 0, NULL, NULL },
@@ -38,6 +41,7 @@ int cmd_eval(int argc, char **argv)
         { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
         { "--max-length", CLI_SIZE, &max_length, 2, 1 << 20, NULL, NULL },
         { "--batch", CLI_SIZE, &batch, 1, 64, NULL, NULL },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL },
     };
     const int parsed =
         cli_parse("eval", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
@@ -47,6 +51,7 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "prefixcl eval: --model and --data are required\n");
         return usage(stderr);
     }
+    cfg.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
     cfg.max_length = max_length;
     cfg.batch = batch;
     cfg.stop_flag = &cli_stop;

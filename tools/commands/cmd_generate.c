@@ -36,6 +36,7 @@ static int usage(FILE *out)
         "  --seed S (request i samples with seed S + i)\n"
         "  --stop ID          a stop token (repeatable; default: config.json's eos_token_id and\n"
         "                     the tokenizer's EOS)\n"
+        "  --storage T        the weights on the device: f32 (default), f16 or bf16\n"
         "  --device SEL\n"
         "  --json             one JSON object a line per request (prompt, prompt_ids, adapter, "
         "ids,\n"
@@ -189,6 +190,7 @@ int cmd_generate(int argc, char **argv)
     uint64_t max_new = 32, top_k = 0, seed = 0, stop_ids[MAX_STOPS];
     float temperature = 0.0f, top_p = 0.0f;
     bool json = false;
+    int storage = PFX_DTYPE_F32;
     serve_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     static const char more[] = "more prompts: one a line of a --prompts file";
@@ -211,12 +213,14 @@ int cmd_generate(int argc, char **argv)
         { "--temperature", CLI_FLOAT, &temperature, 0, HUGE_VAL, NULL, NULL },
         { "--top-p", CLI_FLOAT, &top_p, 0, 1, NULL, NULL },
         { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL },
     };
     const int parsed =
         cli_parse("generate", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     ctx.adapters = adapter_list.count;
+    ctx.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
     const size_t ntexts = text_list.count, nfiles = file_list.count, nids = id_list.count;
     size_t nstop = stop_list.count;
     int32_t stops[MAX_STOPS];

@@ -61,7 +61,7 @@ static int usage(FILE *out)
             "  --clip X            gradient-norm clipping, 0: off (default 1)\n"
             "  --warmup N          learning-rate warm-up steps (default 10), then cosine decay\n"
             "  --seed S            seed of the prefixes, the data order (default 1)\n"
-            "  --storage T         frozen weights as f32 or f16 (default f32)\n"
+            "  --storage T         frozen weights as f32, f16 or bf16 (default f32)\n"
             "  --checkpoint-every N  also write the checkpoint every N steps\n"
             "  --resume            continue from OUT/" PFX_TUNE_CHECKPOINT " (same options)\n"
             "  --quiet             no progress output\n",
@@ -221,7 +221,6 @@ int cmd_tune(int argc, char **argv)
     bool quiet = false, resume = false;
     size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
     int gain = 0, storage = 0;
-    static const char *const storages[] = { "f32", "f16", NULL };
     enum {
         O_STEPS = 3,
         O_BATCH = 4,
@@ -247,7 +246,7 @@ int cmd_tune(int argc, char **argv)
         { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e6, NULL, NULL },
         { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL },
         { "--gain", CLI_CHOICE, &gain, 0, 0, cli_gain_modes, NULL },
-        { "--storage", CLI_CHOICE, &storage, 0, 0, storages, NULL },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL },
         { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL },
         { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL },
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL },
@@ -259,7 +258,7 @@ int cmd_tune(int argc, char **argv)
         return parsed == 1 ? 0 : 2;
     const bool steps_set = given[O_STEPS], batch_set = given[O_BATCH], length_set = given[O_LENGTH];
     c.gain_mode = (pfx_gain_mode)gain;
-    c.storage = storage ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    c.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
     c.resume = resume;
     c.gain_ramp_steps = (uint32_t)gain_ramp;
     c.warmup_steps = (uint32_t)warmup;

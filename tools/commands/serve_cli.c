@@ -26,7 +26,8 @@ bool serve_open(serve_ctx *ctx, const char *cmd, const char *device, const char 
         fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(NULL));
         return false;
     }
-    if (pfx_model_load(ctx->rt, dir, NULL, &ctx->model) != PFX_SUCCESS ||
+    const pfx_model_params mp = { .storage = ctx->storage };
+    if (pfx_model_load(ctx->rt, dir, &mp, &ctx->model) != PFX_SUCCESS ||
         pfx_model_get_shape(ctx->model, &ctx->shape) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl %s: %s\n", cmd, pfx_last_error(ctx->rt));
         serve_close(ctx);

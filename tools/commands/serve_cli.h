@@ -19,6 +19,7 @@ typedef struct serve_ctx {
     size_t adapters;
     size_t bank_capacity; /* entries of the bank (0: the adapters given) */
     size_t tokens;        /* tokens of a request (what fits beside the prefix) */
+    pfx_dtype storage;    /* the weights on the device (--storage; 0: float32) */
 } serve_ctx;
 
 /* Runtime on `device` (NULL: default), the model of `dir`, its tokenizer

@@ -9,6 +9,18 @@
 #include <stdlib.h>
 #include <time.h>
 
+const char *const tool_storages[] = { "f32", "f16", "bf16", NULL };
+
+bool tool_storage_parse(const char *name, pfx_dtype *out)
+{
+    for (int i = 0; tool_storages[i]; i++)
+        if (!strcmp(name, tool_storages[i])) {
+            *out = (pfx_dtype)i;
+            return true;
+        }
+    return false;
+}
+
 float tool_uniform(uint64_t *state, float amp)
 {
     uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));

@@ -4,6 +4,7 @@
 #ifndef PFX_TOOLS_TOOL_UTIL_H
 #define PFX_TOOLS_TOOL_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,13 @@ void tool_openblas_settings(char **argv);
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
+
+/* The weight storages --storage takes, NULL-terminated, each at the index of
+ * its pfx_dtype: "f32", "f16", "bf16" (a CLI_CHOICE's index is the dtype). */
+extern const char *const tool_storages[];
+
+/* The pfx_dtype of a --storage name; false (nothing set) for another name. */
+bool tool_storage_parse(const char *name, pfx_dtype *out);
 
 /* splitmix64: the next value of *state, uniform in [-amp, amp). */
 float tool_uniform(uint64_t *state, float amp);

@@ -12,6 +12,7 @@
 #include "commands/commands.h"
 #include "http.h"
 #include "server.h"
+#include "common/tool_util.h"
 
 #define BODY_LIMIT (1u << 20)
 
@@ -30,6 +31,7 @@ static int usage(FILE *out)
         "  --queue N              requests waiting for a slot before 503 (default 64)\n"
         "  --api-key KEY          require Authorization: Bearer KEY (all but /health)\n"
         "  --allow-adapter-admin  POST /v1/adapters {name, path}, DELETE /v1/adapters/NAME\n"
+        "  --storage T            the weights on the device: f32 (default), f16 or bf16\n"
         "  --device SEL\n"
         "At most %d adapters in all, of one prefix length. Endpoints: POST /v1/completions,\n"
         "POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics.\n"
@@ -58,6 +60,7 @@ int cmd_serve(int argc, char **argv)
     uint64_t port = 8000, slots = 4, max_len = 0, queue = 64;
     static char base[256];
     bool admin = false;
+    int storage = PFX_DTYPE_F32;
     server srv;
     memset(&srv, 0, sizeof(srv));
     cli_list adapters = { adapter_args, NULL, SERVE_MAX_ADAPTERS, 0, NULL };
@@ -72,11 +75,13 @@ int cmd_serve(int argc, char **argv)
         { "--max-len", CLI_U64, &max_len, 2, 1 << 20, NULL, NULL },
         { "--queue", CLI_U64, &queue, 1, 1 << 16, NULL, NULL },
         { "--allow-adapter-admin", CLI_FLAG, &admin, 0, 0, NULL, NULL },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL },
     };
     const int parsed =
         cli_parse("serve", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
     if (parsed)
         return parsed == 1 ? 0 : 2;
+    srv.ctx.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
     /* NAME=PATH, or PATH named by its last name */
     for (size_t k = 0; k < adapters.count; k++) {
         const char *v = adapter_args[k], *eq = strchr(v, '=');
