@@ -168,6 +168,9 @@ typedef struct {
 #define HALF_PK 8
 #define HALF_PV 16
 #define HALF_O 32
+/* One tensor's flag as pfx_load's storage code (0 float, 1 half): bit 1
+ * must not read as code 2, bfloat16. */
+#define pfx_half_flag(flags, bit) (((flags) & (bit)) != 0)
 
 /* Rows [r0, r0 + BLOCK_M) of kv head hk: smallest and largest query index
  * among the rows that exist, for the causal bounds of the tile. */
@@ -203,7 +206,7 @@ inline void pfx_store_row(__global void *o, __global float *lse, __global float 
     if (d < D) {
         float val = live ? a / l : 0.0f;
         pfx_store(o, (ulong)b * ob + (ulong)h * oh + (ulong)i * orow + (ulong)d, val,
-                  flags & HALF_O);
+                  pfx_half_flag(flags, HALF_O));
     }
     if (d == 0 && has_lse)
         lse[((ulong)b * H + h) * N + i] = live ? m + log(l) : -INFINITY;
@@ -272,7 +275,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         float val = 0.0f;
         if (d < D) {
             val = pfx_load(q, (ulong)b * qb + (ulong)hq * qh + (ulong)iq * qr + (ulong)d,
-                           flags & HALF_Q);
+                           pfx_half_flag(flags, HALF_Q));
             if (has_dim_gain)
                 val *= head_params[dims.H + (ulong)hq * D + d];
         }
@@ -303,12 +306,12 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             if (d < D && j < j_end) {
                 if (j < P) {
                     ulong off = p_base + (ulong)j * D + d;
-                    kx = pfx_load(pk, off, flags & HALF_PK);
-                    vx = pfx_load(pv, off, flags & HALF_PV);
+                    kx = pfx_load(pk, off, pfx_half_flag(flags, HALF_PK));
+                    vx = pfx_load(pv, off, pfx_half_flag(flags, HALF_PV));
                 } else {
                     ulong off = kv_base + (ulong)(j - P) * kvr + d;
-                    kx = pfx_load(k, off, flags & HALF_K);
-                    vx = pfx_load(v, off, flags & HALF_V);
+                    kx = pfx_load(k, off, pfx_half_flag(flags, HALF_K));
+                    vx = pfx_load(v, off, pfx_half_flag(flags, HALF_V));
                 }
             }
             Kt[jj * KV_STRIDE + d] = kx;
@@ -408,7 +411,7 @@ __kernel void pfx_attn_fwd_merge(__global const float *part_ml, __global const f
     }
     int live = valid && l != 0.0f; /* NaN l: live, NaN out */
     pfx_store(o, (ulong)b * ob + (ulong)h * oh + (ulong)i * orow + (ulong)d,
-              live ? a / l : 0.0f, flags & HALF_O);
+              live ? a / l : 0.0f, pfx_half_flag(flags, HALF_O));
     if (d == 0 && has_lse)
         lse[((ulong)b * dims.H + h) * N + i] = live ? mx + log(l) : -INFINITY;
 }

@@ -138,7 +138,7 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         for (int d = 0; d < HEAD_DIM; d++) {
             float val = 0.0f;
             if (d < D) {
-                val = pfx_load(q, qo + (ulong)d, flags & HALF_Q);
+                val = pfx_load(q, qo + (ulong)d, pfx_half_flag(flags, HALF_Q));
                 if (has_dim_gain)
                     val *= head_params[dims.H + (ulong)h * D + d];
             }
@@ -156,7 +156,8 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         for (int c = 0; c < cols; c++) {
             const int j = j0 + c, pre = j < P;
             __global const void *ksrc = pre ? pk : k, *vsrc = pre ? pv : v;
-            const int kh = flags & (pre ? HALF_PK : HALF_K), vh = flags & (pre ? HALF_PV : HALF_V);
+            const int kh = pfx_half_flag(flags, pre ? HALF_PK : HALF_K),
+                      vh = pfx_half_flag(flags, pre ? HALF_PV : HALF_V);
             const ulong off = pre ? p_base + (ulong)j * D : kv_base + (ulong)(j - P) * kvr;
             if (!kh && !vh && D == HEAD_DIM) { /* float rows: vector loads */
                 for (int d0 = 0; d0 < HEAD_DIM; d0 += VEC) {
