@@ -157,20 +157,11 @@ inline floatv pfx_exp2v(floatv x)
 }
 #endif
 
-typedef struct {
-    int B, H, Hkv, N, M, P, D, group, R;
-} pfx_attn_dims;
+/* pfx_attn_dims and the HALF_ flags: cl/attention_fwd.h, joined before this file. */
 
-/* Half flags: bit 0 q, 1 k, 2 v, 3 prefix k, 4 prefix v, 5 o. */
-#define HALF_Q 1
-#define HALF_K 2
-#define HALF_V 4
-#define HALF_PK 8
-#define HALF_PV 16
-#define HALF_O 32
 /* One tensor's flag as pfx_load's storage code (0 float, 1 half): bit 1
  * must not read as code 2, bfloat16. */
-#define pfx_half_flag(flags, bit) (((flags) & (bit)) != 0)
+#define pfx_half_flag(flags, bit) ((int)(((flags) & (bit)) ? 1 : 0))
 
 /* Rows [r0, r0 + BLOCK_M) of kv head hk: smallest and largest query index
  * among the rows that exist, for the causal bounds of the tile. */

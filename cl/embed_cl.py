@@ -5,7 +5,8 @@ usage: embed_cl.py OUTPUT.c INPUT.cl [INPUT.cl ...]
 Each file cl/<name>.cl becomes the entry {"<name>", <text>} of
 pfx_embedded_sources[] (see src/runtime/internal.h), in name order; a part
 cl/<program>.<part>.cl becomes "<program>.<part>", which the runtime joins
-after cl/<program>.cl.
+after cl/<program>.cl; a header cl/<program>.h (what the host and the kernel
+share) becomes "<program>.h", joined before it.
 """
 import os
 import sys
@@ -23,7 +24,8 @@ def main():
              '#include "internal.h"', '']
     entries = []
     for i, path in enumerate(sorted(inputs, key=os.path.basename)):
-        name = os.path.splitext(os.path.basename(path))[0]
+        name = os.path.basename(path)
+        name = name if name.endswith(".h") else os.path.splitext(name)[0]
         with open(path, "rb") as f:
             parts.append(c_array("source_%d" % i, f.read()))
         entries.append('    { "%s", source_%d },' % (name, i))

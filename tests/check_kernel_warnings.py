@@ -34,7 +34,9 @@ def main():
         for program, options in configs:
             src = os.path.join(tmp, program + ".cl")
             with open(src, "w") as f:
-                f.write(common + "\n" + open(os.path.join(cl_dir, program + ".cl")).read())
+                header = os.path.join(cl_dir, program + ".h")  # shared with the host, joined first
+                f.write(common + "\n" + (open(header).read() + "\n" if os.path.exists(header) else "")
+                        + open(os.path.join(cl_dir, program + ".cl")).read())
             cmd = [clang, "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header",
                    "-O2", *TARGET, "-c", "-o", os.devnull, *options.split(), src]
             r = subprocess.run(cmd, capture_output=True, text=True)

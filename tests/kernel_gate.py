@@ -464,13 +464,15 @@ def load_configs(source):
 
 
 def write_sources(cl_dir, programs, work):
-    """cl/common.cl + cl/<program>.cl + cl/<program>.<part>.cl per program, as the runtime joins them."""
+    """cl/common.cl + cl/<program>.h + cl/<program>.cl + cl/<program>.<part>.cl per program, as the
+    runtime joins them."""
     srcs = {}
     for program in programs:
-        # as src/runtime/source.c joins them: common, the program, its parts
-        parts = [os.path.join(cl_dir, "common.cl"), os.path.join(cl_dir, program + ".cl")]
+        # as src/runtime/source.c joins them: common, the program's header, the program, its parts
+        parts = [os.path.join(cl_dir, "common.cl"), os.path.join(cl_dir, program + ".h"),
+                 os.path.join(cl_dir, program + ".cl")]
         parts += sorted(glob.glob(os.path.join(cl_dir, glob.escape(program) + ".*.cl")))
-        if not os.path.exists(parts[1]):
+        if not os.path.exists(parts[2]):
             srcs[program] = None
             continue
         srcs[program] = os.path.join(work, program + ".cl")

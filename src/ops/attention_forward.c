@@ -3,15 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attention_fwd.h" /* cl/: the kernel's argument struct and flags */
 #include "attention_problem.h"
 #include "attention_tuning.h"
 
 #define OP "attention_forward"
-
-/* Mirrors pfx_attn_dims of cl/attention_fwd.cl. */
-typedef struct fwd_dims {
-    cl_int B, H, Hkv, N, M, P, D, group, R;
-} fwd_dims;
 
 pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc,
                                  const pfx_attention_inputs *in, pfx_tensor *o, pfx_tensor *lse)
@@ -79,12 +75,12 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
     }
 
     {
-        fwd_dims dims = { (cl_int)p.B, (cl_int)p.H, (cl_int)p.Hkv,   (cl_int)p.N, (cl_int)p.M,
-                          (cl_int)p.P, (cl_int)p.D, (cl_int)p.group, (cl_int)R };
+        pfx_attn_dims dims = { (cl_int)p.B, (cl_int)p.H, (cl_int)p.Hkv,   (cl_int)p.N, (cl_int)p.M,
+                               (cl_int)p.P, (cl_int)p.D, (cl_int)p.group, (cl_int)R };
         cl_int causal = p.causal, has_dg = p.dim_factor != NULL, has_lse = lse != NULL;
-        cl_int flags = (p.q_half ? 1 : 0) | (p.k_half ? 2 : 0) | (p.v_half ? 4 : 0) |
-                       (p.pk_half ? 8 : 0) | (p.pv_half ? 16 : 0) |
-                       (o->dtype == PFX_DTYPE_F16 ? 32 : 0);
+        cl_int flags = (p.q_half ? HALF_Q : 0) | (p.k_half ? HALF_K : 0) | (p.v_half ? HALF_V : 0) |
+                       (p.pk_half ? HALF_PK : 0) | (p.pv_half ? HALF_PV : 0) |
+                       (o->dtype == PFX_DTYPE_F16 ? HALF_O : 0);
         cl_int splits_i = (cl_int)splits, kps = (cl_int)keys_per_split;
         cl_mem pk = in->prefix_k ? in->prefix_k->mem : NULL;
         cl_mem pv = in->prefix_v ? in->prefix_v->mem : NULL;

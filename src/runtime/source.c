@@ -1,5 +1,5 @@
 /* Kernel sources: embedded at build time; $PREFIXCL_KERNEL_DIR overrides them
- * with a folder of .cl files for kernel development. */
+ * with a folder of .cl (and .h) files for kernel development. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,9 @@
 static char *read_file(const char *dir, const char *name)
 {
     char path[1024];
-    snprintf(path, sizeof(path), "%s/%s.cl", dir, name);
+    const size_t n = strlen(name);
+    const bool header = n > 2 && !strcmp(name + n - 2, ".h");
+    snprintf(path, sizeof(path), "%s/%s%s", dir, name, header ? "" : ".cl");
     bool not_regular;
     FILE *f = pfx_fopen_regular(path, &not_regular);
     if (!f)
@@ -56,21 +58,38 @@ static bool append(char **buf, size_t *len, const char *text)
     return true;
 }
 
-/* cl/common.cl, cl/<name>.cl, then every part cl/<name>.<part>.cl in name
- * order (a program split by purpose, such as attention_bwd's CPU and GPU
- * paths). The parts are those embedded, read from $PREFIXCL_KERNEL_DIR when
- * it is set. */
+/* Whether the embedded sources hold `name`. */
+static bool is_embedded(const char *name)
+{
+    for (size_t i = 0; i < pfx_embedded_source_count; i++)
+        if (!strcmp(pfx_embedded_sources[i].name, name))
+            return true;
+    return false;
+}
+
+/* cl/common.cl, the header cl/<name>.h when the program has one (what its
+ * host code shares with it), cl/<name>.cl, then every part
+ * cl/<name>.<part>.cl in name order (a program split by purpose, such as
+ * attention_bwd's CPU and GPU paths). Header and parts are those embedded,
+ * read from $PREFIXCL_KERNEL_DIR when it is set. */
 char *pfx_kernel_source(const char *name)
 {
     char *joined = NULL;
     size_t len = 0, n = strlen(name);
-    char *common = lookup("common"), *body = lookup(name);
-    bool ok = common && body && append(&joined, &len, common) && append(&joined, &len, body);
+    char header_name[256];
+    snprintf(header_name, sizeof(header_name), "%s.h", name);
+    const bool has_header = n + 2 < sizeof(header_name) && is_embedded(header_name);
+    char *common = lookup("common"), *header = has_header ? lookup(header_name) : NULL,
+         *body = lookup(name);
+    bool ok = common && body && (!has_header || header) && append(&joined, &len, common) &&
+              (!has_header || append(&joined, &len, header)) && append(&joined, &len, body);
     free(common);
+    free(header);
     free(body);
     for (size_t i = 0; ok && i < pfx_embedded_source_count; i++) {
         const char *part = pfx_embedded_sources[i].name;
-        if (strncmp(part, name, n) || part[n] != '.')
+        const size_t pn = strlen(part);
+        if (strncmp(part, name, n) || part[n] != '.' || !strcmp(part + pn - 2, ".h"))
             continue;
         char *text = lookup(part);
         ok = text && append(&joined, &len, text);
