@@ -1,4 +1,4 @@
-/* The experiment's arms: the model's config, the fixed validation batch,
+/* The experiment's arms: the model's config and shape, the fixed validation batch,
  * one pfx_pretrain_run per arm with the per-head measures taken in its step
  * callback, and the trained gains read back (exp.h). */
 #include <errno.h>
@@ -45,10 +45,16 @@ static int write_config(exp_state *s)
         fprintf(stderr, "prefixcl experiment gain: %s\n", pfx_last_error(NULL));
         return -1;
     }
-    if (pfx_model_read_config(s->config_dir, &s->shape) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl experiment gain: the model's config: %s\n", pfx_last_error(NULL));
+    /* the shape as the library builds the model from that config (what every
+     * arm's job trains) */
+    pfx_model *model = NULL;
+    if (pfx_model_init(s->rt, s->config_dir, NULL, 0, &model) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl experiment gain: the model of %s: %s\n", path,
+                pfx_last_error(s->rt));
         return -1;
     }
+    pfx_model_get_shape(model, &s->shape);
+    pfx_model_destroy(&model);
     s->LH = s->shape.layers * s->shape.heads;
     return 0;
 }
