@@ -459,13 +459,19 @@ static void test_gain_heads(void **state)
     mask[0 * H + 1] = mask[1 * H + 2] = mask[1 * H + 3] = 1;
     other[0 * H + 1] = other[1 * H + 2] = 1;
     memset(all, 1, sizeof(all));
+    /* the job's lists of the masks: (layer, head) pairs */
+    const pfx_layer_head sel[] = { { 0, 1 }, { 1, 2 }, { 1, 3 } }, oth[] = { { 0, 1 }, { 1, 2 } };
+    pfx_layer_head every[LH];
+    for (size_t i = 0; i < LH; i++)
+        every[i] = (pfx_layer_head){ (LH - 1 - i) / H, (LH - 1 - i) % H };
     pfx_pretrain_config c;
     base_config(&c, cfgdir, a);
     c.steps = 6;
     c.gain_mode = PFX_GAIN_LINEAR;
     c.structured_gain = true;
     c.gain_ramp_steps = 2;
-    c.gain_heads = mask;
+    c.gain_heads = sel;
+    c.gain_head_count = 3;
     pfx_pretrain_result ra, rb;
     run_ok(rt, &c, &ra);
     for (size_t s = 0; s <= 6; s++)
@@ -494,7 +500,8 @@ static void test_gain_heads(void **state)
     pfx_pretrain_result_free(&rb);
     c.stop_after = 0;
     c.resume = true;
-    c.gain_heads = other;
+    c.gain_heads = oth;
+    c.gain_head_count = 2;
     assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT,
                         "gain_heads");
     pfx_pretrain_result_free(&rb);
@@ -502,7 +509,8 @@ static void test_gain_heads(void **state)
     assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT,
                         "gain_heads");
     pfx_pretrain_result_free(&rb);
-    c.gain_heads = mask;
+    c.gain_heads = sel;
+    c.gain_head_count = 3;
     run_ok(rt, &c, &rb);
     assert_memory_equal(ra.gains, rb.gains, 7 * LH * sizeof(float));
     assert_same_run(&ra, &rb, a, b, 6);
@@ -512,7 +520,8 @@ static void test_gain_heads(void **state)
     c.structured_gain = false;
     c.steps = 3;
     c.out_dir = a;
-    c.gain_heads = all;
+    c.gain_heads = every; /* in another order than the heads' */
+    c.gain_head_count = LH;
     run_ok(rt, &c, &ra);
     c.out_dir = b;
     c.gain_heads = NULL;
@@ -623,15 +632,35 @@ static void test_bad_inputs(void **state)
     REFUSED(PFX_ERROR_OUT_OF_RANGE, "block");
     c.freeze = "h.,wte,wpe,ln_f";
     REFUSED(PFX_ERROR_INVALID_ARGUMENT, "freeze");
-    const uint8_t none[8] = { 0 }, one[8] = { 0, 0, 1 };
+    /* gain heads: without a gain or none, then against the model's 2 layers of
+     * 4 heads once it is loaded */
+    const pfx_layer_head one[] = { { 0, 2 } }, beyond_layer[] = { { 0, 2 }, { 2, 0 } },
+                         beyond_head[] = { { 1, 4 } }, twice[] = { { 1, 3 }, { 0, 0 }, { 1, 3 } };
     c.gain_heads = one; /* without a gain */
+    c.gain_head_count = 1;
     REFUSED(PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
-    c.gain_heads = none;
+    c.gain_heads = one;
+    c.gain_head_count = 0;
     c.gain_mode = PFX_GAIN_LINEAR;
     REFUSED(PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
-    c.gain_heads = none;
+    c.gain_heads = one;
+    c.gain_head_count = 0;
     c.structured_gain = true;
     REFUSED(PFX_ERROR_INVALID_ARGUMENT, "gain_heads");
+    c.gain_heads = beyond_layer;
+    c.gain_head_count = 2;
+    c.gain_mode = PFX_GAIN_TANH;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT,
+            "config.gain_heads[1] (layer 2, head 0): the layer is not below the model's 2 layers");
+    c.gain_heads = beyond_head;
+    c.gain_head_count = 1;
+    c.structured_gain = true;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT,
+            "config.gain_heads[0] (layer 1, head 4): the head is not below the model's 4 heads");
+    c.gain_heads = twice;
+    c.gain_head_count = 3;
+    c.gain_mode = PFX_GAIN_LINEAR;
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "config.gain_heads[2] (layer 1, head 3) is given twice");
     c.data_path = "/nonexistent/data.txt";
     REFUSED(PFX_ERROR_IO, "/nonexistent/data.txt");
     c.resume = true;

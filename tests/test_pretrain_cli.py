@@ -97,7 +97,7 @@ def main():
 
         # named refusals
         other = [a if a != "32" else "24" for a in long_run]  # --block 24
-        _, err = run(exe, ["pretrain", "--out", stopped, "--resume"] + other, code=1)
+        _, err = run(exe, ["pretrain", "--out", stopped, "--resume"] + other, code=2)  # a bad option
         if "block=32" not in err or "same" not in err:
             sys.exit("a resume with another --block: %r" % err)
         _, err = run(exe, ["pretrain", "--config", cfg, "--model", out, "--data", data], code=2)
@@ -123,14 +123,18 @@ def main():
         gains = read_f32(os.path.join(heads, "gains.safetensors"), "gains")
         if any(g != 0.0 for i, g in enumerate(gains) if i not in (1, 7)) or gains[1] == 0.0 or gains[7] == 0.0:
             sys.exit("--gain-heads 0.1,1.3: gains %r" % gains)
-        for bad, needle in (("2.0", "layer below 2"), ("0.4", "head below 4"), ("0.1,0.1", "twice"),
-                            ("0.1,", "empty"), ("1", "LAYER.HEAD"), ("0.1 1.2", "commas"), ("a.1", "LAYER.HEAD")):
-            _, err = run(exe, ["pretrain", "--config", cfg, "--data", data, "--out", heads, "--gain", "tanh",
-                               "--gain-heads", bad], code=2)
-            if "--gain-heads" not in err or needle not in err:
+        # the list's form (the command), the heads against the model (the job's message)
+        for bad, needle in (("0.1,", "--gain-heads 0.1,: an empty"), ("1", "--gain-heads 1: '1' is not LAYER.HEAD"),
+                            ("0.1 1.2", "commas"), ("a.1", "LAYER.HEAD"),
+                            ("2.0", "config.gain_heads[0] (layer 2, head 0): the layer is not below the model's 2"),
+                            ("0.4", "config.gain_heads[0] (layer 0, head 4): the head is not below the model's 4"),
+                            ("0.1,0.1", "config.gain_heads[1] (layer 0, head 1) is given twice")):
+            _, err = run(exe, ["pretrain", "--config", cfg, "--out", heads, "--gain", "tanh", "--gain-heads", bad]
+                         + common, code=2)
+            if needle not in err:
                 sys.exit("--gain-heads %r: %r" % (bad, err))
         _, err = run(exe, ["pretrain", "--config", cfg, "--tokenizer", demo, "--data", data, "--out", heads,
-                           "--gain-heads", "0.1"], code=1)
+                           "--gain-heads", "0.1"], code=2)
         if "gain_heads" not in err or "without a gain" not in err:
             sys.exit("--gain-heads without --gain: %r" % err)
     print("ok")

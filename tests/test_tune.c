@@ -439,6 +439,43 @@ static pfx_status no_reduce(void *user, pfx_optimizer *opt, double *count, doubl
     return PFX_ERROR_INVALID_ARGUMENT; /* never called: the rank is refused first */
 }
 
+/* config.max_length 0 fits the model: the default length, or the positions
+ * the prefix leaves when fewer (the fixture's 64 less the prefix), as the
+ * steps and the result see it. A length given that does not fit is refused
+ * naming the longest that does. */
+static size_t seen_length;
+
+static void note_length(const pfx_tune_step *s, void *user)
+{
+    (void)user;
+    seen_length = s->max_length;
+}
+
+static void test_fit_length(void **state)
+{
+    (void)state;
+    char dir[4200];
+    out_path(dir, sizeof(dir), "fit");
+    pfx_tune_config c;
+    base_config(&c, gpt2_dir, dir);
+    c.max_length = 0;
+    c.prefix_len = 7;
+    c.steps = 1;
+    pfx_tune_result r;
+    assert_int_equal(pfx_tune_run(rt, &c, note_length, NULL, &r), PFX_SUCCESS);
+    assert_int_equal(r.max_length, 64 - 7);
+    assert_int_equal(seen_length, 64 - 7);
+    pfx_tune_result_free(&r);
+    c.max_length = 58;
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &r), PFX_ERROR_INVALID_ARGUMENT);
+    if (!strstr(pfx_last_error(rt), "lower config.max_length to 57 or less, or config.prefix_len"))
+        fail_msg("max_length 58 + prefix_len 7: %s", pfx_last_error(rt));
+    c.max_length = 57; /* the longest that fits is taken as given */
+    assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &r), PFX_SUCCESS);
+    assert_int_equal(r.max_length, 57);
+    pfx_tune_result_free(&r);
+}
+
 /* The job checks every option before the first step: each bad one refused
  * with its status and a message naming the field, and nothing written (the
  * output folder not even made). */
@@ -469,6 +506,7 @@ static void test_job_bad_options(void **state)
         REDUCE,
         RANK,
         FIT,
+        ROOM,
         MISSING,
         OUT_FILE,
         CASES
@@ -492,8 +530,11 @@ static void test_job_bad_options(void **state)
         [STORAGE] = { PFX_ERROR_INVALID_ARGUMENT, "config.storage" },
         [REDUCE] = { PFX_ERROR_INVALID_ARGUMENT, "config.dist.reduce" },
         [RANK] = { PFX_ERROR_INVALID_ARGUMENT, "config.dist.rank" },
-        [FIT] = { PFX_ERROR_OUT_OF_RANGE,
-                  "config.max_length 60 + config.prefix_len 5 exceed the model's 64" },
+        [FIT] = { PFX_ERROR_INVALID_ARGUMENT,
+                  "config.max_length 60 + config.prefix_len 5 exceed the model's 64 positions "
+                  "(" },
+        [ROOM] = { PFX_ERROR_INVALID_ARGUMENT,
+                   "config.prefix_len 63 leaves fewer than 2 of the model's 64 positions" },
         [MISSING] = { PFX_ERROR_IO, "no-such.txt" },
         [OUT_FILE] = { PFX_ERROR_IO, "exists and is not a folder" },
     };
@@ -517,6 +558,7 @@ static void test_job_bad_options(void **state)
         case REDUCE: c.dist.ranks = 2; break;
         case RANK: c.dist.ranks = 2, c.dist.rank = 2, c.dist.reduce = no_reduce; break;
         case FIT: c.max_length = 60; break;
+        case ROOM: c.prefix_len = 63, c.max_length = 0; break;
         case MISSING: c.data_path = missing; break;
         case OUT_FILE: c.out_dir = file; break;
         }
@@ -612,9 +654,10 @@ static void test_bad_options(void **state)
     const char *a2[] = { "tune", "--model", gpt2_dir,       "--data", data_path,      "--out",
                          dir,    "--quiet", "--prefix-len", "50",     "--max-length", "20" };
     assert_int_equal(run_captured(12, a2, msg, sizeof(msg)), 2);
+    /* a length that does not fit the model: the job's message, exit 2 */
     assert_non_null(
-        strstr(msg, "--max-length 20 + --prefix-len 50 exceed the model's 64 positions"));
-    assert_non_null(strstr(msg, "lower --max-length to 14 or less, or --prefix-len"));
+        strstr(msg, "config.max_length 20 + config.prefix_len 50 exceed the model's 64 positions"));
+    assert_non_null(strstr(msg, "lower config.max_length to 14 or less, or config.prefix_len"));
     const char *a3[] = { "tune", "--model", gpt2_dir,   "--data",       data_path, "--out",
                          dir,    "--quiet", "--resume", "--max-length", "20" };
     assert_int_equal(run_captured(11, a3, msg, sizeof(msg)), 1);
@@ -737,9 +780,13 @@ int main(int argc, char **argv)
     mkdir(out_dir, 0777);
     rt = pfx_test_runtime(); /* exit 77 without a device */
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_job_bad_options),    cmocka_unit_test(test_bad_options),
-        cmocka_unit_test(test_gqa_token_dim),      cmocka_unit_test(test_adapter_reads_back),
-        cmocka_unit_test(test_resume_bit_for_bit), cmocka_unit_test(test_resume_checkpoint_checked),
+        cmocka_unit_test(test_job_bad_options),
+        cmocka_unit_test(test_fit_length),
+        cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_gqa_token_dim),
+        cmocka_unit_test(test_adapter_reads_back),
+        cmocka_unit_test(test_resume_bit_for_bit),
+        cmocka_unit_test(test_resume_checkpoint_checked),
         cmocka_unit_test(test_loss_falls),
     };
     const int failed = cmocka_run_group_tests_name("tune", tests, write_folders, NULL);

@@ -6,7 +6,8 @@ positions, tests/fixtures/generate/gpt2): `prefixcl tune` with the default
 then trains; the adapter it writes serves generate; a --max-length given
 that does not fit, a --prefix-len that leaves no room, eval's long
 --max-length (capped, said once), generate's --max-new-tokens and attn-map's
-long --ids are named in their messages.
+long --ids are named in their messages (tune's, the job's: the
+config fields of the options, exit 2 as a bad option).
 
 usage: test_tune_fit_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
 """
@@ -45,11 +46,12 @@ def main():
         if "capped" in err:
             sys.exit("a fitting --max-length: %r" % err)
         _, err = run(exe, tune + ["--max-length", "60"], 2)
-        if "lower --max-length to 44 or less, or --prefix-len" not in err:
+        if "config.max_length 60 + config.prefix_len 20 exceed the model's 64 positions" not in err \
+                or "lower config.max_length to 44 or less, or config.prefix_len" not in err:
             sys.exit("tune --max-length 60: %r" % err)
         # no room for tokens: the option to change
         _, err = run(exe, tune + ["--prefix-len", "63"], 2)
-        if "lower --prefix-len" not in err or "64 positions" not in err:
+        if "lower config.prefix_len" not in err or "64 positions" not in err:
             sys.exit("tune --prefix-len 63: %r" % err)
 
         # eval caps a long --max-length and says so once

@@ -40,7 +40,8 @@
  * (PFX_ERROR_IO), a bad option (PFX_ERROR_INVALID_ARGUMENT naming the field),
  * data that fills no block or leaves nothing to hold out
  * (PFX_ERROR_OUT_OF_RANGE), a freeze list that leaves nothing to train
- * (PFX_ERROR_INVALID_ARGUMENT), token ids beyond the model's vocabulary
+ * (PFX_ERROR_INVALID_ARGUMENT), gain heads beyond the model's layers or
+ * heads (PFX_ERROR_INVALID_ARGUMENT), token ids beyond the model's vocabulary
  * (PFX_ERROR_INVALID_SHAPE), a checkpoint written with other options
  * (PFX_ERROR_INVALID_ARGUMENT naming the option); the message is in
  * pfx_last_error(rt).
@@ -58,6 +59,11 @@ extern "C" {
 #endif
 
 #define PFX_PRETRAIN_CHECKPOINT "checkpoint.safetensors"
+
+/* One attention head of the model: layer (0-based) and head within it. */
+typedef struct pfx_layer_head {
+    size_t layer, head;
+} pfx_layer_head;
 
 typedef struct pfx_pretrain_config {
     const char *model_dir;     /* a Hugging Face folder to fine-tune, or NULL */
@@ -77,28 +83,31 @@ typedef struct pfx_pretrain_config {
     bool no_decay_norms; /* no decay on biases and norm weights either */
     float max_grad_norm; /* 0: no clipping */
     uint32_t warmup_steps;
-    float min_lr_ratio;        /* the cosine's floor, a fraction of each lr */
-    pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH: a gain per head; gains start at 0 */
-    bool structured_gain;      /* a gain per head and dimension, q * (1 + r G) (docs/design.md),
+    float min_lr_ratio;       /* the cosine's floor, a fraction of each lr */
+    pfx_gain_mode gain_mode;  /* OFF, LINEAR or TANH: a gain per head; gains start at 0 */
+    bool structured_gain;     /* a gain per head and dimension, q * (1 + r G) (docs/design.md),
                                 * alone or with gain_mode; starts at 0 */
-    uint32_t gain_ramp_steps;  /* 0: r = 1 from the start */
-    const uint8_t *gain_heads; /* [L * H] (layer l head h at l * H + h): nonzero where the head
-                                * has a trained gain; the others keep gain 0 (plain attention) for
-                                * the whole run: their gradient is zeroed before clipping (nothing
-                                * in the global norm) and they are never updated. NULL: every
-                                * head. Read with a gain mode or the structured gain (which it
-                                * masks per head, all D dims); given without a gain, or selecting
-                                * no head, it is PFX_ERROR_INVALID_ARGUMENT naming gain_heads. A
-                                * checkpoint keeps the selection: resuming with another one is
-                                * refused (every head selected is the same as NULL). */
-    const char *freeze;        /* comma-separated name parts: weights whose name
+    uint32_t gain_ramp_steps; /* 0: r = 1 from the start */
+    const pfx_layer_head *gain_heads; /* [gain_head_count] the heads with a trained gain;
+                                * the others keep gain 0 (plain attention) for the whole run:
+                                * their gradient is zeroed before clipping (nothing in the global
+                                * norm) and they are never updated. NULL: every head. Read with
+                                * a gain mode or the structured gain (which it masks per head,
+                                * all D dims); checked against the model once it is loaded: a
+                                * layer or head beyond it, a head given twice, a list given
+                                * without a gain or with a count of 0 is
+                                * PFX_ERROR_INVALID_ARGUMENT naming config.gain_heads (and the
+                                * entry). A checkpoint keeps the selection: resuming with another
+                                * one is refused (every head selected is the same as NULL). */
+    size_t gain_head_count;
+    const char *freeze;      /* comma-separated name parts: weights whose name
                                 * contains one stay frozen; NULL: none */
-    size_t eval_every;         /* also evaluate every N steps; 0: before and after */
-    size_t eval_blocks;        /* blocks an evaluation reads; 0: all */
-    size_t checkpoint_every;   /* also write the checkpoint every N steps */
-    bool recompute;            /* the backward recomputes each block (less memory) */
-    uint64_t seed;             /* a new model's weights and the data order */
-    bool resume;               /* continue from out_dir's checkpoint (same options) */
+    size_t eval_every;       /* also evaluate every N steps; 0: before and after */
+    size_t eval_blocks;      /* blocks an evaluation reads; 0: all */
+    size_t checkpoint_every; /* also write the checkpoint every N steps */
+    bool recompute;          /* the backward recomputes each block (less memory) */
+    uint64_t seed;           /* a new model's weights and the data order */
+    bool resume;             /* continue from out_dir's checkpoint (same options) */
     size_t stop_after; /* stop (with a checkpoint) after this many steps of this run; 0: never */
     volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */
     pfx_data_parallel dist; /* several processes (optimizer.h), each with its rows of every

@@ -38,9 +38,11 @@
  * Every option and input is checked before the first step, and nothing is
  * written to out_dir (nor the folder made) on an error found then: a bad
  * option (PFX_ERROR_INVALID_ARGUMENT naming the field), a missing or
- * unreadable file or an out_dir that is not a folder (PFX_ERROR_IO), a
- * max_length + prefix_len beyond the model's positions
- * (PFX_ERROR_OUT_OF_RANGE naming both), too few examples to hold some back
+ * unreadable file or an out_dir that is not a folder (PFX_ERROR_IO), once
+ * the model is loaded a prefix_len that leaves fewer than 2 of its
+ * positions for the tokens or a max_length + prefix_len beyond them
+ * (PFX_ERROR_INVALID_ARGUMENT naming the fields and the longest max_length
+ * that fits), too few examples to hold some back
  * (PFX_ERROR_OUT_OF_RANGE), a tokenizer larger than the model's vocabulary
  * (PFX_ERROR_INVALID_SHAPE), a checkpoint written with other options
  * (PFX_ERROR_INVALID_ARGUMENT) or with a bad field (PFX_ERROR_FORMAT naming
@@ -61,6 +63,8 @@ extern "C" {
 
 #define PFX_TUNE_CHECKPOINT "checkpoint.safetensors"
 #define PFX_TUNE_GAINS      "gains.safetensors"
+/* What max_length 0 keeps when the model's positions allow it. */
+#define PFX_TUNE_DEFAULT_MAX_LENGTH 128
 
 typedef struct pfx_tune_config {
     const char *model_dir;     /* the frozen model: a Hugging Face folder */
@@ -73,10 +77,11 @@ typedef struct pfx_tune_config {
     size_t epochs;     /* used when steps is 0 */
     size_t steps;      /* optimizer steps; 0: epochs x batches per epoch */
     size_t batch;      /* examples a step */
-    size_t
-        max_length; /* tokens kept of an example; with prefix_len at most the model's positions */
-    float lr;       /* the prefix group */
-    float gain_lr;  /* the gain group; < 0: lr / 2 */
+    size_t max_length; /* tokens kept of an example; with prefix_len at most the model's
+                        * positions; 0: fit the model, PFX_TUNE_DEFAULT_MAX_LENGTH or the
+                        * positions the prefix leaves when fewer (result.max_length) */
+    float lr;          /* the prefix group */
+    float gain_lr;     /* the gain group; < 0: lr / 2 */
     pfx_gain_mode gain_mode;  /* OFF, LINEAR or TANH: a gain per head, starting at 0 */
     uint32_t gain_ramp_steps; /* 0: r = 1 from the start */
     float weight_decay;       /* the prefix group (never the gains) */
@@ -94,7 +99,8 @@ typedef struct pfx_tune_config {
                                 * batch; only rank 0 evaluates; zeroed: one process */
 } pfx_tune_config;
 
-/* Prefix 20, hidden 512, 1 epoch, batch 8, max length 128, lr 1e-2, gains
+/* Prefix 20, hidden 512, 1 epoch, batch 8, max length 0 (128, or what fits
+ * beside the prefix), lr 1e-2, gains
  * off (gain_lr -1: lr / 2; ramp 20 steps when on), weight decay 0, clipping
  * 1, warm-up 10, seed 1, float32 weights. */
 PFX_API void pfx_tune_default_config(pfx_tune_config *cfg);
@@ -103,6 +109,7 @@ PFX_API void pfx_tune_default_config(pfx_tune_config *cfg);
 typedef struct pfx_tune_step {
     size_t step, steps; /* 1-based, and the total */
     uint64_t epoch;     /* of the batch this step used (1-based) */
+    size_t max_length;  /* tokens kept of an example (config.max_length 0 resolved) */
     double loss;        /* mean token loss of the step's batch (over every rank) */
     float grad_norm;    /* before clipping */
     bool skipped;       /* non-finite gradients: nothing changed */
@@ -128,6 +135,7 @@ typedef struct pfx_tune_result {
     double eval_before;       /* mean token loss on the evaluation set before the first step */
     double eval_after;        /* after the last; NAN when stopped */
     size_t train_examples, eval_examples, eval_tokens;
+    size_t max_length; /* tokens kept of an example (config.max_length 0 resolved) */
     pfx_model_shape shape;
     pfx_encoder_param_counts counts; /* the prefix parameters */
     size_t gain_params;              /* L * H with a gain, else 0 */

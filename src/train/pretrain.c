@@ -59,6 +59,7 @@ static void job_free(pfx_pretrain_job *j)
     free(j->gains_host);
     free(j->params);
     free(j->ids);
+    free(j->gain_heads);
 }
 
 /* ---- options ---- */
@@ -107,6 +108,10 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
         return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
     if (c->gain_heads && c->gain_mode == PFX_GAIN_OFF && !c->structured_gain)
         return bad(rt, "gain_heads", "is given without a gain (gain_mode or structured_gain)");
+    if (c->gain_heads && c->gain_head_count == 0)
+        return bad(rt, "gain_heads",
+                   "selects no head (gain_head_count 0): give at least one, or "
+                   "NULL for every head");
     pfx_status st = pfx_job_check_dist(rt, "pretrain", &c->dist);
     if (st != PFX_SUCCESS)
         return st;
@@ -242,16 +247,32 @@ static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *s
  * h / 4), layers separated by '/'. */
 static pfx_status select_heads(pfx_pretrain_job *j)
 {
-    const uint8_t *mask = j->cfg->gain_heads;
-    const size_t LH = j->L * j->H;
-    size_t selected = 0;
-    for (size_t i = 0; mask && i < LH; i++)
-        selected += mask[i] != 0;
-    if (mask && selected == 0)
-        return bad(j->rt, "gain_heads",
-                   "selects no head: give at least one, or NULL for every head");
-    j->gain_heads = mask && selected < LH ? mask : NULL;
-    j->gain_count = mask ? selected : LH;
+    const pfx_pretrain_config *c = j->cfg;
+    const size_t LH = j->L * j->H, n = c->gain_heads ? c->gain_head_count : 0;
+    uint8_t *mask = n ? calloc(LH, 1) : NULL;
+    if (n && !mask)
+        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    j->gain_heads = mask; /* the job's to free from here */
+    for (size_t i = 0; i < n; i++) {
+        const pfx_layer_head *e = &c->gain_heads[i];
+        if (e->layer >= j->L || e->head >= j->H)
+            return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
+                             "pretrain: config.gain_heads[%zu] (layer %zu, head %zu): the %s is "
+                             "not below the model's %zu %s",
+                             i, e->layer, e->head, e->layer >= j->L ? "layer" : "head",
+                             e->layer >= j->L ? j->L : j->H, e->layer >= j->L ? "layers" : "heads");
+        if (mask[e->layer * j->H + e->head])
+            return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
+                             "pretrain: config.gain_heads[%zu] (layer %zu, head %zu) is given "
+                             "twice",
+                             i, e->layer, e->head);
+        mask[e->layer * j->H + e->head] = 1;
+    }
+    j->gain_count = n ? n : LH;
+    if (n == LH) { /* every head: the same as none given */
+        free(j->gain_heads);
+        j->gain_heads = NULL;
+    }
     if (!j->gain_heads)
         return PFX_SUCCESS; /* no line: the options of a run without the field */
     const size_t used = strlen(j->options), digits = (j->H + 3) / 4;

@@ -25,10 +25,11 @@ typedef struct pfx_pretrain_job {
     float *gains_host;          /* [L * H] */
     float *dim_host;            /* [L * H * D] */
     pfx_optimizer *opt;
-    bool any_gain;             /* a per-head or a structured gain */
-    const uint8_t *gain_heads; /* [L * H] the heads with a trained gain; NULL: every one */
-    size_t gain_count;         /* heads with a trained gain */
-    pfx_tensor **params;       /* the optimizer's tensors in registration order */
+    bool any_gain;       /* a per-head or a structured gain */
+    uint8_t *gain_heads; /* [L * H] the heads with a trained gain (config.gain_heads);
+                                * NULL: every one */
+    size_t gain_count;   /* heads with a trained gain */
+    pfx_tensor **params; /* the optimizer's tensors in registration order */
     size_t param_count;
     int32_t *ids; /* [batch * block] */
     pfx_data_position pos;

@@ -20,7 +20,7 @@ void pfx_tune_default_config(pfx_tune_config *c)
         .hidden = 512,
         .epochs = 1,
         .batch = 8,
-        .max_length = 128,
+        .max_length = 0,
         .lr = 1e-2f,
         .gain_lr = -1.0f,
         .gain_mode = PFX_GAIN_OFF,
@@ -92,8 +92,8 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_tune_config *c)
         return bad(rt, "prefix_len", "must be at least 1");
     if (c->batch == 0)
         return bad(rt, "batch", "must be at least 1");
-    if (c->max_length < 2)
-        return bad(rt, "max_length", "must be at least 2 tokens");
+    if (c->max_length == 1)
+        return bad(rt, "max_length", "must be at least 2 tokens (0: fit the model)");
     if (c->steps == 0 && c->epochs == 0)
         return bad(rt, "steps", "and config.epochs are both 0");
     const struct {
@@ -133,7 +133,7 @@ static void describe(pfx_tune_job *j, const char *model)
              "warmup=%u\nseed=%llu\nstorage=%d\n",
              model, c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path,
              c->eval_path ? c->eval_path : "(held back)", c->prefix_len, c->hidden, j->steps,
-             c->batch, c->max_length, (double)c->lr,
+             c->batch, j->max_length, (double)c->lr,
              (double)(c->gain_lr >= 0 ? c->gain_lr : c->lr / 2), (int)c->gain_mode,
              (unsigned)c->gain_ramp_steps, (double)c->weight_decay, (double)c->max_grad_norm,
              (unsigned)c->warmup_steps, (unsigned long long)c->seed, (int)c->storage);
@@ -147,6 +147,33 @@ static pfx_status data_error(pfx_tune_job *j, pfx_status st)
     return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "tune: %s", pfx_last_error(NULL));
 }
 
+/* config.prefix_len and max_length against the loaded model's positions (the
+ * prefix takes its own before the tokens); max_length 0 becomes the default
+ * length, or what the prefix leaves when fewer. A length that does not fit
+ * is the options' fault: named here, before the context would name its own
+ * fields. */
+static pfx_status fit_length(pfx_tune_job *j)
+{
+    const pfx_tune_config *c = j->cfg;
+    const size_t positions = j->shape.max_positions;
+    if (c->prefix_len + 2 > positions)
+        return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "tune: config.prefix_len %zu leaves fewer than 2 of the model's %zu "
+                         "positions for the tokens (%s/config.json): lower config.prefix_len",
+                         c->prefix_len, positions, c->model_dir);
+    const size_t room = positions - c->prefix_len;
+    if (c->max_length > room)
+        return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "tune: config.max_length %zu + config.prefix_len %zu exceed the model's "
+                         "%zu positions (%s/config.json): lower config.max_length to %zu or less, "
+                         "or config.prefix_len",
+                         c->max_length, c->prefix_len, positions, c->model_dir, room);
+    j->max_length = c->max_length                        ? c->max_length
+                    : room < PFX_TUNE_DEFAULT_MAX_LENGTH ? room
+                                                         : PFX_TUNE_DEFAULT_MAX_LENGTH;
+    return PFX_SUCCESS;
+}
+
 static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
 {
     const pfx_tune_config *c = j->cfg;
@@ -155,18 +182,13 @@ static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
     if (st != PFX_SUCCESS)
         return st;
     pfx_model_get_shape(j->model, &j->shape);
-    /* a length that does not fit is the options' fault (the context would
-     * name its own fields) */
-    if (c->max_length + c->prefix_len > j->shape.max_positions)
-        return pfx_error(
-            j->rt, PFX_ERROR_OUT_OF_RANGE,
-            "tune: config.max_length %zu + config.prefix_len %zu exceed the model's %zu positions "
-            "(%s/config.json)",
-            c->max_length, c->prefix_len, j->shape.max_positions, c->model_dir);
+    if ((st = fit_length(j)))
+        return st;
+    r->max_length = j->max_length;
     /* one workspace for the steps and the evaluations: they run the same
      * batches, and the evaluations never need more */
     pfx_context_params cp = { .max_batch = c->batch,
-                              .max_tokens = c->max_length,
+                              .max_tokens = j->max_length,
                               .max_prefix_len = c->prefix_len };
     if ((st = pfx_context_create(j->model, &cp, &j->ctx)))
         return st;
@@ -186,7 +208,7 @@ static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
 
     pfx_dataset_options o;
     pfx_dataset_default_options(&o);
-    o.max_length = c->max_length;
+    o.max_length = j->max_length;
     o.append_eos = pfx_tokenizer_special_id(j->tok, PFX_TOKEN_EOS) >= 0;
     o.seed = c->seed;
     if ((st = data_error(j, pfx_dataset_load(c->data_path, j->tok, &o, &j->train))))
@@ -252,8 +274,8 @@ static pfx_status build_trainables(pfx_tune_job *j, pfx_tune_result *r)
     j->gain = calloc(L, sizeof(*j->gain));
     j->dgain = calloc(L, sizeof(*j->dgain));
     j->gains_host = calloc(L * H, sizeof(float));
-    j->ids = malloc(c->batch * c->max_length * sizeof(int32_t));
-    j->labels = malloc(c->batch * c->max_length * sizeof(int32_t));
+    j->ids = malloc(c->batch * j->max_length * sizeof(int32_t));
+    j->labels = malloc(c->batch * j->max_length * sizeof(int32_t));
     j->lens = malloc(c->batch * sizeof(int32_t));
     if (!j->pk || !j->pv || !j->dpk || !j->dpv || !j->gain || !j->dgain || !j->gains_host ||
         !j->ids || !j->labels || !j->lens)
@@ -496,6 +518,7 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
             pfx_tune_step info = { .step = s + 1,
                                    .steps = j->steps,
                                    .epoch = epoch + 1,
+                                   .max_length = j->max_length,
                                    .loss = loss,
                                    .grad_norm = rep.grad_norm,
                                    .skipped = rep.skipped,

@@ -288,9 +288,10 @@ static int report(const job *j, const pfx_model_prefix *pre, const float *map, s
     return 0;
 }
 
-/* Loads the model (and adapter), computes the maps and the library's
- * statistics; everything it holds is released here. */
-static int run(const job *j, const pfx_model_shape *s)
+/* Loads the adapter, computes the maps and the library's statistics over
+ * the loaded model; everything it holds but rt and the model is released
+ * here. */
+static int run(const job *j, pfx_runtime *rt, pfx_model *model, const pfx_model_shape *s)
 {
     int32_t *ids = NULL;
     size_t N = 0, P = 0;
@@ -337,10 +338,6 @@ static int run(const job *j, const pfx_model_shape *s)
     if (rc == 0 && j->adapter && !j->gain_given &&
         adapter_gains(j->adapter, s, gains, &mode, &ramp) == 1)
         rc = 2;
-    pfx_runtime *rt = rc ? NULL : tool_runtime("attn-map", j->selector);
-    if (rc == 0 && !rt)
-        rc = 1;
-    pfx_model *model = NULL;
     pfx_context *ctx = NULL;
     pfx_tensor *keys[64] = { 0 }, *values[64] = { 0 }, *probs = NULL;
     float *mass = rc ? NULL : malloc(L * H * sizeof(float)),
@@ -351,8 +348,6 @@ static int run(const job *j, const pfx_model_shape *s)
         pfx_context_params params = { .max_batch = 1, .max_tokens = N, .max_prefix_len = P };
         if (!mass || !ent || !map)
             st = PFX_ERROR_OUT_OF_MEMORY;
-        if (st == PFX_SUCCESS)
-            st = pfx_model_load(rt, j->dir, NULL, &model);
         if (st == PFX_SUCCESS)
             st = pfx_context_create(model, &params, &ctx);
         if (st == PFX_SUCCESS && P)
@@ -388,8 +383,6 @@ static int run(const job *j, const pfx_model_shape *s)
     }
     pfx_tensor_destroy(&probs);
     pfx_context_destroy(&ctx);
-    pfx_model_destroy(&model);
-    pfx_runtime_destroy(&rt);
     free(gains);
     free(mass);
     free(ent);
@@ -448,16 +441,28 @@ int attn_map_model(int argc, char **argv)
             snprintf(folder, sizeof(folder), ".");
         j.adapter = folder;
     }
-    pfx_model_shape s;
-    if (pfx_model_read_config(j.dir, &s) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl attn-map: --model: %s\n", pfx_last_error(NULL));
+    /* --layer and --head against the model as loaded */
+    pfx_runtime *rt = tool_runtime("attn-map", j.selector);
+    if (!rt)
         return 1;
+    pfx_model *model = NULL;
+    int rc = 1;
+    if (pfx_model_load(rt, j.dir, NULL, &model) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl attn-map: --model: %s\n", pfx_last_error(rt));
+        goto out;
     }
+    pfx_model_shape s;
+    pfx_model_get_shape(model, &s);
     if (j.layer >= s.layers || (!j.grid && j.head >= s.heads)) {
         fprintf(stderr, "prefixcl attn-map: --%s %zu is not below the model's %zu %s\n",
                 j.layer >= s.layers ? "layer" : "head", j.layer >= s.layers ? j.layer : j.head,
                 j.layer >= s.layers ? s.layers : s.heads, j.layer >= s.layers ? "layers" : "heads");
-        return 2;
+        rc = 2;
+        goto out;
     }
-    return run(&j, &s);
+    rc = run(&j, rt, model, &s);
+out:
+    pfx_model_destroy(&model);
+    pfx_runtime_destroy(&rt);
+    return rc;
 }

@@ -135,25 +135,6 @@ static const char *config_folder(const char *path, const char *out, char *buf, s
     return buf;
 }
 
-/* --gain-heads against the model's layers and heads (its config.json): the
- * mask of pfx_pretrain_config.gain_heads, or NULL after saying why. */
-static uint8_t *parse_gain_heads(const char *text, const char *dir)
-{
-    pfx_model_shape shape;
-    if (pfx_model_read_config(dir, &shape) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl pretrain: --gain-heads needs the model's config: %s\n",
-                pfx_last_error(NULL));
-        return NULL;
-    }
-    uint8_t *mask = NULL;
-    char why[160];
-    if (!cli_heads(text, shape.layers, shape.heads, &mask, why, sizeof(why))) {
-        fprintf(stderr, "prefixcl pretrain: --gain-heads %s: %s\n", text, why);
-        return NULL;
-    }
-    return mask;
-}
-
 int cmd_pretrain(int argc, char **argv)
 {
     pfx_pretrain_config c;
@@ -229,16 +210,19 @@ int cmd_pretrain(int argc, char **argv)
     char cfgbuf[4096];
     if (config && !(c.config_dir = config_folder(config, c.out_dir, cfgbuf, sizeof(cfgbuf))))
         return 2;
-    uint8_t *mask = NULL;
-    if (gain_heads &&
-        !(mask = parse_gain_heads(gain_heads, c.model_dir ? c.model_dir : c.config_dir)))
+    /* the list as written; the job checks it against the model it loads */
+    pfx_layer_head *heads = NULL;
+    char why[160];
+    if (gain_heads && !cli_heads(gain_heads, &heads, &c.gain_head_count, why, sizeof(why))) {
+        fprintf(stderr, "prefixcl pretrain: --gain-heads %s: %s\n", gain_heads, why);
         return 2;
-    c.gain_heads = mask;
+    }
+    c.gain_heads = heads;
     char devbuf[32];
     const char *dev = dist_device(device, devbuf, sizeof(devbuf)); /* this rank's (dist.h) */
     pfx_runtime *rt = !dev && dist_size() > 1 ? NULL : tool_runtime("pretrain", dev);
     if (!rt) {
-        free(mask);
+        free(heads);
         return 1;
     }
     const bool lead = dist_rank() == 0;
@@ -274,12 +258,14 @@ int cmd_pretrain(int argc, char **argv)
         const bool stopped = r.stopped;
         pfx_pretrain_result_free(&r);
         pfx_runtime_destroy(&rt);
-        free(mask);
+        free(heads);
         /* a stop is agreed by every rank: each exits as rank 0 */
-        return st != PFX_SUCCESS     ? 1
-               : stopped && cli_stop ? cli_stop_status()
-               : stopped             ? DIST_EXIT_STOPPED
-                                     : 0;
+        /* a bad option, also one found against the model: 2, as the parser's */
+        return st == PFX_ERROR_INVALID_ARGUMENT ? 2
+               : st != PFX_SUCCESS              ? 1
+               : stopped && cli_stop            ? cli_stop_status()
+               : stopped                        ? DIST_EXIT_STOPPED
+                                                : 0;
     }
     const pfx_model_shape *s = &r.shape;
     printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name,
@@ -291,7 +277,7 @@ int cmd_pretrain(int argc, char **argv)
            c.structured_gain ? " and a gain per layer, head and dimension"
            : any_gain        ? " and a gain per layer and head"
                              : "");
-    if (mask)
+    if (heads)
         printf("gains on %s only: the other heads keep gain 0\n", gain_heads);
     printf("data: %zu training blocks, %zu evaluation blocks of %zu tokens; %zu tokens a step\n",
            r.train_blocks, r.eval_blocks, c.block, r.tokens_per_step);
@@ -329,6 +315,6 @@ int cmd_pretrain(int argc, char **argv)
     }
     pfx_pretrain_result_free(&r);
     pfx_runtime_destroy(&rt);
-    free(mask);
+    free(heads);
     return rc;
 }

@@ -51,7 +51,7 @@ static int usage(FILE *out)
             "  --epochs N          passes over the data (default 1), unless --steps\n"
             "  --steps N           optimizer steps\n"
             "  --batch N           examples per step (default 8)\n"
-            "  --max-length N      tokens kept per example (default 128; at most the model's\n"
+            "  --max-length N      tokens kept per example (default %d; at most the model's\n"
             "                      positions less --prefix-len)\n"
             "  --lr X              prefix learning rate (default 0.01)\n"
             "  --gain MODE         off, linear or tanh per-head gains (default off)\n"
@@ -65,18 +65,43 @@ static int usage(FILE *out)
             "  --checkpoint-every N  also write the checkpoint every N steps\n"
             "  --resume            continue from OUT/" PFX_TUNE_CHECKPOINT " (same options)\n"
             "  --quiet             no progress output\n",
-            DEMO_STEPS, DEMO_BATCH, DEMO_LENGTH);
+            DEMO_STEPS, DEMO_BATCH, DEMO_LENGTH, PFX_TUNE_DEFAULT_MAX_LENGTH);
     return 2;
 }
 
 typedef struct progress {
     bool tty, quiet;
     size_t every;
+    const pfx_tune_config *cfg;
+    bool demo;
+    bool started; /* the run's first line printed */
 } progress;
+
+/* Before the first step's line: what runs, with the length the job fitted
+ * to the model (a default --max-length capped said once on stderr, rank 0). */
+static void start(progress *p, const pfx_tune_step *s)
+{
+    const pfx_tune_config *c = p->cfg;
+    p->started = true;
+    if (dist_rank() == 0 && c->max_length == 0 && s->max_length < PFX_TUNE_DEFAULT_MAX_LENGTH)
+        fprintf(stderr,
+                "prefixcl tune: --max-length %d (the default) capped at %zu: the model has %zu "
+                "positions (%s/config.json) and the prefix takes %zu (--prefix-len)\n",
+                PFX_TUNE_DEFAULT_MAX_LENGTH, s->max_length, s->max_length + c->prefix_len,
+                c->model_dir, c->prefix_len);
+    if (!p->quiet)
+        printf("prefixcl tune: %s, data %s, prefix %zu (%s), batch %zu x %zu tokens, seed %llu%s\n",
+               p->demo ? "demonstration model (GPT-2 small shape, seeded random weights)"
+                       : c->model_dir,
+               c->data_path, c->prefix_len, c->hidden ? "encoder" : "direct", c->batch,
+               s->max_length, (unsigned long long)c->seed, c->resume ? ", resuming" : "");
+}
 
 static void on_step(const pfx_tune_step *s, void *user)
 {
     progress *p = user;
+    if (!p->started)
+        start(p, s);
     if (p->quiet)
         return;
     if (p->tty) {
@@ -95,46 +120,6 @@ static void on_step(const pfx_tune_step *s, void *user)
                 s->tokens_per_s, s->eta_s, s->skipped ? " skipped" : "");
     }
     fflush(stdout);
-}
-
-/* The length fitted to the model's positions: the prefix takes --prefix-len
- * of them before the tokens. The default --max-length is capped at the rest
- * (as tokenizers cap a length at model_max_length), said once on stderr
- * (rank 0); a --max-length given, or a prefix that leaves fewer than 2
- * positions, that does not fit is an error naming the options (2). A config
- * that cannot be read is left to the job to report (0). */
-static int fit_length(pfx_tune_config *c, bool length_given)
-{
-    pfx_model_shape s;
-    if (!c->model_dir || pfx_model_read_config(c->model_dir, &s) != PFX_SUCCESS)
-        return 0;
-    if (c->prefix_len + 2 > s.max_positions) {
-        fprintf(stderr,
-                "prefixcl tune: --prefix-len %zu leaves fewer than 2 of the model's %zu positions "
-                "for the "
-                "tokens (%s/config.json): lower --prefix-len\n\n",
-                c->prefix_len, s.max_positions, c->model_dir);
-        return 2;
-    }
-    const size_t room = s.max_positions - c->prefix_len;
-    if (c->max_length > room && length_given) {
-        fprintf(
-            stderr,
-            "prefixcl tune: --max-length %zu + --prefix-len %zu exceed the model's %zu positions "
-            "(%s/config.json): lower --max-length to %zu or less, or --prefix-len\n\n",
-            c->max_length, c->prefix_len, s.max_positions, c->model_dir, room);
-        return 2;
-    }
-    if (c->max_length > room) {
-        if (dist_rank() == 0)
-            fprintf(stderr,
-                    "prefixcl tune: --max-length %zu (the default) capped at %zu: the model has "
-                    "%zu positions "
-                    "(%s/config.json) and the prefix takes %zu (--prefix-len)\n",
-                    c->max_length, room, s.max_positions, c->model_dir, c->prefix_len);
-        c->max_length = room;
-    }
-    return 0;
 }
 
 /* Every file the run may write in OUT checked (and OUT made) before any
@@ -283,21 +268,17 @@ int cmd_tune(int argc, char **argv)
         if (!length_set)
             c.max_length = DEMO_LENGTH;
     }
-    if (fit_length(&c, length_set))
-        return usage(stderr);
+    if (!demo && !length_set)
+        c.max_length = 0; /* the job fits PFX_TUNE_DEFAULT_MAX_LENGTH to the model */
 
     /* rank 0 alone prints (dist.h); plain lines under mpirun, which gives
      * the ranks a pty whatever its own stdout is */
     const bool lead = dist_rank() == 0;
     progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1,
                       .quiet = quiet || !lead,
-                      .every = 10 };
-    if (!prog.quiet)
-        printf("prefixcl tune: %s, data %s, prefix %zu (%s), batch %zu x %zu tokens, seed %llu%s\n",
-               c.model_dir ? c.model_dir
-                           : "demonstration model (GPT-2 small shape, seeded random weights)",
-               c.data_path, c.prefix_len, c.hidden ? "encoder" : "direct", c.batch, c.max_length,
-               (unsigned long long)c.seed, c.resume ? ", resuming" : "");
+                      .every = 10,
+                      .cfg = &c,
+                      .demo = demo };
     if (!check_outputs(&c, demo))
         return 1;
     char devbuf[32], demo_model[4200];
@@ -329,7 +310,8 @@ int cmd_tune(int argc, char **argv)
     const pfx_status st = pfx_tune_run(rt, &c, on_step, &prog, &r);
     cli_stop_release();
     bool pictures = false;
-    int rc = st != PFX_SUCCESS;
+    /* a bad option, also one found against the model: 2, as the parser's */
+    int rc = st == PFX_ERROR_INVALID_ARGUMENT ? 2 : st != PFX_SUCCESS;
     if (st != PFX_SUCCESS)
         fprintf(stderr, "prefixcl tune: %s (%s)\n", pfx_status_string(st), pfx_last_error(rt));
     else if (lead)
@@ -339,7 +321,7 @@ int cmd_tune(int argc, char **argv)
         const bool stopped = r.stopped;
         pfx_tune_result_free(&r);
         pfx_runtime_destroy(&rt);
-        return rc ? 1 : stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
+        return rc ? rc : stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
     }
     if (prog.tty && !quiet && r.stopped)
         fputc('\n', stdout);

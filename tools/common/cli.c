@@ -189,13 +189,17 @@ const char *cli_bar(char buf[CLI_BAR_MAX + 1], double fraction, int width)
     return buf;
 }
 
-bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, char *why, size_t cap)
+bool cli_heads(const char *text, pfx_layer_head **list, size_t *count, char *why, size_t cap)
 {
-    uint8_t *m = text && layers && heads ? calloc(layers * heads, 1) : NULL;
-    if (!m) {
-        snprintf(why, cap, "%s", text ? "no heads to select" : "no list");
+    size_t n = 1;
+    for (const char *c = text ? text : ""; *c; c++)
+        n += *c == ',';
+    pfx_layer_head *out = text ? calloc(n, sizeof(*out)) : NULL;
+    if (!out) {
+        snprintf(why, cap, "%s", text ? "host memory" : "no list");
         return false;
     }
+    size_t k = 0;
     for (const char *p = text;;) {
         while (*p == ' ')
             p++;
@@ -213,23 +217,17 @@ bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, ch
             break;
         }
         *dot = '\0';
-        if (!cli_uint(item, 0, layers - 1, &l) || !cli_uint(dot + 1, 0, heads - 1, &h)) {
-            snprintf(why, cap,
-                     "'%s.%s' is not LAYER.HEAD with a layer below %zu and a head below %zu", item,
-                     dot + 1, layers, heads);
+        if (!cli_uint(item, 0, 1 << 20, &l) || !cli_uint(dot + 1, 0, 1 << 20, &h)) {
+            snprintf(why, cap, "'%s.%s' is not LAYER.HEAD (numbers from 0)", item, dot + 1);
             break;
         }
-        if (m[l * heads + h]) {
-            snprintf(why, cap, "head %llu.%llu is given twice", (unsigned long long)l,
-                     (unsigned long long)h);
-            break;
-        }
-        m[l * heads + h] = 1;
+        out[k++] = (pfx_layer_head){ .layer = (size_t)l, .head = (size_t)h };
         p += len;
         while (*p == ' ')
             p++;
         if (!*p) {
-            *mask = m;
+            *list = out;
+            *count = k;
             return true;
         }
         if (*p != ',') {
@@ -238,7 +236,7 @@ bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, ch
         }
         p++; /* an item must follow */
     }
-    free(m);
+    free(out);
     return false;
 }
 

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "prefixcl/pretrain.h"
+
 /* An option value in [lo, hi]: decimal digits only (pfx_parse_uint), so
  * " 5", "+5", "-5" and "5x" are refused. */
 bool cli_uint(const char *text, uint64_t lo, uint64_t hi, uint64_t *out);
@@ -24,12 +26,12 @@ bool cli_float(const char *text, double lo, double hi, float *out);
  * A malloc'ed array in *ids. */
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
 
-/* Attention heads "L.H" (layer, head; each by cli_uint, L < layers,
- * H < heads) separated by one comma (spaces around it allowed), none twice:
- * a malloc'ed mask [layers * heads], 1 at l * heads + h for each. False with
- * why (cap bytes) naming the first bad item. */
-bool cli_heads(const char *text, size_t layers, size_t heads, uint8_t **mask, char *why,
-               size_t cap);
+/* Attention heads "L.H" (layer, head; each by cli_uint, from 0) separated by
+ * one comma (spaces around it allowed), in the order given: a malloc'ed list
+ * of *count. The model, which knows its layers and heads, checks them (the
+ * jobs: pfx_pretrain_config.gain_heads). False with why (cap bytes) naming
+ * the first bad item. */
+bool cli_heads(const char *text, pfx_layer_head **list, size_t *count, char *why, size_t cap);
 
 /* One option of a command's table (cli_parse). */
 typedef enum cli_kind {

@@ -1,4 +1,4 @@
-/* The experiment's arms: the model's config, the fixed validation batch,
+/* The experiment's arms: the model's config and shape, the fixed validation batch,
  * one pfx_pretrain_run per arm with the per-head measures taken in its step
  * callback, and the trained gains read back (exp.h). */
 #include <errno.h>
@@ -45,10 +45,16 @@ static int write_config(exp_state *s)
         fprintf(stderr, "prefixcl experiment gain: %s\n", pfx_last_error(NULL));
         return -1;
     }
-    if (pfx_model_read_config(s->config_dir, &s->shape) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl experiment gain: the model's config: %s\n", pfx_last_error(NULL));
+    /* the shape as the library builds the model from that config (what every
+     * arm's job trains) */
+    pfx_model *model = NULL;
+    if (pfx_model_init(s->rt, s->config_dir, NULL, 0, &model) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl experiment gain: the model of %s: %s\n", path,
+                pfx_last_error(s->rt));
         return -1;
     }
+    pfx_model_get_shape(model, &s->shape);
+    pfx_model_destroy(&model);
     s->LH = s->shape.layers * s->shape.heads;
     return 0;
 }
@@ -219,6 +225,7 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
                   : a == ARM_TANH                      ? PFX_GAIN_TANH
                                                        : PFX_GAIN_OFF;
     c.structured_gain = a == ARM_DIM;
+    pfx_layer_head *list = NULL;
     if (a == ARM_SELECTED) {
         const exp_run *lin = exp_run_at(s, k, ARM_LINEAR);
         run->heads = calloc(s->LH, 1);
@@ -228,7 +235,14 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
             return -1;
         }
         select_heads(s, lin, run->heads);
-        c.gain_heads = run->heads;
+        /* the job's list of (layer, head) of the mask */
+        if (!(list = calloc(s->LH, sizeof(*list))))
+            return -1;
+        for (size_t h = 0; h < s->LH; h++)
+            if (run->heads[h])
+                list[c.gain_head_count++] =
+                    (pfx_layer_head){ h / s->shape.heads, h % s->shape.heads };
+        c.gain_heads = list;
     }
     step_ctx ctx = { .s = s, .run = run, .arm = a, .cap = cap, .err = PFX_SUCCESS };
     if (!o->quiet) {
@@ -238,6 +252,7 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     }
     const double t0 = tool_now_s();
     pfx_status st = pfx_pretrain_run(s->rt, &c, on_step, &ctx, &run->r);
+    free(list);
     run->seconds = tool_now_s() - t0;
     if (st != PFX_SUCCESS || ctx.err != PFX_SUCCESS || run->r.stopped) {
         if (run->r.stopped)
