@@ -348,7 +348,7 @@ static void exchange_heads(const double *mine, double *heads, const char *what)
 {
     const int R = g.size;
     MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
-    int *peer = malloc((size_t)R * 2 * sizeof(int));
+    int *peer = calloc((size_t)R * 2, sizeof(int));
     if (!req || !peer)
         fatal(5, "%s: out of host memory", what);
     int n = 0;
@@ -391,7 +391,7 @@ pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
     const double mine[2] = { *count, *count > 0 ? *count * *mean_loss : 0.0 };
     double *heads = malloc((size_t)R * 2 * sizeof(double)), *w = malloc((size_t)R * sizeof(double));
     MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
-    int *peer = malloc((size_t)R * 2 * sizeof(int));
+    int *peer = calloc((size_t)R * 2, sizeof(int));
     if (!heads || !w || !req || !peer)
         fatal(5, "%s: out of host memory", what);
     exchange_heads(mine, heads, what);
