@@ -211,7 +211,7 @@ PFX_API pfx_status pfx_optimizer_get_param(const pfx_optimizer *opt, size_t inde
                                            pfx_optimizer_param_info *info);
 /* The tensors registered as parameter index (either out pointer may be NULL):
  * for work done on the gradients between the backward and the step, such as
- * summing them across processes (tools/dist/dist.h). Errors: NULL opt, an index
+ * summing them across processes (dist.h). Errors: NULL opt, an index
  * beyond the count (OUT_OF_RANGE). */
 PFX_API pfx_status pfx_optimizer_param_tensors(pfx_optimizer *opt, size_t index, pfx_tensor **param,
                                                pfx_tensor **grad);

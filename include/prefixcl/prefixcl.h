@@ -22,5 +22,6 @@
 #include "prefixcl/pretrain.h"
 #include "prefixcl/tune.h"
 #include "prefixcl/eval.h"
+#include "prefixcl/dist.h"
 
 #endif

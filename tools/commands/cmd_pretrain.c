@@ -4,7 +4,7 @@
  * library's job: options, progress, the pictures; Ctrl-C or SIGTERM stops
  * at the next step boundary with a checkpoint that --resume continues.
  * Under `mpirun -n R` every rank trains on its share of each batch, the
- * gradients summed in rank order (tools/dist/dist.h); rank 0 prints and writes. */
+ * gradients summed in rank order (prefixcl/dist.h); rank 0 prints and writes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,6 @@
 #include "chart.h"
 #include "common/cli.h"
 #include "commands.h"
-#include "dist/dist.h"
 #include "plot/pretrain_plot.h"
 #include "common/tool_util.h"
 
@@ -219,14 +218,17 @@ int cmd_pretrain(int argc, char **argv)
     }
     c.gain_heads = heads;
     char devbuf[32];
-    const char *dev = dist_device(device, devbuf, sizeof(devbuf)); /* this rank's (dist.h) */
-    pfx_runtime *rt = !dev && dist_size() > 1 ? NULL : tool_runtime("pretrain", dev);
+    const char *dev = NULL; /* this rank's (dist.h) */
+    pfx_runtime *rt =
+        tool_dist_failed("pretrain", pfx_dist_device(device, devbuf, sizeof(devbuf), &dev))
+            ? NULL
+            : tool_runtime("pretrain", dev);
     if (!rt) {
         free(heads);
         return 1;
     }
-    const bool lead = dist_rank() == 0;
-    dist_job_hooks(&c.dist);
+    const bool lead = pfx_dist_rank() == 0;
+    pfx_dist_hooks(&c.dist);
     char agreed[8192];
     snprintf(agreed, sizeof(agreed),
              "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s",
@@ -236,8 +238,12 @@ int cmd_pretrain(int argc, char **argv)
              (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
              (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "",
              (unsigned long long)c.seed, (int)resume, gain_heads ? gain_heads : "");
-    dist_agree("pretraining options", agreed);
-    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1,
+    if (tool_dist_failed("pretrain", pfx_dist_agree("pretraining options", agreed))) {
+        pfx_runtime_destroy(&rt);
+        free(heads);
+        return 1;
+    }
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && pfx_dist_size() == 1,
                       .quiet = quiet || !lead,
                       .every = 10 };
     if (!quiet)
@@ -264,7 +270,7 @@ int cmd_pretrain(int argc, char **argv)
         return st == PFX_ERROR_INVALID_ARGUMENT ? 2
                : st != PFX_SUCCESS              ? 1
                : stopped && cli_stop            ? cli_stop_status()
-               : stopped                        ? DIST_EXIT_STOPPED
+               : stopped                        ? PFX_DIST_EXIT_STOPPED
                                                 : 0;
     }
     const pfx_model_shape *s = &r.shape;
@@ -286,7 +292,7 @@ int cmd_pretrain(int argc, char **argv)
         printf(
             "stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n",
             r.steps_done, r.steps, c.out_dir, PFX_PRETRAIN_CHECKPOINT);
-        rc = cli_stop ? cli_stop_status() : dist_size() > 1 ? DIST_EXIT_STOPPED : 0;
+        rc = cli_stop ? cli_stop_status() : pfx_dist_size() > 1 ? PFX_DIST_EXIT_STOPPED : 0;
     } else {
         printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
         if (r.first_step == 0)

@@ -15,7 +15,6 @@
 #include "common/cli.h"
 #include "commands.h"
 #include "chart.h"
-#include "dist/dist.h"
 #include "common/tool_util.h"
 #include "prefixcl/io.h"
 #include "train/train_loop.h"
@@ -135,8 +134,8 @@ int cmd_train(int argc, char **argv)
         cli_parse("train", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
     if (parsed)
         return parsed == 1 ? 0 : 2;
-    train_fit_schedules(&cfg);          /* warm-up and gain ramp shrink for short runs */
-    const bool lead = dist_rank() == 0; /* rank 0 alone prints and writes */
+    train_fit_schedules(&cfg);              /* warm-up and gain ramp shrink for short runs */
+    const bool lead = pfx_dist_rank() == 0; /* rank 0 alone prints and writes */
     /* every output checked before the first step (train_loop.c writes the
      * prefixes and the PEFT folder, this file the rest) */
     const char *names[] = { "loss.csv",
@@ -155,7 +154,7 @@ int cmd_train(int argc, char **argv)
 
     /* plain lines under mpirun: it gives the ranks a pty whatever its own
      * stdout is */
-    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1,
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && pfx_dist_size() == 1,
                       .quiet = quiet,
                       .steps = cfg.steps,
                       .every = cfg.steps >= 10 ? cfg.steps / 10 : 1 };
@@ -164,8 +163,9 @@ int cmd_train(int argc, char **argv)
                "batch %zu x %zu tokens, %zu steps, seed %llu\n",
                cfg.layers, cfg.model_dim, cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.prefix_len,
                cfg.batch, cfg.tokens, cfg.steps, (unsigned long long)cfg.seed);
-        if (dist_size() > 1)
-            printf("data parallel: %d ranks, each on its own shard of every batch\n", dist_size());
+        if (pfx_dist_size() > 1)
+            printf("data parallel: %d ranks, each on its own shard of every batch\n",
+                   pfx_dist_size());
     }
     /* SIGINT or SIGTERM: stop after the step under way, keep what is trained */
     cli_stop_catch();
@@ -178,7 +178,7 @@ int cmd_train(int argc, char **argv)
         return 1;
     }
     /* a stop is agreed by every rank (dist_any): each exits as the one signalled */
-    const int stop_rc = r.stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
+    const int stop_rc = r.stopped && pfx_dist_any(cli_stop != 0) ? cli_stop_status() : 0;
     if (!lead) {
         train_result_free(&r);
         return stop_rc;
@@ -226,7 +226,7 @@ int cmd_train(int argc, char **argv)
            "(%.1fx lower)\n",
            r.first_loss, r.final_loss, r.steps_done < 10 ? r.steps_done : (size_t)10, ratio,
            1.0 / ratio);
-    if (dist_size() > 1)
+    if (pfx_dist_size() > 1)
         printf("layer statistics below: rank 0's shard of one more batch\n");
     for (size_t l = 0; l < cfg.layers; l++)
         printf("layer %zu: prefix mass %.4f (teacher %.4f), entropy %.4f (teacher %.4f)\n", l,

@@ -7,7 +7,7 @@
  * model (tune_demo.c), progress, the pictures (tune_plot.c). Ctrl-C or
  * SIGTERM stops at the next step boundary with a checkpoint that --resume
  * continues. Under `mpirun -n R` every rank tunes on its share of each
- * batch, the gradients summed in rank order (tools/dist/dist.h); rank 0 prints
+ * batch, the gradients summed in rank order (prefixcl/dist.h); rank 0 prints
  * and writes. */
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +18,6 @@
 #include "chart.h"
 #include "common/cli.h"
 #include "commands.h"
-#include "dist/dist.h"
 #include "common/tool_util.h"
 #include "train/tune_demo.h"
 #include "plot/tune_plot.h"
@@ -83,7 +82,7 @@ static void start(progress *p, const pfx_tune_step *s)
 {
     const pfx_tune_config *c = p->cfg;
     p->started = true;
-    if (dist_rank() == 0 && c->max_length == 0 && s->max_length < PFX_TUNE_DEFAULT_MAX_LENGTH)
+    if (pfx_dist_rank() == 0 && c->max_length == 0 && s->max_length < PFX_TUNE_DEFAULT_MAX_LENGTH)
         fprintf(stderr,
                 "prefixcl tune: --max-length %d (the default) capped at %zu: the model has %zu "
                 "positions (%s/config.json) and the prefix takes %zu (--prefix-len)\n",
@@ -273,8 +272,8 @@ int cmd_tune(int argc, char **argv)
 
     /* rank 0 alone prints (dist.h); plain lines under mpirun, which gives
      * the ranks a pty whatever its own stdout is */
-    const bool lead = dist_rank() == 0;
-    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && dist_size() == 1,
+    const bool lead = pfx_dist_rank() == 0;
+    progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && pfx_dist_size() == 1,
                       .quiet = quiet || !lead,
                       .every = 10,
                       .cfg = &c,
@@ -282,8 +281,10 @@ int cmd_tune(int argc, char **argv)
     if (!check_outputs(&c, demo))
         return 1;
     char devbuf[32], demo_model[4200];
-    const char *dev = dist_device(device, devbuf, sizeof(devbuf)); /* this rank's (dist.h) */
-    pfx_runtime *rt = !dev && dist_size() > 1 ? NULL : tool_runtime("tune", dev);
+    const char *dev = NULL; /* this rank's (dist.h) */
+    if (tool_dist_failed("tune", pfx_dist_device(device, devbuf, sizeof(devbuf), &dev)))
+        return 1;
+    pfx_runtime *rt = tool_runtime("tune", dev);
     if (!rt)
         return 1;
     if (demo && tune_demo_write(rt, demo_dir, c.out_dir, DEMO_LAYERS, c.storage, c.seed, demo_model,
@@ -293,7 +294,7 @@ int cmd_tune(int argc, char **argv)
     }
     if (demo)
         c.model_dir = demo_model;
-    dist_job_hooks(&c.dist);
+    pfx_dist_hooks(&c.dist);
     char agreed[8192];
     snprintf(agreed, sizeof(agreed),
              "%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%zu|%a|%a|%d|%u|%a|%a|%u|%llu|%d|%zu|%d", c.model_dir,
@@ -302,7 +303,10 @@ int cmd_tune(int argc, char **argv)
              (unsigned)c.gain_ramp_steps, (double)c.weight_decay, (double)c.max_grad_norm,
              (unsigned)c.warmup_steps, (unsigned long long)c.seed, storage, c.checkpoint_every,
              (int)resume);
-    dist_agree("tuning options", agreed);
+    if (tool_dist_failed("tune", pfx_dist_agree("tuning options", agreed))) {
+        pfx_runtime_destroy(&rt);
+        return 1;
+    }
     /* SIGINT or SIGTERM: stop at the next step boundary, checkpoint saved */
     cli_stop_catch();
     c.stop_flag = &cli_stop;
@@ -321,7 +325,7 @@ int cmd_tune(int argc, char **argv)
         const bool stopped = r.stopped;
         pfx_tune_result_free(&r);
         pfx_runtime_destroy(&rt);
-        return rc ? rc : stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
+        return rc ? rc : stopped && pfx_dist_any(cli_stop != 0) ? cli_stop_status() : 0;
     }
     if (prog.tty && !quiet && r.stopped)
         fputc('\n', stdout);
@@ -329,5 +333,5 @@ int cmd_tune(int argc, char **argv)
     const bool stopped = r.stopped;
     pfx_tune_result_free(&r);
     pfx_runtime_destroy(&rt);
-    return stopped && dist_any(cli_stop != 0) ? cli_stop_status() : 0;
+    return stopped && pfx_dist_any(cli_stop != 0) ? cli_stop_status() : 0;
 }

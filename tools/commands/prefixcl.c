@@ -6,7 +6,6 @@
 
 #include "common/cli.h"
 #include "commands.h"
-#include "dist/dist.h"
 #include "prefixcl/prefixcl.h"
 #include "common/tool_util.h"
 
@@ -64,22 +63,24 @@ static int usage(FILE *out)
 int main(int argc, char **argv)
 {
     tool_openblas_settings(argv);
-    /* under mpirun: join the job (tools/dist/dist.h); otherwise nothing */
-    if (dist_init(&argc, &argv))
+    /* under mpirun: join the job (prefixcl/dist.h); otherwise nothing */
+    if (pfx_dist_init(&argc, &argv) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl: %s\n", pfx_last_error(NULL));
         return 1;
+    }
     if (argc < 2)
-        return dist_finish(usage(stderr));
+        return pfx_dist_finish(usage(stderr));
     if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return dist_finish(cli_finish_stdout(0));
+        return pfx_dist_finish(cli_finish_stdout(0));
     }
     if (!strcmp(argv[1], "--version")) {
         printf("prefixcl %s\n", pfx_version());
-        return dist_finish(cli_finish_stdout(0));
+        return pfx_dist_finish(cli_finish_stdout(0));
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
-            return dist_finish(cli_finish_stdout(commands[i].run(argc - 1, argv + 1)));
+            return pfx_dist_finish(cli_finish_stdout(commands[i].run(argc - 1, argv + 1)));
     fprintf(stderr, "prefixcl: unknown command '%s'\n\n", argv[1]);
-    return dist_finish(usage(stderr));
+    return pfx_dist_finish(usage(stderr));
 }

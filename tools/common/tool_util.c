@@ -186,3 +186,11 @@ void tool_openblas_settings(char **argv)
     if (again)
         execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
 }
+
+int tool_dist_failed(const char *command, pfx_status st)
+{
+    if (st == PFX_SUCCESS)
+        return 0;
+    fprintf(stderr, "prefixcl %s: %s\n", command, pfx_last_error(NULL));
+    return 1;
+}

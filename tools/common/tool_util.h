@@ -54,6 +54,10 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
  * stderr. */
 pfx_runtime *tool_runtime(const char *command, const char *selector);
 
+/* 1 after printing "prefixcl COMMAND: " and pfx_last_error(NULL) when a
+ * dist.h call failed (st), else 0. */
+int tool_dist_failed(const char *command, pfx_status st);
+
 /* GPT-2 small's shape (12 layers, 12 heads, 768 wide, 50257 tokens, tied
  * head) with seeded random weights (pfx_model_create_random), for the
  * benchmarks: the config.json goes to a temporary folder that is removed

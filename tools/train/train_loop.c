@@ -1,8 +1,6 @@
 /* The training job of `prefixcl train` (train_loop.h). */
 #include "train_loop.h"
 
-#include "dist/dist.h"
-
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -162,11 +160,11 @@ int train_run(const char *device, const train_config *c, const char *out_dir, tr
     }
     /* data parallel (dist.h): this rank's rows [b0, b0 + Bl) of each batch */
     size_t b0, Bl;
-    dist_shard(B, &b0, &Bl);
+    pfx_dist_shard(B, &b0, &Bl);
     if (Bl == 0) {
         fprintf(stderr,
                 "prefixcl train: rank %d: batch %zu has fewer sequences than the %d ranks\n",
-                dist_rank(), B, dist_size());
+                pfx_dist_rank(), B, pfx_dist_size());
         return 1;
     }
     {
@@ -178,12 +176,12 @@ int train_run(const char *device, const train_config *c, const char *out_dir, tr
                  c->hidden_dim, (double)c->lr, (double)c->max_grad_norm, c->warmup_steps,
                  c->gain_ramp_steps, (double)c->weight_scale, (double)c->teacher_prefix_scale,
                  (double)c->teacher_gain_scale, c->eval_every);
-        dist_agree("training configuration", text);
+        if (tool_dist_failed("train", pfx_dist_agree("training configuration", text)))
+            return 1;
     }
-    const bool lead = dist_rank() == 0;
+    const bool lead = pfx_dist_rank() == 0;
     char devbuf[32];
-    device = dist_device(device, devbuf, sizeof(devbuf));
-    if (!device && dist_size() > 1)
+    if (tool_dist_failed("train", pfx_dist_device(device, devbuf, sizeof(devbuf), &device)))
         return 1;
     j->L = L;
     if (!(j->rt = tool_runtime("train", device)))
@@ -334,7 +332,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir, tr
             CHECK(pfx_stack_forward(j->layer, L, tpre, j->t_act));
             CHECK(pfx_stack_forward(j->layer, L, spre, j->s_act));
             CHECK(pfx_mse_loss(j->s_act[L], j->t_act[L], j->dy, &eval_loss));
-            dist_mean(&eval_count, &eval_loss);
+            CHECK(pfx_dist_mean(&eval_count, &eval_loss));
             res->eval_steps[res->eval_count] = s + 1;
             res->eval_losses[res->eval_count++] = eval_loss;
         }
@@ -352,12 +350,10 @@ int train_run(const char *device, const train_config *c, const char *out_dir, tr
         /* the MSE is a mean over this rank's Bl x N x C elements: the global
          * gradient weighs each rank by its share (dist.h) */
         double count = (double)(Bl * N * C);
-        if (dist_reduce_grads(j->opt, &count, &loss))
-            goto fail;
+        CHECK(pfx_dist_reduce_grads(j->opt, &count, &loss));
         pfx_optimizer_report rep;
         CHECK(pfx_optimizer_step(j->opt, &rep));
-        if (dist_check_params(j->opt, s + 1))
-            goto fail;
+        CHECK(pfx_dist_check_params(j->opt, s + 1));
         res->losses[s] = loss;
         res->grad_norms[s] = rep.grad_norm;
         res->lrs[s] = c->lr * rep.lr_factor;
@@ -377,7 +373,7 @@ int train_run(const char *device, const train_config *c, const char *out_dir, tr
             on_step(&si, user);
         }
         /* every rank stops at the same step when any was asked to */
-        if (dist_any(c->stop_flag && *c->stop_flag) && s + 1 < c->steps) {
+        if (pfx_dist_any(c->stop_flag && *c->stop_flag) && s + 1 < c->steps) {
             res->stopped = true;
             break;
         }

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dist/dist.h"
-
 /* src's bytes to dst, atomically. */
 static int copy_file(const char *src, const char *dst)
 {
@@ -104,10 +102,11 @@ int tune_demo_write(pfx_runtime *rt, const char *demo_dir, const char *out_dir, 
         fprintf(stderr, "prefixcl tune: --out %s: too long a path\n", out_dir);
         return 1;
     }
-    const int rc = dist_rank() == 0 ? write_folder(rt, demo_dir, dir, layers, storage, seed) : 0;
+    const int rc =
+        pfx_dist_rank() == 0 ? write_folder(rt, demo_dir, dir, layers, storage, seed) : 0;
     /* the other ranks load the folder once rank 0 has written it (a failed
-     * rank 0 ends the whole job: dist_finish) */
-    if (rc == 0 && dist_size() > 1)
-        dist_any(false);
+     * rank 0 ends the whole job: pfx_dist_finish) */
+    if (rc == 0 && pfx_dist_size() > 1)
+        pfx_dist_any(false);
     return rc;
 }

@@ -2,8 +2,8 @@
  * (nonblocking, polled against a deadline), so that a rank that stops
  * answering is named instead of hanging the job, and every sum runs in rank
  * order. MPI errors return (MPI_ERRORS_RETURN) and abort the job with MPI's
- * message. */
-#include "dist.h"
+ * message: once ranks disagree on what was exchanged, none can go on. */
+#include "dist_backend.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/cli.h"
+#include "internal.h"
 
 enum {
     TAG_AGREE = 1,
@@ -38,17 +38,22 @@ static struct {
     bool told; /* the bytes a step sends were printed */
 } g = { .size = 1, .timeout_s = 600 };
 
-int dist_rank(void)
+bool pfx_dist_available(void)
+{
+    return true;
+}
+
+int pfx_dist_rank(void)
 {
     return g.rank;
 }
 
-int dist_size(void)
+int pfx_dist_size(void)
 {
     return g.size;
 }
 
-int dist_local_rank(void)
+int pfx_dist_local_rank(void)
 {
     return g.local_rank;
 }
@@ -118,16 +123,22 @@ static void wait_all(MPI_Request *req, const int *peer, int n, const char *what)
           g.timeout_s);
 }
 
-int dist_init(int *argc, char ***argv)
+pfx_status dist_join(int *argc, char ***argv)
 {
-    /* Only a launcher's child joins a job: run by hand, prefixcl stays one
+    /* Only a launcher's child joins a job: run by hand, a program stays one
      * process and never starts MPI. */
-    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK"))
-        return 0;
-    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
-        fprintf(stderr, "prefixcl: MPI_Init failed\n");
-        return 1;
+    if (g.on || (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK")))
+        return PFX_SUCCESS;
+    const char *t = getenv("PREFIXCL_DIST_TIMEOUT");
+    uint64_t v;
+    if (t && *t) {
+        if (pfx_parse_uint(t, 86400, &v) != PFX_SUCCESS || v < 1)
+            return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                             "bad PREFIXCL_DIST_TIMEOUT '%.64s' (seconds, 1..86400)", t);
+        g.timeout_s = (unsigned)v;
     }
+    if (MPI_Init(argc, argv) != MPI_SUCCESS)
+        return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "MPI_Init failed");
     g.on = true;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &g.rank), "MPI_Comm_rank");
@@ -137,23 +148,16 @@ int dist_init(int *argc, char ***argv)
            "MPI_Comm_split_type");
     mpi_ok(MPI_Comm_rank(node, &g.local_rank), "MPI_Comm_rank (node)");
     MPI_Comm_free(&node);
-    const char *t = getenv("PREFIXCL_DIST_TIMEOUT");
-    uint64_t v;
-    if (t && *t) {
-        if (!cli_uint(t, 1, 86400, &v))
-            fatal(2, "bad PREFIXCL_DIST_TIMEOUT '%s' (seconds, 1..86400)", t);
-        g.timeout_s = (unsigned)v;
-    }
     const char *c = getenv("PREFIXCL_DIST_CHECK");
     g.check = c && !strcmp(c, "1");
-    return 0;
+    return PFX_SUCCESS;
 }
 
-int dist_finish(int rc)
+int pfx_dist_finish(int rc)
 {
     if (!g.on)
         return rc;
-    if (rc != 0 && rc != DIST_EXIT_STOPPED && rc != DIST_EXIT_TERMINATED && g.size > 1)
+    if (rc != 0 && rc != PFX_DIST_EXIT_STOPPED && rc != PFX_DIST_EXIT_TERMINATED && g.size > 1)
         fatal(rc, "the command failed (exit status %d)", rc);
     free(g.buf);
     free(g.all);
@@ -161,54 +165,6 @@ int dist_finish(int rc)
     MPI_Finalize();
     g.on = false;
     return rc;
-}
-
-const char *dist_device(const char *selector, char *buf, size_t cap)
-{
-    if (!g.on || g.size == 1)
-        return selector;
-    if (!selector || !*selector) {
-        const char *env = getenv("PREFIXCL_DEVICE");
-        selector = env && *env ? env : NULL;
-    }
-    pfx_device_info first;
-    if (pfx_device_select(selector, &first) != PFX_SUCCESS) {
-        fprintf(stderr, "prefixcl: rank %d: %s\n", g.rank, pfx_last_error(NULL));
-        return NULL;
-    }
-    size_t count = 0;
-    if (pfx_device_list(NULL, 0, &count) != PFX_SUCCESS || count == 0) {
-        fprintf(stderr, "prefixcl: rank %d: cannot list the devices\n", g.rank);
-        return NULL;
-    }
-    pfx_device_info *all = calloc(2 * count + 1, sizeof(*all));
-    size_t listed = 0;
-    if (!all || pfx_device_list(all, count, &listed) != PFX_SUCCESS || listed != count) {
-        fprintf(stderr, "prefixcl: rank %d: cannot list the devices\n", g.rank);
-        free(all);
-        return NULL;
-    }
-    pfx_device_info *cand = all + count;
-    /* candidates: the selected device first, then the other matches in
-     * platform and device order; local ranks take them round robin */
-    size_t n = 0;
-    cand[n++] = first;
-    for (size_t i = 0; i < count; i++) {
-        const pfx_device_info *d = &all[i];
-        bool match = false;
-        if (pfx_device_matches(selector, d, &match) != PFX_SUCCESS) {
-            fprintf(stderr, "prefixcl: rank %d: %s\n", g.rank, pfx_last_error(NULL));
-            free(all);
-            return NULL;
-        }
-        if (match &&
-            !(d->platform_index == first.platform_index && d->device_index == first.device_index))
-            cand[n++] = *d;
-    }
-    const pfx_device_info *pick = &cand[(size_t)g.local_rank % n];
-    snprintf(buf, cap, "%u:%u", pick->platform_index, pick->device_index);
-    free(all);
-    return buf;
 }
 
 static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
@@ -244,24 +200,26 @@ static void gather_u64(uint64_t mine, uint64_t *vals, int tag, const char *what)
     free(peer);
 }
 
-void dist_agree(const char *what, const char *text)
+pfx_status dist_agree_text(const char *what, const char *text)
 {
     if (!g.on || g.size == 1)
-        return;
+        return PFX_SUCCESS;
     uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
     if (g.rank == 0 && !vals)
         fatal(5, "comparing the %s: out of host memory", what);
     char label[128];
     snprintf(label, sizeof(label), "comparing the %s", what);
     gather_u64(fnv1a(FNV_START, text, strlen(text)), vals, TAG_AGREE, label);
-    if (g.rank == 0)
-        for (int r = 1; r < g.size; r++)
-            if (vals[r] != vals[0])
-                fatal(2, "rank %d was started with another %s than rank 0", r, what);
+    pfx_status st = PFX_SUCCESS;
+    for (int r = 1; g.rank == 0 && r < g.size && st == PFX_SUCCESS; r++)
+        if (vals[r] != vals[0])
+            st = pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                           "rank %d was started with another %s than rank 0", r, what);
     free(vals);
+    return st;
 }
 
-void dist_mean(double *count, double *mean)
+void dist_mean_of(double *count, double *mean)
 {
     if (!g.on || g.size == 1)
         return;
@@ -291,7 +249,7 @@ void dist_mean(double *count, double *mean)
     free(vals);
 }
 
-bool dist_any(bool mine)
+bool dist_any_of(bool mine)
 {
     if (!g.on || g.size == 1)
         return mine;
@@ -327,25 +285,24 @@ bool dist_any(bool mine)
 }
 
 /* Packs (or, with back = true, unpacks) every registered gradient into g.buf. */
-static int pack(pfx_optimizer *opt, bool back)
+static pfx_status pack(pfx_optimizer *opt, bool back)
 {
     size_t n = pfx_optimizer_param_count(opt), off = 0;
     for (size_t i = 0; i < n; i++) {
         pfx_tensor *grad = NULL;
-        if (pfx_optimizer_param_tensors(opt, i, NULL, &grad) != PFX_SUCCESS)
-            return -1;
+        pfx_status st = pfx_optimizer_param_tensors(opt, i, NULL, &grad);
+        if (st != PFX_SUCCESS)
+            return st;
         size_t k = pfx_tensor_numel(grad);
-        pfx_status st = back ? pfx_tensor_write(grad, 0, k, g.buf + off)
-                             : pfx_tensor_read(grad, 0, k, g.buf + off);
-        if (st != PFX_SUCCESS) {
-            fprintf(stderr, "prefixcl: rank %d: %s gradients: %s (%s)\n", g.rank,
-                    back ? "writing the summed" : "reading the", pfx_status_string(st),
-                    pfx_last_error(pfx_tensor_runtime(grad)));
-            return -1;
-        }
+        st = back ? pfx_tensor_write(grad, 0, k, g.buf + off)
+                  : pfx_tensor_read(grad, 0, k, g.buf + off);
+        if (st != PFX_SUCCESS)
+            return pfx_error(NULL, st, "rank %d: %s gradients: %s (%s)", g.rank,
+                             back ? "writing the summed" : "reading the", pfx_status_string(st),
+                             pfx_last_error(pfx_tensor_runtime(grad)));
         off += k;
     }
-    return 0;
+    return PFX_SUCCESS;
 }
 
 static size_t grad_floats(pfx_optimizer *opt)
@@ -391,7 +348,7 @@ static void exchange_heads(const double *mine, double *heads, const char *what)
 {
     const int R = g.size;
     MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
-    int *peer = malloc((size_t)R * 2 * sizeof(int));
+    int *peer = calloc((size_t)R * 2, sizeof(int));
     if (!req || !peer)
         fatal(5, "%s: out of host memory", what);
     int n = 0;
@@ -418,20 +375,23 @@ static void exchange_heads(const double *mine, double *heads, const char *what)
  * step (rank 0's old gather sent R - 1 times them and held them all), and
  * every element is the same sum in the same order whatever the chunking: a
  * run is reproducible bit for bit for a given R. */
-int dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss)
+pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
 {
     if (!g.on || g.size == 1)
-        return 0;
+        return PFX_SUCCESS;
     const char *what = "summing the gradients";
     const int R = g.size;
     const size_t F = grad_floats(opt);
     ensure_buffers(F);
-    if (pack(opt, false))
-        return -1;
+    /* a device error here leaves this rank out of the exchange: its
+     * program fails and pfx_dist_finish ends the job */
+    pfx_status st = pack(opt, false);
+    if (st != PFX_SUCCESS)
+        return st;
     const double mine[2] = { *count, *count > 0 ? *count * *mean_loss : 0.0 };
     double *heads = malloc((size_t)R * 2 * sizeof(double)), *w = malloc((size_t)R * sizeof(double));
     MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
-    int *peer = malloc((size_t)R * 2 * sizeof(int));
+    int *peer = calloc((size_t)R * 2, sizeof(int));
     if (!heads || !w || !req || !peer)
         fatal(5, "%s: out of host memory", what);
     exchange_heads(mine, heads, what);
@@ -505,23 +465,27 @@ int dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss)
     return pack(opt, true);
 }
 
-int dist_check_params(pfx_optimizer *opt, uint64_t step)
+pfx_status dist_check(pfx_optimizer *opt, uint64_t step)
 {
     if (!g.on || g.size == 1 || !g.check)
-        return 0;
+        return PFX_SUCCESS;
     size_t n = pfx_optimizer_param_count(opt);
     uint64_t h = FNV_START;
     for (size_t i = 0; i < n; i++) {
         pfx_tensor *param = NULL;
-        if (pfx_optimizer_param_tensors(opt, i, &param, NULL) != PFX_SUCCESS)
-            return -1;
+        pfx_status st = pfx_optimizer_param_tensors(opt, i, &param, NULL);
+        if (st != PFX_SUCCESS)
+            return st;
         size_t k = pfx_tensor_numel(param);
         float *v = malloc((k ? k : 1) * sizeof(float));
-        if (!v || pfx_tensor_read(param, 0, k, v) != PFX_SUCCESS) {
-            fprintf(stderr, "prefixcl: rank %d: reading the parameters: %s\n", g.rank,
-                    pfx_last_error(pfx_tensor_runtime(param)));
+        if (!v)
+            return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY,
+                             "rank %d: reading the parameters: out of host memory", g.rank);
+        st = pfx_tensor_read(param, 0, k, v);
+        if (st != PFX_SUCCESS) {
             free(v);
-            return -1;
+            return pfx_error(NULL, st, "rank %d: reading the parameters: %s", g.rank,
+                             pfx_last_error(pfx_tensor_runtime(param)));
         }
         h = fnv1a(h, v, k * sizeof(float));
         free(v);
@@ -532,13 +496,16 @@ int dist_check_params(pfx_optimizer *opt, uint64_t step)
     gather_u64(h, vals, TAG_HASH, "comparing the parameters");
     if (g.rank == 0) {
         for (int r = 1; r < g.size; r++)
-            if (vals[r] != vals[0])
-                fatal(6, "after step %llu the parameters of rank %d differ from rank 0's",
-                      (unsigned long long)step, r);
+            if (vals[r] != vals[0]) {
+                free(vals);
+                return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                                 "after step %llu the parameters of rank %d differ from rank 0's",
+                                 (unsigned long long)step, r);
+            }
         printf("dist check: step %llu: parameters identical on %d ranks (%016llx)\n",
                (unsigned long long)step, g.size, (unsigned long long)h);
         fflush(stdout);
     }
     free(vals);
-    return 0;
+    return PFX_SUCCESS;
 }
