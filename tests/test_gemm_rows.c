@@ -6,7 +6,9 @@
  * the tied head), float32, half and bfloat16; sizes off the kernels' blocks (columns
  * of 32, rows of 2, sums of 16, B's rows taken 32 at a time), row strides
  * wider than the rows, alpha/beta; C with beta 0 holding NaN (not read) and
- * its elements between rows left as they were. No OpenCL device.
+ * its elements between rows left as they were. The host widening of 16-bit
+ * matrices (pfx_gemm_rows_widen) bit for bit against the scalar conversion
+ * on every bit pattern's kind (subnormals, infinities, NaN). No OpenCL device.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -153,11 +155,70 @@ static void test_rows_isa(void **state)
     assert_false(pfx_gemm_rows_on(&g, 1, "no such set"));
 }
 
+typedef struct widen_case {
+    size_t rows, cols;
+    pfx_gemm_rows_type type;
+} widen_case;
+
+static void widen_case_run(const widen_case *wc, const char *isa, int threads, uint64_t seed)
+{
+    ref_rng rng;
+    ref_rng_seed(&rng, seed);
+    const size_t ld_src = wc->cols + 3, ld_dst = wc->cols + 5;
+    uint16_t *src = malloc(wc->rows * ld_src * sizeof(uint16_t));
+    float *dst = malloc(wc->rows * ld_dst * sizeof(float));
+    assert_true(src && dst);
+    for (size_t i = 0; i < wc->rows * ld_src; i++)
+        src[i] = (uint16_t)(ref_rng_next(&rng) >> 48); /* any bit pattern */
+    for (size_t i = 0; i < wc->rows * ld_dst; i++)
+        dst[i] = -7.0f;
+    const pfx_gemm_rows_widen_args w = { .type = wc->type,
+                                         .rows = wc->rows,
+                                         .cols = wc->cols,
+                                         .src = src,
+                                         .ld_src = ld_src,
+                                         .dst = dst,
+                                         .ld_dst = ld_dst };
+    if (pfx_gemm_rows_widen_on(&w, threads, isa)) {
+        const int bf16 = wc->type == PFX_ROWS_BF16;
+        for (size_t r = 0; r < wc->rows; r++)
+            for (size_t c = 0; c < ld_dst; c++) {
+                const float got = dst[r * ld_dst + c];
+                if (c >= wc->cols) { /* between rows: untouched */
+                    assert_true(got == -7.0f);
+                    continue;
+                }
+                const float want = pfx_16bit_to_float(src[r * ld_src + c], bf16);
+                if (isnan(want) ? !isnan(got) : memcmp(&got, &want, sizeof(float)) != 0)
+                    fail_msg("%s, %d threads, %zu x %zu%s: [%zu, %zu] of 0x%04x: %a, not %a", isa,
+                             threads, wc->rows, wc->cols, bf16 ? " bfloat16" : " half", r, c,
+                             src[r * ld_src + c], (double)got, (double)want);
+            }
+    }
+    free(src), free(dst);
+}
+
+static void test_widen_exact(void **state)
+{
+    (void)state;
+    static const widen_case wcases[] = {
+        { 1, 1, F16 },   { 3, 15, F16 },   { 5, 16, BF16 },    { 7, 37, F16 },
+        { 2, 33, BF16 }, { 64, 768, F16 }, { 300, 257, BF16 }, { 200, 2304, F16 },
+    };
+    for (size_t i = 0; i < sizeof(wcases) / sizeof(wcases[0]); i++)
+        for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
+            for (int threads = 1; threads <= 2; threads++)
+                widen_case_run(&wcases[i], isas[s], threads, 2000 + i);
+    const pfx_gemm_rows_widen_args none = { .type = F16 };
+    assert_false(pfx_gemm_rows_widen_on(&none, 1, "no such set"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_against_double),
         cmocka_unit_test(test_rows_isa),
+        cmocka_unit_test(test_widen_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

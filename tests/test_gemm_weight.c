@@ -1,7 +1,8 @@
 /*
  * Suite 'gemm_weight': products with a frozen weight of any storage
  * (pfx_gemm_weight in src/ops/gemm.c; half and bfloat16 widened block by
- * block into a float32 workspace, then CLBlast SGEMM; up to 8 rows on the
+ * block into a float32 workspace, then SGEMM (on the host backend widened
+ * by the CPU, gemm_rows.h); up to 8 rows on the
  * host backend read the 16-bit weight as stored, gemm_rows.c) and the conversion
  * itself (pfx_op_to_float), against a double product of the values the
  * device holds; both orientations (GPT-2 Conv1D [in, out], Llama [out, in]),
@@ -44,6 +45,11 @@ static const gw_case gw_cases[] = {
     { 1, 101, 48, 1, true, BF16, 1.0f, 1.0f, 77 },
     { 8, 70, 100, 2, false, BF16, 1.0f, 0.5f, 78 },
     { 3, 77, 99, 2, true, BF16, 2.0f, 0.0f, 79 },
+    /* 9 rows: widened blockwise (on the host backend by the CPU); rows and
+     * blocks off the 16-wide conversions */
+    { 9, 45, 37, 3, true, F16, 1.0f, 0.5f, 80 },
+    { 9, 45, 37, 4, false, BF16, 0.5f, 0.0f, 81 },
+    { 17, 130, 21, 1000, true, BF16, 1.0f, 1.0f, 82 },
 };
 
 static void test_gemm_weight(void **state)

@@ -2,6 +2,8 @@
 #include "model_args.h"
 
 #define CONVERT_LOCAL 64
+/* Elements of a row one work item widens (cl/convert.cl). */
+#define CONVERT_RUN 8
 
 pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst)
 {
@@ -19,7 +21,8 @@ pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst)
     pfx_arg args[] = { PFX_ARG(rows),     PFX_ARG(cols),     PFX_ARG(s.mem),
                        PFX_ARG(s.offset), PFX_ARG(s.ld),     PFX_ARG(s.half),
                        PFX_ARG(d.mem),    PFX_ARG(d.offset), PFX_ARG(d.ld) };
-    return pfx_launch_groups(rt, "convert", "", "pfx_to_float", op,
-                             pfx_grid_groups(src.rows * src.cols, CONVERT_LOCAL), CONVERT_LOCAL,
-                             sizeof(args) / sizeof(args[0]), args);
+    return pfx_launch_groups(
+        rt, "convert", "", "pfx_to_float", op,
+        pfx_grid_groups(src.rows * ((src.cols + CONVERT_RUN - 1) / CONVERT_RUN), CONVERT_LOCAL),
+        CONVERT_LOCAL, sizeof(args) / sizeof(args[0]), args);
 }

@@ -307,12 +307,13 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
 
 /* ---- frozen weights of either storage (model_ops.h) ---- */
 
-/* A few rows against a 16-bit weight on the host backend: the weight read
- * as stored, widened in registers (w validated by pfx_mat_check). */
-static pfx_status stored_few_rows(pfx_runtime *rt, const char *op, size_t m, size_t n, size_t k,
-                                  float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
-                                  pfx_gemm_rows_type w_type, bool trans_w, float beta,
-                                  pfx_gemm_operand c)
+/* A 16-bit weight on the host backend: a few rows read it as stored, more
+ * widen it blockwise on the host into the workspace (pfx_gemm_host_stored;
+ * w validated by pfx_mat_check). */
+static pfx_status stored_on_host(pfx_runtime *rt, const char *op, size_t m, size_t n, size_t k,
+                                 float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
+                                 pfx_gemm_rows_type w_type, bool trans_w, float beta,
+                                 pfx_gemm_operand c, const pfx_tensor *workspace)
 {
     const pfx_gemm_item item = { a.offset, w.offset, c.offset, alpha, beta };
     pfx_status st = check_operand(rt, op, 'A', a.mem, a.ld, m, k, &item, 1, 0);
@@ -322,7 +323,8 @@ static pfx_status stored_few_rows(pfx_runtime *rt, const char *op, size_t m, siz
         st = pfx_rt_enter(rt, op);
     if (st != PFX_SUCCESS)
         return st;
-    st = pfx_gemm_host_stored(rt, op, m, n, k, alpha, a, w, w_type, trans_w, beta, c);
+    st = pfx_gemm_host_stored(rt, op, m, n, k, alpha, a, w, w_type, trans_w, beta, c,
+                              workspace->mem, workspace->numel);
     pfx_rt_leave(rt);
     return st;
 }
@@ -362,10 +364,10 @@ pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n
                          workspace->numel, k);
     if (workspace->mem == a.mem || workspace->mem == c.mem)
         return pfx_error(rt, PFX_ERROR_ALIASING, "%s: workspace is also an operand", op);
-    if (rt->gemm == PFX_GEMM_HOST && m <= PFX_GEMM_ROWS_MAX && pfx_gemm_rows_enabled())
-        return stored_few_rows(rt, op, m, n, k, alpha, a, PFX_GEMM_OP(w.t->mem, w.offset, ldw),
-                               w.t->dtype == PFX_DTYPE_BF16 ? PFX_ROWS_BF16 : PFX_ROWS_F16, trans_w,
-                               beta, c);
+    if (rt->gemm == PFX_GEMM_HOST)
+        return stored_on_host(rt, op, m, n, k, alpha, a, PFX_GEMM_OP(w.t->mem, w.offset, ldw),
+                              w.t->dtype == PFX_DTYPE_BF16 ? PFX_ROWS_BF16 : PFX_ROWS_F16, trans_w,
+                              beta, c, workspace);
     const size_t nb_max = workspace->numel / k < n ? workspace->numel / k : n;
     for (size_t n0 = 0; n0 < n; n0 += nb_max) {
         const size_t nb = n - n0 < nb_max ? n - n0 : nb_max;

@@ -79,14 +79,16 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
                          size_t n, size_t k, cl_mem a, size_t lda, cl_mem b, size_t ldb, cl_mem c,
                          size_t ldc, const pfx_gemm_item *items, size_t count);
 
-/* The host backend on a weight w stored as w_type (element offset and row
- * stride in its elements; [k, n], or [n, k] with trans_w):
- * C[m x n] = alpha A op(w) + beta C for m <= PFX_GEMM_ROWS_MAX
- * (gemm_rows.h), the weight read as stored. Operands already validated. */
+/* The host backend on a 16-bit weight w stored as w_type (element offset
+ * and row stride in its elements; [k, n], or [n, k] with trans_w):
+ * C[m x n] = alpha A op(w) + beta C. Up to PFX_GEMM_ROWS_MAX rows read the
+ * weight as stored (gemm_rows.h); more rows widen it blockwise into the
+ * float32 scratch ws of ws_floats (>= k) elements for the host SGEMM.
+ * Operands already validated. */
 pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
                                 float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
                                 pfx_gemm_rows_type w_type, bool trans_w, float beta,
-                                pfx_gemm_operand c);
+                                pfx_gemm_operand c, cl_mem ws, size_t ws_floats);
 
 /* Whether this build has the host backend, and whether a device can use it
  * (a CPU device whose memory is the host's: host-unified, or PoCL). */

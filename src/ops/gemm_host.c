@@ -230,38 +230,74 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
     return unmap_and_log(rt, what, set, nset, t0);
 }
 
+/* Many rows: output columns in blocks of nb, each block of w widened on the
+ * host into the scratch ws (F16C / AVX-512 conversions, gemm_rows.h), then
+ * the host BLAS's SGEMM on it. (The OpenCL widening kernel cost PoCL ten
+ * times f32's whole prefill product time.) */
+static void widened_products(size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                             const uint16_t *w, size_t ldw, pfx_gemm_rows_type w_type, bool trans_w,
+                             float beta, float *c, size_t ldc, float *ws, size_t ws_floats)
+{
+    const size_t nb_max = ws_floats / k < n ? ws_floats / k : n;
+    for (size_t n0 = 0; n0 < n; n0 += nb_max) {
+        const size_t nb = n - n0 < nb_max ? n - n0 : nb_max;
+        /* trans_w: rows n0.. of [n, k]; else columns n0.. of [k, n] */
+        pfx_gemm_rows_widen(&(pfx_gemm_rows_widen_args){ .type = w_type,
+                                                         .rows = trans_w ? nb : k,
+                                                         .cols = trans_w ? k : nb,
+                                                         .src = w + (trans_w ? n0 * ldw : n0),
+                                                         .ld_src = ldw,
+                                                         .dst = ws,
+                                                         .ld_dst = trans_w ? k : nb },
+                            host_threads());
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_w ? CblasTrans : CblasNoTrans, (int)m,
+                    (int)nb, (int)k, alpha, a, (int)lda, ws, trans_w ? (int)k : (int)nb, beta,
+                    c + n0, (int)ldc);
+    }
+}
+
 pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
                                 float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
                                 pfx_gemm_rows_type w_type, bool trans_w, float beta,
-                                pfx_gemm_operand c)
+                                pfx_gemm_operand c, cl_mem ws, size_t ws_floats)
 {
     what = what ? what : "gemm";
+    const bool few_rows = m <= PFX_GEMM_ROWS_MAX && pfx_gemm_rows_enabled();
+    const size_t dims[6] = { m, n, k, a.ld, w.ld, c.ld };
+    pfx_status st = check_int_sizes(rt, what, dims);
+    if (st != PFX_SUCCESS)
+        return st;
     const uint64_t t0 = pfx_host_ns();
-    mapped set[3];
+    mapped set[4];
     int nset = add_buffer(set, 0, a.mem, CL_MAP_READ);
     nset = add_buffer(set, nset, w.mem, CL_MAP_READ);
     nset = add_buffer(set, nset, c.mem, CL_MAP_READ | CL_MAP_WRITE);
-    pfx_status st = map_all(rt, what, set, nset);
-    if (st != PFX_SUCCESS)
+    if (!few_rows)
+        nset = add_buffer(set, nset, ws, CL_MAP_WRITE);
+    if ((st = map_all(rt, what, set, nset)) != PFX_SUCCESS)
         return st;
-    const float *pa = pointer_of(set, nset, a.mem);
+    const float *pa = pointer_of(set, nset, a.mem) + a.offset;
     const char *pw = pointer_of(set, nset, w.mem);
     const size_t w_size = w_type == PFX_ROWS_F32 ? sizeof(float) : sizeof(uint16_t);
-    float *pc = pointer_of(set, nset, c.mem);
-    pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_w,
-                                         .b_type = w_type,
-                                         .m = m,
-                                         .n = n,
-                                         .k = k,
-                                         .alpha = alpha,
-                                         .beta = beta,
-                                         .a = pa + a.offset,
-                                         .lda = a.ld,
-                                         .b = pw + w.offset * w_size,
-                                         .ldb = w.ld,
-                                         .c = pc + c.offset,
-                                         .ldc = c.ld },
-                  host_threads());
+    float *pc = (float *)pointer_of(set, nset, c.mem) + c.offset;
+    if (few_rows)
+        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_w,
+                                             .b_type = w_type,
+                                             .m = m,
+                                             .n = n,
+                                             .k = k,
+                                             .alpha = alpha,
+                                             .beta = beta,
+                                             .a = pa,
+                                             .lda = a.ld,
+                                             .b = pw + w.offset * w_size,
+                                             .ldb = w.ld,
+                                             .c = pc,
+                                             .ldc = c.ld },
+                      host_threads());
+    else
+        widened_products(m, n, k, alpha, pa, a.ld, (const uint16_t *)pw + w.offset, w.ld, w_type,
+                         trans_w, beta, pc, c.ld, pointer_of(set, nset, ws), ws_floats);
     return unmap_and_log(rt, what, set, nset, t0);
 }
 
@@ -278,7 +314,7 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
 pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, size_t n, size_t k,
                                 float alpha, pfx_gemm_operand a, pfx_gemm_operand w,
                                 pfx_gemm_rows_type w_type, bool trans_w, float beta,
-                                pfx_gemm_operand c)
+                                pfx_gemm_operand c, cl_mem ws, size_t ws_floats)
 {
     return pfx_error(rt, PFX_ERROR_UNSUPPORTED, "%s: built without a host BLAS (CBLAS)",
                      what ? what : "gemm");

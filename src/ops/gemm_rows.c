@@ -154,42 +154,46 @@ static inline __attribute__((always_inline)) AVX512_ATTR v16 bf16x16_avx512(cons
 #endif
 
 typedef void (*rows_range_fn)(const pfx_gemm_rows_args *g, size_t j0, size_t j1);
+typedef void (*rows_widen_fn)(const pfx_gemm_rows_widen_args *w, size_t r0, size_t r1);
+
+/* The kernels of one instruction set. */
+typedef struct rows_kernels {
+    const char *name;
+    rows_range_fn range;
+    rows_widen_fn widen;
+} rows_kernels;
 
 /* The kernels of `isa` ("avx512", "avx2", "c"; NULL: the best the CPU runs),
  * or NULL where the CPU lacks it. */
-static rows_range_fn kernels_of(const char *isa, const char **name)
+static const rows_kernels *kernels_of(const char *isa)
 {
+    static const rows_kernels plain = { "c", range_plain, widen_plain };
 #ifdef PFX_ROWS_X86
+    static const rows_kernels avx512 = { "avx512", range_avx512, widen_avx512 };
+    static const rows_kernels avx2 = { "avx2", range_avx2, widen_avx2 };
     __builtin_cpu_init();
-    const bool avx512 = __builtin_cpu_supports("avx512f");
+    const bool has_avx512 = __builtin_cpu_supports("avx512f");
     /* every AVX2 + FMA CPU has F16C */
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if ((!isa || !strcmp(isa, "avx512")) && avx512) {
-        *name = "avx512";
-        return range_avx512;
-    }
-    if ((!isa || !strcmp(isa, "avx2")) && avx2) {
-        *name = "avx2";
-        return range_avx2;
-    }
+    const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if ((!isa || !strcmp(isa, "avx512")) && has_avx512)
+        return &avx512;
+    if ((!isa || !strcmp(isa, "avx2")) && has_avx2)
+        return &avx2;
 #endif
-    *name = "c";
-    return !isa || !strcmp(isa, "c") ? range_plain : NULL;
+    return !isa || !strcmp(isa, "c") ? &plain : NULL;
 }
 
 const char *pfx_gemm_rows_isa(void)
 {
-    const char *name;
-    kernels_of(NULL, &name);
-    return name;
+    return kernels_of(NULL)->name;
 }
 
 bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa)
 {
-    const char *name;
-    const rows_range_fn range = kernels_of(isa, &name);
-    if (!range)
+    const rows_kernels *ks = kernels_of(isa);
+    if (!ks)
         return false;
+    const rows_range_fn range = ks->range;
     /* a thread's share: whole blocks (32 columns of B [k, n], 2 rows of B [n, k]) */
     const size_t unit = g->trans_b ? 2 : 32, units = (g->n + unit - 1) / unit;
     /* a second thread only from ~64K weights each (a guess: not measured) */
@@ -214,6 +218,37 @@ bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa)
     range(g, 0, g->n);
 #endif
     return true;
+}
+
+bool pfx_gemm_rows_widen_on(const pfx_gemm_rows_widen_args *w, int threads, const char *isa)
+{
+    const rows_kernels *ks = kernels_of(isa);
+    if (!ks)
+        return false;
+    /* a second thread only from ~64K elements each (as the products) */
+    const size_t min_rows = 65536 / (w->cols ? w->cols : 1) + 1;
+    int t = threads < 1 ? 1 : threads;
+    while (t > 1 && w->rows / (size_t)t < min_rows)
+        t--;
+    if (t == 1) {
+        ks->widen(w, 0, w->rows);
+        return true;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(t)
+    {
+        const size_t id = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+        ks->widen(w, w->rows * id / nt, w->rows * (id + 1) / nt);
+    }
+#else
+    ks->widen(w, 0, w->rows);
+#endif
+    return true;
+}
+
+void pfx_gemm_rows_widen(const pfx_gemm_rows_widen_args *w, int threads)
+{
+    pfx_gemm_rows_widen_on(w, threads, NULL);
 }
 
 void pfx_gemm_rows(const pfx_gemm_rows_args *g, int threads)

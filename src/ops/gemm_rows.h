@@ -54,6 +54,25 @@ bool pfx_gemm_rows_enabled(void);
  * measured choice: bench/README.md, "Few-row products"). */
 bool pfx_gemm_rows_wanted(size_t m, size_t n, size_t k, bool trans_b);
 
+/* A 16-bit matrix widened into float32 on the host: the many-row products
+ * of a CPU device widen blockwise into a scratch for the host BLAS. */
+typedef struct pfx_gemm_rows_widen_args {
+    pfx_gemm_rows_type type; /* PFX_ROWS_F16 or PFX_ROWS_BF16 */
+    size_t rows, cols;
+    const void *src; /* uint16_t bits */
+    size_t ld_src;
+    float *dst;
+    size_t ld_dst;
+} pfx_gemm_rows_widen_args;
+
+/* dst = src as float32 on up to `threads` threads, with the best kernels the
+ * CPU runs. */
+void pfx_gemm_rows_widen(const pfx_gemm_rows_widen_args *w, int threads);
+
+/* The same with the kernels of one instruction set; false where the CPU
+ * lacks it (as pfx_gemm_rows_on). */
+bool pfx_gemm_rows_widen_on(const pfx_gemm_rows_widen_args *w, int threads, const char *isa);
+
 /* The instruction set pfx_gemm_rows runs with ("avx512", "avx2", "c"). */
 const char *pfx_gemm_rows_isa(void);
 

@@ -157,3 +157,26 @@ static ROWS_ATTR void ROWS_NAME(range)(const pfx_gemm_rows_args *g, size_t j0, s
     default: ROWS_NAME(range_type)(g, j0, j1, PFX_ROWS_F32); break;
     }
 }
+
+/* dst rows [r0, r1) = src's as float32 (gemm_rows.h pfx_gemm_rows_widen). */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(widen_type)(const pfx_gemm_rows_widen_args *w, size_t r0, size_t r1, const int BT)
+{
+    for (size_t r = r0; r < r1; r++) {
+        float *d = w->dst + r * w->ld_dst;
+        const size_t s = r * w->ld_src;
+        size_t c = 0;
+        for (; c + 16 <= w->cols; c += 16)
+            *(v16u *)(d + c) = ROWS_NAME(load_b)(w->src, BT, s + c);
+        for (; c < w->cols; c++)
+            d[c] = pfx_16bit_to_float(((const uint16_t *)w->src)[s + c], BT == PFX_ROWS_BF16);
+    }
+}
+
+static ROWS_ATTR void ROWS_NAME(widen)(const pfx_gemm_rows_widen_args *w, size_t r0, size_t r1)
+{
+    if (w->type == PFX_ROWS_BF16)
+        ROWS_NAME(widen_type)(w, r0, r1, PFX_ROWS_BF16);
+    else
+        ROWS_NAME(widen_type)(w, r0, r1, PFX_ROWS_F16);
+}
