@@ -620,11 +620,13 @@ static void test_legacy_per_layer(void **state)
     pfx_model_shape s;
     pfx_model *m = fixture_gpt2(rt, &s);
     const size_t LH = s.layers * s.heads, D = s.head_dim;
-    float *g = malloc(LH * sizeof(float)), *dg = malloc(LH * D * sizeof(float)),
+    /* g holds one value more: the case of H + 1 heads a layer reads past the last layer */
+    float *g = malloc((LH + 1) * sizeof(float)), *dg = malloc(LH * D * sizeof(float)),
           *got = malloc(LH * sizeof(float)), *dgot = malloc(LH * D * sizeof(float));
     char *dir = tf_tempdir("gains-legacy"), path[1200];
     snprintf(path, sizeof(path), "%s/gains.safetensors", dir);
     fill(g, LH, 21, -0.7f, 1.1f);
+    g[LH] = 0.5f;
     write_per_layer(path, &s, g, "tanh", -1, s.heads, false);
     pfx_safetensors *f = NULL;
     assert_int_equal(pfx_safetensors_open(path, &f), PFX_SUCCESS);
