@@ -29,12 +29,19 @@ static char *read_file(const char *dir, const char *name)
     return text;
 }
 
-static char *embedded(const char *name)
+/* The embedded source of `name`, or NULL. */
+static const char *find_embedded(const char *name)
 {
     for (size_t i = 0; i < pfx_embedded_source_count; i++)
         if (!strcmp(pfx_embedded_sources[i].name, name))
-            return strdup(pfx_embedded_sources[i].source);
+            return pfx_embedded_sources[i].source;
     return NULL;
+}
+
+static char *embedded(const char *name)
+{
+    const char *source = find_embedded(name);
+    return source ? strdup(source) : NULL;
 }
 
 static char *lookup(const char *name)
@@ -58,15 +65,6 @@ static bool append(char **buf, size_t *len, const char *text)
     return true;
 }
 
-/* Whether the embedded sources hold `name`. */
-static bool is_embedded(const char *name)
-{
-    for (size_t i = 0; i < pfx_embedded_source_count; i++)
-        if (!strcmp(pfx_embedded_sources[i].name, name))
-            return true;
-    return false;
-}
-
 /* cl/common.cl, the header cl/<name>.h when the program has one (what its
  * host code shares with it), cl/<name>.cl, then every part
  * cl/<name>.<part>.cl in name order (a program split by purpose, such as
@@ -78,7 +76,7 @@ char *pfx_kernel_source(const char *name)
     size_t len = 0, n = strlen(name);
     char header_name[256];
     snprintf(header_name, sizeof(header_name), "%s.h", name);
-    const bool has_header = n + 2 < sizeof(header_name) && is_embedded(header_name);
+    const bool has_header = n + 2 < sizeof(header_name) && find_embedded(header_name) != NULL;
     char *common = lookup("common"), *header = has_header ? lookup(header_name) : NULL,
          *body = lookup(name);
     bool ok = common && body && (!has_header || header) && append(&joined, &len, common) &&

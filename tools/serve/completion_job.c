@@ -249,11 +249,17 @@ bool completion_add_choice(const completion *c, cJSON *o, size_t index, const ch
     return ok;
 }
 
-bool completion_add_usage(const completion *c, cJSON *o)
+size_t completion_tokens(const completion *c)
 {
     size_t tokens = 0;
     for (size_t i = 0; i < c->n; i++)
         tokens += c->choices[i].count;
+    return tokens;
+}
+
+bool completion_add_usage(const completion *c, cJSON *o)
+{
+    const size_t tokens = completion_tokens(c);
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     return u && cJSON_AddNumberToObject(u, "prompt_tokens", (double)c->prompt_len) &&
            cJSON_AddNumberToObject(u, "completion_tokens", (double)tokens) &&

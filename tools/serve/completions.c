@@ -50,17 +50,14 @@ static enum MHD_Result answer(server *srv, struct MHD_Connection *conn, completi
     } else {
         cJSON *o = completion_object(c);
         bool ok = o != NULL;
-        size_t tokens = 0;
-        for (size_t i = 0; ok && i < c->n; i++) {
+        for (size_t i = 0; ok && i < c->n; i++)
             ok = completion_add_choice(c, o, i, c->choices[i].text,
                                        completion_finish_reason(&c->choices[i]));
-            tokens += c->choices[i].count;
-        }
         if (!ok || !completion_add_usage(c, o)) {
             cJSON_Delete(o);
             o = NULL;
         }
-        metrics_tokens(&srv->metrics, c->prompt_len, tokens);
+        metrics_tokens(&srv->metrics, c->prompt_len, completion_tokens(c));
         r = reply_json(srv, conn, MHD_HTTP_OK, o);
     }
     completion_release(c);

@@ -91,10 +91,7 @@ static char *next_event(completion *c, size_t *len)
             const bool last = sent == c->n;
             if (last) {
                 c->stage = 1;
-                size_t tokens = 0;
-                for (size_t j = 0; j < c->n; j++)
-                    tokens += c->choices[j].count;
-                metrics_tokens(&c->srv->metrics, c->prompt_len, tokens);
+                metrics_tokens(&c->srv->metrics, c->prompt_len, completion_tokens(c));
             }
             return choice_event(c, i, NULL, completion_finish_reason(ch), last, len);
         }
