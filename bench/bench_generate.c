@@ -17,7 +17,7 @@
  * without prefix adapters serves them.
  *
  * usage: bench_generate [--device SEL] [--model DIR] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--storage f32|f16|bf16] [--no-adapter] [--gains] [--compare-one]
+ *                       [--runs 3] [--storage f32|f16|bf16|q8_0] [--no-adapter] [--gains] [--compare-one]
  *                       [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT,
  * bench/peer_llama.py with llama.cpp.
@@ -237,11 +237,12 @@ int main(int argc, char **argv)
                    tool_storage_parse(argv[i + 1], &storage)) {
             i++;
         } else {
-            fprintf(stderr,
-                    "usage: %s [--device SEL] [--model DIR] [--batch 1,8] [--tokens N] [--new NEW] "
-                    "[--runs R] [--storage f32|f16|bf16] [--no-adapter] [--gains] [--compare-one] "
-                    "[--json PATH]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [--device SEL] [--model DIR] [--batch 1,8] [--tokens N] [--new NEW] "
+                "[--runs R] [--storage f32|f16|bf16|q8_0] [--no-adapter] [--gains] [--compare-one] "
+                "[--json PATH]\n",
+                argv[0]);
             return 2;
         }
     }

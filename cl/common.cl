@@ -28,6 +28,27 @@
      : (is_half) ? vload_half((i), (__global const half *)(ptr))      \
                : ((__global const float *)(ptr))[(i)])
 
+/* Q8_0 (storage code 3): blocks of 32 int8 values after a half scale, 34
+ * bytes a block (src/runtime/q8_0.h). Element i, and 8 elements from i
+ * (i a multiple of 8: one block). */
+#define PFX_Q8_0 3
+float pfx_load_q8_0(__global const void *p, ulong i)
+{
+    __global const uchar *b = (__global const uchar *)p + i / 32 * 34;
+    return vload_half(0, (__global const half *)b) * (float)((__global const char *)b)[2 + i % 32];
+}
+float8 pfx_load8_q8_0(__global const void *p, ulong i)
+{
+    __global const uchar *b = (__global const uchar *)p + i / 32 * 34;
+    return vload_half(0, (__global const half *)b) *
+           convert_float8(vload8(0, (__global const char *)b + 2 + i % 32));
+}
+
+/* A weight's element of any storage, Q8_0 included (the token embedding and
+ * the widening of weights; the other kernels take pfx_load's three). */
+#define pfx_load_weight(ptr, i, code) \
+    ((code) == PFX_Q8_0 ? pfx_load_q8_0((ptr), (i)) : pfx_load((ptr), (i), (code)))
+
 /* float to bfloat16 bits, rounded to nearest even (NaN kept quiet). */
 ushort pfx_bf16_bits(float v)
 {

@@ -1,6 +1,6 @@
 /*
  * Storage conversion (src/ops/convert.c): dst[r, c] = src[r, c] as float32,
- * src float or half (vload_half: no cl_khr_fp16 needed). Used to widen a
+ * src float, half, bfloat16 or Q8_0 (vload_half: no cl_khr_fp16 needed). Used to widen a
  * block of a half weight into a float32 workspace before an SGEMM. One item
  * widens 8 neighbours of a row with one vector load and store (one element
  * each and a 64-bit division per element was ten times slower on PoCL).
@@ -15,11 +15,13 @@ __kernel void pfx_to_float(const ulong rows, const ulong cols,
         const ulong r = i / per_row, c = (i - r * per_row) * 8;
         const ulong s = s_off + r * s_ld + c;
         __global float *d = dst + d_off + r * d_ld + c;
-        if (c + 8 <= cols) {
+        if (c + 8 <= cols && s_half != PFX_Q8_0) {
             vstore8(pfx_load8(src, s, 1, s_half, 0), 0, d);
+        } else if (c + 8 <= cols && s % 8 == 0) { /* Q8_0: 8 of one block */
+            vstore8(pfx_load8_q8_0(src, s), 0, d);
         } else {
-            for (ulong e = 0; e < cols - c; e++)
-                d[e] = pfx_load(src, s + e, s_half);
+            for (ulong e = 0; e < cols - c && e < 8; e++)
+                d[e] = pfx_load_weight(src, s + e, s_half);
         }
     }
 }

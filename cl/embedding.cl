@@ -1,7 +1,7 @@
 /*
  * Token embedding gather (src/ops/embedding.c): out row r = b * tokens + t
  * gets wte[ids[r]] (+ wpe[pos0 + t], GPT-2's learned positions). Tables are
- * float or half (vload_half), the output float32. The ids were range-checked
+ * float, half (vload_half) or bfloat16, wte also Q8_0; the output float32. The ids were range-checked
  * on the host before the launch.
  */
 __kernel void pfx_embedding(const ulong rows, const ulong cols, const ulong tokens,
@@ -15,7 +15,7 @@ __kernel void pfx_embedding(const ulong rows, const ulong cols, const ulong toke
     const ulong n = rows * cols;
     for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
         const ulong r = i / cols, c = i - r * cols;
-        float v = pfx_load(wte, wte_off + (ulong)ids[r] * wte_ld + c, wte_half);
+        float v = pfx_load_weight(wte, wte_off + (ulong)ids[r] * wte_ld + c, wte_half);
         if (has_wpe)
             v += pfx_load(wpe, wpe_off + (pos0 + r % tokens) * wpe_ld + c, wpe_half);
         out[out_off + r * out_ld + c] = v;

@@ -1,7 +1,7 @@
 /*
  * Suite 'embedding': token id buffers, the embedding gather with GPT-2's
  * learned positions at an offset (src/ops/embedding.c) for float, half and
- * bfloat16 tables, the gradients of both tables (added, deterministic), and the
+ * bfloat16 tables and Q8_0 token tables (positions float32 beside them), the gradients of both tables (added, deterministic), and the
  * gather of each item's last valid hidden row (src/ops/gather.c); ids and
  * lengths out of range, bad arguments.
  */
@@ -57,6 +57,8 @@ static const emb_case emb_cases[] = {
     { 4, 5, 97, 257, 0, 0, PFX_DTYPE_F16, false, 44 },
     { 3, 11, 301, 40, 30, 9, PFX_DTYPE_BF16, true, 45 },
     { 2, 5, 97, 33, 0, 0, PFX_DTYPE_BF16, false, 46 },
+    { 3, 9, 211, 64, 40, 3, PFX_DTYPE_Q8_0, true, 47 },
+    { 2, 5, 97, 96, 0, 0, PFX_DTYPE_Q8_0, false, 48 },
 };
 
 static void test_embedding(void **state)
@@ -74,7 +76,8 @@ static void test_embedding(void **state)
         assert_int_equal(pfx_ids_write(ids, R - 1, 1, &hid[R - 1]), PFX_SUCCESS);
         float *hte, *hpe = NULL, *hout;
         pfx_tensor *wte = mo_upload(rt, &rng, dt, k->V * C, 1.0f, &hte);
-        pfx_tensor *wpe = k->wpe ? mo_upload(rt, &rng, dt, k->P * C, 1.0f, &hpe) : NULL;
+        const pfx_dtype pe_dt = dt == PFX_DTYPE_Q8_0 ? PFX_DTYPE_F32 : dt;
+        pfx_tensor *wpe = k->wpe ? mo_upload(rt, &rng, pe_dt, k->P * C, 1.0f, &hpe) : NULL;
         pfx_tensor *out = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C + 4, 1.0f, &hout);
         double *want = malloc(R * C * sizeof(double));
         for (size_t b = 0; b < k->B; b++)

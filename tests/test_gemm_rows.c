@@ -8,7 +8,10 @@
  * wider than the rows, alpha/beta; C with beta 0 holding NaN (not read) and
  * its elements between rows left as they were. The host widening of 16-bit
  * matrices (pfx_gemm_rows_widen) bit for bit against the scalar conversion
- * on every bit pattern's kind (subnormals, infinities, NaN). No OpenCL device.
+ * on every bit pattern's kind (subnormals, infinities, NaN). Q8_0 blocks
+ * likewise: products against the double product of the dequantized values,
+ * widening bit for bit from views that start inside a block. No OpenCL
+ * device.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -22,6 +25,7 @@
 
 #include "gemm_rows.h"
 #include "half.h"
+#include "q8_0.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tolerances.h"
@@ -213,12 +217,146 @@ static void test_widen_exact(void **state)
     assert_false(pfx_gemm_rows_widen_on(&none, 1, "no such set"));
 }
 
+/* Q8_0: B's rows (ldb whole blocks) quantized from uniform values; the
+ * reference takes the blocks' values. */
+static void run_q8_case(const rows_case *rc, const char *isa, int threads, uint64_t seed)
+{
+    ref_rng rng;
+    ref_rng_seed(&rng, seed);
+    const size_t m = rc->m, n = rc->n, k = rc->k, lda = k + 3, ldc = n + 5;
+    const size_t br = rc->trans_b ? n : k, bc = rc->trans_b ? k : n;
+    const size_t ldb = (bc + 31) / 32 * 32 + 32, blocks = br * ldb / 32;
+    float *a = malloc(m * lda * sizeof(float)), *c = malloc(m * ldc * sizeof(float));
+    float *c0 = malloc(m * ldc * sizeof(float)), *got = malloc(m * n * sizeof(float));
+    pfx_q8_0_block *b = malloc(blocks * sizeof(*b));
+    double *want = malloc(m * n * sizeof(double));
+    assert_true(a && c && c0 && got && b && want);
+    for (size_t i = 0; i < m * lda; i++)
+        a[i] = (float)ref_rng_uniform(&rng, -1.0, 1.0);
+    for (size_t i = 0; i < blocks; i++) {
+        float x[32];
+        for (int j = 0; j < 32; j++)
+            x[j] = (float)ref_rng_uniform(&rng, -1.0, 1.0);
+        assert_true(pfx_q8_0_quantize(x, &b[i]));
+    }
+    for (size_t i = 0; i < m * ldc; i++)
+        c0[i] = rc->beta == 0.0f && i % ldc < n ? NAN : (float)ref_rng_uniform(&rng, -1.0, 1.0);
+    memcpy(c, c0, m * ldc * sizeof(float));
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0.0;
+            for (size_t p = 0; p < k; p++)
+                s += (double)a[i * lda + p] *
+                     pfx_q8_0_at(b, rc->trans_b ? j * ldb + p : p * ldb + j);
+            want[i * n + j] =
+                rc->alpha * s + (rc->beta != 0.0f ? rc->beta * (double)c0[i * ldc + j] : 0.0);
+        }
+    const pfx_gemm_rows_args g = { .trans_b = rc->trans_b,
+                                   .b_type = PFX_ROWS_Q8_0,
+                                   .m = m,
+                                   .n = n,
+                                   .k = k,
+                                   .alpha = rc->alpha,
+                                   .beta = rc->beta,
+                                   .a = a,
+                                   .lda = lda,
+                                   .b = b,
+                                   .ldb = ldb,
+                                   .c = c,
+                                   .ldc = ldc };
+    if (pfx_gemm_rows_on(&g, threads, isa)) {
+        for (size_t i = 0; i < m; i++) {
+            memcpy(got + i * n, c + i * ldc, n * sizeof(float));
+            for (size_t j = n; j < ldc; j++)
+                assert_memory_equal(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float));
+        }
+        const double err = rel_l2(want, got, m * n);
+        if (!(err <= TOL_ENC_F32))
+            fail_msg("%s, %d threads, m=%zu n=%zu k=%zu%s Q8_0: relative L2 error %.3g > %.3g", isa,
+                     threads, m, n, k, rc->trans_b ? " B^T" : "", err, TOL_ENC_F32);
+    }
+    free(a), free(c), free(c0), free(got), free(b), free(want);
+}
+
+static void test_rows_q8_0(void **state)
+{
+    (void)state;
+    static const rows_case q8_cases[] = {
+        { 1, 1, 1, false, PFX_ROWS_Q8_0, 1.0f, 0.0f },
+        { 1, 97, 33, false, PFX_ROWS_Q8_0, 1.0f, 0.0f },
+        { 2, 64, 100, true, PFX_ROWS_Q8_0, 0.5f, 1.0f },
+        { 3, 33, 47, true, PFX_ROWS_Q8_0, 1.0f, 1.0f },
+        { 5, 161, 96, false, PFX_ROWS_Q8_0, 1.0f, 0.5f },
+        { 7, 101, 16, true, PFX_ROWS_Q8_0, 2.0f, 0.0f },
+        { 8, 300, 75, false, PFX_ROWS_Q8_0, 1.0f, 1.0f },
+        { 8, 257, 131, true, PFX_ROWS_Q8_0, 0.25f, 0.0f },
+        { 1, 2304, 768, true, PFX_ROWS_Q8_0, 1.0f, 0.0f },
+        { 1, 2304, 768, false, PFX_ROWS_Q8_0, 1.0f, 0.0f },
+        { 8, 2304, 768, false, PFX_ROWS_Q8_0, 1.0f, 1.0f },
+    };
+    for (size_t i = 0; i < sizeof(q8_cases) / sizeof(q8_cases[0]); i++)
+        for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
+            for (int threads = 1; threads <= 2; threads++)
+                run_q8_case(&q8_cases[i], isas[s], threads, 3000 + i);
+}
+
+/* Q8_0 widened from views that start anywhere in a block, bit for bit. */
+static void test_widen_q8_0(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t rows, cols, offset;
+    } wq[] = { { 1, 1, 0 }, { 3, 37, 5 }, { 4, 64, 16 }, { 9, 50, 31 }, { 70, 768, 32 } };
+    for (size_t i = 0; i < sizeof(wq) / sizeof(wq[0]); i++) {
+        const size_t ld_src = (wq[i].cols + 31) / 32 * 32 + 32, ld_dst = wq[i].cols + 5;
+        const size_t blocks = (wq[i].offset + wq[i].rows * ld_src) / 32 + 1;
+        pfx_q8_0_block *src = malloc(blocks * sizeof(*src));
+        float *dst = malloc(wq[i].rows * ld_dst * sizeof(float));
+        assert_true(src && dst);
+        ref_rng rng;
+        ref_rng_seed(&rng, 4000 + i);
+        for (size_t b = 0; b < blocks; b++) {
+            float x[32];
+            for (int j = 0; j < 32; j++)
+                x[j] = (float)ref_rng_uniform(&rng, -5.0, 5.0);
+            assert_true(pfx_q8_0_quantize(x, &src[b]));
+        }
+        for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
+            for (int threads = 1; threads <= 2; threads++) {
+                for (size_t e = 0; e < wq[i].rows * ld_dst; e++)
+                    dst[e] = -7.0f;
+                const pfx_gemm_rows_widen_args w = { .type = PFX_ROWS_Q8_0,
+                                                     .rows = wq[i].rows,
+                                                     .cols = wq[i].cols,
+                                                     .src = src,
+                                                     .src_offset = wq[i].offset,
+                                                     .ld_src = ld_src,
+                                                     .dst = dst,
+                                                     .ld_dst = ld_dst };
+                if (!pfx_gemm_rows_widen_on(&w, threads, isas[s]))
+                    continue;
+                for (size_t r = 0; r < wq[i].rows; r++)
+                    for (size_t c = 0; c < ld_dst; c++) {
+                        const float got = dst[r * ld_dst + c];
+                        const float want = c < wq[i].cols
+                                               ? pfx_q8_0_at(src, wq[i].offset + r * ld_src + c)
+                                               : -7.0f;
+                        if (memcmp(&got, &want, sizeof(float)))
+                            fail_msg("%s, Q8_0 %zu x %zu at %zu: [%zu, %zu] %a, not %a", isas[s],
+                                     wq[i].rows, wq[i].cols, wq[i].offset, r, c, (double)got,
+                                     (double)want);
+                    }
+            }
+        free(src), free(dst);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows_against_double),
-        cmocka_unit_test(test_rows_isa),
-        cmocka_unit_test(test_widen_exact),
+        cmocka_unit_test(test_rows_against_double), cmocka_unit_test(test_rows_isa),
+        cmocka_unit_test(test_widen_exact),         cmocka_unit_test(test_rows_q8_0),
+        cmocka_unit_test(test_widen_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

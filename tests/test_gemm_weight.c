@@ -7,7 +7,8 @@
  * itself (pfx_op_to_float), against a double product of the values the
  * device holds; both orientations (GPT-2 Conv1D [in, out], Llama [out, in]),
  * workspaces from one column to the whole weight, alpha/beta, strided
- * weights; bad arguments.
+ * weights; Q8_0 weights (rows of whole blocks, the view on a block; the
+ * many-row blocks of columns starting inside a block); bad arguments.
  */
 #include "model_ops_test.h"
 
@@ -22,6 +23,7 @@ typedef struct gw_case {
 #define F32  PFX_DTYPE_F32
 #define F16  PFX_DTYPE_F16
 #define BF16 PFX_DTYPE_BF16
+#define Q8   PFX_DTYPE_Q8_0
 
 static const gw_case gw_cases[] = {
     { 1, 1, 1, 1, false, F16, 1.0f, 0.0f, 61 },
@@ -50,6 +52,15 @@ static const gw_case gw_cases[] = {
     { 9, 45, 37, 3, true, F16, 1.0f, 0.5f, 80 },
     { 9, 45, 37, 4, false, BF16, 0.5f, 0.0f, 81 },
     { 17, 130, 21, 1000, true, BF16, 1.0f, 1.0f, 82 },
+    /* Q8_0: a few rows read the blocks as stored, more widen them */
+    { 1, 1, 1, 1, false, Q8, 1.0f, 0.0f, 83 },
+    { 1, 97, 64, 2, true, Q8, 1.0f, 0.0f, 84 },
+    { 1, 97, 50, 2, false, Q8, 0.5f, 1.0f, 85 },
+    { 8, 70, 100, 2, false, Q8, 1.0f, 0.5f, 86 },
+    { 5, 77, 99, 2, true, Q8, 2.0f, 0.0f, 87 },
+    { 9, 45, 37, 3, true, Q8, 1.0f, 0.5f, 88 },
+    { 13, 257, 33, 7, false, Q8, 1.0f, 0.0f, 89 }, /* blocks of 7 columns */
+    { 129, 101, 48, 1000, true, Q8, 0.5f, 1.0f, 90 },
 };
 
 static void test_gemm_weight(void **state)
@@ -60,8 +71,11 @@ static void test_gemm_weight(void **state)
         ref_rng rng;
         ref_rng_seed(&rng, g->seed);
         const size_t m = g->m, n = g->n, k = g->k;
-        /* W stored [n, k] (trans) or [k, n], inside a wider buffer: ld = cols + 3, offset 2 */
-        const size_t wr = g->trans_w ? n : k, wc = g->trans_w ? k : n, ld = wc + 3, off = 2;
+        /* W stored [n, k] (trans) or [k, n], inside a wider buffer: ld = cols + 3, offset 2
+         * (Q8_0: the next whole blocks) */
+        const bool q8 = g->storage == Q8;
+        const size_t wr = g->trans_w ? n : k, wc = g->trans_w ? k : n;
+        const size_t ld = q8 ? (wc + 31) / 32 * 32 + 32 : wc + 3, off = q8 ? 32 : 2;
         float *ha, *hw, *hc, *hws = NULL;
         pfx_tensor *a = mo_upload(rt, &rng, PFX_DTYPE_F32, m * k, 1.0f, &ha);
         pfx_tensor *w = mo_upload(rt, &rng, g->storage, off + wr * ld, 1.0f, &hw);
@@ -99,9 +113,11 @@ static void to_float_case(pfx_runtime *rt, pfx_dtype storage)
 {
     ref_rng rng;
     ref_rng_seed(&rng, 68);
-    const size_t R = 9, C = 33, ld = 40;
+    /* Q8_0: rows of whole blocks, the view from inside the first */
+    const size_t R = 9, C = 33, ld = storage == Q8 ? 64 : 40;
+    const size_t numel = storage == Q8 ? R * ld + 32 : 1 + (R - 1) * ld + C;
     float *hs, *hd;
-    pfx_tensor *src = mo_upload(rt, &rng, storage, 1 + (R - 1) * ld + C, 70000.0f, &hs);
+    pfx_tensor *src = mo_upload(rt, &rng, storage, numel, 70000.0f, &hs);
     pfx_tensor *dst = mo_upload(rt, &rng, PFX_DTYPE_F32, R * C + 2, 1.0f, &hd);
     double *want = mo_gather(hs, 1, R, C, ld); /* stored values (half: inf beyond 65504) */
     assert_int_equal(pfx_op_to_float(rt, pfx_mat_of(src, 1, R, C, ld), pfx_mat_of(dst, 1, R, C, C)),
@@ -122,6 +138,46 @@ static void test_to_float(void **state)
 {
     to_float_case(*state, PFX_DTYPE_F16);
     to_float_case(*state, PFX_DTYPE_BF16);
+    to_float_case(*state, Q8);
+}
+
+/* A Q8_0 weight's view starts on a block, its rows whole blocks; the
+ * kernels that read weights without blocks refuse it. */
+static void test_q8_0_views(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_rng rng;
+    ref_rng_seed(&rng, 91);
+    pfx_tensor *a = mo_random(rt, &rng, PFX_DTYPE_F32, 4 * 64);
+    pfx_tensor *w = mo_random(rt, &rng, Q8, 64 * 64 + 32);
+    pfx_tensor *c = mo_random(rt, &rng, PFX_DTYPE_F32, 4 * 64);
+    pfx_tensor *ws = mo_random(rt, &rng, PFX_DTYPE_F32, 64 * 64);
+    const size_t live = pfx_test_live_bytes(rt);
+    pfx_gemm_operand oa = PFX_GEMM_OP(a->mem, 0, 64), oc = PFX_GEMM_OP(c->mem, 0, 64);
+    assert_int_equal(pfx_gemm_weight(rt, "t", 4, 64, 64, 1.0f, oa, pfx_mat_of(w, 32, 64, 64, 64),
+                                     false, 0.0f, oc, ws),
+                     PFX_SUCCESS);
+    assert_status_names(rt,
+                        pfx_gemm_weight(rt, "t", 4, 64, 64, 1.0f, oa, pfx_mat_of(w, 16, 64, 64, 64),
+                                        false, 0.0f, oc, ws),
+                        PFX_ERROR_INVALID_SHAPE, "block");
+    assert_status_names(rt,
+                        pfx_gemm_weight(rt, "t", 4, 63, 64, 1.0f, oa, pfx_mat_of(w, 0, 64, 63, 63),
+                                        false, 0.0f, oc, ws),
+                        PFX_ERROR_INVALID_SHAPE, "row stride 63");
+    assert_status_names(
+        rt,
+        pfx_gemm_weight(rt, "t", 4, 64, 64, 1.0f, oa, PFX_MAT(w, 64, 64), false, 0.0f, oc, NULL),
+        PFX_ERROR_NULL_ARGUMENT, "Q8_0 weight needs a workspace");
+    assert_status_names(rt,
+                        pfx_op_layernorm_forward(rt, PFX_MAT(c, 4, 64), PFX_VEC(w, 0, 64), NULL,
+                                                 1e-5f, PFX_MAT(c, 4, 64), NULL, NULL),
+                        PFX_ERROR_DTYPE_MISMATCH, "Q8_0");
+    assert_int_equal(pfx_test_live_bytes(rt), live);
+    pfx_tensor_destroy(&a);
+    pfx_tensor_destroy(&w);
+    pfx_tensor_destroy(&c);
+    pfx_tensor_destroy(&ws);
 }
 
 static void test_bad_arguments(void **state)
@@ -179,6 +235,7 @@ int main(void)
         cmocka_unit_test(test_gemm_weight),
         cmocka_unit_test(test_to_float),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_q8_0_views),
     };
     return cmocka_run_group_tests_name("gemm_weight", tests, pfx_test_group_setup,
                                        pfx_test_group_teardown);

@@ -155,6 +155,8 @@ typedef struct check_opts {
     double tol_fwd, tol_bwd;
     bool ref_bf16; /* the reference runs on the weights rounded to bfloat16 (files
                     * as written: the load rounds them) */
+    bool ref_q8_0; /* the reference runs on the matrices of whole blocks (not
+                    * the positions) as Q8_0 holds them */
 } check_opts;
 
 /* Writes the folder, loads it, compares logits, loss and gradients. */
@@ -165,6 +167,9 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
     for (size_t i = 0; o->ref_bf16 && i < m->count; i++)
         for (size_t e = 0; e < m->t[i].shape[0] * (m->t[i].ndim == 2 ? m->t[i].shape[1] : 1); e++)
             m->t[i].data[e] = ref_round_bf16(m->t[i].data[e]);
+    for (size_t i = 0; o->ref_q8_0 && i < m->count; i++)
+        if (m->t[i].ndim == 2 && m->t[i].shape[1] % 32 == 0 && !strstr(m->t[i].name, "wpe"))
+            ref_q8_0(m->t[i].data, m->t[i].shape[0] * m->t[i].shape[1], m->t[i].data);
     size_t live0 = pfx_test_live_bytes(rt);
     pfx_context *ctx =
         load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk, o->recompute);
@@ -336,9 +341,9 @@ static ref_model_config llama_config(void)
     return c;
 }
 
-static const check_opts default_opts = { PFX_DTYPE_F32, 1,    PFX_GAIN_OFF, 1.0f,
-                                         false,         0,    false,        TOL_MODEL_FWD,
-                                         TOL_MODEL_BWD, false };
+static const check_opts default_opts = { PFX_DTYPE_F32, 1,     PFX_GAIN_OFF, 1.0f,
+                                         false,         0,     false,        TOL_MODEL_FWD,
+                                         TOL_MODEL_BWD, false, false };
 
 static void test_gpt2(void **state)
 {
@@ -501,6 +506,51 @@ static void test_bf16_storage(void **state)
     make_problem(&m2, &p2, 2, 8, 3, NULL, 17);
     o.ref_bf16 = true;
     check_model(rt, &m2, &p2, &o);
+    free_problem(&p2);
+    tf_model_free(&m2);
+    free_problem(&p);
+    tf_model_free(&m);
+}
+
+/* Q8_0 storage: the matrices whose rows are whole blocks quantized at load
+ * (GPT-2 tied: every matrix; Llama with an intermediate size of 80: its
+ * down projection, [C, 80], stays float32 beside the quantized ones); the
+ * reference on the blocks' values; compute stays float32, so the float32
+ * tolerances hold. A Q8_0 model is not saved. */
+static void test_q8_0_storage(void **state)
+{
+    pfx_runtime *rt = *state;
+    ref_model_config g = gpt2_config();
+    g.hidden = 64, g.heads = 4, g.kv_heads = 4, g.head_dim = 16, g.inner = 96;
+    tf_model m;
+    tf_model_init(&m, &g, true, "gpt2", 126);
+    problem p;
+    make_problem(&m, &p, 2, 8, 3, NULL, 26);
+    check_opts o = default_opts;
+    o.storage = PFX_DTYPE_Q8_0;
+    o.ref_q8_0 = true;
+    check_model(rt, &m, &p, &o);
+    ref_model_config c = llama_config();
+    c.hidden = 64, c.heads = 4, c.kv_heads = 2, c.head_dim = 16, c.inner = 80;
+    tf_model m2;
+    tf_model_init(&m2, &c, false, "llama", 127);
+    problem p2;
+    const int32_t lens[2] = { 9, 6 };
+    make_problem(&m2, &p2, 2, 9, 4, lens, 27);
+    check_model(rt, &m2, &p2, &o);
+
+    char *dir = tf_tempdir("q8save");
+    assert_int_equal(tf_write(&m2, dir, 1), 0);
+    pfx_model *model = NULL;
+    const pfx_model_params mp = { .storage = PFX_DTYPE_Q8_0 };
+    assert_int_equal(pfx_model_load(rt, dir, &mp, &model), PFX_SUCCESS);
+    char *out = tf_tempdir("q8saved");
+    assert_status_names(rt, pfx_model_save(model, out, NULL), PFX_ERROR_UNSUPPORTED, "Q8_0");
+    pfx_model_destroy(&model);
+    tf_rmdir(dir);
+    tf_rmdir(out);
+    free(dir);
+    free(out);
     free_problem(&p2);
     tf_model_free(&m2);
     free_problem(&p);
@@ -1032,6 +1082,7 @@ int main(void)
         cmocka_unit_test(test_qwen2_bias),
         cmocka_unit_test(test_half_storage),
         cmocka_unit_test(test_bf16_storage),
+        cmocka_unit_test(test_q8_0_storage),
         cmocka_unit_test(test_bank),
         cmocka_unit_test(test_encoder_chain),
         cmocka_unit_test(test_attention_probs),

@@ -1,6 +1,6 @@
 /* Tensors: round trips at awkward sizes, half precision, bfloat16 rounding
- * against the double reference, fill, copy, and every bad input with its
- * status, its message and clean accounting. */
+ * and Q8_0 blocks against the double reference, fill, copy, and every bad
+ * input with its status, its message and clean accounting. */
 #include <float.h>
 #include <math.h>
 
@@ -266,6 +266,98 @@ static void test_bad_transfers(void **state)
     assert_int_equal(pfx_test_live_bytes(rt), 0);
 }
 
+/* Q8_0 blocks against the reference: values exact, each within half a step
+ * of its input; partial reads; whole-block writes; the bytes. */
+static void test_q8_0(void **state)
+{
+    pfx_runtime *rt = *state;
+    const size_t shape[3] = { 3, 5, 96 }, n = 3 * 5 * 96;
+    float src[1440], want[1440], got[1440];
+    ref_rng rng;
+    ref_rng_seed(&rng, 2417);
+    ref_rng_fill(&rng, src, n, -3.0f, 3.0f);
+    for (size_t i = 0; i < 32; i++) /* a block of zeros, one of tiny values, one spike */
+        src[i] = 0.0f, src[32 + i] = 1e-9f * (float)i, src[64 + i] = i == 7 ? 500.0f : 0.01f;
+    ref_q8_0(src, n, want);
+    pfx_tensor *t = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_Q8_0, 3, shape, &t), PFX_SUCCESS);
+    assert_int_equal(pfx_test_live_bytes(rt), n / 32 * 34);
+    assert_int_equal(pfx_tensor_write(t, 0, n, src), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(t, 0, n, got), PFX_SUCCESS);
+    for (size_t i = 0; i < n; i++) {
+        if (memcmp(&want[i], &got[i], sizeof(float)))
+            fail_msg("Q8_0 at %zu: %a -> %a, not %a", i, (double)src[i], (double)got[i],
+                     (double)want[i]);
+        double amax = 0.0;
+        for (size_t j = i / 32 * 32; j < i / 32 * 32 + 32; j++)
+            amax = fmax(amax, fabs((double)src[j]));
+        /* half a step d = amax / 127, plus 127 times the scale's rounding to
+         * half (relative 2^-11, absolute 2^-25 among subnormals) */
+        const double d = amax / 127.0;
+        assert_true(fabs((double)got[i] - src[i]) <= d * (0.5 + 127 * 0x1p-11) + 127 * 0x1p-25);
+    }
+    assert_true(got[64 + 7] > 499.0f && got[64 + 7] < 501.0f && got[0] == 0.0f);
+    float mid[40];
+    assert_int_equal(pfx_tensor_read(t, 77, 40, mid), PFX_SUCCESS); /* across blocks */
+    assert_memory_equal(mid, want + 77, sizeof(mid));
+    float block[32];
+    for (int j = 0; j < 32; j++)
+        block[j] = (float)(j - 16) / 4.0f;
+    assert_int_equal(pfx_tensor_write(t, 1408, 32, block), PFX_SUCCESS); /* the last block */
+    assert_int_equal(pfx_tensor_read(t, 1408, 32, got), PFX_SUCCESS);
+    ref_q8_0(block, 32, want);
+    assert_memory_equal(got, want, 32 * sizeof(float));
+    assert_int_equal(pfx_tensor_read(t, 0, 32, got), PFX_SUCCESS); /* the first untouched */
+    for (int j = 0; j < 32; j++)
+        assert_true(got[j] == 0.0f);
+
+    /* fill and copy */
+    pfx_tensor *u = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_Q8_0, 3, shape, &u), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_fill(u, -1.25f), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(u, 0, n, got), PFX_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+        assert_true(got[i] == ref_round_half(1.25f / 127.0f) * -127.0f);
+    assert_int_equal(pfx_tensor_copy(u, t), PFX_SUCCESS);
+    float a[1440];
+    assert_int_equal(pfx_tensor_read(t, 0, n, a), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_read(u, 0, n, got), PFX_SUCCESS);
+    assert_memory_equal(a, got, sizeof(a));
+    pfx_tensor_destroy(&u);
+
+    /* what Q8_0 refuses, nothing written */
+    assert_status_names(rt, pfx_tensor_write(t, 16, 32, src), PFX_ERROR_INVALID_ARGUMENT,
+                        "whole blocks");
+    assert_status_names(rt, pfx_tensor_write(t, 0, 40, src), PFX_ERROR_INVALID_ARGUMENT,
+                        "whole blocks");
+    float bad[64];
+    memcpy(bad, src, sizeof(bad));
+    bad[45] = NAN;
+    assert_status_names(rt, pfx_tensor_write(t, 0, 64, bad), PFX_ERROR_INVALID_ARGUMENT,
+                        "32 .. 63");
+    bad[45] = 1e9f; /* a scale past half's range */
+    assert_status_names(rt, pfx_tensor_write(t, 0, 64, bad), PFX_ERROR_INVALID_ARGUMENT,
+                        "do not fit");
+    assert_status_names(rt, pfx_tensor_fill(t, INFINITY), PFX_ERROR_INVALID_ARGUMENT, "fit");
+    assert_int_equal(pfx_tensor_read(t, 0, 64, got), PFX_SUCCESS);
+    assert_memory_equal(got, a, 64 * sizeof(float));
+    pfx_tensor_destroy(&t);
+    const size_t odd[2] = { 32, 48 };
+    assert_status_names(rt, pfx_tensor_create(rt, PFX_DTYPE_Q8_0, 2, odd, &t),
+                        PFX_ERROR_INVALID_SHAPE, "shape[1] = 48");
+    assert_null(t);
+    assert_int_equal(pfx_test_live_bytes(rt), 0);
+
+    size_t bytes = 0;
+    assert_true(pfx_dtype_bytes(PFX_DTYPE_Q8_0, 64, &bytes) && bytes == 68);
+    assert_false(pfx_dtype_bytes(PFX_DTYPE_Q8_0, 33, &bytes));
+    assert_false(pfx_dtype_bytes(PFX_DTYPE_F32, SIZE_MAX / 2, &bytes));
+    assert_true(pfx_dtype_bytes(PFX_DTYPE_BF16, 3, &bytes) && bytes == 6);
+    assert_int_equal(pfx_dtype_size(PFX_DTYPE_Q8_0), 0);
+    assert_string_equal(pfx_dtype_name(PFX_DTYPE_Q8_0), "Q8_0");
+    assert_string_equal(pfx_dtype_name((pfx_dtype)9), "unknown");
+}
+
 static void test_axpby(void **state)
 {
     pfx_runtime *rt = *state;
@@ -293,11 +385,17 @@ static void test_axpby(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_f32),      cmocka_unit_test(test_round_trip_f16),
-        cmocka_unit_test(test_round_trip_bf16),     cmocka_unit_test(test_bf16_rounding),
-        cmocka_unit_test(test_half_special_values), cmocka_unit_test(test_fill_and_copy),
-        cmocka_unit_test(test_accounting),          cmocka_unit_test(test_bad_create),
-        cmocka_unit_test(test_bad_transfers),       cmocka_unit_test(test_axpby),
+        cmocka_unit_test(test_round_trip_f32),
+        cmocka_unit_test(test_round_trip_f16),
+        cmocka_unit_test(test_round_trip_bf16),
+        cmocka_unit_test(test_bf16_rounding),
+        cmocka_unit_test(test_half_special_values),
+        cmocka_unit_test(test_fill_and_copy),
+        cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_bad_create),
+        cmocka_unit_test(test_bad_transfers),
+        cmocka_unit_test(test_axpby),
+        cmocka_unit_test(test_q8_0),
     };
     return cmocka_run_group_tests_name("tensors", tests, pfx_test_group_setup,
                                        pfx_test_group_teardown);

@@ -44,7 +44,7 @@ typedef struct pfx_eval_config {
     const char *data_path;            /* text or JSONL */
     size_t batch;                     /* examples a forward */
     size_t max_length;                /* tokens kept of an example (capped, see above) */
-    pfx_dtype storage;                /* the weights on the device: F32, F16 or BF16 */
+    pfx_dtype storage;                /* the weights on the device: F32, F16, BF16 or Q8_0 */
     volatile sig_atomic_t *stop_flag; /* when set: stop before the next batch */
 } pfx_eval_config;
 

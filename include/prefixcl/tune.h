@@ -88,7 +88,7 @@ typedef struct pfx_tune_config {
     float max_grad_norm;      /* 0: no clipping */
     uint32_t warmup_steps;
     uint64_t seed;     /* the encoder's initial values and the data order */
-    pfx_dtype storage; /* the frozen weights on the device: F32, F16 or BF16 */
+    pfx_dtype storage; /* the frozen weights on the device: F32, F16, BF16 or Q8_0 */
     size_t
         checkpoint_every; /* also write the checkpoint every N steps; 0: at the end or a stop only */
     bool resume;          /* continue from out_dir's checkpoint (same options) */

@@ -59,10 +59,34 @@ static pfx_status check_params(pfx_runtime *rt, const pfx_model_params *in, pfx_
         *p = *in;
     else
         memset(p, 0, sizeof(*p));
-    if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16 && p->storage != PFX_DTYPE_BF16)
+    if (p->storage != PFX_DTYPE_F32 && p->storage != PFX_DTYPE_F16 &&
+        p->storage != PFX_DTYPE_BF16 && p->storage != PFX_DTYPE_Q8_0)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "model_load: params.storage %d is not F32, F16 or BF16", (int)p->storage);
+                         "model_load: params.storage %d is not F32, F16, BF16 or Q8_0",
+                         (int)p->storage);
     return PFX_SUCCESS;
+}
+
+/* The dtype of a weight of role r with rows of `cols` elements: the storage,
+ * except with Q8_0, which holds the matrices that products and the token
+ * embedding read, when their rows are whole blocks (as llama.cpp's Q8_0
+ * files); norms, biases and positions stay float32. */
+static pfx_dtype weight_dtype(pfx_dtype storage, pfx_weight_role r, size_t cols)
+{
+    if (storage != PFX_DTYPE_Q8_0)
+        return storage;
+    const bool matrix = r == PFX_W_EMBED || r == PFX_W_LM_HEAD || r == PFX_W_QKV || r == PFX_W_Q ||
+                        r == PFX_W_K || r == PFX_W_V || r == PFX_W_O || r == PFX_W_UP ||
+                        r == PFX_W_GATE || r == PFX_W_DOWN;
+    return matrix && cols % 32 == 0 ? PFX_DTYPE_Q8_0 : PFX_DTYPE_F32;
+}
+
+/* Device bytes of a weight of `numel` elements in rows of `cols`; false on
+ * overflow. */
+static bool weight_bytes(pfx_dtype storage, pfx_weight_role r, size_t cols, size_t numel,
+                         size_t *bytes)
+{
+    return pfx_dtype_bytes(weight_dtype(storage, r, cols), numel, bytes);
 }
 
 /* The model without weights: specs (those given, owned from here on, or
@@ -93,7 +117,8 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
     }
     for (size_t i = 0; st == PFX_SUCCESS && i < m->spec_count; i++) {
         const pfx_weight_spec *w = &m->specs[i];
-        st = pfx_tensor_create(rt, p->storage, w->ndim, w->shape, &m->tensors[i]);
+        st = pfx_tensor_create(rt, weight_dtype(p->storage, w->role, w->shape[w->ndim - 1]),
+                               w->ndim, w->shape, &m->tensors[i]);
         if (st != PFX_SUCCESS)
             st = with_path(rt, st, w->name);
         else if (w->role < PFX_W_FIRST_LAYER_ROLE)
@@ -323,20 +348,21 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
 {
     const pfx_model_shape *s = &cfg->shape;
     const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
-    const size_t es = pfx_dtype_size(p->storage);
     const struct {
         const char *field;
         size_t rows;
+        pfx_weight_role role;
     } big[] = {
-        { "vocab_size", s->vocab },
-        { gpt2 ? "n_positions" : "", gpt2 ? s->max_positions : 0 },
-        { gpt2 ? "n_inner" : "intermediate_size", s->intermediate },
-        { gpt2 ? "n_head" : "num_attention_heads", (s->heads + 2 * s->kv_heads) * s->head_dim },
+        { "vocab_size", s->vocab, PFX_W_EMBED },
+        { gpt2 ? "n_positions" : "", gpt2 ? s->max_positions : 0, PFX_W_POS },
+        { gpt2 ? "n_inner" : "intermediate_size", s->intermediate, PFX_W_UP },
+        { gpt2 ? "n_head" : "num_attention_heads", (s->heads + 2 * s->kv_heads) * s->head_dim,
+          PFX_W_QKV },
     };
-    size_t row, bytes;
-    const bool row_over = pfx_mul_overflows(s->hidden, es, &row);
+    size_t numel, bytes;
     for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++)
-        if (row_over || pfx_mul_overflows(big[i].rows, row, &bytes) ||
+        if (pfx_mul_overflows(big[i].rows, s->hidden, &numel) ||
+            !weight_bytes(p->storage, big[i].role, s->hidden, numel, &bytes) ||
             bytes > rt->info.max_alloc_bytes)
             return pfx_error(
                 rt, PFX_ERROR_OUT_OF_MEMORY,
@@ -344,8 +370,11 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
                 "largest allocation (%llu bytes)",
                 dir, big[i].rows, s->hidden, big[i].field,
                 (unsigned long long)rt->info.max_alloc_bytes);
+    /* all parameters (Q8_0: as blocks; its float32 norms and biases are few) */
+    const size_t counted =
+        p->storage == PFX_DTYPE_Q8_0 ? (s->parameters + 31) / 32 * 32 : s->parameters;
     if (!rt->allow_overcommit &&
-        (pfx_mul_overflows(s->parameters, es, &bytes) || bytes > rt->info.global_mem_bytes))
+        (!pfx_dtype_bytes(p->storage, counted, &bytes) || bytes > rt->info.global_mem_bytes))
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
                          "%s/config.json: %zu parameters (%s, %zu layers) exceed the device's "
                          "memory (%llu bytes)",

@@ -159,6 +159,11 @@ pfx_status pfx_model_save(pfx_model *model, const char *dir, const pfx_model_sav
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: dir is NULL", fn);
     if (!*dir)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: dir is empty", fn);
+    if (model->p.storage == PFX_DTYPE_Q8_0)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: the model holds Q8_0 weights, which a checkpoint does not (save the "
+                         "model loaded as float32, half or bfloat16)",
+                         fn);
     const size_t max_bytes =
         params && params->max_shard_bytes ? params->max_shard_bytes : DEFAULT_SHARD_BYTES;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)

@@ -256,7 +256,7 @@ static pfx_status check_param_grads(pfx_context *cx, const char *fn, const pfx_m
         return pfx_error(
             rt, PFX_ERROR_UNSUPPORTED,
             "%s: weight gradients need float32 weights (the model was loaded with %s storage)", fn,
-            m->p.storage == PFX_DTYPE_BF16 ? "bfloat16" : "half");
+            pfx_dtype_name(m->p.storage));
     return PFX_SUCCESS;
 }
 

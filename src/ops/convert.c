@@ -11,7 +11,7 @@ pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst)
     if (!rt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", op);
     pfx_status st;
-    if ((st = pfx_mat_check(rt, op, "src", &src, PFX_MAT_WEIGHT)) ||
+    if ((st = pfx_mat_check(rt, op, "src", &src, PFX_MAT_BLOCK_WEIGHT)) ||
         (st = pfx_mat_check(rt, op, "dst", &dst, PFX_MAT_F32)) ||
         (st = pfx_mat_same_shape(rt, op, "src", &src, "dst", &dst)) ||
         (st = pfx_mat_check_alias(rt, op, "dst", &dst, "src", &src, false)))

@@ -14,7 +14,7 @@ pfx_status pfx_op_embedding(pfx_runtime *rt, const pfx_ids *ids, size_t batch, s
     if (!rt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", op);
     pfx_status st;
-    if ((st = pfx_mat_check(rt, op, "wte", &wte, PFX_MAT_WEIGHT)) ||
+    if ((st = pfx_mat_check(rt, op, "wte", &wte, PFX_MAT_BLOCK_WEIGHT)) ||
         (st = pfx_mat_check(rt, op, "out", &out, PFX_MAT_F32)) ||
         (st = pfx_mat_check_alias(rt, op, "out", &out, "wte", &wte, false)))
         return st;

@@ -5,6 +5,7 @@
 #include "gemm.h" /* first: sets CL_TARGET_OPENCL_VERSION before CL/cl.h */
 #include "gemm_rows.h"
 #include "model_args.h"
+#include "q8_0.h"
 
 #include <clblast_c.h>
 
@@ -307,7 +308,7 @@ pfx_status pfx_gemm_batched(pfx_runtime *rt, const char *what, bool trans_a, boo
 
 /* ---- frozen weights of either storage (model_ops.h) ---- */
 
-/* A 16-bit weight on the host backend: a few rows read it as stored, more
+/* A 16-bit or Q8_0 weight on the host backend: a few rows read it as stored, more
  * widen it blockwise on the host into the workspace (pfx_gemm_host_stored;
  * w validated by pfx_mat_check). */
 static pfx_status stored_on_host(pfx_runtime *rt, const char *op, size_t m, size_t n, size_t k,
@@ -337,7 +338,7 @@ pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n
     pfx_status st = check_dims(rt, op, m, n, k, 1);
     if (st != PFX_SUCCESS)
         return st;
-    if ((st = pfx_mat_check(rt, op, "weight", &w, PFX_MAT_WEIGHT)))
+    if ((st = pfx_mat_check(rt, op, "weight", &w, PFX_MAT_BLOCK_WEIGHT)))
         return st;
     const size_t w_rows = trans_w ? n : k, w_cols = trans_w ? k : n;
     if (w.rows != w_rows || w.cols != w_cols)
@@ -345,14 +346,20 @@ pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n
                          "%s: weight is %zu x %zu, expected %zu x %zu (%s)", op, w.rows, w.cols,
                          w_rows, w_cols, trans_w ? "[n, k]" : "[k, n]");
     const size_t ldw = w.rows > 1 ? w.ld : w.cols;
-    if (w.t->dtype == PFX_DTYPE_F32)
+    const pfx_dtype dt = w.t->dtype;
+    if (dt == PFX_DTYPE_Q8_0 && (w.offset % PFX_Q8_0_BLOCK || (w.rows > 1 && ldw % PFX_Q8_0_BLOCK)))
+        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
+                         "%s: a Q8_0 weight view starts on a block of %d and its rows are whole "
+                         "blocks (offset %zu, row stride %zu)",
+                         op, PFX_Q8_0_BLOCK, w.offset, ldw);
+    if (dt == PFX_DTYPE_F32)
         return pfx_gemm(rt, op, false, trans_w, m, n, k, alpha, a,
                         PFX_GEMM_OP(w.t->mem, w.offset, ldw), beta, c);
 
-    /* 16-bit: output columns in blocks of nb, each block widened first */
+    /* 16-bit or Q8_0: output columns in blocks of nb, each block widened first */
     if (!workspace)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: a %s weight needs a workspace", op,
-                         w.t->dtype == PFX_DTYPE_BF16 ? "bfloat16" : "half");
+                         pfx_dtype_name(dt));
     if (workspace->rt != rt)
         return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: workspace belongs to another runtime",
                          op);
@@ -366,8 +373,10 @@ pfx_status pfx_gemm_weight(pfx_runtime *rt, const char *what, size_t m, size_t n
         return pfx_error(rt, PFX_ERROR_ALIASING, "%s: workspace is also an operand", op);
     if (rt->gemm == PFX_GEMM_HOST)
         return stored_on_host(rt, op, m, n, k, alpha, a, PFX_GEMM_OP(w.t->mem, w.offset, ldw),
-                              w.t->dtype == PFX_DTYPE_BF16 ? PFX_ROWS_BF16 : PFX_ROWS_F16, trans_w,
-                              beta, c, workspace);
+                              dt == PFX_DTYPE_BF16   ? PFX_ROWS_BF16
+                              : dt == PFX_DTYPE_Q8_0 ? PFX_ROWS_Q8_0
+                                                     : PFX_ROWS_F16,
+                              trans_w, beta, c, workspace);
     const size_t nb_max = workspace->numel / k < n ? workspace->numel / k : n;
     for (size_t n0 = 0; n0 < n; n0 += nb_max) {
         const size_t nb = n - n0 < nb_max ? n - n0 : nb_max;

@@ -10,6 +10,7 @@
 
 #include "gemm.h"
 #include "gemm_rows.h"
+#include "q8_0.h"
 
 #if PFX_HAVE_CBLAS
 #include <cblas.h>
@@ -233,23 +234,27 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
 /* Many rows: output columns in blocks of nb, each block of w widened on the
  * host into the scratch ws (F16C / AVX-512 conversions, gemm_rows.h), then
  * the host BLAS's SGEMM on it. (The OpenCL widening kernel cost PoCL ten
- * times f32's whole prefill product time.) */
+ * times f32's whole prefill product time.) w: the weight's buffer, its
+ * element [0, 0] at w_offset. */
 static void widened_products(size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
-                             const uint16_t *w, size_t ldw, pfx_gemm_rows_type w_type, bool trans_w,
-                             float beta, float *c, size_t ldc, float *ws, size_t ws_floats)
+                             const void *w, size_t w_offset, size_t ldw, pfx_gemm_rows_type w_type,
+                             bool trans_w, float beta, float *c, size_t ldc, float *ws,
+                             size_t ws_floats)
 {
     const size_t nb_max = ws_floats / k < n ? ws_floats / k : n;
     for (size_t n0 = 0; n0 < n; n0 += nb_max) {
         const size_t nb = n - n0 < nb_max ? n - n0 : nb_max;
         /* trans_w: rows n0.. of [n, k]; else columns n0.. of [k, n] */
-        pfx_gemm_rows_widen(&(pfx_gemm_rows_widen_args){ .type = w_type,
-                                                         .rows = trans_w ? nb : k,
-                                                         .cols = trans_w ? k : nb,
-                                                         .src = w + (trans_w ? n0 * ldw : n0),
-                                                         .ld_src = ldw,
-                                                         .dst = ws,
-                                                         .ld_dst = trans_w ? k : nb },
-                            host_threads());
+        pfx_gemm_rows_widen(
+            &(pfx_gemm_rows_widen_args){ .type = w_type,
+                                         .rows = trans_w ? nb : k,
+                                         .cols = trans_w ? k : nb,
+                                         .src = w,
+                                         .src_offset = w_offset + (trans_w ? n0 * ldw : n0),
+                                         .ld_src = ldw,
+                                         .dst = ws,
+                                         .ld_dst = trans_w ? k : nb },
+            host_threads());
         cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_w ? CblasTrans : CblasNoTrans, (int)m,
                     (int)nb, (int)k, alpha, a, (int)lda, ws, trans_w ? (int)k : (int)nb, beta,
                     c + n0, (int)ldc);
@@ -278,7 +283,10 @@ pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, siz
         return st;
     const float *pa = pointer_of(set, nset, a.mem) + a.offset;
     const char *pw = pointer_of(set, nset, w.mem);
-    const size_t w_size = w_type == PFX_ROWS_F32 ? sizeof(float) : sizeof(uint16_t);
+    /* the byte where element w.offset is (Q8_0: a block's start, gemm.c) */
+    const size_t w_byte = w_type == PFX_ROWS_Q8_0  ? w.offset / PFX_Q8_0_BLOCK * PFX_Q8_0_BYTES
+                          : w_type == PFX_ROWS_F32 ? w.offset * sizeof(float)
+                                                   : w.offset * sizeof(uint16_t);
     float *pc = (float *)pointer_of(set, nset, c.mem) + c.offset;
     if (few_rows)
         pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = trans_w,
@@ -290,14 +298,14 @@ pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, siz
                                              .beta = beta,
                                              .a = pa,
                                              .lda = a.ld,
-                                             .b = pw + w.offset * w_size,
+                                             .b = pw + w_byte,
                                              .ldb = w.ld,
                                              .c = pc,
                                              .ldc = c.ld },
                       host_threads());
     else
-        widened_products(m, n, k, alpha, pa, a.ld, (const uint16_t *)pw + w.offset, w.ld, w_type,
-                         trans_w, beta, pc, c.ld, pointer_of(set, nset, ws), ws_floats);
+        widened_products(m, n, k, alpha, pa, a.ld, pw, w.offset, w.ld, w_type, trans_w, beta, pc,
+                         c.ld, pointer_of(set, nset, ws), ws_floats);
     return unmap_and_log(rt, what, set, nset, t0);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "half.h"
+#include "q8_0.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -27,6 +28,8 @@ static float b_at(const pfx_gemm_rows_args *g, size_t e)
 {
     if (g->b_type == PFX_ROWS_F32)
         return ((const float *)g->b)[e];
+    if (g->b_type == PFX_ROWS_Q8_0)
+        return pfx_q8_0_at(g->b, e);
     return pfx_16bit_to_float(((const uint16_t *)g->b)[e], g->b_type == PFX_ROWS_BF16);
 }
 
@@ -59,12 +62,21 @@ static inline __attribute__((always_inline)) v16 bf16x16_plain(const uint16_t *p
         r[l] = pfx_bf16_to_float(p[l]);
     return r;
 }
+static inline __attribute__((always_inline)) v16 q8x16_plain(const int8_t *p)
+{
+    v16 r;
+    for (int l = 0; l < 16; l++)
+        r[l] = (float)p[l];
+    return r;
+}
 #define ROWS_ATTR
 #define ROWS_NAME(x)         x##_plain
 #define ROWS_FMA(acc, x, v)  ((acc) + (x) * (v))
 #define ROWS_FMAV(acc, x, v) ((acc) + (x) * (v))
 #define ROWS_HALF(p)         half16_plain(p)
 #define ROWS_BF16(p)         bf16x16_plain(p)
+#define ROWS_Q8(p)           q8x16_plain(p)
+#define ROWS_SCALE(h)        pfx_half_to_float(h)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME
@@ -72,6 +84,8 @@ static inline __attribute__((always_inline)) v16 bf16x16_plain(const uint16_t *p
 #undef ROWS_FMAV
 #undef ROWS_HALF
 #undef ROWS_BF16
+#undef ROWS_Q8
+#undef ROWS_SCALE
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PFX_ROWS_X86 1
@@ -109,12 +123,21 @@ static inline __attribute__((always_inline)) AVX2_ATTR v16 bf16x16_avx2(const ui
     r.h[1] = bf16x8_avx2(p + 8);
     return r.v;
 }
+static inline __attribute__((always_inline)) AVX2_ATTR v16 q8x16_avx2(const int8_t *p)
+{
+    v16_avx2 r;
+    r.h[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+    r.h[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 8))));
+    return r.v;
+}
 #define ROWS_ATTR            AVX2_ATTR
 #define ROWS_NAME(x)         x##_avx2
 #define ROWS_FMA(acc, x, v)  fma_avx2((acc), (v16){ 0 } + (x), (v))
 #define ROWS_FMAV(acc, x, v) fma_avx2((acc), (x), (v))
 #define ROWS_HALF(p)         half16_avx2(p)
 #define ROWS_BF16(p)         bf16x16_avx2(p)
+#define ROWS_Q8(p)           q8x16_avx2(p)
+#define ROWS_SCALE(h)        _cvtsh_ss(h)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME
@@ -122,6 +145,8 @@ static inline __attribute__((always_inline)) AVX2_ATTR v16 bf16x16_avx2(const ui
 #undef ROWS_FMAV
 #undef ROWS_HALF
 #undef ROWS_BF16
+#undef ROWS_Q8
+#undef ROWS_SCALE
 
 /* AVX-512F: a v16 is one zmm register. */
 #define AVX512_ATTR __attribute__((target("avx512f,avx2,fma,f16c")))
@@ -138,12 +163,18 @@ static inline __attribute__((always_inline)) AVX512_ATTR v16 bf16x16_avx512(cons
     const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     return (v16)_mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
+static inline __attribute__((always_inline)) AVX512_ATTR v16 q8x16_avx512(const int8_t *p)
+{
+    return (v16)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
 #define ROWS_ATTR            AVX512_ATTR
 #define ROWS_NAME(x)         x##_avx512
 #define ROWS_FMA(acc, x, v)  fma_avx512((acc), (v16){ 0 } + (x), (v))
 #define ROWS_FMAV(acc, x, v) fma_avx512((acc), (x), (v))
 #define ROWS_HALF(p)         half16_avx512(p)
 #define ROWS_BF16(p)         bf16x16_avx512(p)
+#define ROWS_Q8(p)           q8x16_avx512(p)
+#define ROWS_SCALE(h)        _cvtsh_ss(h)
 #include "gemm_rows_kernel.h"
 #undef ROWS_ATTR
 #undef ROWS_NAME
@@ -151,6 +182,8 @@ static inline __attribute__((always_inline)) AVX512_ATTR v16 bf16x16_avx512(cons
 #undef ROWS_FMAV
 #undef ROWS_HALF
 #undef ROWS_BF16
+#undef ROWS_Q8
+#undef ROWS_SCALE
 #endif
 
 typedef void (*rows_range_fn)(const pfx_gemm_rows_args *g, size_t j0, size_t j1);

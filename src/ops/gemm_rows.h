@@ -1,11 +1,13 @@
 /*
  * Products of a few rows against a weight, on the host (the decode step of
  * the host backend, gemm_host.c): C[m x n] = alpha A op(B) + beta C with A
- * row-major [m, k] and B stored [k, n] or, trans_b, [n, k], in float32 or as
- * half or bfloat16 bits. One pass over B computes all m rows (OpenBLAS's
+ * row-major [m, k] and B stored [k, n] or, trans_b, [n, k], in float32, as
+ * half or bfloat16 bits, or as Q8_0 blocks (src/runtime/q8_0.h). One pass
+ * over B computes all m rows (OpenBLAS's
  * sgemm packs B for a few rows and reads it about four times as slowly; its
  * sgemv takes one row at a time), 16-bit values widened in registers as they
- * are read (bfloat16 by a shift: no AVX512_BF16 needed). Vector code for
+ * are read (bfloat16 by a shift: no AVX512_BF16 needed), Q8_0 values
+ * converted and scaled 16 at a time. Vector code for
  * AVX-512, AVX2 + F16C + FMA or plain C, picked at run time. With beta == 0,
  * C is not read. Threads: column ranges of B, one per thread.
  */
@@ -24,6 +26,7 @@ typedef enum pfx_gemm_rows_type {
     PFX_ROWS_F32 = 0,
     PFX_ROWS_F16,  /* uint16_t half bits */
     PFX_ROWS_BF16, /* uint16_t bfloat16 bits */
+    PFX_ROWS_Q8_0, /* pfx_q8_0_block: blocks of 32 elements along B's rows */
 } pfx_gemm_rows_type;
 
 typedef struct pfx_gemm_rows_args {
@@ -33,8 +36,8 @@ typedef struct pfx_gemm_rows_args {
     float alpha, beta;
     const float *a;
     size_t lda;
-    const void *b; /* elements of b_type */
-    size_t ldb;
+    const void *b; /* elements of b_type (Q8_0: element 0 starts a block) */
+    size_t ldb;    /* Q8_0: a multiple of 32 */
     float *c;
     size_t ldc;
 } pfx_gemm_rows_args;
@@ -54,12 +57,13 @@ bool pfx_gemm_rows_enabled(void);
  * measured choice: bench/README.md, "Few-row products"). */
 bool pfx_gemm_rows_wanted(size_t m, size_t n, size_t k, bool trans_b);
 
-/* A 16-bit matrix widened into float32 on the host: the many-row products
- * of a CPU device widen blockwise into a scratch for the host BLAS. */
+/* A 16-bit or Q8_0 matrix widened into float32 on the host: the many-row
+ * products of a CPU device widen blockwise into a scratch for the host BLAS. */
 typedef struct pfx_gemm_rows_widen_args {
-    pfx_gemm_rows_type type; /* PFX_ROWS_F16 or PFX_ROWS_BF16 */
+    pfx_gemm_rows_type type; /* PFX_ROWS_F16, PFX_ROWS_BF16 or PFX_ROWS_Q8_0 */
     size_t rows, cols;
-    const void *src; /* uint16_t bits */
+    const void *src;   /* uint16_t bits, or Q8_0 blocks */
+    size_t src_offset; /* elements from src to element [0, 0] */
     size_t ld_src;
     float *dst;
     size_t ld_dst;

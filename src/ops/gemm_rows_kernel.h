@@ -3,17 +3,23 @@
  * with ROWS_ATTR (the target attribute), ROWS_NAME(x) (x with the set's
  * suffix), ROWS_FMA(acc, x, v) (acc + x v, x a float), ROWS_FMAV(acc, x, v)
  * (the same, x a v16), ROWS_HALF(p) and ROWS_BF16(p) (16 half or bfloat16
- * values at p as a v16) defined; every function here is compiled for that
+ * values at p as a v16), ROWS_Q8(p) (16 int8 values at p as a v16) and
+ * ROWS_SCALE(h) (half bits h as a float) defined; every function here is compiled for that
  * set. The storage type of B reaches the loops as a constant (one copy of
  * each loop per type and row count). Not a header of its own: no include
  * guard.
  */
 
-/* 16 elements of B at element e: float, or 16-bit widened in registers. */
+/* 16 elements of B at element e: float, or 16-bit widened in registers, or
+ * Q8_0 scaled (e a multiple of 16: half a block). */
 static inline __attribute__((always_inline)) ROWS_ATTR v16 ROWS_NAME(load_b)(const void *b,
                                                                              const int type,
                                                                              size_t e)
 {
+    if (type == PFX_ROWS_Q8_0) {
+        const pfx_q8_0_block *q = (const pfx_q8_0_block *)b + e / PFX_Q8_0_BLOCK;
+        return ROWS_Q8(q->q + e % PFX_Q8_0_BLOCK) * ROWS_SCALE(q->d);
+    }
     if (type == PFX_ROWS_F16)
         return ROWS_HALF((const uint16_t *)b + e);
     if (type == PFX_ROWS_BF16)
@@ -154,6 +160,7 @@ static ROWS_ATTR void ROWS_NAME(range)(const pfx_gemm_rows_args *g, size_t j0, s
     switch (g->b_type) {
     case PFX_ROWS_F16: ROWS_NAME(range_type)(g, j0, j1, PFX_ROWS_F16); break;
     case PFX_ROWS_BF16: ROWS_NAME(range_type)(g, j0, j1, PFX_ROWS_BF16); break;
+    case PFX_ROWS_Q8_0: ROWS_NAME(range_type)(g, j0, j1, PFX_ROWS_Q8_0); break;
     default: ROWS_NAME(range_type)(g, j0, j1, PFX_ROWS_F32); break;
     }
 }
@@ -164,18 +171,25 @@ ROWS_NAME(widen_type)(const pfx_gemm_rows_widen_args *w, size_t r0, size_t r1, c
 {
     for (size_t r = r0; r < r1; r++) {
         float *d = w->dst + r * w->ld_dst;
-        const size_t s = r * w->ld_src;
+        const size_t s = w->src_offset + r * w->ld_src;
         size_t c = 0;
+        if (BT == PFX_ROWS_Q8_0) /* vectors from a half block on */
+            for (; c < w->cols && (s + c) % 16; c++)
+                d[c] = pfx_q8_0_at(w->src, s + c);
         for (; c + 16 <= w->cols; c += 16)
             *(v16u *)(d + c) = ROWS_NAME(load_b)(w->src, BT, s + c);
         for (; c < w->cols; c++)
-            d[c] = pfx_16bit_to_float(((const uint16_t *)w->src)[s + c], BT == PFX_ROWS_BF16);
+            d[c] = BT == PFX_ROWS_Q8_0
+                       ? pfx_q8_0_at(w->src, s + c)
+                       : pfx_16bit_to_float(((const uint16_t *)w->src)[s + c], BT == PFX_ROWS_BF16);
     }
 }
 
 static ROWS_ATTR void ROWS_NAME(widen)(const pfx_gemm_rows_widen_args *w, size_t r0, size_t r1)
 {
-    if (w->type == PFX_ROWS_BF16)
+    if (w->type == PFX_ROWS_Q8_0)
+        ROWS_NAME(widen_type)(w, r0, r1, PFX_ROWS_Q8_0);
+    else if (w->type == PFX_ROWS_BF16)
         ROWS_NAME(widen_type)(w, r0, r1, PFX_ROWS_BF16);
     else
         ROWS_NAME(widen_type)(w, r0, r1, PFX_ROWS_F16);

@@ -1,14 +1,6 @@
 /* Argument checks and launch helpers of the whole-model ops (model_args.h). */
 #include "model_args.h"
 
-static const char *dtype_name(pfx_dtype d)
-{
-    return d == PFX_DTYPE_F32    ? "float32"
-           : d == PFX_DTYPE_F16  ? "half"
-           : d == PFX_DTYPE_BF16 ? "bfloat16"
-                                 : "unknown";
-}
-
 /* Index of the last element of a valid view (rows, cols >= 1). */
 static bool mat_last(const pfx_mat *m, size_t *last)
 {
@@ -33,10 +25,16 @@ pfx_status pfx_mat_check(pfx_runtime *rt, const char *op, const char *name, cons
                          name);
     const pfx_dtype dt = m->t->dtype;
     const bool weight16 = dt == PFX_DTYPE_F16 || dt == PFX_DTYPE_BF16;
-    if (dt != PFX_DTYPE_F32 && !(kind == PFX_MAT_WEIGHT && weight16))
-        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s is %s; %s", op, name, dtype_name(dt),
-                         kind == PFX_MAT_WEIGHT ? "a weight is float32, half or bfloat16"
-                                                : "activations are float32");
+    const bool blocks = dt == PFX_DTYPE_Q8_0;
+    if (dt != PFX_DTYPE_F32 && !(kind != PFX_MAT_F32 && weight16) &&
+        !(kind == PFX_MAT_BLOCK_WEIGHT && blocks))
+        return pfx_error(
+            rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s is %s; %s", op, name, pfx_dtype_name(dt),
+            kind == PFX_MAT_BLOCK_WEIGHT ? "a weight here is float32, half, bfloat16 or Q8_0"
+            : kind == PFX_MAT_WEIGHT
+                ? "a weight here is float32, half or bfloat16 (Q8_0 is read by the "
+                  "products and the token embedding alone)"
+                : "activations are float32");
     if (m->rows == 0 || m->cols == 0)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "%s: %s has %zu rows x %zu cols (>= 1 each)",
                          op, name, m->rows, m->cols);

@@ -9,8 +9,9 @@
 
 /* Element types a view may have. */
 typedef enum pfx_mat_kind {
-    PFX_MAT_F32 = 0,    /* activations, gradients, workspaces */
-    PFX_MAT_WEIGHT = 1, /* F32, F16 or BF16 storage */
+    PFX_MAT_F32 = 0,          /* activations, gradients, workspaces */
+    PFX_MAT_WEIGHT = 1,       /* F32, F16 or BF16 storage */
+    PFX_MAT_BLOCK_WEIGHT = 2, /* the same or Q8_0 (products, token embedding) */
 } pfx_mat_kind;
 
 /* Checks one view: its tensor non-NULL and of rt, the dtype per kind,

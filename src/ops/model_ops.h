@@ -86,7 +86,7 @@ void pfx_ids_destroy(pfx_ids **ids);
 /* out row r = b * tokens + t (r < batch * tokens) receives
  *   wte[ids[r]] + (wpe ? wpe[pos0 + t] : 0),
  * ids read from entries [0, batch * tokens) of `ids`. wte: [V, C] (rows V,
- * cols C; F32, F16 or BF16), wpe: [Pmax, C] or NULL (GPT-2's learned positions;
+ * cols C; F32, F16, BF16 or Q8_0), wpe: [Pmax, C] or NULL (GPT-2's learned positions;
  * pos0 + tokens <= Pmax, else PFX_ERROR_OUT_OF_RANGE), out: F32
  * [batch * tokens, C]. An id outside [0, V): PFX_ERROR_OUT_OF_RANGE naming
  * the entry. */
@@ -250,9 +250,9 @@ pfx_status pfx_op_rope_forward(pfx_runtime *rt, pfx_mat x, size_t batch, size_t 
 pfx_status pfx_op_rope_backward(pfx_runtime *rt, pfx_mat x, size_t batch, size_t tokens,
                                 size_t heads, size_t head_dim, size_t pos0, pfx_mat inv_freq);
 
-/* ---- half- and bfloat16-storage weights ---- */
+/* ---- weights stored as half, bfloat16 or Q8_0 ---- */
 
-/* dst (F32 [R, C] view) = src (F32, F16 or BF16 [R, C] view) converted to float. */
+/* dst (F32 [R, C] view) = src (F32, F16, BF16 or Q8_0 [R, C] view) converted to float. */
 pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst);
 
 /*
@@ -261,8 +261,10 @@ pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst);
  *   trans_w false: W is k x n (rows k, ld >= n; GPT-2 Conv1D [in, out]),
  *   trans_w true:  W is n x k (rows n, ld >= k; Llama Linear [out, in], the
  *                  tied LM head [V, C]).
- * F32 W: one SGEMM. F16 or BF16 W: on the host backend a few rows
- * (m <= PFX_GEMM_ROWS_MAX) read W as stored (gemm_rows.h); else blocks of output columns n0..n0+nb are converted
+ * F32 W: one SGEMM. F16, BF16 or Q8_0 W (Q8_0: the view starts on a block
+ * and, over several rows, its row stride is whole blocks): on the host
+ * backend a few rows (m <= PFX_GEMM_ROWS_MAX) read W as stored
+ * (gemm_rows.h); else blocks of output columns n0..n0+nb are converted
  * into `workspace` (F32, at least k elements; nb = its element count / k)
  * and multiplied by SGEMM, block after block, so a 16-bit weight never needs
  * a float32 copy of its whole size. workspace may be NULL for an F32 W.

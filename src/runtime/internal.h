@@ -102,10 +102,14 @@ struct pfx_tensor {
 };
 
 /* The storage code that kernels take for a tensor's elements (cl/common.cl,
- * pfx_load and pfx_store): 0 float32, 1 half, 2 bfloat16. */
+ * pfx_load and pfx_store): 0 float32, 1 half, 2 bfloat16; 3 Q8_0 (read by
+ * pfx_load_weight alone). */
 static inline cl_int pfx_storage_code(pfx_dtype dtype)
 {
-    return dtype == PFX_DTYPE_F16 ? 1 : dtype == PFX_DTYPE_BF16 ? 2 : 0;
+    return dtype == PFX_DTYPE_F16    ? 1
+           : dtype == PFX_DTYPE_BF16 ? 2
+           : dtype == PFX_DTYPE_Q8_0 ? 3
+                                     : 0;
 }
 
 /* ---- errors (src/runtime/error.c) ---- */

@@ -60,8 +60,9 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_eval_config *c)
         return bad(rt, "batch", "must be at least 1");
     if (c->max_length < 2)
         return bad(rt, "max_length", "must be at least 2 tokens");
-    if (c->storage != PFX_DTYPE_F32 && c->storage != PFX_DTYPE_F16 && c->storage != PFX_DTYPE_BF16)
-        return bad(rt, "storage", "is not F32, F16 or BF16");
+    if (c->storage != PFX_DTYPE_F32 && c->storage != PFX_DTYPE_F16 &&
+        c->storage != PFX_DTYPE_BF16 && c->storage != PFX_DTYPE_Q8_0)
+        return bad(rt, "storage", "is not F32, F16, BF16 or Q8_0");
     return PFX_SUCCESS;
 }
 

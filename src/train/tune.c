@@ -112,8 +112,9 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_tune_config *c)
     if (c->gain_mode != PFX_GAIN_OFF && c->gain_mode != PFX_GAIN_LINEAR &&
         c->gain_mode != PFX_GAIN_TANH)
         return bad(rt, "gain_mode", "is not OFF, LINEAR or TANH");
-    if (c->storage != PFX_DTYPE_F32 && c->storage != PFX_DTYPE_F16 && c->storage != PFX_DTYPE_BF16)
-        return bad(rt, "storage", "is not F32, F16 or BF16");
+    if (c->storage != PFX_DTYPE_F32 && c->storage != PFX_DTYPE_F16 &&
+        c->storage != PFX_DTYPE_BF16 && c->storage != PFX_DTYPE_Q8_0)
+        return bad(rt, "storage", "is not F32, F16, BF16 or Q8_0");
     pfx_status st = pfx_job_check_dist(rt, "tune", &c->dist);
     if (st != PFX_SUCCESS)
         return st;

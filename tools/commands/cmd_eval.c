@@ -21,7 +21,7 @@ static int usage(FILE *out)
         "                   the completion's tokens are scored); needs the folder's tokenizer\n"
         "  --max-length N   tokens kept per example (default 256, at most the model's positions)\n"
         "  --batch B        examples per forward (default 4)\n"
-        "  --storage T      the weights on the device: f32 (default), f16 or bf16\n"
+        "  --storage T      the weights on the device: f32 (default), f16, bf16, q8_0\n"
         "Prints the mean loss over the scored tokens and its perplexity, for the frozen model\n"
         "and with the adapter.\n");
     return out == stdout ? 0 : 2;

@@ -36,7 +36,7 @@ static int usage(FILE *out)
         "  --seed S (request i samples with seed S + i)\n"
         "  --stop ID          a stop token (repeatable; default: config.json's eos_token_id and\n"
         "                     the tokenizer's EOS)\n"
-        "  --storage T        the weights on the device: f32 (default), f16 or bf16\n"
+        "  --storage T        the weights on the device: f32 (default), f16, bf16, q8_0\n"
         "  --device SEL\n"
         "  --json             one JSON object a line per request (prompt, prompt_ids, adapter, "
         "ids,\n"

@@ -60,7 +60,7 @@ static int usage(FILE *out)
             "  --clip X            gradient-norm clipping, 0: off (default 1)\n"
             "  --warmup N          learning-rate warm-up steps (default 10), then cosine decay\n"
             "  --seed S            seed of the prefixes, the data order (default 1)\n"
-            "  --storage T         frozen weights as f32, f16 or bf16 (default f32)\n"
+            "  --storage T         frozen weights: f32 (default), f16, bf16, q8_0\n"
             "  --checkpoint-every N  also write the checkpoint every N steps\n"
             "  --resume            continue from OUT/" PFX_TUNE_CHECKPOINT " (same options)\n"
             "  --quiet             no progress output\n",

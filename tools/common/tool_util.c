@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-const char *const tool_storages[] = { "f32", "f16", "bf16", NULL };
+const char *const tool_storages[] = { "f32", "f16", "bf16", "q8_0", NULL };
 
 bool tool_storage_parse(const char *name, pfx_dtype *out)
 {

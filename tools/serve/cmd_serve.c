@@ -31,7 +31,7 @@ static int usage(FILE *out)
         "  --queue N              requests waiting for a slot before 503 (default 64)\n"
         "  --api-key KEY          require Authorization: Bearer KEY (all but /health)\n"
         "  --allow-adapter-admin  POST /v1/adapters {name, path}, DELETE /v1/adapters/NAME\n"
-        "  --storage T            the weights on the device: f32 (default), f16 or bf16\n"
+        "  --storage T            the weights on the device: f32 (default), f16, bf16, q8_0\n"
         "  --device SEL\n"
         "At most %d adapters in all, of one prefix length. Endpoints: POST /v1/completions,\n"
         "POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics.\n"
