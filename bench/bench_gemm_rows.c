@@ -4,7 +4,7 @@
  * 768x3072, 3072x768) and its head ([50257, 768], used transposed), each
  * distinct so that every product reads its weight from memory. For m rows
  * (--rows 1,2,4,8): the host BLAS (sgemv for one row, sgemm otherwise), the
- * few-row path on float32, half and bfloat16 weights. Prints each shape's
+ * few-row path on float32, half, bfloat16 and Q8_0 weights. Prints each shape's
  * median and best ms and GB/s of weights read (the ways alternate
  * within each repetition), and the step's sums.
  *
@@ -19,6 +19,7 @@
 
 #include "gemm_rows.h"
 #include "half.h"
+#include "q8_0.h"
 #include "tool_util.h"
 
 #define LAYERS   12
@@ -38,8 +39,11 @@ static const struct shape {
     { "head [50257,768]^T", 768, 50257, true, 1 },
 };
 
-enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAY_ROWS_BF16, WAYS };
-static const char *const way_names[WAYS] = { "host BLAS", "rows f32", "rows f16", "rows bf16" };
+enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAY_ROWS_BF16, WAY_ROWS_Q8_0, WAYS };
+static const char *const way_names[WAYS] = { "host BLAS", "rows f32", "rows f16", "rows bf16",
+                                             "rows q8_0" };
+/* bytes a weight of each way (Q8_0: 34 a block of 32) */
+static const double way_bytes[WAYS] = { 4.0, 4.0, 2.0, 2.0, 34.0 / 32.0 };
 
 /* Sum of w[0, e) with 8 independent vectors (e a multiple of 128): the loads
  * and little else. AVX-512 where the CPU has it, else the build's vectors. */
@@ -92,10 +96,11 @@ static double read_all_ms(float *const w32[SHAPES][LAYERS], int threads, int rep
     return tool_median(t, (size_t)reps);
 }
 
-/* One product of m rows against weight w32 (w16, w16b: as half, bfloat16) of shape sh, the way
- * w. */
+/* One product of m rows against weight w32 (w16, w16b, wq: as half, bfloat16, Q8_0) of shape
+ * sh, the way w. */
 static void product(const struct shape *sh, int w, size_t m, const float *w32, const uint16_t *w16,
-                    const uint16_t *w16b, const float *a, float *c, int threads)
+                    const uint16_t *w16b, const pfx_q8_0_block *wq, const float *a, float *c,
+                    int threads)
 {
     const int k = (int)sh->k, n = (int)sh->n, ldb = sh->trans ? k : n;
     if (w == WAY_BLAS && m == 1)
@@ -108,6 +113,7 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
         pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans,
                                              .b_type = w == WAY_ROWS_F16    ? PFX_ROWS_F16
                                                        : w == WAY_ROWS_BF16 ? PFX_ROWS_BF16
+                                                       : w == WAY_ROWS_Q8_0 ? PFX_ROWS_Q8_0
                                                                             : PFX_ROWS_F32,
                                              .m = m,
                                              .n = sh->n,
@@ -115,9 +121,10 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
                                              .alpha = 1.0f,
                                              .a = a,
                                              .lda = sh->k,
-                                             .b = w == WAY_ROWS_F32   ? (const void *)w32
-                                                  : w == WAY_ROWS_F16 ? (const void *)w16
-                                                                      : (const void *)w16b,
+                                             .b = w == WAY_ROWS_F32    ? (const void *)w32
+                                                  : w == WAY_ROWS_F16  ? (const void *)w16
+                                                  : w == WAY_ROWS_BF16 ? (const void *)w16b
+                                                                       : (const void *)wq,
                                              .ldb = (size_t)ldb,
                                              .c = c,
                                              .ldc = sh->n },
@@ -148,6 +155,7 @@ int main(int argc, char **argv)
            openblas_get_corename(), threads);
     float *w32[SHAPES][LAYERS];
     uint16_t *w16[SHAPES][LAYERS], *w16b[SHAPES][LAYERS];
+    pfx_q8_0_block *wq[SHAPES][LAYERS];
     uint64_t seed = 7;
     for (int s = 0; s < SHAPES; s++)
         for (int l = 0; l < shapes[s].count; l++) {
@@ -155,7 +163,8 @@ int main(int argc, char **argv)
             w32[s][l] = malloc(e * sizeof(float));
             w16[s][l] = malloc(e * sizeof(uint16_t));
             w16b[s][l] = malloc(e * sizeof(uint16_t));
-            if (!w32[s][l] || !w16[s][l] || !w16b[s][l])
+            wq[s][l] = malloc(e / PFX_Q8_0_BLOCK * sizeof(pfx_q8_0_block));
+            if (!w32[s][l] || !w16[s][l] || !w16b[s][l] || !wq[s][l])
                 return 1;
             for (size_t i = 0; i < e; i++) {
                 seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -163,14 +172,17 @@ int main(int argc, char **argv)
                 w16[s][l][i] = pfx_float_to_half(w32[s][l][i]);
                 w16b[s][l][i] = pfx_float_to_bf16(w32[s][l][i]);
             }
+            for (size_t b = 0; b < e / PFX_Q8_0_BLOCK; b++) /* every shape's rows: whole blocks */
+                if (!pfx_q8_0_quantize(w32[s][l] + b * PFX_Q8_0_BLOCK, &wq[s][l][b]))
+                    return 1;
         }
     double bytes = 0;
     for (int s = 0; s < SHAPES; s++)
         bytes += (double)shapes[s].k * (double)shapes[s].n * shapes[s].count * sizeof(float);
     const double floor_ms = read_all_ms(w32, threads, reps);
     printf("reading the %.1f MB of float32 weights once: %.3f ms (%.1f GB/s), the floor of a "
-           "step (half, bfloat16: %.3f ms)\n",
-           bytes / 1e6, floor_ms, bytes / floor_ms / 1e6, floor_ms / 2);
+           "step (half, bfloat16: %.3f ms; Q8_0, 34 bytes a block of 32: %.3f ms)\n",
+           bytes / 1e6, floor_ms, bytes / floor_ms / 1e6, floor_ms / 2, floor_ms * 34.0 / 128.0);
     float *a = malloc(8 * 3072 * sizeof(float)), *c = malloc(8 * 50257 * sizeof(float));
     for (size_t i = 0; i < 8 * 3072; i++)
         a[i] = (float)(i % 17) * 0.01f;
@@ -191,14 +203,14 @@ int main(int argc, char **argv)
                 for (int w = 0; w < WAYS; w++) {
                     const double t0 = tool_now_s() * 1e3;
                     for (int l = 0; l < sh->count; l++)
-                        product(sh, w, m, w32[s][l], w16[s][l], w16b[s][l], a, c, threads);
+                        product(sh, w, m, w32[s][l], w16[s][l], w16b[s][l], wq[s][l], a, c,
+                                threads);
                     if (rep)
                         t[w][rep - 1] = tool_now_s() * 1e3 - t0;
                 }
             printf("%-22s", sh->name);
             for (int w = 0; w < WAYS; w++) {
-                const double bytes =
-                    (double)sh->k * (double)sh->n * sh->count * (w >= WAY_ROWS_F16 ? 2.0 : 4.0);
+                const double bytes = (double)sh->k * (double)sh->n * sh->count * way_bytes[w];
                 double best = t[w][0];
                 for (int rep = 1; rep < reps; rep++)
                     best = t[w][rep] < best ? t[w][rep] : best;

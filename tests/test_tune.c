@@ -625,7 +625,7 @@ static void test_bad_options(void **state)
         { { "--lr", "" }, "bad --lr ''" },
         { { "--gain-lr", " 1e-3" }, "bad --gain-lr ' 1e-3'" },
         { { "--gain", "sigmoid" }, "bad --gain 'sigmoid' (off, linear or tanh)" },
-        { { "--storage", "q4" }, "bad --storage 'q4' (f32, f16 or bf16)" },
+        { { "--storage", "q4" }, "bad --storage 'q4' (f32, f16, bf16 or q8_0)" },
         { { "--clip", "inf" }, "bad --clip 'inf'" },
         { { "--seed", "-5" }, "bad --seed '-5'" },
         { { "--steps" }, "--steps needs a value" },
