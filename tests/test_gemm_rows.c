@@ -66,19 +66,25 @@ static const rows_case cases[] = {
 
 static const char *const isas[] = { "avx512", "avx2", "c" };
 
+/* B stored as rc->type: float32, 16-bit (b16) or Q8_0 blocks (bq; ldb whole
+ * blocks) from uniform values; b32 the values stored, which the reference
+ * multiplies. */
 static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t seed)
 {
     ref_rng rng;
     ref_rng_seed(&rng, seed);
     const size_t m = rc->m, n = rc->n, k = rc->k;
     const size_t lda = k + 3, ldc = n + 5;
-    const size_t br = rc->trans_b ? n : k, bc = rc->trans_b ? k : n, ldb = bc + 7;
+    const bool q8 = rc->type == PFX_ROWS_Q8_0;
+    const size_t br = rc->trans_b ? n : k, bc = rc->trans_b ? k : n;
+    const size_t ldb = q8 ? (bc + 31) / 32 * 32 + 32 : bc + 7;
     float *a = malloc(m * lda * sizeof(float)), *b32 = malloc(br * ldb * sizeof(float));
     uint16_t *b16 = malloc(br * ldb * sizeof(uint16_t));
+    pfx_q8_0_block *bq = malloc(br * ldb / 32 * sizeof(*bq));
     float *c = malloc(m * ldc * sizeof(float)), *c0 = malloc(m * ldc * sizeof(float));
     double *want = malloc(m * n * sizeof(double));
     float *got = malloc(m * n * sizeof(float));
-    assert_true(a && b32 && b16 && c && c0 && want && got);
+    assert_true(a && b32 && b16 && bq && c && c0 && want && got);
     for (size_t i = 0; i < m * lda; i++)
         a[i] = (float)ref_rng_uniform(&rng, -1.0, 1.0);
     for (size_t i = 0; i < br * ldb; i++) {
@@ -87,6 +93,11 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
         b16[i] = pfx_float_to_16bit((float)ref_rng_uniform(&rng, -1.0, 1.0), bf16);
         b32[i] = rc->type != PFX_ROWS_F32 ? pfx_16bit_to_float(b16[i], bf16)
                                           : (float)ref_rng_uniform(&rng, -1.0, 1.0);
+    }
+    for (size_t i = 0; q8 && i < br * ldb / 32; i++) {
+        assert_true(pfx_q8_0_quantize(b32 + 32 * i, &bq[i]));
+        for (size_t j = 0; j < 32; j++)
+            b32[32 * i + j] = pfx_q8_0_value(&bq[i], (int)j);
     }
     for (size_t i = 0; i < m * ldc; i++)
         c0[i] = rc->beta == 0.0f && i % ldc < n ? NAN : (float)ref_rng_uniform(&rng, -1.0, 1.0);
@@ -108,7 +119,9 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
                                    .beta = rc->beta,
                                    .a = a,
                                    .lda = lda,
-                                   .b = rc->type != PFX_ROWS_F32 ? (const void *)b16 : b32,
+                                   .b = q8                         ? (const void *)bq
+                                        : rc->type != PFX_ROWS_F32 ? (const void *)b16
+                                                                   : b32,
                                    .ldb = ldb,
                                    .c = c,
                                    .ldc = ldc };
@@ -119,13 +132,13 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
                 assert_memory_equal(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float));
         }
         const double err = rel_l2(want, got, m * n);
-        static const char *const type_names[] = { "", " half", " bfloat16" };
+        static const char *const type_names[] = { "", " half", " bfloat16", " Q8_0" };
         if (!(err <= TOL_ENC_F32))
             fail_msg("%s, %d threads, m=%zu n=%zu k=%zu%s%s: relative L2 error %.3g > %.3g", isa,
                      threads, m, n, k, rc->trans_b ? " B^T" : "", type_names[rc->type], err,
                      TOL_ENC_F32);
     }
-    free(a), free(b32), free(b16), free(c), free(c0), free(want), free(got);
+    free(a), free(b32), free(b16), free(bq), free(c), free(c0), free(want), free(got);
 }
 
 static void test_rows_against_double(void **state)
@@ -217,67 +230,6 @@ static void test_widen_exact(void **state)
     assert_false(pfx_gemm_rows_widen_on(&none, 1, "no such set"));
 }
 
-/* Q8_0: B's rows (ldb whole blocks) quantized from uniform values; the
- * reference takes the blocks' values. */
-static void run_q8_case(const rows_case *rc, const char *isa, int threads, uint64_t seed)
-{
-    ref_rng rng;
-    ref_rng_seed(&rng, seed);
-    const size_t m = rc->m, n = rc->n, k = rc->k, lda = k + 3, ldc = n + 5;
-    const size_t br = rc->trans_b ? n : k, bc = rc->trans_b ? k : n;
-    const size_t ldb = (bc + 31) / 32 * 32 + 32, blocks = br * ldb / 32;
-    float *a = malloc(m * lda * sizeof(float)), *c = malloc(m * ldc * sizeof(float));
-    float *c0 = malloc(m * ldc * sizeof(float)), *got = malloc(m * n * sizeof(float));
-    pfx_q8_0_block *b = malloc(blocks * sizeof(*b));
-    double *want = malloc(m * n * sizeof(double));
-    assert_true(a && c && c0 && got && b && want);
-    for (size_t i = 0; i < m * lda; i++)
-        a[i] = (float)ref_rng_uniform(&rng, -1.0, 1.0);
-    for (size_t i = 0; i < blocks; i++) {
-        float x[32];
-        for (int j = 0; j < 32; j++)
-            x[j] = (float)ref_rng_uniform(&rng, -1.0, 1.0);
-        assert_true(pfx_q8_0_quantize(x, &b[i]));
-    }
-    for (size_t i = 0; i < m * ldc; i++)
-        c0[i] = rc->beta == 0.0f && i % ldc < n ? NAN : (float)ref_rng_uniform(&rng, -1.0, 1.0);
-    memcpy(c, c0, m * ldc * sizeof(float));
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < n; j++) {
-            double s = 0.0;
-            for (size_t p = 0; p < k; p++)
-                s += (double)a[i * lda + p] *
-                     pfx_q8_0_at(b, rc->trans_b ? j * ldb + p : p * ldb + j);
-            want[i * n + j] =
-                rc->alpha * s + (rc->beta != 0.0f ? rc->beta * (double)c0[i * ldc + j] : 0.0);
-        }
-    const pfx_gemm_rows_args g = { .trans_b = rc->trans_b,
-                                   .b_type = PFX_ROWS_Q8_0,
-                                   .m = m,
-                                   .n = n,
-                                   .k = k,
-                                   .alpha = rc->alpha,
-                                   .beta = rc->beta,
-                                   .a = a,
-                                   .lda = lda,
-                                   .b = b,
-                                   .ldb = ldb,
-                                   .c = c,
-                                   .ldc = ldc };
-    if (pfx_gemm_rows_on(&g, threads, isa)) {
-        for (size_t i = 0; i < m; i++) {
-            memcpy(got + i * n, c + i * ldc, n * sizeof(float));
-            for (size_t j = n; j < ldc; j++)
-                assert_memory_equal(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float));
-        }
-        const double err = rel_l2(want, got, m * n);
-        if (!(err <= TOL_ENC_F32))
-            fail_msg("%s, %d threads, m=%zu n=%zu k=%zu%s Q8_0: relative L2 error %.3g > %.3g", isa,
-                     threads, m, n, k, rc->trans_b ? " B^T" : "", err, TOL_ENC_F32);
-    }
-    free(a), free(c), free(c0), free(got), free(b), free(want);
-}
-
 static void test_rows_q8_0(void **state)
 {
     (void)state;
@@ -297,7 +249,7 @@ static void test_rows_q8_0(void **state)
     for (size_t i = 0; i < sizeof(q8_cases) / sizeof(q8_cases[0]); i++)
         for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
             for (int threads = 1; threads <= 2; threads++)
-                run_q8_case(&q8_cases[i], isas[s], threads, 3000 + i);
+                run_case(&q8_cases[i], isas[s], threads, 3000 + i);
 }
 
 /* Q8_0 widened from views that start anywhere in a block, bit for bit. */

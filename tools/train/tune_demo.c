@@ -77,8 +77,9 @@ static int write_folder(pfx_runtime *rt, const char *demo_dir, const char *dir, 
     pfx_tokenizer_free(&tok);
     if (write_config(dir, layers, vocab))
         return 1;
-    /* no context: this model is only drawn and saved */
-    pfx_model_params mp = { .storage = storage };
+    /* no context: this model is only drawn and saved (a checkpoint holds no
+     * Q8_0: then float32, quantized when tune loads it) */
+    pfx_model_params mp = { .storage = storage == PFX_DTYPE_Q8_0 ? PFX_DTYPE_F32 : storage };
     pfx_model *model = NULL;
     pfx_status st = pfx_model_create_random(rt, dir, &mp, seed, &model);
     if (st == PFX_SUCCESS)
