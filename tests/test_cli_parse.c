@@ -30,7 +30,7 @@ static const char help[] =
     "  --u64 N      a large count\n"
     "  --number X   a number (default: half of --size)\n"
     "  --text FILE  a file\n"
-    "  --choice M   off, linear or tanh\n"
+    "  --choice M   a mode (off, linear or tanh; default linear)\n"
     "  --texts T    a repeatable name: words enough to run past the eightieth column\n"
     "               so that the line wraps under its column as it ought to\n"
     "               (default 3: a number kept with the word default)\n"
@@ -53,7 +53,7 @@ static const cli_option opts[] = {
     { "--u64", CLI_U64, &u64, 0, 1.9e19, NULL, NULL, "N", "a large count", NULL },
     { "--number", CLI_FLOAT, &number, -1, 1, NULL, NULL, "X", "a number", "half of --size" },
     { "--text", CLI_TEXT, &text, 0, 0, NULL, "a file name", "FILE", "a file", NULL },
-    { "--choice", CLI_CHOICE, &choice, 0, 0, choices, NULL, "M", "off, linear or tanh", NULL },
+    { "--choice", CLI_CHOICE, &choice, 0, 0, choices, NULL, "M", "a mode", "linear" },
     { "--texts", CLI_TEXTS, &text_list, 0, 0, NULL, NULL, "T",
       "a repeatable name: words enough to run past the eightieth column so that the line wraps "
       "under its column as it ought to",
@@ -196,7 +196,7 @@ static void test_help_status(void **state)
 
 /* A table whose entry lacks its help, or has the wrong placeholder, is
  * refused whatever the arguments, --help included: a help cannot leave an
- * option out. */
+ * option out, nor name a default the parser refuses. */
 static void test_table_refused(void **state)
 {
     (void)state;
@@ -212,6 +212,8 @@ static void test_table_refused(void **state)
           "prefixcl test: the option table: --bare has no placeholder for its value\n" },
         { { "--bare", CLI_FLAG, &flag, 0, 0, NULL, NULL, "X", "a switch", NULL },
           "prefixcl test: the option table: --bare is a flag with a value's placeholder\n" },
+        { { "--bare", CLI_CHOICE, &choice, 0, 0, choices, NULL, "M", "a mode", "dim" },
+          "prefixcl test: the option table: --bare's default dim is not a choice\n" },
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         cli_option t[NOPTS + 1];

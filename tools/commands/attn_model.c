@@ -410,7 +410,7 @@ int attn_map_model(int argc, char **argv)
         [O_GAIN] = { "--gain", CLI_FLOAT, &j.gain, -HUGE_VAL, HUGE_VAL, NULL, NULL, "G",
                      "every head's gain", NULL },
         [O_MODE] = { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL, "MODE",
-                     "the gain's form: off, linear or tanh", NULL },
+                     "the gain's form", NULL },
         { "--out", CLI_TEXT, &j.out, 0, 0, NULL, NULL, "FILE",
           "the heat map: PNG, or SVG for a .svg name", "attn-map.png" },
         { "--csv", CLI_TEXT, &j.csv, 0, 0, NULL, NULL, "FILE", "the probabilities as CSV", NULL },

@@ -158,8 +158,8 @@ int cmd_attn_map(int argc, char **argv)
           "every head in one picture (--csv: head 0)", NULL },
         { "--gain", CLI_FLOAT, &gain, -HUGE_VAL, HUGE_VAL, NULL, NULL, "G", "every head's gain",
           "1.0" },
-        { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL, "MODE",
-          "the gain's form: off, linear or tanh", "linear" },
+        { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL, "MODE", "the gain's form",
+          "linear" },
         { "--causal", CLI_FLAG, &causal, 0, 0, NULL, NULL, NULL, "a causal mask", NULL },
     };
     const int parsed =

@@ -38,7 +38,7 @@ int cmd_eval(int argc, char **argv)
           "tokens kept per example, at most the model's positions", "256" },
         { "--batch", CLI_SIZE, &batch, 1, 64, NULL, NULL, "B", "examples per forward", "4" },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
-          "the weights on the device: f32, f16 or bf16", "f32" },
+          "the weights on the device", "f32" },
         { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
           "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
     };

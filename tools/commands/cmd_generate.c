@@ -201,7 +201,7 @@ int cmd_generate(int argc, char **argv)
         { "--stop", CLI_U64S, &stop_list, 0, INT32_MAX, NULL, NULL, "ID",
           "a stop token (repeatable)", "config.json's eos_token_id and the tokenizer's EOS" },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
-          "the weights on the device: f32, f16 or bf16", "f32" },
+          "the weights on the device", "f32" },
         { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
           "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
         { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL, NULL,

@@ -129,8 +129,8 @@ int cmd_pretrain(int argc, char **argv)
         { "--epochs", CLI_SIZE, &c.epochs, 1, 1e6, NULL, NULL, "N", "passes over the data", "1" },
         { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL, NULL, "X", "the weights' learning rate", "1e-4" },
         { "--gain", CLI_CHOICE, &gain, 0, 0, gains, NULL, "MODE",
-          "off, linear or tanh: a learnable gain per head; dim: one per head and dimension, q * (1 "
-          "+ r G)",
+          "linear or tanh: a learnable gain per head; dim: one per head and dimension, "
+          "q * (1 + r G)",
           "off" },
         { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL, NULL, "X", "the gains' learning rate",
           "5e-5" },

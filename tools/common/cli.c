@@ -77,6 +77,35 @@ static void help_wrap(FILE *out, const char *text, size_t at, size_t indent)
     fputc('\n', out);
 }
 
+/* Appends to text (of cap bytes) as snprintf would. */
+static void append(char *text, size_t cap, const char *format, const char *arg)
+{
+    const size_t len = strlen(text);
+    if (len + 1 < cap)
+        snprintf(text + len, cap - len, format, arg);
+}
+
+/* o's description: its help, then a choice's values and the default, as
+ * "(off, linear or tanh; default off)", or the default alone, as "(default
+ * 8)" or "(default: the model's)". '\1' glues "default" to the value's
+ * first word. */
+static void help_text(const cli_option *o, char *text, size_t cap)
+{
+    snprintf(text, cap, "%s", o->help ? o->help : "");
+    const bool word = o->def && (!strchr(o->def, ' ') || isdigit((unsigned char)o->def[0]));
+    if (o->kind == CLI_CHOICE) {
+        for (int i = 0; o->choices[i]; i++) {
+            append(text, cap, "%s", !i ? " (" : o->choices[i + 1] ? ", " : " or ");
+            append(text, cap, "%s", o->choices[i]);
+        }
+        append(text, cap, "%s", o->def ? "; default\1" : "");
+    } else if (o->def) {
+        append(text, cap, "%s", word ? " (default\1" : " (default:\1");
+    }
+    if (o->def || o->kind == CLI_CHOICE)
+        append(text, cap, "%s)", o->def ? o->def : "");
+}
+
 static size_t help_name_len(const cli_option *o)
 {
     return strlen(o->name) + (o->meta ? 1 + strlen(o->meta) : 0);
@@ -84,7 +113,7 @@ static size_t help_name_len(const cli_option *o)
 
 int cli_help(FILE *out, const cli_doc *doc, const cli_option *opts, size_t n)
 {
-    /* the synopsis: further lines under the first's command */
+    /* the synopsis: further lines indented past "usage: " */
     fprintf(out, "usage: ");
     for (const char *p = doc->usage; *p;) {
         const size_t len = strcspn(p, "\n");
@@ -103,25 +132,29 @@ int cli_help(FILE *out, const cli_doc *doc, const cli_option *opts, size_t n)
     for (size_t k = 0; k < n; k++) {
         const cli_option *o = &opts[k];
         char text[1024];
-        const bool word = o->def && (!strchr(o->def, ' ') || isdigit((unsigned char)o->def[0]));
-        snprintf(text, sizeof(text), "%s%s%s%s%s", o->help ? o->help : "",
-                 o->def && o->help ? " " : "", o->def ? "(default" : "",
-                 o->def ? (word ? "\1" : ":\1") : "", o->def ? o->def : "");
-        if (o->def)
-            strncat(text, ")", sizeof(text) - strlen(text) - 1);
+        help_text(o, text, sizeof(text));
         const size_t len = help_name_len(o);
         fprintf(out, "  %s%s%s", o->name, o->meta ? " " : "", o->meta ? o->meta : "");
         if (!text[0]) {
             fputc('\n', out);
             continue;
         }
-        const size_t at = len + 2 <= column - 2 ? column : 2 + len + 2;
+        const size_t at = 2 + len + 2 <= column ? column : 2 + len + 2;
         fprintf(out, "%*s", (int)(at - 2 - len), "");
         help_wrap(out, text, at, column);
     }
     if (doc->outro)
         fputs(doc->outro, out);
     return out == stdout ? 0 : 2;
+}
+
+/* 1 + the index of value v among o's choices; 0 when it is none of them. */
+static int choice_index(const cli_option *o, const char *v)
+{
+    for (int i = 0; o->choices[i]; i++)
+        if (!strcmp(v, o->choices[i]))
+            return i + 1;
+    return 0;
 }
 
 /* Why the table cannot be parsed or shown (empty when it can). */
@@ -134,6 +167,9 @@ static void table_check(const cli_option *opts, size_t n, char *msg, size_t cap)
         const cli_option *o = &opts[k];
         if (!o->help || !o->help[0])
             snprintf(msg, cap, "the option table: %s has no help text", o->name);
+        else if (o->kind == CLI_CHOICE && o->def && !choice_index(o, o->def))
+            snprintf(msg, cap, "the option table: %s's default %s is not a choice", o->name,
+                     o->def);
         else if ((o->kind == CLI_FLAG) != (!o->meta || !o->meta[0]))
             snprintf(msg, cap, "the option table: %s %s", o->name,
                      o->kind == CLI_FLAG ? "is a flag with a value's placeholder"
@@ -179,12 +215,10 @@ static bool option_value(const cli_option *o, const char *v)
     case CLI_TEXT: *(const char **)o->target = v; return true;
     case CLI_TEXTS: list->text[list->count++] = v; return true;
     case CLI_CHOICE:
-        for (int i = 0; o->choices[i]; i++)
-            if (!strcmp(v, o->choices[i])) {
-                *(int *)o->target = i;
-                return true;
-            }
-        return false;
+        if (!choice_index(o, v))
+            return false;
+        *(int *)o->target = choice_index(o, v) - 1;
+        return true;
     default: return false;
     }
 }

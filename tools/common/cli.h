@@ -66,14 +66,15 @@ typedef struct cli_option {
      * ("DIR", "N"; NULL for a CLI_FLAG), what the option does in one
      * sentence (wrapped to the terminal's 80 columns), and the default
      * (NULL: none), shown after it as "(default 8)", or "(default: the
-     * model's)" when it is words that do not start with a digit. cli_parse refuses a table with
-     * an entry that lacks help, or a placeholder where its kind wants one. */
+     * model's)" when it is words that do not start with a digit. cli_parse
+     * refuses a table with an entry that lacks its help or a value's
+     * placeholder, or a flag with one. */
     const char *meta, *help, *def;
 } cli_option;
 
 /* The hand-written parts of a command's help around its option lines:
  * usage, the synopsis after "usage: " (lines separated by '\n', each further
- * line indented under the first); intro and outro (NULL: none), free text
+ * one indented by the width of "usage: "); intro and outro (NULL: none), free text
  * printed as it is before and after the option lines. */
 typedef struct cli_doc {
     const char *usage, *intro, *outro;

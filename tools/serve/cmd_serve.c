@@ -70,7 +70,7 @@ int cmd_serve(int argc, char **argv)
         { "--allow-adapter-admin", CLI_FLAG, &admin, 0, 0, NULL, NULL, NULL,
           "POST /v1/adapters {name, path}, DELETE /v1/adapters/NAME", NULL },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
-          "the weights on the device: f32, f16 or bf16", "f32" },
+          "the weights on the device", "f32" },
         { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
           "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
     };
