@@ -3,7 +3,8 @@
  * kind of value taken, repeatable options in order, and each refusal with
  * its message on stderr and exit status 2 (an unknown option, a stray
  * argument, a missing or empty value, "5x" and " 5" as numbers, a value out
- * of range or not a choice, a single option given twice, a list full).
+ * of range or not a choice, a single option given twice, a list full); the
+ * help generated from the table, and a table without help refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,17 +20,21 @@
 
 #include "common/cli.h"
 
-static int usage_calls;
-static FILE *usage_out;
+static const cli_doc doc = { "prefixcl test [options]", NULL, NULL };
 
-static int usage(FILE *out)
-{
-    usage_calls++;
-    usage_out = out;
-    fprintf(out, "usage: prefixcl test [options]\n");
-    return 2;
-}
-
+/* The help of the table below (cli_help), as the refusals print it. */
+static const char help[] =
+    "usage: prefixcl test [options]\n"
+    "  --flag       a switch\n"
+    "  --size N     a count (default 2)\n"
+    "  --u64 N      a large count\n"
+    "  --number X   a number (default: half of --size)\n"
+    "  --text FILE  a file\n"
+    "  --choice M   a mode (off, linear or tanh; default linear)\n"
+    "  --texts T    a repeatable name: words enough to run past the eightieth column\n"
+    "               so that the line wraps under its column as it ought to\n"
+    "               (default 3: a number kept with the word default)\n"
+    "  --numbers N  repeatable numbers\n";
 /* The parser's targets, reset before each parse. */
 static bool flag;
 static size_t size;
@@ -43,16 +48,60 @@ static cli_list text_list, number_list;
 static const char *const choices[] = { "off", "linear", "tanh", NULL };
 
 static const cli_option opts[] = {
-    { "--flag", CLI_FLAG, &flag, 0, 0, NULL, NULL },
-    { "--size", CLI_SIZE, &size, 2, 100, NULL, NULL },
-    { "--u64", CLI_U64, &u64, 0, 1.9e19, NULL, NULL },
-    { "--number", CLI_FLOAT, &number, -1, 1, NULL, NULL },
-    { "--text", CLI_TEXT, &text, 0, 0, NULL, "a file name" },
-    { "--choice", CLI_CHOICE, &choice, 0, 0, choices, NULL },
-    { "--texts", CLI_TEXTS, &text_list, 0, 0, NULL, NULL },
-    { "--numbers", CLI_U64S, &number_list, 5, 9, NULL, NULL },
+    { "--flag", CLI_FLAG, &flag, 0, 0, NULL, NULL, NULL, "a switch", NULL },
+    { "--size", CLI_SIZE, &size, 2, 100, NULL, NULL, "N", "a count", "2" },
+    { "--u64", CLI_U64, &u64, 0, 1.9e19, NULL, NULL, "N", "a large count", NULL },
+    { "--number", CLI_FLOAT, &number, -1, 1, NULL, NULL, "X", "a number", "half of --size" },
+    { "--text", CLI_TEXT, &text, 0, 0, NULL, "a file name", "FILE", "a file", NULL },
+    { "--choice", CLI_CHOICE, &choice, 0, 0, choices, NULL, "M", "a mode", "linear" },
+    { "--texts", CLI_TEXTS, &text_list, 0, 0, NULL, NULL, "T",
+      "a repeatable name: words enough to run past the eightieth column so that the line wraps "
+      "under its column as it ought to",
+      "3: a number kept with the word default" },
+    { "--numbers", CLI_U64S, &number_list, 5, 9, NULL, NULL, "N", "repeatable numbers", NULL },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+/* What stdout had during the last parse. */
+static char out_text[2048];
+
+/* fd's text written by what runs between capture_start and capture_end. */
+static FILE *capture_start(int fd, int *saved)
+{
+    FILE *capture = tmpfile();
+    assert_non_null(capture);
+    *saved = dup(fd);
+    dup2(fileno(capture), fd);
+    return capture;
+}
+
+static void capture_end(FILE *capture, int fd, int saved, char *text, size_t cap)
+{
+    dup2(saved, fd);
+    close(saved);
+    rewind(capture);
+    const size_t n = fread(text, 1, cap - 1, capture);
+    text[n] = '\0';
+    fclose(capture);
+}
+
+/* argv through cli_parse with table t: stderr's text in err, stdout's in
+ * out_text. */
+static int parse_table(char *err, size_t cap, bool *given, const cli_option *t, size_t n, int argc,
+                       char **argv)
+{
+    int saved_err, saved_out;
+    fflush(stdout);
+    fflush(stderr);
+    FILE *ce = capture_start(STDERR_FILENO, &saved_err);
+    FILE *co = capture_start(STDOUT_FILENO, &saved_out);
+    const int r = cli_parse("test", argc, argv, t, n, given, &doc);
+    fflush(stdout);
+    fflush(stderr);
+    capture_end(co, STDOUT_FILENO, saved_out, out_text, sizeof(out_text));
+    capture_end(ce, STDERR_FILENO, saved_err, err, cap);
+    return r;
+}
 
 /* argv (NULL-terminated, "test" first) through cli_parse; stderr's text in
  * err; given per option in given. */
@@ -74,23 +123,8 @@ static int parse(char *err, size_t cap, bool *given, ...)
     choice = -1;
     text_list = (cli_list){ texts, NULL, 3, 0, NULL };
     number_list = (cli_list){ number_texts, numbers, 2, 0, "more: ask" };
-    usage_calls = 0;
-    usage_out = NULL;
-
-    fflush(stderr);
-    FILE *capture = tmpfile();
-    assert_non_null(capture);
-    const int saved = dup(STDERR_FILENO);
-    dup2(fileno(capture), STDERR_FILENO);
-    const int r = cli_parse("test", argc, argv, opts, NOPTS, given, usage);
-    fflush(stderr);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    rewind(capture);
-    const size_t n = fread(err, 1, cap - 1, capture);
-    err[n] = '\0';
-    fclose(capture);
-    return r;
+    out_text[0] = '\0';
+    return parse_table(err, cap, given, opts, NOPTS, argc, argv);
 }
 
 static void test_every_kind(void **state)
@@ -104,7 +138,7 @@ static void test_every_kind(void **state)
                            NULL),
                      0);
     assert_string_equal(err, "");
-    assert_int_equal(usage_calls, 0);
+    assert_string_equal(out_text, "");
     assert_true(flag);
     assert_int_equal(size, 100);
     assert_true(u64 == UINT64_MAX);
@@ -136,9 +170,63 @@ static void test_help(void **state)
     (void)state;
     char err[256];
     assert_int_equal(parse(err, sizeof(err), NULL, "--size", "3", "--help", "--bogus", NULL), 1);
-    assert_int_equal(usage_calls, 1);
-    assert_ptr_equal(usage_out, stdout);
+    assert_string_equal(out_text, help);
+    assert_string_equal(err, "");
     assert_int_equal(parse(err, sizeof(err), NULL, "-h", NULL), 1);
+    assert_string_equal(out_text, help);
+}
+
+/* cli_help's status: 0 on stdout (asked for), 2 elsewhere (a refusal). */
+static void test_help_status(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(cli_help(f, &doc, opts, NOPTS), 2);
+    fclose(f);
+    fflush(stdout);
+    int saved;
+    FILE *co = capture_start(STDOUT_FILENO, &saved);
+    const int r = cli_help(stdout, &doc, opts, NOPTS);
+    fflush(stdout);
+    capture_end(co, STDOUT_FILENO, saved, out_text, sizeof(out_text));
+    assert_int_equal(r, 0);
+    assert_string_equal(out_text, help);
+}
+
+/* A table whose entry lacks its help, or has the wrong placeholder, is
+ * refused whatever the arguments, --help included: a help cannot leave an
+ * option out, nor name a default the parser refuses. */
+static void test_table_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        cli_option o;
+        const char *why;
+    } cases[] = {
+        { { "--bare", CLI_SIZE, &size, 0, 9, NULL, NULL, "N", NULL, NULL },
+          "prefixcl test: the option table: --bare has no help text\n" },
+        { { "--bare", CLI_SIZE, &size, 0, 9, NULL, NULL, "N", "", "1" },
+          "prefixcl test: the option table: --bare has no help text\n" },
+        { { "--bare", CLI_TEXT, &text, 0, 0, NULL, NULL, NULL, "a name", NULL },
+          "prefixcl test: the option table: --bare has no placeholder for its value\n" },
+        { { "--bare", CLI_FLAG, &flag, 0, 0, NULL, NULL, "X", "a switch", NULL },
+          "prefixcl test: the option table: --bare is a flag with a value's placeholder\n" },
+        { { "--bare", CLI_CHOICE, &choice, 0, 0, choices, NULL, "M", "a mode", "dim" },
+          "prefixcl test: the option table: --bare's default dim is not a choice\n" },
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        cli_option t[NOPTS + 1];
+        memcpy(t, opts, sizeof(opts));
+        t[NOPTS] = cases[c].o;
+        for (int with_help = 0; with_help < 2; with_help++) {
+            char *argv[] = { "test", with_help ? "--help" : "--flag", NULL };
+            char err[512];
+            const int r = parse_table(err, sizeof(err), NULL, t, NOPTS + 1, 2, argv);
+            if (r != 2 || strcmp(err, cases[c].why) || out_text[0])
+                fail_msg("case %zu: status %d, stderr '%s', stdout '%s'", c, r, err, out_text);
+        }
+    }
 }
 
 /* Each refusal: status 2, "prefixcl test: why", then the usage on stderr. */
@@ -173,15 +261,12 @@ static void test_refusals(void **state)
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const char *const *a = cases[c].args;
-        char err[1024], want[512];
+        char err[2048], want[2048];
         const int r =
             parse(err, sizeof(err), NULL, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], NULL);
-        snprintf(want, sizeof(want), "prefixcl test: %s\n\nusage: prefixcl test [options]\n",
-                 cases[c].why);
-        if (r != 2 || strcmp(err, want))
+        snprintf(want, sizeof(want), "prefixcl test: %s\n\n%s", cases[c].why, help);
+        if (r != 2 || strcmp(err, want) || out_text[0])
             fail_msg("case %zu: status %d, stderr '%s', expected '%s'", c, r, err, want);
-        assert_int_equal(usage_calls, 1);
-        assert_ptr_equal(usage_out, stderr);
     }
 }
 
@@ -198,10 +283,9 @@ static void test_gain_modes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_kind),
-        cmocka_unit_test(test_help),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_gain_modes),
+        cmocka_unit_test(test_every_kind),  cmocka_unit_test(test_help),
+        cmocka_unit_test(test_help_status), cmocka_unit_test(test_table_refused),
+        cmocka_unit_test(test_refusals),    cmocka_unit_test(test_gain_modes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

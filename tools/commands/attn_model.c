@@ -36,20 +36,14 @@ typedef struct job {
 /* What `prefixcl tune` writes beside a PEFT adapter: PEFT has no place for gains. */
 #define GAINS_FILE "gains.safetensors"
 
-static int usage(FILE *out)
-{
-    fprintf(out,
-            "usage: prefixcl attn-map --model DIR [--adapter DIR] (--text TEXT | --ids I,J,..)\n"
-            "         (--adapter: a PEFT folder, or its adapter_model.safetensors)\n"
-            "         --layer L (--head H | --grid) [--gain G --gain-mode off|linear|tanh]\n"
-            "         [--out FILE.png|FILE.svg] [--csv FILE] [--device SEL]\n"
-            "  --text   tokenized with DIR's tokenizer; --ids for a folder without one\n"
-            "  --grid   every head of layer L (--csv: the first head)\n"
-            "  gains    ADAPTER/" GAINS_FILE
-            " (prefixcl tune's) when there is one, unless --gain or\n"
-            "           --gain-mode sets every head's; default off\n");
-    return 2;
-}
+static const cli_doc doc = {
+    "prefixcl attn-map --model DIR [--adapter DIR] (--text TEXT | --ids I,J,..)\n"
+    "  --layer L (--head H | --grid) [--gain G --gain-mode off|linear|tanh]\n"
+    "  [--out FILE.png|FILE.svg] [--csv FILE] [--device SEL]",
+    "A model's attention over a text: one head's probabilities, or every head of a layer.\n",
+    "Gains: ADAPTER/" GAINS_FILE " (prefixcl tune's) when there is one, unless --gain or\n"
+    "--gain-mode sets every head's; default off.\n"
+};
 
 bool attn_check_outputs(const char *picture, const char *csv)
 {
@@ -395,25 +389,37 @@ static int run(const job *j, pfx_runtime *rt, pfx_model *model, const pfx_model_
 int attn_map_model(int argc, char **argv)
 {
     job j = { .out = "attn-map.png", .mode = PFX_GAIN_OFF };
-    int mode = PFX_GAIN_OFF;                  /* pfx_gain_mode (cli_gain_modes) */
-    enum { O_LAYER, O_HEAD, O_GAIN, O_MODE }; /* the options whose presence counts */
+    int mode = PFX_GAIN_OFF; /* pfx_gain_mode (cli_gain_modes) */
+    /* the options whose presence counts, at their places in the table */
+    enum { O_LAYER = 4, O_HEAD = 5, O_GAIN = 7, O_MODE = 8 };
     const cli_option opts[] = {
-        [O_LAYER] = { "--layer", CLI_SIZE, &j.layer, 0, 1 << 20, NULL, NULL },
-        [O_HEAD] = { "--head", CLI_SIZE, &j.head, 0, 1 << 20, NULL, NULL },
-        [O_GAIN] = { "--gain", CLI_FLOAT, &j.gain, -HUGE_VAL, HUGE_VAL, NULL, NULL },
-        [O_MODE] = { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL },
-        { "--model", CLI_TEXT, &j.dir, 0, 0, NULL, NULL },
-        { "--adapter", CLI_TEXT, &j.adapter, 0, 0, NULL, NULL },
-        { "--text", CLI_TEXT, &j.text, 0, 0, NULL, NULL },
-        { "--ids", CLI_TEXT, &j.ids_arg, 0, 0, NULL, NULL },
-        { "--out", CLI_TEXT, &j.out, 0, 0, NULL, NULL },
-        { "--csv", CLI_TEXT, &j.csv, 0, 0, NULL, NULL },
-        { "--device", CLI_TEXT, &j.selector, 0, 0, NULL, NULL },
-        { "--grid", CLI_FLAG, &j.grid, 0, 0, NULL, NULL },
+        { "--model", CLI_TEXT, &j.dir, 0, 0, NULL, NULL, "DIR",
+          "a Hugging Face folder (config.json, safetensors, tokenizer)", NULL },
+        { "--adapter", CLI_TEXT, &j.adapter, 0, 0, NULL, NULL, "DIR",
+          "a PEFT folder, or its adapter_model.safetensors", NULL },
+        { "--text", CLI_TEXT, &j.text, 0, 0, NULL, NULL, "TEXT", "tokenized with DIR's tokenizer",
+          NULL },
+        { "--ids", CLI_TEXT, &j.ids_arg, 0, 0, NULL, NULL, "I,J,..",
+          "token ids, for a folder without a tokenizer", NULL },
+        [O_LAYER] = { "--layer", CLI_SIZE, &j.layer, 0, 1 << 20, NULL, NULL, "L",
+                      "the layer, from 0", NULL },
+        [O_HEAD] = { "--head", CLI_SIZE, &j.head, 0, 1 << 20, NULL, NULL, "H",
+                     "the head drawn, from 0", NULL },
+        { "--grid", CLI_FLAG, &j.grid, 0, 0, NULL, NULL, NULL,
+          "every head of layer L (--csv: the first head)", NULL },
+        [O_GAIN] = { "--gain", CLI_FLOAT, &j.gain, -HUGE_VAL, HUGE_VAL, NULL, NULL, "G",
+                     "every head's gain", NULL },
+        [O_MODE] = { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL, "MODE",
+                     "the gain's form", NULL },
+        { "--out", CLI_TEXT, &j.out, 0, 0, NULL, NULL, "FILE",
+          "the heat map: PNG, or SVG for a .svg name", "attn-map.png" },
+        { "--csv", CLI_TEXT, &j.csv, 0, 0, NULL, NULL, "FILE", "the probabilities as CSV", NULL },
+        { "--device", CLI_TEXT, &j.selector, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
     };
     bool given[sizeof(opts) / sizeof(opts[0])];
     const int parsed =
-        cli_parse("attn-map", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), given, usage);
+        cli_parse("attn-map", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), given, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     const bool have_layer = given[O_LAYER], have_head = given[O_HEAD];
@@ -423,7 +429,7 @@ int attn_map_model(int argc, char **argv)
         !j.text == !j.ids_arg) {
         fprintf(stderr, "prefixcl attn-map: --model needs --layer, one of --head or --grid, one of "
                         "--text or --ids\n");
-        return usage(stderr);
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     if (!attn_check_outputs(j.out, j.csv))
         return 1;

@@ -20,19 +20,14 @@
 #include "common/tool_util.h"
 #include "prefixcl/prefixcl.h"
 
-static int usage(FILE *out)
-{
-    fprintf(out,
-            "usage: prefixcl attn-map --model DIR ... (a model's attention over a text; --model "
-            "alone: its usage)\n"
-            "       prefixcl attn-map [--device SEL] [--out FILE.png|FILE.svg] [--csv FILE]\n"
-            "         [--seed S] [--n N] [--m M] [--p P] [--d D] [--heads H] [--head I | --grid]\n"
-            "         [--gain G] [--gain-mode off|linear|tanh] [--causal]\n"
-            "  --grid      every head in one picture (--csv: head 0)\n"
-            "defaults: --out attn-map.png --seed 1 --n 64 --m 64 --p 8 --d 32 --heads 4\n"
-            "          --head 0 --gain 1.0 --gain-mode linear\n");
-    return 2;
-}
+static const cli_doc doc = {
+    "prefixcl attn-map --model DIR ... (a model's attention over a text; --model alone: its "
+    "usage)\n"
+    "prefixcl attn-map [--device SEL] [--out FILE.png|FILE.svg] [--csv FILE]\n"
+    "  [--seed S] [--n N] [--m M] [--p P] [--d D] [--heads H] [--head I | --grid]\n"
+    "  [--gain G] [--gain-mode off|linear|tanh] [--causal]",
+    "Without --model: random queries, keys and values of one attention problem.\n", NULL
+};
 
 /* Column labels: "p0".. for the prefix keys, "k0".. for the input's. */
 static char (*key_labels(size_t P, size_t M))[24]
@@ -147,23 +142,28 @@ int cmd_attn_map(int argc, char **argv)
     if (cli_has(argc, argv, "--model"))
         return attn_map_model(argc, argv);
     const cli_option opts[] = {
-        { "--device", CLI_TEXT, &selector, 0, 0, NULL, NULL },
-        { "--out", CLI_TEXT, &out, 0, 0, NULL, NULL },
-        { "--csv", CLI_TEXT, &csv, 0, 0, NULL, NULL },
-        { "--seed", CLI_SIZE, &seed, 0, 1.9e19, NULL, NULL },
-        { "--n", CLI_SIZE, &N, 1, big, NULL, NULL },
-        { "--m", CLI_SIZE, &M, 1, big, NULL, NULL },
-        { "--p", CLI_SIZE, &P, 0, big, NULL, NULL },
-        { "--d", CLI_SIZE, &D, 1, 1024, NULL, NULL },
-        { "--heads", CLI_SIZE, &H, 1, 256, NULL, NULL },
-        { "--head", CLI_SIZE, &head, 0, 255, NULL, NULL },
-        { "--gain", CLI_FLOAT, &gain, -HUGE_VAL, HUGE_VAL, NULL, NULL },
-        { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL },
-        { "--causal", CLI_FLAG, &causal, 0, 0, NULL, NULL },
-        { "--grid", CLI_FLAG, &grid, 0, 0, NULL, NULL },
+        { "--device", CLI_TEXT, &selector, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
+        { "--out", CLI_TEXT, &out, 0, 0, NULL, NULL, "FILE",
+          "the heat map: PNG, or SVG for a .svg name", "attn-map.png" },
+        { "--csv", CLI_TEXT, &csv, 0, 0, NULL, NULL, "FILE", "the probabilities as CSV", NULL },
+        { "--seed", CLI_SIZE, &seed, 0, 1.9e19, NULL, NULL, "S", "seed of the inputs", "1" },
+        { "--n", CLI_SIZE, &N, 1, big, NULL, NULL, "N", "queries", "64" },
+        { "--m", CLI_SIZE, &M, 1, big, NULL, NULL, "M", "keys", "64" },
+        { "--p", CLI_SIZE, &P, 0, big, NULL, NULL, "P", "prefix positions", "8" },
+        { "--d", CLI_SIZE, &D, 1, 1024, NULL, NULL, "D", "head size", "32" },
+        { "--heads", CLI_SIZE, &H, 1, 256, NULL, NULL, "H", "attention heads", "4" },
+        { "--head", CLI_SIZE, &head, 0, 255, NULL, NULL, "I", "the head drawn", "0" },
+        { "--grid", CLI_FLAG, &grid, 0, 0, NULL, NULL, NULL,
+          "every head in one picture (--csv: head 0)", NULL },
+        { "--gain", CLI_FLOAT, &gain, -HUGE_VAL, HUGE_VAL, NULL, NULL, "G", "every head's gain",
+          "1.0" },
+        { "--gain-mode", CLI_CHOICE, &mode, 0, 0, cli_gain_modes, NULL, "MODE", "the gain's form",
+          "linear" },
+        { "--causal", CLI_FLAG, &causal, 0, 0, NULL, NULL, NULL, "a causal mask", NULL },
     };
     const int parsed =
-        cli_parse("attn-map", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("attn-map", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     if (head >= H) {

@@ -23,26 +23,10 @@
 #include "common/cli.h"
 #include "commands.h"
 
-static int usage(FILE *out)
-{
-    fprintf(out,
-            "usage: prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
-            "                      [--csv FILE] [--compare FILE] [--plot FILE.png|.svg]\n"
-            "                      [--only IDS]\n"
-            "  --device SEL    a device to measure (repeatable): P:D, gpu, cpu, or a name\n"
-            "                  substring; default: $PREFIXCL_DEVICE, else the default device\n"
-            "  --all           every OpenCL device\n"
-            "  --quick         about 0.2 s of timed runs per test instead of 1 s\n"
-            "  --json FILE     the run as JSON (input of --compare and bench/peer_torch.py)\n"
-            "  --csv FILE      the run as CSV, one row per device and test\n"
-            "  --compare FILE  each figure's change against a saved --json run\n"
-            "  --plot FILE     a bar chart (PNG, or SVG for a .svg name): each test's figure\n"
-            "                  on its bar, the device's ceiling as a marker, with --compare\n"
-            "                  the saved run beside it and the change in percent\n"
-            "  --only IDS      only the tests whose id starts with one of these comma-separated\n"
-            "                  prefixes (sgemm,attn_fwd.a,layer.step)\n");
-    return 2;
-}
+static const cli_doc doc = { "prefixcl bench [--device SEL ... | --all] [--quick] [--json FILE]\n"
+                             "               [--csv FILE] [--compare FILE] [--plot FILE.png|.svg]\n"
+                             "               [--only IDS]",
+                             NULL, NULL };
 
 /* ---------------------------------------------------------------- output files */
 
@@ -183,17 +167,30 @@ int cmd_bench(int argc, char **argv)
                *only = NULL;
     cli_list devices = { selectors, NULL, BENCH_MAX_DEVICES, 0, NULL };
     const cli_option opts[] = {
-        { "--device", CLI_TEXTS, &devices, 0, 0, NULL, "a selector" },
-        { "--all", CLI_FLAG, &all, 0, 0, NULL, NULL },
-        { "--quick", CLI_FLAG, &quick, 0, 0, NULL, NULL },
-        { "--json", CLI_TEXT, &json_path, 0, 0, NULL, "a file name" },
-        { "--csv", CLI_TEXT, &csv_path, 0, 0, NULL, "a file name" },
-        { "--compare", CLI_TEXT, &compare_path, 0, 0, NULL, "a file name" },
-        { "--plot", CLI_TEXT, &plot_path, 0, 0, NULL, "a file name" },
-        { "--only", CLI_TEXT, &only, 0, 0, NULL, "a list of test ids" },
+        { "--device", CLI_TEXTS, &devices, 0, 0, NULL, "a selector", "SEL",
+          "a device to measure (repeatable): P:D, gpu, cpu, or a name substring",
+          "$PREFIXCL_DEVICE, else the default device" },
+        { "--all", CLI_FLAG, &all, 0, 0, NULL, NULL, NULL, "every OpenCL device", NULL },
+        { "--quick", CLI_FLAG, &quick, 0, 0, NULL, NULL, NULL,
+          "about 0.2 s of timed runs per test instead of 1 s", NULL },
+        { "--json", CLI_TEXT, &json_path, 0, 0, NULL, "a file name", "FILE",
+          "the run as JSON (input of --compare and bench/peer_torch.py)", NULL },
+        { "--csv", CLI_TEXT, &csv_path, 0, 0, NULL, "a file name", "FILE",
+          "the run as CSV, one row per device and test", NULL },
+        { "--compare", CLI_TEXT, &compare_path, 0, 0, NULL, "a file name", "FILE",
+          "each figure's change against a saved --json run", NULL },
+        { "--plot", CLI_TEXT, &plot_path, 0, 0, NULL, "a file name", "FILE",
+          "a bar chart (PNG, or SVG for a .svg name): each test's figure on its bar, the "
+          "device's ceiling as a marker, with --compare the saved run beside it and the change "
+          "in percent",
+          NULL },
+        { "--only", CLI_TEXT, &only, 0, 0, NULL, "a list of test ids", "IDS",
+          "only the tests whose id starts with one of these comma-separated prefixes "
+          "(sgemm,attn_fwd.a,layer.step)",
+          NULL },
     };
     const int parsed =
-        cli_parse("bench", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("bench", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     const size_t nsel = devices.count;

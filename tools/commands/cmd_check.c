@@ -10,18 +10,17 @@
 #include "common/cli.h"
 #include "common/tool_util.h"
 
-static int usage(FILE *out)
-{
-    fprintf(out, "usage: prefixcl check [--device SEL]\n");
-    return 2;
-}
+static const cli_doc doc = { "prefixcl check [--device SEL]", NULL, NULL };
 
 int cmd_check(int argc, char **argv)
 {
     const char *selector = NULL;
-    const cli_option opts[] = { { "--device", CLI_TEXT, &selector, 0, 0, NULL, NULL } };
+    const cli_option opts[] = {
+        { "--device", CLI_TEXT, &selector, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
+    };
     const int parsed =
-        cli_parse("check", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("check", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     pfx_runtime *rt = tool_runtime("check", selector);

@@ -121,18 +121,17 @@ static void print_text(const pfx_device_info *d, size_t n, const pfx_device_info
         printf("\n* the default device (no selector)\n");
 }
 
-static int usage(FILE *out)
-{
-    fprintf(out, "usage: prefixcl devices [--json]\n");
-    return 2;
-}
+static const cli_doc doc = { "prefixcl devices [--json]",
+                             "Every OpenCL device, the default marked.\n", NULL };
 
 int cmd_devices(int argc, char **argv)
 {
     bool json = false;
-    const cli_option opts[] = { { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL } };
+    const cli_option opts[] = {
+        { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL, NULL, "the devices as JSON", NULL },
+    };
     const int parsed =
-        cli_parse("devices", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("devices", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     size_t n = 0;

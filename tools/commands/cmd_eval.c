@@ -10,22 +10,13 @@
 #include "serve_cli.h"
 #include "common/tool_util.h"
 
-static int usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: prefixcl eval --model DIR [--adapter PATH] --data FILE [--max-length N] [--batch "
-        "B]\n"
-        "                     [--storage T] [--device SEL]\n"
-        "  --data FILE      text (one example a line) or JSONL (text, or prompt + completion:\n"
-        "                   the completion's tokens are scored); needs the folder's tokenizer\n"
-        "  --max-length N   tokens kept per example (default 256, at most the model's positions)\n"
-        "  --batch B        examples per forward (default 4)\n"
-        "  --storage T      the weights on the device: f32 (default), f16, bf16, q8_0\n"
-        "Prints the mean loss over the scored tokens and its perplexity, for the frozen model\n"
-        "and with the adapter.\n");
-    return out == stdout ? 0 : 2;
-}
+static const cli_doc doc = {
+    "prefixcl eval --model DIR [--adapter PATH] --data FILE [--max-length N] [--batch B]\n"
+    "              [--storage T] [--device SEL]",
+    NULL,
+    "Prints the mean loss over the scored tokens and its perplexity, for the frozen model\n"
+    "and with the adapter.\n"
+};
 
 int cmd_eval(int argc, char **argv)
 {
@@ -35,21 +26,29 @@ int cmd_eval(int argc, char **argv)
     size_t max_length = 256, batch = 4;
     int storage = PFX_DTYPE_F32;
     const cli_option opts[] = {
-        { "--model", CLI_TEXT, &cfg.model_dir, 0, 0, NULL, NULL },
-        { "--data", CLI_TEXT, &cfg.data_path, 0, 0, NULL, NULL },
-        { "--adapter", CLI_TEXT, &cfg.adapter_path, 0, 0, NULL, NULL },
-        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
-        { "--max-length", CLI_SIZE, &max_length, 2, 1 << 20, NULL, NULL },
-        { "--batch", CLI_SIZE, &batch, 1, 64, NULL, NULL },
-        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL },
+        { "--model", CLI_TEXT, &cfg.model_dir, 0, 0, NULL, NULL, "DIR",
+          "a Hugging Face folder (config.json, safetensors, tokenizer)", NULL },
+        { "--adapter", CLI_TEXT, &cfg.adapter_path, 0, 0, NULL, NULL, "PATH",
+          "a prefix adapter, as generate takes it", NULL },
+        { "--data", CLI_TEXT, &cfg.data_path, 0, 0, NULL, NULL, "FILE",
+          "text (one example a line) or JSONL (text, or prompt + completion: the completion's "
+          "tokens are scored); needs the folder's tokenizer",
+          NULL },
+        { "--max-length", CLI_SIZE, &max_length, 2, 1 << 20, NULL, NULL, "N",
+          "tokens kept per example, at most the model's positions", "256" },
+        { "--batch", CLI_SIZE, &batch, 1, 64, NULL, NULL, "B", "examples per forward", "4" },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
+          "the weights on the device", "f32" },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
     };
     const int parsed =
-        cli_parse("eval", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("eval", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     if (!cfg.model_dir || !cfg.data_path) {
         fprintf(stderr, "prefixcl eval: --model and --data are required\n");
-        return usage(stderr);
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     cfg.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
     cfg.max_length = max_length;

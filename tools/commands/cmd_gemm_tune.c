@@ -11,18 +11,9 @@
 #include "commands.h"
 #include "prefixcl/prefixcl.h"
 
-static int usage(FILE *out)
-{
-    fprintf(out,
-            "usage: prefixcl gemm-tune [--device SEL] [--time-limit S] [--seed N] [--quiet]\n"
-            "  --device SEL      P:D, gpu, cpu or a name substring (default: $PREFIXCL_DEVICE,\n"
-            "                    then the default device)\n"
-            "  --time-limit S    seconds of search, 1..86400 (default 300); at least one\n"
-            "                    candidate per kernel is timed whatever the limit\n"
-            "  --seed N          order of the sampled candidates (default 1)\n"
-            "  --quiet           only the result\n");
-    return 2;
-}
+static const cli_doc doc = {
+    "prefixcl gemm-tune [--device SEL] [--time-limit S] [--seed N] [--quiet]", NULL, NULL
+};
 
 typedef struct progress {
     bool tty, quiet;
@@ -55,13 +46,18 @@ int cmd_gemm_tune(int argc, char **argv)
     uint64_t limit = 300, seed = 1;
     bool quiet = false;
     const cli_option opts[] = {
-        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
-        { "--time-limit", CLI_U64, &limit, 1, 86400, NULL, NULL },
-        { "--seed", CLI_U64, &seed, 0, 1.9e19, NULL, NULL },
-        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
+        { "--time-limit", CLI_U64, &limit, 1, 86400, NULL, NULL, "S",
+          "seconds of search, 1..86400; at least one candidate per kernel is timed whatever the "
+          "limit",
+          "300" },
+        { "--seed", CLI_U64, &seed, 0, 1.9e19, NULL, NULL, "N", "order of the sampled candidates",
+          "1" },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, NULL, "only the result", NULL },
     };
     const int parsed =
-        cli_parse("gemm-tune", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("gemm-tune", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     pfx_runtime_params rp;

@@ -15,35 +15,11 @@
 #define MAX_PROMPTS 64 /* of each prompt option; a --prompts file may hold any number of lines */
 #define MAX_STOPS   16
 
-static int usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: prefixcl generate --model DIR [--adapter PATH]... (--prompt TEXT | --prompts FILE "
-        "|\n"
-        "                         --prompt-ids IDS)... [options]\n"
-        "  --adapter PATH     a PEFT prefix-tuning folder, a prefixcl prefixes file, or the gains "
-        "of\n"
-        "                     `prefixcl pretrain` (OUT/gains.safetensors or OUT) (repeatable; "
-        "gains\n"
-        "                     and prefixes not together); every prompt runs with every adapter, "
-        "in\n"
-        "                     batches of up to 8\n"
-        "  --prompt TEXT      a prompt (needs the folder's tokenizer)\n"
-        "  --prompts FILE     one prompt a line\n"
-        "  --prompt-ids IDS   a prompt as token ids (\"5 17 3\"), for folders without tokenizer\n"
-        "  --max-new-tokens N (default 32)   --temperature T (0: greedy)   --top-k K   --top-p P\n"
-        "  --seed S (request i samples with seed S + i)\n"
-        "  --stop ID          a stop token (repeatable; default: config.json's eos_token_id and\n"
-        "                     the tokenizer's EOS)\n"
-        "  --storage T        the weights on the device: f32 (default), f16, bf16, q8_0\n"
-        "  --device SEL\n"
-        "  --json             one JSON object a line per request (prompt, prompt_ids, adapter, "
-        "ids,\n"
-        "                     text, stop_reason, tokens_per_s); default: the text of a single\n"
-        "                     request as it comes, or a block per request\n");
-    return out == stdout ? 0 : 2;
-}
+static const cli_doc doc = {
+    "prefixcl generate --model DIR [--adapter PATH]... (--prompt TEXT | --prompts FILE |\n"
+    "                  --prompt-ids IDS)... [options]",
+    NULL, NULL
+};
 
 typedef struct prompt {
     int32_t *ids;
@@ -200,23 +176,41 @@ int cmd_generate(int argc, char **argv)
              id_list = { idtexts, NULL, MAX_PROMPTS, 0, more },
              stop_list = { stop_texts, stop_ids, MAX_STOPS, 0, NULL };
     const cli_option opts[] = {
-        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL },
-        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
-        { "--adapter", CLI_TEXTS, &adapter_list, 0, 0, NULL, NULL },
-        { "--prompt", CLI_TEXTS, &text_list, 0, 0, NULL, NULL },
-        { "--prompts", CLI_TEXTS, &file_list, 0, 0, NULL, NULL },
-        { "--prompt-ids", CLI_TEXTS, &id_list, 0, 0, NULL, NULL },
-        { "--max-new-tokens", CLI_U64, &max_new, 1, 1 << 20, NULL, NULL },
-        { "--top-k", CLI_U64, &top_k, 0, 1 << 30, NULL, NULL },
-        { "--seed", CLI_U64, &seed, 0, 1.9e19, NULL, NULL },
-        { "--stop", CLI_U64S, &stop_list, 0, INT32_MAX, NULL, NULL },
-        { "--temperature", CLI_FLOAT, &temperature, 0, HUGE_VAL, NULL, NULL },
-        { "--top-p", CLI_FLOAT, &top_p, 0, 1, NULL, NULL },
-        { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL },
-        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL },
+        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL, "DIR",
+          "a Hugging Face folder (config.json, safetensors, tokenizer)", NULL },
+        { "--adapter", CLI_TEXTS, &adapter_list, 0, 0, NULL, NULL, "PATH",
+          "a PEFT prefix-tuning folder, a prefixcl prefixes file, or the gains of `prefixcl "
+          "pretrain` (OUT/gains.safetensors or OUT) (repeatable; gains and prefixes not together); "
+          "every prompt runs with every adapter, in batches of up to 8",
+          NULL },
+        { "--prompt", CLI_TEXTS, &text_list, 0, 0, NULL, NULL, "TEXT",
+          "a prompt (needs the folder's tokenizer)", NULL },
+        { "--prompts", CLI_TEXTS, &file_list, 0, 0, NULL, NULL, "FILE", "one prompt a line", NULL },
+        { "--prompt-ids", CLI_TEXTS, &id_list, 0, 0, NULL, NULL, "IDS",
+          "a prompt as token ids (\"5 17 3\"), for folders without tokenizer", NULL },
+        { "--max-new-tokens", CLI_U64, &max_new, 1, 1 << 20, NULL, NULL, "N",
+          "new tokens a request", "32" },
+        { "--temperature", CLI_FLOAT, &temperature, 0, HUGE_VAL, NULL, NULL, "T",
+          "sampling temperature", "0: greedy" },
+        { "--top-k", CLI_U64, &top_k, 0, 1 << 30, NULL, NULL, "K",
+          "sample among the K likeliest tokens", "0: all" },
+        { "--top-p", CLI_FLOAT, &top_p, 0, 1, NULL, NULL, "P",
+          "sample among the likeliest tokens of mass P", "0: all" },
+        { "--seed", CLI_U64, &seed, 0, 1.9e19, NULL, NULL, "S", "request i samples with seed S + i",
+          "0" },
+        { "--stop", CLI_U64S, &stop_list, 0, INT32_MAX, NULL, NULL, "ID",
+          "a stop token (repeatable)", "config.json's eos_token_id and the tokenizer's EOS" },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
+          "the weights on the device", "f32" },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
+        { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL, NULL,
+          "one JSON object a line per request (prompt, prompt_ids, adapter, ids, text, "
+          "stop_reason, tokens_per_s)",
+          "the text of a single request as it comes, or a block per request" },
     };
     const int parsed =
-        cli_parse("generate", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("generate", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     ctx.adapters = adapter_list.count;
@@ -228,7 +222,7 @@ int cmd_generate(int argc, char **argv)
         stops[i] = (int32_t)stop_ids[i];
     if (!model || ntexts + nfiles + nids == 0) {
         fprintf(stderr, "prefixcl generate: --model and a prompt are required\n");
-        return usage(stderr);
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
 
     /* SIGINT or SIGTERM: stop after the round of requests under way */

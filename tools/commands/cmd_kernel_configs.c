@@ -87,18 +87,24 @@ static int print_override(void)
     return 0;
 }
 
-static int usage(FILE *out)
-{
-    fprintf(out, "usage: prefixcl kernel-configs [--build]\n");
-    return 2;
-}
+static const cli_doc doc = {
+    "prefixcl kernel-configs [--build]",
+    "The kernel programs and options the runtime may build, per vendor family, as\n"
+    "TSV (program, vendor, options).\n",
+    NULL
+};
 
 int cmd_kernel_configs(int argc, char **argv)
 {
     bool build = false;
-    const cli_option opts[] = { { "--build", CLI_FLAG, &build, 0, 0, NULL, NULL } };
+    const cli_option opts[] = {
+        { "--build", CLI_FLAG, &build, 0, 0, NULL, NULL, NULL,
+          "compile every configuration on the selected device, and what the runtime there would "
+          "build",
+          NULL },
+    };
     const int parsed =
-        cli_parse("kernel-configs", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("kernel-configs", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     if (build)

@@ -18,50 +18,11 @@
 #include "plot/pretrain_plot.h"
 #include "common/tool_util.h"
 
-static int usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: prefixcl pretrain (--config PATH | --model DIR) --data FILE [--tokenizer DIR] "
-        "[--eval FILE]\n"
-        "                         [--out DIR] [options]\n"
-        "  --config PATH       config.json (or its folder): a new model, initialized as "
-        "transformers does\n"
-        "  --model DIR         a Hugging Face folder: full fine-tuning of its weights\n"
-        "  --tokenizer DIR     tokenizer.json's folder (default: the --config or --model folder)\n"
-        "  --data FILE         text (one document a line) or JSONL with a text field\n"
-        "  --eval FILE         evaluation text (default: the last twentieth of the blocks held "
-        "out)\n"
-        "  --out DIR           output folder (default ./pretrain-out)\n"
-        "  --device SEL        P:D, gpu, cpu or a name substring\n"
-        "  --block N           tokens a row (default 128)\n"
-        "  --batch N           rows a micro-batch (default 8)\n"
-        "  --accumulate N      micro-batches a step (default 1)\n"
-        "  --steps N           optimizer steps (default: --epochs over the data)\n"
-        "  --epochs N          passes over the data (default 1)\n"
-        "  --lr X              the weights' learning rate (default 1e-4)\n"
-        "  --gain MODE         off, linear or tanh: a learnable gain per head; dim: one per head\n"
-        "                      and dimension, q * (1 + r G) (default off)\n"
-        "  --gain-lr X         the gains' learning rate (default 5e-5)\n"
-        "  --gain-ramp N       steps over which the gains ramp in (default 100)\n"
-        "  --gain-heads LIST   only these heads get a gain, the others keep 0: comma-separated\n"
-        "                      LAYER.HEAD pairs counted from 0 (e.g. 0.1,2.3; default: every "
-        "head)\n"
-        "  --weight-decay X    on the weights, never the gains (default 0.01)\n"
-        "  --no-decay-norms    no decay on biases and norm weights either\n"
-        "  --clip X            global gradient-norm clipping, 0: off (default 1)\n"
-        "  --warmup N          learning-rate warm-up steps (default 100), then cosine decay\n"
-        "  --min-lr-ratio X    the cosine's floor (default 0.1)\n"
-        "  --freeze LIST       comma-separated parts of weight names to keep frozen\n"
-        "  --eval-every N      also evaluate every N steps\n"
-        "  --eval-blocks N     blocks an evaluation reads (default: all)\n"
-        "  --checkpoint-every N  also write the checkpoint every N steps\n"
-        "  --recompute         recompute each block in the backward (less memory)\n"
-        "  --seed S            the new model's weights and the data order (default 1)\n"
-        "  --resume            continue from OUT/" PFX_PRETRAIN_CHECKPOINT " (same options)\n"
-        "  --quiet             no progress output\n");
-    return 2;
-}
+static const cli_doc doc = {
+    "prefixcl pretrain (--config PATH | --model DIR) --data FILE [--tokenizer DIR] [--eval FILE]\n"
+    "                  [--out DIR] [options]",
+    NULL, NULL
+};
 
 typedef struct progress {
     bool tty, quiet;
@@ -145,50 +106,79 @@ int cmd_pretrain(int argc, char **argv)
     size_t warmup = c.warmup_steps, ramp = c.gain_ramp_steps;
     static const char *const gains[] = { "off", "linear", "tanh", "dim", NULL };
     const cli_option opts[] = {
-        { "--config", CLI_TEXT, &config, 0, 0, NULL, NULL },
-        { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL, NULL },
-        { "--tokenizer", CLI_TEXT, &c.tokenizer_dir, 0, 0, NULL, NULL },
-        { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL, NULL },
-        { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL, NULL },
-        { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL, NULL },
-        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
-        { "--block", CLI_SIZE, &c.block, 2, 1 << 20, NULL, NULL },
-        { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL, NULL },
-        { "--accumulate", CLI_SIZE, &c.accumulate, 1, 65536, NULL, NULL },
-        { "--steps", CLI_SIZE, &c.steps, 1, 1e9, NULL, NULL },
-        { "--epochs", CLI_SIZE, &c.epochs, 1, 1e6, NULL, NULL },
-        { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL, NULL },
-        { "--gain", CLI_CHOICE, &gain, 0, 0, gains, NULL },
-        { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL, NULL },
-        { "--gain-ramp", CLI_SIZE, &ramp, 0, 1e9, NULL, NULL },
-        { "--gain-heads", CLI_TEXT, &gain_heads, 0, 0, NULL, NULL },
-        { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e3, NULL, NULL },
-        { "--no-decay-norms", CLI_FLAG, &no_decay, 0, 0, NULL, NULL },
-        { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL },
-        { "--warmup", CLI_SIZE, &warmup, 0, 1e9, NULL, NULL },
-        { "--min-lr-ratio", CLI_FLOAT, &c.min_lr_ratio, 0, 1, NULL, NULL },
-        { "--freeze", CLI_TEXT, &c.freeze, 0, 0, NULL, NULL },
-        { "--eval-every", CLI_SIZE, &c.eval_every, 1, 1e9, NULL, NULL },
-        { "--eval-blocks", CLI_SIZE, &c.eval_blocks, 1, 1e9, NULL, NULL },
-        { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 1e9, NULL, NULL },
-        { "--recompute", CLI_FLAG, &recompute, 0, 0, NULL, NULL },
-        { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL },
-        { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL },
-        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL },
+        { "--config", CLI_TEXT, &config, 0, 0, NULL, NULL, "PATH",
+          "config.json (or its folder): a new model, initialized as transformers does", NULL },
+        { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL, NULL, "DIR",
+          "a Hugging Face folder: full fine-tuning of its weights", NULL },
+        { "--tokenizer", CLI_TEXT, &c.tokenizer_dir, 0, 0, NULL, NULL, "DIR",
+          "tokenizer.json's folder", "the --config or --model folder" },
+        { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL, NULL, "FILE",
+          "text (one document a line) or JSONL with a text field", NULL },
+        { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL, NULL, "FILE", "evaluation text",
+          "the last twentieth of the blocks held out" },
+        { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL, NULL, "DIR", "output folder",
+          "./pretrain-out" },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
+        { "--block", CLI_SIZE, &c.block, 2, 1 << 20, NULL, NULL, "N", "tokens a row", "128" },
+        { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL, NULL, "N", "rows a micro-batch", "8" },
+        { "--accumulate", CLI_SIZE, &c.accumulate, 1, 65536, NULL, NULL, "N",
+          "micro-batches a step", "1" },
+        { "--steps", CLI_SIZE, &c.steps, 1, 1e9, NULL, NULL, "N", "optimizer steps",
+          "--epochs over the data" },
+        { "--epochs", CLI_SIZE, &c.epochs, 1, 1e6, NULL, NULL, "N", "passes over the data", "1" },
+        { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL, NULL, "X", "the weights' learning rate", "1e-4" },
+        { "--gain", CLI_CHOICE, &gain, 0, 0, gains, NULL, "MODE",
+          "linear or tanh: a learnable gain per head; dim: one per head and dimension, "
+          "q * (1 + r G)",
+          "off" },
+        { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL, NULL, "X", "the gains' learning rate",
+          "5e-5" },
+        { "--gain-ramp", CLI_SIZE, &ramp, 0, 1e9, NULL, NULL, "N",
+          "steps over which the gains ramp in", "100" },
+        { "--gain-heads", CLI_TEXT, &gain_heads, 0, 0, NULL, NULL, "LIST",
+          "only these heads get a gain, the others keep 0: comma-separated LAYER.HEAD pairs "
+          "counted from 0 (e.g. 0.1,2.3)",
+          "every head" },
+        { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e3, NULL, NULL, "X",
+          "on the weights, never the gains", "0.01" },
+        { "--no-decay-norms", CLI_FLAG, &no_decay, 0, 0, NULL, NULL, NULL,
+          "no decay on biases and norm weights either", NULL },
+        { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL, "X",
+          "global gradient-norm clipping, 0: off", "1" },
+        { "--warmup", CLI_SIZE, &warmup, 0, 1e9, NULL, NULL, "N",
+          "learning-rate warm-up steps, then cosine decay", "100" },
+        { "--min-lr-ratio", CLI_FLOAT, &c.min_lr_ratio, 0, 1, NULL, NULL, "X", "the cosine's floor",
+          "0.1" },
+        { "--freeze", CLI_TEXT, &c.freeze, 0, 0, NULL, NULL, "LIST",
+          "comma-separated parts of weight names to keep frozen", NULL },
+        { "--eval-every", CLI_SIZE, &c.eval_every, 1, 1e9, NULL, NULL, "N",
+          "also evaluate every N steps", NULL },
+        { "--eval-blocks", CLI_SIZE, &c.eval_blocks, 1, 1e9, NULL, NULL, "N",
+          "blocks an evaluation reads", "all" },
+        { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 1e9, NULL, NULL, "N",
+          "also write the checkpoint every N steps", NULL },
+        { "--recompute", CLI_FLAG, &recompute, 0, 0, NULL, NULL, NULL,
+          "recompute each block in the backward (less memory)", NULL },
+        { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
+          "the new model's weights and the data order", "1" },
+        { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
+          "continue from OUT/" PFX_PRETRAIN_CHECKPOINT " (same options)", NULL },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, NULL, "no progress output", NULL },
     };
     const int parsed =
-        cli_parse("pretrain", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("pretrain", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     if (!config == !c.model_dir) {
         fprintf(stderr, "prefixcl pretrain: give --config PATH (a new model) or --model DIR "
                         "(fine-tuning), one of "
                         "them\n\n");
-        return usage(stderr);
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     if (!c.data_path) {
         fprintf(stderr, "prefixcl pretrain: --data FILE is needed\n\n");
-        return usage(stderr);
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     c.gain_mode = gain == 3 ? PFX_GAIN_OFF : (pfx_gain_mode)gain;
     c.structured_gain = gain == 3;

@@ -14,21 +14,12 @@
 /* The largest --file read (the tokenizer's input is held in memory). */
 #define MAX_FILE_BYTES ((size_t)1 << 30)
 
-static int usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: prefixcl tokenize --model DIR (--text TEXT | --file FILE) [--ids | --count] "
-        "[--no-special]\n"
-        "  --model DIR    a folder with tokenizer.json (or vocab.json + merges.txt)\n"
-        "  --text TEXT    the text to tokenize; --file FILE: a file's bytes, whole\n"
-        "  (default)      one line per token: its id, a tab, its piece (\\n, \\t, \\r, \\\\ and\n"
-        "                 other control bytes escaped)\n"
-        "  --ids          the ids on one line (for generate --prompt-ids)\n"
-        "  --count        the number of tokens alone\n"
-        "  --no-special   without the tokens the tokenizer adds around a text (BOS ...)\n");
-    return out == stdout ? 0 : 2;
-}
+static const cli_doc doc = {
+    "prefixcl tokenize --model DIR (--text TEXT | --file FILE) [--ids | --count] [--no-special]",
+    "By default one line per token: its id, a tab, its piece (\\n, \\t, \\r, \\\\ and other\n"
+    "control bytes escaped).\n",
+    NULL
+};
 
 /* The whole file, malloc'ed (NUL after the last byte). */
 static char *read_all(const char *path, size_t *len)
@@ -94,22 +85,26 @@ int cmd_tokenize(int argc, char **argv)
     const char *model = NULL, *text = NULL, *file = NULL;
     bool ids_only = false, count_only = false, no_special = false;
     const cli_option opts[] = {
-        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL },
-        { "--text", CLI_TEXT, &text, 0, 0, NULL, NULL },
-        { "--file", CLI_TEXT, &file, 0, 0, NULL, NULL },
-        { "--ids", CLI_FLAG, &ids_only, 0, 0, NULL, NULL },
-        { "--count", CLI_FLAG, &count_only, 0, 0, NULL, NULL },
-        { "--no-special", CLI_FLAG, &no_special, 0, 0, NULL, NULL },
+        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL, "DIR",
+          "a folder with tokenizer.json (or vocab.json + merges.txt)", NULL },
+        { "--text", CLI_TEXT, &text, 0, 0, NULL, NULL, "TEXT", "the text to tokenize", NULL },
+        { "--file", CLI_TEXT, &file, 0, 0, NULL, NULL, "FILE", "a file's bytes, whole", NULL },
+        { "--ids", CLI_FLAG, &ids_only, 0, 0, NULL, NULL, NULL,
+          "the ids on one line (for generate --prompt-ids)", NULL },
+        { "--count", CLI_FLAG, &count_only, 0, 0, NULL, NULL, NULL, "the number of tokens alone",
+          NULL },
+        { "--no-special", CLI_FLAG, &no_special, 0, 0, NULL, NULL, NULL,
+          "without the tokens the tokenizer adds around a text (BOS ...)", NULL },
     };
     const int parsed =
-        cli_parse("tokenize", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("tokenize", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     const bool special = !no_special;
     if (!model || !text == !file || (ids_only && count_only)) {
         fprintf(stderr, "prefixcl tokenize: --model and one of --text or --file are required%s\n\n",
                 ids_only && count_only ? "; --ids and --count exclude each other" : "");
-        return usage(stderr);
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     pfx_tokenizer *tok = NULL;
     if (pfx_tokenizer_load(model, &tok) != PFX_SUCCESS) {

@@ -20,24 +20,11 @@
 #include "train/train_loop.h"
 #include "plot/train_plot.h"
 
-static int usage(FILE *out)
-{
-    fprintf(out, "usage: prefixcl train [--device SEL] [--steps N] [--layers L] [--batch B]\n"
-                 "                      [--seed S] [--eval-every N] [--out DIR] [--svg] [--quiet]\n"
-                 "  --device SEL  P:D, gpu, cpu or a name substring (default: $PREFIXCL_DEVICE,\n"
-                 "                then the strongest GPU)\n"
-                 "  --steps N     optimizer steps, 1..100000 (default 300)\n"
-                 "  --layers L    frozen attention layers, 1..64 (default 3)\n"
-                 "  --batch B     sequences per step, 1..1024 (default 4); under mpirun -n R\n"
-                 "                the global batch, split across the R ranks (R <= B)\n"
-                 "  --seed S      seed of the weights, the teacher and the data (default 1)\n"
-                 "  --eval-every N  the loss on a held-out batch every N steps (default 0: never)\n"
-                 "  --out DIR     output folder (default ./train-out): loss, attention and gains\n"
-                 "                as .csv and .png, prefixes.safetensors, peft/\n"
-                 "  --svg         pictures as SVG instead of PNG\n"
-                 "  --quiet       no progress output, only the summary\n");
-    return 2;
-}
+static const cli_doc doc = {
+    "prefixcl train [--device SEL] [--steps N] [--layers L] [--batch B]\n"
+    "               [--seed S] [--eval-every N] [--out DIR] [--svg] [--quiet]",
+    NULL, NULL
+};
 
 typedef struct progress {
     bool tty, quiet;
@@ -120,18 +107,29 @@ int cmd_train(int argc, char **argv)
     train_config cfg;
     train_default_config(&cfg);
     const cli_option opts[] = {
-        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
-        { "--out", CLI_TEXT, &out, 0, 0, NULL, NULL },
-        { "--steps", CLI_SIZE, &cfg.steps, 1, 100000, NULL, NULL },
-        { "--layers", CLI_SIZE, &cfg.layers, 1, 64, NULL, NULL },
-        { "--batch", CLI_SIZE, &cfg.batch, 1, 1024, NULL, NULL },
-        { "--seed", CLI_U64, &cfg.seed, 0, 1.9e19, NULL, NULL },
-        { "--eval-every", CLI_SIZE, &cfg.eval_every, 0, 100000, NULL, NULL },
-        { "--svg", CLI_FLAG, &svg, 0, 0, NULL, NULL },
-        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the strongest GPU" },
+        { "--steps", CLI_SIZE, &cfg.steps, 1, 100000, NULL, NULL, "N", "optimizer steps, 1..100000",
+          "300" },
+        { "--layers", CLI_SIZE, &cfg.layers, 1, 64, NULL, NULL, "L",
+          "frozen attention layers, 1..64", "3" },
+        { "--batch", CLI_SIZE, &cfg.batch, 1, 1024, NULL, NULL, "B",
+          "sequences per step, 1..1024; under mpirun -n R the global batch, split across the R "
+          "ranks (R <= B)",
+          "4" },
+        { "--seed", CLI_U64, &cfg.seed, 0, 1.9e19, NULL, NULL, "S",
+          "seed of the weights, the teacher and the data", "1" },
+        { "--eval-every", CLI_SIZE, &cfg.eval_every, 0, 100000, NULL, NULL, "N",
+          "the loss on a held-out batch every N steps", "0: never" },
+        { "--out", CLI_TEXT, &out, 0, 0, NULL, NULL, "DIR",
+          "output folder: loss, attention and gains as .csv and .png, prefixes.safetensors, peft/",
+          "./train-out" },
+        { "--svg", CLI_FLAG, &svg, 0, 0, NULL, NULL, NULL, "pictures as SVG instead of PNG", NULL },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, NULL,
+          "no progress output, only the summary", NULL },
     };
     const int parsed =
-        cli_parse("train", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("train", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     train_fit_schedules(&cfg);              /* warm-up and gain ramp shrink for short runs */

@@ -33,40 +33,9 @@
 #define DEMO_LENGTH 32
 #define DEMO_LAYERS 12
 
-static int usage(FILE *out)
-{
-    fprintf(out,
-            "usage: prefixcl tune [--model DIR --data FILE] [--eval FILE] [--out DIR] [options]\n"
-            "  --model DIR         Hugging Face folder (config.json, safetensors, tokenizer);\n"
-            "                      none: the demonstration (GPT-2 small shape, random weights,\n"
-            "                      data/demo's tokenizer and corpus, %d steps of %d x %d tokens)\n"
-            "  --data FILE         training text (one example a line) or JSONL (text, or\n"
-            "                      prompt + completion: loss on the completion only)\n"
-            "  --eval FILE         evaluation set (default: a tenth of --data held back)\n"
-            "  --out DIR           output folder (default ./tune-out)\n"
-            "  --device SEL        P:D, gpu, cpu or a name substring\n"
-            "  --prefix-len N      prefix positions (default 20)\n"
-            "  --hidden N          prefix encoder hidden size; 0: direct prefixes (default 512)\n"
-            "  --epochs N          passes over the data (default 1), unless --steps\n"
-            "  --steps N           optimizer steps\n"
-            "  --batch N           examples per step (default 8)\n"
-            "  --max-length N      tokens kept per example (default %d; at most the model's\n"
-            "                      positions less --prefix-len)\n"
-            "  --lr X              prefix learning rate (default 0.01)\n"
-            "  --gain MODE         off, linear or tanh per-head gains (default off)\n"
-            "  --gain-lr X         gain learning rate (default: half of --lr)\n"
-            "  --gain-ramp N       steps over which the gains ramp in (default 20)\n"
-            "  --weight-decay X    on the prefix parameters (default 0)\n"
-            "  --clip X            gradient-norm clipping, 0: off (default 1)\n"
-            "  --warmup N          learning-rate warm-up steps (default 10), then cosine decay\n"
-            "  --seed S            seed of the prefixes, the data order (default 1)\n"
-            "  --storage T         frozen weights: f32 (default), f16, bf16, q8_0\n"
-            "  --checkpoint-every N  also write the checkpoint every N steps\n"
-            "  --resume            continue from OUT/" PFX_TUNE_CHECKPOINT " (same options)\n"
-            "  --quiet             no progress output\n",
-            DEMO_STEPS, DEMO_BATCH, DEMO_LENGTH, PFX_TUNE_DEFAULT_MAX_LENGTH);
-    return 2;
-}
+static const cli_doc doc = {
+    "prefixcl tune [--model DIR --data FILE] [--eval FILE] [--out DIR] [options]", NULL, NULL
+};
 
 typedef struct progress {
     bool tty, quiet;
@@ -205,39 +174,62 @@ int cmd_tune(int argc, char **argv)
     bool quiet = false, resume = false;
     size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
     int gain = 0, storage = 0;
-    enum {
-        O_STEPS = 3,
-        O_BATCH = 4,
-        O_LENGTH = 5
-    }; /* the options whose default the demonstration changes */
+    /* the options whose default the demonstration changes, at their places in the table */
+    enum { O_STEPS = 8, O_BATCH = 9, O_LENGTH = 10 };
     const cli_option opts[] = {
-        { "--prefix-len", CLI_SIZE, &c.prefix_len, 1, 4096, NULL, NULL },
-        { "--hidden", CLI_SIZE, &c.hidden, 0, 65536, NULL, NULL },
-        { "--epochs", CLI_SIZE, &c.epochs, 1, 100000, NULL, NULL },
-        [O_STEPS] = { "--steps", CLI_SIZE, &c.steps, 1, 10000000, NULL, NULL },
-        [O_BATCH] = { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL, NULL },
-        [O_LENGTH] = { "--max-length", CLI_SIZE, &c.max_length, 2, 1 << 20, NULL, NULL },
-        { "--gain-ramp", CLI_SIZE, &gain_ramp, 0, 10000000, NULL, NULL },
-        { "--warmup", CLI_SIZE, &warmup, 0, 10000000, NULL, NULL },
-        { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 10000000, NULL, NULL },
-        { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL, NULL },
-        { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL, NULL },
-        { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL, NULL },
-        { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL, NULL },
-        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
-        { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL, NULL },
-        { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL, NULL },
-        { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e6, NULL, NULL },
-        { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL },
-        { "--gain", CLI_CHOICE, &gain, 0, 0, cli_gain_modes, NULL },
-        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL },
-        { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL },
-        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL },
-        { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL },
+        { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL, NULL, "DIR",
+          "Hugging Face folder (config.json, safetensors, tokenizer); none: the demonstration "
+          "(GPT-2 small shape, random weights, data/demo's tokenizer and corpus, " CLI_STR(
+              DEMO_STEPS) " steps of " CLI_STR(DEMO_BATCH) " x " CLI_STR(DEMO_LENGTH) " tokens)",
+          NULL },
+        { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL, NULL, "FILE",
+          "training text (one example a line) or JSONL (text, or prompt + completion: loss on "
+          "the completion only)",
+          NULL },
+        { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL, NULL, "FILE", "evaluation set",
+          "a tenth of --data held back" },
+        { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL, NULL, "DIR", "output folder", "./tune-out" },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
+        { "--prefix-len", CLI_SIZE, &c.prefix_len, 1, 4096, NULL, NULL, "N", "prefix positions",
+          "20" },
+        { "--hidden", CLI_SIZE, &c.hidden, 0, 65536, NULL, NULL, "N",
+          "prefix encoder hidden size; 0: direct prefixes", "512" },
+        { "--epochs", CLI_SIZE, &c.epochs, 1, 100000, NULL, NULL, "N",
+          "passes over the data, unless --steps", "1" },
+        [O_STEPS] = { "--steps", CLI_SIZE, &c.steps, 1, 10000000, NULL, NULL, "N",
+                      "optimizer steps", NULL },
+        [O_BATCH] = { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL, NULL, "N", "examples per step",
+                      "8" },
+        [O_LENGTH] = { "--max-length", CLI_SIZE, &c.max_length, 2, 1 << 20, NULL, NULL, "N",
+                       "tokens kept per example, at most the model's positions less --prefix-len",
+                       CLI_STR(PFX_TUNE_DEFAULT_MAX_LENGTH) },
+        { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL, NULL, "X", "prefix learning rate", "0.01" },
+        { "--gain", CLI_CHOICE, &gain, 0, 0, cli_gain_modes, NULL, "MODE", "per-head gains",
+          "off" },
+        { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL, NULL, "X", "gain learning rate",
+          "half of --lr" },
+        { "--gain-ramp", CLI_SIZE, &gain_ramp, 0, 10000000, NULL, NULL, "N",
+          "steps over which the gains ramp in", "20" },
+        { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e6, NULL, NULL, "X",
+          "on the prefix parameters", "0" },
+        { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL, "X",
+          "gradient-norm clipping, 0: off", "1" },
+        { "--warmup", CLI_SIZE, &warmup, 0, 10000000, NULL, NULL, "N",
+          "learning-rate warm-up steps, then cosine decay", "10" },
+        { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
+          "seed of the prefixes, the data order", "1" },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T", "frozen weights",
+          "f32" },
+        { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 10000000, NULL, NULL, "N",
+          "also write the checkpoint every N steps", NULL },
+        { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
+          "continue from OUT/" PFX_TUNE_CHECKPOINT " (same options)", NULL },
+        { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, NULL, "no progress output", NULL },
     };
     bool given[sizeof(opts) / sizeof(opts[0])];
     const int parsed =
-        cli_parse("tune", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), given, usage);
+        cli_parse("tune", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), given, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     const bool steps_set = given[O_STEPS], batch_set = given[O_BATCH], length_set = given[O_LENGTH];
@@ -248,7 +240,7 @@ int cmd_tune(int argc, char **argv)
     c.warmup_steps = (uint32_t)warmup;
     if (c.model_dir && !c.data_path) {
         fprintf(stderr, "prefixcl tune: --model needs --data\n\n");
-        return usage(stderr);
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     const bool demo = !c.model_dir;
     static char demo_train[4096], demo_eval[4096];

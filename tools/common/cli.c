@@ -1,4 +1,5 @@
 /* Shared by every prefixcl command (tools/common/cli.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,11 +34,147 @@ bool cli_float(const char *text, double lo, double hi, float *out)
 
 const char *const cli_gain_modes[] = { "off", "linear", "tanh", NULL };
 
-static int option_error(const char *cmd, int (*usage)(FILE *out), const char *msg)
+static int option_error(const char *cmd, const cli_doc *doc, const cli_option *opts, size_t n,
+                        const char *msg)
 {
     fprintf(stderr, "prefixcl %s: %s\n\n", cmd, msg);
-    usage(stderr);
-    return 2;
+    return cli_help(stderr, doc, opts, n);
+}
+
+/* The help's width, and the widest "--name META" that sets the column of
+ * the descriptions (a wider one runs past it, its text two spaces after). */
+#define HELP_WIDTH    80
+#define HELP_NAME_MAX 20
+
+/* Prints text from column `at` (where the cursor is) wrapped at HELP_WIDTH,
+ * each further line indented to `indent`. */
+static void help_wrap(FILE *out, const char *text, size_t at, size_t indent)
+{
+    bool first = true;
+    for (const char *p = text; *p;) {
+        while (*p == ' ')
+            p++;
+        const size_t len = strcspn(p, " ");
+        char word[256];
+        /* '\1' glues "(default" to its value's first word */
+        snprintf(word, sizeof(word), "%.*s", (int)len, p);
+        for (char *g = strchr(word, '\1'); g; g = strchr(g, '\1'))
+            *g = ' ';
+        if (!len)
+            break;
+        if (!first && at + 1 + len > HELP_WIDTH) {
+            fprintf(out, "\n%*s", (int)indent, "");
+            at = indent;
+        } else if (!first) {
+            fputc(' ', out);
+            at++;
+        }
+        fputs(word, out);
+        at += len;
+        p += len;
+        first = false;
+    }
+    fputc('\n', out);
+}
+
+/* Appends to text (of cap bytes) as snprintf would. */
+static void append(char *text, size_t cap, const char *format, const char *arg)
+{
+    const size_t len = strlen(text);
+    if (len + 1 < cap)
+        snprintf(text + len, cap - len, format, arg);
+}
+
+/* o's description: its help, then a choice's values and the default, as
+ * "(off, linear or tanh; default off)", or the default alone, as "(default
+ * 8)" or "(default: the model's)". '\1' glues "default" to the value's
+ * first word. */
+static void help_text(const cli_option *o, char *text, size_t cap)
+{
+    snprintf(text, cap, "%s", o->help ? o->help : "");
+    const bool word = o->def && (!strchr(o->def, ' ') || isdigit((unsigned char)o->def[0]));
+    if (o->kind == CLI_CHOICE) {
+        for (int i = 0; o->choices[i]; i++) {
+            append(text, cap, "%s", !i ? " (" : o->choices[i + 1] ? ", " : " or ");
+            append(text, cap, "%s", o->choices[i]);
+        }
+        append(text, cap, "%s", o->def ? "; default\1" : "");
+    } else if (o->def) {
+        append(text, cap, "%s", word ? " (default\1" : " (default:\1");
+    }
+    if (o->def || o->kind == CLI_CHOICE)
+        append(text, cap, "%s)", o->def ? o->def : "");
+}
+
+static size_t help_name_len(const cli_option *o)
+{
+    return strlen(o->name) + (o->meta ? 1 + strlen(o->meta) : 0);
+}
+
+int cli_help(FILE *out, const cli_doc *doc, const cli_option *opts, size_t n)
+{
+    /* the synopsis: further lines indented past "usage: " */
+    fprintf(out, "usage: ");
+    for (const char *p = doc->usage; *p;) {
+        const size_t len = strcspn(p, "\n");
+        fprintf(out, "%s%.*s\n", p == doc->usage ? "" : "       ", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
+    if (doc->intro)
+        fputs(doc->intro, out);
+    size_t wide = 0;
+    for (size_t k = 0; k < n; k++) {
+        const size_t len = help_name_len(&opts[k]);
+        if (len <= HELP_NAME_MAX && len > wide)
+            wide = len;
+    }
+    const size_t column = 2 + wide + 2;
+    for (size_t k = 0; k < n; k++) {
+        const cli_option *o = &opts[k];
+        char text[1024];
+        help_text(o, text, sizeof(text));
+        const size_t len = help_name_len(o);
+        fprintf(out, "  %s%s%s", o->name, o->meta ? " " : "", o->meta ? o->meta : "");
+        if (!text[0]) {
+            fputc('\n', out);
+            continue;
+        }
+        const size_t at = 2 + len + 2 <= column ? column : 2 + len + 2;
+        fprintf(out, "%*s", (int)(at - 2 - len), "");
+        help_wrap(out, text, at, column);
+    }
+    if (doc->outro)
+        fputs(doc->outro, out);
+    return out == stdout ? 0 : 2;
+}
+
+/* 1 + the index of value v among o's choices; 0 when it is none of them. */
+static int choice_index(const cli_option *o, const char *v)
+{
+    for (int i = 0; o->choices[i]; i++)
+        if (!strcmp(v, o->choices[i]))
+            return i + 1;
+    return 0;
+}
+
+/* Why the table cannot be parsed or shown (empty when it can). */
+static void table_check(const cli_option *opts, size_t n, char *msg, size_t cap)
+{
+    msg[0] = '\0';
+    if (n > CLI_MAX_OPTIONS)
+        snprintf(msg, cap, "more options than CLI_MAX_OPTIONS in the table");
+    for (size_t k = 0; !msg[0] && k < n; k++) {
+        const cli_option *o = &opts[k];
+        if (!o->help || !o->help[0])
+            snprintf(msg, cap, "the option table: %s has no help text", o->name);
+        else if (o->kind == CLI_CHOICE && o->def && !choice_index(o, o->def))
+            snprintf(msg, cap, "the option table: %s's default %s is not a choice", o->name,
+                     o->def);
+        else if ((o->kind == CLI_FLAG) != (!o->meta || !o->meta[0]))
+            snprintf(msg, cap, "the option table: %s %s", o->name,
+                     o->kind == CLI_FLAG ? "is a flag with a value's placeholder"
+                                         : "has no placeholder for its value");
+    }
 }
 
 /* An integer option's bounds: hi from 1.8e19 up (a double cannot hold
@@ -78,12 +215,10 @@ static bool option_value(const cli_option *o, const char *v)
     case CLI_TEXT: *(const char **)o->target = v; return true;
     case CLI_TEXTS: list->text[list->count++] = v; return true;
     case CLI_CHOICE:
-        for (int i = 0; o->choices[i]; i++)
-            if (!strcmp(v, o->choices[i])) {
-                *(int *)o->target = i;
-                return true;
-            }
-        return false;
+        if (!choice_index(o, v))
+            return false;
+        *(int *)o->target = choice_index(o, v) - 1;
+        return true;
     default: return false;
     }
 }
@@ -145,15 +280,20 @@ static void option_take(const cli_option *o, bool *seen, const char *a, const ch
 }
 
 int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n, bool *given,
-              int (*usage)(FILE *out))
+              const cli_doc *doc)
 {
     bool seen[CLI_MAX_OPTIONS] = { false };
-    if (n > CLI_MAX_OPTIONS)
-        return option_error(cmd, usage, "more options than CLI_MAX_OPTIONS in the table");
+    char bad[256];
+    table_check(opts, n, bad, sizeof(bad));
+    if (bad[0]) {
+        /* a fault of the command, whatever the arguments: no help can be trusted */
+        fprintf(stderr, "prefixcl %s: %s\n", cmd, bad);
+        return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
+            cli_help(stdout, doc, opts, n);
             return 1;
         }
         size_t k = 0;
@@ -164,7 +304,7 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, si
         char msg[600];
         option_take(o, o ? &seen[k] : NULL, a, v, msg, sizeof(msg));
         if (msg[0])
-            return option_error(cmd, usage, msg);
+            return option_error(cmd, doc, opts, n, msg);
     }
     for (size_t k = 0; given && k < n; k++)
         given[k] = seen[k];

@@ -62,7 +62,29 @@ typedef struct cli_option {
     double lo, hi;              /* CLI_SIZE, CLI_U64, CLI_FLOAT, CLI_U64S */
     const char *const *choices; /* CLI_CHOICE */
     const char *value;          /* what the value is, for "NAME needs ..." (NULL: "a value") */
+    /* The option's line of the help (cli_help): the value's placeholder
+     * ("DIR", "N"; NULL for a CLI_FLAG), what the option does in one
+     * sentence (wrapped to the terminal's 80 columns), and the default
+     * (NULL: none), shown after it as "(default 8)", or "(default: the
+     * model's)" when it is words that do not start with a digit. cli_parse
+     * refuses a table with an entry that lacks its help or a value's
+     * placeholder, or a flag with one. */
+    const char *meta, *help, *def;
 } cli_option;
+
+/* The hand-written parts of a command's help around its option lines:
+ * usage, the synopsis after "usage: " (lines separated by '\n', each further
+ * one indented by the width of "usage: "); intro and outro (NULL: none), free text
+ * printed as it is before and after the option lines. */
+typedef struct cli_doc {
+    const char *usage, *intro, *outro;
+} cli_doc;
+
+/* Prints the help: "usage: " and the synopsis, the intro, one line per
+ * option of the table (its name and placeholder, then its help aligned in
+ * one column, wrapped under itself), the outro. Returns the exit status of
+ * a help asked for (0 on stdout) or shown after a refusal (2 on stderr). */
+int cli_help(FILE *out, const cli_doc *doc, const cli_option *opts, size_t n);
 
 /* pfx_gain_mode's values by name, in its order (a CLI_CHOICE's index is the
  * mode): "off", "linear", "tanh". */
@@ -74,11 +96,15 @@ extern const char *const cli_gain_modes[];
 /* Parses argv[1 .. argc) against the table: every argument an option of it
  * (with its value where it takes one), each value checked by its kind's
  * strict parser, each option once unless repeatable. Returns 0 (parsed), 1
- * (-h or --help: `usage` printed the help on stdout; exit 0) or 2 (after
- * "prefixcl CMD: why" and usage on stderr; exit 2). given (may be NULL)
+ * (-h or --help: cli_help printed the help on stdout; exit 0) or 2 (after
+ * "prefixcl CMD: why" and the help on stderr; exit 2). given (may be NULL)
  * gets, per option, whether it appeared. */
 int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n, bool *given,
-              int (*usage)(FILE *out));
+              const cli_doc *doc);
+
+/* A table entry's literal default from a macro: CLI_STR(DEF_STEPS) is "400". */
+#define CLI_STR_(x) #x
+#define CLI_STR(x)  CLI_STR_(x)
 
 /* A command with two ways chosen by one option (attn-map --model): whether
  * argv[1 .. argc) holds it, before the way's own table parses them. */

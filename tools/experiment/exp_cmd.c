@@ -27,55 +27,19 @@
 #define DEF_BATCH  8
 #define DEF_STEPS  400
 
-static int usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: prefixcl experiment gain --corpus DIR --out DIR [--tokenizer DIR] [options]\n"
-        "  Trains the same GPT-2-family model in several arms (same seed, data order and steps) "
-        "and\n"
-        "  measures what a learnable attention gain per head does: validation perplexity, "
-        "generation\n"
-        "  tokens/s, which heads' gains settle, a linear probe of the final hidden states; writes\n"
-        "  OUT/report.md (against the published claims), OUT/results.json and pictures.\n"
-        "  --corpus DIR        train.txt, valid.txt, valid_labels.tsv "
-        "(tools/corpus/wordnet_corpus.py DIR)\n"
-        "  --tokenizer DIR     tokenizer.json's folder (default: the committed " PFX_WORDNET_DIR
-        ")\n"
-        "  --out DIR           output folder\n"
-        "  --arms LIST         of baseline, linear, tanh, dim, selected (default: all; selected "
-        "needs linear)\n"
-        "  --device SEL        P:D, gpu, cpu or a name substring\n"
-        "  --layers N          (default %d)\n"
-        "  --hidden N          width (default %d)\n"
-        "  --heads N           attention heads, dividing --hidden (default %d)\n"
-        "  --block N           tokens a row, also the model's positions (default %d)\n"
-        "  --batch N           rows a step (default %d)\n"
-        "  --steps N           optimizer steps of every arm (default %d)\n"
-        "  --lr X              the weights' learning rate; the gains' is half (default 1e-3: the "
-        "recipe's\n"
-        "                      1e-4 is for long runs)\n"
-        "  --warmup N          learning-rate warm-up and gain ramp steps (default steps / 10)\n"
-        "  --seed S            initialization and data order (default 1)\n"
-        "  --seeds N           repeat every arm with seeds S .. S+N-1: means and 95%% intervals "
-        "(default 1)\n"
-        "  --top-k K           the top-k attention mass measured per head (default 8)\n"
-        "  --measure-every K   per-head measures every K steps (default steps / 20)\n"
-        "  --eval-every N      validation loss every N steps (default steps / 10)\n"
-        "  --eval-blocks N     validation blocks an evaluation reads (default 64)\n"
-        "  --probe-docs N      validation documents the probe reads, 0: all (default 3000)\n"
-        "  --gen-tokens N      new tokens a timed generation (default 64)\n"
-        "  --gen-reps N        timed generations per model and arm (default 5)\n"
-        "  --quiet             no progress output\n",
-        DEF_LAYERS, DEF_HIDDEN, DEF_HEADS, DEF_BLOCK, DEF_BATCH, DEF_STEPS);
-    return 2;
-}
+static const cli_doc doc = {
+    "prefixcl experiment gain --corpus DIR --out DIR [--tokenizer DIR] [options]",
+    "  Trains the same GPT-2-family model in several arms (same seed, data order and steps) and\n"
+    "  measures what a learnable attention gain per head does: validation perplexity, generation\n"
+    "  tokens/s, which heads' gains settle, a linear probe of the final hidden states; writes\n"
+    "  OUT/report.md (against the published claims), OUT/results.json and pictures.\n",
+    NULL
+};
 
-static int refuse(const char *msg)
+static int refuse(const char *msg, const cli_option *opts, size_t n)
 {
     fprintf(stderr, "prefixcl experiment gain: %s\n\n", msg);
-    usage(stderr);
-    return 2;
+    return cli_help(stderr, &doc, opts, n);
 }
 
 /* --arms: names separated by commas, each once; selected after linear. */
@@ -166,15 +130,6 @@ static void state_free(exp_state *s)
 
 int cmd_experiment(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "gain")) {
-        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-            usage(stdout);
-            return 0;
-        }
-        fprintf(stderr, "prefixcl experiment: %s (the one experiment: gain)\n\n",
-                argc < 2 ? "which experiment?" : "unknown experiment");
-        return usage(stderr);
-    }
     exp_state S = { 0 }, *s = &S;
     exp_options *o = &s->o;
     *o = (exp_options){ .tokenizer = PFX_WORDNET_DIR,
@@ -195,49 +150,80 @@ int cmd_experiment(int argc, char **argv)
     const char *arms = "baseline,linear,tanh,dim,selected";
     size_t warmup = SIZE_MAX, measure = 0, eval_every = 0; /* SIZE_MAX, 0: from --steps */
     const cli_option opts[] = {
-        { "--corpus", CLI_TEXT, &o->corpus, 0, 0, NULL, NULL },
-        { "--tokenizer", CLI_TEXT, &o->tokenizer, 0, 0, NULL, NULL },
-        { "--out", CLI_TEXT, &o->out, 0, 0, NULL, NULL },
-        { "--arms", CLI_TEXT, &arms, 0, 0, NULL, NULL },
-        { "--device", CLI_TEXT, &o->device, 0, 0, NULL, NULL },
-        { "--layers", CLI_SIZE, &o->layers, 1, 256, NULL, NULL },
-        { "--hidden", CLI_SIZE, &o->hidden, 8, 1 << 16, NULL, NULL },
-        { "--heads", CLI_SIZE, &o->heads, 1, 1024, NULL, NULL },
-        { "--block", CLI_SIZE, &o->block, 8, 1 << 16, NULL, NULL },
-        { "--batch", CLI_SIZE, &o->batch, 1, 4096, NULL, NULL },
-        { "--steps", CLI_SIZE, &o->steps, 5, 1e9, NULL, NULL },
-        { "--lr", CLI_FLOAT, &o->lr, 1e-9, 10, NULL, NULL },
-        { "--warmup", CLI_SIZE, &warmup, 0, 1e9, NULL, NULL },
-        { "--seed", CLI_U64, &o->seed, 0, 1.9e19, NULL, NULL },
-        { "--seeds", CLI_SIZE, &o->seeds, 1, 30, NULL, NULL },
-        { "--top-k", CLI_SIZE, &o->top_k, 1, 1 << 16, NULL, NULL },
-        { "--measure-every", CLI_SIZE, &measure, 1, 1e9, NULL, NULL },
-        { "--eval-every", CLI_SIZE, &eval_every, 1, 1e9, NULL, NULL },
-        { "--eval-blocks", CLI_SIZE, &o->eval_blocks, 1, 1e9, NULL, NULL },
-        { "--probe-docs", CLI_SIZE, &o->probe_docs, 0, 1e9, NULL, NULL },
-        { "--gen-tokens", CLI_SIZE, &o->gen_tokens, 1, 1 << 16, NULL, NULL },
-        { "--gen-reps", CLI_SIZE, &o->gen_reps, 1, 1000, NULL, NULL },
-        { "--quiet", CLI_FLAG, &o->quiet, 0, 0, NULL, NULL },
+        { "--corpus", CLI_TEXT, &o->corpus, 0, 0, NULL, NULL, "DIR",
+          "train.txt, valid.txt, valid_labels.tsv (tools/corpus/wordnet_corpus.py DIR)", NULL },
+        { "--tokenizer", CLI_TEXT, &o->tokenizer, 0, 0, NULL, NULL, "DIR",
+          "tokenizer.json's folder", "the committed " PFX_WORDNET_DIR },
+        { "--out", CLI_TEXT, &o->out, 0, 0, NULL, NULL, "DIR", "output folder", NULL },
+        { "--arms", CLI_TEXT, &arms, 0, 0, NULL, NULL, "LIST",
+          "the arms, of baseline, linear, tanh, dim, selected; selected needs linear", "all" },
+        { "--device", CLI_TEXT, &o->device, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
+        { "--layers", CLI_SIZE, &o->layers, 1, 256, NULL, NULL, "N", "transformer layers",
+          CLI_STR(DEF_LAYERS) },
+        { "--hidden", CLI_SIZE, &o->hidden, 8, 1 << 16, NULL, NULL, "N", "width",
+          CLI_STR(DEF_HIDDEN) },
+        { "--heads", CLI_SIZE, &o->heads, 1, 1024, NULL, NULL, "N",
+          "attention heads, dividing --hidden", CLI_STR(DEF_HEADS) },
+        { "--block", CLI_SIZE, &o->block, 8, 1 << 16, NULL, NULL, "N",
+          "tokens a row, also the model's positions", CLI_STR(DEF_BLOCK) },
+        { "--batch", CLI_SIZE, &o->batch, 1, 4096, NULL, NULL, "N", "rows a step",
+          CLI_STR(DEF_BATCH) },
+        { "--steps", CLI_SIZE, &o->steps, 5, 1e9, NULL, NULL, "N", "optimizer steps of every arm",
+          CLI_STR(DEF_STEPS) },
+        { "--lr", CLI_FLOAT, &o->lr, 1e-9, 10, NULL, NULL, "X",
+          "the weights' learning rate; the gains' is half",
+          "1e-3: the recipe's 1e-4 is for long runs" },
+        { "--warmup", CLI_SIZE, &warmup, 0, 1e9, NULL, NULL, "N",
+          "learning-rate warm-up and gain ramp steps", "steps / 10" },
+        { "--seed", CLI_U64, &o->seed, 0, 1.9e19, NULL, NULL, "S", "initialization and data order",
+          "1" },
+        { "--seeds", CLI_SIZE, &o->seeds, 1, 30, NULL, NULL, "N",
+          "repeat every arm with seeds S .. S+N-1: means and 95% intervals", "1" },
+        { "--top-k", CLI_SIZE, &o->top_k, 1, 1 << 16, NULL, NULL, "K",
+          "the top-k attention mass measured per head", "8" },
+        { "--measure-every", CLI_SIZE, &measure, 1, 1e9, NULL, NULL, "K",
+          "per-head measures every K steps", "steps / 20" },
+        { "--eval-every", CLI_SIZE, &eval_every, 1, 1e9, NULL, NULL, "N",
+          "validation loss every N steps", "steps / 10" },
+        { "--eval-blocks", CLI_SIZE, &o->eval_blocks, 1, 1e9, NULL, NULL, "N",
+          "validation blocks an evaluation reads", "64" },
+        { "--probe-docs", CLI_SIZE, &o->probe_docs, 0, 1e9, NULL, NULL, "N",
+          "validation documents the probe reads, 0: all", "3000" },
+        { "--gen-tokens", CLI_SIZE, &o->gen_tokens, 1, 1 << 16, NULL, NULL, "N",
+          "new tokens a timed generation", "64" },
+        { "--gen-reps", CLI_SIZE, &o->gen_reps, 1, 1000, NULL, NULL, "N",
+          "timed generations per model and arm", "5" },
+        { "--quiet", CLI_FLAG, &o->quiet, 0, 0, NULL, NULL, NULL, "no progress output", NULL },
     };
-    const int parsed = cli_parse("experiment gain", argc - 1, argv + 1, opts,
-                                 sizeof(opts) / sizeof(opts[0]), NULL, usage);
+    const size_t nopts = sizeof(opts) / sizeof(opts[0]);
+    if (argc < 2 || strcmp(argv[1], "gain")) {
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            return cli_help(stdout, &doc, opts, nopts);
+        }
+        fprintf(stderr, "prefixcl experiment: %s (the one experiment: gain)\n\n",
+                argc < 2 ? "which experiment?" : "unknown experiment");
+        return cli_help(stderr, &doc, opts, nopts);
+    }
+    const int parsed = cli_parse("experiment gain", argc - 1, argv + 1, opts, nopts, NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     char why[600];
     if (!o->corpus)
         return refuse(
-            "--corpus DIR is needed (python3 tools/corpus/wordnet_corpus.py DIR makes one)");
+            "--corpus DIR is needed (python3 tools/corpus/wordnet_corpus.py DIR makes one)", opts,
+            nopts);
     if (!o->out)
-        return refuse("--out DIR is needed");
+        return refuse("--out DIR is needed", opts, nopts);
     if (!parse_arms(arms, o->arm, why, sizeof(why)))
-        return refuse(why);
+        return refuse(why, opts, nopts);
     if (o->hidden % o->heads) {
         snprintf(why, sizeof(why), "--heads %zu does not divide --hidden %zu", o->heads, o->hidden);
-        return refuse(why);
+        return refuse(why, opts, nopts);
     }
     if (o->top_k > o->block) {
         snprintf(why, sizeof(why), "--top-k %zu exceeds --block %zu", o->top_k, o->block);
-        return refuse(why);
+        return refuse(why, opts, nopts);
     }
     o->warmup = warmup != SIZE_MAX ? warmup : o->steps / 10;
     o->measure_every = measure ? measure : (o->steps / 20 ? o->steps / 20 : 1);
@@ -246,7 +232,7 @@ int cmd_experiment(int argc, char **argv)
         snprintf(why, sizeof(why), "%s %zu exceeds --steps %zu",
                  o->measure_every > o->steps ? "--measure-every" : "--eval-every",
                  o->measure_every > o->steps ? o->measure_every : o->eval_every, o->steps);
-        return refuse(why);
+        return refuse(why, opts, nopts);
     }
     snprintf(s->train_path, sizeof(s->train_path), "%s/train.txt", o->corpus);
     snprintf(s->valid_path, sizeof(s->valid_path), "%s/valid.txt", o->corpus);

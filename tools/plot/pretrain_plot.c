@@ -6,53 +6,31 @@
 #include <stdlib.h>
 
 #include "chart.h"
+#include "loss_plot.h"
 #include "tune_plot.h"
 
 static int plot_loss(const char *path, const pfx_pretrain_result *r)
 {
     const size_t n = r->steps_done;
-    double *gn = malloc((n ? n : 1) * sizeof(double)), *ex = malloc((n + 1) * sizeof(double));
-    double *ey = malloc((n + 1) * sizeof(double));
+    double *ex = malloc((n + 1) * sizeof(double)), *ey = malloc((n + 1) * sizeof(double));
     int rc = CHART_ERR_IO;
-    if (gn && ex && ey) {
+    if (ex && ey) {
         size_t evals = 0;
-        for (size_t i = 0; i < n; i++)
-            gn[i] = r->grad_norms[i];
         for (size_t s = 0; s <= n; s++)
             if (isfinite(r->eval_losses[s])) {
                 ex[evals] = (double)s;
                 ey[evals++] = r->eval_losses[s];
             }
-        chart_series s[3] = {
-            { .name = "training loss", .y = r->losses, .count = n, .line = true },
-            { .name = "gradient norm (before clipping)",
-              .y = gn,
-              .count = n,
-              .line = true,
-              .right = true },
-            { .name = "evaluation loss",
-              .x = ex,
-              .y = ey,
-              .count = evals,
-              .line = true,
-              .points = true },
+        const chart_series eval = {
+            .x = ex, .y = ey, .count = evals, .line = true, .points = true
         };
         char sub[200];
         snprintf(sub, sizeof(sub), "%s, %zu layers, %zu heads, %zu of %zu steps, %zu tokens a step",
                  r->shape.model_type, r->shape.layers, r->shape.heads, n, r->steps,
                  r->tokens_per_step);
-        chart_line_spec spec = {
-            .title = "prefixcl pretrain: token loss",
-            .subtitle = sub,
-            .x = { .label = "step" },
-            .y = { .label = "mean token loss (nats)" },
-            .y2 = { .label = "gradient norm", .log = true },
-            .series = s,
-            .series_count = evals ? 3 : 2,
-        };
-        rc = chart_lines(path, &spec, 1);
+        rc = loss_plot(path, "prefixcl pretrain: token loss", sub, r->losses, r->grad_norms, n,
+                       &eval);
     }
-    free(gn);
     free(ex);
     free(ey);
     return rc;

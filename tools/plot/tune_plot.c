@@ -6,15 +6,11 @@
 #include <stdlib.h>
 
 #include "chart.h"
+#include "loss_plot.h"
 
 int tune_plot_loss(const char *path, const pfx_tune_result *r)
 {
     const size_t n = r->steps_done;
-    double *gn = malloc((n ? n : 1) * sizeof(double));
-    if (!gn)
-        return CHART_ERR_IO;
-    for (size_t i = 0; i < n; i++)
-        gn[i] = r->grad_norms[i];
     /* the evaluation set before the first step of the run and after its last
      * (a resumed or stopped run has not measured them: NAN, not drawn) */
     const bool after = n == r->steps && !r->stopped;
@@ -22,30 +18,11 @@ int tune_plot_loss(const char *path, const pfx_tune_result *r)
     const double eval_y[2] = { r->first_step == 0 ? r->eval_before : NAN,
                                after ? r->eval_after : NAN };
     const bool evals = isfinite(eval_y[0]) || isfinite(eval_y[1]);
-    chart_series s[3] = {
-        { .name = "training loss", .y = r->losses, .count = n, .line = true },
-        { .name = "gradient norm (before clipping)",
-          .y = gn,
-          .count = n,
-          .line = true,
-          .right = true },
-        { .name = "evaluation loss", .x = eval_x, .y = eval_y, .count = 2, .points = true },
-    };
+    const chart_series eval = { .x = eval_x, .y = eval_y, .count = evals ? 2 : 0, .points = true };
     char sub[200];
     snprintf(sub, sizeof(sub), "%zu layers, %zu heads, %zu of %zu steps", r->shape.layers,
              r->shape.heads, n, r->steps);
-    chart_line_spec spec = {
-        .title = "prefixcl tune: token loss",
-        .subtitle = sub,
-        .x = { .label = "step" },
-        .y = { .label = "mean token loss (nats)" },
-        .y2 = { .label = "gradient norm", .log = true },
-        .series = s,
-        .series_count = evals ? 3 : 2,
-    };
-    int rc = chart_lines(path, &spec, 1);
-    free(gn);
-    return rc;
+    return loss_plot(path, "prefixcl tune: token loss", sub, r->losses, r->grad_norms, n, &eval);
 }
 
 int tune_plot_prefix_mass(const char *path, const float *before, const float *after, size_t layers,

@@ -16,29 +16,13 @@
 
 #define BODY_LIMIT (1u << 20)
 
-static int usage(FILE *out)
-{
-    static const char text[] =
-        "usage: prefixcl serve --model DIR [--adapter NAME=PATH]... [options]\n"
-        "  --adapter NAME=PATH    a prefix adapter (as generate takes it), which a request's\n"
-        "                         \"model\" asks for by NAME (default: the path's last name);\n"
-        "                         the model folder's own name means none (repeatable)\n"
-        "  --host ADDR            numeric address to listen on (default 127.0.0.1)\n"
-        "  --port N               (default 8000; 0: any free port, printed)\n"
-        "  --slots N              requests generating at once (default 4)\n"
-        "  --max-len N            tokens of a request, prompt and completion (default: the\n"
-        "                         model's positions less the prefix, at most 512)\n"
-        "  --queue N              requests waiting for a slot before 503 (default 64)\n"
-        "  --api-key KEY          require Authorization: Bearer KEY (all but /health)\n"
-        "  --allow-adapter-admin  POST /v1/adapters {name, path}, DELETE /v1/adapters/NAME\n"
-        "  --storage T            the weights on the device: f32 (default), f16, bf16, q8_0\n"
-        "  --device SEL\n"
-        "At most %d adapters in all, of one prefix length. Endpoints: POST /v1/completions,\n"
-        "POST /v1/chat/completions, GET /v1/models, GET /health, GET /metrics.\n"
-        "SIGINT or SIGTERM stops the server.\n";
-    fprintf(out, text, SERVE_MAX_ADAPTERS);
-    return out == stdout ? 0 : 2;
-}
+static const cli_doc doc = { "prefixcl serve --model DIR [--adapter NAME=PATH]... [options]", NULL,
+                             "At most " CLI_STR(
+                                 SERVE_MAX_ADAPTERS) " adapters in all, of one prefix length. "
+                                                     "Endpoints: POST /v1/completions,\n"
+                                                     "POST /v1/chat/completions, GET /v1/models, "
+                                                     "GET /health, GET /metrics.\n"
+                                                     "SIGINT or SIGTERM stops the server.\n" };
 
 /* The last name of a path ("a/b/" -> "b"), in buf. */
 static const char *last_name(const char *path, char *buf, size_t cap)
@@ -65,20 +49,33 @@ int cmd_serve(int argc, char **argv)
     memset(&srv, 0, sizeof(srv));
     cli_list adapters = { adapter_args, NULL, SERVE_MAX_ADAPTERS, 0, NULL };
     const cli_option opts[] = {
-        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL },
-        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL },
-        { "--host", CLI_TEXT, &host, 0, 0, NULL, NULL },
-        { "--api-key", CLI_TEXT, &srv.api_key, 0, 0, NULL, NULL },
-        { "--adapter", CLI_TEXTS, &adapters, 0, 0, NULL, NULL },
-        { "--port", CLI_U64, &port, 0, 65535, NULL, NULL },
-        { "--slots", CLI_U64, &slots, 1, 256, NULL, NULL },
-        { "--max-len", CLI_U64, &max_len, 2, 1 << 20, NULL, NULL },
-        { "--queue", CLI_U64, &queue, 1, 1 << 16, NULL, NULL },
-        { "--allow-adapter-admin", CLI_FLAG, &admin, 0, 0, NULL, NULL },
-        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL },
+        { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL, "DIR",
+          "a Hugging Face folder (config.json, safetensors, tokenizer)", NULL },
+        { "--adapter", CLI_TEXTS, &adapters, 0, 0, NULL, NULL, "NAME=PATH",
+          "a prefix adapter (as generate takes it), which a request's \"model\" asks for by NAME "
+          "(default: the path's last name); the model folder's own name means none (repeatable)",
+          NULL },
+        { "--host", CLI_TEXT, &host, 0, 0, NULL, NULL, "ADDR", "numeric address to listen on",
+          "127.0.0.1" },
+        { "--port", CLI_U64, &port, 0, 65535, NULL, NULL, "N",
+          "the port; 0: any free port, printed", "8000" },
+        { "--slots", CLI_U64, &slots, 1, 256, NULL, NULL, "N", "requests generating at once", "4" },
+        { "--max-len", CLI_U64, &max_len, 2, 1 << 20, NULL, NULL, "N",
+          "tokens of a request, prompt and completion",
+          "the model's positions less the prefix, at most 512" },
+        { "--queue", CLI_U64, &queue, 1, 1 << 16, NULL, NULL, "N",
+          "requests waiting for a slot before 503", "64" },
+        { "--api-key", CLI_TEXT, &srv.api_key, 0, 0, NULL, NULL, "KEY",
+          "require Authorization: Bearer KEY (all but /health)", NULL },
+        { "--allow-adapter-admin", CLI_FLAG, &admin, 0, 0, NULL, NULL, NULL,
+          "POST /v1/adapters {name, path}, DELETE /v1/adapters/NAME", NULL },
+        { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
+          "the weights on the device", "f32" },
+        { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
+          "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
     };
     const int parsed =
-        cli_parse("serve", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, usage);
+        cli_parse("serve", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
     srv.ctx.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
@@ -95,7 +92,7 @@ int cmd_serve(int argc, char **argv)
     srv.ctx.adapters = adapters.count;
     if (!model) {
         fprintf(stderr, "prefixcl serve: --model is required\n");
-        return usage(stderr);
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     srv.base_name = last_name(model, base, sizeof(base));
     pthread_mutex_init(&srv.names_mu, NULL);
