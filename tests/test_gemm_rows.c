@@ -245,6 +245,10 @@ static void test_rows_q8_0(void **state)
         { 1, 2304, 768, true, PFX_ROWS_Q8_0, 1.0f, 0.0f },
         { 1, 2304, 768, false, PFX_ROWS_Q8_0, 1.0f, 0.0f },
         { 8, 2304, 768, false, PFX_ROWS_Q8_0, 1.0f, 1.0f },
+        /* B [k, n] 4, 2 and 1 blocks a row a pass, and what remains */
+        { 2, 200, 70, false, PFX_ROWS_Q8_0, 1.0f, 0.0f },
+        { 3, 161, 64, false, PFX_ROWS_Q8_0, 0.5f, 1.0f },
+        { 4, 100, 40, false, PFX_ROWS_Q8_0, 1.0f, 0.0f },
     };
     for (size_t i = 0; i < sizeof(q8_cases) / sizeof(q8_cases[0]); i++)
         for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)

@@ -23,6 +23,11 @@ typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 
 /* Rows of B [k, n] read side by side (range_mr in gemm_rows_kernel.h). */
 #define ROWS_KB 32
+/* Q8_0 blocks prefetched ahead: B [n, k] read along its rows (256 blocks,
+ * 8.5 KB: 6 GB/s without, 26 GB/s with, one thread, a 41 MB weight from
+ * memory on a 2-core EPYC), B [k, n] a row's blocks 8 visits ahead (+15 %). */
+#define ROWS_Q8_ROWS_AHEAD 256
+#define ROWS_Q8_COLS_AHEAD 8
 
 static float b_at(const pfx_gemm_rows_args *g, size_t e)
 {
@@ -227,8 +232,9 @@ bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa)
     if (!ks)
         return false;
     const rows_range_fn range = ks->range;
-    /* a thread's share: whole blocks (32 columns of B [k, n], 2 rows of B [n, k]) */
-    const size_t unit = g->trans_b ? 2 : 32, units = (g->n + unit - 1) / unit;
+    /* a thread's share: whole blocks (32 columns of B [k, n], 2 rows of B [n, k], 4 of Q8_0) */
+    const size_t unit = g->trans_b ? (g->b_type == PFX_ROWS_Q8_0 ? 4 : 2) : 32;
+    const size_t units = (g->n + unit - 1) / unit;
     /* a second thread only from ~64K weights each (a guess: not measured) */
     const size_t min_units = (65536 / (g->k ? g->k : 1) + unit - 1) / unit + 1;
     int t = threads < 1 ? 1 : threads;

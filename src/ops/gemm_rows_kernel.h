@@ -80,6 +80,95 @@ ROWS_NAME(cols32)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, f
     }
 }
 
+/* B [k, n] as Q8_0: columns [j, j + 32 CB), CB blocks of each row (j and
+ * ldb whole blocks), of MR rows over B's rows [p0, p1); x times a block's
+ * scale multiplies its values. The sums as cols32's (part: MR x 32 CB).
+ * Several blocks a row at a time: one block a visit read a row's 34 bytes
+ * and left it, which the prefetchers served at a third of float32's rate. */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(cols_q8)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, float *part,
+                   size_t ldp, const int MR, const int CB)
+{
+    v16 acc[PFX_GEMM_ROWS_MAX][8];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int h = 0; h < 2 * CB; h++)
+            acc[i][h] = p0 ? (v16) * (const v16u *)(part + (size_t)i * ldp + 16 * (size_t)h)
+                           : (v16){ 0 };
+    const size_t stride = g->ldb / PFX_Q8_0_BLOCK;
+    const pfx_q8_0_block *q = (const pfx_q8_0_block *)g->b + p0 * stride + j / PFX_Q8_0_BLOCK;
+    for (size_t p = p0; p < p1; p++, q += stride) {
+        __builtin_prefetch(q + ROWS_Q8_COLS_AHEAD * CB);
+#pragma GCC unroll 4
+        for (int c = 0; c < CB; c++) {
+            const float d = ROWS_SCALE(q[c].d);
+            const v16 b0 = ROWS_Q8(q[c].q), b1 = ROWS_Q8(q[c].q + 16);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; i++) {
+                const float x = g->a[(size_t)i * g->lda + p] * d;
+                acc[i][2 * c] = ROWS_FMA(acc[i][2 * c], x, b0);
+                acc[i][2 * c + 1] = ROWS_FMA(acc[i][2 * c + 1], x, b1);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 8
+        for (int h = 0; h < 2 * CB; h++) {
+            if (p1 < g->k)
+                *(v16u *)(part + (size_t)i * ldp + 16 * (size_t)h) = acc[i][h];
+            else
+                ROWS_NAME(store)(g, (size_t)i, j + 16 * (size_t)h, 16, acc[i][h]);
+        }
+}
+
+/* B [n, k] as Q8_0 (blocks along B's rows, ldb whole blocks): outputs
+ * [j, j + NJ) of MR rows; per block, the two halves' products summed, then
+ * scaled once. */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(rows_q8)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int MR)
+{
+    v16 acc[PFX_GEMM_ROWS_MAX][4];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+        for (int t = 0; t < NJ; t++)
+            acc[i][t] = (v16){ 0 };
+    const size_t stride = g->ldb / PFX_Q8_0_BLOCK, kb = g->k / PFX_Q8_0_BLOCK;
+    const pfx_q8_0_block *q = (const pfx_q8_0_block *)g->b + j * stride;
+    for (size_t b = 0; b < kb; b++) {
+        v16 lo[4], hi[4];
+        float d[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < NJ; t++) {
+            const pfx_q8_0_block *qt = q + (size_t)t * stride + b;
+            __builtin_prefetch(qt + ROWS_Q8_ROWS_AHEAD);
+            d[t] = ROWS_SCALE(qt->d);
+            lo[t] = ROWS_Q8(qt->q);
+            hi[t] = ROWS_Q8(qt->q + 16);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; i++) {
+            const float *x = g->a + (size_t)i * g->lda + b * PFX_Q8_0_BLOCK;
+            const v16 x0 = *(const v16u *)x, x1 = *(const v16u *)(x + 16);
+#pragma GCC unroll 4
+            for (int t = 0; t < NJ; t++)
+                acc[i][t] = ROWS_FMA(acc[i][t], d[t], ROWS_FMAV(x0 * lo[t], x1, hi[t]));
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int t = 0; t < NJ; t++) {
+            float s = 0.0f;
+            for (int l = 0; l < 16; l++)
+                s += acc[i][t][l];
+            for (size_t p = kb * PFX_Q8_0_BLOCK; p < g->k; p++)
+                s += g->a[i * g->lda + p] * b_at(g, (j + (size_t)t) * g->ldb + p);
+            v16 one = { s };
+            ROWS_NAME(store)(g, (size_t)i, j + (size_t)t, 1, one);
+        }
+}
+
 /* B [n, k]: outputs j, j + 1 of MR rows, dot products along B's rows. */
 static inline __attribute__((always_inline)) ROWS_ATTR void
 ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int MR, const int BT)
@@ -119,6 +208,15 @@ static inline __attribute__((always_inline)) ROWS_ATTR void
 ROWS_NAME(range_mr)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int MR, const int BT)
 {
     size_t j = j0;
+    if (g->trans_b && BT == PFX_ROWS_Q8_0) {
+        /* 4 rows of B a pass where the registers hold their sums */
+        const int nj = MR <= 4 ? 4 : 2;
+        for (; j + (size_t)nj <= j1; j += (size_t)nj)
+            ROWS_NAME(rows_q8)(g, j, nj, MR);
+        for (; j < j1; j++)
+            ROWS_NAME(rows_q8)(g, j, 1, MR);
+        return;
+    }
     if (g->trans_b) {
         for (; j + 2 <= j1; j += 2)
             ROWS_NAME(rows2)(g, j, 2, MR, BT);
@@ -131,9 +229,19 @@ ROWS_NAME(range_mr)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int
     const size_t whole = (j1 - j0) / 32 * 32;
     float *part = g->k > ROWS_KB ? malloc((size_t)MR * whole * sizeof(float)) : NULL;
     const size_t kb = part ? ROWS_KB : g->k;
+    /* Q8_0: as many blocks a row as the registers hold sums of */
+    const int cb = MR <= 2 ? 4 : MR <= 4 ? 2 : 1;
     for (size_t p0 = 0; p0 < g->k; p0 += kb) {
         const size_t p1 = g->k - p0 < kb ? g->k : p0 + kb;
-        for (j = j0; j < j0 + whole; j += 32)
+        j = j0;
+        if (BT == PFX_ROWS_Q8_0) {
+            for (; cb > 1 && j + 32 * (size_t)cb <= j0 + whole; j += 32 * (size_t)cb)
+                ROWS_NAME(cols_q8)(g, j, p0, p1, part + (j - j0), whole, MR, cb);
+            for (; j < j0 + whole; j += 32)
+                ROWS_NAME(cols_q8)(g, j, p0, p1, part + (j - j0), whole, MR, 1);
+            continue;
+        }
+        for (; j < j0 + whole; j += 32)
             ROWS_NAME(cols32)(g, j, p0, p1, part + (j - j0), whole, MR, BT);
     }
     free(part);
