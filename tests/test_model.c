@@ -159,6 +159,33 @@ typedef struct check_opts {
                     * the positions) as Q8_0 holds them */
 } check_opts;
 
+/* A weight as Q8_0 storage holds it: blocks of 32 along its rows; GPT-2's
+ * Conv1D [in, out] (".attn.c_", ".mlp.c_") held [out, in], so blocks along
+ * its columns; positions and vectors as they are. */
+static void ref_q8_0_weight(tf_tensor *t)
+{
+    if (t->ndim != 2 || strstr(t->name, "wpe"))
+        return;
+    const size_t rows = t->shape[0], cols = t->shape[1];
+    const bool conv1d = strstr(t->name, ".attn.c_") || strstr(t->name, ".mlp.c_");
+    if ((conv1d ? rows : cols) % 32)
+        return;
+    if (!conv1d) {
+        ref_q8_0(t->data, rows * cols, t->data);
+        return;
+    }
+    float *tr = malloc(rows * cols * sizeof(float));
+    assert_non_null(tr);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            tr[c * rows + r] = t->data[r * cols + c];
+    ref_q8_0(tr, rows * cols, tr);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            t->data[r * cols + c] = tr[c * rows + r];
+    free(tr);
+}
+
 /* Writes the folder, loads it, compares logits, loss and gradients. */
 static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const check_opts *o)
 {
@@ -168,8 +195,7 @@ static void check_model(pfx_runtime *rt, tf_model *m, const problem *p, const ch
         for (size_t e = 0; e < m->t[i].shape[0] * (m->t[i].ndim == 2 ? m->t[i].shape[1] : 1); e++)
             m->t[i].data[e] = ref_round_bf16(m->t[i].data[e]);
     for (size_t i = 0; o->ref_q8_0 && i < m->count; i++)
-        if (m->t[i].ndim == 2 && m->t[i].shape[1] % 32 == 0 && !strstr(m->t[i].name, "wpe"))
-            ref_q8_0(m->t[i].data, m->t[i].shape[0] * m->t[i].shape[1], m->t[i].data);
+        ref_q8_0_weight(&m->t[i]);
     size_t live0 = pfx_test_live_bytes(rt);
     pfx_context *ctx =
         load(rt, dir, o->storage, p->B + 1, p->N + 2, p->P + 1, o->chunk, o->recompute);
@@ -513,10 +539,11 @@ static void test_bf16_storage(void **state)
 }
 
 /* Q8_0 storage: the matrices whose rows are whole blocks quantized at load
- * (GPT-2 tied: every matrix; Llama with an intermediate size of 80: its
- * down projection, [C, 80], stays float32 beside the quantized ones); the
- * reference on the blocks' values; compute stays float32, so the float32
- * tolerances hold. A Q8_0 model is not saved. */
+ * (GPT-2 tied: every matrix, its Conv1D weights held [out, in]; Llama with
+ * an intermediate size of 80: its down projection, [C, 80], stays float32
+ * beside the quantized ones); the reference on the blocks' values; compute
+ * stays float32, so the float32 tolerances hold. A model drawn at random is
+ * the float32 one quantized. A Q8_0 model is not saved. */
 static void test_q8_0_storage(void **state)
 {
     pfx_runtime *rt = *state;
@@ -538,6 +565,54 @@ static void test_q8_0_storage(void **state)
     const int32_t lens[2] = { 9, 6 };
     make_problem(&m2, &p2, 2, 9, 4, lens, 27);
     check_model(rt, &m2, &p2, &o);
+
+    /* drawn: each weight the float32 draw's as Q8_0 holds it */
+    char *gdir = tf_tempdir("q8draw");
+    assert_int_equal(tf_write(&m, gdir, 1), 0);
+    pfx_model *drawn[2] = { NULL, NULL };
+    const pfx_model_params draw_p[2] = { { .storage = PFX_DTYPE_F32 },
+                                         { .storage = PFX_DTYPE_Q8_0 } };
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pfx_model_create_random(rt, gdir, &draw_p[i], 77, &drawn[i]), PFX_SUCCESS);
+    size_t quantized = 0;
+    for (size_t w = 0; w < pfx_model_weight_count(drawn[0]); w++) {
+        pfx_model_weight_info info[2];
+        pfx_tensor *t[2];
+        tf_tensor ref = { .ndim = 0 };
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(pfx_model_get_weight(drawn[i], w, &info[i]), PFX_SUCCESS);
+            assert_int_equal(pfx_model_weight_tensor(drawn[i], w, &t[i]), PFX_SUCCESS);
+        }
+        const size_t n = info[0].numel;
+        snprintf(ref.name, sizeof(ref.name), "%s", info[0].name);
+        ref.ndim = info[0].ndim;
+        ref.shape[0] = info[0].shape[0];
+        ref.shape[1] = info[0].ndim == 2 ? info[0].shape[1] : 1;
+        ref.data = malloc(n * sizeof(float));
+        float *got = malloc(n * sizeof(float));
+        assert_true(ref.data && got);
+        assert_int_equal(pfx_tensor_read(t[0], 0, n, ref.data), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_read(t[1], 0, n, got), PFX_SUCCESS);
+        ref_q8_0_weight(&ref);
+        /* GPT-2's Conv1D weights held [out, in] */
+        const bool held_t = info[1].ndim == 2 &&
+                            (strstr(info[1].name, ".attn.c_") || strstr(info[1].name, ".mlp.c_"));
+        assert_int_equal(info[1].shape[0], held_t ? info[0].shape[1] : info[0].shape[0]);
+        quantized += pfx_tensor_dtype(t[1]) == PFX_DTYPE_Q8_0;
+        for (size_t e = 0; e < n; e++) {
+            const size_t r = e / ref.shape[1], c = e % ref.shape[1];
+            const float want = ref.data[e], have = held_t ? got[c * ref.shape[0] + r] : got[e];
+            if (memcmp(&want, &have, sizeof(float)))
+                fail_msg("drawn %s [%zu]: %a, not %a", info[0].name, e, (double)have, (double)want);
+        }
+        free(ref.data);
+        free(got);
+    }
+    assert_int_equal(quantized, 1 + 4 * g.layers); /* wte and the Conv1D weights */
+    pfx_model_destroy(&drawn[0]);
+    pfx_model_destroy(&drawn[1]);
+    tf_rmdir(gdir);
+    free(gdir);
 
     char *dir = tf_tempdir("q8save");
     assert_int_equal(tf_write(&m2, dir, 1), 0);

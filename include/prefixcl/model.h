@@ -242,8 +242,10 @@ PFX_API pfx_status pfx_model_loss(pfx_context *ctx, const pfx_model_batch *batch
  * biases where the config has them) are held stacked as one tensor per
  * layer, "model.layers.<l>.self_attn.qkv_proj.weight" [QD + 2 KVD, C]
  * (q_proj's rows, then k_proj's, then v_proj's), as the forward uses them.
- * A tied LM head is the token embedding: it has no entry of its own.
- * pfx_model_weight_tensor gives the device tensor itself: an optimizer
+ * A tied LM head is the token embedding: it has no entry of its own. With
+ * Q8_0 storage, GPT-2's Conv1D weights [in, out] are held [out, in] (the
+ * shape given; blocks of 32 along the products' reduction, as llama.cpp
+ * holds them). pfx_model_weight_tensor gives the device tensor itself: an optimizer
  * updates it in place, and every later call computes with the new values. */
 typedef enum pfx_weight_kind {
     PFX_WEIGHT_MATRIX = 0,    /* a projection's weight (an untied LM head too) */

@@ -58,6 +58,10 @@ static pfx_model_lin get_lin(const pfx_model *m, size_t l, int which)
             break;
         }
         r.has_b = true;
+        if (pfx_model_held_transposed(m, PFX_W_QKV)) { /* held [out, in] (Q8_0) */
+            r.w = pfx_mat_of(r.w.t, 0, r.out, r.in, r.in);
+            r.trans = true;
+        }
         return r;
     }
     /* Linear [out, in]; q, k, v stacked at load: [QD + 2 KVD, C] */

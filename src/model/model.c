@@ -115,10 +115,13 @@ static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
         if (!m->tensors || !m->layer_w)
             st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
     }
+    m->conv1d_held_linear = cfg->family == PFX_FAMILY_GPT2 && p->storage == PFX_DTYPE_Q8_0;
     for (size_t i = 0; st == PFX_SUCCESS && i < m->spec_count; i++) {
         const pfx_weight_spec *w = &m->specs[i];
-        st = pfx_tensor_create(rt, weight_dtype(p->storage, w->role, w->shape[w->ndim - 1]),
-                               w->ndim, w->shape, &m->tensors[i]);
+        const bool t = pfx_model_held_transposed(m, w->role) && w->ndim == 2;
+        const size_t shape[2] = { w->shape[t ? 1 : 0], w->shape[t ? 0 : 1] };
+        st = pfx_tensor_create(rt, weight_dtype(p->storage, w->role, shape[w->ndim - 1]), w->ndim,
+                               w->ndim == 2 ? shape : w->shape, &m->tensors[i]);
         if (st != PFX_SUCCESS)
             st = with_path(rt, st, w->name);
         else if (w->role < PFX_W_FIRST_LAYER_ROLE)
@@ -383,6 +386,35 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
     return PFX_SUCCESS;
 }
 
+/* [rows, cols] host values written transposed into t ([cols, rows]). */
+static pfx_status write_transposed(pfx_runtime *rt, const float *src, size_t rows, size_t cols,
+                                   pfx_tensor *t)
+{
+    float *tr = malloc(rows * cols * sizeof(float));
+    if (!tr)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            tr[c * rows + r] = src[r * cols + c];
+    pfx_status st = pfx_tensor_write(t, 0, rows * cols, tr);
+    free(tr);
+    return st;
+}
+
+/* Tensor i of f (checked: its shape is t's transposed) into t. */
+static pfx_status load_transposed(pfx_model *m, const pfx_safetensors *f, size_t i, pfx_tensor *t)
+{
+    const size_t rows = t->shape[1], cols = t->shape[0];
+    float *host = malloc(rows * cols * sizeof(float));
+    if (!host)
+        return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
+    pfx_status st = pfx_st_read_f32_rt(m->rt, f, i, host, rows * cols);
+    if (st == PFX_SUCCESS)
+        st = write_transposed(m->rt, host, rows, cols, t);
+    free(host);
+    return st;
+}
+
 /* Loads every tensor of the open file f (read from path), which passed
  * check_file, and closes it. */
 static pfx_status load_open(pfx_model *m, const ckpt_check *c, pfx_safetensors *f, const char *path)
@@ -397,7 +429,9 @@ static pfx_status load_open(pfx_model *m, const ckpt_check *c, pfx_safetensors *
         if (k < 0) /* the file changed since it was checked */
             st = pfx_error(m->rt, PFX_ERROR_FORMAT, "%s: tensor '%.200s' appeared after the check",
                            path, info.name);
-        else if ((st = pfx_st_load_index_rt(m->rt, f, i, m->tensors[k])))
+        else if ((st = pfx_model_held_transposed(m, c->specs[k].role)
+                           ? load_transposed(m, f, i, m->tensors[k])
+                           : pfx_st_load_index_rt(m->rt, f, i, m->tensors[k])))
             st = with_path(m->rt, st, path);
     }
     pfx_safetensors_close(&f);
@@ -697,7 +731,10 @@ static pfx_status draw_weights(pfx_model *m, const char *fn, uint64_t seed, draw
         if (kind == DRAW_HF_INIT && r == PFX_W_EMBED && m->cfg.family == PFX_FAMILY_LLAMA &&
             m->cfg.has_pad)
             memset(host + (size_t)m->cfg.pad_token * s->hidden, 0, s->hidden * sizeof(float));
-        st = pfx_tensor_write(m->tensors[i], 0, n, host);
+        const pfx_tensor *t = m->tensors[i];
+        st = pfx_model_held_transposed(m, r)
+                 ? write_transposed(rt, host, t->shape[1], t->shape[0], m->tensors[i])
+                 : pfx_tensor_write(m->tensors[i], 0, n, host);
     }
     free(host);
     return st;

@@ -168,7 +168,19 @@ struct pfx_model {
     size_t *weight_at; /* the entry of (layer, role), or SIZE_MAX */
     size_t contexts;   /* open contexts over the model */
     bool released;     /* pfx_model_destroy came while contexts were open: the last frees it */
+    bool conv1d_held_linear; /* GPT-2 in Q8_0: Conv1D weights held [out, in] (model.c) */
 };
+
+/* Whether weight role r is held transposed from its checkpoint: GPT-2's
+ * Conv1D [in, out] as [out, in] when the model is Q8_0, so that a block of
+ * 32 lies along the reduction of its products, as llama.cpp holds it (the
+ * few-row kernels read such blocks at three times the rate of blocks across
+ * the outputs). */
+static inline bool pfx_model_held_transposed(const pfx_model *m, pfx_weight_role r)
+{
+    return m->conv1d_held_linear &&
+           (r == PFX_W_QKV || r == PFX_W_O || r == PFX_W_UP || r == PFX_W_DOWN);
+}
 
 /* The workspace of the calls (context.c): everything a call writes. */
 struct pfx_context {

@@ -94,8 +94,8 @@ ROWS_NAME(cols_q8)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, 
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 8
         for (int h = 0; h < 2 * CB; h++)
-            acc[i][h] = p0 ? (v16) * (const v16u *)(part + (size_t)i * ldp + 16 * (size_t)h)
-                           : (v16){ 0 };
+            acc[i][h] =
+                p0 ? (v16) * (const v16u *)(part + (size_t)i * ldp + 16 * (size_t)h) : (v16){ 0 };
     const size_t stride = g->ldb / PFX_Q8_0_BLOCK;
     const pfx_q8_0_block *q = (const pfx_q8_0_block *)g->b + p0 * stride + j / PFX_Q8_0_BLOCK;
     for (size_t p = p0; p < p1; p++, q += stride) {
