@@ -4,7 +4,8 @@
  * 768x3072, 3072x768) and its head ([50257, 768], used transposed), each
  * distinct so that every product reads its weight from memory. For m rows
  * (--rows 1,2,4,8): the host BLAS (sgemv for one row, sgemm otherwise), the
- * few-row path on float32, half, bfloat16 and Q8_0 weights. Prints each shape's
+ * few-row path on float32, half, bfloat16 and Q8_0 weights (Q8_0 held [n, k],
+ * as the model holds it). Prints each shape's
  * median and best ms and GB/s of weights read (the ways alternate
  * within each repetition), and the step's sums.
  *
@@ -110,7 +111,7 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
         cblas_sgemm(CblasRowMajor, CblasNoTrans, sh->trans ? CblasTrans : CblasNoTrans, (int)m, n,
                     k, 1.0f, a, k, w32, ldb, 0.0f, c, n);
     else
-        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans,
+        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans || w == WAY_ROWS_Q8_0,
                                              .b_type = w == WAY_ROWS_F16    ? PFX_ROWS_F16
                                                        : w == WAY_ROWS_BF16 ? PFX_ROWS_BF16
                                                        : w == WAY_ROWS_Q8_0 ? PFX_ROWS_Q8_0
@@ -125,7 +126,7 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
                                                   : w == WAY_ROWS_F16  ? (const void *)w16
                                                   : w == WAY_ROWS_BF16 ? (const void *)w16b
                                                                        : (const void *)wq,
-                                             .ldb = (size_t)ldb,
+                                             .ldb = w == WAY_ROWS_Q8_0 ? sh->k : (size_t)ldb,
                                              .c = c,
                                              .ldc = sh->n },
                       threads);
@@ -172,9 +173,19 @@ int main(int argc, char **argv)
                 w16[s][l][i] = pfx_float_to_half(w32[s][l][i]);
                 w16b[s][l][i] = pfx_float_to_bf16(w32[s][l][i]);
             }
+            /* Q8_0 as the model holds it: [n, k], blocks along the reduction
+             * (GPT-2's [k, n] Conv1D weights transposed at load) */
+            float *t = malloc(e * sizeof(float));
+            if (!t)
+                return 1;
+            const size_t rows = shapes[s].trans ? shapes[s].n : shapes[s].k, cols = e / rows;
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < cols; c++)
+                    t[shapes[s].trans ? r * cols + c : c * rows + r] = w32[s][l][r * cols + c];
             for (size_t b = 0; b < e / PFX_Q8_0_BLOCK; b++) /* every shape's rows: whole blocks */
-                if (!pfx_q8_0_quantize(w32[s][l] + b * PFX_Q8_0_BLOCK, &wq[s][l][b]))
+                if (!pfx_q8_0_quantize(t + b * PFX_Q8_0_BLOCK, &wq[s][l][b]))
                     return 1;
+            free(t);
         }
     double bytes = 0;
     for (int s = 0; s < SHAPES; s++)
