@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """llama.cpp peer of bench/bench_generate: the same GPT-2 small weights on both
-engines, prompt 128, 32 new tokens, 2 threads each, float32 and half.
+engines, prompt 128, 32 new tokens, 2 threads each, float32, half and int8
+(Q8_0).
 
     python3 bench/peer_llama.py prepare --llama-build DIR --work DIR
     python3 bench/peer_llama.py run --llama-build DIR --work DIR --prefixcl-build DIR
-                                    [--rounds 2] [--runs 3] [--storage f32,f16] [--json FILE]
+                                    [--rounds 2] [--runs 3] [--storage f32,f16,q8_0] [--json FILE]
 
 prepare: a GPT2LMHeadModel of GPT-2 small's config (12 layers, 768 wide, 12
 heads, vocab 50257, 1024 positions) with seeded random weights, saved by
@@ -12,12 +13,15 @@ transformers (safetensors) into WORK/gpt2-small with a byte-level BPE
 tokenizer of 50257 entries (256 bytes, 50000 two-byte merges, <|endoftext|>):
 the real GPT-2 vocabulary cannot be had offline, and neither engine reads text
 here (both take random token ids). llama.cpp's convert_hf_to_gguf.py (from the
-source folder the build was configured from) writes WORK/gpt2-small-f32.gguf
-and -f16.gguf; the converter recognises a tokenizer by hashing how it splits a
-test text, which only the real vocabulary matches, so it is told the
-pre-tokenizer is GPT-2's (it is: GPT-2's byte-level split). Sampled tensors
-of each GGUF are then checked against the folder's (equal; f16: equal to
-them rounded to half).
+source folder the build was configured from) writes WORK/gpt2-small-f32.gguf,
+-f16.gguf and -q8_0.gguf; the converter recognises a tokenizer by hashing how
+it splits a test text, which only the real vocabulary matches, so it is told
+the pre-tokenizer is GPT-2's (it is: GPT-2's byte-level split). Sampled
+tensors of each GGUF are then checked against the folder's (equal; f16: equal
+to them rounded to half; Q8_0: equal, block and value, to them quantized as
+ggml's reference quantize_row_q8_0_ref does), and each GGUF's tensor types
+are printed (the converter keeps norms, biases and the position embedding in
+float32 whatever the outtype).
 
 run: side by side, in turns A B B A per round (A: bench_generate --model
 WORK/gpt2-small --no-adapter --batch 1,8; B: llama-bench -p 128 -n 32 -d 0,128
@@ -33,8 +37,11 @@ measurement. Threads: llama.cpp -t 2; prefixcl with OPENBLAS_NUM_THREADS=2
 POCL_CPU_MAX_CU_COUNT=2 (PoCL's kernel threads).
 
 The streaming floor: bench_gemm_rows's time to read every float32 weight of a
-decode step once on 2 threads (the 48 block weights and the head, 494.1 MB;
-half: half the bytes), beside each engine's batch-1 decode step time.
+decode step once on 2 threads (the 48 block weights and the head, 494.1 MB),
+beside each engine's batch-1 decode step time. Other storages' floors are
+derived from it by their bytes per weight (half 2 of 4; Q8_0 34 bytes per 32
+weights: 34 of 128) and printed as derived, unless bench_gemm_rows prints a
+measured line for that storage (storage_floor).
 
 Needs only the standard library to show --help; torch and transformers are
 imported by prepare alone.
@@ -52,6 +59,10 @@ from pathlib import Path
 THREADS = 2
 PROMPT, NEW, BATCH = 128, 32, 8
 VOCAB = 50257
+# bytes per weight of each storage prefixcl's --storage and the GGUFs name;
+# Q8_0: blocks of 32 int8 values and one half scale, 34 bytes
+BYTES_PER_WEIGHT = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32}
+QK8_0 = 32
 
 
 def llama_source(build):
@@ -93,16 +104,57 @@ def convert(src, dir_model, outtype, outfile):
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+# the GGUFs prepare writes (convert_hf_to_gguf.py --outtype), one per storage
+GGUF_TYPES = ("f32", "f16", "q8_0")
+
 # GGUF tensor, folder tensor, stored transposed by the converter
 SAMPLED = [("blk.0.attn_qkv.weight", "transformer.h.0.attn.c_attn.weight", True),
            ("blk.11.ffn_down.weight", "transformer.h.11.mlp.c_proj.weight", True),
            ("token_embd.weight", "transformer.wte.weight", False),
-           ("blk.3.attn_norm.weight", "transformer.h.3.ln_1.weight", False)]
+           ("blk.3.attn_norm.weight", "transformer.h.3.ln_1.weight", False),
+           ("blk.6.attn_output.weight", "transformer.h.6.attn.c_proj.weight", True),
+           ("blk.9.ffn_up.weight", "transformer.h.9.mlp.c_fc.weight", True),
+           ("blk.5.ffn_up.bias", "transformer.h.5.mlp.c_fc.bias", False),
+           ("position_embd.weight", "transformer.wpe.weight", False),
+           ("output_norm.weight", "transformer.ln_f.weight", False)]
+
+
+def q8_0_reference(w):
+    """w [rows, k] float32 quantized as ggml's quantize_row_q8_0_ref: blocks of
+    32 consecutive values along a row, d = amax / 127 in float, stored as half;
+    q = roundf(x * (1 / d)) (the reciprocal of the float d, not of the half).
+    Returns the half scales [blocks], the int8 values [blocks, 32] and the
+    dequantized weights half(d) * q, shaped as w."""
+    import numpy as np
+
+    blocks = np.ascontiguousarray(w, dtype=np.float32).reshape(-1, QK8_0)
+    d = np.abs(blocks).max(axis=1) / np.float32(127)
+    inv = np.zeros_like(d)
+    np.divide(np.float32(1), d, out=inv, where=d != 0)
+    x = (blocks * inv[:, None]).astype(np.float64)  # the product in float, as C's
+    q = (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int8)  # roundf: halves away from 0
+    dh = d.astype(np.float16)
+    deq = (dh.astype(np.float32)[:, None] * q.astype(np.float32)).reshape(w.shape)
+    return dh, q, deq
+
+
+def tensor_types(path, reader):
+    """The GGUF's tensor types, names grouped over the blocks (blk.*)."""
+    groups = {}
+    for t in reader.tensors:
+        name = re.sub(r"^blk\.\d+\.", "blk.*.", t.name)
+        groups.setdefault(t.tensor_type.name, {}).setdefault(name, 0)
+        groups[t.tensor_type.name][name] += 1
+    print("%s tensor types:" % path.name)
+    for kind, names in sorted(groups.items()):
+        print("  %s (%d tensors): %s" % (kind, sum(names.values()), ", ".join(
+            "%s x%d" % (n, c) if c > 1 else n for n, c in names.items())))
 
 
 def check_gguf(src, dir_model, path):
     """Sampled tensors of the GGUF against the folder's: equal (f16: to the
-    folder's value rounded to half), so both engines run the same weights."""
+    folder's value rounded to half; Q8_0: block for block and value for value
+    to q8_0_reference of it), so both engines run the same weights."""
     import numpy as np
     from safetensors.numpy import load_file
 
@@ -110,15 +162,31 @@ def check_gguf(src, dir_model, path):
     import gguf
 
     folder = load_file(str(dir_model / "model.safetensors"))
-    tensors = {t.name: t for t in gguf.GGUFReader(str(path)).tensors}
+    reader = gguf.GGUFReader(str(path))
+    tensor_types(path, reader)
+    tensors = {t.name: t for t in reader.tensors}
+    kinds = gguf.GGMLQuantizationType
     for name, hf, transposed in SAMPLED:
         want = folder[hf].T if transposed else folder[hf]
         t = tensors[name]
-        if t.tensor_type == gguf.GGMLQuantizationType.F16:
-            want = want.astype(np.float16)
-        got = np.asarray(t.data).reshape(want.shape)
-        if not np.array_equal(got, want):
-            sys.exit("%s: %s differs from %s's %s" % (path, name, dir_model, hf))
+        if t.tensor_type == kinds.Q8_0:
+            dh, q, deq = q8_0_reference(want)
+            raw = np.asarray(t.data).view(np.uint8).reshape(-1, 2 + QK8_0)
+            got_d, got_q = raw[:, :2].copy().view(np.float16)[:, 0], raw[:, 2:].view(np.int8)
+            got = gguf.quants.dequantize(np.asarray(t.data), t.tensor_type).reshape(want.shape)
+            same = (np.array_equal(got_d.view(np.uint16), dh.view(np.uint16))
+                    and np.array_equal(got_q, q) and np.array_equal(got, deq))
+            if same:
+                print("  %s: Q8_0 equal to the reference (%d blocks; max |w - deq| %.3g, "
+                      "max |w| %.3g)" % (name, len(q), np.abs(want - deq).max(), np.abs(want).max()))
+        else:
+            if t.tensor_type == kinds.F16:
+                want = want.astype(np.float16)
+            got = np.asarray(t.data).reshape(want.shape)
+            same = np.array_equal(got, want)
+        if not same:
+            sys.exit("%s: %s (%s) differs from %s's %s" % (path, name, t.tensor_type.name,
+                                                         dir_model, hf))
 
 
 def prepare(args):
@@ -138,10 +206,10 @@ def prepare(args):
     (dir_model / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     byte_level_tokenizer(dir_model)
     src = llama_source(args.llama_build)
-    for outtype in ("f32", "f16"):
+    for outtype in GGUF_TYPES:
         convert(src, dir_model, outtype, work / ("gpt2-small-%s.gguf" % outtype))
         check_gguf(src, dir_model, work / ("gpt2-small-%s.gguf" % outtype))
-    print("wrote %s and %s/gpt2-small-{f32,f16}.gguf" % (dir_model, work))
+    print("wrote %s and %s/gpt2-small-{%s}.gguf" % (dir_model, work, ",".join(GGUF_TYPES)))
     return 0
 
 
@@ -209,15 +277,32 @@ def run_llama(args, storage):
 
 
 def read_floor(args):
-    """bench_gemm_rows's time to read the float32 weights once (ms, MB, GB/s)."""
+    """bench_gemm_rows's times to read the weights once, by storage: {storage:
+    {mb, ms, gbs}} with the load; float32 always, any other storage it prints
+    a line "reading the X MB of STORAGE weights once: T ms (R GB/s)" for."""
     exe = Path(args.prefixcl_build) / "bench" / "bench_gemm_rows"
     out, load = measured([str(exe), "--rows", "1", "--reps", "7"], prefixcl_env())
-    m = re.search(r"reading the ([\d.]+) MB of float32 weights once: ([\d.]+) ms \(([\d.]+) GB/s\)",
-                  out)
-    if not m:
+    found = {}
+    for m in re.finditer(r"reading the ([\d.]+) MB of (\S+) weights once: ([\d.]+) ms "
+                         r"\(([\d.]+) GB/s\)", out):
+        storage = {"float32": "f32"}.get(m.group(2), m.group(2))
+        found[storage] = {"mb": float(m.group(1)), "ms": float(m.group(3)),
+                          "gbs": float(m.group(4))}
+    if "f32" not in found:
         sys.exit("bench_gemm_rows printed no floor:\n" + out)
-    return {"mb": float(m.group(1)), "ms": float(m.group(2)), "gbs": float(m.group(3)),
-            "load": load}
+    return {"measured": found, "load": load}
+
+
+def storage_floor(floor, storage):
+    """The streaming floor of a decode step for `storage`: bench_gemm_rows's
+    own figure where it measured that storage, else the float32 one scaled by
+    the bytes per weight (every product weight, blocks and tied head, in that
+    storage; Q8_0: 34 bytes per 32 weights). {mb, ms, gbs, derived}."""
+    if storage in floor["measured"]:
+        return dict(floor["measured"][storage], derived=False)
+    f32 = floor["measured"]["f32"]
+    ratio = BYTES_PER_WEIGHT[storage] / BYTES_PER_WEIGHT["f32"]
+    return {"mb": f32["mb"] * ratio, "ms": f32["ms"] * ratio, "gbs": f32["gbs"], "derived": True}
 
 
 KEYS = [("prefill1", "batch 1 prefill"), ("decode1", "batch 1 decode"),
@@ -226,10 +311,15 @@ KEYS = [("prefill1", "batch 1 prefill"), ("decode1", "batch 1 decode"),
 
 def run(args):
     storages = args.storage.split(",")
+    for storage in storages:
+        gguf = Path(args.work) / ("gpt2-small-%s.gguf" % storage)
+        if storage not in BYTES_PER_WEIGHT or not gguf.exists():
+            sys.exit("no %s (storages: %s; prepare writes the GGUFs)" % (gguf, ", ".join(GGUF_TYPES)))
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     floor = read_floor(args)
+    f32 = floor["measured"]["f32"]
     print("%s; streaming floor: %.1f MB of float32 weights read once in %.2f ms (%.1f GB/s), "
-          "load %.2f -> %.2f" % (started, floor["mb"], floor["ms"], floor["gbs"], *floor["load"]))
+          "load %.2f -> %.2f" % (started, f32["mb"], f32["ms"], f32["gbs"], *floor["load"]))
     report = {"started": started, "floor": floor, "storages": {}}
     for storage in storages:
         runs = {"prefixcl": [], "llama.cpp": []}
@@ -244,17 +334,21 @@ def run(args):
                for w, rs in runs.items()}
         report["storages"][storage] = {"median": med, "runs": {
             w: [{k: v for k, v in r.items() if k != "out"} for r in rs] for w, rs in runs.items()}}
-        fl = floor["ms"] * (0.5 if storage == "f16" else 1.0)
+        sf = storage_floor(floor, storage)
+        report["storages"][storage]["floor"] = sf
+        fl = sf["ms"]
         print("\n%s (%d rounds A B B A, medians), tokens/s:" % (storage, args.rounds))
         print("| tokens/s | prefixcl | llama.cpp | ratio |")
         print("|---|---:|---:|---:|")
         for k, name in KEYS:
             a, b = med["prefixcl"][k], med["llama.cpp"][k]
             print("| %s | %.1f | %.1f | %.2f |" % (name, a, b, a / b))
+        how = ("derived: the float32 floor x %g, %g of 4 bytes a weight" % (
+            BYTES_PER_WEIGHT[storage] / 4, BYTES_PER_WEIGHT[storage]) if sf["derived"] else "measured")
         print("batch 1 decode step: prefixcl %.2f ms, llama.cpp %.2f ms; streaming floor %.2f ms "
-              "(%.2fx and %.2fx of it)\n" % (med["prefixcl"]["step1_ms"], med["llama.cpp"]["step1_ms"],
-                                              fl, med["prefixcl"]["step1_ms"] / fl,
-                                              med["llama.cpp"]["step1_ms"] / fl))
+              "(%.1f MB, %s) (%.2fx and %.2fx of it)\n" % (
+                  med["prefixcl"]["step1_ms"], med["llama.cpp"]["step1_ms"], fl, sf["mb"], how,
+                  med["prefixcl"]["step1_ms"] / fl, med["llama.cpp"]["step1_ms"] / fl))
         last = runs["llama.cpp"][-1]
         report["llama"] = {k: last[k] for k in ("build", "cpu", "flash_attn")}
         print("prefixcl's last bench_generate output:\n" + runs["prefixcl"][-1]["out"])
@@ -277,7 +371,8 @@ def main():
     r.add_argument("--prefixcl-build", default="build", help="prefixcl's meson build folder")
     r.add_argument("--rounds", type=int, default=2, help="rounds of A B B A (each engine twice a round)")
     r.add_argument("--runs", type=int, default=3, help="runs within each measurement")
-    r.add_argument("--storage", default="f32,f16")
+    r.add_argument("--storage", default="f32,f16",
+                   help="comma-separated, of f32, f16, q8_0 (each needs its GGUF)")
     r.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
     return prepare(args) if args.command == "prepare" else run(args)

@@ -38,5 +38,25 @@ else
     failures=$((failures + 1))
 fi
 
-echo "$((6 - failures)) passed, $failures failed"
+# peer_llama.py run refuses a storage it has no GGUF for before measuring
+# anything: one it does not know, and q8_0 before prepare wrote its GGUF
+mkdir "$dir/work"
+peer_storage() {
+    name=$1 storage=$2 pattern=$3
+    if python3 -S "$peer" run --llama-build "$dir" --work "$dir/work" --storage "$storage" \
+        >"$dir/stdout" 2>&1; then
+        echo "FAIL peer_llama.py run $name: ran"
+        failures=$((failures + 1))
+    elif grep -q -F -- "$pattern" "$dir/stdout"; then
+        echo "ok   peer_llama.py run $name"
+    else
+        echo "FAIL peer_llama.py run $name, expected '$pattern':"
+        sed 's/^/    /' "$dir/stdout"
+        failures=$((failures + 1))
+    fi
+}
+peer_storage "--storage q4" f32,q4 "storages: f32, f16, q8_0"
+peer_storage "--storage q8_0 without its GGUF" q8_0 "$dir/work/gpt2-small-q8_0.gguf"
+
+echo "$((8 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
