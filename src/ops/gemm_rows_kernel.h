@@ -56,6 +56,12 @@ ROWS_NAME(cols32)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, f
     }
     for (size_t p = p0; p < p1; p++) {
         const size_t e = p * ldb + j;
+        if (ROWS_PF) {
+            const char *q = (const char *)g->b + e * (BT == PFX_ROWS_F32 ? 4 : 2) + ROWS_PF;
+            __builtin_prefetch(q);
+            if (BT == PFX_ROWS_F32)
+                __builtin_prefetch(q + 64);
+        }
         const v16 b0 = ROWS_NAME(load_b)(g->b, BT, e);
         const v16 b1 = ROWS_NAME(load_b)(g->b, BT, e + 16);
 #pragma GCC unroll 8
@@ -181,8 +187,12 @@ ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int 
     for (size_t p = 0; p < k16; p += 16) {
         v16 b[2];
 #pragma GCC unroll 2
-        for (int t = 0; t < NJ; t++)
-            b[t] = ROWS_NAME(load_b)(g->b, BT, (j + (size_t)t) * g->ldb + p);
+        for (int t = 0; t < NJ; t++) {
+            const size_t e = (j + (size_t)t) * g->ldb + p;
+            if (ROWS_PF)
+                __builtin_prefetch((const char *)g->b + e * (BT == PFX_ROWS_F32 ? 4 : 2) + ROWS_PF);
+            b[t] = ROWS_NAME(load_b)(g->b, BT, e);
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             const v16 x = *(const v16u *)(g->a + i * g->lda + p);
