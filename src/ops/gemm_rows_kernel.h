@@ -27,6 +27,18 @@ static inline __attribute__((always_inline)) ROWS_ATTR v16 ROWS_NAME(load_b)(con
     return *(const v16u *)((const float *)b + e);
 }
 
+/* Prefetches the line ROWS_PF bytes (Q8_0: about) past element e of B. */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(prefetch_b)(const void *b, const int type, size_t e)
+{
+    if (!ROWS_PF)
+        return;
+    const char *q = type == PFX_ROWS_Q8_0
+                        ? (const char *)((const pfx_q8_0_block *)b + e / PFX_Q8_0_BLOCK)
+                        : (const char *)b + e * (type == PFX_ROWS_F32 ? 4 : 2);
+    __builtin_prefetch(q + ROWS_PF);
+}
+
 /* C row i, columns [j, j + w) (w <= 16) = alpha acc + beta C. */
 static inline __attribute__((always_inline)) ROWS_ATTR void
 ROWS_NAME(store)(const pfx_gemm_rows_args *g, size_t i, size_t j, size_t w, v16 acc)
@@ -56,12 +68,9 @@ ROWS_NAME(cols32)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, f
     }
     for (size_t p = p0; p < p1; p++) {
         const size_t e = p * ldb + j;
-        if (ROWS_PF) {
-            const char *q = (const char *)g->b + e * (BT == PFX_ROWS_F32 ? 4 : 2) + ROWS_PF;
-            __builtin_prefetch(q);
-            if (BT == PFX_ROWS_F32)
-                __builtin_prefetch(q + 64);
-        }
+        ROWS_NAME(prefetch_b)(g->b, BT, e);
+        if (BT == PFX_ROWS_F32)
+            ROWS_NAME(prefetch_b)(g->b, BT, e + 16);
         const v16 b0 = ROWS_NAME(load_b)(g->b, BT, e);
         const v16 b1 = ROWS_NAME(load_b)(g->b, BT, e + 16);
 #pragma GCC unroll 8
@@ -189,8 +198,7 @@ ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int 
 #pragma GCC unroll 2
         for (int t = 0; t < NJ; t++) {
             const size_t e = (j + (size_t)t) * g->ldb + p;
-            if (ROWS_PF)
-                __builtin_prefetch((const char *)g->b + e * (BT == PFX_ROWS_F32 ? 4 : 2) + ROWS_PF);
+            ROWS_NAME(prefetch_b)(g->b, BT, e);
             b[t] = ROWS_NAME(load_b)(g->b, BT, e);
         }
 #pragma GCC unroll 8
