@@ -245,8 +245,10 @@ ROWS_NAME(range_mr)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int
     /* ROWS_KB rows of B at a time across the range: as many streams along
      * B's rows for the prefetchers, the sums kept in part between blocks */
     const size_t whole = (j1 - j0) / 32 * 32;
-    float *part = g->k > ROWS_KB ? malloc((size_t)MR * whole * sizeof(float)) : NULL;
-    const size_t kb = part ? ROWS_KB : g->k;
+    /* (Q8_0 keeps the 32 rows its prefetches were measured with) */
+    const size_t rows_kb = BT == PFX_ROWS_Q8_0 ? 32 : ROWS_KB;
+    float *part = g->k > rows_kb ? malloc((size_t)MR * whole * sizeof(float)) : NULL;
+    const size_t kb = part ? rows_kb : g->k;
     /* Q8_0: as many blocks a row as the registers hold sums of */
     const int cb = MR <= 2 ? 4 : MR <= 4 ? 2 : 1;
     for (size_t p0 = 0; p0 < g->k; p0 += kb) {
