@@ -4,7 +4,7 @@
  * every instruction set the CPU runs (AVX-512, AVX2, plain C), one and two
  * threads: 1..8 rows; B stored [k, n] (GPT-2's Conv1D) and [n, k] (Llama,
  * the tied head), float32, half and bfloat16; sizes off the kernels' blocks (columns
- * of 32, rows of 2, sums of 16, B's rows taken 32 at a time), row strides
+ * of 32, rows of 2, sums of 16, B's rows taken 16 at a time), row strides
  * wider than the rows, alpha/beta; C with beta 0 holding NaN (not read) and
  * its elements between rows left as they were. The host widening of 16-bit
  * matrices (pfx_gemm_rows_widen) bit for bit against the scalar conversion
@@ -62,6 +62,9 @@ static const rows_case cases[] = {
     { 8, 257, 131, true, BF16, 1.0f, 0.0f },
     { 8, 2304, 768, false, BF16, 1.0f, 0.0f },
     { 2, 2304, 768, true, BF16, 0.5f, 1.0f },
+    { 3, 64, 16, false, F32, 1.0f, 0.0f },  /* B's rows: one whole block */
+    { 1, 95, 32, false, BF16, 1.0f, 0.0f }, /* two whole blocks, odd n */
+    { 5, 33, 48, false, F16, 1.0f, 1.0f },  /* three */
 };
 
 static const char *const isas[] = { "avx512", "avx2", "c" };

@@ -21,8 +21,14 @@
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));
 
-/* Rows of B [k, n] read side by side (range_mr in gemm_rows_kernel.h). */
-#define ROWS_KB 32
+/* Rows of B [k, n] read side by side (range_mr in gemm_rows_kernel.h), and
+ * how far ahead along each row the kernels prefetch, in bytes (0: none).
+ * bench_gemm_rows on a 2-core Zen 5 (bench/README.md): 16 rows and 1 KB
+ * ahead read one row 1.1x (float32) to 1.35x (16-bit) as fast as 32 rows
+ * without prefetches, 8 rows 1.25-1.5x; 4 or 8 rows or 2 KB ahead read
+ * slower, 32 rows with the prefetches alike. */
+#define ROWS_KB 16
+#define ROWS_PF 1024
 /* Q8_0 blocks prefetched ahead: B [n, k] read along its rows (256 blocks,
  * 8.5 KB: 6 GB/s without, 26 GB/s with, one thread, a 41 MB weight from
  * memory on a 2-core EPYC), B [k, n] a row's blocks 8 visits ahead (+15 %). */

@@ -27,6 +27,18 @@ static inline __attribute__((always_inline)) ROWS_ATTR v16 ROWS_NAME(load_b)(con
     return *(const v16u *)((const float *)b + e);
 }
 
+/* Prefetches the line ROWS_PF bytes (Q8_0: about) past element e of B. */
+static inline __attribute__((always_inline)) ROWS_ATTR void
+ROWS_NAME(prefetch_b)(const void *b, const int type, size_t e)
+{
+    if (!ROWS_PF)
+        return;
+    const char *q = type == PFX_ROWS_Q8_0
+                        ? (const char *)((const pfx_q8_0_block *)b + e / PFX_Q8_0_BLOCK)
+                        : (const char *)b + e * (type == PFX_ROWS_F32 ? 4 : 2);
+    __builtin_prefetch(q + ROWS_PF);
+}
+
 /* C row i, columns [j, j + w) (w <= 16) = alpha acc + beta C. */
 static inline __attribute__((always_inline)) ROWS_ATTR void
 ROWS_NAME(store)(const pfx_gemm_rows_args *g, size_t i, size_t j, size_t w, v16 acc)
@@ -56,6 +68,9 @@ ROWS_NAME(cols32)(const pfx_gemm_rows_args *g, size_t j, size_t p0, size_t p1, f
     }
     for (size_t p = p0; p < p1; p++) {
         const size_t e = p * ldb + j;
+        ROWS_NAME(prefetch_b)(g->b, BT, e);
+        if (BT == PFX_ROWS_F32)
+            ROWS_NAME(prefetch_b)(g->b, BT, e + 16);
         const v16 b0 = ROWS_NAME(load_b)(g->b, BT, e);
         const v16 b1 = ROWS_NAME(load_b)(g->b, BT, e + 16);
 #pragma GCC unroll 8
@@ -181,8 +196,11 @@ ROWS_NAME(rows2)(const pfx_gemm_rows_args *g, size_t j, const int NJ, const int 
     for (size_t p = 0; p < k16; p += 16) {
         v16 b[2];
 #pragma GCC unroll 2
-        for (int t = 0; t < NJ; t++)
-            b[t] = ROWS_NAME(load_b)(g->b, BT, (j + (size_t)t) * g->ldb + p);
+        for (int t = 0; t < NJ; t++) {
+            const size_t e = (j + (size_t)t) * g->ldb + p;
+            ROWS_NAME(prefetch_b)(g->b, BT, e);
+            b[t] = ROWS_NAME(load_b)(g->b, BT, e);
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < MR; i++) {
             const v16 x = *(const v16u *)(g->a + i * g->lda + p);
@@ -227,8 +245,10 @@ ROWS_NAME(range_mr)(const pfx_gemm_rows_args *g, size_t j0, size_t j1, const int
     /* ROWS_KB rows of B at a time across the range: as many streams along
      * B's rows for the prefetchers, the sums kept in part between blocks */
     const size_t whole = (j1 - j0) / 32 * 32;
-    float *part = g->k > ROWS_KB ? malloc((size_t)MR * whole * sizeof(float)) : NULL;
-    const size_t kb = part ? ROWS_KB : g->k;
+    /* (Q8_0 keeps the 32 rows its prefetches were measured with) */
+    const size_t rows_kb = BT == PFX_ROWS_Q8_0 ? 32 : ROWS_KB;
+    float *part = g->k > rows_kb ? malloc((size_t)MR * whole * sizeof(float)) : NULL;
+    const size_t kb = part ? rows_kb : g->k;
     /* Q8_0: as many blocks a row as the registers hold sums of */
     const int cb = MR <= 2 ? 4 : MR <= 4 ? 2 : 1;
     for (size_t p0 = 0; p0 < g->k; p0 += kb) {
