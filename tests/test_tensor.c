@@ -276,8 +276,11 @@ static void test_q8_0(void **state)
     ref_rng rng;
     ref_rng_seed(&rng, 2417);
     ref_rng_fill(&rng, src, n, -3.0f, 3.0f);
-    for (size_t i = 0; i < 32; i++) /* a block of zeros, one of tiny values, one spike */
-        src[i] = 0.0f, src[32 + i] = 1e-9f * (float)i, src[64 + i] = i == 7 ? 500.0f : 0.01f;
+    /* a block of zeros, one of tiny values, one spike, one whose scale is
+     * below half's range but whose inverse overflows float */
+    for (size_t i = 0; i < 32; i++)
+        src[i] = 0.0f, src[32 + i] = 1e-9f * (float)i, src[64 + i] = i == 7 ? 500.0f : 0.01f,
+        src[96 + i] = i == 3 ? 1e-40f : 0.0f;
     ref_q8_0(src, n, want);
     pfx_tensor *t = NULL;
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_Q8_0, 3, shape, &t), PFX_SUCCESS);
@@ -297,6 +300,8 @@ static void test_q8_0(void **state)
         assert_true(fabs((double)got[i] - src[i]) <= d * (0.5 + 127 * 0x1p-11) + 127 * 0x1p-25);
     }
     assert_true(got[64 + 7] > 499.0f && got[64 + 7] < 501.0f && got[0] == 0.0f);
+    for (size_t i = 96; i < 128; i++)
+        assert_true(got[i] == 0.0f);
     float mid[40];
     assert_int_equal(pfx_tensor_read(t, 77, 40, mid), PFX_SUCCESS); /* across blocks */
     assert_memory_equal(mid, want + 77, sizeof(mid));
@@ -378,6 +383,15 @@ static void test_axpby(void **state)
         assert_float_equal(got[i], 0.5f * x[i] + 2.0f * y[i], 1e-6);
     assert_status_names(rt, pfx_axpby(ty, NAN, tx, 1.0f), PFX_ERROR_NOT_FINITE, "alpha");
     assert_status_names(rt, pfx_axpby(ty, 1.0f, NULL, 1.0f), PFX_ERROR_NULL_ARGUMENT, "x");
+    pfx_tensor *tq = NULL; /* Q8_0 is no axpby operand: refused before anything is read */
+    const size_t nq = 1024;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_Q8_0, 1, &nq, &tq), PFX_SUCCESS);
+    pfx_tensor *tf = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &nq, &tf), PFX_SUCCESS);
+    assert_status_names(rt, pfx_axpby(tq, 1.0f, tf, 0.0f), PFX_ERROR_DTYPE_MISMATCH, "y is Q8_0");
+    assert_status_names(rt, pfx_axpby(tf, 1.0f, tq, 0.0f), PFX_ERROR_DTYPE_MISMATCH, "x is Q8_0");
+    pfx_tensor_destroy(&tq);
+    pfx_tensor_destroy(&tf);
     pfx_tensor_destroy(&tx);
     pfx_tensor_destroy(&ty);
 }

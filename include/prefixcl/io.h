@@ -157,7 +157,8 @@ PFX_API const char *pfx_safetensors_metadata_get(const pfx_safetensors *f, const
 /* Copies tensor `name` into the device tensor dst, whose shape must equal the
  * file's (PFX_ERROR_INVALID_SHAPE otherwise; a file scalar matches shape [1]).
  * Any float dtype in the file goes into an F32, F16 or BF16 tensor (rounded to
- * nearest even where narrower). Errors go to
+ * nearest even where narrower) or a Q8_0 one (quantized; finite values only).
+ * Errors go to
  * pfx_last_error(rt). */
 PFX_API pfx_status pfx_safetensors_load_tensor(pfx_runtime *rt, const pfx_safetensors *f,
                                                const char *name, pfx_tensor *dst);

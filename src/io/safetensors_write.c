@@ -68,7 +68,9 @@ static pfx_status check_item(pfx_runtime *rt, const pfx_named_tensor *it, size_t
         out->dtype = PFX_ST_BF16;
     else
         return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
-                         "pfx_safetensors_save: " NAME_FMT ": dtype %d", it->name, (int)dt);
+                         "pfx_safetensors_save: " NAME_FMT ": dtype %s (%d) is not saved (F32, F16 "
+                         "or BF16)",
+                         it->name, pfx_dtype_name(dt), (int)dt);
     if (pfx_mul_overflows(out->numel, pfx_st_dtype_size(out->dtype), &out->bytes))
         return pfx_error(rt, PFX_ERROR_SIZE_OVERFLOW,
                          "pfx_safetensors_save: " NAME_FMT " is too large", it->name);

@@ -373,11 +373,20 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
                 "largest allocation (%llu bytes)",
                 dir, big[i].rows, s->hidden, big[i].field,
                 (unsigned long long)rt->info.max_alloc_bytes);
-    /* all parameters (Q8_0: as blocks; its float32 norms and biases are few) */
-    const size_t counted =
-        p->storage == PFX_DTYPE_Q8_0 ? (s->parameters + 31) / 32 * 32 : s->parameters;
-    if (!rt->allow_overcommit &&
-        (!pfx_dtype_bytes(p->storage, counted, &bytes) || bytes > rt->info.global_mem_bytes))
+    /* all parameters; Q8_0: as blocks when the hidden size is whole blocks
+     * (else most matrices stay float32), plus the float32 positions and
+     * vectors (16 a layer bound them) */
+    const bool blocks = p->storage == PFX_DTYPE_Q8_0 && s->hidden % 32 == 0;
+    size_t extra = 0;
+    bool over = !pfx_dtype_bytes(blocks                         ? PFX_DTYPE_Q8_0
+                                 : p->storage == PFX_DTYPE_Q8_0 ? PFX_DTYPE_F32
+                                                                : p->storage,
+                                 blocks ? (s->parameters + 31) / 32 * 32 : s->parameters, &bytes);
+    if (blocks)
+        over = over || pfx_mul_overflows(s->max_positions + 16 * s->layers, s->hidden, &extra) ||
+               pfx_mul_overflows(extra, sizeof(float), &extra) ||
+               __builtin_add_overflow(bytes, extra, &bytes);
+    if (!rt->allow_overcommit && (over || bytes > rt->info.global_mem_bytes))
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
                          "%s/config.json: %zu parameters (%s, %zu layers) exceed the device's "
                          "memory (%llu bytes)",

@@ -16,6 +16,13 @@ pfx_status pfx_axpby(pfx_tensor *y, float alpha, const pfx_tensor *x, float beta
     if (x->numel != y->numel)
         return pfx_error(rt, PFX_ERROR_INVALID_SHAPE, "axpby: x has %zu elements, y %zu", x->numel,
                          y->numel);
+    const pfx_tensor *blocks = x->dtype == PFX_DTYPE_Q8_0   ? x
+                               : y->dtype == PFX_DTYPE_Q8_0 ? y
+                                                            : NULL;
+    if (blocks)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                         "axpby: %s is Q8_0; axpby takes float32, half or bfloat16",
+                         blocks == x ? "x" : "y");
     if (!isfinite(alpha) || !isfinite(beta))
         return pfx_error(rt, PFX_ERROR_NOT_FINITE, "axpby: alpha (%g) and beta (%g) must be finite",
                          (double)alpha, (double)beta);

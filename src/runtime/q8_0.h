@@ -41,8 +41,11 @@ static inline bool pfx_q8_0_quantize(const float *x, pfx_q8_0_block *out)
     if ((dh & 0x7c00u) == 0x7c00u)
         return false;
     out->d = dh;
+    /* a scale below half's range reads back as zeros: store them (1 / d
+     * may overflow there, and an infinite x / d has no int8) */
+    const bool zero = (dh & 0x7fffu) == 0;
     for (int j = 0; j < PFX_Q8_0_BLOCK; j++)
-        out->q[j] = (int8_t)roundf(x[j] * id);
+        out->q[j] = zero ? 0 : (int8_t)roundf(x[j] * id);
     return true;
 }
 

@@ -38,8 +38,9 @@ void ref_q8_0(const float *x, size_t n, float *out)
         const float d = (float)amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         const double dh = ref_round_half(d);
         for (int j = 0; j < 32; j++) {
-            /* halves away from zero, stored as an int8 (no negative zero) */
-            const double q = (double)(int)round((double)(xb[j] * id));
+            /* halves away from zero, stored as an int8 (no negative zero); a
+             * scale that rounds to a zero half holds zeros */
+            const double q = dh == 0.0 ? 0.0 : (double)(int)round((double)(xb[j] * id));
             out[32 * b + j] = (float)(dh * q);
         }
     }
