@@ -27,16 +27,14 @@ static inline __attribute__((always_inline)) ROWS_ATTR v16 ROWS_NAME(load_b)(con
     return *(const v16u *)((const float *)b + e);
 }
 
-/* Prefetches the line ROWS_PF bytes (Q8_0: about) past element e of B. */
+/* Prefetches the line ROWS_PF bytes past element e of B (float32 or 16-bit:
+ * Q8_0 goes to cols_q8 and rows_q8, which prefetch blocks themselves). */
 static inline __attribute__((always_inline)) ROWS_ATTR void
 ROWS_NAME(prefetch_b)(const void *b, const int type, size_t e)
 {
     if (!ROWS_PF)
         return;
-    const char *q = type == PFX_ROWS_Q8_0
-                        ? (const char *)((const pfx_q8_0_block *)b + e / PFX_Q8_0_BLOCK)
-                        : (const char *)b + e * (type == PFX_ROWS_F32 ? 4 : 2);
-    __builtin_prefetch(q + ROWS_PF);
+    __builtin_prefetch((const char *)b + e * (type == PFX_ROWS_F32 ? 4 : 2) + ROWS_PF);
 }
 
 /* C row i, columns [j, j + w) (w <= 16) = alpha acc + beta C. */
