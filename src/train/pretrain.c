@@ -1,5 +1,6 @@
 /* The full-training job (prefixcl/pretrain.h): set-up and checks, the
- * steps, evaluation, outputs. The checkpoint is pretrain_ckpt.c's. */
+ * steps, evaluation and the run. Data (pretrain_data.c), model and optimizer
+ * (pretrain_setup.c), outputs (pretrain_out.c), checkpoint (pretrain_ckpt.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,276 +139,10 @@ static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
         c->freeze ? c->freeze : "", (unsigned long long)c->seed);
 }
 
-/* ---- data ---- */
-
-static pfx_status load_blocks(pfx_pretrain_job *j, const char *path, pfx_blocks **out)
-{
-    pfx_dataset_options o;
-    pfx_dataset_default_options(&o);
-    o.max_length =
-        (size_t)1 << 24; /* documents whole (the largest the data set keeps): the blocks cut them */
-    o.append_eos = true;
-    o.shuffle = false;
-    pfx_dataset *ds = NULL;
-    pfx_status st = pfx_dataset_load(path, j->tok, &o, &ds);
-    if (st == PFX_SUCCESS)
-        st = pfx_blocks_pack(ds, j->cfg->block, out);
-    pfx_dataset_free(&ds);
-    if (st != PFX_SUCCESS)
-        return pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
-    return PFX_SUCCESS;
-}
-
-static pfx_status load_data(pfx_pretrain_job *j)
-{
-    const pfx_pretrain_config *c = j->cfg;
-    const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir
-                          : c->model_dir   ? c->model_dir
-                                           : c->config_dir;
-    pfx_status st = pfx_tokenizer_load(tok_dir, &j->tok);
-    if (st != PFX_SUCCESS)
-        return pfx_error(j->rt, st, "pretrain: the tokenizer: %s", pfx_last_error(NULL));
-    if (pfx_tokenizer_special_id(j->tok, PFX_TOKEN_EOS) < 0)
-        return pfx_error(
-            j->rt, PFX_ERROR_INVALID_ARGUMENT,
-            "pretrain: the tokenizer of %s names no end-of-text token to separate the documents",
-            tok_dir);
-    if ((st = load_blocks(j, c->data_path, &j->train)))
-        return st;
-    if (c->eval_path)
-        return load_blocks(j, c->eval_path, &j->eval);
-    const size_t n = pfx_blocks_count(j->train), held = n / 20 ? n / 20 : 1;
-    if (n < 2)
-        return pfx_error(
-            j->rt, PFX_ERROR_OUT_OF_RANGE,
-            "pretrain: %s fills %zu block of %zu tokens; holding one out for evaluation needs two "
-            "(give more data, a smaller --block, or --eval FILE)",
-            c->data_path, n, c->block);
-    st = pfx_blocks_split(j->train, held, &j->eval);
-    return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
-}
-
-/* Every id of the blocks within the model's vocabulary. */
-static pfx_status check_ids(pfx_pretrain_job *j, const pfx_blocks *b, const char *what)
-{
-    for (size_t i = 0; i < pfx_blocks_count(b); i++) {
-        const int32_t *ids;
-        pfx_blocks_get(b, i, &ids);
-        for (size_t t = 0; t < j->cfg->block; t++)
-            if (ids[t] < 0 || (size_t)ids[t] >= j->shape.vocab)
-                return pfx_error(
-                    j->rt, PFX_ERROR_INVALID_SHAPE,
-                    "pretrain: the %s data holds token id %d; the model's vocab_size is %zu (the "
-                    "tokenizer does not belong to the model)",
-                    what, (int)ids[t], j->shape.vocab);
-    }
-    return PFX_SUCCESS;
-}
-
-/* ---- model, gradients, optimizer ---- */
-
-/* Whether weight `name` matches a comma-separated part of `freeze`. */
-static bool frozen(const char *freeze, const char *name)
-{
-    for (const char *p = freeze; p && *p;) {
-        const char *end = strchr(p, ',');
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n) {
-            for (const char *s = name; *s; s++)
-                if (strncmp(s, p, n) == 0)
-                    return true;
-        }
-        p = end ? end + 1 : NULL;
-    }
-    return false;
-}
-
-/* L gains of `shape` starting at 0, their gradients and a host copy. */
-static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *shape,
-                             pfx_tensor ***t, pfx_tensor ***dt, float **host)
-{
-    const size_t n = ndim == 1 ? shape[0] : shape[0] * shape[1];
-    *t = calloc(j->L, sizeof(**t));
-    *dt = calloc(j->L, sizeof(**dt));
-    *host = calloc(j->L * n, sizeof(float));
-    if (!*t || !*dt || !*host)
-        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-    pfx_status st = PFX_SUCCESS;
-    for (size_t l = 0; st == PFX_SUCCESS && l < j->L; l++)
-        if (!(st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, ndim, shape, &(*t)[l])) &&
-            !(st = pfx_tensor_fill((*t)[l], 0.0f)))
-            st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, ndim, shape, &(*dt)[l]);
-    return st;
-}
-
-/* config.gain_heads once L and H are known: at least one head selected;
- * every one is the same as none given (j->gain_heads stays NULL). The
- * selection of some heads joins the options a checkpoint must agree with:
- * per layer, the heads' bits as hex digits (head h at bit h % 4 of digit
- * h / 4), layers separated by '/'. */
-static pfx_status select_heads(pfx_pretrain_job *j)
-{
-    const pfx_pretrain_config *c = j->cfg;
-    const size_t LH = j->L * j->H, n = c->gain_heads ? c->gain_head_count : 0;
-    uint8_t *mask = n ? calloc(LH, 1) : NULL;
-    if (n && !mask)
-        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-    j->gain_heads = mask; /* the job's to free from here */
-    for (size_t i = 0; i < n; i++) {
-        const pfx_layer_head *e = &c->gain_heads[i];
-        if (e->layer >= j->L || e->head >= j->H)
-            return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
-                             "pretrain: config.gain_heads[%zu] (layer %zu, head %zu): the %s is "
-                             "not below the model's %zu %s",
-                             i, e->layer, e->head, e->layer >= j->L ? "layer" : "head",
-                             e->layer >= j->L ? j->L : j->H, e->layer >= j->L ? "layers" : "heads");
-        if (mask[e->layer * j->H + e->head])
-            return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
-                             "pretrain: config.gain_heads[%zu] (layer %zu, head %zu) is given "
-                             "twice",
-                             i, e->layer, e->head);
-        mask[e->layer * j->H + e->head] = 1;
-    }
-    j->gain_count = n ? n : LH;
-    if (n == LH) { /* every head: the same as none given */
-        free(j->gain_heads);
-        j->gain_heads = NULL;
-    }
-    if (!j->gain_heads)
-        return PFX_SUCCESS; /* no line: the options of a run without the field */
-    const size_t used = strlen(j->options), digits = (j->H + 3) / 4;
-    char *out = j->options + used;
-    if (used + sizeof("gain_heads=\n") + j->L * (digits + 1) > sizeof(j->options))
-        return pfx_error(j->rt, PFX_ERROR_SIZE_OVERFLOW,
-                         "pretrain: config.gain_heads of %zu heads does not fit "
-                         "the checkpoint's options",
-                         LH);
-    out += sprintf(out, "gain_heads=");
-    for (size_t l = 0; l < j->L; l++) {
-        for (size_t d = 0; d < digits; d++) {
-            unsigned v = 0;
-            for (size_t b = 0; b < 4 && 4 * d + b < j->H; b++)
-                v |= (unsigned)(mask[l * j->H + 4 * d + b] != 0) << b;
-            *out++ = "0123456789abcdef"[v];
-        }
-        if (l + 1 < j->L)
-            *out++ = '/';
-    }
-    strcpy(out, "\n");
-    return PFX_SUCCESS;
-}
-
-static pfx_status build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
-{
-    const pfx_pretrain_config *c = j->cfg;
-    pfx_runtime *rt = j->rt;
-    pfx_status st = c->model_dir ? pfx_model_load(rt, c->model_dir, NULL, &j->model)
-                                 : pfx_model_init(rt, c->config_dir, NULL, c->seed, &j->model);
-    if (st != PFX_SUCCESS)
-        return st;
-    /* the steps keep activations (unless recompute); the evaluations, in
-     * their own context, keep none */
-    pfx_context_params train = { .max_batch = c->batch,
-                                 .max_tokens = c->block,
-                                 .recompute = c->recompute };
-    pfx_context_params eval = { .max_batch = c->batch, .max_tokens = c->block, .recompute = true };
-    if ((st = pfx_context_create(j->model, &train, &j->ctx)) ||
-        (st = pfx_context_create(j->model, &eval, &j->eval_ctx)))
-        return st;
-    pfx_model_get_shape(j->model, &j->shape);
-    if ((st = check_ids(j, j->train, "training")) || (st = check_ids(j, j->eval, "evaluation")))
-        return st;
-    j->L = j->shape.layers;
-    j->H = j->shape.heads;
-    if ((st = select_heads(j)))
-        return st;
-    j->weight_count = pfx_model_weight_count(j->model);
-    j->dw = calloc(j->weight_count, sizeof(*j->dw));
-    j->params = calloc(j->weight_count + 2 * j->L, sizeof(*j->params));
-    j->ids = malloc(c->batch * c->block * sizeof(int32_t));
-    if (!j->dw || !j->params || !j->ids)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-    const bool head = c->gain_mode != PFX_GAIN_OFF, dim = c->structured_gain;
-    j->any_gain = head || dim;
-    for (size_t i = 0; i < j->weight_count; i++) {
-        pfx_model_weight_info info;
-        pfx_model_get_weight(j->model, i, &info);
-        if (frozen(c->freeze, info.name))
-            continue;
-        if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, info.ndim, info.shape, &j->dw[i])))
-            return st;
-        r->trained_weights++;
-        r->trained_values += info.numel;
-    }
-    if (r->trained_weights == 0 && !j->any_gain)
-        return bad(rt, "freeze", "leaves nothing to train (every weight frozen and no gain)");
-    j->D = j->shape.head_dim;
-    const size_t hshape[1] = { j->H }, dshape[2] = { j->H, j->D };
-    if (head && (st = make_gains(j, 1, hshape, &j->gain, &j->dgain, &j->gains_host)))
-        return st;
-    if (dim && (st = make_gains(j, 2, dshape, &j->dim, &j->ddim, &j->dim_host)))
-        return st;
-    r->trained_values += (head ? j->gain_count : 0) + (dim ? j->gain_count * j->D : 0);
-    return PFX_SUCCESS;
-}
-
-static pfx_status build_optimizer(pfx_pretrain_job *j, size_t steps)
-{
-    const pfx_pretrain_config *c = j->cfg;
-    const uint32_t warmup = c->warmup_steps < steps ? c->warmup_steps : (uint32_t)steps;
-    pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm,
-                                .warmup_steps = warmup,
-                                .decay = PFX_LR_COSINE,
-                                .decay_steps = steps > warmup ? (uint32_t)(steps - warmup) : 1,
-                                .min_lr_ratio = c->min_lr_ratio,
-                                .gain_ramp_steps = c->gain_ramp_steps };
-    pfx_status st = pfx_optimizer_create(j->rt, &op, &j->opt);
-    pfx_optimizer_group_params decay = PFX_OPTIMIZER_GROUP_DEFAULTS,
-                               plain = PFX_OPTIMIZER_GROUP_DEFAULTS;
-    decay.lr = c->lr;
-    decay.weight_decay = c->weight_decay;
-    plain.lr = c->lr;
-    plain.weight_decay = 0.0f;
-    pfx_optimizer_group_params gains = plain;
-    gains.lr = c->gain_lr;
-    unsigned g_decay = 0, g_plain = 0, g_gain = 0;
-    if (st == PFX_SUCCESS)
-        st = pfx_optimizer_add_group(j->opt, &decay, &g_decay);
-    if (st == PFX_SUCCESS && c->no_decay_norms)
-        st = pfx_optimizer_add_group(j->opt, &plain, &g_plain);
-    if (st == PFX_SUCCESS && j->any_gain)
-        st = pfx_optimizer_add_group(j->opt, &gains, &g_gain);
-    for (size_t i = 0; st == PFX_SUCCESS && i < j->weight_count; i++) {
-        if (!j->dw[i])
-            continue;
-        pfx_model_weight_info info;
-        pfx_tensor *w = NULL;
-        pfx_model_get_weight(j->model, i, &info);
-        pfx_model_weight_tensor(j->model, i, &w);
-        const bool norm = info.kind == PFX_WEIGHT_BIAS || info.kind == PFX_WEIGHT_NORM;
-        st = pfx_optimizer_add_param(j->opt, c->no_decay_norms && norm ? g_plain : g_decay, w,
-                                     j->dw[i], info.name);
-        j->params[j->param_count++] = w;
-    }
-    for (size_t l = 0; st == PFX_SUCCESS && j->gain && l < j->L; l++) {
-        char name[32];
-        snprintf(name, sizeof(name), "gains.%zu", l);
-        st = pfx_optimizer_add_param(j->opt, g_gain, j->gain[l], j->dgain[l], name);
-        j->params[j->param_count++] = j->gain[l];
-    }
-    for (size_t l = 0; st == PFX_SUCCESS && j->dim && l < j->L; l++) {
-        char name[32];
-        snprintf(name, sizeof(name), "dim_gains.%zu", l);
-        st = pfx_optimizer_add_param(j->opt, g_gain, j->dim[l], j->ddim[l], name);
-        j->params[j->param_count++] = j->dim[l];
-    }
-    return st;
-}
-
 /* ---- steps ---- */
 
 /* The gains' host copies from the device (what the next forward reads). */
-static pfx_status read_gains(pfx_pretrain_job *j)
+pfx_status pfx_pretrain_read_gains(pfx_pretrain_job *j)
 {
     pfx_status st = PFX_SUCCESS;
     for (size_t l = 0; st == PFX_SUCCESS && j->gain && l < j->L; l++)
@@ -421,7 +156,7 @@ static pfx_status read_gains(pfx_pretrain_job *j)
  * mean of G over the head's dimensions. */
 static pfx_status trace_gains(pfx_pretrain_job *j, float *out)
 {
-    pfx_status st = read_gains(j);
+    pfx_status st = pfx_pretrain_read_gains(j);
     for (size_t i = 0; st == PFX_SUCCESS && i < j->L * j->H; i++) {
         double m = 0.0;
         for (size_t d = 0; !j->gain && d < j->D; d++)
@@ -448,7 +183,7 @@ static pfx_status evaluate(pfx_pretrain_job *j, double *out)
     size_t n = pfx_blocks_count(j->eval);
     if (c->eval_blocks && c->eval_blocks < n)
         n = c->eval_blocks;
-    pfx_status st = read_gains(j);
+    pfx_status st = pfx_pretrain_read_gains(j);
     const pfx_model_prefix pre = prefix_of(j, pfx_optimizer_gain_ramp(j->opt));
     double sum = 0.0;
     for (size_t i = 0; st == PFX_SUCCESS && i < n; i += c->batch) {
@@ -500,7 +235,7 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
 {
     const pfx_pretrain_config *c = j->cfg;
     const size_t ranks = c->dist.ranks > 1 ? c->dist.ranks : 1, rank = ranks > 1 ? c->dist.rank : 0;
-    pfx_status st = read_gains(j);
+    pfx_status st = pfx_pretrain_read_gains(j);
     const pfx_model_prefix pre = prefix_of(j, pfx_optimizer_gain_ramp(j->opt));
     double sum = 0.0, count = 0.0;
     size_t added = 0;
@@ -535,63 +270,6 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
         st = mask_gain_grads(j);
     if (st == PFX_SUCCESS)
         st = pfx_optimizer_step(j->opt, rep);
-    return st;
-}
-
-/* ---- outputs ---- */
-
-static pfx_status write_gains(pfx_pretrain_job *j)
-{
-    char *path = pfx_join_path(j->cfg->out_dir, PFX_GAINS_FILE);
-    if (!path)
-        return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-    pfx_status st = read_gains(j);
-    const pfx_gains_values v = { .gain_mode = j->gain ? j->cfg->gain_mode : PFX_GAIN_OFF,
-                                 .structured = j->dim != NULL,
-                                 .gain_ramp = pfx_optimizer_gain_ramp(j->opt),
-                                 .gains = j->gains_host,
-                                 .dim_gains = j->dim_host };
-    if (st == PFX_SUCCESS)
-        st = pfx_gains_file_write(j->rt, path, j->L, j->H, j->D, &v);
-    free(path);
-    return st;
-}
-
-static pfx_status write_curve(pfx_pretrain_job *j, const pfx_pretrain_result *r)
-{
-    char *path = pfx_join_path(j->cfg->out_dir, "loss.csv");
-    pfx_output_file *f = NULL;
-    pfx_status st = path ? pfx_output_open(path, &f) : PFX_ERROR_OUT_OF_MEMORY;
-    free(path);
-    if (st != PFX_SUCCESS)
-        return pfx_error(j->rt, st, "pretrain: loss.csv: %s", pfx_last_error(NULL));
-    FILE *out = pfx_output_stream(f);
-    fprintf(out, "step,loss,grad_norm,eval_loss\n");
-    if (isfinite(r->eval_losses[0]))
-        fprintf(out, "0,,,%.9g\n", r->eval_losses[0]);
-    for (size_t s = 0; s < r->steps_done; s++) {
-        fprintf(out, "%zu,%.9g,%.9g,", s + 1, r->losses[s], (double)r->grad_norms[s]);
-        if (isfinite(r->eval_losses[s + 1]))
-            fprintf(out, "%.9g", r->eval_losses[s + 1]);
-        fprintf(out, "\n");
-    }
-    st = pfx_output_commit(&f);
-    return st == PFX_SUCCESS ? st
-                             : pfx_error(j->rt, st, "pretrain: loss.csv: %s", pfx_last_error(NULL));
-}
-
-static pfx_status write_outputs(pfx_pretrain_job *j, const pfx_pretrain_result *r, bool model)
-{
-    char *ckpt = pfx_join_path(j->cfg->out_dir, PFX_PRETRAIN_CHECKPOINT);
-    pfx_status st = ckpt ? pfx_pretrain_ckpt_save(j, ckpt, r)
-                         : pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-    free(ckpt);
-    if (st == PFX_SUCCESS)
-        st = write_curve(j, r);
-    if (st == PFX_SUCCESS && model)
-        st = pfx_model_save(j->model, j->cfg->out_dir, NULL);
-    if (st == PFX_SUCCESS && model && j->any_gain)
-        st = write_gains(j);
     return st;
 }
 
@@ -684,7 +362,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             on_step(&info, user);
         if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps &&
             lead(c))
-            st = write_outputs(j, r, false);
+            st = pfx_pretrain_write_outputs(j, r, false);
     }
     r->seconds = pfx_host_seconds() - t0;
     return st;
@@ -707,11 +385,11 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
     j.cfg = cfg;
     j.rt = rt;
     describe(cfg, j.options, sizeof(j.options));
-    if ((st = pfx_job_out_dir(rt, "pretrain", cfg->out_dir, true)) || (st = load_data(&j)) ||
-        (st = build_model(&j, result)))
+    if ((st = pfx_job_out_dir(rt, "pretrain", cfg->out_dir, true)) ||
+        (st = pfx_pretrain_load_data(&j)) || (st = pfx_pretrain_build_model(&j, result)))
         goto out;
     const size_t steps = planned_steps(&j);
-    if ((st = build_optimizer(&j, steps)) || (st = result_alloc(&j, result, steps)))
+    if ((st = pfx_pretrain_build_optimizer(&j, steps)) || (st = result_alloc(&j, result, steps)))
         goto out;
     result->shape = j.shape;
     result->train_blocks = pfx_blocks_count(j.train);
@@ -728,7 +406,7 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
     if (st == PFX_SUCCESS)
         st = train(&j, on_step, user, result);
     if (st == PFX_SUCCESS && lead(cfg))
-        st = write_outputs(&j, result, !result->stopped);
+        st = pfx_pretrain_write_outputs(&j, result, !result->stopped);
 out:
     job_free(&j);
     return st;
