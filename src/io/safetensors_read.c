@@ -365,16 +365,19 @@ pfx_status pfx_st_parse_owned(pfx_runtime *rt, unsigned char *buf, size_t size, 
         hlen = (hlen << 8) | buf[i];
     if (hlen > PFX_ST_MAX_HEADER) {
         free(buf);
+        /* the length is the file's first 8 bytes: not quoted, since a file
+         * that is no safetensors would have its content printed */
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
-                         "%s: the header length %llu is absurd (more than %llu bytes)", label,
-                         (unsigned long long)hlen, (unsigned long long)PFX_ST_MAX_HEADER);
+                         "%s: not a safetensors file: the header length (its first 8 bytes) is "
+                         "absurd, more than %llu bytes",
+                         label, (unsigned long long)PFX_ST_MAX_HEADER);
     }
     if (hlen > size - 8) {
         free(buf);
-        return pfx_error(
-            rt, PFX_ERROR_FORMAT,
-            "%s: truncated: the header length %llu runs past the end of the file (%zu bytes)",
-            label, (unsigned long long)hlen, size);
+        return pfx_error(rt, PFX_ERROR_FORMAT,
+                         "%s: truncated, or not a safetensors file: the header length (its first "
+                         "8 bytes) runs past the end of the file (%zu bytes)",
+                         label, size);
     }
     pfx_safetensors *s = calloc(1, sizeof(*s));
     if (!s) {
