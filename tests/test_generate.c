@@ -373,6 +373,28 @@ static void test_bad_adapters_and_steps(void **state)
     char path[1200], tmp[] = "/tmp/pfx-gen-XXXXXX";
     snprintf(path, sizeof(path), "%s/adapter0", w.dir);
     assert_status_names(rt, pfx_adapter_bank_add(w.bank, path, &e), PFX_ERROR_OUT_OF_RANGE, "full");
+    /* an entry loaded again in place: entry 0 then generates as adapter 2 */
+    snprintf(path, sizeof(path), "%s/adapter2", w.dir);
+    assert_status_names(rt, pfx_adapter_bank_replace(w.bank, 4, path), PFX_ERROR_INVALID_ARGUMENT,
+                        "entry 4");
+    assert_status_names(rt, pfx_adapter_bank_replace(w.bank, 0, NULL), PFX_ERROR_NULL_ARGUMENT,
+                        "path");
+    snprintf(path, sizeof(path), "%s/../llama/adapter0", w.dir);
+    assert_status_names(rt, pfx_adapter_bank_replace(w.bank, 0, path), PFX_ERROR_INVALID_SHAPE,
+                        "token_dim");
+    snprintf(path, sizeof(path), "%s/adapter2", w.dir);
+    assert_int_equal(pfx_adapter_bank_replace(w.bank, 0, path), PFX_SUCCESS);
+    assert_int_equal(pfx_adapter_bank_count(w.bank), 4);
+    for (size_t i = 0; i < w.count; i++) {
+        if (w.cases[i].adapter != 2)
+            continue;
+        int32_t out[NEW];
+        pfx_request q = request_of(&w.cases[i], out);
+        q.adapter = 0;
+        if (pfx_generate(w.ctx, w.cache, w.bank, &q, 1, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
+            fail_msg("generate: %s", pfx_last_error(rt));
+        expect_tokens(&w.cases[i], &q, "entry 0 replaced by adapter 2");
+    }
     pfx_adapter_bank *b2 = NULL;
     assert_int_equal(pfx_adapter_bank_create(w.model, 2, &b2), PFX_SUCCESS);
     assert_status_names(rt, pfx_adapter_bank_add(b2, w.dir, &e), PFX_ERROR_IO, "neither");

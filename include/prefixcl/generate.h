@@ -65,6 +65,15 @@ PFX_API void pfx_adapter_bank_destroy(pfx_adapter_bank **bank);
  * the bank is unchanged. */
 PFX_API pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_t *entry);
 
+/* Loads the adapter at `path` into `entry` (an index pfx_adapter_bank_add
+ * gave) in place of what it held, under the same checks; its prefix length
+ * must be the bank's (PFX_ERROR_INVALID_SHAPE). The caller makes sure no
+ * request reads the entry meanwhile (a server reusing the entry of an
+ * adapter it deleted). An entry outside the bank is
+ * PFX_ERROR_INVALID_ARGUMENT. On failure the bank is unchanged. */
+PFX_API pfx_status pfx_adapter_bank_replace(pfx_adapter_bank *bank, int32_t entry,
+                                            const char *path);
+
 /* The prefix length of the adapter at `path` (as pfx_adapter_bank_add reads
  * it; 0 for a gains file), without a model: to size a model's positions
  * before loading it. Errors go to pfx_last_error(NULL). */

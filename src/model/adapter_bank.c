@@ -407,20 +407,13 @@ pfx_status pfx_adapter_prefix_len(const char *path, size_t *prefix_len)
     return st;
 }
 
-pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_t *entry)
+/* The adapter at path into entry e (e == count: a new one, else in place
+ * of what e held); the bank unchanged on failure. */
+static pfx_status load_into(pfx_adapter_bank *bank, const char *path, size_t e, const char *fn)
 {
-    if (!bank || !path || !entry)
-        return pfx_error(bank ? bank->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL",
-                         FN,
-                         !bank   ? "bank"
-                         : !path ? "path"
-                                 : "entry");
     pfx_model *m = bank->model;
     pfx_runtime *rt = m->rt;
     const pfx_model_shape *s = &m->cfg.shape;
-    if (bank->count == bank->capacity)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: the bank is full (%zu adapters)", FN,
-                         bank->capacity);
     char own[4096], dir[4096];
     bool peft;
     pfx_status st = resolve(rt, path, &peft, dir, sizeof(dir), own, sizeof(own));
@@ -433,17 +426,17 @@ pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_
      * would need items without prefix at other positions in one call */
     if (st == PFX_SUCCESS && bank->count && a.P != bank->P)
         st = pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                       "%s: %s has prefix length %zu%s, the bank holds %zu (%s)%s", FN, path, a.P,
+                       "%s: %s has prefix length %zu%s, the bank holds %zu (%s)%s", fn, path, a.P,
                        a.P ? "" : " (a gains file)", bank->P, bank->first,
                        a.P && bank->P ? ""
                                       : ": gains files and prefix adapters go into separate banks");
     char *first = st == PFX_SUCCESS && !bank->count ? strdup(path) : NULL;
     if (st == PFX_SUCCESS && !bank->count && !first)
-        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
     const bool fresh = st == PFX_SUCCESS && !bank->count && a.P;
     if (fresh)
         st = bank_alloc(bank, a.P);
-    const size_t L = s->layers, n = s->kv_heads * a.P * s->head_dim, e = bank->count;
+    const size_t L = s->layers, n = s->kv_heads * a.P * s->head_dim;
     for (size_t l = 0; st == PFX_SUCCESS && a.P && l < L; l++)
         if ((st = pfx_tensor_write(bank->keys[l], e * n, n, a.kv + l * n)) == PFX_SUCCESS)
             st = pfx_tensor_write(bank->values[l], e * n, n, a.kv + (L + l) * n);
@@ -467,12 +460,39 @@ pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_
             bank->P = a.P;
             first = NULL;
         }
-        *entry = (int32_t)e;
-        bank->count++;
     }
     free(first);
     free(a.kv);
     free(a.gains);
     free(a.dim_gains);
     return st;
+}
+
+pfx_status pfx_adapter_bank_add(pfx_adapter_bank *bank, const char *path, int32_t *entry)
+{
+    if (!bank || !path || !entry)
+        return pfx_error(bank ? bank->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL",
+                         FN,
+                         !bank   ? "bank"
+                         : !path ? "path"
+                                 : "entry");
+    if (bank->count == bank->capacity)
+        return pfx_error(bank->model->rt, PFX_ERROR_OUT_OF_RANGE,
+                         "%s: the bank is full (%zu adapters)", FN, bank->capacity);
+    const pfx_status st = load_into(bank, path, bank->count, FN);
+    if (st == PFX_SUCCESS)
+        *entry = (int32_t)bank->count++;
+    return st;
+}
+
+pfx_status pfx_adapter_bank_replace(pfx_adapter_bank *bank, int32_t entry, const char *path)
+{
+    if (!bank || !path)
+        return pfx_error(bank ? bank->model->rt : NULL, PFX_ERROR_NULL_ARGUMENT,
+                         "adapter_bank_replace: %s is NULL", !bank ? "bank" : "path");
+    if (entry < 0 || (size_t)entry >= bank->count)
+        return pfx_error(bank->model->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "adapter_bank_replace: entry %d outside the bank's 0..%zu", (int)entry,
+                         bank->count ? bank->count - 1 : 0);
+    return load_into(bank, path, (size_t)entry, "adapter_bank_replace");
 }
