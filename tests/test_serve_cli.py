@@ -227,6 +227,19 @@ def admin(srv, expect, adapters):
     expect_error(srv, {"name": "x", "path": "/nonexistent/adapter"}, 400, ["/nonexistent/adapter"],
                  path="/v1/adapters")
     expect_error(srv, {"name": 3, "path": path}, 400, ["name"], path="/v1/adapters")
+    expect_error(srv, {"name": "x", "path": path + "\x00/../../nope"}, 400, ["path:", "\\u0000"], path="/v1/adapters")
+    expect_error(srv, {"name": "x\x00y", "path": path}, 400, ["name:", "\\u0000"], path="/v1/adapters")
+    expect_error(srv, b'{"name": "x", "path": "%s", "path": "/nope"}' % path.encode(), 400, ["path", "twice"],
+                 path="/v1/adapters")
+    # a file that is no adapter: named, its bytes never quoted
+    with tempfile.NamedTemporaryFile("wb", suffix=".txt") as f:
+        f.write(b"root:x:0:0:root:/root:/bin/bash\n")
+        f.flush()
+        got, data, _ = srv.request("POST", "/v1/adapters", {"name": "x", "path": f.name})
+        msg = json.loads(data)["error"]["message"]
+        if got != 400 or f.name not in msg or "not a safetensors file" not in msg or \
+                str(int.from_bytes(b"root:x:0", "little")) in msg or "root" in msg:
+            sys.exit("a text file as adapter: %d %r" % (got, msg))
     if srv.request("DELETE", "/v1/adapters/late")[0] != 200 or srv.request("DELETE", "/v1/adapters/late")[0] != 404:
         sys.exit("DELETE /v1/adapters/late")
     expect_error(srv, {"model": "late", "prompt": "hi", "max_tokens": 1}, 404, ["late"])
@@ -294,6 +307,13 @@ def hostile(srv, max_len):
     expect_error(srv, dict(ok, max_tokens=max_len), 400, [str(max_len)])
     expect_error(srv, dict(ok, model="no-such-adapter"), 404, ["no-such-adapter"])
     expect_error(srv, {"messages": []}, 400, ["chat template"], path="/v1/chat/completions")
+    # one JSON rule: no \u0000, no key twice, nothing after the object
+    expect_error(srv, dict(ok, prompt="GOOD\x00/../bad"), 400, ["prompt:", "\\u0000"])
+    expect_error(srv, dict(ok, stop=["a", "x\x00y"]), 400, ["stop:", "\\u0000"])
+    expect_error(srv, b'{"prompt": "hi", "max_tokens": 2, "max_tokens": 900}', 400, ["max_tokens", "twice"])
+    expect_error(srv, b'{"prompt": "hi", "max_tokens": 2} x', 400, ["after"])
+    expect_error(srv, b'{"prompt": "hi", "max_tokens": 2}{"prompt": "again"}', 400, ["after"])
+    expect_error(srv, b'{"prompt": "hi\x00there", "max_tokens": 2}', 400, ["NUL byte"])
     expect_error(srv, ok, 401, ["API key"], headers={"Authorization": "Bearer wrong"})
     expect_error(srv, ok, 401, ["API key"], headers={"Authorization": ""})
     # over 1 MiB: refused from its Content-Length before the body, or once read when chunked
@@ -431,6 +451,8 @@ def chat(exe, model):
         expect_error(srv, {"messages": [{"role": "user"}]}, 400, ["messages", "content"], path=path)
         expect_error(srv, {"messages": [{"role": "bad", "content": "x"}]}, 400, ["no bad roles here"], path=path)
         expect_error(srv, dict(body, temperature="hot"), 400, ["temperature"], path=path)
+        expect_error(srv, {"messages": [{"role": "user", "content": "a\x00b"}]}, 400, ["messages:", "\\u0000"],
+                     path=path)
         srv.stop()
         # a template written with a macro, a filter block, a float and strftime_now renders the same prompt
         with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:

@@ -1,12 +1,14 @@
 /* libFuzzer harness for the body of POST /v1/adapters
  * (tools/serve/adapter_req.c): every input is a request body; it must be
  * refused with a message (naming the field when one is at fault) or give a
- * non-empty name and path. Also linked into the normal build by
+ * non-empty name and path, from a body that keeps the JSON rule
+ * (fuzz_request.h). Also linked into the normal build by
  * run_corpus.c, which replays tests/fuzz/corpus/adapter_request/. */
 #include <string.h>
 
 #include "adapter_req.h"
 #include "fuzz.h"
+#include "fuzz_request.h"
 #include "internal.h"
 
 bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
@@ -31,6 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
     } else if (!r.name || !r.name[0] || !r.path || !r.path[0]) {
         abort();
+    } else {
+        pfx_fuzz_request_accepted(data, size);
     }
     adapter_req_free(&r);
     return 0;

@@ -1,13 +1,16 @@
-/* libFuzzer harness for the body of POST /v1/completions
- * (tools/serve/completion_req.c): every input is a request body; it must be
- * refused with a message (naming the field when one is at fault) or give
- * values inside the documented ranges. Also linked into the normal build by
- * run_corpus.c, which replays tests/fuzz/corpus/completion_request/. */
+/* libFuzzer harness for the bodies of POST /v1/completions and
+ * /v1/chat/completions (tools/serve/completion_req.c, request_json.c):
+ * every input is a request body of both; it must be refused with a message
+ * (naming the field when one is at fault) or give values inside the
+ * documented ranges, from a body that keeps the JSON rule (fuzz_request.h).
+ * Also linked into the normal build by run_corpus.c, which replays
+ * tests/fuzz/corpus/completion_request/. */
 #include <math.h>
 #include <string.h>
 
 #include "completion_req.h"
 #include "fuzz.h"
+#include "fuzz_request.h"
 #include "internal.h"
 
 bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
@@ -15,11 +18,37 @@ bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
     completion_req r;
     char why[512];
     const char *field;
-    const bool ok = completion_req_parse((const char *)data, size, &r, why, sizeof(why), &field);
+    bool ok = completion_req_parse((const char *)data, size, &r, why, sizeof(why), &field);
+    completion_req_free(&r);
+    cJSON *messages = NULL;
+    char chat_why[512];
+    if (!ok) /* a chat's body then; the completion's reason if neither */
+        ok = chat_req_parse((const char *)data, size, &r, &messages, chat_why, sizeof(chat_why),
+                            &field);
     if (!ok)
         pfx_error(NULL, PFX_ERROR_FORMAT, "%s", why);
     completion_req_free(&r);
+    cJSON_Delete(messages);
     return ok;
+}
+
+/* A chat's body: refused as a completion's is, or messages given. */
+static void chat(const uint8_t *data, size_t size)
+{
+    completion_req r;
+    cJSON *messages = NULL;
+    char why[512] = "";
+    const char *field = NULL;
+    if (!chat_req_parse((const char *)data, size, &r, &messages, why, sizeof(why), &field)) {
+        if (!why[0] || (field && !strstr(why, field)) || messages)
+            abort();
+    } else {
+        if (!cJSON_IsArray(messages) || !messages->child || r.prompt)
+            abort();
+        pfx_fuzz_request_accepted(data, size);
+    }
+    completion_req_free(&r);
+    cJSON_Delete(messages);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -27,6 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     completion_req r;
     char why[512] = "";
     const char *field = NULL;
+    chat(data, size);
     if (!completion_req_parse((const char *)data, size, &r, why, sizeof(why), &field)) {
         /* a refusal says why, and names a field it blames */
         if (!why[0] || (field && !strstr(why, field)))
@@ -41,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < r.stop_count; i++)
         if (!r.stop[i] || !r.stop[i][0])
             abort();
+    pfx_fuzz_request_accepted(data, size);
     completion_req_free(&r);
     return 0;
 }

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "adapter_req.h"
+#include "request_json.h"
 
 static bool text(const cJSON *o, const char *key, char **out, char *why, size_t cap,
                  const char **field)
@@ -27,14 +28,11 @@ static bool text(const cJSON *o, const char *key, char **out, char *why, size_t 
 bool adapter_req_parse(const char *body, size_t len, adapter_req *r, char *why, size_t cap,
                        const char **field)
 {
+    static const char *const fields[] = { "name", "path", NULL };
     memset(r, 0, sizeof(*r));
-    *field = NULL;
-    cJSON *o = cJSON_ParseWithLength(body, len);
-    bool ok = cJSON_IsObject(o);
-    if (!ok)
-        snprintf(why, cap, "the body must be a JSON object {\"name\", \"path\"}");
-    ok = ok && text(o, "name", &r->name, why, cap, field) &&
-         text(o, "path", &r->path, why, cap, field);
+    cJSON *o = request_json_parse(body, len, fields, why, cap, field);
+    const bool ok = o && text(o, "name", &r->name, why, cap, field) &&
+                    text(o, "path", &r->path, why, cap, field);
     cJSON_Delete(o);
     return ok;
 }

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 
 #include "completion_req.h"
+#include "request_json.h"
 
 typedef struct parse {
     const cJSON *root;
@@ -122,14 +123,14 @@ static bool parse_body(const char *body, size_t len, completion_req *r, cJSON **
     r->temperature = 1.0f;
     r->top_p = 1.0f;
     r->chat = msgs != NULL;
-    *field = NULL;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    parse p = { root, why, cap, field };
-    if (!root) {
-        snprintf(why, cap, "the body is not valid JSON");
+    static const char *const fields[] = { "model",       "prompt", "messages", "max_tokens",
+                                          "temperature", "top_p",  "top_k",    "n",
+                                          "seed",        "stop",   "stream",   NULL };
+    cJSON *root = request_json_parse(body, len, fields, why, cap, field);
+    if (!root)
         return false;
-    }
-    bool ok = cJSON_IsObject(root) || bad(&p, NULL, "the body must be a JSON object");
+    parse p = { root, why, cap, field };
+    bool ok = true;
     uint64_t max_tokens = r->max_tokens, top_k = 0, n = 1;
     ok = ok && string(&p, "model", false, &r->model) &&
          (msgs ? messages(&p, root, msgs) : string(&p, "prompt", true, &r->prompt)) &&
