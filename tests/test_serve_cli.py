@@ -286,6 +286,14 @@ def raw(port, data, read=True):
     return got
 
 
+def wait_metric(srv, line, why, limit=30):
+    deadline = time.time() + limit
+    while line not in srv.get("/metrics")[1].decode():
+        if time.time() > deadline:
+            sys.exit("%s:\n%s" % (why, srv.get("/metrics")[1].decode()))
+        time.sleep(0.1)
+
+
 def hostile(srv, max_len):
     ok = {"prompt": "hi", "max_tokens": 2, "temperature": 0}
     expect_error(srv, b"{\"prompt\": ", 400, ["JSON"])
@@ -348,6 +356,7 @@ def hostile(srv, max_len):
             sys.exit("no first event of the stream: %r" % got)
         got += more
     s.close()
+    wait_metric(srv, 'prefixcl_requests_total{code="499"} 1', "a client gone mid-stream is not counted 499")
     # a client gone while its plain request waits behind others: cancelled (code 499 in /metrics)
     long = {"prompt": "the quick brown fox", "max_tokens": max_len - 8, "temperature": 0}
     backlog = [threading.Thread(target=srv.complete, args=(long,)) for _ in range(12)]
@@ -358,11 +367,7 @@ def hostile(srv, max_len):
                   b"\r\n\r\n%s" % (KEY.encode(), len(body), body), read=False)
     for t in backlog:
         t.join(60)
-    deadline = time.time() + 30
-    while 'prefixcl_requests_total{code="499"} 1' not in srv.get("/metrics")[1].decode():
-        if time.time() > deadline:
-            sys.exit("the request of a client gone was not cancelled:\n%s" % srv.get("/metrics")[1].decode())
-        time.sleep(0.1)
+    wait_metric(srv, 'prefixcl_requests_total{code="499"} 2', "the request of a client gone was not cancelled")
     status, o, _ = srv.complete(ok)
     if status != 200 or o["usage"]["completion_tokens"] != 2:
         sys.exit("after the hostile requests: %d %r" % (status, o))

@@ -44,7 +44,7 @@ typedef struct completion {
     size_t n;    /* choices */
     completion_choice *choices;
     /* the stream's state (its connection's thread) */
-    int stage; /* 0: text, 1: final chunks sent, 2: [DONE] sent */
+    int stage; /* 0: text, 1: final chunks sent, 2: [DONE] sent, 3: its end told */
     char *pending;
     size_t pending_len, pending_off;
 } completion;

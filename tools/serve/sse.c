@@ -60,7 +60,7 @@ static char *next_event(completion *c, size_t *len)
         *len = strlen("data: [DONE]\n\n");
         return strdup("data: [DONE]\n\n");
     }
-    if (c->stage == 2)
+    if (c->stage >= 2)
         return NULL;
     pthread_mutex_lock(&c->mu);
     for (;;) {
@@ -106,9 +106,12 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
     if (c->pending_off == c->pending_len) {
         free(c->pending);
         c->pending_off = c->pending_len = 0;
-        if (!(c->pending = next_event(c, &c->pending_len)))
-            return c->stage == 2 ? MHD_CONTENT_READER_END_OF_STREAM
-                                 : MHD_CONTENT_READER_END_WITH_ERROR;
+        if (!(c->pending = next_event(c, &c->pending_len))) {
+            if (c->stage < 2)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            c->stage = 3;
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
     }
     size_t n = c->pending_len - c->pending_off;
     n = n < max ? n : max;
@@ -118,10 +121,13 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
 }
 
 /* The response is gone (sent, or its client went away): choices still
- * running are cancelled, their slots freed at the next step. */
+ * running are cancelled, their slots freed at the next step. Counted then:
+ * 200 when sent to its end, else as nginx counts a client that closed
+ * first (499). */
 static void free_stream(void *cls)
 {
     completion *c = cls;
+    metrics_response(&c->srv->metrics, c->stage == 3 ? MHD_HTTP_OK : 499);
     completion_cancel(c);
     completion_release(c);
 }
@@ -136,5 +142,8 @@ enum MHD_Result sse_reply(server *srv, struct MHD_Connection *conn, completion *
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    return reply_queue(srv, conn, MHD_HTTP_OK, r);
+    /* not counted yet: free_stream knows whether it reached its client */
+    const enum MHD_Result res = MHD_queue_response(conn, MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return res;
 }
