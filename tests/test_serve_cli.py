@@ -243,6 +243,15 @@ def admin(srv, expect, adapters):
     if srv.request("DELETE", "/v1/adapters/late")[0] != 200 or srv.request("DELETE", "/v1/adapters/late")[0] != 404:
         sys.exit("DELETE /v1/adapters/late")
     expect_error(srv, {"model": "late", "prompt": "hi", "max_tokens": 1}, 404, ["late"])
+    # a deleted adapter frees its entry: added and deleted past the bank's 8, each answers as itself
+    for i in range(10):
+        name, apath = adapters[1 + i % 3]
+        got, data, _ = srv.request("POST", "/v1/adapters", {"name": "again", "path": apath})
+        status, o, _ = srv.complete({"model": "again", "prompt": PROMPTS[0], "max_tokens": NEW, "temperature": 0})
+        if got != 201 or status != 200 or o["choices"][0]["text"] != expect[(name, PROMPTS[0])][0]:
+            sys.exit("adapter added for the %d. time: %d %r, %d %r" % (i + 1, got, data, status, o))
+        if srv.request("DELETE", "/v1/adapters/again")[0] != 200:
+            sys.exit("DELETE /v1/adapters/again")
 
 
 def load_test(srv, expect, n=64, clients=16, limit=60.0):

@@ -8,7 +8,7 @@
 typedef struct adding {
     server *srv;
     const char *path;
-    int32_t entry;
+    int32_t entry; /* a deleted adapter's to load into, or -1: a new one */
     char why[512];
 } adding;
 
@@ -16,7 +16,9 @@ typedef struct adding {
 static pfx_status add_to_bank(void *user)
 {
     adding *a = user;
-    const pfx_status st = pfx_adapter_bank_add(a->srv->ctx.bank, a->path, &a->entry);
+    pfx_adapter_bank *bank = a->srv->ctx.bank;
+    const pfx_status st = a->entry >= 0 ? pfx_adapter_bank_replace(bank, a->entry, a->path)
+                                        : pfx_adapter_bank_add(bank, a->path, &a->entry);
     if (st != PFX_SUCCESS)
         snprintf(a->why, sizeof(a->why), "%s", pfx_last_error(a->srv->ctx.rt));
     return st;
@@ -30,7 +32,8 @@ static enum MHD_Result added(server *srv, struct MHD_Connection *c, const char *
         return reply_error(srv, c, MHD_HTTP_CONFLICT, "name", "name: %s", why);
     if (!srv->ctx.bank)
         return reply_error(srv, c, MHD_HTTP_BAD_REQUEST, NULL, "the server has no adapter bank");
-    adding a = { srv, path, -1, "" };
+    /* a deleted adapter's entry no request holds any longer comes first */
+    adding a = { srv, path, server_free_entry(srv), "" };
     if (pfx_scheduler_call(srv->sched, add_to_bank, &a) != PFX_SUCCESS)
         return reply_error(srv, c, MHD_HTTP_BAD_REQUEST, "path", "path: %s",
                            a.why[0] ? a.why : pfx_last_error(NULL));

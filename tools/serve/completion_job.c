@@ -35,6 +35,7 @@ completion *completion_new(server *srv, completion_req *req, size_t prompt_len)
     pthread_cond_init(&c->changed, NULL);
     c->refs = 1;
     c->srv = srv;
+    c->entry = -1;
     c->req = *req;
     memset(req, 0, sizeof(*req));
     c->n = n;
@@ -67,6 +68,7 @@ void completion_release(completion *c)
         return;
     pthread_cond_destroy(&c->changed);
     pthread_mutex_destroy(&c->mu);
+    server_adapter_drop(c->srv, c->entry);
     completion_req_free(&c->req);
     for (size_t i = 0; i < c->n; i++) {
         free(c->choices[i].ids);

@@ -37,6 +37,7 @@ typedef struct completion {
     server *srv;
     completion_req req;
     const char *model; /* the name it was asked for */
+    int32_t entry;     /* its bank entry (-1: none), held until it is freed */
     char id[40];
     long long created;
     size_t prompt_len;

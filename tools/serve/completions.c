@@ -82,7 +82,8 @@ enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, comple
 {
     completion_req req = *r;
     memset(r, 0, sizeof(*r));
-    const int32_t entry = server_adapter_entry(srv, req.model);
+    /* held from here: by the completion once made */
+    const int32_t entry = server_adapter_take(srv, req.model);
     if (entry == -2) {
         enum MHD_Result res = reply_error(
             srv, conn, MHD_HTTP_NOT_FOUND, "model",
@@ -104,6 +105,7 @@ enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, comple
                                                       : "no tokens");
         free(ids);
         completion_req_free(&req);
+        server_adapter_drop(srv, entry);
         return r;
     }
     if (n > srv->max_len || req.max_tokens > srv->max_len - n) {
@@ -114,6 +116,7 @@ enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, comple
                         n, req.max_tokens, srv->max_len);
         free(ids);
         completion_req_free(&req);
+        server_adapter_drop(srv, entry);
         return r;
     }
     const float temperature = req.temperature, top_p = req.top_p;
@@ -124,8 +127,10 @@ enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, comple
     if (!c) {
         free(ids);
         completion_req_free(&req);
+        server_adapter_drop(srv, entry);
         return reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "out of host memory");
     }
+    c->entry = entry;
     /* choice i samples with seed + i: the choices differ, and each equals
      * a request of n 1 with that seed */
     pfx_status st = PFX_SUCCESS;

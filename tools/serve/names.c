@@ -4,7 +4,8 @@
 
 #include "server.h"
 
-int32_t server_adapter_entry(server *srv, const char *name)
+/* server_adapter_entry under names_mu, taking a hold when `take`. */
+static int32_t find(server *srv, const char *name, bool take)
 {
     if (!name || !strcmp(name, srv->base_name))
         return -1;
@@ -12,6 +13,38 @@ int32_t server_adapter_entry(server *srv, const char *name)
     pthread_mutex_lock(&srv->names_mu);
     for (size_t i = 0; i < srv->entries && entry == -2; i++)
         if (srv->adapter_name[i][0] && !strcmp(name, srv->adapter_name[i]))
+            entry = (int32_t)i;
+    if (take && entry >= 0)
+        srv->entry_uses[entry]++;
+    pthread_mutex_unlock(&srv->names_mu);
+    return entry;
+}
+
+int32_t server_adapter_entry(server *srv, const char *name)
+{
+    return find(srv, name, false);
+}
+
+int32_t server_adapter_take(server *srv, const char *name)
+{
+    return find(srv, name, true);
+}
+
+void server_adapter_drop(server *srv, int32_t entry)
+{
+    if (entry < 0)
+        return;
+    pthread_mutex_lock(&srv->names_mu);
+    srv->entry_uses[entry]--;
+    pthread_mutex_unlock(&srv->names_mu);
+}
+
+int32_t server_free_entry(server *srv)
+{
+    int32_t entry = -1;
+    pthread_mutex_lock(&srv->names_mu);
+    for (size_t i = 0; i < srv->entries && entry < 0; i++)
+        if (!srv->adapter_name[i][0] && !srv->entry_uses[i])
             entry = (int32_t)i;
     pthread_mutex_unlock(&srv->names_mu);
     return entry;

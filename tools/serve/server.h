@@ -23,7 +23,8 @@ typedef struct server {
     /* the name of each bank entry ("": deleted), under names_mu: the admin
      * endpoints change them while requests read them */
     char adapter_name[SERVE_MAX_ADAPTERS][SERVE_NAME_MAX];
-    size_t entries; /* bank entries in use */
+    size_t entry_uses[SERVE_MAX_ADAPTERS]; /* requests holding each entry */
+    size_t entries;                        /* bank entries in use */
     pthread_mutex_t names_mu;
     bool allow_admin;                      /* POST and DELETE /v1/adapters */
     pthread_mutex_t admin_mu;              /* one adapter change at a time */
@@ -38,6 +39,14 @@ typedef struct server {
 /* The bank entry a request's `model` names: -1 for the base model (or
  * NULL), -2 for an unknown name. */
 int32_t server_adapter_entry(server *srv, const char *name);
+/* The same, the entry then held by a request until server_adapter_drop:
+ * a deleted adapter's entry is loaded again only once no request holds
+ * it. */
+int32_t server_adapter_take(server *srv, const char *name);
+void server_adapter_drop(server *srv, int32_t entry);
+/* An entry of a deleted adapter that no request holds (to load another
+ * adapter into), or -1. */
+int32_t server_free_entry(server *srv);
 
 /* Whether name is unused: not empty, shorter than SERVE_NAME_MAX, not the
  * base model's, not an adapter's (why says which, cap bytes). */
