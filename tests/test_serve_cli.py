@@ -331,6 +331,13 @@ def hostile(srv, max_len):
     expect_error(srv, b'{"prompt": "hi", "max_tokens": 2} x', 400, ["after"])
     expect_error(srv, b'{"prompt": "hi", "max_tokens": 2}{"prompt": "again"}', 400, ["after"])
     expect_error(srv, b'{"prompt": "hi\x00there", "max_tokens": 2}', 400, ["NUL byte"])
+    # HTTP/1.1 names its host (RFC 9112); HTTP/1.0 need not
+    got = raw(srv.port, b"GET /health HTTP/1.1\r\n\r\n")
+    if not got.startswith(b"HTTP/1.1 400") or b"Host" not in got:
+        sys.exit("HTTP/1.1 without Host: %r" % got)
+    got = raw(srv.port, b"GET /health HTTP/1.0\r\n\r\n")
+    if not re.match(rb"HTTP/1\.[01] 200 ", got):
+        sys.exit("HTTP/1.0 without Host: %r" % got)
     expect_error(srv, ok, 401, ["API key"], headers={"Authorization": "Bearer wrong"})
     expect_error(srv, ok, 401, ["API key"], headers={"Authorization": ""})
     # over 1 MiB: refused from its Content-Length before the body, or once read when chunked
@@ -401,6 +408,79 @@ def busy(exe, model):
     if srv.request("DELETE", "/v1/adapters/x")[0] != 403:
         sys.exit("DELETE without --allow-adapter-admin")
     srv.stop(signal.SIGINT)
+
+
+def normal_p99(srv, n=24, clients=4):
+    """p99 latency of short completions from `clients` threads; all must answer 200."""
+    results, lat = parallel(clients, [None] * n, lambda _: srv.complete(
+        {"prompt": "the quick brown fox", "max_tokens": 4, "temperature": 0})[0])
+    if set(results) != {200}:
+        sys.exit("normal requests beside slow clients: %r" % results)
+    return sorted(lat)[min(n - 1, int(n * 0.99))]
+
+
+def slow_clients(exe, model, timeout=2, cap=8):
+    """300 connections from another address that never finish their headers
+    and one that sends a header byte every 0.2 s: /health answers within a
+    second, normal requests and a stream running before them are served,
+    and every slow connection is closed once --request-timeout is past."""
+    srv = Server(exe, ["--model", model, "--api-key", KEY, "--request-timeout", str(timeout),
+                       "--client-connections", str(cap)])
+    alone = normal_p99(srv)
+    result = {}
+
+    def stream():
+        try:
+            result["stream"] = srv.stream({"prompt": "the quick brown fox", "max_tokens": 40, "temperature": 0})
+        except BaseException as e:  # noqa: B036 (sys.exit in a thread: reported below)
+            result["stream"] = e
+    streaming = threading.Thread(target=stream)
+    streaming.start()
+    slow = []
+    for _ in range(300):
+        try:
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=5, source_address=("127.0.0.2", 0))
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            slow.append(s)
+        except OSError:
+            pass  # refused past the address's cap
+    t0, closed = time.time(), {}
+
+    def drip():
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10, source_address=("127.0.0.3", 0))
+        try:
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            while time.time() - t0 < timeout + 3:
+                s.sendall(b"a")
+                time.sleep(0.2)
+        except OSError:
+            closed["drip"] = time.time() - t0
+        s.close()
+    dripping = threading.Thread(target=drip)
+    dripping.start()
+    for _ in range(5):
+        t1 = time.time()
+        if srv.get("/health")[0] != 200 or time.time() - t1 > 1.0:
+            sys.exit("/health beside 300 slow connections: not answered within 1 s")
+    beside = normal_p99(srv)
+    dripping.join()
+    streaming.join(60)
+    if not isinstance(result.get("stream"), tuple) or result["stream"][1] != "length":
+        sys.exit("a stream beside slow clients: %r" % result.get("stream"))
+    if not timeout - 0.5 < closed.get("drip", 1e9) < timeout + 2:
+        sys.exit("a header sent a byte at a time: closed after %r s, --request-timeout %d" % (closed.get("drip"), timeout))
+    for s in slow:  # each closed by now, the cap's at once and the rest at their deadline
+        s.settimeout(max(0.1, t0 + timeout + 2 - time.time()))
+        try:
+            if s.recv(1) != b"":
+                sys.exit("a slow connection was answered")
+        except ConnectionResetError:
+            pass
+        except socket.timeout:
+            sys.exit("a slow connection is open %.1f s after its start (--request-timeout %d)" % (time.time() - t0, timeout))
+        s.close()
+    srv.stop()
+    print("slow clients: normal requests' p99 %.3f s alone, %.3f s beside 300 slow connections" % (alone, beside))
 
 
 CHATML = ("{% for message in messages %}{% if message['role'] == 'bad' %}"
@@ -519,6 +599,7 @@ def main():
         sys.exit("the concurrent requests never shared a step: occupancy %.3f" % occupancy)
     srv.stop()
     busy(exe, model)
+    slow_clients(exe, model)
     chat(exe, model)
     chat_ids(exe, fix)
     print("serve: every check passed in %.1f s (batch occupancy %.2f)" % (time.time() - t0, occupancy))

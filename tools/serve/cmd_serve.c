@@ -41,7 +41,8 @@ int cmd_serve(int argc, char **argv)
 {
     const char *model = NULL, *device = NULL, *host = "127.0.0.1",
                *adapter_args[SERVE_MAX_ADAPTERS];
-    uint64_t port = 8000, slots = 4, max_len = 0, queue = 64;
+    uint64_t port = 8000, slots = 4, max_len = 0, queue = 64, request_timeout = 10,
+             max_connections = 256, client_connections = 64;
     static char base[256];
     bool admin = false;
     int storage = PFX_DTYPE_F32;
@@ -65,6 +66,16 @@ int cmd_serve(int argc, char **argv)
           "the model's positions less the prefix, at most 512" },
         { "--queue", CLI_U64, &queue, 1, 1 << 16, NULL, NULL, "N",
           "requests waiting for a slot before 503", "64" },
+        { "--request-timeout", CLI_U64, &request_timeout, 1, 3600, NULL, NULL, "S",
+          "seconds a connection has to send a whole request (headers and body), from its start "
+          "or its last answer, before it is closed",
+          "10" },
+        { "--max-connections", CLI_U64, &max_connections, 1, 1 << 16, NULL, NULL, "N",
+          "connections open at once (a thread each); past them new ones are closed", "256" },
+        { "--client-connections", CLI_U64, &client_connections, 0, 1 << 16, NULL, NULL, "N",
+          "connections open at once from one client address; 0: no cap (behind a proxy, every "
+          "client is the proxy)",
+          "64" },
         { "--api-key", CLI_TEXT, &srv.api_key, 0, 0, NULL, NULL, "KEY",
           "require Authorization: Bearer KEY (all but /health)", NULL },
         { "--allow-adapter-admin", CLI_FLAG, &admin, 0, 0, NULL, NULL, NULL,
@@ -140,7 +151,9 @@ int cmd_serve(int argc, char **argv)
     }
     cli_stop_catch();
     uint16_t bound = 0;
-    if (!(h = http_start(&srv, host, (uint16_t)port, &bound, why, sizeof(why)))) {
+    const http_limits limits = { (unsigned)request_timeout, (unsigned)max_connections,
+                                 (unsigned)client_connections };
+    if (!(h = http_start(&srv, host, (uint16_t)port, &limits, &bound, why, sizeof(why)))) {
         fprintf(stderr, "prefixcl serve: %s\n", why);
         goto out;
     }
