@@ -5,9 +5,14 @@ none) return the text of `prefixcl generate` for each alone, streaming gives
 the text of a plain answer, a bounded load test loses and mixes up nothing
 (throughput and p50/p99 latency printed), hostile requests get 4xx answers
 naming the field and the server keeps serving (a truncated body, a client
-gone mid-stream), a full queue answers 503 with Retry-After, adapters are
-added and deleted while serving (403 without --allow-adapter-admin), SIGTERM
-and SIGINT stop it. A copy of the model folder with a ChatML chat template
+gone mid-stream, counted 499; bodies past the JSON rule: \u0000, a key
+twice, bytes after the object; HTTP/1.1 without Host), a full queue answers
+503 with Retry-After, adapters are added and deleted while serving, past the
+bank's size (403 without --allow-adapter-admin; a file that is no adapter is
+named, never quoted), slow clients (300 connections that never finish their
+headers, one that sends a byte at a time) leave /health, normal requests and
+a running stream served and are closed past --request-timeout, SIGTERM and
+SIGINT stop it. A copy of the model folder with a ChatML chat template
 answers /v1/chat/completions (plain and streamed) with the tokens of
 /v1/completions of the rendered prompt; raise_exception gives a 400; the
 chats rendered for the Llama and Qwen tokenizers encode, without added
@@ -419,7 +424,7 @@ def normal_p99(srv, n=24, clients=4):
     return sorted(lat)[min(n - 1, int(n * 0.99))]
 
 
-def slow_clients(exe, model, timeout=2, cap=8):
+def slow_clients(exe, model, timeout=1, cap=8):
     """300 connections from another address that never finish their headers
     and one that sends a header byte every 0.2 s: /health answers within a
     second, normal requests and a stream running before them are served,
