@@ -1,5 +1,6 @@
 /* Files under hostile use: FIFOs and device nodes where files are expected,
- * huge and malformed adapter configs, a killed save's temporary file, the
+ * huge and malformed adapter configs, a text file where a safetensors file
+ * is expected (named, never quoted), a killed save's temporary file, the
  * umask, aliasing prefixes, and a PEFT writer that writes only what its reader
  * reads. Device nodes are private mknod copies in a temporary folder (the
  * tests skip those checks when mknod is not allowed); an alarm turns a read
@@ -239,6 +240,23 @@ static void test_nul_escape_in_tensor_name(void **state)
                             PFX_ERROR_FORMAT, "\\u0000");
         assert_null(f);
     }
+}
+
+/* A file that is no safetensors (a text file given as an adapter): its path
+ * named, its first 8 bytes (read as the header length) never quoted. */
+static void test_not_safetensors_unquoted(void **state)
+{
+    (void)state;
+    static const char passwd[] = "root:x:0:0:root:/root:/bin/bash\n";
+    pfx_safetensors *f = NULL;
+    assert_status_names(NULL,
+                        pfx_safetensors_open_memory(passwd, strlen(passwd), "/etc/passwd", &f),
+                        PFX_ERROR_OUT_OF_RANGE, "/etc/passwd: not a safetensors file");
+    assert_null(strstr(pfx_last_error(NULL), "3475222254926655346")); /* "root:x:0" */
+    static const unsigned char past[20] = { 0x39, 0x30 };             /* 12345, 12 bytes after it */
+    assert_status_names(NULL, pfx_safetensors_open_memory(past, sizeof(past), "x.bin", &f),
+                        PFX_ERROR_FORMAT, "not a safetensors file");
+    assert_null(strstr(pfx_last_error(NULL), "12345"));
 }
 
 /* ---------------------------------------------------------------- atomic saves */
@@ -511,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_config_many_keys),
         cmocka_unit_test(test_config_refusals),
         cmocka_unit_test(test_nul_escape_in_tensor_name),
+        cmocka_unit_test(test_not_safetensors_unquoted),
         cmocka_unit_test(test_index_many_shards),
         cmocka_unit_test(test_save_refuses_device_node),
         cmocka_unit_test(test_killed_save_cleaned_at_next_save),
