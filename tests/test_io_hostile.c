@@ -253,7 +253,8 @@ static void test_not_safetensors_unquoted(void **state)
                         pfx_safetensors_open_memory(passwd, strlen(passwd), "/etc/passwd", &f),
                         PFX_ERROR_OUT_OF_RANGE, "/etc/passwd: not a safetensors file");
     assert_null(strstr(pfx_last_error(NULL), "3475222254926655346")); /* "root:x:0" */
-    static const unsigned char past[20] = { 0x39, 0x30 };             /* 12345, 12 bytes after it */
+    /* a header length of 12345, 12 bytes after it */
+    static const unsigned char past[20] = { 0x39, 0x30 };
     assert_status_names(NULL, pfx_safetensors_open_memory(past, sizeof(past), "x.bin", &f),
                         PFX_ERROR_FORMAT, "not a safetensors file");
     assert_null(strstr(pfx_last_error(NULL), "12345"));
