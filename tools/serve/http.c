@@ -11,11 +11,11 @@
 #include "http.h"
 #include "routes.h"
 
-/* Bytes of a connection waited on for its request. libmicrohttpd's own
- * timeout counts silence, which any byte renews; the request's deadline is
- * kept here: past it, a watchdog shuts the socket down (through a
- * duplicate of its descriptor, which stays this connection's until it
- * closes), and libmicrohttpd's thread closes the connection. */
+/* A connection and the deadline of the request it is sending.
+ * libmicrohttpd's own timeout counts silence, which any byte renews; the
+ * deadline is kept here: past it, a watchdog shuts the socket down (through
+ * a duplicate of its descriptor, which stays this connection's until it
+ * closes), and libmicrohttpd's thread then closes the connection. */
 typedef struct watch {
     struct watch *prev, *next;
     int fd;         /* the duplicate; -1 when none could be made */
