@@ -273,6 +273,7 @@ pfx_status pfx_model_get_shape(const pfx_model *model, pfx_model_shape *shape);
 pfx_status pfx_context_create(pfx_model *model, const pfx_context_params *params, pfx_context **out);
 void pfx_context_destroy(pfx_context **ctx);
 pfx_status pfx_context_get_params(const pfx_context *ctx, pfx_context_params *params);
+pfx_model *pfx_context_model(const pfx_context *ctx);
 pfx_status pfx_model_forward(pfx_context *ctx, const pfx_model_batch *batch, const pfx_model_prefix *prefix, pfx_tensor *logits);
 pfx_status pfx_model_last_logits(pfx_context *ctx, const pfx_model_batch *batch, const pfx_model_prefix *prefix, pfx_tensor *logits);
 pfx_status pfx_model_loss(pfx_context *ctx, const pfx_model_batch *batch, const pfx_model_prefix *prefix, double *loss);
