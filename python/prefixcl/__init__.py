@@ -11,6 +11,7 @@ from ._core import (Device, DeviceType, Error, Runtime, Status, Tensor, devices,
                     version)
 from .files import (Gains, PeftConfig, load_peft, read_gains, read_peft_config, read_safetensors,
                     save_peft, write_gains, write_safetensors)
+from .generate import AdapterBank, BankPrefix, Request, Scheduler, generate
 from .jobs import (EvalProgress, EvalResult, PretrainResult, PretrainStep, TuneResult, TuneStep,
                    evaluate, pretrain, tune)
 from .model import HeadStats, Model, ModelShape, Prefix, load_model, read_config
@@ -19,6 +20,7 @@ from .tokenizer import Tokenizer
 __version__ = version()
 
 __all__ = [
+    "AdapterBank", "BankPrefix", "Request", "Scheduler", "generate",
     "Device", "DeviceType", "Error", "EvalProgress", "EvalResult", "PretrainResult",
     "PretrainStep", "TuneResult", "TuneStep", "evaluate", "pretrain", "tune", "Gains", "HeadStats", "Model", "ModelShape", "PeftConfig",
     "Prefix", "Runtime", "Status", "Tensor", "Tokenizer", "devices", "load_model", "load_peft",
