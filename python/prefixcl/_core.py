@@ -26,7 +26,10 @@ class Error(Exception):
     (pfx_last_error) or, for an argument refused here, one naming it."""
 
     def __init__(self, status: int, message: str):
-        self.status = Status(status)
+        try:
+            self.status: Any = Status(status)
+        except ValueError:  # a status newer than this binding
+            self.status = int(status)
         self.name = _capi.lib.pfx_status_string(int(status)).decode()
         self.message = message
         super().__init__(f"{self.name}: {message}" if message else self.name)

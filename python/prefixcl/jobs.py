@@ -10,13 +10,12 @@ is raised again once the job has returned, the checkpoint written."""
 from __future__ import annotations
 
 import ctypes
-import math
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._core import (C, Error, Runtime, Status, check, dtype_code, gain_mode_code, lib, refuse,
+from ._core import (C, Runtime, Status, check, dtype_code, gain_mode_code, lib, refuse,
                     text)
 from .model import ModelShape
 

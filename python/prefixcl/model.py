@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._core import (C, GAIN_MODE_NAMES, Error, Runtime, Status, Tensor, check, dtype_code,
+from ._core import (C, GAIN_MODE_NAMES, Runtime, Status, Tensor, check, dtype_code,
                     float32_array, gain_mode_code, int32_array, lib, ptr, refuse, text)
 
 

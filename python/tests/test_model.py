@@ -106,3 +106,10 @@ def test_load_errors(runtime):
         prefixcl.load_model(runtime, str(MODELS / "no-such-model"))
     assert e.value.name == "PFX_ERROR_IO" and "no-such-model" in e.value.message
     assert prefixcl.read_config(str(MODELS / "llama")).kv_heads == 2
+
+
+def test_bfloat16_storage(runtime):
+    e = expected("qwen2")  # stored bfloat16: bf16 storage holds the weights exactly
+    with prefixcl.load_model(runtime, str(MODELS / "qwen2"), storage="bf16") as m:
+        got = m.forward(e["input_ids"], e["lengths"])
+        assert valid_rel(e["base_logits"], got, e["lengths"]) < TOL_MODEL_HF

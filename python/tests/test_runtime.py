@@ -60,3 +60,43 @@ def test_bad_options_refused():
     with pytest.raises(prefixcl.Error) as e:
         prefixcl.Runtime(gemm="fast")
     assert e.value.name == "PFX_ERROR_INVALID_ARGUMENT" and "gemm" in e.value.message
+
+
+def test_collection_frees_handles(runtime):
+    import gc
+    before = runtime.memory()["live_bytes"]
+    t = prefixcl.Tensor(runtime, (1024, 256))
+    assert runtime.memory()["live_bytes"] >= before + 1024 * 256 * 4
+    del t
+    gc.collect()
+    assert runtime.memory()["live_bytes"] == before
+
+
+def test_long_calls_release_the_gil():
+    # Another Python thread keeps counting at its pace while the library
+    # encodes a long text (with the GIL held it would count for at most a
+    # switch interval, 5 ms, of the call's hundreds).
+    import threading
+    import time
+    from conftest import FIXTURES
+    with prefixcl.Tokenizer(str(FIXTURES / "tokenizers" / "gpt2")) as tok:
+        text = ("The quick brown fox jumps over the lazy dog. " * 40000).encode()
+        counts, stop = [0], threading.Event()
+
+        def count():
+            while not stop.is_set():
+                counts[0] += 1
+        worker = threading.Thread(target=count)
+        worker.start()
+        try:
+            start, t0 = counts[0], time.perf_counter()
+            time.sleep(0.1)
+            rate = (counts[0] - start) / (time.perf_counter() - t0)
+            before, t0 = counts[0], time.perf_counter()
+            ids = tok.encode(text)
+            seconds, during = time.perf_counter() - t0, counts[0] - before
+        finally:
+            stop.set()
+            worker.join()
+        assert len(ids) > 100000 and seconds > 0.05
+        assert during > 0.25 * rate * seconds
