@@ -1,8 +1,11 @@
 """Errors, enums, argument checks and the runtime: what every module uses."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
+import signal
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
@@ -45,6 +48,31 @@ def check(status: int, runtime: Optional["Runtime"] = None) -> None:
 
 def refuse(status: Status, message: str) -> Error:
     return Error(status, message)
+
+
+@contextlib.contextmanager
+def sigint_stops(flag: Optional[Any]) -> Any:
+    """While a long call runs: Ctrl-C sets `flag` (a ctypes int the call
+    reads as its stop flag, or None) instead of raising KeyboardInterrupt in
+    the middle of a callback, where ctypes would print and drop it. Yields a
+    dict whose "hit" says whether it came; the caller raises
+    KeyboardInterrupt after the call. Only in the main thread, and only over
+    Python's own SIGINT handler."""
+    state = {"hit": False}
+    if (threading.current_thread() is not threading.main_thread() or
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield state
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        state["hit"] = True
+        if flag is not None:
+            flag.value = 1
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def version() -> str:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._core import C, Status, check, int32_array, lib, ptr, refuse, text
+from ._core import C, Status, check, int32_array, lib, ptr, refuse, sigint_stops, text
 from .model import Model, Prefix
 from .tokenizer import Tokenizer
 
@@ -196,11 +196,14 @@ def generate(model: Model, prompts: Sequence[Any], *,
                     errors.append(e)
 
             callback = C["pfx_token_fn"](called)
-            status = lib.pfx_generate(ctx, cache, bank._live() if bank is not None else None,
-                                      requests, count, ctypes.byref(sampling), callback, None,
-                                      None)
+            with sigint_stops(None) as sigint:  # no stop flag: raised after the batch
+                status = lib.pfx_generate(ctx, cache, bank._live() if bank is not None else None,
+                                          requests, count, ctypes.byref(sampling), callback,
+                                          None, None)
             if errors:
                 raise errors[0]
+            if sigint["hit"]:
+                raise KeyboardInterrupt
             check(status, model.runtime)
             results = [outs[i][:requests[i].out_len].tolist() for i in range(count)]
         finally:

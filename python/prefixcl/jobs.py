@@ -6,7 +6,9 @@ The callable gets a Step (or EvalProgress); returning False stops the job at
 the next step boundary, with the checkpoint written as a stop of the CLI
 writes it (`resume=True` continues from it). Ctrl-C (KeyboardInterrupt) and
 any exception the callable raises stop the job the same way; the exception
-is raised again once the job has returned, the checkpoint written."""
+is raised again once the job has returned, the checkpoint written. (Ctrl-C
+is caught so only in the main thread while Python's own SIGINT handler is
+in place.)"""
 from __future__ import annotations
 
 import ctypes
@@ -16,7 +18,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from ._core import (C, Runtime, Status, check, dtype_code, gain_mode_code, lib, refuse,
-                    text)
+                    sigint_stops, text)
 from .model import ModelShape
 
 
@@ -67,14 +69,22 @@ def _step_gains(step: Any) -> Optional[np.ndarray]:
 
 
 class _Job:
-    """Runs a job with a stop flag and the Python callable behind its callback."""
+    """Runs a job with a stop flag, set by the Python callable behind its
+    callback (False, an exception) or by Ctrl-C."""
 
     def __init__(self, callback_type: Any, convert: Callable[[Any], Any],
                  on_step: Optional[Callable[[Any], Any]]):
         self.flag = ctypes.c_int(0)
         self.error: Optional[BaseException] = None
+        self.interrupted = False
         self.convert, self.on_step = convert, on_step
         self.callback = callback_type(self._called)
+
+    def run(self, call: Callable[[Any], int]) -> int:
+        with sigint_stops(self.flag) as sigint:
+            status = call(self.callback)
+        self.interrupted = sigint["hit"]
+        return status
 
     def _called(self, step: Any, user: Any) -> None:
         try:
@@ -88,6 +98,8 @@ class _Job:
     def finish(self) -> None:
         if self.error is not None:
             raise self.error
+        if self.interrupted:
+            raise KeyboardInterrupt
 
 
 @dataclass
@@ -157,8 +169,8 @@ def tune(runtime: Runtime, model: str, data: str, out: str, *,
     job = _Job(C["pfx_tune_step_fn"], convert, on_step)
     cfg.stop_flag = ctypes.pointer(job.flag)
     r = C["pfx_tune_result"]()
-    status = lib.pfx_tune_run(runtime._live(), ctypes.byref(cfg), job.callback, None,
-                              ctypes.byref(r))
+    status = job.run(lambda cb: lib.pfx_tune_run(runtime._live(), ctypes.byref(cfg), cb, None,
+                                                 ctypes.byref(r)))
     try:
         job.finish()
         check(status, runtime)
@@ -251,8 +263,8 @@ def pretrain(runtime: Runtime, data: str, out: str, *, model: Optional[str] = No
     job = _Job(C["pfx_pretrain_step_fn"], convert, on_step)
     cfg.stop_flag = ctypes.pointer(job.flag)
     r = C["pfx_pretrain_result"]()
-    status = lib.pfx_pretrain_run(runtime._live(), ctypes.byref(cfg), job.callback, None,
-                                  ctypes.byref(r))
+    status = job.run(lambda cb: lib.pfx_pretrain_run(runtime._live(), ctypes.byref(cfg), cb,
+                                                     None, ctypes.byref(r)))
     try:
         job.finish()
         check(status, runtime)
@@ -321,8 +333,8 @@ def evaluate(runtime: Runtime, model: str, data: str, *, adapter: Optional[str] 
     job = _Job(C["pfx_eval_progress_fn"], convert, on_batch)
     cfg.stop_flag = ctypes.pointer(job.flag)
     r = C["pfx_eval_result"]()
-    status = lib.pfx_eval_run(runtime._live(), ctypes.byref(cfg), job.callback, None,
-                              ctypes.byref(r))
+    status = job.run(lambda cb: lib.pfx_eval_run(runtime._live(), ctypes.byref(cfg), cb, None,
+                                                 ctypes.byref(r)))
     job.finish()
     check(status, runtime)
     return _from_c(EvalResult, r)

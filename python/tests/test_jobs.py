@@ -69,6 +69,28 @@ def test_keyboard_interrupt_writes_the_checkpoint(runtime, tuned, tmp_path):
     np.testing.assert_array_equal(r.losses, tuned[0].losses)
 
 
+def test_ctrl_c_from_outside_stops_at_a_step(runtime, tmp_path):
+    # SIGINT while the job runs in C, no callable: the next step boundary stops it.
+    import os
+    import threading
+    import time
+    seen = []
+
+    def ctrl_c_when_running():
+        while not seen:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+    threading.Thread(target=ctrl_c_when_running, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        prefixcl.tune(runtime, GPT2, TRAIN, str(tmp_path), on_step=seen.append,
+                      **dict(TUNE, steps=200))
+    assert 1 <= len(seen) < 200 and (tmp_path / "checkpoint.safetensors").is_file()
+    r = prefixcl.tune(runtime, GPT2, TRAIN, str(tmp_path), resume=True, stop_after=len(seen) + 1,
+                      **dict(TUNE, steps=200))
+    assert r.first_step == len(seen) and r.stopped
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_callback_error_stops_and_raises(runtime, tmp_path):
     def broken(step):
         raise ValueError("from the callback")
