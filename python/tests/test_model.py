@@ -113,3 +113,12 @@ def test_bfloat16_storage(runtime):
     with prefixcl.load_model(runtime, str(MODELS / "qwen2"), storage="bf16") as m:
         got = m.forward(e["input_ids"], e["lengths"])
         assert valid_rel(e["base_logits"], got, e["lengths"]) < TOL_MODEL_HF
+
+
+def test_init_from_config(runtime):
+    config = str(MODELS.parents[2] / "examples" / "tiny-gpt2")
+    with prefixcl.Model.init(runtime, config, seed=3) as a, \
+            prefixcl.Model.init(runtime, config, seed=3) as b:
+        ids = [[1, 2, 3, 4]]
+        np.testing.assert_array_equal(a.forward(ids), b.forward(ids))
+        assert a.shape.model_type == "gpt2" and a.shape.parameters > 0

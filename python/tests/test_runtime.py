@@ -28,6 +28,8 @@ def test_devices_and_selectors():
 
 def test_runtime(runtime):
     assert runtime.device in prefixcl.devices()
+    with prefixcl.Runtime(runtime.device.selector, disable_cache=True) as other:
+        assert other.device == runtime.device and other.cache_dir == ""
     assert runtime.gemm_backend in ("clblast", "host")
     m = runtime.memory()
     assert m["live_bytes"] <= m["peak_bytes"]
