@@ -2,8 +2,9 @@
 _decls.py read into ctypes types, structs and function prototypes.
 
 Which library: $PREFIXCL_LIBRARY (a path) when set; else the copy that
-`pip install .` put beside this file (prefixcl/_lib/); else the one
-pkg-config names (an installed libprefixcl); else the linker's search path.
+`pip install .` put beside this file (prefixcl/_lib/); else, for the package
+run from a clone, the clone's build/src/; else the one pkg-config names (an
+installed libprefixcl); else the linker's search path.
 """
 import ctypes
 import ctypes.util
@@ -119,7 +120,10 @@ def library_candidates():
     env = os.environ.get("PREFIXCL_LIBRARY")
     if env:
         return [env]
-    found = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "_lib", "libprefixcl.so*")))
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = sorted(glob.glob(os.path.join(here, "_lib", "libprefixcl.so*")))
+    # Run from a clone (PYTHONPATH=python): the library of its build/.
+    found += glob.glob(os.path.join(here, "..", "..", "build", "src", "libprefixcl.so"))
     libdir = _pkg_config_libdir()
     if libdir:
         found += sorted(glob.glob(os.path.join(libdir, "libprefixcl.so*")))[:1]
