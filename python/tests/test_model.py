@@ -122,3 +122,11 @@ def test_init_from_config(runtime):
         ids = [[1, 2, 3, 4]]
         np.testing.assert_array_equal(a.forward(ids), b.forward(ids))
         assert a.shape.model_type == "gpt2" and a.shape.parameters > 0
+
+
+def test_q8_0_storage(runtime):
+    # Rows of 48 are not whole blocks of 32: they stay float32 and the logits are HF's.
+    e = expected("gpt2")
+    with prefixcl.load_model(runtime, str(MODELS / "gpt2"), storage="q8_0") as m:
+        got = m.forward(e["input_ids"], e["lengths"])
+        assert valid_rel(e["base_logits"], got, e["lengths"]) < TOL_MODEL_HF
