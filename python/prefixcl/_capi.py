@@ -12,10 +12,11 @@ import glob
 import os
 import re
 import subprocess
+from typing import Any, Dict
 
 from . import _decls
 
-_SCALARS = {
+_SCALARS: Dict[str, Any] = {
     "void": None,
     "char": ctypes.c_char,
     "bool": ctypes.c_bool,
@@ -31,7 +32,7 @@ _SCALARS = {
     "sig_atomic_t": ctypes.c_int,
 }
 
-TYPES = dict(_SCALARS)
+TYPES: Dict[str, Any] = dict(_SCALARS)
 for _name in _decls.ENUMS:
     TYPES[_name] = ctypes.c_int
 for _name in _decls.HANDLES:

@@ -8,7 +8,7 @@ import signal
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, cast
 
 import numpy as np
 
@@ -17,7 +17,8 @@ from . import _capi, _decls
 C = _capi.TYPES
 lib = _capi.lib
 
-Status = enum.IntEnum("Status", dict(_decls.ENUMS["pfx_status"]))  # type: ignore[misc]
+# Built from _decls.py (checked against common.h), so typed Any for checkers.
+Status: Any = cast(Any, enum.IntEnum)("Status", dict(_decls.ENUMS["pfx_status"]))
 Status.__doc__ = "pfx_status: 0 is success, negative values are errors."
 
 
@@ -46,7 +47,7 @@ def check(status: int, runtime: Optional["Runtime"] = None) -> None:
         raise Error(status, lib.pfx_last_error(handle).decode(errors="replace"))
 
 
-def refuse(status: Status, message: str) -> Error:
+def refuse(status: int, message: str) -> Error:
     return Error(status, message)
 
 
@@ -201,7 +202,7 @@ class Device:
 
     @classmethod
     def _from_c(cls, info: Any) -> "Device":
-        kw = {}
+        kw: dict = {}
         for field in cls.__dataclass_fields__:
             v = getattr(info, field)
             kw[field] = v.decode(errors="replace") if isinstance(v, bytes) else v

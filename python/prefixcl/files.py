@@ -43,7 +43,7 @@ def read_safetensors(path: str) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:
         key, value = ctypes.c_char_p(), ctypes.c_char_p()
         for i in range(lib.pfx_safetensors_metadata_count(f)):
             check(lib.pfx_safetensors_metadata(f, i, ctypes.byref(key), ctypes.byref(value)))
-            meta[key.value.decode()] = value.value.decode()
+            meta[(key.value or b"").decode()] = (value.value or b"").decode()
         return tensors, meta
     finally:
         lib.pfx_safetensors_close(ctypes.byref(f))

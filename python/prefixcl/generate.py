@@ -25,11 +25,12 @@ class AdapterBank:
     Entries are numbered from 0 in the order added."""
 
     def __init__(self, model: Model, capacity: int):
-        self._handle = None
+        self._handle: Any = None
+        self.paths: List[str] = []
         handle = ctypes.POINTER(C["pfx_adapter_bank"])()
         check(lib.pfx_adapter_bank_create(model._live(), int(capacity), ctypes.byref(handle)),
               model.runtime)
-        self.model, self._handle, self.paths = model, handle, []
+        self.model, self._handle = model, handle
         model.runtime._adopt(self)
 
     def _live(self) -> Any:
@@ -209,7 +210,7 @@ def generate(model: Model, prompts: Sequence[Any], *,
         finally:
             lib.pfx_kv_cache_destroy(ctypes.byref(cache))
     finally:
-        if own_bank:
+        if own_bank and bank is not None:
             bank.close()
     if tokenizer is not None:
         return [tokenizer.decode(r) for r in results]
@@ -249,7 +250,7 @@ class Scheduler:
 
     def __init__(self, model: Model, bank: Optional[AdapterBank] = None, *, slots: int = 4,
                  max_len: int = 256, queue: int = 64):
-        self._handle = None
+        self._handle: Any = None
         self.model, self.bank = model, bank
         self._requests: Dict[int, Request] = {}
         self._keys = itertools.count(1)

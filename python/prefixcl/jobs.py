@@ -57,6 +57,12 @@ def _array(pointer: Any, count: int, shape: Optional[Tuple[int, ...]] = None) ->
     return a.reshape(shape) if shape else a
 
 
+def _curve(pointer: Any, count: int) -> np.ndarray:
+    """A result's per-step array (empty when no step ran)."""
+    a = _array(pointer, count)
+    return a if a is not None else np.empty(0)
+
+
 def _step_gains(step: Any) -> Optional[np.ndarray]:
     """The per-head gains [L, H] the step left, when the job trains some."""
     prefix = step.prefix
@@ -177,7 +183,7 @@ def tune(runtime: Runtime, model: str, data: str, out: str, *,
         L, H = r.shape.layers, r.shape.heads
         result = TuneResult(
             r.steps, r.steps_done, r.first_step, r.stopped,
-            _array(r.losses, r.steps_done), _array(r.grad_norms, r.steps_done),
+            _curve(r.losses, r.steps_done), _curve(r.grad_norms, r.steps_done),
             r.eval_before, r.eval_after, r.train_examples, r.eval_examples, r.eval_tokens,
             r.max_length, _array(r.gains, r.gain_params, (L, H)), _array(r.mass_before, L * H, (L, H)),
             _array(r.mass_after, L * H, (L, H)), r.seconds, str(out))
@@ -270,8 +276,8 @@ def pretrain(runtime: Runtime, data: str, out: str, *, model: Optional[str] = No
         check(status, runtime)
         L, H = r.shape.layers, r.shape.heads
         result = PretrainResult(
-            r.steps, r.steps_done, r.first_step, r.stopped, _array(r.losses, r.steps_done),
-            _array(r.grad_norms, r.steps_done), _array(r.eval_losses, r.steps + 1),
+            r.steps, r.steps_done, r.first_step, r.stopped, _curve(r.losses, r.steps_done),
+            _curve(r.grad_norms, r.steps_done), _curve(r.eval_losses, r.steps + 1),
             _array(r.gains, (r.steps + 1) * L * H, (r.steps + 1, L, H)), r.train_blocks,
             r.eval_blocks, r.tokens_per_step, r.trained_weights, r.trained_values,
             ModelShape._from_c(r.shape), r.seconds, str(out))

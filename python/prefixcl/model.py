@@ -131,7 +131,9 @@ class Model:
 
     def __init__(self, runtime: Runtime, path: str, *, storage: str = "f32",
                  _init_seed: Optional[int] = None):
-        self._handle, self._ctx, self._capacity = None, None, (0, 0, 0)
+        self._handle: Any = None
+        self._ctx: Any = None
+        self._capacity = (0, 0, 0)
         params = C["pfx_model_params"](storage=dtype_code(storage))
         handle = ctypes.POINTER(C["pfx_model"])()
         if _init_seed is None:

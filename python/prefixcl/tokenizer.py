@@ -57,7 +57,7 @@ class Tokenizer:
         check(lib.pfx_tokenizer_decode(self._live(), ptr(a, ctypes.c_int32), a.size,
                                        _SKIP_SPECIAL if skip_special_tokens else 0,
                                        ctypes.byref(out), ctypes.byref(n)))
-        address = ctypes.cast(out, ctypes.c_void_p).value
+        address = ctypes.cast(out, ctypes.c_void_p).value or 0  # never NULL on success
         try:
             return ctypes.string_at(address, n.value)
         finally:
