@@ -110,3 +110,15 @@ def test_scheduler(runtime):
             assert stats["generated_tokens"] == 7 * len(c) + 1 and stats["slots"] == 3
         with pytest.raises(prefixcl.Error, match="scheduler: closed"):
             s.submit([1])
+
+
+def test_scheduler_cancel(runtime):
+    import threading
+    with prefixcl.load_model(runtime, str(GEN / "gpt2")) as m, \
+            prefixcl.Scheduler(m, slots=1, max_len=64) as s:
+        first = threading.Event()
+        r = s.submit([5, 17, 3], max_new_tokens=60, on_token=lambda t: first.set())
+        assert first.wait(timeout=120)
+        s.cancel(r)
+        r.wait(timeout=120)
+        assert r.finish == "cancelled" and 1 <= len(r.tokens) < 60
