@@ -12,14 +12,14 @@ in place.)"""
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ._core import (C, Runtime, Status, check, dtype_code, gain_mode_code, lib, refuse,
                     sigint_stops, text)
-from .model import ModelShape
+from .model import HeadStats, ModelShape, head_stats_of, model_batch
 
 
 def _set_options(cfg: Any, options: Dict[str, Any], kind: str, renamed: Dict[str, str]) -> list:
@@ -74,13 +74,56 @@ def _step_gains(step: Any) -> Optional[np.ndarray]:
     return _array(prefix.contents.gains, s.layers * s.heads, (s.layers, s.heads))
 
 
+class _StepModel:
+    """The job's context over its model with the prefix and gains a step
+    left, for forward-only calls during the step's callback."""
+
+    def __init__(self, runtime: Runtime, step: Any):
+        self.runtime, self.ctx, self.prefix = runtime, step.ctx, step.prefix
+        self.shape = C["pfx_model_shape"]()
+        check(lib.pfx_model_get_shape(lib.pfx_context_model(step.ctx), ctypes.byref(self.shape)),
+              runtime)
+        self.open = True
+
+    def live(self) -> None:
+        if not self.open:
+            raise refuse(Status.PFX_ERROR_INVALID_ARGUMENT,
+                         "step: its model calls are valid during the callback only")
+
+
+class _StepCalls:
+    """Forward-only calls in the job's own context, with the prefixes and
+    gains as the step left them, during the callback only (leaving the run
+    bit for bit as it would be): at most the job's batch rows and its
+    max_length (tuning) or block (pre-training) tokens."""
+    _model: Any
+
+    def head_stats(self, ids: Any, lens: Any = None, *, top_k: int = 8) -> HeadStats:
+        """Attention mass on the prefix, entropy and top-k mass, [L, H] each."""
+        m = self._model
+        m.live()
+        batch, keep = model_batch(ids, lens)
+        return head_stats_of(m.runtime, m.ctx, batch, m.prefix, m.shape.layers, m.shape.heads,
+                             top_k)
+
+    def loss_of(self, ids: Any, lens: Any = None, labels: Any = None) -> float:
+        """The causal-LM loss of a batch (the field `loss` is the step's own)."""
+        m = self._model
+        m.live()
+        batch, keep = model_batch(ids, lens, labels)
+        out = ctypes.c_double()
+        check(lib.pfx_model_loss(m.ctx, batch, m.prefix, ctypes.byref(out)), m.runtime)
+        return out.value
+
+
 class _Job:
     """Runs a job with a stop flag, set by the Python callable behind its
     callback (False, an exception) or by Ctrl-C."""
 
     def __init__(self, callback_type: Any, convert: Callable[[Any], Any],
-                 on_step: Optional[Callable[[Any], Any]]):
+                 on_step: Optional[Callable[[Any], Any]], runtime: Optional[Runtime] = None):
         self.flag = ctypes.c_int(0)
+        self.runtime = runtime
         self.error: Optional[BaseException] = None
         self.interrupted = False
         self.convert, self.on_step = convert, on_step
@@ -93,13 +136,22 @@ class _Job:
         return status
 
     def _called(self, step: Any, user: Any) -> None:
+        model = None
         try:
-            if self.on_step is not None and self.on_step(self.convert(step.contents)) is False:
+            if self.on_step is None:
+                return
+            seen = self.convert(step.contents)
+            if self.runtime is not None:
+                model = seen._model = _StepModel(self.runtime, step.contents)
+            if self.on_step(seen) is False:
                 self.flag.value = 1
-        except BaseException as e:  # KeyboardInterrupt too: stop at the step boundary
+        except BaseException as e:  # stop at the step boundary, raise after the job
             self.flag.value = 1
             if self.error is None:
                 self.error = e
+        finally:
+            if model is not None:
+                model.open = False
 
     def finish(self) -> None:
         if self.error is not None:
@@ -109,8 +161,9 @@ class _Job:
 
 
 @dataclass
-class TuneStep:
-    """What the callable sees after each tuning step (pfx_tune_step)."""
+class TuneStep(_StepCalls):
+    """What the callable sees after each tuning step (pfx_tune_step), and
+    head_stats() and loss_of() in the job's context with the step's prefixes."""
     step: int
     steps: int
     epoch: int
@@ -123,6 +176,7 @@ class TuneStep:
     tokens_per_s: float
     eta_s: float
     gains: Optional[np.ndarray] = None  # [L, H] with a gain
+    _model: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -170,9 +224,9 @@ def tune(runtime: Runtime, model: str, data: str, out: str, *,
 
     def convert(s: Any) -> TuneStep:
         return TuneStep(**{f.name: getattr(s, f.name) for f in fields(TuneStep)
-                           if f.name != "gains"}, gains=_step_gains(s))
+                           if f.name not in ("gains", "_model")}, gains=_step_gains(s))
 
-    job = _Job(C["pfx_tune_step_fn"], convert, on_step)
+    job = _Job(C["pfx_tune_step_fn"], convert, on_step, runtime)
     cfg.stop_flag = ctypes.pointer(job.flag)
     r = C["pfx_tune_result"]()
     status = job.run(lambda cb: lib.pfx_tune_run(runtime._live(), ctypes.byref(cfg), cb, None,
@@ -193,8 +247,9 @@ def tune(runtime: Runtime, model: str, data: str, out: str, *,
 
 
 @dataclass
-class PretrainStep:
-    """What the callable sees after each pre-training step (pfx_pretrain_step)."""
+class PretrainStep(_StepCalls):
+    """What the callable sees after each pre-training step (pfx_pretrain_step),
+    and head_stats() and loss_of() on the model as the step left it."""
     step: int
     steps: int
     epoch: int
@@ -207,6 +262,7 @@ class PretrainStep:
     tokens_per_s: float
     eta_s: float
     gains: Optional[np.ndarray] = None  # [L, H] with a per-head gain
+    _model: Any = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -264,9 +320,9 @@ def pretrain(runtime: Runtime, data: str, out: str, *, model: Optional[str] = No
 
     def convert(s: Any) -> PretrainStep:
         return PretrainStep(**{f.name: getattr(s, f.name) for f in fields(PretrainStep)
-                               if f.name != "gains"}, gains=_step_gains(s))
+                               if f.name not in ("gains", "_model")}, gains=_step_gains(s))
 
-    job = _Job(C["pfx_pretrain_step_fn"], convert, on_step)
+    job = _Job(C["pfx_pretrain_step_fn"], convert, on_step, runtime)
     cfg.stop_flag = ctypes.pointer(job.flag)
     r = C["pfx_pretrain_result"]()
     status = job.run(lambda cb: lib.pfx_pretrain_run(runtime._live(), ctypes.byref(cfg), cb,

@@ -114,6 +114,33 @@ class Prefix:
         self.close()
 
 
+def model_batch(ids: Any, lens: Any = None, labels: Any = None) -> Tuple[Any, tuple]:
+    """A pfx_model_batch of ids [B, N] (or [N]), lens [B], labels [B, N],
+    and the arrays it points into."""
+    a = int32_array(ids, "ids")
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+        raise refuse(Status.PFX_ERROR_INVALID_SHAPE,
+                     f"ids: [B, N] expected (B, N >= 1), got shape {np.shape(ids)}")
+    B, N = a.shape
+    ln = None if lens is None else int32_array(lens, "lens", shape=(B,))
+    lb = None if labels is None else int32_array(labels, "labels", shape=(B, N))
+    batch = C["pfx_model_batch"](B, N, ptr(a, ctypes.c_int32), ptr(ln, ctypes.c_int32),
+                                 ptr(lb, ctypes.c_int32))
+    return batch, (a, ln, lb)
+
+
+def head_stats_of(runtime: Runtime, ctx: Any, batch: Any, prefix: Any, layers: int, heads: int,
+                  top_k: int) -> "HeadStats":
+    """pfx_model_head_stats into three [L, H] arrays."""
+    out = [np.empty((layers, heads), dtype=np.float32) for _ in range(3)]
+    f = ctypes.c_float
+    check(lib.pfx_model_head_stats(ctx, batch, prefix, int(top_k), ptr(out[0], f),
+                                   ptr(out[1], f), ptr(out[2], f)), runtime)
+    return HeadStats(*out)
+
+
 class HeadStats(NamedTuple):
     """Per layer and head [L, H], averaged over the valid rows."""
     prefix_mass: np.ndarray
@@ -182,21 +209,11 @@ class Model:
 
     def _call(self, ids: Any, lens: Any, labels: Any, prefix: Optional[Prefix]) -> Tuple:
         """The context, batch, prefix structs and what must stay alive."""
-        a = int32_array(ids, "ids")
-        if a.ndim == 1:
-            a = a[None, :]
-        if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
-            raise refuse(Status.PFX_ERROR_INVALID_SHAPE,
-                         f"ids: [B, N] expected (B, N >= 1), got shape {np.shape(ids)}")
-        B, N = a.shape
-        ln = None if lens is None else int32_array(lens, "lens", shape=(B,))
-        lb = None if labels is None else int32_array(labels, "labels", shape=(B, N))
-        batch = C["pfx_model_batch"](B, N, ptr(a, ctypes.c_int32), ptr(ln, ctypes.c_int32),
-                                     ptr(lb, ctypes.c_int32))
+        batch, arrays = model_batch(ids, lens, labels)
         prefix = prefix if prefix is not None else Prefix()
-        pc, keep = prefix._c(self.shape, B)
-        ctx = self._context(B, N, prefix.prefix_len)
-        return ctx, batch, pc, (a, ln, lb, keep, prefix)
+        pc, keep = prefix._c(self.shape, batch.batch)
+        ctx = self._context(batch.batch, batch.tokens, prefix.prefix_len)
+        return ctx, batch, pc, (arrays, keep, prefix)
 
     def _to_host(self, shape: Sequence[int], run: Any) -> np.ndarray:
         with Tensor(self.runtime, shape) as out:
@@ -236,12 +253,8 @@ class Model:
         """Attention mass on the prefix, entropy and top-k mass per layer and
         head, each [L, H] (pfx_model_head_stats; top_k in 1..32)."""
         ctx, b, p, keep = self._call(ids, lens, None, prefix)
-        L, H = self.shape.layers, self.shape.heads
-        out = [np.empty((L, H), dtype=np.float32) for _ in range(3)]
-        f = ctypes.c_float
-        check(lib.pfx_model_head_stats(ctx, b, p, int(top_k), ptr(out[0], f), ptr(out[1], f),
-                                       ptr(out[2], f)), self.runtime)
-        return HeadStats(*out)
+        return head_stats_of(self.runtime, ctx, b, p, self.shape.layers, self.shape.heads,
+                             top_k)
 
     def attention_map(self, ids: Any, lens: Any = None, *, item: int = 0, layer: int = 0,
                       head: int = 0, prefix: Optional[Prefix] = None) -> np.ndarray:

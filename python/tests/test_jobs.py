@@ -46,6 +46,22 @@ def test_tune(runtime, tuned):
     assert math.isclose(e.perplexity, math.exp(e.loss))
 
 
+def test_calls_in_the_step(runtime, tuned, tmp_path):
+    # Forward-only calls in the job's context leave the run bit for bit the same.
+    ids = [[5, 17, 3, 44, 9, 8], [71, 2, 30, 30, 8, 61]]
+    masses, steps = [], []
+
+    def look(step):
+        masses.append(step.head_stats(ids, top_k=2).prefix_mass)
+        assert np.isfinite(step.loss_of(ids))
+        steps.append(step)
+    r = prefixcl.tune(runtime, GPT2, TRAIN, str(tmp_path), on_step=look, **TUNE)
+    np.testing.assert_array_equal(r.losses, tuned[0].losses)
+    assert len(masses) == 4 and masses[0].shape == (2, 3) and np.all(masses[-1] > 0)
+    with pytest.raises(prefixcl.Error, match="during the callback only"):
+        steps[0].head_stats(ids)
+
+
 def test_stop_and_resume_as_one_run(runtime, tuned, tmp_path):
     full = tuned[0]
     r = prefixcl.tune(runtime, GPT2, TRAIN, str(tmp_path), on_step=lambda s: s.step < 2, **TUNE)
@@ -135,8 +151,13 @@ def test_evaluate_stops(runtime):
 
 
 def test_pretrain_with_gains(runtime, tmp_path):
-    seen = []
-    r = prefixcl.pretrain(runtime, TRAIN, str(tmp_path), on_step=seen.append, **PRETRAIN)
+    seen, losses = [], []
+
+    def look(step):
+        seen.append(step)
+        losses.append(step.loss_of([list(range(1, 33))] * 2))
+    r = prefixcl.pretrain(runtime, TRAIN, str(tmp_path), on_step=look, **PRETRAIN)
+    assert np.all(np.isfinite(losses))
     L, H = r.shape.layers, r.shape.heads
     assert r.steps_done == 4 and [s.step for s in seen] == [1, 2, 3, 4]
     assert r.gains.shape == (5, L, H) and np.all(r.gains[0] == 0) and np.any(r.gains[-1] != 0)
