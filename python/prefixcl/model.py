@@ -265,6 +265,13 @@ class Model:
         return self._to_host((b.tokens, P + b.tokens), lambda t: lib.pfx_model_attention_probs(
             ctx, b, p, int(item), int(layer), int(head), t))
 
+    def generate(self, prompts: Sequence[Any], **options: Any) -> list:
+        """prefixcl.generate(self, prompts, ...): adapters=, max_new_tokens=,
+        temperature=, top_k=, top_p=, stop=, seed=, tokenizer=, bank=,
+        on_token=."""
+        from .generate import generate
+        return generate(self, prompts, **options)
+
     def close(self) -> None:
         """Releases the workspace and the weights (idempotent)."""
         self._close_context()

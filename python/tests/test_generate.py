@@ -28,9 +28,8 @@ def test_many_adapters_in_one_batch(runtime, name):
     c = cases(name)
     with prefixcl.load_model(runtime, str(GEN / name)) as m:
         seen = []
-        got = prefixcl.generate(m, [p for _, p, _ in c], adapters=[a for a, _, _ in c],
-                                max_new_tokens=len(c[0][2]),
-                                on_token=lambda i, t: seen.append((i, t)))
+        got = m.generate([p for _, p, _ in c], adapters=[a for a, _, _ in c],
+                         max_new_tokens=len(c[0][2]), on_token=lambda i, t: seen.append((i, t)))
         assert got == [g for _, _, g in c]
         assert sorted(seen) == sorted((i, t) for i, g in enumerate(got) for t in g)
 
