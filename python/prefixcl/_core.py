@@ -259,6 +259,11 @@ class Runtime:
         self._children = [r for r in self._children if r() is not None]
         self._children.append(weakref.ref(child))
 
+    def __repr__(self) -> str:
+        if not getattr(self, "_handle", None):
+            return "<prefixcl.Runtime closed>"
+        return f"<prefixcl.Runtime on {self.device.selector} {self.device.device_name!r}>"
+
     @property
     def device(self) -> Device:
         """The device this runtime runs on."""

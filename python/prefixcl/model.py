@@ -184,6 +184,13 @@ class Model:
         transformers initializes the family (pfx_model_init)."""
         return cls(runtime, config_dir, storage=storage, _init_seed=seed)
 
+    def __repr__(self) -> str:
+        s = self.shape if getattr(self, "_handle", None) else None
+        if s is None:
+            return "<prefixcl.Model closed>"
+        return (f"<prefixcl.Model {s.model_type}: {s.layers} layers, {s.heads} heads "
+                f"({s.kv_heads} kv), hidden {s.hidden}, vocab {s.vocab}>")
+
     def _live(self) -> Any:
         if not getattr(self, "_handle", None):
             raise refuse(Status.PFX_ERROR_NULL_ARGUMENT, "model: closed")
