@@ -675,15 +675,151 @@ static void test_step_matches_model_and_gains(void **state)
     close_world(&w);
 }
 
+/* The processed logits of pfx_sampling, plainly in double: logit_bias, the
+ * repetition penalty over prompt and generated ids, then presence and
+ * frequency over the generated ones. */
+static void reference_process(const float *logits, size_t V, const pfx_sampling *s,
+                              const int32_t *prompt, size_t np, const int32_t *gen, size_t ng,
+                              double *z)
+{
+    for (size_t j = 0; j < V; j++) {
+        double v = logits[j];
+        for (size_t i = 0; i < s->logit_bias_count; i++)
+            if ((size_t)s->logit_bias[i].token == j)
+                v += s->logit_bias[i].bias;
+        bool seen = false;
+        size_t count = 0;
+        for (size_t i = 0; i < np; i++)
+            seen |= (size_t)prompt[i] == j;
+        for (size_t i = 0; i < ng; i++)
+            count += (size_t)gen[i] == j;
+        if ((seen || count) && s->repetition_penalty != 0.0f)
+            v = v > 0 ? v / s->repetition_penalty : v * s->repetition_penalty;
+        v -= s->frequency_penalty * (double)count + s->presence_penalty * (count > 0);
+        z[j] = v;
+    }
+}
+
+/* Logit bias, penalties and min-p against the plain reference: the greedy
+ * token, the log-probabilities and the tokens a draw may take; bad values
+ * are refused by name. */
+static void test_sampling_processing(void **state)
+{
+    (void)state;
+    enum { V = 37, NP = 9, NG = 11 };
+    float logits[V];
+    int32_t prompt[NP], gen[NG];
+    srand(7);
+    for (size_t j = 0; j < V; j++)
+        logits[j] = (float)rand() / (float)RAND_MAX * 8.0f - 4.0f;
+    logits[5] = -INFINITY;
+    for (size_t i = 0; i < NP; i++)
+        prompt[i] = rand() % V;
+    for (size_t i = 0; i < NG; i++)
+        gen[i] = rand() % 6; /* repeats */
+    const pfx_logit_bias bias[3] = { { 3, 2.5f }, { 30, -100.0f }, { 17, 0.75f } };
+    const pfx_sampling cases[4] = {
+        { .max_new_tokens = 1, .repetition_penalty = 1.3f },
+        { .max_new_tokens = 1, .presence_penalty = 0.6f, .frequency_penalty = 0.9f },
+        { .max_new_tokens = 1,
+          .presence_penalty = -1.5f,
+          .frequency_penalty = -0.4f,
+          .repetition_penalty = 0.8f,
+          .logit_bias = bias,
+          .logit_bias_count = 3 },
+        { .max_new_tokens = 1, .logit_bias = bias, .logit_bias_count = 3 },
+    };
+    double z[V];
+    for (size_t c = 0; c < 4; c++) {
+        reference_process(logits, V, &cases[c], prompt, NP, gen, NG, z);
+        double m = -INFINITY, sum = 0;
+        size_t best = 0;
+        for (size_t j = 0; j < V; j++) {
+            best = z[j] > z[best] ? j : best;
+            m = z[j] > m ? z[j] : m;
+        }
+        for (size_t j = 0; j < V; j++)
+            sum += exp(z[j] - m);
+        int32_t t;
+        uint64_t rng = 1;
+        pfx_token_logprobs lp = { .top_count = 5 };
+        assert_int_equal(pfx_sample_next(logits, V, &cases[c], prompt, NP, gen, NG, &rng, &t, &lp),
+                         PFX_SUCCESS);
+        assert_int_equal(t, (int32_t)best);
+        assert_true(fabs(lp.logprob - (z[best] - m - log(sum))) < 1e-5);
+        assert_int_equal(lp.top_count, 5);
+        assert_int_equal(lp.top_ids[0], (int32_t)best);
+        for (size_t k = 0; k < 5; k++) {
+            const int32_t id = lp.top_ids[k];
+            assert_true(fabs(lp.top_logprobs[k] - (z[id] - m - log(sum))) < 1e-5);
+            if (k)
+                assert_true(z[id] <= z[lp.top_ids[k - 1]]);
+            size_t above = 0; /* exactly k ids rank higher */
+            for (size_t j = 0; j < V; j++)
+                above += z[j] > z[id] || (z[j] == z[id] && (int32_t)j < id);
+            assert_int_equal(above, k);
+        }
+    }
+    /* min-p at temperature 0.7: only tokens with p >= min_p * p_max are drawn */
+    const pfx_sampling mp = { .temperature = 0.7f, .min_p = 0.2f, .max_new_tokens = 1 };
+    double pmax = -INFINITY;
+    for (size_t j = 0; j < V; j++)
+        pmax = logits[j] > pmax ? logits[j] : pmax;
+    bool drawn[V] = { false };
+    uint64_t rng = 3;
+    for (int i = 0; i < 2000; i++) {
+        int32_t t;
+        assert_int_equal(pfx_sample_next(logits, V, &mp, NULL, 0, NULL, 0, &rng, &t, NULL),
+                         PFX_SUCCESS);
+        assert_true(exp((logits[t] - pmax) / 0.7) >= 0.2 * (1 - 1e-6));
+        drawn[t] = true;
+    }
+    for (size_t j = 0; j < V; j++)
+        if (exp((logits[j] - pmax) / 0.7) >= 0.21)
+            assert_true(drawn[j]);
+    /* bias +100 always wins a draw, -100 never */
+    const pfx_logit_bias up = { 30, 100.0f };
+    const pfx_sampling b1 = {
+        .temperature = 1.0f, .max_new_tokens = 1, .logit_bias = &up, .logit_bias_count = 1
+    };
+    for (int i = 0; i < 50; i++) {
+        int32_t t;
+        assert_int_equal(pfx_sample_token(logits, V, &b1, &rng, &t), PFX_SUCCESS);
+        assert_int_equal(t, 30);
+    }
+    /* refused, by name */
+    int32_t t;
+    const pfx_logit_bias far = { V, 1.0f }, big = { 1, 101.0f };
+    const pfx_sampling bad[5] = {
+        { .max_new_tokens = 1, .min_p = 1.5f },
+        { .max_new_tokens = 1, .presence_penalty = 2.5f },
+        { .max_new_tokens = 1, .repetition_penalty = -1.0f },
+        { .max_new_tokens = 1, .logit_bias = &far, .logit_bias_count = 1 },
+        { .max_new_tokens = 1, .logit_bias = &big, .logit_bias_count = 1 },
+    };
+    const char *names[5] = { "min_p", "presence_penalty", "repetition_penalty",
+                             "logit_bias[0].token", "logit_bias[0].bias" };
+    for (size_t i = 0; i < 5; i++) {
+        assert_int_not_equal(pfx_sample_token(logits, V, &bad[i], &rng, &t), PFX_SUCCESS);
+        assert_non_null(strstr(pfx_last_error(NULL), names[i]));
+    }
+    assert_int_equal(pfx_sample_next(logits, V, &cases[0], NULL, 2, NULL, 0, &rng, &t, NULL),
+                     PFX_ERROR_NULL_ARGUMENT);
+    gen[0] = V;
+    assert_int_equal(pfx_sample_next(logits, V, &cases[1], prompt, NP, gen, NG, &rng, &t, NULL),
+                     PFX_ERROR_OUT_OF_RANGE);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_generate FIXTURE_DIR\n");
+        fprintf(stderr, "usage: test_generate FIXTURE_DIR [TEST_FILTER]\n");
         return 2;
     }
     g_fixtures = argv[1];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampling),
+        cmocka_unit_test(test_sampling_processing),
         cmocka_unit_test(test_hf_greedy_gpt2),
         cmocka_unit_test(test_hf_greedy_llama),
         cmocka_unit_test(test_batch_gpt2),
@@ -693,5 +829,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bad_adapters_and_steps),
         cmocka_unit_test(test_step_matches_model_and_gains),
     };
+    if (argc > 2) /* a second argument runs only the tests it matches */
+        cmocka_set_test_filter(argv[2]);
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

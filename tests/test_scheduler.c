@@ -92,8 +92,14 @@ static void wait_until(seen *s, bool *flag)
 
 static pfx_sched_request request(int p, int32_t adapter, size_t max_new, seen *s)
 {
-    pfx_sched_request r = { prompts[p], prompt_lens[p], adapter, { .max_new_tokens = max_new },
-                            7,          on_token,       on_done, s };
+    pfx_sched_request r = { .prompt = prompts[p],
+                            .prompt_len = prompt_lens[p],
+                            .adapter = adapter,
+                            .sampling = { .max_new_tokens = max_new },
+                            .seed = 7,
+                            .on_token = on_token,
+                            .on_done = on_done,
+                            .user = s };
     return r;
 }
 

@@ -48,11 +48,16 @@ class Server:
     def __init__(self, exe, args):
         self.p = subprocess.Popen([exe, "serve", "--port", "0"] + args, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE)
+        # stderr read as it comes (a line per request): the pipe never fills
+        self.err = []
+        self.reader = threading.Thread(target=lambda: self.err.extend(iter(self.p.stderr.readline, b"")))
+        self.reader.start()
         line = self.p.stdout.readline().decode()
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+) .* slots of (\d+) tokens", line)
         if not m:
             self.p.kill()
-            sys.exit("serve did not start: %r %r" % (line, self.p.stderr.read().decode(errors="replace")))
+            self.reader.join(10)
+            sys.exit("serve did not start: %r %r" % (line, b"".join(self.err).decode(errors="replace")))
         self.port, self.max_len = int(m.group(1)), int(m.group(2))
         deadline = time.time() + 30
         while self.get("/health")[0] != 200:
@@ -93,14 +98,21 @@ class Server:
         c.close()
         if events[-1] != "data: [DONE]" or not all(e.startswith("data: ") for e in events):
             sys.exit("stream events: %r" % events)
-        self.chunks = chunks = [json.loads(e[6:]) for e in events[:-1]]
+        self.chunks = [json.loads(e[6:]) for e in events[:-1]]
+        chunks = [ch for ch in self.chunks if ch["choices"]]  # not include_usage's last
         text = "".join(ch["choices"][0]["text"] if "text" in ch["choices"][0]
                        else ch["choices"][0]["delta"].get("content", "") for ch in chunks)
-        return text, chunks[-1]["choices"][0]["finish_reason"], chunks[-1].get("usage")
+        return text, chunks[-1]["choices"][0]["finish_reason"], self.chunks[-1].get("usage")
+
+    def stderr(self):
+        return b"".join(self.err).decode(errors="replace")
 
     def stop(self, sig=signal.SIGTERM):
         self.p.send_signal(sig)
-        out, err = self.p.communicate(timeout=60)
+        self.p.wait(timeout=60)
+        self.reader.join(60)
+        self.p.stdout.close()
+        err = b"".join(self.err)
         if self.p.returncode != 0 or b"stopping" not in err:
             sys.exit("signal %d: exit %d %r" % (sig, self.p.returncode, err))
         return err.decode(errors="replace")
@@ -213,6 +225,86 @@ def several_choices(srv, expect):
     if list(zip(texts, finish)) != alone or not usage or \
             usage["completion_tokens"] != o["usage"]["completion_tokens"]:
         sys.exit("n 4 streamed: %r %r, not streamed %r" % (list(zip(texts, finish)), usage, o))
+
+
+def openai_fields(srv, expect):
+    """OpenAI's fields beside the plain ones: a completion's logprobs object
+    (greedy: the token taken is the top one; streamed: the same tokens),
+    a list of prompts with n (choices prompt by prompt), the usage in its own
+    last chunk (stream_options), min_p 1 is greedy, a logit bias of +100
+    takes every token and -100 turns the first token to the runner-up, the
+    presence and frequency penalties leave the first token's distribution
+    (nothing generated yet) where repetition_penalty changes it (the prompt's
+    tokens), the bad values named; /tokenize and /detokenize as
+    llama-server's; a line of the access log per request."""
+    prompt, other = PROMPTS[0], PROMPTS[1]
+    text, reason, count = expect[("a1", prompt)]
+    body = {"model": "a1", "prompt": prompt, "max_tokens": NEW, "temperature": 0}
+    status, o, _ = srv.complete(dict(body, logprobs=3))
+    lp = o["choices"][0]["logprobs"] if status == 200 else None
+    if not lp or sorted(lp) != ["text_offset", "token_logprobs", "tokens", "top_logprobs"] or \
+            o["choices"][0]["text"] != text or len(lp["tokens"]) != count or \
+            any(len(v) != count for v in lp.values()) or lp["text_offset"][0] != 0 or \
+            lp["text_offset"] != sorted(lp["text_offset"]) or \
+            any(not (-1e9 < x <= 0) for x in lp["token_logprobs"]) or \
+            any(len(t) > 3 or t.get(tok) != x or max(t.values()) != x
+                for t, tok, x in zip(lp["top_logprobs"], lp["tokens"], lp["token_logprobs"])):
+        sys.exit("logprobs 3: %d %r (generate: %r)" % (status, o, text))
+    srv.stream(dict(body, logprobs=3))
+    streamed = sum((c["choices"][0]["logprobs"]["tokens"] for c in srv.chunks), [])
+    if streamed != lp["tokens"]:
+        sys.exit("logprobs streamed: %r, not streamed %r" % (streamed, lp["tokens"]))
+    # two prompts, two choices each: choice p * 2 + i
+    status, o, _ = srv.complete(dict(body, prompt=[prompt, other], n=2))
+    got = [(c["index"], c["text"]) for c in o.get("choices", [])]
+    want = [(0, text), (1, text), (2, expect[("a1", other)][0]), (3, expect[("a1", other)][0])]
+    ones = [srv.complete(dict(body, prompt=p))[1]["usage"]["prompt_tokens"] for p in (prompt, other)]
+    if status != 200 or got != want or o["usage"]["prompt_tokens"] != sum(ones):
+        sys.exit("a list of prompts: %d %r, expected %r (prompt tokens %r)" % (status, o, want, ones))
+    # the usage in its own last chunk, null before
+    streamed_text = srv.stream(dict(body, stream_options={"include_usage": True}))[0]
+    last = srv.chunks[-1]
+    if streamed_text != text or last["choices"] != [] or last["usage"]["completion_tokens"] != count or \
+            any(c["usage"] is not None for c in srv.chunks[:-1]):
+        sys.exit("include_usage: %r" % srv.chunks)
+    status, o, _ = srv.complete(dict(body, temperature=1.0, min_p=1.0, seed=5))
+    if o["choices"][0]["text"] != text:
+        sys.exit("min_p 1: %r, greedy %r" % (o, text))
+    ids = json.loads(srv.request("POST", "/tokenize", {"content": " ab"})[1])["tokens"]
+    status, o, _ = srv.complete(dict(body, logit_bias={str(ids[0]): 100}))
+    if o["choices"][0]["text"] != json.loads(srv.request("POST", "/detokenize", {"tokens": ids[:1] * NEW})[1])["content"]:
+        sys.exit("logit_bias +100: %r" % o)
+    first = lp["tokens"][0]
+    runner_up = sorted(lp["top_logprobs"][0].items(), key=lambda kv: -kv[1])[1][0]
+    first_id = json.loads(srv.request("POST", "/tokenize", {"content": first})[1])["tokens"]
+    status, o, _ = srv.complete(dict(body, max_tokens=1, logit_bias={str(first_id[0]): -100}))
+    if len(first_id) != 1 or o["choices"][0]["text"] != runner_up:
+        sys.exit("logit_bias -100 on %r: %r, runner-up %r" % (first, o, runner_up))
+    plain = srv.complete(dict(body, max_tokens=1, logprobs=5))[1]["choices"][0]["logprobs"]
+    pen = srv.complete(dict(body, max_tokens=1, logprobs=5, presence_penalty=2,
+                            frequency_penalty=-2))[1]["choices"][0]["logprobs"]
+    rep = srv.complete(dict(body, max_tokens=1, logprobs=5,
+                            repetition_penalty=3))[1]["choices"][0]["logprobs"]
+    if pen != plain or rep["top_logprobs"] == plain["top_logprobs"]:
+        sys.exit("penalties on the first token: %r %r, plain %r" % (pen, rep, plain))
+    for field, value in [("logprobs", 21), ("logprobs", True), ("top_logprobs", 2), ("min_p", 1.5),
+                         ("presence_penalty", 3), ("frequency_penalty", -2.5), ("repetition_penalty", 0),
+                         ("logit_bias", {"x": 1}), ("logit_bias", {"1": 101}), ("logit_bias", {"99999": 1}),
+                         ("stream_options", {"include_usage": True}), ("prompt", []), ("prompt", ["a", 3])]:
+        expect_error(srv, dict(body, **{field: value}), 400, [field])
+    # /tokenize and /detokenize
+    status, data, _ = srv.request("POST", "/tokenize", {"content": prompt, "with_pieces": True})
+    pieces = json.loads(data)["tokens"]
+    back = json.loads(srv.request("POST", "/detokenize", {"tokens": [p["id"] for p in pieces]})[1])
+    if status != 200 or "".join(p["piece"] for p in pieces) != prompt or back != {"content": prompt}:
+        sys.exit("tokenize %r: %r -> %r" % (prompt, pieces, back))
+    expect_error(srv, {"tokens": [1, -1]}, 400, ["tokens", "item 1"], path="/detokenize")
+    expect_error(srv, {"content": 3}, 400, ["content"], path="/tokenize")
+    log = srv.stderr()
+    if not re.search(r"^access: POST /v1/completions 200 adapter=a1 prompt_tokens=\d+ completion_tokens=%d "
+                     r"\d+\.\d+ s$" % count, log, re.M) or \
+            not re.search(r"^access: POST /detokenize 400 adapter=- ", log, re.M):
+        sys.exit("access log:\n%s" % log[-3000:])
 
 
 def admin(srv, expect, adapters):
@@ -545,7 +637,23 @@ def chat(exe, model):
                 finish != got["choices"][0]["finish_reason"] or srv.chunks[-1]["choices"][0]["delta"] or \
                 any(ch["object"] != "chat.completion.chunk" for ch in srv.chunks):
             sys.exit("chat stream: %r %r, expected %r" % (text, srv.chunks, got))
+        # logprobs: choices[].logprobs.content[] of {token, logprob, bytes, top_logprobs}
+        status, data, _ = srv.request("POST", "/v1/chat/completions",
+                                      dict(body, logprobs=True, top_logprobs=2))
+        content = json.loads(data)["choices"][0]["logprobs"]["content"]
+        joined = b"".join(bytes(e["bytes"]) for e in content).decode(errors="replace")
+        if status != 200 or len(content) != got["usage"]["completion_tokens"] or \
+                not joined.startswith(message["content"]) or \
+                any(sorted(e) != ["bytes", "logprob", "token", "top_logprobs"] or len(e["top_logprobs"]) != 2 or
+                    e["top_logprobs"][0]["logprob"] != e["logprob"] or
+                    sorted(e["top_logprobs"][1]) != ["bytes", "logprob", "token"] for e in content):
+            sys.exit("chat logprobs: %d %r (%r)" % (status, content, message))
+        srv.stream(dict(body, logprobs=True, top_logprobs=2), "/v1/chat/completions")
+        if sum((c["choices"][0]["logprobs"]["content"] for c in srv.chunks), []) != content:
+            sys.exit("chat logprobs streamed: %r, expected %r" % (srv.chunks, content))
         path = "/v1/chat/completions"
+        expect_error(srv, dict(body, top_logprobs=2), 400, ["top_logprobs", "logprobs"], path=path)
+        expect_error(srv, dict(body, logprobs=3), 400, ["logprobs"], path=path)
         expect_error(srv, {"max_tokens": 2}, 400, ["messages"], path=path)
         expect_error(srv, {"messages": [{"role": "user"}]}, 400, ["messages", "content"], path=path)
         expect_error(srv, {"messages": [{"role": "bad", "content": "x"}]}, 400, ["no bad roles here"], path=path)
@@ -590,6 +698,9 @@ def main():
     check_equal(srv, expect)
     check_stop_strings(srv, expect)
     several_choices(srv, expect)
+    t1 = time.time()
+    openai_fields(srv, expect)
+    print("OpenAI's fields: %.1f s" % (time.time() - t1))
     load_test(srv, expect)
     hostile(srv, srv.max_len)
     admin(srv, expect, adapters)

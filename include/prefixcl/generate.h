@@ -146,6 +146,22 @@ PFX_API pfx_status pfx_serve_step_run(pfx_context *ctx, pfx_kv_cache *cache,
 
 /* ---- sampling and generation ---- */
 
+/* A bias added to one token's logit (OpenAI's logit_bias). */
+typedef struct pfx_logit_bias {
+    int32_t token; /* in [0, V) */
+    float bias;    /* in [-100, 100] */
+} pfx_logit_bias;
+
+/* How a token is drawn. The logits are processed first: each logit_bias
+ * added, then the repetition penalty (transformers' and llama.cpp's: a
+ * token of the prompt or of the generated text has its logit z divided by
+ * repetition_penalty when z > 0, multiplied otherwise), then OpenAI's
+ * presence and frequency penalties over the generated tokens
+ * (z_j -= frequency_penalty * c_j + presence_penalty * (c_j > 0), c_j the
+ * times j was generated). Greedy takes the largest processed logit; a draw
+ * takes the softmax of the processed logits / temperature cut to the top_k,
+ * then to top_p's mass, then to the tokens at least min_p times as likely as
+ * the most likely one. Zero in every field after stop_count: plain logits. */
 typedef struct pfx_sampling {
     float temperature;     /* 0: greedy (the lowest id among equal maxima) */
     size_t top_k;          /* 0: off */
@@ -153,12 +169,39 @@ typedef struct pfx_sampling {
     size_t max_new_tokens; /* >= 1 */
     const int32_t *stop;   /* stop tokens (the stop token is kept in the output) */
     size_t stop_count;
+    float min_p;              /* in [0, 1]; 0: off */
+    float presence_penalty;   /* in [-2, 2] */
+    float frequency_penalty;  /* in [-2, 2] */
+    float repetition_penalty; /* > 0 and finite; 0 or 1: off */
+    const pfx_logit_bias *logit_bias;
+    size_t logit_bias_count;
 } pfx_sampling;
 
 /* One draw from logits[V] (host) with the state of a splitmix64 generator
- * (*rng, advanced): deterministic for a given state. */
+ * (*rng, advanced): deterministic for a given state. No prompt and nothing
+ * generated: the penalties change nothing. */
 PFX_API pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s,
                                     uint64_t *rng, int32_t *token);
+
+#define PFX_TOP_LOGPROBS_MAX 20
+
+/* The log-probabilities of a draw: log-softmax of the processed logits
+ * (after logit_bias and the penalties, before temperature, top_k, top_p and
+ * min_p), the distribution the penalties leave, whatever the temperature. */
+typedef struct pfx_token_logprobs {
+    float logprob;    /* of the token drawn */
+    size_t top_count; /* set by the caller: how many of the most likely (0..20) */
+    int32_t top_ids[PFX_TOP_LOGPROBS_MAX]; /* most likely first, the lower id among equals */
+    float top_logprobs[PFX_TOP_LOGPROBS_MAX];
+} pfx_token_logprobs;
+
+/* pfx_sample_token after prompt[prompt_len] and generated[generated_len]
+ * (the penalties' history; NULL with a length of 0), and *logprobs (may be
+ * NULL) of the token drawn. */
+PFX_API pfx_status pfx_sample_next(const float *logits, size_t vocab, const pfx_sampling *s,
+                                   const int32_t *prompt, size_t prompt_len,
+                                   const int32_t *generated, size_t generated_len, uint64_t *rng,
+                                   int32_t *token, pfx_token_logprobs *logprobs);
 
 typedef struct pfx_request {
     const int32_t *prompt; /* host ids, 1..len */

@@ -45,17 +45,23 @@ typedef bool (*pfx_sched_token_fn)(void *user, int32_t token);
  * pfx_scheduler_shutdown. error is NULL unless finish is PFX_FINISH_ERROR.
  * The scheduler forgets user then. */
 typedef void (*pfx_sched_done_fn)(void *user, pfx_finish finish, const char *error);
+/* The log-probabilities of a new token (pfx_sample_next's), on the worker
+ * thread just before its on_token. */
+typedef void (*pfx_sched_logprobs_fn)(void *user, const pfx_token_logprobs *logprobs);
 
 typedef struct pfx_sched_request {
     const int32_t *prompt; /* host ids, 1..max_len (copied by submit) */
     size_t prompt_len;
     int32_t adapter;       /* bank entry or -1 (none) */
     pfx_sampling sampling; /* max_new_tokens >= 1; at most PFX_SCHEDULER_MAX_STOPS stop ids
-                                 * (copied) */
+                                 * (copied), logit_bias copied; the penalties see the
+                                 * prompt and the request's own tokens */
     uint64_t seed;         /* of this request's sampling, as pfx_request's */
     pfx_sched_token_fn on_token;
     pfx_sched_done_fn on_done;
     void *user;
+    pfx_sched_logprobs_fn on_logprobs; /* NULL: none */
+    size_t top_logprobs;               /* with on_logprobs: 0..PFX_TOP_LOGPROBS_MAX */
 } pfx_sched_request;
 
 typedef struct pfx_scheduler_params {

@@ -103,6 +103,7 @@ MACROS = {
     "PFX_MAX_DIMS": 4,
     "PFX_LABEL_IGNORE": -100,
     "PFX_SCHEDULER_MAX_STOPS": 16,
+    "PFX_TOP_LOGPROBS_MAX": 20,
 }
 
 # Function pointer types: name -> prototype with `(*)` for the name.
@@ -113,6 +114,7 @@ CALLBACKS = {
     "pfx_token_fn": "void (*)(void *user, size_t request, int32_t token)",
     "pfx_sched_token_fn": "bool (*)(void *user, int32_t token)",
     "pfx_sched_done_fn": "void (*)(void *user, pfx_finish finish, const char *error)",
+    "pfx_sched_logprobs_fn": "void (*)(void *user, const pfx_token_logprobs *logprobs)",
 }
 
 # Structs in dependency order: name -> members, one declaration each
@@ -218,9 +220,14 @@ STRUCTS = {
         double loss; double perplexity; double adapter_loss; double adapter_perplexity;
         size_t passes; size_t passes_done; size_t batches; size_t batches_done; size_t examples;
         size_t tokens; size_t max_length; size_t prefix_len; bool stopped; double seconds;""",
+    "pfx_logit_bias": "int32_t token; float bias;",
+    "pfx_token_logprobs": """
+        float logprob; size_t top_count; int32_t top_ids[20]; float top_logprobs[20];""",
     "pfx_sampling": """
         float temperature; size_t top_k; float top_p; size_t max_new_tokens;
-        const int32_t *stop; size_t stop_count;""",
+        const int32_t *stop; size_t stop_count; float min_p; float presence_penalty;
+        float frequency_penalty; float repetition_penalty; const pfx_logit_bias *logit_bias;
+        size_t logit_bias_count;""",
     "pfx_request": """
         const int32_t *prompt; size_t prompt_len; int32_t adapter; uint64_t seed; int32_t *out;
         size_t out_len;""",
@@ -229,7 +236,8 @@ STRUCTS = {
         double decode_seconds;""",
     "pfx_sched_request": """
         const int32_t *prompt; size_t prompt_len; int32_t adapter; pfx_sampling sampling;
-        uint64_t seed; pfx_sched_token_fn on_token; pfx_sched_done_fn on_done; void *user;""",
+        uint64_t seed; pfx_sched_token_fn on_token; pfx_sched_done_fn on_done; void *user;
+        pfx_sched_logprobs_fn on_logprobs; size_t top_logprobs;""",
     "pfx_scheduler_params": "size_t slots; size_t max_len; size_t queue;",
     "pfx_scheduler_stats": """
         size_t queued; size_t running; size_t slots; uint64_t prefill_steps;
@@ -328,6 +336,7 @@ pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *
 pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, pfx_kv_cache **out);
 void pfx_kv_cache_destroy(pfx_kv_cache **cache);
 pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng, int32_t *token);
+pfx_status pfx_sample_next(const float *logits, size_t vocab, const pfx_sampling *s, const int32_t *prompt, size_t prompt_len, const int32_t *generated, size_t generated_len, uint64_t *rng, int32_t *token, pfx_token_logprobs *logprobs);
 pfx_status pfx_generate(pfx_context *ctx, pfx_kv_cache *cache, const pfx_adapter_bank *bank, pfx_request *requests, size_t count, const pfx_sampling *sampling, pfx_token_fn on_token, void *user, pfx_generate_stats *stats);
 
 pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank, const pfx_scheduler_params *params, pfx_scheduler **out);

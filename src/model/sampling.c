@@ -1,5 +1,5 @@
-/* Host-side sampling over one row of next-token logits (greedy, temperature,
- * top-k, top-p) with a splitmix64 generator, and the generation loop over
+/* Host-side sampling over one row of next-token logits (logit bias and
+ * penalties, then greedy, or temperature, top-k, top-p and min-p) with a splitmix64 generator, and the generation loop over
  * a batch of requests (one prefill, then decode steps). */
 #include <math.h>
 #include <stdlib.h>
@@ -8,22 +8,53 @@
 
 #include "serve_internal.h"
 
-static pfx_status check_sampling(pfx_runtime *rt, const char *fn, const pfx_sampling *s)
+pfx_status pfx_sampling_check(pfx_runtime *rt, const char *fn, const char *name,
+                              const pfx_sampling *s, size_t vocab)
 {
     if (!s)
-        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: sampling is NULL", fn);
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn, name);
     if (!isfinite(s->temperature) || s->temperature < 0.0f)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
-                         "%s: sampling.temperature %g must be finite and >= 0", fn,
+                         "%s: %s.temperature %g must be finite and >= 0", fn, name,
                          (double)s->temperature);
     if (!isfinite(s->top_p) || s->top_p < 0.0f || s->top_p > 1.0f)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: sampling.top_p %g outside [0, 1]", fn,
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: %s.top_p %g outside [0, 1]", fn, name,
                          (double)s->top_p);
     if (s->max_new_tokens == 0)
-        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: sampling.max_new_tokens is 0", fn);
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: %s.max_new_tokens is 0", fn, name);
     if (s->stop_count && !s->stop)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s.stop is NULL with stop_count %zu", fn,
+                         name, s->stop_count);
+    if (!(s->min_p >= 0.0f && s->min_p <= 1.0f))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: %s.min_p %g outside [0, 1]", fn, name,
+                         (double)s->min_p);
+    if (!(s->presence_penalty >= -2.0f && s->presence_penalty <= 2.0f) ||
+        !(s->frequency_penalty >= -2.0f && s->frequency_penalty <= 2.0f))
+        return pfx_error(
+            rt, PFX_ERROR_INVALID_ARGUMENT, "%s: %s.%s_penalty %g outside [-2, 2]", fn, name,
+            s->presence_penalty >= -2.0f && s->presence_penalty <= 2.0f ? "frequency" : "presence",
+            (double)(s->presence_penalty >= -2.0f && s->presence_penalty <= 2.0f
+                         ? s->frequency_penalty
+                         : s->presence_penalty));
+    if (!isfinite(s->repetition_penalty) || s->repetition_penalty < 0.0f)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: %s.repetition_penalty %g must be finite and > 0 (0: off)", fn, name,
+                         (double)s->repetition_penalty);
+    if (s->logit_bias_count && !s->logit_bias)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT,
-                         "%s: sampling.stop is NULL with stop_count %zu", fn, s->stop_count);
+                         "%s: %s.logit_bias is NULL with logit_bias_count %zu", fn, name,
+                         s->logit_bias_count);
+    for (size_t i = 0; i < s->logit_bias_count; i++) {
+        const pfx_logit_bias *b = &s->logit_bias[i];
+        if (b->token < 0 || (size_t)b->token >= vocab)
+            return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
+                             "%s: %s.logit_bias[%zu].token %d outside [0, %zu)", fn, name, i,
+                             (int)b->token, vocab);
+        if (!(b->bias >= -100.0f && b->bias <= 100.0f))
+            return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                             "%s: %s.logit_bias[%zu].bias %g outside [-100, 100]", fn, name, i,
+                             (double)b->bias);
+    }
     return PFX_SUCCESS;
 }
 
@@ -42,29 +73,83 @@ static int by_logit(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng,
-                            int32_t *token)
+static bool processes(const pfx_sampling *s, size_t prompt_len, size_t generated_len)
+{
+    const bool repetition = s->repetition_penalty != 0.0f && s->repetition_penalty != 1.0f;
+    return s->logit_bias_count || (repetition && prompt_len + generated_len > 0) ||
+           ((s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f) && generated_len > 0);
+}
+
+/* z[V] = logits after logit_bias and the penalties (pfx_sampling's order). */
+static pfx_status process(const float *logits, size_t V, const pfx_sampling *s,
+                          const int32_t *prompt, size_t prompt_len, const int32_t *generated,
+                          size_t generated_len, float *z)
+{
+    memcpy(z, logits, V * sizeof(float));
+    for (size_t i = 0; i < s->logit_bias_count; i++)
+        z[s->logit_bias[i].token] += s->logit_bias[i].bias;
+    const float rp = s->repetition_penalty;
+    const bool repetition = rp != 0.0f && rp != 1.0f;
+    if (!repetition && s->presence_penalty == 0.0f && s->frequency_penalty == 0.0f)
+        return PFX_SUCCESS;
+    unsigned char *seen = calloc(V, 1); /* bit 0: repetition applied, bit 1: presence */
+    if (!seen)
+        return PFX_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; repetition && i < prompt_len + generated_len; i++) {
+        const int32_t t = i < prompt_len ? prompt[i] : generated[i - prompt_len];
+        if (seen[t] & 1)
+            continue;
+        seen[t] |= 1;
+        z[t] = z[t] > 0.0f ? z[t] / rp : z[t] * rp;
+    }
+    for (size_t i = 0; i < generated_len; i++) {
+        const int32_t t = generated[i];
+        z[t] -= s->frequency_penalty;
+        if (!(seen[t] & 2))
+            z[t] -= s->presence_penalty;
+        seen[t] |= 2;
+    }
+    free(seen);
+    return PFX_SUCCESS;
+}
+
+/* logprobs of token (and the top_count most likely) under softmax(z). */
+static void log_softmax_of(const float *z, size_t V, int32_t token, pfx_token_logprobs *lp)
+{
+    double m = -INFINITY, sum = 0.0;
+    for (size_t i = 0; i < V; i++)
+        m = z[i] > m ? z[i] : m;
+    for (size_t i = 0; i < V; i++)
+        sum += z[i] == -INFINITY ? 0.0 : exp((double)z[i] - m);
+    const double lse = m + log(sum);
+    lp->logprob = (float)((double)z[token] - lse);
+    /* the top_count largest, by insertion into a short sorted list */
+    const size_t k = lp->top_count < V ? lp->top_count : V;
+    size_t n = 0;
+    for (size_t i = 0; i < V && k; i++) {
+        if (n == k && !(z[i] > z[lp->top_ids[n - 1]]))
+            continue;
+        size_t at = n < k ? n++ : n - 1;
+        while (at > 0 && z[i] > z[lp->top_ids[at - 1]]) {
+            lp->top_ids[at] = lp->top_ids[at - 1];
+            at--;
+        }
+        lp->top_ids[at] = (int32_t)i;
+    }
+    lp->top_count = n;
+    for (size_t i = 0; i < n; i++)
+        lp->top_logprobs[i] = (float)((double)z[lp->top_ids[i]] - lse);
+}
+
+/* The draw from processed logits z (validated). */
+static pfx_status draw(const float *z, size_t vocab, const pfx_sampling *s, uint64_t *rng,
+                       int32_t *token)
 {
     static const char fn[] = "sample_token";
-    pfx_status st = check_sampling(NULL, fn, s);
-    if (st != PFX_SUCCESS)
-        return st;
-    if (!logits || !rng || !token)
-        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
-                         !logits ? "logits"
-                         : !rng  ? "rng"
-                                 : "token");
-    if (vocab == 0 || vocab > INT32_MAX)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: vocab %zu outside 1..%d", fn, vocab,
-                         INT32_MAX);
-    for (size_t i = 0; i < vocab; i++)
-        if (isnan(logits[i]) || logits[i] == INFINITY)
-            return pfx_error(NULL, PFX_ERROR_NOT_FINITE, "%s: logits[%zu] is %g", fn, i,
-                             (double)logits[i]);
     if (s->temperature == 0.0f) {
         size_t best = 0;
         for (size_t i = 1; i < vocab; i++)
-            if (logits[i] > logits[best])
+            if (z[i] > z[best])
                 best = i;
         *token = (int32_t)best;
         return PFX_SUCCESS;
@@ -73,7 +158,7 @@ pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_samplin
     if (!c)
         return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
     for (size_t i = 0; i < vocab; i++)
-        c[i] = (cand){ logits[i], (int32_t)i };
+        c[i] = (cand){ z[i], (int32_t)i };
     qsort(c, vocab, sizeof(*c), by_logit);
     size_t keep = s->top_k && s->top_k < vocab ? s->top_k : vocab;
     /* softmax of z / T over the kept candidates, in double */
@@ -97,6 +182,15 @@ pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_samplin
         keep = n ? n : 1;
         sum = acc > 0.0 ? acc : w[0];
     }
+    if (s->min_p > 0.0f) {
+        /* the tokens at least min_p times as likely as the first */
+        size_t n = 1;
+        double acc = w[0];
+        while (n < keep && w[n] >= (double)s->min_p * w[0])
+            acc += w[n++];
+        keep = n;
+        sum = acc > 0.0 ? acc : w[0];
+    }
     /* a 53-bit uniform in [0, sum) */
     double u = (double)(pfx_splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0) * sum, acc = 0.0;
     size_t pick = keep - 1;
@@ -111,6 +205,63 @@ pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_samplin
     free(w);
     free(c);
     return PFX_SUCCESS;
+}
+
+pfx_status pfx_sample_next(const float *logits, size_t vocab, const pfx_sampling *s,
+                           const int32_t *prompt, size_t prompt_len, const int32_t *generated,
+                           size_t generated_len, uint64_t *rng, int32_t *token,
+                           pfx_token_logprobs *logprobs)
+{
+    static const char fn[] = "sample_token";
+    if (!logits || !rng || !token)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
+                         !logits ? "logits"
+                         : !rng  ? "rng"
+                                 : "token");
+    if (vocab == 0 || vocab > INT32_MAX)
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT, "%s: vocab %zu outside 1..%d", fn, vocab,
+                         INT32_MAX);
+    pfx_status st = pfx_sampling_check(NULL, fn, "sampling", s, vocab);
+    if (st != PFX_SUCCESS)
+        return st;
+    if ((prompt_len && !prompt) || (generated_len && !generated))
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL with a length of %zu", fn,
+                         prompt_len && !prompt ? "prompt" : "generated",
+                         prompt_len && !prompt ? prompt_len : generated_len);
+    for (size_t i = 0; i < prompt_len + generated_len; i++) {
+        const int32_t t = i < prompt_len ? prompt[i] : generated[i - prompt_len];
+        if (t < 0 || (size_t)t >= vocab)
+            return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "%s: %s[%zu] = %d outside [0, %zu)", fn,
+                             i < prompt_len ? "prompt" : "generated",
+                             i < prompt_len ? i : i - prompt_len, (int)t, vocab);
+    }
+    if (logprobs && logprobs->top_count > PFX_TOP_LOGPROBS_MAX)
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "%s: logprobs.top_count %zu outside 0..%d",
+                         fn, logprobs->top_count, PFX_TOP_LOGPROBS_MAX);
+    for (size_t i = 0; i < vocab; i++)
+        if (isnan(logits[i]) || logits[i] == INFINITY)
+            return pfx_error(NULL, PFX_ERROR_NOT_FINITE, "%s: logits[%zu] is %g", fn, i,
+                             (double)logits[i]);
+    float *z = NULL;
+    if (processes(s, prompt_len, generated_len)) {
+        if (!(z = malloc(vocab * sizeof(float))) ||
+            process(logits, vocab, s, prompt, prompt_len, generated, generated_len, z)) {
+            free(z);
+            return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
+        }
+    }
+    const float *use = z ? z : logits;
+    st = draw(use, vocab, s, rng, token);
+    if (st == PFX_SUCCESS && logprobs)
+        log_softmax_of(use, vocab, *token, logprobs);
+    free(z);
+    return st;
+}
+
+pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng,
+                            int32_t *token)
+{
+    return pfx_sample_next(logits, vocab, s, NULL, 0, NULL, 0, rng, token, NULL);
 }
 
 static bool is_stop(const pfx_sampling *s, int32_t t)
@@ -180,7 +331,8 @@ static pfx_status generate_batch(pfx_context *ctx, pfx_kv_cache *cache,
             if (done[r])
                 continue;
             int32_t t;
-            if ((st = pfx_sample_token(host + r * V, V, sampling, &rng[r], &t)))
+            if ((st = pfx_sample_next(host + r * V, V, sampling, q->prompt, q->prompt_len, q->out,
+                                      q->out_len, &rng[r], &t, NULL)))
                 st = pfx_error(rt, st, "%s: requests[%zu]: %s", fn, r, pfx_last_error(NULL));
             if (st)
                 break;
@@ -219,7 +371,7 @@ pfx_status pfx_generate(pfx_context *ctx, pfx_kv_cache *cache, const pfx_adapter
     if (!cache || !requests)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", fn,
                          !cache ? "cache" : "requests");
-    pfx_status st = check_sampling(rt, fn, sampling);
+    pfx_status st = pfx_sampling_check(rt, fn, "sampling", sampling, model->cfg.shape.vocab);
     if (st != PFX_SUCCESS)
         return st;
     if (count == 0 || count > cache->slots)

@@ -31,6 +31,11 @@ struct pfx_kv_cache {
     uint64_t rows_written;
 };
 
+/* Every field of s checked (vocab: the logit_bias tokens' bound); messages
+ * name it `name` (e.g. "request.sampling"). */
+pfx_status pfx_sampling_check(pfx_runtime *rt, const char *fn, const char *name,
+                              const pfx_sampling *s, size_t vocab);
+
 /* The structured gain of entry e (-1: no adapter) as the model's prefix
  * takes it ([L * H * D]), or NULL. */
 static inline const float *pfx_bank_dim_gains(const pfx_adapter_bank *bank, int32_t e)

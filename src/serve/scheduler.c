@@ -14,6 +14,8 @@ typedef struct job {
     int32_t *prompt;
     pfx_sched_request r; /* r.prompt and r.sampling.stop point into this job */
     int32_t stop[PFX_SCHEDULER_MAX_STOPS];
+    pfx_logit_bias *bias; /* r.sampling.logit_bias */
+    int32_t *out;         /* [max_new_tokens] the tokens generated */
     uint64_t rng;
     size_t generated;
     int32_t last;
@@ -196,14 +198,12 @@ static pfx_status check_request(const pfx_scheduler *s, const pfx_sched_request 
             return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE,
                              "%s: request.prompt[%zu] = %d outside [0, %zu)", fn, i,
                              (int)r->prompt[i], s->vocab);
-    if (!isfinite(q->temperature) || q->temperature < 0)
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
-                         "%s: request.sampling.temperature %g is not a finite "
-                         "number >= 0",
-                         fn, (double)q->temperature);
-    if (!(q->top_p >= 0 && q->top_p <= 1))
-        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
-                         "%s: request.sampling.top_p %g outside [0, 1]", fn, (double)q->top_p);
+    pfx_status st = pfx_sampling_check(NULL, fn, "request.sampling", q, s->vocab);
+    if (st != PFX_SUCCESS)
+        return st;
+    if (r->on_logprobs && r->top_logprobs > PFX_TOP_LOGPROBS_MAX)
+        return pfx_error(NULL, PFX_ERROR_OUT_OF_RANGE, "%s: request.top_logprobs %zu outside 0..%d",
+                         fn, r->top_logprobs, PFX_TOP_LOGPROBS_MAX);
     if (q->stop_count > PFX_SCHEDULER_MAX_STOPS || (q->stop_count && !q->stop))
         return pfx_error(NULL, q->stop ? PFX_ERROR_OUT_OF_RANGE : PFX_ERROR_NULL_ARGUMENT,
                          "%s: request.sampling.stop_count %zu: at most %d ids, and stop not NULL",
@@ -224,7 +224,16 @@ pfx_status pfx_scheduler_submit(pfx_scheduler *s, const pfx_sched_request *r, ui
         return st;
     job *j = calloc(1, sizeof(*j));
     int32_t *prompt = malloc(r->prompt_len * sizeof(int32_t));
-    if (!j || !prompt) {
+    const size_t nb = r->sampling.logit_bias_count;
+    if (j) {
+        j->out = malloc(r->sampling.max_new_tokens * sizeof(int32_t));
+        j->bias = nb ? malloc(nb * sizeof(pfx_logit_bias)) : NULL;
+    }
+    if (!j || !prompt || !j->out || (nb && !j->bias)) {
+        if (j) {
+            free(j->out);
+            free(j->bias);
+        }
         free(j);
         free(prompt);
         return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
@@ -232,10 +241,13 @@ pfx_status pfx_scheduler_submit(pfx_scheduler *s, const pfx_sched_request *r, ui
     memcpy(prompt, r->prompt, r->prompt_len * sizeof(int32_t));
     if (r->sampling.stop_count)
         memcpy(j->stop, r->sampling.stop, r->sampling.stop_count * sizeof(int32_t));
+    if (nb)
+        memcpy(j->bias, r->sampling.logit_bias, nb * sizeof(pfx_logit_bias));
     j->prompt = prompt;
     j->r = *r;
     j->r.prompt = prompt;
     j->r.sampling.stop = j->stop;
+    j->r.sampling.logit_bias = j->bias;
     j->rng = r->seed;
     pthread_mutex_lock(&s->mu);
     st = s->stopping ? PFX_ERROR_UNSUPPORTED : s->qcount == s->qcap ? PFX_ERROR_BUSY : PFX_SUCCESS;
@@ -251,6 +263,8 @@ pfx_status pfx_scheduler_submit(pfx_scheduler *s, const pfx_sched_request *r, ui
     if (st == PFX_SUCCESS)
         return st;
     free(prompt);
+    free(j->out);
+    free(j->bias);
     free(j);
     if (st == PFX_ERROR_BUSY)
         return pfx_error(NULL, st, "%s: the queue of %zu waiting requests is full: try again later",
@@ -261,6 +275,8 @@ pfx_status pfx_scheduler_submit(pfx_scheduler *s, const pfx_sched_request *r, ui
 static void free_job(job *j)
 {
     free(j->prompt);
+    free(j->out);
+    free(j->bias);
     free(j);
 }
 
@@ -326,13 +342,17 @@ static void next_token(pfx_scheduler *s, size_t b)
 {
     job *j = s->slot[b];
     int32_t t;
-    if (pfx_sample_token(s->host + b * s->vocab, s->vocab, &j->r.sampling, &j->rng, &t) !=
-        PFX_SUCCESS) {
+    pfx_token_logprobs lp = { .top_count = j->r.top_logprobs };
+    if (pfx_sample_next(s->host + b * s->vocab, s->vocab, &j->r.sampling, j->prompt,
+                        j->r.prompt_len, j->out, j->generated, &j->rng, &t,
+                        j->r.on_logprobs ? &lp : NULL) != PFX_SUCCESS) {
         finish(s, b, PFX_FINISH_ERROR, pfx_last_error(NULL));
         return;
     }
-    j->generated++;
+    j->out[j->generated++] = t;
     j->last = t;
+    if (j->r.on_logprobs)
+        j->r.on_logprobs(j->r.user, &lp);
     bool stop = !j->r.on_token(j->r.user, t);
     for (size_t i = 0; i < j->r.sampling.stop_count; i++)
         stop |= j->stop[i] == t;

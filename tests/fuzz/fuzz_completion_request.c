@@ -71,6 +71,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < r.stop_count; i++)
         if (!r.stop[i] || !r.stop[i][0])
             abort();
+    if (!r.prompt_count || r.prompt_count > COMPLETION_MAX_PROMPTS || r.prompt != r.prompts[0] ||
+        r.top_logprobs > PFX_TOP_LOGPROBS_MAX || !(r.min_p >= 0) || r.min_p > 1 ||
+        !(fabsf(r.presence_penalty) <= 2) || !(fabsf(r.frequency_penalty) <= 2) ||
+        !(r.repetition_penalty >= 0) || r.logit_bias_count > COMPLETION_MAX_BIASES ||
+        (r.include_usage && !r.stream))
+        abort();
+    for (size_t i = 0; i < r.prompt_count; i++)
+        if (!r.prompts[i])
+            abort();
+    for (size_t i = 0; i < r.logit_bias_count; i++)
+        if (r.logit_bias[i].token < 0 || !(fabsf(r.logit_bias[i].bias) <= 100))
+            abort();
     pfx_fuzz_request_accepted(data, size);
     completion_req_free(&r);
     return 0;

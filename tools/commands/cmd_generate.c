@@ -307,7 +307,12 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(ctx.rt));
         goto out;
     }
-    pfx_sampling s = { temperature, top_k, top_p, max_new, stops, nstop };
+    pfx_sampling s = { .temperature = temperature,
+                       .top_k = top_k,
+                       .top_p = top_p,
+                       .max_new_tokens = max_new,
+                       .stop = stops,
+                       .stop_count = nstop };
     pfx_generate_stats all = { 0 };
     status = 0;
     size_t r0 = 0;

@@ -5,13 +5,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "completion_job.h"
 #include "commands/gen_output.h"
+#include "completion_job.h"
+#include "logprobs.h"
 
-completion *completion_new(server *srv, completion_req *req, size_t prompt_len)
+completion *completion_new(server *srv, completion_req *req, size_t prompts, size_t prompt_len)
 {
     static uint64_t serial;
-    const size_t n = req->n ? req->n : 1;
+    const size_t per = req->n ? req->n : 1, n = per * (prompts ? prompts : 1);
     completion *c = calloc(1, sizeof(*c));
     completion_choice *choices = calloc(n, sizeof(*choices));
     if (!c || !choices) {
@@ -23,9 +24,18 @@ completion *completion_new(server *srv, completion_req *req, size_t prompt_len)
     for (size_t i = 0; i < n; i++) {
         choices[i].c = c;
         choices[i].index = i;
-        if (!(choices[i].ids = calloc(req->max_tokens, sizeof(int32_t)))) {
-            for (size_t j = 0; j < i; j++)
+        choices[i].prompt = i / per;
+        choices[i].ids = calloc(req->max_tokens, sizeof(int32_t));
+        if (req->logprobs) {
+            choices[i].logprobs = calloc(req->max_tokens, sizeof(pfx_token_logprobs));
+            choices[i].ends = calloc(req->max_tokens, sizeof(size_t));
+        }
+        if (!choices[i].ids || (req->logprobs && (!choices[i].logprobs || !choices[i].ends))) {
+            for (size_t j = 0; j <= i; j++) {
                 free(choices[j].ids);
+                free(choices[j].logprobs);
+                free(choices[j].ends);
+            }
             free(choices);
             free(c);
             return NULL;
@@ -72,6 +82,8 @@ void completion_release(completion *c)
     completion_req_free(&c->req);
     for (size_t i = 0; i < c->n; i++) {
         free(c->choices[i].ids);
+        free(c->choices[i].logprobs);
+        free(c->choices[i].ends);
         free(c->choices[i].text);
     }
     free(c->choices);
@@ -92,10 +104,26 @@ static size_t sendable(const completion *c, const char *text, size_t len)
     return n;
 }
 
+void completion_on_logprobs(void *user, const pfx_token_logprobs *logprobs)
+{
+    completion_choice *ch = user;
+    /* the token's slot, counted by completion_on_token next */
+    ch->logprobs[ch->count] = *logprobs;
+}
+
 bool completion_on_token(void *user, int32_t token)
 {
     completion_choice *ch = user;
     completion *c = ch->c;
+    if (ch->ends) {
+        const size_t start = ch->count ? ch->ends[ch->count - 1] : 0;
+        char *own = NULL;
+        size_t own_len = 0;
+        if (pfx_tokenizer_decode(c->srv->ctx.tok, &token, 1, 0, &own, &own_len) != PFX_SUCCESS)
+            own_len = 0;
+        free(own);
+        ch->ends[ch->count] = start + own_len;
+    }
     pthread_mutex_lock(&c->mu);
     ch->ids[ch->count++] = token;
     const size_t count = ch->count;
@@ -230,18 +258,21 @@ cJSON *completion_object(const completion *c)
 }
 
 bool completion_add_choice(const completion *c, cJSON *o, size_t index, const char *text,
-                           const char *finish)
+                           const char *finish, size_t from, size_t to)
 {
     char *valid = gen_valid_utf8(text ? text : "");
     cJSON *choices = cJSON_GetObjectItemCaseSensitive(o, "choices"), *choice = cJSON_CreateObject();
     const bool chat = c->req.chat, chunk = chat && c->req.stream;
-    bool ok = valid && choices && choice &&
-              (chat ? chat_message(choice, chunk ? "delta" : "message", text ? valid : NULL, chunk)
-                    : cJSON_AddStringToObject(choice, "text", valid) != NULL) &&
-              cJSON_AddNumberToObject(choice, "index", (double)index) &&
-              cJSON_AddNullToObject(choice, "logprobs") &&
-              (finish ? cJSON_AddStringToObject(choice, "finish_reason", finish)
-                      : cJSON_AddNullToObject(choice, "finish_reason"));
+    bool ok =
+        valid && choices && choice &&
+        (chat ? chat_message(choice, chunk ? "delta" : "message", text ? valid : NULL, chunk)
+              : cJSON_AddStringToObject(choice, "text", valid) != NULL) &&
+        cJSON_AddNumberToObject(choice, "index", (double)index) &&
+        (c->req.logprobs ? cJSON_AddItemToObject(choice, "logprobs",
+                                                 logprobs_object(c, &c->choices[index], from, to))
+                         : cJSON_AddNullToObject(choice, "logprobs") != NULL) &&
+        (finish ? cJSON_AddStringToObject(choice, "finish_reason", finish)
+                : cJSON_AddNullToObject(choice, "finish_reason"));
     if (ok && cJSON_AddItemToArray(choices, choice))
         choice = NULL;
     else

@@ -10,13 +10,19 @@
 
 #include <cjson/cJSON.h>
 
-#define COMPLETION_MAX_STOPS  4
-#define COMPLETION_MAX_TOKENS (1u << 20)
-#define COMPLETION_MAX_N      16 /* choices of one request */
+#include "prefixcl/generate.h"
+
+#define COMPLETION_MAX_STOPS   4
+#define COMPLETION_MAX_TOKENS  (1u << 20)
+#define COMPLETION_MAX_N       16  /* choices of one request */
+#define COMPLETION_MAX_PROMPTS 16  /* prompts of one completions request */
+#define COMPLETION_MAX_BIASES  300 /* logit_bias entries (OpenAI's limit) */
 
 typedef struct completion_req {
-    char *model; /* NULL: not given */
-    char *prompt;
+    char *model;                           /* NULL: not given */
+    char *prompt;                          /* a chat's rendered prompt, or prompts[0] */
+    char *prompts[COMPLETION_MAX_PROMPTS]; /* a completion's: "prompt", a string or a list */
+    size_t prompt_count;
     size_t max_tokens; /* default 16 */
     float temperature; /* default 1 */
     float top_p;       /* default 1 */
@@ -27,7 +33,13 @@ typedef struct completion_req {
     size_t stop_count;
     size_t n; /* choices, default 1; choice i samples with seed + i */
     bool stream;
-    bool chat; /* a chat completion: prompt rendered from its messages */
+    bool include_usage;  /* stream_options.include_usage: the usage in its own last chunk */
+    bool chat;           /* a chat completion: prompt rendered from its messages */
+    bool logprobs;       /* completions: "logprobs" an integer; chat: "logprobs" true */
+    size_t top_logprobs; /* completions: "logprobs"; chat: "top_logprobs" (0..20) */
+    float presence_penalty, frequency_penalty, repetition_penalty, min_p; /* 0: off */
+    pfx_logit_bias *logit_bias; /* "logit_bias": {"token id": bias} */
+    size_t logit_bias_count;
 } completion_req;
 
 /* Parses body[0, len) into *r (freed by completion_req_free, also after a

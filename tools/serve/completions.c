@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "access_log.h"
 #include "completion_job.h"
 #include "completions.h"
 #include "sse.h"
@@ -40,6 +41,7 @@ static enum MHD_Result answer(server *srv, struct MHD_Connection *conn, completi
     if (gone) {
         /* no one to answer: counted as nginx counts a client that closed first */
         metrics_response(&srv->metrics, 499);
+        access_log_status(499);
         r = MHD_NO;
     } else if (bad && bad->finish == PFX_FINISH_ERROR) {
         r = reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "generation failed: %s",
@@ -52,12 +54,14 @@ static enum MHD_Result answer(server *srv, struct MHD_Connection *conn, completi
         bool ok = o != NULL;
         for (size_t i = 0; ok && i < c->n; i++)
             ok = completion_add_choice(c, o, i, c->choices[i].text,
-                                       completion_finish_reason(&c->choices[i]));
+                                       completion_finish_reason(&c->choices[i]), 0,
+                                       c->choices[i].count);
         if (!ok || !completion_add_usage(c, o)) {
             cJSON_Delete(o);
             o = NULL;
         }
         metrics_tokens(&srv->metrics, c->prompt_len, completion_tokens(c));
+        access_log_tokens(c->prompt_len, completion_tokens(c));
         r = reply_json(srv, conn, MHD_HTTP_OK, o);
     }
     completion_release(c);
@@ -77,11 +81,26 @@ enum MHD_Result completions_handle(server *srv, struct MHD_Connection *conn, con
     return completions_run(srv, conn, &req, PFX_ENCODE_ADD_SPECIAL);
 }
 
+/* A 400 naming `what` (req freed, entry dropped, prompts' ids freed). */
+static enum MHD_Result refuse(server *srv, struct MHD_Connection *conn, completion_req *req,
+                              int32_t entry, int32_t **ids, size_t prompts, const char *what,
+                              const char *why)
+{
+    enum MHD_Result r = reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, what, "%s", why);
+    for (size_t i = 0; i < prompts; i++)
+        free(ids[i]);
+    completion_req_free(req);
+    server_adapter_drop(srv, entry);
+    return r;
+}
+
 enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, completion_req *r,
                                 unsigned encode_flags)
 {
     completion_req req = *r;
     memset(r, 0, sizeof(*r));
+    if (req.model && strcmp(req.model, srv->base_name))
+        access_log_adapter(req.model);
     /* held from here: by the completion once made */
     const int32_t entry = server_adapter_take(srv, req.model);
     if (entry == -2) {
@@ -92,59 +111,77 @@ enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, comple
         completion_req_free(&req);
         return res;
     }
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (!srv->ctx.tok ||
-        pfx_tokenizer_encode(srv->ctx.tok, req.prompt, strlen(req.prompt), encode_flags, &ids,
-                             &n) != PFX_SUCCESS ||
-        !n) {
-        const char *what = req.chat ? "messages" : "prompt";
-        enum MHD_Result r = reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, what, "%s: %s", what,
-                                        !srv->ctx.tok ? "the model folder has no tokenizer"
-                                        : n           ? pfx_last_error(NULL)
-                                                      : "no tokens");
-        free(ids);
-        completion_req_free(&req);
-        server_adapter_drop(srv, entry);
-        return r;
+    /* a chat's one rendered prompt, or a completion's prompts */
+    const size_t prompts = req.prompt_count ? req.prompt_count : 1;
+    int32_t *ids[COMPLETION_MAX_PROMPTS] = { NULL };
+    size_t lens[COMPLETION_MAX_PROMPTS] = { 0 }, total = 0;
+    const char *what = req.chat ? "messages" : "prompt";
+    char why[600];
+    for (size_t p = 0; p < prompts; p++) {
+        const char *text = req.prompt_count ? req.prompts[p] : req.prompt;
+        if (!srv->ctx.tok ||
+            pfx_tokenizer_encode(srv->ctx.tok, text, strlen(text), encode_flags, &ids[p],
+                                 &lens[p]) != PFX_SUCCESS ||
+            !lens[p]) {
+            const char *cause = !srv->ctx.tok ? "the model folder has no tokenizer"
+                                : lens[p]     ? pfx_last_error(NULL)
+                                              : "no tokens";
+            if (prompts > 1)
+                snprintf(why, sizeof(why), "%s[%zu]: %s", what, p, cause);
+            else
+                snprintf(why, sizeof(why), "%s: %s", what, cause);
+            return refuse(srv, conn, &req, entry, ids, prompts, what, why);
+        }
+        if (lens[p] > srv->max_len || req.max_tokens > srv->max_len - lens[p]) {
+            snprintf(why, sizeof(why),
+                     "max_tokens: a prompt of %zu tokens and %zu new tokens exceed the limit of "
+                     "%zu tokens per request (--max-len)",
+                     lens[p], req.max_tokens, srv->max_len);
+            return refuse(srv, conn, &req, entry, ids, prompts, "max_tokens", why);
+        }
+        total += lens[p];
     }
-    if (n > srv->max_len || req.max_tokens > srv->max_len - n) {
-        enum MHD_Result r =
-            reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens",
-                        "max_tokens: a prompt of %zu tokens and %zu new tokens exceed the limit of "
-                        "%zu tokens per request (--max-len)",
-                        n, req.max_tokens, srv->max_len);
-        free(ids);
-        completion_req_free(&req);
-        server_adapter_drop(srv, entry);
-        return r;
-    }
-    const float temperature = req.temperature, top_p = req.top_p;
-    const size_t top_k = req.top_k, max_tokens = req.max_tokens;
+    access_log_tokens(total, 0);
+    const pfx_sampling sampling = { .temperature = req.temperature,
+                                    .top_k = req.top_k,
+                                    .top_p = req.top_p,
+                                    .max_new_tokens = req.max_tokens,
+                                    .stop = srv->stop,
+                                    .stop_count = srv->stop_count,
+                                    .min_p = req.min_p,
+                                    .presence_penalty = req.presence_penalty,
+                                    .frequency_penalty = req.frequency_penalty,
+                                    .repetition_penalty = req.repetition_penalty,
+                                    .logit_bias = req.logit_bias,
+                                    .logit_bias_count = req.logit_bias_count };
     const uint64_t seed = req.has_seed ? req.seed : fresh_seed();
-    const bool stream = req.stream;
-    completion *c = completion_new(srv, &req, n);
+    const bool stream = req.stream, logprobs = req.logprobs;
+    const size_t top_logprobs = req.top_logprobs, per = req.n ? req.n : 1;
+    completion *c = completion_new(srv, &req, prompts, total);
     if (!c) {
-        free(ids);
+        for (size_t p = 0; p < prompts; p++)
+            free(ids[p]);
         completion_req_free(&req);
         server_adapter_drop(srv, entry);
         return reply_error(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, "out of host memory");
     }
     c->entry = entry;
-    /* choice i samples with seed + i: the choices differ, and each equals
-     * a request of n 1 with that seed */
+    /* choice p * n + i: prompt p, sampled with seed + i: the choices of a
+     * prompt differ, and each equals a request of n 1 with that seed
+     * (the scheduler copies the prompt and the logit bias) */
     pfx_status st = PFX_SUCCESS;
     for (size_t i = 0; i < c->n && st == PFX_SUCCESS; i++) {
         completion_choice *ch = &c->choices[i];
-        const pfx_sched_request sr = { ids,
-                                       n,
-                                       entry,
-                                       { temperature, top_k, top_p, max_tokens, srv->stop,
-                                         srv->stop_count },
-                                       seed + i,
-                                       completion_on_token,
-                                       completion_on_done,
-                                       ch };
+        const pfx_sched_request sr = { .prompt = ids[ch->prompt],
+                                       .prompt_len = lens[ch->prompt],
+                                       .adapter = entry,
+                                       .sampling = sampling,
+                                       .seed = seed + i % per,
+                                       .on_token = completion_on_token,
+                                       .on_done = completion_on_done,
+                                       .user = ch,
+                                       .on_logprobs = logprobs ? completion_on_logprobs : NULL,
+                                       .top_logprobs = top_logprobs };
         completion_hold(c); /* the scheduler's, released by completion_on_done */
         uint64_t sched_id = 0;
         st = pfx_scheduler_submit(srv->sched, &sr, &sched_id);
@@ -155,17 +192,18 @@ enum MHD_Result completions_run(server *srv, struct MHD_Connection *conn, comple
         if (st != PFX_SUCCESS)
             completion_release(c); /* never taken */
     }
-    free(ids);
+    for (size_t p = 0; p < prompts; p++)
+        free(ids[p]);
     if (st != PFX_SUCCESS) {
-        const char *why = pfx_last_error(NULL);
         char msg[512];
-        snprintf(msg, sizeof(msg), "%s", why);
+        snprintf(msg, sizeof(msg), "%s", pfx_last_error(NULL));
         completion_cancel(c); /* the choices submitted before */
         completion_release(c);
         /* a full queue, or shutting down: try again later */
         if (st == PFX_ERROR_BUSY || st == PFX_ERROR_UNSUPPORTED)
             return reply_error(srv, conn, MHD_HTTP_SERVICE_UNAVAILABLE, NULL, "%s", msg);
-        return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, "max_tokens", "%s", msg);
+        const char *field = strstr(msg, "logit_bias") ? "logit_bias" : "max_tokens";
+        return reply_error(srv, conn, MHD_HTTP_BAD_REQUEST, field, "%s", msg);
     }
     return stream ? sse_reply(srv, conn, c) : answer(srv, conn, c);
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "http.h"
 #include "routes.h"
 
@@ -124,6 +125,7 @@ typedef struct upload {
     char *body;
     size_t len, cap;
     bool too_large;
+    access_entry access;
 } upload;
 
 /* a == the key, in time that depends on the key's length only */
@@ -184,6 +186,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(u = calloc(1, sizeof(*u))))
             return MHD_NO;
         *state = u;
+        access_log_begin(&u->access, method, url);
         if (host_missing(c, version))
             return reply_error(srv, c, MHD_HTTP_BAD_REQUEST, NULL, "%s requests need a Host header",
                                version);
@@ -215,8 +218,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **state,
     (void)why;
     set_answering(cls, c, false); /* the next request's time starts */
     upload *u = *state;
-    if (u)
+    if (u) {
+        access_log_end(&u->access);
         free(u->body);
+    }
     free(u);
     *state = NULL;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access_log.h"
 #include "commands/gen_output.h"
 #include "reply.h"
 
@@ -13,6 +14,7 @@ enum MHD_Result reply_queue(server *srv, struct MHD_Connection *c, unsigned stat
     if (!response)
         return MHD_NO;
     metrics_response(&srv->metrics, (int)status);
+    access_log_status(status);
     const enum MHD_Result r = MHD_queue_response(c, status, response);
     MHD_destroy_response(response);
     return r;

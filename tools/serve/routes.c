@@ -7,6 +7,7 @@
 #include "chat.h"
 #include "completions.h"
 #include "routes.h"
+#include "tokenize.h"
 
 static cJSON *model_entry(const char *id, const char *parent, long long created)
 {
@@ -67,6 +68,8 @@ static const route routes[] = {
     { "POST", "/v1/completions", completions_handle },
     { "POST", "/v1/adapters", admin_add },
     { "POST", "/v1/chat/completions", chat_handle },
+    { "POST", "/tokenize", tokenize_handle },
+    { "POST", "/detokenize", detokenize_handle },
     { "GET", "/v1/models", models },
     { "GET", "/health", health },
     { "GET", "/metrics", metrics_page },

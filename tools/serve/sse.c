@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access_log.h"
 #include "sse.h"
 
 /* "data: JSON\n\n" of o (deleted), or NULL. */
@@ -24,13 +25,27 @@ static char *event(cJSON *o, size_t *len)
     return e;
 }
 
-/* A chunk of choice `index`: text (NULL: the final one, with finish). */
+/* A chunk of choice `index`: text (NULL: the final one, with finish), the
+ * logprobs of its tokens [from, to), the usage (or, with include_usage,
+ * "usage": null: the usage comes in a chunk of its own). */
 static char *choice_event(const completion *c, size_t index, const char *text, const char *finish,
-                          bool usage, size_t *len)
+                          size_t from, size_t to, bool usage, size_t *len)
 {
     cJSON *o = completion_object(c);
-    if (o && (!completion_add_choice(c, o, index, text, finish) ||
-              (usage && !completion_add_usage(c, o)))) {
+    if (o && (!completion_add_choice(c, o, index, text, finish, from, to) ||
+              (usage && !c->req.include_usage && !completion_add_usage(c, o)) ||
+              (c->req.include_usage && !cJSON_AddNullToObject(o, "usage")))) {
+        cJSON_Delete(o);
+        o = NULL;
+    }
+    return event(o, len);
+}
+
+/* The last chunk of stream_options.include_usage: no choices, the usage. */
+static char *usage_event(const completion *c, size_t *len)
+{
+    cJSON *o = completion_object(c);
+    if (o && !completion_add_usage(c, o)) {
         cJSON_Delete(o);
         o = NULL;
     }
@@ -55,6 +70,10 @@ static char *error_event(const completion_choice *ch, size_t *len)
  * ends, the last of them with the usage; then [DONE]. */
 static char *next_event(completion *c, size_t *len)
 {
+    if (c->stage == 4) {
+        c->stage = 1;
+        return usage_event(c, len);
+    }
     if (c->stage == 1) {
         c->stage = 2;
         *len = strlen("data: [DONE]\n\n");
@@ -68,9 +87,15 @@ static char *next_event(completion *c, size_t *len)
             completion_choice *ch = &c->choices[i];
             if (ch->ready > ch->sent) {
                 char *delta = strndup(ch->text + ch->sent, ch->ready - ch->sent);
+                const size_t from = ch->logprobs_sent,
+                             to = ch->ends ? completion_tokens_before(c, ch, ch->count, ch->ready)
+                                           : 0;
                 ch->sent = ch->ready;
+                ch->logprobs_sent = to > from ? to : from;
                 pthread_mutex_unlock(&c->mu);
-                char *e = delta ? choice_event(c, i, delta, NULL, false, len) : NULL;
+                char *e = delta
+                              ? choice_event(c, i, delta, NULL, from, ch->logprobs_sent, false, len)
+                              : NULL;
                 free(delta);
                 return e;
             }
@@ -80,6 +105,8 @@ static char *next_event(completion *c, size_t *len)
             if (!ch->done || ch->final_sent)
                 continue;
             ch->final_sent = true;
+            const size_t from = ch->logprobs_sent, to = ch->count;
+            ch->logprobs_sent = to;
             size_t sent = 0;
             for (size_t j = 0; j < c->n; j++)
                 sent += c->choices[j].final_sent;
@@ -90,10 +117,11 @@ static char *next_event(completion *c, size_t *len)
             }
             const bool last = sent == c->n;
             if (last) {
-                c->stage = 1;
+                c->stage = c->req.include_usage ? 4 : 1;
                 metrics_tokens(&c->srv->metrics, c->prompt_len, completion_tokens(c));
+                access_log_tokens(c->prompt_len, completion_tokens(c));
             }
-            return choice_event(c, i, NULL, completion_finish_reason(ch), last, len);
+            return choice_event(c, i, NULL, completion_finish_reason(ch), from, to, last, len);
         }
         pthread_cond_wait(&c->changed, &c->mu);
     }
@@ -128,6 +156,7 @@ static void free_stream(void *cls)
 {
     completion *c = cls;
     metrics_response(&c->srv->metrics, c->stage == 3 ? MHD_HTTP_OK : 499);
+    access_log_status(c->stage == 3 ? MHD_HTTP_OK : 499);
     completion_cancel(c);
     completion_release(c);
 }
@@ -143,6 +172,7 @@ enum MHD_Result sse_reply(server *srv, struct MHD_Connection *conn, completion *
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     /* not counted yet: free_stream knows whether it reached its client */
+    access_log_status(MHD_HTTP_OK);
     const enum MHD_Result res = MHD_queue_response(conn, MHD_HTTP_OK, r);
     MHD_destroy_response(r);
     return res;
