@@ -37,6 +37,7 @@ typedef struct seen {
     pfx_finish finish;
     /* a gate that holds the worker inside on_token until opened */
     bool gated, gate_open, at_gate;
+    void *user; /* the test's own */
 } seen;
 
 static void seen_init(seen *s)
@@ -550,6 +551,101 @@ static void test_arguments(void **state)
     close_world(&w);
 }
 
+/* The logprobs of each token a request saw (on the worker thread). */
+typedef struct logprobs_seen {
+    size_t calls, top_counts, top_first;
+    int32_t first_top[128];
+} logprobs_seen;
+
+static void on_logprobs(void *user, const pfx_token_logprobs *lp)
+{
+    seen *s = user;
+    logprobs_seen *l = (logprobs_seen *)s->user;
+    if (l->calls < 128)
+        l->first_top[l->calls] = lp->top_count ? lp->top_ids[0] : -1;
+    l->calls++;
+    l->top_counts += lp->top_count;
+    l->top_first += lp->top_count && lp->logprob == lp->top_logprobs[0];
+}
+
+/* Logit bias and the three penalties through the scheduler give
+ * pfx_generate's tokens for each request alone (the penalties see each
+ * request's own prompt and tokens, whatever shares its steps), differ from
+ * plain greedy, and each token's logprobs come before it, the greedy token
+ * the most likely. */
+static void test_processed_sampling(void **state)
+{
+    world w;
+    open_world(&w, *state);
+    const pfx_logit_bias bias[2] = { { 17, 3.0f }, { 40, -2.0f } };
+    const pfx_sampling processed = { .max_new_tokens = NEW,
+                                     .repetition_penalty = 1.4f,
+                                     .presence_penalty = 0.7f,
+                                     .frequency_penalty = 0.5f,
+                                     .logit_bias = bias,
+                                     .logit_bias_count = 2 };
+    int32_t alone[4][NEW];
+    size_t alone_len[4];
+    pfx_kv_cache *cache = NULL;
+    assert_int_equal(pfx_kv_cache_create(w.model, 1, MAX_LEN, &cache), PFX_SUCCESS);
+    bool differs = false;
+    for (int p = 0; p < 4; p++) {
+        pfx_request q = { prompts[p], prompt_lens[p], 1, 7, alone[p], 0 };
+        assert_int_equal(pfx_generate(w.ctx, cache, w.bank, &q, 1, &processed, NULL, NULL, NULL),
+                         PFX_SUCCESS);
+        alone_len[p] = q.out_len;
+        differs |= q.out_len != w.alone_len[2][p] ||
+                   memcmp(alone[p], w.alone[2][p], q.out_len * sizeof(int32_t));
+    }
+    pfx_kv_cache_destroy(&cache);
+    assert_true(differs);
+    pfx_scheduler *s = NULL;
+    const pfx_scheduler_params sp = { SLOTS, MAX_LEN, 32 };
+    assert_int_equal(pfx_scheduler_create(w.model, w.bank, &sp, &s), PFX_SUCCESS);
+    seen sn[8];
+    logprobs_seen ls[8];
+    for (int k = 0; k < 8; k++) {
+        seen_init(&sn[k]);
+        ls[k] = (logprobs_seen){ 0 };
+        pfx_sched_request r = request(k % 4, 1, NEW, &sn[k]);
+        r.sampling = processed;
+        r.on_logprobs = on_logprobs;
+        r.top_logprobs = 3;
+        sn[k].user = &ls[k];
+        assert_int_equal(pfx_scheduler_submit(s, &r, NULL), PFX_SUCCESS);
+    }
+    for (int k = 0; k < 8; k++) {
+        wait_until(&sn[k], &sn[k].done);
+        const size_t n = alone_len[k % 4];
+        assert_int_equal(sn[k].count, n);
+        assert_memory_equal(sn[k].tokens, alone[k % 4], n * sizeof(int32_t));
+        assert_int_equal(ls[k].calls, n);
+        assert_int_equal(ls[k].top_counts, 3 * n);
+        assert_int_equal(ls[k].top_first, n);
+        assert_memory_equal(ls[k].first_top, alone[k % 4], n * sizeof(int32_t));
+    }
+    /* checked at submit, by name */
+    pfx_sched_request bad = request(0, 1, NEW, &sn[0]);
+    bad.sampling.presence_penalty = 3.0f;
+    assert_status_names(NULL, pfx_scheduler_submit(s, &bad, NULL), PFX_ERROR_INVALID_ARGUMENT,
+                        "presence_penalty");
+    bad = request(0, 1, NEW, &sn[0]);
+    const pfx_logit_bias far = { 100000, 1.0f };
+    bad.sampling.logit_bias = &far;
+    bad.sampling.logit_bias_count = 1;
+    assert_status_names(NULL, pfx_scheduler_submit(s, &bad, NULL), PFX_ERROR_OUT_OF_RANGE,
+                        "logit_bias[0].token");
+    bad = request(0, 1, NEW, &sn[0]);
+    bad.on_logprobs = on_logprobs;
+    bad.top_logprobs = PFX_TOP_LOGPROBS_MAX + 1;
+    assert_status_names(NULL, pfx_scheduler_submit(s, &bad, NULL), PFX_ERROR_OUT_OF_RANGE,
+                        "top_logprobs");
+    pfx_scheduler_destroy(&s);
+    for (int k = 0; k < 8; k++)
+        seen_free(&sn[k]);
+    close_world(&w);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -558,9 +654,10 @@ int main(int argc, char **argv)
     }
     g_fixtures = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_arguments),         cmocka_unit_test(test_concurrent_equals_alone),
-        cmocka_unit_test(test_busy_cancel_stop),  cmocka_unit_test(test_different_gains),
-        cmocka_unit_test(test_call_adds_adapter), cmocka_unit_test(test_positions),
+        cmocka_unit_test(test_arguments),          cmocka_unit_test(test_concurrent_equals_alone),
+        cmocka_unit_test(test_busy_cancel_stop),   cmocka_unit_test(test_different_gains),
+        cmocka_unit_test(test_call_adds_adapter),  cmocka_unit_test(test_positions),
+        cmocka_unit_test(test_processed_sampling),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }
