@@ -452,9 +452,7 @@ static void test_bad_adapters_and_steps(void **state)
     assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits), PFX_SUCCESS);
     assert_int_equal(pfx_kv_cache_len(w.cache, 0), 4);
     assert_int_equal(pfx_kv_cache_len(w.cache, 1), 3);
-    /* a prompt into a slot that holds tokens; another adapter for a slot */
-    assert_status_names(rt, pfx_serve_step_run(w.ctx, w.cache, w.bank, &st, logits),
-                        PFX_ERROR_UNSUPPORTED, "step.tokens");
+    /* another adapter for a slot */
     st.tokens = 1;
     lens[0] = lens[1] = 1;
     ad[1] = 1;
@@ -559,6 +557,28 @@ static void test_step_matches_model_and_gains(void **state)
     assert_int_equal(pfx_tensor_read(la, 0, 2 * V, a), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
     assert_true(pfx_test_rel_err(a, b, 2 * V) < TOL_SERVE_F32);
+    /* the same prompts in two steps, the second into slots that hold the
+     * first's rows (a prompt after reused rows), give the same logits */
+    int32_t first[2 * 5] = { 0 }, rest[2 * 4] = { 0 }, lens1[2] = { 5, 2 }, lens2[2] = { 4, 2 };
+    for (int t = 0; t < 5; t++)
+        first[t] = ids[t];
+    for (int t = 0; t < 2; t++) {
+        first[5 + t] = ids[9 + t];
+        rest[4 + t] = ids[11 + t];
+    }
+    for (int t = 0; t < 4; t++)
+        rest[t] = ids[5 + t];
+    assert_int_equal(pfx_kv_cache_reset(w.cache, 0), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_reset(w.cache, 1), PFX_SUCCESS);
+    pfx_serve_step s1 = { 2, 5, first, lens1, entry }, s2 = { 2, 4, rest, lens2, entry };
+    assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &s1, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_serve_step_run(w.ctx, w.cache, w.bank, &s2, lb), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_len(w.cache, 0), 9);
+    assert_int_equal(pfx_kv_cache_len(w.cache, 1), 4);
+    assert_int_equal(pfx_tensor_read(lb, 0, 2 * V, b), PFX_SUCCESS);
+    assert_true(pfx_test_rel_err(a, b, 2 * V) < TOL_SERVE_F32);
+    assert_int_equal(pfx_kv_cache_reset(w.cache, 0), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_reset(w.cache, 1), PFX_SUCCESS);
 
     /* a prefixcl file with gains beside a PEFT adapter of the same P */
     char dir[] = "/tmp/pfx-gen-XXXXXX", path[64];

@@ -125,8 +125,9 @@ PFX_API pfx_status pfx_kv_cache_layer(const pfx_kv_cache *cache, size_t layer,
 typedef struct pfx_serve_step {
     size_t batch;           /* slots 0 .. batch-1 take part (<= the cache's slots and
                               * the context's max_batch) */
-    size_t tokens;          /* N: new tokens per slot (<= the context's max_tokens); N > 1
-                              * only into empty slots (prefill) */
+    size_t tokens;          /* N: new tokens per slot (<= the context's max_tokens); a
+                              * slot that holds tokens takes several (a prompt after
+                              * reused rows) in a slower step, item by item */
     const int32_t *ids;     /* host [batch * N], right-padded */
     const int32_t *lens;    /* host [batch]: new tokens of each slot, 0..N (0: the slot
                               * idles); NULL: N for every slot */

@@ -68,6 +68,14 @@ typedef struct pfx_scheduler_params {
     size_t slots;   /* requests generating at once: >= 1 */
     size_t max_len; /* tokens of a request, prompt and new: 2..the model's positions */
     size_t queue;   /* requests waiting for a slot: >= 1 */
+    /* bytes of the prompt cache (0: none): the keys and values of prompts
+     * prefilled, per adapter; a new prompt that starts with a kept one
+     * reuses those rows and prefills only the rest (its slot then takes a
+     * slower step, item by item, and its logits may differ from a whole
+     * prefill's in the last bits, as a request's do from slot to slot). The
+     * least recently used prompt goes first; a pfx_scheduler_call empties
+     * it (the bank may have changed). */
+    size_t prompt_cache_bytes;
 } pfx_scheduler_params;
 
 typedef struct pfx_scheduler_stats {
@@ -77,6 +85,8 @@ typedef struct pfx_scheduler_stats {
     uint64_t occupied_slot_steps; /* sum over decode steps of the slots running */
     double step_seconds;          /* in steps, prefill and decode */
     uint64_t failed_steps;
+    uint64_t prompt_cache_hits;   /* requests that reused a kept prompt's rows */
+    uint64_t prompt_cache_tokens; /* the rows they reused (tokens not prefilled) */
 } pfx_scheduler_stats;
 
 /* A scheduler over model and bank (NULL: no adapters): its context

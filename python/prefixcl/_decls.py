@@ -238,11 +238,12 @@ STRUCTS = {
         const int32_t *prompt; size_t prompt_len; int32_t adapter; pfx_sampling sampling;
         uint64_t seed; pfx_sched_token_fn on_token; pfx_sched_done_fn on_done; void *user;
         pfx_sched_logprobs_fn on_logprobs; size_t top_logprobs;""",
-    "pfx_scheduler_params": "size_t slots; size_t max_len; size_t queue;",
+    "pfx_scheduler_params": "size_t slots; size_t max_len; size_t queue; size_t prompt_cache_bytes;",
     "pfx_scheduler_stats": """
         size_t queued; size_t running; size_t slots; uint64_t prefill_steps;
         uint64_t decode_steps; uint64_t prefill_tokens; uint64_t generated_tokens;
-        uint64_t occupied_slot_steps; double step_seconds; uint64_t failed_steps;""",
+        uint64_t occupied_slot_steps; double step_seconds; uint64_t failed_steps;
+        uint64_t prompt_cache_hits; uint64_t prompt_cache_tokens;""",
 }
 
 # Every function the package calls, as the headers declare it.

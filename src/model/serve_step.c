@@ -14,6 +14,7 @@
 typedef struct plan {
     size_t B, N, R;
     bool prefill;     /* every active slot is empty: attention over the fresh keys */
+    bool extend;      /* several tokens into a slot that holds some: item by item */
     int32_t *lens;    /* [B] new tokens */
     int32_t *pos0;    /* [B] position of each slot's first new token */
     int32_t *kv_lens; /* [B] cached + new (decode) */
@@ -118,12 +119,7 @@ static pfx_status check_step(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
         if (!len)
             continue;
         active++;
-        if (c->len[b] && N > 1)
-            return pfx_error(
-                rt, PFX_ERROR_UNSUPPORTED,
-                "%s: step.tokens %zu into slot %zu that holds %zu tokens (only empty slots take a "
-                "prompt)",
-                FN, N, b, c->len[b]);
+        p->extend |= c->len[b] && N > 1;
         const size_t P = e >= 0 ? bank->P : 0;
         if (c->len[b] + (size_t)len > c->max_len)
             return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE,
@@ -150,6 +146,8 @@ static pfx_status check_step(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
     }
     if (!active)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: every step.lens entry is 0", FN);
+    if (p->extend)
+        p->prefill = false;
     if (!same_gain) {
         /* adapters with different gains share the step: each item its own */
         p->item_mode = malloc(B * sizeof(pfx_gain_mode));
@@ -274,6 +272,81 @@ static void item_gains_of_layer(const pfx_model_shape *s, const pfx_adapter_bank
     d->item_dim_gain = p->item_dim_gain;
 }
 
+/* Copies rows [from, from + n) of a [*, width] float32 tensor into rows
+ * [to, to + n) of another. */
+static cl_int copy_rows(pfx_runtime *rt, const pfx_tensor *src, size_t from, pfx_tensor *dst,
+                        size_t to, size_t n, size_t width)
+{
+    const size_t row = width * sizeof(float);
+    return clEnqueueCopyBuffer(rt->queue, src->mem, dst->mem, from * row, to * row, n * row, 0,
+                               NULL, NULL);
+}
+
+/* The attention of an extend step, item by item: each slot's new queries
+ * against everything it holds (its rows copied out of the cache, its new
+ * ones already appended), causal from its first new position. */
+static pfx_status attend_items(pfx_context *cx, pfx_kv_cache *c, size_t l, const plan *p,
+                               pfx_attention_desc d, pfx_attention_inputs in)
+{
+    const pfx_model *m = cx->model;
+    pfx_runtime *rt = m->rt;
+    const pfx_model_shape *s = &m->cfg.shape;
+    const size_t H = s->heads, Hkv = s->kv_heads, D = s->head_dim, QD = H * D, KVD = Hkv * D;
+    size_t most = 0;
+    for (size_t b = 0; b < p->B; b++)
+        most = p->lens[b] && (size_t)p->kv_lens[b] > most ? (size_t)p->kv_lens[b] : most;
+    const size_t qs[4] = { 1, p->N, H, D }, ks[4] = { 1, most, Hkv, D };
+    pfx_tensor *q = NULL, *o = NULL, *k = NULL, *v = NULL;
+    pfx_status e = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, qs, &q);
+    if (e == PFX_SUCCESS)
+        e = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, qs, &o);
+    if (e == PFX_SUCCESS)
+        e = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, ks, &k);
+    if (e == PFX_SUCCESS)
+        e = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, ks, &v);
+    for (size_t b = 0; b < p->B && e == PFX_SUCCESS; b++) {
+        if (!p->lens[b])
+            continue;
+        const size_t n = (size_t)p->lens[b], M = (size_t)p->kv_lens[b];
+        cl_int err = copy_rows(rt, pfx_model_ws(cx, l, WS_Q), b * p->N, q, 0, n, QD);
+        if (err == CL_SUCCESS)
+            err = copy_rows(rt, c->keys[l], b * c->max_len, k, 0, M, KVD);
+        if (err == CL_SUCCESS)
+            err = copy_rows(rt, c->values[l], b * c->max_len, v, 0, M, KVD);
+        if (err != CL_SUCCESS) {
+            e = pfx_cl_error(rt, err, FN ": extend copies");
+            break;
+        }
+        pfx_attention_desc di = d;
+        di.batch = 1;
+        di.queries = n;
+        di.keys = M;
+        di.causal = true; /* query i sees keys up to M - n + i: its own position */
+        di.q_lens = NULL;
+        di.kv_lens = NULL;
+        if (p->item_mode) {
+            di.item_gain_mode = p->item_mode + b;
+            di.item_gain = p->item_gain + b * H;
+            di.item_dim_gain = p->item_dim_gain ? p->item_dim_gain + b * QD : NULL;
+        }
+        if (di.bank_index)
+            di.bank_index = p->entry + b;
+        pfx_tensor qv = pfx_tensor_view(q, 4, 1, n, H, D), ov = pfx_tensor_view(o, 4, 1, n, H, D);
+        pfx_tensor kv = pfx_tensor_view(k, 4, 1, M, Hkv, D),
+                   vv = pfx_tensor_view(v, 4, 1, M, Hkv, D);
+        pfx_attention_inputs ii = { &qv, &kv, &vv, in.prefix_k, in.prefix_v };
+        if ((e = pfx_attention_forward(rt, &di, &ii, &ov, NULL)) != PFX_SUCCESS)
+            break;
+        if ((err = copy_rows(rt, o, 0, pfx_model_ws(cx, l, WS_O), b * p->N, n, QD)) != CL_SUCCESS)
+            e = pfx_cl_error(rt, err, FN ": extend copies");
+    }
+    pfx_tensor_destroy(&q);
+    pfx_tensor_destroy(&o);
+    pfx_tensor_destroy(&k);
+    pfx_tensor_destroy(&v);
+    return e;
+}
+
 static pfx_status attend(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_t l,
                          const plan *p)
 {
@@ -322,6 +395,8 @@ static pfx_status attend(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter_ban
         in.prefix_k = bank->keys[l];
         in.prefix_v = bank->values[l];
     }
+    if (p->extend)
+        return attend_items(cx, c, l, p, d, in);
     return pfx_attention_forward(m->rt, &d, &in, &o, NULL);
 }
 

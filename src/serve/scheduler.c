@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "prefixcl/scheduler.h"
+#include "prompt_cache.h"
 #include "serve_internal.h"
 
 typedef struct job {
@@ -37,6 +38,7 @@ struct pfx_scheduler {
     pfx_context *ctx; /* the steps' workspace: slots x max_len */
     const pfx_adapter_bank *bank;
     pfx_kv_cache *cache;
+    prompt_cache *pc; /* NULL: none */
     pfx_tensor *
         *logits; /* [slots]: logits[B - 1] is [B, vocab] (a step's shape), made when needed */
     size_t slots, max_len, vocab, positions;
@@ -44,6 +46,7 @@ struct pfx_scheduler {
     float *host;                 /* [slots, vocab] */
     int32_t *ids, *lens, *adapter;
     bool *fresh, *cancel; /* [slots]: the worker's marks of one round */
+    size_t *reused;       /* [slots]: a newcomer's rows from the prompt cache */
     pthread_mutex_t mu;
     pthread_cond_t wake;
     pthread_cond_t called; /* a call is done */
@@ -65,6 +68,7 @@ static void free_scheduler(pfx_scheduler *s)
     for (size_t b = 0; s->logits && b < s->slots; b++)
         pfx_tensor_destroy(&s->logits[b]);
     free(s->logits);
+    prompt_cache_destroy(&s->pc);
     pfx_kv_cache_destroy(&s->cache);
     pfx_context_destroy(&s->ctx);
     free(s->host);
@@ -73,6 +77,7 @@ static void free_scheduler(pfx_scheduler *s)
     free(s->adapter);
     free(s->fresh);
     free(s->cancel);
+    free(s->reused);
     free(s->queue);
     free(s->slot);
     free(s);
@@ -121,18 +126,22 @@ pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
     s->adapter = calloc(n, sizeof(int32_t));
     s->fresh = calloc(n, sizeof(bool));
     s->cancel = calloc(n, sizeof(bool));
+    s->reused = calloc(n, sizeof(size_t));
     s->queue = calloc(p->queue, sizeof(job *));
     s->slot = calloc(n, sizeof(job *));
     s->logits = calloc(n, sizeof(pfx_tensor *));
     pfx_status st = PFX_SUCCESS;
-    if (!s->host || !s->ids || !s->lens || !s->adapter || !s->fresh || !s->cancel || !s->queue ||
-        !s->slot || !s->logits)
+    if (!s->host || !s->ids || !s->lens || !s->adapter || !s->fresh || !s->cancel || !s->reused ||
+        !s->queue || !s->slot || !s->logits)
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
     pfx_context_params cp = { .max_batch = n, .max_tokens = p->max_len };
     if (st == PFX_SUCCESS)
         st = pfx_context_create(model, &cp, &s->ctx);
     if (st == PFX_SUCCESS)
         st = pfx_kv_cache_create(model, n, p->max_len, &s->cache);
+    if (st == PFX_SUCCESS && p->prompt_cache_bytes &&
+        !(s->pc = prompt_cache_create(model, p->prompt_cache_bytes)))
+        st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
     if (st == PFX_SUCCESS && pthread_mutex_init(&s->mu, NULL) != 0)
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: cannot make a mutex", fn);
     if (st == PFX_SUCCESS && pthread_cond_init(&s->wake, NULL) != 0) {
@@ -395,6 +404,11 @@ static void run_step(pfx_scheduler *s, size_t batch, size_t tokens, bool prefill
     s->stats.failed_steps += st != PFX_SUCCESS;
     s->stats.generated_tokens += st == PFX_SUCCESS ? active : 0;
     pthread_mutex_unlock(&s->mu);
+    if (st == PFX_SUCCESS && prefill) /* kept before a slot that ends frees its rows */
+        for (size_t b = 0; b < batch; b++)
+            if (s->fresh[b] && s->lens[b])
+                prompt_cache_save(s->pc, s->cache, b, s->slot[b]->r.adapter, s->slot[b]->prompt,
+                                  s->slot[b]->r.prompt_len);
     if (st != PFX_SUCCESS) {
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", pfx_last_error(s->rt));
@@ -444,6 +458,7 @@ static void run_calls(pfx_scheduler *s)
         s->calls = c->next;
         pthread_mutex_unlock(&s->mu);
         const pfx_status st = c->fn(c->user);
+        prompt_cache_clear(s->pc); /* the bank's entries may be others now */
         pthread_mutex_lock(&s->mu);
         s->adapters = s->bank ? pfx_adapter_bank_count(s->bank) : 0;
         s->prefix_len = s->bank ? pfx_adapter_bank_prefix_len(s->bank) : 0;
@@ -498,15 +513,31 @@ static void *worker_main(void *arg)
                 finish(s, b, PFX_FINISH_CANCELLED, NULL);
         size_t batch = used_slots(s);
         if (longest) {
-            /* the newcomers' prompts, the running slots idle */
-            memset(s->ids, 0, batch * longest * sizeof(int32_t));
+            /* the newcomers' prompts after the rows they reuse, the running slots idle */
+            size_t *reused = s->reused, hits = 0, rows = 0, rest = 0;
             for (size_t b = 0; b < batch; b++) {
                 const job *j = s->slot[b];
-                s->lens[b] = s->fresh[b] ? (int32_t)j->r.prompt_len : 0;
-                if (s->fresh[b])
-                    memcpy(s->ids + b * longest, j->r.prompt, j->r.prompt_len * sizeof(int32_t));
+                reused[b] = s->fresh[b] ? prompt_cache_restore(s->pc, s->cache, b, j->r.adapter,
+                                                               j->prompt, j->r.prompt_len)
+                                        : 0;
+                hits += reused[b] > 0;
+                rows += reused[b];
+                if (s->fresh[b] && j->r.prompt_len - reused[b] > rest)
+                    rest = j->r.prompt_len - reused[b];
             }
-            run_step(s, batch, longest, true);
+            memset(s->ids, 0, batch * rest * sizeof(int32_t));
+            for (size_t b = 0; b < batch; b++) {
+                const job *j = s->slot[b];
+                s->lens[b] = s->fresh[b] ? (int32_t)(j->r.prompt_len - reused[b]) : 0;
+                if (s->fresh[b])
+                    memcpy(s->ids + b * rest, j->prompt + reused[b],
+                           (j->r.prompt_len - reused[b]) * sizeof(int32_t));
+            }
+            pthread_mutex_lock(&s->mu);
+            s->stats.prompt_cache_hits += hits;
+            s->stats.prompt_cache_tokens += rows;
+            pthread_mutex_unlock(&s->mu);
+            run_step(s, batch, rest, true);
             batch = used_slots(s);
         }
         /* one token for every running slot */

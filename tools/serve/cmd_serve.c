@@ -42,7 +42,7 @@ int cmd_serve(int argc, char **argv)
     const char *model = NULL, *device = NULL, *host = "127.0.0.1",
                *adapter_args[SERVE_MAX_ADAPTERS];
     uint64_t port = 8000, slots = 4, max_len = 0, queue = 64, request_timeout = 10,
-             max_connections = 256, client_connections = 64;
+             max_connections = 256, client_connections = 64, prompt_cache = 0;
     static char base[256];
     bool admin = false;
     int storage = PFX_DTYPE_F32;
@@ -66,6 +66,10 @@ int cmd_serve(int argc, char **argv)
           "the model's positions less the prefix, at most 512" },
         { "--queue", CLI_U64, &queue, 1, 1 << 16, NULL, NULL, "N",
           "requests waiting for a slot before 503", "64" },
+        { "--prompt-cache", CLI_U64, &prompt_cache, 0, 1 << 20, NULL, NULL, "MIB",
+          "MiB of prompt keys and values kept per adapter: a prompt that starts with a kept one "
+          "prefills only the rest (0: none)",
+          "0" },
         { "--request-timeout", CLI_U64, &request_timeout, 1, 3600, NULL, NULL, "S",
           "seconds a connection has to send a whole request (headers and body), from its start "
           "or its last answer, before it is closed",
@@ -144,7 +148,7 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "prefixcl serve: /v1/chat/completions will answer 500: %s\n", srv.chat.why);
     srv.stop_count = serve_default_stops(&srv.ctx, srv.stop, PFX_SCHEDULER_MAX_STOPS);
     char why[512];
-    const pfx_scheduler_params sp = { slots, max_len, queue };
+    const pfx_scheduler_params sp = { slots, max_len, queue, (size_t)prompt_cache << 20 };
     if (pfx_scheduler_create(srv.ctx.model, srv.ctx.bank, &sp, &srv.sched) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl serve: %s\n", pfx_last_error(srv.ctx.rt));
         goto out;

@@ -111,6 +111,14 @@ char *metrics_render(metrics *m, const pfx_scheduler_stats *st)
         st->step_seconds, (unsigned long long)(st->prefill_steps + st->decode_steps),
         (unsigned long long)st->prefill_steps, (unsigned long long)st->decode_steps,
         (unsigned long long)st->failed_steps);
+    add(&t,
+        "# HELP prefixcl_prompt_cache_hits_total Requests that reused a kept prompt's keys and "
+        "values.\n# TYPE prefixcl_prompt_cache_hits_total counter\n"
+        "prefixcl_prompt_cache_hits_total %llu\n"
+        "# HELP prefixcl_prompt_cache_tokens_total Prompt tokens reused from the prompt cache "
+        "(not prefilled).\n# TYPE prefixcl_prompt_cache_tokens_total counter\n"
+        "prefixcl_prompt_cache_tokens_total %llu\n",
+        (unsigned long long)st->prompt_cache_hits, (unsigned long long)st->prompt_cache_tokens);
     if (t.failed) {
         free(t.s);
         return NULL;
