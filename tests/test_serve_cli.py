@@ -307,6 +307,27 @@ def openai_fields(srv, expect):
         sys.exit("access log:\n%s" % log[-3000:])
 
 
+def prompt_cache(exe, model, expect, adapters):
+    """--prompt-cache: a prompt that starts with a kept one of the same
+    adapter reuses its rows (counted in /metrics) and answers the text of
+    generate alone; another adapter's prompt reuses nothing."""
+    srv = Server(exe, ["--model", model, "--api-key", KEY, "--prompt-cache", "4"]
+                 + sum((["--adapter", "%s=%s" % a] for a in adapters[1:3]), []))
+    prompt = PROMPTS[0]
+    for name, text, reuse in [("a1", prompt[:-4], False), ("a1", prompt, True), ("a2", prompt, False),
+                              ("a2", prompt, True)]:
+        before = srv.get("/metrics")[1].decode()
+        status, o, _ = srv.complete({"model": name, "prompt": text, "max_tokens": NEW, "temperature": 0})
+        after = srv.get("/metrics")[1].decode()
+        rows = [int(re.search(r"^prefixcl_prompt_cache_tokens_total (\d+)", m, re.M).group(1))
+                for m in (before, after)]
+        if status != 200 or (text == prompt and o["choices"][0]["text"] != expect[(name, prompt)][0]) or \
+                (rows[1] > rows[0]) != reuse:
+            sys.exit("prompt cache, %s %r: %d %r (generate alone %r), reused %r" %
+                     (name, text, status, o, expect[(name, prompt)][0], rows))
+    srv.stop()
+
+
 def admin(srv, expect, adapters):
     """An adapter added while serving answers as generate with it; deleted, its name is unknown."""
     path = adapters[2][1]
@@ -714,6 +735,7 @@ def main():
     if occupancy <= 0.25:
         sys.exit("the concurrent requests never shared a step: occupancy %.3f" % occupancy)
     srv.stop()
+    prompt_cache(exe, model, expect, adapters)
     busy(exe, model)
     slow_clients(exe, model)
     chat(exe, model)
