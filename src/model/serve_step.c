@@ -1,8 +1,10 @@
 /* One serving step: embeddings at each slot's own positions, the blocks of
  * block.c around an attention that reads the slot's cached keys (decode:
  * one query per slot, keys = the cache, split-K decode path) or the fresh
- * keys of a prompt (prefill into empty slots), the new keys and values
- * appended to the cache, and the next-token logits of every slot. */
+ * keys of a prompt (prefill into empty slots; several tokens into a slot
+ * that holds some: slot by slot, causal over its cached keys and its new
+ * ones), the new keys and values appended to the cache, and the next-token
+ * logits of every slot. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
