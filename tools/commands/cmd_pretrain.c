@@ -151,7 +151,7 @@ int cmd_pretrain(int argc, char **argv)
         { "--min-lr-ratio", CLI_FLOAT, &c.min_lr_ratio, 0, 1, NULL, NULL, "X", "the cosine's floor",
           "0.1" },
         { "--freeze", CLI_TEXT, &c.freeze, 0, 0, NULL, NULL, "LIST",
-          "comma-separated parts of weight names to keep frozen", NULL },
+          "comma-separated parts of weight names to keep frozen (each in some name)", NULL },
         { "--eval-every", CLI_SIZE, &c.eval_every, 1, 1e9, NULL, NULL, "N",
           "also evaluate every N steps", NULL },
         { "--eval-blocks", CLI_SIZE, &c.eval_blocks, 1, 1e9, NULL, NULL, "N",
