@@ -28,7 +28,8 @@
  * model.safetensors (pfx_model_save: a folder transformers loads; it does
  * not apply the gains), gains.safetensors with a gain (the gains file of
  * io.h: "gains" [L, H] and/or "dim_gains" [L, H, D], metadata gain_mode,
- * structured and the last gain_ramp), loss.csv (step, loss, gradient norm, evaluation loss
+ * structured and the last gain_ramp; a run without a gain removes an
+ * earlier run's when it writes the model), loss.csv (step, loss, gradient norm, evaluation loss
  * where measured) and checkpoint.safetensors: every trained tensor's value
  * and AdamW moments and step, the data position, the curves so far and the
  * options; resume continues from it bit for bit. A stop (stop_flag or

@@ -92,6 +92,10 @@ typedef struct pfx_atomic_file {
 } pfx_atomic_file;
 
 pfx_status pfx_atomic_begin(pfx_runtime *rt, const char *path, pfx_atomic_file *af);
+/* Removes dir/name when it is there: an earlier run's output that this run
+ * does not write, which a reader of the folder would take for this run's.
+ * PFX_ERROR_IO naming it (after `who: `) when it cannot be removed. */
+pfx_status pfx_remove_stale(pfx_runtime *rt, const char *who, const char *dir, const char *name);
 /* Writes n bytes; PFX_ERROR_IO on a short write. */
 pfx_status pfx_atomic_write(pfx_runtime *rt, pfx_atomic_file *af, const void *data, size_t n);
 /* Flushes, syncs, closes and renames over the destination. On failure the
