@@ -123,6 +123,17 @@ def main():
         _, err = run(exe, ["pretrain", "--config", cfg, "--data", data, "--out", cfg], code=2)
         if "--out" not in err:
             sys.exit("--out naming a file: %r" % err)
+        # a FIFO as --config (copied into --out) or --data: refused at once, not read
+        fifo = os.path.join(tmp, "fifo.json")
+        os.mkfifo(fifo)
+        _, err = run(exe, ["pretrain", "--config", fifo, "--data", data, "--out", os.path.join(tmp, "f1")], code=2,
+                     timeout=20)
+        if "--config: not a regular file: " + fifo not in err:
+            sys.exit("a FIFO as --config: %r" % err)
+        _, err = run(exe, ["pretrain", "--config", cfg, "--tokenizer", demo, "--data", fifo, "--out",
+                           os.path.join(tmp, "f2")], code=1, timeout=20)
+        if "not a regular file: " + fifo not in err:
+            sys.exit("a FIFO as --data: %r" % err)
 
         # gains on two heads only: the others stay 0 in gains.safetensors
         heads = os.path.join(tmp, "heads")

@@ -20,6 +20,9 @@ bool pfx_utf8_valid(const unsigned char *s, size_t n);
  * byte) and its code point in *cp (0xFFFFFFFF when invalid). */
 size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 
+/* pfx_input_open recording its error for rt. */
+pfx_status pfx_input_open_rt(pfx_runtime *rt, const char *path, FILE **out);
+
 /* Reads a whole file of at most `max_bytes` into a malloc'ed buffer with a
  * NUL after the last byte. PFX_ERROR_IO (cannot open/read, not a regular
  * file) or PFX_ERROR_OUT_OF_RANGE (larger than max_bytes), recorded for rt. */

@@ -73,10 +73,14 @@ static const char *config_folder(const char *path, const char *out, char *buf, s
         snprintf(buf, cap, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
         return buf;
     }
-    FILE *in = fopen(path, "rb");
+    FILE *in;
+    if (pfx_input_open(path, &in) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl pretrain: --config: %s\n", pfx_last_error(NULL));
+        return NULL;
+    }
     snprintf(buf, cap, "%s/config.json", out);
     pfx_output_file *f = NULL;
-    if (!in || pfx_output_open(buf, &f) != PFX_SUCCESS) {
+    if (pfx_output_open(buf, &f) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl pretrain: --config %s: cannot copy it to %s\n", path, buf);
         if (in)
             fclose(in);
