@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -121,6 +122,15 @@ def main():
         _, err = run(exe, ["experiment", "gain", "--corpus", os.path.join(tmp, "none"), "--out", out], code=2)
         if "--corpus" not in err:
             sys.exit("a missing corpus: %r" % err)
+        # a corpus file that is a FIFO: refused at once, not read
+        fifo_corpus = os.path.join(tmp, "fifo-corpus")
+        os.mkdir(fifo_corpus)
+        for name in ("valid.txt", "valid_labels.tsv"):
+            shutil.copy(os.path.join(corpus, name), fifo_corpus)
+        os.mkfifo(os.path.join(fifo_corpus, "train.txt"))
+        _, err = run(exe, ["experiment", "gain", "--corpus", fifo_corpus, "--out", out], code=2, timeout=20)
+        if "not a regular file: " + os.path.join(fifo_corpus, "train.txt") not in err:
+            sys.exit("a FIFO in the corpus: %r" % err)
         _, err = run(exe, ["experiment", "other"], code=2)
         if "gain" not in err:
             sys.exit("an unknown experiment: %r" % err)

@@ -632,6 +632,11 @@ static void test_bad_inputs(void **state)
     REFUSED(PFX_ERROR_OUT_OF_RANGE, "block");
     c.freeze = "h.,wte,wpe,ln_f";
     REFUSED(PFX_ERROR_INVALID_ARGUMENT, "freeze");
+    /* a part in no weight's name (a typo) is refused, not ignored */
+    c.freeze = "wte,,h.0.atn";
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "config.freeze: 'h.0.atn' is in no weight's name");
+    c.freeze = "h.0.atn";
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "weights are named as transformer.wte.weight, ");
     /* gain heads: without a gain or none, then against the model's 2 layers of
      * 4 heads once it is loaded */
     const pfx_layer_head one[] = { { 0, 2 } }, beyond_layer[] = { { 0, 2 }, { 2, 0 } },

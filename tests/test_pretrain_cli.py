@@ -2,7 +2,8 @@
 """`prefixcl pretrain` as a user types it, on a tiny GPT-2 config and the
 demonstration's tokenizer and corpus (data/demo): a run with a linear gain
 writes the Hugging Face folder, the gains, the curve and the pictures and
-lowers the evaluation loss; the folder fine-tunes again (--model); a run
+lowers the evaluation loss; the folder fine-tunes again (--model), a run
+without a gain removing an earlier run's gains and gain pictures; a run
 stopped by SIGINT at a step boundary leaves a checkpoint that --resume
 finishes with the same curve as an uninterrupted run; --gain-heads trains
 the gains of the heads it names only; bad options and inputs are named.
@@ -65,11 +66,20 @@ def main():
         if pictures and not all(os.path.exists(os.path.join(out, p)) for p in ("loss.png", "gains.png", "gains_steps.png")):
             sys.exit("pictures missing: %r" % stdout)
 
-        # full fine-tuning of the folder just written
+        # full fine-tuning of the folder just written, without a gain, into a
+        # folder that holds an earlier gain run's outputs: they go
         tuned = os.path.join(tmp, "tuned")
+        os.mkdir(tuned)
+        stale = ("gains.safetensors", "gains.png", "gains_steps.png")
+        for name in stale:
+            with open(os.path.join(tuned, name), "wb") as f:
+                f.write(b"an earlier run's")
         run(exe, ["pretrain", "--model", out, "--out", tuned, "--steps", "2"] + common)
         if not os.path.exists(os.path.join(tuned, "model.safetensors")):
             sys.exit("fine-tuning wrote no model")
+        left = [name for name in stale if os.path.exists(os.path.join(tuned, name))]
+        if left:
+            sys.exit("a run without a gain left an earlier run's %s" % left)
 
         # stopped by SIGINT, resumed: the curve of an uninterrupted run
         straight, stopped = os.path.join(tmp, "straight"), os.path.join(tmp, "stopped")
@@ -113,6 +123,17 @@ def main():
         _, err = run(exe, ["pretrain", "--config", cfg, "--data", data, "--out", cfg], code=2)
         if "--out" not in err:
             sys.exit("--out naming a file: %r" % err)
+        # a FIFO as --config (copied into --out) or --data: refused at once, not read
+        fifo = os.path.join(tmp, "fifo.json")
+        os.mkfifo(fifo)
+        _, err = run(exe, ["pretrain", "--config", fifo, "--data", data, "--out", os.path.join(tmp, "f1")], code=2,
+                     timeout=20)
+        if "--config: not a regular file: " + fifo not in err:
+            sys.exit("a FIFO as --config: %r" % err)
+        _, err = run(exe, ["pretrain", "--config", cfg, "--tokenizer", demo, "--data", fifo, "--out",
+                           os.path.join(tmp, "f2")], code=1, timeout=20)
+        if "not a regular file: " + fifo not in err:
+            sys.exit("a FIFO as --data: %r" % err)
 
         # gains on two heads only: the others stay 0 in gains.safetensors
         heads = os.path.join(tmp, "heads")

@@ -4,7 +4,8 @@
 tokens (as tokenizer(text) gives them) and their pieces (the vocabulary's
 strings, as convert_ids_to_tokens gives them; control bytes escaped, one
 line per token), --no-special, --ids, --file with --count, and the messages
-of a folder without a tokenizer and of missing options.
+of a folder without a tokenizer, of missing options and of a --file that is
+not a regular file.
 
 usage: test_tokenize_cli.py PREFIXCL TOKENIZER_FIXTURES_DIR   (standard library only)
 """
@@ -76,8 +77,15 @@ def main():
         if "--text or --file" not in err:
             sys.exit("no text: %r" % err)
         _, err = run(exe, ["tokenize", "--model", os.path.join(fix, "gpt2"), "--file", os.path.join(tmp, "none")], 1)
-        if "cannot read --file" not in err:
+        if "--file: cannot open" not in err:
             sys.exit("a missing file: %r" % err)
+        # a FIFO (a read would wait for a writer) and a device (a read would never end)
+        fifo = os.path.join(tmp, "fifo")
+        os.mkfifo(fifo)
+        for path in (fifo, "/dev/zero"):
+            _, err = run(exe, ["tokenize", "--model", os.path.join(fix, "gpt2"), "--file", path], 1, timeout=20)
+            if "--file: not a regular file: " + path not in err:
+                sys.exit("--file %s: %r" % (path, err))
     print("ok")
 
 

@@ -3,7 +3,8 @@
 change, as a user runs the commands on the committed tiny GPT-2 (64
 positions, tests/fixtures/generate/gpt2): `prefixcl tune` with the default
 --max-length (128) and prefix (20) caps the length at 44 and says so once,
-then trains; the adapter it writes serves generate; a --max-length given
+then trains, removing an earlier gain run's gains from the folder; the
+adapter it writes serves generate; a --max-length given
 that does not fit, a --prefix-len that leaves no room, eval's long
 --max-length (capped, said once), generate's --max-new-tokens and attn-map's
 long --ids are named in their messages (tune's, the job's: the
@@ -27,8 +28,15 @@ def main():
             for i in range(30):
                 f.write("the quick brown fox jumps over the lazy dog, number %d\n" % i)
         out_dir = os.path.join(tmp, "out")
+        # an earlier gain run's outputs in the folder: a run without a gain removes them
+        os.mkdir(out_dir)
+        for name in ("gains.safetensors", "gains.png"):
+            with open(os.path.join(out_dir, name), "wb") as f:
+                f.write(b"an earlier run's")
         tune = ["tune", "--model", model, "--data", data, "--out", out_dir, "--steps", "2"]
         out, err = run(exe, tune)
+        if any(os.path.exists(os.path.join(out_dir, n)) for n in ("gains.safetensors", "gains.png")):
+            sys.exit("tune without a gain left an earlier run's gains")
         notes = [l for l in err.splitlines() if "capped" in l]
         if len(notes) != 1 or "--max-length 128 (the default) capped at 44" not in notes[0] or "--prefix-len" not in notes[0] \
                 or "64 positions" not in notes[0]:

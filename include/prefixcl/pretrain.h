@@ -28,7 +28,8 @@
  * model.safetensors (pfx_model_save: a folder transformers loads; it does
  * not apply the gains), gains.safetensors with a gain (the gains file of
  * io.h: "gains" [L, H] and/or "dim_gains" [L, H, D], metadata gain_mode,
- * structured and the last gain_ramp), loss.csv (step, loss, gradient norm, evaluation loss
+ * structured and the last gain_ramp; a run without a gain removes an
+ * earlier run's when it writes the model), loss.csv (step, loss, gradient norm, evaluation loss
  * where measured) and checkpoint.safetensors: every trained tensor's value
  * and AdamW moments and step, the data position, the curves so far and the
  * options; resume continues from it bit for bit. A stop (stop_flag or
@@ -39,12 +40,12 @@
  * unreadable file (PFX_ERROR_IO), an out_dir that is not a folder
  * (PFX_ERROR_IO), a bad option (PFX_ERROR_INVALID_ARGUMENT naming the field),
  * data that fills no block or leaves nothing to hold out
- * (PFX_ERROR_OUT_OF_RANGE), a freeze list that leaves nothing to train
- * (PFX_ERROR_INVALID_ARGUMENT), gain heads beyond the model's layers or
- * heads (PFX_ERROR_INVALID_ARGUMENT), token ids beyond the model's vocabulary
- * (PFX_ERROR_INVALID_SHAPE), a checkpoint written with other options
- * (PFX_ERROR_INVALID_ARGUMENT naming the option); the message is in
- * pfx_last_error(rt).
+ * (PFX_ERROR_OUT_OF_RANGE), a freeze list that leaves nothing to train or
+ * holds a part that is in no weight's name (PFX_ERROR_INVALID_ARGUMENT),
+ * gain heads beyond the model's layers or heads (PFX_ERROR_INVALID_ARGUMENT),
+ * token ids beyond the model's vocabulary (PFX_ERROR_INVALID_SHAPE), a
+ * checkpoint written with other options (PFX_ERROR_INVALID_ARGUMENT naming
+ * the option); the message is in pfx_last_error(rt).
  */
 #ifndef PREFIXCL_PRETRAIN_H
 #define PREFIXCL_PRETRAIN_H
@@ -101,7 +102,8 @@ typedef struct pfx_pretrain_config {
                                 * one is refused (every head selected is the same as NULL). */
     size_t gain_head_count;
     const char *freeze;      /* comma-separated name parts: weights whose name
-                                * contains one stay frozen; NULL: none */
+                                * contains one stay frozen (each part must be in
+                                * some weight's name); NULL: none */
     size_t eval_every;       /* also evaluate every N steps; 0: before and after */
     size_t eval_blocks;      /* blocks an evaluation reads; 0: all */
     size_t checkpoint_every; /* also write the checkpoint every N steps */

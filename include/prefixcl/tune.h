@@ -26,7 +26,8 @@
  * (PeftModel.from_pretrained(base, out_dir) and pfx_adapter_bank_add read
  * it), gains.safetensors beside it with a gain (the gains file of io.h, as
  * pretraining writes it: "gains" [L, H], gain_mode, structured false, the
- * last gain_ramp; PEFT has no place for gains), loss.csv (step, loss, gradient norm)
+ * last gain_ramp; PEFT has no place for gains; a run without a gain removes
+ * an earlier run's), loss.csv (step, loss, gradient norm)
  * and checkpoint.safetensors: every trained tensor's value and AdamW moments
  * and step, the data position (the data order is a function of the seed and
  * the epoch, so the position is the whole random state), the curve so far,

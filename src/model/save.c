@@ -83,21 +83,6 @@ static pfx_status write_index(pfx_runtime *rt, const char *path, const save_item
     return st;
 }
 
-/* Removes dir/name when it exists (the other layout of an earlier save,
- * which a loader would otherwise prefer or mix in). */
-static pfx_status remove_stale(pfx_runtime *rt, const char *dir, const char *name)
-{
-    char *path = pfx_join_path(dir, name);
-    if (!path)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model_save: host memory");
-    pfx_status st = PFX_SUCCESS;
-    if (unlink(path) != 0 && errno != ENOENT)
-        st = pfx_error(rt, PFX_ERROR_IO, "model_save: cannot remove the stale '%s': %s", path,
-                       strerror(errno));
-    free(path);
-    return st;
-}
-
 static pfx_status write_shards(pfx_model *m, const char *dir, save_item *items, size_t count,
                                size_t max_bytes)
 {
@@ -143,7 +128,8 @@ static pfx_status write_shards(pfx_model *m, const char *dir, save_item *items, 
         free(path);
     }
     if (st == PFX_SUCCESS)
-        st = remove_stale(rt, dir, shards > 1 ? SINGLE_NAME : INDEX_NAME);
+        /* the other layout of an earlier save, which a loader would prefer or mix in */
+        st = pfx_remove_stale(rt, "model_save", dir, shards > 1 ? SINGLE_NAME : INDEX_NAME);
     free(nt);
     free(shard_of);
     return st;

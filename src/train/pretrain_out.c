@@ -1,4 +1,6 @@
-/* The full-training job's outputs: checkpoint, loss curve, model, gains. */
+/* The full-training job's outputs: checkpoint, loss curve, model, gains
+ * (removed after a run without them: an earlier run's in the folder would
+ * pass for the new model's). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,5 +65,7 @@ pfx_status pfx_pretrain_write_outputs(pfx_pretrain_job *j, const pfx_pretrain_re
         st = pfx_model_save(j->model, j->cfg->out_dir, NULL);
     if (st == PFX_SUCCESS && model && j->any_gain)
         st = write_gains(j);
+    else if (st == PFX_SUCCESS && model) /* an earlier gain run's would pass for this model's */
+        st = pfx_remove_stale(j->rt, "pretrain", j->cfg->out_dir, PFX_GAINS_FILE);
     return st;
 }

@@ -11,20 +11,68 @@
 
 /* ---- model, gradients, optimizer ---- */
 
-/* Whether weight `name` matches a comma-separated part of `freeze`. */
-static bool frozen(const char *freeze, const char *name)
+/* The next comma-separated part of a freeze list at *p (moved past it);
+ * false after the last. Empty parts are skipped. */
+static bool next_part(const char **p, const char **part, size_t *n)
 {
-    for (const char *p = freeze; p && *p;) {
-        const char *end = strchr(p, ',');
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n) {
-            for (const char *s = name; *s; s++)
-                if (strncmp(s, p, n) == 0)
-                    return true;
-        }
-        p = end ? end + 1 : NULL;
+    while (*p && **p) {
+        const char *end = strchr(*p, ',');
+        *part = *p;
+        *n = end ? (size_t)(end - *p) : strlen(*p);
+        *p = end ? end + 1 : NULL;
+        if (*n)
+            return true;
     }
     return false;
+}
+
+static bool contains(const char *name, const char *part, size_t n)
+{
+    return memmem(name, strlen(name), part, n) != NULL;
+}
+
+/* Whether weight `name` contains a part of `freeze`. */
+static bool frozen(const char *freeze, const char *name)
+{
+    const char *part;
+    size_t n;
+    for (const char *p = freeze; next_part(&p, &part, &n);)
+        if (contains(name, part, n))
+            return true;
+    return false;
+}
+
+/* Every part of `freeze` must be in some weight's name: a part in none (a
+ * typo) would train what was meant to stay frozen. The refusal names the
+ * part and the first weights' names. */
+static pfx_status check_freeze(pfx_pretrain_job *j, const char *freeze)
+{
+    const char *part;
+    size_t n;
+    for (const char *p = freeze; next_part(&p, &part, &n);) {
+        pfx_model_weight_info info;
+        bool found = false;
+        for (size_t i = 0; i < j->weight_count && !found; i++) {
+            pfx_model_get_weight(j->model, i, &info);
+            found = contains(info.name, part, n);
+        }
+        if (found)
+            continue;
+        char names[512] = "";
+        size_t len = 0;
+        const size_t shown = j->weight_count < 4 ? j->weight_count : 4;
+        for (size_t i = 0; i < shown && len < sizeof(names); i++) {
+            pfx_model_get_weight(j->model, i, &info);
+            len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
+                                    info.name);
+        }
+        return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pretrain: config.freeze: '%.*s' is in no weight's name (the model's %zu "
+                         "weights are named as %s%s)",
+                         (int)(n < 200 ? n : 200), part, j->weight_count, names,
+                         j->weight_count > shown ? ", ..." : "");
+    }
+    return PFX_SUCCESS;
 }
 
 /* L gains of `shape` starting at 0, their gradients and a host copy. */
@@ -133,6 +181,8 @@ pfx_status pfx_pretrain_build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
     j->ids = malloc(c->batch * c->block * sizeof(int32_t));
     if (!j->dw || !j->params || !j->ids)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    if ((st = check_freeze(j, c->freeze)))
+        return st;
     const bool head = c->gain_mode != PFX_GAIN_OFF, dim = c->structured_gain;
     j->any_gain = head || dim;
     for (size_t i = 0; i < j->weight_count; i++) {

@@ -3,7 +3,7 @@
  * (adapter_config.json, adapter_model.safetensors) in the output folder
  * itself, so PeftModel.from_pretrained(base, OUT) loads it; gains.safetensors
  * beside it (prefixcl's own gains file, io.h, as pretraining writes it: PEFT
- * has no place for gains). */
+ * has no place for gains), removed after a run without gains. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +62,8 @@ pfx_status pfx_tune_out_write(pfx_tune_job *j, const pfx_tune_result *r, float r
     pfx_status st = pfx_peft_save_prefixes(j->rt, j->cfg->out_dir, j->pk, j->pv, j->L, &pp);
     if (st == PFX_SUCCESS && j->cfg->gain_mode != PFX_GAIN_OFF)
         st = write_gains(j, ramp);
+    else if (st == PFX_SUCCESS) /* an earlier gain run's would be loaded with this adapter */
+        st = pfx_remove_stale(j->rt, "tune", j->cfg->out_dir, PFX_TUNE_GAINS);
     if (st == PFX_SUCCESS)
         st = pfx_tune_out_curve(j, r);
     return st;

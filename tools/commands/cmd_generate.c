@@ -85,9 +85,9 @@ typedef struct text_line {
  * prompt, of any length; a line holding a NUL byte is refused. */
 static bool read_prompt_lines(const char *path, text_line **lines, size_t *n, size_t *cap)
 {
-    FILE *in = fopen(path, "r");
-    if (!in) {
-        fprintf(stderr, "prefixcl generate: --prompts %s: %s\n", path, strerror(errno));
+    FILE *in;
+    if (pfx_input_open(path, &in) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl generate: --prompts: %s\n", pfx_last_error(NULL));
         return false;
     }
     char *buf = NULL;
@@ -185,7 +185,11 @@ int cmd_generate(int argc, char **argv)
           NULL },
         { "--prompt", CLI_TEXTS, &text_list, 0, 0, NULL, NULL, "TEXT",
           "a prompt (needs the folder's tokenizer)", NULL },
-        { "--prompts", CLI_TEXTS, &file_list, 0, 0, NULL, NULL, "FILE", "one prompt a line", NULL },
+        { "--prompts", CLI_TEXTS, &file_list, 0, 0, NULL, NULL, "FILE",
+          "one prompt a line (a regular file; empty lines skipped), any number of lines: the file "
+          "is read whole, then its prompts (each with every adapter) run in order, up to 8 "
+          "requests at a time",
+          NULL },
         { "--prompt-ids", CLI_TEXTS, &id_list, 0, 0, NULL, NULL, "IDS",
           "a prompt as token ids (\"5 17 3\"), for folders without tokenizer", NULL },
         { "--max-new-tokens", CLI_U64, &max_new, 1, 1 << 20, NULL, NULL, "N",

@@ -73,10 +73,14 @@ static const char *config_folder(const char *path, const char *out, char *buf, s
         snprintf(buf, cap, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
         return buf;
     }
-    FILE *in = fopen(path, "rb");
+    FILE *in;
+    if (pfx_input_open(path, &in) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl pretrain: --config: %s\n", pfx_last_error(NULL));
+        return NULL;
+    }
     snprintf(buf, cap, "%s/config.json", out);
     pfx_output_file *f = NULL;
-    if (!in || pfx_output_open(buf, &f) != PFX_SUCCESS) {
+    if (pfx_output_open(buf, &f) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl pretrain: --config %s: cannot copy it to %s\n", path, buf);
         if (in)
             fclose(in);
@@ -151,7 +155,7 @@ int cmd_pretrain(int argc, char **argv)
         { "--min-lr-ratio", CLI_FLOAT, &c.min_lr_ratio, 0, 1, NULL, NULL, "X", "the cosine's floor",
           "0.1" },
         { "--freeze", CLI_TEXT, &c.freeze, 0, 0, NULL, NULL, "LIST",
-          "comma-separated parts of weight names to keep frozen", NULL },
+          "comma-separated parts of weight names to keep frozen (each in some name)", NULL },
         { "--eval-every", CLI_SIZE, &c.eval_every, 1, 1e9, NULL, NULL, "N",
           "also evaluate every N steps", NULL },
         { "--eval-blocks", CLI_SIZE, &c.eval_blocks, 1, 1e9, NULL, NULL, "N",

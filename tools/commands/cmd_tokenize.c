@@ -24,9 +24,9 @@ static const cli_doc doc = {
 /* The whole file, malloc'ed (NUL after the last byte). */
 static char *read_all(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "prefixcl tokenize: cannot read --file %s: %s\n", path, strerror(errno));
+    FILE *f;
+    if (pfx_input_open(path, &f) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl tokenize: --file: %s\n", pfx_last_error(NULL));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;

@@ -194,3 +194,14 @@ int tool_dist_failed(const char *command, pfx_status st)
     fprintf(stderr, "prefixcl %s: %s\n", command, pfx_last_error(NULL));
     return 1;
 }
+
+bool tool_remove_stale(const char *command, const char *dir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (unlink(path) == 0 || errno == ENOENT)
+        return true;
+    fprintf(stderr, "prefixcl %s: cannot remove the stale %s: %s\n", command, path,
+            strerror(errno));
+    return false;
+}

@@ -70,6 +70,11 @@ pfx_status tool_gpt2_small_random(pfx_runtime *rt, const pfx_model_params *param
 int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M,
                        char key_tag, char row_tag);
 
+/* Removes dir/name when it is there: an earlier run's output that this run
+ * does not write, which would pass for this run's. True, or false after
+ * "prefixcl COMMAND: cannot remove the stale PATH: why" on stderr. */
+bool tool_remove_stale(const char *command, const char *dir, const char *name);
+
 /* Seconds of CLOCK_MONOTONIC. */
 double tool_now_s(void);
 /* CPU seconds of the whole process (every thread: PoCL's workers too), which

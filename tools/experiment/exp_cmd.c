@@ -99,12 +99,14 @@ static char *join_args(int argc, char **argv)
     return s;
 }
 
+/* Whether path opens as a regular file (else pfx_last_error(NULL) says why). */
 static bool readable(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (f)
-        fclose(f);
-    return f != NULL;
+    FILE *f;
+    if (pfx_input_open(path, &f) != PFX_SUCCESS)
+        return false;
+    fclose(f);
+    return true;
 }
 
 static void state_free(exp_state *s)
@@ -241,10 +243,9 @@ int cmd_experiment(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         if (!readable(files[i])) {
             fprintf(stderr,
-                    "prefixcl experiment gain: --corpus %s: cannot read %s (make the corpus with "
-                    "python3 "
+                    "prefixcl experiment gain: --corpus %s: %s (make the corpus with python3 "
                     "tools/corpus/wordnet_corpus.py DIR)\n",
-                    o->corpus, files[i]);
+                    o->corpus, pfx_last_error(NULL));
             return 2;
         }
     static const char *const outputs[] = { "report.md",   "results.json",     "valid_loss.png",

@@ -28,9 +28,9 @@ static int encode_text(void *user, const char *text, size_t len, int32_t **ids, 
 /* The labelled documents of s->labels_path (labels.h), at most cap. */
 static int docs_read(exp_state *s, size_t cap, doc_set *d)
 {
-    FILE *f = fopen(s->labels_path, "r");
-    if (!f) {
-        fprintf(stderr, "prefixcl experiment gain: cannot read %s\n", s->labels_path);
+    FILE *f;
+    if (pfx_input_open(s->labels_path, &f) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl experiment gain: %s\n", pfx_last_error(NULL));
         return -1;
     }
     char err[1024];

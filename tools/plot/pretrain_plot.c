@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "chart.h"
+#include "common/tool_util.h"
 #include "loss_plot.h"
 #include "tune_plot.h"
 
@@ -89,5 +90,8 @@ int pretrain_plot_all(const char *dir, const pfx_pretrain_result *r, bool gains)
                              r->shape.layers, r->shape.heads);
     if (rc == CHART_OK && gains)
         rc = plot_gain_steps(in_dir(dir, "gains_steps.png", path, sizeof(path)), r);
+    if (!gains && (!tool_remove_stale("pretrain", dir, "gains.png") ||
+                   !tool_remove_stale("pretrain", dir, "gains_steps.png")))
+        rc = rc == CHART_OK ? CHART_ERR_IO : rc;
     return rc;
 }
