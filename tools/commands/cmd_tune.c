@@ -17,14 +17,11 @@
 
 #include "chart.h"
 #include "common/cli.h"
+#include "common/data_dir.h"
 #include "commands.h"
 #include "common/tool_util.h"
 #include "train/tune_demo.h"
 #include "plot/tune_plot.h"
-
-#ifndef PFX_DEMO_DIR
-#define PFX_DEMO_DIR "data/demo"
-#endif
 
 /* The demonstration: small enough for about two minutes on PoCL with two
  * cores (GPT-2 small forward and backward per step, kernels cached). */
@@ -170,7 +167,9 @@ int cmd_tune(int argc, char **argv)
     pfx_tune_config c;
     pfx_tune_default_config(&c);
     c.out_dir = "tune-out";
-    const char *demo_dir = PFX_DEMO_DIR, *device = NULL;
+    char demo_dir[4000]; /* room for "/train.txt" in demo_train */
+    tool_data_dir("demo", demo_dir, sizeof(demo_dir));
+    const char *device = NULL;
     bool quiet = false, resume = false;
     size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
     int gain = 0, storage = 0;

@@ -183,8 +183,18 @@ void tool_openblas_settings(char **argv)
         again = 1;
     if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0)
         again = 1;
-    if (again)
-        execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
+    if (!again)
+        return;
+    /* The kernel names a process after the file it executes: the binary's
+     * own path keeps "prefixcl" for ps, pgrep and the journal, where
+     * /proc/self/exe would name it "exe". */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0 && (size_t)n < sizeof(self) - 1) {
+        self[n] = '\0';
+        execv(self, argv); /* returns only on failure: the file moved or deleted */
+    }
+    execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
 }
 
 int tool_dist_failed(const char *command, pfx_status st)

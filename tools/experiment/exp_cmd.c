@@ -7,13 +7,10 @@
 #include <time.h>
 
 #include "common/cli.h"
+#include "common/data_dir.h"
 #include "commands/commands.h"
 #include "exp.h"
 #include "common/tool_util.h"
-
-#ifndef PFX_WORDNET_DIR
-#define PFX_WORDNET_DIR "data/wordnet"
-#endif
 
 /* The defaults fit the whole experiment (5 arms, the measures) in about half
  * an hour on a 2-core CPU with PoCL: 4 layers of 256 (4 heads of 64), blocks
@@ -134,7 +131,10 @@ int cmd_experiment(int argc, char **argv)
 {
     exp_state S = { 0 }, *s = &S;
     exp_options *o = &s->o;
-    *o = (exp_options){ .tokenizer = PFX_WORDNET_DIR,
+    char wordnet[4096], wordnet_def[4200];
+    snprintf(wordnet_def, sizeof(wordnet_def), "the committed tokenizer in %s",
+             tool_data_dir("wordnet", wordnet, sizeof(wordnet)));
+    *o = (exp_options){ .tokenizer = wordnet,
                         .layers = DEF_LAYERS,
                         .hidden = DEF_HIDDEN,
                         .heads = DEF_HEADS,
@@ -155,7 +155,7 @@ int cmd_experiment(int argc, char **argv)
         { "--corpus", CLI_TEXT, &o->corpus, 0, 0, NULL, NULL, "DIR",
           "train.txt, valid.txt, valid_labels.tsv (tools/corpus/wordnet_corpus.py DIR)", NULL },
         { "--tokenizer", CLI_TEXT, &o->tokenizer, 0, 0, NULL, NULL, "DIR",
-          "tokenizer.json's folder", "the committed " PFX_WORDNET_DIR },
+          "tokenizer.json's folder", wordnet_def },
         { "--out", CLI_TEXT, &o->out, 0, 0, NULL, NULL, "DIR", "output folder", NULL },
         { "--arms", CLI_TEXT, &arms, 0, 0, NULL, NULL, "LIST",
           "the arms, of baseline, linear, tanh, dim, selected; selected needs linear", "all" },
