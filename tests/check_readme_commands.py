@@ -2,7 +2,7 @@
 """After the README's two commands (tools/setup.sh, then the build), every
 command its ```sh blocks show can run: each program they call is the
 project's (tools/, build/) or on PATH, unless its block installs it first
-(an apt-get line); and the experiment's corpus command, as typed (in a
+(an apt-get line) or its block's `python3 -m venv DIR` makes it; and the experiment's corpus command, as typed (in a
 temporary folder), reads the WordNet that tools/setup.sh installs.
 
 usage: check_readme_commands.py SOURCE_ROOT   (standard library only)
@@ -48,12 +48,16 @@ def main():
     found = []
     for block in blocks(os.path.join(root, "README.md")):
         installs = [c for c in block if c[0] in ("apt-get", "sudo") and "install" in c]
+        # folders a `python3 -m venv DIR` of the block makes (DIR/bin/pip)
+        venvs = [c[-1].rstrip("/") + "/" for c in block if c[:3] == ["python3", "-m", "venv"]]
         for cmd in block:
             while cmd and re.match(r"^[A-Z_]+=", cmd[0]):  # VAR=value prefixes
                 cmd = cmd[1:]
             prog = cmd[0]
             if prog.startswith(("build/", "build-mpi/")):
                 continue  # a build output
+            if any(prog.startswith(v) for v in venvs):
+                continue  # made by the block's venv command
             if "/" in prog:
                 if not os.path.isfile(os.path.join(root, prog)):
                     sys.exit("README runs %s, which is not in the source tree" % prog)
