@@ -654,10 +654,10 @@ static void test_bad_options(void **state)
     const char *a2[] = { "tune", "--model", gpt2_dir,       "--data", data_path,      "--out",
                          dir,    "--quiet", "--prefix-len", "50",     "--max-length", "20" };
     assert_int_equal(run_captured(12, a2, msg, sizeof(msg)), 2);
-    /* a length that does not fit the model: the job's message, exit 2 */
+    /* a length that does not fit the model: the job's message in the options' names, exit 2 */
     assert_non_null(
-        strstr(msg, "config.max_length 20 + config.prefix_len 50 exceed the model's 64 positions"));
-    assert_non_null(strstr(msg, "lower config.max_length to 14 or less, or config.prefix_len"));
+        strstr(msg, "--max-length 20 + --prefix-len 50 exceed the model's 64 positions"));
+    assert_non_null(strstr(msg, "lower --max-length to 14 or less, or --prefix-len"));
     const char *a3[] = { "tune", "--model", gpt2_dir,   "--data",       data_path, "--out",
                          dir,    "--quiet", "--resume", "--max-length", "20" };
     assert_int_equal(run_captured(11, a3, msg, sizeof(msg)), 1);

@@ -53,18 +53,20 @@ static pfx_status read_checkpoint(const uint8_t *data, size_t size, const char *
                                          PFX_CKPT_LIST, false };
         c->curves[1] =
             (pfx_ckpt_curve){ "losses", v->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST, false };
-        c->tensors[0] = (pfx_ckpt_tensor){ "report.grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1 };
-        c->tensors[1] = (pfx_ckpt_tensor){ "report.mass_before", v->table, PFX_CKPT_FIXED, LH };
+        c->tensors[0] =
+            (pfx_ckpt_tensor){ "report.grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1, false };
+        c->tensors[1] =
+            (pfx_ckpt_tensor){ "report.mass_before", v->table, PFX_CKPT_FIXED, LH, false };
     } else {
         c->curves[0] =
             (pfx_ckpt_curve){ "losses", v->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST_ENDED, true };
         c->curves[1] = (pfx_ckpt_curve){ "eval_losses", v->evals, PFX_CKPT_START_AND_STEPS,
                                          PFX_CKPT_AT_STEPS, true };
-        c->tensors[0] = (pfx_ckpt_tensor){ "grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1 };
+        c->tensors[0] = (pfx_ckpt_tensor){ "grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1, false };
         /* the gain trace of a run with a gain */
         if (pfx_safetensors_find(f, "gain_trace") >= 0)
             c->tensors[1] =
-                (pfx_ckpt_tensor){ "gain_trace", v->table, PFX_CKPT_START_AND_STEPS, LH };
+                (pfx_ckpt_tensor){ "gain_trace", v->table, PFX_CKPT_START_AND_STEPS, LH, false };
         else
             c->tensor_n = 1;
     }
