@@ -71,7 +71,8 @@ def main():
                 sys.exit("%s: pretrain does not say what config.json took: %r" % (mode, stdout))
             with open(os.path.join(out, "tokenizer_config.json")) as f:
                 tok_config = json.load(f)
-            if tok_config.get("eos_token") != "<|endoftext|>" or not os.path.exists(os.path.join(out, "tokenizer.json")):
+            if (tok_config.get("eos_token"), tok_config.get("bos_token")) != ("<|endoftext|>",) * 2 or \
+                    not os.path.exists(os.path.join(out, "tokenizer.json")):
                 sys.exit("%s: the tokenizer files: %r" % (mode, tok_config))
             text, _ = run(exe, ["generate", "--model", out, "--adapter", gains, "--prompt", "The river",
                                 "--max-new-tokens", "4"])

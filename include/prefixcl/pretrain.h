@@ -27,7 +27,8 @@
  * Outputs in out_dir, each file replaced atomically: config.json and
  * model.safetensors (pfx_model_save: a folder transformers loads; it does
  * not apply the gains), config.json given what the tokenizer knows and the
- * config lacks (vocab_size, bos_token_id, eos_token_id, pad_token_id;
+ * config lacks (vocab_size, bos_token_id, eos_token_id, pad_token_id; the
+ * EOS as BOS when the tokenizer has none, GPT-2's convention;
  * result.config_filled names them), the tokenizer's files copied beside
  * them (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
  * vocab.json, merges.txt, ... those its folder has; a tokenizer_config.json

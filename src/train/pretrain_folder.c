@@ -30,6 +30,15 @@ const char *pfx_pretrain_tokenizer_dir(const pfx_pretrain_config *c)
     return c->tokenizer_dir ? c->tokenizer_dir : c->model_dir ? c->model_dir : c->config_dir;
 }
 
+/* The tokenizer's BOS, else its EOS: GPT-2's convention, where
+ * <|endoftext|> begins a text as it ends one (its tokenizer names it as
+ * both); -1 without either. */
+static int32_t bos_id(const pfx_tokenizer *t)
+{
+    const int32_t bos = pfx_tokenizer_special_id(t, PFX_TOKEN_BOS);
+    return bos >= 0 ? bos : pfx_tokenizer_special_id(t, PFX_TOKEN_EOS);
+}
+
 /* root[key] = value when the config lacks it (absent or null) and value is
  * an id (>= 0); what was set is appended to `said`. False: host memory. */
 static bool fill(cJSON *root, const char *key, long long value, char *said, size_t cap)
@@ -56,10 +65,7 @@ static pfx_status complete(pfx_pretrain_job *j, const char *label, const unsigne
     if (st != PFX_SUCCESS)
         return st;
     const pfx_tokenizer *t = j->tok;
-    /* no BOS: GPT-2's convention, where <|endoftext|> begins as it ends */
-    const int32_t bos = pfx_tokenizer_special_id(t, PFX_TOKEN_BOS) >= 0
-                            ? pfx_tokenizer_special_id(t, PFX_TOKEN_BOS)
-                            : pfx_tokenizer_special_id(t, PFX_TOKEN_EOS);
+    const int32_t bos = bos_id(t);
     said[0] = '\0';
     const bool ok =
         fill(root, "vocab_size", (long long)pfx_tokenizer_vocab_size(t), said, cap) &&
@@ -121,8 +127,10 @@ static pfx_status write_tokenizer_config(pfx_pretrain_job *j, const char *path)
     bool ok = root && cJSON_AddStringToObject(root, "tokenizer_class", "PreTrainedTokenizerFast") &&
               cJSON_AddNumberToObject(root, "model_max_length", (double)j->shape.max_positions);
     for (size_t i = 0; ok && i < sizeof(special) / sizeof(special[0]); i++) {
-        const char *token = pfx_tokenizer_id_to_token(
-            j->tok, pfx_tokenizer_special_id(j->tok, special[i].which), NULL);
+        const int32_t id = special[i].which == PFX_TOKEN_BOS
+                               ? bos_id(j->tok)
+                               : pfx_tokenizer_special_id(j->tok, special[i].which);
+        const char *token = pfx_tokenizer_id_to_token(j->tok, id, NULL);
         ok = !token || cJSON_AddStringToObject(root, special[i].key, token);
     }
     char *text = ok ? cJSON_Print(root) : NULL;

@@ -290,6 +290,10 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     free(list);
     run->seconds = tool_now_s() - t0;
     if (st != PFX_SUCCESS || ctx.err != PFX_SUCCESS || run->r.stopped) {
+        if (ctx.tty && !o->quiet) { /* the message on a line of its own, under the bar */
+            putchar('\n');
+            fflush(stdout);
+        }
         if (run->r.stopped)
             fprintf(stderr, "prefixcl experiment gain: stopped during the %s arm\n",
                     exp_arm_names[a]);
