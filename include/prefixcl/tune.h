@@ -20,8 +20,8 @@
  * gradient-norm clipping; AdamW with the prefix parameters in one group (lr,
  * weight_decay) and the gains in their own (gain_lr, no decay); a step whose
  * gradient norm is NaN or Inf is skipped. Learning rate: linear warm-up over
- * warmup_steps (none when they are not fewer than the steps), then cosine to
- * a tenth at the last step; gain ramp r from 0 to 1 over gain_ramp_steps.
+ * warmup_steps (at most the steps, as pretraining's), then cosine to a
+ * tenth at the last step; gain ramp r from 0 to 1 over gain_ramp_steps.
  *
  * Outputs in out_dir, each file replaced atomically: the PEFT prefix-tuning
  * adapter (adapter_config.json, adapter_model.safetensors) in out_dir itself
@@ -108,10 +108,12 @@ typedef struct pfx_tune_config {
                                 * batch; only rank 0 evaluates; zeroed: one process */
 } pfx_tune_config;
 
-/* Prefix 20, hidden 512, 1 epoch, batch 8, max length 0 (128, or what fits
- * beside the prefix), lr 1e-2, gains
- * off (gain_lr -1: lr / 2; ramp 20 steps when on), weight decay 0, clipping
- * 1, warm-up 10, seed 1, float32 weights. */
+/* Prefix 20, hidden 512, 1 epoch, batch 8, accumulate 1, max length 0 (128,
+ * or what fits beside the prefix), EOS appended, lr 1e-2, gains off (gain_lr
+ * -1: lr / 2; ramp 20 steps when on), weight decay 0, clipping 1, warm-up
+ * 10, no evaluation between, seed 1, float32 weights. The warm-up and the
+ * ramp are shorter than pretraining's (100 each): a tuning run is hundreds
+ * of steps, and only the prefixes (and gains) train. */
 PFX_API void pfx_tune_default_config(pfx_tune_config *cfg);
 
 /* What the step callback sees after each step, on every rank. */

@@ -324,7 +324,8 @@ static pfx_status build_trainables(pfx_tune_job *j, pfx_tune_result *r)
     r->gain_params = gain ? L * H : 0;
 
     const uint32_t steps = j->steps > UINT32_MAX ? UINT32_MAX : (uint32_t)j->steps;
-    const uint32_t warm = c->warmup_steps < steps ? c->warmup_steps : 0;
+    /* pretrain's rule: a warm-up of more steps than the run spans the run */
+    const uint32_t warm = c->warmup_steps < steps ? c->warmup_steps : steps;
     pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm,
                                 .warmup_steps = warm,
                                 .decay = PFX_LR_COSINE,

@@ -241,8 +241,8 @@ int cmd_tune(int argc, char **argv)
         { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL, "X",
           "gradient-norm clipping, 0: off", "1" },
         { "--warmup", CLI_SIZE, &warmup, 0, 10000000, NULL, NULL, "N",
-          "learning-rate warm-up steps, then cosine decay to a tenth; none when not fewer than "
-          "the steps (fewer than pretrain's 100: a tuning run is short, and its prefixes alone "
+          "learning-rate warm-up steps (at most the steps, as pretrain), then cosine decay to a "
+          "tenth (fewer than pretrain's 100: a tuning run is short, and its prefixes alone "
           "train)",
           "10" },
         { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
