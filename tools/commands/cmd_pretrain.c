@@ -73,20 +73,23 @@ static bool has_tokenizer(const char *dir)
 }
 
 /* Without --tokenizer, the tokenizer beside the config (its folder, or the
- * folder of the file): *tok points there, or the missing tokenizer is
- * named with the option that gives it. */
+ * folder of the file), or the missing tokenizer named with the option that
+ * gives it. *tok points there for a file of another name than config.json,
+ * which is read from the output folder (config_folder); otherwise the job
+ * finds it itself (and a checkpoint's options stay those of such a run). */
 static bool config_tokenizer(const char *config, char *buf, size_t cap, const char **tok)
 {
     struct stat sb;
     if (stat(config, &sb) != 0)
         return true; /* config_folder names it */
-    const char *slash = strrchr(config, '/');
+    const char *slash = strrchr(config, '/'), *base = slash ? slash + 1 : config;
     if (S_ISDIR(sb.st_mode))
         snprintf(buf, cap, "%s", config);
     else
         snprintf(buf, cap, "%.*s", slash ? (int)(slash - config) : 1, slash ? config : ".");
     if (has_tokenizer(buf)) {
-        *tok = buf;
+        if (!S_ISDIR(sb.st_mode) && strcmp(base, "config.json"))
+            *tok = buf;
         return true;
     }
     fprintf(stderr,
