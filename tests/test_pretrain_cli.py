@@ -5,7 +5,9 @@ writes the Hugging Face folder, the gains, the curve and the pictures and
 lowers the evaluation loss; the folder fine-tunes again (--model), a run
 without a gain removing an earlier run's gains and gain pictures; a run
 stopped by SIGINT at a step boundary leaves a checkpoint that --resume
-finishes with the same curve as an uninterrupted run; --gain-heads trains
+finishes with the same curve as an uninterrupted run, and on a terminal its
+summary starts on a line of its own under the progress bar (which shows the
+learning rate, as loss.csv does); --gain-heads trains
 the gains of the heads it names only; bad options and inputs are named.
 
 usage: test_pretrain_cli.py PREFIXCL DEMO_DIR   (standard library only)
@@ -13,6 +15,8 @@ usage: test_pretrain_cli.py PREFIXCL DEMO_DIR   (standard library only)
 import csv
 import json
 import os
+import pty
+import re
 import signal
 import struct
 import subprocess
@@ -60,6 +64,9 @@ def main():
         evals = [(r["step"], float(r["eval_loss"])) for r in rows if r["eval_loss"]]
         if [s for s, _ in evals] != ["0", "8", "16"] or not evals[-1][1] < evals[0][1] - 0.5:
             sys.exit("evaluation losses %r" % evals)
+        lrs = [float(r["lr"]) for r in rows if r["step"] != "0"]
+        if len(lrs) != 16 or not 0 < lrs[0] < lrs[2] or abs(max(lrs) - 3e-3) > 1e-9:
+            sys.exit("loss.csv's learning rates (warm-up 3 to 3e-3): %r" % lrs)
         if "evaluation loss: before" not in stdout or "transformers loads the folder without the gains" not in stdout:
             sys.exit("pretrain's report: %r" % stdout)
         pictures = "built without cairo" not in stdout
@@ -104,6 +111,33 @@ def main():
                 open(os.path.join(straight, "model.safetensors"), "rb") as b:
             if a.read() != b.read():
                 sys.exit("the resumed run's weights differ from the uninterrupted one's")
+
+        # on a terminal: the bar, and after Ctrl-C the summary on its own line
+        master, slave = pty.openpty()
+        p = subprocess.Popen([exe, "pretrain", "--out", os.path.join(tmp, "tty")] + long_run,
+                             stdout=slave, stderr=subprocess.DEVNULL)
+        os.close(slave)
+        seen = b""
+        while b"step 10/" not in seen:
+            chunk = os.read(master, 4096)
+            if not chunk:
+                break
+            seen += chunk
+        p.send_signal(signal.SIGINT)
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        p.wait(timeout=120)
+        os.close(master)
+        text = seen.decode(errors="replace").replace("\r\n", "\n")
+        if p.returncode != 130 or not re.search(r"\] step \d+/60  loss [0-9.]+  lr [0-9.e+-]+", text) or \
+                not re.search(r"s left \n+device: ", text):
+            sys.exit("pretrain on a terminal, stopped: exit %d %r" % (p.returncode, text))
 
         # named refusals
         other = [a if a != "32" else "24" for a in long_run]  # --block 24

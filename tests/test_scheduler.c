@@ -114,7 +114,7 @@ static void generate_alone(world *w, size_t adapters, const int32_t *stop, size_
     const pfx_sampling greedy = { .max_new_tokens = NEW, .stop = stop, .stop_count = stop_count };
     for (int a = -1; a < (int)adapters; a++)
         for (int p = 0; p < 4; p++) {
-            pfx_request q = { prompts[p], prompt_lens[p], a, 7, w->alone[a + 1][p], 0 };
+            pfx_request q = { prompts[p], prompt_lens[p], a, 7, w->alone[a + 1][p], 0, false };
             assert_int_equal(pfx_generate(w->ctx, cache, w->bank, &q, 1, &greedy, NULL, NULL, NULL),
                              PFX_SUCCESS);
             w->alone_len[a + 1][p] = q.out_len;

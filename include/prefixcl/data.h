@@ -54,10 +54,30 @@ typedef struct pfx_dataset_options {
     uint64_t seed;
 } pfx_dataset_options;
 
-/* Defaults: AUTO, max_length 512, add_special, no EOS, shuffle, seed 0. */
+/* Defaults: AUTO, max_length 512, add_special, no EOS, shuffle, seed 0.
+ * (The jobs that read examples, tune.h and eval.h, build them by one rule
+ * of their own: pfx_example_rule.) */
 PFX_API void pfx_dataset_default_options(pfx_dataset_options *options);
 
 typedef struct pfx_dataset pfx_dataset;
+
+/* The tokens an example keeps in the jobs that read examples (tune.h,
+ * eval.h) unless told otherwise, fewer where the model's positions less the
+ * prefix leave fewer. */
+#define PFX_DATA_DEFAULT_MAX_LENGTH 128
+
+/* How tune and eval build examples, one rule for both so that the same
+ * adapter and file give the same loss in either: the post-processor's
+ * special tokens (add_special), EOS after each example unless the job's
+ * config says no_eos (or the tokenizer has none), then cut at max_length.
+ * The EOS is what PEFT's causal-LM examples and TRL's SFTTrainer append in
+ * training; a loss computed as model(**tokenizer(text), labels=ids) has
+ * none (no_eos). What a job used, in its result: */
+typedef struct pfx_example_rule {
+    size_t max_length; /* tokens kept of an example */
+    size_t special;    /* tokens the post-processor adds to a text (BOS ...) */
+    int32_t eos_id;    /* appended to every example; -1: none */
+} pfx_example_rule;
 
 /* Reads and tokenizes a whole file. The tokenizer is only used here (the
  * data set keeps its padding id). options NULL: the defaults. */

@@ -26,11 +26,19 @@
  *
  * Outputs in out_dir, each file replaced atomically: config.json and
  * model.safetensors (pfx_model_save: a folder transformers loads; it does
- * not apply the gains), gains.safetensors with a gain (the gains file of
+ * not apply the gains), config.json given what the tokenizer knows and the
+ * config lacks (vocab_size, bos_token_id, eos_token_id, pad_token_id; the
+ * EOS as BOS when the tokenizer has none, GPT-2's convention;
+ * result.config_filled names them), the tokenizer's files copied beside
+ * them (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+ * vocab.json, merges.txt, ... those its folder has; a tokenizer_config.json
+ * naming PreTrainedTokenizerFast and the special tokens when it has
+ * tokenizer.json alone), so that the folder is what save_pretrained of a
+ * model and its tokenizer leaves, gains.safetensors with a gain (the gains file of
  * io.h: "gains" [L, H] and/or "dim_gains" [L, H, D], metadata gain_mode,
  * structured and the last gain_ramp; a run without a gain removes an
  * earlier run's when it writes the model), loss.csv (step, loss, gradient norm, evaluation loss
- * where measured) and checkpoint.safetensors: every trained tensor's value
+ * where measured, the weights' learning rate) and checkpoint.safetensors: every trained tensor's value
  * and AdamW moments and step, the data position, the curves so far and the
  * options; resume continues from it bit for bit. A stop (stop_flag or
  * stop_after) takes effect at a step boundary and writes the checkpoint; an
@@ -132,6 +140,8 @@ typedef struct pfx_pretrain_step {
     bool skipped;       /* non-finite gradients: nothing changed */
     float lr_factor, gain_ramp;
     double eval_loss; /* NAN unless evaluated after this step */
+    double build_s;   /* seconds this run spent building kernels (pfx_cache_stats), left out
+                       * of tokens_per_s and eta_s: they count steady-state work only */
     double tokens_per_s, eta_s;
     pfx_context *ctx;               /* the job's evaluation context over the model after this step
                                 * (pfx_context_model), valid during the callback: the
@@ -152,6 +162,8 @@ typedef struct pfx_pretrain_result {
     bool stopped;             /* ended early, checkpoint written */
     double *losses;           /* [steps] */
     float *grad_norms;        /* [steps] */
+    float *lrs;               /* [steps] the weights' learning rate (NAN for steps a checkpoint
+                               * written without them resumed) */
     double *eval_losses; /* [steps + 1]: after step s at s (0: before); NAN where not measured */
     float *gains;        /* [steps + 1][L * H]: each head's gain after each step (0: at the
                                 * start): g, or with the structured gain alone the mean of G over
@@ -159,7 +171,9 @@ typedef struct pfx_pretrain_result {
     size_t train_blocks, eval_blocks, tokens_per_step;
     size_t trained_weights, trained_values; /* tensors and values the optimizer updates */
     pfx_model_shape shape;
-    double seconds; /* the steps of this run */
+    char config_filled[160]; /* what config.json took from the tokenizer, e.g. "vocab_size
+                                * 2197, bos_token_id 0" ("": nothing was missing) */
+    double seconds;          /* the steps of this run */
 } pfx_pretrain_result;
 
 /* Runs the job on rt. on_step may be NULL. On an error before the first

@@ -226,3 +226,14 @@ pfx_status pfx_remove_stale(pfx_runtime *rt, const char *who, const char *dir, c
     free(path);
     return st;
 }
+
+pfx_status pfx_write_file(pfx_runtime *rt, const char *path, const void *data, size_t size)
+{
+    pfx_output_file *f = NULL;
+    pfx_status st = pfx_output_open(path, &f);
+    if (st != PFX_SUCCESS)
+        return pfx_error(rt, st, "%s", pfx_last_error(NULL));
+    fwrite(data, 1, size, pfx_output_stream(f));
+    st = pfx_output_commit(&f);
+    return st == PFX_SUCCESS ? st : pfx_error(rt, st, "%s", pfx_last_error(NULL));
+}

@@ -29,6 +29,10 @@ pfx_status pfx_input_open_rt(pfx_runtime *rt, const char *path, FILE **out);
 pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes, unsigned char **out,
                          size_t *size);
 
+/* Replaces `path` atomically with `size` bytes of data (pfx_output_open's
+ * rules); an error is recorded for rt. */
+pfx_status pfx_write_file(pfx_runtime *rt, const char *path, const void *data, size_t size);
+
 /* True when JSON text [s, s+n) holds a "\u0000" escape, which cJSON would
  * turn into a NUL that silently cuts the string short. */
 bool pfx_json_has_nul_escape(const char *s, size_t n);

@@ -37,6 +37,7 @@ void pfx_pretrain_result_free(pfx_pretrain_result *r)
         return;
     free(r->losses);
     free(r->grad_norms);
+    free(r->lrs);
     free(r->eval_losses);
     free(r->gains);
     memset(r, 0, sizeof(*r));
@@ -280,10 +281,11 @@ static pfx_status result_alloc(pfx_pretrain_job *j, pfx_pretrain_result *r, size
     r->steps = steps;
     r->losses = calloc(steps, sizeof(double));
     r->grad_norms = calloc(steps, sizeof(float));
+    r->lrs = calloc(steps, sizeof(float));
     r->eval_losses = malloc((steps + 1) * sizeof(double));
     if (j->any_gain)
         r->gains = calloc((steps + 1) * j->L * j->H, sizeof(float));
-    if (!r->losses || !r->grad_norms || !r->eval_losses || (j->any_gain && !r->gains))
+    if (!r->losses || !r->grad_norms || !r->lrs || !r->eval_losses || (j->any_gain && !r->gains))
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory for %zu steps",
                          steps);
     for (size_t s = 0; s <= steps; s++)
@@ -312,7 +314,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_status st = PFX_SUCCESS;
-    const double t0 = pfx_host_seconds();
+    const double t0 = pfx_host_seconds(), built0 = pfx_job_build_seconds(j->rt);
     size_t done_here = 0;
     for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
         if (pfx_job_any(c->dist.ranks, c->dist.any, c->dist.user,
@@ -329,6 +331,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             break;
         r->losses[s] = loss;
         r->grad_norms[s] = rep.grad_norm;
+        r->lrs[s] = c->lr * rep.lr_factor;
         r->steps_done = s + 1;
         done_here++;
         if (j->any_gain && (st = trace_gains(j, r->gains + (s + 1) * j->L * j->H)))
@@ -338,7 +341,9 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             break;
         if (s + 1 == r->steps && (st = evaluate(j, &r->eval_losses[s + 1])))
             break;
-        const double elapsed = pfx_host_seconds() - t0;
+        /* steady-state work: the kernels' first builds left out */
+        const double built = pfx_job_build_seconds(j->rt) - built0,
+                     elapsed = pfx_host_seconds() - t0 - built;
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         const pfx_model_prefix pre =
             prefix_of(j, ramp); /* the host gains are this step's (trace_gains) */
@@ -352,6 +357,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             .lr_factor = rep.lr_factor,
             .gain_ramp = ramp,
             .eval_loss = r->eval_losses[s + 1],
+            .build_s = built,
             .tokens_per_s =
                 (double)(done_here * r->tokens_per_step) / (elapsed > 0 ? elapsed : 1e-9),
             .eta_s = elapsed / (double)done_here * (double)(r->steps - s - 1),

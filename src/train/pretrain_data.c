@@ -33,9 +33,7 @@ static pfx_status load_blocks(pfx_pretrain_job *j, const char *path, pfx_blocks 
 pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j)
 {
     const pfx_pretrain_config *c = j->cfg;
-    const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir
-                          : c->model_dir   ? c->model_dir
-                                           : c->config_dir;
+    const char *tok_dir = pfx_pretrain_tokenizer_dir(c);
     pfx_status st = pfx_tokenizer_load(tok_dir, &j->tok);
     if (st != PFX_SUCCESS)
         return pfx_error(j->rt, st, "pretrain: the tokenizer: %s", pfx_last_error(NULL));

@@ -154,8 +154,7 @@ pfx_status pfx_pretrain_build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_runtime *rt = j->rt;
-    pfx_status st = c->model_dir ? pfx_model_load(rt, c->model_dir, NULL, &j->model)
-                                 : pfx_model_init(rt, c->config_dir, NULL, c->seed, &j->model);
+    pfx_status st = pfx_pretrain_open_model(j, r);
     if (st != PFX_SUCCESS)
         return st;
     /* the steps keep activations (unless recompute); the evaluations, in

@@ -27,34 +27,76 @@ static const cli_doc doc = {
 typedef struct progress {
     bool tty, quiet;
     size_t every;
+    float lr;   /* the weights' (the schedule's factor times it) */
+    bool built; /* the kernel building said */
 } progress;
 
 static void on_step(const pfx_pretrain_step *s, void *user)
 {
-    const progress *p = user;
+    progress *p = user;
     if (p->quiet)
         return;
+    if (p->tty && s->build_s >= 0.05 && !p->built)
+        fputs("\r\033[K", stdout); /* the bar's line, cleared for the phase's */
+    tool_say_builds(stdout, s->build_s, &p->built);
     char eval[64] = "";
     if (isfinite(s->eval_loss))
         snprintf(eval, sizeof(eval), "  eval %.4f (ppl %.1f)", s->eval_loss, exp(s->eval_loss));
     if (p->tty) {
         char bar[CLI_BAR_MAX + 1];
         cli_bar(bar, (double)s->step / (double)s->steps, 24);
-        fprintf(stdout, "\r[%s] step %zu/%zu  loss %.4f%s  |g| %.3e  %.0f tok/s  %.0f s left%s ",
-                bar, s->step, s->steps, s->loss, eval, (double)s->grad_norm, s->tokens_per_s,
-                s->eta_s, s->skipped ? "  (skipped)" : "");
+        fprintf(stdout,
+                "\r[%s] step %zu/%zu  loss %.4f%s  lr %.2e  |g| %.3e  %.0f tok/s  %.0f s left%s ",
+                bar, s->step, s->steps, s->loss, eval, (double)(p->lr * s->lr_factor),
+                (double)s->grad_norm, s->tokens_per_s, s->eta_s, s->skipped ? "  (skipped)" : "");
         if (s->step == s->steps || *eval)
             fputc('\n', stdout);
     } else if (s->step == 1 || s->step % p->every == 0 || s->step == s->steps || *eval) {
         fprintf(stdout,
-                "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e lr_factor %.4f gain_ramp %.3f "
-                "tokens/s %.0f "
-                "eta_s %.0f%s%s\n",
+                "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e lr %.4e lr_factor %.4f gain_ramp "
+                "%.3f tokens/s %.0f eta_s %.0f%s%s\n",
                 s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm,
-                (double)s->lr_factor, (double)s->gain_ramp, s->tokens_per_s, s->eta_s, eval,
-                s->skipped ? " skipped" : "");
+                (double)(p->lr * s->lr_factor), (double)s->lr_factor, (double)s->gain_ramp,
+                s->tokens_per_s, s->eta_s, eval, s->skipped ? " skipped" : "");
     }
     fflush(stdout);
+}
+
+/* Whether folder `dir` holds a tokenizer pfx_tokenizer_load reads. */
+static bool has_tokenizer(const char *dir)
+{
+    char a[4200], b[4200];
+    if (snprintf(a, sizeof(a), "%s/tokenizer.json", dir) >= (int)sizeof(a) ||
+        snprintf(b, sizeof(b), "%s/vocab.json", dir) >= (int)sizeof(b))
+        return false;
+    return access(a, R_OK) == 0 || access(b, R_OK) == 0;
+}
+
+/* Without --tokenizer, the tokenizer beside the config (its folder, or the
+ * folder of the file), or the missing tokenizer named with the option that
+ * gives it. *tok points there for a file of another name than config.json,
+ * which is read from the output folder (config_folder); otherwise the job
+ * finds it itself (and a checkpoint's options stay those of such a run). */
+static bool config_tokenizer(const char *config, char *buf, size_t cap, const char **tok)
+{
+    struct stat sb;
+    if (stat(config, &sb) != 0 || !(S_ISDIR(sb.st_mode) || S_ISREG(sb.st_mode)))
+        return true; /* config_folder names it or refuses it */
+    const char *slash = strrchr(config, '/'), *base = slash ? slash + 1 : config;
+    if (S_ISDIR(sb.st_mode))
+        snprintf(buf, cap, "%s", config);
+    else
+        snprintf(buf, cap, "%.*s", slash ? (int)(slash - config) : 1, slash ? config : ".");
+    if (has_tokenizer(buf)) {
+        if (!S_ISDIR(sb.st_mode) && strcmp(base, "config.json"))
+            *tok = buf;
+        return true;
+    }
+    fprintf(stderr,
+            "prefixcl pretrain: --config %s: no tokenizer in %s (tokenizer.json, or vocab.json + "
+            "merges.txt): give its folder with --tokenizer DIR\n",
+            config, buf);
+    return false;
 }
 
 /* --config names a config.json or its folder: the folder the job reads. A
@@ -139,7 +181,9 @@ int cmd_pretrain(int argc, char **argv)
         { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL, NULL, "X", "the gains' learning rate",
           "5e-5" },
         { "--gain-ramp", CLI_SIZE, &ramp, 0, 1e9, NULL, NULL, "N",
-          "steps over which the gains ramp in", "100" },
+          "steps over which the gains ramp in from 0 (more than tune's 20: pre-training runs "
+          "thousands of steps, and the weights move under the gains)",
+          "100" },
         { "--gain-heads", CLI_TEXT, &gain_heads, 0, 0, NULL, NULL, "LIST",
           "only these heads get a gain, the others keep 0: comma-separated LAYER.HEAD pairs "
           "counted from 0 (e.g. 0.1,2.3)",
@@ -151,7 +195,9 @@ int cmd_pretrain(int argc, char **argv)
         { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL, "X",
           "global gradient-norm clipping, 0: off", "1" },
         { "--warmup", CLI_SIZE, &warmup, 0, 1e9, NULL, NULL, "N",
-          "learning-rate warm-up steps, then cosine decay", "100" },
+          "learning-rate warm-up steps (at most the steps), then cosine decay to --min-lr-ratio "
+          "(more than tune's 10: every weight trains, from random values with --config)",
+          "100" },
         { "--min-lr-ratio", CLI_FLOAT, &c.min_lr_ratio, 0, 1, NULL, NULL, "X", "the cosine's floor",
           "0.1" },
         { "--freeze", CLI_TEXT, &c.freeze, 0, 0, NULL, NULL, "LIST",
@@ -194,11 +240,16 @@ int cmd_pretrain(int argc, char **argv)
     c.resume = resume;
     /* every output checked before the first step */
     static const char *const outputs[] = { "config.json",       "model.safetensors",
+                                           "tokenizer.json",    "tokenizer_config.json",
                                            "gains.safetensors", "loss.csv",
                                            "loss.png",          "gains.png",
                                            "gains_steps.png",   PFX_PRETRAIN_CHECKPOINT };
     if (!cli_check_output_dir("pretrain", "--out", c.out_dir, outputs,
                               sizeof(outputs) / sizeof(outputs[0])))
+        return 2;
+    char tokbuf[4096];
+    if (config && !c.tokenizer_dir &&
+        !config_tokenizer(config, tokbuf, sizeof(tokbuf), &c.tokenizer_dir))
         return 2;
     char cfgbuf[4096];
     if (config && !(c.config_dir = config_folder(config, c.out_dir, cfgbuf, sizeof(cfgbuf))))
@@ -239,7 +290,8 @@ int cmd_pretrain(int argc, char **argv)
     }
     progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && pfx_dist_size() == 1,
                       .quiet = quiet || !lead,
-                      .every = 10 };
+                      .every = 10,
+                      .lr = c.lr };
     if (!quiet)
         printf("prefixcl pretrain: %s %s, data %s, blocks of %zu, %zu x %zu rows a step, gain %s, "
                "seed %llu%s\n",
@@ -267,6 +319,8 @@ int cmd_pretrain(int argc, char **argv)
                : stopped                        ? PFX_DIST_EXIT_STOPPED
                                                 : 0;
     }
+    if (prog.tty && !prog.quiet && r.stopped) /* the summary on a line of its own */
+        fputc('\n', stdout);
     const pfx_model_shape *s = &r.shape;
     printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name,
            pfx_runtime_device(rt)->platform_name);
@@ -281,6 +335,12 @@ int cmd_pretrain(int argc, char **argv)
         printf("gains on %s only: the other heads keep gain 0\n", gain_heads);
     printf("data: %zu training blocks, %zu evaluation blocks of %zu tokens; %zu tokens a step\n",
            r.train_blocks, r.eval_blocks, c.block, r.tokens_per_step);
+    if (*r.config_filled)
+        printf("config.json: %s taken from the tokenizer (%s), which the config did not give\n",
+               r.config_filled,
+               c.tokenizer_dir ? c.tokenizer_dir
+               : c.model_dir   ? c.model_dir
+                               : c.config_dir);
     int rc = 0;
     if (r.stopped) {
         printf(
@@ -297,8 +357,8 @@ int cmd_pretrain(int argc, char **argv)
         printf("after %.6f (perplexity %.2f)\n", r.eval_losses[r.steps],
                exp(r.eval_losses[r.steps]));
         const int pics = pretrain_plot_all(c.out_dir, &r, any_gain);
-        printf("wrote %s/: config.json + model.safetensors (a Hugging Face folder)%s, loss.csv%s, "
-               "%s\n",
+        printf("wrote %s/: config.json + model.safetensors + the tokenizer (a Hugging Face "
+               "folder)%s, loss.csv%s, %s\n",
                c.out_dir, any_gain ? ", gains.safetensors" : "",
                pics == 0 ? (any_gain ? ", loss.png, gains.png, gains_steps.png" : ", loss.png")
                          : "",

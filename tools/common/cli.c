@@ -561,3 +561,29 @@ int cli_finish_stdout(int status)
     }
     return status;
 }
+
+void cli_job_error(const char *cmd, pfx_status st, const char *msg, const cli_field_option *map,
+                   size_t n)
+{
+    fprintf(stderr, "prefixcl %s: %s (", cmd, pfx_status_string(st));
+    for (const char *p = msg; *p;) {
+        size_t used = 0;
+        const char *option = NULL;
+        for (size_t i = 0; !option && i < n && !strncmp(p, "config.", 7); i++) {
+            const size_t len = strlen(map[i].field);
+            const char after = p[7 + len];
+            if (!strncmp(p + 7, map[i].field, len) && after != '_' && after != '.' &&
+                !(after >= 'a' && after <= 'z')) {
+                option = map[i].option;
+                used = 7 + len;
+            }
+        }
+        if (option) {
+            fputs(option, stderr);
+            p += used;
+        } else {
+            fputc(*p++, stderr);
+        }
+    }
+    fputs(")\n", stderr);
+}

@@ -140,6 +140,16 @@ void cli_stop_release(void);
  * for SIGTERM; 130 when the stop came from elsewhere, e.g. another rank). */
 int cli_stop_status(void);
 
+/* A job's error message (pfx_last_error) in the command's words: each
+ * "config.FIELD" that an option sets, map[i][0] = "FIELD" and map[i][1] its
+ * option ("--max-length"), replaced by the option, so that the message
+ * names what the user typed. Prints "prefixcl CMD: STATUS (MESSAGE)". */
+typedef struct cli_field_option {
+    const char *field, *option;
+} cli_field_option;
+void cli_job_error(const char *cmd, pfx_status st, const char *msg, const cli_field_option *map,
+                   size_t n);
+
 /* Flushes and closes stdout; a failed write or close (a full disk, a closed
  * pipe, /dev/full) is reported on stderr and turns a 0 exit status into 1.
  * Returns the exit status to use. */

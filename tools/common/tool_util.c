@@ -215,3 +215,26 @@ bool tool_remove_stale(const char *command, const char *dir, const char *name)
             strerror(errno));
     return false;
 }
+
+void tool_print_example_rule(FILE *out, const pfx_example_rule *r)
+{
+    fprintf(out, "examples: %zu special token%s a text (the tokenizer's post-processor), ",
+            r->special, r->special == 1 ? "" : "s");
+    if (r->eos_id >= 0)
+        fprintf(out, "EOS (id %d) appended", (int)r->eos_id);
+    else
+        fputs("no EOS", out);
+    fprintf(out, ", at most %zu tokens (--no-eos, --max-length)\n", r->max_length);
+}
+
+bool tool_say_builds(FILE *out, double seconds, bool *said)
+{
+    if (*said || seconds < 0.05)
+        return false;
+    *said = true;
+    fprintf(out,
+            "kernels: %.1f s building them on first use (cached for the next runs; not in the "
+            "rates and the time left)\n",
+            seconds);
+    return true;
+}

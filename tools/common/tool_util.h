@@ -75,6 +75,16 @@ int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P
  * "prefixcl COMMAND: cannot remove the stale PATH: why" on stderr. */
 bool tool_remove_stale(const char *command, const char *dir, const char *name);
 
+/* How tune and eval built their examples (data.h), one line: "examples:
+ * N special tokens a text (the tokenizer's post-processor), EOS (id E)
+ * appended, at most M tokens", with the options that change it. */
+void tool_print_example_rule(FILE *out, const pfx_example_rule *rule);
+
+/* Kernel building as a phase of its own: once (*said), when a job's step
+ * reports `seconds` of it (>= 0.05 s), one line on `out` saying that the
+ * rates and the estimate leave it out. Returns whether it printed. */
+bool tool_say_builds(FILE *out, double seconds, bool *said);
+
 /* Seconds of CLOCK_MONOTONIC. */
 double tool_now_s(void);
 /* CPU seconds of the whole process (every thread: PoCL's workers too), which

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/cli.h"
 #include "exp.h"
@@ -124,7 +125,38 @@ typedef struct step_ctx {
     size_t cap;
     pfx_status err;
     char err_text[512];
+    bool tty;   /* a terminal: the progress bar of tune and pretrain */
+    bool built; /* the kernel building said */
+    double h;   /* the mean head entropy last measured (NAN before) */
 } step_ctx;
+
+/* Every step on a terminal, the bar tune and pretrain draw; elsewhere a
+ * line at each measure (after it: `measured`). */
+static void progress(step_ctx *c, const pfx_pretrain_step *st, bool measured)
+{
+    if (c->s->o.quiet)
+        return;
+    if (c->tty && st->build_s >= 0.05 && !c->built)
+        fputs("\r\033[K", stdout); /* the bar's line, cleared for the phase's */
+    tool_say_builds(stdout, st->build_s, &c->built);
+    char h[48] = "";
+    if (isfinite(c->h))
+        snprintf(h, sizeof(h), "  mean head entropy %.3f", c->h);
+    if (c->tty) {
+        char bar[CLI_BAR_MAX + 1];
+        cli_bar(bar, (double)st->step / (double)st->steps, 24);
+        printf("\r[%s] %-8s step %zu/%zu  loss %.4f%s%s  %.0f tok/s  %.0f s left ", bar,
+               exp_arm_names[c->arm], st->step, st->steps, st->loss,
+               isfinite(st->eval_loss) ? " (eval)" : "", h, st->tokens_per_s, st->eta_s);
+        if (st->step == st->steps)
+            putchar('\n');
+    } else if (measured) {
+        printf("  %-8s step %5zu/%zu  loss %.4f%s%s  %.0f tok/s  %.0f s left\n",
+               exp_arm_names[c->arm], st->step, st->steps, st->loss,
+               isfinite(st->eval_loss) ? " (eval)" : "", h, st->tokens_per_s, st->eta_s);
+    }
+    fflush(stdout);
+}
 
 /* After every K-th step (and the last): the entropy and top-k mass of each
  * head on the fixed batch, with the gains of this step (step->prefix). */
@@ -134,8 +166,11 @@ static void on_step(const pfx_pretrain_step *st, void *user)
     exp_state *s = c->s;
     exp_run *run = c->run;
     const size_t K = s->o.measure_every;
-    if (c->err != PFX_SUCCESS || (st->step % K != 0 && st->step != st->steps) || run->m >= c->cap)
+    if (c->err != PFX_SUCCESS || (st->step % K != 0 && st->step != st->steps) || run->m >= c->cap) {
+        if (c->err == PFX_SUCCESS)
+            progress(c, st, false);
         return;
+    }
     const size_t i = run->m;
     const pfx_model_batch b = { .batch = s->probe_rows, .tokens = s->o.block, .ids = s->probe_ids };
     c->err = pfx_model_head_stats(st->ctx, &b, st->prefix, (uint32_t)s->o.top_k, NULL,
@@ -146,17 +181,11 @@ static void on_step(const pfx_pretrain_step *st, void *user)
     }
     run->steps[i] = st->step;
     run->m++;
-    if (!s->o.quiet) {
-        double h = 0.0;
-        for (size_t k = 0; k < s->LH; k++)
-            h += run->entropy[i * s->LH + k];
-        printf(
-            "  %-8s step %5zu/%zu  loss %.4f%s  mean head entropy %.3f  %.0f tok/s  %.0f s left\n",
-            exp_arm_names[c->arm], st->step, st->steps, st->loss,
-            isfinite(st->eval_loss) ? " (eval)" : "", h / (double)s->LH, st->tokens_per_s,
-            st->eta_s);
-        fflush(stdout);
-    }
+    double h = 0.0;
+    for (size_t k = 0; k < s->LH; k++)
+        h += run->entropy[i * s->LH + k];
+    c->h = h / (double)s->LH;
+    progress(c, st, true);
 }
 
 /* The heads whose |g| in the linear arm after 20% of the steps is in the
@@ -244,7 +273,13 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
                     (pfx_layer_head){ h / s->shape.heads, h % s->shape.heads };
         c.gain_heads = list;
     }
-    step_ctx ctx = { .s = s, .run = run, .arm = a, .cap = cap, .err = PFX_SUCCESS };
+    step_ctx ctx = { .s = s,
+                     .run = run,
+                     .arm = a,
+                     .cap = cap,
+                     .err = PFX_SUCCESS,
+                     .tty = isatty(STDOUT_FILENO) != 0,
+                     .h = NAN };
     if (!o->quiet) {
         printf("arm %s (seed %llu): %s\n", exp_arm_names[a], (unsigned long long)run->seed,
                run->dir);
@@ -255,6 +290,10 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     free(list);
     run->seconds = tool_now_s() - t0;
     if (st != PFX_SUCCESS || ctx.err != PFX_SUCCESS || run->r.stopped) {
+        if (ctx.tty && !o->quiet) { /* the message on a line of its own, under the bar */
+            putchar('\n');
+            fflush(stdout);
+        }
         if (run->r.stopped)
             fprintf(stderr, "prefixcl experiment gain: stopped during the %s arm\n",
                     exp_arm_names[a]);
