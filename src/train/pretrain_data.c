@@ -1,5 +1,6 @@
-/* The full-training job's data: the tokenized corpus packed in blocks, the
- * held-out blocks, the ids checked against the model. */
+/* The full-training job's data: the tokenized corpus packed in blocks or
+ * token shards mapped, the held-out blocks, the ids checked against the
+ * model. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,24 +31,64 @@ static pfx_status load_blocks(pfx_pretrain_job *j, const char *path, pfx_blocks 
     return PFX_SUCCESS;
 }
 
+/* The format of one path: AUTO resolved (a glob character or an llm.c
+ * magic at its start: shards). */
+static pfx_pretrain_data format_of(pfx_pretrain_data f, const char *path)
+{
+    if (f != PFX_PRETRAIN_DATA_AUTO)
+        return f;
+    if (strpbrk(path, "*?["))
+        return PFX_PRETRAIN_DATA_SHARDS;
+    unsigned char m[4] = { 0 };
+    FILE *in = fopen(path, "rb");
+    const size_t got = in ? fread(m, 1, 4, in) : 0;
+    if (in)
+        fclose(in);
+    const long magic =
+        (long)((uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24);
+    return got == 4 && (magic == PFX_SHARD_MAGIC || magic == PFX_SHARD_MAGIC_U32)
+               ? PFX_PRETRAIN_DATA_SHARDS
+               : PFX_PRETRAIN_DATA_TEXT;
+}
+
+/* Text tokenized into memory, or shards mapped. */
+static pfx_status open_blocks(pfx_pretrain_job *j, const char *path, pfx_blocks **out)
+{
+    const pfx_pretrain_data f = format_of(j->cfg->data_format, path);
+    if (f == PFX_PRETRAIN_DATA_TEXT)
+        return load_blocks(j, path, out);
+    const pfx_status st = pfx_blocks_open_shards(
+        path, f == PFX_PRETRAIN_DATA_RAW_U16 ? PFX_SHARD_RAW_U16 : PFX_SHARD_LLMC, j->cfg->block,
+        out);
+    return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
+}
+
 pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j)
 {
     const pfx_pretrain_config *c = j->cfg;
+    if ((unsigned)c->data_format > PFX_PRETRAIN_DATA_RAW_U16)
+        return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pretrain: config.data_format %d is not AUTO, TEXT, SHARDS or RAW_U16",
+                         (int)c->data_format);
     const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir
                           : c->model_dir   ? c->model_dir
                                            : c->config_dir;
-    pfx_status st = pfx_tokenizer_load(tok_dir, &j->tok);
+    /* the tokenizer reads text; shards are tokens already */
+    const bool text =
+        format_of(c->data_format, c->data_path) == PFX_PRETRAIN_DATA_TEXT ||
+        (c->eval_path && format_of(c->data_format, c->eval_path) == PFX_PRETRAIN_DATA_TEXT);
+    pfx_status st = text ? pfx_tokenizer_load(tok_dir, &j->tok) : PFX_SUCCESS;
     if (st != PFX_SUCCESS)
         return pfx_error(j->rt, st, "pretrain: the tokenizer: %s", pfx_last_error(NULL));
-    if (pfx_tokenizer_special_id(j->tok, PFX_TOKEN_EOS) < 0)
+    if (text && pfx_tokenizer_special_id(j->tok, PFX_TOKEN_EOS) < 0)
         return pfx_error(
             j->rt, PFX_ERROR_INVALID_ARGUMENT,
             "pretrain: the tokenizer of %s names no end-of-text token to separate the documents",
             tok_dir);
-    if ((st = load_blocks(j, c->data_path, &j->train)))
+    if ((st = open_blocks(j, c->data_path, &j->train)))
         return st;
     if (c->eval_path)
-        return load_blocks(j, c->eval_path, &j->eval);
+        return open_blocks(j, c->eval_path, &j->eval);
     const size_t n = pfx_blocks_count(j->train), held = n / 20 ? n / 20 : 1;
     if (n < 2)
         return pfx_error(
@@ -59,19 +100,15 @@ pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j)
     return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
 }
 
-/* Every id of the blocks within the model's vocabulary. */
-pfx_status pfx_pretrain_check_ids(pfx_pretrain_job *j, const pfx_blocks *b, const char *what)
+/* Every id of the blocks within the model's vocabulary: text's checked at
+ * once, shards' as each block is read (the start does not read the
+ * corpus). */
+pfx_status pfx_pretrain_check_ids(pfx_pretrain_job *j, pfx_blocks *b, const char *what)
 {
-    for (size_t i = 0; i < pfx_blocks_count(b); i++) {
-        const int32_t *ids;
-        pfx_blocks_get(b, i, &ids);
-        for (size_t t = 0; t < j->cfg->block; t++)
-            if (ids[t] < 0 || (size_t)ids[t] >= j->shape.vocab)
-                return pfx_error(
-                    j->rt, PFX_ERROR_INVALID_SHAPE,
-                    "pretrain: the %s data holds token id %d; the model's vocab_size is %zu (the "
-                    "tokenizer does not belong to the model)",
-                    what, (int)ids[t], j->shape.vocab);
-    }
+    const pfx_status st = pfx_blocks_set_vocab(b, j->shape.vocab);
+    if (st != PFX_SUCCESS)
+        return pfx_error(j->rt, st,
+                         "pretrain: the %s data: %s (the tokenizer does not belong to the model)",
+                         what, pfx_last_error(NULL));
     return PFX_SUCCESS;
 }
