@@ -1,6 +1,7 @@
 /* The full-training job (prefixcl/pretrain.h) on token shards: the
  * demonstration corpus written as shards trains bit for bit as its text
- * does, a stopped run resumes from its checkpoint bit for bit, and a token
+ * does, a stopped run resumes from its checkpoint bit for bit (and not over
+ * a shard set that changed), and a token
  * past the vocabulary is refused naming the shard and the offset.
  *
  * argv[1]: data/demo. */
@@ -89,6 +90,16 @@ static void test_shards_train_as_text(void **state)
     run_ok(rt, &c, &rd);
     assert_int_equal(rd.first_step, 2);
     assert_same(&rb, &rd, 5);
+    pfx_pretrain_result_free(&rd);
+    /* a shard more under the pattern: the checkpoint is refused, not
+     * continued in another order */
+    char from[2100], to[2100];
+    snprintf(from, sizeof(from), "%s/train_000000.bin", shards);
+    snprintf(to, sizeof(to), "%s/train_000099.bin", shards);
+    assert_int_equal(link(from, to), 0);
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rd), PFX_ERROR_INVALID_ARGUMENT,
+                        "data_blocks");
+    assert_int_equal(unlink(to), 0);
     pfx_pretrain_result_free(&ra);
     pfx_pretrain_result_free(&rb);
     pfx_pretrain_result_free(&rd);

@@ -63,6 +63,17 @@ static pfx_status open_blocks(pfx_pretrain_job *j, const char *path, pfx_blocks 
     return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
 }
 
+/* Shards are a pattern: the blocks it gave join the options a checkpoint
+ * must agree with, so that a shard added or removed since is refused on
+ * --resume instead of silently changing the order. */
+static void note_blocks(pfx_pretrain_job *j, const char *path)
+{
+    const size_t len = strlen(j->options);
+    if (format_of(j->cfg->data_format, path) != PFX_PRETRAIN_DATA_TEXT && len < sizeof(j->options))
+        snprintf(j->options + len, sizeof(j->options) - len, "data_blocks=%zu+%zu\n",
+                 pfx_blocks_count(j->train), pfx_blocks_count(j->eval));
+}
+
 pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j)
 {
     const pfx_pretrain_config *c = j->cfg;
@@ -87,8 +98,12 @@ pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j)
             tok_dir);
     if ((st = open_blocks(j, c->data_path, &j->train)))
         return st;
-    if (c->eval_path)
-        return open_blocks(j, c->eval_path, &j->eval);
+    if (c->eval_path) {
+        if ((st = open_blocks(j, c->eval_path, &j->eval)))
+            return st;
+        note_blocks(j, c->data_path);
+        return PFX_SUCCESS;
+    }
     const size_t n = pfx_blocks_count(j->train), held = n / 20 ? n / 20 : 1;
     if (n < 2)
         return pfx_error(
@@ -96,8 +111,10 @@ pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j)
             "pretrain: %s fills %zu block of %zu tokens; holding one out for evaluation needs two "
             "(give more data, a smaller --block, or --eval FILE)",
             c->data_path, n, c->block);
-    st = pfx_blocks_split(j->train, held, &j->eval);
-    return st == PFX_SUCCESS ? st : pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
+    if ((st = pfx_blocks_split(j->train, held, &j->eval)))
+        return pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
+    note_blocks(j, c->data_path);
+    return PFX_SUCCESS;
 }
 
 /* Every id of the blocks within the model's vocabulary: text's checked at
