@@ -3,7 +3,8 @@
  * memory; uint32 and headerless uint16 files; the order a permutation per
  * epoch; each rank reads only its rows; every bad header field and token
  * refused naming the shard and the offset; a corpus of gigabytes read with
- * flat resident memory. No OpenCL.
+ * flat resident memory; a file written a piece of lines at a time the same
+ * as whole. No OpenCL.
  *
  * argv[1]: data/demo. */
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 
 #include "pfx_test.h"
 #include "prefixcl/data.h"
+#include "text/text_internal.h"
 
 static const char *demo_dir;
 static char tmp_dir[] = "/tmp/pfx-test-shards-XXXXXX";
@@ -54,6 +56,21 @@ static const char *write_shard(const char *name, int32_t magic, int32_t version,
     return path;
 }
 
+/* Whether two files hold the same bytes. */
+static bool same_bytes(const char *a, const char *b)
+{
+    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
+    assert_true(x && y);
+    int c, d;
+    do {
+        c = fgetc(x);
+        d = fgetc(y);
+    } while (c == d && c != EOF);
+    fclose(x);
+    fclose(y);
+    return c == d;
+}
+
 static pfx_blocks *open_ok(const char *pattern, pfx_shard_format f, size_t block)
 {
     pfx_blocks *b = NULL;
@@ -83,6 +100,17 @@ static void test_written_equals_text(void **state)
     assert_int_equal(head[0], 20240520);
     assert_int_equal(head[1], 1);
     assert_int_equal(head[2], 1000);
+    /* read a kilobyte of lines at a time: the same shards, byte for byte */
+    pfx_shard_write_info pieces;
+    assert_int_equal(pfx_shards_write_chunked(train, tok, tmp_path("piece"), 1000, 1024, &pieces),
+                     PFX_SUCCESS);
+    assert_memory_equal(&pieces, &info, sizeof(info));
+    for (size_t i = 0; i < info.shards; i++) {
+        char a[64], b[64];
+        snprintf(a, sizeof(a), "demo_%06zu.bin", i);
+        snprintf(b, sizeof(b), "piece_%06zu.bin", i);
+        assert_true(same_bytes(tmp_path(a), tmp_path(b)));
+    }
 
     pfx_dataset_options o;
     pfx_dataset_default_options(&o);

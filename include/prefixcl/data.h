@@ -206,7 +206,9 @@ typedef struct pfx_shard_write_info {
 #define PFX_SHARD_DEFAULT_TOKENS 100000000u
 
 /* Tokenizes a text or JSONL file as the pre-training job does (data.h's
- * loader with append_eos, documents whole) and writes the tokens as shards
+ * loader with append_eos, documents whole), a piece of whole lines at a time
+ * (64 MiB: the memory does not grow with the file), and writes the tokens
+ * as shards
  * <prefix>_000000.bin, <prefix>_000001.bin, ... of shard_tokens tokens
  * each (the last one fewer; 0: PFX_SHARD_DEFAULT_TOKENS; at most
  * PFX_SHARD_MAX_TOKENS), each replaced atomically (io.h): uint16 when the

@@ -35,6 +35,12 @@ pfx_status pfx_shard_layout_parse(const uint8_t *data, size_t size, pfx_shard_fo
 pfx_status pfx_shard_convert(const uint8_t *data, unsigned width, size_t n, size_t vocab,
                              const char *name, size_t offset, int32_t *out);
 
+/* pfx_shards_write reading the file `chunk_bytes` at a time (at least: a
+ * piece grows to hold a longer line). */
+pfx_status pfx_shards_write_chunked(const char *path, const pfx_tokenizer *tok, const char *prefix,
+                                    size_t shard_tokens, size_t chunk_bytes,
+                                    pfx_shard_write_info *info);
+
 /* Shards memory-mapped, their tokens one stream in name order. */
 typedef struct pfx_shard_set pfx_shard_set;
 pfx_status pfx_shard_set_open(const char *pattern, pfx_shard_format format, pfx_shard_set **out);
