@@ -1,10 +1,13 @@
 /* The full-training job's data: the tokenized corpus packed in blocks or
  * token shards mapped, the held-out blocks, the ids checked against the
  * model. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gains_file.h"
 #include "io_internal.h"
@@ -40,10 +43,14 @@ static pfx_pretrain_data format_of(pfx_pretrain_data f, const char *path)
     if (strpbrk(path, "*?["))
         return PFX_PRETRAIN_DATA_SHARDS;
     unsigned char m[4] = { 0 };
-    FILE *in = fopen(path, "rb");
-    const size_t got = in ? fread(m, 1, 4, in) : 0;
-    if (in)
-        fclose(in);
+    /* O_NONBLOCK and regular files only: a FIFO is left to the reader that refuses it */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    ssize_t got = 0;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode))
+        got = read(fd, m, 4);
+    if (fd >= 0)
+        close(fd);
     const long magic =
         (long)((uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24);
     return got == 4 && (magic == PFX_SHARD_MAGIC || magic == PFX_SHARD_MAGIC_U32)
