@@ -19,9 +19,8 @@
 #include "common/tool_util.h"
 
 static const cli_doc doc = {
-    "prefixcl pretrain (--config PATH | --model DIR) --data FILE|'PREFIX_*.bin' [--tokenizer DIR]\n"
-    "                  [--eval FILE]\n"
-    "                  [--out DIR] [options]",
+    "prefixcl pretrain (--config PATH | --model DIR) --data FILE|'PREFIX_*.bin'\n"
+    "                  [--tokenizer DIR] [--eval FILE] [--out DIR] [options]",
     NULL, NULL
 };
 

@@ -18,7 +18,7 @@
 
 static const cli_doc doc = {
     "prefixcl tokenize --model DIR (--text TEXT | --file FILE) [--ids | --count] [--no-special]\n"
-    "       prefixcl tokenize --model DIR --file FILE --out PREFIX [--shard-tokens N]",
+    "prefixcl tokenize --model DIR --file FILE --out PREFIX [--shard-tokens N]",
     "By default one line per token: its id, a tab, its piece (\\n, \\t, \\r, \\\\ and other\n"
     "control bytes escaped). With --out, FILE (text, one document a line, or JSONL) is\n"
     "tokenized as pretrain reads it and written as PREFIX_000000.bin, ... in llm.c's layout\n"
