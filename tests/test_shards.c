@@ -241,6 +241,36 @@ static void test_u32_and_vocab(void **state)
     pfx_blocks_free(&b);
 }
 
+/* A vocabulary past 65,536 ids (a byte-level BPE whose merges and
+ * end-of-text token sit at 70,000 and on): written as llm.c's uint32
+ * shards, read back id for id. */
+static void test_written_u32(void **state)
+{
+    (void)state;
+    static const char vocab[] = "{\"a\": 0, \"b\": 1, \"\\u0120\": 2, \"ab\": 70000, "
+                                "\"<|endoftext|>\": 70001, \"\\u0120ab\": 70002}";
+    static const char merges[] = "a b\n\u0120 ab\n";
+    pfx_tokenizer *big = NULL;
+    assert_int_equal(pfx_tokenizer_load_vocab_merges_memory(vocab, strlen(vocab), merges,
+                                                            strlen(merges), "big", &big),
+                     PFX_SUCCESS);
+    const char *path = tmp_path("big.txt");
+    FILE *fp = fopen(path, "wb");
+    fputs("ab ab\nba\n", fp);
+    fclose(fp);
+    pfx_shard_write_info info;
+    assert_int_equal(pfx_shards_write(path, big, tmp_path("wide"), 0, &info), PFX_SUCCESS);
+    assert_int_equal(info.token_bytes, 4);
+    assert_int_equal(info.tokens, 6);
+    pfx_blocks *b = open_ok(tmp_path("wide_000000.bin"), PFX_SHARD_LLMC, 6);
+    int32_t got[6];
+    const int32_t want[6] = { 70000, 70002, 70001, 1, 0, 70001 };
+    assert_int_equal(pfx_blocks_read(b, 0, got), PFX_SUCCESS);
+    assert_memory_equal(got, want, sizeof(want));
+    pfx_blocks_free(&b);
+    pfx_tokenizer_free(&big);
+}
+
 /* Every header field, the file's kind and size, refused by name. */
 static void test_hostile(void **state)
 {
@@ -407,8 +437,11 @@ int main(int argc, char **argv)
     }
     demo_dir = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_written_equals_text), cmocka_unit_test(test_order_and_ranks),
-        cmocka_unit_test(test_u32_and_vocab),       cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_written_equals_text),
+        cmocka_unit_test(test_order_and_ranks),
+        cmocka_unit_test(test_u32_and_vocab),
+        cmocka_unit_test(test_written_u32),
+        cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_flat_memory),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
