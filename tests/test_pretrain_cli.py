@@ -69,6 +69,19 @@ def main():
             sys.exit("loss.csv's learning rates (warm-up 3 to 3e-3): %r" % lrs)
         if "evaluation loss: before" not in stdout or "transformers loads the folder without the gains" not in stdout:
             sys.exit("pretrain's report: %r" % stdout)
+        if not re.search(r"^step 1/16 .* tokens/s \d+ mfu \d+\.\d\d% ", stdout, re.M) or \
+                not re.search(r"\d+ tokens/s, MFU \d+\.\d\d% of 1 x [\d.]+ GFLOP/s", stdout):
+            sys.exit("pretrain's tokens/s and MFU: %r" % stdout)
+
+        # the corpus as token shards (tokenize --out), read by a pattern
+        shards = os.path.join(tmp, "shards")
+        os.mkdir(shards)
+        run(exe, ["tokenize", "--model", demo, "--file", data, "--out", os.path.join(shards, "demo"),
+                  "--shard-tokens", "9000"])
+        stdout, _ = run(exe, ["pretrain", "--config", cfg, "--out", os.path.join(tmp, "from-shards"), "--steps", "2",
+                              "--data", os.path.join(shards, "demo_*.bin")] + common[4:])
+        if "data: " not in stdout or "evaluation loss: before" not in stdout:
+            sys.exit("pretrain on shards: %r" % stdout)
         pictures = "built without cairo" not in stdout
         if pictures and not all(os.path.exists(os.path.join(out, p)) for p in ("loss.png", "gains.png", "gains_steps.png")):
             sys.exit("pictures missing: %r" % stdout)

@@ -17,6 +17,7 @@ learning rate in loss.csv.
 usage: test_tune_fit_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
 """
 import os
+import re
 import sys
 import tempfile
 
@@ -47,6 +48,10 @@ def main():
             sys.exit("tune's note on the length: %r" % err)
         if "batch 8 x 44 tokens" not in out:
             sys.exit("tune does not train with the capped length: %r" % out)
+        # tokens/s and the MFU (frozen weights: 4 N + 12 L T d, T = 44 + the prefix 20)
+        if not re.search(r"^step 1/2 .* tokens/s \d+ mfu \d+\.\d\d% ", out, re.M) or \
+                not re.search(r": \d+ tokens/s, MFU \d+\.\d\d% of 1 x [\d.]+ GFLOP/s \(4 N \+ 12 L T d", out):
+            sys.exit("tune's tokens/s and MFU: %r" % out)
         # the next step: the adapter serves generate
         out, _ = run(exe, ["generate", "--model", model, "--adapter", out_dir, "--prompt", "the quick",
                            "--max-new-tokens", "3"])

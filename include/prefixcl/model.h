@@ -359,6 +359,15 @@ PFX_API pfx_status pfx_model_profile_enable(pfx_context *ctx, bool on);
  * ms[0, PFX_MODEL_PART_COUNT) (count at least that). */
 PFX_API pfx_status pfx_model_profile_read(const pfx_context *ctx, double *ms, size_t count);
 
+/* FLOPs of one token of a training step (forward and backward) as nanoGPT
+ * and llm.c count them for the model FLOPs utilization (MFU):
+ * 6 N + 12 L T d, with N the model's parameters, L its layers, T the keys a
+ * query attends to (the block, plus a prefix) and d = heads x head size;
+ * without weight gradients (frozen weights: prefix tuning) the backward
+ * takes no weight product, 4 N + 12 L T d. The MFU is tokens/s times this
+ * over the FMA peak (profile.h, pfx_peak_fma_gflops). 0 for NULL. */
+PFX_API double pfx_model_train_flops(const pfx_model_shape *shape, size_t keys, bool weight_grads);
+
 #ifdef __cplusplus
 }
 #endif

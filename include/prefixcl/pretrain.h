@@ -8,9 +8,13 @@
  * Data: a text or JSONL file (data.h) tokenized with append_eos and the
  * post-processor's tokens, its documents joined and cut into blocks of
  * `block` tokens (pfx_blocks), every position a label, positions 0 .. T-1;
- * evaluation on eval_path's blocks, else on the last twentieth of the blocks
- * (at least one) held out. The blocks are served in an order shuffled per
- * epoch from the seed.
+ * or token shards (data.h: llm.c's layout, or nanoGPT's headerless uint16),
+ * memory-mapped and read a block at a time, so that the start does not
+ * grow with the corpus and the memory stays flat (pfx_shards_write's shards
+ * of a file give the same blocks as the file). Evaluation on eval_path's
+ * blocks, else on the last twentieth of the blocks (at least one) held out.
+ * The blocks are served in an order shuffled per epoch from the seed; with
+ * several processes each reads only its rows of every batch.
  *
  * One step: r and the learning rate of the step from the optimizer's
  * schedules; `accumulate` micro-batches of `batch` blocks, each a forward
@@ -51,15 +55,18 @@
  * (PFX_ERROR_OUT_OF_RANGE), a freeze list that leaves nothing to train or
  * holds a part that is in no weight's name (PFX_ERROR_INVALID_ARGUMENT),
  * gain heads beyond the model's layers or heads (PFX_ERROR_INVALID_ARGUMENT),
- * token ids beyond the model's vocabulary (PFX_ERROR_INVALID_SHAPE), a
- * checkpoint written with other options (PFX_ERROR_INVALID_ARGUMENT naming
- * the option); the message is in pfx_last_error(rt).
+ * token ids beyond the model's vocabulary (shards: when the block that holds
+ * one is read, PFX_ERROR_FORMAT naming the shard and the offset; text: before
+ * the first step, PFX_ERROR_INVALID_SHAPE), a checkpoint written with other
+ * options (PFX_ERROR_INVALID_ARGUMENT naming the option); the message is in
+ * pfx_last_error(rt).
  */
 #ifndef PREFIXCL_PRETRAIN_H
 #define PREFIXCL_PRETRAIN_H
 
 #include <signal.h>
 
+#include "prefixcl/data.h"
 #include "prefixcl/model.h"
 #include "prefixcl/optimizer.h"
 
@@ -74,12 +81,22 @@ typedef struct pfx_layer_head {
     size_t layer, head;
 } pfx_layer_head;
 
+/* What data_path and eval_path hold. */
+typedef enum pfx_pretrain_data {
+    PFX_PRETRAIN_DATA_AUTO = 0, /* shards when the path holds a glob character or its file starts
+                                 * with an llm.c magic; else text or JSONL */
+    PFX_PRETRAIN_DATA_TEXT,     /* text or JSONL (data.h) */
+    PFX_PRETRAIN_DATA_SHARDS,   /* llm.c's token shards (PFX_SHARD_LLMC) */
+    PFX_PRETRAIN_DATA_RAW_U16,  /* nanoGPT's headerless uint16 tokens (PFX_SHARD_RAW_U16) */
+} pfx_pretrain_data;
+
 typedef struct pfx_pretrain_config {
-    const char *model_dir;     /* a Hugging Face folder to fine-tune, or NULL */
-    const char *config_dir;    /* or a folder with config.json: a new model (pfx_model_init) */
-    const char *tokenizer_dir; /* NULL: model_dir, else config_dir */
-    const char *data_path;     /* text or JSONL */
-    const char *eval_path;     /* NULL: a held-out slice of the data */
+    const char *model_dir;         /* a Hugging Face folder to fine-tune, or NULL */
+    const char *config_dir;        /* or a folder with config.json: a new model (pfx_model_init) */
+    const char *tokenizer_dir;     /* NULL: model_dir, else config_dir */
+    const char *data_path;         /* text or JSONL, or token shards (a glob(3) pattern) */
+    const char *eval_path;         /* NULL: a held-out slice of the data */
+    pfx_pretrain_data data_format; /* of data_path and eval_path */
     const char *out_dir;
     size_t block;      /* T, tokens a row */
     size_t batch;      /* rows a micro-batch */

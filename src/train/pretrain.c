@@ -138,6 +138,9 @@ static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
         (double)c->weight_decay, (int)c->no_decay_norms, (double)c->max_grad_norm, c->warmup_steps,
         (double)c->min_lr_ratio, (int)c->gain_mode, (int)c->structured_gain, c->gain_ramp_steps,
         c->freeze ? c->freeze : "", (unsigned long long)c->seed);
+    const size_t len = strlen(out);
+    if (c->data_format != PFX_PRETRAIN_DATA_AUTO && len < cap) /* earlier checkpoints: AUTO */
+        snprintf(out + len, cap - len, "data_format=%d\n", (int)c->data_format);
 }
 
 /* ---- steps ---- */
@@ -189,11 +192,10 @@ static pfx_status evaluate(pfx_pretrain_job *j, double *out)
     double sum = 0.0;
     for (size_t i = 0; st == PFX_SUCCESS && i < n; i += c->batch) {
         const size_t rows = n - i < c->batch ? n - i : c->batch;
-        for (size_t k = 0; k < rows; k++) {
-            const int32_t *ids;
-            pfx_blocks_get(j->eval, i + k, &ids);
-            memcpy(j->ids + k * c->block, ids, c->block * sizeof(int32_t));
-        }
+        for (size_t k = 0; st == PFX_SUCCESS && k < rows; k++)
+            if ((st = pfx_blocks_read(j->eval, i + k, j->ids + k * c->block)))
+                return pfx_error(j->rt, st, "pretrain: the evaluation data: %s",
+                                 pfx_last_error(NULL));
         pfx_model_batch b = { rows, c->block, j->ids, NULL, NULL };
         double loss = 0.0;
         st = pfx_model_loss(j->eval_ctx, &b, &pre, &loss);
@@ -242,8 +244,10 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
     size_t added = 0;
     for (size_t m = 0; st == PFX_SUCCESS && m < c->accumulate; m++) {
         size_t rows = 0;
-        if ((st = pfx_blocks_next_batch(j->train, &j->pos, c->batch, c->seed, j->ids, &rows)))
-            return pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
+        /* this process's rows alone */
+        if ((st = pfx_blocks_next_rows(j->train, &j->pos, c->batch, c->seed, rank, ranks, j->ids,
+                                       &rows)))
+            return pfx_error(j->rt, st, "pretrain: the training data: %s", pfx_last_error(NULL));
         const size_t b0 = rows * rank / ranks, n = rows * (rank + 1) / ranks - b0;
         if (n == 0)
             continue;

@@ -65,13 +65,13 @@ static pfx_status complete(pfx_pretrain_job *j, const char *label, const unsigne
     if (st != PFX_SUCCESS)
         return st;
     const pfx_tokenizer *t = j->tok;
-    const int32_t bos = bos_id(t);
     said[0] = '\0';
+    const int32_t bos = t ? bos_id(t) : -1;
     const bool ok =
-        fill(root, "vocab_size", (long long)pfx_tokenizer_vocab_size(t), said, cap) &&
-        fill(root, "bos_token_id", bos, said, cap) &&
-        fill(root, "eos_token_id", pfx_tokenizer_special_id(t, PFX_TOKEN_EOS), said, cap) &&
-        fill(root, "pad_token_id", pfx_tokenizer_special_id(t, PFX_TOKEN_PAD), said, cap);
+        !t || (fill(root, "vocab_size", (long long)pfx_tokenizer_vocab_size(t), said, cap) &&
+               fill(root, "bos_token_id", bos, said, cap) &&
+               fill(root, "eos_token_id", pfx_tokenizer_special_id(t, PFX_TOKEN_EOS), said, cap) &&
+               fill(root, "pad_token_id", pfx_tokenizer_special_id(t, PFX_TOKEN_PAD), said, cap));
     char *printed = ok && said[0] ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
     if (!ok || (said[0] && !printed))
@@ -171,7 +171,7 @@ pfx_status pfx_pretrain_write_tokenizer(pfx_pretrain_job *j)
         free(src);
         free(dst);
     }
-    if (st == PFX_SUCCESS && has_json && !has_config) {
+    if (st == PFX_SUCCESS && has_json && !has_config && j->tok) {
         char *path = pfx_join_path(to, "tokenizer_config.json");
         st = path ? write_tokenizer_config(j, path)
                   : pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");

@@ -46,8 +46,8 @@ pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path,
 pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pretrain_result *r);
 
 /* The job's pieces, each in its own file. */
-pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j);                     /* pretrain_data.c */
-pfx_status pfx_pretrain_check_ids(pfx_pretrain_job *j, const pfx_blocks *b, /* pretrain_data.c */
+pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j);               /* pretrain_data.c */
+pfx_status pfx_pretrain_check_ids(pfx_pretrain_job *j, pfx_blocks *b, /* pretrain_data.c */
                                   const char *what);
 pfx_status pfx_pretrain_build_model(pfx_pretrain_job *j, pfx_pretrain_result *r); /* setup */
 pfx_status pfx_pretrain_build_optimizer(pfx_pretrain_job *j, size_t steps);       /* setup */

@@ -19,16 +19,20 @@
 #include "common/tool_util.h"
 
 static const cli_doc doc = {
-    "prefixcl pretrain (--config PATH | --model DIR) --data FILE [--tokenizer DIR] [--eval FILE]\n"
-    "                  [--out DIR] [options]",
+    "prefixcl pretrain (--config PATH | --model DIR) --data FILE|'PREFIX_*.bin'\n"
+    "                  [--tokenizer DIR] [--eval FILE] [--out DIR] [options]",
     NULL, NULL
 };
 
 typedef struct progress {
     bool tty, quiet;
     size_t every;
-    float lr;   /* the weights' (the schedule's factor times it) */
-    bool built; /* the kernel building said */
+    float lr;           /* the weights' (the schedule's factor times it) */
+    bool built;         /* the kernel building said */
+    size_t block;       /* T, the keys a query attends to at most */
+    double peak_gflops; /* the FMA peak of one device (0: no MFU) */
+    double flops;       /* of a trained token (6 N + 12 L T d), from the first step */
+    double mfu;         /* of the last step printed, percent */
 } progress;
 
 static void on_step(const pfx_pretrain_step *s, void *user)
@@ -39,6 +43,12 @@ static void on_step(const pfx_pretrain_step *s, void *user)
     if (p->tty && s->build_s >= 0.05 && !p->built)
         fputs("\r\033[K", stdout); /* the bar's line, cleared for the phase's */
     tool_say_builds(stdout, s->build_s, &p->built);
+    if (p->flops == 0.0) {
+        pfx_model_shape shape;
+        if (pfx_model_get_shape(pfx_context_model(s->ctx), &shape) == PFX_SUCCESS)
+            p->flops = pfx_model_train_flops(&shape, p->block, true);
+    }
+    p->mfu = tool_mfu(s->tokens_per_s, p->flops, p->peak_gflops, pfx_dist_size());
     char eval[64] = "";
     if (isfinite(s->eval_loss))
         snprintf(eval, sizeof(eval), "  eval %.4f (ppl %.1f)", s->eval_loss, exp(s->eval_loss));
@@ -46,18 +56,20 @@ static void on_step(const pfx_pretrain_step *s, void *user)
         char bar[CLI_BAR_MAX + 1];
         cli_bar(bar, (double)s->step / (double)s->steps, 24);
         fprintf(stdout,
-                "\r[%s] step %zu/%zu  loss %.4f%s  lr %.2e  |g| %.3e  %.0f tok/s  %.0f s left%s ",
+                "\r[%s] step %zu/%zu  loss %.4f%s  lr %.2e  |g| %.3e  %.0f tok/s  MFU %.1f%%  "
+                "%.0f s left%s ",
                 bar, s->step, s->steps, s->loss, eval, (double)(p->lr * s->lr_factor),
-                (double)s->grad_norm, s->tokens_per_s, s->eta_s, s->skipped ? "  (skipped)" : "");
+                (double)s->grad_norm, s->tokens_per_s, p->mfu, s->eta_s,
+                s->skipped ? "  (skipped)" : "");
         if (s->step == s->steps || *eval)
             fputc('\n', stdout);
     } else if (s->step == 1 || s->step % p->every == 0 || s->step == s->steps || *eval) {
         fprintf(stdout,
                 "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e lr %.4e lr_factor %.4f gain_ramp "
-                "%.3f tokens/s %.0f eta_s %.0f%s%s\n",
+                "%.3f tokens/s %.0f mfu %.2f%% eta_s %.0f%s%s\n",
                 s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm,
                 (double)(p->lr * s->lr_factor), (double)s->lr_factor, (double)s->gain_ramp,
-                s->tokens_per_s, s->eta_s, eval, s->skipped ? " skipped" : "");
+                s->tokens_per_s, p->mfu, s->eta_s, eval, s->skipped ? " skipped" : "");
     }
     fflush(stdout);
 }
@@ -148,9 +160,12 @@ int cmd_pretrain(int argc, char **argv)
     c.out_dir = "pretrain-out";
     const char *config = NULL, *device = NULL, *gain_heads = NULL;
     bool quiet = false, resume = false, no_decay = false, recompute = false;
+    float peak = 0.0f;
     int gain = 0;
     size_t warmup = c.warmup_steps, ramp = c.gain_ramp_steps;
     static const char *const gains[] = { "off", "linear", "tanh", "dim", NULL };
+    static const char *const data_formats[] = { "auto", "text", "shards", "raw-u16", NULL };
+    int data_format = 0;
     const cli_option opts[] = {
         { "--config", CLI_TEXT, &config, 0, 0, NULL, NULL, "PATH",
           "config.json (or its folder): a new model, initialized as transformers does", NULL },
@@ -159,7 +174,14 @@ int cmd_pretrain(int argc, char **argv)
         { "--tokenizer", CLI_TEXT, &c.tokenizer_dir, 0, 0, NULL, NULL, "DIR",
           "tokenizer.json's folder", "the --config or --model folder" },
         { "--data", CLI_TEXT, &c.data_path, 0, 0, NULL, NULL, "FILE",
-          "text (one document a line) or JSONL with a text field", NULL },
+          "text (one document a line), JSONL with a text field, or token shards: a quoted "
+          "pattern such as 'PREFIX_*.bin' (prefixcl tokenize --out), memory-mapped",
+          NULL },
+        { "--data-format", CLI_CHOICE, &data_format, 0, 0, data_formats, NULL, "F",
+          "of --data and --eval: text (or JSONL), shards (llm.c's header, uint16 or uint32), "
+          "raw-u16 (nanoGPT's headerless train.bin), or auto: shards for a pattern or a file "
+          "with llm.c's magic, else text",
+          "auto" },
         { "--eval", CLI_TEXT, &c.eval_path, 0, 0, NULL, NULL, "FILE", "evaluation text",
           "the last twentieth of the blocks held out" },
         { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL, NULL, "DIR", "output folder",
@@ -214,6 +236,9 @@ int cmd_pretrain(int argc, char **argv)
           "the new model's weights and the data order", "1" },
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
           "continue from OUT/" PFX_PRETRAIN_CHECKPOINT " (same options)", NULL },
+        { "--peak-gflops", CLI_FLOAT, &peak, 0, 1e9, NULL, NULL, "X",
+          "the device's float32 FMA peak for the MFU (prefixcl bench's peak.fma)",
+          "measured at the start, about 0.25 s" },
         { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, NULL, "no progress output", NULL },
     };
     const int parsed =
@@ -230,6 +255,7 @@ int cmd_pretrain(int argc, char **argv)
         fprintf(stderr, "prefixcl pretrain: --data FILE is needed\n\n");
         return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
+    c.data_format = (pfx_pretrain_data)data_format;
     c.gain_mode = gain == 3 ? PFX_GAIN_OFF : (pfx_gain_mode)gain;
     c.structured_gain = gain == 3;
     const bool any_gain = gain != 0;
@@ -248,7 +274,13 @@ int cmd_pretrain(int argc, char **argv)
                               sizeof(outputs) / sizeof(outputs[0])))
         return 2;
     char tokbuf[4096];
-    if (config && !c.tokenizer_dir &&
+    /* text needs the tokenizer; shards (a pattern or an explicit format) are
+     * tokens already, and their output folder goes without one unless given */
+    const bool text_data =
+        c.data_format == PFX_PRETRAIN_DATA_TEXT ||
+        (c.data_format == PFX_PRETRAIN_DATA_AUTO && !strpbrk(c.data_path, "*?[") &&
+         !(strlen(c.data_path) > 4 && !strcmp(c.data_path + strlen(c.data_path) - 4, ".bin")));
+    if (config && !c.tokenizer_dir && text_data &&
         !config_tokenizer(config, tokbuf, sizeof(tokbuf), &c.tokenizer_dir))
         return 2;
     char cfgbuf[4096];
@@ -276,13 +308,13 @@ int cmd_pretrain(int argc, char **argv)
     pfx_dist_hooks(&c.dist);
     char agreed[8192];
     snprintf(agreed, sizeof(agreed),
-             "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s",
+             "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s|%d",
              config ? config : "", c.model_dir ? c.model_dir : "",
              c.tokenizer_dir ? c.tokenizer_dir : "", c.data_path, c.eval_path ? c.eval_path : "",
              c.block, c.batch, c.accumulate, c.steps, c.epochs, (double)c.lr, (double)c.gain_lr,
              (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
              (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "",
-             (unsigned long long)c.seed, (int)resume, gain_heads ? gain_heads : "");
+             (unsigned long long)c.seed, (int)resume, gain_heads ? gain_heads : "", data_format);
     if (tool_dist_failed("pretrain", pfx_dist_agree("pretraining options", agreed))) {
         pfx_runtime_destroy(&rt);
         free(heads);
@@ -291,7 +323,10 @@ int cmd_pretrain(int argc, char **argv)
     progress prog = { .tty = isatty(STDOUT_FILENO) != 0 && pfx_dist_size() == 1,
                       .quiet = quiet || !lead,
                       .every = 10,
-                      .lr = c.lr };
+                      .lr = c.lr,
+                      .block = c.block };
+    if (!prog.quiet)
+        prog.peak_gflops = tool_fma_peak("pretrain", rt, (double)peak);
     if (!quiet)
         printf("prefixcl pretrain: %s %s, data %s, blocks of %zu, %zu x %zu rows a step, gain %s, "
                "seed %llu%s\n",
@@ -348,7 +383,17 @@ int cmd_pretrain(int argc, char **argv)
             r.steps_done, r.steps, c.out_dir, PFX_PRETRAIN_CHECKPOINT);
         rc = cli_stop ? cli_stop_status() : pfx_dist_size() > 1 ? PFX_DIST_EXIT_STOPPED : 0;
     } else {
-        printf("time: %.1f s for steps %zu..%zu\n", r.seconds, r.first_step + 1, r.steps_done);
+        const double rate =
+            r.seconds > 0 ? (double)((r.steps_done - r.first_step) * r.tokens_per_step) / r.seconds
+                          : 0.0;
+        printf("time: %.1f s for steps %zu..%zu: %.0f tokens/s", r.seconds, r.first_step + 1,
+               r.steps_done, rate);
+        if (prog.peak_gflops > 0)
+            printf(", MFU %.2f%% of %d x %.1f GFLOP/s (6 N + 12 L T d = %.4g FLOPs a token)",
+                   tool_mfu(rate, pfx_model_train_flops(s, c.block, true), prog.peak_gflops,
+                            pfx_dist_size()),
+                   pfx_dist_size(), prog.peak_gflops, pfx_model_train_flops(s, c.block, true));
+        printf("\n");
         if (r.first_step == 0)
             printf("evaluation loss: before %.6f (perplexity %.2f), ", r.eval_losses[0],
                    exp(r.eval_losses[0]));

@@ -39,8 +39,11 @@ typedef struct progress {
     size_t every;
     const pfx_tune_config *cfg;
     bool demo;
-    bool started; /* the run's first line printed */
-    bool built;   /* the kernel building said */
+    bool started;             /* the run's first line printed */
+    bool built;               /* the kernel building said */
+    double peak_gflops;       /* the FMA peak of one device (0: no MFU) */
+    double flops;             /* of a token (frozen weights: 4 N + 12 L T d), from the first step */
+    double tokens_per_s, mfu; /* the last step's */
 } progress;
 
 /* Before the first step's line: what runs, with the length the job fitted
@@ -73,14 +76,22 @@ static void on_step(const pfx_tune_step *s, void *user)
     if (p->tty && s->build_s >= 0.05 && !p->built)
         fputs("\r\033[K", stdout); /* the bar's line, cleared for the phase's */
     tool_say_builds(stdout, s->build_s, &p->built);
+    if (p->flops == 0.0) {
+        pfx_model_shape shape;
+        if (pfx_model_get_shape(pfx_context_model(s->ctx), &shape) == PFX_SUCCESS)
+            p->flops = pfx_model_train_flops(&shape, s->max_length + p->cfg->prefix_len, false);
+    }
+    p->tokens_per_s = s->tokens_per_s;
+    p->mfu = tool_mfu(s->tokens_per_s, p->flops, p->peak_gflops, pfx_dist_size());
     if (p->tty) {
         char bar[CLI_BAR_MAX + 1];
         cli_bar(bar, (double)s->step / (double)s->steps, 24);
         fprintf(stdout,
-                "\r[%s] step %zu/%zu  epoch %llu  loss %.4f  lr %.2e  |g| %.3e  %.0f tok/s  %.0f s "
-                "left%s ",
+                "\r[%s] step %zu/%zu  epoch %llu  loss %.4f  lr %.2e  |g| %.3e  %.0f tok/s  MFU "
+                "%.1f%%  %.0f s left%s ",
                 bar, s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->lr,
-                (double)s->grad_norm, s->tokens_per_s, s->eta_s, s->skipped ? "  (skipped)" : "");
+                (double)s->grad_norm, s->tokens_per_s, p->mfu, s->eta_s,
+                s->skipped ? "  (skipped)" : "");
         if (isfinite(s->eval_loss))
             fprintf(stdout, "\n  eval %.4f (perplexity %.1f)", s->eval_loss, exp(s->eval_loss));
         if (s->step == s->steps || isfinite(s->eval_loss))
@@ -91,10 +102,10 @@ static void on_step(const pfx_tune_step *s, void *user)
         if (isfinite(s->eval_loss))
             snprintf(eval, sizeof(eval), " eval_loss %.6f", s->eval_loss);
         fprintf(stdout,
-                "step %zu/%zu epoch %llu loss %.6f lr %.4e grad_norm %.4e tokens/s %.0f eta_s "
-                "%.0f%s%s\n",
+                "step %zu/%zu epoch %llu loss %.6f lr %.4e grad_norm %.4e tokens/s %.0f mfu %.2f%% "
+                "eta_s %.0f%s%s\n",
                 s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->lr,
-                (double)s->grad_norm, s->tokens_per_s, s->eta_s, eval,
+                (double)s->grad_norm, s->tokens_per_s, p->mfu, s->eta_s, eval,
                 s->skipped ? " skipped" : "");
     }
     fflush(stdout);
@@ -122,7 +133,7 @@ static bool check_outputs(const pfx_tune_config *c, bool demo)
 
 /* What the run printed last, from the result on rank 0. */
 static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runtime *rt, bool demo,
-                   bool pictures)
+                   bool pictures, const progress *p)
 {
     const pfx_model_shape *s = &r->shape;
     printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name,
@@ -143,7 +154,14 @@ static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runti
             r->steps_done, r->steps, c->out_dir, PFX_TUNE_CHECKPOINT);
         return;
     }
-    printf("time: %.1f s for steps %zu..%zu\n", r->seconds, r->first_step + 1, r->steps_done);
+    printf("time: %.1f s for steps %zu..%zu", r->seconds, r->first_step + 1, r->steps_done);
+    if (p->tokens_per_s > 0)
+        printf(": %.0f tokens/s", p->tokens_per_s);
+    if (p->peak_gflops > 0 && p->flops > 0)
+        printf(", MFU %.2f%% of %d x %.1f GFLOP/s (4 N + 12 L T d = %.4g FLOPs a token: the "
+               "weights frozen)",
+               p->mfu, pfx_dist_size(), p->peak_gflops, p->flops);
+    printf("\n");
     printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n",
            r->eval_before, exp(r->eval_before), r->eval_after, exp(r->eval_after));
     printf("attention mass on the prefix per layer (mean of the heads), before -> after:\n");
@@ -186,6 +204,7 @@ int cmd_tune(int argc, char **argv)
     const char *device = NULL;
     bool quiet = false, resume = false, no_eos = false, recompute = false;
     size_t num_virtual = 0;
+    float peak = 0.0f;
     size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
     int gain = 0, storage = 0;
     /* the options whose default the demonstration changes, at their places in the table */
@@ -256,6 +275,9 @@ int cmd_tune(int argc, char **argv)
           "recompute each block in the backward (less memory, the same values)", NULL },
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
           "continue from OUT/" PFX_TUNE_CHECKPOINT " (same options)", NULL },
+        { "--peak-gflops", CLI_FLOAT, &peak, 0, 1e9, NULL, NULL, "X",
+          "the device's float32 FMA peak for the MFU (prefixcl bench's peak.fma)",
+          "measured at the start, about 0.25 s" },
         { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, NULL, "no progress output", NULL },
     };
     bool given[sizeof(opts) / sizeof(opts[0])];
@@ -328,6 +350,8 @@ int cmd_tune(int argc, char **argv)
     }
     if (demo)
         c.model_dir = demo_model;
+    if (!prog.quiet)
+        prog.peak_gflops = tool_fma_peak("tune", rt, (double)peak);
     pfx_dist_hooks(&c.dist);
     char agreed[8192];
     snprintf(agreed, sizeof(agreed),
@@ -375,7 +399,7 @@ int cmd_tune(int argc, char **argv)
     }
     if (prog.tty && !quiet && r.stopped)
         fputc('\n', stdout);
-    report(&c, &r, rt, demo, pictures);
+    report(&c, &r, rt, demo, pictures, &prog);
     const bool stopped = r.stopped;
     pfx_tune_result_free(&r);
     pfx_runtime_destroy(&rt);

@@ -65,6 +65,26 @@ pfx_runtime *tool_runtime(const char *command, const char *selector)
     return rt;
 }
 
+double tool_fma_peak(const char *command, pfx_runtime *rt, double given)
+{
+    if (given > 0.0)
+        return given;
+    double g = 0.0;
+    if (pfx_peak_fma_gflops(rt, 0.25, &g) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: no MFU: the FMA peak could not be measured (%s)\n", command,
+                pfx_last_error(rt));
+        return 0.0;
+    }
+    return g;
+}
+
+double tool_mfu(double tokens_per_s, double flops_per_token, double peak_gflops, size_t devices)
+{
+    if (!(peak_gflops > 0.0) || devices == 0)
+        return 0.0;
+    return 100.0 * tokens_per_s * flops_per_token / (peak_gflops * 1e9 * (double)devices);
+}
+
 double tool_now_s(void)
 {
     struct timespec ts;

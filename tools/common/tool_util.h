@@ -54,6 +54,17 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
  * stderr. */
 pfx_runtime *tool_runtime(const char *command, const char *selector);
 
+/* The device's float32 FMA peak in GFLOP/s, the denominator of the model
+ * FLOPs utilization: `given` when positive, else measured as prefixcl bench
+ * measures it (pfx_peak_fma_gflops, about a quarter second); 0 after a note
+ * on stderr when it cannot be measured. */
+double tool_fma_peak(const char *command, pfx_runtime *rt, double given);
+
+/* The model FLOPs utilization in percent: tokens/s times the FLOPs of a
+ * token (pfx_model_train_flops) over the peak of `devices` devices; 0
+ * without a peak. */
+double tool_mfu(double tokens_per_s, double flops_per_token, double peak_gflops, size_t devices);
+
 /* 1 after printing "prefixcl COMMAND: " and pfx_last_error(NULL) when a
  * dist.h call failed (st), else 0. */
 int tool_dist_failed(const char *command, pfx_status st);
