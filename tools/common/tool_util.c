@@ -65,15 +65,58 @@ pfx_runtime *tool_runtime(const char *command, const char *selector)
     return rt;
 }
 
+/* The cached peaks: one line a device, "GFLOPS<TAB>platform|device|driver". */
+#define PEAK_FILE "fma_peak.txt"
+
+static void peak_key(const pfx_runtime *rt, char *key, size_t cap)
+{
+    const pfx_device_info *d = pfx_runtime_device(rt);
+    snprintf(key, cap, "%s|%s|%s", d->platform_name, d->device_name, d->driver_version);
+}
+
+/* The peak cached for the device, or 0: lines that do not parse are skipped
+ * (the file is the cache's, but read as any outside file). */
+static double cached_peak(const char *path, const char *key)
+{
+    FILE *f = NULL;
+    if (pfx_input_open(path, &f) != PFX_SUCCESS)
+        return 0.0;
+    char line[512];
+    double found = 0.0;
+    while (fgets(line, sizeof(line), f)) {
+        char *tab = strchr(line, '\t'), *end = NULL;
+        if (!tab)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        const double g = strtod(line, &end);
+        if (end == tab && g > 0.0 && g < 1e9 && !strcmp(tab + 1, key))
+            found = g;
+    }
+    fclose(f);
+    return found;
+}
+
 double tool_fma_peak(const char *command, pfx_runtime *rt, double given)
 {
     if (given > 0.0)
         return given;
-    double g = 0.0;
+    const char *dir = pfx_runtime_cache_dir(rt);
+    char path[4200] = "", key[400];
+    peak_key(rt, key, sizeof(key));
+    if (dir && *dir)
+        snprintf(path, sizeof(path), "%s/%s", dir, PEAK_FILE);
+    double g = path[0] ? cached_peak(path, key) : 0.0;
+    if (g > 0.0)
+        return g;
     if (pfx_peak_fma_gflops(rt, 0.25, &g) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl %s: no MFU: the FMA peak could not be measured (%s)\n", command,
                 pfx_last_error(rt));
         return 0.0;
+    }
+    FILE *f = path[0] ? fopen(path, "a") : NULL; /* a line appended: the last one counts */
+    if (f) {
+        fprintf(f, "%.6g\t%s\n", g, key);
+        fclose(f);
     }
     return g;
 }

@@ -55,9 +55,11 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
 pfx_runtime *tool_runtime(const char *command, const char *selector);
 
 /* The device's float32 FMA peak in GFLOP/s, the denominator of the model
- * FLOPs utilization: `given` when positive, else measured as prefixcl bench
- * measures it (pfx_peak_fma_gflops, about a quarter second); 0 after a note
- * on stderr when it cannot be measured. */
+ * FLOPs utilization: `given` when positive, else the one cached for the
+ * device in the kernel cache's fma_peak.txt, else measured as prefixcl bench
+ * measures it (pfx_peak_fma_gflops, about a quarter second on a quiet
+ * machine) and cached there: measured once a device, not at every run; 0
+ * after a note on stderr when it cannot be measured. */
 double tool_fma_peak(const char *command, pfx_runtime *rt, double given);
 
 /* The model FLOPs utilization in percent: tokens/s times the FLOPs of a
