@@ -59,7 +59,8 @@ def main():
         subprocess.run([sys.executable, script, "--wordnet", wn, corpus], check=True, capture_output=True)
         tiny = ["--corpus", corpus, "--tokenizer", tokenizer, "--layers", "2", "--hidden", "32", "--heads", "4",
                 "--block", "32", "--batch", "4", "--steps", "10", "--measure-every", "2", "--eval-every", "5",
-                "--eval-blocks", "4", "--gen-tokens", "8", "--gen-reps", "2", "--probe-docs", "0", "--lr", "3e-3"]
+                "--eval-blocks", "4", "--gen-tokens", "8", "--gen-reps", "2", "--probe-docs", "0", "--lr", "3e-3",
+                "--seeds", "1"]
         arms = ("baseline", "linear", "selected")
         stdout, _ = run(exe, ["experiment", "gain", "--out", out, "--arms", ",".join(arms), "--quiet"] + tiny,
                         timeout=300)
@@ -76,6 +77,9 @@ def main():
                 sys.exit("%s: perplexity %r" % (arm, row[0]))
         if re.search(r"\b(nan|-?inf)\b", report, re.I):
             sys.exit("a non-finite figure in report.md:\n" + report)
+        claims = report[report.index("## The claims"):report.index("## Pictures")]
+        if re.search(r"measurement (agrees|disagrees|is inconclusive)", claims) or "no verdict" not in claims:
+            sys.exit("one seed must give figures and no verdict:\n" + claims)
         if "Selection rule" not in report or "settled" not in report:
             sys.exit("report.md lacks the selection rule or the settled definition")
         res = json.load(open(os.path.join(out, "results.json")))

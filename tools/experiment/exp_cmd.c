@@ -15,8 +15,8 @@
 #define PFX_WORDNET_DIR "data/wordnet"
 #endif
 
-/* The defaults fit the whole experiment (5 arms, the measures) in about half
- * an hour on a 2-core CPU with PoCL: 4 layers of 256 (4 heads of 64), blocks
+/* The defaults fit one seed of the whole experiment (5 arms, the measures)
+ * in about half an hour on a 2-core CPU with PoCL: 4 layers of 256 (4 heads of 64), blocks
  * of 128, 8 blocks a step, 400 steps an arm. Measured there, with other jobs
  * on the same cores: 0.5-0.6 s a step, 1225 s and 1448 s for two whole runs
  * (README.md). */
@@ -139,7 +139,7 @@ int cmd_experiment(int argc, char **argv)
                         .block = DEF_BLOCK,
                         .batch = DEF_BATCH,
                         .steps = DEF_STEPS,
-                        .seeds = 1,
+                        .seeds = 3,
                         .seed = 1,
                         .lr = 1e-3f,
                         .top_k = 8,
@@ -179,7 +179,9 @@ int cmd_experiment(int argc, char **argv)
         { "--seed", CLI_U64, &o->seed, 0, 1.9e19, NULL, NULL, "S", "initialization and data order",
           "1" },
         { "--seeds", CLI_SIZE, &o->seeds, 1, 30, NULL, NULL, "N",
-          "repeat every arm with seeds S .. S+N-1: means and 95% intervals", "1" },
+          "repeat every arm with seeds S .. S+N-1: means, 95% intervals and the verdicts (one "
+          "seed: figures only)",
+          "3" },
         { "--top-k", CLI_SIZE, &o->top_k, 1, 1 << 16, NULL, NULL, "K",
           "the top-k attention mass measured per head", "8" },
         { "--measure-every", CLI_SIZE, &measure, 1, 1e9, NULL, NULL, "K",

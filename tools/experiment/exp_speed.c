@@ -1,5 +1,5 @@
-/* Generation speed (exp.h): greedy decoding of a fixed validation prompt,
- * batch 1, the baseline's model without gains and each gain arm's model
+/* Generation speed (exp.h), of every seed's models: greedy decoding of a
+ * fixed validation prompt, batch 1, the baseline's model without gains and each gain arm's model
  * with its trained gains (an adapter bank entry of prefix length 0 read
  * from its gains.safetensors), in one run with the repetitions interleaved
  * (baseline, arm, baseline, arm, ...) so that a change of the machine's
@@ -86,9 +86,10 @@ size_t exp_gen_tokens(const exp_state *s)
     return s->o.gen_tokens < room ? s->o.gen_tokens : room;
 }
 
-int exp_speed(exp_state *s)
+/* The figures of seed index k's models. */
+static int speed_of_seed(exp_state *s, size_t k)
 {
-    exp_run *base = exp_run_at(s, 0, ARM_BASELINE);
+    exp_run *base = exp_run_at(s, k, ARM_BASELINE);
     const size_t reps = s->o.gen_reps, n = exp_gen_tokens(s);
     if (!base->done || n == 0)
         return 0;
@@ -108,7 +109,7 @@ int exp_speed(exp_state *s)
     if (rc == 0 && !generate_once(s, &b, n, out, tok))
         rc = -1;
     for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT && rc == 0; a++) {
-        exp_run *run = exp_run_at(s, 0, a);
+        exp_run *run = exp_run_at(s, k, a);
         if (!run->done)
             continue;
         decoder d;
@@ -137,14 +138,16 @@ int exp_speed(exp_state *s)
         for (int c = 0; c < EXP_CLOCKS; c++)
             summarize(ta + c * reps, tb + c * reps, ratio, reps, &run->speed[c]);
         if (!s->o.quiet)
-            printf("  tokens/s: %-8s %.1f, baseline %.1f (ratio %.3f, %.3f .. %.3f over %zu "
-                   "pairs); per CPU second "
-                   "%.1f and %.1f (ratio %.3f, %.3f .. %.3f)\n",
-                   exp_arm_names[a], run->speed[EXP_WALL].tok_s, run->speed[EXP_WALL].base_tok_s,
-                   run->speed[EXP_WALL].ratio_med, run->speed[EXP_WALL].ratio_lo,
-                   run->speed[EXP_WALL].ratio_hi, reps, run->speed[EXP_CPU].tok_s,
-                   run->speed[EXP_CPU].base_tok_s, run->speed[EXP_CPU].ratio_med,
-                   run->speed[EXP_CPU].ratio_lo, run->speed[EXP_CPU].ratio_hi);
+            printf(
+                "  tokens/s: seed %llu %-8s %.1f, baseline %.1f (ratio %.3f, %.3f .. %.3f over %zu "
+                "pairs); per CPU second "
+                "%.1f and %.1f (ratio %.3f, %.3f .. %.3f)\n",
+                (unsigned long long)run->seed, exp_arm_names[a], run->speed[EXP_WALL].tok_s,
+                run->speed[EXP_WALL].base_tok_s, run->speed[EXP_WALL].ratio_med,
+                run->speed[EXP_WALL].ratio_lo, run->speed[EXP_WALL].ratio_hi, reps,
+                run->speed[EXP_CPU].tok_s, run->speed[EXP_CPU].base_tok_s,
+                run->speed[EXP_CPU].ratio_med, run->speed[EXP_CPU].ratio_lo,
+                run->speed[EXP_CPU].ratio_hi);
     }
     /* the baseline's own row: every repetition of it, all pairings (or its
      * own repetitions when it is the only arm) */
@@ -169,4 +172,12 @@ int exp_speed(exp_state *s)
     free(ratio);
     free(all_base);
     return rc;
+}
+
+int exp_speed(exp_state *s)
+{
+    for (size_t k = 0; k < s->o.seeds; k++)
+        if (speed_of_seed(s, k))
+            return -1;
+    return 0;
 }
