@@ -5,7 +5,11 @@ by tools/corpus/wordnet_corpus.py from WordNet-format files written here
 the baseline, linear and selected arms for a few steps. report.md holds
 every arm in the claims' table with finite figures, results.json parses
 with the same arms, the pictures are PNGs of a sensible size; bad options
-are refused naming the option.
+are refused naming the option. Then a run stopped by SIGINT during training
+(mid-arm, a finished arm before it), resumed and stopped during the
+generation speed, resumed and stopped during the probe, and resumed to the
+end gives the figures of a run never stopped, bit for bit; --resume with
+another option is refused naming it.
 
 usage: test_experiment_cli.py PREFIXCL CORPUS_SCRIPT TOKENIZER_DIR cairo|none
 (standard library only)
@@ -14,6 +18,7 @@ import json
 import math
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -49,6 +54,54 @@ def png_size(path):
     if head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
         sys.exit("%s is not a PNG" % path)
     return struct.unpack(">II", head[16:24])
+
+
+def stopped_at(exe, args, line):
+    """Runs exe args, sends SIGINT once a line of stdout starts with `line`;
+    (exit status, stderr)."""
+    p = subprocess.Popen([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    for out in p.stdout:
+        seen += out
+        if out.startswith(line):
+            p.send_signal(signal.SIGINT)
+            break
+    rest, err = p.communicate(timeout=120)
+    return p.returncode, seen + rest, err
+
+
+def resume_checks(exe, corpus, tokenizer, tmp):
+    args = ["--corpus", corpus, "--tokenizer", tokenizer, "--layers", "2", "--hidden", "32", "--heads", "4",
+            "--block", "32", "--batch", "4", "--steps", "10", "--measure-every", "2", "--eval-every", "5",
+            "--eval-blocks", "4", "--gen-tokens", "16", "--gen-reps", "30", "--probe-docs", "0", "--lr", "3e-3",
+            "--seeds", "1", "--arms", "baseline,linear"]
+    ref, out = os.path.join(tmp, "ref"), os.path.join(tmp, "resumed")
+    run(exe, ["experiment", "gain", "--out", ref, "--quiet"] + args)
+    cmd = ["experiment", "gain", "--out", out] + args
+    for line, phase in (("  linear   step     4/10", "during training"),
+                        ("generation speed", "during the generation speed"), ("probe", "during the probe")):
+        code, stdout, err = stopped_at(exe, cmd, line)
+        if code != 130 or phase not in err or "--resume" not in err:
+            sys.exit("a stop %s: exit %d\n%s\n%s" % (phase, code, stdout[-1500:], err))
+        if phase == "during training" and not os.path.exists(os.path.join(out, "linear", "checkpoint.safetensors")):
+            sys.exit("no checkpoint of the stopped arm")
+        if phase == "during the generation speed" and not re.search(r"arm baseline .*\(resumed\)", stdout):
+            sys.exit("the finished arm was not resumed:\n" + stdout)
+        cmd = ["experiment", "gain", "--resume", out]
+    for other in (["--steps", "20"], ["--quiet"]):
+        _, err = run(exe, ["experiment", "gain", "--resume", out] + other, code=2)
+        if other[0] not in err:
+            sys.exit("--resume with %s: %r" % (other[0], err))
+    _, err = run(exe, ["experiment", "gain", "--resume", os.path.join(tmp, "none")], code=2)
+    if "experiment.json" not in err:
+        sys.exit("--resume of no experiment: %r" % err)
+    run(exe, cmd)
+    a, b = (json.load(open(os.path.join(d, "results.json"))) for d in (ref, out))
+    for arm in ("baseline", "linear"):
+        ra, rb = a["arms"][arm]["runs"][0], b["arms"][arm]["runs"][0]
+        for key in ("validation_perplexity", "validation_curve", "per_head"):
+            if ra[key] != rb[key]:
+                sys.exit("%s: %s differs after the stops and resumes:\n%r\n%r" % (arm, key, ra[key], rb[key]))
 
 
 def main():
@@ -128,6 +181,7 @@ def main():
         _, err = run(exe, ["experiment", "other"], code=2)
         if "gain" not in err:
             sys.exit("an unknown experiment: %r" % err)
+        resume_checks(exe, corpus, tokenizer, tmp)
     print("ok")
 
 

@@ -7,7 +7,9 @@
  * (separable: near-perfect; labels independent of the features: near the
  * majority class; the same result twice), and the verdict rule on hand-made
  * per-seed tables (an interval holding 0, one on each side, a single seed,
- * NaN and infinity, equal values, differences of float32 noise, ranges).
+ * NaN and infinity, equal values, differences of float32 noise, ranges),
+ * and the files --resume reads back (saved.h): written, read back the same,
+ * and their refusals.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 #include <cmocka.h>
 
 #include "probe.h"
+#include "saved.h"
 #include "settled.h"
 #include "verdict.h"
 
@@ -338,6 +341,51 @@ static void test_verdict_range(void **state)
                 verdict_t975(30) == 2.042 && verdict_t975(100) == 2.042);
 }
 
+static void test_saved_files(void **state)
+{
+    (void)state;
+    char *const argv[3] = { "experiment", "gain", "--out" };
+    char *text = saved_args_text(3, argv), err[256], **back = NULL;
+    int argc = 0;
+    assert_non_null(text);
+    assert_int_equal(saved_args_read(text, strlen(text), &argc, &back, err, sizeof(err)), 0);
+    assert_int_equal(argc, 3);
+    assert_string_equal(back[2], "--out");
+    assert_null(back[3]);
+    saved_args_free(argc, back);
+    free(text);
+    const char *bad[] = { "{\"format\": \"other\", \"argv\": [\"a\"]}",
+                          "{\"format\": \"prefixcl-experiment-1\", \"argv\": [\"a\\u0000b\"]}",
+                          "{\"format\": \"prefixcl-experiment-1\", \"argv\": [1]}", "[" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(saved_args_read(bad[i], strlen(bad[i]), &argc, &back, err, sizeof(err)),
+                         -1);
+        assert_null(back);
+    }
+    /* measures: NaN as null, float32 values exactly */
+    const size_t steps[2] = { 3, 7 };
+    const float e[4] = { 1.25f, NAN, 0.1f, 3.0e-8f }, t[4] = { 0.5f, 0.25f, 1.0f, 0.0f };
+    text = saved_measures_text(steps, e, t, 2, 2);
+    assert_non_null(text);
+    size_t st[4], m = 0;
+    float e2[8], t2[8];
+    assert_int_equal(
+        saved_measures_read(text, strlen(text), 2, 4, 7, st, e2, t2, &m, err, sizeof(err)), 0);
+    assert_int_equal(m, 2);
+    assert_int_equal(st[1], 7);
+    assert_true(e2[0] == e[0] && isnan(e2[1]) && e2[2] == e[2] && e2[3] == e[3]);
+    assert_memory_equal(t2, t, sizeof(t));
+    /* another head count, too few slots, a step past the run */
+    assert_int_equal(
+        saved_measures_read(text, strlen(text), 3, 4, 7, st, e2, t2, &m, err, sizeof(err)), -1);
+    assert_int_equal(
+        saved_measures_read(text, strlen(text), 2, 1, 7, st, e2, t2, &m, err, sizeof(err)), -1);
+    assert_int_equal(
+        saved_measures_read(text, strlen(text), 2, 4, 6, st, e2, t2, &m, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "steps"));
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -354,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_verdict_not_finite),
         cmocka_unit_test(test_verdict_noise),
         cmocka_unit_test(test_verdict_range),
+        cmocka_unit_test(test_saved_files),
     };
     return cmocka_run_group_tests_name("experiment_measures", tests, NULL, NULL);
 }

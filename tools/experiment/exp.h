@@ -91,6 +91,7 @@ typedef struct exp_run {
 
 typedef struct exp_state {
     exp_options o;
+    bool resume; /* --resume: each run from its checkpoint and measures.json */
     pfx_runtime *rt;
     pfx_tokenizer *tok;
     pfx_model_shape shape;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "exp.h"
 #include "common/tool_util.h"
 
@@ -121,6 +122,10 @@ static int speed_of_seed(exp_state *s, size_t k)
             rc = -1;
         for (size_t r = 0; r < reps && rc == 0; r++) {
             double tbr[EXP_CLOCKS], tar[EXP_CLOCKS];
+            if (cli_stop) {
+                rc = -1;
+                break;
+            }
             if (!generate_once(s, &b, n, out, tbr) || !generate_once(s, &d, n, out, tar)) {
                 rc = -1;
                 break;
@@ -176,6 +181,10 @@ static int speed_of_seed(exp_state *s, size_t k)
 
 int exp_speed(exp_state *s)
 {
+    if (!s->o.quiet) {
+        printf("generation speed\n");
+        fflush(stdout);
+    }
     for (size_t k = 0; k < s->o.seeds; k++)
         if (speed_of_seed(s, k))
             return -1;
