@@ -146,6 +146,11 @@ def main():
                     and 0 <= r0["probe_accuracy"] <= 1 and len(r0["per_head"]["entropy"]) == 5
                     and len(r0["per_head"]["entropy"][0]) == 8):
                 sys.exit("results.json %s: %r" % (arm, {k: v for k, v in r0.items() if k != "per_head"}))
+        for arm in ("linear", "selected"):  # the model with its gains folded, timed too
+            if not res["arms"][arm]["runs"][0]["speed_folded_cpu"]["tokens_per_s"] > 0:
+                sys.exit("no folded speed of %s" % arm)
+        if "gains folded" not in report or "Gains can be fixed at inference" not in report:
+            sys.exit("report.md lacks the folded model's speed")
         if sum(res["arms"]["selected"]["runs"][0]["selected_heads"]) != 4:
             sys.exit("the selected arm trains %r" % res["arms"]["selected"]["runs"][0]["selected_heads"])
         for arm in arms:

@@ -248,21 +248,30 @@ static void write_md(exp_state *s, FILE *f)
             s->probe_classes, s->probe_train, s->probe_test, any0->probe_majority);
 
     if (base0->done && base0->speed[EXP_WALL].tok_s > 0) {
-        fprintf(f, "### Generation speed by both clocks\n\n| arm | tokens/s | baseline paired | "
-                   "ratio (range over "
-                   "pairs) | tokens per CPU second | baseline paired | ratio (range) "
-                   "|\n|---|---|---|---|---|---|---|\n");
+        fprintf(
+            f,
+            "### Generation speed by both clocks (seed %llu's models; a gain arm's also with "
+            "its gains folded into its query projections)\n\n| arm | tokens/s | baseline paired | "
+            "ratio (range over "
+            "pairs) | tokens per CPU second | baseline paired | ratio (range) "
+            "|\n|---|---|---|---|---|---|---|\n",
+            (unsigned long long)o->seed);
         for (exp_arm_kind a = 0; a < ARM_COUNT; a++) {
             const exp_run *r0 = exp_run_at(s, 0, a);
             if (!r0->done || !(r0->speed[EXP_WALL].tok_s > 0))
                 continue;
-            fprintf(f, "| %s", exp_arm_names[a]);
-            for (int c = 0; c < EXP_CLOCKS; c++) {
-                const exp_speed_figs *q = &r0->speed[c];
-                fprintf(f, " | %.1f | %.1f | %.3f (%.3f .. %.3f)", q->tok_s, q->base_tok_s,
-                        q->ratio_med, q->ratio_lo, q->ratio_hi);
+            for (int folded = 0; folded < 2; folded++) {
+                const exp_speed_figs *sp = folded ? r0->folded : r0->speed;
+                if (!(sp[EXP_WALL].tok_s > 0))
+                    continue;
+                fprintf(f, "| %s%s", exp_arm_names[a], folded ? ", gains folded" : "");
+                for (int c = 0; c < EXP_CLOCKS; c++) {
+                    const exp_speed_figs *q = &sp[c];
+                    fprintf(f, " | %.1f | %.1f | %.3f (%.3f .. %.3f)", q->tok_s, q->base_tok_s,
+                            q->ratio_med, q->ratio_lo, q->ratio_hi);
+                }
+                fprintf(f, " |\n");
             }
-            fprintf(f, " |\n");
         }
         fprintf(f,
                 "\nCPU seconds are the whole process's (the device's worker threads on a CPU "
@@ -421,12 +430,14 @@ static cJSON *run_json(exp_state *s, const exp_run *run, exp_arm_kind a)
         }
     add_num(o, "train_seconds", run->seconds);
     static const char *const clock_names[EXP_CLOCKS] = { "wall", "cpu" };
-    for (int c = 0; c < EXP_CLOCKS; c++) {
-        const exp_speed_figs *q = &run->speed[c];
+    for (int c = 0; c < 2 * EXP_CLOCKS; c++) {
+        static const char *const keys[4] = { "speed_wall", "speed_cpu", "speed_folded_wall",
+                                             "speed_folded_cpu" };
+        const exp_speed_figs *q = c < EXP_CLOCKS ? &run->speed[c] : &run->folded[c - EXP_CLOCKS];
         if (!(q->tok_s > 0))
             continue;
-        cJSON *sp = cJSON_AddObjectToObject(o, c == EXP_WALL ? "speed_wall" : "speed_cpu");
-        cJSON_AddStringToObject(sp, "clock", clock_names[c]);
+        cJSON *sp = cJSON_AddObjectToObject(o, keys[c]);
+        cJSON_AddStringToObject(sp, "clock", clock_names[c % EXP_CLOCKS]);
         add_num(sp, "tokens_per_s", q->tok_s);
         add_num(sp, "baseline_tokens_per_s", q->base_tok_s);
         const double r3[3] = { q->ratio_lo, q->ratio_med, q->ratio_hi };
