@@ -2,7 +2,7 @@
 """`prefixcl experiment gain` end to end at a tiny size: a small corpus made
 by tools/corpus/wordnet_corpus.py from WordNet-format files written here
 (invented glosses), the committed data/wordnet tokenizer, a 2-layer model,
-the baseline, linear and selected arms for a few steps. report.md holds
+the baseline, linear, selected, uniform and decay arms for a few steps. report.md holds
 every arm in the claims' table with finite figures, results.json parses
 with the same arms, the pictures are PNGs of a sensible size; bad options
 are refused naming the option. Then a run stopped by SIGINT during training
@@ -114,7 +114,7 @@ def main():
                 "--block", "32", "--batch", "4", "--steps", "10", "--measure-every", "2", "--eval-every", "5",
                 "--eval-blocks", "4", "--gen-tokens", "8", "--gen-reps", "2", "--probe-docs", "0", "--lr", "3e-3",
                 "--seeds", "1"]
-        arms = ("baseline", "linear", "selected")
+        arms = ("baseline", "linear", "selected", "uniform", "decay")
         stdout, _ = run(exe, ["experiment", "gain", "--out", out, "--arms", ",".join(arms), "--quiet"] + tiny,
                         timeout=300)
         report = open(os.path.join(out, "report.md")).read()
@@ -133,6 +133,8 @@ def main():
         claims = report[report.index("## The claims"):report.index("## Pictures")]
         if re.search(r"measurement (agrees|disagrees|is inconclusive)", claims) or "no verdict" not in claims:
             sys.exit("one seed must give figures and no verdict:\n" + claims)
+        if claims.count("The seed's tuning idea") != 2:
+            sys.exit("report.md lacks the uniform and decay arms' lines:\n" + claims)
         if "Selection rule" not in report or "settled" not in report:
             sys.exit("report.md lacks the selection rule or the settled definition")
         res = json.load(open(os.path.join(out, "results.json")))
@@ -146,6 +148,9 @@ def main():
                     and 0 <= r0["probe_accuracy"] <= 1 and len(r0["per_head"]["entropy"]) == 5
                     and len(r0["per_head"]["entropy"][0]) == 8):
                 sys.exit("results.json %s: %r" % (arm, {k: v for k, v in r0.items() if k != "per_head"}))
+        g0 = res["arms"]["uniform"]["runs"][0]["per_head"]["gain"][0]
+        if max(abs(g) for g in g0) < 0.01:  # --uniform-init 0.05, after 2 small steps
+            sys.exit("the uniform arm's gains start near 0: %r" % g0)
         for arm in ("linear", "selected"):  # the model with its gains folded, timed too
             if not res["arms"][arm]["runs"][0]["speed_folded_cpu"]["tokens_per_s"] > 0:
                 sys.exit("no folded speed of %s" % arm)

@@ -28,6 +28,8 @@ typedef enum exp_arm_kind {
     ARM_TANH,         /* 1 + tanh g */
     ARM_DIM,          /* the structured gain, q * (1 + G) per head and dimension */
     ARM_SELECTED,     /* 1 + g on the heads the linear arm moved most early */
+    ARM_UNIFORM,      /* 1 + g, the gains starting uniform in [-A, A] (--uniform-init) */
+    ARM_DECAY,        /* 1 + g, the gains' learning rate decaying faster (--gain-lr-decay) */
     ARM_COUNT
 } exp_arm_kind;
 
@@ -43,8 +45,10 @@ typedef struct exp_options {
     size_t layers, hidden, heads, block, batch, steps;
     size_t seeds; /* repeats with seeds seed .. seed + seeds - 1 */
     uint64_t seed;
-    float lr;      /* the weights'; the gains' is half of it */
-    size_t warmup; /* learning-rate warm-up and gain ramp, steps */
+    float lr;            /* the weights'; the gains' is half of it */
+    float uniform_init;  /* the uniform arm's A */
+    float gain_lr_decay; /* the decay arm's fraction of the decay steps */
+    size_t warmup;       /* learning-rate warm-up and gain ramp, steps */
     size_t top_k;
     size_t measure_every; /* per-head measures every K steps */
     size_t eval_every, eval_blocks;

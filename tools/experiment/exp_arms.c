@@ -14,7 +14,8 @@
 #include "settled.h"
 #include "common/tool_util.h"
 
-const char *const exp_arm_names[ARM_COUNT] = { "baseline", "linear", "tanh", "dim", "selected" };
+const char *const exp_arm_names[ARM_COUNT] = { "baseline", "linear",  "tanh", "dim",
+                                               "selected", "uniform", "decay" };
 const float exp_thresholds[EXP_THRESHOLDS] = { 0.01f, 0.05f, 0.1f };
 
 /* out/model/config.json: a GPT-2 of the options' size over the tokenizer's
@@ -267,9 +268,11 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     c.eval_blocks = o->eval_blocks;
     c.seed = run->seed;
     c.stop_flag = &cli_stop;
-    c.gain_mode = a == ARM_LINEAR || a == ARM_SELECTED ? PFX_GAIN_LINEAR
-                  : a == ARM_TANH                      ? PFX_GAIN_TANH
-                                                       : PFX_GAIN_OFF;
+    c.gain_mode = a == ARM_TANH                       ? PFX_GAIN_TANH
+                  : a == ARM_BASELINE || a == ARM_DIM ? PFX_GAIN_OFF
+                                                      : PFX_GAIN_LINEAR;
+    c.gain_init = a == ARM_UNIFORM ? o->uniform_init : 0.0f;
+    c.gain_decay_fraction = a == ARM_DECAY ? o->gain_lr_decay : 0.0f;
     c.structured_gain = a == ARM_DIM;
     pfx_layer_head *list = NULL;
     if (a == ARM_SELECTED) {

@@ -152,6 +152,25 @@ void exp_claims_write(exp_state *s, FILE *f)
             "measurement %s.\n",
             ratio, clock, verdict_text(&v, "%+.1f", steps, why, sizeof(why)),
             verdict_text(&vf, "%+.1f", steps, why2, sizeof(why2)));
+    static const struct {
+        exp_arm_kind arm;
+        const char *idea;
+    } ideas[2] = {
+        { ARM_UNIFORM,
+          "a uniform start of the gains instead of 0 (the uniform arm, --uniform-init)" },
+        { ARM_DECAY,
+          "a faster decay of the gains' learning rate (the decay arm, --gain-lr-decay)" },
+    };
+    for (int i = 0; i < 2; i++) {
+        if (!exp_run_at(s, 0, ideas[i].arm)->done)
+            continue;
+        v = exp_ppl_verdict(s, ideas[i].arm, ARM_LINEAR, &ma, &mb);
+        fprintf(f,
+                "- *The seed's tuning idea: %s lowers perplexity* (no published figure). "
+                "Measured %.3f (%s) against %.3f (linear): the measurement %s.\n",
+                ideas[i].idea, ma, exp_arm_names[ideas[i].arm], mb,
+                verdict_text(&v, "%+.3f", steps, why, sizeof(why)));
+    }
     double split[MAX_PAIRS], share[MAX_PAIRS];
     const size_t n = settled_figures(s, split, share);
     if (n) {

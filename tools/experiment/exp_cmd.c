@@ -58,7 +58,8 @@ static bool parse_arms(const char *text, bool *arm, char *why, size_t cap)
                 hit = a;
         if (hit < 0) {
             snprintf(why, cap,
-                     "--arms: unknown arm '%.*s' (baseline, linear, tanh, dim or selected)",
+                     "--arms: unknown arm '%.*s' (baseline, linear, tanh, dim, selected, "
+                     "uniform or decay)",
                      (int)len, p);
             return false;
         }
@@ -220,6 +221,8 @@ static int experiment(int argc, char **argv, const char *resumed)
                         .seeds = 3,
                         .seed = 1,
                         .lr = 1e-3f,
+                        .uniform_init = 0.05f,
+                        .gain_lr_decay = 0.5f,
                         .top_k = 8,
                         .eval_blocks = 64,
                         .probe_docs = 3000,
@@ -234,7 +237,15 @@ static int experiment(int argc, char **argv, const char *resumed)
           "tokenizer.json's folder", "the committed " PFX_WORDNET_DIR },
         { "--out", CLI_TEXT, &o->out, 0, 0, NULL, NULL, "DIR", "output folder", NULL },
         { "--arms", CLI_TEXT, &arms, 0, 0, NULL, NULL, "LIST",
-          "the arms, of baseline, linear, tanh, dim, selected; selected needs linear", "all" },
+          "the arms, of baseline, linear, tanh, dim, selected, uniform, decay; selected needs "
+          "linear",
+          "baseline,linear,tanh,dim,selected" },
+        { "--uniform-init", CLI_FLOAT, &o->uniform_init, 1e-6, 10, NULL, NULL, "A",
+          "the uniform arm's gains start uniform in [-A, A]", "0.05" },
+        { "--gain-lr-decay", CLI_FLOAT, &o->gain_lr_decay, 1e-3, 1, NULL, NULL, "X",
+          "the decay arm's gain learning rate reaches the cosine's floor after this fraction "
+          "of the decay steps",
+          "0.5" },
         { "--device", CLI_TEXT, &o->device, 0, 0, NULL, NULL, "SEL",
           "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
         { "--layers", CLI_SIZE, &o->layers, 1, 256, NULL, NULL, "N", "transformer layers",
