@@ -219,6 +219,24 @@ typedef struct pfx_model_prefix {
     float gain_ramp;           /* r in [0, 1] (read with a gain mode or dim_gains) */
 } pfx_model_prefix;
 
+/* Folds gains into the model's query projections (docs/design.md, "Folding
+ * gains"), so that the model without gains computes what it computed with
+ * them: head h's query rows and bias (GPT-2: columns of c_attn's q part)
+ * scaled by gamma = 1 + r g_h (LINEAR) or 1 + tanh(r g_h) (TANH), and with
+ * dim_gains each query dimension d of head h by 1 + r G_hd too (r =
+ * gains->gain_ramp). Exact in real numbers; float32 rounds the products
+ * once. A rotary model (the Llama family) takes dim_gains only where each
+ * pair of dimensions (d, d + D/2) that the rotation turns together shares
+ * its G: otherwise PFX_ERROR_INVALID_ARGUMENT naming the heads. Key and
+ * value rows are never touched (GQA's shared keys stay); a prefix is not
+ * folded (prefix_len, keys, values or bank_index set:
+ * PFX_ERROR_INVALID_ARGUMENT). Refused before anything changes: a bad gain
+ * mode or r outside [0, 1] (PFX_ERROR_INVALID_ARGUMENT), gains NULL with a
+ * mode (PFX_ERROR_NULL_ARGUMENT), a non-finite gain (PFX_ERROR_NOT_FINITE),
+ * a query projection not stored as float32 (PFX_ERROR_UNSUPPORTED). Then
+ * pfx_model_save writes a folder any Hugging Face loader reads. */
+PFX_API pfx_status pfx_model_fold_gains(pfx_model *model, const pfx_model_prefix *gains);
+
 /* logits: F32 [B, N, V] (the whole tensor: small vocabularies and tests). */
 PFX_API pfx_status pfx_model_forward(pfx_context *ctx, const pfx_model_batch *batch,
                                      const pfx_model_prefix *prefix, pfx_tensor *logits);

@@ -109,11 +109,18 @@ typedef struct pfx_pretrain_config {
     bool no_decay_norms; /* no decay on biases and norm weights either */
     float max_grad_norm; /* 0: no clipping */
     uint32_t warmup_steps;
-    float min_lr_ratio;       /* the cosine's floor, a fraction of each lr */
-    pfx_gain_mode gain_mode;  /* OFF, LINEAR or TANH: a gain per head; gains start at 0 */
-    bool structured_gain;     /* a gain per head and dimension, q * (1 + r G) (docs/design.md),
+    float min_lr_ratio;        /* the cosine's floor, a fraction of each lr */
+    pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH: a gain per head; gains start at 0 */
+    bool structured_gain;      /* a gain per head and dimension, q * (1 + r G) (docs/design.md),
                                 * alone or with gain_mode; starts at 0 */
-    uint32_t gain_ramp_steps; /* 0: r = 1 from the start */
+    uint32_t gain_ramp_steps;  /* 0: r = 1 from the start */
+    float gain_init;           /* 0: the gains start at 0 (plain attention); A > 0: each trained
+                                * gain (g, or each G_hd) starts uniform in [-A, A], drawn from
+                                * the seed; finite, >= 0 */
+    float gain_decay_fraction; /* the gains' learning rate decays on a cosine of its own that
+                                * reaches min_lr_ratio after this fraction of the weights' decay
+                                * steps (optimizer.h's decay_fraction: 0.5 twice as fast);
+                                * 0 or 1: the weights' schedule; in [0, 1] */
     const pfx_layer_head *gain_heads; /* [gain_head_count] the heads with a trained gain;
                                 * the others keep gain 0 (plain attention) for the whole run:
                                 * their gradient is zeroed before clipping (nothing in the global

@@ -101,6 +101,8 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
         { "weight_decay", c->weight_decay, false },
         { "max_grad_norm", c->max_grad_norm, false },
         { "min_lr_ratio", c->min_lr_ratio, true },
+        { "gain_init", c->gain_init, false },
+        { "gain_decay_fraction", c->gain_decay_fraction, true },
     };
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         if (!isfinite(f[i].v) || f[i].v < 0.0f || (f[i].unit && f[i].v > 1.0f))
@@ -124,6 +126,12 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
  * (floats exact, %a). */
 static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
 {
+    /* the fields added later, only when set: a checkpoint written without
+     * them still resumes */
+    char tail[128] = "";
+    if (c->gain_init != 0.0f || (c->gain_decay_fraction > 0.0f && c->gain_decay_fraction < 1.0f))
+        snprintf(tail, sizeof(tail), "gain_init=%a\ngain_decay_fraction=%a\n", (double)c->gain_init,
+                 (double)(c->gain_decay_fraction < 1.0f ? c->gain_decay_fraction : 0.0f));
     snprintf(
         out, cap,
         "model_dir=%s\nconfig_dir=%s\ntokenizer_dir=%s\ndata_path=%s\neval_path=%s\nblock=%"
@@ -131,13 +139,13 @@ static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
         "accumulate=%zu\nsteps=%zu\nepochs=%zu\nlr=%a\ngain_lr=%a\nweight_decay=%a\nno_decay_norms="
         "%d\n"
         "max_grad_norm=%a\nwarmup_steps=%u\nmin_lr_ratio=%a\ngain_mode=%d\nstructured_gain=%d\n"
-        "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\n",
+        "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\n%s",
         c->model_dir ? c->model_dir : "", c->config_dir ? c->config_dir : "",
         c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path, c->eval_path ? c->eval_path : "",
         c->block, c->batch, c->accumulate, c->steps, c->epochs, (double)c->lr, (double)c->gain_lr,
         (double)c->weight_decay, (int)c->no_decay_norms, (double)c->max_grad_norm, c->warmup_steps,
         (double)c->min_lr_ratio, (int)c->gain_mode, (int)c->structured_gain, c->gain_ramp_steps,
-        c->freeze ? c->freeze : "", (unsigned long long)c->seed);
+        c->freeze ? c->freeze : "", (unsigned long long)c->seed, tail);
     const size_t len = strlen(out);
     if (c->data_format != PFX_PRETRAIN_DATA_AUTO && len < cap) /* earlier checkpoints: AUTO */
         snprintf(out + len, cap - len, "data_format=%d\n", (int)c->data_format);
@@ -412,6 +420,8 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
         free(path);
     } else {
         st = evaluate(&j, &result->eval_losses[0]);
+        if (st == PFX_SUCCESS && j.any_gain) /* the start: 0, or config.gain_init's draw */
+            st = trace_gains(&j, result->gains);
     }
     if (st == PFX_SUCCESS)
         st = train(&j, on_step, user, result);

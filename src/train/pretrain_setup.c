@@ -75,7 +75,23 @@ static pfx_status check_freeze(pfx_pretrain_job *j, const char *freeze)
     return PFX_SUCCESS;
 }
 
-/* L gains of `shape` starting at 0, their gradients and a host copy. */
+/* The gains' start (config.gain_init): 0, or uniform in [-A, A] for the
+ * trained heads (per head, all of a structured gain's D), from the seed
+ * and `salt` (one stream per kind of gain); the others stay 0. */
+static void initial_gains(const pfx_pretrain_job *j, size_t per_head, uint64_t salt, float *host)
+{
+    const float A = j->cfg->gain_init;
+    uint64_t state = j->cfg->seed ^ salt;
+    for (size_t i = 0; A > 0.0f && i < j->L * j->H; i++)
+        for (size_t d = 0; d < per_head; d++) {
+            const double u = (double)(pfx_splitmix64(&state) >> 11) * 0x1p-53; /* [0, 1) */
+            host[i * per_head + d] =
+                !j->gain_heads || j->gain_heads[i] ? (float)((2.0 * u - 1.0) * A) : 0.0f;
+        }
+}
+
+/* L gains of `shape` at their start (initial_gains), their gradients and a
+ * host copy. */
 static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *shape,
                              pfx_tensor ***t, pfx_tensor ***dt, float **host)
 {
@@ -85,10 +101,11 @@ static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *s
     *host = calloc(j->L * n, sizeof(float));
     if (!*t || !*dt || !*host)
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    initial_gains(j, ndim == 1 ? 1 : shape[1], ndim == 1 ? 0x6A1Du : 0xD16Au, *host);
     pfx_status st = PFX_SUCCESS;
     for (size_t l = 0; st == PFX_SUCCESS && l < j->L; l++)
         if (!(st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, ndim, shape, &(*t)[l])) &&
-            !(st = pfx_tensor_fill((*t)[l], 0.0f)))
+            !(st = pfx_tensor_write((*t)[l], 0, n, *host + l * n)))
             st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, ndim, shape, &(*dt)[l]);
     return st;
 }
@@ -227,6 +244,7 @@ pfx_status pfx_pretrain_build_optimizer(pfx_pretrain_job *j, size_t steps)
     plain.weight_decay = 0.0f;
     pfx_optimizer_group_params gains = plain;
     gains.lr = c->gain_lr;
+    gains.decay_fraction = c->gain_decay_fraction;
     unsigned g_decay = 0, g_plain = 0, g_gain = 0;
     if (st == PFX_SUCCESS)
         st = pfx_optimizer_add_group(j->opt, &decay, &g_decay);

@@ -158,7 +158,7 @@ int cmd_pretrain(int argc, char **argv)
     pfx_pretrain_config c;
     pfx_pretrain_default_config(&c);
     c.out_dir = "pretrain-out";
-    const char *config = NULL, *device = NULL, *gain_heads = NULL;
+    const char *config = NULL, *device = NULL, *gain_heads = NULL, *gain_init = NULL;
     bool quiet = false, resume = false, no_decay = false, recompute = false;
     float peak = 0.0f;
     int gain = 0;
@@ -206,6 +206,14 @@ int cmd_pretrain(int argc, char **argv)
           "steps over which the gains ramp in from 0 (more than tune's 20: pre-training runs "
           "thousands of steps, and the weights move under the gains)",
           "100" },
+        { "--gain-init", CLI_TEXT, &gain_init, 0, 0, NULL, NULL, "SPEC",
+          "the gains' start: zero (plain attention) or uniform:A (each uniform in [-A, A], "
+          "from the seed)",
+          "zero" },
+        { "--gain-lr-decay", CLI_FLOAT, &c.gain_decay_fraction, 0, 1, NULL, NULL, "X",
+          "the gains' learning rate reaches the cosine's floor after this fraction of the "
+          "decay steps (0.5: twice as fast as the weights')",
+          "1: with the weights" },
         { "--gain-heads", CLI_TEXT, &gain_heads, 0, 0, NULL, NULL, "LIST",
           "only these heads get a gain, the others keep 0: comma-separated LAYER.HEAD pairs "
           "counted from 0 (e.g. 0.1,2.3)",
@@ -256,6 +264,16 @@ int cmd_pretrain(int argc, char **argv)
         return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     c.data_format = (pfx_pretrain_data)data_format;
+    char init_why[128];
+    if (gain_init && !cli_gain_init(gain_init, &c.gain_init, init_why, sizeof(init_why))) {
+        fprintf(stderr, "prefixcl pretrain: --gain-init %s\n", init_why);
+        return 2;
+    }
+    if (gain == 0 && (c.gain_init > 0.0f || c.gain_decay_fraction > 0.0f)) {
+        fprintf(stderr, "prefixcl pretrain: %s needs a gain (--gain linear, tanh or dim)\n",
+                c.gain_init > 0.0f ? "--gain-init" : "--gain-lr-decay");
+        return 2;
+    }
     c.gain_mode = gain == 3 ? PFX_GAIN_OFF : (pfx_gain_mode)gain;
     c.structured_gain = gain == 3;
     const bool any_gain = gain != 0;
@@ -307,14 +325,16 @@ int cmd_pretrain(int argc, char **argv)
     const bool lead = pfx_dist_rank() == 0;
     pfx_dist_hooks(&c.dist);
     char agreed[8192];
-    snprintf(agreed, sizeof(agreed),
-             "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s|%d",
-             config ? config : "", c.model_dir ? c.model_dir : "",
-             c.tokenizer_dir ? c.tokenizer_dir : "", c.data_path, c.eval_path ? c.eval_path : "",
-             c.block, c.batch, c.accumulate, c.steps, c.epochs, (double)c.lr, (double)c.gain_lr,
-             (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
-             (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "",
-             (unsigned long long)c.seed, (int)resume, gain_heads ? gain_heads : "", data_format);
+    snprintf(
+        agreed, sizeof(agreed),
+        "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s|%d|%a|%a",
+        config ? config : "", c.model_dir ? c.model_dir : "",
+        c.tokenizer_dir ? c.tokenizer_dir : "", c.data_path, c.eval_path ? c.eval_path : "",
+        c.block, c.batch, c.accumulate, c.steps, c.epochs, (double)c.lr, (double)c.gain_lr,
+        (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
+        (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "", (unsigned long long)c.seed,
+        (int)resume, gain_heads ? gain_heads : "", data_format, (double)c.gain_init,
+        (double)c.gain_decay_fraction);
     if (tool_dist_failed("pretrain", pfx_dist_agree("pretraining options", agreed))) {
         pfx_runtime_destroy(&rt);
         free(heads);

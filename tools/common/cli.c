@@ -34,6 +34,18 @@ bool cli_float(const char *text, double lo, double hi, float *out)
 
 const char *const cli_gain_modes[] = { "off", "linear", "tanh", NULL };
 
+bool cli_gain_init(const char *text, float *range, char *why, size_t cap)
+{
+    if (text && !strcmp(text, "zero")) {
+        *range = 0.0f;
+        return true;
+    }
+    if (text && !strncmp(text, "uniform:", 8) && cli_float(text + 8, 0, 10, range) && *range > 0.0f)
+        return true;
+    snprintf(why, cap, "'%s' is neither zero nor uniform:A with A in (0, 10]", text ? text : "");
+    return false;
+}
+
 static int option_error(const char *cmd, const cli_doc *doc, const cli_option *opts, size_t n,
                         const char *msg)
 {

@@ -26,6 +26,11 @@ bool cli_float(const char *text, double lo, double hi, float *out);
  * A malloc'ed array in *ids. */
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
 
+/* The gains' start (pfx_pretrain_config.gain_init): "zero" (0) or
+ * "uniform:A" with A a number in (0, 10] (uniform in [-A, A]). False with
+ * why (cap bytes). */
+bool cli_gain_init(const char *text, float *range, char *why, size_t cap);
+
 /* Attention heads "L.H" (layer, head; each by cli_uint, from 0) separated by
  * one comma (spaces around it allowed), in the order given: a malloc'ed list
  * of *count. The model, which knows its layers and heads, checks them (the

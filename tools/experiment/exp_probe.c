@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "exp.h"
 #include "labels.h"
 #include "probe.h"
@@ -122,6 +123,10 @@ static int probe_run(exp_state *s, const doc_set *d, const float *x, exp_run *ru
 int exp_probe_all(exp_state *s)
 {
     doc_set d;
+    if (!s->o.quiet) {
+        printf("probe\n");
+        fflush(stdout);
+    }
     if (docs_read(s, s->o.probe_docs, &d))
         return -1;
     s->probe_train = (d.n + 1) / 2;
@@ -135,6 +140,10 @@ int exp_probe_all(exp_state *s)
             exp_run *run = exp_run_at(s, k, a);
             if (!run->done)
                 continue;
+            if (cli_stop) {
+                rc = -1;
+                break;
+            }
             exp_gains g;
             pfx_context *ctx = exp_model_load(s, run, rows);
             if (!ctx || exp_gains_load(s, run, a, &g)) {
