@@ -327,8 +327,9 @@ int main(int argc, char **argv)
     for (size_t k = 0; k < nb; k++) {
         const size_t B = batches[k];
         for (size_t r = 0; r < B; r++)
-            req[r] = (pfx_request){ prompts + r * N, N, adapters ? (int32_t)r : -1, r,
-                                    outs + r * NEW,  0 };
+            req[r] = (pfx_request){
+                prompts + r * N, N, adapters ? (int32_t)r : -1, r, outs + r * NEW, 0, false
+            };
         for (int run = -1; run < runs; run++) { /* run -1: warm-up (kernel builds) */
             pfx_generate_stats gs;
             CHECK(pfx_generate(ctx, cache, bank, req, B, &s, NULL, NULL, &gs));

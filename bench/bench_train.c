@@ -7,12 +7,18 @@
  * memory the step holds (pfx_runtime_memory peak: weights, gradients, two
  * moments, the workspace and the activations).
  *
+ * Each part of the step (forward+loss+backward, the optimizer, the whole
+ * step) with its tokens/s and model FLOPs utilization: 6 N + 12 L T d FLOPs
+ * a token (pfx_model_train_flops) over the device's FMA peak as prefixcl
+ * bench measures it (pfx_peak_fma_gflops, or --peak-gflops).
+ *
  * With --profile, one more step runs with every product, attention call and
  * loss chunk bracketed by pfx_runtime_finish, and says where the model's time
- * goes.
+ * goes, each FLOP-bound part with its GFLOP/s and share of the peak.
  *
  * usage: bench_train [--device SEL] [--batch 8] [--tokens 128] [--steps 3]
- *                    [--warmup 1] [--gain] [--recompute] [--profile] [--json PATH]
+ *                    [--warmup 1] [--gain] [--recompute] [--profile]
+ *                    [--peak-gflops X] [--json PATH]
  * The step is the one bench/peer_train_torch.py times with PyTorch.
  */
 #include <stdio.h>
@@ -33,6 +39,7 @@ int main(int argc, char **argv)
     size_t B = 8, N = 128;
     int steps = 3, warmup = 1;
     bool gain = false, profile = false, recompute = false;
+    double peak = 0.0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
@@ -50,13 +57,15 @@ int main(int argc, char **argv)
             profile = true;
         else if (!strcmp(argv[i], "--recompute"))
             recompute = true;
+        else if (!strcmp(argv[i], "--peak-gflops") && i + 1 < argc)
+            peak = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else {
             fprintf(stderr,
                     "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] "
                     "[--gain] "
-                    "[--recompute] [--profile] [--json PATH]\n",
+                    "[--recompute] [--profile] [--peak-gflops X] [--json PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -125,7 +134,8 @@ int main(int argc, char **argv)
                              .gain_ramp = 1.0f };
     pfx_model_grads mg = { .gains = gain ? dg : NULL, .weights = dw };
 
-    double wall_model[MAX_STEPS], wall_step[MAX_STEPS], cpu_step[MAX_STEPS], loss = 0;
+    double wall_model[MAX_STEPS], wall_opt[MAX_STEPS], wall_step[MAX_STEPS], cpu_step[MAX_STEPS],
+        loss = 0;
     for (int it = -warmup; it < steps; it++) {
         const double t0 = tool_now_s() * 1e3, c0 = tool_cpu_s() * 1e3;
         for (size_t l = 0; gain && l < L; l++)
@@ -139,6 +149,7 @@ int main(int argc, char **argv)
         const double t2 = tool_now_s() * 1e3, c2 = tool_cpu_s() * 1e3;
         if (it >= 0) {
             wall_model[it] = t1 - t0;
+            wall_opt[it] = t2 - t1;
             wall_step[it] = t2 - t0;
             cpu_step[it] = c2 - c0;
         }
@@ -158,28 +169,56 @@ int main(int argc, char **argv)
         CHECK(pfx_model_profile_enable(ctx, false));
         CHECK(pfx_model_profile_read(ctx, prof_ms, PFX_MODEL_PART_COUNT));
     }
+    if (!(peak > 0.0))
+        CHECK(pfx_peak_fma_gflops(rt, 1.0, &peak));
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
     const pfx_device_info *dev = pfx_runtime_device(rt);
     const double med_model = tool_median(wall_model, (size_t)steps),
                  med_step = tool_median(wall_step, (size_t)steps);
-    const double med_cpu = tool_median(cpu_step, (size_t)steps);
+    const double med_cpu = tool_median(cpu_step, (size_t)steps),
+                 med_opt = tool_median(wall_opt, (size_t)steps);
+    /* the FLOPs of a token, and of the profiled parts (per token) */
+    const double flops = pfx_model_train_flops(&shape, N, true);
+    const double C = (double)shape.hidden, d = (double)(H * shape.head_dim),
+                 kv = (double)(shape.kv_heads * shape.head_dim), I = (double)shape.intermediate;
+    const double mlp = (strcmp(shape.model_type, "gpt2") ? 3.0 : 2.0) * C * I;
+    const double part_flops[PFX_MODEL_PART_COUNT] = {
+        [PFX_MODEL_PART_GEMM] = 6.0 * (double)L * (2.0 * C * d + 2.0 * C * kv + mlp),
+        [PFX_MODEL_PART_HEAD] = 6.0 * (double)shape.vocab * C,
+        [PFX_MODEL_PART_ATTN_FWD] = 4.0 * (double)L * (double)N * d,
+        [PFX_MODEL_PART_ATTN_BWD] = 8.0 * (double)L * (double)N * d,
+    };
+    const double tok = (double)(B * N);
     printf("device: %s (%s)\n", dev->device_name, dev->platform_name);
     printf("test: GPT-2 small full-training step, B=%zu N=%zu, %zu parameters%s, %s, AdamW + "
            "clipping\n",
            B, N, shape.parameters, gain ? " + gains" : "",
            recompute ? "blocks recomputed" : "activations kept");
-    printf("  %-28s %10.2f ms wall\n", "forward+loss+backward", med_model);
-    printf("  %-28s %10.2f ms wall %10.2f ms cpu\n", "step", med_step, med_cpu);
-    printf("  %-28s %10.0f tokens/s\n", "throughput", (double)(B * N) / (med_step / 1e3));
+    printf("FMA peak: %.1f GFLOP/s (prefixcl bench's peak.fma); %.4g FLOPs a token "
+           "(6 N + 12 L T d)\n",
+           peak, flops);
+    printf("  %-28s %10.2f ms wall %10.0f tokens/s  MFU %5.1f %%\n", "forward+loss+backward",
+           med_model, tok / (med_model / 1e3),
+           100.0 * tok * flops / (med_model / 1e3) / (peak * 1e9));
+    printf("  %-28s %10.2f ms wall %10.0f tokens/s\n", "optimizer (clip + AdamW)", med_opt,
+           tok / (med_opt / 1e3));
+    printf("  %-28s %10.2f ms wall %10.0f tokens/s  MFU %5.1f %%  %10.2f ms cpu\n", "step",
+           med_step, tok / (med_step / 1e3), 100.0 * tok * flops / (med_step / 1e3) / (peak * 1e9),
+           med_cpu);
     printf("  %-28s %10.2f MiB\n", "device memory peak", (double)mem.peak_bytes / 1048576.0);
     printf("  %-28s %10.4f\n", "loss", loss);
     if (profile) {
         double rest = prof_total;
         printf("profile: model forward+loss+backward %.2f ms wall, serialized\n", prof_total);
         for (int i = 0; i < PFX_MODEL_PART_COUNT; i++) {
-            printf("  %-28s %10.2f ms %5.1f %%\n", prof_names[i], prof_ms[i],
+            printf("  %-28s %10.2f ms %5.1f %%", prof_names[i], prof_ms[i],
                    100.0 * prof_ms[i] / prof_total);
+            if (part_flops[i] > 0 && prof_ms[i] > 0) {
+                const double gf = tok * part_flops[i] / (prof_ms[i] / 1e3) * 1e-9;
+                printf("  %10.1f GFLOP/s %5.1f %% of the peak", gf, 100.0 * gf / peak);
+            }
+            printf("\n");
             rest -= prof_ms[i];
         }
         printf("  %-28s %10.2f ms %5.1f %%\n", "rest (norms, activations, copies)", rest,
@@ -193,9 +232,11 @@ int main(int argc, char **argv)
                 "{\"tool\": \"bench_train\", \"device\": \"%s\", \"batch\": %zu, \"tokens\": %zu, "
                 "\"gain\": %s, "
                 "\"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, \"model_ms\": %.3f, "
-                "\"step_ms\": %.3f}\n",
+                "\"optimizer_ms\": %.3f, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
+                "\"peak_gflops\": %.2f, \"flops_per_token\": %.6g, \"mfu\": %.5f}\n",
                 dev->device_name, B, N, gain ? "true" : "false", steps, loss, mem.peak_bytes,
-                med_model, med_step);
+                med_model, med_opt, med_step, tok / (med_step / 1e3), peak, flops,
+                tok * flops / (med_step / 1e3) / (peak * 1e9));
         fclose(out);
     }
     for (size_t i = 0; i < W; i++)

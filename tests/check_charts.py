@@ -39,6 +39,13 @@ EXPECTED = {
                        "key", "attention probability"]),
     "attn-grid.svg": ("layer 1: all heads",
                       ["head 0", "head 1", "head 2", "prefix", "attention probability", "a<b&c"]),
+    # a log axis over a narrow range: several labelled ticks (the right axis)
+    "grad-decade.svg": ("a gradient norm within a decade", ["0.6", "0.8", "1", "2"]),
+    "grad-narrow.svg": ("a gradient norm within a factor 1.3", ["1.5", "1.6", "1.7", "1.8", "1.9"]),
+    "legend-below.svg": ("no free corner", ["near the top", "near the bottom", "in the middle"]),
+    # twelve heads of 10 x 30 tokens: every token labelled
+    "attn-grid-12.svg": ("twelve heads, every token",
+                         ["q%d" % i for i in range(10)] + ["k%d" % j for j in range(30)]),
     "bench-compare.svg": ("prefixcl bench: figure per test and device",
                           ["sgemm.1024", "copy", "layer.step", "120.5 GFLOP/s", "12.5 GB/s",
                            "107.6 GFLOP/s", "30.1 % of FMA peak", "100.0 % of copy bandwidth",
@@ -64,6 +71,22 @@ def check_svg(path, title, labels):
     assert any(True for _ in root.iter(SVG + "path")), f"{path}: nothing drawn"
 
 
+def text_y(path, label):
+    root = ET.parse(path).getroot()
+    ys = [float(t.get("y")) for t in root.iter(SVG + "text") if t.text == label]
+    assert ys, f"{path}: no {label!r}"
+    return min(ys)
+
+
+def check_legend_below(path):
+    """No corner of the plot is free: the legend's entries sit under the x
+    axis's label, outside the plot."""
+    below = text_y(path, "step")
+    for entry in ("near the top", "near the bottom", "in the middle"):
+        y = text_y(path, entry)
+        assert y > below, f"{path}: {entry!r} at y {y}, inside the plot (x label at {below})"
+
+
 def main():
     exe, out, mode = sys.argv[1:4]
     rc = subprocess.call([exe, out, mode])
@@ -74,6 +97,8 @@ def main():
     for name, (title, labels) in EXPECTED.items():
         check_svg(f"{out}/{name}", title, labels)
         print(f"ok {name}: {len(labels)} labels")
+    check_legend_below(f"{out}/legend-below.svg")
+    print("ok legend-below.svg: the legend under the plot")
     return 0
 
 

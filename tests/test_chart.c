@@ -1,6 +1,6 @@
 /*
  * The tools' pictures (tools/chart/ and its users train_plot.c, tune_plot.c,
- * attn_plot.c, bench_plot.c), each drawn from small fixed data into the folder argv[1]
+ * pretrain_plot.c, attn_plot.c, bench_plot.c), each drawn from small fixed data into the folder argv[1]
  * as PNG and SVG. The PNGs are read back with cairo: size, and pixels where
  * the layout puts known colours. tests/check_charts.py runs this program and
  * then parses the SVGs and looks for their labels. With argv[2] "none" (a
@@ -24,6 +24,8 @@
 #include "plot/attn_plot.h"
 #include "benchmark/bench.h"
 #include "chart.h"
+#include "plot/loss_plot.h"
+#include "plot/pretrain_plot.h"
 #include "plot/train_plot.h"
 #include "plot/tune_plot.h"
 
@@ -348,6 +350,136 @@ static void test_bench_pictures(void **state)
 #endif
 }
 
+/* ---- what a reader needs of each picture ---------------------------------- */
+
+/* A gradient norm within one decade (0.6 to 2.4) and within a factor 1.3
+ * (1.5 to 1.9) on the loss picture's log axis: several labelled ticks each
+ * (check_charts.py reads them), not one or two decades. */
+static void test_log_axis_ticks(void **state)
+{
+    (void)state;
+    enum { N = 50 };
+    static double losses[N];
+    static float decade[N], narrow[N];
+    for (int i = 0; i < N; i++) {
+        losses[i] = 4.0 + exp(-i / 10.0);
+        decade[i] = (float)(0.6 + 1.8 * exp(-i / 12.0));
+        narrow[i] = (float)(1.5 + 0.4 * exp(-i / 12.0));
+    }
+    expect(loss_plot(out("grad-decade.svg"), "a gradient norm within a decade", NULL, losses,
+                     decade, N, NULL),
+           "grad-decade.svg");
+    expect(loss_plot(out("grad-narrow.svg"), "a gradient norm within a factor 1.3", NULL, losses,
+                     narrow, N, NULL),
+           "grad-narrow.svg");
+}
+
+/* Lines near the top and the bottom across the whole width leave no corner
+ * free: the legend goes below the plot, where it covers nothing
+ * (check_charts.py: its entries under the x axis's label). */
+static void test_legend_placement(void **state)
+{
+    (void)state;
+    enum { N = 30 };
+    double top[N], bottom[N], middle[N];
+    for (int i = 0; i < N; i++) {
+        top[i] = 0.95 + 0.02 * sin(i);
+        bottom[i] = 0.05 + 0.02 * cos(i);
+        middle[i] = 0.5 + 0.3 * sin(i / 3.0);
+    }
+    const chart_series s[3] = {
+        { .name = "near the top", .y = top, .count = N, .line = true },
+        { .name = "near the bottom", .y = bottom, .count = N, .line = true },
+        { .name = "in the middle", .y = middle, .count = N, .line = true },
+    };
+    const chart_line_spec p = {
+        .title = "no free corner", .x = { .label = "step" }, .series = s, .series_count = 3
+    };
+    expect(chart_lines(out("legend-below.svg"), &p, 1), "legend-below.svg");
+    expect(chart_lines(out("legend-below.png"), &p, 1), "legend-below.png");
+}
+
+/* Twelve heads of 10 queries by 30 keys in one grid: every token labelled
+ * (check_charts.py finds each label). */
+static void test_attention_grid_labels(void **state)
+{
+    (void)state;
+    enum { Q = 10, K = 30, HEADS12 = 12 };
+    static float probs[Q * K];
+    static char qn[Q][8], kn[K][8], titles[HEADS12][16];
+    static const char *ql[Q], *kl[K];
+    for (int i = 0; i < Q * K; i++)
+        probs[i] = (float)((1 + (i % 7)) / 100.0);
+    for (int i = 0; i < Q; i++)
+        snprintf(qn[i], sizeof(qn[i]), "q%d", i), ql[i] = qn[i];
+    for (int j = 0; j < K; j++)
+        snprintf(kn[j], sizeof(kn[j]), "k%d", j), kl[j] = kn[j];
+    attn_plot_map maps[HEADS12];
+    for (int h = 0; h < HEADS12; h++) {
+        snprintf(titles[h], sizeof(titles[h]), "head %d", h);
+        maps[h] = (attn_plot_map){ .probs = probs,
+                                   .queries = Q,
+                                   .keys = K,
+                                   .prefix_len = 4,
+                                   .query_labels = ql,
+                                   .key_labels = kl,
+                                   .title = titles[h] };
+    }
+    expect(attn_plot_grid(out("attn-grid-12.svg"), "twelve heads, every token", maps, HEADS12),
+           "attn-grid-12.svg");
+}
+
+/* pretrain's gains_steps.png (200 steps, 4 layers x 4 heads): the map
+ * spans most of the picture's width, not a narrow strip. */
+static void test_gain_steps_width(void **state)
+{
+    (void)state;
+    enum { S = 200, L = 4, H = 4 };
+    static double losses[S], evals[S + 1];
+    static float grads[S], gains[(S + 1) * L * H];
+    for (int i = 0; i < S; i++) {
+        losses[i] = 6.0 - 2.0 * i / S;
+        grads[i] = (float)(1.0 + exp(-i / 30.0));
+    }
+    for (int i = 0; i <= S; i++) {
+        evals[i] = i % 50 == 0 ? 6.0 - 2.0 * i / S : NAN;
+        for (int k = 0; k < L * H; k++)
+            gains[i * L * H + k] = (float)((k % 2 ? 1 : -1) * (0.5 + (double)i / S));
+    }
+    pfx_pretrain_result r = { .steps = S,
+                              .steps_done = S,
+                              .losses = losses,
+                              .grad_norms = grads,
+                              .eval_losses = evals,
+                              .gains = gains,
+                              .tokens_per_step = 512 };
+    snprintf(r.shape.model_type, sizeof(r.shape.model_type), "gpt2");
+    r.shape.layers = L, r.shape.heads = H;
+    char sub[4096];
+    snprintf(sub, sizeof(sub), "%s/pretrain", dir);
+    mkdir(sub, 0777);
+    expect(pretrain_plot_all(sub, &r, true), "pretrain/loss.png");
+#if PFX_TEST_CAIRO
+    assert_true(check_png("pretrain/gains_steps.png", 0, 0) > 4);
+    cairo_surface_t *img = cairo_image_surface_create_from_png(out("pretrain/gains_steps.png"));
+    const unsigned char *px = cairo_image_surface_get_data(img);
+    const int stride = cairo_image_surface_get_stride(img), w = cairo_image_surface_get_width(img),
+              h = cairo_image_surface_get_height(img);
+    int coloured = 0; /* columns with a saturated pixel (the map, the colour bar) */
+    for (int x = 0; x < w; x++) {
+        bool any = false;
+        for (int y = 0; y < h && !any; y += 2) {
+            const unsigned char *p = px + (size_t)y * (size_t)stride + 4 * (size_t)x;
+            any = abs((int)p[2] - (int)p[0]) > 90;
+        }
+        coloured += any;
+    }
+    cairo_surface_destroy(img);
+    if (coloured < 6 * w / 10)
+        fail_msg("gains_steps.png: the map spans %d of %d pixels", coloured, w);
+#endif
+}
+
 /* A heat map's cells carry the colour scale's ends: the minimum at the
  * bottom end of the colour bar, the maximum at the top. */
 static void test_heatmap_colours(void **state)
@@ -412,9 +544,11 @@ int main(int argc, char **argv)
     with_cairo = !strcmp(argv[2], "cairo");
     mkdir(dir, 0777);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_train_pictures),     cmocka_unit_test(test_tune_pictures),
-        cmocka_unit_test(test_attention_pictures), cmocka_unit_test(test_bench_pictures),
-        cmocka_unit_test(test_heatmap_colours),    cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_train_pictures),        cmocka_unit_test(test_tune_pictures),
+        cmocka_unit_test(test_attention_pictures),    cmocka_unit_test(test_bench_pictures),
+        cmocka_unit_test(test_heatmap_colours),       cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_log_axis_ticks),        cmocka_unit_test(test_legend_placement),
+        cmocka_unit_test(test_attention_grid_labels), cmocka_unit_test(test_gain_steps_width),
     };
     return cmocka_run_group_tests_name("chart", tests, NULL, NULL);
 }

@@ -4,7 +4,8 @@
  * for byte as jinja2 rendered them, raise_exception's message included;
  * strftime_now's dates included (the fixtures' clock, in UTC);
  * what the subset lacks, bad syntax and runaway templates end in errors
- * that name the construct and its place, within the limits.
+ * that name the construct and its place, within the limits (string scans
+ * paid by their bytes, in bounded CPU time).
  *
  * usage: test_chat_template FIXTURE_DIR */
 #include <stdarg.h>
@@ -140,7 +141,7 @@ static void limits_end_runaway_templates(void **state)
     (void)state;
     expect_error(
         "{% set r = range(1100) %}{% for a in r %}{% for b in r %}{% endfor %}{% endfor %}",
-        JINJA_ERROR_LIMIT, "steps", NULL);
+        JINJA_ERROR_LIMIT, "work", NULL);
     expect_error("{% for a in range(1000) %}{{ 'x' * 2000 }}{% endfor %}", JINJA_ERROR_LIMIT,
                  "output", NULL);
     expect_error("{% set ns = namespace(s='0123456789') %}{% for i in range(40) %}"
@@ -170,6 +171,97 @@ static void limits_end_runaway_templates(void **state)
     for (int i = 0; i < 100; i++)
         strcat(blocks, "{% if true %}");
     expect_error(blocks, JINJA_ERROR_LIMIT, "nested deeper", NULL);
+}
+
+/* The CPU seconds of this process. */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* {"messages": [{"role": "user", "content": n bytes of 'a'}]}; with
+ * answered, a user's "hi" first and the long message the assistant's. */
+static cJSON *long_message(size_t n, bool answered)
+{
+    char *text = malloc(n + 1);
+    assert_non_null(text);
+    memset(text, 'a', n);
+    text[n] = 0;
+    cJSON *names = cJSON_CreateObject(), *messages = cJSON_AddArrayToObject(names, "messages"),
+          *m = cJSON_CreateObject();
+    if (answered) {
+        cJSON *q = cJSON_CreateObject();
+        cJSON_AddStringToObject(q, "role", "user");
+        cJSON_AddStringToObject(q, "content", "hi");
+        cJSON_AddItemToArray(messages, q);
+    }
+    cJSON_AddStringToObject(m, "role", answered ? "assistant" : "user");
+    cJSON_AddStringToObject(m, "content", text);
+    cJSON_AddItemToArray(messages, m);
+    free(text);
+    return names;
+}
+
+/* Scans and comparisons pay their bytes: over a 1 MB message, templates
+ * that would scan for seconds end within a fraction of one, naming the
+ * line; a published template renders the same message. */
+static void work_bounds_string_scans(void **state)
+{
+    (void)state;
+    cJSON *names = long_message(1u << 20, false);
+    static const char *const runaway[] = {
+        "{% set s = messages[0].content %}\n{% for i in range(5000) %}"
+        "{% if 'aaaaaaaaaaaaaaaaaaaaaaaab' in s %}x{% endif %}{% endfor %}",
+        "{% set s = messages[0].content %}{% set t = s ~ '' %}\n{% for i in range(5000) %}"
+        "{% if s == t %}x{% endif %}{% endfor %}",
+        "{% set s = messages[0].content %}\n{% for i in range(5000) %}"
+        "{{ s is lower }}{% endfor %}",
+        "{% set ns = namespace(l=[]) %}{% for i in range(2000) %}"
+        "{% set ns.l = ns.l + [messages[0].content] %}{% endfor %}\n{{ ns.l == ns.l }}",
+        "{% set s = messages[0].content %}\n{% for i in range(5000) %}"
+        "{{ s.startswith(s) }}{{ s < s }}{% endfor %}",
+        "{% set x = '' %}\n{{ x * 1000000000000 }}",
+    };
+    for (size_t i = 0; i < sizeof(runaway) / sizeof(runaway[0]); i++) {
+        char why[512] = "", *out = NULL;
+        size_t len;
+        jinja_template *t = jinja_parse(runaway[i], strlen(runaway[i]), why, sizeof(why));
+        assert_non_null(t);
+        const double t0 = cpu_seconds();
+        const jinja_status st = jinja_render(t, names, &out, &len, why, sizeof(why));
+        const double spent = cpu_seconds() - t0;
+        jinja_free(t);
+        free(out);
+        if (st != JINJA_ERROR_LIMIT || !strstr(why, "line 2:") || !strstr(why, "work") ||
+            spent > 1.0)
+            fail_msg("%s: status %d \"%s\" after %.2f s; the work limit on line 2 within 1 s "
+                     "expected",
+                     runaway[i], (int)st, why, spent);
+    }
+    cJSON_Delete(names);
+    /* Qwen3's template (an answer's content scanned for </think>, split,
+     * stripped) over an answer of half the output's bound */
+    names = long_message(JINJA_MAX_OUTPUT / 2, true);
+    char path[4096], why[512];
+    snprintf(path, sizeof(path), "%s/qwen3.json", fixture_dir);
+    unsigned char *text = NULL;
+    size_t size = 0, len = 0;
+    assert_int_equal(pfx_read_file(NULL, path, 1u << 20, &text, &size), PFX_SUCCESS);
+    cJSON *fx = cJSON_ParseWithLength((const char *)text, size);
+    free(text);
+    const char *src = cJSON_GetObjectItemCaseSensitive(fx, "template")->valuestring;
+    jinja_template *t = jinja_parse(src, strlen(src), why, sizeof(why));
+    assert_non_null(t);
+    char *out = NULL;
+    if (jinja_render(t, names, &out, &len, why, sizeof(why)) != JINJA_OK)
+        fail_msg("qwen3 over a 1 MB message: %s", why);
+    assert_true(len > JINJA_MAX_OUTPUT / 2);
+    free(out);
+    jinja_free(t);
+    cJSON_Delete(fx);
+    cJSON_Delete(names);
 }
 
 /* the whitespace rules of transformers' environment, in small */
@@ -253,12 +345,13 @@ int main(int argc, char **argv)
         "gpt_oss",
         "granite3",
     };
-    struct CMUnitTest tests[sizeof(families) / sizeof(families[0]) + 4];
+    struct CMUnitTest tests[sizeof(families) / sizeof(families[0]) + 5];
     size_t n = 0;
     for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++)
         tests[n++] = (struct CMUnitTest){ families[i], check_family, NULL, NULL, families[i] };
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(errors_name_the_construct);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(limits_end_runaway_templates);
+    tests[n++] = (struct CMUnitTest)cmocka_unit_test(work_bounds_string_scans);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(whitespace_control);
     tests[n++] = (struct CMUnitTest)cmocka_unit_test(text_with_nul);
     return _cmocka_run_group_tests("chat_template", tests, n, NULL, NULL);

@@ -278,6 +278,17 @@ static void test_gain_modes(void **state)
     assert_string_equal(cli_gain_modes[1], "linear");
     assert_string_equal(cli_gain_modes[2], "tanh");
     assert_null(cli_gain_modes[3]);
+    /* --gain-init: zero or uniform:A, A in (0, 10] */
+    float a = -1.0f;
+    char why[128];
+    assert_true(cli_gain_init("zero", &a, why, sizeof(why)) && a == 0.0f);
+    assert_true(cli_gain_init("uniform:0.05", &a, why, sizeof(why)) && a == 0.05f);
+    const char *bad[] = { "uniform:0",   "uniform:-1", "uniform:", "uniform:11",
+                          "uniform:nan", "normal:1",   "Zero",     "" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_false(cli_gain_init(bad[i], &a, why, sizeof(why)));
+        assert_non_null(strstr(why, "uniform:A"));
+    }
 }
 
 int main(void)

@@ -3,7 +3,8 @@
  * tiny GPT-2 fixture with its tokenizer and a text file written here. Its
  * losses, frozen and with an adapter, equal the mean over the scored tokens
  * of the model's loss on each example alone (the batches weighted by their
- * tokens), for any batch size; the progress callback sees every batch; a
+ * tokens), for any batch size, the examples built by the rule tune builds
+ * them by (EOS appended; none with no_eos); the progress callback sees every batch; a
  * stop before a pass ends gives that pass no loss; max_length is capped at
  * the positions the adapter's prefix leaves; bad options and inputs are
  * refused naming the field or the file.
@@ -50,7 +51,7 @@ static int setup(void **state)
 
 /* The reference: the model's loss on each example alone (batch 1), with the
  * adapter's prefix or none, weighted by the example's scored tokens. */
-static double loss_one_by_one(pfx_runtime *rt, size_t max_length, const char *adapter,
+static double loss_one_by_one(pfx_runtime *rt, size_t max_length, const char *adapter, bool eos,
                               size_t *tokens)
 {
     pfx_tokenizer *tok = NULL;
@@ -65,6 +66,7 @@ static double loss_one_by_one(pfx_runtime *rt, size_t max_length, const char *ad
     pfx_dataset_default_options(&o);
     o.max_length = max_length;
     o.shuffle = false;
+    o.append_eos = eos;
     assert_int_equal(pfx_dataset_load(data_path, tok, &o, &ds), PFX_SUCCESS);
     pfx_context_params cp = { .max_batch = 1, .max_tokens = max_length, .max_prefix_len = P };
     pfx_context *ctx = NULL;
@@ -146,8 +148,8 @@ static void test_eval_losses(void **state)
 {
     pfx_runtime *rt = *state;
     size_t tokens = 0, adapted_tokens = 0;
-    const double frozen = loss_one_by_one(rt, 61, NULL, &tokens);
-    const double adapted = loss_one_by_one(rt, 61, adapter_dir, &adapted_tokens);
+    const double frozen = loss_one_by_one(rt, 61, NULL, true, &tokens);
+    const double adapted = loss_one_by_one(rt, 61, adapter_dir, true, &adapted_tokens);
     assert_int_equal(tokens, adapted_tokens);
     assert_true(fabs(frozen - adapted) > 1e-3); /* the adapter's prefix matters */
     const size_t batches[] = { 1, 3, 8 };
@@ -168,7 +170,10 @@ static void test_eval_losses(void **state)
         assert_int_equal(r.batches, (7 + batches[i] - 1) / batches[i]);
         assert_int_equal(r.batches_done, r.batches);
         assert_int_equal(r.prefix_len, 3);
-        assert_int_equal(r.max_length, 61); /* 256 asked; 64 positions less the prefix of 3 */
+        assert_int_equal(r.max_length, 61); /* 128 by default; 64 positions less the prefix */
+        assert_int_equal(r.rule.max_length, 61);
+        assert_int_equal(r.rule.special, 0); /* GPT-2's post-processor adds none */
+        assert_true(r.rule.eos_id >= 0);
         assert_int_equal(r.tokens, tokens);
         check_close(r.loss, frozen);
         check_close(r.adapter_loss, adapted);
@@ -193,6 +198,15 @@ static void test_eval_losses(void **state)
     assert_int_equal(r.prefix_len, 0);
     assert_true(isnan(r.adapter_loss));
     check_close(r.loss, frozen); /* no example reaches 61 tokens */
+    /* no_eos: the text alone, as model(**tokenizer(text), labels=...) scores it */
+    size_t plain_tokens = 0;
+    const double plain = loss_one_by_one(rt, 64, NULL, false, &plain_tokens);
+    c.no_eos = true;
+    assert_int_equal(pfx_eval_run(rt, &c, NULL, NULL, &r), PFX_SUCCESS);
+    assert_int_equal(r.rule.eos_id, -1);
+    assert_int_equal(r.tokens, plain_tokens);
+    assert_int_equal(plain_tokens + 7, tokens); /* one EOS scored per example */
+    check_close(r.loss, plain);
 }
 
 /* A stop during a pass: that pass gives no loss, the ones done keep theirs. */

@@ -2,10 +2,14 @@
 """`prefixcl experiment gain` end to end at a tiny size: a small corpus made
 by tools/corpus/wordnet_corpus.py from WordNet-format files written here
 (invented glosses), the committed data/wordnet tokenizer, a 2-layer model,
-the baseline, linear and selected arms for a few steps. report.md holds
+the baseline, linear, selected, uniform and decay arms for a few steps. report.md holds
 every arm in the claims' table with finite figures, results.json parses
 with the same arms, the pictures are PNGs of a sensible size; bad options
-are refused naming the option.
+are refused naming the option. Then a run stopped by SIGINT during training
+(mid-arm, a finished arm before it), resumed and stopped during the
+generation speed, resumed and stopped during the probe, and resumed to the
+end gives the figures of a run never stopped, bit for bit; --resume with
+another option is refused naming it.
 
 usage: test_experiment_cli.py PREFIXCL CORPUS_SCRIPT TOKENIZER_DIR cairo|none
 (standard library only)
@@ -14,6 +18,8 @@ import json
 import math
 import os
 import re
+import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -51,6 +57,54 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])
 
 
+def stopped_at(exe, args, line):
+    """Runs exe args, sends SIGINT once a line of stdout starts with `line`;
+    (exit status, stderr)."""
+    p = subprocess.Popen([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    for out in p.stdout:
+        seen += out
+        if out.startswith(line):
+            p.send_signal(signal.SIGINT)
+            break
+    rest, err = p.communicate(timeout=120)
+    return p.returncode, seen + rest, err
+
+
+def resume_checks(exe, corpus, tokenizer, tmp):
+    args = ["--corpus", corpus, "--tokenizer", tokenizer, "--layers", "2", "--hidden", "32", "--heads", "4",
+            "--block", "32", "--batch", "4", "--steps", "10", "--measure-every", "2", "--eval-every", "5",
+            "--eval-blocks", "4", "--gen-tokens", "16", "--gen-reps", "30", "--probe-docs", "0", "--lr", "3e-3",
+            "--seeds", "1", "--arms", "baseline,linear"]
+    ref, out = os.path.join(tmp, "ref"), os.path.join(tmp, "resumed")
+    run(exe, ["experiment", "gain", "--out", ref, "--quiet"] + args)
+    cmd = ["experiment", "gain", "--out", out] + args
+    for line, phase in (("  linear   step     4/10", "during training"),
+                        ("generation speed", "during the generation speed"), ("probe", "during the probe")):
+        code, stdout, err = stopped_at(exe, cmd, line)
+        if code != 130 or phase not in err or "--resume" not in err:
+            sys.exit("a stop %s: exit %d\n%s\n%s" % (phase, code, stdout[-1500:], err))
+        if phase == "during training" and not os.path.exists(os.path.join(out, "linear", "checkpoint.safetensors")):
+            sys.exit("no checkpoint of the stopped arm")
+        if phase == "during the generation speed" and not re.search(r"arm baseline .*\(resumed\)", stdout):
+            sys.exit("the finished arm was not resumed:\n" + stdout)
+        cmd = ["experiment", "gain", "--resume", out]
+    for other in (["--steps", "20"], ["--quiet"]):
+        _, err = run(exe, ["experiment", "gain", "--resume", out] + other, code=2)
+        if other[0] not in err:
+            sys.exit("--resume with %s: %r" % (other[0], err))
+    _, err = run(exe, ["experiment", "gain", "--resume", os.path.join(tmp, "none")], code=2)
+    if "experiment.json" not in err:
+        sys.exit("--resume of no experiment: %r" % err)
+    run(exe, cmd)
+    a, b = (json.load(open(os.path.join(d, "results.json"))) for d in (ref, out))
+    for arm in ("baseline", "linear"):
+        ra, rb = a["arms"][arm]["runs"][0], b["arms"][arm]["runs"][0]
+        for key in ("validation_perplexity", "validation_curve", "per_head"):
+            if ra[key] != rb[key]:
+                sys.exit("%s: %s differs after the stops and resumes:\n%r\n%r" % (arm, key, ra[key], rb[key]))
+
+
 def main():
     exe, script, tokenizer, cairo = sys.argv[1:5]
     with tempfile.TemporaryDirectory() as tmp:
@@ -59,8 +113,9 @@ def main():
         subprocess.run([sys.executable, script, "--wordnet", wn, corpus], check=True, capture_output=True)
         tiny = ["--corpus", corpus, "--tokenizer", tokenizer, "--layers", "2", "--hidden", "32", "--heads", "4",
                 "--block", "32", "--batch", "4", "--steps", "10", "--measure-every", "2", "--eval-every", "5",
-                "--eval-blocks", "4", "--gen-tokens", "8", "--gen-reps", "2", "--probe-docs", "0", "--lr", "3e-3"]
-        arms = ("baseline", "linear", "selected")
+                "--eval-blocks", "4", "--gen-tokens", "8", "--gen-reps", "2", "--probe-docs", "0", "--lr", "3e-3",
+                "--seeds", "1"]
+        arms = ("baseline", "linear", "selected", "uniform", "decay")
         stdout, _ = run(exe, ["experiment", "gain", "--out", out, "--arms", ",".join(arms), "--quiet"] + tiny,
                         timeout=300)
         report = open(os.path.join(out, "report.md")).read()
@@ -76,6 +131,11 @@ def main():
                 sys.exit("%s: perplexity %r" % (arm, row[0]))
         if re.search(r"\b(nan|-?inf)\b", report, re.I):
             sys.exit("a non-finite figure in report.md:\n" + report)
+        claims = report[report.index("## The claims"):report.index("## Pictures")]
+        if re.search(r"measurement (agrees|disagrees|is inconclusive)", claims) or "no verdict" not in claims:
+            sys.exit("one seed must give figures and no verdict:\n" + claims)
+        if claims.count("The seed's tuning idea") != 2:
+            sys.exit("report.md lacks the uniform and decay arms' lines:\n" + claims)
         if "Selection rule" not in report or "settled" not in report:
             sys.exit("report.md lacks the selection rule or the settled definition")
         res = json.load(open(os.path.join(out, "results.json")))
@@ -89,6 +149,14 @@ def main():
                     and 0 <= r0["probe_accuracy"] <= 1 and len(r0["per_head"]["entropy"]) == 5
                     and len(r0["per_head"]["entropy"][0]) == 8):
                 sys.exit("results.json %s: %r" % (arm, {k: v for k, v in r0.items() if k != "per_head"}))
+        g0 = res["arms"]["uniform"]["runs"][0]["per_head"]["gain"][0]
+        if max(abs(g) for g in g0) < 0.01:  # --uniform-init 0.05, after 2 small steps
+            sys.exit("the uniform arm's gains start near 0: %r" % g0)
+        for arm in ("linear", "selected"):  # the model with its gains folded, timed too
+            if not res["arms"][arm]["runs"][0]["speed_folded_cpu"]["tokens_per_s"] > 0:
+                sys.exit("no folded speed of %s" % arm)
+        if "gains folded" not in report or "Gains can be fixed at inference" not in report:
+            sys.exit("report.md lacks the folded model's speed")
         if sum(res["arms"]["selected"]["runs"][0]["selected_heads"]) != 4:
             sys.exit("the selected arm trains %r" % res["arms"]["selected"]["runs"][0]["selected_heads"])
         for arm in arms:
@@ -121,9 +189,19 @@ def main():
         _, err = run(exe, ["experiment", "gain", "--corpus", os.path.join(tmp, "none"), "--out", out], code=2)
         if "--corpus" not in err:
             sys.exit("a missing corpus: %r" % err)
+        # a corpus file that is a FIFO: refused at once, not read
+        fifo_corpus = os.path.join(tmp, "fifo-corpus")
+        os.mkdir(fifo_corpus)
+        for name in ("valid.txt", "valid_labels.tsv"):
+            shutil.copy(os.path.join(corpus, name), fifo_corpus)
+        os.mkfifo(os.path.join(fifo_corpus, "train.txt"))
+        _, err = run(exe, ["experiment", "gain", "--corpus", fifo_corpus, "--out", out], code=2, timeout=20)
+        if "not a regular file: " + os.path.join(fifo_corpus, "train.txt") not in err:
+            sys.exit("a FIFO in the corpus: %r" % err)
         _, err = run(exe, ["experiment", "other"], code=2)
         if "gain" not in err:
             sys.exit("an unknown experiment: %r" % err)
+        resume_checks(exe, corpus, tokenizer, tmp)
     print("ok")
 
 

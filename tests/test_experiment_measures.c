@@ -5,7 +5,11 @@
  * flip before the window that does not count, histories too short, the
  * threshold's edge, a zero gain), and the linear probe on synthetic data
  * (separable: near-perfect; labels independent of the features: near the
- * majority class; the same result twice).
+ * majority class; the same result twice), and the verdict rule on hand-made
+ * per-seed tables (an interval holding 0, one on each side, a single seed,
+ * NaN and infinity, equal values, differences of float32 noise, ranges),
+ * and the files --resume reads back (saved.h): written, read back the same,
+ * and their refusals.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -20,7 +24,9 @@
 #include <cmocka.h>
 
 #include "probe.h"
+#include "saved.h"
 #include "settled.h"
+#include "verdict.h"
 
 /* 10 measurements at steps 10, 20, ..., 100 of 100: the window is steps
  * 80, 90, 100 (5 s >= 400). */
@@ -213,13 +219,190 @@ static void test_probe_refuses(void **state)
     assert_true(fabs(probe_majority_accuracy(a, 3, b, 4, 3) - 0.5) < 1e-12);
 }
 
+/* Three seeds: differences -1, -0.9, -1.1 (sd 0.1): 4.303 x 0.1 / sqrt 3. */
+static void test_verdict_sides(void **state)
+{
+    (void)state;
+    const double b[3] = { 100.0, 101.0, 102.0 }, a[3] = { 99.0, 100.1, 100.9 };
+    verdict v = verdict_paired(a, b, 3, -1, VERDICT_F32_NOISE);
+    assert_int_equal(v.kind, VERDICT_AGREES);
+    assert_int_equal(v.n, 3);
+    assert_true(fabs(v.mean + 1.0) < 1e-12);
+    assert_true(fabs(v.half - 4.303 * 0.1 / sqrt(3.0)) < 1e-9);
+    assert_int_equal(verdict_paired(a, b, 3, 1, VERDICT_F32_NOISE).kind, VERDICT_DISAGREES);
+    assert_int_equal(verdict_paired(b, a, 3, 1, VERDICT_F32_NOISE).kind, VERDICT_AGREES);
+    char buf[256];
+    verdict_text(&v, "%.3f", 400, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "agrees"));
+    assert_non_null(strstr(buf, "3 seeds of 400 steps"));
+    assert_non_null(strstr(buf, "-1.000 ± 0.248"));
+    /* equal differences: no spread, the interval is the point */
+    const double c[3] = { 99.0, 100.0, 101.0 };
+    v = verdict_paired(c, b, 3, -1, VERDICT_F32_NOISE);
+    assert_int_equal(v.kind, VERDICT_AGREES);
+    assert_true(v.half == 0.0);
+}
+
+/* Differences -0.5, +0.8, -0.1: the interval holds 0 for either claim. */
+static void test_verdict_holds_zero(void **state)
+{
+    (void)state;
+    const double b[3] = { 10.5, 10.2, 12.1 }, a[3] = { 10.0, 11.0, 12.0 };
+    for (int sign = -1; sign <= 1; sign += 2) {
+        const verdict v = verdict_paired(a, b, 3, sign, VERDICT_F32_NOISE);
+        assert_int_equal(v.kind, VERDICT_INCONCLUSIVE);
+        assert_false(v.below_noise);
+        char buf[256];
+        assert_non_null(strstr(verdict_text(&v, "%.3f", 10, buf, sizeof(buf)), "holds 0"));
+    }
+    /* two seeds of one sign with a wide spread: t(1) = 12.7 */
+    const double a2[2] = { 9.0, 10.19 };
+    assert_int_equal(verdict_paired(a2, b, 2, -1, VERDICT_F32_NOISE).kind, VERDICT_INCONCLUSIVE);
+}
+
+static void test_verdict_one_seed_and_missing(void **state)
+{
+    (void)state;
+    const double a[1] = { 4.0 }, b[1] = { 5.0 };
+    verdict v = verdict_paired(a, b, 1, -1, VERDICT_F32_NOISE);
+    assert_int_equal(v.kind, VERDICT_ONE_SEED);
+    assert_true(v.mean == -1.0);
+    assert_true(isnan(v.half));
+    char buf[256];
+    verdict_text(&v, "%.3f", 50, buf, sizeof(buf));
+    assert_non_null(strstr(buf, "no verdict"));
+    assert_null(strstr(buf, "agrees"));
+    assert_int_equal(verdict_paired(a, b, 0, -1, 0.0).kind, VERDICT_MISSING);
+    assert_int_equal(verdict_range(a, 1, 0.0, 10.0).kind, VERDICT_ONE_SEED);
+    assert_int_equal(verdict_range(a, 0, 0.0, 10.0).kind, VERDICT_MISSING);
+}
+
+static void test_verdict_not_finite(void **state)
+{
+    (void)state;
+    const double b[3] = { 1.0, 2.0, 3.0 };
+    double a[3] = { 0.0, NAN, 1.0 };
+    verdict v = verdict_paired(a, b, 3, -1, VERDICT_F32_NOISE);
+    assert_int_equal(v.kind, VERDICT_NOT_FINITE);
+    assert_int_equal(v.bad_index, 1);
+    a[1] = 0.0;
+    a[2] = INFINITY;
+    assert_int_equal(verdict_paired(b, a, 3, -1, 0.0).bad_index, 2);
+    /* before the single seed's figures-only answer */
+    assert_int_equal(verdict_paired(a + 2, b, 1, -1, 0.0).kind, VERDICT_NOT_FINITE);
+    a[0] = NAN;
+    v = verdict_range(a, 3, 0.0, 1.0);
+    assert_int_equal(v.kind, VERDICT_NOT_FINITE);
+    assert_int_equal(v.bad_index, 0);
+    char buf[256];
+    assert_non_null(strstr(verdict_text(&v, "%.3f", 0, buf, sizeof(buf)), "not finite"));
+}
+
+/* Equal arms, and arms apart by ~1e-7 relative with one sign in every seed
+ * (a gain too small to matter): float32 noise, not a direction. */
+static void test_verdict_noise(void **state)
+{
+    (void)state;
+    const double b[3] = { 1731.354, 1731.354, 1731.354 };
+    verdict v = verdict_paired(b, b, 3, -1, VERDICT_F32_NOISE);
+    assert_int_equal(v.kind, VERDICT_INCONCLUSIVE);
+    assert_true(v.below_noise);
+    double a[3];
+    for (int k = 0; k < 3; k++)
+        a[k] = b[k] * (1.0 - 1e-7 * (1.0 + 0.01 * k));
+    v = verdict_paired(a, b, 3, -1, VERDICT_F32_NOISE);
+    assert_int_equal(v.kind, VERDICT_INCONCLUSIVE);
+    assert_true(v.below_noise);
+    char buf[256];
+    assert_non_null(strstr(verdict_text(&v, "%.3f", 0, buf, sizeof(buf)), "float32 noise"));
+    /* without the noise rule the same table would have agreed */
+    assert_int_equal(verdict_paired(a, b, 3, -1, 0.0).kind, VERDICT_AGREES);
+    /* 1e-4 relative is past the noise */
+    for (int k = 0; k < 3; k++)
+        a[k] = b[k] * (1.0 - 1e-4 * (1.0 + 0.01 * k));
+    assert_int_equal(verdict_paired(a, b, 3, -1, VERDICT_F32_NOISE).kind, VERDICT_AGREES);
+}
+
+static void test_verdict_range(void **state)
+{
+    (void)state;
+    const double in[3] = { 0.65, 0.66, 0.64 }, out[3] = { 0.30, 0.31, 0.29 },
+                 across[3] = { 0.55, 0.70, 0.62 };
+    assert_int_equal(verdict_range(in, 3, 0.6, 0.7).kind, VERDICT_AGREES);
+    assert_int_equal(verdict_range(out, 3, 0.6, 0.7).kind, VERDICT_DISAGREES);
+    assert_int_equal(verdict_range(across, 3, 0.6, 0.7).kind, VERDICT_INCONCLUSIVE);
+    assert_int_equal(verdict_range(out, 3, 0.1, INFINITY).kind, VERDICT_AGREES);
+    const double zeros[3] = { 0.0, 0.0, 0.0 };
+    assert_int_equal(verdict_range(zeros, 3, 0.5, INFINITY).kind, VERDICT_DISAGREES);
+    char buf[256];
+    const verdict v = verdict_range(in, 3, 0.6, 0.7);
+    assert_non_null(strstr(verdict_text(&v, "%.2f", 0, buf, sizeof(buf)), "[0.60, 0.70]"));
+    assert_true(verdict_t975(1) == 12.706 && verdict_t975(2) == 4.303 &&
+                verdict_t975(30) == 2.042 && verdict_t975(100) == 2.042);
+}
+
+static void test_saved_files(void **state)
+{
+    (void)state;
+    char *const argv[3] = { "experiment", "gain", "--out" };
+    char *text = saved_args_text(3, argv), err[256], **back = NULL;
+    int argc = 0;
+    assert_non_null(text);
+    assert_int_equal(saved_args_read(text, strlen(text), &argc, &back, err, sizeof(err)), 0);
+    assert_int_equal(argc, 3);
+    assert_string_equal(back[2], "--out");
+    assert_null(back[3]);
+    saved_args_free(argc, back);
+    free(text);
+    const char *bad[] = { "{\"format\": \"other\", \"argv\": [\"a\"]}",
+                          "{\"format\": \"prefixcl-experiment-1\", \"argv\": [\"a\\u0000b\"]}",
+                          "{\"format\": \"prefixcl-experiment-1\", \"argv\": [1]}", "[" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(saved_args_read(bad[i], strlen(bad[i]), &argc, &back, err, sizeof(err)),
+                         -1);
+        assert_null(back);
+    }
+    /* measures: NaN as null, float32 values exactly */
+    const size_t steps[2] = { 3, 7 };
+    const float e[4] = { 1.25f, NAN, 0.1f, 3.0e-8f }, t[4] = { 0.5f, 0.25f, 1.0f, 0.0f };
+    text = saved_measures_text(steps, e, t, 2, 2);
+    assert_non_null(text);
+    size_t st[4], m = 0;
+    float e2[8], t2[8];
+    assert_int_equal(
+        saved_measures_read(text, strlen(text), 2, 4, 7, st, e2, t2, &m, err, sizeof(err)), 0);
+    assert_int_equal(m, 2);
+    assert_int_equal(st[1], 7);
+    assert_true(e2[0] == e[0] && isnan(e2[1]) && e2[2] == e[2] && e2[3] == e[3]);
+    assert_memory_equal(t2, t, sizeof(t));
+    /* another head count, too few slots, a step past the run */
+    assert_int_equal(
+        saved_measures_read(text, strlen(text), 3, 4, 7, st, e2, t2, &m, err, sizeof(err)), -1);
+    assert_int_equal(
+        saved_measures_read(text, strlen(text), 2, 1, 7, st, e2, t2, &m, err, sizeof(err)), -1);
+    assert_int_equal(
+        saved_measures_read(text, strlen(text), 2, 4, 6, st, e2, t2, &m, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "steps"));
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_window),          cmocka_unit_test(test_settled_heads),
-        cmocka_unit_test(test_short_histories), cmocka_unit_test(test_settled_since),
-        cmocka_unit_test(test_probe_separable), cmocka_unit_test(test_probe_noise),
+        cmocka_unit_test(test_window),
+        cmocka_unit_test(test_settled_heads),
+        cmocka_unit_test(test_short_histories),
+        cmocka_unit_test(test_settled_since),
+        cmocka_unit_test(test_probe_separable),
+        cmocka_unit_test(test_probe_noise),
         cmocka_unit_test(test_probe_refuses),
+        cmocka_unit_test(test_verdict_sides),
+        cmocka_unit_test(test_verdict_holds_zero),
+        cmocka_unit_test(test_verdict_one_seed_and_missing),
+        cmocka_unit_test(test_verdict_not_finite),
+        cmocka_unit_test(test_verdict_noise),
+        cmocka_unit_test(test_verdict_range),
+        cmocka_unit_test(test_saved_files),
     };
     return cmocka_run_group_tests_name("experiment_measures", tests, NULL, NULL);
 }

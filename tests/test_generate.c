@@ -110,7 +110,7 @@ static void expect_tokens(const gcase *c, const pfx_request *q, const char *what
 
 static pfx_request request_of(const gcase *c, int32_t *out)
 {
-    pfx_request q = { c->prompt, c->prompt_len, c->adapter, 1, out, 0 };
+    pfx_request q = { c->prompt, c->prompt_len, c->adapter, 1, out, 0, false };
     return q;
 }
 
@@ -630,9 +630,9 @@ static void test_step_matches_model_and_gains(void **state)
     pfx_tensor_destroy(&l1);
     /* ... and pfx_generate runs them as one batch: each equals its run alone */
     int32_t out[3][NEW], alone[NEW];
-    pfx_request q[3] = { { ids, 9, 0, 5, out[0], 0 },
-                         { ids + 9, 4, 1, 6, out[1], 0 },
-                         { ids + 9, 4, 0, 7, out[2], 0 } };
+    pfx_request q[3] = { { ids, 9, 0, 5, out[0], 0, false },
+                         { ids + 9, 4, 1, 6, out[1], 0, false },
+                         { ids + 9, 4, 0, 7, out[2], 0, false } };
     size_t seen[3] = { 0, 0, 0 };
     pfx_kv_cache *small = NULL; /* 9 + 7 - 1 tokens do not fit 14 */
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 14, &small), PFX_SUCCESS);

@@ -11,16 +11,10 @@ import json
 import math
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-
-def run(exe, args, code=0):
-    p = subprocess.run([exe] + args, capture_output=True, timeout=300)
-    if p.returncode != code:
-        sys.exit("%s: exit %d, expected %d\n%s" % (" ".join(args), p.returncode, code, p.stderr.decode(errors="replace")))
-    return p.stdout.decode("utf-8", errors="replace"), p.stderr.decode("utf-8", errors="replace")
+from cli_run import run
 
 
 def main():
@@ -112,6 +106,13 @@ def main():
         _, err = run(exe, one + ["--prompts", os.path.join(tmp, "absent.txt")], 1)
         if "--prompts" not in err or "absent.txt" not in err:
             sys.exit("a missing --prompts file: %r" % err)
+        # a FIFO (a read would wait for a writer) and a device (a read would never end)
+        fifo = os.path.join(tmp, "fifo")
+        os.mkfifo(fifo)
+        for path in (fifo, "/dev/zero"):
+            _, err = run(exe, one + ["--prompts", path], 1, timeout=20)
+            if "--prompts: not a regular file: " + path not in err:
+                sys.exit("--prompts %s: %r" % (path, err))
         _, err = run(exe, one + ["--prompt", "x"] * 65, 2)
         if "at most 64 --prompt options" not in err:
             sys.exit("65 --prompt options: %r" % err)

@@ -268,7 +268,8 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
 
     /* greedy generate: the loop's tokens */
     int32_t out[2][NEW];
-    pfx_request q[2] = { { seq[0], 5, 0, 1, out[0], 0 }, { seq[1], 3, 0, 2, out[1], 0 } };
+    pfx_request q[2] = { { seq[0], 5, 0, 1, out[0], 0, false },
+                         { seq[1], 3, 0, 2, out[1], 0, false } };
     const pfx_sampling greedy = { .max_new_tokens = NEW };
     if (pfx_generate(ctx, cache, bank, q, 2, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
         fail_msg("%s %s: generate: %s", family, mode, pfx_last_error(rt));
@@ -381,7 +382,7 @@ static void check_mixed(pfx_runtime *rt, const char *family)
     int32_t out[SLOTS][NEW], alone[NEW];
     pfx_request q[SLOTS];
     for (int r = 0; r < SLOTS; r++)
-        q[r] = (pfx_request){ seq[r], PROMPT, entry[r], (uint64_t)r, out[r], 0 };
+        q[r] = (pfx_request){ seq[r], PROMPT, entry[r], (uint64_t)r, out[r], 0, false };
     const pfx_sampling greedy = { .max_new_tokens = NEW };
     if (pfx_generate(ctx, cache, bank, q, SLOTS, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
         fail_msg("%s: generate: %s", family, pfx_last_error(rt));
@@ -471,9 +472,9 @@ static void test_bank_rules(void **state)
     assert_int_equal(pfx_kv_cache_reset(cache, 1), PFX_SUCCESS);
     assert_int_equal(pfx_serve_step_run(ctx, cache, bank, &st, logits), PFX_SUCCESS);
     int32_t out[3][NEW], alone[NEW];
-    pfx_request q[3] = { { ids, 3, 0, 1, out[0], 0 },
-                         { ids, 3, 1, 1, out[1], 0 },
-                         { ids, 3, -1, 1, out[2], 0 } };
+    pfx_request q[3] = { { ids, 3, 0, 1, out[0], 0, false },
+                         { ids, 3, 1, 1, out[1], 0, false },
+                         { ids, 3, -1, 1, out[2], 0, false } };
     const pfx_sampling greedy = { .max_new_tokens = NEW };
     q[1].adapter = 1;
     assert_int_equal(pfx_generate(ctx, cache, bank, q, 2, &greedy, NULL, NULL, NULL), PFX_SUCCESS);

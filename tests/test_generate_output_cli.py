@@ -4,7 +4,8 @@ the committed fixtures (tests/fixtures/generate): several requests print a
 block each (header, the text as generated, a footer), a text with newlines
 included; --json prints one JSON object a line per request; without a
 tokenizer (--prompt-ids) it stops at config.json's eos_token_id, as
-transformers' generate does.
+transformers' generate does; --stop TEXT ends the text before a string,
+--stop-id at a token.
 
 usage: test_generate_output_cli.py PREFIXCL FIXTURE_DIR   (standard library only)
 """
@@ -48,10 +49,35 @@ def stops_at_config_eos(exe, fix, tmp):
     if (o["prompt"], o["text"], o["adapter"], o["stop_reason"]) != (None, None, None, "stop") or \
             o["ids"] != [int(x) for x in ids[:3]] or o["prompt_ids"] != [int(x) for x in prompt.split()]:
         sys.exit("--json at eos: %r" % o)
-    # --stop replaces the default: the whole 7 tokens again
-    out, _ = run(exe, args + ["--stop", "5000"])
+    # --stop-id replaces the default: the whole 7 tokens again
+    out, _ = run(exe, args + ["--stop-id", "5000"])
     if out.split() != ids:
-        sys.exit("--stop 5000: %r, expected %r" % (out, ids))
+        sys.exit("--stop-id 5000: %r, expected %r" % (out, ids))
+    # --stop takes text, which a folder without a tokenizer cannot read
+    _, err = run(exe, args + ["--stop", "x"], code=1)
+    if "--stop-id" not in err:
+        sys.exit("--stop without a tokenizer: %r" % err)
+
+
+def stops_at_string(exe, fix):
+    """--stop TEXT as the server's "stop" and llama.cpp's: the text ends
+    before the string's first occurrence, the reason is "stop", and the
+    single request's text is printed up to there, newline-terminated."""
+    model = os.path.join(fix, "gpt2")
+    with open(os.path.join(model, "text.txt")) as f:
+        _, prompt, expect = f.readline().rstrip("\n").split("\t")
+    prompt, expect = json.loads(prompt), json.loads(expect)
+    stop = expect[5:8]
+    cut = expect.find(stop)
+    if len(stop) != 3 or cut < 1:
+        sys.exit("fixture text %r" % expect)
+    args = ["generate", "--model", model, "--prompt", prompt, "--max-new-tokens", "7", "--stop", stop]
+    out, _ = run(exe, args)
+    if out != expect[:cut] + "\n":
+        sys.exit("--stop %r: %r, expected %r" % (stop, out, expect[:cut] + "\n"))
+    o = json.loads(run(exe, args + ["--json"])[0])
+    if o["text"] != expect[:cut] or o["stop_reason"] != "stop":
+        sys.exit("--stop %r --json: %r" % (stop, o))
 
 
 BLOCK = re.compile(r'(?:^|\n)=== prompt (\d+): (.*?) \| (adapter \S+|no adapter) ===\n(.*?)\n'
@@ -126,6 +152,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         blocks_and_json(exe, fix, tmp)
         stops_at_config_eos(exe, fix, tmp)
+        stops_at_string(exe, fix)
     print("ok")
 
 

@@ -98,6 +98,26 @@ static void test_fifo_is_not_a_file(void **state)
     assert_status_names(rt, pfx_peft_load_prefixes(rt, dir, 0, k, v, 2, NULL), PFX_ERROR_IO,
                         "not a regular file");
     assert_null(k[0]);
+
+    /* pfx_input_open, the check the tool's readers share: a FIFO, a device
+     * and a folder are refused at once; a regular file opens */
+    const char *refused[] = { fifo, "/dev/zero", dir };
+    for (size_t i = 0; i < 3; i++) {
+        FILE *in = (FILE *)1;
+        char needle[700];
+        snprintf(needle, sizeof(needle), "not a regular file: %s", refused[i]);
+        assert_status_names(NULL, pfx_input_open(refused[i], &in), PFX_ERROR_IO, needle);
+        assert_null(in);
+    }
+    FILE *in = NULL;
+    assert_status_names(NULL, pfx_input_open(tmp_path("absent"), &in), PFX_ERROR_IO, "cannot open");
+    assert_status_names(NULL, pfx_input_open(NULL, &in), PFX_ERROR_NULL_ARGUMENT, "path");
+    assert_status_names(NULL, pfx_input_open("", &in), PFX_ERROR_INVALID_ARGUMENT, "path");
+    assert_status_names(NULL, pfx_input_open(fifo, NULL), PFX_ERROR_NULL_ARGUMENT, "out");
+    snprintf(path, sizeof(path), "%s/adapter_config.json", dir);
+    assert_int_equal(pfx_input_open(path, &in), PFX_SUCCESS);
+    assert_int_equal(fgetc(in), '{');
+    fclose(in);
     alarm(0);
 }
 

@@ -376,6 +376,61 @@ static void test_schedules(void **state)
     }
     assert_true(pfx_optimizer_lr_factor(NULL) == 0.0f);
     assert_true(pfx_optimizer_gain_ramp(NULL) == 0.0f);
+
+    /* A group's decay_fraction: its parameter moves as under an optimizer
+     * whose cosine is that much shorter (7 of 10 decay steps -> 0.7 of the
+     * steps; 0.04 -> the floor after one step), bit for bit, while the
+     * other group and the reported factor keep the optimizer's schedule. */
+    const float fractions[2] = { 0.7f, 0.04f };
+    const uint32_t shorter[2] = { 7, 1 };
+    for (int c = 0; c < 2; c++) {
+        float got[2][3], want[3];
+        for (int run = 0; run < 2; run++) {
+            const pfx_optimizer_params op = { .warmup_steps = 2,
+                                              .decay = PFX_LR_COSINE,
+                                              .decay_steps = run ? shorter[c] : 10,
+                                              .min_lr_ratio = 0.1f };
+            pfx_optimizer *opt = NULL;
+            assert_int_equal(pfx_optimizer_create(rt, &op, &opt), PFX_SUCCESS);
+            pfx_optimizer_group_params gp = PFX_OPTIMIZER_GROUP_DEFAULTS;
+            gp.decay_fraction = run ? 0.0f : fractions[c];
+            unsigned gid, plain;
+            assert_int_equal(pfx_optimizer_add_group(opt, &gp, &gid), PFX_SUCCESS);
+            gp.decay_fraction = 1.0f; /* the optimizer's schedule */
+            assert_int_equal(pfx_optimizer_add_group(opt, &gp, &plain), PFX_SUCCESS);
+            size_t n = 3;
+            pfx_tensor *p[2] = { NULL }, *g[2] = { NULL };
+            for (int k = 0; k < 2; k++) {
+                assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &n, &p[k]), PFX_SUCCESS);
+                assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &n, &g[k]), PFX_SUCCESS);
+                assert_int_equal(pfx_tensor_fill(p[k], 1.0f), PFX_SUCCESS);
+                assert_int_equal(pfx_tensor_fill(g[k], 0.5f), PFX_SUCCESS);
+                assert_int_equal(
+                    pfx_optimizer_add_param(opt, k ? plain : gid, p[k], g[k], k ? "plain" : "fast"),
+                    PFX_SUCCESS);
+            }
+            for (uint64_t s = 0; s < 9; s++) {
+                pfx_optimizer_report rep;
+                assert_int_equal(pfx_optimizer_step(opt, &rep), PFX_SUCCESS);
+                const double f = ref_lr_factor(s + 1, 2, run ? shorter[c] : 10, op.min_lr_ratio);
+                assert_float_equal(rep.lr_factor, f, 1e-7);
+            }
+            assert_int_equal(pfx_tensor_read(p[0], 0, 3, got[run]), PFX_SUCCESS);
+            if (!run)
+                assert_int_equal(pfx_tensor_read(p[1], 0, 3, want), PFX_SUCCESS);
+            else { /* the plain group of the first run: the 10-step schedule */
+                float shorter_plain[3];
+                assert_int_equal(pfx_tensor_read(p[1], 0, 3, shorter_plain), PFX_SUCCESS);
+                assert_true(memcmp(shorter_plain, want, sizeof(want)) != 0);
+            }
+            for (int k = 0; k < 2; k++) {
+                pfx_tensor_destroy(&p[k]);
+                pfx_tensor_destroy(&g[k]);
+            }
+            pfx_optimizer_destroy(&opt);
+        }
+        assert_memory_equal(got[0], got[1], sizeof(got[0]));
+    }
     assert_int_equal(pfx_test_live_bytes(rt), base);
 }
 
@@ -646,29 +701,32 @@ static void test_bad_inputs(void **state)
     assert_status_names(rt, pfx_optimizer_add_group(opt, &gp, NULL), PFX_ERROR_NULL_ARGUMENT,
                         "group_id");
     const struct {
-        float lr, beta1, beta2, eps, wd;
+        float lr, beta1, beta2, eps, wd, fraction;
         pfx_status status;
         const char *needle;
     } bad_groups[] = {
-        { NAN, 0.9f, 0.999f, 1e-8f, 0.0f, PFX_ERROR_NOT_FINITE, "lr" },
-        { INFINITY, 0.9f, 0.999f, 1e-8f, 0.0f, PFX_ERROR_NOT_FINITE, "lr" },
-        { -1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "lr" },
-        { 1e-3f, 1.0f, 0.999f, 1e-8f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "beta1" },
-        { 1e-3f, -0.1f, 0.999f, 1e-8f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "beta1" },
-        { 1e-3f, 0.9f, 1.0f, 1e-8f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "beta2" },
-        { 1e-3f, 0.9f, NAN, 1e-8f, 0.0f, PFX_ERROR_NOT_FINITE, "beta2" },
-        { 1e-3f, 0.9f, 0.999f, 0.0f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "eps" },
-        { 1e-3f, 0.9f, 0.999f, -1e-8f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "eps" },
-        { 1e-3f, 0.9f, 0.999f, INFINITY, 0.0f, PFX_ERROR_NOT_FINITE, "eps" },
-        { 1e-3f, 0.9f, 0.999f, 1e-8f, -0.01f, PFX_ERROR_INVALID_ARGUMENT, "weight_decay" },
-        { 1e-3f, 0.9f, 0.999f, 1e-8f, NAN, PFX_ERROR_NOT_FINITE, "weight_decay" },
+        { NAN, 0.9f, 0.999f, 1e-8f, 0.0f, 0.0f, PFX_ERROR_NOT_FINITE, "lr" },
+        { INFINITY, 0.9f, 0.999f, 1e-8f, 0.0f, 0.0f, PFX_ERROR_NOT_FINITE, "lr" },
+        { -1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "lr" },
+        { 1e-3f, 1.0f, 0.999f, 1e-8f, 0.0f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "beta1" },
+        { 1e-3f, -0.1f, 0.999f, 1e-8f, 0.0f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "beta1" },
+        { 1e-3f, 0.9f, 1.0f, 1e-8f, 0.0f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "beta2" },
+        { 1e-3f, 0.9f, NAN, 1e-8f, 0.0f, 0.0f, PFX_ERROR_NOT_FINITE, "beta2" },
+        { 1e-3f, 0.9f, 0.999f, 0.0f, 0.0f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "eps" },
+        { 1e-3f, 0.9f, 0.999f, -1e-8f, 0.0f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "eps" },
+        { 1e-3f, 0.9f, 0.999f, INFINITY, 0.0f, 0.0f, PFX_ERROR_NOT_FINITE, "eps" },
+        { 1e-3f, 0.9f, 0.999f, 1e-8f, -0.01f, 0.0f, PFX_ERROR_INVALID_ARGUMENT, "weight_decay" },
+        { 1e-3f, 0.9f, 0.999f, 1e-8f, NAN, 0.0f, PFX_ERROR_NOT_FINITE, "weight_decay" },
+        { 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.5f, PFX_ERROR_INVALID_ARGUMENT, "decay_fraction" },
+        { 1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, NAN, PFX_ERROR_NOT_FINITE, "decay_fraction" },
     };
     for (size_t i = 0; i < sizeof(bad_groups) / sizeof(bad_groups[0]); i++) {
         pfx_optimizer_group_params b = { .lr = bad_groups[i].lr,
                                          .beta1 = bad_groups[i].beta1,
                                          .beta2 = bad_groups[i].beta2,
                                          .eps = bad_groups[i].eps,
-                                         .weight_decay = bad_groups[i].wd };
+                                         .weight_decay = bad_groups[i].wd,
+                                         .decay_fraction = bad_groups[i].fraction };
         assert_status_names(rt, pfx_optimizer_add_group(opt, &b, &gid), bad_groups[i].status,
                             bad_groups[i].needle);
     }

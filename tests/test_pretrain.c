@@ -530,6 +530,82 @@ static void test_gain_heads(void **state)
     drop_dirs(a, b, cfgdir);
 }
 
+/* config.gain_init: the trained heads start uniform in [-A, A] from the
+ * seed (the same twice, another with another seed), the others at 0; a
+ * checkpoint keeps it. config.gain_decay_fraction: the gains' late updates
+ * shrink with their faster decay. */
+static void test_gain_init_and_decay(void **state)
+{
+    pfx_runtime *rt = *state;
+    char *cfgdir = tf_tempdir("pt-config"), *a = tf_tempdir("pt-init"),
+         *b = tf_tempdir("pt-init-again");
+    assert_int_equal(tf_write_config_text(cfgdir, tiny_gpt2), 0);
+    enum { LH = 8 };
+    const pfx_layer_head sel[] = { { 0, 1 }, { 1, 2 }, { 1, 3 } };
+    pfx_pretrain_config c;
+    base_config(&c, cfgdir, a);
+    c.steps = 2;
+    c.gain_mode = PFX_GAIN_LINEAR;
+    c.gain_init = 0.3f;
+    c.gain_heads = sel;
+    c.gain_head_count = 3;
+    pfx_pretrain_result ra, rb;
+    run_ok(rt, &c, &ra);
+    for (size_t i = 0; i < LH; i++) {
+        const bool trained = i == 1 || i == 6 || i == 7;
+        const float g = ra.gains[i];
+        assert_true(trained ? g != 0.0f && fabsf(g) <= 0.3f : g == 0.0f);
+    }
+    assert_true(ra.gains[1] != ra.gains[6] && ra.gains[6] != ra.gains[7]);
+    c.out_dir = b;
+    run_ok(rt, &c, &rb);
+    assert_memory_equal(ra.gains, rb.gains, 3 * LH * sizeof(float));
+    pfx_pretrain_result_free(&rb);
+    c.seed = 6;
+    run_ok(rt, &c, &rb);
+    assert_true(rb.gains[1] != ra.gains[1]);
+    pfx_pretrain_result_free(&rb);
+    /* resumed with another start: refused by name */
+    c.seed = 5;
+    c.stop_after = 1;
+    run_ok(rt, &c, &rb);
+    pfx_pretrain_result_free(&rb);
+    c.stop_after = 0;
+    c.resume = true;
+    c.gain_init = 0.2f;
+    assert_status_names(rt, pfx_pretrain_run(rt, &c, NULL, NULL, &rb), PFX_ERROR_INVALID_ARGUMENT,
+                        "gain_init");
+    pfx_pretrain_result_free(&rb);
+    pfx_pretrain_result_free(&ra);
+
+    /* the gains' cosine over a quarter of the steps: at its floor (0.1) from
+     * the first step while the weights' goes 0.85, 0.55, 0.25 */
+    c.resume = false;
+    c.gain_init = 0.0f;
+    c.gain_heads = NULL;
+    c.gain_head_count = 0;
+    c.steps = 4;
+    c.warmup_steps = 0;
+    c.gain_ramp_steps = 0;
+    c.out_dir = a;
+    run_ok(rt, &c, &ra);
+    c.out_dir = b;
+    c.gain_decay_fraction = 0.25f;
+    run_ok(rt, &c, &rb);
+    double moved_a = 0.0, moved_b = 0.0;
+    for (size_t i = 0; i < LH; i++) {
+        moved_a += fabs(ra.gains[3 * LH + i] - ra.gains[2 * LH + i]);
+        moved_b += fabs(rb.gains[3 * LH + i] - rb.gains[2 * LH + i]);
+    }
+    print_message("  gains moved in step 3: %.3g with the weights' schedule, %.3g decayed "
+                  "four times as fast\n",
+                  moved_a, moved_b);
+    assert_true(moved_b < 0.5 * moved_a);
+    pfx_pretrain_result_free(&ra);
+    pfx_pretrain_result_free(&rb);
+    drop_dirs(a, b, cfgdir);
+}
+
 /* What a measuring callback does after each step: head statistics, a loss
  * and the hidden states on the job's whole batch and on a smaller one. */
 typedef struct measure {
@@ -632,6 +708,11 @@ static void test_bad_inputs(void **state)
     REFUSED(PFX_ERROR_OUT_OF_RANGE, "block");
     c.freeze = "h.,wte,wpe,ln_f";
     REFUSED(PFX_ERROR_INVALID_ARGUMENT, "freeze");
+    /* a part in no weight's name (a typo) is refused, not ignored */
+    c.freeze = "wte,,h.0.atn";
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "config.freeze: 'h.0.atn' is in no weight's name");
+    c.freeze = "h.0.atn";
+    REFUSED(PFX_ERROR_INVALID_ARGUMENT, "weights are named as transformer.wte.weight, ");
     /* gain heads: without a gain or none, then against the model's 2 layers of
      * 4 heads once it is loaded */
     const pfx_layer_head one[] = { { 0, 2 } }, beyond_layer[] = { { 0, 2 }, { 2, 0 } },
@@ -707,7 +788,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pretrain_learns),   cmocka_unit_test(test_resume),
         cmocka_unit_test(test_accumulate),        cmocka_unit_test(test_checkpoint_checked),
         cmocka_unit_test(test_bad_inputs),        cmocka_unit_test(test_gain_heads),
-        cmocka_unit_test(test_callback_measures),
+        cmocka_unit_test(test_callback_measures), cmocka_unit_test(test_gain_init_and_decay),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

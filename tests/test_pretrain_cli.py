@@ -2,9 +2,12 @@
 """`prefixcl pretrain` as a user types it, on a tiny GPT-2 config and the
 demonstration's tokenizer and corpus (data/demo): a run with a linear gain
 writes the Hugging Face folder, the gains, the curve and the pictures and
-lowers the evaluation loss; the folder fine-tunes again (--model); a run
+lowers the evaluation loss; the folder fine-tunes again (--model), a run
+without a gain removing an earlier run's gains and gain pictures; a run
 stopped by SIGINT at a step boundary leaves a checkpoint that --resume
-finishes with the same curve as an uninterrupted run; --gain-heads trains
+finishes with the same curve as an uninterrupted run, and on a terminal its
+summary starts on a line of its own under the progress bar (which shows the
+learning rate, as loss.csv does); --gain-heads trains
 the gains of the heads it names only; bad options and inputs are named.
 
 usage: test_pretrain_cli.py PREFIXCL DEMO_DIR   (standard library only)
@@ -12,6 +15,8 @@ usage: test_pretrain_cli.py PREFIXCL DEMO_DIR   (standard library only)
 import csv
 import json
 import os
+import pty
+import re
 import signal
 import struct
 import subprocess
@@ -59,17 +64,42 @@ def main():
         evals = [(r["step"], float(r["eval_loss"])) for r in rows if r["eval_loss"]]
         if [s for s, _ in evals] != ["0", "8", "16"] or not evals[-1][1] < evals[0][1] - 0.5:
             sys.exit("evaluation losses %r" % evals)
+        lrs = [float(r["lr"]) for r in rows if r["step"] != "0"]
+        if len(lrs) != 16 or not 0 < lrs[0] < lrs[2] or abs(max(lrs) - 3e-3) > 1e-9:
+            sys.exit("loss.csv's learning rates (warm-up 3 to 3e-3): %r" % lrs)
         if "evaluation loss: before" not in stdout or "transformers loads the folder without the gains" not in stdout:
             sys.exit("pretrain's report: %r" % stdout)
+        if not re.search(r"^step 1/16 .* tokens/s \d+ mfu \d+\.\d\d% ", stdout, re.M) or \
+                not re.search(r"\d+ tokens/s, MFU \d+\.\d\d% of 1 x [\d.]+ GFLOP/s", stdout):
+            sys.exit("pretrain's tokens/s and MFU: %r" % stdout)
+
+        # the corpus as token shards (tokenize --out), read by a pattern
+        shards = os.path.join(tmp, "shards")
+        os.mkdir(shards)
+        run(exe, ["tokenize", "--model", demo, "--file", data, "--out", os.path.join(shards, "demo"),
+                  "--shard-tokens", "9000"])
+        stdout, _ = run(exe, ["pretrain", "--config", cfg, "--out", os.path.join(tmp, "from-shards"), "--steps", "2",
+                              "--data", os.path.join(shards, "demo_*.bin")] + common[4:])
+        if "data: " not in stdout or "evaluation loss: before" not in stdout:
+            sys.exit("pretrain on shards: %r" % stdout)
         pictures = "built without cairo" not in stdout
         if pictures and not all(os.path.exists(os.path.join(out, p)) for p in ("loss.png", "gains.png", "gains_steps.png")):
             sys.exit("pictures missing: %r" % stdout)
 
-        # full fine-tuning of the folder just written
+        # full fine-tuning of the folder just written, without a gain, into a
+        # folder that holds an earlier gain run's outputs: they go
         tuned = os.path.join(tmp, "tuned")
+        os.mkdir(tuned)
+        stale = ("gains.safetensors", "gains.png", "gains_steps.png")
+        for name in stale:
+            with open(os.path.join(tuned, name), "wb") as f:
+                f.write(b"an earlier run's")
         run(exe, ["pretrain", "--model", out, "--out", tuned, "--steps", "2"] + common)
         if not os.path.exists(os.path.join(tuned, "model.safetensors")):
             sys.exit("fine-tuning wrote no model")
+        left = [name for name in stale if os.path.exists(os.path.join(tuned, name))]
+        if left:
+            sys.exit("a run without a gain left an earlier run's %s" % left)
 
         # stopped by SIGINT, resumed: the curve of an uninterrupted run
         straight, stopped = os.path.join(tmp, "straight"), os.path.join(tmp, "stopped")
@@ -95,6 +125,33 @@ def main():
             if a.read() != b.read():
                 sys.exit("the resumed run's weights differ from the uninterrupted one's")
 
+        # on a terminal: the bar, and after Ctrl-C the summary on its own line
+        master, slave = pty.openpty()
+        p = subprocess.Popen([exe, "pretrain", "--out", os.path.join(tmp, "tty")] + long_run,
+                             stdout=slave, stderr=subprocess.DEVNULL)
+        os.close(slave)
+        seen = b""
+        while b"step 10/" not in seen:
+            chunk = os.read(master, 4096)
+            if not chunk:
+                break
+            seen += chunk
+        p.send_signal(signal.SIGINT)
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        p.wait(timeout=120)
+        os.close(master)
+        text = seen.decode(errors="replace").replace("\r\n", "\n")
+        if p.returncode != 130 or not re.search(r"\] step \d+/60  loss [0-9.]+  lr [0-9.e+-]+", text) or \
+                not re.search(r"s left \n+device: ", text):
+            sys.exit("pretrain on a terminal, stopped: exit %d %r" % (p.returncode, text))
+
         # named refusals
         other = [a if a != "32" else "24" for a in long_run]  # --block 24
         _, err = run(exe, ["pretrain", "--out", stopped, "--resume"] + other, code=2)  # a bad option
@@ -113,6 +170,17 @@ def main():
         _, err = run(exe, ["pretrain", "--config", cfg, "--data", data, "--out", cfg], code=2)
         if "--out" not in err:
             sys.exit("--out naming a file: %r" % err)
+        # a FIFO as --config (copied into --out) or --data: refused at once, not read
+        fifo = os.path.join(tmp, "fifo.json")
+        os.mkfifo(fifo)
+        _, err = run(exe, ["pretrain", "--config", fifo, "--data", data, "--out", os.path.join(tmp, "f1")], code=2,
+                     timeout=20)
+        if "--config: not a regular file: " + fifo not in err:
+            sys.exit("a FIFO as --config: %r" % err)
+        _, err = run(exe, ["pretrain", "--config", cfg, "--tokenizer", demo, "--data", fifo, "--out",
+                           os.path.join(tmp, "f2")], code=1, timeout=20)
+        if "not a regular file: " + fifo not in err:
+            sys.exit("a FIFO as --data: %r" % err)
 
         # gains on two heads only: the others stay 0 in gains.safetensors
         heads = os.path.join(tmp, "heads")

@@ -1,5 +1,9 @@
 #!/usr/bin/env python3
 """Generating with the gains of `prefixcl pretrain`: a tiny GPT-2 pre-trained
+from a config that gives neither vocab_size nor bos/eos ids (the folder's
+config.json gets them from the tokenizer, and the tokenizer's files are
+copied beside the weights, so `generate --model OUT --prompt` runs on the
+folder alone)
 for a few steps with `--gain linear` (and with `--gain dim`) generates with
 `--adapter OUT/gains.safetensors`, and with `--adapter OUT` (the folder
 stands for its gains file) the same tokens; gains that matter (written here,
@@ -18,8 +22,7 @@ import tempfile
 
 from cli_run import run
 
-CONFIG = ('{"model_type": "gpt2", "n_embd": 48, "n_layer": 2, "n_head": 4, "vocab_size": 2197, '
-          '"n_positions": 64, "bos_token_id": 0, "eos_token_id": 0}')
+CONFIG = '{"model_type": "gpt2", "n_embd": 48, "n_layer": 2, "n_head": 4, "n_positions": 64}'
 GEN = ["--prompt-ids", "5 17 3 250 9", "--max-new-tokens", "8", "--json"]
 
 
@@ -59,6 +62,32 @@ def main():
             got = ids_of(with_file)
             if len(got) != 1 or len(got[0]) != 8 or ids_of(with_dir) != got:
                 sys.exit("%s: generate with the gains file %r, with the folder %r" % (mode, with_file, with_dir))
+            # the folder is whole: the config's ids and the tokenizer
+            with open(os.path.join(out, "config.json")) as f:
+                written = json.load(f)
+            if (written.get("vocab_size"), written.get("bos_token_id"), written.get("eos_token_id")) != (2197, 0, 0):
+                sys.exit("%s: config.json %r" % (mode, written))
+            if "vocab_size 2197, bos_token_id 0, eos_token_id 0 taken from the tokenizer" not in stdout:
+                sys.exit("%s: pretrain does not say what config.json took: %r" % (mode, stdout))
+            with open(os.path.join(out, "tokenizer_config.json")) as f:
+                tok_config = json.load(f)
+            if (tok_config.get("eos_token"), tok_config.get("bos_token")) != ("<|endoftext|>",) * 2 or \
+                    not os.path.exists(os.path.join(out, "tokenizer.json")):
+                sys.exit("%s: the tokenizer files: %r" % (mode, tok_config))
+            text, _ = run(exe, ["generate", "--model", out, "--adapter", gains, "--prompt", "The river",
+                                "--max-new-tokens", "4"])
+            if not text.strip() or not text.endswith("\n"):
+                sys.exit("%s: generate --prompt on the folder: %r" % (mode, text))
+
+        # a config folder without a tokenizer: the option that gives one named
+        bare = os.path.join(tmp, "bare")
+        os.mkdir(bare)
+        with open(os.path.join(bare, "config.json"), "w") as f:
+            f.write(CONFIG)
+        _, err = run(exe, ["pretrain", "--config", bare, "--data", data, "--out", os.path.join(tmp, "bare-out")],
+                     code=2)
+        if "no tokenizer in %s" % bare not in err or "--tokenizer DIR" not in err:
+            sys.exit("a config folder without a tokenizer: %r" % err)
 
         # gains that matter change what a model says (the fixture's random
         # GPT-2: a few pretraining steps only learn the commonest token)

@@ -390,6 +390,26 @@ static void test_matmul(void **state)
     pfx_tensor_destroy(&v);
 }
 
+/* The FMA ceiling of prefixcl bench as one call (positive, finite, its
+ * arguments checked), and the FLOPs of a training token as nanoGPT counts
+ * them for GPT-2 small: 6 N + 12 L T d. */
+static void test_fma_peak_and_flops(void **state)
+{
+    pfx_runtime *rt = *state;
+    double g = -1.0;
+    assert_int_equal(pfx_peak_fma_gflops(rt, 0.05, &g), PFX_SUCCESS);
+    assert_true(g > 0.0 && isfinite(g));
+    assert_int_equal(pfx_peak_fma_gflops(NULL, 0.05, &g), PFX_ERROR_NULL_ARGUMENT);
+    assert_int_equal(pfx_peak_fma_gflops(rt, 0.05, NULL), PFX_ERROR_NULL_ARGUMENT);
+    assert_status_names(rt, pfx_peak_fma_gflops(rt, 0.0, &g), PFX_ERROR_INVALID_ARGUMENT,
+                        "seconds");
+    assert_int_equal(pfx_peak_fma_gflops(rt, NAN, &g), PFX_ERROR_INVALID_ARGUMENT);
+    pfx_model_shape s = { .layers = 12, .heads = 12, .head_dim = 64, .parameters = 124439808 };
+    assert_true(pfx_model_train_flops(&s, 1024, true) == 6.0 * 124439808 + 12.0 * 12 * 1024 * 768);
+    assert_true(pfx_model_train_flops(&s, 128, false) == 4.0 * 124439808 + 12.0 * 12 * 128 * 768);
+    assert_true(pfx_model_train_flops(NULL, 128, true) == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_span),
         cmocka_unit_test(test_launch_stats),
         cmocka_unit_test(test_peak_kernels),
+        cmocka_unit_test(test_fma_peak_and_flops),
         cmocka_unit_test(test_matmul),
     };
     return cmocka_run_group_tests_name("profile", tests, pfx_test_group_setup,

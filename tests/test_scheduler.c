@@ -121,7 +121,7 @@ static void generate_alone(world *w, size_t adapters, const int32_t *stop, size_
     const pfx_sampling greedy = { .max_new_tokens = NEW, .stop = stop, .stop_count = stop_count };
     for (int a = -1; a < (int)adapters; a++)
         for (int p = 0; p < 4; p++) {
-            pfx_request q = { prompts[p], prompt_lens[p], a, 7, w->alone[a + 1][p], 0 };
+            pfx_request q = { prompts[p], prompt_lens[p], a, 7, w->alone[a + 1][p], 0, false };
             assert_int_equal(pfx_generate(w->ctx, cache, w->bank, &q, 1, &greedy, NULL, NULL, NULL),
                              PFX_SUCCESS);
             w->alone_len[a + 1][p] = q.out_len;
@@ -590,7 +590,7 @@ static void test_processed_sampling(void **state)
     assert_int_equal(pfx_kv_cache_create(w.model, 1, MAX_LEN, &cache), PFX_SUCCESS);
     bool differs = false;
     for (int p = 0; p < 4; p++) {
-        pfx_request q = { prompts[p], prompt_lens[p], 1, 7, alone[p], 0 };
+        pfx_request q = { prompts[p], prompt_lens[p], 1, 7, alone[p], 0, false };
         assert_int_equal(pfx_generate(w.ctx, cache, w.bank, &q, 1, &processed, NULL, NULL, NULL),
                          PFX_SUCCESS);
         alone_len[p] = q.out_len;
@@ -666,7 +666,7 @@ static void test_prompt_cache(void **state)
     pfx_kv_cache *cache = NULL;
     assert_int_equal(pfx_kv_cache_create(w.model, 1, MAX_LEN, &cache), PFX_SUCCESS);
     for (int a = 0; a < 2; a++) {
-        pfx_request q = { longer, 8, a - 1, 7, alone[a], 0 };
+        pfx_request q = { longer, 8, a - 1, 7, alone[a], 0, false };
         assert_int_equal(pfx_generate(w.ctx, cache, w.bank, &q, 1, &greedy, NULL, NULL, NULL),
                          PFX_SUCCESS);
         alone_len[a] = q.out_len;

@@ -3,8 +3,9 @@
 SIGINT does: at a step boundary, exit 128 + 15 = 143, nothing lost. tune saves
 its checkpoint and --resume continues (stopped by SIGINT then: 130); train
 analyses and writes what it trained; generate prints the rounds done; eval
-prints no partial loss; bench writes the tests it measured. Runs on the tiny
-GPT-2 generate fixture.
+prints no partial loss; bench writes the tests it measured. Each running
+command is named after its program in /proc/PID/comm (what ps and pgrep
+read). Runs on the tiny GPT-2 generate fixture.
 
 usage: test_stop_signals.py PREFIXCL FIXTURE_DIR OUT_DIR   (standard library only)
 """
@@ -21,6 +22,18 @@ def fail(what, p_out, p_err):
     sys.exit("%s\n--- stdout\n%s\n--- stderr\n%s" % (what, p_out[-2000:], p_err[-2000:]))
 
 
+def check_name(p, args):
+    """The running command keeps its program's name (ps, top, pgrep, the
+    journal read /proc/PID/comm), through the tool's re-execution of itself."""
+    with open("/proc/%d/comm" % p.pid) as f:
+        comm = f.read().strip()
+    want = os.path.basename(args[0])[:15]
+    if comm != want:
+        p.kill()
+        out, err = p.communicate()
+        fail("%s: the process is named '%s', not '%s'" % (args[1], comm, want), out, err)
+
+
 def stopped_run(args, sig, wait_for=None, delay=1.0, on_stderr=False):
     """Starts args, sends sig once wait_for appears on stdout (a flushed line;
     stderr when on_stderr) or after delay seconds, and returns (exit status,
@@ -35,6 +48,7 @@ def stopped_run(args, sig, wait_for=None, delay=1.0, on_stderr=False):
                 break
     else:
         time.sleep(delay)
+    check_name(p, args)
     p.send_signal(sig)
     try:
         out, err = p.communicate(timeout=120)
@@ -87,6 +101,7 @@ def main():
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          errors="replace")
     first = p.stdout.readline()  # the first rounds are printed (stdout is a pipe: in blocks)
+    check_name(p, [exe, "generate"])
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=120)
     out = first + out

@@ -3,13 +3,15 @@
 (tests/fixtures/tokenizers, ids by HF tokenizers): the ids with the special
 tokens (as tokenizer(text) gives them) and their pieces (the vocabulary's
 strings, as convert_ids_to_tokens gives them; control bytes escaped, one
-line per token), --no-special, --ids, --file with --count, and the messages
-of a folder without a tokenizer and of missing options.
+line per token), --no-special, --ids, --file with --count, --file with --out
+(token shards in llm.c's layout), and the messages of a folder without a
+tokenizer, of missing options and of a --file that is not a regular file.
 
 usage: test_tokenize_cli.py PREFIXCL TOKENIZER_FIXTURES_DIR   (standard library only)
 """
 import json
 import os
+import struct
 import sys
 import tempfile
 
@@ -64,11 +66,45 @@ def check_folder(exe, folder, tmp):
         sys.exit("%s --file --count %r, --text gives %d ids" % (folder, count, len(by_text.split())))
 
 
+def check_shards(exe, folder, tmp):
+    """--out: llm.c's header and uint16 tokens, each document (line) then the EOS, in
+    shards of --shard-tokens."""
+    lines = ["The river bank.", "Hello world 1234!", "x y z"]
+    path = os.path.join(tmp, "docs.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    eos, _ = run(exe, ["tokenize", "--model", folder, "--text", "<|endoftext|>", "--ids"])
+    want = []
+    for line in lines:
+        ids, _ = run(exe, ["tokenize", "--model", folder, "--text", line, "--ids"])
+        want += [int(i) for i in ids.split()] + [int(eos)]
+    prefix = os.path.join(tmp, "docs")
+    out, _ = run(exe, ["tokenize", "--model", folder, "--file", path, "--out", prefix, "--shard-tokens", "7"])
+    shards = (len(want) + 6) // 7
+    if not out.startswith("wrote %d shards" % shards):
+        sys.exit("tokenize --out: %r" % out)
+    got = []
+    for i in range(shards):
+        with open("%s_%06d.bin" % (prefix, i), "rb") as f:
+            b = f.read()
+        head = struct.unpack("<256i", b[:1024])
+        n = head[2]
+        if head[:2] != (20240520, 1) or len(b) != 1024 + 2 * n or n != min(7, len(want) - 7 * i):
+            sys.exit("shard %d: header %r, %d bytes" % (i, head[:3], len(b)))
+        got += list(struct.unpack("<%dH" % n, b[1024:]))
+    if got != want:
+        sys.exit("shard tokens %r, expected %r" % (got, want))
+    _, err = run(exe, ["tokenize", "--model", folder, "--text", "hi", "--out", prefix], 2)
+    if "--out takes --file" not in err:
+        sys.exit("--out with --text: %r" % err)
+
+
 def main():
     exe, fix = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("llama3", "llama2", "gpt2"):
             check_folder(exe, os.path.join(fix, name), tmp)
+        check_shards(exe, os.path.join(fix, "gpt2"), tmp)
         _, err = run(exe, ["tokenize", "--model", tmp, "--text", "hi"], 1)
         if "tokenizer.json" not in err:
             sys.exit("a folder without a tokenizer: %r" % err)
@@ -76,8 +112,15 @@ def main():
         if "--text or --file" not in err:
             sys.exit("no text: %r" % err)
         _, err = run(exe, ["tokenize", "--model", os.path.join(fix, "gpt2"), "--file", os.path.join(tmp, "none")], 1)
-        if "cannot read --file" not in err:
+        if "--file: cannot open" not in err:
             sys.exit("a missing file: %r" % err)
+        # a FIFO (a read would wait for a writer) and a device (a read would never end)
+        fifo = os.path.join(tmp, "fifo")
+        os.mkfifo(fifo)
+        for path in (fifo, "/dev/zero"):
+            _, err = run(exe, ["tokenize", "--model", os.path.join(fix, "gpt2"), "--file", path], 1, timeout=20)
+            if "--file: not a regular file: " + path not in err:
+                sys.exit("--file %s: %r" % (path, err))
     print("ok")
 
 

@@ -256,7 +256,9 @@ static void stop_at_5(const pfx_tune_step *s, void *user)
 }
 
 /* Stopped by the flag after step 5 (Ctrl-C), then resumed: the same curve
- * and the same adapter bit for bit, gains and a held-back slice included;
+ * and the same adapter bit for bit, gains, a held-back slice, two batches a
+ * step (accumulate) and the evaluations every 3 steps (eval_every, with the
+ * learning rates: the curves of loss.csv) included;
  * no temporary file is left. Then stop_after (step 7 of a run resumed at 5). */
 static void test_resume_bit_for_bit(void **state)
 {
@@ -268,8 +270,12 @@ static void test_resume_bit_for_bit(void **state)
     base_config(&c, gpt2_dir, whole);
     c.gain_mode = PFX_GAIN_LINEAR;
     c.gain_ramp_steps = 4;
+    c.accumulate = 2; /* two batches a step: the data position of a resume */
+    c.eval_every = 3; /* the evaluations between, kept by the checkpoint */
     pfx_tune_result a, b, d;
     assert_int_equal(pfx_tune_run(rt, &c, NULL, NULL, &a), PFX_SUCCESS);
+    for (size_t s = 0; s <= 12; s++)
+        assert_true(isfinite(a.eval_losses[s]) == (s % 3 == 0));
     c.out_dir = parts;
     c.stop_flag = &stop_now;
     stop_now = 0;
@@ -295,6 +301,8 @@ static void test_resume_bit_for_bit(void **state)
     assert_int_equal(d.steps_done, 12);
     assert_memory_equal(a.losses, d.losses, 12 * sizeof(double));
     assert_memory_equal(a.grad_norms, d.grad_norms, 12 * sizeof(float));
+    assert_memory_equal(a.lrs, d.lrs, 12 * sizeof(float));
+    assert_memory_equal(a.eval_losses, d.eval_losses, 13 * sizeof(double));
     assert_memory_equal(a.gains, d.gains, a.shape.layers * a.shape.heads * sizeof(float));
     assert_true(a.eval_before == d.eval_before && a.eval_after == d.eval_after);
     static const char *const same[] = { "loss.csv", "adapter_model.safetensors", PFX_TUNE_GAINS };
@@ -654,10 +662,10 @@ static void test_bad_options(void **state)
     const char *a2[] = { "tune", "--model", gpt2_dir,       "--data", data_path,      "--out",
                          dir,    "--quiet", "--prefix-len", "50",     "--max-length", "20" };
     assert_int_equal(run_captured(12, a2, msg, sizeof(msg)), 2);
-    /* a length that does not fit the model: the job's message, exit 2 */
+    /* a length that does not fit the model: the job's message in the options' names, exit 2 */
     assert_non_null(
-        strstr(msg, "config.max_length 20 + config.prefix_len 50 exceed the model's 64 positions"));
-    assert_non_null(strstr(msg, "lower config.max_length to 14 or less, or config.prefix_len"));
+        strstr(msg, "--max-length 20 + --prefix-len 50 exceed the model's 64 positions"));
+    assert_non_null(strstr(msg, "lower --max-length to 14 or less, or --prefix-len"));
     const char *a3[] = { "tune", "--model", gpt2_dir,   "--data",       data_path, "--out",
                          dir,    "--quiet", "--resume", "--max-length", "20" };
     assert_int_equal(run_captured(11, a3, msg, sizeof(msg)), 1);

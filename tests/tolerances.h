@@ -117,6 +117,11 @@
  * vs float64 from the stored weights; the bound the model support is held to
  * (measured below 4e-7 on PoCL). */
 #define TOL_MODEL_HF 1e-5
+/* Folded gains (tests/fixtures/fold): the largest |logit| difference from
+ * transformers' gain model (float64), with the gains, folded into the query
+ * projection (one more float32 rounding of each scaled weight), and folded,
+ * saved and loaded again. */
+#define TOL_FOLD_HF 1e-5
 /* Serving (generate.h): a serve step's next-token logits (prefill, or a
  * decode step against the KV cache through the split-K path) against
  * pfx_model_last_logits on the whole sequence, both float32 on the device:

@@ -6,7 +6,9 @@
  *
  * Data: a text or JSONL file (data.h: one example a line, or prompt +
  * completion with only the completion scored) tokenized by the folder's
- * tokenizer, each example cut at max_length tokens, in file order, in
+ * tokenizer, each example built as the tuning job builds it
+ * (pfx_example_rule: special tokens, EOS unless no_eos, cut at max_length
+ * tokens; so an adapter's loss here is the loss tune reports), in file order, in
  * batches of `batch` examples. The loss is the mean over every scored token
  * of the data set (a label at t >= 1 that is not PFX_LABEL_IGNORE), so the
  * batch size does not change it; the perplexity is exp(loss).
@@ -14,8 +16,8 @@
  * The adapter (adapter_path: what pfx_adapter_bank_add reads, a PEFT
  * prefix-tuning folder, its adapter_model.safetensors, or a gains file)
  * takes its prefix's positions before the tokens: max_length is capped at
- * the model's positions less the prefix (result->max_length is the length
- * used).
+ * the model's positions less the prefix, and 0 is PFX_DATA_DEFAULT_MAX_LENGTH
+ * so capped (result->max_length is the length used).
  *
  * Every option is checked before anything is loaded: a bad option
  * (PFX_ERROR_INVALID_ARGUMENT naming config.<field>); then a missing or bad
@@ -31,6 +33,7 @@
 
 #include <signal.h>
 
+#include "prefixcl/data.h"
 #include "prefixcl/model.h"
 
 #ifdef __cplusplus
@@ -43,12 +46,15 @@ typedef struct pfx_eval_config {
     const char *adapter_path;         /* NULL: the frozen model only */
     const char *data_path;            /* text or JSONL */
     size_t batch;                     /* examples a forward */
-    size_t max_length;                /* tokens kept of an example (capped, see above) */
+    size_t max_length;                /* tokens kept of an example (capped, see above);
+                                       * 0: PFX_DATA_DEFAULT_MAX_LENGTH */
+    bool no_eos;                      /* examples without EOS (data.h, pfx_example_rule) */
     pfx_dtype storage;                /* the weights on the device: F32, F16, BF16 or Q8_0 */
     volatile sig_atomic_t *stop_flag; /* when set: stop before the next batch */
 } pfx_eval_config;
 
-/* Batch 4, max length 256, float32 weights, no adapter. */
+/* Batch 4, max length 0 (PFX_DATA_DEFAULT_MAX_LENGTH), EOS appended,
+ * float32 weights, no adapter: the examples of the tuning job's defaults. */
 PFX_API void pfx_eval_default_config(pfx_eval_config *cfg);
 
 /* What the progress callback sees after each batch. */
@@ -69,6 +75,7 @@ typedef struct pfx_eval_result {
     size_t batches_done;     /* of the last pass begun (all of them unless stopped) */
     size_t examples, tokens; /* the data set's, and the tokens a pass scores */
     size_t max_length;       /* tokens kept per example */
+    pfx_example_rule rule;   /* how the examples were built */
     size_t prefix_len;       /* the adapter's (0 without, or for a gains file) */
     bool stopped;            /* ended early by stop_flag */
     double seconds;

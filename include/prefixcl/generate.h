@@ -211,14 +211,18 @@ typedef struct pfx_request {
     uint64_t seed;   /* of this request's sampling */
     int32_t *out;    /* host, room for max_new_tokens ids */
     size_t out_len;  /* set: ids generated */
+    bool end;        /* set by on_token: the request ends with the token just given (a stop
+                      * string in its text); pfx_generate clears it first */
 } pfx_request;
 
 typedef struct pfx_generate_stats {
     size_t prefill_tokens, decode_tokens;
-    double prefill_seconds, decode_seconds;
+    double prefill_seconds, decode_seconds; /* without build_seconds */
+    double build_seconds; /* building kernels on their first use (pfx_cache_stats) */
 } pfx_generate_stats;
 
-/* Called after each step with every new token (request index, id). */
+/* Called after each step with every new token (request index, id); it may
+ * set the request's `end` to stop it there. */
 typedef void (*pfx_token_fn)(void *user, size_t request, int32_t token);
 
 /* Generates for `count` requests (<= the cache's slots and the context's

@@ -72,6 +72,17 @@ PFX_API pfx_status pfx_output_commit(pfx_output_file **file);
 /* Abandons the new content (removes the temporary file); NULL-safe. */
 PFX_API void pfx_output_discard(pfx_output_file **file);
 
+/* ---------------------------------------------------------------- input files */
+
+/* Opens path for reading ("rb") only when it is a regular file (a symbolic
+ * link to one included): a FIFO, a device or a folder is PFX_ERROR_IO "not
+ * a regular file: PATH" at once, never a read that blocks or never ends.
+ * The library reads every file this way; the prefixcl tool too. *out is
+ * NULL on failure (PFX_ERROR_IO, PFX_ERROR_NULL_ARGUMENT,
+ * PFX_ERROR_INVALID_ARGUMENT for an empty path); fclose it after. Errors
+ * go to pfx_last_error(NULL). */
+PFX_API pfx_status pfx_input_open(const char *path, FILE **out);
+
 /* ---------------------------------------------------------------- safetensors */
 
 /* Element types of the safetensors format. Every one is accepted by the

@@ -219,6 +219,24 @@ typedef struct pfx_model_prefix {
     float gain_ramp;           /* r in [0, 1] (read with a gain mode or dim_gains) */
 } pfx_model_prefix;
 
+/* Folds gains into the model's query projections (docs/design.md, "Folding
+ * gains"), so that the model without gains computes what it computed with
+ * them: head h's query rows and bias (GPT-2: columns of c_attn's q part)
+ * scaled by gamma = 1 + r g_h (LINEAR) or 1 + tanh(r g_h) (TANH), and with
+ * dim_gains each query dimension d of head h by 1 + r G_hd too (r =
+ * gains->gain_ramp). Exact in real numbers; float32 rounds the products
+ * once. A rotary model (the Llama family) takes dim_gains only where each
+ * pair of dimensions (d, d + D/2) that the rotation turns together shares
+ * its G: otherwise PFX_ERROR_INVALID_ARGUMENT naming the heads. Key and
+ * value rows are never touched (GQA's shared keys stay); a prefix is not
+ * folded (prefix_len, keys, values or bank_index set:
+ * PFX_ERROR_INVALID_ARGUMENT). Refused before anything changes: a bad gain
+ * mode or r outside [0, 1] (PFX_ERROR_INVALID_ARGUMENT), gains NULL with a
+ * mode (PFX_ERROR_NULL_ARGUMENT), a non-finite gain (PFX_ERROR_NOT_FINITE),
+ * a query projection not stored as float32 (PFX_ERROR_UNSUPPORTED). Then
+ * pfx_model_save writes a folder any Hugging Face loader reads. */
+PFX_API pfx_status pfx_model_fold_gains(pfx_model *model, const pfx_model_prefix *gains);
+
 /* logits: F32 [B, N, V] (the whole tensor: small vocabularies and tests). */
 PFX_API pfx_status pfx_model_forward(pfx_context *ctx, const pfx_model_batch *batch,
                                      const pfx_model_prefix *prefix, pfx_tensor *logits);
@@ -358,6 +376,15 @@ PFX_API pfx_status pfx_model_profile_enable(pfx_context *ctx, bool on);
 /* The wall ms of each part since profiling was last switched on, into
  * ms[0, PFX_MODEL_PART_COUNT) (count at least that). */
 PFX_API pfx_status pfx_model_profile_read(const pfx_context *ctx, double *ms, size_t count);
+
+/* FLOPs of one token of a training step (forward and backward) as nanoGPT
+ * and llm.c count them for the model FLOPs utilization (MFU):
+ * 6 N + 12 L T d, with N the model's parameters, L its layers, T the keys a
+ * query attends to (the block, plus a prefix) and d = heads x head size;
+ * without weight gradients (frozen weights: prefix tuning) the backward
+ * takes no weight product, 4 N + 12 L T d. The MFU is tokens/s times this
+ * over the FMA peak (profile.h, pfx_peak_fma_gflops). 0 for NULL. */
+PFX_API double pfx_model_train_flops(const pfx_model_shape *shape, size_t keys, bool weight_grads);
 
 #ifdef __cplusplus
 }

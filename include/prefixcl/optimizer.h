@@ -126,11 +126,15 @@ typedef struct pfx_optimizer_params {
 /* One parameter group. Every field is taken literally (beta1 = 0 is legal),
  * so start from PFX_OPTIMIZER_GROUP_DEFAULTS (torch.optim.AdamW's defaults). */
 typedef struct pfx_optimizer_group_params {
-    float lr;           /* finite, >= 0 */
-    float beta1;        /* in [0, 1) */
-    float beta2;        /* in [0, 1) */
-    float eps;          /* finite, > 0 */
-    float weight_decay; /* decoupled; finite, >= 0 */
+    float lr;             /* finite, >= 0 */
+    float beta1;          /* in [0, 1) */
+    float beta2;          /* in [0, 1) */
+    float eps;            /* finite, > 0 */
+    float weight_decay;   /* decoupled; finite, >= 0 */
+    float decay_fraction; /* PFX_LR_COSINE: this group's cosine reaches the floor after this
+                           * fraction of decay_steps (at least one step) and stays there: a
+                           * faster decay of its learning rate; 0 or 1: the optimizer's
+                           * schedule; in [0, 1] */
 } pfx_optimizer_group_params;
 
 #define PFX_OPTIMIZER_GROUP_DEFAULTS                                                               \

@@ -8,9 +8,13 @@
  * Data: a text or JSONL file (data.h) tokenized with append_eos and the
  * post-processor's tokens, its documents joined and cut into blocks of
  * `block` tokens (pfx_blocks), every position a label, positions 0 .. T-1;
- * evaluation on eval_path's blocks, else on the last twentieth of the blocks
- * (at least one) held out. The blocks are served in an order shuffled per
- * epoch from the seed.
+ * or token shards (data.h: llm.c's layout, or nanoGPT's headerless uint16),
+ * memory-mapped and read a block at a time, so that the start does not
+ * grow with the corpus and the memory stays flat (pfx_shards_write's shards
+ * of a file give the same blocks as the file). Evaluation on eval_path's
+ * blocks, else on the last twentieth of the blocks (at least one) held out.
+ * The blocks are served in an order shuffled per epoch from the seed; with
+ * several processes each reads only its rows of every batch.
  *
  * One step: r and the learning rate of the step from the optimizer's
  * schedules; `accumulate` micro-batches of `batch` blocks, each a forward
@@ -26,10 +30,19 @@
  *
  * Outputs in out_dir, each file replaced atomically: config.json and
  * model.safetensors (pfx_model_save: a folder transformers loads; it does
- * not apply the gains), gains.safetensors with a gain (the gains file of
+ * not apply the gains), config.json given what the tokenizer knows and the
+ * config lacks (vocab_size, bos_token_id, eos_token_id, pad_token_id; the
+ * EOS as BOS when the tokenizer has none, GPT-2's convention;
+ * result.config_filled names them), the tokenizer's files copied beside
+ * them (tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+ * vocab.json, merges.txt, ... those its folder has; a tokenizer_config.json
+ * naming PreTrainedTokenizerFast and the special tokens when it has
+ * tokenizer.json alone), so that the folder is what save_pretrained of a
+ * model and its tokenizer leaves, gains.safetensors with a gain (the gains file of
  * io.h: "gains" [L, H] and/or "dim_gains" [L, H, D], metadata gain_mode,
- * structured and the last gain_ramp), loss.csv (step, loss, gradient norm, evaluation loss
- * where measured) and checkpoint.safetensors: every trained tensor's value
+ * structured and the last gain_ramp; a run without a gain removes an
+ * earlier run's when it writes the model), loss.csv (step, loss, gradient norm, evaluation loss
+ * where measured, the weights' learning rate) and checkpoint.safetensors: every trained tensor's value
  * and AdamW moments and step, the data position, the curves so far and the
  * options; resume continues from it bit for bit. A stop (stop_flag or
  * stop_after) takes effect at a step boundary and writes the checkpoint; an
@@ -39,11 +52,13 @@
  * unreadable file (PFX_ERROR_IO), an out_dir that is not a folder
  * (PFX_ERROR_IO), a bad option (PFX_ERROR_INVALID_ARGUMENT naming the field),
  * data that fills no block or leaves nothing to hold out
- * (PFX_ERROR_OUT_OF_RANGE), a freeze list that leaves nothing to train
- * (PFX_ERROR_INVALID_ARGUMENT), gain heads beyond the model's layers or
- * heads (PFX_ERROR_INVALID_ARGUMENT), token ids beyond the model's vocabulary
- * (PFX_ERROR_INVALID_SHAPE), a checkpoint written with other options
- * (PFX_ERROR_INVALID_ARGUMENT naming the option); the message is in
+ * (PFX_ERROR_OUT_OF_RANGE), a freeze list that leaves nothing to train or
+ * holds a part that is in no weight's name (PFX_ERROR_INVALID_ARGUMENT),
+ * gain heads beyond the model's layers or heads (PFX_ERROR_INVALID_ARGUMENT),
+ * token ids beyond the model's vocabulary (shards: when the block that holds
+ * one is read, PFX_ERROR_FORMAT naming the shard and the offset; text: before
+ * the first step, PFX_ERROR_INVALID_SHAPE), a checkpoint written with other
+ * options (PFX_ERROR_INVALID_ARGUMENT naming the option); the message is in
  * pfx_last_error(rt).
  */
 #ifndef PREFIXCL_PRETRAIN_H
@@ -51,6 +66,7 @@
 
 #include <signal.h>
 
+#include "prefixcl/data.h"
 #include "prefixcl/model.h"
 #include "prefixcl/optimizer.h"
 
@@ -65,12 +81,22 @@ typedef struct pfx_layer_head {
     size_t layer, head;
 } pfx_layer_head;
 
+/* What data_path and eval_path hold. */
+typedef enum pfx_pretrain_data {
+    PFX_PRETRAIN_DATA_AUTO = 0, /* shards when the path holds a glob character or its file starts
+                                 * with an llm.c magic; else text or JSONL */
+    PFX_PRETRAIN_DATA_TEXT,     /* text or JSONL (data.h) */
+    PFX_PRETRAIN_DATA_SHARDS,   /* llm.c's token shards (PFX_SHARD_LLMC) */
+    PFX_PRETRAIN_DATA_RAW_U16,  /* nanoGPT's headerless uint16 tokens (PFX_SHARD_RAW_U16) */
+} pfx_pretrain_data;
+
 typedef struct pfx_pretrain_config {
-    const char *model_dir;     /* a Hugging Face folder to fine-tune, or NULL */
-    const char *config_dir;    /* or a folder with config.json: a new model (pfx_model_init) */
-    const char *tokenizer_dir; /* NULL: model_dir, else config_dir */
-    const char *data_path;     /* text or JSONL */
-    const char *eval_path;     /* NULL: a held-out slice of the data */
+    const char *model_dir;         /* a Hugging Face folder to fine-tune, or NULL */
+    const char *config_dir;        /* or a folder with config.json: a new model (pfx_model_init) */
+    const char *tokenizer_dir;     /* NULL: model_dir, else config_dir */
+    const char *data_path;         /* text or JSONL, or token shards (a glob(3) pattern) */
+    const char *eval_path;         /* NULL: a held-out slice of the data */
+    pfx_pretrain_data data_format; /* of data_path and eval_path */
     const char *out_dir;
     size_t block;      /* T, tokens a row */
     size_t batch;      /* rows a micro-batch */
@@ -83,11 +109,18 @@ typedef struct pfx_pretrain_config {
     bool no_decay_norms; /* no decay on biases and norm weights either */
     float max_grad_norm; /* 0: no clipping */
     uint32_t warmup_steps;
-    float min_lr_ratio;       /* the cosine's floor, a fraction of each lr */
-    pfx_gain_mode gain_mode;  /* OFF, LINEAR or TANH: a gain per head; gains start at 0 */
-    bool structured_gain;     /* a gain per head and dimension, q * (1 + r G) (docs/design.md),
+    float min_lr_ratio;        /* the cosine's floor, a fraction of each lr */
+    pfx_gain_mode gain_mode;   /* OFF, LINEAR or TANH: a gain per head; gains start at 0 */
+    bool structured_gain;      /* a gain per head and dimension, q * (1 + r G) (docs/design.md),
                                 * alone or with gain_mode; starts at 0 */
-    uint32_t gain_ramp_steps; /* 0: r = 1 from the start */
+    uint32_t gain_ramp_steps;  /* 0: r = 1 from the start */
+    float gain_init;           /* 0: the gains start at 0 (plain attention); A > 0: each trained
+                                * gain (g, or each G_hd) starts uniform in [-A, A], drawn from
+                                * the seed; finite, >= 0 */
+    float gain_decay_fraction; /* the gains' learning rate decays on a cosine of its own that
+                                * reaches min_lr_ratio after this fraction of the weights' decay
+                                * steps (optimizer.h's decay_fraction: 0.5 twice as fast);
+                                * 0 or 1: the weights' schedule; in [0, 1] */
     const pfx_layer_head *gain_heads; /* [gain_head_count] the heads with a trained gain;
                                 * the others keep gain 0 (plain attention) for the whole run:
                                 * their gradient is zeroed before clipping (nothing in the global
@@ -101,7 +134,8 @@ typedef struct pfx_pretrain_config {
                                 * one is refused (every head selected is the same as NULL). */
     size_t gain_head_count;
     const char *freeze;      /* comma-separated name parts: weights whose name
-                                * contains one stay frozen; NULL: none */
+                                * contains one stay frozen (each part must be in
+                                * some weight's name); NULL: none */
     size_t eval_every;       /* also evaluate every N steps; 0: before and after */
     size_t eval_blocks;      /* blocks an evaluation reads; 0: all */
     size_t checkpoint_every; /* also write the checkpoint every N steps */
@@ -130,6 +164,8 @@ typedef struct pfx_pretrain_step {
     bool skipped;       /* non-finite gradients: nothing changed */
     float lr_factor, gain_ramp;
     double eval_loss; /* NAN unless evaluated after this step */
+    double build_s;   /* seconds this run spent building kernels (pfx_cache_stats), left out
+                       * of tokens_per_s and eta_s: they count steady-state work only */
     double tokens_per_s, eta_s;
     pfx_context *ctx;               /* the job's evaluation context over the model after this step
                                 * (pfx_context_model), valid during the callback: the
@@ -150,6 +186,8 @@ typedef struct pfx_pretrain_result {
     bool stopped;             /* ended early, checkpoint written */
     double *losses;           /* [steps] */
     float *grad_norms;        /* [steps] */
+    float *lrs;               /* [steps] the weights' learning rate (NAN for steps a checkpoint
+                               * written without them resumed) */
     double *eval_losses; /* [steps + 1]: after step s at s (0: before); NAN where not measured */
     float *gains;        /* [steps + 1][L * H]: each head's gain after each step (0: at the
                                 * start): g, or with the structured gain alone the mean of G over
@@ -157,7 +195,9 @@ typedef struct pfx_pretrain_result {
     size_t train_blocks, eval_blocks, tokens_per_step;
     size_t trained_weights, trained_values; /* tensors and values the optimizer updates */
     pfx_model_shape shape;
-    double seconds; /* the steps of this run */
+    char config_filled[160]; /* what config.json took from the tokenizer, e.g. "vocab_size
+                                * 2197, bos_token_id 0" ("": nothing was missing) */
+    double seconds;          /* the steps of this run */
 } pfx_pretrain_result;
 
 /* Runs the job on rt. on_step may be NULL. On an error before the first

@@ -99,6 +99,14 @@ PFX_API pfx_status pfx_peak_enqueue(pfx_runtime *rt, pfx_peak_kernel kernel, siz
                                     size_t local, const pfx_tensor *in, pfx_tensor *out,
                                     pfx_event **event);
 
+/* The device's float32 FMA ceiling in GFLOP/s as prefixcl bench measures
+ * it (peak.fma): the best over the FMA kernels above (eight chains on CPU
+ * devices) of the median of runs of 64 Ki work-items a compute unit, timed
+ * by their events (the host's wall time where the device gives none), in
+ * about `seconds` (in (0, 3600]). The denominator of a model FLOPs
+ * utilization (model.h, pfx_model_train_flops). */
+PFX_API pfx_status pfx_peak_fma_gflops(pfx_runtime *rt, double seconds, double *gflops);
+
 #define PFX_KERNEL_OPTIONS_MAX 384
 
 typedef struct pfx_kernel_config {

@@ -182,6 +182,9 @@ typedef struct pfx_cache_stats {
     unsigned cache_hits;     /* loaded from the on-disk binary cache */
     unsigned cache_writes;   /* binaries written to the cache */
     unsigned cache_rejects;  /* cache files found unusable (truncated, corrupt) and rebuilt */
+    double build_seconds;    /* wall time spent building programs or loading them from the
+                              * cache: the first use of each kernel, which the jobs keep out
+                              * of their rates and estimates */
 } pfx_cache_stats;
 
 PFX_API pfx_status pfx_runtime_cache_stats(const pfx_runtime *rt, pfx_cache_stats *stats);

@@ -6,27 +6,31 @@
  * never change.
  *
  * Data: a text or JSONL file (data.h: one example a line, or prompt +
- * completion with the loss on the completion only), each example cut at
- * max_length tokens, served in batches of `batch` examples in an order
+ * completion with the loss on the completion only), each example built as
+ * eval.h builds it (pfx_example_rule: special tokens, EOS unless no_eos,
+ * cut at max_length tokens), served in batches of `batch` examples in an order
  * shuffled per epoch from the seed; evaluation on eval_path in file order,
  * else on a held-back tenth of the examples (at least 1, at most 200).
  *
  * One step: r and the learning rate of the step from the optimizer's
  * schedules; the prefixes of the current encoder (or the direct prefixes),
- * one batch's forward and backward through the frozen model into the
- * prefixes' (and gains') gradients, the encoder's backward; global
+ * `accumulate` batches' forward and backward through the frozen model into
+ * the prefixes' (and gains') gradients, averaged over the batches (as
+ * pretraining and HF's gradient accumulation do), the encoder's backward; global
  * gradient-norm clipping; AdamW with the prefix parameters in one group (lr,
  * weight_decay) and the gains in their own (gain_lr, no decay); a step whose
  * gradient norm is NaN or Inf is skipped. Learning rate: linear warm-up over
- * warmup_steps (none when they are not fewer than the steps), then cosine to
- * a tenth at the last step; gain ramp r from 0 to 1 over gain_ramp_steps.
+ * warmup_steps (at most the steps, as pretraining's), then cosine to a
+ * tenth at the last step; gain ramp r from 0 to 1 over gain_ramp_steps.
  *
  * Outputs in out_dir, each file replaced atomically: the PEFT prefix-tuning
  * adapter (adapter_config.json, adapter_model.safetensors) in out_dir itself
  * (PeftModel.from_pretrained(base, out_dir) and pfx_adapter_bank_add read
  * it), gains.safetensors beside it with a gain (the gains file of io.h, as
  * pretraining writes it: "gains" [L, H], gain_mode, structured false, the
- * last gain_ramp; PEFT has no place for gains), loss.csv (step, loss, gradient norm)
+ * last gain_ramp; PEFT has no place for gains; a run without a gain removes
+ * an earlier run's), loss.csv (step, loss, gradient norm,
+ * the prefixes' learning rate, the evaluation loss where measured)
  * and checkpoint.safetensors: every trained tensor's value and AdamW moments
  * and step, the data position (the data order is a function of the seed and
  * the epoch, so the position is the whole random state), the curve so far,
@@ -53,6 +57,7 @@
 
 #include <signal.h>
 
+#include "prefixcl/data.h"
 #include "prefixcl/encoder.h"
 #include "prefixcl/model.h"
 #include "prefixcl/optimizer.h"
@@ -63,8 +68,8 @@ extern "C" {
 
 #define PFX_TUNE_CHECKPOINT "checkpoint.safetensors"
 #define PFX_TUNE_GAINS      "gains.safetensors"
-/* What max_length 0 keeps when the model's positions allow it. */
-#define PFX_TUNE_DEFAULT_MAX_LENGTH 128
+/* What max_length 0 keeps when the model's positions allow it (data.h). */
+#define PFX_TUNE_DEFAULT_MAX_LENGTH PFX_DATA_DEFAULT_MAX_LENGTH
 
 typedef struct pfx_tune_config {
     const char *model_dir;     /* the frozen model: a Hugging Face folder */
@@ -76,10 +81,12 @@ typedef struct pfx_tune_config {
     size_t hidden;     /* encoder MLP hidden size (and its embedding width); 0: direct prefixes */
     size_t epochs;     /* used when steps is 0 */
     size_t steps;      /* optimizer steps; 0: epochs x batches per epoch */
-    size_t batch;      /* examples a step */
+    size_t batch;      /* examples a batch */
+    size_t accumulate; /* batches a step (their gradients averaged); 0 or 1: one */
     size_t max_length; /* tokens kept of an example; with prefix_len at most the model's
                         * positions; 0: fit the model, PFX_TUNE_DEFAULT_MAX_LENGTH or the
                         * positions the prefix leaves when fewer (result.max_length) */
+    bool no_eos;       /* examples without EOS (data.h, pfx_example_rule) */
     float lr;          /* the prefix group */
     float gain_lr;     /* the gain group; < 0: lr / 2 */
     pfx_gain_mode gain_mode;  /* OFF, LINEAR or TANH: a gain per head, starting at 0 */
@@ -91,6 +98,9 @@ typedef struct pfx_tune_config {
     pfx_dtype storage; /* the frozen weights on the device: F32, F16, BF16 or Q8_0 */
     size_t
         checkpoint_every; /* also write the checkpoint every N steps; 0: at the end or a stop only */
+    size_t eval_every;    /* also evaluate every N steps (step.eval_loss, result.eval_losses);
+                           * 0: before and after only */
+    bool recompute;       /* the backward recomputes each block (less memory, the same values) */
     bool resume;          /* continue from out_dir's checkpoint (same options) */
     size_t stop_after;    /* stop (with a checkpoint) once this many steps are done, resumed ones
                                 * included; 0: never */
@@ -99,10 +109,12 @@ typedef struct pfx_tune_config {
                                 * batch; only rank 0 evaluates; zeroed: one process */
 } pfx_tune_config;
 
-/* Prefix 20, hidden 512, 1 epoch, batch 8, max length 0 (128, or what fits
- * beside the prefix), lr 1e-2, gains
- * off (gain_lr -1: lr / 2; ramp 20 steps when on), weight decay 0, clipping
- * 1, warm-up 10, seed 1, float32 weights. */
+/* Prefix 20, hidden 512, 1 epoch, batch 8, accumulate 1, max length 0 (128,
+ * or what fits beside the prefix), EOS appended, lr 1e-2, gains off (gain_lr
+ * -1: lr / 2; ramp 20 steps when on), weight decay 0, clipping 1, warm-up
+ * 10, no evaluation between, seed 1, float32 weights. The warm-up and the
+ * ramp are shorter than pretraining's (100 each): a tuning run is hundreds
+ * of steps, and only the prefixes (and gains) train. */
 PFX_API void pfx_tune_default_config(pfx_tune_config *cfg);
 
 /* What the step callback sees after each step, on every rank. */
@@ -114,6 +126,11 @@ typedef struct pfx_tune_step {
     float grad_norm;    /* before clipping */
     bool skipped;       /* non-finite gradients: nothing changed */
     float lr_factor, gain_ramp;
+    float lr;                       /* the prefixes' learning rate this step used */
+    double eval_loss;               /* NAN unless evaluated after this step (eval_every) */
+    double build_s;                 /* seconds this run spent building kernels
+                                     * (pfx_cache_stats), left out of tokens_per_s and eta_s:
+                                     * they count steady-state work only */
     double tokens_per_s;            /* tokens of this run's steps per second */
     double eta_s;                   /* seconds left at this pace */
     pfx_context *ctx;               /* the job's context over the frozen model (pfx_context_model),
@@ -132,10 +149,15 @@ typedef struct pfx_tune_result {
     bool stopped;             /* ended early by stop_flag or stop_after, checkpoint written */
     double *losses;           /* [steps] */
     float *grad_norms;        /* [steps] */
+    float *lrs;               /* [steps] the prefixes' learning rate (NAN for steps a checkpoint
+                               * written without them resumed) */
+    double *eval_losses;      /* [steps + 1]: after step s at s (0: before); NAN where not
+                               * measured (eval_every) */
     double eval_before;       /* mean token loss on the evaluation set before the first step */
     double eval_after;        /* after the last; NAN when stopped */
     size_t train_examples, eval_examples, eval_tokens;
-    size_t max_length; /* tokens kept of an example (config.max_length 0 resolved) */
+    size_t max_length;     /* tokens kept of an example (config.max_length 0 resolved) */
+    pfx_example_rule rule; /* how the examples were built */
     pfx_model_shape shape;
     pfx_encoder_param_counts counts; /* the prefix parameters */
     size_t gain_params;              /* L * H with a gain, else 0 */

@@ -213,3 +213,27 @@ void pfx_output_discard(pfx_output_file **file)
     free(*file);
     *file = NULL;
 }
+
+pfx_status pfx_remove_stale(pfx_runtime *rt, const char *who, const char *dir, const char *name)
+{
+    char *path = pfx_join_path(dir, name);
+    if (!path)
+        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", who);
+    pfx_status st = PFX_SUCCESS;
+    if (unlink(path) != 0 && errno != ENOENT)
+        st = pfx_error(rt, PFX_ERROR_IO, "%s: cannot remove the stale '%s': %s", who, path,
+                       strerror(errno));
+    free(path);
+    return st;
+}
+
+pfx_status pfx_write_file(pfx_runtime *rt, const char *path, const void *data, size_t size)
+{
+    pfx_output_file *f = NULL;
+    pfx_status st = pfx_output_open(path, &f);
+    if (st != PFX_SUCCESS)
+        return pfx_error(rt, st, "%s", pfx_last_error(NULL));
+    fwrite(data, 1, size, pfx_output_stream(f));
+    st = pfx_output_commit(&f);
+    return st == PFX_SUCCESS ? st : pfx_error(rt, st, "%s", pfx_last_error(NULL));
+}

@@ -20,11 +20,18 @@ bool pfx_utf8_valid(const unsigned char *s, size_t n);
  * byte) and its code point in *cp (0xFFFFFFFF when invalid). */
 size_t pfx_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
 
+/* pfx_input_open recording its error for rt. */
+pfx_status pfx_input_open_rt(pfx_runtime *rt, const char *path, FILE **out);
+
 /* Reads a whole file of at most `max_bytes` into a malloc'ed buffer with a
  * NUL after the last byte. PFX_ERROR_IO (cannot open/read, not a regular
  * file) or PFX_ERROR_OUT_OF_RANGE (larger than max_bytes), recorded for rt. */
 pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes, unsigned char **out,
                          size_t *size);
+
+/* Replaces `path` atomically with `size` bytes of data (pfx_output_open's
+ * rules); an error is recorded for rt. */
+pfx_status pfx_write_file(pfx_runtime *rt, const char *path, const void *data, size_t size);
 
 /* True when JSON text [s, s+n) holds a "\u0000" escape, which cJSON would
  * turn into a NUL that silently cuts the string short. */
@@ -92,6 +99,10 @@ typedef struct pfx_atomic_file {
 } pfx_atomic_file;
 
 pfx_status pfx_atomic_begin(pfx_runtime *rt, const char *path, pfx_atomic_file *af);
+/* Removes dir/name when it is there: an earlier run's output that this run
+ * does not write, which a reader of the folder would take for this run's.
+ * PFX_ERROR_IO naming it (after `who: `) when it cannot be removed. */
+pfx_status pfx_remove_stale(pfx_runtime *rt, const char *who, const char *dir, const char *name);
 /* Writes n bytes; PFX_ERROR_IO on a short write. */
 pfx_status pfx_atomic_write(pfx_runtime *rt, pfx_atomic_file *af, const void *data, size_t n);
 /* Flushes, syncs, closes and renames over the destination. On failure the

@@ -65,12 +65,10 @@ pfx_status pfx_read_file(pfx_runtime *rt, const char *path, size_t max_bytes, un
 {
     *out = NULL;
     *size = 0;
-    bool not_regular;
-    FILE *fp = pfx_fopen_regular(path, &not_regular);
-    if (!fp && not_regular)
-        return pfx_error(rt, PFX_ERROR_IO, "'%s' is not a regular file", path);
-    if (!fp)
-        return pfx_error(rt, PFX_ERROR_IO, "cannot open '%s': %s", path, strerror(errno));
+    FILE *fp;
+    const pfx_status opened = pfx_input_open_rt(rt, path, &fp);
+    if (opened != PFX_SUCCESS)
+        return opened;
     struct stat st;
     if (fstat(fileno(fp), &st) != 0) {
         fclose(fp);

@@ -60,6 +60,18 @@ static double lr_factor_at(const pfx_optimizer_params *p, uint64_t t)
     return linear_warmup(t, p->warmup_steps);
 }
 
+/* The same for a group with its own decay_fraction. */
+static double group_factor_at(const pfx_optimizer_params *p, const pfx_optimizer_group_params *g,
+                              uint64_t t)
+{
+    if (!(g->decay_fraction > 0.0f && g->decay_fraction < 1.0f))
+        return lr_factor_at(p, t);
+    pfx_optimizer_params q = *p;
+    const double n = floor((double)p->decay_steps * (double)g->decay_fraction + 0.5);
+    q.decay_steps = n < 1.0 ? 1u : (uint32_t)n;
+    return lr_factor_at(&q, t);
+}
+
 float pfx_optimizer_lr_factor(const pfx_optimizer *opt)
 {
     return opt ? (float)lr_factor_at(&opt->params, opt->step + 1) : 0.0f;
@@ -169,7 +181,8 @@ pfx_status pfx_optimizer_add_group(pfx_optimizer *opt, const pfx_optimizer_group
                    { "beta1", params->beta1 },
                    { "beta2", params->beta2 },
                    { "eps", params->eps },
-                   { "weight_decay", params->weight_decay } };
+                   { "weight_decay", params->weight_decay },
+                   { "decay_fraction", params->decay_fraction } };
     for (size_t i = 0; i < sizeof(finite) / sizeof(finite[0]); i++)
         if (!isfinite(finite[i].value))
             return pfx_error(rt, PFX_ERROR_NOT_FINITE, "optimizer_add_group: %s (%g) is not finite",
@@ -177,6 +190,10 @@ pfx_status pfx_optimizer_add_group(pfx_optimizer *opt, const pfx_optimizer_group
     if (params->lr < 0.0f)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "optimizer_add_group: lr (%g) must be >= 0", (double)params->lr);
+    if (params->decay_fraction < 0.0f || params->decay_fraction > 1.0f)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_add_group: decay_fraction (%g) must be in [0, 1]",
+                         (double)params->decay_fraction);
     if (params->beta1 < 0.0f || params->beta1 >= 1.0f)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "optimizer_add_group: beta1 (%g) must be in [0, 1)",
@@ -414,7 +431,7 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         const opt_param *it = &opt->items[i];
         const pfx_optimizer_group_params *g = &opt->groups[it->group];
         const double t = (double)(it->step + 1);
-        const double lr = (double)g->lr * factor;
+        const double lr = (double)g->lr * group_factor_at(&opt->params, g, opt->step + 1);
         const double bc1 = 1.0 - pow((double)g->beta1, t);
         const double bc2 = 1.0 - pow((double)g->beta2, t);
         cl_ulong n = it->param->numel;

@@ -145,8 +145,11 @@ static pfx_status head_loss(pfx_context *cx, const pfx_model_call *c, bool grad,
     const size_t V = m->cfg.shape.vocab;
     pfx_model_lin head = pfx_model_head_lin(m);
     pfx_status st = PFX_SUCCESS;
-    for (size_t r0 = 0; r0 < c->R && st == PFX_SUCCESS; r0 += cx->chunk_rows) {
-        size_t rows = c->R - r0 < cx->chunk_rows ? c->R - r0 : cx->chunk_rows;
+    /* chunks of equal rows (1024 rows at most 333 a chunk: 4 of 256, not 333,
+     * 333, 333 and a product of 25 rows, slow in the BLAS) */
+    const size_t chunks = pfx_ceil_div(c->R, cx->chunk_rows), step = pfx_ceil_div(c->R, chunks);
+    for (size_t r0 = 0; r0 < c->R && st == PFX_SUCCESS; r0 += step) {
+        size_t rows = c->R - r0 < step ? c->R - r0 : step;
         pfx_mat rl = PFX_VEC(cx->ws[WS_ROWLOSS], r0, rows);
         if ((st = pfx_model_lin_fwd(cx, "model: lm_head", &head, rows, cx->ws[WS_LN], r0,
                                     cx->ws[WS_LOGITS], 0, 0.0f, false)))

@@ -1,6 +1,6 @@
 /* Whole models: loading a Hugging Face folder (single or sharded
- * safetensors checkpoint) or drawing random weights for a config, the
- * shape queries. The workspace of the calls is a context's (context.c). */
+ * safetensors checkpoint), the shape queries; drawing weights for a config
+ * alone is model_draw.c's. The workspace of the calls is a context's (context.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,7 +53,7 @@ static pfx_status with_path(pfx_runtime *rt, pfx_status st, const char *path)
     return pfx_error(rt, st, "%s: %s", path, msg);
 }
 
-static pfx_status check_params(pfx_runtime *rt, const pfx_model_params *in, pfx_model_params *p)
+pfx_status pfx_model_check_params(pfx_runtime *rt, const pfx_model_params *in, pfx_model_params *p)
 {
     if (in)
         *p = *in;
@@ -91,9 +91,9 @@ static bool weight_bytes(pfx_dtype storage, pfx_weight_role r, size_t cols, size
 
 /* The model without weights: specs (those given, owned from here on, or
  * the config's) and tensors allocated. */
-static pfx_status create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
-                               const pfx_model_params *p, bool gpt2_prefix, pfx_weight_spec *specs,
-                               size_t spec_count, pfx_model **out)
+pfx_status pfx_model_create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
+                                  const pfx_model_params *p, bool gpt2_prefix,
+                                  pfx_weight_spec *specs, size_t spec_count, pfx_model **out)
 {
     pfx_model *m = calloc(1, sizeof(*m));
     if (!m) {
@@ -185,7 +185,7 @@ static bool names_have_gpt2_prefix(const pfx_model_config *cfg, char *const *nam
  * all three (GPT-2's c_attn is stored so already); the separate tensors are
  * released layer by layer (device copies: released buffers live until the
  * copies that read them are done). */
-static pfx_status fuse_qkv(pfx_model *m)
+pfx_status pfx_model_fuse_qkv(pfx_model *m)
 {
     if (m->cfg.family != PFX_FAMILY_LLAMA)
         return PFX_SUCCESS;
@@ -346,8 +346,8 @@ static pfx_status check_file(pfx_runtime *rt, const ckpt_check *c, const pfx_saf
 /* The configuration's sizes against the device's limits, before the first
  * allocation: the largest weight against the largest allocation, all of
  * them against the device's memory (unless the runtime overcommits). */
-static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_config *cfg,
-                             const pfx_model_params *p)
+pfx_status pfx_model_check_fits(pfx_runtime *rt, const char *dir, const pfx_model_config *cfg,
+                                const pfx_model_params *p)
 {
     const pfx_model_shape *s = &cfg->shape;
     const bool gpt2 = cfg->family == PFX_FAMILY_GPT2;
@@ -396,8 +396,8 @@ static pfx_status check_fits(pfx_runtime *rt, const char *dir, const pfx_model_c
 }
 
 /* [rows, cols] host values written transposed into t ([cols, rows]). */
-static pfx_status write_transposed(pfx_runtime *rt, const float *src, size_t rows, size_t cols,
-                                   pfx_tensor *t)
+pfx_status pfx_model_write_transposed(pfx_runtime *rt, const float *src, size_t rows, size_t cols,
+                                      pfx_tensor *t)
 {
     float *tr = malloc(rows * cols * sizeof(float));
     if (!tr)
@@ -419,7 +419,7 @@ static pfx_status load_transposed(pfx_model *m, const pfx_safetensors *f, size_t
         return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "model: host memory");
     pfx_status st = pfx_st_read_f32_rt(m->rt, f, i, host, rows * cols);
     if (st == PFX_SUCCESS)
-        st = write_transposed(m->rt, host, rows, cols, t);
+        st = pfx_model_write_transposed(m->rt, host, rows, cols, t);
     free(host);
     return st;
 }
@@ -590,11 +590,11 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
                        cfg->shape.model_type, cfg->shape.layers);
     }
     if (st == PFX_SUCCESS)
-        st = check_fits(rt, dir, cfg, p);
+        st = pfx_model_check_fits(rt, dir, cfg, p);
     if (st != PFX_SUCCESS)
         goto out;
 
-    st = create_empty(rt, cfg, p, prefix, specs, spec_count, &m);
+    st = pfx_model_create_empty(rt, cfg, p, prefix, specs, spec_count, &m);
     specs = NULL; /* the model's now */
     if (st != PFX_SUCCESS)
         goto out;
@@ -613,7 +613,7 @@ static pfx_status load_checkpoint(pfx_runtime *rt, const char *dir, const pfx_mo
         }
     }
     if (st == PFX_SUCCESS)
-        st = fuse_qkv(m);
+        st = pfx_model_fuse_qkv(m);
     if (st == PFX_SUCCESS)
         st = pfx_model_weights_index(m);
     if (st == PFX_SUCCESS)
@@ -636,7 +636,7 @@ out:
     return st;
 }
 
-static pfx_status begin(pfx_runtime *rt, const char *fn, const char *dir, pfx_model **out)
+pfx_status pfx_model_begin(pfx_runtime *rt, const char *fn, const char *dir, pfx_model **out)
 {
     if (!rt)
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: rt is NULL", fn);
@@ -651,7 +651,7 @@ static pfx_status begin(pfx_runtime *rt, const char *fn, const char *dir, pfx_mo
 pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
                           pfx_model **out)
 {
-    pfx_status st = begin(rt, "model_load", dir, out);
+    pfx_status st = pfx_model_begin(rt, "model_load", dir, out);
     pfx_model_config cfg;
     pfx_model_params p;
     unsigned char *text = NULL;
@@ -659,7 +659,7 @@ pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_para
     if (st == PFX_SUCCESS)
         st = pfx_model_config_read_text(rt, dir, &cfg, &text, &size);
     if (st == PFX_SUCCESS)
-        st = check_params(rt, params, &p);
+        st = pfx_model_check_params(rt, params, &p);
     if (st == PFX_SUCCESS)
         st = load_checkpoint(rt, dir, &cfg, &p, out);
     if (st == PFX_SUCCESS) {
@@ -669,133 +669,6 @@ pfx_status pfx_model_load(pfx_runtime *rt, const char *dir, const pfx_model_para
         free(text);
     }
     return st;
-}
-
-static bool is_norm_weight(pfx_weight_role r)
-{
-    return r == PFX_W_NORM1 || r == PFX_W_NORM2 || r == PFX_W_NORM_F;
-}
-
-static bool is_bias(pfx_weight_role r)
-{
-    return r == PFX_W_NORM1_B || r == PFX_W_NORM2_B || r == PFX_W_NORM_F_B || r == PFX_W_QKV_B ||
-           r == PFX_W_Q_B || r == PFX_W_K_B || r == PFX_W_V_B || r == PFX_W_O_B ||
-           r == PFX_W_UP_B || r == PFX_W_DOWN_B;
-}
-
-/* How a model's weights are drawn from a seed. */
-typedef enum draw_kind {
-    DRAW_UNIFORM = 0, /* pfx_model_create_random: uniform, standard deviation 0.02 */
-    DRAW_HF_INIT = 1, /* pfx_model_init: transformers' _init_weights of the family */
-} draw_kind;
-
-/* A standard normal from two draws of the generator (Box-Muller in double). */
-static double normal01(uint64_t *state)
-{
-    const double u1 = (double)((pfx_splitmix64(state) >> 11) + 1) * 0x1p-53; /* (0, 1] */
-    const double u2 = (double)(pfx_splitmix64(state) >> 11) * 0x1p-53;
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
-/* GPT-2's residual projections (attention and MLP c_proj), scaled at init. */
-static bool is_residual_proj(const pfx_model *m, pfx_weight_role r)
-{
-    return m->cfg.family == PFX_FAMILY_GPT2 && (r == PFX_W_O || r == PFX_W_DOWN);
-}
-
-/* Every weight of m (before the q, k, v stacking) drawn from `seed`. */
-static pfx_status draw_weights(pfx_model *m, const char *fn, uint64_t seed, draw_kind kind)
-{
-    pfx_runtime *rt = m->rt;
-    const pfx_model_shape *s = &m->cfg.shape;
-    if (kind == DRAW_HF_INIT && m->cfg.family == PFX_FAMILY_LLAMA && m->cfg.has_pad &&
-        (m->cfg.pad_token < 0 || (unsigned long long)m->cfg.pad_token >= s->vocab))
-        return pfx_error(rt, PFX_ERROR_INVALID_SHAPE,
-                         "%s: pad_token_id %lld is not a row of the %zu embeddings", fn,
-                         m->cfg.pad_token, s->vocab);
-    size_t largest = 0;
-    for (size_t i = 0; i < m->spec_count; i++)
-        largest = m->tensors[i]->numel > largest ? m->tensors[i]->numel : largest;
-    float *host = malloc(largest * sizeof(float));
-    if (!host)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
-    uint64_t state = seed;
-    const float a = 0.02f * sqrtf(3.0f); /* uniform with standard deviation 0.02 */
-    const double sd = m->cfg.init_range, sd_proj = sd / sqrt(2.0 * (double)s->layers);
-    pfx_status st = PFX_SUCCESS;
-    for (size_t i = 0; st == PFX_SUCCESS && i < m->spec_count; i++) {
-        const pfx_weight_role r = m->specs[i].role;
-        const size_t n = m->tensors[i]->numel;
-        const double scale = is_residual_proj(m, r) ? sd_proj : sd;
-        for (size_t j = 0; j < n; j++) {
-            if (is_norm_weight(r))
-                host[j] = 1.0f;
-            else if (is_bias(r))
-                host[j] = 0.0f;
-            else if (kind == DRAW_UNIFORM)
-                host[j] = a * (2.0f * (float)(pfx_splitmix64(&state) >> 40) * 0x1p-24f - 1.0f);
-            else
-                host[j] = (float)(scale * normal01(&state));
-        }
-        if (kind == DRAW_HF_INIT && r == PFX_W_EMBED && m->cfg.family == PFX_FAMILY_LLAMA &&
-            m->cfg.has_pad)
-            memset(host + (size_t)m->cfg.pad_token * s->hidden, 0, s->hidden * sizeof(float));
-        const pfx_tensor *t = m->tensors[i];
-        st = pfx_model_held_transposed(m, r)
-                 ? write_transposed(rt, host, t->shape[1], t->shape[0], m->tensors[i])
-                 : pfx_tensor_write(m->tensors[i], 0, n, host);
-    }
-    free(host);
-    return st;
-}
-
-static pfx_status create_drawn(pfx_runtime *rt, const char *fn, const char *dir,
-                               const pfx_model_params *params, uint64_t seed, draw_kind kind,
-                               pfx_model **out)
-{
-    pfx_status st = begin(rt, fn, dir, out);
-    pfx_model_config cfg;
-    pfx_model_params p;
-    pfx_model *m = NULL;
-    unsigned char *text = NULL;
-    size_t size = 0;
-    if (st == PFX_SUCCESS)
-        st = pfx_model_config_read_text(rt, dir, &cfg, &text, &size);
-    if (st == PFX_SUCCESS)
-        st = check_params(rt, params, &p);
-    if (st == PFX_SUCCESS)
-        st = check_fits(rt, dir, &cfg, &p);
-    if (st == PFX_SUCCESS)
-        st = create_empty(rt, &cfg, &p, true, NULL, 0, &m);
-    if (st != PFX_SUCCESS) {
-        free(text);
-        return st;
-    }
-    m->config_text = text;
-    m->config_size = size;
-    st = draw_weights(m, fn, seed, kind);
-    if (st == PFX_SUCCESS)
-        st = fuse_qkv(m);
-    if (st == PFX_SUCCESS)
-        st = pfx_model_weights_index(m);
-    if (st != PFX_SUCCESS) {
-        pfx_model_destroy(&m);
-        return st;
-    }
-    *out = m;
-    return PFX_SUCCESS;
-}
-
-pfx_status pfx_model_create_random(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
-                                   uint64_t seed, pfx_model **out)
-{
-    return create_drawn(rt, "model_create_random", dir, params, seed, DRAW_UNIFORM, out);
-}
-
-pfx_status pfx_model_init(pfx_runtime *rt, const char *dir, const pfx_model_params *params,
-                          uint64_t seed, pfx_model **out)
-{
-    return create_drawn(rt, "model_init", dir, params, seed, DRAW_HF_INIT, out);
 }
 
 pfx_status pfx_model_get_shape(const pfx_model *model, pfx_model_shape *shape)

@@ -203,6 +203,32 @@ struct pfx_context {
  * after it). */
 void pfx_model_free(pfx_model *m);
 
+/* Shared by loading (model.c) and drawing (model_draw.c): the arguments of
+ * a constructor (fn names it in messages), params checked into *p, the
+ * configuration against the device's limits, the model without weights,
+ * the Llama family's q, k, v stacked, [rows, cols] host values written
+ * transposed into t. */
+pfx_status pfx_model_begin(pfx_runtime *rt, const char *fn, const char *dir, pfx_model **out);
+pfx_status pfx_model_check_params(pfx_runtime *rt, const pfx_model_params *in, pfx_model_params *p);
+pfx_status pfx_model_check_fits(pfx_runtime *rt, const char *dir, const pfx_model_config *cfg,
+                                const pfx_model_params *p);
+pfx_status pfx_model_create_empty(pfx_runtime *rt, const pfx_model_config *cfg,
+                                  const pfx_model_params *p, bool gpt2_prefix,
+                                  pfx_weight_spec *specs, size_t spec_count, pfx_model **out);
+pfx_status pfx_model_fuse_qkv(pfx_model *m);
+pfx_status pfx_model_write_transposed(pfx_runtime *rt, const float *src, size_t rows, size_t cols,
+                                      pfx_tensor *t);
+
+/* The config.json text pfx_model_save writes, replaced by `text` (size
+ * bytes, malloc'ed: the model owns it from here on). */
+void pfx_model_set_config_text(pfx_model *m, unsigned char *text, size_t size);
+
+/* pfx_model_init with dir/config.json's text given (size bytes) instead of
+ * read: the model saves that text as its config.json. */
+pfx_status pfx_model_init_text(pfx_runtime *rt, const char *dir, const unsigned char *text,
+                               size_t size, const pfx_model_params *params, uint64_t seed,
+                               pfx_model **out);
+
 /* Builds weights and weight_at once the tensors are final (after the q, k,
  * v stacking). */
 pfx_status pfx_model_weights_index(pfx_model *m);

@@ -50,3 +50,11 @@ pfx_status pfx_model_prof_end(pfx_context *cx, pfx_model_part cat, double t0, pf
     }
     return st;
 }
+
+double pfx_model_train_flops(const pfx_model_shape *shape, size_t keys, bool weight_grads)
+{
+    if (!shape)
+        return 0.0;
+    const double n = (double)shape->parameters, d = (double)(shape->heads * shape->head_dim);
+    return (weight_grads ? 6.0 : 4.0) * n + 12.0 * (double)shape->layers * (double)keys * d;
+}

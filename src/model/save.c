@@ -51,17 +51,6 @@ static pfx_status split_part(pfx_model *m, const pfx_weight_spec *s, save_item *
     return PFX_SUCCESS;
 }
 
-static pfx_status write_bytes(pfx_runtime *rt, const char *path, const void *data, size_t size)
-{
-    pfx_output_file *f = NULL;
-    pfx_status st = pfx_output_open(path, &f);
-    if (st != PFX_SUCCESS)
-        return pfx_error(rt, st, "%s", pfx_last_error(NULL));
-    fwrite(data, 1, size, pfx_output_stream(f));
-    st = pfx_output_commit(&f);
-    return st == PFX_SUCCESS ? st : pfx_error(rt, st, "%s", pfx_last_error(NULL));
-}
-
 /* The shard index: {"metadata": {"total_size": N}, "weight_map": {name: file}}. */
 static pfx_status write_index(pfx_runtime *rt, const char *path, const save_item *items,
                               size_t count, const size_t *shard_of, size_t shards, size_t total)
@@ -78,23 +67,8 @@ static pfx_status write_index(pfx_runtime *rt, const char *path, const save_item
     cJSON_Delete(root);
     if (!text)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model_save: host memory");
-    pfx_status st = write_bytes(rt, path, text, strlen(text));
+    pfx_status st = pfx_write_file(rt, path, text, strlen(text));
     free(text);
-    return st;
-}
-
-/* Removes dir/name when it exists (the other layout of an earlier save,
- * which a loader would otherwise prefer or mix in). */
-static pfx_status remove_stale(pfx_runtime *rt, const char *dir, const char *name)
-{
-    char *path = pfx_join_path(dir, name);
-    if (!path)
-        return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "model_save: host memory");
-    pfx_status st = PFX_SUCCESS;
-    if (unlink(path) != 0 && errno != ENOENT)
-        st = pfx_error(rt, PFX_ERROR_IO, "model_save: cannot remove the stale '%s': %s", path,
-                       strerror(errno));
-    free(path);
     return st;
 }
 
@@ -143,7 +117,8 @@ static pfx_status write_shards(pfx_model *m, const char *dir, save_item *items, 
         free(path);
     }
     if (st == PFX_SUCCESS)
-        st = remove_stale(rt, dir, shards > 1 ? SINGLE_NAME : INDEX_NAME);
+        /* the other layout of an earlier save, which a loader would prefer or mix in */
+        st = pfx_remove_stale(rt, "model_save", dir, shards > 1 ? SINGLE_NAME : INDEX_NAME);
     free(nt);
     free(shard_of);
     return st;
@@ -191,7 +166,7 @@ pfx_status pfx_model_save(pfx_model *model, const char *dir, const pfx_model_sav
         st = write_shards(model, dir, items, model->spec_count, max_bytes);
     if (st == PFX_SUCCESS) {
         char *path = pfx_join_path(dir, "config.json");
-        st = path ? write_bytes(rt, path, model->config_text, model->config_size)
+        st = path ? pfx_write_file(rt, path, model->config_text, model->config_size)
                   : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
         free(path);
     }
@@ -199,4 +174,11 @@ pfx_status pfx_model_save(pfx_model *model, const char *dir, const pfx_model_sav
         pfx_tensor_destroy(&items[i].copy);
     free(items);
     return st;
+}
+
+void pfx_model_set_config_text(pfx_model *m, unsigned char *text, size_t size)
+{
+    free(m->config_text);
+    m->config_text = text;
+    m->config_size = size;
 }

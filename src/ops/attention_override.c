@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "attention_tuning.h"
+#include "io_internal.h"
 
 static bool name_is(const char *s, size_t n, const char *name)
 {
@@ -130,31 +131,23 @@ pfx_status pfx_attn_override_parse(pfx_runtime *rt, const char *text, const char
     return PFX_SUCCESS;
 }
 
-/* Reads <dir>/tuning.txt; *text NULL when it does not exist. Non-blocking
- * open and a regular-file check, so a FIFO there cannot hang the runtime. */
+/* Reads <dir>/tuning.txt; *text NULL when it does not exist. Only a regular
+ * file is read (pfx_read_file), so a FIFO there cannot hang the runtime. */
 static pfx_status read_tuning_file(pfx_runtime *rt, const char *path, char **text)
 {
     *text = NULL;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? PFX_SUCCESS
-                               : pfx_error(rt, PFX_ERROR_IO, "kernel tuning: cannot open %s (%s)",
-                                           path, strerror(errno));
     struct stat sb;
-    char *buf = NULL;
-    ssize_t got = -1;
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size <= 8192 &&
-        (buf = malloc((size_t)sb.st_size + 1)))
-        got = read(fd, buf, (size_t)sb.st_size);
-    close(fd);
-    if (got != (ssize_t)sb.st_size || !buf) {
-        free(buf);
-        return pfx_error(rt, PFX_ERROR_IO,
-                         "kernel tuning: %s is not a readable regular file of at most 8192 bytes",
-                         path);
+    if (stat(path, &sb) != 0 && errno == ENOENT)
+        return PFX_SUCCESS;
+    unsigned char *buf;
+    size_t n;
+    pfx_status st = pfx_read_file(rt, path, 8192, &buf, &n);
+    if (st != PFX_SUCCESS) {
+        char why[1200];
+        snprintf(why, sizeof(why), "%s", pfx_last_error(rt));
+        return pfx_error(rt, st, "kernel tuning: %s (at most 8192 bytes)", why);
     }
-    buf[got] = '\0';
-    *text = buf;
+    *text = (char *)buf;
     return PFX_SUCCESS;
 }
 

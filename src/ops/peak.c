@@ -86,3 +86,85 @@ pfx_status pfx_peak_enqueue(pfx_runtime *rt, pfx_peak_kernel kernel, size_t glob
         st = pfx_event_wrap(rt, ev, event);
     return st;
 }
+
+static int by_value(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median GFLOP/s of runs of one FMA kernel over `seconds` (at least
+ * three, after one untimed). */
+static pfx_status fma_rate(pfx_runtime *rt, pfx_peak_kernel kernel, size_t items, size_t local,
+                           pfx_tensor *out, double seconds, double *gflops)
+{
+    const size_t global = pfx_peak_flops_per_item(kernel) > 4096 ? items / 8 : items;
+    const double flops = pfx_peak_flops_per_item(kernel) * (double)global;
+    enum { MAX_RUNS = 64 };
+    double rate[MAX_RUNS];
+    size_t n = 0;
+    pfx_status st = pfx_peak_enqueue(rt, kernel, global, local, NULL, out, NULL);
+    if (st == PFX_SUCCESS)
+        st = pfx_runtime_finish(rt);
+    const double t0 = pfx_host_seconds();
+    while (st == PFX_SUCCESS && n < MAX_RUNS && (n < 3 || pfx_host_seconds() - t0 < seconds)) {
+        pfx_event *ev = NULL;
+        uint64_t ns = 0;
+        const double w0 = pfx_host_seconds();
+        st = pfx_peak_enqueue(rt, kernel, global, local, NULL, out, &ev);
+        if (st == PFX_SUCCESS)
+            st = pfx_runtime_finish(rt);
+        const double wall = pfx_host_seconds() - w0;
+        if (st == PFX_SUCCESS && pfx_event_time_ns(ev, &ns) != PFX_SUCCESS)
+            ns = 0; /* no device times: the wall time */
+        pfx_event_release(&ev);
+        const double s = ns ? 1e-9 * (double)ns : wall;
+        if (st == PFX_SUCCESS && s > 0)
+            rate[n++] = flops / s * 1e-9;
+    }
+    if (st == PFX_SUCCESS && n == 0)
+        st = pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                       "pfx_peak_fma_gflops: no run took measurable time");
+    if (st == PFX_SUCCESS) {
+        qsort(rate, n, sizeof(double), by_value);
+        *gflops = rate[n / 2];
+    }
+    return st;
+}
+
+pfx_status pfx_peak_fma_gflops(pfx_runtime *rt, double seconds, double *gflops)
+{
+    if (!rt || !gflops)
+        return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "pfx_peak_fma_gflops: %s is NULL",
+                         !rt ? "rt" : "gflops");
+    if (!(seconds > 0.0) || seconds > 3600.0)
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_peak_fma_gflops: seconds %g is not in (0, 3600]", seconds);
+    *gflops = 0.0;
+    /* prefixcl bench's sizes: 64 Ki work-items a compute unit, groups of
+     * up to 256 */
+    const pfx_device_info *info = &rt->info;
+    size_t items = (size_t)(info->compute_units ? info->compute_units : 1) * 65536;
+    if (items > ((size_t)1 << 26))
+        items = (size_t)1 << 26;
+    size_t local = 256;
+    while (local > info->max_work_group_size && local > 1)
+        local /= 2;
+    items = (items + local * 8 - 1) / (local * 8) * (local * 8);
+    const size_t kinds =
+        pfx_peak_ilp(rt->vendor, info->platform_name) ? PFX_PEAK_COPY : PFX_PEAK_FMA_ILP_F4;
+    pfx_tensor *out = NULL;
+    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, 1, (size_t[]){ items }, &out);
+    double best = 0.0;
+    for (size_t k = 0; st == PFX_SUCCESS && k < kinds; k++) {
+        double r = 0.0;
+        if ((st = fma_rate(rt, (pfx_peak_kernel)k, items, local, out, seconds / (double)kinds,
+                           &r)) == PFX_SUCCESS &&
+            r > best)
+            best = r;
+    }
+    pfx_tensor_destroy(&out);
+    if (st == PFX_SUCCESS)
+        *gflops = best;
+    return st;
+}

@@ -247,6 +247,7 @@ static pfx_status program_get(pfx_runtime *rt, const char *name, const char *sou
     if (!stored_key)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "program table: host allocation failed");
 
+    const double t0 = pfx_host_seconds();
     char path[sizeof(rt->cache_dir) + 320] = "";
     if (rt->cache_dir[0])
         snprintf(path, sizeof(path), "%s/%s.bin", rt->cache_dir, keytext);
@@ -269,6 +270,7 @@ static pfx_status program_get(pfx_runtime *rt, const char *name, const char *sou
         if (path[0])
             store_cached(rt, program, path, key);
     }
+    rt->cache.build_seconds += pfx_host_seconds() - t0;
     rt->programs[rt->program_count++] = (pfx_program_entry){ stored_key, program };
     *out = program;
     return PFX_SUCCESS;

@@ -6,6 +6,7 @@
 #include <pcre2.h>
 
 #include "io_internal.h"
+#include "prefixcl/data.h"
 #include "prefixcl/tokenizer.h"
 
 /* ---- data order (dataset.c) ---- */
@@ -13,6 +14,42 @@
 /* A permutation of 0..n-1 from (seed, salt): splitmix64 with unbiased
  * bounded draws (Fisher-Yates). The order of an epoch (salt: the epoch). */
 void pfx_data_permutation(size_t *p, size_t n, uint64_t seed, uint64_t salt);
+
+/* ---- token shards (shards.c; data.h) ---- */
+
+/* Where a shard's tokens lie in its file. */
+typedef struct pfx_shard_layout {
+    size_t offset; /* of the first token */
+    size_t tokens;
+    unsigned width; /* bytes a token: 2 or 4 */
+} pfx_shard_layout;
+
+/* Checks the header of a file of `size` bytes whose first min(size,
+ * PFX_SHARD_HEADER_BYTES) bytes are at data against the format and the
+ * size; PFX_ERROR_FORMAT naming `name` and the offset. */
+pfx_status pfx_shard_layout_parse(const uint8_t *data, size_t size, pfx_shard_format format,
+                                  const char *name, pfx_shard_layout *out);
+/* n tokens of `width` bytes at data (little-endian) as ids, each below
+ * vocab (0: below 2^31); PFX_ERROR_FORMAT naming `name` and the byte
+ * offset (`offset` is data's) of the first that is not. */
+pfx_status pfx_shard_convert(const uint8_t *data, unsigned width, size_t n, size_t vocab,
+                             const char *name, size_t offset, int32_t *out);
+
+/* pfx_shards_write reading the file `chunk_bytes` at a time (at least: a
+ * piece grows to hold a longer line). */
+pfx_status pfx_shards_write_chunked(const char *path, const pfx_tokenizer *tok, const char *prefix,
+                                    size_t shard_tokens, size_t chunk_bytes,
+                                    pfx_shard_write_info *info);
+
+/* Shards memory-mapped, their tokens one stream in name order. */
+typedef struct pfx_shard_set pfx_shard_set;
+pfx_status pfx_shard_set_open(const char *pattern, pfx_shard_format format, pfx_shard_set **out);
+size_t pfx_shard_set_tokens(const pfx_shard_set *s);
+/* Tokens [first, first + n) of the stream as ids (each below vocab, 0: any);
+ * the pages read are given back to the kernel. */
+pfx_status pfx_shard_set_read(const pfx_shard_set *s, size_t first, size_t n, size_t vocab,
+                              int32_t *out);
+void pfx_shard_set_free(pfx_shard_set **s);
 
 /* ---- growable byte buffer ---- */
 typedef struct pfx_buf {

@@ -215,6 +215,11 @@ static pfx_status read_tensor(const pfx_checkpoint *c, const pfx_safetensors *f,
         return PFX_SUCCESS;
     pfx_st_info ti;
     const long k = pfx_safetensors_find(f, t->name);
+    if (k < 0 && t->optional) {
+        for (size_t i = 0; i < n; i++)
+            t->values[i] = NAN;
+        return PFX_SUCCESS;
+    }
     if (k < 0 || pfx_safetensors_info(f, (size_t)k, &ti) != PFX_SUCCESS || ti.numel != n)
         return pfx_error(c->rt, PFX_ERROR_FORMAT,
                          "%s: %s: the tensor '%s' is missing or does not hold %zu values", c->job,

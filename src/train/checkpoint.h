@@ -57,6 +57,7 @@ typedef struct pfx_ckpt_tensor {
     float *values; /* saved from; loaded into; NULL: not in this job's checkpoint */
     pfx_ckpt_length length;
     size_t width;
+    bool optional; /* absent from a file (one written before the job kept it): read as NaN */
 } pfx_ckpt_tensor;
 
 /* The most counts, curves, tensors a job describes. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "job.h"
 #include "prefixcl/data.h"
 #include "prefixcl/eval.h"
 #include "prefixcl/generate.h"
@@ -14,7 +15,7 @@ void pfx_eval_default_config(pfx_eval_config *c)
 {
     if (!c)
         return;
-    *c = (pfx_eval_config){ .batch = 4, .max_length = 256, .storage = PFX_DTYPE_F32 };
+    *c = (pfx_eval_config){ .batch = 4, .max_length = 0, .storage = PFX_DTYPE_F32 };
 }
 
 typedef struct eval_job {
@@ -58,8 +59,8 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_eval_config *c)
         return bad(rt, "adapter_path", "is empty (NULL: no adapter)");
     if (c->batch == 0)
         return bad(rt, "batch", "must be at least 1");
-    if (c->max_length < 2)
-        return bad(rt, "max_length", "must be at least 2 tokens");
+    if (c->max_length == 1)
+        return bad(rt, "max_length", "must be at least 2 tokens (0: the default length)");
     if (c->storage != PFX_DTYPE_F32 && c->storage != PFX_DTYPE_F16 &&
         c->storage != PFX_DTYPE_BF16 && c->storage != PFX_DTYPE_Q8_0)
         return bad(rt, "storage", "is not F32, F16, BF16 or Q8_0");
@@ -93,16 +94,15 @@ static pfx_status load(eval_job *j, pfx_eval_result *r)
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_RANGE,
                          "eval: %s: a prefix of %zu leaves none of the model's %zu positions",
                          c->adapter_path, r->prefix_len, shape.max_positions);
-    r->max_length = c->max_length < shape.max_positions - r->prefix_len
-                        ? c->max_length
-                        : shape.max_positions - r->prefix_len;
+    const size_t room = shape.max_positions - r->prefix_len,
+                 asked = c->max_length ? c->max_length : PFX_DATA_DEFAULT_MAX_LENGTH;
+    r->max_length = asked < room ? asked : room;
     const char *tok_dir = c->tokenizer_dir ? c->tokenizer_dir : c->model_dir;
     if ((st = pfx_tokenizer_load(tok_dir, &j->tok)))
         return pfx_error(j->rt, st, "eval: the tokenizer of %s: %s", tok_dir, pfx_last_error(NULL));
     pfx_dataset_options o;
-    pfx_dataset_default_options(&o);
-    o.max_length = r->max_length;
-    o.shuffle = false;
+    if ((st = pfx_job_example_rule(j->rt, "eval", j->tok, r->max_length, c->no_eos, &o, &r->rule)))
+        return st;
     if ((st = loader_error(j->rt, pfx_dataset_load(c->data_path, j->tok, &o, &j->ds))))
         return st;
     pfx_dataset_info di;

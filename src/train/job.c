@@ -74,3 +74,33 @@ pfx_status pfx_job_check_dist(pfx_runtime *rt, const char *job, const pfx_data_p
                          "%s: config.dist.rank is not below config.dist.ranks", job);
     return PFX_SUCCESS;
 }
+
+double pfx_job_build_seconds(const pfx_runtime *rt)
+{
+    pfx_cache_stats cs;
+    return pfx_runtime_cache_stats(rt, &cs) == PFX_SUCCESS ? cs.build_seconds : 0.0;
+}
+
+pfx_status pfx_job_example_rule(pfx_runtime *rt, const char *job, const pfx_tokenizer *tok,
+                                size_t max_length, bool no_eos, pfx_dataset_options *o,
+                                pfx_example_rule *rule)
+{
+    int32_t *ids = NULL;
+    size_t special = 0;
+    /* the special tokens of a text: those the post-processor gives the empty one */
+    if (pfx_tokenizer_encode(tok, "", 0, PFX_ENCODE_ADD_SPECIAL, &ids, &special) != PFX_SUCCESS)
+        return pfx_error(rt, PFX_ERROR_FORMAT, "%s: the tokenizer's special tokens: %s", job,
+                         pfx_last_error(NULL));
+    free(ids);
+    pfx_dataset_default_options(o);
+    o->max_length = max_length;
+    o->add_special = true;
+    o->append_eos = !no_eos && pfx_tokenizer_special_id(tok, PFX_TOKEN_EOS) >= 0;
+    o->shuffle = false;
+    *rule =
+        (pfx_example_rule){ .max_length = max_length,
+                            .special = special,
+                            .eos_id =
+                                o->append_eos ? pfx_tokenizer_special_id(tok, PFX_TOKEN_EOS) : -1 };
+    return PFX_SUCCESS;
+}

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "prefixcl/data.h"
 #include "prefixcl/optimizer.h"
 #include "prefixcl/tensor.h"
 
@@ -30,5 +31,19 @@ bool pfx_job_any(size_t ranks, bool (*any)(void *user, bool mine), void *user, b
 /* The first "key=value" line where option lists a (this run's) and b (a
  * checkpoint's) differ, for the message: "b's line (this run: a's line)". */
 void pfx_job_first_difference(const char *a, const char *b, char *out, size_t cap);
+
+/* Seconds rt has spent building (or loading) kernel programs so far
+ * (pfx_cache_stats.build_seconds): what the jobs keep out of their rates
+ * and time estimates, which count steady-state work only. */
+double pfx_job_build_seconds(const pfx_runtime *rt);
+
+/* The dataset options of the one rule by which tune and eval build their
+ * examples (data.h, pfx_example_rule), and the rule as used: the
+ * post-processor's special tokens, EOS unless no_eos (or the tokenizer has
+ * none), cut at max_length; in file order, unshuffled (set shuffle and seed
+ * after). */
+pfx_status pfx_job_example_rule(pfx_runtime *rt, const char *job, const pfx_tokenizer *tok,
+                                size_t max_length, bool no_eos, pfx_dataset_options *o,
+                                pfx_example_rule *rule);
 
 #endif

@@ -37,6 +37,7 @@ void pfx_pretrain_result_free(pfx_pretrain_result *r)
         return;
     free(r->losses);
     free(r->grad_norms);
+    free(r->lrs);
     free(r->eval_losses);
     free(r->gains);
     memset(r, 0, sizeof(*r));
@@ -100,6 +101,8 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
         { "weight_decay", c->weight_decay, false },
         { "max_grad_norm", c->max_grad_norm, false },
         { "min_lr_ratio", c->min_lr_ratio, true },
+        { "gain_init", c->gain_init, false },
+        { "gain_decay_fraction", c->gain_decay_fraction, true },
     };
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         if (!isfinite(f[i].v) || f[i].v < 0.0f || (f[i].unit && f[i].v > 1.0f))
@@ -123,6 +126,12 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
  * (floats exact, %a). */
 static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
 {
+    /* the fields added later, only when set: a checkpoint written without
+     * them still resumes */
+    char tail[128] = "";
+    if (c->gain_init != 0.0f || (c->gain_decay_fraction > 0.0f && c->gain_decay_fraction < 1.0f))
+        snprintf(tail, sizeof(tail), "gain_init=%a\ngain_decay_fraction=%a\n", (double)c->gain_init,
+                 (double)(c->gain_decay_fraction < 1.0f ? c->gain_decay_fraction : 0.0f));
     snprintf(
         out, cap,
         "model_dir=%s\nconfig_dir=%s\ntokenizer_dir=%s\ndata_path=%s\neval_path=%s\nblock=%"
@@ -130,13 +139,16 @@ static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
         "accumulate=%zu\nsteps=%zu\nepochs=%zu\nlr=%a\ngain_lr=%a\nweight_decay=%a\nno_decay_norms="
         "%d\n"
         "max_grad_norm=%a\nwarmup_steps=%u\nmin_lr_ratio=%a\ngain_mode=%d\nstructured_gain=%d\n"
-        "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\n",
+        "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\n%s",
         c->model_dir ? c->model_dir : "", c->config_dir ? c->config_dir : "",
         c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path, c->eval_path ? c->eval_path : "",
         c->block, c->batch, c->accumulate, c->steps, c->epochs, (double)c->lr, (double)c->gain_lr,
         (double)c->weight_decay, (int)c->no_decay_norms, (double)c->max_grad_norm, c->warmup_steps,
         (double)c->min_lr_ratio, (int)c->gain_mode, (int)c->structured_gain, c->gain_ramp_steps,
-        c->freeze ? c->freeze : "", (unsigned long long)c->seed);
+        c->freeze ? c->freeze : "", (unsigned long long)c->seed, tail);
+    const size_t len = strlen(out);
+    if (c->data_format != PFX_PRETRAIN_DATA_AUTO && len < cap) /* earlier checkpoints: AUTO */
+        snprintf(out + len, cap - len, "data_format=%d\n", (int)c->data_format);
 }
 
 /* ---- steps ---- */
@@ -188,11 +200,10 @@ static pfx_status evaluate(pfx_pretrain_job *j, double *out)
     double sum = 0.0;
     for (size_t i = 0; st == PFX_SUCCESS && i < n; i += c->batch) {
         const size_t rows = n - i < c->batch ? n - i : c->batch;
-        for (size_t k = 0; k < rows; k++) {
-            const int32_t *ids;
-            pfx_blocks_get(j->eval, i + k, &ids);
-            memcpy(j->ids + k * c->block, ids, c->block * sizeof(int32_t));
-        }
+        for (size_t k = 0; st == PFX_SUCCESS && k < rows; k++)
+            if ((st = pfx_blocks_read(j->eval, i + k, j->ids + k * c->block)))
+                return pfx_error(j->rt, st, "pretrain: the evaluation data: %s",
+                                 pfx_last_error(NULL));
         pfx_model_batch b = { rows, c->block, j->ids, NULL, NULL };
         double loss = 0.0;
         st = pfx_model_loss(j->eval_ctx, &b, &pre, &loss);
@@ -241,8 +252,10 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
     size_t added = 0;
     for (size_t m = 0; st == PFX_SUCCESS && m < c->accumulate; m++) {
         size_t rows = 0;
-        if ((st = pfx_blocks_next_batch(j->train, &j->pos, c->batch, c->seed, j->ids, &rows)))
-            return pfx_error(j->rt, st, "pretrain: %s", pfx_last_error(NULL));
+        /* this process's rows alone */
+        if ((st = pfx_blocks_next_rows(j->train, &j->pos, c->batch, c->seed, rank, ranks, j->ids,
+                                       &rows)))
+            return pfx_error(j->rt, st, "pretrain: the training data: %s", pfx_last_error(NULL));
         const size_t b0 = rows * rank / ranks, n = rows * (rank + 1) / ranks - b0;
         if (n == 0)
             continue;
@@ -280,10 +293,11 @@ static pfx_status result_alloc(pfx_pretrain_job *j, pfx_pretrain_result *r, size
     r->steps = steps;
     r->losses = calloc(steps, sizeof(double));
     r->grad_norms = calloc(steps, sizeof(float));
+    r->lrs = calloc(steps, sizeof(float));
     r->eval_losses = malloc((steps + 1) * sizeof(double));
     if (j->any_gain)
         r->gains = calloc((steps + 1) * j->L * j->H, sizeof(float));
-    if (!r->losses || !r->grad_norms || !r->eval_losses || (j->any_gain && !r->gains))
+    if (!r->losses || !r->grad_norms || !r->lrs || !r->eval_losses || (j->any_gain && !r->gains))
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory for %zu steps",
                          steps);
     for (size_t s = 0; s <= steps; s++)
@@ -312,7 +326,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_status st = PFX_SUCCESS;
-    const double t0 = pfx_host_seconds();
+    const double t0 = pfx_host_seconds(), built0 = pfx_job_build_seconds(j->rt);
     size_t done_here = 0;
     for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
         if (pfx_job_any(c->dist.ranks, c->dist.any, c->dist.user,
@@ -329,6 +343,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             break;
         r->losses[s] = loss;
         r->grad_norms[s] = rep.grad_norm;
+        r->lrs[s] = c->lr * rep.lr_factor;
         r->steps_done = s + 1;
         done_here++;
         if (j->any_gain && (st = trace_gains(j, r->gains + (s + 1) * j->L * j->H)))
@@ -338,7 +353,9 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             break;
         if (s + 1 == r->steps && (st = evaluate(j, &r->eval_losses[s + 1])))
             break;
-        const double elapsed = pfx_host_seconds() - t0;
+        /* steady-state work: the kernels' first builds left out */
+        const double built = pfx_job_build_seconds(j->rt) - built0,
+                     elapsed = pfx_host_seconds() - t0 - built;
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         const pfx_model_prefix pre =
             prefix_of(j, ramp); /* the host gains are this step's (trace_gains) */
@@ -352,6 +369,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             .lr_factor = rep.lr_factor,
             .gain_ramp = ramp,
             .eval_loss = r->eval_losses[s + 1],
+            .build_s = built,
             .tokens_per_s =
                 (double)(done_here * r->tokens_per_step) / (elapsed > 0 ? elapsed : 1e-9),
             .eta_s = elapsed / (double)done_here * (double)(r->steps - s - 1),
@@ -402,6 +420,8 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
         free(path);
     } else {
         st = evaluate(&j, &result->eval_losses[0]);
+        if (st == PFX_SUCCESS && j.any_gain) /* the start: 0, or config.gain_init's draw */
+            st = trace_gains(&j, result->gains);
     }
     if (st == PFX_SUCCESS)
         st = train(&j, on_step, user, result);

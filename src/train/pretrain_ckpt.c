@@ -34,9 +34,11 @@ static void describe(pfx_checkpoint *c, pfx_pretrain_job *j, pfx_pretrain_result
                     { "eval_losses", r->eval_losses, PFX_CKPT_START_AND_STEPS, PFX_CKPT_AT_STEPS,
                       true } },
         .curve_n = 2,
-        .tensors = { { "grad_norms", r->grad_norms, PFX_CKPT_STEPS, 1 },
-                     { "gain_trace", r->gains, PFX_CKPT_START_AND_STEPS, j->L * j->H } },
-        .tensor_n = 2,
+        .tensors = { { "grad_norms", r->grad_norms, PFX_CKPT_STEPS, 1, false },
+                     { "gain_trace", r->gains, PFX_CKPT_START_AND_STEPS, j->L * j->H, false },
+                     /* absent from the files of earlier versions: NaN */
+                     { "lrs", r->lrs, PFX_CKPT_STEPS, 1, true } },
+        .tensor_n = 3,
     };
 }
 

@@ -46,11 +46,18 @@ pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path,
 pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pretrain_result *r);
 
 /* The job's pieces, each in its own file. */
-pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j);                     /* pretrain_data.c */
-pfx_status pfx_pretrain_check_ids(pfx_pretrain_job *j, const pfx_blocks *b, /* pretrain_data.c */
+pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j);               /* pretrain_data.c */
+pfx_status pfx_pretrain_check_ids(pfx_pretrain_job *j, pfx_blocks *b, /* pretrain_data.c */
                                   const char *what);
 pfx_status pfx_pretrain_build_model(pfx_pretrain_job *j, pfx_pretrain_result *r); /* setup */
 pfx_status pfx_pretrain_build_optimizer(pfx_pretrain_job *j, size_t steps);       /* setup */
+/* The folder (pretrain_folder.c): the tokenizer's folder (config.tokenizer_dir,
+ * else the model's or the config's); the model loaded or initialized with
+ * its config.json completed from the tokenizer (r->config_filled says
+ * what); the tokenizer's files copied into out_dir. */
+const char *pfx_pretrain_tokenizer_dir(const pfx_pretrain_config *c);
+pfx_status pfx_pretrain_open_model(pfx_pretrain_job *j, pfx_pretrain_result *r);
+pfx_status pfx_pretrain_write_tokenizer(pfx_pretrain_job *j);
 /* The gains' host copies from the device (what the next forward reads). */
 pfx_status pfx_pretrain_read_gains(pfx_pretrain_job *j);
 /* Checkpoint and loss curve; with `model` the model and its gains too. */

@@ -1,4 +1,6 @@
-/* The full-training job's outputs: checkpoint, loss curve, model, gains. */
+/* The full-training job's outputs: checkpoint, loss curve, model, gains
+ * (removed after a run without them: an earlier run's in the folder would
+ * pass for the new model's). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +39,16 @@ static pfx_status write_curve(pfx_pretrain_job *j, const pfx_pretrain_result *r)
     if (st != PFX_SUCCESS)
         return pfx_error(j->rt, st, "pretrain: loss.csv: %s", pfx_last_error(NULL));
     FILE *out = pfx_output_stream(f);
-    fprintf(out, "step,loss,grad_norm,eval_loss\n");
+    fprintf(out, "step,loss,grad_norm,eval_loss,lr\n");
     if (isfinite(r->eval_losses[0]))
-        fprintf(out, "0,,,%.9g\n", r->eval_losses[0]);
+        fprintf(out, "0,,,%.9g,\n", r->eval_losses[0]);
     for (size_t s = 0; s < r->steps_done; s++) {
         fprintf(out, "%zu,%.9g,%.9g,", s + 1, r->losses[s], (double)r->grad_norms[s]);
         if (isfinite(r->eval_losses[s + 1]))
             fprintf(out, "%.9g", r->eval_losses[s + 1]);
+        fputc(',', out);
+        if (isfinite(r->lrs[s]))
+            fprintf(out, "%.9g", (double)r->lrs[s]);
         fprintf(out, "\n");
     }
     st = pfx_output_commit(&f);
@@ -61,7 +66,11 @@ pfx_status pfx_pretrain_write_outputs(pfx_pretrain_job *j, const pfx_pretrain_re
         st = write_curve(j, r);
     if (st == PFX_SUCCESS && model)
         st = pfx_model_save(j->model, j->cfg->out_dir, NULL);
+    if (st == PFX_SUCCESS && model)
+        st = pfx_pretrain_write_tokenizer(j);
     if (st == PFX_SUCCESS && model && j->any_gain)
         st = write_gains(j);
+    else if (st == PFX_SUCCESS && model) /* an earlier gain run's would pass for this model's */
+        st = pfx_remove_stale(j->rt, "pretrain", j->cfg->out_dir, PFX_GAINS_FILE);
     return st;
 }

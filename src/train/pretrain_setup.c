@@ -11,23 +11,87 @@
 
 /* ---- model, gradients, optimizer ---- */
 
-/* Whether weight `name` matches a comma-separated part of `freeze`. */
-static bool frozen(const char *freeze, const char *name)
+/* The next comma-separated part of a freeze list at *p (moved past it);
+ * false after the last. Empty parts are skipped. */
+static bool next_part(const char **p, const char **part, size_t *n)
 {
-    for (const char *p = freeze; p && *p;) {
-        const char *end = strchr(p, ',');
-        const size_t n = end ? (size_t)(end - p) : strlen(p);
-        if (n) {
-            for (const char *s = name; *s; s++)
-                if (strncmp(s, p, n) == 0)
-                    return true;
-        }
-        p = end ? end + 1 : NULL;
+    while (*p && **p) {
+        const char *end = strchr(*p, ',');
+        *part = *p;
+        *n = end ? (size_t)(end - *p) : strlen(*p);
+        *p = end ? end + 1 : NULL;
+        if (*n)
+            return true;
     }
     return false;
 }
 
-/* L gains of `shape` starting at 0, their gradients and a host copy. */
+static bool contains(const char *name, const char *part, size_t n)
+{
+    return memmem(name, strlen(name), part, n) != NULL;
+}
+
+/* Whether weight `name` contains a part of `freeze`. */
+static bool frozen(const char *freeze, const char *name)
+{
+    const char *part;
+    size_t n;
+    for (const char *p = freeze; next_part(&p, &part, &n);)
+        if (contains(name, part, n))
+            return true;
+    return false;
+}
+
+/* Every part of `freeze` must be in some weight's name: a part in none (a
+ * typo) would train what was meant to stay frozen. The refusal names the
+ * part and the first weights' names. */
+static pfx_status check_freeze(pfx_pretrain_job *j, const char *freeze)
+{
+    const char *part;
+    size_t n;
+    for (const char *p = freeze; next_part(&p, &part, &n);) {
+        pfx_model_weight_info info;
+        bool found = false;
+        for (size_t i = 0; i < j->weight_count && !found; i++) {
+            pfx_model_get_weight(j->model, i, &info);
+            found = contains(info.name, part, n);
+        }
+        if (found)
+            continue;
+        char names[512] = "";
+        size_t len = 0;
+        const size_t shown = j->weight_count < 4 ? j->weight_count : 4;
+        for (size_t i = 0; i < shown && len < sizeof(names); i++) {
+            pfx_model_get_weight(j->model, i, &info);
+            len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "",
+                                    info.name);
+        }
+        return pfx_error(j->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "pretrain: config.freeze: '%.*s' is in no weight's name (the model's %zu "
+                         "weights are named as %s%s)",
+                         (int)(n < 200 ? n : 200), part, j->weight_count, names,
+                         j->weight_count > shown ? ", ..." : "");
+    }
+    return PFX_SUCCESS;
+}
+
+/* The gains' start (config.gain_init): 0, or uniform in [-A, A] for the
+ * trained heads (per head, all of a structured gain's D), from the seed
+ * and `salt` (one stream per kind of gain); the others stay 0. */
+static void initial_gains(const pfx_pretrain_job *j, size_t per_head, uint64_t salt, float *host)
+{
+    const float A = j->cfg->gain_init;
+    uint64_t state = j->cfg->seed ^ salt;
+    for (size_t i = 0; A > 0.0f && i < j->L * j->H; i++)
+        for (size_t d = 0; d < per_head; d++) {
+            const double u = (double)(pfx_splitmix64(&state) >> 11) * 0x1p-53; /* [0, 1) */
+            host[i * per_head + d] =
+                !j->gain_heads || j->gain_heads[i] ? (float)((2.0 * u - 1.0) * A) : 0.0f;
+        }
+}
+
+/* L gains of `shape` at their start (initial_gains), their gradients and a
+ * host copy. */
 static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *shape,
                              pfx_tensor ***t, pfx_tensor ***dt, float **host)
 {
@@ -37,10 +101,11 @@ static pfx_status make_gains(pfx_pretrain_job *j, unsigned ndim, const size_t *s
     *host = calloc(j->L * n, sizeof(float));
     if (!*t || !*dt || !*host)
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    initial_gains(j, ndim == 1 ? 1 : shape[1], ndim == 1 ? 0x6A1Du : 0xD16Au, *host);
     pfx_status st = PFX_SUCCESS;
     for (size_t l = 0; st == PFX_SUCCESS && l < j->L; l++)
         if (!(st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, ndim, shape, &(*t)[l])) &&
-            !(st = pfx_tensor_fill((*t)[l], 0.0f)))
+            !(st = pfx_tensor_write((*t)[l], 0, n, *host + l * n)))
             st = pfx_tensor_create(j->rt, PFX_DTYPE_F32, ndim, shape, &(*dt)[l]);
     return st;
 }
@@ -106,8 +171,7 @@ pfx_status pfx_pretrain_build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
 {
     const pfx_pretrain_config *c = j->cfg;
     pfx_runtime *rt = j->rt;
-    pfx_status st = c->model_dir ? pfx_model_load(rt, c->model_dir, NULL, &j->model)
-                                 : pfx_model_init(rt, c->config_dir, NULL, c->seed, &j->model);
+    pfx_status st = pfx_pretrain_open_model(j, r);
     if (st != PFX_SUCCESS)
         return st;
     /* the steps keep activations (unless recompute); the evaluations, in
@@ -133,6 +197,8 @@ pfx_status pfx_pretrain_build_model(pfx_pretrain_job *j, pfx_pretrain_result *r)
     j->ids = malloc(c->batch * c->block * sizeof(int32_t));
     if (!j->dw || !j->params || !j->ids)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
+    if ((st = check_freeze(j, c->freeze)))
+        return st;
     const bool head = c->gain_mode != PFX_GAIN_OFF, dim = c->structured_gain;
     j->any_gain = head || dim;
     for (size_t i = 0; i < j->weight_count; i++) {
@@ -178,6 +244,7 @@ pfx_status pfx_pretrain_build_optimizer(pfx_pretrain_job *j, size_t steps)
     plain.weight_decay = 0.0f;
     pfx_optimizer_group_params gains = plain;
     gains.lr = c->gain_lr;
+    gains.decay_fraction = c->gain_decay_fraction;
     unsigned g_decay = 0, g_plain = 0, g_gain = 0;
     if (st == PFX_SUCCESS)
         st = pfx_optimizer_add_group(j->opt, &decay, &g_decay);

@@ -9,6 +9,7 @@
 #include "io_internal.h"
 #include "internal.h"
 #include "job.h"
+#include "prefixcl/elementwise.h"
 #include "tune_internal.h"
 
 void pfx_tune_default_config(pfx_tune_config *c)
@@ -20,6 +21,7 @@ void pfx_tune_default_config(pfx_tune_config *c)
         .hidden = 512,
         .epochs = 1,
         .batch = 8,
+        .accumulate = 1,
         .max_length = 0,
         .lr = 1e-2f,
         .gain_lr = -1.0f,
@@ -39,6 +41,8 @@ void pfx_tune_result_free(pfx_tune_result *r)
         return;
     free(r->losses);
     free(r->grad_norms);
+    free(r->lrs);
+    free(r->eval_losses);
     free(r->gains);
     free(r->mass_before);
     free(r->mass_after);
@@ -138,6 +142,16 @@ static void describe(pfx_tune_job *j, const char *model)
              (double)(c->gain_lr >= 0 ? c->gain_lr : c->lr / 2), (int)c->gain_mode,
              (unsigned)c->gain_ramp_steps, (double)c->weight_decay, (double)c->max_grad_norm,
              (unsigned)c->warmup_steps, (unsigned long long)c->seed, (int)c->storage);
+    /* lines only away from the defaults: the checkpoints of earlier runs agree as before */
+    size_t used = strlen(j->options);
+    if (c->accumulate > 1)
+        used += (size_t)snprintf(j->options + used, sizeof(j->options) - used, "accumulate=%zu\n",
+                                 c->accumulate);
+    if (c->eval_every && used < sizeof(j->options))
+        used += (size_t)snprintf(j->options + used, sizeof(j->options) - used, "eval_every=%zu\n",
+                                 c->eval_every);
+    if (c->no_eos && used < sizeof(j->options))
+        snprintf(j->options + used, sizeof(j->options) - used, "eos=none\n");
 }
 
 /* ---- model and data ---- */
@@ -190,6 +204,7 @@ static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
      * batches, and the evaluations never need more */
     pfx_context_params cp = { .max_batch = c->batch,
                               .max_tokens = j->max_length,
+                              .recompute = c->recompute,
                               .max_prefix_len = c->prefix_len };
     if ((st = pfx_context_create(j->model, &cp, &j->ctx)))
         return st;
@@ -208,9 +223,9 @@ static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
                          pfx_tokenizer_vocab_size(j->tok), j->shape.vocab);
 
     pfx_dataset_options o;
-    pfx_dataset_default_options(&o);
-    o.max_length = j->max_length;
-    o.append_eos = pfx_tokenizer_special_id(j->tok, PFX_TOKEN_EOS) >= 0;
+    if ((st = pfx_job_example_rule(j->rt, "tune", j->tok, j->max_length, c->no_eos, &o, &r->rule)))
+        return st;
+    o.shuffle = true;
     o.seed = c->seed;
     if ((st = data_error(j, pfx_dataset_load(c->data_path, j->tok, &o, &j->train))))
         return st;
@@ -237,7 +252,8 @@ static pfx_status load_model_and_data(pfx_tune_job *j, pfx_tune_result *r)
     pfx_dataset_get_info(j->eval, &ei);
     r->eval_examples = ei.examples;
     r->eval_tokens = ei.counted;
-    j->steps = c->steps ? c->steps : c->epochs * pfx_dataset_batches_per_epoch(j->train, c->batch);
+    const size_t per_epoch = pfx_dataset_batches_per_epoch(j->train, c->batch);
+    j->steps = c->steps ? c->steps : c->epochs * ((per_epoch + j->accumulate - 1) / j->accumulate);
     if (j->steps == 0)
         return pfx_error(j->rt, PFX_ERROR_OUT_OF_RANGE, "tune: %s fills no batch", c->data_path);
     return PFX_SUCCESS;
@@ -308,7 +324,8 @@ static pfx_status build_trainables(pfx_tune_job *j, pfx_tune_result *r)
     r->gain_params = gain ? L * H : 0;
 
     const uint32_t steps = j->steps > UINT32_MAX ? UINT32_MAX : (uint32_t)j->steps;
-    const uint32_t warm = c->warmup_steps < steps ? c->warmup_steps : 0;
+    /* pretrain's rule: a warm-up of more steps than the run spans the run */
+    const uint32_t warm = c->warmup_steps < steps ? c->warmup_steps : steps;
     pfx_optimizer_params op = { .max_grad_norm = c->max_grad_norm,
                                 .warmup_steps = warm,
                                 .decay = PFX_LR_COSINE,
@@ -441,38 +458,70 @@ static pfx_status next_batch(pfx_tune_job *j, uint64_t *epoch, size_t *rows, siz
     return data_error(j, st);
 }
 
-/* One step: this process's rows of the batch, forward and backward into the
- * prefixes' gradients and through the encoder, the gradients reduced over
- * the processes (each weighted by the labels it scored: the loss is a mean
- * over them), AdamW. */
-static pfx_status step(pfx_tune_job *j, size_t rows, size_t width, double *loss,
+/* Each prefix gradient (and gain gradient) times `scale`; 0: zeroed. */
+static pfx_status scale_grads(pfx_tune_job *j, float scale)
+{
+    pfx_status st = PFX_SUCCESS;
+    for (size_t l = 0; st == PFX_SUCCESS && l < j->L; l++) {
+        pfx_tensor *t[3] = { j->dpk[l], j->dpv[l], j->dgain[l] };
+        for (int i = 0; st == PFX_SUCCESS && i < 3; i++)
+            if (t[i])
+                st = scale != 0.0f ? pfx_axpby(t[i], 0.0f, t[i], scale)
+                                   : pfx_tensor_fill(t[i], 0.0f);
+    }
+    return st;
+}
+
+/* One step: `accumulate` batches, of each this process's rows forward and
+ * backward into the prefixes' gradients (added after the first), their
+ * mean (HF divides each batch's loss) through the encoder, the gradients
+ * reduced over the processes (each weighted by the labels it scored: the
+ * loss is a mean over them), AdamW. *epoch: the last batch's (0-based);
+ * *tokens grows by the tokens of the batches. */
+static pfx_status step(pfx_tune_job *j, uint64_t *epoch, size_t *tokens, double *loss,
                        pfx_optimizer_report *rep)
 {
     const pfx_tune_config *c = j->cfg;
     pfx_model_prefix pre;
     pfx_status st = current_prefix(j, pfx_optimizer_gain_ramp(j->opt), &pre);
-    const size_t b0 = rows * j->rank / j->ranks, bl = rows * (j->rank + 1) / j->ranks - b0;
-    size_t counted = 0;
-    for (size_t b = b0; b < b0 + bl; b++)
-        counted += counted_labels(j->labels + b * width, width);
-    *loss = 0.0;
-    if (st == PFX_SUCCESS && (j->ranks == 1 || counted > 0)) {
-        pfx_encoder_grads eg = { j->enc_grad[0], j->enc_grad[1], j->enc_grad[2],
-                                 j->enc_grad[3], j->enc_grad[4], false };
+    double sum = 0.0, count = 0.0;
+    size_t added = 0;
+    for (size_t m = 0; st == PFX_SUCCESS && m < j->accumulate; m++) {
+        size_t rows, width;
+        if ((st = next_batch(j, epoch, &rows, &width)))
+            break;
+        for (size_t b = 0; b < rows; b++)
+            *tokens += (size_t)j->lens[b];
+        const size_t b0 = rows * j->rank / j->ranks, bl = rows * (j->rank + 1) / j->ranks - b0;
+        size_t counted = 0;
+        for (size_t b = b0; b < b0 + bl; b++)
+            counted += counted_labels(j->labels + b * width, width);
+        if (j->ranks > 1 && counted == 0)
+            continue;
         pfx_model_grads mg = { .keys = j->dpk,
                                .values = j->dpv,
-                               .gains = c->gain_mode != PFX_GAIN_OFF ? j->dgain : NULL };
+                               .gains = c->gain_mode != PFX_GAIN_OFF ? j->dgain : NULL,
+                               .accumulate = added > 0 };
         pfx_model_batch mb = { .batch = bl,
                                .tokens = width,
                                .ids = j->ids + b0 * width,
                                .lens = j->lens + b0,
                                .labels = j->labels + b0 * width };
-        st = pfx_model_backward(j->ctx, &mb, &pre, &mg, loss);
-        if (st == PFX_SUCCESS && !pfx_encoder_is_direct(j->enc))
-            st = pfx_encoder_backward(j->enc, (const pfx_tensor *const *)j->dpk,
-                                      (const pfx_tensor *const *)j->dpv, &eg);
+        double l = 0.0;
+        st = pfx_model_backward(j->ctx, &mb, &pre, &mg, &l);
+        sum += l;
+        count += (double)counted;
+        added++;
     }
-    double count = (double)counted;
+    if (st == PFX_SUCCESS && added != 1)
+        st = scale_grads(j, added ? 1.0f / (float)added : 0.0f);
+    if (st == PFX_SUCCESS && !pfx_encoder_is_direct(j->enc)) {
+        pfx_encoder_grads eg = { j->enc_grad[0], j->enc_grad[1], j->enc_grad[2],
+                                 j->enc_grad[3], j->enc_grad[4], false };
+        st = pfx_encoder_backward(j->enc, (const pfx_tensor *const *)j->dpk,
+                                  (const pfx_tensor *const *)j->dpv, &eg);
+    }
+    *loss = added ? sum / (double)added : 0.0;
     if (st == PFX_SUCCESS && j->ranks > 1)
         st = c->dist.reduce(c->dist.user, j->opt, &count, loss);
     if (st == PFX_SUCCESS)
@@ -492,30 +541,35 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
     char *ckpt = pfx_join_path(c->out_dir, PFX_TUNE_CHECKPOINT);
     if (!ckpt)
         return oom(j->rt);
-    const double t0 = pfx_host_seconds();
+    const double t0 = pfx_host_seconds(), built0 = pfx_job_build_seconds(j->rt);
     size_t tokens = 0;
     pfx_status st = PFX_SUCCESS;
     for (size_t s = r->steps_done; s < j->steps; s++) {
-        size_t rows, width;
-        uint64_t epoch;
+        uint64_t epoch = 0;
         double loss;
         pfx_optimizer_report rep;
-        if ((st = next_batch(j, &epoch, &rows, &width)) || (st = step(j, rows, width, &loss, &rep)))
+        if ((st = step(j, &epoch, &tokens, &loss, &rep)))
             break;
         if (j->ranks > 1 && c->dist.check && (st = c->dist.check(c->dist.user, j->opt, s + 1)))
             break;
         r->losses[s] = loss;
         r->grad_norms[s] = rep.grad_norm;
+        r->lrs[s] = c->lr * rep.lr_factor;
         r->steps_done = s + 1;
-        for (size_t b = 0; b < rows; b++)
-            tokens += (size_t)j->lens[b];
+        const float ramp = pfx_optimizer_gain_ramp(j->opt);
+        pfx_model_prefix pre;
+        if ((on_step || (c->eval_every && (s + 1) % c->eval_every == 0)) &&
+            (st = current_prefix(j, ramp, &pre)))
+            break;
+        /* the last step's evaluation is the result's eval_after (finish) */
+        if (lead(j) && c->eval_every && (s + 1) % c->eval_every == 0 && s + 1 < j->steps &&
+            (st = evaluate(j, &pre, &r->eval_losses[s + 1])))
+            break;
         if (on_step) {
-            const double el = pfx_host_seconds() - t0;
+            /* steady-state work: the kernels' first builds left out */
+            const double built = pfx_job_build_seconds(j->rt) - built0,
+                         el = pfx_host_seconds() - t0 - built;
             const size_t here = s + 1 - r->first_step;
-            const float ramp = pfx_optimizer_gain_ramp(j->opt);
-            pfx_model_prefix pre;
-            if ((st = current_prefix(j, ramp, &pre)))
-                break;
             pfx_tune_step info = { .step = s + 1,
                                    .steps = j->steps,
                                    .epoch = epoch + 1,
@@ -525,6 +579,9 @@ static pfx_status train(pfx_tune_job *j, pfx_tune_step_fn on_step, void *user, p
                                    .skipped = rep.skipped,
                                    .lr_factor = rep.lr_factor,
                                    .gain_ramp = ramp,
+                                   .lr = r->lrs[s],
+                                   .eval_loss = r->eval_losses[s + 1],
+                                   .build_s = built,
                                    .tokens_per_s = el > 0 ? (double)tokens / el : 0.0,
                                    .eta_s = el / (double)here * (double)(j->steps - s - 1),
                                    .ctx = j->ctx,
@@ -555,7 +612,13 @@ static pfx_status result_alloc(pfx_tune_job *j, pfx_tune_result *r)
     r->steps = j->steps;
     r->losses = calloc(j->steps, sizeof(double));
     r->grad_norms = calloc(j->steps, sizeof(float));
-    return r->losses && r->grad_norms ? PFX_SUCCESS : oom(j->rt);
+    r->lrs = calloc(j->steps, sizeof(float));
+    r->eval_losses = malloc((j->steps + 1) * sizeof(double));
+    if (!r->losses || !r->grad_norms || !r->lrs || !r->eval_losses)
+        return oom(j->rt);
+    for (size_t s = 0; s <= j->steps; s++)
+        r->eval_losses[s] = NAN;
+    return PFX_SUCCESS;
 }
 
 /* After the last step: the evaluation, the attention on the prefix, the
@@ -568,6 +631,7 @@ static pfx_status finish(pfx_tune_job *j, pfx_tune_result *r)
     if ((st = current_prefix(j, ramp, &pre)) || (st = evaluate(j, &pre, &r->eval_after)) ||
         (st = prefix_mass(j, &pre, &r->mass_after)))
         return st;
+    r->eval_losses[j->steps] = r->eval_after;
     if (j->cfg->gain_mode != PFX_GAIN_OFF) {
         if (!(r->gains = malloc(j->L * j->H * sizeof(float))))
             return oom(j->rt);
@@ -594,6 +658,7 @@ pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_st
     j.rt = rt;
     j.ranks = cfg->dist.ranks > 1 ? cfg->dist.ranks : 1;
     j.rank = j.ranks > 1 ? cfg->dist.rank : 0;
+    j.accumulate = cfg->accumulate > 1 ? cfg->accumulate : 1;
     /* out_dir checked now, made only once everything else is */
     if ((st = pfx_job_out_dir(rt, "tune", cfg->out_dir, false)) ||
         (st = load_model_and_data(&j, result)) || (st = build_trainables(&j, result)) ||
@@ -607,6 +672,7 @@ pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_st
         if (st != PFX_SUCCESS)
             goto out;
         result->first_step = result->steps_done;
+        result->eval_losses[0] = result->eval_before;
     } else if (lead(&j)) {
         /* before: the initial prefixes (gains 0: every factor 1) */
         pfx_model_prefix pre;
@@ -614,6 +680,7 @@ pfx_status pfx_tune_run(pfx_runtime *rt, const pfx_tune_config *cfg, pfx_tune_st
             (st = evaluate(&j, &pre, &result->eval_before)) ||
             (st = prefix_mass(&j, &pre, &result->mass_before)))
             goto out;
+        result->eval_losses[0] = result->eval_before;
     }
     if ((st = pfx_job_out_dir(rt, "tune", cfg->out_dir, true)) ||
         (st = train(&j, on_step, user, result)) || !lead(&j))

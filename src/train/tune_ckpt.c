@@ -2,9 +2,12 @@
  * writes and reads it:
  *   metadata  format prefixcl-tune-checkpoint-1, the options ("config"),
  *             data_epoch, data_index, steps_done, eval_before (the
- *             evaluation loss before training) and the losses ("a,b,c": a
- *             loss may be inf or nan);
- *   tensors   report.grad_norms [steps done], report.mass_before [L * H].
+ *             evaluation loss before training), the losses ("a,b,c": a
+ *             loss may be inf or nan) and, with eval_every, the evaluation
+ *             losses ("0:a,10:b,": eval_losses);
+ *   tensors   report.grad_norms and report.lrs [steps done] (a file without
+ *             report.lrs, written before it was kept, gives NaN learning
+ *             rates), report.mass_before [L * H].
  * Resuming also checks that the data position is where the steps done end. */
 #include <stdlib.h>
 
@@ -27,10 +30,11 @@ typedef struct tune_data {
 static pfx_status check_position(const pfx_checkpoint *c, const char *path)
 {
     const tune_data *d = c->user;
-    const unsigned long long epoch = c->counts[EPOCH].value, index = c->counts[INDEX].value,
-                             done = c->counts[DONE].value;
+    const unsigned long long epoch = c->counts[EPOCH].value, index = c->counts[INDEX].value;
+    unsigned long long done = c->counts[DONE].value;
     const size_t batch = d->j->cfg->batch,
                  per_epoch = pfx_dataset_batches_per_epoch(d->j->train, batch);
+    done *= d->j->accumulate; /* batches read */
     if (index >= d->examples)
         return pfx_error(
             c->rt, PFX_ERROR_FORMAT,
@@ -39,8 +43,8 @@ static pfx_status check_position(const pfx_checkpoint *c, const char *path)
     if (per_epoch == 0 || epoch != done / per_epoch || index != done % per_epoch * batch)
         return pfx_error(c->rt, PFX_ERROR_FORMAT,
                          "tune: %s: the metadata 'data_epoch' (%llu) and 'data_index' (%llu) are "
-                         "not where %llu steps "
-                         "of %zu examples a batch end (epoch %llu, index %llu of %zu examples)",
+                         "not where %llu batches "
+                         "of %zu examples end (epoch %llu, index %llu of %zu examples)",
                          path, epoch, index, done, batch, per_epoch ? done / per_epoch : 0ULL,
                          per_epoch ? done % per_epoch * batch : 0ULL, d->examples);
     return PFX_SUCCESS;
@@ -64,11 +68,14 @@ static void describe(pfx_checkpoint *c, tune_data *d, pfx_tune_job *j, pfx_tune_
         .count_n = 3,
         .steps = DONE,
         .curves = { { "eval_before", &r->eval_before, PFX_CKPT_FIXED, PFX_CKPT_LIST, false },
-                    { "losses", r->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST, false } },
-        .curve_n = 2,
-        .tensors = { { "report.grad_norms", r->grad_norms, PFX_CKPT_STEPS, 1 },
-                     { "report.mass_before", mass, PFX_CKPT_FIXED, j->L * j->H } },
-        .tensor_n = 2,
+                    { "losses", r->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST, false },
+                    { "eval_losses", r->eval_losses, PFX_CKPT_START_AND_STEPS, PFX_CKPT_AT_STEPS,
+                      true } },
+        .curve_n = j->cfg->eval_every ? 3 : 2, /* the curve of runs that evaluate between */
+        .tensors = { { "report.grad_norms", r->grad_norms, PFX_CKPT_STEPS, 1, false },
+                     { "report.mass_before", mass, PFX_CKPT_FIXED, j->L * j->H, false },
+                     { "report.lrs", r->lrs, PFX_CKPT_STEPS, 1, true } },
+        .tensor_n = 3,
         .check = check_position,
         .user = d,
     };

@@ -21,6 +21,7 @@ typedef struct pfx_tune_job {
     size_t L, H;
     size_t max_length;     /* config.max_length, or what 0 resolved to for the model */
     size_t ranks, rank;    /* ranks >= 1 */
+    size_t accumulate;     /* batches a step, >= 1 */
     pfx_tensor **pk, **pv; /* [L] prefixes the model attends with (the encoder's own when direct) */
     pfx_tensor **dpk, **dpv;    /* [L] their gradients */
     pfx_tensor **gain, **dgain; /* [L] of [H] with a gain */

@@ -3,7 +3,8 @@
  * (adapter_config.json, adapter_model.safetensors) in the output folder
  * itself, so PeftModel.from_pretrained(base, OUT) loads it; gains.safetensors
  * beside it (prefixcl's own gains file, io.h, as pretraining writes it: PEFT
- * has no place for gains). */
+ * has no place for gains), removed after a run without gains. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +26,18 @@ pfx_status pfx_tune_out_curve(pfx_tune_job *j, const pfx_tune_result *r)
     pfx_status st = path ? pfx_output_open(path, &f) : PFX_ERROR_OUT_OF_MEMORY;
     if (st == PFX_SUCCESS) {
         FILE *fp = pfx_output_stream(f);
-        fprintf(fp, "step,loss,grad_norm\n");
-        for (size_t i = 0; i < r->steps_done; i++)
-            fprintf(fp, "%zu,%.9g,%.9g\n", i + 1, r->losses[i], (double)r->grad_norms[i]);
+        fprintf(fp, "step,loss,grad_norm,eval_loss,lr\n"); /* pretrain's columns */
+        if (isfinite(r->eval_losses[0]))
+            fprintf(fp, "0,,,%.9g,\n", r->eval_losses[0]);
+        for (size_t i = 0; i < r->steps_done; i++) {
+            fprintf(fp, "%zu,%.9g,%.9g,", i + 1, r->losses[i], (double)r->grad_norms[i]);
+            if (isfinite(r->eval_losses[i + 1]))
+                fprintf(fp, "%.9g", r->eval_losses[i + 1]);
+            fputc(',', fp);
+            if (isfinite(r->lrs[i]))
+                fprintf(fp, "%.9g", (double)r->lrs[i]);
+            fputc('\n', fp);
+        }
         st = pfx_output_commit(&f);
     }
     if (st != PFX_SUCCESS)
@@ -62,6 +72,8 @@ pfx_status pfx_tune_out_write(pfx_tune_job *j, const pfx_tune_result *r, float r
     pfx_status st = pfx_peft_save_prefixes(j->rt, j->cfg->out_dir, j->pk, j->pv, j->L, &pp);
     if (st == PFX_SUCCESS && j->cfg->gain_mode != PFX_GAIN_OFF)
         st = write_gains(j, ramp);
+    else if (st == PFX_SUCCESS) /* an earlier gain run's would be loaded with this adapter */
+        st = pfx_remove_stale(j->rt, "tune", j->cfg->out_dir, PFX_TUNE_GAINS);
     if (st == PFX_SUCCESS)
         st = pfx_tune_out_curve(j, r);
     return st;

@@ -1,7 +1,7 @@
 /* libFuzzer harness for the chat-template renderer of `prefixcl serve`
  * (tools/serve/jinja/): every input is a template's source, parsed, then
  * rendered with a fixed conversation. It must end in the text or an error
- * that says why, within the renderer's limits (output size, steps, memory,
+ * that says why, within the renderer's limits (output size, work, memory,
  * nesting) and the time of an input. Also linked into the normal build by
  * run_corpus.c, which replays tests/fuzz/corpus/chat_template/. */
 #include <string.h>

@@ -2,9 +2,10 @@
  * (src/train/checkpoint.c, what --resume reads): every input is parsed as
  * safetensors and, when it parses, read as the job its format names
  * describes it (tune: options "config", losses "a,b,c" and eval_before,
- * report.grad_norms, report.mass_before; pretrain: options "options",
- * losses "a,b,c," finite, eval_losses "step:value,", grad_norms,
- * gain_trace) for a model of 2 layers and 3 heads and at most 16 steps,
+ * eval_losses "step:value," when the options evaluate between,
+ * report.grad_norms, report.mass_before, report.lrs (optional); pretrain:
+ * options "options", losses "a,b,c," finite, eval_losses "step:value,",
+ * grad_norms, gain_trace, lrs (optional)) for a model of 2 layers and 3 heads and at most 16 steps,
  * with the options the file holds and no optimizer (its part is the
  * optimizer's own reader). It must be refused cleanly or give counts within
  * their bounds and every value a finite curve promises. Also linked into
@@ -22,7 +23,7 @@ enum { LH = 2 * 3, STEPS = 16, EPOCH = 0, INDEX = 1, DONE = 2 };
 /* What the reader fills. */
 typedef struct values {
     double losses[STEPS], evals[STEPS + 1], eval_before;
-    float grad_norms[STEPS], table[(STEPS + 1) * LH];
+    float grad_norms[STEPS], lrs[STEPS], table[(STEPS + 1) * LH];
 } values;
 
 static pfx_status read_checkpoint(const uint8_t *data, size_t size, const char *label,
@@ -53,21 +54,32 @@ static pfx_status read_checkpoint(const uint8_t *data, size_t size, const char *
                                          PFX_CKPT_LIST, false };
         c->curves[1] =
             (pfx_ckpt_curve){ "losses", v->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST, false };
-        c->tensors[0] = (pfx_ckpt_tensor){ "report.grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1 };
-        c->tensors[1] = (pfx_ckpt_tensor){ "report.mass_before", v->table, PFX_CKPT_FIXED, LH };
+        c->tensors[0] =
+            (pfx_ckpt_tensor){ "report.grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1, false };
+        c->tensors[1] =
+            (pfx_ckpt_tensor){ "report.mass_before", v->table, PFX_CKPT_FIXED, LH, false };
+        /* a run that evaluates between keeps its evaluations (options line eval_every=) */
+        if (strstr(c->options, "eval_every="))
+            c->curves[c->curve_n++] =
+                (pfx_ckpt_curve){ "eval_losses", v->evals, PFX_CKPT_START_AND_STEPS,
+                                  PFX_CKPT_AT_STEPS, true };
     } else {
         c->curves[0] =
             (pfx_ckpt_curve){ "losses", v->losses, PFX_CKPT_STEPS, PFX_CKPT_LIST_ENDED, true };
         c->curves[1] = (pfx_ckpt_curve){ "eval_losses", v->evals, PFX_CKPT_START_AND_STEPS,
                                          PFX_CKPT_AT_STEPS, true };
-        c->tensors[0] = (pfx_ckpt_tensor){ "grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1 };
+        c->tensors[0] = (pfx_ckpt_tensor){ "grad_norms", v->grad_norms, PFX_CKPT_STEPS, 1, false };
         /* the gain trace of a run with a gain */
         if (pfx_safetensors_find(f, "gain_trace") >= 0)
             c->tensors[1] =
-                (pfx_ckpt_tensor){ "gain_trace", v->table, PFX_CKPT_START_AND_STEPS, LH };
+                (pfx_ckpt_tensor){ "gain_trace", v->table, PFX_CKPT_START_AND_STEPS, LH, false };
         else
             c->tensor_n = 1;
     }
+    /* both jobs: the learning rates, absent from older files */
+    c->tensors[c->tensor_n++] = (pfx_ckpt_tensor){ "lrs", v->lrs, PFX_CKPT_STEPS, 1, true };
+    if (tune)
+        c->tensors[c->tensor_n - 1].name = "report.lrs";
     st = pfx_checkpoint_read(c, f, label);
     pfx_safetensors_close(&f);
     return st;

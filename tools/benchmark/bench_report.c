@@ -286,17 +286,9 @@ int bench_write_csv(FILE *out, const bench_run *run)
 
 static char *read_file(const char *path, char *err, size_t errlen)
 {
-    /* Non-blocking, and only a regular file: a FIFO would block forever. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
-        return NULL;
-    }
-    FILE *f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? fdopen(fd, "rb") : NULL;
-    if (!f) {
-        snprintf(err, errlen, "not a regular file");
-        close(fd);
+    FILE *f; /* only a regular file: a FIFO would block forever */
+    if (pfx_input_open(path, &f) != PFX_SUCCESS) {
+        snprintf(err, errlen, "%s", pfx_last_error(NULL));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;

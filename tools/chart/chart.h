@@ -42,6 +42,9 @@ typedef struct chart_series {
     bool line;   /* a line through the points */
     bool points; /* a marker at each point */
     bool right;  /* against the second (right) y axis */
+    /* 1 + the index of its colour and marker in the series cycle (the same
+     * head the same colour in every panel); 0: its position in the list */
+    size_t colour;
 } chart_series;
 
 typedef struct chart_line_spec {
@@ -95,7 +98,7 @@ typedef struct chart_heatmap_spec {
     const float *values; /* rows x cols, row-major; non-finite: drawn grey */
     size_t rows, cols;
     /* Strings for each row / column; NULL: indices. Labels are drawn where
-     * they fit (every k-th otherwise). */
+     * they fit (every k-th otherwise: past 128 rows or columns, or numbers). */
     const char *const *row_labels, *const *col_labels;
     const char *row_axis, *col_axis; /* axis titles; NULL: none */
     /* The first marked_cols columns are set apart by a line and named by
@@ -105,6 +108,10 @@ typedef struct chart_heatmap_spec {
     double vmin, vmax;       /* vmin == vmax: from the data */
     bool diverging;          /* blue-white-red around 0 (else dark-to-bright) */
     const char *scale_label; /* beside the colour bar */
+    /* Cells as wide and as tall as the picture allows, each direction on its
+     * own (a tall matrix of few columns then fills the width); otherwise
+     * square cells, legible for every label up to 128 rows and columns. */
+    bool fill;
 } chart_heatmap_spec;
 
 /* One heat map with its colour bar. */

@@ -16,7 +16,7 @@
 #define GREY        ((chart_rgb){ 0.4, 0.4, 0.4 })
 
 typedef struct geom {
-    double cell;         /* pixels per matrix cell */
+    double cw, ch;       /* pixels per matrix cell: width, height */
     double row_w, col_h; /* room for the row labels (left) and column labels (below) */
     double map_x, map_y; /* the map's corner, relative to the panel */
     double w, h;         /* the whole panel */
@@ -81,18 +81,35 @@ static double widest_label(cairo_t *m, const char *const *labels, size_t n, size
     return w;
 }
 
+/* A matrix of at most this many rows and columns with labels gets cells
+ * tall enough for every label (at most 128 x 12 pixels a side); a larger
+ * one labels every k-th row and column. */
+#define LABEL_ALL_MAX 128
+
+static double clamp_cell(double c, double max)
+{
+    return c < 2 ? 2 : c > max ? max : c;
+}
+
 static geom measure(cairo_t *m, const chart_heatmap_spec *s, double target)
 {
     geom g;
     size_t big = s->rows > s->cols ? s->rows : s->cols;
-    g.cell = floor(target / (double)big);
-    g.cell = g.cell < 2 ? 2 : g.cell > 40 ? 40 : g.cell;
-    g.row_w = widest_label(m, s->row_labels, s->rows, label_every(g.cell)) + 6;
-    g.col_h = widest_label(m, s->col_labels, s->cols, label_every(g.cell)) + 6;
+    if (s->fill) { /* each direction on its own */
+        g.cw = clamp_cell(floor(target / (double)s->cols), 80);
+        g.ch = clamp_cell(floor(target / (double)s->rows), 40);
+    } else {
+        g.cw = g.ch = clamp_cell(floor(target / (double)big), 40);
+        /* labelled tokens: each one legible, where the map stays in reach */
+        if ((s->row_labels || s->col_labels) && big <= LABEL_ALL_MAX && g.cw < FONT_SIZE + 2)
+            g.cw = g.ch = FONT_SIZE + 2;
+    }
+    g.row_w = widest_label(m, s->row_labels, s->rows, label_every(g.ch)) + 6;
+    g.col_h = widest_label(m, s->col_labels, s->cols, label_every(g.cw)) + 6;
     double axis = 18; /* an axis title beside the labels */
     g.map_x = (s->row_axis ? axis : 0) + g.row_w + 4;
     g.map_y = 24 + (s->marked_cols ? 16 : 0);
-    double map_w = g.cell * (double)s->cols, map_h = g.cell * (double)s->rows;
+    double map_w = g.cw * (double)s->cols, map_h = g.ch * (double)s->rows;
     double title_w = s->title ? chart_text_width(m, s->title, TITLE_SIZE) : 0;
     g.w = fmax(g.map_x + map_w + 8, title_w + 8);
     g.h = g.map_y + map_h + 4 + g.col_h + (s->col_axis ? axis : 0) + 8;
@@ -125,7 +142,7 @@ static range finish_range(double lo, double hi, bool diverging)
 /* The matrix's cells: an image scaled without smoothing (PNG), rectangles
  * (SVG, where viewers smooth scaled images). */
 static void draw_cells(chart_pic *pic, const chart_heatmap_spec *s, const range *r, double x,
-                       double y, double cell)
+                       double y, double cw, double ch)
 {
     cairo_t *cr = pic->cr;
     if (!pic->svg) {
@@ -148,7 +165,7 @@ static void draw_cells(chart_pic *pic, const chart_heatmap_spec *s, const range 
             cairo_surface_mark_dirty(img);
             cairo_save(cr);
             cairo_translate(cr, x, y);
-            cairo_scale(cr, cell, cell);
+            cairo_scale(cr, cw, ch);
             cairo_set_source_surface(cr, img, 0, 0);
             cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
             cairo_rectangle(cr, 0, 0, (double)s->cols, (double)s->rows);
@@ -167,7 +184,7 @@ static void draw_cells(chart_pic *pic, const chart_heatmap_spec *s, const range 
                                      ? colour_at((v - r->lo) / (r->hi - r->lo), r->diverging)
                                      : (chart_rgb){ 0.6, 0.6, 0.6 });
             /* a hair wider, so that no seams show between cells */
-            cairo_rectangle(cr, x + cell * (double)j, y + cell * (double)i, cell + 0.3, cell + 0.3);
+            cairo_rectangle(cr, x + cw * (double)j, y + ch * (double)i, cw + 0.3, ch + 0.3);
             cairo_fill(cr);
         }
 }
@@ -177,27 +194,26 @@ static void draw_panel(chart_pic *pic, const chart_heatmap_spec *s, const geom *
 {
     cairo_t *cr = pic->cr;
     double mx = ox + g->map_x, my = oy + g->map_y;
-    double map_w = g->cell * (double)s->cols, map_h = g->cell * (double)s->rows;
+    double map_w = g->cw * (double)s->cols, map_h = g->ch * (double)s->rows;
     if (s->title)
         chart_text(pic, s->title, ox + 2, oy + 4, TITLE_SIZE, 0, 0, 0, INK);
-    draw_cells(pic, s, r, mx, my, g->cell);
+    draw_cells(pic, s, r, mx, my, g->cw, g->ch);
     cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
     cairo_set_line_width(cr, 1);
     cairo_rectangle(cr, mx, my, map_w, map_h);
     cairo_stroke(cr);
 
     char buf[32], fit[64];
-    size_t every = label_every(g->cell);
-    for (size_t i = 0; i < s->rows; i += every)
+    for (size_t i = 0, every = label_every(g->ch); i < s->rows; i += every)
         chart_text(pic,
                    chart_fit(cr, label_of(s->row_labels, i, buf, sizeof(buf)), FONT_SIZE,
                              LABEL_MAX_W, fit, sizeof(fit)),
-                   mx - 4, my + g->cell * ((double)i + 0.5), FONT_SIZE, 1, 0.5, 0, INK);
-    for (size_t j = 0; j < s->cols; j += every)
+                   mx - 4, my + g->ch * ((double)i + 0.5), FONT_SIZE, 1, 0.5, 0, INK);
+    for (size_t j = 0, every = label_every(g->cw); j < s->cols; j += every)
         chart_text(pic,
                    chart_fit(cr, label_of(s->col_labels, j, buf, sizeof(buf)), FONT_SIZE,
                              LABEL_MAX_W, fit, sizeof(fit)),
-                   mx + g->cell * ((double)j + 0.5), my + map_h + 4, FONT_SIZE, 1, 0.5, -90,
+                   mx + g->cw * ((double)j + 0.5), my + map_h + 4, FONT_SIZE, 1, 0.5, -90,
                    j < s->marked_cols ? (chart_rgb){ 0.70, 0.10, 0.15 } : INK);
     if (s->row_axis)
         chart_text(pic, s->row_axis, ox + 2, my + map_h / 2, FONT_SIZE + 1, 0.5, 1, -90, INK);
@@ -206,7 +222,7 @@ static void draw_panel(chart_pic *pic, const chart_heatmap_spec *s, const geom *
                    0.5, 0, 0, INK);
     if (s->marked_cols) {
         size_t n = s->marked_cols < s->cols ? s->marked_cols : s->cols;
-        double x1 = mx + g->cell * (double)n;
+        double x1 = mx + g->cw * (double)n;
         /* a bracket over the marked columns, a line where they end */
         cairo_set_source_rgb(cr, 0.70, 0.10, 0.15);
         cairo_set_line_width(cr, 1.5);
@@ -315,7 +331,7 @@ int chart_heatmap_grid(const char *path, const char *title, const chart_heatmap_
     double width = 16 + cell.w * (double)columns + bar_w;
     if (title)
         width = fmax(width, chart_text_width(m, title, 15) + 32);
-    double bar_h = fmax(100, g[0].cell * (double)panels[0].rows);
+    double bar_h = fmax(100, g[0].ch * (double)panels[0].rows);
     double height =
         fmax(12 + title_h + cell.h * (double)rows + 8, 12 + title_h + g[0].map_y + bar_h + 24);
     chart_measure_free(m);

@@ -15,10 +15,20 @@
 #define INK        ((chart_rgb){ 0.1, 0.1, 0.1 })
 #define GREY       ((chart_rgb){ 0.4, 0.4, 0.4 })
 
+/* How a log axis is ticked, by how many decades its data spans: each
+ * decade's 1 (wide ranges), its 1, 2 and 5 (one to two decades), every
+ * whole mantissa 1..9 (a factor 2 to 10), or round linear steps (narrower),
+ * so that a narrow range still has several labelled ticks. */
+typedef enum log_ticks { LOG_DECADES, LOG_125, LOG_MANTISSAS, LOG_LINEAR } log_ticks;
+
 typedef struct scale {
     bool log, used;
-    double lo, hi, step; /* in log10 units when log */
+    double lo, hi, step; /* in log10 units when log (step: of LOG_DECADES) */
+    log_ticks ticks;     /* when log */
+    double lin_step;     /* LOG_LINEAR's step, in values */
 } scale;
+
+enum { MAX_TICKS = 64 };
 
 static bool usable(const chart_axis *ax, double v)
 {
@@ -53,6 +63,74 @@ static bool data_range(const chart_line_spec *p, int which, const chart_axis *ax
     return *lo <= *hi;
 }
 
+static void decade_text(double e, char *out, size_t cap)
+{
+    if (e >= -3 && e <= 5)
+        snprintf(out, cap, "%g", pow(10.0, e));
+    else
+        snprintf(out, cap, "1e%d", (int)e);
+}
+
+/* v > 0 rounded down (or up) to a tick of a LOG_125 or LOG_MANTISSAS axis. */
+static double log_snap(double v, log_ticks ticks, bool up)
+{
+    static const double m125[] = { 1, 2, 5, 10 };
+    const double e = pow(10.0, floor(log10(v) + 1e-12)), f = v / e;
+    if (ticks == LOG_MANTISSAS)
+        return (up ? ceil(f - 1e-9) : floor(f + 1e-9)) * e;
+    double r = up ? 10 : 1;
+    for (int i = 0; i < 4; i++) {
+        if (up && m125[i] >= f - 1e-9) {
+            r = m125[i];
+            break;
+        }
+        if (!up && m125[i] <= f + 1e-9)
+            r = m125[i];
+    }
+    return r * e;
+}
+
+/* The tick values of a scale, ascending (at most MAX_TICKS). */
+static size_t tick_values(const scale *sc, double *out)
+{
+    size_t n = 0;
+    const double eps = 1e-9 * fmax(fabs(sc->hi - sc->lo), 1e-300);
+    if (!sc->log || sc->ticks == LOG_DECADES) {
+        for (double t = sc->lo; t <= sc->hi + eps && n < MAX_TICKS; t += sc->step)
+            out[n++] = sc->log ? pow(10.0, t) : t;
+        return n;
+    }
+    const double lo = pow(10.0, sc->lo), hi = pow(10.0, sc->hi);
+    if (sc->ticks == LOG_LINEAR) {
+        for (double v = ceil(lo / sc->lin_step - 1e-9) * sc->lin_step;
+             v <= hi * (1 + 1e-9) && n < MAX_TICKS; v += sc->lin_step)
+            out[n++] = v;
+        return n;
+    }
+    for (double e = floor(sc->lo + 1e-9); e <= sc->hi + 1e-9; e++)
+        for (int m = 1; m <= 9 && n < MAX_TICKS; m++) {
+            if (sc->ticks == LOG_125 && m != 1 && m != 2 && m != 5)
+                continue;
+            const double v = (double)m * pow(10.0, e);
+            if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9))
+                out[n++] = v;
+        }
+    return n;
+}
+
+/* A tick's text: a decade as "0.01" or "1e-05", others as short numbers. */
+static void tick_text(const scale *sc, double v, char *out, size_t cap)
+{
+    if (!sc->log)
+        chart_format_tick(v, sc->step, out, cap);
+    else if (sc->ticks == LOG_DECADES)
+        decade_text(round(log10(v)), out, cap);
+    else if (sc->ticks == LOG_LINEAR)
+        chart_format_tick(v, sc->lin_step, out, cap);
+    else
+        snprintf(out, cap, "%g", v);
+}
+
 static bool make_scale(const chart_line_spec *p, int which, const chart_axis *ax, scale *sc)
 {
     double lo, hi;
@@ -67,11 +145,26 @@ static bool make_scale(const chart_line_spec *p, int which, const chart_axis *ax
     if (ax->log) {
         if (lo <= 0)
             lo = hi / 10;
-        sc->lo = floor(log10(lo) + 1e-9);
-        sc->hi = ceil(log10(hi) - 1e-9);
-        if (sc->hi <= sc->lo)
-            sc->hi = sc->lo + 1;
-        sc->step = sc->hi - sc->lo > 8 ? ceil((sc->hi - sc->lo) / 8) : 1;
+        sc->ticks = ax->max > ax->min || hi >= 100 * lo ? LOG_DECADES
+                    : hi >= 10 * lo                     ? LOG_125
+                    : hi >= 2 * lo                      ? LOG_MANTISSAS
+                                                        : LOG_LINEAR;
+        sc->step = 1;
+        if (sc->ticks == LOG_DECADES) {
+            sc->lo = floor(log10(lo) + 1e-9);
+            sc->hi = ceil(log10(hi) - 1e-9);
+            if (sc->hi <= sc->lo)
+                sc->hi = sc->lo + 1;
+            sc->step = sc->hi - sc->lo > 8 ? ceil((sc->hi - sc->lo) / 8) : 1;
+        } else if (sc->ticks == LOG_LINEAR) {
+            double a = lo, b = hi;
+            chart_nice_ticks(&a, &b, 5, &sc->lin_step);
+            sc->lo = log10(a > 0 ? a : lo);
+            sc->hi = log10(b);
+        } else {
+            sc->lo = log10(log_snap(lo, sc->ticks, false));
+            sc->hi = log10(log_snap(hi, sc->ticks, true));
+        }
     } else if (ax->max > ax->min) {
         sc->lo = lo;
         sc->hi = hi;
@@ -94,24 +187,32 @@ static double place(const scale *sc, double v, double a, double b)
     return a + (t - sc->lo) / (sc->hi - sc->lo) * (b - a);
 }
 
-static void decade_text(double e, char *out, size_t cap)
-{
-    if (e >= -3 && e <= 5)
-        snprintf(out, cap, "%g", pow(10.0, e));
-    else
-        snprintf(out, cap, "1e%d", (int)e);
-}
-
 /* Ticks of one y axis at x (left: labels to its left), grid lines for the
- * left axis only. */
+ * left axis only (on a log axis also light lines at the whole mantissas).
+ * A label closer than a line's height to the one below it is left out. */
 static void y_ticks(chart_pic *pic, const scale *sc, double x, double top, double bottom,
                     double gx0, double gx1, bool left)
 {
     cairo_t *cr = pic->cr;
     char buf[32];
-    for (double t = sc->lo; t <= sc->hi + 1e-9 * fabs(sc->hi - sc->lo); t += sc->step) {
-        double v = sc->log ? pow(10.0, t) : t;
-        double y = place(sc, v, bottom, top);
+    double ticks[MAX_TICKS];
+    const size_t n = tick_values(sc, ticks);
+    if (sc->log && left && sc->step == 1)
+        for (double e = floor(sc->lo + 1e-9); e < sc->hi; e++)
+            for (int m = 2; m <= 9; m++) { /* minor grid */
+                const double v = (double)m * pow(10.0, e), t = log10(v);
+                if (t <= sc->lo || t >= sc->hi)
+                    continue;
+                double ym = place(sc, v, bottom, top);
+                cairo_set_source_rgb(cr, 0.95, 0.95, 0.95);
+                cairo_set_line_width(cr, 1);
+                cairo_move_to(cr, gx0, ym);
+                cairo_line_to(cr, gx1, ym);
+                cairo_stroke(cr);
+            }
+    double last_y = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        double y = place(sc, ticks[i], bottom, top);
         if (left) {
             cairo_set_source_rgb(cr, 0.88, 0.88, 0.88);
             cairo_set_line_width(cr, 1);
@@ -123,20 +224,18 @@ static void y_ticks(chart_pic *pic, const scale *sc, double x, double top, doubl
         cairo_move_to(cr, x, y);
         cairo_line_to(cr, left ? x - 4 : x + 4, y);
         cairo_stroke(cr);
-        if (sc->log)
-            decade_text(t, buf, sizeof(buf));
-        else
-            chart_format_tick(v, sc->step, buf, sizeof(buf));
+        if (last_y - y < TICK_FONT + 3)
+            continue;
+        tick_text(sc, ticks[i], buf, sizeof(buf));
         chart_text(pic, buf, left ? x - 7 : x + 7, y, TICK_FONT, left ? 1 : 0, 0.5, 0, INK);
-        if (sc->log && left && sc->step == 1 && t < sc->hi)
-            for (int m = 2; m <= 9; m++) { /* minor grid */
-                double ym = place(sc, (double)m * v, bottom, top);
-                cairo_set_source_rgb(cr, 0.95, 0.95, 0.95);
-                cairo_move_to(cr, gx0, ym);
-                cairo_line_to(cr, gx1, ym);
-                cairo_stroke(cr);
-            }
+        last_y = y;
     }
+}
+
+/* The colour (and marker) of series s at position k. */
+static size_t colour_of(const chart_series *s, size_t k)
+{
+    return s->colour ? s->colour - 1 : k;
 }
 
 static void marker(cairo_t *cr, double x, double y, size_t k)
@@ -156,6 +255,7 @@ static void draw_series(chart_pic *pic, const chart_series *s, size_t k, const s
     cairo_save(cr);
     cairo_rectangle(cr, x0 - 6, y0 - 6, x1 - x0 + 12, y1 - y0 + 12);
     cairo_clip(cr);
+    k = colour_of(s, k);
     chart_set_colour(cr, chart_series_colour(k));
     cairo_set_line_width(cr, 1.8);
     cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
@@ -228,35 +328,52 @@ static size_t points_under(const chart_line_spec *p, const frame *f, double bx, 
     return n;
 }
 
-static void legend(chart_pic *pic, const chart_line_spec *p, const frame *f)
+/* The legend's entries: their count and the widest entry (its sample line
+ * and text). */
+static size_t legend_size(cairo_t *cr, const chart_line_spec *p, double *entry_w)
 {
-    const double x1 = f->x1, y0 = f->y0;
-    cairo_t *cr = pic->cr;
-    double w = 0;
-    size_t n = 0;
     char buf[160];
+    size_t n = 0;
+    *entry_w = 0;
     for (size_t k = 0; k < p->series_count; k++) {
         if (!p->series[k].name)
             continue;
         snprintf(buf, sizeof(buf), "%s%s", p->series[k].name, p->series[k].right ? " (right)" : "");
-        w = fmax(w, chart_text_width(cr, buf, LABEL_FONT));
+        *entry_w = fmax(*entry_w, chart_text_width(cr, buf, LABEL_FONT) + 44);
         n++;
     }
-    if (!n)
-        return;
-    const double row = 18, bw = w + 44, bh = (double)n * row + 8;
-    /* the corner of the plot where the box hides the fewest points */
-    double bx = x1 - bw - 8, by = y0 + 8;
+    return n;
+}
+
+enum { LEGEND_ROW = 18 };
+
+/* Where the legend box (bw x bh) goes: the corner of the plot where it hides
+ * the fewest points; returns how many it hides there. */
+static size_t legend_corner(const chart_line_spec *p, const frame *f, double bw, double bh,
+                            double *bx, double *by)
+{
     size_t best = SIZE_MAX;
-    const double xs[2] = { x1 - bw - 8, f->x0 + 8 }, ys[2] = { y0 + 8, f->y1 - bh - 8 };
+    const double xs[2] = { f->x1 - bw - 8, f->x0 + 8 }, ys[2] = { f->y0 + 8, f->y1 - bh - 8 };
     for (int c = 0; c < 4; c++) {
         size_t hidden = points_under(p, f, xs[c % 2], ys[c / 2], bw, bh);
         if (hidden < best) {
             best = hidden;
-            bx = xs[c % 2];
-            by = ys[c / 2];
+            *bx = xs[c % 2];
+            *by = ys[c / 2];
         }
     }
+    return best;
+}
+
+/* The legend box at (bx, by): its n entries of entry_w in `columns` columns. */
+static void legend(chart_pic *pic, const chart_line_spec *p, double bx, double by, double entry_w,
+                   size_t n, size_t columns)
+{
+    cairo_t *cr = pic->cr;
+    char buf[160];
+    const size_t rows = (n + columns - 1) / columns;
+    const double bw = entry_w * (double)(n < columns ? n : columns),
+                 bh = (double)rows * LEGEND_ROW + 8;
     cairo_set_source_rgba(cr, 1, 1, 1, 0.85);
     cairo_rectangle(cr, bx, by, bw, bh);
     cairo_fill_preserve(cr);
@@ -268,24 +385,25 @@ static void legend(chart_pic *pic, const chart_line_spec *p, const frame *f)
         const chart_series *s = &p->series[k];
         if (!s->name)
             continue;
-        double y = by + 4 + row * ((double)r + 0.5);
+        const double ex = bx + entry_w * (double)(r % columns),
+                     y = by + 4 + LEGEND_ROW * ((double)(r / columns) + 0.5);
         cairo_save(cr);
-        chart_set_colour(cr, chart_series_colour(k));
+        chart_set_colour(cr, chart_series_colour(colour_of(s, k)));
         cairo_set_line_width(cr, 1.8);
         if (s->right) {
             static const double dash[] = { 6, 3 };
             cairo_set_dash(cr, dash, 2, 0);
         }
         if (s->line) {
-            cairo_move_to(cr, bx + 6, y);
-            cairo_line_to(cr, bx + 30, y);
+            cairo_move_to(cr, ex + 6, y);
+            cairo_line_to(cr, ex + 30, y);
             cairo_stroke(cr);
         }
         if (s->points)
-            marker(cr, bx + 18, y, k);
+            marker(cr, ex + 18, y, colour_of(s, k));
         cairo_restore(cr);
         snprintf(buf, sizeof(buf), "%s%s", s->name, s->right ? " (right)" : "");
-        chart_text(pic, buf, bx + 36, y, LABEL_FONT, 0, 0.5, 0, INK);
+        chart_text(pic, buf, ex + 36, y, LABEL_FONT, 0, 0.5, 0, INK);
         r++;
     }
 }
@@ -310,7 +428,23 @@ static void draw_panel(chart_pic *pic, const chart_line_spec *p, double ox, doub
         sy = sy2; /* only right-axis data: the grid follows it */
 
     const double x0 = ox + 78, x1 = ox + PANEL_W - (any_right ? 78 : 24);
-    const double y0 = oy + (p->subtitle ? 58 : 42), y1 = oy + PANEL_H - 52;
+    const double y0 = oy + (p->subtitle ? 58 : 42);
+    double y1 = oy + PANEL_H - 52;
+    /* The legend: in a corner of the plot where it hides no point, else
+     * below the plot (which gives up its height), in as many columns as fit. */
+    double entry_w, lx = 0, ly = 0;
+    const size_t entries = legend_size(cr, p, &entry_w);
+    size_t legend_columns = 1;
+    if (entries) {
+        const frame f = { x0, x1, y0, y1, &sx, &sy, right_ok ? &sy2 : &sy };
+        if (legend_corner(p, &f, entry_w, (double)entries * LEGEND_ROW + 8, &lx, &ly) > 0) {
+            legend_columns = (size_t)fmax(1, floor((x1 - x0) / entry_w));
+            const size_t rows = (entries + legend_columns - 1) / legend_columns;
+            y1 -= (double)rows * LEGEND_ROW + 8 + 6;
+            lx = x0;
+            ly = y1 + 44;
+        }
+    }
     chart_text(pic, p->title ? p->title : "", ox + 16, oy + 14, 15, 0, 0, 0, INK);
     if (p->subtitle)
         chart_text(pic, p->subtitle, ox + 16, oy + 36, LABEL_FONT, 0, 0, 0, GREY);
@@ -340,18 +474,20 @@ static void draw_panel(chart_pic *pic, const chart_line_spec *p, double ox, doub
             chart_text(pic, p->x_ticks[i], x, y1 + 8, TICK_FONT, 0.5, 0, 0, INK);
         }
     } else {
-        for (double t = sx.lo; t <= sx.hi + 1e-9 * fabs(sx.hi - sx.lo); t += sx.step) {
-            double v = sx.log ? pow(10.0, t) : t;
-            double x = place(&sx, v, x0, x1);
+        double ticks[MAX_TICKS], last_right = -INFINITY;
+        const size_t n = tick_values(&sx, ticks);
+        for (size_t i = 0; i < n; i++) {
+            double x = place(&sx, ticks[i], x0, x1);
             chart_set_colour(cr, INK);
             cairo_move_to(cr, x, y1);
             cairo_line_to(cr, x, y1 + 4);
             cairo_stroke(cr);
-            if (sx.log)
-                decade_text(t, buf, sizeof(buf));
-            else
-                chart_format_tick(v, sx.step, buf, sizeof(buf));
+            tick_text(&sx, ticks[i], buf, sizeof(buf));
+            const double w = chart_text_width(cr, buf, TICK_FONT);
+            if (x - w / 2 < last_right + 6)
+                continue; /* it would touch the label before it */
             chart_text(pic, buf, x, y1 + 8, TICK_FONT, 0.5, 0, 0, INK);
+            last_right = x + w / 2;
         }
     }
     /* frame */
@@ -372,8 +508,8 @@ static void draw_panel(chart_pic *pic, const chart_line_spec *p, double ox, doub
         draw_series(pic, s, k, &sx, s->right ? &sy2 : &sy, s->right ? &p->y2 : &p->y, x0, x1, y0,
                     y1);
     }
-    frame f = { x0, x1, y0, y1, &sx, &sy, right_ok ? &sy2 : &sy };
-    legend(pic, p, &f);
+    if (entries)
+        legend(pic, p, lx, ly, entry_w, entries, legend_columns);
 }
 
 /* Whether a panel has an x range and data on at least one y axis. */

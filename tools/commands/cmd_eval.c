@@ -15,7 +15,9 @@ static const cli_doc doc = {
     "              [--storage T] [--device SEL]",
     NULL,
     "Prints the mean loss over the scored tokens and its perplexity, for the frozen model\n"
-    "and with the adapter.\n"
+    "and with the adapter. Examples are built as tune builds them (the tokenizer's special\n"
+    "tokens, EOS appended, the same length), so an adapter's loss here is the one tune\n"
+    "reports; --no-eos scores the text alone, as model(**tokenizer(text), labels=...) does.\n"
 };
 
 int cmd_eval(int argc, char **argv)
@@ -23,7 +25,8 @@ int cmd_eval(int argc, char **argv)
     const char *device = NULL;
     pfx_eval_config cfg;
     pfx_eval_default_config(&cfg);
-    size_t max_length = 256, batch = 4;
+    size_t max_length = 0, batch = 4;
+    bool no_eos = false;
     int storage = PFX_DTYPE_F32;
     const cli_option opts[] = {
         { "--model", CLI_TEXT, &cfg.model_dir, 0, 0, NULL, NULL, "DIR",
@@ -35,7 +38,11 @@ int cmd_eval(int argc, char **argv)
           "tokens are scored); needs the folder's tokenizer",
           NULL },
         { "--max-length", CLI_SIZE, &max_length, 2, 1 << 20, NULL, NULL, "N",
-          "tokens kept per example, at most the model's positions", "256" },
+          "tokens kept per example, at most the model's positions less the adapter's prefix "
+          "(as tune)",
+          CLI_STR(PFX_DATA_DEFAULT_MAX_LENGTH) },
+        { "--no-eos", CLI_FLAG, &no_eos, 0, 0, NULL, NULL, NULL,
+          "no EOS after each example (give it to tune as well to compare)", NULL },
         { "--batch", CLI_SIZE, &batch, 1, 64, NULL, NULL, "B", "examples per forward", "4" },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
           "the weights on the device", "f32" },
@@ -52,6 +59,7 @@ int cmd_eval(int argc, char **argv)
     }
     cfg.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
     cfg.max_length = max_length;
+    cfg.no_eos = no_eos;
     cfg.batch = batch;
     cfg.stop_flag = &cli_stop;
     pfx_runtime_params rp;
@@ -70,12 +78,15 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "prefixcl eval: %s\n", strncmp(msg, "eval: ", 6) ? msg : msg + 6);
         goto out;
     }
-    if (r.max_length < max_length)
+    const size_t asked = max_length ? max_length : PFX_DATA_DEFAULT_MAX_LENGTH;
+    if (r.max_length < asked)
         fprintf(stderr,
-                "prefixcl eval: --max-length %llu capped at %zu: the model has %zu positions "
+                "prefixcl eval: --max-length %zu%s capped at %zu: the model has %zu positions "
                 "(%s/config.json)%s\n",
-                (unsigned long long)max_length, r.max_length, r.max_length + r.prefix_len,
-                cfg.model_dir, r.prefix_len ? " and the adapter's prefix takes the rest" : "");
+                asked, max_length ? "" : " (the default)", r.max_length,
+                r.max_length + r.prefix_len, cfg.model_dir,
+                r.prefix_len ? " and the adapter's prefix takes the rest" : "");
+    tool_print_example_rule(stdout, &r.rule);
     if (r.passes_done >= 1)
         printf("frozen model: loss %.6f, perplexity %.4f (%zu tokens scored)\n", r.loss,
                r.perplexity, r.tokens);

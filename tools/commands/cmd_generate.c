@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "gen_output.h"
 #include "serve_cli.h"
+#include "common/stop_text.h"
 #include "common/tool_util.h"
 
 #define MAX_PROMPTS 64 /* of each prompt option; a --prompts file may hold any number of lines */
@@ -31,10 +32,13 @@ typedef struct prompt {
 
 typedef struct stream {
     const serve_ctx *ctx;
-    pfx_request *req;
-    size_t printed; /* bytes of the decoded output already written */
-    bool live;      /* a single request: print as the tokens come */
-    double last[8]; /* tool_now_s() of each request's latest token */
+    pfx_request *req;         /* the batch's requests */
+    size_t printed;           /* bytes of request 0's decoded output already written */
+    bool live;                /* a single request: print as the tokens come */
+    double last[8];           /* tool_now_s() of each request's latest token */
+    const char *const *stops; /* --stop strings */
+    size_t stop_count, hold;
+    bool stopped[8]; /* a request ended at a stop string */
 } stream;
 
 /* The decoded text of a request's output so far (or its ids). */
@@ -55,20 +59,36 @@ static char *render(const serve_ctx *ctx, const pfx_request *q)
     return text;
 }
 
+/* The decoded text of a request, cut before its first stop string. */
+static char *render_cut(const stream *s, const pfx_request *q, bool *stopped)
+{
+    char *text = render(s->ctx, q);
+    size_t len = text ? strlen(text) : 0;
+    *stopped = text && s->ctx->tok && stop_text_cut(text, &len, s->stops, s->stop_count);
+    if (text)
+        text[len] = '\0';
+    return text;
+}
+
 static void on_token(void *user, size_t r, int32_t token)
 {
     (void)token;
     stream *s = user;
     if (r < sizeof(s->last) / sizeof(s->last[0]))
         s->last[r] = tool_now_s();
-    if (!s->live || r != 0)
+    if (!s->stop_count && (!s->live || r != 0))
         return;
-    char *text = render(s->ctx, s->req);
+    bool stopped = false;
+    char *text = render_cut(s, &s->req[r], &stopped);
     if (!text)
         return;
-    size_t n = strlen(text);
-    if (n > s->printed) {
-        fputs(text + s->printed, stdout);
+    if (stopped) {
+        s->req[r].end = true;
+        s->stopped[r] = true;
+    }
+    const size_t n = stopped ? strlen(text) : stop_text_sendable(text, strlen(text), s->hold);
+    if (s->live && r == 0 && n > s->printed) {
+        fwrite(text + s->printed, 1, n - s->printed, stdout);
         fflush(stdout);
         s->printed = n;
     }
@@ -85,9 +105,9 @@ typedef struct text_line {
  * prompt, of any length; a line holding a NUL byte is refused. */
 static bool read_prompt_lines(const char *path, text_line **lines, size_t *n, size_t *cap)
 {
-    FILE *in = fopen(path, "r");
-    if (!in) {
-        fprintf(stderr, "prefixcl generate: --prompts %s: %s\n", path, strerror(errno));
+    FILE *in;
+    if (pfx_input_open(path, &in) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl generate: --prompts: %s\n", pfx_last_error(NULL));
         return false;
     }
     char *buf = NULL;
@@ -150,19 +170,21 @@ static bool add_text_prompt(serve_ctx *ctx, const char *text, prompt *p)
     return true;
 }
 
-/* Whether the request ended at one of the stop tokens. */
-static bool ended_at_stop(const pfx_request *q, const int32_t *stops, size_t nstop)
+/* Whether the request ended at one of the stop tokens or strings. */
+static bool ended_at_stop(const stream *s, size_t i, const int32_t *stops, size_t nstop)
 {
-    for (size_t i = 0; q->out_len && i < nstop; i++)
-        if (q->out[q->out_len - 1] == stops[i])
+    const pfx_request *q = &s->req[i];
+    for (size_t k = 0; q->out_len && k < nstop; k++)
+        if (q->out[q->out_len - 1] == stops[k])
             return true;
-    return false;
+    return s->stopped[i];
 }
 
 int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *device = NULL, *texts[MAX_PROMPTS], *files[MAX_PROMPTS],
-               *idtexts[MAX_PROMPTS], *stop_texts[MAX_STOPS];
+               *idtexts[MAX_PROMPTS], *stop_id_texts[MAX_STOPS];
+    const char *stop_strings[MAX_STOPS];
     uint64_t max_new = 32, top_k = 0, seed = 0, stop_ids[MAX_STOPS];
     float temperature = 0.0f, top_p = 0.0f;
     bool json = false;
@@ -174,7 +196,8 @@ int cmd_generate(int argc, char **argv)
              text_list = { texts, NULL, MAX_PROMPTS, 0, more },
              file_list = { files, NULL, MAX_PROMPTS, 0, more },
              id_list = { idtexts, NULL, MAX_PROMPTS, 0, more },
-             stop_list = { stop_texts, stop_ids, MAX_STOPS, 0, NULL };
+             stop_list = { stop_strings, NULL, MAX_STOPS, 0, NULL },
+             stop_id_list = { stop_id_texts, stop_ids, MAX_STOPS, 0, NULL };
     const cli_option opts[] = {
         { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL, "DIR",
           "a Hugging Face folder (config.json, safetensors, tokenizer)", NULL },
@@ -185,7 +208,11 @@ int cmd_generate(int argc, char **argv)
           NULL },
         { "--prompt", CLI_TEXTS, &text_list, 0, 0, NULL, NULL, "TEXT",
           "a prompt (needs the folder's tokenizer)", NULL },
-        { "--prompts", CLI_TEXTS, &file_list, 0, 0, NULL, NULL, "FILE", "one prompt a line", NULL },
+        { "--prompts", CLI_TEXTS, &file_list, 0, 0, NULL, NULL, "FILE",
+          "one prompt a line (a regular file; empty lines skipped), any number of lines: the file "
+          "is read whole, then its prompts (each with every adapter) run in order, up to 8 "
+          "requests at a time",
+          NULL },
         { "--prompt-ids", CLI_TEXTS, &id_list, 0, 0, NULL, NULL, "IDS",
           "a prompt as token ids (\"5 17 3\"), for folders without tokenizer", NULL },
         { "--max-new-tokens", CLI_U64, &max_new, 1, 1 << 20, NULL, NULL, "N",
@@ -198,8 +225,13 @@ int cmd_generate(int argc, char **argv)
           "sample among the likeliest tokens of mass P", "0: all" },
         { "--seed", CLI_U64, &seed, 0, 1.9e19, NULL, NULL, "S", "request i samples with seed S + i",
           "0" },
-        { "--stop", CLI_U64S, &stop_list, 0, INT32_MAX, NULL, NULL, "ID",
-          "a stop token (repeatable)", "config.json's eos_token_id and the tokenizer's EOS" },
+        { "--stop", CLI_TEXTS, &stop_list, 0, 0, NULL, NULL, "TEXT",
+          "a string that ends the text, cut before it, as the server's \"stop\" and llama.cpp's "
+          "(transformers' stop_strings keeps it) (repeatable; needs the folder's tokenizer)",
+          NULL },
+        { "--stop-id", CLI_U64S, &stop_id_list, 0, INT32_MAX, NULL, NULL, "ID",
+          "a stop token id, kept in the output (repeatable)",
+          "config.json's eos_token_id and the tokenizer's EOS" },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
           "the weights on the device", "f32" },
         { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
@@ -216,7 +248,7 @@ int cmd_generate(int argc, char **argv)
     ctx.adapters = adapter_list.count;
     ctx.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
     const size_t ntexts = text_list.count, nfiles = file_list.count, nids = id_list.count;
-    size_t nstop = stop_list.count;
+    size_t nstop = stop_id_list.count;
     int32_t stops[MAX_STOPS];
     for (size_t i = 0; i < nstop; i++)
         stops[i] = (int32_t)stop_ids[i];
@@ -287,6 +319,11 @@ int cmd_generate(int argc, char **argv)
     }
     if (!ok)
         goto out;
+    if (stop_list.count && !ctx.tok) {
+        fprintf(stderr, "prefixcl generate: --stop needs the folder's tokenizer to read the text; "
+                        "--stop-id takes token ids\n");
+        goto out;
+    }
     if (!nstop)
         nstop = serve_default_stops(&ctx, stops, MAX_STOPS);
     size_t P = pfx_adapter_bank_prefix_len(ctx.bank), max_len = longest + max_new;
@@ -327,9 +364,15 @@ int cmd_generate(int argc, char **argv)
         for (size_t i = 0; i < n; i++) {
             size_t r = r0 + i, p = r / adapters, a = r % adapters;
             req[i] = (pfx_request){ ps[p].ids, ps[p].len,          ctx.adapters ? (int32_t)a : -1,
-                                    seed + r,  outs + i * max_new, 0 };
+                                    seed + r,  outs + i * max_new, 0,
+                                    false };
         }
-        stream st = { &ctx, &req[0], 0, total == 1 && !json, { 0 } };
+        stream st = { .ctx = &ctx,
+                      .req = req,
+                      .live = total == 1 && !json,
+                      .stops = stop_strings,
+                      .stop_count = stop_list.count,
+                      .hold = stop_text_hold(stop_strings, stop_list.count) };
         const double t0 = tool_now_s();
         pfx_generate_stats gs;
         if (pfx_generate(ctx.work, cache, ctx.bank, req, n, &s, on_token, &st, &gs) !=
@@ -339,7 +382,8 @@ int cmd_generate(int argc, char **argv)
         }
         for (size_t i = 0; i < n && !status; i++) {
             size_t r = r0 + i;
-            char *text = render(&ctx, &req[i]);
+            bool cut = false;
+            char *text = render_cut(&st, &req[i], &cut);
             if (total == 1 && !json) {
                 printf("%s\n", text && strlen(text) > st.printed ? text + st.printed : "");
                 free(text);
@@ -355,7 +399,7 @@ int cmd_generate(int argc, char **argv)
                                    req[i].out,
                                    req[i].out_len,
                                    ctx.tok ? text : NULL,
-                                   ended_at_stop(&req[i], stops, nstop),
+                                   ended_at_stop(&st, i, stops, nstop),
                                    t > 0 ? (double)req[i].out_len / t : 0.0 };
             if (json && !gen_print_json(stdout, &g)) {
                 fprintf(stderr, "prefixcl generate: out of host memory\n");
@@ -369,6 +413,7 @@ int cmd_generate(int argc, char **argv)
         all.prefill_seconds += gs.prefill_seconds;
         all.decode_tokens += gs.decode_tokens;
         all.decode_seconds += gs.decode_seconds;
+        all.build_seconds += gs.build_seconds;
         free(outs);
     }
     if (!status && r0 < total) {
@@ -376,6 +421,9 @@ int cmd_generate(int argc, char **argv)
                 (int)cli_stop, r0, total);
         status = cli_stop_status();
     }
+    if (!status && all.build_seconds >= 0.05) /* a phase of its own, not in the rates */
+        fprintf(stderr, "kernels: %.1f s building them on first use (cached for the next runs)\n",
+                all.build_seconds);
     if (!status)
         fprintf(stderr,
                 "prefill: %zu tokens, %.1f tokens/s; decode: %zu tokens, %.1f tokens/s (%s)\n",

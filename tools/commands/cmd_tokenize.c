@@ -1,6 +1,7 @@
 /* prefixcl tokenize: how a text tokenizes with a model folder's tokenizer
  * (the ids and their pieces, as transformers' convert_ids_to_tokens gives
- * them), its ids for --prompt-ids, or the token count of a file. No device. */
+ * them), its ids for --prompt-ids, the token count of a file, or a corpus
+ * written as token shards for pretrain (data.h). No device. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include "commands.h"
 #include "common/cli.h"
+#include "prefixcl/data.h"
 #include "prefixcl/prefixcl.h"
 #include "prefixcl/tokenizer.h"
 
@@ -15,18 +17,22 @@
 #define MAX_FILE_BYTES ((size_t)1 << 30)
 
 static const cli_doc doc = {
-    "prefixcl tokenize --model DIR (--text TEXT | --file FILE) [--ids | --count] [--no-special]",
+    "prefixcl tokenize --model DIR (--text TEXT | --file FILE) [--ids | --count] [--no-special]\n"
+    "prefixcl tokenize --model DIR --file FILE --out PREFIX [--shard-tokens N]",
     "By default one line per token: its id, a tab, its piece (\\n, \\t, \\r, \\\\ and other\n"
-    "control bytes escaped).\n",
+    "control bytes escaped). With --out, FILE (text, one document a line, or JSONL) is\n"
+    "tokenized as pretrain reads it and written as PREFIX_000000.bin, ... in llm.c's layout\n"
+    "(uint16 tokens, uint32 past a vocabulary of 65,536); pretrain --data 'PREFIX_*.bin'\n"
+    "reads them.\n",
     NULL
 };
 
 /* The whole file, malloc'ed (NUL after the last byte). */
 static char *read_all(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "prefixcl tokenize: cannot read --file %s: %s\n", path, strerror(errno));
+    FILE *f;
+    if (pfx_input_open(path, &f) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl tokenize: --file: %s\n", pfx_last_error(NULL));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
@@ -80,9 +86,31 @@ static void print_piece(const char *s, size_t len)
     }
 }
 
+/* --out: the file as token shards. */
+static int write_shards(const pfx_tokenizer *tok, const char *file, const char *prefix,
+                        size_t shard_tokens)
+{
+    pfx_shard_write_info info;
+    if (pfx_shards_write(file, tok, prefix, shard_tokens, &info) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl tokenize: %s\n", pfx_last_error(NULL));
+        return 1;
+    }
+    printf("wrote %zu shard%s %s_000000.bin%s: %zu tokens of %zu bytes, %zu documents\n",
+           info.shards, info.shards == 1 ? "" : "s", prefix, info.shards > 1 ? " .." : "",
+           info.tokens, info.token_bytes, info.documents);
+    if (info.stale)
+        fprintf(stderr,
+                "prefixcl tokenize: warning: %zu shard%s numbered from %s_%06zu.bin on come from "
+                "an earlier run: remove them, or the pattern '%s_*.bin' reads them too\n",
+                info.stale, info.stale == 1 ? "" : "s", prefix, info.shards, prefix);
+    return 0;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL, *file = NULL;
+    const char *prefix = NULL;
+    size_t shard_tokens = PFX_SHARD_DEFAULT_TOKENS;
     bool ids_only = false, count_only = false, no_special = false;
     const cli_option opts[] = {
         { "--model", CLI_TEXT, &model, 0, 0, NULL, NULL, "DIR",
@@ -95,6 +123,10 @@ int cmd_tokenize(int argc, char **argv)
           NULL },
         { "--no-special", CLI_FLAG, &no_special, 0, 0, NULL, NULL, NULL,
           "without the tokens the tokenizer adds around a text (BOS ...)", NULL },
+        { "--out", CLI_TEXT, &prefix, 0, 0, NULL, NULL, "PREFIX",
+          "write --file as token shards PREFIX_000000.bin, ... (llm.c's layout)", NULL },
+        { "--shard-tokens", CLI_SIZE, &shard_tokens, 1, PFX_SHARD_MAX_TOKENS, NULL, NULL, "N",
+          "tokens a shard with --out", "100000000" },
     };
     const int parsed =
         cli_parse("tokenize", argc, argv, opts, sizeof(opts) / sizeof(opts[0]), NULL, &doc);
@@ -106,10 +138,20 @@ int cmd_tokenize(int argc, char **argv)
                 ids_only && count_only ? "; --ids and --count exclude each other" : "");
         return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
+    if (prefix && (!file || ids_only || count_only || no_special)) {
+        fprintf(stderr, "prefixcl tokenize: --out takes --file, and none of --ids, --count, "
+                        "--no-special\n\n");
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
+    }
     pfx_tokenizer *tok = NULL;
     if (pfx_tokenizer_load(model, &tok) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl tokenize: --model %s: %s\n", model, pfx_last_error(NULL));
         return 1;
+    }
+    if (prefix) {
+        const int rc = write_shards(tok, file, prefix, shard_tokens);
+        pfx_tokenizer_free(&tok);
+        return rc;
     }
     size_t len = text ? strlen(text) : 0;
     char *bytes = file ? read_all(file, &len) : NULL;

@@ -17,14 +17,11 @@
 
 #include "chart.h"
 #include "common/cli.h"
+#include "common/data_dir.h"
 #include "commands.h"
 #include "common/tool_util.h"
 #include "train/tune_demo.h"
 #include "plot/tune_plot.h"
-
-#ifndef PFX_DEMO_DIR
-#define PFX_DEMO_DIR "data/demo"
-#endif
 
 /* The demonstration: small enough for about two minutes on PoCL with two
  * cores (GPT-2 small forward and backward per step, kernels cached). */
@@ -42,7 +39,11 @@ typedef struct progress {
     size_t every;
     const pfx_tune_config *cfg;
     bool demo;
-    bool started; /* the run's first line printed */
+    bool started;             /* the run's first line printed */
+    bool built;               /* the kernel building said */
+    double peak_gflops;       /* the FMA peak of one device (0: no MFU) */
+    double flops;             /* of a token (frozen weights: 4 N + 12 L T d), from the first step */
+    double tokens_per_s, mfu; /* the last step's */
 } progress;
 
 /* Before the first step's line: what runs, with the length the job fitted
@@ -72,20 +73,40 @@ static void on_step(const pfx_tune_step *s, void *user)
         start(p, s);
     if (p->quiet)
         return;
+    if (p->tty && s->build_s >= 0.05 && !p->built)
+        fputs("\r\033[K", stdout); /* the bar's line, cleared for the phase's */
+    tool_say_builds(stdout, s->build_s, &p->built);
+    if (p->flops == 0.0) {
+        pfx_model_shape shape;
+        if (pfx_model_get_shape(pfx_context_model(s->ctx), &shape) == PFX_SUCCESS)
+            p->flops = pfx_model_train_flops(&shape, s->max_length + p->cfg->prefix_len, false);
+    }
+    p->tokens_per_s = s->tokens_per_s;
+    p->mfu = tool_mfu(s->tokens_per_s, p->flops, p->peak_gflops, pfx_dist_size());
     if (p->tty) {
         char bar[CLI_BAR_MAX + 1];
         cli_bar(bar, (double)s->step / (double)s->steps, 24);
         fprintf(stdout,
-                "\r[%s] step %zu/%zu  epoch %llu  loss %.4f  |g| %.3e  %.0f tok/s  %.0f s left%s ",
-                bar, s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm,
-                s->tokens_per_s, s->eta_s, s->skipped ? "  (skipped)" : "");
-        if (s->step == s->steps)
+                "\r[%s] step %zu/%zu  epoch %llu  loss %.4f  lr %.2e  |g| %.3e  %.0f tok/s  MFU "
+                "%.1f%%  %.0f s left%s ",
+                bar, s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->lr,
+                (double)s->grad_norm, s->tokens_per_s, p->mfu, s->eta_s,
+                s->skipped ? "  (skipped)" : "");
+        if (isfinite(s->eval_loss))
+            fprintf(stdout, "\n  eval %.4f (perplexity %.1f)", s->eval_loss, exp(s->eval_loss));
+        if (s->step == s->steps || isfinite(s->eval_loss))
             fputc('\n', stdout);
-    } else if (s->step == 1 || s->step % p->every == 0 || s->step == s->steps) {
+    } else if (s->step == 1 || s->step % p->every == 0 || s->step == s->steps ||
+               isfinite(s->eval_loss)) {
+        char eval[64] = "";
+        if (isfinite(s->eval_loss))
+            snprintf(eval, sizeof(eval), " eval_loss %.6f", s->eval_loss);
         fprintf(stdout,
-                "step %zu/%zu epoch %llu loss %.6f grad_norm %.4e tokens/s %.0f eta_s %.0f%s\n",
-                s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->grad_norm,
-                s->tokens_per_s, s->eta_s, s->skipped ? " skipped" : "");
+                "step %zu/%zu epoch %llu loss %.6f lr %.4e grad_norm %.4e tokens/s %.0f mfu %.2f%% "
+                "eta_s %.0f%s%s\n",
+                s->step, s->steps, (unsigned long long)s->epoch, s->loss, (double)s->lr,
+                (double)s->grad_norm, s->tokens_per_s, p->mfu, s->eta_s, eval,
+                s->skipped ? " skipped" : "");
     }
     fflush(stdout);
 }
@@ -112,7 +133,7 @@ static bool check_outputs(const pfx_tune_config *c, bool demo)
 
 /* What the run printed last, from the result on rank 0. */
 static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runtime *rt, bool demo,
-                   bool pictures)
+                   bool pictures, const progress *p)
 {
     const pfx_model_shape *s = &r->shape;
     printf("device: %s (%s)\n", pfx_runtime_device(rt)->device_name,
@@ -126,13 +147,21 @@ static void report(const pfx_tune_config *c, const pfx_tune_result *r, pfx_runti
         r->counts.baked_per_position);
     printf("data: %zu training examples, evaluation %zu examples (%zu tokens)\n", r->train_examples,
            r->eval_examples, r->eval_tokens);
+    tool_print_example_rule(stdout, &r->rule);
     if (r->stopped) {
         printf(
             "stopped after step %zu of %zu: %s/%s holds it; run again with --resume to continue\n",
             r->steps_done, r->steps, c->out_dir, PFX_TUNE_CHECKPOINT);
         return;
     }
-    printf("time: %.1f s for steps %zu..%zu\n", r->seconds, r->first_step + 1, r->steps_done);
+    printf("time: %.1f s for steps %zu..%zu", r->seconds, r->first_step + 1, r->steps_done);
+    if (p->tokens_per_s > 0)
+        printf(": %.0f tokens/s", p->tokens_per_s);
+    if (p->peak_gflops > 0 && p->flops > 0)
+        printf(", MFU %.2f%% of %d x %.1f GFLOP/s (4 N + 12 L T d = %.4g FLOPs a token: the "
+               "weights frozen)",
+               p->mfu, pfx_dist_size(), p->peak_gflops, p->flops);
+    printf("\n");
     printf("evaluation loss: before %.6f (perplexity %.2f), after %.6f (perplexity %.2f)\n",
            r->eval_before, exp(r->eval_before), r->eval_after, exp(r->eval_after));
     printf("attention mass on the prefix per layer (mean of the heads), before -> after:\n");
@@ -170,12 +199,16 @@ int cmd_tune(int argc, char **argv)
     pfx_tune_config c;
     pfx_tune_default_config(&c);
     c.out_dir = "tune-out";
-    const char *demo_dir = PFX_DEMO_DIR, *device = NULL;
-    bool quiet = false, resume = false;
+    char demo_dir[4000]; /* room for "/train.txt" in demo_train */
+    tool_data_dir("demo", demo_dir, sizeof(demo_dir));
+    const char *device = NULL;
+    bool quiet = false, resume = false, no_eos = false, recompute = false;
+    size_t num_virtual = 0;
+    float peak = 0.0f;
     size_t gain_ramp = c.gain_ramp_steps, warmup = c.warmup_steps;
     int gain = 0, storage = 0;
     /* the options whose default the demonstration changes, at their places in the table */
-    enum { O_STEPS = 8, O_BATCH = 9, O_LENGTH = 10 };
+    enum { O_PREFIX = 5, O_VIRTUAL = 6, O_STEPS = 9, O_BATCH = 10, O_LENGTH = 11 };
     const cli_option opts[] = {
         { "--model", CLI_TEXT, &c.model_dir, 0, 0, NULL, NULL, "DIR",
           "Hugging Face folder (config.json, safetensors, tokenizer); none: the demonstration "
@@ -191,40 +224,60 @@ int cmd_tune(int argc, char **argv)
         { "--out", CLI_TEXT, &c.out_dir, 0, 0, NULL, NULL, "DIR", "output folder", "./tune-out" },
         { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
           "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
-        { "--prefix-len", CLI_SIZE, &c.prefix_len, 1, 4096, NULL, NULL, "N", "prefix positions",
-          "20" },
+        [O_PREFIX] = { "--prefix-len", CLI_SIZE, &c.prefix_len, 1, 4096, NULL, NULL, "N",
+                       "prefix positions", "20" },
+        [O_VIRTUAL] = { "--num-virtual-tokens", CLI_SIZE, &num_virtual, 1, 4096, NULL, NULL, "N",
+                        "PEFT's name for --prefix-len", NULL },
         { "--hidden", CLI_SIZE, &c.hidden, 0, 65536, NULL, NULL, "N",
           "prefix encoder hidden size; 0: direct prefixes", "512" },
         { "--epochs", CLI_SIZE, &c.epochs, 1, 100000, NULL, NULL, "N",
           "passes over the data, unless --steps", "1" },
         [O_STEPS] = { "--steps", CLI_SIZE, &c.steps, 1, 10000000, NULL, NULL, "N",
                       "optimizer steps", NULL },
-        [O_BATCH] = { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL, NULL, "N", "examples per step",
+        [O_BATCH] = { "--batch", CLI_SIZE, &c.batch, 1, 4096, NULL, NULL, "N", "examples a batch",
                       "8" },
         [O_LENGTH] = { "--max-length", CLI_SIZE, &c.max_length, 2, 1 << 20, NULL, NULL, "N",
-                       "tokens kept per example, at most the model's positions less --prefix-len",
+                       "tokens kept per example, at most the model's positions less --prefix-len "
+                       "(as eval)",
                        CLI_STR(PFX_TUNE_DEFAULT_MAX_LENGTH) },
+        { "--no-eos", CLI_FLAG, &no_eos, 0, 0, NULL, NULL, NULL,
+          "no EOS after each example (eval takes it too; PEFT's examples and TRL append one)",
+          NULL },
+        { "--accumulate", CLI_SIZE, &c.accumulate, 1, 65536, NULL, NULL, "N",
+          "batches a step, their gradients averaged (as pretrain)", "1" },
         { "--lr", CLI_FLOAT, &c.lr, 0, 10, NULL, NULL, "X", "prefix learning rate", "0.01" },
         { "--gain", CLI_CHOICE, &gain, 0, 0, cli_gain_modes, NULL, "MODE", "per-head gains",
           "off" },
         { "--gain-lr", CLI_FLOAT, &c.gain_lr, 0, 10, NULL, NULL, "X", "gain learning rate",
           "half of --lr" },
         { "--gain-ramp", CLI_SIZE, &gain_ramp, 0, 10000000, NULL, NULL, "N",
-          "steps over which the gains ramp in", "20" },
+          "steps over which the gains ramp in from 0 (fewer than pretrain's 100: a tuning run "
+          "is hundreds of steps, and the prefixes it trains beside them start from scratch)",
+          "20" },
         { "--weight-decay", CLI_FLOAT, &c.weight_decay, 0, 1e6, NULL, NULL, "X",
           "on the prefix parameters", "0" },
         { "--clip", CLI_FLOAT, &c.max_grad_norm, 0, 1e6, NULL, NULL, "X",
           "gradient-norm clipping, 0: off", "1" },
         { "--warmup", CLI_SIZE, &warmup, 0, 10000000, NULL, NULL, "N",
-          "learning-rate warm-up steps, then cosine decay", "10" },
+          "learning-rate warm-up steps (at most the steps, as pretrain), then cosine decay to a "
+          "tenth (fewer than pretrain's 100: a tuning run is short, and its prefixes alone "
+          "train)",
+          "10" },
         { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
           "seed of the prefixes, the data order", "1" },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T", "frozen weights",
           "f32" },
         { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 10000000, NULL, NULL, "N",
           "also write the checkpoint every N steps", NULL },
+        { "--eval-every", CLI_SIZE, &c.eval_every, 1, 10000000, NULL, NULL, "N",
+          "also evaluate every N steps (loss.csv's eval_loss)", "before and after" },
+        { "--recompute", CLI_FLAG, &recompute, 0, 0, NULL, NULL, NULL,
+          "recompute each block in the backward (less memory, the same values)", NULL },
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
           "continue from OUT/" PFX_TUNE_CHECKPOINT " (same options)", NULL },
+        { "--peak-gflops", CLI_FLOAT, &peak, 0, 1e9, NULL, NULL, "X",
+          "the device's float32 FMA peak for the MFU (prefixcl bench's peak.fma)",
+          "measured at the start, about 0.25 s" },
         { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, NULL, "no progress output", NULL },
     };
     bool given[sizeof(opts) / sizeof(opts[0])];
@@ -233,6 +286,17 @@ int cmd_tune(int argc, char **argv)
     if (parsed)
         return parsed == 1 ? 0 : 2;
     const bool steps_set = given[O_STEPS], batch_set = given[O_BATCH], length_set = given[O_LENGTH];
+    if (given[O_VIRTUAL] && given[O_PREFIX] && num_virtual != c.prefix_len) {
+        fprintf(stderr,
+                "prefixcl tune: --num-virtual-tokens %zu and --prefix-len %zu name one "
+                "length: give one of them\n",
+                num_virtual, c.prefix_len);
+        return 2;
+    }
+    if (given[O_VIRTUAL])
+        c.prefix_len = num_virtual;
+    c.no_eos = no_eos;
+    c.recompute = recompute;
     c.gain_mode = (pfx_gain_mode)gain;
     c.storage = (pfx_dtype)storage; /* tool_storages is in pfx_dtype order */
     c.resume = resume;
@@ -286,15 +350,17 @@ int cmd_tune(int argc, char **argv)
     }
     if (demo)
         c.model_dir = demo_model;
+    if (!prog.quiet)
+        prog.peak_gflops = tool_fma_peak("tune", rt, (double)peak);
     pfx_dist_hooks(&c.dist);
     char agreed[8192];
     snprintf(agreed, sizeof(agreed),
-             "%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%zu|%a|%a|%d|%u|%a|%a|%u|%llu|%d|%zu|%d", c.model_dir,
-             c.data_path, c.eval_path ? c.eval_path : "", c.out_dir, c.prefix_len, c.hidden,
-             c.epochs, c.steps, c.batch, c.max_length, (double)c.lr, (double)c.gain_lr, gain,
-             (unsigned)c.gain_ramp_steps, (double)c.weight_decay, (double)c.max_grad_norm,
+             "%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%zu|%a|%a|%d|%u|%a|%a|%u|%llu|%d|%zu|%d|%d|%zu|%zu",
+             c.model_dir, c.data_path, c.eval_path ? c.eval_path : "", c.out_dir, c.prefix_len,
+             c.hidden, c.epochs, c.steps, c.batch, c.max_length, (double)c.lr, (double)c.gain_lr,
+             gain, (unsigned)c.gain_ramp_steps, (double)c.weight_decay, (double)c.max_grad_norm,
              (unsigned)c.warmup_steps, (unsigned long long)c.seed, storage, c.checkpoint_every,
-             (int)resume);
+             (int)resume, (int)no_eos, c.accumulate, c.eval_every);
     if (tool_dist_failed("tune", pfx_dist_agree("tuning options", agreed))) {
         pfx_runtime_destroy(&rt);
         return 1;
@@ -308,8 +374,20 @@ int cmd_tune(int argc, char **argv)
     bool pictures = false;
     /* a bad option, also one found against the model: 2, as the parser's */
     int rc = st == PFX_ERROR_INVALID_ARGUMENT ? 2 : st != PFX_SUCCESS;
+    static const cli_field_option flags[] = {
+        { "max_length", "--max-length" },
+        { "prefix_len", "--prefix-len" },
+        { "batch", "--batch" },
+        { "steps", "--steps" },
+        { "epochs", "--epochs" },
+        { "eval_path", "--eval" },
+        { "data_path", "--data" },
+        { "gain_lr", "--gain-lr" },
+        { "lr", "--lr" },
+        { "hidden", "--hidden" },
+    };
     if (st != PFX_SUCCESS)
-        fprintf(stderr, "prefixcl tune: %s (%s)\n", pfx_status_string(st), pfx_last_error(rt));
+        cli_job_error("tune", st, pfx_last_error(rt), flags, sizeof(flags) / sizeof(flags[0]));
     else if (lead)
         rc = tune_plot_all(c.out_dir, &r, &pictures);
     if (rc || !lead) {
@@ -321,7 +399,7 @@ int cmd_tune(int argc, char **argv)
     }
     if (prog.tty && !quiet && r.stopped)
         fputc('\n', stdout);
-    report(&c, &r, rt, demo, pictures);
+    report(&c, &r, rt, demo, pictures, &prog);
     const bool stopped = r.stopped;
     pfx_tune_result_free(&r);
     pfx_runtime_destroy(&rt);

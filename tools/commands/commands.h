@@ -16,5 +16,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_experiment(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -24,6 +24,9 @@ static const struct {
     { "experiment", cmd_experiment,
       "the attention-gain experiment: 5 arms, perplexity, tokens/s, settled heads, a probe [gain "
       "--corpus DIR --out DIR]" },
+    { "export", cmd_export,
+      "a model with its trained gains folded into the query projections, a plain HF folder "
+      "[--fold-gains --model DIR --gains FILE --out DIR]" },
     { "train", cmd_train,
       "regression run: prefix-tune a frozen attention stack against a hidden teacher [--steps N]" },
     { "generate", cmd_generate,

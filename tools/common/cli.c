@@ -34,6 +34,18 @@ bool cli_float(const char *text, double lo, double hi, float *out)
 
 const char *const cli_gain_modes[] = { "off", "linear", "tanh", NULL };
 
+bool cli_gain_init(const char *text, float *range, char *why, size_t cap)
+{
+    if (text && !strcmp(text, "zero")) {
+        *range = 0.0f;
+        return true;
+    }
+    if (text && !strncmp(text, "uniform:", 8) && cli_float(text + 8, 0, 10, range) && *range > 0.0f)
+        return true;
+    snprintf(why, cap, "'%s' is neither zero nor uniform:A with A in (0, 10]", text ? text : "");
+    return false;
+}
+
 static int option_error(const char *cmd, const cli_doc *doc, const cli_option *opts, size_t n,
                         const char *msg)
 {
@@ -560,4 +572,30 @@ int cli_finish_stdout(int status)
         return status ? status : 1;
     }
     return status;
+}
+
+void cli_job_error(const char *cmd, pfx_status st, const char *msg, const cli_field_option *map,
+                   size_t n)
+{
+    fprintf(stderr, "prefixcl %s: %s (", cmd, pfx_status_string(st));
+    for (const char *p = msg; *p;) {
+        size_t used = 0;
+        const char *option = NULL;
+        for (size_t i = 0; !option && i < n && !strncmp(p, "config.", 7); i++) {
+            const size_t len = strlen(map[i].field);
+            const char after = p[7 + len];
+            if (!strncmp(p + 7, map[i].field, len) && after != '_' && after != '.' &&
+                !(after >= 'a' && after <= 'z')) {
+                option = map[i].option;
+                used = 7 + len;
+            }
+        }
+        if (option) {
+            fputs(option, stderr);
+            p += used;
+        } else {
+            fputc(*p++, stderr);
+        }
+    }
+    fputs(")\n", stderr);
 }

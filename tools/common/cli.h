@@ -26,6 +26,11 @@ bool cli_float(const char *text, double lo, double hi, float *out);
  * A malloc'ed array in *ids. */
 bool cli_ids(const char *text, size_t vocab, int32_t **ids, size_t *count);
 
+/* The gains' start (pfx_pretrain_config.gain_init): "zero" (0) or
+ * "uniform:A" with A a number in (0, 10] (uniform in [-A, A]). False with
+ * why (cap bytes). */
+bool cli_gain_init(const char *text, float *range, char *why, size_t cap);
+
 /* Attention heads "L.H" (layer, head; each by cli_uint, from 0) separated by
  * one comma (spaces around it allowed), in the order given: a malloc'ed list
  * of *count. The model, which knows its layers and heads, checks them (the
@@ -139,6 +144,16 @@ void cli_stop_release(void);
 /* The exit status of a run stopped so: 128 + the signal (130 for SIGINT, 143
  * for SIGTERM; 130 when the stop came from elsewhere, e.g. another rank). */
 int cli_stop_status(void);
+
+/* A job's error message (pfx_last_error) in the command's words: each
+ * "config.FIELD" that an option sets, map[i][0] = "FIELD" and map[i][1] its
+ * option ("--max-length"), replaced by the option, so that the message
+ * names what the user typed. Prints "prefixcl CMD: STATUS (MESSAGE)". */
+typedef struct cli_field_option {
+    const char *field, *option;
+} cli_field_option;
+void cli_job_error(const char *cmd, pfx_status st, const char *msg, const cli_field_option *map,
+                   size_t n);
 
 /* Flushes and closes stdout; a failed write or close (a full disk, a closed
  * pipe, /dev/full) is reported on stderr and turns a 0 exit status into 1.

@@ -65,6 +65,69 @@ pfx_runtime *tool_runtime(const char *command, const char *selector)
     return rt;
 }
 
+/* The cached peaks: one line a device, "GFLOPS<TAB>platform|device|driver". */
+#define PEAK_FILE "fma_peak.txt"
+
+static void peak_key(const pfx_runtime *rt, char *key, size_t cap)
+{
+    const pfx_device_info *d = pfx_runtime_device(rt);
+    snprintf(key, cap, "%s|%s|%s", d->platform_name, d->device_name, d->driver_version);
+}
+
+/* The peak cached for the device, or 0: lines that do not parse are skipped
+ * (the file is the cache's, but read as any outside file). */
+static double cached_peak(const char *path, const char *key)
+{
+    FILE *f = NULL;
+    if (pfx_input_open(path, &f) != PFX_SUCCESS)
+        return 0.0;
+    char line[512];
+    double found = 0.0;
+    while (fgets(line, sizeof(line), f)) {
+        char *tab = strchr(line, '\t'), *end = NULL;
+        if (!tab)
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        const double g = strtod(line, &end);
+        if (end == tab && g > 0.0 && g < 1e9 && !strcmp(tab + 1, key))
+            found = g;
+    }
+    fclose(f);
+    return found;
+}
+
+double tool_fma_peak(const char *command, pfx_runtime *rt, double given)
+{
+    if (given > 0.0)
+        return given;
+    const char *dir = pfx_runtime_cache_dir(rt);
+    char path[4200] = "", key[400];
+    peak_key(rt, key, sizeof(key));
+    if (dir && *dir)
+        snprintf(path, sizeof(path), "%s/%s", dir, PEAK_FILE);
+    double g = path[0] ? cached_peak(path, key) : 0.0;
+    if (g > 0.0)
+        return g;
+    if (pfx_peak_fma_gflops(rt, 0.25, &g) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl %s: no MFU: the FMA peak could not be measured (%s)\n", command,
+                pfx_last_error(rt));
+        return 0.0;
+    }
+    FILE *f = path[0] ? fopen(path, "a") : NULL; /* a line appended: the last one counts */
+    if (f) {
+        fprintf(f, "%.6g\t%s\n", g, key);
+        fclose(f);
+    }
+    return g;
+}
+
+double tool_mfu(double tokens_per_s, double flops_per_token, double peak_gflops, size_t devices)
+{
+    if (!(peak_gflops > 0.0) || devices == 0)
+        return 0.0;
+    return 100.0 * tokens_per_s * flops_per_token / (peak_gflops * 1e9 * (double)devices);
+}
+
 double tool_now_s(void)
 {
     struct timespec ts;
@@ -183,8 +246,18 @@ void tool_openblas_settings(char **argv)
         again = 1;
     if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0)
         again = 1;
-    if (again)
-        execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
+    if (!again)
+        return;
+    /* The kernel names a process after the file it executes: the binary's
+     * own path keeps "prefixcl" for ps, pgrep and the journal, where
+     * /proc/self/exe would name it "exe". */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0 && (size_t)n < sizeof(self) - 1) {
+        self[n] = '\0';
+        execv(self, argv); /* returns only on failure: the file moved or deleted */
+    }
+    execv("/proc/self/exe", argv); /* returns only on failure: go on as is */
 }
 
 int tool_dist_failed(const char *command, pfx_status st)
@@ -193,4 +266,38 @@ int tool_dist_failed(const char *command, pfx_status st)
         return 0;
     fprintf(stderr, "prefixcl %s: %s\n", command, pfx_last_error(NULL));
     return 1;
+}
+
+bool tool_remove_stale(const char *command, const char *dir, const char *name)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (unlink(path) == 0 || errno == ENOENT)
+        return true;
+    fprintf(stderr, "prefixcl %s: cannot remove the stale %s: %s\n", command, path,
+            strerror(errno));
+    return false;
+}
+
+void tool_print_example_rule(FILE *out, const pfx_example_rule *r)
+{
+    fprintf(out, "examples: %zu special token%s a text (the tokenizer's post-processor), ",
+            r->special, r->special == 1 ? "" : "s");
+    if (r->eos_id >= 0)
+        fprintf(out, "EOS (id %d) appended", (int)r->eos_id);
+    else
+        fputs("no EOS", out);
+    fprintf(out, ", at most %zu tokens (--no-eos, --max-length)\n", r->max_length);
+}
+
+bool tool_say_builds(FILE *out, double seconds, bool *said)
+{
+    if (*said || seconds < 0.05)
+        return false;
+    *said = true;
+    fprintf(out,
+            "kernels: %.1f s building them on first use (cached for the next runs; not in the "
+            "rates and the time left)\n",
+            seconds);
+    return true;
 }

@@ -54,6 +54,19 @@ pfx_status tool_random_tensor(pfx_runtime *rt, unsigned ndim, const size_t *shap
  * stderr. */
 pfx_runtime *tool_runtime(const char *command, const char *selector);
 
+/* The device's float32 FMA peak in GFLOP/s, the denominator of the model
+ * FLOPs utilization: `given` when positive, else the one cached for the
+ * device in the kernel cache's fma_peak.txt, else measured as prefixcl bench
+ * measures it (pfx_peak_fma_gflops, about a quarter second on a quiet
+ * machine) and cached there: measured once a device, not at every run; 0
+ * after a note on stderr when it cannot be measured. */
+double tool_fma_peak(const char *command, pfx_runtime *rt, double given);
+
+/* The model FLOPs utilization in percent: tokens/s times the FLOPs of a
+ * token (pfx_model_train_flops) over the peak of `devices` devices; 0
+ * without a peak. */
+double tool_mfu(double tokens_per_s, double flops_per_token, double peak_gflops, size_t devices);
+
 /* 1 after printing "prefixcl COMMAND: " and pfx_last_error(NULL) when a
  * dist.h call failed (st), else 0. */
 int tool_dist_failed(const char *command, pfx_status st);
@@ -69,6 +82,21 @@ pfx_status tool_gpt2_small_random(pfx_runtime *rt, const pfx_model_params *param
  * then one line per row named "<row_tag>i". 0, or -1 with errno set. */
 int tool_write_map_csv(const char *path, const float *map, size_t rows, size_t P, size_t M,
                        char key_tag, char row_tag);
+
+/* Removes dir/name when it is there: an earlier run's output that this run
+ * does not write, which would pass for this run's. True, or false after
+ * "prefixcl COMMAND: cannot remove the stale PATH: why" on stderr. */
+bool tool_remove_stale(const char *command, const char *dir, const char *name);
+
+/* How tune and eval built their examples (data.h), one line: "examples:
+ * N special tokens a text (the tokenizer's post-processor), EOS (id E)
+ * appended, at most M tokens", with the options that change it. */
+void tool_print_example_rule(FILE *out, const pfx_example_rule *rule);
+
+/* Kernel building as a phase of its own: once (*said), when a job's step
+ * reports `seconds` of it (>= 0.05 s), one line on `out` saying that the
+ * rates and the estimate leave it out. Returns whether it printed. */
+bool tool_say_builds(FILE *out, double seconds, bool *said);
 
 /* Seconds of CLOCK_MONOTONIC. */
 double tool_now_s(void);

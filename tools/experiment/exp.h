@@ -17,8 +17,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "prefixcl/prefixcl.h"
+#include "verdict.h"
 
 typedef enum exp_arm_kind {
     ARM_BASELINE = 0, /* gain off */
@@ -26,6 +28,8 @@ typedef enum exp_arm_kind {
     ARM_TANH,         /* 1 + tanh g */
     ARM_DIM,          /* the structured gain, q * (1 + G) per head and dimension */
     ARM_SELECTED,     /* 1 + g on the heads the linear arm moved most early */
+    ARM_UNIFORM,      /* 1 + g, the gains starting uniform in [-A, A] (--uniform-init) */
+    ARM_DECAY,        /* 1 + g, the gains' learning rate decaying faster (--gain-lr-decay) */
     ARM_COUNT
 } exp_arm_kind;
 
@@ -41,8 +45,10 @@ typedef struct exp_options {
     size_t layers, hidden, heads, block, batch, steps;
     size_t seeds; /* repeats with seeds seed .. seed + seeds - 1 */
     uint64_t seed;
-    float lr;      /* the weights'; the gains' is half of it */
-    size_t warmup; /* learning-rate warm-up and gain ramp, steps */
+    float lr;            /* the weights'; the gains' is half of it */
+    float uniform_init;  /* the uniform arm's A */
+    float gain_lr_decay; /* the decay arm's fraction of the decay steps */
+    size_t warmup;       /* learning-rate warm-up and gain ramp, steps */
     size_t top_k;
     size_t measure_every; /* per-head measures every K steps */
     size_t eval_every, eval_blocks;
@@ -81,6 +87,7 @@ typedef struct exp_run {
     int8_t *sign;                /* [LH] at EXP_THR_MAIN */
     double ppl;                  /* exp(final evaluation loss) */
     exp_speed_figs speed[EXP_CLOCKS];
+    exp_speed_figs folded[EXP_CLOCKS]; /* the model with its gains folded into its queries */
     double probe_acc, probe_majority;
     float *gain_off_entropy; /* [LH]: the final model with its gains set to 0 (NULL: baseline) */
     double seconds;          /* training */
@@ -88,6 +95,7 @@ typedef struct exp_run {
 
 typedef struct exp_state {
     exp_options o;
+    bool resume; /* --resume: each run from its checkpoint and measures.json */
     pfx_runtime *rt;
     pfx_tokenizer *tok;
     pfx_model_shape shape;
@@ -132,8 +140,8 @@ pfx_context *exp_model_load(exp_state *s, const exp_run *run, size_t batch);
 /* settled measure over a run's gain history, every threshold */
 void exp_settle(exp_state *s, exp_run *run);
 
-/* exp_speed.c: generation tokens/s of seed 0's arms against the baseline's
- * model, repetitions interleaved. */
+/* exp_speed.c: generation tokens/s of every seed's arms against that seed's
+ * baseline model, repetitions interleaved. */
 int exp_speed(exp_state *s);
 /* The new tokens a generation asks for: --gen-tokens, within the positions
  * the prompt leaves. */
@@ -147,5 +155,15 @@ int exp_plot_all(exp_state *s, char *note, size_t cap);
 
 /* exp_report.c */
 int exp_report_write(exp_state *s);
+
+/* exp_claims.c: the claims section of report.md, each with its verdict
+ * (verdict.h); the heads of a run with a trained gain; the clock the speed
+ * claims are judged by; the perplexity verdict of "arm a below arm b" with
+ * the means over the paired seeds. */
+void exp_claims_write(exp_state *s, FILE *f);
+size_t exp_trained_heads(const exp_state *s, const exp_run *run);
+int exp_judge_clock(const exp_state *s);
+verdict exp_ppl_verdict(exp_state *s, exp_arm_kind a, exp_arm_kind b, double *mean_a,
+                        double *mean_b);
 
 #endif

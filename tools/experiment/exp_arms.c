@@ -7,13 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/cli.h"
 #include "exp.h"
+#include "saved.h"
 #include "settled.h"
 #include "common/tool_util.h"
 
-const char *const exp_arm_names[ARM_COUNT] = { "baseline", "linear", "tanh", "dim", "selected" };
+const char *const exp_arm_names[ARM_COUNT] = { "baseline", "linear",  "tanh", "dim",
+                                               "selected", "uniform", "decay" };
 const float exp_thresholds[EXP_THRESHOLDS] = { 0.01f, 0.05f, 0.1f };
 
 /* out/model/config.json: a GPT-2 of the options' size over the tokenizer's
@@ -124,7 +127,38 @@ typedef struct step_ctx {
     size_t cap;
     pfx_status err;
     char err_text[512];
+    bool tty;   /* a terminal: the progress bar of tune and pretrain */
+    bool built; /* the kernel building said */
+    double h;   /* the mean head entropy last measured (NAN before) */
 } step_ctx;
+
+/* Every step on a terminal, the bar tune and pretrain draw; elsewhere a
+ * line at each measure (after it: `measured`). */
+static void progress(step_ctx *c, const pfx_pretrain_step *st, bool measured)
+{
+    if (c->s->o.quiet)
+        return;
+    if (c->tty && st->build_s >= 0.05 && !c->built)
+        fputs("\r\033[K", stdout); /* the bar's line, cleared for the phase's */
+    tool_say_builds(stdout, st->build_s, &c->built);
+    char h[48] = "";
+    if (isfinite(c->h))
+        snprintf(h, sizeof(h), "  mean head entropy %.3f", c->h);
+    if (c->tty) {
+        char bar[CLI_BAR_MAX + 1];
+        cli_bar(bar, (double)st->step / (double)st->steps, 24);
+        printf("\r[%s] %-8s step %zu/%zu  loss %.4f%s%s  %.0f tok/s  %.0f s left ", bar,
+               exp_arm_names[c->arm], st->step, st->steps, st->loss,
+               isfinite(st->eval_loss) ? " (eval)" : "", h, st->tokens_per_s, st->eta_s);
+        if (st->step == st->steps)
+            putchar('\n');
+    } else if (measured) {
+        printf("  %-8s step %5zu/%zu  loss %.4f%s%s  %.0f tok/s  %.0f s left\n",
+               exp_arm_names[c->arm], st->step, st->steps, st->loss,
+               isfinite(st->eval_loss) ? " (eval)" : "", h, st->tokens_per_s, st->eta_s);
+    }
+    fflush(stdout);
+}
 
 /* After every K-th step (and the last): the entropy and top-k mass of each
  * head on the fixed batch, with the gains of this step (step->prefix). */
@@ -134,8 +168,13 @@ static void on_step(const pfx_pretrain_step *st, void *user)
     exp_state *s = c->s;
     exp_run *run = c->run;
     const size_t K = s->o.measure_every;
-    if (c->err != PFX_SUCCESS || (st->step % K != 0 && st->step != st->steps) || run->m >= c->cap)
+    if (c->err != PFX_SUCCESS || (st->step % K != 0 && st->step != st->steps) || run->m >= c->cap) {
+        if (c->err == PFX_SUCCESS)
+            progress(c, st, false);
         return;
+    }
+    while (run->m && run->steps[run->m - 1] >= st->step)
+        run->m--; /* measured before a stop past the checkpoint it resumed from */
     const size_t i = run->m;
     const pfx_model_batch b = { .batch = s->probe_rows, .tokens = s->o.block, .ids = s->probe_ids };
     c->err = pfx_model_head_stats(st->ctx, &b, st->prefix, (uint32_t)s->o.top_k, NULL,
@@ -146,17 +185,11 @@ static void on_step(const pfx_pretrain_step *st, void *user)
     }
     run->steps[i] = st->step;
     run->m++;
-    if (!s->o.quiet) {
-        double h = 0.0;
-        for (size_t k = 0; k < s->LH; k++)
-            h += run->entropy[i * s->LH + k];
-        printf(
-            "  %-8s step %5zu/%zu  loss %.4f%s  mean head entropy %.3f  %.0f tok/s  %.0f s left\n",
-            exp_arm_names[c->arm], st->step, st->steps, st->loss,
-            isfinite(st->eval_loss) ? " (eval)" : "", h / (double)s->LH, st->tokens_per_s,
-            st->eta_s);
-        fflush(stdout);
-    }
+    double h = 0.0;
+    for (size_t k = 0; k < s->LH; k++)
+        h += run->entropy[i * s->LH + k];
+    c->h = h / (double)s->LH;
+    progress(c, st, true);
 }
 
 /* The heads whose |g| in the linear arm after 20% of the steps is in the
@@ -173,6 +206,49 @@ static void select_heads(exp_state *s, const exp_run *lin, uint8_t *heads)
             rank += fabsf(g[k]) > fabsf(g[h]) || (fabsf(g[k]) == fabsf(g[h]) && k < h);
         heads[h] = rank < s->LH / 2 ? 1 : 0;
     }
+}
+
+/* A resumed run: its checkpoint (then c->resume) and the measures saved
+ * with it. 0, or -1 after saying why. */
+static int resume_run(exp_state *s, exp_run *run, size_t cap, pfx_pretrain_config *c)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/" PFX_PRETRAIN_CHECKPOINT, run->dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0; /* not started: from the beginning */
+    fclose(f);
+    c->resume = true;
+    snprintf(path, sizeof(path), "%s/measures.json", run->dir);
+    size_t len = 0;
+    char *text = saved_read(path, (size_t)1 << 30, &len), err[256];
+    if (!text)
+        return 0; /* stopped before the first measurement was saved */
+    const int rc = saved_measures_read(text, len, s->LH, cap, s->o.steps, run->steps, run->entropy,
+                                       run->topk, &run->m, err, sizeof(err));
+    free(text);
+    if (rc)
+        fprintf(stderr, "prefixcl experiment gain: %s: %s\n", path, err);
+    return rc;
+}
+
+/* measures.json beside the run's checkpoint. */
+static int save_measures(const exp_state *s, const exp_run *run)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/measures.json", run->dir);
+    char *text = saved_measures_text(run->steps, run->entropy, run->topk, run->m, s->LH);
+    pfx_output_file *f = NULL;
+    int rc = -1;
+    if (text && pfx_output_open(path, &f) == PFX_SUCCESS) {
+        fprintf(pfx_output_stream(f), "%s\n", text);
+        rc = pfx_output_commit(&f) == PFX_SUCCESS ? 0 : -1;
+    }
+    if (rc)
+        fprintf(stderr, "prefixcl experiment gain: writing %s: %s\n", path,
+                text ? pfx_last_error(NULL) : "out of host memory");
+    free(text);
+    return rc;
 }
 
 int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
@@ -221,9 +297,11 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
     c.eval_blocks = o->eval_blocks;
     c.seed = run->seed;
     c.stop_flag = &cli_stop;
-    c.gain_mode = a == ARM_LINEAR || a == ARM_SELECTED ? PFX_GAIN_LINEAR
-                  : a == ARM_TANH                      ? PFX_GAIN_TANH
-                                                       : PFX_GAIN_OFF;
+    c.gain_mode = a == ARM_TANH                       ? PFX_GAIN_TANH
+                  : a == ARM_BASELINE || a == ARM_DIM ? PFX_GAIN_OFF
+                                                      : PFX_GAIN_LINEAR;
+    c.gain_init = a == ARM_UNIFORM ? o->uniform_init : 0.0f;
+    c.gain_decay_fraction = a == ARM_DECAY ? o->gain_lr_decay : 0.0f;
     c.structured_gain = a == ARM_DIM;
     pfx_layer_head *list = NULL;
     if (a == ARM_SELECTED) {
@@ -244,17 +322,33 @@ int exp_run_arm(exp_state *s, size_t k, exp_arm_kind a)
                     (pfx_layer_head){ h / s->shape.heads, h % s->shape.heads };
         c.gain_heads = list;
     }
-    step_ctx ctx = { .s = s, .run = run, .arm = a, .cap = cap, .err = PFX_SUCCESS };
+    if (s->resume && resume_run(s, run, cap, &c)) {
+        free(list);
+        return -1;
+    }
+    step_ctx ctx = { .s = s,
+                     .run = run,
+                     .arm = a,
+                     .cap = cap,
+                     .err = PFX_SUCCESS,
+                     .tty = isatty(STDOUT_FILENO) != 0,
+                     .h = NAN };
     if (!o->quiet) {
-        printf("arm %s (seed %llu): %s\n", exp_arm_names[a], (unsigned long long)run->seed,
-               run->dir);
+        printf("arm %s (seed %llu): %s%s\n", exp_arm_names[a], (unsigned long long)run->seed,
+               run->dir, c.resume ? " (resumed)" : "");
         fflush(stdout);
     }
     const double t0 = tool_now_s();
     pfx_status st = pfx_pretrain_run(s->rt, &c, on_step, &ctx, &run->r);
     free(list);
     run->seconds = tool_now_s() - t0;
+    if (st == PFX_SUCCESS && ctx.err == PFX_SUCCESS && save_measures(s, run))
+        return -1;
     if (st != PFX_SUCCESS || ctx.err != PFX_SUCCESS || run->r.stopped) {
+        if (ctx.tty && !o->quiet) { /* the message on a line of its own, under the bar */
+            putchar('\n');
+            fflush(stdout);
+        }
         if (run->r.stopped)
             fprintf(stderr, "prefixcl experiment gain: stopped during the %s arm\n",
                     exp_arm_names[a]);

@@ -7,16 +7,14 @@
 #include <time.h>
 
 #include "common/cli.h"
+#include "common/data_dir.h"
 #include "commands/commands.h"
 #include "exp.h"
 #include "common/tool_util.h"
+#include "saved.h"
 
-#ifndef PFX_WORDNET_DIR
-#define PFX_WORDNET_DIR "data/wordnet"
-#endif
-
-/* The defaults fit the whole experiment (5 arms, the measures) in about half
- * an hour on a 2-core CPU with PoCL: 4 layers of 256 (4 heads of 64), blocks
+/* The defaults fit one seed of the whole experiment (5 arms, the measures)
+ * in about half an hour on a 2-core CPU with PoCL: 4 layers of 256 (4 heads of 64), blocks
  * of 128, 8 blocks a step, 400 steps an arm. Measured there, with other jobs
  * on the same cores: 0.5-0.6 s a step, 1225 s and 1448 s for two whole runs
  * (README.md). */
@@ -57,7 +55,8 @@ static bool parse_arms(const char *text, bool *arm, char *why, size_t cap)
                 hit = a;
         if (hit < 0) {
             snprintf(why, cap,
-                     "--arms: unknown arm '%.*s' (baseline, linear, tanh, dim or selected)",
+                     "--arms: unknown arm '%.*s' (baseline, linear, tanh, dim, selected, "
+                     "uniform or decay)",
                      (int)len, p);
             return false;
         }
@@ -99,12 +98,14 @@ static char *join_args(int argc, char **argv)
     return s;
 }
 
+/* Whether path opens as a regular file (else pfx_last_error(NULL) says why). */
 static bool readable(const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (f)
-        fclose(f);
-    return f != NULL;
+    FILE *f;
+    if (pfx_input_open(path, &f) != PFX_SUCCESS)
+        return false;
+    fclose(f);
+    return true;
 }
 
 static void state_free(exp_state *s)
@@ -128,35 +129,125 @@ static void state_free(exp_state *s)
     pfx_runtime_destroy(&s->rt);
 }
 
+/* --resume DIR: alone, then the options DIR/experiment.json saved, with
+ * DIR as --out. */
+static int experiment(int argc, char **argv, const char *resumed);
+
+static int resume_from(int argc, char **argv, const char *dir)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strncmp(argv[i], "--", 2) && strcmp(argv[i], "--resume") &&
+            strcmp(argv[i - 1], "--resume")) {
+            fprintf(stderr,
+                    "prefixcl experiment gain: --resume DIR takes no other option, and %s is one "
+                    "(the experiment continues with the options it started with, kept in "
+                    "DIR/experiment.json)\n",
+                    argv[i]);
+            return 2;
+        }
+    char path[4200], err[256];
+    snprintf(path, sizeof(path), "%s/experiment.json", dir);
+    size_t len = 0;
+    char *text = saved_read(path, 1 << 20, &len);
+    int n = 0;
+    char **args = NULL;
+    if (!text || saved_args_read(text, len, &n, &args, err, sizeof(err))) {
+        fprintf(stderr, "prefixcl experiment gain: --resume %s: %s%s\n", dir,
+                text ? "experiment.json: "
+                     : "cannot read experiment.json (made when an experiment starts)",
+                text ? err : "");
+        free(text);
+        return 2;
+    }
+    free(text);
+    const int rc = n >= 2 ? experiment(n, args, dir) : 2;
+    if (n < 2)
+        fprintf(stderr, "prefixcl experiment gain: --resume %s: experiment.json holds no command\n",
+                dir);
+    saved_args_free(n, args);
+    return rc;
+}
+
+/* The command line saved for --resume: --corpus, --tokenizer and --out as
+ * absolute paths (a later sitting may start elsewhere). */
+static int save_args(int argc, char **argv, const char *out)
+{
+    char **v = calloc((size_t)argc + 1, sizeof(char *)), *abs[3] = { NULL };
+    int rc = -1, k = 0;
+    if (!v)
+        return -1;
+    for (int i = 0; i < argc; i++) {
+        v[i] = argv[i];
+        if (i > 0 && k < 3 &&
+            (!strcmp(argv[i - 1], "--corpus") || !strcmp(argv[i - 1], "--tokenizer") ||
+             !strcmp(argv[i - 1], "--out")) &&
+            (abs[k] = realpath(argv[i], NULL)))
+            v[i] = abs[k++];
+    }
+    char *text = saved_args_text(argc, v), path[4200];
+    snprintf(path, sizeof(path), "%s/experiment.json", out);
+    pfx_output_file *f = NULL;
+    if (text && pfx_output_open(path, &f) == PFX_SUCCESS) {
+        fprintf(pfx_output_stream(f), "%s\n", text);
+        rc = pfx_output_commit(&f) == PFX_SUCCESS ? 0 : -1;
+    }
+    if (rc)
+        fprintf(stderr, "prefixcl experiment gain: writing %s: %s\n", path,
+                text ? pfx_last_error(NULL) : "out of host memory");
+    free(text);
+    for (int i = 0; i < k; i++)
+        free(abs[i]);
+    free(v);
+    return rc;
+}
+
 int cmd_experiment(int argc, char **argv)
+{
+    return experiment(argc, argv, NULL);
+}
+
+static int experiment(int argc, char **argv, const char *resumed)
 {
     exp_state S = { 0 }, *s = &S;
     exp_options *o = &s->o;
-    *o = (exp_options){ .tokenizer = PFX_WORDNET_DIR,
+    char wordnet[4096], wordnet_def[4200];
+    snprintf(wordnet_def, sizeof(wordnet_def), "the committed tokenizer in %s",
+             tool_data_dir("wordnet", wordnet, sizeof(wordnet)));
+    *o = (exp_options){ .tokenizer = wordnet,
                         .layers = DEF_LAYERS,
                         .hidden = DEF_HIDDEN,
                         .heads = DEF_HEADS,
                         .block = DEF_BLOCK,
                         .batch = DEF_BATCH,
                         .steps = DEF_STEPS,
-                        .seeds = 1,
+                        .seeds = 3,
                         .seed = 1,
                         .lr = 1e-3f,
+                        .uniform_init = 0.05f,
+                        .gain_lr_decay = 0.5f,
                         .top_k = 8,
                         .eval_blocks = 64,
                         .probe_docs = 3000,
                         .gen_tokens = 64,
                         .gen_reps = 5 };
-    const char *arms = "baseline,linear,tanh,dim,selected";
+    const char *arms = "baseline,linear,tanh,dim,selected", *resume = NULL;
     size_t warmup = SIZE_MAX, measure = 0, eval_every = 0; /* SIZE_MAX, 0: from --steps */
     const cli_option opts[] = {
         { "--corpus", CLI_TEXT, &o->corpus, 0, 0, NULL, NULL, "DIR",
           "train.txt, valid.txt, valid_labels.tsv (tools/corpus/wordnet_corpus.py DIR)", NULL },
         { "--tokenizer", CLI_TEXT, &o->tokenizer, 0, 0, NULL, NULL, "DIR",
-          "tokenizer.json's folder", "the committed " PFX_WORDNET_DIR },
+          "tokenizer.json's folder", wordnet_def },
         { "--out", CLI_TEXT, &o->out, 0, 0, NULL, NULL, "DIR", "output folder", NULL },
         { "--arms", CLI_TEXT, &arms, 0, 0, NULL, NULL, "LIST",
-          "the arms, of baseline, linear, tanh, dim, selected; selected needs linear", "all" },
+          "the arms, of baseline, linear, tanh, dim, selected, uniform, decay; selected needs "
+          "linear",
+          "baseline,linear,tanh,dim,selected" },
+        { "--uniform-init", CLI_FLOAT, &o->uniform_init, 1e-6, 10, NULL, NULL, "A",
+          "the uniform arm's gains start uniform in [-A, A]", "0.05" },
+        { "--gain-lr-decay", CLI_FLOAT, &o->gain_lr_decay, 1e-3, 1, NULL, NULL, "X",
+          "the decay arm's gain learning rate reaches the cosine's floor after this fraction "
+          "of the decay steps",
+          "0.5" },
         { "--device", CLI_TEXT, &o->device, 0, 0, NULL, NULL, "SEL",
           "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
         { "--layers", CLI_SIZE, &o->layers, 1, 256, NULL, NULL, "N", "transformer layers",
@@ -179,7 +270,9 @@ int cmd_experiment(int argc, char **argv)
         { "--seed", CLI_U64, &o->seed, 0, 1.9e19, NULL, NULL, "S", "initialization and data order",
           "1" },
         { "--seeds", CLI_SIZE, &o->seeds, 1, 30, NULL, NULL, "N",
-          "repeat every arm with seeds S .. S+N-1: means and 95% intervals", "1" },
+          "repeat every arm with seeds S .. S+N-1: means, 95% intervals and the verdicts (one "
+          "seed: figures only)",
+          "3" },
         { "--top-k", CLI_SIZE, &o->top_k, 1, 1 << 16, NULL, NULL, "K",
           "the top-k attention mass measured per head", "8" },
         { "--measure-every", CLI_SIZE, &measure, 1, 1e9, NULL, NULL, "K",
@@ -195,6 +288,10 @@ int cmd_experiment(int argc, char **argv)
         { "--gen-reps", CLI_SIZE, &o->gen_reps, 1, 1000, NULL, NULL, "N",
           "timed generations per model and arm", "5" },
         { "--quiet", CLI_FLAG, &o->quiet, 0, 0, NULL, NULL, NULL, "no progress output", NULL },
+        { "--resume", CLI_TEXT, &resume, 0, 0, NULL, NULL, "DIR",
+          "continue the experiment in DIR where it stopped (each arm and seed from its "
+          "checkpoint, finished ones kept), with the options it started with; no other option",
+          NULL },
     };
     const size_t nopts = sizeof(opts) / sizeof(opts[0]);
     if (argc < 2 || strcmp(argv[1], "gain")) {
@@ -208,6 +305,17 @@ int cmd_experiment(int argc, char **argv)
     const int parsed = cli_parse("experiment gain", argc - 1, argv + 1, opts, nopts, NULL, &doc);
     if (parsed)
         return parsed == 1 ? 0 : 2;
+    if (resume && resumed) {
+        fprintf(stderr, "prefixcl experiment gain: --resume %s: experiment.json holds --resume\n",
+                resumed);
+        return 2;
+    }
+    if (resume)
+        return resume_from(argc, argv, resume);
+    if (resumed) {
+        o->out = resumed;
+        s->resume = true;
+    }
     char why[600];
     if (!o->corpus)
         return refuse(
@@ -241,18 +349,19 @@ int cmd_experiment(int argc, char **argv)
     for (int i = 0; i < 3; i++)
         if (!readable(files[i])) {
             fprintf(stderr,
-                    "prefixcl experiment gain: --corpus %s: cannot read %s (make the corpus with "
-                    "python3 "
+                    "prefixcl experiment gain: --corpus %s: %s (make the corpus with python3 "
                     "tools/corpus/wordnet_corpus.py DIR)\n",
-                    o->corpus, files[i]);
+                    o->corpus, pfx_last_error(NULL));
             return 2;
         }
     static const char *const outputs[] = { "report.md",   "results.json",     "valid_loss.png",
                                            "entropy.png", "gains_linear.png", "attention_maps.png",
-                                           "model/" };
+                                           "model/",      "experiment.json" };
     if (!cli_check_output_dir("experiment gain", "--out", o->out, outputs,
                               sizeof(outputs) / sizeof(outputs[0])))
         return 2;
+    if (!resumed && save_args(argc, argv, o->out))
+        return 1;
     if (pfx_tokenizer_load(o->tokenizer, &s->tok) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl experiment gain: --tokenizer %s: %s\n", o->tokenizer,
                 pfx_last_error(NULL));
@@ -280,24 +389,35 @@ int cmd_experiment(int argc, char **argv)
                o->layers, o->heads, o->hidden, o->block, o->batch, o->steps,
                pfx_runtime_device(s->rt)->device_name);
     cli_stop_catch();
+    const char *phase = "training";
     bool ok = true;
     for (size_t k = 0; k < o->seeds && ok; k++)
         for (exp_arm_kind a = 0; a < ARM_COUNT && ok; a++)
             if (o->arm[a])
                 ok = exp_run_arm(s, k, a) == 0;
-    cli_stop_release();
-    if (!ok) {
-        rc = cli_stop ? cli_stop_status() : 1;
-        goto out;
-    }
     double t1 = tool_now_s();
-    if (exp_speed(s))
-        goto out;
+    if (ok) {
+        phase = "the generation speed";
+        ok = exp_speed(s) == 0;
+    }
     s->seconds_speed = tool_now_s() - t1;
     t1 = tool_now_s();
-    if (exp_probe_all(s))
-        goto out;
+    if (ok) {
+        phase = "the probe";
+        ok = exp_probe_all(s) == 0;
+    }
     s->seconds_probe = tool_now_s() - t1;
+    cli_stop_release();
+    if (!ok) {
+        if (cli_stop) {
+            fprintf(stderr,
+                    "prefixcl experiment gain: stopped during %s; prefixcl experiment gain "
+                    "--resume %s continues (finished arms kept)\n",
+                    phase, o->out);
+            rc = cli_stop_status();
+        }
+        goto out;
+    }
     char note[128];
     const int pics = exp_plot_all(s, note, sizeof(note));
     s->seconds_total = tool_now_s() - t0;

@@ -73,7 +73,21 @@ static int plot_valid(exp_state *s)
     return rc;
 }
 
-/* One panel a layer, one line a head: g over every step. */
+/* The grey of the series colours (chart_series_colour), for heads without
+ * a gain. */
+#define GREY_SERIES 7
+
+/* Appends ", N" (or "N" first) to a list of head numbers in out[cap]. */
+static void list_head(char *out, size_t cap, size_t h)
+{
+    const size_t len = strlen(out);
+    if (len < cap)
+        snprintf(out + len, cap - len, len ? ", %zu" : "%zu", h);
+}
+
+/* One panel a layer, one line a head: g over every step. The selected arm's
+ * heads without a gain (g stays 0) share one line, named in the legend, so
+ * that they do not look missing. */
 static int plot_gains(exp_state *s, exp_arm_kind a)
 {
     const exp_run *run = exp_run_at(s, 0, a);
@@ -82,18 +96,43 @@ static int plot_gains(exp_state *s, exp_arm_kind a)
     chart_series *ser = calloc(L * H, sizeof(*ser));
     double *y = malloc(L * H * (S + 1) * sizeof(double)), *x = malloc((S + 1) * sizeof(double));
     char(*names)[32] = malloc(L * H * sizeof(*names)), (*titles)[160] = malloc(L * sizeof(*titles));
+    char(*off)[200] = calloc(L, sizeof(*off));
     int rc = CHART_ERR_IO;
-    if (panels && ser && y && x && names && titles && run->r.gains) {
+    if (panels && ser && y && x && names && titles && off && run->r.gains) {
         for (size_t t = 0; t <= S; t++)
             x[t] = (double)t;
         for (size_t l = 0; l < L; l++) {
+            size_t n = 0, fixed = 0, first = 0; /* series; heads without a gain, the first */
+            char heads[160] = "";               /* their numbers */
             for (size_t h = 0; h < H; h++) {
                 const size_t k = l * H + h;
                 for (size_t t = 0; t <= S; t++)
                     y[k * (S + 1) + t] = run->r.gains[t * s->LH + k];
+                if (run->heads && !run->heads[k]) {
+                    list_head(heads, sizeof(heads), h);
+                    first = fixed++ ? first : k;
+                    continue;
+                }
                 snprintf(names[k], sizeof(names[k]), "head %zu", h);
-                ser[k] = (chart_series){
-                    .name = names[k], .x = x, .y = y + k * (S + 1), .count = S + 1, .line = true
+                ser[l * H + n++] = (chart_series){
+                    .name = names[k],
+                    .x = x,
+                    .y = y + k * (S + 1),
+                    .count = S + 1,
+                    .line = true,
+                    .colour = h + 1, /* head h's colour in every arm */
+                };
+            }
+            if (fixed) { /* one line at g = 0 for them all */
+                snprintf(off[l], sizeof(off[l]), "head%s %s: no gain (g = 0)", fixed > 1 ? "s" : "",
+                         heads);
+                ser[l * H + n++] = (chart_series){
+                    .name = off[l],
+                    .x = x,
+                    .y = y + first * (S + 1),
+                    .count = S + 1,
+                    .line = true,
+                    .colour = GREY_SERIES + 1,
                 };
             }
             snprintf(titles[l], sizeof(titles[l]), "%s arm, layer %zu: %s over the steps",
@@ -104,7 +143,7 @@ static int plot_gains(exp_state *s, exp_arm_kind a)
                                            .x = { .label = "step" },
                                            .y = { .label = a == ARM_DIM ? "mean G" : "g" },
                                            .series = ser + l * H,
-                                           .series_count = H };
+                                           .series_count = n };
         }
         char name[64], path[4200];
         snprintf(name, sizeof(name), "gains_%s.png", exp_arm_names[a]);
@@ -116,6 +155,7 @@ static int plot_gains(exp_state *s, exp_arm_kind a)
     free(x);
     free(names);
     free(titles);
+    free(off);
     return rc;
 }
 

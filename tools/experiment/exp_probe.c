@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "exp.h"
 #include "labels.h"
 #include "probe.h"
@@ -28,9 +29,9 @@ static int encode_text(void *user, const char *text, size_t len, int32_t **ids, 
 /* The labelled documents of s->labels_path (labels.h), at most cap. */
 static int docs_read(exp_state *s, size_t cap, doc_set *d)
 {
-    FILE *f = fopen(s->labels_path, "r");
-    if (!f) {
-        fprintf(stderr, "prefixcl experiment gain: cannot read %s\n", s->labels_path);
+    FILE *f;
+    if (pfx_input_open(s->labels_path, &f) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl experiment gain: %s\n", pfx_last_error(NULL));
         return -1;
     }
     char err[1024];
@@ -122,6 +123,10 @@ static int probe_run(exp_state *s, const doc_set *d, const float *x, exp_run *ru
 int exp_probe_all(exp_state *s)
 {
     doc_set d;
+    if (!s->o.quiet) {
+        printf("probe\n");
+        fflush(stdout);
+    }
     if (docs_read(s, s->o.probe_docs, &d))
         return -1;
     s->probe_train = (d.n + 1) / 2;
@@ -135,6 +140,10 @@ int exp_probe_all(exp_state *s)
             exp_run *run = exp_run_at(s, k, a);
             if (!run->done)
                 continue;
+            if (cli_stop) {
+                rc = -1;
+                break;
+            }
             exp_gains g;
             pfx_context *ctx = exp_model_load(s, run, rows);
             if (!ctx || exp_gains_load(s, run, a, &g)) {

@@ -15,17 +15,10 @@
 /* The claims checked, as published: validation perplexity and generation
  * tokens/s without gains, with gains, with gains on selected heads; the
  * share of heads whose gain settles. */
-static const double claim_ppl[ARM_COUNT] = { 4.21, 4.08, NAN, NAN, 4.02 };
-static const double claim_tok[ARM_COUNT] = { 1250, 1220, NAN, NAN, 1280 };
+static const double claim_ppl[ARM_COUNT] = { 4.21, 4.08, NAN, NAN, 4.02, NAN, NAN };
+static const double claim_tok[ARM_COUNT] = { 1250, 1220, NAN, NAN, 1280, NAN, NAN };
 #define CLAIM_SETTLED_LO 0.60
 #define CLAIM_SETTLED_HI 0.70
-
-/* Student's t at 97.5% for 1 .. 30 degrees of freedom (--seeds is at most
- * 30): the 95% interval of a mean over a few seeds. */
-static const double t975[30] = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                                 2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-                                 2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                                 2.060,  2.056, 2.052, 2.048, 2.045, 2.042 };
 
 typedef struct stat {
     double mean, ci; /* ci: half-width of the 95% interval; NAN for one value */
@@ -45,20 +38,9 @@ static stat stat_of(const double *x, size_t n)
         double q = 0.0;
         for (size_t i = 0; i < n; i++)
             q += (x[i] - s.mean) * (x[i] - s.mean);
-        s.ci = t975[n - 2 < 30 ? n - 2 : 29] * sqrt(q / (double)(n - 1)) / sqrt((double)n);
+        s.ci = verdict_t975(n - 1) * sqrt(q / (double)(n - 1)) / sqrt((double)n);
     }
     return s;
-}
-
-/* Heads with a trained gain: all, or the selected arm's selection. */
-static size_t trained_heads(const exp_state *s, const exp_run *run)
-{
-    if (!run->heads)
-        return s->LH;
-    size_t n = 0;
-    for (size_t h = 0; h < s->LH; h++)
-        n += run->heads[h] != 0;
-    return n;
 }
 
 typedef enum measure { M_PPL, M_PROBE, M_SETTLED } measure;
@@ -78,7 +60,7 @@ static stat arm_stat(exp_state *s, exp_arm_kind a, measure m)
         else if (m == M_PROBE)
             x[n++] = run->probe_acc;
         else if (run->settled[EXP_THR_MAIN] >= 0) {
-            const size_t trained = trained_heads(s, run);
+            const size_t trained = exp_trained_heads(s, run);
             x[n++] = trained ? (double)run->settled[EXP_THR_MAIN] / (double)trained : 0.0;
         }
     }
@@ -149,66 +131,6 @@ static void head_list(FILE *f, const exp_state *s, const exp_run *run, int sign)
         }
     if (!any)
         fprintf(f, "none");
-}
-
-/* The perplexity of arm a minus arm b, seed by seed (the arms of a seed
- * share the initialization and the data order: a paired design, whose
- * differences vary far less than the perplexities between seeds). */
-static stat paired_diff(exp_state *s, exp_arm_kind a, exp_arm_kind b)
-{
-    double d[64] = { 0 };
-    size_t n = 0;
-    for (size_t k = 0; k < s->o.seeds && n < 64; k++) {
-        const exp_run *x = exp_run_at(s, k, a), *y = exp_run_at(s, k, b);
-        if (x->done && y->done)
-            d[n++] = x->ppl - y->ppl;
-    }
-    return stat_of(d, n);
-}
-
-/* "agrees", "disagrees" or "inconclusive" for a claim that arm a's
- * perplexity is below arm b's: with several seeds, by the 95% interval of
- * the paired differences. */
-static const char *verdict_less(exp_state *s, exp_arm_kind a, exp_arm_kind b, char *buf, size_t cap)
-{
-    const stat d = paired_diff(s, a, b);
-    if (d.n == 0)
-        return "cannot be checked (an arm is missing)";
-    if (d.n < 2) {
-        snprintf(
-            buf, cap,
-            "%s in direction (one seed: the difference is not weighed against the spread between "
-            "seeds; --seeds N does that)",
-            d.mean < 0 ? "agrees" : "disagrees");
-        return buf;
-    }
-    snprintf(buf, cap, "%s (paired difference over %zu seeds %+.3f ± %.3f)",
-             d.mean + d.ci < 0   ? "agrees"
-             : d.mean - d.ci > 0 ? "disagrees"
-                                 : "is inconclusive: the 95% interval of the difference holds 0",
-             d.n, d.mean, d.ci);
-    return buf;
-}
-
-/* The clock the speed claims are judged by: CPU time on a CPU device
- * (where other jobs' contention would otherwise decide), else wall time. */
-static int judge_clock(const exp_state *s)
-{
-    return pfx_runtime_device(s->rt)->type == PFX_DEVICE_CPU ? EXP_CPU : EXP_WALL;
-}
-
-static const char *verdict_ratio(const exp_run *run, int clock, double claimed)
-{
-    const exp_speed_figs *f = &run->speed[clock];
-    if (!run->done || !(f->tok_s > 0))
-        return "cannot be checked (an arm is missing)";
-    const bool faster = claimed > 1.0;
-    if (faster ? f->ratio_lo > 1.0 : f->ratio_hi < 1.0)
-        return "agrees";
-    if (faster ? f->ratio_hi < 1.0 : f->ratio_lo > 1.0)
-        return "disagrees";
-    return "is inconclusive (the paired ratios lie on both sides of 1: within this machine's "
-           "noise)";
 }
 
 static void write_md(exp_state *s, FILE *f)
@@ -284,13 +206,13 @@ static void write_md(exp_state *s, FILE *f)
                 st.mean *= 100;
                 st.ci *= 100;
                 fmt_stat(pct, sizeof(pct), st, "%.0f");
-                snprintf(settled, sizeof(settled), "%s %% of %zu", pct, trained_heads(s, r0));
+                snprintf(settled, sizeof(settled), "%s %% of %zu", pct, exp_trained_heads(s, r0));
             } else if (r0->settled[EXP_THR_MAIN] < 0)
                 snprintf(settled, sizeof(settled), "window too short");
             else
                 snprintf(settled, sizeof(settled), "%d of %zu (%.0f %%)", r0->settled[EXP_THR_MAIN],
-                         trained_heads(s, r0),
-                         100.0 * r0->settled[EXP_THR_MAIN] / (double)trained_heads(s, r0));
+                         exp_trained_heads(s, r0),
+                         100.0 * r0->settled[EXP_THR_MAIN] / (double)exp_trained_heads(s, r0));
         }
         if (r0->speed[EXP_WALL].tok_s > 0)
             snprintf(tok, sizeof(tok), a == ARM_BASELINE ? "%.1f" : "%.1f (baseline %.1f)",
@@ -326,21 +248,30 @@ static void write_md(exp_state *s, FILE *f)
             s->probe_classes, s->probe_train, s->probe_test, any0->probe_majority);
 
     if (base0->done && base0->speed[EXP_WALL].tok_s > 0) {
-        fprintf(f, "### Generation speed by both clocks\n\n| arm | tokens/s | baseline paired | "
-                   "ratio (range over "
-                   "pairs) | tokens per CPU second | baseline paired | ratio (range) "
-                   "|\n|---|---|---|---|---|---|---|\n");
+        fprintf(
+            f,
+            "### Generation speed by both clocks (seed %llu's models; a gain arm's also with "
+            "its gains folded into its query projections)\n\n| arm | tokens/s | baseline paired | "
+            "ratio (range over "
+            "pairs) | tokens per CPU second | baseline paired | ratio (range) "
+            "|\n|---|---|---|---|---|---|---|\n",
+            (unsigned long long)o->seed);
         for (exp_arm_kind a = 0; a < ARM_COUNT; a++) {
             const exp_run *r0 = exp_run_at(s, 0, a);
             if (!r0->done || !(r0->speed[EXP_WALL].tok_s > 0))
                 continue;
-            fprintf(f, "| %s", exp_arm_names[a]);
-            for (int c = 0; c < EXP_CLOCKS; c++) {
-                const exp_speed_figs *q = &r0->speed[c];
-                fprintf(f, " | %.1f | %.1f | %.3f (%.3f .. %.3f)", q->tok_s, q->base_tok_s,
-                        q->ratio_med, q->ratio_lo, q->ratio_hi);
+            for (int folded = 0; folded < 2; folded++) {
+                const exp_speed_figs *sp = folded ? r0->folded : r0->speed;
+                if (!(sp[EXP_WALL].tok_s > 0))
+                    continue;
+                fprintf(f, "| %s%s", exp_arm_names[a], folded ? ", gains folded" : "");
+                for (int c = 0; c < EXP_CLOCKS; c++) {
+                    const exp_speed_figs *q = &sp[c];
+                    fprintf(f, " | %.1f | %.1f | %.3f (%.3f .. %.3f)", q->tok_s, q->base_tok_s,
+                            q->ratio_med, q->ratio_lo, q->ratio_hi);
+                }
+                fprintf(f, " |\n");
             }
-            fprintf(f, " |\n");
         }
         fprintf(f,
                 "\nCPU seconds are the whole process's (the device's worker threads on a CPU "
@@ -348,8 +279,8 @@ static void write_md(exp_state *s, FILE *f)
                 "jobs on the same cores they count the work and not the waiting. The speed claims "
                 "below are "
                 "judged by %s.\n\n",
-                judge_clock(s) == EXP_CPU ? "tokens per CPU second (a CPU device)"
-                                          : "wall-clock tokens/s");
+                exp_judge_clock(s) == EXP_CPU ? "tokens per CPU second (a CPU device)"
+                                              : "wall-clock tokens/s");
     }
 
     fprintf(f, "## Settled heads\n\n");
@@ -380,7 +311,7 @@ static void write_md(exp_state *s, FILE *f)
             if (r0->settled[t] < 0)
                 fprintf(f, " | n/a");
             else
-                fprintf(f, " | %d of %zu", r0->settled[t], trained_heads(s, r0));
+                fprintf(f, " | %d of %zu", r0->settled[t], exp_trained_heads(s, r0));
         fprintf(f, " | ");
         head_list(f, s, r0, 1);
         fprintf(f, " | ");
@@ -435,7 +366,7 @@ static void write_md(exp_state *s, FILE *f)
                 "heads whose gain moved most early, taken from the linear arm's own history (no "
                 "extra run). "
                 "Only they train a gain; the others stay at 0. Seed %llu selected: ",
-                s->selected_at, trained_heads(s, sel), s->LH, (unsigned long long)o->seed);
+                s->selected_at, exp_trained_heads(s, sel), s->LH, (unsigned long long)o->seed);
         bool first = true;
         for (size_t h = 0; h < s->LH; h++)
             if (sel->heads[h]) {
@@ -445,62 +376,7 @@ static void write_md(exp_state *s, FILE *f)
         fprintf(f, ".\n\n");
     }
 
-    fprintf(f, "## The claims\n\n");
-    char why[256];
-    const stat pb = arm_stat(s, ARM_BASELINE, M_PPL), pl = arm_stat(s, ARM_LINEAR, M_PPL),
-               ps = arm_stat(s, ARM_SELECTED, M_PPL);
-    fprintf(f,
-            "- *Training with a learnable gain per head lowers validation perplexity (4.21 -> "
-            "4.08).* Measured "
-            "%.3f without and %.3f with (linear): the measurement %s.\n",
-            pb.mean, pl.mean, verdict_less(s, ARM_LINEAR, ARM_BASELINE, why, sizeof(why)));
-    fprintf(f,
-            "- *Gains kept only on selected heads lower it further (4.02).* Measured %.3f "
-            "(selected) against "
-            "%.3f (linear): the measurement %s.\n",
-            ps.mean, pl.mean, verdict_less(s, ARM_SELECTED, ARM_LINEAR, why, sizeof(why)));
-    const exp_run *lin0 = exp_run_at(s, 0, ARM_LINEAR), *sel0 = exp_run_at(s, 0, ARM_SELECTED);
-    const int jc = judge_clock(s);
-    const char *clock_name = jc == EXP_CPU ? "per CPU second" : "wall clock";
-    fprintf(f,
-            "- *Generation is slightly slower with gains (1220 vs 1250 tokens/s, ratio 0.976).* "
-            "Measured ratio "
-            "%.3f (%.3f .. %.3f over the pairs, %s): the measurement %s.\n",
-            lin0->speed[jc].ratio_med, lin0->speed[jc].ratio_lo, lin0->speed[jc].ratio_hi,
-            clock_name, verdict_ratio(lin0, jc, 0.976));
-    fprintf(f,
-            "- *Generation with gains on selected heads is faster than without gains (1280 vs "
-            "1250, ratio "
-            "1.024).* Measured ratio %.3f (%.3f .. %.3f, %s): the measurement %s. (The gain is a "
-            "scale on each "
-            "head's logits: it changes no work, so no speed-up is expected.)\n",
-            sel0->speed[jc].ratio_med, sel0->speed[jc].ratio_lo, sel0->speed[jc].ratio_hi,
-            clock_name, verdict_ratio(sel0, jc, 1.024));
-    if (lin0->done && lin0->settled[EXP_THR_MAIN] >= 0) {
-        size_t up = 0, down = 0;
-        for (size_t h = 0; h < s->LH; h++) {
-            up += lin0->sign[h] > 0;
-            down += lin0->sign[h] < 0;
-        }
-        fprintf(f,
-                "- *The gains split: some heads sharpen (g > 0), some spread (g < 0).* In the "
-                "linear arm %zu "
-                "heads settled positive and %zu negative (thr 0.05): the measurement %s.\n",
-                up, down, up && down ? "agrees" : "disagrees");
-        const stat st = arm_stat(s, ARM_LINEAR, M_SETTLED);
-        fprintf(f,
-                "- *About 60-70%% of heads settle on a stable gain, the rest stay near 0.* "
-                "Measured %.0f %% "
-                "(linear arm, thr 0.05; %d %% at 0.01, %d %% at 0.1): the measurement %s.\n",
-                100 * st.mean, (int)lround(100.0 * lin0->settled[0] / (double)s->LH),
-                (int)lround(100.0 * lin0->settled[2] / (double)s->LH),
-                st.mean >= CLAIM_SETTLED_LO && st.mean <= CLAIM_SETTLED_HI ? "agrees"
-                                                                           : "disagrees");
-    } else
-        fprintf(f, "- *The gains split; 60-70%% of heads settle.* Cannot be checked: %s.\n",
-                lin0->done ? "the window of the last 20% holds too few measurements"
-                           : "no linear arm");
-
+    exp_claims_write(s, f);
     fprintf(f, "\n## Pictures\n\n");
     fprintf(f, "![validation loss](valid_loss.png)\n\n");
     for (exp_arm_kind a = ARM_LINEAR; a < ARM_COUNT; a++)
@@ -554,12 +430,14 @@ static cJSON *run_json(exp_state *s, const exp_run *run, exp_arm_kind a)
         }
     add_num(o, "train_seconds", run->seconds);
     static const char *const clock_names[EXP_CLOCKS] = { "wall", "cpu" };
-    for (int c = 0; c < EXP_CLOCKS; c++) {
-        const exp_speed_figs *q = &run->speed[c];
+    for (int c = 0; c < 2 * EXP_CLOCKS; c++) {
+        static const char *const keys[4] = { "speed_wall", "speed_cpu", "speed_folded_wall",
+                                             "speed_folded_cpu" };
+        const exp_speed_figs *q = c < EXP_CLOCKS ? &run->speed[c] : &run->folded[c - EXP_CLOCKS];
         if (!(q->tok_s > 0))
             continue;
-        cJSON *sp = cJSON_AddObjectToObject(o, c == EXP_WALL ? "speed_wall" : "speed_cpu");
-        cJSON_AddStringToObject(sp, "clock", clock_names[c]);
+        cJSON *sp = cJSON_AddObjectToObject(o, keys[c]);
+        cJSON_AddStringToObject(sp, "clock", clock_names[c % EXP_CLOCKS]);
         add_num(sp, "tokens_per_s", q->tok_s);
         add_num(sp, "baseline_tokens_per_s", q->base_tok_s);
         const double r3[3] = { q->ratio_lo, q->ratio_med, q->ratio_hi };
@@ -604,7 +482,7 @@ static cJSON *run_json(exp_state *s, const exp_run *run, exp_arm_kind a)
             snprintf(key, sizeof(key), "%g", (double)exp_thresholds[t]);
             add_num(since, key, median_since(s, run, t));
         }
-        cJSON_AddNumberToObject(o, "trained_heads", (double)trained_heads(s, run));
+        cJSON_AddNumberToObject(o, "trained_heads", (double)exp_trained_heads(s, run));
         for (size_t h = 0; row && h < s->LH; h++)
             row[h] = run->sign[h];
         cJSON_AddItemToObject(o, "settled_sign_thr_0.05", num_array(row, row ? s->LH : 0));
@@ -639,6 +517,8 @@ static char *json_text(exp_state *s)
     cJSON_AddNumberToObject(t, "tokens_per_step", (double)(o->batch * o->block));
     cJSON_AddNumberToObject(t, "lr", o->lr);
     cJSON_AddNumberToObject(t, "gain_lr", o->lr / 2);
+    cJSON_AddNumberToObject(t, "uniform_arm_gain_init", o->uniform_init);
+    cJSON_AddNumberToObject(t, "decay_arm_gain_lr_decay", o->gain_lr_decay);
     cJSON_AddNumberToObject(t, "warmup", (double)o->warmup);
     cJSON_AddNumberToObject(t, "seed", (double)o->seed);
     cJSON_AddNumberToObject(t, "seeds", (double)o->seeds);
@@ -671,9 +551,12 @@ static char *json_text(exp_state *s)
         add_num(arm, "probe_accuracy_mean", q.mean);
         add_num(arm, "probe_accuracy_ci95", q.ci);
         if (a != ARM_BASELINE) {
-            const stat d = paired_diff(s, a, ARM_BASELINE);
-            add_num(arm, "perplexity_minus_baseline_mean", d.mean);
-            add_num(arm, "perplexity_minus_baseline_ci95", d.ci);
+            double ma, mb;
+            const verdict v = exp_ppl_verdict(s, a, ARM_BASELINE, &ma, &mb);
+            add_num(arm, "perplexity_minus_baseline_mean", v.mean);
+            add_num(arm, "perplexity_minus_baseline_ci95", v.half);
+            cJSON_AddNumberToObject(arm, "perplexity_minus_baseline_seeds", (double)v.n);
+            cJSON_AddStringToObject(arm, "perplexity_below_baseline", verdict_name(v.kind));
         }
         add_num(arm, "claimed_perplexity", claim_ppl[a]);
         add_num(arm, "claimed_tokens_per_s", claim_tok[a]);

@@ -1,7 +1,7 @@
 /* The experiment's labelled validation documents (valid_labels.tsv,
  * tools/corpus/wordnet_corpus.py): "lexname TAB document" a line. Reading
  * is apart from encoding (a callback) so that the reader alone is fuzzed
- * (tests/fuzz/fuzz_labels_tsv.c). */
+ * (tests/fuzz/fuzz_experiment_files.c). */
 #ifndef PFX_EXP_LABELS_H
 #define PFX_EXP_LABELS_H
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "chart.h"
+#include "common/tool_util.h"
 #include "loss_plot.h"
 #include "tune_plot.h"
 
@@ -36,33 +37,42 @@ static int plot_loss(const char *path, const pfx_pretrain_result *r)
     return rc;
 }
 
-/* Rows: at most 120 steps, evenly picked (the first and the last kept);
- * columns: layer-major heads. */
+/* Rows: every stride-th step, at most about 120 (round step numbers down
+ * the side), and the last; columns: layer-major heads ("L0H0", "L0H1",
+ * ...), as wide as the picture. */
 static int plot_gain_steps(const char *path, const pfx_pretrain_result *r)
 {
     const size_t LH = r->shape.layers * r->shape.heads, n = r->steps_done + 1;
-    const size_t rows = n < 120 ? n : 120;
+    const size_t stride = (n + 119) / 120;
+    const size_t rows = (n - 1) / stride + 1 + ((n - 1) % stride != 0);
     float *v = malloc(rows * LH * sizeof(float));
-    char(*names)[24] = malloc(rows * sizeof(*names));
-    const char **labels = malloc(rows * sizeof(char *));
+    char(*names)[48] = malloc((rows + LH) * sizeof(*names));
+    const char **labels = malloc((rows + LH) * sizeof(char *));
     int rc = CHART_ERR_IO;
     if (v && names && labels) {
         for (size_t i = 0; i < rows; i++) {
-            const size_t s = rows > 1 ? i * (n - 1) / (rows - 1) : 0;
+            const size_t s = i + 1 < rows ? i * stride : n - 1;
             for (size_t k = 0; k < LH; k++)
                 v[i * LH + k] = r->gains[s * LH + k];
             snprintf(names[i], sizeof(names[i]), "%zu", s);
             labels[i] = names[i];
         }
+        for (size_t k = 0; k < LH; k++) {
+            snprintf(names[rows + k], sizeof(names[0]), "L%zuH%zu", k / r->shape.heads,
+                     k % r->shape.heads);
+            labels[rows + k] = names[rows + k];
+        }
         chart_heatmap_spec spec = {
-            .title = "gain per head over the steps (columns: layer 0's heads, then layer 1's, ...)",
+            .title = "gain per layer (L) and head (H) over the steps",
             .values = v,
             .rows = rows,
             .cols = LH,
             .row_labels = labels,
+            .col_labels = labels + rows,
             .row_axis = "step",
-            .col_axis = "layer x head",
+            .col_axis = "layer and head",
             .diverging = true,
+            .fill = true,
             .scale_label = "gain parameter g",
         };
         rc = chart_heatmap(path, &spec);
@@ -89,5 +99,8 @@ int pretrain_plot_all(const char *dir, const pfx_pretrain_result *r, bool gains)
                              r->shape.layers, r->shape.heads);
     if (rc == CHART_OK && gains)
         rc = plot_gain_steps(in_dir(dir, "gains_steps.png", path, sizeof(path)), r);
+    if (!gains && (!tool_remove_stale("pretrain", dir, "gains.png") ||
+                   !tool_remove_stale("pretrain", dir, "gains_steps.png")))
+        rc = rc == CHART_OK ? CHART_ERR_IO : rc;
     return rc;
 }

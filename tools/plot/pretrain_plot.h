@@ -9,7 +9,8 @@
 /* dir/loss.png (the training loss and gradient norm per step, the
  * evaluation loss where measured) and, with `gains`, dir/gains.png (the
  * final gain of each layer and head) and dir/gains_steps.png (every head's
- * gain over the steps). CHART_OK or the first chart error (chart.h). */
+ * gain over the steps); without, an earlier run's two gain pictures are
+ * removed. CHART_OK or the first chart error (chart.h). */
 int pretrain_plot_all(const char *dir, const pfx_pretrain_result *r, bool gains);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "chart.h"
+#include "common/tool_util.h"
 #include "loss_plot.h"
 
 int tune_plot_loss(const char *path, const pfx_tune_result *r)
@@ -135,5 +136,5 @@ int tune_plot_all(const char *dir, const pfx_tune_result *r, bool *pictures)
     snprintf(path, sizeof(path), "%s/gains.png", dir);
     if (r->gains && drawn(pictures, path, tune_plot_gains(path, r->gains, L, H)))
         return 1;
-    return 0;
+    return !r->gains && !tool_remove_stale("tune", dir, "gains.png");
 }

@@ -24,7 +24,8 @@ int tune_plot_prefix_mass(const char *path, const float *before, const float *af
 int tune_plot_gains(const char *path, const float *gains, size_t layers, size_t heads);
 
 /* Every picture of a run into dir: loss.png when a step was done, and after
- * a run that was not stopped attention.png and, with a gain, gains.png.
+ * a run that was not stopped attention.png and, with a gain, gains.png
+ * (without, an earlier run's gains.png is removed).
  * *pictures: whether they were drawn (false in a build without cairo). 0,
  * or 1 after printing why one could not be drawn. */
 int tune_plot_all(const char *dir, const pfx_tune_result *r, bool *pictures);

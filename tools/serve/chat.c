@@ -46,8 +46,8 @@ void chat_template_load(chat_template *t, const char *dir)
     memset(t, 0, sizeof(*t));
     char path[4096];
     snprintf(path, sizeof(path), "%s/tokenizer_config.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    FILE *f;
+    if (pfx_input_open(path, &f) != PFX_SUCCESS)
         return;
     char *text = NULL;
     size_t len = 0;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "commands/gen_output.h"
+#include "common/stop_text.h"
 #include "completion_job.h"
 #include "logprobs.h"
 
@@ -55,10 +56,7 @@ completion *completion_new(server *srv, completion_req *req, size_t prompts, siz
     snprintf(c->id, sizeof(c->id), "%s-%llx-%llu", c->req.chat ? "chatcmpl" : "cmpl",
              (unsigned long long)c->created,
              (unsigned long long)__atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
-    for (size_t i = 0; i < c->req.stop_count; i++) {
-        const size_t len = strlen(c->req.stop[i]);
-        c->hold = len - 1 > c->hold ? len - 1 : c->hold;
-    }
+    c->hold = stop_text_hold((const char *const *)c->req.stop, c->req.stop_count);
     return c;
 }
 
@@ -91,19 +89,6 @@ void completion_release(completion *c)
     free(c);
 }
 
-/* Bytes of text[0, len) that may be sent before the request ends: not the
- * tail that may begin a stop string, not a trailing U+FFFD (the next token
- * may complete its character), not half a character. */
-static size_t sendable(const completion *c, const char *text, size_t len)
-{
-    size_t n = len > c->hold ? len - c->hold : 0;
-    while (n == len && n >= 3 && !memcmp(text + n - 3, "\xEF\xBF\xBD", 3))
-        n -= 3;
-    while (n > 0 && n < len && ((unsigned char)text[n] & 0xC0) == 0x80)
-        n--;
-    return n;
-}
-
 void completion_on_logprobs(void *user, const pfx_token_logprobs *logprobs)
 {
     completion_choice *ch = user;
@@ -134,16 +119,10 @@ bool completion_on_token(void *user, int32_t token)
                              &len) != PFX_SUCCESS)
         return true; /* the text stays as it was; the ids go on */
     len = strlen(text);
-    bool stop = false;
-    for (size_t i = 0; i < c->req.stop_count; i++) {
-        const char *at = strstr(text, c->req.stop[i]);
-        if (at && (size_t)(at - text) < len) {
-            len = (size_t)(at - text);
-            stop = true;
-        }
-    }
+    const bool stop =
+        stop_text_cut(text, &len, (const char *const *)c->req.stop, c->req.stop_count);
     text[len] = '\0';
-    const size_t ready = stop ? len : sendable(c, text, len);
+    const size_t ready = stop ? len : stop_text_sendable(text, len, c->hold);
     pthread_mutex_lock(&c->mu);
     free(ch->text);
     ch->text = text;

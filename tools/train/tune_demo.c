@@ -10,13 +10,13 @@
 /* src's bytes to dst, atomically. */
 static int copy_file(const char *src, const char *dst)
 {
-    FILE *in = fopen(src, "rb");
-    pfx_output_file *out = NULL;
-    pfx_status st = in ? pfx_output_open(dst, &out) : PFX_ERROR_IO;
-    if (!in) {
-        fprintf(stderr, "prefixcl tune: cannot read %s\n", src);
+    FILE *in;
+    if (pfx_input_open(src, &in) != PFX_SUCCESS) {
+        fprintf(stderr, "prefixcl tune: %s\n", pfx_last_error(NULL));
         return 1;
     }
+    pfx_output_file *out = NULL;
+    pfx_status st = pfx_output_open(dst, &out);
     char buf[1 << 16];
     size_t got;
     while (st == PFX_SUCCESS && (got = fread(buf, 1, sizeof(buf), in)) > 0)

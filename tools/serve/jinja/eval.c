@@ -18,7 +18,7 @@ value *str_of(ctx *c, const char *p, size_t n)
 value *lookup_name(ctx *c, const char *name, size_t n)
 {
     for (int i = c->scopes - 1; i >= 0; i--) {
-        value *v = dict_get(c->scope[i], name, n);
+        value *v = dict_get(&c->f, c->scope[i], name, n);
         if (v)
             return v;
     }
@@ -33,8 +33,10 @@ void bind_name(ctx *c, const char *name, size_t n, value *v)
 
 void count_step(ctx *c, size_t pos)
 {
-    if (++c->steps > JINJA_MAX_STEPS)
-        jinja_fail(&c->f, JINJA_ERROR_LIMIT, pos, "more than %u steps", JINJA_MAX_STEPS);
+    const size_t at = c->f.at;
+    c->f.at = pos;
+    jinja_spend(&c->f, JINJA_STEP_WORK);
+    c->f.at = at;
 }
 
 /* The string of v as str() gives it (in the arena). */
@@ -65,6 +67,7 @@ value *need_type(ctx *c, value *v, vtype t, size_t pos, const char *what)
 
 size_t *char_starts(ctx *c, const value *s, size_t *count)
 {
+    jinja_spend(&c->f, s->s.n);
     size_t *at = arena_alloc(&c->a, &c->f, (s->s.n + 1) * sizeof(*at)), n = 0;
     for (size_t i = 0; i < s->s.n; i++)
         if (((unsigned char)s->s.p[i] & 0xc0) != 0x80)
@@ -195,7 +198,7 @@ value *get_attr(ctx *c, value *obj, const char *name, size_t n, size_t pos, bool
     if (dot && method) /* x.items is the method, x['items'] the item */
         return bound_method(c, obj, name, n);
     if (obj->t == V_DICT || obj->t == V_NS) {
-        value *v = dict_get(obj, name, n);
+        value *v = dict_get(&c->f, obj, name, n);
         if (v)
             return v;
     }
@@ -278,9 +281,9 @@ static value *binop(ctx *c, const node *n)
     value *a = eval_expr(c, n->a), *b = eval_expr(c, n->b);
     const char *op = n->s;
     if (name_is(op, n->n, "=="))
-        return val_bool(val_eq(a, b));
+        return val_bool(val_eq(&c->f, a, b));
     if (name_is(op, n->n, "!="))
-        return val_bool(!val_eq(a, b));
+        return val_bool(!val_eq(&c->f, a, b));
     if (name_is(op, n->n, "in"))
         return contains_value(c, b, a, n->pos);
     if (name_is(op, n->n, "not in"))
@@ -306,6 +309,8 @@ value *eval_expr(ctx *c, const node *n)
 {
     if (++c->depth > 4 * JINJA_MAX_DEPTH)
         jinja_fail(&c->f, JINJA_ERROR_LIMIT, n->pos, "nested deeper than %d", JINJA_MAX_DEPTH);
+    const size_t at = c->f.at; /* the work of this expression is paid at its place */
+    c->f.at = n->pos;
     value *r;
     switch (n->k) {
     case E_LIT: r = n->lit; break;
@@ -355,6 +360,7 @@ value *eval_expr(ctx *c, const node *n)
     default: FAIL(c, n->pos, "not an expression");
     }
     c->depth--;
+    c->f.at = at;
     return r;
 }
 
@@ -456,9 +462,8 @@ static value *closure(ctx *c, const node *m)
     return fn;
 }
 
-void run_stmt(ctx *c, const node *n)
+static void run_one(ctx *c, const node *n)
 {
-    count_step(c, n->pos);
     switch (n->k) {
     case N_BODY:
         for (size_t i = 0; i < n->count && !c->flow; i++)
@@ -519,6 +524,15 @@ void run_stmt(ctx *c, const node *n)
     }
 }
 
+void run_stmt(ctx *c, const node *n)
+{
+    count_step(c, n->pos);
+    const size_t at = c->f.at; /* the work of this statement is paid at its place */
+    c->f.at = n->pos;
+    run_one(c, n);
+    c->f.at = at;
+}
+
 value *capture_body(ctx *c, const node *body)
 {
     sbuf *outer = c->out, text = { .limit = JINJA_MAX_MEMORY };
@@ -548,7 +562,7 @@ jinja_status jinja_render_at(const jinja_template *t, const cJSON *vars, int64_t
         snprintf(why, cap, "out of host memory");
         return JINJA_ERROR_MEMORY;
     }
-    c->f = (jfail){ .why = why, .cap = cap, .src = t->src, .src_len = t->len };
+    c->f = (jfail){ .why = why, .cap = cap, .src = t->src, .src_len = t->len, .at = JINJA_NO_POS };
     c->result = (sbuf){ .limit = JINJA_MAX_OUTPUT, .heap = true };
     c->out = &c->result;
     c->now = (time_t)now;

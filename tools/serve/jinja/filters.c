@@ -55,13 +55,14 @@ static value *tojson(ctx *c, value *v, const node *call, size_t first, const cha
 
 /* s without the whitespace around it (into text, NUL-terminated); false
  * when empty, too long or holding a NUL byte. */
-static bool stripped(const value *s, char *text, size_t cap)
+static bool stripped(ctx *c, const value *s, char *text, size_t cap)
 {
     size_t lo = 0, hi = s->s.n;
     while (lo < hi && is_space(s->s.p[lo]))
         lo++;
     while (hi > lo && is_space(s->s.p[hi - 1]))
         hi--;
+    jinja_spend(&c->f, 1 + lo + (s->s.n - hi));
     if (hi == lo || hi - lo >= cap || memchr(s->s.p + lo, 0, hi - lo))
         return false;
     memcpy(text, s->s.p + lo, hi - lo);
@@ -70,10 +71,10 @@ static bool stripped(const value *s, char *text, size_t cap)
 }
 
 /* Python's int(s) of a string (digits, a sign, '_' between digits) */
-static bool parse_int(const value *s, int64_t *out)
+static bool parse_int(ctx *c, const value *s, int64_t *out)
 {
     char text[64];
-    if (!stripped(s, text, sizeof(text)))
+    if (!stripped(c, s, text, sizeof(text)))
         return false;
     const char *p = text + (text[0] == '-' || text[0] == '+');
     int64_t v = 0; /* negative: INT64_MIN fits */
@@ -93,10 +94,10 @@ static bool parse_int(const value *s, int64_t *out)
 }
 
 /* Python's float(s) of a string */
-static bool parse_float(const value *s, double *out)
+static bool parse_float(ctx *c, const value *s, double *out)
 {
     char text[64], *end;
-    if (!stripped(s, text, sizeof(text)) || strpbrk(text, "xXpP")) /* no hexadecimal */
+    if (!stripped(c, s, text, sizeof(text)) || strpbrk(text, "xXpP")) /* no hexadecimal */
         return false;
     *out = strtod(text, &end);
     return !*end;
@@ -113,11 +114,11 @@ static value *to_int(ctx *c, value *v, const node *call, size_t first, const cha
     double d = NAN;
     if (v->t == V_INT || v->t == V_BOOL)
         return val_int(&c->a, &c->f, v->t == V_INT ? v->i : v->b);
-    if (v->t == V_STR && parse_int(v, &i))
+    if (v->t == V_STR && parse_int(c, v, &i))
         return val_int(&c->a, &c->f, i);
     if (v->t == V_FLOAT)
         d = v->f;
-    else if (v->t == V_STR && !parse_float(v, &d))
+    else if (v->t == V_STR && !parse_float(c, v, &d))
         d = NAN;
     if (isnan(d) || isinf(d) || fabs(d) >= 0x1p63)
         return a.v[0] ? a.v[0] : val_int(&c->a, &c->f, 0);
@@ -132,7 +133,7 @@ static value *to_float(ctx *c, value *v, const node *call, size_t first, const c
     double d;
     if (val_is_number(v))
         return val_float(&c->a, &c->f, val_as_double(v));
-    if (v->t == V_STR && parse_float(v, &d))
+    if (v->t == V_STR && parse_float(c, v, &d))
         return val_float(&c->a, &c->f, d);
     return a.v[0] ? a.v[0] : val_float(&c->a, &c->f, 0);
 }
@@ -238,6 +239,7 @@ static value *indent(ctx *c, value *v, const node *call, size_t first, const cha
 static value *wordcount(ctx *c, value *v)
 {
     const value *s = to_str(c, v);
+    jinja_spend(&c->f, s->s.n + 1);
     int64_t words = 0;
     bool in_word = false;
     for (size_t i = 0; i < s->s.n; i++) {

@@ -26,10 +26,18 @@ typedef struct jfail {
     size_t cap;
     const char *src; /* for line:column */
     size_t src_len;
+    size_t work; /* rendering: units of work done (jinja.h JINJA_MAX_WORK) */
+    size_t at;   /* rendering: the place of the node being run, for jinja_spend */
 } jfail;
+
+/* A pos that names no place in the template (before it runs). */
+#define JINJA_NO_POS SIZE_MAX
 
 __attribute__((noreturn, format(printf, 4, 5))) void jinja_fail(jfail *f, jinja_status st,
                                                                 size_t pos, const char *fmt, ...);
+/* Counts units of work; past JINJA_MAX_WORK fails (JINJA_ERROR_LIMIT)
+ * naming the place f->at. Called before the work it pays for. */
+void jinja_spend(jfail *f, size_t units);
 void *arena_alloc(arena *a, jfail *f, size_t n);
 void arena_free(arena *a);
 
@@ -99,11 +107,12 @@ value *val_bool(bool b);
 value *val_none(void);
 value *val_undef(void);
 value *val_from_json(arena *a, jfail *f, const void *cjson);
-/* d[key]: NULL when absent */
-value *dict_get(const value *d, const char *key, size_t n);
+/* d[key]: NULL when absent (the keys it reads paid to f) */
+value *dict_get(jfail *f, const value *d, const char *key, size_t n);
 void dict_set(arena *a, jfail *f, value *d, value *key, value *v);
 bool val_truthy(const value *v);
-bool val_eq(const value *a, const value *b);
+/* Python's ==, the bytes and items it reads paid to f */
+bool val_eq(jfail *f, const value *a, const value *b);
 bool val_is_number(const value *v); /* int, float or bool */
 double val_as_double(const value *v);
 const char *val_type_name(const value *v);

@@ -129,6 +129,11 @@ value *arith_op(ctx *c, const node *n, value *a, value *b)
     if (op == '+' && a->t == b->t && (a->t == V_STR || a->t == V_LIST))
         return joined(c, a, b);
     if (op == '*' && n->n == 1 && a->t == V_STR && is_int(b)) {
+        const uint64_t times = as_int(b) > 0 ? (uint64_t)as_int(b) : 0;
+        uint64_t units; /* each copy paid, an empty string's too */
+        jinja_spend(&c->f, __builtin_mul_overflow(times, a->s.n + 1, &units) || units > SIZE_MAX
+                               ? SIZE_MAX
+                               : (size_t)units);
         sbuf s = { .limit = JINJA_MAX_MEMORY };
         sb_add(&c->a, &c->f, &s, "", 0);
         for (int64_t i = 0; i < as_int(b); i++)
@@ -165,6 +170,7 @@ int compare_values(ctx *c, value *a, value *b, size_t pos, const char *op)
 {
     if (a->t == V_STR && b->t == V_STR) {
         const size_t m = a->s.n < b->s.n ? a->s.n : b->s.n;
+        jinja_spend(&c->f, m + 1);
         const int cmp = memcmp(a->s.p, b->s.p, m);
         return cmp ? (cmp > 0) - (cmp < 0) : (a->s.n > b->s.n) - (a->s.n < b->s.n);
     }

@@ -15,7 +15,6 @@ typedef struct ctx {
     jfail f;
     sbuf result; /* the output (on the heap) */
     sbuf *out;   /* where text goes: the output, or what a macro or block set captures */
-    size_t steps;
     int depth;
     value *scope[MAX_SCOPES]; /* [0]: the caller's names, [1]: the template's */
     int scopes;
@@ -38,6 +37,7 @@ typedef struct call_args {
 /* eval.c */
 value *eval_expr(ctx *c, const node *n);
 void run_stmt(ctx *c, const node *n);
+/* Pays a step's work (JINJA_STEP_WORK) at pos. */
 void count_step(ctx *c, size_t pos);
 value *str_of(ctx *c, const char *p, size_t n);
 value *to_str(ctx *c, value *v);
@@ -46,7 +46,8 @@ value *new_list(ctx *c, size_t cap);
 /* What `for x in v` goes through, as a list: a list's items, a dict's
  * keys, a string's characters, nothing for undefined. */
 value *iterate_value(ctx *c, value *v, size_t pos);
-/* The UTF-8 characters of s: their start offsets (count + 1 of them). */
+/* The UTF-8 characters of s: their start offsets (count + 1 of them); its
+ * bytes paid as work. */
 size_t *char_starts(ctx *c, const value *s, size_t *count);
 /* obj.name (dot) and obj[name]: Jinja looks for an attribute (a method)
  * first in the one, an item first in the other */

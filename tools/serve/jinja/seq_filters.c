@@ -10,6 +10,7 @@ static const char *const no_names[] = { NULL };
 /* jinja2's attribute getter: "a.b.0" reads .a, then .b, then [0] */
 static value *attr_path(ctx *c, value *v, const value *path, size_t pos)
 {
+    jinja_spend(&c->f, path->s.n + 1);
     size_t start = 0;
     while (start <= path->s.n) {
         const char *dot = memchr(path->s.p + start, '.', path->s.n - start);
@@ -114,7 +115,7 @@ static value *unique(ctx *c, value *seq, const node *call, size_t first, const c
         bool seen = false;
         for (size_t k = 0; k < r->l.n && !seen; k++) {
             count_step(c, call->pos);
-            seen = val_eq(keys[k], key);
+            seen = val_eq(&c->f, keys[k], key);
         }
         if (!seen) {
             keys[r->l.n] = key;
@@ -134,7 +135,7 @@ static void sort_by(ctx *c, value **items, value **keys, size_t n, bool reverse,
             count_step(c, pos);
             /* as Python compares jinja2's [key] lists: equal keys first */
             const int cmp =
-                val_eq(keys[k - 1], key) ? 0 : compare_values(c, keys[k - 1], key, pos, "<");
+                val_eq(&c->f, keys[k - 1], key) ? 0 : compare_values(c, keys[k - 1], key, pos, "<");
             if (reverse ? cmp >= 0 : cmp <= 0)
                 break;
             items[k] = items[k - 1];

@@ -21,6 +21,7 @@ static value *strip(ctx *c, value *s, const value *chars, int which)
     while ((which & 2) && hi > lo && STRIPPED(s->s.p[hi - 1]))
         hi--;
 #undef STRIPPED
+    jinja_spend(&c->f, 1 + lo + (s->s.n - hi)); /* the bytes read, as many at most as it holds */
     return str_of(c, s->s.p + lo, hi - lo);
 }
 
@@ -48,6 +49,7 @@ static value *split(ctx *c, value *s, const value *sep, int64_t max, size_t pos)
 {
     if (sep && !sep->s.n)
         FAIL(c, pos, "split: an empty separator");
+    jinja_spend(&c->f, s->s.n + 1); /* one scan in all */
     value *r = val_new(&c->a, &c->f, V_LIST);
     size_t cap = 0, i = 0, start = 0;
     for (;;) {
@@ -100,6 +102,7 @@ static value *replace(ctx *c, value *s, value *from, value *to, int64_t count)
         }
         return str_of(c, b.p, b.n);
     }
+    jinja_spend(&c->f, s->s.n + 1); /* one scan in all */
     size_t i = 0;
     for (int64_t done = 0; count < 0 || done < count; done++) {
         const char *hit = memmem(s->s.p + i, s->s.n - i, from->s.p, from->s.n);
@@ -160,6 +163,7 @@ value *str_method(ctx *c, const node *call, size_t first, value *obj, const char
     if (name_is(name, n, "startswith") || name_is(name, n, "endswith")) {
         call_args a = get_args(c, call, first, what, 1, 1, none);
         const value *x = need_type(c, a.v[0], V_STR, call->pos, what);
+        jinja_spend(&c->f, x->s.n + 1);
         if (x->s.n > obj->s.n)
             return val_bool(false);
         const char *at = name[0] == 's' ? obj->s.p : obj->s.p + obj->s.n - x->s.n;
@@ -204,7 +208,7 @@ value *call_method(ctx *c, const node *call, value *obj, const char *name, size_
             return dict_view(c, obj, k);
         if (name_is(name, n, "get")) {
             call_args a = get_args(c, call, 0, what, 1, 2, NULL);
-            value *v = a.v[0]->t == V_STR ? dict_get(obj, a.v[0]->s.p, a.v[0]->s.n) : NULL;
+            value *v = a.v[0]->t == V_STR ? dict_get(&c->f, obj, a.v[0]->s.p, a.v[0]->s.n) : NULL;
             return v ? v : a.v[1] ? a.v[1] : val_none();
         }
     }

@@ -9,16 +9,17 @@ value *contains_value(ctx *c, value *hay, value *x, size_t pos)
 {
     if (hay->t == V_STR) {
         need_type(c, x, V_STR, pos, "'in' a string");
+        jinja_spend(&c->f, hay->s.n + x->s.n);
         return val_bool(!x->s.n || memmem(hay->s.p, hay->s.n, x->s.p, x->s.n));
     }
     if (hay->t == V_LIST) {
         for (size_t i = 0; i < hay->l.n; i++)
-            if (val_eq(hay->l.v[i], x))
+            if (val_eq(&c->f, hay->l.v[i], x))
                 return val_bool(true);
         return val_bool(false);
     }
     if (hay->t == V_DICT || hay->t == V_NS)
-        return val_bool(x->t == V_STR && dict_get(hay, x->s.p, x->s.n));
+        return val_bool(x->t == V_STR && dict_get(&c->f, hay, x->s.p, x->s.n));
     if (hay->t == V_UNDEF) /* iterates as nothing */
         return val_bool(false);
     FAIL(c, pos, "'in' a %s", val_type_name(hay));
@@ -63,7 +64,7 @@ static const char *comparison(const char *name, size_t n)
 static bool compared(ctx *c, const char *op, value *v, value *arg, size_t pos)
 {
     if (op[0] == '=' || op[0] == '!')
-        return val_eq(v, arg) == (op[0] == '=');
+        return val_eq(&c->f, v, arg) == (op[0] == '=');
     if (op[0] == 'i')
         return contains_value(c, arg, v, pos)->b;
     if (op[0] == '%') {
@@ -106,8 +107,10 @@ bool apply_test(ctx *c, const char *s, size_t len, value *v, const node *call, s
         return v->t == V_LIST || v->t == V_STR || v->t == V_DICT || v->t == V_UNDEF;
     if (name_is(s, len, "callable")) /* Undefined is: calling it is the error */
         return v->t == V_FUNC || v->t == V_UNDEF;
-    if (name_is(s, len, "lower") || name_is(s, len, "upper"))
-        return need_type(c, v, V_STR, call->pos, what) && one_case(v, s[0] == 'u');
+    if (name_is(s, len, "lower") || name_is(s, len, "upper")) {
+        jinja_spend(&c->f, need_type(c, v, V_STR, call->pos, what)->s.n + 1);
+        return one_case(v, s[0] == 'u');
+    }
     if (name_is(s, len, "even") || name_is(s, len, "odd")) {
         const int64_t i = v->t == V_BOOL ? v->b : need_type(c, v, V_INT, call->pos, what)->i;
         return (i % 2 != 0) == (s[0] == 'o');

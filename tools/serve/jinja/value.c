@@ -26,7 +26,7 @@ void jinja_fail(jfail *f, jinja_status st, size_t pos, const char *fmt, ...)
             line++;
             col = 0;
         }
-    int k = st == JINJA_ERROR_RAISED || !f->src
+    int k = st == JINJA_ERROR_RAISED || !f->src || pos == JINJA_NO_POS
                 ? 0
                 : snprintf(f->why, f->cap, "line %zu:%zu: ", line, col);
     if (k < 0 || (size_t)k >= f->cap)
@@ -37,6 +37,16 @@ void jinja_fail(jfail *f, jinja_status st, size_t pos, const char *fmt, ...)
     va_end(ap);
     f->st = st;
     longjmp(f->jb, 1);
+}
+
+void jinja_spend(jfail *f, size_t units)
+{
+    f->work = units > JINJA_MAX_WORK - f->work ? JINJA_MAX_WORK + (size_t)1 : f->work + units;
+    if (f->work > JINJA_MAX_WORK)
+        jinja_fail(f, JINJA_ERROR_LIMIT, f->at,
+                   "the template's work exceeds %u units (a byte scanned or compared 1, a "
+                   "statement or loop turn %u)",
+                   JINJA_MAX_WORK, JINJA_STEP_WORK);
 }
 
 void *arena_alloc(arena *a, jfail *f, size_t n)
@@ -162,21 +172,32 @@ void float_repr(double d, char out[32])
     }
 }
 
-value *dict_get(const value *d, const char *key, size_t n)
+/* The index of key in d's keys, or d->d.n; a unit per key read, and the
+ * bytes of those of its length. */
+static size_t key_index(jfail *f, const value *d, const char *key, size_t n)
 {
-    for (size_t i = 0; i < d->d.n; i++)
-        if (d->d.k[i]->s.n == n && !memcmp(d->d.k[i]->s.p, key, n))
-            return d->d.v[i];
-    return NULL;
+    for (size_t i = 0; i < d->d.n; i++) {
+        const bool same_length = d->d.k[i]->s.n == n;
+        jinja_spend(f, 1 + (same_length ? n : 0));
+        if (same_length && !memcmp(d->d.k[i]->s.p, key, n))
+            return i;
+    }
+    return d->d.n;
+}
+
+value *dict_get(jfail *f, const value *d, const char *key, size_t n)
+{
+    const size_t i = key_index(f, d, key, n);
+    return i < d->d.n ? d->d.v[i] : NULL;
 }
 
 void dict_set(arena *a, jfail *f, value *d, value *key, value *v)
 {
-    for (size_t i = 0; i < d->d.n; i++)
-        if (d->d.k[i]->s.n == key->s.n && !memcmp(d->d.k[i]->s.p, key->s.p, key->s.n)) {
-            d->d.v[i] = v;
-            return;
-        }
+    const size_t i = key_index(f, d, key->s.p, key->s.n);
+    if (i < d->d.n) {
+        d->d.v[i] = v;
+        return;
+    }
     if (d->d.n == d->d.cap) {
         const size_t cap = d->d.cap ? 2 * d->d.cap : 8;
         value **k = arena_alloc(a, f, cap * sizeof(*k)), **w = arena_alloc(a, f, cap * sizeof(*w));
@@ -253,8 +274,9 @@ double val_as_double(const value *v)
  * compared (a template can nest them without end: the stack cannot). */
 #define MAX_VALUE_DEPTH 1024
 
-static bool eq_at(const value *a, const value *b, int depth)
+static bool eq_at(jfail *f, const value *a, const value *b, int depth)
 {
+    jinja_spend(f, 1 + (a->t == V_STR && b->t == V_STR && a->s.n == b->s.n ? a->s.n : 0));
     const bool an = a->t == V_INT || a->t == V_BOOL, bn = b->t == V_INT || b->t == V_BOOL;
     if (an && bn)
         return (a->t == V_INT ? a->i : a->b) == (b->t == V_INT ? b->i : b->b);
@@ -268,15 +290,15 @@ static bool eq_at(const value *a, const value *b, int depth)
         if (a->l.n != b->l.n)
             return false;
         for (size_t i = 0; i < a->l.n; i++)
-            if (depth >= MAX_VALUE_DEPTH || !eq_at(a->l.v[i], b->l.v[i], depth + 1))
+            if (depth >= MAX_VALUE_DEPTH || !eq_at(f, a->l.v[i], b->l.v[i], depth + 1))
                 return false;
         return true;
     case V_DICT:
         if (a->d.n != b->d.n)
             return false;
         for (size_t i = 0; i < a->d.n; i++) {
-            const value *w = dict_get(b, a->d.k[i]->s.p, a->d.k[i]->s.n);
-            if (!w || depth >= MAX_VALUE_DEPTH || !eq_at(a->d.v[i], w, depth + 1))
+            const value *w = dict_get(f, b, a->d.k[i]->s.p, a->d.k[i]->s.n);
+            if (!w || depth >= MAX_VALUE_DEPTH || !eq_at(f, a->d.v[i], w, depth + 1))
                 return false;
         }
         return true;
@@ -288,9 +310,9 @@ static bool eq_at(const value *a, const value *b, int depth)
     }
 }
 
-bool val_eq(const value *a, const value *b)
+bool val_eq(jfail *f, const value *a, const value *b)
 {
-    return eq_at(a, b, 0);
+    return eq_at(f, a, b, 0);
 }
 
 const char *val_type_name(const value *v)
@@ -488,6 +510,7 @@ static size_t *key_order(arena *a, jfail *f, const value *d, bool sorted)
         size_t k = i;
         for (; sorted && k > 0; k--) {
             const value *x = d->d.k[order[k - 1]], *y = d->d.k[i];
+            jinja_spend(f, 1 + (x->s.n < y->s.n ? x->s.n : y->s.n));
             const int cmp = memcmp(x->s.p, y->s.p, x->s.n < y->s.n ? x->s.n : y->s.n);
             if (cmp < 0 || (!cmp && x->s.n <= y->s.n))
                 break;

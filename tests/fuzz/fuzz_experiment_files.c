@@ -1,16 +1,22 @@
-/* libFuzzer harness for the experiment's labelled documents
- * (tools/experiment/labels.c, valid_labels.tsv): every input is read as the
- * file, with an encoder that makes one token of each byte, at most 7
- * documents and blocks of 5 tokens; it must be refused cleanly or give
- * documents whose labels index sorted, distinct classes and whose lengths
- * are 1..5. Also linked into the normal build by run_corpus.c, which
- * replays tests/fuzz/corpus/labels_tsv/. */
+/* libFuzzer harness for the files `prefixcl experiment gain` reads: every
+ * input is read as each of them.
+ * - The labelled documents (tools/experiment/labels.c, valid_labels.tsv),
+ *   with an encoder that makes one token of each byte, at most 7 documents
+ *   and blocks of 5 tokens: refused cleanly, or documents whose labels
+ *   index sorted, distinct classes and whose lengths are 1..5.
+ * - experiment.json (tools/experiment/saved.c, what --resume reads):
+ *   refused cleanly, or 1..SAVED_ARGS_MAX strings.
+ * - A run's measures.json for 3 heads, at most 4 measurements of 9 steps:
+ *   refused cleanly, or ascending steps in 1..9.
+ * Also linked into the normal build by run_corpus.c, which replays
+ * tests/fuzz/corpus/experiment_files/ (pfx_fuzz_accepts: the labels). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz.h"
 #include "internal.h"
 #include "labels.h"
+#include "saved.h"
 
 enum { CAP = 7, BLOCK = 5 };
 
@@ -60,8 +66,35 @@ bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
     return true;
 }
 
+/* The two JSON files of saved.h. */
+static void saved_files(const uint8_t *data, size_t size)
+{
+    char err[256], **argv = NULL;
+    int argc = 0;
+    if (!saved_args_read((const char *)data, size, &argc, &argv, err, sizeof(err))) {
+        if (argc < 1 || argc > SAVED_ARGS_MAX || argv[argc])
+            abort();
+        for (int i = 0; i < argc; i++)
+            if (!argv[i])
+                abort();
+        saved_args_free(argc, argv);
+    }
+    enum { HEADS = 3, MEASURES = 4, STEPS = 9 };
+    size_t steps[MEASURES], m = 0;
+    float entropy[MEASURES * HEADS], topk[MEASURES * HEADS];
+    if (!saved_measures_read((const char *)data, size, HEADS, MEASURES, STEPS, steps, entropy, topk,
+                             &m, err, sizeof(err))) {
+        if (m > MEASURES)
+            abort();
+        for (size_t i = 0; i < m; i++)
+            if (steps[i] < 1 || steps[i] > STEPS || (i && steps[i] <= steps[i - 1]))
+                abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    saved_files(data, size);
     labelled_docs d;
     char err[1024];
     if (read_labels(data, size, "fuzz", &d, err, sizeof(err)))
