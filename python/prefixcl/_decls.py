@@ -230,10 +230,10 @@ STRUCTS = {
         size_t logit_bias_count;""",
     "pfx_request": """
         const int32_t *prompt; size_t prompt_len; int32_t adapter; uint64_t seed; int32_t *out;
-        size_t out_len;""",
+        size_t out_len; bool end;""",
     "pfx_generate_stats": """
         size_t prefill_tokens; size_t decode_tokens; double prefill_seconds;
-        double decode_seconds;""",
+        double decode_seconds; double build_seconds;""",
     "pfx_sched_request": """
         const int32_t *prompt; size_t prompt_len; int32_t adapter; pfx_sampling sampling;
         uint64_t seed; pfx_sched_token_fn on_token; pfx_sched_done_fn on_done; void *user;
