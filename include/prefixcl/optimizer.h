@@ -104,6 +104,12 @@ typedef struct pfx_data_parallel {
     pfx_status (*reduce)(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
     bool (*any)(void *user, bool mine);
     pfx_status (*check)(void *user, pfx_optimizer *opt, uint64_t step);
+    /* when given (ranks > 1, jobs that support it: pretrain), called once
+     * every parameter is registered, before a checkpoint is restored: the
+     * process keeps the AdamW state of its share of the parameters only
+     * (dist.h, pfx_dist_shard_optimizer), and every process writes its part
+     * of the checkpoint */
+    pfx_status (*shard)(void *user, pfx_optimizer *opt);
     void *user;
 } pfx_data_parallel;
 

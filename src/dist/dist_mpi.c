@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "optimizer_internal.h"
 
 enum {
     TAG_AGREE = 1,
@@ -24,7 +25,11 @@ enum {
     TAG_ANY,
     TAG_ANY_BACK,
     TAG_MEAN_COUNT,
-    TAG_MEAN_SUM
+    TAG_MEAN_SUM,
+    TAG_PARTIAL,
+    TAG_PARAMS,
+    TAG_SAME_STEP,
+    TAG_SAME_STEP_BACK
 };
 
 static struct {
@@ -36,6 +41,11 @@ static struct {
     float *all; /* the other ranks' parts of this rank's chunk, [size - 1][chunk] */
     size_t floats, all_floats;
     bool told; /* the bytes a step sends were printed */
+    /* the optimizer sharded (pfx_dist_shard_optimizer): rank r updates
+     * parameters [pbound[r], pbound[r + 1]), floats [fbound[r], fbound[r + 1])
+     * of the packed gradients */
+    const pfx_optimizer *sharded;
+    size_t *pbound, *fbound;
 } g = { .size = 1, .timeout_s = 600 };
 
 bool pfx_dist_available(void)
@@ -161,7 +171,11 @@ int pfx_dist_finish(int rc)
         fatal(rc, "the command failed (exit status %d)", rc);
     free(g.buf);
     free(g.all);
+    free(g.pbound);
+    free(g.fbound);
     g.buf = g.all = NULL;
+    g.pbound = g.fbound = NULL;
+    g.sharded = NULL;
     MPI_Finalize();
     g.on = false;
     return rc;
@@ -284,25 +298,34 @@ bool dist_any_of(bool mine)
     return any != 0;
 }
 
-/* Packs (or, with back = true, unpacks) every registered gradient into g.buf. */
-static pfx_status pack(pfx_optimizer *opt, bool back)
+/* Packs (or, with back = true, unpacks) the registered gradients (or, with
+ * params, the parameters) [first, end) into their places in g.buf. */
+static pfx_status pack_range(pfx_optimizer *opt, bool params, bool back, size_t first, size_t end)
 {
     size_t n = pfx_optimizer_param_count(opt), off = 0;
-    for (size_t i = 0; i < n; i++) {
-        pfx_tensor *grad = NULL;
-        pfx_status st = pfx_optimizer_param_tensors(opt, i, NULL, &grad);
+    for (size_t i = 0; i < n && i < end; i++) {
+        pfx_tensor *t = NULL;
+        pfx_status st = params ? pfx_optimizer_param_tensors(opt, i, &t, NULL)
+                               : pfx_optimizer_param_tensors(opt, i, NULL, &t);
         if (st != PFX_SUCCESS)
             return st;
-        size_t k = pfx_tensor_numel(grad);
-        st = back ? pfx_tensor_write(grad, 0, k, g.buf + off)
-                  : pfx_tensor_read(grad, 0, k, g.buf + off);
+        size_t k = pfx_tensor_numel(t);
+        if (i >= first)
+            st = back ? pfx_tensor_write(t, 0, k, g.buf + off)
+                      : pfx_tensor_read(t, 0, k, g.buf + off);
         if (st != PFX_SUCCESS)
-            return pfx_error(NULL, st, "rank %d: %s gradients: %s (%s)", g.rank,
-                             back ? "writing the summed" : "reading the", pfx_status_string(st),
-                             pfx_last_error(pfx_tensor_runtime(grad)));
+            return pfx_error(NULL, st, "rank %d: %s %s: %s (%s)", g.rank,
+                             back ? "writing the summed" : "reading the",
+                             params ? "parameters" : "gradients", pfx_status_string(st),
+                             pfx_last_error(pfx_tensor_runtime(t)));
         off += k;
     }
     return PFX_SUCCESS;
+}
+
+static pfx_status pack(pfx_optimizer *opt, bool back)
+{
+    return pack_range(opt, false, back, 0, SIZE_MAX);
 }
 
 static size_t grad_floats(pfx_optimizer *opt)
@@ -316,15 +339,29 @@ static size_t grad_floats(pfx_optimizer *opt)
     return total;
 }
 
-/* Chunk c of F floats over R ranks: [F c / R, F (c + 1) / R). */
+/* Chunk c of F floats over R ranks: [F c / R, F (c + 1) / R), or, the
+ * optimizer sharded, rank c's parameters. */
 static size_t chunk_begin(size_t F, int c)
 {
+    if (g.sharded)
+        return g.fbound[c];
     return F / (size_t)g.size * (size_t)c + F % (size_t)g.size * (size_t)c / (size_t)g.size;
+}
+
+/* The most floats a chunk has. */
+static size_t chunk_max(size_t F)
+{
+    size_t most = 0;
+    for (int r = 0; r < g.size; r++) {
+        const size_t n = chunk_begin(F, r + 1) - chunk_begin(F, r);
+        most = n > most ? n : most;
+    }
+    return most;
 }
 
 static void ensure_buffers(size_t floats)
 {
-    const size_t chunk = chunk_begin(floats, 1) + 1; /* every chunk is at most this */
+    const size_t chunk = chunk_max(floats); /* every chunk is at most this */
     if (chunk > (size_t)INT_MAX)
         fatal(5, "%zu gradient floats over %d ranks exceed one MPI message (%d)", floats, g.size,
               INT_MAX);
@@ -382,6 +419,9 @@ pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
     const char *what = "summing the gradients";
     const int R = g.size;
     const size_t F = grad_floats(opt);
+    if (g.sharded && (g.sharded != opt || F != g.fbound[R]))
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_dist_reduce_grads: another optimizer than the one sharded");
     ensure_buffers(F);
     /* a device error here leaves this rank out of the exchange: its
      * program fails and pfx_dist_finish ends the job */
@@ -406,7 +446,7 @@ pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
     for (int r = 0; r < R; r++)
         w[r] = sum[0] > 0 ? heads[2 * r] / sum[0] : 0.0;
     const size_t b0 = chunk_begin(F, g.rank), n0 = chunk_begin(F, g.rank + 1) - b0;
-    const size_t stride = chunk_begin(F, 1) + 1; /* g.all's slots: every chunk fits */
+    const size_t stride = chunk_max(F); /* g.all's slots: every chunk fits */
     /* reduce-scatter: my chunk from every rank, every rank's chunk from me */
     int n = 0;
     for (int r = 0, k = 0; r < R; r++) {
@@ -431,9 +471,11 @@ pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
         }
         g.buf[b0 + i] = (float)acc;
     }
-    /* all-gather: my summed chunk to every rank, theirs into place */
+    const bool sharded = g.sharded == opt;
+    /* all-gather: my summed chunk to every rank, theirs into place (sharded:
+     * each rank keeps its own, the updated parameters travel instead) */
     n = 0;
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < R && !sharded; r++) {
         if (r == g.rank)
             continue;
         const size_t br = chunk_begin(F, r), nr = chunk_begin(F, r + 1) - br;
@@ -449,11 +491,18 @@ pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
     wait_all(req, peer, n, what);
     if (!g.told && g.rank == 0) {
         const double sent = 2.0 * (double)(F - n0) * sizeof(float);
-        fprintf(
-            stderr,
-            "prefixcl: %d ranks: each sends about %.2f MiB of gradients a step (reduce-scatter and "
-            "all-gather, summed in rank order)\n",
-            R, sent / 1048576.0);
+        if (sharded)
+            fprintf(stderr,
+                    "prefixcl: %d ranks: rank 0 sends %.2f MiB of gradients a step "
+                    "(reduce-scatter, summed in rank order) and %.2f MiB of updated parameters "
+                    "(all-gather)\n",
+                    R, (double)(F - n0) * sizeof(float) / 1048576.0,
+                    (double)n0 * (R - 1) * sizeof(float) / 1048576.0);
+        else
+            fprintf(stderr,
+                    "prefixcl: %d ranks: each sends about %.2f MiB of gradients a step "
+                    "(reduce-scatter and all-gather, summed in rank order)\n",
+                    R, sent / 1048576.0);
         g.told = true;
     }
     free(heads);
@@ -462,7 +511,151 @@ pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
     free(peer);
     *count = sum[0];
     *mean_loss = sum[0] > 0 ? sum[1] / sum[0] : 0.0;
-    return pack(opt, true);
+    return sharded ? pack_range(opt, false, true, g.pbound[g.rank], g.pbound[g.rank + 1])
+                   : pack(opt, true);
+}
+
+/* ---- the optimizer sharded ---- */
+
+/* buf[bound[r], bound[r + 1]) from rank r, for every other rank; this
+ * rank's own range to every other. */
+static void allgather_ranges(float *buf, const size_t *bound, int tag, const char *what)
+{
+    const int R = g.size;
+    MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
+    int *peer = calloc((size_t)R * 2, sizeof(int));
+    if (!req || !peer)
+        fatal(5, "%s: out of host memory", what);
+    int n = 0;
+    const size_t b0 = bound[g.rank], n0 = bound[g.rank + 1] - b0;
+    for (int r = 0; r < R; r++) {
+        if (r == g.rank)
+            continue;
+        const size_t br = bound[r], nr = bound[r + 1] - br;
+        if (nr > (size_t)INT_MAX || n0 > (size_t)INT_MAX)
+            fatal(5, "%s: a part exceeds one MPI message (%d floats)", what, INT_MAX);
+        peer[n] = r;
+        mpi_ok(MPI_Irecv(buf + br, (int)nr, MPI_FLOAT, r, tag, MPI_COMM_WORLD, &req[n++]), what);
+        peer[n] = r;
+        mpi_ok(MPI_Isend(buf + b0, (int)n0, MPI_FLOAT, r, tag, MPI_COMM_WORLD, &req[n++]), what);
+    }
+    wait_all(req, peer, n, what);
+    free(req);
+    free(peer);
+}
+
+static pfx_status share_partials(void *user, pfx_optimizer *opt, float *partial)
+{
+    (void)user;
+    size_t *slot = malloc(((size_t)g.size + 1) * sizeof(size_t));
+    if (!slot)
+        fatal(5, "sharing the gradients' norm: out of host memory");
+    for (int r = 0; r <= g.size; r++)
+        slot[r] =
+            g.pbound[r] < opt->count ? opt->items[g.pbound[r]].partial_offset : opt->partial_total;
+    allgather_ranges(partial, slot, TAG_PARTIAL, "sharing the gradients' norm");
+    free(slot);
+    return PFX_SUCCESS;
+}
+
+static pfx_status gather_params(void *user, pfx_optimizer *opt)
+{
+    (void)user;
+    ensure_buffers(g.fbound[g.size]);
+    pfx_status st = pack_range(opt, true, false, g.pbound[g.rank], g.pbound[g.rank + 1]);
+    if (st != PFX_SUCCESS)
+        return st;
+    allgather_ranges(g.buf, g.fbound, TAG_PARAMS, "gathering the updated parameters");
+    for (int r = 0; r < g.size && st == PFX_SUCCESS; r++)
+        if (r != g.rank)
+            st = pack_range(opt, true, true, g.pbound[r], g.pbound[r + 1]);
+    return st;
+}
+
+static pfx_status same_step(void *user, pfx_optimizer *opt, uint64_t step)
+{
+    (void)user;
+    (void)opt;
+    const char *what = "comparing the checkpoints' steps";
+    uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
+    if (g.rank == 0 && !vals)
+        fatal(5, "%s: out of host memory", what);
+    gather_u64(step, vals, TAG_SAME_STEP, what);
+    int odd = 0;
+    for (int r = 1; g.rank == 0 && r < g.size && !odd; r++)
+        odd = vals[r] != vals[0] ? r : 0;
+    const bool any = dist_any_of(odd != 0);
+    pfx_status st = PFX_SUCCESS;
+    if (any && g.rank == 0)
+        st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                       "the ranks' checkpoints hold different steps (rank 0: %llu, rank %d: %llu): "
+                       "a save was cut short; start again",
+                       (unsigned long long)vals[0], odd, (unsigned long long)vals[odd]);
+    else if (any)
+        st = pfx_error(NULL, PFX_ERROR_FORMAT,
+                       "the ranks' checkpoints hold different steps (rank 0 names them)");
+    free(vals);
+    return st;
+}
+
+static const opt_collective collective = { .partials = share_partials,
+                                           .params = gather_params,
+                                           .same_step = same_step };
+
+/* Rank r's first parameter: rank r - 1 takes the share of the values left
+ * over the ranks left, to the nearest boundary, and one parameter at least
+ * (when one is left). */
+static void partition(const size_t *prefix, size_t count)
+{
+    const size_t F = prefix[count];
+    g.pbound[0] = 0;
+    for (int r = 1; r < g.size; r++) {
+        size_t i = g.pbound[r - 1];
+        const size_t want = prefix[i] + (F - prefix[i]) / (size_t)(g.size - r + 1);
+        while (i < count && (prefix[i] < want || i == g.pbound[r - 1]))
+            i++;
+        if (i > g.pbound[r - 1] + 1 && want - prefix[i - 1] < prefix[i] - want)
+            i--;
+        g.pbound[r] = i;
+    }
+    g.pbound[g.size] = count;
+    for (int r = 0; r <= g.size; r++)
+        g.fbound[r] = prefix[g.pbound[r]];
+}
+
+pfx_status dist_shard(pfx_optimizer *opt)
+{
+    if (!g.on || g.size == 1)
+        return PFX_SUCCESS;
+    if (opt->sharded || g.sharded)
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_dist_shard_optimizer: %s is already sharded",
+                         opt->sharded ? "this optimizer" : "another optimizer");
+    const size_t count = pfx_optimizer_param_count(opt);
+    size_t *prefix = calloc(count + 1, sizeof(size_t));
+    free(g.pbound);
+    free(g.fbound);
+    g.pbound = calloc((size_t)g.size + 1, sizeof(size_t));
+    g.fbound = calloc((size_t)g.size + 1, sizeof(size_t));
+    if (!prefix || !g.pbound || !g.fbound)
+        fatal(5, "sharding the optimizer: out of host memory");
+    for (size_t i = 0; i < count; i++)
+        prefix[i + 1] = prefix[i] + opt->items[i].param->numel;
+    partition(prefix, count);
+    free(prefix);
+    const size_t first = g.pbound[g.rank], end = g.pbound[g.rank + 1];
+    pfx_status st = opt_shard(opt, first, end, (unsigned)g.rank, (unsigned)g.size, &collective);
+    if (st != PFX_SUCCESS)
+        return st;
+    g.sharded = opt;
+    const size_t mine = g.fbound[g.rank + 1] - g.fbound[g.rank], all = g.fbound[g.size];
+    fprintf(stderr,
+            "prefixcl: rank %d of %d: AdamW state of %zu of %zu parameter tensors (%zu of %zu "
+            "values): %.1f MiB (unsharded: %.1f MiB)\n",
+            g.rank, g.size, end - first, count, mine, all,
+            2.0 * (double)mine * sizeof(float) / 1048576.0,
+            2.0 * (double)all * sizeof(float) / 1048576.0);
+    return PFX_SUCCESS;
 }
 
 pfx_status dist_check(pfx_optimizer *opt, uint64_t step)

@@ -386,9 +386,12 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
             PFX_SUCCESS)
         return st;
 
-    /* 1. Per-gradient partial sums of squares. */
+    /* 1. Per-gradient partial sums of squares (sharded: this process's
+     * gradients, then the others' partials from them). */
     for (size_t i = 0; i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
+        if (!opt_owns(opt, i))
+            continue;
         cl_ulong n = it->grad->numel;
         size_t local = PFX_OPT_WG, global = it->partial_groups * PFX_OPT_WG;
         pfx_arg args[] = { PFX_ARG(n), PFX_ARG(it->grad->mem), PFX_ARG(opt->partial),
@@ -397,6 +400,8 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
                              &local, 4, args)) != PFX_SUCCESS)
             return st;
     }
+    if (opt->sharded && (st = opt_share_partials(opt)) != PFX_SUCCESS)
+        return st;
     /* 2. Norm, clipping scale, skip flag. */
     {
         cl_uint count = (cl_uint)opt->partial_total;
@@ -410,7 +415,8 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
     }
     /* 3. The updates (no-ops on the device when the step is skipped). */
     const double factor = lr_factor_at(&opt->params, opt->step + 1);
-    for (size_t i = 0; i < opt->count; i++) {
+    for (size_t i = opt->sharded ? opt->own_first : 0;
+         i < (opt->sharded ? opt->own_end : opt->count); i++) {
         const opt_param *it = &opt->items[i];
         const pfx_optimizer_group_params *g = &opt->groups[it->group];
         const double t = (double)(it->step + 1);
@@ -447,6 +453,9 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         opt->step++;
         for (size_t i = 0; i < opt->count; i++)
             opt->items[i].step++;
+        /* every process skips alike: the norm is the same bits on each */
+        if (opt->sharded && (st = opt->coll->params(opt->coll->user, opt)) != PFX_SUCCESS)
+            return st;
     }
     if (report) {
         report->grad_norm = status[0];
@@ -525,6 +534,8 @@ pfx_status pfx_optimizer_state_size(const pfx_optimizer *opt, size_t *floats)
     size_t total = 0;
     for (size_t i = 0; i < opt->count; i++) {
         size_t two;
+        if (!opt->items[i].m) /* another process holds it (sharded) */
+            continue;
         if (pfx_mul_overflows(opt->items[i].param->numel, 2, &two) ||
             __builtin_add_overflow(total, two, &total))
             return pfx_error(opt->rt, PFX_ERROR_SIZE_OVERFLOW,
@@ -545,6 +556,8 @@ pfx_status pfx_optimizer_export_param(pfx_optimizer *opt, size_t index, uint64_t
                          "optimizer_export_param: index %zu beyond %zu parameters", index,
                          opt->count);
     const opt_param *it = &opt->items[index];
+    if ((m || v) && !it->m)
+        return opt_not_held(opt, "optimizer_export_param", index);
     if (step)
         *step = it->step;
     pfx_status st = PFX_SUCCESS;
@@ -570,6 +583,8 @@ pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t
                          "optimizer_import_param: index %zu beyond %zu parameters", index,
                          opt->count);
     opt_param *it = &opt->items[index];
+    if (!it->m)
+        return opt_not_held(opt, "optimizer_import_param", index);
     if (step > PFX_OPTIMIZER_MAX_STEP)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "optimizer_import_param '%s': step %llu cannot advance (at most %llu)",

@@ -105,7 +105,8 @@ int cmd_pretrain(int argc, char **argv)
     pfx_pretrain_default_config(&c);
     c.out_dir = "pretrain-out";
     const char *config = NULL, *device = NULL, *gain_heads = NULL;
-    bool quiet = false, resume = false, no_decay = false, recompute = false;
+    bool quiet = false, resume = false, no_decay = false, recompute = false, shard = false,
+         no_shard = false;
     int gain = 0;
     size_t warmup = c.warmup_steps, ramp = c.gain_ramp_steps;
     static const char *const gains[] = { "off", "linear", "tanh", "dim", NULL };
@@ -164,6 +165,12 @@ int cmd_pretrain(int argc, char **argv)
           "also write the checkpoint every N steps", NULL },
         { "--recompute", CLI_FLAG, &recompute, 0, 0, NULL, NULL, NULL,
           "recompute each block in the backward (less memory)", NULL },
+        { "--shard-optimizer", CLI_FLAG, &shard, 0, 0, NULL, NULL, NULL,
+          "under mpirun, each rank keeps the AdamW state of its share of the weights "
+          "(ZeRO stage 1; the same results)",
+          "on with several ranks" },
+        { "--no-shard-optimizer", CLI_FLAG, &no_shard, 0, 0, NULL, NULL, NULL,
+          "every rank keeps the whole AdamW state", NULL },
         { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
           "the new model's weights and the data order", "1" },
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
@@ -178,6 +185,11 @@ int cmd_pretrain(int argc, char **argv)
         fprintf(stderr, "prefixcl pretrain: give --config PATH (a new model) or --model DIR "
                         "(fine-tuning), one of "
                         "them\n\n");
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
+    }
+    if (shard && no_shard) {
+        fprintf(stderr, "prefixcl pretrain: --shard-optimizer and --no-shard-optimizer "
+                        "exclude each other\n\n");
         return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     if (!c.data_path) {
@@ -223,15 +235,17 @@ int cmd_pretrain(int argc, char **argv)
     }
     const bool lead = pfx_dist_rank() == 0;
     pfx_dist_hooks(&c.dist);
+    if (no_shard)
+        c.dist.shard = NULL;
     char agreed[8192];
     snprintf(agreed, sizeof(agreed),
-             "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s",
+             "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s|%d",
              config ? config : "", c.model_dir ? c.model_dir : "",
              c.tokenizer_dir ? c.tokenizer_dir : "", c.data_path, c.eval_path ? c.eval_path : "",
              c.block, c.batch, c.accumulate, c.steps, c.epochs, (double)c.lr, (double)c.gain_lr,
              (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
              (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "",
-             (unsigned long long)c.seed, (int)resume, gain_heads ? gain_heads : "");
+             (unsigned long long)c.seed, (int)resume, gain_heads ? gain_heads : "", (int)no_shard);
     if (tool_dist_failed("pretrain", pfx_dist_agree("pretraining options", agreed))) {
         pfx_runtime_destroy(&rt);
         free(heads);
