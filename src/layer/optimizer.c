@@ -232,6 +232,20 @@ static bool same_shape(const pfx_tensor *a, const pfx_tensor *b)
     return true;
 }
 
+pfx_status opt_alloc_moments(opt_param *it)
+{
+    pfx_runtime *rt = it->param->rt;
+    const pfx_tensor *p = it->param;
+    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, p->ndim, p->shape, &it->m);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, p->ndim, p->shape, &it->v);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_fill(it->m, 0.0f);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_fill(it->v, 0.0f);
+    return st;
+}
+
 static size_t sumsq_groups(size_t numel)
 {
     size_t g = pfx_ceil_div(numel, PFX_OPT_WG);
@@ -327,13 +341,7 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
                          "optimizer_add_param: host allocation failed");
     memcpy(it.name, name, name_len + 1);
-    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, param->ndim, param->shape, &it.m);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_create(rt, PFX_DTYPE_F32, param->ndim, param->shape, &it.v);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_fill(it.m, 0.0f);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_fill(it.v, 0.0f);
+    pfx_status st = opt->defer_moments ? PFX_SUCCESS : opt_alloc_moments(&it);
     if (st != PFX_SUCCESS) {
         clFinish(rt->queue);
         pfx_tensor_destroy(&it.m);

@@ -34,6 +34,8 @@ struct pfx_optimizer {
     /* the state sharded over processes (opt_shard): this one updates
      * parameters [own_first, own_end) and holds their moments */
     bool sharded;
+    bool defer_moments; /* add_param allocates none: opt_shard allocates this
+                         * process's (set before the first add_param) */
     size_t own_first, own_end;
     unsigned shard_rank, shard_ranks;
     const struct opt_collective *coll;
@@ -55,9 +57,13 @@ typedef struct opt_collective {
     void *user;
 } opt_collective;
 
+/* The moments of it, zero (accounted); on failure the caller destroys them. */
+pfx_status opt_alloc_moments(opt_param *it);
+
 /* Shards the state: this process (rank of ranks) updates parameters
- * [first, end) only and releases the others' moments; coll (kept, not
- * copied) joins the steps. Every parameter is registered before. */
+ * [first, end) only and releases the others' moments (or, deferred,
+ * allocates its own only); coll (kept, not copied) joins the steps. Every
+ * parameter is registered before. */
 pfx_status opt_shard(pfx_optimizer *opt, size_t first, size_t end, unsigned rank, unsigned ranks,
                      const opt_collective *coll);
 
@@ -68,6 +74,10 @@ pfx_status opt_share_partials(pfx_optimizer *opt);
 /* PFX_ERROR_INVALID_ARGUMENT: "FN: parameter 'NAME' is updated by rank R
  * (the optimizer's state is sharded over N processes)". */
 pfx_status opt_not_held(const pfx_optimizer *opt, const char *fn, size_t index);
+
+/* Allocates the moments deferred (defer_moments) when no opt_shard did:
+ * every one; on failure the optimizer cannot step. */
+pfx_status opt_undefer(pfx_optimizer *opt);
 
 /* Whether this process updates parameter i. */
 static inline bool opt_owns(const pfx_optimizer *opt, size_t i)

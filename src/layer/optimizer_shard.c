@@ -18,11 +18,21 @@ pfx_status opt_shard(pfx_optimizer *opt, size_t first, size_t end, unsigned rank
                          "optimizer_shard: parameters [%zu, %zu) of %zu, rank %u of %u", first, end,
                          opt->count, rank, ranks);
     clFinish(opt->rt->queue); /* no kernel may still read a moment that goes */
-    for (size_t i = 0; i < opt->count; i++)
-        if (i < first || i >= end) {
-            pfx_tensor_destroy(&opt->items[i].m);
-            pfx_tensor_destroy(&opt->items[i].v);
+    pfx_status st = PFX_SUCCESS;
+    for (size_t i = 0; i < opt->count; i++) {
+        opt_param *it = &opt->items[i];
+        if (i < first || i >= end || st != PFX_SUCCESS) {
+            pfx_tensor_destroy(&it->m);
+            pfx_tensor_destroy(&it->v);
+        } else if (!it->m && (st = opt_alloc_moments(it)) != PFX_SUCCESS) {
+            clFinish(opt->rt->queue);
+            pfx_tensor_destroy(&it->m);
+            pfx_tensor_destroy(&it->v);
         }
+    }
+    if (st != PFX_SUCCESS) /* every moment released: the optimizer cannot step */
+        return st;
+    opt->defer_moments = false;
     opt->sharded = true;
     opt->own_first = first;
     opt->own_end = end;
@@ -64,5 +74,16 @@ pfx_status opt_share_partials(pfx_optimizer *opt)
                                     host, 0, NULL, NULL)) != CL_SUCCESS)
         st = pfx_cl_error(rt, err, "optimizer_step: writing the partial sums");
     free(host);
+    return st;
+}
+
+pfx_status opt_undefer(pfx_optimizer *opt)
+{
+    pfx_status st = PFX_SUCCESS;
+    for (size_t i = 0; opt->defer_moments && i < opt->count && st == PFX_SUCCESS; i++)
+        if (!opt->items[i].m)
+            st = opt_alloc_moments(&opt->items[i]);
+    if (st == PFX_SUCCESS)
+        opt->defer_moments = false;
     return st;
 }

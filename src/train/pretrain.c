@@ -9,6 +9,7 @@
 #include "gains_file.h"
 #include "io_internal.h"
 #include "job.h"
+#include "optimizer_internal.h"
 #include "pretrain_internal.h"
 
 void pfx_pretrain_default_config(pfx_pretrain_config *cfg)
@@ -387,8 +388,10 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
     if (cfg->dist.ranks > 1 && cfg->dist.shard) {
         if ((st = cfg->dist.shard(cfg->dist.user, j.opt)))
             goto out;
-        j.sharded = true;
+        j.sharded = j.opt->sharded; /* one process: the hook shards nothing */
     }
+    if ((st = opt_undefer(j.opt)))
+        goto out;
     result->shape = j.shape;
     result->train_blocks = pfx_blocks_count(j.train);
     result->eval_blocks = pfx_blocks_count(j.eval);
