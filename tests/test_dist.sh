@@ -20,6 +20,11 @@
 #   the checkpoint was whole and the resumed run ends bit for bit like an
 #   uninterrupted one (loss.csv, the adapter, the gains); the same after a
 #   SIGINT to rank 0 alone, which stops both ranks at one step (exit 130).
+# pretrain: `prefixcl pretrain` of a tiny GPT-2, two ranks against one as in
+#   curve; the optimizer's state sharded (the default) or not, on 2 and 4
+#   ranks: the same bits; a two-rank run (sharded) whose rank 1 is killed
+#   once a checkpoint exists is refused on 4 ranks and unsharded, naming the
+#   2 ranks, then resumed on 2 ranks: bit for bit an uninterrupted run.
 set -u
 PREFIXCL=$1
 MPIRUN=$2
@@ -36,8 +41,9 @@ LOSS_RTOL=1e-5
 BOUND_S=90
 STEPS=40
 
-MPI_ARGS="--oversubscribe -n 2"
-[ "$(id -u)" -eq 0 ] && MPI_ARGS="--allow-run-as-root $MPI_ARGS"
+MPI_BASE="--oversubscribe"
+[ "$(id -u)" -eq 0 ] && MPI_BASE="--allow-run-as-root $MPI_BASE"
+MPI_ARGS="$MPI_BASE -n 2"
 rm -rf "$OUT"
 mkdir -p "$OUT"
 fail=0
@@ -189,8 +195,24 @@ case_pretrain() {
             pretrain $args --steps 20 --out "$OUT/$run" >"$OUT/$run.log" 2>&1 ||
             bad "pretrain, $run: $(tail -5 "$OUT/$run.log")"
     done
-    grep -q "each sends about .* MiB of gradients a step" "$OUT/pt-two.log" ||
+    grep -q "rank 0 sends .* MiB of gradients a step .* MiB of updated parameters" "$OUT/pt-two.log" ||
         bad "pretrain: the bytes a rank sends are not printed: $(tail -3 "$OUT/pt-two.log")"
+    grep -q "rank 1 of 2: AdamW state of .* MiB (unsharded: " "$OUT/pt-two.log" ||
+        bad "pretrain: rank 1's share of the AdamW state is not printed: $(tail -3 "$OUT/pt-two.log")"
+    # the optimizer sharded (the default) or not, 2 and 4 ranks: the same bits
+    for n in 2 4; do
+        for shard in --shard-optimizer --no-shard-optimizer; do
+            "$MPIRUN" $MPI_BASE -n $n -x PREFIXCL_CACHE_DIR "$PREFIXCL" pretrain $args --steps 20 $shard \
+                --out "$OUT/pt-$n$shard" >"$OUT/pt-$n$shard.log" 2>&1 ||
+                bad "pretrain, $n ranks $shard: $(tail -5 "$OUT/pt-$n$shard.log")"
+        done
+        for f in loss.csv model.safetensors gains.safetensors; do
+            cmp -s "$OUT/pt-$n--shard-optimizer/$f" "$OUT/pt-$n--no-shard-optimizer/$f" ||
+                bad "pretrain, $n ranks: the sharded optimizer's run differs in $f"
+        done
+    done
+    cmp -s "$OUT/pt-two/loss.csv" "$OUT/pt-2--shard-optimizer/loss.csv" ||
+        bad "pretrain: sharding is not the default with 2 ranks"
     python3 - "$OUT/pt-one/loss.csv" "$OUT/pt-two/loss.csv" "$LOSS_RTOL" <<'EOF2' || bad "pretrain: the loss curves differ"
 import csv, sys
 one = [r for r in csv.DictReader(open(sys.argv[1])) if r["loss"]]
@@ -231,6 +253,14 @@ EOF2
     [ $rc -ne 0 ] || bad "pretrain: the job whose rank 1 was killed exited 0 (it ended first?)"
     grep -Eq "rank 1 .*(signal 9|Killed)|process rank 1" "$OUT/pt-cut.log" ||
         bad "pretrain: no message naming the killed rank 1: $(tail -8 "$OUT/pt-cut.log")"
+    # each rank's part of the checkpoint resumes on as many ranks only
+    for other in "4 --shard-optimizer" "2 --no-shard-optimizer"; do
+        "$MPIRUN" $MPI_BASE -n ${other% *} "$PREFIXCL" pretrain $long ${other#* } --resume \
+            --out "$OUT/pt-cut" >"$OUT/pt-other.log" 2>&1 &&
+            bad "pretrain: resumed ($other ranks) from 2 ranks' sharded checkpoint"
+        grep -q "sharded over 2 ranks.*resume with 2 ranks" "$OUT/pt-other.log" ||
+            bad "pretrain, $other ranks: no message naming the 2 ranks: $(tail -5 "$OUT/pt-other.log")"
+    done
     "$MPIRUN" $MPI_ARGS "$PREFIXCL" pretrain $long --resume --out "$OUT/pt-cut" >"$OUT/pt-resume.log" 2>&1 ||
         bad "pretrain, resumed: $(tail -5 "$OUT/pt-resume.log")"
     for f in loss.csv model.safetensors gains.safetensors; do

@@ -76,6 +76,7 @@ static void test_argument_errors(void **state)
     assert_status_names(NULL, pfx_dist_reduce_grads(NULL, &n, &mean), PFX_ERROR_NULL_ARGUMENT,
                         "opt");
     assert_status_names(NULL, pfx_dist_check_params(NULL, 1), PFX_ERROR_NULL_ARGUMENT, "opt");
+    assert_status_names(NULL, pfx_dist_shard_optimizer(NULL), PFX_ERROR_NULL_ARGUMENT, "opt");
     assert_status_names(NULL, pfx_dist_hooks(NULL), PFX_ERROR_NULL_ARGUMENT, "out");
     memset(&d, 0, sizeof(d));
     assert_int_equal(pfx_dist_hooks(&d), PFX_SUCCESS);
@@ -115,6 +116,15 @@ static void test_hooks_identity(void **state)
     assert_non_null(d.reduce);
     assert_non_null(d.any);
     assert_non_null(d.check);
+    assert_non_null(d.shard);
+    /* one process: the state stays whole (every moment exported) */
+    assert_int_equal(d.shard(d.user, opt), PFX_SUCCESS);
+    size_t floats = 0;
+    assert_int_equal(pfx_optimizer_state_size(opt, &floats), PFX_SUCCESS);
+    assert_int_equal(floats, 2 * (7 * 13 + 5));
+    float m[7 * 13], v[7 * 13];
+    for (size_t i = 0; i < 2; i++)
+        assert_int_equal(pfx_optimizer_export_param(opt, i, NULL, m, v), PFX_SUCCESS);
     double count = 91, loss = 0.75;
     assert_int_equal(d.reduce(d.user, opt, &count, &loss), PFX_SUCCESS);
     assert_true(count == 91 && loss == 0.75);

@@ -97,6 +97,24 @@ PFX_API pfx_status pfx_dist_agree(const char *what, const char *text);
  * writing the gradients. One process: nothing changes. */
 PFX_API pfx_status pfx_dist_reduce_grads(pfx_optimizer *opt, double *count, double *mean_loss);
 
+/* ZeRO stage 1: every rank keeps the AdamW state of its share of opt's
+ * parameters only (whole parameters in registration order, the shares'
+ * values as near F/R each as the parameters' boundaries allow; the largest
+ * parameter bounds the largest share) and releases the rest. From then on
+ * pfx_dist_reduce_grads leaves on each rank the global gradients of its own
+ * parameters only (reduce-scatter, summed in rank order as before), and
+ * pfx_optimizer_step updates those, sharing the gradients' partial sums of
+ * squares (the clipping norm is global and the same bits as unsharded) and
+ * then every rank's updated parameters (all-gather): the parameters are
+ * those of the unsharded run bit for bit. A checkpoint
+ * (pfx_optimizer_save_checkpoint) then holds this rank's parameters and
+ * their state, and restores on the same rank of as many ranks only (a whole
+ * one restores on any). Every rank calls it once, every parameter
+ * registered, before the first step; each prints its share and the state's
+ * bytes on stderr. Errors: NULL opt, an optimizer already sharded. One
+ * process: nothing changes. */
+PFX_API pfx_status pfx_dist_shard_optimizer(pfx_optimizer *opt);
+
 /* A weighted mean of one number per rank without touching any gradient (e.g.
  * a held-out loss, each rank's over its shard): in, this rank's count and
  * mean; out, on rank 0, the global count and mean, summed in rank order as in
@@ -117,7 +135,8 @@ PFX_API pfx_status pfx_dist_check_params(pfx_optimizer *opt, uint64_t step);
 
 /* The jobs' data-parallel settings (pfx_pretrain_config.dist,
  * pfx_tune_config.dist) for this process: its rank, the number of ranks, and
- * hooks over the functions above. Errors: NULL out. */
+ * hooks over the functions above (shard: pfx_dist_shard_optimizer; set it to
+ * NULL to keep every moment on every rank). Errors: NULL out. */
 PFX_API pfx_status pfx_dist_hooks(pfx_data_parallel *out);
 
 #ifdef __cplusplus

@@ -104,6 +104,12 @@ typedef struct pfx_data_parallel {
     pfx_status (*reduce)(void *user, pfx_optimizer *opt, double *count, double *mean_loss);
     bool (*any)(void *user, bool mine);
     pfx_status (*check)(void *user, pfx_optimizer *opt, uint64_t step);
+    /* when given (ranks > 1, jobs that support it: pretrain), called once
+     * every parameter is registered, before a checkpoint is restored: the
+     * process keeps the AdamW state of its share of the parameters only
+     * (dist.h, pfx_dist_shard_optimizer), and every process writes its part
+     * of the checkpoint */
+    pfx_status (*shard)(void *user, pfx_optimizer *opt);
     void *user;
 } pfx_data_parallel;
 
@@ -222,7 +228,8 @@ PFX_API pfx_status pfx_optimizer_param_tensors(pfx_optimizer *opt, size_t index,
 /* Index of the parameter called name; PFX_ERROR_INVALID_ARGUMENT when none. */
 PFX_API pfx_status pfx_optimizer_find_param(const pfx_optimizer *opt, const char *name,
                                             size_t *index);
-/* Floats of all moments together: 2 x the sum of the parameters' numel. */
+/* Floats of all moments together: 2 x the sum of the parameters' numel
+ * (the state sharded over processes, dist.h: of this process's parameters). */
 PFX_API pfx_status pfx_optimizer_state_size(const pfx_optimizer *opt, size_t *floats);
 
 /* Largest step count accepted (import, set_step_count, a state file): a count
@@ -231,7 +238,11 @@ PFX_API pfx_status pfx_optimizer_state_size(const pfx_optimizer *opt, size_t *fl
 #define PFX_OPTIMIZER_MAX_STEP (UINT64_MAX - 1)
 
 /* Reads parameter index's step, m and v (numel floats each; any of the three
- * may be NULL to skip it); blocks. */
+ * may be NULL to skip it); blocks. The state sharded over processes
+ * (dist.h), m and v of another process's parameter are
+ * PFX_ERROR_INVALID_ARGUMENT, as is importing them; a state file
+ * (pfx_optimizer_save, _load) is refused, a checkpoint holds this process's
+ * part. */
 PFX_API pfx_status pfx_optimizer_export_param(pfx_optimizer *opt, size_t index, uint64_t *step,
                                               float *m, float *v);
 /* Writes them back; blocks. m and v must be finite and v >= 0

@@ -14,6 +14,8 @@ pfx_status dist_agree_text(const char *what, const char *text);
 pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss);
 void dist_mean_of(double *count, double *mean);
 bool dist_any_of(bool mine);
+/* pfx_dist_shard_optimizer, several ranks */
+pfx_status dist_shard(pfx_optimizer *opt);
 /* compares the parameters' hash when $PREFIXCL_DIST_CHECK=1 */
 pfx_status dist_check(pfx_optimizer *opt, uint64_t step);
 

@@ -155,6 +155,19 @@ pfx_status pfx_dist_check_params(pfx_optimizer *opt, uint64_t step)
     return pfx_dist_size() > 1 ? dist_check(opt, step) : PFX_SUCCESS;
 }
 
+pfx_status pfx_dist_shard_optimizer(pfx_optimizer *opt)
+{
+    if (!opt)
+        return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "pfx_dist_shard_optimizer: opt is NULL");
+    return pfx_dist_size() > 1 ? dist_shard(opt) : PFX_SUCCESS;
+}
+
+static pfx_status shard_hook(void *user, pfx_optimizer *opt)
+{
+    (void)user;
+    return pfx_dist_shard_optimizer(opt);
+}
+
 static pfx_status reduce_hook(void *user, pfx_optimizer *opt, double *count, double *mean_loss)
 {
     (void)user;
@@ -181,6 +194,7 @@ pfx_status pfx_dist_hooks(pfx_data_parallel *out)
                                 .ranks = (size_t)pfx_dist_size(),
                                 .reduce = reduce_hook,
                                 .any = any_hook,
-                                .check = check_hook };
+                                .check = check_hook,
+                                .shard = shard_hook };
     return PFX_SUCCESS;
 }

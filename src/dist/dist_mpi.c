@@ -14,29 +14,9 @@
 #include <time.h>
 
 #include "internal.h"
+#include "dist_mpi_internal.h"
 
-enum {
-    TAG_AGREE = 1,
-    TAG_COUNT,
-    TAG_GRAD,
-    TAG_SUM_GRAD,
-    TAG_HASH,
-    TAG_ANY,
-    TAG_ANY_BACK,
-    TAG_MEAN_COUNT,
-    TAG_MEAN_SUM
-};
-
-static struct {
-    bool on;
-    int rank, size, local_rank;
-    unsigned timeout_s;
-    bool check;
-    float *buf; /* this rank's packed gradients, then the sum */
-    float *all; /* the other ranks' parts of this rank's chunk, [size - 1][chunk] */
-    size_t floats, all_floats;
-    bool told; /* the bytes a step sends were printed */
-} g = { .size = 1, .timeout_s = 600 };
+dist_mpi_state dist_g = { .size = 1, .timeout_s = 600 };
 
 bool pfx_dist_available(void)
 {
@@ -45,58 +25,57 @@ bool pfx_dist_available(void)
 
 int pfx_dist_rank(void)
 {
-    return g.rank;
+    return dist_g.rank;
 }
 
 int pfx_dist_size(void)
 {
-    return g.size;
+    return dist_g.size;
 }
 
 int pfx_dist_local_rank(void)
 {
-    return g.local_rank;
+    return dist_g.local_rank;
 }
 
-static _Noreturn void fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static _Noreturn void fatal(int code, const char *fmt, ...)
+_Noreturn void dist_fatal(int code, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "prefixcl: rank %d of %d: %s; stopping every rank\n", g.rank, g.size, msg);
+    fprintf(stderr, "prefixcl: rank %d of %d: %s; stopping every rank\n", dist_g.rank, dist_g.size,
+            msg);
     fflush(stderr);
     fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code); /* MPI_Abort does not return; keeps _Noreturn honest */
 }
 
-static void mpi_ok(int rc, const char *what)
+void dist_mpi_ok(int rc, const char *what)
 {
     if (rc == MPI_SUCCESS)
         return;
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, text, &len);
-    fatal(3, "%s: %s", what, text);
+    dist_fatal(3, "%s: %s", what, text);
 }
 
 /* Waits for n requests; each request i is an exchange with rank peer[i]. */
-static void wait_all(MPI_Request *req, const int *peer, int n, const char *what)
+void dist_wait_all(MPI_Request *req, const int *peer, int n, const char *what)
 {
     struct timespec start, now, nap = { 0, 200000 };
     clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         int done = 0;
-        mpi_ok(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), what);
+        dist_mpi_ok(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), what);
         if (done)
             return;
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((double)(now.tv_sec - start.tv_sec) + 1e-9 * (double)(now.tv_nsec - start.tv_nsec) >
-            (double)g.timeout_s)
+            (double)dist_g.timeout_s)
             break;
         nanosleep(&nap, NULL);
     }
@@ -116,18 +95,19 @@ static void wait_all(MPI_Request *req, const int *peer, int n, const char *what)
                                      peer[i]);
     }
     if (!used) { /* all of them completed after the last test: collect them */
-        mpi_ok(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), what);
+        dist_mpi_ok(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), what);
         return;
     }
-    fatal(4, "%s: nothing from rank %s within %u s (PREFIXCL_DIST_TIMEOUT)", what, late,
-          g.timeout_s);
+    dist_fatal(4, "%s: nothing from rank %s within %u s (PREFIXCL_DIST_TIMEOUT)", what, late,
+               dist_g.timeout_s);
 }
 
 pfx_status dist_join(int *argc, char ***argv)
 {
     /* Only a launcher's child joins a job: run by hand, a program stays one
      * process and never starts MPI. */
-    if (g.on || (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK")))
+    if (dist_g.on ||
+        (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK")))
         return PFX_SUCCESS;
     const char *t = getenv("PREFIXCL_DIST_TIMEOUT");
     uint64_t v;
@@ -135,35 +115,40 @@ pfx_status dist_join(int *argc, char ***argv)
         if (pfx_parse_uint(t, 86400, &v) != PFX_SUCCESS || v < 1)
             return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
                              "bad PREFIXCL_DIST_TIMEOUT '%.64s' (seconds, 1..86400)", t);
-        g.timeout_s = (unsigned)v;
+        dist_g.timeout_s = (unsigned)v;
     }
     if (MPI_Init(argc, argv) != MPI_SUCCESS)
         return pfx_error(NULL, PFX_ERROR_UNSUPPORTED, "MPI_Init failed");
-    g.on = true;
+    dist_g.on = true;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &g.rank), "MPI_Comm_rank");
-    mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &g.size), "MPI_Comm_size");
+    dist_mpi_ok(MPI_Comm_rank(MPI_COMM_WORLD, &dist_g.rank), "MPI_Comm_rank");
+    dist_mpi_ok(MPI_Comm_size(MPI_COMM_WORLD, &dist_g.size), "MPI_Comm_size");
     MPI_Comm node;
-    mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &node),
-           "MPI_Comm_split_type");
-    mpi_ok(MPI_Comm_rank(node, &g.local_rank), "MPI_Comm_rank (node)");
+    dist_mpi_ok(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, dist_g.rank,
+                                    MPI_INFO_NULL, &node),
+                "MPI_Comm_split_type");
+    dist_mpi_ok(MPI_Comm_rank(node, &dist_g.local_rank), "MPI_Comm_rank (node)");
     MPI_Comm_free(&node);
     const char *c = getenv("PREFIXCL_DIST_CHECK");
-    g.check = c && !strcmp(c, "1");
+    dist_g.check = c && !strcmp(c, "1");
     return PFX_SUCCESS;
 }
 
 int pfx_dist_finish(int rc)
 {
-    if (!g.on)
+    if (!dist_g.on)
         return rc;
-    if (rc != 0 && rc != PFX_DIST_EXIT_STOPPED && rc != PFX_DIST_EXIT_TERMINATED && g.size > 1)
-        fatal(rc, "the command failed (exit status %d)", rc);
-    free(g.buf);
-    free(g.all);
-    g.buf = g.all = NULL;
+    if (rc != 0 && rc != PFX_DIST_EXIT_STOPPED && rc != PFX_DIST_EXIT_TERMINATED && dist_g.size > 1)
+        dist_fatal(rc, "the command failed (exit status %d)", rc);
+    free(dist_g.buf);
+    free(dist_g.all);
+    free(dist_g.pbound);
+    free(dist_g.fbound);
+    dist_g.buf = dist_g.all = NULL;
+    dist_g.pbound = dist_g.fbound = NULL;
+    dist_g.sharded = NULL;
     MPI_Finalize();
-    g.on = false;
+    dist_g.on = false;
     return rc;
 }
 
@@ -177,41 +162,42 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
 #define FNV_START UINT64_C(0xcbf29ce484222325)
 
 /* Every rank's 64-bit value at rank 0 (vals[size]); other ranks send theirs. */
-static void gather_u64(uint64_t mine, uint64_t *vals, int tag, const char *what)
+void dist_gather_u64(uint64_t mine, uint64_t *vals, int tag, const char *what)
 {
-    if (g.rank != 0) {
+    if (dist_g.rank != 0) {
         MPI_Request req;
         int peer = 0;
-        mpi_ok(MPI_Isend(&mine, 1, MPI_UINT64_T, 0, tag, MPI_COMM_WORLD, &req), what);
-        wait_all(&req, &peer, 1, what);
+        dist_mpi_ok(MPI_Isend(&mine, 1, MPI_UINT64_T, 0, tag, MPI_COMM_WORLD, &req), what);
+        dist_wait_all(&req, &peer, 1, what);
         return;
     }
-    MPI_Request *req = calloc((size_t)g.size, sizeof(*req));
-    int *peer = calloc((size_t)g.size, sizeof(*peer));
+    MPI_Request *req = calloc((size_t)dist_g.size, sizeof(*req));
+    int *peer = calloc((size_t)dist_g.size, sizeof(*peer));
     if (!req || !peer)
-        fatal(5, "%s: out of host memory", what);
+        dist_fatal(5, "%s: out of host memory", what);
     vals[0] = mine;
-    for (int r = 1; r < g.size; r++) {
+    for (int r = 1; r < dist_g.size; r++) {
         peer[r - 1] = r;
-        mpi_ok(MPI_Irecv(&vals[r], 1, MPI_UINT64_T, r, tag, MPI_COMM_WORLD, &req[r - 1]), what);
+        dist_mpi_ok(MPI_Irecv(&vals[r], 1, MPI_UINT64_T, r, tag, MPI_COMM_WORLD, &req[r - 1]),
+                    what);
     }
-    wait_all(req, peer, g.size - 1, what);
+    dist_wait_all(req, peer, dist_g.size - 1, what);
     free(req);
     free(peer);
 }
 
 pfx_status dist_agree_text(const char *what, const char *text)
 {
-    if (!g.on || g.size == 1)
+    if (!dist_g.on || dist_g.size == 1)
         return PFX_SUCCESS;
-    uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
-    if (g.rank == 0 && !vals)
-        fatal(5, "comparing the %s: out of host memory", what);
+    uint64_t *vals = dist_g.rank == 0 ? calloc((size_t)dist_g.size, sizeof(uint64_t)) : NULL;
+    if (dist_g.rank == 0 && !vals)
+        dist_fatal(5, "comparing the %s: out of host memory", what);
     char label[128];
     snprintf(label, sizeof(label), "comparing the %s", what);
-    gather_u64(fnv1a(FNV_START, text, strlen(text)), vals, TAG_AGREE, label);
+    dist_gather_u64(fnv1a(FNV_START, text, strlen(text)), vals, TAG_AGREE, label);
     pfx_status st = PFX_SUCCESS;
-    for (int r = 1; g.rank == 0 && r < g.size && st == PFX_SUCCESS; r++)
+    for (int r = 1; dist_g.rank == 0 && r < dist_g.size && st == PFX_SUCCESS; r++)
         if (vals[r] != vals[0])
             st = pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
                            "rank %d was started with another %s than rank 0", r, what);
@@ -221,25 +207,25 @@ pfx_status dist_agree_text(const char *what, const char *text)
 
 void dist_mean_of(double *count, double *mean)
 {
-    if (!g.on || g.size == 1)
+    if (!dist_g.on || dist_g.size == 1)
         return;
     const char *what = "averaging over the ranks";
-    uint64_t *vals = g.rank == 0 ? calloc(2 * (size_t)g.size, sizeof(uint64_t)) : NULL;
-    if (g.rank == 0 && !vals)
-        fatal(5, "%s: out of host memory", what);
+    uint64_t *vals = dist_g.rank == 0 ? calloc(2 * (size_t)dist_g.size, sizeof(uint64_t)) : NULL;
+    if (dist_g.rank == 0 && !vals)
+        dist_fatal(5, "%s: out of host memory", what);
     /* doubles travel bit for bit as 64-bit words */
     double sum = *count > 0 ? *count * *mean : 0.0;
     uint64_t c, s;
     memcpy(&c, count, sizeof(c));
     memcpy(&s, &sum, sizeof(s));
-    gather_u64(c, vals, TAG_MEAN_COUNT, what);
-    gather_u64(s, vals ? vals + g.size : NULL, TAG_MEAN_SUM, what);
-    if (g.rank == 0) {
+    dist_gather_u64(c, vals, TAG_MEAN_COUNT, what);
+    dist_gather_u64(s, vals ? vals + dist_g.size : NULL, TAG_MEAN_SUM, what);
+    if (dist_g.rank == 0) {
         double n = 0.0, total = 0.0;
-        for (int r = 0; r < g.size; r++) {
+        for (int r = 0; r < dist_g.size; r++) {
             double cr, sr;
             memcpy(&cr, &vals[r], sizeof(cr));
-            memcpy(&sr, &vals[g.size + r], sizeof(sr));
+            memcpy(&sr, &vals[dist_g.size + r], sizeof(sr));
             n += cr;
             total += sr;
         }
@@ -251,58 +237,68 @@ void dist_mean_of(double *count, double *mean)
 
 bool dist_any_of(bool mine)
 {
-    if (!g.on || g.size == 1)
+    if (!dist_g.on || dist_g.size == 1)
         return mine;
     const char *what = "agreeing on a stop";
-    uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
-    if (g.rank == 0 && !vals)
-        fatal(5, "%s: out of host memory", what);
-    gather_u64(mine, vals, TAG_ANY, what);
+    uint64_t *vals = dist_g.rank == 0 ? calloc((size_t)dist_g.size, sizeof(uint64_t)) : NULL;
+    if (dist_g.rank == 0 && !vals)
+        dist_fatal(5, "%s: out of host memory", what);
+    dist_gather_u64(mine, vals, TAG_ANY, what);
     uint64_t any = 0;
-    if (g.rank == 0) {
-        for (int r = 0; r < g.size; r++)
+    if (dist_g.rank == 0) {
+        for (int r = 0; r < dist_g.size; r++)
             any |= vals[r];
-        MPI_Request *req = calloc((size_t)g.size, sizeof(*req));
-        int *peer = calloc((size_t)g.size, sizeof(*peer));
+        MPI_Request *req = calloc((size_t)dist_g.size, sizeof(*req));
+        int *peer = calloc((size_t)dist_g.size, sizeof(*peer));
         if (!req || !peer)
-            fatal(5, "%s: out of host memory", what);
-        for (int r = 1; r < g.size; r++) {
+            dist_fatal(5, "%s: out of host memory", what);
+        for (int r = 1; r < dist_g.size; r++) {
             peer[r - 1] = r;
-            mpi_ok(MPI_Isend(&any, 1, MPI_UINT64_T, r, TAG_ANY_BACK, MPI_COMM_WORLD, &req[r - 1]),
-                   what);
+            dist_mpi_ok(
+                MPI_Isend(&any, 1, MPI_UINT64_T, r, TAG_ANY_BACK, MPI_COMM_WORLD, &req[r - 1]),
+                what);
         }
-        wait_all(req, peer, g.size - 1, what);
+        dist_wait_all(req, peer, dist_g.size - 1, what);
         free(req);
         free(peer);
     } else {
         MPI_Request req;
         int peer = 0;
-        mpi_ok(MPI_Irecv(&any, 1, MPI_UINT64_T, 0, TAG_ANY_BACK, MPI_COMM_WORLD, &req), what);
-        wait_all(&req, &peer, 1, what);
+        dist_mpi_ok(MPI_Irecv(&any, 1, MPI_UINT64_T, 0, TAG_ANY_BACK, MPI_COMM_WORLD, &req), what);
+        dist_wait_all(&req, &peer, 1, what);
     }
     free(vals);
     return any != 0;
 }
 
-/* Packs (or, with back = true, unpacks) every registered gradient into g.buf. */
-static pfx_status pack(pfx_optimizer *opt, bool back)
+/* Packs (or, with back = true, unpacks) the registered gradients (or, with
+ * params, the parameters) [first, end) into their places in dist_g.buf. */
+pfx_status dist_pack_range(pfx_optimizer *opt, bool params, bool back, size_t first, size_t end)
 {
     size_t n = pfx_optimizer_param_count(opt), off = 0;
-    for (size_t i = 0; i < n; i++) {
-        pfx_tensor *grad = NULL;
-        pfx_status st = pfx_optimizer_param_tensors(opt, i, NULL, &grad);
+    for (size_t i = 0; i < n && i < end; i++) {
+        pfx_tensor *t = NULL;
+        pfx_status st = params ? pfx_optimizer_param_tensors(opt, i, &t, NULL)
+                               : pfx_optimizer_param_tensors(opt, i, NULL, &t);
         if (st != PFX_SUCCESS)
             return st;
-        size_t k = pfx_tensor_numel(grad);
-        st = back ? pfx_tensor_write(grad, 0, k, g.buf + off)
-                  : pfx_tensor_read(grad, 0, k, g.buf + off);
+        size_t k = pfx_tensor_numel(t);
+        if (i >= first)
+            st = back ? pfx_tensor_write(t, 0, k, dist_g.buf + off)
+                      : pfx_tensor_read(t, 0, k, dist_g.buf + off);
         if (st != PFX_SUCCESS)
-            return pfx_error(NULL, st, "rank %d: %s gradients: %s (%s)", g.rank,
-                             back ? "writing the summed" : "reading the", pfx_status_string(st),
-                             pfx_last_error(pfx_tensor_runtime(grad)));
+            return pfx_error(NULL, st, "rank %d: %s %s: %s (%s)", dist_g.rank,
+                             back ? "writing the summed" : "reading the",
+                             params ? "parameters" : "gradients", pfx_status_string(st),
+                             pfx_last_error(pfx_tensor_runtime(t)));
         off += k;
     }
     return PFX_SUCCESS;
+}
+
+static pfx_status pack(pfx_optimizer *opt, bool back)
+{
+    return dist_pack_range(opt, false, back, 0, SIZE_MAX);
 }
 
 static size_t grad_floats(pfx_optimizer *opt)
@@ -316,54 +312,69 @@ static size_t grad_floats(pfx_optimizer *opt)
     return total;
 }
 
-/* Chunk c of F floats over R ranks: [F c / R, F (c + 1) / R). */
-static size_t chunk_begin(size_t F, int c)
+/* Chunk c of F floats over R ranks: [F c / R, F (c + 1) / R), or, the
+ * optimizer sharded, rank c's parameters. */
+size_t dist_chunk_begin(size_t F, int c)
 {
-    return F / (size_t)g.size * (size_t)c + F % (size_t)g.size * (size_t)c / (size_t)g.size;
+    if (dist_g.sharded)
+        return dist_g.fbound[c];
+    return F / (size_t)dist_g.size * (size_t)c +
+           F % (size_t)dist_g.size * (size_t)c / (size_t)dist_g.size;
 }
 
-static void ensure_buffers(size_t floats)
+/* The most floats a chunk has. */
+static size_t chunk_max(size_t F)
 {
-    const size_t chunk = chunk_begin(floats, 1) + 1; /* every chunk is at most this */
+    size_t most = 0;
+    for (int r = 0; r < dist_g.size; r++) {
+        const size_t n = dist_chunk_begin(F, r + 1) - dist_chunk_begin(F, r);
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+void dist_ensure_buffers(size_t floats)
+{
+    const size_t chunk = chunk_max(floats); /* every chunk is at most this */
     if (chunk > (size_t)INT_MAX)
-        fatal(5, "%zu gradient floats over %d ranks exceed one MPI message (%d)", floats, g.size,
-              INT_MAX);
-    if (!g.buf || g.floats != floats) {
-        free(g.buf);
-        g.buf = malloc((floats ? floats : 1) * sizeof(float));
-        g.floats = floats;
+        dist_fatal(5, "%zu gradient floats over %d ranks exceed one MPI message (%d)", floats,
+                   dist_g.size, INT_MAX);
+    if (!dist_g.buf || dist_g.floats != floats) {
+        free(dist_g.buf);
+        dist_g.buf = malloc((floats ? floats : 1) * sizeof(float));
+        dist_g.floats = floats;
     }
-    const size_t want = chunk * (size_t)(g.size - 1);
-    if (!g.all || g.all_floats != want) {
-        free(g.all);
-        g.all = malloc((want ? want : 1) * sizeof(float));
-        g.all_floats = want;
+    const size_t want = chunk * (size_t)(dist_g.size - 1);
+    if (!dist_g.all || dist_g.all_floats != want) {
+        free(dist_g.all);
+        dist_g.all = malloc((want ? want : 1) * sizeof(float));
+        dist_g.all_floats = want;
     }
-    if (!g.buf || !g.all)
-        fatal(5, "no host memory for %zu gradient floats", floats);
+    if (!dist_g.buf || !dist_g.all)
+        dist_fatal(5, "no host memory for %zu gradient floats", floats);
 }
 
 /* Every rank's (count, loss sum) on every rank, heads[2 r], heads[2 r + 1]. */
 static void exchange_heads(const double *mine, double *heads, const char *what)
 {
-    const int R = g.size;
+    const int R = dist_g.size;
     MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
     int *peer = calloc((size_t)R * 2, sizeof(int));
     if (!req || !peer)
-        fatal(5, "%s: out of host memory", what);
+        dist_fatal(5, "%s: out of host memory", what);
     int n = 0;
-    heads[2 * g.rank] = mine[0];
-    heads[2 * g.rank + 1] = mine[1];
+    heads[2 * dist_g.rank] = mine[0];
+    heads[2 * dist_g.rank + 1] = mine[1];
     for (int r = 0; r < R; r++) {
-        if (r == g.rank)
+        if (r == dist_g.rank)
             continue;
         peer[n] = r;
-        mpi_ok(MPI_Irecv(heads + 2 * r, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]),
-               what);
+        dist_mpi_ok(
+            MPI_Irecv(heads + 2 * r, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]), what);
         peer[n] = r;
-        mpi_ok(MPI_Isend(mine, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]), what);
+        dist_mpi_ok(MPI_Isend(mine, 2, MPI_DOUBLE, r, TAG_COUNT, MPI_COMM_WORLD, &req[n++]), what);
     }
-    wait_all(req, peer, n, what);
+    dist_wait_all(req, peer, n, what);
     free(req);
     free(peer);
 }
@@ -377,12 +388,15 @@ static void exchange_heads(const double *mine, double *heads, const char *what)
  * run is reproducible bit for bit for a given R. */
 pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
 {
-    if (!g.on || g.size == 1)
+    if (!dist_g.on || dist_g.size == 1)
         return PFX_SUCCESS;
     const char *what = "summing the gradients";
-    const int R = g.size;
+    const int R = dist_g.size;
     const size_t F = grad_floats(opt);
-    ensure_buffers(F);
+    if (dist_g.sharded && (dist_g.sharded != opt || F != dist_g.fbound[R]))
+        return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
+                         "pfx_dist_reduce_grads: another optimizer than the one sharded");
+    dist_ensure_buffers(F);
     /* a device error here leaves this rank out of the exchange: its
      * program fails and pfx_dist_finish ends the job */
     pfx_status st = pack(opt, false);
@@ -393,68 +407,80 @@ pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
     MPI_Request *req = malloc((size_t)R * 2 * sizeof(MPI_Request));
     int *peer = calloc((size_t)R * 2, sizeof(int));
     if (!heads || !w || !req || !peer)
-        fatal(5, "%s: out of host memory", what);
+        dist_fatal(5, "%s: out of host memory", what);
     exchange_heads(mine, heads, what);
     /* in rank order: N, the loss sum, the weights (the same on every rank) */
     double sum[2] = { 0.0, 0.0 };
     for (int r = 0; r < R; r++) {
         if (!(heads[2 * r] >= 0.0))
-            fatal(5, "rank %d reported a count of %g", r, heads[2 * r]);
+            dist_fatal(5, "rank %d reported a count of %g", r, heads[2 * r]);
         sum[0] += heads[2 * r];
         sum[1] += heads[2 * r + 1];
     }
     for (int r = 0; r < R; r++)
         w[r] = sum[0] > 0 ? heads[2 * r] / sum[0] : 0.0;
-    const size_t b0 = chunk_begin(F, g.rank), n0 = chunk_begin(F, g.rank + 1) - b0;
-    const size_t stride = chunk_begin(F, 1) + 1; /* g.all's slots: every chunk fits */
+    const size_t b0 = dist_chunk_begin(F, dist_g.rank),
+                 n0 = dist_chunk_begin(F, dist_g.rank + 1) - b0;
+    const size_t stride = chunk_max(F); /* dist_g.all's slots: every chunk fits */
     /* reduce-scatter: my chunk from every rank, every rank's chunk from me */
     int n = 0;
     for (int r = 0, k = 0; r < R; r++) {
-        if (r == g.rank)
+        if (r == dist_g.rank)
             continue;
-        const size_t br = chunk_begin(F, r), nr = chunk_begin(F, r + 1) - br;
+        const size_t br = dist_chunk_begin(F, r), nr = dist_chunk_begin(F, r + 1) - br;
         peer[n] = r;
-        mpi_ok(MPI_Irecv(g.all + (size_t)k++ * stride, (int)n0, MPI_FLOAT, r, TAG_GRAD,
-                         MPI_COMM_WORLD, &req[n++]),
-               what);
+        dist_mpi_ok(MPI_Irecv(dist_g.all + (size_t)k++ * stride, (int)n0, MPI_FLOAT, r, TAG_GRAD,
+                              MPI_COMM_WORLD, &req[n++]),
+                    what);
         peer[n] = r;
-        mpi_ok(MPI_Isend(g.buf + br, (int)nr, MPI_FLOAT, r, TAG_GRAD, MPI_COMM_WORLD, &req[n++]),
-               what);
+        dist_mpi_ok(
+            MPI_Isend(dist_g.buf + br, (int)nr, MPI_FLOAT, r, TAG_GRAD, MPI_COMM_WORLD, &req[n++]),
+            what);
     }
-    wait_all(req, peer, n, what);
+    dist_wait_all(req, peer, n, what);
     for (size_t i = 0; i < n0; i++) {
         double acc = 0.0;
         for (int r = 0, k = 0; r < R; r++) {
-            const float v = r == g.rank ? g.buf[b0 + i] : g.all[(size_t)k++ * stride + i];
+            const float v =
+                r == dist_g.rank ? dist_g.buf[b0 + i] : dist_g.all[(size_t)k++ * stride + i];
             if (w[r] > 0)
                 acc += w[r] * (double)v;
         }
-        g.buf[b0 + i] = (float)acc;
+        dist_g.buf[b0 + i] = (float)acc;
     }
-    /* all-gather: my summed chunk to every rank, theirs into place */
+    const bool sharded = dist_g.sharded == opt;
+    /* all-gather: my summed chunk to every rank, theirs into place (sharded:
+     * each rank keeps its own, the updated parameters travel instead) */
     n = 0;
-    for (int r = 0; r < R; r++) {
-        if (r == g.rank)
+    for (int r = 0; r < R && !sharded; r++) {
+        if (r == dist_g.rank)
             continue;
-        const size_t br = chunk_begin(F, r), nr = chunk_begin(F, r + 1) - br;
+        const size_t br = dist_chunk_begin(F, r), nr = dist_chunk_begin(F, r + 1) - br;
         peer[n] = r;
-        mpi_ok(
-            MPI_Irecv(g.buf + br, (int)nr, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[n++]),
-            what);
+        dist_mpi_ok(MPI_Irecv(dist_g.buf + br, (int)nr, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD,
+                              &req[n++]),
+                    what);
         peer[n] = r;
-        mpi_ok(
-            MPI_Isend(g.buf + b0, (int)n0, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD, &req[n++]),
-            what);
+        dist_mpi_ok(MPI_Isend(dist_g.buf + b0, (int)n0, MPI_FLOAT, r, TAG_SUM_GRAD, MPI_COMM_WORLD,
+                              &req[n++]),
+                    what);
     }
-    wait_all(req, peer, n, what);
-    if (!g.told && g.rank == 0) {
+    dist_wait_all(req, peer, n, what);
+    if (!dist_g.told && dist_g.rank == 0) {
         const double sent = 2.0 * (double)(F - n0) * sizeof(float);
-        fprintf(
-            stderr,
-            "prefixcl: %d ranks: each sends about %.2f MiB of gradients a step (reduce-scatter and "
-            "all-gather, summed in rank order)\n",
-            R, sent / 1048576.0);
-        g.told = true;
+        if (sharded)
+            fprintf(stderr,
+                    "prefixcl: %d ranks: rank 0 sends %.2f MiB of gradients a step "
+                    "(reduce-scatter, summed in rank order) and %.2f MiB of updated parameters "
+                    "(all-gather)\n",
+                    R, (double)(F - n0) * sizeof(float) / 1048576.0,
+                    (double)n0 * (R - 1) * sizeof(float) / 1048576.0);
+        else
+            fprintf(stderr,
+                    "prefixcl: %d ranks: each sends about %.2f MiB of gradients a step "
+                    "(reduce-scatter and all-gather, summed in rank order)\n",
+                    R, sent / 1048576.0);
+        dist_g.told = true;
     }
     free(heads);
     free(w);
@@ -462,12 +488,14 @@ pfx_status dist_reduce(pfx_optimizer *opt, double *count, double *mean_loss)
     free(peer);
     *count = sum[0];
     *mean_loss = sum[0] > 0 ? sum[1] / sum[0] : 0.0;
-    return pack(opt, true);
+    return sharded ? dist_pack_range(opt, false, true, dist_g.pbound[dist_g.rank],
+                                     dist_g.pbound[dist_g.rank + 1])
+                   : pack(opt, true);
 }
 
 pfx_status dist_check(pfx_optimizer *opt, uint64_t step)
 {
-    if (!g.on || g.size == 1 || !g.check)
+    if (!dist_g.on || dist_g.size == 1 || !dist_g.check)
         return PFX_SUCCESS;
     size_t n = pfx_optimizer_param_count(opt);
     uint64_t h = FNV_START;
@@ -480,22 +508,22 @@ pfx_status dist_check(pfx_optimizer *opt, uint64_t step)
         float *v = malloc((k ? k : 1) * sizeof(float));
         if (!v)
             return pfx_error(NULL, PFX_ERROR_OUT_OF_MEMORY,
-                             "rank %d: reading the parameters: out of host memory", g.rank);
+                             "rank %d: reading the parameters: out of host memory", dist_g.rank);
         st = pfx_tensor_read(param, 0, k, v);
         if (st != PFX_SUCCESS) {
             free(v);
-            return pfx_error(NULL, st, "rank %d: reading the parameters: %s", g.rank,
+            return pfx_error(NULL, st, "rank %d: reading the parameters: %s", dist_g.rank,
                              pfx_last_error(pfx_tensor_runtime(param)));
         }
         h = fnv1a(h, v, k * sizeof(float));
         free(v);
     }
-    uint64_t *vals = g.rank == 0 ? calloc((size_t)g.size, sizeof(uint64_t)) : NULL;
-    if (g.rank == 0 && !vals)
-        fatal(5, "comparing the parameters: out of host memory");
-    gather_u64(h, vals, TAG_HASH, "comparing the parameters");
-    if (g.rank == 0) {
-        for (int r = 1; r < g.size; r++)
+    uint64_t *vals = dist_g.rank == 0 ? calloc((size_t)dist_g.size, sizeof(uint64_t)) : NULL;
+    if (dist_g.rank == 0 && !vals)
+        dist_fatal(5, "comparing the parameters: out of host memory");
+    dist_gather_u64(h, vals, TAG_HASH, "comparing the parameters");
+    if (dist_g.rank == 0) {
+        for (int r = 1; r < dist_g.size; r++)
             if (vals[r] != vals[0]) {
                 free(vals);
                 return pfx_error(NULL, PFX_ERROR_INVALID_ARGUMENT,
@@ -503,7 +531,7 @@ pfx_status dist_check(pfx_optimizer *opt, uint64_t step)
                                  (unsigned long long)step, r);
             }
         printf("dist check: step %llu: parameters identical on %d ranks (%016llx)\n",
-               (unsigned long long)step, g.size, (unsigned long long)h);
+               (unsigned long long)step, dist_g.size, (unsigned long long)h);
         fflush(stdout);
     }
     free(vals);

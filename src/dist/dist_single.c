@@ -67,3 +67,9 @@ pfx_status dist_check(pfx_optimizer *opt, uint64_t step)
     (void)step;
     return PFX_SUCCESS;
 }
+
+pfx_status dist_shard(pfx_optimizer *opt)
+{
+    (void)opt;
+    return PFX_SUCCESS;
+}

@@ -249,6 +249,20 @@ static bool same_shape(const pfx_tensor *a, const pfx_tensor *b)
     return true;
 }
 
+pfx_status opt_alloc_moments(opt_param *it)
+{
+    pfx_runtime *rt = it->param->rt;
+    const pfx_tensor *p = it->param;
+    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, p->ndim, p->shape, &it->m);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(rt, PFX_DTYPE_F32, p->ndim, p->shape, &it->v);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_fill(it->m, 0.0f);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_fill(it->v, 0.0f);
+    return st;
+}
+
 static size_t sumsq_groups(size_t numel)
 {
     size_t g = pfx_ceil_div(numel, PFX_OPT_WG);
@@ -344,13 +358,7 @@ pfx_status pfx_optimizer_add_param(pfx_optimizer *opt, unsigned group_id, pfx_te
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY,
                          "optimizer_add_param: host allocation failed");
     memcpy(it.name, name, name_len + 1);
-    pfx_status st = pfx_tensor_create(rt, PFX_DTYPE_F32, param->ndim, param->shape, &it.m);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_create(rt, PFX_DTYPE_F32, param->ndim, param->shape, &it.v);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_fill(it.m, 0.0f);
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_fill(it.v, 0.0f);
+    pfx_status st = opt->defer_moments ? PFX_SUCCESS : opt_alloc_moments(&it);
     if (st != PFX_SUCCESS) {
         clFinish(rt->queue);
         pfx_tensor_destroy(&it.m);
@@ -403,9 +411,12 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
             PFX_SUCCESS)
         return st;
 
-    /* 1. Per-gradient partial sums of squares. */
+    /* 1. Per-gradient partial sums of squares (sharded: this process's
+     * gradients, then the others' partials from them). */
     for (size_t i = 0; i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
+        if (!opt_owns(opt, i))
+            continue;
         cl_ulong n = it->grad->numel;
         size_t local = PFX_OPT_WG, global = it->partial_groups * PFX_OPT_WG;
         pfx_arg args[] = { PFX_ARG(n), PFX_ARG(it->grad->mem), PFX_ARG(opt->partial),
@@ -414,6 +425,8 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
                              &local, 4, args)) != PFX_SUCCESS)
             return st;
     }
+    if (opt->sharded && (st = opt_share_partials(opt)) != PFX_SUCCESS)
+        return st;
     /* 2. Norm, clipping scale, skip flag. */
     {
         cl_uint count = (cl_uint)opt->partial_total;
@@ -427,7 +440,8 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
     }
     /* 3. The updates (no-ops on the device when the step is skipped). */
     const double factor = lr_factor_at(&opt->params, opt->step + 1);
-    for (size_t i = 0; i < opt->count; i++) {
+    for (size_t i = opt->sharded ? opt->own_first : 0;
+         i < (opt->sharded ? opt->own_end : opt->count); i++) {
         const opt_param *it = &opt->items[i];
         const pfx_optimizer_group_params *g = &opt->groups[it->group];
         const double t = (double)(it->step + 1);
@@ -464,6 +478,9 @@ pfx_status pfx_optimizer_step(pfx_optimizer *opt, pfx_optimizer_report *report)
         opt->step++;
         for (size_t i = 0; i < opt->count; i++)
             opt->items[i].step++;
+        /* every process skips alike: the norm is the same bits on each */
+        if (opt->sharded && (st = opt->coll->params(opt->coll->user, opt)) != PFX_SUCCESS)
+            return st;
     }
     if (report) {
         report->grad_norm = status[0];
@@ -542,6 +559,8 @@ pfx_status pfx_optimizer_state_size(const pfx_optimizer *opt, size_t *floats)
     size_t total = 0;
     for (size_t i = 0; i < opt->count; i++) {
         size_t two;
+        if (!opt->items[i].m) /* another process holds it (sharded) */
+            continue;
         if (pfx_mul_overflows(opt->items[i].param->numel, 2, &two) ||
             __builtin_add_overflow(total, two, &total))
             return pfx_error(opt->rt, PFX_ERROR_SIZE_OVERFLOW,
@@ -562,6 +581,8 @@ pfx_status pfx_optimizer_export_param(pfx_optimizer *opt, size_t index, uint64_t
                          "optimizer_export_param: index %zu beyond %zu parameters", index,
                          opt->count);
     const opt_param *it = &opt->items[index];
+    if ((m || v) && !it->m)
+        return opt_not_held(opt, "optimizer_export_param", index);
     if (step)
         *step = it->step;
     pfx_status st = PFX_SUCCESS;
@@ -587,6 +608,8 @@ pfx_status pfx_optimizer_import_param(pfx_optimizer *opt, size_t index, uint64_t
                          "optimizer_import_param: index %zu beyond %zu parameters", index,
                          opt->count);
     opt_param *it = &opt->items[index];
+    if (!it->m)
+        return opt_not_held(opt, "optimizer_import_param", index);
     if (step > PFX_OPTIMIZER_MAX_STEP)
         return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
                          "optimizer_import_param '%s': step %llu cannot advance (at most %llu)",

@@ -25,7 +25,7 @@ pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char *path,
                                                : "extra");
     const size_t n = opt->count;
     pfx_named_tensor *items = calloc(3 * n + extra_count + 1, sizeof(*items));
-    pfx_st_metadata *all = calloc(n + meta_count + 1, sizeof(*all));
+    pfx_st_metadata *all = calloc(n + meta_count + 3, sizeof(*all));
     char(*keys)[KEY_MAX] = calloc(3 * n + 1, sizeof(*keys));
     char(*counts)[24] = calloc(n + 1, sizeof(*counts));
     if (!items || !all || !keys || !counts) {
@@ -35,10 +35,20 @@ pfx_status pfx_optimizer_save_checkpoint(pfx_optimizer *opt, const char *path,
         free(counts);
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "optimizer_save_checkpoint: host memory");
     }
-    /* the moments travel as the device tensors they are: nothing staged */
+    /* the moments travel as the device tensors they are: nothing staged;
+     * sharded, this process's parameters only, and which they are */
     size_t k = 0, m = 0;
+    char shard[48] = "", shard_params[48] = "";
+    if (opt->sharded) {
+        snprintf(shard, sizeof(shard), "%u/%u", opt->shard_rank, opt->shard_ranks);
+        snprintf(shard_params, sizeof(shard_params), "%zu,%zu", opt->own_first, opt->own_end);
+        all[m++] = (pfx_st_metadata){ "optimizer_shard", shard };
+        all[m++] = (pfx_st_metadata){ "optimizer_shard_params", shard_params };
+    }
     for (size_t i = 0; i < n; i++) {
         const opt_param *it = &opt->items[i];
+        if (!opt_owns(opt, i))
+            continue;
         snprintf(keys[3 * i], KEY_MAX, "%s.exp_avg", it->name);
         snprintf(keys[3 * i + 1], KEY_MAX, "%s.exp_avg_sq", it->name);
         snprintf(keys[3 * i + 2], KEY_MAX, "%s.step", it->name);
@@ -87,6 +97,46 @@ static pfx_status has_tensor(pfx_runtime *rt, const pfx_safetensors *f, const ch
     return PFX_SUCCESS;
 }
 
+/* A sharded checkpoint (metadata optimizer_shard "RANK/RANKS" and
+ * optimizer_shard_params "FIRST,END") resumes only the same shard; a whole
+ * one resumes any (each process takes its part). */
+static pfx_status check_shard(const pfx_optimizer *opt, const pfx_safetensors *f, const char *label)
+{
+    const char *shard = pfx_safetensors_metadata_get(f, "optimizer_shard"),
+               *params = pfx_safetensors_metadata_get(f, "optimizer_shard_params");
+    if (!shard && !params)
+        return PFX_SUCCESS;
+    char mine[48] = "", mine_params[48] = "";
+    if (opt->sharded) {
+        snprintf(mine, sizeof(mine), "%u/%u", opt->shard_rank, opt->shard_ranks);
+        snprintf(mine_params, sizeof(mine_params), "%zu,%zu", opt->own_first, opt->own_end);
+    }
+    if (!shard || !params || strlen(shard) > 40)
+        return pfx_error(opt->rt, PFX_ERROR_FORMAT,
+                         "%s: the metadata 'optimizer_shard%s' is missing or too long", label,
+                         shard ? "_params" : "");
+    const char *slash = strchr(shard, '/');
+    if (!opt->sharded)
+        return pfx_error(opt->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: holds one part of an optimizer state sharded over %s ranks "
+                         "(rank %.*s's): resume with %s ranks, the state sharded",
+                         label, slash ? slash + 1 : shard, slash ? (int)(slash - shard) : 0, shard,
+                         slash ? slash + 1 : shard);
+    if (strcmp(shard, mine) != 0)
+        return pfx_error(opt->rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: holds rank %.*s's part of an optimizer state sharded over %s ranks; "
+                         "this process is rank %u of %u: resume with %s ranks (re-sharding a "
+                         "sharded checkpoint is not supported)",
+                         label, slash ? (int)(slash - shard) : 0, shard, slash ? slash + 1 : shard,
+                         opt->shard_rank, opt->shard_ranks, slash ? slash + 1 : shard);
+    if (strcmp(params, mine_params) != 0)
+        return pfx_error(opt->rt, PFX_ERROR_FORMAT,
+                         "%s: holds the state of parameters '%.40s' (first,end); this process "
+                         "updates %s",
+                         label, params, mine_params);
+    return PFX_SUCCESS;
+}
+
 pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt, const pfx_safetensors *f,
                                           const char *label, uint64_t max_step,
                                           const char *max_name, uint64_t *step)
@@ -109,10 +159,14 @@ pfx_status pfx_optimizer_check_checkpoint(const pfx_optimizer *opt, const pfx_sa
         return pfx_error(rt, PFX_ERROR_FORMAT,
                          "%s: the metadata 'optimizer_step' (%llu) is more than '%s' (%llu)", label,
                          (unsigned long long)s, max_name, (unsigned long long)max_step);
+    if ((st = check_shard(opt, f, label)))
+        return st;
     for (size_t i = 0; i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
         char key[KEY_MAX];
         uint64_t own = 0;
+        if (!opt_owns(opt, i)) /* a shard holds its own; the others come from their files */
+            continue;
         snprintf(key, sizeof(key), "%s.step", it->name);
         if ((st = meta_count(rt, f, label, key, &own)))
             return st;
@@ -148,6 +202,8 @@ pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safete
     for (size_t i = 0; st == PFX_SUCCESS && i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
         const size_t n = it->param->numel;
+        if (!opt_owns(opt, i))
+            continue;
         float *v = malloc(2 * n * sizeof(float));
         char key[KEY_MAX];
         st =
@@ -168,6 +224,8 @@ pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safete
     for (size_t i = 0; st == PFX_SUCCESS && i < opt->count; i++) {
         const opt_param *it = &opt->items[i];
         const size_t n = it->param->numel;
+        if (!opt_owns(opt, i))
+            continue;
         float *v = malloc(3 * n * sizeof(float));
         char key[KEY_MAX];
         st =
@@ -188,5 +246,12 @@ pfx_status pfx_optimizer_restore_checkpoint(pfx_optimizer *opt, const pfx_safete
     }
     if (st == PFX_SUCCESS)
         opt->step = step;
+    /* sharded: the other parameters from the processes that restored them */
+    for (size_t i = 0; st == PFX_SUCCESS && opt->sharded && i < opt->count; i++)
+        opt->items[i].step = step;
+    if (st == PFX_SUCCESS && opt->sharded)
+        st = opt->coll->same_step(opt->coll->user, opt, step);
+    if (st == PFX_SUCCESS && opt->sharded)
+        st = opt->coll->params(opt->coll->user, opt);
     return st;
 }

@@ -31,6 +31,11 @@ pfx_status pfx_optimizer_save(pfx_optimizer *opt, const char *path)
     pfx_runtime *rt = opt->rt;
     if (!path)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_save: path is NULL");
+    if (opt->sharded) /* a state file holds every moment: a checkpoint holds a shard */
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_save: the state is sharded over %u processes (write a "
+                         "checkpoint per process: pfx_optimizer_save_checkpoint)",
+                         opt->shard_ranks);
     size_t n = opt->count;
     pfx_named_tensor *items = calloc(2 * n + 1, sizeof(*items));
     pfx_st_metadata *meta = calloc(n + 2, sizeof(*meta));
@@ -102,6 +107,11 @@ pfx_status pfx_optimizer_load(pfx_optimizer *opt, const char *path)
     pfx_runtime *rt = opt->rt;
     if (!path)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "optimizer_load: path is NULL");
+    if (opt->sharded) /* a state file holds every moment: a checkpoint holds a shard */
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "optimizer_load: the state is sharded over %u processes (each "
+                         "one's part is in its checkpoint: pfx_optimizer_restore_checkpoint)",
+                         opt->shard_ranks);
     pfx_safetensors *f = NULL;
     pfx_status st = pfx_safetensors_open(path, &f);
     if (st != PFX_SUCCESS)

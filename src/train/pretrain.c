@@ -9,6 +9,7 @@
 #include "gains_file.h"
 #include "io_internal.h"
 #include "job.h"
+#include "optimizer_internal.h"
 #include "pretrain_internal.h"
 
 void pfx_pretrain_default_config(pfx_pretrain_config *cfg)
@@ -315,12 +316,6 @@ static size_t planned_steps(const pfx_pretrain_job *j)
     return c->epochs * (per_epoch ? per_epoch : 1);
 }
 
-/* The process that writes: rank 0, or the only one. */
-static bool lead(const pfx_pretrain_config *c)
-{
-    return c->dist.ranks <= 1 || c->dist.rank == 0;
-}
-
 static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void *user,
                         pfx_pretrain_result *r)
 {
@@ -378,9 +373,8 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         };
         if (on_step)
             on_step(&info, user);
-        if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps &&
-            lead(c))
-            st = pfx_pretrain_write_outputs(j, r, false);
+        if (c->checkpoint_every && (s + 1) % c->checkpoint_every == 0 && s + 1 < r->steps)
+            st = pfx_pretrain_save(j, r, false);
     }
     r->seconds = pfx_host_seconds() - t0;
     return st;
@@ -409,15 +403,19 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
     const size_t steps = planned_steps(&j);
     if ((st = pfx_pretrain_build_optimizer(&j, steps)) || (st = result_alloc(&j, result, steps)))
         goto out;
+    if (cfg->dist.ranks > 1 && cfg->dist.shard) {
+        if ((st = cfg->dist.shard(cfg->dist.user, j.opt)))
+            goto out;
+        j.sharded = j.opt->sharded; /* one process: the hook shards nothing */
+    }
+    if ((st = opt_undefer(j.opt)))
+        goto out;
     result->shape = j.shape;
     result->train_blocks = pfx_blocks_count(j.train);
     result->eval_blocks = pfx_blocks_count(j.eval);
     result->tokens_per_step = cfg->batch * cfg->accumulate * cfg->block;
     if (cfg->resume) {
-        char *path = pfx_join_path(cfg->out_dir, PFX_PRETRAIN_CHECKPOINT);
-        st = path ? pfx_pretrain_ckpt_load(&j, path, result)
-                  : pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "pretrain: host memory");
-        free(path);
+        st = pfx_pretrain_resume(&j, result);
     } else {
         st = evaluate(&j, &result->eval_losses[0]);
         if (st == PFX_SUCCESS && j.any_gain) /* the start: 0, or config.gain_init's draw */
@@ -425,8 +423,8 @@ pfx_status pfx_pretrain_run(pfx_runtime *rt, const pfx_pretrain_config *cfg,
     }
     if (st == PFX_SUCCESS)
         st = train(&j, on_step, user, result);
-    if (st == PFX_SUCCESS && lead(cfg))
-        st = pfx_pretrain_write_outputs(&j, result, !result->stopped);
+    if (st == PFX_SUCCESS)
+        st = pfx_pretrain_save(&j, result, !result->stopped);
 out:
     job_free(&j);
     return st;

@@ -33,7 +33,9 @@ typedef struct pfx_pretrain_job {
     size_t param_count;
     int32_t *ids; /* [batch * block] */
     pfx_data_position pos;
-    char options[8192]; /* what a checkpoint must agree with: "key=value" lines */
+    char options[8192];  /* what a checkpoint must agree with: "key=value" lines */
+    bool sharded;        /* the optimizer's state sharded over the ranks (dist.shard) */
+    uint64_t shard_step; /* rank > 0, sharded: the step of its part on disk; 0: none */
 } pfx_pretrain_job;
 
 /* The checkpoint (pretrain_ckpt.c through checkpoint.h): every optimizer tensor's value, moments
@@ -44,6 +46,17 @@ pfx_status pfx_pretrain_ckpt_save(pfx_pretrain_job *j, const char *path,
 /* Reads it into the job and r (the options must equal j->options): every
  * field checked before anything changes. */
 pfx_status pfx_pretrain_ckpt_load(pfx_pretrain_job *j, const char *path, pfx_pretrain_result *r);
+
+/* The checkpoint as a run writes it (pretrain_shard.c): rank 0's file;
+ * sharded, first every other rank's part of this step
+ * (checkpoint.rank-R.step-S.safetensors), then, every part written, rank
+ * 0's file (the one that names the step: a run cut anywhere resumes from
+ * the last whole set), then the parts of the step before go. Every rank
+ * calls it at the same step. With `model` the model and its gains too. */
+pfx_status pfx_pretrain_save(pfx_pretrain_job *j, const pfx_pretrain_result *r, bool model);
+/* Resumes from OUT/checkpoint.safetensors, sharded from this rank's part of
+ * the step it names. */
+pfx_status pfx_pretrain_resume(pfx_pretrain_job *j, pfx_pretrain_result *r);
 
 /* The job's pieces, each in its own file. */
 pfx_status pfx_pretrain_load_data(pfx_pretrain_job *j);               /* pretrain_data.c */

@@ -7,6 +7,7 @@
 #include "gains_file.h"
 #include "io_internal.h"
 #include "job.h"
+#include "optimizer_internal.h"
 #include "pretrain_internal.h"
 
 /* ---- model, gradients, optimizer ---- */
@@ -236,6 +237,9 @@ pfx_status pfx_pretrain_build_optimizer(pfx_pretrain_job *j, size_t steps)
                                 .min_lr_ratio = c->min_lr_ratio,
                                 .gain_ramp_steps = c->gain_ramp_steps };
     pfx_status st = pfx_optimizer_create(j->rt, &op, &j->opt);
+    /* sharded (pfx_pretrain_run), each rank allocates its own moments only */
+    if (st == PFX_SUCCESS && c->dist.ranks > 1 && c->dist.shard)
+        j->opt->defer_moments = true;
     pfx_optimizer_group_params decay = PFX_OPTIMIZER_GROUP_DEFAULTS,
                                plain = PFX_OPTIMIZER_GROUP_DEFAULTS;
     decay.lr = c->lr;

@@ -159,7 +159,8 @@ int cmd_pretrain(int argc, char **argv)
     pfx_pretrain_default_config(&c);
     c.out_dir = "pretrain-out";
     const char *config = NULL, *device = NULL, *gain_heads = NULL, *gain_init = NULL;
-    bool quiet = false, resume = false, no_decay = false, recompute = false;
+    bool quiet = false, resume = false, no_decay = false, recompute = false, shard = false,
+         no_shard = false;
     float peak = 0.0f;
     int gain = 0;
     size_t warmup = c.warmup_steps, ramp = c.gain_ramp_steps;
@@ -240,6 +241,12 @@ int cmd_pretrain(int argc, char **argv)
           "also write the checkpoint every N steps", NULL },
         { "--recompute", CLI_FLAG, &recompute, 0, 0, NULL, NULL, NULL,
           "recompute each block in the backward (less memory)", NULL },
+        { "--shard-optimizer", CLI_FLAG, &shard, 0, 0, NULL, NULL, NULL,
+          "under mpirun, each rank keeps the AdamW state of its share of the weights "
+          "(ZeRO stage 1; the same results)",
+          "on with several ranks" },
+        { "--no-shard-optimizer", CLI_FLAG, &no_shard, 0, 0, NULL, NULL, NULL,
+          "every rank keeps the whole AdamW state", NULL },
         { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
           "the new model's weights and the data order", "1" },
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
@@ -257,6 +264,11 @@ int cmd_pretrain(int argc, char **argv)
         fprintf(stderr, "prefixcl pretrain: give --config PATH (a new model) or --model DIR "
                         "(fine-tuning), one of "
                         "them\n\n");
+        return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
+    }
+    if (shard && no_shard) {
+        fprintf(stderr, "prefixcl pretrain: --shard-optimizer and --no-shard-optimizer "
+                        "exclude each other\n\n");
         return cli_help(stderr, &doc, opts, sizeof(opts) / sizeof(opts[0]));
     }
     if (!c.data_path) {
@@ -324,17 +336,19 @@ int cmd_pretrain(int argc, char **argv)
     }
     const bool lead = pfx_dist_rank() == 0;
     pfx_dist_hooks(&c.dist);
+    if (no_shard)
+        c.dist.shard = NULL;
     char agreed[8192];
     snprintf(
         agreed, sizeof(agreed),
-        "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s|%d|%a|%a",
+        "%s|%s|%s|%s|%s|%zu|%zu|%zu|%zu|%zu|%a|%a|%a|%d|%a|%zu|%a|%d|%zu|%s|%llu|%d|%s|%d|%a|%a|%d",
         config ? config : "", c.model_dir ? c.model_dir : "",
         c.tokenizer_dir ? c.tokenizer_dir : "", c.data_path, c.eval_path ? c.eval_path : "",
         c.block, c.batch, c.accumulate, c.steps, c.epochs, (double)c.lr, (double)c.gain_lr,
         (double)c.weight_decay, (int)no_decay, (double)c.max_grad_norm, warmup,
         (double)c.min_lr_ratio, gain, ramp, c.freeze ? c.freeze : "", (unsigned long long)c.seed,
         (int)resume, gain_heads ? gain_heads : "", data_format, (double)c.gain_init,
-        (double)c.gain_decay_fraction);
+        (double)c.gain_decay_fraction, (int)no_shard);
     if (tool_dist_failed("pretrain", pfx_dist_agree("pretraining options", agreed))) {
         pfx_runtime_destroy(&rt);
         free(heads);
