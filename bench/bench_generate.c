@@ -11,6 +11,13 @@
  * alternately (A B, B A, ...) so that the load of a shared machine falls on
  * both alike.
  *
+ * --compare-host: on a CPU device, the decode step's median wall time and
+ * host product time on the queue (PREFIXCL_HOST_STEP=off: kernels between
+ * the host products) against the host step (the library's default there),
+ * the two alternated run by run in one process (A B, B A, ...), so that a
+ * shared machine's load falls on both alike, with the process CPU time per
+ * token (the prompt's share included), which a loaded machine moves least.
+ *
  * --model DIR: the weights of a Hugging Face GPT-2 small folder instead
  * (config.json + model.safetensors), so that another engine can run the very
  * same weights; --no-adapter: plain requests without prefixes, as an engine
@@ -24,7 +31,7 @@
  *
  * usage: bench_generate [--device SEL] [--model DIR] [--batch 1,8] [--tokens 128] [--new 32]
  *                       [--runs 3] [--storage f32|f16|bf16|q8_0] [--no-adapter] [--gains] [--compare-one]
- *                       [--json PATH]
+ *                       [--compare-host] [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT,
  * bench/peer_llama.py with llama.cpp.
  */
@@ -202,6 +209,54 @@ static double step_weight_bytes(const pfx_model_shape *s, pfx_dtype storage)
     return weights * per;
 }
 
+/* The decode step's median wall and host product time per step, ms, with
+ * the step on the queue (i = 0: PREFIXCL_HOST_STEP=off) and on the host
+ * (i = 1), alternated run by run (A B, B A, ...). */
+static void compare_host(pfx_runtime *rt, pfx_context *ctx, pfx_kv_cache *cache,
+                         const pfx_adapter_bank *bank, pfx_request *req, size_t B, size_t new,
+                         int runs, double floor_ms)
+{
+    double *ms[2] = { malloc((size_t)runs * sizeof(double)),
+                      malloc((size_t)runs * sizeof(double)) },
+           *gm[2] = { malloc((size_t)runs * sizeof(double)),
+                      malloc((size_t)runs * sizeof(double)) },
+           *cpu[2] = { malloc((size_t)runs * sizeof(double)),
+                       malloc((size_t)runs * sizeof(double)) };
+    if (!ms[0] || !ms[1] || !gm[0] || !gm[1] || !cpu[0] || !cpu[1])
+        exit(1);
+    for (int run = -1; run < runs; run++) { /* run -1: warm-up */
+        for (int k = 0; k < 2; k++) {
+            const int i = (run & 1) ? 1 - k : k; /* neither always second */
+            setenv("PREFIXCL_HOST_STEP", i ? "on" : "off", 1);
+            step_costs pc, c;
+            const double c0 = tool_cpu_s();
+            CHECK(decode_step_costs(rt, ctx, cache, bank, req, B, new, &pc, &c));
+            if (run >= 0) {
+                ms[i][run] = c.wall_ms;
+                gm[i][run] = c.host_gemm_ms;
+                cpu[i][run] = (tool_cpu_s() - c0) * 1e3 / (double)new;
+            }
+        }
+    }
+    unsetenv("PREFIXCL_HOST_STEP");
+    double step[2], gemm[2], work[2];
+    for (int i = 0; i < 2; i++) {
+        step[i] = tool_median(ms[i], (size_t)runs);
+        gemm[i] = tool_median(gm[i], (size_t)runs);
+        work[i] = tool_median(cpu[i], (size_t)runs);
+    }
+    printf("          decode step, medians of %d alternated runs: on the queue %.2f ms (host "
+           "products %.2f ms, %.2fx the floor; process CPU %.2f ms a token), on the host %.2f ms "
+           "(host products %.2f ms, %.2fx the floor; CPU %.2f ms a token): %.2fx as fast\n",
+           runs, step[0], gemm[0], step[0] / floor_ms, work[0], step[1], gemm[1],
+           step[1] / floor_ms, work[1], step[0] / step[1]);
+    for (int i = 0; i < 2; i++) {
+        free(ms[i]);
+        free(gm[i]);
+        free(cpu[i]);
+    }
+}
+
 /* Whether dir/config.json describes GPT-2 small's attention (the adapters
  * written here are shaped for it); says why not on stderr. */
 static bool gpt2_small_folder(const char *dir, size_t *vocab)
@@ -230,7 +285,7 @@ int main(int argc, char **argv)
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
     pfx_dtype storage = PFX_DTYPE_F32;
-    bool gains = false, compare_one = false, adapters = true;
+    bool gains = false, compare_one = false, compare_host_step = false, adapters = true;
     size_t vocab = 50257;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
@@ -253,6 +308,8 @@ int main(int argc, char **argv)
             gains = true;
         } else if (!strcmp(argv[i], "--compare-one")) {
             compare_one = true;
+        } else if (!strcmp(argv[i], "--compare-host")) {
+            compare_host_step = true;
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
         } else if (!strcmp(argv[i], "--storage") && i + 1 < argc &&
@@ -263,7 +320,7 @@ int main(int argc, char **argv)
                 stderr,
                 "usage: %s [--device SEL] [--model DIR] [--batch 1,8] [--tokens N] [--new NEW] "
                 "[--runs R] [--storage f32|f16|bf16|q8_0] [--no-adapter] [--gains] [--compare-one] "
-                "[--json PATH]\n",
+                "[--compare-host] [--json PATH]\n",
                 argv[0]);
             return 2;
         }
@@ -389,6 +446,8 @@ int main(int argc, char **argv)
                1e3 * (double)B / d, 1e3 * (double)B / d / floor_ms,
                c.wall_ms > 0 ? 100.0 * c.host_gemm_ms / c.wall_ms : 0.0);
         double step_ms[2] = { 0, 0 };
+        if (compare_host_step)
+            compare_host(rt, ctx, cache, bank, req, B, NEW, runs, floor_ms);
         if (compare_one)
             compare_adapter0(rt, ctx, cache, bank, req, B, NEW, runs, step_ms);
         if (js) {
