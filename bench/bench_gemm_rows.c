@@ -5,7 +5,8 @@
  * distinct so that every product reads its weight from memory. For m rows
  * (--rows 1,2,4,8): the host BLAS (sgemv for one row, sgemm otherwise), the
  * few-row path on float32, half, bfloat16 and Q8_0 weights (Q8_0 held [n, k],
- * as the model holds it). First the floor of a step: the weights' bytes over
+ * as the model holds it; float32 rows, and rows quantized to int8 with
+ * integer dots as the decode step takes them). First the floor of a step: the weights' bytes over
  * the machine's read bandwidth (read_bw.h). Prints each shape's
  * median and best ms and GB/s of weights read (the ways alternate
  * within each repetition), and the step's sums.
@@ -41,11 +42,11 @@ static const struct shape {
     { "head [50257,768]^T", 768, 50257, true, 1 },
 };
 
-enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAY_ROWS_BF16, WAY_ROWS_Q8_0, WAYS };
-static const char *const way_names[WAYS] = { "host BLAS", "rows f32", "rows f16", "rows bf16",
-                                             "rows q8_0" };
+enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAY_ROWS_BF16, WAY_ROWS_Q8_0, WAY_ROWS_Q8A, WAYS };
+static const char *const way_names[WAYS] = { "host BLAS", "rows f32",  "rows f16",
+                                             "rows bf16", "rows q8_0", "q8_0 int8 A" };
 /* bytes a weight of each way (Q8_0: 34 a block of 32) */
-static const double way_bytes[WAYS] = { 4.0, 4.0, 2.0, 2.0, 34.0 / 32.0 };
+static const double way_bytes[WAYS] = { 4.0, 4.0, 2.0, 2.0, 34.0 / 32.0, 34.0 / 32.0 };
 
 /* One product of m rows against weight w32 (w16, w16b, wq: as half, bfloat16, Q8_0) of shape
  * sh, the way w. */
@@ -61,10 +62,10 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
         cblas_sgemm(CblasRowMajor, CblasNoTrans, sh->trans ? CblasTrans : CblasNoTrans, (int)m, n,
                     k, 1.0f, a, k, w32, ldb, 0.0f, c, n);
     else
-        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans || w == WAY_ROWS_Q8_0,
+        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans || w >= WAY_ROWS_Q8_0,
                                              .b_type = w == WAY_ROWS_F16    ? PFX_ROWS_F16
                                                        : w == WAY_ROWS_BF16 ? PFX_ROWS_BF16
-                                                       : w == WAY_ROWS_Q8_0 ? PFX_ROWS_Q8_0
+                                                       : w >= WAY_ROWS_Q8_0 ? PFX_ROWS_Q8_0
                                                                             : PFX_ROWS_F32,
                                              .m = m,
                                              .n = sh->n,
@@ -76,9 +77,10 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
                                                   : w == WAY_ROWS_F16  ? (const void *)w16
                                                   : w == WAY_ROWS_BF16 ? (const void *)w16b
                                                                        : (const void *)wq,
-                                             .ldb = w == WAY_ROWS_Q8_0 ? sh->k : (size_t)ldb,
+                                             .ldb = w >= WAY_ROWS_Q8_0 ? sh->k : (size_t)ldb,
                                              .c = c,
-                                             .ldc = sh->n },
+                                             .ldc = sh->n,
+                                             .a_q8 = w == WAY_ROWS_Q8A },
                       threads);
 }
 
@@ -102,8 +104,8 @@ int main(int argc, char **argv)
     if (reps < 1 || reps > MAX_REPS)
         reps = 7;
     const int threads = openblas_get_num_threads();
-    printf("few-row path: %s, %d threads (OpenBLAS %s, %d threads)\n", pfx_gemm_rows_isa(), threads,
-           openblas_get_corename(), threads);
+    printf("few-row path: %s, int8 activations: %s, %d threads (OpenBLAS %s, %d threads)\n",
+           pfx_gemm_rows_isa(), pfx_gemm_rows_q8a_isa(), threads, openblas_get_corename(), threads);
     float *w32[SHAPES][LAYERS];
     uint16_t *w16[SHAPES][LAYERS], *w16b[SHAPES][LAYERS];
     pfx_q8_0_block *wq[SHAPES][LAYERS];

@@ -181,7 +181,8 @@ static void product(hstep *s, const pfx_model_lin *f, const float *x, float *y, 
                                               .b = base + byte,
                                               .ldb = ldw,
                                               .c = y,
-                                              .ldc = f->out });
+                                              .ldc = f->out,
+                                              .a_q8 = dt == PFX_DTYPE_Q8_0 });
     pfx_launch_log_host_gemm(s->rt, pfx_host_ns() - t0);
     if (!f->has_b)
         return;

@@ -234,6 +234,8 @@ const char *pfx_gemm_rows_isa(void)
 
 bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa)
 {
+    if (pfx_gemm_rows_q8a_takes(g))
+        return pfx_gemm_rows_q8a_on(g, threads, isa);
     const rows_kernels *ks = kernels_of(isa);
     if (!ks)
         return false;
