@@ -438,7 +438,14 @@ pfx_status pfx_host_step_run(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
     s.vec = s.m1 + B * s.I;
     s.vec2 = s.vec + wide;
     s.z = s.vec2 + wide;
-    pfx_status e = map_all(m->rt, &s.maps);
+    /* one thread at a time on the runtime, as every op (guard.c) */
+    pfx_status e = pfx_rt_enter(m->rt, FN);
+    if (e != PFX_SUCCESS) {
+        free(buf);
+        free(s.maps.b);
+        return e;
+    }
+    e = map_all(m->rt, &s.maps);
     if (e == PFX_SUCCESS) {
         embed(&s, st);
         for (size_t l = 0; l < sh->layers; l++)
@@ -451,6 +458,7 @@ pfx_status pfx_host_step_run(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
         if (err != CL_SUCCESS)
             e = pfx_cl_error(m->rt, err, FN ": unmapping the step's buffers");
     }
+    pfx_rt_leave(m->rt);
     free(buf);
     free(s.maps.b);
     return e;
