@@ -16,7 +16,8 @@
  * the host products) against the host step (the library's default there),
  * the two alternated run by run in one process (A B, B A, ...), so that a
  * shared machine's load falls on both alike, with the process CPU time per
- * token (the prompt's share included), which a loaded machine moves least.
+ * step (over the whole generation: the prompt's share included), which a
+ * loaded machine moves least.
  *
  * --model DIR: the weights of a Hugging Face GPT-2 small folder instead
  * (config.json + model.safetensors), so that another engine can run the very
@@ -234,7 +235,7 @@ static void compare_host(pfx_runtime *rt, pfx_context *ctx, pfx_kv_cache *cache,
             if (run >= 0) {
                 ms[i][run] = c.wall_ms;
                 gm[i][run] = c.host_gemm_ms;
-                cpu[i][run] = (tool_cpu_s() - c0) * 1e3 / (double)new;
+                cpu[i][run] = (tool_cpu_s() - c0) * 1e3 / (double)(new - 1);
             }
         }
     }
@@ -246,8 +247,8 @@ static void compare_host(pfx_runtime *rt, pfx_context *ctx, pfx_kv_cache *cache,
         work[i] = tool_median(cpu[i], (size_t)runs);
     }
     printf("          decode step, medians of %d alternated runs: on the queue %.2f ms (host "
-           "products %.2f ms, %.2fx the floor; process CPU %.2f ms a token), on the host %.2f ms "
-           "(host products %.2f ms, %.2fx the floor; CPU %.2f ms a token): %.2fx as fast\n",
+           "products %.2f ms, %.2fx the floor; process CPU %.2f ms a step), on the host %.2f ms "
+           "(host products %.2f ms, %.2fx the floor; CPU %.2f ms a step): %.2fx as fast\n",
            runs, step[0], gemm[0], step[0] / floor_ms, work[0], step[1], gemm[1],
            step[1] / floor_ms, work[1], step[0] / step[1]);
     for (int i = 0; i < 2; i++) {
