@@ -2,11 +2,14 @@
  * device whose buffers are host memory, a decode step's 100 small kernels
  * and 49 products on the queue cost a round trip between the queue's
  * threads and the host around each product (11-13 ms of a 28-32 ms GPT-2
- * small step on 2 cores). Here every buffer the step touches is mapped once
- * (one wait), the step runs on the host, and the buffers are unmapped: the
- * queue sees one round trip a step. The math is the queue path's: the
- * few-row kernels for the products (gemm_rows.h), float32 elsewhere, sums
- * of norms in double. */
+ * small step on 2 cores). Here the step waits once for the queue and runs
+ * on the host, through each buffer's own storage: its address is found by
+ * one map of every buffer the first time (kept in the tensor; such a
+ * device's map returns that same address each time and shows the device's
+ * writes, tests/test_encoder.c), since mapping and unmapping the 173
+ * buffers of GPT-2 small every step cost the queue's threads 346 commands
+ * a step. The math is the queue path's: the few-row kernels for the
+ * products (gemm_rows.h), float32 elsewhere, sums of norms in double. */
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -21,39 +24,56 @@
 
 #define FN "serve_step (host)"
 
-/* ---- the buffers of a step, each mapped once ---- */
+/* ---- the buffers of a step: their host addresses ---- */
 
 typedef struct hbuf {
     cl_mem mem;
-    cl_map_flags flags;
     size_t bytes;
     char *ptr;
 } hbuf;
 
+/* The tensors whose address is not known yet, and their distinct buffers. */
 typedef struct hmaps {
     hbuf *b;
     size_t n, cap;
+    const pfx_tensor **t;
+    size_t nt, tcap;
 } hmaps;
 
-static bool add(hmaps *h, const pfx_tensor *t, bool write)
+static bool grow(void **p, size_t *cap, size_t n, size_t size)
 {
-    if (!t)
+    if (n < *cap)
         return true;
-    for (size_t i = 0; i < h->n; i++)
-        if (h->b[i].mem == t->mem) {
-            h->b[i].flags |= write ? CL_MAP_WRITE : 0;
-            return true;
-        }
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 256;
-        hbuf *b = realloc(h->b, cap * sizeof(*b));
-        if (!b)
-            return false;
-        h->b = b;
-        h->cap = cap;
-    }
-    h->b[h->n++] = (hbuf){ t->mem, CL_MAP_READ | (write ? CL_MAP_WRITE : 0), t->bytes, NULL };
+    const size_t c = *cap ? 2 * *cap : 256;
+    void *q = realloc(*p, c * size);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = c;
     return true;
+}
+
+/* t joins the tensors to map unless its address is known. */
+static bool add(hmaps *h, const pfx_tensor *t)
+{
+    if (!t || t->host)
+        return true;
+    if (!grow((void **)&h->t, &h->tcap, h->nt, sizeof(*h->t)))
+        return false;
+    h->t[h->nt++] = t;
+    for (size_t i = 0; i < h->n; i++)
+        if (h->b[i].mem == t->mem)
+            return true;
+    if (!grow((void **)&h->b, &h->cap, h->n, sizeof(*h->b)))
+        return false;
+    h->b[h->n++] = (hbuf){ t->mem, t->bytes, NULL };
+    return true;
+}
+
+static void hmaps_free(hmaps *h)
+{
+    free(h->b);
+    free(h->t);
 }
 
 static int by_mem(const void *a, const void *b)
@@ -62,17 +82,15 @@ static int by_mem(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The host address of tensor t's element 0 (t was added and mapped). */
-static void *at(const hmaps *h, const pfx_tensor *t)
+/* The host address of tensor t's element 0 (found by find_addresses). */
+static void *at(const pfx_tensor *t)
 {
-    const hbuf key = { .mem = t->mem };
-    const hbuf *f = bsearch(&key, h->b, h->n, sizeof(hbuf), by_mem);
-    return f ? f->ptr : NULL;
+    return t->host;
 }
 
-static float *atf(const hmaps *h, const pfx_tensor *t)
+static float *atf(const pfx_tensor *t)
 {
-    return at(h, t);
+    return t->host;
 }
 
 static cl_int unmap_all(pfx_runtime *rt, hmaps *h)
@@ -89,16 +107,19 @@ static cl_int unmap_all(pfx_runtime *rt, hmaps *h)
     return first;
 }
 
-/* Maps every buffer without blocking, then waits once for the last map: the
- * in-order queue has then finished everything before the step. */
-static pfx_status map_all(pfx_runtime *rt, hmaps *h)
+/* Maps the buffers of the tensors in h without blocking, waits once for the
+ * last map, keeps each tensor's address (the field is a cache: the tensor is
+ * otherwise untouched) and unmaps them. */
+static pfx_status find_addresses(pfx_runtime *rt, hmaps *h)
 {
+    if (!h->n)
+        return PFX_SUCCESS;
     qsort(h->b, h->n, sizeof(hbuf), by_mem);
     cl_event last = NULL;
     cl_int err = CL_SUCCESS;
     for (size_t i = 0; i < h->n && err == CL_SUCCESS; i++) {
         cl_event ev = NULL;
-        h->b[i].ptr = clEnqueueMapBuffer(rt->queue, h->b[i].mem, CL_FALSE, h->b[i].flags, 0,
+        h->b[i].ptr = clEnqueueMapBuffer(rt->queue, h->b[i].mem, CL_FALSE, CL_MAP_READ, 0,
                                          h->b[i].bytes, 0, NULL, &ev, &err);
         if (err != CL_SUCCESS) {
             h->b[i].ptr = NULL;
@@ -113,11 +134,16 @@ static pfx_status map_all(pfx_runtime *rt, hmaps *h)
         clReleaseEvent(last);
     if (err == CL_SUCCESS)
         err = werr;
-    if (err != CL_SUCCESS) {
-        unmap_all(rt, h);
-        return pfx_cl_error(rt, err, FN ": mapping the step's buffers");
+    for (size_t i = 0; err == CL_SUCCESS && i < h->nt; i++) {
+        const hbuf key = { .mem = h->t[i]->mem };
+        const hbuf *f = bsearch(&key, h->b, h->n, sizeof(hbuf), by_mem);
+        ((pfx_tensor *)h->t[i])->host = f->ptr;
     }
-    return PFX_SUCCESS;
+    const cl_int uerr = unmap_all(rt, h);
+    if (err == CL_SUCCESS)
+        err = uerr;
+    return err == CL_SUCCESS ? PFX_SUCCESS
+                             : pfx_cl_error(rt, err, FN ": finding the step's buffers");
 }
 
 /* ---- the pieces of the step ---- */
@@ -136,9 +162,9 @@ static void widen(const void *src, pfx_dtype dt, size_t e0, size_t n, float *dst
 }
 
 /* A vector view (bias, norm weight: n x 1, contiguous) as float32 in dst. */
-static void vec_of(const hmaps *h, const pfx_mat *v, float *dst)
+static void vec_of(const pfx_mat *v, float *dst)
 {
-    widen(at(h, v->t), v->t->dtype, v->offset, v->rows * v->cols, dst);
+    widen(at(v->t), v->t->dtype, v->offset, v->rows * v->cols, dst);
 }
 
 static pfx_gemm_rows_type rows_type(pfx_dtype dt)
@@ -165,7 +191,7 @@ static void product(hstep *s, const pfx_model_lin *f, const float *x, float *y, 
     const pfx_mat *w = &f->w;
     const pfx_dtype dt = w->t->dtype;
     const size_t ldw = w->rows > 1 ? w->ld : w->cols;
-    const char *base = at(&s->maps, w->t);
+    const char *base = at(w->t);
     const size_t byte = dt == PFX_DTYPE_Q8_0  ? w->offset / PFX_Q8_0_BLOCK * PFX_Q8_0_BYTES
                         : dt == PFX_DTYPE_F32 ? w->offset * sizeof(float)
                                               : w->offset * sizeof(uint16_t);
@@ -186,7 +212,7 @@ static void product(hstep *s, const pfx_model_lin *f, const float *x, float *y, 
     pfx_launch_log_host_gemm(s->rt, pfx_host_ns() - t0);
     if (!f->has_b)
         return;
-    vec_of(&s->maps, &f->b, s->vec);
+    vec_of(&f->b, s->vec);
     for (size_t r = 0; r < s->B; r++)
         for (size_t j = 0; j < f->out; j++)
             y[r * f->out + j] += s->vec[j];
@@ -198,10 +224,10 @@ static void norm(hstep *s, const pfx_tensor *w, const pfx_tensor *b, const float
     const size_t C = s->C;
     const float eps = (float)s->m->cfg.norm_eps;
     const pfx_mat wv = PFX_VEC(w, 0, C);
-    vec_of(&s->maps, &wv, s->vec);
+    vec_of(&wv, s->vec);
     if (b) {
         const pfx_mat bv = PFX_VEC(b, 0, C);
-        vec_of(&s->maps, &bv, s->vec2);
+        vec_of(&bv, s->vec2);
     }
     for (size_t r = 0; r < s->B; r++) {
         const float *xr = x + r * C;
@@ -236,7 +262,7 @@ static float act(pfx_activation a, float u)
 static void rope_row(hstep *s, float *x, size_t heads, size_t pos)
 {
     const size_t half = s->D / 2;
-    const float *freq = atf(&s->maps, s->m->inv_freq);
+    const float *freq = atf(s->m->inv_freq);
     for (size_t d = 0; d < half; d++) {
         const float a = (float)pos * freq[d], c = cosf(a), sn = sinf(a);
         for (size_t h = 0; h < heads; h++) {
@@ -276,12 +302,11 @@ static void attend_head(hstep *s, const pfx_kv_cache *c, const pfx_adapter_bank 
     float qs[512];
     for (size_t d = 0; d < D; d++)
         qs[d] = ch * q[d] * (G ? 1.0f + G[(l * s->H + h) * D + d] : 1.0f);
-    const float *pk = P ? atf(&s->maps, bank->keys[l]) + (((size_t)e * s->Hkv + hk) * P) * D : NULL;
-    const float *pv =
-        P ? atf(&s->maps, bank->values[l]) + (((size_t)e * s->Hkv + hk) * P) * D : NULL;
+    const float *pk = P ? atf(bank->keys[l]) + (((size_t)e * s->Hkv + hk) * P) * D : NULL;
+    const float *pv = P ? atf(bank->values[l]) + (((size_t)e * s->Hkv + hk) * P) * D : NULL;
     const size_t row = s->KVD, slot = c->max_len * s->KVD;
-    const float *ck = atf(&s->maps, c->keys[l]) + b * slot + hk * D;
-    const float *cv = atf(&s->maps, c->values[l]) + b * slot + hk * D;
+    const float *ck = atf(c->keys[l]) + b * slot + hk * D;
+    const float *cv = atf(c->values[l]) + b * slot + hk * D;
     float *z = s->z, mx = -INFINITY;
     for (size_t j = 0; j < P + n; j++) {
         const float *k = j < P ? pk + j * D : ck + (j - P) * row;
@@ -329,8 +354,8 @@ static void layer(hstep *s, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_
         }
         /* the new row goes in first: the query attends to it too */
         const size_t row = (b * c->max_len + c->len[b]) * s->KVD;
-        memcpy(atf(&s->maps, c->keys[l]) + row, k, s->KVD * sizeof(float));
-        memcpy(atf(&s->maps, c->values[l]) + row, v, s->KVD * sizeof(float));
+        memcpy(atf(c->keys[l]) + row, k, s->KVD * sizeof(float));
+        memcpy(atf(c->values[l]) + row, v, s->KVD * sizeof(float));
         c->rows_written++;
         for (size_t h = 0; h < s->H; h++)
             attend_head(s, c, bank, l, b, h, q + h * s->D, o + h * s->D);
@@ -364,10 +389,10 @@ static void embed(hstep *s, const pfx_serve_step *st)
     const pfx_tensor *wte = m->global[PFX_W_EMBED], *wpe = m->global[PFX_W_POS];
     for (size_t b = 0; b < s->B; b++) {
         float *x = s->x + b * s->C;
-        widen(at(&s->maps, wte), wte->dtype, (size_t)st->ids[b] * s->C, s->C, x);
+        widen(at(wte), wte->dtype, (size_t)st->ids[b] * s->C, s->C, x);
         if (!wpe)
             continue;
-        widen(at(&s->maps, wpe), wpe->dtype, (size_t)s->p->pos0[b] * s->C, s->C, s->vec);
+        widen(at(wpe), wpe->dtype, (size_t)s->p->pos0[b] * s->C, s->C, s->vec);
         for (size_t i = 0; i < s->C; i++)
             x[i] += s->vec[i];
     }
@@ -391,11 +416,11 @@ static bool add_model(hmaps *h, const pfx_model *m)
 {
     bool ok = true;
     for (size_t i = 0; i < PFX_W_FIRST_LAYER_ROLE; i++)
-        ok = ok && add(h, m->global[i], false);
+        ok = ok && add(h, m->global[i]);
     const size_t per = PFX_W_ROLE_COUNT - PFX_W_FIRST_LAYER_ROLE;
     for (size_t i = 0; i < m->cfg.shape.layers * per; i++)
-        ok = ok && add(h, m->layer_w[i], false);
-    return ok && add(h, m->inv_freq, false);
+        ok = ok && add(h, m->layer_w[i]);
+    return ok && add(h, m->inv_freq);
 }
 
 pfx_status pfx_host_step_run(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter_bank *bank,
@@ -419,13 +444,13 @@ pfx_status pfx_host_step_run(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
     const size_t P = p->any_prefix ? bank->P : 0;
     float *buf =
         malloc((B * (3 * s.C + W + s.QD + 2 * s.I) + 2 * wide + P + c->max_len) * sizeof(float));
-    bool ok = buf && add_model(&s.maps, m) && add(&s.maps, logits, true);
+    bool ok = buf && add_model(&s.maps, m) && add(&s.maps, logits);
     for (size_t l = 0; ok && l < sh->layers; l++)
-        ok = add(&s.maps, c->keys[l], true) && add(&s.maps, c->values[l], true) &&
-             (!P || (add(&s.maps, bank->keys[l], false) && add(&s.maps, bank->values[l], false)));
+        ok = add(&s.maps, c->keys[l]) && add(&s.maps, c->values[l]) &&
+             (!P || (add(&s.maps, bank->keys[l]) && add(&s.maps, bank->values[l])));
     if (!ok) {
         free(buf);
-        free(s.maps.b);
+        hmaps_free(&s.maps);
         return pfx_error(m->rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", FN);
     }
     s.x = buf;
@@ -442,10 +467,17 @@ pfx_status pfx_host_step_run(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
     pfx_status e = pfx_rt_enter(m->rt, FN);
     if (e != PFX_SUCCESS) {
         free(buf);
-        free(s.maps.b);
+        hmaps_free(&s.maps);
         return e;
     }
-    e = map_all(m->rt, &s.maps);
+    /* the addresses of buffers new to the host step, then one wait: the
+     * in-order queue has finished everything before the step */
+    e = find_addresses(m->rt, &s.maps);
+    if (e == PFX_SUCCESS) {
+        const cl_int err = clFinish(m->rt->queue);
+        if (err != CL_SUCCESS)
+            e = pfx_cl_error(m->rt, err, FN ": waiting for the queue");
+    }
     if (e == PFX_SUCCESS) {
         embed(&s, st);
         for (size_t l = 0; l < sh->layers; l++)
@@ -453,13 +485,10 @@ pfx_status pfx_host_step_run(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
         const bool llama = m->cfg.family == PFX_FAMILY_LLAMA;
         norm(&s, m->global[PFX_W_NORM_F], llama ? NULL : m->global[PFX_W_NORM_F_B], s.x, s.ln);
         const pfx_model_lin head = pfx_model_head_lin(m);
-        product(&s, &head, s.ln, atf(&s.maps, logits), 0.0f);
-        cl_int err = unmap_all(m->rt, &s.maps);
-        if (err != CL_SUCCESS)
-            e = pfx_cl_error(m->rt, err, FN ": unmapping the step's buffers");
+        product(&s, &head, s.ln, atf(logits), 0.0f);
     }
     pfx_rt_leave(m->rt);
     free(buf);
-    free(s.maps.b);
+    hmaps_free(&s.maps);
     return e;
 }
