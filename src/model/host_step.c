@@ -300,8 +300,8 @@ static float dot(const float *a, const float *b, size_t n)
 
 /* One query row of slot b, head h, against the slot's prefix (bank entry)
  * and its kv_len cached rows of layer l: o = softmax(c q'.k) v. */
-static void attend_head(hstep *s, const pfx_kv_cache *c, const pfx_adapter_bank *bank, size_t l,
-                        size_t b, size_t h, const float *q, float *o)
+static void attend_head(const hstep *s, const pfx_kv_cache *c, const pfx_adapter_bank *bank,
+                        size_t l, size_t b, size_t h, const float *q, float *o, float *z)
 {
     const pfx_serve_plan *p = s->p;
     const size_t D = s->D, hk = h / (s->H / s->Hkv);
@@ -325,7 +325,7 @@ static void attend_head(hstep *s, const pfx_kv_cache *c, const pfx_adapter_bank 
     const size_t row = s->KVD, slot = c->max_len * s->KVD;
     const float *ck = atf(c->keys[l]) + b * slot + hk * D;
     const float *cv = atf(c->values[l]) + b * slot + hk * D;
-    float *z = s->z, mx = -INFINITY;
+    float mx = -INFINITY;
     for (size_t j = 0; j < P + n; j++) {
         z[j] = dot(qs, j < P ? pk + j * D : ck + (j - P) * row, D);
         mx = z[j] > mx ? z[j] : mx;
@@ -342,6 +342,29 @@ static void attend_head(hstep *s, const pfx_kv_cache *c, const pfx_adapter_bank 
         const float w = z[j] / sum;
         for (size_t d = 0; d < D; d++)
             o[d] += w * v[d];
+    }
+}
+
+typedef struct attend_ctx {
+    const hstep *s;
+    const pfx_kv_cache *c;
+    const pfx_adapter_bank *bank;
+    size_t l;
+} attend_ctx;
+
+/* Heads [i0, i1) of the step (slot i / H, head i % H), each with its own
+ * row of logits in s->z. */
+static void attend_range(void *ctx, size_t i0, size_t i1)
+{
+    const attend_ctx *a = ctx;
+    const hstep *s = a->s;
+    const size_t W = s->QD + 2 * s->KVD;
+    const size_t keys = (s->p->any_prefix ? a->bank->P : 0) + a->c->max_len;
+    for (size_t i = i0; i < i1; i++) {
+        const size_t b = i / s->H, h = i % s->H;
+        if (s->p->lens[b]) /* an idle slot's output is zeros (layer) */
+            attend_head(s, a->c, a->bank, a->l, b, h, s->qkv + b * W + h * s->D,
+                        s->o + b * s->QD + h * s->D, s->z + i * keys);
     }
 }
 
@@ -371,9 +394,10 @@ static void layer(hstep *s, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_
         memcpy(atf(c->keys[l]) + row, k, s->KVD * sizeof(float));
         memcpy(atf(c->values[l]) + row, v, s->KVD * sizeof(float));
         c->rows_written++;
-        for (size_t h = 0; h < s->H; h++)
-            attend_head(s, c, bank, l, b, h, q + h * s->D, o + h * s->D);
     }
+    /* the heads of every slot, on the products' threads */
+    attend_ctx ac = { s, c, bank, l };
+    pfx_gemm_rows_parallel(B * s->H, pfx_gemm_host_threads(), attend_range, &ac);
     memcpy(s->a, s->x, B * C * sizeof(float));
     const pfx_model_lin o = pfx_model_get_lin(m, l, L_O), up = pfx_model_get_lin(m, l, L_UP),
                         down = pfx_model_get_lin(m, l, L_DOWN);
@@ -456,8 +480,8 @@ pfx_status pfx_host_step_run(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter
                 .KVD = sh->kv_heads * sh->head_dim };
     const size_t B = s.B, W = s.QD + 2 * s.KVD, wide = s.I > s.C ? s.I : s.C;
     const size_t P = p->any_prefix ? bank->P : 0;
-    float *buf =
-        malloc((B * (3 * s.C + W + s.QD + 2 * s.I) + 2 * wide + P + c->max_len) * sizeof(float));
+    float *buf = malloc((B * (3 * s.C + W + s.QD + 2 * s.I + s.H * (P + c->max_len)) + 2 * wide) *
+                        sizeof(float));
     bool ok = buf && add_model(&s.maps, m) && add(&s.maps, logits);
     for (size_t l = 0; ok && l < sh->layers; l++)
         ok = add(&s.maps, c->keys[l]) && add(&s.maps, c->values[l]) &&

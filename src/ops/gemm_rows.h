@@ -94,6 +94,12 @@ const char *pfx_gemm_rows_q8a_isa(void);
  * d NaN. */
 void pfx_gemm_rows_quantize_row(const float *x, size_t k, int8_t *q, float *d);
 
+/* fn(ctx, i0, i1) over [0, n) in up to `threads` contiguous ranges, each on
+ * a thread of the few-row products' team (the host decode step's attention
+ * over the cache: memory-bound at batch 8, as the weights). */
+void pfx_gemm_rows_parallel(size_t n, int threads, void (*fn)(void *ctx, size_t i0, size_t i1),
+                            void *ctx);
+
 /* The instruction set pfx_gemm_rows runs with ("avx512", "avx2", "c"). */
 const char *pfx_gemm_rows_isa(void);
 
