@@ -5,7 +5,9 @@
  * distinct so that every product reads its weight from memory. For m rows
  * (--rows 1,2,4,8): the host BLAS (sgemv for one row, sgemm otherwise), the
  * few-row path on float32, half, bfloat16 and Q8_0 weights (Q8_0 held [n, k],
- * as the model holds it). Prints each shape's
+ * as the model holds it; float32 rows, and rows quantized to int8 with
+ * integer dots as the decode step takes them). First the floor of a step: the weights' bytes over
+ * the machine's read bandwidth (read_bw.h). Prints each shape's
  * median and best ms and GB/s of weights read (the ways alternate
  * within each repetition), and the step's sums.
  *
@@ -16,11 +18,11 @@
 #include <string.h>
 
 #include <cblas.h>
-#include <omp.h>
 
 #include "gemm_rows.h"
 #include "half.h"
 #include "q8_0.h"
+#include "read_bw.h"
 #include "tool_util.h"
 
 #define LAYERS   12
@@ -40,62 +42,11 @@ static const struct shape {
     { "head [50257,768]^T", 768, 50257, true, 1 },
 };
 
-enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAY_ROWS_BF16, WAY_ROWS_Q8_0, WAYS };
-static const char *const way_names[WAYS] = { "host BLAS", "rows f32", "rows f16", "rows bf16",
-                                             "rows q8_0" };
+enum { WAY_BLAS, WAY_ROWS_F32, WAY_ROWS_F16, WAY_ROWS_BF16, WAY_ROWS_Q8_0, WAY_ROWS_Q8A, WAYS };
+static const char *const way_names[WAYS] = { "host BLAS", "rows f32",  "rows f16",
+                                             "rows bf16", "rows q8_0", "q8_0 int8 A" };
 /* bytes a weight of each way (Q8_0: 34 a block of 32) */
-static const double way_bytes[WAYS] = { 4.0, 4.0, 2.0, 2.0, 34.0 / 32.0 };
-
-/* Sum of w[0, e) with 8 independent vectors (e a multiple of 128): the loads
- * and little else. AVX-512 where the CPU has it, else the build's vectors. */
-typedef float v16b __attribute__((vector_size(64), aligned(4), may_alias));
-#define SUM_BODY                                                                                   \
-    v16b acc[8] = { { 0 } };                                                                       \
-    for (size_t i = 0; i < e; i += 128)                                                            \
-        for (int j = 0; j < 8; j++)                                                                \
-            acc[j] += *(const v16b *)(w + i + 16 * (size_t)j);                                     \
-    for (int j = 1; j < 8; j++)                                                                    \
-        acc[0] += acc[j];                                                                          \
-    return acc[0][0] + acc[0][15];
-#pragma GCC diagnostic ignored "-Wpsabi"
-__attribute__((target("avx512f"))) static float sum_avx512(const float *w, size_t e)
-{
-    SUM_BODY
-}
-static float sum_plain(const float *w, size_t e)
-{
-    SUM_BODY
-}
-
-/* The time to read every float32 weight once on `threads` threads, median
- * of reps: the floor of a step that streams the weights. */
-static double read_all_ms(float *const w32[SHAPES][LAYERS], int threads, int reps)
-{
-    double t[MAX_REPS];
-    volatile float sink = 0.0f;
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-    for (int rep = 0; rep <= reps; rep++) {
-        const double t0 = tool_now_s() * 1e3;
-        for (int s = 0; s < SHAPES; s++)
-            for (int l = 0; l < shapes[s].count; l++) {
-                const float *w = w32[s][l];
-                const size_t e = shapes[s].k * shapes[s].n / 256 * 256;
-                float sum = 0.0f;
-#pragma omp parallel num_threads(threads) reduction(+ : sum)
-                {
-                    const size_t id = (size_t)omp_get_thread_num(),
-                                 nt = (size_t)omp_get_num_threads();
-                    const size_t e0 = e / 128 * id / nt * 128, e1 = e / 128 * (id + 1) / nt * 128;
-                    sum += avx512 ? sum_avx512(w + e0, e1 - e0) : sum_plain(w + e0, e1 - e0);
-                }
-                sink += sum;
-            }
-        if (rep)
-            t[rep - 1] = tool_now_s() * 1e3 - t0;
-    }
-    (void)sink;
-    return tool_median(t, (size_t)reps);
-}
+static const double way_bytes[WAYS] = { 4.0, 4.0, 2.0, 2.0, 34.0 / 32.0, 34.0 / 32.0 };
 
 /* One product of m rows against weight w32 (w16, w16b, wq: as half, bfloat16, Q8_0) of shape
  * sh, the way w. */
@@ -111,10 +62,10 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
         cblas_sgemm(CblasRowMajor, CblasNoTrans, sh->trans ? CblasTrans : CblasNoTrans, (int)m, n,
                     k, 1.0f, a, k, w32, ldb, 0.0f, c, n);
     else
-        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans || w == WAY_ROWS_Q8_0,
+        pfx_gemm_rows(&(pfx_gemm_rows_args){ .trans_b = sh->trans || w >= WAY_ROWS_Q8_0,
                                              .b_type = w == WAY_ROWS_F16    ? PFX_ROWS_F16
                                                        : w == WAY_ROWS_BF16 ? PFX_ROWS_BF16
-                                                       : w == WAY_ROWS_Q8_0 ? PFX_ROWS_Q8_0
+                                                       : w >= WAY_ROWS_Q8_0 ? PFX_ROWS_Q8_0
                                                                             : PFX_ROWS_F32,
                                              .m = m,
                                              .n = sh->n,
@@ -126,9 +77,10 @@ static void product(const struct shape *sh, int w, size_t m, const float *w32, c
                                                   : w == WAY_ROWS_F16  ? (const void *)w16
                                                   : w == WAY_ROWS_BF16 ? (const void *)w16b
                                                                        : (const void *)wq,
-                                             .ldb = w == WAY_ROWS_Q8_0 ? sh->k : (size_t)ldb,
+                                             .ldb = w >= WAY_ROWS_Q8_0 ? sh->k : (size_t)ldb,
                                              .c = c,
-                                             .ldc = sh->n },
+                                             .ldc = sh->n,
+                                             .a_q8 = w == WAY_ROWS_Q8A },
                       threads);
 }
 
@@ -152,8 +104,8 @@ int main(int argc, char **argv)
     if (reps < 1 || reps > MAX_REPS)
         reps = 7;
     const int threads = openblas_get_num_threads();
-    printf("few-row path: %s, %d threads (OpenBLAS %s, %d threads)\n", pfx_gemm_rows_isa(), threads,
-           openblas_get_corename(), threads);
+    printf("few-row path: %s, int8 activations: %s, %d threads (OpenBLAS %s, %d threads)\n",
+           pfx_gemm_rows_isa(), pfx_gemm_rows_q8a_isa(), threads, openblas_get_corename(), threads);
     float *w32[SHAPES][LAYERS];
     uint16_t *w16[SHAPES][LAYERS], *w16b[SHAPES][LAYERS];
     pfx_q8_0_block *wq[SHAPES][LAYERS];
@@ -190,10 +142,15 @@ int main(int argc, char **argv)
     double bytes = 0;
     for (int s = 0; s < SHAPES; s++)
         bytes += (double)shapes[s].k * (double)shapes[s].n * shapes[s].count * sizeof(float);
-    const double floor_ms = read_all_ms(w32, threads, reps);
-    printf("reading the %.1f MB of float32 weights once: %.3f ms (%.1f GB/s), the floor of a "
+    read_bw bw;
+    if (!read_bw_measure(0, 0, reps, &bw))
+        return 1;
+    const double floor_ms = bytes / bw.gbs / 1e6;
+    printf("read bandwidth %.1f GB/s (read_bw.h: the best of %d passes over %.0f MB on %d "
+           "threads); the %.1f MB of float32 weights read once at it: %.3f ms, the floor of a "
            "step (half, bfloat16: %.3f ms; Q8_0, 34 bytes a block of 32: %.3f ms)\n",
-           bytes / 1e6, floor_ms, bytes / floor_ms / 1e6, floor_ms / 2, floor_ms * 34.0 / 128.0);
+           bw.gbs, bw.passes, (double)bw.bytes / 1e6, bw.threads, bytes / 1e6, floor_ms,
+           floor_ms / 2, floor_ms * 34.0 / 128.0);
     float *a = malloc(8 * 3072 * sizeof(float)), *c = malloc(8 * 50257 * sizeof(float));
     for (size_t i = 0; i < 8 * 3072; i++)
         a[i] = (float)(i % 17) * 0.01f;

@@ -11,14 +11,28 @@
  * alternately (A B, B A, ...) so that the load of a shared machine falls on
  * both alike.
  *
+ * --compare-host: on a CPU device, the decode step's median wall time and
+ * host product time on the queue (PREFIXCL_HOST_STEP=off: kernels between
+ * the host products) against the host step (the library's default there),
+ * the two alternated run by run in one process (A B, B A, ...), so that a
+ * shared machine's load falls on both alike, with the process CPU time per
+ * step (over the whole generation: the prompt's share included), which a
+ * loaded machine moves least.
+ *
  * --model DIR: the weights of a Hugging Face GPT-2 small folder instead
  * (config.json + model.safetensors), so that another engine can run the very
  * same weights; --no-adapter: plain requests without prefixes, as an engine
  * without prefix adapters serves them.
  *
+ * The streaming floor of a decode step: the bytes of the product weights it
+ * reads once (every block's and the head's, in the storage) over the
+ * machine's read bandwidth (read_bw.h, measured first on every core, the
+ * model not yet loaded); each batch's decode step is printed as a multiple
+ * of it.
+ *
  * usage: bench_generate [--device SEL] [--model DIR] [--batch 1,8] [--tokens 128] [--new 32]
  *                       [--runs 3] [--storage f32|f16|bf16|q8_0] [--no-adapter] [--gains] [--compare-one]
- *                       [--json PATH]
+ *                       [--compare-host] [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT,
  * bench/peer_llama.py with llama.cpp.
  */
@@ -29,6 +43,7 @@
 
 #include "prefixcl/io.h"
 #include "prefixcl/prefixcl.h"
+#include "read_bw.h"
 #include "tool_util.h"
 
 #define L           12
@@ -180,6 +195,69 @@ static void compare_adapter0(pfx_runtime *rt, pfx_context *ctx, pfx_kv_cache *ca
     }
 }
 
+/* Bytes of the weights one decode step reads once: every block's q, k, v,
+ * attention output and MLP products, and the head (Q8_0: 34 bytes a block
+ * of 32). Biases, norms and the embedding rows are left out (under 0.1 %). */
+static double step_weight_bytes(const pfx_model_shape *s, pfx_dtype storage)
+{
+    const double C = (double)s->hidden, I = (double)s->intermediate;
+    const double QD = (double)(s->heads * s->head_dim), KVD = (double)(s->kv_heads * s->head_dim);
+    const double block = C * (QD + 2 * KVD) + QD * C + 2 * C * I;
+    const double weights = (double)s->layers * block + (double)s->vocab * C;
+    const double per = storage == PFX_DTYPE_F32    ? 4.0
+                       : storage == PFX_DTYPE_Q8_0 ? 34.0 / 32.0
+                                                   : 2.0;
+    return weights * per;
+}
+
+/* The decode step's median wall and host product time per step, ms, with
+ * the step on the queue (i = 0: PREFIXCL_HOST_STEP=off) and on the host
+ * (i = 1), alternated run by run (A B, B A, ...). */
+static void compare_host(pfx_runtime *rt, pfx_context *ctx, pfx_kv_cache *cache,
+                         const pfx_adapter_bank *bank, pfx_request *req, size_t B, size_t new,
+                         int runs, double floor_ms)
+{
+    double *ms[2] = { malloc((size_t)runs * sizeof(double)),
+                      malloc((size_t)runs * sizeof(double)) },
+           *gm[2] = { malloc((size_t)runs * sizeof(double)),
+                      malloc((size_t)runs * sizeof(double)) },
+           *cpu[2] = { malloc((size_t)runs * sizeof(double)),
+                       malloc((size_t)runs * sizeof(double)) };
+    if (!ms[0] || !ms[1] || !gm[0] || !gm[1] || !cpu[0] || !cpu[1])
+        exit(1);
+    for (int run = -1; run < runs; run++) { /* run -1: warm-up */
+        for (int k = 0; k < 2; k++) {
+            const int i = (run & 1) ? 1 - k : k; /* neither always second */
+            setenv("PREFIXCL_HOST_STEP", i ? "on" : "off", 1);
+            step_costs pc, c;
+            const double c0 = tool_cpu_s();
+            CHECK(decode_step_costs(rt, ctx, cache, bank, req, B, new, &pc, &c));
+            if (run >= 0) {
+                ms[i][run] = c.wall_ms;
+                gm[i][run] = c.host_gemm_ms;
+                cpu[i][run] = (tool_cpu_s() - c0) * 1e3 / (double)(new - 1);
+            }
+        }
+    }
+    unsetenv("PREFIXCL_HOST_STEP");
+    double step[2], gemm[2], work[2];
+    for (int i = 0; i < 2; i++) {
+        step[i] = tool_median(ms[i], (size_t)runs);
+        gemm[i] = tool_median(gm[i], (size_t)runs);
+        work[i] = tool_median(cpu[i], (size_t)runs);
+    }
+    printf("          decode step, medians of %d alternated runs: on the queue %.2f ms (host "
+           "products %.2f ms, %.2fx the floor; process CPU %.2f ms a step), on the host %.2f ms "
+           "(host products %.2f ms, %.2fx the floor; CPU %.2f ms a step): %.2fx as fast\n",
+           runs, step[0], gemm[0], step[0] / floor_ms, work[0], step[1], gemm[1],
+           step[1] / floor_ms, work[1], step[0] / step[1]);
+    for (int i = 0; i < 2; i++) {
+        free(ms[i]);
+        free(gm[i]);
+        free(cpu[i]);
+    }
+}
+
 /* Whether dir/config.json describes GPT-2 small's attention (the adapters
  * written here are shaped for it); says why not on stderr. */
 static bool gpt2_small_folder(const char *dir, size_t *vocab)
@@ -208,7 +286,7 @@ int main(int argc, char **argv)
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
     pfx_dtype storage = PFX_DTYPE_F32;
-    bool gains = false, compare_one = false, adapters = true;
+    bool gains = false, compare_one = false, compare_host_step = false, adapters = true;
     size_t vocab = 50257;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
@@ -231,6 +309,8 @@ int main(int argc, char **argv)
             gains = true;
         } else if (!strcmp(argv[i], "--compare-one")) {
             compare_one = true;
+        } else if (!strcmp(argv[i], "--compare-host")) {
+            compare_host_step = true;
         } else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
             json = argv[++i];
         } else if (!strcmp(argv[i], "--storage") && i + 1 < argc &&
@@ -241,7 +321,7 @@ int main(int argc, char **argv)
                 stderr,
                 "usage: %s [--device SEL] [--model DIR] [--batch 1,8] [--tokens N] [--new NEW] "
                 "[--runs R] [--storage f32|f16|bf16|q8_0] [--no-adapter] [--gains] [--compare-one] "
-                "[--json PATH]\n",
+                "[--compare-host] [--json PATH]\n",
                 argv[0]);
             return 2;
         }
@@ -261,6 +341,11 @@ int main(int argc, char **argv)
     }
     if (model_dir && !gpt2_small_folder(model_dir, &vocab))
         return 2;
+    read_bw bw;
+    if (!read_bw_measure(0, 0, 5, &bw)) {
+        fprintf(stderr, "bench_generate: the read-bandwidth measurement found no memory\n");
+        return 1;
+    }
     pfx_runtime *rt = tool_runtime("bench_generate", device);
     if (!rt)
         return 1;
@@ -296,6 +381,10 @@ int main(int argc, char **argv)
     CHECK(pfx_kv_cache_create(model, maxb, N + NEW, &cache));
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
+    pfx_model_shape shape;
+    CHECK(pfx_model_get_shape(model, &shape));
+    const double weight_bytes = step_weight_bytes(&shape, storage);
+    const double floor_ms = weight_bytes / bw.gbs / 1e6;
 
     int32_t *prompts = malloc(maxb * N * sizeof(int32_t)),
             *outs = malloc(maxb * NEW * sizeof(int32_t));
@@ -312,9 +401,10 @@ int main(int argc, char **argv)
     if (js)
         fprintf(js,
                 "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, "
-                "\"storage\": \"%s\", \"gains\": %s, \"results\": [",
+                "\"storage\": \"%s\", \"gains\": %s, \"read_gbs\": %.3f, \"weight_bytes\": %.0f, "
+                "\"floor_ms\": %.4f, \"results\": [",
                 pfx_runtime_device(rt)->device_name, N, NEW, adapters ? PREFIX : 0,
-                tool_storages[storage], gains ? "true" : "false");
+                tool_storages[storage], gains ? "true" : "false", bw.gbs, weight_bytes, floor_ms);
     printf("GPT-2 small (%s, %s), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
            model_dir ? model_dir : "random weights", tool_storages[storage], adapters ? PREFIX : 0,
            adapters ? "one adapter per request" : "no adapter",
@@ -324,6 +414,10 @@ int main(int argc, char **argv)
            bank ? pfx_adapter_bank_bytes(bank) / 1048576.0 : 0.0,
            bank ? pfx_adapter_bank_count(bank) : 0, pfx_kv_cache_bytes(cache) / 1048576.0,
            mem.live_bytes / 1048576.0);
+    printf("streaming floor of a decode step: %.1f MB of %s weights / %.1f GB/s read (the best of "
+           "%d passes over %.0f MB on %d threads) = %.2f ms\n",
+           weight_bytes / 1e6, tool_storages[storage], bw.gbs, bw.passes, (double)bw.bytes / 1e6,
+           bw.threads, floor_ms);
     for (size_t k = 0; k < nb; k++) {
         const size_t B = batches[k];
         for (size_t r = 0; r < B; r++)
@@ -349,17 +443,24 @@ int main(int argc, char **argv)
                    i ? "decode:" : "prefill:", both[i]->wall_ms, both[i]->kernels,
                    both[i]->device_ms, both[i]->enqueue_ms, both[i]->host_gemms,
                    both[i]->host_gemm_ms);
+        printf("          decode step %.2f ms (median of the runs) = %.2fx the streaming floor; "
+               "host products %.0f %% of the step above\n",
+               1e3 * (double)B / d, 1e3 * (double)B / d / floor_ms,
+               c.wall_ms > 0 ? 100.0 * c.host_gemm_ms / c.wall_ms : 0.0);
         double step_ms[2] = { 0, 0 };
+        if (compare_host_step)
+            compare_host(rt, ctx, cache, bank, req, B, NEW, runs, floor_ms);
         if (compare_one)
             compare_adapter0(rt, ctx, cache, bank, req, B, NEW, runs, step_ms);
         if (js) {
             fprintf(
                 js,
                 "%s{\"batch\": %zu, \"prefill_tokens_per_s\": %.2f, \"decode_tokens_per_s\": %.2f, "
-                "\"decode_step\": {\"wall_ms\": %.3f, \"kernels\": %.1f, \"device_ms\": %.3f, "
+                "\"decode_floor_ratio\": %.3f, \"decode_step\": {\"wall_ms\": %.3f, \"kernels\": "
+                "%.1f, \"device_ms\": %.3f, "
                 "\"enqueue_ms\": %.3f, \"host_gemms\": %.1f, \"host_gemm_ms\": %.3f}",
-                k ? ", " : "", B, p, d, c.wall_ms, c.kernels, c.device_ms, c.enqueue_ms,
-                c.host_gemms, c.host_gemm_ms);
+                k ? ", " : "", B, p, d, 1e3 * (double)B / d / floor_ms, c.wall_ms, c.kernels,
+                c.device_ms, c.enqueue_ms, c.host_gemms, c.host_gemm_ms);
             if (compare_one)
                 fprintf(js, ", \"decode_step_ms\": %.3f, \"decode_step_ms_adapter0\": %.3f",
                         step_ms[0], step_ms[1]);

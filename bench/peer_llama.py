@@ -36,12 +36,13 @@ measurement. Threads: llama.cpp -t 2; prefixcl with OPENBLAS_NUM_THREADS=2
 (host BLAS and the few-row kernels' OpenMP team), OMP_NUM_THREADS=2 and
 POCL_CPU_MAX_CU_COUNT=2 (PoCL's kernel threads).
 
-The streaming floor: bench_gemm_rows's time to read every float32 weight of a
-decode step once on 2 threads (the 48 block weights and the head, 494.1 MB),
-beside each engine's batch-1 decode step time. Other storages' floors are
-derived from it by their bytes per weight (half 2 of 4; Q8_0 34 bytes per 32
-weights: 34 of 128) and printed as derived, unless bench_gemm_rows prints a
-measured line for that storage (storage_floor).
+The streaming floor: the bytes of the weights a batch-1 decode step reads once
+(the 48 block products and the head: 123.5 M weights, 494.1 MB in float32,
+half 2 bytes a weight, Q8_0 34 bytes a block of 32) over the machine's read
+bandwidth, which bench_read_bw measures STREAM-style (every core reads its
+slice of a 1 GiB buffer, four times the L3, the best of 7 passes): no kernel
+under test reads faster, so neither engine can beat the floor. Each engine's
+batch-1 decode step is printed beside it as a multiple.
 
 Needs only the standard library to show --help; torch and transformers are
 imported by prepare alone.
@@ -276,33 +277,28 @@ def run_llama(args, storage):
             "cpu": pp.get("cpu_info", "?"), "flash_attn": pp.get("flash_attn", "?")}
 
 
+# GPT-2 small's weights a decode step reads once: 12 blocks of c_attn 768x2304,
+# attn.c_proj 768x768, c_fc 768x3072, mlp.c_proj 3072x768, and the tied head
+# 50257x768
+STEP_WEIGHTS = 12 * (768 * 2304 + 768 * 768 + 768 * 3072 + 3072 * 768) + VOCAB * 768
+
+
 def read_floor(args):
-    """bench_gemm_rows's times to read the weights once, by storage: {storage:
-    {mb, ms, gbs}} with the load; float32 always, any other storage it prints
-    a line "reading the X MB of STORAGE weights once: T ms (R GB/s)" for."""
-    exe = Path(args.prefixcl_build) / "bench" / "bench_gemm_rows"
-    out, load = measured([str(exe), "--rows", "1", "--reps", "7"], prefixcl_env())
-    found = {}
-    for m in re.finditer(r"reading the ([\d.]+) MB of (\S+) weights once: ([\d.]+) ms "
-                         r"\(([\d.]+) GB/s\)", out):
-        storage = {"float32": "f32"}.get(m.group(2), m.group(2))
-        found[storage] = {"mb": float(m.group(1)), "ms": float(m.group(3)),
-                          "gbs": float(m.group(4))}
-    if "f32" not in found:
-        sys.exit("bench_gemm_rows printed no floor:\n" + out)
-    return {"measured": found, "load": load}
+    """bench_read_bw's read bandwidth (best of 7 passes over 1 GiB on every
+    core): {gbs, line} with the load."""
+    exe = Path(args.prefixcl_build) / "bench" / "bench_read_bw"
+    out, load = measured([str(exe), "--passes", "7"])
+    m = re.search(r"read bandwidth: ([\d.]+) GB/s", out)
+    if not m:
+        sys.exit("bench_read_bw printed no bandwidth:\n" + out)
+    return {"gbs": float(m.group(1)), "line": out.strip(), "load": load}
 
 
 def storage_floor(floor, storage):
-    """The streaming floor of a decode step for `storage`: bench_gemm_rows's
-    own figure where it measured that storage, else the float32 one scaled by
-    the bytes per weight (every product weight, blocks and tied head, in that
-    storage; Q8_0: 34 bytes per 32 weights). {mb, ms, gbs, derived}."""
-    if storage in floor["measured"]:
-        return dict(floor["measured"][storage], derived=False)
-    f32 = floor["measured"]["f32"]
-    ratio = BYTES_PER_WEIGHT[storage] / BYTES_PER_WEIGHT["f32"]
-    return {"mb": f32["mb"] * ratio, "ms": f32["ms"] * ratio, "gbs": f32["gbs"], "derived": True}
+    """The streaming floor of a batch-1 decode step in `storage`: its weight
+    bytes over the read bandwidth. {mb, ms, gbs}."""
+    mb = STEP_WEIGHTS * BYTES_PER_WEIGHT[storage] / 1e6
+    return {"mb": mb, "ms": mb / floor["gbs"], "gbs": floor["gbs"]}
 
 
 KEYS = [("prefill1", "batch 1 prefill"), ("decode1", "batch 1 decode"),
@@ -317,9 +313,7 @@ def run(args):
             sys.exit("no %s (storages: %s; prepare writes the GGUFs)" % (gguf, ", ".join(GGUF_TYPES)))
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     floor = read_floor(args)
-    f32 = floor["measured"]["f32"]
-    print("%s; streaming floor: %.1f MB of float32 weights read once in %.2f ms (%.1f GB/s), "
-          "load %.2f -> %.2f" % (started, f32["mb"], f32["ms"], f32["gbs"], *floor["load"]))
+    print("%s; %s, load %.2f -> %.2f" % (started, floor["line"], *floor["load"]))
     report = {"started": started, "floor": floor, "storages": {}}
     for storage in storages:
         runs = {"prefixcl": [], "llama.cpp": []}
@@ -343,12 +337,10 @@ def run(args):
         for k, name in KEYS:
             a, b = med["prefixcl"][k], med["llama.cpp"][k]
             print("| %s | %.1f | %.1f | %.2f |" % (name, a, b, a / b))
-        how = ("derived: the float32 floor x %g, %g of 4 bytes a weight" % (
-            BYTES_PER_WEIGHT[storage] / 4, BYTES_PER_WEIGHT[storage]) if sf["derived"] else "measured")
         print("batch 1 decode step: prefixcl %.2f ms, llama.cpp %.2f ms; streaming floor %.2f ms "
-              "(%.1f MB, %s) (%.2fx and %.2fx of it)\n" % (
-                  med["prefixcl"]["step1_ms"], med["llama.cpp"]["step1_ms"], fl, sf["mb"], how,
-                  med["prefixcl"]["step1_ms"] / fl, med["llama.cpp"]["step1_ms"] / fl))
+              "(%.1f MB of weights / %.1f GB/s read) (%.2fx and %.2fx of it)\n" % (
+                  med["prefixcl"]["step1_ms"], med["llama.cpp"]["step1_ms"], fl, sf["mb"],
+                  sf["gbs"], med["prefixcl"]["step1_ms"] / fl, med["llama.cpp"]["step1_ms"] / fl))
         last = runs["llama.cpp"][-1]
         report["llama"] = {k: last[k] for k in ("build", "cpu", "flash_attn")}
         print("prefixcl's last bench_generate output:\n" + runs["prefixcl"][-1]["out"])

@@ -10,8 +10,9 @@
  * matrices (pfx_gemm_rows_widen) bit for bit against the scalar conversion
  * on every bit pattern's kind (subnormals, infinities, NaN). Q8_0 blocks
  * likewise: products against the double product of the dequantized values,
- * widening bit for bit from views that start inside a block. No OpenCL
- * device.
+ * widening bit for bit from views that start inside a block; with int8
+ * activations (a_q8: VNNI, AVX2, C) against the double product of A as
+ * quantized. No OpenCL device.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -72,7 +73,7 @@ static const char *const isas[] = { "avx512", "avx2", "c" };
 /* B stored as rc->type: float32, 16-bit (b16) or Q8_0 blocks (bq; ldb whole
  * blocks) from uniform values; b32 the values stored, which the reference
  * multiplies. */
-static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t seed)
+static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t seed, bool a_q8)
 {
     ref_rng rng;
     ref_rng_seed(&rng, seed);
@@ -105,11 +106,30 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
     for (size_t i = 0; i < m * ldc; i++)
         c0[i] = rc->beta == 0.0f && i % ldc < n ? NAN : (float)ref_rng_uniform(&rng, -1.0, 1.0);
     memcpy(c, c0, m * ldc * sizeof(float));
+    /* int8 activations: the reference multiplies A's rows as quantized,
+     * each value within half a step of its block's scale */
+    double *aq = malloc(m * lda * sizeof(double));
+    int8_t *q = malloc(k + 32);
+    float *d = malloc((k / 32 + 1) * sizeof(float));
+    assert_true(aq && q && d);
+    const bool quantized = pfx_gemm_rows_q8a_takes(&(pfx_gemm_rows_args){
+        .trans_b = rc->trans_b, .b_type = rc->type, .m = m, .k = k, .a_q8 = a_q8 });
+    for (size_t i = 0; i < m; i++) {
+        if (quantized)
+            pfx_gemm_rows_quantize_row(a + i * lda, k, q, d);
+        for (size_t p = 0; p < k; p++) {
+            aq[i * lda + p] = a[i * lda + p];
+            if (!quantized)
+                continue;
+            aq[i * lda + p] = (double)d[p / 32] * q[p];
+            assert_true(fabs(aq[i * lda + p] - a[i * lda + p]) <= 0.5001 * d[p / 32]);
+        }
+    }
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < n; j++) {
             double s = 0.0;
             for (size_t p = 0; p < k; p++)
-                s += (double)a[i * lda + p] * b32[rc->trans_b ? j * ldb + p : p * ldb + j];
+                s += aq[i * lda + p] * b32[rc->trans_b ? j * ldb + p : p * ldb + j];
             want[i * n + j] =
                 rc->alpha * s + (rc->beta != 0.0f ? rc->beta * (double)c0[i * ldc + j] : 0.0);
         }
@@ -127,7 +147,8 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
                                                                    : b32,
                                    .ldb = ldb,
                                    .c = c,
-                                   .ldc = ldc };
+                                   .ldc = ldc,
+                                   .a_q8 = a_q8 };
     if (pfx_gemm_rows_on(&g, threads, isa)) {
         for (size_t i = 0; i < m; i++) {
             memcpy(got + i * n, c + i * ldc, n * sizeof(float));
@@ -137,20 +158,27 @@ static void run_case(const rows_case *rc, const char *isa, int threads, uint64_t
         const double err = rel_l2(want, got, m * n);
         static const char *const type_names[] = { "", " half", " bfloat16", " Q8_0" };
         if (!(err <= TOL_ENC_F32))
-            fail_msg("%s, %d threads, m=%zu n=%zu k=%zu%s%s: relative L2 error %.3g > %.3g", isa,
-                     threads, m, n, k, rc->trans_b ? " B^T" : "", type_names[rc->type], err,
-                     TOL_ENC_F32);
+            fail_msg("%s, %d threads, m=%zu n=%zu k=%zu%s%s%s: relative L2 error %.3g > %.3g", isa,
+                     threads, m, n, k, rc->trans_b ? " B^T" : "", type_names[rc->type],
+                     quantized ? ", int8 A" : "", err, TOL_ENC_F32);
     }
+    free(aq), free(q), free(d);
     free(a), free(b32), free(b16), free(bq), free(c), free(c0), free(want), free(got);
+}
+
+/* Every case with every instruction set, one and two threads. */
+static void run_cases(const rows_case *cs, size_t n, uint64_t seed, bool a_q8)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
+            for (int threads = 1; threads <= 2; threads++)
+                run_case(&cs[i], isas[s], threads, seed + i, a_q8);
 }
 
 static void test_rows_against_double(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
-            for (int threads = 1; threads <= 2; threads++)
-                run_case(&cases[i], isas[s], threads, 1000 + i);
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]), 1000, false);
 }
 
 /* The plain C kernels exist everywhere; the best set is one of the three. */
@@ -253,10 +281,56 @@ static void test_rows_q8_0(void **state)
         { 3, 161, 64, false, PFX_ROWS_Q8_0, 0.5f, 1.0f },
         { 4, 100, 40, false, PFX_ROWS_Q8_0, 1.0f, 0.0f },
     };
-    for (size_t i = 0; i < sizeof(q8_cases) / sizeof(q8_cases[0]); i++)
-        for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
-            for (int threads = 1; threads <= 2; threads++)
-                run_case(&q8_cases[i], isas[s], threads, 3000 + i);
+    run_cases(q8_cases, sizeof(q8_cases) / sizeof(q8_cases[0]), 3000, false);
+}
+
+/* Q8_0 B [n, k] with int8 activations (a_q8): against the double product of
+ * A as quantized (the integer dots exact, the scales' products rounded
+ * once); where a_q8 does not apply (B [k, n], k not whole blocks, float32
+ * B), the float path. */
+static void test_rows_q8_0_int8_a(void **state)
+{
+    (void)state;
+    static const rows_case qa_cases[] = {
+        { 1, 1, 32, true, PFX_ROWS_Q8_0, 1.0f, 0.0f },
+        { 1, 97, 64, true, PFX_ROWS_Q8_0, 1.0f, 0.0f },
+        { 2, 64, 96, true, PFX_ROWS_Q8_0, 0.5f, 1.0f },
+        { 3, 33, 32, true, PFX_ROWS_Q8_0, 1.0f, 1.0f },
+        { 5, 161, 128, true, PFX_ROWS_Q8_0, 1.0f, 0.5f },
+        { 7, 101, 160, true, PFX_ROWS_Q8_0, 2.0f, 0.0f },
+        { 8, 257, 96, true, PFX_ROWS_Q8_0, 0.25f, 0.0f },
+        { 1, 2304, 768, true, PFX_ROWS_Q8_0, 1.0f, 0.0f },
+        { 8, 769, 768, true, PFX_ROWS_Q8_0, 1.0f, 1.0f },
+        { 2, 64, 100, true, PFX_ROWS_Q8_0, 1.0f, 0.0f },  /* k not whole blocks */
+        { 3, 161, 64, false, PFX_ROWS_Q8_0, 0.5f, 1.0f }, /* B [k, n] */
+        { 2, 70, 64, true, PFX_ROWS_F32, 1.0f, 0.0f },
+    };
+    run_cases(qa_cases, sizeof(qa_cases) / sizeof(qa_cases[0]), 5000, true);
+    const char *best = pfx_gemm_rows_q8a_isa();
+    assert_true(!strcmp(best, "avx512vnni") || !strcmp(best, "avx2") || !strcmp(best, "c"));
+    /* a value that is not finite reaches its row of C, as the float path's */
+    pfx_q8_0_block w[2];
+    float x[64], c[2] = { 0.0f, 0.0f };
+    for (int j = 0; j < 64; j++)
+        x[j] = (float)(j % 7) - 3.0f;
+    assert_true(pfx_q8_0_quantize(x, &w[0]) && pfx_q8_0_quantize(x + 32, &w[1]));
+    x[40] = INFINITY;
+    const pfx_gemm_rows_args g = { .trans_b = true,
+                                   .b_type = PFX_ROWS_Q8_0,
+                                   .m = 1,
+                                   .n = 1,
+                                   .k = 64,
+                                   .alpha = 1.0f,
+                                   .a = x,
+                                   .lda = 64,
+                                   .b = w,
+                                   .ldb = 64,
+                                   .c = c,
+                                   .ldc = 1,
+                                   .a_q8 = true };
+    for (size_t s = 0; s < sizeof(isas) / sizeof(isas[0]); s++)
+        if (pfx_gemm_rows_on(&g, 1, isas[s]))
+            assert_true(isnan(c[0]));
 }
 
 /* Q8_0 widened from views that start anywhere in a block, bit for bit. */
@@ -315,7 +389,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_against_double), cmocka_unit_test(test_rows_isa),
         cmocka_unit_test(test_widen_exact),         cmocka_unit_test(test_rows_q8_0),
-        cmocka_unit_test(test_widen_q8_0),
+        cmocka_unit_test(test_widen_q8_0),          cmocka_unit_test(test_rows_q8_0_int8_a),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

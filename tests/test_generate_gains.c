@@ -106,16 +106,18 @@ static int32_t argmax(const float *x, size_t n)
     return (int32_t)best;
 }
 
-static ref_model_config tiny_config(bool llama)
+/* Q8_0 (blocks): the matrices' rows whole blocks of 32, so that they are
+ * held as Q8_0 (model.c keeps other rows float32). */
+static ref_model_config tiny_config(bool llama, bool blocks)
 {
     ref_model_config c = { 0 };
     c.family = llama ? REF_MODEL_LLAMA : REF_MODEL_GPT2;
     c.layers = 2;
-    c.hidden = llama ? 40 : 36;
-    c.heads = llama ? 4 : 3;
-    c.kv_heads = llama ? 2 : 3;
-    c.head_dim = llama ? 10 : 12;
-    c.inner = llama ? 54 : 62;
+    c.hidden = blocks ? 64 : llama ? 40 : 36;
+    c.heads = llama ? 4 : blocks ? 4 : 3;
+    c.kv_heads = llama ? 2 : blocks ? 4 : 3;
+    c.head_dim = blocks ? 16 : llama ? 10 : 12;
+    c.inner = blocks ? 96 : llama ? 54 : 62;
     c.vocab = 61;
     c.max_positions = MAX_LEN + 20;
     c.eps = 1e-5;
@@ -142,10 +144,10 @@ typedef struct tiny_world {
 } tiny_world;
 
 static void tiny_open(tiny_world *w, pfx_runtime *rt, const char *family, uint64_t seed,
-                      size_t max_batch)
+                      size_t max_batch, pfx_dtype storage)
 {
     const bool llama = !strcmp(family, "llama");
-    ref_model_config rc = tiny_config(llama);
+    ref_model_config rc = tiny_config(llama, storage == PFX_DTYPE_Q8_0);
     tf_model_init(&w->tm, &rc, false, family, seed);
     w->rt = rt;
     w->compute_units = rt->info.compute_units;
@@ -155,7 +157,8 @@ static void tiny_open(tiny_world *w, pfx_runtime *rt, const char *family, uint64
     assert_int_equal(tf_write(&w->tm, w->dir, 1), 0);
     w->m = NULL;
     pfx_context_params cp = { .max_batch = max_batch, .max_tokens = 16 };
-    assert_int_equal(pfx_model_load(rt, w->dir, NULL, &w->m), PFX_SUCCESS);
+    pfx_model_params mp = { .storage = storage };
+    assert_int_equal(pfx_model_load(rt, w->dir, &mp, &w->m), PFX_SUCCESS);
     assert_int_equal(pfx_context_create(w->m, &cp, &w->ctx), PFX_SUCCESS);
     assert_int_equal(pfx_model_get_shape(w->m, &w->s), PFX_SUCCESS);
     const size_t LH = w->s.layers * w->s.heads;
@@ -180,11 +183,14 @@ static void tiny_close(tiny_world *w)
 
 /* Prefill of two prompts, then NEW - 1 decode steps of greedy tokens, each
  * step's logits against pfx_model_last_logits of the whole sequence with
- * the bank's prefix struct; then pfx_generate gives the same tokens. */
-static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
+ * the bank's prefix struct (the weights in `storage` on both sides); then
+ * pfx_generate gives the same tokens. */
+static void check_mode(pfx_runtime *rt, const char *family, const char *mode, pfx_dtype storage)
 {
     tiny_world w;
-    tiny_open(&w, rt, family, strcmp(family, "llama") ? 22 : 21, 2);
+    tiny_open(&w, rt, family, strcmp(family, "llama") ? 22 : 21, 2, storage);
+    /* Q8_0: the decode step quantizes the activations to int8 (the forward does not) */
+    const double tol = storage == PFX_DTYPE_Q8_0 ? TOL_SERVE_Q8_0 : TOL_SERVE_F32;
     pfx_model *m = w.m;
     pfx_context *ctx = w.ctx;
     const pfx_model_shape s = w.s;
@@ -249,9 +255,10 @@ static void check_mode(pfx_runtime *rt, const char *family, const char *mode)
             assert_int_equal(pfx_model_last_logits(ctx, &mb, &pre, lb), PFX_SUCCESS);
             assert_int_equal(pfx_tensor_read(lb, 0, V, b), PFX_SUCCESS);
             const double err = pfx_test_rel_err(a + r * V, b, V);
-            if (!(err < TOL_SERVE_F32))
+            if (!(err < tol))
                 fail_msg("%s %s: step %zu, request %d: logits off by %g", family, mode, k, r, err);
-            expect[r][k] = argmax(b, V);
+            /* greedy from the step's own logits (Q8_0's differ from the forward's a little) */
+            expect[r][k] = argmax(a + r * V, V);
             seq[r][lens[r]++] = ids[r] = expect[r][k];
             step_lens[r] = 1;
         }
@@ -292,13 +299,25 @@ static const char *const modes[] = { "linear", "tanh", "dim", "linear+dim" };
 static void test_decode_matches_forward_gpt2(void **state)
 {
     for (size_t i = 0; i < 4; i++)
-        check_mode(*state, "gpt2", modes[i]);
+        check_mode(*state, "gpt2", modes[i], PFX_DTYPE_F32);
 }
 
 static void test_decode_matches_forward_llama(void **state)
 {
     for (size_t i = 0; i < 4; i++)
-        check_mode(*state, "llama", modes[i]);
+        check_mode(*state, "llama", modes[i], PFX_DTYPE_F32);
+}
+
+/* The decode step in every weight storage (the host step on a CPU device
+ * reads each as the queue's products do): half, bfloat16 and Q8_0 weights,
+ * both families, tanh + structured gains. */
+static void test_decode_matches_forward_storages(void **state)
+{
+    static const pfx_dtype storages[] = { PFX_DTYPE_F16, PFX_DTYPE_BF16, PFX_DTYPE_Q8_0 };
+    for (size_t i = 0; i < 3; i++) {
+        check_mode(*state, "gpt2", "tanh+dim", storages[i]);
+        check_mode(*state, "llama", "tanh+dim", storages[i]);
+    }
 }
 
 /* Adapters whose gains differ (linear per head; tanh per head + structured;
@@ -311,7 +330,7 @@ static void check_mixed(pfx_runtime *rt, const char *family)
 {
     enum { SLOTS = 4, PROMPT = 5 };
     tiny_world w;
-    tiny_open(&w, rt, family, strcmp(family, "llama") ? 32 : 31, SLOTS);
+    tiny_open(&w, rt, family, strcmp(family, "llama") ? 32 : 31, SLOTS, PFX_DTYPE_F32);
     pfx_model *m = w.m;
     pfx_context *ctx = w.ctx;
     const pfx_model_shape s = w.s;
@@ -709,6 +728,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bank_rules),
         cmocka_unit_test(test_decode_matches_forward_gpt2),
         cmocka_unit_test(test_decode_matches_forward_llama),
+        cmocka_unit_test(test_decode_matches_forward_storages),
         cmocka_unit_test(test_mixed_gains_one_batch),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);

@@ -128,6 +128,11 @@
  * the same products, the attention's sums in another order and split (a few
  * ulp each); a dropped gain or a wrong position is O(1e-2) or more. */
 #define TOL_SERVE_F32 1e-5
+/* The decode step with Q8_0 weights against the forward on the same
+ * weights: the step quantizes each product's input rows to int8 blocks of
+ * 32, as llama.cpp does (half a step of max / 127 a value, about 0.2 % of a
+ * product's output), through every block and the head. */
+#define TOL_SERVE_Q8_0 5e-2
 /* Full training against PyTorch (tests/fixtures/train): the loss, each
  * weight's gradient as a tensor and the gains' against float64 torch from
  * the same float32 weights; TOL_TRAIN_STEPS: the weights after ten AdamW

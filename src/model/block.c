@@ -9,8 +9,6 @@
 
 #include "block.h"
 
-enum { L_QKV, L_O, L_UP, L_GATE, L_DOWN };
-
 /* The tensor `slot` that block l reads and writes: its own when the context
  * keeps every block's activations, else the shared workspace's. */
 static pfx_tensor *wsl(const pfx_context *cx, size_t l, int slot)
@@ -19,7 +17,7 @@ static pfx_tensor *wsl(const pfx_context *cx, size_t l, int slot)
     return k < 0 ? cx->ws[slot] : cx->kept[l * PFX_KEPT_COUNT + (size_t)k];
 }
 
-static pfx_model_lin get_lin(const pfx_model *m, size_t l, int which)
+pfx_model_lin pfx_model_get_lin(const pfx_model *m, size_t l, pfx_model_lin_which which)
 {
     const pfx_model_shape *s = &m->cfg.shape;
     const size_t C = s->hidden, I = s->intermediate;
@@ -294,7 +292,7 @@ static void qkv_parts(const pfx_context *cx, size_t l, size_t R, int q, int k, i
 pfx_status pfx_model_block_qkv(pfx_context *cx, size_t l, size_t R)
 {
     const pfx_model *m = cx->model;
-    const pfx_model_lin qkv = get_lin(m, l, L_QKV);
+    const pfx_model_lin qkv = pfx_model_get_lin(m, l, L_QKV);
     pfx_mat part[3];
     qkv_parts(cx, l, R, WS_Q, WS_K, WS_V, part);
     pfx_status st;
@@ -314,7 +312,7 @@ pfx_status pfx_model_block_mlp(pfx_context *cx, size_t l, size_t R, bool output)
     const pfx_model_shape *s = &m->cfg.shape;
     const bool llama = m->cfg.family == PFX_FAMILY_LLAMA;
     const size_t C = s->hidden, I = s->intermediate;
-    const pfx_model_lin o = get_lin(m, l, L_O);
+    const pfx_model_lin o = pfx_model_get_lin(m, l, L_O);
     pfx_status st;
     if ((st = pfx_model_copy_rows(cx, "model: residual", cx->hidden[l], wsl(cx, l, WS_A), R * C)) ||
         (st = pfx_model_lin_fwd(cx, "model: attention output", &o, R, wsl(cx, l, WS_O), 0,
@@ -322,10 +320,10 @@ pfx_status pfx_model_block_mlp(pfx_context *cx, size_t l, size_t R, bool output)
         (st = pfx_model_norm_fwd(cx, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(cx, l, WS_A), WS_MEAN2,
                                  WS_RSTD2)))
         return st;
-    const pfx_model_lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN);
+    const pfx_model_lin up = pfx_model_get_lin(m, l, L_UP), down = pfx_model_get_lin(m, l, L_DOWN);
     int mlp_out;
     if (llama) {
-        const pfx_model_lin gate = get_lin(m, l, L_GATE);
+        const pfx_model_lin gate = pfx_model_get_lin(m, l, L_GATE);
         if ((st = pfx_model_lin_fwd(cx, "model: gate", &gate, R, cx->ws[WS_LN], 0,
                                     wsl(cx, l, WS_M0), 0, 0.0f, true)) ||
             (st = pfx_model_lin_fwd(cx, "model: up", &up, R, cx->ws[WS_LN], 0, wsl(cx, l, WS_M1), 0,
@@ -400,8 +398,8 @@ pfx_status pfx_model_block_backward(pfx_context *cx, size_t l, const pfx_model_c
     const bool acc = g && g->accumulate;
     const size_t R = c->R, C = s->hidden, I = s->intermediate;
     pfx_tensor *const *ws = cx->ws;
-    const pfx_model_lin up = get_lin(m, l, L_UP), down = get_lin(m, l, L_DOWN),
-                        o = get_lin(m, l, L_O);
+    const pfx_model_lin up = pfx_model_get_lin(m, l, L_UP), down = pfx_model_get_lin(m, l, L_DOWN),
+                        o = pfx_model_get_lin(m, l, L_O);
     pfx_tensor *g_up = pfx_model_pgrad(m, g, l, PFX_W_UP),
                *g_up_b = pfx_model_pgrad(m, g, l, PFX_W_UP_B);
     pfx_tensor *g_gate = pfx_model_pgrad(m, g, l, PFX_W_GATE);
@@ -436,7 +434,7 @@ pfx_status pfx_model_block_backward(pfx_context *cx, size_t l, const pfx_model_c
                                             WS_MEAN2, WS_RSTD2)))
         return st;
     if (llama) {
-        const pfx_model_lin gate = get_lin(m, l, L_GATE);
+        const pfx_model_lin gate = pfx_model_get_lin(m, l, L_GATE);
         if ((st = pfx_op_swiglu_backward(rt, PFX_MAT(wsl(cx, l, WS_M0), R, I),
                                          PFX_MAT(wsl(cx, l, WS_M1), R, I), PFX_MAT(ws[WS_DM], R, I),
                                          PFX_MAT(wsl(cx, l, WS_M0), R, I),
@@ -532,7 +530,7 @@ pfx_status pfx_model_block_backward(pfx_context *cx, size_t l, const pfx_model_c
             return st;
     }
     /* dQ | dK | dV side by side, then one product back through the fused projection */
-    const pfx_model_lin qkv = get_lin(m, l, L_QKV);
+    const pfx_model_lin qkv = pfx_model_get_lin(m, l, L_QKV);
     if ((st = pfx_op_join_columns(rt, 3, dparts, PFX_MAT(ws[WS_QKV], R, qkv.out))))
         return st;
     if (g_qkv && (st = pfx_model_norm_fwd(cx, l, PFX_W_NORM1, PFX_W_NORM1_B, R, cx->hidden[l],

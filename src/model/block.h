@@ -34,6 +34,11 @@ double pfx_model_prof_begin(pfx_context *cx);
 pfx_status pfx_model_prof_end(pfx_context *cx, pfx_model_part cat, double t0, pfx_status st);
 
 /* ---- products, norms, attention (block.c) ---- */
+/* A block's products: q | k | v, attention output, MLP input (GPT-2's c_fc,
+ * Llama's up), Llama's gate, MLP output. */
+typedef enum pfx_model_lin_which { L_QKV, L_O, L_UP, L_GATE, L_DOWN } pfx_model_lin_which;
+/* Product `which` of block l: its weight view, orientation and bias. */
+pfx_model_lin pfx_model_get_lin(const pfx_model *m, size_t l, pfx_model_lin_which which);
 pfx_model_lin pfx_model_head_lin(const pfx_model *m);
 /* y rows [y0, y0 + rows) = x rows [x0, ...) op(W) (+ b); beta 1 adds to y. */
 pfx_status pfx_model_lin_fwd(pfx_context *cx, const char *what, const pfx_model_lin *f, size_t rows,

@@ -36,6 +36,39 @@ struct pfx_kv_cache {
 pfx_status pfx_sampling_check(pfx_runtime *rt, const char *fn, const char *name,
                               const pfx_sampling *s, size_t vocab);
 
+/* What a serving step does, checked (serve_step.c). */
+typedef struct pfx_serve_plan {
+    size_t B, N, R;
+    bool prefill;     /* every active slot is empty: attention over the fresh keys */
+    bool extend;      /* several tokens into a slot that holds some: item by item */
+    int32_t *lens;    /* [B] new tokens */
+    int32_t *pos0;    /* [B] position of each slot's first new token */
+    int32_t *kv_lens; /* [B] cached + new (decode) */
+    int32_t *entry;   /* [B] bank entry or -1 */
+    int32_t *gather;  /* [B] max(lens, 1) */
+    bool any_prefix;  /* an item reads prefix keys (a bank of gains files has none) */
+    /* Every active slot's adapter attends with the same gains: one per call. */
+    pfx_gain_mode gain_mode;
+    const float *gains;     /* [L * H] of the step (one vector for every item) */
+    const float *dim_gains; /* [L * H * D] structured gain of the step, or NULL */
+    /* Otherwise per-item gains, layer l's gathered from the bank into: */
+    pfx_gain_mode *item_mode; /* [B] (OFF for a slot without adapter) */
+    float *item_gain;         /* [B * H] */
+    float *item_dim_gain;     /* [B * H * D] if an active slot's adapter is structured, else NULL */
+} pfx_serve_plan;
+
+/* The decode step on the host, for a CPU device whose buffers are host memory:
+ * every piece of the step (embedding, norms, products, RoPE, the cache
+ * append, attention, activations, head) in this thread and the few-row
+ * products' threads, the buffers mapped once (host_step.c). False where it
+ * does not apply (a prefill, more rows than one few-row pass takes, another
+ * device, $PREFIXCL_HOST_STEP=off): the step then runs on the queue. */
+bool pfx_host_step_applies(const pfx_context *cx, const pfx_adapter_bank *bank,
+                           const pfx_serve_plan *p);
+pfx_status pfx_host_step_run(pfx_context *cx, pfx_kv_cache *c, const pfx_adapter_bank *bank,
+                             const pfx_serve_step *st, const pfx_serve_plan *p,
+                             const pfx_tensor *logits);
+
 /* The structured gain of entry e (-1: no adapter) as the model's prefix
  * takes it ([L * H * D]), or NULL. */
 static inline const float *pfx_bank_dim_gains(const pfx_adapter_bank *bank, int32_t e)

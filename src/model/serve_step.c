@@ -13,25 +13,7 @@
 
 #define FN "serve_step"
 
-typedef struct plan {
-    size_t B, N, R;
-    bool prefill;     /* every active slot is empty: attention over the fresh keys */
-    bool extend;      /* several tokens into a slot that holds some: item by item */
-    int32_t *lens;    /* [B] new tokens */
-    int32_t *pos0;    /* [B] position of each slot's first new token */
-    int32_t *kv_lens; /* [B] cached + new (decode) */
-    int32_t *entry;   /* [B] bank entry or -1 */
-    int32_t *gather;  /* [B] max(lens, 1) */
-    bool any_prefix;  /* an item reads prefix keys (a bank of gains files has none) */
-    /* Every active slot's adapter attends with the same gains: one per call. */
-    pfx_gain_mode gain_mode;
-    const float *gains;     /* [L * H] of the step (one vector for every item) */
-    const float *dim_gains; /* [L * H * D] structured gain of the step, or NULL */
-    /* Otherwise per-item gains, layer l's gathered from the bank into: */
-    pfx_gain_mode *item_mode; /* [B] (OFF for a slot without adapter) */
-    float *item_gain;         /* [B * H] */
-    float *item_dim_gain;     /* [B * H * D] if an active slot's adapter is structured, else NULL */
-} plan;
+typedef pfx_serve_plan plan;
 
 static void plan_free(plan *p)
 {
@@ -412,10 +394,13 @@ pfx_status pfx_serve_step_run(pfx_context *ctx, pfx_kv_cache *cache, const pfx_a
     memset(&p, 0, sizeof(p));
     pfx_status e = check_step(ctx, cache, bank, step, logits, &p);
     const size_t L = model->cfg.shape.layers, C = model->cfg.shape.hidden;
-    if (e == PFX_SUCCESS)
-        e = embed(ctx, cache, step, &p);
     const uint64_t written = cache ? cache->rows_written : 0;
-    for (size_t l = 0; l < L && e == PFX_SUCCESS; l++) {
+    const bool host = e == PFX_SUCCESS && pfx_host_step_applies(ctx, bank, &p);
+    if (host)
+        e = pfx_host_step_run(ctx, cache, bank, step, &p, logits);
+    else if (e == PFX_SUCCESS)
+        e = embed(ctx, cache, step, &p);
+    for (size_t l = 0; !host && l < L && e == PFX_SUCCESS; l++) {
         if ((e = pfx_model_block_qkv(ctx, l, p.R)))
             break;
         if (model->cfg.family == PFX_FAMILY_LLAMA && (e = rope(ctx, l, &p)))
@@ -426,10 +411,10 @@ pfx_status pfx_serve_step_run(pfx_context *ctx, pfx_kv_cache *cache, const pfx_a
         e = pfx_model_block_mlp(ctx, l, p.R, true);
     }
     pfx_tensor *last = pfx_model_ws(ctx, 0, WS_A); /* free after the blocks */
-    if (e == PFX_SUCCESS && (e = pfx_model_final_norm(ctx, p.R)) == PFX_SUCCESS)
+    if (!host && e == PFX_SUCCESS && (e = pfx_model_final_norm(ctx, p.R)) == PFX_SUCCESS)
         e = pfx_op_gather_last(model->rt, PFX_MAT(ctx->ws[WS_LN], p.R, C), p.B, p.N, p.gather,
                                PFX_MAT(last, p.B, C));
-    if (e == PFX_SUCCESS)
+    if (!host && e == PFX_SUCCESS)
         e = pfx_model_head(ctx, last, p.B, logits);
     if (e == PFX_SUCCESS) {
         for (size_t b = 0; b < p.B; b++) {

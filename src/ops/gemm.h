@@ -93,6 +93,13 @@ pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, siz
 /* Whether this build has the host backend, and whether a device can use it
  * (a CPU device whose memory is the host's: host-unified, or PoCL). */
 bool pfx_gemm_host_built(void);
+/* The host BLAS's thread count, which the few-row products use too (1
+ * without OpenBLAS). */
+int pfx_gemm_host_threads(void);
+/* One few-row product on host memory (m <= PFX_GEMM_ROWS_MAX, sizes below
+ * INT_MAX), the way pfx_gemm_host takes it: the few-row kernels, or the host
+ * BLAS's sgemv where pfx_gemm_rows_wanted says it is faster. */
+void pfx_gemm_host_rows(const pfx_gemm_rows_args *g);
 bool pfx_gemm_host_usable(const pfx_device_info *info);
 
 /* The CLBlastStatusCode name of a status ("CLBlastInvalidLeadDimA");

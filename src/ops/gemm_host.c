@@ -63,6 +63,30 @@ const char *pfx_gemm_host_core_hint(void)
 #endif
 }
 
+int pfx_gemm_host_threads(void)
+{
+#if PFX_HAVE_OPENBLAS
+    return openblas_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+void pfx_gemm_host_rows(const pfx_gemm_rows_args *g)
+{
+#if PFX_HAVE_CBLAS
+    if (g->b_type == PFX_ROWS_F32 && g->m == 1 &&
+        !pfx_gemm_rows_wanted(1, g->n, g->k, g->trans_b)) {
+        /* as pfx_gemm_host: one row of a float32 B [n, k] on the host BLAS's sgemv */
+        cblas_sgemv(CblasRowMajor, g->trans_b ? CblasNoTrans : CblasTrans,
+                    (int)(g->trans_b ? g->n : g->k), (int)(g->trans_b ? g->k : g->n), g->alpha,
+                    g->b, (int)g->ldb, g->a, 1, g->beta, g->c, 1);
+        return;
+    }
+#endif
+    pfx_gemm_rows(g, pfx_gemm_host_threads());
+}
+
 #if PFX_HAVE_CBLAS
 
 /* The distinct buffers of one call, each mapped once (two overlapping
@@ -155,16 +179,6 @@ static pfx_status unmap_and_log(pfx_runtime *rt, const char *what, mapped *set, 
     return err == CL_SUCCESS ? PFX_SUCCESS : pfx_cl_error(rt, err, what);
 }
 
-/* The host BLAS's thread count, which the few-row products use too. */
-static int host_threads(void)
-{
-#if PFX_HAVE_OPENBLAS
-    return openblas_get_num_threads();
-#else
-    return 1;
-#endif
-}
-
 static pfx_status check_int_sizes(pfx_runtime *rt, const char *what, const size_t dims[6])
 {
     for (int i = 0; i < 6; i++)
@@ -211,7 +225,7 @@ pfx_status pfx_gemm_host(pfx_runtime *rt, const char *what, bool trans_a, bool t
                                                  .ldb = ldb,
                                                  .c = pc + it->c,
                                                  .ldc = ldc },
-                          host_threads());
+                          pfx_gemm_host_threads());
             continue;
         }
         if (m == 1) {
@@ -254,7 +268,7 @@ static void widened_products(size_t m, size_t n, size_t k, float alpha, const fl
                                          .ld_src = ldw,
                                          .dst = ws,
                                          .ld_dst = trans_w ? k : nb },
-            host_threads());
+            pfx_gemm_host_threads());
         cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_w ? CblasTrans : CblasNoTrans, (int)m,
                     (int)nb, (int)k, alpha, a, (int)lda, ws, trans_w ? (int)k : (int)nb, beta,
                     c + n0, (int)ldc);
@@ -302,7 +316,7 @@ pfx_status pfx_gemm_host_stored(pfx_runtime *rt, const char *what, size_t m, siz
                                              .ldb = w.ld,
                                              .c = pc,
                                              .ldc = c.ld },
-                      host_threads());
+                      pfx_gemm_host_threads());
     else
         widened_products(m, n, k, alpha, pa, a.ld, pw, w.offset, w.ld, w_type, trans_w, beta, pc,
                          c.ld, pointer_of(set, nset, ws), ws_floats);

@@ -234,6 +234,8 @@ const char *pfx_gemm_rows_isa(void)
 
 bool pfx_gemm_rows_on(const pfx_gemm_rows_args *g, int threads, const char *isa)
 {
+    if (pfx_gemm_rows_q8a_takes(g))
+        return pfx_gemm_rows_q8a_on(g, threads, isa);
     const rows_kernels *ks = kernels_of(isa);
     if (!ks)
         return false;
@@ -316,4 +318,27 @@ bool pfx_gemm_rows_wanted(size_t m, size_t n, size_t k, bool trans_b)
     if (m < 1 || m > PFX_GEMM_ROWS_MAX || (m == 1 && trans_b))
         return false;
     return pfx_gemm_rows_enabled();
+}
+
+void pfx_gemm_rows_parallel(size_t n, int threads, void (*fn)(void *ctx, size_t i0, size_t i1),
+                            void *ctx)
+{
+    int t = threads < 1 ? 1 : threads;
+    if ((size_t)t > n)
+        t = (int)n;
+    if (t <= 1) {
+        if (n)
+            fn(ctx, 0, n);
+        return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(t)
+    {
+        const size_t id = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+        if (n * id / nt < n * (id + 1) / nt)
+            fn(ctx, n * id / nt, n * (id + 1) / nt);
+    }
+#else
+    fn(ctx, 0, n);
+#endif
 }

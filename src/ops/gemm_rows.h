@@ -40,6 +40,11 @@ typedef struct pfx_gemm_rows_args {
     size_t ldb;    /* Q8_0: a multiple of 32 */
     float *c;
     size_t ldc;
+    /* With B Q8_0 [n, k] (trans_b, k whole blocks): A's rows quantized to
+     * int8 blocks of 32 first and integer dot products taken, as llama.cpp's
+     * q8_0 x q8_0 dot (gemm_rows_q8a.c); each row of A then carries a
+     * rounding of half a step of its block's max / 127. Elsewhere ignored. */
+    bool a_q8;
 } pfx_gemm_rows_args;
 
 /* Runs the product on up to `threads` threads; m must be 1..PFX_GEMM_ROWS_MAX. */
@@ -76,6 +81,24 @@ void pfx_gemm_rows_widen(const pfx_gemm_rows_widen_args *w, int threads);
 /* The same with the kernels of one instruction set; false where the CPU
  * lacks it (as pfx_gemm_rows_on). */
 bool pfx_gemm_rows_widen_on(const pfx_gemm_rows_widen_args *w, int threads, const char *isa);
+
+/* int8 activations (a_q8): whether g takes them; the product on up to
+ * `threads` threads with the kernel of one instruction set ("avx512": AVX-512
+ * VNNI, "avx2", "c"; NULL: the best the CPU runs), false where the CPU lacks
+ * it; the kernel pfx_gemm_rows takes ("avx512vnni", "avx2", "c"). */
+bool pfx_gemm_rows_q8a_takes(const pfx_gemm_rows_args *g);
+bool pfx_gemm_rows_q8a_on(const pfx_gemm_rows_args *g, int threads, const char *isa);
+const char *pfx_gemm_rows_q8a_isa(void);
+/* x[0, k) (k whole blocks of 32) as int8 blocks: d[b] = max |x| / 127 over
+ * block b, q = round(x / d[b]); a block with a value that is not finite gets
+ * d NaN. */
+void pfx_gemm_rows_quantize_row(const float *x, size_t k, int8_t *q, float *d);
+
+/* fn(ctx, i0, i1) over [0, n) in up to `threads` contiguous ranges, each on
+ * a thread of the few-row products' team (the host decode step's attention
+ * over the cache: memory-bound at batch 8, as the weights). */
+void pfx_gemm_rows_parallel(size_t n, int threads, void (*fn)(void *ctx, size_t i0, size_t i1),
+                            void *ctx);
 
 /* The instruction set pfx_gemm_rows runs with ("avx512", "avx2", "c"). */
 const char *pfx_gemm_rows_isa(void);

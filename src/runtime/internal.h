@@ -99,6 +99,10 @@ struct pfx_tensor {
     size_t shape[PFX_MAX_DIMS];
     size_t numel;
     size_t bytes;
+    /* The storage's host address, kept once the host decode step mapped it
+     * (devices whose buffers are host memory, where every map returns that
+     * same address: tests/test_encoder.c), else NULL. */
+    void *host;
 };
 
 /* The storage code that kernels take for a tensor's elements (cl/common.cl,
