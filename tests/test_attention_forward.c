@@ -836,6 +836,20 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
     run_case(rt, &c);
     c = item_gains_decode(&g, head_dim, 300 + (*seed)++, true, 1.0f);
     run_case(rt, &c);
+    /* dropout 0.3 on the probabilities, prefix columns included: a causal
+     * GQA shape of awkward sizes and a split-K decode, against the
+     * reference applying the same mask */
+    for (int k = 0; k < 2; k++) {
+        c = k ? base_case(1, 4, 1, 1, 300, 5, head_dim > 16 ? head_dim / 2 + 3 : 13,
+                          300 + (*seed)++)
+              : base_case(2, 4, 2, 19, 23, 3, head_dim, 300 + (*seed)++);
+        c.d.causal = k == 0;
+        c.d.dropout = 0.3f;
+        c.d.dropout_stream = (pfx_dropout_stream){
+            .seed = 0x1234567890abcdefull + *seed, .step = 11, .tag = 6, .first_item = 5
+        };
+        run_case(rt, &c);
+    }
 }
 
 /* Logits beyond float32 (scale 3e38, |q . k| up to the head size) in every

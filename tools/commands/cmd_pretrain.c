@@ -165,7 +165,11 @@ int cmd_pretrain(int argc, char **argv)
         { "--recompute", CLI_FLAG, &recompute, 0, 0, NULL, NULL, NULL,
           "recompute each block in the backward (less memory)", NULL },
         { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
-          "the new model's weights and the data order", "1" },
+          "the new model's weights, the data order and the dropout masks", "1" },
+        { "--dropout", CLI_FLOAT, &c.dropout, 0, 0.999, NULL, NULL, "X",
+          "p of every dropout of the model (GPT-2: embeddings, attention, residual; Llama "
+          "family: attention)",
+          "config.json's" },
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
           "continue from OUT/" PFX_PRETRAIN_CHECKPOINT " (same options)", NULL },
         { "--quiet", CLI_FLAG, &quiet, 0, 0, NULL, NULL, NULL, "no progress output", NULL },
