@@ -18,7 +18,8 @@
  * (GPT-2: embeddings, attention, residual; the Llama family: attention),
  * keyed by the run's seed, the optimizer step, the micro-batch and the
  * process's first item of it, so a resumed or data-parallel run draws the
- * same masks. */
+ * same masks (pretrain numbers the items across the step's micro-batches,
+ * micro 0: accumulation draws the masks of the one large batch). */
 pfx_model_dropout pfx_job_dropout(const pfx_model *model, float override, uint64_t seed,
                                   uint64_t step, size_t micro, size_t first_item);
 /* config.dropout checked: -1 (the config's) or in [0, 1). */

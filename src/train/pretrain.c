@@ -250,8 +250,10 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
         if (n == 0)
             continue;
         pfx_model_batch b = { n, c->block, j->ids + b0 * c->block, NULL, NULL };
-        const pfx_model_dropout drop =
-            pfx_job_dropout(j->model, c->dropout, c->seed, pfx_optimizer_step_count(j->opt), m, b0);
+        /* items numbered across the step's micro-batches: accumulation draws the masks of
+         * one batch of batch x accumulate items */
+        const pfx_model_dropout drop = pfx_job_dropout(
+            j->model, c->dropout, c->seed, pfx_optimizer_step_count(j->opt), 0, m * c->batch + b0);
         pfx_model_grads g = { .gains = j->dgain,
                               .dim_gains = j->ddim,
                               .weights = j->dw,
