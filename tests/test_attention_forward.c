@@ -625,6 +625,23 @@ static void test_bad_input(void **state)
     assert_status_names(rt, pfx_attention_forward(rt, &d, NULL, t.o, t.lse),
                         PFX_ERROR_NULL_ARGUMENT, "in");
     {
+        /* dropout: a probability in [0, 1); the statistics describe the undropped softmax */
+        pfx_attention_desc dd = d;
+        dd.dropout = 1.0f;
+        assert_status_names(rt, pfx_attention_forward(rt, &dd, &in, t.o, t.lse),
+                            PFX_ERROR_INVALID_ARGUMENT, "desc.dropout");
+        dd.dropout = NAN;
+        assert_status_names(rt, pfx_attention_forward(rt, &dd, &in, t.o, t.lse),
+                            PFX_ERROR_INVALID_ARGUMENT, "desc.dropout");
+        dd.dropout = 0.1f;
+        pfx_tensor *ent = NULL;
+        const size_t hs = 4;
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &hs, &ent), PFX_SUCCESS);
+        assert_status_names(rt, pfx_attention_stats(rt, &dd, &in, 1, ent, NULL, NULL),
+                            PFX_ERROR_UNSUPPORTED, "desc.dropout");
+        pfx_tensor_destroy(&ent);
+    }
+    {
         /* device gains: float32 [H] of this runtime */
         pfx_tensor *bad_gain = NULL;
         const size_t gs = 3;

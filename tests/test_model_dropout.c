@@ -44,14 +44,14 @@ static void test_op_masks(void **state)
         const size_t tokens = 16; /* rows are items of 16 tokens: row r is stream row 64 + r */
         const pfx_mat bm = PFX_MAT(base, ROWS, COLS);
         assert_int_equal(pfx_op_dropout(rt, p, &s, tokens, PFX_MAT(x, ROWS, COLS), &bm,
-                                         PFX_MAT(out, ROWS, COLS)),
+                                        PFX_MAT(out, ROWS, COLS)),
                          PFX_SUCCESS);
         assert_int_equal(pfx_tensor_read(out, 0, n, got), PFX_SUCCESS);
         const float scale = (float)(1.0 / (1.0 - (double)p));
         size_t kept = 0;
         for (size_t e = 0; e < n; e++) {
-            const double f = ref_dropout_factor(&s, p, (uint32_t)(4 * tokens + e / COLS),
-                                                (uint32_t)(e % COLS));
+            const double f =
+                ref_dropout_factor(&s, p, (uint32_t)(4 * tokens + e / COLS), (uint32_t)(e % COLS));
             const float want = 0.5f + host[e] * (float)f;
             if (got[e] != want)
                 fail_msg("p %g: element %zu is %.9g, the reference mask gives %.9g", (double)p, e,
@@ -74,14 +74,13 @@ static void test_op_masks(void **state)
     }
     /* bad arguments, nothing enqueued */
     const pfx_dropout_stream s = { 0 };
-    assert_status_names(rt,
-                        pfx_op_dropout(rt, 1.0f, &s, 16, PFX_MAT(x, ROWS, COLS), NULL,
-                                       PFX_MAT(out, ROWS, COLS)),
-                        PFX_ERROR_INVALID_ARGUMENT, "p (1)");
-    assert_status_names(rt,
-                        pfx_op_dropout(rt, 0.5f, &s, 7, PFX_MAT(x, ROWS, COLS), NULL,
-                                       PFX_MAT(out, ROWS, COLS)),
-                        PFX_ERROR_INVALID_SHAPE, "items of 7 tokens");
+    assert_status_names(
+        rt,
+        pfx_op_dropout(rt, 1.0f, &s, 16, PFX_MAT(x, ROWS, COLS), NULL, PFX_MAT(out, ROWS, COLS)),
+        PFX_ERROR_INVALID_ARGUMENT, "p (1)");
+    assert_status_names(
+        rt, pfx_op_dropout(rt, 0.5f, &s, 7, PFX_MAT(x, ROWS, COLS), NULL, PFX_MAT(out, ROWS, COLS)),
+        PFX_ERROR_INVALID_SHAPE, "items of 7 tokens");
     pfx_tensor_destroy(&x);
     pfx_tensor_destroy(&base);
     pfx_tensor_destroy(&out);
@@ -299,8 +298,8 @@ static void test_finite_differences(void **state)
         printf("  %-36s [%zu]: gradient %.6g, finite difference %.6g\n", info.name, at,
                (double)g[at], fd);
         if (!(fabs(fd - g[at]) <= TOL_DROPOUT_FD * fabs(g[at]) + TOL_DROPOUT_FD_ABS))
-            fail_msg("%s[%zu]: gradient %.6g, finite difference %.6g", info.name, at,
-                     (double)g[at], fd);
+            fail_msg("%s[%zu]: gradient %.6g, finite difference %.6g", info.name, at, (double)g[at],
+                     fd);
         checked++;
         free(g);
         free(w);

@@ -136,8 +136,8 @@
  * where the gradient is O(0.1)); the mean of a batch's items run alone
  * against the batch's loss (the same masks, the loss's sums in another
  * order). */
-#define TOL_DROPOUT_FD      2e-2
-#define TOL_DROPOUT_FD_ABS  2e-4
-#define TOL_DROPOUT_SPLIT   1e-6
+#define TOL_DROPOUT_FD     2e-2
+#define TOL_DROPOUT_FD_ABS 2e-4
+#define TOL_DROPOUT_SPLIT  1e-6
 
 #endif

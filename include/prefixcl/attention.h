@@ -108,8 +108,9 @@ typedef struct pfx_attention_desc {
      * col j) of dropout_stream and scaled by 1/(1-p) before the product
      * with V; LSE stays the undropped softmax's. The backward, given the
      * same fields, regenerates the mask (nothing of size N x (P + M) is
-     * stored). Split-K decode, per-item gains, the statistics and the map
-     * refuse it (PFX_ERROR_UNSUPPORTED). */
+     * stored). The statistics and the probability map describe the
+     * undropped softmax and refuse it (PFX_ERROR_UNSUPPORTED); a p outside
+     * [0, 1) is PFX_ERROR_INVALID_ARGUMENT. */
     float dropout;
     pfx_dropout_stream dropout_stream;
 } pfx_attention_desc;
