@@ -85,6 +85,12 @@ ENUMS = {
         ("PFX_ST_F8_E4M3", 13),
         ("PFX_ST_F8_E5M2", 14),
     ),
+    "pfx_pretrain_data": (
+        ("PFX_PRETRAIN_DATA_AUTO", 0),
+        ("PFX_PRETRAIN_DATA_TEXT", 1),
+        ("PFX_PRETRAIN_DATA_SHARDS", 2),
+        ("PFX_PRETRAIN_DATA_RAW_U16", 3),
+    ),
     "pfx_finish": (
         ("PFX_FINISH_LENGTH", 0),
         ("PFX_FINISH_STOP", 1),
@@ -170,57 +176,65 @@ STRUCTS = {
         pfx_gain_mode gain_mode; bool structured; float gain_ramp; float *gains;
         float *dim_gains;""",
     "pfx_data_parallel": """
-        size_t rank; size_t ranks; void *reduce; void *any; void *check; void *user;""",
+        size_t rank; size_t ranks; void *reduce; void *any; void *check; void *shard;
+        void *user;""",
     "pfx_encoder_param_counts": """
         size_t trainable; size_t mlp; size_t baked_per_position; size_t baked;""",
+    "pfx_example_rule": "size_t max_length; size_t special; int32_t eos_id;",
     "pfx_tune_config": """
         const char *model_dir; const char *tokenizer_dir; const char *data_path;
         const char *eval_path; const char *out_dir; size_t prefix_len; size_t hidden;
-        size_t epochs; size_t steps; size_t batch; size_t max_length; float lr; float gain_lr;
-        pfx_gain_mode gain_mode; uint32_t gain_ramp_steps; float weight_decay;
-        float max_grad_norm; uint32_t warmup_steps; uint64_t seed; float dropout;
-        pfx_dtype storage; size_t checkpoint_every; bool resume; size_t stop_after;
-        volatile sig_atomic_t *stop_flag; pfx_data_parallel dist;""",
+        size_t epochs; size_t steps; size_t batch; size_t accumulate; size_t max_length;
+        bool no_eos; float lr; float gain_lr; pfx_gain_mode gain_mode; uint32_t gain_ramp_steps;
+        float weight_decay; float max_grad_norm; uint32_t warmup_steps; uint64_t seed;
+        float dropout; pfx_dtype storage; size_t checkpoint_every; size_t eval_every;
+        bool recompute; bool resume; size_t stop_after; volatile sig_atomic_t *stop_flag;
+        pfx_data_parallel dist;""",
     "pfx_tune_step": """
         size_t step; size_t steps; uint64_t epoch; size_t max_length; double loss;
-        float grad_norm; bool skipped; float lr_factor; float gain_ramp; double tokens_per_s;
-        double eta_s; pfx_context *ctx; const pfx_model_prefix *prefix;""",
+        float grad_norm; bool skipped; float lr_factor; float gain_ramp; float lr;
+        double eval_loss; double build_s; double tokens_per_s; double eta_s; pfx_context *ctx;
+        const pfx_model_prefix *prefix;""",
     "pfx_tune_result": """
         size_t steps; size_t steps_done; size_t first_step; bool stopped; double *losses;
-        float *grad_norms; double eval_before; double eval_after; size_t train_examples;
-        size_t eval_examples; size_t eval_tokens; size_t max_length; pfx_model_shape shape;
+        float *grad_norms; float *lrs; double *eval_losses; double eval_before;
+        double eval_after; size_t train_examples; size_t eval_examples; size_t eval_tokens;
+        size_t max_length; pfx_example_rule rule; pfx_model_shape shape;
         pfx_encoder_param_counts counts; size_t gain_params; float *gains; float *mass_before;
         float *mass_after; double seconds; char base_model[512];""",
     "pfx_layer_head": "size_t layer; size_t head;",
     "pfx_pretrain_config": """
         const char *model_dir; const char *config_dir; const char *tokenizer_dir;
-        const char *data_path; const char *eval_path; const char *out_dir; size_t block;
-        size_t batch; size_t accumulate; size_t steps; size_t epochs; float lr; float gain_lr;
-        float weight_decay; bool no_decay_norms; float max_grad_norm; uint32_t warmup_steps;
-        float min_lr_ratio; pfx_gain_mode gain_mode; bool structured_gain;
-        uint32_t gain_ramp_steps; const pfx_layer_head *gain_heads; size_t gain_head_count;
-        const char *freeze; size_t eval_every; size_t eval_blocks; size_t checkpoint_every;
-        bool recompute; uint64_t seed; float dropout; bool resume; size_t stop_after;
-        volatile sig_atomic_t *stop_flag; pfx_data_parallel dist;""",
+        const char *data_path; const char *eval_path; pfx_pretrain_data data_format;
+        const char *out_dir; size_t block; size_t batch; size_t accumulate; size_t steps;
+        size_t epochs; float lr; float gain_lr; float weight_decay; bool no_decay_norms;
+        float max_grad_norm; uint32_t warmup_steps; float min_lr_ratio;
+        pfx_gain_mode gain_mode; bool structured_gain; uint32_t gain_ramp_steps;
+        float gain_init; float gain_decay_fraction; const pfx_layer_head *gain_heads;
+        size_t gain_head_count; const char *freeze; size_t eval_every; size_t eval_blocks;
+        size_t checkpoint_every; bool recompute; uint64_t seed; float dropout; bool resume;
+        size_t stop_after; volatile sig_atomic_t *stop_flag; pfx_data_parallel dist;""",
     "pfx_pretrain_step": """
         size_t step; size_t steps; uint64_t epoch; double loss; float grad_norm; bool skipped;
-        float lr_factor; float gain_ramp; double eval_loss; double tokens_per_s; double eta_s;
-        pfx_context *ctx; const pfx_model_prefix *prefix;""",
+        float lr_factor; float gain_ramp; double eval_loss; double build_s;
+        double tokens_per_s; double eta_s; pfx_context *ctx; const pfx_model_prefix *prefix;""",
     "pfx_pretrain_result": """
         size_t steps; size_t steps_done; size_t first_step; bool stopped; double *losses;
-        float *grad_norms; double *eval_losses; float *gains; size_t train_blocks;
+        float *grad_norms; float *lrs; double *eval_losses; float *gains; size_t train_blocks;
         size_t eval_blocks; size_t tokens_per_step; size_t trained_weights;
-        size_t trained_values; pfx_model_shape shape; double seconds;""",
+        size_t trained_values; pfx_model_shape shape; char config_filled[160];
+        double seconds;""",
     "pfx_eval_config": """
         const char *model_dir; const char *tokenizer_dir; const char *adapter_path;
-        const char *data_path; size_t batch; size_t max_length; pfx_dtype storage;
+        const char *data_path; size_t batch; size_t max_length; bool no_eos; pfx_dtype storage;
         volatile sig_atomic_t *stop_flag;""",
     "pfx_eval_progress": """
         size_t pass; size_t passes; size_t batch; size_t batches; size_t tokens; double loss;""",
     "pfx_eval_result": """
         double loss; double perplexity; double adapter_loss; double adapter_perplexity;
         size_t passes; size_t passes_done; size_t batches; size_t batches_done; size_t examples;
-        size_t tokens; size_t max_length; size_t prefix_len; bool stopped; double seconds;""",
+        size_t tokens; size_t max_length; pfx_example_rule rule; size_t prefix_len;
+        bool stopped; double seconds;""",
     "pfx_logit_bias": "int32_t token; float bias;",
     "pfx_token_logprobs": """
         float logprob; size_t top_count; int32_t top_ids[20]; float top_logprobs[20];""",
