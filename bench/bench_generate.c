@@ -341,11 +341,15 @@ int main(int argc, char **argv)
     }
     if (model_dir && !gpt2_small_folder(model_dir, &vocab))
         return 2;
-    read_bw bw;
-    if (!read_bw_measure(0, 0, 5, &bw)) {
+    /* two rounds, the better kept: one round read 15 GB/s where the machine
+     * reads 26-28 (a neighbour's freed pages still being reclaimed) */
+    read_bw bw, again;
+    if (!read_bw_measure(0, 0, 7, &bw) || !read_bw_measure(0, 0, 7, &again)) {
         fprintf(stderr, "bench_generate: the read-bandwidth measurement found no memory\n");
         return 1;
     }
+    if (again.gbs > bw.gbs)
+        bw = again;
     pfx_runtime *rt = tool_runtime("bench_generate", device);
     if (!rt)
         return 1;
