@@ -113,6 +113,8 @@ const char *verdict_name(verdict_kind kind)
 const char *verdict_text(const verdict *v, const char *fmt, size_t steps, char *buf, size_t cap)
 {
     char m[48] = "", h[48] = "", of[64] = "";
+    if (!fmt) /* none given: what the figures print with elsewhere */
+        fmt = "%+.4g";
     snprintf(m, sizeof(m), fmt, v->mean);
     snprintf(h, sizeof(h), fmt, v->half);
     if (h[0] == '+') /* a half-width has no sign */
