@@ -40,9 +40,7 @@ static void on_step(const pfx_pretrain_step *s, void *user)
     progress *p = user;
     if (p->quiet)
         return;
-    if (p->tty && s->build_s >= 0.05 && !p->built)
-        fputs("\r\033[K", stdout); /* the bar's line, cleared for the phase's */
-    tool_say_builds(stdout, s->build_s, &p->built);
+    tool_say_builds(stdout, p->tty, s->build_s, &p->built);
     if (p->flops == 0.0) {
         pfx_model_shape shape;
         if (pfx_model_get_shape(pfx_context_model(s->ctx), &shape) == PFX_SUCCESS)

@@ -290,11 +290,13 @@ void tool_print_example_rule(FILE *out, const pfx_example_rule *r)
     fprintf(out, ", at most %zu tokens (--no-eos, --max-length)\n", r->max_length);
 }
 
-bool tool_say_builds(FILE *out, double seconds, bool *said)
+bool tool_say_builds(FILE *out, bool tty, double seconds, bool *said)
 {
     if (*said || seconds < 0.05)
         return false;
     *said = true;
+    if (tty)
+        fputs("\r\033[K", out); /* the bar's line, cleared for the phase's */
     fprintf(out,
             "kernels: %.1f s building them on first use (cached for the next runs; not in the "
             "rates and the time left)\n",

@@ -95,8 +95,9 @@ void tool_print_example_rule(FILE *out, const pfx_example_rule *rule);
 
 /* Kernel building as a phase of its own: once (*said), when a job's step
  * reports `seconds` of it (>= 0.05 s), one line on `out` saying that the
- * rates and the estimate leave it out. Returns whether it printed. */
-bool tool_say_builds(FILE *out, double seconds, bool *said);
+ * rates and the estimate leave it out, after clearing a progress bar's line
+ * when `tty`. Returns whether it printed. */
+bool tool_say_builds(FILE *out, bool tty, double seconds, bool *said);
 
 /* Seconds of CLOCK_MONOTONIC. */
 double tool_now_s(void);

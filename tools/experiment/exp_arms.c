@@ -138,9 +138,7 @@ static void progress(step_ctx *c, const pfx_pretrain_step *st, bool measured)
 {
     if (c->s->o.quiet)
         return;
-    if (c->tty && st->build_s >= 0.05 && !c->built)
-        fputs("\r\033[K", stdout); /* the bar's line, cleared for the phase's */
-    tool_say_builds(stdout, st->build_s, &c->built);
+    tool_say_builds(stdout, c->tty, st->build_s, &c->built);
     char h[48] = "";
     if (isfinite(c->h))
         snprintf(h, sizeof(h), "  mean head entropy %.3f", c->h);
