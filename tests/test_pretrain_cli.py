@@ -178,8 +178,8 @@ def main():
         if "--config: not a regular file: " + fifo not in err:
             sys.exit("a FIFO as --config: %r" % err)
         _, err = run(exe, ["pretrain", "--config", cfg, "--tokenizer", demo, "--data", fifo, "--out",
-                           os.path.join(tmp, "f2")], code=1, timeout=20)
-        if "not a regular file: " + fifo not in err:
+                           os.path.join(tmp, "f2")], code=2, timeout=20)
+        if "--data: not a regular file: " + fifo not in err:
             sys.exit("a FIFO as --data: %r" % err)
 
         # gains on two heads only: the others stay 0 in gains.safetensors

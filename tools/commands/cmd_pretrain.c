@@ -311,6 +311,20 @@ int cmd_pretrain(int argc, char **argv)
     if (config && !c.tokenizer_dir && text_data &&
         !config_tokenizer(config, tokbuf, sizeof(tokbuf), &c.tokenizer_dir))
         return 2;
+    /* the data files (not a shard pattern) refused before the device opens:
+     * a FIFO or a folder must not wait for the kernels and the peak */
+    const char *const data_files[][2] = { { "--data", c.data_path }, { "--eval", c.eval_path } };
+    for (size_t i = 0; i < 2; i++) {
+        const char *p = data_files[i][1];
+        FILE *in = NULL;
+        if (!p || strpbrk(p, "*?["))
+            continue;
+        if (pfx_input_open(p, &in) != PFX_SUCCESS) {
+            fprintf(stderr, "prefixcl pretrain: %s: %s\n", data_files[i][0], pfx_last_error(NULL));
+            return 2;
+        }
+        fclose(in);
+    }
     char cfgbuf[4096];
     if (config && !(c.config_dir = config_folder(config, c.out_dir, cfgbuf, sizeof(cfgbuf))))
         return 2;
