@@ -411,27 +411,29 @@ def main():
     peak = a.peak_gflops or None
     tok = a.batch * a.tokens
     print()
-    print("%s, B=%d T=%d, %.4g FLOPs a token, FMA peak %s GFLOP/s, %d threads each" %
-          (a.shape, a.batch, a.tokens, flops, "%.1f" % peak if peak else "unknown", a.threads))
+    print("%s, B=%d T=%d, %.4g FLOPs a token, FMA peak %s, %d threads each" %
+          (a.shape, a.batch, a.tokens, flops, "%.1f GFLOP/s" % peak if peak else "unknown (no MFU)",
+           a.threads))
     ones = [float(x.split()[0]) for x in loads if x != "?"]
     if ones:
         print("load average (1 min) before and after the runs: %.2f to %.2f (the peers' own %d threads "
               "included)" % (min(ones), max(ones), a.threads))
     print("%-9s %10s %16s %10s %7s %11s %12s" % ("peer", "step ms", "min-max (n)", "tokens/s", "MFU %",
-                                                  "first loss", "x prefixcl"))
+                                                  "first loss", "/ prefixcl"))
     base = statistics.median(times["prefixcl"]) if "prefixcl" in times else None
     result = {"shape": a.shape, "batch": a.batch, "tokens": a.tokens, "threads": a.threads,
               "flops_per_token": flops, "peak_gflops": peak, "loads": loads, "peers": {}}
     for p in peers:
         med = statistics.median(times[p])
         mfu = 100.0 * tok / (med / 1e3) * flops / (peak * 1e9) if peak else float("nan")
-        rel = "%.2f" % (base / med) if base else "-"
+        rel = "%.2f" % (med / base) if base else "-"
         print("%-9s %10.1f %16s %10.0f %7.1f %11.6f %12s" %
               (p, med, "%s (%d)" % (spread(times[p]), len(times[p])), tok / (med / 1e3), mfu, first[p], rel))
         result["peers"][p] = {"step_ms": med, "step_ms_each": times[p], "tokens_per_s": tok / (med / 1e3),
-                              "mfu": mfu / 100.0, "first_loss": first[p], "run_s": walls[p],
+                              "mfu": mfu / 100.0 if peak else None, "first_loss": first[p], "run_s": walls[p],
                               "includes": INCLUDES[p]}
-    print("x prefixcl: prefixcl's median step over the peer's (above 1: the peer is slower)")
+    if base:
+        print("/ prefixcl: the peer's median step over prefixcl's (above 1: prefixcl faster)")
     if opt_ms:
         print("prefixcl's clipping + AdamW: %.1f ms of its step (median of the runs' medians)" %
               statistics.median(opt_ms))
