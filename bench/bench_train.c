@@ -5,8 +5,8 @@
  * --gain), global clipping at 1.0 and AdamW (weight decay 0.01) over all of
  * them. The batch is random ids, or with --data the first B blocks of T
  * tokens of llm.c-layout token shards (what bench/peer_train_llmc.py gives
- * the three trainers it compares). Median wall ms of the model's part and of the whole
- * step after warm-up steps, process CPU ms beside them, and the device
+ * the three trainers it compares). Median wall ms of the model's part and of
+ * the whole step after warm-up steps, process CPU ms beside them, and the device
  * memory the step holds (pfx_runtime_memory peak: weights, gradients, two
  * moments, the workspace and the activations).
  *
@@ -118,8 +118,10 @@ int main(int argc, char **argv)
     int32_t *ids = malloc(B * N * sizeof(int32_t));
     if (!ids)
         return 1;
-    if (data && !read_batch(data, B, N, vocab, ids))
+    if (data && !read_batch(data, B, N, vocab, ids)) {
+        free(ids);
         return 2;
+    }
     pfx_runtime *rt = tool_runtime("bench_train", device);
     if (!rt)
         return 1;
