@@ -47,8 +47,8 @@ no ignore_eos; llama-server gets ignore_eos too); each response's
 completion_tokens is checked. Slots and threads: prefixcl serve --slots N
 with OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and POCL_CPU_MAX_CU_COUNT at T;
 llama-server -np N -cb -t T -tb T. Both hold N requests of --max-len L
-tokens (L: the longest prompt and its new tokens, rounded up to 64;
-llama-server -c N*L).
+tokens (L: the longest prompt and its new tokens, rounded up to 256 as
+llama-server pads a slot's context; llama-server -c N*L).
 
 Rounds: the servers alternate, A B in odd rounds, B A in even ones (chat:
 cache off then on, then on then off); the figures are medians over the
@@ -451,8 +451,10 @@ def prepare_prompts(args):
 
 
 def max_len(prompts, new):
+    """Tokens a slot holds: the longest prompt and its new tokens, rounded up
+    to 256 as llama-server pads a slot's context."""
     need = max(len(p["ids"]) for p in prompts) + new
-    return -(-need // 64) * 64
+    return -(-need // 256) * 256
 
 
 # -- workloads ---------------------------------------------------------------
