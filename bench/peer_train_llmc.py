@@ -66,7 +66,7 @@ SHAPES = {
     # 2 rows (10.4 GiB) fit a 24 GiB machine
     "gpt2-1024": (dict(n_layer=12, n_head=12, n_embd=768, vocab_size=50257, n_positions=1024), 2, 1024),
     # prefixcl experiment gain's defaults (tools/experiment/exp_cmd.c)
-    "small": (dict(n_layer=4, n_head=4, n_embd=256, vocab_size=4096, n_positions=128), 8, 128),
+    "small": (dict(n_layer=4, n_head=4, n_embd=128, vocab_size=4096, n_positions=64), 16, 64),
 }
 PEERS = ("prefixcl", "torch", "llmc")
 INCLUDES = {
@@ -309,7 +309,7 @@ def main():
     ap.add_argument("--llmc-src", help="a checkout of github.com/karpathy/llm.c (needed with the llmc peer)")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="gpt2-128",
                     help="GPT-2 small at T=128 (B=8) or T=1024 (B=2), or the experiment's small model "
-                         "(4 layers of 256, 4 heads, vocabulary 4096; B=8, T=128)")
+                         "(4 layers of 128, 4 heads, vocabulary 4096; B=16, T=64)")
     ap.add_argument("--batch", type=int, help="rows a step (default: the shape's)")
     ap.add_argument("--tokens", type=int, help="T, tokens a row (default: the shape's)")
     ap.add_argument("--steps", type=int, default=3, help="measured steps a run")
