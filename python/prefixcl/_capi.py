@@ -135,6 +135,11 @@ def library_candidates():
 
 
 def _load():
+    # GNU OpenMP reads these when it loads (with the library, unless already
+    # loaded): idle threads sleep after about 0.1 ms of spinning, as the
+    # prefixcl tool sets them (README "Dense products"); the user's own win
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
     tried = library_candidates()
     errors = []
     for path in tried:

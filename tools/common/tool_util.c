@@ -246,6 +246,13 @@ void tool_openblas_settings(char **argv)
         again = 1;
     if (!getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0)
         again = 1;
+    /* GNU OpenMP's threads spin about 0.1 ms after a parallel region, then
+     * sleep (this count overrides the passive policy there): a decode step's
+     * 49 back-to-back products find them awake instead of waking each by a
+     * futex, while the default 3 ms of spinning would take the cores PoCL's
+     * kernels need next */
+    if (!getenv("GOMP_SPINCOUNT") && setenv("GOMP_SPINCOUNT", "10000", 1) == 0)
+        again = 1;
     if (!again)
         return;
     /* The kernel names a process after the file it executes: the binary's
