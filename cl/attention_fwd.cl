@@ -159,9 +159,10 @@ inline floatv pfx_exp2v(floatv x)
 
 /* pfx_attn_dims and the HALF_ flags: cl/attention_fwd.h, joined before this file. */
 
-/* One tensor's flag as pfx_load's storage code (0 float, 1 half): bit 1
- * must not read as code 2, bfloat16. */
-#define pfx_half_flag(flags, bit) ((int)(((flags) & (bit)) ? 1 : 0))
+/* One tensor's flags as pfx_load's storage code (0 float, 1 half, 2
+ * bfloat16): its half bit, or that bit shifted by BF16_SHIFT. */
+#define pfx_half_flag(flags, bit) \
+    ((int)(((flags) & (bit)) ? 1 : ((flags) & ((bit) << BF16_SHIFT)) ? PFX_BF16 : 0))
 
 /* Rows [r0, r0 + BLOCK_M) of kv head hk: smallest and largest query index
  * among the rows that exist, for the causal bounds of the tile. */

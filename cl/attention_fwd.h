@@ -25,5 +25,8 @@ typedef struct pfx_attn_dims {
 #define HALF_PK 8
 #define HALF_PV 16
 #define HALF_O  32
+/* A tensor stored as bfloat16 (the inputs only: a KV cache's storage) sets
+ * its half bit shifted by BF16_SHIFT instead. */
+#define BF16_SHIFT 6
 
 #endif
