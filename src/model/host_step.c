@@ -298,10 +298,12 @@ static float dot(const float *a, const float *b, size_t n)
     return s;
 }
 
-/* Cached rows a half or bfloat16 cache widens at a time (on the stack). */
-#define CACHE_CHUNK 16
+/* Rows a half or bfloat16 cache widens at a time, and their floats at most
+ * (on the stack): 64 rows of a head of 64 or less, 16 of the largest (512). */
+#define CACHE_CHUNK_ROWS   64
+#define CACHE_CHUNK_FLOATS 8192
 
-/* Rows [j, j + n) (n <= CACHE_CHUNK) of kv head hk of slot b in a cache
+/* Rows [j, j + n) (n D <= CACHE_CHUNK_FLOATS) of kv head hk of slot b in a cache
  * tensor t as float32 rows, *ld apart: read in place from a float32 cache,
  * widened into buf [n, D] from half or bfloat16. */
 static const float *cache_rows(const hstep *s, const pfx_kv_cache *c, const pfx_tensor *t, size_t b,
@@ -350,15 +352,17 @@ static void attend_head(const hstep *s, const pfx_kv_cache *c, const pfx_adapter
         qs[d] = ch * q[d] * (G ? 1.0f + G[(l * s->H + h) * D + d] : 1.0f);
     const float *pk = P ? atf(bank->keys[l]) + (((size_t)e * s->Hkv + hk) * P) * D : NULL;
     const float *pv = P ? atf(bank->values[l]) + (((size_t)e * s->Hkv + hk) * P) * D : NULL;
-    float buf[CACHE_CHUNK * 512];
+    float buf[CACHE_CHUNK_FLOATS];
+    const size_t chunk =
+        CACHE_CHUNK_FLOATS / D < CACHE_CHUNK_ROWS ? CACHE_CHUNK_FLOATS / D : CACHE_CHUNK_ROWS;
     size_t ld;
     float mx = -INFINITY;
     for (size_t j = 0; j < P; j++) {
         z[j] = dot(qs, pk + j * D, D);
         mx = z[j] > mx ? z[j] : mx;
     }
-    for (size_t j0 = 0; j0 < n; j0 += CACHE_CHUNK) {
-        const size_t m = n - j0 < CACHE_CHUNK ? n - j0 : CACHE_CHUNK;
+    for (size_t j0 = 0; j0 < n; j0 += chunk) {
+        const size_t m = n - j0 < chunk ? n - j0 : chunk;
         const float *k = cache_rows(s, c, c->keys[l], b, hk, j0, m, buf, &ld);
         for (size_t j = 0; j < m; j++) {
             float *zj = z + P + j0 + j;
@@ -378,8 +382,8 @@ static void attend_head(const hstep *s, const pfx_kv_cache *c, const pfx_adapter
         for (size_t d = 0; d < D; d++)
             o[d] += w * pv[j * D + d];
     }
-    for (size_t j0 = 0; j0 < n; j0 += CACHE_CHUNK) {
-        const size_t m = n - j0 < CACHE_CHUNK ? n - j0 : CACHE_CHUNK;
+    for (size_t j0 = 0; j0 < n; j0 += chunk) {
+        const size_t m = n - j0 < chunk ? n - j0 : chunk;
         const float *v = cache_rows(s, c, c->values[l], b, hk, j0, m, buf, &ld);
         for (size_t j = 0; j < m; j++) {
             const float w = z[P + j0 + j] / sum;
