@@ -163,11 +163,12 @@ void bwd_load_queries_cpu(__local float *Qs, __local float *dOs, __local float *
         __global const void *pk, int pk_half, __global const void *pv, int pv_half, ulong psb, \
         ulong psh, ulong psr, __global const void *d_o, int do_half, ulong osb, ulong osh,     \
         ulong osr, __global const float *lse, __global const float *delta,                     \
-        __global const float *head, int structured, __global const int *items
+        __global const float *head, int structured, __global const int *items,                \
+        uint4 drop_stream, uint drop_threshold, float drop_scale, uint drop_item0, int drop_on
 #define BWD_SHARED_NAMES                                                                     \
     B, H, Hkv, N, M, P, D, causal, q, q_half, qsb, qsh, qsr, k, k_half, v, v_half, ksb, ksh,  \
         ksr, pk, pk_half, pv, pv_half, psb, psh, psr, d_o, do_half, osb, osh, osr, lse, delta, \
-        head, structured, items
+        head, structured, items, drop_stream, drop_threshold, drop_scale, drop_item0, drop_on
 /* The local tiles of one key tile's work (declared in the kernels: OpenCL
  * has __local variables at kernel scope only). Kn and Zs only with dQ. */
 #define BWD_KEY_TILE_LOCALS                                                                  \
@@ -238,6 +239,8 @@ void bwd_key_tile_cpu(BWD_SHARED_PARAMS, int tile, int prefix_tiles, int b, int 
             pfx_cpu_scores(Qs, Kt, Ps, BK, qrows, keys, D);
             pfx_cpu_scores(dOs, Vt, dSs, BK, qrows, keys, D);
             const int vecs = (keys + VEC - 1) / VEC;
+            const uint drop_row0 = ((drop_item0 + (uint)b) * (uint)H + (uint)h) * (uint)N + (uint)i0;
+            const uint drop_col0 = (uint)(is_prefix ? j0 : P + j0);
             for (int r = 0; r < qrows; r++) {
                 const float l = rl[r], dl = rd[r];
                 /* visible: key < keys, row live, causal: t <= i + shift */
@@ -250,8 +253,20 @@ void bwd_key_tile_cpu(BWD_SHARED_PARAMS, int tile, int prefix_tiles, int b, int 
                     floatv sv = LVEC(sp, 0);
                     floatv p = select((floatv)0.0f,
                                       bwd_exp2v((PFX_SAT_LOGIT(sv * c, sv) - l) * PFX_LOG2E), vis);
-                    floatv z = p * (LVEC(dp, 0) - dl);
-                    LVEC(sp, 0) = p;
+                    floatv dpv = LVEC(dp, 0);
+                    if (drop_on) { /* the forward's mask: dV takes p f, dp the factor f */
+                        float fl[VEC];
+                        for (int x = 0; x < VEC; x++)
+                            fl[x] = pfx_dropout_factor(drop_stream, drop_threshold, drop_scale,
+                                                       drop_row0 + (uint)r,
+                                                       drop_col0 + (uint)(y * VEC + x));
+                        const floatv f = vloadv(0, fl);
+                        dpv *= f;
+                        LVEC(sp, 0) = p * f;
+                    } else {
+                        LVEC(sp, 0) = p;
+                    }
+                    floatv z = p * (dpv - dl);
                     LVEC(dp, 0) = c * z;
                     if (dqp)
                         LVEC(Zs + r * BK + y * VEC, 0) = z;
@@ -465,6 +480,8 @@ void pfx_attn_bwd_dq(BWD_SHARED_PARAMS, __global float *dq, int accumulate,
         }
         const int kend = is_prefix ? rows : min(rows, t_end - j0);
         const int kblocks = (kend + RB - 1) / RB * RB;
+        const uint drop_row0 = ((drop_item0 + (uint)b) * (uint)H + (uint)h) * (uint)N + (uint)i0;
+        const uint drop_col0 = (uint)(is_prefix ? j0 : P + j0);
         pfx_cpu_scores(Kn, Qt, St, BQ, kblocks, qrows, D);
         pfx_cpu_scores(Vn, dOt, Zt, BQ, kblocks, qrows, D);
         /* Z = p (dP - Delta) (without c), 0 where hidden: row r sees key
@@ -480,7 +497,15 @@ void pfx_attn_bwd_dq(BWD_SHARED_PARAMS, __global float *dq, int accumulate,
                 floatv st = LVEC(St, jj * BQ + rv);
                 floatv p = select((floatv)0.0f,
                                   bwd_exp2v((PFX_SAT_LOGIT(st * c, st) - l) * PFX_LOG2E), vis);
-                LVEC(Zt, jj * BQ + rv) = p * (LVEC(Zt, jj * BQ + rv) - dl);
+                floatv dpv = LVEC(Zt, jj * BQ + rv);
+                if (drop_on) { /* dp through the forward's mask (rows as lanes) */
+                    float fl[VEC];
+                    for (int x = 0; x < VEC; x++)
+                        fl[x] = pfx_dropout_factor(drop_stream, drop_threshold, drop_scale,
+                                                   drop_row0 + (uint)(rv + x), drop_col0 + (uint)jj);
+                    dpv *= vloadv(0, fl);
+                }
+                LVEC(Zt, jj * BQ + rv) = p * (dpv - dl);
             }
         }
         /* dQraw += Z K~ over the tile's keys */

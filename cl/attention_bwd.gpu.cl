@@ -20,7 +20,8 @@ void bwd_scores(int kt, __local const float *Qs, __local const float *dOs,
                 __local const float *Ks, __local const float *Vs, __local const float *rl,
                 __local const float *rd, __local float *Pl, __local float *Zl, float c, int D,
                 int i0, int j0, int prefix_tile, int key_rows, int kv_len, int causal, int shift,
-                int lid, int wg)
+                int lid, int wg, uint4 drop_stream, uint drop_threshold, float drop_scale,
+                int drop_on, uint drop_row0, uint drop_col0)
 {
     FOR_LANES(e, BQ * BK, lid, wg) {
         /* neighbours: neighbouring keys (dkv) or queries (dq) */
@@ -40,7 +41,14 @@ void bwd_scores(int kt, __local const float *Qs, __local const float *dOs,
                 dp = mad(dOs[QIDX(kt, r, d)], Vs[KIDX(kt, jj, d)], dp);
             }
             p = exp(c * s - lse); /* not saturated here: the select spills registers on gfx90a (the gate) */
-            dz = p * (dp - rd[r]);
+            if (drop_on) { /* the forward's mask: dV takes p f, dp the factor f */
+                const float f = pfx_dropout_factor(drop_stream, drop_threshold, drop_scale,
+                                                   drop_row0 + (uint)r, drop_col0 + (uint)jj);
+                dz = p * (dp * f - rd[r]);
+                p *= f;
+            } else {
+                dz = p * (dp - rd[r]);
+            }
         }
         Pl[SIDX(kt, r, jj)] = p;
         Zl[SIDX(kt, r, jj)] = dz;
@@ -68,6 +76,8 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                       __global const void *d_o, int do_half, ulong osb, ulong osh, ulong osr,
                       __global const float *lse, __global const float *delta,
                       __global const float *head, int structured, __global const int *items,
+                      uint4 drop_stream, uint drop_threshold, float drop_scale, uint drop_item0,
+                      int drop_on,
                       __global float *dk, __global float *dv, int accumulate,
                       __global float *dpk_part, __global float *dpv_part,
                       int tile_offset, int prefix_tiles)
@@ -132,7 +142,9 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                              dimf, i0, q_len, D, lid, wg);
             barrier(CLK_LOCAL_MEM_FENCE);
             bwd_scores(1, Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows,
-                       kv_len, causal, shift, lid, wg);
+                       kv_len, causal, shift, lid, wg, drop_stream, drop_threshold, drop_scale,
+                       drop_on, ((drop_item0 + (uint)b) * (uint)H + (uint)h) * (uint)N + (uint)i0,
+                       (uint)(is_prefix ? j0 : P + j0));
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int r = 0; r < BQ; r++) {
                 float w = Pl[r * BK + jj], z = c * Zl[r * BK + jj];
@@ -173,7 +185,8 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
                      __global const void *d_o, int do_half, ulong osb, ulong osh, ulong osr,
                      __global const float *lse, __global const float *delta,
                      __global const float *head, int structured, __global const int *items,
-                     __global float *dq, int accumulate, __global float *gain_part)
+                     uint4 drop_stream, uint drop_threshold, float drop_scale, uint drop_item0,
+                     int drop_on, __global float *dq, int accumulate, __global float *gain_part)
 {
     BWD_LOCALS;
     const int wg = BQ * DT;
@@ -221,7 +234,9 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
             bwd_load_keys(0, Ks, Vs, k, k_half, v, v_half, kbase, ksr, j0, rows, D, lid, wg);
         barrier(CLK_LOCAL_MEM_FENCE);
         bwd_scores(0, Qs, dOs, Ks, Vs, rl, rd, Pl, Zl, c, D, i0, j0, is_prefix, rows, kv_len,
-                   causal, shift, lid, wg);
+                   causal, shift, lid, wg, drop_stream, drop_threshold, drop_scale, drop_on,
+                   ((drop_item0 + (uint)b) * (uint)H + (uint)h) * (uint)N + (uint)i0,
+                   (uint)(is_prefix ? j0 : P + j0));
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int jj = 0; jj < BK; jj++) {
             float z = Zl[jj * BQ + r];

@@ -223,7 +223,9 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                   const ulong qb, const ulong qh, const ulong qr,
                   const ulong kvb, const ulong kvh, const ulong kvr,
                   const ulong ob, const ulong oh, const ulong orow,
-                  const ulong pb, const ulong ph, const ulong gain_item)
+                  const ulong pb, const ulong ph, const ulong gain_item,
+                  const uint4 drop_stream, const uint drop_threshold, const float drop_scale,
+                  const uint drop_item0, const int drop_on)
 {
     __local float Kt[BLOCK_N * KV_STRIDE];
     __local float Vt[BLOCK_N * KV_STRIDE];
@@ -248,6 +250,8 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
     const int h = hk * dims.group + rr / N, i = rr % N;
     const int valid = r < R && i < q_len;
     const ulong rowid = ((ulong)b * dims.Hkv + hk) * (ulong)R + (ulong)rr;
+    /* the row of this query in the dropout stream */
+    const uint drop_row = (((uint)drop_item0 + (uint)b) * (uint)dims.H + (uint)h) * (uint)N + (uint)i;
 
     /* Keys this row tile may see: [0, P + t_end); fully visible below
      * P + t_full. */
@@ -348,8 +352,14 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         const float mu = mt == -INFINITY ? 0.0f : mt;
         const float alpha = pfx_exp2((m - mu) * PFX_LOG2E);
 #pragma unroll
-        for (int c = 0; c < KPL; c++)
-            p_row[c * KSPLIT + ks] = pfx_exp2((s[c] - mu) * PFX_LOG2E);
+        for (int c = 0; c < KPL; c++) {
+            float pc = pfx_exp2((s[c] - mu) * PFX_LOG2E);
+            /* dropout: a dropped key's p is stored negated (l still sums |p|) */
+            if (drop_on && pfx_dropout_factor(drop_stream, drop_threshold, drop_scale, drop_row,
+                                              (uint)(j0 + c * KSPLIT + ks)) == 0.0f)
+                pc = -pc;
+            p_row[c * KSPLIT + ks] = pc;
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
         /* O slice: acc[x] (d = ks + KSPLIT x) over every key of the tile. */
         l *= alpha;
@@ -359,10 +369,12 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
         for (int c = 0; c < BLOCK_N; c++) {
             const float pc = p_row[c];
             __local const float *vr = v_mine + c * KV_STRIDE;
-            l += pc;
+            /* dropout: kept p scaled by 1/(1-p), dropped (negated) ones 0 */
+            const float pv = drop_on ? (pc > 0.0f ? pc * drop_scale : 0.0f) : pc;
+            l += drop_on ? fabs(pc) : pc;
 #pragma unroll
             for (int x = 0; x < DPL; x++)
-                acc[x] = mad(pc, vr[x * KSPLIT], acc[x]);
+                acc[x] = mad(pv, vr[x * KSPLIT], acc[x]);
         }
         m = mt;
     }

@@ -91,7 +91,9 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                   const ulong qb, const ulong qh, const ulong qr,
                   const ulong kvb, const ulong kvh, const ulong kvr,
                   const ulong ob, const ulong oh, const ulong orow,
-                  const ulong pb, const ulong ph, const ulong gain_item)
+                  const ulong pb, const ulong ph, const ulong gain_item,
+                  const uint4 drop_stream, const uint drop_threshold, const float drop_scale,
+                  const uint drop_item0, const int drop_on)
 {
     /* q (1 + G_hd), zero beyond D: q^T [HEAD_DIM][BLOCK_M] (rows as lanes)
      * or rows [BLOCK_M][HEAD_DIM]; K: rows [BLOCK_N][HEAD_DIM] (rows as
@@ -263,6 +265,16 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
 #define P_KEY_STEP 1 /* p of (r, c) at Ss[r BLOCK_N + c] */
 #define P_ROW_STEP BLOCK_N
 #endif
+
+        /* Dropout: p times 0 or 1/(1-p) (l summed the undropped p above). */
+        for (int x = 0; drop_on && x < rows; x++) {
+            const int rr = min(r0 + x, R - 1);
+            const uint drop_row = (((uint)drop_item0 + (uint)b) * (uint)dims.H +
+                                   (uint)(hk * dims.group + rr / N)) * (uint)N + (uint)(rr % N);
+            for (int c = 0; c < cols; c++)
+                Ss[x * P_ROW_STEP + c * P_KEY_STEP] *= pfx_dropout_factor(
+                    drop_stream, drop_threshold, drop_scale, drop_row, (uint)(j0 + c));
+        }
 
         /* O = alpha O + P V: RB rows x NVD vectors of head dimensions. */
         pfx_cpu_accumulate(Os, row_alpha, Ss, P_KEY_STEP, P_ROW_STEP, Vs, rows, cols, D);

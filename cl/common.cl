@@ -286,3 +286,34 @@ float pfx_group_sum_in_order(__local float *s, float v, uint n)
                         PFX_LVEC(T, acc, (ob + x) * (LDA) + d0 + y * (VEC)) = a[x][y];       \
             }                                                                                \
     }
+
+/* Dropout masks (docs/design.md "Dropout"): Philox4x32-10 (Salmon et al.,
+ * SC'11; the generator of cuRAND and JAX), a counter-based generator, so a
+ * kernel draws the mask of any element from its coordinates alone and the
+ * backward regenerates the forward's mask instead of storing it. Element
+ * (row, col) of a stream (key = the seed, tag = step and site) is kept iff
+ * word col % 4 of Philox(counter (col / 4, row, step, tag), key) is at least
+ * `threshold` (floor(p 2^32)); src/ops/dropout.h gives the host side. */
+inline uint4 pfx_philox(uint4 ctr, uint2 key)
+{
+    for (int round = 0; round < 10; round++) {
+        const uint lo0 = 0xD2511F53u * ctr.x, hi0 = mul_hi(0xD2511F53u, ctr.x);
+        const uint lo1 = 0xCD9E8D57u * ctr.z, hi1 = mul_hi(0xCD9E8D57u, ctr.z);
+        ctr = (uint4)(hi1 ^ ctr.y ^ key.x, lo1, hi0 ^ ctr.w ^ key.y, lo0);
+        key += (uint2)(0x9E3779B9u, 0xBB67AE85u);
+    }
+    return ctr;
+}
+
+/* The factor of element (row, col): scale when kept, 0 when dropped.
+ * stream = (seed low, seed high, step, tag). */
+inline float pfx_dropout_factor(uint4 stream, uint threshold, float scale, uint row, uint col)
+{
+    const uint4 w = pfx_philox((uint4)(col >> 2, row, stream.z, stream.w), stream.xy);
+    /* word col % 4 by two selects on its bits: under Oclgrind 21.10 a
+     * chain of compares on col & 3 drew another word than the one named
+     * (the Philox words themselves right) */
+    const uint odd = col & 1u, high = col & 2u;
+    const uint word = high ? (odd ? w.w : w.z) : (odd ? w.y : w.x);
+    return word >= threshold ? scale : 0.0f;
+}

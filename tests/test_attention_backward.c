@@ -659,6 +659,24 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
         s.f.seed = 100 + (*seed)++;
         run_spec(rt, &s);
     }
+    /* dropout 0.3 on the probabilities, the reference applying the same
+     * mask: every gradient at once (the CPU path's single pass), dQ alone
+     * and dK/dV alone (its two kernels) */
+    {
+        spec sd = base_spec();
+        sd.f.B = 1;
+        sd.f.N = 19;
+        sd.f.M = 19;
+        sd.f.P = 3;
+        sd.f.D = dims[1];
+        sd.f.causal = true;
+        sd.f.gain = PFX_GAIN_LINEAR;
+        sd.f.dropout = 0.3f;
+        sd.f.seed = 100 + (*seed)++;
+        run_spec(rt, &sd);
+        run_spec_mask(rt, &sd, 1u << G_DQ | 1u << G_DGAIN, TOL_BWD_F32);
+        run_spec_mask(rt, &sd, 1u << G_DK | 1u << G_DV | 1u << G_DPK | 1u << G_DPV, TOL_BWD_F32);
+    }
     /* half storage, a bank with an unused entry, MQA, token-major layouts,
      * lengths: no tile edge lines up (N 9, M 30, P 6) */
     spec s = base_spec();

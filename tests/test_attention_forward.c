@@ -646,6 +646,23 @@ static void test_bad_input(void **state)
     assert_status_names(rt, pfx_attention_forward(rt, &d, NULL, t.o, t.lse),
                         PFX_ERROR_NULL_ARGUMENT, "in");
     {
+        /* dropout: a probability in [0, 1); the statistics describe the undropped softmax */
+        pfx_attention_desc dd = d;
+        dd.dropout = 1.0f;
+        assert_status_names(rt, pfx_attention_forward(rt, &dd, &in, t.o, t.lse),
+                            PFX_ERROR_INVALID_ARGUMENT, "desc.dropout");
+        dd.dropout = NAN;
+        assert_status_names(rt, pfx_attention_forward(rt, &dd, &in, t.o, t.lse),
+                            PFX_ERROR_INVALID_ARGUMENT, "desc.dropout");
+        dd.dropout = 0.1f;
+        pfx_tensor *ent = NULL;
+        const size_t hs = 4;
+        assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 1, &hs, &ent), PFX_SUCCESS);
+        assert_status_names(rt, pfx_attention_stats(rt, &dd, &in, 1, ent, NULL, NULL),
+                            PFX_ERROR_UNSUPPORTED, "desc.dropout");
+        pfx_tensor_destroy(&ent);
+    }
+    {
         /* device gains: float32 [H] of this runtime */
         pfx_tensor *bad_gain = NULL;
         const size_t gs = 3;
@@ -857,6 +874,20 @@ static void config_cases(pfx_runtime *rt, unsigned head_dim, void *arg)
     run_case(rt, &c);
     c = item_gains_decode(&g, head_dim, 300 + (*seed)++, true, 1.0f);
     run_case(rt, &c);
+    /* dropout 0.3 on the probabilities, prefix columns included: a causal
+     * GQA shape of awkward sizes and a split-K decode, against the
+     * reference applying the same mask */
+    for (int k = 0; k < 2; k++) {
+        c = k ? base_case(1, 4, 1, 1, 300, 5, head_dim > 16 ? head_dim / 2 + 3 : 13,
+                          300 + (*seed)++)
+              : base_case(2, 4, 2, 19, 23, 3, head_dim, 300 + (*seed)++);
+        c.d.causal = k == 0;
+        c.d.dropout = 0.3f;
+        c.d.dropout_stream = (pfx_dropout_stream){
+            .seed = 0x1234567890abcdefull + *seed, .step = 11, .tag = 6, .first_item = 5
+        };
+        run_case(rt, &c);
+    }
 }
 
 /* Logits beyond float32 (scale 3e38, |q . k| up to the head size) in every

@@ -148,5 +148,14 @@
  * lr * (its relative error) and the moments carry it forward. */
 #define TOL_TRAIN_HF    1e-5
 #define TOL_TRAIN_STEPS 1e-5
+/* Dropout (tests/test_model_dropout.c): a float32 gradient under a fixed
+ * mask against central differences of the float32 loss (step 1e-2: the
+ * truncation term and the loss's rounding over 2h, about 1e-4 relative
+ * where the gradient is O(0.1)); the mean of a batch's items run alone
+ * against the batch's loss (the same masks, the loss's sums in another
+ * order). */
+#define TOL_DROPOUT_FD     2e-2
+#define TOL_DROPOUT_FD_ABS 2e-4
+#define TOL_DROPOUT_SPLIT  1e-6
 
 #endif

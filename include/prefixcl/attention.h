@@ -54,6 +54,18 @@ typedef enum pfx_gain_mode {
     PFX_GAIN_TANH = 2,   /* gamma = 1 + tanh(r g) */
 } pfx_gain_mode;
 
+/* A dropout mask from a counter-based generator (Philox4x32-10,
+ * docs/design.md "Dropout"): element (row, col) of the stream of `seed`,
+ * `step` and `tag` is kept with probability 1 - p (then scaled by 1/(1-p)),
+ * the same bits on every device, run and rank, so a backward regenerates
+ * its forward's mask. Rows and columns beyond 2^32 wrap. */
+typedef struct pfx_dropout_stream {
+    uint64_t seed;
+    uint32_t step;       /* the training step */
+    uint32_t tag;        /* what the mask is for (the model: micro-batch, layer, site) */
+    uint32_t first_item; /* item b of the call is item first_item + b of the stream */
+} pfx_dropout_stream;
+
 typedef struct pfx_attention_desc {
     size_t batch;         /* B */
     size_t heads;         /* H */
@@ -91,6 +103,17 @@ typedef struct pfx_attention_desc {
     const float *item_gain;     /* host [B * H]: g_h of item b at [b * H + h], or NULL: gain */
     const float *item_dim_gain; /* host [B * H * D]: G_hd of item b at [(b * H + h) * D + d],
                                  * or NULL: dim_gain */
+    /* Dropout on the probabilities (training): p in [0, 1), 0 (default)
+     * none. p_ij of item b, head h, query i and key column j (the P prefix
+     * columns first) is kept as element (row ((first_item + b) H + h) N + i,
+     * col j) of dropout_stream and scaled by 1/(1-p) before the product
+     * with V; LSE stays the undropped softmax's. The backward, given the
+     * same fields, regenerates the mask (nothing of size N x (P + M) is
+     * stored). The statistics and the probability map describe the
+     * undropped softmax and refuse it (PFX_ERROR_UNSUPPORTED); a p outside
+     * [0, 1) is PFX_ERROR_INVALID_ARGUMENT. */
+    float dropout;
+    pfx_dropout_stream dropout_stream;
 } pfx_attention_desc;
 
 /* Defaults: BHND layouts, no gain, ramp 1, default scale, no masks. */

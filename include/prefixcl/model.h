@@ -90,6 +90,10 @@ typedef struct pfx_model_shape {
     int32_t eos_ids[PFX_MODEL_MAX_EOS]; /* eos_token_id: one id or a list (transformers'
                                          * generate stops at any of them) */
     size_t eos_count;                   /* 0: absent or null */
+    /* Training dropout (pfx_model_dropout): GPT-2's embd_pdrop, attn_pdrop,
+     * resid_pdrop (transformers' default 0.1 when absent); the Llama
+     * family's attention_dropout (default 0) and no other. */
+    float embd_pdrop, attn_pdrop, resid_pdrop;
 } pfx_model_shape;
 
 /* The shape of dir/config.json (no runtime, no weights). Errors go to
@@ -305,14 +309,32 @@ PFX_API pfx_status pfx_model_weight_tensor(pfx_model *model, size_t index, pfx_t
  * embeddings (a tied LM head's dlogits^T X adds into the token embedding's
  * gradient; GPT-2's position row P + t gathers position t of every item).
  * Every sum runs in a fixed order: the same call gives the same bits. */
+/* Dropout of a training pass, as transformers applies it in train mode:
+ * `embd` on the embeddings (GPT-2: wte + wpe), `attn` on the attention
+ * probabilities inside the fused attention, `resid` on each block's
+ * attention output projection and MLP output before the residual add;
+ * each in [0, 1) (0: none), kept values scaled by 1/(1-p). Masks come from
+ * a counter-based generator keyed by (seed, step, micro_batch, layer, site,
+ * element), so a recomputed block, a resumed run and a data-parallel rank
+ * (first_item: its first row in the whole micro-batch) draw the same ones.
+ * p all 0 gives the bits of no dropout. */
+typedef struct pfx_model_dropout {
+    float embd, attn, resid;
+    uint64_t seed;
+    uint32_t step;
+    uint32_t micro_batch; /* < 65536 */
+    uint32_t first_item;  /* item b of the batch is item first_item + b of the micro-batch */
+} pfx_model_dropout;
+
 typedef struct pfx_model_grads {
     pfx_tensor *const *keys;
     pfx_tensor *const *values;
     pfx_tensor *const *gains;
     pfx_tensor *const *dim_gains;
     pfx_tensor *const *weights;
-    bool accumulate; /* add into the tensors instead of overwriting them
+    bool accumulate;                  /* add into the tensors instead of overwriting them
                                    * (gradient accumulation over micro-batches) */
+    const pfx_model_dropout *dropout; /* NULL: none (evaluation never drops) */
 } pfx_model_grads;
 
 /* Forward, loss and backward in one call (each block's activations kept, or

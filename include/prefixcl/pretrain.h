@@ -140,7 +140,9 @@ typedef struct pfx_pretrain_config {
     size_t eval_blocks;      /* blocks an evaluation reads; 0: all */
     size_t checkpoint_every; /* also write the checkpoint every N steps */
     bool recompute;          /* the backward recomputes each block (less memory) */
-    uint64_t seed;           /* a new model's weights and the data order */
+    uint64_t seed;           /* a new model's weights, the data order and the dropout masks */
+    float dropout;           /* -1 (default): config.json's (attn_pdrop, resid_pdrop, embd_pdrop;
+                                * attention_dropout); else p on every dropout of the family */
     bool resume;             /* continue from out_dir's checkpoint (same options) */
     size_t stop_after; /* stop (with a checkpoint) after this many steps of this run; 0: never */
     volatile sig_atomic_t *stop_flag; /* when set: stop at the next step boundary */

@@ -94,7 +94,9 @@ typedef struct pfx_tune_config {
     float weight_decay;       /* the prefix group (never the gains) */
     float max_grad_norm;      /* 0: no clipping */
     uint32_t warmup_steps;
-    uint64_t seed;     /* the encoder's initial values and the data order */
+    uint64_t seed;     /* the encoder's initial values, the data order and the dropout masks */
+    float dropout;     /* -1 (default): the base model's config.json dropout (active while
+                        * tuning, as PEFT tunes); else p on every dropout of the family */
     pfx_dtype storage; /* the frozen weights on the device: F32, F16, BF16 or Q8_0 */
     size_t
         checkpoint_every; /* also write the checkpoint every N steps; 0: at the end or a stop only */

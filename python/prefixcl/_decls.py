@@ -145,7 +145,8 @@ STRUCTS = {
     "pfx_model_shape": """
         char model_type[32]; size_t layers; size_t heads; size_t kv_heads; size_t head_dim;
         size_t hidden; size_t intermediate; size_t vocab; size_t max_positions;
-        bool tied_embeddings; size_t parameters; int32_t eos_ids[8]; size_t eos_count;""",
+        bool tied_embeddings; size_t parameters; int32_t eos_ids[8]; size_t eos_count;
+        float embd_pdrop; float attn_pdrop; float resid_pdrop;""",
     "pfx_context_params": """
         size_t max_batch; size_t max_tokens; size_t max_prefix_len; size_t logits_chunk_rows;
         bool recompute;""",
@@ -186,7 +187,7 @@ STRUCTS = {
         size_t epochs; size_t steps; size_t batch; size_t accumulate; size_t max_length;
         bool no_eos; float lr; float gain_lr; pfx_gain_mode gain_mode; uint32_t gain_ramp_steps;
         float weight_decay; float max_grad_norm; uint32_t warmup_steps; uint64_t seed;
-        pfx_dtype storage; size_t checkpoint_every; size_t eval_every;
+        float dropout; pfx_dtype storage; size_t checkpoint_every; size_t eval_every;
         bool recompute; bool resume; size_t stop_after; volatile sig_atomic_t *stop_flag;
         pfx_data_parallel dist;""",
     "pfx_tune_step": """
@@ -211,7 +212,7 @@ STRUCTS = {
         pfx_gain_mode gain_mode; bool structured_gain; uint32_t gain_ramp_steps;
         float gain_init; float gain_decay_fraction; const pfx_layer_head *gain_heads;
         size_t gain_head_count; const char *freeze; size_t eval_every; size_t eval_blocks;
-        size_t checkpoint_every; bool recompute; uint64_t seed; bool resume;
+        size_t checkpoint_every; bool recompute; uint64_t seed; float dropout; bool resume;
         size_t stop_after; volatile sig_atomic_t *stop_flag; pfx_data_parallel dist;""",
     "pfx_pretrain_step": """
         size_t step; size_t steps; uint64_t epoch; double loss; float grad_norm; bool skipped;

@@ -249,6 +249,7 @@ pfx_attention_desc pfx_model_attn_desc(const pfx_context *cx, size_t l, const pf
     d.q_lens = d.kv_lens = c->lens;
     if (c->P && c->pre.keys[l]->ndim == 4)
         d.bank_index = c->pre.bank_index;
+    d.dropout = pfx_model_drop(cx, l, PFX_DROP_ATTN, &d.dropout_stream);
     return d;
 }
 
@@ -313,12 +314,21 @@ pfx_status pfx_model_block_mlp(pfx_context *cx, size_t l, size_t R, bool output)
     const bool llama = m->cfg.family == PFX_FAMILY_LLAMA;
     const size_t C = s->hidden, I = s->intermediate;
     const pfx_model_lin o = pfx_model_get_lin(m, l, L_O);
+    pfx_dropout_stream unused;
+    const bool drop = pfx_model_drop(cx, l, PFX_DROP_ATTN_OUT, &unused) > 0.0f;
     pfx_status st;
-    if ((st = pfx_model_copy_rows(cx, "model: residual", cx->hidden[l], wsl(cx, l, WS_A), R * C)) ||
-        (st = pfx_model_lin_fwd(cx, "model: attention output", &o, R, wsl(cx, l, WS_O), 0,
-                                wsl(cx, l, WS_A), 0, 1.0f, true)) ||
-        (st = pfx_model_norm_fwd(cx, l, PFX_W_NORM2, PFX_W_NORM2_B, R, wsl(cx, l, WS_A), WS_MEAN2,
-                                 WS_RSTD2)))
+    if (drop) /* the branch into LN (free until norm 2), then A = x + dropout(branch) */
+        st = pfx_model_lin_fwd(cx, "model: attention output", &o, R, wsl(cx, l, WS_O), 0,
+                               cx->ws[WS_LN], 0, 0.0f, true);
+    else if ((st = pfx_model_copy_rows(cx, "model: residual", cx->hidden[l], wsl(cx, l, WS_A),
+                                       R * C)) == PFX_SUCCESS)
+        st = pfx_model_lin_fwd(cx, "model: attention output", &o, R, wsl(cx, l, WS_O), 0,
+                               wsl(cx, l, WS_A), 0, 1.0f, true);
+    if (st == PFX_SUCCESS && drop)
+        st = pfx_model_drop_rows(cx, l, PFX_DROP_ATTN_OUT, R, cx->ws[WS_LN], cx->hidden[l],
+                                 wsl(cx, l, WS_A));
+    if (st != PFX_SUCCESS || (st = pfx_model_norm_fwd(cx, l, PFX_W_NORM2, PFX_W_NORM2_B, R,
+                                                      wsl(cx, l, WS_A), WS_MEAN2, WS_RSTD2)))
         return st;
     const pfx_model_lin up = pfx_model_get_lin(m, l, L_UP), down = pfx_model_get_lin(m, l, L_DOWN);
     int mlp_out;
@@ -343,6 +353,14 @@ pfx_status pfx_model_block_mlp(pfx_context *cx, size_t l, size_t R, bool output)
     }
     if (!output)
         return PFX_SUCCESS;
+    if (pfx_model_drop(cx, l, PFX_DROP_MLP_OUT, &unused) > 0.0f) {
+        /* the branch into LN (read by the input products only), then dropped onto the residual */
+        if ((st = pfx_model_lin_fwd(cx, "model: mlp output", &down, R, cx->ws[mlp_out], 0,
+                                    cx->ws[WS_LN], 0, 0.0f, true)))
+            return st;
+        return pfx_model_drop_rows(cx, l, PFX_DROP_MLP_OUT, R, cx->ws[WS_LN], wsl(cx, l, WS_A),
+                                   cx->hidden[l + 1]);
+    }
     if ((st = pfx_model_copy_rows(cx, "model: residual", wsl(cx, l, WS_A), cx->hidden[l + 1],
                                   R * C)))
         return st;
@@ -424,9 +442,18 @@ pfx_status pfx_model_block_backward(pfx_context *cx, size_t l, const pfx_model_c
         if (st != PFX_SUCCESS)
             return st;
     }
-    if ((st = pfx_model_lin_grads(cx, "model: dW mlp output", &down, R, ws[WS_DM], 0, dy, 0, g_down,
-                                  g_down_b, acc)) ||
-        (st = pfx_model_lin_bwd(cx, "model: d mlp output", &down, R, dy, 0, ws[WS_DM], 0, 0.0f)))
+    /* the MLP branch's gradient: dy through the residual dropout's mask (into DLN, free here) */
+    pfx_dropout_stream unused;
+    const pfx_tensor *dy_mlp = dy, *d_attn_out = ws[WS_DA];
+    if (pfx_model_drop(cx, l, PFX_DROP_MLP_OUT, &unused) > 0.0f) {
+        if ((st = pfx_model_drop_rows(cx, l, PFX_DROP_MLP_OUT, R, dy, NULL, ws[WS_DLN])))
+            return st;
+        dy_mlp = ws[WS_DLN];
+    }
+    if ((st = pfx_model_lin_grads(cx, "model: dW mlp output", &down, R, ws[WS_DM], 0, dy_mlp, 0,
+                                  g_down, g_down_b, acc)) ||
+        (st =
+             pfx_model_lin_bwd(cx, "model: d mlp output", &down, R, dy_mlp, 0, ws[WS_DM], 0, 0.0f)))
         return st;
     /* the input products' input: norm 2's output, again, into LN */
     const bool want_in = g_up || g_up_b || g_gate;
@@ -461,10 +488,17 @@ pfx_status pfx_model_block_backward(pfx_context *cx, size_t l, const pfx_model_c
                                    g_n2_b, acc)) ||
         (st = pfx_model_copy_rows(cx, "model: d residual", dy, ws[WS_DA], R * C)) ||
         (st = pfx_model_norm_bwd(cx, l, PFX_W_NORM2, R, wsl(cx, l, WS_A), WS_MEAN2, WS_RSTD2,
-                                 ws[WS_DLN], ws[WS_DA], true)) ||
-        (st = pfx_model_lin_grads(cx, "model: dW attention output", &o, R, wsl(cx, l, WS_O), 0,
-                                  ws[WS_DA], 0, g_o, g_o_b, acc)) ||
-        (st = pfx_model_lin_bwd(cx, "model: d attention output", &o, R, ws[WS_DA], 0, ws[WS_DO], 0,
+                                 ws[WS_DLN], ws[WS_DA], true)))
+        return st;
+    /* the attention branch's gradient: dA through its mask (into DLN, read above) */
+    if (pfx_model_drop(cx, l, PFX_DROP_ATTN_OUT, &unused) > 0.0f) {
+        if ((st = pfx_model_drop_rows(cx, l, PFX_DROP_ATTN_OUT, R, ws[WS_DA], NULL, ws[WS_DLN])))
+            return st;
+        d_attn_out = ws[WS_DLN];
+    }
+    if ((st = pfx_model_lin_grads(cx, "model: dW attention output", &o, R, wsl(cx, l, WS_O), 0,
+                                  d_attn_out, 0, g_o, g_o_b, acc)) ||
+        (st = pfx_model_lin_bwd(cx, "model: d attention output", &o, R, d_attn_out, 0, ws[WS_DO], 0,
                                 0.0f)))
         return st;
 

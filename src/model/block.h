@@ -3,6 +3,7 @@
 #ifndef PFX_MODEL_BLOCK_H
 #define PFX_MODEL_BLOCK_H
 
+#include "dropout.h"
 #include "model_internal.h"
 
 /* What one call computes with, after validation. */
@@ -67,6 +68,18 @@ pfx_status pfx_model_norm_grads(pfx_context *cx, size_t l, size_t rows, const pf
  * structured gain scaled by r into m->dim_scaled). */
 pfx_attention_desc pfx_model_attn_desc(const pfx_context *cx, size_t l, const pfx_model_call *c);
 pfx_model_attn_views pfx_model_views(const pfx_context *cx, size_t l, const pfx_model_call *c);
+
+/* ---- dropout (dropout.c): only inside a training pass ---- */
+/* The probability of `site` of layer l in this pass (0: none) and, when
+ * not 0, its mask's stream in *s. */
+float pfx_model_drop(const pfx_context *cx, size_t l, pfx_dropout_site site, pfx_dropout_stream *s);
+/* out = base + dropout(x) (base NULL: 0) at `site` of layer l over rows
+ * [0, R) of C columns (items of the pass's tokens); nothing when the site's
+ * p is 0 (out is then not written: the caller adds the undropped way). */
+pfx_status pfx_model_drop_rows(pfx_context *cx, size_t l, pfx_dropout_site site, size_t R,
+                               const pfx_tensor *x, const pfx_tensor *base, const pfx_tensor *out);
+/* The dropout a training pass asks for is valid (probabilities, micro-batch, layers). */
+pfx_status pfx_model_check_dropout(pfx_context *cx, const char *fn, const pfx_model_dropout *d);
 
 /* ---- one block (block.c) ---- */
 /* Block l from m->hidden[l]: every intermediate the backward reads goes to

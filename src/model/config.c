@@ -57,6 +57,19 @@ static pfx_status number(const parse_ctx *c, const cJSON *obj, const char *where
     return PFX_SUCCESS;
 }
 
+/* A dropout probability: a number in [0, 1), `fallback` when absent or null
+ * (transformers' default for the family). */
+static pfx_status probability(const parse_ctx *c, const char *key, double fallback, float *out)
+{
+    const cJSON *item = get(c->root, key);
+    const double v = item ? item->valuedouble : fallback;
+    if (item && (!cJSON_IsNumber(item) || !(v >= 0.0 && v < 1.0)))
+        return pfx_error(c->rt, PFX_ERROR_FORMAT, "%s: the field '%s' is not a number in [0, 1)",
+                         c->label, key);
+    *out = (float)v;
+    return PFX_SUCCESS;
+}
+
 /* A field that must be false (or absent) because it changes the math. */
 static pfx_status refuse_true(const parse_ctx *c, const char *key)
 {
@@ -303,6 +316,15 @@ pfx_status pfx_model_config_parse(pfx_runtime *rt, const unsigned char *json, si
     if (st != PFX_SUCCESS)
         goto out;
     if ((st = number(&c, root, "", "initializer_range", false, 0.02, &m.init_range)))
+        goto out;
+    /* training dropout: GPT2Config's defaults 0.1, LlamaConfig's (and Qwen2's) 0 */
+    if (m.family == PFX_FAMILY_GPT2 &&
+        ((st = probability(&c, "embd_pdrop", 0.1, &m.shape.embd_pdrop)) ||
+         (st = probability(&c, "attn_pdrop", 0.1, &m.shape.attn_pdrop)) ||
+         (st = probability(&c, "resid_pdrop", 0.1, &m.shape.resid_pdrop))))
+        goto out;
+    if (m.family == PFX_FAMILY_LLAMA &&
+        (st = probability(&c, "attention_dropout", 0.0, &m.shape.attn_pdrop)))
         goto out;
     /* read for initialization only (the forward never uses it): an integer
      * or nothing */

@@ -25,6 +25,8 @@ static pfx_status run_blocks_upto(pfx_context *cx, const pfx_model_batch *batch,
     st = pfx_op_embedding(m->rt, cx->ids, c->B, c->N,
                           PFX_MAT(m->global[PFX_W_EMBED], s->vocab, s->hidden), wpe ? &pos : NULL,
                           c->P, PFX_MAT(cx->hidden[0], c->R, s->hidden));
+    if (st == PFX_SUCCESS) /* training: embd_pdrop on wte + wpe, in place */
+        st = pfx_model_drop_rows(cx, 0, PFX_DROP_EMBED, c->R, cx->hidden[0], NULL, cx->hidden[0]);
     for (size_t l = 0; l < upto && st == PFX_SUCCESS; l++)
         st = pfx_model_block_forward(cx, l, c, true);
     return st;
@@ -211,20 +213,41 @@ pfx_status pfx_model_loss(pfx_context *ctx, const pfx_model_batch *batch,
     return st;
 }
 
+static pfx_status backward_pass(pfx_context *ctx, const pfx_model_batch *batch,
+                                const pfx_model_call *cp, const pfx_model_grads *grads);
+
 pfx_status pfx_model_backward(pfx_context *ctx, const pfx_model_batch *batch,
                               const pfx_model_prefix *prefix, const pfx_model_grads *grads,
                               double *loss)
 {
-    const pfx_model *model = pfx_context_model(ctx);
     static const char fn[] = "model_backward";
     pfx_model_call c;
     pfx_status st = pfx_model_check_call(ctx, fn, batch, prefix, &c);
     if (st == PFX_SUCCESS)
         st = pfx_model_check_grads(ctx, fn, &c, grads);
     if (st == PFX_SUCCESS)
+        st = pfx_model_check_dropout(ctx, fn, grads ? grads->dropout : NULL);
+    if (st == PFX_SUCCESS)
         st = pfx_model_write_labels(ctx, fn, batch, &c);
     if (st != PFX_SUCCESS)
         return st;
+    /* this pass's masks (every block, a recomputed one too); cleared on the way out */
+    ctx->drop = grads ? grads->dropout : NULL;
+    ctx->drop_tokens = c.N;
+    st = backward_pass(ctx, batch, &c, grads);
+    ctx->drop = NULL;
+    if (st == PFX_SUCCESS && loss)
+        st = read_loss(ctx, &c, loss);
+    return st;
+}
+
+/* The training pass of pfx_model_backward, its arguments checked. */
+static pfx_status backward_pass(pfx_context *ctx, const pfx_model_batch *batch,
+                                const pfx_model_call *cp, const pfx_model_grads *grads)
+{
+    const pfx_model *model = pfx_context_model(ctx);
+    const pfx_model_call c = *cp;
+    pfx_status st;
     const pfx_model_shape *s = &model->cfg.shape;
     const size_t L = s->layers, C = s->hidden;
     const bool acc = grads && grads->accumulate;
@@ -255,6 +278,8 @@ pfx_status pfx_model_backward(pfx_context *ctx, const pfx_model_batch *batch,
         pfx_mat dout = PFX_MAT(d_embed, c.R, C);
         if (g_wte && !acc && !s->tied_embeddings)
             st = pfx_tensor_fill(g_wte, 0.0f);
+        if (st == PFX_SUCCESS) /* through embd_pdrop's mask, in place */
+            st = pfx_model_drop_rows(ctx, 0, PFX_DROP_EMBED, c.R, d_embed, NULL, d_embed);
         if (st == PFX_SUCCESS && g_wte)
             st = pfx_op_embedding_backward(model->rt, ctx->ids, c.B, c.N, dout,
                                            PFX_MAT(g_wte, s->vocab, C));
@@ -264,8 +289,6 @@ pfx_status pfx_model_backward(pfx_context *ctx, const pfx_model_batch *batch,
             st = pfx_op_position_backward(model->rt, c.B, c.N, dout,
                                           PFX_MAT(g_wpe, s->max_positions, C), c.P);
     }
-    if (st == PFX_SUCCESS && loss)
-        st = read_loss(ctx, &c, loss);
     return st;
 }
 

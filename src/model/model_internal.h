@@ -197,6 +197,8 @@ struct pfx_context {
     float *dim_scaled;    /* [H * D]: r G of the layer being run (block.c) */
     pfx_tensor *dim_grad; /* [H, D]: the attention's d/d(r G), made on first use */
     pfx_model_profile prof;
+    const pfx_model_dropout *drop; /* the training pass's dropout, NULL otherwise (dropout.c) */
+    size_t drop_tokens;            /* that pass's N: rows are items of N tokens */
 };
 
 /* Frees the model itself (pfx_model_destroy, or the last context's destroy

@@ -119,7 +119,9 @@ static cl_mem mem_of(const pfx_tensor *t)
         PFX_ARG(pk_half), PFX_ARG(pv), PFX_ARG(pv_half), PFX_ARG(p->prefix.batch),                 \
         PFX_ARG(p->prefix.head), PFX_ARG(p->prefix.row), PFX_ARG(dom), PFX_ARG(do_half),           \
         PFX_ARG(p->o.batch), PFX_ARG(p->o.head), PFX_ARG(p->o.row), PFX_ARG(lsem),                 \
-        PFX_ARG(w->delta), PFX_ARG(w->params.head), PFX_ARG(structured), PFX_ARG(w->params.items)
+        PFX_ARG(w->delta), PFX_ARG(w->params.head), PFX_ARG(structured), PFX_ARG(w->params.items), \
+        PFX_ARG(drop.stream), PFX_ARG(drop.threshold), PFX_ARG(drop.scale),                        \
+        PFX_ARG(drop.first_item), PFX_ARG(drop.on)
 
 static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
                           const pfx_attention_inputs *in, const pfx_tensor *o,
@@ -179,6 +181,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
     cl_mem dq = mem_of(g->dq), dk = mem_of(g->dk), dv = mem_of(g->dv);
     cl_mem dpk = mem_of(g->dprefix_k), dpv = mem_of(g->dprefix_v);
     cl_mem dgain = mem_of(g->dgain), ddim = mem_of(g->ddim_gain);
+    const pfx_attn_drop_args drop = pfx_attn_drop_args_of(p);
 
     /* Delta */
     {

@@ -89,6 +89,7 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
         cl_mem pk = in->prefix_k ? in->prefix_k->mem : NULL;
         cl_mem pv = in->prefix_v ? in->prefix_v->mem : NULL;
         cl_mem lse_mem = lse ? lse->mem : NULL;
+        const pfx_attn_drop_args drop = pfx_attn_drop_args_of(&p);
         pfx_arg args[] = {
             PFX_ARG(in->q->mem),
             PFX_ARG(in->k->mem),
@@ -120,6 +121,11 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
             PFX_ARG(p.prefix.batch),
             PFX_ARG(p.prefix.head),
             PFX_ARG(params.head_item_stride),
+            PFX_ARG(drop.stream),
+            PFX_ARG(drop.threshold),
+            PFX_ARG(drop.scale),
+            PFX_ARG(drop.first_item),
+            PFX_ARG(drop.on),
         };
         size_t global[3] = { row_tiles * splits * wg, p.Hkv, p.B };
         size_t local[3] = { wg, 1, 1 };

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "attention_problem.h"
+#include "dropout.h"
 
 void pfx_attention_desc_init(pfx_attention_desc *desc)
 {
@@ -342,6 +343,31 @@ pfx_status pfx_attn_problem_forward_only(pfx_runtime *rt, const char *op, const 
     return PFX_SUCCESS;
 }
 
+pfx_status pfx_attn_problem_no_dropout(pfx_runtime *rt, const char *op, const pfx_attn_problem *p)
+{
+    if (p->dropout > 0.0f)
+        return pfx_error(rt, PFX_ERROR_UNSUPPORTED,
+                         "%s: desc.dropout (%g): the statistics and the map describe the "
+                         "undropped softmax; set it to 0",
+                         op, (double)p->dropout);
+    return PFX_SUCCESS;
+}
+
+pfx_attn_drop_args pfx_attn_drop_args_of(const pfx_attn_problem *p)
+{
+    pfx_attn_drop_args a;
+    memset(&a, 0, sizeof(a));
+    a.scale = 1.0f;
+    if (p->dropout > 0.0f) {
+        a.stream = pfx_dropout_words(&p->drop);
+        a.threshold = pfx_dropout_threshold(p->dropout);
+        a.scale = pfx_dropout_scale(p->dropout);
+        a.first_item = p->drop.first_item;
+        a.on = 1;
+    }
+    return a;
+}
+
 pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_attention_desc *d,
                                  const pfx_attention_inputs *in, pfx_attn_problem *p)
 {
@@ -365,6 +391,11 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
     p->group = p->H / p->Hkv;
     p->causal = d->causal;
     p->scale = d->scale > 0 ? d->scale : (float)(1.0 / sqrt((double)p->D));
+    if (!pfx_dropout_valid(d->dropout))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: desc.dropout (%g) is not in [0, 1)",
+                         op, (double)d->dropout);
+    p->dropout = d->dropout;
+    p->drop = d->dropout_stream;
 
     if (d->gain_tensor && d->gain_mode != PFX_GAIN_OFF &&
         (st = pfx_attn_check_tensor(rt, op, p, d->gain_tensor, "desc.gain_tensor",

@@ -51,7 +51,25 @@ typedef struct pfx_attn_problem {
     const pfx_tensor *gain_dev;
     pfx_gain_mode gain_mode;
     float gain_ramp;
+    /* desc.dropout and its stream (0: none) */
+    float dropout;
+    pfx_dropout_stream drop;
 } pfx_attn_problem;
+
+/* Dropout as the kernels take it: the stream's words, threshold, scale,
+ * the first item and whether it is on (a kernel draws no mask when off). */
+typedef struct pfx_attn_drop_args {
+    cl_uint4 stream;
+    cl_uint threshold;
+    cl_float scale;
+    cl_uint first_item;
+    cl_int on;
+} pfx_attn_drop_args;
+pfx_attn_drop_args pfx_attn_drop_args_of(const pfx_attn_problem *p);
+
+/* PFX_ERROR_UNSUPPORTED when the call asks for dropout (the statistics and
+ * the probability map describe the undropped softmax). */
+pfx_status pfx_attn_problem_no_dropout(pfx_runtime *rt, const char *op, const pfx_attn_problem *p);
 
 /* PFX_ERROR_UNSUPPORTED when the call has what only the forward computes:
  * an item with bank entry -1 (no prefix) or per-item gains;

@@ -111,7 +111,8 @@ pfx_status pfx_attention_stats(pfx_runtime *rt, const pfx_attention_desc *desc,
     pfx_status st = pfx_attn_problem_init(rt, op, desc, in, &p);
     if (st != PFX_SUCCESS)
         return st;
-    if ((st = pfx_attn_problem_forward_only(rt, op, &p))) {
+    if ((st = pfx_attn_problem_forward_only(rt, op, &p)) ||
+        (st = pfx_attn_problem_no_dropout(rt, op, &p))) {
         pfx_attn_problem_free(&p);
         return st;
     }
@@ -210,7 +211,8 @@ pfx_status pfx_gain_softmax_probs(pfx_runtime *rt, const pfx_attention_desc *des
     pfx_status st = pfx_attn_problem_init(rt, op, desc, in, &p);
     if (st != PFX_SUCCESS)
         return st;
-    if ((st = pfx_attn_problem_forward_only(rt, op, &p))) {
+    if ((st = pfx_attn_problem_forward_only(rt, op, &p)) ||
+        (st = pfx_attn_problem_no_dropout(rt, op, &p))) {
         pfx_attn_problem_free(&p);
         return st;
     }

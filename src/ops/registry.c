@@ -68,6 +68,7 @@ static void add_fixed(pfx_vendor vendor, const char *platform_name, pfx_program_
     add(out, cap, n, "rope", "");                      /* rope.c */
     add(out, cap, n, "convert", "");                   /* convert.c, gemm.c (half weights) */
     add(out, cap, n, "cross_entropy", PFX_CE_OPTIONS); /* cross_entropy.c */
+    add(out, cap, n, "dropout", "");                   /* dropout.c */
     add(out, cap, n, "attention_stats", "");           /* attention_stats.c: no tunables */
     add(out, cap, n, "attention_gain", "");            /* attention_problem.c: device gains */
 }

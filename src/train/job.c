@@ -104,3 +104,31 @@ pfx_status pfx_job_example_rule(pfx_runtime *rt, const char *job, const pfx_toke
                                 o->append_eos ? pfx_tokenizer_special_id(tok, PFX_TOKEN_EOS) : -1 };
     return PFX_SUCCESS;
 }
+
+pfx_model_dropout pfx_job_dropout(const pfx_model *model, float override, uint64_t seed,
+                                  uint64_t step, size_t micro, size_t first_item)
+{
+    pfx_model_shape s;
+    pfx_model_dropout d;
+    memset(&d, 0, sizeof(d));
+    if (pfx_model_get_shape(model, &s) != PFX_SUCCESS)
+        return d;
+    const bool gpt2 = strcmp(s.model_type, "gpt2") == 0;
+    d.embd = override < 0.0f ? s.embd_pdrop : gpt2 ? override : 0.0f;
+    d.attn = override < 0.0f ? s.attn_pdrop : override;
+    d.resid = override < 0.0f ? s.resid_pdrop : gpt2 ? override : 0.0f;
+    d.seed = seed;
+    d.step = (uint32_t)step;
+    d.micro_batch = (uint32_t)micro;
+    d.first_item = (uint32_t)first_item;
+    return d;
+}
+
+pfx_status pfx_job_check_dropout(pfx_runtime *rt, const char *job, float dropout)
+{
+    if (dropout == -1.0f || (dropout >= 0.0f && dropout < 1.0f))
+        return PFX_SUCCESS;
+    return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                     "%s: config.dropout (%g) is not in [0, 1) (or -1: the model's config.json)",
+                     job, (double)dropout);
+}

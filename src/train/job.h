@@ -10,8 +10,21 @@
 #include <stddef.h>
 
 #include "prefixcl/data.h"
+#include "prefixcl/model.h"
 #include "prefixcl/optimizer.h"
 #include "prefixcl/tensor.h"
+
+/* The dropout of one training micro-batch (model.h): the model's config.json
+ * probabilities, or `override` (>= 0) on every site the family has
+ * (GPT-2: embeddings, attention, residual; the Llama family: attention),
+ * keyed by the run's seed, the optimizer step, the micro-batch and the
+ * process's first item of it, so a resumed or data-parallel run draws the
+ * same masks (pretrain numbers the items across the step's micro-batches,
+ * micro 0: accumulation draws the masks of the one large batch). */
+pfx_model_dropout pfx_job_dropout(const pfx_model *model, float override, uint64_t seed,
+                                  uint64_t step, size_t micro, size_t first_item);
+/* config.dropout checked: -1 (the config's) or in [0, 1). */
+pfx_status pfx_job_check_dropout(pfx_runtime *rt, const char *job, float dropout);
 
 /* Destroys t[0 .. n) and frees t; NULL-safe. */
 void pfx_job_destroy_tensors(pfx_tensor **t, size_t n);

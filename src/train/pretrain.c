@@ -29,6 +29,7 @@ void pfx_pretrain_default_config(pfx_pretrain_config *cfg)
         .min_lr_ratio = 0.1f,
         .gain_ramp_steps = 100,
         .seed = 1,
+        .dropout = -1.0f,
     };
 }
 
@@ -118,6 +119,8 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_pretrain_config *c)
                    "selects no head (gain_head_count 0): give at least one, or "
                    "NULL for every head");
     pfx_status st = pfx_job_check_dist(rt, "pretrain", &c->dist);
+    if (st == PFX_SUCCESS)
+        st = pfx_job_check_dropout(rt, "pretrain", c->dropout);
     if (st != PFX_SUCCESS)
         return st;
     return PFX_SUCCESS;
@@ -140,13 +143,13 @@ static void describe(const pfx_pretrain_config *c, char *out, size_t cap)
         "accumulate=%zu\nsteps=%zu\nepochs=%zu\nlr=%a\ngain_lr=%a\nweight_decay=%a\nno_decay_norms="
         "%d\n"
         "max_grad_norm=%a\nwarmup_steps=%u\nmin_lr_ratio=%a\ngain_mode=%d\nstructured_gain=%d\n"
-        "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\n%s",
+        "gain_ramp_steps=%u\nfreeze=%s\nseed=%llu\ndropout=%a\n%s",
         c->model_dir ? c->model_dir : "", c->config_dir ? c->config_dir : "",
         c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path, c->eval_path ? c->eval_path : "",
         c->block, c->batch, c->accumulate, c->steps, c->epochs, (double)c->lr, (double)c->gain_lr,
         (double)c->weight_decay, (int)c->no_decay_norms, (double)c->max_grad_norm, c->warmup_steps,
         (double)c->min_lr_ratio, (int)c->gain_mode, (int)c->structured_gain, c->gain_ramp_steps,
-        c->freeze ? c->freeze : "", (unsigned long long)c->seed, tail);
+        c->freeze ? c->freeze : "", (unsigned long long)c->seed, (double)c->dropout, tail);
     const size_t len = strlen(out);
     if (c->data_format != PFX_PRETRAIN_DATA_AUTO && len < cap) /* earlier checkpoints: AUTO */
         snprintf(out + len, cap - len, "data_format=%d\n", (int)c->data_format);
@@ -261,9 +264,15 @@ static pfx_status step(pfx_pretrain_job *j, double *loss, pfx_optimizer_report *
         if (n == 0)
             continue;
         pfx_model_batch b = { n, c->block, j->ids + b0 * c->block, NULL, NULL };
-        pfx_model_grads g = {
-            .gains = j->dgain, .dim_gains = j->ddim, .weights = j->dw, .accumulate = added > 0
-        };
+        /* items numbered across the step's micro-batches: accumulation draws the masks of
+         * one batch of batch x accumulate items */
+        const pfx_model_dropout drop = pfx_job_dropout(
+            j->model, c->dropout, c->seed, pfx_optimizer_step_count(j->opt), 0, m * c->batch + b0);
+        pfx_model_grads g = { .gains = j->dgain,
+                              .dim_gains = j->ddim,
+                              .weights = j->dw,
+                              .accumulate = added > 0,
+                              .dropout = &drop };
         double l = 0.0;
         st = pfx_model_backward(j->ctx, &b, &pre, &g, &l);
         sum += l;

@@ -31,6 +31,7 @@ void pfx_tune_default_config(pfx_tune_config *c)
         .max_grad_norm = 1.0f,
         .warmup_steps = 10,
         .seed = 1,
+        .dropout = -1.0f,
         .storage = PFX_DTYPE_F32,
     };
 }
@@ -120,6 +121,8 @@ static pfx_status check_config(pfx_runtime *rt, const pfx_tune_config *c)
         c->storage != PFX_DTYPE_BF16 && c->storage != PFX_DTYPE_Q8_0)
         return bad(rt, "storage", "is not F32, F16, BF16 or Q8_0");
     pfx_status st = pfx_job_check_dist(rt, "tune", &c->dist);
+    if (st == PFX_SUCCESS)
+        st = pfx_job_check_dropout(rt, "tune", c->dropout);
     if (st != PFX_SUCCESS)
         return st;
     return PFX_SUCCESS;
@@ -135,13 +138,14 @@ static void describe(pfx_tune_job *j, const char *model)
              "zu\nbatch=%zu\n"
              "max_length=%zu\nlr=%a\ngain_lr=%a\ngain_mode=%d\ngain_ramp=%u\nweight_decay=%a\nmax_"
              "grad_norm=%a\n"
-             "warmup=%u\nseed=%llu\nstorage=%d\n",
+             "warmup=%u\nseed=%llu\nstorage=%d\ndropout=%a\n",
              model, c->tokenizer_dir ? c->tokenizer_dir : "", c->data_path,
              c->eval_path ? c->eval_path : "(held back)", c->prefix_len, c->hidden, j->steps,
              c->batch, j->max_length, (double)c->lr,
              (double)(c->gain_lr >= 0 ? c->gain_lr : c->lr / 2), (int)c->gain_mode,
              (unsigned)c->gain_ramp_steps, (double)c->weight_decay, (double)c->max_grad_norm,
-             (unsigned)c->warmup_steps, (unsigned long long)c->seed, (int)c->storage);
+             (unsigned)c->warmup_steps, (unsigned long long)c->seed, (int)c->storage,
+             (double)c->dropout);
     /* lines only away from the defaults: the checkpoints of earlier runs agree as before */
     size_t used = strlen(j->options);
     if (c->accumulate > 1)
@@ -498,10 +502,13 @@ static pfx_status step(pfx_tune_job *j, uint64_t *epoch, size_t *tokens, double 
             counted += counted_labels(j->labels + b * width, width);
         if (j->ranks > 1 && counted == 0)
             continue;
+        const pfx_model_dropout drop =
+            pfx_job_dropout(j->model, c->dropout, c->seed, pfx_optimizer_step_count(j->opt), m, b0);
         pfx_model_grads mg = { .keys = j->dpk,
                                .values = j->dpv,
                                .gains = c->gain_mode != PFX_GAIN_OFF ? j->dgain : NULL,
-                               .accumulate = added > 0 };
+                               .accumulate = added > 0,
+                               .dropout = &drop };
         pfx_model_batch mb = { .batch = bl,
                                .tokens = width,
                                .ids = j->ids + b0 * width,

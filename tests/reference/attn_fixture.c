@@ -78,6 +78,10 @@ pfx_status attn_fixture_make(pfx_runtime *rt, const attn_fixture_spec *s, ref_rn
     d->gain_mode = s->gain;
     if (s->scale > 0)
         d->scale = s->scale;
+    d->dropout = s->dropout;
+    d->dropout_stream = (pfx_dropout_stream){
+        .seed = s->seed * 0x9E3779B97F4A7C15ull, .step = 7, .tag = 5, .first_item = 3
+    };
     if (s->gain != PFX_GAIN_OFF) {
         for (size_t h = 0; h < s->H; h++)
             f->gain[h] = (float)ref_rng_uniform(rng, -0.9, 3.0);

@@ -33,6 +33,7 @@ typedef struct attn_fixture_spec {
     bool bank_alternate; /* bank_index[b] = b % 2 ? T - 1 : 0 (else drawn at random) */
     bool zero_gamma;     /* with a linear gain: head 0 gets gamma(r g_0) = 0 (g_0 = -1 / r) */
     float scale;         /* desc.scale when > 0 */
+    float dropout;       /* desc.dropout, the stream keyed by the seed (first item 3) */
 } attn_fixture_spec;
 
 #define ATTN_FIXTURE_MAX_HEADS 64

@@ -5,6 +5,7 @@
  * its softmax in double, and what the caller asked for.
  */
 #include "reference/reference.h"
+#include "reference/dropout_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -253,6 +254,7 @@ typedef struct ref_row {
     double *s;   /* sum_d q_id (1 + G_hd) k~_jd (unscaled) */
     double *z;   /* c_h * s */
     double *p;   /* softmax; 0 where hidden */
+    double *f;   /* dropout factors (desc.dropout): 0 or 1/(1-p), 1 without */
     unsigned char *vis;
 } ref_row;
 
@@ -262,6 +264,7 @@ static void row_init(ref_row *r, const pfx_attention_desc *d)
     r->s = ref_alloc(r->cols, sizeof(double));
     r->z = ref_alloc(r->cols, sizeof(double));
     r->p = ref_alloc(r->cols, sizeof(double));
+    r->f = ref_alloc(r->cols, sizeof(double));
     r->vis = ref_alloc(r->cols, 1);
 }
 
@@ -270,6 +273,7 @@ static void row_free(ref_row *r)
     free(r->s);
     free(r->z);
     free(r->p);
+    free(r->f);
     free(r->vis);
 }
 
@@ -294,7 +298,11 @@ static double row_softmax(const pfx_attention_desc *d, const float *q, const flo
     size_t nvis = 0;
     double mx = -INFINITY;
 
+    /* the row of (b, h, i) in the dropout stream; column j as the kernels number keys */
+    const uint32_t drow =
+        (uint32_t)(((d->dropout_stream.first_item + b) * d->heads + h) * d->queries + i);
     for (size_t j = 0; j < r->cols; j++) {
+        r->f[j] = ref_dropout_factor(&d->dropout_stream, d->dropout, drow, (uint32_t)j);
         r->p[j] = 0.0;
         r->s[j] = 0.0;
         r->z[j] = 0.0;
@@ -338,7 +346,7 @@ static void row_output(const pfx_attention_desc *d, const float *v, const float 
             continue;
         const float *vj = key_row(d, v, pv, b, hk, j);
         for (size_t dd = 0; dd < d->head_dim; dd++)
-            out[dd] += r->p[j] * (double)vj[dd];
+            out[dd] += r->p[j] * r->f[j] * (double)vj[dd];
     }
 }
 
@@ -436,7 +444,7 @@ void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries, co
                     double dp = 0.0;
                     for (size_t dd = 0; dd < D; dd++)
                         dp += (double)doi[dd] * (double)vj[dd];
-                    dz[j] = r.p[j] * (dp - delta);
+                    dz[j] = r.p[j] * (dp * r.f[j] - delta);
                 }
 
                 for (size_t j = 0; j < r.cols; j++) {
@@ -460,7 +468,7 @@ void ref_attention_backward(const pfx_attention_desc *d, size_t bank_entries, co
                         if (dkj)
                             dkj[dd] += c * dz[j] * (double)qi[dd] * g;
                         if (dvj)
-                            dvj[dd] += r.p[j] * (double)doi[dd];
+                            dvj[dd] += r.p[j] * r.f[j] * (double)doi[dd];
                         if (ddim_gain)
                             ddim_gain[h * D + dd] += c * dz[j] * (double)qi[dd] * (double)kj[dd];
                     }

@@ -6,7 +6,9 @@
  *
  * The problem is described by the public pfx_attention_desc (dims, layouts,
  * causal, scale (0: 1 / sqrt(D)), gain_mode / gain / gain_ramp, dim_gain,
- * q_lens, kv_lens, bank_index). Host arrays are float, in the device layouts:
+ * q_lens, kv_lens, bank_index, dropout with dropout_stream: the probabilities
+ * times the mask factors of reference/dropout_ref.h before the product with V,
+ * LSE undropped). Host arrays are float, in the device layouts:
  *   q, d_o, dq, o   : [B, H, N, D] (BHND) or [B, N, H, D] (BNHD) per
  *                     q_layout (q, dq) and o_layout (o, d_o)
  *   k, v, dk, dv    : [B, Hkv, M, D] or [B, M, Hkv, D] per kv_layout

@@ -246,7 +246,11 @@ int cmd_pretrain(int argc, char **argv)
         { "--no-shard-optimizer", CLI_FLAG, &no_shard, 0, 0, NULL, NULL, NULL,
           "every rank keeps the whole AdamW state", NULL },
         { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
-          "the new model's weights and the data order", "1" },
+          "the new model's weights, the data order and the dropout masks", "1" },
+        { "--dropout", CLI_FLOAT, &c.dropout, 0, 0.999, NULL, NULL, "X",
+          "p of every dropout of the model (GPT-2: embeddings, attention, residual; Llama "
+          "family: attention)",
+          "config.json's" },
         { "--resume", CLI_FLAG, &resume, 0, 0, NULL, NULL, NULL,
           "continue from OUT/" PFX_PRETRAIN_CHECKPOINT " (same options)", NULL },
         { "--peak-gflops", CLI_FLOAT, &peak, 0, 1e9, NULL, NULL, "X",

@@ -262,7 +262,11 @@ int cmd_tune(int argc, char **argv)
           "train)",
           "10" },
         { "--seed", CLI_U64, &c.seed, 0, 1.9e19, NULL, NULL, "S",
-          "seed of the prefixes, the data order", "1" },
+          "seed of the prefixes, the data order, the dropout masks", "1" },
+        { "--dropout", CLI_FLOAT, &c.dropout, 0, 0.999, NULL, NULL, "X",
+          "p of every dropout of the base model while tuning (GPT-2: embeddings, attention, "
+          "residual; Llama family: attention)",
+          "config.json's" },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T", "frozen weights",
           "f32" },
         { "--checkpoint-every", CLI_SIZE, &c.checkpoint_every, 1, 10000000, NULL, NULL, "N",
