@@ -8,6 +8,7 @@
 #if defined(__OPENCL_C_VERSION__) || defined(__OPENCL_VERSION__)
 typedef int pfx_cl_int;
 #else
+#define CL_TARGET_OPENCL_VERSION 120 /* as src/runtime/internal.h, which follows */
 #include <CL/cl.h>
 typedef cl_int pfx_cl_int;
 #endif
