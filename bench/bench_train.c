@@ -1,9 +1,12 @@
 /*
  * One full-training step of GPT-2 small (124M parameters, random weights
- * from its config.json): forward, loss, backward to every weight (and the
- * gains with --gain), global clipping at 1.0 and AdamW (weight decay 0.01)
- * over all of them. Median wall ms of the model's part and of the whole
- * step after warm-up steps, process CPU ms beside them, and the device
+ * from its config.json; with --model DIR the model and weights of a Hugging
+ * Face folder): forward, loss, backward to every weight (and the gains with
+ * --gain), global clipping at 1.0 and AdamW (weight decay 0.01) over all of
+ * them. The batch is random ids, or with --data the first B blocks of T
+ * tokens of llm.c-layout token shards (what bench/peer_train_llmc.py gives
+ * the three trainers it compares). Median wall ms of the model's part and of
+ * the whole step after warm-up steps, process CPU ms beside them, and the device
  * memory the step holds (pfx_runtime_memory peak: weights, gradients, two
  * moments, the workspace and the activations).
  *
@@ -16,9 +19,11 @@
  * loss chunk bracketed by pfx_runtime_finish, and says where the model's time
  * goes, each FLOP-bound part with its GFLOP/s and share of the peak.
  *
- * usage: bench_train [--device SEL] [--batch 8] [--tokens 128] [--steps 3]
- *                    [--warmup 1] [--gain] [--recompute] [--profile]
- *                    [--peak-gflops X] [--json PATH]
+ * usage: bench_train [--device SEL] [--model DIR] [--data PATTERN] [--batch 8]
+ *                    [--tokens 128] [--steps 3] [--warmup 1] [--gain] [--recompute]
+ *                    [--profile] [--peak-gflops X] [--json PATH]
+ * The JSON holds each measured step's wall ms (step_ms_each) and the first
+ * step's loss (first_loss: the weights as loaded).
  * The step is the one bench/peer_train_torch.py times with PyTorch.
  */
 #include <stdio.h>
@@ -32,10 +37,32 @@
 
 #define MAX_STEPS 64
 
+/* The batch: the first B blocks of T tokens of the shards, refused (naming
+ * the shard) before the device opens when they are not that many or hold
+ * an id past the vocabulary. */
+static bool read_batch(const char *pattern, size_t B, size_t N, size_t vocab, int32_t *ids)
+{
+    pfx_blocks *blocks = NULL;
+    bool ok = pfx_blocks_open_shards(pattern, PFX_SHARD_LLMC, N, &blocks) == PFX_SUCCESS &&
+              pfx_blocks_set_vocab(blocks, vocab) == PFX_SUCCESS;
+    if (ok && pfx_blocks_count(blocks) < B) {
+        fprintf(stderr, "--data %s: %zu blocks of %zu tokens, the batch needs %zu\n", pattern,
+                pfx_blocks_count(blocks), N, B);
+        pfx_blocks_free(&blocks);
+        return false;
+    }
+    for (size_t b = 0; ok && b < B; b++)
+        ok = pfx_blocks_read(blocks, b, ids + b * N) == PFX_SUCCESS;
+    if (!ok)
+        fprintf(stderr, "--data %s: %s\n", pattern, pfx_last_error(NULL));
+    pfx_blocks_free(&blocks);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     tool_openblas_settings(argv);
-    const char *device = NULL, *json = NULL;
+    const char *device = NULL, *json = NULL, *model_dir = NULL, *data = NULL;
     size_t B = 8, N = 128;
     int steps = 3, warmup = 1;
     bool gain = false, profile = false, recompute = false;
@@ -43,6 +70,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model_dir = argv[++i];
+        else if (!strcmp(argv[i], "--data") && i + 1 < argc)
+            data = argv[++i];
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
             B = strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
@@ -63,9 +94,9 @@ int main(int argc, char **argv)
             json = argv[++i];
         else {
             fprintf(stderr,
-                    "usage: %s [--device SEL] [--batch B] [--tokens N] [--steps S] [--warmup W] "
-                    "[--gain] "
-                    "[--recompute] [--profile] [--peak-gflops X] [--json PATH]\n",
+                    "usage: %s [--device SEL] [--model DIR] [--data PATTERN] [--batch B] "
+                    "[--tokens N] [--steps S] [--warmup W] [--gain] [--recompute] [--profile] "
+                    "[--peak-gflops X] [--json PATH]\n",
                     argv[0]);
             return 2;
         }
@@ -74,13 +105,33 @@ int main(int argc, char **argv)
         fprintf(stderr, "bad sizes: B >= 1, 2 <= N <= 1024, 1 <= steps <= %d\n", MAX_STEPS);
         return 2;
     }
+    /* the folder's shape and the shards' batch checked before the device opens */
+    size_t vocab = 50257;
+    if (model_dir) {
+        pfx_model_shape sh;
+        if (pfx_model_read_config(model_dir, &sh) != PFX_SUCCESS) {
+            fprintf(stderr, "--model %s: %s\n", model_dir, pfx_last_error(NULL));
+            return 2;
+        }
+        vocab = sh.vocab;
+    }
+    int32_t *ids = malloc(B * N * sizeof(int32_t));
+    if (!ids)
+        return 1;
+    if (data && !read_batch(data, B, N, vocab, ids)) {
+        free(ids);
+        return 2;
+    }
     pfx_runtime *rt = tool_runtime("bench_train", device);
     if (!rt)
         return 1;
     pfx_model *model = NULL;
     pfx_context_params cp = { .max_batch = B, .max_tokens = N, .recompute = recompute };
     pfx_context *ctx = NULL;
-    CHECK(tool_gpt2_small_random(rt, NULL, 1234, &model));
+    if (model_dir)
+        CHECK(pfx_model_load(rt, model_dir, NULL, &model));
+    else
+        CHECK(tool_gpt2_small_random(rt, NULL, 1234, &model));
     CHECK(pfx_context_create(model, &cp, &ctx));
     pfx_model_shape shape;
     CHECK(pfx_model_get_shape(model, &shape));
@@ -120,11 +171,8 @@ int main(int argc, char **argv)
         CHECK(pfx_optimizer_add_param(opt, g_g, gt[l], dg[l], name));
     }
 
-    int32_t *ids = malloc(B * N * sizeof(int32_t));
-    if (!ids)
-        return 1;
     uint64_t s = 42;
-    for (size_t i = 0; i < B * N; i++) {
+    for (size_t i = 0; !data && i < B * N; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((s >> 33) % shape.vocab);
     }
@@ -135,7 +183,7 @@ int main(int argc, char **argv)
     pfx_model_grads mg = { .gains = gain ? dg : NULL, .weights = dw };
 
     double wall_model[MAX_STEPS], wall_opt[MAX_STEPS], wall_step[MAX_STEPS], cpu_step[MAX_STEPS],
-        loss = 0;
+        loss = 0, first_loss = 0;
     for (int it = -warmup; it < steps; it++) {
         const double t0 = tool_now_s() * 1e3, c0 = tool_cpu_s() * 1e3;
         for (size_t l = 0; gain && l < L; l++)
@@ -147,6 +195,8 @@ int main(int argc, char **argv)
         CHECK(pfx_optimizer_step(opt, &rep));
         CHECK(pfx_runtime_finish(rt));
         const double t2 = tool_now_s() * 1e3, c2 = tool_cpu_s() * 1e3;
+        if (it == -warmup)
+            first_loss = loss;
         if (it >= 0) {
             wall_model[it] = t1 - t0;
             wall_opt[it] = t2 - t1;
@@ -191,10 +241,11 @@ int main(int argc, char **argv)
     };
     const double tok = (double)(B * N);
     printf("device: %s (%s)\n", dev->device_name, dev->platform_name);
-    printf("test: GPT-2 small full-training step, B=%zu N=%zu, %zu parameters%s, %s, AdamW + "
-           "clipping\n",
-           B, N, shape.parameters, gain ? " + gains" : "",
-           recompute ? "blocks recomputed" : "activations kept");
+    printf("test: %s full-training step, B=%zu N=%zu, %zu layers of %zu, %zu parameters%s, %s, "
+           "AdamW + clipping, %s\n",
+           model_dir ? model_dir : "GPT-2 small", B, N, shape.layers, shape.hidden,
+           shape.parameters, gain ? " + gains" : "",
+           recompute ? "blocks recomputed" : "activations kept", data ? data : "random ids");
     printf("FMA peak: %.1f GFLOP/s (prefixcl bench's peak.fma); %.4g FLOPs a token "
            "(6 N + 12 L T d)\n",
            peak, flops);
@@ -233,10 +284,14 @@ int main(int argc, char **argv)
                 "\"gain\": %s, "
                 "\"steps\": %d, \"loss\": %.6f, \"peak_bytes\": %zu, \"model_ms\": %.3f, "
                 "\"optimizer_ms\": %.3f, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
-                "\"peak_gflops\": %.2f, \"flops_per_token\": %.6g, \"mfu\": %.5f}\n",
+                "\"peak_gflops\": %.2f, \"flops_per_token\": %.6g, \"mfu\": %.5f, "
+                "\"parameters\": %zu, \"first_loss\": %.6f, \"step_ms_each\": [",
                 dev->device_name, B, N, gain ? "true" : "false", steps, loss, mem.peak_bytes,
                 med_model, med_opt, med_step, tok / (med_step / 1e3), peak, flops,
-                tok * flops / (med_step / 1e3) / (peak * 1e9));
+                tok * flops / (med_step / 1e3) / (peak * 1e9), shape.parameters, first_loss);
+        for (int i = 0; i < steps; i++)
+            fprintf(out, "%s%.3f", i ? ", " : "", wall_step[i]);
+        fprintf(out, "]}\n");
         fclose(out);
     }
     for (size_t i = 0; i < W; i++)

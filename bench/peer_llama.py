@@ -227,10 +227,12 @@ def measured(cmd, env=None):
     return out, (before, load1())
 
 
-def prefixcl_env():
+def prefixcl_env(threads=THREADS):
+    """The environment that gives prefixcl `threads` threads: the host BLAS, the
+    few-row kernels' OpenMP team and PoCL's kernel threads."""
     env = dict(os.environ)
-    env.update(OPENBLAS_NUM_THREADS=str(THREADS), OMP_NUM_THREADS=str(THREADS),
-               POCL_CPU_MAX_CU_COUNT=str(THREADS))
+    env.update(OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
+               POCL_CPU_MAX_CU_COUNT=str(threads))
     return env
 
 

@@ -331,6 +331,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
     const pfx_pretrain_config *c = j->cfg;
     pfx_status st = PFX_SUCCESS;
     const double t0 = pfx_host_seconds(), built0 = pfx_job_build_seconds(j->rt);
+    double eval_s = 0.0; /* evaluations: not training work, out of the rate */
     size_t done_here = 0;
     for (size_t s = r->first_step; s < r->steps && st == PFX_SUCCESS; s++) {
         if (pfx_job_any(c->dist.ranks, c->dist.any, c->dist.user,
@@ -352,14 +353,17 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
         done_here++;
         if (j->any_gain && (st = trace_gains(j, r->gains + (s + 1) * j->L * j->H)))
             break;
-        if (c->eval_every && (s + 1) % c->eval_every == 0 && s + 1 < r->steps &&
-            (st = evaluate(j, &r->eval_losses[s + 1])))
-            break;
-        if (s + 1 == r->steps && (st = evaluate(j, &r->eval_losses[s + 1])))
-            break;
-        /* steady-state work: the kernels' first builds left out */
+        if ((c->eval_every && (s + 1) % c->eval_every == 0) || s + 1 == r->steps) {
+            const double e0 = pfx_host_seconds();
+            st = evaluate(j, &r->eval_losses[s + 1]);
+            eval_s += pfx_host_seconds() - e0;
+            if (st)
+                break;
+        }
+        /* steady-state training: the kernels' first builds and the
+         * evaluations left out */
         const double built = pfx_job_build_seconds(j->rt) - built0,
-                     elapsed = pfx_host_seconds() - t0 - built;
+                     elapsed = pfx_host_seconds() - t0 - built - eval_s;
         const float ramp = pfx_optimizer_gain_ramp(j->opt);
         const pfx_model_prefix pre =
             prefix_of(j, ramp); /* the host gains are this step's (trace_gains) */
@@ -376,7 +380,7 @@ static pfx_status train(pfx_pretrain_job *j, pfx_pretrain_step_fn on_step, void 
             .build_s = built,
             .tokens_per_s =
                 (double)(done_here * r->tokens_per_step) / (elapsed > 0 ? elapsed : 1e-9),
-            .eta_s = elapsed / (double)done_here * (double)(r->steps - s - 1),
+            .eta_s = (elapsed + eval_s) / (double)done_here * (double)(r->steps - s - 1),
             .ctx = j->eval_ctx,
             .prefix = &pre,
         };

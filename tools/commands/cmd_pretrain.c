@@ -31,6 +31,7 @@ typedef struct progress {
     bool built;         /* the kernel building said */
     size_t block;       /* T, the keys a query attends to at most */
     double peak_gflops; /* the FMA peak of one device (0: no MFU) */
+    double rate;        /* the last step's training tokens/s (steady state) */
     double flops;       /* of a trained token (6 N + 12 L T d), from the first step */
     double mfu;         /* of the last step printed, percent */
 } progress;
@@ -38,6 +39,7 @@ typedef struct progress {
 static void on_step(const pfx_pretrain_step *s, void *user)
 {
     progress *p = user;
+    p->rate = s->tokens_per_s;
     if (p->quiet)
         return;
     tool_say_builds(stdout, p->tty, s->build_s, &p->built);
@@ -433,11 +435,9 @@ int cmd_pretrain(int argc, char **argv)
             r.steps_done, r.steps, c.out_dir, PFX_PRETRAIN_CHECKPOINT);
         rc = cli_stop ? cli_stop_status() : pfx_dist_size() > 1 ? PFX_DIST_EXIT_STOPPED : 0;
     } else {
-        const double rate =
-            r.seconds > 0 ? (double)((r.steps_done - r.first_step) * r.tokens_per_step) / r.seconds
-                          : 0.0;
-        printf("time: %.1f s for steps %zu..%zu: %.0f tokens/s", r.seconds, r.first_step + 1,
-               r.steps_done, rate);
+        const double rate = prog.rate;
+        printf("time: %.1f s for steps %zu..%zu with evaluations; training alone %.0f tokens/s",
+               r.seconds, r.first_step + 1, r.steps_done, rate);
         if (prog.peak_gflops > 0)
             printf(", MFU %.2f%% of %d x %.1f GFLOP/s (6 N + 12 L T d = %.4g FLOPs a token)",
                    tool_mfu(rate, pfx_model_train_flops(s, c.block, true), prog.peak_gflops,

@@ -38,10 +38,13 @@ static int write_config(exp_state *s)
         fprintf(stderr, "prefixcl experiment gain: %s\n", pfx_last_error(NULL));
         return -1;
     }
+    /* dropout 0 written out (GPT-2's config defaults to 0.1): an arm sees
+     * under an epoch of the corpus, where dropout only slows learning */
     fprintf(pfx_output_stream(f),
             "{\"model_type\": \"gpt2\", \"n_layer\": %zu, \"n_head\": %zu, \"n_embd\": %zu, "
             "\"vocab_size\": %zu, "
-            "\"n_positions\": %zu, \"bos_token_id\": %d, \"eos_token_id\": %d}\n",
+            "\"n_positions\": %zu, \"bos_token_id\": %d, \"eos_token_id\": %d, "
+            "\"embd_pdrop\": 0.0, \"attn_pdrop\": 0.0, \"resid_pdrop\": 0.0}\n",
             o->layers, o->heads, o->hidden, pfx_tokenizer_vocab_size(s->tok), o->block, (int)eos,
             (int)eos);
     if (pfx_output_commit(&f) != PFX_SUCCESS) {
