@@ -584,64 +584,73 @@ static double half_kv_steps(world *w, pfx_dtype kv, double tol)
     return worst;
 }
 
-/* Greedy through a cache of `kv` against HF + PEFT's tokens, case by case:
- * each step fed HF's tokens on the float32 cache and on kv's gives kv's
- * greedy token equal to HF's unless float32's first two logits are closer
- * than twice the caches' largest logit difference (a near-tie the rounding
- * may flip); a case without such a flip generates HF's tokens with
- * pfx_generate. Returns the cases that had one. */
+/* Greedy through a cache of `kv` against HF + PEFT's tokens, four cases a
+ * batch: each step fed HF's tokens on the float32 cache and on kv's gives
+ * kv's greedy token equal to HF's (so greedy generation gives HF's tokens)
+ * unless float32's first two logits are closer than twice the caches'
+ * largest logit difference (a near-tie the rounding may flip). Returns the
+ * cases that had one. */
 static size_t hf_greedy_kv(world *w, pfx_dtype kv)
 {
     pfx_model_shape s;
     assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
-    const size_t V = s.vocab;
+    const size_t V = s.vocab, B = 4;
     pfx_kv_cache *half = NULL;
     pfx_tensor *lg = NULL;
-    assert_int_equal(pfx_kv_cache_create_dtype(w->model, 1, 24, kv, &half), PFX_SUCCESS);
-    assert_int_equal(pfx_tensor_create(w->rt, PFX_DTYPE_F32, 2, (size_t[]){ 1, V }, &lg),
+    assert_int_equal(pfx_kv_cache_create_dtype(w->model, B, 24, kv, &half), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(w->rt, PFX_DTYPE_F32, 2, (size_t[]){ B, V }, &lg),
                      PFX_SUCCESS);
-    float *x = malloc(V * sizeof(float)), *y = malloc(V * sizeof(float));
+    float *x = malloc(B * V * sizeof(float)), *y = malloc(B * V * sizeof(float));
     assert_true(x && y);
     size_t flipped = 0;
-    for (size_t i = 0; i < w->count; i++) {
-        const gcase *c = &w->cases[i];
-        int32_t ids[MAX_IDS], len = (int32_t)c->prompt_len, adapter = c->adapter;
-        memcpy(ids, c->prompt, c->prompt_len * sizeof(int32_t));
-        pfx_serve_step step = { 1, c->prompt_len, ids, &len, &adapter };
-        assert_int_equal(pfx_kv_cache_reset(w->cache, 0), PFX_SUCCESS);
-        assert_int_equal(pfx_kv_cache_reset(half, 0), PFX_SUCCESS);
-        bool flip = false;
+    for (size_t i0 = 0; i0 < w->count; i0 += B) {
+        const size_t n = w->count - i0 < B ? w->count - i0 : B;
+        const gcase *c = w->cases + i0;
+        int32_t ids[4 * MAX_IDS] = { 0 }, lens[4] = { 0 }, adapter[4] = { -1, -1, -1, -1 };
+        size_t N = 1;
+        for (size_t r = 0; r < n; r++) {
+            memcpy(ids + r * MAX_IDS, c[r].prompt, c[r].prompt_len * sizeof(int32_t));
+            lens[r] = (int32_t)c[r].prompt_len;
+            adapter[r] = c[r].adapter;
+            N = c[r].prompt_len > N ? c[r].prompt_len : N;
+        }
+        /* right-padded rows of N */
+        for (size_t r = 1; r < n; r++)
+            memmove(ids + r * N, ids + r * MAX_IDS, N * sizeof(int32_t));
+        pfx_serve_step step = { B, N, ids, lens, adapter }; /* slots past n idle */
+        for (size_t r = 0; r < B; r++) {
+            assert_int_equal(pfx_kv_cache_reset(w->cache, r), PFX_SUCCESS);
+            assert_int_equal(pfx_kv_cache_reset(half, r), PFX_SUCCESS);
+        }
+        bool flip[4] = { false, false, false, false };
         for (size_t k = 0; k < NEW; k++) {
             if (pfx_serve_step_run(w->ctx, w->cache, w->bank, &step, lg) != PFX_SUCCESS ||
-                pfx_tensor_read(lg, 0, V, x) != PFX_SUCCESS ||
+                pfx_tensor_read(lg, 0, B * V, x) != PFX_SUCCESS ||
                 pfx_serve_step_run(w->ctx, half, w->bank, &step, lg) != PFX_SUCCESS ||
-                pfx_tensor_read(lg, 0, V, y) != PFX_SUCCESS)
-                fail_msg("case %zu step %zu: %s", i, k, pfx_last_error(w->rt));
-            float gap, gap_h, diff = 0.0f;
-            for (size_t j = 0; j < V; j++)
-                diff = fmaxf(diff, fabsf(x[j] - y[j]));
-            assert_int_equal(top_of(x, V, &gap), c->expect[k]);
-            if (top_of(y, V, &gap_h) != c->expect[k]) {
-                if (!(gap < 2.0f * diff))
-                    fail_msg("%s cache, adapter %d, token %zu: greedy %d, HF + PEFT %d, float32's "
-                             "gap %g",
-                             pfx_dtype_name(kv), (int)c->adapter, k, (int)top_of(y, V, &gap_h),
-                             (int)c->expect[k], (double)gap);
-                flip = true;
+                pfx_tensor_read(lg, 0, B * V, y) != PFX_SUCCESS)
+                fail_msg("cases %zu.., step %zu: %s", i0, k, pfx_last_error(w->rt));
+            for (size_t r = 0; r < n; r++) {
+                const float *xr = x + r * V, *yr = y + r * V;
+                float gap, gap_h, diff = 0.0f;
+                for (size_t t = 0; t < V; t++)
+                    diff = fmaxf(diff, fabsf(xr[t] - yr[t]));
+                assert_int_equal(top_of(xr, V, &gap), c[r].expect[k]);
+                const int32_t t_h = top_of(yr, V, &gap_h);
+                if (t_h != c[r].expect[k]) {
+                    if (!(gap < 2.0f * diff))
+                        fail_msg("%s cache, adapter %d, token %zu: greedy %d, HF + PEFT %d, "
+                                 "float32's gap %g",
+                                 pfx_dtype_name(kv), (int)c[r].adapter, k, (int)t_h,
+                                 (int)c[r].expect[k], (double)gap);
+                    flip[r] = true;
+                }
+                ids[r] = c[r].expect[k];
+                lens[r] = 1;
             }
-            ids[0] = c->expect[k];
-            len = 1;
             step.tokens = 1;
         }
-        if (flip) {
-            flipped++;
-            continue;
-        }
-        int32_t out[NEW];
-        pfx_request q = request_of(c, out);
-        if (pfx_generate(w->ctx, half, w->bank, &q, 1, &greedy, NULL, NULL, NULL) != PFX_SUCCESS)
-            fail_msg("generate: %s", pfx_last_error(w->rt));
-        expect_tokens(c, &q, pfx_dtype_name(kv));
+        for (size_t r = 0; r < n; r++)
+            flipped += flip[r];
     }
     free(x);
     free(y);
