@@ -98,13 +98,14 @@ def test_generate_refusals(runtime):
         assert e.value.name == "PFX_ERROR_INVALID_ARGUMENT" and "dtype" in e.value.message
 
 
-def test_scheduler(runtime):
+@pytest.mark.parametrize("kv_dtype", ["f32", "f16"])
+def test_scheduler(runtime, kv_dtype):
     c = cases("gpt2")
     with prefixcl.load_model(runtime, str(GEN / "gpt2")) as m, \
             prefixcl.AdapterBank(m, 4) as bank:
         entries = {str(GEN / "gpt2" / f"adapter{i}"): bank.add(str(GEN / "gpt2" / f"adapter{i}"))
                    for i in range(4)}
-        with prefixcl.Scheduler(m, bank, slots=3, max_len=32) as s:
+        with prefixcl.Scheduler(m, bank, slots=3, max_len=32, kv_dtype=kv_dtype) as s:
             requests = [s.submit(p, adapter=entries.get(a, -1), max_new_tokens=7)
                         for a, p, _ in c]
             for r, (_, _, want) in zip(requests, c):
