@@ -30,9 +30,12 @@
  * model not yet loaded); each batch's decode step is printed as a multiple
  * of it.
  *
+ * --kv-dtype f16 (or bf16): the KV cache stored as half (bfloat16), as
+ * llama.cpp's default f16 cache, so that the two read the same cache bytes.
+ *
  * usage: bench_generate [--device SEL] [--model DIR] [--batch 1,8] [--tokens 128] [--new 32]
- *                       [--runs 3] [--storage f32|f16|bf16|q8_0] [--no-adapter] [--gains] [--compare-one]
- *                       [--compare-host] [--json PATH]
+ *                       [--runs 3] [--storage f32|f16|bf16|q8_0] [--kv-dtype f32|f16|bf16]
+ *                       [--no-adapter] [--gains] [--compare-one] [--compare-host] [--json PATH]
  * bench/peer_generate_torch.py times the same with transformers + PEFT,
  * bench/peer_llama.py with llama.cpp.
  */
@@ -285,7 +288,7 @@ int main(int argc, char **argv)
     const char *device = NULL, *json = NULL, *model_dir = NULL;
     size_t batches[MAX_BATCHES] = { 1, 8 }, nb = 2, N = 128, NEW = 32;
     int runs = 3;
-    pfx_dtype storage = PFX_DTYPE_F32;
+    pfx_dtype storage = PFX_DTYPE_F32, kv_dtype = PFX_DTYPE_F32;
     bool gains = false, compare_one = false, compare_host_step = false, adapters = true;
     size_t vocab = 50257;
     for (int i = 1; i < argc; i++) {
@@ -316,13 +319,15 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--storage") && i + 1 < argc &&
                    tool_storage_parse(argv[i + 1], &storage)) {
             i++;
+        } else if (!strcmp(argv[i], "--kv-dtype") && i + 1 < argc &&
+                   tool_kv_dtype_parse(argv[i + 1], &kv_dtype)) {
+            i++;
         } else {
-            fprintf(
-                stderr,
-                "usage: %s [--device SEL] [--model DIR] [--batch 1,8] [--tokens N] [--new NEW] "
-                "[--runs R] [--storage f32|f16|bf16|q8_0] [--no-adapter] [--gains] [--compare-one] "
-                "[--compare-host] [--json PATH]\n",
-                argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--device SEL] [--model DIR] [--batch 1,8] [--tokens N] [--new NEW] "
+                    "[--runs R] [--storage f32|f16|bf16|q8_0] [--kv-dtype f32|f16|bf16] "
+                    "[--no-adapter] [--gains] [--compare-one] [--compare-host] [--json PATH]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -382,7 +387,7 @@ int main(int argc, char **argv)
         rmdir(dir);
     }
     pfx_kv_cache *cache = NULL;
-    CHECK(pfx_kv_cache_create(model, maxb, N + NEW, &cache));
+    CHECK(pfx_kv_cache_create_dtype(model, maxb, N + NEW, kv_dtype, &cache));
     pfx_memory_stats mem;
     CHECK(pfx_runtime_memory(rt, &mem));
     pfx_model_shape shape;
@@ -405,12 +410,14 @@ int main(int argc, char **argv)
     if (js)
         fprintf(js,
                 "{\"device\": \"%s\", \"tokens\": %zu, \"new\": %zu, \"prefix\": %d, "
-                "\"storage\": \"%s\", \"gains\": %s, \"read_gbs\": %.3f, \"weight_bytes\": %.0f, "
-                "\"floor_ms\": %.4f, \"results\": [",
+                "\"storage\": \"%s\", \"kv_dtype\": \"%s\", \"gains\": %s, \"read_gbs\": %.3f, "
+                "\"weight_bytes\": %.0f, \"floor_ms\": %.4f, \"results\": [",
                 pfx_runtime_device(rt)->device_name, N, NEW, adapters ? PREFIX : 0,
-                tool_storages[storage], gains ? "true" : "false", bw.gbs, weight_bytes, floor_ms);
-    printf("GPT-2 small (%s, %s), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
-           model_dir ? model_dir : "random weights", tool_storages[storage], adapters ? PREFIX : 0,
+                tool_storages[storage], tool_kv_dtypes[kv_dtype], gains ? "true" : "false", bw.gbs,
+                weight_bytes, floor_ms);
+    printf("GPT-2 small (%s, %s, KV cache %s), prefix %d (%s%s), prompt %zu, %zu new tokens, %s\n",
+           model_dir ? model_dir : "random weights", tool_storages[storage],
+           tool_kv_dtypes[kv_dtype], adapters ? PREFIX : 0,
            adapters ? "one adapter per request" : "no adapter",
            gains ? ", each adapter with its own tanh gains" : "", N, NEW,
            pfx_runtime_device(rt)->device_name);

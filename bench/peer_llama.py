@@ -5,7 +5,8 @@ engines, prompt 128, 32 new tokens, 2 threads each, float32, half and int8
 
     python3 bench/peer_llama.py prepare --llama-build DIR --work DIR
     python3 bench/peer_llama.py run --llama-build DIR --work DIR --prefixcl-build DIR
-                                    [--rounds 2] [--runs 3] [--storage f32,f16,q8_0] [--json FILE]
+                                    [--rounds 2] [--runs 3] [--storage f32,f16,q8_0]
+                                    [--kv-dtype f32|f16|bf16] [--json FILE]
 
 prepare: a GPT2LMHeadModel of GPT-2 small's config (12 layers, 768 wide, 12
 heads, vocab 50257, 1024 positions) with seeded random weights, saved by
@@ -240,7 +241,7 @@ def run_prefixcl(args, storage):
     cmd = [str(Path(args.prefixcl_build) / "bench" / "bench_generate"), "--model",
            str(Path(args.work) / "gpt2-small"), "--no-adapter", "--batch", "1,%d" % BATCH,
            "--tokens", str(PROMPT), "--new", str(NEW), "--runs", str(args.runs), "--storage",
-           storage, "--json", str(js)]
+           storage, "--kv-dtype", args.kv_dtype, "--json", str(js)]
     out, load = measured(cmd, prefixcl_env())
     res = {r["batch"]: r for r in json.loads(js.read_text())["results"]}
     one, eight = res[1], res[BATCH]
@@ -367,6 +368,8 @@ def main():
     r.add_argument("--runs", type=int, default=3, help="runs within each measurement")
     r.add_argument("--storage", default="f32,f16",
                    help="comma-separated, of f32, f16, q8_0 (each needs its GGUF)")
+    r.add_argument("--kv-dtype", default="f32", choices=["f32", "f16", "bf16"],
+                   help="prefixcl's KV cache (bench_generate --kv-dtype); f16 is llama.cpp's")
     r.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
     return prepare(args) if args.command == "prepare" else run(args)

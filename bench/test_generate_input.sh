@@ -27,6 +27,7 @@ expect "--model without config.json" "$dir/missing/config.json" --model "$dir/mi
 expect "--model of another shape" "2 layers" --model "$dir/two-layers"
 expect "--no-adapter with --gains" "need the adapters" --no-adapter --gains
 expect "--no-adapter with --compare-one" "need the adapters" --compare-one --no-adapter
+expect "--kv-dtype q8_0" "--kv-dtype f32|f16|bf16" --kv-dtype q8_0
 
 if python3 -S "$peer" --help >"$dir/stdout" 2>"$dir/stderr" &&
     grep -q "prepare" "$dir/stdout" && python3 -S "$peer" run --help >"$dir/stdout" 2>&1 &&
@@ -58,5 +59,5 @@ peer_storage() {
 peer_storage "--storage q4" f32,q4 "storages: f32, f16, q8_0"
 peer_storage "--storage q8_0 without its GGUF" q8_0 "$dir/work/gpt2-small-q8_0.gguf"
 
-echo "$((8 - failures)) passed, $failures failed"
+echo "$((9 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

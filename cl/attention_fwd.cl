@@ -98,22 +98,28 @@ typedef float4 floatv;
 typedef int4 intv;
 #define vloadv vload4
 #define vstorev vstore4
+#define vload_halfv vload_half4
 #define as_floatv as_float4
 #define convert_intv convert_int4
+#define convert_uintv convert_uint4
 #elif VEC == 8
 typedef float8 floatv;
 typedef int8 intv;
 #define vloadv vload8
 #define vstorev vstore8
+#define vload_halfv vload_half8
 #define as_floatv as_float8
 #define convert_intv convert_int8
+#define convert_uintv convert_uint8
 #elif VEC == 16
 typedef float16 floatv;
 typedef int16 intv;
 #define vloadv vload16
 #define vstorev vstore16
+#define vload_halfv vload_half16
 #define as_floatv as_float16
 #define convert_intv convert_int16
+#define convert_uintv convert_uint16
 #elif VEC != 1
 #error "VEC must be 1, 4, 8 or 16"
 #endif
@@ -159,9 +165,10 @@ inline floatv pfx_exp2v(floatv x)
 
 /* pfx_attn_dims and the HALF_ flags: cl/attention_fwd.h, joined before this file. */
 
-/* One tensor's flag as pfx_load's storage code (0 float, 1 half): bit 1
- * must not read as code 2, bfloat16. */
-#define pfx_half_flag(flags, bit) ((int)(((flags) & (bit)) ? 1 : 0))
+/* One tensor's flags as pfx_load's storage code (0 float, 1 half, 2
+ * bfloat16): its half bit, or that bit shifted by BF16_SHIFT. */
+#define pfx_half_flag(flags, bit) \
+    ((int)(((flags) & (bit)) ? 1 : ((flags) & ((bit) << BF16_SHIFT)) ? PFX_BF16 : 0))
 
 /* Rows [r0, r0 + BLOCK_M) of kv head hk: smallest and largest query index
  * among the rows that exist, for the causal bounds of the tile. */

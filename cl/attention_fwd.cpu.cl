@@ -65,6 +65,16 @@
 #define pfx_hsum pfx_sum16
 #endif
 
+/* VEC elements of a float, half or bfloat16 row (pfx_load's storage code)
+ * from element off, widened in one vector load. */
+inline floatv pfx_loadv(__global const void *p, ulong off, int code)
+{
+    if (code == PFX_BF16)
+        return as_floatv(convert_uintv(vloadv(0, (__global const ushort *)p + off)) << 16);
+    return code ? vload_halfv(0, (__global const half *)p + off)
+                : vloadv(0, (__global const float *)p + off);
+}
+
 /* The tile products, RB keys or rows x NVS score vectors or NVD vectors of
  * head dimensions per register block (cl/common.cl). */
 PFX_DEFINE_CPU_TILE_PRODUCTS(floatv, VEC, RB, NVS, NVD, HEAD_DIM)
@@ -161,10 +171,10 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
             const int kh = pfx_half_flag(flags, pre ? HALF_PK : HALF_K),
                       vh = pfx_half_flag(flags, pre ? HALF_PV : HALF_V);
             const ulong off = pre ? p_base + (ulong)j * D : kv_base + (ulong)(j - P) * kvr;
-            if (!kh && !vh && D == HEAD_DIM) { /* float rows: vector loads */
+            if (D == HEAD_DIM) { /* whole rows: vector loads (a half KV cache's too) */
                 for (int d0 = 0; d0 < HEAD_DIM; d0 += VEC) {
-                    floatv kx = vloadv(0, (__global const float *)ksrc + off + d0);
-                    LVEC(Vs, c * HEAD_DIM + d0) = vloadv(0, (__global const float *)vsrc + off + d0);
+                    floatv kx = pfx_loadv(ksrc, off + d0, kh);
+                    LVEC(Vs, c * HEAD_DIM + d0) = pfx_loadv(vsrc, off + d0, vh);
 #if ROW_LANES
                     LVEC(Ks, c * HEAD_DIM + d0) = kx;
 #else

@@ -8,6 +8,7 @@
 #if defined(__OPENCL_C_VERSION__) || defined(__OPENCL_VERSION__)
 typedef int pfx_cl_int;
 #else
+#define CL_TARGET_OPENCL_VERSION 120 /* as src/runtime/internal.h, which follows */
 #include <CL/cl.h>
 typedef cl_int pfx_cl_int;
 #endif
@@ -25,5 +26,8 @@ typedef struct pfx_attn_dims {
 #define HALF_PK 8
 #define HALF_PV 16
 #define HALF_O  32
+/* A tensor stored as bfloat16 (the inputs only: a KV cache's storage) sets
+ * its half bit shifted by BF16_SHIFT instead. */
+#define BF16_SHIFT 6
 
 #endif

@@ -497,6 +497,11 @@ static void test_bad_inputs(void **state)
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 4, qs, &half_dq), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 3, ls, &bad_lse), PFX_SUCCESS);
     assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 3, ls_ok, &half_lse), PFX_SUCCESS);
+    pfx_tensor *bf16_k = NULL;
+    size_t ks[4];
+    for (unsigned i = 0; i < 4; i++)
+        ks[i] = pfx_tensor_dim(p.f.tk, i);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_BF16, 4, ks, &bf16_k), PFX_SUCCESS);
     size_t live = pfx_test_live_bytes(rt);
     pfx_attention_grads gg = g.g;
 #define BWD(o_, lse_, do_, grads_)                                                                 \
@@ -581,12 +586,18 @@ static void test_bad_inputs(void **state)
     d.gain = (const float[]){ 0.1f, 0.2f, 0.3f, 0.4f };
     assert_status_names(rt, pfx_attention_backward(rt, &d, &p.f.in, p.to, p.tlse, p.tdo, &gg),
                         PFX_ERROR_UNSUPPORTED, "per-item gains");
+    /* only the forward reads bfloat16 (a KV cache's storage) */
+    pfx_attention_inputs in_bf16 = p.f.in;
+    in_bf16.k = bf16_k;
+    assert_status_names(rt, pfx_attention_backward(rt, &p.f.d, &in_bf16, p.to, p.tlse, p.tdo, &gg),
+                        PFX_ERROR_DTYPE_MISMATCH, "in.k");
     (void)dpk_none;
     assert_int_equal(pfx_test_live_bytes(rt), live); /* no workspace left, nothing enqueued */
 #undef BWD
     pfx_tensor_destroy(&half_dq);
     pfx_tensor_destroy(&bad_lse);
     pfx_tensor_destroy(&half_lse);
+    pfx_tensor_destroy(&bf16_k);
     grads_free(&g);
     problem_free(&p);
     assert_int_equal(pfx_test_live_bytes(rt), base);

@@ -19,6 +19,7 @@ typedef struct fwd_case {
     pfx_attention_desc d;
     size_t bank; /* T > 0: a bank [T, Hkv, P, D] */
     bool half_q, half_kv, half_prefix, half_o;
+    bool bf16_kv;     /* K and V as bfloat16 (a KV cache's storage) */
     float data_range; /* inputs uniform in [-range, range] (default 1) */
     uint64_t seed;
     void (*poke)(struct fwd_tensors *t); /* changes inputs (host and device) before the run */
@@ -49,7 +50,9 @@ static void tensors_create(pfx_runtime *rt, const fwd_case *c, fwd_tensors *t)
     ref_rng_seed(&rng, c->seed);
     float range = c->data_range > 0 ? c->data_range : 1.0f;
     const pfx_dtype q_dt = c->half_q ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
-    const pfx_dtype kv_dt = c->half_kv ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
+    const pfx_dtype kv_dt = c->bf16_kv   ? PFX_DTYPE_BF16
+                            : c->half_kv ? PFX_DTYPE_F16
+                                         : PFX_DTYPE_F32;
     const pfx_dtype p_dt = c->half_prefix ? PFX_DTYPE_F16 : PFX_DTYPE_F32;
     size_t qs[4], ks[4], os[4], ps[4];
     attn_shape(d, ATTN_Q, qs);
@@ -471,6 +474,24 @@ static void test_half(void **state)
     c.half_o = true;
     c.d.queries = 1;
     c.seed = 92;
+    run_case(rt, &c);
+}
+
+/* K and V stored as bfloat16 (the reference sees the stored values), the
+ * prefix float32 beside them, one decode row a head (whole rows of a head
+ * size bucket: the CPU path's vector loads); then a causal block of an
+ * awkward head size with the prefix and O in half. */
+static void test_bf16_kv(void **state)
+{
+    pfx_runtime *rt = *state;
+    fwd_case c = base_case(3, 6, 2, 1, 45, 7, 64, 93);
+    c.bf16_kv = true;
+    run_case(rt, &c);
+    c.half_prefix = c.half_o = true;
+    c.d.queries = 19;
+    c.d.head_dim = 40;
+    c.d.causal = true;
+    c.seed = 94;
     run_case(rt, &c);
 }
 
@@ -1041,6 +1062,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_large_logits),
         cmocka_unit_test(test_bank),
         cmocka_unit_test(test_half),
+        cmocka_unit_test(test_bf16_kv),
         cmocka_unit_test(test_random_sizes),
         cmocka_unit_test(test_nonfinite_data),
         cmocka_unit_test(test_huge_logits),

@@ -10,6 +10,7 @@
  * weights; Q8_0 weights (rows of whole blocks, the view on a block; the
  * many-row blocks of columns starting inside a block); bad arguments.
  */
+#include "half.h"
 #include "model_ops_test.h"
 
 typedef struct gw_case {
@@ -141,6 +142,67 @@ static void test_to_float(void **state)
     to_float_case(*state, Q8);
 }
 
+/* The other way (a half KV cache's new rows): a strided float32 view
+ * rounded to nearest even into a strided half or bfloat16 one, ties to
+ * even and past half's range included, as the host rounds; nothing outside
+ * the view written. */
+static void from_float_case(pfx_runtime *rt, pfx_dtype storage)
+{
+    ref_rng rng;
+    ref_rng_seed(&rng, 69);
+    const size_t R = 7, C = 29, ld_s = 35, ld_d = 31, ns = 3 + (R - 1) * ld_s + C;
+    const bool bf16 = storage == PFX_DTYPE_BF16;
+    float *hs, *hd;
+    pfx_tensor *src = mo_upload(rt, &rng, PFX_DTYPE_F32, ns, 70000.0f, &hs);
+    pfx_tensor *dst = mo_upload(rt, &rng, storage, 2 + (R - 1) * ld_d + C + 2, 1.0f, &hd);
+    /* halfway between two neighbours: to the even one (up, then down) */
+    const float ulp = bf16 ? 0x1p-7f : 0x1p-10f;
+    const float ties[4] = { 1.0f + 0.5f * ulp, 1.0f + 1.5f * ulp, -2.0f - ulp, 65520.0f };
+    memcpy(hs + 3, ties, sizeof(ties));
+    assert_int_equal(pfx_tensor_write(src, 3, 4, ties), PFX_SUCCESS);
+    assert_int_equal(
+        pfx_op_from_float(rt, pfx_mat_of(src, 3, R, C, ld_s), pfx_mat_of(dst, 2, R, C, ld_d)),
+        PFX_SUCCESS);
+    float *got = mo_read(dst);
+    for (size_t n = pfx_tensor_numel(dst), i = 0; i < n; i++) {
+        const size_t r = (i - 2) / ld_d, c = (i - 2) % ld_d;
+        const bool in = i >= 2 && r < R && c < C;
+        const float want =
+            in ? pfx_16bit_to_float(pfx_float_to_16bit(hs[3 + r * ld_s + c], bf16), bf16) : hd[i];
+        if (memcmp(&got[i], &want, sizeof(float)))
+            fail_msg("%s element %zu: %.9g, expected %.9g", pfx_dtype_name(storage), i,
+                     (double)got[i], (double)want);
+    }
+    assert_true(got[2] == 1.0f && got[3] == 1.0f + 2.0f * ulp && got[4] == -2.0f);
+    assert_true(bf16 ? got[5] == 65536.0f : isinf(got[5]));
+    free(got);
+    free(hs);
+    free(hd);
+    pfx_tensor_destroy(&src);
+    pfx_tensor_destroy(&dst);
+}
+
+static void test_from_float(void **state)
+{
+    from_float_case(*state, PFX_DTYPE_F16);
+    from_float_case(*state, PFX_DTYPE_BF16);
+    pfx_runtime *rt = *state;
+    pfx_tensor *f = NULL, *h = NULL, *q = NULL;
+    const size_t shape[2] = { 4, 32 };
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, shape, &f), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F16, 2, shape, &h), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_Q8_0, 2, shape, &q), PFX_SUCCESS);
+    assert_status_names(rt, pfx_op_from_float(rt, PFX_MAT(h, 4, 32), PFX_MAT(h, 4, 32)),
+                        PFX_ERROR_DTYPE_MISMATCH, "src");
+    assert_status_names(rt, pfx_op_from_float(rt, PFX_MAT(f, 4, 32), PFX_MAT(q, 4, 32)),
+                        PFX_ERROR_DTYPE_MISMATCH, "dst");
+    assert_status_names(rt, pfx_op_from_float(rt, PFX_MAT(f, 4, 32), PFX_MAT(h, 4, 31)),
+                        PFX_ERROR_INVALID_SHAPE, "dst");
+    pfx_tensor_destroy(&f);
+    pfx_tensor_destroy(&h);
+    pfx_tensor_destroy(&q);
+}
+
 /* A Q8_0 weight's view starts on a block, its rows whole blocks; the
  * kernels that read weights without blocks refuse it. */
 static void test_q8_0_views(void **state)
@@ -232,9 +294,8 @@ static void test_bad_arguments(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gemm_weight),
-        cmocka_unit_test(test_to_float),
-        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_gemm_weight), cmocka_unit_test(test_to_float),
+        cmocka_unit_test(test_from_float),  cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_q8_0_views),
     };
     return cmocka_run_group_tests_name("gemm_weight", tests, pfx_test_group_setup,

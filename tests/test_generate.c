@@ -9,6 +9,7 @@
 
 #include "pfx_test.h"
 #include "prefixcl/generate.h"
+#include "half.h"
 #include "prefixcl/io.h"
 #include "tolerances.h"
 
@@ -426,7 +427,17 @@ static void test_bad_adapters_and_steps(void **state)
     assert_int_equal(pfx_kv_cache_create(w.model, 0, 8, &w.cache), PFX_ERROR_OUT_OF_RANGE);
     assert_null(w.cache);
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 1000, &w.cache), PFX_ERROR_OUT_OF_RANGE);
+    /* a KV cache stores float32, half or bfloat16: nothing else, nothing allocated */
+    const size_t live = pfx_test_live_bytes(rt);
+    assert_status_names(rt, pfx_kv_cache_create_dtype(w.model, 2, 6, PFX_DTYPE_Q8_0, &w.cache),
+                        PFX_ERROR_INVALID_ARGUMENT, "dtype");
+    assert_null(w.cache);
+    assert_status_names(rt, pfx_kv_cache_create_dtype(w.model, 2, 6, (pfx_dtype)7, &w.cache),
+                        PFX_ERROR_INVALID_ARGUMENT, "dtype");
+    assert_int_equal(pfx_test_live_bytes(rt), live);
+    assert_int_equal(pfx_kv_cache_dtype(NULL), PFX_DTYPE_F32);
     assert_int_equal(pfx_kv_cache_create(w.model, 2, 6, &w.cache), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_dtype(w.cache), PFX_DTYPE_F32);
 
     pfx_model_shape shape;
     assert_int_equal(pfx_model_get_shape(w.model, &shape), PFX_SUCCESS);
@@ -469,6 +480,214 @@ static void test_bad_adapters_and_steps(void **state)
                      PFX_ERROR_INVALID_ARGUMENT);
     pfx_tensor_destroy(&logits);
     close_world(&w);
+}
+
+/* The largest logit of x[n], and the gap to the second. */
+static int32_t top_of(const float *x, size_t n, float *gap)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    float second = -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        if (i != best && x[i] > second)
+            second = x[i];
+    *gap = x[best] - second;
+    return (int32_t)best;
+}
+
+/* The same steps on a float32 cache and on one of `kv` (half or bfloat16):
+ * three slots (two adapters and a bare request) prefilled, then decode
+ * steps fed the float32 run's greedy tokens. Each step's logits within tol
+ * of the float32 cache's, the same greedy token wherever the float32 gap
+ * between the first two exceeds twice the largest logit difference; every
+ * row of layer 0 (which depends on the tokens alone) is the float32 row
+ * rounded to nearest even. Returns the largest relative logit error. */
+static double half_kv_steps(world *w, pfx_dtype kv, double tol)
+{
+    pfx_runtime *rt = w->rt;
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
+    const size_t V = s.vocab, KVD = s.kv_heads * s.head_dim, B = 3, N = 5, LEN = 24;
+    pfx_kv_cache *half = NULL;
+    assert_int_equal(pfx_kv_cache_create_dtype(w->model, B, LEN, kv, &half), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_dtype(half), kv);
+    assert_int_equal(pfx_kv_cache_bytes(half), 2 * s.layers * B * LEN * KVD * 2);
+    for (size_t b = 0; b < B; b++)
+        assert_int_equal(pfx_kv_cache_reset(w->cache, b), PFX_SUCCESS);
+    pfx_tensor *la = NULL, *lb = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ B, V }, &la), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ B, V }, &lb), PFX_SUCCESS);
+    float *a = malloc(B * V * sizeof(float)), *h = malloc(B * V * sizeof(float));
+    assert_true(a && h);
+    int32_t ids[3 * 5], lens[3] = { 5, 3, 4 }, adapter[3] = { 0, -1, 2 };
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < N; i++)
+            ids[b * N + i] = (int32_t)((b * 17 + i * 7 + 3) % V);
+    pfx_serve_step step = { B, N, ids, lens, adapter };
+    double worst = 0.0;
+    for (int k = 0; k < 8; k++) {
+        if (pfx_serve_step_run(w->ctx, w->cache, w->bank, &step, la) != PFX_SUCCESS ||
+            pfx_serve_step_run(w->ctx, half, w->bank, &step, lb) != PFX_SUCCESS)
+            fail_msg("%s step %d: %s", pfx_dtype_name(kv), k, pfx_last_error(rt));
+        assert_int_equal(pfx_tensor_read(la, 0, B * V, a), PFX_SUCCESS);
+        assert_int_equal(pfx_tensor_read(lb, 0, B * V, h), PFX_SUCCESS);
+        for (size_t b = 0; b < B; b++) {
+            const float *x = a + b * V, *y = h + b * V;
+            const double err = pfx_test_rel_err(y, x, V);
+            worst = err > worst ? err : worst;
+            if (!(err < tol))
+                fail_msg("%s cache, step %d, slot %zu: logits off by %g (tolerance %g)",
+                         pfx_dtype_name(kv), k, b, err, tol);
+            float gap, gap_h, diff = 0.0f;
+            for (size_t i = 0; i < V; i++)
+                diff = fmaxf(diff, fabsf(x[i] - y[i]));
+            const int32_t t = top_of(x, V, &gap), t_h = top_of(y, V, &gap_h);
+            if (t != t_h && gap > 2.0f * diff)
+                fail_msg("%s cache, step %d, slot %zu: greedy %d, float32's %d (gap %g)",
+                         pfx_dtype_name(kv), k, b, (int)t_h, (int)t, (double)gap);
+            ids[b] = t; /* the next step's one token a slot */
+            lens[b] = 1;
+        }
+        step.tokens = 1;
+    }
+    const pfx_tensor *kf, *vf, *kh, *vh;
+    assert_int_equal(pfx_kv_cache_layer(w->cache, 0, &kf, &vf), PFX_SUCCESS);
+    assert_int_equal(pfx_kv_cache_layer(half, 0, &kh, &vh), PFX_SUCCESS);
+    float *rf = malloc(LEN * KVD * sizeof(float)), *rh = malloc(LEN * KVD * sizeof(float));
+    assert_true(rf && rh);
+    for (size_t b = 0; b < B; b++) {
+        const size_t n = pfx_kv_cache_len(half, b) * KVD, at = b * LEN * KVD;
+        assert_int_equal(pfx_kv_cache_len(w->cache, b), pfx_kv_cache_len(half, b));
+        for (int kvv = 0; kvv < 2; kvv++) {
+            assert_int_equal(pfx_tensor_read(kvv ? vf : kf, at, n, rf), PFX_SUCCESS);
+            assert_int_equal(pfx_tensor_read(kvv ? vh : kh, at, n, rh), PFX_SUCCESS);
+            for (size_t i = 0; i < n; i++) {
+                const uint16_t r = pfx_float_to_16bit(rf[i], kv == PFX_DTYPE_BF16);
+                if (rh[i] != pfx_16bit_to_float(r, kv == PFX_DTYPE_BF16))
+                    fail_msg("%s cache, slot %zu, %s row %zu [%zu]: %.9g, float32 %.9g rounded "
+                             "%.9g",
+                             pfx_dtype_name(kv), b, kvv ? "value" : "key", i / KVD, i % KVD,
+                             (double)rh[i], (double)rf[i],
+                             (double)pfx_16bit_to_float(r, kv == PFX_DTYPE_BF16));
+            }
+        }
+    }
+    free(rf);
+    free(rh);
+    free(a);
+    free(h);
+    pfx_tensor_destroy(&la);
+    pfx_tensor_destroy(&lb);
+    pfx_kv_cache_destroy(&half);
+    return worst;
+}
+
+/* Greedy through a cache of `kv` against HF + PEFT's tokens, four cases a
+ * batch: each step fed HF's tokens on the float32 cache and on kv's gives
+ * kv's greedy token equal to HF's (so greedy generation gives HF's tokens)
+ * unless float32's first two logits are closer than twice the caches'
+ * largest logit difference (a near-tie the rounding may flip). Returns the
+ * cases that had one. */
+static size_t hf_greedy_kv(world *w, pfx_dtype kv)
+{
+    pfx_model_shape s;
+    assert_int_equal(pfx_model_get_shape(w->model, &s), PFX_SUCCESS);
+    const size_t V = s.vocab, B = 4;
+    pfx_kv_cache *half = NULL;
+    pfx_tensor *lg = NULL;
+    assert_int_equal(pfx_kv_cache_create_dtype(w->model, B, 24, kv, &half), PFX_SUCCESS);
+    assert_int_equal(pfx_tensor_create(w->rt, PFX_DTYPE_F32, 2, (size_t[]){ B, V }, &lg),
+                     PFX_SUCCESS);
+    float *x = malloc(B * V * sizeof(float)), *y = malloc(B * V * sizeof(float));
+    assert_true(x && y);
+    size_t flipped = 0;
+    for (size_t i0 = 0; i0 < w->count; i0 += B) {
+        const size_t n = w->count - i0 < B ? w->count - i0 : B;
+        const gcase *c = w->cases + i0;
+        int32_t ids[4 * MAX_IDS] = { 0 }, lens[4] = { 0 }, adapter[4] = { -1, -1, -1, -1 };
+        size_t N = 1;
+        for (size_t r = 0; r < n; r++) {
+            memcpy(ids + r * MAX_IDS, c[r].prompt, c[r].prompt_len * sizeof(int32_t));
+            lens[r] = (int32_t)c[r].prompt_len;
+            adapter[r] = c[r].adapter;
+            N = c[r].prompt_len > N ? c[r].prompt_len : N;
+        }
+        /* right-padded rows of N */
+        for (size_t r = 1; r < n; r++)
+            memmove(ids + r * N, ids + r * MAX_IDS, N * sizeof(int32_t));
+        pfx_serve_step step = { B, N, ids, lens, adapter }; /* slots past n idle */
+        for (size_t r = 0; r < B; r++) {
+            assert_int_equal(pfx_kv_cache_reset(w->cache, r), PFX_SUCCESS);
+            assert_int_equal(pfx_kv_cache_reset(half, r), PFX_SUCCESS);
+        }
+        bool flip[4] = { false, false, false, false };
+        for (size_t k = 0; k < NEW; k++) {
+            if (pfx_serve_step_run(w->ctx, w->cache, w->bank, &step, lg) != PFX_SUCCESS ||
+                pfx_tensor_read(lg, 0, B * V, x) != PFX_SUCCESS ||
+                pfx_serve_step_run(w->ctx, half, w->bank, &step, lg) != PFX_SUCCESS ||
+                pfx_tensor_read(lg, 0, B * V, y) != PFX_SUCCESS)
+                fail_msg("cases %zu.., step %zu: %s", i0, k, pfx_last_error(w->rt));
+            for (size_t r = 0; r < n; r++) {
+                const float *xr = x + r * V, *yr = y + r * V;
+                float gap, gap_h, diff = 0.0f;
+                for (size_t t = 0; t < V; t++)
+                    diff = fmaxf(diff, fabsf(xr[t] - yr[t]));
+                assert_int_equal(top_of(xr, V, &gap), c[r].expect[k]);
+                const int32_t t_h = top_of(yr, V, &gap_h);
+                if (t_h != c[r].expect[k]) {
+                    if (!(gap < 2.0f * diff))
+                        fail_msg("%s cache, adapter %d, token %zu: greedy %d, HF + PEFT %d, "
+                                 "float32's gap %g",
+                                 pfx_dtype_name(kv), (int)c[r].adapter, k, (int)t_h,
+                                 (int)c[r].expect[k], (double)gap);
+                    flip[r] = true;
+                }
+                ids[r] = c[r].expect[k];
+                lens[r] = 1;
+            }
+            step.tokens = 1;
+        }
+        for (size_t r = 0; r < n; r++)
+            flipped += flip[r];
+    }
+    free(x);
+    free(y);
+    pfx_tensor_destroy(&lg);
+    pfx_kv_cache_destroy(&half);
+    return flipped;
+}
+
+/* A half and a bfloat16 KV cache against float32 (half_kv_steps) on both
+ * families, on the host decode step and on the queue
+ * (PREFIXCL_HOST_STEP=off), and against HF + PEFT's greedy tokens
+ * (hf_greedy_kv). */
+static void test_half_kv(void **state)
+{
+    static const char *const families[2] = { "gpt2", "llama" };
+    static const pfx_dtype kvs[2] = { PFX_DTYPE_F16, PFX_DTYPE_BF16 };
+    static const double tols[2] = { TOL_SERVE_KV_F16, TOL_SERVE_KV_BF16 };
+    for (int f = 0; f < 2; f++) {
+        world w;
+        open_world(&w, *state, families[f]);
+        for (int path = 0; path < 2; path++) {
+            if (path)
+                setenv("PREFIXCL_HOST_STEP", "off", 1);
+            for (int k = 0; k < 2; k++) {
+                const double worst = half_kv_steps(&w, kvs[k], tols[k]);
+                print_message("%s, %s cache, %s: logits within %.3g of float32's\n", families[f],
+                              pfx_dtype_name(kvs[k]), path ? "queue" : "host step", worst);
+                if (path) /* the fixtures' cases once, on the library's path here */
+                    continue;
+                const size_t flipped = hf_greedy_kv(&w, kvs[k]);
+                print_message("%s, %s cache: %zu of %zu cases flip a near-tie\n", families[f],
+                              pfx_dtype_name(kvs[k]), flipped, w.count);
+            }
+            unsetenv("PREFIXCL_HOST_STEP");
+        }
+        close_world(&w);
+    }
 }
 
 static void count_token(void *user, size_t r, int32_t token)
@@ -847,6 +1066,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cache_growth),
         cmocka_unit_test(test_stop_and_seed),
         cmocka_unit_test(test_bad_adapters_and_steps),
+        cmocka_unit_test(test_half_kv),
         cmocka_unit_test(test_step_matches_model_and_gains),
     };
     if (argc > 2) /* a second argument runs only the tests it matches */

@@ -74,6 +74,9 @@ def main():
         _, err = run(exe, ["eval", "--model", model, "--data", data, "--storage", "q4"], 2)
         if "--storage" not in err:
             sys.exit("eval --storage q4: %r" % err)
+        _, err = run(exe, ["generate", "--model", model, "--prompt", "hello", "--kv-dtype", "q8_0"], 2)
+        if "--kv-dtype" not in err:
+            sys.exit("generate --kv-dtype q8_0: %r" % err)
         out2, _ = run(exe, ["generate", "--model", model, "--prompt", "hello", "--max-new-tokens", "3",
                             "--storage", "bf16"])
         if not out2.strip():

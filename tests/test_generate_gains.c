@@ -429,6 +429,69 @@ static void test_mixed_gains_one_batch(void **state)
     check_mixed(*state, "llama");
 }
 
+/* A long cache in half and bfloat16 against float32, on the tiny Llama
+ * (GQA, RoPE): two slots prefilled, extended three times by 16 tokens (the
+ * extend step reads the stored rows) and decoded on the host step past the
+ * rows it widens at a time (64); each step's logits within TOL_SERVE_KV_F16
+ * / _BF16 of the float32 cache's, every cache fed float32's tokens. */
+static void test_half_kv_long_cache(void **state)
+{
+    pfx_runtime *rt = *state;
+    tiny_world w;
+    tiny_open(&w, rt, "llama", 23, 2, PFX_DTYPE_F32);
+    const size_t V = w.s.vocab, N = 16, STEPS = 12;
+    static const pfx_dtype kvs[3] = { PFX_DTYPE_F32, PFX_DTYPE_F16, PFX_DTYPE_BF16 };
+    static const double tols[3] = { 0.0, TOL_SERVE_KV_F16, TOL_SERVE_KV_BF16 };
+    pfx_kv_cache *c[3] = { NULL, NULL, NULL };
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(pfx_kv_cache_create_dtype(w.m, 2, MAX_LEN, kvs[k], &c[k]), PFX_SUCCESS);
+    pfx_tensor *lg = NULL;
+    assert_int_equal(pfx_tensor_create(rt, PFX_DTYPE_F32, 2, (size_t[]){ 2, V }, &lg), PFX_SUCCESS);
+    float *x[3];
+    for (int k = 0; k < 3; k++)
+        assert_non_null(x[k] = malloc(2 * V * sizeof(float)));
+    int32_t ids[2 * 16], lens[2];
+    double worst[3] = { 0 };
+    for (size_t t = 0; t < STEPS; t++) {
+        const bool decode = t >= 4; /* a prefill, three extends, then decode steps */
+        pfx_serve_step step = { 2, decode ? 1 : N, ids, lens, NULL };
+        for (size_t i = 0; !decode && i < 2 * N; i++)
+            ids[i] = (int32_t)((i * 13 + t * 7 + 5) % V);
+        if (!decode) {
+            lens[0] = (int32_t)N;
+            lens[1] = t ? (int32_t)N : 9;
+        }
+        for (int k = 0; k < 3; k++) {
+            if (pfx_serve_step_run(w.ctx, c[k], NULL, &step, lg) != PFX_SUCCESS)
+                fail_msg("%s step %zu: %s", pfx_dtype_name(kvs[k]), t, pfx_last_error(rt));
+            assert_int_equal(pfx_tensor_read(lg, 0, 2 * V, x[k]), PFX_SUCCESS);
+            for (size_t r = 0; k && r < 2; r++) {
+                const double err = pfx_test_rel_err(x[k] + r * V, x[0] + r * V, V);
+                worst[k] = err > worst[k] ? err : worst[k];
+                if (!(err < tols[k]))
+                    fail_msg("%s cache, step %zu, slot %zu: logits off by %g",
+                             pfx_dtype_name(kvs[k]), t, r, err);
+            }
+        }
+        for (size_t r = 0; r < 2; r++) {
+            ids[r] = argmax(x[0] + r * V, V);
+            lens[r] = 1;
+        }
+    }
+    assert_int_equal(pfx_kv_cache_len(c[1], 0), 4 * N + STEPS - 4);
+    assert_int_equal(pfx_kv_cache_len(c[2], 1), 9 + 3 * N + STEPS - 4);
+    for (int k = 1; k < 3; k++) {
+        print_message("%s cache, %zu rows: logits within %.3g of float32's\n",
+                      pfx_dtype_name(kvs[k]), pfx_kv_cache_len(c[k], 0), worst[k]);
+        pfx_kv_cache_destroy(&c[k]);
+        free(x[k]);
+    }
+    w.cache = c[0]; /* released by tiny_close */
+    free(x[0]);
+    pfx_tensor_destroy(&lg);
+    tiny_close(&w);
+}
+
 /* One prefix length a bank: gains files and prefix adapters refused in
  * either order, naming both; an output folder stands for its gains file;
  * entries whose structured gains differ (or one without adapter) share a
@@ -730,6 +793,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_decode_matches_forward_llama),
         cmocka_unit_test(test_decode_matches_forward_storages),
         cmocka_unit_test(test_mixed_gains_one_batch),
+        cmocka_unit_test(test_half_kv_long_cache),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

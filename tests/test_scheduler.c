@@ -192,7 +192,7 @@ static void test_concurrent_equals_alone(void **state)
     world w;
     open_world(&w, *state);
     pfx_scheduler *s = NULL;
-    const pfx_scheduler_params p = { SLOTS, MAX_LEN, 32, 0 };
+    const pfx_scheduler_params p = { SLOTS, MAX_LEN, 32, 0, PFX_DTYPE_F32 };
     assert_int_equal(pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_SUCCESS);
     seen sn[20];
     for (int k = 0; k < 20; k++)
@@ -237,7 +237,7 @@ static void test_busy_cancel_stop(void **state)
     world w;
     open_world(&w, *state);
     pfx_scheduler *s = NULL;
-    const pfx_scheduler_params p = { 1, MAX_LEN, 1, 0 };
+    const pfx_scheduler_params p = { 1, MAX_LEN, 1, 0, PFX_DTYPE_F32 };
     assert_int_equal(pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_SUCCESS);
     seen a, b, c, d;
     seen_init(&a);
@@ -341,7 +341,7 @@ static void test_different_gains(void **state)
     }
     generate_alone(&w, 2, NULL, 0);
     pfx_scheduler *s = NULL;
-    const pfx_scheduler_params p = { SLOTS, MAX_LEN, 16, 0 };
+    const pfx_scheduler_params p = { SLOTS, MAX_LEN, 16, 0, PFX_DTYPE_F32 };
     assert_int_equal(pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_SUCCESS);
     seen sn[9];
     for (int k = 0; k < 9; k++) {
@@ -387,7 +387,7 @@ static void test_call_adds_adapter(void **state)
     snprintf(a.path, sizeof(a.path), "%s/gpt2/adapter0", g_fixtures);
     assert_int_equal(pfx_adapter_bank_add(a.bank, a.path, &a.entry), PFX_SUCCESS);
     pfx_scheduler *s = NULL;
-    const pfx_scheduler_params p = { SLOTS, MAX_LEN, 8, 0 };
+    const pfx_scheduler_params p = { SLOTS, MAX_LEN, 8, 0, PFX_DTYPE_F32 };
     assert_int_equal(pfx_scheduler_create(w.model, a.bank, &p, &s), PFX_SUCCESS);
     seen busy, later;
     seen_init(&busy);
@@ -437,7 +437,7 @@ static void test_positions(void **state)
     assert_int_equal(pfx_adapter_bank_create(m, 1, &bank), PFX_SUCCESS);
     assert_int_equal(pfx_adapter_bank_add(bank, path, &entry), PFX_SUCCESS);
     pfx_scheduler *s = NULL;
-    const pfx_scheduler_params p = { 1, sh.max_positions, 2, 0 };
+    const pfx_scheduler_params p = { 1, sh.max_positions, 2, 0, PFX_DTYPE_F32 };
     assert_int_equal(pfx_scheduler_create(m, bank, &p, &s), PFX_SUCCESS);
     seen x, y;
     seen_init(&x);
@@ -466,7 +466,7 @@ static void test_arguments(void **state)
     world w;
     open_world(&w, *state);
     pfx_scheduler *s = (pfx_scheduler *)&w; /* set to NULL by a refused create */
-    pfx_scheduler_params p = { SLOTS, MAX_LEN, 4, 0 };
+    pfx_scheduler_params p = { SLOTS, MAX_LEN, 4, 0, PFX_DTYPE_F32 };
     assert_status_names(NULL, pfx_scheduler_create(NULL, w.bank, &p, &s), PFX_ERROR_NULL_ARGUMENT,
                         "model");
     assert_null(s);
@@ -479,14 +479,19 @@ static void test_arguments(void **state)
                         "slots");
     pfx_model_shape shape;
     assert_int_equal(pfx_model_get_shape(w.model, &shape), PFX_SUCCESS);
-    p = (pfx_scheduler_params){ SLOTS, shape.max_positions + 1, 4, 0 };
+    p = (pfx_scheduler_params){ SLOTS, shape.max_positions + 1, 4, 0, PFX_DTYPE_F32 };
     assert_status_names(w.rt, pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_ERROR_OUT_OF_RANGE,
                         "max_len");
-    p = (pfx_scheduler_params){ SLOTS, MAX_LEN, 0, 0 };
+    p = (pfx_scheduler_params){ SLOTS, MAX_LEN, 0, 0, PFX_DTYPE_F32 };
     assert_status_names(w.rt, pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_ERROR_OUT_OF_RANGE,
                         "queue");
     assert_null(s);
     p.queue = 4;
+    p.kv_dtype = PFX_DTYPE_Q8_0;
+    assert_status_names(w.rt, pfx_scheduler_create(w.model, w.bank, &p, &s),
+                        PFX_ERROR_INVALID_ARGUMENT, "params.kv_dtype");
+    assert_null(s);
+    p.kv_dtype = PFX_DTYPE_F32;
     assert_int_equal(pfx_scheduler_create(w.model, w.bank, &p, &s), PFX_SUCCESS);
     seen x;
     seen_init(&x);
@@ -600,7 +605,7 @@ static void test_processed_sampling(void **state)
     pfx_kv_cache_destroy(&cache);
     assert_true(differs);
     pfx_scheduler *s = NULL;
-    const pfx_scheduler_params sp = { SLOTS, MAX_LEN, 32, 0 };
+    const pfx_scheduler_params sp = { SLOTS, MAX_LEN, 32, 0, PFX_DTYPE_F32 };
     assert_int_equal(pfx_scheduler_create(w.model, w.bank, &sp, &s), PFX_SUCCESS);
     seen sn[8];
     logprobs_seen ls[8];
@@ -653,27 +658,30 @@ static pfx_status nothing(void *user)
 }
 
 /* The prompt cache: a prompt that starts with a kept one (same adapter)
- * reuses its rows and still gives pfx_generate's tokens alone; another
- * adapter, or a bank call between, reuses nothing. */
-static void test_prompt_cache(void **state)
+ * reuses its rows and still gives pfx_generate's tokens alone (the same
+ * KV cache dtype); another adapter, or a bank call between, reuses
+ * nothing. */
+static void prompt_cache_with(void **state, pfx_dtype kv)
 {
     world w;
     open_world(&w, *state);
     static const int32_t longer[8] = { 40, 2, 9, 11, 5, 17, 3, 1 }; /* prompts[1]'s first 4 */
     const pfx_sampling greedy = { .max_new_tokens = NEW };
-    int32_t alone[2][NEW];
-    size_t alone_len[2];
+    int32_t alone[3][NEW]; /* longer with no adapter, with adapter 0; prompts[1] with 0 */
+    size_t alone_len[3];
     pfx_kv_cache *cache = NULL;
-    assert_int_equal(pfx_kv_cache_create(w.model, 1, MAX_LEN, &cache), PFX_SUCCESS);
-    for (int a = 0; a < 2; a++) {
+    assert_int_equal(pfx_kv_cache_create_dtype(w.model, 1, MAX_LEN, kv, &cache), PFX_SUCCESS);
+    for (int a = 0; a < 3; a++) {
         pfx_request q = { longer, 8, a - 1, 7, alone[a], 0, false };
+        if (a == 2)
+            q = (pfx_request){ prompts[1], prompt_lens[1], 0, 7, alone[a], 0, false };
         assert_int_equal(pfx_generate(w.ctx, cache, w.bank, &q, 1, &greedy, NULL, NULL, NULL),
                          PFX_SUCCESS);
         alone_len[a] = q.out_len;
     }
     pfx_kv_cache_destroy(&cache);
     pfx_scheduler *s = NULL;
-    const pfx_scheduler_params sp = { SLOTS, MAX_LEN, 8, 1 << 20 };
+    const pfx_scheduler_params sp = { SLOTS, MAX_LEN, 8, 1 << 20, kv };
     assert_int_equal(pfx_scheduler_create(w.model, w.bank, &sp, &s), PFX_SUCCESS);
     /* adapter, prompt (0: prompts[1], 1: longer), rows reused in all after it (the
      * fourth: all but the last of the second's 8) */
@@ -693,13 +701,9 @@ static void test_prompt_cache(void **state)
         }
         assert_int_equal(pfx_scheduler_submit(s, &r, NULL), PFX_SUCCESS);
         wait_until(&sn, &sn.done);
-        if (plan[k][1]) {
-            const int a = plan[k][0] + 1;
-            assert_int_equal(sn.count, alone_len[a]);
-            assert_memory_equal(sn.tokens, alone[a], alone_len[a] * sizeof(int32_t));
-        } else {
-            expect_alone(&w, &sn, 0, 1);
-        }
+        const int a = plan[k][1] ? plan[k][0] + 1 : 2;
+        assert_int_equal(sn.count, alone_len[a]);
+        assert_memory_equal(sn.tokens, alone[a], alone_len[a] * sizeof(int32_t));
         seen_free(&sn);
         assert_int_equal(pfx_scheduler_get_stats(s, &st), PFX_SUCCESS);
         if (st.prompt_cache_tokens != (uint64_t)plan[k][2])
@@ -711,6 +715,19 @@ static void test_prompt_cache(void **state)
     close_world(&w);
 }
 
+static void test_prompt_cache(void **state)
+{
+    prompt_cache_with(state, PFX_DTYPE_F32);
+}
+
+/* The same with the KV cache and the prompt cache's rows in half and
+ * bfloat16. */
+static void test_prompt_cache_half_kv(void **state)
+{
+    prompt_cache_with(state, PFX_DTYPE_F16);
+    prompt_cache_with(state, PFX_DTYPE_BF16);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -719,10 +736,15 @@ int main(int argc, char **argv)
     }
     g_fixtures = argv[1];
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_arguments),          cmocka_unit_test(test_concurrent_equals_alone),
-        cmocka_unit_test(test_busy_cancel_stop),   cmocka_unit_test(test_different_gains),
-        cmocka_unit_test(test_call_adds_adapter),  cmocka_unit_test(test_positions),
-        cmocka_unit_test(test_processed_sampling), cmocka_unit_test(test_prompt_cache),
+        cmocka_unit_test(test_arguments),
+        cmocka_unit_test(test_concurrent_equals_alone),
+        cmocka_unit_test(test_busy_cancel_stop),
+        cmocka_unit_test(test_different_gains),
+        cmocka_unit_test(test_call_adds_adapter),
+        cmocka_unit_test(test_positions),
+        cmocka_unit_test(test_processed_sampling),
+        cmocka_unit_test(test_prompt_cache),
+        cmocka_unit_test(test_prompt_cache_half_kv),
     };
     return cmocka_run_group_tests(tests, pfx_test_group_setup, pfx_test_group_teardown);
 }

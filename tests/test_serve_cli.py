@@ -118,11 +118,12 @@ class Server:
         return err.decode(errors="replace")
 
 
-def expected_texts(exe, model, adapters):
+def expected_texts(exe, model, adapters, kv_dtype="f32"):
     """(model name, prompt) -> text of `prefixcl generate` for each adapter."""
     out = {}
     for name, path in [("gpt2", None)] + adapters:
-        args = ["generate", "--model", model, "--json", "--max-new-tokens", str(NEW)]
+        args = ["generate", "--model", model, "--json", "--max-new-tokens", str(NEW), "--kv-dtype",
+                kv_dtype]
         for p in PROMPTS:
             args += ["--prompt", p]
         if path:
@@ -307,12 +308,13 @@ def openai_fields(srv, expect):
         sys.exit("access log:\n%s" % log[-3000:])
 
 
-def prompt_cache(exe, model, expect, adapters):
+def prompt_cache(exe, model, expect, adapters, kv_dtype="f32"):
     """--prompt-cache: a prompt that starts with a kept one of the same
     adapter reuses its rows (counted in /metrics) and answers the text of
-    generate alone; another adapter's prompt reuses nothing."""
-    srv = Server(exe, ["--model", model, "--api-key", KEY, "--prompt-cache", "4"]
-                 + sum((["--adapter", "%s=%s" % a] for a in adapters[1:3]), []))
+    generate alone (both with the KV cache in kv_dtype); another adapter's
+    prompt reuses nothing."""
+    srv = Server(exe, ["--model", model, "--api-key", KEY, "--prompt-cache", "4", "--kv-dtype",
+                       kv_dtype] + sum((["--adapter", "%s=%s" % a] for a in adapters[1:3]), []))
     prompt = PROMPTS[0]
     for name, text, reuse in [("a1", prompt[:-4], False), ("a1", prompt, True), ("a2", prompt, False),
                               ("a2", prompt, True)]:
@@ -736,6 +738,8 @@ def main():
         sys.exit("the concurrent requests never shared a step: occupancy %.3f" % occupancy)
     srv.stop()
     prompt_cache(exe, model, expect, adapters)
+    # a half KV cache (the prompt cache's rows half too) answers generate --kv-dtype f16's texts
+    prompt_cache(exe, model, expected_texts(exe, model, adapters[1:3], "f16"), adapters, "f16")
     busy(exe, model)
     slow_clients(exe, model)
     chat(exe, model)

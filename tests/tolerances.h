@@ -133,6 +133,14 @@
  * 32, as llama.cpp does (half a step of max / 127 a value, about 0.2 % of a
  * product's output), through every block and the head. */
 #define TOL_SERVE_Q8_0 5e-2
+/* Serving with the KV cache stored as half (TOL_SERVE_KV_F16) or bfloat16
+ * (TOL_SERVE_KV_BF16) against the same steps on a float32 cache: every
+ * cached key and value rounded to nearest even (2^-11, bfloat16 2^-8
+ * relative), through the attention of every layer after it and the head.
+ * Measured up to 1.4e-3 and 1.4e-2 on the tiny fixture models (both paths);
+ * a row read in the wrong storage or at the wrong place is O(1). */
+#define TOL_SERVE_KV_F16  3e-3
+#define TOL_SERVE_KV_BF16 3e-2
 /* Full training against PyTorch (tests/fixtures/train): the loss, each
  * weight's gradient as a tensor and the gains' against float64 torch from
  * the same float32 weights; TOL_TRAIN_STEPS: the weights after ten AdamW

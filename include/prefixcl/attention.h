@@ -17,8 +17,9 @@
  * the backward's gradients of such rows are not meaningful). NaN and
  * infinite inputs propagate.
  *
- * Tensor shapes (float32 or half storage, chosen per tensor; bfloat16 is
- * PFX_ERROR_DTYPE_MISMATCH):
+ * Tensor shapes (float32 or half storage, chosen per tensor; the forward
+ * also reads Q, K, V and the prefix as bfloat16, a KV cache's storage;
+ * bfloat16 elsewhere is PFX_ERROR_DTYPE_MISMATCH):
  *   Q, O, dQ, dO : [B, H, N, D]   (PFX_LAYOUT_BHND) or [B, N, H, D] (BNHD)
  *   K, V, dK, dV : [B, Hkv, M, D] (PFX_LAYOUT_BHND) or [B, M, Hkv, D] (BNHD)
  *   prefix K/V   : [Hkv, P, D] shared by the batch, or [T, Hkv, P, D] a bank

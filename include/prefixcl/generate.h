@@ -105,6 +105,16 @@ typedef struct pfx_kv_cache pfx_kv_cache;
  * context (pfx_serve_step_run), whose max_batch bounds a step's slots. */
 PFX_API pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len,
                                        pfx_kv_cache **out);
+/* The same, the keys and values stored as `dtype`: PFX_DTYPE_F32 (as
+ * pfx_kv_cache_create), F16 or BF16 (half the bytes, as llama.cpp's default
+ * f16 cache; every step rounds its new rows to nearest even and computes in
+ * float32). Another dtype is PFX_ERROR_INVALID_ARGUMENT naming dtype. The
+ * prefixes stay float32 in their bank; a prefill attends over its fresh
+ * float32 keys, the steps after it over the stored ones. */
+PFX_API pfx_status pfx_kv_cache_create_dtype(pfx_model *model, size_t slots, size_t max_len,
+                                             pfx_dtype dtype, pfx_kv_cache **out);
+/* The storage of the cache's keys and values (F32 for NULL). */
+PFX_API pfx_dtype pfx_kv_cache_dtype(const pfx_kv_cache *cache);
 PFX_API void pfx_kv_cache_destroy(pfx_kv_cache **cache);
 
 /* Tokens held by a slot (0 for a slot out of range). */
@@ -115,8 +125,8 @@ PFX_API size_t pfx_kv_cache_bytes(const pfx_kv_cache *cache);
 /* Token rows (keys and values of one token in one layer) written into the
  * cache since its creation: each token once per layer, never recopied. */
 PFX_API uint64_t pfx_kv_cache_rows_written(const pfx_kv_cache *cache);
-/* Layer l's key and value tensors [slots, max_len, Hkv, D] (owned by the
- * cache; for inspection). */
+/* Layer l's key and value tensors [slots, max_len, Hkv, D] in the cache's
+ * dtype (owned by the cache; for inspection). */
 PFX_API pfx_status pfx_kv_cache_layer(const pfx_kv_cache *cache, size_t layer,
                                       const pfx_tensor **keys, const pfx_tensor **values);
 

@@ -76,6 +76,10 @@ typedef struct pfx_scheduler_params {
      * least recently used prompt goes first; a pfx_scheduler_call empties
      * it (the bank may have changed). */
     size_t prompt_cache_bytes;
+    /* the KV cache's storage (pfx_kv_cache_create_dtype): PFX_DTYPE_F32 (0,
+     * the default), F16 or BF16; another is PFX_ERROR_INVALID_ARGUMENT. The
+     * prompt cache keeps its rows in the same dtype. */
+    pfx_dtype kv_dtype;
 } pfx_scheduler_params;
 
 typedef struct pfx_scheduler_stats {
@@ -90,8 +94,8 @@ typedef struct pfx_scheduler_stats {
 } pfx_scheduler_stats;
 
 /* A scheduler over model and bank (NULL: no adapters): its context
- * (max_batch slots, max_tokens max_len), its KV cache (slots x max_len) and
- * its worker thread. */
+ * (max_batch slots, max_tokens max_len), its KV cache (slots x max_len, in
+ * params.kv_dtype) and its worker thread. */
 PFX_API pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
                                         const pfx_scheduler_params *params, pfx_scheduler **out);
 

@@ -253,7 +253,8 @@ STRUCTS = {
         const int32_t *prompt; size_t prompt_len; int32_t adapter; pfx_sampling sampling;
         uint64_t seed; pfx_sched_token_fn on_token; pfx_sched_done_fn on_done; void *user;
         pfx_sched_logprobs_fn on_logprobs; size_t top_logprobs;""",
-    "pfx_scheduler_params": "size_t slots; size_t max_len; size_t queue; size_t prompt_cache_bytes;",
+    "pfx_scheduler_params": "size_t slots; size_t max_len; size_t queue; size_t prompt_cache_bytes; "
+                            "pfx_dtype kv_dtype;",
     "pfx_scheduler_stats": """
         size_t queued; size_t running; size_t slots; uint64_t prefill_steps;
         uint64_t decode_steps; uint64_t prefill_tokens; uint64_t generated_tokens;
@@ -350,6 +351,8 @@ size_t pfx_adapter_bank_count(const pfx_adapter_bank *bank);
 size_t pfx_adapter_bank_prefix_len(const pfx_adapter_bank *bank);
 pfx_status pfx_adapter_bank_prefix(const pfx_adapter_bank *bank, const int32_t *bank_index, size_t batch, pfx_model_prefix *prefix);
 pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, pfx_kv_cache **out);
+pfx_status pfx_kv_cache_create_dtype(pfx_model *model, size_t slots, size_t max_len, pfx_dtype dtype, pfx_kv_cache **out);
+pfx_dtype pfx_kv_cache_dtype(const pfx_kv_cache *cache);
 void pfx_kv_cache_destroy(pfx_kv_cache **cache);
 pfx_status pfx_sample_token(const float *logits, size_t vocab, const pfx_sampling *s, uint64_t *rng, int32_t *token);
 pfx_status pfx_sample_next(const float *logits, size_t vocab, const pfx_sampling *s, const int32_t *prompt, size_t prompt_len, const int32_t *generated, size_t generated_len, uint64_t *rng, int32_t *token, pfx_token_logprobs *logprobs);

@@ -11,7 +11,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._core import C, Status, check, int32_array, lib, ptr, refuse, sigint_stops, text
+from ._core import (C, Status, check, dtype_code, int32_array, lib, ptr, refuse, sigint_stops,
+                    text)
 from .model import Model, Prefix
 from .tokenizer import Tokenizer
 
@@ -144,7 +145,8 @@ def generate(model: Model, prompts: Sequence[Any], *,
              max_new_tokens: int = 32, temperature: float = 0.0, top_k: int = 0,
              top_p: float = 0.0, stop: Optional[Sequence[int]] = None,
              seed: Union[int, Sequence[int]] = 0,
-             on_token: Optional[Callable[[int, int], Any]] = None) -> List[Any]:
+             on_token: Optional[Callable[[int, int], Any]] = None,
+             kv_dtype: str = "f32") -> List[Any]:
     """Generates for every prompt as one batch (pfx_generate): one prefill,
     then decode steps until each has max_new_tokens or a stop token (kept).
 
@@ -153,7 +155,8 @@ def generate(model: Model, prompts: Sequence[Any], *,
     folder, prefixes or gains file; the call builds a bank of the distinct
     paths) or an entry of `bank`. temperature 0 is greedy; seed is one seed
     or one a prompt. on_token(i, token) sees every new token. The tokens of a
-    prompt do not depend on the others in the batch."""
+    prompt do not depend on the others in the batch. kv_dtype: the KV
+    cache's storage, "f32", "f16" or "bf16" (pfx_kv_cache_create_dtype)."""
     count = len(prompts)
     if count == 0:
         return []
@@ -178,7 +181,8 @@ def generate(model: Model, prompts: Sequence[Any], *,
         max_len = min(longest + int(max_new_tokens), model.shape.max_positions - P)
         ctx = model._context(count, longest, P)
         cache = ctypes.POINTER(C["pfx_kv_cache"])()
-        check(lib.pfx_kv_cache_create(model._live(), count, max(max_len, 1), ctypes.byref(cache)),
+        check(lib.pfx_kv_cache_create_dtype(model._live(), count, max(max_len, 1),
+                                            dtype_code(kv_dtype, "kv_dtype"), ctypes.byref(cache)),
               model.runtime)
         try:
             outs = [np.zeros(int(max_new_tokens), dtype=np.int32) for _ in range(count)]
@@ -246,10 +250,11 @@ class Scheduler:
     """Continuous batching in process (pfx_scheduler): requests submitted
     from any thread join the running batch at the next step, each with its
     adapter of the bank; tokens come from the scheduler's worker thread.
-    The model (and bank) belong to the scheduler until close()."""
+    The model (and bank) belong to the scheduler until close(). kv_dtype:
+    the KV cache's storage, "f32", "f16" or "bf16"."""
 
     def __init__(self, model: Model, bank: Optional[AdapterBank] = None, *, slots: int = 4,
-                 max_len: int = 256, queue: int = 64):
+                 max_len: int = 256, queue: int = 64, kv_dtype: str = "f32"):
         self._handle: Any = None
         self.model, self.bank = model, bank
         self._requests: Dict[int, Request] = {}
@@ -259,7 +264,8 @@ class Scheduler:
         self._on_token = C["pfx_sched_token_fn"](self._token)
         self._on_done = C["pfx_sched_done_fn"](self._finished)
         params = C["pfx_scheduler_params"](slots=int(slots), max_len=int(max_len),
-                                           queue=int(queue))
+                                           queue=int(queue),
+                                           kv_dtype=dtype_code(kv_dtype, "kv_dtype"))
         handle = ctypes.POINTER(C["pfx_scheduler"])()
         check(lib.pfx_scheduler_create(model._live(), bank._live() if bank else None,
                                        ctypes.byref(params), ctypes.byref(handle)), model.runtime)

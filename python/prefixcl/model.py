@@ -275,7 +275,7 @@ class Model:
     def generate(self, prompts: Sequence[Any], **options: Any) -> list:
         """prefixcl.generate(self, prompts, ...): adapters=, max_new_tokens=,
         temperature=, top_k=, top_p=, stop=, seed=, tokenizer=, bank=,
-        on_token=."""
+        on_token=, kv_dtype=."""
         from .generate import generate
         return generate(self, prompts, **options)
 

@@ -23,13 +23,15 @@ def cases(name):
     return out
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_many_adapters_in_one_batch(runtime, name):
+@pytest.mark.parametrize("name,kv_dtype",
+                         [("gpt2", "f32"), ("llama", "f32"), ("gpt2", "f16"), ("llama", "f16")])
+def test_many_adapters_in_one_batch(runtime, name, kv_dtype):
     c = cases(name)
     with prefixcl.load_model(runtime, str(GEN / name)) as m:
         seen = []
         got = m.generate([p for _, p, _ in c], adapters=[a for a, _, _ in c],
-                         max_new_tokens=len(c[0][2]), on_token=lambda i, t: seen.append((i, t)))
+                         max_new_tokens=len(c[0][2]), on_token=lambda i, t: seen.append((i, t)),
+                         kv_dtype=kv_dtype)
         assert got == [g for _, _, g in c]
         assert sorted(seen) == sorted((i, t) for i, g in enumerate(got) for t in g)
 
@@ -83,22 +85,27 @@ def test_generate_refusals(runtime):
                          (dict(prompts=[[1.0, 2.0]]), "prompts[0]"),
                          (dict(prompts=[[]]), "prompts[0]"),
                          (dict(prompts=[[1, 2]], max_new_tokens=0), "max_new_tokens"),
-                         (dict(prompts=[[1, 2]], adapters=[0]), "adapters[0]")):
+                         (dict(prompts=[[1, 2]], adapters=[0]), "adapters[0]"),
+                         (dict(prompts=[[1, 2]], kv_dtype="f8"), "kv_dtype")):
             with pytest.raises(prefixcl.Error) as e:
                 prefixcl.generate(m, **kw)
             assert e.value.message.startswith(name), e.value
         with pytest.raises(prefixcl.Error) as e:
             prefixcl.generate(m, [[1, 2]], adapters=[str(GEN / "no-such-adapter")])
         assert e.value.name == "PFX_ERROR_IO"
+        with pytest.raises(prefixcl.Error) as e:  # a weight storage, not a KV cache's
+            prefixcl.generate(m, [[1, 2]], kv_dtype="q8_0")
+        assert e.value.name == "PFX_ERROR_INVALID_ARGUMENT" and "dtype" in e.value.message
 
 
-def test_scheduler(runtime):
+@pytest.mark.parametrize("kv_dtype", ["f32", "f16"])
+def test_scheduler(runtime, kv_dtype):
     c = cases("gpt2")
     with prefixcl.load_model(runtime, str(GEN / "gpt2")) as m, \
             prefixcl.AdapterBank(m, 4) as bank:
         entries = {str(GEN / "gpt2" / f"adapter{i}"): bank.add(str(GEN / "gpt2" / f"adapter{i}"))
                    for i in range(4)}
-        with prefixcl.Scheduler(m, bank, slots=3, max_len=32) as s:
+        with prefixcl.Scheduler(m, bank, slots=3, max_len=32, kv_dtype=kv_dtype) as s:
             requests = [s.submit(p, adapter=entries.get(a, -1), max_new_tokens=7)
                         for a, p, _ in c]
             for r, (_, _, want) in zip(requests, c):

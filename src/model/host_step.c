@@ -298,6 +298,36 @@ static float dot(const float *a, const float *b, size_t n)
     return s;
 }
 
+/* Rows a half or bfloat16 cache widens at a time, and their floats at most
+ * (on the stack): 64 rows of a head of 64 or less, 16 of the largest (512). */
+#define CACHE_CHUNK_ROWS   64
+#define CACHE_CHUNK_FLOATS 8192
+
+/* Rows [j, j + n) (n D <= CACHE_CHUNK_FLOATS) of kv head hk of slot b in a cache
+ * tensor t as float32 rows, *ld apart: read in place from a float32 cache,
+ * widened into buf [n, D] from half or bfloat16. */
+static const float *cache_rows(const hstep *s, const pfx_kv_cache *c, const pfx_tensor *t, size_t b,
+                               size_t hk, size_t j, size_t n, float *buf, size_t *ld)
+{
+    const size_t e0 = (b * c->max_len + j) * s->KVD + hk * s->D;
+    if (c->dtype == PFX_DTYPE_F32) {
+        *ld = s->KVD;
+        return atf(t) + e0;
+    }
+    /* one thread: this runs on a thread of the products' team already */
+    pfx_gemm_rows_widen(&(pfx_gemm_rows_widen_args){ .type = rows_type(c->dtype),
+                                                     .rows = n,
+                                                     .cols = s->D,
+                                                     .src = at(t),
+                                                     .src_offset = e0,
+                                                     .ld_src = s->KVD,
+                                                     .dst = buf,
+                                                     .ld_dst = s->D },
+                        1);
+    *ld = s->D;
+    return buf;
+}
+
 /* One query row of slot b, head h, against the slot's prefix (bank entry)
  * and its kv_len cached rows of layer l: o = softmax(c q'.k) v. */
 static void attend_head(const hstep *s, const pfx_kv_cache *c, const pfx_adapter_bank *bank,
@@ -322,13 +352,23 @@ static void attend_head(const hstep *s, const pfx_kv_cache *c, const pfx_adapter
         qs[d] = ch * q[d] * (G ? 1.0f + G[(l * s->H + h) * D + d] : 1.0f);
     const float *pk = P ? atf(bank->keys[l]) + (((size_t)e * s->Hkv + hk) * P) * D : NULL;
     const float *pv = P ? atf(bank->values[l]) + (((size_t)e * s->Hkv + hk) * P) * D : NULL;
-    const size_t row = s->KVD, slot = c->max_len * s->KVD;
-    const float *ck = atf(c->keys[l]) + b * slot + hk * D;
-    const float *cv = atf(c->values[l]) + b * slot + hk * D;
+    float buf[CACHE_CHUNK_FLOATS];
+    const size_t chunk =
+        CACHE_CHUNK_FLOATS / D < CACHE_CHUNK_ROWS ? CACHE_CHUNK_FLOATS / D : CACHE_CHUNK_ROWS;
+    size_t ld;
     float mx = -INFINITY;
-    for (size_t j = 0; j < P + n; j++) {
-        z[j] = dot(qs, j < P ? pk + j * D : ck + (j - P) * row, D);
+    for (size_t j = 0; j < P; j++) {
+        z[j] = dot(qs, pk + j * D, D);
         mx = z[j] > mx ? z[j] : mx;
+    }
+    for (size_t j0 = 0; j0 < n; j0 += chunk) {
+        const size_t m = n - j0 < chunk ? n - j0 : chunk;
+        const float *k = cache_rows(s, c, c->keys[l], b, hk, j0, m, buf, &ld);
+        for (size_t j = 0; j < m; j++) {
+            float *zj = z + P + j0 + j;
+            *zj = dot(qs, k + j * ld, D);
+            mx = *zj > mx ? *zj : mx;
+        }
     }
     float sum = 0.0f;
     for (size_t j = 0; j < P + n; j++) {
@@ -337,12 +377,34 @@ static void attend_head(const hstep *s, const pfx_kv_cache *c, const pfx_adapter
     }
     for (size_t d = 0; d < D; d++)
         o[d] = 0.0f;
-    for (size_t j = 0; j < P + n; j++) {
-        const float *v = j < P ? pv + j * D : cv + (j - P) * row;
+    for (size_t j = 0; j < P; j++) {
         const float w = z[j] / sum;
         for (size_t d = 0; d < D; d++)
-            o[d] += w * v[d];
+            o[d] += w * pv[j * D + d];
     }
+    for (size_t j0 = 0; j0 < n; j0 += chunk) {
+        const size_t m = n - j0 < chunk ? n - j0 : chunk;
+        const float *v = cache_rows(s, c, c->values[l], b, hk, j0, m, buf, &ld);
+        for (size_t j = 0; j < m; j++) {
+            const float w = z[P + j0 + j] / sum;
+            for (size_t d = 0; d < D; d++)
+                o[d] += w * v[j * ld + d];
+        }
+    }
+}
+
+/* A new row of n floats into a cache tensor at element e0: copied, or
+ * rounded to nearest even into half or bfloat16. */
+static void cache_put(const pfx_kv_cache *c, const pfx_tensor *t, size_t e0, const float *x,
+                      size_t n)
+{
+    if (c->dtype == PFX_DTYPE_F32) {
+        memcpy(atf(t) + e0, x, n * sizeof(float));
+        return;
+    }
+    uint16_t *dst = (uint16_t *)at(t) + e0;
+    for (size_t i = 0; i < n; i++)
+        dst[i] = pfx_float_to_16bit(x[i], c->dtype == PFX_DTYPE_BF16);
 }
 
 typedef struct attend_ctx {
@@ -391,8 +453,8 @@ static void layer(hstep *s, pfx_kv_cache *c, const pfx_adapter_bank *bank, size_
         }
         /* the new row goes in first: the query attends to it too */
         const size_t row = (b * c->max_len + c->len[b]) * s->KVD;
-        memcpy(atf(c->keys[l]) + row, k, s->KVD * sizeof(float));
-        memcpy(atf(c->values[l]) + row, v, s->KVD * sizeof(float));
+        cache_put(c, c->keys[l], row, k, s->KVD);
+        cache_put(c, c->values[l], row, v, s->KVD);
         c->rows_written++;
     }
     /* the heads of every slot, on the products' threads */

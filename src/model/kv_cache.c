@@ -1,13 +1,20 @@
 /* The KV cache of served requests: per slot and layer the keys and values
  * of the tokens seen so far, in tensors allocated once at their maximum
  * length and filled in place (a token's row is written once, by the step
- * that computes it). Prefixes are not in here: they stay in their bank. */
+ * that computes it), stored float32, half or bfloat16. Prefixes are not in
+ * here: they stay in their bank, float32. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "serve_internal.h"
 
 pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, pfx_kv_cache **out)
+{
+    return pfx_kv_cache_create_dtype(model, slots, max_len, PFX_DTYPE_F32, out);
+}
+
+pfx_status pfx_kv_cache_create_dtype(pfx_model *model, size_t slots, size_t max_len,
+                                     pfx_dtype dtype, pfx_kv_cache **out)
 {
     static const char fn[] = "kv_cache_create";
     if (!out)
@@ -17,6 +24,9 @@ pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, p
         return pfx_error(NULL, PFX_ERROR_NULL_ARGUMENT, "%s: model is NULL", fn);
     pfx_runtime *rt = model->rt;
     const pfx_model_shape *s = &model->cfg.shape;
+    if (!pfx_kv_dtype_valid(dtype))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT, "%s: dtype %d is not F32, F16 or BF16", fn,
+                         (int)dtype);
     if (slots == 0 || slots > INT32_MAX)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: slots %zu outside 1..%d", fn, slots,
                          INT32_MAX);
@@ -43,13 +53,14 @@ pfx_status pfx_kv_cache_create(pfx_model *model, size_t slots, size_t max_len, p
     }
     c->slots = slots;
     c->max_len = max_len;
+    c->dtype = dtype;
     for (size_t i = 0; i < slots; i++)
         c->adapter[i] = -1;
     const size_t shape[4] = { slots, max_len, s->kv_heads, s->head_dim };
     pfx_status st = PFX_SUCCESS;
     for (size_t l = 0; st == PFX_SUCCESS && l < s->layers; l++)
-        if ((st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, shape, &c->keys[l])) == PFX_SUCCESS)
-            st = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, shape, &c->values[l]);
+        if ((st = pfx_tensor_create(rt, dtype, 4, shape, &c->keys[l])) == PFX_SUCCESS)
+            st = pfx_tensor_create(rt, dtype, 4, shape, &c->values[l]);
     if (st != PFX_SUCCESS) {
         pfx_kv_cache_destroy(&c);
         return st;
@@ -75,6 +86,11 @@ void pfx_kv_cache_destroy(pfx_kv_cache **cache)
     free(c->adapter);
     free(c);
     *cache = NULL;
+}
+
+pfx_dtype pfx_kv_cache_dtype(const pfx_kv_cache *cache)
+{
+    return cache ? cache->dtype : PFX_DTYPE_F32;
 }
 
 size_t pfx_kv_cache_len(const pfx_kv_cache *cache, size_t slot)

@@ -24,12 +24,19 @@ struct pfx_adapter_bank {
 struct pfx_kv_cache {
     pfx_model *model;
     size_t slots, max_len;
+    pfx_dtype dtype;   /* of keys and values: F32, F16 or BF16 */
     pfx_tensor **keys; /* [L] of [slots, max_len, Hkv, D] */
     pfx_tensor **values;
     size_t *len;      /* [slots] tokens held */
     int32_t *adapter; /* [slots] bank entry of the slot's prefill, -1 none */
     uint64_t rows_written;
 };
+
+/* The storage a KV cache takes: float32, half or bfloat16. */
+static inline bool pfx_kv_dtype_valid(pfx_dtype d)
+{
+    return d == PFX_DTYPE_F32 || d == PFX_DTYPE_F16 || d == PFX_DTYPE_BF16;
+}
 
 /* Every field of s checked (vocab: the logit_bias tokens' bound); messages
  * name it `name` (e.g. "request.sampling"). */

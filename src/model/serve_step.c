@@ -209,7 +209,8 @@ static pfx_status rope(pfx_context *cx, size_t l, const plan *p)
     return e;
 }
 
-/* The new keys and values of layer l appended to their slots. */
+/* The new keys and values of layer l appended to their slots: copied into
+ * a float32 cache, rounded to nearest even into a half or bfloat16 one. */
 static pfx_status append(pfx_context *cx, pfx_kv_cache *c, size_t l, const plan *p)
 {
     const pfx_model *m = cx->model;
@@ -218,14 +219,22 @@ static pfx_status append(pfx_context *cx, pfx_kv_cache *c, size_t l, const plan 
         if (!p->lens[b])
             continue;
         const size_t n = (size_t)p->lens[b];
-        const size_t src = b * p->N * KVD * f, dst = (b * c->max_len + c->len[b]) * KVD * f;
-        cl_int err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(cx, l, WS_K)->mem,
-                                         c->keys[l]->mem, src, dst, n * KVD * f, 0, NULL, NULL);
-        if (err == CL_SUCCESS)
-            err = clEnqueueCopyBuffer(m->rt->queue, pfx_model_ws(cx, l, WS_V)->mem,
-                                      c->values[l]->mem, src, dst, n * KVD * f, 0, NULL, NULL);
-        if (err != CL_SUCCESS)
-            return pfx_cl_error(m->rt, err, FN ": cache append");
+        const size_t src = b * p->N * KVD, dst = (b * c->max_len + c->len[b]) * KVD;
+        for (int kv = 0; kv < 2; kv++) {
+            const pfx_tensor *from = pfx_model_ws(cx, l, kv ? WS_V : WS_K);
+            pfx_tensor *to = kv ? c->values[l] : c->keys[l];
+            if (c->dtype != PFX_DTYPE_F32) {
+                const pfx_status e = pfx_op_from_float(m->rt, pfx_mat_of(from, src, n, KVD, KVD),
+                                                       pfx_mat_of(to, dst, n, KVD, KVD));
+                if (e != PFX_SUCCESS)
+                    return e;
+                continue;
+            }
+            const cl_int err = clEnqueueCopyBuffer(m->rt->queue, from->mem, to->mem, src * f,
+                                                   dst * f, n * KVD * f, 0, NULL, NULL);
+            if (err != CL_SUCCESS)
+                return pfx_cl_error(m->rt, err, FN ": cache append");
+        }
         c->rows_written += n;
     }
     return PFX_SUCCESS;
@@ -256,19 +265,20 @@ static void item_gains_of_layer(const pfx_model_shape *s, const pfx_adapter_bank
     d->item_dim_gain = p->item_dim_gain;
 }
 
-/* Copies rows [from, from + n) of a [*, width] float32 tensor into rows
- * [to, to + n) of another. */
+/* Copies rows [from, from + n) of a [*, width] tensor into rows [to, to + n)
+ * of another of the same dtype. */
 static cl_int copy_rows(pfx_runtime *rt, const pfx_tensor *src, size_t from, pfx_tensor *dst,
                         size_t to, size_t n, size_t width)
 {
-    const size_t row = width * sizeof(float);
+    const size_t row = width * pfx_dtype_size(src->dtype);
     return clEnqueueCopyBuffer(rt->queue, src->mem, dst->mem, from * row, to * row, n * row, 0,
                                NULL, NULL);
 }
 
 /* The attention of an extend step, item by item: each slot's new queries
- * against everything it holds (its rows copied out of the cache, its new
- * ones already appended), causal from its first new position. */
+ * against everything it holds (its rows copied out of the cache in its
+ * dtype, its new ones already appended), causal from its first new
+ * position. */
 static pfx_status attend_items(pfx_context *cx, pfx_kv_cache *c, size_t l, const plan *p,
                                pfx_attention_desc d, pfx_attention_inputs in)
 {
@@ -285,9 +295,9 @@ static pfx_status attend_items(pfx_context *cx, pfx_kv_cache *c, size_t l, const
     if (e == PFX_SUCCESS)
         e = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, qs, &o);
     if (e == PFX_SUCCESS)
-        e = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, ks, &k);
+        e = pfx_tensor_create(rt, c->dtype, 4, ks, &k);
     if (e == PFX_SUCCESS)
-        e = pfx_tensor_create(rt, PFX_DTYPE_F32, 4, ks, &v);
+        e = pfx_tensor_create(rt, c->dtype, 4, ks, &v);
     for (size_t b = 0; b < p->B && e == PFX_SUCCESS; b++) {
         if (!p->lens[b])
             continue;

@@ -78,9 +78,13 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
         pfx_attn_dims dims = { (cl_int)p.B, (cl_int)p.H, (cl_int)p.Hkv,   (cl_int)p.N, (cl_int)p.M,
                                (cl_int)p.P, (cl_int)p.D, (cl_int)p.group, (cl_int)R };
         cl_int causal = p.causal, has_dg = p.dim_factor != NULL, has_lse = lse != NULL;
-        cl_int flags = (p.q_half ? HALF_Q : 0) | (p.k_half ? HALF_K : 0) | (p.v_half ? HALF_V : 0) |
-                       (p.pk_half ? HALF_PK : 0) | (p.pv_half ? HALF_PV : 0) |
-                       (o->dtype == PFX_DTYPE_F16 ? HALF_O : 0);
+        cl_int flags =
+            (p.q_half ? HALF_Q : 0) | (p.k_half ? HALF_K : 0) | (p.v_half ? HALF_V : 0) |
+            (p.pk_half ? HALF_PK : 0) | (p.pv_half ? HALF_PV : 0) |
+            (o->dtype == PFX_DTYPE_F16 ? HALF_O : 0) |
+            ((p.q_bf16 ? HALF_Q : 0) | (p.k_bf16 ? HALF_K : 0) | (p.v_bf16 ? HALF_V : 0) |
+             (p.pk_bf16 ? HALF_PK : 0) | (p.pv_bf16 ? HALF_PV : 0))
+                << BF16_SHIFT;
         cl_int splits_i = (cl_int)splits, kps = (cl_int)keys_per_split;
         cl_mem pk = in->prefix_k ? in->prefix_k->mem : NULL;
         cl_mem pv = in->prefix_v ? in->prefix_v->mem : NULL;

@@ -85,18 +85,27 @@ static unsigned expected_shape(const pfx_attn_problem *p, pfx_attn_role role, pf
     return 0;
 }
 
+/* The storage a tensor may have: float32 only, float32 or half, or (the
+ * inputs, which pfx_attn_problem_forward_only limits to the forward) also
+ * bfloat16. */
+typedef enum storage_rule { ONLY_F32, F32_OR_HALF, INPUT } storage_rule;
+
 static pfx_status check_shape(pfx_runtime *rt, const char *op, const pfx_attn_problem *p,
                               const pfx_tensor *t, const char *name, pfx_attn_role role,
-                              pfx_layout layout, bool f32_only)
+                              pfx_layout layout, storage_rule rule)
 {
     if (!t)
         return pfx_error(rt, PFX_ERROR_NULL_ARGUMENT, "%s: %s is NULL", op, name);
     if (t->rt != rt)
         return pfx_error(rt, PFX_ERROR_RUNTIME_MISMATCH, "%s: %s belongs to another runtime", op,
                          name);
-    if (f32_only && t->dtype != PFX_DTYPE_F32)
+    if (rule == ONLY_F32 && t->dtype != PFX_DTYPE_F32)
         return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32", op, name);
-    if (t->dtype != PFX_DTYPE_F32 && t->dtype != PFX_DTYPE_F16)
+    if (rule == INPUT && t->dtype != PFX_DTYPE_F32 && t->dtype != PFX_DTYPE_F16 &&
+        t->dtype != PFX_DTYPE_BF16)
+        return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32, half or bfloat16",
+                         op, name);
+    if (rule == F32_OR_HALF && t->dtype != PFX_DTYPE_F32 && t->dtype != PFX_DTYPE_F16)
         return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH, "%s: %s must be float32 or half", op, name);
     size_t want[PFX_MAX_DIMS];
     unsigned ndim = expected_shape(p, role, layout, want);
@@ -124,7 +133,7 @@ pfx_status pfx_attn_check_tensor(pfx_runtime *rt, const char *op, const pfx_attn
                         : role == PFX_ATTN_LIKE_KV ? p->kv_layout
                         : role == PFX_ATTN_LIKE_O  ? p->o_layout
                                                    : PFX_LAYOUT_BHND;
-    return check_shape(rt, op, p, t, name, role, layout, f32_only);
+    return check_shape(rt, op, p, t, name, role, layout, f32_only ? ONLY_F32 : F32_OR_HALF);
 }
 
 pfx_status pfx_attn_check_alias(pfx_runtime *rt, const char *op, const pfx_tensor *out,
@@ -304,10 +313,10 @@ static pfx_status check_prefix(pfx_runtime *rt, const char *op, const pfx_attent
                     b, (int)d->bank_index[b], p->bank_entries);
     }
     pfx_status st = check_shape(rt, op, p, in->prefix_k, "in.prefix_k", PFX_ATTN_LIKE_PREFIX,
-                                PFX_LAYOUT_BHND, false);
+                                PFX_LAYOUT_BHND, INPUT);
     if (st == PFX_SUCCESS)
         st = check_shape(rt, op, p, in->prefix_v, "in.prefix_v", PFX_ATTN_LIKE_PREFIX,
-                         PFX_LAYOUT_BHND, false);
+                         PFX_LAYOUT_BHND, INPUT);
     return st;
 }
 
@@ -324,6 +333,13 @@ pfx_status pfx_attn_problem_forward_only(pfx_runtime *rt, const char *op, const 
                          "%s: per-item gains (desc.item_gain_mode, item_gain, item_dim_gain): "
                          "only the forward takes them",
                          op);
+    const bool bf16[5] = { p->q_bf16, p->k_bf16, p->v_bf16, p->pk_bf16, p->pv_bf16 };
+    static const char *const names[5] = { "in.q", "in.k", "in.v", "in.prefix_k", "in.prefix_v" };
+    for (int i = 0; i < 5; i++)
+        if (bf16[i])
+            return pfx_error(rt, PFX_ERROR_DTYPE_MISMATCH,
+                             "%s: %s is bfloat16: only the forward reads it (float32 or half)", op,
+                             names[i]);
     return PFX_SUCCESS;
 }
 
@@ -389,9 +405,9 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
     p->gain_mode = d->gain_mode;
     p->gain_ramp = d->gain_ramp;
 
-    if ((st = check_shape(rt, op, p, in->q, "in.q", PFX_ATTN_LIKE_Q, d->q_layout, false)) ||
-        (st = check_shape(rt, op, p, in->k, "in.k", PFX_ATTN_LIKE_KV, d->kv_layout, false)) ||
-        (st = check_shape(rt, op, p, in->v, "in.v", PFX_ATTN_LIKE_KV, d->kv_layout, false)) ||
+    if ((st = check_shape(rt, op, p, in->q, "in.q", PFX_ATTN_LIKE_Q, d->q_layout, INPUT)) ||
+        (st = check_shape(rt, op, p, in->k, "in.k", PFX_ATTN_LIKE_KV, d->kv_layout, INPUT)) ||
+        (st = check_shape(rt, op, p, in->v, "in.v", PFX_ATTN_LIKE_KV, d->kv_layout, INPUT)) ||
         (st = check_prefix(rt, op, d, in, p)))
         return st;
 
@@ -409,6 +425,11 @@ pfx_status pfx_attn_problem_init(pfx_runtime *rt, const char *op, const pfx_atte
     p->v_half = in->v->dtype == PFX_DTYPE_F16;
     p->pk_half = in->prefix_k && in->prefix_k->dtype == PFX_DTYPE_F16;
     p->pv_half = in->prefix_v && in->prefix_v->dtype == PFX_DTYPE_F16;
+    p->q_bf16 = in->q->dtype == PFX_DTYPE_BF16;
+    p->k_bf16 = in->k->dtype == PFX_DTYPE_BF16;
+    p->v_bf16 = in->v->dtype == PFX_DTYPE_BF16;
+    p->pk_bf16 = in->prefix_k && in->prefix_k->dtype == PFX_DTYPE_BF16;
+    p->pv_bf16 = in->prefix_v && in->prefix_v->dtype == PFX_DTYPE_BF16;
 
     p->item_gains = has_item_gains(d);
     const size_t items = p->item_gains ? p->B : 1; /* gain blocks: one per item or per call */

@@ -28,6 +28,7 @@ typedef struct pfx_attn_problem {
     pfx_attn_strides q, kv, o; /* Q/dQ, K/V/dK/dV, O/dO */
     pfx_attn_strides prefix;   /* batch = bank entry stride (0 when shared) */
     bool q_half, k_half, v_half, pk_half, pv_half;
+    bool q_bf16, k_bf16, v_bf16, pk_bf16, pv_bf16; /* the forward's inputs only */
 
     /* Host copies of the kernel parameters (owned, see pfx_attn_problem_free):
      * head_scale[h] = c_h = scale * gamma(r g_h); dim_factor[h*D + d] = 1 + G_hd
@@ -71,7 +72,8 @@ pfx_attn_drop_args pfx_attn_drop_args_of(const pfx_attn_problem *p);
 pfx_status pfx_attn_problem_no_dropout(pfx_runtime *rt, const char *op, const pfx_attn_problem *p);
 
 /* PFX_ERROR_UNSUPPORTED when the call has what only the forward computes:
- * an item with bank entry -1 (no prefix) or per-item gains. */
+ * an item with bank entry -1 (no prefix) or per-item gains;
+ * PFX_ERROR_DTYPE_MISMATCH for a bfloat16 input (only the forward reads it). */
 pfx_status pfx_attn_problem_forward_only(pfx_runtime *rt, const char *op,
                                          const pfx_attn_problem *p);
 

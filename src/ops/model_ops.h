@@ -255,6 +255,10 @@ pfx_status pfx_op_rope_backward(pfx_runtime *rt, pfx_mat x, size_t batch, size_t
 /* dst (F32 [R, C] view) = src (F32, F16, BF16 or Q8_0 [R, C] view) converted to float. */
 pfx_status pfx_op_to_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst);
 
+/* dst (F32, F16 or BF16 [R, C] view) = src (F32 [R, C] view) stored in dst's
+ * dtype, rounded to nearest even (a half KV cache's new rows). */
+pfx_status pfx_op_from_float(pfx_runtime *rt, pfx_mat src, pfx_mat dst);
+
 /*
  * C[m x n] = alpha * A op(W) + beta * C with a frozen weight W of either
  * storage; A, C float32 operands as in pfx_gemm (A m x k, never transposed).

@@ -1,5 +1,6 @@
 /* The prompt cache (prompt_cache.h). Each entry holds its rows in one
- * device buffer, layer by layer: keys [len, Hkv * D], then values. */
+ * device buffer of the KV cache's dtype, layer by layer: keys
+ * [len, Hkv * D], then values. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,12 +17,13 @@ typedef struct entry {
 struct prompt_cache {
     pfx_model *model;
     size_t budget, bytes, row; /* row: bytes of one token in one layer's keys */
+    pfx_dtype dtype;           /* the KV cache's */
     entry *e;
     size_t count, cap;
     uint64_t clock;
 };
 
-prompt_cache *prompt_cache_create(pfx_model *model, size_t budget)
+prompt_cache *prompt_cache_create(pfx_model *model, pfx_dtype dtype, size_t budget)
 {
     if (!budget)
         return NULL;
@@ -31,7 +33,8 @@ prompt_cache *prompt_cache_create(pfx_model *model, size_t budget)
     const pfx_model_shape *s = &model->cfg.shape;
     pc->model = model;
     pc->budget = budget;
-    pc->row = s->kv_heads * s->head_dim * sizeof(float);
+    pc->dtype = dtype;
+    pc->row = s->kv_heads * s->head_dim * pfx_dtype_size(dtype);
     return pc;
 }
 
@@ -90,7 +93,7 @@ static bool copy(prompt_cache *pc, const pfx_kv_cache *cache, size_t slot, const
 size_t prompt_cache_restore(prompt_cache *pc, pfx_kv_cache *cache, size_t slot, int32_t adapter,
                             const int32_t *prompt, size_t len)
 {
-    if (!pc || len < 2 || cache->len[slot])
+    if (!pc || len < 2 || cache->len[slot] || cache->dtype != pc->dtype)
         return 0;
     size_t best = 0, at = 0;
     for (size_t i = 0; i < pc->count; i++) {
@@ -114,7 +117,7 @@ void prompt_cache_save(prompt_cache *pc, const pfx_kv_cache *cache, size_t slot,
                        const int32_t *prompt, size_t len)
 {
     const size_t L = pc ? pc->model->cfg.shape.layers : 0, bytes = 2 * L * len * (pc ? pc->row : 0);
-    if (!pc || bytes > pc->budget)
+    if (!pc || bytes > pc->budget || cache->dtype != pc->dtype)
         return;
     for (size_t i = 0; i < pc->count; i++) {
         entry *e = &pc->e[i];
@@ -143,8 +146,8 @@ void prompt_cache_save(prompt_cache *pc, const pfx_kv_cache *cache, size_t slot,
         pc->cap = cap;
     }
     entry e = { adapter, malloc(len * sizeof(int32_t)), len, bytes, NULL, ++pc->clock };
-    const size_t shape[1] = { bytes / sizeof(float) };
-    if (!e.tokens || pfx_tensor_create(pc->model->rt, PFX_DTYPE_F32, 1, shape, &e.rows) ||
+    const size_t shape[1] = { bytes / pfx_dtype_size(pc->dtype) };
+    if (!e.tokens || pfx_tensor_create(pc->model->rt, pc->dtype, 1, shape, &e.rows) ||
         !copy(pc, cache, slot, &e, len, false)) {
         pfx_tensor_destroy(&e.rows);
         free(e.tokens);

@@ -10,8 +10,10 @@
 
 typedef struct prompt_cache prompt_cache;
 
-/* NULL when budget is 0 (no cache) or out of host memory. */
-prompt_cache *prompt_cache_create(pfx_model *model, size_t budget);
+/* Rows kept in `dtype`, the KV cache's (a cache of another dtype neither
+ * saves nor restores). NULL when budget is 0 (no cache) or out of host
+ * memory. */
+prompt_cache *prompt_cache_create(pfx_model *model, pfx_dtype dtype, size_t budget);
 void prompt_cache_destroy(prompt_cache **pc);
 /* Forgets every entry (the bank changed). */
 void prompt_cache_clear(prompt_cache *pc);

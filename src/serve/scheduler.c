@@ -104,6 +104,9 @@ pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
                          p->max_len, model->cfg.shape.max_positions);
     if (p->queue == 0)
         return pfx_error(rt, PFX_ERROR_OUT_OF_RANGE, "%s: params.queue is 0", fn);
+    if (!pfx_kv_dtype_valid(p->kv_dtype))
+        return pfx_error(rt, PFX_ERROR_INVALID_ARGUMENT,
+                         "%s: params.kv_dtype %d is not F32, F16 or BF16", fn, (int)p->kv_dtype);
     pfx_scheduler *s = calloc(1, sizeof(*s));
     if (!s)
         return pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
@@ -138,9 +141,9 @@ pfx_status pfx_scheduler_create(pfx_model *model, const pfx_adapter_bank *bank,
     if (st == PFX_SUCCESS)
         st = pfx_context_create(model, &cp, &s->ctx);
     if (st == PFX_SUCCESS)
-        st = pfx_kv_cache_create(model, n, p->max_len, &s->cache);
+        st = pfx_kv_cache_create_dtype(model, n, p->max_len, p->kv_dtype, &s->cache);
     if (st == PFX_SUCCESS && p->prompt_cache_bytes &&
-        !(s->pc = prompt_cache_create(model, p->prompt_cache_bytes)))
+        !(s->pc = prompt_cache_create(model, p->kv_dtype, p->prompt_cache_bytes)))
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: host memory", fn);
     if (st == PFX_SUCCESS && pthread_mutex_init(&s->mu, NULL) != 0)
         st = pfx_error(rt, PFX_ERROR_OUT_OF_MEMORY, "%s: cannot make a mutex", fn);

@@ -188,7 +188,7 @@ int cmd_generate(int argc, char **argv)
     uint64_t max_new = 32, top_k = 0, seed = 0, stop_ids[MAX_STOPS];
     float temperature = 0.0f, top_p = 0.0f;
     bool json = false;
-    int storage = PFX_DTYPE_F32;
+    int storage = PFX_DTYPE_F32, kv_dtype = PFX_DTYPE_F32;
     serve_ctx ctx;
     memset(&ctx, 0, sizeof(ctx));
     static const char more[] = "more prompts: one a line of a --prompts file";
@@ -234,6 +234,10 @@ int cmd_generate(int argc, char **argv)
           "config.json's eos_token_id and the tokenizer's EOS" },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
           "the weights on the device", "f32" },
+        { "--kv-dtype", CLI_CHOICE, &kv_dtype, 0, 0, tool_kv_dtypes, NULL, "T",
+          "the KV cache's storage: f16 and bf16 hold half the bytes (llama.cpp's cache is f16), "
+          "rounded to nearest even",
+          "f32" },
         { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
           "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
         { "--json", CLI_FLAG, &json, 0, 0, NULL, NULL, NULL,
@@ -340,7 +344,8 @@ int cmd_generate(int argc, char **argv)
         goto out;
     }
     pfx_kv_cache *cache = NULL;
-    if (pfx_kv_cache_create(ctx.model, batch, max_len, &cache) != PFX_SUCCESS) {
+    if (pfx_kv_cache_create_dtype(ctx.model, batch, max_len, (pfx_dtype)kv_dtype, &cache) !=
+        PFX_SUCCESS) { /* tool_kv_dtypes is in pfx_dtype order */
         fprintf(stderr, "prefixcl generate: %s\n", pfx_last_error(ctx.rt));
         goto out;
     }

@@ -10,15 +10,27 @@
 #include <time.h>
 
 const char *const tool_storages[] = { "f32", "f16", "bf16", "q8_0", NULL };
+const char *const tool_kv_dtypes[] = { "f32", "f16", "bf16", NULL };
 
-bool tool_storage_parse(const char *name, pfx_dtype *out)
+/* The dtype of name in a list of names at their pfx_dtype's index. */
+static bool dtype_named(const char *const *names, const char *name, pfx_dtype *out)
 {
-    for (int i = 0; tool_storages[i]; i++)
-        if (!strcmp(name, tool_storages[i])) {
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(name, names[i])) {
             *out = (pfx_dtype)i;
             return true;
         }
     return false;
+}
+
+bool tool_storage_parse(const char *name, pfx_dtype *out)
+{
+    return dtype_named(tool_storages, name, out);
+}
+
+bool tool_kv_dtype_parse(const char *name, pfx_dtype *out)
+{
+    return dtype_named(tool_kv_dtypes, name, out);
 }
 
 float tool_uniform(uint64_t *state, float amp)

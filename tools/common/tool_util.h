@@ -37,9 +37,13 @@ void tool_openblas_settings(char **argv);
 /* The weight storages --storage takes, NULL-terminated, each at the index of
  * its pfx_dtype: "f32", "f16", "bf16" (a CLI_CHOICE's index is the dtype). */
 extern const char *const tool_storages[];
+/* The KV cache storages --kv-dtype takes, the same way: "f32", "f16", "bf16". */
+extern const char *const tool_kv_dtypes[];
 
 /* The pfx_dtype of a --storage name; false (nothing set) for another name. */
 bool tool_storage_parse(const char *name, pfx_dtype *out);
+/* The same for a --kv-dtype name. */
+bool tool_kv_dtype_parse(const char *name, pfx_dtype *out);
 
 /* splitmix64: the next value of *state, uniform in [-amp, amp). */
 float tool_uniform(uint64_t *state, float amp);

@@ -45,7 +45,7 @@ int cmd_serve(int argc, char **argv)
              max_connections = 256, client_connections = 64, prompt_cache = 0;
     static char base[256];
     bool admin = false;
-    int storage = PFX_DTYPE_F32;
+    int storage = PFX_DTYPE_F32, kv_dtype = PFX_DTYPE_F32;
     server srv;
     memset(&srv, 0, sizeof(srv));
     cli_list adapters = { adapter_args, NULL, SERVE_MAX_ADAPTERS, 0, NULL };
@@ -86,6 +86,10 @@ int cmd_serve(int argc, char **argv)
           "POST /v1/adapters {name, path}, DELETE /v1/adapters/NAME", NULL },
         { "--storage", CLI_CHOICE, &storage, 0, 0, tool_storages, NULL, "T",
           "the weights on the device", "f32" },
+        { "--kv-dtype", CLI_CHOICE, &kv_dtype, 0, 0, tool_kv_dtypes, NULL, "T",
+          "the KV cache's storage: f16 and bf16 hold half the bytes (llama.cpp's cache is f16), "
+          "rounded to nearest even",
+          "f32" },
         { "--device", CLI_TEXT, &device, 0, 0, NULL, NULL, "SEL",
           "P:D, gpu, cpu or a name substring", "$PREFIXCL_DEVICE, then the default device" },
     };
@@ -148,7 +152,11 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "prefixcl serve: /v1/chat/completions will answer 500: %s\n", srv.chat.why);
     srv.stop_count = serve_default_stops(&srv.ctx, srv.stop, PFX_SCHEDULER_MAX_STOPS);
     char why[512];
-    const pfx_scheduler_params sp = { slots, max_len, queue, (size_t)prompt_cache << 20 };
+    const pfx_scheduler_params sp = { .slots = slots,
+                                      .max_len = max_len,
+                                      .queue = queue,
+                                      .prompt_cache_bytes = (size_t)prompt_cache << 20,
+                                      .kv_dtype = (pfx_dtype)kv_dtype }; /* tool_kv_dtypes order */
     if (pfx_scheduler_create(srv.ctx.model, srv.ctx.bank, &sp, &srv.sched) != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl serve: %s\n", pfx_last_error(srv.ctx.rt));
         goto out;
