@@ -98,25 +98,19 @@ static size_t utf8_whole(const char *s, size_t n)
 }
 
 /* The prompt of document i: its text, or the text of its first `keep`
- * tokens when it has more. malloc'd, or NULL. */
-static char *prompt_of(const exp_state *s, const doc_texts *t, size_t i, size_t keep)
+ * tokens when it has more (labels_read keeps every token, and a length of
+ * at least `keep` when there are more). malloc'd, or NULL. */
+static char *prompt_of(const exp_state *s, const cls_data *x, size_t i, size_t keep)
 {
     char *cut = NULL, *p = NULL;
     size_t len = 0;
-    const char *text = t->text[i];
-    size_t count = 0;
-    int32_t *ids = NULL;
-    if (pfx_tokenizer_encode(s->tok, text, strlen(text), 0, &ids, &count) != PFX_SUCCESS)
-        return NULL;
-    if (count > keep) {
-        if (pfx_tokenizer_decode(s->tok, ids, keep, 0, &cut, &len) != PFX_SUCCESS) {
-            free(ids);
+    const char *text = x->t.text[i];
+    if (x->d.len[i] > keep) {
+        if (pfx_tokenizer_decode(s->tok, x->d.ids[i], keep, 0, &cut, &len) != PFX_SUCCESS)
             return NULL;
-        }
         cut[utf8_whole(cut, len)] = '\0';
         text = cut;
     }
-    free(ids);
     const size_t n = strlen(text) + sizeof(CLASSIFY_ASK);
     if ((p = malloc(n)))
         snprintf(p, n, "%s%s", text, CLASSIFY_ASK);
@@ -178,10 +172,11 @@ static int completions(exp_state *s, cls_data *x, size_t *longest)
     for (size_t k = 0; k < K && rc == 0; k++) {
         char text[256];
         snprintf(text, sizeof(text), " %s", x->d.classes[k]);
-        if (pfx_tokenizer_encode(s->tok, text, strlen(text), 0, &ids[k], &len[k]) != PFX_SUCCESS ||
-            len[k] == 0) {
+        const bool coded =
+            pfx_tokenizer_encode(s->tok, text, strlen(text), 0, &ids[k], &len[k]) == PFX_SUCCESS;
+        if (!coded || len[k] == 0) {
             fprintf(stderr, "prefixcl experiment gain: the label '%s': %s\n", x->d.classes[k],
-                    len[k] ? pfx_last_error(NULL) : "no tokens");
+                    coded ? "no tokens" : pfx_last_error(NULL));
             rc = -1;
         }
         *longest = len[k] > *longest ? len[k] : *longest;
@@ -214,7 +209,7 @@ static int write_files(exp_state *s, cls_data *x, size_t keep)
         const size_t count = part ? x->tests : (n + 1) / 2;
         for (size_t j = 0; ok && j < count; j++) {
             const size_t i = part ? test_doc(n, s->o.cls_test, j) : 2 * j;
-            char *prompt = prompt_of(s, &x->t, i, keep);
+            char *prompt = prompt_of(s, x, i, keep);
             ok = prompt && write_example(pfx_output_stream(f), prompt, x->d.classes[x->d.label[i]]);
             if (part && ok)
                 x->test_label[j] = x->d.label[i];
@@ -322,8 +317,10 @@ static int data_make(exp_state *s, cls_data *x)
     x->test_label = calloc(x->tests ? x->tests : 1, sizeof(int32_t));
     x->prompt = calloc(x->tests ? x->tests : 1, sizeof(int32_t *));
     x->prompt_len = calloc(x->tests ? x->tests : 1, sizeof(size_t));
-    if (!x->test_label || !x->prompt || !x->prompt_len || x->tests == 0)
+    if (!x->test_label || !x->prompt || !x->prompt_len) {
+        fprintf(stderr, "prefixcl experiment gain: the classification: out of host memory\n");
         return -1;
+    }
     const size_t keep = room < CLASSIFY_DOC_TOKENS ? room : CLASSIFY_DOC_TOKENS;
     s->cls_doc_tokens = keep;
     if (write_files(s, x, keep) || read_prompts(s, x))

@@ -10,7 +10,9 @@
  * prefix of a second call whose rows are the labels' proper prefixes
  * (classify.h): a row's tokens sit where they would after the prompt
  * (position P + prompt + t) and attend to the same keys and values, so they
- * compute what the whole sequence computes, for a few tokens a row. */
+ * compute what the whole sequence computes, for a few tokens a row. The
+ * rows go in two calls, the shorter and the longer ones, each padded to its
+ * own longest (the split that pads least). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,10 @@
 typedef struct scorer {
     exp_state *s;
     const cls_data *x;
-    size_t L, H, D, P, V, rows, ntok;
+    size_t L, H, D, P, V, rows;
+    size_t *order; /* [rows]: the context of each row, shortest first */
+    size_t cut;    /* rows 0 .. cut - 1 in the first call, the others in the second */
+    size_t tok[2]; /* each call's tokens a row */
     pfx_model *m;
     pfx_context *fill, *tail; /* the prefills; the label rows */
     pfx_kv_cache *cache;
@@ -32,15 +37,19 @@ typedef struct scorer {
     float *pk, *pv;      /* [L][H * P * D]: the tuned prefix */
     float *ck, *cv;      /* [PREFILL_SLOTS * prompt * H * D]: one layer of the cache */
     float *hk, *hv;      /* [L][H * (P + prompt) * D]: one example's whole prefix */
-    pfx_tensor *next;    /* [rows, V] */
-    int32_t *ids, *lens; /* the label rows: [rows * ntok], [rows] */
+    pfx_tensor *next[2]; /* each call's logits [its rows, V] */
+    int32_t *ids, *lens; /* the rows: the first call's [cut * tok[0]], then the second's */
+    float *tmp;          /* [rows * V]: the rows' logits in row order */
     float *lp;           /* [count * V]: every context's log-probabilities, one example */
     float *first;        /* [PREFILL_SLOTS * V] */
 } scorer;
 
 static void scorer_free(scorer *q)
 {
-    pfx_tensor_destroy(&q->next);
+    pfx_tensor_destroy(&q->next[0]);
+    pfx_tensor_destroy(&q->next[1]);
+    free(q->order);
+    free(q->tmp);
     pfx_kv_cache_destroy(&q->cache);
     pfx_adapter_bank_destroy(&q->bank);
     pfx_context_destroy(&q->fill);
@@ -58,6 +67,33 @@ static void scorer_free(scorer *q)
     free(q->first);
 }
 
+/* The rows in order of length and the split of them that pads least. */
+static int rows_split(scorer *q)
+{
+    const classify_contexts *c = &q->x->c;
+    if (!(q->order = malloc((q->rows ? q->rows : 1) * sizeof(size_t))))
+        return -1;
+    for (size_t r = 0; r < q->rows; r++) { /* insertion: a few dozen rows */
+        size_t i = r;
+        for (; i > 0 && c->ctx_len[q->order[i - 1]] > c->ctx_len[r + 1]; i--)
+            q->order[i] = q->order[i - 1];
+        q->order[i] = r + 1;
+    }
+    const size_t longest = q->rows ? c->ctx_len[q->order[q->rows - 1]] : 1;
+    size_t best = SIZE_MAX;
+    q->cut = q->rows;
+    for (size_t k = 1; k <= q->rows; k++) {
+        const size_t padded = k * c->ctx_len[q->order[k - 1]] + (q->rows - k) * longest;
+        if (padded < best) {
+            best = padded;
+            q->cut = k;
+        }
+    }
+    q->tok[0] = q->rows ? c->ctx_len[q->order[q->cut - 1]] : 1;
+    q->tok[1] = longest;
+    return 0;
+}
+
 /* The model, its two contexts, the cache, the prefix read back, the rows'
  * ids (the same for every example). */
 static int scorer_open(scorer *q, const char *model_dir, const char *adapter_dir)
@@ -71,29 +107,32 @@ static int scorer_open(scorer *q, const char *model_dir, const char *adapter_dir
     q->P = s->o.cls_prefix;
     q->V = s->shape.vocab;
     q->rows = c->count - 1; /* context 0 is the prompt alone: the prefill's */
-    q->ntok = 1;
-    for (size_t k = 1; k < c->count; k++)
-        q->ntok = c->ctx_len[k] > q->ntok ? c->ctx_len[k] : q->ntok;
+    if (rows_split(q)) {
+        fprintf(stderr, "prefixcl experiment gain: scoring: out of host memory\n");
+        return -1;
+    }
+    const size_t n2 = q->rows - q->cut;
     const size_t np = x->longest_prompt, LHD = q->L * q->H * q->D;
     const pfx_context_params fp = { .max_batch = PREFILL_SLOTS,
                                     .max_tokens = np,
                                     .max_prefix_len = q->P },
-                             tp = { .max_batch = q->rows ? q->rows : 1,
-                                    .max_tokens = q->ntok,
+                             tp = { .max_batch = q->cut > n2 ? q->cut : n2,
+                                    .max_tokens = q->tok[1],
                                     .max_prefix_len = q->P + np };
-    const size_t nshape[2] = { q->rows ? q->rows : 1, q->V };
+    const size_t shape0[2] = { q->cut ? q->cut : 1, q->V }, shape1[2] = { n2 ? n2 : 1, q->V };
     q->pk = malloc(LHD * q->P * sizeof(float));
     q->pv = malloc(LHD * q->P * sizeof(float));
     q->ck = malloc(PREFILL_SLOTS * np * q->H * q->D * sizeof(float));
     q->cv = malloc(PREFILL_SLOTS * np * q->H * q->D * sizeof(float));
     q->hk = malloc(LHD * (q->P + np) * sizeof(float));
     q->hv = malloc(LHD * (q->P + np) * sizeof(float));
-    q->ids = calloc((q->rows ? q->rows : 1) * q->ntok, sizeof(int32_t));
-    q->lens = calloc(q->rows ? q->rows : 1, sizeof(int32_t));
+    q->ids = calloc(q->cut * q->tok[0] + n2 * q->tok[1] + 1, sizeof(int32_t));
+    q->lens = calloc(q->rows + 1, sizeof(int32_t));
+    q->tmp = malloc((q->rows + 1) * q->V * sizeof(float));
     q->lp = malloc(c->count * q->V * sizeof(float));
     q->first = malloc(PREFILL_SLOTS * q->V * sizeof(float));
     if (!q->pk || !q->pv || !q->ck || !q->cv || !q->hk || !q->hv || !q->ids || !q->lens || !q->lp ||
-        !q->first) {
+        !q->first || !q->tmp) {
         fprintf(stderr, "prefixcl experiment gain: scoring: out of host memory\n");
         return -1;
     }
@@ -118,15 +157,19 @@ static int scorer_open(scorer *q, const char *model_dir, const char *adapter_dir
             st = pfx_tensor_read(pre.values[l], 0, n, q->pv + l * n);
     }
     if (st == PFX_SUCCESS)
-        st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 2, nshape, &q->next);
+        st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 2, shape0, &q->next[0]);
+    if (st == PFX_SUCCESS)
+        st = pfx_tensor_create(s->rt, PFX_DTYPE_F32, 2, shape1, &q->next[1]);
     if (st != PFX_SUCCESS) {
         fprintf(stderr, "prefixcl experiment gain: scoring %s: %s\n", adapter_dir,
                 pfx_last_error(s->rt));
         return -1;
     }
     for (size_t r = 0; r < q->rows; r++) {
-        const size_t k = r + 1, lab = c->ctx_label[k];
-        memcpy(q->ids + r * q->ntok, c->ids + c->at[lab], c->ctx_len[k] * sizeof(int32_t));
+        const size_t k = q->order[r], lab = c->ctx_label[k];
+        const size_t at =
+            r < q->cut ? r * q->tok[0] : q->cut * q->tok[0] + (r - q->cut) * q->tok[1];
+        memcpy(q->ids + at, c->ids + c->at[lab], c->ctx_len[k] * sizeof(int32_t));
         q->lens[r] = (int32_t)c->ctx_len[k];
     }
     return 0;
@@ -210,13 +253,20 @@ static pfx_status tail(scorer *q, size_t j, size_t e)
         const pfx_model_prefix pre = { .prefix_len = W,
                                        .keys = (pfx_tensor *const *)keys,
                                        .values = (pfx_tensor *const *)values };
-        const pfx_model_batch b = {
-            .batch = q->rows, .tokens = q->ntok, .ids = q->ids, .lens = q->lens
-        };
-        st = pfx_model_last_logits(q->tail, &b, &pre, q->next);
+        for (int g = 0; g < 2 && st == PFX_SUCCESS; g++) {
+            const size_t r0 = g ? q->cut : 0, B = g ? q->rows - q->cut : q->cut;
+            const pfx_model_batch b = { .batch = B,
+                                        .tokens = q->tok[g],
+                                        .ids = q->ids + (g ? q->cut * q->tok[0] : 0),
+                                        .lens = q->lens + r0 };
+            if (B)
+                st = pfx_model_last_logits(q->tail, &b, &pre, q->next[g]);
+            if (B && st == PFX_SUCCESS)
+                st = pfx_tensor_read(q->next[g], 0, B * q->V, q->tmp + r0 * q->V);
+        }
     }
-    if (st == PFX_SUCCESS)
-        st = pfx_tensor_read(q->next, 0, q->rows * q->V, q->lp + q->V);
+    for (size_t r = 0; r < q->rows && st == PFX_SUCCESS; r++)
+        memcpy(q->lp + q->order[r] * q->V, q->tmp + r * q->V, q->V * sizeof(float));
     for (size_t l = 0; keys && values && l < q->L; l++) {
         pfx_tensor_destroy(&keys[l]);
         pfx_tensor_destroy(&values[l]);
