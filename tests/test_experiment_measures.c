@@ -322,6 +322,12 @@ static void test_verdict_noise(void **state)
     assert_non_null(strstr(verdict_text(&v, "%.3f", 0, buf, sizeof(buf)), "float32 noise"));
     /* without the noise rule the same table would have agreed */
     assert_int_equal(verdict_paired(a, b, 3, -1, 0.0).kind, VERDICT_AGREES);
+    /* without it, equal figures (the same accuracy on every seed) are no
+     * noise: their interval [0, 0] holds 0 */
+    v = verdict_paired(b, b, 3, 1, 0.0);
+    assert_int_equal(v.kind, VERDICT_INCONCLUSIVE);
+    assert_false(v.below_noise);
+    assert_non_null(strstr(verdict_text(&v, "%+.1f", 0, buf, sizeof(buf)), "holds 0"));
     /* 1e-4 relative is past the noise */
     for (int k = 0; k < 3; k++)
         a[k] = b[k] * (1.0 - 1e-4 * (1.0 + 0.01 * k));
