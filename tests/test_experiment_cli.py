@@ -14,7 +14,8 @@ it), resumed and stopped during the generation speed, resumed and stopped
 during the probe, resumed and stopped during the classification (a
 finished arm's classification before it, kept), and resumed to the end
 gives the figures of a run never stopped, bit for bit; --resume with
-another option is refused naming it.
+another option is refused naming it; a finished run typed with relative
+folders resumes.
 
 usage: test_experiment_cli.py PREFIXCL CORPUS_SCRIPT TOKENIZER_DIR cairo|none
 (standard library only)
@@ -83,7 +84,11 @@ def resume_checks(exe, corpus, tokenizer, tmp):
             "--seeds", "1", "--arms", "baseline,linear", "--classify-steps", "20", "--classify-prefix", "4",
             "--classify-test", "0"]
     ref, out = os.path.join(tmp, "ref"), os.path.join(tmp, "resumed")
-    run(exe, ["experiment", "gain", "--out", ref, "--quiet"] + args)
+    # the reference typed with relative folders, then resumed once finished:
+    # every arm resumes from its checkpoint, which must name the same paths
+    rel = ["--corpus", os.path.relpath(corpus, tmp), "--tokenizer", os.path.relpath(tokenizer, tmp)] + args[4:]
+    run(exe, ["experiment", "gain", "--out", "ref", "--quiet"] + rel, cwd=tmp)
+    run(exe, ["experiment", "gain", "--resume", "ref"], cwd=tmp)
     cmd = ["experiment", "gain", "--out", out] + args
     # the tiny probe may end before its SIGINT arrives: the stop then falls
     # in the classification that follows it
@@ -122,6 +127,7 @@ def resume_checks(exe, corpus, tokenizer, tmp):
 
 def main():
     exe, script, tokenizer, cairo = sys.argv[1:5]
+    exe = os.path.abspath(exe)  # some runs start in the temporary folder
     with tempfile.TemporaryDirectory() as tmp:
         wn, corpus, out = (os.path.join(tmp, n) for n in ("wn", "corpus", "out"))
         fake_wordnet(wn)

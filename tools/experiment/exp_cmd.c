@@ -1,4 +1,5 @@
 /* prefixcl experiment gain: options, then the work in order (exp.h). */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -365,6 +366,14 @@ static int experiment(int argc, char **argv, const char *resumed)
                  o->measure_every > o->steps ? o->measure_every : o->eval_every, o->steps);
         return refuse(why, opts, nopts);
     }
+    /* the folders as absolute paths in every sitting: the arms' checkpoints
+     * record the paths, and --resume starts from experiment.json's absolute
+     * ones (save_args), perhaps elsewhere */
+    char corpus_abs[PATH_MAX], tokenizer_abs[PATH_MAX], out_abs[PATH_MAX];
+    if (realpath(o->corpus, corpus_abs))
+        o->corpus = corpus_abs;
+    if (realpath(o->tokenizer, tokenizer_abs))
+        o->tokenizer = tokenizer_abs;
     snprintf(s->train_path, sizeof(s->train_path), "%s/train.txt", o->corpus);
     snprintf(s->valid_path, sizeof(s->valid_path), "%s/valid.txt", o->corpus);
     snprintf(s->labels_path, sizeof(s->labels_path), "%s/valid_labels.tsv", o->corpus);
@@ -383,6 +392,8 @@ static int experiment(int argc, char **argv, const char *resumed)
     if (!cli_check_output_dir("experiment gain", "--out", o->out, outputs,
                               sizeof(outputs) / sizeof(outputs[0])))
         return 2;
+    if (realpath(o->out, out_abs))
+        o->out = out_abs;
     if (!resumed && save_args(argc, argv, o->out))
         return 1;
     if (pfx_tokenizer_load(o->tokenizer, &s->tok) != PFX_SUCCESS) {
