@@ -2,14 +2,20 @@
 """`prefixcl experiment gain` end to end at a tiny size: a small corpus made
 by tools/corpus/wordnet_corpus.py from WordNet-format files written here
 (invented glosses), the committed data/wordnet tokenizer, a 2-layer model,
-the baseline, linear, selected, uniform and decay arms for a few steps. report.md holds
-every arm in the claims' table with finite figures, results.json parses
-with the same arms, the pictures are PNGs of a sensible size; bad options
-are refused naming the option. Then a run stopped by SIGINT during training
-(mid-arm, a finished arm before it), resumed and stopped during the
-generation speed, resumed and stopped during the probe, and resumed to the
-end gives the figures of a run never stopped, bit for bit; --resume with
-another option is refused naming it.
+the baseline, linear, selected, uniform and decay arms for a few steps, each
+final model prefix-tuned a few steps on the lexicographer-file
+classification. report.md holds every arm in the claims' table with finite
+figures (the classification's accuracy and its claims among them, the
+unigram perplexity; the held-out loss of the right labels from the
+classification's scores equals the tune job's evaluation of them), results.json parses with the same arms, the pictures
+are PNGs of a sensible size; bad options are refused naming the option.
+Then a run stopped by SIGINT during training (mid-arm, a finished arm before
+it), resumed and stopped during the generation speed, resumed and stopped
+during the probe, resumed and stopped during the classification (a
+finished arm's classification before it, kept), and resumed to the end
+gives the figures of a run never stopped, bit for bit; --resume with
+another option is refused naming it; a finished run typed with relative
+folders resumes.
 
 usage: test_experiment_cli.py PREFIXCL CORPUS_SCRIPT TOKENIZER_DIR cairo|none
 (standard library only)
@@ -75,19 +81,31 @@ def resume_checks(exe, corpus, tokenizer, tmp):
     args = ["--corpus", corpus, "--tokenizer", tokenizer, "--layers", "2", "--hidden", "32", "--heads", "4",
             "--block", "32", "--batch", "4", "--steps", "10", "--measure-every", "2", "--eval-every", "5",
             "--eval-blocks", "4", "--gen-tokens", "16", "--gen-reps", "30", "--probe-docs", "0", "--lr", "3e-3",
-            "--seeds", "1", "--arms", "baseline,linear"]
+            "--seeds", "1", "--arms", "baseline,linear", "--classify-steps", "20", "--classify-prefix", "4",
+            "--classify-test", "0"]
     ref, out = os.path.join(tmp, "ref"), os.path.join(tmp, "resumed")
-    run(exe, ["experiment", "gain", "--out", ref, "--quiet"] + args)
+    # the reference typed with relative folders, then resumed once finished:
+    # every arm resumes from its checkpoint, which must name the same paths
+    rel = ["--corpus", os.path.relpath(corpus, tmp), "--tokenizer", os.path.relpath(tokenizer, tmp)] + args[4:]
+    run(exe, ["experiment", "gain", "--out", "ref", "--quiet"] + rel, cwd=tmp)
+    run(exe, ["experiment", "gain", "--resume", "ref"], cwd=tmp)
     cmd = ["experiment", "gain", "--out", out] + args
+    # the tiny probe may end before its SIGINT arrives: the stop then falls
+    # in the classification that follows it
     for line, phase in (("  linear   step     4/10", "during training"),
-                        ("generation speed", "during the generation speed"), ("probe", "during the probe")):
+                        ("generation speed", "during the generation speed"),
+                        ("probe", "during the (probe|classification)"),
+                        ("  classify linear", "during the classification")):
         code, stdout, err = stopped_at(exe, cmd, line)
-        if code != 130 or phase not in err or "--resume" not in err:
+        if code != 130 or not re.search(phase, err) or "--resume" not in err:
             sys.exit("a stop %s: exit %d\n%s\n%s" % (phase, code, stdout[-1500:], err))
         if phase == "during training" and not os.path.exists(os.path.join(out, "linear", "checkpoint.safetensors")):
             sys.exit("no checkpoint of the stopped arm")
         if phase == "during the generation speed" and not re.search(r"arm baseline .*\(resumed\)", stdout):
             sys.exit("the finished arm was not resumed:\n" + stdout)
+        if phase == "during the classification" and not os.path.exists(
+                os.path.join(out, "baseline", "classify", "classify.json")):
+            sys.exit("the finished classification was not saved:\n" + stdout)
         cmd = ["experiment", "gain", "--resume", out]
     for other in (["--steps", "20"], ["--quiet"]):
         _, err = run(exe, ["experiment", "gain", "--resume", out] + other, code=2)
@@ -96,17 +114,20 @@ def resume_checks(exe, corpus, tokenizer, tmp):
     _, err = run(exe, ["experiment", "gain", "--resume", os.path.join(tmp, "none")], code=2)
     if "experiment.json" not in err:
         sys.exit("--resume of no experiment: %r" % err)
-    run(exe, cmd)
+    stdout, _ = run(exe, cmd)
+    if not re.search(r"classify baseline .*\(kept\)", stdout):
+        sys.exit("the finished classification was not kept:\n" + stdout)
     a, b = (json.load(open(os.path.join(d, "results.json"))) for d in (ref, out))
     for arm in ("baseline", "linear"):
         ra, rb = a["arms"][arm]["runs"][0], b["arms"][arm]["runs"][0]
-        for key in ("validation_perplexity", "validation_curve", "per_head"):
+        for key in ("validation_perplexity", "validation_curve", "per_head", "classification_accuracy"):
             if ra[key] != rb[key]:
                 sys.exit("%s: %s differs after the stops and resumes:\n%r\n%r" % (arm, key, ra[key], rb[key]))
 
 
 def main():
     exe, script, tokenizer, cairo = sys.argv[1:5]
+    exe = os.path.abspath(exe)  # some runs start in the temporary folder
     with tempfile.TemporaryDirectory() as tmp:
         wn, corpus, out = (os.path.join(tmp, n) for n in ("wn", "corpus", "out"))
         fake_wordnet(wn)
@@ -114,7 +135,7 @@ def main():
         tiny = ["--corpus", corpus, "--tokenizer", tokenizer, "--layers", "2", "--hidden", "32", "--heads", "4",
                 "--block", "32", "--batch", "4", "--steps", "10", "--measure-every", "2", "--eval-every", "5",
                 "--eval-blocks", "4", "--gen-tokens", "8", "--gen-reps", "2", "--probe-docs", "0", "--lr", "3e-3",
-                "--seeds", "1"]
+                "--seeds", "1", "--classify-steps", "6", "--classify-prefix", "4", "--classify-test", "0"]
         arms = ("baseline", "linear", "selected", "uniform", "decay")
         stdout, _ = run(exe, ["experiment", "gain", "--out", out, "--arms", ",".join(arms), "--quiet"] + tiny,
                         timeout=300)
@@ -134,11 +155,30 @@ def main():
         claims = report[report.index("## The claims"):report.index("## Pictures")]
         if re.search(r"measurement (agrees|disagrees|is inconclusive)", claims) or "no verdict" not in claims:
             sys.exit("one seed must give figures and no verdict:\n" + claims)
+        if "raises classification accuracy (89.3" not in claims or "raise it further (91.2" not in claims:
+            sys.exit("report.md lacks the classification claims:\n" + claims)
+        unigram = re.search(r"unigram perplexity of those validation tokens: ([0-9.]+)", report)
+        if not unigram or not float(unigram.group(1)) > 1 or "| arm | validation perplexity (unigram " not in report:
+            sys.exit("report.md lacks the unigram perplexity:\n" + report)
         if claims.count("The seed's tuning idea") != 2:
             sys.exit("report.md lacks the uniform and decay arms' lines:\n" + claims)
         if "Selection rule" not in report or "settled" not in report:
             sys.exit("report.md lacks the selection rule or the settled definition")
         res = json.load(open(os.path.join(out, "results.json")))
+        cls = res["classification"]
+        if not (cls["labels"] == 5 and cls["held_out_examples"] >= 2 and cls["tuning_examples"] >= 2
+                and math.isclose(res["unigram_perplexity"], float(unigram.group(1)), rel_tol=1e-3)):
+            sys.exit("results.json: %r, unigram %r" % (cls, res["unigram_perplexity"]))
+        for arm in arms:
+            r0 = res["arms"][arm]["runs"][0]
+            acc = r0["classification_accuracy"]
+            # the scores' loss of the right labels is the tune job's evaluation of the same examples
+            if not (0 <= acc <= 1 and r0["classification_correct"] == round(acc * cls["held_out_examples"])
+                    and math.isclose(r0["classification_loss_scored"], r0["classification_loss_after"],
+                                     rel_tol=1e-4)):
+                sys.exit("results.json %s: classification %r" % (arm, r0))
+            if not os.path.exists(os.path.join(out, arm, "classify", "adapter_model.safetensors")):
+                sys.exit("no classification adapter in %s/classify" % arm)
         if sorted(res["arms"]) != sorted(arms):
             sys.exit("results.json arms %r" % sorted(res["arms"]))
         for arm in arms:
@@ -179,7 +219,8 @@ def main():
                            (["--steps", "2"], "--steps"), (["--top-k", "0"], "--top-k"),
                            (["--lr", "nan"], "--lr"), (["--seeds", "0"], "--seeds"),
                            (["--top-k", "64", "--block", "32"], "--top-k"),
-                           (["--measure-every", "50", "--steps", "10"], "--measure-every")):
+                           (["--measure-every", "50", "--steps", "10"], "--measure-every"),
+                           (["--classify-prefix", "30", "--block", "32"], "--classify-prefix")):
             _, err = run(exe, base + args, code=2)
             if name not in err:
                 sys.exit("%s: %r" % (" ".join(args), err))

@@ -9,7 +9,10 @@
  * per-seed tables (an interval holding 0, one on each side, a single seed,
  * NaN and infinity, equal values, differences of float32 noise, ranges),
  * and the files --resume reads back (saved.h): written, read back the same,
- * and their refusals.
+ * and their refusals; the classification's label contexts and scores
+ * (classify.h: shared prefixes computed once, the argmax against scores
+ * summed by hand, ties, a token outside the vocabulary) and the unigram
+ * perplexity (unigram.h) against a hand count.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -23,9 +26,11 @@
 
 #include <cmocka.h>
 
+#include "classify.h"
 #include "probe.h"
 #include "saved.h"
 #include "settled.h"
+#include "unigram.h"
 #include "verdict.h"
 
 /* 10 measurements at steps 10, 20, ..., 100 of 100: the window is steps
@@ -317,6 +322,12 @@ static void test_verdict_noise(void **state)
     assert_non_null(strstr(verdict_text(&v, "%.3f", 0, buf, sizeof(buf)), "float32 noise"));
     /* without the noise rule the same table would have agreed */
     assert_int_equal(verdict_paired(a, b, 3, -1, 0.0).kind, VERDICT_AGREES);
+    /* without it, equal figures (the same accuracy on every seed) are no
+     * noise: their interval [0, 0] holds 0 */
+    v = verdict_paired(b, b, 3, 1, 0.0);
+    assert_int_equal(v.kind, VERDICT_INCONCLUSIVE);
+    assert_false(v.below_noise);
+    assert_non_null(strstr(verdict_text(&v, "%+.1f", 0, buf, sizeof(buf)), "holds 0"));
     /* 1e-4 relative is past the noise */
     for (int k = 0; k < 3; k++)
         a[k] = b[k] * (1.0 - 1e-4 * (1.0 + 0.01 * k));
@@ -384,6 +395,94 @@ static void test_saved_files(void **state)
         saved_measures_read(text, strlen(text), 2, 4, 6, st, e2, t2, &m, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "steps"));
     free(text);
+    /* a finished classification */
+    size_t correct = 0, examples = 0;
+    text = saved_classify_text(7, 12);
+    assert_non_null(text);
+    assert_int_equal(saved_classify_read(text, strlen(text), &correct, &examples, err, sizeof(err)),
+                     0);
+    assert_true(correct == 7 && examples == 12);
+    free(text);
+    const char *bad_cls[] = {
+        "{\"format\": \"prefixcl-experiment-classify-1\", \"correct\": 13, \"examples\": 12}",
+        "{\"format\": \"prefixcl-experiment-classify-1\", \"correct\": 1.5, \"examples\": 3}",
+        "{\"format\": \"prefixcl-experiment-classify-1\", \"correct\": 0, \"examples\": 0}",
+        "{\"format\": \"prefixcl-experiment-1\", \"correct\": 0, \"examples\": 1}"
+    };
+    for (size_t i = 0; i < sizeof(bad_cls) / sizeof(bad_cls[0]); i++)
+        assert_int_equal(saved_classify_read(bad_cls[i], strlen(bad_cls[i]), &correct, &examples,
+                                             err, sizeof(err)),
+                         -1);
+}
+
+/* Labels "a b c", "a b d", "a e" and "f" (as token ids 1..6): the contexts
+ * are the prompt, "a", "a b" (shared by two labels), each computed once. */
+static void test_classify_contexts(void **state)
+{
+    (void)state;
+    const int32_t l0[] = { 1, 2, 3 }, l1[] = { 1, 2, 4 }, l2[] = { 1, 5 }, l3[] = { 6 };
+    const int32_t *ids[] = { l0, l1, l2, l3 };
+    const size_t len[] = { 3, 3, 2, 1 };
+    classify_contexts c;
+    assert_int_equal(classify_contexts_build(ids, len, 4, &c), 0);
+    assert_int_equal(c.count, 3);
+    assert_int_equal(c.ctx_len[0], 0);
+    assert_int_equal(c.ctx_len[1], 1);
+    assert_int_equal(c.ctx_len[2], 2);
+    assert_int_equal(c.at[4], 9);
+    /* label 1's tokens predicted from the prompt, "a" and "a b" */
+    assert_int_equal(c.ctx_of[c.at[1]], 0);
+    assert_int_equal(c.ctx_of[c.at[1] + 1], 1);
+    assert_int_equal(c.ctx_of[c.at[1] + 2], 2);
+    assert_int_equal(c.ctx_of[c.at[3]], 0);
+    /* log-probabilities over a vocabulary of 8 for the three contexts */
+    const size_t V = 8;
+    float lp[3 * 8];
+    for (size_t i = 0; i < 3 * V; i++)
+        lp[i] = (float)(-(double)(i % 5) - 1.0);
+    classify_log_softmax(lp, 3, V);
+    double score[4];
+    const int32_t best = classify_best(&c, lp, V, score);
+    for (size_t k = 0; k < 4; k++) {
+        double want = 0.0;
+        for (size_t p = c.at[k]; p < c.at[k + 1]; p++)
+            want += lp[c.ctx_of[p] * V + (size_t)c.ids[p]];
+        assert_true(fabs(score[k] - want) < 1e-12);
+    }
+    int32_t top = 0;
+    for (int32_t k = 1; k < 4; k++)
+        top = score[k] > score[top] ? k : top;
+    assert_int_equal(best, top);
+    /* equal scores: the lowest label */
+    for (size_t i = 0; i < 3 * V; i++)
+        lp[i] = 0.0f;
+    assert_int_equal(classify_best(&c, lp, V, NULL), 0);
+    /* each row of the log-softmax sums to 1 as probabilities */
+    float row[4] = { 1.0f, 2.0f, 3.0f, 4.0f };
+    classify_log_softmax(row, 1, 4);
+    double sum = 0.0;
+    for (int i = 0; i < 4; i++)
+        sum += exp(row[i]);
+    assert_true(fabs(sum - 1.0) < 1e-6);
+    /* a token outside the vocabulary */
+    assert_int_equal(classify_best(&c, lp, 5, NULL), -1);
+    classify_contexts_free(&c);
+    /* a label without tokens */
+    const size_t none[] = { 3, 0, 2, 1 };
+    assert_int_equal(classify_contexts_build(ids, none, 4, &c), -1);
+}
+
+/* Counts {3, 1, 0} of 4 training tokens, vocabulary 3: p = 4/7, 2/7, 1/7. */
+static void test_unigram(void **state)
+{
+    (void)state;
+    const uint64_t counts[3] = { 3, 1, 0 };
+    const int32_t ids[4] = { 0, 1, 2, 0 };
+    const double want = -(2 * log(4.0 / 7) + log(2.0 / 7) + log(1.0 / 7)) / 4;
+    assert_true(fabs(unigram_loss(counts, 3, 4, ids, 4) - want) < 1e-12);
+    const int32_t bad[1] = { 3 };
+    assert_true(isnan(unigram_loss(counts, 3, 4, bad, 1)));
+    assert_true(isnan(unigram_loss(counts, 3, 4, ids, 0)));
 }
 
 int main(void)
@@ -403,6 +502,8 @@ int main(void)
         cmocka_unit_test(test_verdict_noise),
         cmocka_unit_test(test_verdict_range),
         cmocka_unit_test(test_saved_files),
+        cmocka_unit_test(test_classify_contexts),
+        cmocka_unit_test(test_unigram),
     };
     return cmocka_run_group_tests_name("experiment_measures", tests, NULL, NULL);
 }

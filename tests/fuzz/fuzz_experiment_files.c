@@ -8,6 +8,8 @@
  *   refused cleanly, or 1..SAVED_ARGS_MAX strings.
  * - A run's measures.json for 3 heads, at most 4 measurements of 9 steps:
  *   refused cleanly, or ascending steps in 1..9.
+ * - A run's classify.json: refused cleanly, or 0 <= correct <= examples,
+ *   1 <= examples <= 10^9.
  * Also linked into the normal build by run_corpus.c, which replays
  * tests/fuzz/corpus/experiment_files/ (pfx_fuzz_accepts: the labels). */
 #include <stdlib.h>
@@ -66,7 +68,7 @@ bool pfx_fuzz_accepts(const uint8_t *data, size_t size, const char *label)
     return true;
 }
 
-/* The two JSON files of saved.h. */
+/* The JSON files of saved.h. */
 static void saved_files(const uint8_t *data, size_t size)
 {
     char err[256], **argv = NULL;
@@ -90,6 +92,10 @@ static void saved_files(const uint8_t *data, size_t size)
             if (steps[i] < 1 || steps[i] > STEPS || (i && steps[i] <= steps[i - 1]))
                 abort();
     }
+    size_t correct = 0, examples = 0;
+    if (!saved_classify_read((const char *)data, size, &correct, &examples, err, sizeof(err)) &&
+        (examples < 1 || examples > 1000000000 || correct > examples))
+        abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -2,13 +2,17 @@
  * (docs/design.md, "Full training" and "Analysis"). The same model trained
  * in several arms (no gain, linear, tanh, structured, linear on selected
  * heads) from the same seed, on the same data order, for the same steps,
- * each a pfx_pretrain_run; then per arm the validation perplexity,
- * generation speed, the heads whose gains settled and a linear probe of the
- * final hidden states; a report in the shape of the claims it checks.
+ * each a pfx_pretrain_run; then per arm the validation perplexity (beside
+ * the validation set's unigram perplexity), generation speed, the heads
+ * whose gains settled, a linear probe of the final hidden states and a
+ * classification by prefix tuning of the final model; a report in the
+ * shape of the claims it checks.
  *
  * One purpose a file: exp_cmd.c (options, the order of the work),
  * exp_arms.c (the runs and the per-step measurements), settled.c (the
  * settled measure), probe.c (the probe) and exp_probe.c (its features),
+ * exp_classify.c (the classification by prefix tuning) and classify.c (its
+ * label scores), exp_unigram.c and unigram.c (the unigram perplexity),
  * exp_speed.c (tokens/s), exp_plot.c (pictures), exp_report.c (report.md,
  * results.json). */
 #ifndef PFX_TOOLS_EXPERIMENT_EXP_H
@@ -54,6 +58,10 @@ typedef struct exp_options {
     size_t eval_every, eval_blocks;
     size_t probe_docs; /* validation documents the probe reads (0: all) */
     size_t gen_tokens, gen_reps;
+    size_t cls_steps;  /* the classification's tuning steps (0: no classification) */
+    size_t cls_prefix; /* its prefix length */
+    float cls_lr;      /* its learning rate */
+    size_t cls_test;   /* its held-out examples (0: every one) */
     bool arm[ARM_COUNT];
     bool quiet;
     char *command_line; /* as typed, for the report */
@@ -89,6 +97,13 @@ typedef struct exp_run {
     exp_speed_figs speed[EXP_CLOCKS];
     exp_speed_figs folded[EXP_CLOCKS]; /* the model with its gains folded into its queries */
     double probe_acc, probe_majority;
+    bool cls_done;                          /* classified (exp_classify.c) */
+    size_t cls_correct;                     /* held-out examples answered right */
+    double cls_acc;                         /* their share */
+    double cls_loss_before, cls_loss_after; /* held-out completion loss around the tuning (NAN
+                                             * when kept from an earlier sitting) */
+    double cls_scored_loss;  /* the same after it, from the scores (exp_cls_score.c) */
+    double cls_seconds;      /* tuning and scoring */
     float *gain_off_entropy; /* [LH]: the final model with its gains set to 0 (NULL: baseline) */
     double seconds;          /* training */
 } exp_run;
@@ -110,9 +125,15 @@ typedef struct exp_state {
     uint8_t *selected;  /* [LH] per seed... of seed 0 (the report's); every seed selects its own */
     size_t selected_at; /* the linear arm's step the selection reads */
     size_t probe_train, probe_test, probe_classes;
+    size_t cls_train, cls_test, cls_classes, cls_contexts; /* the classification's examples */
+    size_t cls_doc_tokens;                                 /* of a gloss its prompt keeps */
+    double cls_majority; /* answering the tuning examples' most frequent label */
+    double unigram_ppl;  /* the validation tokens' unigram perplexity (unigram.h) */
+    size_t unigram_tokens;
     char date[64];
-    double seconds_total, seconds_speed, seconds_probe; /* wall time: all, generation, probe */
-    char heat_note[512];                                /* which heads the heat maps show */
+    double seconds_total, seconds_speed, seconds_probe,
+        seconds_classify; /* wall time: all, generation, probe, classification */
+    char heat_note[512];  /* which heads the heat maps show */
 } exp_state;
 
 static inline exp_run *exp_run_at(exp_state *s, size_t seed, exp_arm_kind a)
@@ -136,6 +157,9 @@ void exp_gains_free(exp_gains *g);
 /* A finished arm's model in a context for forward passes of up to `batch` rows
  * (the context keeps the model: pfx_context_destroy releases both). */
 pfx_context *exp_model_load(exp_state *s, const exp_run *run, size_t batch);
+/* text (malloc'd, freed here; NULL: out of memory) and a newline replacing
+ * path; 0, or -1 after saying why. */
+int exp_write_text(const char *path, char *text);
 
 /* settled measure over a run's gain history, every threshold */
 void exp_settle(exp_state *s, exp_run *run);
@@ -149,6 +173,14 @@ size_t exp_gen_tokens(const exp_state *s);
 
 /* exp_probe.c: the probe of every finished run (final model, its gains). */
 int exp_probe_all(exp_state *s);
+
+/* exp_classify.c: every finished run's final model prefix-tuned on the
+ * lexicographer-file classification and scored on held-out glosses
+ * (nothing when --classify-steps is 0). */
+int exp_classify_all(exp_state *s);
+
+/* exp_unigram.c: s->unigram_ppl. */
+int exp_unigram(exp_state *s);
 
 /* exp_plot.c: the pictures in s->o.out; the number written, or -1. */
 int exp_plot_all(exp_state *s, char *note, size_t cap);
@@ -164,6 +196,9 @@ void exp_claims_write(exp_state *s, FILE *f);
 size_t exp_trained_heads(const exp_state *s, const exp_run *run);
 int exp_judge_clock(const exp_state *s);
 verdict exp_ppl_verdict(exp_state *s, exp_arm_kind a, exp_arm_kind b, double *mean_a,
+                        double *mean_b);
+/* The classification accuracy verdict of "arm a above arm b", likewise. */
+verdict exp_cls_verdict(exp_state *s, exp_arm_kind a, exp_arm_kind b, double *mean_a,
                         double *mean_b);
 
 #endif

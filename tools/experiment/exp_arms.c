@@ -239,6 +239,11 @@ static int save_measures(const exp_state *s, const exp_run *run)
     char path[4200];
     snprintf(path, sizeof(path), "%s/measures.json", run->dir);
     char *text = saved_measures_text(run->steps, run->entropy, run->topk, run->m, s->LH);
+    return exp_write_text(path, text);
+}
+
+int exp_write_text(const char *path, char *text)
+{
     pfx_output_file *f = NULL;
     int rc = -1;
     if (text && pfx_output_open(path, &f) == PFX_SUCCESS) {

@@ -1,4 +1,5 @@
 /* prefixcl experiment gain: options, then the work in order (exp.h). */
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,12 +28,19 @@
 #define DEF_BATCH  16
 #define DEF_STEPS  1000
 #define DEF_LR     3e-3f
+/* The classification: 100 steps of 8 examples with a prefix of 10, scored
+ * on 300 held-out glosses: 20 s an arm and seed there at the default size
+ * (15 CPU seconds; other jobs on the cores, README.md). */
+#define DEF_CLS_STEPS  100
+#define DEF_CLS_PREFIX 10
+#define DEF_CLS_TEST   300
 
 static const cli_doc doc = {
     "prefixcl experiment gain --corpus DIR --out DIR [--tokenizer DIR] [options]",
     "  Trains the same GPT-2-family model in several arms (same seed, data order and steps) and\n"
     "  measures what a learnable attention gain per head does: validation perplexity, generation\n"
-    "  tokens/s, which heads' gains settle, a linear probe of the final hidden states; writes\n"
+    "  tokens/s, which heads' gains settle, a linear probe of the final hidden states and a\n"
+    "  classification by prefix tuning of each final model; writes\n"
     "  OUT/report.md (against the published claims), OUT/results.json and pictures.\n",
     NULL
 };
@@ -187,17 +195,9 @@ static int save_args(int argc, char **argv, const char *out)
             (abs[k] = realpath(argv[i], NULL)))
             v[i] = abs[k++];
     }
-    char *text = saved_args_text(argc, v), path[4200];
+    char path[4200];
     snprintf(path, sizeof(path), "%s/experiment.json", out);
-    pfx_output_file *f = NULL;
-    if (text && pfx_output_open(path, &f) == PFX_SUCCESS) {
-        fprintf(pfx_output_stream(f), "%s\n", text);
-        rc = pfx_output_commit(&f) == PFX_SUCCESS ? 0 : -1;
-    }
-    if (rc)
-        fprintf(stderr, "prefixcl experiment gain: writing %s: %s\n", path,
-                text ? pfx_last_error(NULL) : "out of host memory");
-    free(text);
+    rc = exp_write_text(path, saved_args_text(argc, v));
     for (int i = 0; i < k; i++)
         free(abs[i]);
     free(v);
@@ -232,7 +232,11 @@ static int experiment(int argc, char **argv, const char *resumed)
                         .eval_blocks = 64,
                         .probe_docs = 3000,
                         .gen_tokens = 64,
-                        .gen_reps = 5 };
+                        .gen_reps = 5,
+                        .cls_steps = DEF_CLS_STEPS,
+                        .cls_prefix = DEF_CLS_PREFIX,
+                        .cls_lr = 1e-2f,
+                        .cls_test = DEF_CLS_TEST };
     const char *arms = "baseline,linear,tanh,dim,selected", *resume = NULL;
     size_t warmup = SIZE_MAX, measure = 0, eval_every = 0; /* SIZE_MAX, 0: from --steps */
     const cli_option opts[] = {
@@ -286,6 +290,16 @@ static int experiment(int argc, char **argv, const char *resumed)
           "validation blocks an evaluation reads", "64" },
         { "--probe-docs", CLI_SIZE, &o->probe_docs, 0, 1e9, NULL, NULL, "N",
           "validation documents the probe reads, 0: all", "3000" },
+        { "--classify-steps", CLI_SIZE, &o->cls_steps, 0, 1e9, NULL, NULL, "N",
+          "the classification's prefix-tuning steps (8 glosses each) of every final model; 0: no "
+          "classification",
+          CLI_STR(DEF_CLS_STEPS) },
+        { "--classify-prefix", CLI_SIZE, &o->cls_prefix, 1, 1 << 16, NULL, NULL, "P",
+          "the classification's prefix length", CLI_STR(DEF_CLS_PREFIX) },
+        { "--classify-lr", CLI_FLOAT, &o->cls_lr, 1e-9, 10, NULL, NULL, "X",
+          "the classification's tuning learning rate", "1e-2" },
+        { "--classify-test", CLI_SIZE, &o->cls_test, 0, 1e9, NULL, NULL, "N",
+          "held-out glosses the classification scores, 0: all", CLI_STR(DEF_CLS_TEST) },
         { "--gen-tokens", CLI_SIZE, &o->gen_tokens, 1, 1 << 16, NULL, NULL, "N",
           "new tokens a timed generation", "64" },
         { "--gen-reps", CLI_SIZE, &o->gen_reps, 1, 1000, NULL, NULL, "N",
@@ -332,6 +346,13 @@ static int experiment(int argc, char **argv, const char *resumed)
         snprintf(why, sizeof(why), "--heads %zu does not divide --hidden %zu", o->heads, o->hidden);
         return refuse(why, opts, nopts);
     }
+    if (o->cls_steps && o->cls_prefix + 8 > o->block) {
+        snprintf(why, sizeof(why),
+                 "--classify-prefix %zu leaves fewer than 8 of --block %zu positions for a gloss "
+                 "and its label",
+                 o->cls_prefix, o->block);
+        return refuse(why, opts, nopts);
+    }
     if (o->top_k > o->block) {
         snprintf(why, sizeof(why), "--top-k %zu exceeds --block %zu", o->top_k, o->block);
         return refuse(why, opts, nopts);
@@ -345,6 +366,14 @@ static int experiment(int argc, char **argv, const char *resumed)
                  o->measure_every > o->steps ? o->measure_every : o->eval_every, o->steps);
         return refuse(why, opts, nopts);
     }
+    /* the folders as absolute paths in every sitting: the arms' checkpoints
+     * record the paths, and --resume starts from experiment.json's absolute
+     * ones (save_args), perhaps elsewhere */
+    char corpus_abs[PATH_MAX], tokenizer_abs[PATH_MAX], out_abs[PATH_MAX];
+    if (realpath(o->corpus, corpus_abs))
+        o->corpus = corpus_abs;
+    if (realpath(o->tokenizer, tokenizer_abs))
+        o->tokenizer = tokenizer_abs;
     snprintf(s->train_path, sizeof(s->train_path), "%s/train.txt", o->corpus);
     snprintf(s->valid_path, sizeof(s->valid_path), "%s/valid.txt", o->corpus);
     snprintf(s->labels_path, sizeof(s->labels_path), "%s/valid_labels.tsv", o->corpus);
@@ -359,10 +388,12 @@ static int experiment(int argc, char **argv, const char *resumed)
         }
     static const char *const outputs[] = { "report.md",   "results.json",     "valid_loss.png",
                                            "entropy.png", "gains_linear.png", "attention_maps.png",
-                                           "model/",      "experiment.json" };
+                                           "model/",      "experiment.json",  "classify/" };
     if (!cli_check_output_dir("experiment gain", "--out", o->out, outputs,
                               sizeof(outputs) / sizeof(outputs[0])))
         return 2;
+    if (realpath(o->out, out_abs))
+        o->out = out_abs;
     if (!resumed && save_args(argc, argv, o->out))
         return 1;
     if (pfx_tokenizer_load(o->tokenizer, &s->tok) != PFX_SUCCESS) {
@@ -383,7 +414,7 @@ static int experiment(int argc, char **argv, const char *resumed)
     int rc = 1;
     s->runs = calloc(o->seeds * ARM_COUNT, sizeof(exp_run));
     if (!s->runs || !o->command_line || !(s->rt = tool_runtime("experiment gain", o->device)) ||
-        exp_prepare(s))
+        exp_prepare(s) || exp_unigram(s))
         goto out;
     if (!o->quiet)
         printf("prefixcl experiment gain: %zu layers x %zu heads, %zu wide, blocks of %zu, %zu x "
@@ -410,6 +441,12 @@ static int experiment(int argc, char **argv, const char *resumed)
         ok = exp_probe_all(s) == 0;
     }
     s->seconds_probe = tool_now_s() - t1;
+    t1 = tool_now_s();
+    if (ok) {
+        phase = "the classification";
+        ok = exp_classify_all(s) == 0;
+    }
+    s->seconds_classify = tool_now_s() - t1;
     cli_stop_release();
     if (!ok) {
         if (cli_stop) {

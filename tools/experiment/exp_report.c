@@ -17,6 +17,8 @@
  * share of heads whose gain settles. */
 static const double claim_ppl[ARM_COUNT] = { 4.21, 4.08, NAN, NAN, 4.02, NAN, NAN };
 static const double claim_tok[ARM_COUNT] = { 1250, 1220, NAN, NAN, 1280, NAN, NAN };
+/* classification accuracy, percent */
+static const double claim_cls[ARM_COUNT] = { 89.3, 90.7, NAN, NAN, 91.2, NAN, NAN };
 #define CLAIM_SETTLED_LO 0.60
 #define CLAIM_SETTLED_HI 0.70
 
@@ -43,10 +45,11 @@ static stat stat_of(const double *x, size_t n)
     return s;
 }
 
-typedef enum measure { M_PPL, M_PROBE, M_SETTLED } measure;
+typedef enum measure { M_PPL, M_PROBE, M_SETTLED, M_CLS } measure;
 
 /* A measure of arm a over the seeds (the settled share: of the trained
- * heads; skipped where the window was too short). */
+ * heads; skipped where the window was too short; the classification
+ * accuracy in percent, of the runs classified). */
 static stat arm_stat(exp_state *s, exp_arm_kind a, measure m)
 {
     double x[64] = { 0 };
@@ -59,7 +62,10 @@ static stat arm_stat(exp_state *s, exp_arm_kind a, measure m)
             x[n++] = run->ppl;
         else if (m == M_PROBE)
             x[n++] = run->probe_acc;
-        else if (run->settled[EXP_THR_MAIN] >= 0) {
+        else if (m == M_CLS) {
+            if (run->cls_done)
+                x[n++] = 100.0 * run->cls_acc;
+        } else if (run->settled[EXP_THR_MAIN] >= 0) {
             const size_t trained = exp_trained_heads(s, run);
             x[n++] = trained ? (double)run->settled[EXP_THR_MAIN] / (double)trained : 0.0;
         }
@@ -133,6 +139,23 @@ static void head_list(FILE *f, const exp_state *s, const exp_run *run, int sign)
         fprintf(f, "none");
 }
 
+/* Arm a's classification accuracy against the baseline's, paired by seed:
+ * "+1.2 ± 0.8, above" (points). */
+static void cls_against_baseline(exp_state *s, exp_arm_kind a, char *buf, size_t cap)
+{
+    double ma, mb;
+    const verdict v = exp_cls_verdict(s, a, ARM_BASELINE, &ma, &mb);
+    switch (v.kind) {
+    case VERDICT_AGREES: snprintf(buf, cap, "%+.1f ± %.1f: above", v.mean, v.half); break;
+    case VERDICT_DISAGREES: snprintf(buf, cap, "%+.1f ± %.1f: below", v.mean, v.half); break;
+    case VERDICT_INCONCLUSIVE:
+        snprintf(buf, cap, "%+.1f ± %.1f: inconclusive", v.mean, v.half);
+        break;
+    case VERDICT_ONE_SEED: snprintf(buf, cap, "%+.1f: one seed, no verdict", v.mean); break;
+    default: snprintf(buf, cap, "n/a"); break;
+    }
+}
+
 static void write_md(exp_state *s, FILE *f)
 {
     const exp_options *o = &s->o;
@@ -183,22 +206,33 @@ static void write_md(exp_state *s, FILE *f)
     for (size_t i = 0; i < o->seeds * ARM_COUNT; i++)
         train += s->runs[i].done ? s->runs[i].seconds : 0.0;
     fprintf(f,
+            "- unigram perplexity of those validation tokens: %.1f (each of the %zu tokens "
+            "predicted by its frequency in the training blocks, add-one smoothed over the "
+            "vocabulary: the floor a model that learned nothing reaches)\n",
+            s->unigram_ppl, s->unigram_tokens);
+    fprintf(f,
             "- time: %.0f s in all: training and its measures %.0f s, generation speed %.0f s, "
-            "probe %.0f s\n\n",
-            s->seconds_total, train, s->seconds_speed, s->seconds_probe);
+            "probe %.0f s, classification %.0f s\n\n",
+            s->seconds_total, train, s->seconds_speed, s->seconds_probe, s->seconds_classify);
 
     fprintf(f, "## Results against the claims\n\n");
-    fprintf(f, "| arm | validation perplexity | tokens/s | heads settled (thr 0.05) | probe "
-               "accuracy | claimed "
-               "perplexity | claimed tokens/s |\n|---|---|---|---|---|---|---|\n");
+    fprintf(f,
+            "| arm | validation perplexity (unigram %.1f) | tokens/s | heads settled (thr 0.05) | "
+            "probe accuracy | classification accuracy %% | classification against baseline, "
+            "paired | claimed perplexity | claimed tokens/s | claimed classification %% "
+            "|\n|---|---|---|---|---|---|---|---|---|---|\n",
+            s->unigram_ppl);
     for (exp_arm_kind a = 0; a < ARM_COUNT; a++) {
         const exp_run *r0 = exp_run_at(s, 0, a);
         if (!r0->done)
             continue;
         char ppl[96], probe[96], settled[160] = "n/a (no gain)", tok[96] = "n/a", cp[16] = "—",
-                                 ct[16] = "—";
+                                 ct[16] = "—", cls[96], cc[16] = "—", vs[160] = "—";
         fmt_stat(ppl, sizeof(ppl), arm_stat(s, a, M_PPL), "%.3f");
         fmt_stat(probe, sizeof(probe), arm_stat(s, a, M_PROBE), "%.3f");
+        fmt_stat(cls, sizeof(cls), arm_stat(s, a, M_CLS), "%.1f");
+        if (a != ARM_BASELINE && o->cls_steps)
+            cls_against_baseline(s, a, vs, sizeof(vs));
         if (a != ARM_BASELINE) {
             if (o->seeds > 1) {
                 char pct[96];
@@ -221,8 +255,10 @@ static void write_md(exp_state *s, FILE *f)
             snprintf(cp, sizeof(cp), "%.2f", claim_ppl[a]);
         if (isfinite(claim_tok[a]))
             snprintf(ct, sizeof(ct), "%.0f", claim_tok[a]);
-        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s |\n", exp_arm_names[a], ppl, tok, settled,
-                probe, cp, ct);
+        if (isfinite(claim_cls[a]))
+            snprintf(cc, sizeof(cc), "%.1f", claim_cls[a]);
+        fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", exp_arm_names[a], ppl,
+                tok, settled, probe, cls, vs, cp, ct, cc);
     }
     fprintf(
         f,
@@ -246,6 +282,23 @@ static void write_md(exp_state *s, FILE *f)
             "classes); %zu documents at even indices train it, %zu at odd indices test it. Always "
             "answering the most frequent class scores %.3f.\n\n",
             s->probe_classes, s->probe_train, s->probe_test, any0->probe_majority);
+    if (s->cls_classes)
+        fprintf(f,
+                "Classification: each final model (a gain arm's with its gains folded into its "
+                "query projections: the same function) prefix-tuned by the tune job's supervised "
+                "mode, %zu steps of 8 examples, prefix length %zu, learning rate %g, the run's "
+                "seed, the same for every arm; prompt the gloss (at most its first %zu tokens) and "
+                "\"\\nlexicographer file:\", completion \" LEXNAME\" (the loss on it alone). %zu "
+                "glosses of valid_labels.tsv at even indices tune, %zu at odd indices are held "
+                "out. Each held-out gloss is answered with the label whose completion the model "
+                "with its prefix finds likeliest (the sum of its tokens' log-probabilities after "
+                "the prompt), of all %zu: ranking the labels measures the choice alone, where "
+                "greedy decoding would also count misspelt labels as wrong. Always answering the "
+                "tuning glosses' most frequent label scores %.1f %%. The paired column: the mean "
+                "difference from the baseline over the seeds, in points, with its 95%% interval "
+                "and verdict (the rule of the claims below).\n\n",
+                o->cls_steps, o->cls_prefix, (double)o->cls_lr, s->cls_doc_tokens, s->cls_train,
+                s->cls_test, s->cls_classes, 100.0 * s->cls_majority);
 
     if (base0->done && base0->speed[EXP_WALL].tok_s > 0) {
         fprintf(
@@ -445,6 +498,14 @@ static cJSON *run_json(exp_state *s, const exp_run *run, exp_arm_kind a)
     }
     add_num(o, "probe_accuracy", run->probe_acc);
     add_num(o, "probe_majority_accuracy", run->probe_majority);
+    if (run->cls_done) {
+        add_num(o, "classification_accuracy", run->cls_acc);
+        cJSON_AddNumberToObject(o, "classification_correct", (double)run->cls_correct);
+        add_num(o, "classification_loss_before", run->cls_loss_before);
+        add_num(o, "classification_loss_after", run->cls_loss_after);
+        add_num(o, "classification_loss_scored", run->cls_scored_loss);
+        add_num(o, "classification_seconds", run->cls_seconds);
+    }
     cJSON *meas = cJSON_AddObjectToObject(o, "per_head");
     double *steps = malloc((run->m ? run->m : 1) * sizeof(double)),
            *row = malloc(s->LH * sizeof(double));
@@ -527,6 +588,7 @@ static char *json_text(exp_state *s)
     cJSON_AddNumberToObject(root, "seconds", s->seconds_total);
     cJSON_AddNumberToObject(root, "seconds_generation", s->seconds_speed);
     cJSON_AddNumberToObject(root, "seconds_probe", s->seconds_probe);
+    cJSON_AddNumberToObject(root, "seconds_classification", s->seconds_classify);
     cJSON_AddStringToObject(
         root, "settled_definition",
         "|g| >= threshold at every measured step s with 5 s >= 4 steps, one sign, at least 2 "
@@ -540,6 +602,21 @@ static char *json_text(exp_state *s)
     cJSON_AddNumberToObject(probe, "train_documents", (double)s->probe_train);
     cJSON_AddNumberToObject(probe, "test_documents", (double)s->probe_test);
     cJSON_AddNumberToObject(probe, "classes", (double)s->probe_classes);
+    add_num(root, "unigram_perplexity", s->unigram_ppl);
+    cJSON_AddNumberToObject(root, "unigram_tokens", (double)s->unigram_tokens);
+    if (s->cls_classes) {
+        cJSON *c = cJSON_AddObjectToObject(root, "classification");
+        cJSON_AddNumberToObject(c, "steps", (double)o->cls_steps);
+        cJSON_AddNumberToObject(c, "batch", 8);
+        cJSON_AddNumberToObject(c, "prefix_len", (double)o->cls_prefix);
+        cJSON_AddNumberToObject(c, "lr", o->cls_lr);
+        cJSON_AddNumberToObject(c, "tuning_examples", (double)s->cls_train);
+        cJSON_AddNumberToObject(c, "held_out_examples", (double)s->cls_test);
+        cJSON_AddNumberToObject(c, "labels", (double)s->cls_classes);
+        add_num(c, "majority_accuracy", s->cls_majority);
+        cJSON_AddStringToObject(c, "answer",
+                                "the label whose completion has the largest log-likelihood");
+    }
     cJSON *arms = cJSON_AddObjectToObject(root, "arms");
     for (exp_arm_kind a = 0; a < ARM_COUNT; a++) {
         if (!exp_run_at(s, 0, a)->done)
@@ -550,6 +627,18 @@ static char *json_text(exp_state *s)
         add_num(arm, "validation_perplexity_ci95", p.ci);
         add_num(arm, "probe_accuracy_mean", q.mean);
         add_num(arm, "probe_accuracy_ci95", q.ci);
+        const stat c = arm_stat(s, a, M_CLS);
+        add_num(arm, "classification_accuracy_percent_mean", c.mean);
+        add_num(arm, "classification_accuracy_percent_ci95", c.ci);
+        if (a != ARM_BASELINE && s->cls_classes) {
+            double ma, mb;
+            const verdict v = exp_cls_verdict(s, a, ARM_BASELINE, &ma, &mb);
+            add_num(arm, "classification_minus_baseline_mean", v.mean);
+            add_num(arm, "classification_minus_baseline_ci95", v.half);
+            cJSON_AddNumberToObject(arm, "classification_minus_baseline_seeds", (double)v.n);
+            cJSON_AddStringToObject(arm, "classification_above_baseline", verdict_name(v.kind));
+        }
+        add_num(arm, "claimed_classification_percent", claim_cls[a]);
         if (a != ARM_BASELINE) {
             double ma, mb;
             const verdict v = exp_ppl_verdict(s, a, ARM_BASELINE, &ma, &mb);

@@ -219,6 +219,43 @@ out:
     return rc;
 }
 
+char *saved_classify_text(size_t correct, size_t examples)
+{
+    cJSON *root = cJSON_CreateObject();
+    char *text = NULL;
+    if (root && cJSON_AddStringToObject(root, "format", SAVED_CLASSIFY_FORMAT) &&
+        cJSON_AddNumberToObject(root, "correct", (double)correct) &&
+        cJSON_AddNumberToObject(root, "examples", (double)examples))
+        text = cJSON_Print(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+int saved_classify_read(const char *text, size_t len, size_t *correct, size_t *examples, char *err,
+                        size_t errcap)
+{
+    *correct = *examples = 0;
+    cJSON *root = parse(text, len, SAVED_CLASSIFY_FORMAT, err, errcap);
+    if (!root)
+        return -1;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(root, "correct");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "examples");
+    const double dn = cJSON_IsNumber(n) ? n->valuedouble : NAN;
+    const double dc = cJSON_IsNumber(c) ? c->valuedouble : NAN;
+    int rc = -1;
+    if (!(dn >= 1 && dn <= 1e9 && dn == floor(dn)))
+        snprintf(err, errcap, "\"examples\" is not a whole number from 1 to 10^9");
+    else if (!(dc >= 0 && dc <= dn && dc == floor(dc)))
+        snprintf(err, errcap, "\"correct\" is not a whole number from 0 to \"examples\"");
+    else {
+        *correct = (size_t)dc;
+        *examples = (size_t)dn;
+        rc = 0;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
 char *saved_read(const char *path, size_t max_bytes, size_t *len)
 {
     FILE *f = fopen(path, "rb");

@@ -58,7 +58,7 @@ verdict verdict_paired(const double *a, const double *b, size_t n, int sign, dou
         v.kind = VERDICT_ONE_SEED;
         return v;
     }
-    if (fabs(v.mean) <= v.noise) {
+    if (v.noise > 0 && fabs(v.mean) <= v.noise) { /* without the rule, 0 is no noise */
         v.kind = VERDICT_INCONCLUSIVE;
         v.below_noise = true;
         return v;

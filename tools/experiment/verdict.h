@@ -43,7 +43,8 @@ double verdict_t975(size_t df);
  * paired differences a[k] - b[k] of n seeds. rel_noise: a mean difference
  * whose size is below rel_noise x the larger of |mean a| and |mean b| is
  * noise (VERDICT_INCONCLUSIVE); 0: every difference counts (timings, whose
- * noise the interval measures). Checked in this order: n 0 (MISSING), a
+ * noise the interval measures; accuracies, exact shares), and equal figures
+ * are judged by their interval, which holds 0. Checked in this order: n 0 (MISSING), a
  * non-finite figure (NOT_FINITE), n 1 (ONE_SEED, mean set), noise, the
  * interval (holding 0: INCONCLUSIVE). */
 verdict verdict_paired(const double *a, const double *b, size_t n, int sign, double rel_noise);
