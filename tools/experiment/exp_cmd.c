@@ -31,7 +31,7 @@
 /* The classification: 100 steps of 8 examples with a prefix of 10, scored
  * on 300 held-out glosses: 20 s an arm and seed there at the default size
  * (15 CPU seconds; other jobs on the cores, README.md). */
-#define DEF_CLS_STEPS  100
+#define DEF_CLS_STEPS  300
 #define DEF_CLS_PREFIX 10
 #define DEF_CLS_TEST   300
 
