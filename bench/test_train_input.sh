@@ -67,7 +67,7 @@ peer_refuses() {
 }
 peer_refuses "without --llmc-src" "--llmc-src" --peers llmc
 peer_refuses "--peers of another" "--peers" --peers prefixcl,tf
-peer_refuses "--tokens past the positions" "--tokens from 2 to 128" --shape small --tokens 256 \
+peer_refuses "--tokens past the positions" "--tokens from 2 to 64" --shape small --tokens 128 \
     --peers torch
 
 echo "$((11 - failures)) passed, $failures failed"
