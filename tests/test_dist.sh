@@ -73,12 +73,24 @@ case_curve() {
 compare_curves() { # one.csv two.csv steps fall (last loss below fall x the first)
     python3 - "$1" "$2" "$LOSS_RTOL" "$3" "$4" <<'EOF' ||
 import csv, sys
-one = list(csv.DictReader(open(sys.argv[1])))
-two = list(csv.DictReader(open(sys.argv[2])))
+rows_one = list(csv.DictReader(open(sys.argv[1])))
+rows_two = list(csv.DictReader(open(sys.argv[2])))
+# the training steps' rows (tune's step 0 holds only the evaluation before them)
+one = [r for r in rows_one if r["loss"]]
+two = [r for r in rows_two if r["loss"]]
 rtol, steps, fall = float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-if len(one) != steps or len(two) != steps:
-    sys.exit(f"rows: {len(one)} and {len(two)}, want {steps}")
+if len(one) != steps or len(two) != steps or len(rows_one) != len(rows_two):
+    sys.exit(f"rows: {len(one)} and {len(two)} with a loss, want {steps}")
 worst = 0.0
+for a, b in zip(rows_one, rows_two):
+    x, y = a.get("eval_loss", ""), b.get("eval_loss", "")
+    if (x == "") != (y == ""):
+        sys.exit(f"step {a['step']}: an evaluation loss in one run only")
+    if x:
+        rel = abs(float(x) - float(y)) / abs(float(x))
+        worst = max(worst, rel)
+        if not rel <= rtol:
+            sys.exit(f"step {a['step']}: evaluation loss {x} with one rank, {y} with two (rel {rel:.2e})")
 for a, b in zip(one, two):
     x, y = float(a["loss"]), float(b["loss"])
     rel = abs(x - y) / abs(x)
