@@ -65,6 +65,12 @@
 #ifndef PFX_ATTN_VEC
 #define PFX_ATTN_VEC 1
 #endif
+/* The GPU path's dropout is compiled in only for a call that drops (the
+ * runtime adds -DPFX_ATTN_DROPOUT=1): the mask generator's registers made
+ * the tiles of other calls spill on AMD's gfx90a. */
+#ifndef PFX_ATTN_DROPOUT
+#define PFX_ATTN_DROPOUT 0
+#endif
 #define BQ PFX_ATTN_BLOCK_M
 #define BK PFX_ATTN_BLOCK_N
 #define DT PFX_ATTN_DSPLIT

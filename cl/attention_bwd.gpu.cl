@@ -77,12 +77,13 @@ void pfx_attn_bwd_dkv(int B, int H, int Hkv, int N, int M, int P, int D, int cau
                       __global const float *lse, __global const float *delta,
                       __global const float *head, int structured, __global const int *items,
                       uint4 drop_stream, uint drop_threshold, float drop_scale, uint drop_item0,
-                      int drop_on,
+                      int drop_on_arg,
                       __global float *dk, __global float *dv, int accumulate,
                       __global float *dpk_part, __global float *dpv_part,
                       int tile_offset, int prefix_tiles)
 {
     BWD_LOCALS;
+    const int drop_on = PFX_ATTN_DROPOUT && drop_on_arg;
     const int wg = BK * DT;
     int lid = get_local_id(0);
     int jj = lid % BK, ch = lid / BK;
@@ -186,9 +187,10 @@ void pfx_attn_bwd_dq(int B, int H, int Hkv, int N, int M, int P, int D, int caus
                      __global const float *lse, __global const float *delta,
                      __global const float *head, int structured, __global const int *items,
                      uint4 drop_stream, uint drop_threshold, float drop_scale, uint drop_item0,
-                     int drop_on, __global float *dq, int accumulate, __global float *gain_part)
+                     int drop_on_arg, __global float *dq, int accumulate, __global float *gain_part)
 {
     BWD_LOCALS;
+    const int drop_on = PFX_ATTN_DROPOUT && drop_on_arg;
     const int wg = BQ * DT;
     int lid = get_local_id(0);
     int r = lid % BQ, ch = lid / BQ;

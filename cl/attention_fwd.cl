@@ -76,6 +76,12 @@
 #ifndef PFX_ATTN_VEC
 #define PFX_ATTN_VEC 1
 #endif
+/* The GPU path's dropout is compiled in only for a call that drops (the
+ * runtime adds -DPFX_ATTN_DROPOUT=1): the mask generator's registers made
+ * the tiles of other calls spill on AMD's gfx90a. */
+#ifndef PFX_ATTN_DROPOUT
+#define PFX_ATTN_DROPOUT 0
+#endif
 #define HEAD_DIM PFX_ATTN_HEAD_DIM
 #define BLOCK_M PFX_ATTN_BLOCK_M
 #define BLOCK_N PFX_ATTN_BLOCK_N
@@ -225,13 +231,14 @@ void pfx_attn_fwd(__global const void *q, __global const void *k, __global const
                   const ulong ob, const ulong oh, const ulong orow,
                   const ulong pb, const ulong ph, const ulong gain_item,
                   const uint4 drop_stream, const uint drop_threshold, const float drop_scale,
-                  const uint drop_item0, const int drop_on)
+                  const uint drop_item0, const int drop_on_arg)
 {
     __local float Kt[BLOCK_N * KV_STRIDE];
     __local float Vt[BLOCK_N * KV_STRIDE];
     __local float Qs[BLOCK_M * Q_STRIDE];
     __local float Ss[BLOCK_M * S_STRIDE]; /* logits of the tile */
     __local float Ps[BLOCK_M * S_STRIDE]; /* probabilities of the tile */
+    const int drop_on = PFX_ATTN_DROPOUT && drop_on_arg;
 
     const int N = dims.N, M = dims.M, D = dims.D, R = dims.R;
     const int lid = (int)get_local_id(0);

@@ -131,6 +131,7 @@ static pfx_status enqueue(pfx_runtime *rt, const pfx_attn_problem *p,
 {
     char options[PFX_OPTIONS_MAX];
     pfx_attn_bwd_options(tiles, options, sizeof(options));
+    pfx_attn_dropout_option(p, options, sizeof(options));
     cl_kernel k_delta, k_dkv, k_dq, k_prefix, k_gain, k_dkvq = NULL, k_finish = NULL;
     pfx_status st;
     if ((st = pfx_kernel_get(rt, "attention_bwd", options, "pfx_attn_bwd_delta", &k_delta)) ||

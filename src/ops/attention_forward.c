@@ -46,6 +46,7 @@ pfx_status pfx_attention_forward(pfx_runtime *rt, const pfx_attention_desc *desc
 
     char options[PFX_OPTIONS_MAX];
     pfx_attn_fwd_options(&t, options, sizeof(options));
+    pfx_attn_dropout_option(&p, options, sizeof(options));
     cl_kernel kernel, merge = NULL;
     if ((st = pfx_kernel_get(rt, "attention_fwd", options, "pfx_attn_fwd", &kernel)))
         goto done;

@@ -343,6 +343,13 @@ pfx_status pfx_attn_problem_forward_only(pfx_runtime *rt, const char *op, const 
     return PFX_SUCCESS;
 }
 
+void pfx_attn_dropout_option(const pfx_attn_problem *p, char *options, size_t cap)
+{
+    const size_t at = strlen(options);
+    if (p->dropout > 0.0f && at < cap)
+        snprintf(options + at, cap - at, " -DPFX_ATTN_DROPOUT=1");
+}
+
 pfx_status pfx_attn_problem_no_dropout(pfx_runtime *rt, const char *op, const pfx_attn_problem *p)
 {
     if (p->dropout > 0.0f)

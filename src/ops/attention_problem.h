@@ -71,6 +71,10 @@ pfx_attn_drop_args pfx_attn_drop_args_of(const pfx_attn_problem *p);
  * the probability map describe the undropped softmax). */
 pfx_status pfx_attn_problem_no_dropout(pfx_runtime *rt, const char *op, const pfx_attn_problem *p);
 
+/* Adds -DPFX_ATTN_DROPOUT=1 to a kernel's options when p drops: the GPU
+ * path compiles its dropout in only then (cl/attention_fwd.cl). */
+void pfx_attn_dropout_option(const pfx_attn_problem *p, char *options, size_t cap);
+
 /* PFX_ERROR_UNSUPPORTED when the call has what only the forward computes:
  * an item with bank entry -1 (no prefix) or per-item gains;
  * PFX_ERROR_DTYPE_MISMATCH for a bfloat16 input (only the forward reads it). */
